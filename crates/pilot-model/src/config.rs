@@ -1,0 +1,259 @@
+//! Configuration objects: metadata plus a typed or untyped spec, and their
+//! document form.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::{ConfigKey, ConfigKind, ConfigMeta, FieldError, StoreError};
+
+/// A configuration object: metadata and a spec of type `S`.
+///
+/// Typed code uses `Config<RouteRule>`; code that handles kinds known only at
+/// run time uses [`DynConfig`], whose spec is a JSON value. Both serialize to
+/// the same document form that `pilotctl` reads:
+///
+/// ```
+/// use pilot_model::DynConfig;
+/// let doc = serde_json::json!({
+///     "apiVersion": "example.com/v1",
+///     "kind": "Greeting",
+///     "metadata": {"name": "hello", "namespace": "default", "labels": {"app": "web"}},
+///     "spec": {"text": "hi"}
+/// });
+/// let config: DynConfig = serde_json::from_value(doc.clone()).unwrap();
+/// assert_eq!(config.meta.group, "example.com");
+/// assert_eq!(config.spec["text"], "hi");
+/// assert_eq!(serde_json::to_value(&config).unwrap(), doc);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config<S> {
+    /// Identity, labels, annotations and the store's version.
+    pub meta: ConfigMeta,
+    /// The kind-specific content.
+    pub spec: S,
+}
+
+/// A configuration object whose spec is untyped JSON.
+pub type DynConfig = Config<serde_json::Value>;
+
+impl<S> Config<S> {
+    /// The object's key.
+    pub fn key(&self) -> ConfigKey {
+        self.meta.key()
+    }
+}
+
+impl<K: ConfigKind> Config<K> {
+    /// A new typed object of kind `K`; group and version come from `K`.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>, spec: K) -> Self {
+        let mut meta = ConfigMeta::new(K::KIND, namespace, name);
+        meta.group = K::GROUP.to_string();
+        meta.version = K::VERSION.to_string();
+        Config { meta, spec }
+    }
+
+    /// The untyped form of this object.
+    pub fn to_dyn(&self) -> Result<DynConfig, StoreError> {
+        let spec = serde_json::to_value(&self.spec).map_err(|e| StoreError::Invalid {
+            key: self.key(),
+            errors: vec![FieldError::new("spec", e.to_string())],
+        })?;
+        Ok(Config {
+            meta: self.meta.clone(),
+            spec,
+        })
+    }
+
+    /// The typed form of an untyped object of kind `K`. The error names the
+    /// field that did not fit.
+    pub fn from_dyn(config: &DynConfig) -> Result<Self, StoreError> {
+        if config.meta.kind != K::KIND {
+            return Err(StoreError::Invalid {
+                key: config.key(),
+                errors: vec![FieldError::new(
+                    "kind",
+                    format!("expected {}, found {}", K::KIND, config.meta.kind),
+                )],
+            });
+        }
+        let spec = decode_spec::<K>(&config.spec).map_err(|error| StoreError::Invalid {
+            key: config.key(),
+            errors: vec![error],
+        })?;
+        Ok(Config {
+            meta: config.meta.clone(),
+            spec,
+        })
+    }
+}
+
+/// Decodes a spec, naming the failing field as `spec.<path>`.
+pub(crate) fn decode_spec<T: DeserializeOwned>(spec: &serde_json::Value) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(spec).map_err(|e| {
+        let inner = e.path().to_string();
+        let path = if inner == "." {
+            "spec".to_string()
+        } else {
+            format!("spec.{inner}")
+        };
+        FieldError::new(path, e.into_inner().to_string())
+    })
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DocumentRef<'a, S> {
+    api_version: String,
+    kind: &'a str,
+    metadata: ObjectMetaRef<'a>,
+    spec: &'a S,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ObjectMetaRef<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    labels: &'a BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    annotations: &'a BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    creation_timestamp: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Document<S> {
+    #[serde(default)]
+    api_version: String,
+    kind: String,
+    metadata: ObjectMeta,
+    spec: S,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ObjectMeta {
+    name: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    creation_timestamp: Option<String>,
+}
+
+impl<S: Serialize> Serialize for Config<S> {
+    fn serialize<Ser: Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
+        let meta = &self.meta;
+        DocumentRef {
+            api_version: meta.api_version(),
+            kind: &meta.kind,
+            metadata: ObjectMetaRef {
+                name: &meta.name,
+                namespace: &meta.namespace,
+                labels: &meta.labels,
+                annotations: &meta.annotations,
+                resource_version: meta.resource_version.as_deref(),
+                creation_timestamp: meta.creation_timestamp.map(format_timestamp),
+            },
+            spec: &self.spec,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de, S: Deserialize<'de>> Deserialize<'de> for Config<S> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let doc = Document::<S>::deserialize(deserializer)?;
+        let (group, version) = match doc.api_version.rsplit_once('/') {
+            Some((group, version)) => (group.to_string(), version.to_string()),
+            None => (String::new(), doc.api_version),
+        };
+        let creation_timestamp = doc
+            .metadata
+            .creation_timestamp
+            .as_deref()
+            .map(parse_timestamp)
+            .transpose()
+            .map_err(serde::de::Error::custom)?;
+        Ok(Config {
+            meta: ConfigMeta {
+                kind: doc.kind,
+                group,
+                version,
+                name: doc.metadata.name,
+                namespace: doc.metadata.namespace,
+                labels: doc.metadata.labels,
+                annotations: doc.metadata.annotations,
+                resource_version: doc.metadata.resource_version,
+                creation_timestamp,
+            },
+            spec: doc.spec,
+        })
+    }
+}
+
+/// RFC 3339 with whole seconds, as Kubernetes writes `creationTimestamp`.
+fn format_timestamp(time: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(time).to_string()
+}
+
+fn parse_timestamp(text: &str) -> Result<SystemTime, String> {
+    humantime::parse_rfc3339_weak(text)
+        .map_err(|e| format!("metadata.creationTimestamp {text:?} is not an RFC 3339 time: {e}"))
+}
+
+/// The current time truncated to whole seconds, so that a timestamp survives a
+/// round trip through the document form unchanged.
+pub fn now_seconds() -> SystemTime {
+    let now = SystemTime::now();
+    let secs = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn document_round_trip_keeps_everything() {
+        let mut meta = ConfigMeta::new("Greeting", "prod", "hello");
+        meta.group = "example.com".into();
+        meta.version = "v1".into();
+        meta.labels.insert("app".into(), "web".into());
+        meta.annotations.insert("note".into(), "x".into());
+        meta.resource_version = Some("42".into());
+        meta.creation_timestamp = Some(now_seconds());
+        let config = DynConfig {
+            meta,
+            spec: serde_json::json!({"text": "hi"}),
+        };
+        let text = serde_json::to_string(&config).unwrap();
+        let back: DynConfig = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, config);
+    }
+
+    #[test]
+    fn unknown_metadata_field_is_rejected_with_its_name() {
+        let err = serde_json::from_value::<DynConfig>(serde_json::json!({
+            "apiVersion": "v1", "kind": "K",
+            "metadata": {"name": "a", "nmespace": "x"}, "spec": {}
+        }))
+        .unwrap_err();
+        assert!(err.to_string().contains("nmespace"), "{err}");
+    }
+}

@@ -1,0 +1,106 @@
+//! The [`ServiceDiscovery`] contract and an aggregate over several registries.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use futures::stream::{self, BoxStream, StreamExt};
+
+use crate::{Event, Labels, Service, ServiceInstance};
+
+/// A change in a service registry.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServiceEvent {
+    /// A service appeared, changed or went away.
+    Service(Event<Arc<Service>>),
+    /// An instance appeared, changed or went away.
+    Instance(Event<ServiceInstance>),
+    /// The subscriber fell behind and missed events: read the registry again.
+    Resync,
+}
+
+/// A read-only view of services and their instances, served synchronously
+/// from a cache, with a stream of changes.
+///
+/// ```
+/// use pilot_model::{Labels, ServiceDiscovery};
+/// fn v2_instances(registry: &dyn ServiceDiscovery) -> usize {
+///     let v2 = Labels::from_pairs([("version", "v2")]);
+///     registry.instances("reviews.default.svc.cluster.local", &[], &[v2]).len()
+/// }
+/// ```
+pub trait ServiceDiscovery: Send + Sync {
+    /// Every service, ordered by hostname.
+    fn services(&self) -> Vec<Arc<Service>>;
+
+    /// The service with `hostname`.
+    fn get_service(&self, hostname: &str) -> Option<Arc<Service>>;
+
+    /// The instances of `hostname` that serve one of `port_names` (all ports
+    /// when empty) and whose labels match one of `labels` (all instances when
+    /// empty).
+    fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance>;
+
+    /// The instances whose endpoint address is one of `addresses`: what runs
+    /// on a given host, such as the proxy asking for configuration.
+    fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance>;
+
+    /// Changes from now on. A subscriber that falls behind receives
+    /// [`ServiceEvent::Resync`] instead of silently losing events.
+    fn subscribe(&self) -> BoxStream<'static, ServiceEvent>;
+}
+
+/// Several registries seen as one: services from all of them (the first
+/// registry that knows a hostname wins), instances from every registry.
+#[derive(Clone, Default)]
+pub struct AggregateDiscovery {
+    registries: Vec<Arc<dyn ServiceDiscovery>>,
+}
+
+impl AggregateDiscovery {
+    /// An aggregate of `registries`, in priority order.
+    pub fn new(registries: Vec<Arc<dyn ServiceDiscovery>>) -> Self {
+        AggregateDiscovery { registries }
+    }
+
+    /// Adds a registry with the lowest priority.
+    pub fn push(&mut self, registry: Arc<dyn ServiceDiscovery>) {
+        self.registries.push(registry);
+    }
+}
+
+impl ServiceDiscovery for AggregateDiscovery {
+    fn services(&self) -> Vec<Arc<Service>> {
+        let mut all: Vec<Arc<Service>> = Vec::new();
+        for registry in &self.registries {
+            for service in registry.services() {
+                if !all.iter().any(|s| s.hostname == service.hostname) {
+                    all.push(service);
+                }
+            }
+        }
+        all.sort_by(|a, b| a.hostname.cmp(&b.hostname));
+        all
+    }
+
+    fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
+        self.registries.iter().find_map(|r| r.get_service(hostname))
+    }
+
+    fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
+        self.registries
+            .iter()
+            .flat_map(|r| r.instances(hostname, port_names, labels))
+            .collect()
+    }
+
+    fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
+        self.registries
+            .iter()
+            .flat_map(|r| r.host_instances(addresses))
+            .collect()
+    }
+
+    fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
+        stream::select_all(self.registries.iter().map(|r| r.subscribe())).boxed()
+    }
+}

@@ -1,0 +1,344 @@
+//! Kinds: their schema (names and validation) and the registry that holds the
+//! kinds a process knows.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::config::decode_spec;
+use crate::{DynConfig, FieldErrors, StoreError};
+
+/// Ties a Rust type to a kind: its names and its validation.
+///
+/// ```
+/// use pilot_model::{ConfigKind, FieldErrors, KindRegistry};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Debug, Clone, Serialize, Deserialize)]
+/// struct Greeting { text: String }
+///
+/// impl ConfigKind for Greeting {
+///     const KIND: &'static str = "Greeting";
+///     const PLURAL: &'static str = "greetings";
+///     const GROUP: &'static str = "example.com";
+///     const VERSION: &'static str = "v1";
+///     fn validate(&self, errors: &mut FieldErrors) {
+///         if self.text.is_empty() {
+///             errors.push("spec.text", "must not be empty");
+///         }
+///     }
+/// }
+///
+/// let registry = KindRegistry::new();
+/// registry.register::<Greeting>().unwrap();
+/// assert_eq!(registry.get("Greeting").unwrap().plural, "greetings");
+/// ```
+pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'static {
+    /// The kind's name, e.g. `RouteRule`.
+    const KIND: &'static str;
+    /// The plural resource name, e.g. `route-rules` or `routerules`.
+    const PLURAL: &'static str;
+    /// The API group, e.g. `config.istio.io`.
+    const GROUP: &'static str;
+    /// The API version, e.g. `v1alpha2`.
+    const VERSION: &'static str;
+
+    /// Records every problem with this spec. Paths start at `spec`.
+    fn validate(&self, errors: &mut FieldErrors) {
+        let _ = errors;
+    }
+
+    /// The schema of this kind, for a [`KindRegistry`].
+    fn schema() -> KindSchema {
+        KindSchema::new(
+            Self::KIND,
+            Self::PLURAL,
+            Self::GROUP,
+            Self::VERSION,
+            |spec, errors| match decode_spec::<Self>(spec) {
+                Ok(typed) => typed.validate(errors),
+                Err(error) => errors.extend([error]),
+            },
+        )
+    }
+}
+
+/// A function that records every problem with a kind's spec.
+pub type SpecValidator = dyn Fn(&serde_json::Value, &mut FieldErrors) + Send + Sync;
+
+/// What the store needs to know about a kind: its names and how to validate
+/// a spec given as JSON.
+#[derive(Clone)]
+pub struct KindSchema {
+    /// The kind's name, e.g. `RouteRule`.
+    pub kind: String,
+    /// The plural resource name.
+    pub plural: String,
+    /// The API group.
+    pub group: String,
+    /// The API version.
+    pub version: String,
+    validator: Arc<SpecValidator>,
+}
+
+impl KindSchema {
+    /// A schema for a kind known only at run time.
+    pub fn new(
+        kind: impl Into<String>,
+        plural: impl Into<String>,
+        group: impl Into<String>,
+        version: impl Into<String>,
+        validator: impl Fn(&serde_json::Value, &mut FieldErrors) + Send + Sync + 'static,
+    ) -> Self {
+        KindSchema {
+            kind: kind.into(),
+            plural: plural.into(),
+            group: group.into(),
+            version: version.into(),
+            validator: Arc::new(validator),
+        }
+    }
+
+    /// Checks a whole object against this kind: metadata (DNS-1123 name and
+    /// namespace, label syntax, group and version) and the spec. Every
+    /// problem is reported with its field path.
+    pub fn validate(&self, config: &DynConfig) -> Result<(), StoreError> {
+        let meta = &config.meta;
+        let mut errors = FieldErrors::new();
+        if meta.kind != self.kind {
+            errors.push("kind", format!("expected {}, found {}", self.kind, meta.kind));
+        }
+        if !meta.group.is_empty() && meta.group != self.group {
+            errors.push(
+                "apiVersion",
+                format!(
+                    "group {:?} does not serve {}; expected {:?}",
+                    meta.group, self.kind, self.group
+                ),
+            );
+        }
+        if !meta.version.is_empty() && meta.version != self.version {
+            errors.push(
+                "apiVersion",
+                format!(
+                    "version {:?} of {} is not served; expected {:?}",
+                    meta.version, self.kind, self.version
+                ),
+            );
+        }
+        errors.check_dns1123_subdomain("metadata.name", &meta.name);
+        errors.check_dns1123_label("metadata.namespace", &meta.namespace);
+        errors.check_labels("metadata.labels", &meta.labels);
+        (self.validator)(&config.spec, &mut errors);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::Invalid {
+                key: config.key(),
+                errors: errors.into_vec(),
+            })
+        }
+    }
+
+    /// Fills an empty group or version in from the schema.
+    pub fn fill_type(&self, config: &mut DynConfig) {
+        if config.meta.group.is_empty() {
+            config.meta.group = self.group.clone();
+        }
+        if config.meta.version.is_empty() {
+            config.meta.version = self.version.clone();
+        }
+    }
+}
+
+impl fmt::Debug for KindSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KindSchema")
+            .field("kind", &self.kind)
+            .field("plural", &self.plural)
+            .field("group", &self.group)
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The kinds a process knows, by name. Cheap to clone; clones share the same
+/// kinds, so a kind registered later is seen by every store built on it.
+#[derive(Clone, Default, Debug)]
+pub struct KindRegistry {
+    kinds: Arc<RwLock<HashMap<String, Arc<KindSchema>>>>,
+}
+
+impl KindRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers the typed kind `K`.
+    pub fn register<K: ConfigKind>(&self) -> Result<(), StoreError> {
+        self.register_schema(K::schema())
+    }
+
+    /// Registers a kind described at run time. Registering a name twice is an
+    /// error ([`StoreError::KindAlreadyRegistered`]).
+    pub fn register_schema(&self, schema: KindSchema) -> Result<(), StoreError> {
+        let mut kinds = self
+            .kinds
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if kinds.contains_key(&schema.kind) {
+            return Err(StoreError::KindAlreadyRegistered { kind: schema.kind });
+        }
+        kinds.insert(schema.kind.clone(), Arc::new(schema));
+        Ok(())
+    }
+
+    /// The schema of `kind`, if registered.
+    pub fn get(&self, kind: &str) -> Option<Arc<KindSchema>> {
+        self.read().get(kind).cloned()
+    }
+
+    /// The schema of `kind`, or [`StoreError::UnknownKind`].
+    pub fn schema(&self, kind: &str) -> Result<Arc<KindSchema>, StoreError> {
+        self.get(kind).ok_or_else(|| StoreError::UnknownKind {
+            kind: kind.to_string(),
+        })
+    }
+
+    /// True when `kind` is registered.
+    pub fn contains(&self, kind: &str) -> bool {
+        self.read().contains_key(kind)
+    }
+
+    /// The names of every registered kind, sorted.
+    pub fn kinds(&self) -> Vec<String> {
+        let mut kinds: Vec<String> = self.read().keys().cloned().collect();
+        kinds.sort();
+        kinds
+    }
+
+    /// The schema whose plural name (in `group`, when given) is `plural`.
+    pub fn by_plural(&self, group: Option<&str>, plural: &str) -> Option<Arc<KindSchema>> {
+        self.read()
+            .values()
+            .find(|s| s.plural == plural && group.is_none_or(|g| g == s.group))
+            .cloned()
+    }
+
+    /// Validates `config` against its kind and fills in an empty group and
+    /// version, ready to be stored.
+    pub fn prepare(&self, mut config: DynConfig) -> Result<DynConfig, StoreError> {
+        let schema = self.schema(&config.meta.kind)?;
+        schema.fill_type(&mut config);
+        schema.validate(&config)?;
+        Ok(config)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<KindSchema>>> {
+        self.kinds.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, ConfigMeta};
+    use serde::Deserialize;
+
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    struct Limit {
+        max_requests: u32,
+        #[serde(default)]
+        tags: Vec<String>,
+    }
+
+    impl ConfigKind for Limit {
+        const KIND: &'static str = "Limit";
+        const PLURAL: &'static str = "limits";
+        const GROUP: &'static str = "example.com";
+        const VERSION: &'static str = "v1";
+        fn validate(&self, errors: &mut FieldErrors) {
+            if self.max_requests == 0 {
+                errors.push("spec.maxRequests", "must be at least 1");
+            }
+        }
+    }
+
+    fn registry() -> KindRegistry {
+        let r = KindRegistry::new();
+        r.register::<Limit>().unwrap();
+        r
+    }
+
+    #[test]
+    fn typed_round_trip() {
+        let typed = Config::new(
+            "default",
+            "l1",
+            Limit {
+                max_requests: 3,
+                tags: vec![],
+            },
+        );
+        let dynamic = typed.to_dyn().unwrap();
+        assert_eq!(dynamic.meta.group, "example.com");
+        registry().prepare(dynamic.clone()).unwrap();
+        let back = Config::<Limit>::from_dyn(&dynamic).unwrap();
+        assert_eq!(back.spec.max_requests, 3);
+    }
+
+    #[test]
+    fn every_error_is_reported_with_its_path() {
+        let config = DynConfig {
+            meta: ConfigMeta::new("Limit", "Bad_NS", "-name"),
+            spec: serde_json::json!({"maxRequests": 0}),
+        };
+        let Err(StoreError::Invalid { key, errors }) = registry().prepare(config) else {
+            panic!("expected invalid");
+        };
+        assert_eq!(key.name, "-name");
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["metadata.name", "metadata.namespace", "spec.maxRequests"]);
+    }
+
+    #[test]
+    fn decode_errors_name_the_nested_field() {
+        let config = DynConfig {
+            meta: ConfigMeta::new("Limit", "default", "l"),
+            spec: serde_json::json!({"maxRequests": 1, "tags": ["a", 7]}),
+        };
+        let err = registry().prepare(config).unwrap_err();
+        let StoreError::Invalid { errors, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(errors[0].path, "spec.tags[1]");
+        assert!(err.to_string().contains("spec.tags[1]"), "{err}");
+    }
+
+    #[test]
+    fn wrong_group_and_unknown_kind() {
+        let mut config = DynConfig {
+            meta: ConfigMeta::new("Limit", "default", "l"),
+            spec: serde_json::json!({"maxRequests": 1}),
+        };
+        config.meta.group = "other.io".into();
+        assert!(matches!(
+            registry().prepare(config.clone()),
+            Err(StoreError::Invalid { .. })
+        ));
+        config.meta.kind = "Nope".into();
+        assert!(matches!(
+            registry().prepare(config),
+            Err(StoreError::UnknownKind { .. })
+        ));
+        assert!(matches!(
+            registry().register::<Limit>(),
+            Err(StoreError::KindAlreadyRegistered { .. })
+        ));
+    }
+}

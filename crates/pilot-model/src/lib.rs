@@ -1,0 +1,49 @@
+//! pilot's vocabulary: configuration objects keyed by kind, namespace and
+//! name; kinds with schemas and validation; the [`ConfigStore`] and
+//! [`ConfigWatch`] contracts every backend implements; and the service model
+//! with the [`ServiceDiscovery`] contract every platform adapter implements.
+//!
+//! This crate knows no backend and no transport.
+//!
+//! ```
+//! use pilot_model::{ConfigMeta, DynConfig, KindRegistry, KindSchema, StoreError};
+//!
+//! // A kind known only at run time, with its own validation.
+//! let registry = KindRegistry::new();
+//! registry
+//!     .register_schema(KindSchema::new("Quota", "quotas", "example.com", "v1", |spec, errors| {
+//!         if spec.get("limit").and_then(|v| v.as_u64()).is_none() {
+//!             errors.push("spec.limit", "must be a non-negative integer");
+//!         }
+//!     }))
+//!     .unwrap();
+//!
+//! let bad = DynConfig { meta: ConfigMeta::new("Quota", "default", "q"), spec: serde_json::json!({}) };
+//! let err = registry.prepare(bad).unwrap_err();
+//! assert!(matches!(err, StoreError::Invalid { .. }));
+//! assert_eq!(err.to_string(), "Quota default/q is invalid: spec.limit: must be a non-negative integer");
+//! ```
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod config;
+mod discovery;
+mod error;
+mod event;
+mod key;
+mod kind;
+mod meta;
+mod service;
+mod store;
+mod validation;
+
+pub use config::{Config, DynConfig, now_seconds};
+pub use discovery::{AggregateDiscovery, ServiceDiscovery, ServiceEvent};
+pub use error::StoreError;
+pub use event::Event;
+pub use key::ConfigKey;
+pub use kind::{ConfigKind, KindRegistry, KindSchema, SpecValidator};
+pub use meta::ConfigMeta;
+pub use service::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};
+pub use store::{ConfigStore, ConfigWatch, Revision, Snapshot, WatchEvent, WatchStream};
+pub use validation::{FieldError, FieldErrors, dns1123_label, dns1123_subdomain, label_key, label_value};

@@ -1,0 +1,67 @@
+//! Object metadata shared by every kind.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use crate::ConfigKey;
+
+/// Metadata of a configuration object, as in Kubernetes' `ObjectMeta` plus
+/// the type information (`kind`, `group`, `version`).
+///
+/// The resource version is set by the store on every write and is opaque to
+/// callers: compare it only for equality, and hand it back on `update` or a
+/// conditional `delete`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConfigMeta {
+    /// The kind's name, e.g. `RouteRule`.
+    pub kind: String,
+    /// The API group, e.g. `config.istio.io`. Filled from the kind's schema
+    /// when empty.
+    pub group: String,
+    /// The API version, e.g. `v1alpha2`. Filled from the kind's schema when
+    /// empty.
+    pub version: String,
+    /// The object's name, a DNS-1123 subdomain.
+    pub name: String,
+    /// The object's namespace, a DNS-1123 label.
+    pub namespace: String,
+    /// Identifying labels (Kubernetes label syntax).
+    pub labels: BTreeMap<String, String>,
+    /// Free-form annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// The store's version of this object; `None` before it is stored.
+    pub resource_version: Option<String>,
+    /// When the store first created the object; set by the store.
+    pub creation_timestamp: Option<SystemTime>,
+}
+
+impl ConfigMeta {
+    /// Metadata for a new object of `kind` with the given namespace and name.
+    pub fn new(kind: impl Into<String>, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        ConfigMeta {
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    /// The object's key.
+    pub fn key(&self) -> ConfigKey {
+        ConfigKey::new(&self.kind, &self.namespace, &self.name)
+    }
+
+    /// `group/version`, as written in a document's `apiVersion`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// True when `key` names this object.
+    pub fn is(&self, key: &ConfigKey) -> bool {
+        self.kind == key.kind && self.namespace == key.namespace && self.name == key.name
+    }
+}

@@ -1,0 +1,227 @@
+//! The service model: services, their ports, the instances behind them and
+//! the labels that tell versions apart.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol a service port speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Protocol {
+    /// HTTP/1.1.
+    Http,
+    /// HTTP/2 in clear text.
+    Http2,
+    /// gRPC (HTTP/2).
+    Grpc,
+    /// TLS-wrapped HTTP, passed through as opaque TCP.
+    Https,
+    /// Opaque TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+    /// MongoDB wire protocol over TCP.
+    Mongo,
+    /// Redis protocol over TCP.
+    Redis,
+}
+
+impl Protocol {
+    /// True for protocols routed at layer 7 (HTTP, HTTP/2, gRPC).
+    pub fn is_http(self) -> bool {
+        matches!(self, Protocol::Http | Protocol::Http2 | Protocol::Grpc)
+    }
+
+    /// The protocol a port name implies, as Istio reads it: the part before
+    /// the first `-` (`http-web`, `grpc`, `redis-cache`); TCP when unknown.
+    ///
+    /// ```
+    /// use pilot_model::Protocol;
+    /// assert_eq!(Protocol::from_port_name("http2-api"), Protocol::Http2);
+    /// assert_eq!(Protocol::from_port_name("metrics"), Protocol::Tcp);
+    /// ```
+    pub fn from_port_name(name: &str) -> Protocol {
+        let prefix = name.split('-').next().unwrap_or_default();
+        match prefix.to_ascii_lowercase().as_str() {
+            "http" => Protocol::Http,
+            "http2" => Protocol::Http2,
+            "grpc" => Protocol::Grpc,
+            "https" => Protocol::Https,
+            "udp" => Protocol::Udp,
+            "mongo" => Protocol::Mongo,
+            "redis" => Protocol::Redis,
+            _ => Protocol::Tcp,
+        }
+    }
+}
+
+/// A named port of a service.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Port {
+    /// The port's name, unique within the service.
+    pub name: String,
+    /// The port number.
+    pub port: u16,
+    /// What it speaks.
+    pub protocol: Protocol,
+}
+
+impl Port {
+    /// A port.
+    pub fn new(name: impl Into<String>, port: u16, protocol: Protocol) -> Self {
+        Port {
+            name: name.into(),
+            port,
+            protocol,
+        }
+    }
+}
+
+/// A service: a hostname clients use, reachable on some ports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Service {
+    /// Fully qualified hostname, e.g. `reviews.default.svc.cluster.local`.
+    pub hostname: String,
+    /// The virtual IP, if the platform assigns one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<IpAddr>,
+    /// The ports the service listens on.
+    pub ports: Vec<Port>,
+    /// For a service that is an alias of an external host, that host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_name: Option<String>,
+    /// Service accounts that the service's instances run as.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_accounts: Vec<String>,
+}
+
+impl Service {
+    /// A service with a hostname and ports, no address.
+    pub fn new(hostname: impl Into<String>, ports: Vec<Port>) -> Self {
+        Service {
+            hostname: hostname.into(),
+            address: None,
+            ports,
+            external_name: None,
+            service_accounts: Vec::new(),
+        }
+    }
+
+    /// The port named `name`.
+    pub fn port(&self, name: &str) -> Option<&Port> {
+        self.ports.iter().find(|p| p.name == name)
+    }
+
+    /// The port with number `number`.
+    pub fn port_by_number(&self, number: u16) -> Option<&Port> {
+        self.ports.iter().find(|p| p.port == number)
+    }
+
+    /// True for an alias of an external host.
+    pub fn is_external(&self) -> bool {
+        self.external_name.is_some()
+    }
+}
+
+/// One network address an instance serves a service port on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkEndpoint {
+    /// The instance's IP.
+    pub address: IpAddr,
+    /// The port on that IP (may differ from the service port).
+    pub port: u16,
+    /// The service port this endpoint serves.
+    pub service_port: Port,
+}
+
+/// One instance of a service: an endpoint, the service, and the instance's
+/// labels (`version=v2`), zone and identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceInstance {
+    /// Where the instance listens.
+    pub endpoint: NetworkEndpoint,
+    /// The service it belongs to.
+    pub service: Arc<Service>,
+    /// Its labels, e.g. `version=v2`.
+    pub labels: Labels,
+    /// Its availability zone (locality), if known.
+    pub availability_zone: Option<String>,
+    /// The service account it runs as, if known.
+    pub service_account: Option<String>,
+}
+
+/// A set of `key=value` labels, ordered by key.
+///
+/// A set of labels selects an instance when it is a subset of the
+/// instance's labels:
+///
+/// ```
+/// use pilot_model::Labels;
+/// let instance = Labels::from_pairs([("app", "reviews"), ("version", "v2")]);
+/// assert!(Labels::from_pairs([("version", "v2")]).is_subset_of(&instance));
+/// assert!(Labels::new().is_subset_of(&instance));
+/// assert!(!Labels::from_pairs([("version", "v1")]).is_subset_of(&instance));
+/// assert_eq!(instance.to_string(), "app=reviews,version=v2");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Labels(pub BTreeMap<String, String>);
+
+impl Labels {
+    /// No labels.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Labels from `(key, value)` pairs.
+    pub fn from_pairs<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Self {
+        Labels(pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    /// True when every label here is also in `other` with the same value.
+    pub fn is_subset_of(&self, other: &Labels) -> bool {
+        self.0.iter().all(|(k, v)| other.0.get(k) == Some(v))
+    }
+
+    /// True when `self` has any of `selectors` as a subset; an empty list of
+    /// selectors matches everything.
+    pub fn matches_any(&self, selectors: &[Labels]) -> bool {
+        selectors.is_empty() || selectors.iter().any(|s| s.is_subset_of(self))
+    }
+
+    /// True when there are no labels.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Display for Labels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for (k, v) in &self.0 {
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            write!(f, "{k}={v}")?;
+        }
+        Ok(())
+    }
+}
+
+impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Labels {
+    fn from_iter<T: IntoIterator<Item = (K, V)>>(iter: T) -> Self {
+        Labels::from_pairs(iter)
+    }
+}
