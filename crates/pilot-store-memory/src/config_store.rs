@@ -1,0 +1,203 @@
+//! [`MemoryConfigStore`]: the in-memory [`ConfigStore`] with watch history.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use pilot_model::{
+    ConfigKey, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot, StoreError, WatchStream,
+    now_seconds,
+};
+use pilot_store::{ConfigIndex, DEFAULT_HISTORY, WatchLog};
+
+/// A concurrent in-memory configuration store.
+///
+/// Reads (`get`, `list`) take no global lock: they go to a sharded map and a
+/// per-kind ordered index. Writes validate first, then take one write lock
+/// to check the current version, store the object at the next revision and
+/// record it in a bounded history ([`WatchLog`]) from which watches resume.
+/// Resource versions are the decimal revision of the object's last write.
+///
+/// Cloning the store gives another handle to the same objects.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use pilot_model::{ConfigMeta, ConfigStore, DynConfig, KindRegistry, KindSchema, StoreError};
+/// use pilot_store_memory::MemoryConfigStore;
+///
+/// let registry = KindRegistry::new();
+/// registry.register_schema(KindSchema::new("Note", "notes", "example.com", "v1", |_, _| {})).unwrap();
+/// let store = MemoryConfigStore::new(registry);
+///
+/// let note = DynConfig { meta: ConfigMeta::new("Note", "default", "n1"), spec: serde_json::json!({"text": "hi"}) };
+/// let stored = store.create(note.clone()).await.unwrap();
+/// assert_eq!(stored.meta.resource_version.as_deref(), Some("1"));
+/// assert!(matches!(store.create(note).await, Err(StoreError::AlreadyExists { .. })));
+///
+/// let mut changed = (*stored).clone();
+/// changed.spec["text"] = "bye".into();
+/// store.update(changed).await.unwrap();
+/// assert_eq!(store.get(&stored.key()).await.unwrap().unwrap().spec["text"], "bye");
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct MemoryConfigStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: KindRegistry,
+    index: ConfigIndex,
+    log: WatchLog,
+}
+
+impl MemoryConfigStore {
+    /// An empty store for the kinds in `registry`, keeping
+    /// [`DEFAULT_HISTORY`] writes for watches to resume from.
+    pub fn new(registry: KindRegistry) -> Self {
+        Self::with_history(registry, DEFAULT_HISTORY)
+    }
+
+    /// An empty store that keeps `history` writes for watches to resume
+    /// from; a watch further behind is told to relist.
+    pub fn with_history(registry: KindRegistry, history: usize) -> Self {
+        MemoryConfigStore {
+            inner: Arc::new(Inner {
+                registry,
+                index: ConfigIndex::new(),
+                log: WatchLog::new(history),
+            }),
+        }
+    }
+
+    /// The object with `key`, without going through `async`: the read path
+    /// of [`ConfigStore::get`].
+    pub fn get_now(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
+        match self.inner.index.get(key) {
+            Some(config) => Ok(Some(config)),
+            None => self.known_kind(&key.kind).map(|()| None),
+        }
+    }
+
+    /// The objects of `kind`, without going through `async`: the read path
+    /// of [`ConfigStore::list`].
+    pub fn list_now(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Arc<DynConfig>>, StoreError> {
+        self.known_kind(kind)?;
+        Ok(self.inner.index.list(kind, namespace))
+    }
+
+    /// Forgets watch history up to `revision`, as etcd's compaction does.
+    /// Watches that have not caught up fail with [`StoreError::Compacted`].
+    pub fn compact(&self, revision: Revision) {
+        self.inner.log.compact(revision);
+    }
+
+    /// The revision of the last write.
+    pub fn revision(&self) -> Revision {
+        self.inner.log.revision()
+    }
+
+    fn known_kind(&self, kind: &str) -> Result<(), StoreError> {
+        if self.inner.registry.contains(kind) {
+            Ok(())
+        } else {
+            Err(StoreError::UnknownKind { kind: kind.to_string() })
+        }
+    }
+}
+
+#[async_trait]
+impl ConfigStore for MemoryConfigStore {
+    fn registry(&self) -> &KindRegistry {
+        &self.inner.registry
+    }
+
+    async fn get(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
+        self.get_now(key)
+    }
+
+    async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Arc<DynConfig>>, StoreError> {
+        self.list_now(kind, namespace)
+    }
+
+    async fn create(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
+        let mut config = self.inner.registry.prepare(config)?;
+        let key = config.key();
+        let mut log = self.inner.log.write();
+        if self.inner.index.contains(&key) {
+            return Err(StoreError::AlreadyExists { key });
+        }
+        config.meta.resource_version = Some(log.next_revision().to_string());
+        config.meta.creation_timestamp = Some(now_seconds());
+        let config = Arc::new(config);
+        self.inner.index.insert(Arc::clone(&config));
+        log.put(Arc::clone(&config));
+        Ok(config)
+    }
+
+    async fn update(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
+        let mut config = self.inner.registry.prepare(config)?;
+        let key = config.key();
+        let mut log = self.inner.log.write();
+        let current = self.inner.index.get(&key).ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
+        check_version(&key, config.meta.resource_version.as_deref(), &current, true)?;
+        config.meta.resource_version = Some(log.next_revision().to_string());
+        config.meta.creation_timestamp = current.meta.creation_timestamp;
+        let config = Arc::new(config);
+        self.inner.index.insert(Arc::clone(&config));
+        log.put(Arc::clone(&config));
+        Ok(config)
+    }
+
+    async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError> {
+        self.known_kind(&key.kind)?;
+        let mut log = self.inner.log.write();
+        let current = self.inner.index.get(key).ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
+        check_version(key, resource_version, &current, false)?;
+        self.inner.index.remove(key);
+        log.delete(key.clone());
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ConfigWatch for MemoryConfigStore {
+    async fn snapshot(&self, kind: &str) -> Result<Snapshot, StoreError> {
+        self.known_kind(kind)?;
+        // Holding the write lock makes items and revision agree.
+        let log = self.inner.log.write();
+        let items = self.inner.index.list(kind, None);
+        Ok(Snapshot {
+            revision: log.revision(),
+            items,
+        })
+    }
+
+    async fn watch(&self, kind: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        self.known_kind(kind)?;
+        self.inner.log.watch(kind, after)
+    }
+
+    async fn current_revision(&self) -> Result<Revision, StoreError> {
+        Ok(self.inner.log.revision())
+    }
+}
+
+/// Fails with a conflict unless `given` is the current version. An update
+/// must carry a version; a delete may omit it to delete unconditionally.
+fn check_version(
+    key: &ConfigKey,
+    given: Option<&str>,
+    current: &DynConfig,
+    required: bool,
+) -> Result<(), StoreError> {
+    let actual = current.meta.resource_version.as_deref().unwrap_or_default();
+    match given {
+        Some(given) if given == actual => Ok(()),
+        None if !required => Ok(()),
+        given => Err(StoreError::Conflict {
+            key: key.clone(),
+            expected: given.map(str::to_string),
+            actual: actual.to_string(),
+        }),
+    }
+}

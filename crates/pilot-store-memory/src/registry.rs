@@ -1,0 +1,363 @@
+//! [`MemoryServiceRegistry`]: services and instances held in memory, for
+//! examples, tests and platforms that push their inventory to pilot.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use pilot_model::{Event, Labels, NetworkEndpoint, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
+use tokio::sync::broadcast;
+
+/// How many changes a subscriber may fall behind before it is told to
+/// resync.
+pub const EVENT_BUFFER: usize = 1024;
+
+/// Why a registry change was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// The instance names a service the registry does not hold.
+    #[error("no service with hostname {hostname:?}; add the service before its instances")]
+    UnknownService {
+        /// The hostname asked for.
+        hostname: String,
+    },
+    /// The instance's endpoint serves a port its service does not have.
+    #[error("service {hostname:?} has no port named {port:?}")]
+    UnknownPort {
+        /// The service's hostname.
+        hostname: String,
+        /// The port name asked for.
+        port: String,
+    },
+}
+
+/// An in-memory [`ServiceDiscovery`]: add and remove services and
+/// instances, read them back, subscribe to the changes.
+///
+/// ```
+/// use std::net::IpAddr;
+/// use pilot_model::{Labels, Port, Protocol, Service, ServiceDiscovery};
+/// use pilot_store_memory::MemoryServiceRegistry;
+///
+/// let registry = MemoryServiceRegistry::new();
+/// let host = "reviews.default.svc.cluster.local";
+/// registry.add_service(Service::new(host, vec![Port::new("http", 9080, Protocol::Http)]));
+/// for (ip, version) in [("10.0.0.1", "v1"), ("10.0.0.2", "v2")] {
+///     let ip: IpAddr = ip.parse().unwrap();
+///     registry.add_endpoints(host, ip, Labels::from_pairs([("version", version)])).unwrap();
+/// }
+/// let v2 = registry.instances(host, &["http"], &[Labels::from_pairs([("version", "v2")])]);
+/// assert_eq!(v2.len(), 1);
+/// assert_eq!(v2[0].endpoint.address.to_string(), "10.0.0.2");
+/// ```
+#[derive(Clone)]
+pub struct MemoryServiceRegistry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    state: RwLock<State>,
+    events: broadcast::Sender<ServiceEvent>,
+}
+
+#[derive(Default)]
+struct State {
+    services: BTreeMap<String, Arc<Service>>,
+    /// Instances by hostname, each list ordered by (address, port).
+    instances: BTreeMap<String, Vec<ServiceInstance>>,
+}
+
+impl MemoryServiceRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        MemoryServiceRegistry {
+            inner: Arc::new(Inner {
+                state: RwLock::new(State::default()),
+                events,
+            }),
+        }
+    }
+
+    /// Adds a service, or replaces the one with the same hostname (its
+    /// instances then refer to the new one). Returns the stored service.
+    pub fn add_service(&self, service: Service) -> Arc<Service> {
+        let service = Arc::new(service);
+        let mut state = self.write();
+        let old = state.services.insert(service.hostname.clone(), Arc::clone(&service));
+        if let Some(instances) = state.instances.get_mut(&service.hostname) {
+            for instance in instances {
+                instance.service = Arc::clone(&service);
+            }
+        }
+        self.send(ServiceEvent::Service(match old {
+            Some(old) => Event::Updated {
+                old,
+                new: Arc::clone(&service),
+            },
+            None => Event::Added(Arc::clone(&service)),
+        }));
+        service
+    }
+
+    /// Removes a service and its instances; returns the service.
+    pub fn remove_service(&self, hostname: &str) -> Option<Arc<Service>> {
+        let mut state = self.write();
+        let removed = state.services.remove(hostname)?;
+        for instance in state.instances.remove(hostname).unwrap_or_default() {
+            self.send(ServiceEvent::Instance(Event::Deleted(instance)));
+        }
+        self.send(ServiceEvent::Service(Event::Deleted(Arc::clone(&removed))));
+        Some(removed)
+    }
+
+    /// Adds an instance, or replaces the one with the same service, address
+    /// and port. Its service must be in the registry and have the endpoint's
+    /// service port.
+    pub fn add_instance(&self, mut instance: ServiceInstance) -> Result<(), RegistryError> {
+        let mut state = self.write();
+        let hostname = instance.service.hostname.clone();
+        let service = state
+            .services
+            .get(&hostname)
+            .cloned()
+            .ok_or_else(|| RegistryError::UnknownService {
+                hostname: hostname.clone(),
+            })?;
+        if service.port(&instance.endpoint.service_port.name).is_none() {
+            return Err(RegistryError::UnknownPort {
+                hostname,
+                port: instance.endpoint.service_port.name.clone(),
+            });
+        }
+        instance.service = service;
+        let list = state.instances.entry(hostname).or_default();
+        let position = list.binary_search_by(|i| endpoint_order(i).cmp(&endpoint_order(&instance)));
+        let event = match position {
+            Ok(at) => Event::Updated {
+                old: std::mem::replace(&mut list[at], instance.clone()),
+                new: instance,
+            },
+            Err(at) => {
+                list.insert(at, instance.clone());
+                Event::Added(instance)
+            }
+        };
+        self.send(ServiceEvent::Instance(event));
+        Ok(())
+    }
+
+    /// Adds one instance of `hostname` at `address` for every port of the
+    /// service (endpoint port = service port), with `labels`.
+    pub fn add_endpoints(
+        &self,
+        hostname: &str,
+        address: IpAddr,
+        labels: Labels,
+    ) -> Result<Vec<ServiceInstance>, RegistryError> {
+        let service = self.get_service(hostname).ok_or_else(|| RegistryError::UnknownService {
+            hostname: hostname.to_string(),
+        })?;
+        let instances: Vec<ServiceInstance> = service
+            .ports
+            .iter()
+            .map(|port| ServiceInstance {
+                endpoint: NetworkEndpoint {
+                    address,
+                    port: port.port,
+                    service_port: port.clone(),
+                },
+                service: Arc::clone(&service),
+                labels: labels.clone(),
+                availability_zone: None,
+                service_account: None,
+            })
+            .collect();
+        for instance in &instances {
+            self.add_instance(instance.clone())?;
+        }
+        Ok(instances)
+    }
+
+    /// Removes the instances of `hostname` at `address` (on every port, or
+    /// only on `port`); returns them.
+    pub fn remove_instances(&self, hostname: &str, address: IpAddr, port: Option<u16>) -> Vec<ServiceInstance> {
+        let mut state = self.write();
+        let Some(list) = state.instances.get_mut(hostname) else {
+            return Vec::new();
+        };
+        let (removed, kept): (Vec<_>, Vec<_>) = std::mem::take(list).into_iter().partition(|i| {
+            i.endpoint.address == address && port.is_none_or(|p| p == i.endpoint.port)
+        });
+        *list = kept;
+        for instance in &removed {
+            self.send(ServiceEvent::Instance(Event::Deleted(instance.clone())));
+        }
+        removed
+    }
+
+    fn send(&self, event: ServiceEvent) {
+        // No subscribers is fine: the event is simply not needed.
+        let _ = self.inner.events.send(event);
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.inner.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.inner.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Default for MemoryServiceRegistry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ServiceDiscovery for MemoryServiceRegistry {
+    fn services(&self) -> Vec<Arc<Service>> {
+        self.read().services.values().cloned().collect()
+    }
+
+    fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
+        self.read().services.get(hostname).cloned()
+    }
+
+    fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
+        let state = self.read();
+        let Some(list) = state.instances.get(hostname) else {
+            return Vec::new();
+        };
+        list.iter()
+            .filter(|i| {
+                (port_names.is_empty() || port_names.contains(&i.endpoint.service_port.name.as_str()))
+                    && i.labels.matches_any(labels)
+            })
+            .cloned()
+            .collect()
+    }
+
+    fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
+        let state = self.read();
+        state
+            .instances
+            .values()
+            .flatten()
+            .filter(|i| addresses.contains(&i.endpoint.address))
+            .cloned()
+            .collect()
+    }
+
+    fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
+        let receiver = self.inner.events.subscribe();
+        futures::stream::unfold(receiver, |mut receiver| async move {
+            match receiver.recv().await {
+                Ok(event) => Some((event, receiver)),
+                Err(broadcast::error::RecvError::Lagged(_)) => Some((ServiceEvent::Resync, receiver)),
+                Err(broadcast::error::RecvError::Closed) => None,
+            }
+        })
+        .boxed()
+    }
+}
+
+fn endpoint_order(instance: &ServiceInstance) -> (IpAddr, u16, &str) {
+    (
+        instance.endpoint.address,
+        instance.endpoint.port,
+        instance.endpoint.service_port.name.as_str(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pilot_model::{Port, Protocol};
+
+    const HOST: &str = "reviews.default.svc.cluster.local";
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn registry() -> MemoryServiceRegistry {
+        let registry = MemoryServiceRegistry::new();
+        registry.add_service(Service::new(
+            HOST,
+            vec![
+                Port::new("http", 9080, Protocol::Http),
+                Port::new("tcp-admin", 9090, Protocol::Tcp),
+            ],
+        ));
+        registry
+    }
+
+    #[test]
+    fn instances_filter_by_port_and_labels() {
+        let registry = registry();
+        registry
+            .add_endpoints(HOST, ip("10.0.0.1"), Labels::from_pairs([("version", "v1")]))
+            .unwrap();
+        registry
+            .add_endpoints(HOST, ip("10.0.0.2"), Labels::from_pairs([("version", "v2"), ("canary", "true")]))
+            .unwrap();
+        assert_eq!(registry.instances(HOST, &[], &[]).len(), 4);
+        assert_eq!(registry.instances(HOST, &["http"], &[]).len(), 2);
+        let v2 = Labels::from_pairs([("version", "v2")]);
+        let v1 = Labels::from_pairs([("version", "v1")]);
+        let only_v2 = registry.instances(HOST, &["http"], &[v2.clone()]);
+        assert_eq!(only_v2.len(), 1);
+        assert_eq!(only_v2[0].endpoint.address, ip("10.0.0.2"));
+        assert_eq!(registry.instances(HOST, &["http"], &[v1, v2]).len(), 2);
+        assert!(registry.instances(HOST, &["grpc"], &[]).is_empty());
+        assert!(registry.instances("nope", &[], &[]).is_empty());
+        assert_eq!(registry.host_instances(&[ip("10.0.0.1")]).len(), 2);
+        assert_eq!(registry.remove_instances(HOST, ip("10.0.0.1"), Some(9080)).len(), 1);
+        assert_eq!(registry.host_instances(&[ip("10.0.0.1")]).len(), 1);
+    }
+
+    #[test]
+    fn instances_need_their_service_and_port() {
+        let registry = registry();
+        assert!(matches!(
+            registry.add_endpoints("other", ip("10.0.0.1"), Labels::new()),
+            Err(RegistryError::UnknownService { .. })
+        ));
+        let mut instance = registry.add_endpoints(HOST, ip("10.0.0.1"), Labels::new()).unwrap()[0].clone();
+        instance.endpoint.service_port.name = "grpc".into();
+        assert!(matches!(
+            registry.add_instance(instance),
+            Err(RegistryError::UnknownPort { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn subscribers_see_changes_in_order_and_resync_when_behind() {
+        let registry = registry();
+        let mut events = registry.subscribe();
+        registry.add_endpoints(HOST, ip("10.0.0.1"), Labels::new()).unwrap();
+        registry.remove_service(HOST);
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            seen.push(match events.next().await.unwrap() {
+                ServiceEvent::Instance(Event::Added(_)) => "instance+",
+                ServiceEvent::Instance(Event::Deleted(_)) => "instance-",
+                ServiceEvent::Service(Event::Deleted(_)) => "service-",
+                other => panic!("unexpected {other:?}"),
+            });
+        }
+        assert_eq!(seen, ["instance+", "instance+", "instance-", "instance-", "service-"]);
+
+        let mut slow = registry.subscribe();
+        for i in 0..(EVENT_BUFFER + 10) {
+            registry.add_service(Service::new(format!("s{i}"), vec![]));
+        }
+        assert_eq!(slow.next().await, Some(ServiceEvent::Resync));
+        assert!(registry.get_service("s0").is_some());
+    }
+}
