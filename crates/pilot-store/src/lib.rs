@@ -1,9 +1,25 @@
-//! Backend-agnostic store machinery for pilot.
+//! Backend-agnostic store machinery for pilot: the cached [`Controller`],
+//! the [`TypedStore`] wrapper, the building blocks backends share
+//! ([`ConfigIndex`], [`WatchLog`], [`Backoff`]), and, behind the `testing`
+//! feature, the conformance suite every backend runs.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod backoff;
+mod controller;
+mod handlers;
 mod index;
 mod log;
+mod notification;
+mod typed;
 
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use backoff::Backoff;
+pub use controller::{Controller, ControllerOptions};
+pub use handlers::Handler;
 pub use index::ConfigIndex;
 pub use log::{DEFAULT_HISTORY, LogWriter, WatchLog};
+pub use notification::{ConfigEvent, Notification};
+pub use typed::TypedStore;

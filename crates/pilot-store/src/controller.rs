@@ -1,0 +1,419 @@
+//! The cached [`Controller`]: lists and watches a backend, keeps a local
+//! cache, and fans typed events out to subscribers.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use pilot_model::{
+    Config, ConfigKey, ConfigKind, ConfigStore, ConfigWatch, DynConfig, Event, KindRegistry, Revision,
+    StoreError, WatchEvent,
+};
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
+
+use crate::handlers::{Handler, Handlers};
+use crate::{Backoff, ConfigEvent, ConfigIndex, Notification};
+
+/// How a [`Controller`] runs.
+#[derive(Debug, Clone)]
+pub struct ControllerOptions {
+    /// The kinds to cache; `None` means every kind registered when the
+    /// Controller is built.
+    pub kinds: Option<Vec<String>>,
+    /// How many notifications a subscriber may fall behind before it gets
+    /// [`Notification::Lagged`].
+    pub event_buffer: usize,
+    /// How long a write through the Controller waits for the cache to show
+    /// it (read-your-writes). The write has succeeded either way.
+    pub write_sync_timeout: Duration,
+    /// First delay before retrying a failed list or watch.
+    pub retry_min: Duration,
+    /// Longest delay between retries.
+    pub retry_max: Duration,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions {
+            kinds: None,
+            event_buffer: 4096,
+            write_sync_timeout: Duration::from_secs(5),
+            retry_min: Duration::from_millis(50),
+            retry_max: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A cache of a [`ConfigWatch`] backend that streams typed events.
+///
+/// - [`Controller::run`] lists every kind, then watches it; the cache serves
+///   `get` and `list`; writes go to the backend and return once the cache
+///   shows them (read-your-writes), so the Controller is itself a
+///   [`ConfigStore`].
+/// - Subscribers get [`Notification`]s per kind, as streams
+///   ([`Controller::subscribe`], [`Controller::subscribe_typed`]) or as
+///   handlers ([`Controller::add_handler`]) that run one event at a time, in
+///   registration order. A subscriber sees an event only after the cache
+///   reflects it.
+/// - When a watch cannot resume (history compacted), the Controller lists
+///   again and emits the adds, updates and deletes the gap hid.
+/// - A slow subscriber never blocks the cache or other subscribers: past
+///   [`ControllerOptions::event_buffer`] it receives
+///   [`Notification::Lagged`] and can resync from the cache.
+///
+/// Dropping the last handle stops its tasks.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use futures::StreamExt;
+/// use pilot_model::{ConfigMeta, ConfigStore, DynConfig, Event, KindRegistry, KindSchema};
+/// use pilot_store::{Controller, Notification};
+/// use pilot_store_memory::MemoryConfigStore;
+///
+/// let registry = KindRegistry::new();
+/// registry.register_schema(KindSchema::new("Note", "notes", "example.com", "v1", |_, _| {})).unwrap();
+/// let controller = Controller::new(Arc::new(MemoryConfigStore::new(registry)));
+/// let mut notes = controller.subscribe("Note");
+/// controller.run();
+/// controller.wait_synced().await;
+///
+/// let note = DynConfig { meta: ConfigMeta::new("Note", "default", "n1"), spec: serde_json::json!({}) };
+/// controller.create(note).await.unwrap();
+/// let Some(Notification::Event(Event::Added(added))) = notes.next().await else { panic!() };
+/// assert_eq!(added.meta.name, "n1");
+/// assert_eq!(controller.list_cached("Note", None).len(), 1);
+/// # });
+/// ```
+pub struct Controller {
+    shared: Arc<Shared>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    started: AtomicBool,
+}
+
+struct Shared {
+    backend: Arc<dyn ConfigWatch>,
+    cache: ConfigIndex,
+    kinds: Vec<String>,
+    /// Per kind: the revision the cache has caught up with, `None` before
+    /// the first list.
+    applied: HashMap<String, watch::Sender<Option<Revision>>>,
+    synced: watch::Sender<usize>,
+    events: broadcast::Sender<ConfigEvent>,
+    handlers: Handlers,
+    options: ControllerOptions,
+}
+
+impl Controller {
+    /// A Controller over `backend` for every kind registered with it.
+    pub fn new(backend: Arc<dyn ConfigWatch>) -> Self {
+        Self::with_options(backend, ControllerOptions::default())
+    }
+
+    /// A Controller over `backend` with `options`.
+    pub fn with_options(backend: Arc<dyn ConfigWatch>, options: ControllerOptions) -> Self {
+        let kinds = options.kinds.clone().unwrap_or_else(|| backend.registry().kinds());
+        let applied = kinds.iter().map(|k| (k.clone(), watch::channel(None).0)).collect();
+        let (events, _) = broadcast::channel(options.event_buffer.max(1));
+        Controller {
+            shared: Arc::new(Shared {
+                backend,
+                cache: ConfigIndex::new(),
+                kinds,
+                applied,
+                synced: watch::channel(0).0,
+                events,
+                handlers: Handlers::default(),
+                options,
+            }),
+            tasks: Mutex::new(Vec::new()),
+            started: AtomicBool::new(false),
+        }
+    }
+
+    /// Starts listing and watching every kind, and the handler queue. Call
+    /// it once, inside a Tokio runtime, after registering the subscribers
+    /// that must see the initial list; later calls do nothing.
+    pub fn run(&self) {
+        if self.started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let receiver = self.shared.events.subscribe();
+        tasks.push(tokio::spawn(self.shared.handlers.clone().dispatch(receiver)));
+        for kind in &self.shared.kinds {
+            tasks.push(tokio::spawn(Arc::clone(&self.shared).follow(kind.clone())));
+        }
+    }
+
+    /// The kinds this Controller caches.
+    pub fn kinds(&self) -> &[String] {
+        &self.shared.kinds
+    }
+
+    /// True once every kind has been listed.
+    pub fn has_synced(&self) -> bool {
+        *self.shared.synced.borrow() == self.shared.kinds.len()
+    }
+
+    /// Waits until every kind has been listed.
+    pub async fn wait_synced(&self) {
+        let total = self.shared.kinds.len();
+        let mut synced = self.shared.synced.subscribe();
+        // The sender lives in `shared`, which outlives this borrow.
+        let _ = synced.wait_for(|count| *count == total).await;
+    }
+
+    /// The cached object with `key`.
+    pub fn get_cached(&self, key: &ConfigKey) -> Option<Arc<DynConfig>> {
+        self.shared.cache.get(key)
+    }
+
+    /// The cached objects of `kind`, in `namespace` or all, ordered by
+    /// namespace and name.
+    pub fn list_cached(&self, kind: &str, namespace: Option<&str>) -> Vec<Arc<DynConfig>> {
+        self.shared.cache.list(kind, namespace)
+    }
+
+    /// Notifications about `kind` from now on.
+    pub fn subscribe(&self, kind: &str) -> BoxStream<'static, Notification<Arc<DynConfig>>> {
+        let kind = kind.to_string();
+        self.subscribe_all()
+            .filter(move |n| {
+                let keep = match n {
+                    Notification::Event(event) => event.object().meta.kind == kind,
+                    Notification::Lagged { .. } => true,
+                };
+                futures::future::ready(keep)
+            })
+            .boxed()
+    }
+
+    /// Notifications about every kind from now on, in the order the cache
+    /// applied them.
+    pub fn subscribe_all(&self) -> BoxStream<'static, Notification<Arc<DynConfig>>> {
+        let receiver = self.shared.events.subscribe();
+        futures::stream::unfold(receiver, |mut receiver| async move {
+            let notification = match receiver.recv().await {
+                Ok(event) => Notification::Event(event),
+                Err(broadcast::error::RecvError::Lagged(missed)) => Notification::Lagged { missed },
+                Err(broadcast::error::RecvError::Closed) => return None,
+            };
+            Some((notification, receiver))
+        })
+        .boxed()
+    }
+
+    /// Typed notifications about kind `K`. An object whose spec does not
+    /// decode as `K` (written around validation) is logged and skipped.
+    pub fn subscribe_typed<K: ConfigKind>(&self) -> BoxStream<'static, Notification<Config<K>>> {
+        self.subscribe(K::KIND)
+            .filter_map(|n| async move {
+                match n {
+                    Notification::Lagged { missed } => Some(Notification::Lagged { missed }),
+                    Notification::Event(event) => match event.try_map(|c| Config::<K>::from_dyn(&c)) {
+                        Ok(event) => Some(Notification::Event(event)),
+                        Err(error) => {
+                            tracing::warn!(%error, "skipping an object that does not decode as its kind");
+                            None
+                        }
+                    },
+                }
+            })
+            .boxed()
+    }
+
+    /// Registers a handler for `kind`. Handlers run on one queue, one
+    /// notification at a time, in registration order; a handler may write
+    /// through the Controller and will read its own writes from the cache.
+    pub fn add_handler(&self, kind: &str, handler: impl Handler) {
+        self.shared.handlers.add(kind, handler);
+    }
+
+    /// Waits until the cache shows every write the backend had completed
+    /// when this was called (bounded by
+    /// [`ControllerOptions::write_sync_timeout`]).
+    pub async fn sync_with_backend(&self, kind: &str) -> Result<(), StoreError> {
+        let Some(applied) = self.shared.applied.get(kind) else {
+            return Ok(());
+        };
+        let target = self.shared.backend.current_revision().await?;
+        let mut applied = applied.subscribe();
+        let caught_up = applied.wait_for(|r| r.is_some_and(|r| r >= target));
+        if tokio::time::timeout(self.shared.options.write_sync_timeout, caught_up)
+            .await
+            .is_err()
+        {
+            tracing::warn!(kind, target, "cache did not catch up with the backend in time");
+        }
+        Ok(())
+    }
+
+    fn watches(&self, kind: &str) -> bool {
+        self.shared.applied.contains_key(kind)
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        for task in self.tasks.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl Shared {
+    /// Lists `kind`, then follows its watch, relisting whenever the watch
+    /// cannot resume. Runs until the Controller is dropped.
+    async fn follow(self: Arc<Self>, kind: String) {
+        let mut backoff = Backoff::new(self.options.retry_min, self.options.retry_max);
+        loop {
+            let snapshot = match self.backend.snapshot(&kind).await {
+                Ok(snapshot) => snapshot,
+                Err(error) => {
+                    tracing::warn!(%kind, %error, "list failed; retrying");
+                    backoff.wait().await;
+                    continue;
+                }
+            };
+            backoff.reset();
+            let mut revision = snapshot.revision;
+            self.apply_snapshot(&kind, snapshot.items, revision);
+            loop {
+                let mut stream = match self.backend.watch(&kind, revision).await {
+                    Ok(stream) => stream,
+                    Err(StoreError::Compacted { .. }) => break,
+                    Err(error) => {
+                        tracing::warn!(%kind, revision, %error, "watch failed; retrying");
+                        backoff.wait().await;
+                        continue;
+                    }
+                };
+                let mut compacted = false;
+                while let Some(item) = stream.next().await {
+                    match item {
+                        Ok(event) => {
+                            revision = event.revision();
+                            self.apply(&kind, event);
+                            backoff.reset();
+                        }
+                        Err(StoreError::Compacted { requested, oldest }) => {
+                            tracing::info!(%kind, requested, oldest, "watch history compacted; relisting");
+                            compacted = true;
+                            break;
+                        }
+                        Err(error) => {
+                            tracing::warn!(%kind, revision, %error, "watch broke; resuming");
+                            break;
+                        }
+                    }
+                }
+                if compacted {
+                    break;
+                }
+                backoff.wait().await;
+            }
+        }
+    }
+
+    /// Makes the cache equal `items` and emits the differences: deletes of
+    /// what is gone, then adds and updates.
+    fn apply_snapshot(&self, kind: &str, items: Vec<Arc<DynConfig>>, revision: Revision) {
+        let listed: HashSet<ConfigKey> = items.iter().map(|c| c.key()).collect();
+        for old in self.cache.list(kind, None) {
+            if !listed.contains(&old.key()) {
+                self.cache.remove(&old.key());
+                self.publish(Event::Deleted(old));
+            }
+        }
+        for config in items {
+            match self.cache.get(&config.key()) {
+                Some(old) if old.meta.resource_version == config.meta.resource_version => {}
+                Some(old) => {
+                    self.cache.insert(Arc::clone(&config));
+                    self.publish(Event::Updated { old, new: config });
+                }
+                None => {
+                    self.cache.insert(Arc::clone(&config));
+                    self.publish(Event::Added(config));
+                }
+            }
+        }
+        self.mark_applied(kind, revision);
+    }
+
+    fn apply(&self, kind: &str, event: WatchEvent) {
+        let revision = event.revision();
+        match event {
+            WatchEvent::Put { config, .. } => match self.cache.insert(Arc::clone(&config)) {
+                Some(old) => self.publish(Event::Updated { old, new: config }),
+                None => self.publish(Event::Added(config)),
+            },
+            WatchEvent::Delete { key, .. } => {
+                if let Some(old) = self.cache.remove(&key) {
+                    self.publish(Event::Deleted(old));
+                }
+            }
+            WatchEvent::Progress { .. } => {}
+        }
+        self.mark_applied(kind, revision);
+    }
+
+    fn publish(&self, event: ConfigEvent) {
+        // With no subscriber the event is not needed; the cache has it.
+        let _ = self.events.send(event);
+    }
+
+    fn mark_applied(&self, kind: &str, revision: Revision) {
+        let Some(applied) = self.applied.get(kind) else {
+            return;
+        };
+        let first = applied.send_replace(Some(revision)).is_none();
+        if first {
+            self.synced.send_modify(|count| *count += 1);
+        }
+    }
+}
+
+#[async_trait]
+impl ConfigStore for Controller {
+    fn registry(&self) -> &KindRegistry {
+        self.shared.backend.registry()
+    }
+
+    async fn get(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
+        if !self.watches(&key.kind) {
+            return self.shared.backend.get(key).await;
+        }
+        Ok(self.shared.cache.get(key))
+    }
+
+    async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Arc<DynConfig>>, StoreError> {
+        if !self.watches(kind) {
+            return self.shared.backend.list(kind, namespace).await;
+        }
+        Ok(self.shared.cache.list(kind, namespace))
+    }
+
+    async fn create(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
+        let stored = self.shared.backend.create(config).await?;
+        self.sync_with_backend(&stored.meta.kind).await?;
+        Ok(stored)
+    }
+
+    async fn update(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
+        let stored = self.shared.backend.update(config).await?;
+        self.sync_with_backend(&stored.meta.kind).await?;
+        Ok(stored)
+    }
+
+    async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError> {
+        self.shared.backend.delete(key, resource_version).await?;
+        self.sync_with_backend(&key.kind).await
+    }
+}

@@ -1,0 +1,106 @@
+//! The conformance suite every backend runs (feature `testing`).
+//!
+//! A backend provides a factory: an async function from a [`KindRegistry`]
+//! to a fresh, empty store. [`conformance_suite!`](crate::conformance_suite)
+//! then expands to one test per property:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use pilot_model::{ConfigWatch, KindRegistry};
+//! use pilot_store_memory::MemoryConfigStore;
+//!
+//! pilot_store::conformance_suite!(|registry: KindRegistry| async move {
+//!     Arc::new(MemoryConfigStore::new(registry)) as Arc<dyn ConfigWatch>
+//! });
+//! # fn main() {}
+//! ```
+//!
+//! The properties, each a public function here:
+//! - the map invariants (`map_*`): create and get back, duplicate create,
+//!   invalid input stores nothing, optimistic concurrency on update and
+//!   delete, unknown kinds, names and namespaces, listing per namespace and
+//!   across all, delete everything;
+//! - the watch contract (`watch_*`): a snapshot's revision and a watch that
+//!   resumes strictly after it;
+//! - the Controller over the backend (`cache_*`): initial list and sync,
+//!   event order and counts, handlers reading their own writes, writes made
+//!   straight to the backend reaching the cache;
+//! - [`model_based`]: random sequences of operations compared with a plain
+//!   reference model (proptest-state-machine).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use pilot_model::{ConfigWatch, KindRegistry};
+
+mod cache;
+mod kinds;
+mod map;
+mod model;
+mod watch;
+
+pub use cache::{cache_events_in_order, cache_freshness, cache_initial_list, cache_sync_backend_writes};
+pub use kinds::{MockConfig, MockOther, MockPair, mock, registry};
+pub use map::{
+    map_create_get, map_delete, map_delete_all, map_duplicate_create, map_invalid_not_stored, map_list,
+    map_update_versions,
+};
+pub use model::{MODEL_CASES, model_based};
+pub use watch::watch_resumes_after_revision;
+
+/// Makes a fresh, empty store for the kinds in a registry.
+pub trait StoreFactory: Send + Sync {
+    /// A new store; every call returns one that shares nothing with earlier
+    /// ones.
+    fn make(&self, registry: KindRegistry) -> BoxFuture<'static, Arc<dyn ConfigWatch>>;
+}
+
+impl<F, Fut> StoreFactory for F
+where
+    F: Fn(KindRegistry) -> Fut + Send + Sync,
+    Fut: Future<Output = Arc<dyn ConfigWatch>> + Send + 'static,
+{
+    fn make(&self, registry: KindRegistry) -> BoxFuture<'static, Arc<dyn ConfigWatch>> {
+        Box::pin(self(registry))
+    }
+}
+
+/// How long a conformance test waits for an event before failing.
+pub const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Runs a conformance test on a fresh multi-threaded runtime.
+pub fn block_on<F: Future<Output = ()>>(test: F) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime for the conformance suite")
+        .block_on(test);
+}
+
+/// Expands to one `#[test]` per conformance property, each on a fresh store
+/// from `$factory` (an async `Fn(KindRegistry) -> Arc<dyn ConfigWatch>`).
+#[macro_export]
+macro_rules! conformance_suite {
+    ($factory:expr) => {
+        $crate::conformance_suite!(@each $factory;
+            map_create_get, map_duplicate_create, map_invalid_not_stored, map_update_versions,
+            map_delete, map_list, map_delete_all, watch_resumes_after_revision,
+            cache_initial_list, cache_events_in_order, cache_freshness, cache_sync_backend_writes);
+
+        #[test]
+        fn model_based() {
+            $crate::testing::model_based(&$factory);
+        }
+    };
+    (@each $factory:expr; $($name:ident),*) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::testing::block_on($crate::testing::$name(&$factory));
+            }
+        )*
+    };
+}
