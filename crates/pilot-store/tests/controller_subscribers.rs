@@ -1,0 +1,148 @@
+//! Controller subscribers: lag is signalled, never silent; handlers run in
+//! registration order; dropping the Controller stops its tasks.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use pilot_model::{ConfigStore, DynConfig, Event};
+use pilot_store::testing::{MockConfig, mock, registry};
+use pilot_store::{Controller, ControllerOptions, Notification};
+use pilot_store_memory::MemoryConfigStore;
+use tokio::sync::mpsc;
+
+const KIND: &str = "MockConfig";
+const WAIT: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_subscriber_is_told_it_lagged_and_blocks_nobody() {
+    let options = ControllerOptions {
+        event_buffer: 8,
+        ..ControllerOptions::default()
+    };
+    let controller = Controller::with_options(Arc::new(MemoryConfigStore::new(registry())), options);
+    let mut slow = controller.subscribe(KIND);
+    let mut fast = controller.subscribe(KIND);
+    controller.run();
+    controller.wait_synced().await;
+
+    let (seen_tx, mut seen_rx) = mpsc::channel(64);
+    let reader = tokio::spawn(async move {
+        while let Some(n) = fast.next().await {
+            if seen_tx.send(n).await.is_err() {
+                return;
+            }
+        }
+    });
+    // Write in batches smaller than the buffer, waiting for the fast reader
+    // after each, so that only the slow one can fall behind.
+    let mut fast_seen = Vec::new();
+    for batch in 0..10 {
+        for i in 0..4 {
+            controller
+                .create(mock("default", &format!("o{}", batch * 4 + i), "v"))
+                .await
+                .unwrap();
+        }
+        for _ in 0..4 {
+            let n = tokio::time::timeout(WAIT, seen_rx.recv()).await.unwrap().unwrap();
+            let Notification::Event(Event::Added(config)) = n else { panic!("fast reader got {n:?}") };
+            fast_seen.push(config.meta.name.clone());
+        }
+    }
+    let expected: Vec<String> = (0..40).map(|i| format!("o{i}")).collect();
+    assert_eq!(fast_seen, expected, "the fast reader saw everything in order");
+
+    let first = tokio::time::timeout(WAIT, slow.next()).await.unwrap().unwrap();
+    let Notification::Lagged { missed } = first else { panic!("slow reader got {first:?}") };
+    assert_eq!(missed, 32, "40 events through a buffer of 8");
+    // After the signal the slow reader continues with what is retained, and
+    // can resync from the cache.
+    let next = tokio::time::timeout(WAIT, slow.next()).await.unwrap().unwrap();
+    let Notification::Event(Event::Added(config)) = next else { panic!("{next:?}") };
+    assert_eq!(config.meta.name, "o32");
+    assert_eq!(controller.list_cached(KIND, None).len(), 40);
+    reader.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlers_run_in_registration_order() {
+    let controller = Controller::new(Arc::new(MemoryConfigStore::new(registry())));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (done_tx, mut done_rx) = mpsc::channel(16);
+    for handler in ["first", "second", "third"] {
+        let log = Arc::clone(&log);
+        let done = done_tx.clone();
+        controller.add_handler(KIND, move |n: Notification<Arc<DynConfig>>| {
+            let log = Arc::clone(&log);
+            let done = done.clone();
+            async move {
+                if let Notification::Event(event) = n {
+                    // Yield so a handler that did not wait for the previous
+                    // one would interleave.
+                    tokio::task::yield_now().await;
+                    log.lock().unwrap().push(format!("{handler}:{}", event.object().meta.name));
+                    if handler == "third" {
+                        let _ = done.send(()).await;
+                    }
+                }
+            }
+        });
+    }
+    controller.run();
+    controller.wait_synced().await;
+    for name in ["a", "b"] {
+        controller.create(mock("default", name, "v")).await.unwrap();
+    }
+    for _ in 0..2 {
+        tokio::time::timeout(WAIT, done_rx.recv()).await.unwrap().unwrap();
+    }
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["first:a", "second:a", "third:a", "first:b", "second:b", "third:b"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_subscribers_get_typed_objects() {
+    let controller = Controller::new(Arc::new(MemoryConfigStore::new(registry())));
+    let mut typed = controller.subscribe_typed::<MockConfig>();
+    controller.run();
+    controller.wait_synced().await;
+    controller.create(mock("default", "t", "typed")).await.unwrap();
+    let n = tokio::time::timeout(WAIT, typed.next()).await.unwrap().unwrap();
+    let Notification::Event(Event::Added(config)) = n else { panic!("{n:?}") };
+    assert_eq!(config.spec.key, "typed");
+    assert_eq!(config.meta.name, "t");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_controller_stops_its_tasks() {
+    let store = MemoryConfigStore::new(registry());
+    let controller = Controller::new(Arc::new(store.clone()));
+    let mut events = controller.subscribe_all();
+    controller.run();
+    controller.wait_synced().await;
+    drop(controller);
+    // The event channel closes only when every task holding it is gone.
+    let end = tokio::time::timeout(WAIT, events.next()).await.expect("stream ends in time");
+    assert!(end.is_none(), "got {end:?}");
+    // The backend is unaffected and still usable.
+    store.create(mock("default", "after", "v")).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kinds_not_cached_are_served_by_the_backend() {
+    let store = MemoryConfigStore::new(registry());
+    let options = ControllerOptions {
+        kinds: Some(vec!["MockOther".to_string()]),
+        ..ControllerOptions::default()
+    };
+    let controller = Controller::with_options(Arc::new(store.clone()), options);
+    controller.run();
+    controller.wait_synced().await;
+    store.create(mock("default", "m", "v")).await.unwrap();
+    assert_eq!(controller.list(KIND, None).await.unwrap().len(), 1);
+    assert!(controller.list_cached(KIND, None).is_empty());
+    assert_eq!(controller.kinds(), ["MockOther".to_string()]);
+}
