@@ -1,1 +1,36 @@
-//! placeholder
+//! pilot: a service-mesh control plane in the lineage of Istio Pilot, as a
+//! library with pluggable backends.
+//!
+//! This facade re-exports the workspace's crates:
+//! - [`model`] (`pilot-model`): configuration objects, kinds and validation,
+//!   the `ConfigStore`/`ConfigWatch` contracts, the service model and the
+//!   `ServiceDiscovery` contract;
+//! - [`store`] (`pilot-store`): the cached `Controller`, typed stores, the
+//!   building blocks for backends, and (feature `testing`) the conformance
+//!   suite;
+//! - [`memory`] (`pilot-store-memory`): the in-memory store and service
+//!   registry.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use std::sync::Arc;
+//! use pilot::memory::MemoryConfigStore;
+//! use pilot::model::{ConfigMeta, ConfigStore, DynConfig, KindRegistry, KindSchema};
+//! use pilot::store::Controller;
+//!
+//! let registry = KindRegistry::new();
+//! registry.register_schema(KindSchema::new("Note", "notes", "example.com", "v1", |_, _| {})).unwrap();
+//! let controller = Controller::new(Arc::new(MemoryConfigStore::new(registry)));
+//! controller.run();
+//! controller.wait_synced().await;
+//! let note = DynConfig { meta: ConfigMeta::new("Note", "default", "hello"), spec: serde_json::json!({}) };
+//! controller.create(note).await.unwrap();
+//! assert_eq!(controller.list_cached("Note", Some("default")).len(), 1);
+//! # });
+//! ```
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub use pilot_model as model;
+pub use pilot_store as store;
+pub use pilot_store_memory as memory;

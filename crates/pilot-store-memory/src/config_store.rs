@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use pilot_model::{
-    ConfigKey, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot, StoreError, WatchStream,
-    now_seconds,
+    ConfigKey, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot, StoreError,
+    WatchStream, now_seconds,
 };
 use pilot_store::{ConfigIndex, DEFAULT_HISTORY, WatchLog};
 
@@ -100,7 +100,9 @@ impl MemoryConfigStore {
         if self.inner.registry.contains(kind) {
             Ok(())
         } else {
-            Err(StoreError::UnknownKind { kind: kind.to_string() })
+            Err(StoreError::UnknownKind {
+                kind: kind.to_string(),
+            })
         }
     }
 }
@@ -138,7 +140,11 @@ impl ConfigStore for MemoryConfigStore {
         let mut config = self.inner.registry.prepare(config)?;
         let key = config.key();
         let mut log = self.inner.log.write();
-        let current = self.inner.index.get(&key).ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
+        let current = self
+            .inner
+            .index
+            .get(&key)
+            .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
         check_version(&key, config.meta.resource_version.as_deref(), &current, true)?;
         config.meta.resource_version = Some(log.next_revision().to_string());
         config.meta.creation_timestamp = current.meta.creation_timestamp;
@@ -151,7 +157,11 @@ impl ConfigStore for MemoryConfigStore {
     async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError> {
         self.known_kind(&key.kind)?;
         let mut log = self.inner.log.write();
-        let current = self.inner.index.get(key).ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
+        let current = self
+            .inner
+            .index
+            .get(key)
+            .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
         check_version(key, resource_version, &current, false)?;
         self.inner.index.remove(key);
         log.delete(key.clone());

@@ -87,7 +87,9 @@ impl MemoryServiceRegistry {
     pub fn add_service(&self, service: Service) -> Arc<Service> {
         let service = Arc::new(service);
         let mut state = self.write();
-        let old = state.services.insert(service.hostname.clone(), Arc::clone(&service));
+        let old = state
+            .services
+            .insert(service.hostname.clone(), Arc::clone(&service));
         if let Some(instances) = state.instances.get_mut(&service.hostname) {
             for instance in instances {
                 instance.service = Arc::clone(&service);
@@ -120,13 +122,14 @@ impl MemoryServiceRegistry {
     pub fn add_instance(&self, mut instance: ServiceInstance) -> Result<(), RegistryError> {
         let mut state = self.write();
         let hostname = instance.service.hostname.clone();
-        let service = state
-            .services
-            .get(&hostname)
-            .cloned()
-            .ok_or_else(|| RegistryError::UnknownService {
-                hostname: hostname.clone(),
-            })?;
+        let service =
+            state
+                .services
+                .get(&hostname)
+                .cloned()
+                .ok_or_else(|| RegistryError::UnknownService {
+                    hostname: hostname.clone(),
+                })?;
         if service.port(&instance.endpoint.service_port.name).is_none() {
             return Err(RegistryError::UnknownPort {
                 hostname,
@@ -158,9 +161,11 @@ impl MemoryServiceRegistry {
         address: IpAddr,
         labels: Labels,
     ) -> Result<Vec<ServiceInstance>, RegistryError> {
-        let service = self.get_service(hostname).ok_or_else(|| RegistryError::UnknownService {
-            hostname: hostname.to_string(),
-        })?;
+        let service = self
+            .get_service(hostname)
+            .ok_or_else(|| RegistryError::UnknownService {
+                hostname: hostname.to_string(),
+            })?;
         let instances: Vec<ServiceInstance> = service
             .ports
             .iter()
@@ -184,14 +189,19 @@ impl MemoryServiceRegistry {
 
     /// Removes the instances of `hostname` at `address` (on every port, or
     /// only on `port`); returns them.
-    pub fn remove_instances(&self, hostname: &str, address: IpAddr, port: Option<u16>) -> Vec<ServiceInstance> {
+    pub fn remove_instances(
+        &self,
+        hostname: &str,
+        address: IpAddr,
+        port: Option<u16>,
+    ) -> Vec<ServiceInstance> {
         let mut state = self.write();
         let Some(list) = state.instances.get_mut(hostname) else {
             return Vec::new();
         };
-        let (removed, kept): (Vec<_>, Vec<_>) = std::mem::take(list).into_iter().partition(|i| {
-            i.endpoint.address == address && port.is_none_or(|p| p == i.endpoint.port)
-        });
+        let (removed, kept): (Vec<_>, Vec<_>) = std::mem::take(list)
+            .into_iter()
+            .partition(|i| i.endpoint.address == address && port.is_none_or(|p| p == i.endpoint.port));
         *list = kept;
         for instance in &removed {
             self.send(ServiceEvent::Instance(Event::Deleted(instance.clone())));
@@ -304,7 +314,11 @@ mod tests {
             .add_endpoints(HOST, ip("10.0.0.1"), Labels::from_pairs([("version", "v1")]))
             .unwrap();
         registry
-            .add_endpoints(HOST, ip("10.0.0.2"), Labels::from_pairs([("version", "v2"), ("canary", "true")]))
+            .add_endpoints(
+                HOST,
+                ip("10.0.0.2"),
+                Labels::from_pairs([("version", "v2"), ("canary", "true")]),
+            )
             .unwrap();
         assert_eq!(registry.instances(HOST, &[], &[]).len(), 4);
         assert_eq!(registry.instances(HOST, &["http"], &[]).len(), 2);
@@ -317,7 +331,10 @@ mod tests {
         assert!(registry.instances(HOST, &["grpc"], &[]).is_empty());
         assert!(registry.instances("nope", &[], &[]).is_empty());
         assert_eq!(registry.host_instances(&[ip("10.0.0.1")]).len(), 2);
-        assert_eq!(registry.remove_instances(HOST, ip("10.0.0.1"), Some(9080)).len(), 1);
+        assert_eq!(
+            registry.remove_instances(HOST, ip("10.0.0.1"), Some(9080)).len(),
+            1
+        );
         assert_eq!(registry.host_instances(&[ip("10.0.0.1")]).len(), 1);
     }
 
@@ -328,7 +345,10 @@ mod tests {
             registry.add_endpoints("other", ip("10.0.0.1"), Labels::new()),
             Err(RegistryError::UnknownService { .. })
         ));
-        let mut instance = registry.add_endpoints(HOST, ip("10.0.0.1"), Labels::new()).unwrap()[0].clone();
+        let mut instance = registry
+            .add_endpoints(HOST, ip("10.0.0.1"), Labels::new())
+            .unwrap()[0]
+            .clone();
         instance.endpoint.service_port.name = "grpc".into();
         assert!(matches!(
             registry.add_instance(instance),
@@ -340,7 +360,9 @@ mod tests {
     async fn subscribers_see_changes_in_order_and_resync_when_behind() {
         let registry = registry();
         let mut events = registry.subscribe();
-        registry.add_endpoints(HOST, ip("10.0.0.1"), Labels::new()).unwrap();
+        registry
+            .add_endpoints(HOST, ip("10.0.0.1"), Labels::new())
+            .unwrap();
         registry.remove_service(HOST);
         let mut seen = Vec::new();
         for _ in 0..5 {
@@ -351,7 +373,10 @@ mod tests {
                 other => panic!("unexpected {other:?}"),
             });
         }
-        assert_eq!(seen, ["instance+", "instance+", "instance-", "instance-", "service-"]);
+        assert_eq!(
+            seen,
+            ["instance+", "instance+", "instance-", "instance-", "service-"]
+        );
 
         let mut slow = registry.subscribe();
         for i in 0..(EVENT_BUFFER + 10) {

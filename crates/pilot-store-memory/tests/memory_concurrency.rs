@@ -48,7 +48,11 @@ async fn concurrent_read_modify_write_loses_nothing() {
     }
     let total = WRITERS * INCREMENTS;
     let last = store.get(&key).await.unwrap().unwrap();
-    assert_eq!(last.spec["key"], total.to_string(), "no increment lost ({conflicts} conflicts retried)");
+    assert_eq!(
+        last.spec["key"],
+        total.to_string(),
+        "no increment lost ({conflicts} conflicts retried)"
+    );
 
     let mut revision = start;
     let mut values = Vec::new();
@@ -63,14 +67,21 @@ async fn concurrent_read_modify_write_loses_nothing() {
             other => panic!("unexpected {other:?}"),
         }
     }
-    assert_eq!(values, (1..=total).collect::<Vec<_>>(), "every write seen once, in order");
+    assert_eq!(
+        values,
+        (1..=total).collect::<Vec<_>>(),
+        "every write seen once, in order"
+    );
 }
 
 #[tokio::test]
 async fn compaction_makes_old_revisions_unwatchable_and_current_ones_fine() {
     let store = Arc::new(MemoryConfigStore::with_history(registry(), 1000));
     for i in 0..5 {
-        store.create(mock("default", &format!("n{i}"), "v")).await.unwrap();
+        store
+            .create(mock("default", &format!("n{i}"), "v"))
+            .await
+            .unwrap();
     }
     store.compact(3);
     assert_eq!(
@@ -81,7 +92,9 @@ async fn compaction_makes_old_revisions_unwatchable_and_current_ones_fine() {
         })
     );
     let mut watch = store.watch("MockConfig", 3).await.unwrap();
-    let Some(Ok(WatchEvent::Put { revision, .. })) = watch.next().await else { panic!() };
+    let Some(Ok(WatchEvent::Put { revision, .. })) = watch.next().await else {
+        panic!()
+    };
     assert_eq!(revision, 4);
     assert!(matches!(
         store.watch("Nope", 3).await.err(),

@@ -117,8 +117,14 @@ impl Controller {
 
     /// A Controller over `backend` with `options`.
     pub fn with_options(backend: Arc<dyn ConfigWatch>, options: ControllerOptions) -> Self {
-        let kinds = options.kinds.clone().unwrap_or_else(|| backend.registry().kinds());
-        let applied = kinds.iter().map(|k| (k.clone(), watch::channel(None).0)).collect();
+        let kinds = options
+            .kinds
+            .clone()
+            .unwrap_or_else(|| backend.registry().kinds());
+        let applied = kinds
+            .iter()
+            .map(|k| (k.clone(), watch::channel(None).0))
+            .collect();
         let (events, _) = broadcast::channel(options.event_buffer.max(1));
         Controller {
             shared: Arc::new(Shared {

@@ -50,7 +50,10 @@ impl Handlers {
     pub(crate) async fn dispatch(self, mut events: broadcast::Receiver<ConfigEvent>) {
         loop {
             let (handlers, notification) = match events.recv().await {
-                Ok(event) => (self.for_kind(Some(&event.object().meta.kind)), Notification::Event(event)),
+                Ok(event) => (
+                    self.for_kind(Some(&event.object().meta.kind)),
+                    Notification::Event(event),
+                ),
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     tracing::warn!(missed, "handlers fell behind; sending them Lagged");
                     (self.for_kind(None), Notification::Lagged { missed })

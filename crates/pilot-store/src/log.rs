@@ -67,13 +67,20 @@ pub struct LogWriter<'a> {
 impl WatchLog {
     /// An empty log at revision 0 that keeps `capacity` writes.
     pub fn new(capacity: usize) -> Self {
-        let (head, _) = watch::channel(0);
+        Self::starting_at(capacity, 0)
+    }
+
+    /// An empty log whose last write was `revision`: for a backend that
+    /// reopens persisted objects, so that new writes get higher revisions
+    /// than any stored one. Watches may resume after `revision` or later.
+    pub fn starting_at(capacity: usize, revision: Revision) -> Self {
+        let (head, _) = watch::channel(revision);
         WatchLog {
             inner: Arc::new(LogInner {
                 state: Mutex::new(LogState {
-                    revision: 0,
+                    revision,
                     entries: VecDeque::new(),
-                    floor: 0,
+                    floor: revision,
                     capacity: capacity.max(1),
                 }),
                 head,
@@ -295,9 +302,21 @@ mod tests {
             w.delete(ConfigKey::new("A", "ns", "1"));
             w.put(config("B", "2"));
         }
-        let events: Vec<_> = log.watch("A", 0).unwrap().take(3).map(Result::unwrap).collect().await;
+        let events: Vec<_> = log
+            .watch("A", 0)
+            .unwrap()
+            .take(3)
+            .map(Result::unwrap)
+            .collect()
+            .await;
         assert_eq!(revisions(&events), [('p', 1), ('d', 3), ('.', 4)]);
-        let events: Vec<_> = log.watch("A", 1).unwrap().take(2).map(Result::unwrap).collect().await;
+        let events: Vec<_> = log
+            .watch("A", 1)
+            .unwrap()
+            .take(2)
+            .map(Result::unwrap)
+            .collect()
+            .await;
         assert_eq!(revisions(&events), [('d', 3), ('.', 4)]);
         let mut live = log.watch("B", 4).unwrap();
         log.write().put(config("B", "3"));

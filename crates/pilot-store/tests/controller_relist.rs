@@ -30,7 +30,9 @@ async fn next(events: &mut BoxStream<'static, Notification<Arc<DynConfig>>>) -> 
         .await
         .expect("event in time")
         .expect("open");
-    let Notification::Event(event) = n else { panic!("unexpected {n:?}") };
+    let Notification::Event(event) = n else {
+        panic!("unexpected {n:?}")
+    };
     let (op, c) = match &event {
         Event::Added(c) => ('+', c),
         Event::Updated { new, .. } => ('~', new),
@@ -40,8 +42,18 @@ async fn next(events: &mut BoxStream<'static, Notification<Arc<DynConfig>>>) -> 
 }
 
 async fn assert_cache_equals_backend(controller: &Controller, store: &MemoryConfigStore) {
-    let cached: Vec<DynConfig> = controller.list_cached(KIND, None).iter().map(|c| (**c).clone()).collect();
-    let stored: Vec<DynConfig> = store.list(KIND, None).await.unwrap().iter().map(|c| (**c).clone()).collect();
+    let cached: Vec<DynConfig> = controller
+        .list_cached(KIND, None)
+        .iter()
+        .map(|c| (**c).clone())
+        .collect();
+    let stored: Vec<DynConfig> = store
+        .list(KIND, None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| (**c).clone())
+        .collect();
     assert_eq!(cached, stored);
 }
 
@@ -128,7 +140,10 @@ async fn a_backend_down_at_start_is_retried_and_sync_waits_for_it() {
     let controller = Controller::with_options(Arc::new(flaky.clone()), options());
     controller.run();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert!(!controller.has_synced(), "cannot have synced while the backend is down");
+    assert!(
+        !controller.has_synced(),
+        "cannot have synced while the backend is down"
+    );
     flaky.reconnect();
     tokio::time::timeout(Duration::from_secs(10), controller.wait_synced())
         .await

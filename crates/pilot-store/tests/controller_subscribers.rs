@@ -46,7 +46,9 @@ async fn a_slow_subscriber_is_told_it_lagged_and_blocks_nobody() {
         }
         for _ in 0..4 {
             let n = tokio::time::timeout(WAIT, seen_rx.recv()).await.unwrap().unwrap();
-            let Notification::Event(Event::Added(config)) = n else { panic!("fast reader got {n:?}") };
+            let Notification::Event(Event::Added(config)) = n else {
+                panic!("fast reader got {n:?}")
+            };
             fast_seen.push(config.meta.name.clone());
         }
     }
@@ -54,12 +56,16 @@ async fn a_slow_subscriber_is_told_it_lagged_and_blocks_nobody() {
     assert_eq!(fast_seen, expected, "the fast reader saw everything in order");
 
     let first = tokio::time::timeout(WAIT, slow.next()).await.unwrap().unwrap();
-    let Notification::Lagged { missed } = first else { panic!("slow reader got {first:?}") };
+    let Notification::Lagged { missed } = first else {
+        panic!("slow reader got {first:?}")
+    };
     assert_eq!(missed, 32, "40 events through a buffer of 8");
     // After the signal the slow reader continues with what is retained, and
     // can resync from the cache.
     let next = tokio::time::timeout(WAIT, slow.next()).await.unwrap().unwrap();
-    let Notification::Event(Event::Added(config)) = next else { panic!("{next:?}") };
+    let Notification::Event(Event::Added(config)) = next else {
+        panic!("{next:?}")
+    };
     assert_eq!(config.meta.name, "o32");
     assert_eq!(controller.list_cached(KIND, None).len(), 40);
     reader.abort();
@@ -81,7 +87,9 @@ async fn handlers_run_in_registration_order() {
                     // Yield so a handler that did not wait for the previous
                     // one would interleave.
                     tokio::task::yield_now().await;
-                    log.lock().unwrap().push(format!("{handler}:{}", event.object().meta.name));
+                    log.lock()
+                        .unwrap()
+                        .push(format!("{handler}:{}", event.object().meta.name));
                     if handler == "third" {
                         let _ = done.send(()).await;
                     }
@@ -111,7 +119,9 @@ async fn typed_subscribers_get_typed_objects() {
     controller.wait_synced().await;
     controller.create(mock("default", "t", "typed")).await.unwrap();
     let n = tokio::time::timeout(WAIT, typed.next()).await.unwrap().unwrap();
-    let Notification::Event(Event::Added(config)) = n else { panic!("{n:?}") };
+    let Notification::Event(Event::Added(config)) = n else {
+        panic!("{n:?}")
+    };
     assert_eq!(config.spec.key, "typed");
     assert_eq!(config.meta.name, "t");
 }
@@ -125,7 +135,9 @@ async fn dropping_the_controller_stops_its_tasks() {
     controller.wait_synced().await;
     drop(controller);
     // The event channel closes only when every task holding it is gone.
-    let end = tokio::time::timeout(WAIT, events.next()).await.expect("stream ends in time");
+    let end = tokio::time::timeout(WAIT, events.next())
+        .await
+        .expect("stream ends in time");
     assert!(end.is_none(), "got {end:?}");
     // The backend is unaffected and still usable.
     store.create(mock("default", "after", "v")).await.unwrap();

@@ -42,7 +42,10 @@ fn describe(event: &Event<Arc<DynConfig>>) -> (char, String) {
 pub async fn cache_initial_list(factory: &dyn StoreFactory) {
     let backend = factory.make(registry()).await;
     for i in 0..5 {
-        backend.create(mock("default", &format!("pre-{i}"), "v")).await.unwrap();
+        backend
+            .create(mock("default", &format!("pre-{i}"), "v"))
+            .await
+            .unwrap();
     }
     let controller = Controller::new(Arc::clone(&backend));
     let mut events = controller.subscribe(KIND);
@@ -60,7 +63,10 @@ pub async fn cache_initial_list(factory: &dyn StoreFactory) {
         added.push(name);
     }
     added.sort();
-    assert_eq!(added, (0..5).map(|i| format!("default/pre-{i}")).collect::<Vec<_>>());
+    assert_eq!(
+        added,
+        (0..5).map(|i| format!("default/pre-{i}")).collect::<Vec<_>>()
+    );
 }
 
 /// Every add is seen before its update and its delete, and the counts add
@@ -74,7 +80,12 @@ pub async fn cache_events_in_order(factory: &dyn StoreFactory) {
     controller.wait_synced().await;
     let mut stored = Vec::new();
     for i in 0..N {
-        stored.push(controller.create(mock("default", &format!("c{i}"), "1")).await.unwrap());
+        stored.push(
+            controller
+                .create(mock("default", &format!("c{i}"), "1"))
+                .await
+                .unwrap(),
+        );
     }
     for config in &stored {
         let mut next = (**config).clone();
@@ -107,7 +118,8 @@ pub async fn cache_freshness(factory: &dyn StoreFactory) {
         let controller = weak.upgrade();
         let report = report.clone();
         async move {
-            let (Some(controller), Notification::Event(Event::Added(config))) = (controller, notification) else {
+            let (Some(controller), Notification::Event(Event::Added(config))) = (controller, notification)
+            else {
                 return;
             };
             let _ = report.send(update_then_delete(&controller, &config).await).await;
@@ -152,7 +164,10 @@ pub async fn cache_sync_backend_writes(factory: &dyn StoreFactory) {
 
     let key = ConfigKey::new(KIND, "default", "direct");
     let created = backend.create(mock("default", "direct", "1")).await.unwrap();
-    assert_eq!(describe(&next_event(&mut events).await), ('+', "default/direct".into()));
+    assert_eq!(
+        describe(&next_event(&mut events).await),
+        ('+', "default/direct".into())
+    );
     assert_eq!(controller.get_cached(&key).as_deref(), Some(&*created));
 
     let mut next = (*created).clone();
@@ -167,10 +182,26 @@ pub async fn cache_sync_backend_writes(factory: &dyn StoreFactory) {
 
     backend.create(mock("other", "second", "1")).await.unwrap();
     backend.delete(&key, None).await.unwrap();
-    assert_eq!(describe(&next_event(&mut events).await), ('+', "other/second".into()));
-    assert_eq!(describe(&next_event(&mut events).await), ('-', "default/direct".into()));
+    assert_eq!(
+        describe(&next_event(&mut events).await),
+        ('+', "other/second".into())
+    );
+    assert_eq!(
+        describe(&next_event(&mut events).await),
+        ('-', "default/direct".into())
+    );
     assert!(controller.get_cached(&key).is_none());
-    let cached: Vec<DynConfig> = controller.list_cached(KIND, None).iter().map(|c| (**c).clone()).collect();
-    let stored: Vec<DynConfig> = backend.list(KIND, None).await.unwrap().iter().map(|c| (**c).clone()).collect();
+    let cached: Vec<DynConfig> = controller
+        .list_cached(KIND, None)
+        .iter()
+        .map(|c| (**c).clone())
+        .collect();
+    let stored: Vec<DynConfig> = backend
+        .list(KIND, None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| (**c).clone())
+        .collect();
     assert_eq!(cached, stored);
 }

@@ -30,8 +30,15 @@ pub async fn map_create_get(factory: &dyn StoreFactory) {
         assert_eq!(stored.meta.group, "test.pilot.io");
         assert_eq!(stored.meta.version, "v1");
         assert!(stored.meta.creation_timestamp.is_some(), "creation time set");
-        let version = stored.meta.resource_version.clone().expect("resource version set");
-        assert!(versions.insert(version), "every write gets a distinct resource version");
+        let version = stored
+            .meta
+            .resource_version
+            .clone()
+            .expect("resource version set");
+        assert!(
+            versions.insert(version),
+            "every write gets a distinct resource version"
+        );
     }
     for i in 0..30 {
         let ns = if i % 2 == 0 { "default" } else { "istio-system" };
@@ -43,23 +50,49 @@ pub async fn map_create_get(factory: &dyn StoreFactory) {
         assert_eq!(got.spec["key"], format!("value-{i}"));
         assert_eq!(got.meta.namespace, ns);
     }
-    assert!(store.get(&key("default", "missing")).await.expect("get").is_none());
-    assert!(store.get(&key("nowhere", "config-0")).await.expect("get").is_none());
+    assert!(
+        store
+            .get(&key("default", "missing"))
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        store
+            .get(&key("nowhere", "config-0"))
+            .await
+            .expect("get")
+            .is_none()
+    );
     let unknown = store.get(&ConfigKey::new("Nope", "default", "a")).await;
-    assert!(matches!(unknown, Err(StoreError::UnknownKind { .. })), "{unknown:?}");
+    assert!(
+        matches!(unknown, Err(StoreError::UnknownKind { .. })),
+        "{unknown:?}"
+    );
 }
 
 /// A second create of the same key fails and leaves the first object.
 pub async fn map_duplicate_create(factory: &dyn StoreFactory) {
     let store = fresh(factory).await;
-    let first = store.create(mock("default", "dup", "first")).await.expect("create");
+    let first = store
+        .create(mock("default", "dup", "first"))
+        .await
+        .expect("create");
     let err = store.create(mock("default", "dup", "second")).await.unwrap_err();
-    assert_eq!(err, StoreError::AlreadyExists { key: key("default", "dup") });
+    assert_eq!(
+        err,
+        StoreError::AlreadyExists {
+            key: key("default", "dup")
+        }
+    );
     let got = store.get(&key("default", "dup")).await.unwrap().unwrap();
     assert_eq!(got.spec["key"], "first");
     assert_eq!(got.meta.resource_version, first.meta.resource_version);
     // The same name in another namespace is another object.
-    store.create(mock("other", "dup", "third")).await.expect("create in another namespace");
+    store
+        .create(mock("other", "dup", "third"))
+        .await
+        .expect("create in another namespace");
 }
 
 /// Invalid objects are refused with every field error and never stored;
@@ -94,14 +127,20 @@ pub async fn map_invalid_not_stored(factory: &dyn StoreFactory) {
         meta: ConfigMeta::new("Nope", "default", "x"),
         spec: serde_json::json!({}),
     };
-    assert!(matches!(store.create(unknown).await, Err(StoreError::UnknownKind { .. })));
+    assert!(matches!(
+        store.create(unknown).await,
+        Err(StoreError::UnknownKind { .. })
+    ));
     assert!(store.get(&key("default", "bad")).await.unwrap().is_none());
     assert!(store.list(KIND, None).await.unwrap().is_empty());
 
     let good = store.create(mock("default", "good", "v")).await.unwrap();
     let mut broken = (*good).clone();
     broken.spec["key"] = "".into();
-    assert!(matches!(store.update(broken).await, Err(StoreError::Invalid { .. })));
+    assert!(matches!(
+        store.update(broken).await,
+        Err(StoreError::Invalid { .. })
+    ));
     let got = store.get(&good.key()).await.unwrap().unwrap();
     assert_eq!(got.spec, good.spec);
     assert_eq!(got.meta.resource_version, good.meta.resource_version);
@@ -127,7 +166,10 @@ pub async fn map_update_versions(factory: &dyn StoreFactory) {
 
     let mut current = mock("default", "u", "two");
     current.meta.resource_version = Some(v1_version.clone());
-    let v2 = store.update(current).await.expect("update with the current version");
+    let v2 = store
+        .update(current)
+        .await
+        .expect("update with the current version");
     let v2_version = v2.meta.resource_version.clone().unwrap();
     assert_ne!(v2_version, v1_version);
     assert_eq!(v2.meta.creation_timestamp, v1.meta.creation_timestamp);
@@ -150,7 +192,9 @@ pub async fn map_update_versions(factory: &dyn StoreFactory) {
     missing.meta.resource_version = Some(v2_version);
     assert_eq!(
         store.update(missing).await.unwrap_err(),
-        StoreError::NotFound { key: key("default", "missing") }
+        StoreError::NotFound {
+            key: key("default", "missing")
+        }
     );
 }
 
@@ -162,14 +206,21 @@ pub async fn map_delete(factory: &dyn StoreFactory) {
     let b = store.create(mock("default", "b", "x")).await.unwrap();
 
     let unknown_kind = store.delete(&ConfigKey::new("Nope", "default", "a"), None).await;
-    assert!(matches!(unknown_kind, Err(StoreError::UnknownKind { .. })), "{unknown_kind:?}");
+    assert!(
+        matches!(unknown_kind, Err(StoreError::UnknownKind { .. })),
+        "{unknown_kind:?}"
+    );
     assert_eq!(
         store.delete(&key("default", "zzz"), None).await.unwrap_err(),
-        StoreError::NotFound { key: key("default", "zzz") }
+        StoreError::NotFound {
+            key: key("default", "zzz")
+        }
     );
     assert_eq!(
         store.delete(&key("elsewhere", "a"), None).await.unwrap_err(),
-        StoreError::NotFound { key: key("elsewhere", "a") }
+        StoreError::NotFound {
+            key: key("elsewhere", "a")
+        }
     );
 
     let stale = b.meta.resource_version.clone().unwrap();
@@ -183,13 +234,22 @@ pub async fn map_delete(factory: &dyn StoreFactory) {
         }
     );
     assert!(store.get(&a.key()).await.unwrap().is_some());
-    store.delete(&a.key(), Some(&current)).await.expect("conditional delete");
+    store
+        .delete(&a.key(), Some(&current))
+        .await
+        .expect("conditional delete");
     store.delete(&b.key(), None).await.expect("unconditional delete");
     assert!(store.get(&a.key()).await.unwrap().is_none());
     assert!(store.get(&b.key()).await.unwrap().is_none());
-    assert!(matches!(store.delete(&a.key(), None).await, Err(StoreError::NotFound { .. })));
+    assert!(matches!(
+        store.delete(&a.key(), None).await,
+        Err(StoreError::NotFound { .. })
+    ));
     // A deleted name can be created again.
-    store.create(mock("default", "a", "again")).await.expect("re-create");
+    store
+        .create(mock("default", "a", "again"))
+        .await
+        .expect("re-create");
 }
 
 /// List by namespace and across all, ordered by namespace then name, and
@@ -211,7 +271,10 @@ pub async fn map_list(factory: &dyn StoreFactory) {
             .map(|c| format!("{}/{}", c.meta.namespace, c.meta.name))
             .collect()
     };
-    assert_eq!(names(store.list(KIND, Some("a")).await.unwrap()), ["a/x", "a/y", "a/z"]);
+    assert_eq!(
+        names(store.list(KIND, Some("a")).await.unwrap()),
+        ["a/x", "a/y", "a/z"]
+    );
     assert_eq!(names(store.list(KIND, Some("b")).await.unwrap()), ["b/x", "b/y"]);
     assert_eq!(
         names(store.list(KIND, None).await.unwrap()),
@@ -219,18 +282,27 @@ pub async fn map_list(factory: &dyn StoreFactory) {
     );
     assert!(store.list(KIND, Some("c")).await.unwrap().is_empty());
     assert_eq!(names(store.list("MockOther", None).await.unwrap()), ["a/x"]);
-    assert!(matches!(store.list("Nope", None).await, Err(StoreError::UnknownKind { .. })));
+    assert!(matches!(
+        store.list("Nope", None).await,
+        Err(StoreError::UnknownKind { .. })
+    ));
 }
 
 /// Deleting everything that is listed leaves the list empty.
 pub async fn map_delete_all(factory: &dyn StoreFactory) {
     let store = fresh(factory).await;
     for i in 0..20 {
-        store.create(mock(["a", "b", "c"][i % 3], &format!("n{i}"), "v")).await.unwrap();
+        store
+            .create(mock(["a", "b", "c"][i % 3], &format!("n{i}"), "v"))
+            .await
+            .unwrap();
     }
     assert_eq!(store.list(KIND, None).await.unwrap().len(), 20);
     for config in store.list(KIND, None).await.unwrap() {
-        store.delete(&config.key(), config.meta.resource_version.as_deref()).await.unwrap();
+        store
+            .delete(&config.key(), config.meta.resource_version.as_deref())
+            .await
+            .unwrap();
     }
     assert!(store.list(KIND, None).await.unwrap().is_empty());
     for ns in ["a", "b", "c"] {

@@ -78,7 +78,12 @@ impl ReferenceStateMachine for StoreModel {
         let ns = 0..NAMESPACES.len();
         let name = 0..NAMES.len();
         let version = if state.versioned_writes >= 2 {
-            prop_oneof![Just(Version::Missing), Just(Version::Current), Just(Version::Stale)].boxed()
+            prop_oneof![
+                Just(Version::Missing),
+                Just(Version::Current),
+                Just(Version::Stale)
+            ]
+            .boxed()
         } else {
             prop_oneof![Just(Version::Missing), Just(Version::Current)].boxed()
         };
@@ -94,7 +99,9 @@ impl ReferenceStateMachine for StoreModel {
 
     fn preconditions(state: &Model, op: &Op) -> bool {
         match op {
-            Op::Update(_, _, _, Version::Stale) | Op::Delete(_, _, Version::Stale) => state.versioned_writes >= 2,
+            Op::Update(_, _, _, Version::Stale) | Op::Delete(_, _, Version::Stale) => {
+                state.versioned_writes >= 2
+            }
             _ => true,
         }
     }
@@ -124,7 +131,9 @@ fn predict(state: &Model, op: &Op) -> Outcome {
     match *op {
         Op::Create(n, m, _) if state.objects.contains_key(&(n, m)) => Outcome::AlreadyExists,
         Op::Create(..) => Outcome::Written,
-        Op::Update(n, m, ..) | Op::Delete(n, m, _) if !state.objects.contains_key(&(n, m)) => Outcome::NotFound,
+        Op::Update(n, m, ..) | Op::Delete(n, m, _) if !state.objects.contains_key(&(n, m)) => {
+            Outcome::NotFound
+        }
         Op::Update(_, _, _, Version::Current) => Outcome::Written,
         Op::Update(..) => Outcome::Conflict,
         Op::Delete(_, _, Version::Stale) => Outcome::Conflict,
@@ -155,7 +164,12 @@ impl Sut {
             Version::Missing => None,
             // For a missing object any version will do: the answer is NotFound.
             Version::Current => current.or(self.all_versions.last()).cloned(),
-            Version::Stale => self.all_versions.iter().rev().find(|v| Some(*v) != current).cloned(),
+            Version::Stale => self
+                .all_versions
+                .iter()
+                .rev()
+                .find(|v| Some(*v) != current)
+                .cloned(),
         }
     }
 
@@ -163,7 +177,10 @@ impl Sut {
         let key = |n: usize, m: usize| ConfigKey::new(KIND, NAMESPACES[n], NAMES[m]);
         let result = match *op {
             Op::Create(n, m, v) => {
-                let stored = self.store.create(mock(NAMESPACES[n], NAMES[m], &value_key(v))).await;
+                let stored = self
+                    .store
+                    .create(mock(NAMESPACES[n], NAMES[m], &value_key(v)))
+                    .await;
                 self.record(n, m, stored)
             }
             Op::Update(n, m, v, which) => {
@@ -185,14 +202,18 @@ impl Sut {
                 .get(&key(n, m))
                 .await
                 .map(|c| Outcome::Got(c.map(|c| spec_key(&c)))),
-            Op::List(ns) => self.store.list(KIND, ns.map(|n| NAMESPACES[n])).await.map(|items| {
-                Outcome::Listed(
-                    items
-                        .iter()
-                        .map(|c| (c.meta.namespace.clone(), c.meta.name.clone(), spec_key(c)))
-                        .collect(),
-                )
-            }),
+            Op::List(ns) => self
+                .store
+                .list(KIND, ns.map(|n| NAMESPACES[n]))
+                .await
+                .map(|items| {
+                    Outcome::Listed(
+                        items
+                            .iter()
+                            .map(|c| (c.meta.namespace.clone(), c.meta.name.clone(), spec_key(c)))
+                            .collect(),
+                    )
+                }),
         };
         result.or_else(|error| match error {
             StoreError::AlreadyExists { .. } => Ok(Outcome::AlreadyExists),
@@ -267,8 +288,16 @@ pub fn model_based(factory: &dyn StoreFactory) {
                     .map_err(|e| TestCaseError::fail(format!("step {step} {op:?}: unexpected error {e}")))?;
                 prop_assert_eq!(&actual, &expected, "step {} {:?}", step, op);
                 model = StoreModel::apply(model, op);
-                let everything = sut.run(&Op::List(None)).await.map_err(|e| TestCaseError::fail(e.to_string()))?;
-                prop_assert_eq!(everything, predict(&model, &Op::List(None)), "content after step {}", step);
+                let everything = sut
+                    .run(&Op::List(None))
+                    .await
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(
+                    everything,
+                    predict(&model, &Op::List(None)),
+                    "content after step {}",
+                    step
+                );
             }
             Ok(())
         })

@@ -55,7 +55,10 @@ pub async fn watch_resumes_after_revision(factory: &dyn StoreFactory) {
     let seen = changes(&mut live, 3).await;
     let shape: Vec<(char, &str)> = seen.iter().map(|(op, name, _)| (*op, name.as_str())).collect();
     assert_eq!(shape, [('+', "a"), ('+', "a"), ('-', "a")]);
-    assert!(seen.windows(2).all(|w| w[0].2 < w[1].2), "revisions increase: {seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[0].2 < w[1].2),
+        "revisions increase: {seen:?}"
+    );
     assert!(seen[0].2 > snapshot.revision);
 
     let mut resumed = store.watch(KIND, seen[0].2).await.unwrap();
