@@ -13,7 +13,7 @@ pub enum ServiceEvent {
     /// A service appeared, changed or went away.
     Service(Event<Arc<Service>>),
     /// An instance appeared, changed or went away.
-    Instance(Event<ServiceInstance>),
+    Instance(Event<Arc<ServiceInstance>>),
     /// The subscriber fell behind and missed events: read the registry again.
     Resync,
 }

@@ -110,7 +110,7 @@ impl MemoryServiceRegistry {
         let mut state = self.write();
         let removed = state.services.remove(hostname)?;
         for instance in state.instances.remove(hostname).unwrap_or_default() {
-            self.send(ServiceEvent::Instance(Event::Deleted(instance)));
+            self.send(ServiceEvent::Instance(Event::Deleted(Arc::new(instance))));
         }
         self.send(ServiceEvent::Service(Event::Deleted(Arc::clone(&removed))));
         Some(removed)
@@ -141,12 +141,12 @@ impl MemoryServiceRegistry {
         let position = list.binary_search_by(|i| endpoint_order(i).cmp(&endpoint_order(&instance)));
         let event = match position {
             Ok(at) => Event::Updated {
-                old: std::mem::replace(&mut list[at], instance.clone()),
-                new: instance,
+                old: Arc::new(std::mem::replace(&mut list[at], instance.clone())),
+                new: Arc::new(instance),
             },
             Err(at) => {
                 list.insert(at, instance.clone());
-                Event::Added(instance)
+                Event::Added(Arc::new(instance))
             }
         };
         self.send(ServiceEvent::Instance(event));
@@ -204,7 +204,7 @@ impl MemoryServiceRegistry {
             .partition(|i| i.endpoint.address == address && port.is_none_or(|p| p == i.endpoint.port));
         *list = kept;
         for instance in &removed {
-            self.send(ServiceEvent::Instance(Event::Deleted(instance.clone())));
+            self.send(ServiceEvent::Instance(Event::Deleted(Arc::new(instance.clone()))));
         }
         removed
     }
@@ -324,7 +324,7 @@ mod tests {
         assert_eq!(registry.instances(HOST, &["http"], &[]).len(), 2);
         let v2 = Labels::from_pairs([("version", "v2")]);
         let v1 = Labels::from_pairs([("version", "v1")]);
-        let only_v2 = registry.instances(HOST, &["http"], &[v2.clone()]);
+        let only_v2 = registry.instances(HOST, &["http"], std::slice::from_ref(&v2));
         assert_eq!(only_v2.len(), 1);
         assert_eq!(only_v2[0].endpoint.address, ip("10.0.0.2"));
         assert_eq!(registry.instances(HOST, &["http"], &[v1, v2]).len(), 2);

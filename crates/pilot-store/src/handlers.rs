@@ -29,10 +29,12 @@ where
     }
 }
 
+type ByKind = HashMap<String, Vec<Arc<dyn Handler>>>;
+
 /// Handlers by kind, in registration order.
 #[derive(Clone, Default)]
 pub(crate) struct Handlers {
-    by_kind: Arc<RwLock<HashMap<String, Vec<Arc<dyn Handler>>>>>,
+    by_kind: Arc<RwLock<ByKind>>,
 }
 
 impl Handlers {
