@@ -90,7 +90,10 @@ fn controller_latencies(rt: &Runtime, subscribers: usize, samples: usize) -> Vec
         let mut latencies = Vec::with_capacity(samples * subscribers);
         for i in 0..samples {
             let start = Instant::now();
-            store.create(mock("default", &format!("l{i}"), "v")).await.expect("create");
+            store
+                .create(mock("default", &format!("l{i}"), "v"))
+                .await
+                .expect("create");
             for _ in 0..subscribers {
                 latencies.push(receipts.recv().await.expect("receipt") - start);
             }
@@ -167,7 +170,10 @@ fn throughput(c: &mut Criterion) {
                         let (store, controller, mut receipts) = controller_with(subscribers).await;
                         let start = Instant::now();
                         for i in 0..THROUGHPUT_EVENTS {
-                            store.create(mock("default", &format!("t{i}"), "v")).await.expect("create");
+                            store
+                                .create(mock("default", &format!("t{i}"), "v"))
+                                .await
+                                .expect("create");
                         }
                         for _ in 0..THROUGHPUT_EVENTS * subscribers {
                             receipts.recv().await.expect("receipt");
@@ -196,8 +202,14 @@ fn latency_percentiles() {
     println!("| --- | --- | --- | --- | --- |");
     for subscribers in [1, 16] {
         for (name, mut latencies) in [
-            ("broadcast baseline", broadcast_latencies(&rt, subscribers, LATENCY_SAMPLES)),
-            ("controller", controller_latencies(&rt, subscribers, LATENCY_SAMPLES)),
+            (
+                "broadcast baseline",
+                broadcast_latencies(&rt, subscribers, LATENCY_SAMPLES),
+            ),
+            (
+                "controller",
+                controller_latencies(&rt, subscribers, LATENCY_SAMPLES),
+            ),
         ] {
             latencies.sort();
             println!(

@@ -18,7 +18,13 @@ const KIND: &str = "MockConfig";
 
 /// The store and the raw map holding the same objects, spread over
 /// `namespaces` namespaces.
-fn populate(namespaces: usize) -> (MemoryConfigStore, DashMap<ConfigKey, Arc<DynConfig>>, Vec<ConfigKey>) {
+fn populate(
+    namespaces: usize,
+) -> (
+    MemoryConfigStore,
+    DashMap<ConfigKey, Arc<DynConfig>>,
+    Vec<ConfigKey>,
+) {
     let store = MemoryConfigStore::new(registry());
     let raw = DashMap::new();
     let mut keys = Vec::with_capacity(OBJECTS);
@@ -55,7 +61,13 @@ fn get(c: &mut Criterion) {
     group.bench_function("memory_store_get_async_trait", |b| {
         b.iter(|| {
             i = (i + 1) % OBJECTS;
-            black_box(dyn_store.get(&keys[i]).now_or_never().expect("ready").expect("get"))
+            black_box(
+                dyn_store
+                    .get(&keys[i])
+                    .now_or_never()
+                    .expect("ready")
+                    .expect("get"),
+            )
         })
     });
     group.finish();

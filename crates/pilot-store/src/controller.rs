@@ -260,6 +260,15 @@ impl Controller {
         Ok(())
     }
 
+    /// After a successful write: wait for the cache to show it. The write
+    /// has happened whatever this finds, so a failure is logged, not
+    /// returned.
+    async fn await_own_write(&self, kind: &str) {
+        if let Err(error) = self.sync_with_backend(kind).await {
+            tracing::warn!(kind, %error, "could not confirm that the cache shows a write");
+        }
+    }
+
     fn watches(&self, kind: &str) -> bool {
         self.shared.applied.contains_key(kind)
     }
@@ -408,18 +417,19 @@ impl ConfigStore for Controller {
 
     async fn create(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
         let stored = self.shared.backend.create(config).await?;
-        self.sync_with_backend(&stored.meta.kind).await?;
+        self.await_own_write(&stored.meta.kind).await;
         Ok(stored)
     }
 
     async fn update(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
         let stored = self.shared.backend.update(config).await?;
-        self.sync_with_backend(&stored.meta.kind).await?;
+        self.await_own_write(&stored.meta.kind).await;
         Ok(stored)
     }
 
     async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError> {
         self.shared.backend.delete(key, resource_version).await?;
-        self.sync_with_backend(&key.kind).await
+        self.await_own_write(&key.kind).await;
+        Ok(())
     }
 }

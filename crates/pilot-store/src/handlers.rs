@@ -2,8 +2,10 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, RwLock};
 
+use futures::FutureExt;
 use futures::future::BoxFuture;
 use pilot_model::DynConfig;
 use tokio::sync::broadcast;
@@ -63,7 +65,12 @@ impl Handlers {
                 Err(broadcast::error::RecvError::Closed) => return,
             };
             for handler in handlers {
-                handler.handle(notification.clone()).await;
+                // A panicking handler is reported and skipped; the queue and
+                // the handlers after it go on.
+                let run = AssertUnwindSafe(handler.handle(notification.clone())).catch_unwind();
+                if run.await.is_err() {
+                    tracing::error!("a Controller handler panicked; continuing with the next");
+                }
             }
         }
     }

@@ -158,3 +158,33 @@ async fn kinds_not_cached_are_served_by_the_backend() {
     assert!(controller.list_cached(KIND, None).is_empty());
     assert_eq!(controller.kinds(), ["MockOther".to_string()]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_does_not_stop_the_others() {
+    let controller = Controller::new(Arc::new(MemoryConfigStore::new(registry())));
+    controller.add_handler(KIND, |n: Notification<Arc<DynConfig>>| async move {
+        if let Notification::Event(event) = n
+            && event.object().meta.name == "boom"
+        {
+            panic!("handler bug");
+        }
+    });
+    let (tx, mut rx) = mpsc::channel(16);
+    controller.add_handler(KIND, move |n: Notification<Arc<DynConfig>>| {
+        let tx = tx.clone();
+        async move {
+            if let Notification::Event(event) = n {
+                let _ = tx.send(event.object().meta.name.clone()).await;
+            }
+        }
+    });
+    controller.run();
+    controller.wait_synced().await;
+    for name in ["boom", "after"] {
+        controller.create(mock("default", name, "v")).await.unwrap();
+    }
+    for expected in ["boom", "after"] {
+        let got = tokio::time::timeout(WAIT, rx.recv()).await.unwrap().unwrap();
+        assert_eq!(got, expected);
+    }
+}
