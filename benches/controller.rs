@@ -9,6 +9,7 @@
 //! cache update and the fan-out. Percentiles are printed as a table after
 //! criterion's groups.
 
+use std::future::Future;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use futures::StreamExt;
 use pilot::memory::MemoryConfigStore;
-use pilot::model::ConfigStore;
+use pilot::model::{ConfigStore, DynConfig};
 use pilot::store::testing::{mock, registry};
 use pilot::store::{Controller, ControllerOptions, Notification};
 use tokio::runtime::Runtime;
@@ -83,17 +84,27 @@ fn broadcast_with(subscribers: usize) -> (broadcast::Sender<u64>, Receipts) {
     (sender, rx)
 }
 
+/// Runs a bench driver as a task on the runtime's workers, as a writer in a
+/// server would run, rather than on the thread that called `block_on`.
+fn drive<T: Send + 'static>(rt: &Runtime, driver: impl Future<Output = T> + Send + 'static) -> T {
+    rt.block_on(rt.spawn(driver)).expect("bench driver")
+}
+
+/// `count` distinct objects to write, built before the clock starts.
+fn inputs(prefix: &str, count: usize) -> Vec<DynConfig> {
+    (0..count)
+        .map(|i| mock("default", &format!("{prefix}{i}"), "v"))
+        .collect()
+}
+
 /// Per-receipt latencies of `samples` sequential writes.
 fn controller_latencies(rt: &Runtime, subscribers: usize, samples: usize) -> Vec<Duration> {
-    rt.block_on(async {
+    drive(rt, async move {
         let (store, _controller, mut receipts) = controller_with(subscribers).await;
         let mut latencies = Vec::with_capacity(samples * subscribers);
-        for i in 0..samples {
+        for input in inputs("l", samples) {
             let start = Instant::now();
-            store
-                .create(mock("default", &format!("l{i}"), "v"))
-                .await
-                .expect("create");
+            store.create(input).await.expect("create");
             for _ in 0..subscribers {
                 latencies.push(receipts.recv().await.expect("receipt") - start);
             }
@@ -103,7 +114,7 @@ fn controller_latencies(rt: &Runtime, subscribers: usize, samples: usize) -> Vec
 }
 
 fn broadcast_latencies(rt: &Runtime, subscribers: usize, samples: usize) -> Vec<Duration> {
-    rt.block_on(async {
+    drive(rt, async move {
         let (sender, mut receipts) = broadcast_with(subscribers);
         let mut latencies = Vec::with_capacity(samples * subscribers);
         for i in 0..samples {
@@ -145,7 +156,7 @@ fn throughput(c: &mut Criterion) {
     for subscribers in [1, 16] {
         group.bench_function(BenchmarkId::new("broadcast_baseline", subscribers), |b| {
             b.iter_custom(|iters| {
-                rt.block_on(async {
+                drive(&rt, async move {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
                         let (sender, mut receipts) = broadcast_with(subscribers);
@@ -164,16 +175,14 @@ fn throughput(c: &mut Criterion) {
         });
         group.bench_function(BenchmarkId::new("controller", subscribers), |b| {
             b.iter_custom(|iters| {
-                rt.block_on(async {
+                drive(&rt, async move {
                     let mut total = Duration::ZERO;
                     for _ in 0..iters {
                         let (store, controller, mut receipts) = controller_with(subscribers).await;
+                        let batch = inputs("t", THROUGHPUT_EVENTS);
                         let start = Instant::now();
-                        for i in 0..THROUGHPUT_EVENTS {
-                            store
-                                .create(mock("default", &format!("t{i}"), "v"))
-                                .await
-                                .expect("create");
+                        for input in batch {
+                            store.create(input).await.expect("create");
                         }
                         for _ in 0..THROUGHPUT_EVENTS * subscribers {
                             receipts.recv().await.expect("receipt");

@@ -79,7 +79,10 @@ impl ConfigIndex {
     /// Inserts or replaces an object; returns the one it replaced.
     pub fn insert(&self, config: Arc<DynConfig>) -> Option<Arc<DynConfig>> {
         let meta = &config.meta;
-        let entries = Arc::clone(self.by_kind.entry(meta.kind.clone()).or_default().value());
+        let entries = match self.kind_entries(&meta.kind) {
+            Some(entries) => entries,
+            None => Arc::clone(self.by_kind.entry(meta.kind.clone()).or_default().value()),
+        };
         entries
             .write()
             .unwrap_or_else(|p| p.into_inner())
