@@ -92,15 +92,89 @@ impl<K: ConfigKind> Config<K> {
 
 /// Decodes a spec, naming the failing field as `spec.<path>`.
 pub(crate) fn decode_spec<T: DeserializeOwned>(spec: &serde_json::Value) -> Result<T, FieldError> {
-    serde_path_to_error::deserialize(spec).map_err(|e| {
-        let inner = e.path().to_string();
-        let path = if inner == "." {
-            "spec".to_string()
-        } else {
-            format!("spec.{inner}")
-        };
-        FieldError::new(path, e.into_inner().to_string())
+    decode_at("spec", spec)
+}
+
+/// Decodes `value`, naming the failing field below `root` in pilot's path
+/// form (`spec.route[1].weight`, `metadata.labels[app.kubernetes.io/name]`).
+/// An unknown field is named in the path itself, with the closest known
+/// field suggested.
+pub(crate) fn decode_at<T: DeserializeOwned>(root: &str, value: &serde_json::Value) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let mut path = root.to_string();
+        for segment in e.path().iter() {
+            match segment {
+                serde_path_to_error::Segment::Seq { index } => path.push_str(&format!("[{index}]")),
+                serde_path_to_error::Segment::Map { key } => push_key(&mut path, key),
+                serde_path_to_error::Segment::Enum { variant } => push_key(&mut path, variant),
+                serde_path_to_error::Segment::Unknown => {}
+            }
+        }
+        let mut message = e.into_inner().to_string();
+        if let Some((field, expected)) = unknown_field(&message) {
+            let mut with_field = String::new();
+            push_key(&mut with_field, &field);
+            if !path.ends_with(&with_field) {
+                path.push_str(&with_field);
+            }
+            message = match closest(&field, &expected) {
+                Some(best) => format!("unknown field `{field}`; did you mean `{best}`?"),
+                None if expected.is_empty() => format!("unknown field `{field}`; this object has no fields"),
+                None => format!("unknown field `{field}`; known fields: {}", expected.join(", ")),
+            };
+        }
+        FieldError::new(path, message)
     })
+}
+
+/// Appends a map key to a path: `.key` for plain identifiers, `[key]` for
+/// keys with dots, slashes or other punctuation.
+pub fn push_key(path: &mut String, key: &str) {
+    let plain = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(key);
+    } else {
+        path.push('[');
+        path.push_str(key);
+        path.push(']');
+    }
+}
+
+/// Splits serde's "unknown field `x`, expected one of `a`, `b`" (or
+/// "expected `a`", or "there are no fields") into the field and the
+/// expected ones.
+fn unknown_field(message: &str) -> Option<(String, Vec<String>)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (field, rest) = rest.split_once('`')?;
+    let expected = rest.split('`').skip(1).step_by(2).map(str::to_string).collect();
+    Some((field.to_string(), expected))
+}
+
+/// The candidate closest to `word` by edit distance, if close enough to be a
+/// plausible typo.
+pub(crate) fn closest<'a>(word: &str, candidates: &'a [String]) -> Option<&'a str> {
+    let best = candidates.iter().min_by_key(|c| edit_distance(word, c))?;
+    let distance = edit_distance(word, best);
+    let limit = (word.len().max(best.len()) / 3).max(2);
+    (distance <= limit && distance < word.len().max(1)).then_some(best.as_str())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.to_lowercase().chars().collect();
+    let b: Vec<char> = b.to_lowercase().chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = previous[j] + usize::from(ca != cb);
+            current.push(substitute.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
 }
 
 #[derive(Serialize)]
@@ -245,6 +319,33 @@ mod tests {
         let text = serde_json::to_string(&config).unwrap();
         let back: DynConfig = serde_json::from_str(&text).unwrap();
         assert_eq!(back, config);
+    }
+
+    #[test]
+    fn unknown_fields_are_named_in_the_path_with_a_suggestion() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Route {
+            weight: u32,
+            #[serde(default)]
+            labels: BTreeMap<String, u32>,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Spec {
+            route: Vec<Route>,
+        }
+        let value = serde_json::json!({"route": [{"weight": 1}, {"wieght": 2}]});
+        let err = decode_at::<Spec>("spec", &value).unwrap_err();
+        assert_eq!(err.path, "spec.route[1].wieght");
+        assert_eq!(err.message, "unknown field `wieght`; did you mean `weight`?");
+        let value = serde_json::json!({"route": [{"weight": 1, "labels": {"app.io/name": "x"}}]});
+        let err = decode_at::<Spec>("spec", &value).unwrap_err();
+        assert_eq!(err.path, "spec.route[0].labels[app.io/name]");
+        let err = decode_at::<Spec>("spec", &serde_json::json!({"zzz": 1})).unwrap_err();
+        assert_eq!(err.message, "unknown field `zzz`; known fields: route");
     }
 
     #[test]

@@ -37,7 +37,7 @@ mod service;
 mod store;
 mod validation;
 
-pub use config::{Config, DynConfig, now_seconds};
+pub use config::{Config, DynConfig, now_seconds, push_key};
 pub use discovery::{AggregateDiscovery, ServiceDiscovery, ServiceEvent};
 pub use error::StoreError;
 pub use event::Event;

@@ -108,11 +108,13 @@ impl FieldErrors {
         labels: impl IntoIterator<Item = (&'a String, &'a String)>,
     ) {
         for (key, value) in labels {
+            let mut at = path.to_string();
+            crate::push_key(&mut at, key);
             if let Err(message) = label_key(key) {
-                self.push(format!("{path}[{key}]"), message);
+                self.push(at.clone(), message);
             }
             if let Err(message) = label_value(value) {
-                self.push(format!("{path}[{key}]"), message);
+                self.push(at, message);
             }
         }
     }
@@ -279,5 +281,9 @@ mod tests {
         errors.check_labels("metadata.labels", &labels);
         assert_eq!(errors.len(), 2);
         assert!(errors.iter().all(|e| e.path == "metadata.labels[bad key]"));
+        let mut errors = FieldErrors::new();
+        let labels: std::collections::BTreeMap<String, String> = [("ver".to_string(), "-".to_string())].into();
+        errors.check_labels("spec.labels", &labels);
+        assert_eq!(errors.iter().next().unwrap().path, "spec.labels.ver");
     }
 }
