@@ -37,6 +37,8 @@ mod service;
 mod store;
 mod validation;
 
+pub mod istio;
+
 pub use config::{Config, DynConfig, now_seconds, push_key};
 pub use discovery::{AggregateDiscovery, ServiceDiscovery, ServiceEvent};
 pub use error::StoreError;

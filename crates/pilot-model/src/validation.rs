@@ -282,7 +282,8 @@ mod tests {
         assert_eq!(errors.len(), 2);
         assert!(errors.iter().all(|e| e.path == "metadata.labels[bad key]"));
         let mut errors = FieldErrors::new();
-        let labels: std::collections::BTreeMap<String, String> = [("ver".to_string(), "-".to_string())].into();
+        let labels: std::collections::BTreeMap<String, String> =
+            [("ver".to_string(), "-".to_string())].into();
         errors.check_labels("spec.labels", &labels);
         assert_eq!(errors.iter().next().unwrap().path, "spec.labels.ver");
     }

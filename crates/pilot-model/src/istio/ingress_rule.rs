@@ -1,0 +1,78 @@
+//! `IngressRule`: traffic entering the mesh on an ingress proxy's port.
+
+use serde::{Deserialize, Serialize};
+
+use super::common::{IstioService, MatchCondition};
+use super::{GROUP, VERSION};
+use crate::{ConfigKind, FieldErrors, dns1123_label};
+
+/// Routes traffic arriving at the ingress on `port` to a destination.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IngressRule {
+    /// The ingress port.
+    #[serde(default)]
+    pub port: i32,
+    /// The secret holding the TLS certificate for this port.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tls_secret: String,
+    /// Higher precedence rules are evaluated first.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub precedence: i32,
+    /// Which requests the rule applies to.
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub match_condition: Option<MatchCondition>,
+    /// Where the traffic goes (no labels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<IstioService>,
+    /// The destination's port by number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination_port: Option<i32>,
+    /// The destination's port by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination_port_name: Option<String>,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+impl ConfigKind for IngressRule {
+    const KIND: &'static str = "IngressRule";
+    const PLURAL: &'static str = "ingressrules";
+    const GROUP: &'static str = GROUP;
+    const VERSION: &'static str = VERSION;
+
+    fn validate(&self, errors: &mut FieldErrors) {
+        match &self.destination {
+            Some(destination) => destination.validate_without_labels("spec.destination", errors),
+            None => errors.push("spec.destination", "an ingress rule needs a destination service"),
+        }
+        if !(1..=65535).contains(&self.port) {
+            errors.push("spec.port", format!("port must be 1 to 65535, got {}", self.port));
+        }
+        if let Some(condition) = &self.match_condition {
+            condition.validate("spec.match", errors);
+        }
+        match (self.destination_port, &self.destination_port_name) {
+            (Some(_), Some(_)) => errors.push(
+                "spec.destinationPort",
+                "give destinationPort or destinationPortName, not both",
+            ),
+            (None, None) => errors.push(
+                "spec.destinationPort",
+                "give destinationPort or destinationPortName",
+            ),
+            (Some(port), None) if !(1..=65535).contains(&port) => errors.push(
+                "spec.destinationPort",
+                format!("port must be 1 to 65535, got {port}"),
+            ),
+            (None, Some(name)) => {
+                if let Err(message) = dns1123_label(name) {
+                    errors.push("spec.destinationPortName", message);
+                }
+            }
+            _ => {}
+        }
+    }
+}
