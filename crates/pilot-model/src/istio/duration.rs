@@ -44,7 +44,7 @@ impl Duration {
                 path,
                 format!("duration {self} is shorter than the minimum of 1ms"),
             );
-        } else if self.0.subsec_nanos() % 1_000_000 != 0 {
+        } else if !self.0.subsec_nanos().is_multiple_of(1_000_000) {
             errors.push(
                 path,
                 format!("duration {self} has more than millisecond precision"),
@@ -65,9 +65,9 @@ impl fmt::Display for Duration {
         let nanos = self.0.subsec_nanos();
         if nanos == 0 {
             write!(f, "{secs}s")
-        } else if nanos % 1_000_000 == 0 {
+        } else if nanos.is_multiple_of(1_000_000) {
             write!(f, "{secs}.{:03}s", nanos / 1_000_000)
-        } else if nanos % 1_000 == 0 {
+        } else if nanos.is_multiple_of(1_000) {
             write!(f, "{secs}.{:06}s", nanos / 1_000)
         } else {
             write!(f, "{secs}.{nanos:09}s")
@@ -150,7 +150,7 @@ fn scaled(number: &str, scale: u128) -> Option<u128> {
         fraction.parse().ok()?
     };
     let fractional_nanos = fraction.checked_mul(scale)?;
-    if fractional_nanos % denominator != 0 {
+    if !fractional_nanos.is_multiple_of(denominator) {
         return None;
     }
     whole

@@ -19,9 +19,12 @@ fn errors(kind: &str, spec: Value) -> Vec<String> {
     }
 }
 
-/// Runs a table: each case is (name, kind, spec, expected) where expected is
-/// `None` for valid or `Some((path, message fragment))` for the one error.
-fn table(cases: &[(&str, &str, Value, Option<(&str, &str)>)]) {
+/// One table row: (name, kind, spec, expected), where expected is `None`
+/// for valid or `Some((path, message fragment))` for the one error.
+type Case<'a> = (&'a str, &'a str, Value, Option<(&'a str, &'a str)>);
+
+/// Runs a table of cases.
+fn table(cases: &[Case<'_>]) {
     for (name, kind, spec, expected) in cases {
         let got = errors(kind, spec.clone());
         match expected {
