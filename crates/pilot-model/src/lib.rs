@@ -37,6 +37,7 @@ mod service;
 mod store;
 mod validation;
 
+pub mod document;
 pub mod istio;
 
 pub use config::{Config, DynConfig, now_seconds, push_key};

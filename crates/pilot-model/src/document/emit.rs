@@ -1,0 +1,132 @@
+//! Writing objects back as YAML documents that [`parse`](super::parse)
+//! reads to the same objects.
+
+use std::fmt::Write;
+
+use saphyr_parser::ScalarStyle;
+use serde_json::Value;
+
+use super::tree::resolve;
+use crate::DynConfig;
+
+/// The objects as a stream of YAML documents separated by `---`.
+///
+/// ```
+/// use pilot_model::{document, istio};
+/// let text = "kind: RouteRule\napiVersion: config.istio.io/v1alpha2\nmetadata: {name: r}\nspec: {destination: {name: reviews}}\n";
+/// let registry = istio::registry();
+/// let objects = document::parse("in.yaml", text, &registry).unwrap();
+/// let yaml = document::to_yaml(&objects);
+/// assert_eq!(document::parse("out.yaml", &yaml, &registry).unwrap(), objects);
+/// ```
+pub fn to_yaml(configs: &[DynConfig]) -> String {
+    let mut out = String::new();
+    for (i, config) in configs.iter().enumerate() {
+        if i > 0 {
+            out.push_str("---\n");
+        }
+        let value = serde_json::to_value(config).unwrap_or(Value::Null);
+        out.push_str(&to_yaml_value(&value));
+    }
+    out
+}
+
+/// Any JSON value as a YAML document (block style, keys in order).
+pub fn to_yaml_value(value: &Value) -> String {
+    let mut out = String::new();
+    match value {
+        Value::Object(map) if !map.is_empty() => write_map(&mut out, map, 0),
+        Value::Array(items) if !items.is_empty() => write_seq(&mut out, items, 0),
+        scalar => {
+            out.push_str(&inline(scalar));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn write_map(out: &mut String, map: &serde_json::Map<String, Value>, indent: usize) {
+    for (key, value) in map {
+        let _ = write!(out, "{:indent$}{}:", "", scalar_string(key));
+        write_child(out, value, indent);
+    }
+}
+
+fn write_seq(out: &mut String, items: &[Value], indent: usize) {
+    for item in items {
+        let _ = write!(out, "{:indent$}-", "");
+        match item {
+            Value::Object(map) if !map.is_empty() => {
+                // The first entry shares the dash's line; the rest align with it.
+                let mut nested = String::new();
+                write_map(&mut nested, map, indent + 2);
+                out.push(' ');
+                out.push_str(&nested[indent + 2..]);
+            }
+            Value::Array(inner) if !inner.is_empty() => {
+                out.push('\n');
+                write_seq(out, inner, indent + 2);
+            }
+            scalar => {
+                out.push(' ');
+                out.push_str(&inline(scalar));
+                out.push('\n');
+            }
+        }
+    }
+}
+
+fn write_child(out: &mut String, value: &Value, indent: usize) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            out.push('\n');
+            write_map(out, map, indent + 2);
+        }
+        Value::Array(items) if !items.is_empty() => {
+            out.push('\n');
+            write_seq(out, items, indent);
+        }
+        scalar => {
+            out.push(' ');
+            out.push_str(&inline(scalar));
+            out.push('\n');
+        }
+    }
+}
+
+fn inline(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => scalar_string(s),
+        Value::Object(_) => "{}".into(),
+        Value::Array(_) => "[]".into(),
+    }
+}
+
+/// A string as a plain scalar when that reads back as the same string,
+/// otherwise double-quoted (JSON escapes are valid YAML escapes).
+fn scalar_string(s: &str) -> String {
+    if is_plain_safe(s) {
+        s.to_string()
+    } else {
+        serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+    }
+}
+
+fn is_plain_safe(s: &str) -> bool {
+    let Some(first) = s.chars().next() else {
+        return false;
+    };
+    let indicator = "-?:,[]{}#&*!|>'\"%@`".contains(first);
+    let reads_back = matches!(resolve(s, ScalarStyle::Plain, None), Ok(Value::String(ref t)) if t == s);
+    !indicator
+        && reads_back
+        && !s.contains(": ")
+        && !s.contains(" #")
+        && !s.ends_with(':')
+        && !s.starts_with(' ')
+        && !s.ends_with(' ')
+        && s.chars().all(|c| !c.is_control() && c != '\u{feff}')
+}

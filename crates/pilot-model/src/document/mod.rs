@@ -1,0 +1,259 @@
+//! Reading and writing configuration documents: streams of YAML documents
+//! (`---` separated) or JSON, Kubernetes-style (`apiVersion`, `kind`,
+//! `metadata`, `spec`), with every error placed at its line and column.
+//!
+//! ```
+//! use pilot_model::{document, istio};
+//!
+//! let text = "\
+//! apiVersion: config.istio.io/v1alpha2
+//! kind: RouteRule
+//! metadata:
+//!   name: reviews-split
+//! spec:
+//!   destination:
+//!     name: reviews
+//!   route:
+//!   - labels: {version: v1}
+//!     weight: 80
+//!   - labels: {version: v2}
+//!     weight: 10
+//! ";
+//! let errors = document::parse("rules.yaml", text, &istio::registry()).unwrap_err();
+//! assert_eq!(errors.to_string(), "rules.yaml:12:5 spec.route[1].weight: weights must sum to 100, got 90");
+//! ```
+
+mod emit;
+mod tree;
+
+use std::fmt;
+use std::path::Path;
+
+pub use emit::{to_yaml, to_yaml_value};
+pub use tree::{Limits, Position};
+
+use crate::config::decode_at;
+use crate::{DynConfig, KindRegistry, StoreError};
+
+/// One problem in a document, placed precisely.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentError {
+    /// The file (or other source) name.
+    pub source: String,
+    /// The 1-based index of the document in the source.
+    pub document: usize,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// The field path, e.g. `spec.route[1].weight` (empty for the document
+    /// as a whole).
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for DocumentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{} ", self.source, self.line, self.column)?;
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Every problem found in one or more documents, in source order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentErrors(pub Vec<DocumentError>);
+
+impl fmt::Display for DocumentErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            error.fmt(f)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for DocumentErrors {}
+
+/// How documents are read.
+#[derive(Debug, Clone)]
+pub struct ParseOptions {
+    /// Bounds on input size, nesting and alias expansion.
+    pub limits: Limits,
+    /// The namespace given to objects that name none (as `kubectl` does).
+    pub default_namespace: String,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions {
+            limits: Limits::default(),
+            default_namespace: "default".to_string(),
+        }
+    }
+}
+
+/// Parses and validates every document in `text` against `registry`. Either
+/// every object is good, or every problem of every document is returned.
+pub fn parse(source: &str, text: &str, registry: &KindRegistry) -> Result<Vec<DynConfig>, DocumentErrors> {
+    parse_with(source, text, registry, &ParseOptions::default())
+}
+
+/// [`parse`] with explicit options.
+pub fn parse_with(
+    source: &str,
+    text: &str,
+    registry: &KindRegistry,
+    options: &ParseOptions,
+) -> Result<Vec<DynConfig>, DocumentErrors> {
+    let (documents, fatal) = tree::parse(text, &options.limits);
+    let mut configs = Vec::new();
+    let mut errors = Vec::new();
+    for (index, document) in documents.into_iter().enumerate() {
+        let mut report = |position: tree::Position, path: String, message: String| {
+            errors.push(DocumentError {
+                source: source.to_string(),
+                document: index + 1,
+                line: position.line,
+                column: position.column,
+                path,
+                message,
+            })
+        };
+        match read_document(&document, registry, options) {
+            Ok(Some(config)) if document.problems.is_empty() => configs.push(config),
+            Ok(_) => {}
+            Err(problems) => {
+                for (path, message) in problems {
+                    report(locate(&document, &path), path, message);
+                }
+            }
+        }
+        for (position, path, message) in &document.problems {
+            report(*position, path.clone(), message.clone());
+        }
+    }
+    if let Some(fatal) = fatal {
+        errors.push(DocumentError {
+            source: source.to_string(),
+            document: fatal.document,
+            line: fatal.position.line,
+            column: fatal.position.column,
+            path: String::new(),
+            message: fatal.message,
+        });
+    }
+    errors.sort_by_key(|e| (e.document, e.line, e.column));
+    if errors.is_empty() {
+        Ok(configs)
+    } else {
+        Err(DocumentErrors(errors))
+    }
+}
+
+/// Reads every `.yaml`, `.yml` and `.json` file in `dir` (not its
+/// subdirectories), in name order. Errors name each file.
+pub fn read_dir(dir: &Path, registry: &KindRegistry) -> Result<Vec<DynConfig>, DocumentErrors> {
+    let io_error = |path: &Path, e: std::io::Error| {
+        DocumentErrors(vec![DocumentError {
+            source: path.display().to_string(),
+            document: 0,
+            line: 0,
+            column: 0,
+            path: String::new(),
+            message: e.to_string(),
+        }])
+    };
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| io_error(dir, e))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && p.extension()
+                    .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+        })
+        .collect();
+    files.sort();
+    let mut configs = Vec::new();
+    let mut errors = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|e| io_error(&file, e))?;
+        match parse(&file.display().to_string(), &text, registry) {
+            Ok(mut found) => configs.append(&mut found),
+            Err(DocumentErrors(mut found)) => errors.append(&mut found),
+        }
+    }
+    if errors.is_empty() {
+        Ok(configs)
+    } else {
+        Err(DocumentErrors(errors))
+    }
+}
+
+/// One document to a validated object, `None` for an empty document, or
+/// every problem as (path, message).
+fn read_document(
+    document: &tree::ParsedDocument,
+    registry: &KindRegistry,
+    options: &ParseOptions,
+) -> Result<Option<DynConfig>, Vec<(String, String)>> {
+    let Some(value) = &document.value else {
+        return Ok(None);
+    };
+    if !value.is_object() {
+        return Err(vec![(
+            String::new(),
+            "a document must be a mapping with apiVersion, kind, metadata and spec".into(),
+        )]);
+    }
+    if let Some(kind) = value.get("kind").and_then(|k| k.as_str())
+        && !registry.contains(kind)
+    {
+        let known = registry.kinds();
+        let hint = match crate::config::closest(kind, &known) {
+            Some(best) => format!("; did you mean {best}?"),
+            None => String::new(),
+        };
+        return Err(vec![(
+            "kind".into(),
+            format!(
+                "unknown kind {kind:?}{hint} registered kinds: {}",
+                known.join(", ")
+            ),
+        )]);
+    }
+    let mut config: DynConfig = decode_at("", value).map_err(|e| vec![(e.path, e.message)])?;
+    if config.meta.namespace.is_empty() {
+        config.meta.namespace = options.default_namespace.clone();
+    }
+    match registry.prepare(config) {
+        Ok(config) => Ok(Some(config)),
+        Err(StoreError::Invalid { errors, .. }) => {
+            Err(errors.into_iter().map(|e| (e.path, e.message)).collect())
+        }
+        Err(other) => Err(vec![(String::new(), other.to_string())]),
+    }
+}
+
+/// Where `path` is in the document: the field itself, or its nearest
+/// ancestor that is present (for a missing field), or the document start.
+fn locate(document: &tree::ParsedDocument, path: &str) -> tree::Position {
+    let mut segments = tree::segments(path);
+    loop {
+        if let Some(position) = document.positions.get(&segments) {
+            return *position;
+        }
+        if segments.pop().is_none() {
+            return document.start;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
