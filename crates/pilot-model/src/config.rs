@@ -127,6 +127,98 @@ pub(crate) fn decode_at<T: DeserializeOwned>(root: &str, value: &serde_json::Val
     })
 }
 
+/// Decodes `value` like [`decode_at`], but on failure goes on: it removes
+/// each offending field and decodes again, so that every unknown or
+/// mistyped field is reported at once (up to 32). Returns the errors and,
+/// when the input could be repaired that way, what the rest decoded to.
+pub(crate) fn decode_all<T: DeserializeOwned>(
+    root: &str,
+    value: &serde_json::Value,
+) -> (Option<T>, Vec<FieldError>) {
+    let mut current = std::borrow::Cow::Borrowed(value);
+    let mut found = Vec::new();
+    for _ in 0..32 {
+        match decode_at::<T>(root, &current) {
+            Ok(decoded) => return (Some(decoded), found),
+            Err(error) => {
+                let mut below_root = segments(&error.path);
+                below_root.drain(..segments(root).len().min(below_root.len()));
+                let removed =
+                    !error.message.starts_with("missing field") && remove(current.to_mut(), &below_root);
+                found.push(error);
+                if !removed {
+                    return (None, found);
+                }
+            }
+        }
+    }
+    (None, found)
+}
+
+/// Removes the element at `segments` from `value`; false if there is none.
+fn remove(value: &mut serde_json::Value, segments: &[String]) -> bool {
+    let Some((last, parents)) = segments.split_last() else {
+        return false;
+    };
+    let mut node = value;
+    for segment in parents {
+        node = match node {
+            serde_json::Value::Object(map) => match map.get_mut(segment) {
+                Some(next) => next,
+                None => return false,
+            },
+            serde_json::Value::Array(items) => {
+                match segment.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                    Some(next) => next,
+                    None => return false,
+                }
+            }
+            _ => return false,
+        };
+    }
+    match node {
+        serde_json::Value::Object(map) => map.remove(last).is_some(),
+        serde_json::Value::Array(items) => match last.parse::<usize>() {
+            // Replace rather than remove, so later indices keep their meaning.
+            Ok(i) if i < items.len() => {
+                let replaced = std::mem::take(&mut items[i]);
+                !replaced.is_null()
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Splits a path in pilot's form into segments: `a.b[c.d][0]` is
+/// `[a, b, c.d, 0]`.
+pub(crate) fn segments(path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut chars = path.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '.' => {
+                if !current.is_empty() {
+                    out.push(std::mem::take(&mut current));
+                }
+            }
+            '[' => {
+                if !current.is_empty() {
+                    out.push(std::mem::take(&mut current));
+                }
+                let inner: String = chars.by_ref().take_while(|c| *c != ']').collect();
+                out.push(inner);
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
 /// Appends a map key to a path: `.key` for plain identifiers, `[key]` for
 /// keys with dots, slashes or other punctuation.
 pub fn push_key(path: &mut String, key: &str) {

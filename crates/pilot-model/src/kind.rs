@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::config::decode_spec;
+use crate::config::decode_all;
 use crate::{DynConfig, FieldErrors, StoreError};
 
 /// Ties a Rust type to a kind: its names and its validation.
@@ -58,9 +58,10 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
             Self::PLURAL,
             Self::GROUP,
             Self::VERSION,
-            |spec, errors| match decode_spec::<Self>(spec) {
-                Ok(typed) => typed.validate(errors),
-                Err(error) => errors.extend([error]),
+            |spec, errors| match decode_all::<Self>("spec", spec) {
+                (Some(typed), found) if found.is_empty() => typed.validate(errors),
+                // A spec that needed repair would give misleading rule errors.
+                (_, found) => errors.extend(found),
             },
         )
     }

@@ -32,7 +32,7 @@ use std::path::Path;
 pub use emit::{to_yaml, to_yaml_value};
 pub use tree::{Limits, Position};
 
-use crate::config::decode_at;
+use crate::config::decode_all;
 use crate::{DynConfig, KindRegistry, StoreError};
 
 /// One problem in a document, placed precisely.
@@ -228,17 +228,25 @@ fn read_document(
             ),
         )]);
     }
-    let mut config: DynConfig = decode_at("", value).map_err(|e| vec![(e.path, e.message)])?;
+    // Problems with the envelope (metadata, apiVersion) do not hide the
+    // spec's: the envelope is repaired for the check and both are reported.
+    let (config, found) = decode_all::<DynConfig>("", value);
+    let mut problems: Vec<(String, String)> = found.into_iter().map(|e| (e.path, e.message)).collect();
+    let Some(mut config) = config else {
+        return Err(problems);
+    };
     if config.meta.namespace.is_empty() {
         config.meta.namespace = options.default_namespace.clone();
     }
     match registry.prepare(config) {
-        Ok(config) => Ok(Some(config)),
+        Ok(config) if problems.is_empty() => return Ok(Some(config)),
+        Ok(_) => {}
         Err(StoreError::Invalid { errors, .. }) => {
-            Err(errors.into_iter().map(|e| (e.path, e.message)).collect())
+            problems.extend(errors.into_iter().map(|e| (e.path, e.message)))
         }
-        Err(other) => Err(vec![(String::new(), other.to_string())]),
+        Err(other) => problems.push((String::new(), other.to_string())),
     }
+    Err(problems)
 }
 
 /// Where `path` is in the document: the field itself, or its nearest

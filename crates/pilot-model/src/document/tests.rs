@@ -224,3 +224,32 @@ fn a_directory_of_files() {
     assert!(err.0[0].source.ends_with("c.yml"));
     assert_eq!((err.0[0].line, err.0[0].column), (10, 5));
 }
+
+#[test]
+fn every_unknown_or_mistyped_field_is_reported_at_once() {
+    let text = "\
+apiVersion: config.istio.io/v1alpha2
+kind: RouteRule
+metadata:
+  name: r
+  lables: {a: b}
+spec:
+  destination:
+    nme: reviews
+  route:
+  - labels: {version: v1}
+    weight: 80
+  - labels: {version: v2}
+    wieght: 10
+  precedence: high
+";
+    assert_eq!(
+        errors(text),
+        [
+            "rules.yaml:5:3 metadata.lables: unknown field `lables`; did you mean `labels`?",
+            "rules.yaml:8:5 spec.destination.nme: unknown field `nme`; did you mean `name`?",
+            "rules.yaml:13:5 spec.route[1].wieght: unknown field `wieght`; did you mean `weight`?",
+            "rules.yaml:14:3 spec.precedence: invalid type: string \"high\", expected i32",
+        ]
+    );
+}

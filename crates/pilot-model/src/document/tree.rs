@@ -420,34 +420,7 @@ pub fn render(segments: &[String]) -> String {
     path
 }
 
-/// Splits a path in pilot's form into segments: `a.b[c.d][0]` is
-/// `[a, b, c.d, 0]`.
-pub fn segments(path: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let mut chars = path.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '.' => {
-                if !current.is_empty() {
-                    out.push(std::mem::take(&mut current));
-                }
-            }
-            '[' => {
-                if !current.is_empty() {
-                    out.push(std::mem::take(&mut current));
-                }
-                let inner: String = chars.by_ref().take_while(|c| *c != ']').collect();
-                out.push(inner);
-            }
-            c => current.push(c),
-        }
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
-}
+pub(crate) use crate::config::segments;
 
 /// The value of a scalar under the YAML 1.2 core schema: plain scalars may
 /// be null, booleans or numbers; quoted and block scalars are strings.
