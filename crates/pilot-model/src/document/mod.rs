@@ -112,10 +112,12 @@ pub fn parse_with(
     registry: &KindRegistry,
     options: &ParseOptions,
 ) -> Result<Vec<DynConfig>, DocumentErrors> {
-    let (documents, fatal) = tree::parse(text, &options.limits);
+    let (documents, fatal) = tree::parse(text, &options.limits, false);
     let mut configs = Vec::new();
     let mut errors = Vec::new();
-    for (index, document) in documents.into_iter().enumerate() {
+    // Positions are recorded only on a second pass, when something is wrong.
+    let mut located: Option<Vec<tree::ParsedDocument>> = None;
+    for (index, document) in documents.iter().enumerate() {
         let mut report = |position: tree::Position, path: String, message: String| {
             errors.push(DocumentError {
                 source: source.to_string(),
@@ -126,12 +128,15 @@ pub fn parse_with(
                 message,
             })
         };
-        match read_document(&document, registry, options) {
+        match read_document(document, registry, options) {
             Ok(Some(config)) if document.problems.is_empty() => configs.push(config),
             Ok(_) => {}
             Err(problems) => {
+                let with_positions =
+                    located.get_or_insert_with(|| tree::parse(text, &options.limits, true).0);
+                let document = with_positions.get(index).unwrap_or(document);
                 for (path, message) in problems {
-                    report(locate(&document, &path), path, message);
+                    report(locate(document, &path), path, message);
                 }
             }
         }

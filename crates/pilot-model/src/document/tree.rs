@@ -73,8 +73,10 @@ pub struct Fatal {
 }
 
 /// Parses every document in `text`. Documents before a fatal error are
-/// returned with it, so their problems can be reported too.
-pub fn parse(text: &str, limits: &Limits) -> (Vec<ParsedDocument>, Option<Fatal>) {
+/// returned with it, so their problems can be reported too. Positions of
+/// fields are recorded only when `positions` is set: they are needed only
+/// to report errors, and cost a quarter of the parse.
+pub fn parse(text: &str, limits: &Limits, positions: bool) -> (Vec<ParsedDocument>, Option<Fatal>) {
     let mut documents = Vec::new();
     if text.len() > limits.max_bytes {
         let fatal = Fatal {
@@ -102,7 +104,7 @@ pub fn parse(text: &str, limits: &Limits) -> (Vec<ParsedDocument>, Option<Fatal>
             }
         };
         match event {
-            Event::DocumentStart(_) => builder = Some(Builder::new(Position::of(&span), limits)),
+            Event::DocumentStart(_) => builder = Some(Builder::new(Position::of(&span), limits, positions)),
             Event::DocumentEnd => {
                 if let Some(done) = builder.take() {
                     documents.push(done.finish());
@@ -128,8 +130,6 @@ pub fn parse(text: &str, limits: &Limits) -> (Vec<ParsedDocument>, Option<Fatal>
 #[derive(Debug, Clone)]
 struct Node {
     value: serde_json::Value,
-    /// Positions below this node, relative to it.
-    positions: Vec<(Vec<String>, Position)>,
     position: Position,
     /// Nodes in this subtree, for the expansion budget.
     size: usize,
@@ -138,26 +138,40 @@ struct Node {
 enum Frame {
     Seq {
         items: Vec<serde_json::Value>,
-        positions: Vec<(Vec<String>, Position)>,
         position: Position,
         anchor: usize,
         size: usize,
     },
     Map {
         entries: serde_json::Map<String, serde_json::Value>,
-        positions: Vec<(Vec<String>, Position)>,
         position: Position,
         anchor: usize,
         size: usize,
-        pending_key: Option<(String, Position)>,
+        pending_key: Option<String>,
         seen: HashSet<String>,
     },
+}
+
+/// What a new node is to its parent.
+enum Slot {
+    /// The document's root.
+    Root,
+    /// The next item of a sequence, at this index.
+    Item(usize),
+    /// The key of the next mapping entry.
+    Key,
+    /// The value of the mapping entry with this key.
+    Value(String),
 }
 
 struct Builder<'l> {
     limits: &'l Limits,
     start: Position,
     stack: Vec<Frame>,
+    /// The path of the innermost open collection.
+    path: Vec<String>,
+    positions: HashMap<Vec<String>, Position>,
+    record_positions: bool,
     root: Option<Node>,
     anchors: HashMap<usize, Node>,
     nodes: usize,
@@ -165,11 +179,14 @@ struct Builder<'l> {
 }
 
 impl<'l> Builder<'l> {
-    fn new(start: Position, limits: &'l Limits) -> Self {
+    fn new(start: Position, limits: &'l Limits, record_positions: bool) -> Self {
         Builder {
             limits,
             start,
             stack: Vec::new(),
+            path: Vec::new(),
+            positions: HashMap::new(),
+            record_positions,
             root: None,
             anchors: HashMap::new(),
             nodes: 0,
@@ -185,10 +202,10 @@ impl<'l> Builder<'l> {
                 self.count(1)?;
                 let value = resolve(&text, style, tag.as_deref())
                     .map_err(|message| format!("{message} (at {}:{})", position.line, position.column))?;
+                self.begin(position);
                 self.complete(
                     Node {
                         value,
-                        positions: Vec::new(),
                         position,
                         size: 1,
                     },
@@ -197,10 +214,9 @@ impl<'l> Builder<'l> {
             }
             Event::SequenceStart(anchor, tag) => {
                 core_tag(tag.as_deref())?;
-                self.open()?;
+                self.open(position)?;
                 self.stack.push(Frame::Seq {
                     items: Vec::new(),
-                    positions: Vec::new(),
                     position,
                     anchor,
                     size: 1,
@@ -209,10 +225,9 @@ impl<'l> Builder<'l> {
             }
             Event::MappingStart(anchor, tag) => {
                 core_tag(tag.as_deref())?;
-                self.open()?;
+                self.open(position)?;
                 self.stack.push(Frame::Map {
                     entries: serde_json::Map::new(),
-                    positions: Vec::new(),
                     position,
                     anchor,
                     size: 1,
@@ -225,14 +240,12 @@ impl<'l> Builder<'l> {
                 let (node, anchor) = match self.stack.pop() {
                     Some(Frame::Seq {
                         items,
-                        positions,
                         position,
                         anchor,
                         size,
                     }) => (
                         Node {
                             value: serde_json::Value::Array(items),
-                            positions,
                             position,
                             size,
                         },
@@ -240,7 +253,6 @@ impl<'l> Builder<'l> {
                     ),
                     Some(Frame::Map {
                         entries,
-                        positions,
                         position,
                         anchor,
                         size,
@@ -248,7 +260,6 @@ impl<'l> Builder<'l> {
                     }) => (
                         Node {
                             value: serde_json::Value::Object(entries),
-                            positions,
                             position,
                             size,
                         },
@@ -256,6 +267,9 @@ impl<'l> Builder<'l> {
                     ),
                     None => return Err("unbalanced YAML structure".into()),
                 };
+                if !self.stack.is_empty() {
+                    self.path.pop();
+                }
                 self.complete(node, anchor)
             }
             Event::Alias(id) => {
@@ -266,6 +280,7 @@ impl<'l> Builder<'l> {
                 self.count(size)?;
                 let mut node = self.anchors[&id].clone();
                 node.position = position;
+                self.begin(position);
                 self.complete(node, 0)
             }
             _ => Ok(()),
@@ -284,11 +299,54 @@ impl<'l> Builder<'l> {
         Ok(())
     }
 
-    fn open(&mut self) -> Result<(), String> {
+    fn slot(&self) -> Slot {
+        match self.stack.last() {
+            None => Slot::Root,
+            Some(Frame::Seq { items, .. }) => Slot::Item(items.len()),
+            Some(Frame::Map {
+                pending_key: None, ..
+            }) => Slot::Key,
+            Some(Frame::Map {
+                pending_key: Some(key),
+                ..
+            }) => Slot::Value(key.clone()),
+        }
+    }
+
+    /// Records where a sequence item starts (mapping entries are recorded
+    /// at their key).
+    fn begin(&mut self, position: Position) {
+        if !self.record_positions {
+            return;
+        }
+        if let Slot::Item(index) = self.slot() {
+            let mut path = self.path.clone();
+            path.push(index.to_string());
+            self.positions.insert(path, position);
+        }
+    }
+
+    /// Starts a collection: checks depth, records it, and descends.
+    fn open(&mut self, position: Position) -> Result<(), String> {
         self.count(1)?;
         if self.stack.len() >= self.limits.max_depth {
             return Err(format!("nesting is deeper than {} levels", self.limits.max_depth));
         }
+        self.begin(position);
+        let segment = match self.slot() {
+            Slot::Root => return Ok(()),
+            Slot::Item(index) => index.to_string(),
+            Slot::Value(key) => key,
+            Slot::Key => {
+                self.problems.push((
+                    position,
+                    render(&self.path),
+                    "mapping keys must be strings".into(),
+                ));
+                "?".to_string()
+            }
+        };
+        self.path.push(segment);
         Ok(())
     }
 
@@ -297,97 +355,68 @@ impl<'l> Builder<'l> {
         if anchor != 0 {
             self.anchors.insert(anchor, node.clone());
         }
+        let slot = self.slot();
         let Some(parent) = self.stack.last_mut() else {
             self.root = Some(node);
             return Ok(());
         };
-        match parent {
-            Frame::Seq {
-                items,
-                positions,
-                size,
-                ..
-            } => {
-                let index = items.len().to_string();
-                positions.push((vec![index.clone()], node.position));
-                for (path, p) in node.positions {
-                    positions.push((prefixed(&index, path), p));
-                }
+        match (parent, slot) {
+            (Frame::Seq { items, size, .. }, _) => {
                 *size += node.size;
                 items.push(node.value);
             }
-            Frame::Map {
-                entries,
-                positions,
-                size,
-                pending_key,
-                seen,
-                ..
-            } => match pending_key.take() {
-                None => match node.value {
-                    serde_json::Value::String(key) => {
-                        if !seen.insert(key.clone()) {
-                            self.problems.push((
-                                node.position,
-                                key.clone(),
-                                format!("duplicate key `{key}`"),
-                            ));
-                        }
-                        *pending_key = Some((key, node.position));
-                    }
-                    serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {
-                        let key = node.value.to_string();
-                        if !seen.insert(key.clone()) {
-                            self.problems.push((
-                                node.position,
-                                key.clone(),
-                                format!("duplicate key `{key}`"),
-                            ));
-                        }
-                        *pending_key = Some((key, node.position));
-                    }
-                    _ => {
-                        self.problems.push((
-                            node.position,
-                            String::new(),
-                            "mapping keys must be strings".into(),
-                        ));
-                        *pending_key = Some((String::from("?"), node.position));
-                    }
+            (
+                Frame::Map {
+                    pending_key, seen, ..
                 },
-                Some((key, key_position)) => {
-                    positions.push((vec![key.clone()], key_position));
-                    for (path, p) in node.positions {
-                        positions.push((prefixed(&key, path), p));
+                Slot::Key,
+            ) => {
+                let key = match node.value {
+                    serde_json::Value::String(key) => key,
+                    serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {
+                        node.value.to_string()
                     }
+                    _ => String::from("?"),
+                };
+                if !seen.insert(key.clone()) {
+                    let mut path = self.path.clone();
+                    path.push(key.clone());
+                    self.problems
+                        .push((node.position, render(&path), format!("duplicate key `{key}`")));
+                }
+                if self.record_positions {
+                    let mut path = self.path.clone();
+                    path.push(key.clone());
+                    self.positions.insert(path, node.position);
+                }
+                *pending_key = Some(key);
+            }
+            (
+                Frame::Map {
+                    entries,
+                    size,
+                    pending_key,
+                    ..
+                },
+                _,
+            ) => {
+                if let Some(key) = pending_key.take() {
                     *size += node.size;
                     entries.insert(key, node.value);
                 }
-            },
+            }
         }
         Ok(())
     }
 
     fn finish(self) -> ParsedDocument {
-        let (value, positions) = match self.root {
-            Some(root) => (Some(root.value), root.positions.into_iter().collect()),
-            None => (None, HashMap::new()),
-        };
         // An empty document (a lone `---`) parses as a null scalar.
-        let value = value.filter(|v| !v.is_null());
-        let mut problems = self.problems;
-        // Problems are reported with the full path of their key, which the
-        // builder knows only as the key; find it among the positions.
-        for (position, key, _) in problems.iter_mut() {
-            if let Some((path, _)) = positions.iter().find(|(_, p)| **p == *position) {
-                *key = render(path);
-            }
-        }
+        let value = self.root.map(|root| root.value).filter(|v| !v.is_null());
         ParsedDocument {
             start: self.start,
             value,
-            positions,
-            problems,
+            positions: self.positions,
+            problems: self.problems,
         }
     }
 }
@@ -400,11 +429,6 @@ fn core_tag(tag: Option<&Tag>) -> Result<(), String> {
         }
         _ => Ok(()),
     }
-}
-
-fn prefixed(head: &str, mut tail: Vec<String>) -> Vec<String> {
-    tail.insert(0, head.to_string());
-    tail
 }
 
 /// A path's segments in pilot's path form (`spec.route[1].weight`).
@@ -490,7 +514,7 @@ mod tests {
     use super::*;
 
     fn one(text: &str) -> ParsedDocument {
-        let (mut docs, fatal) = parse(text, &Limits::default());
+        let (mut docs, fatal) = parse(text, &Limits::default(), true);
         assert!(fatal.is_none(), "{fatal:?}");
         assert_eq!(docs.len(), 1);
         docs.remove(0)
@@ -534,7 +558,7 @@ mod tests {
 
     #[test]
     fn several_documents_and_empty_ones() {
-        let (docs, fatal) = parse("a: 1\n---\n---\nb: 2\n", &Limits::default());
+        let (docs, fatal) = parse("a: 1\n---\n---\nb: 2\n", &Limits::default(), true);
         assert!(fatal.is_none());
         assert_eq!(docs.len(), 3);
         assert!(docs[1].value.is_none());
@@ -545,12 +569,12 @@ mod tests {
     fn hostile_input_is_refused() {
         let limits = Limits::default();
         let deep = "[".repeat(100_000);
-        let (_, fatal) = parse(&deep, &limits);
+        let (_, fatal) = parse(&deep, &limits, true);
         assert!(fatal.unwrap().message.contains("recursion limit"));
         let block: String = (0..100)
             .map(|depth| format!("{:width$}k{depth}:\n", "", width = depth * 2))
             .collect();
-        let (_, fatal) = parse(&block, &limits);
+        let (_, fatal) = parse(&block, &limits, true);
         assert!(fatal.unwrap().message.contains("deeper than 64"));
         let mut laughs =
             String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
@@ -560,15 +584,15 @@ mod tests {
                 "{name}: &{name} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"
             ));
         }
-        let (_, fatal) = parse(&laughs, &limits);
+        let (_, fatal) = parse(&laughs, &limits, true);
         assert!(
             fatal.unwrap().message.contains("counting alias expansions"),
             "billion laughs refused"
         );
         let big = "a: b\n".repeat(3_000_000);
-        let (_, fatal) = parse(&big, &limits);
+        let (_, fatal) = parse(&big, &limits, true);
         assert!(fatal.unwrap().message.contains("the limit is"));
-        let (_, fatal) = parse("a: [1, 2\nb: 3", &limits);
+        let (_, fatal) = parse("a: [1, 2\nb: 3", &limits, true);
         let fatal = fatal.unwrap();
         assert!(fatal.message.starts_with("YAML syntax error"), "{fatal:?}");
     }
