@@ -40,6 +40,7 @@ fn parse(c: &mut Criterion) {
             .len(),
         DOCUMENTS
     );
+    println!("input: {DOCUMENTS} documents, {} bytes of YAML", yaml.len());
 
     let mut group = c.benchmark_group("documents_1000");
     group.throughput(Throughput::Elements(DOCUMENTS as u64));
