@@ -6,7 +6,9 @@
 #![forbid(unsafe_code)]
 
 mod config_store;
-mod registry;
 
 pub use config_store::MemoryConfigStore;
-pub use registry::{EVENT_BUFFER, MemoryServiceRegistry, RegistryError};
+/// The in-memory service registry: pilot-store's [`ServiceCache`](pilot_store::ServiceCache), fed by
+/// the embedding program.
+pub use pilot_store::ServiceCache as MemoryServiceRegistry;
+pub use pilot_store::{EVENT_BUFFER, RegistryError};

@@ -1,6 +1,6 @@
 //! Backend-agnostic store machinery for pilot: the cached [`Controller`],
 //! the [`TypedStore`] wrapper, the building blocks backends share
-//! ([`ConfigIndex`], [`WatchLog`], [`Backoff`]), and, behind the `testing`
+//! ([`ConfigIndex`], [`WatchLog`], [`Backoff`], [`ServiceCache`]), and, behind the `testing`
 //! feature, the conformance suite every backend runs.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -11,6 +11,7 @@ mod handlers;
 mod index;
 mod log;
 mod notification;
+mod service_cache;
 mod typed;
 
 #[cfg(feature = "testing")]
@@ -22,4 +23,5 @@ pub use handlers::Handler;
 pub use index::ConfigIndex;
 pub use log::{DEFAULT_HISTORY, LogWriter, WatchLog};
 pub use notification::{ConfigEvent, Notification};
+pub use service_cache::{EVENT_BUFFER, RegistryError, ServiceCache};
 pub use typed::TypedStore;

@@ -1,5 +1,7 @@
-//! [`MemoryServiceRegistry`]: services and instances held in memory, for
-//! examples, tests and platforms that push their inventory to pilot.
+//! [`ServiceCache`]: services and instances held in memory with a change
+//! stream. It is the in-memory service registry (re-exported by
+//! `pilot-store-memory` as `ServiceCache`) and the local cache of
+//! registries that follow a remote source (etcd, Kubernetes).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -40,9 +42,9 @@ pub enum RegistryError {
 /// ```
 /// use std::net::IpAddr;
 /// use pilot_model::{Labels, Port, Protocol, Service, ServiceDiscovery};
-/// use pilot_store_memory::MemoryServiceRegistry;
+/// use pilot_store::ServiceCache;
 ///
-/// let registry = MemoryServiceRegistry::new();
+/// let registry = ServiceCache::new();
 /// let host = "reviews.default.svc.cluster.local";
 /// registry.add_service(Service::new(host, vec![Port::new("http", 9080, Protocol::Http)]));
 /// for (ip, version) in [("10.0.0.1", "v1"), ("10.0.0.2", "v2")] {
@@ -54,7 +56,7 @@ pub enum RegistryError {
 /// assert_eq!(v2[0].endpoint.address.to_string(), "10.0.0.2");
 /// ```
 #[derive(Clone)]
-pub struct MemoryServiceRegistry {
+pub struct ServiceCache {
     inner: Arc<Inner>,
 }
 
@@ -70,11 +72,11 @@ struct State {
     instances: BTreeMap<String, Vec<ServiceInstance>>,
 }
 
-impl MemoryServiceRegistry {
+impl ServiceCache {
     /// An empty registry.
     pub fn new() -> Self {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
-        MemoryServiceRegistry {
+        ServiceCache {
             inner: Arc::new(Inner {
                 state: RwLock::new(State::default()),
                 events,
@@ -223,13 +225,13 @@ impl MemoryServiceRegistry {
     }
 }
 
-impl Default for MemoryServiceRegistry {
+impl Default for ServiceCache {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl ServiceDiscovery for MemoryServiceRegistry {
+impl ServiceDiscovery for ServiceCache {
     fn services(&self) -> Vec<Arc<Service>> {
         self.read().services.values().cloned().collect()
     }
@@ -295,8 +297,8 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn registry() -> MemoryServiceRegistry {
-        let registry = MemoryServiceRegistry::new();
+    fn registry() -> ServiceCache {
+        let registry = ServiceCache::new();
         registry.add_service(Service::new(
             HOST,
             vec![
