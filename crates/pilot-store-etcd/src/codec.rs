@@ -1,0 +1,146 @@
+//! Keys and values: where an object lives in etcd and how it is written.
+
+use pilot_model::{ConfigKey, DynConfig, KindRegistry, StoreError};
+
+/// Key layout: `<prefix>/<group>/<kind>/<namespace>/<name>`.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    prefix: String,
+}
+
+impl Layout {
+    pub(crate) fn new(prefix: &str) -> Self {
+        Layout {
+            prefix: prefix.trim_end_matches('/').to_string(),
+        }
+    }
+
+    /// The key of one object.
+    pub(crate) fn key(&self, registry: &KindRegistry, key: &ConfigKey) -> Result<String, StoreError> {
+        Ok(format!(
+            "{}{}/{}",
+            self.kind_prefix(registry, &key.kind)?,
+            key.namespace,
+            key.name
+        ))
+    }
+
+    /// The prefix of every object of a kind (ends with `/`).
+    pub(crate) fn kind_prefix(&self, registry: &KindRegistry, kind: &str) -> Result<String, StoreError> {
+        let schema = registry.schema(kind)?;
+        Ok(format!("{}/{}/{}/", self.prefix, schema.group, kind))
+    }
+
+    /// The prefix of a kind's objects in one namespace, or in all.
+    pub(crate) fn list_prefix(
+        &self,
+        registry: &KindRegistry,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<String, StoreError> {
+        let prefix = self.kind_prefix(registry, kind)?;
+        Ok(match namespace {
+            Some(ns) => format!("{prefix}{ns}/"),
+            None => prefix,
+        })
+    }
+
+    /// The object key named by an etcd key under a kind's prefix.
+    pub(crate) fn parse(&self, kind_prefix: &str, kind: &str, key: &[u8]) -> Option<ConfigKey> {
+        let key = std::str::from_utf8(key).ok()?;
+        let (namespace, name) = key.strip_prefix(kind_prefix)?.split_once('/')?;
+        (!name.contains('/')).then(|| ConfigKey::new(kind, namespace, name))
+    }
+}
+
+/// The stored form: the document `pilotctl` reads, without the resource
+/// version (that is the key's `mod_revision`).
+pub(crate) fn encode(config: &DynConfig) -> Result<Vec<u8>, StoreError> {
+    let mut config = config.clone();
+    config.meta.resource_version = None;
+    serde_json::to_vec(&config).map_err(|e| StoreError::Invalid {
+        key: config.key(),
+        errors: vec![pilot_model::FieldError::new("", e.to_string())],
+    })
+}
+
+/// Reads a stored object, checking that it is the object its key names.
+pub(crate) fn decode(expected: &ConfigKey, value: &[u8], mod_revision: i64) -> Result<DynConfig, String> {
+    let mut config: DynConfig =
+        serde_json::from_slice(value).map_err(|e| format!("not a pilot object: {e}"))?;
+    if config.key() != *expected {
+        return Err(format!(
+            "the body is {}, not the object its key names",
+            config.key()
+        ));
+    }
+    config.meta.resource_version = Some(mod_revision.to_string());
+    Ok(config)
+}
+
+/// The end of the range of keys starting with `prefix`.
+pub(crate) fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pilot_model::{ConfigMeta, KindSchema};
+
+    #[test]
+    fn layout_and_round_trip() {
+        let registry = KindRegistry::new();
+        registry
+            .register_schema(KindSchema::new(
+                "RouteRule",
+                "routerules",
+                "config.istio.io",
+                "v1alpha2",
+                |_, _| {},
+            ))
+            .unwrap();
+        let layout = Layout::new("/pilot/config/");
+        let key = ConfigKey::new("RouteRule", "default", "reviews");
+        assert_eq!(
+            layout.key(&registry, &key).unwrap(),
+            "/pilot/config/config.istio.io/RouteRule/default/reviews"
+        );
+        let prefix = layout.kind_prefix(&registry, "RouteRule").unwrap();
+        assert_eq!(
+            layout.parse(
+                &prefix,
+                "RouteRule",
+                b"/pilot/config/config.istio.io/RouteRule/default/reviews"
+            ),
+            Some(key.clone())
+        );
+        assert_eq!(
+            layout.parse(
+                &prefix,
+                "RouteRule",
+                b"/pilot/config/config.istio.io/RouteRule/default"
+            ),
+            None
+        );
+        assert!(layout.key(&registry, &ConfigKey::new("Nope", "a", "b")).is_err());
+
+        let config = DynConfig {
+            meta: ConfigMeta::new("RouteRule", "default", "reviews"),
+            spec: serde_json::json!({"a": 1}),
+        };
+        let body = encode(&config).unwrap();
+        let back = decode(&key, &body, 42).unwrap();
+        assert_eq!(back.meta.resource_version.as_deref(), Some("42"));
+        assert!(decode(&ConfigKey::new("RouteRule", "default", "other"), &body, 1).is_err());
+        assert!(decode(&key, b"{not json", 1).is_err());
+        assert_eq!(prefix_end("/a/"), b"/a0");
+    }
+}

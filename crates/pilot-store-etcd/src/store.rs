@@ -1,0 +1,316 @@
+//! [`EtcdConfigStore`]: configuration objects in etcd.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
+use pilot_model::{
+    ConfigKey, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot, StoreError,
+    WatchStream, now_seconds,
+};
+use tokio::sync::watch;
+
+use crate::EtcdOptions;
+use crate::codec::{Layout, decode, encode, prefix_end};
+
+/// A [`ConfigStore`] and [`ConfigWatch`] on etcd v3.
+///
+/// - Each object is one key, `<prefix>/<group>/<kind>/<namespace>/<name>`
+///   (prefix default `/pilot/config`), whose value is the object's JSON
+///   document without its resource version, so
+///   `etcdctl get --prefix /pilot/config` shows readable objects.
+/// - The resource version is the key's `mod_revision`. Create is a
+///   transaction guarded by `create_revision == 0`; update and conditional
+///   delete by `mod_revision == version`. A failed guard reads the key in the
+///   same transaction and answers AlreadyExists, NotFound or Conflict with
+///   the actual version: never a silent overwrite.
+/// - `list` reads a kind (or one namespace of it) at one revision, in pages.
+/// - `watch` follows a kind's prefix from a revision with progress
+///   notifications; a compacted start reports [`StoreError::Compacted`] so the
+///   Controller relists.
+/// - A key under the prefix whose value is not a valid object (written
+///   around pilot) is logged with its key, counted
+///   ([`EtcdConfigStore::bad_objects`]) and skipped by list and watch; `get`
+///   of it fails naming the key.
+///
+/// Cloning gives another handle on the same connection.
+#[derive(Clone)]
+pub struct EtcdConfigStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    layout: Layout,
+    registry: KindRegistry,
+    page_size: i64,
+    bad_objects: AtomicU64,
+    /// Bumped by `current_revision`: every live watch then asks etcd for a
+    /// progress notification, so caches catch up with writes to other kinds.
+    nudge: watch::Sender<u64>,
+}
+
+impl EtcdConfigStore {
+    /// Connects to etcd with `options`, for the kinds in `registry`.
+    pub async fn connect(options: &EtcdOptions, registry: KindRegistry) -> Result<Self, StoreError> {
+        let client = options.connect().await?;
+        Ok(Self::with_client(
+            client,
+            &options.prefix,
+            registry,
+            options.page_size,
+        ))
+    }
+
+    /// A store on an existing client, under `prefix`.
+    pub fn with_client(client: Client, prefix: &str, registry: KindRegistry, page_size: i64) -> Self {
+        EtcdConfigStore {
+            inner: Arc::new(Inner {
+                client,
+                layout: Layout::new(prefix),
+                registry,
+                page_size: page_size.max(1),
+                bad_objects: AtomicU64::new(0),
+                nudge: watch::channel(0).0,
+            }),
+        }
+    }
+
+    /// How many keys under the prefix held something that is not a valid
+    /// object, each time one was read.
+    pub fn bad_objects(&self) -> u64 {
+        self.inner.bad_objects.load(Ordering::Relaxed)
+    }
+
+    /// The etcd client, for operations pilot does not wrap.
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    fn key(&self, key: &ConfigKey) -> Result<String, StoreError> {
+        self.inner.layout.key(&self.inner.registry, key)
+    }
+
+    pub(crate) fn report_bad(&self, key: &[u8], reason: &str) {
+        self.inner.bad_objects.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(key = %String::from_utf8_lossy(key), reason, "skipping a bad object in etcd");
+    }
+
+    /// Every object under `prefix` at one revision, in pages; returns them
+    /// with that revision.
+    async fn range(&self, kind: &str, prefix: &str) -> Result<(Vec<Arc<DynConfig>>, Revision), StoreError> {
+        let kind_prefix = self.inner.layout.kind_prefix(&self.inner.registry, kind)?;
+        let end = prefix_end(prefix);
+        let mut client = self.inner.client.clone();
+        let mut items = Vec::new();
+        let mut start = prefix.as_bytes().to_vec();
+        let mut revision = 0;
+        loop {
+            let mut options = GetOptions::new()
+                .with_range(end.clone())
+                .with_limit(self.inner.page_size);
+            if revision > 0 {
+                options = options.with_revision(revision);
+            }
+            let page = client
+                .get(start.clone(), Some(options))
+                .await
+                .map_err(unavailable)?;
+            if revision == 0 {
+                revision = page.header().map(|h| h.revision()).unwrap_or_default();
+            }
+            for kv in page.kvs() {
+                let Some(key) = self.inner.layout.parse(&kind_prefix, kind, kv.key()) else {
+                    self.report_bad(
+                        kv.key(),
+                        "the key is not <prefix>/<group>/<kind>/<namespace>/<name>",
+                    );
+                    continue;
+                };
+                match decode(&key, kv.value(), kv.mod_revision()) {
+                    Ok(config) => items.push(Arc::new(config)),
+                    Err(reason) => self.report_bad(kv.key(), &reason),
+                }
+            }
+            match page.kvs().last() {
+                Some(last) if page.more() => {
+                    start = last.key().to_vec();
+                    start.push(0);
+                }
+                _ => break,
+            }
+        }
+        Ok((items, u64::try_from(revision).unwrap_or_default()))
+    }
+
+    /// Reads `key` after a failed guard: NotFound, or Conflict with the
+    /// actual version.
+    fn guard_failed(key: &ConfigKey, expected: Option<String>, responses: Vec<TxnOpResponse>) -> StoreError {
+        let actual = responses.into_iter().find_map(|r| match r {
+            TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.mod_revision()),
+            _ => None,
+        });
+        match actual {
+            None => StoreError::NotFound { key: key.clone() },
+            Some(actual) => StoreError::Conflict {
+                key: key.clone(),
+                expected,
+                actual: actual.to_string(),
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl ConfigStore for EtcdConfigStore {
+    fn registry(&self) -> &KindRegistry {
+        &self.inner.registry
+    }
+
+    async fn get(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
+        let etcd_key = self.key(key)?;
+        let mut client = self.inner.client.clone();
+        let response = client.get(etcd_key.clone(), None).await.map_err(unavailable)?;
+        let Some(kv) = response.kvs().first() else {
+            return Ok(None);
+        };
+        match decode(key, kv.value(), kv.mod_revision()) {
+            Ok(config) => Ok(Some(Arc::new(config))),
+            Err(reason) => {
+                self.report_bad(kv.key(), &reason);
+                Err(StoreError::unavailable(format!(
+                    "etcd key {etcd_key} holds a bad object: {reason}"
+                )))
+            }
+        }
+    }
+
+    async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Arc<DynConfig>>, StoreError> {
+        let prefix = self
+            .inner
+            .layout
+            .list_prefix(&self.inner.registry, kind, namespace)?;
+        Ok(self.range(kind, &prefix).await?.0)
+    }
+
+    async fn create(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
+        let mut config = self.inner.registry.prepare(config)?;
+        let key = config.key();
+        let etcd_key = self.key(&key)?;
+        config.meta.creation_timestamp = Some(now_seconds());
+        let txn = Txn::new()
+            .when([Compare::create_revision(etcd_key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(etcd_key, encode(&config)?, None)]);
+        let mut client = self.inner.client.clone();
+        let response = client.txn(txn).await.map_err(unavailable)?;
+        if !response.succeeded() {
+            return Err(StoreError::AlreadyExists { key });
+        }
+        let revision = response.header().map(|h| h.revision()).unwrap_or_default();
+        config.meta.resource_version = Some(revision.to_string());
+        Ok(Arc::new(config))
+    }
+
+    async fn update(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
+        let mut config = self.inner.registry.prepare(config)?;
+        let key = config.key();
+        let etcd_key = self.key(&key)?;
+        let expected = config.meta.resource_version.clone();
+        // A version that is not a revision can never match: etcd answers
+        // with the actual one below.
+        let revision = expected
+            .as_deref()
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(-1);
+        if config.meta.creation_timestamp.is_none() {
+            // Keep the stored creation time; objects read from the store carry it.
+            if let Some(current) = self.get(&key).await? {
+                config.meta.creation_timestamp = current.meta.creation_timestamp;
+            }
+        }
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                etcd_key.clone(),
+                CompareOp::Equal,
+                revision,
+            )])
+            .and_then([TxnOp::put(etcd_key.clone(), encode(&config)?, None)])
+            .or_else([TxnOp::get(etcd_key, None)]);
+        let mut client = self.inner.client.clone();
+        let response = client.txn(txn).await.map_err(unavailable)?;
+        if !response.succeeded() {
+            return Err(Self::guard_failed(&key, expected, response.op_responses()));
+        }
+        let revision = response.header().map(|h| h.revision()).unwrap_or_default();
+        config.meta.resource_version = Some(revision.to_string());
+        Ok(Arc::new(config))
+    }
+
+    async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError> {
+        let etcd_key = self.key(key)?;
+        let guard = match resource_version {
+            Some(version) => Compare::mod_revision(
+                etcd_key.clone(),
+                CompareOp::Equal,
+                version.parse::<i64>().unwrap_or(-1),
+            ),
+            None => Compare::create_revision(etcd_key.clone(), CompareOp::Greater, 0),
+        };
+        let txn = Txn::new()
+            .when([guard])
+            .and_then([TxnOp::delete(etcd_key.clone(), None)])
+            .or_else([TxnOp::get(etcd_key, None)]);
+        let mut client = self.inner.client.clone();
+        let response = client.txn(txn).await.map_err(unavailable)?;
+        if !response.succeeded() {
+            return Err(Self::guard_failed(
+                key,
+                resource_version.map(str::to_string),
+                response.op_responses(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ConfigWatch for EtcdConfigStore {
+    async fn snapshot(&self, kind: &str) -> Result<Snapshot, StoreError> {
+        let prefix = self.inner.layout.kind_prefix(&self.inner.registry, kind)?;
+        let (items, revision) = self.range(kind, &prefix).await?;
+        Ok(Snapshot { revision, items })
+    }
+
+    async fn watch(&self, kind: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        let prefix = self.inner.layout.kind_prefix(&self.inner.registry, kind)?;
+        crate::watch::watch(
+            self.clone(),
+            self.inner.client.clone(),
+            kind,
+            prefix,
+            after,
+            self.inner.nudge.subscribe(),
+        )
+        .await
+    }
+
+    async fn current_revision(&self) -> Result<Revision, StoreError> {
+        let mut client = self.inner.client.clone();
+        let response = client
+            .get("\0", Some(GetOptions::new().with_count_only()))
+            .await
+            .map_err(unavailable)?;
+        let revision = response.header().map(|h| h.revision()).unwrap_or_default();
+        self.inner.nudge.send_modify(|n| *n += 1);
+        Ok(u64::try_from(revision).unwrap_or_default())
+    }
+}
+
+pub(crate) fn unavailable(error: etcd_client::Error) -> StoreError {
+    StoreError::unavailable(format!("etcd: {error}"))
+}
+
+pub(crate) fn layout_of(store: &EtcdConfigStore) -> &Layout {
+    &store.inner.layout
+}

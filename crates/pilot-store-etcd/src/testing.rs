@@ -1,0 +1,213 @@
+//! Real etcd servers for tests and benches (feature `testing`): single
+//! members and three-member clusters on free loopback ports, each with a
+//! temporary data directory, killed when dropped.
+//!
+//! Needs the `etcd` binary (Debian package `etcd-server`) on `PATH`;
+//! `.ci/run` installs it.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a member may take to start serving.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One etcd member, started and owned by a test. Starting, killing and
+/// restarting are synchronous (they block until etcd answers), so a server
+/// can be made before any async runtime exists.
+pub struct EtcdServer {
+    name: String,
+    client_port: u16,
+    peer_port: u16,
+    initial_cluster: String,
+    data_dir: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+    child: Option<Child>,
+}
+
+impl EtcdServer {
+    /// Starts a single-member etcd on free loopback ports with a fresh data
+    /// directory, and waits until it serves.
+    pub fn start() -> std::io::Result<Self> {
+        let temp = tempfile::Builder::new().prefix("pilot-etcd-").tempdir()?;
+        let (client_port, peer_port) = (free_port()?, free_port()?);
+        let name = "member-0".to_string();
+        let mut server = EtcdServer {
+            initial_cluster: format!("{name}=http://127.0.0.1:{peer_port}"),
+            name,
+            client_port,
+            peer_port,
+            data_dir: temp.path().join("data"),
+            _temp: Some(temp),
+            child: None,
+        };
+        server.spawn("new")?;
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    /// The client URL, e.g. `http://127.0.0.1:23790`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    /// The member's name in its cluster.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Kills the process with SIGKILL (`kill -9`), leaving its data.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the process again on the same ports and data directory, and
+    /// waits until it serves.
+    pub fn restart(&mut self) -> std::io::Result<()> {
+        self.kill();
+        self.spawn("existing")?;
+        self.wait_ready()
+    }
+
+    fn spawn(&mut self, state: &str) -> std::io::Result<()> {
+        let log = std::fs::File::create(self.data_dir.with_extension("log"))?;
+        let child = Command::new("etcd")
+            .arg("--name")
+            .arg(&self.name)
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .arg(format!("--listen-client-urls={}", self.endpoint()))
+            .arg(format!("--advertise-client-urls={}", self.endpoint()))
+            .arg(format!("--listen-peer-urls=http://127.0.0.1:{}", self.peer_port))
+            .arg(format!(
+                "--initial-advertise-peer-urls=http://127.0.0.1:{}",
+                self.peer_port
+            ))
+            .arg(format!("--initial-cluster={}", self.initial_cluster))
+            .arg(format!("--initial-cluster-state={state}"))
+            .arg("--initial-cluster-token=pilot-test")
+            .arg("--logger=zap")
+            .arg("--log-level=warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot start etcd (install the etcd-server package): {e}"),
+                )
+            })?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until the member answers on its client port.
+    fn wait_ready(&mut self) -> std::io::Result<()> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return Err(std::io::Error::other(format!(
+                    "etcd exited with {status}; see {}",
+                    self.data_dir.with_extension("log").display()
+                )));
+            }
+            if healthy(self.client_port) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(std::io::Error::other(format!(
+                    "etcd at {} did not start in time",
+                    self.endpoint()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Three etcd members on loopback forming one cluster.
+pub struct EtcdCluster {
+    /// The members, in start order.
+    pub members: Vec<EtcdServer>,
+    _temp: tempfile::TempDir,
+}
+
+impl EtcdCluster {
+    /// Starts a cluster of `size` members and waits until all serve.
+    pub fn start(size: usize) -> std::io::Result<Self> {
+        let temp = tempfile::Builder::new().prefix("pilot-etcd-cluster-").tempdir()?;
+        let ports: Vec<(u16, u16)> = (0..size)
+            .map(|_| Ok((free_port()?, free_port()?)))
+            .collect::<std::io::Result<_>>()?;
+        let initial_cluster = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("member-{i}=http://127.0.0.1:{peer}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut members = Vec::new();
+        for (i, (client_port, peer_port)) in ports.into_iter().enumerate() {
+            let mut member = EtcdServer {
+                name: format!("member-{i}"),
+                client_port,
+                peer_port,
+                initial_cluster: initial_cluster.clone(),
+                data_dir: temp.path().join(format!("member-{i}")),
+                _temp: None,
+                child: None,
+            };
+            member.spawn("new")?;
+            members.push(member);
+        }
+        for member in &mut members {
+            member.wait_ready()?;
+        }
+        Ok(EtcdCluster { members, _temp: temp })
+    }
+
+    /// Every member's client URL.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members.iter().map(EtcdServer::endpoint).collect()
+    }
+}
+
+/// A port that was free a moment ago on 127.0.0.1.
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// True when the member on `port` answers `GET /health` with healthy.
+fn healthy(port: u16) -> bool {
+    let Ok(mut stream) =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
+    else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response.contains("\"health\":\"true\"")
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

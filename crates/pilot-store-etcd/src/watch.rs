@@ -1,0 +1,149 @@
+//! Following a kind's prefix in etcd as a [`WatchStream`].
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use etcd_client::{Client, EventType, WatchOptions, WatchRequestSender, WatchResponse, WatchResponseStream};
+use futures::StreamExt;
+use pilot_model::{Revision, StoreError, WatchEvent, WatchStream};
+use tokio::sync::watch;
+
+use crate::EtcdConfigStore;
+use crate::codec::decode;
+use crate::store::{layout_of, unavailable};
+
+/// Starts a watch of `prefix` (one kind) strictly after `after`.
+pub(crate) async fn watch(
+    store: EtcdConfigStore,
+    mut client: Client,
+    kind: &str,
+    prefix: String,
+    after: Revision,
+    nudge: watch::Receiver<u64>,
+) -> Result<WatchStream, StoreError> {
+    let start = i64::try_from(after).unwrap_or(i64::MAX - 1) + 1;
+    let options = WatchOptions::new()
+        .with_prefix()
+        .with_start_revision(start)
+        .with_progress_notify();
+    let (sender, responses) = client
+        .watch(prefix.clone(), Some(options))
+        .await
+        .map_err(unavailable)?
+        .split();
+    let state = Following {
+        store,
+        kind: kind.to_string(),
+        prefix,
+        last: after,
+        sender,
+        responses,
+        nudge,
+        pending: VecDeque::new(),
+        done: false,
+    };
+    Ok(futures::stream::unfold(state, Following::next).boxed())
+}
+
+struct Following {
+    store: EtcdConfigStore,
+    kind: String,
+    prefix: String,
+    /// The revision of the last event handed out.
+    last: Revision,
+    sender: WatchRequestSender,
+    responses: WatchResponseStream,
+    nudge: watch::Receiver<u64>,
+    pending: VecDeque<Result<WatchEvent, StoreError>>,
+    done: bool,
+}
+
+impl Following {
+    async fn next(mut self) -> Option<(Result<WatchEvent, StoreError>, Self)> {
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                return Some((item, self));
+            }
+            if self.done {
+                return None;
+            }
+            tokio::select! {
+                message = self.responses.next() => match message {
+                    Some(Ok(response)) => self.take(response),
+                    Some(Err(error)) => self.fail(unavailable(error)),
+                    None => self.fail(StoreError::unavailable("etcd closed the watch stream")),
+                },
+                changed = self.nudge.changed() => {
+                    // Someone waits for this cache to reach the current
+                    // revision: ask etcd where this watch stands.
+                    if changed.is_ok() && self.sender.request_progress().await.is_err() {
+                        self.fail(StoreError::unavailable("etcd watch stream closed"));
+                    }
+                }
+            }
+        }
+    }
+
+    fn fail(&mut self, error: StoreError) {
+        self.pending.push_back(Err(error));
+        self.done = true;
+    }
+
+    fn take(&mut self, response: WatchResponse) {
+        if response.canceled() {
+            let compacted = response.compact_revision();
+            let error = if compacted > 0 {
+                StoreError::Compacted {
+                    requested: self.last,
+                    oldest: u64::try_from(compacted - 1).unwrap_or_default(),
+                }
+            } else {
+                StoreError::unavailable(format!("etcd cancelled the watch: {}", response.cancel_reason()))
+            };
+            self.fail(error);
+            return;
+        }
+        if response.events().is_empty() {
+            // A progress notification (but not the watch's creation, which
+            // may come before events it has yet to send).
+            if !response.created()
+                && let Some(revision) = response.header().map(|h| h.revision())
+            {
+                let revision = u64::try_from(revision).unwrap_or_default();
+                if revision > self.last {
+                    self.last = revision;
+                    self.pending.push_back(Ok(WatchEvent::Progress { revision }));
+                }
+            }
+            return;
+        }
+        let layout = layout_of(&self.store);
+        for event in response.events() {
+            let Some(kv) = event.kv() else { continue };
+            let revision = u64::try_from(kv.mod_revision()).unwrap_or_default();
+            self.last = self.last.max(revision);
+            let Some(key) = layout.parse(&self.prefix, &self.kind, kv.key()) else {
+                self.store.report_bad(
+                    kv.key(),
+                    "the key is not <prefix>/<group>/<kind>/<namespace>/<name>",
+                );
+                self.pending.push_back(Ok(WatchEvent::Progress { revision }));
+                continue;
+            };
+            let item = match event.event_type() {
+                EventType::Delete => WatchEvent::Delete { revision, key },
+                EventType::Put => match decode(&key, kv.value(), kv.mod_revision()) {
+                    Ok(config) => WatchEvent::Put {
+                        revision,
+                        config: Arc::new(config),
+                    },
+                    Err(reason) => {
+                        self.store.report_bad(kv.key(), &reason);
+                        WatchEvent::Progress { revision }
+                    }
+                },
+            };
+            self.pending.push_back(Ok(item));
+        }
+    }
+}
