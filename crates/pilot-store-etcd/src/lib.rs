@@ -29,7 +29,7 @@
 
 mod codec;
 mod options;
-
+mod registry;
 mod store;
 mod watch;
 
@@ -37,5 +37,5 @@ mod watch;
 pub mod testing;
 
 pub use options::EtcdOptions;
-// registry pending
+pub use registry::{EtcdServiceRegistry, InstanceRegistration, Registration};
 pub use store::EtcdConfigStore;
