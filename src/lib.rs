@@ -9,7 +9,9 @@
 //!   building blocks for backends, and (feature `testing`) the conformance
 //!   suite;
 //! - [`memory`] (`pilot-store-memory`): the in-memory store and service
-//!   registry.
+//!   registry;
+//! - `etcd` (`pilot-store-etcd`, feature `etcd`): the etcd store and
+//!   lease-based service registry.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -33,4 +35,6 @@
 
 pub use pilot_model as model;
 pub use pilot_store as store;
+#[cfg(feature = "etcd")]
+pub use pilot_store_etcd as etcd;
 pub use pilot_store_memory as memory;
