@@ -68,7 +68,7 @@ pub(crate) fn encode(config: &DynConfig) -> Result<Vec<u8>, StoreError> {
 pub(crate) fn decode(expected: &ConfigKey, value: &[u8], mod_revision: i64) -> Result<DynConfig, String> {
     let mut config: DynConfig =
         serde_json::from_slice(value).map_err(|e| format!("not a pilot object: {e}"))?;
-    if config.key() != *expected {
+    if !config.meta.is(expected) {
         return Err(format!(
             "the body is {}, not the object its key names",
             config.key()

@@ -25,6 +25,9 @@ pub struct EtcdServer {
     data_dir: PathBuf,
     _temp: Option<tempfile::TempDir>,
     child: Option<Child>,
+    /// Kills etcd if this process dies without dropping the server (a test
+    /// killed by a timeout), so no etcd outlives its test.
+    watchdog: Option<Child>,
 }
 
 impl EtcdServer {
@@ -42,6 +45,7 @@ impl EtcdServer {
             data_dir: temp.path().join("data"),
             _temp: Some(temp),
             child: None,
+            watchdog: None,
         };
         server.spawn("new")?;
         server.wait_ready()?;
@@ -65,9 +69,9 @@ impl EtcdServer {
 
     /// Kills the process with SIGKILL (`kill -9`), leaving its data.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        for mut process in [self.child.take(), self.watchdog.take()].into_iter().flatten() {
+            let _ = process.kill();
+            let _ = process.wait();
         }
     }
 
@@ -108,7 +112,19 @@ impl EtcdServer {
                     format!("cannot start etcd (install the etcd-server package): {e}"),
                 )
             })?;
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "while kill -0 {parent} 2>/dev/null; do sleep 1; done; kill -9 {etcd} 2>/dev/null",
+                parent = std::process::id(),
+                etcd = child.id()
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
         self.child = Some(child);
+        self.watchdog = Some(watchdog);
         Ok(())
     }
 
@@ -168,6 +184,7 @@ impl EtcdCluster {
                 data_dir: temp.path().join(format!("member-{i}")),
                 _temp: None,
                 child: None,
+                watchdog: None,
             };
             member.spawn("new")?;
             members.push(member);
