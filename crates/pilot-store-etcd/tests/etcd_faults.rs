@@ -51,6 +51,34 @@ fn follow_events(controller: &Controller) -> Arc<Mutex<BTreeMap<ConfigKey, DynCo
     view
 }
 
+/// A synced Controller over `store`, and its subscriber's view.
+async fn running_controller(
+    store: &EtcdConfigStore,
+) -> (Controller, Arc<Mutex<BTreeMap<ConfigKey, DynConfig>>>) {
+    let controller = Controller::with_options(Arc::new(store.clone()), options());
+    let view = follow_events(&controller);
+    controller.run();
+    controller.wait_synced().await;
+    (controller, view)
+}
+
+/// Starts writing `count` objects in the background and returns once
+/// `landed` of them are in etcd, so a fault can strike mid-stream.
+async fn start_writing(
+    store: &EtcdConfigStore,
+    count: usize,
+    landed: usize,
+) -> tokio::task::JoinHandle<(BTreeSet<ConfigKey>, BTreeSet<ConfigKey>)> {
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move { write_stream(&store, 0, count).await })
+    };
+    while store.list(KIND, None).await.map(|l| l.len()).unwrap_or(0) < landed {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    writer
+}
+
 /// Writes `count` objects, deleting every fifth one after it was written;
 /// returns the keys acknowledged as present and as deleted.
 async fn write_stream(
@@ -98,19 +126,9 @@ async fn kill_9_and_restart_during_writes_loses_nothing() {
     let store = EtcdConfigStore::connect(&EtcdOptions::new([server.endpoint()]), registry())
         .await
         .unwrap();
-    let controller = Controller::with_options(Arc::new(store.clone()), options());
-    let view = follow_events(&controller);
-    controller.run();
-    controller.wait_synced().await;
-
-    let writer = {
-        let store = store.clone();
-        tokio::spawn(async move { write_stream(&store, 0, 120).await })
-    };
-    // Let some writes land, then kill -9 and restart on the same data.
-    while store.list(KIND, None).await.map(|l| l.len()).unwrap_or(0) < 30 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (controller, view) = running_controller(&store).await;
+    let writer = start_writing(&store, 120, 30).await;
+    // Some writes have landed: kill -9 and restart on the same data.
     let server = tokio::task::spawn_blocking(move || {
         server.kill();
         std::thread::sleep(Duration::from_millis(500));
@@ -222,18 +240,8 @@ async fn losing_the_leader_of_three_members_loses_nothing() {
     let store = EtcdConfigStore::connect(&EtcdOptions::new(cluster.endpoints()), registry())
         .await
         .unwrap();
-    let controller = Controller::with_options(Arc::new(store.clone()), options());
-    let view = follow_events(&controller);
-    controller.run();
-    controller.wait_synced().await;
-
-    let writer = {
-        let store = store.clone();
-        tokio::spawn(async move { write_stream(&store, 0, 100).await })
-    };
-    while store.list(KIND, None).await.map(|l| l.len()).unwrap_or(0) < 25 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (controller, view) = running_controller(&store).await;
+    let writer = start_writing(&store, 100, 25).await;
     // Find the leader and kill it.
     let mut leader = None;
     for (i, endpoint) in cluster.endpoints().iter().enumerate() {

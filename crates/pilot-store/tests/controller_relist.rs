@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use pilot_model::{ConfigStore, DynConfig, Event};
-use pilot_store::testing::{mock, registry};
+use pilot_store::testing::{assert_cache_equals_backend, mock, registry};
 use pilot_store::{Controller, ControllerOptions, Notification};
 use pilot_store_memory::MemoryConfigStore;
 use support::Flaky;
@@ -39,22 +39,6 @@ async fn next(events: &mut BoxStream<'static, Notification<Arc<DynConfig>>>) -> 
         Event::Deleted(c) => ('-', c),
     };
     (op, c.meta.name.clone())
-}
-
-async fn assert_cache_equals_backend(controller: &Controller, store: &MemoryConfigStore) {
-    let cached: Vec<DynConfig> = controller
-        .list_cached(KIND, None)
-        .iter()
-        .map(|c| (**c).clone())
-        .collect();
-    let stored: Vec<DynConfig> = store
-        .list(KIND, None)
-        .await
-        .unwrap()
-        .iter()
-        .map(|c| (**c).clone())
-        .collect();
-    assert_eq!(cached, stored);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -92,12 +76,12 @@ async fn relist_after_compaction_emits_what_the_gap_hid() {
         .map(|(op, n)| (op, n.to_string()))
         .collect();
     assert_eq!(seen, expected);
-    assert_cache_equals_backend(&controller, &store).await;
+    assert_cache_equals_backend(&controller, &store, KIND).await;
 
     // And the watch goes on after the relist.
     store.create(mock("default", "e", "1")).await.unwrap();
     assert_eq!(next(&mut events).await, ('+', "e".to_string()));
-    assert_cache_equals_backend(&controller, &store).await;
+    assert_cache_equals_backend(&controller, &store, KIND).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,7 +112,7 @@ async fn a_broken_watch_resumes_without_losing_or_repeating_events() {
     }
     store.create(mock("default", "z", "1")).await.unwrap();
     assert_eq!(next(&mut events).await, ('+', "z".to_string()));
-    assert_cache_equals_backend(&controller, &store).await;
+    assert_cache_equals_backend(&controller, &store, KIND).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

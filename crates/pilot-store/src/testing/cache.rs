@@ -191,17 +191,23 @@ pub async fn cache_sync_backend_writes(factory: &dyn StoreFactory) {
         ('-', "default/direct".into())
     );
     assert!(controller.get_cached(&key).is_none());
+    assert_cache_equals_backend(&controller, &*backend, KIND).await;
+}
+
+/// Asserts that the Controller's cache of `kind` holds exactly what the
+/// backend lists.
+pub async fn assert_cache_equals_backend(controller: &Controller, backend: &dyn ConfigStore, kind: &str) {
     let cached: Vec<DynConfig> = controller
-        .list_cached(KIND, None)
+        .list_cached(kind, None)
         .iter()
         .map(|c| (**c).clone())
         .collect();
     let stored: Vec<DynConfig> = backend
-        .list(KIND, None)
+        .list(kind, None)
         .await
-        .unwrap()
+        .expect("the backend lists")
         .iter()
         .map(|c| (**c).clone())
         .collect();
-    assert_eq!(cached, stored);
+    assert_eq!(cached, stored, "the cache of {kind} differs from the backend");
 }

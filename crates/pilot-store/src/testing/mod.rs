@@ -41,7 +41,10 @@ mod map;
 mod model;
 mod watch;
 
-pub use cache::{cache_events_in_order, cache_freshness, cache_initial_list, cache_sync_backend_writes};
+pub use cache::{
+    assert_cache_equals_backend, cache_events_in_order, cache_freshness, cache_initial_list,
+    cache_sync_backend_writes,
+};
 pub use kinds::{MockConfig, MockOther, MockPair, mock, registry};
 pub use map::{
     map_create_get, map_delete, map_delete_all, map_duplicate_create, map_invalid_not_stored, map_list,
