@@ -23,6 +23,8 @@ pub struct EtcdServer {
     peer_port: u16,
     initial_cluster: String,
     data_dir: PathBuf,
+    /// Client TLS flags, when the member serves clients over TLS.
+    tls: Option<TestCerts>,
     _temp: Option<tempfile::TempDir>,
     child: Option<Child>,
     /// Kills etcd if this process dies without dropping the server (a test
@@ -43,6 +45,7 @@ impl EtcdServer {
             client_port,
             peer_port,
             data_dir: temp.path().join("data"),
+            tls: None,
             _temp: Some(temp),
             child: None,
             watchdog: None,
@@ -52,9 +55,32 @@ impl EtcdServer {
         Ok(server)
     }
 
-    /// The client URL, e.g. `http://127.0.0.1:23790`.
+    /// Starts a single-member etcd that serves clients only over TLS and
+    /// requires a client certificate signed by `certs`' CA.
+    pub fn start_tls(certs: &TestCerts) -> std::io::Result<Self> {
+        let temp = tempfile::Builder::new().prefix("pilot-etcd-tls-").tempdir()?;
+        let (client_port, peer_port) = (free_port()?, free_port()?);
+        let name = "member-0".to_string();
+        let mut server = EtcdServer {
+            initial_cluster: format!("{name}=http://127.0.0.1:{peer_port}"),
+            name,
+            client_port,
+            peer_port,
+            data_dir: temp.path().join("data"),
+            tls: Some(certs.clone()),
+            _temp: Some(temp),
+            child: None,
+            watchdog: None,
+        };
+        server.spawn("new")?;
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    /// The client URL, e.g. `http://127.0.0.1:23790` (`https://` with TLS).
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
     /// The member's name in its cluster.
@@ -85,7 +111,15 @@ impl EtcdServer {
 
     fn spawn(&mut self, state: &str) -> std::io::Result<()> {
         let log = std::fs::File::create(self.data_dir.with_extension("log"))?;
-        let child = Command::new("etcd")
+        let mut command = Command::new("etcd");
+        if let Some(certs) = &self.tls {
+            command
+                .arg(format!("--cert-file={}", certs.server_cert.display()))
+                .arg(format!("--key-file={}", certs.server_key.display()))
+                .arg(format!("--trusted-ca-file={}", certs.ca.display()))
+                .arg("--client-cert-auth");
+        }
+        let child = command
             .arg("--name")
             .arg(&self.name)
             .arg("--data-dir")
@@ -140,7 +174,14 @@ impl EtcdServer {
                     self.data_dir.with_extension("log").display()
                 )));
             }
-            if healthy(self.client_port) {
+            // Over TLS only the port is checked; the client retries its
+            // first request.
+            let ready = if self.tls.is_some() {
+                TcpStream::connect(("127.0.0.1", self.client_port)).is_ok()
+            } else {
+                healthy(self.client_port)
+            };
+            if ready {
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -182,6 +223,7 @@ impl EtcdCluster {
                 peer_port,
                 initial_cluster: initial_cluster.clone(),
                 data_dir: temp.path().join(format!("member-{i}")),
+                tls: None,
                 _temp: None,
                 child: None,
                 watchdog: None,
@@ -198,6 +240,101 @@ impl EtcdCluster {
     /// Every member's client URL.
     pub fn endpoints(&self) -> Vec<String> {
         self.members.iter().map(EtcdServer::endpoint).collect()
+    }
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, made
+/// with the `openssl` command for one test.
+#[derive(Debug, Clone)]
+pub struct TestCerts {
+    /// The CA certificate (PEM).
+    pub ca: PathBuf,
+    /// The server's certificate, for IP 127.0.0.1 and `localhost`.
+    pub server_cert: PathBuf,
+    /// The server's key.
+    pub server_key: PathBuf,
+    /// A client certificate signed by the CA.
+    pub client_cert: PathBuf,
+    /// The client's key.
+    pub client_key: PathBuf,
+}
+
+impl TestCerts {
+    /// Generates the certificates into `dir`.
+    pub fn generate(dir: &std::path::Path) -> std::io::Result<Self> {
+        let path = |name: &str| dir.join(name);
+        let openssl = |args: &[&str]| -> std::io::Result<()> {
+            let output = Command::new("openssl").args(args).current_dir(dir).output()?;
+            if output.status.success() {
+                Ok(())
+            } else {
+                Err(std::io::Error::other(format!(
+                    "openssl {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&output.stderr)
+                )))
+            }
+        };
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=pilot-test-ca",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+        ])?;
+        for (name, extensions) in [
+            (
+                "server",
+                "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth",
+            ),
+            ("client", "extendedKeyUsage=clientAuth"),
+        ] {
+            std::fs::write(path(&format!("{name}.ext")), extensions)?;
+            openssl(&[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                &format!("/CN=pilot-test-{name}"),
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+            ])?;
+            openssl(&[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "1",
+                "-extfile",
+                &format!("{name}.ext"),
+                "-out",
+                &format!("{name}.crt"),
+            ])?;
+        }
+        Ok(TestCerts {
+            ca: path("ca.crt"),
+            server_cert: path("server.crt"),
+            server_key: path("server.key"),
+            client_cert: path("client.crt"),
+            client_key: path("client.key"),
+        })
     }
 }
 
