@@ -1,0 +1,333 @@
+//! CDS: clusters for services, their version subsets, the proxy's own
+//! instances, and external hosts allowed by egress rules.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::cluster::v3::{
+    CircuitBreakers, Cluster, OutlierDetection, circuit_breakers::Thresholds, cluster,
+};
+use envoy_types::pb::envoy::config::core::v3::{
+    Http2ProtocolOptions, HttpProtocolOptions as CoreHttpOptions,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::Endpoint;
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+};
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::{HttpProtocolOptions, http_protocol_options};
+use pilot_model::istio::SimpleLbPolicy;
+use pilot_model::{Labels, Protocol, Service, ServiceDiscovery, ServiceInstance};
+
+use crate::util::{ads, any, duration, socket, u32_value};
+use crate::{ClusterName, MeshConfig, Proxy};
+
+/// How long a new upstream connection may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The cluster that forwards to a connection's original destination.
+pub const PASSTHROUGH: &str = "PassthroughCluster";
+
+const HTTP_OPTIONS_KEY: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+
+/// Every subset (label set) that some rule sends traffic to, by hostname.
+pub(crate) fn subsets(mesh: &MeshConfig) -> BTreeMap<String, BTreeSet<Labels>> {
+    let mut subsets: BTreeMap<String, BTreeSet<Labels>> = BTreeMap::new();
+    for rule in &mesh.route_rules {
+        let Some(destination) = &rule.spec.destination else {
+            continue;
+        };
+        let default_host = mesh.hostname(destination, &rule.meta.namespace);
+        for route in &rule.spec.route {
+            let host = route
+                .destination
+                .as_ref()
+                .map(|d| mesh.hostname(d, &rule.meta.namespace))
+                .unwrap_or_else(|| default_host.clone());
+            let labels = Labels(route.labels.clone());
+            if !labels.is_empty() {
+                subsets.entry(host).or_default().insert(labels);
+            }
+        }
+        if let Some(mirror) = &rule.spec.mirror
+            && !mirror.labels.is_empty()
+        {
+            let host = mesh.hostname(mirror, &rule.meta.namespace);
+            subsets
+                .entry(host)
+                .or_default()
+                .insert(Labels(mirror.labels.clone()));
+        }
+    }
+    for policy in &mesh.destination_policies {
+        if let Some(destination) = &policy.spec.destination
+            && !destination.labels.is_empty()
+        {
+            let host = mesh.hostname(destination, &policy.meta.namespace);
+            subsets
+                .entry(host)
+                .or_default()
+                .insert(Labels(destination.labels.clone()));
+        }
+    }
+    subsets
+}
+
+/// The clusters for `proxy`, and the load assignments of its EDS clusters.
+pub(crate) fn clusters(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    mesh: &MeshConfig,
+    own: &[ServiceInstance],
+) -> (Vec<Cluster>, Vec<ClusterLoadAssignment>) {
+    let subsets = subsets(mesh);
+    let mut clusters = Vec::new();
+    let mut assignments = Vec::new();
+    let none = BTreeSet::new();
+    for service in registry.services() {
+        for port in &service.ports {
+            if let Some(external) = &service.external_name {
+                let name = ClusterName::outbound(&service.hostname, port.port, Labels::new());
+                clusters.push(dns_cluster(&name.to_string(), external, port.port, port.protocol));
+                continue;
+            }
+            let wanted = std::iter::once(Labels::new())
+                .chain(subsets.get(&service.hostname).unwrap_or(&none).iter().cloned());
+            for subset in wanted {
+                let name = ClusterName::outbound(&service.hostname, port.port, subset.clone());
+                let mut cluster = eds_cluster(&name.to_string(), port.protocol);
+                if let Some(policy) = mesh.policy_for(&service.hostname, &subset) {
+                    apply_policy(&mut cluster, &policy.spec);
+                }
+                clusters.push(cluster);
+                assignments.push(load_assignment(&name, &service, &port.name, registry));
+            }
+        }
+    }
+    for instance in own {
+        let port = &instance.endpoint.service_port;
+        let name = ClusterName::inbound(&instance.service.hostname, port.port).to_string();
+        if clusters.iter().any(|c| c.name == name) {
+            continue;
+        }
+        let mut cluster = static_cluster(&name, "127.0.0.1", instance.endpoint.port);
+        set_protocol(&mut cluster, port.protocol);
+        clusters.push(cluster);
+    }
+    clusters.extend(egress_clusters(mesh));
+    if proxy.capture == crate::TrafficCapture::Iptables || !mesh.egress_rules.is_empty() {
+        clusters.push(original_destination(PASSTHROUGH));
+    }
+    let mut seen = BTreeSet::new();
+    clusters.retain(|c| seen.insert(c.name.clone()));
+    (clusters, assignments)
+}
+
+fn base(name: &str, kind: cluster::DiscoveryType) -> Cluster {
+    Cluster {
+        name: name.to_string(),
+        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(kind as i32)),
+        ..Default::default()
+    }
+}
+
+fn eds_cluster(name: &str, protocol: Protocol) -> Cluster {
+    let mut cluster = base(name, cluster::DiscoveryType::Eds);
+    cluster.eds_cluster_config = Some(cluster::EdsClusterConfig {
+        eds_config: Some(ads()),
+        service_name: name.to_string(),
+    });
+    set_protocol(&mut cluster, protocol);
+    cluster
+}
+
+fn static_cluster(name: &str, address: &str, port: u16) -> Cluster {
+    let mut cluster = base(name, cluster::DiscoveryType::Static);
+    cluster.load_assignment = Some(ClusterLoadAssignment {
+        cluster_name: name.to_string(),
+        endpoints: vec![LocalityLbEndpoints {
+            lb_endpoints: vec![lb_endpoint_at(address, port)],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    cluster
+}
+
+fn dns_cluster(name: &str, host: &str, port: u16, protocol: Protocol) -> Cluster {
+    let mut cluster = static_cluster(name, host, port);
+    cluster.cluster_discovery_type = Some(cluster::ClusterDiscoveryType::Type(
+        cluster::DiscoveryType::StrictDns as i32,
+    ));
+    set_protocol(&mut cluster, protocol);
+    cluster
+}
+
+fn original_destination(name: &str) -> Cluster {
+    let mut cluster = base(name, cluster::DiscoveryType::OriginalDst);
+    cluster.lb_policy = cluster::LbPolicy::ClusterProvided as i32;
+    cluster
+}
+
+/// HTTP/2 upstreams for HTTP/2 and gRPC ports.
+fn set_protocol(cluster: &mut Cluster, protocol: Protocol) {
+    if matches!(protocol, Protocol::Http2 | Protocol::Grpc) {
+        let options = HttpProtocolOptions {
+            upstream_protocol_options: Some(
+                http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                    http_protocol_options::ExplicitHttpConfig {
+                        protocol_config: Some(
+                            http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+                                Http2ProtocolOptions::default(),
+                            ),
+                        ),
+                    },
+                ),
+            ),
+            ..Default::default()
+        };
+        cluster
+            .typed_extension_protocol_options
+            .insert(HTTP_OPTIONS_KEY.into(), any(&options));
+    }
+}
+
+/// Load balancing, circuit breaking and outlier detection from a
+/// destination policy.
+fn apply_policy(cluster: &mut Cluster, policy: &pilot_model::istio::DestinationPolicy) {
+    if let Some(name) = policy.load_balancing.as_ref().and_then(|lb| lb.name) {
+        cluster.lb_policy = match name {
+            SimpleLbPolicy::RoundRobin => cluster::LbPolicy::RoundRobin,
+            SimpleLbPolicy::LeastConn => cluster::LbPolicy::LeastRequest,
+            SimpleLbPolicy::Random => cluster::LbPolicy::Random,
+        } as i32;
+    }
+    let Some(cb) = policy.circuit_breaker.as_ref().and_then(|c| c.simple_cb.as_ref()) else {
+        return;
+    };
+    cluster.circuit_breakers = Some(CircuitBreakers {
+        thresholds: vec![Thresholds {
+            max_connections: cb.max_connections.map(u32_value),
+            max_pending_requests: cb.http_max_pending_requests.map(u32_value),
+            max_requests: cb.http_max_requests.map(u32_value),
+            max_retries: cb.http_max_retries.map(u32_value),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    if cb.http_consecutive_errors.is_some()
+        || cb.http_detection_interval.is_some()
+        || cb.sleep_window.is_some()
+        || cb.http_max_ejection_percent.is_some()
+    {
+        cluster.outlier_detection = Some(OutlierDetection {
+            consecutive_5xx: cb.http_consecutive_errors.map(u32_value),
+            interval: cb.http_detection_interval.map(|d| duration(d.as_std())),
+            base_ejection_time: cb.sleep_window.map(|d| duration(d.as_std())),
+            max_ejection_percent: cb.http_max_ejection_percent.map(u32_value),
+            ..Default::default()
+        });
+    }
+    if let Some(per_connection) = cb.http_max_requests_per_connection {
+        let key = HTTP_OPTIONS_KEY.to_string();
+        let mut options = cluster
+            .typed_extension_protocol_options
+            .get(&key)
+            .and_then(|a| <HttpProtocolOptions as prost::Message>::decode(a.value.as_slice()).ok())
+            .unwrap_or_else(|| HttpProtocolOptions {
+                upstream_protocol_options: Some(
+                    http_protocol_options::UpstreamProtocolOptions::UseDownstreamProtocolConfig(
+                        http_protocol_options::UseDownstreamHttpConfig::default(),
+                    ),
+                ),
+                ..Default::default()
+            });
+        options.common_http_protocol_options = Some(CoreHttpOptions {
+            max_requests_per_connection: Some(u32_value(per_connection)),
+            ..Default::default()
+        });
+        cluster
+            .typed_extension_protocol_options
+            .insert(key, any(&options));
+    }
+}
+
+/// Clusters for the external hosts egress rules allow: DNS for a plain
+/// domain, the original destination for wildcards and CIDR blocks.
+fn egress_clusters(mesh: &MeshConfig) -> Vec<Cluster> {
+    let mut clusters = Vec::new();
+    for rule in &mesh.egress_rules {
+        let Some(service) = rule.spec.destination.as_ref().map(|d| d.service.as_str()) else {
+            continue;
+        };
+        for port in &rule.spec.ports {
+            let Ok(number) = u16::try_from(port.port) else {
+                continue;
+            };
+            let name = ClusterName::outbound(service, number, Labels::new()).to_string();
+            let protocol = match port.protocol.to_ascii_uppercase().as_str() {
+                "HTTP2" => Protocol::Http2,
+                "GRPC" => Protocol::Grpc,
+                _ => Protocol::Http,
+            };
+            let cluster = if service.contains('*')
+                || service.contains('/')
+                || service.parse::<std::net::IpAddr>().is_ok()
+            {
+                original_destination(&name)
+            } else {
+                dns_cluster(&name, service, number, protocol)
+            };
+            clusters.push(cluster);
+        }
+    }
+    clusters
+}
+
+fn lb_endpoint_at(address: &str, port: u16) -> LbEndpoint {
+    LbEndpoint {
+        host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+            address: Some(socket(address, port)),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+/// EDS: the instances of a service port (and subset), grouped by zone.
+pub(crate) fn load_assignment(
+    name: &ClusterName,
+    service: &Service,
+    port_name: &str,
+    registry: &dyn ServiceDiscovery,
+) -> ClusterLoadAssignment {
+    let selectors: Vec<Labels> = if name.subset.is_empty() {
+        Vec::new()
+    } else {
+        vec![name.subset.clone()]
+    };
+    let mut by_zone: BTreeMap<String, Vec<LbEndpoint>> = BTreeMap::new();
+    for instance in registry.instances(&service.hostname, &[port_name], &selectors) {
+        by_zone
+            .entry(instance.availability_zone.clone().unwrap_or_default())
+            .or_default()
+            .push(lb_endpoint_at(
+                &instance.endpoint.address.to_string(),
+                instance.endpoint.port,
+            ));
+    }
+    ClusterLoadAssignment {
+        cluster_name: name.to_string(),
+        endpoints: by_zone
+            .into_iter()
+            .map(|(zone, lb_endpoints)| LocalityLbEndpoints {
+                locality: (!zone.is_empty()).then(|| envoy_types::pb::envoy::config::core::v3::Locality {
+                    zone,
+                    ..Default::default()
+                }),
+                lb_endpoints,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}

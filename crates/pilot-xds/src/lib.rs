@@ -1,0 +1,235 @@
+//! Envoy xDS v3 configuration generated from pilot's services and routing
+//! rules: a pure function of a service registry snapshot, the routing
+//! configuration and the proxy asking.
+//!
+//! - CDS ([`Resources::clusters`]): an EDS cluster per service port and per
+//!   version subset that a rule or policy names, with the destination
+//!   policy's load balancing, circuit breakers and outlier detection;
+//!   inbound clusters to 127.0.0.1 for the proxy's own instances; clusters
+//!   for egress hosts (DNS, or the original destination for wildcards and
+//!   CIDR blocks).
+//! - EDS ([`Resources::endpoints`]): the matching instances of each EDS
+//!   cluster, with their zone as locality.
+//! - LDS ([`Resources::listeners`]): for sidecars with capture, the virtual
+//!   listener (original destination), outbound listeners that do not bind,
+//!   and inbound listeners; without capture, outbound listeners bound on
+//!   127.0.0.1 at each service port; for ingress proxies, listeners from
+//!   ingress rules. HTTP gets the connection manager (RDS; fault, CORS and
+//!   router filters), TCP a TCP proxy.
+//! - RDS ([`Resources::routes`]): a route configuration per outbound HTTP
+//!   port with a virtual host per service, rules applied in precedence order
+//!   with source matches honoured for the asking proxy.
+//!
+//! ```
+//! use std::net::IpAddr;
+//! use pilot_model::{Labels, Port, Protocol, Service};
+//! use pilot_store_memory::MemoryServiceRegistry;
+//! use pilot_xds::{MeshConfig, Proxy, generate};
+//!
+//! let registry = MemoryServiceRegistry::new();
+//! registry.add_service(Service::new("reviews.default.svc.cluster.local", vec![Port::new("http", 9080, Protocol::Http)]));
+//! registry.add_endpoints("reviews.default.svc.cluster.local", "10.0.0.1".parse::<IpAddr>().unwrap(), Labels::new()).unwrap();
+//! let proxy = Proxy::from_node_id("sidecar~10.0.0.9~client.default~default.svc.cluster.local").unwrap();
+//! let resources = generate(&proxy, &registry, &MeshConfig::default());
+//! assert!(resources.clusters.iter().any(|c| c.name == "outbound|9080||reviews.default.svc.cluster.local"));
+//! assert!(resources.check().is_ok());
+//! ```
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod clusters;
+mod listeners;
+mod mesh;
+mod names;
+mod proxy;
+mod routes;
+mod util;
+
+use std::collections::BTreeSet;
+
+use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpConnectionManager, http_connection_manager,
+};
+use pilot_model::ServiceDiscovery;
+
+pub use clusters::{CONNECT_TIMEOUT, PASSTHROUGH};
+pub use listeners::VIRTUAL_PORT;
+pub use mesh::MeshConfig;
+pub use names::{ClusterName, Direction, route_config_name};
+pub use proxy::{Proxy, ProxyType, TrafficCapture};
+pub use routes::{CORS_FILTER, FAULT_FILTER};
+
+/// What can go wrong generating configuration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum XdsError {
+    /// The Envoy node id is not `type~ip~id~domain`.
+    #[error("bad node id {node_id:?}: {reason}")]
+    BadNodeId {
+        /// The node id as sent.
+        node_id: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A resource name does not parse.
+    #[error("bad resource name {name:?}: {reason}")]
+    BadName {
+        /// The name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A configuration object does not decode as its kind.
+    #[error("bad configuration: {0}")]
+    BadConfig(String),
+    /// The generated resources refer to each other inconsistently.
+    #[error("inconsistent resources: {0}")]
+    Inconsistent(String),
+}
+
+/// The xDS resources for one proxy.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Resources {
+    /// CDS.
+    pub clusters: Vec<Cluster>,
+    /// EDS: one load assignment per EDS cluster.
+    pub endpoints: Vec<ClusterLoadAssignment>,
+    /// LDS.
+    pub listeners: Vec<Listener>,
+    /// RDS.
+    pub routes: Vec<RouteConfiguration>,
+}
+
+/// Generates every resource for `proxy` from the registry and the routing
+/// configuration.
+pub fn generate(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> Resources {
+    let own = registry.host_instances(&[proxy.ip]);
+    let (clusters, endpoints) = clusters::clusters(proxy, registry, mesh, &own);
+    let plan = listeners::listeners(proxy, registry, mesh, &own);
+    let services = registry.services();
+    let mut routes: Vec<RouteConfiguration> = plan
+        .http_ports
+        .iter()
+        .map(|port| routes::route_configuration(*port, &services, mesh, proxy, &own))
+        .collect();
+    routes.extend(plan.ingress_routes);
+    Resources {
+        clusters,
+        endpoints,
+        listeners: plan.listeners,
+        routes,
+    }
+}
+
+impl Resources {
+    /// Checks that the resources refer to each other consistently: unique
+    /// names, a load assignment for every EDS cluster and no other, a route
+    /// configuration for every RDS name a listener uses and no other, and a
+    /// cluster for every cluster a route or TCP proxy sends to.
+    pub fn check(&self) -> Result<(), XdsError> {
+        let unique = |what: &str, names: Vec<&str>| -> Result<BTreeSet<String>, XdsError> {
+            let mut set = BTreeSet::new();
+            for name in names {
+                if !set.insert(name.to_string()) {
+                    return Err(XdsError::Inconsistent(format!("two {what} named {name:?}")));
+                }
+            }
+            Ok(set)
+        };
+        let clusters = unique(
+            "clusters",
+            self.clusters.iter().map(|c| c.name.as_str()).collect(),
+        )?;
+        let assignments = unique(
+            "load assignments",
+            self.endpoints.iter().map(|e| e.cluster_name.as_str()).collect(),
+        )?;
+        unique(
+            "listeners",
+            self.listeners.iter().map(|l| l.name.as_str()).collect(),
+        )?;
+        let routes = unique(
+            "route configurations",
+            self.routes.iter().map(|r| r.name.as_str()).collect(),
+        )?;
+        let eds: BTreeSet<String> = self
+            .clusters
+            .iter()
+            .filter(|c| {
+                c.cluster_discovery_type
+                    == Some(cluster::ClusterDiscoveryType::Type(
+                        cluster::DiscoveryType::Eds as i32,
+                    ))
+            })
+            .map(|c| c.name.clone())
+            .collect();
+        if eds != assignments {
+            return Err(XdsError::Inconsistent(format!(
+                "EDS clusters without load assignments: {:?}; load assignments without clusters: {:?}",
+                eds.difference(&assignments).collect::<Vec<_>>(),
+                assignments.difference(&eds).collect::<Vec<_>>()
+            )));
+        }
+        let mut rds = BTreeSet::new();
+        for listener in &self.listeners {
+            for chain in &listener.filter_chains {
+                for filter in &chain.filters {
+                    let Some(filter::ConfigType::TypedConfig(any)) = &filter.config_type else {
+                        continue;
+                    };
+                    if let Ok(manager) =
+                        <HttpConnectionManager as prost::Message>::decode(any.value.as_slice())
+                        && filter.name == "envoy.filters.network.http_connection_manager"
+                        && let Some(http_connection_manager::RouteSpecifier::Rds(rds_config)) =
+                            manager.route_specifier
+                    {
+                        rds.insert(rds_config.route_config_name);
+                    }
+                }
+            }
+        }
+        if rds != routes {
+            return Err(XdsError::Inconsistent(format!(
+                "RDS names without route configurations: {:?}; route configurations no listener uses: {:?}",
+                rds.difference(&routes).collect::<Vec<_>>(),
+                routes.difference(&rds).collect::<Vec<_>>()
+            )));
+        }
+        for config in &self.routes {
+            for host in &config.virtual_hosts {
+                for route in &host.routes {
+                    for target in route_targets(route) {
+                        if !clusters.contains(&target) {
+                            return Err(XdsError::Inconsistent(format!(
+                                "route {:?} in {:?} sends to missing cluster {target:?}",
+                                route.name, config.name
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The clusters a route sends to (including mirrors).
+pub fn route_targets(route: &envoy_types::pb::envoy::config::route::v3::Route) -> Vec<String> {
+    use envoy_types::pb::envoy::config::route::v3::{route, route_action};
+    let Some(route::Action::Route(action)) = &route.action else {
+        return Vec::new();
+    };
+    let mut targets: Vec<String> = match &action.cluster_specifier {
+        Some(route_action::ClusterSpecifier::Cluster(name)) => vec![name.clone()],
+        Some(route_action::ClusterSpecifier::WeightedClusters(weighted)) => {
+            weighted.clusters.iter().map(|c| c.name.clone()).collect()
+        }
+        _ => Vec::new(),
+    };
+    targets.extend(action.request_mirror_policies.iter().map(|m| m.cluster.clone()));
+    targets
+}

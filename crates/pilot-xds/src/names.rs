@@ -1,0 +1,138 @@
+//! Stable, parseable names for generated resources.
+
+use std::fmt;
+use std::str::FromStr;
+
+use pilot_model::Labels;
+
+use crate::XdsError;
+
+/// Which way a cluster carries traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Direction {
+    /// From this proxy's application to a service.
+    Outbound,
+    /// From the mesh to this proxy's own application.
+    Inbound,
+}
+
+/// A cluster name: `direction|port|subset|hostname`, as Istio writes it,
+/// e.g. `outbound|9080|version=v2|reviews.default.svc.cluster.local`. The
+/// subset is the label selector of a version (empty for the whole service).
+///
+/// ```
+/// use pilot_xds::{ClusterName, Direction};
+/// let name: ClusterName = "outbound|9080|version=v2|reviews.default.svc.cluster.local".parse().unwrap();
+/// assert_eq!(name.direction, Direction::Outbound);
+/// assert_eq!(name.subset.get("version"), Some("v2"));
+/// assert_eq!(name.to_string().parse::<ClusterName>().unwrap(), name);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClusterName {
+    /// Outbound or inbound.
+    pub direction: Direction,
+    /// The service port.
+    pub port: u16,
+    /// The subset's labels (empty: every instance).
+    pub subset: Labels,
+    /// The service hostname.
+    pub hostname: String,
+}
+
+impl ClusterName {
+    /// The outbound cluster of a service port (or of one of its subsets).
+    pub fn outbound(hostname: &str, port: u16, subset: Labels) -> Self {
+        ClusterName {
+            direction: Direction::Outbound,
+            port,
+            subset,
+            hostname: hostname.to_string(),
+        }
+    }
+
+    /// The inbound cluster of one of the proxy's own service ports.
+    pub fn inbound(hostname: &str, port: u16) -> Self {
+        ClusterName {
+            direction: Direction::Inbound,
+            port,
+            subset: Labels::new(),
+            hostname: hostname.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for ClusterName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let direction = match self.direction {
+            Direction::Outbound => "outbound",
+            Direction::Inbound => "inbound",
+        };
+        write!(f, "{direction}|{}|{}|{}", self.port, self.subset, self.hostname)
+    }
+}
+
+impl FromStr for ClusterName {
+    type Err = XdsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = |reason: &str| XdsError::BadName {
+            name: s.to_string(),
+            reason: reason.to_string(),
+        };
+        let parts: Vec<&str> = s.split('|').collect();
+        let [direction, port, subset, hostname] = parts.as_slice() else {
+            return Err(bad("expected direction|port|subset|hostname"));
+        };
+        let direction = match *direction {
+            "outbound" => Direction::Outbound,
+            "inbound" => Direction::Inbound,
+            _ => return Err(bad("direction is not outbound or inbound")),
+        };
+        let port = port.parse().map_err(|_| bad("port is not a number"))?;
+        let subset = subset
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(|pair| {
+                pair.split_once('=')
+                    .ok_or_else(|| bad("subset is not key=value pairs"))
+            })
+            .collect::<Result<Labels, _>>()?;
+        if hostname.is_empty() {
+            return Err(bad("hostname is empty"));
+        }
+        Ok(ClusterName {
+            direction,
+            port,
+            subset,
+            hostname: hostname.to_string(),
+        })
+    }
+}
+
+/// The route configuration of an outbound HTTP port: its number.
+pub fn route_config_name(port: u16) -> String {
+    port.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_reject_garbage() {
+        let name = ClusterName::outbound("a.b", 80, Labels::from_pairs([("version", "v1"), ("zone", "x")]));
+        assert_eq!(name.to_string(), "outbound|80|version=v1,zone=x|a.b");
+        assert_eq!(name.to_string().parse::<ClusterName>().unwrap(), name);
+        let inbound = ClusterName::inbound("a.b", 9080);
+        assert_eq!(inbound.to_string(), "inbound|9080||a.b");
+        assert_eq!(inbound.to_string().parse::<ClusterName>().unwrap(), inbound);
+        for bad in [
+            "outbound|80|a.b",
+            "sideways|80||a",
+            "outbound|x||a",
+            "outbound|80|v|a",
+            "outbound|80||",
+        ] {
+            assert!(bad.parse::<ClusterName>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The proxy asking for configuration: its identity from Envoy's node id,
+//! and what its node metadata says.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
+
+use pilot_model::Labels;
+
+use crate::XdsError;
+
+/// What kind of proxy a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProxyType {
+    /// A sidecar next to one application instance.
+    Sidecar,
+    /// An ingress proxy at the edge of the mesh.
+    Ingress,
+    /// A router (egress or gateway) with no instances of its own.
+    Router,
+}
+
+impl FromStr for ProxyType {
+    type Err = XdsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "sidecar" => Ok(ProxyType::Sidecar),
+            "ingress" => Ok(ProxyType::Ingress),
+            "router" => Ok(ProxyType::Router),
+            other => Err(XdsError::BadNodeId {
+                node_id: String::new(),
+                reason: format!("proxy type {other:?} is not sidecar, ingress or router"),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for ProxyType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProxyType::Sidecar => "sidecar",
+            ProxyType::Ingress => "ingress",
+            ProxyType::Router => "router",
+        })
+    }
+}
+
+/// How traffic reaches a sidecar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TrafficCapture {
+    /// iptables redirect all traffic to the proxy's virtual listener, which
+    /// dispatches on the original destination.
+    #[default]
+    Iptables,
+    /// No capture (a VM without iptables, a test): outbound listeners bind
+    /// 127.0.0.1 at each service port, and applications call them there.
+    None,
+}
+
+/// A connected proxy: `type~ip~id~domain` plus node metadata.
+///
+/// ```
+/// use pilot_xds::{Proxy, ProxyType};
+/// let proxy = Proxy::from_node_id("sidecar~10.1.1.3~reviews-v2-7f9d.default~default.svc.cluster.local").unwrap();
+/// assert_eq!(proxy.proxy_type, ProxyType::Sidecar);
+/// assert_eq!(proxy.ip.to_string(), "10.1.1.3");
+/// assert!(Proxy::from_node_id("sidecar~not-an-ip~x~y").is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proxy {
+    /// Sidecar, ingress or router.
+    pub proxy_type: ProxyType,
+    /// The proxy's IP: its own instances are the registry's instances here.
+    pub ip: IpAddr,
+    /// Unique id, conventionally `<pod>.<namespace>`.
+    pub id: String,
+    /// DNS domain of the proxy, e.g. `default.svc.cluster.local`.
+    pub domain: String,
+    /// Labels of the proxy's workload (from node metadata), used by source
+    /// matches when the registry does not know the proxy.
+    pub labels: Labels,
+    /// How traffic reaches the proxy.
+    pub capture: TrafficCapture,
+}
+
+impl Proxy {
+    /// Parses an Envoy node id of the form `type~ip~id~domain`.
+    pub fn from_node_id(node_id: &str) -> Result<Self, XdsError> {
+        let bad = |reason: String| XdsError::BadNodeId {
+            node_id: node_id.to_string(),
+            reason,
+        };
+        let parts: Vec<&str> = node_id.split('~').collect();
+        let [kind, ip, id, domain] = parts.as_slice() else {
+            return Err(bad(format!(
+                "expected 4 parts type~ip~id~domain separated by '~', found {}",
+                parts.len()
+            )));
+        };
+        let proxy_type = kind.parse::<ProxyType>().map_err(|e| match e {
+            XdsError::BadNodeId { reason, .. } => bad(reason),
+            other => other,
+        })?;
+        let ip = ip
+            .parse::<IpAddr>()
+            .map_err(|_| bad(format!("{ip:?} is not an IP address")))?;
+        if id.is_empty() {
+            return Err(bad("the id part is empty".into()));
+        }
+        Ok(Proxy {
+            proxy_type,
+            ip,
+            id: id.to_string(),
+            domain: domain.to_string(),
+            labels: Labels::new(),
+            capture: TrafficCapture::default(),
+        })
+    }
+
+    /// Applies node metadata: `LABELS` (a JSON object or `k=v,k=v`) and
+    /// `INTERCEPTION_MODE` (`NONE` turns capture off).
+    pub fn with_metadata(mut self, metadata: &BTreeMap<String, String>) -> Result<Self, XdsError> {
+        if let Some(labels) = metadata.get("LABELS") {
+            self.labels = parse_labels(labels).map_err(|reason| XdsError::BadNodeId {
+                node_id: self.node_id(),
+                reason,
+            })?;
+        }
+        if let Some(mode) = metadata.get("INTERCEPTION_MODE") {
+            self.capture = match mode.to_ascii_uppercase().as_str() {
+                "NONE" => TrafficCapture::None,
+                "REDIRECT" | "TPROXY" => TrafficCapture::Iptables,
+                other => {
+                    return Err(XdsError::BadNodeId {
+                        node_id: self.node_id(),
+                        reason: format!("INTERCEPTION_MODE {other:?} is not NONE, REDIRECT or TPROXY"),
+                    });
+                }
+            };
+        }
+        Ok(self)
+    }
+
+    /// The node id this proxy was parsed from.
+    pub fn node_id(&self) -> String {
+        format!("{}~{}~{}~{}", self.proxy_type, self.ip, self.id, self.domain)
+    }
+}
+
+fn parse_labels(text: &str) -> Result<Labels, String> {
+    if text.trim_start().starts_with('{') {
+        let map: BTreeMap<String, String> =
+            serde_json::from_str(text).map_err(|e| format!("LABELS is not a JSON object of strings: {e}"))?;
+        return Ok(Labels(map));
+    }
+    text.split(',')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .ok_or_else(|| format!("LABELS entry {pair:?} is not key=value"))
+        })
+        .collect::<Result<BTreeMap<_, _>, _>>()
+        .map(Labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_ids() {
+        let proxy = Proxy::from_node_id("router~::1~gw~svc.cluster.local").unwrap();
+        assert_eq!(proxy.proxy_type, ProxyType::Router);
+        assert_eq!(proxy.node_id(), "router~::1~gw~svc.cluster.local");
+        for bad in [
+            "",
+            "sidecar~1.2.3.4~x",
+            "gateway~1.2.3.4~x~d",
+            "sidecar~1.2.3.4~~d",
+            "a~b~c~d~e",
+        ] {
+            let err = Proxy::from_node_id(bad).unwrap_err();
+            assert!(err.to_string().contains("node id"), "{err}");
+        }
+    }
+
+    #[test]
+    fn metadata() {
+        let metadata: BTreeMap<String, String> = [
+            (
+                "LABELS".to_string(),
+                r#"{"app":"reviews","version":"v2"}"#.to_string(),
+            ),
+            ("INTERCEPTION_MODE".to_string(), "NONE".to_string()),
+        ]
+        .into();
+        let proxy = Proxy::from_node_id("sidecar~10.0.0.1~a~b")
+            .unwrap()
+            .with_metadata(&metadata)
+            .unwrap();
+        assert_eq!(proxy.labels.get("version"), Some("v2"));
+        assert_eq!(proxy.capture, TrafficCapture::None);
+        let metadata: BTreeMap<String, String> =
+            [("LABELS".to_string(), "app=ratings,version=v1".to_string())].into();
+        let proxy = proxy.with_metadata(&metadata).unwrap();
+        assert_eq!(proxy.labels.get("app"), Some("ratings"));
+        let metadata: BTreeMap<String, String> =
+            [("INTERCEPTION_MODE".to_string(), "MAGIC".to_string())].into();
+        assert!(proxy.with_metadata(&metadata).is_err());
+    }
+}
