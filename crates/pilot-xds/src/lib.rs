@@ -45,6 +45,9 @@ mod proxy;
 mod routes;
 mod util;
 
+#[cfg(feature = "testing")]
+pub mod testing;
+
 use std::collections::BTreeSet;
 
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
