@@ -88,7 +88,7 @@ fn outbound(proxy: &Proxy, registry: &dyn ServiceDiscovery, plan: &mut ListenerP
             &format!("{address}_{port}"),
             address,
             *port,
-            capture,
+            !capture,
             http_filter_chain(
                 &format!("outbound_{port}"),
                 http_connection_manager::RouteSpecifier::Rds(Rds {
@@ -117,7 +117,7 @@ fn outbound(proxy: &Proxy, registry: &dyn ServiceDiscovery, plan: &mut ListenerP
                 &format!("{address}_{}", port.port),
                 &address,
                 port.port,
-                capture,
+                !capture,
                 tcp_filter_chain(&cluster),
             ));
         }

@@ -24,11 +24,15 @@ fn envoy_rejects_what_is_wrong() {
     let bad_rule = "apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\nmetadata: {name: bad-regex, namespace: default}\nspec:\n  destination: {name: ratings}\n  match: {request: {headers: {cookie: {regex: \"(unclosed\"}}}}\n";
     let objects = document::parse("bad.yaml", bad_rule, &istio::registry()).unwrap();
     let mut mesh = support::mesh();
-    mesh.route_rules.push(pilot_model::Config::from_dyn(&objects[0]).unwrap());
+    mesh.route_rules
+        .push(pilot_model::Config::from_dyn(&objects[0]).unwrap());
     let registry = support::registry();
     let proxy = support::proxies().remove(0).1;
     let resources = generate(&proxy, &registry, &mesh);
     resources.check().unwrap();
     let err = testing::validate(&proxy.node_id(), &resources).unwrap_err();
-    assert!(err.contains("unclosed") || err.to_lowercase().contains("regex"), "{err}");
+    assert!(
+        err.contains("unclosed") || err.to_lowercase().contains("regex"),
+        "{err}"
+    );
 }
