@@ -11,7 +11,9 @@
 //! - [`memory`] (`pilot-store-memory`): the in-memory store and service
 //!   registry;
 //! - `etcd` (`pilot-store-etcd`, feature `etcd`): the etcd store and
-//!   lease-based service registry.
+//!   lease-based service registry;
+//! - `xds` (`pilot-xds`, feature `xds`): Envoy configuration generated from
+//!   services and routing rules.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -38,3 +40,5 @@ pub use pilot_store as store;
 #[cfg(feature = "etcd")]
 pub use pilot_store_etcd as etcd;
 pub use pilot_store_memory as memory;
+#[cfg(feature = "xds")]
+pub use pilot_xds as xds;

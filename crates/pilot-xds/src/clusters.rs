@@ -19,7 +19,7 @@ use pilot_model::istio::SimpleLbPolicy;
 use pilot_model::{Labels, Protocol, Service, ServiceDiscovery, ServiceInstance};
 
 use crate::util::{ads, any, duration, socket, u32_value};
-use crate::{ClusterName, MeshConfig, Proxy};
+use crate::{ClusterName, MeshConfig, MeshIndex, Proxy};
 
 /// How long a new upstream connection may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -77,6 +77,7 @@ pub(crate) fn clusters(
     registry: &dyn ServiceDiscovery,
     mesh: &MeshConfig,
     own: &[ServiceInstance],
+    index: &MeshIndex<'_>,
 ) -> (Vec<Cluster>, Vec<ClusterLoadAssignment>) {
     let subsets = subsets(mesh);
     let mut clusters = Vec::new();
@@ -94,7 +95,7 @@ pub(crate) fn clusters(
             for subset in wanted {
                 let name = ClusterName::outbound(&service.hostname, port.port, subset.clone());
                 let mut cluster = eds_cluster(&name.to_string(), port.protocol);
-                if let Some(policy) = mesh.policy_for(&service.hostname, &subset) {
+                if let Some(policy) = index.policy_for(&service.hostname, &subset) {
                     apply_policy(&mut cluster, &policy.spec);
                 }
                 clusters.push(cluster);

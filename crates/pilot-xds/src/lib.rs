@@ -61,7 +61,7 @@ use pilot_model::ServiceDiscovery;
 
 pub use clusters::{CONNECT_TIMEOUT, PASSTHROUGH};
 pub use listeners::VIRTUAL_PORT;
-pub use mesh::MeshConfig;
+pub use mesh::{MeshConfig, MeshIndex};
 pub use names::{ClusterName, Direction, route_config_name};
 pub use proxy::{Proxy, ProxyType, TrafficCapture};
 pub use routes::{CORS_FILTER, FAULT_FILTER};
@@ -111,13 +111,14 @@ pub struct Resources {
 /// configuration.
 pub fn generate(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> Resources {
     let own = registry.host_instances(&[proxy.ip]);
-    let (clusters, endpoints) = clusters::clusters(proxy, registry, mesh, &own);
+    let index = mesh.index();
+    let (clusters, endpoints) = clusters::clusters(proxy, registry, mesh, &own, &index);
     let plan = listeners::listeners(proxy, registry, mesh, &own);
     let services = registry.services();
     let mut routes: Vec<RouteConfiguration> = plan
         .http_ports
         .iter()
-        .map(|port| routes::route_configuration(*port, &services, mesh, proxy, &own))
+        .map(|port| routes::route_configuration(*port, &services, mesh, proxy, &own, &index))
         .collect();
     routes.extend(plan.ingress_routes);
     Resources {

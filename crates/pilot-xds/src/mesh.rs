@@ -1,6 +1,8 @@
 //! The routing configuration the generator reads, and how rules name
 //! services.
 
+use std::collections::HashMap;
+
 use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
 use pilot_model::{Config, ConfigKind, DynConfig, Labels};
 
@@ -71,43 +73,61 @@ impl MeshConfig {
         format!("{}.{namespace}.{domain}", service.name)
     }
 
+    /// The rules and policies by the hostname they apply to, built once per
+    /// generation so each service finds its own without a scan.
+    pub fn index(&self) -> MeshIndex<'_> {
+        let mut rules: HashMap<String, Vec<&Config<RouteRule>>> = HashMap::new();
+        for rule in &self.route_rules {
+            if let Some(destination) = &rule.spec.destination {
+                rules
+                    .entry(self.hostname(destination, &rule.meta.namespace))
+                    .or_default()
+                    .push(rule);
+            }
+        }
+        for list in rules.values_mut() {
+            list.sort_by(|a, b| {
+                b.spec
+                    .precedence
+                    .cmp(&a.spec.precedence)
+                    .then_with(|| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)))
+            });
+        }
+        let mut policies: HashMap<String, Vec<(Labels, &Config<DestinationPolicy>)>> = HashMap::new();
+        for policy in &self.destination_policies {
+            if let Some(destination) = &policy.spec.destination {
+                policies
+                    .entry(self.hostname(destination, &policy.meta.namespace))
+                    .or_default()
+                    .push((Labels(destination.labels.clone()), policy));
+            }
+        }
+        MeshIndex { rules, policies }
+    }
+}
+
+/// [`MeshConfig`]'s rules and policies by hostname.
+pub struct MeshIndex<'a> {
+    rules: HashMap<String, Vec<&'a Config<RouteRule>>>,
+    policies: HashMap<String, Vec<(Labels, &'a Config<DestinationPolicy>)>>,
+}
+
+impl<'a> MeshIndex<'a> {
     /// The route rules for `hostname`, highest precedence first, ties broken
     /// by namespace and name.
-    pub fn rules_for(&self, hostname: &str) -> Vec<&Config<RouteRule>> {
-        let mut rules: Vec<&Config<RouteRule>> = self
-            .route_rules
-            .iter()
-            .filter(|r| {
-                r.spec
-                    .destination
-                    .as_ref()
-                    .is_some_and(|d| self.hostname(d, &r.meta.namespace) == hostname)
-            })
-            .collect();
-        rules.sort_by(|a, b| {
-            b.spec
-                .precedence
-                .cmp(&a.spec.precedence)
-                .then_with(|| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)))
-        });
-        rules
+    pub fn rules_for(&self, hostname: &str) -> &[&'a Config<RouteRule>] {
+        self.rules.get(hostname).map(Vec::as_slice).unwrap_or_default()
     }
 
     /// The destination policy for `hostname` and a subset: one whose labels
     /// equal the subset's, else one without labels.
-    pub fn policy_for(&self, hostname: &str, subset: &Labels) -> Option<&Config<DestinationPolicy>> {
-        let matching = |want_labels: bool| {
-            self.destination_policies.iter().find(|p| {
-                p.spec.destination.as_ref().is_some_and(|d| {
-                    self.hostname(d, &p.meta.namespace) == hostname
-                        && if want_labels {
-                            Labels(d.labels.clone()) == *subset
-                        } else {
-                            d.labels.is_empty()
-                        }
-                })
-            })
-        };
-        (if subset.is_empty() { None } else { matching(true) }).or_else(|| matching(false))
+    pub fn policy_for(&self, hostname: &str, subset: &Labels) -> Option<&'a Config<DestinationPolicy>> {
+        let policies = self.policies.get(hostname)?;
+        let exact = (!subset.is_empty())
+            .then(|| policies.iter().find(|(labels, _)| labels == subset))
+            .flatten();
+        exact
+            .or_else(|| policies.iter().find(|(labels, _)| labels.is_empty()))
+            .map(|(_, p)| *p)
     }
 }

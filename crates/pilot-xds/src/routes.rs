@@ -20,7 +20,7 @@ use pilot_model::{Config, Labels, Service, ServiceInstance};
 
 use crate::names::route_config_name;
 use crate::util::{any, duration, u32_value};
-use crate::{ClusterName, MeshConfig, Proxy};
+use crate::{ClusterName, MeshConfig, MeshIndex, Proxy};
 
 /// The filter names routes configure per route.
 pub const FAULT_FILTER: &str = "envoy.filters.http.fault";
@@ -35,6 +35,7 @@ pub(crate) fn route_configuration(
     mesh: &MeshConfig,
     proxy: &Proxy,
     own: &[ServiceInstance],
+    index: &MeshIndex<'_>,
 ) -> RouteConfiguration {
     let mut used_domains = BTreeSet::new();
     let mut virtual_hosts = Vec::new();
@@ -50,7 +51,7 @@ pub(crate) fn route_configuration(
             continue;
         }
         let mut routes = Vec::new();
-        for rule in mesh.rules_for(&service.hostname) {
+        for rule in index.rules_for(&service.hostname) {
             if applies_to(rule, mesh, own, proxy) {
                 routes.extend(rule_routes(rule, &service.hostname, service_port.port, mesh));
             }
