@@ -103,7 +103,10 @@ pub(crate) fn clusters(
             }
         }
     }
-    for instance in own {
+    // Inbound clusters and the passthrough serve captured traffic only.
+    let captured =
+        proxy.proxy_type == crate::ProxyType::Sidecar && proxy.capture == crate::TrafficCapture::Iptables;
+    for instance in own.iter().filter(|_| captured) {
         let port = &instance.endpoint.service_port;
         let name = ClusterName::inbound(&instance.service.hostname, port.port).to_string();
         if clusters.iter().any(|c| c.name == name) {
@@ -114,7 +117,7 @@ pub(crate) fn clusters(
         clusters.push(cluster);
     }
     clusters.extend(egress_clusters(mesh));
-    if proxy.capture == crate::TrafficCapture::Iptables || !mesh.egress_rules.is_empty() {
+    if captured {
         clusters.push(original_destination(PASSTHROUGH));
     }
     let mut seen = BTreeSet::new();

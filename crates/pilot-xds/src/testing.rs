@@ -112,6 +112,129 @@ pub fn validate(node_id: &str, resources: &Resources) -> Result<(), String> {
     }
 }
 
+/// What the real Envoy loaded from `resources` (as static configuration,
+/// like [`validate`]), as the JSON of its admin `/config_dump`, with
+/// timestamps removed. Listeners are told not to bind, so that scenarios
+/// can be dumped side by side.
+pub fn config_dump(node_id: &str, resources: &Resources) -> Result<serde_json::Value, String> {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let admin_port = free_port()?;
+    let mut bootstrap = static_bootstrap(node_id, resources, 15010);
+    if let Some(statics) = bootstrap.static_resources.as_mut() {
+        for listener in &mut statics.listeners {
+            listener.bind_to_port = Some(envoy_types::pb::google::protobuf::BoolValue { value: false });
+        }
+    }
+    bootstrap.admin = Some(envoy_types::pb::envoy::config::bootstrap::v3::Admin {
+        address: Some(socket("127.0.0.1", admin_port)),
+        ..Default::default()
+    });
+    let path = dir.path().join("bootstrap.pb");
+    std::fs::write(&path, bootstrap.encode_to_vec()).map_err(|e| e.to_string())?;
+    let mut envoy = Command::new(envoy_binary())
+        .arg("-c")
+        .arg(&path)
+        .arg("--disable-hot-restart")
+        .arg("--log-level")
+        .arg("error")
+        .arg("--base-id")
+        .arg(admin_port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run envoy (run scripts/install-deps): {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let body = loop {
+        let attempt = (|| -> std::io::Result<String> {
+            let mut stream = std::net::TcpStream::connect(("127.0.0.1", admin_port))?;
+            stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+            stream.write_all(b"GET /config_dump HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n")?;
+            let mut response = String::new();
+            stream.read_to_string(&mut response)?;
+            Ok(response)
+        })();
+        match attempt {
+            Ok(response) if response.starts_with("HTTP/1.1 200") => {
+                break response
+                    .split_once("\r\n\r\n")
+                    .map(|(_, body)| body.to_string())
+                    .unwrap_or_default();
+            }
+            _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            other => {
+                let _ = envoy.kill();
+                return Err(format!("envoy's admin did not answer: {other:?}"));
+            }
+        }
+    };
+    let _ = envoy.kill();
+    let _ = envoy.wait();
+    let mut dump: serde_json::Value =
+        serde_json::from_str(&dechunk(&body)).map_err(|e| format!("config_dump is not JSON: {e}"))?;
+    strip_volatile(&mut dump);
+    Ok(dump)
+}
+
+/// Undoes HTTP/1.1 chunked transfer encoding, if the body uses it.
+fn dechunk(body: &str) -> String {
+    if body.trim_start().starts_with('{') {
+        return body.to_string();
+    }
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || tail.len() < size {
+            break;
+        }
+        out.push_str(&tail[..size]);
+        rest = tail[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Removes what changes from run to run (timestamps, the binary's build)
+/// and puts Envoy's lists of resources (`static_*`, `dynamic_*`, which it
+/// dumps in hash order) in name order. Order inside a resource is kept.
+fn strip_volatile(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.remove("last_updated");
+            map.remove("bootstrap");
+            for (key, child) in map.iter_mut() {
+                if (key.starts_with("static_") || key.starts_with("dynamic_"))
+                    && let serde_json::Value::Array(items) = child
+                {
+                    items.sort_by_key(resource_name);
+                }
+                strip_volatile(child);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_volatile),
+        _ => {}
+    }
+}
+
+/// The name of a dumped resource (`{"cluster": {"name": ...}}` and the like).
+fn resource_name(item: &serde_json::Value) -> String {
+    let named = |v: &serde_json::Value| v.get("name").and_then(|n| n.as_str()).map(str::to_string);
+    named(item)
+        .or_else(|| item.as_object().and_then(|o| o.values().find_map(named)))
+        .unwrap_or_default()
+}
+
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| e.to_string())
+}
+
 fn inline_endpoints(cluster: &Cluster, resources: &Resources) -> Cluster {
     let mut cluster = cluster.clone();
     let eds = cluster::ClusterDiscoveryType::Type(cluster::DiscoveryType::Eds as i32);
