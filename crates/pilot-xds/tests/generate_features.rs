@@ -425,6 +425,17 @@ fn ingress_listeners_from_ingress_rules() {
             "outbound|9080||productpage.default.svc.cluster.local".into()
         ))
     );
+    // TLS on 443 from the rule's secret, delivered by SDS; port by name.
+    let tls = listener(&resources, "0.0.0.0_443");
+    let socket = tls.filter_chains[0].transport_socket.as_ref().expect("TLS");
+    assert_eq!(socket.name, "envoy.transport_sockets.tls");
+    let routes = resources.routes.iter().find(|r| r.name == "ingress_443").unwrap();
+    assert_eq!(
+        action(&routes.virtual_hosts[0].routes[0]).cluster_specifier,
+        Some(route_action::ClusterSpecifier::Cluster(
+            "outbound|9080||productpage.default.svc.cluster.local".into()
+        ))
+    );
     // Routers get clusters only.
     assert!(
         generate(&support::proxies()[3].1, &support::registry(), &support::mesh())

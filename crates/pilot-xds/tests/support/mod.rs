@@ -17,7 +17,8 @@ pub const REVIEWS: &str = "reviews.default.svc.cluster.local";
 pub const RATINGS: &str = "ratings.default.svc.cluster.local";
 
 /// More rules: redirect, rewrite, mirror, CORS, appended headers,
-/// websocket, retries, regex and prefix header matches, method match.
+/// websocket, retries, regex and prefix header matches, method match, and
+/// an ingress with TLS by port name.
 pub const EXTRA_RULES: &str = r#"
 apiVersion: config.istio.io/v1alpha2
 kind: RouteRule
@@ -58,6 +59,16 @@ spec:
     allowCredentials: true
   httpReqRetries: {simpleRetry: {attempts: 3, perTryTimeout: 2s}}
   httpReqTimeout: {simpleTimeout: {timeout: 10s}}
+---
+apiVersion: config.istio.io/v1alpha2
+kind: IngressRule
+metadata: {name: bookinfo-tls, namespace: default}
+spec:
+  port: 443
+  tlsSecret: ingress-certs
+  destination: {name: productpage}
+  destinationPortName: http
+  match: {request: {headers: {uri: {prefix: /}}}}
 "#;
 
 fn ip(s: &str) -> IpAddr {
