@@ -36,6 +36,16 @@ impl EtcdServer {
     /// Starts a single-member etcd on free loopback ports with a fresh data
     /// directory, and waits until it serves.
     pub fn start() -> std::io::Result<Self> {
+        Self::single(None)
+    }
+
+    /// Starts a single-member etcd that serves clients only over TLS and
+    /// requires a client certificate signed by `certs`' CA.
+    pub fn start_tls(certs: &TestCerts) -> std::io::Result<Self> {
+        Self::single(Some(certs.clone()))
+    }
+
+    fn single(tls: Option<TestCerts>) -> std::io::Result<Self> {
         let temp = tempfile::Builder::new().prefix("pilot-etcd-").tempdir()?;
         let (client_port, peer_port) = (free_port()?, free_port()?);
         let name = "member-0".to_string();
@@ -45,29 +55,7 @@ impl EtcdServer {
             client_port,
             peer_port,
             data_dir: temp.path().join("data"),
-            tls: None,
-            _temp: Some(temp),
-            child: None,
-            watchdog: None,
-        };
-        server.spawn("new")?;
-        server.wait_ready()?;
-        Ok(server)
-    }
-
-    /// Starts a single-member etcd that serves clients only over TLS and
-    /// requires a client certificate signed by `certs`' CA.
-    pub fn start_tls(certs: &TestCerts) -> std::io::Result<Self> {
-        let temp = tempfile::Builder::new().prefix("pilot-etcd-tls-").tempdir()?;
-        let (client_port, peer_port) = (free_port()?, free_port()?);
-        let name = "member-0".to_string();
-        let mut server = EtcdServer {
-            initial_cluster: format!("{name}=http://127.0.0.1:{peer_port}"),
-            name,
-            client_port,
-            peer_port,
-            data_dir: temp.path().join("data"),
-            tls: Some(certs.clone()),
+            tls,
             _temp: Some(temp),
             child: None,
             watchdog: None,

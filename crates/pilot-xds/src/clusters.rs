@@ -175,24 +175,29 @@ fn original_destination(name: &str) -> Cluster {
 /// HTTP/2 upstreams for HTTP/2 and gRPC ports.
 fn set_protocol(cluster: &mut Cluster, protocol: Protocol) {
     if matches!(protocol, Protocol::Http2 | Protocol::Grpc) {
-        let options = HttpProtocolOptions {
-            upstream_protocol_options: Some(
-                http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
-                    http_protocol_options::ExplicitHttpConfig {
-                        protocol_config: Some(
-                            http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
-                                Http2ProtocolOptions::default(),
-                            ),
-                        ),
-                    },
-                ),
-            ),
-            ..Default::default()
-        };
-        cluster
-            .typed_extension_protocol_options
-            .insert(HTTP_OPTIONS_KEY.into(), any(&options));
+        use_http2(cluster);
     }
+}
+
+/// Makes a cluster speak HTTP/2 to its upstreams (gRPC, xDS).
+pub(crate) fn use_http2(cluster: &mut Cluster) {
+    let options = HttpProtocolOptions {
+        upstream_protocol_options: Some(
+            http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                http_protocol_options::ExplicitHttpConfig {
+                    protocol_config: Some(
+                        http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+                            Http2ProtocolOptions::default(),
+                        ),
+                    ),
+                },
+            ),
+        ),
+        ..Default::default()
+    };
+    cluster
+        .typed_extension_protocol_options
+        .insert(HTTP_OPTIONS_KEY.into(), any(&options));
 }
 
 /// Load balancing, circuit breaking and outlier detection from a

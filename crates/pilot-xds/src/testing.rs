@@ -10,13 +10,15 @@ use std::process::Command;
 use envoy_types::pb::envoy::config::bootstrap::v3::{Bootstrap, bootstrap};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::{
-    ApiConfigSource, ApiVersion, GrpcService, Http2ProtocolOptions, Node, api_config_source, grpc_service,
+    ApiConfigSource, ApiVersion, GrpcService, Node, api_config_source, grpc_service,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
 use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, http_connection_manager,
 };
-use envoy_types::pb::envoy::extensions::upstreams::http::v3::{HttpProtocolOptions, http_protocol_options};
 use prost::Message;
 
 use crate::Resources;
@@ -279,34 +281,20 @@ fn inline_routes(listener: &Listener, resources: &Resources) -> Listener {
 }
 
 fn xds_cluster(port: u16) -> Cluster {
-    let options = HttpProtocolOptions {
-        upstream_protocol_options: Some(
-            http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
-                http_protocol_options::ExplicitHttpConfig {
-                    protocol_config: Some(
-                        http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
-                            Http2ProtocolOptions::default(),
-                        ),
-                    ),
-                },
-            ),
-        ),
-        ..Default::default()
-    };
     let mut cluster = Cluster {
         name: XDS_CLUSTER.into(),
         connect_timeout: Some(crate::util::duration(std::time::Duration::from_secs(1))),
-        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(cluster::DiscoveryType::Static as i32)),
-        load_assignment: Some(envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment {
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
+            cluster::DiscoveryType::Static as i32,
+        )),
+        load_assignment: Some(ClusterLoadAssignment {
             cluster_name: XDS_CLUSTER.into(),
-            endpoints: vec![envoy_types::pb::envoy::config::endpoint::v3::LocalityLbEndpoints {
-                lb_endpoints: vec![envoy_types::pb::envoy::config::endpoint::v3::LbEndpoint {
-                    host_identifier: Some(envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint::HostIdentifier::Endpoint(
-                        envoy_types::pb::envoy::config::endpoint::v3::Endpoint {
-                            address: Some(socket("127.0.0.1", port)),
-                            ..Default::default()
-                        },
-                    )),
+            endpoints: vec![LocalityLbEndpoints {
+                lb_endpoints: vec![LbEndpoint {
+                    host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                        address: Some(socket("127.0.0.1", port)),
+                        ..Default::default()
+                    })),
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -315,9 +303,6 @@ fn xds_cluster(port: u16) -> Cluster {
         }),
         ..Default::default()
     };
-    cluster.typed_extension_protocol_options.insert(
-        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".into(),
-        any(&options),
-    );
+    crate::clusters::use_http2(&mut cluster);
     cluster
 }
