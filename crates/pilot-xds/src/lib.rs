@@ -43,6 +43,7 @@ mod mesh;
 mod names;
 mod proxy;
 mod routes;
+mod server;
 mod util;
 
 #[cfg(feature = "testing")]
@@ -65,6 +66,7 @@ pub use mesh::{MeshConfig, MeshIndex};
 pub use names::{ClusterName, Direction, route_config_name};
 pub use proxy::{Proxy, ProxyType, TrafficCapture};
 pub use routes::{CORS_FILTER, FAULT_FILTER};
+pub use server::{MeshSnapshot, Nack, ProxyStatus, TYPES, TypeStatus, XdsOptions, XdsServer};
 
 /// What can go wrong generating configuration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,0 +1,182 @@
+//! The Aggregated Discovery Service: pushes generated configuration to
+//! connected Envoys as the configuration and the registry change, and
+//! records what each proxy ACKed or NACKed.
+//!
+//! - One push pipeline per server: Controller and registry events are
+//!   debounced (a quiet period and a maximum delay), then one shared
+//!   [`MeshSnapshot`] (the typed rules, decoded once) is published. Nothing
+//!   is published before the Controller has synced, so a restarted server
+//!   never pushes empty configuration.
+//! - One task per stream (state of the world): it regenerates the proxy's
+//!   resources for each snapshot and sends, in the order CDS, EDS, LDS, RDS,
+//!   only the types whose content changed (EDS and RDS again after CDS and
+//!   LDS, so a changed cluster always gets its load assignment). A NACK is
+//!   recorded and not answered by sending the same thing again. Responses go
+//!   through a bounded queue: a stuck proxy holds up only its own task. When
+//!   the stream ends, the task, its queue and its status go away.
+
+mod connection;
+mod pipeline;
+mod status;
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
+    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
+};
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use futures::Stream;
+use pilot_model::ServiceDiscovery;
+use pilot_store::Controller;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+pub use status::{Nack, ProxyStatus, TYPES, TypeStatus};
+
+use crate::MeshConfig;
+
+/// How the server batches and sends.
+#[derive(Debug, Clone)]
+pub struct XdsOptions {
+    /// A push waits until no change has arrived for this long...
+    pub debounce_quiet: Duration,
+    /// ...but no longer than this after the first change.
+    pub debounce_max: Duration,
+    /// Responses queued per stream before the stream's task waits.
+    pub send_queue: usize,
+}
+
+impl Default for XdsOptions {
+    fn default() -> Self {
+        XdsOptions {
+            debounce_quiet: Duration::from_millis(10),
+            debounce_max: Duration::from_millis(50),
+            send_queue: 16,
+        }
+    }
+}
+
+/// The routing configuration at one version, shared by every connection.
+#[derive(Debug)]
+pub struct MeshSnapshot {
+    /// Increases with every push.
+    pub version: u64,
+    /// The typed rules.
+    pub mesh: MeshConfig,
+}
+
+/// The ADS server. Cloning gives another handle on the same server.
+#[derive(Clone)]
+pub struct XdsServer {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) snapshots: watch::Sender<Option<Arc<MeshSnapshot>>>,
+    pub(crate) registry: Arc<dyn ServiceDiscovery>,
+    pub(crate) status: Mutex<BTreeMap<u64, ProxyStatus>>,
+    pub(crate) options: XdsOptions,
+    next_connection: AtomicU64,
+    pipeline: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(task) = self.pipeline.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            task.abort();
+        }
+    }
+}
+
+impl XdsServer {
+    /// A server for the configuration cached by `controller` (which must be
+    /// running) and the services of `registry`. Call inside a Tokio runtime.
+    pub fn new(
+        controller: Arc<Controller>,
+        registry: Arc<dyn ServiceDiscovery>,
+        options: XdsOptions,
+    ) -> Self {
+        let inner = Arc::new(Inner {
+            snapshots: watch::channel(None).0,
+            registry: Arc::clone(&registry),
+            status: Mutex::new(BTreeMap::new()),
+            options: options.clone(),
+            next_connection: AtomicU64::new(0),
+            pipeline: Mutex::new(None),
+        });
+        let task = tokio::spawn(pipeline::run(
+            Arc::downgrade(&inner),
+            controller,
+            registry,
+            options,
+        ));
+        *inner.pipeline.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+        XdsServer { inner }
+    }
+
+    /// The tonic service to add to a `tonic::transport::Server`.
+    pub fn service(&self) -> AggregatedDiscoveryServiceServer<XdsServer> {
+        AggregatedDiscoveryServiceServer::new(self.clone())
+    }
+
+    /// The feedback of every connected proxy.
+    pub fn status(&self) -> Vec<ProxyStatus> {
+        self.inner
+            .status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The version of the last push, once the first has happened.
+    pub fn version(&self) -> Option<u64> {
+        self.inner.snapshots.borrow().as_ref().map(|s| s.version)
+    }
+
+    /// Waits until a push at `version` or later has been published.
+    pub async fn wait_version(&self, version: u64) {
+        let mut snapshots = self.inner.snapshots.subscribe();
+        let _ = snapshots
+            .wait_for(|s| s.as_ref().is_some_and(|s| s.version >= version))
+            .await;
+    }
+}
+
+type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, tonic::Status>> + Send>>;
+
+#[tonic::async_trait]
+impl AggregatedDiscoveryService for XdsServer {
+    type StreamAggregatedResourcesStream = ResponseStream<DiscoveryResponse>;
+    type DeltaAggregatedResourcesStream = ResponseStream<DeltaDiscoveryResponse>;
+
+    async fn stream_aggregated_resources(
+        &self,
+        request: tonic::Request<tonic::Streaming<DiscoveryRequest>>,
+    ) -> Result<tonic::Response<Self::StreamAggregatedResourcesStream>, tonic::Status> {
+        let requests = request.into_inner();
+        let (responses, queue) = mpsc::channel(self.inner.options.send_queue.max(1));
+        let id = self.inner.next_connection.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(connection::run(Arc::clone(&self.inner), id, requests, responses));
+        let stream = futures::stream::unfold(queue, |mut queue| async move {
+            queue.recv().await.map(|r| (r, queue))
+        });
+        Ok(tonic::Response::new(Box::pin(stream)))
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        _request: tonic::Request<tonic::Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<tonic::Response<Self::DeltaAggregatedResourcesStream>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "incremental (delta) xDS is not served yet; use the state-of-the-world ADS stream",
+        ))
+    }
+}
