@@ -151,7 +151,7 @@ impl Drop for Envoy {
     }
 }
 
-fn start_envoy(xds_port: u16) -> Envoy {
+fn start_envoy(xds_port: u16, delta: bool) -> Envoy {
     let dir = tempfile::tempdir().unwrap();
     let admin_port = free_port();
     let ads = || ConfigSource {
@@ -182,7 +182,11 @@ fn start_envoy(xds_port: u16) -> Envoy {
         static_resources: Some(bootstrap::StaticResources { clusters: statics.clusters, ..Default::default() }),
         dynamic_resources: Some(bootstrap::DynamicResources {
             ads_config: Some(ApiConfigSource {
-                api_type: api_config_source::ApiType::Grpc as i32,
+                api_type: if delta {
+                    api_config_source::ApiType::DeltaGrpc as i32
+                } else {
+                    api_config_source::ApiType::Grpc as i32
+                },
                 transport_api_version: ApiVersion::V3 as i32,
                 grpc_services: vec![GrpcService {
                     target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(grpc_service::EnvoyGrpc {
@@ -257,7 +261,16 @@ fn rule(text: &str) -> pilot_model::DynConfig {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn envoy_routes_by_the_rules_it_is_pushed() {
+async fn state_of_the_world_routing_scenarios() {
+    routing_scenarios(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_routing_scenarios() {
+    routing_scenarios(true).await;
+}
+
+async fn routing_scenarios(delta: bool) {
     let store = MemoryConfigStore::new(istio::registry());
     let controller = Arc::new(Controller::new(Arc::new(store.clone())));
     controller.run();
@@ -295,7 +308,7 @@ async fn envoy_routes_by_the_rules_it_is_pushed() {
             .await
             .unwrap();
     });
-    let envoy = start_envoy(xds_port);
+    let envoy = start_envoy(xds_port, delta);
     let admin_port = envoy.admin;
     let run = |f: Box<dyn FnOnce() + Send>| tokio::task::spawn_blocking(f);
 
@@ -311,6 +324,7 @@ async fn envoy_routes_by_the_rules_it_is_pushed() {
     let synced = || {
         server.status().iter().any(|p| {
             p.node_id.starts_with("sidecar~10.99.0.1")
+                && p.incremental == delta
                 && pilot_xds::TYPES
                     .iter()
                     .all(|t| p.types.get(t).is_some_and(|s| s.synced()))

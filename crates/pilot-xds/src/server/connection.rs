@@ -27,7 +27,7 @@ struct Subscription {
 }
 
 /// The xDS types this server serves, in push order.
-const ORDER: [(&str, &str); 4] = [
+pub(super) const ORDER: [(&str, &str); 4] = [
     ("CDS", "type.googleapis.com/envoy.config.cluster.v3.Cluster"),
     (
         "EDS",
@@ -61,32 +61,15 @@ pub(crate) async fn run(
         Ok(Some(first)) => first,
         _ => return,
     };
-    let proxy = match first
-        .node
-        .as_ref()
-        .ok_or("the first request carries no node")
-        .and_then(|node| proxy_of(node).map_err(|_| "bad node"))
-    {
+    let proxy = match proxy_from(first.node.as_ref()) {
         Ok(proxy) => proxy,
-        Err(_) => {
-            let message = first.node.as_ref().map(|n| n.id.clone()).unwrap_or_default();
-            let _ = responses
-                .send(Err(tonic::Status::invalid_argument(format!(
-                    "node id {message:?} is not type~ip~id~domain with type sidecar, ingress or router"
-                ))))
-                .await;
+        Err(status) => {
+            let _ = responses.send(Err(status)).await;
             return;
         }
     };
     let mut snapshots = server.snapshots.subscribe();
-    server.status.lock().unwrap_or_else(|p| p.into_inner()).insert(
-        id,
-        ProxyStatus {
-            node_id: proxy.node_id(),
-            types: BTreeMap::new(),
-        },
-    );
-    tracing::info!(node = %proxy.node_id(), "proxy connected");
+    register(&server, id, &proxy, false);
     let mut connection = Connection {
         server: Arc::clone(&server),
         id,
@@ -259,9 +242,7 @@ impl Connection {
     }
 
     fn status<T>(&self, short: &'static str, f: impl FnOnce(&mut TypeStatus) -> T) -> T {
-        let mut all = self.server.status.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = all.entry(self.id).or_default();
-        f(entry.types.entry(short).or_default())
+        update_status(&self.server, self.id, short, f)
     }
 }
 
@@ -269,9 +250,77 @@ fn encode<'a, M: Message + Name + 'a>(resources: impl Iterator<Item = &'a M>) ->
     resources.map(any).collect()
 }
 
+/// Updates one type's feedback for connection `id`.
+pub(super) fn update_status<T>(
+    server: &Inner,
+    id: u64,
+    short: &'static str,
+    f: impl FnOnce(&mut TypeStatus) -> T,
+) -> T {
+    let mut all = server.status.lock().unwrap_or_else(|p| p.into_inner());
+    let entry = all.entry(id).or_default();
+    f(entry.types.entry(short).or_default())
+}
+
+/// Every resource of a type, by name, encoded.
+pub(super) fn named(resources: &Resources, short: &str) -> Vec<(String, Any)> {
+    match short {
+        "CDS" => resources
+            .clusters
+            .iter()
+            .map(|c| (c.name.clone(), any(c)))
+            .collect(),
+        "EDS" => resources
+            .endpoints
+            .iter()
+            .map(|e| (e.cluster_name.clone(), any(e)))
+            .collect(),
+        "LDS" => resources
+            .listeners
+            .iter()
+            .map(|l| (l.name.clone(), any(l)))
+            .collect(),
+        _ => resources
+            .routes
+            .iter()
+            .map(|r| (r.name.clone(), any(r)))
+            .collect(),
+    }
+}
+
+/// Registers a newly connected proxy's (empty) feedback.
+pub(super) fn register(server: &Inner, id: u64, proxy: &Proxy, incremental: bool) {
+    server.status.lock().unwrap_or_else(|p| p.into_inner()).insert(
+        id,
+        ProxyStatus {
+            node_id: proxy.node_id(),
+            incremental,
+            types: BTreeMap::new(),
+        },
+    );
+    tracing::info!(node = %proxy.node_id(), "proxy connected");
+}
+
+/// Forgets a disconnected proxy.
+pub(super) fn unregister(server: &Inner, id: u64, proxy: &Proxy) {
+    tracing::info!(node = %proxy.node_id(), "proxy disconnected");
+    server
+        .status
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&id);
+}
+
+/// The proxy of a stream's first request, or the gRPC error to end the
+/// stream with.
+pub(super) fn proxy_from(node: Option<&Node>) -> Result<Proxy, tonic::Status> {
+    let node = node.ok_or_else(|| tonic::Status::invalid_argument("the first request carries no node"))?;
+    proxy_of(node).map_err(|e| tonic::Status::invalid_argument(e.to_string()))
+}
+
 /// The proxy a node describes: its id, plus `LABELS` and
 /// `INTERCEPTION_MODE` from its metadata.
-fn proxy_of(node: &Node) -> Result<Proxy, crate::XdsError> {
+pub(super) fn proxy_of(node: &Node) -> Result<Proxy, crate::XdsError> {
     let proxy = Proxy::from_node_id(&node.id)?;
     let mut metadata = BTreeMap::new();
     if let Some(fields) = node.metadata.as_ref().map(|m| &m.fields) {

@@ -7,15 +7,18 @@
 //!   [`MeshSnapshot`] (the typed rules, decoded once) is published. Nothing
 //!   is published before the Controller has synced, so a restarted server
 //!   never pushes empty configuration.
-//! - One task per stream (state of the world): it regenerates the proxy's
+//! - One task per stream, state of the world or incremental (delta): it regenerates the proxy's
 //!   resources for each snapshot and sends, in the order CDS, EDS, LDS, RDS,
 //!   only the types whose content changed (EDS and RDS again after CDS and
-//!   LDS, so a changed cluster always gets its load assignment). A NACK is
+//!   LDS, so a changed cluster always gets its load assignment); the delta
+//!   variant sends only the resources whose version the proxy lacks and
+//!   names removed ones in `removed_resources`. A NACK is
 //!   recorded and not answered by sending the same thing again. Responses go
 //!   through a bounded queue: a stuck proxy holds up only its own task. When
 //!   the stream ends, the task, its queue and its status go away.
 
 mod connection;
+mod delta;
 mod pipeline;
 mod status;
 
@@ -173,10 +176,15 @@ impl AggregatedDiscoveryService for XdsServer {
 
     async fn delta_aggregated_resources(
         &self,
-        _request: tonic::Request<tonic::Streaming<DeltaDiscoveryRequest>>,
+        request: tonic::Request<tonic::Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<tonic::Response<Self::DeltaAggregatedResourcesStream>, tonic::Status> {
-        Err(tonic::Status::unimplemented(
-            "incremental (delta) xDS is not served yet; use the state-of-the-world ADS stream",
-        ))
+        let requests = request.into_inner();
+        let (responses, queue) = mpsc::channel(self.inner.options.send_queue.max(1));
+        let id = self.inner.next_connection.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(delta::run(Arc::clone(&self.inner), id, requests, responses));
+        let stream = futures::stream::unfold(queue, |mut queue| async move {
+            queue.recv().await.map(|r| (r, queue))
+        });
+        Ok(tonic::Response::new(Box::pin(stream)))
     }
 }

@@ -37,6 +37,8 @@ impl TypeStatus {
 pub struct ProxyStatus {
     /// The proxy's node id.
     pub node_id: String,
+    /// True for an incremental (delta) stream, false for state of the world.
+    pub incremental: bool,
     /// Per type.
     pub types: BTreeMap<&'static str, TypeStatus>,
 }

@@ -1,0 +1,272 @@
+//! One incremental (delta) ADS stream: only changed resources are sent,
+//! and removed ones are named in `removed_resources`.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource,
+};
+use tokio::sync::mpsc;
+
+use super::connection::{ORDER, named, proxy_from, register, unregister, update_status};
+use super::{Inner, MeshSnapshot, Nack};
+use crate::{Proxy, Resources, generate};
+
+type Responses = mpsc::Sender<Result<DeltaDiscoveryResponse, tonic::Status>>;
+
+/// A type's subscription and what the client holds.
+#[derive(Default)]
+struct Subscription {
+    wildcard: bool,
+    names: BTreeSet<String>,
+    /// Version of each resource the client has (from us or from its
+    /// `initial_resource_versions`).
+    known: HashMap<String, String>,
+    nonce: String,
+}
+
+impl Subscription {
+    fn wants(&self, name: &str) -> bool {
+        self.wildcard || self.names.contains(name)
+    }
+}
+
+struct DeltaConnection {
+    server: Arc<Inner>,
+    id: u64,
+    proxy: Proxy,
+    responses: Responses,
+    subscriptions: BTreeMap<&'static str, Subscription>,
+    snapshot: Option<Arc<MeshSnapshot>>,
+    resources: Resources,
+    nonce: u64,
+}
+
+pub(crate) async fn run(
+    server: Arc<Inner>,
+    id: u64,
+    mut requests: tonic::Streaming<DeltaDiscoveryRequest>,
+    responses: Responses,
+) {
+    let first = match requests.message().await {
+        Ok(Some(first)) => first,
+        _ => return,
+    };
+    let proxy = match proxy_from(first.node.as_ref()) {
+        Ok(proxy) => proxy,
+        Err(status) => {
+            let _ = responses.send(Err(status)).await;
+            return;
+        }
+    };
+    let mut snapshots = server.snapshots.subscribe();
+    register(&server, id, &proxy, true);
+    let mut connection = DeltaConnection {
+        server: Arc::clone(&server),
+        id,
+        proxy,
+        responses,
+        subscriptions: BTreeMap::new(),
+        snapshot: None,
+        resources: Resources::default(),
+        nonce: 0,
+    };
+    let current = snapshots.borrow_and_update().clone();
+    if let Some(snapshot) = current {
+        connection.refresh(snapshot);
+    }
+    let mut open = connection.request(first).await;
+    while open {
+        tokio::select! {
+            request = requests.message() => {
+                open = match request {
+                    Ok(Some(request)) => connection.request(request).await,
+                    _ => false,
+                };
+            }
+            changed = snapshots.changed() => {
+                let snapshot = snapshots.borrow_and_update().clone();
+                open = changed.is_ok() && match snapshot {
+                    Some(snapshot) => {
+                        connection.refresh(snapshot);
+                        connection.push().await
+                    }
+                    None => true,
+                };
+            }
+        }
+    }
+    unregister(&server, id, &connection.proxy);
+}
+
+impl DeltaConnection {
+    fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) {
+        self.resources = generate(&self.proxy, &*self.server.registry, &snapshot.mesh);
+        self.snapshot = Some(snapshot);
+    }
+
+    async fn request(&mut self, request: DeltaDiscoveryRequest) -> bool {
+        let Some((short, _)) = ORDER.iter().find(|(_, url)| *url == request.type_url) else {
+            return true;
+        };
+        let short: &'static str = short;
+        let first_for_type = !self.subscriptions.contains_key(short);
+        let subscription = self.subscriptions.entry(short).or_default();
+        if !request.response_nonce.is_empty() {
+            if request.response_nonce != subscription.nonce {
+                return true;
+            }
+            let version = update_status(&self.server, self.id, short, |s| s.sent.clone()).unwrap_or_default();
+            match &request.error_detail {
+                Some(error) => {
+                    tracing::warn!(node = %self.proxy.node_id(), r#type = short, message = error.message, "NACK");
+                    // What was rejected is not held by the client.
+                    update_status(&self.server, self.id, short, |s| {
+                        s.nack = Some(Nack {
+                            version,
+                            message: error.message.clone(),
+                        })
+                    });
+                }
+                None => {
+                    update_status(&self.server, self.id, short, |s| s.acked = Some(version));
+                }
+            }
+        }
+        let subscription = self.subscriptions.entry(short).or_default();
+        if first_for_type {
+            subscription.known = request.initial_resource_versions.clone().into_iter().collect();
+            // An empty first subscription to CDS or LDS is the wildcard.
+            subscription.wildcard =
+                request.resource_names_subscribe.is_empty() && matches!(short, "CDS" | "LDS");
+        }
+        let mut changed = first_for_type;
+        for name in &request.resource_names_subscribe {
+            if name == "*" {
+                changed |= !subscription.wildcard;
+                subscription.wildcard = true;
+            } else {
+                changed |= subscription.names.insert(name.clone());
+            }
+        }
+        for name in &request.resource_names_unsubscribe {
+            if name == "*" {
+                subscription.wildcard = false;
+            }
+            subscription.names.remove(name);
+            subscription.known.remove(name);
+        }
+        if changed {
+            self.send(short, &BTreeSet::new()).await
+        } else {
+            true
+        }
+    }
+
+    async fn push(&mut self) -> bool {
+        let mut stale = BTreeSet::new();
+        for (short, _) in ORDER {
+            if !self.subscriptions.contains_key(short) {
+                continue;
+            }
+            let force = if short == "EDS" {
+                std::mem::take(&mut stale)
+            } else {
+                BTreeSet::new()
+            };
+            let sent = self.changes(short);
+            if short == "CDS" {
+                // A changed cluster warms again and needs its load assignment.
+                stale = sent.iter().cloned().collect();
+            }
+            if !self.send(short, &force).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The names whose version differs from what the client holds.
+    fn changes(&self, short: &str) -> Vec<String> {
+        let Some(subscription) = self.subscriptions.get(short) else {
+            return Vec::new();
+        };
+        named(&self.resources, short)
+            .into_iter()
+            .filter(|(name, any)| {
+                subscription.wants(name) && subscription.known.get(name) != Some(&version_of(any))
+            })
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// Sends what changed for one type (plus `force`d names), and the
+    /// removals; nothing when there is nothing.
+    async fn send(&mut self, short: &'static str, force: &BTreeSet<String>) -> bool {
+        let Some(snapshot) = &self.snapshot else {
+            return true;
+        };
+        let version = snapshot.version.to_string();
+        let url = ORDER
+            .iter()
+            .find(|(s, _)| *s == short)
+            .map(|(_, u)| *u)
+            .unwrap_or_default();
+        let current = named(&self.resources, short);
+        let subscription = self.subscriptions.entry(short).or_default();
+        let present: BTreeSet<&String> = current.iter().map(|(n, _)| n).collect();
+        let removed: Vec<String> = subscription
+            .known
+            .keys()
+            .filter(|name| !present.contains(name))
+            .cloned()
+            .collect();
+        let resources: Vec<Resource> = current
+            .into_iter()
+            .filter(|(name, any)| {
+                subscription.wants(name)
+                    && (force.contains(name) || subscription.known.get(name) != Some(&version_of(any)))
+            })
+            .map(|(name, any)| Resource {
+                version: version_of(&any),
+                name,
+                resource: Some(any),
+                ..Default::default()
+            })
+            .collect();
+        if resources.is_empty() && removed.is_empty() && !subscription.nonce.is_empty() {
+            return true;
+        }
+        for resource in &resources {
+            subscription
+                .known
+                .insert(resource.name.clone(), resource.version.clone());
+        }
+        for name in &removed {
+            subscription.known.remove(name);
+        }
+        self.nonce += 1;
+        let nonce = self.nonce.to_string();
+        subscription.nonce = nonce.clone();
+        update_status(&self.server, self.id, short, |s| s.sent = Some(version.clone()));
+        let response = DeltaDiscoveryResponse {
+            system_version_info: version,
+            resources,
+            type_url: url.to_string(),
+            removed_resources: removed,
+            nonce,
+            ..Default::default()
+        };
+        self.responses.send(Ok(response)).await.is_ok()
+    }
+}
+
+/// A resource's version: a digest of its encoding.
+fn version_of(any: &envoy_types::pb::google::protobuf::Any) -> String {
+    let mut hasher = DefaultHasher::new();
+    any.value.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
