@@ -63,6 +63,7 @@ pub(crate) async fn run(
         }
     };
     let mut snapshots = server.snapshots.subscribe();
+    let mut closing = server.closing.subscribe();
     register(&server, id, &proxy, true);
     let mut connection = DeltaConnection {
         server: Arc::clone(&server),
@@ -78,9 +79,10 @@ pub(crate) async fn run(
     if let Some(snapshot) = current {
         connection.refresh(snapshot);
     }
-    let mut open = connection.request(first).await;
+    let mut open = !*closing.borrow_and_update() && connection.request(first).await;
     while open {
         tokio::select! {
+            _ = closing.changed() => open = false,
             request = requests.message() => {
                 open = match request {
                     Ok(Some(request)) => connection.request(request).await,

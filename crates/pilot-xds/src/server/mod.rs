@@ -85,6 +85,8 @@ pub(crate) struct Inner {
     pub(crate) registry: Arc<dyn ServiceDiscovery>,
     pub(crate) status: Mutex<BTreeMap<u64, ProxyStatus>>,
     pub(crate) options: XdsOptions,
+    /// Set when the server shuts down: every stream ends.
+    pub(crate) closing: watch::Sender<bool>,
     next_connection: AtomicU64,
     pipeline: Mutex<Option<JoinHandle<()>>>,
 }
@@ -110,6 +112,7 @@ impl XdsServer {
             registry: Arc::clone(&registry),
             status: Mutex::new(BTreeMap::new()),
             options: options.clone(),
+            closing: watch::channel(false).0,
             next_connection: AtomicU64::new(0),
             pipeline: Mutex::new(None),
         });
@@ -126,6 +129,34 @@ impl XdsServer {
     /// The tonic service to add to a `tonic::transport::Server`.
     pub fn service(&self) -> AggregatedDiscoveryServiceServer<XdsServer> {
         AggregatedDiscoveryServiceServer::new(self.clone())
+    }
+
+    /// Serves ADS on `address` until `shutdown` completes, with HTTP/2
+    /// keepalives (a dead proxy's stream is noticed and its task ended) and
+    /// TCP keepalive. On shutdown every stream is ended cleanly, so the
+    /// proxies reconnect elsewhere and the call returns.
+    pub async fn serve(
+        &self,
+        address: std::net::SocketAddr,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), tonic::transport::Error> {
+        let closing = self.clone();
+        tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(Duration::from_secs(30)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+            .tcp_keepalive(Some(Duration::from_secs(60)))
+            .add_service(self.service())
+            .serve_with_shutdown(address, async move {
+                shutdown.await;
+                closing.close();
+            })
+            .await
+    }
+
+    /// Ends every stream (each proxy then reconnects, to this server or
+    /// another). Streams opened afterwards end at once.
+    pub fn close(&self) {
+        self.inner.closing.send_replace(true);
     }
 
     /// The feedback of every connected proxy.

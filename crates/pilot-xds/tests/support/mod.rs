@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod envoy;
+
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;

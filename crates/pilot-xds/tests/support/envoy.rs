@@ -1,0 +1,255 @@
+//! Helpers to drive a real Envoy against the ADS server: version-echoing
+//! upstreams, an Envoy with an ADS bootstrap, plain HTTP requests.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::config::bootstrap::v3::{Admin, Bootstrap, bootstrap};
+use envoy_types::pb::envoy::config::core::v3::{
+    AggregatedConfigSource, ApiConfigSource, ApiVersion, ConfigSource, GrpcService, Node, api_config_source,
+    config_source, grpc_service,
+};
+use envoy_types::pb::google::protobuf::{Struct, Value, value};
+use pilot_model::{Labels, NetworkEndpoint, Service, ServiceInstance, document, istio};
+use pilot_xds::testing;
+use prost::Message;
+
+pub const HOST: &str = "reviews.default.svc.cluster.local";
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A tiny HTTP/1.1 server that answers every request with its version,
+/// after an optional delay.
+pub fn upstream(version: &'static str, delay_ms: Arc<AtomicU64>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let delay = Arc::clone(&delay_ms);
+            std::thread::spawn(move || serve(stream, version, delay));
+        }
+    });
+    port
+}
+
+pub fn serve(mut stream: TcpStream, version: &str, delay: Arc<AtomicU64>) {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while !buffer.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let end = buffer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        buffer.drain(..end);
+        std::thread::sleep(Duration::from_millis(delay.load(Ordering::Relaxed)));
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{version}",
+            version.len()
+        );
+        if stream.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// One request through Envoy's listener; (status, body).
+pub fn request(port: u16, headers: &[(&str, &str)]) -> (u16, String) {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new());
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut text = String::from("GET / HTTP/1.1\r\nhost: reviews\r\nconnection: close\r\n");
+    for (k, v) in headers {
+        text.push_str(&format!("{k}: {v}\r\n"));
+    }
+    text.push_str("\r\n");
+    if stream.write_all(text.as_bytes()).is_err() {
+        return (0, String::new());
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+pub fn admin(port: u16, path: &str) -> String {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n"
+    );
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+}
+
+/// Retries `check` until it passes or 30 s have gone by.
+pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Counts of bodies over `n` requests.
+pub fn spread(port: u16, n: usize, headers: &[(&str, &str)]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for _ in 0..n {
+        let (status, body) = request(port, headers);
+        *counts
+            .entry(if status == 200 {
+                body
+            } else {
+                format!("status {status}")
+            })
+            .or_default() += 1;
+    }
+    counts
+}
+
+pub struct Envoy {
+    child: Child,
+    pub admin: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn start_envoy(xds_port: u16, delta: bool) -> Envoy {
+    let dir = tempfile::tempdir().unwrap();
+    let admin_port = free_port();
+    let ads = || ConfigSource {
+        config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(
+            AggregatedConfigSource {},
+        )),
+        resource_api_version: ApiVersion::V3 as i32,
+        ..Default::default()
+    };
+    let mut base = testing::static_bootstrap("unused", &pilot_xds::Resources::default(), xds_port);
+    let statics = base.static_resources.take().unwrap();
+    let metadata = Struct {
+        fields: [(
+            "INTERCEPTION_MODE".to_string(),
+            Value {
+                kind: Some(value::Kind::StringValue("NONE".into())),
+            },
+        )]
+        .into(),
+    };
+    let bootstrap = Bootstrap {
+        node: Some(Node {
+            id: "sidecar~10.99.0.1~client.default~default.svc.cluster.local".into(),
+            cluster: "client".into(),
+            metadata: Some(metadata),
+            ..Default::default()
+        }),
+        static_resources: Some(bootstrap::StaticResources { clusters: statics.clusters, ..Default::default() }),
+        dynamic_resources: Some(bootstrap::DynamicResources {
+            ads_config: Some(ApiConfigSource {
+                api_type: if delta {
+                    api_config_source::ApiType::DeltaGrpc as i32
+                } else {
+                    api_config_source::ApiType::Grpc as i32
+                },
+                transport_api_version: ApiVersion::V3 as i32,
+                grpc_services: vec![GrpcService {
+                    target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(grpc_service::EnvoyGrpc {
+                        cluster_name: testing::XDS_CLUSTER.into(),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            cds_config: Some(ads()),
+            lds_config: Some(ads()),
+            ..Default::default()
+        }),
+        admin: Some(Admin {
+            address: Some(envoy_types::pb::envoy::config::core::v3::Address {
+                address: Some(envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(
+                    envoy_types::pb::envoy::config::core::v3::SocketAddress {
+                        address: "127.0.0.1".into(),
+                        port_specifier: Some(
+                            envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier::PortValue(u32::from(admin_port)),
+                        ),
+                        ..Default::default()
+                    },
+                )),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let path = dir.path().join("bootstrap.pb");
+    std::fs::write(&path, bootstrap.encode_to_vec()).unwrap();
+    let log = std::fs::File::create(dir.path().join("envoy.log")).unwrap();
+    let child = Command::new(testing::envoy_binary())
+        .arg("-c")
+        .arg(&path)
+        .arg("--disable-hot-restart")
+        .arg("--base-id")
+        .arg(admin_port.to_string())
+        .arg("--log-level")
+        .arg("warn")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("envoy runs (scripts/install-deps installs it)");
+    Envoy {
+        child,
+        admin: admin_port,
+        _dir: dir,
+    }
+}
+
+pub fn instance(service: &Arc<Service>, port: u16, version: &str) -> ServiceInstance {
+    ServiceInstance {
+        endpoint: NetworkEndpoint {
+            address: "127.0.0.1".parse::<IpAddr>().unwrap(),
+            port,
+            service_port: service.ports[0].clone(),
+        },
+        service: Arc::clone(service),
+        labels: Labels::from_pairs([("version", version)]),
+        availability_zone: None,
+        service_account: None,
+    }
+}
+
+pub fn rule(text: &str) -> pilot_model::DynConfig {
+    let header = "apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\n";
+    document::parse("rule.yaml", &format!("{header}{text}"), &istio::registry())
+        .unwrap()
+        .remove(0)
+}
