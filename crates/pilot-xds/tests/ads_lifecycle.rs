@@ -1,0 +1,140 @@
+//! Stream lifecycle with in-process gRPC clients: a bad node id is refused,
+//! nothing is sent before the cache syncs, an ACK is recorded, and a
+//! disconnected proxy leaves nothing behind.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use futures::StreamExt;
+use pilot_model::{Port, Protocol, Service, istio};
+use pilot_store::Controller;
+use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_xds::{XdsOptions, XdsServer};
+use tokio::sync::mpsc;
+
+const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+
+async fn server() -> (XdsServer, u16, Arc<Controller>) {
+    let store = MemoryConfigStore::new(istio::registry());
+    let controller = Arc::new(Controller::new(Arc::new(store)));
+    let registry = MemoryServiceRegistry::new();
+    registry.add_service(Service::new(
+        "reviews.default.svc.cluster.local",
+        vec![Port::new("http", 9080, Protocol::Http)],
+    ));
+    let server = XdsServer::new(Arc::clone(&controller), Arc::new(registry), XdsOptions::default());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let serving = server.clone();
+    tokio::spawn(async move {
+        serving
+            .serve(([127, 0, 0, 1], port).into(), std::future::pending())
+            .await
+    });
+    (server, port, controller)
+}
+
+async fn client(port: u16) -> AggregatedDiscoveryServiceClient<tonic::transport::Channel> {
+    for _ in 0..100 {
+        if let Ok(client) =
+            AggregatedDiscoveryServiceClient::connect(format!("http://127.0.0.1:{port}")).await
+        {
+            return client;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the server did not start");
+}
+
+fn cds_request(node_id: &str, version: &str, nonce: &str) -> DiscoveryRequest {
+    DiscoveryRequest {
+        node: Some(Node {
+            id: node_id.into(),
+            ..Default::default()
+        }),
+        type_url: CDS.into(),
+        version_info: version.into(),
+        response_nonce: nonce.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_are_refused_acknowledged_and_cleaned_up() {
+    let (server, port, controller) = server().await;
+
+    // A node id that is not type~ip~id~domain ends the stream with the reason.
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(cds_request("not-a-node-id", "", "")).await.unwrap();
+    let mut responses = client(port)
+        .await
+        .stream_aggregated_resources(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|r| (r, rx))
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let refused = responses.next().await.unwrap().unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert!(refused.message().contains("not-a-node-id"), "{refused:?}");
+
+    // Before the Controller runs (and syncs), nothing is sent.
+    let node = "sidecar~10.0.0.7~app.default~default.svc.cluster.local";
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(cds_request(node, "", "")).await.unwrap();
+    let mut responses = client(port)
+        .await
+        .stream_aggregated_resources(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|r| (r, rx))
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), responses.next())
+            .await
+            .is_err(),
+        "a response before the cache synced"
+    );
+    controller.run();
+    let response = tokio::time::timeout(Duration::from_secs(10), responses.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.type_url, CDS);
+    assert!(!response.resources.is_empty());
+
+    // The ACK is recorded.
+    tx.send(cds_request(node, &response.version_info, &response.nonce))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !server
+        .status()
+        .iter()
+        .any(|p| p.node_id == node && p.types.get("CDS").is_some_and(|s| s.synced()))
+    {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", server.status());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Disconnecting removes the proxy: its task has ended.
+    drop(tx);
+    drop(responses);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !server.status().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "left behind: {:?}",
+            server.status()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
