@@ -1,19 +1,17 @@
 //! One state-of-the-world ADS stream.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use envoy_types::pb::google::protobuf::{Any, value};
-use prost::{Message, Name};
 use tokio::sync::mpsc;
 
+use super::generated::Generated;
 use super::{Inner, MeshSnapshot, Nack, ProxyStatus, TypeStatus};
 use crate::util::any;
-use crate::{Proxy, Resources, generate};
+use crate::{Proxy, Resources};
 
 type Responses = mpsc::Sender<Result<DiscoveryResponse, tonic::Status>>;
 
@@ -47,7 +45,7 @@ struct Connection {
     responses: Responses,
     subscriptions: BTreeMap<&'static str, Subscription>,
     snapshot: Option<Arc<MeshSnapshot>>,
-    resources: Resources,
+    generated: Option<Arc<Generated>>,
     nonce: u64,
 }
 
@@ -78,12 +76,12 @@ pub(crate) async fn run(
         responses,
         subscriptions: BTreeMap::new(),
         snapshot: None,
-        resources: Resources::default(),
+        generated: None,
         nonce: 0,
     };
     let current = snapshots.borrow_and_update().clone();
     if let Some(snapshot) = current {
-        connection.refresh(snapshot);
+        connection.refresh(snapshot).await;
     }
     let mut open = !*closing.borrow_and_update() && connection.request(first).await;
     while open {
@@ -99,7 +97,7 @@ pub(crate) async fn run(
                 let snapshot = snapshots.borrow_and_update().clone();
                 open = changed.is_ok() && match snapshot {
                     Some(snapshot) => {
-                        connection.refresh(snapshot);
+                        connection.refresh(snapshot).await;
                         connection.push().await
                     }
                     None => true,
@@ -116,9 +114,14 @@ pub(crate) async fn run(
 }
 
 impl Connection {
-    /// Regenerates the proxy's resources for a new snapshot.
-    fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) {
-        self.resources = generate(&self.proxy, &*self.server.registry, &snapshot.mesh);
+    /// The proxy's configuration for a new snapshot (shared with the other
+    /// proxies of its class).
+    async fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) {
+        let generated = snapshot
+            .generated
+            .get(&self.proxy, &*self.server.registry, &snapshot.mesh)
+            .await;
+        self.generated = Some(generated);
         self.snapshot = Some(snapshot);
     }
 
@@ -202,6 +205,9 @@ impl Connection {
             .find(|(s, _)| *s == short)
             .map(|(_, u)| *u)
             .unwrap_or_default();
+        let Some(generated) = &self.generated else {
+            return true;
+        };
         let subscription = self.subscriptions.entry(short).or_default();
         let wanted = |name: &str| {
             subscription
@@ -209,25 +215,17 @@ impl Connection {
                 .as_ref()
                 .is_none_or(|names| names.contains(name))
         };
-        let resources: Vec<Any> = match short {
-            "CDS" => encode(self.resources.clusters.iter().filter(|c| wanted(&c.name))),
-            "EDS" => encode(
-                self.resources
-                    .endpoints
-                    .iter()
-                    .filter(|e| wanted(&e.cluster_name)),
-            ),
-            "LDS" => encode(self.resources.listeners.iter().filter(|l| wanted(&l.name))),
-            _ => encode(self.resources.routes.iter().filter(|r| wanted(&r.name))),
-        };
-        let mut hasher = DefaultHasher::new();
-        for resource in &resources {
-            resource.value.hash(&mut hasher);
-        }
-        let digest = hasher.finish();
+        let encoded = &generated.types[short];
+        let digest = encoded.digest(wanted);
         if !force && subscription.digest == Some(digest) {
             return true;
         }
+        let resources: Vec<Any> = encoded
+            .resources
+            .iter()
+            .filter(|(name, _, _)| wanted(name))
+            .map(|(_, any, _)| any.clone())
+            .collect();
         self.nonce += 1;
         let nonce = self.nonce.to_string();
         subscription.digest = Some(digest);
@@ -246,10 +244,6 @@ impl Connection {
     fn status<T>(&self, short: &'static str, f: impl FnOnce(&mut TypeStatus) -> T) -> T {
         update_status(&self.server, self.id, short, f)
     }
-}
-
-fn encode<'a, M: Message + Name + 'a>(resources: impl Iterator<Item = &'a M>) -> Vec<Any> {
-    resources.map(any).collect()
 }
 
 /// Updates one type's feedback for connection `id`.

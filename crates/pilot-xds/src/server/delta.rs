@@ -1,9 +1,7 @@
 //! One incremental (delta) ADS stream: only changed resources are sent,
 //! and removed ones are named in `removed_resources`.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::discovery::v3::{
@@ -11,9 +9,10 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 };
 use tokio::sync::mpsc;
 
-use super::connection::{ORDER, named, proxy_from, register, unregister, update_status};
+use super::connection::{ORDER, proxy_from, register, unregister, update_status};
+use super::generated::Generated;
 use super::{Inner, MeshSnapshot, Nack};
-use crate::{Proxy, Resources, generate};
+use crate::Proxy;
 
 type Responses = mpsc::Sender<Result<DeltaDiscoveryResponse, tonic::Status>>;
 
@@ -41,7 +40,7 @@ struct DeltaConnection {
     responses: Responses,
     subscriptions: BTreeMap<&'static str, Subscription>,
     snapshot: Option<Arc<MeshSnapshot>>,
-    resources: Resources,
+    generated: Option<Arc<Generated>>,
     nonce: u64,
 }
 
@@ -72,12 +71,12 @@ pub(crate) async fn run(
         responses,
         subscriptions: BTreeMap::new(),
         snapshot: None,
-        resources: Resources::default(),
+        generated: None,
         nonce: 0,
     };
     let current = snapshots.borrow_and_update().clone();
     if let Some(snapshot) = current {
-        connection.refresh(snapshot);
+        connection.refresh(snapshot).await;
     }
     let mut open = !*closing.borrow_and_update() && connection.request(first).await;
     while open {
@@ -93,7 +92,7 @@ pub(crate) async fn run(
                 let snapshot = snapshots.borrow_and_update().clone();
                 open = changed.is_ok() && match snapshot {
                     Some(snapshot) => {
-                        connection.refresh(snapshot);
+                        connection.refresh(snapshot).await;
                         connection.push().await
                     }
                     None => true,
@@ -105,8 +104,12 @@ pub(crate) async fn run(
 }
 
 impl DeltaConnection {
-    fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) {
-        self.resources = generate(&self.proxy, &*self.server.registry, &snapshot.mesh);
+    async fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) {
+        let generated = snapshot
+            .generated
+            .get(&self.proxy, &*self.server.registry, &snapshot.mesh)
+            .await;
+        self.generated = Some(generated);
         self.snapshot = Some(snapshot);
     }
 
@@ -193,15 +196,16 @@ impl DeltaConnection {
 
     /// The names whose version differs from what the client holds.
     fn changes(&self, short: &str) -> Vec<String> {
-        let Some(subscription) = self.subscriptions.get(short) else {
+        let (Some(subscription), Some(generated)) = (self.subscriptions.get(short), &self.generated) else {
             return Vec::new();
         };
-        named(&self.resources, short)
-            .into_iter()
-            .filter(|(name, any)| {
-                subscription.wants(name) && subscription.known.get(name) != Some(&version_of(any))
+        generated.types[short]
+            .resources
+            .iter()
+            .filter(|(name, _, version)| {
+                subscription.wants(name) && subscription.known.get(name) != Some(version)
             })
-            .map(|(name, _)| name)
+            .map(|(name, _, _)| name.clone())
             .collect()
     }
 
@@ -217,9 +221,12 @@ impl DeltaConnection {
             .find(|(s, _)| *s == short)
             .map(|(_, u)| *u)
             .unwrap_or_default();
-        let current = named(&self.resources, short);
+        let Some(generated) = &self.generated else {
+            return true;
+        };
+        let current = &generated.types[short].resources;
         let subscription = self.subscriptions.entry(short).or_default();
-        let present: BTreeSet<&String> = current.iter().map(|(n, _)| n).collect();
+        let present: BTreeSet<&String> = current.iter().map(|(n, _, _)| n).collect();
         let removed: Vec<String> = subscription
             .known
             .keys()
@@ -227,15 +234,15 @@ impl DeltaConnection {
             .cloned()
             .collect();
         let resources: Vec<Resource> = current
-            .into_iter()
-            .filter(|(name, any)| {
+            .iter()
+            .filter(|(name, _, version)| {
                 subscription.wants(name)
-                    && (force.contains(name) || subscription.known.get(name) != Some(&version_of(any)))
+                    && (force.contains(name) || subscription.known.get(name) != Some(version))
             })
-            .map(|(name, any)| Resource {
-                version: version_of(&any),
-                name,
-                resource: Some(any),
+            .map(|(name, any, version)| Resource {
+                version: version.clone(),
+                name: name.clone(),
+                resource: Some(any.clone()),
                 ..Default::default()
             })
             .collect();
@@ -264,11 +271,4 @@ impl DeltaConnection {
         };
         self.responses.send(Ok(response)).await.is_ok()
     }
-}
-
-/// A resource's version: a digest of its encoding.
-fn version_of(any: &envoy_types::pb::google::protobuf::Any) -> String {
-    let mut hasher = DefaultHasher::new();
-    any.value.hash(&mut hasher);
-    format!("{:016x}", hasher.finish())
 }

@@ -19,6 +19,7 @@
 
 mod connection;
 mod delta;
+mod generated;
 mod pipeline;
 mod status;
 
@@ -65,13 +66,23 @@ impl Default for XdsOptions {
     }
 }
 
-/// The routing configuration at one version, shared by every connection.
-#[derive(Debug)]
+/// The routing configuration at one version, shared by every connection,
+/// with the configurations generated from it so far (one per class of
+/// proxy, encoded once).
 pub struct MeshSnapshot {
     /// Increases with every push.
     pub version: u64,
     /// The typed rules.
     pub mesh: MeshConfig,
+    pub(crate) generated: generated::GeneratedCache,
+}
+
+impl std::fmt::Debug for MeshSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MeshSnapshot")
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The ADS server. Cloning gives another handle on the same server.

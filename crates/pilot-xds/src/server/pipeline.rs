@@ -81,8 +81,10 @@ fn publish(server: &Weak<Inner>, controller: &Controller, version: u64) -> bool 
         }
     };
     tracing::debug!(version, "pushing");
-    server
-        .snapshots
-        .send_replace(Some(Arc::new(MeshSnapshot { version, mesh })));
+    server.snapshots.send_replace(Some(Arc::new(MeshSnapshot {
+        version,
+        mesh,
+        generated: Default::default(),
+    })));
     true
 }
