@@ -230,6 +230,106 @@ fn resource_name(item: &serde_json::Value) -> String {
         .unwrap_or_default()
 }
 
+/// A real Envoy whose listeners and clusters all come from an ADS server,
+/// killed when dropped.
+pub struct AdsEnvoy {
+    child: std::process::Child,
+    /// The admin port on 127.0.0.1.
+    pub admin_port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl AdsEnvoy {
+    /// Starts Envoy as `node_id` with string `metadata`, getting everything
+    /// over ADS (state of the world, or `delta`) from 127.0.0.1:`xds_port`.
+    pub fn start(
+        node_id: &str,
+        metadata: &[(&str, &str)],
+        xds_port: u16,
+        delta: bool,
+    ) -> Result<Self, String> {
+        use envoy_types::pb::envoy::config::bootstrap::v3::Admin;
+        use envoy_types::pb::google::protobuf::{Struct, Value, value};
+
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let admin_port = free_port()?;
+        let mut bootstrap = static_bootstrap(node_id, &Resources::default(), xds_port);
+        if let Some(node) = bootstrap.node.as_mut() {
+            node.metadata = Some(Struct {
+                fields: metadata
+                    .iter()
+                    .map(|(k, v)| {
+                        let value = Value {
+                            kind: Some(value::Kind::StringValue(v.to_string())),
+                        };
+                        (k.to_string(), value)
+                    })
+                    .collect(),
+            });
+        }
+        if let Some(dynamic) = bootstrap.dynamic_resources.as_mut() {
+            if let Some(ads) = dynamic.ads_config.as_mut()
+                && delta
+            {
+                ads.api_type = api_config_source::ApiType::DeltaGrpc as i32;
+            }
+            dynamic.cds_config = Some(crate::util::ads());
+            dynamic.lds_config = Some(crate::util::ads());
+        }
+        bootstrap.admin = Some(Admin {
+            address: Some(socket("127.0.0.1", admin_port)),
+            ..Default::default()
+        });
+        let path = dir.path().join("bootstrap.pb");
+        std::fs::write(&path, bootstrap.encode_to_vec()).map_err(|e| e.to_string())?;
+        let log = std::fs::File::create(dir.path().join("envoy.log")).map_err(|e| e.to_string())?;
+        let child = Command::new(envoy_binary())
+            .arg("-c")
+            .arg(&path)
+            .arg("--disable-hot-restart")
+            .arg("--base-id")
+            .arg(admin_port.to_string())
+            .arg("--log-level")
+            .arg("warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot run envoy (run scripts/install-deps): {e}"))?;
+        Ok(AdsEnvoy {
+            child,
+            admin_port,
+            _dir: dir,
+        })
+    }
+
+    /// A GET on the admin endpoint; the body, or empty if it did not answer.
+    pub fn admin(&self, path: &str) -> String {
+        use std::io::{Read, Write};
+        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.admin_port)) else {
+            return String::new();
+        };
+        let _ = write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n"
+        );
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        dechunk(
+            response
+                .split_once("\r\n\r\n")
+                .map(|(_, b)| b)
+                .unwrap_or_default(),
+        )
+    }
+}
+
+impl Drop for AdsEnvoy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn free_port() -> Result<u16, String> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

@@ -64,7 +64,7 @@ async fn routing_scenarios(delta: bool) {
             .unwrap();
     });
     let envoy = start_envoy(xds_port, delta);
-    let admin_port = envoy.admin;
+    let admin_port = envoy.admin_port;
     let run = |f: Box<dyn FnOnce() + Send>| tokio::task::spawn_blocking(f);
 
     // No rules: every version gets traffic.

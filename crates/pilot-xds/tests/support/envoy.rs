@@ -4,20 +4,12 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use envoy_types::pb::envoy::config::bootstrap::v3::{Admin, Bootstrap, bootstrap};
-use envoy_types::pb::envoy::config::core::v3::{
-    AggregatedConfigSource, ApiConfigSource, ApiVersion, ConfigSource, GrpcService, Node, api_config_source,
-    config_source, grpc_service,
-};
-use envoy_types::pb::google::protobuf::{Struct, Value, value};
 use pilot_model::{Labels, NetworkEndpoint, Service, ServiceInstance, document, istio};
 use pilot_xds::testing;
-use prost::Message;
 
 pub const HOST: &str = "reviews.default.svc.cluster.local";
 
@@ -94,6 +86,7 @@ pub fn request(port: u16, headers: &[(&str, &str)]) -> (u16, String) {
     (status, body)
 }
 
+/// A GET on Envoy's admin endpoint at `port`, the whole response.
 pub fn admin(port: u16, path: &str) -> String {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return String::new();
@@ -132,105 +125,16 @@ pub fn spread(port: u16, n: usize, headers: &[(&str, &str)]) -> BTreeMap<String,
     counts
 }
 
-pub struct Envoy {
-    child: Child,
-    pub admin: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-pub fn start_envoy(xds_port: u16, delta: bool) -> Envoy {
-    let dir = tempfile::tempdir().unwrap();
-    let admin_port = free_port();
-    let ads = || ConfigSource {
-        config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(
-            AggregatedConfigSource {},
-        )),
-        resource_api_version: ApiVersion::V3 as i32,
-        ..Default::default()
-    };
-    let mut base = testing::static_bootstrap("unused", &pilot_xds::Resources::default(), xds_port);
-    let statics = base.static_resources.take().unwrap();
-    let metadata = Struct {
-        fields: [(
-            "INTERCEPTION_MODE".to_string(),
-            Value {
-                kind: Some(value::Kind::StringValue("NONE".into())),
-            },
-        )]
-        .into(),
-    };
-    let bootstrap = Bootstrap {
-        node: Some(Node {
-            id: "sidecar~10.99.0.1~client.default~default.svc.cluster.local".into(),
-            cluster: "client".into(),
-            metadata: Some(metadata),
-            ..Default::default()
-        }),
-        static_resources: Some(bootstrap::StaticResources { clusters: statics.clusters, ..Default::default() }),
-        dynamic_resources: Some(bootstrap::DynamicResources {
-            ads_config: Some(ApiConfigSource {
-                api_type: if delta {
-                    api_config_source::ApiType::DeltaGrpc as i32
-                } else {
-                    api_config_source::ApiType::Grpc as i32
-                },
-                transport_api_version: ApiVersion::V3 as i32,
-                grpc_services: vec![GrpcService {
-                    target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(grpc_service::EnvoyGrpc {
-                        cluster_name: testing::XDS_CLUSTER.into(),
-                        ..Default::default()
-                    })),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            cds_config: Some(ads()),
-            lds_config: Some(ads()),
-            ..Default::default()
-        }),
-        admin: Some(Admin {
-            address: Some(envoy_types::pb::envoy::config::core::v3::Address {
-                address: Some(envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(
-                    envoy_types::pb::envoy::config::core::v3::SocketAddress {
-                        address: "127.0.0.1".into(),
-                        port_specifier: Some(
-                            envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier::PortValue(u32::from(admin_port)),
-                        ),
-                        ..Default::default()
-                    },
-                )),
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let path = dir.path().join("bootstrap.pb");
-    std::fs::write(&path, bootstrap.encode_to_vec()).unwrap();
-    let log = std::fs::File::create(dir.path().join("envoy.log")).unwrap();
-    let child = Command::new(testing::envoy_binary())
-        .arg("-c")
-        .arg(&path)
-        .arg("--disable-hot-restart")
-        .arg("--base-id")
-        .arg(admin_port.to_string())
-        .arg("--log-level")
-        .arg("warn")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("envoy runs (scripts/install-deps installs it)");
-    Envoy {
-        child,
-        admin: admin_port,
-        _dir: dir,
-    }
+/// A real Envoy, with no traffic capture, fed by the ADS server on
+/// `xds_port`.
+pub fn start_envoy(xds_port: u16, delta: bool) -> testing::AdsEnvoy {
+    testing::AdsEnvoy::start(
+        "sidecar~10.99.0.1~client.default~default.svc.cluster.local",
+        &[("INTERCEPTION_MODE", "NONE")],
+        xds_port,
+        delta,
+    )
+    .expect("envoy starts (scripts/install-deps installs it)")
 }
 
 pub fn instance(service: &Arc<Service>, port: u16, version: &str) -> ServiceInstance {
