@@ -234,6 +234,9 @@ fn resource_name(item: &serde_json::Value) -> String {
 /// killed when dropped.
 pub struct AdsEnvoy {
     child: std::process::Child,
+    /// Kills Envoy if this process dies without dropping it (a test killed
+    /// by a timeout), so no Envoy outlives its test.
+    watchdog: std::process::Child,
     /// The admin port on 127.0.0.1.
     pub admin_port: u16,
     _dir: tempfile::TempDir,
@@ -295,8 +298,21 @@ impl AdsEnvoy {
             .stderr(log)
             .spawn()
             .map_err(|e| format!("cannot run envoy (run scripts/install-deps): {e}"))?;
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "while kill -0 {parent} 2>/dev/null; do sleep 1; done; kill -9 {envoy} 2>/dev/null",
+                parent = std::process::id(),
+                envoy = child.id()
+            ))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| e.to_string())?;
         Ok(AdsEnvoy {
             child,
+            watchdog,
             admin_port,
             _dir: dir,
         })
@@ -325,8 +341,10 @@ impl AdsEnvoy {
 
 impl Drop for AdsEnvoy {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        for process in [&mut self.child, &mut self.watchdog] {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
     }
 }
 
