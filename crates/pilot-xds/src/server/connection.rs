@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
-use envoy_types::pb::google::protobuf::{Any, value};
+use envoy_types::pb::google::protobuf::Any;
 use tokio::sync::mpsc;
 
-use super::generated::Generated;
-use super::{Inner, MeshSnapshot, Nack, ProxyStatus, TypeStatus};
-use crate::util::any;
-use crate::{Proxy, Resources};
+use super::generated::{Generated, ORDER};
+use super::stream::Protocol;
+use super::stream::update_status;
+use super::{Inner, MeshSnapshot, Nack, TypeStatus};
+use crate::Proxy;
 
 type Responses = mpsc::Sender<Result<DiscoveryResponse, tonic::Status>>;
 
@@ -24,21 +25,7 @@ struct Subscription {
     digest: Option<u64>,
 }
 
-/// The xDS types this server serves, in push order.
-pub(super) const ORDER: [(&str, &str); 4] = [
-    ("CDS", "type.googleapis.com/envoy.config.cluster.v3.Cluster"),
-    (
-        "EDS",
-        "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
-    ),
-    ("LDS", "type.googleapis.com/envoy.config.listener.v3.Listener"),
-    (
-        "RDS",
-        "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
-    ),
-];
-
-struct Connection {
+pub(super) struct Connection {
     server: Arc<Inner>,
     id: u64,
     proxy: Proxy,
@@ -49,71 +36,32 @@ struct Connection {
     nonce: u64,
 }
 
-pub(crate) async fn run(
-    server: Arc<Inner>,
-    id: u64,
-    mut requests: tonic::Streaming<DiscoveryRequest>,
-    responses: Responses,
-) {
-    let first = match requests.message().await {
-        Ok(Some(first)) => first,
-        _ => return,
-    };
-    let proxy = match proxy_from(first.node.as_ref()) {
-        Ok(proxy) => proxy,
-        Err(status) => {
-            let _ = responses.send(Err(status)).await;
-            return;
-        }
-    };
-    let mut snapshots = server.snapshots.subscribe();
-    let mut closing = server.closing.subscribe();
-    register(&server, id, &proxy, false);
-    let mut connection = Connection {
-        server: Arc::clone(&server),
-        id,
-        proxy,
-        responses,
-        subscriptions: BTreeMap::new(),
-        snapshot: None,
-        generated: None,
-        nonce: 0,
-    };
-    let current = snapshots.borrow_and_update().clone();
-    if let Some(snapshot) = current {
-        connection.refresh(snapshot).await;
-    }
-    let mut open = !*closing.borrow_and_update() && connection.request(first).await;
-    while open {
-        tokio::select! {
-            _ = closing.changed() => open = false,
-            request = requests.message() => {
-                open = match request {
-                    Ok(Some(request)) => connection.request(request).await,
-                    _ => false,
-                };
-            }
-            changed = snapshots.changed() => {
-                let snapshot = snapshots.borrow_and_update().clone();
-                open = changed.is_ok() && match snapshot {
-                    Some(snapshot) => {
-                        connection.refresh(snapshot).await;
-                        connection.push().await
-                    }
-                    None => true,
-                };
-            }
-        }
-    }
-    tracing::info!(node = %connection.proxy.node_id(), "proxy disconnected");
-    server
-        .status
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&id);
-}
+impl Protocol for Connection {
+    type Request = DiscoveryRequest;
+    type Response = DiscoveryResponse;
+    const INCREMENTAL: bool = false;
 
-impl Connection {
+    fn node(request: &Self::Request) -> Option<&Node> {
+        request.node.as_ref()
+    }
+
+    fn new(server: Arc<Inner>, id: u64, proxy: Proxy, responses: Responses) -> Self {
+        Connection {
+            server,
+            id,
+            proxy,
+            responses,
+            subscriptions: BTreeMap::new(),
+            snapshot: None,
+            generated: None,
+            nonce: 0,
+        }
+    }
+
+    fn proxy(&self) -> &Proxy {
+        &self.proxy
+    }
+
     /// The proxy's configuration for a new snapshot (shared with the other
     /// proxies of its class).
     async fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) {
@@ -192,7 +140,9 @@ impl Connection {
         }
         true
     }
+}
 
+impl Connection {
     /// Sends one type if it changed (or always, with `force`).
     async fn send(&mut self, short: &'static str, force: bool) -> bool {
         let Some(snapshot) = &self.snapshot else {
@@ -244,101 +194,4 @@ impl Connection {
     fn status<T>(&self, short: &'static str, f: impl FnOnce(&mut TypeStatus) -> T) -> T {
         update_status(&self.server, self.id, short, f)
     }
-}
-
-/// Updates one type's feedback for connection `id`.
-pub(super) fn update_status<T>(
-    server: &Inner,
-    id: u64,
-    short: &'static str,
-    f: impl FnOnce(&mut TypeStatus) -> T,
-) -> T {
-    let mut all = server.status.lock().unwrap_or_else(|p| p.into_inner());
-    let entry = all.entry(id).or_default();
-    f(entry.types.entry(short).or_default())
-}
-
-/// Every resource of a type, by name, encoded.
-pub(super) fn named(resources: &Resources, short: &str) -> Vec<(String, Any)> {
-    match short {
-        "CDS" => resources
-            .clusters
-            .iter()
-            .map(|c| (c.name.clone(), any(c)))
-            .collect(),
-        "EDS" => resources
-            .endpoints
-            .iter()
-            .map(|e| (e.cluster_name.clone(), any(e)))
-            .collect(),
-        "LDS" => resources
-            .listeners
-            .iter()
-            .map(|l| (l.name.clone(), any(l)))
-            .collect(),
-        _ => resources
-            .routes
-            .iter()
-            .map(|r| (r.name.clone(), any(r)))
-            .collect(),
-    }
-}
-
-/// Registers a newly connected proxy's (empty) feedback.
-pub(super) fn register(server: &Inner, id: u64, proxy: &Proxy, incremental: bool) {
-    server.status.lock().unwrap_or_else(|p| p.into_inner()).insert(
-        id,
-        ProxyStatus {
-            node_id: proxy.node_id(),
-            incremental,
-            types: BTreeMap::new(),
-        },
-    );
-    tracing::info!(node = %proxy.node_id(), "proxy connected");
-}
-
-/// Forgets a disconnected proxy.
-pub(super) fn unregister(server: &Inner, id: u64, proxy: &Proxy) {
-    tracing::info!(node = %proxy.node_id(), "proxy disconnected");
-    server
-        .status
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&id);
-}
-
-/// The proxy of a stream's first request, or the gRPC error to end the
-/// stream with.
-pub(super) fn proxy_from(node: Option<&Node>) -> Result<Proxy, tonic::Status> {
-    let node = node.ok_or_else(|| tonic::Status::invalid_argument("the first request carries no node"))?;
-    proxy_of(node).map_err(|e| tonic::Status::invalid_argument(e.to_string()))
-}
-
-/// The proxy a node describes: its id, plus `LABELS` and
-/// `INTERCEPTION_MODE` from its metadata.
-pub(super) fn proxy_of(node: &Node) -> Result<Proxy, crate::XdsError> {
-    let proxy = Proxy::from_node_id(&node.id)?;
-    let mut metadata = BTreeMap::new();
-    if let Some(fields) = node.metadata.as_ref().map(|m| &m.fields) {
-        for (key, value) in fields {
-            match &value.kind {
-                Some(value::Kind::StringValue(text)) => {
-                    metadata.insert(key.clone(), text.clone());
-                }
-                Some(value::Kind::StructValue(object)) if key == "LABELS" => {
-                    let labels: BTreeMap<String, String> = object
-                        .fields
-                        .iter()
-                        .filter_map(|(k, v)| match &v.kind {
-                            Some(value::Kind::StringValue(s)) => Some((k.clone(), s.clone())),
-                            _ => None,
-                        })
-                        .collect();
-                    metadata.insert(key.clone(), serde_json::to_string(&labels).unwrap_or_default());
-                }
-                _ => {}
-            }
-        }
-    }
-    proxy.with_metadata(&metadata)
 }

@@ -4,13 +4,16 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource,
 };
 use tokio::sync::mpsc;
 
-use super::connection::{ORDER, proxy_from, register, unregister, update_status};
 use super::generated::Generated;
+use super::generated::ORDER;
+use super::stream::Protocol;
+use super::stream::update_status;
 use super::{Inner, MeshSnapshot, Nack};
 use crate::Proxy;
 
@@ -33,7 +36,7 @@ impl Subscription {
     }
 }
 
-struct DeltaConnection {
+pub(super) struct DeltaConnection {
     server: Arc<Inner>,
     id: u64,
     proxy: Proxy,
@@ -44,66 +47,32 @@ struct DeltaConnection {
     nonce: u64,
 }
 
-pub(crate) async fn run(
-    server: Arc<Inner>,
-    id: u64,
-    mut requests: tonic::Streaming<DeltaDiscoveryRequest>,
-    responses: Responses,
-) {
-    let first = match requests.message().await {
-        Ok(Some(first)) => first,
-        _ => return,
-    };
-    let proxy = match proxy_from(first.node.as_ref()) {
-        Ok(proxy) => proxy,
-        Err(status) => {
-            let _ = responses.send(Err(status)).await;
-            return;
-        }
-    };
-    let mut snapshots = server.snapshots.subscribe();
-    let mut closing = server.closing.subscribe();
-    register(&server, id, &proxy, true);
-    let mut connection = DeltaConnection {
-        server: Arc::clone(&server),
-        id,
-        proxy,
-        responses,
-        subscriptions: BTreeMap::new(),
-        snapshot: None,
-        generated: None,
-        nonce: 0,
-    };
-    let current = snapshots.borrow_and_update().clone();
-    if let Some(snapshot) = current {
-        connection.refresh(snapshot).await;
-    }
-    let mut open = !*closing.borrow_and_update() && connection.request(first).await;
-    while open {
-        tokio::select! {
-            _ = closing.changed() => open = false,
-            request = requests.message() => {
-                open = match request {
-                    Ok(Some(request)) => connection.request(request).await,
-                    _ => false,
-                };
-            }
-            changed = snapshots.changed() => {
-                let snapshot = snapshots.borrow_and_update().clone();
-                open = changed.is_ok() && match snapshot {
-                    Some(snapshot) => {
-                        connection.refresh(snapshot).await;
-                        connection.push().await
-                    }
-                    None => true,
-                };
-            }
-        }
-    }
-    unregister(&server, id, &connection.proxy);
-}
+impl Protocol for DeltaConnection {
+    type Request = DeltaDiscoveryRequest;
+    type Response = DeltaDiscoveryResponse;
+    const INCREMENTAL: bool = true;
 
-impl DeltaConnection {
+    fn node(request: &Self::Request) -> Option<&Node> {
+        request.node.as_ref()
+    }
+
+    fn new(server: Arc<Inner>, id: u64, proxy: Proxy, responses: Responses) -> Self {
+        DeltaConnection {
+            server,
+            id,
+            proxy,
+            responses,
+            subscriptions: BTreeMap::new(),
+            snapshot: None,
+            generated: None,
+            nonce: 0,
+        }
+    }
+
+    fn proxy(&self) -> &Proxy {
+        &self.proxy
+    }
+
     async fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) {
         let generated = snapshot
             .generated
@@ -193,7 +162,9 @@ impl DeltaConnection {
         }
         true
     }
+}
 
+impl DeltaConnection {
     /// The names whose version differs from what the client holds.
     fn changes(&self, short: &str) -> Vec<String> {
         let (Some(subscription), Some(generated)) = (self.subscriptions.get(short), &self.generated) else {

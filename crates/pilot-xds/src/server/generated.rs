@@ -10,8 +10,8 @@ use envoy_types::pb::google::protobuf::Any;
 use pilot_model::{Labels, ServiceDiscovery};
 use tokio::sync::OnceCell;
 
-use super::connection::{ORDER, named};
-use crate::{MeshConfig, Proxy, ProxyType, TrafficCapture, generate};
+use crate::util::any;
+use crate::{MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, generate};
 
 /// What a proxy's configuration depends on besides the mesh: proxies equal
 /// here get equal configuration, so it is generated once for all of them.
@@ -125,4 +125,44 @@ pub(crate) fn version_of(any: &Any) -> String {
     let mut hasher = DefaultHasher::new();
     any.value.hash(&mut hasher);
     format!("{:016x}", hasher.finish())
+}
+
+/// The xDS types this server serves, in push order.
+pub(crate) const ORDER: [(&str, &str); 4] = [
+    ("CDS", "type.googleapis.com/envoy.config.cluster.v3.Cluster"),
+    (
+        "EDS",
+        "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
+    ),
+    ("LDS", "type.googleapis.com/envoy.config.listener.v3.Listener"),
+    (
+        "RDS",
+        "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+    ),
+];
+
+/// Every resource of a type, by name, encoded.
+pub(crate) fn named(resources: &Resources, short: &str) -> Vec<(String, Any)> {
+    match short {
+        "CDS" => resources
+            .clusters
+            .iter()
+            .map(|c| (c.name.clone(), any(c)))
+            .collect(),
+        "EDS" => resources
+            .endpoints
+            .iter()
+            .map(|e| (e.cluster_name.clone(), any(e)))
+            .collect(),
+        "LDS" => resources
+            .listeners
+            .iter()
+            .map(|l| (l.name.clone(), any(l)))
+            .collect(),
+        _ => resources
+            .routes
+            .iter()
+            .map(|r| (r.name.clone(), any(r)))
+            .collect(),
+    }
 }

@@ -22,6 +22,7 @@ mod delta;
 mod generated;
 mod pipeline;
 mod status;
+mod stream;
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -209,7 +210,12 @@ impl AggregatedDiscoveryService for XdsServer {
         let requests = request.into_inner();
         let (responses, queue) = mpsc::channel(self.inner.options.send_queue.max(1));
         let id = self.inner.next_connection.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(connection::run(Arc::clone(&self.inner), id, requests, responses));
+        tokio::spawn(stream::drive::<connection::Connection>(
+            Arc::clone(&self.inner),
+            id,
+            requests,
+            responses,
+        ));
         let stream = futures::stream::unfold(queue, |mut queue| async move {
             queue.recv().await.map(|r| (r, queue))
         });
@@ -223,7 +229,12 @@ impl AggregatedDiscoveryService for XdsServer {
         let requests = request.into_inner();
         let (responses, queue) = mpsc::channel(self.inner.options.send_queue.max(1));
         let id = self.inner.next_connection.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(delta::run(Arc::clone(&self.inner), id, requests, responses));
+        tokio::spawn(stream::drive::<delta::DeltaConnection>(
+            Arc::clone(&self.inner),
+            id,
+            requests,
+            responses,
+        ));
         let stream = futures::stream::unfold(queue, |mut queue| async move {
             queue.recv().await.map(|r| (r, queue))
         });

@@ -1,0 +1,169 @@
+//! Driving one ADS stream, whatever its protocol: the first request names
+//! the proxy, then requests and pushes are handled as they come until the
+//! stream ends or the server closes.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::google::protobuf::value;
+use tokio::sync::mpsc;
+
+use super::{Inner, MeshSnapshot, ProxyStatus, TypeStatus};
+use crate::Proxy;
+
+/// A stream protocol: state of the world or incremental.
+pub(super) trait Protocol: Sized + Send {
+    /// What the proxy sends.
+    type Request: prost::Message + Default + Send + 'static;
+    /// What the server sends.
+    type Response: Send + 'static;
+    /// True for the delta protocol (reported in the proxy's status).
+    const INCREMENTAL: bool;
+
+    /// The node a request carries (the first one must).
+    fn node(request: &Self::Request) -> Option<&Node>;
+
+    /// The state of a new stream for `proxy`.
+    fn new(
+        server: Arc<Inner>,
+        id: u64,
+        proxy: Proxy,
+        responses: mpsc::Sender<Result<Self::Response, tonic::Status>>,
+    ) -> Self;
+
+    /// The proxy on this stream.
+    fn proxy(&self) -> &Proxy;
+
+    /// Takes a new snapshot's configuration for the proxy.
+    fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) -> impl Future<Output = ()> + Send;
+
+    /// Handles one request; false when the stream is gone.
+    fn request(&mut self, request: Self::Request) -> impl Future<Output = bool> + Send;
+
+    /// Sends what a new snapshot changed; false when the stream is gone.
+    fn push(&mut self) -> impl Future<Output = bool> + Send;
+}
+
+/// Runs one stream to its end, then forgets the proxy.
+pub(super) async fn drive<P: Protocol>(
+    server: Arc<Inner>,
+    id: u64,
+    mut requests: tonic::Streaming<P::Request>,
+    responses: mpsc::Sender<Result<P::Response, tonic::Status>>,
+) {
+    let first = match requests.message().await {
+        Ok(Some(first)) => first,
+        _ => return,
+    };
+    let proxy = match proxy_from(P::node(&first)) {
+        Ok(proxy) => proxy,
+        Err(status) => {
+            let _ = responses.send(Err(status)).await;
+            return;
+        }
+    };
+    let mut snapshots = server.snapshots.subscribe();
+    let mut closing = server.closing.subscribe();
+    register(&server, id, &proxy, P::INCREMENTAL);
+    let mut stream = P::new(Arc::clone(&server), id, proxy, responses);
+    let current = snapshots.borrow_and_update().clone();
+    if let Some(snapshot) = current {
+        stream.refresh(snapshot).await;
+    }
+    let mut open = !*closing.borrow_and_update() && stream.request(first).await;
+    while open {
+        tokio::select! {
+            _ = closing.changed() => open = false,
+            request = requests.message() => {
+                open = match request {
+                    Ok(Some(request)) => stream.request(request).await,
+                    _ => false,
+                };
+            }
+            changed = snapshots.changed() => {
+                let snapshot = snapshots.borrow_and_update().clone();
+                open = changed.is_ok() && match snapshot {
+                    Some(snapshot) => {
+                        stream.refresh(snapshot).await;
+                        stream.push().await
+                    }
+                    None => true,
+                };
+            }
+        }
+    }
+    unregister(&server, id, stream.proxy());
+}
+
+/// Updates one type's feedback for connection `id`.
+pub(super) fn update_status<T>(
+    server: &Inner,
+    id: u64,
+    short: &'static str,
+    f: impl FnOnce(&mut TypeStatus) -> T,
+) -> T {
+    let mut all = server.status.lock().unwrap_or_else(|p| p.into_inner());
+    let entry = all.entry(id).or_default();
+    f(entry.types.entry(short).or_default())
+}
+
+/// Registers a newly connected proxy's (empty) feedback.
+pub(super) fn register(server: &Inner, id: u64, proxy: &Proxy, incremental: bool) {
+    server.status.lock().unwrap_or_else(|p| p.into_inner()).insert(
+        id,
+        ProxyStatus {
+            node_id: proxy.node_id(),
+            incremental,
+            types: BTreeMap::new(),
+        },
+    );
+    tracing::info!(node = %proxy.node_id(), "proxy connected");
+}
+
+/// Forgets a disconnected proxy.
+pub(super) fn unregister(server: &Inner, id: u64, proxy: &Proxy) {
+    tracing::info!(node = %proxy.node_id(), "proxy disconnected");
+    server
+        .status
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&id);
+}
+
+/// The proxy of a stream's first request, or the gRPC error to end the
+/// stream with.
+pub(super) fn proxy_from(node: Option<&Node>) -> Result<Proxy, tonic::Status> {
+    let node = node.ok_or_else(|| tonic::Status::invalid_argument("the first request carries no node"))?;
+    proxy_of(node).map_err(|e| tonic::Status::invalid_argument(e.to_string()))
+}
+
+/// The proxy a node describes: its id, plus `LABELS` and
+/// `INTERCEPTION_MODE` from its metadata.
+pub(super) fn proxy_of(node: &Node) -> Result<Proxy, crate::XdsError> {
+    let proxy = Proxy::from_node_id(&node.id)?;
+    let mut metadata = BTreeMap::new();
+    if let Some(fields) = node.metadata.as_ref().map(|m| &m.fields) {
+        for (key, value) in fields {
+            match &value.kind {
+                Some(value::Kind::StringValue(text)) => {
+                    metadata.insert(key.clone(), text.clone());
+                }
+                Some(value::Kind::StructValue(object)) if key == "LABELS" => {
+                    let labels: BTreeMap<String, String> = object
+                        .fields
+                        .iter()
+                        .filter_map(|(k, v)| match &v.kind {
+                            Some(value::Kind::StringValue(s)) => Some((k.clone(), s.clone())),
+                            _ => None,
+                        })
+                        .collect();
+                    metadata.insert(key.clone(), serde_json::to_string(&labels).unwrap_or_default());
+                }
+                _ => {}
+            }
+        }
+    }
+    proxy.with_metadata(&metadata)
+}
