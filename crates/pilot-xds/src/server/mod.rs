@@ -207,37 +207,38 @@ impl AggregatedDiscoveryService for XdsServer {
         &self,
         request: tonic::Request<tonic::Streaming<DiscoveryRequest>>,
     ) -> Result<tonic::Response<Self::StreamAggregatedResourcesStream>, tonic::Status> {
-        let requests = request.into_inner();
-        let (responses, queue) = mpsc::channel(self.inner.options.send_queue.max(1));
-        let id = self.inner.next_connection.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(stream::drive::<connection::Connection>(
-            Arc::clone(&self.inner),
-            id,
-            requests,
-            responses,
-        ));
-        let stream = futures::stream::unfold(queue, |mut queue| async move {
-            queue.recv().await.map(|r| (r, queue))
-        });
-        Ok(tonic::Response::new(Box::pin(stream)))
+        Ok(tonic::Response::new(
+            self.open::<connection::Connection>(request.into_inner()),
+        ))
     }
 
     async fn delta_aggregated_resources(
         &self,
         request: tonic::Request<tonic::Streaming<DeltaDiscoveryRequest>>,
     ) -> Result<tonic::Response<Self::DeltaAggregatedResourcesStream>, tonic::Status> {
-        let requests = request.into_inner();
+        Ok(tonic::Response::new(
+            self.open::<delta::DeltaConnection>(request.into_inner()),
+        ))
+    }
+}
+
+impl XdsServer {
+    /// Starts the task of a new stream of protocol `P`; its responses flow
+    /// through a bounded queue into the returned stream.
+    fn open<P: stream::Protocol + 'static>(
+        &self,
+        requests: tonic::Streaming<P::Request>,
+    ) -> ResponseStream<P::Response> {
         let (responses, queue) = mpsc::channel(self.inner.options.send_queue.max(1));
         let id = self.inner.next_connection.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(stream::drive::<delta::DeltaConnection>(
+        tokio::spawn(stream::drive::<P>(
             Arc::clone(&self.inner),
             id,
             requests,
             responses,
         ));
-        let stream = futures::stream::unfold(queue, |mut queue| async move {
+        Box::pin(futures::stream::unfold(queue, |mut queue| async move {
             queue.recv().await.map(|r| (r, queue))
-        });
-        Ok(tonic::Response::new(Box::pin(stream)))
+        }))
     }
 }
