@@ -25,12 +25,13 @@ use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use futures::StreamExt;
 use pilot::memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot::model::istio::{DestinationWeight, IstioService, RouteRule};
-use pilot::model::{Config, ConfigStore, Labels, Port, Protocol, Service, istio};
+use pilot::model::{ConfigStore, Labels, Port, Protocol, Service, istio};
 use pilot::store::Controller;
 use pilot_xds::{XdsOptions, XdsServer};
 use prost::Message;
 use tokio::sync::mpsc;
+
+mod common;
 
 const SERVICES: usize = 1_000;
 const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
@@ -51,27 +52,9 @@ fn rss_mb() -> f64 {
 
 fn split_rule(service: usize, v1: i32) -> pilot::model::DynConfig {
     let name = format!("svc-{service}");
-    Config::new(
-        "default",
-        format!("{name}-split"),
-        RouteRule {
-            destination: Some(IstioService {
-                name,
-                ..Default::default()
-            }),
-            route: [("v1", v1), ("v2", 100 - v1)]
-                .iter()
-                .map(|(v, w)| DestinationWeight {
-                    labels: [("version".to_string(), v.to_string())].into(),
-                    weight: Some(*w),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        },
-    )
-    .to_dyn()
-    .expect("serializes")
+    common::split_rule(&name, &format!("{name}-split"), v1)
+        .to_dyn()
+        .expect("serializes")
 }
 
 /// One client: subscribes, follows EDS/RDS names, ACKs everything.

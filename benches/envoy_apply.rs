@@ -10,36 +10,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pilot::memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot::model::istio::{DestinationWeight, IstioService, RouteRule};
-use pilot::model::{Config, ConfigKey, ConfigStore, Port, Protocol, Service, istio};
+use pilot::model::{ConfigKey, ConfigStore, Port, Protocol, Service, istio};
 use pilot::store::Controller;
 use pilot_xds::testing::AdsEnvoy;
 use pilot_xds::{XdsOptions, XdsServer};
 
+mod common;
+
 const CHANGES: usize = 20;
 
 fn rule(v1: i32) -> pilot::model::DynConfig {
-    Config::new(
-        "default",
-        "reviews-split",
-        RouteRule {
-            destination: Some(IstioService {
-                name: "reviews".into(),
-                ..Default::default()
-            }),
-            route: [("v1", v1), ("v2", 100 - v1)]
-                .iter()
-                .map(|(v, w)| DestinationWeight {
-                    labels: [("version".to_string(), v.to_string())].into(),
-                    weight: Some(*w),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        },
-    )
-    .to_dyn()
-    .expect("serializes")
+    common::split_rule("reviews", "reviews-split", v1)
+        .to_dyn()
+        .expect("serializes")
 }
 
 /// The version Envoy applied for route configuration `name`.

@@ -13,10 +13,11 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use pilot::memory::MemoryServiceRegistry;
-use pilot::model::istio::{DestinationWeight, IstioService, RouteRule};
-use pilot::model::{Config, Labels, Port, Protocol, Service};
+use pilot::model::{Labels, Port, Protocol, Service};
 use pilot_xds::{MeshConfig, Proxy, Resources, generate};
 use prost::Message;
+
+mod common;
 
 const SERVICES: usize = 1_000;
 
@@ -43,25 +44,8 @@ fn mesh() -> (MemoryServiceRegistry, MeshConfig) {
                 )
                 .expect("service exists");
         }
-        mesh.route_rules.push(Config::new(
-            "default",
-            format!("{name}-split"),
-            RouteRule {
-                destination: Some(IstioService {
-                    name: name.clone(),
-                    ..Default::default()
-                }),
-                route: ["v1", "v2"]
-                    .iter()
-                    .map(|v| DestinationWeight {
-                        labels: [("version".to_string(), v.to_string())].into(),
-                        weight: Some(50),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            },
-        ));
+        mesh.route_rules
+            .push(common::split_rule(&name, &format!("{name}-split"), 50));
     }
     (registry, mesh)
 }

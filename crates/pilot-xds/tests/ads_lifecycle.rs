@@ -65,37 +65,40 @@ fn cds_request(node_id: &str, version: &str, nonce: &str) -> DiscoveryRequest {
     }
 }
 
+/// Opens an ADS stream whose first request is `first`; returns the sender
+/// for further requests and the responses.
+async fn open(
+    port: u16,
+    first: DiscoveryRequest,
+) -> (
+    mpsc::Sender<DiscoveryRequest>,
+    tonic::Streaming<envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse>,
+) {
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(first).await.unwrap();
+    let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+    let responses = client(port)
+        .await
+        .stream_aggregated_resources(requests)
+        .await
+        .unwrap()
+        .into_inner();
+    (tx, responses)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_are_refused_acknowledged_and_cleaned_up() {
     let (server, port, controller) = server().await;
 
     // A node id that is not type~ip~id~domain ends the stream with the reason.
-    let (tx, rx) = mpsc::channel(4);
-    tx.send(cds_request("not-a-node-id", "", "")).await.unwrap();
-    let mut responses = client(port)
-        .await
-        .stream_aggregated_resources(futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|r| (r, rx))
-        }))
-        .await
-        .unwrap()
-        .into_inner();
+    let (_tx, mut responses) = open(port, cds_request("not-a-node-id", "", "")).await;
     let refused = responses.next().await.unwrap().unwrap_err();
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
     assert!(refused.message().contains("not-a-node-id"), "{refused:?}");
 
     // Before the Controller runs (and syncs), nothing is sent.
     let node = "sidecar~10.0.0.7~app.default~default.svc.cluster.local";
-    let (tx, rx) = mpsc::channel(4);
-    tx.send(cds_request(node, "", "")).await.unwrap();
-    let mut responses = client(port)
-        .await
-        .stream_aggregated_resources(futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|r| (r, rx))
-        }))
-        .await
-        .unwrap()
-        .into_inner();
+    let (tx, mut responses) = open(port, cds_request(node, "", "")).await;
     assert!(
         tokio::time::timeout(Duration::from_millis(300), responses.next())
             .await
