@@ -5,22 +5,23 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
-use envoy_types::pb::google::protobuf::Any;
 use tokio::sync::mpsc;
 
 use super::generated::{Generated, ORDER};
+use super::grpc::{Outgoing, frame};
 use super::stream::Protocol;
 use super::stream::update_status;
 use super::{Inner, MeshSnapshot, Nack, TypeStatus};
 use crate::Proxy;
 
-type Responses = mpsc::Sender<Result<DiscoveryResponse, tonic::Status>>;
+type Responses = mpsc::Sender<Outgoing>;
 
 /// A type's subscription and what was last sent for it.
 #[derive(Default)]
 struct Subscription {
-    /// `None`: every resource (wildcard).
-    names: Option<BTreeSet<String>>,
+    /// `None`: every resource (wildcard). Shared by the proxies that
+    /// subscribe to the same names.
+    names: Option<Arc<BTreeSet<String>>>,
     nonce: String,
     digest: Option<u64>,
 }
@@ -38,7 +39,6 @@ pub(super) struct Connection {
 
 impl Protocol for Connection {
     type Request = DiscoveryRequest;
-    type Response = DiscoveryResponse;
     const INCREMENTAL: bool = false;
 
     fn node(request: &Self::Request) -> Option<&Node> {
@@ -84,12 +84,7 @@ impl Protocol for Connection {
             return true;
         };
         let short: &'static str = short;
-        let names: Option<BTreeSet<String>> =
-            if request.resource_names.is_empty() && matches!(short, "CDS" | "LDS") {
-                None
-            } else {
-                Some(request.resource_names.iter().cloned().collect())
-            };
+        let wildcard = request.resource_names.is_empty() && matches!(short, "CDS" | "LDS");
         let subscription = self.subscriptions.entry(short).or_default();
         if !request.response_nonce.is_empty() {
             if request.response_nonce != subscription.nonce {
@@ -112,11 +107,19 @@ impl Protocol for Connection {
                     self.status(short, |s| s.acked = Some(request.version_info.clone()));
                 }
             }
-            let subscription = self.subscriptions.entry(short).or_default();
-            if subscription.names == names {
+            if same_names(
+                &self.subscriptions[short].names,
+                wildcard,
+                &request.resource_names,
+            ) {
                 return true;
             }
         }
+        let names = (!wildcard).then(|| {
+            self.server
+                .names
+                .intern(request.resource_names.into_iter().collect())
+        });
         self.subscriptions.entry(short).or_default().names = names;
         self.send(short, true).await
     }
@@ -170,28 +173,33 @@ impl Connection {
         if !force && subscription.digest == Some(digest) {
             return true;
         }
-        let resources: Vec<Any> = encoded
-            .resources
-            .iter()
-            .filter(|(name, _, _)| wanted(name))
-            .map(|(_, any, _)| any.clone())
-            .collect();
+        let resources = encoded.sotw(|entry| wanted(&entry.name));
         self.nonce += 1;
         let nonce = self.nonce.to_string();
         subscription.digest = Some(digest);
         subscription.nonce = nonce.clone();
-        let response = DiscoveryResponse {
+        let head = DiscoveryResponse {
             version_info: version.clone(),
-            resources,
             type_url: url.to_string(),
             nonce,
             ..Default::default()
         };
         self.status(short, |s| s.sent = Some(version));
-        self.responses.send(Ok(response)).await.is_ok()
+        self.responses.send(frame(&head, resources)).await.is_ok()
     }
 
     fn status<T>(&self, short: &'static str, f: impl FnOnce(&mut TypeStatus) -> T) -> T {
         update_status(&self.server, self.id, short, f)
+    }
+}
+
+/// True when a request names the same resources as the subscription (no
+/// allocation: this is every ACK).
+fn same_names(current: &Option<Arc<BTreeSet<String>>>, wildcard: bool, requested: &[String]) -> bool {
+    match current {
+        None => wildcard,
+        Some(names) => {
+            !wildcard && names.len() == requested.len() && requested.iter().all(|n| names.contains(n))
+        }
     }
 }

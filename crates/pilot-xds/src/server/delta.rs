@@ -1,32 +1,31 @@
 //! One incremental (delta) ADS stream: only changed resources are sent,
 //! and removed ones are named in `removed_resources`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource,
-};
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
 use tokio::sync::mpsc;
 
-use super::generated::Generated;
-use super::generated::ORDER;
+use super::generated::{Entry, Generated, ORDER};
+use super::grpc::{Outgoing, frame};
 use super::stream::Protocol;
 use super::stream::update_status;
 use super::{Inner, MeshSnapshot, Nack};
 use crate::Proxy;
 
-type Responses = mpsc::Sender<Result<DeltaDiscoveryResponse, tonic::Status>>;
+type Responses = mpsc::Sender<Outgoing>;
 
 /// A type's subscription and what the client holds.
 #[derive(Default)]
 struct Subscription {
     wildcard: bool,
     names: BTreeSet<String>,
-    /// Version of each resource the client has (from us or from its
-    /// `initial_resource_versions`).
-    known: HashMap<String, String>,
+    /// Version of each resource the client has (from us, or from its
+    /// `initial_resource_versions`: `None` when that is not one of ours).
+    /// Names sent by us share the generated configuration's string.
+    known: HashMap<Arc<str>, Option<u64>>,
     nonce: String,
 }
 
@@ -49,7 +48,6 @@ pub(super) struct DeltaConnection {
 
 impl Protocol for DeltaConnection {
     type Request = DeltaDiscoveryRequest;
-    type Response = DeltaDiscoveryResponse;
     const INCREMENTAL: bool = true;
 
     fn node(request: &Self::Request) -> Option<&Node> {
@@ -112,7 +110,11 @@ impl Protocol for DeltaConnection {
         }
         let subscription = self.subscriptions.entry(short).or_default();
         if first_for_type {
-            subscription.known = request.initial_resource_versions.clone().into_iter().collect();
+            subscription.known = request
+                .initial_resource_versions
+                .iter()
+                .map(|(name, version)| (Arc::from(name.as_str()), u64::from_str_radix(version, 16).ok()))
+                .collect();
             // An empty first subscription to CDS or LDS is the wildcard.
             subscription.wildcard =
                 request.resource_names_subscribe.is_empty() && matches!(short, "CDS" | "LDS");
@@ -131,7 +133,7 @@ impl Protocol for DeltaConnection {
                 subscription.wildcard = false;
             }
             subscription.names.remove(name);
-            subscription.known.remove(name);
+            subscription.known.remove(name.as_str());
         }
         if changed {
             self.send(short, &BTreeSet::new()).await
@@ -171,12 +173,12 @@ impl DeltaConnection {
             return Vec::new();
         };
         generated.types[short]
-            .resources
+            .entries
             .iter()
-            .filter(|(name, _, version)| {
-                subscription.wants(name) && subscription.known.get(name) != Some(version)
+            .filter(|e| {
+                subscription.wants(&e.name) && subscription.known.get(&e.name) != Some(&Some(e.version))
             })
-            .map(|(name, _, _)| name.clone())
+            .map(|e| e.name.to_string())
             .collect()
     }
 
@@ -195,51 +197,46 @@ impl DeltaConnection {
         let Some(generated) = &self.generated else {
             return true;
         };
-        let current = &generated.types[short].resources;
+        let current = &generated.types[short];
         let subscription = self.subscriptions.entry(short).or_default();
-        let present: BTreeSet<&String> = current.iter().map(|(n, _, _)| n).collect();
+        let present: HashSet<&str> = current.entries.iter().map(|e| &*e.name).collect();
         let removed: Vec<String> = subscription
             .known
             .keys()
-            .filter(|name| !present.contains(name))
-            .cloned()
+            .filter(|name| !present.contains(&***name))
+            .map(|name| name.to_string())
             .collect();
-        let resources: Vec<Resource> = current
+        let selected = |e: &Entry| {
+            subscription.wants(&e.name)
+                && (force.contains(&*e.name) || subscription.known.get(&e.name) != Some(&Some(e.version)))
+        };
+        let sent: Vec<(Arc<str>, u64)> = current
+            .entries
             .iter()
-            .filter(|(name, _, version)| {
-                subscription.wants(name)
-                    && (force.contains(name) || subscription.known.get(name) != Some(version))
-            })
-            .map(|(name, any, version)| Resource {
-                version: version.clone(),
-                name: name.clone(),
-                resource: Some(any.clone()),
-                ..Default::default()
-            })
+            .filter(|e| selected(e))
+            .map(|e| (Arc::clone(&e.name), e.version))
             .collect();
-        if resources.is_empty() && removed.is_empty() && !subscription.nonce.is_empty() {
+        if sent.is_empty() && removed.is_empty() && !subscription.nonce.is_empty() {
             return true;
         }
-        for resource in &resources {
-            subscription
-                .known
-                .insert(resource.name.clone(), resource.version.clone());
+        let resources = current.delta(selected);
+        for (name, version) in sent {
+            subscription.known.insert(name, Some(version));
         }
         for name in &removed {
-            subscription.known.remove(name);
+            subscription.known.remove(name.as_str());
         }
         self.nonce += 1;
         let nonce = self.nonce.to_string();
         subscription.nonce = nonce.clone();
         update_status(&self.server, self.id, short, |s| s.sent = Some(version.clone()));
-        let response = DeltaDiscoveryResponse {
+        let head = DeltaDiscoveryResponse {
             system_version_info: version,
-            resources,
             type_url: url.to_string(),
             removed_resources: removed,
             nonce,
             ..Default::default()
         };
-        self.responses.send(Ok(response)).await.is_ok()
+        self.responses.send(frame(&head, resources)).await.is_ok()
     }
 }

@@ -4,8 +4,11 @@
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock};
 
+use bytes::{Bytes, BytesMut};
+use envoy_types::pb::envoy::service::discovery::v3::Resource;
 use envoy_types::pb::google::protobuf::Any;
 use pilot_model::{Labels, ServiceDiscovery};
 use tokio::sync::OnceCell;
@@ -51,22 +54,136 @@ impl ProxyClass {
     }
 }
 
-/// One type's resources, encoded, with a digest of the whole set and a
-/// version per resource.
+/// One resource of an [`EncodedType`].
+pub(crate) struct Entry {
+    pub(crate) name: Arc<str>,
+    /// A digest of the resource's encoding.
+    pub(crate) version: u64,
+    /// Where its entry is in [`EncodedType::sotw`].
+    range: Range<usize>,
+    /// The length of its `Any.value`.
+    value_len: usize,
+}
+
+/// One type's resources, encoded once for every connection that is sent
+/// them: `sotw` holds each resource as it appears in a
+/// `DiscoveryResponse` (field 2, an `Any`), back to back, so a response is
+/// a small header plus slices of this buffer; the delta form (field 2 of a
+/// `DeltaDiscoveryResponse`, a `Resource` with name and version) is built
+/// the first time an incremental stream needs it.
 pub(crate) struct EncodedType {
-    pub(crate) resources: Vec<(String, Any, String)>,
+    pub(crate) entries: Vec<Entry>,
+    sotw: Bytes,
+    delta: OnceLock<(Bytes, Vec<Range<usize>>)>,
+    type_url: &'static str,
 }
 
 impl EncodedType {
+    fn new(type_url: &'static str, resources: Vec<(String, Any)>) -> Self {
+        let mut buffer = BytesMut::new();
+        let mut entries = Vec::with_capacity(resources.len());
+        for (name, any) in resources {
+            let start = buffer.len();
+            prost::encoding::message::encode(2, &any, &mut buffer);
+            entries.push(Entry {
+                name: name.into(),
+                version: digest_of(&any.value),
+                range: start..buffer.len(),
+                value_len: any.value.len(),
+            });
+        }
+        EncodedType {
+            entries,
+            sotw: buffer.freeze(),
+            delta: OnceLock::new(),
+            type_url,
+        }
+    }
+
     /// A digest of the resources that `wanted` selects.
     pub(crate) fn digest(&self, wanted: impl Fn(&str) -> bool) -> u64 {
         let mut hasher = DefaultHasher::new();
-        for (name, _, version) in self.resources.iter().filter(|(n, _, _)| wanted(n)) {
-            name.hash(&mut hasher);
-            version.hash(&mut hasher);
+        for entry in self.entries.iter().filter(|e| wanted(&e.name)) {
+            entry.name.hash(&mut hasher);
+            entry.version.hash(&mut hasher);
         }
         hasher.finish()
     }
+
+    /// The `DiscoveryResponse.resources` of the entries `wanted` selects:
+    /// slices of the shared buffer (one when the selection is contiguous).
+    pub(crate) fn sotw(&self, wanted: impl Fn(&Entry) -> bool) -> Vec<Bytes> {
+        slices(
+            &self.sotw,
+            self.entries.iter().map(|e| (wanted(e), e.range.clone())),
+        )
+    }
+
+    /// The `DeltaDiscoveryResponse.resources` of the entries `wanted`
+    /// selects, each named and versioned.
+    pub(crate) fn delta(&self, wanted: impl Fn(&Entry) -> bool) -> Vec<Bytes> {
+        let (buffer, ranges) = self.delta.get_or_init(|| {
+            let mut buffer = BytesMut::new();
+            let ranges = self
+                .entries
+                .iter()
+                .map(|entry| {
+                    let start = buffer.len();
+                    let resource = Resource {
+                        name: entry.name.to_string(),
+                        version: version_text(entry.version),
+                        resource: Some(Any {
+                            type_url: self.type_url.to_string(),
+                            value: self.any_value(entry).to_vec(),
+                        }),
+                        ..Default::default()
+                    };
+                    prost::encoding::message::encode(2, &resource, &mut buffer);
+                    start..buffer.len()
+                })
+                .collect();
+            (buffer.freeze(), ranges)
+        });
+        slices(
+            buffer,
+            self.entries
+                .iter()
+                .zip(ranges)
+                .map(|(e, r)| (wanted(e), r.clone())),
+        )
+    }
+
+    /// The encoded `Any.value` of an entry: the tail of its `sotw` form
+    /// (prost writes `Any`'s fields in tag order, `value` last).
+    fn any_value(&self, entry: &Entry) -> &[u8] {
+        &self.sotw[entry.range.end - entry.value_len..entry.range.end]
+    }
+}
+
+/// The slices of `buffer` whose flag is set, neighbours joined.
+fn slices(buffer: &Bytes, ranges: impl Iterator<Item = (bool, Range<usize>)>) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut run: Option<Range<usize>> = None;
+    for (wanted, range) in ranges {
+        if !wanted {
+            continue;
+        }
+        run = match run {
+            Some(r) if r.end == range.start => Some(r.start..range.end),
+            Some(r) => {
+                out.push(buffer.slice(r));
+                Some(range)
+            }
+            None => Some(range),
+        };
+    }
+    out.extend(run.map(|r| buffer.slice(r)));
+    out
+}
+
+/// A resource version as sent to proxies.
+pub(crate) fn version_text(version: u64) -> String {
+    format!("{version:016x}")
 }
 
 /// A proxy class's configuration for one push, encoded per type (in
@@ -102,16 +219,7 @@ impl GeneratedCache {
             let resources = generate(proxy, registry, mesh);
             let types = ORDER
                 .iter()
-                .map(|(short, _)| {
-                    let resources = named(&resources, short)
-                        .into_iter()
-                        .map(|(name, any)| {
-                            let version = version_of(&any);
-                            (name, any, version)
-                        })
-                        .collect();
-                    (*short, EncodedType { resources })
-                })
+                .map(|&(short, url)| (short, EncodedType::new(url, named(&resources, short))))
                 .collect();
             Arc::new(Generated { types })
         })
@@ -120,11 +228,11 @@ impl GeneratedCache {
     }
 }
 
-/// A resource's version: a digest of its encoding.
-pub(crate) fn version_of(any: &Any) -> String {
+/// A digest of a resource's encoding: its version.
+fn digest_of(value: &[u8]) -> u64 {
     let mut hasher = DefaultHasher::new();
-    any.value.hash(&mut hasher);
-    format!("{:016x}", hasher.finish())
+    value.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The xDS types this server serves, in push order.

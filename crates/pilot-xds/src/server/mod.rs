@@ -20,28 +20,22 @@
 mod connection;
 mod delta;
 mod generated;
+mod grpc;
 mod pipeline;
 mod status;
 mod stream;
 
 use std::collections::BTreeMap;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
-    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
-};
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-};
-use futures::Stream;
 use pilot_model::ServiceDiscovery;
 use pilot_store::Controller;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use grpc::AdsService;
 pub use status::{Nack, ProxyStatus, TYPES, TypeStatus};
 
 use crate::MeshConfig;
@@ -99,7 +93,9 @@ pub(crate) struct Inner {
     pub(crate) options: XdsOptions,
     /// Set when the server shuts down: every stream ends.
     pub(crate) closing: watch::Sender<bool>,
-    next_connection: AtomicU64,
+    pub(crate) next_connection: AtomicU64,
+    /// Subscriptions' name sets, shared between streams.
+    pub(crate) names: stream::NameSets,
     pipeline: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -126,6 +122,7 @@ impl XdsServer {
             options: options.clone(),
             closing: watch::channel(false).0,
             next_connection: AtomicU64::new(0),
+            names: Default::default(),
             pipeline: Mutex::new(None),
         });
         let task = tokio::spawn(pipeline::run(
@@ -138,9 +135,11 @@ impl XdsServer {
         XdsServer { inner }
     }
 
-    /// The tonic service to add to a `tonic::transport::Server`.
-    pub fn service(&self) -> AggregatedDiscoveryServiceServer<XdsServer> {
-        AggregatedDiscoveryServiceServer::new(self.clone())
+    /// The ADS service to add to a `tonic::transport::Server` (beside
+    /// other services, or on a server configured differently from
+    /// [`serve`](Self::serve)).
+    pub fn service(&self) -> AdsService {
+        AdsService { server: self.clone() }
     }
 
     /// Serves ADS on `address` until `shutdown` completes, with HTTP/2
@@ -193,52 +192,5 @@ impl XdsServer {
         let _ = snapshots
             .wait_for(|s| s.as_ref().is_some_and(|s| s.version >= version))
             .await;
-    }
-}
-
-type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, tonic::Status>> + Send>>;
-
-#[tonic::async_trait]
-impl AggregatedDiscoveryService for XdsServer {
-    type StreamAggregatedResourcesStream = ResponseStream<DiscoveryResponse>;
-    type DeltaAggregatedResourcesStream = ResponseStream<DeltaDiscoveryResponse>;
-
-    async fn stream_aggregated_resources(
-        &self,
-        request: tonic::Request<tonic::Streaming<DiscoveryRequest>>,
-    ) -> Result<tonic::Response<Self::StreamAggregatedResourcesStream>, tonic::Status> {
-        Ok(tonic::Response::new(
-            self.open::<connection::Connection>(request.into_inner()),
-        ))
-    }
-
-    async fn delta_aggregated_resources(
-        &self,
-        request: tonic::Request<tonic::Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<tonic::Response<Self::DeltaAggregatedResourcesStream>, tonic::Status> {
-        Ok(tonic::Response::new(
-            self.open::<delta::DeltaConnection>(request.into_inner()),
-        ))
-    }
-}
-
-impl XdsServer {
-    /// Starts the task of a new stream of protocol `P`; its responses flow
-    /// through a bounded queue into the returned stream.
-    fn open<P: stream::Protocol + 'static>(
-        &self,
-        requests: tonic::Streaming<P::Request>,
-    ) -> ResponseStream<P::Response> {
-        let (responses, queue) = mpsc::channel(self.inner.options.send_queue.max(1));
-        let id = self.inner.next_connection.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(stream::drive::<P>(
-            Arc::clone(&self.inner),
-            id,
-            requests,
-            responses,
-        ));
-        Box::pin(futures::stream::unfold(queue, |mut queue| async move {
-            queue.recv().await.map(|r| (r, queue))
-        }))
     }
 }

@@ -2,14 +2,17 @@
 //! the proxy, then requests and pushes are handled as they come until the
 //! stream ends or the server closes.
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
-use std::sync::Arc;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, Weak};
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::value;
 use tokio::sync::mpsc;
 
+use super::grpc::Outgoing;
 use super::{Inner, MeshSnapshot, ProxyStatus, TypeStatus};
 use crate::Proxy;
 
@@ -17,8 +20,6 @@ use crate::Proxy;
 pub(super) trait Protocol: Sized + Send {
     /// What the proxy sends.
     type Request: prost::Message + Default + Send + 'static;
-    /// What the server sends.
-    type Response: Send + 'static;
     /// True for the delta protocol (reported in the proxy's status).
     const INCREMENTAL: bool;
 
@@ -26,12 +27,7 @@ pub(super) trait Protocol: Sized + Send {
     fn node(request: &Self::Request) -> Option<&Node>;
 
     /// The state of a new stream for `proxy`.
-    fn new(
-        server: Arc<Inner>,
-        id: u64,
-        proxy: Proxy,
-        responses: mpsc::Sender<Result<Self::Response, tonic::Status>>,
-    ) -> Self;
+    fn new(server: Arc<Inner>, id: u64, proxy: Proxy, responses: mpsc::Sender<Outgoing>) -> Self;
 
     /// The proxy on this stream.
     fn proxy(&self) -> &Proxy;
@@ -51,7 +47,7 @@ pub(super) async fn drive<P: Protocol>(
     server: Arc<Inner>,
     id: u64,
     mut requests: tonic::Streaming<P::Request>,
-    responses: mpsc::Sender<Result<P::Response, tonic::Status>>,
+    responses: mpsc::Sender<Outgoing>,
 ) {
     let first = match requests.message().await {
         Ok(Some(first)) => first,
@@ -60,7 +56,7 @@ pub(super) async fn drive<P: Protocol>(
     let proxy = match proxy_from(P::node(&first)) {
         Ok(proxy) => proxy,
         Err(status) => {
-            let _ = responses.send(Err(status)).await;
+            let _ = responses.send(Outgoing::End(status)).await;
             return;
         }
     };
@@ -166,4 +162,42 @@ pub(super) fn proxy_of(node: &Node) -> Result<Proxy, crate::XdsError> {
         }
     }
     proxy.with_metadata(&metadata)
+}
+
+/// Subscriptions' name sets, shared: the sidecars of a mesh mostly
+/// subscribe to the same names (the same clusters' load assignments), so
+/// each distinct set is held once however many proxies ask for it.
+#[derive(Default)]
+pub(crate) struct NameSets {
+    /// The sets by hash, and the size at which dead entries are swept.
+    sets: Mutex<(Buckets, usize)>,
+}
+
+type Buckets = HashMap<u64, Vec<Weak<BTreeSet<String>>>>;
+
+impl NameSets {
+    /// The shared copy of `names`.
+    pub(crate) fn intern(&self, names: BTreeSet<String>) -> Arc<BTreeSet<String>> {
+        let mut hasher = DefaultHasher::new();
+        names.hash(&mut hasher);
+        let hash = hasher.finish();
+        let mut guard = self.sets.lock().unwrap_or_else(|p| p.into_inner());
+        let (sets, sweep_at) = &mut *guard;
+        let bucket = sets.entry(hash).or_default();
+        bucket.retain(|set| set.strong_count() > 0);
+        if let Some(found) = bucket.iter().filter_map(Weak::upgrade).find(|set| **set == names) {
+            return found;
+        }
+        let set = Arc::new(names);
+        bucket.push(Arc::downgrade(&set));
+        // Forget the sets nobody holds any more, now and then.
+        if sets.len() > *sweep_at {
+            sets.retain(|_, bucket| {
+                bucket.retain(|set| set.strong_count() > 0);
+                !bucket.is_empty()
+            });
+            *sweep_at = (sets.len() * 2).max(64);
+        }
+        set
+    }
 }

@@ -1,0 +1,168 @@
+//! The ADS gRPC service, written against tonic's building blocks instead of
+//! its generated server so that a response goes out as a small header plus
+//! slices of the configuration buffers every connection shares (see
+//! `generated.rs`): a push to 2,000 proxies copies nothing per proxy, and
+//! what waits in a slow proxy's queue costs only reference counts.
+//!
+//! Requests are decoded with tonic's `Streaming` (so framing, limits and
+//! errors are tonic's); responses are gRPC length-prefixed messages written
+//! as HTTP/2 data frames by a small [`Body`](http_body::Body), ended by
+//! `grpc-status` trailers.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http_body::Frame;
+use tokio::sync::mpsc;
+use tonic::body::Body;
+use tonic::server::NamedService;
+use tonic_prost::ProstDecoder;
+
+use super::{XdsServer, connection, delta, stream};
+
+const SERVICE: &str = "envoy.service.discovery.v3.AggregatedDiscoveryService";
+const STREAM_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
+const DELTA_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
+/// The largest request accepted (an EDS subscription to 10,000 clusters is
+/// well under 1 MiB).
+const MAX_REQUEST: usize = 16 * 1024 * 1024;
+
+/// What a stream's task hands to its response body.
+pub(super) enum Outgoing {
+    /// One gRPC message, framed, as buffers to write in order.
+    Message(Vec<Bytes>),
+    /// End the stream with this status.
+    End(tonic::Status),
+}
+
+/// Frames one response message: the gRPC prefix and `head` (the message's
+/// own fields), then `resources` (already-encoded repeated fields of the
+/// same message, shared with other connections).
+pub(super) fn frame(head: &impl prost::Message, resources: Vec<Bytes>) -> Outgoing {
+    let head_len = head.encoded_len();
+    let len = head_len + resources.iter().map(Bytes::len).sum::<usize>();
+    let mut buffer = BytesMut::with_capacity(5 + head_len);
+    buffer.put_u8(0);
+    buffer.put_u32(u32::try_from(len).unwrap_or(u32::MAX));
+    head.encode_raw(&mut buffer);
+    let mut parts = Vec::with_capacity(1 + resources.len());
+    parts.push(buffer.freeze());
+    parts.extend(resources);
+    Outgoing::Message(parts)
+}
+
+/// The ADS service to add to a `tonic::transport::Server` (see
+/// [`XdsServer::service`]).
+#[derive(Clone)]
+pub struct AdsService {
+    pub(super) server: XdsServer,
+}
+
+impl NamedService for AdsService {
+    const NAME: &'static str = SERVICE;
+}
+
+impl tower_service::Service<http::Request<Body>> for AdsService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let compressed = request
+            .headers()
+            .get("grpc-encoding")
+            .is_some_and(|e| e.as_bytes() != b"identity");
+        let response = if compressed {
+            tonic::Status::unimplemented("this server accepts uncompressed requests only").into_http()
+        } else {
+            match request.uri().path() {
+                STREAM_PATH => self.open::<connection::Connection>(request.into_body()),
+                DELTA_PATH => self.open::<delta::DeltaConnection>(request.into_body()),
+                path => tonic::Status::unimplemented(format!("no method {path}")).into_http(),
+            }
+        };
+        std::future::ready(Ok(response))
+    }
+}
+
+impl AdsService {
+    /// Starts the task of a new stream of protocol `P`; its responses flow
+    /// through a bounded queue into the response body.
+    fn open<P: stream::Protocol + 'static>(&self, body: Body) -> http::Response<Body> {
+        let inner = &self.server.inner;
+        let requests = tonic::Streaming::new_request(
+            ProstDecoder::<P::Request>::new(Default::default()),
+            body,
+            None,
+            Some(MAX_REQUEST),
+        );
+        let (responses, queue) = mpsc::channel(inner.options.send_queue.max(1));
+        let id = inner.next_connection.fetch_add(1, Ordering::Relaxed);
+        tokio::spawn(stream::drive::<P>(Arc::clone(inner), id, requests, responses));
+        let mut response = http::Response::new(Body::new(Responses {
+            queue,
+            pending: VecDeque::new(),
+            ended: false,
+        }));
+        response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        response
+    }
+}
+
+/// A stream's response body: the messages its task queues, then trailers.
+struct Responses {
+    queue: mpsc::Receiver<Outgoing>,
+    pending: VecDeque<Bytes>,
+    ended: bool,
+}
+
+impl http_body::Body for Responses {
+    type Data = Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
+        loop {
+            if let Some(data) = self.pending.pop_front() {
+                return Poll::Ready(Some(Ok(Frame::data(data))));
+            }
+            if self.ended {
+                return Poll::Ready(None);
+            }
+            let status = match std::task::ready!(self.queue.poll_recv(cx)) {
+                Some(Outgoing::Message(parts)) => {
+                    self.pending.extend(parts);
+                    continue;
+                }
+                Some(Outgoing::End(status)) => status,
+                // The task is done (the proxy left or the server closes).
+                None => tonic::Status::ok(""),
+            };
+            self.ended = true;
+            self.queue.close();
+            let mut trailers = http::HeaderMap::new();
+            if status.add_header(&mut trailers).is_err() {
+                trailers.insert("grpc-status", HeaderValue::from_static("13"));
+            }
+            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended && self.pending.is_empty()
+    }
+}
