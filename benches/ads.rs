@@ -1,29 +1,32 @@
-//! ADS convergence: time from a RouteRule write to every connected client
-//! having ACKed the new route configuration, with in-process clients on real
-//! tonic gRPC streams over loopback, in a mesh of 1,000 services; and the
-//! process's resident memory with the clients connected and after they left.
+//! ADS convergence and memory: time from a RouteRule write to every
+//! connected client having ACKed the new route configuration, with N ADS
+//! clients on real tonic gRPC streams over loopback, in a mesh of 1,000
+//! services; and the server's resident memory with the clients connected
+//! and after they left.
 //!
-//!     cargo bench --bench ads [-- CLIENTS...]      (default: 100 1000)
+//!     cargo bench --bench ads [-- CLIENTS...]      (default: 100 1000 2000)
 //!
-//! Each client is a sidecar with its own IP and no instances of its own; it
-//! subscribes to CDS and LDS (wildcard), to the EDS and RDS names those
-//! carry, and ACKs every response. Times are sampled from the server's
-//! feedback (`XdsServer::status`) every millisecond.
+//! The server runs in this process; the clients run in a child process (this
+//! same binary, `--clients N --port P`), so the server's RSS is its own and
+//! the clients' decoding is not counted in it. Both share the machine's two
+//! cores. Each client is a sidecar with its own IP and no instances of its
+//! own; it subscribes to CDS and LDS (wildcard), to the EDS and RDS names
+//! those carry, and ACKs every response (with the full name list, as Envoy
+//! does). It decodes only what it needs (names), skipping the rest of each
+//! message. A client records when it sent its ACK of each RDS version; the
+//! parent asks the child for those times (wall clock, same machine).
 
 use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use bytes::Bytes;
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
-use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpConnectionManager, http_connection_manager,
-};
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
-use futures::StreamExt;
 use pilot::memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot::model::{ConfigStore, Labels, Port, Protocol, Service, istio};
 use pilot::store::Controller;
@@ -38,6 +41,78 @@ const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
 const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+const PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
+
+/// What a client decodes of a `DiscoveryResponse` (other fields skipped).
+#[derive(Clone, PartialEq, Message)]
+struct Response {
+    #[prost(string, tag = "1")]
+    version_info: String,
+    #[prost(message, repeated, tag = "2")]
+    resources: Vec<AnyValue>,
+    #[prost(string, tag = "4")]
+    type_url: String,
+    #[prost(string, tag = "5")]
+    nonce: String,
+}
+
+/// `google.protobuf.Any`'s value, not copied.
+#[derive(Clone, PartialEq, Message)]
+struct AnyValue {
+    #[prost(bytes = "bytes", tag = "2")]
+    value: Bytes,
+}
+
+/// A cluster's name and whether it uses EDS (`Cluster` fields 1 and 3).
+#[derive(Clone, PartialEq, Message)]
+struct ClusterName {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(message, optional, tag = "3")]
+    eds_cluster_config: Option<Present>,
+}
+
+/// A message whose content does not matter, only its presence.
+#[derive(Clone, PartialEq, Message)]
+struct Present {}
+
+/// `Listener.filter_chains` (3) → `FilterChain.filters` (3) →
+/// `Filter.typed_config` (4) → `HttpConnectionManager.rds` (3) →
+/// `Rds.route_config_name` (2).
+#[derive(Clone, PartialEq, Message)]
+struct ListenerRoutes {
+    #[prost(message, repeated, tag = "3")]
+    filter_chains: Vec<ChainFilters>,
+}
+#[derive(Clone, PartialEq, Message)]
+struct ChainFilters {
+    #[prost(message, repeated, tag = "3")]
+    filters: Vec<FilterConfig>,
+}
+#[derive(Clone, PartialEq, Message)]
+struct FilterConfig {
+    #[prost(message, optional, tag = "4")]
+    typed_config: Option<AnyValue>,
+}
+#[derive(Clone, PartialEq, Message)]
+struct ManagerRds {
+    #[prost(message, optional, tag = "3")]
+    rds: Option<RdsName>,
+}
+#[derive(Clone, PartialEq, Message)]
+struct RdsName {
+    #[prost(string, tag = "2")]
+    route_config_name: String,
+}
+
+#[cfg(feature = "bench-jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+unsafe extern "C" {
+    /// glibc: returns free heap memory to the system.
+    fn malloc_trim(pad: usize) -> i32;
+}
 
 fn rss_mb() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -50,6 +125,13 @@ fn rss_mb() -> f64 {
         / 1024.0
 }
 
+fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
 fn split_rule(service: usize, v1: i32) -> pilot::model::DynConfig {
     let name = format!("svc-{service}");
     common::split_rule(&name, &format!("{name}-split"), v1)
@@ -57,14 +139,26 @@ fn split_rule(service: usize, v1: i32) -> pilot::model::DynConfig {
         .expect("serializes")
 }
 
+/// When a client ACKed its latest RDS version: (version, wall-clock µs).
+#[derive(Default)]
+struct Acked {
+    version: AtomicU64,
+    at: AtomicU64,
+}
+
 /// One client: subscribes, follows EDS/RDS names, ACKs everything.
-async fn client(port: u16, index: usize) {
-    let mut grpc = loop {
-        if let Ok(c) = AggregatedDiscoveryServiceClient::connect(format!("http://127.0.0.1:{port}")).await {
-            break c.max_decoding_message_size(64 * 1024 * 1024);
+async fn client(port: u16, index: usize, acked: Arc<Acked>) {
+    let channel = loop {
+        match tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+            .expect("address")
+            .connect()
+            .await
+        {
+            Ok(channel) => break channel,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(64 * 1024 * 1024);
     let ip = IpAddr::V4(Ipv4Addr::from(0x0b00_0000 + index as u32));
     let node = Node {
         id: format!("sidecar~{ip}~client-{index}.default~default.svc.cluster.local"),
@@ -81,23 +175,30 @@ async fn client(port: u16, index: usize) {
     };
     tx.send(request(CDS, vec![], "", "")).await.unwrap();
     tx.send(request(LDS, vec![], "", "")).await.unwrap();
+    if grpc.ready().await.is_err() {
+        return;
+    }
+    let codec = tonic_prost::ProstCodec::<DiscoveryRequest, Response>::default();
+    let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
     let Ok(response) = grpc
-        .stream_aggregated_resources(futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|r| (r, rx))
-        }))
+        .streaming(
+            tonic::Request::new(requests),
+            http::uri::PathAndQuery::from_static(PATH),
+            codec,
+        )
         .await
     else {
         return;
     };
     let mut responses = response.into_inner();
     let (mut eds, mut rds): (BTreeSet<String>, BTreeSet<String>) = Default::default();
-    while let Some(Ok(response)) = responses.next().await {
+    while let Ok(Some(response)) = responses.message().await {
         let mut follow_up = None;
         if response.type_url == CDS {
             let names: BTreeSet<String> = response
                 .resources
                 .iter()
-                .filter_map(|a| Cluster::decode(a.value.as_slice()).ok())
+                .filter_map(|a| ClusterName::decode(a.value.clone()).ok())
                 .filter(|c| c.eds_cluster_config.is_some())
                 .map(|c| c.name)
                 .collect();
@@ -109,18 +210,10 @@ async fn client(port: u16, index: usize) {
             let names: BTreeSet<String> = response
                 .resources
                 .iter()
-                .filter_map(|a| Listener::decode(a.value.as_slice()).ok())
+                .filter_map(|a| ListenerRoutes::decode(a.value.clone()).ok())
                 .flat_map(|l| l.filter_chains.into_iter().flat_map(|c| c.filters))
-                .filter_map(|f| match f.config_type {
-                    Some(filter::ConfigType::TypedConfig(any)) => {
-                        HttpConnectionManager::decode(any.value.as_slice()).ok()
-                    }
-                    _ => None,
-                })
-                .filter_map(|m| match m.route_specifier {
-                    Some(http_connection_manager::RouteSpecifier::Rds(rds)) => Some(rds.route_config_name),
-                    _ => None,
-                })
+                .filter_map(|f| ManagerRds::decode(f.typed_config?.value).ok()?.rds)
+                .map(|rds| rds.route_config_name)
                 .collect();
             if names != rds {
                 rds = names;
@@ -134,17 +227,15 @@ async fn client(port: u16, index: usize) {
         } else {
             vec![]
         };
-        if tx
-            .send(request(
-                &response.type_url,
-                names,
-                &response.version_info,
-                &response.nonce,
-            ))
-            .await
-            .is_err()
-        {
+        let ack = request(&response.type_url, names, &response.version_info, &response.nonce);
+        if tx.send(ack).await.is_err() {
             return;
+        }
+        if response.type_url == RDS
+            && let Ok(version) = response.version_info.parse::<u64>()
+        {
+            acked.at.store(now_micros(), Ordering::Relaxed);
+            acked.version.store(version, Ordering::Release);
         }
         if let Some(follow_up) = follow_up
             && tx.send(follow_up).await.is_err()
@@ -154,33 +245,72 @@ async fn client(port: u16, index: usize) {
     }
 }
 
-/// Waits until `clients` proxies have ACKed RDS at `version` or later;
-/// returns the time each took (sampled every millisecond).
-async fn acked(server: &XdsServer, clients: usize, version: u64, start: Instant) -> Vec<Duration> {
-    let mut done: std::collections::HashMap<String, Duration> = std::collections::HashMap::new();
-    while done.len() < clients {
-        for proxy in server.status() {
-            let at = proxy
-                .types
-                .get("RDS")
-                .and_then(|s| s.acked.as_ref())
-                .and_then(|v| v.parse::<u64>().ok());
-            if at.is_some_and(|v| v >= version) {
-                done.entry(proxy.node_id.clone())
-                    .or_insert_with(|| start.elapsed());
-            }
+/// The child process: runs `clients` clients against `port`, and answers
+/// `wait VERSION START_US` on stdin with every client's time from START to
+/// its ACK of RDS at VERSION or later (µs, one line), once all have.
+fn clients_main(clients: usize, port: u16) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let acked: Vec<Arc<Acked>> = (0..clients).map(|_| Arc::default()).collect();
+    runtime.block_on(async {
+        for (i, a) in acked.iter().enumerate() {
+            tokio::spawn(client(port, i, Arc::clone(a)));
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(600),
-            "clients never converged"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    done.into_values().collect()
+        let (lines_tx, mut lines) = mpsc::channel::<String>(1);
+        std::thread::spawn(move || {
+            for line in BufReader::new(std::io::stdin()).lines() {
+                let Ok(line) = line else { break };
+                if lines_tx.blocking_send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        while let Some(line) = lines.recv().await {
+            let mut words = line.split_whitespace().skip(1);
+            let (Some(version), Some(start)) = (
+                words.next().and_then(|w| w.parse::<u64>().ok()),
+                words.next().and_then(|w| w.parse::<u64>().ok()),
+            ) else {
+                return;
+            };
+            while acked.iter().any(|a| a.version.load(Ordering::Acquire) < version) {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let times: Vec<String> = acked
+                .iter()
+                .map(|a| a.at.load(Ordering::Relaxed).saturating_sub(start).to_string())
+                .collect();
+            println!("{}", times.join(" "));
+            let _ = std::io::stdout().flush();
+        }
+    });
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
+}
+
+/// Asks the clients for their ACK times of `version` counted from `start`.
+fn wait_acked(
+    stdin: &mut std::process::ChildStdin,
+    stdout: &mut impl BufRead,
+    version: u64,
+    start: u64,
+) -> Vec<Duration> {
+    writeln!(stdin, "wait {version} {start}").expect("clients alive");
+    stdin.flush().expect("clients alive");
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("clients answer");
+    let mut times: Vec<Duration> = line
+        .split_whitespace()
+        .map(|w| Duration::from_micros(w.parse().expect("a number")))
+        .collect();
+    assert!(!times.is_empty(), "the clients process ended");
+    times.sort();
+    times
 }
 
 async fn converge(clients: usize) {
@@ -216,10 +346,18 @@ async fn converge(clients: usize) {
     });
     server.wait_version(1).await;
     let before = rss_mb();
-    let tasks: Vec<_> = (0..clients).map(|i| tokio::spawn(client(port, i))).collect();
-    let start = Instant::now();
-    acked(&server, clients, 1, start).await;
-    let connected = start.elapsed();
+    let start = now_micros();
+    let started = Instant::now();
+    let mut child = Command::new(std::env::current_exe().expect("own path"))
+        .args(["--clients", &clients.to_string(), "--port", &port.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the clients");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let initial = tokio::task::block_in_place(|| wait_acked(&mut stdin, &mut stdout, 1, start));
+    let connected = started.elapsed();
     let with_clients = rss_mb();
 
     let mut writes = Vec::new();
@@ -236,53 +374,92 @@ async fn converge(clients: usize) {
         let mut next = split_rule(1, [80, 20, 50][round]);
         next.meta.resource_version = current.meta.resource_version.clone();
         let version = server.version().unwrap() + 1;
-        let start = Instant::now();
+        let start = now_micros();
         store.update(next).await.unwrap();
-        let mut times = acked(&server, clients, version, start).await;
-        times.sort();
+        let times = tokio::task::block_in_place(|| wait_acked(&mut stdin, &mut stdout, version, start));
         writes.push((
             percentile(&times, 0.5),
             percentile(&times, 0.99),
             *times.last().unwrap(),
+            rss_mb(),
         ));
     }
-    let _ = stop.send(());
-    for task in tasks {
-        task.abort();
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    // Every stream noticed the disconnect and left.
+    while !server.status().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let _ = server_task.await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // jemalloc's background threads return freed pages after its decay
+    // time (10 s); glibc returns only the top of its heaps.
+    tokio::time::sleep(Duration::from_secs(if cfg!(feature = "bench-jemalloc") {
+        15
+    } else {
+        1
+    }))
+    .await;
     let after = rss_mb();
-    for (p50, p99, max) in writes {
+    // What glibc kept of what was freed, handed back: the rest is live.
+    // SAFETY: malloc_trim only releases free memory; glibc is this
+    // process's allocator.
+    unsafe { malloc_trim(0) };
+    let trimmed = rss_mb();
+    let _ = stop.send(());
+    let _ = server_task.await;
+    println!(
+        "| {clients} | initial sync | {:.0} ms | {:.0} ms | {:.0} ms | {:.1} s | {before:.0} MB | {with_clients:.0} MB | |",
+        percentile(&initial, 0.5).as_secs_f64() * 1e3,
+        percentile(&initial, 0.99).as_secs_f64() * 1e3,
+        initial.last().unwrap().as_secs_f64() * 1e3,
+        connected.as_secs_f64()
+    );
+    for (round, (p50, p99, max, rss)) in writes.into_iter().enumerate() {
         println!(
-            "| {clients} | {:.0} ms | {:.0} ms | {:.0} ms | {:.1} s | {before:.0} MB | {with_clients:.0} MB | {after:.0} MB |",
+            "| {clients} | write {} | {:.0} ms | {:.0} ms | {:.0} ms | | | {rss:.0} MB | {} |",
+            round + 1,
             p50.as_secs_f64() * 1e3,
             p99.as_secs_f64() * 1e3,
             max.as_secs_f64() * 1e3,
-            connected.as_secs_f64()
+            if round == 2 {
+                format!("{after:.0} MB ({trimmed:.0} MB after malloc_trim)")
+            } else {
+                String::new()
+            },
         );
     }
 }
 
 fn main() {
-    let counts: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "--clients") {
+        let clients = args[at + 1].parse().expect("a client count");
+        let port = args
+            .iter()
+            .position(|a| a == "--port")
+            .and_then(|at| args[at + 1].parse().ok())
+            .expect("a port");
+        clients_main(clients, port);
+        return;
+    }
+    if args.iter().any(|a| a == "--test") {
+        return;
+    }
+    let counts: Vec<usize> = args.iter().skip(1).filter_map(|a| a.parse().ok()).collect();
     let counts = if counts.is_empty() {
-        vec![100, 1000]
+        vec![100, 1000, 2000]
     } else {
         counts
     };
-    if std::env::args().any(|a| a == "--test") {
-        return;
-    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     println!(
-        "| clients | write to all ACKed p50 | p99 | max | initial sync | RSS before | RSS connected | RSS after |"
+        "| clients | what | to all ACKed p50 | p99 | max | first sync (all) | server RSS before | server RSS connected | server RSS after disconnect |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for clients in counts {
         runtime.block_on(converge(clients));
     }

@@ -162,18 +162,12 @@ impl Connection {
             return true;
         };
         let subscription = self.subscriptions.entry(short).or_default();
-        let wanted = |name: &str| {
-            subscription
-                .names
-                .as_ref()
-                .is_none_or(|names| names.contains(name))
-        };
-        let encoded = &generated.types[short];
-        let digest = encoded.digest(wanted);
+        let selection = generated.select(short, &subscription.names);
+        let digest = selection.digest;
         if !force && subscription.digest == Some(digest) {
             return true;
         }
-        let resources = encoded.sotw(|entry| wanted(&entry.name));
+        let resources = selection.resources.clone();
         self.nonce += 1;
         let nonce = self.nonce.to_string();
         subscription.digest = Some(digest);

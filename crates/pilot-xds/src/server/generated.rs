@@ -1,8 +1,8 @@
 //! Generated configuration shared between connections: computed once per
 //! push for each class of proxy, and encoded once.
 
-use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -190,6 +190,51 @@ pub(crate) fn version_text(version: u64) -> String {
 /// [`ORDER`]).
 pub(crate) struct Generated {
     pub(crate) types: HashMap<&'static str, EncodedType>,
+    /// What each distinct state-of-the-world subscription selects, worked
+    /// out once for the proxies that share it (subscriptions' name sets are
+    /// interned, so the set's address identifies it).
+    selections: Mutex<HashMap<(&'static str, usize), Arc<Selection>>>,
+}
+
+/// The resources of one type a subscription selects.
+pub(crate) struct Selection {
+    /// A digest of their names and versions: unchanged means nothing to send.
+    pub(crate) digest: u64,
+    /// Their `DiscoveryResponse.resources`, as shared slices.
+    pub(crate) resources: Vec<Bytes>,
+    /// Keeps the set (and so the address in the key) alive.
+    _names: Option<Arc<BTreeSet<String>>>,
+}
+
+impl Generated {
+    /// What `names` (`None`: every resource) selects of type `short`.
+    pub(crate) fn select(
+        &self,
+        short: &'static str,
+        names: &Option<Arc<BTreeSet<String>>>,
+    ) -> Arc<Selection> {
+        let key = (short, names.as_ref().map_or(0, |n| Arc::as_ptr(n) as usize));
+        if let Some(found) = self
+            .selections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return Arc::clone(found);
+        }
+        let wanted = |name: &str| names.as_ref().is_none_or(|names| names.contains(name));
+        let encoded = &self.types[short];
+        let selection = Arc::new(Selection {
+            digest: encoded.digest(wanted),
+            resources: encoded.sotw(|entry| wanted(&entry.name)),
+            _names: names.clone(),
+        });
+        self.selections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, Arc::clone(&selection));
+        selection
+    }
 }
 
 /// The configurations generated for one push, by proxy class.
@@ -221,7 +266,10 @@ impl GeneratedCache {
                 .iter()
                 .map(|&(short, url)| (short, EncodedType::new(url, named(&resources, short))))
                 .collect();
-            Arc::new(Generated { types })
+            Arc::new(Generated {
+                types,
+                selections: Default::default(),
+            })
         })
         .await
         .clone()

@@ -4,8 +4,10 @@
 //! `generated.rs`): a push to 2,000 proxies copies nothing per proxy, and
 //! what waits in a slow proxy's queue costs only reference counts.
 //!
-//! Requests are decoded with tonic's `Streaming` (so framing, limits and
-//! errors are tonic's); responses are gRPC length-prefixed messages written
+//! Requests are gRPC length-prefixed messages read from the request body
+//! into a buffer that is let go after each message (a sidecar's EDS ACK
+//! names every cluster, 100 KB in a 1,000-service mesh; a buffer kept at its
+//! high-water mark would cost that per connection). Responses are written
 //! as HTTP/2 data frames by a small [`Body`](http_body::Body), ended by
 //! `grpc-status` trailers.
 
@@ -18,11 +20,10 @@ use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{CONTENT_TYPE, HeaderValue};
-use http_body::Frame;
+use http_body::{Body as _, Frame};
 use tokio::sync::mpsc;
 use tonic::body::Body;
 use tonic::server::NamedService;
-use tonic_prost::ProstDecoder;
 
 use super::{XdsServer, connection, delta, stream};
 
@@ -100,12 +101,7 @@ impl AdsService {
     /// through a bounded queue into the response body.
     fn open<P: stream::Protocol + 'static>(&self, body: Body) -> http::Response<Body> {
         let inner = &self.server.inner;
-        let requests = tonic::Streaming::new_request(
-            ProstDecoder::<P::Request>::new(Default::default()),
-            body,
-            None,
-            Some(MAX_REQUEST),
-        );
+        let requests = Requests::new(body);
         let (responses, queue) = mpsc::channel(inner.options.send_queue.max(1));
         let id = inner.next_connection.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(stream::drive::<P>(Arc::clone(inner), id, requests, responses));
@@ -164,5 +160,70 @@ impl http_body::Body for Responses {
 
     fn is_end_stream(&self) -> bool {
         self.ended && self.pending.is_empty()
+    }
+}
+
+/// A stream's requests, decoded one message at a time.
+pub(super) struct Requests<T> {
+    body: Body,
+    buffer: BytesMut,
+    _message: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: prost::Message + Default> Requests<T> {
+    fn new(body: Body) -> Self {
+        Requests {
+            body,
+            buffer: BytesMut::new(),
+            _message: std::marker::PhantomData,
+        }
+    }
+
+    /// The next request; `None` when the proxy ended the stream.
+    pub(super) async fn message(&mut self) -> Result<Option<T>, tonic::Status> {
+        loop {
+            if self.buffer.len() >= 5 {
+                if self.buffer[0] != 0 {
+                    return Err(tonic::Status::unimplemented(
+                        "this server accepts uncompressed requests only",
+                    ));
+                }
+                let len =
+                    u32::from_be_bytes([self.buffer[1], self.buffer[2], self.buffer[3], self.buffer[4]]);
+                let len = len as usize;
+                if len > MAX_REQUEST {
+                    return Err(tonic::Status::resource_exhausted(format!(
+                        "a request of {len} bytes is over the limit of {MAX_REQUEST}"
+                    )));
+                }
+                if self.buffer.len() >= 5 + len {
+                    let _ = self.buffer.split_to(5);
+                    let message = self.buffer.split_to(len).freeze();
+                    if self.buffer.is_empty() {
+                        // Let the allocation go with the message.
+                        self.buffer = BytesMut::new();
+                    }
+                    return T::decode(message)
+                        .map(Some)
+                        .map_err(|e| tonic::Status::invalid_argument(format!("undecodable request: {e}")));
+                }
+                self.buffer.reserve(5 + len - self.buffer.len());
+            }
+            let frame = std::future::poll_fn(|cx| Pin::new(&mut self.body).poll_frame(cx)).await;
+            match frame {
+                None if self.buffer.is_empty() => return Ok(None),
+                None => {
+                    return Err(tonic::Status::invalid_argument(
+                        "the stream ended inside a message",
+                    ));
+                }
+                Some(Err(status)) => return Err(status),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buffer.extend_from_slice(&data);
+                    }
+                }
+            }
+        }
     }
 }

@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::value;
 use tokio::sync::mpsc;
 
-use super::grpc::Outgoing;
+use super::grpc::{Outgoing, Requests};
 use super::{Inner, MeshSnapshot, ProxyStatus, TypeStatus};
 use crate::Proxy;
 
@@ -46,7 +46,7 @@ pub(super) trait Protocol: Sized + Send {
 pub(super) async fn drive<P: Protocol>(
     server: Arc<Inner>,
     id: u64,
-    mut requests: tonic::Streaming<P::Request>,
+    mut requests: Requests<P::Request>,
     responses: mpsc::Sender<Outgoing>,
 ) {
     let first = match requests.message().await {
