@@ -47,6 +47,15 @@ pub trait ServiceDiscovery: Send + Sync {
     /// Changes from now on. A subscriber that falls behind receives
     /// [`ServiceEvent::Resync`] instead of silently losing events.
     fn subscribe(&self) -> BoxStream<'static, ServiceEvent>;
+
+    /// True once the registry holds its platform's state as of some moment
+    /// after it started; false while a remote registry is still loading.
+    /// Consumers that must not act on a partial view (the ADS server, which
+    /// would otherwise push empty endpoints after a restart) wait for it.
+    /// The default is for registries that are complete when built.
+    fn has_synced(&self) -> bool {
+        true
+    }
 }
 
 /// Several registries seen as one: services from all of them (the first
@@ -102,5 +111,9 @@ impl ServiceDiscovery for AggregateDiscovery {
 
     fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
         stream::select_all(self.registries.iter().map(|r| r.subscribe())).boxed()
+    }
+
+    fn has_synced(&self) -> bool {
+        self.registries.iter().all(|r| r.has_synced())
     }
 }

@@ -424,4 +424,8 @@ impl ServiceDiscovery for EtcdServiceRegistry {
     fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
         self.inner.cache.subscribe()
     }
+
+    fn has_synced(&self) -> bool {
+        *self.inner.synced.borrow()
+    }
 }

@@ -1,15 +1,18 @@
 //! Stream lifecycle with in-process gRPC clients: a bad node id is refused,
-//! nothing is sent before the cache syncs, an ACK is recorded, and a
-//! disconnected proxy leaves nothing behind.
+//! nothing is sent before the cache and the registry sync, an ACK is
+//! recorded, and a disconnected proxy leaves nothing behind.
 
+use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use futures::StreamExt;
-use pilot_model::{Port, Protocol, Service, istio};
+use futures::stream::BoxStream;
+use pilot_model::{Labels, Port, Protocol, Service, ServiceDiscovery, ServiceEvent, ServiceInstance, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_xds::{XdsOptions, XdsServer};
@@ -17,15 +20,50 @@ use tokio::sync::mpsc;
 
 const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 
+/// A registry that is still loading until `synced` is set (as a remote
+/// registry is before its first list).
+struct Loading {
+    registry: MemoryServiceRegistry,
+    synced: AtomicBool,
+}
+
+impl ServiceDiscovery for Loading {
+    fn services(&self) -> Vec<Arc<Service>> {
+        self.registry.services()
+    }
+    fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
+        self.registry.get_service(hostname)
+    }
+    fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
+        self.registry.instances(hostname, port_names, labels)
+    }
+    fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
+        self.registry.host_instances(addresses)
+    }
+    fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
+        self.registry.subscribe()
+    }
+    fn has_synced(&self) -> bool {
+        self.synced.load(Ordering::SeqCst)
+    }
+}
+
 async fn server() -> (XdsServer, u16, Arc<Controller>) {
-    let store = MemoryConfigStore::new(istio::registry());
-    let controller = Arc::new(Controller::new(Arc::new(store)));
-    let registry = MemoryServiceRegistry::new();
-    registry.add_service(Service::new(
+    let registry = Arc::new(Loading {
+        registry: MemoryServiceRegistry::new(),
+        synced: AtomicBool::new(true),
+    });
+    registry.registry.add_service(Service::new(
         "reviews.default.svc.cluster.local",
         vec![Port::new("http", 9080, Protocol::Http)],
     ));
-    let server = XdsServer::new(Arc::clone(&controller), Arc::new(registry), XdsOptions::default());
+    server_on(registry).await
+}
+
+async fn server_on(registry: Arc<dyn ServiceDiscovery>) -> (XdsServer, u16, Arc<Controller>) {
+    let store = MemoryConfigStore::new(istio::registry());
+    let controller = Arc::new(Controller::new(Arc::new(store)));
+    let server = XdsServer::new(Arc::clone(&controller), registry, XdsOptions::default());
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -140,4 +178,50 @@ async fn streams_are_refused_acknowledged_and_cleaned_up() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_sent_before_the_registry_syncs() {
+    let registry = Arc::new(Loading {
+        registry: MemoryServiceRegistry::new(),
+        synced: AtomicBool::new(false),
+    });
+    let (server, port, controller) = server_on(Arc::clone(&registry) as _).await;
+    controller.run();
+    controller.wait_synced().await;
+    let node = "sidecar~10.0.0.7~app.default~default.svc.cluster.local";
+    let (_tx, mut responses) = open(port, cds_request(node, "", "")).await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), responses.next())
+            .await
+            .is_err(),
+        "a response before the registry synced"
+    );
+    assert_eq!(server.version(), None, "published before the registry synced");
+    // The registry loads its services, then says it is synced.
+    registry.registry.add_service(Service::new(
+        "reviews.default.svc.cluster.local",
+        vec![Port::new("http", 9080, Protocol::Http)],
+    ));
+    registry.synced.store(true, Ordering::SeqCst);
+    let response = tokio::time::timeout(Duration::from_secs(10), responses.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.type_url, CDS);
+    let names: Vec<String> = response
+        .resources
+        .iter()
+        .map(|any| {
+            use prost::Message;
+            envoy_types::pb::envoy::config::cluster::v3::Cluster::decode(any.value.as_slice())
+                .unwrap()
+                .name
+        })
+        .collect();
+    assert!(
+        names.iter().any(|n| n.contains("reviews.default.svc.cluster.local")),
+        "the first push lacks the registry's service: {names:?}"
+    );
 }

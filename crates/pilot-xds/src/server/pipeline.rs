@@ -19,8 +19,16 @@ pub(crate) async fn run(
 ) {
     let mut config_events = controller.subscribe_all();
     let mut registry_events = registry.subscribe();
-    // Nothing is served before the cache has synced.
+    // Nothing is served before the cache and the registry have synced.
     controller.wait_synced().await;
+    while !registry.has_synced() {
+        // The trait has no sync notification; its events (or a short
+        // wait, when the registry turns out empty) prompt another look.
+        tokio::select! {
+            _ = registry_events.next() => {}
+            _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+        }
+    }
     let mut version = 1;
     if !publish(&server, &controller, version) {
         return;
