@@ -76,7 +76,6 @@ pub(crate) fn clusters(
     proxy: &Proxy,
     registry: &dyn ServiceDiscovery,
     mesh: &MeshConfig,
-    own: &[ServiceInstance],
     index: &MeshIndex<'_>,
 ) -> (Vec<Cluster>, Vec<ClusterLoadAssignment>) {
     let subsets = subsets(mesh);
@@ -103,10 +102,23 @@ pub(crate) fn clusters(
             }
         }
     }
-    // Inbound clusters and the passthrough serve captured traffic only.
+    // The passthrough serves captured traffic only.
     let captured =
         proxy.proxy_type == crate::ProxyType::Sidecar && proxy.capture == crate::TrafficCapture::Iptables;
-    for instance in own.iter().filter(|_| captured) {
+    clusters.extend(egress_clusters(mesh));
+    if captured {
+        clusters.push(original_destination(PASSTHROUGH));
+    }
+    let mut seen = BTreeSet::new();
+    clusters.retain(|c| seen.insert(c.name.clone()));
+    (clusters, assignments)
+}
+
+/// The inbound clusters of a captured sidecar: one per own instance's
+/// service port, to the application on 127.0.0.1.
+pub(crate) fn inbound(own: &[ServiceInstance]) -> Vec<Cluster> {
+    let mut clusters: Vec<Cluster> = Vec::new();
+    for instance in own {
         let port = &instance.endpoint.service_port;
         let name = ClusterName::inbound(&instance.service.hostname, port.port).to_string();
         if clusters.iter().any(|c| c.name == name) {
@@ -116,13 +128,7 @@ pub(crate) fn clusters(
         set_protocol(&mut cluster, port.protocol);
         clusters.push(cluster);
     }
-    clusters.extend(egress_clusters(mesh));
-    if captured {
-        clusters.push(original_destination(PASSTHROUGH));
-    }
-    let mut seen = BTreeSet::new();
-    clusters.retain(|c| seen.insert(c.name.clone()));
-    (clusters, assignments)
+    clusters
 }
 
 fn base(name: &str, kind: cluster::DiscoveryType) -> Cluster {

@@ -58,7 +58,7 @@ use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, http_connection_manager,
 };
-use pilot_model::ServiceDiscovery;
+use pilot_model::{ServiceDiscovery, ServiceInstance};
 
 pub use clusters::{CONNECT_TIMEOUT, PASSTHROUGH};
 pub use listeners::VIRTUAL_PORT;
@@ -113,14 +113,29 @@ pub struct Resources {
 /// configuration.
 pub fn generate(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> Resources {
     let own = registry.host_instances(&[proxy.ip]);
+    let mut resources = generate_outbound(proxy, registry, mesh, &own);
+    resources.extend(generate_inbound(proxy, &own));
+    resources
+}
+
+/// Everything but the inbound side. It depends on the proxy only through
+/// its type, capture mode, domain and labels and through which services (with
+/// which labels) it runs, never on its address or its instances' ports: so
+/// the sidecars of one deployment share it (see `server::generated`).
+pub(crate) fn generate_outbound(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    mesh: &MeshConfig,
+    own: &[ServiceInstance],
+) -> Resources {
     let index = mesh.index();
-    let (clusters, endpoints) = clusters::clusters(proxy, registry, mesh, &own, &index);
-    let plan = listeners::listeners(proxy, registry, mesh, &own);
+    let (clusters, endpoints) = clusters::clusters(proxy, registry, mesh, &index);
+    let plan = listeners::listeners(proxy, registry, mesh);
     let services = registry.services();
     let mut routes: Vec<RouteConfiguration> = plan
         .http_ports
         .iter()
-        .map(|port| routes::route_configuration(*port, &services, mesh, proxy, &own, &index))
+        .map(|port| routes::route_configuration(*port, &services, mesh, proxy, own, &index))
         .collect();
     routes.extend(plan.ingress_routes);
     Resources {
@@ -131,7 +146,28 @@ pub fn generate(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfi
     }
 }
 
+/// The inbound side of a captured sidecar: a cluster and a listener for
+/// each of its own instances (nothing for other proxies).
+pub(crate) fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance]) -> Resources {
+    if proxy.proxy_type != ProxyType::Sidecar || proxy.capture != TrafficCapture::Iptables {
+        return Resources::default();
+    }
+    Resources {
+        clusters: clusters::inbound(own),
+        listeners: listeners::inbound(own),
+        ..Default::default()
+    }
+}
+
 impl Resources {
+    /// Adds `other`'s resources after these.
+    pub fn extend(&mut self, other: Resources) {
+        self.clusters.extend(other.clusters);
+        self.endpoints.extend(other.endpoints);
+        self.listeners.extend(other.listeners);
+        self.routes.extend(other.routes);
+    }
+
     /// Checks that the resources refer to each other consistently: unique
     /// names, a load assignment for every EDS cluster and no other, a route
     /// configuration for every RDS name a listener uses and no other, and a

@@ -41,12 +41,7 @@ pub(crate) struct ListenerPlan {
     pub ingress_routes: Vec<RouteConfiguration>,
 }
 
-pub(crate) fn listeners(
-    proxy: &Proxy,
-    registry: &dyn ServiceDiscovery,
-    mesh: &MeshConfig,
-    own: &[ServiceInstance],
-) -> ListenerPlan {
+pub(crate) fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> ListenerPlan {
     let mut plan = ListenerPlan {
         listeners: Vec::new(),
         http_ports: BTreeSet::new(),
@@ -56,7 +51,6 @@ pub(crate) fn listeners(
         ProxyType::Sidecar => {
             outbound(proxy, registry, &mut plan);
             if proxy.capture == TrafficCapture::Iptables {
-                inbound(own, &mut plan);
                 plan.listeners.push(virtual_listener());
             }
         }
@@ -124,8 +118,9 @@ fn outbound(proxy: &Proxy, registry: &dyn ServiceDiscovery, plan: &mut ListenerP
     }
 }
 
-/// Inbound listeners for the proxy's own instances, to 127.0.0.1.
-fn inbound(own: &[ServiceInstance], plan: &mut ListenerPlan) {
+/// Inbound listeners for a captured sidecar's own instances, to 127.0.0.1.
+pub(crate) fn inbound(own: &[ServiceInstance]) -> Vec<Listener> {
+    let mut listeners = Vec::new();
     let mut taken = BTreeSet::new();
     for instance in own {
         let (ip, port) = (instance.endpoint.address.to_string(), instance.endpoint.port);
@@ -151,9 +146,9 @@ fn inbound(own: &[ServiceInstance], plan: &mut ListenerPlan) {
         } else {
             tcp_filter_chain(&cluster)
         };
-        plan.listeners
-            .push(listener(&format!("{ip}_{port}"), &ip, port, false, chain));
+        listeners.push(listener(&format!("{ip}_{port}"), &ip, port, false, chain));
     }
+    listeners
 }
 
 /// The listener captured connections arrive on; it hands each to the

@@ -2,6 +2,7 @@
 //! nothing is sent before the cache and the registry sync, an ACK is
 //! recorded, and a disconnected proxy leaves nothing behind.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +20,7 @@ use pilot_xds::{XdsOptions, XdsServer};
 use tokio::sync::mpsc;
 
 const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 
 /// A registry that is still loading until `synced` is set (as a remote
 /// registry is before its first list).
@@ -221,7 +223,90 @@ async fn nothing_is_sent_before_the_registry_syncs() {
         })
         .collect();
     assert!(
-        names.iter().any(|n| n.contains("reviews.default.svc.cluster.local")),
+        names
+            .iter()
+            .any(|n| n.contains("reviews.default.svc.cluster.local")),
         "the first push lacks the registry's service: {names:?}"
     );
+}
+
+/// The names of every resource of a response.
+fn names_of(
+    response: &envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse,
+) -> BTreeSet<String> {
+    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+    use envoy_types::pb::envoy::config::listener::v3::Listener;
+    use prost::Message;
+    response
+        .resources
+        .iter()
+        .map(|any| match response.type_url.as_str() {
+            CDS => Cluster::decode(any.value.as_slice()).unwrap().name,
+            _ => Listener::decode(any.value.as_slice()).unwrap().name,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sidecars_of_one_deployment_each_get_their_own_inbound_side() {
+    // Two captured sidecars of reviews v1 (one instance each, on their own
+    // IPs): their outbound configuration is generated once and shared,
+    // their inbound side is their own.
+    let registry = Arc::new(Loading {
+        registry: MemoryServiceRegistry::new(),
+        synced: AtomicBool::new(true),
+    });
+    for host in ["reviews", "ratings"] {
+        registry.registry.add_service(Service::new(
+            format!("{host}.default.svc.cluster.local"),
+            vec![Port::new("http", 9080, Protocol::Http)],
+        ));
+    }
+    let v1 = Labels::from_pairs([("version", "v1")]);
+    for ip in ["10.0.0.1", "10.0.0.2"] {
+        registry
+            .registry
+            .add_endpoints(
+                "reviews.default.svc.cluster.local",
+                ip.parse().unwrap(),
+                v1.clone(),
+            )
+            .unwrap();
+    }
+    let (_server, port, controller) = server_on(Arc::clone(&registry) as _).await;
+    controller.run();
+    for ip in ["10.0.0.1", "10.0.0.2"] {
+        let node = format!("sidecar~{ip}~reviews-v1.default~default.svc.cluster.local");
+        let proxy = pilot_xds::Proxy::from_node_id(&node).unwrap();
+        let expected = pilot_xds::generate(&proxy, &*registry, &pilot_xds::MeshConfig::default());
+        let mut request = cds_request(&node, "", "");
+        let (tx, mut responses) = open(port, request.clone()).await;
+        request.type_url = LDS.into();
+        tx.send(request).await.unwrap();
+        let mut seen = BTreeMap::new();
+        while seen.len() < 2 {
+            let response = tokio::time::timeout(Duration::from_secs(10), responses.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            seen.insert(response.type_url.clone(), names_of(&response));
+        }
+        let clusters: BTreeSet<String> = expected.clusters.iter().map(|c| c.name.clone()).collect();
+        let listeners: BTreeSet<String> = expected.listeners.iter().map(|l| l.name.clone()).collect();
+        assert_eq!(seen[CDS], clusters, "{ip}");
+        assert_eq!(seen[LDS], listeners, "{ip}");
+        assert!(seen[LDS].contains(&format!("{ip}_9080")), "{ip}: {:?}", seen[LDS]);
+        let other = if ip == "10.0.0.1" { "10.0.0.2" } else { "10.0.0.1" };
+        assert!(
+            !seen[LDS].contains(&format!("{other}_9080")),
+            "{ip}: {:?}",
+            seen[LDS]
+        );
+        assert!(
+            seen[CDS].iter().any(|c| c.starts_with("inbound|9080")),
+            "{ip}: {:?}",
+            seen[CDS]
+        );
+    }
 }

@@ -7,7 +7,7 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use tokio::sync::mpsc;
 
-use super::generated::{Generated, ORDER};
+use super::generated::{ORDER, ProxyConfig};
 use super::grpc::{Outgoing, frame};
 use super::stream::Protocol;
 use super::stream::update_status;
@@ -33,7 +33,7 @@ pub(super) struct Connection {
     responses: Responses,
     subscriptions: BTreeMap<&'static str, Subscription>,
     snapshot: Option<Arc<MeshSnapshot>>,
-    generated: Option<Arc<Generated>>,
+    generated: Option<ProxyConfig>,
     nonce: u64,
 }
 
@@ -162,12 +162,10 @@ impl Connection {
             return true;
         };
         let subscription = self.subscriptions.entry(short).or_default();
-        let selection = generated.select(short, &subscription.names);
-        let digest = selection.digest;
+        let (digest, resources) = generated.sotw(short, &subscription.names);
         if !force && subscription.digest == Some(digest) {
             return true;
         }
-        let resources = selection.resources.clone();
         self.nonce += 1;
         let nonce = self.nonce.to_string();
         subscription.digest = Some(digest);

@@ -8,7 +8,7 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
 use tokio::sync::mpsc;
 
-use super::generated::{Entry, Generated, ORDER};
+use super::generated::{Entry, ORDER, ProxyConfig};
 use super::grpc::{Outgoing, frame};
 use super::stream::Protocol;
 use super::stream::update_status;
@@ -42,7 +42,7 @@ pub(super) struct DeltaConnection {
     responses: Responses,
     subscriptions: BTreeMap<&'static str, Subscription>,
     snapshot: Option<Arc<MeshSnapshot>>,
-    generated: Option<Arc<Generated>>,
+    generated: Option<ProxyConfig>,
     nonce: u64,
 }
 
@@ -172,9 +172,8 @@ impl DeltaConnection {
         let (Some(subscription), Some(generated)) = (self.subscriptions.get(short), &self.generated) else {
             return Vec::new();
         };
-        generated.types[short]
-            .entries
-            .iter()
+        generated
+            .entries(short)
             .filter(|e| {
                 subscription.wants(&e.name) && subscription.known.get(&e.name) != Some(&Some(e.version))
             })
@@ -197,9 +196,8 @@ impl DeltaConnection {
         let Some(generated) = &self.generated else {
             return true;
         };
-        let current = &generated.types[short];
         let subscription = self.subscriptions.entry(short).or_default();
-        let present: HashSet<&str> = current.entries.iter().map(|e| &*e.name).collect();
+        let present: HashSet<&str> = generated.entries(short).map(|e| &*e.name).collect();
         let removed: Vec<String> = subscription
             .known
             .keys()
@@ -210,16 +208,15 @@ impl DeltaConnection {
             subscription.wants(&e.name)
                 && (force.contains(&*e.name) || subscription.known.get(&e.name) != Some(&Some(e.version)))
         };
-        let sent: Vec<(Arc<str>, u64)> = current
-            .entries
-            .iter()
+        let sent: Vec<(Arc<str>, u64)> = generated
+            .entries(short)
             .filter(|e| selected(e))
             .map(|e| (Arc::clone(&e.name), e.version))
             .collect();
         if sent.is_empty() && removed.is_empty() && !subscription.nonce.is_empty() {
             return true;
         }
-        let resources = current.delta(selected);
+        let resources = generated.delta(short, selected);
         for (name, version) in sent {
             subscription.known.insert(name, Some(version));
         }

@@ -2,7 +2,7 @@
 //! push for each class of proxy, and encoded once.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -10,47 +10,102 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::{Bytes, BytesMut};
 use envoy_types::pb::envoy::service::discovery::v3::Resource;
 use envoy_types::pb::google::protobuf::Any;
-use pilot_model::{Labels, ServiceDiscovery};
+use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
 use tokio::sync::OnceCell;
 
 use crate::util::any;
-use crate::{MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, generate};
+use crate::{MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, generate_inbound, generate_outbound};
 
-/// What a proxy's configuration depends on besides the mesh: proxies equal
-/// here get equal configuration, so it is generated once for all of them.
+/// What the shared (outbound) part of a proxy's configuration depends on
+/// besides the mesh: proxies equal here get equal outbound configuration,
+/// so it is generated once for all of them. Their own instances (and their
+/// labels) count only where a rule's source match names their service, and
+/// then only by service and labels; addresses and ports go into the
+/// per-proxy inbound part. So without source-matched rules every sidecar
+/// of a namespace is one class, and with them every deployment is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct ProxyClass {
     proxy_type: ProxyType,
     capture: TrafficCapture,
     domain: String,
     labels: Labels,
-    /// The proxy's own instances: (hostname, address, port, service port, labels).
-    own: Vec<(String, String, u16, u16, Labels)>,
+    /// The services the proxy runs instances of that are some rule's
+    /// source, with the instances' labels.
+    own: Vec<(String, Labels)>,
 }
 
 impl ProxyClass {
-    pub(crate) fn of(proxy: &Proxy, registry: &dyn ServiceDiscovery) -> Self {
-        let mut own: Vec<_> = registry
-            .host_instances(&[proxy.ip])
-            .into_iter()
-            .map(|i| {
-                (
-                    i.service.hostname.clone(),
-                    i.endpoint.address.to_string(),
-                    i.endpoint.port,
-                    i.endpoint.service_port.port,
-                    i.labels,
-                )
-            })
+    /// `sources`: the hostnames some rule's source match names.
+    pub(crate) fn of(proxy: &Proxy, own: &[ServiceInstance], sources: &HashSet<String>) -> Self {
+        let mut own: Vec<_> = own
+            .iter()
+            .filter(|i| sources.contains(&i.service.hostname))
+            .map(|i| (i.service.hostname.clone(), i.labels.clone()))
             .collect();
         own.sort();
+        own.dedup();
         ProxyClass {
             proxy_type: proxy.proxy_type,
             capture: proxy.capture,
             domain: proxy.domain.clone(),
-            labels: proxy.labels.clone(),
+            // Proxy labels only matter with an own instance of a source.
+            labels: if own.is_empty() {
+                Labels::new()
+            } else {
+                proxy.labels.clone()
+            },
             own,
         }
+    }
+}
+
+/// A proxy's configuration for one push: the part shared with its class,
+/// and its own inbound part (captured sidecars with instances only).
+#[derive(Clone)]
+pub(crate) struct ProxyConfig {
+    pub(crate) shared: Arc<Generated>,
+    pub(crate) own: Option<Arc<Generated>>,
+}
+
+impl ProxyConfig {
+    /// Every resource of type `short`.
+    pub(crate) fn entries(&self, short: &str) -> impl Iterator<Item = &Entry> {
+        self.shared.types[short].entries.iter().chain(
+            self.own
+                .iter()
+                .flat_map(move |own| own.types[short].entries.iter()),
+        )
+    }
+
+    /// What a state-of-the-world subscription (`None`: wildcard) selects:
+    /// its digest and `DiscoveryResponse.resources`.
+    pub(crate) fn sotw(
+        &self,
+        short: &'static str,
+        names: &Option<Arc<BTreeSet<String>>>,
+    ) -> (u64, Vec<Bytes>) {
+        let shared = self.shared.select(short, names);
+        let Some(own) = &self.own else {
+            return (shared.digest, shared.resources.clone());
+        };
+        let wanted = |name: &str| names.as_ref().is_none_or(|names| names.contains(name));
+        let own = &own.types[short];
+        let mut hasher = DefaultHasher::new();
+        shared.digest.hash(&mut hasher);
+        own.digest(wanted).hash(&mut hasher);
+        let mut resources = shared.resources.clone();
+        resources.extend(own.sotw(|entry| wanted(&entry.name)));
+        (hasher.finish(), resources)
+    }
+
+    /// The `DeltaDiscoveryResponse.resources` of the entries `selected`
+    /// picks.
+    pub(crate) fn delta(&self, short: &str, selected: impl Fn(&Entry) -> bool) -> Vec<Bytes> {
+        let mut resources = self.shared.types[short].delta(&selected);
+        if let Some(own) = &self.own {
+            resources.extend(own.types[short].delta(&selected));
+        }
+        resources
     }
 }
 
@@ -207,6 +262,17 @@ pub(crate) struct Selection {
 }
 
 impl Generated {
+    fn encode(resources: &Resources) -> Self {
+        let types = ORDER
+            .iter()
+            .map(|&(short, url)| (short, EncodedType::new(url, named(resources, short))))
+            .collect();
+        Generated {
+            types,
+            selections: Default::default(),
+        }
+    }
+
     /// What `names` (`None`: every resource) selects of type `short`.
     pub(crate) fn select(
         &self,
@@ -241,6 +307,8 @@ impl Generated {
 #[derive(Default)]
 pub(crate) struct GeneratedCache {
     by_class: Mutex<HashMap<ProxyClass, Arc<OnceCell<Arc<Generated>>>>>,
+    /// The hostnames the rules' source matches name.
+    sources: OnceLock<HashSet<String>>,
 }
 
 impl GeneratedCache {
@@ -251,8 +319,18 @@ impl GeneratedCache {
         proxy: &Proxy,
         registry: &dyn ServiceDiscovery,
         mesh: &MeshConfig,
-    ) -> Arc<Generated> {
-        let class = ProxyClass::of(proxy, registry);
+    ) -> ProxyConfig {
+        let own = registry.host_instances(&[proxy.ip]);
+        let sources = self.sources.get_or_init(|| {
+            mesh.route_rules
+                .iter()
+                .filter_map(|rule| {
+                    let source = rule.spec.match_condition.as_ref()?.source.as_ref()?;
+                    Some(mesh.hostname(source, &rule.meta.namespace))
+                })
+                .collect()
+        });
+        let class = ProxyClass::of(proxy, &own, sources);
         let cell = Arc::clone(
             self.by_class
                 .lock()
@@ -260,19 +338,15 @@ impl GeneratedCache {
                 .entry(class)
                 .or_default(),
         );
-        cell.get_or_init(|| async {
-            let resources = generate(proxy, registry, mesh);
-            let types = ORDER
-                .iter()
-                .map(|&(short, url)| (short, EncodedType::new(url, named(&resources, short))))
-                .collect();
-            Arc::new(Generated {
-                types,
-                selections: Default::default(),
+        let shared = cell
+            .get_or_init(|| async {
+                Arc::new(Generated::encode(&generate_outbound(proxy, registry, mesh, &own)))
             })
-        })
-        .await
-        .clone()
+            .await
+            .clone();
+        let inbound = generate_inbound(proxy, &own);
+        let own = (inbound != Resources::default()).then(|| Arc::new(Generated::encode(&inbound)));
+        ProxyConfig { shared, own }
     }
 }
 
