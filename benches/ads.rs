@@ -4,7 +4,10 @@
 //! services; and the server's resident memory with the clients connected
 //! and after they left.
 //!
-//!     cargo bench --bench ads [-- CLIENTS...]      (default: 100 1000 2000)
+//!     cargo bench --bench ads [-- [--own] CLIENTS...]      (default: 100 1000 2000)
+//!
+//! With `--own` every client also runs an instance of one of the services
+//! (so each has an inbound side of its own); without, none does.
 //!
 //! The server runs in this process; the clients run in a child process (this
 //! same binary, `--clients N --port P`), so the server's RSS is its own and
@@ -159,7 +162,7 @@ async fn client(port: u16, index: usize, acked: Arc<Acked>) {
         }
     };
     let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(64 * 1024 * 1024);
-    let ip = IpAddr::V4(Ipv4Addr::from(0x0b00_0000 + index as u32));
+    let ip = client_ip(index);
     let node = Node {
         id: format!("sidecar~{ip}~client-{index}.default~default.svc.cluster.local"),
         ..Default::default()
@@ -313,7 +316,12 @@ fn wait_acked(
     times
 }
 
-async fn converge(clients: usize) {
+/// Client `index`'s IP.
+fn client_ip(index: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(0x0b00_0000 + index as u32))
+}
+
+async fn converge(clients: usize, own: bool) {
     let store = MemoryConfigStore::new(istio::registry());
     let registry = MemoryServiceRegistry::new();
     for s in 0..SERVICES {
@@ -325,6 +333,17 @@ async fn converge(clients: usize) {
             registry.add_endpoints(&host, ip, labels).expect("service exists");
         }
         store.create(split_rule(s, 50)).await.expect("create");
+    }
+    if own {
+        // Every client runs an instance of a service (two per service at
+        // 2,000 clients): each gets its own inbound side.
+        for index in 0..clients {
+            let host = format!("svc-{}.default.svc.cluster.local", index % SERVICES);
+            let labels = Labels::from_pairs([("version", "v1")]);
+            registry
+                .add_endpoints(&host, client_ip(index), labels)
+                .expect("service exists");
+        }
     }
     let controller = Arc::new(Controller::new(Arc::new(store.clone())));
     controller.run();
@@ -460,7 +479,8 @@ fn main() {
         "| clients | what | to all ACKed p50 | p99 | max | first sync (all) | server RSS before | server RSS connected | server RSS after disconnect |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let own = args.iter().any(|a| a == "--own");
     for clients in counts {
-        runtime.block_on(converge(clients));
+        runtime.block_on(converge(clients, own));
     }
 }
