@@ -310,3 +310,31 @@ async fn sidecars_of_one_deployment_each_get_their_own_inbound_side() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configuration_changes_push_when_the_registry_has_no_changes_to_give() {
+    // An empty aggregate's change stream ends at once; that must not stop
+    // the pushes that configuration changes cause.
+    let store = MemoryConfigStore::new(istio::registry());
+    let controller = Arc::new(Controller::new(Arc::new(store.clone())));
+    controller.run();
+    let registry = Arc::new(pilot_model::AggregateDiscovery::default());
+    let server = XdsServer::new(Arc::clone(&controller), registry, XdsOptions::default());
+    server.wait_version(1).await;
+    let rule = pilot_model::Config::new(
+        "default",
+        "reviews-default",
+        istio::RouteRule {
+            destination: Some(istio::IstioService {
+                name: "reviews".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    );
+    use pilot_model::ConfigStore;
+    store.create(rule.to_dyn().unwrap()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server.wait_version(2))
+        .await
+        .expect("the write was never pushed");
+}

@@ -18,7 +18,9 @@ pub(crate) async fn run(
     options: XdsOptions,
 ) {
     let mut config_events = controller.subscribe_all();
-    let mut registry_events = registry.subscribe();
+    // A registry whose stream ends (an empty aggregate, a static registry)
+    // has no more changes; configuration changes still push.
+    let mut registry_events = registry.subscribe().chain(futures::stream::pending());
     // Nothing is served before the cache and the registry have synced.
     controller.wait_synced().await;
     while !registry.has_synced() {
