@@ -1,0 +1,120 @@
+//! One CustomResourceDefinition per registered kind, and installing them.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use pilot_model::{KindRegistry, KindSchema, StoreError};
+use serde_json::json;
+
+/// The field manager pilot applies its CRDs as.
+pub const FIELD_MANAGER: &str = "pilot";
+
+/// The CRD of every kind in `registry`, ordered by kind.
+///
+/// ```
+/// let crds = pilot_store_k8s::crds(&pilot_model::istio::registry());
+/// let names: Vec<_> = crds.iter().filter_map(|c| c.metadata.name.as_deref()).collect();
+/// assert_eq!(names, [
+///     "destinationpolicies.config.istio.io", "egressrules.config.istio.io",
+///     "ingressrules.config.istio.io", "routerules.config.istio.io",
+/// ]);
+/// ```
+pub fn crds(registry: &KindRegistry) -> Vec<CustomResourceDefinition> {
+    let schemas: Vec<_> = registry.kinds().iter().filter_map(|k| registry.get(k)).collect();
+    let all_short: Vec<String> = schemas.iter().map(|s| short_name(&s.kind)).collect();
+    schemas
+        .iter()
+        .map(|schema| {
+            let short = short_name(&schema.kind);
+            // A short name two kinds share would be ambiguous: neither gets it.
+            let unique = all_short.iter().filter(|s| **s == short).count() == 1;
+            crd_with(schema, unique.then_some(short))
+        })
+        .collect()
+}
+
+/// The CRD of one kind: `<plural>.<group>`, namespaced, served and stored at
+/// the kind's version, with the kind's OpenAPI schema (or, for a kind
+/// without one, a `spec` object that keeps unknown fields).
+pub fn crd(schema: &KindSchema) -> CustomResourceDefinition {
+    crd_with(schema, Some(short_name(&schema.kind)))
+}
+
+/// Applies the CRD of every kind in `registry` (server-side apply, field
+/// manager [`FIELD_MANAGER`], forced), creating or updating them.
+pub async fn install_crds(client: Client, registry: &KindRegistry) -> Result<(), StoreError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for crd in crds(registry) {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .map_err(|e| StoreError::unavailable(format!("applying CustomResourceDefinition {name}: {e}")))?;
+    }
+    Ok(())
+}
+
+fn crd_with(schema: &KindSchema, short_name: Option<String>) -> CustomResourceDefinition {
+    let spec = json!({
+        "type": "object",
+        "description": format!("The {} spec; pilot validates it on every write.", schema.kind),
+        "x-kubernetes-preserve-unknown-fields": true,
+    });
+    let value = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": format!("{}.{}", schema.plural, schema.group),
+            "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
+        },
+        "spec": {
+            "group": schema.group,
+            "scope": "Namespaced",
+            "names": {
+                "kind": schema.kind,
+                "listKind": format!("{}List", schema.kind),
+                "plural": schema.plural,
+                "singular": schema.kind.to_lowercase(),
+                "shortNames": short_name.into_iter().collect::<Vec<_>>(),
+                "categories": [FIELD_MANAGER],
+            },
+            "versions": [{
+                "name": schema.version,
+                "served": true,
+                "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "required": ["spec"],
+                    "properties": {"spec": spec},
+                }},
+            }],
+        },
+    });
+    // The shape above is fixed; only names and versions vary, as strings.
+    serde_json::from_value(value).expect("a CustomResourceDefinition built from a kind is well formed")
+}
+
+/// The initials of a CamelCase kind, lowercased: `RouteRule` -> `rr`.
+fn short_name(kind: &str) -> String {
+    kind.chars()
+        .filter(char::is_ascii_uppercase)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_rule_crd() {
+        let registry = pilot_model::istio::registry();
+        let crd = crd(&registry.schema("RouteRule").unwrap());
+        let json = serde_json::to_value(&crd).unwrap();
+        assert_eq!(json["metadata"]["name"], "routerules.config.istio.io");
+        assert_eq!(json["spec"]["scope"], "Namespaced");
+        assert_eq!(json["spec"]["names"]["kind"], "RouteRule");
+        assert_eq!(json["spec"]["names"]["shortNames"], json!(["rr"]));
+        assert_eq!(json["spec"]["versions"][0]["name"], "v1alpha2");
+    }
+}

@@ -1,0 +1,14 @@
+//! Kubernetes adapter for pilot.
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod convert;
+mod crd;
+mod store;
+mod watch;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use crd::{FIELD_MANAGER, crd, crds, install_crds};
+pub use store::KubeConfigStore;
