@@ -4,6 +4,7 @@
 
 mod convert;
 mod crd;
+mod registry;
 mod store;
 mod watch;
 
@@ -11,4 +12,5 @@ mod watch;
 pub mod testing;
 
 pub use crd::{FIELD_MANAGER, crd, crds, install_crds};
+pub use registry::{DiscoveryOptions, KubeServiceDiscovery, hostname, port_protocol};
 pub use store::KubeConfigStore;

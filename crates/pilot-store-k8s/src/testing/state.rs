@@ -269,13 +269,12 @@ impl State {
                 "the object has been modified; please apply your changes to the latest version and try again",
             ));
         }
-        if object.get("spec") == current.get("spec")
-            && object.get("metadata").map(user_meta) == current.get("metadata").map(user_meta)
-        {
+        if content(&object) == content(&current) {
+            // An update that changes nothing keeps the version.
             return Ok(current);
         }
         self.revision += 1;
-        let spec_changed = object.get("spec") != current.get("spec");
+        let spec_changed = without_metadata(&object) != without_metadata(&current);
         keep_server_fields(&current, &mut object, spec_changed);
         self.store(resource, namespace, &name, object, "MODIFIED")
     }
@@ -508,9 +507,36 @@ fn checked_name(resource: &Resource, object: &Value) -> Result<String, Failure> 
     Err(failure)
 }
 
-/// The metadata a client may change (labels and annotations).
-fn user_meta(meta: &Value) -> (Value, Value) {
-    (meta["labels"].clone(), meta["annotations"].clone())
+/// What a client wrote: the object without the fields the server sets.
+fn content(object: &Value) -> Value {
+    let mut content = object.clone();
+    if let Some(map) = content.as_object_mut() {
+        map.remove("apiVersion");
+        map.remove("kind");
+        map.remove("status");
+    }
+    if let Some(meta) = content["metadata"].as_object_mut() {
+        for field in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+        ] {
+            meta.remove(field);
+        }
+    }
+    content
+}
+
+/// The object's data (spec and the like) without metadata: a change there
+/// bumps `generation`.
+fn without_metadata(object: &Value) -> Value {
+    let mut content = content(object);
+    if let Some(map) = content.as_object_mut() {
+        map.remove("metadata");
+    }
+    content
 }
 
 /// Copies what the server owns (uid, creation time, generation) from the
