@@ -187,4 +187,65 @@ mod tests {
             "{err}"
         );
     }
+
+    fn status(value: serde_json::Value) -> kube::Error {
+        kube::Error::Api(Box::new(serde_json::from_value(value).unwrap()))
+    }
+
+    #[test]
+    fn kubernetes_failures_become_store_errors() {
+        let key = ConfigKey::new("RouteRule", "default", "r");
+        let resource = api_resource(&schema());
+        let invalid = status(
+            serde_json::json!({"code": 422, "reason": "Invalid", "message": "bad",
+            "details": {"name": "r", "causes": [{"field": "spec.route[0].weight", "message": "must be <= 100"}]}}),
+        );
+        let Failure::Done(StoreError::Invalid { key: k, errors }) = failure(&key, &resource, invalid) else {
+            panic!("422 is Invalid");
+        };
+        assert_eq!(k, key);
+        assert_eq!(
+            errors,
+            [FieldError::new("spec.route[0].weight", "must be <= 100")]
+        );
+
+        let missing =
+            status(serde_json::json!({"code": 404, "reason": "NotFound", "details": {"name": "r"}}));
+        assert!(matches!(
+            failure(&key, &resource, missing),
+            Failure::Done(StoreError::NotFound { .. })
+        ));
+        let no_crd = status(
+            serde_json::json!({"code": 404, "reason": "NotFound", "message": "the server could not find the requested resource"}),
+        );
+        let Failure::Done(err) = failure(&key, &resource, no_crd) else {
+            panic!()
+        };
+        assert!(
+            err.to_string().contains("routerules.config.istio.io/v1alpha2"),
+            "{err}"
+        );
+        let exists =
+            status(serde_json::json!({"code": 409, "reason": "AlreadyExists", "details": {"name": "r"}}));
+        assert!(matches!(
+            failure(&key, &resource, exists),
+            Failure::Done(StoreError::AlreadyExists { .. })
+        ));
+        let conflict =
+            status(serde_json::json!({"code": 409, "reason": "Conflict", "details": {"name": "r"}}));
+        assert!(matches!(failure(&key, &resource, conflict), Failure::Conflict));
+        let ns = status(
+            serde_json::json!({"code": 404, "reason": "NotFound", "details": {"name": "default", "kind": "namespaces"}}),
+        );
+        assert!(matches!(failure(&key, &resource, ns), Failure::NoNamespace));
+        let busy =
+            status(serde_json::json!({"code": 429, "reason": "TooManyRequests", "message": "slow down"}));
+        let Failure::Done(err) = failure(&key, &resource, busy) else {
+            panic!()
+        };
+        assert_eq!(
+            err.to_string(),
+            "backend unavailable: Kubernetes API answered 429 TooManyRequests for RouteRule default/r: slow down"
+        );
+    }
 }
