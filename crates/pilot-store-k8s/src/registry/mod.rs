@@ -142,10 +142,10 @@ impl ServiceDiscovery for KubeServiceDiscovery {
 
 /// One watcher event of one of the followed resources.
 enum Change {
-    Service(watcher::Event<KubeService>),
-    Slice(watcher::Event<EndpointSlice>),
-    Pod(watcher::Event<Pod>),
-    Node(watcher::Event<Node>),
+    Service(Box<watcher::Event<KubeService>>),
+    Slice(Box<watcher::Event<EndpointSlice>>),
+    Pod(Box<watcher::Event<Pod>>),
+    Node(Box<watcher::Event<Node>>),
 }
 
 /// Follows the resources and keeps `cache` equal to what they describe.
@@ -168,10 +168,10 @@ async fn follow(client: Client, options: DiscoveryOptions, cache: ServiceCache, 
     while let Some(batch) = changes.next().await {
         for change in batch {
             match change {
-                Change::Service(event) => lists.services.apply(&mut objects.services, event),
-                Change::Slice(event) => lists.slices.apply(&mut objects.slices, event),
-                Change::Pod(event) => lists.pods.apply(&mut objects.pods, event),
-                Change::Node(event) => lists.nodes.apply(&mut objects.nodes, event),
+                Change::Service(event) => lists.services.apply(&mut objects.services, *event),
+                Change::Slice(event) => lists.slices.apply(&mut objects.slices, *event),
+                Change::Pod(event) => lists.pods.apply(&mut objects.pods, *event),
+                Change::Node(event) => lists.nodes.apply(&mut objects.nodes, *event),
             }
         }
         if lists.listed() < resources {
@@ -195,7 +195,7 @@ where
 
 /// A resource's watcher events, with errors logged (the watcher retries
 /// them with backoff).
-fn follow_resource<K>(api: Api<K>, wrap: fn(watcher::Event<K>) -> Change) -> BoxStream<'static, Change>
+fn follow_resource<K>(api: Api<K>, wrap: fn(Box<watcher::Event<K>>) -> Change) -> BoxStream<'static, Change>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default,
@@ -204,7 +204,7 @@ where
         .default_backoff()
         .filter_map(move |item| {
             futures::future::ready(match item {
-                Ok(event) => Some(wrap(event)),
+                Ok(event) => Some(wrap(Box::new(event))),
                 Err(error) => {
                     tracing::warn!(resource = %K::plural(&K::DynamicType::default()), %error, "watch failed; retrying");
                     None
@@ -298,7 +298,7 @@ fn update(cache: &ServiceCache, desired: model::Desired) {
             }
         }
         for instance in instances {
-            let same = current.iter().any(|c| *c == instance);
+            let same = current.contains(&instance);
             if !same || removed.contains(&(instance.endpoint.address, instance.endpoint.port)) {
                 // The service and port exist: `desired` holds both.
                 if let Err(error) = cache.add_instance(instance) {
