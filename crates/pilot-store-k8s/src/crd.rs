@@ -34,8 +34,10 @@ pub fn crds(registry: &KindRegistry) -> Vec<CustomResourceDefinition> {
 }
 
 /// The CRD of one kind: `<plural>.<group>`, namespaced, served and stored at
-/// the kind's version, with the kind's OpenAPI schema (or, for a kind
-/// without one, a `spec` object that keeps unknown fields).
+/// the kind's version, with the structural form of the kind's OpenAPI
+/// schema ([`KindSchema::openapi_schema`], derived from the Rust types for
+/// the Istio kinds), or, for a kind without one, a `spec` object that keeps
+/// unknown fields. Either way pilot validates every write itself.
 pub fn crd(schema: &KindSchema) -> CustomResourceDefinition {
     crd_with(schema, Some(short_name(&schema.kind)))
 }
@@ -55,11 +57,14 @@ pub async fn install_crds(client: Client, registry: &KindRegistry) -> Result<(),
 }
 
 fn crd_with(schema: &KindSchema, short_name: Option<String>) -> CustomResourceDefinition {
-    let spec = json!({
-        "type": "object",
-        "description": format!("The {} spec; pilot validates it on every write.", schema.kind),
-        "x-kubernetes-preserve-unknown-fields": true,
-    });
+    let mut spec = match schema.openapi_schema() {
+        Some(openapi) => crate::schema::structural(openapi),
+        None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    };
+    spec["description"] = json!(format!(
+        "The {} spec; pilot validates it on every write.",
+        schema.kind
+    ));
     let value = json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -116,5 +121,37 @@ mod tests {
         assert_eq!(json["spec"]["names"]["kind"], "RouteRule");
         assert_eq!(json["spec"]["names"]["shortNames"], json!(["rr"]));
         assert_eq!(json["spec"]["versions"][0]["name"], "v1alpha2");
+        let spec = &json["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        let fields: Vec<&str> = spec["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        for field in [
+            "destination",
+            "precedence",
+            "match",
+            "route",
+            "httpReqTimeout",
+            "httpFault",
+        ] {
+            assert!(fields.contains(&field), "{field} is not in {fields:?}");
+        }
+        assert_eq!(
+            spec["properties"]["route"]["items"]["properties"]["weight"]["type"],
+            "integer"
+        );
+        assert_eq!(spec["properties"]["httpReqTimeout"]["nullable"], true);
+    }
+
+    #[test]
+    fn kinds_without_a_schema_keep_unknown_fields() {
+        let crds = crds(&pilot_store::testing::registry());
+        let json = serde_json::to_value(&crds[0]).unwrap();
+        assert_eq!(json["metadata"]["name"], "mockconfigs.test.pilot.io");
+        let spec = &json["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        assert_eq!(spec["x-kubernetes-preserve-unknown-fields"], true);
+        assert_eq!(json["spec"]["names"]["shortNames"], json!(["mc"]));
     }
 }

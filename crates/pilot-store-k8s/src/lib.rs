@@ -51,6 +51,7 @@
 mod convert;
 mod crd;
 mod registry;
+mod schema;
 mod store;
 mod watch;
 
