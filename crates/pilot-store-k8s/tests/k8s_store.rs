@@ -138,3 +138,26 @@ async fn objects_written_around_pilot_without_a_spec_are_treated_as_absent() {
     );
     assert_eq!(controller.get_cached(&kept.key()).as_deref(), Some(&*after));
 }
+
+#[tokio::test]
+async fn an_istio_rule_round_trips() {
+    let fake = FakeApiServer::new();
+    let registry = pilot_model::istio::registry();
+    install_crds(fake.client(), &registry).await.unwrap();
+    let store = KubeConfigStore::new(fake.client(), registry);
+    let rule: pilot_model::istio::RouteRule = serde_json::from_value(serde_json::json!({
+        "destination": {"name": "reviews"},
+        "precedence": 2,
+        "match": {"request": {"headers": {"end-user": {"exact": "jason"}}}},
+        "route": [{"labels": {"version": "v3"}, "weight": 100}],
+        "httpReqTimeout": {"simpleTimeout": {"timeout": "1.5s"}},
+    }))
+    .unwrap();
+    let config = pilot_model::Config::new("default", "reviews-jason", rule).to_dyn().unwrap();
+    let stored = store.create(config.clone()).await.unwrap();
+    let read = store.get(&config.key()).await.unwrap().unwrap();
+    assert_eq!(read.spec, config.spec);
+    assert_eq!(read, stored);
+    let typed = pilot_model::Config::<pilot_model::istio::RouteRule>::from_dyn(&read).unwrap();
+    assert_eq!(typed.spec.precedence, 2);
+}
