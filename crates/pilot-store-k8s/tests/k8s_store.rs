@@ -153,7 +153,9 @@ async fn an_istio_rule_round_trips() {
         "httpReqTimeout": {"simpleTimeout": {"timeout": "1.5s"}},
     }))
     .unwrap();
-    let config = pilot_model::Config::new("default", "reviews-jason", rule).to_dyn().unwrap();
+    let config = pilot_model::Config::new("default", "reviews-jason", rule)
+        .to_dyn()
+        .unwrap();
     let stored = store.create(config.clone()).await.unwrap();
     let read = store.get(&config.key()).await.unwrap().unwrap();
     assert_eq!(read.spec, config.spec);
