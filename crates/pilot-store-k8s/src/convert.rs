@@ -101,7 +101,7 @@ pub(crate) fn failure(key: &ConfigKey, resource: &ApiResource, error: kube::Erro
         return Failure::Done(StoreError::unavailable(format!("Kubernetes API: {error}")));
     };
     let details = status.details.as_ref();
-    let about_object = details.is_some_and(|d| d.name == key.name);
+    let about_object = !key.name.is_empty() && details.is_some_and(|d| d.name == key.name);
     match (status.code, status.reason.as_str()) {
         (404, _) if details.is_some_and(|d| d.kind == "namespaces") => Failure::NoNamespace,
         (404, _) if about_object => Failure::Done(StoreError::NotFound { key: key.clone() }),
@@ -225,6 +225,13 @@ mod tests {
             err.to_string().contains("routerules.config.istio.io/v1alpha2"),
             "{err}"
         );
+        // Listing (no name) a resource that is not served is not "not found".
+        let list_key = ConfigKey::new("RouteRule", "", "");
+        let no_crd = status(serde_json::json!({"code": 404, "reason": "NotFound", "details": {}}));
+        assert!(matches!(
+            failure(&list_key, &resource, no_crd),
+            Failure::Done(StoreError::Unavailable { .. })
+        ));
         let exists =
             status(serde_json::json!({"code": 409, "reason": "AlreadyExists", "details": {"name": "r"}}));
         assert!(matches!(

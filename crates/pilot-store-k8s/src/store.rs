@@ -46,13 +46,13 @@ use crate::convert::{self, Failure, api_resource, to_config, to_object};
 #[derive(Clone)]
 pub struct KubeConfigStore {
     inner: Arc<Inner>,
+    create_namespaces: bool,
 }
 
 struct Inner {
     client: Client,
     registry: KindRegistry,
     namespace: Option<String>,
-    create_namespaces: bool,
     written: AtomicU64,
 }
 
@@ -73,18 +73,16 @@ impl KubeConfigStore {
                 client,
                 registry,
                 namespace,
-                create_namespaces: false,
                 written: AtomicU64::new(0),
             }),
+            create_namespaces: false,
         }
     }
 
     /// With `true`, `create` makes a missing namespace first instead of
-    /// failing (needs RBAC to create namespaces). Call before cloning.
+    /// failing (needs RBAC to create namespaces).
     pub fn create_missing_namespaces(mut self, create: bool) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.create_namespaces = create;
-        }
+        self.create_namespaces = create;
         self
     }
 
@@ -261,7 +259,7 @@ impl ConfigStore for KubeConfigStore {
         let mut created = api.create(&PostParams::default(), &object).await;
         if let Err(kube::Error::Api(status)) = &created
             && status.code == 404
-            && self.inner.create_namespaces
+            && self.create_namespaces
             && status.details.as_ref().is_some_and(|d| d.kind == "namespaces")
         {
             self.create_namespace(&key.namespace).await?;

@@ -384,3 +384,32 @@ async fn a_crd_serves_its_resource_and_apply_creates_then_merges() {
     );
     assert_eq!(merge.code, 415, "only server-side apply is implemented");
 }
+
+#[tokio::test]
+async fn a_watch_that_falls_too_far_behind_is_closed() {
+    let fake = FakeApiServer::new();
+    let services: Api<Service> = Api::namespaced(fake.client(), "default");
+    let mut events = services
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let total = pilot_store_k8s::testing::WATCH_BUFFER + 1;
+    for i in 0..total {
+        services
+            .create(&PostParams::default(), &service(&format!("s{i}")))
+            .await
+            .unwrap();
+    }
+    let mut delivered = 0;
+    while let Some(event) = events.try_next().await.unwrap() {
+        assert!(matches!(event, WatchEvent::Added(_)));
+        delivered += 1;
+    }
+    assert_eq!(
+        delivered,
+        pilot_store_k8s::testing::WATCH_BUFFER,
+        "then the server closed the watch"
+    );
+    assert_eq!(fake.open_watches(), 0);
+}

@@ -289,3 +289,39 @@ async fn a_410_relists_and_removes_what_the_gap_deleted() {
     assert!(registry.host_instances(&[ip("10.1.0.2")]).is_empty());
     assert_eq!(registry.instances(REVIEWS, &[], &[]).len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_domain_and_namespace_are_the_callers_choice() {
+    let fake = FakeApiServer::new();
+    bookinfo(&fake).await;
+    let options = DiscoveryOptions {
+        domain: "corp.internal".into(),
+        namespace: Some("kube-system".into()),
+        nodes: false,
+    };
+    let elsewhere = KubeServiceDiscovery::start(fake.client(), options.clone());
+    elsewhere.wait_synced().await;
+    assert!(elsewhere.services().is_empty(), "nothing runs in kube-system");
+    let registry = KubeServiceDiscovery::start(
+        fake.client(),
+        DiscoveryOptions {
+            namespace: Some("default".into()),
+            ..options
+        },
+    );
+    registry.wait_synced().await;
+    let reviews = registry
+        .get_service("reviews.default.svc.corp.internal")
+        .expect("named in the domain");
+    assert_eq!(reviews.ports.len(), 3);
+    let v1 = registry.instances(
+        &reviews.hostname,
+        &["http-web"],
+        &[Labels::from_pairs([("version", "v1")])],
+    );
+    assert_eq!(
+        v1[0].availability_zone.as_deref(),
+        Some("slice-zone"),
+        "without Nodes, the endpoint's zone"
+    );
+}

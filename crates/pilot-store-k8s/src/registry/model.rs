@@ -38,6 +38,10 @@ pub(crate) struct Desired {
 }
 
 /// The hostname of a Service: `<name>.<namespace>.svc.<domain>`.
+///
+/// ```
+/// assert_eq!(pilot_store_k8s::hostname("reviews", "prod", "corp.internal"), "reviews.prod.svc.corp.internal");
+/// ```
 pub fn hostname(name: &str, namespace: &str, domain: &str) -> String {
     format!("{name}.{namespace}.svc.{domain}")
 }

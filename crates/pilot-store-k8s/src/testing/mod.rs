@@ -69,8 +69,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use state::{DEFAULT_HISTORY, WATCH_BUFFER};
 
-/// The fake API server: shared state behind a tower service. Clones share
-/// the same server; open watches end when the last handle is dropped.
+/// The fake API server: shared state behind a tower service. Clones, and
+/// the clients made from any of them, share one server; its open watches
+/// end when the last of them is dropped.
 #[derive(Clone)]
 pub struct FakeApiServer {
     state: Arc<Mutex<state::State>>,

@@ -409,14 +409,16 @@ impl State {
         };
         let line = event_line(kind, object);
         let revision = self.revision;
+        let resources = &self.resources;
         self.watchers.retain(|watcher| {
             let matches = watcher.resource == change.resource
                 && watcher.namespace.as_deref().is_none_or(|n| n == change.namespace);
             let message = if matches {
                 line.clone()
-            } else if watcher.bookmarks {
-                let (group, version, plural) = &watcher.resource;
-                bookmark_line(group, version, plural, revision)
+            } else if watcher.bookmarks
+                && let Some(watched) = resources.get(&watcher.resource)
+            {
+                bookmark_line(watched, revision)
             } else {
                 return !watcher.sender.is_closed();
             };
@@ -449,15 +451,11 @@ pub(crate) fn event_line(kind: &str, object: &Value) -> Bytes {
     Bytes::from(line)
 }
 
-fn bookmark_line(group: &str, version: &str, plural: &str, revision: u64) -> Bytes {
-    let api_version = if group.is_empty() {
-        version.to_string()
-    } else {
-        format!("{group}/{version}")
-    };
+fn bookmark_line(resource: &Resource, revision: u64) -> Bytes {
     event_line(
         "BOOKMARK",
-        &json!({"apiVersion": api_version, "kind": plural, "metadata": {"resourceVersion": revision.to_string()}}),
+        &json!({"apiVersion": resource.api_version(), "kind": resource.kind,
+            "metadata": {"resourceVersion": revision.to_string()}}),
     )
 }
 
