@@ -106,7 +106,9 @@ impl KubeServiceDiscovery {
     }
 
     /// Waits until every followed resource has been listed once and the
-    /// registry shows what was listed.
+    /// registry shows what was listed. A resource that cannot be listed
+    /// (RBAC, no API server) is retried with backoff and logged, so this
+    /// waits until it can; bound it with a timeout where that matters.
     pub async fn wait_synced(&self) {
         let mut synced = self.inner.synced.subscribe();
         let _ = synced.wait_for(|s| *s).await;

@@ -79,6 +79,18 @@ impl Objects {
     /// The services and instances these objects describe.
     pub(crate) fn desired(&self, domain: &str) -> Desired {
         let mut desired = Desired::default();
+        // Each Service's EndpointSlices, found once for all Services.
+        let mut slices: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
+        for ((namespace, _), slice) in &self.slices {
+            if let Some(service) = slice
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SERVICE_NAME_LABEL))
+            {
+                slices.entry((namespace, service)).or_default().push(slice);
+            }
+        }
         for ((namespace, name), service) in &self.services {
             let host = hostname(name, namespace, domain);
             let spec = service.spec.clone().unwrap_or_default();
@@ -89,7 +101,8 @@ impl Objects {
             } else {
                 model.address = spec.cluster_ip.as_deref().and_then(|ip| ip.parse().ok());
             }
-            let endpoints = self.endpoints(namespace, name);
+            let own = slices.get(&(namespace.as_str(), name.as_str()));
+            let endpoints = self.endpoints(namespace, own.map(Vec::as_slice).unwrap_or_default());
             model.service_accounts = endpoints
                 .iter()
                 .filter_map(|e| e.service_account.clone())
@@ -137,19 +150,9 @@ impl Objects {
 
     /// The ready endpoints of a Service, from its EndpointSlices, with what
     /// their Pods and Nodes tell.
-    fn endpoints(&self, namespace: &str, service: &str) -> Vec<Endpoint> {
+    fn endpoints(&self, namespace: &str, slices: &[&EndpointSlice]) -> Vec<Endpoint> {
         let mut endpoints = Vec::new();
-        let slices = self.slices.iter().filter(|((ns, _), slice)| {
-            ns == namespace
-                && slice
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                    .map(String::as_str)
-                    == Some(service)
-        });
-        for (_, slice) in slices {
+        for slice in slices {
             if slice.address_type == "FQDN" {
                 continue;
             }
@@ -226,4 +229,39 @@ fn node_zone(node: &Node) -> Option<String> {
         Some(region) => format!("{region}/{zone}"),
         None => zone.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocols_from_app_protocol_then_the_name_as_istio_reads_them() {
+        for (name, protocol) in [
+            ("http", Protocol::Http),
+            ("http-web", Protocol::Http),
+            ("http2-api", Protocol::Http2),
+            ("grpc-api", Protocol::Grpc),
+            ("tcp-db", Protocol::Tcp),
+            ("https-admin", Protocol::Https),
+            ("mongo-main", Protocol::Mongo),
+            ("redis-cache", Protocol::Redis),
+            ("httpfoo", Protocol::Tcp),
+            ("web", Protocol::Tcp),
+            ("", Protocol::Tcp),
+        ] {
+            assert_eq!(port_protocol(Some("TCP"), None, name), protocol, "{name:?}");
+        }
+        assert_eq!(
+            port_protocol(None, Some("HTTP"), "tcp-x"),
+            Protocol::Http,
+            "appProtocol wins"
+        );
+        assert_eq!(
+            port_protocol(None, Some("example.com/custom"), "grpc"),
+            Protocol::Grpc,
+            "unknown appProtocol"
+        );
+        assert_eq!(port_protocol(Some("UDP"), None, "http-dns"), Protocol::Udp);
+    }
 }
