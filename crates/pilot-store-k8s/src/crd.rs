@@ -43,17 +43,52 @@ pub fn crd(schema: &KindSchema) -> CustomResourceDefinition {
 }
 
 /// Applies the CRD of every kind in `registry` (server-side apply, field
-/// manager [`FIELD_MANAGER`], forced), creating or updating them.
+/// manager [`FIELD_MANAGER`], forced), creating or updating them, then waits
+/// until the API server reports each one `Established` (serving its
+/// resource), for at most [`ESTABLISH_TIMEOUT`].
 pub async fn install_crds(client: Client, registry: &KindRegistry) -> Result<(), StoreError> {
     let api: Api<CustomResourceDefinition> = Api::all(client);
     let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut names = Vec::new();
     for crd in crds(registry) {
         let name = crd.metadata.name.clone().unwrap_or_default();
         api.patch(&name, &params, &Patch::Apply(&crd))
             .await
             .map_err(|e| StoreError::unavailable(format!("applying CustomResourceDefinition {name}: {e}")))?;
+        names.push(name);
+    }
+    let deadline = tokio::time::Instant::now() + ESTABLISH_TIMEOUT;
+    for name in names {
+        loop {
+            let crd = api.get(&name).await.map_err(|e| {
+                StoreError::unavailable(format!("reading CustomResourceDefinition {name}: {e}"))
+            })?;
+            if established(&crd) {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(StoreError::unavailable(format!(
+                    "CustomResourceDefinition {name} is not Established after {ESTABLISH_TIMEOUT:?}"
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
     }
     Ok(())
+}
+
+/// How long [`install_crds`] waits for the API server to serve the CRDs.
+pub const ESTABLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
 }
 
 fn crd_with(schema: &KindSchema, short_name: Option<String>) -> CustomResourceDefinition {

@@ -58,6 +58,6 @@ mod watch;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use crd::{FIELD_MANAGER, crd, crds, install_crds};
+pub use crd::{ESTABLISH_TIMEOUT, FIELD_MANAGER, crd, crds, install_crds};
 pub use registry::{DiscoveryOptions, KubeServiceDiscovery, hostname, port_protocol};
 pub use store::KubeConfigStore;

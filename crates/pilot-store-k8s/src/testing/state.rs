@@ -361,6 +361,10 @@ impl State {
         }
         if key_of(resource) == id("apiextensions.k8s.io", "v1", "customresourcedefinitions") {
             self.serve_crd(&object)?;
+            // The API server sets this once the resource is served (at
+            // once here).
+            object["status"] = json!({"conditions": [{"type": "Established", "status": "True"}],
+                "acceptedNames": object["spec"]["names"].clone()});
         }
         self.objects
             .entry(key_of(resource))
