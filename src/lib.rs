@@ -12,6 +12,8 @@
 //!   registry;
 //! - `etcd` (`pilot-store-etcd`, feature `etcd`): the etcd store and
 //!   lease-based service registry;
+//! - `k8s` (`pilot-store-k8s`, feature `k8s`): configuration as Kubernetes
+//!   custom resources, and Kubernetes as a service registry;
 //! - `xds` (`pilot-xds`, feature `xds`): Envoy configuration generated from
 //!   services and routing rules.
 //!
@@ -39,6 +41,8 @@ pub use pilot_model as model;
 pub use pilot_store as store;
 #[cfg(feature = "etcd")]
 pub use pilot_store_etcd as etcd;
+#[cfg(feature = "k8s")]
+pub use pilot_store_k8s as k8s;
 pub use pilot_store_memory as memory;
 #[cfg(feature = "xds")]
 pub use pilot_xds as xds;

@@ -51,9 +51,16 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
         let _ = errors;
     }
 
+    /// The OpenAPI v3 schema of the spec, when the kind has one (the Istio
+    /// kinds do with feature `schema`); platforms that publish schemas
+    /// (Kubernetes CRDs) use it.
+    fn openapi_schema() -> Option<serde_json::Value> {
+        None
+    }
+
     /// The schema of this kind, for a [`KindRegistry`].
     fn schema() -> KindSchema {
-        KindSchema::new(
+        let schema = KindSchema::new(
             Self::KIND,
             Self::PLURAL,
             Self::GROUP,
@@ -63,7 +70,11 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
                 // A spec that needed repair would give misleading rule errors.
                 (_, found) => errors.extend(found),
             },
-        )
+        );
+        match Self::openapi_schema() {
+            Some(openapi) => schema.with_openapi_schema(openapi),
+            None => schema,
+        }
     }
 }
 
@@ -83,6 +94,7 @@ pub struct KindSchema {
     /// The API version.
     pub version: String,
     validator: Arc<SpecValidator>,
+    openapi: Option<Arc<serde_json::Value>>,
 }
 
 impl KindSchema {
@@ -100,7 +112,19 @@ impl KindSchema {
             group: group.into(),
             version: version.into(),
             validator: Arc::new(validator),
+            openapi: None,
         }
+    }
+
+    /// The same schema with an OpenAPI v3 schema of the spec.
+    pub fn with_openapi_schema(mut self, schema: serde_json::Value) -> Self {
+        self.openapi = Some(Arc::new(schema));
+        self
+    }
+
+    /// The OpenAPI v3 schema of the spec, if the kind has one.
+    pub fn openapi_schema(&self) -> Option<&serde_json::Value> {
+        self.openapi.as_deref()
     }
 
     /// Checks a whole object against this kind: metadata (DNS-1123 name and

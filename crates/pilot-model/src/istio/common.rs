@@ -11,6 +11,7 @@ use crate::{FieldErrors, dns1123_label, dns1123_subdomain, push_key};
 /// A reference to a service, as Istio's v1alpha1 routing API wrote it:
 /// either `name` (with optional `namespace` and `domain`) or a fully
 /// qualified `service`, plus optional version `labels`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IstioService {
@@ -80,6 +81,7 @@ impl IstioService {
 }
 
 /// A condition on the traffic a rule applies to.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MatchCondition {
@@ -116,6 +118,7 @@ impl MatchCondition {
 }
 
 /// Layer-4 match attributes.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct L4MatchAttributes {
@@ -144,6 +147,7 @@ impl L4MatchAttributes {
 }
 
 /// HTTP request match attributes.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MatchRequest {
@@ -169,6 +173,7 @@ impl MatchRequest {
 
 /// How a string is matched: exactly one of `exact`, `prefix` or `regex`
 /// (RE2 syntax, checked by the data plane).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StringMatch {

@@ -9,6 +9,7 @@ use crate::{ConfigKind, FieldErrors};
 
 /// Policies applied to traffic sent to a destination (optionally only from
 /// a source).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DestinationPolicy {
@@ -30,6 +31,7 @@ pub struct DestinationPolicy {
 }
 
 /// A load-balancing policy.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LoadBalancing {
@@ -42,6 +44,7 @@ pub struct LoadBalancing {
 }
 
 /// The built-in load-balancing algorithms.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum SimpleLbPolicy {
@@ -54,6 +57,7 @@ pub enum SimpleLbPolicy {
 }
 
 /// A circuit breaker.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CircuitBreaker {
@@ -66,6 +70,7 @@ pub struct CircuitBreaker {
 }
 
 /// Circuit-breaker thresholds and outlier detection, all optional.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SimpleCircuitBreakerPolicy {
@@ -103,6 +108,11 @@ impl ConfigKind for DestinationPolicy {
     const PLURAL: &'static str = "destinationpolicies";
     const GROUP: &'static str = GROUP;
     const VERSION: &'static str = VERSION;
+
+    #[cfg(feature = "schema")]
+    fn openapi_schema() -> Option<serde_json::Value> {
+        Some(super::openapi_schema::<Self>())
+    }
 
     fn validate(&self, errors: &mut FieldErrors) {
         match &self.destination {

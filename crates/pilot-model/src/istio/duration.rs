@@ -171,6 +171,20 @@ impl<'de> Deserialize<'de> for Duration {
     }
 }
 
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Duration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A duration such as `1.5s`, `300ms` or `2m`.",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@ use super::{GROUP, VERSION, not_supported};
 use crate::{ConfigKind, FieldErrors, dns1123_subdomain};
 
 /// Allows traffic to a destination outside the mesh.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EgressRule {
@@ -24,6 +25,7 @@ pub struct EgressRule {
 }
 
 /// A port of an external destination.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EgressPort {
@@ -43,6 +45,11 @@ impl ConfigKind for EgressRule {
     const PLURAL: &'static str = "egressrules";
     const GROUP: &'static str = GROUP;
     const VERSION: &'static str = VERSION;
+
+    #[cfg(feature = "schema")]
+    fn openapi_schema() -> Option<serde_json::Value> {
+        Some(super::openapi_schema::<Self>())
+    }
 
     fn validate(&self, errors: &mut FieldErrors) {
         let mut is_cidr = false;

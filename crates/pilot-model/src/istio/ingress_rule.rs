@@ -7,6 +7,7 @@ use super::{GROUP, VERSION};
 use crate::{ConfigKind, FieldErrors, dns1123_label};
 
 /// Routes traffic arriving at the ingress on `port` to a destination.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IngressRule {
@@ -42,6 +43,11 @@ impl ConfigKind for IngressRule {
     const PLURAL: &'static str = "ingressrules";
     const GROUP: &'static str = GROUP;
     const VERSION: &'static str = VERSION;
+
+    #[cfg(feature = "schema")]
+    fn openapi_schema() -> Option<serde_json::Value> {
+        Some(super::openapi_schema::<Self>())
+    }
 
     fn validate(&self, errors: &mut FieldErrors) {
         match &self.destination {

@@ -38,6 +38,21 @@ pub use route_rule::{
 
 use crate::{FieldErrors, KindRegistry, StoreError};
 
+/// The OpenAPI v3 schema of `T`, every subschema inlined (no `$ref`), as
+/// Kubernetes CRDs need it.
+#[cfg(feature = "schema")]
+pub(crate) fn openapi_schema<T: schemars::JsonSchema>() -> serde_json::Value {
+    let mut settings = schemars::generate::SchemaSettings::openapi3();
+    settings.inline_subschemas = true;
+    let mut schema = settings.into_generator().into_root_schema_for::<T>().to_value();
+    if let Some(map) = schema.as_object_mut() {
+        for key in ["$schema", "title", "components", "$defs", "definitions"] {
+            map.remove(key);
+        }
+    }
+    schema
+}
+
 /// The API group of the routing kinds.
 pub const GROUP: &str = "config.istio.io";
 /// The API version of the routing kinds.

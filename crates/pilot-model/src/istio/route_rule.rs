@@ -11,6 +11,7 @@ use crate::{ConfigKind, FieldErrors, push_key};
 
 /// Routes requests for a destination service: by match, to weighted
 /// versions, with timeouts, retries, faults, redirects and rewrites.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RouteRule {
@@ -63,6 +64,7 @@ fn is_zero(n: &i32) -> bool {
 }
 
 /// One weighted destination of a route.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DestinationWeight {
@@ -78,6 +80,7 @@ pub struct DestinationWeight {
 }
 
 /// A redirect answer.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRedirect {
@@ -90,6 +93,7 @@ pub struct HttpRedirect {
 }
 
 /// A rewrite before forwarding.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRewrite {
@@ -102,6 +106,7 @@ pub struct HttpRewrite {
 }
 
 /// A request timeout.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpTimeout {
@@ -114,6 +119,7 @@ pub struct HttpTimeout {
 }
 
 /// A timeout.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SimpleTimeoutPolicy {
@@ -126,6 +132,7 @@ pub struct SimpleTimeoutPolicy {
 }
 
 /// A retry policy.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRetry {
@@ -138,6 +145,7 @@ pub struct HttpRetry {
 }
 
 /// Retries.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SimpleRetryPolicy {
@@ -153,6 +161,7 @@ pub struct SimpleRetryPolicy {
 }
 
 /// Faults to inject into HTTP requests.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpFaultInjection {
@@ -165,6 +174,7 @@ pub struct HttpFaultInjection {
 }
 
 /// A delay fault.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Delay {
@@ -183,6 +193,7 @@ pub struct Delay {
 }
 
 /// An abort fault.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Abort {
@@ -204,6 +215,7 @@ pub struct Abort {
 }
 
 /// A CORS policy.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CorsPolicy {
@@ -237,6 +249,11 @@ impl ConfigKind for RouteRule {
     const PLURAL: &'static str = "routerules";
     const GROUP: &'static str = GROUP;
     const VERSION: &'static str = VERSION;
+
+    #[cfg(feature = "schema")]
+    fn openapi_schema() -> Option<serde_json::Value> {
+        Some(super::openapi_schema::<Self>())
+    }
 
     fn validate(&self, errors: &mut FieldErrors) {
         match &self.destination {

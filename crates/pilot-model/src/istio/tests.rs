@@ -816,3 +816,35 @@ fn typed_round_trip_keeps_every_field() {
     let again = Config::<RouteRule>::from_dyn(&back).unwrap();
     assert_eq!(again.spec, typed.spec);
 }
+
+#[cfg(feature = "schema")]
+mod schema {
+    use crate::istio::registry;
+
+    #[test]
+    fn route_rule_schema_lists_its_spec_fields_without_refs() {
+        let registry = registry();
+        let schema = registry.schema("RouteRule").unwrap();
+        let openapi = schema.openapi_schema().expect("the Istio kinds have schemas");
+        let fields: Vec<&str> = openapi["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        for field in [
+            "destination",
+            "precedence",
+            "match",
+            "route",
+            "httpReqTimeout",
+            "httpFault",
+            "corsPolicy",
+        ] {
+            assert!(fields.contains(&field), "{field} missing from {fields:?}");
+        }
+        let text = openapi.to_string();
+        assert!(!text.contains("$ref"), "subschemas are inlined: {text}");
+        assert_eq!(openapi["properties"]["route"]["type"], "array");
+    }
+}

@@ -25,7 +25,8 @@ pub enum Version {
     Missing,
     /// The version the object has now.
     Current,
-    /// A version from an earlier write.
+    /// A version from an earlier write (or, when every earlier write has
+    /// the object's current version, one that no object has).
     Stale,
 }
 
@@ -164,12 +165,19 @@ impl Sut {
             Version::Missing => None,
             // For a missing object any version will do: the answer is NotFound.
             Version::Current => current.or(self.all_versions.last()).cloned(),
-            Version::Stale => self
-                .all_versions
-                .iter()
-                .rev()
-                .find(|v| Some(*v) != current)
-                .cloned(),
+            // An update that changes nothing may keep the version (as on
+            // Kubernetes), so every earlier write may have this object's
+            // version. Then "1" stands in: etcd's first revision, which no
+            // Kubernetes object has (stores that give every write a new
+            // version never get here).
+            Version::Stale => Some(
+                self.all_versions
+                    .iter()
+                    .rev()
+                    .find(|v| Some(*v) != current)
+                    .cloned()
+                    .unwrap_or_else(|| "1".to_string()),
+            ),
         }
     }
 

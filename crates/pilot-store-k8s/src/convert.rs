@@ -1,0 +1,258 @@
+//! pilot objects as Kubernetes objects and back, resource versions as
+//! revisions, and Kubernetes errors as [`StoreError`]s.
+
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ApiResource, DynamicObject, TypeMeta};
+use pilot_model::{ConfigKey, ConfigMeta, DynConfig, FieldError, KindSchema, Revision, StoreError};
+
+/// The Kubernetes resource that stores a kind.
+pub(crate) fn api_resource(schema: &KindSchema) -> ApiResource {
+    ApiResource {
+        group: schema.group.clone(),
+        version: schema.version.clone(),
+        api_version: format!("{}/{}", schema.group, schema.version),
+        kind: schema.kind.clone(),
+        plural: schema.plural.clone(),
+    }
+}
+
+/// The custom resource for a (validated) pilot object.
+pub(crate) fn to_object(config: &DynConfig) -> DynamicObject {
+    let meta = &config.meta;
+    let map = |m: &std::collections::BTreeMap<String, String>| (!m.is_empty()).then(|| m.clone());
+    DynamicObject {
+        types: Some(TypeMeta {
+            api_version: meta.api_version(),
+            kind: meta.kind.clone(),
+        }),
+        metadata: ObjectMeta {
+            name: Some(meta.name.clone()),
+            namespace: Some(meta.namespace.clone()),
+            labels: map(&meta.labels),
+            annotations: map(&meta.annotations),
+            resource_version: meta.resource_version.clone(),
+            ..ObjectMeta::default()
+        },
+        data: serde_json::json!({ "spec": config.spec }),
+    }
+}
+
+/// The pilot object a custom resource holds. Fails (naming the object) when
+/// it is not one: no name or namespace, or no `spec`.
+pub(crate) fn to_config(schema: &KindSchema, object: &DynamicObject) -> Result<DynConfig, String> {
+    let metadata = &object.metadata;
+    let name = metadata.name.clone().unwrap_or_default();
+    let namespace = metadata.namespace.clone().unwrap_or_default();
+    let what = format!("{} {namespace}/{name}", schema.kind);
+    if name.is_empty() || namespace.is_empty() {
+        return Err(format!("{what}: a {} needs a name and a namespace", schema.kind));
+    }
+    let Some(spec) = object.data.get("spec") else {
+        return Err(format!("{what} has no spec"));
+    };
+    let mut meta = ConfigMeta::new(&schema.kind, namespace, name);
+    meta.group = schema.group.clone();
+    meta.version = schema.version.clone();
+    meta.labels = metadata.labels.clone().unwrap_or_default();
+    meta.annotations = metadata.annotations.clone().unwrap_or_default();
+    meta.resource_version = metadata.resource_version.clone();
+    meta.creation_timestamp = metadata.creation_timestamp.as_ref().and_then(|time| {
+        let seconds = u64::try_from(time.0.as_second()).ok()?;
+        Some(SystemTime::UNIX_EPOCH + Duration::from_secs(seconds))
+    });
+    Ok(DynConfig {
+        meta,
+        spec: spec.clone(),
+    })
+}
+
+/// A resourceVersion as a [`Revision`].
+///
+/// Kubernetes documents resource versions as opaque strings; every API
+/// server backed by etcd (all conformant distributions) uses etcd's revision,
+/// a decimal number that grows with every write. pilot's watch contract
+/// needs ordered revisions, so this crate relies on that and says so when a
+/// version is anything else.
+pub(crate) fn revision(version: Option<&str>, of: &str) -> Result<Revision, StoreError> {
+    let version = version.unwrap_or_default();
+    version.parse().map_err(|_| {
+        StoreError::unavailable(format!(
+            "the resourceVersion {version:?} of {of} is not a decimal number: pilot-store-k8s needs an \
+             API server whose resource versions are etcd revisions"
+        ))
+    })
+}
+
+/// What a failed request means for a store operation on `key`.
+pub(crate) enum Failure {
+    /// A StoreError that needs nothing more.
+    Done(StoreError),
+    /// 409 Conflict: the caller must read the actual version.
+    Conflict,
+    /// 404 for the namespace (creating in a namespace that does not exist).
+    NoNamespace,
+}
+
+/// Maps a kube error for an operation on `key` in `resource`.
+pub(crate) fn failure(key: &ConfigKey, resource: &ApiResource, error: kube::Error) -> Failure {
+    let kube::Error::Api(status) = error else {
+        return Failure::Done(StoreError::unavailable(format!("Kubernetes API: {error}")));
+    };
+    let details = status.details.as_ref();
+    let about_object = !key.name.is_empty() && details.is_some_and(|d| d.name == key.name);
+    match (status.code, status.reason.as_str()) {
+        (404, _) if details.is_some_and(|d| d.kind == "namespaces") => Failure::NoNamespace,
+        (404, _) if about_object => Failure::Done(StoreError::NotFound { key: key.clone() }),
+        (404, _) => Failure::Done(StoreError::unavailable(format!(
+            "the API server does not serve {}.{}/{} ({}): install the CRDs first (pilot_store_k8s::install_crds)",
+            resource.plural, resource.group, resource.version, status.message
+        ))),
+        (409, "AlreadyExists") => Failure::Done(StoreError::AlreadyExists { key: key.clone() }),
+        (409, _) => Failure::Conflict,
+        (422, _) => {
+            let causes = details.map(|d| d.causes.as_slice()).unwrap_or_default();
+            let mut errors: Vec<FieldError> = causes
+                .iter()
+                .map(|cause| FieldError::new(cause.field.clone(), cause.message.clone()))
+                .collect();
+            if errors.is_empty() {
+                errors.push(FieldError::new("", status.message.clone()));
+            }
+            Failure::Done(StoreError::Invalid {
+                key: key.clone(),
+                errors,
+            })
+        }
+        (code, reason) => Failure::Done(StoreError::unavailable(format!(
+            "Kubernetes API answered {code} {reason} for {key}: {}",
+            status.message
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> KindSchema {
+        KindSchema::new(
+            "RouteRule",
+            "routerules",
+            "config.istio.io",
+            "v1alpha2",
+            |_, _| {},
+        )
+    }
+
+    #[test]
+    fn objects_round_trip() {
+        let mut config = DynConfig {
+            meta: ConfigMeta::new("RouteRule", "default", "reviews"),
+            spec: serde_json::json!({"destination": {"name": "reviews"}}),
+        };
+        config.meta.group = "config.istio.io".into();
+        config.meta.version = "v1alpha2".into();
+        config.meta.labels.insert("app".into(), "reviews".into());
+        config.meta.resource_version = Some("7".into());
+        let object = to_object(&config);
+        let json = serde_json::to_value(&object).unwrap();
+        assert_eq!(json["apiVersion"], "config.istio.io/v1alpha2");
+        assert_eq!(json["kind"], "RouteRule");
+        assert_eq!(json["metadata"]["resourceVersion"], "7");
+        assert_eq!(json["spec"]["destination"]["name"], "reviews");
+        assert_eq!(to_config(&schema(), &object).unwrap(), config);
+    }
+
+    #[test]
+    fn objects_that_are_not_pilot_objects_are_named() {
+        let mut object = to_object(&DynConfig {
+            meta: ConfigMeta::new("RouteRule", "default", "x"),
+            spec: serde_json::json!({}),
+        });
+        object.data = serde_json::json!({"notspec": 1});
+        assert_eq!(
+            to_config(&schema(), &object).unwrap_err(),
+            "RouteRule default/x has no spec"
+        );
+    }
+
+    #[test]
+    fn versions_must_be_numbers() {
+        assert_eq!(revision(Some("42"), "x").unwrap(), 42);
+        let err = revision(Some("abc"), "RouteRule default/x").unwrap_err();
+        assert!(
+            err.to_string().contains("\"abc\" of RouteRule default/x"),
+            "{err}"
+        );
+    }
+
+    fn status(value: serde_json::Value) -> kube::Error {
+        kube::Error::Api(Box::new(serde_json::from_value(value).unwrap()))
+    }
+
+    #[test]
+    fn kubernetes_failures_become_store_errors() {
+        let key = ConfigKey::new("RouteRule", "default", "r");
+        let resource = api_resource(&schema());
+        let invalid = status(
+            serde_json::json!({"code": 422, "reason": "Invalid", "message": "bad",
+            "details": {"name": "r", "causes": [{"field": "spec.route[0].weight", "message": "must be <= 100"}]}}),
+        );
+        let Failure::Done(StoreError::Invalid { key: k, errors }) = failure(&key, &resource, invalid) else {
+            panic!("422 is Invalid");
+        };
+        assert_eq!(k, key);
+        assert_eq!(
+            errors,
+            [FieldError::new("spec.route[0].weight", "must be <= 100")]
+        );
+
+        let missing =
+            status(serde_json::json!({"code": 404, "reason": "NotFound", "details": {"name": "r"}}));
+        assert!(matches!(
+            failure(&key, &resource, missing),
+            Failure::Done(StoreError::NotFound { .. })
+        ));
+        let no_crd = status(
+            serde_json::json!({"code": 404, "reason": "NotFound", "message": "the server could not find the requested resource"}),
+        );
+        let Failure::Done(err) = failure(&key, &resource, no_crd) else {
+            panic!()
+        };
+        assert!(
+            err.to_string().contains("routerules.config.istio.io/v1alpha2"),
+            "{err}"
+        );
+        // Listing (no name) a resource that is not served is not "not found".
+        let list_key = ConfigKey::new("RouteRule", "", "");
+        let no_crd = status(serde_json::json!({"code": 404, "reason": "NotFound", "details": {}}));
+        assert!(matches!(
+            failure(&list_key, &resource, no_crd),
+            Failure::Done(StoreError::Unavailable { .. })
+        ));
+        let exists =
+            status(serde_json::json!({"code": 409, "reason": "AlreadyExists", "details": {"name": "r"}}));
+        assert!(matches!(
+            failure(&key, &resource, exists),
+            Failure::Done(StoreError::AlreadyExists { .. })
+        ));
+        let conflict =
+            status(serde_json::json!({"code": 409, "reason": "Conflict", "details": {"name": "r"}}));
+        assert!(matches!(failure(&key, &resource, conflict), Failure::Conflict));
+        let ns = status(
+            serde_json::json!({"code": 404, "reason": "NotFound", "details": {"name": "default", "kind": "namespaces"}}),
+        );
+        assert!(matches!(failure(&key, &resource, ns), Failure::NoNamespace));
+        let busy =
+            status(serde_json::json!({"code": 429, "reason": "TooManyRequests", "message": "slow down"}));
+        let Failure::Done(err) = failure(&key, &resource, busy) else {
+            panic!()
+        };
+        assert_eq!(
+            err.to_string(),
+            "backend unavailable: Kubernetes API answered 429 TooManyRequests for RouteRule default/r: slow down"
+        );
+    }
+}

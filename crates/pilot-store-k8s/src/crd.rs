@@ -1,0 +1,192 @@
+//! One CustomResourceDefinition per registered kind, and installing them.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use pilot_model::{KindRegistry, KindSchema, StoreError};
+use serde_json::json;
+
+/// The field manager pilot applies its CRDs as.
+pub const FIELD_MANAGER: &str = "pilot";
+
+/// The CRD of every kind in `registry`, ordered by kind.
+///
+/// ```
+/// let crds = pilot_store_k8s::crds(&pilot_model::istio::registry());
+/// let names: Vec<_> = crds.iter().filter_map(|c| c.metadata.name.as_deref()).collect();
+/// assert_eq!(names, [
+///     "destinationpolicies.config.istio.io", "egressrules.config.istio.io",
+///     "ingressrules.config.istio.io", "routerules.config.istio.io",
+/// ]);
+/// ```
+pub fn crds(registry: &KindRegistry) -> Vec<CustomResourceDefinition> {
+    let schemas: Vec<_> = registry.kinds().iter().filter_map(|k| registry.get(k)).collect();
+    let all_short: Vec<String> = schemas.iter().map(|s| short_name(&s.kind)).collect();
+    schemas
+        .iter()
+        .map(|schema| {
+            let short = short_name(&schema.kind);
+            // A short name two kinds share would be ambiguous: neither gets it.
+            let unique = all_short.iter().filter(|s| **s == short).count() == 1;
+            crd_with(schema, unique.then_some(short))
+        })
+        .collect()
+}
+
+/// The CRD of one kind: `<plural>.<group>`, namespaced, served and stored at
+/// the kind's version, with the structural form of the kind's OpenAPI
+/// schema ([`KindSchema::openapi_schema`], derived from the Rust types for
+/// the Istio kinds), or, for a kind without one, a `spec` object that keeps
+/// unknown fields. Either way pilot validates every write itself.
+pub fn crd(schema: &KindSchema) -> CustomResourceDefinition {
+    crd_with(schema, Some(short_name(&schema.kind)))
+}
+
+/// Applies the CRD of every kind in `registry` (server-side apply, field
+/// manager [`FIELD_MANAGER`], forced), creating or updating them, then waits
+/// until the API server reports each one `Established` (serving its
+/// resource), for at most [`ESTABLISH_TIMEOUT`].
+pub async fn install_crds(client: Client, registry: &KindRegistry) -> Result<(), StoreError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut names = Vec::new();
+    for crd in crds(registry) {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .map_err(|e| StoreError::unavailable(format!("applying CustomResourceDefinition {name}: {e}")))?;
+        names.push(name);
+    }
+    let deadline = tokio::time::Instant::now() + ESTABLISH_TIMEOUT;
+    for name in names {
+        loop {
+            let crd = api.get(&name).await.map_err(|e| {
+                StoreError::unavailable(format!("reading CustomResourceDefinition {name}: {e}"))
+            })?;
+            if established(&crd) {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(StoreError::unavailable(format!(
+                    "CustomResourceDefinition {name} is not Established after {ESTABLISH_TIMEOUT:?}"
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+/// How long [`install_crds`] waits for the API server to serve the CRDs.
+pub const ESTABLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        })
+}
+
+fn crd_with(schema: &KindSchema, short_name: Option<String>) -> CustomResourceDefinition {
+    let mut spec = match schema.openapi_schema() {
+        Some(openapi) => crate::schema::structural(openapi),
+        None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    };
+    spec["description"] = json!(format!(
+        "The {} spec; pilot validates it on every write.",
+        schema.kind
+    ));
+    let value = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": format!("{}.{}", schema.plural, schema.group),
+            "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
+        },
+        "spec": {
+            "group": schema.group,
+            "scope": "Namespaced",
+            "names": {
+                "kind": schema.kind,
+                "listKind": format!("{}List", schema.kind),
+                "plural": schema.plural,
+                "singular": schema.kind.to_lowercase(),
+                "shortNames": short_name.into_iter().collect::<Vec<_>>(),
+                "categories": [FIELD_MANAGER],
+            },
+            "versions": [{
+                "name": schema.version,
+                "served": true,
+                "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "required": ["spec"],
+                    "properties": {"spec": spec},
+                }},
+            }],
+        },
+    });
+    // The shape above is fixed; only names and versions vary, as strings.
+    serde_json::from_value(value).expect("a CustomResourceDefinition built from a kind is well formed")
+}
+
+/// The initials of a CamelCase kind, lowercased: `RouteRule` -> `rr`.
+fn short_name(kind: &str) -> String {
+    kind.chars()
+        .filter(char::is_ascii_uppercase)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_rule_crd() {
+        let registry = pilot_model::istio::registry();
+        let crd = crd(&registry.schema("RouteRule").unwrap());
+        let json = serde_json::to_value(&crd).unwrap();
+        assert_eq!(json["metadata"]["name"], "routerules.config.istio.io");
+        assert_eq!(json["spec"]["scope"], "Namespaced");
+        assert_eq!(json["spec"]["names"]["kind"], "RouteRule");
+        assert_eq!(json["spec"]["names"]["shortNames"], json!(["rr"]));
+        assert_eq!(json["spec"]["versions"][0]["name"], "v1alpha2");
+        let spec = &json["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        let fields: Vec<&str> = spec["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        for field in [
+            "destination",
+            "precedence",
+            "match",
+            "route",
+            "httpReqTimeout",
+            "httpFault",
+        ] {
+            assert!(fields.contains(&field), "{field} is not in {fields:?}");
+        }
+        assert_eq!(
+            spec["properties"]["route"]["items"]["properties"]["weight"]["type"],
+            "integer"
+        );
+        assert_eq!(spec["properties"]["httpReqTimeout"]["nullable"], true);
+    }
+
+    #[test]
+    fn kinds_without_a_schema_keep_unknown_fields() {
+        let crds = crds(&pilot_store::testing::registry());
+        let json = serde_json::to_value(&crds[0]).unwrap();
+        assert_eq!(json["metadata"]["name"], "mockconfigs.test.pilot.io");
+        let spec = &json["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        assert_eq!(spec["x-kubernetes-preserve-unknown-fields"], true);
+        assert_eq!(json["spec"]["names"]["shortNames"], json!(["mc"]));
+    }
+}

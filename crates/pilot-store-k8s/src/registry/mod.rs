@@ -1,0 +1,312 @@
+//! [`KubeServiceDiscovery`]: Kubernetes as a service registry.
+
+mod model;
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Debug;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use futures::stream::{BoxStream, StreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod, Service as KubeService};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use pilot_model::{Labels, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
+use pilot_store::ServiceCache;
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use model::{ObjectKey, Objects};
+pub use model::{hostname, port_protocol};
+
+/// What a [`KubeServiceDiscovery`] follows and how it names services.
+#[derive(Debug, Clone)]
+pub struct DiscoveryOptions {
+    /// The cluster's DNS domain (default `cluster.local`): services are
+    /// `<name>.<namespace>.svc.<domain>`.
+    pub domain: String,
+    /// Follow one namespace only (`None`: every namespace, which needs
+    /// cluster-wide RBAC to list and watch Services, EndpointSlices and
+    /// Pods).
+    pub namespace: Option<String>,
+    /// Follow Nodes for instances' zones (`region/zone` from the
+    /// `topology.kubernetes.io` labels); needs RBAC to list and watch Nodes.
+    /// Without it an instance's zone is its EndpointSlice endpoint's `zone`.
+    pub nodes: bool,
+}
+
+impl Default for DiscoveryOptions {
+    fn default() -> Self {
+        DiscoveryOptions {
+            domain: "cluster.local".into(),
+            namespace: None,
+            nodes: true,
+        }
+    }
+}
+
+/// A [`ServiceDiscovery`] that follows a Kubernetes cluster.
+///
+/// - Each Service is a service `<name>.<namespace>.svc.<domain>` with its
+///   cluster IP (none for headless Services) and ports; a port's protocol
+///   comes from `appProtocol` or its name's prefix ([`port_protocol`]). An
+///   `ExternalName` Service is an external service with no instances.
+/// - Its instances are the ready addresses of its EndpointSlices (label
+///   `kubernetes.io/service-name`), one per address and Service port, on the
+///   EndpointSlice's port of the same name: labels and service account from
+///   the Pod the endpoint points to (so `version=v2` selects), zone from the
+///   Node's topology labels (or the endpoint's `zone`).
+/// - Services, EndpointSlices, Pods (and Nodes) are followed with
+///   kube-runtime's watcher with its default backoff: a 410 Gone or a broken
+///   watch leads to a new list, and whatever the list no longer holds is
+///   removed, with events, as any other delete.
+/// - Changes stream to subscribers as [`ServiceEvent`]s; a subscriber that
+///   falls behind gets [`ServiceEvent::Resync`].
+///
+/// Dropping the last handle stops the watches.
+#[derive(Clone)]
+pub struct KubeServiceDiscovery {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cache: ServiceCache,
+    synced: watch::Sender<bool>,
+    follower: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(task) = self.follower.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            task.abort();
+        }
+    }
+}
+
+impl KubeServiceDiscovery {
+    /// Starts following the cluster. Must be called inside a Tokio runtime.
+    pub fn start(client: Client, options: DiscoveryOptions) -> Self {
+        let registry = KubeServiceDiscovery {
+            inner: Arc::new(Inner {
+                cache: ServiceCache::new(),
+                synced: watch::channel(false).0,
+                follower: Mutex::new(None),
+            }),
+        };
+        let follower = tokio::spawn(follow(
+            client,
+            options,
+            registry.inner.cache.clone(),
+            registry.inner.synced.clone(),
+        ));
+        *registry.inner.follower.lock().unwrap_or_else(|p| p.into_inner()) = Some(follower);
+        registry
+    }
+
+    /// Waits until every followed resource has been listed once and the
+    /// registry shows what was listed. A resource that cannot be listed
+    /// (RBAC, no API server) is retried with backoff and logged, so this
+    /// waits until it can; bound it with a timeout where that matters.
+    pub async fn wait_synced(&self) {
+        let mut synced = self.inner.synced.subscribe();
+        let _ = synced.wait_for(|s| *s).await;
+    }
+
+    /// True once every followed resource has been listed once.
+    pub fn has_synced(&self) -> bool {
+        *self.inner.synced.borrow()
+    }
+}
+
+impl ServiceDiscovery for KubeServiceDiscovery {
+    fn services(&self) -> Vec<Arc<Service>> {
+        self.inner.cache.services()
+    }
+
+    fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
+        self.inner.cache.get_service(hostname)
+    }
+
+    fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
+        self.inner.cache.instances(hostname, port_names, labels)
+    }
+
+    fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
+        self.inner.cache.host_instances(addresses)
+    }
+
+    fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
+        self.inner.cache.subscribe()
+    }
+}
+
+/// One watcher event of one of the followed resources.
+enum Change {
+    Service(Box<watcher::Event<KubeService>>),
+    Slice(Box<watcher::Event<EndpointSlice>>),
+    Pod(Box<watcher::Event<Pod>>),
+    Node(Box<watcher::Event<Node>>),
+}
+
+/// Follows the resources and keeps `cache` equal to what they describe.
+async fn follow(client: Client, options: DiscoveryOptions, cache: ServiceCache, synced: watch::Sender<bool>) {
+    let ns = options.namespace.as_deref();
+    let mut streams: Vec<BoxStream<'static, Change>> = vec![
+        follow_resource(api(&client, ns), Change::Service),
+        follow_resource(api(&client, ns), Change::Slice),
+        follow_resource(api(&client, ns), Change::Pod),
+    ];
+    if options.nodes {
+        streams.push(follow_resource(Api::all(client.clone()), Change::Node));
+    }
+    let resources = streams.len();
+    // Up to 256 ready changes are applied together, then the registry is
+    // brought up to date once.
+    let mut changes = futures::stream::select_all(streams).ready_chunks(256);
+    let mut objects = Objects::default();
+    let mut lists = Lists::default();
+    while let Some(batch) = changes.next().await {
+        for change in batch {
+            match change {
+                Change::Service(event) => lists.services.apply(&mut objects.services, *event),
+                Change::Slice(event) => lists.slices.apply(&mut objects.slices, *event),
+                Change::Pod(event) => lists.pods.apply(&mut objects.pods, *event),
+                Change::Node(event) => lists.nodes.apply(&mut objects.nodes, *event),
+            }
+        }
+        if lists.listed() < resources {
+            continue;
+        }
+        update(&cache, objects.desired(&options.domain));
+        synced.send_if_modified(|s| !std::mem::replace(s, true));
+    }
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// A resource's watcher events, with errors logged (the watcher retries
+/// them with backoff).
+fn follow_resource<K>(api: Api<K>, wrap: fn(Box<watcher::Event<K>>) -> Change) -> BoxStream<'static, Change>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .filter_map(move |item| {
+            futures::future::ready(match item {
+                Ok(event) => Some(wrap(Box::new(event))),
+                Err(error) => {
+                    tracing::warn!(resource = %K::plural(&K::DynamicType::default()), %error, "watch failed; retrying");
+                    None
+                }
+            })
+        })
+        .boxed()
+}
+
+/// Each resource's list in progress (between `Init` and `InitDone`).
+#[derive(Default)]
+struct Lists {
+    services: Listing<KubeService>,
+    slices: Listing<EndpointSlice>,
+    pods: Listing<Pod>,
+    nodes: Listing<Node>,
+}
+
+impl Lists {
+    /// How many resources have been listed at least once.
+    fn listed(&self) -> usize {
+        [
+            self.services.done,
+            self.slices.done,
+            self.pods.done,
+            self.nodes.done,
+        ]
+        .iter()
+        .filter(|d| **d)
+        .count()
+    }
+}
+
+struct Listing<K> {
+    buffer: Option<BTreeMap<ObjectKey, K>>,
+    done: bool,
+}
+
+impl<K> Default for Listing<K> {
+    fn default() -> Self {
+        Listing {
+            buffer: None,
+            done: false,
+        }
+    }
+}
+
+impl<K: ResourceExt> Listing<K> {
+    /// Applies a watcher event. A relist replaces the objects when it is
+    /// complete, so objects deleted while the watch was down disappear.
+    fn apply(&mut self, objects: &mut BTreeMap<ObjectKey, K>, event: watcher::Event<K>) {
+        let key = |o: &K| (o.namespace().unwrap_or_default(), o.name_any());
+        match event {
+            watcher::Event::Init => self.buffer = Some(BTreeMap::new()),
+            watcher::Event::InitApply(object) => {
+                self.buffer.get_or_insert_default().insert(key(&object), object);
+            }
+            watcher::Event::InitDone => {
+                *objects = self.buffer.take().unwrap_or_default();
+                self.done = true;
+            }
+            watcher::Event::Apply(object) => {
+                objects.insert(key(&object), object);
+            }
+            watcher::Event::Delete(object) => {
+                objects.remove(&key(&object));
+            }
+        }
+    }
+}
+
+/// Brings `cache` to `desired`, emitting only the differences.
+fn update(cache: &ServiceCache, desired: model::Desired) {
+    for service in cache.services() {
+        if !desired.services.contains_key(&service.hostname) {
+            cache.remove_service(&service.hostname);
+        }
+    }
+    for (host, service) in &desired.services {
+        if cache.get_service(host).as_deref() != Some(&**service) {
+            cache.add_service((**service).clone());
+        }
+    }
+    for (host, instances) in desired.instances {
+        let current = cache.instances(&host, &[], &[]);
+        let wanted: HashSet<_> = instances.iter().map(|i| &i.endpoint).collect();
+        let mut removed = HashSet::new();
+        for old in &current {
+            if !wanted.contains(&old.endpoint) && removed.insert((old.endpoint.address, old.endpoint.port)) {
+                cache.remove_instances(&host, old.endpoint.address, Some(old.endpoint.port));
+            }
+        }
+        for instance in instances {
+            let same = current.contains(&instance);
+            if !same || removed.contains(&(instance.endpoint.address, instance.endpoint.port)) {
+                // The service and port exist: `desired` holds both.
+                if let Err(error) = cache.add_instance(instance) {
+                    tracing::warn!(%error, "instance without its service");
+                }
+            }
+        }
+    }
+}

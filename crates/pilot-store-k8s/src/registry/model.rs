@@ -1,0 +1,267 @@
+//! Services and instances from Kubernetes objects: a pure function of the
+//! Services, EndpointSlices, Pods and Nodes a registry has seen.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod, Service as KubeService, ServicePort};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use pilot_model::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};
+
+/// The label that ties an EndpointSlice to its Service.
+pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// The node labels that tell its locality.
+pub(crate) const REGION_LABEL: &str = "topology.kubernetes.io/region";
+/// See [`REGION_LABEL`].
+pub(crate) const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+/// (namespace, name).
+pub(crate) type ObjectKey = (String, String);
+
+/// The Kubernetes objects a registry follows.
+#[derive(Default)]
+pub(crate) struct Objects {
+    pub services: BTreeMap<ObjectKey, KubeService>,
+    pub slices: BTreeMap<ObjectKey, EndpointSlice>,
+    pub pods: BTreeMap<ObjectKey, Pod>,
+    /// Nodes by name (cluster-scoped: empty namespace).
+    pub nodes: BTreeMap<ObjectKey, Node>,
+}
+
+/// What the registry should hold: services by hostname, and each
+/// service's instances.
+#[derive(Default, Debug, PartialEq)]
+pub(crate) struct Desired {
+    pub services: BTreeMap<String, Arc<Service>>,
+    pub instances: BTreeMap<String, Vec<ServiceInstance>>,
+}
+
+/// The hostname of a Service: `<name>.<namespace>.svc.<domain>`.
+///
+/// ```
+/// assert_eq!(pilot_store_k8s::hostname("reviews", "prod", "corp.internal"), "reviews.prod.svc.corp.internal");
+/// ```
+pub fn hostname(name: &str, namespace: &str, domain: &str) -> String {
+    format!("{name}.{namespace}.svc.{domain}")
+}
+
+/// The protocol of a Service port: UDP if the port is UDP; else its
+/// `appProtocol` when pilot knows it; else its name's prefix (`http-`,
+/// `http2-`, `grpc-`, `https-`, `tcp-`, `mongo-`, `redis-`, as Istio reads
+/// it); TCP otherwise.
+///
+/// ```
+/// use pilot_model::Protocol;
+/// use pilot_store_k8s::port_protocol;
+/// assert_eq!(port_protocol(Some("TCP"), Some("kubernetes.io/h2c"), "web"), Protocol::Http2);
+/// assert_eq!(port_protocol(None, None, "grpc-api"), Protocol::Grpc);
+/// assert_eq!(port_protocol(None, None, "metrics"), Protocol::Tcp);
+/// ```
+pub fn port_protocol(protocol: Option<&str>, app_protocol: Option<&str>, name: &str) -> Protocol {
+    if protocol.is_some_and(|p| p.eq_ignore_ascii_case("UDP")) {
+        return Protocol::Udp;
+    }
+    let from_app = app_protocol.and_then(|app| match app.to_ascii_lowercase().as_str() {
+        "http" => Some(Protocol::Http),
+        "http2" | "kubernetes.io/h2c" => Some(Protocol::Http2),
+        "grpc" => Some(Protocol::Grpc),
+        "https" => Some(Protocol::Https),
+        "tcp" => Some(Protocol::Tcp),
+        "mongo" => Some(Protocol::Mongo),
+        "redis" => Some(Protocol::Redis),
+        _ => None,
+    });
+    from_app.unwrap_or_else(|| Protocol::from_port_name(name))
+}
+
+impl Objects {
+    /// The services and instances these objects describe.
+    pub(crate) fn desired(&self, domain: &str) -> Desired {
+        let mut desired = Desired::default();
+        // Each Service's EndpointSlices, found once for all Services.
+        let mut slices: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
+        for ((namespace, _), slice) in &self.slices {
+            if let Some(service) = slice
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SERVICE_NAME_LABEL))
+            {
+                slices.entry((namespace, service)).or_default().push(slice);
+            }
+        }
+        for ((namespace, name), service) in &self.services {
+            let host = hostname(name, namespace, domain);
+            let spec = service.spec.clone().unwrap_or_default();
+            let ports: Vec<Port> = spec.ports.iter().flatten().map(port).collect();
+            let mut model = Service::new(host.clone(), ports);
+            if spec.type_.as_deref() == Some("ExternalName") {
+                model.external_name = spec.external_name.clone();
+            } else {
+                model.address = spec.cluster_ip.as_deref().and_then(|ip| ip.parse().ok());
+            }
+            let own = slices.get(&(namespace.as_str(), name.as_str()));
+            let endpoints = self.endpoints(namespace, own.map(Vec::as_slice).unwrap_or_default());
+            model.service_accounts = endpoints
+                .iter()
+                .filter_map(|e| e.service_account.clone())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let model = Arc::new(model);
+            let mut instances = Vec::new();
+            if !model.is_external() {
+                for endpoint in &endpoints {
+                    for service_port in &model.ports {
+                        let Some(target) = endpoint.ports.get(&service_port.name) else {
+                            continue;
+                        };
+                        instances.push(ServiceInstance {
+                            endpoint: NetworkEndpoint {
+                                address: endpoint.address,
+                                port: *target,
+                                service_port: service_port.clone(),
+                            },
+                            service: Arc::clone(&model),
+                            labels: endpoint.labels.clone(),
+                            availability_zone: endpoint.zone.clone(),
+                            service_account: endpoint.service_account.clone(),
+                        });
+                    }
+                }
+            }
+            instances.sort_by(|a, b| {
+                let key = |i: &ServiceInstance| {
+                    (
+                        i.endpoint.address,
+                        i.endpoint.port,
+                        i.endpoint.service_port.name.clone(),
+                    )
+                };
+                key(a).cmp(&key(b))
+            });
+            instances.dedup_by(|a, b| a.endpoint == b.endpoint);
+            desired.services.insert(host.clone(), model);
+            desired.instances.insert(host, instances);
+        }
+        desired
+    }
+
+    /// The ready endpoints of a Service, from its EndpointSlices, with what
+    /// their Pods and Nodes tell.
+    fn endpoints(&self, namespace: &str, slices: &[&EndpointSlice]) -> Vec<Endpoint> {
+        let mut endpoints = Vec::new();
+        for slice in slices {
+            if slice.address_type == "FQDN" {
+                continue;
+            }
+            let ports: BTreeMap<String, u16> = slice
+                .ports
+                .iter()
+                .flatten()
+                .filter_map(|p| Some((p.name.clone().unwrap_or_default(), u16::try_from(p.port?).ok()?)))
+                .collect();
+            for endpoint in &slice.endpoints {
+                if endpoint.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
+                    continue;
+                }
+                let pod = endpoint
+                    .target_ref
+                    .as_ref()
+                    .filter(|r| r.kind.as_deref() == Some("Pod"))
+                    .and_then(|r| {
+                        let ns = r.namespace.clone().unwrap_or_else(|| namespace.to_string());
+                        self.pods.get(&(ns, r.name.clone()?))
+                    });
+                let node_name = endpoint
+                    .node_name
+                    .clone()
+                    .or_else(|| pod.and_then(|p| p.spec.as_ref()?.node_name.clone()));
+                let zone = node_name
+                    .and_then(|n| self.nodes.get(&(String::new(), n)))
+                    .and_then(node_zone)
+                    .or_else(|| endpoint.zone.clone());
+                let labels = pod
+                    .and_then(|p| p.metadata.labels.clone())
+                    .map(Labels)
+                    .unwrap_or_default();
+                let service_account = pod.and_then(|p| p.spec.as_ref()?.service_account_name.clone());
+                for address in &endpoint.addresses {
+                    let Ok(address) = address.parse::<IpAddr>() else {
+                        continue;
+                    };
+                    endpoints.push(Endpoint {
+                        address,
+                        ports: ports.clone(),
+                        labels: labels.clone(),
+                        zone: zone.clone(),
+                        service_account: service_account.clone(),
+                    });
+                }
+            }
+        }
+        endpoints
+    }
+}
+
+/// One ready address of a Service with what its Pod and Node tell.
+struct Endpoint {
+    address: IpAddr,
+    /// Target port numbers by port name.
+    ports: BTreeMap<String, u16>,
+    labels: Labels,
+    zone: Option<String>,
+    service_account: Option<String>,
+}
+
+fn port(port: &ServicePort) -> Port {
+    let name = port.name.clone().unwrap_or_default();
+    let protocol = port_protocol(port.protocol.as_deref(), port.app_protocol.as_deref(), &name);
+    Port::new(name, u16::try_from(port.port).unwrap_or_default(), protocol)
+}
+
+/// `region/zone` from the node's topology labels (or just the zone).
+fn node_zone(node: &Node) -> Option<String> {
+    let labels = node.metadata.labels.as_ref()?;
+    let zone = labels.get(ZONE_LABEL)?;
+    Some(match labels.get(REGION_LABEL) {
+        Some(region) => format!("{region}/{zone}"),
+        None => zone.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocols_from_app_protocol_then_the_name_as_istio_reads_them() {
+        for (name, protocol) in [
+            ("http", Protocol::Http),
+            ("http-web", Protocol::Http),
+            ("http2-api", Protocol::Http2),
+            ("grpc-api", Protocol::Grpc),
+            ("tcp-db", Protocol::Tcp),
+            ("https-admin", Protocol::Https),
+            ("mongo-main", Protocol::Mongo),
+            ("redis-cache", Protocol::Redis),
+            ("httpfoo", Protocol::Tcp),
+            ("web", Protocol::Tcp),
+            ("", Protocol::Tcp),
+        ] {
+            assert_eq!(port_protocol(Some("TCP"), None, name), protocol, "{name:?}");
+        }
+        assert_eq!(
+            port_protocol(None, Some("HTTP"), "tcp-x"),
+            Protocol::Http,
+            "appProtocol wins"
+        );
+        assert_eq!(
+            port_protocol(None, Some("example.com/custom"), "grpc"),
+            Protocol::Grpc,
+            "unknown appProtocol"
+        );
+        assert_eq!(port_protocol(Some("UDP"), None, "http-dns"), Protocol::Udp);
+    }
+}

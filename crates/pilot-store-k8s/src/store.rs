@@ -1,0 +1,343 @@
+//! [`KubeConfigStore`]: configuration objects as Kubernetes custom resources.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams, Preconditions};
+use kube::{Client, Resource as _};
+use pilot_model::{
+    ConfigKey, ConfigStore, ConfigWatch, DynConfig, FieldError, KindRegistry, KindSchema, Revision, Snapshot,
+    StoreError, WatchStream,
+};
+
+use crate::convert::{self, Failure, api_resource, to_config, to_object};
+
+/// A [`ConfigStore`] and [`ConfigWatch`] on the Kubernetes API: each kind is
+/// a custom resource (see [`crds`](crate::crds)), each object a custom
+/// object in the namespace of the same name.
+///
+/// - Writes are validated with the store's [`KindRegistry`] before any
+///   request is sent; an invalid object never reaches the API server.
+/// - The resource version is Kubernetes' `resourceVersion`. `create` is a
+///   POST (409 AlreadyExists maps to [`StoreError::AlreadyExists`]); `update`
+///   is a PUT carrying the caller's version (409 Conflict maps to
+///   [`StoreError::Conflict`] with both versions, after reading the actual
+///   one); `delete` sends the version as a precondition. 404 is
+///   [`StoreError::NotFound`], 422 [`StoreError::Invalid`] with the server's
+///   field paths.
+/// - `snapshot` lists a kind; `watch` watches it from a resourceVersion with
+///   bookmarks. A 410 Gone becomes [`StoreError::Compacted`], so the
+///   Controller lists again and emits the deletes the gap hid.
+/// - Resource versions are taken to be etcd revisions (decimal numbers),
+///   as on every etcd-backed API server; anything else fails clearly.
+/// - [`KubeConfigStore::new`] serves every namespace (needs cluster-wide
+///   RBAC); [`KubeConfigStore::namespaced`] one namespace, where objects of
+///   other namespaces do not exist and cannot be written.
+///
+/// `current_revision` is the highest resourceVersion this handle has
+/// written: the Kubernetes API has no cheap way to ask for a revision that
+/// every kind's watch is sure to reach (etcd's revision moves with every
+/// Pod, Lease and Event in the cluster, while a watch of one kind only
+/// reaches it through bookmarks, which an API server sends about once a
+/// minute). So a Controller over this store reads its own writes at once,
+/// and writes made elsewhere as they arrive.
+#[derive(Clone)]
+pub struct KubeConfigStore {
+    inner: Arc<Inner>,
+    create_namespaces: bool,
+}
+
+struct Inner {
+    client: Client,
+    registry: KindRegistry,
+    namespace: Option<String>,
+    written: AtomicU64,
+}
+
+impl KubeConfigStore {
+    /// A store of the kinds in `registry` across every namespace.
+    pub fn new(client: Client, registry: KindRegistry) -> Self {
+        Self::build(client, registry, None)
+    }
+
+    /// A store of the kinds in `registry` in one namespace only.
+    pub fn namespaced(client: Client, registry: KindRegistry, namespace: impl Into<String>) -> Self {
+        Self::build(client, registry, Some(namespace.into()))
+    }
+
+    fn build(client: Client, registry: KindRegistry, namespace: Option<String>) -> Self {
+        KubeConfigStore {
+            inner: Arc::new(Inner {
+                client,
+                registry,
+                namespace,
+                written: AtomicU64::new(0),
+            }),
+            create_namespaces: false,
+        }
+    }
+
+    /// With `true`, `create` makes a missing namespace first instead of
+    /// failing (needs RBAC to create namespaces).
+    pub fn create_missing_namespaces(mut self, create: bool) -> Self {
+        self.create_namespaces = create;
+        self
+    }
+
+    /// The namespace this store is limited to, if any.
+    pub fn namespace(&self) -> Option<&str> {
+        self.inner.namespace.as_deref()
+    }
+
+    /// The Kubernetes client.
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    /// The kind's schema and its API in `namespace` (`None`: every namespace
+    /// this store serves).
+    pub(crate) fn api(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<(Arc<KindSchema>, ApiResource, Api<DynamicObject>), StoreError> {
+        let schema = self.inner.registry.schema(kind)?;
+        let resource = api_resource(&schema);
+        let client = self.inner.client.clone();
+        let api = match namespace.or(self.namespace()) {
+            Some(ns) => Api::namespaced_with(client, ns, &resource),
+            None => Api::all_with(client, &resource),
+        };
+        Ok((schema, resource, api))
+    }
+
+    /// True when this store serves `namespace`.
+    fn serves(&self, namespace: &str) -> bool {
+        self.namespace().is_none_or(|ns| ns == namespace)
+    }
+
+    fn outside(&self, config: &DynConfig) -> StoreError {
+        StoreError::Invalid {
+            key: config.key(),
+            errors: vec![FieldError::new(
+                "metadata.namespace",
+                format!(
+                    "this store serves namespace {:?} only",
+                    self.namespace().unwrap_or_default()
+                ),
+            )],
+        }
+    }
+
+    /// The stored object, and notes its version as written.
+    fn written(&self, schema: &KindSchema, object: &DynamicObject) -> Result<Arc<DynConfig>, StoreError> {
+        let config = to_config(schema, object).map_err(StoreError::unavailable)?;
+        let key = config.key().to_string();
+        let revision = convert::revision(config.meta.resource_version.as_deref(), &key)?;
+        self.inner.written.fetch_max(revision, Ordering::Relaxed);
+        Ok(Arc::new(config))
+    }
+
+    /// The error for a failed write of `key`: for a conflict, reads the
+    /// actual version.
+    async fn write_failed(
+        &self,
+        key: &ConfigKey,
+        resource: &ApiResource,
+        expected: Option<String>,
+        error: kube::Error,
+    ) -> StoreError {
+        match convert::failure(key, resource, error) {
+            Failure::Done(error) => error,
+            Failure::NoNamespace => StoreError::Invalid {
+                key: key.clone(),
+                errors: vec![FieldError::new(
+                    "metadata.namespace",
+                    format!(
+                        "namespace {:?} does not exist; create it first (or use create_missing_namespaces)",
+                        key.namespace
+                    ),
+                )],
+            },
+            Failure::Conflict => match self.get(key).await {
+                Ok(Some(current)) => StoreError::Conflict {
+                    key: key.clone(),
+                    expected,
+                    actual: current.meta.resource_version.clone().unwrap_or_default(),
+                },
+                Ok(None) => StoreError::NotFound { key: key.clone() },
+                Err(error) => error,
+            },
+        }
+    }
+
+    async fn create_namespace(&self, name: &str) -> Result<(), StoreError> {
+        let namespaces: Api<Namespace> = Api::all(self.inner.client.clone());
+        let mut namespace = Namespace::default();
+        namespace.meta_mut().name = Some(name.to_string());
+        match namespaces.create(&PostParams::default(), &namespace).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(error) => Err(StoreError::unavailable(format!(
+                "cannot create namespace {name:?}: {error}"
+            ))),
+        }
+    }
+
+    /// Lists a kind, with the list's revision, ordered by namespace and name.
+    async fn list_at(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<(Vec<Arc<DynConfig>>, Revision), StoreError> {
+        let (schema, resource, api) = self.api(kind, namespace)?;
+        let list = api.list(&ListParams::default()).await.map_err(|error| {
+            match convert::failure(&ConfigKey::new(kind, "", ""), &resource, error) {
+                Failure::Done(error) => error,
+                _ => StoreError::unavailable(format!("listing {}", resource.plural)),
+            }
+        })?;
+        let revision = convert::revision(
+            list.metadata.resource_version.as_deref(),
+            &format!("the list of {}", resource.plural),
+        )?;
+        let mut items = Vec::with_capacity(list.items.len());
+        for object in &list.items {
+            match to_config(&schema, object) {
+                Ok(config) => items.push(Arc::new(config)),
+                Err(reason) => tracing::warn!(%reason, "skipping a custom object that is not a pilot object"),
+            }
+        }
+        items.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
+        Ok((items, revision))
+    }
+}
+
+#[async_trait]
+impl ConfigStore for KubeConfigStore {
+    fn registry(&self) -> &KindRegistry {
+        &self.inner.registry
+    }
+
+    async fn get(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
+        let (schema, resource, api) = self.api(&key.kind, Some(&key.namespace))?;
+        if !self.serves(&key.namespace) {
+            return Ok(None);
+        }
+        match api.get_opt(&key.name).await {
+            Ok(None) => Ok(None),
+            Ok(Some(object)) => to_config(&schema, &object)
+                .map(|c| Some(Arc::new(c)))
+                .map_err(StoreError::unavailable),
+            Err(error) => match convert::failure(key, &resource, error) {
+                Failure::Done(StoreError::NotFound { .. }) => Ok(None),
+                Failure::Done(error) => Err(error),
+                _ => Err(StoreError::unavailable(format!("reading {key}"))),
+            },
+        }
+    }
+
+    async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Arc<DynConfig>>, StoreError> {
+        self.inner.registry.schema(kind)?;
+        if namespace.is_some_and(|ns| !self.serves(ns)) {
+            return Ok(Vec::new());
+        }
+        Ok(self.list_at(kind, namespace).await?.0)
+    }
+
+    async fn create(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
+        let config = self.inner.registry.prepare(config)?;
+        if !self.serves(&config.meta.namespace) {
+            return Err(self.outside(&config));
+        }
+        let key = config.key();
+        let (schema, resource, api) = self.api(&key.kind, Some(&key.namespace))?;
+        let mut object = to_object(&config);
+        object.metadata.resource_version = None;
+        let mut created = api.create(&PostParams::default(), &object).await;
+        if let Err(kube::Error::Api(status)) = &created
+            && status.code == 404
+            && self.create_namespaces
+            && status.details.as_ref().is_some_and(|d| d.kind == "namespaces")
+        {
+            self.create_namespace(&key.namespace).await?;
+            created = api.create(&PostParams::default(), &object).await;
+        }
+        match created {
+            Ok(object) => self.written(&schema, &object),
+            Err(error) => Err(self.write_failed(&key, &resource, None, error).await),
+        }
+    }
+
+    async fn update(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
+        let config = self.inner.registry.prepare(config)?;
+        if !self.serves(&config.meta.namespace) {
+            return Err(self.outside(&config));
+        }
+        let key = config.key();
+        let Some(expected) = config.meta.resource_version.clone() else {
+            // Kubernetes refuses unconditional updates of custom objects
+            // (422); say what the caller needs instead.
+            return Err(match self.get(&key).await? {
+                Some(current) => StoreError::Conflict {
+                    key,
+                    expected: None,
+                    actual: current.meta.resource_version.clone().unwrap_or_default(),
+                },
+                None => StoreError::NotFound { key },
+            });
+        };
+        let (schema, resource, api) = self.api(&key.kind, Some(&key.namespace))?;
+        match api
+            .replace(&key.name, &PostParams::default(), &to_object(&config))
+            .await
+        {
+            Ok(object) => self.written(&schema, &object),
+            Err(error) => Err(self.write_failed(&key, &resource, Some(expected), error).await),
+        }
+    }
+
+    async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError> {
+        let (schema, resource, api) = self.api(&key.kind, Some(&key.namespace))?;
+        if !self.serves(&key.namespace) {
+            return Err(StoreError::NotFound { key: key.clone() });
+        }
+        let mut params = DeleteParams::default();
+        if let Some(version) = resource_version {
+            params = params.preconditions(Preconditions {
+                resource_version: Some(version.to_string()),
+                uid: None,
+            });
+        }
+        match api.delete(&key.name, &params).await {
+            Ok(either) => {
+                if let Some(object) = either.left() {
+                    self.written(&schema, &object)?;
+                }
+                Ok(())
+            }
+            Err(error) => Err(self
+                .write_failed(key, &resource, resource_version.map(str::to_string), error)
+                .await),
+        }
+    }
+}
+
+#[async_trait]
+impl ConfigWatch for KubeConfigStore {
+    async fn snapshot(&self, kind: &str) -> Result<Snapshot, StoreError> {
+        let (items, revision) = self.list_at(kind, None).await?;
+        Ok(Snapshot { revision, items })
+    }
+
+    async fn watch(&self, kind: &str, after: Revision) -> Result<WatchStream, StoreError> {
+        let (schema, resource, api) = self.api(kind, None)?;
+        crate::watch::watch(schema, resource, api, after).await
+    }
+
+    async fn current_revision(&self) -> Result<Revision, StoreError> {
+        Ok(self.inner.written.load(Ordering::Relaxed))
+    }
+}

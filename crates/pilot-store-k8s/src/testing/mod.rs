@@ -1,0 +1,148 @@
+//! An in-process fake of the Kubernetes API server (feature `testing`).
+//!
+//! No API server can be installed where pilot's tests run, so the crate's
+//! tests (and other crates' tests) talk to this fake through a real
+//! [`kube::Client`]: requests go through the client's whole stack (URL
+//! building, JSON, error decoding, watch streaming) into a tower service
+//! that answers them from memory. It implements the semantics this crate
+//! relies on, as the Kubernetes API documents them:
+//!
+//! - **Resources**: `Namespace`, `Node` (cluster-scoped), `Pod`, `Service`,
+//!   `EndpointSlice` (namespaced), `CustomResourceDefinition`; a CRD, once
+//!   created or applied, makes its served versions available. Any other path
+//!   is 404 with "the server could not find the requested resource".
+//! - **resourceVersion**: one counter for the whole server (as etcd's
+//!   revision), set on every object written; lists carry it in
+//!   `metadata.resourceVersion`. An update that changes nothing keeps the
+//!   version. `uid`, `creationTimestamp` and `generation` are the server's.
+//! - **Namespaces**: `default` and `kube-system` exist; creating a
+//!   namespaced object in a missing namespace is 404 (`namespaces "x" not
+//!   found`). Deleting a namespace does not delete its objects.
+//! - **Writes**: POST creates (409 `AlreadyExists`), PUT replaces and needs
+//!   the current `metadata.resourceVersion` (422 `Invalid` without one, 409
+//!   `Conflict` when stale, 404 when missing), DELETE honours
+//!   `preconditions.resourceVersion` (409) and answers with the deleted
+//!   object at the deletion's version; PATCH is server-side apply only
+//!   (`application/apply-patch+yaml`, `fieldManager` required), simplified
+//!   to "create, or merge the applied fields" (no field ownership). Names
+//!   must be DNS-1123 subdomains (422 `Invalid` with the field in
+//!   `details.causes`).
+//! - **Watch** (`?watch=true`): from `resourceVersion` R, every change after
+//!   R in order as `ADDED`/`MODIFIED`/`DELETED`, then live ones; with no R
+//!   (or `0`) the current objects as `ADDED` first. If the history after R is
+//!   gone, the answer is 200 with one `ERROR` event holding a 410 `Expired`
+//!   Status, as the API server does. With `allowWatchBookmarks=true` a watch
+//!   gets a `BOOKMARK` at the new version whenever the server's version
+//!   moves by a write it does not see (the API server sends bookmarks at
+//!   its discretion, about once a minute; the fake sends them promptly).
+//!   A watch that falls [`WATCH_BUFFER`] events behind is closed, as the API
+//!   server closes watchers that cannot keep up.
+//! - **Not implemented** (answered 400 rather than ignored): label and
+//!   field selectors, `dryRun`. Lists are never paginated (`limit` is
+//!   ignored, which the API allows), `timeoutSeconds` is ignored, and there
+//!   is no admission, schema validation, finalizers or garbage collection.
+//!
+//! Test hooks force what a real cluster does only sometimes:
+//! [`FakeApiServer::expire_history`] (etcd compaction, so resuming watches
+//! get 410), [`FakeApiServer::close_watches`] (a dropped connection) and
+//! [`FakeApiServer::refuse_watches`] (an API server that is unavailable).
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use k8s_openapi::api::core::v1::Namespace;
+//! use kube::api::{Api, ListParams};
+//! use pilot_store_k8s::testing::FakeApiServer;
+//!
+//! let fake = FakeApiServer::new();
+//! let namespaces: Api<Namespace> = Api::all(fake.client());
+//! let names: Vec<String> = namespaces.list(&ListParams::default()).await.unwrap()
+//!     .items.into_iter().filter_map(|n| n.metadata.name).collect();
+//! assert_eq!(names, ["default", "kube-system"]);
+//! # });
+//! ```
+
+mod serve;
+mod state;
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub use state::{DEFAULT_HISTORY, WATCH_BUFFER};
+
+/// The fake API server: shared state behind a tower service. Clones, and
+/// the clients made from any of them, share one server; its open watches
+/// end when the last of them is dropped.
+#[derive(Clone)]
+pub struct FakeApiServer {
+    state: Arc<Mutex<state::State>>,
+}
+
+impl FakeApiServer {
+    /// A server with the built-in resources and the `default` and
+    /// `kube-system` namespaces.
+    pub fn new() -> Self {
+        FakeApiServer {
+            state: Arc::new(Mutex::new(state::State::new())),
+        }
+    }
+
+    /// A [`kube::Client`] whose requests this server answers (default
+    /// namespace `default`). Must be called inside a Tokio runtime.
+    pub fn client(&self) -> kube::Client {
+        let state = Arc::clone(&self.state);
+        let service = tower::service_fn(move |request: ::http::Request<kube::client::Body>| {
+            let state = Arc::clone(&state);
+            async move { Ok::<_, Infallible>(serve::handle(state, request).await) }
+        });
+        kube::Client::new(service, "default")
+    }
+
+    /// The server's current resourceVersion.
+    pub fn revision(&self) -> u64 {
+        self.lock().revision
+    }
+
+    /// Forgets the history of changes, as an etcd compaction does: a watch
+    /// that resumes from before now gets 410 Gone and must list again.
+    pub fn expire_history(&self) {
+        self.lock().expire_history();
+    }
+
+    /// Keeps only the last `changes` changes for resuming watches (default
+    /// [`DEFAULT_HISTORY`]).
+    pub fn set_history_limit(&self, changes: usize) {
+        self.lock().history_limit = changes.max(1);
+    }
+
+    /// Ends every open watch, as a dropped connection does; clients resume.
+    pub fn close_watches(&self) {
+        self.lock().watchers.clear();
+    }
+
+    /// While `refused`, new watches are answered 503 ServiceUnavailable.
+    pub fn refuse_watches(&self, refused: bool) {
+        self.lock().watches_refused = refused;
+    }
+
+    /// How many open watches there are.
+    pub fn open_watches(&self) -> usize {
+        let mut state = self.lock();
+        state.watchers.retain(|w| !w.sender.is_closed());
+        state.watchers.len()
+    }
+
+    /// How many watches were answered 410 Gone so far.
+    pub fn expired_answers(&self) -> u64 {
+        self.lock().expired_answers
+    }
+
+    fn lock(&self) -> MutexGuard<'_, state::State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Default for FakeApiServer {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,415 @@
+//! The fake API server on its own, through a real `kube::Client`: the
+//! semantics the store and the registry rely on.
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
+    WatchEvent, WatchParams,
+};
+use kube::core::Status;
+use pilot_store_k8s::testing::FakeApiServer;
+
+fn service(name: &str) -> Service {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"ports": [{"name": "http", "port": 80}]},
+    }))
+    .unwrap()
+}
+
+fn api_error(error: kube::Error) -> Box<Status> {
+    match error {
+        kube::Error::Api(status) => status,
+        other => panic!("expected a Status from the API server, got {other}"),
+    }
+}
+
+fn version(service: &Service) -> u64 {
+    service
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn writes_bump_one_version_and_lists_carry_it() {
+    let fake = FakeApiServer::new();
+    let services: Api<Service> = Api::namespaced(fake.client(), "default");
+    let a = services
+        .create(&PostParams::default(), &service("a"))
+        .await
+        .unwrap();
+    let b = services
+        .create(&PostParams::default(), &service("b"))
+        .await
+        .unwrap();
+    assert!(version(&b) > version(&a));
+    assert!(a.metadata.uid.is_some() && a.metadata.creation_timestamp.is_some());
+    let list = services.list(&ListParams::default()).await.unwrap();
+    assert_eq!(
+        list.metadata.resource_version.as_deref(),
+        Some(&*version(&b).to_string())
+    );
+    let names: Vec<_> = list
+        .items
+        .iter()
+        .filter_map(|s| s.metadata.name.as_deref())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(fake.revision(), version(&b));
+
+    // An update that changes nothing keeps the version.
+    let same = services.replace("a", &PostParams::default(), &a).await.unwrap();
+    assert_eq!(version(&same), version(&a));
+}
+
+#[tokio::test]
+async fn failures_are_status_objects_with_the_documented_codes() {
+    let fake = FakeApiServer::new();
+    let services: Api<Service> = Api::namespaced(fake.client(), "default");
+    let a = services
+        .create(&PostParams::default(), &service("a"))
+        .await
+        .unwrap();
+
+    let exists = api_error(
+        services
+            .create(&PostParams::default(), &service("a"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((exists.code, exists.reason.as_str()), (409, "AlreadyExists"));
+
+    let mut changed = a.clone();
+    changed.metadata.labels = Some([("v".to_string(), "2".to_string())].into());
+    services
+        .replace("a", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    let stale = api_error(
+        services
+            .replace("a", &PostParams::default(), &changed)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((stale.code, stale.reason.as_str()), (409, "Conflict"));
+    assert!(
+        stale.message.contains("the object has been modified"),
+        "{}",
+        stale.message
+    );
+
+    let mut unversioned = changed.clone();
+    unversioned.metadata.resource_version = None;
+    let invalid = api_error(
+        services
+            .replace("a", &PostParams::default(), &unversioned)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((invalid.code, invalid.reason.as_str()), (422, "Invalid"));
+
+    let missing = api_error(services.get("nope").await.unwrap_err());
+    assert_eq!((missing.code, missing.reason.as_str()), (404, "NotFound"));
+    assert_eq!(missing.details.unwrap().name, "nope");
+
+    let bad_name = api_error(
+        services
+            .create(&PostParams::default(), &service("Bad_Name"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(bad_name.code, 422);
+    assert_eq!(bad_name.details.unwrap().causes[0].field, "metadata.name");
+
+    let stale_delete = DeleteParams::default().preconditions(Preconditions {
+        resource_version: a.metadata.resource_version.clone(),
+        uid: None,
+    });
+    let precondition = api_error(services.delete("a", &stale_delete).await.unwrap_err());
+    assert_eq!(precondition.code, 409);
+    assert!(
+        services.get_opt("a").await.unwrap().is_some(),
+        "a failed delete keeps the object"
+    );
+
+    let selector = api_error(
+        services
+            .list(&ListParams::default().labels("app=x"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(selector.code, 400, "selectors are refused, not ignored");
+}
+
+#[tokio::test]
+async fn namespaces_must_exist_and_scope_lists() {
+    let fake = FakeApiServer::new();
+    let client = fake.client();
+    let elsewhere: Api<Service> = Api::namespaced(client.clone(), "elsewhere");
+    let missing = api_error(
+        elsewhere
+            .create(&PostParams::default(), &service("a"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(missing.code, 404);
+    assert_eq!(missing.details.unwrap().kind, "namespaces");
+
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut namespace = Namespace::default();
+    namespace.metadata.name = Some("elsewhere".into());
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    elsewhere
+        .create(&PostParams::default(), &service("a"))
+        .await
+        .unwrap();
+    let default: Api<Service> = Api::namespaced(client.clone(), "default");
+    default
+        .create(&PostParams::default(), &service("b"))
+        .await
+        .unwrap();
+
+    let in_default = default.list(&ListParams::default()).await.unwrap();
+    assert_eq!(in_default.items.len(), 1);
+    let all: Api<Service> = Api::all(client);
+    let everywhere = all.list(&ListParams::default()).await.unwrap();
+    let keys: Vec<_> = everywhere
+        .items
+        .iter()
+        .map(|s| {
+            format!(
+                "{}/{}",
+                s.metadata.namespace.as_deref().unwrap(),
+                s.metadata.name.as_deref().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(keys, ["default/b", "elsewhere/a"]);
+}
+
+#[tokio::test]
+async fn watch_replays_from_a_version_then_follows_with_bookmarks() {
+    let fake = FakeApiServer::new();
+    let client = fake.client();
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let start = services
+        .create(&PostParams::default(), &service("before"))
+        .await
+        .unwrap();
+    let a = services
+        .create(&PostParams::default(), &service("a"))
+        .await
+        .unwrap();
+    let mut events = services
+        .watch(&WatchParams::default(), &version(&start).to_string())
+        .await
+        .unwrap()
+        .boxed();
+    let mut changed = a.clone();
+    changed.metadata.labels = Some([("v".to_string(), "2".to_string())].into());
+    let modified = services
+        .replace("a", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    services.delete("a", &DeleteParams::default()).await.unwrap();
+    // A write to another resource moves the version: a bookmark follows.
+    let namespaces: Api<Namespace> = Api::all(client);
+    let mut namespace = Namespace::default();
+    namespace.metadata.name = Some("other".into());
+    let other = namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(match events.try_next().await.unwrap().unwrap() {
+            WatchEvent::Added(s) => format!("ADDED a@{}", version(&s)),
+            WatchEvent::Modified(s) => format!("MODIFIED a@{}", version(&s)),
+            WatchEvent::Deleted(s) => format!("DELETED a@{}", version(&s)),
+            WatchEvent::Bookmark(b) => format!("BOOKMARK @{}", b.metadata.resource_version),
+            WatchEvent::Error(e) => panic!("unexpected error {e:?}"),
+        });
+    }
+    let other_version = other.metadata.resource_version.unwrap();
+    assert_eq!(
+        seen,
+        [
+            format!("ADDED a@{}", version(&a)),
+            format!("MODIFIED a@{}", version(&modified)),
+            format!("DELETED a@{}", version(&modified) + 1),
+            format!("BOOKMARK @{other_version}"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn watch_from_an_expired_version_gets_410() {
+    let fake = FakeApiServer::new();
+    let services: Api<Service> = Api::namespaced(fake.client(), "default");
+    let a = services
+        .create(&PostParams::default(), &service("a"))
+        .await
+        .unwrap();
+    services
+        .create(&PostParams::default(), &service("b"))
+        .await
+        .unwrap();
+    fake.expire_history();
+    let mut events = services
+        .watch(&WatchParams::default(), &version(&a).to_string())
+        .await
+        .unwrap()
+        .boxed();
+    match events.try_next().await.unwrap() {
+        Some(WatchEvent::Error(status)) => {
+            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+        }
+        other => panic!("expected a 410 ERROR event, got {other:?}"),
+    }
+    assert!(
+        events.try_next().await.unwrap().is_none(),
+        "the watch ends after the error"
+    );
+    assert_eq!(fake.expired_answers(), 1);
+
+    // From the current version, history is complete again.
+    let now = fake.revision().to_string();
+    let mut events = services
+        .watch(&WatchParams::default(), &now)
+        .await
+        .unwrap()
+        .boxed();
+    services.delete("b", &DeleteParams::default()).await.unwrap();
+    assert!(matches!(
+        events.try_next().await.unwrap(),
+        Some(WatchEvent::Deleted(_))
+    ));
+}
+
+#[tokio::test]
+async fn closed_and_refused_watches() {
+    let fake = FakeApiServer::new();
+    let services: Api<Service> = Api::namespaced(fake.client(), "default");
+    let mut events = services
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    assert_eq!(fake.open_watches(), 1);
+    fake.close_watches();
+    assert!(events.try_next().await.unwrap().is_none());
+    fake.refuse_watches(true);
+    let refused = match services.watch(&WatchParams::default(), "0").await {
+        Err(error) => api_error(error),
+        Ok(_) => panic!("watches are refused"),
+    };
+    assert_eq!(refused.code, 503);
+}
+
+#[tokio::test]
+async fn a_crd_serves_its_resource_and_apply_creates_then_merges() {
+    let fake = FakeApiServer::new();
+    let client = fake.client();
+    let resource = ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let not_served = api_error(widgets.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!(not_served.code, 404);
+
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]},
+    }))
+    .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    let params = PatchParams::apply("test");
+    crds.patch("widgets.example.com", &params, &Patch::Apply(&crd))
+        .await
+        .unwrap();
+    assert!(
+        widgets
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    let applied = |size: u32| {
+        DynamicObject::new("w", &resource).data(serde_json::json!({"spec": {"size": size, "color": "red"}}))
+    };
+    let first = widgets
+        .patch("w", &params, &Patch::Apply(applied(1)))
+        .await
+        .unwrap();
+    let again = widgets
+        .patch("w", &params, &Patch::Apply(applied(1)))
+        .await
+        .unwrap();
+    assert_eq!(
+        first.metadata.resource_version, again.metadata.resource_version,
+        "a no-op apply"
+    );
+    let partial = DynamicObject::new("w", &resource).data(serde_json::json!({"spec": {"size": 2}}));
+    let merged = widgets.patch("w", &params, &Patch::Apply(partial)).await.unwrap();
+    assert_eq!(
+        merged.data["spec"],
+        serde_json::json!({"size": 2, "color": "red"})
+    );
+    assert_ne!(merged.metadata.resource_version, first.metadata.resource_version);
+
+    let merge = api_error(
+        widgets
+            .patch("w", &PatchParams::default(), &Patch::Merge(serde_json::json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(merge.code, 415, "only server-side apply is implemented");
+}
+
+#[tokio::test]
+async fn a_watch_that_falls_too_far_behind_is_closed() {
+    let fake = FakeApiServer::new();
+    let services: Api<Service> = Api::namespaced(fake.client(), "default");
+    let mut events = services
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let total = pilot_store_k8s::testing::WATCH_BUFFER + 1;
+    for i in 0..total {
+        services
+            .create(&PostParams::default(), &service(&format!("s{i}")))
+            .await
+            .unwrap();
+    }
+    let mut delivered = 0;
+    while let Some(event) = events.try_next().await.unwrap() {
+        assert!(matches!(event, WatchEvent::Added(_)));
+        delivered += 1;
+    }
+    assert_eq!(
+        delivered,
+        pilot_store_k8s::testing::WATCH_BUFFER,
+        "then the server closed the watch"
+    );
+    assert_eq!(fake.open_watches(), 0);
+}
