@@ -140,6 +140,10 @@ impl ServiceDiscovery for KubeServiceDiscovery {
     fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
         self.inner.cache.subscribe()
     }
+
+    fn has_synced(&self) -> bool {
+        *self.inner.synced.borrow()
+    }
 }
 
 /// One watcher event of one of the followed resources.
