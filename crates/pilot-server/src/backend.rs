@@ -77,12 +77,15 @@ pub async fn open_registries(args: &Args) -> Result<Registries, StartError> {
     let mut aggregate = AggregateDiscovery::default();
     let mut checks: Vec<Arc<dyn Fn() -> bool + Send + Sync>> = Vec::new();
     let mut file = None;
+    // The in-memory registry is always there (empty without --services):
+    // the push pipeline follows the aggregate's change stream, which must
+    // not end.
+    let memory = MemoryServiceRegistry::new();
+    aggregate.push(Arc::new(memory.clone()));
     if let Some(path) = &args.services {
-        let registry = MemoryServiceRegistry::new();
         let loaded = services_file::load(path).map_err(StartError::Failed)?;
-        services_file::apply(&registry, &ServicesFile { services: vec![] }, &loaded);
-        aggregate.push(Arc::new(registry.clone()));
-        file = Some((path.clone(), registry, loaded));
+        services_file::apply(&memory, &ServicesFile { services: vec![] }, &loaded);
+        file = Some((path.clone(), memory, loaded));
     }
     for kind in &args.registries {
         match kind {

@@ -16,6 +16,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_max_level(args.log_level)
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
