@@ -29,7 +29,7 @@ pub enum RegistryKind {
 
 /// pilot-discovery: the REST configuration API and the ADS server.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "pilot-discovery", version, about, long_about = None)]
+#[command(name = "pilot-discovery", version, about, long_about = None, args_override_self = true)]
 pub struct Args {
     /// A YAML file of options (`store: etcd`, `etcd-endpoints: [...]`, ...);
     /// flags override it.
