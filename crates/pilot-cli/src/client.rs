@@ -39,9 +39,11 @@ impl Client {
         token: Option<String>,
         ca_file: Option<&std::path::Path>,
     ) -> Result<Self, Failure> {
-        let uri: Uri = url
-            .parse()
-            .map_err(|e| Failure::usage(format!("server address {url:?} (from {origin}) is not a URL: {e}")))?;
+        let uri: Uri = url.parse().map_err(|e| {
+            Failure::usage(format!(
+                "server address {url:?} (from {origin}) is not a URL: {e}"
+            ))
+        })?;
         let https = match uri.scheme_str() {
             Some("http") => false,
             Some("https") => true,
@@ -62,7 +64,11 @@ impl Client {
         };
         Ok(Client {
             scheme_https: https,
-            host: authority.host().trim_start_matches('[').trim_end_matches(']').to_string(),
+            host: authority
+                .host()
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
             port,
             authority: authority.to_string(),
             prefix: uri.path().trim_end_matches('/').to_string(),
@@ -156,10 +162,11 @@ fn tls_connector(ca_file: Option<&std::path::Path>) -> Result<tokio_rustls::TlsC
             .add(cert)
             .map_err(|e| Failure::usage(format!("bad CA certificate in {}: {e}", ca_file.display())))?;
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Failure::failed(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Failure::failed(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
     Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
 }

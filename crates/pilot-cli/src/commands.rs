@@ -81,7 +81,16 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             selector,
         } => {
             let schema = kinds::resolve(&registry, &kind).map_err(Failure::usage)?;
-            get(&client, &schema, &namespace, name, output, all_namespaces, selector).await
+            get(
+                &client,
+                &schema,
+                &namespace,
+                name,
+                output,
+                all_namespaces,
+                selector,
+            )
+            .await
         }
         Command::ProxyStatus => proxy_status(&client).await,
     }
@@ -108,7 +117,12 @@ fn connect(
     } else {
         (settings::DEFAULT_SERVER.to_string(), "the default".to_string())
     };
-    Client::new(&url, origin, token.or(file.token), ca_file.or(file.ca_file).as_deref())
+    Client::new(
+        &url,
+        origin,
+        token.or(file.token),
+        ca_file.or(file.ca_file).as_deref(),
+    )
 }
 
 fn read_files(paths: &[String], registry: &KindRegistry, namespace: &str) -> Result<Vec<DynConfig>, Failure> {
@@ -141,7 +155,11 @@ where
             failed.messages.extend(failure.messages);
         }
     }
-    if failed.messages.is_empty() { Ok(()) } else { Err(failed) }
+    if failed.messages.is_empty() {
+        Ok(())
+    } else {
+        Err(failed)
+    }
 }
 
 fn schema(registry: &KindRegistry, kind: &str) -> Result<std::sync::Arc<KindSchema>, Failure> {
@@ -175,19 +193,36 @@ fn describe(kind: &str, namespace: &str, name: &str) -> String {
 
 /// The server's answer to a request about one object, as a message a person
 /// can act on.
-fn refused(kind: &str, namespace: &str, name: &str, status: StatusCode, body: &[u8], client: &Client) -> Failure {
+fn refused(
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    status: StatusCode,
+    body: &[u8],
+    client: &Client,
+) -> Failure {
     let what = describe(kind, namespace, name);
     let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let text = |pointer: &str| body.pointer(pointer).and_then(Value::as_str).unwrap_or("").to_string();
+    let text = |pointer: &str| {
+        body.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let message = text("/message");
     let current = text("/details/currentResourceVersion");
     let reason = text("/reason");
     let lines = match (status, reason.as_str()) {
         (StatusCode::CONFLICT, "AlreadyExists") => {
-            vec![format!("{what} already exists at version {current}; use replace or apply")]
+            vec![format!(
+                "{what} already exists at version {current}; use replace or apply"
+            )]
         }
         (StatusCode::CONFLICT, _) => {
-            let sent = match body.pointer("/details/sentResourceVersion").and_then(Value::as_str) {
+            let sent = match body
+                .pointer("/details/sentResourceVersion")
+                .and_then(Value::as_str)
+            {
                 Some(sent) => format!("you sent version {sent}"),
                 None => "you sent no version".to_string(),
             };
@@ -224,10 +259,18 @@ fn refused(kind: &str, namespace: &str, name: &str, status: StatusCode, body: &[
 async fn create(client: &Client, registry: &KindRegistry, mut object: DynConfig) -> Result<(), Failure> {
     let schema = schema(registry, &object.meta.kind)?;
     object.meta.resource_version = None;
-    let (kind, namespace, name) = (object.meta.kind.clone(), object.meta.namespace.clone(), object.meta.name.clone());
+    let (kind, namespace, name) = (
+        object.meta.kind.clone(),
+        object.meta.namespace.clone(),
+        object.meta.name.clone(),
+    );
     let body = serde_json::to_vec(&object).map_err(|e| Failure::failed(e.to_string()))?;
     let (status, answer) = client
-        .send(Method::POST, &collection_path(&schema, Some(&namespace)), Some(body))
+        .send(
+            Method::POST,
+            &collection_path(&schema, Some(&namespace)),
+            Some(body),
+        )
         .await?;
     if status == StatusCode::CREATED {
         println!("{}/{name} created", kinds::display(&kind));
@@ -238,8 +281,15 @@ async fn create(client: &Client, registry: &KindRegistry, mut object: DynConfig)
 }
 
 /// The stored object, `None` when missing.
-async fn fetch(client: &Client, schema: &KindSchema, namespace: &str, name: &str) -> Result<Option<DynConfig>, Failure> {
-    let (status, body) = client.send(Method::GET, &object_path(schema, namespace, name), None).await?;
+async fn fetch(
+    client: &Client,
+    schema: &KindSchema,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<DynConfig>, Failure> {
+    let (status, body) = client
+        .send(Method::GET, &object_path(schema, namespace, name), None)
+        .await?;
     match status {
         StatusCode::OK => serde_json::from_slice(&body)
             .map(Some)
@@ -276,7 +326,11 @@ async fn replace(client: &Client, registry: &KindRegistry, mut object: DynConfig
         }
     }
     put(client, &schema, &object).await?;
-    println!("{}/{} replaced", kinds::display(&object.meta.kind), object.meta.name);
+    println!(
+        "{}/{} replaced",
+        kinds::display(&object.meta.kind),
+        object.meta.name
+    );
     Ok(())
 }
 
@@ -366,9 +420,8 @@ async fn get(
         Output::Json => {
             let value = match (&name, objects.as_slice()) {
                 (Some(_), [object]) => serde_json::to_value(object),
-                _ => serde_json::to_value(&objects).map(|items| {
-                    serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items})
-                }),
+                _ => serde_json::to_value(&objects)
+                    .map(|items| serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items})),
             }
             .map_err(|e| Failure::failed(e.to_string()))?;
             println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
@@ -412,7 +465,11 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
     }
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| Failure::failed(format!("the server sent an unreadable proxy status: {e}")))?;
-    let proxies = value.get("proxies").and_then(Value::as_array).cloned().unwrap_or_default();
+    let proxies = value
+        .get("proxies")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if proxies.is_empty() {
         eprintln!("No proxies are connected to {}.", client.url);
         return Ok(());
@@ -426,7 +483,11 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
     ];
     let mut nacks = Vec::new();
     for proxy in &proxies {
-        let node = proxy.get("node").and_then(Value::as_str).unwrap_or("").to_string();
+        let node = proxy
+            .get("node")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let mut row = vec![node.clone()];
         for name in TYPES {
             let entry = proxy.pointer(&format!("/types/{name}"));
@@ -458,7 +519,13 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
 fn table(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
-        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(String::len).max().unwrap_or(0))
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(String::len)
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for row in rows {

@@ -8,7 +8,11 @@ use pilot_model::document::{self, DocumentError, ParseOptions};
 use pilot_model::{DynConfig, KindRegistry};
 
 /// Every object in `paths`, or every problem in all of them.
-pub fn read(paths: &[String], registry: &KindRegistry, namespace: &str) -> Result<Vec<DynConfig>, Vec<String>> {
+pub fn read(
+    paths: &[String],
+    registry: &KindRegistry,
+    namespace: &str,
+) -> Result<Vec<DynConfig>, Vec<String>> {
     let options = ParseOptions {
         default_namespace: namespace.to_string(),
         ..Default::default()
@@ -61,7 +65,8 @@ fn sources(paths: &[String]) -> Result<Vec<(String, String)>, String> {
             vec![path.to_path_buf()]
         };
         for file in files {
-            let text = std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let text =
+                std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             out.push((file.display().to_string(), text));
         }
     }

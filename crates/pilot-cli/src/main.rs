@@ -39,7 +39,13 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     pub ca_file: Option<std::path::PathBuf>,
     /// The namespace (objects that name none go here).
-    #[arg(short = 'n', long, global = true, default_value = "default", value_name = "NAMESPACE")]
+    #[arg(
+        short = 'n',
+        long,
+        global = true,
+        default_value = "default",
+        value_name = "NAMESPACE"
+    )]
     pub namespace: String,
     /// What to do.
     #[command(subcommand)]

@@ -40,13 +40,16 @@ pub fn read_file(path: &std::path::Path) -> Result<FileSettings, Failure> {
         Err(e) => return Err(Failure::usage(format!("cannot read {}: {e}", path.display()))),
     };
     let source = path.display().to_string();
-    let values = pilot_model::document::parse_values(&source, &text).map_err(|e| Failure::usage(e.to_string()))?;
+    let values =
+        pilot_model::document::parse_values(&source, &text).map_err(|e| Failure::usage(e.to_string()))?;
     let mut settings = FileSettings::default();
     let Some(value) = values.into_iter().next() else {
         return Ok(settings);
     };
     let serde_json::Value::Object(map) = value else {
-        return Err(Failure::usage(format!("{source}: expected a mapping (server:, token:, ca-file:)")));
+        return Err(Failure::usage(format!(
+            "{source}: expected a mapping (server:, token:, ca-file:)"
+        )));
     };
     for (key, value) in map {
         let text = match value {

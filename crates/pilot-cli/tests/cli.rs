@@ -43,20 +43,32 @@ fn validate_reports_every_error_offline_and_nothing_is_sent() {
         lines,
         [
             format!("{path}:12:5 spec.route[1].weight: weights must sum to 100, got 90").as_str(),
-            format!("{path}:21:3 spec.precedance: unknown field `precedance`; did you mean `precedence`?").as_str(),
+            format!("{path}:21:3 spec.precedance: unknown field `precedance`; did you mean `precedence`?")
+                .as_str(),
             "2 errors found; nothing was sent to the server",
         ]
     );
     let good = pilotctl(None, &["validate", "-f", "examples/bookinfo"], &[], None);
-    assert_eq!((good.code, good.stdout.trim()), (0, "12 objects valid"), "{good:?}");
+    assert_eq!(
+        (good.code, good.stdout.trim()),
+        (0, "12 objects valid"),
+        "{good:?}"
+    );
 
     // create, apply and replace validate first and send nothing.
     let server = Discovery::start(&[]);
-    let mixed = format!("{BAD}---\n{}", std::fs::read_to_string(common::workspace().join("examples/bookinfo/route-rule-all-v1.yaml")).unwrap());
+    let mixed = format!(
+        "{BAD}---\n{}",
+        std::fs::read_to_string(common::workspace().join("examples/bookinfo/route-rule-all-v1.yaml"))
+            .unwrap()
+    );
     for command in ["create", "apply", "replace"] {
         let run = pilotctl(Some(&server.url), &[command, "-f", "-"], &[], Some(&mixed));
         assert_eq!(run.code, 1, "{run:?}");
-        assert!(run.stderr.contains("<stdin>:12:5 spec.route[1].weight"), "{run:?}");
+        assert!(
+            run.stderr.contains("<stdin>:12:5 spec.route[1].weight"),
+            "{run:?}"
+        );
         assert_eq!(run.stdout, "", "{run:?}");
     }
     let (code, body) = server.get("/apis/config.istio.io/v1alpha2/routerules");
@@ -69,29 +81,61 @@ fn validate_reports_every_error_offline_and_nothing_is_sent() {
 fn usage_errors_exit_2_and_failures_exit_1() {
     let unknown = pilotctl(None, &["get", "widgets"], &[], None);
     assert_eq!(unknown.code, 2, "{unknown:?}");
-    assert!(unknown.stderr.contains("unknown kind \"widgets\"; known kinds: "), "{unknown:?}");
-    assert!(unknown.stderr.contains("routerule (routerules, rr)"), "{unknown:?}");
+    assert!(
+        unknown.stderr.contains("unknown kind \"widgets\"; known kinds: "),
+        "{unknown:?}"
+    );
+    assert!(
+        unknown.stderr.contains("routerule (routerules, rr)"),
+        "{unknown:?}"
+    );
     let bad = pilotctl(None, &["frobnicate"], &[], None);
     assert_eq!(bad.code, 2, "{bad:?}");
     let no_files = pilotctl(None, &["create"], &[], None);
     assert_eq!(no_files.code, 2, "{no_files:?}");
     let delete = pilotctl(None, &["delete", "rr"], &[], None);
     assert_eq!(delete.code, 2, "{delete:?}");
-    assert!(delete.stderr.contains("delete rr needs at least one NAME"), "{delete:?}");
+    assert!(
+        delete.stderr.contains("delete rr needs at least one NAME"),
+        "{delete:?}"
+    );
 
     let port = common::free_port();
-    let unreachable = pilotctl(Some(&format!("http://127.0.0.1:{port}")), &["get", "rr"], &[], None);
+    let unreachable = pilotctl(
+        Some(&format!("http://127.0.0.1:{port}")),
+        &["get", "rr"],
+        &[],
+        None,
+    );
     assert_eq!(unreachable.code, 1, "{unreachable:?}");
-    assert!(unreachable.stderr.starts_with(&format!("cannot reach the pilot server at http://127.0.0.1:{port} (--server)")), "{unreachable:?}");
+    assert!(
+        unreachable.stderr.starts_with(&format!(
+            "cannot reach the pilot server at http://127.0.0.1:{port} (--server)"
+        )),
+        "{unreachable:?}"
+    );
 
     let kubernetes = std::process::Command::new(discovery_binary())
-        .args(["--store", "kubernetes", "--listen", "127.0.0.1:0", "--xds-listen", "127.0.0.1:0"])
+        .args([
+            "--store",
+            "kubernetes",
+            "--listen",
+            "127.0.0.1:0",
+            "--xds-listen",
+            "127.0.0.1:0",
+        ])
         .output()
         .unwrap();
     assert_eq!(kubernetes.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&kubernetes.stderr);
-    assert!(stderr.contains("this build of pilot-discovery has no Kubernetes backend"), "{stderr}");
-    let etcd = std::process::Command::new(discovery_binary()).args(["--store", "etcd"]).output().unwrap();
+    assert!(
+        stderr.contains("this build of pilot-discovery has no Kubernetes backend"),
+        "{stderr}"
+    );
+    let etcd = std::process::Command::new(discovery_binary())
+        .args(["--store", "etcd"])
+        .output()
+        .unwrap();
     assert_eq!(etcd.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&etcd.stderr).contains("--etcd-endpoints"));
 }
@@ -110,18 +154,37 @@ fn server_and_token_come_from_flag_env_then_config_file() {
     assert_eq!(refused.code, 1, "{refused:?}");
     assert!(refused.stderr.contains("pass --token"), "{refused:?}");
     // --token.
-    let flagged = pilotctl(Some(&server.url), &["--token", "pilot-admin-token-0001", "get", "rr"], &[], None);
+    let flagged = pilotctl(
+        Some(&server.url),
+        &["--token", "pilot-admin-token-0001", "get", "rr"],
+        &[],
+        None,
+    );
     assert_eq!(flagged.code, 0, "{flagged:?}");
     // Server and token from the config file.
-    std::fs::write(&config, format!("server: {}\ntoken: pilot-admin-token-0001\n", server.url)).unwrap();
-    let from_file = pilotctl(None, &["apply", "-f", "examples/bookinfo/route-rule-all-v1.yaml"], &[config_env], None);
+    std::fs::write(
+        &config,
+        format!("server: {}\ntoken: pilot-admin-token-0001\n", server.url),
+    )
+    .unwrap();
+    let from_file = pilotctl(
+        None,
+        &["apply", "-f", "examples/bookinfo/route-rule-all-v1.yaml"],
+        &[config_env],
+        None,
+    );
     assert_eq!(from_file.code, 0, "{from_file:?}");
     // PILOT_SERVER wins over the file; --server over both.
     let dead = format!("http://127.0.0.1:{}", common::free_port());
     let env = pilotctl(None, &["get", "rr"], &[config_env, ("PILOT_SERVER", &dead)], None);
     assert_eq!(env.code, 1, "{env:?}");
     assert!(env.stderr.contains("(PILOT_SERVER)"), "{env:?}");
-    let flag = pilotctl(Some(&server.url), &["get", "rr"], &[config_env, ("PILOT_SERVER", &dead)], None);
+    let flag = pilotctl(
+        Some(&server.url),
+        &["get", "rr"],
+        &[config_env, ("PILOT_SERVER", &dead)],
+        None,
+    );
     assert_eq!(flag.code, 0, "{flag:?}");
     assert!(flag.stdout.contains("reviews-default"), "{flag:?}");
     // An unknown setting in the file is a usage error naming it.

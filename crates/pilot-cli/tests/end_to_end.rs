@@ -21,30 +21,48 @@ fn apply_get_replace_envoy_proxy_status_delete() {
     // apply the whole directory: everything is created.
     let applied = pilotctl(url, &["apply", "-f", "examples/bookinfo/"], &[], None);
     assert_eq!(applied.code, 0, "{applied:?}");
-    assert!(applied.stdout.contains("routerule/reviews-default created"), "{applied:?}");
-    assert!(applied.stdout.contains("destinationpolicy/reviews-v1-cb created"), "{applied:?}");
+    assert!(
+        applied.stdout.contains("routerule/reviews-default created"),
+        "{applied:?}"
+    );
+    assert!(
+        applied.stdout.contains("destinationpolicy/reviews-v1-cb created"),
+        "{applied:?}"
+    );
     // Applying again changes nothing.
     let again = pilotctl(url, &["apply", "-f", "examples/bookinfo/"], &[], None);
     assert_eq!(again.code, 0, "{again:?}");
     assert!(!again.stdout.contains("created"), "{again:?}");
-    assert!(again.stdout.contains("routerule/reviews-timeout unchanged"), "{again:?}");
+    assert!(
+        again.stdout.contains("routerule/reviews-timeout unchanged"),
+        "{again:?}"
+    );
 
     // get: by kind name, plural or short name.
     for kind in ["routerules", "RouteRule", "rr"] {
         let got = pilotctl(url, &["get", kind], &[], None);
         assert_eq!(got.code, 0, "{got:?}");
         assert!(got.stdout.starts_with("NAME"), "{got:?}");
-        assert!(got.stdout.lines().any(|l| l.starts_with("reviews-default ")), "{got:?}");
+        assert!(
+            got.stdout.lines().any(|l| l.starts_with("reviews-default ")),
+            "{got:?}"
+        );
     }
     let yaml = pilotctl(url, &["get", "rr", "reviews-default", "-o", "yaml"], &[], None);
     assert_eq!(yaml.code, 0, "{yaml:?}");
     assert!(yaml.stdout.contains("weight: 80"), "{yaml:?}");
     let json = pilotctl(url, &["get", "rr", "reviews-default", "-o", "json"], &[], None);
     let object: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
-    let current = object["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let current = object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     // replace with a stale version: refused, with both versions named.
-    let stale = yaml.stdout.replace(&format!("resourceVersion: \"{current}\""), "resourceVersion: \"1\"");
+    let stale = yaml.stdout.replace(
+        &format!("resourceVersion: \"{current}\""),
+        "resourceVersion: \"1\"",
+    );
     assert_ne!(stale, yaml.stdout);
     let replaced = pilotctl(url, &["replace", "-f", "-"], &[], Some(&stale));
     assert_eq!(replaced.code, 1, "{replaced:?}");
@@ -56,7 +74,12 @@ fn apply_get_replace_envoy_proxy_status_delete() {
         )
     );
     // create of an existing object: refused, with the current version.
-    let created = pilotctl(url, &["create", "-f", "examples/bookinfo/route-rule-reviews-80-20.yaml"], &[], None);
+    let created = pilotctl(
+        url,
+        &["create", "-f", "examples/bookinfo/route-rule-reviews-80-20.yaml"],
+        &[],
+        None,
+    );
     assert_eq!(created.code, 1, "{created:?}");
     assert_eq!(
         created.stderr.trim(),
@@ -85,14 +108,22 @@ fn apply_get_replace_envoy_proxy_status_delete() {
     let mut status = pilotctl(url, &["proxy-status"], &[], None);
     eventually("proxy-status to show the Envoy synced", || {
         status = pilotctl(url, &["proxy-status"], &[], None);
-        status.stdout.lines().any(|l| l.starts_with(NODE) && l.matches("SYNCED").count() == 4)
+        status
+            .stdout
+            .lines()
+            .any(|l| l.starts_with(NODE) && l.matches("SYNCED").count() == 4)
     });
     assert_eq!(status.code, 0, "{status:?}");
     assert!(status.stdout.starts_with("NAME"), "{status:?}");
     assert!(!status.stdout.contains("NACKED"), "{status:?}");
 
     // delete: the rule leaves the store and the proxy.
-    let deleted = pilotctl(url, &["delete", "-f", "examples/bookinfo/route-rule-reviews-80-20.yaml"], &[], None);
+    let deleted = pilotctl(
+        url,
+        &["delete", "-f", "examples/bookinfo/route-rule-reviews-80-20.yaml"],
+        &[],
+        None,
+    );
     assert_eq!(deleted.code, 0, "{deleted:?}");
     assert_eq!(deleted.stdout.trim(), "routerule/reviews-default deleted");
     let missing = pilotctl(url, &["get", "rr", "reviews-default"], &[], None);
@@ -102,9 +133,17 @@ fn apply_get_replace_envoy_proxy_status_delete() {
         let dump: serde_json::Value = serde_json::from_str(&envoy.admin("/config_dump")).unwrap_or_default();
         !dump.is_null() && !split(&dump)
     });
-    let by_name = pilotctl(url, &["delete", "rr", "reviews-test-v3", "reviews-timeout"], &[], None);
+    let by_name = pilotctl(
+        url,
+        &["delete", "rr", "reviews-test-v3", "reviews-timeout"],
+        &[],
+        None,
+    );
     assert_eq!(by_name.code, 0, "{by_name:?}");
-    assert_eq!(by_name.stdout, "routerule/reviews-test-v3 deleted\nrouterule/reviews-timeout deleted\n");
+    assert_eq!(
+        by_name.stdout,
+        "routerule/reviews-test-v3 deleted\nrouterule/reviews-timeout deleted\n"
+    );
 
     drop(envoy);
     server.terminate();
@@ -115,7 +154,11 @@ fn find_weighted(value: &serde_json::Value) -> Vec<(String, u64)> {
     let mut found = Vec::new();
     match value {
         serde_json::Value::Object(map) => {
-            if let Some(clusters) = map.get("weighted_clusters").and_then(|w| w.get("clusters")).and_then(|c| c.as_array()) {
+            if let Some(clusters) = map
+                .get("weighted_clusters")
+                .and_then(|w| w.get("clusters"))
+                .and_then(|c| c.as_array())
+            {
                 for cluster in clusters {
                     let name = cluster["name"].as_str().unwrap_or_default().to_string();
                     let weight = cluster["weight"].as_u64().unwrap_or_default();

@@ -10,7 +10,12 @@ use pilot_store_etcd::testing::EtcdServer;
 /// every object is back at the same version; then writes after the restart.
 fn survives_restart(flags: &[&str]) {
     let server = Discovery::start(flags);
-    let applied = pilotctl(Some(&server.url), &["apply", "-f", "examples/bookinfo/"], &[], None);
+    let applied = pilotctl(
+        Some(&server.url),
+        &["apply", "-f", "examples/bookinfo/"],
+        &[],
+        None,
+    );
     assert_eq!(applied.code, 0, "{applied:?}");
     let deleted = pilotctl(Some(&server.url), &["delete", "rr", "reviews-timeout"], &[], None);
     assert_eq!(deleted.code, 0, "{deleted:?}");
@@ -23,14 +28,30 @@ fn survives_restart(flags: &[&str]) {
     let server = Discovery::start(flags);
     let after = pilotctl(Some(&server.url), &["get", "rr", "-o", "yaml"], &[], None);
     assert_eq!(after.code, 0, "{after:?}");
-    assert_eq!(after.stdout, before.stdout, "the rules (and their versions) changed across a restart");
+    assert_eq!(
+        after.stdout, before.stdout,
+        "the rules (and their versions) changed across a restart"
+    );
     // Versions go on from where they were: a stale replace is still refused,
     // a fresh one accepted.
-    let replaced = pilotctl(Some(&server.url), &["replace", "-f", "-"], &[], Some(&after.stdout));
+    let replaced = pilotctl(
+        Some(&server.url),
+        &["replace", "-f", "-"],
+        &[],
+        Some(&after.stdout),
+    );
     assert_eq!(replaced.code, 0, "{replaced:?}");
-    let stale = pilotctl(Some(&server.url), &["replace", "-f", "-"], &[], Some(&after.stdout));
+    let stale = pilotctl(
+        Some(&server.url),
+        &["replace", "-f", "-"],
+        &[],
+        Some(&after.stdout),
+    );
     assert_eq!(stale.code, 1, "{stale:?}");
-    assert!(stale.stderr.contains("was changed since you read it"), "{stale:?}");
+    assert!(
+        stale.stderr.contains("was changed since you read it"),
+        "{stale:?}"
+    );
     server.terminate();
 }
 
@@ -50,7 +71,12 @@ fn memory_store_with_data_dir_survives_a_restart() {
 #[test]
 fn memory_store_without_data_dir_starts_empty() {
     let server = Discovery::start(&[]);
-    let applied = pilotctl(Some(&server.url), &["apply", "-f", "examples/bookinfo/"], &[], None);
+    let applied = pilotctl(
+        Some(&server.url),
+        &["apply", "-f", "examples/bookinfo/"],
+        &[],
+        None,
+    );
     assert_eq!(applied.code, 0, "{applied:?}");
     server.terminate();
     let server = Discovery::start(&[]);

@@ -60,7 +60,10 @@ pub async fn get_object(
     let key = ConfigKey::new(&schema.kind, namespace, name);
     match state.store.get(&key).await {
         Ok(Some(object)) => Ok(Json(&*object).into_response()),
-        Ok(None) => Err(ApiError::from_store(pilot_model::StoreError::NotFound { key }, None)),
+        Ok(None) => Err(ApiError::from_store(
+            pilot_model::StoreError::NotFound { key },
+            None,
+        )),
         Err(error) => Err(ApiError::from_store(error, None)),
     }
 }
@@ -322,12 +325,13 @@ async fn list_or_watch(
             )));
         }
     };
-    let after = match query.get("resourceVersion").map(String::as_str) {
-        None | Some("") | Some("0") => None,
-        Some(text) => Some(text.parse::<u64>().map_err(|_| {
-            ApiError::bad_request(format!("resourceVersion must be a number, not {text:?}"))
-        })?),
-    };
+    let after =
+        match query.get("resourceVersion").map(String::as_str) {
+            None | Some("") | Some("0") => None,
+            Some(text) => Some(text.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!("resourceVersion must be a number, not {text:?}"))
+            })?),
+        };
     let keep = {
         let namespace = namespace.clone();
         move |config: &DynConfig| {
@@ -383,7 +387,11 @@ async fn watch_kind(
         Some(after) => {
             // Objects not written since `after` certainly existed then.
             for object in &snapshot.items {
-                let version = object.meta.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+                let version = object
+                    .meta
+                    .resource_version
+                    .as_deref()
+                    .and_then(|v| v.parse::<u64>().ok());
                 if version.is_some_and(|v| v <= after) {
                     known.insert(object.key(), Arc::clone(object));
                 }

@@ -131,7 +131,11 @@ fn config_file_args(path: &std::path::Path) -> Result<Vec<String>, String> {
                 serde_json::Value::Bool(true) => String::new(),
                 other => other.to_string(),
             };
-            args.push(if text.is_empty() { format!("--{name}") } else { format!("--{name}={text}") });
+            args.push(if text.is_empty() {
+                format!("--{name}")
+            } else {
+                format!("--{name}={text}")
+            });
         }
     }
     Ok(args)
@@ -151,7 +155,11 @@ mod tests {
         )
         .unwrap();
         let argv = |extra: &[&str]| {
-            let mut argv = vec!["pilot-discovery".to_string(), "--config".into(), file.display().to_string()];
+            let mut argv = vec![
+                "pilot-discovery".to_string(),
+                "--config".into(),
+                file.display().to_string(),
+            ];
             argv.extend(extra.iter().map(|s| s.to_string()));
             argv
         };

@@ -65,7 +65,9 @@ impl Tokens {
             tokens.push((token.to_string(), access, name));
         }
         if tokens.is_empty() {
-            return Err(format!("{source}: no tokens; add lines of the form `TOKEN ro|rw [NAME]`"));
+            return Err(format!(
+                "{source}: no tokens; add lines of the form `TOKEN ro|rw [NAME]`"
+            ));
         }
         Ok(Tokens(tokens))
     }
@@ -96,13 +98,16 @@ pub async fn require(State(state): State<AppState>, request: Request, next: Next
         .map(str::trim);
     let unauthorized = |message: &str| {
         let mut response = ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", message).into_response();
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
         response
     };
     let Some(token) = token else {
-        return unauthorized("this server requires a bearer token (pilotctl --token, or token: in its config file)");
+        return unauthorized(
+            "this server requires a bearer token (pilotctl --token, or token: in its config file)",
+        );
     };
     match tokens.check(token) {
         None => unauthorized("the bearer token is not valid"),
@@ -137,13 +142,23 @@ mod tests {
             "# comment\n0123456789abcdef-rw rw admin\n\n0123456789abcdef-ro ro viewer\n",
         )
         .unwrap();
-        assert_eq!(tokens.check("0123456789abcdef-rw"), Some((Access::ReadWrite, "admin")));
-        assert_eq!(tokens.check("0123456789abcdef-ro"), Some((Access::ReadOnly, "viewer")));
+        assert_eq!(
+            tokens.check("0123456789abcdef-rw"),
+            Some((Access::ReadWrite, "admin"))
+        );
+        assert_eq!(
+            tokens.check("0123456789abcdef-ro"),
+            Some((Access::ReadOnly, "viewer"))
+        );
         assert_eq!(tokens.check("0123456789abcdef-r"), None);
         assert_eq!(
             Tokens::parse("t", "0123456789abcdef admin\n").unwrap_err(),
             "t:1: expected `TOKEN ro|rw [NAME]`, found access \"admin\""
         );
-        assert!(Tokens::parse("t", "short rw\n").unwrap_err().contains("16 characters"));
+        assert!(
+            Tokens::parse("t", "short rw\n")
+                .unwrap_err()
+                .contains("16 characters")
+        );
     }
 }

@@ -52,9 +52,12 @@ pub async fn open_store(args: &Args, registry: KindRegistry) -> Result<Arc<dyn C
         },
         StoreKind::Etcd => {
             let options = etcd_options(args)?;
-            let store = EtcdConfigStore::connect(&options, registry)
-                .await
-                .map_err(|e| StartError::Failed(format!("cannot connect to etcd at {}: {e}", options.endpoints.join(","))))?;
+            let store = EtcdConfigStore::connect(&options, registry).await.map_err(|e| {
+                StartError::Failed(format!(
+                    "cannot connect to etcd at {}: {e}",
+                    options.endpoints.join(",")
+                ))
+            })?;
             Ok(Arc::new(store))
         }
         StoreKind::Kubernetes => Err(StartError::Usage(NO_KUBERNETES.into())),

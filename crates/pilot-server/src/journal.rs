@@ -49,11 +49,9 @@ pub fn open(dir: &Path, registry: KindRegistry, history: usize) -> Result<Memory
     let mut valid = Vec::with_capacity(objects.len());
     for object in objects.into_values() {
         let key = object.key();
-        let checked = registry.prepare(object.clone()).map_err(|e| {
-            fail(format!(
-                "stored object {key} no longer passes validation: {e}"
-            ))
-        })?;
+        let checked = registry
+            .prepare(object.clone())
+            .map_err(|e| fail(format!("stored object {key} no longer passes validation: {e}")))?;
         // Keep what was stored (version, creation time) and the filled type.
         valid.push(DynConfig {
             meta: pilot_model::ConfigMeta {
@@ -266,7 +264,10 @@ mod tests {
             let store = open(dir.path(), istio::registry(), 100).unwrap();
             store.create(rule("a")).await.unwrap();
         }
-        let mut journal = OpenOptions::new().append(true).open(dir.path().join(JOURNAL)).unwrap();
+        let mut journal = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(JOURNAL))
+            .unwrap();
         // A create of "a" was recorded; now a torn record after it.
         journal.write_all(br#"{"revision":2,"put":{"apiV"#).unwrap();
         drop(journal);
@@ -299,7 +300,11 @@ mod tests {
             let failing = MemoryConfigStore::restore(
                 istio::registry(),
                 100,
-                store.list_now("RouteRule", None).unwrap().iter().map(|c| (**c).clone()),
+                store
+                    .list_now("RouteRule", None)
+                    .unwrap()
+                    .iter()
+                    .map(|c| (**c).clone()),
                 store.revision(),
                 Arc::new(journal),
             );

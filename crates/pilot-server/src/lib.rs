@@ -94,25 +94,33 @@ pub fn router(state: AppState) -> Router {
         .route("/debug/proxy-status", get(proxy_status::handler))
         .route(
             "/openapi.json",
-            get(|axum::extract::State(state): axum::extract::State<AppState>| async move {
-                axum::Json(openapi::document(&state.registry))
-            }),
+            get(
+                |axum::extract::State(state): axum::extract::State<AppState>| async move {
+                    axum::Json(openapi::document(&state.registry))
+                },
+            ),
         )
         .fallback(|| async {
-            ApiError::new(StatusCode::NOT_FOUND, "NotFound", "no such path; see /openapi.json")
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                "no such path; see /openapi.json",
+            )
         })
         .layer(from_fn_with_state(state.clone(), auth::require));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
-            get(|axum::extract::State(state): axum::extract::State<AppState>| async move {
-                if (state.ready)() {
-                    (StatusCode::OK, "ready").into_response()
-                } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, "caches have not synced yet").into_response()
-                }
-            }),
+            get(
+                |axum::extract::State(state): axum::extract::State<AppState>| async move {
+                    if (state.ready)() {
+                        (StatusCode::OK, "ready").into_response()
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "caches have not synced yet").into_response()
+                    }
+                },
+            ),
         )
         .merge(protected)
         .layer(from_fn_with_state(state.clone(), metrics::count))
@@ -158,21 +166,28 @@ pub async fn run(
         }
     };
     let rest_listener = bind(args.listen, "the REST API").await?;
-    let xds_listener = std::net::TcpListener::from(
-        bind(args.xds_listen, "ADS").await?.into_std().map_err(|e| StartError::Failed(e.to_string()))?,
-    );
+    let xds_listener = bind(args.xds_listen, "ADS").await?;
     let bound = Bound {
-        rest: rest_listener.local_addr().map_err(|e| StartError::Failed(e.to_string()))?,
-        xds: xds_listener.local_addr().map_err(|e| StartError::Failed(e.to_string()))?,
+        rest: rest_listener
+            .local_addr()
+            .map_err(|e| StartError::Failed(e.to_string()))?,
+        xds: xds_listener
+            .local_addr()
+            .map_err(|e| StartError::Failed(e.to_string()))?,
     };
 
-    let xds = XdsServer::new(Arc::clone(&controller), registries.discovery, XdsOptions::default());
+    let xds = XdsServer::new(
+        Arc::clone(&controller),
+        registries.discovery,
+        XdsOptions::default(),
+    );
     let (closing, shutdown_rx) = watch::channel(false);
     let metrics = Arc::new(metrics::Metrics::default());
     let ready = {
         let controller = Arc::clone(&controller);
         let registries_synced = registries.synced;
-        Arc::new(move || controller.has_synced() && registries_synced()) as Arc<dyn Fn() -> bool + Send + Sync>
+        Arc::new(move || controller.has_synced() && registries_synced())
+            as Arc<dyn Fn() -> bool + Send + Sync>
     };
     let state = AppState {
         store: Arc::clone(&controller) as Arc<dyn ConfigStore>,
@@ -204,14 +219,16 @@ pub async fn run(
         )));
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let rest = tokio::spawn(serve::serve(rest_listener, router(state), tls, shutdown_rx.clone()));
+    let rest = tokio::spawn(serve::serve(
+        rest_listener,
+        router(state),
+        tls,
+        shutdown_rx.clone(),
+    ));
     let xds_task = {
         let xds = xds.clone();
         let mut shutdown_rx = shutdown_rx.clone();
-        let incoming = tonic::transport::server::TcpIncoming::from(
-            TcpListener::from_std(xds_listener).map_err(|e| StartError::Failed(e.to_string()))?,
-        )
-        .with_nodelay(Some(true));
+        let incoming = tonic::transport::server::TcpIncoming::from(xds_listener).with_nodelay(Some(true));
         tokio::spawn(async move {
             tonic::transport::Server::builder()
                 .http2_keepalive_interval(Some(Duration::from_secs(30)))
@@ -226,7 +243,8 @@ pub async fn run(
     };
     tracing::info!(rest = %format!("{scheme}://{}", bound.rest), xds = %bound.xds, "pilot-discovery listening");
     if let Some(path) = &args.ready_file {
-        let body = serde_json::json!({"rest": format!("{scheme}://{}", bound.rest), "xds": bound.xds.to_string()});
+        let body =
+            serde_json::json!({"rest": format!("{scheme}://{}", bound.rest), "xds": bound.xds.to_string()});
         let temporary = path.with_extension("tmp");
         std::fs::write(&temporary, body.to_string())
             .and_then(|()| std::fs::rename(&temporary, path))

@@ -52,12 +52,21 @@ impl Metrics {
     /// The exposition text.
     pub fn render(&self, xds: &XdsServer, controller: &Controller) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "# HELP pilot_rest_requests_total REST API requests answered, by method and status code.");
+        let _ = writeln!(
+            out,
+            "# HELP pilot_rest_requests_total REST API requests answered, by method and status code."
+        );
         let _ = writeln!(out, "# TYPE pilot_rest_requests_total counter");
         for ((method, code), count) in self.requests.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            let _ = writeln!(out, "pilot_rest_requests_total{{method=\"{method}\",code=\"{code}\"}} {count}");
+            let _ = writeln!(
+                out,
+                "pilot_rest_requests_total{{method=\"{method}\",code=\"{code}\"}} {count}"
+            );
         }
-        let _ = writeln!(out, "# HELP pilot_xds_pushes_total Configuration versions pushed to proxies.");
+        let _ = writeln!(
+            out,
+            "# HELP pilot_xds_pushes_total Configuration versions pushed to proxies."
+        );
         let _ = writeln!(out, "# TYPE pilot_xds_pushes_total counter");
         let _ = writeln!(out, "pilot_xds_pushes_total {}", xds.version().unwrap_or(0));
         let _ = writeln!(
@@ -73,12 +82,18 @@ impl Metrics {
             );
         }
         let count = self.latency_count.load(Ordering::Relaxed);
-        let _ = writeln!(out, "pilot_xds_push_latency_seconds_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(
+            out,
+            "pilot_xds_push_latency_seconds_bucket{{le=\"+Inf\"}} {count}"
+        );
         let sum = self.latency_sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
         let _ = writeln!(out, "pilot_xds_push_latency_seconds_sum {sum}");
         let _ = writeln!(out, "pilot_xds_push_latency_seconds_count {count}");
         let status = xds.status();
-        let _ = writeln!(out, "# HELP pilot_xds_connected_proxies Proxies with an open ADS stream.");
+        let _ = writeln!(
+            out,
+            "# HELP pilot_xds_connected_proxies Proxies with an open ADS stream."
+        );
         let _ = writeln!(out, "# TYPE pilot_xds_connected_proxies gauge");
         let _ = writeln!(out, "pilot_xds_connected_proxies {}", status.len());
         let _ = writeln!(
@@ -89,11 +104,18 @@ impl Metrics {
         for name in pilot_xds::TYPES {
             let nacked = status
                 .iter()
-                .filter(|p| p.types.get(name).is_some_and(|t| crate::proxy_status::state(t) == "NACKED"))
+                .filter(|p| {
+                    p.types
+                        .get(name)
+                        .is_some_and(|t| crate::proxy_status::state(t) == "NACKED")
+                })
                 .count();
             let _ = writeln!(out, "pilot_xds_nacked_proxies{{type=\"{name}\"}} {nacked}");
         }
-        let _ = writeln!(out, "# HELP pilot_config_objects Configuration objects in the cache, by kind.");
+        let _ = writeln!(
+            out,
+            "# HELP pilot_config_objects Configuration objects in the cache, by kind."
+        );
         let _ = writeln!(out, "# TYPE pilot_config_objects gauge");
         for kind in controller.kinds() {
             let count = controller.list_cached(kind, None).len();

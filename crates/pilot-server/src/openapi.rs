@@ -11,13 +11,13 @@ pub fn document(registry: &KindRegistry) -> Value {
     let status = json!({"$ref": "#/components/schemas/Status"});
     let error = |description: &str| json!({"description": description, "content": {"application/json": {"schema": status}}});
     for kind in registry.kinds() {
-        let Some(schema) = registry.get(&kind) else { continue };
+        let Some(schema) = registry.get(&kind) else {
+            continue;
+        };
         let base = format!("/apis/{}/{}", schema.group, schema.version);
         let object = json!({"$ref": "#/components/schemas/Object"});
         let list = json!({"$ref": "#/components/schemas/List"});
-        let ok = |description: &str, schema: &Value| {
-            json!({"description": description, "content": {"application/json": {"schema": schema}}})
-        };
+        let ok = |description: &str, schema: &Value| json!({"description": description, "content": {"application/json": {"schema": schema}}});
         let list_params = json!([
             {"name": "labelSelector", "in": "query", "schema": {"type": "string"}, "description": "e.g. app=reviews,version!=v1"},
             {"name": "watch", "in": "query", "schema": {"type": "boolean"}, "description": "stream events as newline-delimited JSON"},
@@ -42,17 +42,27 @@ pub fn document(registry: &KindRegistry) -> Value {
             })
         };
         let body = json!({"required": true, "content": {"application/json": {"schema": object}}});
-        let namespace = json!({"name": "namespace", "in": "path", "required": true, "schema": {"type": "string"}});
+        let namespace =
+            json!({"name": "namespace", "in": "path", "required": true, "schema": {"type": "string"}});
         let name = json!({"name": "name", "in": "path", "required": true, "schema": {"type": "string"}});
         let write_errors = |mut responses: serde_json::Map<String, Value>| {
             for (code, description) in [
-                ("400", "malformed body, or it names another kind, namespace or name than the URL"),
+                (
+                    "400",
+                    "malformed body, or it names another kind, namespace or name than the URL",
+                ),
                 ("401", "no valid token"),
                 ("403", "read-only token"),
-                ("409", "already exists, or stale resourceVersion (details.currentResourceVersion)"),
+                (
+                    "409",
+                    "already exists, or stale resourceVersion (details.currentResourceVersion)",
+                ),
                 ("413", "body too large"),
                 ("415", "body is not application/json"),
-                ("422", "invalid object; details.causes lists every field error with its path"),
+                (
+                    "422",
+                    "invalid object; details.causes lists every field error with its path",
+                ),
             ] {
                 responses.insert(code.into(), error(description));
             }
@@ -90,7 +100,10 @@ pub fn document(registry: &KindRegistry) -> Value {
         );
     }
     let text = |description: &str| json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}});
-    paths.insert("/healthz".into(), json!({"get": {"summary": "Liveness", "responses": {"200": text("alive")}}}));
+    paths.insert(
+        "/healthz".into(),
+        json!({"get": {"summary": "Liveness", "responses": {"200": text("alive")}}}),
+    );
     paths.insert(
         "/readyz".into(),
         json!({"get": {"summary": "Readiness: every cache has synced", "responses": {"200": text("ready"), "503": text("not ready")}}}),

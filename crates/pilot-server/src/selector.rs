@@ -70,7 +70,11 @@ mod tests {
             ("app=reviews,version", false),
             ("version!=v1", true),
         ] {
-            assert_eq!(Selector::parse(selector).unwrap().matches(&labels), expected, "{selector}");
+            assert_eq!(
+                Selector::parse(selector).unwrap().matches(&labels),
+                expected,
+                "{selector}"
+            );
         }
         assert!(Selector::parse("bad key=x").is_err());
     }

@@ -26,12 +26,13 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
         .map_err(|e| format!("cannot read the certificate {}: {e}", cert.display()))?;
     let key = PrivateKeyDer::from_pem_file(key)
         .map_err(|e| format!("cannot read the private key {}: {e}", key.display()))?;
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| format!("bad certificate or key: {e}"))?;
+    let mut config =
+        rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| format!("bad certificate or key: {e}"))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
@@ -71,7 +72,8 @@ pub async fn serve(
                     }
                 }
                 Some(acceptor) => {
-                    let handshake = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await;
+                    let handshake =
+                        tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await;
                     let stream = match handshake {
                         Ok(Ok(stream)) => stream,
                         Ok(Err(error)) => {

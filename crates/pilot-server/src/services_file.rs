@@ -77,7 +77,10 @@ pub fn load(path: &Path) -> Result<ServicesFile, String> {
     let file: ServicesFile = serde_json::from_value(value).map_err(|e| format!("{source}: {e}"))?;
     for (i, service) in file.services.iter().enumerate() {
         if service.ports.is_empty() {
-            return Err(format!("{source}: services[{i}] ({}) has no ports", service.hostname));
+            return Err(format!(
+                "{source}: services[{i}] ({}) has no ports",
+                service.hostname
+            ));
         }
         for (j, instance) in service.instances.iter().enumerate() {
             if let Some(name) = &instance.port_name
@@ -96,8 +99,11 @@ pub fn load(path: &Path) -> Result<ServicesFile, String> {
 /// Makes `registry` hold exactly what `file` says, touching only the
 /// services whose entry changed since `previous`.
 pub fn apply(registry: &MemoryServiceRegistry, previous: &ServicesFile, file: &ServicesFile) {
-    let old: HashMap<&str, &ServiceEntry> =
-        previous.services.iter().map(|s| (s.hostname.as_str(), s)).collect();
+    let old: HashMap<&str, &ServiceEntry> = previous
+        .services
+        .iter()
+        .map(|s| (s.hostname.as_str(), s))
+        .collect();
     let new: HashMap<&str, &ServiceEntry> = file.services.iter().map(|s| (s.hostname.as_str(), s)).collect();
     for hostname in old.keys().filter(|h| !new.contains_key(*h)) {
         registry.remove_service(hostname);

@@ -59,7 +59,11 @@ impl ApiError {
         match error {
             StoreError::NotFound { key } => ApiError {
                 details: key_details(&key),
-                ..Self::new(StatusCode::NOT_FOUND, "NotFound", format!("{} not found", describe(&key)))
+                ..Self::new(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    format!("{} not found", describe(&key)),
+                )
             },
             StoreError::AlreadyExists { key } => {
                 let mut details = key_details(&key);
@@ -75,7 +79,11 @@ impl ApiError {
                     ..Self::new(StatusCode::CONFLICT, "AlreadyExists", message)
                 }
             }
-            StoreError::Conflict { key, expected, actual } => {
+            StoreError::Conflict {
+                key,
+                expected,
+                actual,
+            } => {
                 let mut details = key_details(&key);
                 details["currentResourceVersion"] = json!(actual);
                 details["sentResourceVersion"] = json!(expected);
@@ -115,10 +123,16 @@ impl ApiError {
                 Self::new(StatusCode::NOT_FOUND, "NotFound", format!("unknown kind {kind}"))
             }
             StoreError::Compacted { .. } => Self::new(StatusCode::GONE, "Expired", error.to_string()),
-            StoreError::Unavailable { .. } => {
-                Self::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", error.to_string())
-            }
-            other => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", other.to_string()),
+            StoreError::Unavailable { .. } => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                error.to_string(),
+            ),
+            other => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                other.to_string(),
+            ),
         }
     }
 }

@@ -32,7 +32,10 @@ async fn every_status_code_with_a_status_body() {
     // 201 created, with the stored object.
     let (code, created) = server.json("POST", &path, Some(&rule("reviews-default", "v1")));
     assert_eq!(code, 201, "{created}");
-    let version = created["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let version = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(created["metadata"]["namespace"], "default");
 
     // 200 on read, list and replace.
@@ -42,7 +45,10 @@ async fn every_status_code_with_a_status_body() {
     changed["spec"]["route"][0]["labels"]["version"] = json!("v2");
     let (code, replaced) = server.json("PUT", &format!("{path}/reviews-default"), Some(&changed));
     assert_eq!(code, 200, "{replaced}");
-    let current = replaced["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let current = replaced["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_ne!(current, version);
 
     // 409: already exists, with the current version.
@@ -62,15 +68,24 @@ async fn every_status_code_with_a_status_body() {
     assert_eq!(status["reason"], "Conflict");
     assert_eq!(
         status["message"],
-        format!("stale resourceVersion for RouteRule default/reviews-default: you sent {version}, current is {current}")
+        format!(
+            "stale resourceVersion for RouteRule default/reviews-default: you sent {version}, current is {current}"
+        )
     );
 
     // 404: missing object, unknown kind.
     let (code, status) = server.json("GET", &format!("{path}/nope"), None);
     assert_eq!((code, status["reason"].as_str()), (404, Some("NotFound")));
-    let (code, status) = server.json("GET", "/apis/config.istio.io/v1alpha2/namespaces/default/widgets", None);
+    let (code, status) = server.json(
+        "GET",
+        "/apis/config.istio.io/v1alpha2/namespaces/default/widgets",
+        None,
+    );
     assert_eq!(code, 404);
-    assert!(status["message"].as_str().unwrap().contains("routerules"), "{status}");
+    assert!(
+        status["message"].as_str().unwrap().contains("routerules"),
+        "{status}"
+    );
     let (code, _) = server.json("DELETE", &format!("{path}/nope"), None);
     assert_eq!(code, 404);
 
@@ -84,10 +99,20 @@ async fn every_status_code_with_a_status_body() {
         Some(b"{\"apiVersion\": "),
     );
     let status: Value = serde_json::from_slice(&answer).unwrap();
-    assert_eq!((code, status["reason"].as_str()), (400, Some("BadRequest")), "{status}");
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (400, Some("BadRequest")),
+        "{status}"
+    );
     let (code, status) = server.json("PUT", &format!("{path}/other"), Some(&changed));
     assert_eq!(code, 400);
-    assert!(status["message"].as_str().unwrap().contains("does not match the URL's name"), "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not match the URL's name"),
+        "{status}"
+    );
 
     // 415: YAML is for pilotctl; the API takes JSON.
     let (code, answer) = server.request(
@@ -97,13 +122,20 @@ async fn every_status_code_with_a_status_body() {
         Some(b"kind: RouteRule\n"),
     );
     let status: Value = serde_json::from_slice(&answer).unwrap();
-    assert_eq!((code, status["reason"].as_str()), (415, Some("UnsupportedMediaType")));
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (415, Some("UnsupportedMediaType"))
+    );
 
     // 413: over --max-body-bytes.
     let mut huge = rule("huge", "v1");
     huge["metadata"]["annotations"] = json!({"padding": "x".repeat(8192)});
     let (code, status) = server.json("POST", &path, Some(&huge));
-    assert_eq!((code, status["reason"].as_str()), (413, Some("RequestEntityTooLarge")), "{status}");
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (413, Some("RequestEntityTooLarge")),
+        "{status}"
+    );
 
     // 422: every field error with its path.
     let invalid = json!({
@@ -116,7 +148,11 @@ async fn every_status_code_with_a_status_body() {
         },
     });
     let (code, status) = server.json("POST", &path, Some(&invalid));
-    assert_eq!((code, status["reason"].as_str()), (422, Some("Invalid")), "{status}");
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (422, Some("Invalid")),
+        "{status}"
+    );
     let fields: Vec<&str> = status["details"]["causes"]
         .as_array()
         .unwrap()
@@ -125,15 +161,29 @@ async fn every_status_code_with_a_status_body() {
         .collect();
     assert!(fields.contains(&"metadata.name"), "{status}");
     assert!(fields.contains(&"spec.route[1].weight"), "{status}");
-    assert!(status["message"].as_str().unwrap().contains("weights must sum to 100, got 90"), "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("weights must sum to 100, got 90"),
+        "{status}"
+    );
 
     // Nothing refused was stored.
     assert_eq!(listing(&server), before);
 
     // 200 on delete; a conditional delete at a stale version is 409.
-    let (code, _) = server.json("DELETE", &format!("{path}/reviews-default?resourceVersion={version}"), None);
+    let (code, _) = server.json(
+        "DELETE",
+        &format!("{path}/reviews-default?resourceVersion={version}"),
+        None,
+    );
     assert_eq!(code, 409);
-    let (code, status) = server.json("DELETE", &format!("{path}/reviews-default?resourceVersion={current}"), None);
+    let (code, status) = server.json(
+        "DELETE",
+        &format!("{path}/reviews-default?resourceVersion={current}"),
+        None,
+    );
     assert_eq!((code, status["status"].as_str()), (200, Some("Success")));
     assert!(listing(&server).is_empty());
     server.stop().await;
@@ -142,7 +192,11 @@ async fn every_status_code_with_a_status_body() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lists_select_by_namespace_and_labels() {
     let server = TestServer::start(&[]).await;
-    for (namespace, name, app) in [("default", "a", "reviews"), ("default", "b", "ratings"), ("prod", "c", "reviews")] {
+    for (namespace, name, app) in [
+        ("default", "a", "reviews"),
+        ("default", "b", "ratings"),
+        ("prod", "c", "reviews"),
+    ] {
         let mut object = rule(name, "v1");
         object["metadata"]["namespace"] = json!(namespace);
         object["metadata"]["labels"] = json!({"app": app});
@@ -161,13 +215,23 @@ async fn lists_select_by_namespace_and_labels() {
             .collect()
     };
     assert_eq!(names(&rules("default")), ["a", "b"]);
-    assert_eq!(names("/apis/config.istio.io/v1alpha2/routerules"), ["a", "b", "c"]);
+    assert_eq!(
+        names("/apis/config.istio.io/v1alpha2/routerules"),
+        ["a", "b", "c"]
+    );
     assert_eq!(
         names("/apis/config.istio.io/v1alpha2/routerules?labelSelector=app%3Dreviews"),
         ["a", "c"]
     );
-    assert_eq!(names(&format!("{}?labelSelector=app!%3Dreviews", rules("default"))), ["b"]);
-    let (code, _) = server.json("GET", &format!("{}?labelSelector=bad%20key", rules("default")), None);
+    assert_eq!(
+        names(&format!("{}?labelSelector=app!%3Dreviews", rules("default"))),
+        ["b"]
+    );
+    let (code, _) = server.json(
+        "GET",
+        &format!("{}?labelSelector=bad%20key", rules("default")),
+        None,
+    );
     assert_eq!(code, 400);
     server.stop().await;
 }
@@ -182,10 +246,22 @@ async fn watches_stream_changes_and_resume_after_a_version() {
     // From now: the current object as ADDED, then the changes.
     let mut watch = server.watch(&format!("{path}?watch=true"));
     let event = next_event(&mut watch).unwrap();
-    assert_eq!((event["type"].as_str(), event["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("first")));
+    assert_eq!(
+        (
+            event["type"].as_str(),
+            event["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("first"))
+    );
     let (_, second) = server.json("POST", &path, Some(&rule("second", "v1")));
     let event = next_event(&mut watch).unwrap();
-    assert_eq!((event["type"].as_str(), event["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("second")));
+    assert_eq!(
+        (
+            event["type"].as_str(),
+            event["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("second"))
+    );
     let mut changed = second.clone();
     changed["spec"]["route"][0]["labels"]["version"] = json!("v3");
     let (code, _) = server.json("PUT", &format!("{path}/second"), Some(&changed));
@@ -196,12 +272,23 @@ async fn watches_stream_changes_and_resume_after_a_version() {
     let (code, _) = server.json("DELETE", &format!("{path}/first"), None);
     assert_eq!(code, 200);
     let event = next_event(&mut watch).unwrap();
-    assert_eq!((event["type"].as_str(), event["object"]["metadata"]["name"].as_str()), (Some("DELETED"), Some("first")));
+    assert_eq!(
+        (
+            event["type"].as_str(),
+            event["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("DELETED"), Some("first"))
+    );
 
     // Resuming after the first write replays exactly what came after it.
     let mut resumed = server.watch(&format!("{path}?watch=true&resourceVersion={after}"));
     let kinds: Vec<String> = (0..3)
-        .map(|_| next_event(&mut resumed).unwrap()["type"].as_str().unwrap().to_string())
+        .map(|_| {
+            next_event(&mut resumed).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"]);
 
@@ -214,7 +301,11 @@ async fn watches_stream_changes_and_resume_after_a_version() {
 async fn with_tokens_nothing_is_readable_or_writable_without_one() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, "admin-0123456789abcdef rw admin\nviewer-0123456789abcdef ro viewer\n").unwrap();
+    std::fs::write(
+        &tokens,
+        "admin-0123456789abcdef rw admin\nviewer-0123456789abcdef ro viewer\n",
+    )
+    .unwrap();
     let server = TestServer::start(&["--token-file", tokens.to_str().unwrap()]).await;
     let path = rules("default");
     let body = serde_json::to_vec(&rule("r", "v1")).unwrap();
@@ -234,7 +325,10 @@ async fn with_tokens_nothing_is_readable_or_writable_without_one() {
     // Nothing was written by the refused requests.
     let (code, list) = server.request("GET", &path, &[ro], None);
     assert_eq!(code, 200);
-    assert_eq!(serde_json::from_slice::<Value>(&list).unwrap()["items"], json!([]));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&list).unwrap()["items"],
+        json!([])
+    );
     assert_eq!(server.request("POST", &path, &[json, rw], Some(&body)).0, 201);
     assert_eq!(server.request("GET", &format!("{path}/r"), &[ro], None).0, 200);
     // Probes stay open.
@@ -289,12 +383,16 @@ async fn the_openapi_document_matches_the_server() {
     }
     let mut checked = 0;
     for (path, operations) in paths {
-        let concrete = path.replace("{namespace}", "default").replace("{name}", "missing");
+        let concrete = path
+            .replace("{namespace}", "default")
+            .replace("{name}", "missing");
         for (method, operation) in operations.as_object().unwrap() {
             if method == "parameters" {
                 continue;
             }
-            let body = operation.get("requestBody").map(|_| json!({"not": "an object of this kind"}));
+            let body = operation
+                .get("requestBody")
+                .map(|_| json!({"not": "an object of this kind"}));
             let (code, _) = server.json(&method.to_uppercase(), &concrete, body.as_ref());
             let documented = operation["responses"].as_object().unwrap();
             assert!(

@@ -44,7 +44,13 @@ impl Discovery {
         let ready = dir.path().join("ready.json");
         let log = dir.path().join("pilot-discovery.log");
         let child = Command::new(discovery_binary())
-            .args(["--listen", "127.0.0.1:0", "--xds-listen", "127.0.0.1:0", "--ready-file"])
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--xds-listen",
+                "127.0.0.1:0",
+                "--ready-file",
+            ])
             .arg(&ready)
             .args(args)
             .stdin(Stdio::null())
@@ -69,11 +75,22 @@ impl Discovery {
             if let Some(status) = server.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("pilot-discovery exited with {status}:\n{}", server.log());
             }
-            assert!(started.elapsed() < PATIENCE, "pilot-discovery did not start:\n{}", server.log());
+            assert!(
+                started.elapsed() < PATIENCE,
+                "pilot-discovery did not start:\n{}",
+                server.log()
+            );
             std::thread::sleep(Duration::from_millis(20));
         };
         server.url = addresses["rest"].as_str().unwrap().to_string();
-        server.xds_port = addresses["xds"].as_str().unwrap().rsplit(':').next().unwrap().parse().unwrap();
+        server.xds_port = addresses["xds"]
+            .as_str()
+            .unwrap()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
         eventually("pilot-discovery to be ready", || server.get("/readyz").0 == 200);
         server
     }
@@ -90,11 +107,21 @@ impl Discovery {
         let Ok(mut stream) = std::net::TcpStream::connect(address) else {
             return (0, String::new());
         };
-        let _ = write!(stream, "GET {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n");
+        let _ = write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n"
+        );
         let mut response = String::new();
         let _ = stream.read_to_string(&mut response);
-        let code = response.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-        let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        let code = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
         (code, body)
     }
 
@@ -117,7 +144,11 @@ impl Discovery {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
-        assert!(status.success(), "pilot-discovery exited with {status} on SIGTERM:\n{}", self.log());
+        assert!(
+            status.success(),
+            "pilot-discovery exited with {status} on SIGTERM:\n{}",
+            self.log()
+        );
         assert!(self.log().contains("stopped"), "{}", self.log());
     }
 }
@@ -172,7 +203,11 @@ pub fn pilotctl(server: Option<&str>, args: &[&str], env: &[(&str, &str)], stdin
         .env_remove("PILOT_CONFIG")
         .env_remove("XDG_CONFIG_HOME")
         .envs(env.iter().copied())
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = command.spawn().expect("cannot run pilotctl");
@@ -190,7 +225,10 @@ pub fn pilotctl(server: Option<&str>, args: &[&str], env: &[(&str, &str)], stdin
 
 /// The workspace root (where `examples/` is).
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// Waits until `check` holds, failing with `what` after [`PATIENCE`].
@@ -204,7 +242,11 @@ pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 
 /// A free loopback port.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A services file for the bookinfo services on `port`, reviews in three

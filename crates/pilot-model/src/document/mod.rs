@@ -200,7 +200,11 @@ pub fn parse_values(source: &str, text: &str) -> Result<Vec<serde_json::Value>, 
             message: fatal.message,
         });
     }
-    if errors.is_empty() { Ok(values) } else { Err(DocumentErrors(errors)) }
+    if errors.is_empty() {
+        Ok(values)
+    } else {
+        Err(DocumentErrors(errors))
+    }
 }
 
 /// Reads every `.yaml`, `.yml` and `.json` file in `dir` (not its

@@ -20,10 +20,16 @@ pub struct TestServer {
 impl TestServer {
     /// Starts a server with these extra flags (memory store by default).
     pub async fn start(extra: &[&str]) -> Self {
-        let mut argv: Vec<String> = ["pilot-discovery", "--listen", "127.0.0.1:0", "--xds-listen", "127.0.0.1:0"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut argv: Vec<String> = [
+            "pilot-discovery",
+            "--listen",
+            "127.0.0.1:0",
+            "--xds-listen",
+            "127.0.0.1:0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         argv.extend(extra.iter().map(|s| s.to_string()));
         let args = Args::parse_with_config(argv).expect("flags");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -62,7 +68,13 @@ impl TestServer {
     }
 
     /// One request; the status code and the body.
-    pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> (u16, Vec<u8>) {
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> (u16, Vec<u8>) {
         http(self.rest, method, path, headers, body)
     }
 
@@ -145,7 +157,9 @@ fn dechunk(body: &str) -> String {
     let mut out = String::new();
     let mut rest = body;
     while let Some((size, tail)) = rest.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else { break };
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
         if size == 0 || tail.len() < size {
             break;
         }
