@@ -194,3 +194,57 @@ fn server_and_token_come_from_flag_env_then_config_file() {
     assert!(typo.stderr.contains("unknown setting \"sever\""), "{typo:?}");
     server.terminate();
 }
+
+#[test]
+fn tls_and_a_token_from_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = pilot_store_etcd::testing::TestCerts::generate(dir.path())
+        .expect("openssl (run scripts/install-deps)");
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "pilot-admin-token-0001 rw admin\n").unwrap();
+    let server = Discovery::start(&[
+        "--tls-cert",
+        certs.server_cert.to_str().unwrap(),
+        "--tls-key",
+        certs.server_key.to_str().unwrap(),
+        "--token-file",
+        tokens.to_str().unwrap(),
+    ]);
+    assert!(server.url.starts_with("https://127.0.0.1:"), "{}", server.url);
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "server: {}\ntoken: pilot-admin-token-0001\nca-file: {}\n",
+            server.url,
+            certs.ca.display()
+        ),
+    )
+    .unwrap();
+    let config_env = ("PILOT_CONFIG", config.to_str().unwrap());
+    let applied = pilotctl(None, &["apply", "-f", "examples/bookinfo/"], &[config_env], None);
+    assert_eq!(applied.code, 0, "{applied:?}");
+    let got = pilotctl(None, &["get", "dp"], &[config_env], None);
+    assert_eq!(got.code, 0, "{got:?}");
+    assert!(got.stdout.contains("reviews-v1-cb"), "{got:?}");
+    // Without the CA: a usage error that says what to pass.
+    let no_ca = pilotctl(Some(&server.url), &["get", "dp"], &[], None);
+    assert_eq!(no_ca.code, 2, "{no_ca:?}");
+    assert!(no_ca.stderr.contains("--ca-file"), "{no_ca:?}");
+    // Trusting another CA: the handshake fails.
+    let other = tempfile::tempdir().unwrap();
+    let other = pilot_store_etcd::testing::TestCerts::generate(other.path()).unwrap();
+    let wrong_ca = pilotctl(
+        Some(&server.url),
+        &["--ca-file", other.ca.to_str().unwrap(), "get", "dp"],
+        &[],
+        None,
+    );
+    assert_eq!(wrong_ca.code, 1, "{wrong_ca:?}");
+    assert!(wrong_ca.stderr.contains("TLS handshake failed"), "{wrong_ca:?}");
+    // Plain HTTP to the TLS port gets no answer it can use.
+    let plain = server.url.replace("https://", "http://");
+    let refused = pilotctl(Some(&plain), &["get", "dp"], &[], None);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    server.terminate();
+}

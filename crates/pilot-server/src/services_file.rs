@@ -153,7 +153,9 @@ pub async fn follow(
     every: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut last_text = std::fs::read(&path).ok();
+    // Compared from the first check on, so a change made between the first
+    // load and this task's start is not missed.
+    let mut last_text = None;
     loop {
         tokio::select! {
             () = tokio::time::sleep(every) => {}
@@ -172,5 +174,67 @@ pub async fn follow(
             }
             Err(error) => tracing::warn!(%error, "services file not reloaded; keeping the previous services"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str = "services:\n- hostname: reviews.default.svc.cluster.local\n  ports: [{name: http, port: 9080, protocol: HTTP}]\n  instances:\n  - {address: 10.0.0.1, port: 9080, labels: {version: v1}}\n";
+
+    #[tokio::test]
+    async fn the_registry_follows_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("services.yaml");
+        std::fs::write(&path, ONE).unwrap();
+        let registry = MemoryServiceRegistry::new();
+        let loaded = load(&path).unwrap();
+        apply(&registry, &ServicesFile { services: vec![] }, &loaded);
+        let host = "reviews.default.svc.cluster.local";
+        assert_eq!(registry.instances(host, &[], &[]).len(), 1);
+        let (closing, shutdown) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(follow(
+            path.clone(),
+            registry.clone(),
+            loaded,
+            Duration::from_millis(10),
+            shutdown,
+        ));
+
+        // A second version appears; a bad file is ignored; a removed service goes.
+        let two = format!("{ONE}  - {{address: 10.0.0.2, port: 9080, labels: {{version: v2}}}}\n");
+        std::fs::write(&path, &two).unwrap();
+        let v2 = [Labels::from_pairs([("version", "v2")])];
+        let patience = Duration::from_secs(60);
+        let appeared = tokio::time::timeout(patience, async {
+            while registry.instances(host, &[], &v2).is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        appeared.await.expect("the v2 instance never appeared");
+        std::fs::write(&path, "services: [{hostname: x}]\n").unwrap();
+        std::fs::write(&path, "services: []\n").unwrap();
+        let removed = tokio::time::timeout(patience, async {
+            while registry.get_service(host).is_some() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        removed.await.expect("the service was never removed");
+        closing.send_replace(true);
+        task.await.unwrap();
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("services.yaml");
+        std::fs::write(&path, "services:\n- hostname: a\n  ports: []\n").unwrap();
+        assert!(load(&path).unwrap_err().ends_with("services[0] (a) has no ports"));
+        std::fs::write(&path, "services:\n- hostname: a\n  hostname: b\n").unwrap();
+        let error = load(&path).unwrap_err();
+        assert!(error.contains("services.yaml:3:3"), "{error}");
+        std::fs::write(&path, ONE.replace("labels", "lables")).unwrap();
+        assert!(load(&path).unwrap_err().contains("unknown field `lables`"));
     }
 }
