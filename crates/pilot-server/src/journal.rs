@@ -10,6 +10,10 @@
 //!   `{"revision": N, "put": document}` or
 //!   `{"revision": N, "delete": {"kind", "namespace", "name"}}`.
 //!
+//! The append and its fsync run on the writing task, under the store's
+//! write lock (never across an `.await`): writes are serialized and each
+//! costs one fsync, which suits operator-paced configuration.
+//!
 //! A write whose journal line cannot be written and synced fails, and the
 //! journal is cut back to its previous length, so the store and the files
 //! stay as they were. A torn last line (a crash mid-append, never
@@ -27,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 const SNAPSHOT: &str = "snapshot.json";
 const JOURNAL: &str = "journal.jsonl";
+const LOCK: &str = "lock";
 
 /// Why a data directory could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +50,13 @@ pub fn open(dir: &Path, registry: KindRegistry, history: usize) -> Result<Memory
         message,
     };
     std::fs::create_dir_all(dir).map_err(|e| fail(format!("cannot create it: {e}")))?;
+    // One server per directory: a second one would interleave journals.
+    let lock = File::create(dir.join(LOCK)).map_err(|e| fail(format!("cannot create {LOCK}: {e}")))?;
+    lock.try_lock().map_err(|e| {
+        fail(format!(
+            "it is in use by another pilot-discovery (cannot lock {LOCK}: {e})"
+        ))
+    })?;
     let (revision, objects) = load(dir).map_err(fail)?;
     let mut valid = Vec::with_capacity(objects.len());
     for object in objects.into_values() {
@@ -74,6 +86,7 @@ pub fn open(dir: &Path, registry: KindRegistry, history: usize) -> Result<Memory
     let write_ahead = Journal {
         path: dir.join(JOURNAL),
         file: Mutex::new(journal),
+        _lock: Some(lock),
     };
     Ok(MemoryConfigStore::restore(
         registry,
@@ -87,6 +100,8 @@ pub fn open(dir: &Path, registry: KindRegistry, history: usize) -> Result<Memory
 struct Journal {
     path: PathBuf,
     file: Mutex<File>,
+    /// Held (locked) while the store lives.
+    _lock: Option<File>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -257,6 +272,19 @@ mod tests {
         assert_eq!(store.list("RouteRule", None).await.unwrap().len(), 2);
     }
 
+    #[test]
+    fn a_directory_serves_one_server_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = open(dir.path(), istio::registry(), 100).unwrap();
+        let error = open(dir.path(), istio::registry(), 100).err().unwrap();
+        assert!(
+            error.to_string().contains("in use by another pilot-discovery"),
+            "{error}"
+        );
+        drop(first);
+        open(dir.path(), istio::registry(), 100).unwrap();
+    }
+
     #[tokio::test]
     async fn a_torn_last_line_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
@@ -296,6 +324,7 @@ mod tests {
             let journal = Journal {
                 path: PathBuf::from("/dev/full"),
                 file: Mutex::new(OpenOptions::new().write(true).open("/dev/full").unwrap()),
+                _lock: None,
             };
             let failing = MemoryConfigStore::restore(
                 istio::registry(),
