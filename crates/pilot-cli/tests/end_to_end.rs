@@ -1,6 +1,7 @@
-//! The operator's path with the real binaries: pilot-discovery on the
-//! memory store, `pilotctl apply -f examples/bookinfo/`, get, a stale
-//! replace, a real Envoy that receives the rule, proxy-status, delete.
+//! The operator's path with the real binaries: pilot-discovery (on the
+//! memory store, then on a real etcd), `pilotctl apply -f
+//! examples/bookinfo/`, get, a stale replace, a real Envoy that receives
+//! the rule, proxy-status, delete.
 
 mod common;
 
@@ -10,12 +11,24 @@ use pilot_xds::testing::AdsEnvoy;
 const NODE: &str = "sidecar~10.0.0.100~e2e.default~default.svc.cluster.local";
 
 #[test]
-fn apply_get_replace_envoy_proxy_status_delete() {
+fn memory_store_apply_get_replace_envoy_proxy_status_delete() {
+    operator_flow(&[]);
+}
+
+#[test]
+fn etcd_store_apply_get_replace_envoy_proxy_status_delete() {
+    let etcd = pilot_store_etcd::testing::EtcdServer::start().expect("etcd (run scripts/install-deps)");
+    operator_flow(&["--store", "etcd", "--etcd-endpoints", &etcd.endpoint()]);
+}
+
+fn operator_flow(store_flags: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let services = dir.path().join("services.yaml");
     std::fs::write(&services, bookinfo_services(port)).unwrap();
-    let server = Discovery::start(&["--services", services.to_str().unwrap()]);
+    let mut flags = vec!["--services", services.to_str().unwrap()];
+    flags.extend_from_slice(store_flags);
+    let server = Discovery::start(&flags);
     let url = Some(server.url.as_str());
 
     // apply the whole directory: everything is created.
