@@ -1,6 +1,7 @@
 //! `--data-dir` for the memory store: every write is appended to a journal
 //! and fsynced before it is applied; at start the last snapshot and the
-//! journal after it are replayed, then compacted into a new snapshot.
+//! journal after it are replayed, then compacted into a new snapshot, as
+//! they are again every [`COMPACT_AFTER`] writes.
 //!
 //! Files in the data directory:
 //! - `snapshot.json`: `{"revision": N, "objects": [document, ...]}`,
@@ -32,6 +33,8 @@ use serde::{Deserialize, Serialize};
 const SNAPSHOT: &str = "snapshot.json";
 const JOURNAL: &str = "journal.jsonl";
 const LOCK: &str = "lock";
+/// Writes kept in the journal before it is folded into a new snapshot.
+pub const COMPACT_AFTER: usize = 1000;
 
 /// Why a data directory could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +48,17 @@ pub struct JournalError {
 
 /// Opens (creating it if needed) the memory store persisted in `dir`.
 pub fn open(dir: &Path, registry: KindRegistry, history: usize) -> Result<MemoryConfigStore, JournalError> {
+    open_with(dir, registry, history, COMPACT_AFTER)
+}
+
+/// [`open`], compacting the journal into a new snapshot once it holds
+/// `compact_after` writes.
+pub fn open_with(
+    dir: &Path,
+    registry: KindRegistry,
+    history: usize,
+    compact_after: usize,
+) -> Result<MemoryConfigStore, JournalError> {
     let fail = |message: String| JournalError {
         dir: dir.to_path_buf(),
         message,
@@ -75,17 +89,22 @@ pub fn open(dir: &Path, registry: KindRegistry, history: usize) -> Result<Memory
         });
     }
     write_snapshot(dir, revision, &valid).map_err(fail)?;
-    let journal = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(dir.join(JOURNAL))
-        .and_then(|file| file.sync_all().map(|()| file))
+    // Emptied (its records are in the snapshot now), then opened for
+    // appending: every write lands at the end, also after a truncation.
+    let journal = File::create(dir.join(JOURNAL))
+        .and_then(|file| file.sync_all())
+        .and_then(|()| OpenOptions::new().append(true).open(dir.join(JOURNAL)))
         .map_err(|e| fail(format!("cannot reset {JOURNAL}: {e}")))?;
     tracing::info!(dir = %dir.display(), revision, objects = valid.len(), "restored the memory store");
     let write_ahead = Journal {
+        dir: dir.to_path_buf(),
         path: dir.join(JOURNAL),
-        file: Mutex::new(journal),
+        compact_after,
+        state: Mutex::new(JournalState {
+            file: journal,
+            objects: valid.iter().map(|o| (o.key(), o.clone())).collect(),
+            records: 0,
+        }),
         _lock: Some(lock),
     };
     Ok(MemoryConfigStore::restore(
@@ -98,10 +117,20 @@ pub fn open(dir: &Path, registry: KindRegistry, history: usize) -> Result<Memory
 }
 
 struct Journal {
+    dir: PathBuf,
     path: PathBuf,
-    file: Mutex<File>,
+    compact_after: usize,
+    state: Mutex<JournalState>,
     /// Held (locked) while the store lives.
     _lock: Option<File>,
+}
+
+/// The journal file, and what snapshot + journal hold (to write the next
+/// snapshot without asking the store).
+struct JournalState {
+    file: File,
+    objects: BTreeMap<ConfigKey, DynConfig>,
+    records: usize,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -138,8 +167,9 @@ impl WriteAhead for Journal {
         let mut line = serde_json::to_vec(&record).map_err(StoreError::unavailable)?;
         line.push(b'\n');
         // Writes reach us one at a time under the store's write lock; this
-        // lock only guards the file handle and is never held across an await.
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        // lock only guards the file and the mirror, never across an await.
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let file = &mut state.file;
         let before = file.metadata().map(|m| m.len()).map_err(|e| self.failed(e))?;
         let written = file.write_all(&line).and_then(|()| file.sync_data());
         if let Err(error) = written {
@@ -148,11 +178,43 @@ impl WriteAhead for Journal {
             let _ = file.set_len(before).and_then(|()| file.sync_data());
             return Err(self.failed(error));
         }
+        // The write is durable; the store applies it next.
+        let revision = record.revision;
+        match (record.put, record.delete) {
+            (Some(object), _) => {
+                state.objects.insert(object.key(), object);
+            }
+            (_, Some(key)) => {
+                state.objects.remove(&key);
+            }
+            _ => {}
+        }
+        state.records += 1;
+        if state.records >= self.compact_after {
+            self.compact(&mut state, revision);
+        }
         Ok(())
     }
 }
 
 impl Journal {
+    /// Folds the journal into a new snapshot at `revision`. A failure is
+    /// logged and changes nothing that matters: the old snapshot and the
+    /// whole journal still replay to the same state.
+    fn compact(&self, state: &mut JournalState, revision: Revision) {
+        let objects: Vec<DynConfig> = state.objects.values().cloned().collect();
+        if let Err(error) = write_snapshot(&self.dir, revision, &objects) {
+            tracing::warn!(%error, "journal not compacted; it keeps growing until the next try");
+            return;
+        }
+        // Records up to `revision` are now in the snapshot and skipped on
+        // replay, so emptying the journal is safe even if it fails halfway.
+        match state.file.set_len(0).and_then(|()| state.file.sync_data()) {
+            Ok(()) => state.records = 0,
+            Err(error) => tracing::warn!(%error, "journal not truncated after a snapshot"),
+        }
+    }
+
     fn failed(&self, error: std::io::Error) -> StoreError {
         StoreError::unavailable(format!(
             "cannot write the journal {}: {error}; nothing was changed",
@@ -272,6 +334,28 @@ mod tests {
         assert_eq!(store.list("RouteRule", None).await.unwrap().len(), 2);
     }
 
+    #[tokio::test]
+    async fn the_journal_is_folded_into_snapshots_as_it_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let expected = {
+            let store = open_with(dir.path(), istio::registry(), 100, 5).unwrap();
+            for i in 0..12 {
+                store.create(rule(&format!("r{i}"))).await.unwrap();
+            }
+            for i in 0..4 {
+                store.delete(&rule(&format!("r{i}")).key(), None).await.unwrap();
+            }
+            // 16 writes, folded at 5, 10 and 15: one record left.
+            let journal = std::fs::read_to_string(dir.path().join(JOURNAL)).unwrap();
+            assert_eq!(journal.lines().count(), 1, "{journal:?}");
+            assert!(journal.starts_with('{') && !journal.contains('\0'), "{journal:?}");
+            store.list_now("RouteRule", None).unwrap()
+        };
+        let store = open_with(dir.path(), istio::registry(), 100, 5).unwrap();
+        assert_eq!(store.list_now("RouteRule", None).unwrap(), expected);
+        assert_eq!(store.revision(), 16);
+    }
+
     #[test]
     fn a_directory_serves_one_server_at_a_time() {
         let dir = tempfile::tempdir().unwrap();
@@ -322,8 +406,14 @@ mod tests {
         // Make the journal unwritable from under the store: a full device.
         {
             let journal = Journal {
+                dir: dir.path().to_path_buf(),
                 path: PathBuf::from("/dev/full"),
-                file: Mutex::new(OpenOptions::new().write(true).open("/dev/full").unwrap()),
+                compact_after: COMPACT_AFTER,
+                state: Mutex::new(JournalState {
+                    file: OpenOptions::new().write(true).open("/dev/full").unwrap(),
+                    objects: BTreeMap::new(),
+                    records: 0,
+                }),
                 _lock: None,
             };
             let failing = MemoryConfigStore::restore(
