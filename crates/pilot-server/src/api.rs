@@ -212,11 +212,11 @@ fn decode(
 ) -> Result<DynConfig, ApiError> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?;
-    let Some(object) = value.as_object() else {
+    if !value.is_object() {
         return Err(ApiError::bad_request(
             "the body must be a JSON object with apiVersion, kind, metadata and spec",
         ));
-    };
+    }
     let field = |pointer: &str| value.pointer(pointer).and_then(Value::as_str);
     if let Some(kind) = field("/kind")
         && kind != schema.kind
@@ -241,7 +241,6 @@ fn decode(
             "metadata.name {body_name:?} does not match the URL's name {name:?}"
         )));
     }
-    let _ = object;
     let text = std::str::from_utf8(bytes).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let options = ParseOptions {
         default_namespace: namespace.to_string(),

@@ -47,3 +47,39 @@ pub fn to_json(proxies: &[ProxyStatus]) -> Value {
 pub async fn handler(State(state): State<AppState>) -> Json<Value> {
     Json(to_json(&state.xds.status()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pilot_xds::Nack;
+
+    #[test]
+    fn states_say_what_the_proxy_did_with_the_last_push() {
+        let status = |sent: Option<&str>, acked: Option<&str>, nack: Option<&str>| TypeStatus {
+            sent: sent.map(str::to_string),
+            acked: acked.map(str::to_string),
+            nack: nack.map(|version| Nack {
+                version: version.to_string(),
+                message: "bad regex".to_string(),
+            }),
+        };
+        assert_eq!(state(&status(None, None, None)), "NOT SENT");
+        assert_eq!(state(&status(Some("3"), Some("3"), None)), "SYNCED");
+        assert_eq!(state(&status(Some("3"), Some("2"), None)), "STALE");
+        assert_eq!(state(&status(Some("3"), Some("2"), Some("3"))), "NACKED");
+        // An old NACK does not hide a later ACK, nor make a newer push NACKED.
+        assert_eq!(state(&status(Some("4"), Some("4"), Some("3"))), "SYNCED");
+        assert_eq!(state(&status(Some("4"), Some("2"), Some("3"))), "STALE");
+        let proxy = ProxyStatus {
+            node_id: "sidecar~1.2.3.4~a.default~default.svc.cluster.local".into(),
+            incremental: false,
+            types: [("CDS", status(Some("3"), Some("2"), Some("3")))]
+                .into_iter()
+                .collect(),
+        };
+        let json = to_json(&[proxy]);
+        assert_eq!(json["proxies"][0]["types"]["CDS"]["state"], "NACKED");
+        assert_eq!(json["proxies"][0]["types"]["CDS"]["nack"]["message"], "bad regex");
+        assert_eq!(json["proxies"][0]["types"]["RDS"]["state"], "NOT SENT");
+    }
+}
