@@ -407,3 +407,53 @@ async fn the_openapi_document_matches_the_server() {
     assert!(checked > 20, "only {checked} operations checked");
     server.stop().await;
 }
+
+/// The same API over etcd (store and service registry): writes, lists and
+/// a watch resumed after a version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_api_over_etcd() {
+    let etcd = pilot_store_etcd::testing::EtcdServer::start().expect("etcd (run scripts/install-deps)");
+    let endpoint = etcd.endpoint();
+    let server = TestServer::start(&[
+        "--store",
+        "etcd",
+        "--etcd-endpoints",
+        &endpoint,
+        "--registry",
+        "etcd",
+    ])
+    .await;
+    let path = rules("default");
+    let (code, first) = server.json("POST", &path, Some(&rule("first", "v1")));
+    assert_eq!(code, 201, "{first}");
+    let after = first["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let (code, status) = server.json("POST", &path, Some(&rule("first", "v1")));
+    assert_eq!(
+        (code, status["details"]["currentResourceVersion"].as_str()),
+        (409, Some(after.as_str()))
+    );
+    let (code, _) = server.json("POST", &path, Some(&rule("second", "v2")));
+    assert_eq!(code, 201);
+    let mut watch = server.watch(&format!("{path}?watch=true&resourceVersion={after}"));
+    let event = next_event(&mut watch).unwrap();
+    assert_eq!(
+        (
+            event["type"].as_str(),
+            event["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("second"))
+    );
+    let (code, _) = server.json("DELETE", &format!("{path}/first"), None);
+    assert_eq!(code, 200);
+    let event = next_event(&mut watch).unwrap();
+    assert_eq!(
+        (
+            event["type"].as_str(),
+            event["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("DELETED"), Some("first"))
+    );
+    let names: Vec<String> = listing(&server).into_iter().map(|(name, _)| name).collect();
+    assert_eq!(names, ["second"]);
+    server.stop().await;
+}

@@ -51,7 +51,12 @@ impl TestServer {
             task: Some(task),
         };
         // Ready once the caches synced.
+        let started = std::time::Instant::now();
         while server.request("GET", "/readyz", &[], None).0 != 200 {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "the server never became ready"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         server
