@@ -48,6 +48,38 @@ struct Inner {
     registry: KindRegistry,
     index: ConfigIndex,
     log: WatchLog,
+    write_ahead: Option<Arc<dyn WriteAhead>>,
+}
+
+/// A write the store is about to apply, as handed to a [`WriteAhead`].
+#[derive(Debug, Clone, Copy)]
+pub enum PendingWrite<'a> {
+    /// `config` (with its new resource version and creation time) is about
+    /// to be stored at `revision`.
+    Put {
+        /// The revision of the write.
+        revision: Revision,
+        /// The object exactly as it will be stored.
+        config: &'a DynConfig,
+    },
+    /// `key` is about to be deleted at `revision`.
+    Delete {
+        /// The revision of the write.
+        revision: Revision,
+        /// The key deleted.
+        key: &'a ConfigKey,
+    },
+}
+
+/// Makes a store's writes durable: called for every write that passed
+/// validation and the version check, under the store's write lock, before
+/// the write is applied. If it fails, the write fails with its error and
+/// the store is unchanged, so an implementation must leave its own files as
+/// they were when it fails. Writes reach it one at a time, in revision
+/// order.
+pub trait WriteAhead: Send + Sync + 'static {
+    /// Records `write` durably, or says why it could not.
+    fn record(&self, write: PendingWrite<'_>) -> Result<(), StoreError>;
 }
 
 impl MemoryConfigStore {
@@ -65,6 +97,34 @@ impl MemoryConfigStore {
                 registry,
                 index: ConfigIndex::new(),
                 log: WatchLog::new(history),
+                write_ahead: None,
+            }),
+        }
+    }
+
+    /// A store that starts at `revision` with `objects` exactly as given
+    /// (resource versions and creation times kept, no validation: they were
+    /// validated when first written), and hands every later write to
+    /// `write_ahead` before applying it. This is how a store is rebuilt
+    /// from what a [`WriteAhead`] recorded. Watches can resume only after
+    /// `revision`.
+    pub fn restore(
+        registry: KindRegistry,
+        history: usize,
+        objects: impl IntoIterator<Item = DynConfig>,
+        revision: Revision,
+        write_ahead: Arc<dyn WriteAhead>,
+    ) -> Self {
+        let index = ConfigIndex::new();
+        for object in objects {
+            index.insert(Arc::new(object));
+        }
+        MemoryConfigStore {
+            inner: Arc::new(Inner {
+                registry,
+                index,
+                log: WatchLog::starting_at(history, revision),
+                write_ahead: Some(write_ahead),
             }),
         }
     }
@@ -94,6 +154,13 @@ impl MemoryConfigStore {
     /// The revision of the last write.
     pub fn revision(&self) -> Revision {
         self.inner.log.revision()
+    }
+
+    fn record(&self, revision: Revision, config: &DynConfig) -> Result<(), StoreError> {
+        match &self.inner.write_ahead {
+            Some(write_ahead) => write_ahead.record(PendingWrite::Put { revision, config }),
+            None => Ok(()),
+        }
     }
 
     fn known_kind(&self, kind: &str) -> Result<(), StoreError> {
@@ -130,6 +197,7 @@ impl ConfigStore for MemoryConfigStore {
         }
         config.meta.resource_version = Some(log.next_revision().to_string());
         config.meta.creation_timestamp = Some(now_seconds());
+        self.record(log.next_revision(), &config)?;
         let config = Arc::new(config);
         self.inner.index.insert(Arc::clone(&config));
         log.put(Arc::clone(&config));
@@ -148,6 +216,7 @@ impl ConfigStore for MemoryConfigStore {
         check_version(&key, config.meta.resource_version.as_deref(), &current, true)?;
         config.meta.resource_version = Some(log.next_revision().to_string());
         config.meta.creation_timestamp = current.meta.creation_timestamp;
+        self.record(log.next_revision(), &config)?;
         let config = Arc::new(config);
         self.inner.index.insert(Arc::clone(&config));
         log.put(Arc::clone(&config));
@@ -163,6 +232,12 @@ impl ConfigStore for MemoryConfigStore {
             .get(key)
             .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
         check_version(key, resource_version, &current, false)?;
+        if let Some(write_ahead) = &self.inner.write_ahead {
+            write_ahead.record(PendingWrite::Delete {
+                revision: log.next_revision(),
+                key,
+            })?;
+        }
         self.inner.index.remove(key);
         log.delete(key.clone());
         Ok(())

@@ -7,7 +7,7 @@
 
 mod config_store;
 
-pub use config_store::MemoryConfigStore;
+pub use config_store::{MemoryConfigStore, PendingWrite, WriteAhead};
 /// The in-memory service registry: pilot-store's [`ServiceCache`](pilot_store::ServiceCache), fed by
 /// the embedding program.
 pub use pilot_store::ServiceCache as MemoryServiceRegistry;

@@ -162,6 +162,51 @@ pub fn parse_with(
     }
 }
 
+/// Reads every document in `text` as plain JSON values, without a schema
+/// (for files that are not configuration objects, such as a list of
+/// services). Structural problems (syntax, duplicate keys, limits) are
+/// reported with their line and column.
+///
+/// ```
+/// let values = pilot_model::document::parse_values("s.yaml", "a: 1\n---\nb: [x]\n").unwrap();
+/// assert_eq!(values, vec![serde_json::json!({"a": 1}), serde_json::json!({"b": ["x"]})]);
+/// let error = pilot_model::document::parse_values("s.yaml", "a: 1\na: 2\n").unwrap_err();
+/// assert!(error.to_string().starts_with("s.yaml:2:1"), "{error}");
+/// ```
+pub fn parse_values(source: &str, text: &str) -> Result<Vec<serde_json::Value>, DocumentErrors> {
+    let (documents, fatal) = tree::parse(text, &Limits::default(), false);
+    let mut errors = Vec::new();
+    let mut values = Vec::new();
+    for (index, document) in documents.into_iter().enumerate() {
+        for (position, path, message) in document.problems {
+            errors.push(DocumentError {
+                source: source.to_string(),
+                document: index + 1,
+                line: position.line,
+                column: position.column,
+                path,
+                message,
+            });
+        }
+        values.extend(document.value);
+    }
+    if let Some(fatal) = fatal {
+        errors.push(DocumentError {
+            source: source.to_string(),
+            document: fatal.document,
+            line: fatal.position.line,
+            column: fatal.position.column,
+            path: String::new(),
+            message: fatal.message,
+        });
+    }
+    if errors.is_empty() {
+        Ok(values)
+    } else {
+        Err(DocumentErrors(errors))
+    }
+}
+
 /// Reads every `.yaml`, `.yml` and `.json` file in `dir` (not its
 /// subdirectories), in name order. Errors name each file.
 pub fn read_dir(dir: &Path, registry: &KindRegistry) -> Result<Vec<DynConfig>, DocumentErrors> {

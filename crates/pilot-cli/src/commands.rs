@@ -1,0 +1,587 @@
+//! What each subcommand does.
+
+use std::time::SystemTime;
+
+use http::{Method, StatusCode};
+use pilot_model::{DynConfig, KindRegistry, KindSchema, document, istio};
+use serde_json::Value;
+
+use crate::client::Client;
+use crate::{Cli, Command, Failure, Output, files, kinds, settings};
+
+/// Runs the command line.
+pub async fn run(cli: Cli) -> Result<(), Failure> {
+    let registry = istio::registry();
+    let Cli {
+        server,
+        token,
+        ca_file,
+        namespace,
+        command,
+    } = cli;
+    if let Command::Validate(args) = &command {
+        let objects = read_files(&args.files, &registry, &namespace)?;
+        println!("{} objects valid", objects.len());
+        return Ok(());
+    }
+    let client = connect(server, token, ca_file)?;
+    match command {
+        Command::Validate(_) => Ok(()),
+        Command::Create(args) => {
+            let objects = read_files(&args.files, &registry, &namespace)?;
+            each(objects, |object| create(&client, &registry, object)).await
+        }
+        Command::Replace(args) => {
+            let objects = read_files(&args.files, &registry, &namespace)?;
+            each(objects, |object| replace(&client, &registry, object)).await
+        }
+        Command::Apply(args) => {
+            let objects = read_files(&args.files, &registry, &namespace)?;
+            each(objects, |object| apply(&client, &registry, object)).await
+        }
+        Command::Delete {
+            files: file_args,
+            names,
+            ignore_not_found,
+        } => {
+            let targets: Vec<(std::sync::Arc<KindSchema>, String, String)> =
+                match (file_args.files.is_empty(), names.split_first()) {
+                    (false, None) => read_files(&file_args.files, &registry, &namespace)?
+                        .into_iter()
+                        .map(|o| Ok((schema(&registry, &o.meta.kind)?, o.meta.namespace, o.meta.name)))
+                        .collect::<Result<_, Failure>>()?,
+                    (true, Some((kind, names))) if !names.is_empty() => {
+                        let schema = kinds::resolve(&registry, kind).map_err(Failure::usage)?;
+                        names
+                            .iter()
+                            .map(|name| (schema.clone(), namespace.clone(), name.clone()))
+                            .collect()
+                    }
+                    (true, Some((kind, _))) => {
+                        return Err(Failure::usage(format!(
+                            "delete {kind} needs at least one NAME (or use -f FILE)"
+                        )));
+                    }
+                    _ => {
+                        return Err(Failure::usage(
+                            "delete needs -f FILE or KIND NAME..., not both and not neither",
+                        ));
+                    }
+                };
+            each(targets, |(schema, namespace, name)| {
+                delete(&client, schema, namespace, name, ignore_not_found)
+            })
+            .await
+        }
+        Command::Get {
+            kind,
+            name,
+            output,
+            all_namespaces,
+            selector,
+        } => {
+            let schema = kinds::resolve(&registry, &kind).map_err(Failure::usage)?;
+            get(
+                &client,
+                &schema,
+                &namespace,
+                name,
+                output,
+                all_namespaces,
+                selector,
+            )
+            .await
+        }
+        Command::ProxyStatus => proxy_status(&client).await,
+    }
+}
+
+fn connect(
+    server: Option<String>,
+    token: Option<String>,
+    ca_file: Option<std::path::PathBuf>,
+) -> Result<Client, Failure> {
+    let path = settings::config_path();
+    let file = match &path {
+        Some(path) => settings::read_file(path)?,
+        None => settings::FileSettings::default(),
+    };
+    let from_env = std::env::var("PILOT_SERVER").ok().filter(|s| !s.is_empty());
+    let (url, origin) = if let Some(server) = server {
+        (server, "--server".to_string())
+    } else if let Some(server) = from_env {
+        (server, "PILOT_SERVER".to_string())
+    } else if let Some(server) = file.server {
+        let origin = path.map(|p| p.display().to_string()).unwrap_or_default();
+        (server, origin)
+    } else {
+        (settings::DEFAULT_SERVER.to_string(), "the default".to_string())
+    };
+    Client::new(
+        &url,
+        origin,
+        token.or(file.token),
+        ca_file.or(file.ca_file).as_deref(),
+    )
+}
+
+fn read_files(paths: &[String], registry: &KindRegistry, namespace: &str) -> Result<Vec<DynConfig>, Failure> {
+    files::read(paths, registry, namespace).map_err(|mut messages| {
+        let count = messages.len();
+        messages.push(format!(
+            "{count} error{} found; nothing was sent to the server",
+            if count == 1 { "" } else { "s" }
+        ));
+        Failure { code: 1, messages }
+    })
+}
+
+/// Runs `step` on every item, going on after failures; fails at the end if
+/// any failed.
+async fn each<T, F, Fut>(items: Vec<T>, mut step: F) -> Result<(), Failure>
+where
+    F: FnMut(T) -> Fut,
+    Fut: std::future::Future<Output = Result<(), Failure>>,
+{
+    let mut failed = Failure {
+        code: 1,
+        messages: Vec::new(),
+    };
+    for item in items {
+        if let Err(failure) = step(item).await {
+            if failure.code == 2 {
+                return Err(failure);
+            }
+            failed.messages.extend(failure.messages);
+        }
+    }
+    if failed.messages.is_empty() {
+        Ok(())
+    } else {
+        Err(failed)
+    }
+}
+
+fn schema(registry: &KindRegistry, kind: &str) -> Result<std::sync::Arc<KindSchema>, Failure> {
+    registry
+        .get(kind)
+        .ok_or_else(|| Failure::usage(format!("unknown kind {kind}")))
+}
+
+fn collection_path(schema: &KindSchema, namespace: Option<&str>) -> String {
+    match namespace {
+        Some(namespace) => format!(
+            "/apis/{}/{}/namespaces/{namespace}/{}",
+            schema.group, schema.version, schema.plural
+        ),
+        None => format!("/apis/{}/{}/{}", schema.group, schema.version, schema.plural),
+    }
+}
+
+fn object_path(schema: &KindSchema, namespace: &str, name: &str) -> String {
+    format!("{}/{name}", collection_path(schema, Some(namespace)))
+}
+
+/// `routerule reviews-default` (with the namespace when not `default`).
+fn describe(kind: &str, namespace: &str, name: &str) -> String {
+    if namespace == "default" {
+        format!("{} {name}", kinds::display(kind))
+    } else {
+        format!("{} {namespace}/{name}", kinds::display(kind))
+    }
+}
+
+/// The server's answer to a request about one object, as a message a person
+/// can act on.
+fn refused(
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    status: StatusCode,
+    body: &[u8],
+    client: &Client,
+) -> Failure {
+    let what = describe(kind, namespace, name);
+    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let text = |pointer: &str| {
+        body.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let message = text("/message");
+    let current = text("/details/currentResourceVersion");
+    let reason = text("/reason");
+    let lines = match (status, reason.as_str()) {
+        (StatusCode::CONFLICT, "AlreadyExists") => {
+            vec![format!(
+                "{what} already exists at version {current}; use replace or apply"
+            )]
+        }
+        (StatusCode::CONFLICT, _) => {
+            let sent = match body
+                .pointer("/details/sentResourceVersion")
+                .and_then(Value::as_str)
+            {
+                Some(sent) => format!("you sent version {sent}"),
+                None => "you sent no version".to_string(),
+            };
+            vec![format!(
+                "{what} was changed since you read it: {sent}, the current version is {current}; \
+                 get it again and retry, or use apply"
+            )]
+        }
+        (StatusCode::NOT_FOUND, _) => vec![format!("{what} not found; use create or apply")],
+        (StatusCode::UNPROCESSABLE_ENTITY, _) => {
+            let mut lines = vec![format!("{what} is invalid:")];
+            if let Some(causes) = body.pointer("/details/causes").and_then(Value::as_array) {
+                for cause in causes {
+                    let field = cause.get("field").and_then(Value::as_str).unwrap_or("");
+                    let message = cause.get("message").and_then(Value::as_str).unwrap_or("");
+                    lines.push(format!("  {field}: {message}"));
+                }
+            }
+            lines
+        }
+        (StatusCode::UNAUTHORIZED, _) => vec![format!(
+            "the server at {} refused the request: {message}; pass --token or set token: in the config file",
+            client.url
+        )],
+        _ if message.is_empty() => vec![format!("{what}: the server answered {status}")],
+        _ => vec![format!("{what}: {message} ({status})")],
+    };
+    Failure {
+        code: 1,
+        messages: lines,
+    }
+}
+
+async fn create(client: &Client, registry: &KindRegistry, mut object: DynConfig) -> Result<(), Failure> {
+    let schema = schema(registry, &object.meta.kind)?;
+    object.meta.resource_version = None;
+    let (kind, namespace, name) = (
+        object.meta.kind.clone(),
+        object.meta.namespace.clone(),
+        object.meta.name.clone(),
+    );
+    let body = serde_json::to_vec(&object).map_err(|e| Failure::failed(e.to_string()))?;
+    let (status, answer) = client
+        .send(
+            Method::POST,
+            &collection_path(&schema, Some(&namespace)),
+            Some(body),
+        )
+        .await?;
+    if status == StatusCode::CREATED {
+        println!("{}/{name} created", kinds::display(&kind));
+        Ok(())
+    } else {
+        Err(refused(&kind, &namespace, &name, status, &answer, client))
+    }
+}
+
+/// The stored object, `None` when missing.
+async fn fetch(
+    client: &Client,
+    schema: &KindSchema,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<DynConfig>, Failure> {
+    let (status, body) = client
+        .send(Method::GET, &object_path(schema, namespace, name), None)
+        .await?;
+    match status {
+        StatusCode::OK => serde_json::from_slice(&body)
+            .map(Some)
+            .map_err(|e| Failure::failed(format!("the server sent an unreadable object: {e}"))),
+        StatusCode::NOT_FOUND => Ok(None),
+        _ => Err(refused(&schema.kind, namespace, name, status, &body, client)),
+    }
+}
+
+async fn put(client: &Client, schema: &KindSchema, object: &DynConfig) -> Result<(), Failure> {
+    let (namespace, name) = (&object.meta.namespace, &object.meta.name);
+    let body = serde_json::to_vec(object).map_err(|e| Failure::failed(e.to_string()))?;
+    let (status, answer) = client
+        .send(Method::PUT, &object_path(schema, namespace, name), Some(body))
+        .await?;
+    if status == StatusCode::OK {
+        Ok(())
+    } else {
+        Err(refused(&schema.kind, namespace, name, status, &answer, client))
+    }
+}
+
+async fn replace(client: &Client, registry: &KindRegistry, mut object: DynConfig) -> Result<(), Failure> {
+    let schema = schema(registry, &object.meta.kind)?;
+    if object.meta.resource_version.is_none() {
+        match fetch(client, &schema, &object.meta.namespace, &object.meta.name).await? {
+            Some(current) => object.meta.resource_version = current.meta.resource_version,
+            None => {
+                return Err(Failure::failed(format!(
+                    "{} not found; use create or apply",
+                    describe(&object.meta.kind, &object.meta.namespace, &object.meta.name)
+                )));
+            }
+        }
+    }
+    put(client, &schema, &object).await?;
+    println!(
+        "{}/{} replaced",
+        kinds::display(&object.meta.kind),
+        object.meta.name
+    );
+    Ok(())
+}
+
+async fn apply(client: &Client, registry: &KindRegistry, mut object: DynConfig) -> Result<(), Failure> {
+    let schema = schema(registry, &object.meta.kind)?;
+    let kind = kinds::display(&object.meta.kind);
+    match fetch(client, &schema, &object.meta.namespace, &object.meta.name).await? {
+        None => create(client, registry, object).await,
+        Some(current)
+            if current.spec == object.spec
+                && current.meta.labels == object.meta.labels
+                && current.meta.annotations == object.meta.annotations =>
+        {
+            println!("{kind}/{} unchanged", object.meta.name);
+            Ok(())
+        }
+        Some(current) => {
+            object.meta.resource_version = current.meta.resource_version;
+            put(client, &schema, &object).await?;
+            println!("{kind}/{} configured", object.meta.name);
+            Ok(())
+        }
+    }
+}
+
+async fn delete(
+    client: &Client,
+    schema: std::sync::Arc<KindSchema>,
+    namespace: String,
+    name: String,
+    ignore_not_found: bool,
+) -> Result<(), Failure> {
+    let (status, body) = client
+        .send(Method::DELETE, &object_path(&schema, &namespace, &name), None)
+        .await?;
+    match status {
+        StatusCode::OK => {
+            println!("{}/{name} deleted", kinds::display(&schema.kind));
+            Ok(())
+        }
+        StatusCode::NOT_FOUND if ignore_not_found => Ok(()),
+        StatusCode::NOT_FOUND => Err(Failure::failed(format!(
+            "{} not found",
+            describe(&schema.kind, &namespace, &name)
+        ))),
+        _ => Err(refused(&schema.kind, &namespace, &name, status, &body, client)),
+    }
+}
+
+async fn get(
+    client: &Client,
+    schema: &KindSchema,
+    namespace: &str,
+    name: Option<String>,
+    output: Output,
+    all_namespaces: bool,
+    selector: Option<String>,
+) -> Result<(), Failure> {
+    let objects = match &name {
+        Some(name) => match fetch(client, schema, namespace, name).await? {
+            Some(object) => vec![object],
+            None => {
+                return Err(Failure::failed(format!(
+                    "{} not found",
+                    describe(&schema.kind, namespace, name)
+                )));
+            }
+        },
+        None => {
+            let mut path = collection_path(schema, (!all_namespaces).then_some(namespace));
+            if let Some(selector) = &selector {
+                path.push_str(&format!("?labelSelector={}", encode(selector)));
+            }
+            let (status, body) = client.send(Method::GET, &path, None).await?;
+            if status != StatusCode::OK {
+                return Err(refused(&schema.kind, namespace, "", status, &body, client));
+            }
+            let list: Value = serde_json::from_slice(&body)
+                .map_err(|e| Failure::failed(format!("the server sent an unreadable list: {e}")))?;
+            let items = list.get("items").cloned().unwrap_or(Value::Array(vec![]));
+            serde_json::from_value(items)
+                .map_err(|e| Failure::failed(format!("the server sent an unreadable list: {e}")))?
+        }
+    };
+    match output {
+        Output::Yaml => print!("{}", document::to_yaml(&objects)),
+        Output::Json => {
+            let value = match (&name, objects.as_slice()) {
+                (Some(_), [object]) => serde_json::to_value(object),
+                _ => serde_json::to_value(&objects)
+                    .map(|items| serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items})),
+            }
+            .map_err(|e| Failure::failed(e.to_string()))?;
+            println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        }
+        Output::Short if objects.is_empty() => {
+            let place = if all_namespaces {
+                "in any namespace".to_string()
+            } else {
+                format!("in namespace {namespace}")
+            };
+            eprintln!("No {} found {place}.", schema.plural);
+        }
+        Output::Short => {
+            let mut rows = Vec::new();
+            let mut header = vec!["NAME", "VERSION", "AGE"];
+            if all_namespaces {
+                header.insert(0, "NAMESPACE");
+            }
+            rows.push(header.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+            for object in &objects {
+                let mut row = vec![
+                    object.meta.name.clone(),
+                    object.meta.resource_version.clone().unwrap_or_default(),
+                    age(object.meta.creation_timestamp),
+                ];
+                if all_namespaces {
+                    row.insert(0, object.meta.namespace.clone());
+                }
+                rows.push(row);
+            }
+            print!("{}", table(&rows));
+        }
+    }
+    Ok(())
+}
+
+async fn proxy_status(client: &Client) -> Result<(), Failure> {
+    let (status, body) = client.send(Method::GET, "/debug/proxy-status", None).await?;
+    if status != StatusCode::OK {
+        return Err(refused("proxy-status", "default", "", status, &body, client));
+    }
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| Failure::failed(format!("the server sent an unreadable proxy status: {e}")))?;
+    let proxies = value
+        .get("proxies")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if proxies.is_empty() {
+        eprintln!("No proxies are connected to {}.", client.url);
+        return Ok(());
+    }
+    const TYPES: [&str; 4] = ["CDS", "EDS", "LDS", "RDS"];
+    let mut rows = vec![
+        ["NAME", "CDS", "EDS", "LDS", "RDS"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>(),
+    ];
+    let mut nacks = Vec::new();
+    for proxy in &proxies {
+        let node = proxy
+            .get("node")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let mut row = vec![node.clone()];
+        for name in TYPES {
+            let entry = proxy.pointer(&format!("/types/{name}"));
+            let state = entry
+                .and_then(|e| e.get("state"))
+                .and_then(Value::as_str)
+                .unwrap_or("NOT SENT");
+            row.push(state.to_string());
+            if let Some(nack) = entry.and_then(|e| e.get("nack")).filter(|n| !n.is_null())
+                && state == "NACKED"
+            {
+                nacks.push(format!(
+                    "{node} {name} rejected version {}: {}",
+                    nack.get("version").and_then(Value::as_str).unwrap_or(""),
+                    nack.get("message").and_then(Value::as_str).unwrap_or("")
+                ));
+            }
+        }
+        rows.push(row);
+    }
+    print!("{}", table(&rows));
+    for nack in nacks {
+        println!("{nack}");
+    }
+    Ok(())
+}
+
+/// Columns padded to their widest cell, three spaces apart.
+fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(String::len)
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}   ", width = widths[c]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `5s`, `3m`, `2h`, `4d`.
+fn age(created: Option<SystemTime>) -> String {
+    let Some(seconds) = created
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .map(|d| d.as_secs())
+    else {
+        return "<unknown>".to_string();
+    };
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m", s / 60),
+        s if s < 2 * 86400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+/// Percent-encodes a query value.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_and_ages_read() {
+        let rows = vec![
+            vec!["NAME".to_string(), "VERSION".into()],
+            vec!["reviews-default".to_string(), "41".into()],
+        ];
+        assert_eq!(table(&rows), "NAME              VERSION\nreviews-default   41\n");
+        let minute_ago = SystemTime::now() - std::time::Duration::from_secs(600);
+        assert_eq!(age(Some(minute_ago)), "10m");
+        assert_eq!(encode("app=reviews,v!=1"), "app%3Dreviews%2Cv%21%3D1");
+    }
+}

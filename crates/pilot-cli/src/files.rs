@@ -1,0 +1,74 @@
+//! `-f`: files, directories and `-` (stdin), YAML or JSON, many documents,
+//! validated locally with every error placed at its file, line and column.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use pilot_model::document::{self, DocumentError, ParseOptions};
+use pilot_model::{DynConfig, KindRegistry};
+
+/// Every object in `paths`, or every problem in all of them.
+pub fn read(
+    paths: &[String],
+    registry: &KindRegistry,
+    namespace: &str,
+) -> Result<Vec<DynConfig>, Vec<String>> {
+    let options = ParseOptions {
+        default_namespace: namespace.to_string(),
+        ..Default::default()
+    };
+    let mut objects = Vec::new();
+    let mut errors = Vec::new();
+    for (source, text) in sources(paths).map_err(|e| vec![e])? {
+        match document::parse_with(&source, &text, registry, &options) {
+            Ok(mut found) => objects.append(&mut found),
+            Err(found) => errors.extend(found.0.iter().map(DocumentError::to_string)),
+        }
+    }
+    if errors.is_empty() {
+        if objects.is_empty() {
+            return Err(vec![format!("no objects found in {}", paths.join(", "))]);
+        }
+        Ok(objects)
+    } else {
+        Err(errors)
+    }
+}
+
+/// (name, text) of every input: a file, each `.yaml`/`.yml`/`.json` file of
+/// a directory in name order, or stdin.
+fn sources(paths: &[String]) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for path in paths {
+        if path == "-" {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| format!("cannot read stdin: {e}"))?;
+            out.push(("<stdin>".to_string(), text));
+            continue;
+        }
+        let path = Path::new(path);
+        let files: Vec<PathBuf> = if path.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                .map_err(|e| format!("cannot read directory {}: {e}", path.display()))?
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.is_file()
+                        && p.extension()
+                            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+                })
+                .collect();
+            files.sort();
+            files
+        } else {
+            vec![path.to_path_buf()]
+        };
+        for file in files {
+            let text =
+                std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            out.push((file.display().to_string(), text));
+        }
+    }
+    Ok(out)
+}

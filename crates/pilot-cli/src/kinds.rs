@@ -1,0 +1,74 @@
+//! Kinds by name, plural or short name, case-insensitively.
+
+use std::sync::Arc;
+
+use pilot_model::{KindRegistry, KindSchema};
+
+/// The short name of a kind: the initials of its words (`RouteRule` is
+/// `rr`, `DestinationPolicy` is `dp`).
+pub fn short_name(kind: &str) -> String {
+    kind.chars()
+        .filter(char::is_ascii_uppercase)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// The kind `name` refers to, or a message listing what is known.
+pub fn resolve(registry: &KindRegistry, name: &str) -> Result<Arc<KindSchema>, String> {
+    let wanted = name.to_ascii_lowercase();
+    let found = registry
+        .kinds()
+        .into_iter()
+        .filter_map(|k| registry.get(&k))
+        .find(|schema| {
+            let kind = schema.kind.to_ascii_lowercase();
+            wanted == kind
+                || wanted == schema.plural.to_ascii_lowercase()
+                || wanted == short_name(&schema.kind)
+                || wanted == format!("{kind}.{}", schema.group)
+                || wanted == format!("{}.{}", schema.plural, schema.group)
+        });
+    found.ok_or_else(|| {
+        let known: Vec<String> = registry
+            .kinds()
+            .iter()
+            .filter_map(|k| registry.get(k))
+            .map(|s| {
+                format!(
+                    "{} ({}, {})",
+                    s.kind.to_ascii_lowercase(),
+                    s.plural,
+                    short_name(&s.kind)
+                )
+            })
+            .collect();
+        format!("unknown kind {name:?}; known kinds: {}", known.join(", "))
+    })
+}
+
+/// How a kind is written in messages: `routerule`.
+pub fn display(kind: &str) -> String {
+    kind.to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_plurals_and_short_names_in_any_case() {
+        let registry = pilot_model::istio::registry();
+        for name in [
+            "RouteRule",
+            "routerule",
+            "ROUTERULES",
+            "rr",
+            "routerules.config.istio.io",
+        ] {
+            assert_eq!(resolve(&registry, name).unwrap().kind, "RouteRule", "{name}");
+        }
+        assert_eq!(resolve(&registry, "dp").unwrap().kind, "DestinationPolicy");
+        let error = resolve(&registry, "routes").unwrap_err();
+        assert!(error.contains("routerule (routerules, rr)"), "{error}");
+    }
+}

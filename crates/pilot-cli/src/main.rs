@@ -1,0 +1,177 @@
+//! `pilotctl`: the command line for pilot's configuration, in the manner of
+//! kubectl and istioctl.
+//!
+//! ```text
+//! pilotctl apply -f examples/bookinfo/          # create or update, validated locally first
+//! pilotctl get routerules                       # or rr, RouteRule; -o yaml|json; -A
+//! pilotctl replace -f rule.yaml                 # 409 with the current version if stale
+//! pilotctl delete rr reviews-default            # or delete -f FILE
+//! pilotctl validate -f rules/                   # offline
+//! pilotctl proxy-status                         # SYNCED / STALE / NACKED per type
+//! ```
+//!
+//! Exit codes: 0 success, 1 an operation failed, 2 usage error.
+#![forbid(unsafe_code)]
+
+mod client;
+mod commands;
+mod files;
+mod kinds;
+mod settings;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// pilotctl: create, replace, apply, delete, get and validate pilot
+/// configuration, and see what each proxy accepted.
+#[derive(Debug, Parser)]
+#[command(name = "pilotctl", version, about, long_about = None)]
+pub struct Cli {
+    /// The server (default: $PILOT_SERVER, then server: in the config file,
+    /// then http://127.0.0.1:8080).
+    #[arg(long, global = true, value_name = "URL")]
+    pub server: Option<String>,
+    /// Bearer token (default: token: in the config file).
+    #[arg(long, global = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// CA certificate (PEM) for an https server.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// The namespace (objects that name none go here).
+    #[arg(
+        short = 'n',
+        long,
+        global = true,
+        default_value = "default",
+        value_name = "NAMESPACE"
+    )]
+    pub namespace: String,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create objects; fails for those that exist.
+    Create(FileArgs),
+    /// Replace objects; their resourceVersion (or the current one, if the
+    /// file has none) must still be current.
+    Replace(FileArgs),
+    /// Create objects, or update those that exist.
+    Apply(FileArgs),
+    /// Delete objects named in files, or by kind and names.
+    Delete {
+        #[command(flatten)]
+        files: OptionalFiles,
+        /// KIND NAME... (instead of -f).
+        #[arg(value_name = "KIND NAME")]
+        names: Vec<String>,
+        /// Succeed for objects that are already gone.
+        #[arg(long)]
+        ignore_not_found: bool,
+    },
+    /// Show objects of a kind (by name, plural or short name).
+    Get {
+        /// The kind: routerule, routerules, rr, ...
+        kind: String,
+        /// One object's name.
+        name: Option<String>,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value = "short")]
+        output: Output,
+        /// Every namespace.
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+        /// Only objects with these labels, e.g. app=reviews,version!=v1.
+        #[arg(short = 'l', long, value_name = "SELECTOR")]
+        selector: Option<String>,
+    },
+    /// Check files offline; every error as file:line:col field.path: message.
+    Validate(FileArgs),
+    /// For each connected proxy, per xDS type: SYNCED, STALE or NACKED.
+    ProxyStatus,
+}
+
+/// `-f` (required).
+#[derive(Debug, clap::Args)]
+pub struct FileArgs {
+    /// A file, a directory (its .yaml, .yml and .json files) or - for stdin;
+    /// repeatable.
+    #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
+    pub files: Vec<String>,
+}
+
+/// `-f` (optional).
+#[derive(Debug, clap::Args)]
+pub struct OptionalFiles {
+    /// A file, a directory or - for stdin; repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub files: Vec<String>,
+}
+
+/// `-o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// A table.
+    Short,
+    /// YAML documents, as the files read by -f.
+    Yaml,
+    /// JSON.
+    Json,
+}
+
+/// Why a command did not succeed, and its exit code.
+#[derive(Debug)]
+pub struct Failure {
+    /// 1 (operation failed) or 2 (usage).
+    pub code: u8,
+    /// Lines to print on stderr.
+    pub messages: Vec<String>,
+}
+
+impl Failure {
+    /// Exit code 1.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Failure {
+            code: 1,
+            messages: vec![message.into()],
+        }
+    }
+
+    /// Exit code 2.
+    pub fn usage(message: impl Into<String>) -> Self {
+        Failure {
+            code: 2,
+            messages: vec![message.into()],
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return ExitCode::from(if error.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("pilotctl: cannot start: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            for message in &failure.messages {
+                eprintln!("{message}");
+            }
+            ExitCode::from(failure.code)
+        }
+    }
+}

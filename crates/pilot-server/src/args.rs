@@ -1,0 +1,177 @@
+//! The command line of `pilot-discovery`, and its config file (`--config
+//! FILE`: a YAML mapping of the same option names, which the command line
+//! overrides).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+/// Where configuration objects are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreKind {
+    /// In this process (with `--data-dir`, persisted to disk).
+    Memory,
+    /// An etcd v3 cluster (`--etcd-endpoints`).
+    Etcd,
+    /// Kubernetes custom resources (not in this build).
+    Kubernetes,
+}
+
+/// A service registry besides the `--services` file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RegistryKind {
+    /// Services and instances registered in etcd (`--etcd-endpoints`).
+    Etcd,
+    /// Kubernetes Services and EndpointSlices (not in this build).
+    Kubernetes,
+}
+
+/// pilot-discovery: the REST configuration API and the ADS server.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "pilot-discovery", version, about, long_about = None, args_override_self = true)]
+pub struct Args {
+    /// A YAML file of options (`store: etcd`, `etcd-endpoints: [...]`, ...);
+    /// flags override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address of the REST API (and /healthz, /readyz, /metrics); port 0
+    /// picks a free port.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Address of the ADS (xDS) gRPC server.
+    #[arg(long, default_value = "127.0.0.1:15010", value_name = "ADDR")]
+    pub xds_listen: SocketAddr,
+    /// The configuration store.
+    #[arg(long, value_enum, default_value = "memory")]
+    pub store: StoreKind,
+    /// With `--store memory`: keep the configuration in this directory so
+    /// it survives a restart.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// etcd client URLs, comma separated.
+    #[arg(long, value_delimiter = ',', value_name = "URLS")]
+    pub etcd_endpoints: Vec<String>,
+    /// The etcd key prefix.
+    #[arg(long, default_value = "/pilot/config", value_name = "PREFIX")]
+    pub etcd_prefix: String,
+    /// A YAML file of services and instances for the in-memory registry,
+    /// reloaded when it changes.
+    #[arg(long, value_name = "FILE")]
+    pub services: Option<PathBuf>,
+    /// More service registries (repeatable); all are combined.
+    #[arg(long = "registry", value_enum, value_name = "KIND")]
+    pub registries: Vec<RegistryKind>,
+    /// Bearer tokens, one per line: `TOKEN ro|rw [NAME]`. With it, every
+    /// request but /healthz and /readyz needs a token.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Serve the REST API over TLS with this certificate chain (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) for `--tls-cert`.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Largest request body accepted, in bytes.
+    #[arg(long, default_value_t = 1024 * 1024, value_name = "BYTES")]
+    pub max_body_bytes: usize,
+    /// How often the `--services` file is checked for changes, in
+    /// milliseconds.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub services_poll_ms: u64,
+    /// Once listening, write the bound addresses here as JSON
+    /// (`{"rest": URL, "xds": ADDR}`).
+    #[arg(long, value_name = "FILE")]
+    pub ready_file: Option<PathBuf>,
+    /// Log level: error, warn, info, debug or trace.
+    #[arg(long, default_value = "info", value_name = "LEVEL")]
+    pub log_level: tracing::Level,
+}
+
+impl Args {
+    /// Parses `argv`, reading `--config` first when given. Errors are
+    /// clap's (usage, exit code 2) or the config file's.
+    pub fn parse_with_config(argv: Vec<String>) -> Result<Self, clap::Error> {
+        let first = Args::try_parse_from(&argv)?;
+        let Some(path) = &first.config else {
+            return Ok(first);
+        };
+        let mut merged = vec![argv.first().cloned().unwrap_or_default()];
+        merged.extend(config_file_args(path).map_err(|message| {
+            clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{message}\n"))
+        })?);
+        merged.extend(argv.into_iter().skip(1));
+        Args::try_parse_from(merged)
+    }
+}
+
+/// The options in a config file as `--name=value` arguments.
+fn config_file_args(path: &std::path::Path) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let source = path.display().to_string();
+    let values = pilot_model::document::parse_values(&source, &text).map_err(|e| e.to_string())?;
+    let Some(value) = values.into_iter().next() else {
+        return Ok(Vec::new());
+    };
+    let serde_json::Value::Object(options) = value else {
+        return Err(format!("{source}: expected a mapping of option names to values"));
+    };
+    let mut args = Vec::new();
+    for (name, value) in options {
+        if name == "config" {
+            return Err(format!("{source}: a config file cannot name another config file"));
+        }
+        let items = match value {
+            serde_json::Value::Array(items) => items,
+            other => vec![other],
+        };
+        for item in items {
+            let text = match item {
+                serde_json::Value::String(s) => s,
+                serde_json::Value::Bool(true) => String::new(),
+                other => other.to_string(),
+            };
+            args.push(if text.is_empty() {
+                format!("--{name}")
+            } else {
+                format!("--{name}={text}")
+            });
+        }
+    }
+    Ok(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pilot.yaml");
+        std::fs::write(
+            &file,
+            "store: etcd\netcd-endpoints: [http://a:2379, http://b:2379]\nlisten: 127.0.0.1:9000\n",
+        )
+        .unwrap();
+        let argv = |extra: &[&str]| {
+            let mut argv = vec![
+                "pilot-discovery".to_string(),
+                "--config".into(),
+                file.display().to_string(),
+            ];
+            argv.extend(extra.iter().map(|s| s.to_string()));
+            argv
+        };
+        let args = Args::parse_with_config(argv(&[])).unwrap();
+        assert_eq!(args.store, StoreKind::Etcd);
+        assert_eq!(args.etcd_endpoints, ["http://a:2379", "http://b:2379"]);
+        assert_eq!(args.listen.port(), 9000);
+        let args = Args::parse_with_config(argv(&["--listen", "127.0.0.1:0", "--store", "memory"])).unwrap();
+        assert_eq!(args.listen.port(), 0);
+        assert_eq!(args.store, StoreKind::Memory);
+        std::fs::write(&file, "stroe: etcd\n").unwrap();
+        let error = Args::parse_with_config(argv(&[])).unwrap_err();
+        assert!(error.to_string().contains("--stroe"), "{error}");
+    }
+}

@@ -1,0 +1,121 @@
+//! Backend selection: the configuration store and the service registries
+//! the flags ask for. Adding a backend is one arm in [`open_store`] and one
+//! in [`open_registries`].
+
+use std::sync::Arc;
+
+use pilot_model::{AggregateDiscovery, ConfigWatch, KindRegistry, ServiceDiscovery};
+use pilot_store_etcd::{EtcdConfigStore, EtcdOptions, EtcdServiceRegistry};
+use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+
+use crate::args::{Args, RegistryKind, StoreKind};
+use crate::services_file::{self, ServicesFile};
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The flags ask for something impossible (exit code 2).
+    #[error("{0}")]
+    Usage(String),
+    /// Something failed (exit code 1).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl StartError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StartError::Usage(_) => 2,
+            StartError::Failed(_) => 1,
+        }
+    }
+}
+
+const NO_KUBERNETES: &str = "this build of pilot-discovery has no Kubernetes backend (crate pilot-store-k8s is not part of it); use --store memory or --store etcd";
+
+/// The configuration store the flags name.
+pub async fn open_store(args: &Args, registry: KindRegistry) -> Result<Arc<dyn ConfigWatch>, StartError> {
+    if args.data_dir.is_some() && args.store != StoreKind::Memory {
+        return Err(StartError::Usage(
+            "--data-dir applies to --store memory only; etcd and Kubernetes keep their own data".into(),
+        ));
+    }
+    match args.store {
+        StoreKind::Memory => match &args.data_dir {
+            None => Ok(Arc::new(MemoryConfigStore::new(registry))),
+            Some(dir) => {
+                let store = crate::journal::open(dir, registry, pilot_store::DEFAULT_HISTORY)
+                    .map_err(|e| StartError::Failed(e.to_string()))?;
+                Ok(Arc::new(store))
+            }
+        },
+        StoreKind::Etcd => {
+            let options = etcd_options(args)?;
+            let store = EtcdConfigStore::connect(&options, registry).await.map_err(|e| {
+                StartError::Failed(format!(
+                    "cannot connect to etcd at {}: {e}",
+                    options.endpoints.join(",")
+                ))
+            })?;
+            Ok(Arc::new(store))
+        }
+        StoreKind::Kubernetes => Err(StartError::Usage(NO_KUBERNETES.into())),
+    }
+}
+
+/// The service registries, combined, with a readiness check for those that
+/// follow a remote source.
+pub struct Registries {
+    /// Every registry as one.
+    pub discovery: Arc<dyn ServiceDiscovery>,
+    /// True once every registry has its first full view.
+    pub synced: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// The file-fed registry and what it was loaded from, to follow.
+    pub file: Option<(std::path::PathBuf, MemoryServiceRegistry, ServicesFile)>,
+}
+
+/// The registries the flags name (`--services FILE`, `--registry etcd`).
+pub async fn open_registries(args: &Args) -> Result<Registries, StartError> {
+    let mut aggregate = AggregateDiscovery::default();
+    let mut checks: Vec<Arc<dyn Fn() -> bool + Send + Sync>> = Vec::new();
+    let mut file = None;
+    // The in-memory registry is always there (empty without --services):
+    // the push pipeline follows the aggregate's change stream, which must
+    // not end.
+    let memory = MemoryServiceRegistry::new();
+    aggregate.push(Arc::new(memory.clone()));
+    if let Some(path) = &args.services {
+        let loaded = services_file::load(path).map_err(StartError::Failed)?;
+        services_file::apply(&memory, &ServicesFile { services: vec![] }, &loaded);
+        file = Some((path.clone(), memory, loaded));
+    }
+    for kind in &args.registries {
+        match kind {
+            RegistryKind::Etcd => {
+                let options = etcd_options(args)?;
+                let registry = EtcdServiceRegistry::connect(&options).await.map_err(|e| {
+                    StartError::Failed(format!("cannot connect the etcd service registry: {e}"))
+                })?;
+                let synced = registry.clone();
+                checks.push(Arc::new(move || synced.has_synced()));
+                aggregate.push(Arc::new(registry));
+            }
+            RegistryKind::Kubernetes => return Err(StartError::Usage(NO_KUBERNETES.into())),
+        }
+    }
+    Ok(Registries {
+        discovery: Arc::new(aggregate),
+        synced: Arc::new(move || checks.iter().all(|check| check())),
+        file,
+    })
+}
+
+fn etcd_options(args: &Args) -> Result<EtcdOptions, StartError> {
+    if args.etcd_endpoints.is_empty() {
+        return Err(StartError::Usage(
+            "etcd needs --etcd-endpoints, e.g. --etcd-endpoints http://127.0.0.1:2379".into(),
+        ));
+    }
+    Ok(EtcdOptions::new(args.etcd_endpoints.clone()).with_prefix(args.etcd_prefix.clone()))
+}

@@ -1,0 +1,274 @@
+//! `pilot-discovery`: one process that serves the REST configuration API
+//! and the ADS (xDS) server over a chosen configuration store and service
+//! registries.
+//!
+//! - [`args::Args`]: flags and the `--config` file; [`backend`] turns them
+//!   into a store (memory, memory with `--data-dir` ([`journal`]), etcd)
+//!   and registries (a `--services` file ([`services_file`]), etcd).
+//! - [`router`]: the REST API ([`api`]), `/healthz`, `/readyz`,
+//!   `/metrics` ([`metrics`]), `/debug/proxy-status` ([`proxy_status`]),
+//!   `/openapi.json` ([`openapi`]), behind bearer tokens ([`auth`]) when
+//!   configured.
+//! - [`run`]: binds both listeners, serves until shutdown, then ends watch
+//!   and ADS streams and drains in-flight requests ([`serve`]).
+//!
+//! Writes go through the cached `Controller` (they return once the cache
+//! that feeds xDS has them); lists and watches read the backend itself, so
+//! a list's `resourceVersion` is a revision a watch can resume after.
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod args;
+pub mod auth;
+pub mod backend;
+pub mod journal;
+pub mod metrics;
+pub mod openapi;
+pub mod proxy_status;
+pub mod selector;
+pub mod serve;
+pub mod services_file;
+pub mod status;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::middleware::from_fn_with_state;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use pilot_model::{ConfigStore, ConfigWatch, KindRegistry};
+use pilot_store::Controller;
+use pilot_xds::{XdsOptions, XdsServer};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub use args::Args;
+pub use backend::StartError;
+
+use crate::status::ApiError;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// The Controller, as a store: reads from its cache, writes that wait
+    /// for it.
+    pub store: Arc<dyn ConfigStore>,
+    /// The backend itself, for lists and watches.
+    pub backend: Arc<dyn ConfigWatch>,
+    /// The Controller, for metrics.
+    pub controller: Arc<Controller>,
+    /// The kinds served.
+    pub registry: KindRegistry,
+    /// The ADS server, for proxy status and metrics.
+    pub xds: XdsServer,
+    /// Counters.
+    pub metrics: Arc<metrics::Metrics>,
+    /// Accepted tokens; `None` when authentication is off.
+    pub tokens: Option<Arc<auth::Tokens>>,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// Turns true on shutdown; watches end.
+    pub shutdown: watch::Receiver<bool>,
+    /// True once every cache has synced.
+    pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// Every route of the server.
+pub fn router(state: AppState) -> Router {
+    let protected = Router::new()
+        .route("/apis/{group}/{version}/{plural}", get(api::list_all))
+        .route(
+            "/apis/{group}/{version}/namespaces/{namespace}/{plural}",
+            get(api::list_namespaced).post(api::create),
+        )
+        .route(
+            "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}",
+            get(api::get_object).put(api::replace).delete(api::delete),
+        )
+        .route("/metrics", get(metrics::handler))
+        .route("/debug/proxy-status", get(proxy_status::handler))
+        .route(
+            "/openapi.json",
+            get(
+                |axum::extract::State(state): axum::extract::State<AppState>| async move {
+                    axum::Json(openapi::document(&state.registry))
+                },
+            ),
+        )
+        .fallback(|| async {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                "no such path; see /openapi.json",
+            )
+        })
+        .layer(from_fn_with_state(state.clone(), auth::require));
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(
+                |axum::extract::State(state): axum::extract::State<AppState>| async move {
+                    if (state.ready)() {
+                        (StatusCode::OK, "ready").into_response()
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "caches have not synced yet").into_response()
+                    }
+                },
+            ),
+        )
+        .merge(protected)
+        .layer(from_fn_with_state(state.clone(), metrics::count))
+        .with_state(state)
+}
+
+/// The addresses a running server listens on.
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    /// The REST API.
+    pub rest: SocketAddr,
+    /// ADS.
+    pub xds: SocketAddr,
+}
+
+/// Runs the server until `shutdown` completes; `on_bound` is told the
+/// addresses once both listeners are bound.
+pub async fn run(
+    args: Args,
+    shutdown: impl Future<Output = ()> + Send,
+    on_bound: impl FnOnce(Bound),
+) -> Result<(), StartError> {
+    let registry = pilot_model::istio::registry();
+    let tokens = match &args.token_file {
+        Some(path) => Some(Arc::new(auth::Tokens::load(path).map_err(StartError::Failed)?)),
+        None => None,
+    };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(serve::tls_acceptor(cert, key).map_err(StartError::Failed)?),
+        _ => None,
+    };
+    let backend = backend::open_store(&args, registry.clone()).await?;
+    let registries = backend::open_registries(&args).await?;
+    let controller = Arc::new(Controller::new(Arc::clone(&backend)));
+    controller.run();
+
+    let bind = |address: SocketAddr, what: &str| {
+        let what = what.to_string();
+        async move {
+            TcpListener::bind(address)
+                .await
+                .map_err(|e| StartError::Failed(format!("cannot listen on {address} for {what}: {e}")))
+        }
+    };
+    let rest_listener = bind(args.listen, "the REST API").await?;
+    let xds_listener = bind(args.xds_listen, "ADS").await?;
+    let bound = Bound {
+        rest: rest_listener
+            .local_addr()
+            .map_err(|e| StartError::Failed(e.to_string()))?,
+        xds: xds_listener
+            .local_addr()
+            .map_err(|e| StartError::Failed(e.to_string()))?,
+    };
+
+    let xds = XdsServer::new(
+        Arc::clone(&controller),
+        registries.discovery,
+        XdsOptions::default(),
+    );
+    let (closing, shutdown_rx) = watch::channel(false);
+    let metrics = Arc::new(metrics::Metrics::default());
+    let ready = {
+        let controller = Arc::clone(&controller);
+        let registries_synced = registries.synced;
+        Arc::new(move || controller.has_synced() && registries_synced())
+            as Arc<dyn Fn() -> bool + Send + Sync>
+    };
+    let state = AppState {
+        store: Arc::clone(&controller) as Arc<dyn ConfigStore>,
+        backend,
+        controller: Arc::clone(&controller),
+        registry,
+        xds: xds.clone(),
+        metrics: Arc::clone(&metrics),
+        tokens,
+        max_body_bytes: args.max_body_bytes,
+        shutdown: shutdown_rx.clone(),
+        ready,
+    };
+
+    let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(metrics::track_pushes(
+        metrics,
+        xds.clone(),
+        Arc::clone(&controller),
+        shutdown_rx.clone(),
+    )));
+    if let Some((path, registry, loaded)) = registries.file {
+        tasks.push(tokio::spawn(services_file::follow(
+            path,
+            registry,
+            loaded,
+            Duration::from_millis(args.services_poll_ms.max(10)),
+            shutdown_rx.clone(),
+        )));
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let rest = tokio::spawn(serve::serve(
+        rest_listener,
+        router(state),
+        tls,
+        shutdown_rx.clone(),
+    ));
+    let xds_task = {
+        let xds = xds.clone();
+        let mut shutdown_rx = shutdown_rx.clone();
+        let incoming = tonic::transport::server::TcpIncoming::from(xds_listener).with_nodelay(Some(true));
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .http2_keepalive_interval(Some(Duration::from_secs(30)))
+                .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+                .add_service(xds.service())
+                .serve_with_incoming_shutdown(incoming, async move {
+                    let _ = shutdown_rx.wait_for(|closing| *closing).await;
+                    xds.close();
+                })
+                .await
+        })
+    };
+    tracing::info!(rest = %format!("{scheme}://{}", bound.rest), xds = %bound.xds, "pilot-discovery listening");
+    if let Some(path) = &args.ready_file {
+        let body =
+            serde_json::json!({"rest": format!("{scheme}://{}", bound.rest), "xds": bound.xds.to_string()});
+        let temporary = path.with_extension("tmp");
+        std::fs::write(&temporary, body.to_string())
+            .and_then(|()| std::fs::rename(&temporary, path))
+            .map_err(|e| StartError::Failed(format!("cannot write {}: {e}", path.display())))?;
+    }
+    on_bound(bound);
+
+    shutdown.await;
+    tracing::info!("shutting down: closing listeners, ending streams, finishing in-flight requests");
+    closing.send_replace(true);
+    let _ = rest.await;
+    match xds_task.await {
+        Ok(Err(error)) => tracing::warn!(%error, "ADS server ended with an error"),
+        Err(error) => tracing::warn!(%error, "ADS server task failed"),
+        Ok(Ok(())) => {}
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Completes once `shutdown` turns true (or its sender is gone).
+pub async fn closed(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|closing| *closing).await;
+}

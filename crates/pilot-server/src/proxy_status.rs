@@ -1,0 +1,85 @@
+//! The proxy status endpoint: per connected proxy and xDS type, the
+//! versions sent and ACKed, the last NACK, and a one-word state.
+
+use axum::Json;
+use axum::extract::State;
+use pilot_xds::{ProxyStatus, TYPES, TypeStatus};
+use serde_json::{Value, json};
+
+use crate::AppState;
+
+/// `SYNCED` (ACKed what was last sent), `NACKED` (rejected what was last
+/// sent), `STALE` (sent, not answered yet) or `NOT SENT`.
+pub fn state(status: &TypeStatus) -> &'static str {
+    match (&status.sent, &status.nack) {
+        (None, _) => "NOT SENT",
+        _ if status.synced() => "SYNCED",
+        (Some(sent), Some(nack)) if &nack.version == sent => "NACKED",
+        _ => "STALE",
+    }
+}
+
+/// Every proxy's status as JSON.
+pub fn to_json(proxies: &[ProxyStatus]) -> Value {
+    let proxies: Vec<Value> = proxies
+        .iter()
+        .map(|proxy| {
+            let types: serde_json::Map<String, Value> = TYPES
+                .iter()
+                .map(|name| {
+                    let status = proxy.types.get(name).cloned().unwrap_or_default();
+                    let value = json!({
+                        "state": state(&status),
+                        "sent": status.sent,
+                        "acked": status.acked,
+                        "nack": status.nack.as_ref().map(|n| json!({"version": n.version, "message": n.message})),
+                    });
+                    (name.to_string(), value)
+                })
+                .collect();
+            json!({"node": proxy.node_id, "incremental": proxy.incremental, "types": types})
+        })
+        .collect();
+    json!({"proxies": proxies})
+}
+
+/// `GET /debug/proxy-status`.
+pub async fn handler(State(state): State<AppState>) -> Json<Value> {
+    Json(to_json(&state.xds.status()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pilot_xds::Nack;
+
+    #[test]
+    fn states_say_what_the_proxy_did_with_the_last_push() {
+        let status = |sent: Option<&str>, acked: Option<&str>, nack: Option<&str>| TypeStatus {
+            sent: sent.map(str::to_string),
+            acked: acked.map(str::to_string),
+            nack: nack.map(|version| Nack {
+                version: version.to_string(),
+                message: "bad regex".to_string(),
+            }),
+        };
+        assert_eq!(state(&status(None, None, None)), "NOT SENT");
+        assert_eq!(state(&status(Some("3"), Some("3"), None)), "SYNCED");
+        assert_eq!(state(&status(Some("3"), Some("2"), None)), "STALE");
+        assert_eq!(state(&status(Some("3"), Some("2"), Some("3"))), "NACKED");
+        // An old NACK does not hide a later ACK, nor make a newer push NACKED.
+        assert_eq!(state(&status(Some("4"), Some("4"), Some("3"))), "SYNCED");
+        assert_eq!(state(&status(Some("4"), Some("2"), Some("3"))), "STALE");
+        let proxy = ProxyStatus {
+            node_id: "sidecar~1.2.3.4~a.default~default.svc.cluster.local".into(),
+            incremental: false,
+            types: [("CDS", status(Some("3"), Some("2"), Some("3")))]
+                .into_iter()
+                .collect(),
+        };
+        let json = to_json(&[proxy]);
+        assert_eq!(json["proxies"][0]["types"]["CDS"]["state"], "NACKED");
+        assert_eq!(json["proxies"][0]["types"]["CDS"]["nack"]["message"], "bad regex");
+        assert_eq!(json["proxies"][0]["types"]["RDS"]["state"], "NOT SENT");
+    }
+}

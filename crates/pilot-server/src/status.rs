@@ -1,0 +1,153 @@
+//! Errors as Kubernetes-style `Status` bodies.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use pilot_model::{ConfigKey, StoreError};
+use serde_json::{Value, json};
+
+/// A failed request: its HTTP status, a machine-readable reason, a message a
+/// person can act on, and details (the object, versions, field causes).
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub code: StatusCode,
+    /// Kubernetes' reason word, e.g. `AlreadyExists`, `Conflict`, `Invalid`.
+    pub reason: &'static str,
+    /// What went wrong and what to do.
+    pub message: String,
+    /// `details` of the Status body.
+    pub details: Value,
+}
+
+impl ApiError {
+    /// An error without details.
+    pub fn new(code: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: Value::Null,
+        }
+    }
+
+    /// 400: the request cannot be read.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "BadRequest", message)
+    }
+
+    /// The body as sent.
+    pub fn body(&self) -> Value {
+        let mut body = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code.as_u16(),
+        });
+        if !self.details.is_null() {
+            body["details"] = self.details.clone();
+        }
+        body
+    }
+
+    /// A store error as the API reports it. `current` is the stored
+    /// object's resource version, looked up by the caller for
+    /// `AlreadyExists`.
+    pub fn from_store(error: StoreError, current: Option<String>) -> Self {
+        match error {
+            StoreError::NotFound { key } => ApiError {
+                details: key_details(&key),
+                ..Self::new(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    format!("{} not found", describe(&key)),
+                )
+            },
+            StoreError::AlreadyExists { key } => {
+                let mut details = key_details(&key);
+                let message = match &current {
+                    Some(version) => {
+                        details["currentResourceVersion"] = json!(version);
+                        format!("{} already exists at resourceVersion {version}", describe(&key))
+                    }
+                    None => format!("{} already exists", describe(&key)),
+                };
+                ApiError {
+                    details,
+                    ..Self::new(StatusCode::CONFLICT, "AlreadyExists", message)
+                }
+            }
+            StoreError::Conflict {
+                key,
+                expected,
+                actual,
+            } => {
+                let mut details = key_details(&key);
+                details["currentResourceVersion"] = json!(actual);
+                details["sentResourceVersion"] = json!(expected);
+                let sent = match &expected {
+                    Some(version) => format!("you sent {version}"),
+                    None => "you sent none".to_string(),
+                };
+                ApiError {
+                    details,
+                    ..Self::new(
+                        StatusCode::CONFLICT,
+                        "Conflict",
+                        format!(
+                            "stale resourceVersion for {}: {sent}, current is {actual}",
+                            describe(&key)
+                        ),
+                    )
+                }
+            }
+            StoreError::Invalid { key, errors } => {
+                let mut details = key_details(&key);
+                details["causes"] = errors
+                    .iter()
+                    .map(|e| json!({"field": e.path, "message": e.message}))
+                    .collect();
+                let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                ApiError {
+                    details,
+                    ..Self::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "Invalid",
+                        format!("{} is invalid: {}", describe(&key), list.join("; ")),
+                    )
+                }
+            }
+            StoreError::UnknownKind { kind } => {
+                Self::new(StatusCode::NOT_FOUND, "NotFound", format!("unknown kind {kind}"))
+            }
+            StoreError::Compacted { .. } => Self::new(StatusCode::GONE, "Expired", error.to_string()),
+            StoreError::Unavailable { .. } => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                error.to_string(),
+            ),
+            other => Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                other.to_string(),
+            ),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.code, Json(self.body())).into_response()
+    }
+}
+
+/// `RouteRule default/reviews-default`.
+fn describe(key: &ConfigKey) -> String {
+    key.to_string()
+}
+
+fn key_details(key: &ConfigKey) -> Value {
+    json!({"kind": key.kind, "namespace": key.namespace, "name": key.name})
+}

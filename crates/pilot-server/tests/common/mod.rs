@@ -1,0 +1,190 @@
+//! An in-process pilot-discovery on free loopback ports, and a tiny HTTP
+//! client for the tests.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+use pilot_server::{Args, Bound};
+use serde_json::Value;
+
+/// A running server, stopped when dropped.
+pub struct TestServer {
+    pub rest: SocketAddr,
+    pub xds: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Result<(), pilot_server::StartError>>>,
+}
+
+impl TestServer {
+    /// Starts a server with these extra flags (memory store by default).
+    pub async fn start(extra: &[&str]) -> Self {
+        let mut argv: Vec<String> = [
+            "pilot-discovery",
+            "--listen",
+            "127.0.0.1:0",
+            "--xds-listen",
+            "127.0.0.1:0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        let args = Args::parse_with_config(argv).expect("flags");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (bound_tx, bound_rx) = tokio::sync::oneshot::channel::<Bound>();
+        let task = tokio::spawn(pilot_server::run(
+            args,
+            async move {
+                let _ = stopped.await;
+            },
+            move |bound| {
+                let _ = bound_tx.send(bound);
+            },
+        ));
+        let bound = bound_rx.await.expect("the server did not start");
+        let server = TestServer {
+            rest: bound.rest,
+            xds: bound.xds,
+            stop: Some(stop),
+            task: Some(task),
+        };
+        // Ready once the caches synced.
+        let started = std::time::Instant::now();
+        while server.request("GET", "/readyz", &[], None).0 != 200 {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "the server never became ready"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        server
+    }
+
+    /// Stops the server and waits until it has.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("server task").expect("server run");
+        }
+    }
+
+    /// One request; the status code and the body.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> (u16, Vec<u8>) {
+        http(self.rest, method, path, headers, body)
+    }
+
+    /// A JSON request; the status code and the body as JSON (Null if none).
+    pub fn json(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
+        let (code, answer) = self.request(
+            method,
+            path,
+            &[("content-type", "application/json")],
+            bytes.as_deref(),
+        );
+        (code, serde_json::from_slice(&answer).unwrap_or(Value::Null))
+    }
+
+    /// Opens a watch; lines come from the returned reader.
+    pub fn watch(&self, path: &str) -> BufReader<TcpStream> {
+        let mut stream = TcpStream::connect(self.rest).unwrap();
+        write!(stream, "GET {path} HTTP/1.1\r\nhost: test\r\n\r\n").unwrap();
+        BufReader::new(stream)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// The next watch event (skipping HTTP headers and chunk sizes); `None` at
+/// the end of the stream.
+pub fn next_event(reader: &mut BufReader<TcpStream>) -> Option<Value> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line.starts_with('{') {
+            return serde_json::from_str(line.trim()).ok();
+        }
+    }
+}
+
+/// A blocking HTTP/1.1 request with `connection: close`.
+pub fn http(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> (u16, Vec<u8>) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    let body = body.unwrap_or_default();
+    request.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+    stream.write_all(request.as_bytes()).unwrap();
+    // A server may answer (413) before reading the whole body.
+    let _ = stream.write_all(body);
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let text = String::from_utf8_lossy(&response).to_string();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
+    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
+    let body = if chunked { dechunk(rest) } else { rest.to_string() };
+    (code, body.into_bytes())
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || tail.len() < size {
+            break;
+        }
+        out.push_str(&tail[..size]);
+        rest = tail[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// A valid route rule document.
+pub fn rule(name: &str, version: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "config.istio.io/v1alpha2",
+        "kind": "RouteRule",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "reviews"}},
+        "spec": {"destination": {"name": "reviews"}, "route": [{"labels": {"version": version}}]},
+    })
+}
+
+/// The route rules path in `namespace`.
+pub fn rules(namespace: &str) -> String {
+    format!("/apis/config.istio.io/v1alpha2/namespaces/{namespace}/routerules")
+}
