@@ -124,14 +124,14 @@ fn usage_errors_exit_2_and_failures_exit_1() {
             "--xds-listen",
             "127.0.0.1:0",
         ])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
         .output()
         .unwrap();
-    assert_eq!(kubernetes.status.code(), Some(2));
+    assert_eq!(kubernetes.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&kubernetes.stderr);
-    assert!(
-        stderr.contains("this build of pilot-discovery has no Kubernetes backend"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("cannot reach Kubernetes"), "{stderr}");
+    assert!(stderr.contains("/nonexistent/kubeconfig"), "{stderr}");
     let etcd = std::process::Command::new(discovery_binary())
         .args(["--store", "etcd"])
         .output()

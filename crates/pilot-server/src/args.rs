@@ -14,7 +14,8 @@ pub enum StoreKind {
     Memory,
     /// An etcd v3 cluster (`--etcd-endpoints`).
     Etcd,
-    /// Kubernetes custom resources (not in this build).
+    /// Kubernetes custom resources (the cluster of `KUBECONFIG`, or the
+    /// one the server runs in).
     Kubernetes,
 }
 
@@ -23,7 +24,7 @@ pub enum StoreKind {
 pub enum RegistryKind {
     /// Services and instances registered in etcd (`--etcd-endpoints`).
     Etcd,
-    /// Kubernetes Services and EndpointSlices (not in this build).
+    /// Kubernetes Services, EndpointSlices and Pods.
     Kubernetes,
 }
 
@@ -55,6 +56,17 @@ pub struct Args {
     /// The etcd key prefix.
     #[arg(long, default_value = "/pilot/config", value_name = "PREFIX")]
     pub etcd_prefix: String,
+    /// With Kubernetes: work in this namespace only (default: every
+    /// namespace, which needs cluster-wide RBAC).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub kube_namespace: Option<String>,
+    /// With `--store kubernetes`: install (server-side apply) the CRDs of
+    /// every kind at start.
+    #[arg(long)]
+    pub install_crds: bool,
+    /// With `--registry kubernetes`: the cluster's DNS domain.
+    #[arg(long, default_value = "cluster.local", value_name = "DOMAIN")]
+    pub kube_domain: String,
     /// A YAML file of services and instances for the in-memory registry,
     /// reloaded when it changes.
     #[arg(long, value_name = "FILE")]

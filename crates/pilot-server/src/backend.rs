@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use pilot_model::{AggregateDiscovery, ConfigWatch, KindRegistry, ServiceDiscovery};
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions, EtcdServiceRegistry};
+use pilot_store_k8s::{DiscoveryOptions, KubeConfigStore, KubeServiceDiscovery};
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 
 use crate::args::{Args, RegistryKind, StoreKind};
@@ -32,7 +33,15 @@ impl StartError {
     }
 }
 
-const NO_KUBERNETES: &str = "this build of pilot-discovery has no Kubernetes backend (crate pilot-store-k8s is not part of it); use --store memory or --store etcd";
+/// A client for the cluster of `KUBECONFIG` (or `~/.kube/config`), or the
+/// one the server runs in.
+async fn kube_client() -> Result<kube::Client, StartError> {
+    kube::Client::try_default().await.map_err(|e| {
+        StartError::Failed(format!(
+            "cannot reach Kubernetes (KUBECONFIG, ~/.kube/config or in-cluster): {e}"
+        ))
+    })
+}
 
 /// The configuration store the flags name.
 pub async fn open_store(args: &Args, registry: KindRegistry) -> Result<Arc<dyn ConfigWatch>, StartError> {
@@ -60,7 +69,18 @@ pub async fn open_store(args: &Args, registry: KindRegistry) -> Result<Arc<dyn C
             })?;
             Ok(Arc::new(store))
         }
-        StoreKind::Kubernetes => Err(StartError::Usage(NO_KUBERNETES.into())),
+        StoreKind::Kubernetes => {
+            let client = kube_client().await?;
+            if args.install_crds {
+                pilot_store_k8s::install_crds(client.clone(), &registry)
+                    .await
+                    .map_err(|e| StartError::Failed(format!("cannot install the CRDs: {e}")))?;
+            }
+            Ok(match &args.kube_namespace {
+                Some(namespace) => Arc::new(KubeConfigStore::namespaced(client, registry, namespace)),
+                None => Arc::new(KubeConfigStore::new(client, registry)),
+            })
+        }
     }
 }
 
@@ -80,9 +100,8 @@ pub async fn open_registries(args: &Args) -> Result<Registries, StartError> {
     let mut aggregate = AggregateDiscovery::default();
     let mut checks: Vec<Arc<dyn Fn() -> bool + Send + Sync>> = Vec::new();
     let mut file = None;
-    // The in-memory registry is always there (empty without --services):
-    // the push pipeline follows the aggregate's change stream, which must
-    // not end.
+    // The in-memory registry is always there (empty without --services),
+    // so the file can be added to a running setup's flags alone.
     let memory = MemoryServiceRegistry::new();
     aggregate.push(Arc::new(memory.clone()));
     if let Some(path) = &args.services {
@@ -101,7 +120,19 @@ pub async fn open_registries(args: &Args) -> Result<Registries, StartError> {
                 checks.push(Arc::new(move || synced.has_synced()));
                 aggregate.push(Arc::new(registry));
             }
-            RegistryKind::Kubernetes => return Err(StartError::Usage(NO_KUBERNETES.into())),
+            RegistryKind::Kubernetes => {
+                let registry = KubeServiceDiscovery::start(
+                    kube_client().await?,
+                    DiscoveryOptions {
+                        domain: args.kube_domain.clone(),
+                        namespace: args.kube_namespace.clone(),
+                        ..Default::default()
+                    },
+                );
+                let synced = registry.clone();
+                checks.push(Arc::new(move || synced.has_synced()));
+                aggregate.push(Arc::new(registry));
+            }
         }
     }
     Ok(Registries {

@@ -40,6 +40,11 @@ impl Discovery {
     /// Starts the server with `args` on free ports and waits until it is
     /// ready (every cache synced).
     pub fn start(args: &[&str]) -> Self {
+        Self::start_with_env(args, &[])
+    }
+
+    /// [`start`](Self::start) with more environment variables.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let ready = dir.path().join("ready.json");
         let log = dir.path().join("pilot-discovery.log");
@@ -53,6 +58,7 @@ impl Discovery {
             ])
             .arg(&ready)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

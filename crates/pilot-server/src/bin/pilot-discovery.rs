@@ -5,6 +5,11 @@ use std::process::ExitCode;
 
 use pilot_server::Args;
 
+/// jemalloc returns the memory of finished pushes and departed proxies to
+/// the system; glibc's allocator keeps much of it (docs/PERFORMANCE.md).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let args = match Args::parse_with_config(std::env::args().collect()) {
         Ok(args) => args,

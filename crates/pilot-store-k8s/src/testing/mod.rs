@@ -77,6 +77,34 @@ pub struct FakeApiServer {
     state: Arc<Mutex<state::State>>,
 }
 
+/// A [`FakeApiServer`] served on a loopback port; dropping it stops the
+/// server and closes its connections.
+pub struct Listening {
+    address: std::net::SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Listening {
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// A kubeconfig document whose current context is this server.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\nusers:\n- name: fake\n  user: {{}}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\ncurrent-context: fake\n",
+            self.url()
+        )
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 impl FakeApiServer {
     /// A server with the built-in resources and the `default` and
     /// `kube-system` namespaces.
@@ -95,6 +123,34 @@ impl FakeApiServer {
             async move { Ok::<_, Infallible>(serve::handle(state, request).await) }
         });
         kube::Client::new(service, "default")
+    }
+
+    /// Serves this fake over HTTP on a free 127.0.0.1 port as well, for
+    /// programs in other processes (a `pilot-discovery` given a kubeconfig
+    /// whose server is [`Listening::url`]). Stops when the returned guard
+    /// is dropped.
+    pub async fn listen(&self) -> std::io::Result<Listening> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        let state = Arc::clone(&self.state);
+        let task = tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                let state = Arc::clone(&state);
+                connections.spawn(async move {
+                    let service = hyper::service::service_fn(move |request| {
+                        let state = Arc::clone(&state);
+                        async move { Ok::<_, Infallible>(serve::handle(state, request).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+                // Forget the connections that ended.
+                while connections.try_join_next().is_some() {}
+            }
+        });
+        Ok(Listening { address, task })
     }
 
     /// The server's current resourceVersion.
