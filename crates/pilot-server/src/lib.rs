@@ -206,7 +206,6 @@ pub async fn run(
     tasks.push(tokio::spawn(metrics::track_pushes(
         metrics,
         xds.clone(),
-        Arc::clone(&controller),
         shutdown_rx.clone(),
     )));
     if let Some((path, registry, loaded)) = registries.file {

@@ -5,13 +5,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 use pilot_store::Controller;
 use pilot_xds::XdsServer;
 
@@ -71,7 +70,7 @@ impl Metrics {
         let _ = writeln!(out, "pilot_xds_pushes_total {}", xds.version().unwrap_or(0));
         let _ = writeln!(
             out,
-            "# HELP pilot_xds_push_latency_seconds From the first configuration change to the push that carries it."
+            "# HELP pilot_xds_push_latency_seconds From the first configuration or registry change to the push that carries it."
         );
         let _ = writeln!(out, "# TYPE pilot_xds_push_latency_seconds histogram");
         for (bound, count) in BUCKETS.iter().zip(&self.latency_buckets) {
@@ -101,6 +100,7 @@ impl Metrics {
             "# HELP pilot_xds_nacked_proxies Connected proxies whose last response of a type was a NACK."
         );
         let _ = writeln!(out, "# TYPE pilot_xds_nacked_proxies gauge");
+        let nacks_total = xds.nacks_total();
         for name in pilot_xds::TYPES {
             let nacked = status
                 .iter()
@@ -112,6 +112,12 @@ impl Metrics {
                 .count();
             let _ = writeln!(out, "pilot_xds_nacked_proxies{{type=\"{name}\"}} {nacked}");
         }
+        let _ = writeln!(
+            out,
+            "# HELP pilot_xds_nacks_total NACKs received from proxies since the server started."
+        );
+        let _ = writeln!(out, "# TYPE pilot_xds_nacks_total counter");
+        let _ = writeln!(out, "pilot_xds_nacks_total {nacks_total}");
         let _ = writeln!(
             out,
             "# HELP pilot_config_objects Configuration objects in the cache, by kind."
@@ -139,31 +145,27 @@ pub async fn handler(State(state): State<AppState>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
-/// Measures push latency until `shutdown`: from the first configuration
-/// event after a push to the next push.
+/// Records every push's latency (from the first configuration or registry
+/// change it carries to its publication, as the ADS server reports it)
+/// until `shutdown`.
 pub async fn track_pushes(
     metrics: std::sync::Arc<Metrics>,
     xds: XdsServer,
-    controller: std::sync::Arc<Controller>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut events = controller.subscribe_all();
-    let mut first_change: Option<Instant> = None;
-    let mut pushed = xds.version().unwrap_or(0);
+    let mut pushes = xds.subscribe_pushes();
     loop {
         tokio::select! {
-            event = events.next() => {
-                if event.is_none() {
-                    return;
+            push = pushes.recv() => match push {
+                Ok(push) => {
+                    if let Some(latency) = push.latency {
+                        metrics.push_latency(latency);
+                    }
                 }
-                first_change.get_or_insert_with(Instant::now);
-            }
-            () = xds.wait_version(pushed + 1) => {
-                pushed = xds.version().unwrap_or(pushed + 1);
-                if let Some(start) = first_change.take() {
-                    metrics.push_latency(start.elapsed());
-                }
-            }
+                // Samples missed; the counters stay right.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            },
             () = crate::closed(&mut shutdown) => return,
         }
     }

@@ -354,10 +354,32 @@ async fn metrics_count_requests_objects_and_pushes() {
         "pilot_config_objects{kind=\"EgressRule\"} 0",
         "pilot_xds_connected_proxies 0",
         "pilot_xds_nacked_proxies{type=\"CDS\"} 0",
+        "pilot_xds_nacks_total 0",
         "# TYPE pilot_xds_push_latency_seconds histogram",
         "# TYPE pilot_xds_pushes_total counter",
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+    }
+    // The write is pushed, and that push's latency recorded.
+    let value = |text: &str, name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (_, text) = server.request("GET", "/metrics", &[], None);
+        let text = String::from_utf8(text).unwrap();
+        if value(&text, "pilot_xds_push_latency_seconds_count") >= 1.0 {
+            assert!(value(&text, "pilot_xds_pushes_total") >= 2.0, "{text}");
+            assert!(value(&text, "pilot_xds_push_latency_seconds_sum") > 0.0, "{text}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no push latency recorded:\n{text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     server.stop().await;
 }

@@ -66,7 +66,9 @@ pub use mesh::{MeshConfig, MeshIndex};
 pub use names::{ClusterName, Direction, route_config_name};
 pub use proxy::{Proxy, ProxyType, TrafficCapture};
 pub use routes::{CORS_FILTER, FAULT_FILTER};
-pub use server::{MeshSnapshot, Nack, ProxyStatus, TYPES, TypeStatus, XdsOptions, XdsServer};
+pub use server::{
+    AdsService, MeshSnapshot, Nack, ProxyStatus, PushInfo, TYPES, TypeStatus, XdsOptions, XdsServer,
+};
 
 /// What can go wrong generating configuration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

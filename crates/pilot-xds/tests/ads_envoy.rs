@@ -192,6 +192,10 @@ async fn routing_scenarios(delta: bool) {
         nack.message.contains("unclosed") || nack.message.to_lowercase().contains("regex"),
         "{nack:?}"
     );
+    // Counted once: the rejected version is not re-sent (which would make
+    // Envoy NACK it again).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(server.nacks_total(), 1, "{:?}", server.status());
     run(Box::new(move || {
         assert_eq!(
             request(service_port, &[("end-user", "jason")]).1,

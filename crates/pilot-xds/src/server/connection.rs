@@ -94,6 +94,9 @@ impl Protocol for Connection {
             match &request.error_detail {
                 Some(error) => {
                     tracing::warn!(node = %self.proxy.node_id(), r#type = short, message = error.message, "NACK");
+                    self.server
+                        .nacks
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let version = self.status(short, |s| s.sent.clone()).unwrap_or_default();
                     self.status(short, |s| {
                         s.nack = Some(Nack {

@@ -95,6 +95,9 @@ impl Protocol for DeltaConnection {
             match &request.error_detail {
                 Some(error) => {
                     tracing::warn!(node = %self.proxy.node_id(), r#type = short, message = error.message, "NACK");
+                    self.server
+                        .nacks
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     // What was rejected is not held by the client.
                     update_status(&self.server, self.id, short, |s| {
                         s.nack = Some(Nack {

@@ -81,6 +81,16 @@ impl std::fmt::Debug for MeshSnapshot {
     }
 }
 
+/// One published push.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PushInfo {
+    /// Its version (the `version_info` proxies are sent).
+    pub version: u64,
+    /// From the first configuration or registry change it carries to its
+    /// publication (debounce included); `None` for the first push.
+    pub latency: Option<Duration>,
+}
+
 /// The ADS server. Cloning gives another handle on the same server.
 #[derive(Clone)]
 pub struct XdsServer {
@@ -95,6 +105,10 @@ pub(crate) struct Inner {
     /// Set when the server shuts down: every stream ends.
     pub(crate) closing: watch::Sender<bool>,
     pub(crate) next_connection: AtomicU64,
+    /// Every push, for whoever watches (metrics).
+    pub(crate) pushes: tokio::sync::broadcast::Sender<PushInfo>,
+    /// NACKs received since the server started.
+    pub(crate) nacks: AtomicU64,
     /// Subscriptions' name sets, shared between streams.
     pub(crate) names: stream::NameSets,
     pipeline: Mutex<Option<JoinHandle<()>>>,
@@ -124,6 +138,8 @@ impl XdsServer {
             closing: watch::channel(false).0,
             next_connection: AtomicU64::new(0),
             names: Default::default(),
+            pushes: tokio::sync::broadcast::channel(64).0,
+            nacks: AtomicU64::new(0),
             pipeline: Mutex::new(None),
         });
         let task = tokio::spawn(pipeline::run(
@@ -180,6 +196,18 @@ impl XdsServer {
             .values()
             .cloned()
             .collect()
+    }
+
+    /// Every push from now on (for metrics). The channel holds 64 pushes; a
+    /// receiver further behind gets `RecvError::Lagged` and goes on.
+    pub fn subscribe_pushes(&self) -> tokio::sync::broadcast::Receiver<PushInfo> {
+        self.inner.pushes.subscribe()
+    }
+
+    /// The NACKs proxies have sent since the server started, over every
+    /// type and stream.
+    pub fn nacks_total(&self) -> u64 {
+        self.inner.nacks.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The version of the last push, once the first has happened.

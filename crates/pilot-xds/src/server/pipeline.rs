@@ -8,7 +8,7 @@ use pilot_model::{ConfigKind, ServiceDiscovery};
 use pilot_store::Controller;
 use tokio::time::Instant;
 
-use super::{Inner, MeshSnapshot, XdsOptions};
+use super::{Inner, MeshSnapshot, PushInfo, XdsOptions};
 use crate::MeshConfig;
 
 pub(crate) async fn run(
@@ -32,7 +32,7 @@ pub(crate) async fn run(
         }
     }
     let mut version = 1;
-    if !publish(&server, &controller, version) {
+    if !publish(&server, &controller, version, None) {
         return;
     }
     loop {
@@ -63,14 +63,15 @@ pub(crate) async fn run(
             }
         }
         version += 1;
-        if !publish(&server, &controller, version) {
+        if !publish(&server, &controller, version, Some(started)) {
             return;
         }
     }
 }
 
 /// Decodes the rules once and publishes them; false when the server is gone.
-fn publish(server: &Weak<Inner>, controller: &Controller, version: u64) -> bool {
+/// `changed`: when the first change this push carries arrived.
+fn publish(server: &Weak<Inner>, controller: &Controller, version: u64, changed: Option<Instant>) -> bool {
     let Some(server) = server.upgrade() else {
         return false;
     };
@@ -96,5 +97,10 @@ fn publish(server: &Weak<Inner>, controller: &Controller, version: u64) -> bool 
         mesh,
         generated: Default::default(),
     })));
+    // Nobody listening is fine.
+    let _ = server.pushes.send(PushInfo {
+        version,
+        latency: changed.map(|c| c.elapsed()),
+    });
     true
 }
