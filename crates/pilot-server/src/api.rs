@@ -420,13 +420,17 @@ async fn watch_kind(
                     }
                     Some(Ok(WatchEvent::Progress { .. })) => continue,
                     Some(Ok(WatchEvent::Put { config, .. })) => {
-                        let kind = match known.insert(config.key(), Arc::clone(&config)) {
-                            Some(_) => "MODIFIED",
-                            None => "ADDED",
+                        let was = known
+                            .insert(config.key(), Arc::clone(&config))
+                            .map(|last| keep(&last));
+                        // As Kubernetes does with a selector: an object that
+                        // stops matching is DELETED, one that starts is ADDED.
+                        let kind = match (was, keep(&config)) {
+                            (Some(true), true) => "MODIFIED",
+                            (_, true) => "ADDED",
+                            (Some(true), false) => "DELETED",
+                            (_, false) => continue,
                         };
-                        if !keep(&config) {
-                            continue;
-                        }
                         event_line(kind, &json!(&*config))
                     }
                     Some(Ok(WatchEvent::Delete { key, revision })) => {

@@ -237,6 +237,35 @@ async fn lists_select_by_namespace_and_labels() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_selector_watch_sees_objects_leave_and_join_the_selection() {
+    let server = TestServer::start(&[]).await;
+    let path = rules("default");
+    let mut watch = server.watch(&format!("{path}?watch=true&labelSelector=team%3Da"));
+    let mut object = rule("r", "v1");
+    object["metadata"]["labels"] = json!({"team": "a"});
+    let (code, created) = server.json("POST", &path, Some(&object));
+    assert_eq!(code, 201, "{created}");
+    let event = next_event(&mut watch).unwrap();
+    assert_eq!(event["type"], "ADDED");
+    // Relabelled out of the selection: DELETED, as Kubernetes sends it.
+    let mut moved = created.clone();
+    moved["metadata"]["labels"] = json!({"team": "b"});
+    let (code, moved) = server.json("PUT", &format!("{path}/r"), Some(&moved));
+    assert_eq!(code, 200, "{moved}");
+    let event = next_event(&mut watch).unwrap();
+    assert_eq!(event["type"], "DELETED");
+    assert_eq!(event["object"]["metadata"]["labels"]["team"], "b");
+    // And back in: ADDED.
+    let mut back = moved.clone();
+    back["metadata"]["labels"] = json!({"team": "a"});
+    let (code, _) = server.json("PUT", &format!("{path}/r"), Some(&back));
+    assert_eq!(code, 200);
+    let event = next_event(&mut watch).unwrap();
+    assert_eq!(event["type"], "ADDED");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn watches_stream_changes_and_resume_after_a_version() {
     let server = TestServer::start(&[]).await;
     let path = rules("default");
