@@ -84,13 +84,11 @@ pub async fn open_store(args: &Args, registry: KindRegistry) -> Result<Arc<dyn C
     }
 }
 
-/// The service registries, combined, with a readiness check for those that
-/// follow a remote source.
+/// The service registries, combined (`discovery.has_synced()` is true once
+/// every registry that follows a remote source has its first full view).
 pub struct Registries {
     /// Every registry as one.
     pub discovery: Arc<dyn ServiceDiscovery>,
-    /// True once every registry has its first full view.
-    pub synced: Arc<dyn Fn() -> bool + Send + Sync>,
     /// The file-fed registry and what it was loaded from, to follow.
     pub file: Option<(std::path::PathBuf, MemoryServiceRegistry, ServicesFile)>,
 }
@@ -98,7 +96,6 @@ pub struct Registries {
 /// The registries the flags name (`--services FILE`, `--registry etcd`).
 pub async fn open_registries(args: &Args) -> Result<Registries, StartError> {
     let mut aggregate = AggregateDiscovery::default();
-    let mut checks: Vec<Arc<dyn Fn() -> bool + Send + Sync>> = Vec::new();
     let mut file = None;
     // The in-memory registry is always there (empty without --services),
     // so the file can be added to a running setup's flags alone.
@@ -116,8 +113,6 @@ pub async fn open_registries(args: &Args) -> Result<Registries, StartError> {
                 let registry = EtcdServiceRegistry::connect(&options).await.map_err(|e| {
                     StartError::Failed(format!("cannot connect the etcd service registry: {e}"))
                 })?;
-                let synced = registry.clone();
-                checks.push(Arc::new(move || synced.has_synced()));
                 aggregate.push(Arc::new(registry));
             }
             RegistryKind::Kubernetes => {
@@ -129,15 +124,12 @@ pub async fn open_registries(args: &Args) -> Result<Registries, StartError> {
                         ..Default::default()
                     },
                 );
-                let synced = registry.clone();
-                checks.push(Arc::new(move || synced.has_synced()));
                 aggregate.push(Arc::new(registry));
             }
         }
     }
     Ok(Registries {
         discovery: Arc::new(aggregate),
-        synced: Arc::new(move || checks.iter().all(|check| check())),
         file,
     })
 }

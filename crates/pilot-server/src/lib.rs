@@ -176,17 +176,17 @@ pub async fn run(
             .map_err(|e| StartError::Failed(e.to_string()))?,
     };
 
+    let discovery = registries.discovery;
     let xds = XdsServer::new(
         Arc::clone(&controller),
-        registries.discovery,
+        Arc::clone(&discovery),
         XdsOptions::default(),
     );
     let (closing, shutdown_rx) = watch::channel(false);
     let metrics = Arc::new(metrics::Metrics::default());
     let ready = {
         let controller = Arc::clone(&controller);
-        let registries_synced = registries.synced;
-        Arc::new(move || controller.has_synced() && registries_synced())
+        Arc::new(move || controller.has_synced() && discovery.has_synced())
             as Arc<dyn Fn() -> bool + Send + Sync>
     };
     let state = AppState {
