@@ -3,7 +3,7 @@
 //! and a route rule splitting its traffic 50/50 between the versions; and
 //! the size of the encoded result.
 //!
-//!     cargo bench --bench xds
+//!     cargo bench -p pilot-xds --bench xds
 //!
 //! In the same group: the same mesh without route rules (no subsets), and
 //! protobuf-encoding the generated set (the floor any server pays to send it).
@@ -12,8 +12,8 @@ use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use pilot::memory::MemoryServiceRegistry;
-use pilot::model::{Labels, Port, Protocol, Service};
+use pilot_store_memory::MemoryServiceRegistry;
+use pilot_model::{Labels, Port, Protocol, Service};
 use pilot_xds::{MeshConfig, Proxy, Resources, generate};
 use prost::Message;
 

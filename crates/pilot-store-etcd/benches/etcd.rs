@@ -1,7 +1,7 @@
 //! The etcd backend next to the raw `etcd-client` doing the same
 //! transactions, against a real single-member etcd started for the run.
 //!
-//!     cargo bench --bench etcd
+//!     cargo bench -p pilot-store-etcd --bench etcd
 //!
 //! - `etcd_ops`: create, update and get, one at a time, through
 //!   `EtcdConfigStore` and through the raw client;
@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use etcd_client::{Client, Compare, CompareOp, EventType, Txn, TxnOp, WatchOptions};
 use futures::StreamExt;
-use pilot::model::{ConfigStore, DynConfig};
-use pilot::store::testing::{mock, registry};
-use pilot::store::{Controller, Notification};
+use pilot_model::{ConfigStore, DynConfig};
+use pilot_store::testing::{mock, registry};
+use pilot_store::{Controller, Notification};
 use pilot_store_etcd::testing::EtcdServer;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
 use tokio::runtime::Runtime;

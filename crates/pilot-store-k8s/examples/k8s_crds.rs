@@ -2,7 +2,7 @@
 //! `kubectl apply`:
 //!
 //! ```sh
-//! cargo run --example k8s_crds | kubectl apply -f -
+//! cargo run -p pilot-store-k8s --example k8s_crds | kubectl apply -f -
 //! kubectl get crd routerules.config.istio.io
 //! kubectl get routerules --all-namespaces
 //! ```
@@ -10,9 +10,9 @@
 //! (`pilot_store_k8s::install_crds` applies the same CRDs from a program.)
 
 fn main() {
-    let registry = pilot::model::istio::registry();
+    let registry = pilot_model::istio::registry();
     for crd in pilot_store_k8s::crds(&registry) {
         let value = serde_json::to_value(&crd).expect("a CRD is JSON");
-        print!("---\n{}", pilot::model::document::to_yaml_value(&value));
+        print!("---\n{}", pilot_model::document::to_yaml_value(&value));
     }
 }

@@ -2,7 +2,7 @@
 //! in-memory store and registry, with small HTTP upstreams that answer with
 //! their version, and the bookinfo example rules applied.
 //!
-//!     cargo run --example mesh
+//!     cargo run -p pilot-xds --example mesh
 //!
 //! It prints how to start Envoy against it and what to curl.
 
@@ -11,11 +11,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 
-use pilot::memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot::model::{
+use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_model::{
     ConfigStore, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, document, istio,
 };
-use pilot::store::Controller;
+use pilot_store::Controller;
 use pilot_xds::{XdsOptions, XdsServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -60,7 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Configuration: the bookinfo rules (later files win for the same name).
     let registry = istio::registry();
     let store = MemoryConfigStore::new(registry.clone());
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bookinfo");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/bookinfo");
     let mut rules = BTreeMap::new();
     for object in document::read_dir(&dir, &registry)? {
         rules.insert(object.key(), object);

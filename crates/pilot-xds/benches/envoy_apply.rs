@@ -4,14 +4,14 @@
 //! run measures the server side alone (write to the push being published)
 //! as the baseline.
 //!
-//!     cargo bench --bench envoy_apply
+//!     cargo bench -p pilot-xds --bench envoy_apply
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pilot::memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot::model::{ConfigKey, ConfigStore, Port, Protocol, Service, istio};
-use pilot::store::Controller;
+use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_model::{ConfigKey, ConfigStore, Port, Protocol, Service, istio};
+use pilot_store::Controller;
 use pilot_xds::testing::AdsEnvoy;
 use pilot_xds::{XdsOptions, XdsServer};
 
@@ -19,7 +19,7 @@ mod common;
 
 const CHANGES: usize = 20;
 
-fn rule(v1: i32) -> pilot::model::DynConfig {
+fn rule(v1: i32) -> pilot_model::DynConfig {
     common::split_rule("reviews", "reviews-split", v1)
         .to_dyn()
         .expect("serializes")

@@ -1,7 +1,7 @@
 //! Shared by the benches: the version-split rule they write.
 
-use pilot::model::Config;
-use pilot::model::istio::{DestinationWeight, IstioService, RouteRule};
+use pilot_model::Config;
+use pilot_model::istio::{DestinationWeight, IstioService, RouteRule};
 
 /// A RouteRule named `name` sending `v1` percent of `service`'s traffic to
 /// version v1 and the rest to v2.

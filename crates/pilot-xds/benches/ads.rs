@@ -4,7 +4,7 @@
 //! services; and the server's resident memory with the clients connected
 //! and after they left.
 //!
-//!     cargo bench --bench ads [-- [--own] CLIENTS...]      (default: 100 1000 2000)
+//!     cargo bench -p pilot-xds --bench ads [-- [--own] CLIENTS...]      (default: 100 1000 2000)
 //!
 //! With `--own` every client also runs an instance of one of the services
 //! (so each has an inbound side of its own); without, none does.
@@ -30,9 +30,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-use pilot::memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot::model::{ConfigStore, Labels, Port, Protocol, Service, istio};
-use pilot::store::Controller;
+use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_model::{ConfigStore, Labels, Port, Protocol, Service, istio};
+use pilot_store::Controller;
 use pilot_xds::{XdsOptions, XdsServer};
 use prost::Message;
 use tokio::sync::mpsc;
@@ -135,7 +135,7 @@ fn now_micros() -> u64 {
         .unwrap_or(0)
 }
 
-fn split_rule(service: usize, v1: i32) -> pilot::model::DynConfig {
+fn split_rule(service: usize, v1: i32) -> pilot_model::DynConfig {
     let name = format!("svc-{service}");
     common::split_rule(&name, &format!("{name}-split"), v1)
         .to_dyn()
@@ -382,7 +382,7 @@ async fn converge(clients: usize, own: bool) {
     let mut writes = Vec::new();
     for round in 0..3 {
         let current = store
-            .get(&pilot::model::ConfigKey::new(
+            .get(&pilot_model::ConfigKey::new(
                 "RouteRule",
                 "default",
                 "svc-1-split",
