@@ -96,7 +96,10 @@ pub fn router(state: AppState) -> Router {
             "/openapi.json",
             get(
                 |axum::extract::State(state): axum::extract::State<AppState>| async move {
-                    axum::Json(openapi::document(&state.registry))
+                    let options = openapi::Options {
+                        auth: state.tokens.is_some(),
+                    };
+                    axum::Json(openapi::document(&state.registry, options))
                 },
             ),
         )
