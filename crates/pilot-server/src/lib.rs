@@ -158,6 +158,7 @@ pub async fn run(
     let backend = backend::open_store(&args, registry.clone()).await?;
     let registries = backend::open_registries(&args).await?;
     let controller = Arc::new(Controller::new(Arc::clone(&backend)));
+    let config_events = controller.subscribe_all();
     controller.run();
 
     let bind = |address: SocketAddr, what: &str| {
@@ -186,7 +187,7 @@ pub async fn run(
         XdsOptions::default(),
     );
     let (closing, shutdown_rx) = watch::channel(false);
-    let metrics = Arc::new(metrics::Metrics::default());
+    let metrics = Arc::new(metrics::Metrics::new(xds.clone(), Arc::clone(&controller)));
     let ready = {
         let controller = Arc::clone(&controller);
         Arc::new(move || controller.has_synced() && discovery.has_synced())
@@ -207,8 +208,13 @@ pub async fn run(
 
     let mut tasks = Vec::new();
     tasks.push(tokio::spawn(metrics::track_pushes(
-        metrics,
+        Arc::clone(&metrics),
         xds.clone(),
+        shutdown_rx.clone(),
+    )));
+    tasks.push(tokio::spawn(metrics::track_config_events(
+        metrics,
+        config_events,
         shutdown_rx.clone(),
     )));
     if let Some((path, registry, loaded)) = registries.file {

@@ -235,6 +235,8 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
                 {"name": "watch", "in": "query", "schema": {"type": "boolean"}, "description": "stream watch events as newline-delimited JSON"},
                 {"name": "resourceVersion", "in": "query", "schema": {"type": "string", "pattern": "^[0-9]*$"},
                  "description": "with watch: the changes after this version"},
+                {"name": "timeoutSeconds", "in": "query", "schema": {"type": "integer", "minimum": 1},
+                 "description": "with watch: end the stream after this many seconds"},
             ],
             "responses": responses,
         })

@@ -98,6 +98,7 @@ impl Protocol for DeltaConnection {
                     self.server
                         .nacks
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.server.rejects.add(short);
                     // What was rejected is not held by the client.
                     update_status(&self.server, self.id, short, |s| {
                         s.nack = Some(Nack {
@@ -237,6 +238,10 @@ impl DeltaConnection {
             nonce,
             ..Default::default()
         };
-        self.responses.send(frame(&head, resources)).await.is_ok()
+        let sent = self.responses.send(frame(&head, resources)).await.is_ok();
+        if sent {
+            self.server.sent.add(short);
+        }
+        sent
     }
 }
