@@ -26,6 +26,7 @@ pub mod journal;
 pub mod metrics;
 pub mod openapi;
 pub mod proxy_status;
+pub mod registryz;
 pub mod selector;
 pub mod serve;
 pub mod services_file;
@@ -41,7 +42,7 @@ use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use pilot_model::{ConfigStore, ConfigWatch, KindRegistry};
+use pilot_model::{ConfigStore, ConfigWatch, KindRegistry, ServiceDiscovery};
 use pilot_store::Controller;
 use pilot_xds::{XdsOptions, XdsServer};
 use tokio::net::TcpListener;
@@ -66,6 +67,8 @@ pub struct AppState {
     pub registry: KindRegistry,
     /// The ADS server, for proxy status and metrics.
     pub xds: XdsServer,
+    /// The service registries, for `/debug/registryz`.
+    pub discovery: Arc<dyn ServiceDiscovery>,
     /// Counters.
     pub metrics: Arc<metrics::Metrics>,
     /// Accepted tokens; `None` when authentication is off.
@@ -92,6 +95,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/metrics", get(metrics::handler))
         .route("/debug/proxy-status", get(proxy_status::handler))
+        .route("/debug/registryz", get(registryz::handler))
         .route(
             "/openapi.json",
             get(
@@ -190,6 +194,7 @@ pub async fn run(
     let metrics = Arc::new(metrics::Metrics::new(xds.clone(), Arc::clone(&controller)));
     let ready = {
         let controller = Arc::clone(&controller);
+        let discovery = Arc::clone(&discovery);
         Arc::new(move || controller.has_synced() && discovery.has_synced())
             as Arc<dyn Fn() -> bool + Send + Sync>
     };
@@ -199,6 +204,7 @@ pub async fn run(
         controller: Arc::clone(&controller),
         registry,
         xds: xds.clone(),
+        discovery: Arc::clone(&discovery),
         metrics: Arc::clone(&metrics),
         tokens,
         max_body_bytes: args.max_body_bytes,

@@ -87,12 +87,12 @@ impl Metrics {
         let registry = &mut self.registry;
         registry.register(
             "pilot_proxy_convergence_time",
-            "Delay in seconds from the first configuration or registry change to the published push that carries it.",
+            "Delay in seconds from the first configuration or registry change to the published push that carries it",
             self.convergence.clone(),
         );
         registry.register(
             "pilot_k8s_cfg_events",
-            "Configuration events applied to the cache, by kind (type) and event (add, update, delete), from any backend.",
+            "Configuration events applied to the cache, by kind (type) and event (add, update, delete), from any backend",
             self.config_events.clone(),
         );
         registry.register_collector(Box::new(ScrapeTime { xds, controller }));
@@ -102,22 +102,22 @@ impl Metrics {
         let registry = &mut self.registry;
         registry.register(
             "pilot_rest_requests",
-            "REST API requests answered, by method and status code.",
+            "REST API requests answered, by method and status code",
             self.requests.clone(),
         );
         registry.register(
             "pilot_rest_request_duration_seconds",
-            "REST API request latency to the response head, by method and route template.",
+            "REST API request latency to the response head, by method and route template",
             self.request_duration.clone(),
         );
         registry.register(
             "pilot_rest_watches",
-            "REST watches open now.",
+            "REST watches open now",
             self.watches_open.clone(),
         );
         registry.register(
             "pilot_rest_watches_opened",
-            "REST watches opened since the server started.",
+            "REST watches opened since the server started",
             self.watches_opened.clone(),
         );
     }
@@ -188,7 +188,7 @@ impl Collector for ScrapeTime {
         let gauge = ConstGauge::new(status.len() as i64);
         gauge.encode(encoder.encode_descriptor(
             "pilot_xds",
-            "Number of proxies connected to this pilot over ADS.",
+            "Number of proxies connected to this pilot over ADS",
             None,
             gauge.metric_type(),
         )?)?;
@@ -205,19 +205,19 @@ impl Collector for ScrapeTime {
         by_type(
             &mut encoder,
             "pilot_xds_pushes",
-            "xDS responses sent to proxies, by type.",
+            "xDS responses sent to proxies, by type",
             &self.xds.sent_by_type(),
         )?;
         by_type(
             &mut encoder,
             "pilot_total_xds_rejects",
-            "Total number of xDS responses from pilot rejected by proxies (NACKs), by type.",
+            "Total number of xDS responses from pilot rejected by proxies (NACKs), by type",
             &self.xds.nacks_by_type(),
         )?;
 
         let mut nacked = encoder.encode_descriptor(
             "pilot_xds_nacked_proxies",
-            "Connected proxies whose last response of a type was NACKed.",
+            "Connected proxies whose last response of a type was NACKed",
             None,
             ConstGauge::new(0i64).metric_type(),
         )?;
@@ -236,7 +236,7 @@ impl Collector for ScrapeTime {
 
         let mut objects = encoder.encode_descriptor(
             "pilot_config_objects",
-            "Configuration objects in the cache, by kind.",
+            "Configuration objects in the cache, by kind",
             None,
             ConstGauge::new(0i64).metric_type(),
         )?;

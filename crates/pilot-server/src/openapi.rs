@@ -98,6 +98,11 @@ fn fixed_routes() -> Vec<(&'static str, Value)> {
                 "x-access": "read", "responses": {"200": object("status")}}}),
         ),
         (
+            "/debug/registryz",
+            json!({"get": {"summary": "Services of the registries with their instances' labels (for pilotctl analyze)",
+                "x-access": "read", "responses": {"200": object("services")}}}),
+        ),
+        (
             "/openapi.json",
             json!({"get": {"summary": "This document", "x-access": "read", "responses": {"200": object("OpenAPI 3")}}}),
         ),
