@@ -21,7 +21,7 @@
 //! - CDS/EDS: an EDS cluster per service port and per subset a rule or
 //!   policy names (round robin; a policy's `httpMaxRequests` as the
 //!   circuit breaker, A32); load assignments with a weight per locality
-//!   (gRPC drops localities without one). External (DNS) services and
+//!   (gRPC drops localities without one) and a locality, empty without a zone. External (DNS) services and
 //!   egress rules are not generated for gRPC.
 //! - LDS, server side (A36): for each instance the registry has on the
 //!   proxy's IP, listeners named
@@ -281,10 +281,12 @@ fn eds_cluster(name: &str, max_requests: Option<i32>) -> Cluster {
     }
 }
 
-/// Gives each locality a weight (its number of endpoints): gRPC ignores
-/// localities without one.
+/// Gives each locality a weight (its number of endpoints), which gRPC
+/// needs (it ignores localities without one), and a locality message
+/// (empty for endpoints without a zone: gRPC NACKs a missing one).
 fn weighted(mut assignment: ClusterLoadAssignment) -> ClusterLoadAssignment {
     for locality in &mut assignment.endpoints {
+        locality.locality.get_or_insert_with(Default::default);
         let n = i32::try_from(locality.lb_endpoints.len()).unwrap_or(i32::MAX);
         locality.load_balancing_weight = Some(u32_value(n.max(1)));
     }
