@@ -4,7 +4,8 @@
 //! `pilotctl grpc-bootstrap`. Checked: the health service answers SERVING
 //! through `xds:///`, proxy-status shows all four types SYNCED, an 80/20
 //! RouteRule splits ~1,000 calls within five standard deviations, a header
-//! match goes to v3, a fault rule aborts calls, a rule change changes the split on the same channel,
+//! match goes to v3, a fault rule aborts calls, an Envoy on the same
+//! server gets Envoy listeners, a rule change changes the split on the same channel,
 //! an unknown name fails with "does not exist", nothing is NACKed, and
 //! the servers start serving only on pilot's inbound listeners.
 
@@ -19,6 +20,7 @@ use serde_json::Value;
 
 const HOST: &str = "greeter.default.svc.cluster.local";
 const CLIENT_NODE: &str = "sidecar~127.0.0.1~grpc-client.default~default.svc.cluster.local";
+const ENVOY_NODE: &str = "sidecar~127.0.0.2~envoy.default~default.svc.cluster.local";
 const SERVER_NODE: &str = "sidecar~127.0.0.1~greeter.default~default.svc.cluster.local";
 /// Calls per measured split.
 const CALLS: u64 = 1000;
@@ -108,6 +110,29 @@ fn grpc_client_resolves_xds_names_through_pilot() {
         "{status}"
     );
 
+    // An Envoy on the same server at the same time gets Envoy listeners
+    // (the generator is part of the proxy's class), and syncs too.
+    let envoy = pilot_xds::testing::AdsEnvoy::start(
+        ENVOY_NODE,
+        &[("INTERCEPTION_MODE", "NONE")],
+        server.xds_port,
+        false,
+    )
+    .unwrap();
+    eventually("proxy-status to show the Envoy SYNCED", || {
+        status = pilotctl(url, &["proxy-status"], &[], None).stdout;
+        status
+            .lines()
+            .any(|l| l.starts_with(ENVOY_NODE) && l.matches("SYNCED").count() == 4)
+    });
+    let listeners = envoy.admin("/config_dump?resource=dynamic_listeners");
+    assert!(
+        listeners.contains(&format!("127.0.0.1_{service_port}")),
+        "{listeners}"
+    );
+    assert!(!listeners.contains("api_listener"), "{listeners}");
+    drop(envoy);
+
     // 80/20 over ~1,000 calls, on the short name (the client's namespace).
     let short = format!("xds:///greeter:{service_port}");
     let counts = client.count(&short, CALLS, None);
@@ -159,6 +184,13 @@ fn grpc_client_resolves_xds_names_through_pilot() {
             );
         }
     }
+    // Nor ever since the server started.
+    let (code, metrics) = server.get("/metrics");
+    assert_eq!(code, 200, "{metrics}");
+    assert!(
+        metrics.lines().any(|l| l == "pilot_xds_nacks_total 0"),
+        "{metrics}"
+    );
     drop(servers);
 }
 
