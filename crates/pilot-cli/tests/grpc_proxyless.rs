@@ -4,7 +4,7 @@
 //! `pilotctl grpc-bootstrap`. Checked: the health service answers SERVING
 //! through `xds:///`, proxy-status shows all four types SYNCED, an 80/20
 //! RouteRule splits ~1,000 calls within five standard deviations, a header
-//! match goes to v3, a fault rule aborts calls, an Envoy on the same
+//! match goes to v3, a fault rule aborts calls, a timeout ends delayed calls, an Envoy on the same
 //! server gets Envoy listeners, a rule change changes the split on the same channel,
 //! an unknown name fails with "does not exist", nothing is NACKed, and
 //! the servers start serving only on pilot's inbound listeners.
@@ -150,6 +150,11 @@ fn grpc_client_resolves_xds_names_through_pilot() {
     let aborted = client.ask(&format!("count {short} 20 x-fault=yes"));
     assert_eq!(aborted["counts"], serde_json::json!({}), "{aborted}");
     assert_eq!(aborted["errors"]["UNAVAILABLE"], 20, "{aborted}");
+    // The rule's timeout (gRFC A31's max_stream_duration) ends calls that
+    // its own injected delay holds up.
+    let slow = client.ask(&format!("count {short} 3 x-slow=yes"));
+    assert_eq!(slow["counts"], serde_json::json!({}), "{slow}");
+    assert_eq!(slow["errors"]["DEADLINE_EXCEEDED"], 3, "{slow}");
 
     // A new split, seen by the same channel (no new client, no restart).
     let before = rds_acked(&server);
@@ -194,8 +199,9 @@ fn grpc_client_resolves_xds_names_through_pilot() {
     drop(servers);
 }
 
-/// The split rule (v1/v2 by weight), the header rule to v3 and a header
-/// rule that aborts with 503 (gRPC: UNAVAILABLE).
+/// The split rule (v1/v2 by weight), the header rule to v3, a header rule
+/// that aborts with 503 (gRPC: UNAVAILABLE) and one that delays calls
+/// beyond its timeout.
 fn rules(v1: u32, v2: u32) -> String {
     format!(
         r#"apiVersion: config.istio.io/v1alpha2
@@ -226,6 +232,16 @@ spec:
   precedence: 3
   match: {{request: {{headers: {{x-fault: {{exact: "yes"}}}}}}}}
   httpFault: {{abort: {{percent: 100, httpStatus: 503}}}}
+---
+apiVersion: config.istio.io/v1alpha2
+kind: RouteRule
+metadata: {{name: greeter-slow, namespace: default}}
+spec:
+  destination: {{name: greeter}}
+  precedence: 4
+  match: {{request: {{headers: {{x-slow: {{exact: "yes"}}}}}}}}
+  httpFault: {{delay: {{percent: 100, fixedDelay: 5s}}}}
+  httpReqTimeout: {{simpleTimeout: {{timeout: 200ms}}}}
 "#
     )
 }
