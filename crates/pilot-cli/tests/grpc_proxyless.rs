@@ -4,7 +4,7 @@
 //! `pilotctl grpc-bootstrap`. Checked: the health service answers SERVING
 //! through `xds:///`, proxy-status shows all four types SYNCED, an 80/20
 //! RouteRule splits ~1,000 calls within five standard deviations, a header
-//! match goes to v3, a fault rule aborts calls, a timeout ends delayed calls, an Envoy on the same
+//! match goes to v3, a bootstrap without `GENERATOR` works too, a fault rule aborts calls, a timeout ends delayed calls, an Envoy on the same
 //! server gets Envoy listeners, a rule change changes the split on the same channel,
 //! an unknown name fails with "does not exist", nothing is NACKed, and
 //! the servers start serving only on pilot's inbound listeners.
@@ -21,6 +21,7 @@ use serde_json::Value;
 const HOST: &str = "greeter.default.svc.cluster.local";
 const CLIENT_NODE: &str = "sidecar~127.0.0.1~grpc-client.default~default.svc.cluster.local";
 const ENVOY_NODE: &str = "sidecar~127.0.0.2~envoy.default~default.svc.cluster.local";
+const PLAIN_NODE: &str = "sidecar~127.0.0.3~plain.default~default.svc.cluster.local";
 const SERVER_NODE: &str = "sidecar~127.0.0.1~greeter.default~default.svc.cluster.local";
 /// Calls per measured split.
 const CALLS: u64 = 1000;
@@ -109,6 +110,23 @@ fn grpc_client_resolves_xds_names_through_pilot() {
             .any(|l| l.starts_with(SERVER_NODE) && l.contains("SYNCED")),
         "{status}"
     );
+
+    // A bootstrap without GENERATOR (as a user might write by hand): the
+    // first request names a listener, so the node is served as gRPC.
+    let mut plain: Value =
+        serde_json::from_str(&std::fs::read_to_string(&client_bootstrap).unwrap()).unwrap();
+    plain["node"]["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("GENERATOR")
+        .expect("pilotctl sets GENERATOR");
+    plain["node"]["id"] = PLAIN_NODE.into();
+    let plain_bootstrap = dir.path().join("plain.json");
+    std::fs::write(&plain_bootstrap, plain.to_string()).unwrap();
+    let mut plain_client = Python::start("client.py", &["plain"], &plain_bootstrap, dir.path());
+    let health = plain_client.ask(&format!("health {full}"));
+    assert_eq!(health["status"], "SERVING", "{health}\n{}", plain_client.log());
+    drop(plain_client);
 
     // An Envoy on the same server at the same time gets Envoy listeners
     // (the generator is part of the proxy's class), and syncs too.
