@@ -32,6 +32,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         }
         return Ok(());
     }
+    if let Command::GrpcBootstrap(args) = &command {
+        return crate::bootstrap::run(args, &namespace);
+    }
     if let Command::Analyze {
         files: file_args,
         services,
@@ -47,7 +50,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
     }
     let client = connect(server, token, ca_file)?;
     match command {
-        Command::Validate(_) => Ok(()),
+        Command::Validate(_) | Command::GrpcBootstrap(_) => Ok(()),
         Command::Analyze {
             files: file_args,
             services: _,

@@ -9,6 +9,7 @@
 //! pilotctl validate -f rules/                   # offline
 //! pilotctl analyze -f examples/bookinfo/        # shadowed rules, missing services, ...
 //! pilotctl proxy-status                         # SYNCED / STALE / NACKED per type
+//! pilotctl grpc-bootstrap --xds-address 127.0.0.1:15010 -o bootstrap.json  # proxyless gRPC
 //! ```
 //!
 //! Exit codes: 0 success, 1 an operation failed, 2 usage error.
@@ -16,6 +17,7 @@
 
 mod analyze;
 mod analyze_cmd;
+mod bootstrap;
 mod client;
 mod commands;
 mod files;
@@ -117,6 +119,9 @@ pub enum Command {
     },
     /// For each connected proxy, per xDS type: SYNCED, STALE or NACKED.
     ProxyStatus,
+    /// Write the xDS bootstrap of a proxyless gRPC workload (for
+    /// GRPC_XDS_BOOTSTRAP); needs no server.
+    GrpcBootstrap(bootstrap::BootstrapArgs),
 }
 
 /// `-f` (required).
