@@ -13,6 +13,7 @@ pub mod args;
 pub mod bootstrap;
 mod error;
 pub mod identity;
+pub mod iptables;
 
 pub use args::ProxyArgs;
 pub use bootstrap::BootstrapConfig;

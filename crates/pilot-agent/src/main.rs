@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! pilot-agent proxy sidecar|router|ingress [FLAGS]   bootstrap, run and supervise Envoy
+//! pilot-agent iptables [--dry-run|--cleanup] [FLAGS]  capture the pod's traffic
 //! ```
 #![forbid(unsafe_code)]
 
@@ -18,12 +19,17 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per process")]
 enum Command {
     /// Run Envoy as a sidecar, router or ingress proxy.
     Proxy {
         #[command(subcommand)]
         role: ProxyRole,
     },
+    /// Install the iptables rules that capture this network namespace's TCP
+    /// traffic for the sidecar (`--dry-run` prints them, `--cleanup`
+    /// removes them).
+    Iptables(pilot_agent::iptables::IptablesArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -57,6 +63,7 @@ fn main() -> std::process::ExitCode {
             let (proxy_type, args) = role.split();
             run_proxy(proxy_type, args)
         }
+        Command::Iptables(args) => args.run(&mut std::io::stdout()).map_err(anyhow::Error::from),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -7,10 +7,12 @@
 //! applied and golden tests pin it. [`apply`] and [`cleanup`] run them, one
 //! `iptables-restore --noflush` transaction per address family.
 
+mod args;
 pub mod config;
 pub mod rules;
 mod run;
 
+pub use args::IptablesArgs;
 pub use config::{CaptureConfig, Cidr, CidrSet, PortSet};
 pub use rules::Family;
 pub use run::{apply, cleanup, dry_run, families};

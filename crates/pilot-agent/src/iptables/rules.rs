@@ -2,6 +2,9 @@
 //! [`CaptureConfig`] (and, to stay idempotent, of what `iptables-save`
 //! shows is already there).
 //!
+//! Rules are written as `iptables-save` prints them back (matches, comment,
+//! target; no quote inside comments), so [`installed`] compares them.
+//!
 //! Layout (Istio's `tools/istio-iptables`, in the nat table):
 //! - `PREROUTING -p tcp -j ISTIO_INBOUND`: inbound ports (all but the
 //!   excluded ones, or a list) jump to `ISTIO_IN_REDIRECT`, which redirects
@@ -141,8 +144,8 @@ pub fn rules(config: &CaptureConfig, family: Family) -> Vec<(&'static str, Strin
         if inbound {
             add(
                 "ISTIO_OUTPUT",
-                format!("-o lo ! -d {loopback} -m owner {owner} -j ISTIO_IN_REDIRECT"),
-                "proxy to this pod's own address: the inbound side",
+                format!("! -d {loopback} -o lo -m owner {owner} -j ISTIO_IN_REDIRECT"),
+                "proxy to an address of this pod: the inbound side",
             );
         }
         add(
@@ -153,7 +156,7 @@ pub fn rules(config: &CaptureConfig, family: Family) -> Vec<(&'static str, Strin
         add(
             "ISTIO_OUTPUT",
             format!("-m owner {owner} -j RETURN"),
-            "the proxy's own traffic",
+            "traffic of the proxy itself",
         );
     }
     add("ISTIO_OUTPUT", format!("-d {loopback} -j RETURN"), "loopback");
