@@ -19,6 +19,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         namespace,
         command,
     } = cli;
+    if let Command::KubeInject { files, mesh_config } = &command {
+        return crate::inject::kube_inject(&files.files, mesh_config.as_deref());
+    }
     if let Command::Validate(args) = &command {
         let objects = read_files(&args.files, &registry, &namespace)?;
         println!("{} objects valid", objects.len());
@@ -26,7 +29,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
     }
     let client = connect(server, token, ca_file)?;
     match command {
-        Command::Validate(_) => Ok(()),
+        Command::Validate(_) | Command::KubeInject { .. } => Ok(()),
         Command::Create(args) => {
             let objects = read_files(&args.files, &registry, &namespace)?;
             each(objects, |object| create(&client, &registry, object)).await

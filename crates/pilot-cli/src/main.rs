@@ -8,6 +8,7 @@
 //! pilotctl delete rr reviews-default            # or delete -f FILE
 //! pilotctl validate -f rules/                   # offline
 //! pilotctl proxy-status                         # SYNCED / STALE / NACKED per type
+//! pilotctl kube-inject -f deployment.yaml       # add the sidecar (offline)
 //! ```
 //!
 //! Exit codes: 0 success, 1 an operation failed, 2 usage error.
@@ -16,6 +17,7 @@
 mod client;
 mod commands;
 mod files;
+mod inject;
 mod kinds;
 mod settings;
 
@@ -93,6 +95,17 @@ pub enum Command {
     Validate(FileArgs),
     /// For each connected proxy, per xDS type: SYNCED, STALE or NACKED.
     ProxyStatus,
+    /// Add the sidecar (pilot-agent's init container and proxy) to the Pods,
+    /// Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs
+    /// and Lists of YAML or JSON files; the result goes to stdout (offline).
+    KubeInject {
+        #[command(flatten)]
+        files: FileArgs,
+        /// The mesh config file whose `sidecarInjector` section sets images,
+        /// the discovery address and resources (default: built-in values).
+        #[arg(long, value_name = "FILE")]
+        mesh_config: Option<std::path::PathBuf>,
+    },
 }
 
 /// `-f` (required).
