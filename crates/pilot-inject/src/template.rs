@@ -107,6 +107,12 @@ mod tests {
     }
 
     #[test]
+    fn the_example_mesh_config_spells_out_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/inject/mesh.yaml");
+        assert_eq!(InjectTemplate::load(&path).unwrap(), InjectTemplate::default());
+    }
+
+    #[test]
     fn unknown_fields_are_named_with_their_position() {
         let err = InjectTemplate::parse("mesh.yaml", "sidecarInjector:\n  proxyImage: x\n  proxyImg: y\n")
             .unwrap_err()

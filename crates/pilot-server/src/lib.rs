@@ -22,6 +22,7 @@ pub mod api;
 pub mod args;
 pub mod auth;
 pub mod backend;
+pub mod inject_webhook;
 pub mod journal;
 pub mod metrics;
 pub mod openapi;
@@ -134,6 +135,8 @@ pub struct Bound {
     pub rest: SocketAddr,
     /// ADS.
     pub xds: SocketAddr,
+    /// The sidecar injection webhook (HTTPS), with `--inject-webhook`.
+    pub inject: Option<SocketAddr>,
 }
 
 /// Runs the server until `shutdown` completes; `on_bound` is told the
@@ -167,6 +170,14 @@ pub async fn run(
     };
     let rest_listener = bind(args.listen, "the REST API").await?;
     let xds_listener = bind(args.xds_listen, "ADS").await?;
+    let inject = match args.inject_webhook {
+        Some(address) => Some(inject_webhook::start(
+            &args,
+            tls.clone(),
+            bind(address, "the injection webhook").await?,
+        )?),
+        None => None,
+    };
     let bound = Bound {
         rest: rest_listener
             .local_addr()
@@ -174,6 +185,7 @@ pub async fn run(
         xds: xds_listener
             .local_addr()
             .map_err(|e| StartError::Failed(e.to_string()))?,
+        inject: inject.as_ref().map(|(address, _)| *address),
     };
 
     let discovery = registries.discovery;
@@ -216,6 +228,9 @@ pub async fn run(
             Duration::from_millis(args.services_poll_ms.max(10)),
             shutdown_rx.clone(),
         )));
+    }
+    if let Some((_, webhook)) = inject {
+        tasks.push(tokio::spawn(webhook.serve(shutdown_rx.clone())));
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
     let rest = tokio::spawn(serve::serve(
