@@ -7,10 +7,11 @@
 //! - `pod` namespace: veth address 10.77.0.2, the application (uid 1000),
 //!   a local server on 0.0.0.0:9080 (the pod's own app), Envoy (uid 1337);
 //!   routes to 10.77.0.0/16 and the service VIPs 10.96.0.0/16 via the peer;
+//! - pilot-discovery in the pod namespace on its loopback (127.0.0.1:8080
+//!   REST, :15010 ADS: a loopback ADS needs no client credential);
 //! - `peer` namespace: veth 10.77.0.1, on its loopback the reviews v1/v2/v3
-//!   upstreams (10.77.1.1-3:9080), servers outside the mesh (10.77.2.1,
-//!   10.77.3.1), and pilot-discovery (10.77.9.1:8080 REST, :15010 ADS). It
-//!   also plays the caller of the pod's inbound side.
+//!   upstreams (10.77.1.1-3:9080) and servers outside the mesh (10.77.2.1,
+//!   10.77.3.1). It also plays the caller of the pod's inbound side.
 //!
 //! Needs root (network namespaces, iptables, switching uid). When not root
 //! it fails with that message (CI runs as root); it never passes vacuously.
@@ -25,7 +26,7 @@ use pilot_agent::{BootstrapConfig, Identity, InterceptionMode, ProxyType};
 
 const POD_IP: &str = "10.77.0.2";
 const PEER_IP: &str = "10.77.0.1";
-const PILOT: &str = "10.77.9.1";
+const PILOT: &str = "127.0.0.1";
 const REVIEWS_VIP: &str = "10.96.0.10";
 const PRODUCTPAGE_VIP: &str = "10.96.0.20";
 const APP_UID: &str = "1000";
@@ -93,13 +94,13 @@ fn captured_traffic_is_routed_by_the_mesh_rules() {
     let mut lab = Lab::new();
     lab.network();
 
-    // pilot-discovery and the servers in the peer namespace, the pod's own
+    // The servers in the peer namespace; pilot-discovery and the pod's own
     // application in the pod namespace.
     let services = dir.path().join("services.yaml");
     std::fs::write(&services, SERVICES).unwrap();
     lab.spawn(
         "pilot-discovery",
-        lab.exec(&lab.peer)
+        lab.exec(&lab.pod)
             .arg(&discovery)
             .args(["--listen", &format!("{PILOT}:8080")])
             .args(["--xds-listen", &format!("{PILOT}:15010")])
@@ -121,7 +122,7 @@ fn captured_traffic_is_routed_by_the_mesh_rules() {
     );
     lab.spawn_server(&lab.pod.clone(), &["0.0.0.0:9080=productpage-app"]);
     eventually("pilot-discovery is ready", || {
-        lab.curl_as_root(&lab.peer, &format!("http://{PILOT}:8080/readyz"), &[])
+        lab.curl_as_root(&lab.pod, &format!("http://{PILOT}:8080/readyz"), &[])
             .0
             == 200
     });
@@ -129,37 +130,23 @@ fn captured_traffic_is_routed_by_the_mesh_rules() {
         lab.create_rule(&workspace().join("examples/bookinfo").join(file));
     }
 
-    // The capture rules, through the agent's command, as the init container
-    // would apply them.
+    // The capture rules: the init container `pilotctl kube-inject` adds to
+    // this pod (its ports, its traffic annotations), run as it would run.
     let agent = env!("CARGO_BIN_EXE_pilot-agent");
-    let applied = run(lab.exec(&lab.pod).args([
-        agent,
-        "iptables",
-        "--inbound-ports",
-        "9080",
-        "--exclude-outbound-cidrs",
-        "10.77.2.0/24",
-        "--exclude-outbound-ports",
-        "7777",
-    ]));
-    assert!(
-        applied.status.success(),
-        "pilot-agent iptables: {}",
-        text(&applied.stderr)
-    );
+    let init_args = injected_init_args();
+    let apply = |lab: &Lab| {
+        let out = run(lab.exec(&lab.pod).arg(agent).args(&init_args));
+        assert!(
+            out.status.success(),
+            "pilot-agent {init_args:?}: {}",
+            text(&out.stderr)
+        );
+    };
+    apply(&lab);
     // Applying again is a no-op: the same rules.
     let before = lab.saved_rules();
-    let again = run(lab.exec(&lab.pod).args([
-        agent,
-        "iptables",
-        "--inbound-ports",
-        "9080",
-        "--exclude-outbound-cidrs",
-        "10.77.2.0/24",
-        "--exclude-outbound-ports",
-        "7777",
-    ]));
-    assert!(again.status.success(), "second apply: {}", text(&again.stderr));
+    assert!(!before.is_empty());
+    apply(&lab);
     assert_eq!(before, lab.saved_rules(), "applying twice changed the rules");
 
     // Envoy as uid 1337 with the agent's bootstrap, in capture mode.
@@ -339,6 +326,24 @@ fn captured_traffic_is_routed_by_the_mesh_rules() {
     );
 }
 
+/// The init container's arguments that pilot-inject gives this test's pod:
+/// it serves 9080; 10.77.2.0/24 and port 7777 are excluded by annotation.
+fn injected_init_args() -> Vec<String> {
+    let mut pod = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "productpage-v1", "annotations": {
+            "traffic.sidecar.istio.io/excludeOutboundIPRanges": "10.77.2.0/24",
+            "traffic.sidecar.istio.io/excludeOutboundPorts": "7777",
+        }},
+        "spec": {"containers": [{"name": "productpage", "image": "productpage", "ports": [{"containerPort": 9080}]}]},
+    });
+    pilot_inject::inject_object(&mut pod, &pilot_inject::InjectTemplate::default()).unwrap();
+    let init = &pod["spec"]["initContainers"][0];
+    assert_eq!(init["command"], serde_json::json!(["pilot-agent"]));
+    serde_json::from_value(init["args"].clone()).unwrap()
+}
+
 /// The two namespaces and what runs in them; dropped, everything stops and
 /// the namespaces go.
 struct Lab {
@@ -370,13 +375,13 @@ impl Lab {
         ]));
         let script_pod = format!(
             "ip link set lo up && ip link set {a} up && ip addr add {POD_IP}/24 dev {a} && \
-             for net in 10.77.1.0/24 10.77.2.0/24 10.77.3.0/24 10.77.9.0/24 10.96.0.0/16; do \
+             for net in 10.77.1.0/24 10.77.2.0/24 10.77.3.0/24 10.96.0.0/16; do \
              ip route add $net via {PEER_IP}; done"
         );
         must(self.exec(pod).args(["sh", "-c", &script_pod]));
         let script_peer = format!(
             "ip link set lo up && ip link set {b} up && ip addr add {PEER_IP}/24 dev {b} && \
-             for addr in 10.77.1.1 10.77.1.2 10.77.1.3 10.77.2.1 10.77.3.1 {PILOT}; do \
+             for addr in 10.77.1.1 10.77.1.2 10.77.1.3 10.77.2.1 10.77.3.1; do \
              ip addr add $addr/32 dev lo; done"
         );
         must(self.exec(peer).args(["sh", "-c", &script_peer]));
@@ -421,7 +426,7 @@ impl Lab {
             .unwrap()
             .remove(0);
         let url = format!("http://{PILOT}:8080/apis/config.istio.io/v1alpha2/namespaces/default/routerules");
-        let out = run(self.exec(&self.peer).args([
+        let out = run(self.exec(&self.pod).args([
             "curl",
             "-sS",
             "-o",
