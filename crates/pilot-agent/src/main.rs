@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! pilot-agent proxy sidecar|router|ingress [FLAGS]   bootstrap, run and supervise Envoy
+//! pilot-agent wait [--status-url URL] [--timeout D]   block until the proxy is ready
 //! ```
 #![forbid(unsafe_code)]
 
@@ -17,12 +18,24 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start: the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run Envoy as a sidecar, router or ingress proxy.
     Proxy {
         #[command(subcommand)]
         role: ProxyRole,
+    },
+    /// Block until the agent's proxy is ready (LIVE, first listeners and
+    /// clusters ACKed), for applications that must start after it.
+    Wait {
+        /// The agent's status URL.
+        #[arg(long, default_value = "http://127.0.0.1:15020", value_name = "URL")]
+        status_url: String,
+        /// Give up (exit 1) after this long.
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+        timeout: std::time::Duration,
     },
 }
 
@@ -55,7 +68,10 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Proxy { role } => {
             let (proxy_type, args) = role.split();
-            run_proxy(proxy_type, args)
+            runtime().and_then(|rt| Ok(rt.block_on(pilot_agent::run_proxy(proxy_type, args))?))
+        }
+        Command::Wait { status_url, timeout } => {
+            runtime().and_then(|rt| Ok(rt.block_on(pilot_agent::wait_ready(&status_url, timeout))?))
         }
     };
     match result {
@@ -67,18 +83,9 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> anyhow::Result<()> {
-    let identity = args
-        .identity_input()
-        .resolve(proxy_type, |k| std::env::var(k).ok())?;
-    let config = pilot_agent::BootstrapConfig {
-        identity,
-        discovery: args.discovery_addresses.clone(),
-        admin_port: args.admin_port,
-    };
-    let path = config.write(&args.config_dir, 0)?;
-    anyhow::bail!(
-        "wrote {}; supervision of Envoy is not implemented yet in this build",
-        path.display()
-    )
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?)
 }
