@@ -160,6 +160,9 @@ pub(crate) fn spawn(
             let mut lines = tokio::io::BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 eprintln!("envoy[{epoch}] {line}");
+                if line.trim().is_empty() {
+                    continue;
+                }
                 let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
                 if tail.len() == TAIL_LINES {
                     tail.pop_front();

@@ -74,8 +74,7 @@ pub struct Args {
     /// More service registries (repeatable); all are combined.
     #[arg(long = "registry", value_enum, value_name = "KIND")]
     pub registries: Vec<RegistryKind>,
-    /// Bearer tokens, one per line: `TOKEN ro|rw|agent [NAME]` (`agent`:
-    /// pilot-agent, may only report proxy events). With it, every
+    /// Bearer tokens, one per line: `TOKEN ro|rw [NAME]`. With it, every
     /// request but /healthz and /readyz needs a token.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,

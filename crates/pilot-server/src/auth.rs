@@ -19,8 +19,6 @@ pub enum Access {
     ReadOnly,
     /// Everything.
     ReadWrite,
-    /// pilot-agent: `POST /v1/proxy-events` only.
-    Agent,
 }
 
 /// The accepted tokens.
@@ -28,7 +26,7 @@ pub enum Access {
 pub struct Tokens(Vec<(String, Access, String)>);
 
 impl Tokens {
-    /// Reads a token file: one token per line, `TOKEN ro|rw|agent [NAME]` (`agent`: may only report proxy events); blank
+    /// Reads a token file: one token per line, `TOKEN ro|rw [NAME]`; blank
     /// lines and lines starting with `#` are skipped.
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
@@ -49,10 +47,9 @@ impl Tokens {
             let access = match fields.next() {
                 Some("ro") => Access::ReadOnly,
                 Some("rw") => Access::ReadWrite,
-                Some("agent") => Access::Agent,
                 other => {
                     return Err(format!(
-                        "{source}:{}: expected `TOKEN ro|rw|agent [NAME]`, found access {:?}",
+                        "{source}:{}: expected `TOKEN ro|rw [NAME]`, found access {:?}",
                         number + 1,
                         other.unwrap_or("")
                     ));
@@ -69,7 +66,7 @@ impl Tokens {
         }
         if tokens.is_empty() {
             return Err(format!(
-                "{source}: no tokens; add lines of the form `TOKEN ro|rw|agent [NAME]`"
+                "{source}: no tokens; add lines of the form `TOKEN ro|rw [NAME]`"
             ));
         }
         Ok(Tokens(tokens))
@@ -114,16 +111,6 @@ pub async fn require(State(state): State<AppState>, request: Request, next: Next
     };
     match tokens.check(token) {
         None => unauthorized("the bearer token is not valid"),
-        Some((Access::Agent, name))
-            if !(request.method() == Method::POST && request.uri().path() == "/v1/proxy-events") =>
-        {
-            ApiError::new(
-                StatusCode::FORBIDDEN,
-                "Forbidden",
-                format!("token {name:?} is an agent token: it may only POST /v1/proxy-events"),
-            )
-            .into_response()
-        }
         Some((Access::ReadOnly, name)) if !matches!(*request.method(), Method::GET | Method::HEAD) => {
             ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -166,7 +153,7 @@ mod tests {
         assert_eq!(tokens.check("0123456789abcdef-r"), None);
         assert_eq!(
             Tokens::parse("t", "0123456789abcdef admin\n").unwrap_err(),
-            "t:1: expected `TOKEN ro|rw|agent [NAME]`, found access \"admin\""
+            "t:1: expected `TOKEN ro|rw [NAME]`, found access \"admin\""
         );
         assert!(
             Tokens::parse("t", "short rw\n")
