@@ -73,6 +73,7 @@ pub async fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> Result<(), Age
         retry: RetryPolicy {
             max_retries: args.max_retries,
             initial_backoff: args.initial_backoff,
+            stable_after: args.budget_reset_after,
         },
         admin,
         termination_drain: args.termination_drain_duration,

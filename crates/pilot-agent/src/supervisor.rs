@@ -7,7 +7,10 @@
 //! - An epoch that exits unexpectedly aborts every epoch (hot restart
 //!   races), and Envoy is started again at epoch 0 after an exponential
 //!   backoff drawn from a retry budget; a change of the desired
-//!   configuration refills the budget. A spent budget ends the agent with an
+//!   configuration refills the budget, and so does an Envoy that stayed
+//!   ready (LIVE, configured) for `stable_after` (Istio's agent refilled it
+//!   only on a change, so ten crashes over a pod's life ended it). A spent
+//!   budget ends the agent with an
 //!   error saying why, so the orchestrator restarts the pod.
 //! - An epoch that exits cleanly while a newer one runs is a drained parent.
 //! - Bootstrap files of exited epochs are removed.
@@ -45,6 +48,8 @@ pub struct RetryPolicy {
     pub max_retries: u32,
     /// The first delay.
     pub initial_backoff: Duration,
+    /// How long Envoy must stay ready before the budget is refilled.
+    pub stable_after: Duration,
 }
 
 impl RetryPolicy {
@@ -52,7 +57,11 @@ impl RetryPolicy {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let policy = pilot_agent::supervisor::RetryPolicy { max_retries: 10, initial_backoff: Duration::from_millis(200) };
+    /// let policy = pilot_agent::supervisor::RetryPolicy {
+    ///     max_retries: 10,
+    ///     initial_backoff: Duration::from_millis(200),
+    ///     stable_after: Duration::from_secs(10),
+    /// };
     /// assert_eq!(policy.delay(0), Duration::from_millis(200));
     /// assert_eq!(policy.delay(3), Duration::from_millis(1600));
     /// ```
@@ -118,6 +127,7 @@ impl Supervisor {
             current: None,
             budget: retry.max_retries,
             retry_at: None,
+            stable_at: None,
             pending_restart: false,
         };
         let (exit_tx, exit_rx) = mpsc::channel(16);
@@ -141,6 +151,8 @@ struct State {
     current: Option<Desired>,
     budget: u32,
     retry_at: Option<Instant>,
+    /// When the budget is refilled if nothing fails until then.
+    stable_at: Option<Instant>,
     /// The next start follows a failure (counted as a restart).
     pending_restart: bool,
 }
@@ -155,6 +167,7 @@ impl State {
         admin: Admin,
         termination_drain: Duration,
     ) -> Result<(), AgentError> {
+        let (ready_tx, mut ready_rx) = mpsc::channel::<u64>(16);
         loop {
             if *shutdown.borrow() {
                 let node = desired.borrow().config.identity.node_id();
@@ -162,10 +175,14 @@ impl State {
                 return Ok(());
             }
             let want = desired.borrow().clone();
-            if self.retry_at.is_none() && self.current.as_ref() != Some(&want) {
-                self.start(&want, &exit_tx);
+            if self.retry_at.is_none()
+                && self.current.as_ref() != Some(&want)
+                && let Some(run) = self.start(&want, &exit_tx)
+            {
+                tokio::spawn(watch_ready(admin, run, ready_tx.clone()));
             }
             let retry_at = self.retry_at;
+            let stable_at = self.stable_at;
             tokio::select! {
                 changed = desired.changed() => {
                     if changed.is_err() {
@@ -183,13 +200,27 @@ impl State {
                 _ = sleep_until(retry_at), if retry_at.is_some() => {
                     self.retry_at = None;
                 }
+                Some(run) = ready_rx.recv() => {
+                    if self.live.contains_key(&run) {
+                        tracing::info!(run, "envoy ready");
+                        if self.budget < self.retry.max_retries {
+                            self.stable_at = Some(Instant::now() + self.retry.stable_after);
+                        }
+                    }
+                }
+                _ = sleep_until(stable_at), if stable_at.is_some() => {
+                    self.stable_at = None;
+                    self.budget = self.retry.max_retries;
+                    tracing::info!("envoy stayed ready: retry budget refilled");
+                }
                 _ = shutdown.changed() => {}
             }
         }
     }
 
-    /// Starts epoch = highest running + 1 with `want`.
-    fn start(&mut self, want: &Desired, exit_tx: &mpsc::Sender<ExitReport>) {
+    /// Starts epoch = highest running + 1 with `want`; its run number
+    /// when a process was started.
+    fn start(&mut self, want: &Desired, exit_tx: &mpsc::Sender<ExitReport>) -> Option<u64> {
         let node = want.config.identity.node_id();
         let epoch = self.live.values().map(|r| r.epoch + 1).max().unwrap_or(0);
         let hot = epoch > 0;
@@ -211,7 +242,7 @@ impl State {
                     tail: e.to_string(),
                 });
                 self.live.insert(run, Running { epoch, abort: None });
-                return;
+                return None;
             }
         };
         let pid = child.id();
@@ -247,6 +278,7 @@ impl State {
         self.reporter.send(event);
         let exit_tx = exit_tx.clone();
         tokio::spawn(wait_child(child, tail, run, epoch, abort_rx, exit_tx));
+        Some(run)
     }
 
     fn exited(&mut self, report: ExitReport, node: &str) -> Result<(), AgentError> {
@@ -285,6 +317,7 @@ impl State {
         // Envoys that cannot be trusted to hand over.
         self.abort_all();
         self.current = None;
+        self.stable_at = None;
         if self.budget == 0 {
             let attempts = self.retry.max_retries + 1;
             let mut event = ProxyEvent::new(node, EventKind::BudgetExhausted, report.epoch, restarts)
@@ -404,6 +437,19 @@ impl State {
                 self.aborted.insert(run);
             }
         }
+    }
+}
+
+/// Tells the supervisor once Envoy's admin says ready (gives up after ten
+/// minutes, or when the supervisor is gone).
+async fn watch_ready(admin: Admin, run: u64, ready_tx: mpsc::Sender<u64>) {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while Instant::now() < deadline && !ready_tx.is_closed() {
+        if admin.readiness().await == crate::envoy::Readiness::Ready {
+            let _ = ready_tx.send(run).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -52,6 +52,10 @@ fn envoy_syncs_and_a_kill_9_is_restarted_and_reported() {
             &discovery.url,
             "--token-file",
             token_file.to_str().unwrap(),
+            "--max-retries",
+            "1",
+            "--budget-reset-after",
+            "1s",
         ],
     );
     // `pilot-agent wait` returns once Envoy is LIVE with pilot's config.
@@ -108,6 +112,28 @@ fn envoy_syncs_and_a_kill_9_is_restarted_and_reported() {
         "{metrics}"
     );
     assert_eq!(agent.metric("pilot_agent_envoy_restarts_total"), Some(1));
+
+    // A budget of one retry, refilled once the new Envoy stayed ready:
+    // a second kill is restarted too.
+    eventually("the budget refilled", || {
+        agent.log().contains("retry budget refilled")
+    });
+    let second = agent.envoy_pids();
+    assert_eq!(second.len(), 1);
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &second[0].to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    eventually("a third Envoy, ready", || {
+        let pids = agent.envoy_pids();
+        pids.len() == 1 && pids[0] != second[0] && agent.ready()
+    });
+    assert_eq!(agent.metric("pilot_agent_envoy_restarts_total"), Some(2));
+    eventually("proxy-status to show 2 restarts", || {
+        proxy_row(&discovery)
+            .is_some_and(|row| row.contains("signal 9 (SIGKILL)") && row.split_whitespace().any(|w| w == "2"))
+    });
     // The agent's status port serves Envoy's own stats too.
     let (_, stats) = common::get(agent.status_port, "/stats/prometheus");
     assert!(stats.contains("envoy_server_live"), "{stats}");

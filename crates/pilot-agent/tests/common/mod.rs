@@ -32,8 +32,14 @@ pub fn envoy_binary() -> PathBuf {
     path
 }
 
+/// `pilot-agent`: cargo's, or the one in `PILOT_TEST_BIN_DIR` when set
+/// (a copy of the binaries taken right after building them, for a target
+/// directory that other checkouts also build into).
 pub fn agent_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_pilot-agent"))
+    match std::env::var_os("PILOT_TEST_BIN_DIR") {
+        Some(dir) => PathBuf::from(dir).join("pilot-agent"),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_pilot-agent")),
+    }
 }
 
 /// A binary of the workspace next to `pilot-agent`.
