@@ -96,6 +96,10 @@ pub struct ProxyArgs {
     /// The first restart delay; it doubles with each retry.
     #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub initial_backoff: Duration,
+    /// How long a restarted Envoy must stay ready before the retry budget
+    /// is refilled.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub budget_reset_after: Duration,
     /// One more argument for Envoy (repeatable).
     #[arg(long = "envoy-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub envoy_args: Vec<String>,

@@ -110,12 +110,6 @@ impl BootstrapConfig {
                 }],
             },
             "stats_config": {"use_all_default_tags": true},
-            "layered_runtime": {
-                "layers": [{
-                    "name": "static",
-                    "static_layer": {"overload.global_downstream_max_connections": 2147483647},
-                }],
-            },
         }))
     }
 

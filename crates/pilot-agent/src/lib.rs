@@ -9,12 +9,19 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod agent;
 pub mod args;
 pub mod bootstrap;
+pub mod envoy;
 mod error;
+mod http;
 pub mod identity;
 pub mod iptables;
+pub mod report;
+pub mod status;
+pub mod supervisor;
 
+pub use agent::{run_proxy, wait_ready};
 pub use args::ProxyArgs;
 pub use bootstrap::BootstrapConfig;
 pub use error::AgentError;

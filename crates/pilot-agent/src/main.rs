@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! pilot-agent proxy sidecar|router|ingress [FLAGS]   bootstrap, run and supervise Envoy
+//! pilot-agent wait [--status-url URL] [--timeout D]   block until the proxy is ready
 //! pilot-agent iptables [--dry-run|--cleanup] [FLAGS]  capture the pod's traffic
 //! ```
 #![forbid(unsafe_code)]
@@ -18,13 +19,24 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start: the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
-#[allow(clippy::large_enum_variant, reason = "parsed once per process")]
 enum Command {
     /// Run Envoy as a sidecar, router or ingress proxy.
     Proxy {
         #[command(subcommand)]
         role: ProxyRole,
+    },
+    /// Block until the agent's proxy is ready (LIVE, first listeners and
+    /// clusters ACKed), for applications that must start after it.
+    Wait {
+        /// The agent's status URL.
+        #[arg(long, default_value = "http://127.0.0.1:15020", value_name = "URL")]
+        status_url: String,
+        /// Give up (exit 1) after this long.
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+        timeout: std::time::Duration,
     },
     /// Install the iptables rules that capture this network namespace's TCP
     /// traffic for the sidecar (`--dry-run` prints them, `--cleanup`
@@ -61,7 +73,10 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Proxy { role } => {
             let (proxy_type, args) = role.split();
-            run_proxy(proxy_type, args)
+            runtime().and_then(|rt| Ok(rt.block_on(pilot_agent::run_proxy(proxy_type, args))?))
+        }
+        Command::Wait { status_url, timeout } => {
+            runtime().and_then(|rt| Ok(rt.block_on(pilot_agent::wait_ready(&status_url, timeout))?))
         }
         Command::Iptables(args) => args.run(&mut std::io::stdout()).map_err(anyhow::Error::from),
     };
@@ -74,18 +89,9 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> anyhow::Result<()> {
-    let identity = args
-        .identity_input()
-        .resolve(proxy_type, |k| std::env::var(k).ok())?;
-    let config = pilot_agent::BootstrapConfig {
-        identity,
-        discovery: args.discovery_addresses.clone(),
-        admin_port: args.admin_port,
-    };
-    let path = config.write(&args.config_dir, 0)?;
-    anyhow::bail!(
-        "wrote {}; supervision of Envoy is not implemented yet in this build",
-        path.display()
-    )
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?)
 }

@@ -1,5 +1,6 @@
 //! Real traffic capture: `pilot-agent iptables` rules in a network namespace
-//! this test creates, a real Envoy as uid 1337 on pilot-discovery's ADS, and
+//! this test creates, a real Envoy under `pilot-agent proxy sidecar` as uid
+//! 1337 on pilot-discovery's ADS, and
 //! an application (curl as uid 1000) whose requests are proven captured and
 //! routed by what the upstreams answer.
 //!
@@ -21,8 +22,6 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-use pilot_agent::{BootstrapConfig, Identity, InterceptionMode, ProxyType};
 
 const POD_IP: &str = "10.77.0.2";
 const PEER_IP: &str = "10.77.0.1";
@@ -90,6 +89,7 @@ fn captured_traffic_is_routed_by_the_mesh_rules() {
     let discovery = pilot_discovery_binary();
     let dir = tempfile::tempdir().unwrap();
     set_mode(dir.path(), 0o755);
+    let agent = env!("CARGO_BIN_EXE_pilot-agent");
 
     let mut lab = Lab::new();
     lab.network();
@@ -132,7 +132,6 @@ fn captured_traffic_is_routed_by_the_mesh_rules() {
 
     // The capture rules: the init container `pilotctl kube-inject` adds to
     // this pod (its ports, its traffic annotations), run as it would run.
-    let agent = env!("CARGO_BIN_EXE_pilot-agent");
     let init_args = injected_init_args();
     let apply = |lab: &Lab| {
         let out = run(lab.exec(&lab.pod).arg(agent).args(&init_args));
@@ -149,36 +148,48 @@ fn captured_traffic_is_routed_by_the_mesh_rules() {
     apply(&lab);
     assert_eq!(before, lab.saved_rules(), "applying twice changed the rules");
 
-    // Envoy as uid 1337 with the agent's bootstrap, in capture mode.
-    let bootstrap = BootstrapConfig {
-        identity: Identity {
-            proxy_type: ProxyType::Sidecar,
-            ip: POD_IP.parse().unwrap(),
-            id: "productpage-v1.default".into(),
-            domain: "default.svc.cluster.local".into(),
-            labels: [
-                ("app".to_string(), "productpage".to_string()),
-                ("version".into(), "v1".into()),
-            ]
-            .into(),
-            interception: InterceptionMode::Redirect,
-            cluster: "productpage".into(),
-        },
-        discovery: vec![format!("{PILOT}:15010")],
-        admin_port: 15000,
-    }
-    .write(dir.path(), 0)
-    .unwrap();
-    set_mode(&bootstrap, 0o644);
+    // The sidecar as injected: `pilot-agent proxy sidecar` as uid 1337
+    // (Envoy, its child, too), in capture mode (REDIRECT, the default).
+    let config_dir = dir.path().join("proxy");
+    std::fs::create_dir(&config_dir).unwrap();
+    std::os::unix::fs::chown(&config_dir, Some(1337), Some(1337)).unwrap();
     lab.spawn(
-        "envoy",
+        "pilot-agent proxy sidecar",
         lab.exec(&lab.pod)
             .args(["setpriv", "--reuid", "1337", "--regid", "1337", "--clear-groups"])
+            .args([agent, "proxy", "sidecar", "--envoy-binary"])
             .arg(&envoy)
-            .arg("-c")
-            .arg(&bootstrap)
-            .args(["--disable-hot-restart", "--concurrency", "1", "-l", "warning"]),
+            .arg("--config-dir")
+            .arg(&config_dir)
+            .args([
+                "--ip",
+                POD_IP,
+                "--id",
+                "productpage-v1.default",
+                "--namespace",
+                "default",
+            ])
+            .args(["--label", "app=productpage", "--label", "version=v1"])
+            .args(["--discovery-address", &format!("{PILOT}:15010")])
+            .args([
+                "--admin-port",
+                "15000",
+                "--status-addr",
+                "127.0.0.1:15020",
+                "--concurrency",
+                "1",
+            ])
+            .args(["--base-id", &(std::process::id() % 60_000).to_string()])
+            .env_remove("INSTANCE_IP")
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .env_remove("PILOT_DISCOVERY_URL"),
     );
+    eventually("the agent reports its proxy ready", || {
+        lab.curl_as_root(&lab.pod, "http://127.0.0.1:15020/healthz/ready", &[])
+            .0
+            == 200
+    });
 
     // The jason rule is the last one pushed: once it routes, both are in.
     eventually("Envoy routes captured requests by the pushed rules", || {

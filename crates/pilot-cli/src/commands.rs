@@ -479,7 +479,7 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
     }
     const TYPES: [&str; 4] = ["CDS", "EDS", "LDS", "RDS"];
     let mut rows = vec![
-        ["NAME", "CDS", "EDS", "LDS", "RDS"]
+        ["NAME", "CDS", "EDS", "LDS", "RDS", "RESTARTS", "LAST EXIT"]
             .iter()
             .map(|s| s.to_string())
             .collect::<Vec<_>>(),
@@ -492,12 +492,13 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
             .unwrap_or("")
             .to_string();
         let mut row = vec![node.clone()];
+        let connected = proxy.get("connected").and_then(Value::as_bool).unwrap_or(true);
         for name in TYPES {
             let entry = proxy.pointer(&format!("/types/{name}"));
             let state = entry
                 .and_then(|e| e.get("state"))
                 .and_then(Value::as_str)
-                .unwrap_or("NOT SENT");
+                .unwrap_or(if connected { "NOT SENT" } else { "DISCONNECTED" });
             row.push(state.to_string());
             if let Some(nack) = entry.and_then(|e| e.get("nack")).filter(|n| !n.is_null())
                 && state == "NACKED"
@@ -509,6 +510,21 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
                 ));
             }
         }
+        let process = proxy.get("process");
+        row.push(
+            process
+                .and_then(|p| p.get("restarts"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                .to_string(),
+        );
+        row.push(
+            process
+                .and_then(|p| p.get("last_exit"))
+                .and_then(Value::as_str)
+                .unwrap_or("-")
+                .to_string(),
+        );
         rows.push(row);
     }
     print!("{}", table(&rows));

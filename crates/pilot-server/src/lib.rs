@@ -26,6 +26,7 @@ pub mod inject_webhook;
 pub mod journal;
 pub mod metrics;
 pub mod openapi;
+pub mod proxy_events;
 pub mod proxy_status;
 pub mod selector;
 pub mod serve;
@@ -69,6 +70,8 @@ pub struct AppState {
     pub xds: XdsServer,
     /// Counters.
     pub metrics: Arc<metrics::Metrics>,
+    /// pilot-agents' reports of Envoy's process life.
+    pub proxy_events: Arc<proxy_events::ProxyEvents>,
     /// Accepted tokens; `None` when authentication is off.
     pub tokens: Option<Arc<auth::Tokens>>,
     /// Largest request body.
@@ -93,6 +96,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/metrics", get(metrics::handler))
         .route("/debug/proxy-status", get(proxy_status::handler))
+        .route("/v1/proxy-events", axum::routing::post(proxy_events::handler))
         .route(
             "/openapi.json",
             get(
@@ -208,6 +212,7 @@ pub async fn run(
         registry,
         xds: xds.clone(),
         metrics: Arc::clone(&metrics),
+        proxy_events: Arc::default(),
         tokens,
         max_body_bytes: args.max_body_bytes,
         shutdown: shutdown_rx.clone(),

@@ -141,7 +141,8 @@ pub async fn count(State(state): State<AppState>, request: Request, next: Next) 
 
 /// `GET /metrics`.
 pub async fn handler(State(state): State<AppState>) -> Response {
-    let text = state.metrics.render(&state.xds, &state.controller);
+    let mut text = state.metrics.render(&state.xds, &state.controller);
+    state.proxy_events.render(&mut text);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
