@@ -8,12 +8,14 @@
 //! pilotctl delete rr reviews-default            # or delete -f FILE
 //! pilotctl validate -f rules/                   # offline
 //! pilotctl proxy-status                         # SYNCED / STALE / NACKED per type
+//! pilotctl grpc-bootstrap --xds-address 127.0.0.1:15010 -o bootstrap.json  # proxyless gRPC
 //! pilotctl kube-inject -f deployment.yaml       # add the sidecar (offline)
 //! ```
 //!
 //! Exit codes: 0 success, 1 an operation failed, 2 usage error.
 #![forbid(unsafe_code)]
 
+mod bootstrap;
 mod client;
 mod commands;
 mod files;
@@ -95,6 +97,9 @@ pub enum Command {
     Validate(FileArgs),
     /// For each connected proxy, per xDS type: SYNCED, STALE or NACKED.
     ProxyStatus,
+    /// Write the xDS bootstrap of a proxyless gRPC workload (for
+    /// GRPC_XDS_BOOTSTRAP); needs no server.
+    GrpcBootstrap(bootstrap::BootstrapArgs),
     /// Add the sidecar (pilot-agent's init container and proxy) to the Pods,
     /// Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs
     /// and Lists of YAML or JSON files; the result goes to stdout (offline).
