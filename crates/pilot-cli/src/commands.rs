@@ -19,6 +19,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         namespace,
         command,
     } = cli;
+    if let Command::KubeInject { files, mesh_config } = &command {
+        return crate::inject::kube_inject(&files.files, mesh_config.as_deref());
+    }
     if let Command::Validate(args) = &command {
         let (objects, located) = analyze_cmd::read_located(&args.files, &registry, &namespace)?;
         println!("{} objects valid", objects.len());
@@ -50,7 +53,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
     }
     let client = connect(server, token, ca_file)?;
     match command {
-        Command::Validate(_) | Command::GrpcBootstrap(_) => Ok(()),
+        Command::Validate(_) | Command::GrpcBootstrap(_) | Command::KubeInject { .. } => Ok(()),
         Command::Analyze {
             files: file_args,
             services: _,
@@ -516,7 +519,7 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
     }
     const TYPES: [&str; 4] = ["CDS", "EDS", "LDS", "RDS"];
     let mut rows = vec![
-        ["NAME", "CDS", "EDS", "LDS", "RDS"]
+        ["NAME", "CDS", "EDS", "LDS", "RDS", "RESTARTS", "LAST EXIT"]
             .iter()
             .map(|s| s.to_string())
             .collect::<Vec<_>>(),
@@ -529,12 +532,13 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
             .unwrap_or("")
             .to_string();
         let mut row = vec![node.clone()];
+        let connected = proxy.get("connected").and_then(Value::as_bool).unwrap_or(true);
         for name in TYPES {
             let entry = proxy.pointer(&format!("/types/{name}"));
             let state = entry
                 .and_then(|e| e.get("state"))
                 .and_then(Value::as_str)
-                .unwrap_or("NOT SENT");
+                .unwrap_or(if connected { "NOT SENT" } else { "DISCONNECTED" });
             row.push(state.to_string());
             if let Some(nack) = entry.and_then(|e| e.get("nack")).filter(|n| !n.is_null())
                 && state == "NACKED"
@@ -546,6 +550,21 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
                 ));
             }
         }
+        let process = proxy.get("process");
+        row.push(
+            process
+                .and_then(|p| p.get("restarts"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+                .to_string(),
+        );
+        row.push(
+            process
+                .and_then(|p| p.get("last_exit"))
+                .and_then(Value::as_str)
+                .unwrap_or("-")
+                .to_string(),
+        );
         rows.push(row);
     }
     print!("{}", table(&rows));

@@ -70,7 +70,7 @@ fn read_inner(
 
 /// (name, text) of every input: a file, each `.yaml`/`.yml`/`.json` file of
 /// a directory in name order, or stdin.
-fn sources(paths: &[String]) -> Result<Vec<(String, String)>, String> {
+pub fn sources(paths: &[String]) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
     for path in paths {
         if path == "-" {

@@ -10,6 +10,7 @@
 //! pilotctl analyze -f examples/bookinfo/        # shadowed rules, missing services, ...
 //! pilotctl proxy-status                         # SYNCED / STALE / NACKED per type
 //! pilotctl grpc-bootstrap --xds-address 127.0.0.1:15010 -o bootstrap.json  # proxyless gRPC
+//! pilotctl kube-inject -f deployment.yaml       # add the sidecar (offline)
 //! ```
 //!
 //! Exit codes: 0 success, 1 an operation failed, 2 usage error.
@@ -21,6 +22,7 @@ mod bootstrap;
 mod client;
 mod commands;
 mod files;
+mod inject;
 mod kinds;
 mod settings;
 
@@ -122,6 +124,17 @@ pub enum Command {
     /// Write the xDS bootstrap of a proxyless gRPC workload (for
     /// GRPC_XDS_BOOTSTRAP); needs no server.
     GrpcBootstrap(bootstrap::BootstrapArgs),
+    /// Add the sidecar (pilot-agent's init container and proxy) to the Pods,
+    /// Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs
+    /// and Lists of YAML or JSON files; the result goes to stdout (offline).
+    KubeInject {
+        #[command(flatten)]
+        files: FileArgs,
+        /// The mesh config file whose `sidecarInjector` section sets images,
+        /// the discovery address and resources (default: built-in values).
+        #[arg(long, value_name = "FILE")]
+        mesh_config: Option<std::path::PathBuf>,
+    },
 }
 
 /// `-f` (required).

@@ -7,6 +7,15 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
+/// `--inject-failure-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InjectFailurePolicy {
+    /// Admit the pod without a sidecar, with a warning.
+    Ignore,
+    /// Refuse the pod, with the reason.
+    Fail,
+}
+
 /// Where configuration objects are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StoreKind {
@@ -98,6 +107,20 @@ pub struct Args {
     /// Log level: error, warn, info, debug or trace.
     #[arg(long, default_value = "info", value_name = "LEVEL")]
     pub log_level: tracing::Level,
+    /// Serve the sidecar injection webhook (AdmissionReview v1 at
+    /// `POST /inject`) on this address, over HTTPS with `--tls-cert` and
+    /// `--tls-key` (required).
+    #[arg(long, value_name = "ADDR", requires = "tls_cert")]
+    pub inject_webhook: Option<SocketAddr>,
+    /// What the webhook answers for a review it cannot read or a pod it
+    /// cannot inject: `ignore` admits it without a sidecar (with a
+    /// warning), `fail` refuses it with the reason.
+    #[arg(long, value_enum, default_value = "ignore")]
+    pub inject_failure_policy: InjectFailurePolicy,
+    /// The mesh config file whose `sidecarInjector` section is the
+    /// webhook's template (default: built-in values, as `pilotctl kube-inject`).
+    #[arg(long, value_name = "FILE")]
+    pub mesh_config: Option<PathBuf>,
 }
 
 impl Args {

@@ -22,9 +22,11 @@ pub mod api;
 pub mod args;
 pub mod auth;
 pub mod backend;
+pub mod inject_webhook;
 pub mod journal;
 pub mod metrics;
 pub mod openapi;
+pub mod proxy_events;
 pub mod proxy_status;
 pub mod registryz;
 pub mod selector;
@@ -71,6 +73,8 @@ pub struct AppState {
     pub discovery: Arc<dyn ServiceDiscovery>,
     /// Counters.
     pub metrics: Arc<metrics::Metrics>,
+    /// pilot-agents' reports of Envoy's process life.
+    pub proxy_events: Arc<proxy_events::ProxyEvents>,
     /// Accepted tokens; `None` when authentication is off.
     pub tokens: Option<Arc<auth::Tokens>>,
     /// Largest request body.
@@ -96,6 +100,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics::handler))
         .route("/debug/proxy-status", get(proxy_status::handler))
         .route("/debug/registryz", get(registryz::handler))
+        .route("/v1/proxy-events", axum::routing::post(proxy_events::handler))
         .route(
             "/openapi.json",
             get(
@@ -141,6 +146,8 @@ pub struct Bound {
     pub rest: SocketAddr,
     /// ADS.
     pub xds: SocketAddr,
+    /// The sidecar injection webhook (HTTPS), with `--inject-webhook`.
+    pub inject: Option<SocketAddr>,
 }
 
 /// Runs the server until `shutdown` completes; `on_bound` is told the
@@ -175,6 +182,14 @@ pub async fn run(
     };
     let rest_listener = bind(args.listen, "the REST API").await?;
     let xds_listener = bind(args.xds_listen, "ADS").await?;
+    let inject = match args.inject_webhook {
+        Some(address) => Some(inject_webhook::start(
+            &args,
+            tls.clone(),
+            bind(address, "the injection webhook").await?,
+        )?),
+        None => None,
+    };
     let bound = Bound {
         rest: rest_listener
             .local_addr()
@@ -182,6 +197,7 @@ pub async fn run(
         xds: xds_listener
             .local_addr()
             .map_err(|e| StartError::Failed(e.to_string()))?,
+        inject: inject.as_ref().map(|(address, _)| *address),
     };
 
     let discovery = registries.discovery;
@@ -191,7 +207,12 @@ pub async fn run(
         XdsOptions::default(),
     );
     let (closing, shutdown_rx) = watch::channel(false);
-    let metrics = Arc::new(metrics::Metrics::new(xds.clone(), Arc::clone(&controller)));
+    let proxy_events = Arc::new(proxy_events::ProxyEvents::default());
+    let metrics = Arc::new(metrics::Metrics::new(
+        xds.clone(),
+        Arc::clone(&controller),
+        Arc::clone(&proxy_events),
+    ));
     let ready = {
         let controller = Arc::clone(&controller);
         let discovery = Arc::clone(&discovery);
@@ -206,6 +227,7 @@ pub async fn run(
         xds: xds.clone(),
         discovery: Arc::clone(&discovery),
         metrics: Arc::clone(&metrics),
+        proxy_events,
         tokens,
         max_body_bytes: args.max_body_bytes,
         shutdown: shutdown_rx.clone(),
@@ -231,6 +253,9 @@ pub async fn run(
             Duration::from_millis(args.services_poll_ms.max(10)),
             shutdown_rx.clone(),
         )));
+    }
+    if let Some((_, webhook)) = inject {
+        tasks.push(tokio::spawn(webhook.serve(shutdown_rx.clone())));
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
     let rest = tokio::spawn(serve::serve(

@@ -15,6 +15,9 @@
 //! | `pilot_rest_request_duration_seconds` | histogram | `method`, `route` | REST latency by route template |
 //! | `pilot_rest_watches` | gauge | | open REST watches |
 //! | `pilot_rest_watches_opened` | counter | | REST watches opened |
+//! | `pilot_proxy_restarts` | counter | | Envoy restarts after a failure, as pilot-agents reported them |
+//! | `pilot_proxy_unexpected_exits` | counter | `reason` (`code`, `signal`) | Envoy exits pilot-agents did not ask for |
+//! | `pilot_proxy_budget_exhausted` | counter | | pilot-agents that gave up restarting Envoy |
 //!
 //! OpenMetrics names a counter's sample `NAME_total`: `pilot_xds_pushes` is
 //! scraped as `pilot_xds_pushes_total`.
@@ -68,7 +71,11 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// The metrics of a server whose ADS server is `xds` and whose cache is
     /// `controller` (read at each scrape).
-    pub fn new(xds: XdsServer, controller: Arc<Controller>) -> Self {
+    pub fn new(
+        xds: XdsServer,
+        controller: Arc<Controller>,
+        proxy_events: Arc<crate::proxy_events::ProxyEvents>,
+    ) -> Self {
         let mut metrics = Metrics {
             registry: Registry::default(),
             requests: Family::default(),
@@ -80,6 +87,9 @@ impl Metrics {
         };
         metrics.register_xds(xds, controller);
         metrics.register_rest();
+        metrics
+            .registry
+            .register_collector(Box::new(crate::proxy_events::Collector(proxy_events)));
         metrics
     }
 

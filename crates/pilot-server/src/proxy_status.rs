@@ -1,5 +1,7 @@
 //! The proxy status endpoint: per connected proxy and xDS type, the
-//! versions sent and ACKed, the last NACK, and a one-word state.
+//! versions sent and ACKed, the last NACK, and a one-word state; beside
+//! it, what pilot-agent reported of Envoy's process life (restarts, the last
+//! unexpected exit), also for proxies that are not connected now.
 
 use axum::Json;
 use axum::extract::State;
@@ -19,9 +21,14 @@ pub fn state(status: &TypeStatus) -> &'static str {
     }
 }
 
-/// Every proxy's status as JSON.
-pub fn to_json(proxies: &[ProxyStatus]) -> Value {
-    let proxies: Vec<Value> = proxies
+/// Every proxy's status as JSON, with the agents' reports (`events`):
+/// a proxy known only from reports is listed with `connected: false`.
+pub fn to_json(
+    proxies: &[ProxyStatus],
+    events: &std::collections::BTreeMap<String, crate::proxy_events::ProxyRecord>,
+) -> Value {
+    let connected: std::collections::BTreeSet<&str> = proxies.iter().map(|p| p.node_id.as_str()).collect();
+    let mut list: Vec<Value> = proxies
         .iter()
         .map(|proxy| {
             let types: serde_json::Map<String, Value> = TYPES
@@ -37,15 +44,31 @@ pub fn to_json(proxies: &[ProxyStatus]) -> Value {
                     (name.to_string(), value)
                 })
                 .collect();
-            json!({"node": proxy.node_id, "incremental": proxy.incremental, "types": types})
+            json!({
+                "node": proxy.node_id,
+                "connected": true,
+                "incremental": proxy.incremental,
+                "types": types,
+                "process": crate::proxy_events::record_json(events.get(&proxy.node_id)),
+            })
         })
         .collect();
-    json!({"proxies": proxies})
+    for (node, record) in events {
+        if !connected.contains(node.as_str()) {
+            list.push(json!({
+                "node": node,
+                "connected": false,
+                "types": {},
+                "process": crate::proxy_events::record_json(Some(record)),
+            }));
+        }
+    }
+    json!({"proxies": list})
 }
 
 /// `GET /debug/proxy-status`.
 pub async fn handler(State(state): State<AppState>) -> Json<Value> {
-    Json(to_json(&state.xds.status()))
+    Json(to_json(&state.xds.status(), &state.proxy_events.all()))
 }
 
 #[cfg(test)]
@@ -77,7 +100,7 @@ mod tests {
                 .into_iter()
                 .collect(),
         };
-        let json = to_json(&[proxy]);
+        let json = to_json(&[proxy], &Default::default());
         assert_eq!(json["proxies"][0]["types"]["CDS"]["state"], "NACKED");
         assert_eq!(json["proxies"][0]["types"]["CDS"]["nack"]["message"], "bad regex");
         assert_eq!(json["proxies"][0]["types"]["RDS"]["state"], "NOT SENT");

@@ -299,6 +299,22 @@ fn read_document(
     Err(problems)
 }
 
+/// Where the field at `path` (`.spec.containers[0].ports`, the form of
+/// [`FieldError`](crate::FieldError) paths) is in the `document`-th (from 0)
+/// document of `text`: its line and column, or those of its nearest present
+/// ancestor. For tools that check documents after [`parse_values`]
+/// (pilotctl kube-inject) and report their own errors at a position.
+///
+/// ```
+/// let text = "a: 1\n---\nspec:\n  containers:\n  - name: x\n";
+/// let at = pilot_model::document::locate_path(text, 1, ".spec.containers[0].name").unwrap();
+/// assert_eq!((at.line, at.column), (5, 5));
+/// ```
+pub fn locate_path(text: &str, document: usize, path: &str) -> Option<Position> {
+    let (documents, _) = tree::parse(text, &Limits::default(), true);
+    documents.get(document).map(|d| locate(d, path))
+}
+
 /// Where `path` is in the document: the field itself, or its nearest
 /// ancestor that is present (for a missing field), or the document start.
 /// Where the fields of the objects in one text are, for findings about

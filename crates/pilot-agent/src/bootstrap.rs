@@ -1,0 +1,168 @@
+//! The Envoy bootstrap the agent writes for each epoch
+//! (`envoy-rev<EPOCH>.json`): node identity, admin on 127.0.0.1, an ADS
+//! cluster over HTTP/2 with keepalives listing every discovery address,
+//! LDS and CDS over ADS, stats.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::{AgentError, Identity};
+
+/// The name of the ADS cluster in the bootstrap.
+pub const XDS_CLUSTER: &str = "xds-grpc";
+
+/// Everything the bootstrap is made from. Two equal values give the same
+/// file, so the supervisor compares these to decide on a hot restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootstrapConfig {
+    /// Who the proxy is.
+    pub identity: Identity,
+    /// pilot-discovery's ADS addresses (`host:port`), one endpoint each.
+    pub discovery: Vec<String>,
+    /// Envoy's admin port on 127.0.0.1.
+    pub admin_port: u16,
+}
+
+impl BootstrapConfig {
+    /// The bootstrap as Envoy's v3 JSON.
+    ///
+    /// ```
+    /// use pilot_agent::{BootstrapConfig, Identity, InterceptionMode, ProxyType};
+    /// let config = BootstrapConfig {
+    ///     identity: Identity {
+    ///         proxy_type: ProxyType::Router,
+    ///         ip: "10.0.0.2".parse().unwrap(),
+    ///         id: "egress.default".into(),
+    ///         domain: "default.svc.cluster.local".into(),
+    ///         labels: Default::default(),
+    ///         interception: InterceptionMode::None,
+    ///         cluster: "egress".into(),
+    ///     },
+    ///     discovery: vec!["pilot-1:15010".into(), "10.0.0.7:15010".into()],
+    ///     admin_port: 15000,
+    /// };
+    /// let bootstrap = config.render().unwrap();
+    /// assert_eq!(bootstrap["admin"]["address"]["socket_address"]["address"], "127.0.0.1");
+    /// let xds = &bootstrap["static_resources"]["clusters"][0];
+    /// assert_eq!(xds["type"], "STRICT_DNS");
+    /// assert_eq!(xds["load_assignment"]["endpoints"][0]["lb_endpoints"].as_array().unwrap().len(), 2);
+    /// ```
+    pub fn render(&self) -> Result<Value, AgentError> {
+        if self.discovery.is_empty() {
+            return Err(AgentError::Identity {
+                field: "--discovery-address",
+                message: "no discovery address: pass --discovery-address HOST:PORT (repeatable)".into(),
+            });
+        }
+        let mut endpoints = Vec::new();
+        let mut all_ips = true;
+        for address in &self.discovery {
+            let (host, port) = split_host_port(address)?;
+            all_ips &= host.parse::<std::net::IpAddr>().is_ok();
+            endpoints.push(json!({
+                "endpoint": {"address": {"socket_address": {"address": host, "port_value": port}}}
+            }));
+        }
+        let identity = &self.identity;
+        Ok(json!({
+            "node": {
+                "id": identity.node_id(),
+                "cluster": identity.cluster,
+                "metadata": identity.metadata(),
+            },
+            "admin": {
+                "address": {"socket_address": {"address": "127.0.0.1", "port_value": self.admin_port}},
+            },
+            "dynamic_resources": {
+                "ads_config": {
+                    "api_type": "GRPC",
+                    "transport_api_version": "V3",
+                    "set_node_on_first_message_only": true,
+                    "grpc_services": [{"envoy_grpc": {"cluster_name": XDS_CLUSTER}}],
+                },
+                "cds_config": {"ads": {}, "resource_api_version": "V3"},
+                "lds_config": {"ads": {}, "resource_api_version": "V3"},
+            },
+            "static_resources": {
+                "clusters": [{
+                    "name": XDS_CLUSTER,
+                    "type": if all_ips { "STATIC" } else { "STRICT_DNS" },
+                    "connect_timeout": "1s",
+                    "lb_policy": "ROUND_ROBIN",
+                    "typed_extension_protocol_options": {
+                        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                            "explicit_http_config": {
+                                "http2_protocol_options": {
+                                    "connection_keepalive": {"interval": "30s", "timeout": "10s"},
+                                },
+                            },
+                        },
+                    },
+                    "upstream_connection_options": {
+                        "tcp_keepalive": {"keepalive_time": 300, "keepalive_interval": 30, "keepalive_probes": 3},
+                    },
+                    "load_assignment": {
+                        "cluster_name": XDS_CLUSTER,
+                        "endpoints": [{"lb_endpoints": endpoints}],
+                    },
+                }],
+            },
+            "stats_config": {"use_all_default_tags": true},
+        }))
+    }
+
+    /// Writes the bootstrap of `epoch` into `dir` (atomically: a temporary
+    /// file renamed), returning its path.
+    pub fn write(&self, dir: &Path, epoch: u32) -> Result<PathBuf, AgentError> {
+        let path = bootstrap_path(dir, epoch);
+        let text = serde_json::to_string_pretty(&self.render()?).map_err(|e| AgentError::file(&path, e))?;
+        std::fs::create_dir_all(dir).map_err(|e| AgentError::file(dir, e))?;
+        let tmp = dir.join(format!(".envoy-rev{epoch}.json.tmp"));
+        std::fs::write(&tmp, text).map_err(|e| AgentError::file(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| AgentError::file(&path, e))?;
+        Ok(path)
+    }
+}
+
+/// `<dir>/envoy-rev<epoch>.json`.
+pub fn bootstrap_path(dir: &Path, epoch: u32) -> PathBuf {
+    dir.join(format!("envoy-rev{epoch}.json"))
+}
+
+fn split_host_port(address: &str) -> Result<(String, u16), AgentError> {
+    let bad = |message: String| AgentError::Identity {
+        field: "--discovery-address",
+        message,
+    };
+    let (host, port) = address
+        .rsplit_once(':')
+        .ok_or_else(|| bad(format!("{address:?} is not HOST:PORT")))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| bad(format!("{address:?}: port {port:?} is not a number")))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(bad(format!("{address:?} has no host")));
+    }
+    Ok((host.to_string(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        assert_eq!(
+            split_host_port("[::1]:15010").unwrap(),
+            ("::1".to_string(), 15010)
+        );
+        assert_eq!(split_host_port("pilot:1").unwrap(), ("pilot".to_string(), 1));
+        for bad in ["pilot", ":15010", "pilot:x", "pilot:70000"] {
+            let err = split_host_port(bad).unwrap_err().to_string();
+            assert!(err.contains("--discovery-address"), "{err}");
+        }
+    }
+}

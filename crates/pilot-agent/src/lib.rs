@@ -1,0 +1,28 @@
+//! pilot-agent: the proxy agent next to every Envoy. It works out the
+//! proxy's identity, writes Envoy's bootstrap, starts Envoy and supervises
+//! it with restart epochs (hot restart on a changed input, restart with
+//! backoff on a crash), drains it on SIGTERM, serves readiness and stats,
+//! and reports Envoy's process life to pilot-discovery.
+//!
+//! Light on purpose: no etcd or Kubernetes client, only `pilot-model`
+//! among pilot's crates.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod agent;
+pub mod args;
+pub mod bootstrap;
+pub mod envoy;
+mod error;
+mod http;
+pub mod identity;
+pub mod iptables;
+pub mod report;
+pub mod status;
+pub mod supervisor;
+
+pub use agent::{run_proxy, wait_ready};
+pub use args::ProxyArgs;
+pub use bootstrap::BootstrapConfig;
+pub use error::AgentError;
+pub use identity::{Identity, IdentityInput, InterceptionMode, ProxyType};

@@ -1,0 +1,481 @@
+//! The real parts of the agent's tests: `pilot-discovery` and `pilotctl`
+//! (found next to `pilot-agent`), the real Envoy from `.tools/envoy`, the
+//! agent binary, a backend HTTP server, and HTTP clients over plain TCP.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a test waits for something before failing with a message (it
+/// only turns a hang into a failure; never an assertion on speed).
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// `.tools/envoy/bin/envoy`, installed by `scripts/install-deps`.
+pub fn envoy_binary() -> PathBuf {
+    let path = workspace().join(".tools/envoy/bin/envoy");
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/install-deps",
+        path.display()
+    );
+    path
+}
+
+/// `pilot-agent`: cargo's, or the one in `PILOT_TEST_BIN_DIR` when set
+/// (a copy of the binaries taken right after building them, for a target
+/// directory that other checkouts also build into).
+pub fn agent_binary() -> PathBuf {
+    match std::env::var_os("PILOT_TEST_BIN_DIR") {
+        Some(dir) => PathBuf::from(dir).join("pilot-agent"),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_pilot-agent")),
+    }
+}
+
+/// A binary of the workspace next to `pilot-agent`.
+pub fn sibling(name: &str) -> PathBuf {
+    let path = agent_binary().with_file_name(name);
+    assert!(
+        path.exists(),
+        "{name} is not next to pilot-agent at {}: build it first with `cargo build -p pilot-server -p pilot-cli` \
+         (`cargo nextest run --workspace` builds every binary)",
+        path.display()
+    );
+    path
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < PATIENCE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One HTTP/1.1 request on a new connection (`connection: close`): status
+/// and body, or the transport error.
+pub fn http(
+    method: &str,
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<(u16, String), String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: backend.default.svc.cluster.local\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| format!("write: {e}"))?;
+    let mut response = Vec::new();
+    stream
+        .read_to_end(&mut response)
+        .map_err(|e| format!("read: {e}"))?;
+    let response = String::from_utf8_lossy(&response).to_string();
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("no status line in {response:?}"))?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
+pub fn get(port: u16, path: &str) -> (u16, String) {
+    http("GET", port, path, &[], "").unwrap_or((0, String::new()))
+}
+
+/// A backend: `/slow` answers after 3 s, anything else at once; each
+/// request counted. Serves until the test process ends.
+pub struct Backend {
+    pub port: u16,
+    pub slow_started: std::sync::mpsc::Receiver<()>,
+}
+
+impl Backend {
+    pub fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (slow_tx, slow_started) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let slow_tx = slow_tx.clone();
+                std::thread::spawn(move || serve(stream, slow_tx));
+            }
+        });
+        Backend { port, slow_started }
+    }
+}
+
+fn serve(stream: TcpStream, slow_tx: std::sync::mpsc::Sender<()>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut stream = stream;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+        let mut length = 0usize;
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).unwrap_or(0) == 0 {
+                return;
+            }
+            if header == "\r\n" {
+                break;
+            }
+            if let Some(v) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        let _ = reader.read_exact(&mut body);
+        let answer = if path.starts_with("/slow") {
+            let _ = slow_tx.send(());
+            std::thread::sleep(Duration::from_secs(3));
+            "slow done"
+        } else {
+            "ok"
+        };
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{answer}",
+            answer.len()
+        );
+        if stream.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// A services file with one HTTP service whose instance is `backend_port`
+/// on 127.0.0.1; sidecars without capture listen on 127.0.0.1:`service_port`.
+pub fn services_file(dir: &Path, service_port: u16, backend_port: u16) -> PathBuf {
+    let path = dir.join("services.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "services:\n- hostname: backend.default.svc.cluster.local\n  ports: [{{name: http, port: {service_port}, protocol: HTTP}}]\n  instances:\n  - {{address: 127.0.0.1, port: {backend_port}, labels: {{app: backend}}}}\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A running `pilot-discovery`, killed when dropped.
+pub struct Discovery {
+    child: Child,
+    pub url: String,
+    pub port: u16,
+    pub xds_port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Discovery {
+    pub fn start(args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready.json");
+        let log = dir.path().join("pilot-discovery.log");
+        let child = Command::new(sibling("pilot-discovery"))
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--xds-listen",
+                "127.0.0.1:0",
+                "--ready-file",
+            ])
+            .arg(&ready)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("cannot run pilot-discovery");
+        watchdog(child.id(), "KILL");
+        let started = Instant::now();
+        let addresses: serde_json::Value = loop {
+            if let Ok(text) = std::fs::read_to_string(&ready)
+                && let Ok(value) = serde_json::from_str(&text)
+            {
+                break value;
+            }
+            assert!(started.elapsed() < PATIENCE, "pilot-discovery did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let url = addresses["rest"].as_str().unwrap().to_string();
+        let port = url.rsplit(':').next().unwrap().parse().unwrap();
+        let xds_port = addresses["xds"]
+            .as_str()
+            .unwrap()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let server = Discovery {
+            child,
+            url,
+            port,
+            xds_port,
+            log,
+            _dir: dir,
+        };
+        eventually("pilot-discovery to be ready", || {
+            get(server.port, "/readyz").0 == 200
+        });
+        server
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// GET with a bearer token.
+    pub fn get(&self, path: &str, token: &str) -> (u16, String) {
+        http(
+            "GET",
+            self.port,
+            path,
+            &[("authorization", &format!("Bearer {token}"))],
+            "",
+        )
+        .unwrap_or((0, String::new()))
+    }
+
+    /// `pilotctl --server URL --token TOKEN ARGS`: exit code and stdout.
+    pub fn pilotctl(&self, token: &str, args: &[&str]) -> (i32, String) {
+        let home = tempfile::tempdir().unwrap();
+        let output = Command::new(sibling("pilotctl"))
+            .args(["--server", &self.url, "--token", token])
+            .args(args)
+            .env("HOME", home.path())
+            .env_remove("PILOT_SERVER")
+            .env_remove("PILOT_CONFIG")
+            .env_remove("XDG_CONFIG_HOME")
+            .output()
+            .unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        )
+    }
+}
+
+impl Drop for Discovery {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Kills `pid` with `signal` when this test process is gone (a test killed
+/// by a timeout leaves nothing behind).
+fn watchdog(pid: u32, signal: &str) {
+    let _ = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "while kill -0 {parent} 2>/dev/null; do sleep 1; done; kill -{signal} {pid} 2>/dev/null; sleep 15; kill -KILL {pid} 2>/dev/null",
+            parent = std::process::id()
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+}
+
+/// A running `pilot-agent proxy ROLE` with its own config directory, admin
+/// port, status port and base id.
+pub struct Agent {
+    pub child: Option<Child>,
+    pub admin_port: u16,
+    pub status_port: u16,
+    pub config_dir: PathBuf,
+    log: PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+impl Agent {
+    /// Starts the agent; `args` come after the defaults and win.
+    pub fn start(role: &str, args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config_dir = dir.path().join("proxy");
+        let log = dir.path().join("agent.log");
+        let admin_port = free_port();
+        let status_port = free_port();
+        let child = Command::new(agent_binary())
+            .args(["proxy", role, "--envoy-binary"])
+            .arg(envoy_binary())
+            .arg("--config-dir")
+            .arg(&config_dir)
+            .args([
+                "--admin-port",
+                &admin_port.to_string(),
+                "--status-addr",
+                &format!("127.0.0.1:{status_port}"),
+                "--base-id",
+                &admin_port.to_string(),
+                "--concurrency",
+                "1",
+            ])
+            .args(args)
+            .env_remove("INSTANCE_IP")
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .env_remove("PILOT_DISCOVERY_URL")
+            .env_remove("PILOT_TOKEN_FILE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("cannot run pilot-agent");
+        watchdog(child.id(), "TERM");
+        Agent {
+            child: Some(child),
+            admin_port,
+            status_port,
+            config_dir,
+            log,
+            dir,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the agent to exit; its exit code.
+    pub fn wait_exit(&mut self) -> i32 {
+        let child = self.child.as_mut().unwrap();
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(
+                started.elapsed() < PATIENCE * 3,
+                "pilot-agent did not exit:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The Envoy processes this agent started (their command line names
+    /// its config directory).
+    pub fn envoy_pids(&self) -> Vec<u32> {
+        envoy_pids(&self.config_dir)
+    }
+
+    pub fn ready(&self) -> bool {
+        get(self.status_port, "/healthz/ready").0 == 200
+    }
+
+    /// The agent's own metric `name` from /stats/prometheus.
+    pub fn metric(&self, name: &str) -> Option<u64> {
+        let (_, body) = get(self.status_port, "/stats/prometheus");
+        body.lines().find_map(|l| {
+            l.strip_prefix(&format!("{name} "))
+                .and_then(|v| v.trim().parse().ok())
+        })
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut()
+            && child.try_wait().ok().flatten().is_none()
+        {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let started = Instant::now();
+            while child.try_wait().ok().flatten().is_none() && started.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for pid in envoy_pids(&self.config_dir) {
+            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        }
+    }
+}
+
+/// Processes whose command line has `config_dir` in an argument (the
+/// Envoys an agent started with it).
+pub fn envoy_pids(config_dir: &Path) -> Vec<u32> {
+    let needle = config_dir.to_string_lossy().to_string();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).to_string())
+            .collect();
+        if args.first().is_some_and(|a| a.ends_with("envoy")) && args.iter().any(|a| a.contains(&needle)) {
+            // A zombie (exited, not reaped yet) is not running.
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            if stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+            {
+                continue;
+            }
+            pids.push(pid);
+        }
+    }
+    pids
+}
