@@ -116,10 +116,7 @@ pub fn http(
 fn dechunk(text: &str) -> String {
     let mut bytes = text.as_bytes();
     let mut out = Vec::new();
-    loop {
-        let Some(end) = bytes.windows(2).position(|w| w == b"\r\n") else {
-            break;
-        };
+    while let Some(end) = bytes.windows(2).position(|w| w == b"\r\n") {
         let Ok(size) = usize::from_str_radix(String::from_utf8_lossy(&bytes[..end]).trim(), 16) else {
             break;
         };
