@@ -1,6 +1,7 @@
 //! Hot restart under steady traffic through Envoy's outbound listener:
-//! SIGHUP, then a changed watched file, each start a new epoch; no request
-//! fails; the old Envoy drains and leaves after the parent-shutdown time.
+//! SIGHUP, a changed watched file, then changed labels, each start a new
+//! epoch; no request fails; the old Envoy drains and leaves after the
+//! parent-shutdown time.
 
 mod common;
 
@@ -19,6 +20,8 @@ fn hot_restart_under_traffic_loses_no_request() {
     let discovery = Discovery::start(&["--services", services.to_str().unwrap()]);
     let cert = dir.path().join("cert.pem");
     std::fs::write(&cert, "first").unwrap();
+    let labels = dir.path().join("labels");
+    std::fs::write(&labels, "app=\"client\"\n").unwrap();
     let agent = Agent::start(
         "sidecar",
         &[
@@ -38,6 +41,8 @@ fn hot_restart_under_traffic_loses_no_request() {
             cert.to_str().unwrap(),
             "--watch-interval",
             "200ms",
+            "--labels-file",
+            labels.to_str().unwrap(),
         ],
     );
     eventually("the agent ready", || agent.ready());
@@ -95,6 +100,24 @@ fn hot_restart_under_traffic_loses_no_request() {
         agent.metric("pilot_agent_envoy_epoch") == Some(2) && agent.ready()
     });
     eventually("epoch 1 gone", || !agent.envoy_pids().contains(&second[0]));
+    let third = agent.envoy_pids();
+
+    // New labels from the downward API: epoch 3, with them in its node.
+    std::fs::write(&labels, "app=\"client\"\nversion=\"v2\"\n").unwrap();
+    eventually("epoch 3 ready", || {
+        agent.metric("pilot_agent_envoy_epoch") == Some(3) && agent.ready()
+    });
+    eventually("epoch 2 gone", || !agent.envoy_pids().contains(&third[0]));
+    let (_, dump) = common::get(agent.admin_port, "/config_dump");
+    let dump: serde_json::Value = serde_json::from_str(&dump).unwrap();
+    let node = dump["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|c| c.get("bootstrap"))
+        .map(|b| b["node"].clone())
+        .unwrap();
+    assert_eq!(node["metadata"]["LABELS"]["version"], "v2", "{node}");
     std::thread::sleep(Duration::from_secs(1));
     stop.store(true, Ordering::Relaxed);
     load.join().unwrap();
@@ -110,7 +133,7 @@ fn hot_restart_under_traffic_loses_no_request() {
         agent.log()
     );
     assert!(ok > 100, "the load ran through both restarts ({ok} requests)");
-    assert_eq!(agent.metric("pilot_agent_envoy_hot_restarts_total"), Some(2));
+    assert_eq!(agent.metric("pilot_agent_envoy_hot_restarts_total"), Some(3));
     assert_eq!(
         agent.metric("pilot_agent_envoy_restarts_total"),
         Some(0),

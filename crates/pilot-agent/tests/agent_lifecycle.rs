@@ -263,3 +263,60 @@ fn wait_times_out_while_envoy_has_no_configuration() {
     assert!(stderr.contains("not ready after 2s"), "{stderr}");
     assert!(!agent.ready());
 }
+
+#[test]
+fn a_crash_during_a_hot_restart_aborts_every_epoch_and_starts_again_at_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let services = common::services_file(dir.path(), free_port(), free_port());
+    let discovery = Discovery::start(&["--services", services.to_str().unwrap()]);
+    let agent = Agent::start(
+        "sidecar",
+        &[
+            "--ip",
+            "10.0.0.11",
+            "--id",
+            "racy.default",
+            "--interception-mode",
+            "NONE",
+            "--discovery-address",
+            &format!("127.0.0.1:{}", discovery.xds_port),
+            // The parent stays long enough for both epochs to be seen.
+            "--drain-duration",
+            "30s",
+            "--parent-shutdown-duration",
+            "40s",
+        ],
+    );
+    eventually("epoch 0 ready", || agent.ready());
+    let parent = agent.envoy_pids();
+    assert_eq!(parent.len(), 1);
+    agent.signal("HUP");
+    eventually("epoch 1 ready beside its draining parent", || {
+        agent.metric("pilot_agent_envoy_epoch") == Some(1) && agent.ready() && agent.envoy_pids().len() == 2
+    });
+    let child = *agent.envoy_pids().iter().find(|p| !parent.contains(p)).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &child.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    eventually("both epochs gone, a fresh epoch 0 ready", || {
+        let pids = agent.envoy_pids();
+        pids.len() == 1
+            && pids[0] != child
+            && pids[0] != parent[0]
+            && agent.metric("pilot_agent_envoy_epoch") == Some(0)
+            && agent.ready()
+    });
+    assert_eq!(agent.metric("pilot_agent_envoy_restarts_total"), Some(1));
+    assert_eq!(
+        agent.metric("pilot_agent_envoy_unexpected_exits_total"),
+        Some(1),
+        "{}",
+        agent.log()
+    );
+    assert!(agent.config_dir.join("envoy-rev0.json").exists());
+    eventually("epoch 1's bootstrap removed", || {
+        !agent.config_dir.join("envoy-rev1.json").exists()
+    });
+}

@@ -103,11 +103,31 @@ pub fn http(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| format!("no status line in {response:?}"))?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((response.as_str(), ""));
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
     Ok((code, body))
+}
+
+/// The body of a chunked response.
+fn dechunk(text: &str) -> String {
+    let mut bytes = text.as_bytes();
+    let mut out = Vec::new();
+    while let Some(end) = bytes.windows(2).position(|w| w == b"\r\n") {
+        let Ok(size) = usize::from_str_radix(String::from_utf8_lossy(&bytes[..end]).trim(), 16) else {
+            break;
+        };
+        let rest = &bytes[end + 2..];
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.extend_from_slice(&rest[..size]);
+        bytes = rest[size..].strip_prefix(b"\r\n").unwrap_or(&rest[size..]);
+    }
+    String::from_utf8_lossy(&out).to_string()
 }
 
 pub fn get(port: u16, path: &str) -> (u16, String) {
