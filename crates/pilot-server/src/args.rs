@@ -98,6 +98,23 @@ pub struct Args {
     /// Log level: error, warn, info, debug or trace.
     #[arg(long, default_value = "info", value_name = "LEVEL")]
     pub log_level: tracing::Level,
+
+    // ADS security (see `xds_auth`).
+    /// Serve ADS over TLS with this certificate chain (PEM).
+    #[arg(long, value_name = "FILE", requires = "xds_tls_key")]
+    pub xds_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) for `--xds-tls-cert`.
+    #[arg(long, value_name = "FILE", requires = "xds_tls_cert")]
+    pub xds_tls_key: Option<PathBuf>,
+    /// mTLS: accept ADS clients with a certificate from this CA (PEM),
+    /// whose SPIFFE identity (`spiffe://DOMAIN/ns/NS/sa/SA`) bounds the node
+    /// ids they may claim. Without `--token-file`, a certificate is required.
+    #[arg(long, value_name = "FILE", requires = "xds_tls_cert")]
+    pub xds_client_ca: Option<PathBuf>,
+    /// Accept ADS clients without any credential on an address that is not
+    /// loopback (refused at start otherwise).
+    #[arg(long)]
+    pub xds_allow_unauthenticated: bool,
 }
 
 impl Args {

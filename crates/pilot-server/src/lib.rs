@@ -30,6 +30,7 @@ pub mod selector;
 pub mod serve;
 pub mod services_file;
 pub mod status;
+pub mod xds_auth;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -152,6 +153,9 @@ pub async fn run(
         (Some(cert), Some(key)) => Some(serve::tls_acceptor(cert, key).map_err(StartError::Failed)?),
         _ => None,
     };
+    // ADS security (issue 19): checked before anything starts.
+    let xds_auth = xds_auth::XdsAuth::from_args(&args, tokens.clone()).map_err(StartError::Failed)?;
+    let xds_tls = xds_auth::tls_config(&args, tokens.is_some()).map_err(StartError::Failed)?;
     let backend = backend::open_store(&args, registry.clone()).await?;
     let registries = backend::open_registries(&args).await?;
     let controller = Arc::new(Controller::new(Arc::clone(&backend)));
@@ -228,11 +232,21 @@ pub async fn run(
         let xds = xds.clone();
         let mut shutdown_rx = shutdown_rx.clone();
         let incoming = tonic::transport::server::TcpIncoming::from(xds_listener).with_nodelay(Some(true));
+        let service = match xds_auth {
+            Some(auth) => xds.authenticated_service(Arc::new(auth)),
+            None => xds.service(),
+        };
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = xds_tls {
+            builder = builder
+                .tls_config(tls)
+                .map_err(|e| StartError::Failed(format!("ADS TLS: {e}")))?;
+        }
         tokio::spawn(async move {
-            tonic::transport::Server::builder()
+            builder
                 .http2_keepalive_interval(Some(Duration::from_secs(30)))
                 .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-                .add_service(xds.service())
+                .add_service(service)
                 .serve_with_incoming_shutdown(incoming, async move {
                     let _ = shutdown_rx.wait_for(|closing| *closing).await;
                     xds.close();

@@ -127,6 +127,7 @@ impl Metrics {
             let count = controller.list_cached(kind, None).len();
             let _ = writeln!(out, "pilot_config_objects{{kind=\"{kind}\"}} {count}");
         }
+        crate::xds_auth::render_metrics(xds, &mut out);
         out
     }
 }
