@@ -115,6 +115,17 @@ pub struct Args {
     /// loopback (refused at start otherwise).
     #[arg(long)]
     pub xds_allow_unauthenticated: bool,
+
+    // REST connection limits (see `serve::Limits`).
+    /// Close a REST connection that has not sent a complete request head
+    /// within this many milliseconds (idle keep-alive connections too).
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    pub header_read_timeout_ms: u64,
+    /// REST connections open at once; beyond it a connection is answered
+    /// 503 and closed. The soft open-files limit is raised to the hard one
+    /// at start.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub max_connections: usize,
 }
 
 impl Args {

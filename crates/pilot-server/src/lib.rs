@@ -222,10 +222,18 @@ pub async fn run(
         )));
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
+    // Connection limits (issue 19).
+    let open_files = serve::raise_fd_limit();
+    tracing::debug!(?open_files, "open-files limit");
+    let limits = serve::Limits {
+        header_read_timeout: Duration::from_millis(args.header_read_timeout_ms.max(1)),
+        max_connections: args.max_connections,
+    };
     let rest = tokio::spawn(serve::serve(
         rest_listener,
         router(state),
         tls,
+        limits,
         shutdown_rx.clone(),
     ));
     let xds_task = {
