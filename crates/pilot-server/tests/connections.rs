@@ -70,6 +70,7 @@ impl Process {
             std::thread::sleep(Duration::from_millis(100));
         }
         let _ = child.kill();
+        let _ = child.wait();
         panic!("pilot-discovery never became ready");
     }
 }
