@@ -22,6 +22,7 @@ pub mod api;
 pub mod args;
 pub mod auth;
 pub mod backend;
+pub mod health;
 pub mod journal;
 pub mod metrics;
 pub mod openapi;
@@ -77,6 +78,8 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// True once every cache has synced.
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// Whether the configuration store answers (issue 19).
+    pub backend_health: Arc<health::BackendHealth>,
 }
 
 /// Every route of the server.
@@ -115,7 +118,9 @@ pub fn router(state: AppState) -> Router {
             "/readyz",
             get(
                 |axum::extract::State(state): axum::extract::State<AppState>| async move {
-                    if (state.ready)() {
+                    if let Some(problem) = state.backend_health.problem() {
+                        (StatusCode::SERVICE_UNAVAILABLE, problem).into_response()
+                    } else if (state.ready)() {
                         (StatusCode::OK, "ready").into_response()
                     } else {
                         (StatusCode::SERVICE_UNAVAILABLE, "caches have not synced yet").into_response()
@@ -193,6 +198,7 @@ pub async fn run(
         Arc::new(move || controller.has_synced() && discovery.has_synced())
             as Arc<dyn Fn() -> bool + Send + Sync>
     };
+    let backend_health = Arc::new(health::BackendHealth::default());
     let state = AppState {
         store: Arc::clone(&controller) as Arc<dyn ConfigStore>,
         backend,
@@ -204,9 +210,15 @@ pub async fn run(
         max_body_bytes: args.max_body_bytes,
         shutdown: shutdown_rx.clone(),
         ready,
+        backend_health: Arc::clone(&backend_health),
     };
 
     let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(health::probe(
+        Arc::clone(&state.backend),
+        backend_health,
+        shutdown_rx.clone(),
+    )));
     tasks.push(tokio::spawn(metrics::track_pushes(
         metrics,
         xds.clone(),
