@@ -24,9 +24,12 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         println!("{} objects valid", objects.len());
         return Ok(());
     }
+    if let Command::GrpcBootstrap(args) = &command {
+        return crate::bootstrap::run(args, &namespace);
+    }
     let client = connect(server, token, ca_file)?;
     match command {
-        Command::Validate(_) => Ok(()),
+        Command::Validate(_) | Command::GrpcBootstrap(_) => Ok(()),
         Command::Create(args) => {
             let objects = read_files(&args.files, &registry, &namespace)?;
             each(objects, |object| create(&client, &registry, object)).await

@@ -8,11 +8,13 @@
 //! pilotctl delete rr reviews-default            # or delete -f FILE
 //! pilotctl validate -f rules/                   # offline
 //! pilotctl proxy-status                         # SYNCED / STALE / NACKED per type
+//! pilotctl grpc-bootstrap --xds-address 127.0.0.1:15010 -o bootstrap.json  # proxyless gRPC
 //! ```
 //!
 //! Exit codes: 0 success, 1 an operation failed, 2 usage error.
 #![forbid(unsafe_code)]
 
+mod bootstrap;
 mod client;
 mod commands;
 mod files;
@@ -93,6 +95,9 @@ pub enum Command {
     Validate(FileArgs),
     /// For each connected proxy, per xDS type: SYNCED, STALE or NACKED.
     ProxyStatus,
+    /// Write the xDS bootstrap of a proxyless gRPC workload (for
+    /// GRPC_XDS_BOOTSTRAP); needs no server.
+    GrpcBootstrap(bootstrap::BootstrapArgs),
 }
 
 /// `-f` (required).

@@ -45,6 +45,10 @@ impl Protocol for Connection {
         request.node.as_ref()
     }
 
+    fn names_listeners(request: &Self::Request) -> bool {
+        request.type_url == ORDER[2].1 && !request.resource_names.is_empty()
+    }
+
     fn new(server: Arc<Inner>, id: u64, proxy: Proxy, responses: Responses) -> Self {
         Connection {
             server,

@@ -54,6 +54,12 @@ impl Protocol for DeltaConnection {
         request.node.as_ref()
     }
 
+    fn names_listeners(request: &Self::Request) -> bool {
+        request.type_url == ORDER[2].1
+            && !request.resource_names_subscribe.is_empty()
+            && request.resource_names_subscribe.iter().all(|name| name != "*")
+    }
+
     fn new(server: Arc<Inner>, id: u64, proxy: Proxy, responses: Responses) -> Self {
         DeltaConnection {
             server,
