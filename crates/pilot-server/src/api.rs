@@ -120,6 +120,13 @@ pub async fn delete(
     let schema = resolve(&state, &group, &version, &plural)?;
     let key = ConfigKey::new(&schema.kind, namespace, name);
     let version = query.get("resourceVersion").filter(|v| !v.is_empty());
+    if let Some(text) = version
+        && text.parse::<u64>().is_err()
+    {
+        return Err(ApiError::bad_request(format!(
+            "resourceVersion must be a number, not {text:?}"
+        )));
+    }
     match state.store.delete(&key, version.map(String::as_str)).await {
         Ok(()) => {
             tracing::info!(key = %key, "deleted");
