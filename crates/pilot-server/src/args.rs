@@ -126,6 +126,24 @@ pub struct Args {
     /// at start.
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub max_connections: usize,
+
+    // etcd security (issue 19).
+    /// Trust this CA (PEM) for etcd's certificate (`https://` endpoints).
+    #[arg(long, value_name = "FILE")]
+    pub etcd_ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) for etcd.
+    #[arg(long, value_name = "FILE", requires = "etcd_key")]
+    pub etcd_cert: Option<PathBuf>,
+    /// The private key (PEM) for `--etcd-cert`.
+    #[arg(long, value_name = "FILE", requires = "etcd_cert")]
+    pub etcd_key: Option<PathBuf>,
+    /// etcd user (with authentication on); the password is read from
+    /// `--etcd-password-file`.
+    #[arg(long, value_name = "USER", requires = "etcd_password_file")]
+    pub etcd_user: Option<String>,
+    /// A file holding the etcd user's password (its first line).
+    #[arg(long, value_name = "FILE", requires = "etcd_user")]
+    pub etcd_password_file: Option<PathBuf>,
 }
 
 impl Args {

@@ -96,3 +96,29 @@ async fn a_write_etcd_did_not_confirm_is_504_and_may_have_been_applied() {
     assert!(answered == 200 || answered == 404, "{answered}");
     server.stop().await;
 }
+
+/// `--etcd-ca-file`, `--etcd-cert` and `--etcd-key`: the server writes to
+/// an etcd that accepts TLS clients with a certificate only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_server_reaches_etcd_over_tls_with_a_client_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = pilot_store_etcd::testing::TestCerts::generate(dir.path()).expect("openssl");
+    let etcd = EtcdServer::start_tls(&certs).unwrap();
+    let path = |p: &std::path::Path| p.display().to_string();
+    let server = TestServer::start(&[
+        "--store",
+        "etcd",
+        "--etcd-endpoints",
+        &etcd.endpoint(),
+        "--etcd-ca-file",
+        &path(&certs.ca),
+        "--etcd-cert",
+        &path(&certs.client_cert),
+        "--etcd-key",
+        &path(&certs.client_key),
+    ])
+    .await;
+    let (code, body) = server.json("POST", &rules("default"), Some(&rule("over-tls", "v1")));
+    assert_eq!(code, 201, "{body}");
+    server.stop().await;
+}
