@@ -73,6 +73,14 @@ pub enum StoreError {
         /// What the backend said.
         reason: String,
     },
+    /// A write was sent but the backend did not say whether it was applied
+    /// (it timed out after sending): it may have been. Read the object
+    /// before retrying.
+    #[error("the write may have been applied; the backend did not confirm it: {reason}")]
+    Indeterminate {
+        /// What the backend said.
+        reason: String,
+    },
 }
 
 impl StoreError {

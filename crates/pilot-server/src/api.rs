@@ -120,6 +120,13 @@ pub async fn delete(
     let schema = resolve(&state, &group, &version, &plural)?;
     let key = ConfigKey::new(&schema.kind, namespace, name);
     let version = query.get("resourceVersion").filter(|v| !v.is_empty());
+    if let Some(text) = version
+        && text.parse::<u64>().is_err()
+    {
+        return Err(ApiError::bad_request(format!(
+            "resourceVersion must be a number, not {text:?}"
+        )));
+    }
     match state.store.delete(&key, version.map(String::as_str)).await {
         Ok(()) => {
             tracing::info!(key = %key, "deleted");
@@ -349,14 +356,19 @@ async fn list_or_watch(
                 && selector.matches(&config.meta.labels)
         }
     };
-    if watch {
-        return watch_kind(state, schema, after, timeout, keep).await;
-    }
     let snapshot = state
         .backend
         .snapshot(&schema.kind)
         .await
         .map_err(|e| ApiError::from_store(e, None))?;
+    if let Some(after) = after
+        && after > snapshot.revision
+    {
+        refuse_future_version(&state, after, snapshot.revision).await?;
+    }
+    if watch {
+        return watch_kind(state, schema, snapshot, after, timeout, keep).await;
+    }
     let items: Vec<&DynConfig> = snapshot.items.iter().map(|c| &**c).filter(|c| keep(c)).collect();
     Ok(Json(json!({
         "apiVersion": format!("{}/{}", schema.group, schema.version),
@@ -367,6 +379,37 @@ async fn list_or_watch(
     .into_response())
 }
 
+/// A resume version the store has not reached (a client that remembers
+/// another server, or a memory store restarted without `--data-dir`) is
+/// refused as Kubernetes does (504, cause `ResourceVersionTooLarge`): a
+/// watch from there would silently miss every event up to it. The client
+/// relists. (A version too old for the history is 410 from the watch.)
+async fn refuse_future_version(state: &AppState, after: u64, listed: u64) -> Result<(), ApiError> {
+    // The list's revision, or the store's if it is further (a backend
+    // whose lists report the kind's own last change).
+    let current = state
+        .backend
+        .current_revision()
+        .await
+        .map_err(|e| ApiError::from_store(e, None))?
+        .max(listed);
+    if after <= current {
+        return Ok(());
+    }
+    let mut error = ApiError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "Timeout",
+        format!(
+            "Too large resource version: {after}, current: {current}; list again and watch from the list's resourceVersion"
+        ),
+    );
+    error.details = json!({
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+        "retryAfterSeconds": 1,
+    });
+    Err(error)
+}
+
 /// A watch: without `after`, every current object as `ADDED` then the
 /// changes; with it, the changes after that revision. Ends on shutdown, and
 /// with an `ERROR` event (410 for history compacted) if the backend's watch
@@ -375,15 +418,11 @@ async fn list_or_watch(
 async fn watch_kind(
     state: AppState,
     schema: Arc<KindSchema>,
+    snapshot: pilot_model::Snapshot,
     after: Option<u64>,
     timeout: Option<std::time::Duration>,
     keep: impl Fn(&DynConfig) -> bool + Send + 'static,
 ) -> Result<Response, ApiError> {
-    let snapshot = state
-        .backend
-        .snapshot(&schema.kind)
-        .await
-        .map_err(|e| ApiError::from_store(e, None))?;
     let mut known: HashMap<ConfigKey, Arc<DynConfig>> = HashMap::new();
     let mut initial = Vec::new();
     let start = match after {

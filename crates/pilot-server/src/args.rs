@@ -121,6 +121,52 @@ pub struct Args {
     /// webhook's template (default: built-in values, as `pilotctl kube-inject`).
     #[arg(long, value_name = "FILE")]
     pub mesh_config: Option<PathBuf>,
+
+    // ADS security (see `xds_auth`).
+    /// Serve ADS over TLS with this certificate chain (PEM).
+    #[arg(long, value_name = "FILE", requires = "xds_tls_key")]
+    pub xds_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) for `--xds-tls-cert`.
+    #[arg(long, value_name = "FILE", requires = "xds_tls_cert")]
+    pub xds_tls_key: Option<PathBuf>,
+    /// mTLS: accept ADS clients with a certificate from this CA (PEM),
+    /// whose SPIFFE identity (`spiffe://DOMAIN/ns/NS/sa/SA`) bounds the node
+    /// ids they may claim. Without `--token-file`, a certificate is required.
+    #[arg(long, value_name = "FILE", requires = "xds_tls_cert")]
+    pub xds_client_ca: Option<PathBuf>,
+    /// Accept ADS clients without any credential on an address that is not
+    /// loopback (refused at start otherwise).
+    #[arg(long)]
+    pub xds_allow_unauthenticated: bool,
+
+    // REST connection limits (see `serve::Limits`).
+    /// Close a REST connection that has not sent a complete request head
+    /// within this many milliseconds (idle keep-alive connections too).
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    pub header_read_timeout_ms: u64,
+    /// REST connections open at once; beyond it a connection is answered
+    /// 503 and closed. The soft open-files limit is raised to the hard one
+    /// at start.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub max_connections: usize,
+
+    // etcd security (issue 19).
+    /// Trust this CA (PEM) for etcd's certificate (`https://` endpoints).
+    #[arg(long, value_name = "FILE")]
+    pub etcd_ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) for etcd.
+    #[arg(long, value_name = "FILE", requires = "etcd_key")]
+    pub etcd_cert: Option<PathBuf>,
+    /// The private key (PEM) for `--etcd-cert`.
+    #[arg(long, value_name = "FILE", requires = "etcd_cert")]
+    pub etcd_key: Option<PathBuf>,
+    /// etcd user (with authentication on); the password is read from
+    /// `--etcd-password-file`.
+    #[arg(long, value_name = "USER", requires = "etcd_password_file")]
+    pub etcd_user: Option<String>,
+    /// A file holding the etcd user's password (its first line).
+    #[arg(long, value_name = "FILE", requires = "etcd_user")]
+    pub etcd_password_file: Option<PathBuf>,
 }
 
 impl Args {

@@ -1,6 +1,8 @@
-//! Bearer-token authentication: tokens from a file, each read-only or
-//! read-write. With tokens configured, every endpoint but `/healthz` and
-//! `/readyz` needs a valid token, and writes need a read-write one.
+//! Bearer-token authentication: tokens from a file, each read-only,
+//! read-write or xDS-only. With tokens configured, every endpoint but
+//! `/healthz` and `/readyz` needs a valid token, writes need a read-write
+//! one, and an xDS token is refused by the REST API (it may only open ADS
+//! streams, see [`crate::xds_auth`]).
 
 use std::path::Path;
 
@@ -19,15 +21,31 @@ pub enum Access {
     ReadOnly,
     /// Everything.
     ReadWrite,
+    /// ADS streams only, optionally bound to a namespace
+    /// (`namespace=NS`): its proxies may only claim node ids there.
+    Xds,
+}
+
+/// One accepted token.
+#[derive(Debug, Clone)]
+pub struct Token {
+    secret: String,
+    /// What it may do.
+    pub access: Access,
+    /// Its name, for logs and errors.
+    pub name: String,
+    /// For [`Access::Xds`] tokens: the namespace its proxies must be in.
+    pub namespace: Option<String>,
 }
 
 /// The accepted tokens.
 #[derive(Debug, Clone, Default)]
-pub struct Tokens(Vec<(String, Access, String)>);
+pub struct Tokens(Vec<Token>);
 
 impl Tokens {
-    /// Reads a token file: one token per line, `TOKEN ro|rw [NAME]`; blank
-    /// lines and lines starting with `#` are skipped.
+    /// Reads a token file: one token per line, `TOKEN ro|rw [NAME]` or
+    /// `TOKEN xds [NAME] [namespace=NS]`; blank lines and lines starting
+    /// with `#` are skipped.
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
@@ -47,9 +65,10 @@ impl Tokens {
             let access = match fields.next() {
                 Some("ro") => Access::ReadOnly,
                 Some("rw") => Access::ReadWrite,
+                Some("xds") => Access::Xds,
                 other => {
                     return Err(format!(
-                        "{source}:{}: expected `TOKEN ro|rw [NAME]`, found access {:?}",
+                        "{source}:{}: expected `TOKEN ro|rw|xds [NAME]`, found access {:?}",
                         number + 1,
                         other.unwrap_or("")
                     ));
@@ -62,7 +81,27 @@ impl Tokens {
                 ));
             }
             let name = fields.next().unwrap_or("unnamed").to_string();
-            tokens.push((token.to_string(), access, name));
+            let mut namespace = None;
+            for field in fields {
+                match field.strip_prefix("namespace=") {
+                    Some(ns) if access == Access::Xds && !ns.is_empty() => namespace = Some(ns.to_string()),
+                    Some(_) if access == Access::Xds => {
+                        return Err(format!("{source}:{}: `namespace=` needs a namespace", number + 1));
+                    }
+                    _ => {
+                        return Err(format!(
+                            "{source}:{}: unexpected {field:?}; only xds tokens take `namespace=NS`",
+                            number + 1
+                        ));
+                    }
+                }
+            }
+            tokens.push(Token {
+                secret: token.to_string(),
+                access,
+                name,
+                namespace,
+            });
         }
         if tokens.is_empty() {
             return Err(format!(
@@ -74,14 +113,26 @@ impl Tokens {
 
     /// The access of `token`, comparing every token in constant time.
     pub fn check(&self, token: &str) -> Option<(Access, &str)> {
+        self.find(token).map(|t| (t.access, t.name.as_str()))
+    }
+
+    /// The entry of `token`, comparing every token in constant time.
+    pub fn find(&self, token: &str) -> Option<&Token> {
         let mut found = None;
-        for (known, access, name) in &self.0 {
-            if constant_time_eq(known.as_bytes(), token.as_bytes()) {
-                found = Some((*access, name.as_str()));
+        for known in &self.0 {
+            if constant_time_eq(known.secret.as_bytes(), token.as_bytes()) {
+                found = Some(known);
             }
         }
         found
     }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` value; the scheme is case
+/// insensitive (RFC 7235).
+pub fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// Middleware: refuses requests without a valid token (401), and writes
@@ -94,8 +145,7 @@ pub async fn require(State(state): State<AppState>, request: Request, next: Next
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(bearer);
     let unauthorized = |message: &str| {
         let mut response = ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", message).into_response();
         response.headers_mut().insert(
@@ -111,7 +161,15 @@ pub async fn require(State(state): State<AppState>, request: Request, next: Next
     };
     match tokens.check(token) {
         None => unauthorized("the bearer token is not valid"),
-        Some((Access::ReadOnly, name)) if !matches!(*request.method(), Method::GET | Method::HEAD) => {
+        Some((Access::Xds, name)) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            format!("token {name:?} may only open ADS streams"),
+        )
+        .into_response(),
+        Some((Access::ReadOnly, name))
+            if !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) =>
+        {
             ApiError::new(
                 StatusCode::FORBIDDEN,
                 "Forbidden",
@@ -153,8 +211,22 @@ mod tests {
         assert_eq!(tokens.check("0123456789abcdef-r"), None);
         assert_eq!(
             Tokens::parse("t", "0123456789abcdef admin\n").unwrap_err(),
-            "t:1: expected `TOKEN ro|rw [NAME]`, found access \"admin\""
+            "t:1: expected `TOKEN ro|rw|xds [NAME]`, found access \"admin\""
         );
+        let xds = Tokens::parse("t", "0123456789abcdef-xds xds reviews namespace=default\n").unwrap();
+        let token = xds.find("0123456789abcdef-xds").unwrap();
+        assert_eq!(
+            (token.access, token.namespace.as_deref()),
+            (Access::Xds, Some("default"))
+        );
+        assert!(
+            Tokens::parse("t", "0123456789abcdef-rw rw admin namespace=default\n")
+                .unwrap_err()
+                .contains("only xds tokens")
+        );
+        assert_eq!(bearer("bearer abc"), Some("abc"));
+        assert_eq!(bearer("BEARER  abc "), Some("abc"));
+        assert_eq!(bearer("Basic abc"), None);
         assert!(
             Tokens::parse("t", "short rw\n")
                 .unwrap_err()

@@ -140,5 +140,21 @@ fn etcd_options(args: &Args) -> Result<EtcdOptions, StartError> {
             "etcd needs --etcd-endpoints, e.g. --etcd-endpoints http://127.0.0.1:2379".into(),
         ));
     }
-    Ok(EtcdOptions::new(args.etcd_endpoints.clone()).with_prefix(args.etcd_prefix.clone()))
+    let mut options = EtcdOptions::new(args.etcd_endpoints.clone()).with_prefix(args.etcd_prefix.clone());
+    // etcd security (issue 19).
+    options.ca_file = args.etcd_ca_file.clone();
+    if let (Some(cert), Some(key)) = (&args.etcd_cert, &args.etcd_key) {
+        options.client_cert = Some((cert.clone(), key.clone()));
+    }
+    if let (Some(user), Some(file)) = (&args.etcd_user, &args.etcd_password_file) {
+        let text = std::fs::read_to_string(file).map_err(|e| {
+            StartError::Failed(format!(
+                "cannot read the etcd password file {}: {e}",
+                file.display()
+            ))
+        })?;
+        let password = text.lines().next().unwrap_or_default().to_string();
+        options.user = Some((user.clone(), password));
+    }
+    Ok(options)
 }

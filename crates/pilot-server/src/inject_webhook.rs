@@ -74,9 +74,10 @@ pub fn start(
 }
 
 impl Webhook {
-    /// Serves until `shutdown` turns true.
-    pub async fn serve(self, shutdown: watch::Receiver<bool>) {
-        crate::serve::serve(self.listener, self.router, Some(self.tls), shutdown).await;
+    /// Serves until `shutdown` turns true, with the REST listener's
+    /// connection limits.
+    pub async fn serve(self, limits: crate::serve::Limits, shutdown: watch::Receiver<bool>) {
+        crate::serve::serve(self.listener, self.router, Some(self.tls), limits, shutdown).await;
     }
 }
 

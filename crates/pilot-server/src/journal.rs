@@ -17,8 +17,24 @@
 //!
 //! A write whose journal line cannot be written and synced fails, and the
 //! journal is cut back to its previous length, so the store and the files
-//! stay as they were. A torn last line (a crash mid-append, never
-//! acknowledged) is ignored at start.
+//! stay as they were.
+//!
+//! Damage (issue 19): each line is `CRC32 JSON` (the checksum of the JSON,
+//! 8 hex digits; lines without one, from older versions, are read as
+//! JSON). At start:
+//! - a partial last record (no newline: a crash mid-append, whose write
+//!   was not acknowledged, unless something else cut the file) is skipped,
+//!   with a warning that says both; the journal is kept aside as
+//!   `journal.jsonl.torn-<unix time>` before a new one is started, and the
+//!   revision the partial record names is never reused;
+//! - a complete line that fails its checksum or does not parse is
+//!   corruption: the server does not start, names the line and changes
+//!   nothing, so no acknowledged write is dropped silently;
+//! - a stored object that no longer validates is quarantined: logged with
+//!   every error, left out of the store, and kept in `quarantine.jsonl`
+//!   (appended, with the reason) instead of stopping the server.
+//!
+//! The directory is fsynced after files are created or renamed in it.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -33,6 +49,7 @@ use serde::{Deserialize, Serialize};
 const SNAPSHOT: &str = "snapshot.json";
 const JOURNAL: &str = "journal.jsonl";
 const LOCK: &str = "lock";
+const QUARANTINE: &str = "quarantine.jsonl";
 /// Writes kept in the journal before it is folded into a new snapshot.
 pub const COMPACT_AFTER: usize = 1000;
 
@@ -71,13 +88,41 @@ pub fn open_with(
             "it is in use by another pilot-discovery (cannot lock {LOCK}: {e})"
         ))
     })?;
-    let (revision, objects) = load(dir).map_err(fail)?;
+    sync_dir(dir).map_err(|e| fail(format!("cannot sync the directory: {e}")))?;
+    let Loaded {
+        revision,
+        objects,
+        torn,
+    } = load(dir).map_err(fail)?;
+    if torn {
+        // Keep the evidence: the journal as found, beside the new one.
+        let seconds = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default();
+        let aside = dir.join(format!("{JOURNAL}.torn-{seconds}"));
+        std::fs::copy(dir.join(JOURNAL), &aside)
+            .and_then(|_| File::open(&aside).and_then(|f| f.sync_all()))
+            .map_err(|e| {
+                fail(format!(
+                    "cannot keep the torn journal aside as {}: {e}",
+                    aside.display()
+                ))
+            })?;
+        tracing::warn!(kept = %aside.display(), "the journal as found is kept aside for inspection");
+    }
     let mut valid = Vec::with_capacity(objects.len());
+    let mut quarantined = Vec::new();
     for object in objects.into_values() {
         let key = object.key();
-        let checked = registry
-            .prepare(object.clone())
-            .map_err(|e| fail(format!("stored object {key} no longer passes validation: {e}")))?;
+        let checked = match registry.prepare(object.clone()) {
+            Ok(checked) => checked,
+            Err(error) => {
+                tracing::error!(key = %key, %error, "stored object no longer passes validation: quarantined (not served; kept in {QUARANTINE})");
+                quarantined.push((object, error.to_string()));
+                continue;
+            }
+        };
         // Keep what was stored (version, creation time) and the filled type.
         valid.push(DynConfig {
             meta: pilot_model::ConfigMeta {
@@ -88,6 +133,9 @@ pub fn open_with(
             spec: object.spec,
         });
     }
+    if !quarantined.is_empty() {
+        quarantine(dir, &quarantined).map_err(fail)?;
+    }
     write_snapshot(dir, revision, &valid).map_err(fail)?;
     // Emptied (its records are in the snapshot now), then opened for
     // appending: every write lands at the end, also after a truncation.
@@ -95,7 +143,8 @@ pub fn open_with(
         .and_then(|file| file.sync_all())
         .and_then(|()| OpenOptions::new().append(true).open(dir.join(JOURNAL)))
         .map_err(|e| fail(format!("cannot reset {JOURNAL}: {e}")))?;
-    tracing::info!(dir = %dir.display(), revision, objects = valid.len(), "restored the memory store");
+    sync_dir(dir).map_err(|e| fail(format!("cannot sync the directory: {e}")))?;
+    tracing::info!(dir = %dir.display(), revision, objects = valid.len(), quarantined = quarantined.len(), "restored the memory store");
     let write_ahead = Journal {
         dir: dir.to_path_buf(),
         path: dir.join(JOURNAL),
@@ -164,7 +213,9 @@ impl WriteAhead for Journal {
                 delete: Some(key.clone()),
             },
         };
-        let mut line = serde_json::to_vec(&record).map_err(StoreError::unavailable)?;
+        let json = serde_json::to_vec(&record).map_err(StoreError::unavailable)?;
+        let mut line = format!("{:08x} ", crc32(&json)).into_bytes();
+        line.extend_from_slice(&json);
         line.push(b'\n');
         // Writes reach us one at a time under the store's write lock; this
         // lock only guards the file and the mirror, never across an await.
@@ -223,8 +274,16 @@ impl Journal {
     }
 }
 
+/// What a data directory holds.
+struct Loaded {
+    revision: Revision,
+    objects: BTreeMap<ConfigKey, DynConfig>,
+    /// The journal ended in a partial record.
+    torn: bool,
+}
+
 /// The snapshot's revision and objects with the journal replayed on top.
-fn load(dir: &Path) -> Result<(Revision, BTreeMap<ConfigKey, DynConfig>), String> {
+fn load(dir: &Path) -> Result<Loaded, String> {
     let mut revision = 0;
     let mut objects = BTreeMap::new();
     let snapshot_path = dir.join(SNAPSHOT);
@@ -240,24 +299,27 @@ fn load(dir: &Path) -> Result<(Revision, BTreeMap<ConfigKey, DynConfig>), String
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(format!("cannot read {SNAPSHOT}: {e}")),
     }
-    let journal = match std::fs::read_to_string(dir.join(JOURNAL)) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+    let journal = match std::fs::read(dir.join(JOURNAL)) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(format!("cannot read {JOURNAL}: {e}")),
     };
-    let complete = match journal.rfind('\n') {
+    let complete = match journal.iter().rposition(|b| *b == b'\n') {
         Some(end) => &journal[..=end],
-        None => "",
+        None => &[][..],
     };
-    if complete.len() < journal.len() {
-        tracing::warn!(
-            bytes = journal.len() - complete.len(),
-            "ignoring a torn last line in {JOURNAL} (a write interrupted before it was acknowledged)"
-        );
-    }
-    for (number, line) in complete.lines().enumerate() {
-        let record: Record = serde_json::from_str(line)
-            .map_err(|e| format!("{JOURNAL} line {} is unreadable: {e}", number + 1))?;
+    let tail = &journal[complete.len()..];
+    let torn = !tail.is_empty();
+    let lines = complete.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+    for (number, line) in lines.enumerate() {
+        let corrupt = |why: String| {
+            format!(
+                "{JOURNAL} line {} is corrupt ({why}); nothing was changed. It may hold acknowledged \
+                 writes: inspect it, then move the directory's journal aside to start without it",
+                number + 1
+            )
+        };
+        let record = parse_record(line).map_err(corrupt)?;
         if record.revision <= revision {
             continue;
         }
@@ -269,15 +331,91 @@ fn load(dir: &Path) -> Result<(Revision, BTreeMap<ConfigKey, DynConfig>), String
             (None, Some(key)) => {
                 objects.remove(&key);
             }
-            _ => {
-                return Err(format!(
-                    "{JOURNAL} line {} has neither or both of put and delete",
-                    number + 1
-                ));
-            }
+            _ => return Err(corrupt("neither or both of put and delete".into())),
         }
     }
-    Ok((revision, objects))
+    if torn {
+        // The revision the partial record was written at, if it got that
+        // far: never handed out again.
+        let partial = String::from_utf8_lossy(tail);
+        let named = partial
+            .split_once("\"revision\":")
+            .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|digits| digits.parse::<Revision>().ok());
+        tracing::warn!(
+            bytes = tail.len(),
+            revision = ?named,
+            "{JOURNAL} ends in a partial record, skipped: a write interrupted by a crash before its \
+             fsync returned (never acknowledged), or, if something else cut the file, an acknowledged \
+             write that is lost"
+        );
+        if let Some(named) = named {
+            revision = revision.max(named);
+        }
+    }
+    Ok(Loaded {
+        revision,
+        objects,
+        torn,
+    })
+}
+
+/// One journal line: `CRC32 JSON`, or JSON alone (older versions).
+fn parse_record(line: &[u8]) -> Result<Record, String> {
+    let json = if line.first() == Some(&b'{') {
+        line
+    } else {
+        let (sum, json) = (line.get(..8), line.get(9..));
+        let (Some(sum), Some(json)) = (sum, json) else {
+            return Err("too short for a checksum".into());
+        };
+        let expected = std::str::from_utf8(sum)
+            .ok()
+            .and_then(|s| u32::from_str_radix(s, 16).ok())
+            .ok_or("no checksum")?;
+        if crc32(json) != expected {
+            return Err("checksum mismatch".into());
+        }
+        json
+    };
+    serde_json::from_slice(json).map_err(|e| e.to_string())
+}
+
+/// CRC-32 (IEEE), bit by bit: journal lines are short and fsync dominates.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for byte in bytes {
+        crc ^= u32::from(*byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir).and_then(|d| d.sync_all())
+}
+
+/// Appends objects that no longer validate to `quarantine.jsonl`, each
+/// with the reason, and syncs it.
+fn quarantine(dir: &Path, objects: &[(DynConfig, String)]) -> Result<(), String> {
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(QUARANTINE))
+        .map_err(|e| format!("cannot open {QUARANTINE}: {e}"))?;
+    for (object, reason) in objects {
+        let line = serde_json::json!({"key": object.key().to_string(), "reason": reason, "object": object});
+        writeln!(file, "{line}").map_err(|e| format!("cannot write {QUARANTINE}: {e}"))?;
+    }
+    file.sync_all()
+        .and_then(|()| sync_dir(dir))
+        .map_err(|e| format!("cannot sync {QUARANTINE}: {e}"))
 }
 
 fn write_snapshot(dir: &Path, revision: Revision, objects: &[DynConfig]) -> Result<(), String> {
@@ -348,7 +486,8 @@ mod tests {
             // 16 writes, folded at 5, 10 and 15: one record left.
             let journal = std::fs::read_to_string(dir.path().join(JOURNAL)).unwrap();
             assert_eq!(journal.lines().count(), 1, "{journal:?}");
-            assert!(journal.starts_with('{') && !journal.contains('\0'), "{journal:?}");
+            let record = journal.split_once(' ').map(|(_, json)| json).unwrap_or_default();
+            assert!(record.starts_with('{') && !journal.contains('\0'), "{journal:?}");
             store.list_now("RouteRule", None).unwrap()
         };
         let store = open_with(dir.path(), istio::registry(), 100, 5).unwrap();
@@ -394,7 +533,111 @@ mod tests {
             .map(|c| c.meta.name.clone())
             .collect();
         assert_eq!(names, ["a"]);
-        assert_eq!(store.revision(), 1);
+        // The partial record's revision is not handed out again.
+        assert_eq!(store.revision(), 2);
+        let next = store.create(rule("b")).await.unwrap();
+        assert_eq!(next.meta.resource_version.as_deref(), Some("3"));
+        // The journal as found is kept aside.
+        let kept: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with("journal.jsonl.torn-"))
+            .collect();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        let torn = std::fs::read_to_string(dir.path().join(&kept[0])).unwrap();
+        assert!(torn.ends_with(r#"{"revision":2,"put":{"apiV"#), "{torn}");
+    }
+
+    #[tokio::test]
+    async fn a_truncated_acknowledged_write_never_gives_its_revision_again() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path(), istio::registry(), 100).unwrap();
+            store.create(rule("a")).await.unwrap();
+            store.create(rule("b")).await.unwrap();
+        }
+        // Cut the last (acknowledged) record in half.
+        let path = dir.path().join(JOURNAL);
+        let journal = std::fs::read(&path).unwrap();
+        let last_start = journal[..journal.len() - 1]
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .unwrap()
+            + 1;
+        let cut = last_start + (journal.len() - last_start) / 2;
+        std::fs::write(&path, &journal[..cut]).unwrap();
+        let store = open(dir.path(), istio::registry(), 100).unwrap();
+        assert_eq!(store.list_now("RouteRule", None).unwrap().len(), 1);
+        assert_eq!(store.revision(), 2, "revision 2 was handed out once");
+        let next = store.create(rule("c")).await.unwrap();
+        assert_eq!(next.meta.resource_version.as_deref(), Some("3"));
+    }
+
+    #[tokio::test]
+    async fn a_flipped_byte_stops_the_start_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path(), istio::registry(), 100).unwrap();
+            store.create(rule("a")).await.unwrap();
+            store.create(rule("b")).await.unwrap();
+        }
+        let path = dir.path().join(JOURNAL);
+        let mut journal = std::fs::read(&path).unwrap();
+        // Inside the first record's JSON: "a" becomes "c".
+        let at = journal.windows(10).position(|w| w == br#""name":"a""#).unwrap() + 8;
+        journal[at] = b'c';
+        std::fs::write(&path, &journal).unwrap();
+        let snapshot = std::fs::read(dir.path().join(SNAPSHOT)).unwrap();
+        let error = open(dir.path(), istio::registry(), 100)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("line 1 is corrupt (checksum mismatch)"), "{error}");
+        assert_eq!(std::fs::read(&path).unwrap(), journal);
+        assert_eq!(std::fs::read(dir.path().join(SNAPSHOT)).unwrap(), snapshot);
+    }
+
+    #[tokio::test]
+    async fn an_object_that_no_longer_validates_is_quarantined_not_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path(), istio::registry(), 100).unwrap();
+            store.create(rule("good")).await.unwrap();
+        }
+        // Rules change (or the file is edited): one route weighs 30.
+        let mut bad = serde_json::to_value(rule("bad")).unwrap();
+        bad["spec"]["route"] = serde_json::json!([{"labels": {"version": "v1"}, "weight": 30}]);
+        bad["metadata"]["resourceVersion"] = "2".into();
+        let record = serde_json::to_vec(&serde_json::json!({"revision": 2, "put": bad})).unwrap();
+        let mut journal = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(JOURNAL))
+            .unwrap();
+        journal
+            .write_all(format!("{:08x} ", crc32(&record)).as_bytes())
+            .unwrap();
+        journal.write_all(&record).unwrap();
+        journal.write_all(b"\n").unwrap();
+        drop(journal);
+        let store = open(dir.path(), istio::registry(), 100).unwrap();
+        let names: Vec<String> = store
+            .list_now("RouteRule", None)
+            .unwrap()
+            .iter()
+            .map(|c| c.meta.name.clone())
+            .collect();
+        assert_eq!(names, ["good"]);
+        assert_eq!(store.revision(), 2);
+        let kept = std::fs::read_to_string(dir.path().join(QUARANTINE)).unwrap();
+        assert!(
+            kept.contains("RouteRule default/bad") && kept.contains("100"),
+            "{kept}"
+        );
+    }
+
+    #[test]
+    fn crc32_is_the_ieee_one() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
     }
 
     #[tokio::test]

@@ -22,6 +22,7 @@ pub mod api;
 pub mod args;
 pub mod auth;
 pub mod backend;
+pub mod health;
 pub mod inject_webhook;
 pub mod journal;
 pub mod metrics;
@@ -33,6 +34,7 @@ pub mod selector;
 pub mod serve;
 pub mod services_file;
 pub mod status;
+pub mod xds_auth;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -83,6 +85,8 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// True once every cache has synced.
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// Whether the configuration store answers (issue 19).
+    pub backend_health: Arc<health::BackendHealth>,
 }
 
 /// Every route of the server.
@@ -126,7 +130,9 @@ pub fn router(state: AppState) -> Router {
             "/readyz",
             get(
                 |axum::extract::State(state): axum::extract::State<AppState>| async move {
-                    if (state.ready)() {
+                    if let Some(problem) = state.backend_health.problem() {
+                        (StatusCode::SERVICE_UNAVAILABLE, problem).into_response()
+                    } else if (state.ready)() {
                         (StatusCode::OK, "ready").into_response()
                     } else {
                         (StatusCode::SERVICE_UNAVAILABLE, "caches have not synced yet").into_response()
@@ -166,6 +172,9 @@ pub async fn run(
         (Some(cert), Some(key)) => Some(serve::tls_acceptor(cert, key).map_err(StartError::Failed)?),
         _ => None,
     };
+    // ADS security (issue 19): checked before anything starts.
+    let xds_auth = xds_auth::XdsAuth::from_args(&args, tokens.clone()).map_err(StartError::Failed)?;
+    let xds_tls = xds_auth::tls_config(&args, tokens.is_some()).map_err(StartError::Failed)?;
     let backend = backend::open_store(&args, registry.clone()).await?;
     let registries = backend::open_registries(&args).await?;
     let controller = Arc::new(Controller::new(Arc::clone(&backend)));
@@ -219,6 +228,7 @@ pub async fn run(
         Arc::new(move || controller.has_synced() && discovery.has_synced())
             as Arc<dyn Fn() -> bool + Send + Sync>
     };
+    let backend_health = Arc::new(health::BackendHealth::default());
     let state = AppState {
         store: Arc::clone(&controller) as Arc<dyn ConfigStore>,
         backend,
@@ -232,9 +242,15 @@ pub async fn run(
         max_body_bytes: args.max_body_bytes,
         shutdown: shutdown_rx.clone(),
         ready,
+        backend_health: Arc::clone(&backend_health),
     };
 
     let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(health::probe(
+        Arc::clone(&state.backend),
+        backend_health,
+        shutdown_rx.clone(),
+    )));
     tasks.push(tokio::spawn(metrics::track_pushes(
         Arc::clone(&metrics),
         xds.clone(),
@@ -254,25 +270,43 @@ pub async fn run(
             shutdown_rx.clone(),
         )));
     }
-    if let Some((_, webhook)) = inject {
-        tasks.push(tokio::spawn(webhook.serve(shutdown_rx.clone())));
-    }
     let scheme = if tls.is_some() { "https" } else { "http" };
+    // Connection limits (issue 19).
+    let open_files = serve::raise_fd_limit();
+    tracing::debug!(?open_files, "open-files limit");
+    let limits = serve::Limits {
+        header_read_timeout: Duration::from_millis(args.header_read_timeout_ms.max(1)),
+        max_connections: args.max_connections,
+    };
+    if let Some((_, webhook)) = inject {
+        tasks.push(tokio::spawn(webhook.serve(limits, shutdown_rx.clone())));
+    }
     let rest = tokio::spawn(serve::serve(
         rest_listener,
         router(state),
         tls,
+        limits,
         shutdown_rx.clone(),
     ));
     let xds_task = {
         let xds = xds.clone();
         let mut shutdown_rx = shutdown_rx.clone();
         let incoming = tonic::transport::server::TcpIncoming::from(xds_listener).with_nodelay(Some(true));
+        let service = match xds_auth {
+            Some(auth) => xds.authenticated_service(Arc::new(auth)),
+            None => xds.service(),
+        };
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = xds_tls {
+            builder = builder
+                .tls_config(tls)
+                .map_err(|e| StartError::Failed(format!("ADS TLS: {e}")))?;
+        }
         tokio::spawn(async move {
-            tonic::transport::Server::builder()
+            builder
                 .http2_keepalive_interval(Some(Duration::from_secs(30)))
                 .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-                .add_service(xds.service())
+                .add_service(service)
                 .serve_with_incoming_shutdown(incoming, async move {
                     let _ = shutdown_rx.wait_for(|closing| *closing).await;
                     xds.close();

@@ -11,6 +11,7 @@
 //! | `pilot_k8s_cfg_events` | counter | `type` (kind), `event` (`add`, `update`, `delete`) | configuration events the cache applied, from any backend |
 //! | `pilot_xds_nacked_proxies` | gauge | `type` | proxies whose last response of a type was NACKed |
 //! | `pilot_config_objects` | gauge | `kind` | objects in the cache |
+//! | `pilot_xds_refused_streams` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`) | ADS streams refused |
 //! | `pilot_rest_requests` | counter | `method`, `code` | REST requests answered |
 //! | `pilot_rest_request_duration_seconds` | histogram | `method`, `route` | REST latency by route template |
 //! | `pilot_rest_watches` | gauge | | open REST watches |
@@ -242,6 +243,21 @@ impl Collector for ScrapeTime {
                 .count();
             let labels = [("type", short.to_ascii_lowercase())];
             ConstGauge::new(count as i64).encode(nacked.encode_family(&labels)?)?;
+        }
+
+        let refused = self.xds.refused_streams();
+        let mut family = encoder.encode_descriptor(
+            "pilot_xds_refused_streams",
+            "ADS streams refused: no or bad credential (unauthenticated), a node id outside the credential's namespace (permission_denied), a malformed request (invalid_argument)",
+            None,
+            ConstCounter::new(0u64).metric_type(),
+        )?;
+        for (reason, count) in [
+            ("unauthenticated", refused.unauthenticated),
+            ("permission_denied", refused.permission_denied),
+            ("invalid_argument", refused.invalid_argument),
+        ] {
+            ConstCounter::new(count).encode(family.encode_family(&[("reason", reason)])?)?;
         }
 
         let mut objects = encoder.encode_descriptor(

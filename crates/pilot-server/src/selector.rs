@@ -19,7 +19,15 @@ impl Selector {
     /// Parses `text` (empty selects everything).
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut requirements = Vec::new();
-        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if text.trim().is_empty() {
+            return Ok(Selector(requirements));
+        }
+        for part in text.split(',').map(str::trim) {
+            if part.is_empty() {
+                return Err(format!(
+                    "labelSelector {text:?}: an empty requirement (two commas, or a comma at an end)"
+                ));
+            }
             let requirement = if let Some((key, value)) = part.split_once("!=") {
                 Requirement::NotEquals(key.trim().into(), value.trim().into())
             } else if let Some((key, value)) = part.split_once("==").or_else(|| part.split_once('=')) {
@@ -36,6 +44,9 @@ impl Selector {
                 | Requirement::Missing(k) => k,
             };
             pilot_model::label_key(key).map_err(|e| format!("labelSelector {part:?}: {e}"))?;
+            if let Requirement::Equals(_, value) | Requirement::NotEquals(_, value) = &requirement {
+                check_value(value).map_err(|e| format!("labelSelector {part:?}: {e}"))?;
+            }
             requirements.push(requirement);
         }
         Ok(Selector(requirements))
@@ -52,9 +63,38 @@ impl Selector {
     }
 }
 
+/// A label value as Kubernetes allows it: at most 63 characters,
+/// alphanumerics, `-`, `_` and `.`, starting and ending alphanumeric (or
+/// empty).
+fn check_value(value: &str) -> Result<(), String> {
+    let ok = value.is_empty()
+        || (value.len() <= 63
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && value.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && value.ends_with(|c: char| c.is_ascii_alphanumeric()));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{value:?} is not a label value (at most 63 alphanumerics, '-', '_' or '.', alphanumeric at both ends)"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn malformed_selectors_are_refused() {
+        for bad in ["a=b=c", "a,,b", "a,", ",a", "a!=b=c"] {
+            assert!(Selector::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+        assert!(Selector::parse("a=b,c!=d,e,!f").is_ok());
+        assert!(Selector::parse("").is_ok());
+    }
 
     #[test]
     fn selects_as_kubernetes_does() {

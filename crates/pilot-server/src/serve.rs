@@ -1,14 +1,20 @@
 //! Serving the REST router on a bound listener, over plain HTTP or TLS,
 //! with graceful shutdown: on the signal the listener closes, open
 //! connections finish their in-flight requests, and watch streams end.
+//!
+//! Connections are bounded ([`Limits`]): a connection that does not send a
+//! complete request head within `header_read_timeout` (a new one, or a
+//! keep-alive one gone idle) is closed, and beyond `max_connections` a new
+//! connection is answered 503 and closed at once, so idle or slow clients
+//! cannot take every file descriptor and silence `/healthz`.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -37,15 +43,55 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
+// Connection limits (issue 19).
+
+/// Bounds on the REST listener's connections.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// A request head must arrive within this long (idle keep-alive
+    /// connections included).
+    pub header_read_timeout: Duration,
+    /// Connections open at once; more are answered 503 and closed.
+    pub max_connections: usize,
+}
+
+/// What a connection beyond the cap is told before it is closed.
+const OVER_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 133\r\n\r\n{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"reason\":\"ServiceUnavailable\",\"code\":503,\"message\":\"too many open connections\"}";
+
+/// Raises the soft limit on open files to the hard limit (servers hold one
+/// per connection; the usual soft default is 1,024). Returns the limit now
+/// in force.
+pub fn raise_fd_limit() -> Option<u64> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        if let Err(error) = setrlimit(Resource::Nofile, raised) {
+            tracing::warn!(%error, "cannot raise the open-files limit");
+            return limit.current;
+        }
+        return limit.maximum;
+    }
+    limit.current
+}
+
 /// Serves `router` on `listener` until `shutdown` turns true, then drains.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     tls: Option<TlsAcceptor>,
+    limits: Limits,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let graceful = GracefulShutdown::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -58,16 +104,23 @@ pub async fn serve(
             },
             () = crate::closed(&mut shutdown) => break,
         };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            // The socket's send buffer is empty: this does not block.
+            let _ = stream.try_write(OVER_CAPACITY);
+            tracing::debug!(%peer, "over the connection cap; answered 503");
+            continue;
+        };
         let service = TowerToHyperService::new(router.clone());
-        let builder = builder.clone();
         let watcher = graceful.watcher();
         let tls = tls.clone();
+        let builder = builder.clone();
         // One task per connection; it ends with the connection.
         tokio::spawn(async move {
+            let _slot = slot;
             match tls {
                 None => {
-                    let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                    if let Err(error) = watcher.watch(connection.into_owned()).await {
+                    let connection = builder.serve_connection(TokioIo::new(stream), service);
+                    if let Err(error) = watcher.watch(connection).await {
                         tracing::debug!(%peer, %error, "connection ended with an error");
                     }
                 }
@@ -82,8 +135,8 @@ pub async fn serve(
                         }
                         Err(_) => return,
                     };
-                    let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                    if let Err(error) = watcher.watch(connection.into_owned()).await {
+                    let connection = builder.serve_connection(TokioIo::new(stream), service);
+                    if let Err(error) = watcher.watch(connection).await {
                         tracing::debug!(%peer, %error, "connection ended with an error");
                     }
                 }

@@ -123,6 +123,11 @@ impl ApiError {
                 Self::new(StatusCode::NOT_FOUND, "NotFound", format!("unknown kind {kind}"))
             }
             StoreError::Compacted { .. } => Self::new(StatusCode::GONE, "Expired", error.to_string()),
+            StoreError::Indeterminate { .. } => Self::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "Timeout",
+                format!("{error}; GET the object to see whether it was, then retry if not"),
+            ),
             StoreError::Unavailable { .. } => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "ServiceUnavailable",

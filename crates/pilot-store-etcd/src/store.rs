@@ -203,7 +203,7 @@ impl ConfigStore for EtcdConfigStore {
             .when([Compare::create_revision(etcd_key.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(etcd_key, encode(&config)?, None)]);
         let mut client = self.inner.client.clone();
-        let response = client.txn(txn).await.map_err(unavailable)?;
+        let response = client.txn(txn).await.map_err(write_failed)?;
         if !response.succeeded() {
             return Err(StoreError::AlreadyExists { key });
         }
@@ -238,7 +238,7 @@ impl ConfigStore for EtcdConfigStore {
             .and_then([TxnOp::put(etcd_key.clone(), encode(&config)?, None)])
             .or_else([TxnOp::get(etcd_key, None)]);
         let mut client = self.inner.client.clone();
-        let response = client.txn(txn).await.map_err(unavailable)?;
+        let response = client.txn(txn).await.map_err(write_failed)?;
         if !response.succeeded() {
             return Err(Self::guard_failed(&key, expected, response.op_responses()));
         }
@@ -262,7 +262,7 @@ impl ConfigStore for EtcdConfigStore {
             .and_then([TxnOp::delete(etcd_key.clone(), None)])
             .or_else([TxnOp::get(etcd_key, None)]);
         let mut client = self.inner.client.clone();
-        let response = client.txn(txn).await.map_err(unavailable)?;
+        let response = client.txn(txn).await.map_err(write_failed)?;
         if !response.succeeded() {
             return Err(Self::guard_failed(
                 key,
@@ -309,6 +309,25 @@ impl ConfigWatch for EtcdConfigStore {
 
 pub(crate) fn unavailable(error: etcd_client::Error) -> StoreError {
     StoreError::unavailable(format!("etcd: {error}"))
+}
+
+/// A failed write transaction: if it timed out or was cut off after being
+/// sent, etcd may have applied it ([`StoreError::Indeterminate`]); if it
+/// could not be sent, it was not ([`StoreError::Unavailable`]).
+pub(crate) fn write_failed(error: etcd_client::Error) -> StoreError {
+    let sent = match &error {
+        // gRPC codes CANCELLED (1, tonic's "Timeout expired"), UNKNOWN (2)
+        // and DEADLINE_EXCEEDED (4).
+        etcd_client::Error::GRpcStatus(status) => matches!(status.code() as i32, 1 | 2 | 4),
+        _ => false,
+    };
+    if sent {
+        StoreError::Indeterminate {
+            reason: format!("etcd: {error}"),
+        }
+    } else {
+        unavailable(error)
+    }
 }
 
 pub(crate) fn layout_of(store: &EtcdConfigStore) -> &Layout {

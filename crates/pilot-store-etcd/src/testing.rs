@@ -76,6 +76,12 @@ impl EtcdServer {
         &self.name
     }
 
+    /// The etcd process's id while it runs (to stop it with SIGSTOP and
+    /// resume it with SIGCONT, as a stalled disk or a paused VM would).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// True while the process runs.
     pub fn is_running(&self) -> bool {
         self.child.is_some()

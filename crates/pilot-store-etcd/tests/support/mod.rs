@@ -85,7 +85,9 @@ pub async fn create_acknowledged(store: &dyn ConfigStore, config: DynConfig) -> 
     loop {
         match store.create(config.clone()).await {
             Ok(_) | Err(StoreError::AlreadyExists { .. }) => return true,
-            Err(StoreError::Unavailable { .. }) if Instant::now() < deadline => {
+            Err(StoreError::Unavailable { .. } | StoreError::Indeterminate { .. })
+                if Instant::now() < deadline =>
+            {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(other) => panic!("create failed for good: {other}"),
@@ -100,7 +102,9 @@ pub async fn delete_acknowledged(store: &dyn ConfigStore, key: &ConfigKey) {
     loop {
         match store.delete(key, None).await {
             Ok(()) | Err(StoreError::NotFound { .. }) => return,
-            Err(StoreError::Unavailable { .. }) if Instant::now() < deadline => {
+            Err(StoreError::Unavailable { .. } | StoreError::Indeterminate { .. })
+                if Instant::now() < deadline =>
+            {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(other) => panic!("delete failed for good: {other}"),

@@ -133,6 +133,11 @@ impl Protocol for Connection {
     }
 
     /// Sends every subscribed type whose content changed, in push order.
+    async fn end(&mut self, status: tonic::Status) {
+        self.server.refused.count(&status);
+        let _ = self.responses.send(Outgoing::End(status)).await;
+    }
+
     async fn push(&mut self) -> bool {
         let mut force_eds = false;
         let mut force_rds = false;

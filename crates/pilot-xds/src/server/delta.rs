@@ -152,6 +152,11 @@ impl Protocol for DeltaConnection {
         }
     }
 
+    async fn end(&mut self, status: tonic::Status) {
+        self.server.refused.count(&status);
+        let _ = self.responses.send(Outgoing::End(status)).await;
+    }
+
     async fn push(&mut self) -> bool {
         let mut stale = BTreeSet::new();
         for (short, _) in ORDER {

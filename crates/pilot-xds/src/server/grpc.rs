@@ -63,6 +63,7 @@ pub(super) fn frame(head: &impl prost::Message, resources: Vec<Bytes>) -> Outgoi
 #[derive(Clone)]
 pub struct AdsService {
     pub(super) server: XdsServer,
+    pub(super) auth: Option<Arc<dyn super::Authenticate>>,
 }
 
 impl NamedService for AdsService {
@@ -83,12 +84,23 @@ impl tower_service::Service<http::Request<Body>> for AdsService {
             .headers()
             .get("grpc-encoding")
             .is_some_and(|e| e.as_bytes() != b"identity");
+        let caller = match &self.auth {
+            None => None,
+            Some(auth) => match auth.authenticate(request.headers(), request.extensions()) {
+                Ok(caller) => Some(caller),
+                Err(status) => {
+                    tracing::warn!(code = ?status.code(), reason = status.message(), "ADS stream refused");
+                    self.server.inner.refused.count(&status);
+                    return std::future::ready(Ok(status.into_http()));
+                }
+            },
+        };
         let response = if compressed {
             tonic::Status::unimplemented("this server accepts uncompressed requests only").into_http()
         } else {
             match request.uri().path() {
-                STREAM_PATH => self.open::<connection::Connection>(request.into_body()),
-                DELTA_PATH => self.open::<delta::DeltaConnection>(request.into_body()),
+                STREAM_PATH => self.open::<connection::Connection>(request.into_body(), caller),
+                DELTA_PATH => self.open::<delta::DeltaConnection>(request.into_body(), caller),
                 path => tonic::Status::unimplemented(format!("no method {path}")).into_http(),
             }
         };
@@ -99,12 +111,22 @@ impl tower_service::Service<http::Request<Body>> for AdsService {
 impl AdsService {
     /// Starts the task of a new stream of protocol `P`; its responses flow
     /// through a bounded queue into the response body.
-    fn open<P: stream::Protocol + 'static>(&self, body: Body) -> http::Response<Body> {
+    fn open<P: stream::Protocol + 'static>(
+        &self,
+        body: Body,
+        caller: Option<super::Caller>,
+    ) -> http::Response<Body> {
         let inner = &self.server.inner;
         let requests = Requests::new(body);
         let (responses, queue) = mpsc::channel(inner.options.send_queue.max(1));
         let id = inner.next_connection.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(stream::drive::<P>(Arc::clone(inner), id, requests, responses));
+        tokio::spawn(stream::drive::<P>(
+            Arc::clone(inner),
+            id,
+            caller,
+            requests,
+            responses,
+        ));
         let mut response = http::Response::new(Body::new(Responses {
             queue,
             pending: VecDeque::new(),

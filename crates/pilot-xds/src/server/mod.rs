@@ -18,6 +18,7 @@
 //!   through a bounded queue: a stuck proxy holds up only its own task. When
 //!   the stream ends, the task, its queue and its status go away.
 
+mod auth;
 mod connection;
 mod delta;
 mod generated;
@@ -36,6 +37,7 @@ use pilot_store::Controller;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use auth::{Authenticate, Caller, NodeScope, RefusedStreams};
 pub use grpc::AdsService;
 pub use status::{Nack, ProxyStatus, TYPES, TypeStatus};
 
@@ -115,6 +117,8 @@ pub(crate) struct Inner {
     pub(crate) sent: status::TypeCounters,
     /// Subscriptions' name sets, shared between streams.
     pub(crate) names: stream::NameSets,
+    /// Streams refused (credentials, node ids, malformed requests).
+    pub(crate) refused: auth::RefusalCounters,
     pipeline: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -146,6 +150,7 @@ impl XdsServer {
             nacks: AtomicU64::new(0),
             rejects: Default::default(),
             sent: Default::default(),
+            refused: Default::default(),
             pipeline: Mutex::new(None),
         });
         let task = tokio::spawn(pipeline::run(
@@ -162,7 +167,26 @@ impl XdsServer {
     /// other services, or on a server configured differently from
     /// [`serve`](Self::serve)).
     pub fn service(&self) -> AdsService {
-        AdsService { server: self.clone() }
+        AdsService {
+            server: self.clone(),
+            auth: None,
+        }
+    }
+
+    /// [`service`](Self::service), with every stream authenticated by
+    /// `auth` first: a stream it refuses ends at once with its status, and
+    /// a caller may only claim the node ids its [`Caller::scope`] allows
+    /// (`PERMISSION_DENIED` otherwise).
+    pub fn authenticated_service(&self, auth: std::sync::Arc<dyn Authenticate>) -> AdsService {
+        AdsService {
+            server: self.clone(),
+            auth: Some(auth),
+        }
+    }
+
+    /// The streams refused since the server started, by reason.
+    pub fn refused_streams(&self) -> RefusedStreams {
+        self.inner.refused.snapshot()
     }
 
     /// Serves ADS on `address` until `shutdown` completes, with HTTP/2

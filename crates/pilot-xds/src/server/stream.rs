@@ -44,26 +44,42 @@ pub(super) trait Protocol: Sized + Send {
 
     /// Sends what a new snapshot changed; false when the stream is gone.
     fn push(&mut self) -> impl Future<Output = bool> + Send;
+
+    /// Ends the stream with `status`.
+    fn end(&mut self, status: tonic::Status) -> impl Future<Output = ()> + Send;
 }
 
 /// Runs one stream to its end, then forgets the proxy.
 pub(super) async fn drive<P: Protocol>(
     server: Arc<Inner>,
     id: u64,
+    caller: Option<super::Caller>,
     mut requests: Requests<P::Request>,
     responses: mpsc::Sender<Outgoing>,
 ) {
+    let refuse = |status: tonic::Status| {
+        let responses = responses.clone();
+        let server = Arc::clone(&server);
+        async move {
+            tracing::warn!(code = ?status.code(), reason = status.message(), "ADS stream refused");
+            server.refused.count(&status);
+            let _ = responses.send(Outgoing::End(status)).await;
+        }
+    };
     let first = match requests.message().await {
         Ok(Some(first)) => first,
-        _ => return,
+        Ok(None) => return,
+        Err(status) => return refuse(status).await,
     };
     let mut proxy = match proxy_from(P::node(&first)) {
         Ok(proxy) => proxy,
-        Err(status) => {
-            let _ = responses.send(Outgoing::End(status)).await;
-            return;
-        }
+        Err(status) => return refuse(status).await,
     };
+    if let Some(caller) = &caller
+        && let Err(reason) = caller.permits(&proxy)
+    {
+        return refuse(tonic::Status::permission_denied(reason)).await;
+    }
     // Without a GENERATOR in its metadata, a node whose first request
     // names listeners is a gRPC library (an Envoy asks for all of them).
     let declared = P::node(&first)
@@ -87,7 +103,14 @@ pub(super) async fn drive<P: Protocol>(
             request = requests.message() => {
                 open = match request {
                     Ok(Some(request)) => stream.request(request).await,
-                    _ => false,
+                    Ok(None) => false,
+                    Err(status) => {
+                        // A malformed request ends the stream with its
+                        // error, not OK.
+                        tracing::warn!(node = %stream.proxy().node_id(), reason = status.message(), "bad ADS request");
+                        stream.end(status).await;
+                        false
+                    }
                 };
             }
             changed = snapshots.changed() => {

@@ -1,0 +1,61 @@
+//! Backend health for `/readyz`: a probe asks the configuration store for
+//! its current revision every second; while it fails or does not answer
+//! in time, `/readyz` is 503 with the reason, so a load balancer stops
+//! sending writes that would fail (and lists that would be stale).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pilot_model::ConfigWatch;
+use tokio::sync::watch;
+
+/// How often the store is probed.
+const EVERY: Duration = Duration::from_secs(1);
+/// How long a probe may take before the store counts as unreachable.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The last probe's verdict.
+#[derive(Debug, Default)]
+pub struct BackendHealth {
+    problem: Mutex<Option<String>>,
+}
+
+impl BackendHealth {
+    /// Why the store is not usable, if it is not.
+    pub fn problem(&self) -> Option<String> {
+        self.problem.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, problem: Option<String>) {
+        let mut current = self.problem.lock().unwrap_or_else(|p| p.into_inner());
+        if *current != problem {
+            match &problem {
+                Some(reason) => tracing::warn!(%reason, "configuration store unreachable: not ready"),
+                None => tracing::info!("configuration store reachable again"),
+            }
+            *current = problem;
+        }
+    }
+}
+
+/// Probes `backend` until `shutdown`.
+pub async fn probe(
+    backend: Arc<dyn ConfigWatch>,
+    health: Arc<BackendHealth>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let verdict = match tokio::time::timeout(TIMEOUT, backend.current_revision()).await {
+            Ok(Ok(_)) => None,
+            Ok(Err(error)) => Some(format!("the configuration store failed: {error}")),
+            Err(_) => Some(format!(
+                "the configuration store did not answer within {TIMEOUT:?}"
+            )),
+        };
+        health.set(verdict);
+        tokio::select! {
+            () = tokio::time::sleep(EVERY) => {}
+            () = crate::closed(&mut shutdown) => return,
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Who may open an ADS stream: TLS for the ADS port (`--xds-tls-cert`,
+//! `--xds-tls-key`), client certificates from a CA (`--xds-client-ca`,
+//! mTLS), and bearer tokens in gRPC metadata (`authorization: Bearer T`,
+//! from the same `--token-file` as the REST API).
+//!
+//! Secure by default: with a token file or a client CA configured, every
+//! ADS stream needs one of those credentials; an ADS address that is not
+//! loopback without any of them is refused at start unless
+//! `--xds-allow-unauthenticated` says so. A credential also bounds which
+//! proxies its holder may claim to be:
+//!
+//! - an `xds` token with `namespace=NS`, or a client certificate whose
+//!   SPIFFE identity is `spiffe://DOMAIN/ns/NS/sa/SA`: node ids of
+//!   namespace `NS` only;
+//! - an `xds` token without a namespace, or an `ro`/`rw` (operator) token:
+//!   any node id.
+//!
+//! A client certificate without a SPIFFE identity is refused.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use pilot_xds::{Authenticate, Caller, NodeScope};
+use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+
+use crate::Args;
+use crate::auth::{Access, Tokens};
+
+/// The ADS authenticator of `pilot-discovery`.
+pub struct XdsAuth {
+    tokens: Option<Arc<Tokens>>,
+}
+
+impl XdsAuth {
+    /// Authentication for the options given; `None` when ADS is open (no
+    /// token file and no client CA).
+    pub fn from_args(args: &Args, tokens: Option<Arc<Tokens>>) -> Result<Option<Self>, String> {
+        if tokens.is_none() && args.xds_client_ca.is_none() {
+            let loopback = args.xds_listen.ip().is_loopback();
+            if !loopback && !args.xds_allow_unauthenticated {
+                return Err(format!(
+                    "ADS would listen on {} without authentication: give --token-file and/or \
+                     --xds-client-ca (with --xds-tls-cert/--xds-tls-key), or \
+                     --xds-allow-unauthenticated to accept any client",
+                    args.xds_listen
+                ));
+            }
+            return Ok(None);
+        }
+        Ok(Some(XdsAuth { tokens }))
+    }
+}
+
+/// The TLS configuration of the ADS port, when `--xds-tls-cert` is given.
+pub fn tls_config(args: &Args, tokens_too: bool) -> Result<Option<ServerTlsConfig>, String> {
+    let (Some(cert), Some(key)) = (&args.xds_tls_cert, &args.xds_tls_key) else {
+        if args.xds_client_ca.is_some() {
+            return Err("--xds-client-ca needs --xds-tls-cert and --xds-tls-key".into());
+        }
+        return Ok(None);
+    };
+    let read = |path: &Path, what: &str| {
+        std::fs::read(path).map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
+    };
+    let mut config = ServerTlsConfig::new().identity(Identity::from_pem(
+        read(cert, "ADS certificate")?,
+        read(key, "ADS private key")?,
+    ));
+    if let Some(ca) = &args.xds_client_ca {
+        config = config
+            .client_ca_root(Certificate::from_pem(read(ca, "ADS client CA")?))
+            // With tokens too, a client may present a token instead.
+            .client_auth_optional(tokens_too);
+    }
+    Ok(Some(config))
+}
+
+impl Authenticate for XdsAuth {
+    fn authenticate(
+        &self,
+        headers: &http::HeaderMap,
+        extensions: &http::Extensions,
+    ) -> Result<Caller, tonic::Status> {
+        if let Some(value) = headers.get(http::header::AUTHORIZATION) {
+            let token = value
+                .to_str()
+                .ok()
+                .and_then(crate::auth::bearer)
+                .ok_or_else(|| tonic::Status::unauthenticated("authorization is not `Bearer TOKEN`"))?;
+            let found = self
+                .tokens
+                .as_ref()
+                .and_then(|tokens| tokens.find(token))
+                .ok_or_else(|| tonic::Status::unauthenticated("the bearer token is not valid"))?;
+            let scope = match (&found.access, &found.namespace) {
+                (Access::Xds, Some(namespace)) => NodeScope::Namespace(namespace.clone()),
+                _ => NodeScope::Any,
+            };
+            return Ok(Caller {
+                name: format!("token {}", found.name),
+                scope,
+            });
+        }
+        let certs = extensions
+            .get::<TlsConnectInfo<TcpConnectInfo>>()
+            .and_then(TlsConnectInfo::peer_certs);
+        if let Some(leaf) = certs.as_ref().and_then(|certs| certs.first()) {
+            // rustls verified the chain against --xds-client-ca already.
+            let identity = spiffe_identity(leaf).ok_or_else(|| {
+                tonic::Status::unauthenticated(
+                    "the client certificate carries no spiffe://DOMAIN/ns/NAMESPACE/sa/ACCOUNT URI",
+                )
+            })?;
+            return Ok(Caller {
+                name: identity.0,
+                scope: NodeScope::Namespace(identity.1),
+            });
+        }
+        Err(tonic::Status::unauthenticated(
+            "ADS on this server needs a credential: `authorization: Bearer TOKEN` metadata or a client certificate",
+        ))
+    }
+}
+
+/// A certificate's SPIFFE URI and the namespace it names.
+fn spiffe_identity(cert: &rustls_pki_types::CertificateDer<'_>) -> Option<(String, String)> {
+    let cert = webpki::EndEntityCert::try_from(cert).ok()?;
+    cert.valid_uri_names().find_map(|uri| {
+        let path = uri.strip_prefix("spiffe://")?.split_once('/')?.1;
+        let mut parts = path.split('/');
+        match (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) {
+            (Some("ns"), Some(ns), Some("sa"), Some(sa), None) if !ns.is_empty() && !sa.is_empty() => {
+                Some((uri.to_string(), ns.to_string()))
+            }
+            _ => None,
+        }
+    })
+}

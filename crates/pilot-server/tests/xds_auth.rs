@@ -1,0 +1,545 @@
+//! ADS security as a proxy (or an attacker) sees it: a real gRPC client
+//! and the real Envoy against the server's ADS port, with tokens, TLS and
+//! client certificates made by the `openssl` command.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{TestServer, http};
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+const ADMIN: &str = "admin-token-0123456789abcdef";
+const VIEWER: &str = "viewer-token-0123456789abcdef";
+const PROXY_DEFAULT: &str = "proxy-token-default-0123456789";
+/// The token of examples/server/envoy-secure.yaml.
+const EXAMPLE: &str = "pilot-example-xds-token-0001";
+const DEFAULT_NODE: &str = "sidecar~10.0.0.1~reviews-v1.default~default.svc.cluster.local";
+const PROD_NODE: &str = "sidecar~10.0.0.2~ratings-v1.prod~prod.svc.cluster.local";
+
+fn services_file() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/server/services.yaml")
+        .display()
+        .to_string()
+}
+
+fn token_file(dir: &Path) -> String {
+    let path = dir.join("tokens");
+    std::fs::write(
+        &path,
+        format!(
+            "{ADMIN} rw admin\n{VIEWER} ro viewer\n{PROXY_DEFAULT} xds reviews namespace=default\n\
+             {EXAMPLE} xds example namespace=default\n"
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let output = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the openssl command (scripts/install-deps installs it)");
+    assert!(
+        output.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A CA `NAME.pem` / `NAME-key.pem` in `dir`.
+fn ca(dir: &Path, name: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &format!("{name}-key.pem"),
+            "-out",
+            &format!("{name}.pem"),
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={name}"),
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    );
+}
+
+/// A leaf `NAME.pem` / `NAME-key.pem` signed by CA `issuer`, with these
+/// extensions.
+fn leaf(dir: &Path, name: &str, issuer: &str, extensions: &str) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &format!("{name}-key.pem"),
+            "-out",
+            &format!("{name}.csr"),
+            "-subj",
+            &format!("/CN={name}"),
+        ],
+    );
+    std::fs::write(dir.join(format!("{name}.ext")), extensions).unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            &format!("{issuer}.pem"),
+            "-CAkey",
+            &format!("{issuer}-key.pem"),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            &format!("{name}.pem"),
+            "-extfile",
+            &format!("{name}.ext"),
+        ],
+    );
+}
+
+/// `ca`, `server` (localhost), `proxy` (spiffe .../ns/default/sa/example),
+/// `plain` (from `ca`, no SPIFFE identity) and `forged` (the same identity
+/// as `proxy`, from another CA).
+fn certificates() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path();
+    ca(path, "ca");
+    ca(path, "other-ca");
+    leaf(
+        path,
+        "server",
+        "ca",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+    );
+    let spiffe = "subjectAltName=URI:spiffe://cluster.local/ns/default/sa/example\n\
+                  extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n";
+    leaf(path, "proxy", "ca", spiffe);
+    leaf(path, "forged", "other-ca", spiffe);
+    leaf(
+        path,
+        "plain",
+        "ca",
+        "subjectAltName=DNS:client.example\nextendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n",
+    );
+    dir
+}
+
+fn pem(dir: &Path, name: &str) -> Vec<u8> {
+    std::fs::read(dir.join(name)).unwrap()
+}
+
+async fn plain_channel(address: std::net::SocketAddr) -> Channel {
+    Endpoint::from_shared(format!("http://{address}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// A TLS channel trusting `ca.pem`, presenting `client` (`NAME.pem`) if
+/// given; the connection error, if the handshake is refused.
+async fn tls_channel(
+    address: std::net::SocketAddr,
+    certs: &Path,
+    client: Option<&str>,
+) -> Result<Channel, tonic::transport::Error> {
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(pem(certs, "ca.pem")))
+        .domain_name("localhost");
+    if let Some(name) = client {
+        tls = tls.identity(Identity::from_pem(
+            pem(certs, &format!("{name}.pem")),
+            pem(certs, &format!("{name}-key.pem")),
+        ));
+    }
+    Endpoint::from_shared(format!("https://{address}"))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+}
+
+/// Opens an ADS stream as `node_id` (with `token` in its metadata) and
+/// returns the first response, or the status the stream ended with.
+async fn first_response(
+    channel: Channel,
+    token: Option<&str>,
+    node_id: Option<&str>,
+) -> Result<DiscoveryResponse, tonic::Status> {
+    let first = DiscoveryRequest {
+        node: node_id.map(|id| Node {
+            id: id.into(),
+            ..Default::default()
+        }),
+        type_url: CDS.into(),
+        ..Default::default()
+    };
+    // The request stream stays open (as a proxy's does) until the answer.
+    let requests = futures::stream::iter([first]).chain(futures::stream::pending());
+    let mut request = tonic::Request::new(requests);
+    if let Some(token) = token {
+        request
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    }
+    let answer = async {
+        let mut responses = AggregatedDiscoveryServiceClient::new(channel)
+            .stream_aggregated_resources(request)
+            .await?
+            .into_inner();
+        match responses.message().await? {
+            Some(response) => Ok(response),
+            None => Err(tonic::Status::ok("ended without a response")),
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), answer)
+        .await
+        .expect("no answer from the ADS server")
+}
+
+use futures::StreamExt as _;
+
+fn code(result: &Result<DiscoveryResponse, tonic::Status>) -> tonic::Code {
+    match result {
+        Ok(_) => tonic::Code::Ok,
+        Err(status) => status.code(),
+    }
+}
+
+/// `pilot_xds_refused_streams_total{reason=REASON}` on /metrics.
+fn refused(server: &TestServer, reason: &str) -> u64 {
+    let (status, body) = server.request(
+        "GET",
+        "/metrics",
+        &[("authorization", &format!("Bearer {ADMIN}"))],
+        None,
+    );
+    assert_eq!(status, 200);
+    let text = String::from_utf8(body).unwrap();
+    let prefix = format!("pilot_xds_refused_streams_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {prefix} in /metrics"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ads_with_tokens_refuses_missing_forged_and_out_of_scope_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(&[
+        "--token-file",
+        &token_file(dir.path()),
+        "--services",
+        &services_file(),
+    ])
+    .await;
+    let channel = plain_channel(server.xds).await;
+
+    let none = first_response(channel.clone(), None, Some(DEFAULT_NODE)).await;
+    assert_eq!(code(&none), tonic::Code::Unauthenticated, "{none:?}");
+    assert!(none.unwrap_err().message().contains("Bearer TOKEN"));
+    let forged = first_response(
+        channel.clone(),
+        Some("forged-token-0123456789abcdef"),
+        Some(DEFAULT_NODE),
+    )
+    .await;
+    assert_eq!(code(&forged), tonic::Code::Unauthenticated, "{forged:?}");
+
+    // A proxy token of namespace default claiming a node of prod.
+    let spoofed = first_response(channel.clone(), Some(PROXY_DEFAULT), Some(PROD_NODE)).await;
+    assert_eq!(code(&spoofed), tonic::Code::PermissionDenied, "{spoofed:?}");
+    assert!(spoofed.unwrap_err().message().contains("namespace \"default\""));
+
+    // Malformed requests end with an error status, not OK.
+    let nameless = first_response(channel.clone(), Some(PROXY_DEFAULT), None).await;
+    assert_eq!(code(&nameless), tonic::Code::InvalidArgument, "{nameless:?}");
+    let malformed = first_response(channel.clone(), Some(PROXY_DEFAULT), Some("not-a-node-id")).await;
+    assert_eq!(code(&malformed), tonic::Code::InvalidArgument, "{malformed:?}");
+
+    // The right credentials get configuration.
+    let own = first_response(channel.clone(), Some(PROXY_DEFAULT), Some(DEFAULT_NODE))
+        .await
+        .unwrap();
+    assert_eq!(own.type_url, CDS);
+    assert!(!own.resources.is_empty(), "no clusters sent");
+    let operator = first_response(channel.clone(), Some(ADMIN), Some(PROD_NODE))
+        .await
+        .unwrap();
+    assert_eq!(operator.type_url, CDS);
+
+    assert_eq!(refused(&server, "unauthenticated"), 2);
+    assert_eq!(refused(&server, "permission_denied"), 1);
+    assert_eq!(refused(&server, "invalid_argument"), 2);
+
+    // An xDS token reads nothing over REST; `bearer` in lower case works;
+    // OPTIONS is not a write.
+    let rules = common::rules("default");
+    let (status, _) = server.request(
+        "GET",
+        &rules,
+        &[("authorization", &format!("Bearer {PROXY_DEFAULT}"))],
+        None,
+    );
+    assert_eq!(status, 403);
+    let (status, _) = server.request(
+        "GET",
+        &rules,
+        &[("authorization", &format!("bearer {VIEWER}"))],
+        None,
+    );
+    assert_eq!(status, 200);
+    let (status, _) = server.request(
+        "OPTIONS",
+        &rules,
+        &[("authorization", &format!("Bearer {VIEWER}"))],
+        None,
+    );
+    assert_ne!(status, 403);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ads_over_mtls_binds_the_certificate_identity() {
+    let certs = certificates();
+    let path = |name: &str| certs.path().join(name).display().to_string();
+    let server = TestServer::start(&[
+        "--services",
+        &services_file(),
+        "--xds-tls-cert",
+        &path("server.pem"),
+        "--xds-tls-key",
+        &path("server-key.pem"),
+        "--xds-client-ca",
+        &path("ca.pem"),
+    ])
+    .await;
+
+    // Plain text, no certificate, a certificate of another CA: no stream.
+    let plain = first_response(plain_channel(server.xds).await, None, Some(DEFAULT_NODE)).await;
+    assert!(plain.is_err(), "plain text was served: {plain:?}");
+    for client in [None, Some("forged")] {
+        if let Ok(channel) = tls_channel(server.xds, certs.path(), client).await {
+            let answer = first_response(channel, None, Some(DEFAULT_NODE)).await;
+            assert!(answer.is_err(), "client {client:?} was served: {answer:?}");
+        }
+    }
+    // A certificate of the CA without a SPIFFE identity.
+    let channel = tls_channel(server.xds, certs.path(), Some("plain"))
+        .await
+        .unwrap();
+    let anonymous = first_response(channel, None, Some(DEFAULT_NODE)).await;
+    assert_eq!(code(&anonymous), tonic::Code::Unauthenticated, "{anonymous:?}");
+
+    // The proxy's certificate: its own namespace only.
+    let channel = tls_channel(server.xds, certs.path(), Some("proxy"))
+        .await
+        .unwrap();
+    let own = first_response(channel.clone(), None, Some(DEFAULT_NODE))
+        .await
+        .unwrap();
+    assert!(!own.resources.is_empty());
+    let spoofed = first_response(channel, None, Some(PROD_NODE)).await;
+    assert_eq!(code(&spoofed), tonic::Code::PermissionDenied, "{spoofed:?}");
+    let (status, body) = server.request("GET", "/metrics", &[], None);
+    assert_eq!(status, 200);
+    assert!(
+        String::from_utf8_lossy(&body)
+            .contains("pilot_xds_refused_streams_total{reason=\"permission_denied\"} 1"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ads_without_credentials_is_refused_off_loopback() {
+    let argv = [
+        "pilot-discovery",
+        "--listen",
+        "127.0.0.1:0",
+        "--xds-listen",
+        "0.0.0.0:0",
+    ];
+    let args = pilot_server::Args::parse_with_config(argv.iter().map(|s| s.to_string()).collect()).unwrap();
+    let error = pilot_server::run(args, std::future::pending(), |_| {})
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("without authentication"), "{error}");
+}
+
+/// Envoy from examples/server/envoy-secure.yaml, with its ports,
+/// certificate directory and node id replaced.
+struct Envoy {
+    child: std::process::Child,
+    admin: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Envoy {
+    fn start(xds_port: u16, certs: &Path, node_id: &str) -> Self {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/server/envoy-secure.yaml");
+        let admin = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let text = std::fs::read_to_string(example)
+            .unwrap()
+            .replace("port_value: 15010", &format!("port_value: {xds_port}"))
+            .replace("port_value: 15000", &format!("port_value: {admin}"))
+            .replace("/etc/pilot/certs/", &format!("{}/", certs.display()))
+            .replace(
+                "sidecar~10.0.0.100~example.default~default.svc.cluster.local",
+                node_id,
+            );
+        let dir = tempfile::tempdir().unwrap();
+        let bootstrap = dir.path().join("envoy.yaml");
+        std::fs::write(&bootstrap, text).unwrap();
+        let log = std::fs::File::create(dir.path().join("envoy.log")).unwrap();
+        let child = Command::new(pilot_xds::testing::envoy_binary())
+            .arg("-c")
+            .arg(&bootstrap)
+            .args([
+                "--disable-hot-restart",
+                "--log-level",
+                "info",
+                "--base-id",
+                &admin.to_string(),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("envoy (scripts/install-deps installs it)");
+        Envoy {
+            child,
+            admin,
+            _dir: dir,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("envoy.log")).unwrap_or_default()
+    }
+
+    fn clusters(&self) -> String {
+        match std::net::TcpStream::connect(("127.0.0.1", self.admin)) {
+            Ok(_) => String::from_utf8_lossy(
+                &http(([127, 0, 0, 1], self.admin).into(), "GET", "/clusters", &[], None).1,
+            )
+            .to_string(),
+            Err(_) => String::new(),
+        }
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn envoy_gets_configuration_over_mtls_with_a_token_and_a_spoofing_envoy_does_not() {
+    let certs = certificates();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| certs.path().join(name).display().to_string();
+    let server = TestServer::start(&[
+        "--services",
+        &services_file(),
+        "--token-file",
+        &token_file(dir.path()),
+        "--xds-tls-cert",
+        &path("server.pem"),
+        "--xds-tls-key",
+        &path("server-key.pem"),
+        "--xds-client-ca",
+        &path("ca.pem"),
+    ])
+    .await;
+    let xds_port = server.xds.port();
+    let proxy_status = || {
+        let (status, body) = server.request(
+            "GET",
+            "/debug/proxy-status",
+            &[("authorization", &format!("Bearer {ADMIN}"))],
+            None,
+        );
+        assert_eq!(status, 200);
+        String::from_utf8_lossy(&body).to_string()
+    };
+    let good = Envoy::start(
+        xds_port,
+        certs.path(),
+        "sidecar~10.0.0.100~example.default~default.svc.cluster.local",
+    );
+    let spoof = Envoy::start(
+        xds_port,
+        certs.path(),
+        "sidecar~10.0.0.101~payments.prod~prod.svc.cluster.local",
+    );
+    let _envoys = tokio::task::spawn_blocking(move || {
+        eventually("the good Envoy has pilot's clusters", || {
+            good.clusters().contains("reviews.default.svc.cluster.local")
+        });
+        eventually("the spoofing Envoy is refused", || {
+            // PERMISSION_DENIED (7), with the reason (percent-encoded).
+            let log = spoof.log();
+            log.contains("xds-grpc closed: 7,") && log.contains("may%20only%20claim%20proxies")
+        });
+        assert!(
+            !spoof.clusters().contains("reviews.default.svc.cluster.local"),
+            "{}",
+            spoof.clusters()
+        );
+        (good, spoof)
+    })
+    .await
+    .unwrap();
+    let status = proxy_status();
+    assert!(status.contains("example.default"), "{status}");
+    assert!(!status.contains("payments.prod"), "{status}");
+    assert!(refused(&server, "permission_denied") >= 1);
+    server.stop().await;
+}
