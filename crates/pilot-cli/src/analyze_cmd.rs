@@ -171,16 +171,18 @@ pub fn report(
     Ok(())
 }
 
-/// The objects of `paths` with a locator per source.
+/// The objects of `paths` with a locator per source; on errors, `after`
+/// ends the list of them ("nothing was sent to the server").
 pub fn read_located(
     paths: &[String],
     registry: &KindRegistry,
     namespace: &str,
+    after: &str,
 ) -> Result<files::Located, Failure> {
     files::read_located(paths, registry, namespace).map_err(|mut messages| {
         let count = messages.len();
         messages.push(format!(
-            "{count} error{} found; fix them before analyzing",
+            "{count} error{} found; {after}",
             if count == 1 { "" } else { "s" }
         ));
         Failure { code: 1, messages }

@@ -23,7 +23,12 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         return crate::inject::kube_inject(&files.files, mesh_config.as_deref());
     }
     if let Command::Validate(args) = &command {
-        let (objects, located) = analyze_cmd::read_located(&args.files, &registry, &namespace)?;
+        let (objects, located) = analyze_cmd::read_located(
+            &args.files,
+            &registry,
+            &namespace,
+            "nothing was sent to the server",
+        )?;
         println!("{} objects valid", objects.len());
         // What analysis finds offline, as warnings: never a failure here.
         for finding in analyze::analyze(&objects, None, "svc.cluster.local") {
@@ -47,7 +52,12 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         && !file_args.files.is_empty()
         && server.is_none()
     {
-        let (objects, located) = analyze_cmd::read_located(&file_args.files, &registry, &namespace)?;
+        let (objects, located) = analyze_cmd::read_located(
+            &file_args.files,
+            &registry,
+            &namespace,
+            "fix them before analyzing",
+        )?;
         let services = services.as_deref().map(analyze_cmd::read_services).transpose()?;
         return analyze_cmd::report(&objects, services.as_ref(), domain, &located, *fail_on);
     }
@@ -64,7 +74,12 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             let mut located = Vec::new();
             if !file_args.files.is_empty() {
                 // The files over the server's objects, as `apply` would leave them.
-                let (files, sources) = analyze_cmd::read_located(&file_args.files, &registry, &namespace)?;
+                let (files, sources) = analyze_cmd::read_located(
+                    &file_args.files,
+                    &registry,
+                    &namespace,
+                    "fix them before analyzing",
+                )?;
                 objects.extend(files);
                 located = sources;
             }
