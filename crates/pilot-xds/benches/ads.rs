@@ -4,10 +4,21 @@
 //! services; and the server's resident memory with the clients connected
 //! and after they left.
 //!
-//!     cargo bench -p pilot-xds --bench ads [-- [--own] CLIENTS...]      (default: 100 1000 2000)
+//!     cargo bench -p pilot-xds --bench ads [-- [--own] [--namespaces K] [--compare] CLIENTS...]
 //!
-//! With `--own` every client also runs an instance of one of the services
-//! (so each has an inbound side of its own); without, none does.
+//! (default: 100 1000 2000 clients). With `--own` every client also runs an
+//! instance of one of the services (so each has an inbound side of its
+//! own); without, none does. `--namespaces K` puts client `i` in namespace
+//! `ns{i % K}` (one proxy class per namespace; default 1, `default`).
+//! `--compare` runs every size twice in one run: first with every class
+//! generating everything itself (`XdsOptions::incremental` false, the
+//! generation before sharing), then with shared clusters and load
+//! assignments and incremental EDS (the default).
+//!
+//! After the rule writes, one endpoint is added to a service: its row gives
+//! the time to every client's ACK of the EDS response, and the bytes of
+//! load assignments each client received for it (state of the world: a
+//! changed EDS response carries every subscribed assignment).
 //!
 //! The server runs in this process; the clients run in a child process (this
 //! same binary, `--clients N --port P`), so the server's RSS is its own and
@@ -147,10 +158,15 @@ fn split_rule(service: usize, v1: i32) -> pilot_model::DynConfig {
 struct Acked {
     version: AtomicU64,
     at: AtomicU64,
+    /// The same for EDS, with the bytes of the last EDS response's
+    /// resources.
+    eds_version: AtomicU64,
+    eds_at: AtomicU64,
+    eds_bytes: AtomicU64,
 }
 
 /// One client: subscribes, follows EDS/RDS names, ACKs everything.
-async fn client(port: u16, index: usize, acked: Arc<Acked>) {
+async fn client(port: u16, index: usize, namespaces: usize, acked: Arc<Acked>) {
     let channel = loop {
         match tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
             .expect("address")
@@ -163,8 +179,13 @@ async fn client(port: u16, index: usize, acked: Arc<Acked>) {
     };
     let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(64 * 1024 * 1024);
     let ip = client_ip(index);
+    let namespace = if namespaces <= 1 {
+        "default".to_string()
+    } else {
+        format!("ns{}", index % namespaces)
+    };
     let node = Node {
-        id: format!("sidecar~{ip}~client-{index}.default~default.svc.cluster.local"),
+        id: format!("sidecar~{ip}~client-{index}.{namespace}~{namespace}.svc.cluster.local"),
         ..Default::default()
     };
     let (tx, rx) = mpsc::channel(16);
@@ -240,6 +261,14 @@ async fn client(port: u16, index: usize, acked: Arc<Acked>) {
             acked.at.store(now_micros(), Ordering::Relaxed);
             acked.version.store(version, Ordering::Release);
         }
+        if response.type_url == EDS
+            && let Ok(version) = response.version_info.parse::<u64>()
+        {
+            let bytes: usize = response.resources.iter().map(|r| r.value.len()).sum();
+            acked.eds_bytes.store(bytes as u64, Ordering::Relaxed);
+            acked.eds_at.store(now_micros(), Ordering::Relaxed);
+            acked.eds_version.store(version, Ordering::Release);
+        }
         if let Some(follow_up) = follow_up
             && tx.send(follow_up).await.is_err()
         {
@@ -250,8 +279,10 @@ async fn client(port: u16, index: usize, acked: Arc<Acked>) {
 
 /// The child process: runs `clients` clients against `port`, and answers
 /// `wait VERSION START_US` on stdin with every client's time from START to
-/// its ACK of RDS at VERSION or later (µs, one line), once all have.
-fn clients_main(clients: usize, port: u16) {
+/// its ACK of RDS at VERSION or later (µs, one line), once all have;
+/// `eds VERSION START_US` likewise for EDS, each time followed by
+/// `/BYTES` (the resources of the EDS response ACKed).
+fn clients_main(clients: usize, port: u16, namespaces: usize) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -260,7 +291,7 @@ fn clients_main(clients: usize, port: u16) {
     let acked: Vec<Arc<Acked>> = (0..clients).map(|_| Arc::default()).collect();
     runtime.block_on(async {
         for (i, a) in acked.iter().enumerate() {
-            tokio::spawn(client(port, i, Arc::clone(a)));
+            tokio::spawn(client(port, i, namespaces, Arc::clone(a)));
         }
         let (lines_tx, mut lines) = mpsc::channel::<String>(1);
         std::thread::spawn(move || {
@@ -272,6 +303,7 @@ fn clients_main(clients: usize, port: u16) {
             }
         });
         while let Some(line) = lines.recv().await {
+            let eds = line.starts_with("eds");
             let mut words = line.split_whitespace().skip(1);
             let (Some(version), Some(start)) = (
                 words.next().and_then(|w| w.parse::<u64>().ok()),
@@ -279,12 +311,29 @@ fn clients_main(clients: usize, port: u16) {
             ) else {
                 return;
             };
-            while acked.iter().any(|a| a.version.load(Ordering::Acquire) < version) {
+            let seen = |a: &Acked| {
+                if eds {
+                    a.eds_version.load(Ordering::Acquire)
+                } else {
+                    a.version.load(Ordering::Acquire)
+                }
+            };
+            while acked.iter().any(|a| seen(a) < version) {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
             let times: Vec<String> = acked
                 .iter()
-                .map(|a| a.at.load(Ordering::Relaxed).saturating_sub(start).to_string())
+                .map(|a| {
+                    if eds {
+                        format!(
+                            "{}/{}",
+                            a.eds_at.load(Ordering::Relaxed).saturating_sub(start),
+                            a.eds_bytes.load(Ordering::Relaxed)
+                        )
+                    } else {
+                        a.at.load(Ordering::Relaxed).saturating_sub(start).to_string()
+                    }
+                })
                 .collect();
             println!("{}", times.join(" "));
             let _ = std::io::stdout().flush();
@@ -303,17 +352,35 @@ fn wait_acked(
     version: u64,
     start: u64,
 ) -> Vec<Duration> {
-    writeln!(stdin, "wait {version} {start}").expect("clients alive");
+    ask(stdin, stdout, "wait", version, start).0
+}
+
+/// Sends `what VERSION START` and reads the sorted times and the mean of
+/// the bytes (EDS) that follow them.
+fn ask(
+    stdin: &mut std::process::ChildStdin,
+    stdout: &mut impl BufRead,
+    what: &str,
+    version: u64,
+    start: u64,
+) -> (Vec<Duration>, f64) {
+    writeln!(stdin, "{what} {version} {start}").expect("clients alive");
     stdin.flush().expect("clients alive");
     let mut line = String::new();
     stdout.read_line(&mut line).expect("clients answer");
+    let mut bytes = 0u64;
     let mut times: Vec<Duration> = line
         .split_whitespace()
-        .map(|w| Duration::from_micros(w.parse().expect("a number")))
+        .map(|w| {
+            let (time, size) = w.split_once('/').unwrap_or((w, "0"));
+            bytes += size.parse::<u64>().expect("a number");
+            Duration::from_micros(time.parse().expect("a number"))
+        })
         .collect();
     assert!(!times.is_empty(), "the clients process ended");
     times.sort();
-    times
+    let mean = bytes as f64 / times.len() as f64;
+    (times, mean)
 }
 
 /// Client `index`'s IP.
@@ -321,7 +388,16 @@ fn client_ip(index: usize) -> IpAddr {
     IpAddr::V4(Ipv4Addr::from(0x0b00_0000 + index as u32))
 }
 
-async fn converge(clients: usize, own: bool) {
+/// How the bench runs: where clients live, and the server's options.
+#[derive(Clone, Copy)]
+struct Setup {
+    own: bool,
+    namespaces: usize,
+    incremental: bool,
+}
+
+async fn converge(clients: usize, setup: Setup) {
+    let own = setup.own;
     let store = MemoryConfigStore::new(istio::registry());
     let registry = MemoryServiceRegistry::new();
     for s in 0..SERVICES {
@@ -348,7 +424,16 @@ async fn converge(clients: usize, own: bool) {
     let controller = Arc::new(Controller::new(Arc::new(store.clone())));
     controller.run();
     controller.wait_synced().await;
-    let server = XdsServer::new(Arc::clone(&controller), Arc::new(registry), XdsOptions::default());
+    let registry = Arc::new(registry);
+    let options = XdsOptions {
+        incremental: setup.incremental,
+        ..XdsOptions::default()
+    };
+    let server = XdsServer::new(
+        Arc::clone(&controller),
+        Arc::clone(&registry) as Arc<dyn pilot_model::ServiceDiscovery>,
+        options,
+    );
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -368,7 +453,14 @@ async fn converge(clients: usize, own: bool) {
     let start = now_micros();
     let started = Instant::now();
     let mut child = Command::new(std::env::current_exe().expect("own path"))
-        .args(["--clients", &clients.to_string(), "--port", &port.to_string()])
+        .args([
+            "--clients",
+            &clients.to_string(),
+            "--port",
+            &port.to_string(),
+            "--namespaces",
+            &setup.namespaces.to_string(),
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -403,6 +495,19 @@ async fn converge(clients: usize, own: bool) {
             rss_mb(),
         ));
     }
+    // One endpoint added to svc-2 (which no rule write touched).
+    let version = server.version().unwrap() + 1;
+    let start = now_micros();
+    registry
+        .add_endpoints(
+            "svc-2.default.svc.cluster.local",
+            IpAddr::V4(Ipv4Addr::new(10, 255, 0, 1)),
+            Labels::from_pairs([("version", "v1")]),
+        )
+        .expect("service exists");
+    let (endpoint, eds_bytes) =
+        tokio::task::block_in_place(|| ask(&mut stdin, &mut stdout, "eds", version, start));
+    let endpoint_rss = rss_mb();
     drop(stdin);
     let _ = child.kill();
     let _ = child.wait();
@@ -426,6 +531,8 @@ async fn converge(clients: usize, own: bool) {
     let trimmed = rss_mb();
     let _ = stop.send(());
     let _ = server_task.await;
+    let mode = if setup.incremental { "shared" } else { "per class" };
+    let clients = format!("{clients} / {} ns, {mode}", setup.namespaces);
     println!(
         "| {clients} | initial sync | {:.0} ms | {:.0} ms | {:.0} ms | {:.1} s | {before:.0} MB | {with_clients:.0} MB | |",
         percentile(&initial, 0.5).as_secs_f64() * 1e3,
@@ -447,6 +554,13 @@ async fn converge(clients: usize, own: bool) {
             },
         );
     }
+    println!(
+        "| {clients} | endpoint added (EDS ACKed; {:.0} KB of assignments per client) | {:.0} ms | {:.0} ms | {:.0} ms | | | {endpoint_rss:.0} MB | |",
+        eds_bytes / 1024.0,
+        percentile(&endpoint, 0.5).as_secs_f64() * 1e3,
+        percentile(&endpoint, 0.99).as_secs_f64() * 1e3,
+        endpoint.last().unwrap().as_secs_f64() * 1e3,
+    );
 }
 
 fn main() {
@@ -458,13 +572,29 @@ fn main() {
             .position(|a| a == "--port")
             .and_then(|at| args[at + 1].parse().ok())
             .expect("a port");
-        clients_main(clients, port);
+        let namespaces = args
+            .iter()
+            .position(|a| a == "--namespaces")
+            .and_then(|at| args[at + 1].parse().ok())
+            .unwrap_or(1);
+        clients_main(clients, port, namespaces);
         return;
     }
     if args.iter().any(|a| a == "--test") {
         return;
     }
-    let counts: Vec<usize> = args.iter().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let namespaces: usize = args
+        .iter()
+        .position(|a| a == "--namespaces")
+        .and_then(|at| args.get(at + 1)?.parse().ok())
+        .unwrap_or(1);
+    let counts: Vec<usize> = args
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(i, _)| args[i - 1] != "--namespaces")
+        .filter_map(|(_, a)| a.parse().ok())
+        .collect();
     let counts = if counts.is_empty() {
         vec![100, 1000, 2000]
     } else {
@@ -480,7 +610,19 @@ fn main() {
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let own = args.iter().any(|a| a == "--own");
+    let modes: &[bool] = if args.iter().any(|a| a == "--compare") {
+        &[false, true]
+    } else {
+        &[true]
+    };
     for clients in counts {
-        runtime.block_on(converge(clients, own));
+        for &incremental in modes {
+            let setup = Setup {
+                own,
+                namespaces,
+                incremental,
+            };
+            runtime.block_on(converge(clients, setup));
+        }
     }
 }

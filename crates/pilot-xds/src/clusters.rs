@@ -78,11 +78,67 @@ pub(crate) fn clusters(
     mesh: &MeshConfig,
     index: &MeshIndex<'_>,
 ) -> (Vec<Cluster>, Vec<ClusterLoadAssignment>) {
+    // The passthrough serves captured traffic only.
+    let captured =
+        proxy.proxy_type == crate::ProxyType::Sidecar && proxy.capture == crate::TrafficCapture::Iptables;
+    let services = registry.services();
     let subsets = subsets(mesh);
-    let mut clusters = Vec::new();
-    let mut assignments = Vec::new();
+    let assignments = eds_clusters(&services, &subsets)
+        .iter()
+        .map(|c| load_assignment(&c.name, &c.service, &c.port_name, registry))
+        .collect();
+    (outbound(captured, &services, &subsets, mesh, index), assignments)
+}
+
+/// An EDS cluster of the mesh: a service port, whole or one subset.
+pub(crate) struct EdsCluster {
+    pub(crate) name: ClusterName,
+    pub(crate) service: std::sync::Arc<Service>,
+    pub(crate) port_name: String,
+}
+
+/// The EDS clusters every Envoy gets, in CDS order: for each service port
+/// (but external names), the whole service and each subset a rule or a
+/// policy names. They depend on no proxy, so their load assignments are
+/// built once per push for every proxy.
+pub(crate) fn eds_clusters(
+    services: &[std::sync::Arc<Service>],
+    subsets: &BTreeMap<String, BTreeSet<Labels>>,
+) -> Vec<EdsCluster> {
     let none = BTreeSet::new();
-    for service in registry.services() {
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    for service in services.iter().filter(|s| s.external_name.is_none()) {
+        for port in &service.ports {
+            let wanted = std::iter::once(Labels::new())
+                .chain(subsets.get(&service.hostname).unwrap_or(&none).iter().cloned());
+            for subset in wanted {
+                let name = ClusterName::outbound(&service.hostname, port.port, subset);
+                if seen.insert(name.to_string()) {
+                    out.push(EdsCluster {
+                        name,
+                        service: std::sync::Arc::clone(service),
+                        port_name: port.name.clone(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The outbound clusters (CDS but the proxy's inbound ones): they depend
+/// on the proxy only through `captured` (the passthrough cluster).
+pub(crate) fn outbound(
+    captured: bool,
+    services: &[std::sync::Arc<Service>],
+    subsets: &BTreeMap<String, BTreeSet<Labels>>,
+    mesh: &MeshConfig,
+    index: &MeshIndex<'_>,
+) -> Vec<Cluster> {
+    let mut clusters = Vec::new();
+    let none = BTreeSet::new();
+    for service in services {
         for port in &service.ports {
             if let Some(external) = &service.external_name {
                 let name = ClusterName::outbound(&service.hostname, port.port, Labels::new());
@@ -98,20 +154,16 @@ pub(crate) fn clusters(
                     apply_policy(&mut cluster, &policy.spec);
                 }
                 clusters.push(cluster);
-                assignments.push(load_assignment(&name, &service, &port.name, registry));
             }
         }
     }
-    // The passthrough serves captured traffic only.
-    let captured =
-        proxy.proxy_type == crate::ProxyType::Sidecar && proxy.capture == crate::TrafficCapture::Iptables;
     clusters.extend(egress_clusters(mesh));
     if captured {
         clusters.push(original_destination(PASSTHROUGH));
     }
     let mut seen = BTreeSet::new();
     clusters.retain(|c| seen.insert(c.name.clone()));
-    (clusters, assignments)
+    clusters
 }
 
 /// The inbound clusters of a captured sidecar: one per own instance's

@@ -138,19 +138,35 @@ pub(crate) fn generate_outbound(
     }
     let index = mesh.index();
     let (clusters, endpoints) = clusters::clusters(proxy, registry, mesh, &index);
+    let mut resources = envoy_listeners_routes(proxy, registry, mesh, own, &index);
+    resources.clusters = clusters;
+    resources.endpoints = endpoints;
+    resources
+}
+
+/// An Envoy's outbound listeners and route configurations (no clusters):
+/// the part of its configuration that depends on its class (namespace,
+/// source-matched rules), and only on the registry's services, never on
+/// their endpoints.
+pub(crate) fn envoy_listeners_routes(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    mesh: &MeshConfig,
+    own: &[ServiceInstance],
+    index: &MeshIndex<'_>,
+) -> Resources {
     let plan = listeners::listeners(proxy, registry, mesh);
     let services = registry.services();
     let mut routes: Vec<RouteConfiguration> = plan
         .http_ports
         .iter()
-        .map(|port| routes::route_configuration(*port, &services, mesh, proxy, own, &index))
+        .map(|port| routes::route_configuration(*port, &services, mesh, proxy, own, index))
         .collect();
     routes.extend(plan.ingress_routes);
     Resources {
-        clusters,
-        endpoints,
         listeners: plan.listeners,
         routes,
+        ..Default::default()
     }
 }
 

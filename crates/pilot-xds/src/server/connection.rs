@@ -69,10 +69,7 @@ impl Protocol for Connection {
     /// The proxy's configuration for a new snapshot (shared with the other
     /// proxies of its class).
     async fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) {
-        let generated = snapshot
-            .generated
-            .get(&self.proxy, &*self.server.registry, &snapshot.mesh)
-            .await;
+        let generated = snapshot.config(&self.proxy).await;
         self.generated = Some(generated);
         self.snapshot = Some(snapshot);
     }

@@ -78,10 +78,7 @@ impl Protocol for DeltaConnection {
     }
 
     async fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) {
-        let generated = snapshot
-            .generated
-            .get(&self.proxy, &*self.server.registry, &snapshot.mesh)
-            .await;
+        let generated = snapshot.config(&self.proxy).await;
         self.generated = Some(generated);
         self.snapshot = Some(snapshot);
     }

@@ -1,21 +1,32 @@
 //! Generated configuration shared between connections: computed once per
 //! push for each class of proxy, and encoded once.
+//!
+//! Envoy clusters and load assignments do not depend on the class (only
+//! the passthrough cluster on whether the proxy captures), so they are
+//! built once per push and shared by every class; a class adds only its
+//! listeners and route configurations. When a push carries endpoint
+//! changes only, it reuses the previous push's clusters, listeners and
+//! routes and rebuilds just the load assignments of the services whose
+//! instances changed.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::{Bytes, BytesMut};
 use envoy_types::pb::envoy::service::discovery::v3::Resource;
 use envoy_types::pb::google::protobuf::Any;
-use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
+use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use tokio::sync::OnceCell;
 
+use crate::clusters::{self, eds_clusters, load_assignment};
 use crate::util::any;
 use crate::{
-    Generator, MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, generate_inbound, generate_outbound,
+    Generator, MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, envoy_listeners_routes,
+    generate_inbound, generate_outbound,
 };
 
 /// What the shared (outbound) part of a proxy's configuration depends on
@@ -248,7 +259,9 @@ pub(crate) fn version_text(version: u64) -> String {
 /// A proxy class's configuration for one push, encoded per type (in
 /// [`ORDER`]).
 pub(crate) struct Generated {
-    pub(crate) types: HashMap<&'static str, EncodedType>,
+    /// Shared with other classes where they are equal (clusters, load
+    /// assignments).
+    pub(crate) types: HashMap<&'static str, Arc<EncodedType>>,
     /// What each distinct state-of-the-world subscription selects, worked
     /// out once for the proxies that share it (subscriptions' name sets are
     /// interned, so the set's address identifies it).
@@ -269,10 +282,17 @@ impl Generated {
     fn encode(resources: &Resources) -> Self {
         let types = ORDER
             .iter()
-            .map(|&(short, url)| (short, EncodedType::new(url, named(resources, short))))
+            .map(|&(short, url)| (short, Arc::new(EncodedType::new(url, named(resources, short)))))
             .collect();
         Generated {
             types,
+            selections: Default::default(),
+        }
+    }
+
+    fn from_types(types: [(&'static str, Arc<EncodedType>); 4]) -> Self {
+        Generated {
+            types: types.into_iter().collect(),
             selections: Default::default(),
         }
     }
@@ -307,21 +327,97 @@ impl Generated {
     }
 }
 
-/// The configurations generated for one push, by proxy class.
-#[derive(Default)]
+/// What changed since the previous push, as far as generation cares.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Changes {
+    /// Rules, services, or a registry resync: nothing is reused.
+    pub(crate) full: bool,
+    /// The hostnames whose instances changed.
+    pub(crate) endpoints: HashSet<String>,
+}
+
+/// What a push carrying endpoint changes only takes from the push before.
+struct Previous {
+    /// Hostnames whose load assignments must be rebuilt.
+    endpoints: HashSet<String>,
+    /// Envoy clusters, by whether the proxy captures.
+    cds: HashMap<bool, Arc<EncodedType>>,
+    /// Taken (and so freed) once this push's are built.
+    eds: Mutex<Option<Arc<EncodedType>>>,
+    /// Envoy classes' listeners and route configurations.
+    classes: HashMap<ProxyClass, (Arc<EncodedType>, Arc<EncodedType>)>,
+}
+
+/// The configurations generated for one push, by proxy class, all from
+/// one registry state and one set of rules.
 pub(crate) struct GeneratedCache {
     by_class: Mutex<HashMap<ProxyClass, Arc<OnceCell<Arc<Generated>>>>>,
     /// The hostnames the rules' source matches name.
     sources: OnceLock<HashSet<String>>,
+    /// Envoy clusters, by whether the proxy captures (the passthrough).
+    cds: Mutex<HashMap<bool, Arc<OnceCell<Arc<EncodedType>>>>>,
+    /// Envoy load assignments: the same for every Envoy.
+    eds: OnceCell<Arc<EncodedType>>,
+    previous: Option<Previous>,
+    /// False: every class generates everything itself (the behaviour
+    /// before sharing, kept to measure against).
+    incremental: bool,
+    /// Load assignments generated (not taken from the previous push).
+    pub(crate) assignments_built: AtomicUsize,
 }
 
 impl GeneratedCache {
+    /// The cache of a push with `changes` since `before` (the previous
+    /// push's cache, if any).
+    pub(crate) fn new(before: Option<&GeneratedCache>, changes: &Changes, incremental: bool) -> Self {
+        let previous = before
+            .filter(|_| incremental && !changes.full)
+            .map(|before| Previous {
+                endpoints: changes.endpoints.clone(),
+                cds: before
+                    .cds
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .filter_map(|(k, cell)| Some((*k, Arc::clone(cell.get()?))))
+                    .collect(),
+                eds: Mutex::new(before.eds.get().cloned()),
+                classes: before
+                    .by_class
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .filter(|(class, _)| class.generator == Generator::Envoy)
+                    .filter_map(|(class, cell)| {
+                        let generated = cell.get()?;
+                        Some((
+                            class.clone(),
+                            (
+                                Arc::clone(&generated.types["LDS"]),
+                                Arc::clone(&generated.types["RDS"]),
+                            ),
+                        ))
+                    })
+                    .collect(),
+            });
+        GeneratedCache {
+            by_class: Default::default(),
+            sources: OnceLock::new(),
+            cds: Default::default(),
+            eds: OnceCell::new(),
+            previous,
+            incremental,
+            assignments_built: AtomicUsize::new(0),
+        }
+    }
+
     /// The configuration of `proxy`'s class, generating it if no proxy of
-    /// the class has yet for this push.
+    /// the class has yet for this push. `registry` and `mesh` are the
+    /// push's (the same for every call).
     pub(crate) async fn get(
         &self,
         proxy: &Proxy,
-        registry: &dyn ServiceDiscovery,
+        registry: &RegistrySnapshot,
         mesh: &MeshConfig,
     ) -> ProxyConfig {
         let own = registry.host_instances(&[proxy.ip]);
@@ -339,18 +435,117 @@ impl GeneratedCache {
             self.by_class
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .entry(class)
+                .entry(class.clone())
                 .or_default(),
         );
         let shared = cell
             .get_or_init(|| async {
-                Arc::new(Generated::encode(&generate_outbound(proxy, registry, mesh, &own)))
+                if !self.incremental || proxy.generator == Generator::Grpc {
+                    return Arc::new(Generated::encode(&generate_outbound(proxy, registry, mesh, &own)));
+                }
+                let captured =
+                    proxy.proxy_type == ProxyType::Sidecar && proxy.capture == TrafficCapture::Iptables;
+                let cds = self.envoy_cds(captured, registry, mesh).await;
+                let eds = self.envoy_eds(registry, mesh).await;
+                let reused = self.previous.as_ref().and_then(|p| p.classes.get(&class));
+                let (lds, rds) = match reused {
+                    Some((lds, rds)) => (Arc::clone(lds), Arc::clone(rds)),
+                    None => {
+                        let index = mesh.index();
+                        let resources = envoy_listeners_routes(proxy, registry, mesh, &own, &index);
+                        (
+                            Arc::new(EncodedType::new(ORDER[2].1, named(&resources, "LDS"))),
+                            Arc::new(EncodedType::new(ORDER[3].1, named(&resources, "RDS"))),
+                        )
+                    }
+                };
+                Arc::new(Generated::from_types([
+                    ("CDS", cds),
+                    ("EDS", eds),
+                    ("LDS", lds),
+                    ("RDS", rds),
+                ]))
             })
             .await
             .clone();
         let inbound = generate_inbound(proxy, &own);
         let own = (inbound != Resources::default()).then(|| Arc::new(Generated::encode(&inbound)));
         ProxyConfig { shared, own }
+    }
+
+    /// Envoy's outbound clusters, built once per push for each capture mode
+    /// (or kept from the previous push when only endpoints changed).
+    async fn envoy_cds(
+        &self,
+        captured: bool,
+        registry: &RegistrySnapshot,
+        mesh: &MeshConfig,
+    ) -> Arc<EncodedType> {
+        let cell = Arc::clone(
+            self.cds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(captured)
+                .or_default(),
+        );
+        cell.get_or_init(|| async {
+            if let Some(kept) = self.previous.as_ref().and_then(|p| p.cds.get(&captured)) {
+                return Arc::clone(kept);
+            }
+            let services = registry.services();
+            let index = mesh.index();
+            let clusters = clusters::outbound(captured, &services, &clusters::subsets(mesh), mesh, &index);
+            let resources = Resources {
+                clusters,
+                ..Default::default()
+            };
+            Arc::new(EncodedType::new(ORDER[0].1, named(&resources, "CDS")))
+        })
+        .await
+        .clone()
+    }
+
+    /// Envoy's load assignments, built once per push; after endpoint
+    /// changes only, those of unchanged services are copied from the
+    /// previous push (as encoded) and only the changed ones generated.
+    async fn envoy_eds(&self, registry: &RegistrySnapshot, mesh: &MeshConfig) -> Arc<EncodedType> {
+        self.eds
+            .get_or_init(|| async {
+                let services = registry.services();
+                let before = self
+                    .previous
+                    .as_ref()
+                    .and_then(|p| p.eds.lock().unwrap_or_else(|p| p.into_inner()).take());
+                let previous = self
+                    .previous
+                    .as_ref()
+                    .and_then(|p| Some((before.as_deref()?, &p.endpoints)));
+                let old: HashMap<&str, &Entry> = previous
+                    .map(|(eds, _)| eds.entries.iter().map(|e| (&*e.name, e)).collect())
+                    .unwrap_or_default();
+                let resources = eds_clusters(&services, &clusters::subsets(mesh))
+                    .iter()
+                    .map(|c| {
+                        let name = c.name.to_string();
+                        let kept = previous
+                            .filter(|(_, changed)| !changed.contains(&c.service.hostname))
+                            .and_then(|(eds, _)| {
+                                old.get(name.as_str()).map(|entry| Any {
+                                    type_url: ORDER[1].1.to_string(),
+                                    value: eds.any_value(entry).to_vec(),
+                                })
+                            });
+                        let value = kept.unwrap_or_else(|| {
+                            self.assignments_built.fetch_add(1, Ordering::Relaxed);
+                            any(&load_assignment(&c.name, &c.service, &c.port_name, registry))
+                        });
+                        (name, value)
+                    })
+                    .collect();
+                Arc::new(EncodedType::new(ORDER[1].1, resources))
+            })
+            .await
+            .clone()
     }
 }
 
@@ -400,3 +595,6 @@ pub(crate) fn named(resources: &Resources, short: &str) -> Vec<(String, Any)> {
             .collect(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -32,7 +32,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pilot_model::ServiceDiscovery;
+use pilot_model::{RegistrySnapshot, ServiceDiscovery};
 use pilot_store::Controller;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -52,6 +52,12 @@ pub struct XdsOptions {
     pub debounce_max: Duration,
     /// Responses queued per stream before the stream's task waits.
     pub send_queue: usize,
+    /// Share Envoy clusters and load assignments between proxy classes and
+    /// rebuild, after endpoint changes only, just the load assignments that
+    /// changed (the default). False makes every class generate everything
+    /// itself on every push, as before sharing existed; it is kept so the
+    /// `ads` bench can measure both in one run.
+    pub incremental: bool,
 }
 
 impl Default for XdsOptions {
@@ -60,19 +66,47 @@ impl Default for XdsOptions {
             debounce_quiet: Duration::from_millis(10),
             debounce_max: Duration::from_millis(50),
             send_queue: 16,
+            incremental: true,
         }
     }
 }
 
-/// The routing configuration at one version, shared by every connection,
-/// with the configurations generated from it so far (one per class of
-/// proxy, encoded once).
+/// One push: the routing configuration and the registry's state, both
+/// frozen, shared by every connection, with the configurations generated
+/// from them so far (one per class of proxy, encoded once). Every proxy of
+/// a push is generated from the same registry state, whatever the live
+/// registry does meanwhile.
 pub struct MeshSnapshot {
     /// Increases with every push.
     pub version: u64,
     /// The typed rules.
     pub mesh: MeshConfig,
+    /// The registry's services and instances as of this push.
+    pub registry: Arc<RegistrySnapshot>,
     pub(crate) generated: generated::GeneratedCache,
+}
+
+impl MeshSnapshot {
+    /// A push of `mesh` over `registry`, generating everything afresh.
+    pub fn new(version: u64, mesh: MeshConfig, registry: Arc<RegistrySnapshot>) -> Self {
+        MeshSnapshot {
+            version,
+            mesh,
+            registry,
+            generated: generated::GeneratedCache::new(None, &Default::default(), true),
+        }
+    }
+
+    /// Every resource for `proxy` at this push: a pure function of the
+    /// snapshot and the proxy (Envoy and proxyless gRPC alike).
+    pub fn generate(&self, proxy: &crate::Proxy) -> crate::Resources {
+        crate::generate(proxy, &*self.registry, &self.mesh)
+    }
+
+    /// `proxy`'s configuration at this push, shared with its class.
+    pub(crate) async fn config(&self, proxy: &crate::Proxy) -> generated::ProxyConfig {
+        self.generated.get(proxy, &self.registry, &self.mesh).await
+    }
 }
 
 impl std::fmt::Debug for MeshSnapshot {
@@ -101,7 +135,6 @@ pub struct XdsServer {
 
 pub(crate) struct Inner {
     pub(crate) snapshots: watch::Sender<Option<Arc<MeshSnapshot>>>,
-    pub(crate) registry: Arc<dyn ServiceDiscovery>,
     pub(crate) status: Mutex<BTreeMap<u64, ProxyStatus>>,
     pub(crate) options: XdsOptions,
     /// Set when the server shuts down: every stream ends.
@@ -140,7 +173,6 @@ impl XdsServer {
     ) -> Self {
         let inner = Arc::new(Inner {
             snapshots: watch::channel(None).0,
-            registry: Arc::clone(&registry),
             status: Mutex::new(BTreeMap::new()),
             options: options.clone(),
             closing: watch::channel(false).0,

@@ -2,14 +2,38 @@
 
 use std::sync::{Arc, Weak};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
-use pilot_model::{ConfigKind, ServiceDiscovery};
+use pilot_model::{ConfigKind, RegistrySnapshot, ServiceDiscovery, ServiceEvent};
 use pilot_store::Controller;
 use tokio::time::Instant;
 
+use super::generated::{Changes, GeneratedCache};
 use super::{Inner, MeshSnapshot, PushInfo, XdsOptions};
 use crate::MeshConfig;
+
+/// One event the pipeline waits for.
+enum Change {
+    Config,
+    Registry(ServiceEvent),
+    /// A stream ended: the server is going away.
+    Closed,
+}
+
+impl Changes {
+    fn record(&mut self, change: &Change) {
+        match change {
+            Change::Config | Change::Closed => self.full = true,
+            Change::Registry(ServiceEvent::Instance(event)) => {
+                if let pilot_model::Event::Updated { old, .. } = event {
+                    self.endpoints.insert(old.service.hostname.clone());
+                }
+                self.endpoints.insert(event.object().service.hostname.clone());
+            }
+            Change::Registry(_) => self.full = true,
+        }
+    }
+}
 
 pub(crate) async fn run(
     server: Weak<Inner>,
@@ -32,17 +56,31 @@ pub(crate) async fn run(
         }
     }
     let mut version = 1;
-    if !publish(&server, &controller, version, None) {
+    // What changed since the last push (kept when a push is skipped).
+    let mut changes = Changes {
+        full: true,
+        ..Default::default()
+    };
+    if !publish(
+        &server,
+        &controller,
+        &*registry,
+        &mut registry_events,
+        version,
+        None,
+        &mut changes,
+    ) {
         return;
     }
     loop {
         let first = tokio::select! {
-            event = config_events.next() => event.is_some(),
-            event = registry_events.next() => event.is_some(),
+            event = config_events.next() => event.map_or(Change::Closed, |_| Change::Config),
+            event = registry_events.next() => event.map_or(Change::Closed, Change::Registry),
         };
-        if !first {
+        if matches!(first, Change::Closed) {
             return;
         }
+        changes.record(&first);
         let started = Instant::now();
         loop {
             let left = options.debounce_max.saturating_sub(started.elapsed());
@@ -52,26 +90,44 @@ pub(crate) async fn run(
             let quiet = options.debounce_quiet.min(left);
             let more = tokio::time::timeout(quiet, async {
                 tokio::select! {
-                    event = config_events.next() => event.is_some(),
-                    event = registry_events.next() => event.is_some(),
+                    event = config_events.next() => event.map_or(Change::Closed, |_| Change::Config),
+                    event = registry_events.next() => event.map_or(Change::Closed, Change::Registry),
                 }
             })
             .await;
             match more {
-                Ok(true) => continue,
-                Ok(false) | Err(_) => break,
+                Ok(Change::Closed) | Err(_) => break,
+                Ok(change) => changes.record(&change),
             }
         }
         version += 1;
-        if !publish(&server, &controller, version, Some(started)) {
+        if !publish(
+            &server,
+            &controller,
+            &*registry,
+            &mut registry_events,
+            version,
+            Some(started),
+            &mut changes,
+        ) {
             return;
         }
     }
 }
 
-/// Decodes the rules once and publishes them; false when the server is gone.
-/// `changed`: when the first change this push carries arrived.
-fn publish(server: &Weak<Inner>, controller: &Controller, version: u64, changed: Option<Instant>) -> bool {
+/// Decodes the rules once, freezes the registry, and publishes both; false
+/// when the server is gone. `changed`: when the first change this push
+/// carries arrived; `changes`: what changed since the last push, taken
+/// when the push is published.
+fn publish(
+    server: &Weak<Inner>,
+    controller: &Controller,
+    registry: &dyn ServiceDiscovery,
+    registry_events: &mut (impl futures::Stream<Item = ServiceEvent> + Unpin),
+    version: u64,
+    changed: Option<Instant>,
+    changes: &mut Changes,
+) -> bool {
     let Some(server) = server.upgrade() else {
         return false;
     };
@@ -91,11 +147,32 @@ fn publish(server: &Weak<Inner>, controller: &Controller, version: u64, changed:
             return true;
         }
     };
-    tracing::debug!(version, "pushing");
+    let frozen = Arc::new(RegistrySnapshot::capture(registry, version));
+    // Registries send a change's event before readers see the change (the
+    // service cache sends under its write lock), so every change the copy
+    // holds has its event queued by now: take them into this push, so that
+    // what is reused from the last push is exactly what did not change.
+    while let Some(Some(event)) = registry_events.next().now_or_never() {
+        changes.record(&Change::Registry(event));
+    }
+    let changes = std::mem::take(changes);
+    let previous = server.snapshots.borrow().clone();
+    let generated = GeneratedCache::new(
+        previous.as_deref().map(|p| &p.generated),
+        &changes,
+        server.options.incremental,
+    );
+    tracing::debug!(
+        version,
+        full = changes.full,
+        endpoints = changes.endpoints.len(),
+        "pushing"
+    );
     server.snapshots.send_replace(Some(Arc::new(MeshSnapshot {
         version,
         mesh,
-        generated: Default::default(),
+        registry: frozen,
+        generated,
     })));
     // Nobody listening is fine.
     let _ = server.pushes.send(PushInfo {

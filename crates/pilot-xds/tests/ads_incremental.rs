@@ -1,0 +1,348 @@
+//! What a push sends when only endpoints move: a state-of-the-world client
+//! gets an EDS response and nothing else, an incremental (delta) client gets
+//! exactly the load assignments that changed; and proxies in different
+//! namespaces get the same clusters and load assignments.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use pilot_model::{Labels, Port, Protocol, Service, istio};
+use pilot_store::Controller;
+use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_xds::{XdsOptions, XdsServer};
+use prost::Message;
+use tokio::sync::mpsc;
+
+const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+/// How long any one response may take before the test fails (a hang, not a
+/// timing measurement).
+const PATIENCE: Duration = Duration::from_secs(20);
+
+fn host(i: usize) -> String {
+    format!("svc{i}.a.svc.cluster.local")
+}
+
+fn cluster(i: usize) -> String {
+    format!("outbound|80||{}", host(i))
+}
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+async fn server() -> (XdsServer, u16, Arc<MemoryServiceRegistry>) {
+    let registry = Arc::new(MemoryServiceRegistry::new());
+    for i in 0..3 {
+        registry.add_service(Service::new(host(i), vec![Port::new("http", 80, Protocol::Http)]));
+        registry
+            .add_endpoints(&host(i), ip(&format!("10.0.{i}.1")), Labels::new())
+            .unwrap();
+    }
+    let store = MemoryConfigStore::new(istio::registry());
+    let controller = Arc::new(Controller::new(Arc::new(store)));
+    controller.run();
+    let server = XdsServer::new(
+        controller,
+        Arc::clone(&registry) as Arc<dyn pilot_model::ServiceDiscovery>,
+        XdsOptions::default(),
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let serving = server.clone();
+    tokio::spawn(async move {
+        serving
+            .serve(([127, 0, 0, 1], port).into(), std::future::pending())
+            .await
+    });
+    (server, port, registry)
+}
+
+async fn client(port: u16) -> AggregatedDiscoveryServiceClient<tonic::transport::Channel> {
+    for _ in 0..100 {
+        if let Ok(client) =
+            AggregatedDiscoveryServiceClient::connect(format!("http://127.0.0.1:{port}")).await
+        {
+            return client;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the server did not start");
+}
+
+fn node(namespace: &str, ip: &str) -> Option<Node> {
+    Some(Node {
+        id: format!("sidecar~{ip}~client.{namespace}~{namespace}.svc.cluster.local"),
+        ..Default::default()
+    })
+}
+
+/// A state-of-the-world client: subscribes to every type, ACKs.
+struct Sotw {
+    requests: mpsc::Sender<DiscoveryRequest>,
+    responses: tonic::Streaming<DiscoveryResponse>,
+}
+
+impl Sotw {
+    async fn open(port: u16, namespace: &str, ip: &str) -> Self {
+        let (tx, rx) = mpsc::channel(8);
+        let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+        tx.send(DiscoveryRequest {
+            node: node(namespace, ip),
+            type_url: CDS.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let responses = client(port)
+            .await
+            .stream_aggregated_resources(requests)
+            .await
+            .unwrap()
+            .into_inner();
+        Sotw {
+            requests: tx,
+            responses,
+        }
+    }
+
+    async fn next(&mut self) -> DiscoveryResponse {
+        tokio::time::timeout(PATIENCE, self.responses.message())
+            .await
+            .expect("a response")
+            .unwrap()
+            .expect("the stream is open")
+    }
+
+    async fn request(&self, type_url: &str, names: Vec<String>, answering: Option<&DiscoveryResponse>) {
+        self.requests
+            .send(DiscoveryRequest {
+                type_url: type_url.into(),
+                resource_names: names,
+                version_info: answering.map(|r| r.version_info.clone()).unwrap_or_default(),
+                response_nonce: answering.map(|r| r.nonce.clone()).unwrap_or_default(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+
+    /// Subscribes to everything and ACKs until synced; returns the load
+    /// assignments.
+    async fn sync(&mut self, eds_names: Vec<String>) -> Vec<ClusterLoadAssignment> {
+        let cds = self.next().await;
+        assert_eq!(cds.type_url, CDS);
+        self.request(CDS, vec![], Some(&cds)).await;
+        self.request(EDS, eds_names.clone(), None).await;
+        let eds = self.next().await;
+        assert_eq!(eds.type_url, EDS);
+        self.request(EDS, eds_names, Some(&eds)).await;
+        self.request(LDS, vec![], None).await;
+        let lds = self.next().await;
+        assert_eq!(lds.type_url, LDS);
+        self.request(LDS, vec![], Some(&lds)).await;
+        assignments(&eds)
+    }
+}
+
+fn assignments(response: &DiscoveryResponse) -> Vec<ClusterLoadAssignment> {
+    response
+        .resources
+        .iter()
+        .map(|any| ClusterLoadAssignment::decode(any.value.as_slice()).unwrap())
+        .collect()
+}
+
+fn addresses(assignment: &ClusterLoadAssignment) -> BTreeSet<String> {
+    use envoy_types::pb::envoy::config::core::v3::{address, socket_address};
+    use envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint;
+    assignment
+        .endpoints
+        .iter()
+        .flat_map(|l| &l.lb_endpoints)
+        .filter_map(|e| match &e.host_identifier {
+            Some(lb_endpoint::HostIdentifier::Endpoint(e)) => match &e.address.as_ref()?.address {
+                Some(address::Address::SocketAddress(s)) => Some(format!(
+                    "{}:{}",
+                    s.address,
+                    match s.port_specifier {
+                        Some(socket_address::PortSpecifier::PortValue(p)) => p,
+                        _ => 0,
+                    }
+                )),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_change_sends_sotw_clients_eds_only_and_the_same_to_every_namespace() {
+    let (_server, port, registry) = server().await;
+    let names: Vec<String> = (0..3).map(cluster).collect();
+    let mut a = Sotw::open(port, "a", "10.1.0.1").await;
+    let mut b = Sotw::open(port, "b", "10.1.0.2").await;
+    let eds_a = a.sync(names.clone()).await;
+    let eds_b = b.sync(names.clone()).await;
+    assert_eq!(
+        eds_a, eds_b,
+        "proxies in two namespaces get the same load assignments"
+    );
+    assert_eq!(eds_a.len(), 3);
+
+    // One endpoint of svc1 added: the next response of each client is EDS
+    // with svc1's new endpoint and everything else unchanged.
+    registry
+        .add_endpoints(&host(1), ip("10.0.1.2"), Labels::new())
+        .unwrap();
+    for client in [&mut a, &mut b] {
+        let eds = client.next().await;
+        assert_eq!(
+            eds.type_url, EDS,
+            "an endpoint change sends EDS, not {}",
+            eds.type_url
+        );
+        let got = assignments(&eds);
+        let svc1 = got.iter().find(|c| c.cluster_name == cluster(1)).unwrap();
+        assert_eq!(
+            addresses(svc1),
+            BTreeSet::from(["10.0.1.1:80".to_string(), "10.0.1.2:80".to_string()])
+        );
+        let svc0 = got.iter().find(|c| c.cluster_name == cluster(0)).unwrap();
+        assert_eq!(addresses(svc0), BTreeSet::from(["10.0.0.1:80".to_string()]));
+        client.request(EDS, names.clone(), Some(&eds)).await;
+    }
+    // Another endpoint change: had the first one also sent CDS, LDS or RDS,
+    // they would come before this EDS.
+    registry
+        .add_endpoints(&host(2), ip("10.0.2.2"), Labels::new())
+        .unwrap();
+    for client in [&mut a, &mut b] {
+        let eds = client.next().await;
+        assert_eq!(
+            eds.type_url, EDS,
+            "an endpoint change sends EDS, not {}",
+            eds.type_url
+        );
+        let got = assignments(&eds);
+        let svc2 = got.iter().find(|c| c.cluster_name == cluster(2)).unwrap();
+        assert_eq!(addresses(svc2).len(), 2);
+    }
+}
+
+/// An incremental client.
+struct Delta {
+    requests: mpsc::Sender<DeltaDiscoveryRequest>,
+    responses: tonic::Streaming<DeltaDiscoveryResponse>,
+}
+
+impl Delta {
+    async fn next(&mut self) -> DeltaDiscoveryResponse {
+        tokio::time::timeout(PATIENCE, self.responses.message())
+            .await
+            .expect("a response")
+            .unwrap()
+            .expect("the stream is open")
+    }
+
+    async fn ack(&self, response: &DeltaDiscoveryResponse) {
+        self.requests
+            .send(DeltaDiscoveryRequest {
+                type_url: response.type_url.clone(),
+                response_nonce: response.nonce.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn subscribe(&self, type_url: &str, names: Vec<String>) {
+        self.requests
+            .send(DeltaDiscoveryRequest {
+                type_url: type_url.into(),
+                resource_names_subscribe: names,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_change_sends_delta_clients_only_the_changed_load_assignment() {
+    let (_server, port, registry) = server().await;
+    let (tx, rx) = mpsc::channel(8);
+    let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+    tx.send(DeltaDiscoveryRequest {
+        node: node("a", "10.1.0.3"),
+        type_url: CDS.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let responses = client(port)
+        .await
+        .delta_aggregated_resources(requests)
+        .await
+        .unwrap()
+        .into_inner();
+    let mut delta = Delta {
+        requests: tx,
+        responses,
+    };
+    let cds = delta.next().await;
+    assert_eq!(cds.type_url, CDS);
+    delta.ack(&cds).await;
+    delta.subscribe(EDS, (0..3).map(cluster).collect()).await;
+    let eds = delta.next().await;
+    assert_eq!(eds.type_url, EDS);
+    assert_eq!(eds.resources.len(), 3);
+    delta.ack(&eds).await;
+    delta.subscribe(LDS, vec![]).await;
+    let lds = delta.next().await;
+    assert_eq!(lds.type_url, LDS);
+    delta.ack(&lds).await;
+    let routes: Vec<String> = vec!["80".into()];
+    delta.subscribe(RDS, routes).await;
+    let rds = delta.next().await;
+    assert_eq!(rds.type_url, RDS);
+    delta.ack(&rds).await;
+
+    for (i, address) in [(1, "10.0.1.2"), (2, "10.0.2.2"), (1, "10.0.1.3")] {
+        registry
+            .add_endpoints(&host(i), ip(address), Labels::new())
+            .unwrap();
+        let eds = delta.next().await;
+        assert_eq!(
+            eds.type_url, EDS,
+            "an endpoint change sends EDS, not {}",
+            eds.type_url
+        );
+        let names: Vec<&str> = eds.resources.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![cluster(i).as_str()],
+            "only the changed load assignment"
+        );
+        assert!(eds.removed_resources.is_empty());
+        let assignment =
+            ClusterLoadAssignment::decode(eds.resources[0].resource.as_ref().unwrap().value.as_slice())
+                .unwrap();
+        assert!(addresses(&assignment).contains(&format!("{address}:80")));
+        delta.ack(&eds).await;
+    }
+}
