@@ -103,10 +103,51 @@ fn fixed_routes() -> Vec<(&'static str, Value)> {
                 "x-access": "read", "responses": {"200": object("services")}}}),
         ),
         (
+            "/v1/proxy-events",
+            json!({"post": {"summary": "pilot-agent reports Envoy's process life (starts, exits, restarts), shown in /debug/proxy-status and /metrics",
+            "x-access": "write",
+            "requestBody": {"required": true, "content": {"application/json": {"schema": proxy_event_schema()}}},
+            "responses": {
+                "204": {"description": "recorded"},
+                "400": status_response("not a proxy event (the message names the field)"),
+                "413": status_response("body over --max-body-bytes"),
+                "422": status_response("the node id is not type~ip~id~domain"),
+            }}}),
+        ),
+        (
             "/openapi.json",
             json!({"get": {"summary": "This document", "x-access": "read", "responses": {"200": object("OpenAPI 3")}}}),
         ),
     ]
+}
+
+/// The body of `POST /v1/proxy-events` (`proxy_events::ProxyEvent`).
+fn proxy_event_schema() -> Value {
+    let optional = |kind: &str, minimum: Option<i64>| {
+        let mut schema = json!({"type": [kind, "null"]});
+        if let Some(minimum) = minimum {
+            schema["minimum"] = json!(minimum);
+        }
+        schema
+    };
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["node", "kind", "epoch", "restarts", "time_ms"],
+        "properties": {
+            "node": {"type": "string", "description": "the proxy's node id, type~ip~id~domain"},
+            "kind": {"type": "string", "enum": ["started", "exited", "restarting", "budget_exhausted", "stopped"]},
+            "epoch": {"type": "integer", "minimum": 0, "maximum": u32::MAX},
+            "pid": {"type": ["integer", "null"], "minimum": 0, "maximum": u32::MAX},
+            "exit_code": {"type": ["integer", "null"], "minimum": i32::MIN, "maximum": i32::MAX},
+            "signal": {"type": ["integer", "null"], "minimum": i32::MIN, "maximum": i32::MAX},
+            "expected": {"type": "boolean"},
+            "message": {"type": ["string", "null"]},
+            "restarts": {"type": "integer", "minimum": 0},
+            "backoff_ms": optional("integer", Some(0)),
+            "time_ms": {"type": "integer", "minimum": 0},
+        },
+    })
 }
 
 /// Turns each operation's `x-access` into its `security` and its 401/403
