@@ -7,7 +7,7 @@ use pilot_model::{DynConfig, KindRegistry, KindSchema, document, istio};
 use serde_json::Value;
 
 use crate::client::Client;
-use crate::{Cli, Command, Failure, Output, files, kinds, settings};
+use crate::{Cli, Command, Failure, Output, analyze, analyze_cmd, files, kinds, settings};
 
 /// Runs the command line.
 pub async fn run(cli: Cli) -> Result<(), Failure> {
@@ -20,13 +20,53 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         command,
     } = cli;
     if let Command::Validate(args) = &command {
-        let objects = read_files(&args.files, &registry, &namespace)?;
+        let (objects, located) = analyze_cmd::read_located(&args.files, &registry, &namespace)?;
         println!("{} objects valid", objects.len());
+        // What analysis finds offline, as warnings: never a failure here.
+        for finding in analyze::analyze(&objects, None, "svc.cluster.local") {
+            let finding = analyze::Finding {
+                severity: analyze::Severity::Warning,
+                ..finding
+            };
+            println!("{}", analyze_cmd::line(&finding, &located));
+        }
         return Ok(());
+    }
+    if let Command::GrpcBootstrap(args) = &command {
+        return crate::bootstrap::run(args, &namespace);
+    }
+    if let Command::Analyze {
+        files: file_args,
+        services,
+        fail_on,
+        domain,
+    } = &command
+        && !file_args.files.is_empty()
+        && server.is_none()
+    {
+        let (objects, located) = analyze_cmd::read_located(&file_args.files, &registry, &namespace)?;
+        let services = services.as_deref().map(analyze_cmd::read_services).transpose()?;
+        return analyze_cmd::report(&objects, services.as_ref(), domain, &located, *fail_on);
     }
     let client = connect(server, token, ca_file)?;
     match command {
-        Command::Validate(_) => Ok(()),
+        Command::Validate(_) | Command::GrpcBootstrap(_) => Ok(()),
+        Command::Analyze {
+            files: file_args,
+            services: _,
+            fail_on,
+            domain,
+        } => {
+            let (mut objects, services) = analyze_cmd::from_server(&client, &registry).await?;
+            let mut located = Vec::new();
+            if !file_args.files.is_empty() {
+                // The files over the server's objects, as `apply` would leave them.
+                let (files, sources) = analyze_cmd::read_located(&file_args.files, &registry, &namespace)?;
+                objects.extend(files);
+                located = sources;
+            }
+            analyze_cmd::report(&objects, Some(&services), &domain, &located, fail_on)
+        }
         Command::Create(args) => {
             let objects = read_files(&args.files, &registry, &namespace)?;
             each(objects, |object| create(&client, &registry, object)).await

@@ -4,8 +4,11 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use pilot_model::document::{self, DocumentError, ParseOptions};
+use pilot_model::document::{self, DocumentError, Locator, ParseOptions};
 use pilot_model::{DynConfig, KindRegistry};
+
+/// Objects, and where each source (by name) places its fields.
+pub type Located = (Vec<DynConfig>, Vec<(String, Locator)>);
 
 /// Every object in `paths`, or every problem in all of them.
 pub fn read(
@@ -13,23 +16,53 @@ pub fn read(
     registry: &KindRegistry,
     namespace: &str,
 ) -> Result<Vec<DynConfig>, Vec<String>> {
+    read_inner(paths, registry, namespace, false).map(|(objects, _)| objects)
+}
+
+/// [`read`], with where each source's fields are (for findings about
+/// objects that are valid one by one).
+pub fn read_located(
+    paths: &[String],
+    registry: &KindRegistry,
+    namespace: &str,
+) -> Result<Located, Vec<String>> {
+    read_inner(paths, registry, namespace, true)
+}
+
+fn read_inner(
+    paths: &[String],
+    registry: &KindRegistry,
+    namespace: &str,
+    locate: bool,
+) -> Result<Located, Vec<String>> {
     let options = ParseOptions {
         default_namespace: namespace.to_string(),
         ..Default::default()
     };
     let mut objects = Vec::new();
     let mut errors = Vec::new();
+    let mut sources_read = Vec::new();
     for (source, text) in sources(paths).map_err(|e| vec![e])? {
         match document::parse_with(&source, &text, registry, &options) {
             Ok(mut found) => objects.append(&mut found),
             Err(found) => errors.extend(found.0.iter().map(DocumentError::to_string)),
         }
+        sources_read.push((source, text));
     }
     if errors.is_empty() {
         if objects.is_empty() {
             return Err(vec![format!("no objects found in {}", paths.join(", "))]);
         }
-        Ok(objects)
+        // Positions cost a second parse: only for the analysis.
+        let located = sources_read
+            .into_iter()
+            .filter(|_| locate)
+            .map(|(source, text)| {
+                let locator = Locator::new(&text);
+                (source, locator)
+            })
+            .collect();
+        Ok((objects, located))
     } else {
         Err(errors)
     }

@@ -7,12 +7,17 @@
 //! pilotctl replace -f rule.yaml                 # 409 with the current version if stale
 //! pilotctl delete rr reviews-default            # or delete -f FILE
 //! pilotctl validate -f rules/                   # offline
+//! pilotctl analyze -f examples/bookinfo/        # shadowed rules, missing services, ...
 //! pilotctl proxy-status                         # SYNCED / STALE / NACKED per type
+//! pilotctl grpc-bootstrap --xds-address 127.0.0.1:15010 -o bootstrap.json  # proxyless gRPC
 //! ```
 //!
 //! Exit codes: 0 success, 1 an operation failed, 2 usage error.
 #![forbid(unsafe_code)]
 
+mod analyze;
+mod analyze_cmd;
+mod bootstrap;
 mod client;
 mod commands;
 mod files;
@@ -89,10 +94,34 @@ pub enum Command {
         #[arg(short = 'l', long, value_name = "SELECTOR")]
         selector: Option<String>,
     },
-    /// Check files offline; every error as file:line:col field.path: message.
+    /// Check files offline; every error as file:line:col field.path: message,
+    /// then what `analyze` finds offline, as warnings.
     Validate(FileArgs),
+    /// Analyze configuration as a whole: rules that can never match,
+    /// services, versions and subsets that do not exist, overlapping egress
+    /// rules, unused destination policies. Files (-f) offline, with
+    /// --services for a registry; without -f, the server's configuration
+    /// and service registry; -f with --server, the files over the server's
+    /// configuration, against its registry.
+    Analyze {
+        #[command(flatten)]
+        files: OptionalFiles,
+        /// A services file (pilot-discovery's --services format) to check
+        /// references against offline.
+        #[arg(long, value_name = "FILE")]
+        services: Option<std::path::PathBuf>,
+        /// Exit 1 on findings of this severity or worse.
+        #[arg(long, value_enum, default_value = "error")]
+        fail_on: FailOn,
+        /// The domain suffix that completes short service names.
+        #[arg(long, default_value = "svc.cluster.local")]
+        domain: String,
+    },
     /// For each connected proxy, per xDS type: SYNCED, STALE or NACKED.
     ProxyStatus,
+    /// Write the xDS bootstrap of a proxyless gRPC workload (for
+    /// GRPC_XDS_BOOTSTRAP); needs no server.
+    GrpcBootstrap(bootstrap::BootstrapArgs),
 }
 
 /// `-f` (required).
@@ -121,6 +150,17 @@ pub enum Output {
     Yaml,
     /// JSON.
     Json,
+}
+
+/// `analyze --fail-on`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    /// Errors only.
+    Error,
+    /// Warnings and errors.
+    Warning,
+    /// Never (report only).
+    Never,
 }
 
 /// Why a command did not succeed, and its exit code.

@@ -331,6 +331,17 @@ async fn list_or_watch(
                 ApiError::bad_request(format!("resourceVersion must be a number, not {text:?}"))
             })?),
         };
+    let timeout = match query.get("timeoutSeconds").map(String::as_str) {
+        None | Some("") => None,
+        Some(text) => match text.parse::<u64>() {
+            Ok(seconds) if seconds > 0 => Some(std::time::Duration::from_secs(seconds)),
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "timeoutSeconds must be a positive number of seconds, not {text:?}"
+                )));
+            }
+        },
+    };
     let keep = {
         let namespace = namespace.clone();
         move |config: &DynConfig| {
@@ -339,7 +350,7 @@ async fn list_or_watch(
         }
     };
     if watch {
-        return watch_kind(state, schema, after, keep).await;
+        return watch_kind(state, schema, after, timeout, keep).await;
     }
     let snapshot = state
         .backend
@@ -359,11 +370,13 @@ async fn list_or_watch(
 /// A watch: without `after`, every current object as `ADDED` then the
 /// changes; with it, the changes after that revision. Ends on shutdown, and
 /// with an `ERROR` event (410 for history compacted) if the backend's watch
-/// breaks; the client watches again from the last version it saw.
+/// breaks; the client watches again from the last version it saw. With
+/// `timeout` (`?timeoutSeconds=`, as in Kubernetes) it ends after that long.
 async fn watch_kind(
     state: AppState,
     schema: Arc<KindSchema>,
     after: Option<u64>,
+    timeout: Option<std::time::Duration>,
     keep: impl Fn(&DynConfig) -> bool + Send + 'static,
 ) -> Result<Response, ApiError> {
     let snapshot = state
@@ -457,9 +470,21 @@ async fn watch_kind(
             }
         },
     );
+    let deadline = async move {
+        match timeout {
+            Some(timeout) => tokio::time::sleep(timeout).await,
+            None => std::future::pending().await,
+        }
+    };
+    let open = state.metrics.watch_opened();
     let stream = futures::stream::iter(initial)
         .chain(live)
-        .map(Ok::<_, Infallible>);
+        .take_until(deadline)
+        .map(move |line| {
+            // Counted as open until the stream is dropped.
+            let _ = &open;
+            Ok::<_, Infallible>(line)
+        });
     Ok((
         [(header::CONTENT_TYPE, "application/x-ndjson")],
         Body::from_stream(stream),

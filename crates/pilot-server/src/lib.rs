@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod proxy_events;
 pub mod proxy_status;
+pub mod registryz;
 pub mod selector;
 pub mod serve;
 pub mod services_file;
@@ -42,7 +43,7 @@ use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use pilot_model::{ConfigStore, ConfigWatch, KindRegistry};
+use pilot_model::{ConfigStore, ConfigWatch, KindRegistry, ServiceDiscovery};
 use pilot_store::Controller;
 use pilot_xds::{XdsOptions, XdsServer};
 use tokio::net::TcpListener;
@@ -67,6 +68,8 @@ pub struct AppState {
     pub registry: KindRegistry,
     /// The ADS server, for proxy status and metrics.
     pub xds: XdsServer,
+    /// The service registries, for `/debug/registryz`.
+    pub discovery: Arc<dyn ServiceDiscovery>,
     /// Counters.
     pub metrics: Arc<metrics::Metrics>,
     /// pilot-agents' reports of Envoy's process life.
@@ -95,12 +98,16 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/metrics", get(metrics::handler))
         .route("/debug/proxy-status", get(proxy_status::handler))
+        .route("/debug/registryz", get(registryz::handler))
         .route("/v1/proxy-events", axum::routing::post(proxy_events::handler))
         .route(
             "/openapi.json",
             get(
                 |axum::extract::State(state): axum::extract::State<AppState>| async move {
-                    axum::Json(openapi::document(&state.registry))
+                    let options = openapi::Options {
+                        auth: state.tokens.is_some(),
+                    };
+                    axum::Json(openapi::document(&state.registry, options))
                 },
             ),
         )
@@ -159,6 +166,7 @@ pub async fn run(
     let backend = backend::open_store(&args, registry.clone()).await?;
     let registries = backend::open_registries(&args).await?;
     let controller = Arc::new(Controller::new(Arc::clone(&backend)));
+    let config_events = controller.subscribe_all();
     controller.run();
 
     let bind = |address: SocketAddr, what: &str| {
@@ -187,9 +195,10 @@ pub async fn run(
         XdsOptions::default(),
     );
     let (closing, shutdown_rx) = watch::channel(false);
-    let metrics = Arc::new(metrics::Metrics::default());
+    let metrics = Arc::new(metrics::Metrics::new(xds.clone(), Arc::clone(&controller)));
     let ready = {
         let controller = Arc::clone(&controller);
+        let discovery = Arc::clone(&discovery);
         Arc::new(move || controller.has_synced() && discovery.has_synced())
             as Arc<dyn Fn() -> bool + Send + Sync>
     };
@@ -199,6 +208,7 @@ pub async fn run(
         controller: Arc::clone(&controller),
         registry,
         xds: xds.clone(),
+        discovery: Arc::clone(&discovery),
         metrics: Arc::clone(&metrics),
         proxy_events: Arc::default(),
         tokens,
@@ -209,8 +219,13 @@ pub async fn run(
 
     let mut tasks = Vec::new();
     tasks.push(tokio::spawn(metrics::track_pushes(
-        metrics,
+        Arc::clone(&metrics),
         xds.clone(),
+        shutdown_rx.clone(),
+    )));
+    tasks.push(tokio::spawn(metrics::track_config_events(
+        metrics,
+        config_events,
         shutdown_rx.clone(),
     )));
     if let Some((path, registry, loaded)) = registries.file {

@@ -1,156 +1,296 @@
-//! `/metrics` in the Prometheus text format: REST requests, pushes, push
-//! latency, connected proxies, NACKs, configuration objects per kind.
+//! `/metrics` in OpenMetrics text, written by `prometheus-client`, under
+//! the names Istio's pilot exposes (`pilot/pkg/xds/monitoring.go`), so the
+//! dashboards operators already have find them:
+//!
+//! | metric | type | labels | what |
+//! |---|---|---|---|
+//! | `pilot_xds` | gauge | | proxies with an open ADS stream |
+//! | `pilot_xds_pushes` | counter | `type` (`cds`, `eds`, `lds`, `rds`) | xDS responses sent |
+//! | `pilot_total_xds_rejects` | counter | `type` | NACKs received |
+//! | `pilot_proxy_convergence_time` | histogram | | first change to the push that carries it |
+//! | `pilot_k8s_cfg_events` | counter | `type` (kind), `event` (`add`, `update`, `delete`) | configuration events the cache applied, from any backend |
+//! | `pilot_xds_nacked_proxies` | gauge | `type` | proxies whose last response of a type was NACKed |
+//! | `pilot_config_objects` | gauge | `kind` | objects in the cache |
+//! | `pilot_rest_requests` | counter | `method`, `code` | REST requests answered |
+//! | `pilot_rest_request_duration_seconds` | histogram | `method`, `route` | REST latency by route template |
+//! | `pilot_rest_watches` | gauge | | open REST watches |
+//! | `pilot_rest_watches_opened` | counter | | REST watches opened |
+//! | `pilot_proxy_restarts` | counter | | Envoy restarts after a failure, as pilot-agents report them |
+//! | `pilot_proxy_unexpected_exits` | counter | `reason` (`code`, `signal`) | Envoy exits pilot-agents did not ask for |
+//! | `pilot_proxy_budget_exhausted` | counter | | pilot-agents that gave up restarting Envoy |
+//!
+//! OpenMetrics names a counter's sample `NAME_total`: `pilot_xds_pushes` is
+//! scraped as `pilot_xds_pushes_total`.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use pilot_store::Controller;
+use futures::StreamExt;
+use pilot_model::Event;
+use pilot_store::{Controller, Notification};
 use pilot_xds::XdsServer;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
 use crate::AppState;
 
-/// Upper bounds of the push latency histogram, in seconds.
-const BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+/// Bounds of `pilot_proxy_convergence_time`, in seconds: Istio's (0.1 to
+/// 30) with finer ones below, where a debounced push lands.
+const CONVERGENCE_BUCKETS: [f64; 11] = [0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0];
+/// Bounds of `pilot_rest_request_duration_seconds`, in seconds.
+const REQUEST_BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
 
-/// The server's counters.
-#[derive(Default)]
+type Labels2 = [(&'static str, String); 2];
+
+/// The server's metrics.
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(String, u16), u64>>,
-    latency_buckets: [AtomicU64; BUCKETS.len()],
-    latency_count: AtomicU64,
-    latency_sum_micros: AtomicU64,
+    registry: Registry,
+    requests: Family<Labels2, Counter>,
+    request_duration: Family<Labels2, Histogram, fn() -> Histogram>,
+    watches_open: Gauge,
+    watches_opened: Counter,
+    convergence: Histogram,
+    config_events: Family<Labels2, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
 }
 
 impl Metrics {
-    /// Counts one answered request.
-    pub fn request(&self, method: &str, code: u16) {
-        let mut requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
-        *requests.entry((method.to_string(), code)).or_default() += 1;
+    /// The metrics of a server whose ADS server is `xds` and whose cache is
+    /// `controller` (read at each scrape).
+    pub fn new(xds: XdsServer, controller: Arc<Controller>) -> Self {
+        let mut metrics = Metrics {
+            registry: Registry::default(),
+            requests: Family::default(),
+            request_duration: Family::new_with_constructor(|| Histogram::new(REQUEST_BUCKETS)),
+            watches_open: Gauge::default(),
+            watches_opened: Counter::default(),
+            convergence: Histogram::new(CONVERGENCE_BUCKETS),
+            config_events: Family::default(),
+        };
+        metrics.register_xds(xds, controller);
+        metrics.register_rest();
+        metrics
+    }
+
+    fn register_xds(&mut self, xds: XdsServer, controller: Arc<Controller>) {
+        let registry = &mut self.registry;
+        registry.register(
+            "pilot_proxy_convergence_time",
+            "Delay in seconds from the first configuration or registry change to the published push that carries it",
+            self.convergence.clone(),
+        );
+        registry.register(
+            "pilot_k8s_cfg_events",
+            "Configuration events applied to the cache, by kind (type) and event (add, update, delete), from any backend",
+            self.config_events.clone(),
+        );
+        registry.register_collector(Box::new(ScrapeTime { xds, controller }));
+    }
+
+    fn register_rest(&mut self) {
+        let registry = &mut self.registry;
+        registry.register(
+            "pilot_rest_requests",
+            "REST API requests answered, by method and status code",
+            self.requests.clone(),
+        );
+        registry.register(
+            "pilot_rest_request_duration_seconds",
+            "REST API request latency to the response head, by method and route template",
+            self.request_duration.clone(),
+        );
+        registry.register(
+            "pilot_rest_watches",
+            "REST watches open now",
+            self.watches_open.clone(),
+        );
+        registry.register(
+            "pilot_rest_watches_opened",
+            "REST watches opened since the server started",
+            self.watches_opened.clone(),
+        );
+    }
+
+    /// Counts one answered request, with its latency.
+    pub fn request(&self, method: &str, route: &str, code: u16, elapsed: Duration) {
+        self.requests
+            .get_or_create(&[("method", method.to_string()), ("code", code.to_string())])
+            .inc();
+        self.request_duration
+            .get_or_create(&[("method", method.to_string()), ("route", route.to_string())])
+            .observe(elapsed.as_secs_f64());
     }
 
     /// Records one push's latency.
     pub fn push_latency(&self, latency: Duration) {
-        let seconds = latency.as_secs_f64();
-        for (bound, count) in BUCKETS.iter().zip(&self.latency_buckets) {
-            if seconds <= *bound {
-                count.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.latency_count.fetch_add(1, Ordering::Relaxed);
-        self.latency_sum_micros
-            .fetch_add(latency.as_micros() as u64, Ordering::Relaxed);
+        self.convergence.observe(latency.as_secs_f64());
     }
 
-    /// The exposition text.
-    pub fn render(&self, xds: &XdsServer, controller: &Controller) -> String {
+    /// Counts a watch as open until the guard is dropped.
+    pub fn watch_opened(&self) -> WatchGuard {
+        self.watches_opened.inc();
+        self.watches_open.inc();
+        WatchGuard(self.watches_open.clone())
+    }
+
+    /// Counts one configuration event.
+    pub fn config_event(&self, kind: &str, event: &'static str) {
+        self.config_events
+            .get_or_create(&[("type", kind.to_string()), ("event", event.to_string())])
+            .inc();
+    }
+
+    /// The exposition text (OpenMetrics 1.0).
+    pub fn render(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP pilot_rest_requests_total REST API requests answered, by method and status code."
-        );
-        let _ = writeln!(out, "# TYPE pilot_rest_requests_total counter");
-        for ((method, code), count) in self.requests.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-            let _ = writeln!(
-                out,
-                "pilot_rest_requests_total{{method=\"{method}\",code=\"{code}\"}} {count}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP pilot_xds_pushes_total Configuration versions pushed to proxies."
-        );
-        let _ = writeln!(out, "# TYPE pilot_xds_pushes_total counter");
-        let _ = writeln!(out, "pilot_xds_pushes_total {}", xds.version().unwrap_or(0));
-        let _ = writeln!(
-            out,
-            "# HELP pilot_xds_push_latency_seconds From the first configuration or registry change to the push that carries it."
-        );
-        let _ = writeln!(out, "# TYPE pilot_xds_push_latency_seconds histogram");
-        for (bound, count) in BUCKETS.iter().zip(&self.latency_buckets) {
-            let _ = writeln!(
-                out,
-                "pilot_xds_push_latency_seconds_bucket{{le=\"{bound}\"}} {}",
-                count.load(Ordering::Relaxed)
-            );
-        }
-        let count = self.latency_count.load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "pilot_xds_push_latency_seconds_bucket{{le=\"+Inf\"}} {count}"
-        );
-        let sum = self.latency_sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "pilot_xds_push_latency_seconds_sum {sum}");
-        let _ = writeln!(out, "pilot_xds_push_latency_seconds_count {count}");
-        let status = xds.status();
-        let _ = writeln!(
-            out,
-            "# HELP pilot_xds_connected_proxies Proxies with an open ADS stream."
-        );
-        let _ = writeln!(out, "# TYPE pilot_xds_connected_proxies gauge");
-        let _ = writeln!(out, "pilot_xds_connected_proxies {}", status.len());
-        let _ = writeln!(
-            out,
-            "# HELP pilot_xds_nacked_proxies Connected proxies whose last response of a type was a NACK."
-        );
-        let _ = writeln!(out, "# TYPE pilot_xds_nacked_proxies gauge");
-        let nacks_total = xds.nacks_total();
-        for name in pilot_xds::TYPES {
-            let nacked = status
-                .iter()
-                .filter(|p| {
-                    p.types
-                        .get(name)
-                        .is_some_and(|t| crate::proxy_status::state(t) == "NACKED")
-                })
-                .count();
-            let _ = writeln!(out, "pilot_xds_nacked_proxies{{type=\"{name}\"}} {nacked}");
-        }
-        let _ = writeln!(
-            out,
-            "# HELP pilot_xds_nacks_total NACKs received from proxies since the server started."
-        );
-        let _ = writeln!(out, "# TYPE pilot_xds_nacks_total counter");
-        let _ = writeln!(out, "pilot_xds_nacks_total {nacks_total}");
-        let _ = writeln!(
-            out,
-            "# HELP pilot_config_objects Configuration objects in the cache, by kind."
-        );
-        let _ = writeln!(out, "# TYPE pilot_config_objects gauge");
-        for kind in controller.kinds() {
-            let count = controller.list_cached(kind, None).len();
-            let _ = writeln!(out, "pilot_config_objects{{kind=\"{kind}\"}} {count}");
-        }
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
 }
 
-/// Middleware: counts every answered request.
+/// Keeps `pilot_rest_watches` counting one watch while alive.
+#[derive(Debug)]
+pub struct WatchGuard(Gauge);
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// The metrics read from the ADS server and the cache at each scrape.
+struct ScrapeTime {
+    xds: XdsServer,
+    controller: Arc<Controller>,
+}
+
+impl std::fmt::Debug for ScrapeTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScrapeTime").finish_non_exhaustive()
+    }
+}
+
+impl Collector for ScrapeTime {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let status = self.xds.status();
+        let gauge = ConstGauge::new(status.len() as i64);
+        gauge.encode(encoder.encode_descriptor(
+            "pilot_xds",
+            "Number of proxies connected to this pilot over ADS",
+            None,
+            gauge.metric_type(),
+        )?)?;
+
+        let by_type = |encoder: &mut DescriptorEncoder, name: &str, help: &str, counts: &[(&str, u64)]| {
+            let mut family =
+                encoder.encode_descriptor(name, help, None, ConstCounter::new(0u64).metric_type())?;
+            for (short, count) in counts {
+                let labels = [("type", short.to_ascii_lowercase())];
+                ConstCounter::new(*count).encode(family.encode_family(&labels)?)?;
+            }
+            Ok::<_, std::fmt::Error>(())
+        };
+        by_type(
+            &mut encoder,
+            "pilot_xds_pushes",
+            "xDS responses sent to proxies, by type",
+            &self.xds.sent_by_type(),
+        )?;
+        by_type(
+            &mut encoder,
+            "pilot_total_xds_rejects",
+            "Total number of xDS responses from pilot rejected by proxies (NACKs), by type",
+            &self.xds.nacks_by_type(),
+        )?;
+
+        let mut nacked = encoder.encode_descriptor(
+            "pilot_xds_nacked_proxies",
+            "Connected proxies whose last response of a type was NACKed",
+            None,
+            ConstGauge::new(0i64).metric_type(),
+        )?;
+        for short in pilot_xds::TYPES {
+            let count = status
+                .iter()
+                .filter(|p| {
+                    p.types
+                        .get(short)
+                        .is_some_and(|t| crate::proxy_status::state(t) == "NACKED")
+                })
+                .count();
+            let labels = [("type", short.to_ascii_lowercase())];
+            ConstGauge::new(count as i64).encode(nacked.encode_family(&labels)?)?;
+        }
+
+        let mut objects = encoder.encode_descriptor(
+            "pilot_config_objects",
+            "Configuration objects in the cache, by kind",
+            None,
+            ConstGauge::new(0i64).metric_type(),
+        )?;
+        for kind in self.controller.kinds() {
+            let count = self.controller.list_cached(kind, None).len();
+            ConstGauge::new(count as i64).encode(objects.encode_family(&[("kind", kind.clone())])?)?;
+        }
+        Ok(())
+    }
+}
+
+/// Middleware: counts every answered request, with its latency by route
+/// template (`unmatched` for paths no route serves).
 pub async fn count(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let method = request.method().to_string();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".to_string());
+    let started = Instant::now();
     let response = next.run(request).await;
-    state.metrics.request(&method, response.status().as_u16());
+    state
+        .metrics
+        .request(&method, &route, response.status().as_u16(), started.elapsed());
     response
 }
 
 /// `GET /metrics`.
 pub async fn handler(State(state): State<AppState>) -> Response {
-    let mut text = state.metrics.render(&state.xds, &state.controller);
-    state.proxy_events.render(&mut text);
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+    let mut text = state.metrics.render();
+    // pilot-agent's reports (proxy_events.rs), before OpenMetrics' `# EOF`.
+    let mut events = String::new();
+    state.proxy_events.render(&mut events);
+    let at = text.rfind("# EOF").unwrap_or(text.len());
+    text.insert_str(at, &events);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
 }
 
 /// Records every push's latency (from the first configuration or registry
 /// change it carries to its publication, as the ADS server reports it)
 /// until `shutdown`.
 pub async fn track_pushes(
-    metrics: std::sync::Arc<Metrics>,
+    metrics: Arc<Metrics>,
     xds: XdsServer,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -168,6 +308,39 @@ pub async fn track_pushes(
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             },
             () = crate::closed(&mut shutdown) => return,
+        }
+    }
+}
+
+/// Counts every configuration event in `events` (the cache's,
+/// [`Controller::subscribe_all`], subscribed before the Controller runs so
+/// the initial load counts) until `shutdown`.
+pub async fn track_config_events(
+    metrics: Arc<Metrics>,
+    mut events: futures::stream::BoxStream<'static, Notification<Arc<pilot_model::DynConfig>>>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let next = tokio::select! {
+            next = events.next() => next,
+            () = crate::closed(&mut shutdown) => return,
+        };
+        match next {
+            None => return,
+            Some(Notification::Event(event)) => {
+                let (name, object) = match &event {
+                    Event::Added(object) => ("add", object),
+                    Event::Updated { new, .. } => ("update", new),
+                    Event::Deleted(object) => ("delete", object),
+                };
+                metrics.config_event(&object.meta.kind, name);
+            }
+            Some(Notification::Lagged { missed }) => {
+                tracing::warn!(
+                    missed,
+                    "pilot_k8s_cfg_events fell behind the cache; these events are not counted"
+                );
+            }
         }
     }
 }

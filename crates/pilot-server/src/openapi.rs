@@ -1,194 +1,531 @@
 //! The OpenAPI 3 document served at `/openapi.json`, generated from the
 //! registered kinds and describing exactly the routes [`crate::router`]
-//! serves.
+//! serves:
+//!
+//! - per kind, request and response schemas whose `spec` is the schema the
+//!   Rust type derives (the one its CRD carries); a kind registered without
+//!   a schema keeps an open `spec`;
+//! - `watch=true` lists documented as an `application/x-ndjson` stream of
+//!   the kind's watch events;
+//! - the bearer scheme declared, and required on an operation, only when the
+//!   server has tokens (`--token-file`), and never on `/healthz`, `/readyz`;
+//! - every status code the server can answer for each operation.
+//!
+//! The routes outside the kinds are one table, [`fixed_routes`].
 
-use pilot_model::KindRegistry;
-use serde_json::{Value, json};
+use pilot_model::{KindRegistry, KindSchema};
+use serde_json::{Map, Value, json};
+
+/// What the document depends on besides the kinds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Whether the server has tokens: then operations other than the
+    /// probes require the bearer scheme and may answer 401 (and writes 403).
+    pub auth: bool,
+}
+
+/// A DNS-1123 subdomain (object names).
+const DNS1123_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// A DNS-1123 label (namespaces).
+const DNS1123_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// Whether an operation is open to everyone, needs a token, or needs a
+/// read-write token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Open,
+    Read,
+    Write,
+}
 
 /// The document for the kinds in `registry`.
-pub fn document(registry: &KindRegistry) -> Value {
-    let mut paths = serde_json::Map::new();
-    let status = json!({"$ref": "#/components/schemas/Status"});
-    let error = |description: &str| json!({"description": description, "content": {"application/json": {"schema": status}}});
+pub fn document(registry: &KindRegistry, options: Options) -> Value {
+    let mut paths = Map::new();
+    let mut schemas = common_schemas();
     for kind in registry.kinds() {
         let Some(schema) = registry.get(&kind) else {
             continue;
         };
-        let base = format!("/apis/{}/{}", schema.group, schema.version);
-        let object = json!({"$ref": "#/components/schemas/Object"});
-        let list = json!({"$ref": "#/components/schemas/List"});
-        let ok = |description: &str, schema: &Value| json!({"description": description, "content": {"application/json": {"schema": schema}}});
-        let list_params = json!([
-            {"name": "labelSelector", "in": "query", "schema": {"type": "string"}, "description": "e.g. app=reviews,version!=v1"},
-            {"name": "watch", "in": "query", "schema": {"type": "boolean"}, "description": "stream events as newline-delimited JSON"},
-            {"name": "resourceVersion", "in": "query", "schema": {"type": "string"}, "description": "with watch: the changes after this version"},
-        ]);
-        let list_op = |summary: String| {
-            json!({
-                "summary": summary,
-                "parameters": list_params,
-                "responses": {
-                    "200": {
-                        "description": "the list, or with watch=true a stream of {type, object} lines",
-                        "content": {
-                            "application/json": {"schema": list},
-                            "application/x-ndjson": {"schema": {"$ref": "#/components/schemas/WatchEvent"}},
-                        },
-                    },
-                    "400": error("bad query"),
-                    "401": error("no valid token"),
-                    "410": error("resourceVersion too old; list again"),
-                },
-            })
-        };
-        let body = json!({"required": true, "content": {"application/json": {"schema": object}}});
-        let namespace =
-            json!({"name": "namespace", "in": "path", "required": true, "schema": {"type": "string"}});
-        let name = json!({"name": "name", "in": "path", "required": true, "schema": {"type": "string"}});
-        let write_errors = |mut responses: serde_json::Map<String, Value>| {
-            for (code, description) in [
-                (
-                    "400",
-                    "malformed body, or it names another kind, namespace or name than the URL",
-                ),
-                ("401", "no valid token"),
-                ("403", "read-only token"),
-                (
-                    "409",
-                    "already exists, or stale resourceVersion (details.currentResourceVersion)",
-                ),
-                ("413", "body too large"),
-                ("415", "body is not application/json"),
-                (
-                    "422",
-                    "invalid object; details.causes lists every field error with its path",
-                ),
-            ] {
-                responses.insert(code.into(), error(description));
-            }
-            Value::Object(responses)
-        };
-        paths.insert(
-            format!("{base}/{}", schema.plural),
-            json!({"get": list_op(format!("List or watch {} in all namespaces", schema.plural))}),
-        );
-        let mut created = serde_json::Map::new();
-        created.insert("201".into(), ok("created", &object));
-        paths.insert(
-            format!("{base}/namespaces/{{namespace}}/{}", schema.plural),
-            json!({
-                "parameters": [namespace],
-                "get": list_op(format!("List or watch {} in a namespace", schema.plural)),
-                "post": {"summary": format!("Create a {}", schema.kind), "requestBody": body, "responses": write_errors(created)},
-            }),
-        );
-        let mut replaced = serde_json::Map::new();
-        replaced.insert("200".into(), ok("replaced", &object));
-        replaced.insert("404".into(), error("not found"));
-        paths.insert(
-            format!("{base}/namespaces/{{namespace}}/{}/{{name}}", schema.plural),
-            json!({
-                "parameters": [namespace, name],
-                "get": {"summary": format!("Read a {}", schema.kind), "responses": {"200": ok("the object", &object), "401": error("no valid token"), "404": error("not found")}},
-                "put": {"summary": format!("Replace a {}; metadata.resourceVersion must be current", schema.kind), "requestBody": body, "responses": write_errors(replaced)},
-                "delete": {
-                    "summary": format!("Delete a {}", schema.kind),
-                    "parameters": [{"name": "resourceVersion", "in": "query", "schema": {"type": "string"}, "description": "delete only at this version"}],
-                    "responses": {"200": error("deleted (a Success Status)"), "401": error("no valid token"), "403": error("read-only token"), "404": error("not found"), "409": error("stale resourceVersion")},
-                },
-            }),
-        );
+        kind_schemas(&schema, &mut schemas);
+        kind_paths(&schema, options, &mut paths);
     }
-    let text = |description: &str| json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}});
-    paths.insert(
-        "/healthz".into(),
-        json!({"get": {"summary": "Liveness", "responses": {"200": text("alive")}}}),
-    );
-    paths.insert(
-        "/readyz".into(),
-        json!({"get": {"summary": "Readiness: every cache has synced", "responses": {"200": text("ready"), "503": text("not ready")}}}),
-    );
-    paths.insert(
-        "/metrics".into(),
-        json!({"get": {"summary": "Prometheus metrics", "responses": {"200": text("metrics"), "401": error("no valid token")}}}),
-    );
-    paths.insert(
-        "/debug/proxy-status".into(),
-        json!({"get": {"summary": "Per connected proxy and xDS type: versions sent and ACKed, last NACK, state", "responses": {"200": {"description": "status", "content": {"application/json": {"schema": {"type": "object"}}}}, "401": error("no valid token")}}}),
-    );
-    paths.insert(
-        "/openapi.json".into(),
-        json!({"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3", "content": {"application/json": {"schema": {"type": "object"}}}}, "401": error("no valid token")}}}),
-    );
+    for (path, item) in fixed_routes() {
+        let item = secure_path_item(item, options);
+        paths.insert(path.to_string(), item);
+    }
+    let mut components = json!({"schemas": schemas});
+    if options.auth {
+        components["securitySchemes"] = json!({"bearer": {"type": "http", "scheme": "bearer"}});
+    }
     json!({
         "openapi": "3.0.3",
-        "info": {"title": "pilot configuration API", "version": env!("CARGO_PKG_VERSION")},
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
-                "Object": {
-                    "type": "object",
-                    "required": ["apiVersion", "kind", "metadata", "spec"],
-                    "properties": {
-                        "apiVersion": {"type": "string"},
-                        "kind": {"type": "string"},
-                        "metadata": {
-                            "type": "object",
-                            "required": ["name"],
-                            "properties": {
-                                "name": {"type": "string"},
-                                "namespace": {"type": "string"},
-                                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                                "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-                                "resourceVersion": {"type": "string"},
-                                "creationTimestamp": {"type": "string", "format": "date-time"},
-                            },
-                        },
-                        "spec": {"type": "object"},
-                    },
+        "info": {
+            "title": "pilot configuration API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Kubernetes-style REST API of pilot-discovery: Istio routing configuration, probes, metrics and proxy status.",
+        },
+        "components": components,
+        "paths": paths,
+    })
+}
+
+/// The routes that are not per kind: path, then its path item. Each
+/// operation carries `x-access` (`open`, `read` or `write`), which
+/// [`secure_path_item`] turns into `security` and 401/403 responses.
+fn fixed_routes() -> Vec<(&'static str, Value)> {
+    let text = |description: &str| json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}});
+    let object = |description: &str| json!({"description": description, "content": {"application/json": {"schema": {"type": "object"}}}});
+    vec![
+        (
+            "/healthz",
+            json!({"get": {"summary": "Liveness", "x-access": "open", "responses": {"200": text("alive")}}}),
+        ),
+        (
+            "/readyz",
+            json!({"get": {"summary": "Readiness: every cache has synced", "x-access": "open",
+                "responses": {"200": text("ready"), "503": text("not ready")}}}),
+        ),
+        (
+            "/metrics",
+            json!({"get": {"summary": "Prometheus metrics (OpenMetrics text)", "x-access": "read", "responses": {"200": {
+                "description": "metrics",
+                "content": {"application/openmetrics-text": {"schema": {"type": "string"}}},
+            }}}}),
+        ),
+        (
+            "/debug/proxy-status",
+            json!({"get": {"summary": "Per connected proxy and xDS type: versions sent and ACKed, last NACK, state",
+                "x-access": "read", "responses": {"200": object("status")}}}),
+        ),
+        (
+            "/debug/registryz",
+            json!({"get": {"summary": "Services of the registries with their instances' labels (for pilotctl analyze)",
+                "x-access": "read", "responses": {"200": object("services")}}}),
+        ),
+        (
+            "/openapi.json",
+            json!({"get": {"summary": "This document", "x-access": "read", "responses": {"200": object("OpenAPI 3")}}}),
+        ),
+    ]
+}
+
+/// Turns each operation's `x-access` into its `security` and its 401/403
+/// responses (only when the server has tokens).
+fn secure_path_item(mut item: Value, options: Options) -> Value {
+    let Some(operations) = item.as_object_mut() else {
+        return item;
+    };
+    for (method, operation) in operations.iter_mut() {
+        if method == "parameters" {
+            continue;
+        }
+        let access = match operation.get("x-access").and_then(Value::as_str) {
+            Some("open") => Access::Open,
+            Some("write") => Access::Write,
+            _ => Access::Read,
+        };
+        if let Some(map) = operation.as_object_mut() {
+            map.remove("x-access");
+        }
+        if !options.auth || access == Access::Open {
+            continue;
+        }
+        operation["security"] = json!([{"bearer": []}]);
+        operation["responses"]["401"] = status_response("no token, or not a valid one");
+        if access == Access::Write {
+            operation["responses"]["403"] = status_response("the token is read-only");
+        }
+    }
+    item
+}
+
+fn status_response(description: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Status"}}}})
+}
+
+fn json_response(description: &str, schema: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}})
+}
+
+/// The errors every store-backed operation may answer.
+fn store_errors(responses: &mut Map<String, Value>) {
+    responses.insert(
+        "500".into(),
+        status_response("the backend failed (e.g. etcd answered an error)"),
+    );
+    responses.insert("503".into(), status_response("the backend is unavailable; retry"));
+}
+
+/// The `{Kind}`, `{Kind}List` and `{Kind}WatchEvent` schemas.
+fn kind_schemas(schema: &KindSchema, schemas: &mut Map<String, Value>) {
+    let kind = &schema.kind;
+    let spec = schema
+        .openapi_schema()
+        .cloned()
+        .unwrap_or_else(|| json!({"type": "object", "description": "not described: this kind was registered without a schema"}));
+    let object = json!({
+        "type": "object",
+        "required": ["metadata", "spec"],
+        "additionalProperties": false,
+        "properties": {
+            "apiVersion": {"type": "string", "enum": [format!("{}/{}", schema.group, schema.version)]},
+            "kind": {"type": "string", "enum": [kind]},
+            "metadata": {"$ref": "#/components/schemas/ObjectMeta"},
+            "spec": spec,
+        },
+    });
+    let list = json!({
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "items"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string", "enum": [format!("{kind}List")]},
+            "metadata": {"type": "object", "properties": {"resourceVersion": {"type": "string"}}},
+            "items": {"type": "array", "items": {"$ref": format!("#/components/schemas/{kind}")}},
+        },
+    });
+    // An ERROR event carries a Status, the others the object (a DELETED
+    // one for an object the watch never saw carries only kind and metadata).
+    let event = json!({
+        "type": "object",
+        "required": ["type", "object"],
+        "properties": {
+            "type": {"type": "string", "enum": ["ADDED", "MODIFIED", "DELETED", "ERROR"]},
+            "object": {"type": "object", "description": format!(
+                "ADDED, MODIFIED, DELETED: the {kind} (see #/components/schemas/{kind}); ERROR: a Status"
+            )},
+        },
+    });
+    schemas.insert(kind.clone(), object);
+    schemas.insert(format!("{kind}List"), list);
+    schemas.insert(format!("{kind}WatchEvent"), event);
+}
+
+/// The three paths of a kind.
+fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Value>) {
+    let kind = &schema.kind;
+    let plural = &schema.plural;
+    let base = format!("/apis/{}/{}", schema.group, schema.version);
+    let body = json!({"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{kind}")}}}});
+    let namespace =
+        json!({"name": "namespace", "in": "path", "required": true, "schema": {"type": "string"}});
+    let name = json!({"name": "name", "in": "path", "required": true, "schema": {"type": "string"}});
+    let list_op = |summary: String| {
+        let mut responses = Map::new();
+        responses.insert(
+            "200".into(),
+            json!({
+                "description": "without watch: the list; with watch=true: a stream of watch events, one JSON object a line, \
+                                every current object as ADDED first unless resourceVersion is given, then the changes",
+                "content": {
+                    "application/json": {"schema": {"$ref": format!("#/components/schemas/{kind}List")}},
+                    "application/x-ndjson": {"schema": {"$ref": format!("#/components/schemas/{kind}WatchEvent")}},
                 },
-                "List": {
-                    "type": "object",
-                    "properties": {
-                        "apiVersion": {"type": "string"},
-                        "kind": {"type": "string"},
-                        "metadata": {"type": "object", "properties": {"resourceVersion": {"type": "string"}}},
-                        "items": {"type": "array", "items": {"$ref": "#/components/schemas/Object"}},
-                    },
+            }),
+        );
+        responses.insert(
+            "400".into(),
+            status_response("bad labelSelector, watch or resourceVersion"),
+        );
+        responses.insert(
+            "410".into(),
+            status_response("resourceVersion is older than the history kept; list again"),
+        );
+        store_errors(&mut responses);
+        json!({
+            "summary": summary,
+            "x-access": "read",
+            "parameters": [
+                {"name": "labelSelector", "in": "query", "schema": {"type": "string"}, "description": "e.g. app=reviews,version!=v1"},
+                {"name": "watch", "in": "query", "schema": {"type": "boolean"}, "description": "stream watch events as newline-delimited JSON"},
+                {"name": "resourceVersion", "in": "query", "schema": {"type": "string", "pattern": "^[0-9]*$"},
+                 "description": "with watch: the changes after this version"},
+                {"name": "timeoutSeconds", "in": "query", "schema": {"type": "integer", "minimum": 1},
+                 "description": "with watch: end the stream after this many seconds"},
+            ],
+            "responses": responses,
+        })
+    };
+    let write_op = |summary: String, ok_code: &str, ok: &str, not_found: bool| {
+        let mut responses = Map::new();
+        responses.insert(ok_code.into(), json_response(ok, kind));
+        for (code, description) in [
+            (
+                "400",
+                "the body is not a JSON object, or names another kind, namespace or name than the URL",
+            ),
+            (
+                "409",
+                "already exists (details.currentResourceVersion), or metadata.resourceVersion is not current",
+            ),
+            ("413", "the body is larger than --max-body-bytes"),
+            ("415", "the body is not application/json"),
+            (
+                "422",
+                "invalid object: details.causes lists every field error with its path",
+            ),
+        ] {
+            responses.insert(code.into(), status_response(description));
+        }
+        if not_found {
+            responses.insert("404".into(), status_response("no such object"));
+        }
+        store_errors(&mut responses);
+        json!({"summary": summary, "x-access": "write", "requestBody": body, "responses": responses})
+    };
+    let mut get_responses = Map::new();
+    get_responses.insert("200".into(), json_response("the object", kind));
+    get_responses.insert("404".into(), status_response("no such object"));
+    store_errors(&mut get_responses);
+    let mut delete_responses = Map::new();
+    delete_responses.insert(
+        "200".into(),
+        status_response("deleted: a Status with status Success"),
+    );
+    delete_responses.insert("404".into(), status_response("no such object"));
+    delete_responses.insert(
+        "409".into(),
+        status_response("the object is no longer at resourceVersion"),
+    );
+    store_errors(&mut delete_responses);
+
+    let items = [
+        (
+            format!("{base}/{plural}"),
+            json!({"get": list_op(format!("List or watch {plural} in all namespaces"))}),
+        ),
+        (
+            format!("{base}/namespaces/{{namespace}}/{plural}"),
+            json!({
+                "parameters": [namespace],
+                "get": list_op(format!("List or watch {plural} in a namespace")),
+                "post": write_op(format!("Create a {kind}"), "201", "created: the stored object", false),
+            }),
+        ),
+        (
+            format!("{base}/namespaces/{{namespace}}/{plural}/{{name}}"),
+            json!({
+                "parameters": [namespace, name],
+                "get": {"summary": format!("Read a {kind}"), "x-access": "read", "responses": get_responses},
+                "put": write_op(
+                    format!("Replace a {kind}; metadata.resourceVersion must be current"),
+                    "200", "replaced: the stored object", true,
+                ),
+                "delete": {
+                    "summary": format!("Delete a {kind}"),
+                    "x-access": "write",
+                    "parameters": [{"name": "resourceVersion", "in": "query", "schema": {"type": "string"},
+                                    "description": "delete only while the object is at this version"}],
+                    "responses": delete_responses,
                 },
-                "WatchEvent": {
-                    "type": "object",
-                    "properties": {
-                        "type": {"type": "string", "enum": ["ADDED", "MODIFIED", "DELETED", "ERROR"]},
-                        "object": {"type": "object"},
-                    },
-                },
-                "Status": {
+            }),
+        ),
+    ];
+    for (path, item) in items {
+        paths.insert(path, secure_path_item(item, options));
+    }
+}
+
+/// `ObjectMeta` and `Status`.
+fn common_schemas() -> Map<String, Value> {
+    let mut schemas = Map::new();
+    schemas.insert(
+        "ObjectMeta".into(),
+        json!({
+            "type": "object",
+            "required": ["name"],
+            "additionalProperties": false,
+            "properties": {
+                "name": {"type": "string", "pattern": DNS1123_SUBDOMAIN, "minLength": 1, "maxLength": 253},
+                "namespace": {"type": "string", "pattern": DNS1123_LABEL, "minLength": 1, "maxLength": 63,
+                              "description": "the URL's namespace when absent; must equal it when present"},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+                "resourceVersion": {"type": "string", "description": "ignored on create; must be current on replace"},
+                "creationTimestamp": {"type": "string", "format": "date-time"},
+            },
+        }),
+    );
+    schemas.insert(
+        "Status".into(),
+        json!({
+            "type": "object",
+            "required": ["kind", "status", "code"],
+            "properties": {
+                "kind": {"type": "string", "enum": ["Status"]},
+                "apiVersion": {"type": "string"},
+                "status": {"type": "string", "enum": ["Success", "Failure"]},
+                "message": {"type": "string"},
+                "reason": {"type": "string"},
+                "code": {"type": "integer"},
+                "details": {
                     "type": "object",
                     "properties": {
                         "kind": {"type": "string"},
-                        "apiVersion": {"type": "string"},
-                        "status": {"type": "string", "enum": ["Success", "Failure"]},
-                        "message": {"type": "string"},
-                        "reason": {"type": "string"},
-                        "code": {"type": "integer"},
-                        "details": {
-                            "type": "object",
-                            "properties": {
-                                "kind": {"type": "string"},
-                                "namespace": {"type": "string"},
-                                "name": {"type": "string"},
-                                "currentResourceVersion": {"type": "string"},
-                                "causes": {"type": "array", "items": {"type": "object", "properties": {
-                                    "field": {"type": "string"}, "message": {"type": "string"},
-                                }}},
-                            },
-                        },
+                        "namespace": {"type": "string"},
+                        "name": {"type": "string"},
+                        "currentResourceVersion": {"type": "string"},
+                        "causes": {"type": "array", "items": {"type": "object", "properties": {
+                            "field": {"type": "string"},
+                            "message": {"type": "string"},
+                            "line": {"type": "integer", "nullable": true},
+                            "column": {"type": "integer", "nullable": true},
+                        }}},
                     },
                 },
             },
-        },
-        "security": [{"bearer": []}],
-        "paths": paths,
-    })
+        }),
+    );
+    schemas
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn operations(document: &Value) -> Vec<(String, String, Value)> {
+        let mut out = Vec::new();
+        for (path, item) in document["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                if method != "parameters" {
+                    out.push((path.clone(), method.clone(), operation.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn without_tokens_nothing_declares_or_needs_security() {
+        let document = document(&pilot_model::istio::registry(), Options { auth: false });
+        let text = document.to_string();
+        assert!(!text.contains("securitySchemes"), "{text}");
+        assert!(!text.contains("\"security\""), "{text}");
+        assert!(!text.contains("x-access"), "{text}");
+        for (path, method, operation) in operations(&document) {
+            assert!(
+                operation["responses"].get("401").is_none(),
+                "{method} {path} lists 401 without tokens"
+            );
+        }
+    }
+
+    #[test]
+    fn with_tokens_every_operation_but_the_probes_needs_the_bearer() {
+        let document = document(&pilot_model::istio::registry(), Options { auth: true });
+        assert_eq!(
+            document["components"]["securitySchemes"]["bearer"]["scheme"],
+            "bearer"
+        );
+        assert!(document.get("security").is_none(), "no document-wide security");
+        for (path, method, operation) in operations(&document) {
+            let probe = path == "/healthz" || path == "/readyz";
+            assert_eq!(operation.get("security").is_some(), !probe, "{method} {path}");
+            assert_eq!(
+                operation["responses"].get("401").is_some(),
+                !probe,
+                "{method} {path}"
+            );
+            let write = method != "get";
+            assert_eq!(
+                operation["responses"].get("403").is_some(),
+                write,
+                "{method} {path}"
+            );
+        }
+    }
+
+    #[test]
+    fn bodies_carry_each_kinds_derived_schema() {
+        let registry = pilot_model::istio::registry();
+        let document = document(&registry, Options::default());
+        let create =
+            &document["paths"]["/apis/config.istio.io/v1alpha2/namespaces/{namespace}/routerules"]["post"];
+        assert_eq!(
+            create["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/RouteRule"
+        );
+        let route_rule = &document["components"]["schemas"]["RouteRule"];
+        assert_eq!(route_rule["properties"]["kind"]["enum"], json!(["RouteRule"]));
+        assert_eq!(
+            route_rule["properties"]["apiVersion"]["enum"],
+            json!(["config.istio.io/v1alpha2"])
+        );
+        let spec = &route_rule["properties"]["spec"];
+        assert_eq!(spec, registry.get("RouteRule").unwrap().openapi_schema().unwrap());
+        assert!(spec["properties"]["precedence"].is_object(), "{spec}");
+        assert!(spec["properties"]["destination"].is_object(), "{spec}");
+        let policy = &document["components"]["schemas"]["DestinationPolicy"]["properties"]["spec"];
+        assert!(policy["properties"]["loadBalancing"].is_object(), "{policy}");
+    }
+
+    #[test]
+    fn a_kind_without_a_schema_keeps_an_open_spec() {
+        let registry = KindRegistry::new();
+        registry
+            .register_schema(pilot_model::KindSchema::new(
+                "Widget",
+                "widgets",
+                "example.com",
+                "v1",
+                |_, _| {},
+            ))
+            .unwrap();
+        let document = document(&registry, Options::default());
+        let spec = &document["components"]["schemas"]["Widget"]["properties"]["spec"];
+        assert_eq!(spec["type"], "object");
+        assert!(spec.get("properties").is_none(), "{spec}");
+        assert!(
+            document["paths"]
+                .get("/apis/example.com/v1/namespaces/{namespace}/widgets/{name}")
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn watch_is_an_ndjson_stream_of_watch_events() {
+        let document = document(&pilot_model::istio::registry(), Options::default());
+        let list = &document["paths"]["/apis/config.istio.io/v1alpha2/egressrules"]["get"];
+        let ok = &list["responses"]["200"]["content"];
+        assert_eq!(
+            ok["application/x-ndjson"]["schema"]["$ref"],
+            "#/components/schemas/EgressRuleWatchEvent"
+        );
+        assert_eq!(
+            ok["application/json"]["schema"]["$ref"],
+            "#/components/schemas/EgressRuleList"
+        );
+        let event = &document["components"]["schemas"]["EgressRuleWatchEvent"];
+        assert_eq!(
+            event["properties"]["type"]["enum"],
+            json!(["ADDED", "MODIFIED", "DELETED", "ERROR"])
+        );
+    }
+
+    #[test]
+    fn every_reference_resolves() {
+        let document = document(&pilot_model::istio::registry(), Options { auth: true });
+        fn walk(value: &Value, found: &mut Vec<String>) {
+            match value {
+                Value::Object(map) => {
+                    if let Some(Value::String(reference)) = map.get("$ref") {
+                        found.push(reference.clone());
+                    }
+                    map.values().for_each(|v| walk(v, found));
+                }
+                Value::Array(items) => items.iter().for_each(|v| walk(v, found)),
+                _ => {}
+            }
+        }
+        let mut references = Vec::new();
+        walk(&document, &mut references);
+        assert!(!references.is_empty());
+        for reference in references {
+            let pointer = reference.trim_start_matches('#');
+            assert!(
+                document.pointer(pointer).is_some(),
+                "{reference} does not resolve"
+            );
+        }
+    }
 }

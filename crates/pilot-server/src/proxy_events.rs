@@ -172,17 +172,18 @@ impl ProxyEvents {
             .clone()
     }
 
-    /// The counters in Prometheus text format.
+    /// The counters in OpenMetrics text (`# TYPE NAME counter`, samples
+    /// `NAME_total`), without the closing `# EOF`.
     pub fn render(&self, out: &mut String) {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let _ = writeln!(
             out,
-            "# HELP pilot_proxy_restarts_total Envoy restarts after a failure, as pilot-agents reported them.\n# TYPE pilot_proxy_restarts_total counter\npilot_proxy_restarts_total {}",
+            "# HELP pilot_proxy_restarts Envoy restarts after a failure, as pilot-agents reported them.\n# TYPE pilot_proxy_restarts counter\npilot_proxy_restarts_total {}",
             inner.restarts_total
         );
         let _ = writeln!(
             out,
-            "# HELP pilot_proxy_unexpected_exits_total Envoy exits pilot-agents did not ask for, by how Envoy ended.\n# TYPE pilot_proxy_unexpected_exits_total counter"
+            "# HELP pilot_proxy_unexpected_exits Envoy exits pilot-agents did not ask for, by how Envoy ended.\n# TYPE pilot_proxy_unexpected_exits counter"
         );
         for label in ["code", "signal"] {
             let _ = writeln!(
@@ -193,7 +194,7 @@ impl ProxyEvents {
         }
         let _ = writeln!(
             out,
-            "# HELP pilot_proxy_budget_exhausted_total pilot-agents that gave up restarting Envoy.\n# TYPE pilot_proxy_budget_exhausted_total counter\npilot_proxy_budget_exhausted_total {}",
+            "# HELP pilot_proxy_budget_exhausted pilot-agents that gave up restarting Envoy.\n# TYPE pilot_proxy_budget_exhausted counter\npilot_proxy_budget_exhausted_total {}",
             inner.budget_exhausted_total
         );
     }

@@ -379,13 +379,18 @@ async fn metrics_count_requests_objects_and_pushes() {
     for line in [
         "pilot_rest_requests_total{method=\"POST\",code=\"201\"} 1",
         "pilot_rest_requests_total{method=\"POST\",code=\"409\"} 1",
+        "pilot_rest_request_duration_seconds_count{method=\"POST\",route=\"/apis/{group}/{version}/namespaces/{namespace}/{plural}\"} 2",
         "pilot_config_objects{kind=\"RouteRule\"} 1",
         "pilot_config_objects{kind=\"EgressRule\"} 0",
-        "pilot_xds_connected_proxies 0",
-        "pilot_xds_nacked_proxies{type=\"CDS\"} 0",
-        "pilot_xds_nacks_total 0",
-        "# TYPE pilot_xds_push_latency_seconds histogram",
-        "# TYPE pilot_xds_pushes_total counter",
+        "pilot_k8s_cfg_events_total{type=\"RouteRule\",event=\"add\"} 1",
+        "pilot_xds 0",
+        "pilot_xds_nacked_proxies{type=\"cds\"} 0",
+        "pilot_total_xds_rejects_total{type=\"cds\"} 0",
+        "pilot_xds_pushes_total{type=\"lds\"} 0",
+        "pilot_rest_watches 0",
+        "# TYPE pilot_proxy_convergence_time histogram",
+        "# TYPE pilot_xds_pushes counter",
+        "# EOF",
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
     }
@@ -399,9 +404,8 @@ async fn metrics_count_requests_objects_and_pushes() {
     loop {
         let (_, text) = server.request("GET", "/metrics", &[], None);
         let text = String::from_utf8(text).unwrap();
-        if value(&text, "pilot_xds_push_latency_seconds_count") >= 1.0 {
-            assert!(value(&text, "pilot_xds_pushes_total") >= 2.0, "{text}");
-            assert!(value(&text, "pilot_xds_push_latency_seconds_sum") > 0.0, "{text}");
+        if value(&text, "pilot_proxy_convergence_time_count") >= 1.0 {
+            assert!(value(&text, "pilot_proxy_convergence_time_sum") > 0.0, "{text}");
             break;
         }
         assert!(
@@ -410,6 +414,17 @@ async fn metrics_count_requests_objects_and_pushes() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    // An open watch is counted while it lasts.
+    let mut watch = server.watch(&format!("{}?watch=true", rules("default")));
+    assert_eq!(next_event(&mut watch).unwrap()["type"], "ADDED");
+    let (_, text) = server.request("GET", "/metrics", &[], None);
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.lines().any(|l| l == "pilot_rest_watches 1"), "{text}");
+    assert!(
+        text.lines().any(|l| l == "pilot_rest_watches_opened_total 1"),
+        "{text}"
+    );
+    drop(watch);
     server.stop().await;
 }
 

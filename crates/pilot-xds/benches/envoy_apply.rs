@@ -9,9 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_model::{ConfigKey, ConfigStore, Port, Protocol, Service, istio};
 use pilot_store::Controller;
+use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_xds::testing::AdsEnvoy;
 use pilot_xds::{XdsOptions, XdsServer};
 

@@ -12,8 +12,8 @@ use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use pilot_store_memory::MemoryServiceRegistry;
 use pilot_model::{Labels, Port, Protocol, Service};
+use pilot_store_memory::MemoryServiceRegistry;
 use pilot_xds::{MeshConfig, Proxy, Resources, generate};
 use prost::Message;
 

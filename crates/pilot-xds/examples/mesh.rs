@@ -11,11 +11,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 
-use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_model::{
     ConfigStore, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, document, istio,
 };
 use pilot_store::Controller;
+use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_xds::{XdsOptions, XdsServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;

@@ -38,6 +38,7 @@
 #![forbid(unsafe_code)]
 
 mod clusters;
+mod grpcgen;
 mod listeners;
 mod mesh;
 mod names;
@@ -61,10 +62,11 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use pilot_model::{ServiceDiscovery, ServiceInstance};
 
 pub use clusters::{CONNECT_TIMEOUT, PASSTHROUGH};
+pub use grpcgen::GRPC_SERVER_LISTENER_PREFIX;
 pub use listeners::VIRTUAL_PORT;
 pub use mesh::{MeshConfig, MeshIndex};
 pub use names::{ClusterName, Direction, route_config_name};
-pub use proxy::{Proxy, ProxyType, TrafficCapture};
+pub use proxy::{Generator, Proxy, ProxyType, TrafficCapture};
 pub use routes::{CORS_FILTER, FAULT_FILTER};
 pub use server::{
     AdsService, MeshSnapshot, Nack, ProxyStatus, PushInfo, TYPES, TypeStatus, XdsOptions, XdsServer,
@@ -130,6 +132,9 @@ pub(crate) fn generate_outbound(
     mesh: &MeshConfig,
     own: &[ServiceInstance],
 ) -> Resources {
+    if proxy.generator == Generator::Grpc {
+        return grpcgen::outbound(proxy, registry, mesh, own);
+    }
     let index = mesh.index();
     let (clusters, endpoints) = clusters::clusters(proxy, registry, mesh, &index);
     let plan = listeners::listeners(proxy, registry, mesh);
@@ -149,8 +154,12 @@ pub(crate) fn generate_outbound(
 }
 
 /// The inbound side of a captured sidecar: a cluster and a listener for
-/// each of its own instances (nothing for other proxies).
+/// each of its own instances; of a proxyless gRPC proxy, the listeners its
+/// xDS-enabled servers ask for (nothing for other proxies).
 pub(crate) fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance]) -> Resources {
+    if proxy.generator == Generator::Grpc {
+        return grpcgen::inbound(own);
+    }
     if proxy.proxy_type != ProxyType::Sidecar || proxy.capture != TrafficCapture::Iptables {
         return Resources::default();
     }
@@ -219,19 +228,30 @@ impl Resources {
             )));
         }
         let mut rds = BTreeSet::new();
+        let rds_of = |any: &envoy_types::pb::google::protobuf::Any| {
+            <HttpConnectionManager as prost::Message>::decode(any.value.as_slice())
+                .ok()
+                .and_then(|manager| match manager.route_specifier {
+                    Some(http_connection_manager::RouteSpecifier::Rds(rds)) => Some(rds.route_config_name),
+                    _ => None,
+                })
+        };
         for listener in &self.listeners {
+            // A gRPC client's API listener.
+            if let Some(any) = listener
+                .api_listener
+                .as_ref()
+                .and_then(|a| a.api_listener.as_ref())
+            {
+                rds.extend(rds_of(any));
+            }
             for chain in &listener.filter_chains {
                 for filter in &chain.filters {
                     let Some(filter::ConfigType::TypedConfig(any)) = &filter.config_type else {
                         continue;
                     };
-                    if let Ok(manager) =
-                        <HttpConnectionManager as prost::Message>::decode(any.value.as_slice())
-                        && filter.name == "envoy.filters.network.http_connection_manager"
-                        && let Some(http_connection_manager::RouteSpecifier::Rds(rds_config)) =
-                            manager.route_specifier
-                    {
-                        rds.insert(rds_config.route_config_name);
+                    if filter.name == "envoy.filters.network.http_connection_manager" {
+                        rds.extend(rds_of(any));
                     }
                 }
             }

@@ -58,6 +58,22 @@ pub enum TrafficCapture {
     None,
 }
 
+/// Which generator builds a proxy's configuration.
+///
+/// The rule: node metadata `GENERATOR` (as Istio names it) says `grpc` for
+/// a proxyless gRPC application (the bootstrap `pilotctl grpc-bootstrap`
+/// writes sets it), `envoy` or nothing for an Envoy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Generator {
+    /// Envoy: listeners on addresses, filter chains, every xDS feature.
+    #[default]
+    Envoy,
+    /// A gRPC library speaking xDS itself (gRFC A27): listeners named
+    /// `host:port` with an API listener, only what gRPC accepts (see the
+    /// `grpcgen` module).
+    Grpc,
+}
+
 /// A connected proxy: `type~ip~id~domain` plus node metadata.
 ///
 /// ```
@@ -82,6 +98,8 @@ pub struct Proxy {
     pub labels: Labels,
     /// How traffic reaches the proxy.
     pub capture: TrafficCapture,
+    /// Envoy or proxyless gRPC (node metadata `GENERATOR`).
+    pub generator: Generator,
 }
 
 impl Proxy {
@@ -115,11 +133,13 @@ impl Proxy {
             domain: domain.to_string(),
             labels: Labels::new(),
             capture: TrafficCapture::default(),
+            generator: Generator::default(),
         })
     }
 
-    /// Applies node metadata: `LABELS` (a JSON object or `k=v,k=v`) and
-    /// `INTERCEPTION_MODE` (`NONE` turns capture off).
+    /// Applies node metadata: `LABELS` (a JSON object or `k=v,k=v`),
+    /// `INTERCEPTION_MODE` (`NONE` turns capture off) and `GENERATOR`
+    /// (`grpc` for proxyless gRPC, `envoy`).
     pub fn with_metadata(mut self, metadata: &BTreeMap<String, String>) -> Result<Self, XdsError> {
         if let Some(labels) = metadata.get("LABELS") {
             self.labels = parse_labels(labels).map_err(|reason| XdsError::BadNodeId {
@@ -135,6 +155,18 @@ impl Proxy {
                     return Err(XdsError::BadNodeId {
                         node_id: self.node_id(),
                         reason: format!("INTERCEPTION_MODE {other:?} is not NONE, REDIRECT or TPROXY"),
+                    });
+                }
+            };
+        }
+        if let Some(generator) = metadata.get("GENERATOR") {
+            self.generator = match generator.to_ascii_lowercase().as_str() {
+                "grpc" => Generator::Grpc,
+                "envoy" | "" => Generator::Envoy,
+                other => {
+                    return Err(XdsError::BadNodeId {
+                        node_id: self.node_id(),
+                        reason: format!("metadata GENERATOR {other:?} is not grpc or envoy"),
                     });
                 }
             };
@@ -208,6 +240,13 @@ mod tests {
         assert_eq!(proxy.labels.get("app"), Some("ratings"));
         let metadata: BTreeMap<String, String> =
             [("INTERCEPTION_MODE".to_string(), "MAGIC".to_string())].into();
-        assert!(proxy.with_metadata(&metadata).is_err());
+        assert!(proxy.clone().with_metadata(&metadata).is_err());
+        assert_eq!(proxy.generator, Generator::Envoy);
+        let metadata: BTreeMap<String, String> = [("GENERATOR".to_string(), "grpc".to_string())].into();
+        let grpc = proxy.clone().with_metadata(&metadata).unwrap();
+        assert_eq!(grpc.generator, Generator::Grpc);
+        let metadata: BTreeMap<String, String> = [("GENERATOR".to_string(), "istio".to_string())].into();
+        let err = proxy.with_metadata(&metadata).unwrap_err();
+        assert!(err.to_string().contains("GENERATOR \"istio\""), "{err}");
     }
 }

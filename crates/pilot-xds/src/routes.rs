@@ -84,7 +84,7 @@ pub(crate) fn route_configuration(
 /// The names a client may use for a service: the hostname, `name.namespace`,
 /// `name.namespace.svc`, the short name within the proxy's own namespace, and
 /// the address, each with and without `:port`.
-fn domains(service: &Service, port: u16, proxy: &Proxy) -> Vec<String> {
+pub(crate) fn domains(service: &Service, port: u16, proxy: &Proxy) -> Vec<String> {
     let mut names = vec![service.hostname.clone()];
     let parts: Vec<&str> = service.hostname.split('.').collect();
     if parts.len() >= 2 {
@@ -113,7 +113,12 @@ fn domains(service: &Service, port: u16, proxy: &Proxy) -> Vec<String> {
 /// Whether a rule's source match admits this proxy: the proxy must run an
 /// instance of the source service whose labels include the source's labels
 /// (or carry them in its node metadata).
-fn applies_to(rule: &Config<RouteRule>, mesh: &MeshConfig, own: &[ServiceInstance], proxy: &Proxy) -> bool {
+pub(crate) fn applies_to(
+    rule: &Config<RouteRule>,
+    mesh: &MeshConfig,
+    own: &[ServiceInstance],
+    proxy: &Proxy,
+) -> bool {
     let Some(source) = rule.spec.match_condition.as_ref().and_then(|m| m.source.as_ref()) else {
         return true;
     };
@@ -125,7 +130,7 @@ fn applies_to(rule: &Config<RouteRule>, mesh: &MeshConfig, own: &[ServiceInstanc
 }
 
 /// The routes of one rule for one service port.
-fn rule_routes(rule: &Config<RouteRule>, host: &str, port: u16, mesh: &MeshConfig) -> Vec<Route> {
+pub(crate) fn rule_routes(rule: &Config<RouteRule>, host: &str, port: u16, mesh: &MeshConfig) -> Vec<Route> {
     let spec = &rule.spec;
     let route_match = match spec.match_condition.as_ref().and_then(|m| m.request.as_ref()) {
         Some(request) => request_match(request),
@@ -276,21 +281,21 @@ pub(crate) fn request_match(request: &MatchRequest) -> RouteMatch {
     route_match
 }
 
-fn to_cluster(name: String) -> RouteAction {
+pub(crate) fn to_cluster(name: String) -> RouteAction {
     RouteAction {
         cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(name)),
         ..Default::default()
     }
 }
 
-fn prefix_match(prefix: &str) -> RouteMatch {
+pub(crate) fn prefix_match(prefix: &str) -> RouteMatch {
     RouteMatch {
         path_specifier: Some(route_match::PathSpecifier::Prefix(prefix.to_string())),
         ..Default::default()
     }
 }
 
-fn is_catch_all(route: &Route) -> bool {
+pub(crate) fn is_catch_all(route: &Route) -> bool {
     route.r#match.as_ref().is_some_and(|m| {
         m.headers.is_empty()
             && matches!(&m.path_specifier, Some(route_match::PathSpecifier::Prefix(p)) if p == "/")

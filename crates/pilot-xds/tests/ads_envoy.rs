@@ -196,6 +196,17 @@ async fn routing_scenarios(delta: bool) {
     // Envoy NACK it again).
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(server.nacks_total(), 1, "{:?}", server.status());
+    // By type, as pilot_total_xds_rejects{type} and pilot_xds_pushes{type}
+    // report them.
+    assert_eq!(
+        server.nacks_by_type(),
+        [("CDS", 0), ("EDS", 0), ("LDS", 0), ("RDS", 1)],
+        "{:?}",
+        server.status()
+    );
+    for (short, sent) in server.sent_by_type() {
+        assert!(sent > 0, "no {short} response counted as sent");
+    }
     run(Box::new(move || {
         assert_eq!(
             request(service_port, &[("end-user", "jason")]).1,

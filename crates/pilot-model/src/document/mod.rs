@@ -301,6 +301,43 @@ fn read_document(
 
 /// Where `path` is in the document: the field itself, or its nearest
 /// ancestor that is present (for a missing field), or the document start.
+/// Where the fields of the objects in one text are, for findings about
+/// objects that parsed fine (e.g. `pilotctl analyze`).
+///
+/// ```
+/// let text = "kind: RouteRule\nmetadata:\n  name: a\nspec:\n  precedence: 2\n";
+/// let locator = pilot_model::document::Locator::new(text);
+/// assert_eq!(locator.find("RouteRule", "a", "spec.precedence"), Some((5, 3)));
+/// assert_eq!(locator.find("RouteRule", "b", "spec"), None);
+/// ```
+#[derive(Debug)]
+pub struct Locator {
+    documents: Vec<tree::ParsedDocument>,
+}
+
+impl Locator {
+    /// Reads the positions of every field in `text`.
+    pub fn new(text: &str) -> Self {
+        Locator {
+            documents: tree::parse(text, &Limits::default(), true).0,
+        }
+    }
+
+    /// The line and column of `path` (as errors print it, e.g.
+    /// `spec.route[0].labels`) in the document holding the `kind` named
+    /// `name`, or of its nearest parent that is there.
+    pub fn find(&self, kind: &str, name: &str, path: &str) -> Option<(usize, usize)> {
+        let document = self.documents.iter().find(|d| {
+            d.value.as_ref().is_some_and(|v| {
+                v.get("kind").and_then(serde_json::Value::as_str) == Some(kind)
+                    && v.pointer("/metadata/name").and_then(serde_json::Value::as_str) == Some(name)
+            })
+        })?;
+        let position = locate(document, path);
+        Some((position.line, position.column))
+    }
+}
+
 fn locate(document: &tree::ParsedDocument, path: &str) -> tree::Position {
     let mut segments = tree::segments(path);
     loop {

@@ -45,6 +45,10 @@ impl Protocol for Connection {
         request.node.as_ref()
     }
 
+    fn names_listeners(request: &Self::Request) -> bool {
+        request.type_url == ORDER[2].1 && !request.resource_names.is_empty()
+    }
+
     fn new(server: Arc<Inner>, id: u64, proxy: Proxy, responses: Responses) -> Self {
         Connection {
             server,
@@ -97,6 +101,7 @@ impl Protocol for Connection {
                     self.server
                         .nacks
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.server.rejects.add(short);
                     let version = self.status(short, |s| s.sent.clone()).unwrap_or_default();
                     self.status(short, |s| {
                         s.nack = Some(Nack {
@@ -180,7 +185,11 @@ impl Connection {
             ..Default::default()
         };
         self.status(short, |s| s.sent = Some(version));
-        self.responses.send(frame(&head, resources)).await.is_ok()
+        let sent = self.responses.send(frame(&head, resources)).await.is_ok();
+        if sent {
+            self.server.sent.add(short);
+        }
+        sent
     }
 
     fn status<T>(&self, short: &'static str, f: impl FnOnce(&mut TypeStatus) -> T) -> T {

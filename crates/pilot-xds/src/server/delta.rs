@@ -54,6 +54,12 @@ impl Protocol for DeltaConnection {
         request.node.as_ref()
     }
 
+    fn names_listeners(request: &Self::Request) -> bool {
+        request.type_url == ORDER[2].1
+            && !request.resource_names_subscribe.is_empty()
+            && request.resource_names_subscribe.iter().all(|name| name != "*")
+    }
+
     fn new(server: Arc<Inner>, id: u64, proxy: Proxy, responses: Responses) -> Self {
         DeltaConnection {
             server,
@@ -98,6 +104,7 @@ impl Protocol for DeltaConnection {
                     self.server
                         .nacks
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.server.rejects.add(short);
                     // What was rejected is not held by the client.
                     update_status(&self.server, self.id, short, |s| {
                         s.nack = Some(Nack {
@@ -237,6 +244,10 @@ impl DeltaConnection {
             nonce,
             ..Default::default()
         };
-        self.responses.send(frame(&head, resources)).await.is_ok()
+        let sent = self.responses.send(frame(&head, resources)).await.is_ok();
+        if sent {
+            self.server.sent.add(short);
+        }
+        sent
     }
 }

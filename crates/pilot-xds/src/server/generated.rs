@@ -14,7 +14,9 @@ use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
 use tokio::sync::OnceCell;
 
 use crate::util::any;
-use crate::{MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, generate_inbound, generate_outbound};
+use crate::{
+    Generator, MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, generate_inbound, generate_outbound,
+};
 
 /// What the shared (outbound) part of a proxy's configuration depends on
 /// besides the mesh: proxies equal here get equal outbound configuration,
@@ -27,6 +29,7 @@ use crate::{MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, generate_in
 pub(crate) struct ProxyClass {
     proxy_type: ProxyType,
     capture: TrafficCapture,
+    generator: Generator,
     domain: String,
     labels: Labels,
     /// The services the proxy runs instances of that are some rule's
@@ -47,6 +50,7 @@ impl ProxyClass {
         ProxyClass {
             proxy_type: proxy.proxy_type,
             capture: proxy.capture,
+            generator: proxy.generator,
             domain: proxy.domain.clone(),
             // Proxy labels only matter with an own instance of a source.
             labels: if own.is_empty() {

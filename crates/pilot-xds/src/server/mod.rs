@@ -109,6 +109,10 @@ pub(crate) struct Inner {
     pub(crate) pushes: tokio::sync::broadcast::Sender<PushInfo>,
     /// NACKs received since the server started.
     pub(crate) nacks: AtomicU64,
+    /// NACKs received, by type.
+    pub(crate) rejects: status::TypeCounters,
+    /// Responses handed to streams, by type.
+    pub(crate) sent: status::TypeCounters,
     /// Subscriptions' name sets, shared between streams.
     pub(crate) names: stream::NameSets,
     pipeline: Mutex<Option<JoinHandle<()>>>,
@@ -140,6 +144,8 @@ impl XdsServer {
             names: Default::default(),
             pushes: tokio::sync::broadcast::channel(64).0,
             nacks: AtomicU64::new(0),
+            rejects: Default::default(),
+            sent: Default::default(),
             pipeline: Mutex::new(None),
         });
         let task = tokio::spawn(pipeline::run(
@@ -208,6 +214,19 @@ impl XdsServer {
     /// type and stream.
     pub fn nacks_total(&self) -> u64 {
         self.inner.nacks.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The NACKs received since the server started, by type (`CDS`,
+    /// `EDS`, `LDS`, `RDS`), over every stream.
+    pub fn nacks_by_type(&self) -> [(&'static str, u64); TYPES.len()] {
+        self.inner.rejects.get()
+    }
+
+    /// The responses sent (handed to a stream's send queue) since the
+    /// server started, by type, over every stream, state of the world and
+    /// incremental.
+    pub fn sent_by_type(&self) -> [(&'static str, u64); TYPES.len()] {
+        self.inner.sent.get()
     }
 
     /// The version of the last push, once the first has happened.

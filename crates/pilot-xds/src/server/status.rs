@@ -5,6 +5,24 @@ use std::collections::BTreeMap;
 /// The xDS types, in the order they are pushed.
 pub const TYPES: [&str; 4] = ["CDS", "EDS", "LDS", "RDS"];
 
+/// A counter per xDS type (index in [`TYPES`]).
+#[derive(Debug, Default)]
+pub(crate) struct TypeCounters([std::sync::atomic::AtomicU64; TYPES.len()]);
+
+impl TypeCounters {
+    /// Adds one for `short` (`CDS`, ...); other names are ignored.
+    pub(crate) fn add(&self, short: &str) {
+        if let Some(index) = TYPES.iter().position(|t| *t == short) {
+            self.0[index].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Every type with its count.
+    pub(crate) fn get(&self) -> [(&'static str, u64); TYPES.len()] {
+        std::array::from_fn(|i| (TYPES[i], self.0[i].load(std::sync::atomic::Ordering::Relaxed)))
+    }
+}
+
 /// A NACK: the version a proxy rejected and what it said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nack {

@@ -26,6 +26,10 @@ pub(super) trait Protocol: Sized + Send {
     /// The node a request carries (the first one must).
     fn node(request: &Self::Request) -> Option<&Node>;
 
+    /// True when the request subscribes to listeners by name: Envoys ask
+    /// for every listener, gRPC clients and servers for named ones.
+    fn names_listeners(request: &Self::Request) -> bool;
+
     /// The state of a new stream for `proxy`.
     fn new(server: Arc<Inner>, id: u64, proxy: Proxy, responses: mpsc::Sender<Outgoing>) -> Self;
 
@@ -53,13 +57,21 @@ pub(super) async fn drive<P: Protocol>(
         Ok(Some(first)) => first,
         _ => return,
     };
-    let proxy = match proxy_from(P::node(&first)) {
+    let mut proxy = match proxy_from(P::node(&first)) {
         Ok(proxy) => proxy,
         Err(status) => {
             let _ = responses.send(Outgoing::End(status)).await;
             return;
         }
     };
+    // Without a GENERATOR in its metadata, a node whose first request
+    // names listeners is a gRPC library (an Envoy asks for all of them).
+    let declared = P::node(&first)
+        .and_then(|node| node.metadata.as_ref())
+        .is_some_and(|m| m.fields.contains_key("GENERATOR"));
+    if !declared && P::names_listeners(&first) {
+        proxy.generator = crate::Generator::Grpc;
+    }
     let mut snapshots = server.snapshots.subscribe();
     let mut closing = server.closing.subscribe();
     register(&server, id, &proxy, P::INCREMENTAL);

@@ -1,0 +1,91 @@
+//! `pilotctl analyze`: offline on files, and against a real pilot-discovery
+//! with its configuration and service registry.
+
+mod common;
+
+use common::{Discovery, pilotctl};
+
+#[test]
+fn offline_on_bookinfo_finds_the_shadowed_rule_at_its_line() {
+    let run = pilotctl(None, &["analyze", "-f", "examples/bookinfo/"], &[], None);
+    assert_eq!(run.code, 0, "warnings do not fail by default: {run:?}");
+    assert!(
+        run.stdout.lines().any(|l| l.starts_with(
+            "examples/bookinfo/route-rule-reviews-timeout.yaml:10:3: warning PLT0104 RouteRule default/reviews-timeout spec.precedence: never reached: RouteRule default/reviews-default"
+        )),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("0 errors, 1 warning"), "{run:?}");
+    let strict = pilotctl(
+        None,
+        &["analyze", "-f", "examples/bookinfo/", "--fail-on", "warning"],
+        &[],
+        None,
+    );
+    assert_eq!(strict.code, 1, "{strict:?}");
+    // validate prints the same finding as a warning and succeeds.
+    let validate = pilotctl(None, &["validate", "-f", "examples/bookinfo/"], &[], None);
+    assert_eq!(validate.code, 0, "{validate:?}");
+    assert!(validate.stdout.contains("warning PLT0104"), "{validate:?}");
+}
+
+#[test]
+fn against_the_server_a_route_to_a_version_without_instances_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let services = dir.path().join("services.yaml");
+    // reviews has no v3: reviews-test-v3 sends jason's requests nowhere.
+    std::fs::write(
+        &services,
+        "services:\n\
+         - hostname: reviews.default.svc.cluster.local\n  ports: [{name: http, port: 9080, protocol: HTTP}]\n  instances:\n  \
+         - {address: 127.0.0.1, port: 20001, labels: {version: v1}}\n  - {address: 127.0.0.1, port: 20002, labels: {version: v2}}\n\
+         - hostname: ratings.default.svc.cluster.local\n  ports: [{name: http, port: 9080, protocol: HTTP}]\n  instances:\n  \
+         - {address: 127.0.0.1, port: 20003, labels: {version: v1}}\n",
+    )
+    .unwrap();
+    let server = Discovery::start(&["--services", services.to_str().unwrap()]);
+    let url = Some(server.url.as_str());
+    let applied = pilotctl(url, &["apply", "-f", "examples/bookinfo/"], &[], None);
+    assert_eq!(applied.code, 0, "{applied:?}");
+
+    let run = pilotctl(url, &["analyze"], &[], None);
+    assert_eq!(run.code, 1, "an error fails: {run:?}");
+    for expected in [
+        "error PLT0102 RouteRule default/reviews-test-v3 spec.route[0].labels: 100% of the traffic goes to the subset {version=v3} of reviews.default.svc.cluster.local, which has no instances",
+        "error PLT0101 RouteRule default/details-default spec.destination: destination service details.default.svc.cluster.local does not exist in the service registry",
+        "error PLT0101 IngressRule default/bookinfo-gateway spec.destination: destination service productpage.default.svc.cluster.local does not exist",
+        "warning PLT0104 RouteRule default/reviews-timeout spec.precedence: never reached",
+    ] {
+        assert!(
+            run.stdout.lines().any(|l| l.starts_with(expected)),
+            "no line starting {expected:?} in {run:?}"
+        );
+    }
+    assert!(run.stdout.contains("with the service registry"), "{run:?}");
+    // A file given with --server is analyzed over the server's objects:
+    // reviews-timeout, first and only for one user, shadows nothing and is
+    // reachable.
+    let fixed = dir.path().join("fixed.yaml");
+    let original = std::fs::read_to_string(
+        common::workspace().join("examples/bookinfo/route-rule-reviews-timeout.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        &fixed,
+        original.replace(
+            "precedence: 1",
+            "precedence: 2\n  match: {request: {headers: {end-user: {exact: tester}}}}",
+        ),
+    )
+    .unwrap();
+    let run = pilotctl(
+        url,
+        &["analyze", "-f", fixed.to_str().unwrap(), "--fail-on", "never"],
+        &[],
+        None,
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stdout.contains("PLT0104"), "{run:?}");
+    assert!(run.stdout.contains("PLT0102"), "{run:?}");
+    server.terminate();
+}

@@ -1,0 +1,69 @@
+"""A gRPC client for pilot's proxyless tests, driven line by line on stdin
+so that one process (one xDS client, one channel per target) lives through
+rule changes. Each command prints one JSON line:
+
+    health TARGET                 -> {"status": "SERVING"} or {"error": CODE, "message": ...}
+    count TARGET N [KEY=VALUE]    -> {"counts": {NAME: n}, "errors": {CODE: n}, "messages": [...]}
+                                     (N calls of /pilot.test.Who/Name, with the header if given)
+
+TARGET is e.g. xds:///greeter.default.svc.cluster.local:50551 (the
+bootstrap comes from GRPC_XDS_BOOTSTRAP) or 127.0.0.1:PORT.
+"""
+
+import json
+import sys
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+# A deadline only turns a hang into an error the test reports.
+DEADLINE = 30
+channels = {}
+
+
+def channel(target):
+    if target not in channels:
+        channels[target] = grpc.insecure_channel(target)
+    return channels[target]
+
+
+def health_check(target):
+    stub = health_pb2_grpc.HealthStub(channel(target))
+    try:
+        reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=DEADLINE)
+        return {"status": health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)}
+    except grpc.RpcError as error:
+        return {"error": error.code().name, "message": error.details()}
+
+
+def count(target, n, header):
+    call = channel(target).unary_unary("/pilot.test.Who/Name")
+    metadata = [tuple(header.split("=", 1))] if header else None
+    counts, errors, messages = {}, {}, []
+    for _ in range(n):
+        try:
+            name = call(b"", timeout=DEADLINE, metadata=metadata).decode()
+            counts[name] = counts.get(name, 0) + 1
+        except grpc.RpcError as error:
+            errors[error.code().name] = errors.get(error.code().name, 0) + 1
+            if len(messages) < 3:
+                messages.append(error.details())
+    return {"counts": counts, "errors": errors, "messages": messages}
+
+
+def main():
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "health":
+            result = health_check(words[1])
+        elif words[0] == "count":
+            result = count(words[1], int(words[2]), words[3] if len(words) > 3 else None)
+        else:
+            result = {"error": "BAD_COMMAND", "message": line.strip()}
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

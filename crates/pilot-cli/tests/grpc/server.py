@@ -1,0 +1,42 @@
+"""A gRPC server for pilot's proxyless tests: the standard health service
+(SERVING) and /pilot.test.Who/Name, which answers this server's name.
+
+    server.py NAME PORT [--xds]
+
+With --xds the server is xDS-enabled (GRPC_XDS_BOOTSTRAP names pilot): it
+serves only once pilot has sent the listener for its address. Prints
+"started" once start() returned, then runs until stdin closes.
+"""
+
+import sys
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+
+def main():
+    name, port = sys.argv[1], int(sys.argv[2])
+    xds = "--xds" in sys.argv[3:]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), xds=xds)
+    who = grpc.method_handlers_generic_handler(
+        "pilot.test.Who",
+        {"Name": grpc.unary_unary_rpc_method_handler(lambda request, context: name.encode())},
+    )
+    server.add_generic_rpc_handlers((who,))
+    checker = health.HealthServicer()
+    checker.set("", health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(checker, server)
+    address = f"127.0.0.1:{port}"
+    if xds:
+        server.add_secure_port(address, grpc.xds_server_credentials(grpc.insecure_server_credentials()))
+    else:
+        server.add_insecure_port(address)
+    server.start()
+    print("started", flush=True)
+    sys.stdin.read()
+    server.stop(None)
+
+
+if __name__ == "__main__":
+    main()

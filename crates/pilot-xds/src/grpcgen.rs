@@ -1,0 +1,358 @@
+//! Proxyless gRPC (Istio's `grpcgen`): configuration for gRPC libraries
+//! that speak xDS themselves (gRFC A27 client, A36 server), built from the
+//! same services and rules as an Envoy's, keeping only what gRPC reads and
+//! accepts.
+//!
+//! - LDS, client side: a listener named `host:port` for every name a client
+//!   may dial (`xds:///reviews.default.svc.cluster.local:9080`, and as for
+//!   Envoy `name.namespace`, `name.namespace.svc`, the short name in the
+//!   client's namespace and the VIP, always with the port), holding an
+//!   `api_listener` HttpConnectionManager with RDS and the fault (when a
+//!   rule of the host asks for faults) and router filters (gRFC A39).
+//!   Unknown names have no resource: the client reports "does not exist".
+//! - RDS: one route configuration per service port, named
+//!   `hostname:port`, one virtual host with every alias as domain; routes
+//!   from the rules as for Envoy (header and path matches, weighted
+//!   subsets), then reduced to gRPC's subset (A28): timeouts become
+//!   `max_stream_duration` (A31), retries keep gRPC status codes (A44),
+//!   faults stay per route (A33); rewrites, mirrors, appended headers, CORS
+//!   and websocket settings are dropped (gRPC NACKs per-route
+//!   configuration of filters it does not run, and ignores the rest).
+//! - CDS/EDS: an EDS cluster per service port and per subset a rule or
+//!   policy names (round robin; a policy's `httpMaxRequests` as the
+//!   circuit breaker, A32); load assignments with a weight per locality
+//!   (gRPC drops localities without one) and a locality, empty without a zone. External (DNS) services and
+//!   egress rules are not generated for gRPC.
+//! - LDS, server side (A36): for each instance the registry has on the
+//!   proxy's IP, listeners named
+//!   `grpc/server?xds.resource.listening_address=IP:PORT` (the instance's
+//!   address, `0.0.0.0` and `[::]`), whose address is that address, with an
+//!   inline route configuration whose only route is a non-forwarding one,
+//!   so an xDS-enabled gRPC server starts serving.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use envoy_types::pb::envoy::config::cluster::v3::{
+    CircuitBreakers, Cluster, circuit_breakers::Thresholds, cluster,
+};
+use envoy_types::pb::envoy::config::core::v3::TrafficDirection;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::config::listener::v3::{ApiListener, Filter, FilterChain, Listener, filter};
+use envoy_types::pb::envoy::config::route::v3::{
+    NonForwardingAction, RetryPolicy, Route, RouteAction, RouteConfiguration, VirtualHost, route,
+    route_action,
+};
+use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault;
+use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
+};
+use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
+
+use crate::clusters::{load_assignment, subsets};
+use crate::routes::{FAULT_FILTER, applies_to, domains, is_catch_all, prefix_match, rule_routes, to_cluster};
+use crate::util::{ads, any, socket, u32_value};
+use crate::{ClusterName, MeshConfig, Proxy, Resources};
+
+/// The prefix of the listener names xDS-enabled gRPC servers ask for (the
+/// `server_listener_resource_name_template` of the bootstrap, `%s` being
+/// the listening address).
+pub const GRPC_SERVER_LISTENER_PREFIX: &str = "grpc/server?xds.resource.listening_address=";
+
+/// The router filter's name.
+const ROUTER_FILTER: &str = "envoy.filters.http.router";
+/// The connection manager's name (server-side filter chains).
+const HCM_FILTER: &str = "envoy.filters.network.http_connection_manager";
+/// What a rule's retries retry on for gRPC (gRFC A44 takes gRPC status
+/// codes; UNAVAILABLE is what Envoy's `5xx,connect-failure` become).
+const GRPC_RETRY_ON: &str = "unavailable";
+
+/// Everything a gRPC client may ask for: listeners by `host:port`, route
+/// configurations, clusters and load assignments.
+pub(crate) fn outbound(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    mesh: &MeshConfig,
+    own: &[ServiceInstance],
+) -> Resources {
+    let index = mesh.index();
+    let subsets = subsets(mesh);
+    let none = BTreeSet::new();
+    let mut resources = Resources::default();
+    let mut listener_names = BTreeSet::new();
+    for service in registry.services() {
+        if service.external_name.is_some() {
+            continue;
+        }
+        let rules: Vec<_> = index
+            .rules_for(&service.hostname)
+            .iter()
+            .copied()
+            .filter(|rule| applies_to(rule, mesh, own, proxy))
+            .collect();
+        let faults = rules.iter().any(|rule| rule.spec.http_fault.is_some());
+        for port in &service.ports {
+            let canonical = format!("{}:{}", service.hostname, port.port);
+            // Listeners: one per name with the port (the first service to
+            // claim a name keeps it, as Envoy's domains do).
+            let aliases = domains(&service, port.port, proxy);
+            let suffix = format!(":{}", port.port);
+            for alias in aliases.iter().filter(|a| a.ends_with(&suffix)) {
+                if listener_names.insert(alias.clone()) {
+                    resources
+                        .listeners
+                        .push(client_listener(alias, &canonical, faults));
+                }
+            }
+            // The route configuration.
+            let mut routes: Vec<Route> = rules
+                .iter()
+                .flat_map(|rule| rule_routes(rule, &service.hostname, port.port, mesh))
+                .map(for_grpc)
+                .collect();
+            if !routes.iter().any(is_catch_all) {
+                routes.push(Route {
+                    name: "default".into(),
+                    r#match: Some(prefix_match("/")),
+                    action: Some(route::Action::Route(to_cluster(
+                        ClusterName::outbound(&service.hostname, port.port, Labels::new()).to_string(),
+                    ))),
+                    ..Default::default()
+                });
+            }
+            resources.routes.push(RouteConfiguration {
+                name: canonical.clone(),
+                virtual_hosts: vec![VirtualHost {
+                    name: canonical,
+                    domains: aliases,
+                    routes,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+            // Clusters and load assignments.
+            let wanted = std::iter::once(Labels::new())
+                .chain(subsets.get(&service.hostname).unwrap_or(&none).iter().cloned());
+            for subset in wanted {
+                let name = ClusterName::outbound(&service.hostname, port.port, subset.clone());
+                let max_requests = index.policy_for(&service.hostname, &subset).and_then(|p| {
+                    p.spec
+                        .circuit_breaker
+                        .as_ref()?
+                        .simple_cb
+                        .as_ref()?
+                        .http_max_requests
+                });
+                resources
+                    .clusters
+                    .push(eds_cluster(&name.to_string(), max_requests));
+                resources
+                    .endpoints
+                    .push(weighted(load_assignment(&name, &service, &port.name, registry)));
+            }
+        }
+    }
+    resources
+}
+
+/// The server-side listeners of a gRPC proxy: one per name an xDS-enabled
+/// server listening for one of its instances may ask for.
+pub(crate) fn inbound(own: &[ServiceInstance]) -> Resources {
+    let mut listeners: BTreeMap<String, Listener> = BTreeMap::new();
+    for instance in own {
+        let port = instance.endpoint.port;
+        let wildcards: &[&str] = if instance.endpoint.address.is_ipv4() {
+            &["0.0.0.0", "[::]"]
+        } else {
+            &["[::]", "0.0.0.0"]
+        };
+        let own_address = match instance.endpoint.address {
+            std::net::IpAddr::V4(v4) => v4.to_string(),
+            std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        };
+        for address in std::iter::once(own_address.as_str()).chain(wildcards.iter().copied()) {
+            let name = format!("{GRPC_SERVER_LISTENER_PREFIX}{address}:{port}");
+            listeners
+                .entry(name.clone())
+                .or_insert_with(|| server_listener(&name, address, port, &instance.service.hostname));
+        }
+    }
+    Resources {
+        listeners: listeners.into_values().collect(),
+        ..Default::default()
+    }
+}
+
+/// A client-side listener: an API listener whose connection manager takes
+/// its routes from `route_config`.
+fn client_listener(name: &str, route_config: &str, faults: bool) -> Listener {
+    let mut http_filters = Vec::new();
+    if faults {
+        http_filters.push(http_filter(FAULT_FILTER, any(&HttpFault::default())));
+    }
+    http_filters.push(http_filter(ROUTER_FILTER, any(&Router::default())));
+    let manager = HttpConnectionManager {
+        stat_prefix: name.to_string(),
+        route_specifier: Some(http_connection_manager::RouteSpecifier::Rds(Rds {
+            config_source: Some(ads()),
+            route_config_name: route_config.to_string(),
+        })),
+        http_filters,
+        ..Default::default()
+    };
+    Listener {
+        name: name.to_string(),
+        api_listener: Some(ApiListener {
+            api_listener: Some(any(&manager)),
+        }),
+        ..Default::default()
+    }
+}
+
+/// A server-side listener at `address:port` (gRFC A36): every request is
+/// served by the server itself (a non-forwarding route).
+fn server_listener(name: &str, address: &str, port: u16, hostname: &str) -> Listener {
+    let bare = address.trim_start_matches('[').trim_end_matches(']');
+    let routes = RouteConfiguration {
+        name: format!("inbound|{port}||{hostname}"),
+        virtual_hosts: vec![VirtualHost {
+            name: "inbound|http".into(),
+            domains: vec!["*".into()],
+            routes: vec![Route {
+                name: "default".into(),
+                r#match: Some(prefix_match("/")),
+                action: Some(route::Action::NonForwardingAction(NonForwardingAction {})),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let manager = HttpConnectionManager {
+        stat_prefix: name.to_string(),
+        route_specifier: Some(http_connection_manager::RouteSpecifier::RouteConfig(routes)),
+        http_filters: vec![http_filter(ROUTER_FILTER, any(&Router::default()))],
+        ..Default::default()
+    };
+    Listener {
+        name: name.to_string(),
+        address: Some(socket(bare, port)),
+        traffic_direction: TrafficDirection::Inbound as i32,
+        filter_chains: vec![FilterChain {
+            name: "inbound".into(),
+            filters: vec![Filter {
+                name: HCM_FILTER.into(),
+                config_type: Some(filter::ConfigType::TypedConfig(any(&manager))),
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn http_filter(name: &str, config: envoy_types::pb::google::protobuf::Any) -> HttpFilter {
+    HttpFilter {
+        name: name.to_string(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(config)),
+        ..Default::default()
+    }
+}
+
+/// An EDS cluster over ADS, round robin (what every gRPC supports).
+fn eds_cluster(name: &str, max_requests: Option<i32>) -> Cluster {
+    Cluster {
+        name: name.to_string(),
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
+            cluster::DiscoveryType::Eds as i32,
+        )),
+        eds_cluster_config: Some(cluster::EdsClusterConfig {
+            eds_config: Some(ads()),
+            ..Default::default()
+        }),
+        lb_policy: cluster::LbPolicy::RoundRobin as i32,
+        circuit_breakers: max_requests.map(|n| CircuitBreakers {
+            thresholds: vec![Thresholds {
+                max_requests: Some(u32_value(n)),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Gives each locality a weight (its number of endpoints), which gRPC
+/// needs (it ignores localities without one), and a locality message
+/// (empty for endpoints without a zone: gRPC NACKs a missing one).
+fn weighted(mut assignment: ClusterLoadAssignment) -> ClusterLoadAssignment {
+    for locality in &mut assignment.endpoints {
+        locality.locality.get_or_insert_with(Default::default);
+        let n = i32::try_from(locality.lb_endpoints.len()).unwrap_or(i32::MAX);
+        locality.load_balancing_weight = Some(u32_value(n.max(1)));
+    }
+    assignment
+}
+
+/// An Envoy route reduced to what gRPC reads (gRFC A28, A31, A33, A44).
+fn for_grpc(mut route: Route) -> Route {
+    route.request_headers_to_add.clear();
+    route
+        .typed_per_filter_config
+        .retain(|name, _| name == FAULT_FILTER);
+    if let Some(route::Action::Route(action)) = &mut route.action {
+        *action = action_for_grpc(std::mem::take(action));
+    }
+    route
+}
+
+fn action_for_grpc(action: RouteAction) -> RouteAction {
+    let max_stream_duration = action.timeout.map(|timeout| route_action::MaxStreamDuration {
+        max_stream_duration: Some(timeout),
+        ..Default::default()
+    });
+    let retry_policy = action
+        .retry_policy
+        .filter(|retry| retry.num_retries.as_ref().is_some_and(|n| n.value > 0))
+        .map(|retry| RetryPolicy {
+            retry_on: GRPC_RETRY_ON.to_string(),
+            num_retries: retry.num_retries,
+            ..Default::default()
+        });
+    RouteAction {
+        cluster_specifier: action.cluster_specifier,
+        max_stream_duration,
+        retry_policy,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_keep_only_grpc_codes() {
+        let action = RouteAction {
+            retry_policy: Some(RetryPolicy {
+                retry_on: "5xx,connect-failure".into(),
+                num_retries: Some(u32_value(3)),
+                ..Default::default()
+            }),
+            prefix_rewrite: "/x".into(),
+            ..Default::default()
+        };
+        let grpc = action_for_grpc(action);
+        let retry = grpc.retry_policy.unwrap();
+        assert_eq!(retry.retry_on, "unavailable");
+        assert_eq!(retry.num_retries.unwrap().value, 3);
+        assert!(grpc.prefix_rewrite.is_empty());
+        let none = action_for_grpc(RouteAction {
+            retry_policy: Some(RetryPolicy {
+                num_retries: Some(u32_value(0)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert!(none.retry_policy.is_none());
+    }
+}
