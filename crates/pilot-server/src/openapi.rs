@@ -188,6 +188,13 @@ fn json_response(description: &str, schema: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}})
 }
 
+/// A write the store did not confirm in time (`StoreError::Indeterminate`).
+fn indeterminate() -> Value {
+    status_response(
+        "the store did not confirm the write in time: it may have been applied; read before retrying",
+    )
+}
+
 /// The errors every store-backed operation may answer.
 fn store_errors(responses: &mut Map<String, Value>) {
     responses.insert(
@@ -272,6 +279,12 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
             "410".into(),
             status_response("resourceVersion is older than the history kept; list again"),
         );
+        responses.insert(
+            "504".into(),
+            status_response(
+                "resourceVersion is newer than the store's (cause ResourceVersionTooLarge, as Kubernetes answers); list again",
+            ),
+        );
         store_errors(&mut responses);
         json!({
             "summary": summary,
@@ -312,6 +325,7 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
             responses.insert("404".into(), status_response("no such object"));
         }
         store_errors(&mut responses);
+        responses.insert("504".into(), indeterminate());
         json!({"summary": summary, "x-access": "write", "requestBody": body, "responses": responses})
     };
     let mut get_responses = Map::new();
@@ -323,12 +337,14 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
         "200".into(),
         status_response("deleted: a Status with status Success"),
     );
+    delete_responses.insert("400".into(), status_response("resourceVersion is not a number"));
     delete_responses.insert("404".into(), status_response("no such object"));
     delete_responses.insert(
         "409".into(),
         status_response("the object is no longer at resourceVersion"),
     );
     store_errors(&mut delete_responses);
+    delete_responses.insert("504".into(), indeterminate());
 
     let items = [
         (
@@ -355,7 +371,7 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
                 "delete": {
                     "summary": format!("Delete a {kind}"),
                     "x-access": "write",
-                    "parameters": [{"name": "resourceVersion", "in": "query", "schema": {"type": "string"},
+                    "parameters": [{"name": "resourceVersion", "in": "query", "schema": {"type": "string", "pattern": "^[0-9]*$"},
                                     "description": "delete only while the object is at this version"}],
                     "responses": delete_responses,
                 },
