@@ -24,18 +24,15 @@ pub async fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> Result<(), Age
             identity: args.identity_input().resolve(proxy_type, env)?,
             discovery: args.discovery_addresses.clone(),
             admin_port: args.admin_port,
+            auth: args.discovery_auth()?,
         })
     };
     let first = config(&args)?;
     first.render()?;
     std::fs::create_dir_all(&args.config_dir).map_err(|e| AgentError::file(&args.config_dir, e))?;
-    let token = match &args.token_file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .map_err(|e| AgentError::file(path, e))?
-                .trim()
-                .to_string(),
-        ),
+    // Reports carry --token-file's token, else the ADS one.
+    let token = match args.token_file.as_ref().or(args.discovery_token_file.as_ref()) {
+        Some(path) => Some(crate::args::read_token(path)?),
         None => None,
     };
     let admin = Admin {
@@ -128,7 +125,7 @@ struct Inputs {
 
 impl Inputs {
     fn new(args: &ProxyArgs) -> Self {
-        let files = args.watch_files.clone();
+        let files = args.watched_files();
         let digests = files.iter().map(|f| digest(f)).collect();
         Inputs { files, digests }
     }
