@@ -1,7 +1,8 @@
 //! The agent against a pilot-discovery whose ADS port wants TLS and a
 //! token: with `--discovery-ca-file` and `--discovery-token-file` (an `xds`
 //! token of namespace default) the real Envoy syncs, a `kill -9` is
-//! restarted and reported with that same token; without the token the
+//! restarted and reported with that same token, a rotated token
+//! hot-restarts Envoy, which syncs again; without the token the
 //! stream is refused and Envoy gets no configuration.
 
 mod common;
@@ -10,6 +11,7 @@ use common::{Agent, Discovery, eventually, free_port};
 
 const ADMIN: &str = "admin-token-0123456789";
 const PROXY: &str = "proxy-token-default-0123456789";
+const ROTATED: &str = "proxy-token-rotated-0123456789";
 const NODE: &str = "sidecar~10.0.0.8~app-2.default~default.svc.cluster.local";
 
 fn proxy_row(discovery: &Discovery, node: &str) -> Option<String> {
@@ -40,7 +42,9 @@ fn envoy_syncs_over_tls_with_an_xds_token_and_is_refused_without_it() {
     let tokens = certs.join("tokens");
     std::fs::write(
         &tokens,
-        format!("{ADMIN} rw admin\n{PROXY} xds app namespace=default\n"),
+        format!(
+            "{ADMIN} rw admin\n{PROXY} xds app namespace=default\n{ROTATED} xds app2 namespace=default\n"
+        ),
     )
     .unwrap();
     let proxy_token = certs.join("proxy-token");
@@ -103,6 +107,16 @@ fn envoy_syncs_over_tls_with_an_xds_token_and_is_refused_without_it() {
     });
     eventually("SYNCED again", || {
         proxy_row(&discovery, NODE).is_some_and(|row| synced(&row))
+    });
+
+    // A rotated token: Envoy is hot-restarted with it and syncs again.
+    assert_eq!(agent.metric("pilot_agent_envoy_hot_restarts_total"), Some(0));
+    std::fs::write(&proxy_token, format!("{ROTATED}\n")).unwrap();
+    eventually("a hot restart for the new token", || {
+        agent.metric("pilot_agent_envoy_hot_restarts_total") == Some(1)
+    });
+    eventually("SYNCED with the new token", || {
+        agent.ready() && proxy_row(&discovery, NODE).is_some_and(|row| synced(&row))
     });
     drop(agent);
 
