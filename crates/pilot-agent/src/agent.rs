@@ -30,11 +30,15 @@ pub async fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> Result<(), Age
     let first = config(&args)?;
     first.render()?;
     std::fs::create_dir_all(&args.config_dir).map_err(|e| AgentError::file(&args.config_dir, e))?;
-    // Reports carry --token-file's token, else the ADS one.
-    let token = match args.token_file.as_ref().or(args.discovery_token_file.as_ref()) {
-        Some(path) => Some(crate::args::read_token(path)?),
-        None => None,
-    };
+    // Reports carry --token-file's token, else the ADS one; checked now,
+    // read again for each report.
+    let token_file = args
+        .token_file
+        .clone()
+        .or_else(|| args.discovery_token_file.clone());
+    if let Some(path) = &token_file {
+        crate::args::read_token(path)?;
+    }
     let admin = Admin {
         port: args.admin_port,
     };
@@ -75,7 +79,7 @@ pub async fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> Result<(), Age
         admin,
         termination_drain: args.termination_drain_duration,
         status,
-        reporter: Reporter::start(args.discovery_url.clone(), token),
+        reporter: Reporter::start(args.discovery_url.clone(), token_file),
     };
     let mut supervised = tokio::spawn(supervisor.run(desired_rx, shutdown_rx));
     let mut tick = tokio::time::interval(args.watch_interval);
