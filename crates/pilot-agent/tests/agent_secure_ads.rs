@@ -3,7 +3,8 @@
 //! token of namespace default) the real Envoy syncs, a `kill -9` is
 //! restarted and reported with that same token, a rotated token
 //! hot-restarts Envoy, which syncs again; without the token the
-//! stream is refused and Envoy gets no configuration.
+//! stream is refused and Envoy gets no configuration; a client
+//! certificate (`--discovery-cert`/`--discovery-key`) is a credential too.
 
 mod common;
 
@@ -35,7 +36,7 @@ fn refused_unauthenticated(discovery: &Discovery) -> u64 {
 }
 
 #[test]
-fn envoy_syncs_over_tls_with_an_xds_token_and_is_refused_without_it() {
+fn envoy_syncs_over_tls_with_an_xds_token_or_a_client_certificate_and_is_refused_without() {
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path();
     common::certificates(certs);
@@ -57,6 +58,8 @@ fn envoy_syncs_over_tls_with_an_xds_token_and_is_refused_without_it() {
         certs.join("server.pem").to_str().unwrap(),
         "--xds-tls-key",
         certs.join("server-key.pem").to_str().unwrap(),
+        "--xds-client-ca",
+        certs.join("ca.pem").to_str().unwrap(),
         "--services",
         services.to_str().unwrap(),
     ]);
@@ -147,4 +150,35 @@ fn envoy_syncs_over_tls_with_an_xds_token_and_is_refused_without_it() {
         proxy_row(&discovery, "sidecar~10.0.0.9~app-3.default~").is_none(),
         "the proxy without a token is listed"
     );
+    drop(tokenless);
+
+    // mTLS instead of a token: the proxy's SPIFFE certificate (namespace
+    // default) is its credential.
+    let mtls = Agent::start(
+        "sidecar",
+        &[
+            "--ip",
+            "10.0.0.10",
+            "--id",
+            "app-4.default",
+            "--interception-mode",
+            "NONE",
+            "--label",
+            "app=app",
+            "--discovery-address",
+            &xds,
+            "--discovery-server-name",
+            "localhost",
+            "--discovery-ca-file",
+            ca.to_str().unwrap(),
+            "--discovery-cert",
+            certs.join("proxy.pem").to_str().unwrap(),
+            "--discovery-key",
+            certs.join("proxy-key.pem").to_str().unwrap(),
+        ],
+    );
+    eventually("proxy-status SYNCED over mTLS", || {
+        proxy_row(&discovery, "sidecar~10.0.0.10~app-4.default~").is_some_and(|row| synced(&row))
+    });
+    assert!(mtls.ready(), "{}", mtls.log());
 }
