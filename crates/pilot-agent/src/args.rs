@@ -198,6 +198,45 @@ pub fn read_token(path: &std::path::Path) -> Result<String, crate::AgentError> {
 mod tests {
     use super::*;
 
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        proxy: ProxyArgs,
+    }
+
+    #[test]
+    fn tls_flags_need_their_companions() {
+        use clap::Parser;
+        let parse =
+            |args: &[&str]| Cli::try_parse_from(std::iter::once("pilot-agent").chain(args.iter().copied()));
+        let err = parse(&["--discovery-cert", "c.pem", "--discovery-ca-file", "ca.pem"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--discovery-key"), "{err}");
+        let err = parse(&["--discovery-cert", "c.pem", "--discovery-key", "k.pem"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--discovery-ca-file"), "{err}");
+        let err = parse(&["--discovery-server-name", "pilot"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--discovery-ca-file"), "{err}");
+        let cli = parse(&[
+            "--discovery-ca-file",
+            "ca.pem",
+            "--discovery-cert",
+            "c.pem",
+            "--discovery-key",
+            "k.pem",
+        ])
+        .unwrap();
+        let auth = cli.proxy.discovery_auth().unwrap();
+        let tls = auth.tls.unwrap();
+        assert_eq!(tls.client, Some((PathBuf::from("c.pem"), PathBuf::from("k.pem"))));
+        assert_eq!(auth.token, None);
+        assert_eq!(cli.proxy.watched_files().len(), 3);
+    }
+
     #[test]
     fn token_files() {
         let dir = tempfile::tempdir().unwrap();
