@@ -24,20 +24,21 @@ pub async fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> Result<(), Age
             identity: args.identity_input().resolve(proxy_type, env)?,
             discovery: args.discovery_addresses.clone(),
             admin_port: args.admin_port,
+            auth: args.discovery_auth()?,
         })
     };
     let first = config(&args)?;
     first.render()?;
     std::fs::create_dir_all(&args.config_dir).map_err(|e| AgentError::file(&args.config_dir, e))?;
-    let token = match &args.token_file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .map_err(|e| AgentError::file(path, e))?
-                .trim()
-                .to_string(),
-        ),
-        None => None,
-    };
+    // Reports carry --token-file's token, else the ADS one; checked now,
+    // read again for each report.
+    let token_file = args
+        .token_file
+        .clone()
+        .or_else(|| args.discovery_token_file.clone());
+    if let Some(path) = &token_file {
+        crate::args::read_token(path)?;
+    }
     let admin = Admin {
         port: args.admin_port,
     };
@@ -78,7 +79,7 @@ pub async fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> Result<(), Age
         admin,
         termination_drain: args.termination_drain_duration,
         status,
-        reporter: Reporter::start(args.discovery_url.clone(), token),
+        reporter: Reporter::start(args.discovery_url.clone(), token_file),
     };
     let mut supervised = tokio::spawn(supervisor.run(desired_rx, shutdown_rx));
     let mut tick = tokio::time::interval(args.watch_interval);
@@ -128,7 +129,7 @@ struct Inputs {
 
 impl Inputs {
     fn new(args: &ProxyArgs) -> Self {
-        let files = args.watch_files.clone();
+        let files = args.watched_files();
         let digests = files.iter().map(|f| digest(f)).collect();
         Inputs { files, digests }
     }

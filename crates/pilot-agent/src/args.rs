@@ -50,9 +50,31 @@ pub struct ProxyArgs {
     /// are reported (`POST /v1/proxy-events`); none: not reported.
     #[arg(long, env = "PILOT_DISCOVERY_URL", value_name = "URL")]
     pub discovery_url: Option<String>,
-    /// A file holding the bearer token for `--discovery-url`.
+    /// A file holding the bearer token for `--discovery-url` (default:
+    /// `--discovery-token-file`'s).
     #[arg(long, env = "PILOT_TOKEN_FILE", value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// A file holding the bearer token (an `xds` token of pilot-discovery's
+    /// `--token-file`) that Envoy sends on its ADS stream as
+    /// `authorization: Bearer TOKEN` metadata, and the agent on its reports.
+    /// A change hot-restarts Envoy with the new token.
+    #[arg(long, env = "PILOT_DISCOVERY_TOKEN_FILE", value_name = "FILE")]
+    pub discovery_token_file: Option<PathBuf>,
+    /// ADS over TLS: the CA (PEM) pilot-discovery's certificate must chain
+    /// to. A change hot-restarts Envoy.
+    #[arg(long, env = "PILOT_DISCOVERY_CA_FILE", value_name = "FILE")]
+    pub discovery_ca_file: Option<PathBuf>,
+    /// The name pilot-discovery's certificate must carry (SNI and subject
+    /// alt name); default: each `--discovery-address` host.
+    #[arg(long, value_name = "NAME", requires = "discovery_ca_file")]
+    pub discovery_server_name: Option<String>,
+    /// mTLS: the proxy's certificate (PEM; a SPIFFE identity
+    /// `spiffe://DOMAIN/ns/NS/sa/SA`) presented to pilot-discovery.
+    #[arg(long, value_name = "FILE", requires_all = ["discovery_key", "discovery_ca_file"])]
+    pub discovery_cert: Option<PathBuf>,
+    /// mTLS: the key of `--discovery-cert`.
+    #[arg(long, value_name = "FILE", requires = "discovery_cert")]
+    pub discovery_key: Option<PathBuf>,
     /// The Envoy binary.
     #[arg(long, env = "ENVOY_BINARY", default_value = "envoy", value_name = "PATH")]
     pub envoy_binary: PathBuf,
@@ -109,6 +131,34 @@ pub struct ProxyArgs {
 }
 
 impl ProxyArgs {
+    /// The ADS credentials: the token file read now, the TLS files named
+    /// (Envoy reads them).
+    pub fn discovery_auth(&self) -> Result<crate::DiscoveryAuth, crate::AgentError> {
+        let token = match &self.discovery_token_file {
+            Some(path) => Some(read_token(path)?),
+            None => None,
+        };
+        let tls = self.discovery_ca_file.as_ref().map(|ca| crate::DiscoveryTls {
+            ca_file: ca.clone(),
+            client: self.discovery_cert.clone().zip(self.discovery_key.clone()),
+            server_name: self.discovery_server_name.clone(),
+        });
+        Ok(crate::DiscoveryAuth { token, tls })
+    }
+
+    /// The files whose change hot-restarts Envoy: `--watch-file`s and the
+    /// ADS CA, certificate and key.
+    pub fn watched_files(&self) -> Vec<PathBuf> {
+        let mut files = self.watch_files.clone();
+        files.extend(
+            [&self.discovery_ca_file, &self.discovery_cert, &self.discovery_key]
+                .into_iter()
+                .flatten()
+                .cloned(),
+        );
+        files
+    }
+
     /// The identity part of the flags (the environment fills the rest).
     pub fn identity_input(&self) -> IdentityInput {
         IdentityInput {
@@ -121,5 +171,84 @@ impl ProxyArgs {
             interception: self.interception_mode,
             cluster: self.service_cluster.clone(),
         }
+    }
+}
+
+/// A bearer token file's token: its first line, trimmed; an empty file or
+/// a token with spaces is an error naming the file.
+pub fn read_token(path: &std::path::Path) -> Result<String, crate::AgentError> {
+    let text = std::fs::read_to_string(path).map_err(|e| crate::AgentError::file(path, e))?;
+    let token = text.lines().next().unwrap_or_default().trim();
+    let bad = |message: &str| crate::AgentError::File {
+        path: path.to_path_buf(),
+        message: message.to_string(),
+    };
+    if token.is_empty() {
+        return Err(bad(
+            "line 1: no token (the file should hold the bearer token on its first line)",
+        ));
+    }
+    if token.contains(char::is_whitespace) || !token.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(bad("line 1: a token is one word of printable ASCII"));
+    }
+    Ok(token.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        proxy: ProxyArgs,
+    }
+
+    #[test]
+    fn tls_flags_need_their_companions() {
+        use clap::Parser;
+        let parse =
+            |args: &[&str]| Cli::try_parse_from(std::iter::once("pilot-agent").chain(args.iter().copied()));
+        let err = parse(&["--discovery-cert", "c.pem", "--discovery-ca-file", "ca.pem"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--discovery-key"), "{err}");
+        let err = parse(&["--discovery-cert", "c.pem", "--discovery-key", "k.pem"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--discovery-ca-file"), "{err}");
+        let err = parse(&["--discovery-server-name", "pilot"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--discovery-ca-file"), "{err}");
+        let cli = parse(&[
+            "--discovery-ca-file",
+            "ca.pem",
+            "--discovery-cert",
+            "c.pem",
+            "--discovery-key",
+            "k.pem",
+        ])
+        .unwrap();
+        let auth = cli.proxy.discovery_auth().unwrap();
+        let tls = auth.tls.unwrap();
+        assert_eq!(tls.client, Some((PathBuf::from("c.pem"), PathBuf::from("k.pem"))));
+        assert_eq!(auth.token, None);
+        assert_eq!(cli.proxy.watched_files().len(), 3);
+    }
+
+    #[test]
+    fn token_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "  abc-0123456789-xyz \n").unwrap();
+        assert_eq!(read_token(&path).unwrap(), "abc-0123456789-xyz");
+        std::fs::write(&path, "\n").unwrap();
+        let err = read_token(&path).unwrap_err().to_string();
+        assert!(err.contains("token") && err.contains("line 1: no token"), "{err}");
+        std::fs::write(&path, "two words\n").unwrap();
+        assert!(read_token(&path).unwrap_err().to_string().contains("one word"));
+        let err = read_token(&dir.path().join("missing")).unwrap_err().to_string();
+        assert!(err.contains("missing"), "{err}");
     }
 }

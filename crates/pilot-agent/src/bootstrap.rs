@@ -1,7 +1,8 @@
 //! The Envoy bootstrap the agent writes for each epoch
 //! (`envoy-rev<EPOCH>.json`): node identity, admin on 127.0.0.1, an ADS
-//! cluster over HTTP/2 with keepalives listing every discovery address,
-//! LDS and CDS over ADS, stats.
+//! cluster over HTTP/2 with keepalives listing every discovery address
+//! (over TLS, with a client certificate and/or a bearer token when
+//! pilot-discovery asks for them), LDS and CDS over ADS, stats.
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +23,33 @@ pub struct BootstrapConfig {
     pub discovery: Vec<String>,
     /// Envoy's admin port on 127.0.0.1.
     pub admin_port: u16,
+    /// How Envoy authenticates to pilot-discovery's ADS port.
+    pub auth: DiscoveryAuth,
+}
+
+/// The credentials of the ADS connection: a bearer token sent as gRPC
+/// `authorization` metadata, TLS with a trusted CA, and a client
+/// certificate for mTLS.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DiscoveryAuth {
+    /// The bearer token (`--discovery-token-file`'s content); it is written
+    /// into the bootstrap, which is then readable by its owner only.
+    pub token: Option<String>,
+    /// TLS to pilot-discovery (`--discovery-ca-file`); none: plaintext.
+    pub tls: Option<DiscoveryTls>,
+}
+
+/// TLS of the ADS connection. Envoy reads the files when an epoch starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveryTls {
+    /// The CA pilot-discovery's certificate must chain to.
+    pub ca_file: PathBuf,
+    /// The client certificate and key (`--discovery-cert`,
+    /// `--discovery-key`), for mTLS.
+    pub client: Option<(PathBuf, PathBuf)>,
+    /// The name pilot-discovery's certificate must carry (SNI and the
+    /// subject alt name checked); none: every discovery address's host.
+    pub server_name: Option<String>,
 }
 
 impl BootstrapConfig {
@@ -41,6 +69,7 @@ impl BootstrapConfig {
     ///     },
     ///     discovery: vec!["pilot-1:15010".into(), "10.0.0.7:15010".into()],
     ///     admin_port: 15000,
+    ///     auth: Default::default(),
     /// };
     /// let bootstrap = config.render().unwrap();
     /// assert_eq!(bootstrap["admin"]["address"]["socket_address"]["address"], "127.0.0.1");
@@ -65,7 +94,12 @@ impl BootstrapConfig {
             }));
         }
         let identity = &self.identity;
-        Ok(json!({
+        let mut grpc_service = json!({"envoy_grpc": {"cluster_name": XDS_CLUSTER}});
+        if let Some(token) = &self.auth.token {
+            grpc_service["initial_metadata"] =
+                json!([{"key": "authorization", "value": format!("Bearer {token}")}]);
+        }
+        let mut bootstrap = json!({
             "node": {
                 "id": identity.node_id(),
                 "cluster": identity.cluster,
@@ -79,7 +113,7 @@ impl BootstrapConfig {
                     "api_type": "GRPC",
                     "transport_api_version": "V3",
                     "set_node_on_first_message_only": true,
-                    "grpc_services": [{"envoy_grpc": {"cluster_name": XDS_CLUSTER}}],
+                    "grpc_services": [grpc_service],
                 },
                 "cds_config": {"ads": {}, "resource_api_version": "V3"},
                 "lds_config": {"ads": {}, "resource_api_version": "V3"},
@@ -110,7 +144,12 @@ impl BootstrapConfig {
                 }],
             },
             "stats_config": {"use_all_default_tags": true},
-        }))
+        });
+        if let Some(tls) = &self.auth.tls {
+            bootstrap["static_resources"]["clusters"][0]["transport_socket"] =
+                tls.transport_socket(&self.discovery)?;
+        }
+        Ok(bootstrap)
     }
 
     /// Writes the bootstrap of `epoch` into `dir` (atomically: a temporary
@@ -120,9 +159,69 @@ impl BootstrapConfig {
         let text = serde_json::to_string_pretty(&self.render()?).map_err(|e| AgentError::file(&path, e))?;
         std::fs::create_dir_all(dir).map_err(|e| AgentError::file(dir, e))?;
         let tmp = dir.join(format!(".envoy-rev{epoch}.json.tmp"));
-        std::fs::write(&tmp, text).map_err(|e| AgentError::file(&tmp, e))?;
+        // Owner-only: the bootstrap may hold the ADS bearer token.
+        let _ = std::fs::remove_file(&tmp);
+        let mut file = std::fs::OpenOptions::new();
+        file.write(true).create(true).truncate(true);
+        std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
+        let mut file = file.open(&tmp).map_err(|e| AgentError::file(&tmp, e))?;
+        std::io::Write::write_all(&mut file, text.as_bytes()).map_err(|e| AgentError::file(&tmp, e))?;
+        drop(file);
         std::fs::rename(&tmp, &path).map_err(|e| AgentError::file(&path, e))?;
         Ok(path)
+    }
+}
+
+impl DiscoveryTls {
+    /// The ADS cluster's `transport_socket`: an `UpstreamTlsContext` with
+    /// ALPN h2 (gRPC), the CA as `trusted_ca`, the server name as SNI, and
+    /// the names pilot-discovery's certificate must carry.
+    fn transport_socket(&self, discovery: &[String]) -> Result<Value, AgentError> {
+        let mut names = Vec::new();
+        match &self.server_name {
+            Some(name) => names.push(name.clone()),
+            None => {
+                for address in discovery {
+                    let (host, _) = split_host_port(address)?;
+                    if !names.contains(&host) {
+                        names.push(host);
+                    }
+                }
+            }
+        }
+        let sans: Vec<Value> = names
+            .iter()
+            .map(|name| {
+                let san_type = if name.parse::<std::net::IpAddr>().is_ok() {
+                    "IP_ADDRESS"
+                } else {
+                    "DNS"
+                };
+                json!({"san_type": san_type, "matcher": {"exact": name}})
+            })
+            .collect();
+        let mut common = json!({
+            "alpn_protocols": ["h2"],
+            "validation_context": {
+                "trusted_ca": {"filename": self.ca_file.display().to_string()},
+                "match_typed_subject_alt_names": sans,
+            },
+        });
+        if let Some((cert, key)) = &self.client {
+            common["tls_certificates"] = json!([{
+                "certificate_chain": {"filename": cert.display().to_string()},
+                "private_key": {"filename": key.display().to_string()},
+            }]);
+        }
+        let mut context = json!({
+            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+            "common_tls_context": common,
+        });
+        // SNI is a host name, never an IP address (RFC 6066).
+        if let Some(sni) = names.iter().find(|n| n.parse::<std::net::IpAddr>().is_err()) {
+            context["sni"] = json!(sni);
+        }
+        Ok(json!({"name": "envoy.transport_sockets.tls", "typed_config": context}))
     }
 }
 

@@ -23,6 +23,6 @@ pub mod supervisor;
 
 pub use agent::{run_proxy, wait_ready};
 pub use args::ProxyArgs;
-pub use bootstrap::BootstrapConfig;
+pub use bootstrap::{BootstrapConfig, DiscoveryAuth, DiscoveryTls};
 pub use error::AgentError;
 pub use identity::{Identity, IdentityInput, InterceptionMode, ProxyType};

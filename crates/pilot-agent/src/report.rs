@@ -108,8 +108,10 @@ const QUEUE: usize = 64;
 const TRIES: u32 = 3;
 
 impl Reporter {
-    /// Reports to `discovery_url` (none: events are only logged).
-    pub fn start(discovery_url: Option<String>, token: Option<String>) -> Self {
+    /// Reports to `discovery_url` (none: events are only logged), with the
+    /// bearer token of `token_file`, read for each report (a rotated token
+    /// is used from the next report on).
+    pub fn start(discovery_url: Option<String>, token_file: Option<std::path::PathBuf>) -> Self {
         let Some(base) = discovery_url else {
             return Reporter {
                 sender: None,
@@ -121,6 +123,13 @@ impl Reporter {
         let task = tokio::spawn(async move {
             while let Some(event) = receiver.recv().await {
                 let body = serde_json::to_vec(&event).unwrap_or_default();
+                let token = match token_file.as_deref().map(crate::args::read_token).transpose() {
+                    Ok(token) => token,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "report not sent: no token");
+                        continue;
+                    }
+                };
                 for attempt in 1..=TRIES {
                     let result = crate::http::request(
                         Method::POST,

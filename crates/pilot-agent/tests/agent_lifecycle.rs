@@ -50,7 +50,7 @@ fn envoy_syncs_and_a_kill_9_is_restarted_and_reported() {
             &format!("127.0.0.1:{}", discovery.xds_port),
             "--discovery-url",
             &discovery.url,
-            "--token-file",
+            "--discovery-token-file",
             token_file.to_str().unwrap(),
             "--max-retries",
             "1",

@@ -2,7 +2,8 @@
 //! read-write or xDS-only. With tokens configured, every endpoint but
 //! `/healthz` and `/readyz` needs a valid token, writes need a read-write
 //! one, and an xDS token is refused by the REST API (it may only open ADS
-//! streams, see [`crate::xds_auth`]).
+//! streams, see [`crate::xds_auth`]) but for `POST /v1/proxy-events`, the
+//! reports of the proxies it may claim (pilot-agent sends its ADS token).
 
 use std::path::Path;
 
@@ -135,9 +136,12 @@ pub fn bearer(value: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
+/// The one REST route an `xds` token may call.
+const PROXY_EVENTS: &str = "/v1/proxy-events";
+
 /// Middleware: refuses requests without a valid token (401), and writes
 /// with a read-only one (403).
-pub async fn require(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn require(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let Some(tokens) = &state.tokens else {
         return next.run(request).await;
     };
@@ -159,12 +163,27 @@ pub async fn require(State(state): State<AppState>, request: Request, next: Next
             "this server requires a bearer token (pilotctl --token, or token: in its config file)",
         );
     };
-    match tokens.check(token) {
+    let found = tokens.find(token);
+    if let Some(found) = found.filter(|t| t.access == Access::Xds)
+        && request.method() == Method::POST
+        && request.uri().path() == PROXY_EVENTS
+    {
+        // The handler checks the reported node id against this scope.
+        request.extensions_mut().insert(pilot_xds::Caller {
+            name: format!("token {}", found.name),
+            scope: match &found.namespace {
+                Some(namespace) => pilot_xds::NodeScope::Namespace(namespace.clone()),
+                None => pilot_xds::NodeScope::Any,
+            },
+        });
+        return next.run(request).await;
+    }
+    match found.map(|t| (t.access, t.name.as_str())) {
         None => unauthorized("the bearer token is not valid"),
         Some((Access::Xds, name)) => ApiError::new(
             StatusCode::FORBIDDEN,
             "Forbidden",
-            format!("token {name:?} may only open ADS streams"),
+            format!("token {name:?} may only open ADS streams and post proxy events"),
         )
         .into_response(),
         Some((Access::ReadOnly, name))

@@ -104,7 +104,7 @@ fn fixed_routes() -> Vec<(&'static str, Value)> {
         ),
         (
             "/v1/proxy-events",
-            json!({"post": {"summary": "pilot-agent reports Envoy's process life (starts, exits, restarts), shown in /debug/proxy-status and /metrics",
+            json!({"post": {"summary": "pilot-agent reports Envoy's process life (starts, exits, restarts), shown in /debug/proxy-status and /metrics; an xds token may post the node ids it may claim on ADS (403 otherwise)",
             "x-access": "write",
             "requestBody": {"required": true, "content": {"application/json": {"schema": proxy_event_schema()}}},
             "responses": {

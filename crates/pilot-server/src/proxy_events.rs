@@ -234,7 +234,15 @@ pub fn record_json(record: Option<&ProxyRecord>) -> Value {
 }
 
 /// `POST /v1/proxy-events`.
-pub async fn handler(State(state): State<AppState>, body: Bytes) -> Response {
+///
+/// Posted with an `xds` token (the agent's ADS token), the node id must be
+/// one that token may claim on ADS (its namespace), or the report is
+/// refused (403).
+pub async fn handler(
+    State(state): State<AppState>,
+    caller: Option<axum::Extension<pilot_xds::Caller>>,
+    body: Bytes,
+) -> Response {
     let event: ProxyEvent = match serde_json::from_slice(&body) {
         Ok(event) => event,
         Err(e) => {
@@ -242,10 +250,23 @@ pub async fn handler(State(state): State<AppState>, body: Bytes) -> Response {
                 .into_response();
         }
     };
-    if let Err(e) = pilot_xds::Proxy::from_node_id(&event.node) {
+    let proxy = match pilot_xds::Proxy::from_node_id(&event.node) {
+        Ok(proxy) => proxy,
+        Err(e) => {
+            return ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                format!("proxy event .node: {e}"),
+            )
+            .into_response();
+        }
+    };
+    if let Some(axum::Extension(caller)) = caller
+        && let Err(e) = caller.permits(&proxy)
+    {
         return ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Invalid",
+            StatusCode::FORBIDDEN,
+            "Forbidden",
             format!("proxy event .node: {e}"),
         )
         .into_response();

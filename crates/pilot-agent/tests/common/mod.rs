@@ -499,3 +499,91 @@ pub fn envoy_pids(config_dir: &Path) -> Vec<u32> {
     }
     pids
 }
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let output = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the openssl command (scripts/install-deps installs it)");
+    assert!(
+        output.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Certificates made by `openssl` in `dir`: `ca.pem`; `server.pem` /
+/// `server-key.pem` for `localhost` and 127.0.0.1 (pilot-discovery's ADS
+/// port); `proxy.pem` / `proxy-key.pem` with the SPIFFE identity
+/// `spiffe://cluster.local/ns/default/sa/app` (a proxy's client
+/// certificate).
+pub fn certificates(dir: &Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca-key.pem",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=pilot test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(dir, &ca);
+    for (name, extensions) in [
+        (
+            "server",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+        ),
+        (
+            "proxy",
+            "subjectAltName=URI:spiffe://cluster.local/ns/default/sa/app\nextendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n",
+        ),
+    ] {
+        let (key, csr, pem, ext) = (
+            format!("{name}-key.pem"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        let subject = format!("/CN={name}");
+        let mut request = vec!["req"];
+        request.extend(ec);
+        request.extend(["-keyout", &key, "-out", &csr, "-subj", &subject]);
+        openssl(dir, &request);
+        std::fs::write(dir.join(&ext), extensions).unwrap();
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca-key.pem",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                &pem,
+                "-extfile",
+                &ext,
+            ],
+        );
+    }
+}
