@@ -155,20 +155,7 @@ fn finding<K: ConfigKind>(
 /// The hostname a reference in an object of `namespace` names (as
 /// pilot-xds resolves it).
 fn hostname(service: &IstioService, namespace: &str, domain: &str) -> String {
-    if !service.service.is_empty() {
-        return service.service.clone();
-    }
-    let namespace = if service.namespace.is_empty() {
-        namespace
-    } else {
-        &service.namespace
-    };
-    let domain = if service.domain.is_empty() {
-        domain
-    } else {
-        &service.domain
-    };
-    format!("{}.{namespace}.{domain}", service.name)
+    service.hostname(namespace, domain)
 }
 
 /// PLT0104: for each service, a rule whose match is covered by an earlier

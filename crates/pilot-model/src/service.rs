@@ -156,6 +156,16 @@ pub struct ServiceInstance {
     pub service_account: Option<String>,
 }
 
+impl ServiceInstance {
+    /// Whether a lookup for `port_names` (empty: any port) and label sets
+    /// `labels` (empty: any instance) returns this instance, as
+    /// [`ServiceDiscovery::instances`](crate::ServiceDiscovery::instances) defines it.
+    pub fn selected_by(&self, port_names: &[&str], labels: &[Labels]) -> bool {
+        (port_names.is_empty() || port_names.contains(&self.endpoint.service_port.name.as_str()))
+            && self.labels.matches_any(labels)
+    }
+}
+
 /// A set of `key=value` labels, ordered by key.
 ///
 /// A set of labels selects an instance when it is a subset of the

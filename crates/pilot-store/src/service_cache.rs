@@ -246,10 +246,7 @@ impl ServiceDiscovery for ServiceCache {
             return Vec::new();
         };
         list.iter()
-            .filter(|i| {
-                (port_names.is_empty() || port_names.contains(&i.endpoint.service_port.name.as_str()))
-                    && i.labels.matches_any(labels)
-            })
+            .filter(|i| i.selected_by(port_names, labels))
             .cloned()
             .collect()
     }

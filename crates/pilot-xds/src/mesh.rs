@@ -57,20 +57,7 @@ impl MeshConfig {
     /// The hostname a reference in a rule of `namespace` names:
     /// `service` if given, else `name.namespace.domain`.
     pub fn hostname(&self, service: &IstioService, namespace: &str) -> String {
-        if !service.service.is_empty() {
-            return service.service.clone();
-        }
-        let namespace = if service.namespace.is_empty() {
-            namespace
-        } else {
-            &service.namespace
-        };
-        let domain = if service.domain.is_empty() {
-            &self.domain_suffix
-        } else {
-            &service.domain
-        };
-        format!("{}.{namespace}.{domain}", service.name)
+        service.hostname(namespace, &self.domain_suffix)
     }
 
     /// The rules and policies by the hostname they apply to, built once per

@@ -33,6 +33,26 @@ pub struct IstioService {
 }
 
 impl IstioService {
+    /// The hostname this reference names in an object of `namespace`:
+    /// `service` if given, else `name.namespace.domain`, where an empty
+    /// namespace is the object's and an empty domain is `domain_suffix`.
+    pub fn hostname(&self, namespace: &str, domain_suffix: &str) -> String {
+        if !self.service.is_empty() {
+            return self.service.clone();
+        }
+        let namespace = if self.namespace.is_empty() {
+            namespace
+        } else {
+            &self.namespace
+        };
+        let domain = if self.domain.is_empty() {
+            domain_suffix
+        } else {
+            &self.domain
+        };
+        format!("{}.{namespace}.{domain}", self.name)
+    }
+
     /// Records every problem with this reference at `path`: exactly one of
     /// `name` or `service`; no namespace or domain beside `service`; DNS
     /// syntax; label syntax.
