@@ -35,6 +35,18 @@ impl Changes {
     }
 }
 
+/// The next configuration or registry change, whichever comes first.
+async fn next_change<C, R>(config_events: &mut C, registry_events: &mut R) -> Change
+where
+    C: futures::Stream + Unpin,
+    R: futures::Stream<Item = ServiceEvent> + Unpin,
+{
+    tokio::select! {
+        event = config_events.next() => event.map_or(Change::Closed, |_| Change::Config),
+        event = registry_events.next() => event.map_or(Change::Closed, Change::Registry),
+    }
+}
+
 pub(crate) async fn run(
     server: Weak<Inner>,
     controller: Arc<Controller>,
@@ -73,10 +85,7 @@ pub(crate) async fn run(
         return;
     }
     loop {
-        let first = tokio::select! {
-            event = config_events.next() => event.map_or(Change::Closed, |_| Change::Config),
-            event = registry_events.next() => event.map_or(Change::Closed, Change::Registry),
-        };
+        let first = next_change(&mut config_events, &mut registry_events).await;
         if matches!(first, Change::Closed) {
             return;
         }
@@ -88,13 +97,8 @@ pub(crate) async fn run(
                 break;
             }
             let quiet = options.debounce_quiet.min(left);
-            let more = tokio::time::timeout(quiet, async {
-                tokio::select! {
-                    event = config_events.next() => event.map_or(Change::Closed, |_| Change::Config),
-                    event = registry_events.next() => event.map_or(Change::Closed, Change::Registry),
-                }
-            })
-            .await;
+            let more =
+                tokio::time::timeout(quiet, next_change(&mut config_events, &mut registry_events)).await;
             match more {
                 Ok(Change::Closed) | Err(_) => break,
                 Ok(change) => changes.record(&change),
