@@ -7,6 +7,7 @@ use std::sync::Arc;
 use pilot_model::{AggregateDiscovery, ConfigWatch, KindRegistry, ServiceDiscovery};
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions, EtcdServiceRegistry};
 use pilot_store_k8s::{DiscoveryOptions, KubeConfigStore, KubeServiceDiscovery};
+use pilot_store_memory::journal::JournalOptions;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 
 use crate::args::{Args, RegistryKind, StoreKind};
@@ -54,7 +55,7 @@ pub async fn open_store(args: &Args, registry: KindRegistry) -> Result<Arc<dyn C
         StoreKind::Memory => match &args.data_dir {
             None => Ok(Arc::new(MemoryConfigStore::new(registry))),
             Some(dir) => {
-                let store = crate::journal::open(dir, registry, pilot_store::DEFAULT_HISTORY)
+                let store = pilot_store_memory::journal::open(dir, registry, JournalOptions::default())
                     .map_err(|e| StartError::Failed(e.to_string()))?;
                 Ok(Arc::new(store))
             }

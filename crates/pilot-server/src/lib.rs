@@ -3,7 +3,7 @@
 //! registries.
 //!
 //! - [`args::Args`]: flags and the `--config` file; [`backend`] turns them
-//!   into a store (memory, memory with `--data-dir` ([`journal`]), etcd)
+//!   into a store (memory, memory with `--data-dir` (`pilot_store_memory::journal`), etcd)
 //!   and registries (a `--services` file ([`services_file`]), etcd).
 //! - [`router`]: the REST API ([`api`]), `/healthz`, `/readyz`,
 //!   `/metrics` ([`metrics`]), `/debug/proxy-status` ([`proxy_status`]),
@@ -24,7 +24,6 @@ pub mod auth;
 pub mod backend;
 pub mod health;
 pub mod inject_webhook;
-pub mod journal;
 pub mod metrics;
 pub mod openapi;
 pub mod proxy_events;

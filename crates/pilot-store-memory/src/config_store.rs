@@ -59,8 +59,9 @@ pub enum PendingWrite<'a> {
     Put {
         /// The revision of the write.
         revision: Revision,
-        /// The object exactly as it will be stored.
-        config: &'a DynConfig,
+        /// The object exactly as it will be stored (the same allocation the
+        /// store keeps, so a write-ahead may hold on to it without a copy).
+        config: &'a Arc<DynConfig>,
     },
     /// `key` is about to be deleted at `revision`.
     Delete {
@@ -106,18 +107,18 @@ impl MemoryConfigStore {
     /// (resource versions and creation times kept, no validation: they were
     /// validated when first written), and hands every later write to
     /// `write_ahead` before applying it. This is how a store is rebuilt
-    /// from what a [`WriteAhead`] recorded. Watches can resume only after
-    /// `revision`.
+    /// from what a [`WriteAhead`] recorded (the objects are shared, not
+    /// copied). Watches can resume only after `revision`.
     pub fn restore(
         registry: KindRegistry,
         history: usize,
-        objects: impl IntoIterator<Item = DynConfig>,
+        objects: impl IntoIterator<Item = Arc<DynConfig>>,
         revision: Revision,
         write_ahead: Arc<dyn WriteAhead>,
     ) -> Self {
         let index = ConfigIndex::new();
         for object in objects {
-            index.insert(Arc::new(object));
+            index.insert(object);
         }
         MemoryConfigStore {
             inner: Arc::new(Inner {
@@ -156,7 +157,7 @@ impl MemoryConfigStore {
         self.inner.log.revision()
     }
 
-    fn record(&self, revision: Revision, config: &DynConfig) -> Result<(), StoreError> {
+    fn record(&self, revision: Revision, config: &Arc<DynConfig>) -> Result<(), StoreError> {
         match &self.inner.write_ahead {
             Some(write_ahead) => write_ahead.record(PendingWrite::Put { revision, config }),
             None => Ok(()),
@@ -197,8 +198,8 @@ impl ConfigStore for MemoryConfigStore {
         }
         config.meta.resource_version = Some(log.next_revision().to_string());
         config.meta.creation_timestamp = Some(now_seconds());
-        self.record(log.next_revision(), &config)?;
         let config = Arc::new(config);
+        self.record(log.next_revision(), &config)?;
         self.inner.index.insert(Arc::clone(&config));
         log.put(Arc::clone(&config));
         Ok(config)
@@ -216,8 +217,8 @@ impl ConfigStore for MemoryConfigStore {
         check_version(&key, config.meta.resource_version.as_deref(), &current, true)?;
         config.meta.resource_version = Some(log.next_revision().to_string());
         config.meta.creation_timestamp = current.meta.creation_timestamp;
-        self.record(log.next_revision(), &config)?;
         let config = Arc::new(config);
+        self.record(log.next_revision(), &config)?;
         self.inner.index.insert(Arc::clone(&config));
         log.put(Arc::clone(&config));
         Ok(config)

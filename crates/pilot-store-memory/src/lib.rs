@@ -1,11 +1,14 @@
 //! In-memory backends for pilot: [`MemoryConfigStore`], a concurrent
 //! [`ConfigStore`](pilot_model::ConfigStore) with resumable watches, and
 //! [`MemoryServiceRegistry`], a [`ServiceDiscovery`](pilot_model::ServiceDiscovery)
-//! fed by the embedding program.
+//! fed by the embedding program. With feature `journal`, [`journal::open`]
+//! makes the store durable in a data directory.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod config_store;
+#[cfg(feature = "journal")]
+pub mod journal;
 
 pub use config_store::{MemoryConfigStore, PendingWrite, WriteAhead};
 /// The in-memory service registry: pilot-store's [`ServiceCache`](pilot_store::ServiceCache), fed by
