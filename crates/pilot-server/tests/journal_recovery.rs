@@ -148,9 +148,10 @@ fn active_segment(dir: &Path) -> PathBuf {
     segments.pop().expect("a journal segment")
 }
 
-/// A complete, checksummed journal record, as the store writes them.
-fn record(json: &Value) -> Vec<u8> {
-    let json = json.to_string();
+/// A complete, checksummed journal record storing `object` at `revision`,
+/// as the store writes them (the revision first).
+fn record(revision: u64, object: &Value) -> Vec<u8> {
+    let json = format!(r#"{{"revision":{revision},"put":{object}}}"#);
     format!("{:08x} {json}\n", crc32(json.as_bytes())).into_bytes()
 }
 
@@ -191,7 +192,7 @@ fn a_write_torn_by_a_crash_loses_no_acknowledged_write_and_no_revision_is_reused
     let last = acknowledged.last().unwrap().1;
     let mut in_flight = rule("d", "v1");
     in_flight["metadata"]["resourceVersion"] = (last + 1).to_string().into();
-    let whole = record(&serde_json::json!({"revision": last + 1, "put": in_flight}));
+    let whole = record(last + 1, &in_flight);
     append(&active_segment(&dir), &whole[..whole.len() / 2]);
 
     let server = serving(&dir, &log);
@@ -284,10 +285,7 @@ fn an_object_that_no_longer_validates_is_quarantined_and_the_server_starts() {
     let mut bad = rule("bad", "v1");
     bad["spec"]["route"][0]["weight"] = 30.into();
     bad["metadata"]["resourceVersion"] = (good + 1).to_string().into();
-    append(
-        &active_segment(&dir),
-        &record(&serde_json::json!({"revision": good + 1, "put": bad})),
-    );
+    append(&active_segment(&dir), &record(good + 1, &bad));
 
     let server = serving(&dir, &log);
     assert_eq!(server.names(), [("good".to_string(), good)]);
