@@ -8,7 +8,7 @@
 //! ```
 //!
 //! The store starts from a snapshot of `JOURNAL_BENCH_OBJECTS` objects
-//! (default 50,000) of about 1.7 KB of JSON each. Each measured write updates
+//! (default 50,000) of about 1.4 KB of JSON each. Each measured write updates
 //! one of them (one journal record, one fsync). After each scenario the
 //! p50, p99 and maximum of every write it timed are printed, as criterion
 //! reports means only.
@@ -37,7 +37,7 @@ fn registry() -> KindRegistry {
     registry
 }
 
-/// A route rule of about 1.7 KB of JSON, as `kubectl apply` leaves it: a
+/// A route rule of about 1.4 KB of JSON, as `kubectl apply` leaves it: a
 /// destination, header matches, four weighted routes with labels, a
 /// timeout, and the last-applied annotation (the object again, as text).
 fn object(i: usize) -> DynConfig {

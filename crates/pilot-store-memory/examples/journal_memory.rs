@@ -1,5 +1,5 @@
 //! Memory per stored object: heap bytes held by the memory store, plain and
-//! journaled, per object of about 1.7 KB of JSON, and the extra peak while
+//! journaled, per object of about 1.4 KB of JSON, and the extra peak while
 //! the journal is folded into a snapshot.
 //!
 //! ```text
@@ -73,7 +73,7 @@ fn registry() -> KindRegistry {
     registry
 }
 
-/// The same objects as the `journal` benchmark: a route rule of about 1.7 KB of JSON, as `kubectl apply` leaves it: a
+/// The same objects as the `journal` benchmark: a route rule of about 1.4 KB of JSON, as `kubectl apply` leaves it: a
 /// destination, header matches, four weighted routes with labels, a
 /// timeout, and the last-applied annotation (the object again, as text).
 fn object(i: usize) -> DynConfig {
