@@ -3,7 +3,6 @@
 //! [`MemoryServiceRegistry`], a [`ServiceDiscovery`](pilot_model::ServiceDiscovery)
 //! fed by the embedding program. With feature `journal`, [`journal::open`]
 //! makes the store durable in a data directory.
-#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod config_store;
