@@ -9,6 +9,7 @@
 //! pilotctl validate -f rules/                   # offline
 //! pilotctl analyze -f examples/bookinfo/        # shadowed rules, missing services, ...
 //! pilotctl proxy-status                         # SYNCED / STALE / NACKED per type
+//! pilotctl quarantine                           # objects in the store that fail validation
 //! pilotctl grpc-bootstrap --xds-address 127.0.0.1:15010 -o bootstrap.json  # proxyless gRPC
 //! pilotctl kube-inject -f deployment.yaml       # add the sidecar (offline)
 //! ```
@@ -24,6 +25,7 @@ mod commands;
 mod files;
 mod inject;
 mod kinds;
+mod quarantine;
 mod settings;
 
 use std::process::ExitCode;
@@ -121,6 +123,10 @@ pub enum Command {
     },
     /// For each connected proxy, per xDS type: SYNCED, STALE or NACKED.
     ProxyStatus,
+    /// The objects in the server's store that fail their kind's validation
+    /// (written around the API): held out of the cache, never pushed or
+    /// served until fixed or deleted in the store. Exit 1 when any.
+    Quarantine,
     /// Write the xDS bootstrap of a proxyless gRPC workload (for
     /// GRPC_XDS_BOOTSTRAP); needs no server.
     GrpcBootstrap(bootstrap::BootstrapArgs),
