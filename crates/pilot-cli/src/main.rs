@@ -72,6 +72,7 @@ pub enum Command {
     Apply(FileArgs),
     /// Delete objects named in files, or by kind and names.
     Delete {
+        /// The files to read (`-f`).
         #[command(flatten)]
         files: OptionalFiles,
         /// KIND NAME... (instead of -f).
@@ -107,6 +108,7 @@ pub enum Command {
     /// and service registry; -f with --server, the files over the server's
     /// configuration, against its registry.
     Analyze {
+        /// The files to read (`-f`).
         #[command(flatten)]
         files: OptionalFiles,
         /// A services file (pilot-discovery's --services format) to check
@@ -133,6 +135,7 @@ pub enum Command {
     /// Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs
     /// and Lists of YAML or JSON files; the result goes to stdout (offline).
     KubeInject {
+        /// The files to read (`-f`).
         #[command(flatten)]
         files: FileArgs,
         /// The mesh config file whose `sidecarInjector` section sets images,
