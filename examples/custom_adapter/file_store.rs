@@ -174,10 +174,7 @@ impl ConfigWatch for FileConfigStore {
         self.known(kind)?;
         let log = self.log.write();
         let items = read_kind(&self.root, kind, None)?;
-        Ok(Snapshot {
-            revision: log.revision(),
-            items,
-        })
+        Ok(Snapshot::new(log.revision(), items))
     }
 
     async fn watch(&self, kind: &str, after: Revision) -> Result<WatchStream, StoreError> {

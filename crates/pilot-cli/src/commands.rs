@@ -151,6 +151,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             .await
         }
         Command::ProxyStatus => proxy_status(&client).await,
+        Command::Quarantine => crate::quarantine::show(&client).await,
     }
 }
 
@@ -251,7 +252,7 @@ fn describe(kind: &str, namespace: &str, name: &str) -> String {
 
 /// The server's answer to a request about one object, as a message a person
 /// can act on.
-fn refused(
+pub(crate) fn refused(
     kind: &str,
     namespace: &str,
     name: &str,
@@ -590,7 +591,7 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
 }
 
 /// Columns padded to their widest cell, three spaces apart.
-fn table(rows: &[Vec<String>]) -> String {
+pub(crate) fn table(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {

@@ -48,5 +48,5 @@ pub use kind::{ConfigKind, KindRegistry, KindSchema, SpecValidator};
 pub use meta::ConfigMeta;
 pub use registry_snapshot::RegistrySnapshot;
 pub use service::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};
-pub use store::{ConfigStore, ConfigWatch, Revision, Snapshot, WatchEvent, WatchStream};
+pub use store::{ConfigStore, ConfigWatch, Revision, Snapshot, Undecodable, WatchEvent, WatchStream};
 pub use validation::{FieldError, FieldErrors, dns1123_label, dns1123_subdomain, label_key, label_value};

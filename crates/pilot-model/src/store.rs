@@ -56,6 +56,34 @@ pub struct Snapshot {
     /// Every object of the kind at that revision, ordered by namespace and
     /// name.
     pub items: Vec<Arc<DynConfig>>,
+    /// Keys of the kind whose stored value is not an object of the kind
+    /// (written around the store: not JSON, another object's body). A
+    /// backend that always decodes what it stores leaves this empty.
+    pub undecodable: Vec<Undecodable>,
+}
+
+impl Snapshot {
+    /// A snapshot of `items` at `revision`, with nothing undecodable.
+    pub fn new(revision: Revision, items: Vec<Arc<DynConfig>>) -> Self {
+        Snapshot {
+            revision,
+            items,
+            undecodable: Vec::new(),
+        }
+    }
+}
+
+/// A key whose stored value is not an object of its kind: its readers
+/// treat the key as holding no object, and report it (a Controller
+/// quarantines it) until a valid value or a delete replaces it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undecodable {
+    /// The key the value is stored under.
+    pub key: ConfigKey,
+    /// The revision of the write that stored it.
+    pub revision: Revision,
+    /// Why it is not an object, for operators.
+    pub reason: String,
 }
 
 /// One change seen by a backend watch.
@@ -75,6 +103,10 @@ pub enum WatchEvent {
         /// The deleted object's key.
         key: ConfigKey,
     },
+    /// A value that is not an object of the kind was stored under a key
+    /// at its revision: whatever the key held is gone, and nothing
+    /// replaces it until a valid write.
+    Undecodable(Undecodable),
     /// Nothing more of this kind up to `revision` (a progress notification,
     /// or a Kubernetes bookmark).
     Progress {
@@ -90,6 +122,7 @@ impl WatchEvent {
             WatchEvent::Put { revision, .. }
             | WatchEvent::Delete { revision, .. }
             | WatchEvent::Progress { revision } => *revision,
+            WatchEvent::Undecodable(undecodable) => undecodable.revision,
         }
     }
 }

@@ -369,7 +369,13 @@ async fn list_or_watch(
     if watch {
         return watch_kind(state, schema, snapshot, after, timeout, keep).await;
     }
-    let items: Vec<&DynConfig> = snapshot.items.iter().map(|c| &**c).filter(|c| keep(c)).collect();
+    // Validation on read: what the cache would not hold is not listed.
+    let items: Vec<&DynConfig> = snapshot
+        .items
+        .iter()
+        .map(|c| &**c)
+        .filter(|c| keep(c) && state.controller.admits(c).is_ok())
+        .collect();
     Ok(Json(json!({
         "apiVersion": format!("{}/{}", schema.group, schema.version),
         "kind": format!("{}List", schema.kind),
@@ -425,9 +431,14 @@ async fn watch_kind(
 ) -> Result<Response, ApiError> {
     let mut known: HashMap<ConfigKey, Arc<DynConfig>> = HashMap::new();
     let mut initial = Vec::new();
+    // Validation on read: an object that fails is never shown; a change
+    // that makes a shown object fail is its DELETED.
+    let controller = Arc::clone(&state.controller);
+    let admitted = move |config: &DynConfig| controller.admits(config).is_ok();
+    let items: Vec<&Arc<DynConfig>> = snapshot.items.iter().filter(|c| admitted(c)).collect();
     let start = match after {
         None => {
-            for object in &snapshot.items {
+            for object in items {
                 known.insert(object.key(), Arc::clone(object));
                 if keep(object) {
                     initial.push(event_line("ADDED", &json!(&**object)));
@@ -437,7 +448,7 @@ async fn watch_kind(
         }
         Some(after) => {
             // Objects not written since `after` certainly existed then.
-            for object in &snapshot.items {
+            for object in items {
                 let version = object
                     .meta
                     .resource_version
@@ -456,9 +467,9 @@ async fn watch_kind(
         .await
         .map_err(|e| ApiError::from_store(e, None))?;
     let live = futures::stream::unfold(
-        Some((events, known, state.shutdown.clone(), keep)),
+        Some((events, known, state.shutdown.clone(), keep, admitted)),
         |state| async move {
-            let (mut events, mut known, mut shutdown, keep) = state?;
+            let (mut events, mut known, mut shutdown, keep, admitted) = state?;
             loop {
                 let next = tokio::select! {
                     next = events.next() => next,
@@ -471,6 +482,26 @@ async fn watch_kind(
                         return Some((event_line("ERROR", &status), None));
                     }
                     Some(Ok(WatchEvent::Progress { .. })) => continue,
+                    Some(Ok(WatchEvent::Undecodable(pilot_model::Undecodable { key, revision, .. }))) => {
+                        match known.remove(&key) {
+                            Some(last) if keep(&last) => {
+                                let mut last = (*last).clone();
+                                last.meta.resource_version = Some(revision.to_string());
+                                event_line("DELETED", &json!(last))
+                            }
+                            _ => continue,
+                        }
+                    }
+                    Some(Ok(WatchEvent::Put { config, revision })) if !admitted(&config) => {
+                        match known.remove(&config.key()) {
+                            Some(last) if keep(&last) => {
+                                let mut last = (*last).clone();
+                                last.meta.resource_version = Some(revision.to_string());
+                                event_line("DELETED", &json!(last))
+                            }
+                            _ => continue,
+                        }
+                    }
                     Some(Ok(WatchEvent::Put { config, .. })) => {
                         let was = known
                             .insert(config.key(), Arc::clone(&config))
@@ -505,7 +536,7 @@ async fn watch_kind(
                         event_line("DELETED", &object)
                     }
                 };
-                return Some((line, Some((events, known, shutdown, keep))));
+                return Some((line, Some((events, known, shutdown, keep, admitted))));
             }
         },
     );

@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod proxy_events;
 pub mod proxy_status;
+pub mod quarantine;
 pub mod registryz;
 pub mod selector;
 pub mod serve;
@@ -101,6 +102,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics::handler))
         .route("/debug/proxy-status", get(proxy_status::handler))
         .route("/debug/registryz", get(registryz::handler))
+        .route("/debug/quarantine", get(quarantine::handler))
         .route("/v1/proxy-events", axum::routing::post(proxy_events::handler))
         .route(
             "/openapi.json",

@@ -11,6 +11,8 @@
 //! | `pilot_k8s_cfg_events` | counter | `type` (kind), `event` (`add`, `update`, `delete`) | configuration events the cache applied, from any backend |
 //! | `pilot_xds_nacked_proxies` | gauge | `type` | proxies whose last response of a type was NACKed |
 //! | `pilot_config_objects` | gauge | `kind` | objects in the cache |
+//! | `pilot_config_quarantined` | gauge | `kind` | objects in the store that fail validation, held out of the cache ([`crate::quarantine`]) |
+//! | `pilot_config_rejected` | counter | `kind` | objects the store delivered that failed validation (each key at each version once) |
 //! | `pilot_xds_refused_streams` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`) | ADS streams refused |
 //! | `pilot_rest_requests` | counter | `method`, `code` | REST requests answered |
 //! | `pilot_rest_request_duration_seconds` | histogram | `method`, `route` | REST latency by route template |
@@ -106,6 +108,9 @@ impl Metrics {
             "Configuration events applied to the cache, by kind (type) and event (add, update, delete), from any backend",
             self.config_events.clone(),
         );
+        registry.register_collector(Box::new(crate::quarantine::QuarantineMetrics(Arc::clone(
+            &controller,
+        ))));
         registry.register_collector(Box::new(ScrapeTime { xds, controller }));
     }
 

@@ -103,6 +103,12 @@ fn fixed_routes() -> Vec<(&'static str, Value)> {
                 "x-access": "read", "responses": {"200": object("services")}}}),
         ),
         (
+            "/debug/quarantine",
+            json!({"get": {"summary": "Objects in the configuration store that fail their kind's validation (written around the API), held out of the cache: never pushed to proxies, not served by get, list or watch, until fixed or deleted in the store",
+                "x-access": "read", "responses": {"200": {"description": "quarantined objects, by kind, namespace and name",
+                "content": {"application/json": {"schema": quarantine_schema()}}}}}}),
+        ),
+        (
             "/v1/proxy-events",
             json!({"post": {"summary": "pilot-agent reports Envoy's process life (starts, exits, restarts), shown in /debug/proxy-status and /metrics; an xds token may post the node ids it may claim on ADS (403 otherwise)",
             "x-access": "write",
@@ -119,6 +125,30 @@ fn fixed_routes() -> Vec<(&'static str, Value)> {
             json!({"get": {"summary": "This document", "x-access": "read", "responses": {"200": object("OpenAPI 3")}}}),
         ),
     ]
+}
+
+/// The body of `GET /debug/quarantine` (`quarantine::listing`).
+fn quarantine_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["items"],
+        "properties": {"items": {"type": "array", "items": {
+            "type": "object",
+            "required": ["kind", "namespace", "name", "resourceVersion", "reason", "errors"],
+            "properties": {
+                "kind": {"type": "string"},
+                "namespace": {"type": "string"},
+                "name": {"type": "string"},
+                "resourceVersion": {"type": "string", "nullable": true, "description": "the version the store delivered"},
+                "reason": {"type": "string", "enum": ["Invalid", "Undecodable"], "description": "Undecodable: the stored value is not an object of the kind"},
+                "errors": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["field", "message"],
+                    "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
+                }},
+            },
+        }}},
+    })
 }
 
 /// The body of `POST /v1/proxy-events` (`proxy_events::ProxyEvent`).

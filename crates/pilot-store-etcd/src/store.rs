@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 use pilot_model::{
     ConfigKey, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot, StoreError,
-    WatchStream, now_seconds,
+    Undecodable, WatchStream, now_seconds,
 };
 use tokio::sync::watch;
 
@@ -31,8 +31,10 @@ use crate::codec::{Layout, decode, encode, prefix_end};
 ///   Controller relists.
 /// - A key under the prefix whose value is not a valid object (written
 ///   around pilot) is logged with its key, counted
-///   ([`EtcdConfigStore::bad_objects`]) and skipped by list and watch; `get`
-///   of it fails naming the key.
+///   ([`EtcdConfigStore::bad_objects`]) and skipped by `list`; `snapshot`
+///   and `watch` report it as [`Undecodable`] (a Controller quarantines
+///   it, and drops what it had cached of the key); `get` of it fails
+///   naming the key.
 ///
 /// Cloning gives another handle on the same connection.
 #[derive(Clone)]
@@ -98,12 +100,13 @@ impl EtcdConfigStore {
     }
 
     /// Every object under `prefix` at one revision, in pages; returns them
-    /// with that revision.
-    async fn range(&self, kind: &str, prefix: &str) -> Result<(Vec<Arc<DynConfig>>, Revision), StoreError> {
+    /// with the keys whose values are not objects, and that revision.
+    async fn range(&self, kind: &str, prefix: &str) -> Result<Snapshot, StoreError> {
         let kind_prefix = self.inner.layout.kind_prefix(&self.inner.registry, kind)?;
         let end = prefix_end(prefix);
         let mut client = self.inner.client.clone();
         let mut items = Vec::new();
+        let mut undecodable = Vec::new();
         let mut start = prefix.as_bytes().to_vec();
         let mut revision = 0;
         loop {
@@ -130,7 +133,14 @@ impl EtcdConfigStore {
                 };
                 match decode(&key, kv.value(), kv.mod_revision()) {
                     Ok(config) => items.push(Arc::new(config)),
-                    Err(reason) => self.report_bad(kv.key(), &reason),
+                    Err(reason) => {
+                        self.report_bad(kv.key(), &reason);
+                        undecodable.push(Undecodable {
+                            key,
+                            revision: u64::try_from(kv.mod_revision()).unwrap_or_default(),
+                            reason,
+                        });
+                    }
                 }
             }
             match page.kvs().last() {
@@ -141,7 +151,11 @@ impl EtcdConfigStore {
                 _ => break,
             }
         }
-        Ok((items, u64::try_from(revision).unwrap_or_default()))
+        Ok(Snapshot {
+            revision: u64::try_from(revision).unwrap_or_default(),
+            items,
+            undecodable,
+        })
     }
 
     /// Reads `key` after a failed guard: NotFound, or Conflict with the
@@ -191,7 +205,7 @@ impl ConfigStore for EtcdConfigStore {
             .inner
             .layout
             .list_prefix(&self.inner.registry, kind, namespace)?;
-        Ok(self.range(kind, &prefix).await?.0)
+        Ok(self.range(kind, &prefix).await?.items)
     }
 
     async fn create(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
@@ -278,8 +292,7 @@ impl ConfigStore for EtcdConfigStore {
 impl ConfigWatch for EtcdConfigStore {
     async fn snapshot(&self, kind: &str) -> Result<Snapshot, StoreError> {
         let prefix = self.inner.layout.kind_prefix(&self.inner.registry, kind)?;
-        let (items, revision) = self.range(kind, &prefix).await?;
-        Ok(Snapshot { revision, items })
+        self.range(kind, &prefix).await
     }
 
     async fn watch(&self, kind: &str, after: Revision) -> Result<WatchStream, StoreError> {

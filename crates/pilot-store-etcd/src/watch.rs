@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use etcd_client::{Client, EventType, WatchOptions, WatchRequestSender, WatchResponse, WatchResponseStream};
 use futures::StreamExt;
-use pilot_model::{Revision, StoreError, WatchEvent, WatchStream};
+use pilot_model::{Revision, StoreError, Undecodable, WatchEvent, WatchStream};
 use tokio::sync::watch;
 
 use crate::EtcdConfigStore;
@@ -139,7 +139,11 @@ impl Following {
                     },
                     Err(reason) => {
                         self.store.report_bad(kv.key(), &reason);
-                        WatchEvent::Progress { revision }
+                        WatchEvent::Undecodable(Undecodable {
+                            key,
+                            revision,
+                            reason,
+                        })
                     }
                 },
             };

@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use pilot_model::{ConfigKey, ConfigStore, Event, StoreError};
 use pilot_store::testing::{mock, registry};
-use pilot_store::{Controller, Notification};
+use pilot_store::{Controller, Notification, QuarantineReason};
 use pilot_store_etcd::testing::EtcdServer;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
 
@@ -75,4 +75,70 @@ async fn bad_bodies_are_counted_and_skipped() {
     );
     assert_eq!(controller.list_cached("MockConfig", None).len(), 2);
     assert!(store.bad_objects() >= 4);
+    // The Controller holds each of them in quarantine, as not decodable.
+    let held: Vec<(String, QuarantineReason)> = controller
+        .quarantine()
+        .list()
+        .into_iter()
+        .map(|q| (q.key.name, q.reason))
+        .collect();
+    assert_eq!(
+        held,
+        [
+            ("garbage".to_string(), QuarantineReason::Undecodable),
+            ("garbage-2".to_string(), QuarantineReason::Undecodable),
+            ("mismatch".to_string(), QuarantineReason::Undecodable),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_object_overwritten_with_garbage_leaves_the_cache_until_fixed() {
+    let server = EtcdServer::start().unwrap();
+    let store = EtcdConfigStore::connect(&EtcdOptions::new([server.endpoint()]), registry())
+        .await
+        .unwrap();
+    let mut raw = store.client();
+    let good = store.create(mock("default", "good", "v")).await.unwrap();
+    let controller = Controller::new(Arc::new(store.clone()));
+    let mut events = controller.subscribe("MockConfig");
+    controller.run();
+    controller.wait_synced().await;
+    assert!(matches!(next(&mut events).await, Event::Added(_)));
+
+    // Before, the watch turned this into a progress notification and the
+    // cache went on serving the old object.
+    raw.put(format!("{PREFIX}/good"), "{not json", None)
+        .await
+        .unwrap();
+    let Event::Deleted(gone) = next(&mut events).await else {
+        panic!("the overwritten object is deleted from the cache")
+    };
+    assert_eq!(gone.key(), good.key());
+    assert!(controller.get_cached(&good.key()).is_none());
+    let held = controller.quarantine().get(&good.key()).expect("quarantined");
+    assert_eq!(held.reason, QuarantineReason::Undecodable);
+    assert!(held.errors[0].message.contains("not a pilot object"), "{held:?}");
+
+    raw.put(
+        format!("{PREFIX}/good"),
+        serde_json::to_vec(&mock("default", "good", "w")).unwrap(),
+        None,
+    )
+    .await
+    .unwrap();
+    let Event::Added(back) = next(&mut events).await else {
+        panic!("the fixed object is added back")
+    };
+    assert_eq!(back.spec["key"], "w");
+    assert!(controller.quarantine().list().is_empty());
+}
+
+async fn next(
+    events: &mut futures::stream::BoxStream<'static, Notification<Arc<pilot_model::DynConfig>>>,
+) -> Event<Arc<pilot_model::DynConfig>> {
+    match tokio::time::timeout(Duration::from_secs(20), events.next()).await {
+        Ok(Some(Notification::Event(event))) => event,
+        other => panic!("expected an event, got {other:?}"),
+    }
 }

@@ -329,7 +329,7 @@ impl ConfigStore for KubeConfigStore {
 impl ConfigWatch for KubeConfigStore {
     async fn snapshot(&self, kind: &str) -> Result<Snapshot, StoreError> {
         let (items, revision) = self.list_at(kind, None).await?;
-        Ok(Snapshot { revision, items })
+        Ok(Snapshot::new(revision, items))
     }
 
     async fn watch(&self, kind: &str, after: Revision) -> Result<WatchStream, StoreError> {

@@ -252,10 +252,7 @@ impl ConfigWatch for MemoryConfigStore {
         // Holding the write lock makes items and revision agree.
         let log = self.inner.log.write();
         let items = self.inner.index.list(kind, None);
-        Ok(Snapshot {
-            revision: log.revision(),
-            items,
-        })
+        Ok(Snapshot::new(log.revision(), items))
     }
 
     async fn watch(&self, kind: &str, after: Revision) -> Result<WatchStream, StoreError> {

@@ -10,14 +10,14 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use pilot_model::{
-    Config, ConfigKey, ConfigKind, ConfigStore, ConfigWatch, DynConfig, Event, KindRegistry, Revision,
-    StoreError, WatchEvent,
+    Config, ConfigKey, ConfigKind, ConfigStore, ConfigWatch, DynConfig, Event, FieldError, KindRegistry,
+    Revision, Snapshot, StoreError, WatchEvent,
 };
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
 use crate::handlers::{Handler, Handlers};
-use crate::{Backoff, ConfigEvent, ConfigIndex, Notification};
+use crate::{Backoff, ConfigEvent, ConfigIndex, Notification, Quarantine};
 
 /// How a [`Controller`] runs.
 #[derive(Debug, Clone)]
@@ -99,6 +99,8 @@ pub struct Controller {
 struct Shared {
     backend: Arc<dyn ConfigWatch>,
     cache: ConfigIndex,
+    /// Delivered objects that fail validation (never in `cache`).
+    quarantine: Quarantine,
     kinds: Vec<String>,
     /// Per kind: the revision the cache has caught up with, `None` before
     /// the first list.
@@ -128,6 +130,7 @@ impl Controller {
         let (events, _) = broadcast::channel(options.event_buffer.max(1));
         Controller {
             shared: Arc::new(Shared {
+                quarantine: Quarantine::new(backend.registry().clone()),
                 backend,
                 cache: ConfigIndex::new(),
                 kinds,
@@ -184,6 +187,37 @@ impl Controller {
     /// namespace and name.
     pub fn list_cached(&self, kind: &str, namespace: Option<&str>) -> Vec<Arc<DynConfig>> {
         self.shared.cache.list(kind, namespace)
+    }
+
+    /// The objects the backend delivered that fail validation, held out of
+    /// the cache.
+    pub fn quarantine(&self) -> &Quarantine {
+        &self.shared.quarantine
+    }
+
+    /// Whether `config`, as a backend delivered it, passes validation: the
+    /// cache's or the quarantine's verdict for the same key and resource
+    /// version, else a fresh check. For readers of the backend itself (a
+    /// REST list or watch) that must serve what the cache would.
+    pub fn admits(&self, config: &DynConfig) -> Result<(), Vec<FieldError>> {
+        let key = config.key();
+        let version = &config.meta.resource_version;
+        if version.is_some() {
+            if self
+                .shared
+                .cache
+                .get(&key)
+                .is_some_and(|cached| &cached.meta.resource_version == version)
+            {
+                return Ok(());
+            }
+            if let Some(held) = self.shared.quarantine.get(&key)
+                && &held.resource_version == version
+            {
+                return Err(held.errors);
+            }
+        }
+        self.shared.quarantine.check(config)
     }
 
     /// Notifications about `kind` from now on.
@@ -298,7 +332,7 @@ impl Shared {
             };
             backoff.reset();
             let mut revision = snapshot.revision;
-            self.apply_snapshot(&kind, snapshot.items, revision);
+            self.apply_snapshot(&kind, snapshot, revision);
             loop {
                 let mut stream = match self.backend.watch(&kind, revision).await {
                     Ok(stream) => stream,
@@ -338,7 +372,8 @@ impl Shared {
 
     /// Makes the cache equal `items` and emits the differences: deletes of
     /// what is gone, then adds and updates.
-    fn apply_snapshot(&self, kind: &str, items: Vec<Arc<DynConfig>>, revision: Revision) {
+    fn apply_snapshot(&self, kind: &str, snapshot: Snapshot, revision: Revision) {
+        let items = self.admit_listed(kind, snapshot);
         let listed: HashSet<ConfigKey> = items.iter().map(|c| c.key()).collect();
         for old in self.cache.list(kind, None) {
             if !listed.contains(&old.key()) {
@@ -365,11 +400,25 @@ impl Shared {
     fn apply(&self, kind: &str, event: WatchEvent) {
         let revision = event.revision();
         match event {
+            WatchEvent::Put { config, .. } if !self.quarantine.admit(&config) => {
+                // The key's stored object is now one that may not be
+                // served: what the cache had of it goes.
+                if let Some(old) = self.cache.remove(&config.key()) {
+                    self.publish(Event::Deleted(old));
+                }
+            }
             WatchEvent::Put { config, .. } => match self.cache.insert(Arc::clone(&config)) {
                 Some(old) => self.publish(Event::Updated { old, new: config }),
                 None => self.publish(Event::Added(config)),
             },
+            WatchEvent::Undecodable(undecodable) => {
+                self.quarantine.hold_undecodable(&undecodable);
+                if let Some(old) = self.cache.remove(&undecodable.key) {
+                    self.publish(Event::Deleted(old));
+                }
+            }
             WatchEvent::Delete { key, .. } => {
+                self.quarantine.release(&key);
                 if let Some(old) = self.cache.remove(&key) {
                     self.publish(Event::Deleted(old));
                 }
@@ -377,6 +426,27 @@ impl Shared {
             WatchEvent::Progress { .. } => {}
         }
         self.mark_applied(kind, revision);
+    }
+
+    /// Validation on read for a list: the items that may enter the cache;
+    /// the others are quarantined, and quarantined keys the list no longer
+    /// holds are released.
+    fn admit_listed(&self, kind: &str, snapshot: Snapshot) -> Vec<Arc<DynConfig>> {
+        let listed: HashSet<ConfigKey> = snapshot
+            .items
+            .iter()
+            .map(|c| c.key())
+            .chain(snapshot.undecodable.iter().map(|u| u.key.clone()))
+            .collect();
+        self.quarantine.retain_listed(kind, &listed);
+        for undecodable in &snapshot.undecodable {
+            self.quarantine.hold_undecodable(undecodable);
+        }
+        snapshot
+            .items
+            .into_iter()
+            .filter(|c| self.quarantine.admit(c))
+            .collect()
     }
 
     fn publish(&self, event: ConfigEvent) {

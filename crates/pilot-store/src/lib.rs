@@ -9,6 +9,7 @@ mod handlers;
 mod index;
 mod log;
 mod notification;
+mod quarantine;
 mod service_cache;
 mod typed;
 
@@ -21,5 +22,6 @@ pub use handlers::Handler;
 pub use index::ConfigIndex;
 pub use log::{DEFAULT_HISTORY, LogWriter, WatchLog};
 pub use notification::{ConfigEvent, Notification};
+pub use quarantine::{Quarantine, QuarantineReason, Quarantined};
 pub use service_cache::{EVENT_BUFFER, RegistryError, ServiceCache};
 pub use typed::TypedStore;

@@ -252,6 +252,7 @@ impl Watcher {
             let kind = match event {
                 WatchEvent::Put { config, .. } => &config.meta.kind,
                 WatchEvent::Delete { key, .. } => &key.kind,
+                WatchEvent::Undecodable(undecodable) => &undecodable.key.kind,
                 WatchEvent::Progress { .. } => continue,
             };
             if *kind == self.kind {
@@ -288,6 +289,7 @@ mod tests {
                 WatchEvent::Put { revision, .. } => ('p', *revision),
                 WatchEvent::Delete { revision, .. } => ('d', *revision),
                 WatchEvent::Progress { revision } => ('.', *revision),
+                WatchEvent::Undecodable(u) => ('u', u.revision),
             })
             .collect()
     }

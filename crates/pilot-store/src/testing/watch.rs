@@ -23,6 +23,7 @@ async fn changes(stream: &mut WatchStream, count: usize) -> Vec<(char, String, R
             WatchEvent::Put { revision, config } => seen.push(('+', config.meta.name.clone(), revision)),
             WatchEvent::Delete { revision, key } => seen.push(('-', key.name, revision)),
             WatchEvent::Progress { .. } => {}
+            WatchEvent::Undecodable(u) => panic!("a value pilot wrote does not decode: {u:?}"),
         }
     }
     seen
