@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use json_registry::JsonFileRegistry;
-use pilot::model::{Labels, ServiceDiscovery};
+use pilot::model::{Event, Labels, ServiceDiscovery, ServiceEvent};
 use pilot::store::testing;
 
 fn main() {
@@ -41,8 +41,13 @@ fn main() {
         // One label changes in the file: subscribers see exactly one update.
         let mut events = registry.subscribe();
         std::fs::write(&path, file("v3")).expect("written");
-        let event = events.next().await.expect("an event");
-        println!("after relabelling 10.0.0.2: {event:?}");
+        match events.next().await.expect("an event") {
+            ServiceEvent::Instance(Event::Updated { old, new }) => println!(
+                "one event: {}:{} updated, {} -> {}",
+                new.endpoint.address, new.endpoint.port, old.labels, new.labels
+            ),
+            other => println!("unexpected event: {other:?}"),
+        }
         println!("snapshot version {}", registry.snapshot().version());
     });
 

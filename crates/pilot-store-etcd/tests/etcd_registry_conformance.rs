@@ -122,6 +122,17 @@ impl RegistrySource for EtcdSource {
     }
 
     async fn reconnect(&mut self) {
+        // The gap's history is compacted away too: the registry cannot
+        // resume its watch, only list again.
+        let revision = self
+            .client
+            .get("/", None)
+            .await
+            .unwrap()
+            .header()
+            .unwrap()
+            .revision();
+        self.client.compact(revision, None).await.unwrap();
         self.proxy.restore();
     }
 }
