@@ -3,9 +3,11 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use futures::stream::{self, BoxStream, StreamExt};
 
-use crate::{Event, Labels, Service, ServiceInstance};
+use crate::{Event, Labels, RegistrySnapshot, Service, ServiceInstance};
 
 /// A change in a service registry.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +57,26 @@ pub trait ServiceDiscovery: Send + Sync {
     /// The default is for registries that are complete when built.
     fn has_synced(&self) -> bool {
         true
+    }
+
+    /// Resolves once [`has_synced`](Self::has_synced) is true, without
+    /// polling. The default (ready at once) is for registries that are
+    /// complete when built: a registry that overrides `has_synced`
+    /// overrides this too (`pilot_store::FollowedRegistry` does both from
+    /// one `tokio::sync::watch`); consumers that must not act early (the
+    /// ADS server) still check `has_synced` after it resolves.
+    fn wait_synced(&self) -> BoxFuture<'static, ()> {
+        futures::future::ready(()).boxed()
+    }
+
+    /// The registry's state now, immutable and shared: readers hold no lock
+    /// while they use it, and every change whose event was sent before this
+    /// call is in it. The default copies the registry
+    /// ([`RegistrySnapshot::capture`], version 0); registries kept in a
+    /// `pilot_store::ServiceCache` hand out the cache's own snapshot,
+    /// swapped on change and versioned, without copying.
+    fn snapshot(&self) -> Arc<RegistrySnapshot> {
+        Arc::new(RegistrySnapshot::capture(self, 0))
     }
 }
 
@@ -115,5 +137,16 @@ impl ServiceDiscovery for AggregateDiscovery {
 
     fn has_synced(&self) -> bool {
         self.registries.iter().all(|r| r.has_synced())
+    }
+
+    fn wait_synced(&self) -> BoxFuture<'static, ()> {
+        let waits: Vec<_> = self.registries.iter().map(|r| r.wait_synced()).collect();
+        futures::future::join_all(waits).map(|_| ()).boxed()
+    }
+
+    /// Every registry's snapshot combined ([`RegistrySnapshot::aggregate`]).
+    fn snapshot(&self) -> Arc<RegistrySnapshot> {
+        let parts: Vec<_> = self.registries.iter().map(|r| r.snapshot()).collect();
+        Arc::new(RegistrySnapshot::aggregate(&parts))
     }
 }

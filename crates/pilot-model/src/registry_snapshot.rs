@@ -1,10 +1,10 @@
-//! An immutable copy of a service registry's state at one moment, shared
-//! behind an `Arc`: what a push reads, so every proxy of the push sees the
-//! same services and instances however the live registry moves meanwhile.
+//! An immutable state of a service registry at one moment, shared behind an
+//! `Arc`: what a push reads, so every proxy of the push sees the same
+//! services and instances however the live registry moves meanwhile.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -14,6 +14,11 @@ use crate::{Labels, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
 /// A registry's services and instances as of one moment, with a version.
 /// Reading it takes no lock; it implements [`ServiceDiscovery`] (with no
 /// events: it never changes), so whatever reads a registry can read it.
+///
+/// Registries that keep their state in a `pilot_store::ServiceCache` hand
+/// one out from [`ServiceDiscovery::snapshot`] without copying their
+/// instances (each hostname's list is shared, not cloned); other registries
+/// get one copied by [`RegistrySnapshot::capture`].
 ///
 /// ```
 /// use pilot_model::{AggregateDiscovery, RegistrySnapshot, ServiceDiscovery};
@@ -25,41 +30,75 @@ use crate::{Labels, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
 #[derive(Debug, Clone, Default)]
 pub struct RegistrySnapshot {
     version: u64,
-    services: Vec<Arc<Service>>,
-    by_host: HashMap<String, Arc<Service>>,
-    instances: HashMap<String, Vec<ServiceInstance>>,
-    by_address: HashMap<IpAddr, Vec<ServiceInstance>>,
+    services: BTreeMap<String, Arc<Service>>,
+    /// Each hostname's instances, in the registry's order.
+    instances: BTreeMap<String, Arc<Vec<ServiceInstance>>>,
+    /// Built on the first `host_instances`.
+    by_address: OnceLock<HashMap<IpAddr, Vec<ServiceInstance>>>,
 }
 
 impl RegistrySnapshot {
     /// Copies `registry`'s services and each one's instances; `version`
     /// names this state (it increases with every change the owner saw).
-    pub fn capture(registry: &dyn ServiceDiscovery, version: u64) -> Self {
-        let services = registry.services();
-        let mut snapshot = RegistrySnapshot {
-            version,
-            by_host: services
-                .iter()
-                .map(|s| (s.hostname.clone(), Arc::clone(s)))
-                .collect(),
-            ..Default::default()
-        };
-        for service in &services {
-            let instances = registry.instances(&service.hostname, &[], &[]);
-            for instance in &instances {
-                snapshot
-                    .by_address
-                    .entry(instance.endpoint.address)
-                    .or_default()
-                    .push(instance.clone());
-            }
-            snapshot.instances.insert(service.hostname.clone(), instances);
-        }
-        snapshot.services = services;
-        snapshot
+    pub fn capture<R: ServiceDiscovery + ?Sized>(registry: &R, version: u64) -> Self {
+        let services: BTreeMap<String, Arc<Service>> = registry
+            .services()
+            .into_iter()
+            .map(|s| (s.hostname.clone(), s))
+            .collect();
+        let instances = services
+            .keys()
+            .map(|host| (host.clone(), Arc::new(registry.instances(host, &[], &[]))))
+            .collect();
+        RegistrySnapshot::from_parts(version, services, instances)
     }
 
-    /// The version this state was captured at.
+    /// A snapshot of these services (by hostname) and instances (by the
+    /// hostname of their service; instances of a hostname with no service
+    /// are never returned). Sharing the `Arc`s with a live cache is what
+    /// makes a snapshot cheap: building one costs a pointer per service.
+    pub fn from_parts(
+        version: u64,
+        services: BTreeMap<String, Arc<Service>>,
+        mut instances: BTreeMap<String, Arc<Vec<ServiceInstance>>>,
+    ) -> Self {
+        instances.retain(|host, _| services.contains_key(host));
+        RegistrySnapshot {
+            version,
+            services,
+            instances,
+            by_address: OnceLock::new(),
+        }
+    }
+
+    /// Several registries' snapshots seen as one, as
+    /// [`AggregateDiscovery`](crate::AggregateDiscovery) sees their
+    /// registries: a hostname's service from the first part that has it,
+    /// instances from every part. Its version is the sum of the parts'
+    /// versions, so it grows whenever one of them does.
+    pub fn aggregate(parts: &[Arc<RegistrySnapshot>]) -> Self {
+        let mut services = BTreeMap::new();
+        let mut instances: BTreeMap<String, Arc<Vec<ServiceInstance>>> = BTreeMap::new();
+        for part in parts {
+            for (host, service) in &part.services {
+                services
+                    .entry(host.clone())
+                    .or_insert_with(|| Arc::clone(service));
+            }
+            for (host, list) in &part.instances {
+                match instances.get_mut(host) {
+                    None => {
+                        instances.insert(host.clone(), Arc::clone(list));
+                    }
+                    Some(existing) => Arc::make_mut(existing).extend(list.iter().cloned()),
+                }
+            }
+        }
+        let version = parts.iter().map(|p| p.version).fold(0u64, u64::wrapping_add);
+        RegistrySnapshot::from_parts(version, services, instances)
+    }
+
+    /// The version this state was taken at.
     pub fn version(&self) -> u64 {
         self.version
     }
@@ -67,11 +106,11 @@ impl RegistrySnapshot {
 
 impl ServiceDiscovery for RegistrySnapshot {
     fn services(&self) -> Vec<Arc<Service>> {
-        self.services.clone()
+        self.services.values().cloned().collect()
     }
 
     fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
-        self.by_host.get(hostname).cloned()
+        self.services.get(hostname).cloned()
     }
 
     fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
@@ -85,9 +124,19 @@ impl ServiceDiscovery for RegistrySnapshot {
     }
 
     fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
+        let by_address = self.by_address.get_or_init(|| {
+            let mut by_address: HashMap<IpAddr, Vec<ServiceInstance>> = HashMap::new();
+            for instance in self.instances.values().flat_map(|l| l.iter()) {
+                by_address
+                    .entry(instance.endpoint.address)
+                    .or_default()
+                    .push(instance.clone());
+            }
+            by_address
+        });
         addresses
             .iter()
-            .flat_map(|a| self.by_address.get(a).into_iter().flatten())
+            .flat_map(|a| by_address.get(a).into_iter().flatten())
             .cloned()
             .collect()
     }
@@ -96,8 +145,12 @@ impl ServiceDiscovery for RegistrySnapshot {
     fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
         futures::stream::empty().boxed()
     }
-}
 
+    /// Itself (a copy of its maps of pointers; the instances are shared).
+    fn snapshot(&self) -> Arc<RegistrySnapshot> {
+        Arc::new(self.clone())
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +213,48 @@ mod tests {
         assert_eq!(snapshot.instances("a.ns.svc", &[], &[v2]).len(), 1);
         assert_eq!(snapshot.host_instances(&["10.0.0.1".parse().unwrap()]).len(), 2);
         assert!(snapshot.host_instances(&["10.0.0.9".parse().unwrap()]).is_empty());
+    }
+
+    #[test]
+    fn an_aggregate_answers_like_the_aggregate_registry() {
+        let http = Port::new("http", 80, Protocol::Http);
+        let one = |host: &str, ip: &str, zone: &str| {
+            let service = Arc::new(Service::new(host, vec![http.clone()]));
+            let instance = ServiceInstance {
+                endpoint: NetworkEndpoint {
+                    address: ip.parse().unwrap(),
+                    port: 80,
+                    service_port: http.clone(),
+                },
+                service: Arc::clone(&service),
+                labels: Labels::new(),
+                availability_zone: Some(zone.into()),
+                service_account: None,
+            };
+            Arc::new(RegistrySnapshot::capture(&Fixed(vec![instance]), 3))
+        };
+        let parts = [
+            one("a", "10.0.0.1", "first"),
+            one("a", "10.0.0.2", "second"),
+            one("b", "10.0.0.3", ""),
+        ];
+        let all = RegistrySnapshot::aggregate(&parts);
+        assert_eq!(all.version(), 9);
+        let hosts: Vec<_> = all.services().iter().map(|s| s.hostname.clone()).collect();
+        assert_eq!(hosts, ["a", "b"]);
+        assert_eq!(all.instances("a", &[], &[]).len(), 2);
+        assert_eq!(all.host_instances(&["10.0.0.3".parse().unwrap()]).len(), 1);
+        let live = crate::AggregateDiscovery::new(
+            parts
+                .iter()
+                .map(|p| Arc::clone(p) as Arc<dyn ServiceDiscovery>)
+                .collect(),
+        );
+        assert_eq!(
+            live.snapshot().instances("a", &[], &[]),
+            all.instances("a", &[], &[])
+        );
+        // The parts are untouched.
+        assert_eq!(parts[0].instances("a", &[], &[]).len(), 1);
     }
 }

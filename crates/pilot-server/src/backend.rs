@@ -11,7 +11,7 @@ use pilot_store_memory::journal::JournalOptions;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 
 use crate::args::{Args, RegistryKind, StoreKind};
-use crate::services_file::{self, ServicesFile};
+use crate::services_file;
 
 /// Why the server did not start.
 #[derive(Debug, thiserror::Error)]
@@ -90,22 +90,22 @@ pub async fn open_store(args: &Args, registry: KindRegistry) -> Result<Arc<dyn C
 pub struct Registries {
     /// Every registry as one.
     pub discovery: Arc<dyn ServiceDiscovery>,
-    /// The file-fed registry and what it was loaded from, to follow.
-    pub file: Option<(std::path::PathBuf, MemoryServiceRegistry, ServicesFile)>,
+    /// The file-fed registry's file and writer, to follow.
+    pub file: Option<(std::path::PathBuf, pilot_store::RegistryWriter)>,
 }
 
 /// The registries the flags name (`--services FILE`, `--registry etcd`).
 pub async fn open_registries(args: &Args) -> Result<Registries, StartError> {
     let mut aggregate = AggregateDiscovery::default();
     let mut file = None;
-    // The in-memory registry is always there (empty without --services),
-    // so the file can be added to a running setup's flags alone.
-    let memory = MemoryServiceRegistry::new();
-    aggregate.push(Arc::new(memory.clone()));
+    // The in-memory registry is always there (empty), so embedders and
+    // tests can add services to a running setup.
+    aggregate.push(Arc::new(MemoryServiceRegistry::new()));
     if let Some(path) = &args.services {
         let loaded = services_file::load(path).map_err(StartError::Failed)?;
-        services_file::apply(&memory, &ServicesFile { services: vec![] }, &loaded);
-        file = Some((path.clone(), memory, loaded));
+        let (registry, writer) = services_file::registry(&loaded);
+        aggregate.push(Arc::new(registry));
+        file = Some((path.clone(), writer));
     }
     for kind in &args.registries {
         match kind {

@@ -260,11 +260,10 @@ pub async fn run(
         config_events,
         shutdown_rx.clone(),
     )));
-    if let Some((path, registry, loaded)) = registries.file {
+    if let Some((path, writer)) = registries.file {
         tasks.push(tokio::spawn(services_file::follow(
             path,
-            registry,
-            loaded,
+            writer,
             Duration::from_millis(args.services_poll_ms.max(10)),
             shutdown_rx.clone(),
         )));

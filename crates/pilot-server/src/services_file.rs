@@ -10,14 +10,13 @@
 //!   - {address: 127.0.0.1, port: 9082, portName: http, labels: {version: v2}}
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use pilot_model::{Labels, NetworkEndpoint, Port, Service, ServiceDiscovery, ServiceInstance};
-use pilot_store_memory::MemoryServiceRegistry;
+use pilot_model::{Labels, Port, Service};
+use pilot_store::{DesiredState, FollowedRegistry, RegistryWriter};
 use serde::Deserialize;
 
 /// The file's content.
@@ -96,89 +95,87 @@ pub fn load(path: &Path) -> Result<ServicesFile, String> {
     Ok(file)
 }
 
-/// Makes `registry` hold exactly what `file` says, touching only the
-/// services whose entry changed since `previous`.
-pub fn apply(registry: &MemoryServiceRegistry, previous: &ServicesFile, file: &ServicesFile) {
-    let old: HashMap<&str, &ServiceEntry> = previous
-        .services
-        .iter()
-        .map(|s| (s.hostname.as_str(), s))
-        .collect();
-    let new: HashMap<&str, &ServiceEntry> = file.services.iter().map(|s| (s.hostname.as_str(), s)).collect();
-    for hostname in old.keys().filter(|h| !new.contains_key(*h)) {
-        registry.remove_service(hostname);
-    }
+/// What `file` says the registry should hold: the registry's whole
+/// "source -> desired state" function ([`pilot_store::FollowedRegistry`]
+/// diffs it into the cache, so a changed entry is one update).
+pub fn desired(file: &ServicesFile) -> DesiredState {
+    let mut desired = DesiredState::new();
     for entry in &file.services {
-        if old.get(entry.hostname.as_str()) == Some(&entry) {
-            continue;
-        }
-        registry.remove_service(&entry.hostname);
-        let service = registry.add_service(Service {
+        let service = desired.insert(Service {
             address: entry.address,
             external_name: entry.external_name.clone(),
             ..Service::new(&entry.hostname, entry.ports.clone())
         });
         for instance in &entry.instances {
-            let port = instance
-                .port_name
-                .as_deref()
-                .and_then(|name| service.port(name))
-                .unwrap_or(&service.ports[0])
-                .clone();
-            let added = registry.add_instance(ServiceInstance {
-                endpoint: NetworkEndpoint {
-                    address: instance.address,
-                    port: instance.port,
-                    service_port: port,
-                },
-                service: Arc::clone(&service),
-                labels: Labels(instance.labels.clone()),
-                availability_zone: instance.availability_zone.clone(),
-                service_account: None,
-            });
-            if let Err(error) = added {
-                tracing::warn!(%error, hostname = %entry.hostname, "instance not added");
+            // `load` checked the port name; an entry without one serves the
+            // first port (`load` checked there is one).
+            let port_name = match &instance.port_name {
+                Some(name) => name.clone(),
+                None => entry.ports.first().map(|p| p.name.clone()).unwrap_or_default(),
+            };
+            match service.add_instance(
+                instance.address,
+                instance.port,
+                &port_name,
+                Labels(instance.labels.clone()),
+            ) {
+                Ok(added) => added.availability_zone = instance.availability_zone.clone(),
+                Err(error) => tracing::warn!(%error, hostname = %entry.hostname, "instance not added"),
             }
         }
     }
+    desired
 }
 
-/// Follows `path`, applying it to `registry` whenever its content changes
-/// (checked every `every`), until `shutdown`. A file that fails to load is
-/// logged and the registry keeps what it had.
+/// The registry a loaded file feeds, synced with its content, and the
+/// writer [`follow`] keeps applying the file with.
+pub fn registry(file: &ServicesFile) -> (FollowedRegistry, RegistryWriter) {
+    let (registry, writer) = FollowedRegistry::new();
+    writer.apply(desired(file));
+    (registry, writer)
+}
+
+/// Follows `path`, applying it through `writer` whenever its content
+/// changes (checked every `every`), until `shutdown`. A file that fails to
+/// load is logged and the registry keeps what it had.
 pub async fn follow(
     path: PathBuf,
-    registry: MemoryServiceRegistry,
-    mut current: ServicesFile,
+    writer: RegistryWriter,
     every: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     // Compared from the first check on, so a change made between the first
-    // load and this task's start is not missed.
+    // load and this task's start is not missed (re-applying an unchanged
+    // file changes nothing).
     let mut last_text = None;
     loop {
+        let text = std::fs::read(&path).ok();
+        if text != last_text {
+            last_text = text;
+            match load(&path) {
+                Ok(file) => {
+                    let applied = writer.apply(desired(&file));
+                    if !applied.is_empty() {
+                        tracing::info!(path = %path.display(), ?applied, "services reloaded");
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "services file not reloaded; keeping the previous services")
+                }
+            }
+        }
         tokio::select! {
             () = tokio::time::sleep(every) => {}
             () = crate::closed(&mut shutdown) => return,
-        }
-        let text = std::fs::read(&path).ok();
-        if text == last_text {
-            continue;
-        }
-        last_text = text;
-        match load(&path) {
-            Ok(file) => {
-                apply(&registry, &current, &file);
-                tracing::info!(path = %path.display(), services = registry.services().len(), "services reloaded");
-                current = file;
-            }
-            Err(error) => tracing::warn!(%error, "services file not reloaded; keeping the previous services"),
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use futures::StreamExt;
+    use pilot_model::{Event, ServiceDiscovery, ServiceEvent};
+
     use super::*;
 
     const ONE: &str = "services:\n- hostname: reviews.default.svc.cluster.local\n  ports: [{name: http, port: 9080, protocol: HTTP}]\n  instances:\n  - {address: 10.0.0.1, port: 9080, labels: {version: v1}}\n";
@@ -188,39 +185,44 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("services.yaml");
         std::fs::write(&path, ONE).unwrap();
-        let registry = MemoryServiceRegistry::new();
-        let loaded = load(&path).unwrap();
-        apply(&registry, &ServicesFile { services: vec![] }, &loaded);
+        let (registry, writer) = registry(&load(&path).unwrap());
+        assert!(registry.has_synced());
         let host = "reviews.default.svc.cluster.local";
         assert_eq!(registry.instances(host, &[], &[]).len(), 1);
+        let mut events = registry.subscribe();
         let (closing, shutdown) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(follow(
-            path.clone(),
-            registry.clone(),
-            loaded,
-            Duration::from_millis(10),
-            shutdown,
-        ));
+        let task = tokio::spawn(follow(path.clone(), writer, Duration::from_millis(10), shutdown));
 
-        // A second version appears; a bad file is ignored; a removed service goes.
+        // A second version appears: one event, the v1 instance untouched.
         let two = format!("{ONE}  - {{address: 10.0.0.2, port: 9080, labels: {{version: v2}}}}\n");
         std::fs::write(&path, &two).unwrap();
-        let v2 = [Labels::from_pairs([("version", "v2")])];
         let patience = Duration::from_secs(60);
-        let appeared = tokio::time::timeout(patience, async {
-            while registry.instances(host, &[], &v2).is_empty() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
+        let event = tokio::time::timeout(patience, events.next())
+            .await
+            .expect("the v2 instance never appeared")
+            .unwrap();
+        match event {
+            ServiceEvent::Instance(Event::Added(added)) => {
+                assert_eq!(added.endpoint.address.to_string(), "10.0.0.2")
             }
-        });
-        appeared.await.expect("the v2 instance never appeared");
+            other => panic!("expected the v2 instance added, got {other:?}"),
+        }
+        // A bad file is ignored; a removed service goes.
         std::fs::write(&path, "services: [{hostname: x}]\n").unwrap();
         std::fs::write(&path, "services: []\n").unwrap();
-        let removed = tokio::time::timeout(patience, async {
-            while registry.get_service(host).is_some() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        });
-        removed.await.expect("the service was never removed");
+        let mut seen = Vec::new();
+        while registry.get_service(host).is_some() {
+            seen.push(
+                tokio::time::timeout(patience, events.next())
+                    .await
+                    .expect("never removed"),
+            );
+        }
+        assert!(
+            seen.iter()
+                .all(|e| matches!(e, Some(ServiceEvent::Instance(Event::Deleted(_))))),
+            "only the instances' deletes before the service's: {seen:?}"
+        );
         closing.send_replace(true);
         task.await.unwrap();
     }

@@ -6,13 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use pilot_model::{
-    Labels, NetworkEndpoint, Service, ServiceDiscovery, ServiceEvent, ServiceInstance, StoreError,
+    Labels, RegistrySnapshot, Service, ServiceDiscovery, ServiceEvent, ServiceInstance, StoreError,
 };
-use pilot_store::{Backoff, ServiceCache};
+use pilot_store::{Backoff, DesiredService, DesiredState, FollowedRegistry, RegistryWriter};
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::EtcdOptions;
@@ -49,8 +49,8 @@ pub struct InstanceRegistration {
 /// keys under a lease (`<prefix>/instances/<hostname>/<ip>:<port>`) that the
 /// registering process keeps alive, so an instance whose process dies
 /// disappears when its lease expires. Every process that opens the registry
-/// follows the prefix with a watch into a local cache, which serves the
-/// synchronous reads and the change stream.
+/// follows the prefix with a watch into a [`FollowedRegistry`], which
+/// serves the synchronous reads, the change stream and the snapshots.
 #[derive(Clone)]
 pub struct EtcdServiceRegistry {
     inner: Arc<Inner>,
@@ -59,17 +59,7 @@ pub struct EtcdServiceRegistry {
 struct Inner {
     client: Client,
     prefix: String,
-    cache: ServiceCache,
-    synced: watch::Sender<bool>,
-    follower: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        if let Some(task) = self.follower.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
-            task.abort();
-        }
-    }
+    followed: FollowedRegistry,
 }
 
 /// An instance's registration; keeps its lease alive until dropped or
@@ -85,30 +75,29 @@ impl EtcdServiceRegistry {
     /// `<options.prefix>/instances/`.
     pub async fn connect(options: &EtcdOptions) -> Result<Self, StoreError> {
         let client = options.connect().await?;
-        let registry = EtcdServiceRegistry {
+        let prefix = options.prefix.trim_end_matches('/').to_string();
+        let followed = FollowedRegistry::spawn({
+            let (client, prefix) = (client.clone(), prefix.clone());
+            move |writer| follow(client, prefix, writer)
+        });
+        Ok(EtcdServiceRegistry {
             inner: Arc::new(Inner {
-                client: client.clone(),
-                prefix: options.prefix.trim_end_matches('/').to_string(),
-                cache: ServiceCache::new(),
-                synced: watch::channel(false).0,
-                follower: Mutex::new(None),
+                client,
+                prefix,
+                followed,
             }),
-        };
-        let follower = tokio::spawn(follow(Arc::downgrade(&registry.inner), client));
-        *registry.inner.follower.lock().unwrap_or_else(|p| p.into_inner()) = Some(follower);
-        Ok(registry)
+        })
     }
 
     /// Waits until the cache holds what etcd held at some point after this
     /// registry was opened.
     pub async fn wait_synced(&self) {
-        let mut synced = self.inner.synced.subscribe();
-        let _ = synced.wait_for(|s| *s).await;
+        self.inner.followed.wait_synced().await;
     }
 
     /// True once the first list has been read.
     pub fn has_synced(&self) -> bool {
-        *self.inner.synced.borrow()
+        self.inner.followed.has_synced()
     }
 
     /// Adds or replaces a service.
@@ -286,97 +275,66 @@ impl Desired {
         None
     }
 
-    /// Makes the cache's view of `hostname` equal what etcd holds.
-    fn sync_host(&self, cache: &ServiceCache, hostname: &str) {
-        let Some(service) = self.services.get(hostname) else {
-            cache.remove_service(hostname);
-            return;
-        };
-        let current = cache.get_service(hostname);
-        let service = match current {
-            Some(current) if *current == *service => current,
-            _ => cache.add_service(service.clone()),
-        };
-        let wanted: Vec<ServiceInstance> = self
-            .instances
-            .values()
-            .filter(|i| i.hostname == hostname)
-            .filter_map(|i| {
-                let port = service.port(&i.port_name)?.clone();
-                Some(ServiceInstance {
-                    endpoint: NetworkEndpoint {
-                        address: i.address,
-                        port: i.port,
-                        service_port: port,
-                    },
-                    service: Arc::clone(&service),
-                    labels: i.labels.clone(),
-                    availability_zone: i.availability_zone.clone(),
-                    service_account: i.service_account.clone(),
-                })
-            })
-            .collect();
-        for existing in cache.instances(hostname, &[], &[]) {
-            if !wanted.contains(&existing) {
-                cache.remove_instances(hostname, existing.endpoint.address, Some(existing.endpoint.port));
+    /// What the registry should hold: every service with the instances
+    /// whose service port it has.
+    fn state(&self) -> DesiredState {
+        DesiredState {
+            services: self
+                .services
+                .keys()
+                .filter_map(|host| Some((host.clone(), self.service(host)?)))
+                .collect(),
+        }
+    }
+
+    /// What the registry should hold for `hostname` (`None`: no service).
+    fn service(&self, hostname: &str) -> Option<DesiredService> {
+        let mut service = self.services.get(hostname)?.clone();
+        // The key names the service, whatever its body says.
+        service.hostname = hostname.to_string();
+        let mut desired = DesiredService::new(service);
+        for i in self.instances.values().filter(|i| i.hostname == hostname) {
+            // An instance appears only while its service has its port.
+            if let Ok(instance) = desired.add_instance(i.address, i.port, &i.port_name, i.labels.clone()) {
+                instance.availability_zone = i.availability_zone.clone();
+                instance.service_account = i.service_account.clone();
             }
         }
-        let present = cache.instances(hostname, &[], &[]);
-        for instance in wanted {
-            if !present.contains(&instance) {
-                // The service and port were checked above.
-                let _ = cache.add_instance(instance);
-            }
-        }
+        Some(desired)
     }
 }
 
-/// Lists the prefix, then watches it, relisting on compaction; runs until
-/// the registry is dropped.
-async fn follow(registry: std::sync::Weak<Inner>, mut client: Client) {
+/// Lists the prefix and applies it whole, then watches it and applies the
+/// hostnames each response touched; relists after any break (a compacted
+/// watch included). Runs until the registry is dropped (its task aborted).
+async fn follow(mut client: Client, prefix: String, writer: RegistryWriter) {
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
-    let mut desired = Desired::default();
+    let listed_prefix = format!("{prefix}/");
     loop {
-        let Some(inner) = registry.upgrade() else { return };
-        let prefix = format!("{}/", inner.prefix);
         let listed = client
             .get(
-                prefix.clone(),
-                Some(GetOptions::new().with_range(prefix_end(&prefix))),
+                listed_prefix.clone(),
+                Some(GetOptions::new().with_range(prefix_end(&listed_prefix))),
             )
             .await;
         let response = match listed {
             Ok(response) => response,
             Err(error) => {
                 tracing::warn!(%error, "service registry list failed; retrying");
-                drop(inner);
                 backoff.wait().await;
                 continue;
             }
         };
         let revision = response.header().map(|h| h.revision()).unwrap_or_default();
-        let mut fresh = Desired::default();
+        let mut desired = Desired::default();
         for kv in response.kvs() {
-            fresh.apply(&inner.prefix, kv.key(), Some(kv.value()));
+            desired.apply(&prefix, kv.key(), Some(kv.value()));
         }
-        let hosts: BTreeSet<String> = desired
-            .services
-            .keys()
-            .chain(fresh.services.keys())
-            .cloned()
-            .chain(inner.cache.services().iter().map(|s| s.hostname.clone()))
-            .collect();
-        desired = fresh;
-        for host in &hosts {
-            desired.sync_host(&inner.cache, host);
-        }
-        inner.synced.send_replace(true);
+        writer.apply(desired.state());
         let options = WatchOptions::new()
             .with_prefix()
             .with_start_revision(revision + 1);
-        let watched = client.watch(prefix.clone(), Some(options)).await;
-        drop(inner);
-        let mut stream = match watched {
+        let mut stream = match client.watch(listed_prefix.clone(), Some(options)).await {
             Ok(stream) => stream,
             Err(error) => {
                 tracing::warn!(%error, "service registry watch failed; relisting");
@@ -389,15 +347,14 @@ async fn follow(registry: std::sync::Weak<Inner>, mut client: Client) {
             if response.canceled() {
                 break;
             }
-            let Some(inner) = registry.upgrade() else { return };
             let mut touched = BTreeSet::new();
             for event in response.events() {
                 let Some(kv) = event.kv() else { continue };
                 let value = (event.event_type() == EventType::Put).then(|| kv.value());
-                touched.extend(desired.apply(&inner.prefix, kv.key(), value));
+                touched.extend(desired.apply(&prefix, kv.key(), value));
             }
             for host in touched {
-                desired.sync_host(&inner.cache, &host);
+                writer.apply_service(&host, desired.service(&host));
             }
         }
         backoff.wait().await;
@@ -406,26 +363,34 @@ async fn follow(registry: std::sync::Weak<Inner>, mut client: Client) {
 
 impl ServiceDiscovery for EtcdServiceRegistry {
     fn services(&self) -> Vec<Arc<Service>> {
-        self.inner.cache.services()
+        self.inner.followed.services()
     }
 
     fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
-        self.inner.cache.get_service(hostname)
+        self.inner.followed.get_service(hostname)
     }
 
     fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
-        self.inner.cache.instances(hostname, port_names, labels)
+        self.inner.followed.instances(hostname, port_names, labels)
     }
 
     fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
-        self.inner.cache.host_instances(addresses)
+        self.inner.followed.host_instances(addresses)
     }
 
     fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
-        self.inner.cache.subscribe()
+        self.inner.followed.subscribe()
     }
 
     fn has_synced(&self) -> bool {
-        *self.inner.synced.borrow()
+        self.inner.followed.has_synced()
+    }
+
+    fn wait_synced(&self) -> BoxFuture<'static, ()> {
+        ServiceDiscovery::wait_synced(&self.inner.followed)
+    }
+
+    fn snapshot(&self) -> Arc<RegistrySnapshot> {
+        self.inner.followed.snapshot()
     }
 }

@@ -5,11 +5,13 @@
 
 mod backoff;
 mod controller;
+mod followed;
 mod handlers;
 mod index;
 mod log;
 mod notification;
 mod quarantine;
+mod reconcile;
 mod service_cache;
 mod typed;
 
@@ -18,10 +20,12 @@ pub mod testing;
 
 pub use backoff::Backoff;
 pub use controller::{Controller, ControllerOptions};
+pub use followed::{FollowedRegistry, RegistryWriter};
 pub use handlers::Handler;
 pub use index::ConfigIndex;
 pub use log::{DEFAULT_HISTORY, LogWriter, WatchLog};
 pub use notification::{ConfigEvent, Notification};
 pub use quarantine::{Quarantine, QuarantineReason, Quarantined};
+pub use reconcile::{Applied, DesiredService, DesiredState};
 pub use service_cache::{EVENT_BUFFER, RegistryError, ServiceCache};
 pub use typed::TypedStore;

@@ -1,15 +1,19 @@
 //! [`ServiceCache`]: services and instances held in memory with a change
-//! stream. It is the in-memory service registry (re-exported by
-//! `pilot-store-memory` as `ServiceCache`) and the local cache of
-//! registries that follow a remote source (etcd, Kubernetes).
+//! stream and an immutable snapshot. It is the in-memory service registry
+//! (re-exported by `pilot-store-memory` as `MemoryServiceRegistry`) and,
+//! inside a [`FollowedRegistry`](crate::FollowedRegistry), the local cache
+//! of registries that follow a source (etcd, Kubernetes, a file).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use pilot_model::{Event, Labels, NetworkEndpoint, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
+use pilot_model::{
+    Event, Labels, NetworkEndpoint, RegistrySnapshot, Service, ServiceDiscovery, ServiceEvent,
+    ServiceInstance,
+};
 use tokio::sync::broadcast;
 
 /// How many changes a subscriber may fall behind before it is told to
@@ -37,7 +41,9 @@ pub enum RegistryError {
 }
 
 /// An in-memory [`ServiceDiscovery`]: add and remove services and
-/// instances, read them back, subscribe to the changes.
+/// instances (one at a time, or a whole desired state at once with
+/// [`apply`](ServiceCache::apply), which emits only the real differences),
+/// read them back, subscribe to the changes, take an immutable snapshot.
 ///
 /// ```
 /// use std::net::IpAddr;
@@ -63,13 +69,18 @@ pub struct ServiceCache {
 struct Inner {
     state: RwLock<State>,
     events: broadcast::Sender<ServiceEvent>,
+    /// The snapshot of the last version asked for, built on demand.
+    snapshot: Mutex<Option<Arc<RegistrySnapshot>>>,
 }
 
 #[derive(Default)]
-struct State {
-    services: BTreeMap<String, Arc<Service>>,
-    /// Instances by hostname, each list ordered by (address, port).
-    instances: BTreeMap<String, Vec<ServiceInstance>>,
+pub(crate) struct State {
+    /// Bumped by every change (under the write lock, with its events).
+    pub(crate) version: u64,
+    pub(crate) services: BTreeMap<String, Arc<Service>>,
+    /// Instances by hostname, each list ordered by [`endpoint_order`] and
+    /// shared with the snapshots taken since it last changed.
+    pub(crate) instances: BTreeMap<String, Arc<Vec<ServiceInstance>>>,
 }
 
 impl ServiceCache {
@@ -80,6 +91,7 @@ impl ServiceCache {
             inner: Arc::new(Inner {
                 state: RwLock::new(State::default()),
                 events,
+                snapshot: Mutex::new(None),
             }),
         }
     }
@@ -93,10 +105,11 @@ impl ServiceCache {
             .services
             .insert(service.hostname.clone(), Arc::clone(&service));
         if let Some(instances) = state.instances.get_mut(&service.hostname) {
-            for instance in instances {
+            for instance in Arc::make_mut(instances) {
                 instance.service = Arc::clone(&service);
             }
         }
+        state.version += 1;
         self.send(ServiceEvent::Service(match old {
             Some(old) => Event::Updated {
                 old,
@@ -111,8 +124,9 @@ impl ServiceCache {
     pub fn remove_service(&self, hostname: &str) -> Option<Arc<Service>> {
         let mut state = self.write();
         let removed = state.services.remove(hostname)?;
-        for instance in state.instances.remove(hostname).unwrap_or_default() {
-            self.send(ServiceEvent::Instance(Event::Deleted(Arc::new(instance))));
+        state.version += 1;
+        for instance in state.instances.remove(hostname).iter().flat_map(|l| l.iter()) {
+            self.send(ServiceEvent::Instance(Event::Deleted(Arc::new(instance.clone()))));
         }
         self.send(ServiceEvent::Service(Event::Deleted(Arc::clone(&removed))));
         Some(removed)
@@ -139,7 +153,8 @@ impl ServiceCache {
             });
         }
         instance.service = service;
-        let list = state.instances.entry(hostname).or_default();
+        state.version += 1;
+        let list = Arc::make_mut(state.instances.entry(hostname).or_default());
         let position = list.binary_search_by(|i| endpoint_order(i).cmp(&endpoint_order(&instance)));
         let event = match position {
             Ok(at) => Event::Updated {
@@ -198,20 +213,32 @@ impl ServiceCache {
         port: Option<u16>,
     ) -> Vec<ServiceInstance> {
         let mut state = self.write();
-        let Some(list) = state.instances.get_mut(hostname) else {
+        let Some(list) = state.instances.get(hostname) else {
             return Vec::new();
         };
-        let (removed, kept): (Vec<_>, Vec<_>) = std::mem::take(list)
-            .into_iter()
+        let (removed, kept): (Vec<_>, Vec<_>) = list
+            .iter()
+            .cloned()
             .partition(|i| i.endpoint.address == address && port.is_none_or(|p| p == i.endpoint.port));
-        *list = kept;
+        if removed.is_empty() {
+            return removed;
+        }
+        state.instances.insert(hostname.to_string(), Arc::new(kept));
+        state.version += 1;
         for instance in &removed {
             self.send(ServiceEvent::Instance(Event::Deleted(Arc::new(instance.clone()))));
         }
         removed
     }
 
-    fn send(&self, event: ServiceEvent) {
+    /// The version of the cache's state: it grows with every change.
+    pub fn version(&self) -> u64 {
+        self.read().version
+    }
+
+    /// Sends an event. Callers hold the write lock, so an event is queued
+    /// before any reader (or snapshot) can see its change.
+    pub(crate) fn send(&self, event: ServiceEvent) {
         // No subscribers is fine: the event is simply not needed.
         let _ = self.inner.events.send(event);
     }
@@ -220,7 +247,7 @@ impl ServiceCache {
         self.inner.state.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, State> {
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, State> {
         self.inner.state.write().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -256,7 +283,7 @@ impl ServiceDiscovery for ServiceCache {
         state
             .instances
             .values()
-            .flatten()
+            .flat_map(|l| l.iter())
             .filter(|i| addresses.contains(&i.endpoint.address))
             .cloned()
             .collect()
@@ -273,9 +300,29 @@ impl ServiceDiscovery for ServiceCache {
         })
         .boxed()
     }
+
+    /// The state as of the last change, shared: built once per version (a
+    /// pointer per service; instance lists are shared with the cache until
+    /// they change), then handed out to every caller until the next change.
+    fn snapshot(&self) -> Arc<RegistrySnapshot> {
+        let state = self.read();
+        let mut slot = self.inner.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(snapshot) = slot.as_ref().filter(|s| s.version() == state.version) {
+            return Arc::clone(snapshot);
+        }
+        let snapshot = Arc::new(RegistrySnapshot::from_parts(
+            state.version,
+            state.services.clone(),
+            state.instances.clone(),
+        ));
+        *slot = Some(Arc::clone(&snapshot));
+        snapshot
+    }
 }
 
-fn endpoint_order(instance: &ServiceInstance) -> (IpAddr, u16, &str) {
+/// The order of a hostname's instances, and what tells them apart: the
+/// address, port and service port an instance serves.
+pub(crate) fn endpoint_order(instance: &ServiceInstance) -> (IpAddr, u16, &str) {
     (
         instance.endpoint.address,
         instance.endpoint.port,

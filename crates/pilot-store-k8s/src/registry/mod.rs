@@ -2,21 +2,20 @@
 
 mod model;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod, Service as KubeService};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use pilot_model::{Labels, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
-use pilot_store::ServiceCache;
+use pilot_model::{Labels, RegistrySnapshot, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
+use pilot_store::{FollowedRegistry, RegistryWriter};
 use serde::de::DeserializeOwned;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use model::{ObjectKey, Objects};
 pub use model::{hostname, port_protocol};
@@ -62,47 +61,24 @@ impl Default for DiscoveryOptions {
 ///   kube-runtime's watcher with its default backoff: a 410 Gone or a broken
 ///   watch leads to a new list, and whatever the list no longer holds is
 ///   removed, with events, as any other delete.
-/// - Changes stream to subscribers as [`ServiceEvent`]s; a subscriber that
-///   falls behind gets [`ServiceEvent::Resync`].
+/// - After each batch of watcher events the services and instances they
+///   describe (a pure function) are applied to a [`FollowedRegistry`] as a
+///   minimal diff: changes stream to subscribers as [`ServiceEvent`]s (a
+///   subscriber that falls behind gets [`ServiceEvent::Resync`]) and
+///   snapshots are shared, not copied.
 ///
 /// Dropping the last handle stops the watches.
 #[derive(Clone)]
 pub struct KubeServiceDiscovery {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    cache: ServiceCache,
-    synced: watch::Sender<bool>,
-    follower: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        if let Some(task) = self.follower.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
-            task.abort();
-        }
-    }
+    followed: FollowedRegistry,
 }
 
 impl KubeServiceDiscovery {
     /// Starts following the cluster. Must be called inside a Tokio runtime.
     pub fn start(client: Client, options: DiscoveryOptions) -> Self {
-        let registry = KubeServiceDiscovery {
-            inner: Arc::new(Inner {
-                cache: ServiceCache::new(),
-                synced: watch::channel(false).0,
-                follower: Mutex::new(None),
-            }),
-        };
-        let follower = tokio::spawn(follow(
-            client,
-            options,
-            registry.inner.cache.clone(),
-            registry.inner.synced.clone(),
-        ));
-        *registry.inner.follower.lock().unwrap_or_else(|p| p.into_inner()) = Some(follower);
-        registry
+        KubeServiceDiscovery {
+            followed: FollowedRegistry::spawn(move |writer| follow(client, options, writer)),
+        }
     }
 
     /// Waits until every followed resource has been listed once and the
@@ -110,39 +86,46 @@ impl KubeServiceDiscovery {
     /// (RBAC, no API server) is retried with backoff and logged, so this
     /// waits until it can; bound it with a timeout where that matters.
     pub async fn wait_synced(&self) {
-        let mut synced = self.inner.synced.subscribe();
-        let _ = synced.wait_for(|s| *s).await;
+        self.followed.wait_synced().await;
     }
 
     /// True once every followed resource has been listed once.
     pub fn has_synced(&self) -> bool {
-        *self.inner.synced.borrow()
+        self.followed.has_synced()
     }
 }
 
 impl ServiceDiscovery for KubeServiceDiscovery {
     fn services(&self) -> Vec<Arc<Service>> {
-        self.inner.cache.services()
+        self.followed.services()
     }
 
     fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
-        self.inner.cache.get_service(hostname)
+        self.followed.get_service(hostname)
     }
 
     fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
-        self.inner.cache.instances(hostname, port_names, labels)
+        self.followed.instances(hostname, port_names, labels)
     }
 
     fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
-        self.inner.cache.host_instances(addresses)
+        self.followed.host_instances(addresses)
     }
 
     fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
-        self.inner.cache.subscribe()
+        self.followed.subscribe()
     }
 
     fn has_synced(&self) -> bool {
-        *self.inner.synced.borrow()
+        self.followed.has_synced()
+    }
+
+    fn wait_synced(&self) -> BoxFuture<'static, ()> {
+        ServiceDiscovery::wait_synced(&self.followed)
+    }
+
+    fn snapshot(&self) -> Arc<RegistrySnapshot> {
+        self.followed.snapshot()
     }
 }
 
@@ -154,8 +137,9 @@ enum Change {
     Node(Box<watcher::Event<Node>>),
 }
 
-/// Follows the resources and keeps `cache` equal to what they describe.
-async fn follow(client: Client, options: DiscoveryOptions, cache: ServiceCache, synced: watch::Sender<bool>) {
+/// Follows the resources and keeps the registry equal to what they
+/// describe.
+async fn follow(client: Client, options: DiscoveryOptions, writer: RegistryWriter) {
     let ns = options.namespace.as_deref();
     let mut streams: Vec<BoxStream<'static, Change>> = vec![
         follow_resource(api(&client, ns), Change::Service),
@@ -183,8 +167,7 @@ async fn follow(client: Client, options: DiscoveryOptions, cache: ServiceCache, 
         if lists.listed() < resources {
             continue;
         }
-        update(&cache, objects.desired(&options.domain));
-        synced.send_if_modified(|s| !std::mem::replace(s, true));
+        writer.apply(objects.desired(&options.domain));
     }
 }
 
@@ -277,39 +260,6 @@ impl<K: ResourceExt> Listing<K> {
             }
             watcher::Event::Delete(object) => {
                 objects.remove(&key(&object));
-            }
-        }
-    }
-}
-
-/// Brings `cache` to `desired`, emitting only the differences.
-fn update(cache: &ServiceCache, desired: model::Desired) {
-    for service in cache.services() {
-        if !desired.services.contains_key(&service.hostname) {
-            cache.remove_service(&service.hostname);
-        }
-    }
-    for (host, service) in &desired.services {
-        if cache.get_service(host).as_deref() != Some(&**service) {
-            cache.add_service((**service).clone());
-        }
-    }
-    for (host, instances) in desired.instances {
-        let current = cache.instances(&host, &[], &[]);
-        let wanted: HashSet<_> = instances.iter().map(|i| &i.endpoint).collect();
-        let mut removed = HashSet::new();
-        for old in &current {
-            if !wanted.contains(&old.endpoint) && removed.insert((old.endpoint.address, old.endpoint.port)) {
-                cache.remove_instances(&host, old.endpoint.address, Some(old.endpoint.port));
-            }
-        }
-        for instance in instances {
-            let same = current.contains(&instance);
-            if !same || removed.contains(&(instance.endpoint.address, instance.endpoint.port)) {
-                // The service and port exist: `desired` holds both.
-                if let Err(error) = cache.add_instance(instance) {
-                    tracing::warn!(%error, "instance without its service");
-                }
             }
         }
     }

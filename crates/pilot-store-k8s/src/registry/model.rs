@@ -8,6 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod, Service as KubeService, ServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use pilot_model::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};
+use pilot_store::{DesiredService, DesiredState};
 
 /// The label that ties an EndpointSlice to its Service.
 pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -27,14 +28,6 @@ pub(crate) struct Objects {
     pub pods: BTreeMap<ObjectKey, Pod>,
     /// Nodes by name (cluster-scoped: empty namespace).
     pub nodes: BTreeMap<ObjectKey, Node>,
-}
-
-/// What the registry should hold: services by hostname, and each
-/// service's instances.
-#[derive(Default, Debug, PartialEq)]
-pub(crate) struct Desired {
-    pub services: BTreeMap<String, Arc<Service>>,
-    pub instances: BTreeMap<String, Vec<ServiceInstance>>,
 }
 
 /// The hostname of a Service: `<name>.<namespace>.svc.<domain>`.
@@ -77,8 +70,8 @@ pub fn port_protocol(protocol: Option<&str>, app_protocol: Option<&str>, name: &
 
 impl Objects {
     /// The services and instances these objects describe.
-    pub(crate) fn desired(&self, domain: &str) -> Desired {
-        let mut desired = Desired::default();
+    pub(crate) fn desired(&self, domain: &str) -> DesiredState {
+        let mut desired = DesiredState::new();
         // Each Service's EndpointSlices, found once for all Services.
         let mut slices: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
         for ((namespace, _), slice) in &self.slices {
@@ -131,19 +124,14 @@ impl Objects {
                     }
                 }
             }
-            instances.sort_by(|a, b| {
-                let key = |i: &ServiceInstance| {
-                    (
-                        i.endpoint.address,
-                        i.endpoint.port,
-                        i.endpoint.service_port.name.clone(),
-                    )
-                };
-                key(a).cmp(&key(b))
-            });
-            instances.dedup_by(|a, b| a.endpoint == b.endpoint);
-            desired.services.insert(host.clone(), model);
-            desired.instances.insert(host, instances);
+            // The registry orders them and keeps one per endpoint.
+            desired.services.insert(
+                host,
+                DesiredService {
+                    service: model,
+                    instances,
+                },
+            );
         }
         desired
     }

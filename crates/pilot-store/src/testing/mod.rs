@@ -27,6 +27,10 @@
 //!   straight to the backend reaching the cache;
 //! - [`model_based`]: random sequences of operations compared with a plain
 //!   reference model (proptest-state-machine).
+//!
+//! Service registries have their own suite, [`registry`]'s
+//! [`registry_conformance_suite!`](crate::registry_conformance_suite):
+//! sync, minimal diffs, resync and deletes in a gap.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -39,6 +43,7 @@ mod cache;
 mod kinds;
 mod map;
 mod model;
+pub mod registry;
 mod watch;
 
 pub use cache::{
@@ -51,6 +56,10 @@ pub use map::{
     map_update_versions,
 };
 pub use model::{MODEL_CASES, model_based};
+pub use registry::{
+    RegistryFactory, RegistrySource, SourceInstance, SourceService, desired_state, registry_delete_in_gap,
+    registry_diff, registry_resync, registry_sync,
+};
 pub use watch::watch_resumes_after_revision;
 
 /// Makes a fresh, empty store for the kinds in a registry.

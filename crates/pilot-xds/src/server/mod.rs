@@ -6,7 +6,7 @@
 //!   debounced (a quiet period and a maximum delay), then one shared
 //!   [`MeshSnapshot`] (the typed rules, decoded once) is published. Nothing
 //!   is published before the Controller and the registry have synced
-//!   ([`ServiceDiscovery::has_synced`]), so a restarted server never pushes
+//!   ([`ServiceDiscovery::wait_synced`]), so a restarted server never pushes
 //!   empty configuration or endpoints.
 //! - One task per stream, state of the world or incremental (delta): it regenerates the proxy's
 //!   resources for each snapshot and sends, in the order CDS, EDS, LDS, RDS,

@@ -4,7 +4,7 @@ use std::sync::{Arc, Weak};
 
 use futures::{FutureExt, StreamExt};
 use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
-use pilot_model::{ConfigKind, RegistrySnapshot, ServiceDiscovery, ServiceEvent};
+use pilot_model::{ConfigKind, ServiceDiscovery, ServiceEvent};
 use pilot_store::Controller;
 use tokio::time::Instant;
 
@@ -58,14 +58,12 @@ pub(crate) async fn run(
     // has no more changes; configuration changes still push.
     let mut registry_events = registry.subscribe().chain(futures::stream::pending());
     // Nothing is served before the cache and the registry have synced.
+    // Both signal it; only a registry that overrides `has_synced` without
+    // `wait_synced` (whose default is ready at once) is looked at again.
     controller.wait_synced().await;
+    registry.wait_synced().await;
     while !registry.has_synced() {
-        // The trait has no sync notification; its events (or a short
-        // wait, when the registry turns out empty) prompt another look.
-        tokio::select! {
-            _ = registry_events.next() => {}
-            _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
-        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let mut version = 1;
     // What changed since the last push (kept when a push is skipped).
@@ -151,11 +149,13 @@ fn publish(
             return true;
         }
     };
-    let frozen = Arc::new(RegistrySnapshot::capture(registry, version));
+    // The registry's own immutable state, shared (not copied) with it.
+    let frozen = registry.snapshot();
     // Registries send a change's event before readers see the change (the
-    // service cache sends under its write lock), so every change the copy
-    // holds has its event queued by now: take them into this push, so that
-    // what is reused from the last push is exactly what did not change.
+    // service cache sends under its write lock, and its snapshot is taken
+    // under its read lock), so every change the snapshot holds has its
+    // event queued by now: take them into this push, so that what is
+    // reused from the last push is exactly what did not change.
     while let Some(Some(event)) = registry_events.next().now_or_never() {
         changes.record(&Change::Registry(event));
     }

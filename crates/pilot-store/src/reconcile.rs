@@ -1,0 +1,443 @@
+//! One reconcile for every registry: a desired state (what a source says
+//! the registry should hold) applied to a [`ServiceCache`] as a minimal
+//! diff, so subscribers see only the real adds, updates and deletes.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use pilot_model::{Event, NetworkEndpoint, Service, ServiceEvent, ServiceInstance};
+
+use crate::service_cache::{State, endpoint_order};
+use crate::{RegistryError, ServiceCache};
+
+/// What a registry should hold: every service, by hostname, with its
+/// instances. A source turns what it read into one of these; the
+/// [`ServiceCache`] works out the difference.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DesiredState {
+    /// Services by hostname.
+    pub services: BTreeMap<String, DesiredService>,
+}
+
+/// One service and its instances, as a source describes them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredService {
+    /// The service.
+    pub service: Arc<Service>,
+    /// Its instances, in any order. Each instance's `service` is replaced
+    /// by the stored service; an instance whose service port the service
+    /// lacks is left out (and logged); of two instances on the same
+    /// address, port and service port, the last wins.
+    pub instances: Vec<ServiceInstance>,
+}
+
+/// How many changes an apply made (services and instances together).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Services and instances added.
+    pub added: usize,
+    /// Services and instances changed.
+    pub updated: usize,
+    /// Services and instances removed.
+    pub deleted: usize,
+}
+
+impl Applied {
+    /// True when the apply changed nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Applied::default()
+    }
+
+    fn count<T>(&mut self, event: &Event<T>) {
+        match event {
+            Event::Added(_) => self.added += 1,
+            Event::Updated { .. } => self.updated += 1,
+            Event::Deleted(_) => self.deleted += 1,
+        }
+    }
+}
+
+impl DesiredState {
+    /// An empty state: a registry that should hold nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `service` (replacing one with the same hostname) with no
+    /// instances; returns it to add instances to.
+    pub fn insert(&mut self, service: Service) -> &mut DesiredService {
+        let hostname = service.hostname.clone();
+        self.services
+            .insert(hostname.clone(), DesiredService::new(service));
+        self.services
+            .get_mut(&hostname)
+            .unwrap_or_else(|| unreachable!("inserted above"))
+    }
+}
+
+impl DesiredService {
+    /// A service with no instances.
+    pub fn new(service: Service) -> Self {
+        DesiredService {
+            service: Arc::new(service),
+            instances: Vec::new(),
+        }
+    }
+
+    /// Adds an instance at `address`:`port` serving the service port named
+    /// `port_name`, and returns it (to set its zone or service account).
+    pub fn add_instance(
+        &mut self,
+        address: std::net::IpAddr,
+        port: u16,
+        port_name: &str,
+        labels: pilot_model::Labels,
+    ) -> Result<&mut ServiceInstance, RegistryError> {
+        let service_port = self
+            .service
+            .port(port_name)
+            .ok_or_else(|| RegistryError::UnknownPort {
+                hostname: self.service.hostname.clone(),
+                port: port_name.to_string(),
+            })?
+            .clone();
+        self.instances.push(ServiceInstance {
+            endpoint: NetworkEndpoint {
+                address,
+                port,
+                service_port,
+            },
+            service: Arc::clone(&self.service),
+            labels,
+            availability_zone: None,
+            service_account: None,
+        });
+        Ok(self
+            .instances
+            .last_mut()
+            .unwrap_or_else(|| unreachable!("pushed above")))
+    }
+}
+
+impl ServiceCache {
+    /// Makes the cache hold exactly `desired`, emitting only the
+    /// differences: a service or instance that did not change gets no
+    /// event, one that changed gets `Updated` (never a delete and an add),
+    /// one that went away gets `Deleted` (a service's instances before the
+    /// service). Readers see the old state or the new one per hostname.
+    pub fn apply(&self, desired: DesiredState) -> Applied {
+        let mut state = self.write();
+        let mut desired = desired.services;
+        let hosts: BTreeSet<String> = state.services.keys().chain(desired.keys()).cloned().collect();
+        let mut applied = Applied::default();
+        for host in hosts {
+            let wanted = desired.remove(&host);
+            self.reconcile(&mut state, &host, wanted, &mut applied);
+        }
+        applied
+    }
+
+    /// Makes the cache's view of `hostname` equal `desired` (`None`: no
+    /// such service), as [`apply`](Self::apply) does for every hostname;
+    /// the other hostnames are left alone. For sources that know which
+    /// hostnames an event touched.
+    pub fn apply_service(&self, hostname: &str, desired: Option<DesiredService>) -> Applied {
+        let mut state = self.write();
+        let mut applied = Applied::default();
+        let desired = desired.filter(|d| {
+            let same = d.service.hostname == hostname;
+            if !same {
+                tracing::warn!(hostname, other = %d.service.hostname, "desired service under another hostname; ignored");
+            }
+            same
+        });
+        self.reconcile(&mut state, hostname, desired, &mut applied);
+        applied
+    }
+
+    fn reconcile(
+        &self,
+        state: &mut State,
+        host: &str,
+        desired: Option<DesiredService>,
+        applied: &mut Applied,
+    ) {
+        let before = *applied;
+        let mut emit = |cache: &ServiceCache, event: ServiceEvent| {
+            match &event {
+                ServiceEvent::Service(e) => applied.count(e),
+                ServiceEvent::Instance(e) => applied.count(e),
+                ServiceEvent::Resync => {}
+            }
+            cache.send(event);
+        };
+        let Some(desired) = desired else {
+            if let Some(removed) = state.services.remove(host) {
+                for instance in state.instances.remove(host).iter().flat_map(|l| l.iter()) {
+                    emit(
+                        self,
+                        ServiceEvent::Instance(Event::Deleted(Arc::new(instance.clone()))),
+                    );
+                }
+                emit(self, ServiceEvent::Service(Event::Deleted(removed)));
+                state.version += 1;
+            }
+            return;
+        };
+        let service = match state.services.get(host).cloned() {
+            Some(current) if *current == *desired.service => current,
+            current => {
+                let event = match current {
+                    Some(old) => Event::Updated {
+                        old,
+                        new: Arc::clone(&desired.service),
+                    },
+                    None => Event::Added(Arc::clone(&desired.service)),
+                };
+                state
+                    .services
+                    .insert(host.to_string(), Arc::clone(&desired.service));
+                // Instances refer to the new service (its own event says it
+                // changed; the instances did not).
+                if let Some(list) = state.instances.get_mut(host) {
+                    for instance in Arc::make_mut(list) {
+                        instance.service = Arc::clone(&desired.service);
+                    }
+                }
+                emit(self, ServiceEvent::Service(event));
+                Arc::clone(&desired.service)
+            }
+        };
+        let mut wanted: Vec<ServiceInstance> = Vec::with_capacity(desired.instances.len());
+        for mut instance in desired.instances {
+            if service.port(&instance.endpoint.service_port.name) != Some(&instance.endpoint.service_port) {
+                tracing::warn!(
+                    hostname = host,
+                    port = %instance.endpoint.service_port.name,
+                    address = %instance.endpoint.address,
+                    "instance of a service port the service does not have; left out"
+                );
+                continue;
+            }
+            instance.service = Arc::clone(&service);
+            wanted.push(instance);
+        }
+        // Stable: of equal endpoints the last given is kept.
+        wanted.sort_by(|a, b| endpoint_order(a).cmp(&endpoint_order(b)));
+        wanted.reverse();
+        wanted.dedup_by(|a, b| endpoint_order(a) == endpoint_order(b));
+        wanted.reverse();
+        let current = state.instances.get(host).cloned().unwrap_or_default();
+        let (mut old, mut new) = (current.iter().peekable(), wanted.iter().peekable());
+        loop {
+            let order = match (old.peek(), new.peek()) {
+                (None, None) => break,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(o), Some(n)) => endpoint_order(o).cmp(&endpoint_order(n)),
+            };
+            match order {
+                Ordering::Less => {
+                    let gone = old.next().unwrap_or_else(|| unreachable!("peeked"));
+                    emit(
+                        self,
+                        ServiceEvent::Instance(Event::Deleted(Arc::new(gone.clone()))),
+                    );
+                }
+                Ordering::Greater => {
+                    let added = new.next().unwrap_or_else(|| unreachable!("peeked"));
+                    emit(
+                        self,
+                        ServiceEvent::Instance(Event::Added(Arc::new(added.clone()))),
+                    );
+                }
+                Ordering::Equal => {
+                    let (o, n) = (
+                        old.next().unwrap_or_else(|| unreachable!("peeked")),
+                        new.next().unwrap_or_else(|| unreachable!("peeked")),
+                    );
+                    if o != n {
+                        emit(
+                            self,
+                            ServiceEvent::Instance(Event::Updated {
+                                old: Arc::new(o.clone()),
+                                new: Arc::new(n.clone()),
+                            }),
+                        );
+                    }
+                }
+            }
+        }
+        if *applied != before {
+            state.instances.insert(host.to_string(), Arc::new(wanted));
+            state.version += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use futures::StreamExt;
+    use pilot_model::{Labels, Port, Protocol, ServiceDiscovery};
+
+    use super::*;
+
+    const HOST: &str = "reviews.default.svc.cluster.local";
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn state(versions: &[(&str, &str)]) -> DesiredState {
+        let mut state = DesiredState::new();
+        let reviews = state.insert(Service::new(HOST, vec![Port::new("http", 9080, Protocol::Http)]));
+        for (address, version) in versions {
+            reviews
+                .add_instance(
+                    ip(address),
+                    9080,
+                    "http",
+                    Labels::from_pairs([("version", *version)]),
+                )
+                .unwrap();
+        }
+        state.insert(Service::new("ratings.default.svc.cluster.local", vec![]));
+        state
+    }
+
+    fn kind<T>(event: &Event<T>) -> &'static str {
+        match event {
+            Event::Added(_) => "+",
+            Event::Updated { .. } => "~",
+            Event::Deleted(_) => "-",
+        }
+    }
+
+    /// Every event queued so far, as (what, kind, address or hostname).
+    fn drain(events: &mut futures::stream::BoxStream<'static, ServiceEvent>) -> Vec<String> {
+        let mut seen = Vec::new();
+        while let Some(Some(event)) = events.next().now_or_never() {
+            seen.push(match &event {
+                ServiceEvent::Service(e) => format!("service{}{}", kind(e), e.object().hostname),
+                ServiceEvent::Instance(e) => format!("instance{}{}", kind(e), e.object().endpoint.address),
+                ServiceEvent::Resync => "resync".into(),
+            });
+        }
+        seen
+    }
+
+    use futures::FutureExt;
+
+    #[test]
+    fn one_changed_entry_is_one_update_not_a_delete_and_add() {
+        let cache = ServiceCache::new();
+        let applied = cache.apply(state(&[("10.0.0.1", "v1"), ("10.0.0.2", "v2")]));
+        assert_eq!(applied.added, 4);
+        let mut events = cache.subscribe();
+        let version = cache.version();
+
+        // The same state again: nothing.
+        assert!(
+            cache
+                .apply(state(&[("10.0.0.2", "v2"), ("10.0.0.1", "v1")]))
+                .is_empty()
+        );
+        assert_eq!(cache.version(), version);
+        assert!(drain(&mut events).is_empty());
+
+        // One label changes, one instance comes, none goes: exactly that.
+        let applied = cache.apply(state(&[
+            ("10.0.0.1", "v1"),
+            ("10.0.0.2", "v3"),
+            ("10.0.0.3", "v1"),
+        ]));
+        assert_eq!(
+            applied,
+            Applied {
+                added: 1,
+                updated: 1,
+                deleted: 0
+            }
+        );
+        assert_eq!(drain(&mut events), ["instance~10.0.0.2", "instance+10.0.0.3"]);
+
+        // A service's port list changes: the service is updated, its
+        // instances keep their identity and refer to the new service.
+        let mut changed = state(&[("10.0.0.1", "v1")]);
+        let reviews = changed.services.get_mut(HOST).unwrap();
+        let mut service = (*reviews.service).clone();
+        service.ports.push(Port::new("tcp-admin", 9090, Protocol::Tcp));
+        reviews.service = Arc::new(service);
+        cache.apply(changed);
+        assert_eq!(
+            drain(&mut events),
+            [
+                "service~reviews.default.svc.cluster.local",
+                "instance-10.0.0.2",
+                "instance-10.0.0.3"
+            ]
+        );
+        let instances = cache.instances(HOST, &[], &[]);
+        assert_eq!(instances.len(), 1);
+        assert_eq!(instances[0].service.ports.len(), 2);
+
+        // A service that goes: its instances first, then the service.
+        cache.apply(DesiredState::new());
+        assert_eq!(
+            drain(&mut events),
+            [
+                "service-ratings.default.svc.cluster.local",
+                "instance-10.0.0.1",
+                "service-reviews.default.svc.cluster.local"
+            ]
+        );
+        assert!(cache.services().is_empty());
+    }
+
+    #[test]
+    fn apply_service_touches_one_hostname_and_snapshots_follow_versions() {
+        let cache = ServiceCache::new();
+        cache.apply(state(&[("10.0.0.1", "v1")]));
+        let first = cache.snapshot();
+        assert!(Arc::ptr_eq(&first, &cache.snapshot()), "one snapshot per version");
+        let mut events = cache.subscribe();
+        let reviews = state(&[("10.0.0.1", "v2")]).services.remove(HOST);
+        let applied = cache.apply_service(HOST, reviews);
+        assert_eq!(applied.updated, 1);
+        assert_eq!(drain(&mut events), ["instance~10.0.0.1"]);
+        let second = cache.snapshot();
+        assert!(second.version() > first.version());
+        // The first snapshot still shows what it was taken at.
+        let v1 = [Labels::from_pairs([("version", "v1")])];
+        assert_eq!(first.instances(HOST, &[], &v1).len(), 1);
+        assert!(second.instances(HOST, &[], &v1).is_empty());
+        assert!(second.get_service("ratings.default.svc.cluster.local").is_some());
+        assert_eq!(second.host_instances(&[ip("10.0.0.1")]).len(), 1);
+
+        cache.apply_service(HOST, None);
+        assert_eq!(
+            drain(&mut events),
+            ["instance-10.0.0.1", "service-reviews.default.svc.cluster.local"]
+        );
+    }
+
+    #[test]
+    fn instances_of_unknown_ports_are_left_out() {
+        let cache = ServiceCache::new();
+        let mut desired = state(&[("10.0.0.1", "v1")]);
+        let reviews = desired.services.get_mut(HOST).unwrap();
+        assert!(matches!(
+            reviews.add_instance(ip("10.0.0.9"), 1, "grpc", Labels::new()),
+            Err(RegistryError::UnknownPort { .. })
+        ));
+        let mut stray = reviews.instances[0].clone();
+        stray.endpoint.address = ip("10.0.0.9");
+        stray.endpoint.service_port = Port::new("grpc", 1, Protocol::Grpc);
+        reviews.instances.push(stray);
+        cache.apply(desired);
+        assert_eq!(cache.instances(HOST, &[], &[]).len(), 1);
+    }
+}
