@@ -97,14 +97,6 @@ async fn reconnects_and_stays_synced(delta: bool) {
     );
     let ends = server.stream_ends();
     assert_eq!(ends.transport_error + ends.response_dropped, 0, "{ends:?}");
-    // Each reconnection opened a new connection (the old one was told to
-    // go away): the ADS cluster counts at least one per stream.
-    let connections =
-        tokio::task::spawn_blocking(move || stat(admin_port, "cluster.xds-grpc.upstream_cx_total"))
-            .await
-            .unwrap();
-    assert!(connections > 3, "ADS connections: {connections}");
-
     // Envoy is connected and synced again, and follows a change.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while !server.status().iter().any(|p| {
@@ -116,6 +108,15 @@ async fn reconnects_and_stays_synced(delta: bool) {
         assert!(tokio::time::Instant::now() < deadline, "{:?}", server.status());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Each reconnection opened a new connection (at least four streams so
+    // far: three ended, one synced) (the old one was told to
+    // go away): the ADS cluster counts at least one per stream.
+    let connections =
+        tokio::task::spawn_blocking(move || stat(admin_port, "cluster.xds-grpc.upstream_cx_total"))
+            .await
+            .unwrap();
+    assert!(connections > 3, "ADS connections: {connections}");
+
     let current = store
         .get(&ConfigKey::new("RouteRule", "default", "reviews-default"))
         .await
