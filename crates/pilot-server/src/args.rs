@@ -139,6 +139,18 @@ pub struct Args {
     #[arg(long)]
     pub xds_allow_unauthenticated: bool,
 
+    // ADS connections (issue 18/13): see `pilot_xds::ServeOptions`.
+    /// ADS connections open at once; one more is closed as soon as it is
+    /// accepted (the proxy retries, here or at another replica).
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub xds_max_connections: usize,
+    /// End every ADS stream after this long (give or take 10%), after the
+    /// response in flight, so proxies reconnect and spread again over the
+    /// replicas (Istio's default is 30m; off unless given). Examples:
+    /// `30m`, `90s`, `1h`.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub xds_max_connection_age: Option<std::time::Duration>,
+
     // REST connection limits (see `serve::Limits`).
     /// Close a REST connection that has not sent a complete request head
     /// within this many milliseconds (idle keep-alive connections too).
@@ -222,6 +234,28 @@ fn config_file_args(path: &std::path::Path) -> Result<Vec<String>, String> {
     Ok(args)
 }
 
+/// A duration as `N` followed by `ms`, `s`, `m` or `h`.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{text:?} has no unit: write e.g. 30m, 90s, 1h or 500ms"))?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} does not start with a whole number"))?;
+    if number == 0 {
+        return Err(format!("{text:?}: the age must be more than zero"));
+    }
+    let seconds = match unit {
+        "ms" => return Ok(std::time::Duration::from_millis(number)),
+        "s" => number,
+        "m" => number * 60,
+        "h" => number * 3600,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (ms, s, m or h)")),
+    };
+    Ok(std::time::Duration::from_secs(seconds))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,5 +288,17 @@ mod tests {
         std::fs::write(&file, "stroe: etcd\n").unwrap();
         let error = Args::parse_with_config(argv(&[])).unwrap_err();
         assert!(error.to_string().contains("--stroe"), "{error}");
+    }
+
+    #[test]
+    fn connection_ages_need_a_unit_and_more_than_zero() {
+        assert_eq!(parse_duration("30m"), Ok(std::time::Duration::from_secs(1800)));
+        assert_eq!(
+            parse_duration("1500ms"),
+            Ok(std::time::Duration::from_millis(1500))
+        );
+        assert!(parse_duration("30").unwrap_err().contains("no unit"));
+        assert!(parse_duration("0s").unwrap_err().contains("more than zero"));
+        assert!(parse_duration("5d").unwrap_err().contains("unknown unit"));
     }
 }

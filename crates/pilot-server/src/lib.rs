@@ -46,7 +46,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use pilot_model::{ConfigStore, ConfigWatch, KindRegistry, ServiceDiscovery};
 use pilot_store::Controller;
-use pilot_xds::{XdsOptions, XdsServer};
+use pilot_xds::{ServeOptions, XdsOptions, XdsServer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -289,27 +289,21 @@ pub async fn run(
     let xds_task = {
         let xds = xds.clone();
         let mut shutdown_rx = shutdown_rx.clone();
-        let incoming = tonic::transport::server::TcpIncoming::from(xds_listener).with_nodelay(Some(true));
-        let service = match xds_auth {
-            Some(auth) => xds.authenticated_service(Arc::new(auth)),
-            None => xds.service(),
+        let options = ServeOptions {
+            tls: xds_tls,
+            auth: xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_xds::Authenticate>),
+            max_connections: Some(args.xds_max_connections),
+            max_connection_age: args.xds_max_connection_age,
+            ..ServeOptions::default()
         };
-        let mut builder = tonic::transport::Server::builder();
-        if let Some(tls) = xds_tls {
-            builder = builder
-                .tls_config(tls)
-                .map_err(|e| StartError::Failed(format!("ADS TLS: {e}")))?;
-        }
+        options
+            .check()
+            .map_err(|e| StartError::Failed(format!("ADS TLS: {e}")))?;
         tokio::spawn(async move {
-            builder
-                .http2_keepalive_interval(Some(Duration::from_secs(30)))
-                .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-                .add_service(service)
-                .serve_with_incoming_shutdown(incoming, async move {
-                    let _ = shutdown_rx.wait_for(|closing| *closing).await;
-                    xds.close();
-                })
-                .await
+            xds.serve_with(xds_listener, options, async move {
+                let _ = shutdown_rx.wait_for(|closing| *closing).await;
+            })
+            .await
         })
     };
     tracing::info!(rest = %format!("{scheme}://{}", bound.rest), xds = %bound.xds, "pilot-discovery listening");

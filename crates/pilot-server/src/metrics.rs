@@ -14,6 +14,8 @@
 //! | `pilot_config_quarantined` | gauge | `kind` | objects in the store that fail validation, held out of the cache ([`crate::quarantine`]) |
 //! | `pilot_config_rejected` | counter | `kind` | objects the store delivered that failed validation (each key at each version once) |
 //! | `pilot_xds_refused_streams` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`) | ADS streams refused |
+//! | `pilot_xds_stream_ends` | counter | `reason` (`proxy_closed`, `transport_error`, `bad_request`, `response_dropped`, `server_closed`, `max_age`) | ADS streams ended after they started |
+//! | `pilot_xds_connections_refused` | counter | | ADS connections closed at accept, over `--xds-max-connections` |
 //! | `pilot_rest_requests` | counter | `method`, `code` | REST requests answered |
 //! | `pilot_rest_request_duration_seconds` | histogram | `method`, `route` | REST latency by route template |
 //! | `pilot_rest_watches` | gauge | | open REST watches |
@@ -264,6 +266,32 @@ impl Collector for ScrapeTime {
         ] {
             ConstCounter::new(count).encode(family.encode_family(&[("reason", reason)])?)?;
         }
+
+        // Why ADS streams ended (issue 18).
+        let ends = self.xds.stream_ends();
+        let mut family = encoder.encode_descriptor(
+            "pilot_xds_stream_ends",
+            "ADS streams ended, by reason: the proxy closed, its connection failed (reset, keepalive unanswered), a bad request, the connection went away with a response waiting, server shutdown, maximum connection age",
+            None,
+            ConstCounter::new(0u64).metric_type(),
+        )?;
+        for (reason, count) in [
+            ("proxy_closed", ends.proxy_closed),
+            ("transport_error", ends.transport_error),
+            ("bad_request", ends.bad_request),
+            ("response_dropped", ends.response_dropped),
+            ("server_closed", ends.server_closed),
+            ("max_age", ends.max_age),
+        ] {
+            ConstCounter::new(count).encode(family.encode_family(&[("reason", reason)])?)?;
+        }
+        let refused = ConstCounter::new(self.xds.connections_refused());
+        refused.encode(encoder.encode_descriptor(
+            "pilot_xds_connections_refused",
+            "ADS connections closed at accept because --xds-max-connections were open",
+            None,
+            refused.metric_type(),
+        )?)?;
 
         let mut objects = encoder.encode_descriptor(
             "pilot_config_objects",

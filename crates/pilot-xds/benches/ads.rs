@@ -167,17 +167,53 @@ struct Acked {
     eds_bytes: AtomicU64,
 }
 
-/// One client: subscribes, follows EDS/RDS names, ACKs everything.
-async fn client(port: u16, index: usize, namespaces: usize, acked: Arc<Acked>) {
-    let channel = loop {
-        match tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
-            .expect("address")
-            .connect()
-            .await
-        {
-            Ok(channel) => break channel,
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
+/// Why clients' streams ended, and how often they reconnected.
+#[derive(Default)]
+struct Reconnects {
+    /// Reconnections over every client.
+    total: AtomicU64,
+    /// The reasons, counted ("connect: ...", "status CODE: message",
+    /// "ended by the server").
+    reasons: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+impl Reconnects {
+    fn count(&self, reason: String) {
+        *self.reasons.lock().unwrap().entry(reason).or_default() += 1;
+    }
+}
+
+/// One client, as Envoy behaves: runs a stream until it fails or ends,
+/// then reconnects after a jittered exponential backoff (Envoy's ADS
+/// retry: from 500 ms to 30 s), counting why.
+async fn client(port: u16, index: usize, namespaces: usize, acked: Arc<Acked>, reconnects: Arc<Reconnects>) {
+    let mut backoff = Duration::from_millis(500);
+    let mut attempt = 0u64;
+    loop {
+        let reason = stream(port, index, namespaces, &acked).await;
+        reconnects.count(reason);
+        reconnects.total.fetch_add(1, Ordering::Relaxed);
+        attempt += 1;
+        // Jitter: a fraction of the backoff, different per client.
+        let jitter = ((index as u64)
+            .wrapping_mul(2_654_435_761)
+            .wrapping_add(attempt * 40_503))
+            % 1000;
+        tokio::time::sleep(backoff.mul_f64(jitter as f64 / 1000.0)).await;
+        backoff = (backoff * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// One stream: subscribes, follows EDS/RDS names, ACKs everything; returns
+/// why it ended.
+async fn stream(port: u16, index: usize, namespaces: usize, acked: &Acked) -> String {
+    let channel = match tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+        .expect("address")
+        .connect()
+        .await
+    {
+        Ok(channel) => channel,
+        Err(error) => return format!("connect: {error}"),
     };
     let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(64 * 1024 * 1024);
     let ip = client_ip(index);
@@ -199,26 +235,32 @@ async fn client(port: u16, index: usize, namespaces: usize, acked: Arc<Acked>) {
         response_nonce: nonce.into(),
         ..Default::default()
     };
-    tx.send(request(CDS, vec![], "", "")).await.unwrap();
-    tx.send(request(LDS, vec![], "", "")).await.unwrap();
-    if grpc.ready().await.is_err() {
-        return;
+    let _ = tx.send(request(CDS, vec![], "", "")).await;
+    let _ = tx.send(request(LDS, vec![], "", "")).await;
+    if let Err(error) = grpc.ready().await {
+        return format!("ready: {error}");
     }
     let codec = tonic_prost::ProstCodec::<DiscoveryRequest, Response>::default();
     let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
-    let Ok(response) = grpc
+    let response = match grpc
         .streaming(
             tonic::Request::new(requests),
             http::uri::PathAndQuery::from_static(PATH),
             codec,
         )
         .await
-    else {
-        return;
+    {
+        Ok(response) => response,
+        Err(status) => return format!("open: status {:?}: {}", status.code(), status.message()),
     };
     let mut responses = response.into_inner();
     let (mut eds, mut rds): (BTreeSet<String>, BTreeSet<String>) = Default::default();
-    while let Ok(Some(response)) = responses.message().await {
+    loop {
+        let response = match responses.message().await {
+            Ok(Some(response)) => response,
+            Ok(None) => return "ended by the server (OK)".into(),
+            Err(status) => return format!("status {:?}: {}", status.code(), status.message()),
+        };
         let mut follow_up = None;
         if response.type_url == CDS {
             let names: BTreeSet<String> = response
@@ -255,7 +297,7 @@ async fn client(port: u16, index: usize, namespaces: usize, acked: Arc<Acked>) {
         };
         let ack = request(&response.type_url, names, &response.version_info, &response.nonce);
         if tx.send(ack).await.is_err() {
-            return;
+            return "request stream closed".into();
         }
         if response.type_url == RDS
             && let Ok(version) = response.version_info.parse::<u64>()
@@ -274,7 +316,7 @@ async fn client(port: u16, index: usize, namespaces: usize, acked: Arc<Acked>) {
         if let Some(follow_up) = follow_up
             && tx.send(follow_up).await.is_err()
         {
-            return;
+            return "request stream closed".into();
         }
     }
 }
@@ -291,9 +333,16 @@ fn clients_main(clients: usize, port: u16, namespaces: usize) {
         .build()
         .unwrap();
     let acked: Vec<Arc<Acked>> = (0..clients).map(|_| Arc::default()).collect();
+    let reconnects = Arc::new(Reconnects::default());
     runtime.block_on(async {
         for (i, a) in acked.iter().enumerate() {
-            tokio::spawn(client(port, i, namespaces, Arc::clone(a)));
+            tokio::spawn(client(
+                port,
+                i,
+                namespaces,
+                Arc::clone(a),
+                Arc::clone(&reconnects),
+            ));
         }
         let (lines_tx, mut lines) = mpsc::channel::<String>(1);
         std::thread::spawn(move || {
@@ -305,6 +354,21 @@ fn clients_main(clients: usize, port: u16, namespaces: usize) {
             }
         });
         while let Some(line) = lines.recv().await {
+            if line == "reconnects" {
+                let reasons = reconnects.reasons.lock().unwrap().clone();
+                let reasons: Vec<String> = reasons.iter().map(|(r, n)| format!("{n}x {r}")).collect();
+                println!(
+                    "{} reconnects; {}",
+                    reconnects.total.load(Ordering::Relaxed),
+                    if reasons.is_empty() {
+                        "none".to_string()
+                    } else {
+                        reasons.join("; ")
+                    }
+                );
+                let _ = std::io::stdout().flush();
+                continue;
+            }
             let eds = line.starts_with("eds");
             let mut words = line.split_whitespace().skip(1);
             let (Some(version), Some(start)) = (
@@ -469,7 +533,29 @@ async fn converge(clients: usize, setup: Setup) {
         .expect("start the clients");
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    // Progress while the clients connect (to stderr): streams open, fully
+    // synced, and why streams ended so far, as the server saw it.
+    let watching = server.clone();
+    let progress = tokio::spawn(async move {
+        let started = Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            let status = watching.status();
+            let synced = status
+                .iter()
+                .filter(|p| p.types.len() == 4 && p.types.values().all(|t| t.synced()))
+                .count();
+            eprintln!(
+                "  {:>4.0} s: {} streams open, {synced} synced; ended: {:?}; RSS {:.0} MB",
+                started.elapsed().as_secs_f64(),
+                status.len(),
+                watching.stream_ends(),
+                rss_mb()
+            );
+        }
+    });
     let initial = tokio::task::block_in_place(|| wait_acked(&mut stdin, &mut stdout, 1, start));
+    progress.abort();
     let connected = started.elapsed();
     let with_clients = rss_mb();
 
@@ -510,6 +596,14 @@ async fn converge(clients: usize, setup: Setup) {
     let (endpoint, eds_bytes) =
         tokio::task::block_in_place(|| ask(&mut stdin, &mut stdout, "eds", version, start));
     let endpoint_rss = rss_mb();
+    let reconnects = tokio::task::block_in_place(|| {
+        writeln!(stdin, "reconnects").expect("clients alive");
+        stdin.flush().expect("clients alive");
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("clients answer");
+        line.trim().to_string()
+    });
+    let ends = server.stream_ends();
     drop(stdin);
     let _ = child.kill();
     let _ = child.wait();
@@ -566,6 +660,7 @@ async fn converge(clients: usize, setup: Setup) {
         percentile(&endpoint, 0.99).as_secs_f64() * 1e3,
         endpoint.last().unwrap().as_secs_f64() * 1e3,
     );
+    println!("| {clients} | clients: {reconnects}; server: streams ended {ends:?} | | | | | | | |");
 }
 
 fn main() {

@@ -69,7 +69,7 @@ pub use proxy::{Generator, Proxy, ProxyType, TrafficCapture};
 pub use routes::{CORS_FILTER, FAULT_FILTER};
 pub use server::{
     AdsService, Authenticate, Caller, MeshSnapshot, Nack, NodeScope, ProxyStatus, PushInfo, RefusedStreams,
-    TYPES, TypeStatus, XdsOptions, XdsServer,
+    ServeOptions, StreamEnds, TYPES, TypeStatus, XdsOptions, XdsServer, XdsType,
 };
 
 /// What can go wrong generating configuration.

@@ -2,32 +2,39 @@
 //! connected Envoys as the configuration and the registry change, and
 //! records what each proxy ACKed or NACKed.
 //!
-//! - One push pipeline per server: Controller and registry events are
-//!   debounced (a quiet period and a maximum delay), then one shared
-//!   [`MeshSnapshot`] (the typed rules, decoded once) is published. Nothing
-//!   is published before the Controller and the registry have synced
+//! - One push pipeline per server (`pipeline.rs`): Controller and registry
+//!   events are debounced (a quiet period and a maximum delay), then one
+//!   shared [`MeshSnapshot`] is published. Nothing is published before the
+//!   Controller and the registry have synced
 //!   ([`ServiceDiscovery::wait_synced`]), so a restarted server never pushes
 //!   empty configuration or endpoints.
-//! - One task per stream, state of the world or incremental (delta): it regenerates the proxy's
-//!   resources for each snapshot and sends, in the order CDS, EDS, LDS, RDS,
-//!   only the types whose content changed (EDS and RDS again after CDS and
-//!   LDS, so a changed cluster always gets its load assignment); the delta
-//!   variant sends only the resources whose version the proxy lacks and
-//!   names removed ones in `removed_resources`. A NACK is
-//!   recorded and not answered by sending the same thing again. Responses go
-//!   through a bounded queue: a stuck proxy holds up only its own task. When
-//!   the stream ends, the task, its queue and its status go away.
+//! - Layers, each importing only those below it: `xds_type.rs` (the
+//!   [`XdsType`] enum), `status.rs` (every feedback record and counter),
+//!   `transport.rs` (gRPC framing and a stream's request/response plumbing,
+//!   no protocol knowledge), `session.rs` (one task per stream, either
+//!   protocol: identity, snapshot, nonces, ACK/NACK, push order CDS, EDS,
+//!   LDS, RDS with EDS and RDS re-sent after CDS and LDS changes, maximum
+//!   age, why the stream ended), `sotw.rs` and `delta.rs` (subscription
+//!   bookkeeping only: what a response carries), `service.rs` (the gRPC
+//!   service: authentication, protocol by method) and `serve.rs`
+//!   ([`ServeOptions`]: TLS, keepalives, connection cap, maximum age).
+//! - Responses go through a bounded queue: a slow proxy holds up only its
+//!   own task, which waits. When the stream ends, the task, its queue and
+//!   its status go away, and the reason is counted ([`StreamEnds`]).
 
 mod auth;
-mod connection;
 mod delta;
 mod generated;
-mod grpc;
+mod name_sets;
 mod pipeline;
+mod serve;
+mod service;
+mod session;
+mod sotw;
 mod status;
-mod stream;
+mod transport;
+mod xds_type;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,8 +45,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use auth::{Authenticate, Caller, NodeScope, RefusedStreams};
-pub use grpc::AdsService;
-pub use status::{Nack, ProxyStatus, TYPES, TypeStatus};
+pub use serve::ServeOptions;
+pub use service::AdsService;
+pub use status::{Nack, ProxyStatus, StreamEnds, TYPES, TypeStatus};
+pub use xds_type::XdsType;
 
 use crate::MeshConfig;
 
@@ -135,21 +144,18 @@ pub struct XdsServer {
 
 pub(crate) struct Inner {
     pub(crate) snapshots: watch::Sender<Option<Arc<MeshSnapshot>>>,
-    pub(crate) status: Mutex<BTreeMap<u64, ProxyStatus>>,
+    /// Every connected proxy's feedback, and the server's counters.
+    pub(crate) feedback: status::Feedback,
     pub(crate) options: XdsOptions,
     /// Set when the server shuts down: every stream ends.
     pub(crate) closing: watch::Sender<bool>,
     pub(crate) next_connection: AtomicU64,
     /// Every push, for whoever watches (metrics).
     pub(crate) pushes: tokio::sync::broadcast::Sender<PushInfo>,
-    /// NACKs received since the server started.
-    pub(crate) nacks: AtomicU64,
-    /// NACKs received, by type.
-    pub(crate) rejects: status::TypeCounters,
-    /// Responses handed to streams, by type.
-    pub(crate) sent: status::TypeCounters,
     /// Subscriptions' name sets, shared between streams.
-    pub(crate) names: stream::NameSets,
+    pub(crate) names: name_sets::NameSets,
+    /// Connections closed at once, over the cap.
+    pub(crate) connections_refused: AtomicU64,
     /// Streams refused (credentials, node ids, malformed requests).
     pub(crate) refused: auth::RefusalCounters,
     pipeline: Mutex<Option<JoinHandle<()>>>,
@@ -173,15 +179,13 @@ impl XdsServer {
     ) -> Self {
         let inner = Arc::new(Inner {
             snapshots: watch::channel(None).0,
-            status: Mutex::new(BTreeMap::new()),
+            feedback: Default::default(),
             options: options.clone(),
             closing: watch::channel(false).0,
             next_connection: AtomicU64::new(0),
             names: Default::default(),
             pushes: tokio::sync::broadcast::channel(64).0,
-            nacks: AtomicU64::new(0),
-            rejects: Default::default(),
-            sent: Default::default(),
+            connections_refused: AtomicU64::new(0),
             refused: Default::default(),
             pipeline: Mutex::new(None),
         });
@@ -202,6 +206,7 @@ impl XdsServer {
         AdsService {
             server: self.clone(),
             auth: None,
+            max_age: None,
         }
     }
 
@@ -213,34 +218,13 @@ impl XdsServer {
         AdsService {
             server: self.clone(),
             auth: Some(auth),
+            max_age: None,
         }
     }
 
     /// The streams refused since the server started, by reason.
     pub fn refused_streams(&self) -> RefusedStreams {
         self.inner.refused.snapshot()
-    }
-
-    /// Serves ADS on `address` until `shutdown` completes, with HTTP/2
-    /// keepalives (a dead proxy's stream is noticed and its task ended) and
-    /// TCP keepalive. On shutdown every stream is ended cleanly, so the
-    /// proxies reconnect elsewhere and the call returns.
-    pub async fn serve(
-        &self,
-        address: std::net::SocketAddr,
-        shutdown: impl std::future::Future<Output = ()>,
-    ) -> Result<(), tonic::transport::Error> {
-        let closing = self.clone();
-        tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(Duration::from_secs(30)))
-            .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-            .tcp_keepalive(Some(Duration::from_secs(60)))
-            .add_service(self.service())
-            .serve_with_shutdown(address, async move {
-                shutdown.await;
-                closing.close();
-            })
-            .await
     }
 
     /// Ends every stream (each proxy then reconnects, to this server or
@@ -251,13 +235,7 @@ impl XdsServer {
 
     /// The feedback of every connected proxy.
     pub fn status(&self) -> Vec<ProxyStatus> {
-        self.inner
-            .status
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.inner.feedback.proxies()
     }
 
     /// Every push from now on (for metrics). The channel holds 64 pushes; a
@@ -269,20 +247,27 @@ impl XdsServer {
     /// The NACKs proxies have sent since the server started, over every
     /// type and stream.
     pub fn nacks_total(&self) -> u64 {
-        self.inner.nacks.load(std::sync::atomic::Ordering::Relaxed)
+        self.inner.feedback.nacks_total()
     }
 
     /// The NACKs received since the server started, by type (`CDS`,
     /// `EDS`, `LDS`, `RDS`), over every stream.
     pub fn nacks_by_type(&self) -> [(&'static str, u64); TYPES.len()] {
-        self.inner.rejects.get()
+        self.inner.feedback.nacks_by_type()
     }
 
     /// The responses sent (handed to a stream's send queue) since the
     /// server started, by type, over every stream, state of the world and
     /// incremental.
     pub fn sent_by_type(&self) -> [(&'static str, u64); TYPES.len()] {
-        self.inner.sent.get()
+        self.inner.feedback.sent_by_type()
+    }
+
+    /// The streams that ended since the server started, by reason (a
+    /// stream ended on purpose or by a failure is counted here and logged
+    /// with its node, so none goes silently).
+    pub fn stream_ends(&self) -> StreamEnds {
+        self.inner.feedback.stream_ends()
     }
 
     /// The version of the last push, once the first has happened.

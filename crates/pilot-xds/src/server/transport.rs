@@ -1,8 +1,9 @@
-//! The ADS gRPC service, written against tonic's building blocks instead of
-//! its generated server so that a response goes out as a small header plus
-//! slices of the configuration buffers every connection shares (see
-//! `generated.rs`): a push to 2,000 proxies copies nothing per proxy, and
-//! what waits in a slow proxy's queue costs only reference counts.
+//! The ADS transport: gRPC framing and the request/response plumbing of
+//! one stream, with no knowledge of the xDS protocols. A response goes out
+//! as a small header plus slices of the configuration buffers every
+//! connection shares (see `generated.rs`): a push to 2,000 proxies copies
+//! nothing per proxy, and what waits in a slow proxy's queue costs only
+//! reference counts.
 //!
 //! Requests are gRPC length-prefixed messages read from the request body
 //! into a buffer that is let go after each message (a sidecar's EDS ACK
@@ -12,10 +13,7 @@
 //! `grpc-status` trailers.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -23,13 +21,7 @@ use http::header::{CONTENT_TYPE, HeaderValue};
 use http_body::{Body as _, Frame};
 use tokio::sync::mpsc;
 use tonic::body::Body;
-use tonic::server::NamedService;
 
-use super::{XdsServer, connection, delta, stream};
-
-const SERVICE: &str = "envoy.service.discovery.v3.AggregatedDiscoveryService";
-const STREAM_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
-const DELTA_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
 /// The largest request accepted (an EDS subscription to 10,000 clusters is
 /// well under 1 MiB).
 const MAX_REQUEST: usize = 16 * 1024 * 1024;
@@ -58,85 +50,23 @@ pub(super) fn frame(head: &impl prost::Message, resources: Vec<Bytes>) -> Outgoi
     Outgoing::Message(parts)
 }
 
-/// The ADS service to add to a `tonic::transport::Server` (see
-/// [`XdsServer::service`]).
-#[derive(Clone)]
-pub struct AdsService {
-    pub(super) server: XdsServer,
-    pub(super) auth: Option<Arc<dyn super::Authenticate>>,
-}
-
-impl NamedService for AdsService {
-    const NAME: &'static str = SERVICE;
-}
-
-impl tower_service::Service<http::Request<Body>> for AdsService {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = std::future::Ready<Result<Self::Response, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let compressed = request
-            .headers()
-            .get("grpc-encoding")
-            .is_some_and(|e| e.as_bytes() != b"identity");
-        let caller = match &self.auth {
-            None => None,
-            Some(auth) => match auth.authenticate(request.headers(), request.extensions()) {
-                Ok(caller) => Some(caller),
-                Err(status) => {
-                    tracing::warn!(code = ?status.code(), reason = status.message(), "ADS stream refused");
-                    self.server.inner.refused.count(&status);
-                    return std::future::ready(Ok(status.into_http()));
-                }
-            },
-        };
-        let response = if compressed {
-            tonic::Status::unimplemented("this server accepts uncompressed requests only").into_http()
-        } else {
-            match request.uri().path() {
-                STREAM_PATH => self.open::<connection::Connection>(request.into_body(), caller),
-                DELTA_PATH => self.open::<delta::DeltaConnection>(request.into_body(), caller),
-                path => tonic::Status::unimplemented(format!("no method {path}")).into_http(),
-            }
-        };
-        std::future::ready(Ok(response))
-    }
-}
-
-impl AdsService {
-    /// Starts the task of a new stream of protocol `P`; its responses flow
-    /// through a bounded queue into the response body.
-    fn open<P: stream::Protocol + 'static>(
-        &self,
-        body: Body,
-        caller: Option<super::Caller>,
-    ) -> http::Response<Body> {
-        let inner = &self.server.inner;
-        let requests = Requests::new(body);
-        let (responses, queue) = mpsc::channel(inner.options.send_queue.max(1));
-        let id = inner.next_connection.fetch_add(1, Ordering::Relaxed);
-        tokio::spawn(stream::drive::<P>(
-            Arc::clone(inner),
-            id,
-            caller,
-            requests,
-            responses,
-        ));
-        let mut response = http::Response::new(Body::new(Responses {
-            queue,
-            pending: VecDeque::new(),
-            ended: false,
-        }));
-        response
-            .headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-        response
-    }
+/// A new stream's plumbing: its decoded requests, the bounded queue its
+/// task sends responses into (`queue` long), and the HTTP response whose
+/// body drains that queue.
+pub(super) fn open<T: prost::Message + Default>(
+    body: Body,
+    queue: usize,
+) -> (Requests<T>, mpsc::Sender<Outgoing>, http::Response<Body>) {
+    let (responses, receiver) = mpsc::channel(queue.max(1));
+    let mut response = http::Response::new(Body::new(Responses {
+        queue: receiver,
+        pending: VecDeque::new(),
+        ended: false,
+    }));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    (Requests::new(body), responses, response)
 }
 
 /// A stream's response body: the messages its task queues, then trailers.
@@ -185,6 +115,17 @@ impl http_body::Body for Responses {
     }
 }
 
+/// Why a stream's requests ended in error.
+#[derive(Debug)]
+pub(super) enum RequestError {
+    /// The proxy sent something that is not a valid request: the stream
+    /// ends with this status.
+    Malformed(tonic::Status),
+    /// The proxy's side failed (reset, connection closed, keepalive
+    /// unanswered): nobody is left to tell.
+    Transport(tonic::Status),
+}
+
 /// A stream's requests, decoded one message at a time.
 pub(super) struct Requests<T> {
     body: Body,
@@ -202,20 +143,20 @@ impl<T: prost::Message + Default> Requests<T> {
     }
 
     /// The next request; `None` when the proxy ended the stream.
-    pub(super) async fn message(&mut self) -> Result<Option<T>, tonic::Status> {
+    pub(super) async fn message(&mut self) -> Result<Option<T>, RequestError> {
         loop {
             if self.buffer.len() >= 5 {
                 if self.buffer[0] != 0 {
-                    return Err(tonic::Status::unimplemented(
+                    return Err(RequestError::Malformed(tonic::Status::unimplemented(
                         "this server accepts uncompressed requests only",
-                    ));
+                    )));
                 }
                 let len =
                     u32::from_be_bytes([self.buffer[1], self.buffer[2], self.buffer[3], self.buffer[4]]);
                 let len = len as usize;
                 if len > MAX_REQUEST {
-                    return Err(tonic::Status::resource_exhausted(format!(
-                        "a request of {len} bytes is over the limit of {MAX_REQUEST}"
+                    return Err(RequestError::Malformed(tonic::Status::resource_exhausted(
+                        format!("a request of {len} bytes is over the limit of {MAX_REQUEST}"),
                     )));
                 }
                 if self.buffer.len() >= 5 + len {
@@ -225,9 +166,11 @@ impl<T: prost::Message + Default> Requests<T> {
                         // Let the allocation go with the message.
                         self.buffer = BytesMut::new();
                     }
-                    return T::decode(message)
-                        .map(Some)
-                        .map_err(|e| tonic::Status::invalid_argument(format!("undecodable request: {e}")));
+                    return T::decode(message).map(Some).map_err(|e| {
+                        RequestError::Malformed(tonic::Status::invalid_argument(format!(
+                            "undecodable request: {e}"
+                        )))
+                    });
                 }
                 self.buffer.reserve(5 + len - self.buffer.len());
             }
@@ -235,11 +178,11 @@ impl<T: prost::Message + Default> Requests<T> {
             match frame {
                 None if self.buffer.is_empty() => return Ok(None),
                 None => {
-                    return Err(tonic::Status::invalid_argument(
+                    return Err(RequestError::Malformed(tonic::Status::invalid_argument(
                         "the stream ended inside a message",
-                    ));
+                    )));
                 }
-                Some(Err(status)) => return Err(status),
+                Some(Err(status)) => return Err(RequestError::Transport(status)),
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
                         self.buffer.extend_from_slice(&data);
