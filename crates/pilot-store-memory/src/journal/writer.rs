@@ -324,7 +324,13 @@ fn compaction_thread(
             }
         }
         let started = std::time::Instant::now();
-        let result = compact(dir, job.revision, &base, crash);
+        // A panic while writing (the view is only read) fails this
+        // compaction, not the thread: the segments stay, the next one tries
+        // again.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            compact(dir, job.revision, &base, crash)
+        }))
+        .unwrap_or_else(|_| Err("the compaction panicked".into()));
         match &result {
             Ok(()) => tracing::debug!(
                 revision = job.revision,
