@@ -7,6 +7,9 @@
 //!
 //!     cargo bench --bench registry_snapshot
 
+// criterion_group! defines an undocumented `pub fn benches`.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::net::IpAddr;
 

@@ -1,5 +1,5 @@
-//! The in-memory service registry fed from a YAML (or JSON) file, reloaded
-//! when the file changes:
+//! The `--services` registry: a `pilot_store::FollowedRegistry` fed from a YAML (or JSON) file,
+//! reloaded when the file changes:
 //!
 //! ```yaml
 //! services:
