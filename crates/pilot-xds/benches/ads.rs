@@ -259,7 +259,17 @@ async fn stream(port: u16, index: usize, namespaces: usize, acked: &Acked) -> St
         let response = match responses.message().await {
             Ok(Some(response)) => response,
             Ok(None) => return "ended by the server (OK)".into(),
-            Err(status) => return format!("status {:?}: {}", status.code(), status.message()),
+            Err(status) => {
+                // The whole chain: hyper's message alone does not say
+                // which HTTP/2 error it was.
+                let mut reason = format!("status {:?}: {}", status.code(), status.message());
+                let mut source = std::error::Error::source(&status);
+                while let Some(error) = source {
+                    reason.push_str(&format!(" <- {error}"));
+                    source = error.source();
+                }
+                return reason;
+            }
         };
         let mut follow_up = None;
         if response.type_url == CDS {

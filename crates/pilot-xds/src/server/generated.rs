@@ -441,7 +441,9 @@ impl GeneratedCache {
         let shared = cell
             .get_or_init(|| async {
                 if !self.incremental || proxy.generator == Generator::Grpc {
-                    return Arc::new(Generated::encode(&generate_outbound(proxy, registry, mesh, &own)));
+                    return heavy(|| {
+                        Arc::new(Generated::encode(&generate_outbound(proxy, registry, mesh, &own)))
+                    });
                 }
                 let captured =
                     proxy.proxy_type == ProxyType::Sidecar && proxy.capture == TrafficCapture::Iptables;
@@ -450,14 +452,14 @@ impl GeneratedCache {
                 let reused = self.previous.as_ref().and_then(|p| p.classes.get(&class));
                 let (lds, rds) = match reused {
                     Some((lds, rds)) => (Arc::clone(lds), Arc::clone(rds)),
-                    None => {
+                    None => heavy(|| {
                         let index = mesh.index();
                         let resources = envoy_listeners_routes(proxy, registry, mesh, &own, &index);
                         (
                             Arc::new(EncodedType::new(ORDER[2].1, named(&resources, "LDS"))),
                             Arc::new(EncodedType::new(ORDER[3].1, named(&resources, "RDS"))),
                         )
-                    }
+                    }),
                 };
                 Arc::new(Generated::from_types([
                     ("CDS", cds),
@@ -492,14 +494,17 @@ impl GeneratedCache {
             if let Some(kept) = self.previous.as_ref().and_then(|p| p.cds.get(&captured)) {
                 return Arc::clone(kept);
             }
-            let services = registry.services();
-            let index = mesh.index();
-            let clusters = clusters::outbound(captured, &services, &clusters::subsets(mesh), mesh, &index);
-            let resources = Resources {
-                clusters,
-                ..Default::default()
-            };
-            Arc::new(EncodedType::new(ORDER[0].1, named(&resources, "CDS")))
+            heavy(|| {
+                let services = registry.services();
+                let index = mesh.index();
+                let clusters =
+                    clusters::outbound(captured, &services, &clusters::subsets(mesh), mesh, &index);
+                let resources = Resources {
+                    clusters,
+                    ..Default::default()
+                };
+                Arc::new(EncodedType::new(ORDER[0].1, named(&resources, "CDS")))
+            })
         })
         .await
         .clone()
@@ -511,41 +516,56 @@ impl GeneratedCache {
     async fn envoy_eds(&self, registry: &RegistrySnapshot, mesh: &MeshConfig) -> Arc<EncodedType> {
         self.eds
             .get_or_init(|| async {
-                let services = registry.services();
-                let before = self
-                    .previous
-                    .as_ref()
-                    .and_then(|p| p.eds.lock().unwrap_or_else(|p| p.into_inner()).take());
-                let previous = self
-                    .previous
-                    .as_ref()
-                    .and_then(|p| Some((before.as_deref()?, &p.endpoints)));
-                let old: HashMap<&str, &Entry> = previous
-                    .map(|(eds, _)| eds.entries.iter().map(|e| (&*e.name, e)).collect())
-                    .unwrap_or_default();
-                let resources = eds_clusters(&services, &clusters::subsets(mesh))
-                    .iter()
-                    .map(|c| {
-                        let name = c.name.to_string();
-                        let kept = previous
-                            .filter(|(_, changed)| !changed.contains(&c.service.hostname))
-                            .and_then(|(eds, _)| {
-                                old.get(name.as_str()).map(|entry| Any {
-                                    type_url: ORDER[1].1.to_string(),
-                                    value: eds.any_value(entry).to_vec(),
-                                })
+                heavy(|| {
+                    let services = registry.services();
+                    let before = self
+                        .previous
+                        .as_ref()
+                        .and_then(|p| p.eds.lock().unwrap_or_else(|p| p.into_inner()).take());
+                    let previous = self
+                        .previous
+                        .as_ref()
+                        .and_then(|p| Some((before.as_deref()?, &p.endpoints)));
+                    let old: HashMap<&str, &Entry> = previous
+                        .map(|(eds, _)| eds.entries.iter().map(|e| (&*e.name, e)).collect())
+                        .unwrap_or_default();
+                    let resources = eds_clusters(&services, &clusters::subsets(mesh))
+                        .iter()
+                        .map(|c| {
+                            let name = c.name.to_string();
+                            let kept = previous
+                                .filter(|(_, changed)| !changed.contains(&c.service.hostname))
+                                .and_then(|(eds, _)| {
+                                    old.get(name.as_str()).map(|entry| Any {
+                                        type_url: ORDER[1].1.to_string(),
+                                        value: eds.any_value(entry).to_vec(),
+                                    })
+                                });
+                            let value = kept.unwrap_or_else(|| {
+                                self.assignments_built.fetch_add(1, Ordering::Relaxed);
+                                any(&load_assignment(&c.name, &c.service, &c.port_name, registry))
                             });
-                        let value = kept.unwrap_or_else(|| {
-                            self.assignments_built.fetch_add(1, Ordering::Relaxed);
-                            any(&load_assignment(&c.name, &c.service, &c.port_name, registry))
-                        });
-                        (name, value)
-                    })
-                    .collect();
-                Arc::new(EncodedType::new(ORDER[1].1, resources))
+                            (name, value)
+                        })
+                        .collect();
+                    Arc::new(EncodedType::new(ORDER[1].1, resources))
+                })
             })
             .await
             .clone()
+    }
+}
+
+/// Runs CPU-heavy generation without stalling the runtime's other tasks:
+/// on a multi-threaded runtime the worker hands its queued tasks (the
+/// HTTP/2 connections among them, whose keepalive PINGs must be answered
+/// within seconds) to another thread first. Generating one class of a
+/// 1,000-service mesh takes tens to hundreds of milliseconds, and a push
+/// to many classes runs many of them back to back.
+fn heavy<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 
