@@ -29,6 +29,12 @@
 //! does). It decodes only what it needs (names), skipping the rest of each
 //! message. A client records when it sent its ACK of each RDS version; the
 //! parent asks the child for those times (wall clock, same machine).
+//!
+//! A client whose stream fails or ends reconnects as Envoy does (jittered
+//! exponential backoff, 500 ms to 30 s); the last row gives the number of
+//! reconnects with why each stream ended (the client's error chain) and
+//! the server's own count (`XdsServer::stream_ends`). While the clients
+//! connect, the server prints its progress to stderr every 5 s.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
