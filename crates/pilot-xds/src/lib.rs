@@ -69,8 +69,8 @@ pub use names::{ClusterName, Direction, route_config_name};
 pub use proxy::{Generator, Proxy, ProxyType, TrafficCapture};
 pub use routes::{CORS_FILTER, FAULT_FILTER};
 pub use server::{
-    AdsService, Authenticate, Caller, MeshSnapshot, Nack, NodeScope, ProxyStatus, PushInfo, RefusedStreams,
-    TYPES, TypeStatus, XdsOptions, XdsServer,
+    AdsService, Authenticate, Caller, MeshSnapshot, Nack, NodeScope, PUSHED_KINDS, ProxyStatus, PushInfo,
+    PushRevisions, RefusedStreams, TYPES, TypeStatus, XdsOptions, XdsServer,
 };
 
 /// What can go wrong generating configuration.

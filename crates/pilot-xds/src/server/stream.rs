@@ -94,7 +94,9 @@ pub(super) async fn drive<P: Protocol>(
     let mut stream = P::new(Arc::clone(&server), id, proxy, responses);
     let current = snapshots.borrow_and_update().clone();
     if let Some(snapshot) = current {
+        let version = snapshot.version;
         stream.refresh(snapshot).await;
+        super::status::record_push(&server, id, version);
     }
     let mut open = !*closing.borrow_and_update() && stream.request(first).await;
     while open {
@@ -117,8 +119,11 @@ pub(super) async fn drive<P: Protocol>(
                 let snapshot = snapshots.borrow_and_update().clone();
                 open = changed.is_ok() && match snapshot {
                     Some(snapshot) => {
+                        let version = snapshot.version;
                         stream.refresh(snapshot).await;
-                        stream.push().await
+                        let open = stream.push().await;
+                        super::status::record_push(&server, id, version);
+                        open
                     }
                     None => true,
                 };
@@ -148,6 +153,7 @@ pub(super) fn register(server: &Inner, id: u64, proxy: &Proxy, incremental: bool
             node_id: proxy.node_id(),
             incremental,
             types: BTreeMap::new(),
+            push: None,
         },
     );
     tracing::info!(node = %proxy.node_id(), "proxy connected");
