@@ -387,7 +387,10 @@ fn parse_timestamp(text: &str) -> Result<SystemTime, String> {
 }
 
 /// Writes a time as [`format_timestamp`] does (serde `serialize_with`).
-pub(crate) fn serialize_time<Ser: Serializer>(time: &SystemTime, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
+pub(crate) fn serialize_time<Ser: Serializer>(
+    time: &SystemTime,
+    serializer: Ser,
+) -> Result<Ser::Ok, Ser::Error> {
     serializer.serialize_str(&format_timestamp(*time))
 }
 

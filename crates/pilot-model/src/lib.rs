@@ -52,8 +52,8 @@ pub use meta::ConfigMeta;
 pub use registry_snapshot::RegistrySnapshot;
 pub use service::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};
 pub use status::{
-    ConfigStatus, KindRevisions, MAX_NACK_MESSAGE_LEN, MAX_NACK_MESSAGES, NackSummary, ProxyDistribution, ProxyNack,
-    distribution_status,
+    ConfigStatus, KindRevisions, MAX_NACK_MESSAGE_LEN, MAX_NACK_MESSAGES, NackSummary, ProxyDistribution,
+    ProxyNack, distribution_status,
 };
 pub use store::{ConfigStore, ConfigWatch, Revision, Snapshot, WatchEvent, WatchStream};
 pub use validation::{FieldError, FieldErrors, dns1123_label, dns1123_subdomain, label_key, label_value};

@@ -193,7 +193,9 @@ mod tests {
     use super::*;
 
     fn at(revision: Revision) -> KindRevisions {
-        [("K".to_string(), revision), ("Other".to_string(), 1)].into_iter().collect()
+        [("K".to_string(), revision), ("Other".to_string(), 1)]
+            .into_iter()
+            .collect()
     }
 
     fn proxy(id: &str, acked: Option<Revision>, nack: Option<(Revision, &str)>) -> ProxyDistribution {
@@ -245,7 +247,12 @@ mod tests {
 
     #[test]
     fn revisions_of_another_kind_do_not_count() {
-        let status = distribution_status("Other", "5", &[proxy("a", Some(100), None)], SystemTime::UNIX_EPOCH);
+        let status = distribution_status(
+            "Other",
+            "5",
+            &[proxy("a", Some(100), None)],
+            SystemTime::UNIX_EPOCH,
+        );
         assert_eq!((status.proxies, status.acked), (1, 0));
     }
 

@@ -101,7 +101,12 @@ pub async fn round(
                 continue;
             };
             let status = distribution_status(kind, version, &proxies, now);
-            if object.meta.status.as_ref().is_some_and(|known| known.same_counts(&status)) {
+            if object
+                .meta
+                .status
+                .as_ref()
+                .is_some_and(|known| known.same_counts(&status))
+            {
                 continue;
             }
             match backend.update_status(&key, version, status).await {

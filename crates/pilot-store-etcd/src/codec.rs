@@ -158,7 +158,10 @@ mod tests {
             None
         );
         let status_key = layout.status_key(&registry, &key).unwrap();
-        assert_eq!(status_key, "/pilot/config/config.istio.io/RouteRule/default/reviews/status");
+        assert_eq!(
+            status_key,
+            "/pilot/config/config.istio.io/RouteRule/default/reviews/status"
+        );
         assert_eq!(layout.parse(&prefix, "RouteRule", status_key.as_bytes()), None);
         assert_eq!(
             layout.parse_status(&prefix, "RouteRule", status_key.as_bytes()),

@@ -95,7 +95,10 @@ async fn keep_alive(mut client: Client, id: i64, alive: Arc<AtomicBool>) {
         match renewed {
             Some(true) => {}
             Some(false) => {
-                tracing::info!(lease = id, "the status lease expired; the next status write takes a new one");
+                tracing::info!(
+                    lease = id,
+                    "the status lease expired; the next status write takes a new one"
+                );
                 alive.store(false, Ordering::Relaxed);
                 return;
             }

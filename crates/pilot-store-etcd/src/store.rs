@@ -118,7 +118,11 @@ impl EtcdConfigStore {
     }
 
     /// `key`'s object as of `revision` (0: now) with its status, or `None`.
-    pub(crate) async fn get_at(&self, key: &ConfigKey, revision: i64) -> Result<Option<DynConfig>, StoreError> {
+    pub(crate) async fn get_at(
+        &self,
+        key: &ConfigKey,
+        revision: i64,
+    ) -> Result<Option<DynConfig>, StoreError> {
         let etcd_key = self.key(key)?;
         let options = || (revision > 0).then(|| GetOptions::new().with_revision(revision));
         let txn = Txn::new().and_then([
@@ -132,7 +136,9 @@ impl EtcdConfigStore {
             _ => None,
         });
         let (Some(object), status) = (gets.next(), gets.next()) else {
-            return Err(StoreError::unavailable("etcd answered a read without its results"));
+            return Err(StoreError::unavailable(
+                "etcd answered a read without its results",
+            ));
         };
         let Some(kv) = object.kvs().first() else {
             return Ok(None);

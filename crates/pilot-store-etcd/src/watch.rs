@@ -108,7 +108,11 @@ impl Following {
 
     /// The object `key` as of `revision` with its status then, as a `Put`
     /// (or only progress when the object is gone by then).
-    async fn with_status(&self, revision: Revision, key: &pilot_model::ConfigKey) -> Result<WatchEvent, StoreError> {
+    async fn with_status(
+        &self,
+        revision: Revision,
+        key: &pilot_model::ConfigKey,
+    ) -> Result<WatchEvent, StoreError> {
         let at = i64::try_from(revision).unwrap_or(i64::MAX);
         match self.store.get_at(key, at).await {
             Ok(Some(config)) => Ok(WatchEvent::Put {

@@ -5,7 +5,9 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject, TypeMeta};
-use pilot_model::{ConfigKey, ConfigMeta, ConfigStatus, DynConfig, FieldError, KindSchema, Revision, StoreError};
+use pilot_model::{
+    ConfigKey, ConfigMeta, ConfigStatus, DynConfig, FieldError, KindSchema, Revision, StoreError,
+};
 
 /// The Kubernetes resource that stores a kind.
 pub(crate) fn api_resource(schema: &KindSchema) -> ApiResource {

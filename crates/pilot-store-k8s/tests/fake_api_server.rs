@@ -440,9 +440,12 @@ async fn the_status_subresource_separates_status_from_the_rest() {
         .unwrap()
     };
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &crd("gadgets", "Gadget", serde_json::json!({"status": {}})))
-        .await
-        .unwrap();
+    crds.create(
+        &PostParams::default(),
+        &crd("gadgets", "Gadget", serde_json::json!({"status": {}})),
+    )
+    .await
+    .unwrap();
     let gadgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
     let pp = PostParams::default();
 
@@ -454,7 +457,10 @@ async fn the_status_subresource_separates_status_from_the_rest() {
         )
         .await
         .unwrap();
-    assert!(created.data.get("status").is_none(), "a create's status is dropped");
+    assert!(
+        created.data.get("status").is_none(),
+        "a create's status is dropped"
+    );
     assert_eq!(created.metadata.generation, Some(1));
 
     // /status: only status is taken, under the resourceVersion precondition.
@@ -463,10 +469,24 @@ async fn the_status_subresource_separates_status_from_the_rest() {
     body.metadata.labels = Some([("sneaky".to_string(), "yes".to_string())].into());
     let with_status = gadgets.replace_status("g", &pp, &body).await.unwrap();
     assert_eq!(with_status.data["status"], serde_json::json!({"ready": true}));
-    assert_eq!(with_status.data["spec"], serde_json::json!({"size": 1}), "spec changes to /status are ignored");
-    assert!(with_status.metadata.labels.is_none(), "metadata changes to /status are ignored");
-    assert_eq!(with_status.metadata.generation, Some(1), "a status write leaves generation");
-    assert_ne!(with_status.metadata.resource_version, created.metadata.resource_version);
+    assert_eq!(
+        with_status.data["spec"],
+        serde_json::json!({"size": 1}),
+        "spec changes to /status are ignored"
+    );
+    assert!(
+        with_status.metadata.labels.is_none(),
+        "metadata changes to /status are ignored"
+    );
+    assert_eq!(
+        with_status.metadata.generation,
+        Some(1),
+        "a status write leaves generation"
+    );
+    assert_ne!(
+        with_status.metadata.resource_version,
+        created.metadata.resource_version
+    );
     let stale = api_error(gadgets.replace_status("g", &pp, &body).await.unwrap_err());
     assert_eq!(stale.code, 409, "a stale resourceVersion on /status conflicts");
 
@@ -475,14 +495,24 @@ async fn the_status_subresource_separates_status_from_the_rest() {
     update.data = serde_json::json!({"spec": {"size": 2}, "status": {"ready": false}});
     let updated = gadgets.replace("g", &pp, &update).await.unwrap();
     assert_eq!(updated.data["spec"], serde_json::json!({"size": 2}));
-    assert_eq!(updated.data["status"], serde_json::json!({"ready": true}), "status changes to the resource are ignored");
+    assert_eq!(
+        updated.data["status"],
+        serde_json::json!({"ready": true}),
+        "status changes to the resource are ignored"
+    );
     assert_eq!(updated.metadata.generation, Some(2));
-    assert_eq!(gadgets.get_status("g").await.unwrap().data["status"], serde_json::json!({"ready": true}));
+    assert_eq!(
+        gadgets.get_status("g").await.unwrap().data["status"],
+        serde_json::json!({"ready": true})
+    );
 
     // Without the subresource there is no /status, and status is ordinary.
-    crds.create(&PostParams::default(), &crd("plains", "Plain", serde_json::json!({})))
-        .await
-        .unwrap();
+    crds.create(
+        &PostParams::default(),
+        &crd("plains", "Plain", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
     let plain_resource = ApiResource {
         kind: "Plain".into(),
         plural: "plains".into(),
@@ -492,7 +522,8 @@ async fn the_status_subresource_separates_status_from_the_rest() {
     let plain = plains
         .create(
             &pp,
-            &DynamicObject::new("p", &plain_resource).data(serde_json::json!({"spec": {}, "status": {"x": 1}})),
+            &DynamicObject::new("p", &plain_resource)
+                .data(serde_json::json!({"spec": {}, "status": {"x": 1}})),
         )
         .await
         .unwrap();

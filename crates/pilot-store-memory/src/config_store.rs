@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use pilot_model::{
-    ConfigKey, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot, StoreError,
-    WatchStream, now_seconds,
+    ConfigKey, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot,
+    StoreError, WatchStream, now_seconds,
 };
 use pilot_store::{ConfigIndex, DEFAULT_HISTORY, WatchLog};
 

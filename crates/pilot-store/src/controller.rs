@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use pilot_model::{
-    Config, ConfigKey, ConfigKind, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, Event, KindRegistry, Revision,
-    StoreError, WatchEvent,
+    Config, ConfigKey, ConfigKind, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, Event, KindRegistry,
+    Revision, StoreError, WatchEvent,
 };
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
@@ -245,7 +245,10 @@ impl Controller {
     /// to `kind` up to it is in the cache. `None` before the kind's first
     /// list, or for a kind this Controller does not follow.
     pub fn applied_revision(&self, kind: &str) -> Option<Revision> {
-        self.shared.applied.get(kind).and_then(|applied| *applied.borrow())
+        self.shared
+            .applied
+            .get(kind)
+            .and_then(|applied| *applied.borrow())
     }
 
     /// Waits until the cache shows every write the backend had completed

@@ -128,7 +128,10 @@ fn route(
             (&Method::PUT, Some(name)) => {
                 let object = object_in(body, &target)?;
                 same_name(&object, name)?;
-                Ok(Answer::Object(200, state.replace_status(resource, namespace, object)?))
+                Ok(Answer::Object(
+                    200,
+                    state.replace_status(resource, namespace, object)?,
+                ))
             }
             _ => Err(Failure::new(
                 405,

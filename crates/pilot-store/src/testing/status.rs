@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use pilot_model::{ConfigKey, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, Event, StoreError, now_seconds};
+use pilot_model::{
+    ConfigKey, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, Event, StoreError, now_seconds,
+};
 
 use super::{EVENT_TIMEOUT, StoreFactory, mock, registry};
 use crate::{Controller, Notification};
@@ -23,7 +25,14 @@ fn status(observed: &str, acked: u64) -> ConfigStatus {
 }
 
 async fn stored_status(store: &dyn ConfigWatch, key: &ConfigKey) -> Option<ConfigStatus> {
-    store.get(key).await.expect("get").expect("object present").meta.status.clone()
+    store
+        .get(key)
+        .await
+        .expect("get")
+        .expect("object present")
+        .meta
+        .status
+        .clone()
 }
 
 /// A status write is read back by get, list and snapshot; a user's update
@@ -115,7 +124,10 @@ pub async fn status_is_not_a_change(factory: &dyn StoreFactory) {
     let mut events = controller.subscribe(KIND);
     controller.run();
     controller.wait_synced().await;
-    let created = controller.create(mock("default", "s", "1")).await.expect("create");
+    let created = controller
+        .create(mock("default", "s", "1"))
+        .await
+        .expect("create");
     let version = created.meta.resource_version.clone().expect("version");
     match next(&mut events).await {
         Ok(Some(Notification::Event(Event::Added(config)))) => assert_eq!(config.meta.name, "s"),
@@ -126,8 +138,15 @@ pub async fn status_is_not_a_change(factory: &dyn StoreFactory) {
         .await
         .expect("status write");
     let cached = controller.get_cached(&created.key()).expect("cached");
-    assert_eq!(cached.meta.status.as_ref().map(|s| s.acked), Some(2), "the cache shows the status");
-    controller.create(mock("default", "after", "1")).await.expect("create");
+    assert_eq!(
+        cached.meta.status.as_ref().map(|s| s.acked),
+        Some(2),
+        "the cache shows the status"
+    );
+    controller
+        .create(mock("default", "after", "1"))
+        .await
+        .expect("create");
     match next(&mut events).await {
         Ok(Some(Notification::Event(Event::Added(config)))) => assert_eq!(
             config.meta.name, "after",

@@ -169,11 +169,19 @@ mod tests {
         use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
         assert_eq!(
             super::super::PUSHED_KINDS,
-            [RouteRule::KIND, DestinationPolicy::KIND, EgressRule::KIND, IngressRule::KIND]
+            [
+                RouteRule::KIND,
+                DestinationPolicy::KIND,
+                EgressRule::KIND,
+                IngressRule::KIND
+            ]
         );
     }
 
-    fn proxy(types: &[(&'static str, Option<&str>, Option<&str>, Option<&str>)], push: u64) -> ProxyStatus {
+    /// A type: its name, then the versions sent, ACKed and NACKed.
+    type Row<'a> = (&'static str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
+    fn proxy(types: &[Row<'_>], push: u64) -> ProxyStatus {
         ProxyStatus {
             node_id: "n".into(),
             incremental: false,
@@ -197,20 +205,38 @@ mod tests {
 
     #[test]
     fn a_synced_proxy_has_its_latest_push_and_a_pending_one_the_push_before() {
-        let synced = proxy(&[("CDS", Some("3"), Some("3"), None), ("LDS", Some("5"), Some("5"), None)], 7);
+        let synced = proxy(
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("5"), Some("5"), None),
+            ],
+            7,
+        );
         assert_eq!(synced.acked_push(), Some(7));
-        let pending = proxy(&[("CDS", Some("3"), Some("3"), None), ("LDS", Some("6"), Some("5"), None)], 7);
+        let pending = proxy(
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("6"), Some("5"), None),
+            ],
+            7,
+        );
         assert_eq!(pending.acked_push(), Some(5));
         assert_eq!(pending.current_nack(), None);
         let nacked = proxy(
-            &[("CDS", Some("3"), Some("3"), None), ("LDS", Some("6"), Some("5"), Some("6"))],
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("6"), Some("5"), Some("6")),
+            ],
             7,
         );
         assert_eq!(nacked.acked_push(), Some(5));
         assert_eq!(nacked.current_nack().map(|(t, p, _)| (t, p)), Some(("LDS", 6)));
         // An old NACK, ACKed since, is not current.
         let recovered = proxy(
-            &[("CDS", Some("3"), Some("3"), None), ("LDS", Some("8"), Some("8"), Some("6"))],
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("8"), Some("8"), Some("6")),
+            ],
             8,
         );
         assert_eq!(recovered.current_nack(), None);
@@ -218,7 +244,13 @@ mod tests {
         // nothing complete.
         let starting = proxy(&[("CDS", Some("3"), Some("3"), None)], 3);
         assert_eq!(starting.acked_push(), None);
-        let starting = proxy(&[("CDS", Some("3"), Some("3"), None), ("LDS", Some("3"), None, None)], 3);
+        let starting = proxy(
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("3"), None, None),
+            ],
+            3,
+        );
         assert_eq!(starting.acked_push(), None);
     }
 
@@ -232,11 +264,17 @@ mod tests {
         assert_eq!(revisions.revision(4), Some(at(10)));
         assert_eq!(revisions.revision(9), Some(at(40)));
         let status = proxy(
-            &[("CDS", Some("5"), Some("2"), Some("5")), ("LDS", Some("2"), Some("2"), None)],
+            &[
+                ("CDS", Some("5"), Some("2"), Some("5")),
+                ("LDS", Some("2"), Some("2"), None),
+            ],
             5,
         );
         let record = status.distribution(&revisions);
         assert_eq!(record.acked, Some(at(10)));
-        assert_eq!(record.nack.map(|n| (n.revisions, n.type_)), Some((at(40), "CDS".to_string())));
+        assert_eq!(
+            record.nack.map(|n| (n.revisions, n.type_)),
+            Some((at(40), "CDS".to_string()))
+        );
     }
 }
