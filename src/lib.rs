@@ -34,8 +34,6 @@
 //! assert_eq!(controller.list_cached("Note", Some("default")).len(), 1);
 //! # });
 //! ```
-#![warn(missing_docs)]
-#![forbid(unsafe_code)]
 
 pub use pilot_model as model;
 pub use pilot_store as store;

@@ -6,8 +6,6 @@
 //!
 //! Light on purpose: no etcd or Kubernetes client, only `pilot-model`
 //! among pilot's crates.
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 mod agent;
 pub mod args;

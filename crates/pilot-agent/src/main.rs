@@ -5,7 +5,6 @@
 //! pilot-agent wait [--status-url URL] [--timeout D]   block until the proxy is ready
 //! pilot-agent iptables [--dry-run|--cleanup] [FLAGS]  capture the pod's traffic
 //! ```
-#![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
 use pilot_agent::{ProxyArgs, ProxyType};

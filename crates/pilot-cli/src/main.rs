@@ -14,7 +14,6 @@
 //! ```
 //!
 //! Exit codes: 0 success, 1 an operation failed, 2 usage error.
-#![forbid(unsafe_code)]
 
 mod analyze;
 mod analyze_cmd;

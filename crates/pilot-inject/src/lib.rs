@@ -13,8 +13,6 @@
 //!   DaemonSet, ReplicaSet, Job, CronJob, List) and whole YAML or JSON
 //!   files, with errors at file:line:col;
 //! - [`admission`]: `AdmissionReview` v1 in, a JSONPatch out.
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod admission;
 pub mod pod;

@@ -23,8 +23,6 @@
 //! assert!(matches!(err, StoreError::Invalid { .. }));
 //! assert_eq!(err.to_string(), "Quota default/q is invalid: spec.limit: must be a non-negative integer");
 //! ```
-#![warn(missing_docs)]
-#![forbid(unsafe_code)]
 
 mod config;
 mod discovery;

@@ -15,8 +15,6 @@
 //! Writes go through the cached `Controller` (they return once the cache
 //! that feeds xDS has them); lists and watches read the backend itself, so
 //! a list's `resourceVersion` is a revision a watch can resume after.
-#![warn(missing_docs)]
-#![forbid(unsafe_code)]
 
 pub mod api;
 pub mod args;

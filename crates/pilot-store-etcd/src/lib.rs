@@ -24,8 +24,6 @@
 //! /pilot/config/config.istio.io/RouteRule/default/reviews-default
 //! {"apiVersion":"config.istio.io/v1alpha2","kind":"RouteRule","metadata":{...},"spec":{...}}
 //! ```
-#![warn(missing_docs)]
-#![forbid(unsafe_code)]
 
 mod codec;
 mod options;

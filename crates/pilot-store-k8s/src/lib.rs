@@ -45,8 +45,6 @@
 //! crate relies on that and fails with a clear error if a version does not
 //! parse. `current_revision` is the highest version this store handle has
 //! written (see [`KubeConfigStore`] for why).
-#![warn(missing_docs)]
-#![forbid(unsafe_code)]
 
 mod convert;
 mod crd;

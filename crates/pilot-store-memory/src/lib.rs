@@ -2,8 +2,6 @@
 //! [`ConfigStore`](pilot_model::ConfigStore) with resumable watches, and
 //! [`MemoryServiceRegistry`], a [`ServiceDiscovery`](pilot_model::ServiceDiscovery)
 //! fed by the embedding program.
-#![warn(missing_docs)]
-#![forbid(unsafe_code)]
 
 mod config_store;
 

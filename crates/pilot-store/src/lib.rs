@@ -2,8 +2,6 @@
 //! the [`TypedStore`] wrapper, the building blocks backends share
 //! ([`ConfigIndex`], [`WatchLog`], [`Backoff`], [`ServiceCache`]), and, behind the `testing`
 //! feature, the conformance suite every backend runs.
-#![warn(missing_docs)]
-#![forbid(unsafe_code)]
 
 mod backoff;
 mod controller;

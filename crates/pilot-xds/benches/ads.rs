@@ -123,6 +123,8 @@ struct RdsName {
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+// The one unsafe of the workspace outside its libraries (see Cargo.toml).
+#[allow(unsafe_code)]
 unsafe extern "C" {
     /// glibc: returns free heap memory to the system.
     fn malloc_trim(pad: usize) -> i32;
@@ -527,7 +529,10 @@ async fn converge(clients: usize, setup: Setup) {
     // What glibc kept of what was freed, handed back: the rest is live.
     // SAFETY: malloc_trim only releases free memory; glibc is this
     // process's allocator.
-    unsafe { malloc_trim(0) };
+    #[allow(unsafe_code)]
+    unsafe {
+        malloc_trim(0)
+    };
     let trimmed = rss_mb();
     let _ = stop.send(());
     let _ = server_task.await;

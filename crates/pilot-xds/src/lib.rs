@@ -34,7 +34,6 @@
 //! assert!(resources.clusters.iter().any(|c| c.name == "outbound|9080||reviews.default.svc.cluster.local"));
 //! assert!(resources.check().is_ok());
 //! ```
-#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod clusters;
