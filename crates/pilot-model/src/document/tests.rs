@@ -96,7 +96,9 @@ fn unknown_fields_are_named_with_a_suggestion() {
     let text = GOOD.replace("kind: RouteRule\n", "kind: RouteRule\nextra: {}\n");
     assert_eq!(
         errors(&text),
-        ["rules.yaml:3:1 extra: unknown field `extra`; known fields: apiVersion, kind, metadata, spec, status"]
+        [
+            "rules.yaml:3:1 extra: unknown field `extra`; known fields: apiVersion, kind, metadata, spec, status"
+        ]
     );
     // A status is read (pilotctl get -o yaml | pilotctl apply -f - works)
     // and checked like the rest.
