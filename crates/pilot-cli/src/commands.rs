@@ -495,7 +495,7 @@ async fn get(
         }
         Output::Short => {
             let mut rows = Vec::new();
-            let mut header = vec!["NAME", "VERSION", "AGE"];
+            let mut header = vec!["NAME", "VERSION", "STATUS", "AGE"];
             if all_namespaces {
                 header.insert(0, "NAMESPACE");
             }
@@ -504,6 +504,7 @@ async fn get(
                 let mut row = vec![
                     object.meta.name.clone(),
                     object.meta.resource_version.clone().unwrap_or_default(),
+                    status_column(object),
                     age(object.meta.creation_timestamp),
                 ];
                 if all_namespaces {
@@ -515,6 +516,17 @@ async fn get(
         }
     }
     Ok(())
+}
+
+/// `acked/proxies` (and `N NACKED`) for the object's current version;
+/// `-` before pilot-discovery has reported on that version.
+fn status_column(object: &DynConfig) -> String {
+    match &object.meta.status {
+        Some(status) if object.meta.resource_version.as_deref() == Some(status.observed_version.as_str()) => {
+            status.summary()
+        }
+        _ => "-".to_string(),
+    }
 }
 
 async fn proxy_status(client: &Client) -> Result<(), Failure> {
@@ -658,5 +670,23 @@ mod tests {
         let minute_ago = SystemTime::now() - std::time::Duration::from_secs(600);
         assert_eq!(age(Some(minute_ago)), "10m");
         assert_eq!(encode("app=reviews,v!=1"), "app%3Dreviews%2Cv%21%3D1");
+    }
+
+    #[test]
+    fn the_status_column_speaks_of_the_current_version_only() {
+        let mut object: DynConfig = serde_json::from_value(serde_json::json!({
+            "apiVersion": "config.istio.io/v1alpha2", "kind": "RouteRule",
+            "metadata": {"name": "r", "namespace": "default", "resourceVersion": "8"},
+            "spec": {},
+            "status": {"observedVersion": "8", "proxies": 40, "acked": 37, "nacked": 3,
+                       "nacks": [{"type": "LDS", "message": "bad regex", "proxies": 3}],
+                       "lastUpdate": "2026-11-23T18:00:00Z"}
+        }))
+        .unwrap();
+        assert_eq!(status_column(&object), "37/40 3 NACKED");
+        object.meta.resource_version = Some("9".into());
+        assert_eq!(status_column(&object), "-");
+        object.meta.status = None;
+        assert_eq!(status_column(&object), "-");
     }
 }

@@ -19,7 +19,13 @@ fn survives_restart(flags: &[&str]) {
     assert_eq!(applied.code, 0, "{applied:?}");
     let deleted = pilotctl(Some(&server.url), &["delete", "rr", "reviews-timeout"], &[], None);
     assert_eq!(deleted.code, 0, "{deleted:?}");
-    let before = pilotctl(Some(&server.url), &["get", "rr", "-o", "yaml"], &[], None);
+    // Wait for the server's first status writes (no proxies: 0/0), so
+    // that what is compared is what the store keeps.
+    let mut before = pilotctl(Some(&server.url), &["get", "rr", "-o", "yaml"], &[], None);
+    common::eventually("every rule to carry its status", || {
+        before = pilotctl(Some(&server.url), &["get", "rr", "-o", "yaml"], &[], None);
+        before.stdout.matches("observedVersion:").count() == before.stdout.matches("\nkind:").count()
+    });
     assert_eq!(before.code, 0, "{before:?}");
     assert!(before.stdout.contains("name: reviews-default"), "{before:?}");
     assert!(!before.stdout.contains("name: reviews-timeout"), "{before:?}");

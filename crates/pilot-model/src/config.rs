@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::{ConfigKey, ConfigKind, ConfigMeta, FieldError, StoreError};
+use crate::{ConfigKey, ConfigKind, ConfigMeta, ConfigStatus, FieldError, StoreError};
 
 /// A configuration object: metadata and a spec of type `S`.
 ///
@@ -276,6 +276,8 @@ struct DocumentRef<'a, S> {
     kind: &'a str,
     metadata: ObjectMetaRef<'a>,
     spec: &'a S,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'a ConfigStatus>,
 }
 
 #[derive(Serialize)]
@@ -301,6 +303,8 @@ struct Document<S> {
     kind: String,
     metadata: ObjectMeta,
     spec: S,
+    #[serde(default)]
+    status: Option<ConfigStatus>,
 }
 
 #[derive(Deserialize)]
@@ -334,6 +338,7 @@ impl<S: Serialize> Serialize for Config<S> {
                 creation_timestamp: meta.creation_timestamp.map(format_timestamp),
             },
             spec: &self.spec,
+            status: meta.status.as_ref(),
         }
         .serialize(serializer)
     }
@@ -364,6 +369,7 @@ impl<'de, S: Deserialize<'de>> Deserialize<'de> for Config<S> {
                 annotations: doc.metadata.annotations,
                 resource_version: doc.metadata.resource_version,
                 creation_timestamp,
+                status: doc.status,
             },
             spec: doc.spec,
         })
@@ -378,6 +384,21 @@ fn format_timestamp(time: SystemTime) -> String {
 fn parse_timestamp(text: &str) -> Result<SystemTime, String> {
     humantime::parse_rfc3339_weak(text)
         .map_err(|e| format!("metadata.creationTimestamp {text:?} is not an RFC 3339 time: {e}"))
+}
+
+/// Writes a time as [`format_timestamp`] does (serde `serialize_with`).
+pub(crate) fn serialize_time<Ser: Serializer>(
+    time: &SystemTime,
+    serializer: Ser,
+) -> Result<Ser::Ok, Ser::Error> {
+    serializer.serialize_str(&format_timestamp(*time))
+}
+
+/// Reads an RFC 3339 time (serde `deserialize_with`).
+pub(crate) fn deserialize_time<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SystemTime, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    humantime::parse_rfc3339_weak(&text)
+        .map_err(|e| serde::de::Error::custom(format!("{text:?} is not an RFC 3339 time: {e}")))
 }
 
 /// The current time truncated to whole seconds, so that a timestamp survives a

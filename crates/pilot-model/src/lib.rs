@@ -33,6 +33,7 @@ mod kind;
 mod meta;
 mod registry_snapshot;
 mod service;
+mod status;
 mod store;
 mod validation;
 
@@ -48,5 +49,9 @@ pub use kind::{ConfigKind, KindRegistry, KindSchema, SpecValidator};
 pub use meta::ConfigMeta;
 pub use registry_snapshot::RegistrySnapshot;
 pub use service::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};
+pub use status::{
+    ConfigStatus, KindRevisions, MAX_NACK_MESSAGE_LEN, MAX_NACK_MESSAGES, NackSummary, ProxyDistribution,
+    ProxyNack, distribution_status,
+};
 pub use store::{ConfigStore, ConfigWatch, Revision, Snapshot, Undecodable, WatchEvent, WatchStream};
 pub use validation::{FieldError, FieldErrors, dns1123_label, dns1123_subdomain, label_key, label_value};

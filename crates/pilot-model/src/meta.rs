@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use crate::ConfigKey;
+use crate::{ConfigKey, ConfigStatus};
 
 /// Metadata of a configuration object, as in Kubernetes' `ObjectMeta` plus
 /// the type information (`kind`, `group`, `version`).
@@ -33,6 +33,11 @@ pub struct ConfigMeta {
     pub resource_version: Option<String>,
     /// When the store first created the object; set by the store.
     pub creation_timestamp: Option<SystemTime>,
+    /// How far the object has reached the proxies (the document's
+    /// top-level `status`), written by pilot-discovery through
+    /// `ConfigStore::update_status`. Stores ignore it in `create` and
+    /// `update`: a user's write never sets or clears it.
+    pub status: Option<ConfigStatus>,
 }
 
 impl ConfigMeta {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-use crate::{ConfigKey, DynConfig, KindRegistry, StoreError};
+use crate::{ConfigKey, ConfigStatus, DynConfig, KindRegistry, StoreError};
 
 /// A position in a store's history. Revisions increase with every write to
 /// the store (across all kinds); a watch resumes strictly after one.
@@ -46,6 +46,38 @@ pub trait ConfigStore: Send + Sync {
     /// Deletes an object; with `resource_version`, only if it is still that
     /// version ([`StoreError::Conflict`] otherwise).
     async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError>;
+
+    /// True when the store keeps objects' status
+    /// ([`update_status`](Self::update_status)); false by default.
+    fn keeps_status(&self) -> bool {
+        false
+    }
+
+    /// Writes the object's distribution status (see [`ConfigStatus`]),
+    /// computed for the object at `observed_version`.
+    ///
+    /// A status write is not a user's write: it never changes the
+    /// resource version a user's `update` or conditional `delete` must
+    /// carry (so it never makes one fail with a conflict), and a
+    /// Controller does not hand it to subscribers as a change (no push).
+    /// It never fights a user's write either: when the object is no longer
+    /// at `observed_version` it fails with [`StoreError::Conflict`] and
+    /// writes nothing (the writer recomputes for the new version instead
+    /// of retrying); a missing object is [`StoreError::NotFound`].
+    ///
+    /// Stores that keep no status ([`keeps_status`](Self::keeps_status)
+    /// false) answer [`StoreError::Unavailable`] (the default).
+    async fn update_status(
+        &self,
+        key: &ConfigKey,
+        observed_version: &str,
+        status: ConfigStatus,
+    ) -> Result<(), StoreError> {
+        let _ = (observed_version, status);
+        Err(StoreError::unavailable(format!(
+            "this store keeps no status (writing the status of {key})"
+        )))
+    }
 }
 
 /// A consistent view of one kind at one revision.

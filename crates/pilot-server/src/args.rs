@@ -151,6 +151,13 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub xds_max_connection_age: Option<std::time::Duration>,
 
+    /// How often routing objects' distribution status is computed and
+    /// written back to the store (only objects whose status changed are
+    /// written: at most one write per object per interval). `0s` turns
+    /// status reporting off.
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub status_interval: std::time::Duration,
+
     // REST connection limits (see `serve::Limits`).
     /// Close a REST connection that has not sent a complete request head
     /// within this many milliseconds (idle keep-alive connections too).

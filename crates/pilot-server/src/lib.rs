@@ -32,6 +32,7 @@ pub mod selector;
 pub mod serve;
 pub mod services_file;
 pub mod status;
+pub mod status_writer;
 pub mod xds_auth;
 
 use std::future::Future;
@@ -250,6 +251,16 @@ pub async fn run(
         backend_health,
         shutdown_rx.clone(),
     )));
+    if !args.status_interval.is_zero() {
+        tasks.push(tokio::spawn(status_writer::run(
+            Arc::clone(&controller),
+            Arc::clone(&state.backend),
+            Arc::new(xds.clone()),
+            args.status_interval,
+            Default::default(),
+            shutdown_rx.clone(),
+        )));
+    }
     tasks.push(tokio::spawn(metrics::track_pushes(
         Arc::clone(&metrics),
         xds.clone(),

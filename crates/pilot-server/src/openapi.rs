@@ -250,6 +250,7 @@ fn kind_schemas(schema: &KindSchema, schemas: &mut Map<String, Value>) {
             "kind": {"type": "string", "enum": [kind]},
             "metadata": {"$ref": "#/components/schemas/ObjectMeta"},
             "spec": spec,
+            "status": {"$ref": "#/components/schemas/DistributionStatus"},
         },
     });
     let list = json!({
@@ -413,9 +414,40 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
     }
 }
 
-/// `ObjectMeta` and `Status`.
+/// `ObjectMeta`, `DistributionStatus` and `Status`.
 fn common_schemas() -> Map<String, Value> {
     let mut schemas = Map::new();
+    schemas.insert(
+        "DistributionStatus".into(),
+        json!({
+            "type": "object",
+            "description": "How far the object has reached the connected proxies, written by pilot-discovery (ignored in a request body)",
+            "required": ["observedVersion", "proxies", "acked", "nacked", "lastUpdate"],
+            "additionalProperties": false,
+            "properties": {
+                "observedVersion": {"type": "string", "description": "the resourceVersion the counts are about"},
+                "proxies": {"type": "integer", "minimum": 0, "description": "connected proxies that should have the object"},
+                "acked": {"type": "integer", "minimum": 0, "description": "proxies that ACKed a push containing it"},
+                "nacked": {"type": "integer", "minimum": 0, "description": "proxies that rejected a push containing it"},
+                "nacks": {
+                    "type": "array",
+                    "maxItems": pilot_model::MAX_NACK_MESSAGES,
+                    "description": "distinct NACK messages, the most common first",
+                    "items": {
+                        "type": "object",
+                        "required": ["type", "message", "proxies"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "type": {"type": "string", "enum": pilot_xds::TYPES},
+                            "message": {"type": "string"},
+                            "proxies": {"type": "integer", "minimum": 1},
+                        },
+                    },
+                },
+                "lastUpdate": {"type": "string", "format": "date-time"},
+            },
+        }),
+    );
     schemas.insert(
         "ObjectMeta".into(),
         json!({

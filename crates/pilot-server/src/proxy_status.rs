@@ -99,6 +99,7 @@ mod tests {
             types: [("CDS", status(Some("3"), Some("2"), Some("3")))]
                 .into_iter()
                 .collect(),
+            push: Some(3),
         };
         let json = to_json(&[proxy], &Default::default());
         assert_eq!(json["proxies"][0]["types"]["CDS"]["state"], "NACKED");

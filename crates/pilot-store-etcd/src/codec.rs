@@ -1,8 +1,10 @@
 //! Keys and values: where an object lives in etcd and how it is written.
 
-use pilot_model::{ConfigKey, DynConfig, KindRegistry, StoreError};
+use pilot_model::{ConfigKey, ConfigStatus, DynConfig, KindRegistry, StoreError};
 
-/// Key layout: `<prefix>/<group>/<kind>/<namespace>/<name>`.
+/// Key layout: `<prefix>/<group>/<kind>/<namespace>/<name>`, and the
+/// object's distribution status beside it at `<that key>/status` (names
+/// and namespaces hold no `/`, so neither can be taken for the other).
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
     prefix: String,
@@ -23,6 +25,11 @@ impl Layout {
             key.namespace,
             key.name
         ))
+    }
+
+    /// The key of one object's status.
+    pub(crate) fn status_key(&self, registry: &KindRegistry, key: &ConfigKey) -> Result<String, StoreError> {
+        Ok(format!("{}/status", self.key(registry, key)?))
     }
 
     /// The prefix of every object of a kind (ends with `/`).
@@ -51,13 +58,33 @@ impl Layout {
         let (namespace, name) = key.strip_prefix(kind_prefix)?.split_once('/')?;
         (!name.contains('/')).then(|| ConfigKey::new(kind, namespace, name))
     }
+
+    /// The object whose status an etcd key under a kind's prefix holds.
+    pub(crate) fn parse_status(&self, kind_prefix: &str, kind: &str, key: &[u8]) -> Option<ConfigKey> {
+        let key = std::str::from_utf8(key).ok()?;
+        let (namespace, rest) = key.strip_prefix(kind_prefix)?.split_once('/')?;
+        let name = rest.strip_suffix("/status")?;
+        (!name.contains('/')).then(|| ConfigKey::new(kind, namespace, name))
+    }
+}
+
+/// A status as stored at its status key (its JSON form).
+pub(crate) fn encode_status(status: &ConfigStatus) -> Vec<u8> {
+    serde_json::to_vec(status).unwrap_or_default()
+}
+
+/// Reads a stored status.
+pub(crate) fn decode_status(value: &[u8]) -> Result<ConfigStatus, String> {
+    serde_json::from_slice(value).map_err(|e| format!("not a status: {e}"))
 }
 
 /// The stored form: the document `pilotctl` reads, without the resource
-/// version (that is the key's `mod_revision`).
+/// version (that is the key's `mod_revision`) and without status (kept at
+/// its own key).
 pub(crate) fn encode(config: &DynConfig) -> Result<Vec<u8>, StoreError> {
     let mut config = config.clone();
     config.meta.resource_version = None;
+    config.meta.status = None;
     serde_json::to_vec(&config).map_err(|e| StoreError::Invalid {
         key: config.key(),
         errors: vec![pilot_model::FieldError::new("", e.to_string())],
@@ -127,6 +154,24 @@ mod tests {
                 &prefix,
                 "RouteRule",
                 b"/pilot/config/config.istio.io/RouteRule/default"
+            ),
+            None
+        );
+        let status_key = layout.status_key(&registry, &key).unwrap();
+        assert_eq!(
+            status_key,
+            "/pilot/config/config.istio.io/RouteRule/default/reviews/status"
+        );
+        assert_eq!(layout.parse(&prefix, "RouteRule", status_key.as_bytes()), None);
+        assert_eq!(
+            layout.parse_status(&prefix, "RouteRule", status_key.as_bytes()),
+            Some(key.clone())
+        );
+        assert_eq!(
+            layout.parse_status(
+                &prefix,
+                "RouteRule",
+                b"/pilot/config/config.istio.io/RouteRule/default/reviews"
             ),
             None
         );

@@ -28,6 +28,7 @@
 mod codec;
 mod options;
 mod registry;
+mod status_lease;
 mod store;
 mod watch;
 
@@ -36,4 +37,5 @@ pub mod testing;
 
 pub use options::EtcdOptions;
 pub use registry::{EtcdServiceRegistry, InstanceRegistration, Registration};
+pub use status_lease::STATUS_LEASE_TTL;
 pub use store::EtcdConfigStore;

@@ -6,13 +6,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 use pilot_model::{
-    ConfigKey, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot, StoreError,
-    Undecodable, WatchStream, now_seconds,
+    ConfigKey, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot,
+    StoreError, Undecodable, WatchStream, now_seconds,
 };
 use tokio::sync::watch;
 
 use crate::EtcdOptions;
-use crate::codec::{Layout, decode, encode, prefix_end};
+use crate::codec::{Layout, decode, decode_status, encode, encode_status, prefix_end};
+use crate::status_lease::StatusLease;
 
 /// A [`ConfigStore`] and [`ConfigWatch`] on etcd v3.
 ///
@@ -35,6 +36,17 @@ use crate::codec::{Layout, decode, encode, prefix_end};
 ///   and `watch` report it as [`Undecodable`] (a Controller quarantines
 ///   it, and drops what it had cached of the key); `get` of it fails
 ///   naming the key.
+/// - An object's distribution status is its own key beside it,
+///   `<object key>/status` (JSON), put only if the object's `mod_revision`
+///   is still the observed version, under this store's lease (granted on
+///   the first status write and kept alive while the store lives: the
+///   status of a replica that died goes away with its lease). A user's
+///   create, update or delete removes the status key in the same
+///   transaction (it was about the old version). So status never moves the
+///   object's resource version. Reads join the two: `get` in one
+///   transaction, lists at one revision, and the watch turns a status
+///   key's change into a `Put` of the object (read at that revision) with
+///   its new status.
 ///
 /// Cloning gives another handle on the same connection.
 #[derive(Clone)]
@@ -51,6 +63,8 @@ struct Inner {
     /// Bumped by `current_revision`: every live watch then asks etcd for a
     /// progress notification, so caches catch up with writes to other kinds.
     nudge: watch::Sender<u64>,
+    /// The lease status keys are written under.
+    status_lease: StatusLease,
 }
 
 impl EtcdConfigStore {
@@ -67,6 +81,7 @@ impl EtcdConfigStore {
 
     /// A store on an existing client, under `prefix`.
     pub fn with_client(client: Client, prefix: &str, registry: KindRegistry, page_size: i64) -> Self {
+        let client_for_lease = client.clone();
         EtcdConfigStore {
             inner: Arc::new(Inner {
                 client,
@@ -75,6 +90,7 @@ impl EtcdConfigStore {
                 page_size: page_size.max(1),
                 bad_objects: AtomicU64::new(0),
                 nudge: watch::channel(0).0,
+                status_lease: StatusLease::new(client_for_lease),
             }),
         }
     }
@@ -94,6 +110,59 @@ impl EtcdConfigStore {
         self.inner.layout.key(&self.inner.registry, key)
     }
 
+    fn status_key(&self, key: &ConfigKey) -> Result<String, StoreError> {
+        self.inner.layout.status_key(&self.inner.registry, key)
+    }
+
+    /// The lease this store writes status under (for tests and tools).
+    pub async fn status_lease_id(&self) -> Result<i64, StoreError> {
+        self.inner.status_lease.id().await
+    }
+
+    /// `key`'s object as of `revision` (0: now) with its status, or `None`.
+    pub(crate) async fn get_at(
+        &self,
+        key: &ConfigKey,
+        revision: i64,
+    ) -> Result<Option<DynConfig>, StoreError> {
+        let etcd_key = self.key(key)?;
+        let options = || (revision > 0).then(|| GetOptions::new().with_revision(revision));
+        let txn = Txn::new().and_then([
+            TxnOp::get(etcd_key.clone(), options()),
+            TxnOp::get(self.status_key(key)?, options()),
+        ]);
+        let mut client = self.inner.client.clone();
+        let response = client.txn(txn).await.map_err(unavailable)?;
+        let mut gets = response.op_responses().into_iter().filter_map(|r| match r {
+            TxnOpResponse::Get(get) => Some(get),
+            _ => None,
+        });
+        let (Some(object), status) = (gets.next(), gets.next()) else {
+            return Err(StoreError::unavailable(
+                "etcd answered a read without its results",
+            ));
+        };
+        let Some(kv) = object.kvs().first() else {
+            return Ok(None);
+        };
+        let mut config = match decode(key, kv.value(), kv.mod_revision()) {
+            Ok(config) => config,
+            Err(reason) => {
+                self.report_bad(kv.key(), &reason);
+                return Err(StoreError::unavailable(format!(
+                    "etcd key {etcd_key} holds a bad object: {reason}"
+                )));
+            }
+        };
+        if let Some(kv) = status.as_ref().and_then(|s| s.kvs().first()) {
+            match decode_status(kv.value()) {
+                Ok(status) => config.meta.status = Some(status),
+                Err(reason) => self.report_bad(kv.key(), &reason),
+            }
+        }
+        Ok(Some(config))
+    }
+
     pub(crate) fn report_bad(&self, key: &[u8], reason: &str) {
         self.inner.bad_objects.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(key = %String::from_utf8_lossy(key), reason, "skipping a bad object in etcd");
@@ -107,6 +176,7 @@ impl EtcdConfigStore {
         let mut client = self.inner.client.clone();
         let mut items = Vec::new();
         let mut undecodable = Vec::new();
+        let mut statuses = std::collections::HashMap::new();
         let mut start = prefix.as_bytes().to_vec();
         let mut revision = 0;
         loop {
@@ -124,6 +194,15 @@ impl EtcdConfigStore {
                 revision = page.header().map(|h| h.revision()).unwrap_or_default();
             }
             for kv in page.kvs() {
+                if let Some(key) = self.inner.layout.parse_status(&kind_prefix, kind, kv.key()) {
+                    match decode_status(kv.value()) {
+                        Ok(status) => {
+                            statuses.insert(key, status);
+                        }
+                        Err(reason) => self.report_bad(kv.key(), &reason),
+                    }
+                    continue;
+                }
                 let Some(key) = self.inner.layout.parse(&kind_prefix, kind, kv.key()) else {
                     self.report_bad(
                         kv.key(),
@@ -132,7 +211,7 @@ impl EtcdConfigStore {
                     continue;
                 };
                 match decode(&key, kv.value(), kv.mod_revision()) {
-                    Ok(config) => items.push(Arc::new(config)),
+                    Ok(config) => items.push(config),
                     Err(reason) => {
                         self.report_bad(kv.key(), &reason);
                         undecodable.push(Undecodable {
@@ -151,6 +230,13 @@ impl EtcdConfigStore {
                 _ => break,
             }
         }
+        let items = items
+            .into_iter()
+            .map(|mut config: DynConfig| {
+                config.meta.status = statuses.remove(&config.key());
+                Arc::new(config)
+            })
+            .collect();
         Ok(Snapshot {
             revision: u64::try_from(revision).unwrap_or_default(),
             items,
@@ -183,21 +269,7 @@ impl ConfigStore for EtcdConfigStore {
     }
 
     async fn get(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
-        let etcd_key = self.key(key)?;
-        let mut client = self.inner.client.clone();
-        let response = client.get(etcd_key.clone(), None).await.map_err(unavailable)?;
-        let Some(kv) = response.kvs().first() else {
-            return Ok(None);
-        };
-        match decode(key, kv.value(), kv.mod_revision()) {
-            Ok(config) => Ok(Some(Arc::new(config))),
-            Err(reason) => {
-                self.report_bad(kv.key(), &reason);
-                Err(StoreError::unavailable(format!(
-                    "etcd key {etcd_key} holds a bad object: {reason}"
-                )))
-            }
-        }
+        Ok(self.get_at(key, 0).await?.map(Arc::new))
     }
 
     async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Arc<DynConfig>>, StoreError> {
@@ -213,9 +285,13 @@ impl ConfigStore for EtcdConfigStore {
         let key = config.key();
         let etcd_key = self.key(&key)?;
         config.meta.creation_timestamp = Some(now_seconds());
+        config.meta.status = None;
         let txn = Txn::new()
             .when([Compare::create_revision(etcd_key.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(etcd_key, encode(&config)?, None)]);
+            .and_then([
+                TxnOp::put(etcd_key, encode(&config)?, None),
+                TxnOp::delete(self.status_key(&key)?, None),
+            ]);
         let mut client = self.inner.client.clone();
         let response = client.txn(txn).await.map_err(write_failed)?;
         if !response.succeeded() {
@@ -249,7 +325,11 @@ impl ConfigStore for EtcdConfigStore {
                 CompareOp::Equal,
                 revision,
             )])
-            .and_then([TxnOp::put(etcd_key.clone(), encode(&config)?, None)])
+            .and_then([
+                TxnOp::put(etcd_key.clone(), encode(&config)?, None),
+                // The status was about the version this write replaces.
+                TxnOp::delete(self.status_key(&key)?, None),
+            ])
             .or_else([TxnOp::get(etcd_key, None)]);
         let mut client = self.inner.client.clone();
         let response = client.txn(txn).await.map_err(write_failed)?;
@@ -258,6 +338,7 @@ impl ConfigStore for EtcdConfigStore {
         }
         let revision = response.header().map(|h| h.revision()).unwrap_or_default();
         config.meta.resource_version = Some(revision.to_string());
+        config.meta.status = None;
         Ok(Arc::new(config))
     }
 
@@ -273,7 +354,10 @@ impl ConfigStore for EtcdConfigStore {
         };
         let txn = Txn::new()
             .when([guard])
-            .and_then([TxnOp::delete(etcd_key.clone(), None)])
+            .and_then([
+                TxnOp::delete(etcd_key.clone(), None),
+                TxnOp::delete(self.status_key(key)?, None),
+            ])
             .or_else([TxnOp::get(etcd_key, None)]);
         let mut client = self.inner.client.clone();
         let response = client.txn(txn).await.map_err(write_failed)?;
@@ -281,6 +365,50 @@ impl ConfigStore for EtcdConfigStore {
             return Err(Self::guard_failed(
                 key,
                 resource_version.map(str::to_string),
+                response.op_responses(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn keeps_status(&self) -> bool {
+        true
+    }
+
+    async fn update_status(
+        &self,
+        key: &ConfigKey,
+        observed_version: &str,
+        status: ConfigStatus,
+    ) -> Result<(), StoreError> {
+        let etcd_key = self.key(key)?;
+        let lease = self.inner.status_lease.id().await?;
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                etcd_key.clone(),
+                CompareOp::Equal,
+                observed_version.parse::<i64>().unwrap_or(-1),
+            )])
+            .and_then([TxnOp::put(
+                self.status_key(key)?,
+                encode_status(&status),
+                Some(etcd_client::PutOptions::new().with_lease(lease)),
+            )])
+            .or_else([TxnOp::get(etcd_key, None)]);
+        let mut client = self.inner.client.clone();
+        let response = match client.txn(txn).await {
+            Ok(response) => response,
+            Err(error) => {
+                if error.to_string().contains("lease not found") {
+                    self.inner.status_lease.lost(lease);
+                }
+                return Err(write_failed(error));
+            }
+        };
+        if !response.succeeded() {
+            return Err(Self::guard_failed(
+                key,
+                Some(observed_version.to_string()),
                 response.op_responses(),
             ));
         }

@@ -9,7 +9,7 @@ use pilot_model::{Revision, StoreError, Undecodable, WatchEvent, WatchStream};
 use tokio::sync::watch;
 
 use crate::EtcdConfigStore;
-use crate::codec::decode;
+use crate::codec::{decode, decode_status};
 use crate::store::{layout_of, unavailable};
 
 /// Starts a watch of `prefix` (one kind) strictly after `after`.
@@ -54,15 +54,32 @@ struct Following {
     sender: WatchRequestSender,
     responses: WatchResponseStream,
     nudge: watch::Receiver<u64>,
-    pending: VecDeque<Result<WatchEvent, StoreError>>,
+    pending: VecDeque<Pending>,
     done: bool,
+}
+
+/// What the watch hands out next.
+enum Pending {
+    Ready(Result<WatchEvent, StoreError>),
+    /// An object's status key changed at `revision`: the object, read at
+    /// that revision, with its new status (`None`: the status went away,
+    /// e.g. with the lease of the replica that wrote it).
+    Status {
+        revision: Revision,
+        key: pilot_model::ConfigKey,
+    },
 }
 
 impl Following {
     async fn next(mut self) -> Option<(Result<WatchEvent, StoreError>, Self)> {
         loop {
-            if let Some(item) = self.pending.pop_front() {
-                return Some((item, self));
+            match self.pending.pop_front() {
+                Some(Pending::Ready(item)) => return Some((item, self)),
+                Some(Pending::Status { revision, key }) => {
+                    let item = self.with_status(revision, &key).await;
+                    return Some((item, self));
+                }
+                None => {}
             }
             if self.done {
                 return None;
@@ -85,8 +102,26 @@ impl Following {
     }
 
     fn fail(&mut self, error: StoreError) {
-        self.pending.push_back(Err(error));
+        self.pending.push_back(Pending::Ready(Err(error)));
         self.done = true;
+    }
+
+    /// The object `key` as of `revision` with its status then, as a `Put`
+    /// (or only progress when the object is gone by then).
+    async fn with_status(
+        &self,
+        revision: Revision,
+        key: &pilot_model::ConfigKey,
+    ) -> Result<WatchEvent, StoreError> {
+        let at = i64::try_from(revision).unwrap_or(i64::MAX);
+        match self.store.get_at(key, at).await {
+            Ok(Some(config)) => Ok(WatchEvent::Put {
+                revision,
+                config: Arc::new(config),
+            }),
+            Ok(None) => Ok(WatchEvent::Progress { revision }),
+            Err(error) => Err(error),
+        }
     }
 
     fn take(&mut self, response: WatchResponse) {
@@ -112,22 +147,49 @@ impl Following {
                 let revision = u64::try_from(revision).unwrap_or_default();
                 if revision > self.last {
                     self.last = revision;
-                    self.pending.push_back(Ok(WatchEvent::Progress { revision }));
+                    self.pending
+                        .push_back(Pending::Ready(Ok(WatchEvent::Progress { revision })));
                 }
             }
             return;
         }
         let layout = layout_of(&self.store);
+        // Objects written in this response, by revision: a status key
+        // removed in the same transaction needs no event of its own.
+        let written: std::collections::HashSet<(Revision, pilot_model::ConfigKey)> = response
+            .events()
+            .iter()
+            .filter_map(|e| {
+                let kv = e.kv()?;
+                let key = layout.parse(&self.prefix, &self.kind, kv.key())?;
+                Some((u64::try_from(kv.mod_revision()).unwrap_or_default(), key))
+            })
+            .collect();
         for event in response.events() {
             let Some(kv) = event.kv() else { continue };
             let revision = u64::try_from(kv.mod_revision()).unwrap_or_default();
             self.last = self.last.max(revision);
+            if let Some(key) = layout.parse_status(&self.prefix, &self.kind, kv.key()) {
+                let item = if written.contains(&(revision, key.clone())) {
+                    Pending::Ready(Ok(WatchEvent::Progress { revision }))
+                } else {
+                    if event.event_type() == EventType::Put
+                        && let Err(reason) = decode_status(kv.value())
+                    {
+                        self.store.report_bad(kv.key(), &reason);
+                    }
+                    Pending::Status { revision, key }
+                };
+                self.pending.push_back(item);
+                continue;
+            }
             let Some(key) = layout.parse(&self.prefix, &self.kind, kv.key()) else {
                 self.store.report_bad(
                     kv.key(),
                     "the key is not <prefix>/<group>/<kind>/<namespace>/<name>",
                 );
-                self.pending.push_back(Ok(WatchEvent::Progress { revision }));
+                self.pending
+                    .push_back(Pending::Ready(Ok(WatchEvent::Progress { revision })));
                 continue;
             };
             let item = match event.event_type() {
@@ -147,7 +209,7 @@ impl Following {
                     }
                 },
             };
-            self.pending.push_back(Ok(item));
+            self.pending.push_back(Pending::Ready(Ok(item)));
         }
     }
 }

@@ -28,3 +28,9 @@ fn etcd() -> impl Fn(KindRegistry) -> futures::future::BoxFuture<'static, Arc<dy
 }
 
 pilot_store::conformance_suite!(etcd());
+
+mod status {
+    use super::*;
+
+    pilot_store::status_conformance_suite!(etcd());
+}

@@ -5,7 +5,9 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject, TypeMeta};
-use pilot_model::{ConfigKey, ConfigMeta, DynConfig, FieldError, KindSchema, Revision, StoreError};
+use pilot_model::{
+    ConfigKey, ConfigMeta, ConfigStatus, DynConfig, FieldError, KindSchema, Revision, StoreError,
+};
 
 /// The Kubernetes resource that stores a kind.
 pub(crate) fn api_resource(schema: &KindSchema) -> ApiResource {
@@ -58,6 +60,17 @@ pub(crate) fn to_config(schema: &KindSchema, object: &DynamicObject) -> Result<D
     meta.labels = metadata.labels.clone().unwrap_or_default();
     meta.annotations = metadata.annotations.clone().unwrap_or_default();
     meta.resource_version = metadata.resource_version.clone();
+    if let Some((status, generation)) = object.data.get("status").and_then(read_status) {
+        // The status was written (through /status, guarded by the
+        // resourceVersion it observed) while the spec was at this
+        // generation: if the spec has not changed since, the object's
+        // version for pilot is still the one the status observed, so a
+        // status write does not move it (see `spec_version`).
+        if metadata.generation == Some(generation) {
+            meta.resource_version = Some(status.observed_version.clone());
+        }
+        meta.status = Some(status);
+    }
     meta.creation_timestamp = metadata.creation_timestamp.as_ref().and_then(|time| {
         let seconds = u64::try_from(time.0.as_second()).ok()?;
         Some(SystemTime::UNIX_EPOCH + Duration::from_secs(seconds))
@@ -66,6 +79,42 @@ pub(crate) fn to_config(schema: &KindSchema, object: &DynamicObject) -> Result<D
         meta,
         spec: spec.clone(),
     })
+}
+
+/// The status a custom object carries, with the `observedGeneration`
+/// pilot wrote beside it; `None` for anything else (another writer's
+/// status is not pilot's).
+pub(crate) fn read_status(value: &serde_json::Value) -> Option<(ConfigStatus, i64)> {
+    let mut value = value.clone();
+    let generation = value.as_object_mut()?.remove("observedGeneration")?.as_i64()?;
+    Some((serde_json::from_value(value).ok()?, generation))
+}
+
+/// The body of a `/status` write: the object's name and current
+/// resourceVersion (the precondition) and the status, with the generation
+/// it was computed for.
+pub(crate) fn status_object(
+    schema: &KindSchema,
+    key: &ConfigKey,
+    resource_version: &str,
+    generation: i64,
+    status: &ConfigStatus,
+) -> DynamicObject {
+    let mut body = serde_json::to_value(status).unwrap_or_default();
+    body["observedGeneration"] = generation.into();
+    DynamicObject {
+        types: Some(TypeMeta {
+            api_version: format!("{}/{}", schema.group, schema.version),
+            kind: schema.kind.clone(),
+        }),
+        metadata: ObjectMeta {
+            name: Some(key.name.clone()),
+            namespace: Some(key.namespace.clone()),
+            resource_version: Some(resource_version.to_string()),
+            ..ObjectMeta::default()
+        },
+        data: serde_json::json!({ "status": body }),
+    }
 }
 
 /// A resourceVersion as a [`Revision`].

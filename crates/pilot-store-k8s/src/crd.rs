@@ -37,7 +37,8 @@ pub fn crds(registry: &KindRegistry) -> Vec<CustomResourceDefinition> {
 /// the kind's version, with the structural form of the kind's OpenAPI
 /// schema ([`KindSchema::openapi_schema`], derived from the Rust types for
 /// the Istio kinds), or, for a kind without one, a `spec` object that keeps
-/// unknown fields. Either way pilot validates every write itself.
+/// unknown fields. Either way pilot validates every write itself. The
+/// `status` subresource holds pilot's distribution status.
 pub fn crd(schema: &KindSchema) -> CustomResourceDefinition {
     crd_with(schema, Some(short_name(&schema.kind)))
 }
@@ -125,8 +126,18 @@ fn crd_with(schema: &KindSchema, short_name: Option<String>) -> CustomResourceDe
                 "schema": {"openAPIV3Schema": {
                     "type": "object",
                     "required": ["spec"],
-                    "properties": {"spec": spec},
+                    "properties": {
+                        "spec": spec,
+                        "status": {
+                            "type": "object",
+                            "description": "Distribution status, written by pilot-discovery through the status subresource.",
+                            "x-kubernetes-preserve-unknown-fields": true,
+                        },
+                    },
                 }},
+                // Status is written through /status only, and a write
+                // there changes nothing else (and the reverse).
+                "subresources": {"status": {}},
             }],
         },
     });
@@ -178,6 +189,7 @@ mod tests {
             "integer"
         );
         assert_eq!(spec["properties"]["httpReqTimeout"]["nullable"], true);
+        assert_eq!(json["spec"]["versions"][0]["subresources"], json!({"status": {}}));
     }
 
     #[test]

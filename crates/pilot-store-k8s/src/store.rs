@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams, Preconditions};
 use kube::{Client, Resource as _};
 use pilot_model::{
-    ConfigKey, ConfigStore, ConfigWatch, DynConfig, FieldError, KindRegistry, KindSchema, Revision, Snapshot,
-    StoreError, WatchStream,
+    ConfigKey, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, FieldError, KindRegistry, KindSchema,
+    Revision, Snapshot, StoreError, WatchStream,
 };
 
 use crate::convert::{self, Failure, api_resource, to_config, to_object};
@@ -35,6 +35,20 @@ use crate::convert::{self, Failure, api_resource, to_config, to_object};
 /// - [`KubeConfigStore::new`] serves every namespace (needs cluster-wide
 ///   RBAC); [`KubeConfigStore::namespaced`] one namespace, where objects of
 ///   other namespaces do not exist and cannot be written.
+///
+/// Distribution status is the custom object's `status`, written through
+/// the `status` subresource (the CRDs declare it) with the resourceVersion
+/// it observed as precondition, and with the spec's `generation` beside it
+/// (`observedGeneration`). Kubernetes moves an object's resourceVersion on
+/// every status write; pilot does not let that show: while the spec is at
+/// the generation the status was written for, the object's version for
+/// pilot is the one the status observed. So a user's update or conditional
+/// delete carrying that version still succeeds: on 409 the store reads the
+/// object, and if its version for pilot is still the caller's (only status
+/// was written since), sends the write again with the current
+/// resourceVersion. Not covered: a label or annotation change by another
+/// client after a status write (Kubernetes does not bump `generation` for
+/// metadata), which such a retried write would overwrite.
 ///
 /// `current_revision` is the highest resourceVersion this handle has
 /// written: the Kubernetes API has no cheap way to ask for a revision that
@@ -135,9 +149,52 @@ impl KubeConfigStore {
     fn written(&self, schema: &KindSchema, object: &DynamicObject) -> Result<Arc<DynConfig>, StoreError> {
         let config = to_config(schema, object).map_err(StoreError::unavailable)?;
         let key = config.key().to_string();
-        let revision = convert::revision(config.meta.resource_version.as_deref(), &key)?;
+        // The API server's version (a status write moves it, pilot's
+        // version of the object may not have moved).
+        let revision = convert::revision(object.metadata.resource_version.as_deref(), &key)?;
         self.inner.written.fetch_max(revision, Ordering::Relaxed);
         Ok(Arc::new(config))
+    }
+
+    /// The object as the API server holds it, or `None`.
+    async fn raw(&self, key: &ConfigKey) -> Result<Option<DynamicObject>, StoreError> {
+        let (_, resource, api) = self.api(&key.kind, Some(&key.namespace))?;
+        match api.get_opt(&key.name).await {
+            Ok(object) => Ok(object),
+            Err(error) => match convert::failure(key, &resource, error) {
+                Failure::Done(StoreError::NotFound { .. }) => Ok(None),
+                Failure::Done(error) => Err(error),
+                _ => Err(StoreError::unavailable(format!("reading {key}"))),
+            },
+        }
+    }
+
+    /// After a 409 on a write that carried `expected`: the resourceVersion
+    /// to send again with when only status was written since (the object's
+    /// version for pilot is still `expected`), else the error to return.
+    async fn retry_version(
+        &self,
+        schema: &KindSchema,
+        key: &ConfigKey,
+        expected: &str,
+        sent: Option<&str>,
+    ) -> Result<String, StoreError> {
+        let Some(current) = self.raw(key).await? else {
+            return Err(StoreError::NotFound { key: key.clone() });
+        };
+        let actual = to_config(schema, &current)
+            .map_err(StoreError::unavailable)?
+            .meta
+            .resource_version
+            .unwrap_or_default();
+        match current.metadata.resource_version {
+            Some(raw) if actual == expected && Some(raw.as_str()) != sent => Ok(raw),
+            _ => Err(StoreError::Conflict {
+                key: key.clone(),
+                expected: Some(expected.to_string()),
+                actual,
+            }),
+        }
     }
 
     /// The error for a failed write of `key`: for a conflict, reads the
@@ -290,13 +347,24 @@ impl ConfigStore for KubeConfigStore {
             });
         };
         let (schema, resource, api) = self.api(&key.kind, Some(&key.namespace))?;
-        match api
-            .replace(&key.name, &PostParams::default(), &to_object(&config))
-            .await
-        {
-            Ok(object) => self.written(&schema, &object),
-            Err(error) => Err(self.write_failed(&key, &resource, Some(expected), error).await),
+        let mut object = to_object(&config);
+        // A few rounds at most: each retry follows a status write.
+        for _ in 0..4 {
+            match api.replace(&key.name, &PostParams::default(), &object).await {
+                Ok(object) => return self.written(&schema, &object),
+                Err(error) if is_conflict(&error) => {
+                    let sent = object.metadata.resource_version.clone();
+                    let version = self
+                        .retry_version(&schema, &key, &expected, sent.as_deref())
+                        .await?;
+                    object.metadata.resource_version = Some(version);
+                }
+                Err(error) => return Err(self.write_failed(&key, &resource, Some(expected), error).await),
+            }
         }
+        Err(StoreError::unavailable(format!(
+            "{key} kept changing (status writes) while being updated; try again"
+        )))
     }
 
     async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError> {
@@ -304,25 +372,89 @@ impl ConfigStore for KubeConfigStore {
         if !self.serves(&key.namespace) {
             return Err(StoreError::NotFound { key: key.clone() });
         }
-        let mut params = DeleteParams::default();
-        if let Some(version) = resource_version {
-            params = params.preconditions(Preconditions {
-                resource_version: Some(version.to_string()),
-                uid: None,
+        let mut precondition = resource_version.map(str::to_string);
+        for _ in 0..4 {
+            let mut params = DeleteParams::default();
+            if let Some(version) = &precondition {
+                params = params.preconditions(Preconditions {
+                    resource_version: Some(version.clone()),
+                    uid: None,
+                });
+            }
+            match api.delete(&key.name, &params).await {
+                Ok(either) => {
+                    if let Some(object) = either.left() {
+                        self.written(&schema, &object)?;
+                    }
+                    return Ok(());
+                }
+                Err(error) if is_conflict(&error) && resource_version.is_some() => {
+                    let expected = resource_version.unwrap_or_default();
+                    let version = self
+                        .retry_version(&schema, key, expected, precondition.as_deref())
+                        .await?;
+                    precondition = Some(version);
+                }
+                Err(error) => {
+                    return Err(self
+                        .write_failed(key, &resource, resource_version.map(str::to_string), error)
+                        .await);
+                }
+            }
+        }
+        Err(StoreError::unavailable(format!(
+            "{key} kept changing (status writes) while being deleted; try again"
+        )))
+    }
+
+    fn keeps_status(&self) -> bool {
+        true
+    }
+
+    async fn update_status(
+        &self,
+        key: &ConfigKey,
+        observed_version: &str,
+        status: ConfigStatus,
+    ) -> Result<(), StoreError> {
+        let (schema, resource, api) = self.api(&key.kind, Some(&key.namespace))?;
+        if !self.serves(&key.namespace) {
+            return Err(StoreError::NotFound { key: key.clone() });
+        }
+        let Some(current) = self.raw(key).await? else {
+            return Err(StoreError::NotFound { key: key.clone() });
+        };
+        let config = to_config(&schema, &current).map_err(StoreError::unavailable)?;
+        let actual = config.meta.resource_version.clone().unwrap_or_default();
+        if actual != observed_version {
+            return Err(StoreError::Conflict {
+                key: key.clone(),
+                expected: Some(observed_version.to_string()),
+                actual,
             });
         }
-        match api.delete(&key.name, &params).await {
-            Ok(either) => {
-                if let Some(object) = either.left() {
-                    self.written(&schema, &object)?;
-                }
-                Ok(())
-            }
-            Err(error) => Err(self
-                .write_failed(key, &resource, resource_version.map(str::to_string), error)
-                .await),
+        let raw_version = current.metadata.resource_version.clone().unwrap_or_default();
+        let generation = current.metadata.generation.unwrap_or(1);
+        let mut status = status;
+        // What pilot reads back is the version the caller observed.
+        status.observed_version = observed_version.to_string();
+        let body = convert::status_object(&schema, key, &raw_version, generation, &status);
+        match api.replace_status(&key.name, &PostParams::default(), &body).await {
+            Ok(object) => self.written(&schema, &object).map(|_| ()),
+            // Written in between: the next round sees what changed.
+            Err(error) if is_conflict(&error) => Err(StoreError::Conflict {
+                key: key.clone(),
+                expected: Some(observed_version.to_string()),
+                actual: raw_version,
+            }),
+            Err(error) => Err(self.write_failed(key, &resource, None, error).await),
         }
     }
+}
+
+/// A 409 Conflict (not AlreadyExists).
+fn is_conflict(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 409 && status.reason != "AlreadyExists")
 }
 
 #[async_trait]

@@ -16,3 +16,9 @@ async fn fake(registry: KindRegistry) -> Arc<dyn ConfigWatch> {
 }
 
 pilot_store::conformance_suite!(fake);
+
+mod status {
+    use super::*;
+
+    pilot_store::status_conformance_suite!(fake);
+}

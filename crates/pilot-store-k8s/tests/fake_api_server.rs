@@ -413,3 +413,121 @@ async fn a_watch_that_falls_too_far_behind_is_closed() {
     );
     assert_eq!(fake.open_watches(), 0);
 }
+
+/// The `status` subresource as Kubernetes documents it for custom
+/// resources: a create's status is dropped, the resource's PUT ignores
+/// status, `/status` ignores everything but status (and leaves
+/// `generation`), and a resource without the subresource has no `/status`.
+#[tokio::test]
+async fn the_status_subresource_separates_status_from_the_rest() {
+    let fake = FakeApiServer::new();
+    let client = fake.client();
+    let resource = ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Gadget".into(),
+        plural: "gadgets".into(),
+    };
+    let crd = |plural: &str, kind: &str, subresources: serde_json::Value| -> CustomResourceDefinition {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.example.com")},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"kind": kind, "plural": plural},
+                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": subresources}]},
+        }))
+        .unwrap()
+    };
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(
+        &PostParams::default(),
+        &crd("gadgets", "Gadget", serde_json::json!({"status": {}})),
+    )
+    .await
+    .unwrap();
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let pp = PostParams::default();
+
+    let created = gadgets
+        .create(
+            &pp,
+            &DynamicObject::new("g", &resource)
+                .data(serde_json::json!({"spec": {"size": 1}, "status": {"ready": true}})),
+        )
+        .await
+        .unwrap();
+    assert!(
+        created.data.get("status").is_none(),
+        "a create's status is dropped"
+    );
+    assert_eq!(created.metadata.generation, Some(1));
+
+    // /status: only status is taken, under the resourceVersion precondition.
+    let mut body = created.clone();
+    body.data = serde_json::json!({"spec": {"size": 99}, "status": {"ready": true}});
+    body.metadata.labels = Some([("sneaky".to_string(), "yes".to_string())].into());
+    let with_status = gadgets.replace_status("g", &pp, &body).await.unwrap();
+    assert_eq!(with_status.data["status"], serde_json::json!({"ready": true}));
+    assert_eq!(
+        with_status.data["spec"],
+        serde_json::json!({"size": 1}),
+        "spec changes to /status are ignored"
+    );
+    assert!(
+        with_status.metadata.labels.is_none(),
+        "metadata changes to /status are ignored"
+    );
+    assert_eq!(
+        with_status.metadata.generation,
+        Some(1),
+        "a status write leaves generation"
+    );
+    assert_ne!(
+        with_status.metadata.resource_version,
+        created.metadata.resource_version
+    );
+    let stale = api_error(gadgets.replace_status("g", &pp, &body).await.unwrap_err());
+    assert_eq!(stale.code, 409, "a stale resourceVersion on /status conflicts");
+
+    // The resource's PUT ignores status and bumps generation for the spec.
+    let mut update = with_status.clone();
+    update.data = serde_json::json!({"spec": {"size": 2}, "status": {"ready": false}});
+    let updated = gadgets.replace("g", &pp, &update).await.unwrap();
+    assert_eq!(updated.data["spec"], serde_json::json!({"size": 2}));
+    assert_eq!(
+        updated.data["status"],
+        serde_json::json!({"ready": true}),
+        "status changes to the resource are ignored"
+    );
+    assert_eq!(updated.metadata.generation, Some(2));
+    assert_eq!(
+        gadgets.get_status("g").await.unwrap().data["status"],
+        serde_json::json!({"ready": true})
+    );
+
+    // Without the subresource there is no /status, and status is ordinary.
+    crds.create(
+        &PostParams::default(),
+        &crd("plains", "Plain", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    let plain_resource = ApiResource {
+        kind: "Plain".into(),
+        plural: "plains".into(),
+        ..resource.clone()
+    };
+    let plains: Api<DynamicObject> = Api::namespaced_with(client, "default", &plain_resource);
+    let plain = plains
+        .create(
+            &pp,
+            &DynamicObject::new("p", &plain_resource)
+                .data(serde_json::json!({"spec": {}, "status": {"x": 1}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(plain.data["status"], serde_json::json!({"x": 1}));
+    let missing = api_error(plains.replace_status("p", &pp, &plain).await.unwrap_err());
+    assert_eq!(missing.code, 404);
+}

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use pilot_model::{
-    ConfigKey, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot, StoreError,
-    WatchStream, now_seconds,
+    ConfigKey, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot,
+    StoreError, WatchStream, now_seconds,
 };
 use pilot_store::{ConfigIndex, DEFAULT_HISTORY, WatchLog};
 
@@ -15,7 +15,8 @@ use pilot_store::{ConfigIndex, DEFAULT_HISTORY, WatchLog};
 /// per-kind ordered index. Writes validate first, then take one write lock
 /// to check the current version, store the object at the next revision and
 /// record it in a bounded history ([`WatchLog`]) from which watches resume.
-/// Resource versions are the decimal revision of the object's last write.
+/// Resource versions are the decimal revision of the object's last write
+/// (a status write keeps it: see [`ConfigStore::update_status`]).
 ///
 /// Cloning the store gives another handle to the same objects.
 ///
@@ -198,6 +199,8 @@ impl ConfigStore for MemoryConfigStore {
         }
         config.meta.resource_version = Some(log.next_revision().to_string());
         config.meta.creation_timestamp = Some(now_seconds());
+        // Status is written by `update_status` only.
+        config.meta.status = None;
         let config = Arc::new(config);
         self.record(log.next_revision(), &config)?;
         self.inner.index.insert(Arc::clone(&config));
@@ -217,6 +220,9 @@ impl ConfigStore for MemoryConfigStore {
         check_version(&key, config.meta.resource_version.as_deref(), &current, true)?;
         config.meta.resource_version = Some(log.next_revision().to_string());
         config.meta.creation_timestamp = current.meta.creation_timestamp;
+        // A user's write keeps the status (as Kubernetes does); its
+        // observed version now tells readers it is about the old spec.
+        config.meta.status = current.meta.status.clone();
         let config = Arc::new(config);
         self.record(log.next_revision(), &config)?;
         self.inner.index.insert(Arc::clone(&config));
@@ -241,6 +247,36 @@ impl ConfigStore for MemoryConfigStore {
         }
         self.inner.index.remove(key);
         log.delete(key.clone());
+        Ok(())
+    }
+
+    fn keeps_status(&self) -> bool {
+        true
+    }
+
+    /// Stores the status beside the object: a write at the next revision
+    /// (so watches and the journal of `--data-dir` carry it) that keeps
+    /// the object's resource version.
+    async fn update_status(
+        &self,
+        key: &ConfigKey,
+        observed_version: &str,
+        status: ConfigStatus,
+    ) -> Result<(), StoreError> {
+        self.known_kind(&key.kind)?;
+        let mut log = self.inner.log.write();
+        let current = self
+            .inner
+            .index
+            .get(key)
+            .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
+        check_version(key, Some(observed_version), &current, true)?;
+        let mut config = (*current).clone();
+        config.meta.status = Some(status);
+        self.record(log.next_revision(), &config)?;
+        let config = Arc::new(config);
+        self.inner.index.insert(Arc::clone(&config));
+        log.put(config);
         Ok(())
     }
 }

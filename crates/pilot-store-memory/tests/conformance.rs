@@ -8,3 +8,11 @@ use pilot_store_memory::MemoryConfigStore;
 pilot_store::conformance_suite!(|registry: KindRegistry| async move {
     Arc::new(MemoryConfigStore::new(registry)) as Arc<dyn ConfigWatch>
 });
+
+mod status {
+    use super::*;
+
+    pilot_store::status_conformance_suite!(|registry: KindRegistry| async move {
+        Arc::new(MemoryConfigStore::new(registry)) as Arc<dyn ConfigWatch>
+    });
+}

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use pilot_model::{
-    Config, ConfigKey, ConfigKind, ConfigStore, ConfigWatch, DynConfig, Event, FieldError, KindRegistry,
-    Revision, Snapshot, StoreError, WatchEvent,
+    Config, ConfigKey, ConfigKind, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, Event, FieldError,
+    KindRegistry, Revision, Snapshot, StoreError, WatchEvent,
 };
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
@@ -275,6 +275,16 @@ impl Controller {
         self.shared.handlers.add(kind, handler);
     }
 
+    /// The revision the cache of `kind` has caught up with: every write
+    /// to `kind` up to it is in the cache. `None` before the kind's first
+    /// list, or for a kind this Controller does not follow.
+    pub fn applied_revision(&self, kind: &str) -> Option<Revision> {
+        self.shared
+            .applied
+            .get(kind)
+            .and_then(|applied| *applied.borrow())
+    }
+
     /// Waits until the cache shows every write the backend had completed
     /// when this was called (bounded by
     /// [`ControllerOptions::write_sync_timeout`]).
@@ -408,6 +418,9 @@ impl Shared {
                 }
             }
             WatchEvent::Put { config, .. } => match self.cache.insert(Arc::clone(&config)) {
+                // A status write is not a change of configuration: the
+                // cache shows it, subscribers (the push) do not see it.
+                Some(old) if status_only(&old, &config) => {}
                 Some(old) => self.publish(Event::Updated { old, new: config }),
                 None => self.publish(Event::Added(config)),
             },
@@ -465,6 +478,18 @@ impl Shared {
     }
 }
 
+/// True when `new` differs from `old` in its status (and, where the
+/// backend moves it on status writes as Kubernetes does, its resource
+/// version) only.
+fn status_only(old: &DynConfig, new: &DynConfig) -> bool {
+    old.spec == new.spec
+        && old.meta.labels == new.meta.labels
+        && old.meta.annotations == new.meta.annotations
+        && old.meta.group == new.meta.group
+        && old.meta.version == new.meta.version
+        && old.meta.status != new.meta.status
+}
+
 #[async_trait]
 impl ConfigStore for Controller {
     fn registry(&self) -> &KindRegistry {
@@ -499,6 +524,24 @@ impl ConfigStore for Controller {
 
     async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError> {
         self.shared.backend.delete(key, resource_version).await?;
+        self.await_own_write(&key.kind).await;
+        Ok(())
+    }
+
+    fn keeps_status(&self) -> bool {
+        self.shared.backend.keeps_status()
+    }
+
+    async fn update_status(
+        &self,
+        key: &ConfigKey,
+        observed_version: &str,
+        status: ConfigStatus,
+    ) -> Result<(), StoreError> {
+        self.shared
+            .backend
+            .update_status(key, observed_version, status)
+            .await?;
         self.await_own_write(&key.kind).await;
         Ok(())
     }

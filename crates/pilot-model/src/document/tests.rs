@@ -93,10 +93,19 @@ fn unknown_fields_are_named_with_a_suggestion() {
         errors(&text),
         ["rules.yaml:5:3 metadata.nmespace: unknown field `nmespace`; did you mean `namespace`?"]
     );
-    let text = GOOD.replace("kind: RouteRule\n", "kind: RouteRule\nstatus: {}\n");
+    let text = GOOD.replace("kind: RouteRule\n", "kind: RouteRule\nextra: {}\n");
     assert_eq!(
         errors(&text),
-        ["rules.yaml:3:1 status: unknown field `status`; known fields: apiVersion, kind, metadata, spec"]
+        [
+            "rules.yaml:3:1 extra: unknown field `extra`; known fields: apiVersion, kind, metadata, spec, status"
+        ]
+    );
+    // A status is read (pilotctl get -o yaml | pilotctl apply -f - works)
+    // and checked like the rest.
+    let text = GOOD.replace("kind: RouteRule\n", "kind: RouteRule\nstatus: {acked: 1}\n");
+    assert_eq!(
+        errors(&text),
+        ["rules.yaml:3:1 status: missing field `observedVersion`"]
     );
 }
 

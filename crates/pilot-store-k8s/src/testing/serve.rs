@@ -93,6 +93,8 @@ struct Target {
     resource: Resource,
     namespace: Option<String>,
     name: Option<String>,
+    /// `/status` after the name.
+    status: bool,
 }
 
 fn route(
@@ -119,6 +121,24 @@ fn route(
             "BadRequest",
             "the fake API server does not implement dryRun",
         ));
+    }
+    if target.status {
+        return match (method, target.name.as_deref()) {
+            (&Method::GET, Some(name)) => Ok(Answer::Object(200, state.get(resource, namespace, name)?)),
+            (&Method::PUT, Some(name)) => {
+                let object = object_in(body, &target)?;
+                same_name(&object, name)?;
+                Ok(Answer::Object(
+                    200,
+                    state.replace_status(resource, namespace, object)?,
+                ))
+            }
+            _ => Err(Failure::new(
+                405,
+                "MethodNotAllowed",
+                format!("the fake API server does not implement {method} on {path}"),
+            )),
+        };
     }
     match (method, target.name.as_deref()) {
         (&Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
@@ -198,10 +218,12 @@ fn target(state: &State, path: &str) -> Result<Target, Failure> {
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return Err(not_found()),
     };
-    let (namespace, plural, name) = match rest {
-        ["namespaces", ns, plural, tail @ ..] if tail.len() <= 1 => (Some(*ns), *plural, tail.first()),
-        [plural] => (None, *plural, None),
-        [plural, name] => (None, *plural, Some(name)),
+    let (namespace, plural, name, status) = match rest {
+        ["namespaces", ns, plural, tail @ ..] if tail.len() <= 1 => (Some(*ns), *plural, tail.first(), false),
+        ["namespaces", ns, plural, name, "status"] => (Some(*ns), *plural, Some(name), true),
+        [plural] => (None, *plural, None, false),
+        [plural, name] => (None, *plural, Some(name), false),
+        [plural, name, "status"] => (None, *plural, Some(name), true),
         _ => return Err(not_found()),
     };
     let resource = state
@@ -213,10 +235,14 @@ fn target(state: &State, path: &str) -> Result<Target, Failure> {
     if namespace.is_none() && resource.namespaced && name.is_some() {
         return Err(not_found());
     }
+    if status && !resource.status {
+        return Err(not_found());
+    }
     Ok(Target {
         resource,
         namespace: namespace.map(str::to_string),
         name: name.map(|n| n.to_string()),
+        status,
     })
 }
 

@@ -15,6 +15,9 @@ pub(crate) struct Resource {
     pub plural: String,
     pub kind: String,
     pub namespaced: bool,
+    /// The resource has the `status` subresource: status is written only
+    /// through `/status`, and everything else only through the resource.
+    pub status: bool,
 }
 
 impl Resource {
@@ -25,6 +28,7 @@ impl Resource {
             plural: plural.into(),
             kind: kind.into(),
             namespaced,
+            status: false,
         }
     }
 
@@ -230,6 +234,12 @@ impl State {
             )
             .about(resource, &name));
         }
+        if resource.status
+            && let Some(map) = object.as_object_mut()
+        {
+            // With the status subresource, a create's status is dropped.
+            map.remove("status");
+        }
         self.revision += 1;
         self.next_uid += 1;
         let meta = &mut object["metadata"];
@@ -269,7 +279,19 @@ impl State {
                 "the object has been modified; please apply your changes to the latest version and try again",
             ));
         }
-        if content(&object) == content(&current) {
+        if resource.status {
+            // With the status subresource, the resource's PUT ignores
+            // status: the stored one stays.
+            match current.get("status") {
+                Some(status) => object["status"] = status.clone(),
+                None => {
+                    if let Some(map) = object.as_object_mut() {
+                        map.remove("status");
+                    }
+                }
+            }
+        }
+        if content(&object) == content(&current) && object.get("status") == current.get("status") {
             // An update that changes nothing keeps the version.
             return Ok(current);
         }
@@ -277,6 +299,41 @@ impl State {
         let spec_changed = without_metadata(&object) != without_metadata(&current);
         keep_server_fields(&current, &mut object, spec_changed);
         self.store(resource, namespace, &name, object, "MODIFIED")
+    }
+
+    /// A PUT to `/status`: only the status of `object` is taken (metadata
+    /// and spec changes are ignored, as Kubernetes does), guarded by its
+    /// resourceVersion when it carries one; `generation` does not move.
+    pub fn replace_status(
+        &mut self,
+        resource: &Resource,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, Failure> {
+        let name = checked_name(resource, &object)?;
+        let current = self.get(resource, namespace, &name)?;
+        let expected = object["metadata"]["resourceVersion"].as_str().unwrap_or_default();
+        if !expected.is_empty() && expected != version_of(&current) {
+            return Err(conflict(
+                resource,
+                &name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
+        }
+        let mut updated = current.clone();
+        match object.get("status") {
+            Some(status) => updated["status"] = status.clone(),
+            None => {
+                if let Some(map) = updated.as_object_mut() {
+                    map.remove("status");
+                }
+            }
+        }
+        if updated == current {
+            return Ok(current);
+        }
+        self.revision += 1;
+        self.store(resource, namespace, &name, updated, "MODIFIED")
     }
 
     /// Server-side apply, simplified: creates the object, or merges the
@@ -393,8 +450,11 @@ impl State {
         let namespaced = spec["scope"] == "Namespaced";
         for version in spec["versions"].as_array().into_iter().flatten() {
             if version["served"] == true {
+                let status = version["subresources"]["status"].is_object();
                 let version = field("spec.versions[].name", &version["name"])?;
-                self.add_resource(Resource::new(&group, &version, &plural, &kind, namespaced));
+                let mut resource = Resource::new(&group, &version, &plural, &kind, namespaced);
+                resource.status = status;
+                self.add_resource(resource);
             }
         }
         Ok(())

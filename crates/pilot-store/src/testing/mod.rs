@@ -25,6 +25,10 @@
 //! - the Controller over the backend (`cache_*`): initial list and sync,
 //!   event order and counts, handlers reading their own writes, writes made
 //!   straight to the backend reaching the cache;
+//! - distribution status (`status_*`, [`status_conformance_suite!`](crate::status_conformance_suite)
+//!   for backends that keep status): read back beside the object, refused
+//!   for a version the object no longer has, never a conflict for a user's
+//!   update, never an event for the Controller's subscribers;
 //! - [`model_based`]: random sequences of operations compared with a plain
 //!   reference model (proptest-state-machine).
 //!
@@ -44,6 +48,7 @@ mod kinds;
 mod map;
 mod model;
 pub mod registry;
+mod status;
 mod watch;
 
 pub use cache::{
@@ -60,6 +65,7 @@ pub use registry::{
     RegistryFactory, RegistrySource, SourceInstance, SourceService, desired_state, registry_delete_in_gap,
     registry_diff, registry_resync, registry_sync,
 };
+pub use status::{status_is_not_a_change, status_never_fights_a_user_write, status_write_read_back};
 pub use watch::watch_resumes_after_revision;
 
 /// Makes a fresh, empty store for the kinds in a registry.
@@ -114,5 +120,15 @@ macro_rules! conformance_suite {
                 $crate::testing::block_on($crate::testing::$name(&$factory));
             }
         )*
+    };
+}
+
+/// Expands to one `#[test]` per distribution-status property (for
+/// backends that implement `ConfigStore::update_status`).
+#[macro_export]
+macro_rules! status_conformance_suite {
+    ($factory:expr) => {
+        $crate::conformance_suite!(@each $factory;
+            status_write_read_back, status_never_fights_a_user_write, status_is_not_a_change);
     };
 }

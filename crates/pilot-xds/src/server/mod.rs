@@ -39,7 +39,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pilot_model::{RegistrySnapshot, ServiceDiscovery};
+use pilot_model::{KindRevisions, ProxyDistribution, RegistrySnapshot, ServiceDiscovery};
 use pilot_store::Controller;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -47,10 +47,14 @@ use tokio::task::JoinHandle;
 pub use auth::{Authenticate, Caller, NodeScope, RefusedStreams};
 pub use serve::ServeOptions;
 pub use service::AdsService;
-pub use status::{Nack, ProxyStatus, StreamEnds, TYPES, TypeStatus};
+pub use status::{Nack, ProxyStatus, PushRevisions, StreamEnds, TYPES, TypeStatus};
 pub use xds_type::XdsType;
 
 use crate::MeshConfig;
+
+/// The kinds a push is generated from (the routing configuration): the
+/// kinds whose objects get a distribution status.
+pub const PUSHED_KINDS: [&str; 4] = ["RouteRule", "DestinationPolicy", "EgressRule", "IngressRule"];
 
 /// How the server batches and sends.
 #[derive(Debug, Clone)]
@@ -88,6 +92,9 @@ impl Default for XdsOptions {
 pub struct MeshSnapshot {
     /// Increases with every push.
     pub version: u64,
+    /// Per routing kind, the store revision the push was built from: every
+    /// write to the kind up to it is in the push (empty when unknown).
+    pub revisions: Arc<KindRevisions>,
     /// The typed rules.
     pub mesh: MeshConfig,
     /// The registry's services and instances as of this push.
@@ -100,6 +107,7 @@ impl MeshSnapshot {
     pub fn new(version: u64, mesh: MeshConfig, registry: Arc<RegistrySnapshot>) -> Self {
         MeshSnapshot {
             version,
+            revisions: Default::default(),
             mesh,
             registry,
             generated: generated::GeneratedCache::new(None, &Default::default(), true),
@@ -122,6 +130,7 @@ impl std::fmt::Debug for MeshSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MeshSnapshot")
             .field("version", &self.version)
+            .field("revisions", &self.revisions)
             .finish_non_exhaustive()
     }
 }
@@ -146,6 +155,8 @@ pub(crate) struct Inner {
     pub(crate) snapshots: watch::Sender<Option<Arc<MeshSnapshot>>>,
     /// Every connected proxy's feedback, and the server's counters.
     pub(crate) feedback: status::Feedback,
+    /// The store revision of each recent push.
+    pub(crate) revisions: Mutex<PushRevisions>,
     pub(crate) options: XdsOptions,
     /// Set when the server shuts down: every stream ends.
     pub(crate) closing: watch::Sender<bool>,
@@ -180,6 +191,7 @@ impl XdsServer {
         let inner = Arc::new(Inner {
             snapshots: watch::channel(None).0,
             feedback: Default::default(),
+            revisions: Mutex::new(PushRevisions::default()),
             options: options.clone(),
             closing: watch::channel(false).0,
             next_connection: AtomicU64::new(0),
@@ -236,6 +248,15 @@ impl XdsServer {
     /// The feedback of every connected proxy.
     pub fn status(&self) -> Vec<ProxyStatus> {
         self.inner.feedback.proxies()
+    }
+
+    /// What every connected proxy has, in store revisions: the records an
+    /// object's distribution status is computed from
+    /// ([`pilot_model::distribution_status`]).
+    pub fn distribution(&self) -> Vec<ProxyDistribution> {
+        let proxies = self.status();
+        let revisions = self.inner.revisions.lock().unwrap_or_else(|p| p.into_inner());
+        proxies.iter().map(|p| p.distribution(&revisions)).collect()
     }
 
     /// Every push from now on (for metrics). The channel holds 64 pushes; a

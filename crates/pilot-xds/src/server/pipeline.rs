@@ -3,8 +3,7 @@
 use std::sync::{Arc, Weak};
 
 use futures::{FutureExt, StreamExt};
-use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
-use pilot_model::{ConfigKind, ServiceDiscovery, ServiceEvent};
+use pilot_model::{ServiceDiscovery, ServiceEvent};
 use pilot_store::Controller;
 use tokio::time::Instant;
 
@@ -133,13 +132,17 @@ fn publish(
     let Some(server) = server.upgrade() else {
         return false;
     };
+    let kinds = super::PUSHED_KINDS;
+    // Read before the cache is: the push holds at least every write up to
+    // these (objects' status is counted against them).
+    let revisions: Arc<pilot_model::KindRevisions> = Arc::new(
+        kinds
+            .iter()
+            .filter_map(|kind| Some((kind.to_string(), controller.applied_revision(kind)?)))
+            .collect(),
+    );
     let mut configs = Vec::new();
-    for kind in [
-        RouteRule::KIND,
-        DestinationPolicy::KIND,
-        EgressRule::KIND,
-        IngressRule::KIND,
-    ] {
+    for kind in kinds {
         configs.extend(controller.list_cached(kind, None));
     }
     let mesh = match MeshConfig::from_configs(configs.iter().map(|c| &**c)) {
@@ -172,8 +175,14 @@ fn publish(
         endpoints = changes.endpoints.len(),
         "pushing"
     );
+    server
+        .revisions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .record(version, Arc::clone(&revisions));
     server.snapshots.send_replace(Some(Arc::new(MeshSnapshot {
         version,
+        revisions,
         mesh,
         registry: frozen,
         generated,

@@ -319,7 +319,9 @@ pub(super) async fn drive<P: Protocol>(
     let mut layer = P::new();
     let current = snapshots.borrow_and_update().clone();
     if let Some(snapshot) = current {
+        let version = snapshot.version;
         session.refresh(snapshot).await;
+        server.feedback.taken(id, version);
     }
     let deadline = async {
         match limits.deadline {
@@ -370,10 +372,12 @@ pub(super) async fn drive<P: Protocol>(
                     }
                     let snapshot = snapshots.borrow_and_update().clone();
                     if let Some(snapshot) = snapshot {
+                        let version = snapshot.version;
                         session.refresh(snapshot).await;
                         if session.push(&mut layer).await.is_err() {
                             break EndReason::ResponseDropped;
                         }
+                        server.feedback.taken(id, version);
                     }
                 }
             }

@@ -8,6 +8,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::xds_type::XdsType;
 
+use std::sync::Arc;
+
+use pilot_model::{KindRevisions, ProxyDistribution, ProxyNack};
+
+
 /// The xDS types, in the order they are pushed.
 pub const TYPES: [&str; 4] = ["CDS", "EDS", "LDS", "RDS"];
 
@@ -64,6 +69,206 @@ pub struct ProxyStatus {
     pub incremental: bool,
     /// Per type.
     pub types: BTreeMap<&'static str, TypeStatus>,
+    /// The last push whose configuration the stream has taken (and sent
+    /// whatever it changed); `None` before the first.
+    pub push: Option<u64>,
+}
+
+impl ProxyStatus {
+    /// The last push the proxy has all of: the stream's push when every
+    /// type it was sent is ACKed (and it has at least clusters and
+    /// listeners), else the push before the oldest one it has not ACKed.
+    pub fn acked_push(&self) -> Option<u64> {
+        // An Envoy asks for clusters, then listeners (a gRPC client for
+        // listeners first): until it has ACKed listeners (and clusters,
+        // once asked for) it has not got its configuration.
+        let acked = |t: &str| self.types.get(t).is_some_and(|s| s.acked.is_some());
+        if !acked("LDS") || (self.types.contains_key("CDS") && !acked("CDS")) {
+            return None;
+        }
+        let oldest_unacked = self
+            .types
+            .values()
+            .filter(|t| !t.synced())
+            .filter_map(|t| t.sent.as_deref()?.parse::<u64>().ok())
+            .min();
+        match oldest_unacked {
+            Some(version) => version.checked_sub(1).filter(|v| *v > 0),
+            None => self.push,
+        }
+    }
+
+    /// The proxy's current rejection: a type whose last response it
+    /// NACKed, with the push that response belonged to.
+    pub fn current_nack(&self) -> Option<(&'static str, u64, &Nack)> {
+        self.types.iter().find_map(|(short, t)| {
+            let nack = t.nack.as_ref()?;
+            (t.sent.as_deref() == Some(nack.version.as_str()))
+                .then(|| Some((*short, nack.version.parse().ok()?, nack)))?
+        })
+    }
+
+    /// This record in store revisions, given which revision each push was
+    /// built from (see [`PushRevisions`]).
+    pub fn distribution(&self, revisions: &PushRevisions) -> ProxyDistribution {
+        ProxyDistribution {
+            node_id: self.node_id.clone(),
+            acked: self.acked_push().and_then(|p| revisions.revision(p)),
+            nack: self.current_nack().and_then(|(short, push, nack)| {
+                Some(ProxyNack {
+                    revisions: revisions.revision(push)?,
+                    type_: short.to_string(),
+                    message: nack.message.clone(),
+                })
+            }),
+        }
+    }
+}
+
+/// The store revision each recent push was built from (pushes are
+/// numbered by the server; revisions are the store's, comparable across
+/// replicas). Bounded: the oldest pushes are forgotten.
+#[derive(Debug, Default)]
+pub struct PushRevisions(BTreeMap<u64, Arc<KindRevisions>>);
+
+impl PushRevisions {
+    /// Pushes remembered.
+    pub const CAPACITY: usize = 4096;
+
+    /// Records that push `version` was built from `revision`.
+    pub fn record(&mut self, version: u64, revision: Arc<KindRevisions>) {
+        self.0.insert(version, revision);
+        while self.0.len() > Self::CAPACITY {
+            self.0.pop_first();
+        }
+    }
+
+    /// The revision push `version` was built from: that of the latest
+    /// push at or before it (a proxy holding push N holds what every push
+    /// up to N carried). `None` for a push older than what is kept.
+    pub fn revision(&self, version: u64) -> Option<KindRevisions> {
+        self.0.range(..=version).next_back().map(|(_, r)| (**r).clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pushed_kinds_are_the_istio_routing_kinds() {
+        use pilot_model::ConfigKind;
+        use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
+        assert_eq!(
+            super::super::PUSHED_KINDS,
+            [
+                RouteRule::KIND,
+                DestinationPolicy::KIND,
+                EgressRule::KIND,
+                IngressRule::KIND
+            ]
+        );
+    }
+
+    /// A type: its name, then the versions sent, ACKed and NACKed.
+    type Row<'a> = (&'static str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
+    fn proxy(types: &[Row<'_>], push: u64) -> ProxyStatus {
+        ProxyStatus {
+            node_id: "n".into(),
+            incremental: false,
+            push: Some(push),
+            types: types
+                .iter()
+                .map(|(t, sent, acked, nack)| {
+                    let status = TypeStatus {
+                        sent: sent.map(str::to_string),
+                        acked: acked.map(str::to_string),
+                        nack: nack.map(|v| Nack {
+                            version: v.to_string(),
+                            message: "bad".into(),
+                        }),
+                    };
+                    (*t, status)
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_synced_proxy_has_its_latest_push_and_a_pending_one_the_push_before() {
+        let synced = proxy(
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("5"), Some("5"), None),
+            ],
+            7,
+        );
+        assert_eq!(synced.acked_push(), Some(7));
+        let pending = proxy(
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("6"), Some("5"), None),
+            ],
+            7,
+        );
+        assert_eq!(pending.acked_push(), Some(5));
+        assert_eq!(pending.current_nack(), None);
+        let nacked = proxy(
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("6"), Some("5"), Some("6")),
+            ],
+            7,
+        );
+        assert_eq!(nacked.acked_push(), Some(5));
+        assert_eq!(nacked.current_nack().map(|(t, p, _)| (t, p)), Some(("LDS", 6)));
+        // An old NACK, ACKed since, is not current.
+        let recovered = proxy(
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("8"), Some("8"), Some("6")),
+            ],
+            8,
+        );
+        assert_eq!(recovered.current_nack(), None);
+        // Clusters ACKed, listeners not asked for yet or not ACKed yet:
+        // nothing complete.
+        let starting = proxy(&[("CDS", Some("3"), Some("3"), None)], 3);
+        assert_eq!(starting.acked_push(), None);
+        let starting = proxy(
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("3"), None, None),
+            ],
+            3,
+        );
+        assert_eq!(starting.acked_push(), None);
+    }
+
+    #[test]
+    fn push_revisions_map_a_push_to_the_latest_recorded_at_or_before_it() {
+        let at = |r| -> KindRevisions { [("RouteRule".to_string(), r)].into_iter().collect() };
+        let mut revisions = PushRevisions::default();
+        revisions.record(2, Arc::new(at(10)));
+        revisions.record(5, Arc::new(at(40)));
+        assert_eq!(revisions.revision(1), None);
+        assert_eq!(revisions.revision(4), Some(at(10)));
+        assert_eq!(revisions.revision(9), Some(at(40)));
+        let status = proxy(
+            &[
+                ("CDS", Some("5"), Some("2"), Some("5")),
+                ("LDS", Some("2"), Some("2"), None),
+            ],
+            5,
+        );
+        let record = status.distribution(&revisions);
+        assert_eq!(record.acked, Some(at(10)));
+        assert_eq!(
+            record.nack.map(|n| (n.revisions, n.type_)),
+            Some((at(40), "CDS".to_string()))
+        );
+    }
 }
 
 /// Why streams ended, since the server started (refusals are counted
@@ -129,8 +334,16 @@ impl Feedback {
                 node_id,
                 incremental,
                 types: BTreeMap::new(),
+                push: None,
             },
         );
+    }
+
+    /// The stream has taken push `version` (and sent whatever it changed).
+    pub(crate) fn taken(&self, id: u64, version: u64) {
+        if let Some(proxy) = self.proxies.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id) {
+            proxy.push = Some(version);
+        }
     }
 
     /// Forgets a disconnected proxy, counting why its stream ended.

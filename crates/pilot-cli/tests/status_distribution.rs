@@ -1,0 +1,239 @@
+//! Distribution status with real Envoys (issue 13): pilot-discovery writes
+//! each routing object's status back to its store, on memory (with and
+//! without `--data-dir`), etcd and the fake Kubernetes API server.
+//!
+//! Bookinfo applied with three Envoys connected: every object shows 3/3
+//! at its current version; a rule Envoy rejects shows 0/3 with Envoy's
+//! message while the others stay as they were; fixed, it shows 3/3;
+//! `pilotctl get` shows the STATUS column and `-o yaml` the status;
+//! after a restart the stored status still speaks of the objects'
+//! current versions.
+
+mod common;
+
+use common::{Discovery, bookinfo_services, eventually, free_port, pilotctl};
+use pilot_store_etcd::testing::EtcdServer;
+use pilot_store_k8s::testing::FakeApiServer;
+use pilot_xds::testing::AdsEnvoy;
+use serde_json::Value;
+
+const ENVOYS: usize = 3;
+
+const BAD_RULE: &str = "apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\nmetadata: {name: reviews-cookie, namespace: default}\nspec:\n  destination: {name: reviews}\n  precedence: 9\n  match: {request: {headers: {cookie: {regex: \"(unclosed\"}}}}\n  route: [{labels: {version: v2}}]\n";
+
+#[test]
+fn memory_store_reports_distribution_status() {
+    distribution(&[], None, &[]);
+}
+
+#[test]
+fn memory_store_with_data_dir_keeps_status_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["--data-dir", dir.path().to_str().unwrap()];
+    distribution(&flags, Some(&flags), &[]);
+}
+
+#[test]
+fn etcd_store_reports_and_keeps_distribution_status() {
+    let etcd = EtcdServer::start().expect("etcd (run scripts/install-deps)");
+    let endpoint = etcd.endpoint();
+    let flags = ["--store", "etcd", "--etcd-endpoints", &endpoint];
+    distribution(&flags, Some(&flags), &[]);
+}
+
+#[test]
+fn kubernetes_store_reports_status_through_the_status_subresource() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fake = FakeApiServer::new();
+    let listening = runtime.block_on(fake.listen()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, listening.kubeconfig()).unwrap();
+    let flags = ["--store", "kubernetes", "--install-crds"];
+    distribution(&flags, Some(&flags), &[("KUBECONFIG", kubeconfig.as_os_str())]);
+    // The status is the custom object's, written through /status.
+    let routerules = kube::api::ApiResource {
+        group: "config.istio.io".into(),
+        version: "v1alpha2".into(),
+        api_version: "config.istio.io/v1alpha2".into(),
+        kind: "RouteRule".into(),
+        plural: "routerules".into(),
+    };
+    let object = runtime
+        .block_on(async {
+            kube::Api::<kube::api::DynamicObject>::namespaced_with(fake.client(), "default", &routerules)
+                .get_status("reviews-default")
+                .await
+        })
+        .unwrap();
+    // (Written by the restarted server, which has no proxies.)
+    assert_eq!(object.data["status"]["proxies"], 0, "{:?}", object.data);
+    assert_eq!(
+        object.data["status"]["observedGeneration"].as_i64(),
+        object.metadata.generation,
+        "{:?}",
+        object
+    );
+    assert_ne!(
+        object.data["status"]["observedVersion"].as_str(),
+        object.metadata.resource_version.as_deref(),
+        "Kubernetes moved the resourceVersion with the status write; pilot's version did not move"
+    );
+    drop(listening);
+}
+
+type Env<'a> = [(&'a str, &'a std::ffi::OsStr)];
+
+/// The server with `flags`, a short status interval and the services.
+fn start(flags: &[&str], services: &std::path::Path, env: &Env) -> Discovery {
+    let mut all = vec![
+        "--services",
+        services.to_str().unwrap(),
+        "--status-interval",
+        "200ms",
+    ];
+    all.extend_from_slice(flags);
+    Discovery::start_with_env(&all, env)
+}
+
+fn distribution(flags: &[&str], restart_with: Option<&[&str]>, env: &Env) {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let services = dir.path().join("services.yaml");
+    std::fs::write(&services, bookinfo_services(port)).unwrap();
+    let server = start(flags, &services, env);
+    let url = Some(server.url.as_str());
+    let applied = pilotctl(url, &["apply", "-f", "examples/bookinfo/"], &[], None);
+    assert_eq!(applied.code, 0, "{applied:?}");
+
+    let envoys: Vec<AdsEnvoy> = (0..ENVOYS)
+        .map(|i| {
+            let node = format!(
+                "sidecar~10.0.0.{}~status{i}.default~default.svc.cluster.local",
+                50 + i
+            );
+            AdsEnvoy::start(&node, &[("INTERCEPTION_MODE", "NONE")], server.xds_port, false).unwrap()
+        })
+        .collect();
+
+    // Every object of every routing kind: 3/3 at its current version.
+    let kinds = ["routerules", "destinationpolicies", "egressrules", "ingressrules"];
+    let mut objects = Vec::new();
+    eventually("every object to show 3/3 at its current version", || {
+        objects = kinds.iter().flat_map(|kind| list(url, kind)).collect();
+        objects.len() > 5 && objects.iter().all(|o| reports(o, ENVOYS as u64, 0))
+    });
+    let table = pilotctl(url, &["get", "rr"], &[], None);
+    assert!(table.stdout.starts_with("NAME"), "{table:?}");
+    assert!(
+        table.stdout.lines().next().unwrap().contains("STATUS"),
+        "{table:?}"
+    );
+    for line in table.stdout.lines().skip(1) {
+        assert!(line.contains(" 3/3 "), "{table:?}");
+    }
+
+    // A rule Envoy rejects: 0/3, 3 NACKED, with Envoy's message.
+    let created = pilotctl(url, &["create", "-f", "-"], &[], Some(BAD_RULE));
+    assert_eq!(created.code, 0, "{created:?}");
+    let mut bad = Value::Null;
+    eventually("the rejected rule to show 0/3 with 3 NACKs", || {
+        bad = get(url, "routerules", "reviews-cookie");
+        reports(&bad, 0, ENVOYS as u64)
+    });
+    let message = bad["status"]["nacks"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("unclosed") || message.to_lowercase().contains("regex"),
+        "{bad}"
+    );
+    assert_eq!(bad["status"]["nacks"][0]["proxies"], ENVOYS as u64, "{bad}");
+    let row = pilotctl(url, &["get", "rr", "reviews-cookie"], &[], None);
+    assert!(row.stdout.contains("0/3 3 NACKED"), "{row:?}");
+    // The other objects did not move: same versions, still 3/3.
+    for object in &objects {
+        let now = get(url, kind_of(object), name_of(object));
+        assert_eq!(
+            now["metadata"]["resourceVersion"],
+            object["metadata"]["resourceVersion"]
+        );
+        assert!(
+            reports(&now, ENVOYS as u64, 0),
+            "an unrelated write disturbed {now}"
+        );
+    }
+
+    // Fixed (replace, carrying the version read before status writes): 3/3.
+    let yaml = pilotctl(url, &["get", "rr", "reviews-cookie", "-o", "yaml"], &[], None);
+    assert!(yaml.stdout.contains("status:"), "{yaml:?}");
+    assert!(yaml.stdout.contains("observedVersion:"), "{yaml:?}");
+    let fixed = yaml.stdout.replace("(unclosed", "(closed)");
+    let replaced = pilotctl(url, &["replace", "-f", "-"], &[], Some(&fixed));
+    assert_eq!(replaced.code, 0, "{replaced:?}");
+    eventually("the fixed rule to show 3/3", || {
+        reports(&get(url, "routerules", "reviews-cookie"), ENVOYS as u64, 0)
+    });
+
+    let Some(restart_flags) = restart_with else {
+        drop(envoys);
+        server.terminate();
+        return;
+    };
+    drop(envoys);
+    let before: Vec<Value> = kinds.iter().flat_map(|kind| list(url, kind)).collect();
+    server.terminate();
+    let server = start(restart_flags, &services, env);
+    let url = Some(server.url.as_str());
+    let after: Vec<Value> = kinds.iter().flat_map(|kind| list(url, kind)).collect();
+    assert_eq!(after.len(), before.len());
+    for (before, after) in before.iter().zip(&after) {
+        assert_eq!(
+            after["metadata"], before["metadata"],
+            "versions changed across a restart"
+        );
+        assert_eq!(
+            after["status"]["observedVersion"], after["metadata"]["resourceVersion"],
+            "after a restart the status no longer speaks of the current version: {after}"
+        );
+    }
+    server.terminate();
+}
+
+/// True when `object`'s status is about its current version with
+/// `acked` ACKs and `nacked` NACKs of 3 proxies.
+fn reports(object: &Value, acked: u64, nacked: u64) -> bool {
+    let status = &object["status"];
+    status["observedVersion"] == object["metadata"]["resourceVersion"]
+        && status["proxies"] == ENVOYS as u64
+        && status["acked"] == acked
+        && status["nacked"] == nacked
+}
+
+fn list(url: Option<&str>, kind: &str) -> Vec<Value> {
+    let run = pilotctl(url, &["get", kind, "-o", "json"], &[], None);
+    assert_eq!(run.code, 0, "{run:?}");
+    let list: Value = serde_json::from_str(&run.stdout).unwrap();
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+fn get(url: Option<&str>, kind: &str, name: &str) -> Value {
+    let run = pilotctl(url, &["get", kind, name, "-o", "json"], &[], None);
+    assert_eq!(run.code, 0, "{run:?}");
+    serde_json::from_str(&run.stdout).unwrap()
+}
+
+fn kind_of(object: &Value) -> &'static str {
+    match object["kind"].as_str() {
+        Some("RouteRule") => "routerules",
+        Some("DestinationPolicy") => "destinationpolicies",
+        Some("EgressRule") => "egressrules",
+        _ => "ingressrules",
+    }
+}
+
+fn name_of(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}

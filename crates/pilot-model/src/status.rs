@@ -1,0 +1,280 @@
+//! Distribution status: how far an object has reached the proxies that
+//! should have it (Istio's `Reconciled` condition, "N/M proxies up to
+//! date"), and the per-proxy records it is computed from.
+//!
+//! The records ([`ProxyDistribution`]) speak in store revisions, not in a
+//! server's push numbers, so records from several pilot-discovery replicas
+//! (each numbering its own pushes) can be put side by side: the status of
+//! an object is [`distribution_status`] over the records of every live
+//! replica's proxies.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Revision;
+
+/// Per kind, the store revision a push holds every write of that kind up
+/// to (a Controller's cache catches up kind by kind).
+pub type KindRevisions = BTreeMap<String, Revision>;
+
+/// At most this many distinct NACK messages are kept in a status.
+pub const MAX_NACK_MESSAGES: usize = 5;
+
+/// A NACK message is cut to this many characters in a status.
+pub const MAX_NACK_MESSAGE_LEN: usize = 512;
+
+/// An object's distribution status, written back to the store beside the
+/// object (the document's top-level `status`).
+///
+/// ```
+/// use pilot_model::{ConfigStatus, ProxyDistribution, distribution_status};
+/// let at = |revision| Some([("RouteRule".to_string(), revision)].into_iter().collect());
+/// let proxies = [
+///     ProxyDistribution { node_id: "a".into(), acked: at(7), nack: None },
+///     ProxyDistribution { node_id: "b".into(), acked: at(3), nack: None },
+/// ];
+/// let status = distribution_status("RouteRule", "5", &proxies, std::time::SystemTime::UNIX_EPOCH);
+/// assert_eq!((status.proxies, status.acked, status.nacked), (2, 1, 0));
+/// assert_eq!(status.summary(), "1/2");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigStatus {
+    /// The object's `resourceVersion` the counts refer to.
+    pub observed_version: String,
+    /// The connected proxies that should have the object.
+    pub proxies: u64,
+    /// How many of them ACKed a push containing the object (at its
+    /// observed version or later).
+    pub acked: u64,
+    /// How many rejected (NACKed) a push containing it and have not ACKed
+    /// one since.
+    pub nacked: u64,
+    /// The proxies' NACK messages, deduplicated (at most
+    /// [`MAX_NACK_MESSAGES`], each cut to [`MAX_NACK_MESSAGE_LEN`]
+    /// characters), the most common first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nacks: Vec<NackSummary>,
+    /// When the counts were taken (RFC 3339).
+    #[serde(
+        serialize_with = "crate::config::serialize_time",
+        deserialize_with = "crate::config::deserialize_time"
+    )]
+    pub last_update: SystemTime,
+}
+
+/// One distinct NACK message and how many proxies sent it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NackSummary {
+    /// The xDS type rejected (`CDS`, `EDS`, `LDS`, `RDS`).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The proxy's error message.
+    pub message: String,
+    /// How many proxies sent it.
+    pub proxies: u64,
+}
+
+impl ConfigStatus {
+    /// `acked/proxies`, followed by ` N NACKED` when some proxies
+    /// rejected the object: what `pilotctl get` shows.
+    pub fn summary(&self) -> String {
+        if self.nacked > 0 {
+            format!("{}/{} {} NACKED", self.acked, self.proxies, self.nacked)
+        } else {
+            format!("{}/{}", self.acked, self.proxies)
+        }
+    }
+
+    /// True when both say the same thing about distribution (the time
+    /// they were taken aside): a writer need not write `other` over
+    /// `self`.
+    pub fn same_counts(&self, other: &ConfigStatus) -> bool {
+        self.observed_version == other.observed_version
+            && self.proxies == other.proxies
+            && self.acked == other.acked
+            && self.nacked == other.nacked
+            && self.nacks == other.nacks
+    }
+}
+
+/// What one connected proxy has of the store's configuration, in store
+/// revisions (comparable across replicas).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxyDistribution {
+    /// The proxy's node id.
+    pub node_id: String,
+    /// What the proxy has all of: it ACKed every type of a push that held,
+    /// per kind, every write up to these revisions. `None` before its
+    /// first complete ACK.
+    pub acked: Option<KindRevisions>,
+    /// The proxy's current rejection: a push it NACKed and has not ACKed
+    /// anything newer since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nack: Option<ProxyNack>,
+}
+
+/// A rejected push.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxyNack {
+    /// Per kind, the revisions the rejected push was built from.
+    pub revisions: KindRevisions,
+    /// The xDS type rejected.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The proxy's error message.
+    pub message: String,
+}
+
+/// The status of an object of `kind` at `observed_version` given what each proxy
+/// that should have it has (`proxies`: one record per proxy; the caller
+/// chooses which proxies should have the object).
+///
+/// A proxy counts as ACKed when it has every type of a push built from a
+/// revision at or after the object's; otherwise as NACKed when its current
+/// rejection is of such a push; otherwise it is still pending. An object
+/// whose version is not a revision (not a number) counts nobody as ACKed.
+pub fn distribution_status(
+    kind: &str,
+    observed_version: &str,
+    proxies: &[ProxyDistribution],
+    now: SystemTime,
+) -> ConfigStatus {
+    let revision = observed_version.parse::<Revision>().ok();
+    let mut acked = 0;
+    let mut nacked = 0;
+    let mut messages: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for proxy in proxies {
+        let Some(revision) = revision else { continue };
+        let holds = |revisions: &KindRevisions| revisions.get(kind).is_some_and(|r| *r >= revision);
+        if proxy.acked.as_ref().is_some_and(holds) {
+            acked += 1;
+        } else if let Some(nack) = proxy.nack.as_ref().filter(|n| holds(&n.revisions)) {
+            nacked += 1;
+            let message = truncate(&nack.message, MAX_NACK_MESSAGE_LEN);
+            *messages.entry((nack.type_.clone(), message)).or_default() += 1;
+        }
+    }
+    let mut nacks: Vec<NackSummary> = messages
+        .into_iter()
+        .map(|((type_, message), proxies)| NackSummary {
+            type_,
+            message,
+            proxies,
+        })
+        .collect();
+    // Most common first; ties in type and message order (stable output).
+    nacks.sort_by(|a, b| b.proxies.cmp(&a.proxies).then_with(|| a.cmp(b)));
+    nacks.truncate(MAX_NACK_MESSAGES);
+    ConfigStatus {
+        observed_version: observed_version.to_string(),
+        proxies: proxies.len() as u64,
+        acked,
+        nacked,
+        nacks,
+        last_update: now,
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(revision: Revision) -> KindRevisions {
+        [("K".to_string(), revision), ("Other".to_string(), 1)]
+            .into_iter()
+            .collect()
+    }
+
+    fn proxy(id: &str, acked: Option<Revision>, nack: Option<(Revision, &str)>) -> ProxyDistribution {
+        ProxyDistribution {
+            node_id: id.into(),
+            acked: acked.map(at),
+            nack: nack.map(|(revision, message)| ProxyNack {
+                revisions: at(revision),
+                type_: "LDS".into(),
+                message: message.into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn acked_wins_over_an_older_or_newer_nack_and_pending_is_neither() {
+        let proxies = [
+            proxy("a", Some(10), None),
+            // Rejected a later push, but has this object from an earlier one.
+            proxy("b", Some(10), Some((12, "bad regex"))),
+            proxy("c", Some(4), Some((12, "bad regex"))),
+            proxy("d", Some(4), None),
+            proxy("e", None, Some((3, "too old to matter"))),
+        ];
+        let status = distribution_status("K", "10", &proxies, SystemTime::UNIX_EPOCH);
+        assert_eq!((status.proxies, status.acked, status.nacked), (5, 2, 1));
+        assert_eq!(status.summary(), "2/5 1 NACKED");
+        assert_eq!(status.nacks.len(), 1);
+        assert_eq!(status.nacks[0].message, "bad regex");
+        assert_eq!(status.nacks[0].proxies, 1);
+    }
+
+    #[test]
+    fn messages_are_deduplicated_bounded_and_cut() {
+        let long = "x".repeat(MAX_NACK_MESSAGE_LEN + 100);
+        let mut proxies: Vec<_> = (0..10)
+            .map(|i| proxy(&format!("p{i}"), None, Some((5, &format!("error {i}")))))
+            .collect();
+        proxies.push(proxy("same1", None, Some((5, "error 3"))));
+        proxies.push(proxy("long", None, Some((5, &long))));
+        let status = distribution_status("K", "5", &proxies, SystemTime::UNIX_EPOCH);
+        assert_eq!(status.nacked, 12);
+        assert_eq!(status.nacks.len(), MAX_NACK_MESSAGES);
+        assert_eq!(status.nacks[0].message, "error 3");
+        assert_eq!(status.nacks[0].proxies, 2);
+        let status = distribution_status("K", "5", &proxies[11..], SystemTime::UNIX_EPOCH);
+        assert_eq!(status.nacks[0].message.chars().count(), MAX_NACK_MESSAGE_LEN + 3);
+    }
+
+    #[test]
+    fn revisions_of_another_kind_do_not_count() {
+        let status = distribution_status(
+            "Other",
+            "5",
+            &[proxy("a", Some(100), None)],
+            SystemTime::UNIX_EPOCH,
+        );
+        assert_eq!((status.proxies, status.acked), (1, 0));
+    }
+
+    #[test]
+    fn a_version_that_is_not_a_revision_counts_nobody() {
+        let status = distribution_status("K", "abc", &[proxy("a", Some(100), None)], SystemTime::UNIX_EPOCH);
+        assert_eq!((status.proxies, status.acked), (1, 0));
+    }
+
+    #[test]
+    fn status_round_trips_through_json() {
+        let status = distribution_status(
+            "K",
+            "7",
+            &[proxy("a", None, Some((9, "no")))],
+            crate::now_seconds(),
+        );
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["observedVersion"], "7");
+        assert_eq!(json["nacks"][0]["type"], "LDS");
+        assert!(json["lastUpdate"].as_str().unwrap().ends_with('Z'));
+        let back: ConfigStatus = serde_json::from_value(json).unwrap();
+        assert_eq!(back, status);
+    }
+}
