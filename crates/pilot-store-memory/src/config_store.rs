@@ -273,8 +273,8 @@ impl ConfigStore for MemoryConfigStore {
         check_version(key, Some(observed_version), &current, true)?;
         let mut config = (*current).clone();
         config.meta.status = Some(status);
-        self.record(log.next_revision(), &config)?;
         let config = Arc::new(config);
+        self.record(log.next_revision(), &config)?;
         self.inner.index.insert(Arc::clone(&config));
         log.put(config);
         Ok(())

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use pilot_model::{
-    ConfigKey, ConfigStore, ConfigWatch, DynConfig, FieldError, KindRegistry, Revision, Snapshot, StoreError,
+    ConfigKey, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, FieldError, KindRegistry, Revision, Snapshot, StoreError,
     WatchStream,
 };
 
@@ -141,6 +141,21 @@ impl ConfigStore for JournaledStore {
 
     async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError> {
         self.store.delete(key, resource_version).await
+    }
+
+    fn keeps_status(&self) -> bool {
+        self.store.keeps_status()
+    }
+
+    /// Journaled like any write (a record of the object with its status,
+    /// same resource version), so status survives a restart.
+    async fn update_status(
+        &self,
+        key: &ConfigKey,
+        observed_version: &str,
+        status: ConfigStatus,
+    ) -> Result<(), StoreError> {
+        self.store.update_status(key, observed_version, status).await
     }
 }
 

@@ -418,7 +418,7 @@ impl Feedback {
 }
 
 #[cfg(test)]
-mod tests {
+mod feedback_tests {
     use super::*;
 
     #[test]
