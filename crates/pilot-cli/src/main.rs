@@ -70,6 +70,7 @@ pub enum Command {
     Apply(FileArgs),
     /// Delete objects named in files, or by kind and names.
     Delete {
+        /// The files (-f) naming the objects.
         #[command(flatten)]
         files: OptionalFiles,
         /// KIND NAME... (instead of -f).
@@ -105,6 +106,7 @@ pub enum Command {
     /// and service registry; -f with --server, the files over the server's
     /// configuration, against its registry.
     Analyze {
+        /// The files (-f) to analyze.
         #[command(flatten)]
         files: OptionalFiles,
         /// A services file (pilot-discovery's --services format) to check
@@ -127,6 +129,7 @@ pub enum Command {
     /// Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs
     /// and Lists of YAML or JSON files; the result goes to stdout (offline).
     KubeInject {
+        /// The files (-f) to inject into.
         #[command(flatten)]
         files: FileArgs,
         /// The mesh config file whose `sidecarInjector` section sets images,
