@@ -26,6 +26,7 @@
 //! ```
 
 mod codec;
+mod error;
 mod options;
 mod registry;
 mod store;
@@ -34,6 +35,7 @@ mod watch;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use error::{Endpoints, EtcdError};
 pub use options::EtcdOptions;
 pub use registry::{EtcdServiceRegistry, InstanceRegistration, Registration};
 pub use store::EtcdConfigStore;

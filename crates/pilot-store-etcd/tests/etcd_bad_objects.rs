@@ -44,7 +44,7 @@ async fn bad_bodies_are_counted_and_skipped() {
         .get(&ConfigKey::new("MockConfig", "default", "garbage"))
         .await
         .unwrap_err();
-    let StoreError::Unavailable { reason } = err else {
+    let StoreError::Unavailable { reason, .. } = err else {
         panic!("{err}")
     };
     assert!(reason.contains(&format!("{PREFIX}/garbage")), "{reason}");

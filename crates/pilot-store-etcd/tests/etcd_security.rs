@@ -13,7 +13,7 @@ async fn create_eventually(store: &EtcdConfigStore, name: &str) -> Result<(), St
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         match store.create(mock("default", name, "v")).await {
-            Err(StoreError::Unavailable { reason })
+            Err(StoreError::Unavailable { reason, .. })
                 if Instant::now() < deadline && !reason.contains("permission") =>
             {
                 tokio::time::sleep(Duration::from_millis(200)).await;
