@@ -6,10 +6,9 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use common::{TestServer, http, rule, rules};
-use pilot_store_etcd::testing::EtcdServer;
+use pilot_test_support::EtcdServer;
 use serde_json::Value;
 
 /// Words of the client libraries' errors that must not reach a REST body.
@@ -72,50 +71,13 @@ async fn a_stopped_etcd_is_503_naming_etcd_and_its_address() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_kubernetes_api_that_refuses_is_503_quoting_the_api_server() {
     let fake = pilot_store_k8s::testing::FakeApiServer::new();
-    let listening = fake.listen().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, listening.kubeconfig()).unwrap();
-    let ready = dir.path().join("ready.json");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pilot-discovery"))
-        .args(["--store", "kubernetes", "--install-crds"])
-        .args(["--listen", "127.0.0.1:0", "--xds-listen", "127.0.0.1:0"])
-        .args(["--log-level", "warn", "--ready-file"])
-        .arg(&ready)
-        .env("KUBECONFIG", &kubeconfig)
-        .spawn()
-        .unwrap();
-    let rest = tokio::task::spawn_blocking(move || {
-        for _ in 0..600 {
-            if let Ok(text) = std::fs::read_to_string(&ready)
-                && let Ok(bound) = serde_json::from_str::<Value>(&text)
-            {
-                let rest: SocketAddr = bound["rest"]
-                    .as_str()
-                    .unwrap()
-                    .trim_start_matches("http://")
-                    .parse()
-                    .unwrap();
-                if http(rest, "GET", "/readyz", &[], None).0 == 200 {
-                    return Some(rest);
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        None
-    })
-    .await
-    .unwrap();
-    let Some(rest) = rest else {
-        let _ = child.kill();
-        panic!("pilot-discovery on the fake API server never became ready");
-    };
+    let on_fake = common::discovery_on_fake(&fake).await;
+    let rest = on_fake.rest;
     fake.refuse_writes(true);
     let (code, body) = tokio::task::spawn_blocking(move || create(rest, "refused"))
         .await
         .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(on_fake);
     assert_eq!(code, 503, "{body}");
     assert_user_terms(
         &body,

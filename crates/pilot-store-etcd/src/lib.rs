@@ -32,9 +32,6 @@ mod registry;
 mod store;
 mod watch;
 
-#[cfg(feature = "testing")]
-pub mod testing;
-
 pub use error::{Endpoints, EtcdError};
 pub use options::EtcdOptions;
 pub use registry::{EtcdServiceRegistry, InstanceRegistration, Registration};

@@ -8,8 +8,8 @@ use futures::StreamExt;
 use pilot_model::{ConfigKey, ConfigStore, Event, StoreError};
 use pilot_store::testing::{mock, registry};
 use pilot_store::{Controller, Notification};
-use pilot_store_etcd::testing::EtcdServer;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
+use pilot_test_support::EtcdServer;
 
 const PREFIX: &str = "/pilot/config/test.pilot.io/MockConfig/default";
 

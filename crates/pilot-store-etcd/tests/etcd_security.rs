@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use pilot_model::{ConfigStore, StoreError};
 use pilot_store::testing::{mock, registry};
-use pilot_store_etcd::testing::{EtcdServer, TestCerts};
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
+use pilot_test_support::{EtcdServer, TestCerts};
 
 /// Creates an object, retrying while a just-started server warms up.
 async fn create_eventually(store: &EtcdConfigStore, name: &str) -> Result<(), StoreError> {
