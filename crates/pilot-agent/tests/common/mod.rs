@@ -11,19 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub use pilot_test_support::{PATIENCE, eventually, free_port, workspace};
+pub use pilot_test_support::{PATIENCE, envoy_binary, eventually, free_port, workspace};
 use pilot_test_support::{PILOTCTL, binary};
-
-/// `.tools/envoy/bin/envoy`, installed by `scripts/install-deps`.
-pub fn envoy_binary() -> PathBuf {
-    let path = workspace().join(".tools/envoy/bin/envoy");
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/install-deps",
-        path.display()
-    );
-    path
-}
 
 /// `pilot-agent`: cargo's, or the one in `PILOT_TEST_BIN_DIR` when set
 /// (a copy of the binaries taken right after building them, for a target
