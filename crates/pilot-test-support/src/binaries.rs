@@ -68,14 +68,15 @@ pub fn binary(binary: Binary) -> PathBuf {
     let profile_dir = profile_dir();
     let path = profile_dir.join(binary.name);
     let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
-    if built.contains(&binary.name) || !stale(&path, binary) {
+    let crates = crate::workspace().join("crates");
+    if built.contains(&binary.name) || !stale(&path, binary, &crates) {
         return path;
     }
     let lock_path = profile_dir.join(format!(".{}.test-build.lock", binary.name));
     let lock = std::fs::File::create(&lock_path).expect("the build lock file");
     lock.lock().expect("the build lock");
     // Another test process may have built it while this one waited.
-    if stale(&path, binary) {
+    if stale(&path, binary, &crates) {
         let target_dir = profile_dir.parent().expect("a target directory");
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut command = Command::new(cargo);
@@ -112,12 +113,11 @@ fn profile_dir() -> PathBuf {
     }
 }
 
-/// True if `path` is missing or older than its sources.
-fn stale(path: &Path, binary: Binary) -> bool {
+/// True if `path` is missing or older than its sources under `crates`.
+fn stale(path: &Path, binary: Binary, crates: &Path) -> bool {
     let Some(built) = modified(path) else {
         return true;
     };
-    let crates = crate::workspace().join("crates");
     binary.sources.iter().any(|name| {
         let root = crates.join(name);
         modified(&root.join("Cargo.toml")).is_some_and(|m| m > built) || newer_than(&root.join("src"), built)
@@ -140,4 +140,42 @@ fn newer_than(dir: &Path, time: SystemTime) -> bool {
 
 fn modified(path: &Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_binary_is_stale_when_missing_or_older_than_a_source_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let crates = dir.path().join("crates");
+        let source = crates.join("pilot-model/src/deep/lib.rs");
+        std::fs::create_dir_all(source.parent().unwrap()).unwrap();
+        let binary = dir.path().join("pilotctl");
+        let of = Binary {
+            package: "pilot-cli",
+            name: "pilotctl",
+            sources: &["pilot-cli", "pilot-model"],
+        };
+        assert!(stale(&binary, of, &crates), "missing");
+        let old = SystemTime::now() - std::time::Duration::from_secs(60);
+        std::fs::write(&source, "").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&source)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        std::fs::write(&binary, "").unwrap();
+        assert!(!stale(&binary, of, &crates), "built after its sources");
+        std::fs::write(&source, "changed").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&binary)
+            .unwrap()
+            .set_modified(old - std::time::Duration::from_secs(60))
+            .unwrap();
+        assert!(stale(&binary, of, &crates), "a source is newer");
+    }
 }
