@@ -21,6 +21,8 @@ pub struct FlakyStore<S> {
     pub store: S,
     connected: watch::Sender<bool>,
     snapshot_delay: Duration,
+    /// The kinds as readers see them, when not the store's own.
+    registry: Option<KindRegistry>,
 }
 
 impl<S: ConfigWatch> FlakyStore<S> {
@@ -30,6 +32,17 @@ impl<S: ConfigWatch> FlakyStore<S> {
             store,
             connected: watch::channel(true).0,
             snapshot_delay: Duration::ZERO,
+            registry: None,
+        }
+    }
+
+    /// As [`FlakyStore::new`], but readers (a Controller) validate with
+    /// `registry` while the store accepted its objects with its own: a
+    /// backend another tool writes without pilot's validation.
+    pub fn with_registry(store: S, registry: KindRegistry) -> Self {
+        FlakyStore {
+            registry: Some(registry),
+            ..Self::new(store)
         }
     }
 
@@ -63,7 +76,7 @@ impl<S: ConfigWatch> FlakyStore<S> {
 #[async_trait]
 impl<S: ConfigWatch> ConfigStore for FlakyStore<S> {
     fn registry(&self) -> &KindRegistry {
-        self.store.registry()
+        self.registry.as_ref().unwrap_or_else(|| self.store.registry())
     }
     async fn get(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
         self.store.get(key).await
