@@ -4,6 +4,8 @@
 //! `serde_json` reading the same objects from JSON.
 //!
 //!     cargo bench --bench documents
+// criterion_group! defines an undocumented `pub fn`.
+#![allow(missing_docs)]
 
 use std::hint::black_box;
 use std::path::Path;

@@ -2,6 +2,8 @@
 //! Arc<DynConfig>>`, the baseline, in the same groups.
 //!
 //!     cargo bench --bench memory_store
+// criterion_group! defines an undocumented `pub fn`.
+#![allow(missing_docs)]
 
 use std::hint::black_box;
 use std::sync::Arc;

@@ -18,7 +18,6 @@
 //! it fails with that message (CI runs as root); it never passes vacuously.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -602,9 +601,7 @@ fn set_mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use pilot_test_support::workspace;
 
 /// The Envoy binary itself: `.tools/envoy/bin/envoy` is a Python wrapper
 /// that uid 1337 cannot run (its interpreter lives under /root).
@@ -619,20 +616,7 @@ fn envoy_binary() -> PathBuf {
     found.unwrap_or_else(|| panic!("no Envoy under {}: run scripts/install-deps", lib.display()))
 }
 
-/// pilot-discovery, built next to this package's binaries (`cargo build -p
-/// pilot-server` when it is not there yet).
+/// pilot-discovery, found beside this test or built (pilot-test-support).
 fn pilot_discovery_binary() -> PathBuf {
-    let agent = Path::new(env!("CARGO_BIN_EXE_pilot-agent"));
-    let path = agent.with_file_name("pilot-discovery");
-    if !path.is_file() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "pilot-server", "--bin", "pilot-discovery"])
-            .current_dir(workspace())
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building pilot-discovery failed");
-    }
-    let _ = std::io::stderr().flush();
-    path
+    pilot_test_support::binary(pilot_test_support::PILOT_DISCOVERY)
 }

@@ -83,17 +83,7 @@ pub fn sources(paths: &[String]) -> Result<Vec<(String, String)>, String> {
         }
         let path = Path::new(path);
         let files: Vec<PathBuf> = if path.is_dir() {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-                .map_err(|e| format!("cannot read directory {}: {e}", path.display()))?
-                .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.is_file()
-                        && p.extension()
-                            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
-                })
-                .collect();
-            files.sort();
-            files
+            document::files_in(path).map_err(|e| format!("cannot read directory {}: {e}", path.display()))?
         } else {
             vec![path.to_path_buf()]
         };

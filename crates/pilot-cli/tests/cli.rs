@@ -202,8 +202,8 @@ fn server_and_token_come_from_flag_env_then_config_file() {
 #[test]
 fn tls_and_a_token_from_the_config_file() {
     let dir = tempfile::tempdir().unwrap();
-    let certs = pilot_store_etcd::testing::TestCerts::generate(dir.path())
-        .expect("openssl (run scripts/install-deps)");
+    let certs =
+        pilot_test_support::TestCerts::generate(dir.path()).expect("openssl (run scripts/install-deps)");
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "pilot-admin-token-0001 rw admin\n").unwrap();
     let server = Discovery::start(&[
@@ -237,7 +237,7 @@ fn tls_and_a_token_from_the_config_file() {
     assert!(no_ca.stderr.contains("--ca-file"), "{no_ca:?}");
     // Trusting another CA: the handshake fails.
     let other = tempfile::tempdir().unwrap();
-    let other = pilot_store_etcd::testing::TestCerts::generate(other.path()).unwrap();
+    let other = pilot_test_support::TestCerts::generate(other.path()).unwrap();
     let wrong_ca = pilotctl(
         Some(&server.url),
         &["--ca-file", other.ca.to_str().unwrap(), "get", "dp"],

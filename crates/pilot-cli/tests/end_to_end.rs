@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Discovery, bookinfo_services, eventually, free_port, pilotctl};
-use pilot_xds::testing::AdsEnvoy;
+use pilot_test_support::Envoy;
 
 const NODE: &str = "sidecar~10.0.0.100~e2e.default~default.svc.cluster.local";
 
@@ -17,7 +17,7 @@ fn memory_store_apply_get_replace_envoy_proxy_status_delete() {
 
 #[test]
 fn etcd_store_apply_get_replace_envoy_proxy_status_delete() {
-    let etcd = pilot_store_etcd::testing::EtcdServer::start().expect("etcd (run scripts/install-deps)");
+    let etcd = pilot_test_support::EtcdServer::start().expect("etcd (run scripts/install-deps)");
     operator_flow(&["--store", "etcd", "--etcd-endpoints", &etcd.endpoint()]);
 }
 
@@ -104,7 +104,7 @@ fn operator_flow(store_flags: &[&str]) {
     assert_eq!(replaced.stdout.trim(), "routerule/reviews-default replaced");
 
     // A real Envoy gets the rule: reviews split 80/20 between v1 and v2.
-    let envoy = AdsEnvoy::start(NODE, &[("INTERCEPTION_MODE", "NONE")], server.xds_port, false).unwrap();
+    let envoy = Envoy::ads(NODE, &[("INTERCEPTION_MODE", "NONE")], server.xds_port, false).unwrap();
     let v1 = format!("outbound|{port}|version=v1|reviews.default.svc.cluster.local");
     let v2 = format!("outbound|{port}|version=v2|reviews.default.svc.cluster.local");
     let split = |dump: &serde_json::Value| {

@@ -130,7 +130,7 @@ fn grpc_client_resolves_xds_names_through_pilot() {
 
     // An Envoy on the same server at the same time gets Envoy listeners
     // (the generator is part of the proxy's class), and syncs too.
-    let envoy = pilot_xds::testing::AdsEnvoy::start(
+    let envoy = pilot_test_support::Envoy::ads(
         ENVOY_NODE,
         &[("INTERCEPTION_MODE", "NONE")],
         server.xds_port,

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Discovery, pilotctl};
-use pilot_store_etcd::testing::EtcdServer;
+use pilot_test_support::EtcdServer;
 
 /// Applies bookinfo, restarts the server with the same flags, and checks
 /// every object is back at the same version; then writes after the restart.

@@ -7,8 +7,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Discovery, Run, pilotctl};
-use pilot_store_etcd::testing::EtcdServer;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
+use pilot_test_support::EtcdServer;
 
 const KEY: &str = "/pilot/config/config.istio.io/RouteRule/default/reviews-30";
 

@@ -12,9 +12,8 @@
 mod common;
 
 use common::{Discovery, bookinfo_services, eventually, free_port, pilotctl};
-use pilot_store_etcd::testing::EtcdServer;
 use pilot_store_k8s::testing::FakeApiServer;
-use pilot_xds::testing::AdsEnvoy;
+use pilot_test_support::{Envoy, EtcdServer};
 use serde_json::Value;
 
 const ENVOYS: usize = 3;
@@ -110,13 +109,13 @@ fn distribution(flags: &[&str], restart_with: Option<&[&str]>, env: &Env) {
     let applied = pilotctl(url, &["apply", "-f", "examples/bookinfo/"], &[], None);
     assert_eq!(applied.code, 0, "{applied:?}");
 
-    let envoys: Vec<AdsEnvoy> = (0..ENVOYS)
+    let envoys: Vec<Envoy> = (0..ENVOYS)
         .map(|i| {
             let node = format!(
                 "sidecar~10.0.0.{}~status{i}.default~default.svc.cluster.local",
                 50 + i
             );
-            AdsEnvoy::start(&node, &[("INTERCEPTION_MODE", "NONE")], server.xds_port, false).unwrap()
+            Envoy::ads(&node, &[("INTERCEPTION_MODE", "NONE")], server.xds_port, false).unwrap()
         })
         .collect();
 

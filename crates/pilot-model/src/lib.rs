@@ -42,7 +42,7 @@ pub mod istio;
 
 pub use config::{Config, DynConfig, now_seconds, push_key};
 pub use discovery::{AggregateDiscovery, ServiceDiscovery, ServiceEvent};
-pub use error::StoreError;
+pub use error::{BackendError, StoreError, chain as error_chain};
 pub use event::Event;
 pub use key::ConfigKey;
 pub use kind::{ConfigKind, KindRegistry, KindSchema, SpecValidator};

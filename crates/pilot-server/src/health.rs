@@ -47,7 +47,10 @@ pub async fn probe(
     loop {
         let verdict = match tokio::time::timeout(TIMEOUT, backend.current_revision()).await {
             Ok(Ok(_)) => None,
-            Ok(Err(error)) => Some(format!("the configuration store failed: {error}")),
+            Ok(Err(error)) => {
+                tracing::debug!(error = %error.details(), "store probe failed");
+                Some(format!("the configuration store failed: {error}"))
+            }
             Err(_) => Some(format!(
                 "the configuration store did not answer within {TIMEOUT:?}"
             )),

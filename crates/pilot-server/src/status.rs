@@ -55,7 +55,14 @@ impl ApiError {
     /// A store error as the API reports it. `current` is the stored
     /// object's resource version, looked up by the caller for
     /// `AlreadyExists`.
+    ///
+    /// A backend failure's body says what failed in the user's terms (the
+    /// error's `Display`); its details (gRPC status, transport errors) go
+    /// to the log only.
     pub fn from_store(error: StoreError, current: Option<String>) -> Self {
+        if error.backend().is_some() {
+            tracing::warn!(error = %error.details(), "a request failed in the configuration store");
+        }
         match error {
             StoreError::NotFound { key } => ApiError {
                 details: key_details(&key),

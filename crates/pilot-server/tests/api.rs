@@ -478,7 +478,7 @@ async fn the_openapi_document_matches_the_server() {
 /// a watch resumed after a version.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_api_over_etcd() {
-    let etcd = pilot_store_etcd::testing::EtcdServer::start().expect("etcd (run scripts/install-deps)");
+    let etcd = pilot_test_support::EtcdServer::start().expect("etcd (run scripts/install-deps)");
     let endpoint = etcd.endpoint();
     let server = TestServer::start(&[
         "--store",

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::{TestServer, rule, rules};
 use pilot_server::Args;
-use pilot_store_etcd::testing::EtcdServer;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
+use pilot_test_support::EtcdServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn etcd_user_and_password_flags_against_an_etcd_with_authentication() {

@@ -19,36 +19,9 @@ struct Webhook {
 
 async fn start(extra: &[&str]) -> Webhook {
     let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    let status = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-        ])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .args([
-            "-days",
-            "1",
-            "-subj",
-            "/CN=pilot-webhook",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ])
-        .output()
-        .expect("openssl runs (scripts/install-deps installs it)");
-    assert!(
-        status.status.success(),
-        "{}",
-        String::from_utf8_lossy(&status.stderr)
-    );
+    let certs = pilot_test_support::TestCerts::generate(dir.path())
+        .expect("openssl (scripts/install-deps installs it)");
+    let (cert, key) = (&certs.server_cert, &certs.server_key);
     let mut argv: Vec<String> = [
         "pilot-discovery",
         "--listen",
@@ -78,7 +51,7 @@ async fn start(extra: &[&str]) -> Webhook {
     let address = bound.inject.expect("the webhook is bound");
     Webhook {
         url: format!("https://{address}/inject"),
-        ca: cert,
+        ca: certs.ca.clone(),
         stop,
         task,
         _dir: dir,

@@ -4,11 +4,10 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::{TestServer, http, rule, rules};
-use pilot_store_etcd::testing::EtcdServer;
+use pilot_test_support::{EtcdServer, signal};
 
 /// Polls `/readyz` until its status is `code`; the body then.
 async fn readyz_becomes(server: &TestServer, code: u16) -> String {
@@ -20,14 +19,6 @@ async fn readyz_becomes(server: &TestServer, code: u16) -> String {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("/readyz never answered {code}");
-}
-
-fn signal(pid: u32, name: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{name}"), &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -102,7 +93,7 @@ async fn a_write_etcd_did_not_confirm_is_504_and_may_have_been_applied() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_server_reaches_etcd_over_tls_with_a_client_certificate() {
     let dir = tempfile::tempdir().unwrap();
-    let certs = pilot_store_etcd::testing::TestCerts::generate(dir.path()).expect("openssl");
+    let certs = pilot_test_support::TestCerts::generate(dir.path()).expect("openssl");
     let etcd = EtcdServer::start_tls(&certs).unwrap();
     let path = |p: &std::path::Path| p.display().to_string();
     let server = TestServer::start(&[

@@ -13,8 +13,8 @@ use common::{TestServer, next_event, rule, rules};
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
-use pilot_store_etcd::testing::EtcdServer;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
+use pilot_test_support::EtcdServer;
 use serde_json::{Value, json};
 
 const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";

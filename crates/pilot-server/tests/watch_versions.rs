@@ -127,7 +127,7 @@ async fn memory_store_refuses_a_version_it_has_not_reached() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn etcd_store_refuses_too_new_and_compacted_versions() {
-    let etcd = pilot_store_etcd::testing::EtcdServer::start().expect("etcd (run scripts/install-deps)");
+    let etcd = pilot_test_support::EtcdServer::start().expect("etcd (run scripts/install-deps)");
     let endpoint = etcd.endpoint();
     let server = TestServer::start(&["--store", "etcd", "--etcd-endpoints", &endpoint]).await;
     let first = write(server.rest, "first");
@@ -156,67 +156,16 @@ async fn etcd_store_refuses_too_new_and_compacted_versions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kubernetes_store_refuses_too_new_and_expired_versions() {
     let fake = pilot_store_k8s::testing::FakeApiServer::new();
-    let listening = fake.listen().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, listening.kubeconfig()).unwrap();
-    let ready = dir.path().join("ready.json");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pilot-discovery"))
-        .args([
-            "--store",
-            "kubernetes",
-            "--install-crds",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args([
-            "--xds-listen",
-            "127.0.0.1:0",
-            "--log-level",
-            "warn",
-            "--ready-file",
-        ])
-        .arg(&ready)
-        .env("KUBECONFIG", &kubeconfig)
-        .spawn()
-        .unwrap();
-    let rest = tokio::task::spawn_blocking(move || {
-        for _ in 0..600 {
-            if let Ok(text) = std::fs::read_to_string(&ready) {
-                let bound: Value = serde_json::from_str(&text).unwrap();
-                let url = bound["rest"]
-                    .as_str()
-                    .unwrap()
-                    .trim_start_matches("http://")
-                    .to_string();
-                let rest: SocketAddr = url.parse().unwrap();
-                if common::http(rest, "GET", "/readyz", &[], None).0 == 200 {
-                    return Some(rest);
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        None
-    })
-    .await
-    .unwrap();
-    let Some(rest) = rest else {
-        let _ = child.kill();
-        panic!("pilot-discovery on the fake API server never became ready");
-    };
-    let result = std::panic::catch_unwind(|| {
-        let first = write(rest, "first");
-        write(rest, "second");
-        too_large_everywhere(rest);
-        fake.expire_history();
-        assert_gone(
-            rest,
-            &format!("{}?watch=true&resourceVersion={first}", rules("default")),
-        );
-    });
-    let _ = child.kill();
-    let _ = child.wait();
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    let on_fake = common::discovery_on_fake(&fake).await;
+    let rest = on_fake.rest;
+    // The server is killed when dropped, even if an assertion fails.
+    let first = write(rest, "first");
+    write(rest, "second");
+    too_large_everywhere(rest);
+    fake.expire_history();
+    assert_gone(
+        rest,
+        &format!("{}?watch=true&resourceVersion={first}", rules("default")),
+    );
+    drop(on_fake);
 }

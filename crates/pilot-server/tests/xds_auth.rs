@@ -5,13 +5,13 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{TestServer, http};
+use common::TestServer;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use pilot_test_support::{Pki, certs, eventually};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
@@ -43,114 +43,20 @@ fn token_file(dir: &Path) -> String {
     path.display().to_string()
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let output = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the openssl command (scripts/install-deps installs it)");
-    assert!(
-        output.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// A CA `NAME.pem` / `NAME-key.pem` in `dir`.
-fn ca(dir: &Path, name: &str) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &format!("{name}-key.pem"),
-            "-out",
-            &format!("{name}.pem"),
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN={name}"),
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-    );
-}
-
-/// A leaf `NAME.pem` / `NAME-key.pem` signed by CA `issuer`, with these
-/// extensions.
-fn leaf(dir: &Path, name: &str, issuer: &str, extensions: &str) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &format!("{name}-key.pem"),
-            "-out",
-            &format!("{name}.csr"),
-            "-subj",
-            &format!("/CN={name}"),
-        ],
-    );
-    std::fs::write(dir.join(format!("{name}.ext")), extensions).unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{name}.csr"),
-            "-CA",
-            &format!("{issuer}.pem"),
-            "-CAkey",
-            &format!("{issuer}-key.pem"),
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-out",
-            &format!("{name}.pem"),
-            "-extfile",
-            &format!("{name}.ext"),
-        ],
-    );
-}
-
 /// `ca`, `server` (localhost), `proxy` (spiffe .../ns/default/sa/example),
 /// `plain` (from `ca`, no SPIFFE identity) and `forged` (the same identity
 /// as `proxy`, from another CA).
 fn certificates() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path();
-    ca(path, "ca");
-    ca(path, "other-ca");
-    leaf(
-        path,
-        "server",
-        "ca",
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
-    );
-    let spiffe = "subjectAltName=URI:spiffe://cluster.local/ns/default/sa/example\n\
-                  extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n";
-    leaf(path, "proxy", "ca", spiffe);
-    leaf(path, "forged", "other-ca", spiffe);
-    leaf(
-        path,
-        "plain",
-        "ca",
-        "subjectAltName=DNS:client.example\nextendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n",
-    );
+    let pki = Pki::new(dir.path());
+    pki.ca("ca").unwrap();
+    pki.ca("other-ca").unwrap();
+    pki.leaf("server", "ca", certs::SERVER).unwrap();
+    let spiffe = certs::client_with_uri("spiffe://cluster.local/ns/default/sa/example");
+    pki.leaf("proxy", "ca", &spiffe).unwrap();
+    pki.leaf("forged", "other-ca", &spiffe).unwrap();
+    let plain = format!("subjectAltName=DNS:client.example\n{}", certs::CLIENT);
+    pki.leaf("plain", "ca", &plain).unwrap();
     dir
 }
 
@@ -402,20 +308,12 @@ async fn ads_without_credentials_is_refused_off_loopback() {
 
 /// Envoy from examples/server/envoy-secure.yaml, with its ports,
 /// certificate directory and node id replaced.
-struct Envoy {
-    child: std::process::Child,
-    admin: u16,
-    _dir: tempfile::TempDir,
-}
+struct Envoy(pilot_test_support::Envoy);
 
 impl Envoy {
     fn start(xds_port: u16, certs: &Path, node_id: &str) -> Self {
         let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/server/envoy-secure.yaml");
-        let admin = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let admin = pilot_test_support::free_port();
         let text = std::fs::read_to_string(example)
             .unwrap()
             .replace("port_value: 15010", &format!("port_value: {xds_port}"))
@@ -425,58 +323,18 @@ impl Envoy {
                 "sidecar~10.0.0.100~example.default~default.svc.cluster.local",
                 node_id,
             );
-        let dir = tempfile::tempdir().unwrap();
-        let bootstrap = dir.path().join("envoy.yaml");
-        std::fs::write(&bootstrap, text).unwrap();
-        let log = std::fs::File::create(dir.path().join("envoy.log")).unwrap();
-        let child = Command::new(pilot_xds::testing::envoy_binary())
-            .arg("-c")
-            .arg(&bootstrap)
-            .args([
-                "--disable-hot-restart",
-                "--log-level",
-                "info",
-                "--base-id",
-                &admin.to_string(),
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("envoy (scripts/install-deps installs it)");
-        Envoy {
-            child,
-            admin,
-            _dir: dir,
-        }
+        Envoy(
+            pilot_test_support::Envoy::start(&text, "envoy.yaml", admin, "info")
+                .expect("envoy (scripts/install-deps installs it)"),
+        )
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self._dir.path().join("envoy.log")).unwrap_or_default()
+        self.0.log()
     }
 
     fn clusters(&self) -> String {
-        match std::net::TcpStream::connect(("127.0.0.1", self.admin)) {
-            Ok(_) => String::from_utf8_lossy(
-                &http(([127, 0, 0, 1], self.admin).into(), "GET", "/clusters", &[], None).1,
-            )
-            .to_string(),
-            Err(_) => String::new(),
-        }
-    }
-}
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(100));
+        self.0.admin("/clusters")
     }
 }
 

@@ -19,8 +19,8 @@ use futures::StreamExt;
 use pilot_model::{ConfigStore, DynConfig};
 use pilot_store::testing::{mock, registry};
 use pilot_store::{Controller, Notification};
-use pilot_store_etcd::testing::EtcdServer;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
+use pilot_test_support::EtcdServer;
 use tokio::runtime::Runtime;
 
 const LATENCY_SAMPLES: usize = 1_000;

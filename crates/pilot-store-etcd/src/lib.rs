@@ -26,15 +26,14 @@
 //! ```
 
 mod codec;
+mod error;
 mod options;
 mod registry;
 mod status_lease;
 mod store;
 mod watch;
 
-#[cfg(feature = "testing")]
-pub mod testing;
-
+pub use error::{Endpoints, EtcdError};
 pub use options::EtcdOptions;
 pub use registry::{EtcdServiceRegistry, InstanceRegistration, Registration};
 pub use status_lease::STATUS_LEASE_TTL;

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use pilot_model::StoreError;
 
+use crate::error::{Endpoints, EtcdError};
+
 /// Connection settings for [`EtcdConfigStore`](crate::EtcdConfigStore) and
 /// [`EtcdServiceRegistry`](crate::EtcdServiceRegistry).
 #[derive(Debug, Clone)]
@@ -70,25 +72,23 @@ impl EtcdOptions {
         if self.ca_file.is_some() || self.client_cert.is_some() {
             let mut tls = etcd_client::TlsOptions::new();
             if let Some(ca) = &self.ca_file {
-                let pem = std::fs::read(ca)
-                    .map_err(|e| StoreError::unavailable(format!("{}: {e}", ca.display())))?;
+                let pem = read(ca)?;
                 tls = tls.ca_certificate(etcd_client::Certificate::from_pem(pem));
             }
             if let Some((cert, key)) = &self.client_cert {
-                let read = |p: &PathBuf| {
-                    std::fs::read(p).map_err(|e| StoreError::unavailable(format!("{}: {e}", p.display())))
-                };
                 tls = tls.identity(etcd_client::Identity::from_pem(read(cert)?, read(key)?));
             }
             options = options.with_tls(tls);
         }
         etcd_client::Client::connect(&self.endpoints, Some(options))
             .await
-            .map_err(|e| {
-                StoreError::unavailable(format!(
-                    "cannot connect to etcd at {}: {e}",
-                    self.endpoints.join(",")
-                ))
-            })
+            .map_err(|e| EtcdError::from_client(&Endpoints::new(&self.endpoints), "connect", e).into())
     }
+}
+
+fn read(path: &PathBuf) -> Result<Vec<u8>, EtcdError> {
+    std::fs::read(path).map_err(|source| EtcdError::File {
+        path: path.clone(),
+        source,
+    })
 }

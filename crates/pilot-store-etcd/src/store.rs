@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::EtcdOptions;
 use crate::codec::{Layout, decode, decode_status, encode, encode_status, prefix_end};
+use crate::error::{self, Endpoints, EtcdError};
 use crate::status_lease::StatusLease;
 
 /// A [`ConfigStore`] and [`ConfigWatch`] on etcd v3.
@@ -56,6 +57,8 @@ pub struct EtcdConfigStore {
 
 struct Inner {
     client: Client,
+    /// Named in error messages ("etcd at ... is unreachable").
+    endpoints: Endpoints,
     layout: Layout,
     registry: KindRegistry,
     page_size: i64,
@@ -71,8 +74,9 @@ impl EtcdConfigStore {
     /// Connects to etcd with `options`, for the kinds in `registry`.
     pub async fn connect(options: &EtcdOptions, registry: KindRegistry) -> Result<Self, StoreError> {
         let client = options.connect().await?;
-        Ok(Self::with_client(
+        Ok(Self::build(
             client,
+            Endpoints::new(&options.endpoints),
             &options.prefix,
             registry,
             options.page_size,
@@ -80,11 +84,23 @@ impl EtcdConfigStore {
     }
 
     /// A store on an existing client, under `prefix`.
+    /// Its errors say "etcd" rather than "etcd at <endpoints>".
     pub fn with_client(client: Client, prefix: &str, registry: KindRegistry, page_size: i64) -> Self {
+        Self::build(client, Endpoints::default(), prefix, registry, page_size)
+    }
+
+    fn build(
+        client: Client,
+        endpoints: Endpoints,
+        prefix: &str,
+        registry: KindRegistry,
+        page_size: i64,
+    ) -> Self {
         let client_for_lease = client.clone();
         EtcdConfigStore {
             inner: Arc::new(Inner {
                 client,
+                endpoints,
                 layout: Layout::new(prefix),
                 registry,
                 page_size: page_size.max(1),
@@ -104,6 +120,20 @@ impl EtcdConfigStore {
     /// The etcd client, for operations pilot does not wrap.
     pub fn client(&self) -> Client {
         self.inner.client.clone()
+    }
+
+    /// A failed read as a [`StoreError`] naming this store's etcd.
+    pub(crate) fn unavailable(&self, error: etcd_client::Error) -> StoreError {
+        error::unavailable(&self.inner.endpoints, error)
+    }
+
+    /// This store's etcd, for error messages.
+    pub(crate) fn endpoints(&self) -> &Endpoints {
+        &self.inner.endpoints
+    }
+
+    fn write_failed(&self, error: etcd_client::Error) -> StoreError {
+        error::write_failed(&self.inner.endpoints, error)
     }
 
     fn key(&self, key: &ConfigKey) -> Result<String, StoreError> {
@@ -132,7 +162,7 @@ impl EtcdConfigStore {
             TxnOp::get(self.status_key(key)?, options()),
         ]);
         let mut client = self.inner.client.clone();
-        let response = client.txn(txn).await.map_err(unavailable)?;
+        let response = client.txn(txn).await.map_err(|e| self.unavailable(e))?;
         let mut gets = response.op_responses().into_iter().filter_map(|r| match r {
             TxnOpResponse::Get(get) => Some(get),
             _ => None,
@@ -149,9 +179,11 @@ impl EtcdConfigStore {
             Ok(config) => config,
             Err(reason) => {
                 self.report_bad(kv.key(), &reason);
-                return Err(StoreError::unavailable(format!(
-                    "etcd key {etcd_key} holds a bad object: {reason}"
-                )));
+                return Err(EtcdError::BadObject {
+                    key: etcd_key,
+                    reason,
+                }
+                .into());
             }
         };
         if let Some(kv) = status.as_ref().and_then(|s| s.kvs().first()) {
@@ -189,7 +221,7 @@ impl EtcdConfigStore {
             let page = client
                 .get(start.clone(), Some(options))
                 .await
-                .map_err(unavailable)?;
+                .map_err(|e| self.unavailable(e))?;
             if revision == 0 {
                 revision = page.header().map(|h| h.revision()).unwrap_or_default();
             }
@@ -293,7 +325,7 @@ impl ConfigStore for EtcdConfigStore {
                 TxnOp::delete(self.status_key(&key)?, None),
             ]);
         let mut client = self.inner.client.clone();
-        let response = client.txn(txn).await.map_err(write_failed)?;
+        let response = client.txn(txn).await.map_err(|e| self.write_failed(e))?;
         if !response.succeeded() {
             return Err(StoreError::AlreadyExists { key });
         }
@@ -332,7 +364,7 @@ impl ConfigStore for EtcdConfigStore {
             ])
             .or_else([TxnOp::get(etcd_key, None)]);
         let mut client = self.inner.client.clone();
-        let response = client.txn(txn).await.map_err(write_failed)?;
+        let response = client.txn(txn).await.map_err(|e| self.write_failed(e))?;
         if !response.succeeded() {
             return Err(Self::guard_failed(&key, expected, response.op_responses()));
         }
@@ -360,7 +392,7 @@ impl ConfigStore for EtcdConfigStore {
             ])
             .or_else([TxnOp::get(etcd_key, None)]);
         let mut client = self.inner.client.clone();
-        let response = client.txn(txn).await.map_err(write_failed)?;
+        let response = client.txn(txn).await.map_err(|e| self.write_failed(e))?;
         if !response.succeeded() {
             return Err(Self::guard_failed(
                 key,
@@ -402,7 +434,7 @@ impl ConfigStore for EtcdConfigStore {
                 if error.to_string().contains("lease not found") {
                     self.inner.status_lease.lost(lease);
                 }
-                return Err(write_failed(error));
+                return Err(self.write_failed(error));
             }
         };
         if !response.succeeded() {
@@ -441,34 +473,17 @@ impl ConfigWatch for EtcdConfigStore {
         let response = client
             .get("\0", Some(GetOptions::new().with_count_only()))
             .await
-            .map_err(unavailable)?;
+            .map_err(|e| self.unavailable(e))?;
         let revision = response.header().map(|h| h.revision()).unwrap_or_default();
         self.inner.nudge.send_modify(|n| *n += 1);
         Ok(u64::try_from(revision).unwrap_or_default())
     }
 }
 
+/// A failed request of a handle that does not know its endpoints (the
+/// service registry's writes): "etcd is unreachable".
 pub(crate) fn unavailable(error: etcd_client::Error) -> StoreError {
-    StoreError::unavailable(format!("etcd: {error}"))
-}
-
-/// A failed write transaction: if it timed out or was cut off after being
-/// sent, etcd may have applied it ([`StoreError::Indeterminate`]); if it
-/// could not be sent, it was not ([`StoreError::Unavailable`]).
-pub(crate) fn write_failed(error: etcd_client::Error) -> StoreError {
-    let sent = match &error {
-        // gRPC codes CANCELLED (1, tonic's "Timeout expired"), UNKNOWN (2)
-        // and DEADLINE_EXCEEDED (4).
-        etcd_client::Error::GRpcStatus(status) => matches!(status.code() as i32, 1 | 2 | 4),
-        _ => false,
-    };
-    if sent {
-        StoreError::Indeterminate {
-            reason: format!("etcd: {error}"),
-        }
-    } else {
-        unavailable(error)
-    }
+    error::unavailable(&Endpoints::default(), error)
 }
 
 pub(crate) fn layout_of(store: &EtcdConfigStore) -> &Layout {

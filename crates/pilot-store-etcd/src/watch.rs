@@ -10,7 +10,8 @@ use tokio::sync::watch;
 
 use crate::EtcdConfigStore;
 use crate::codec::{decode, decode_status};
-use crate::store::{layout_of, unavailable};
+use crate::error::EtcdError;
+use crate::store::layout_of;
 
 /// Starts a watch of `prefix` (one kind) strictly after `after`.
 pub(crate) async fn watch(
@@ -29,7 +30,7 @@ pub(crate) async fn watch(
     let (sender, responses) = client
         .watch(prefix.clone(), Some(options))
         .await
-        .map_err(unavailable)?
+        .map_err(|e| store.unavailable(e))?
         .split();
     let state = Following {
         store,
@@ -87,18 +88,31 @@ impl Following {
             tokio::select! {
                 message = self.responses.next() => match message {
                     Some(Ok(response)) => self.take(response),
-                    Some(Err(error)) => self.fail(unavailable(error)),
-                    None => self.fail(StoreError::unavailable("etcd closed the watch stream")),
+                    Some(Err(error)) => {
+                        let error = self.store.unavailable(error);
+                        self.fail(error);
+                    }
+                    None => self.fail(self.ended(None)),
                 },
                 changed = self.nudge.changed() => {
                     // Someone waits for this cache to reach the current
                     // revision: ask etcd where this watch stands.
                     if changed.is_ok() && self.sender.request_progress().await.is_err() {
-                        self.fail(StoreError::unavailable("etcd watch stream closed"));
+                        self.fail(self.ended(None));
                     }
                 }
             }
         }
+    }
+
+    /// etcd ended this watch (closed it, or cancelled it with `reason`).
+    fn ended(&self, reason: Option<String>) -> StoreError {
+        EtcdError::WatchEnded {
+            endpoints: self.store.endpoints().clone(),
+            what: format!("{} objects", self.kind),
+            reason,
+        }
+        .into()
     }
 
     fn fail(&mut self, error: StoreError) {
@@ -133,7 +147,7 @@ impl Following {
                     oldest: u64::try_from(compacted - 1).unwrap_or_default(),
                 }
             } else {
-                StoreError::unavailable(format!("etcd cancelled the watch: {}", response.cancel_reason()))
+                self.ended(Some(response.cancel_reason().to_string()))
             };
             self.fail(error);
             return;

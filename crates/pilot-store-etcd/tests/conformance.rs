@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pilot_model::{ConfigWatch, KindRegistry};
-use pilot_store_etcd::testing::EtcdServer;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
+use pilot_test_support::EtcdServer;
 
 /// A factory of stores on one etcd started for the test, each under a
 /// prefix of its own; the server stops when the factory is dropped.

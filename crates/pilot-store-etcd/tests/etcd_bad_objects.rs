@@ -8,8 +8,8 @@ use futures::StreamExt;
 use pilot_model::{ConfigKey, ConfigStore, Event, StoreError};
 use pilot_store::testing::{mock, registry};
 use pilot_store::{Controller, Notification, QuarantineReason};
-use pilot_store_etcd::testing::EtcdServer;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
+use pilot_test_support::EtcdServer;
 
 const PREFIX: &str = "/pilot/config/test.pilot.io/MockConfig/default";
 
@@ -44,7 +44,7 @@ async fn bad_bodies_are_counted_and_skipped() {
         .get(&ConfigKey::new("MockConfig", "default", "garbage"))
         .await
         .unwrap_err();
-    let StoreError::Unavailable { reason } = err else {
+    let StoreError::Unavailable { reason, .. } = err else {
         panic!("{err}")
     };
     assert!(reason.contains(&format!("{PREFIX}/garbage")), "{reason}");

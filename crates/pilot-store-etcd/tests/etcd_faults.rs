@@ -13,8 +13,8 @@ use futures::StreamExt;
 use pilot_model::{ConfigKey, ConfigStore, ConfigWatch, DynConfig, Event};
 use pilot_store::testing::{mock, registry};
 use pilot_store::{Controller, ControllerOptions, Notification};
-use pilot_store_etcd::testing::{EtcdCluster, EtcdServer};
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
+use pilot_test_support::{EtcdCluster, EtcdServer};
 use support::{Proxy, create_acknowledged, delete_acknowledged, wait_cache_equals_etcd};
 
 const KIND: &str = "MockConfig";

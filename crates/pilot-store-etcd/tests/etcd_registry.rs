@@ -7,8 +7,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use pilot_model::{Event, Labels, Port, Protocol, Service, ServiceDiscovery, ServiceEvent};
-use pilot_store_etcd::testing::EtcdServer;
 use pilot_store_etcd::{EtcdOptions, EtcdServiceRegistry, InstanceRegistration};
+use pilot_test_support::EtcdServer;
 
 const HOST: &str = "reviews.default.svc.cluster.local";
 const TTL: Duration = Duration::from_secs(2);

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use etcd_client::{Client, GetOptions};
 use pilot_model::ServiceDiscovery;
 use pilot_store::testing::{RegistrySource, SourceService};
-use pilot_store_etcd::testing::EtcdServer;
 use pilot_store_etcd::{EtcdOptions, EtcdServiceRegistry, InstanceRegistration};
+use pilot_test_support::EtcdServer;
 use support::Proxy;
 
 const PREFIX: &str = "/registry-conformance";

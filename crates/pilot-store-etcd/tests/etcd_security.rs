@@ -5,15 +5,15 @@ use std::time::{Duration, Instant};
 
 use pilot_model::{ConfigStore, StoreError};
 use pilot_store::testing::{mock, registry};
-use pilot_store_etcd::testing::{EtcdServer, TestCerts};
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
+use pilot_test_support::{EtcdServer, TestCerts};
 
 /// Creates an object, retrying while a just-started server warms up.
 async fn create_eventually(store: &EtcdConfigStore, name: &str) -> Result<(), StoreError> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         match store.create(mock("default", name, "v")).await {
-            Err(StoreError::Unavailable { reason })
+            Err(StoreError::Unavailable { reason, .. })
                 if Instant::now() < deadline && !reason.contains("permission") =>
             {
                 tokio::time::sleep(Duration::from_millis(200)).await;

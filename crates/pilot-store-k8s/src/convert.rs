@@ -9,6 +9,8 @@ use pilot_model::{
     ConfigKey, ConfigMeta, ConfigStatus, DynConfig, FieldError, KindSchema, Revision, StoreError,
 };
 
+use crate::error::{self, KubeError};
+
 /// The Kubernetes resource that stores a kind.
 pub(crate) fn api_resource(schema: &KindSchema) -> ApiResource {
     ApiResource {
@@ -127,10 +129,11 @@ pub(crate) fn status_object(
 pub(crate) fn revision(version: Option<&str>, of: &str) -> Result<Revision, StoreError> {
     let version = version.unwrap_or_default();
     version.parse().map_err(|_| {
-        StoreError::unavailable(format!(
-            "the resourceVersion {version:?} of {of} is not a decimal number: pilot-store-k8s needs an \
-             API server whose resource versions are etcd revisions"
-        ))
+        KubeError::NotARevision {
+            version: version.to_string(),
+            of: of.to_string(),
+        }
+        .into()
     })
 }
 
@@ -146,18 +149,21 @@ pub(crate) enum Failure {
 
 /// Maps a kube error for an operation on `key` in `resource`.
 pub(crate) fn failure(key: &ConfigKey, resource: &ApiResource, error: kube::Error) -> Failure {
-    let kube::Error::Api(status) = error else {
-        return Failure::Done(StoreError::unavailable(format!("Kubernetes API: {error}")));
+    let kube::Error::Api(status) = &error else {
+        return Failure::Done(error::unavailable(action(key, resource), error));
     };
     let details = status.details.as_ref();
     let about_object = !key.name.is_empty() && details.is_some_and(|d| d.name == key.name);
     match (status.code, status.reason.as_str()) {
         (404, _) if details.is_some_and(|d| d.kind == "namespaces") => Failure::NoNamespace,
         (404, _) if about_object => Failure::Done(StoreError::NotFound { key: key.clone() }),
-        (404, _) => Failure::Done(StoreError::unavailable(format!(
-            "the API server does not serve {}.{}/{} ({}): install the CRDs first (pilot_store_k8s::install_crds)",
-            resource.plural, resource.group, resource.version, status.message
-        ))),
+        (404, _) => Failure::Done(
+            KubeError::NotServed {
+                resource: format!("{}.{}/{}", resource.plural, resource.group, resource.version),
+                message: status.message.clone(),
+            }
+            .into(),
+        ),
         (409, "AlreadyExists") => Failure::Done(StoreError::AlreadyExists { key: key.clone() }),
         (409, _) => Failure::Conflict,
         (422, _) => {
@@ -174,10 +180,16 @@ pub(crate) fn failure(key: &ConfigKey, resource: &ApiResource, error: kube::Erro
                 errors,
             })
         }
-        (code, reason) => Failure::Done(StoreError::unavailable(format!(
-            "Kubernetes API answered {code} {reason} for {key}: {}",
-            status.message
-        ))),
+        _ => Failure::Done(error::unavailable(action(key, resource), error)),
+    }
+}
+
+/// What a request on `key` was about, for error messages.
+fn action(key: &ConfigKey, resource: &ApiResource) -> String {
+    if key.name.is_empty() {
+        format!("listing {}.{}", resource.plural, resource.group)
+    } else {
+        key.to_string()
     }
 }
 
@@ -301,7 +313,7 @@ mod tests {
         };
         assert_eq!(
             err.to_string(),
-            "backend unavailable: Kubernetes API answered 429 TooManyRequests for RouteRule default/r: slow down"
+            "backend unavailable: the Kubernetes API refused: slow down (429 TooManyRequests, RouteRule default/r)"
         );
     }
 }

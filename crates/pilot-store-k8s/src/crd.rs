@@ -6,6 +6,8 @@ use kube::api::{Api, Patch, PatchParams};
 use pilot_model::{KindRegistry, KindSchema, StoreError};
 use serde_json::json;
 
+use crate::error::{self, KubeError};
+
 /// The field manager pilot applies its CRDs as.
 pub const FIELD_MANAGER: &str = "pilot";
 
@@ -55,22 +57,25 @@ pub async fn install_crds(client: Client, registry: &KindRegistry) -> Result<(),
         let name = crd.metadata.name.clone().unwrap_or_default();
         api.patch(&name, &params, &Patch::Apply(&crd))
             .await
-            .map_err(|e| StoreError::unavailable(format!("applying CustomResourceDefinition {name}: {e}")))?;
+            .map_err(|e| error::unavailable(format!("applying CustomResourceDefinition {name}"), e))?;
         names.push(name);
     }
     let deadline = tokio::time::Instant::now() + ESTABLISH_TIMEOUT;
     for name in names {
         loop {
-            let crd = api.get(&name).await.map_err(|e| {
-                StoreError::unavailable(format!("reading CustomResourceDefinition {name}: {e}"))
-            })?;
+            let crd = api
+                .get(&name)
+                .await
+                .map_err(|e| error::unavailable(format!("reading CustomResourceDefinition {name}"), e))?;
             if established(&crd) {
                 break;
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(StoreError::unavailable(format!(
-                    "CustomResourceDefinition {name} is not Established after {ESTABLISH_TIMEOUT:?}"
-                )));
+                return Err(KubeError::NotEstablished {
+                    name,
+                    waited: ESTABLISH_TIMEOUT,
+                }
+                .into());
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }

@@ -48,6 +48,7 @@
 
 mod convert;
 mod crd;
+mod error;
 mod registry;
 mod schema;
 mod store;
@@ -57,5 +58,6 @@ mod watch;
 pub mod testing;
 
 pub use crd::{ESTABLISH_TIMEOUT, FIELD_MANAGER, crd, crds, install_crds};
+pub use error::KubeError;
 pub use registry::{DiscoveryOptions, KubeServiceDiscovery, hostname, port_protocol};
 pub use store::KubeConfigStore;

@@ -13,6 +13,7 @@ use pilot_model::{
 };
 
 use crate::convert::{self, Failure, api_resource, to_config, to_object};
+use crate::error::{self, KubeError};
 
 /// A [`ConfigStore`] and [`ConfigWatch`] on the Kubernetes API: each kind is
 /// a custom resource (see [`crds`](crate::crds)), each object a custom
@@ -147,7 +148,7 @@ impl KubeConfigStore {
 
     /// The stored object, and notes its version as written.
     fn written(&self, schema: &KindSchema, object: &DynamicObject) -> Result<Arc<DynConfig>, StoreError> {
-        let config = to_config(schema, object).map_err(StoreError::unavailable)?;
+        let config = to_config(schema, object).map_err(KubeError::NotPilotObject)?;
         let key = config.key().to_string();
         // The API server's version (a status write moves it, pilot's
         // version of the object may not have moved).
@@ -237,9 +238,7 @@ impl KubeConfigStore {
         match namespaces.create(&PostParams::default(), &namespace).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-            Err(error) => Err(StoreError::unavailable(format!(
-                "cannot create namespace {name:?}: {error}"
-            ))),
+            Err(error) => Err(error::unavailable(format!("creating namespace {name:?}"), error)),
         }
     }
 
@@ -253,7 +252,10 @@ impl KubeConfigStore {
         let list = api.list(&ListParams::default()).await.map_err(|error| {
             match convert::failure(&ConfigKey::new(kind, "", ""), &resource, error) {
                 Failure::Done(error) => error,
-                _ => StoreError::unavailable(format!("listing {}", resource.plural)),
+                _ => KubeError::Unexpected {
+                    action: format!("listing {}.{}", resource.plural, resource.group),
+                }
+                .into(),
             }
         })?;
         let revision = convert::revision(
@@ -287,11 +289,14 @@ impl ConfigStore for KubeConfigStore {
             Ok(None) => Ok(None),
             Ok(Some(object)) => to_config(&schema, &object)
                 .map(|c| Some(Arc::new(c)))
-                .map_err(StoreError::unavailable),
+                .map_err(|reason| KubeError::NotPilotObject(reason).into()),
             Err(error) => match convert::failure(key, &resource, error) {
                 Failure::Done(StoreError::NotFound { .. }) => Ok(None),
                 Failure::Done(error) => Err(error),
-                _ => Err(StoreError::unavailable(format!("reading {key}"))),
+                _ => Err(KubeError::Unexpected {
+                    action: format!("reading {key}"),
+                }
+                .into()),
             },
         }
     }

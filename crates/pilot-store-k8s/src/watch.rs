@@ -7,6 +7,7 @@ use kube::api::{Api, ApiResource, DynamicObject, WatchEvent as KubeEvent, WatchP
 use pilot_model::{KindSchema, Revision, StoreError, WatchEvent, WatchStream};
 
 use crate::convert::{self, to_config};
+use crate::error::{self, KubeError};
 
 /// How long the API server keeps one watch request open; the Controller
 /// resumes after the last revision when it ends.
@@ -29,16 +30,16 @@ pub(crate) async fn watch(
         Ok(events) => events,
         Err(kube::Error::Api(status)) if status.code == 410 => return Err(compacted(after)),
         Err(error) => {
-            return Err(StoreError::unavailable(format!(
-                "watching {}.{}: {error}",
-                resource.plural, resource.group
-            )));
+            return Err(error::unavailable(
+                format!("watching {}.{}", resource.plural, resource.group),
+                error,
+            ));
         }
     };
     let plural = resource.plural.clone();
     let mut failed = false;
     let stream = events
-        .map_err(move |error| StoreError::unavailable(format!("watching {plural}: {error}")))
+        .map_err(move |error| error::unavailable(format!("watching {plural}"), error))
         .map(move |item| item.and_then(|event| translate(&schema, after, event)))
         // Nothing after an error: the Controller resumes or relists.
         .take_while(move |item| {
@@ -66,10 +67,13 @@ fn translate(
         }
         KubeEvent::Error(status) if status.code == 410 => return Err(compacted(after)),
         KubeEvent::Error(status) => {
-            return Err(StoreError::unavailable(format!(
-                "watch of {} ended with {} {}: {}",
-                schema.kind, status.code, status.reason, status.message
-            )));
+            return Err(KubeError::WatchEnded {
+                what: schema.kind.clone(),
+                code: status.code,
+                reason: status.reason,
+                message: status.message,
+            }
+            .into());
         }
     };
     let what = format!(

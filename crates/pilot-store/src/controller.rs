@@ -335,7 +335,7 @@ impl Shared {
             let snapshot = match self.backend.snapshot(&kind).await {
                 Ok(snapshot) => snapshot,
                 Err(error) => {
-                    tracing::warn!(%kind, %error, "list failed; retrying");
+                    tracing::warn!(%kind, error = %error.details(), "list failed; retrying");
                     backoff.wait().await;
                     continue;
                 }
@@ -348,7 +348,7 @@ impl Shared {
                     Ok(stream) => stream,
                     Err(StoreError::Compacted { .. }) => break,
                     Err(error) => {
-                        tracing::warn!(%kind, revision, %error, "watch failed; retrying");
+                        tracing::warn!(%kind, revision, error = %error.details(), "watch failed; retrying");
                         backoff.wait().await;
                         continue;
                     }
@@ -367,7 +367,7 @@ impl Shared {
                             break;
                         }
                         Err(error) => {
-                            tracing::warn!(%kind, revision, %error, "watch broke; resuming");
+                            tracing::warn!(%kind, revision, error = %error.details(), "watch broke; resuming");
                             break;
                         }
                     }

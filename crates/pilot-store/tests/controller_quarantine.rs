@@ -3,8 +3,6 @@
 //! kept out of the Controller's cache and listed in its quarantine until
 //! the backend holds a valid version, deletes them, or lists without them.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +11,7 @@ use futures::stream::BoxStream;
 use pilot_model::{ConfigMeta, ConfigStore, DynConfig, Event, FieldError, KindRegistry, KindSchema};
 use pilot_store::{Controller, ControllerOptions, Notification};
 use pilot_store_memory::MemoryConfigStore;
-use support::Flaky;
+use pilot_test_support::FlakyStore;
 
 const KIND: &str = "Note";
 
@@ -95,7 +93,7 @@ fn options() -> ControllerOptions {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_objects_are_quarantined_from_lists_and_watches_and_come_back_when_fixed() {
     let store = MemoryConfigStore::with_history(registry(false), 4);
-    let backend = Flaky::with_registry(store.clone(), registry(true));
+    let backend = FlakyStore::with_registry(store.clone(), registry(true));
     let bad1 = store.create(note("n1", "bad one")).await.unwrap();
     let good2 = store.create(note("n2", "fine")).await.unwrap();
     store.create(note("n3", "bad three")).await.unwrap();

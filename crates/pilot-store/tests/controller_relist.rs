@@ -1,8 +1,6 @@
 //! The Controller across watch gaps: it resumes when history allows and
 //! relists when it does not, emitting exactly the changes the gap hid.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +11,7 @@ use pilot_model::{ConfigStore, DynConfig, Event};
 use pilot_store::testing::{assert_cache_equals_backend, mock, registry};
 use pilot_store::{Controller, ControllerOptions, Notification};
 use pilot_store_memory::MemoryConfigStore;
-use support::Flaky;
+use pilot_test_support::FlakyStore as Flaky;
 
 const KIND: &str = "MockConfig";
 

@@ -516,11 +516,7 @@ async fn converge(clients: usize, setup: Setup) {
         Arc::clone(&registry) as Arc<dyn pilot_model::ServiceDiscovery>,
         options,
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = pilot_test_support::free_port();
     let serving = server.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server_task = tokio::spawn(async move {

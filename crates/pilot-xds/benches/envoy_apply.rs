@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use pilot_model::{ConfigKey, ConfigStore, Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot_xds::testing::AdsEnvoy;
+use pilot_test_support::Envoy;
 use pilot_xds::{XdsOptions, XdsServer};
 
 mod common;
@@ -26,7 +26,7 @@ fn rule(v1: i32) -> pilot_model::DynConfig {
 }
 
 /// The version Envoy applied for route configuration `name`.
-fn applied(envoy: &AdsEnvoy, name: &str) -> Option<u64> {
+fn applied(envoy: &Envoy, name: &str) -> Option<u64> {
     let stats = envoy.admin(&format!("/stats?filter=rds.{name}.version_text"));
     stats
         .lines()
@@ -53,28 +53,20 @@ fn main() {
         let controller = Arc::new(Controller::new(Arc::new(store.clone())));
         controller.run();
         let registry = MemoryServiceRegistry::new();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = pilot_test_support::free_port();
         registry.add_service(Service::new(
             "reviews.default.svc.cluster.local",
             vec![Port::new("http", port, Protocol::Http)],
         ));
         let server = XdsServer::new(controller, Arc::new(registry), XdsOptions::default());
-        let xds_port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let xds_port = pilot_test_support::free_port();
         let serving = server.clone();
         tokio::spawn(async move {
             serving
                 .serve(([127, 0, 0, 1], xds_port).into(), std::future::pending())
                 .await
         });
-        let envoy = AdsEnvoy::start(
+        let envoy = Envoy::ads(
             "sidecar~10.99.0.2~bench.default~default.svc.cluster.local",
             &[("INTERCEPTION_MODE", "NONE")],
             xds_port,

@@ -69,7 +69,8 @@ pub use proxy::{Generator, Proxy, ProxyType, TrafficCapture};
 pub use routes::{CORS_FILTER, FAULT_FILTER};
 pub use server::{
     AdsService, Authenticate, Caller, MeshSnapshot, Nack, NodeScope, PUSHED_KINDS, ProxyStatus, PushInfo,
-    PushRevisions, RefusedStreams, ServeOptions, StreamEnds, TYPES, TypeStatus, XdsOptions, XdsServer, XdsType,
+    PushRevisions, RefusedStreams, ServeOptions, StreamEnds, TYPES, TypeStatus, XdsOptions, XdsServer,
+    XdsType,
 };
 
 /// What can go wrong generating configuration.

@@ -4,7 +4,6 @@
 //! their route configurations inlined), which `envoy --mode validate`
 //! loads exactly as it would serve them.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use envoy_types::pb::envoy::config::bootstrap::v3::{Bootstrap, bootstrap};
@@ -21,24 +20,13 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 use prost::Message;
 
+use pilot_test_support::{ProcessGuard, envoy_binary, free_port, http};
+
 use crate::Resources;
 use crate::util::{any, socket};
 
 /// The name of the ADS cluster in test bootstraps.
-pub const XDS_CLUSTER: &str = "xds-grpc";
-
-/// The Envoy binary: `$ENVOY`, else `.tools/envoy/bin/envoy` in the
-/// workspace (installed by `scripts/install-deps`), else `envoy` on `PATH`.
-pub fn envoy_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("ENVOY") {
-        return PathBuf::from(path);
-    }
-    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.tools/envoy/bin/envoy");
-    if tools.exists() {
-        return tools;
-    }
-    PathBuf::from("envoy")
-}
+pub const XDS_CLUSTER: &str = pilot_test_support::XDS_CLUSTER;
 
 /// A bootstrap whose static resources are `resources`, with an ADS
 /// cluster at `xds_port` on 127.0.0.1 for what stays dynamic (SDS secrets).
@@ -119,11 +107,10 @@ pub fn validate(node_id: &str, resources: &Resources) -> Result<(), String> {
 /// timestamps removed. Listeners are told not to bind, so that scenarios
 /// can be dumped side by side.
 pub fn config_dump(node_id: &str, resources: &Resources) -> Result<serde_json::Value, String> {
-    use std::io::{Read, Write};
     use std::time::{Duration, Instant};
 
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let admin_port = free_port()?;
+    let admin_port = free_port();
     let mut bootstrap = static_bootstrap(node_id, resources, 15010);
     if let Some(statics) = bootstrap.static_resources.as_mut() {
         for listener in &mut statics.listeners {
@@ -136,68 +123,29 @@ pub fn config_dump(node_id: &str, resources: &Resources) -> Result<serde_json::V
     });
     let path = dir.path().join("bootstrap.pb");
     std::fs::write(&path, bootstrap.encode_to_vec()).map_err(|e| e.to_string())?;
-    let mut envoy = Command::new(envoy_binary())
-        .arg("-c")
-        .arg(&path)
-        .arg("--disable-hot-restart")
-        .arg("--log-level")
-        .arg("error")
-        .arg("--base-id")
-        .arg(admin_port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run envoy (run scripts/install-deps): {e}"))?;
+    let _envoy = ProcessGuard::spawn(
+        Command::new(envoy_binary())
+            .arg("-c")
+            .arg(&path)
+            .args(["--disable-hot-restart", "--log-level", "error"])
+            .args(["--base-id", &admin_port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+    )
+    .map_err(|e| format!("cannot run envoy (run scripts/install-deps): {e}"))?;
+    let admin = std::net::SocketAddr::from(([127, 0, 0, 1], admin_port));
     let deadline = Instant::now() + Duration::from_secs(20);
     let body = loop {
-        let attempt = (|| -> std::io::Result<String> {
-            let mut stream = std::net::TcpStream::connect(("127.0.0.1", admin_port))?;
-            stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-            stream.write_all(b"GET /config_dump HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n")?;
-            let mut response = String::new();
-            stream.read_to_string(&mut response)?;
-            Ok(response)
-        })();
-        match attempt {
-            Ok(response) if response.starts_with("HTTP/1.1 200") => {
-                break response
-                    .split_once("\r\n\r\n")
-                    .map(|(_, body)| body.to_string())
-                    .unwrap_or_default();
-            }
+        match http::request(admin, "GET", "/config_dump", &[], &[]) {
+            Ok(answer) if answer.code == 200 => break answer.text(),
             _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            other => {
-                let _ = envoy.kill();
-                return Err(format!("envoy's admin did not answer: {other:?}"));
-            }
+            other => return Err(format!("envoy's admin did not answer: {other:?}")),
         }
     };
-    let _ = envoy.kill();
-    let _ = envoy.wait();
     let mut dump: serde_json::Value =
-        serde_json::from_str(&dechunk(&body)).map_err(|e| format!("config_dump is not JSON: {e}"))?;
+        serde_json::from_str(&body).map_err(|e| format!("config_dump is not JSON: {e}"))?;
     strip_volatile(&mut dump);
     Ok(dump)
-}
-
-/// Undoes HTTP/1.1 chunked transfer encoding, if the body uses it.
-fn dechunk(body: &str) -> String {
-    if body.trim_start().starts_with('{') {
-        return body.to_string();
-    }
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || tail.len() < size {
-            break;
-        }
-        out.push_str(&tail[..size]);
-        rest = tail[size..].trim_start_matches("\r\n");
-    }
-    out
 }
 
 /// Removes what changes from run to run (timestamps, the binary's build)
@@ -228,131 +176,6 @@ fn resource_name(item: &serde_json::Value) -> String {
     named(item)
         .or_else(|| item.as_object().and_then(|o| o.values().find_map(named)))
         .unwrap_or_default()
-}
-
-/// A real Envoy whose listeners and clusters all come from an ADS server,
-/// killed when dropped.
-pub struct AdsEnvoy {
-    child: std::process::Child,
-    /// Kills Envoy if this process dies without dropping it (a test killed
-    /// by a timeout), so no Envoy outlives its test.
-    watchdog: std::process::Child,
-    /// The admin port on 127.0.0.1.
-    pub admin_port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl AdsEnvoy {
-    /// Starts Envoy as `node_id` with string `metadata`, getting everything
-    /// over ADS (state of the world, or `delta`) from 127.0.0.1:`xds_port`.
-    pub fn start(
-        node_id: &str,
-        metadata: &[(&str, &str)],
-        xds_port: u16,
-        delta: bool,
-    ) -> Result<Self, String> {
-        use envoy_types::pb::envoy::config::bootstrap::v3::Admin;
-        use envoy_types::pb::google::protobuf::{Struct, Value, value};
-
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let admin_port = free_port()?;
-        let mut bootstrap = static_bootstrap(node_id, &Resources::default(), xds_port);
-        if let Some(node) = bootstrap.node.as_mut() {
-            node.metadata = Some(Struct {
-                fields: metadata
-                    .iter()
-                    .map(|(k, v)| {
-                        let value = Value {
-                            kind: Some(value::Kind::StringValue(v.to_string())),
-                        };
-                        (k.to_string(), value)
-                    })
-                    .collect(),
-            });
-        }
-        if let Some(dynamic) = bootstrap.dynamic_resources.as_mut() {
-            if let Some(ads) = dynamic.ads_config.as_mut()
-                && delta
-            {
-                ads.api_type = api_config_source::ApiType::DeltaGrpc as i32;
-            }
-            dynamic.cds_config = Some(crate::util::ads());
-            dynamic.lds_config = Some(crate::util::ads());
-        }
-        bootstrap.admin = Some(Admin {
-            address: Some(socket("127.0.0.1", admin_port)),
-            ..Default::default()
-        });
-        let path = dir.path().join("bootstrap.pb");
-        std::fs::write(&path, bootstrap.encode_to_vec()).map_err(|e| e.to_string())?;
-        let log = std::fs::File::create(dir.path().join("envoy.log")).map_err(|e| e.to_string())?;
-        let child = Command::new(envoy_binary())
-            .arg("-c")
-            .arg(&path)
-            .arg("--disable-hot-restart")
-            .arg("--base-id")
-            .arg(admin_port.to_string())
-            .arg("--log-level")
-            .arg("warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot run envoy (run scripts/install-deps): {e}"))?;
-        let watchdog = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "while kill -0 {parent} 2>/dev/null; do sleep 1; done; kill -9 {envoy} 2>/dev/null",
-                parent = std::process::id(),
-                envoy = child.id()
-            ))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        Ok(AdsEnvoy {
-            child,
-            watchdog,
-            admin_port,
-            _dir: dir,
-        })
-    }
-
-    /// A GET on the admin endpoint; the body, or empty if it did not answer.
-    pub fn admin(&self, path: &str) -> String {
-        use std::io::{Read, Write};
-        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.admin_port)) else {
-            return String::new();
-        };
-        let _ = write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n"
-        );
-        let mut response = String::new();
-        let _ = stream.read_to_string(&mut response);
-        dechunk(
-            response
-                .split_once("\r\n\r\n")
-                .map(|(_, b)| b)
-                .unwrap_or_default(),
-        )
-    }
-}
-
-impl Drop for AdsEnvoy {
-    fn drop(&mut self) {
-        for process in [&mut self.child, &mut self.watchdog] {
-            let _ = process.kill();
-            let _ = process.wait();
-        }
-    }
-}
-
-fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| e.to_string())
 }
 
 fn inline_endpoints(cluster: &Cluster, resources: &Resources) -> Cluster {

@@ -10,21 +10,17 @@ use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
 use pilot_model::{Labels, Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_test_support::ads::{self, CDS, EDS, LDS, RDS};
 use pilot_xds::{XdsOptions, XdsServer};
 use prost::Message;
 use tokio::sync::mpsc;
 
-const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
-const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
-const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
 /// How long any one response may take before the test fails (a hang, not a
 /// timing measurement).
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -57,11 +53,7 @@ async fn server() -> (XdsServer, u16, Arc<MemoryServiceRegistry>) {
         Arc::clone(&registry) as Arc<dyn pilot_model::ServiceDiscovery>,
         XdsOptions::default(),
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = pilot_test_support::free_port();
     let serving = server.clone();
     tokio::spawn(async move {
         serving
@@ -69,18 +61,6 @@ async fn server() -> (XdsServer, u16, Arc<MemoryServiceRegistry>) {
             .await
     });
     (server, port, registry)
-}
-
-async fn client(port: u16) -> AggregatedDiscoveryServiceClient<tonic::transport::Channel> {
-    for _ in 0..100 {
-        if let Ok(client) =
-            AggregatedDiscoveryServiceClient::connect(format!("http://127.0.0.1:{port}")).await
-        {
-            return client;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the server did not start");
 }
 
 fn node(namespace: &str, ip: &str) -> Option<Node> {
@@ -98,8 +78,7 @@ struct Sotw {
 
 impl Sotw {
     async fn open(port: u16, namespace: &str, ip: &str) -> Self {
-        let (tx, rx) = mpsc::channel(8);
-        let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+        let (tx, requests) = ads::requests(8);
         tx.send(DiscoveryRequest {
             node: node(namespace, ip),
             type_url: CDS.into(),
@@ -107,7 +86,7 @@ impl Sotw {
         })
         .await
         .unwrap();
-        let responses = client(port)
+        let responses = ads::ads_client(port)
             .await
             .stream_aggregated_resources(requests)
             .await
@@ -285,8 +264,7 @@ impl Delta {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endpoint_change_sends_delta_clients_only_the_changed_load_assignment() {
     let (_server, port, registry) = server().await;
-    let (tx, rx) = mpsc::channel(8);
-    let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+    let (tx, requests) = ads::requests(8);
     tx.send(DeltaDiscoveryRequest {
         node: node("a", "10.1.0.3"),
         type_url: CDS.into(),
@@ -294,7 +272,7 @@ async fn an_endpoint_change_sends_delta_clients_only_the_changed_load_assignment
     })
     .await
     .unwrap();
-    let responses = client(port)
+    let responses = ads::ads_client(port)
         .await
         .delta_aggregated_resources(requests)
         .await

@@ -3,58 +3,24 @@
 //! recorded, and a disconnected proxy leaves nothing behind.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use futures::StreamExt;
-use futures::stream::BoxStream;
-use pilot_model::{Labels, Port, Protocol, Service, ServiceDiscovery, ServiceEvent, ServiceInstance, istio};
+use pilot_model::{Labels, Port, Protocol, Service, ServiceDiscovery, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_test_support::SlowRegistry;
+use pilot_test_support::ads::{self, CDS, LDS, open};
 use pilot_xds::{XdsOptions, XdsServer};
-use tokio::sync::mpsc;
 
-const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
-
-/// A registry that is still loading until `synced` is set (as a remote
+/// A registry that is still loading until set synced (as a remote
 /// registry is before its first list).
-struct Loading {
-    registry: MemoryServiceRegistry,
-    synced: AtomicBool,
-}
-
-impl ServiceDiscovery for Loading {
-    fn services(&self) -> Vec<Arc<Service>> {
-        self.registry.services()
-    }
-    fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
-        self.registry.get_service(hostname)
-    }
-    fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
-        self.registry.instances(hostname, port_names, labels)
-    }
-    fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
-        self.registry.host_instances(addresses)
-    }
-    fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
-        self.registry.subscribe()
-    }
-    fn has_synced(&self) -> bool {
-        self.synced.load(Ordering::SeqCst)
-    }
-}
+type Loading = SlowRegistry<MemoryServiceRegistry>;
 
 async fn server() -> (XdsServer, u16, Arc<Controller>) {
-    let registry = Arc::new(Loading {
-        registry: MemoryServiceRegistry::new(),
-        synced: AtomicBool::new(true),
-    });
+    let registry = Arc::new(Loading::new(MemoryServiceRegistry::new(), true));
     registry.registry.add_service(Service::new(
         "reviews.default.svc.cluster.local",
         vec![Port::new("http", 9080, Protocol::Http)],
@@ -66,11 +32,7 @@ async fn server_on(registry: Arc<dyn ServiceDiscovery>) -> (XdsServer, u16, Arc<
     let store = MemoryConfigStore::new(istio::registry());
     let controller = Arc::new(Controller::new(Arc::new(store)));
     let server = XdsServer::new(Arc::clone(&controller), registry, XdsOptions::default());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = pilot_test_support::free_port();
     let serving = server.clone();
     tokio::spawn(async move {
         serving
@@ -80,50 +42,8 @@ async fn server_on(registry: Arc<dyn ServiceDiscovery>) -> (XdsServer, u16, Arc<
     (server, port, controller)
 }
 
-async fn client(port: u16) -> AggregatedDiscoveryServiceClient<tonic::transport::Channel> {
-    for _ in 0..100 {
-        if let Ok(client) =
-            AggregatedDiscoveryServiceClient::connect(format!("http://127.0.0.1:{port}")).await
-        {
-            return client;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the server did not start");
-}
-
 fn cds_request(node_id: &str, version: &str, nonce: &str) -> DiscoveryRequest {
-    DiscoveryRequest {
-        node: Some(Node {
-            id: node_id.into(),
-            ..Default::default()
-        }),
-        type_url: CDS.into(),
-        version_info: version.into(),
-        response_nonce: nonce.into(),
-        ..Default::default()
-    }
-}
-
-/// Opens an ADS stream whose first request is `first`; returns the sender
-/// for further requests and the responses.
-async fn open(
-    port: u16,
-    first: DiscoveryRequest,
-) -> (
-    mpsc::Sender<DiscoveryRequest>,
-    tonic::Streaming<envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse>,
-) {
-    let (tx, rx) = mpsc::channel(4);
-    tx.send(first).await.unwrap();
-    let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
-    let responses = client(port)
-        .await
-        .stream_aggregated_resources(requests)
-        .await
-        .unwrap()
-        .into_inner();
-    (tx, responses)
+    ads::request(Some(node_id), CDS, version, nonce)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,10 +104,7 @@ async fn streams_are_refused_acknowledged_and_cleaned_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_is_sent_before_the_registry_syncs() {
-    let registry = Arc::new(Loading {
-        registry: MemoryServiceRegistry::new(),
-        synced: AtomicBool::new(false),
-    });
+    let registry = Arc::new(Loading::new(MemoryServiceRegistry::new(), false));
     let (server, port, controller) = server_on(Arc::clone(&registry) as _).await;
     controller.run();
     controller.wait_synced().await;
@@ -205,7 +122,7 @@ async fn nothing_is_sent_before_the_registry_syncs() {
         "reviews.default.svc.cluster.local",
         vec![Port::new("http", 9080, Protocol::Http)],
     ));
-    registry.synced.store(true, Ordering::SeqCst);
+    registry.set_synced(true);
     let response = tokio::time::timeout(Duration::from_secs(10), responses.next())
         .await
         .unwrap()
@@ -252,10 +169,7 @@ async fn sidecars_of_one_deployment_each_get_their_own_inbound_side() {
     // Two captured sidecars of reviews v1 (one instance each, on their own
     // IPs): their outbound configuration is generated once and shared,
     // their inbound side is their own.
-    let registry = Arc::new(Loading {
-        registry: MemoryServiceRegistry::new(),
-        synced: AtomicBool::new(true),
-    });
+    let registry = Arc::new(Loading::new(MemoryServiceRegistry::new(), true));
     for host in ["reviews", "ratings"] {
         registry.registry.add_service(Service::new(
             format!("{host}.default.svc.cluster.local"),

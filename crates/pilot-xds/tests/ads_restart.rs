@@ -8,58 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use pilot_model::{
-    ConfigKey, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Port, Protocol, Revision, Service,
-    Snapshot, StoreError, WatchStream, istio,
-};
+use pilot_model::{ConfigKey, ConfigStore, ConfigWatch, Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_test_support::FlakyStore;
 use pilot_xds::{XdsOptions, XdsServer};
 use support::envoy::{HOST, eventually, free_port, instance, request, rule, spread, start_envoy, upstream};
-
-/// The memory store, but its first list takes `delay`: a new server's
-/// cache is slow to sync, as after a restart against a remote store.
-struct SlowToSync {
-    store: MemoryConfigStore,
-    delay: Duration,
-}
-
-#[async_trait]
-impl ConfigStore for SlowToSync {
-    fn registry(&self) -> &KindRegistry {
-        self.store.registry()
-    }
-    async fn get(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
-        self.store.get(key).await
-    }
-    async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Arc<DynConfig>>, StoreError> {
-        self.store.list(kind, namespace).await
-    }
-    async fn create(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
-        self.store.create(config).await
-    }
-    async fn update(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
-        self.store.update(config).await
-    }
-    async fn delete(&self, key: &ConfigKey, version: Option<&str>) -> Result<(), StoreError> {
-        self.store.delete(key, version).await
-    }
-}
-
-#[async_trait]
-impl ConfigWatch for SlowToSync {
-    async fn snapshot(&self, kind: &str) -> Result<Snapshot, StoreError> {
-        tokio::time::sleep(self.delay).await;
-        self.store.snapshot(kind).await
-    }
-    async fn watch(&self, kind: &str, after: Revision) -> Result<WatchStream, StoreError> {
-        self.store.watch(kind, after).await
-    }
-    async fn current_revision(&self) -> Result<Revision, StoreError> {
-        self.store.current_revision().await
-    }
-}
 
 struct StopOnDrop(Arc<AtomicBool>);
 
@@ -139,10 +93,7 @@ async fn envoy_serves_through_a_restart_and_gets_nothing_before_sync() {
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     // A new server on the same port, whose cache takes 3 s to sync.
-    let slow = Arc::new(SlowToSync {
-        store: store.clone(),
-        delay: Duration::from_secs(3),
-    });
+    let slow = Arc::new(FlakyStore::new(store.clone()).slow_to_sync(Duration::from_secs(3)));
     let (second, _stop_second) = start_server(slow, &registry, xds_port);
     assert!(
         second.version().is_none(),

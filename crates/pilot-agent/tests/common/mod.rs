@@ -1,8 +1,9 @@
 //! The real parts of the agent's tests: `pilot-discovery` and `pilotctl`
-//! (found next to `pilot-agent`), the real Envoy from `.tools/envoy`, the
-//! agent binary, a backend HTTP server, and HTTP clients over plain TCP.
+//! (found or built by pilot-test-support), the real Envoy from
+//! `.tools/envoy`, the agent binary, a backend HTTP server, and HTTP
+//! clients over plain TCP.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -10,27 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// How long a test waits for something before failing with a message (it
-/// only turns a hang into a failure; never an assertion on speed).
-pub const PATIENCE: Duration = Duration::from_secs(60);
-
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-/// `.tools/envoy/bin/envoy`, installed by `scripts/install-deps`.
-pub fn envoy_binary() -> PathBuf {
-    let path = workspace().join(".tools/envoy/bin/envoy");
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/install-deps",
-        path.display()
-    );
-    path
-}
+pub use pilot_test_support::{PATIENCE, envoy_binary, eventually, free_port, workspace};
+use pilot_test_support::{PILOTCTL, binary};
 
 /// `pilot-agent`: cargo's, or the one in `PILOT_TEST_BIN_DIR` when set
 /// (a copy of the binaries taken right after building them, for a target
@@ -39,34 +21,6 @@ pub fn agent_binary() -> PathBuf {
     match std::env::var_os("PILOT_TEST_BIN_DIR") {
         Some(dir) => PathBuf::from(dir).join("pilot-agent"),
         None => PathBuf::from(env!("CARGO_BIN_EXE_pilot-agent")),
-    }
-}
-
-/// A binary of the workspace next to `pilot-agent`.
-pub fn sibling(name: &str) -> PathBuf {
-    let path = agent_binary().with_file_name(name);
-    assert!(
-        path.exists(),
-        "{name} is not next to pilot-agent at {}: build it first with `cargo build -p pilot-server -p pilot-cli` \
-         (`cargo nextest run --workspace` builds every binary)",
-        path.display()
-    );
-    path
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !check() {
-        assert!(started.elapsed() < PATIENCE, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -79,55 +33,16 @@ pub fn http(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Result<(u16, String), String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nhost: backend.default.svc.cluster.local\r\nconnection: close\r\ncontent-length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        request.push_str(&format!("{k}: {v}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| format!("write: {e}"))?;
-    let mut response = Vec::new();
-    stream
-        .read_to_end(&mut response)
-        .map_err(|e| format!("read: {e}"))?;
-    let response = String::from_utf8_lossy(&response).to_string();
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("no status line in {response:?}"))?;
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((response.as_str(), ""));
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    Ok((code, body))
-}
-
-/// The body of a chunked response.
-fn dechunk(text: &str) -> String {
-    let mut bytes = text.as_bytes();
-    let mut out = Vec::new();
-    while let Some(end) = bytes.windows(2).position(|w| w == b"\r\n") {
-        let Ok(size) = usize::from_str_radix(String::from_utf8_lossy(&bytes[..end]).trim(), 16) else {
-            break;
-        };
-        let rest = &bytes[end + 2..];
-        if size == 0 || rest.len() < size {
-            break;
-        }
-        out.extend_from_slice(&rest[..size]);
-        bytes = rest[size..].strip_prefix(b"\r\n").unwrap_or(&rest[size..]);
-    }
-    String::from_utf8_lossy(&out).to_string()
+    let mut all = vec![("host", "backend.default.svc.cluster.local")];
+    all.extend_from_slice(headers);
+    let answer = pilot_test_support::http::request(
+        ([127, 0, 0, 1], port).into(),
+        method,
+        path,
+        &all,
+        body.as_bytes(),
+    )?;
+    Ok((answer.code, answer.text()))
 }
 
 pub fn get(port: u16, path: &str) -> (u16, String) {
@@ -212,91 +127,31 @@ pub fn services_file(dir: &Path, service_port: u16, backend_port: u16) -> PathBu
     path
 }
 
-/// A running `pilot-discovery`, killed when dropped.
-pub struct Discovery {
-    child: Child,
-    pub url: String,
-    pub port: u16,
-    pub xds_port: u16,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
+/// A running `pilot-discovery` (pilot-test-support's), with requests and
+/// `pilotctl` runs as a token's holder.
+pub struct Discovery(pilot_test_support::Discovery);
+
+impl std::ops::Deref for Discovery {
+    type Target = pilot_test_support::Discovery;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Discovery {
     pub fn start(args: &[&str]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let ready = dir.path().join("ready.json");
-        let log = dir.path().join("pilot-discovery.log");
-        let child = Command::new(sibling("pilot-discovery"))
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--xds-listen",
-                "127.0.0.1:0",
-                "--ready-file",
-            ])
-            .arg(&ready)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("cannot run pilot-discovery");
-        watchdog(child.id(), "KILL");
-        let started = Instant::now();
-        let addresses: serde_json::Value = loop {
-            if let Ok(text) = std::fs::read_to_string(&ready)
-                && let Ok(value) = serde_json::from_str(&text)
-            {
-                break value;
-            }
-            assert!(started.elapsed() < PATIENCE, "pilot-discovery did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let url = addresses["rest"].as_str().unwrap().to_string();
-        let port = url.rsplit(':').next().unwrap().parse().unwrap();
-        let xds_port = addresses["xds"]
-            .as_str()
-            .unwrap()
-            .rsplit(':')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let server = Discovery {
-            child,
-            url,
-            port,
-            xds_port,
-            log,
-            _dir: dir,
-        };
-        eventually("pilot-discovery to be ready", || {
-            get(server.port, "/readyz").0 == 200
-        });
-        server
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        Discovery(pilot_test_support::Discovery::start(args))
     }
 
     /// GET with a bearer token.
     pub fn get(&self, path: &str, token: &str) -> (u16, String) {
-        http(
-            "GET",
-            self.port,
-            path,
-            &[("authorization", &format!("Bearer {token}"))],
-            "",
-        )
-        .unwrap_or((0, String::new()))
+        self.0.get_as(path, token)
     }
 
     /// `pilotctl --server URL --token TOKEN ARGS`: exit code and stdout.
     pub fn pilotctl(&self, token: &str, args: &[&str]) -> (i32, String) {
         let home = tempfile::tempdir().unwrap();
-        let output = Command::new(sibling("pilotctl"))
+        let output = Command::new(binary(PILOTCTL))
             .args(["--server", &self.url, "--token", token])
             .args(args)
             .env("HOME", home.path())
@@ -314,28 +169,6 @@ impl Discovery {
             ),
         )
     }
-}
-
-impl Drop for Discovery {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Kills `pid` with `signal` when this test process is gone (a test killed
-/// by a timeout leaves nothing behind).
-fn watchdog(pid: u32, signal: &str) {
-    let _ = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "while kill -0 {parent} 2>/dev/null; do sleep 1; done; kill -{signal} {pid} 2>/dev/null; sleep 15; kill -KILL {pid} 2>/dev/null",
-            parent = std::process::id()
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
 }
 
 /// A running `pilot-agent proxy ROLE` with its own config directory, admin
@@ -383,7 +216,8 @@ impl Agent {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("cannot run pilot-agent");
-        watchdog(child.id(), "TERM");
+        // SIGTERM (then SIGKILL) if the test process dies first.
+        let _ = pilot_test_support::watchdog(child.id(), "TERM");
         Agent {
             child: Some(child),
             admin_port,
@@ -500,90 +334,20 @@ pub fn envoy_pids(config_dir: &Path) -> Vec<u32> {
     pids
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let output = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the openssl command (scripts/install-deps installs it)");
-    assert!(
-        output.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// Certificates made by `openssl` in `dir`: `ca.pem`; `server.pem` /
 /// `server-key.pem` for `localhost` and 127.0.0.1 (pilot-discovery's ADS
 /// port); `proxy.pem` / `proxy-key.pem` with the SPIFFE identity
 /// `spiffe://cluster.local/ns/default/sa/app` (a proxy's client
 /// certificate).
 pub fn certificates(dir: &Path) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut ca = vec!["req", "-x509"];
-    ca.extend(ec);
-    ca.extend([
-        "-keyout",
-        "ca-key.pem",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=pilot test CA",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-    ]);
-    openssl(dir, &ca);
-    for (name, extensions) in [
-        (
-            "server",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
-        ),
-        (
-            "proxy",
-            "subjectAltName=URI:spiffe://cluster.local/ns/default/sa/app\nextendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n",
-        ),
-    ] {
-        let (key, csr, pem, ext) = (
-            format!("{name}-key.pem"),
-            format!("{name}.csr"),
-            format!("{name}.pem"),
-            format!("{name}.ext"),
-        );
-        let subject = format!("/CN={name}");
-        let mut request = vec!["req"];
-        request.extend(ec);
-        request.extend(["-keyout", &key, "-out", &csr, "-subj", &subject]);
-        openssl(dir, &request);
-        std::fs::write(dir.join(&ext), extensions).unwrap();
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca-key.pem",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-out",
-                &pem,
-                "-extfile",
-                &ext,
-            ],
-        );
-    }
+    use pilot_test_support::certs;
+    let pki = certs::Pki::new(dir);
+    pki.ca("ca").unwrap();
+    pki.leaf("server", "ca", certs::SERVER).unwrap();
+    pki.leaf(
+        "proxy",
+        "ca",
+        &certs::client_with_uri("spiffe://cluster.local/ns/default/sa/app"),
+    )
+    .unwrap();
 }

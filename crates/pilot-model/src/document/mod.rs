@@ -207,6 +207,22 @@ pub fn parse_values(source: &str, text: &str) -> Result<Vec<serde_json::Value>, 
     }
 }
 
+/// The configuration files of `dir` (`.yaml`, `.yml`, `.json`; not its
+/// subdirectories), in name order: what [`read_dir`] reads, and what
+/// `pilotctl -f DIR` reads.
+pub fn files_in(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && p.extension()
+                    .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
 /// Reads every `.yaml`, `.yml` and `.json` file in `dir` (not its
 /// subdirectories), in name order. Errors name each file.
 pub fn read_dir(dir: &Path, registry: &KindRegistry) -> Result<Vec<DynConfig>, DocumentErrors> {
@@ -220,16 +236,7 @@ pub fn read_dir(dir: &Path, registry: &KindRegistry) -> Result<Vec<DynConfig>, D
             message: e.to_string(),
         }])
     };
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| io_error(dir, e))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.is_file()
-                && p.extension()
-                    .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
-        })
-        .collect();
-    files.sort();
+    let files = files_in(dir).map_err(|e| io_error(dir, e))?;
     let mut configs = Vec::new();
     let mut errors = Vec::new();
     for file in files {

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 
 use pilot_server::{Args, Bound};
@@ -126,7 +126,8 @@ pub fn next_event(reader: &mut BufReader<TcpStream>) -> Option<Value> {
     }
 }
 
-/// A blocking HTTP/1.1 request with `connection: close`.
+/// A blocking HTTP/1.1 request with `connection: close`; panics if
+/// nothing answers.
 pub fn http(
     address: SocketAddr,
     method: &str,
@@ -134,44 +135,9 @@ pub fn http(
     headers: &[(&str, &str)],
     body: Option<&[u8]>,
 ) -> (u16, Vec<u8>) {
-    let mut stream = TcpStream::connect(address).unwrap();
-    let mut request = format!("{method} {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n");
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    let body = body.unwrap_or_default();
-    request.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
-    stream.write_all(request.as_bytes()).unwrap();
-    // A server may answer (413) before reading the whole body.
-    let _ = stream.write_all(body);
-    let mut response = Vec::new();
-    let _ = stream.read_to_end(&mut response);
-    let text = String::from_utf8_lossy(&response).to_string();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
-    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-    let body = if chunked { dechunk(rest) } else { rest.to_string() };
-    (code, body.into_bytes())
-}
-
-fn dechunk(body: &str) -> String {
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || tail.len() < size {
-            break;
-        }
-        out.push_str(&tail[..size]);
-        rest = tail[size..].trim_start_matches("\r\n");
-    }
-    out
+    let answer = pilot_test_support::http::request(address, method, path, headers, body.unwrap_or_default())
+        .unwrap_or_else(|error| panic!("{error}"));
+    (answer.code, answer.body)
 }
 
 /// A valid route rule document.
@@ -187,4 +153,39 @@ pub fn rule(name: &str, version: &str) -> Value {
 /// The route rules path in `namespace`.
 pub fn rules(namespace: &str) -> String {
     format!("/apis/config.istio.io/v1alpha2/namespaces/{namespace}/routerules")
+}
+
+/// A `pilot-discovery` process on a Kubernetes fake (`--store kubernetes
+/// --install-crds`, through a kubeconfig: the kube client reads it from the
+/// environment, which a multi-threaded test must not change), killed when
+/// dropped.
+pub struct OnFake {
+    /// The server.
+    pub server: pilot_test_support::Discovery,
+    /// Its REST address.
+    pub rest: SocketAddr,
+    _listening: pilot_store_k8s::testing::Listening,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts [`OnFake`] on `fake` and waits until it is ready.
+pub async fn discovery_on_fake(fake: &pilot_store_k8s::testing::FakeApiServer) -> OnFake {
+    let listening = fake.listen().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, listening.kubeconfig()).unwrap();
+    let server = tokio::task::spawn_blocking(move || {
+        pilot_test_support::Discovery::start_with_env(
+            &["--store", "kubernetes", "--install-crds", "--log-level", "warn"],
+            &[("KUBECONFIG", kubeconfig.as_os_str())],
+        )
+    })
+    .await
+    .unwrap();
+    OnFake {
+        rest: ([127, 0, 0, 1], server.port).into(),
+        server,
+        _listening: listening,
+        _dir: dir,
+    }
 }

@@ -44,8 +44,9 @@
 //!
 //! Test hooks force what a real cluster does only sometimes:
 //! [`FakeApiServer::expire_history`] (etcd compaction, so resuming watches
-//! get 410), [`FakeApiServer::close_watches`] (a dropped connection) and
-//! [`FakeApiServer::refuse_watches`] (an API server that is unavailable).
+//! get 410), [`FakeApiServer::close_watches`] (a dropped connection),
+//! [`FakeApiServer::refuse_watches`] (an API server that is unavailable)
+//! and [`FakeApiServer::refuse_writes`] (403 Forbidden to every write).
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -178,6 +179,12 @@ impl FakeApiServer {
     /// While `refused`, new watches are answered 503 ServiceUnavailable.
     pub fn refuse_watches(&self, refused: bool) {
         self.lock().watches_refused = refused;
+    }
+
+    /// While `refused`, every write (any method but GET) is answered 403
+    /// Forbidden, as an API server whose RBAC denies pilot's account.
+    pub fn refuse_writes(&self, refused: bool) {
+        self.lock().writes_refused = refused;
     }
 
     /// How many open watches there are.

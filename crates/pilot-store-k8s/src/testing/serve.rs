@@ -108,6 +108,16 @@ fn route(
     let target = target(state, path)?;
     let resource = &target.resource;
     let namespace = target.namespace.as_deref().unwrap_or_default();
+    if state.writes_refused && *method != Method::GET {
+        return Err(Failure::new(
+            403,
+            "Forbidden",
+            format!(
+                "{}.{} is forbidden: the fake API server refuses writes for now",
+                resource.plural, resource.group
+            ),
+        ));
+    }
     if query.get("labelSelector").is_some() || query.get("fieldSelector").is_some() {
         return Err(Failure::new(
             400,

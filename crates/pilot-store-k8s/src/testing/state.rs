@@ -128,6 +128,7 @@ pub(crate) struct State {
     history: VecDeque<Change>,
     pub watchers: Vec<Watcher>,
     pub watches_refused: bool,
+    pub writes_refused: bool,
     pub expired_answers: u64,
     next_uid: u64,
 }
@@ -150,6 +151,7 @@ impl State {
             history: VecDeque::new(),
             watchers: Vec::new(),
             watches_refused: false,
+            writes_refused: false,
             expired_answers: 0,
             next_uid: 0,
         };

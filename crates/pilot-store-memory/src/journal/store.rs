@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use pilot_model::{
-    ConfigKey, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, FieldError, KindRegistry, Revision, Snapshot, StoreError,
-    WatchStream,
+    ConfigKey, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, FieldError, KindRegistry, Revision,
+    Snapshot, StoreError, WatchStream,
 };
 
 use super::writer::Journal;

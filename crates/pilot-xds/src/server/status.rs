@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use pilot_model::{KindRevisions, ProxyDistribution, ProxyNack};
 
-
 /// The xDS types, in the order they are pushed.
 pub const TYPES: [&str; 4] = ["CDS", "EDS", "LDS", "RDS"];
 
@@ -341,7 +340,12 @@ impl Feedback {
 
     /// The stream has taken push `version` (and sent whatever it changed).
     pub(crate) fn taken(&self, id: u64, version: u64) {
-        if let Some(proxy) = self.proxies.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id) {
+        if let Some(proxy) = self
+            .proxies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&id)
+        {
             proxy.push = Some(version);
         }
     }

@@ -9,17 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use pilot_model::{Labels, NetworkEndpoint, Service, ServiceInstance, document, istio};
-use pilot_xds::testing;
+use pilot_test_support::Envoy;
+pub use pilot_test_support::free_port;
 
 pub const HOST: &str = "reviews.default.svc.cluster.local";
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A tiny HTTP/1.1 server that answers every request with its version,
 /// after an optional delay.
@@ -127,8 +120,8 @@ pub fn spread(port: u16, n: usize, headers: &[(&str, &str)]) -> BTreeMap<String,
 
 /// A real Envoy, with no traffic capture, fed by the ADS server on
 /// `xds_port`.
-pub fn start_envoy(xds_port: u16, delta: bool) -> testing::AdsEnvoy {
-    testing::AdsEnvoy::start(
+pub fn start_envoy(xds_port: u16, delta: bool) -> Envoy {
+    Envoy::ads(
         "sidecar~10.99.0.1~client.default~default.svc.cluster.local",
         &[("INTERCEPTION_MODE", "NONE")],
         xds_port,

@@ -1,7 +1,7 @@
 //! A bookinfo-sized mesh: services, versioned instances, the bookinfo
 //! example rules plus rules using every other routing feature.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod envoy;
 

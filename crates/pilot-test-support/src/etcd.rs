@@ -1,15 +1,19 @@
-//! Real etcd servers for tests and benches (feature `testing`): single
-//! members and three-member clusters on free loopback ports, each with a
-//! temporary data directory, killed when dropped.
+//! Real etcd servers for tests and benches: single members and
+//! three-member clusters on free loopback ports, each with a temporary data
+//! directory, killed when dropped.
 //!
 //! Needs the `etcd` binary (Debian package `etcd-server`) on `PATH`;
-//! `.ci/run` installs it.
+//! `scripts/install-deps` installs it.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::certs::TestCerts;
+use crate::http;
+use crate::ports::free_port;
+use crate::process::ProcessGuard;
 
 /// How long a member may take to start serving.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -26,10 +30,9 @@ pub struct EtcdServer {
     /// Client TLS flags, when the member serves clients over TLS.
     tls: Option<TestCerts>,
     _temp: Option<tempfile::TempDir>,
-    child: Option<Child>,
-    /// Kills etcd if this process dies without dropping the server (a test
-    /// killed by a timeout), so no etcd outlives its test.
-    watchdog: Option<Child>,
+    /// The running member (killed on drop, or by its watchdog if the test
+    /// process dies first).
+    process: Option<ProcessGuard>,
 }
 
 impl EtcdServer {
@@ -47,7 +50,7 @@ impl EtcdServer {
 
     fn single(tls: Option<TestCerts>) -> std::io::Result<Self> {
         let temp = tempfile::Builder::new().prefix("pilot-etcd-").tempdir()?;
-        let (client_port, peer_port) = (free_port()?, free_port()?);
+        let (client_port, peer_port) = (free_port(), free_port());
         let name = "member-0".to_string();
         let mut server = EtcdServer {
             initial_cluster: format!("{name}=http://127.0.0.1:{peer_port}"),
@@ -57,8 +60,7 @@ impl EtcdServer {
             data_dir: temp.path().join("data"),
             tls,
             _temp: Some(temp),
-            child: None,
-            watchdog: None,
+            process: None,
         };
         server.spawn("new")?;
         server.wait_ready()?;
@@ -79,20 +81,17 @@ impl EtcdServer {
     /// The etcd process's id while it runs (to stop it with SIGSTOP and
     /// resume it with SIGCONT, as a stalled disk or a paused VM would).
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.process.as_ref().and_then(ProcessGuard::id)
     }
 
     /// True while the process runs.
     pub fn is_running(&self) -> bool {
-        self.child.is_some()
+        self.process.is_some()
     }
 
     /// Kills the process with SIGKILL (`kill -9`), leaving its data.
     pub fn kill(&mut self) {
-        for mut process in [self.child.take(), self.watchdog.take()].into_iter().flatten() {
-            let _ = process.kill();
-            let _ = process.wait();
-        }
+        self.process = None;
     }
 
     /// Starts the process again on the same ports and data directory, and
@@ -113,7 +112,7 @@ impl EtcdServer {
                 .arg(format!("--trusted-ca-file={}", certs.ca.display()))
                 .arg("--client-cert-auth");
         }
-        let child = command
+        command
             .arg("--name")
             .arg(&self.name)
             .arg("--data-dir")
@@ -132,27 +131,14 @@ impl EtcdServer {
             .arg("--log-level=warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("cannot start etcd (install the etcd-server package): {e}"),
-                )
-            })?;
-        let watchdog = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "while kill -0 {parent} 2>/dev/null; do sleep 1; done; kill -9 {etcd} 2>/dev/null",
-                parent = std::process::id(),
-                etcd = child.id()
-            ))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        self.child = Some(child);
-        self.watchdog = Some(watchdog);
+            .stderr(log);
+        let process = ProcessGuard::spawn(&mut command).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot start etcd (install the etcd-server package): {e}"),
+            )
+        })?;
+        self.process = Some(process);
         Ok(())
     }
 
@@ -160,7 +146,7 @@ impl EtcdServer {
     fn wait_ready(&mut self) -> std::io::Result<()> {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if let Some(child) = self.child.as_mut()
+            if let Some(child) = self.process.as_mut().and_then(ProcessGuard::child)
                 && let Ok(Some(status)) = child.try_wait()
             {
                 return Err(std::io::Error::other(format!(
@@ -200,9 +186,7 @@ impl EtcdCluster {
     /// Starts a cluster of `size` members and waits until all serve.
     pub fn start(size: usize) -> std::io::Result<Self> {
         let temp = tempfile::Builder::new().prefix("pilot-etcd-cluster-").tempdir()?;
-        let ports: Vec<(u16, u16)> = (0..size)
-            .map(|_| Ok((free_port()?, free_port()?)))
-            .collect::<std::io::Result<_>>()?;
+        let ports: Vec<(u16, u16)> = (0..size).map(|_| (free_port(), free_port())).collect();
         let initial_cluster = ports
             .iter()
             .enumerate()
@@ -219,8 +203,7 @@ impl EtcdCluster {
                 data_dir: temp.path().join(format!("member-{i}")),
                 tls: None,
                 _temp: None,
-                child: None,
-                watchdog: None,
+                process: None,
             };
             member.spawn("new")?;
             members.push(member);
@@ -237,121 +220,12 @@ impl EtcdCluster {
     }
 }
 
-/// A CA, a server certificate for 127.0.0.1 and a client certificate, made
-/// with the `openssl` command for one test.
-#[derive(Debug, Clone)]
-pub struct TestCerts {
-    /// The CA certificate (PEM).
-    pub ca: PathBuf,
-    /// The server's certificate, for IP 127.0.0.1 and `localhost`.
-    pub server_cert: PathBuf,
-    /// The server's key.
-    pub server_key: PathBuf,
-    /// A client certificate signed by the CA.
-    pub client_cert: PathBuf,
-    /// The client's key.
-    pub client_key: PathBuf,
-}
-
-impl TestCerts {
-    /// Generates the certificates into `dir`.
-    pub fn generate(dir: &std::path::Path) -> std::io::Result<Self> {
-        let path = |name: &str| dir.join(name);
-        let openssl = |args: &[&str]| -> std::io::Result<()> {
-            let output = Command::new("openssl").args(args).current_dir(dir).output()?;
-            if output.status.success() {
-                Ok(())
-            } else {
-                Err(std::io::Error::other(format!(
-                    "openssl {}: {}",
-                    args.join(" "),
-                    String::from_utf8_lossy(&output.stderr)
-                )))
-            }
-        };
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=pilot-test-ca",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-        ])?;
-        for (name, extensions) in [
-            (
-                "server",
-                "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth",
-            ),
-            ("client", "extendedKeyUsage=clientAuth"),
-        ] {
-            std::fs::write(path(&format!("{name}.ext")), extensions)?;
-            openssl(&[
-                "req",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-subj",
-                &format!("/CN=pilot-test-{name}"),
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.csr"),
-            ])?;
-            openssl(&[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{name}.csr"),
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "1",
-                "-extfile",
-                &format!("{name}.ext"),
-                "-out",
-                &format!("{name}.crt"),
-            ])?;
-        }
-        Ok(TestCerts {
-            ca: path("ca.crt"),
-            server_cert: path("server.crt"),
-            server_key: path("server.key"),
-            client_cert: path("client.crt"),
-            client_key: path("client.key"),
-        })
-    }
-}
-
-/// A port that was free a moment ago on 127.0.0.1.
-fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 /// True when the member on `port` answers `GET /health` with healthy.
 fn healthy(port: u16) -> bool {
-    let Ok(mut stream) =
-        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
-    else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let request = format!("GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
-    if stream.write_all(request.as_bytes()).is_err() {
+    if TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)).is_err() {
         return false;
     }
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    response.contains("\"health\":\"true\"")
+    http::get(port, "/health").1.contains("\"health\":\"true\"")
 }
 
 impl Drop for EtcdServer {

@@ -1,57 +1,82 @@
-//! A backend wrapper whose watches can be cut, to make gaps on purpose.
-
-#![allow(dead_code)]
+//! A configuration backend wrapper that fails on purpose: watches that can
+//! be cut (a partition) and a first list that is slow (a remote store after
+//! a restart).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
 use pilot_model::{
     ConfigKey, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot, StoreError, WatchStream,
 };
-use pilot_store_memory::MemoryConfigStore;
 use tokio::sync::watch;
 
-/// A memory store whose watches end (and cannot restart) while it is
-/// disconnected, as a network partition would do to a remote backend.
+/// Any [`ConfigWatch`] whose watches end (and cannot restart) while it is
+/// disconnected, as a network partition would do to a remote backend, and
+/// whose snapshots can be made slow.
 #[derive(Clone)]
-pub struct Flaky {
-    pub store: MemoryConfigStore,
+pub struct FlakyStore<S> {
+    /// The wrapped store (writes and reads go straight to it).
+    pub store: S,
     connected: watch::Sender<bool>,
-    /// The kinds as readers see them (the store's unless overridden).
-    registry: KindRegistry,
+    snapshot_delay: Duration,
+    /// The kinds as readers see them, when not the store's own.
+    registry: Option<KindRegistry>,
 }
 
-impl Flaky {
-    pub fn new(store: MemoryConfigStore) -> Self {
-        let registry = store.registry().clone();
-        Self::with_registry(store, registry)
-    }
-
-    /// As [`Flaky::new`], but readers (a Controller) validate with
-    /// `registry` while the store accepted its objects with its own: a
-    /// backend another tool writes without pilot's validation.
-    pub fn with_registry(store: MemoryConfigStore, registry: KindRegistry) -> Self {
-        Flaky {
+impl<S: ConfigWatch> FlakyStore<S> {
+    /// `store`, connected, with prompt snapshots.
+    pub fn new(store: S) -> Self {
+        FlakyStore {
             store,
             connected: watch::channel(true).0,
-            registry,
+            snapshot_delay: Duration::ZERO,
+            registry: None,
         }
     }
 
+    /// As [`FlakyStore::new`], but readers (a Controller) validate with
+    /// `registry` while the store accepted its objects with its own: a
+    /// backend another tool writes without pilot's validation.
+    pub fn with_registry(store: S, registry: KindRegistry) -> Self {
+        FlakyStore {
+            registry: Some(registry),
+            ..Self::new(store)
+        }
+    }
+
+    /// The same, but every snapshot (list) first waits `delay`: a cache on
+    /// it is slow to sync.
+    pub fn slow_to_sync(mut self, delay: Duration) -> Self {
+        self.snapshot_delay = delay;
+        self
+    }
+
+    /// Cuts every watch; snapshots and new watches fail until
+    /// [`reconnect`](Self::reconnect).
     pub fn disconnect(&self) {
         self.connected.send_replace(false);
     }
 
+    /// Ends the partition.
     pub fn reconnect(&self) {
         self.connected.send_replace(true);
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        if *self.connected.borrow() {
+            Ok(())
+        } else {
+            Err(StoreError::unavailable("disconnected"))
+        }
     }
 }
 
 #[async_trait]
-impl ConfigStore for Flaky {
+impl<S: ConfigWatch> ConfigStore for FlakyStore<S> {
     fn registry(&self) -> &KindRegistry {
-        &self.registry
+        self.registry.as_ref().unwrap_or_else(|| self.store.registry())
     }
     async fn get(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
         self.store.get(key).await
@@ -71,18 +96,15 @@ impl ConfigStore for Flaky {
 }
 
 #[async_trait]
-impl ConfigWatch for Flaky {
+impl<S: ConfigWatch> ConfigWatch for FlakyStore<S> {
     async fn snapshot(&self, kind: &str) -> Result<Snapshot, StoreError> {
-        if !*self.connected.borrow() {
-            return Err(StoreError::unavailable("disconnected"));
-        }
+        tokio::time::sleep(self.snapshot_delay).await;
+        self.check()?;
         self.store.snapshot(kind).await
     }
 
     async fn watch(&self, kind: &str, after: Revision) -> Result<WatchStream, StoreError> {
-        if !*self.connected.borrow() {
-            return Err(StoreError::unavailable("disconnected"));
-        }
+        self.check()?;
         let inner = self.store.watch(kind, after).await?;
         let mut connected = self.connected.subscribe();
         let cut = async move {

@@ -1,0 +1,65 @@
+//! Test harnesses shared by pilot's crates (`publish = false`; a
+//! dev-dependency only). Each exists once here:
+//!
+//! - [`free_port`], [`ProcessGuard`] (kill on drop, and a watchdog for a
+//!   test process that dies first), [`eventually`];
+//! - [`http`]: plain HTTP/1.1 requests and chunked body decoding;
+//! - [`EtcdServer`] and [`EtcdCluster`]: real etcd members;
+//! - [`Envoy`]: the real Envoy, on an ADS bootstrap or any other;
+//! - [`Discovery`]: a real `pilot-discovery`, and [`binary`], which finds
+//!   (or builds) another package's binary for a test;
+//! - [`Pki`] and [`TestCerts`]: certificates made with `openssl`;
+//! - [`FlakyStore`] and [`SlowRegistry`]: backends that fail or lag on
+//!   purpose;
+//! - `ads` (feature `ads`): the ADS test client.
+//!
+//! What a user of a library crate needs to test their own code stays in
+//! that crate: pilot-store's conformance suite (`pilot_store::testing`),
+//! pilot-store-k8s's fake API server (`pilot_store_k8s::testing`) and
+//! pilot-xds's Envoy check of generated configuration
+//! (`pilot_xds::testing`).
+
+#[cfg(feature = "ads")]
+pub mod ads;
+mod binaries;
+pub mod certs;
+mod discovery;
+mod envoy;
+mod etcd;
+pub mod http;
+mod ports;
+mod process;
+mod registries;
+mod stores;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub use binaries::{Binary, PILOT_AGENT, PILOT_DISCOVERY, PILOTCTL, binary};
+pub use certs::{Pki, TestCerts};
+pub use discovery::Discovery;
+pub use envoy::{Envoy, XDS_CLUSTER, envoy_binary};
+pub use etcd::{EtcdCluster, EtcdServer};
+pub use ports::free_port;
+pub use process::{ProcessGuard, signal, watchdog};
+pub use registries::SlowRegistry;
+pub use stores::FlakyStore;
+
+/// How long a test waits for something before failing with a message (it
+/// only turns a hang into a failure; never an assertion on speed).
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Waits until `check` holds, failing with `what` after [`PATIENCE`].
+pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < PATIENCE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The workspace root (where `Cargo.lock`, `examples/` and `.tools/` are).
+pub fn workspace() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
