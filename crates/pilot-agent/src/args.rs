@@ -21,6 +21,11 @@ pub struct ProxyArgs {
     /// The workload's namespace.
     #[arg(long, env = "POD_NAMESPACE", value_name = "NAMESPACE")]
     pub namespace: Option<String>,
+    /// The workload's service account, sent as node metadata
+    /// `SERVICE_ACCOUNT` (pilot-discovery checks it against a SPIFFE
+    /// certificate's `sa` or a token's `serviceAccount=`).
+    #[arg(long, env = "SERVICE_ACCOUNT", value_name = "SA")]
+    pub service_account: Option<String>,
     /// The proxy's DNS domain (default `<namespace>.svc.cluster.local`).
     #[arg(long, value_name = "DOMAIN")]
     pub domain: Option<String>,
@@ -170,6 +175,7 @@ impl ProxyArgs {
             labels: self.labels.clone(),
             interception: self.interception_mode,
             cluster: self.service_cluster.clone(),
+            service_account: self.service_account.clone(),
         }
     }
 }

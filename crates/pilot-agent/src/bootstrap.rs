@@ -66,6 +66,7 @@ impl BootstrapConfig {
     ///         labels: Default::default(),
     ///         interception: InterceptionMode::None,
     ///         cluster: "egress".into(),
+    ///         service_account: None,
     ///     },
     ///     discovery: vec!["pilot-1:15010".into(), "10.0.0.7:15010".into()],
     ///     admin_port: 15000,

@@ -66,6 +66,7 @@ impl fmt::Display for InterceptionMode {
 ///     labels: [("app".to_string(), "reviews".to_string())].into(),
 ///     interception: InterceptionMode::None,
 ///     cluster: "reviews".into(),
+///     service_account: None,
 /// };
 /// assert_eq!(identity.node_id(), "sidecar~10.1.1.3~reviews-v2-7f9d.default~default.svc.cluster.local");
 /// ```
@@ -85,6 +86,8 @@ pub struct Identity {
     pub interception: InterceptionMode,
     /// Envoy's service cluster (node.cluster): the `app` label by default.
     pub cluster: String,
+    /// The workload's service account (node metadata `SERVICE_ACCOUNT`).
+    pub service_account: Option<String>,
 }
 
 impl Identity {
@@ -94,12 +97,16 @@ impl Identity {
     }
 
     /// The node metadata pilot-discovery reads: `LABELS` (an object of
-    /// strings) and `INTERCEPTION_MODE`.
+    /// strings), `INTERCEPTION_MODE` and, when known, `SERVICE_ACCOUNT`.
     pub fn metadata(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut metadata = serde_json::json!({
             "LABELS": self.labels,
             "INTERCEPTION_MODE": self.interception.to_string(),
-        })
+        });
+        if let Some(account) = &self.service_account {
+            metadata["SERVICE_ACCOUNT"] = account.clone().into();
+        }
+        metadata
     }
 }
 
@@ -124,6 +131,8 @@ pub struct IdentityInput {
     pub interception: InterceptionMode,
     /// `--service-cluster`.
     pub cluster: Option<String>,
+    /// `--service-account`, else `SERVICE_ACCOUNT`.
+    pub service_account: Option<String>,
 }
 
 impl IdentityInput {
@@ -195,6 +204,8 @@ impl IdentityInput {
             labels,
             interception: self.interception,
             cluster,
+            service_account: non_empty(self.service_account.clone())
+                .or_else(|| non_empty(env("SERVICE_ACCOUNT"))),
         })
     }
 }

@@ -171,6 +171,8 @@ fn envoy_syncs_over_tls_with_an_xds_token_or_a_client_certificate_and_is_refused
             "localhost",
             "--discovery-ca-file",
             ca.to_str().unwrap(),
+            "--service-account",
+            "app",
             "--discovery-cert",
             certs.join("proxy.pem").to_str().unwrap(),
             "--discovery-key",

@@ -37,6 +37,23 @@ pub struct Token {
     pub name: String,
     /// For [`Access::Xds`] tokens: the namespace its proxies must be in.
     pub namespace: Option<String>,
+    /// For [`Access::Xds`] tokens with a namespace: the service account
+    /// (node metadata `SERVICE_ACCOUNT`) its proxies must have.
+    pub service_account: Option<String>,
+}
+
+impl Token {
+    /// The node ids this token's holder may claim.
+    pub fn scope(&self) -> pilot_xds::NodeScope {
+        match (self.access, &self.namespace, &self.service_account) {
+            (Access::Xds, Some(namespace), Some(account)) => pilot_xds::NodeScope::ServiceAccount {
+                namespace: namespace.clone(),
+                account: account.clone(),
+            },
+            (Access::Xds, Some(namespace), None) => pilot_xds::NodeScope::Namespace(namespace.clone()),
+            _ => pilot_xds::NodeScope::Any,
+        }
+    }
 }
 
 /// The accepted tokens.
@@ -45,7 +62,7 @@ pub struct Tokens(Vec<Token>);
 
 impl Tokens {
     /// Reads a token file: one token per line, `TOKEN ro|rw [NAME]` or
-    /// `TOKEN xds [NAME] [namespace=NS]`; blank lines and lines starting
+    /// `TOKEN xds [NAME] [namespace=NS [serviceAccount=SA]]`; blank lines and lines starting
     /// with `#` are skipped.
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
@@ -83,7 +100,20 @@ impl Tokens {
             }
             let name = fields.next().unwrap_or("unnamed").to_string();
             let mut namespace = None;
+            let mut service_account = None;
             for field in fields {
+                if access == Access::Xds
+                    && let Some(account) = field.strip_prefix("serviceAccount=")
+                {
+                    if account.is_empty() {
+                        return Err(format!(
+                            "{source}:{}: `serviceAccount=` needs a service account",
+                            number + 1
+                        ));
+                    }
+                    service_account = Some(account.to_string());
+                    continue;
+                }
                 match field.strip_prefix("namespace=") {
                     Some(ns) if access == Access::Xds && !ns.is_empty() => namespace = Some(ns.to_string()),
                     Some(_) if access == Access::Xds => {
@@ -97,11 +127,18 @@ impl Tokens {
                     }
                 }
             }
+            if service_account.is_some() && namespace.is_none() {
+                return Err(format!(
+                    "{source}:{}: `serviceAccount=SA` needs `namespace=NS` too",
+                    number + 1
+                ));
+            }
             tokens.push(Token {
                 secret: token.to_string(),
                 access,
                 name,
                 namespace,
+                service_account,
             });
         }
         if tokens.is_empty() {
@@ -171,10 +208,7 @@ pub async fn require(State(state): State<AppState>, mut request: Request, next: 
         // The handler checks the reported node id against this scope.
         request.extensions_mut().insert(pilot_xds::Caller {
             name: format!("token {}", found.name),
-            scope: match &found.namespace {
-                Some(namespace) => pilot_xds::NodeScope::Namespace(namespace.clone()),
-                None => pilot_xds::NodeScope::Any,
-            },
+            scope: found.scope(),
         });
         return next.run(request).await;
     }
@@ -231,6 +265,23 @@ mod tests {
         assert_eq!(
             Tokens::parse("t", "0123456789abcdef admin\n").unwrap_err(),
             "t:1: expected `TOKEN ro|rw|xds [NAME]`, found access \"admin\""
+        );
+        let bound = Tokens::parse(
+            "t",
+            "0123456789abcdef-sa xds reviews namespace=default serviceAccount=bookinfo-reviews\n",
+        )
+        .unwrap();
+        assert_eq!(
+            bound.find("0123456789abcdef-sa").unwrap().scope(),
+            pilot_xds::NodeScope::ServiceAccount {
+                namespace: "default".into(),
+                account: "bookinfo-reviews".into()
+            }
+        );
+        assert!(
+            Tokens::parse("t", "0123456789abcdef-sa xds reviews serviceAccount=x\n")
+                .unwrap_err()
+                .contains("needs `namespace=NS` too")
         );
         let xds = Tokens::parse("t", "0123456789abcdef-xds xds reviews namespace=default\n").unwrap();
         let token = xds.find("0123456789abcdef-xds").unwrap();

@@ -9,9 +9,11 @@
 //! `--xds-allow-unauthenticated` says so. A credential also bounds which
 //! proxies its holder may claim to be:
 //!
-//! - an `xds` token with `namespace=NS`, or a client certificate whose
-//!   SPIFFE identity is `spiffe://DOMAIN/ns/NS/sa/SA`: node ids of
-//!   namespace `NS` only;
+//! - an `xds` token with `namespace=NS`: node ids of namespace `NS` only;
+//! - an `xds` token with `namespace=NS serviceAccount=SA`, or a client
+//!   certificate whose SPIFFE identity is `spiffe://DOMAIN/ns/NS/sa/SA`:
+//!   node ids of namespace `NS` whose node metadata `SERVICE_ACCOUNT` is
+//!   `SA` (a node without it is refused);
 //! - an `xds` token without a namespace, or an `ro`/`rw` (operator) token:
 //!   any node id.
 //!
@@ -25,7 +27,7 @@ use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 use crate::Args;
-use crate::auth::{Access, Tokens};
+use crate::auth::Tokens;
 
 /// The ADS authenticator of `pilot-discovery`.
 pub struct XdsAuth {
@@ -93,13 +95,9 @@ impl Authenticate for XdsAuth {
                 .as_ref()
                 .and_then(|tokens| tokens.find(token))
                 .ok_or_else(|| tonic::Status::unauthenticated("the bearer token is not valid"))?;
-            let scope = match (&found.access, &found.namespace) {
-                (Access::Xds, Some(namespace)) => NodeScope::Namespace(namespace.clone()),
-                _ => NodeScope::Any,
-            };
             return Ok(Caller {
                 name: format!("token {}", found.name),
-                scope,
+                scope: found.scope(),
             });
         }
         let certs = extensions
@@ -112,9 +110,10 @@ impl Authenticate for XdsAuth {
                     "the client certificate carries no spiffe://DOMAIN/ns/NAMESPACE/sa/ACCOUNT URI",
                 )
             })?;
+            let (name, namespace, account) = identity;
             return Ok(Caller {
-                name: identity.0,
-                scope: NodeScope::Namespace(identity.1),
+                name,
+                scope: NodeScope::ServiceAccount { namespace, account },
             });
         }
         Err(tonic::Status::unauthenticated(
@@ -123,8 +122,9 @@ impl Authenticate for XdsAuth {
     }
 }
 
-/// A certificate's SPIFFE URI and the namespace it names.
-fn spiffe_identity(cert: &rustls_pki_types::CertificateDer<'_>) -> Option<(String, String)> {
+/// A certificate's SPIFFE URI and the namespace and service account it
+/// names.
+fn spiffe_identity(cert: &rustls_pki_types::CertificateDer<'_>) -> Option<(String, String, String)> {
     let cert = webpki::EndEntityCert::try_from(cert).ok()?;
     cert.valid_uri_names().find_map(|uri| {
         let path = uri.strip_prefix("spiffe://")?.split_once('/')?.1;
@@ -137,7 +137,7 @@ fn spiffe_identity(cert: &rustls_pki_types::CertificateDer<'_>) -> Option<(Strin
             parts.next(),
         ) {
             (Some("ns"), Some(ns), Some("sa"), Some(sa), None) if !ns.is_empty() && !sa.is_empty() => {
-                Some((uri.to_string(), ns.to_string()))
+                Some((uri.to_string(), ns.to_string(), sa.to_string()))
             }
             _ => None,
         }

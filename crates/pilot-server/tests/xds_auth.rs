@@ -96,16 +96,40 @@ async fn tls_channel(
         .await
 }
 
-/// Opens an ADS stream as `node_id` (with `token` in its metadata) and
-/// returns the first response, or the status the stream ended with.
+/// Opens an ADS stream as `node_id` (with `token` in its metadata and
+/// node metadata `SERVICE_ACCOUNT: example`, the `proxy` certificate's)
+/// and returns the first response, or the status the stream ended with.
 async fn first_response(
     channel: Channel,
     token: Option<&str>,
     node_id: Option<&str>,
 ) -> Result<DiscoveryResponse, tonic::Status> {
+    first_response_as(channel, token, node_id, Some("example")).await
+}
+
+/// [`first_response`] with node metadata `SERVICE_ACCOUNT: account`
+/// (none when `None`).
+async fn first_response_as(
+    channel: Channel,
+    token: Option<&str>,
+    node_id: Option<&str>,
+    account: Option<&str>,
+) -> Result<DiscoveryResponse, tonic::Status> {
+    let metadata = account.map(|account| envoy_types::pb::google::protobuf::Struct {
+        fields: [(
+            "SERVICE_ACCOUNT".to_string(),
+            envoy_types::pb::google::protobuf::Value {
+                kind: Some(envoy_types::pb::google::protobuf::value::Kind::StringValue(
+                    account.into(),
+                )),
+            },
+        )]
+        .into(),
+    });
     let first = DiscoveryRequest {
         node: node_id.map(|id| Node {
             id: id.into(),
+            metadata: metadata.clone(),
             ..Default::default()
         }),
         type_url: CDS.into(),
@@ -277,13 +301,30 @@ async fn ads_over_mtls_binds_the_certificate_identity() {
         .await
         .unwrap();
     assert!(!own.resources.is_empty());
-    let spoofed = first_response(channel, None, Some(PROD_NODE)).await;
+    let spoofed = first_response(channel.clone(), None, Some(PROD_NODE)).await;
     assert_eq!(code(&spoofed), tonic::Code::PermissionDenied, "{spoofed:?}");
+    // Its own namespace, but another service account, or none at all.
+    let other = first_response_as(channel.clone(), None, Some(DEFAULT_NODE), Some("ratings")).await;
+    assert_eq!(code(&other), tonic::Code::PermissionDenied, "{other:?}");
+    let reason = other.unwrap_err().message().to_string();
+    assert!(
+        reason.contains("service account \"example\"")
+            && reason.contains("does not match SERVICE_ACCOUNT \"ratings\""),
+        "{reason}"
+    );
+    let missing = first_response_as(channel, None, Some(DEFAULT_NODE), None).await;
+    assert_eq!(code(&missing), tonic::Code::PermissionDenied, "{missing:?}");
+    assert!(
+        missing
+            .unwrap_err()
+            .message()
+            .contains("does not match the missing SERVICE_ACCOUNT"),
+    );
     let (status, body) = server.request("GET", "/metrics", &[], None);
     assert_eq!(status, 200);
     assert!(
         String::from_utf8_lossy(&body)
-            .contains("pilot_xds_refused_streams_total{reason=\"permission_denied\"} 1"),
+            .contains("pilot_xds_refused_streams_total{reason=\"permission_denied\"} 3"),
         "{}",
         String::from_utf8_lossy(&body)
     );

@@ -100,6 +100,9 @@ pub struct Proxy {
     pub capture: TrafficCapture,
     /// Envoy or proxyless gRPC (node metadata `GENERATOR`).
     pub generator: Generator,
+    /// The workload's service account (node metadata `SERVICE_ACCOUNT`),
+    /// checked against a credential bound to one.
+    pub service_account: Option<String>,
 }
 
 impl Proxy {
@@ -134,12 +137,13 @@ impl Proxy {
             labels: Labels::new(),
             capture: TrafficCapture::default(),
             generator: Generator::default(),
+            service_account: None,
         })
     }
 
     /// Applies node metadata: `LABELS` (a JSON object or `k=v,k=v`),
-    /// `INTERCEPTION_MODE` (`NONE` turns capture off) and `GENERATOR`
-    /// (`grpc` for proxyless gRPC, `envoy`).
+    /// `INTERCEPTION_MODE` (`NONE` turns capture off), `GENERATOR`
+    /// (`grpc` for proxyless gRPC, `envoy`) and `SERVICE_ACCOUNT`.
     pub fn with_metadata(mut self, metadata: &BTreeMap<String, String>) -> Result<Self, XdsError> {
         if let Some(labels) = metadata.get("LABELS") {
             self.labels = parse_labels(labels).map_err(|reason| XdsError::BadNodeId {
@@ -158,6 +162,9 @@ impl Proxy {
                     });
                 }
             };
+        }
+        if let Some(account) = metadata.get("SERVICE_ACCOUNT").filter(|a| !a.is_empty()) {
+            self.service_account = Some(account.clone());
         }
         if let Some(generator) = metadata.get("GENERATOR") {
             self.generator = match generator.to_ascii_lowercase().as_str() {

@@ -19,6 +19,14 @@ pub enum NodeScope {
     /// Only proxies of this namespace: the node id's `<pod>.<namespace>`
     /// part and its DNS domain (`<namespace>.svc...`) must both name it.
     Namespace(String),
+    /// Only proxies of this namespace (as [`NodeScope::Namespace`]) whose
+    /// node metadata `SERVICE_ACCOUNT` names this service account.
+    ServiceAccount {
+        /// The namespace.
+        namespace: String,
+        /// The service account.
+        account: String,
+    },
 }
 
 /// An authenticated ADS client.
@@ -34,19 +42,31 @@ pub struct Caller {
 impl Caller {
     /// `Ok` when this caller may claim to be `proxy`; otherwise why not.
     pub fn permits(&self, proxy: &Proxy) -> Result<(), String> {
-        let NodeScope::Namespace(namespace) = &self.scope else {
-            return Ok(());
+        let (namespace, account) = match &self.scope {
+            NodeScope::Any => return Ok(()),
+            NodeScope::Namespace(namespace) => (namespace, None),
+            NodeScope::ServiceAccount { namespace, account } => (namespace, Some(account)),
         };
         let id_namespace = proxy.id.rsplit_once('.').map(|(_, ns)| ns);
         let domain_namespace = proxy.domain.split('.').next();
-        if id_namespace == Some(namespace.as_str()) && domain_namespace == Some(namespace.as_str()) {
-            Ok(())
-        } else {
-            Err(format!(
+        if id_namespace != Some(namespace.as_str()) || domain_namespace != Some(namespace.as_str()) {
+            return Err(format!(
                 "{:?} may only claim proxies of namespace {namespace:?} (node id `type~ip~<pod>.{namespace}~{namespace}.svc...`), not {:?}",
                 self.name,
                 proxy.node_id()
-            ))
+            ));
+        }
+        match account {
+            Some(account) if proxy.service_account.as_deref() != Some(account.as_str()) => Err(format!(
+                "service account {account:?} of {:?} does not match {} of node {:?}",
+                self.name,
+                proxy.service_account.as_ref().map_or_else(
+                    || "the missing SERVICE_ACCOUNT metadata".to_string(),
+                    |sa| format!("SERVICE_ACCOUNT {sa:?}")
+                ),
+                proxy.node_id()
+            )),
+            _ => Ok(()),
         }
     }
 }
@@ -137,6 +157,39 @@ mod tests {
                 .permits(&proxy("sidecar~10.0.0.1~nodot~default.svc.cluster.local"))
                 .is_err()
         );
+        let bound = Caller {
+            name: "spiffe://cluster.local/ns/default/sa/reviews".into(),
+            scope: NodeScope::ServiceAccount {
+                namespace: "default".into(),
+                account: "reviews".into(),
+            },
+        };
+        let with_account = |account: &str| {
+            let metadata = [("SERVICE_ACCOUNT".to_string(), account.to_string())].into();
+            proxy("sidecar~10.0.0.1~reviews-v1.default~default.svc.cluster.local")
+                .with_metadata(&metadata)
+                .unwrap()
+        };
+        assert!(bound.permits(&with_account("reviews")).is_ok());
+        let wrong = bound.permits(&with_account("ratings")).unwrap_err();
+        assert!(wrong.contains("service account \"reviews\""), "{wrong}");
+        assert!(
+            wrong.contains("does not match SERVICE_ACCOUNT \"ratings\""),
+            "{wrong}"
+        );
+        let missing = bound
+            .permits(&proxy(
+                "sidecar~10.0.0.1~reviews-v1.default~default.svc.cluster.local",
+            ))
+            .unwrap_err();
+        assert!(
+            missing.contains("does not match the missing SERVICE_ACCOUNT"),
+            "{missing}"
+        );
+        // The namespace still binds.
+        let mut elsewhere = with_account("reviews");
+        elsewhere.id = "reviews-v1.prod".into();
+        assert!(bound.permits(&elsewhere).is_err());
         let operator = Caller {
             name: "admin".into(),
             scope: NodeScope::Any,
