@@ -44,22 +44,34 @@ async fn kube_client() -> Result<kube::Client, StartError> {
     })
 }
 
-/// The configuration store the flags name.
-pub async fn open_store(args: &Args, registry: KindRegistry) -> Result<Arc<dyn ConfigWatch>, StartError> {
+/// The configuration store the flags name, with what the data directory's
+/// journal held back at start (`--data-dir` only: objects that no longer
+/// validate, kept in its `quarantine.jsonl`).
+pub async fn open_store(
+    args: &Args,
+    registry: KindRegistry,
+) -> Result<(Arc<dyn ConfigWatch>, crate::quarantine::JournalQuarantine), StartError> {
+    let store = match &args.data_dir {
+        Some(dir) if args.store == StoreKind::Memory => {
+            let store = pilot_store_memory::journal::open(dir, registry, JournalOptions::default())
+                .map_err(|e| StartError::Failed(e.to_string()))?;
+            let held = Arc::new(store.quarantined().to_vec());
+            return Ok((Arc::new(store), held));
+        }
+        _ => open_backend(args, registry).await?,
+    };
+    Ok((store, Arc::default()))
+}
+
+async fn open_backend(args: &Args, registry: KindRegistry) -> Result<Arc<dyn ConfigWatch>, StartError> {
     if args.data_dir.is_some() && args.store != StoreKind::Memory {
         return Err(StartError::Usage(
             "--data-dir applies to --store memory only; etcd and Kubernetes keep their own data".into(),
         ));
     }
     match args.store {
-        StoreKind::Memory => match &args.data_dir {
-            None => Ok(Arc::new(MemoryConfigStore::new(registry))),
-            Some(dir) => {
-                let store = pilot_store_memory::journal::open(dir, registry, JournalOptions::default())
-                    .map_err(|e| StartError::Failed(e.to_string()))?;
-                Ok(Arc::new(store))
-            }
-        },
+        // With --data-dir, `open_store` opened the journal.
+        StoreKind::Memory => Ok(Arc::new(MemoryConfigStore::new(registry))),
         StoreKind::Etcd => {
             let options = etcd_options(args)?;
             let store = EtcdConfigStore::connect(&options, registry).await.map_err(|e| {

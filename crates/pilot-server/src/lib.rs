@@ -86,6 +86,8 @@ pub struct AppState {
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
     /// Whether the configuration store answers (issue 19).
     pub backend_health: Arc<health::BackendHealth>,
+    /// What `--data-dir`'s journal held back at start (issue 19).
+    pub journal_quarantine: quarantine::JournalQuarantine,
 }
 
 /// Every route of the server.
@@ -175,7 +177,7 @@ pub async fn run(
     // ADS security (issue 19): checked before anything starts.
     let xds_auth = xds_auth::XdsAuth::from_args(&args, tokens.clone()).map_err(StartError::Failed)?;
     let xds_tls = xds_auth::tls_config(&args, tokens.is_some()).map_err(StartError::Failed)?;
-    let backend = backend::open_store(&args, registry.clone()).await?;
+    let (backend, journal_quarantine) = backend::open_store(&args, registry.clone()).await?;
     let registries = backend::open_registries(&args).await?;
     let controller = Arc::new(Controller::new(Arc::clone(&backend)));
     let config_events = controller.subscribe_all();
@@ -220,6 +222,7 @@ pub async fn run(
     let metrics = Arc::new(metrics::Metrics::new(
         xds.clone(),
         Arc::clone(&controller),
+        Arc::clone(&journal_quarantine),
         Arc::clone(&proxy_events),
     ));
     let ready = {
@@ -243,6 +246,7 @@ pub async fn run(
         shutdown: shutdown_rx.clone(),
         ready,
         backend_health: Arc::clone(&backend_health),
+        journal_quarantine: Arc::clone(&journal_quarantine),
     };
 
     let mut tasks = Vec::new();

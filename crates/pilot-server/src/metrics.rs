@@ -79,6 +79,7 @@ impl Metrics {
     pub fn new(
         xds: XdsServer,
         controller: Arc<Controller>,
+        journal_quarantine: crate::quarantine::JournalQuarantine,
         proxy_events: Arc<crate::proxy_events::ProxyEvents>,
     ) -> Self {
         let mut metrics = Metrics {
@@ -90,7 +91,7 @@ impl Metrics {
             convergence: Histogram::new(CONVERGENCE_BUCKETS),
             config_events: Family::default(),
         };
-        metrics.register_xds(xds, controller);
+        metrics.register_xds(xds, controller, journal_quarantine);
         metrics.register_rest();
         metrics
             .registry
@@ -98,7 +99,12 @@ impl Metrics {
         metrics
     }
 
-    fn register_xds(&mut self, xds: XdsServer, controller: Arc<Controller>) {
+    fn register_xds(
+        &mut self,
+        xds: XdsServer,
+        controller: Arc<Controller>,
+        journal_quarantine: crate::quarantine::JournalQuarantine,
+    ) {
         let registry = &mut self.registry;
         registry.register(
             "pilot_proxy_convergence_time",
@@ -110,9 +116,10 @@ impl Metrics {
             "Configuration events applied to the cache, by kind (type) and event (add, update, delete), from any backend",
             self.config_events.clone(),
         );
-        registry.register_collector(Box::new(crate::quarantine::QuarantineMetrics(Arc::clone(
-            &controller,
-        ))));
+        registry.register_collector(Box::new(crate::quarantine::QuarantineMetrics {
+            controller: Arc::clone(&controller),
+            journal: journal_quarantine,
+        }));
         registry.register_collector(Box::new(ScrapeTime { xds, controller }));
     }
 

@@ -140,7 +140,7 @@ fn quarantine_schema() -> Value {
                 "namespace": {"type": "string"},
                 "name": {"type": "string"},
                 "resourceVersion": {"type": "string", "nullable": true, "description": "the version the store delivered"},
-                "reason": {"type": "string", "enum": ["Invalid", "Undecodable"], "description": "Undecodable: the stored value is not an object of the kind"},
+                "reason": {"type": "string", "enum": ["Invalid", "Undecodable", "Journal"], "description": "Undecodable: the stored value is not an object of the kind; Journal: held back by --data-dir's journal at start (in its quarantine.jsonl)"},
                 "errors": {"type": "array", "items": {
                     "type": "object",
                     "required": ["field", "message"],

@@ -8,6 +8,11 @@
 //! serve them; `api.rs` leaves them out of lists and watches, which read
 //! the backend itself. A later valid write (or a delete) in the store
 //! brings the key back (or forgets it).
+//!
+//! With `--data-dir`, objects the journal finds invalid when the server
+//! starts are not loaded at all (they stay in the directory's
+//! `quarantine.jsonl`); they are listed and counted here too, with the
+//! reason `Journal`, until the next start.
 
 use std::sync::Arc;
 
@@ -22,16 +27,36 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 
+/// What the data directory's journal held back at start: objects that no
+/// longer validate (empty without `--data-dir`).
+pub type JournalQuarantine = Arc<Vec<pilot_store_memory::journal::Quarantined>>;
+
 /// `{"items": [{"kind", "namespace", "name", "resourceVersion", "reason"
-/// (`Invalid`, or `Undecodable`: not an object at all), "errors":
-/// [{"field", "message"}]}]}`, ordered by kind, namespace and name.
+/// (`Invalid`; `Undecodable`: not an object at all; `Journal`: held back
+/// by `--data-dir`'s journal at start), "errors": [{"field",
+/// "message"}]}]}`, ordered by kind, namespace and name.
 pub async fn handler(State(state): State<AppState>) -> Json<Value> {
-    Json(listing(&state.controller))
+    Json(listing(&state.controller, &state.journal_quarantine))
 }
 
 /// The body of `GET /debug/quarantine`.
-pub fn listing(controller: &Controller) -> Value {
-    let items: Vec<Value> = controller
+pub fn listing(controller: &Controller, journal: &JournalQuarantine) -> Value {
+    let from_journal = journal.iter().map(|held| {
+        let errors: Vec<Value> = held
+            .errors
+            .iter()
+            .map(|e| json!({"field": e.path, "message": e.message}))
+            .collect();
+        json!({
+            "kind": held.key.kind,
+            "namespace": held.key.namespace,
+            "name": held.key.name,
+            "resourceVersion": held.object.meta.resource_version,
+            "reason": "Journal",
+            "errors": errors,
+        })
+    });
+    let mut items: Vec<Value> = controller
         .quarantine()
         .list()
         .into_iter()
@@ -50,15 +75,24 @@ pub fn listing(controller: &Controller) -> Value {
                 "errors": errors,
             })
         })
+        .chain(from_journal)
         .collect();
+    let order =
+        |v: &Value| ["kind", "namespace", "name"].map(|f| v[f].as_str().unwrap_or_default().to_string());
+    items.sort_by_key(order);
     json!({ "items": items })
 }
 
 /// `pilot_config_quarantined{kind}` (gauge: held now) and
 /// `pilot_config_rejected{kind}` (counter: each key at each version once),
-/// read from the Controller at each scrape; every cached kind appears,
-/// with 0 when it has none.
-pub struct QuarantineMetrics(pub Arc<Controller>);
+/// read from the Controller at each scrape (plus what the journal held
+/// back at start); every cached kind appears, with 0 when it has none.
+pub struct QuarantineMetrics {
+    /// The Controller whose quarantine is counted.
+    pub controller: Arc<Controller>,
+    /// What `--data-dir`'s journal held back at start.
+    pub journal: JournalQuarantine,
+}
 
 impl std::fmt::Debug for QuarantineMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -68,26 +102,30 @@ impl std::fmt::Debug for QuarantineMetrics {
 
 impl Collector for QuarantineMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let quarantine = self.0.quarantine();
-        let counts = quarantine.counts();
+        let quarantine = self.controller.quarantine();
+        let mut counts = quarantine.counts();
+        let mut rejected = quarantine.rejected();
+        for held in self.journal.iter() {
+            *counts.entry(held.key.kind.clone()).or_default() += 1;
+            *rejected.entry(held.key.kind.clone()).or_default() += 1;
+        }
         let mut held = encoder.encode_descriptor(
             "pilot_config_quarantined",
             "Objects in the configuration store that fail validation, held out of the cache (not pushed, not served), by kind",
             None,
             ConstGauge::new(0i64).metric_type(),
         )?;
-        for kind in self.0.kinds() {
+        for kind in self.controller.kinds() {
             let count = counts.get(kind).copied().unwrap_or(0);
             ConstGauge::new(count as i64).encode(held.encode_family(&[("kind", kind.clone())])?)?;
         }
-        let rejected = quarantine.rejected();
         let mut family = encoder.encode_descriptor(
             "pilot_config_rejected",
             "Objects delivered by the configuration store that failed validation (each key at each version once), by kind",
             None,
             ConstCounter::new(0u64).metric_type(),
         )?;
-        for kind in self.0.kinds() {
+        for kind in self.controller.kinds() {
             let count = rejected.get(kind).copied().unwrap_or(0);
             ConstCounter::new(count).encode(family.encode_family(&[("kind", kind.clone())])?)?;
         }

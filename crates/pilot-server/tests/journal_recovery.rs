@@ -307,6 +307,22 @@ fn an_object_that_no_longer_validates_is_quarantined_and_the_server_starts() {
         kept.contains("RouteRule default/bad") && kept.contains("got 30"),
         "{kept}"
     );
+    // Operators see it where every quarantined object is listed and
+    // counted.
+    let (code, listing) = http(server.rest, "GET", "/debug/quarantine", &[], None);
+    assert_eq!(code, 200);
+    let listing: Value = serde_json::from_slice(&listing).unwrap();
+    let items = listing["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{listing}");
+    assert_eq!(items[0]["name"], "bad");
+    assert_eq!(items[0]["reason"], "Journal");
+    assert!(items[0]["errors"].to_string().contains("got 30"), "{listing}");
+    let (_, metrics) = http(server.rest, "GET", "/metrics", &[], None);
+    let metrics = String::from_utf8_lossy(&metrics);
+    assert!(
+        metrics.contains("pilot_config_quarantined{kind=\"RouteRule\"} 1"),
+        "{metrics}"
+    );
     // Its revision is not handed out again.
     assert!(server.create(&rule("next", "v1")) > good + 1);
     server.kill();
