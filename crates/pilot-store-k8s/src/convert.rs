@@ -62,13 +62,19 @@ pub(crate) fn to_config(schema: &KindSchema, object: &DynamicObject) -> Result<D
     meta.labels = metadata.labels.clone().unwrap_or_default();
     meta.annotations = metadata.annotations.clone().unwrap_or_default();
     meta.resource_version = metadata.resource_version.clone();
-    if let Some((status, generation)) = object.data.get("status").and_then(read_status) {
+    if let Some((status, generation, digest)) = object.data.get("status").and_then(read_status) {
         // The status was written (through /status, guarded by the
         // resourceVersion it observed) while the spec was at this
-        // generation: if the spec has not changed since, the object's
-        // version for pilot is still the one the status observed, so a
-        // status write does not move it (see `spec_version`).
-        if metadata.generation == Some(generation) {
+        // generation and the labels and annotations had this digest: if
+        // neither changed since, the object's version for pilot is still
+        // the one the status observed, so a status write does not move
+        // it. A label or annotation edit does not move `generation`, hence
+        // the digest: after one, pilot's version is the resourceVersion
+        // again, so a retried stale update conflicts instead of
+        // overwriting the edit.
+        if metadata.generation == Some(generation)
+            && digest.as_deref() == Some(metadata_digest(metadata).as_str())
+        {
             meta.resource_version = Some(status.observed_version.clone());
         }
         meta.status = Some(status);
@@ -83,27 +89,48 @@ pub(crate) fn to_config(schema: &KindSchema, object: &DynamicObject) -> Result<D
     })
 }
 
-/// The status a custom object carries, with the `observedGeneration`
-/// pilot wrote beside it; `None` for anything else (another writer's
-/// status is not pilot's).
-pub(crate) fn read_status(value: &serde_json::Value) -> Option<(ConfigStatus, i64)> {
+/// The status a custom object carries, with the `observedGeneration` and
+/// `observedMetadata` (see [`metadata_digest`]; absent in statuses written
+/// before it existed) pilot wrote beside it; `None` for anything else
+/// (another writer's status is not pilot's).
+pub(crate) fn read_status(value: &serde_json::Value) -> Option<(ConfigStatus, i64, Option<String>)> {
     let mut value = value.clone();
-    let generation = value.as_object_mut()?.remove("observedGeneration")?.as_i64()?;
-    Some((serde_json::from_value(value).ok()?, generation))
+    let map = value.as_object_mut()?;
+    let generation = map.remove("observedGeneration")?.as_i64()?;
+    let digest = map
+        .remove("observedMetadata")
+        .and_then(|d| d.as_str().map(str::to_string));
+    Some((serde_json::from_value(value).ok()?, generation, digest))
+}
+
+/// A digest of the labels and annotations (the metadata pilot's objects
+/// carry, which Kubernetes changes without moving `generation`): FNV-1a
+/// over their JSON (ordered maps), as 16 hex digits.
+pub(crate) fn metadata_digest(metadata: &ObjectMeta) -> String {
+    let empty = std::collections::BTreeMap::new();
+    let labels = metadata.labels.as_ref().unwrap_or(&empty);
+    let annotations = metadata.annotations.as_ref().unwrap_or(&empty);
+    let text = serde_json::to_vec(&(labels, annotations)).unwrap_or_default();
+    let hash = text.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{hash:016x}")
 }
 
 /// The body of a `/status` write: the object's name and current
 /// resourceVersion (the precondition) and the status, with the generation
-/// it was computed for.
+/// and the labels' and annotations' digest it was computed for.
 pub(crate) fn status_object(
     schema: &KindSchema,
     key: &ConfigKey,
     resource_version: &str,
     generation: i64,
+    metadata_digest: &str,
     status: &ConfigStatus,
 ) -> DynamicObject {
     let mut body = serde_json::to_value(status).unwrap_or_default();
     body["observedGeneration"] = generation.into();
+    body["observedMetadata"] = metadata_digest.into();
     DynamicObject {
         types: Some(TypeMeta {
             api_version: format!("{}/{}", schema.group, schema.version),

@@ -14,6 +14,10 @@
 //!   EndpointSlices, Pods and Nodes: `<name>.<namespace>.svc.<domain>`,
 //!   port protocols from `appProtocol` or the port name, instance labels
 //!   and service accounts from Pods, zones from Nodes.
+//! - **Replicas.** [`KubeMembership`] is a
+//!   [`Membership`](pilot_model::Membership): a `coordination.k8s.io/v1`
+//!   Lease and a ConfigMap per pilot-discovery replica, and the Lease
+//!   `pilot-status-writer` for the status writer's election.
 //! - **A fake API server** ([`testing`], feature `testing`) that serves a
 //!   real [`kube::Client`] from memory, for tests where no cluster can run.
 //!
@@ -49,6 +53,7 @@
 mod convert;
 mod crd;
 mod error;
+mod membership;
 mod registry;
 mod schema;
 mod store;
@@ -59,5 +64,9 @@ pub mod testing;
 
 pub use crd::{ESTABLISH_TIMEOUT, FIELD_MANAGER, crd, crds, install_crds};
 pub use error::KubeError;
+pub use membership::{
+    KubeMembership, MAX_RECORD_BYTES, RECORD_BYTES_PER_PROXY, RECORD_KEY, ROLE_LABEL, ROLE_REPLICA,
+    WRITER_LEASE, object_name,
+};
 pub use registry::{DiscoveryOptions, KubeServiceDiscovery, hostname, port_protocol};
 pub use store::KubeConfigStore;

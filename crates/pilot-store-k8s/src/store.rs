@@ -443,7 +443,8 @@ impl ConfigStore for KubeConfigStore {
         let mut status = status;
         // What pilot reads back is the version the caller observed.
         status.observed_version = observed_version.to_string();
-        let body = convert::status_object(&schema, key, &raw_version, generation, &status);
+        let digest = convert::metadata_digest(&current.metadata);
+        let body = convert::status_object(&schema, key, &raw_version, generation, &digest, &status);
         match api.replace_status(&key.name, &PostParams::default(), &body).await {
             Ok(object) => self.written(&schema, &object).map(|_| ()),
             // Written in between: the next round sees what changed.

@@ -16,3 +16,20 @@ mod status {
         Arc::new(MemoryConfigStore::new(registry)) as Arc<dyn ConfigWatch>
     });
 }
+
+/// The in-memory store has one replica: the single-replica membership
+/// properties on `LocalMembership`.
+mod membership {
+    use std::time::Duration;
+
+    use pilot_model::{LocalMembership, Membership};
+
+    use super::*;
+
+    pilot_store::membership_conformance_suite!(single: |replicas: Vec<String>, _ttl: Duration| async move {
+        replicas
+            .into_iter()
+            .map(|name| Arc::new(LocalMembership::new(name)) as Arc<dyn Membership>)
+            .collect::<Vec<_>>()
+    });
+}

@@ -8,7 +8,8 @@
 //! relies on, as the Kubernetes API documents them:
 //!
 //! - **Resources**: `Namespace`, `Node` (cluster-scoped), `Pod`, `Service`,
-//!   `EndpointSlice` (namespaced), `CustomResourceDefinition`; a CRD, once
+//!   `EndpointSlice`, `ConfigMap`, `Lease` (`coordination.k8s.io/v1`; all
+//!   namespaced), `CustomResourceDefinition`; a CRD, once
 //!   created or applied, makes its served versions available. Any other path
 //!   is 404 with "the server could not find the requested resource".
 //! - **resourceVersion**: one counter for the whole server (as etcd's

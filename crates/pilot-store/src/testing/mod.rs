@@ -32,6 +32,10 @@
 //! - [`model_based`]: random sequences of operations compared with a plain
 //!   reference model (proptest-state-machine).
 //!
+//! Replicas sharing a store have theirs, [`membership`]'s
+//! [`membership_conformance_suite!`](crate::membership_conformance_suite):
+//! records seen by every replica, one elected writer, expiry and resign.
+//!
 //! Service registries have their own suite, [`registry`]'s
 //! [`registry_conformance_suite!`](crate::registry_conformance_suite):
 //! sync, minimal diffs, resync and deletes in a gap.
@@ -46,6 +50,7 @@ use pilot_model::{ConfigWatch, KindRegistry};
 mod cache;
 mod kinds;
 mod map;
+pub mod membership;
 mod model;
 pub mod registry;
 mod status;
@@ -59,6 +64,12 @@ pub use kinds::{MockConfig, MockOther, MockPair, mock, registry};
 pub use map::{
     map_create_get, map_delete, map_delete_all, map_duplicate_create, map_invalid_not_stored, map_list,
     map_update_versions,
+};
+pub use membership::{
+    EXPIRY_SLACK, MEMBERSHIP_TTL, MembershipFactory, membership_dead_replica_expires,
+    membership_lone_campaigner_wins, membership_one_writer_at_a_time, membership_publish_read_back,
+    membership_replicas_see_each_other, membership_resign_frees_the_election, membership_resign_withdraws,
+    replica_record,
 };
 pub use model::{MODEL_CASES, model_based};
 pub use registry::{
