@@ -87,3 +87,29 @@ async fn a_replica_that_stops_renewing_drops_out_within_its_ttl() {
     .await;
     assert_eq!(b.members().await.unwrap()[0].replica, "b");
 }
+
+/// The membership conformance suite on one real etcd, each run under a
+/// prefix of its own.
+mod conformance {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, OnceLock};
+
+    use super::*;
+
+    fn server() -> &'static EtcdServer {
+        static SERVER: OnceLock<EtcdServer> = OnceLock::new();
+        SERVER.get_or_init(|| EtcdServer::start().expect("etcd starts (is etcd-server installed?)"))
+    }
+
+    async fn replicas(names: Vec<String>, ttl: Duration) -> Vec<Arc<dyn Membership>> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let prefix = format!("/membership/{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        let store = store(server(), &prefix).await;
+        names
+            .into_iter()
+            .map(|name| Arc::new(EtcdMembership::new(&store, name, ttl)) as Arc<dyn Membership>)
+            .collect()
+    }
+
+    pilot_store::membership_conformance_suite!(replicas);
+}
