@@ -232,6 +232,7 @@ mod tests {
             rest_address: Some("10.0.0.1:8080".into()),
             xds_address: Some("10.0.0.1:15010".into()),
             proxies,
+            writer: false,
             published: SystemTime::now(),
         };
         let bytes = serde_json::to_vec(&record).unwrap().len();

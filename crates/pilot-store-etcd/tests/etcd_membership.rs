@@ -13,6 +13,7 @@ fn record(replica: &str) -> ReplicaRecord {
         rest_address: Some("127.0.0.1:8080".into()),
         xds_address: Some("127.0.0.1:15010".into()),
         proxies: Vec::new(),
+        writer: false,
         published: SystemTime::now(),
     }
 }
