@@ -219,11 +219,13 @@ pub async fn run(
     );
     let (closing, shutdown_rx) = watch::channel(false);
     let proxy_events = Arc::new(proxy_events::ProxyEvents::default());
+    let status_writes = Arc::new(status_writer::WriterCounts::default());
     let metrics = Arc::new(metrics::Metrics::new(
         xds.clone(),
         Arc::clone(&controller),
         Arc::clone(&journal_quarantine),
         Arc::clone(&proxy_events),
+        Arc::clone(&status_writes),
     ));
     let ready = {
         let controller = Arc::clone(&controller);
@@ -261,7 +263,7 @@ pub async fn run(
             Arc::clone(&state.backend),
             Arc::new(xds.clone()),
             args.status_interval,
-            Default::default(),
+            status_writes,
             shutdown_rx.clone(),
         )));
     }
