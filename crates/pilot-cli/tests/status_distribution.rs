@@ -126,6 +126,23 @@ fn distribution(flags: &[&str], restart_with: Option<&[&str]>, env: &Env) {
         objects = kinds.iter().flat_map(|kind| list(url, kind)).collect();
         objects.len() > 5 && objects.iter().all(|o| reports(o, ENVOYS as u64, 0))
     });
+    // Operators see the writes: at least one per object, by result.
+    let (code, metrics) = server.get("/metrics");
+    assert_eq!(code, 200, "{metrics}");
+    let sample = |result: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("pilot_status_writes_total{{result=\"{result}\"}} ")))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    assert!(
+        sample("written") >= Some(objects.len() as u64),
+        "{objects:?}: {metrics}"
+    );
+    assert!(
+        sample("dropped").is_some() && sample("failed").is_some(),
+        "{metrics}"
+    );
     let table = pilotctl(url, &["get", "rr"], &[], None);
     assert!(table.stdout.starts_with("NAME"), "{table:?}");
     assert!(

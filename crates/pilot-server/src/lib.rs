@@ -234,11 +234,13 @@ pub async fn run(
         bound.rest.to_string(),
         bound.xds.to_string(),
     ));
+    let status_writes = Arc::new(status_writer::WriterCounts::default());
     let mut metrics = metrics::Metrics::new(
         xds.clone(),
         Arc::clone(&controller),
         Arc::clone(&journal_quarantine),
         Arc::clone(&proxy_events),
+        Arc::clone(&status_writes),
     );
     metrics.register_collector(Box::new(replicas::Metrics(Arc::clone(&replicas))));
     let metrics = Arc::new(metrics);
@@ -283,7 +285,7 @@ pub async fn run(
             Arc::clone(&state.backend),
             Arc::clone(&replicas) as Arc<dyn status_writer::ProxyRecords>,
             args.status_interval,
-            Default::default(),
+            status_writes,
             shutdown_rx.clone(),
         )));
     }

@@ -16,6 +16,7 @@
 //! | `pilot_xds_refused_streams` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`) | ADS streams refused |
 //! | `pilot_xds_stream_ends` | counter | `reason` (`proxy_closed`, `transport_error`, `bad_request`, `response_dropped`, `server_closed`, `max_age`) | ADS streams ended after they started |
 //! | `pilot_xds_connections_refused` | counter | | ADS connections closed at accept, over `--xds-max-connections` |
+//! | `pilot_status_writes` | counter | `result` (`written`, `dropped`, `failed`) | objects' distribution status writes ([`crate::status_writer`]): accepted, dropped (the object had moved on), failed (tried again) |
 //! | `pilot_rest_requests` | counter | `method`, `code` | REST requests answered |
 //! | `pilot_rest_request_duration_seconds` | histogram | `method`, `route` | REST latency by route template |
 //! | `pilot_rest_watches` | gauge | | open REST watches |
@@ -81,6 +82,7 @@ impl Metrics {
         controller: Arc<Controller>,
         journal_quarantine: crate::quarantine::JournalQuarantine,
         proxy_events: Arc<crate::proxy_events::ProxyEvents>,
+        status_writes: Arc<crate::status_writer::WriterCounts>,
     ) -> Self {
         let mut metrics = Metrics {
             registry: Registry::default(),
@@ -96,6 +98,9 @@ impl Metrics {
         metrics
             .registry
             .register_collector(Box::new(crate::proxy_events::Collector(proxy_events)));
+        metrics
+            .registry
+            .register_collector(Box::new(StatusWrites(status_writes)));
         metrics
     }
 
@@ -314,6 +319,31 @@ impl Collector for ScrapeTime {
         for kind in self.controller.kinds() {
             let count = self.controller.list_cached(kind, None).len();
             ConstGauge::new(count as i64).encode(objects.encode_family(&[("kind", kind.clone())])?)?;
+        }
+        Ok(())
+    }
+}
+
+/// `pilot_status_writes{result}`, read from the status writer's counts.
+#[derive(Debug)]
+struct StatusWrites(Arc<crate::status_writer::WriterCounts>);
+
+impl Collector for StatusWrites {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let counts = &self.0;
+        let mut family = encoder.encode_descriptor(
+            "pilot_status_writes",
+            "Distribution status writes to the store, by result: written, dropped (the object had moved on or was deleted), failed (tried again next round)",
+            None,
+            ConstCounter::new(0u64).metric_type(),
+        )?;
+        for (result, count) in [
+            ("written", counts.written.load(Relaxed)),
+            ("dropped", counts.dropped.load(Relaxed)),
+            ("failed", counts.failed.load(Relaxed)),
+        ] {
+            ConstCounter::new(count).encode(family.encode_family(&[("result", result)])?)?;
         }
         Ok(())
     }

@@ -18,12 +18,23 @@
 //! A write for a version the object no longer has (a user's write came
 //! first) is refused by the store and dropped; the next round computes the
 //! status of the new version.
+//!
+//! A status with proxies still pending (neither ACKed nor NACKed: a push
+//! in flight, proxies connecting) is held back for up to
+//! [`HOLD_ROUNDS`] rounds while it keeps changing, so a push that
+//! completes within them costs one write per object it changed (the final
+//! counts), not one per round it spanned; a status with nothing pending
+//! (every proxy ACKed or NACKed) is written at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use pilot_model::{ConfigWatch, ProxyDistribution, StoreError, distribution_status, now_seconds};
+use std::collections::HashMap;
+
+use pilot_model::{
+    ConfigKey, ConfigStatus, ConfigWatch, ProxyDistribution, StoreError, distribution_status, now_seconds,
+};
 use pilot_store::Controller;
 use pilot_xds::XdsServer;
 use tokio::sync::watch;
@@ -79,15 +90,18 @@ pub async fn run(
     controller.wait_synced().await;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut held = Held::default();
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = crate::closed(&mut shutdown) => return,
         }
         if !source.is_writer() {
+            // Another replica writes; what was held back is its business now.
+            held = Held::default();
             continue;
         }
-        round(&controller, &*backend, &*source, &counts).await;
+        round(&controller, &*backend, &*source, &counts, &mut held).await;
         counts.rounds.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -101,9 +115,14 @@ pub async fn round(
     backend: &dyn ConfigWatch,
     source: &dyn ProxyRecords,
     counts: &WriterCounts,
+    held: &mut Held,
 ) {
     let proxies = source.records();
     let now = now_seconds();
+    held.round += 1;
+    let round = held.round;
+    // Objects no longer pending (or gone) are forgotten.
+    held.since.retain(|_, (_, _, seen)| *seen + 1 >= round);
     for kind in pilot_xds::PUSHED_KINDS {
         for object in controller.list_cached(kind, None) {
             let key = object.key();
@@ -117,6 +136,10 @@ pub async fn round(
                 .as_ref()
                 .is_some_and(|known| known.same_counts(&status))
             {
+                held.since.remove(&key);
+                continue;
+            }
+            if held.hold(&key, version, &status) {
                 continue;
             }
             match backend.update_status(&key, version, status).await {
@@ -134,5 +157,95 @@ pub async fn round(
                 }
             }
         }
+    }
+}
+
+/// Rounds a changing status with pending proxies is held back at most.
+pub const HOLD_ROUNDS: u64 = 5;
+
+/// The objects whose status is held back while proxies are pending.
+#[derive(Debug, Default)]
+pub struct Held {
+    round: u64,
+    /// By object: the version held, the round holding started (or the
+    /// last held write) and the last round it was seen pending.
+    since: HashMap<ConfigKey, (String, u64, u64)>,
+}
+
+impl Held {
+    /// True when `status` (which differs from the object's cached one)
+    /// should wait: some proxies are pending, and it has waited fewer
+    /// than [`HOLD_ROUNDS`] rounds.
+    fn hold(&mut self, key: &ConfigKey, version: &str, status: &ConfigStatus) -> bool {
+        if status.acked + status.nacked >= status.proxies {
+            self.since.remove(key);
+            return false;
+        }
+        let round = self.round;
+        let entry = self
+            .since
+            .entry(key.clone())
+            .or_insert_with(|| (version.to_string(), round, round));
+        if entry.0 != version {
+            *entry = (version.to_string(), round, round);
+        }
+        entry.2 = round;
+        if round - entry.1 >= HOLD_ROUNDS {
+            // Written now; held again from here while still pending.
+            entry.1 = round;
+            return false;
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(proxies: u64, acked: u64, nacked: u64) -> ConfigStatus {
+        ConfigStatus {
+            observed_version: "7".into(),
+            proxies,
+            acked,
+            nacked,
+            nacks: Vec::new(),
+            last_update: std::time::SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn a_pending_status_waits_a_few_rounds_and_a_settled_one_does_not() {
+        let key = ConfigKey::new("RouteRule", "default", "r");
+        let mut held = Held::default();
+        let mut written = Vec::new();
+        // A push in flight for 3 rounds, then every proxy ACKed: one write.
+        for (round, s) in [
+            status(10, 2, 0),
+            status(10, 6, 0),
+            status(10, 9, 0),
+            status(10, 10, 0),
+        ]
+        .iter()
+        .enumerate()
+        {
+            held.round += 1;
+            if !held.hold(&key, "7", s) {
+                written.push(round);
+            }
+        }
+        assert_eq!(written, [3]);
+        // NACKs are not pending: written at once.
+        held.round += 1;
+        assert!(!held.hold(&key, "7", &status(10, 7, 3)));
+        // A proxy that never answers: written every HOLD_ROUNDS rounds.
+        let mut writes = 0;
+        for _ in 0..(3 * HOLD_ROUNDS) {
+            held.round += 1;
+            if !held.hold(&key, "8", &status(10, 9, 0)) {
+                writes += 1;
+            }
+        }
+        assert_eq!(writes, 2);
     }
 }

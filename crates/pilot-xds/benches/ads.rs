@@ -1,129 +1,64 @@
-//! ADS convergence and memory: time from a RouteRule write to every
+//! ADS convergence, CPU and memory: time from a RouteRule write to every
 //! connected client having ACKed the new route configuration, with N ADS
 //! clients on real tonic gRPC streams over loopback, in a mesh of 1,000
-//! services; and the server's resident memory with the clients connected
-//! and after they left.
+//! services (`--services`); the server's CPU time per push; and the
+//! server's resident memory with the clients connected and after they
+//! left.
 //!
-//!     cargo bench -p pilot-xds --bench ads [-- [--own] [--namespaces K] [--compare] CLIENTS...]
+//!     cargo bench -p pilot-xds --bench ads -- [OPTIONS] [CLIENTS...]
 //!
-//! (default: 100 1000 2000 clients). With `--own` every client also runs an
-//! instance of one of the services (so each has an inbound side of its
-//! own); without, none does. `--namespaces K` puts client `i` in namespace
-//! `ns{i % K}` (one proxy class per namespace; default 1, `default`).
-//! `--compare` runs every size twice in one run: first with every class
-//! generating everything itself (`XdsOptions::incremental` false, the
-//! generation before sharing), then with shared clusters and load
-//! assignments and incremental EDS (the default).
+//! (default: 100 1000 2000 clients). Options:
+//! - `--namespaces K`: client `i` lives in namespace `ns{i % K}` (one
+//!   proxy class per namespace; default 1, `default`).
+//! - `--classes C`: C RouteRules with a source match (`from-svc-k`: traffic
+//!   from `svc-k` to `svc-{k+1}` goes to v1), and client `i` runs an
+//!   instance of `svc-{i % C}`: C source-matched classes (times the
+//!   namespaces').
+//! - `--services N`: the mesh's size (default 1,000; 4 instances and a
+//!   50/50 rule each).
+//! - `--delta`: the clients speak incremental xDS (default: state of the
+//!   world).
+//! - `--own`: every client also runs an instance of one of the services
+//!   (`svc-{i % N}`), so each has an inbound side of its own.
+//! - `--compare`: every size twice in one process, first as main's code
+//!   sent state-of-the-world load assignments and route configurations
+//!   (every subscribed one whenever any changed:
+//!   `XdsOptions::sotw_changed_only` false), then changed ones only (the
+//!   default). `--whole` runs only the first. `--per-class` additionally
+//!   makes every class generate everything itself
+//!   (`XdsOptions::incremental` false).
 //!
-//! After the rule writes, one endpoint is added to a service: its row gives
-//! the time to every client's ACK of the EDS response, and the bytes of
-//! load assignments each client received for it (state of the world: a
-//! changed EDS response carries every subscribed assignment).
+//! Rows: the initial sync (the connect storm: every client from connect
+//! to fully synced), three rule writes, then one endpoint added to a
+//! service no rule write touched: the time to every client's ACK of the
+//! EDS response carrying it, and the bytes of EDS responses each client
+//! received for it (whole encoded messages). "server CPU" is this
+//! process's CPU time (user + system, every thread; `/proc/self/stat`, 10
+//! ms ticks) from the write to the last ACK: the push's generation and
+//! sending, with the clients in their own process.
 //!
 //! The server runs in this process; the clients run in a child process (this
-//! same binary, `--clients N --port P`), so the server's RSS is its own and
-//! the clients' decoding is not counted in it. Both share the machine's two
-//! cores. Each client is a sidecar with its own IP and no instances of its
-//! own; it subscribes to CDS and LDS (wildcard), to the EDS and RDS names
-//! those carry, and ACKs every response (with the full name list, as Envoy
-//! does). It decodes only what it needs (names), skipping the rest of each
-//! message. A client records when it sent its ACK of each RDS version; the
-//! parent asks the child for those times (wall clock, same machine).
-//!
-//! A client whose stream fails or ends reconnects as Envoy does (jittered
-//! exponential backoff, 500 ms to 30 s); the last row gives the number of
-//! reconnects with why each stream ended (the client's error chain) and
-//! the server's own count (`XdsServer::stream_ends`). While the clients
-//! connect, the server prints its progress to stderr every 5 s.
+//! same binary, `--clients N --port P`; `common/ads_clients.rs`), so the
+//! server's RSS and CPU are its own. Both share the machine's cores. While
+//! the clients connect, the server prints its progress to stderr every
+//! 5 s. The last row gives the clients' reconnects (jittered exponential
+//! backoff as Envoy's) with why each stream ended, and the server's own
+//! count (`XdsServer::stream_ends`).
 
-use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-use pilot_model::{ConfigStore, Labels, Port, Protocol, Service, istio};
+use ads_clients::{Clients, client_ip, cpu_time, now_micros, percentile, rss_mb};
+use pilot_model::istio::{DestinationWeight, IstioService, MatchCondition, RouteRule};
+use pilot_model::{Config, ConfigStore, Labels, Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_xds::{XdsOptions, XdsServer};
-use prost::Message;
-use tokio::sync::mpsc;
 
+#[path = "common/ads_clients.rs"]
+mod ads_clients;
 mod common;
-
-const SERVICES: usize = 1_000;
-const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
-const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
-const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
-const PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
-
-/// What a client decodes of a `DiscoveryResponse` (other fields skipped).
-#[derive(Clone, PartialEq, Message)]
-struct Response {
-    #[prost(string, tag = "1")]
-    version_info: String,
-    #[prost(message, repeated, tag = "2")]
-    resources: Vec<AnyValue>,
-    #[prost(string, tag = "4")]
-    type_url: String,
-    #[prost(string, tag = "5")]
-    nonce: String,
-}
-
-/// `google.protobuf.Any`'s value, not copied.
-#[derive(Clone, PartialEq, Message)]
-struct AnyValue {
-    #[prost(bytes = "bytes", tag = "2")]
-    value: Bytes,
-}
-
-/// A cluster's name and whether it uses EDS (`Cluster` fields 1 and 3).
-#[derive(Clone, PartialEq, Message)]
-struct ClusterName {
-    #[prost(string, tag = "1")]
-    name: String,
-    #[prost(message, optional, tag = "3")]
-    eds_cluster_config: Option<Present>,
-}
-
-/// A message whose content does not matter, only its presence.
-#[derive(Clone, PartialEq, Message)]
-struct Present {}
-
-/// `Listener.filter_chains` (3) → `FilterChain.filters` (3) →
-/// `Filter.typed_config` (4) → `HttpConnectionManager.rds` (3) →
-/// `Rds.route_config_name` (2).
-#[derive(Clone, PartialEq, Message)]
-struct ListenerRoutes {
-    #[prost(message, repeated, tag = "3")]
-    filter_chains: Vec<ChainFilters>,
-}
-#[derive(Clone, PartialEq, Message)]
-struct ChainFilters {
-    #[prost(message, repeated, tag = "3")]
-    filters: Vec<FilterConfig>,
-}
-#[derive(Clone, PartialEq, Message)]
-struct FilterConfig {
-    #[prost(message, optional, tag = "4")]
-    typed_config: Option<AnyValue>,
-}
-#[derive(Clone, PartialEq, Message)]
-struct ManagerRds {
-    #[prost(message, optional, tag = "3")]
-    rds: Option<RdsName>,
-}
-#[derive(Clone, PartialEq, Message)]
-struct RdsName {
-    #[prost(string, tag = "2")]
-    route_config_name: String,
-}
 
 #[cfg(feature = "bench-jemalloc")]
 #[global_allocator]
@@ -136,24 +71,6 @@ unsafe extern "C" {
     fn malloc_trim(pad: usize) -> i32;
 }
 
-fn rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        / 1024.0
-}
-
-fn now_micros() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
-}
-
 fn split_rule(service: usize, v1: i32) -> pilot_model::DynConfig {
     let name = format!("svc-{service}");
     common::split_rule(&name, &format!("{name}-split"), v1)
@@ -161,313 +78,35 @@ fn split_rule(service: usize, v1: i32) -> pilot_model::DynConfig {
         .expect("serializes")
 }
 
-/// When a client ACKed its latest RDS version: (version, wall-clock µs).
-#[derive(Default)]
-struct Acked {
-    version: AtomicU64,
-    at: AtomicU64,
-    /// The same for EDS, with the bytes of the last EDS response's
-    /// resources.
-    eds_version: AtomicU64,
-    eds_at: AtomicU64,
-    eds_bytes: AtomicU64,
-}
-
-/// Why clients' streams ended, and how often they reconnected.
-#[derive(Default)]
-struct Reconnects {
-    /// Reconnections over every client.
-    total: AtomicU64,
-    /// The reasons, counted ("connect: ...", "status CODE: message",
-    /// "ended by the server").
-    reasons: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
-}
-
-impl Reconnects {
-    fn count(&self, reason: String) {
-        *self.reasons.lock().unwrap().entry(reason).or_default() += 1;
-    }
-}
-
-/// One client, as Envoy behaves: runs a stream until it fails or ends,
-/// then reconnects after a jittered exponential backoff (Envoy's ADS
-/// retry: from 500 ms to 30 s), counting why.
-async fn client(port: u16, index: usize, namespaces: usize, acked: Arc<Acked>, reconnects: Arc<Reconnects>) {
-    let mut backoff = Duration::from_millis(500);
-    let mut attempt = 0u64;
-    loop {
-        let reason = stream(port, index, namespaces, &acked).await;
-        reconnects.count(reason);
-        reconnects.total.fetch_add(1, Ordering::Relaxed);
-        attempt += 1;
-        // Jitter: a fraction of the backoff, different per client.
-        let jitter = ((index as u64)
-            .wrapping_mul(2_654_435_761)
-            .wrapping_add(attempt * 40_503))
-            % 1000;
-        tokio::time::sleep(backoff.mul_f64(jitter as f64 / 1000.0)).await;
-        backoff = (backoff * 2).min(Duration::from_secs(30));
-    }
-}
-
-/// One stream: subscribes, follows EDS/RDS names, ACKs everything; returns
-/// why it ended.
-async fn stream(port: u16, index: usize, namespaces: usize, acked: &Acked) -> String {
-    let channel = match tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
-        .expect("address")
-        .connect()
-        .await
-    {
-        Ok(channel) => channel,
-        Err(error) => return format!("connect: {error}"),
-    };
-    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(64 * 1024 * 1024);
-    let ip = client_ip(index);
-    let namespace = if namespaces <= 1 {
-        "default".to_string()
-    } else {
-        format!("ns{}", index % namespaces)
-    };
-    let node = Node {
-        id: format!("sidecar~{ip}~client-{index}.{namespace}~{namespace}.svc.cluster.local"),
-        ..Default::default()
-    };
-    let (tx, rx) = mpsc::channel(16);
-    let request = |type_url: &str, names: Vec<String>, version: &str, nonce: &str| DiscoveryRequest {
-        node: Some(node.clone()),
-        type_url: type_url.into(),
-        resource_names: names,
-        version_info: version.into(),
-        response_nonce: nonce.into(),
-        ..Default::default()
-    };
-    let _ = tx.send(request(CDS, vec![], "", "")).await;
-    let _ = tx.send(request(LDS, vec![], "", "")).await;
-    if let Err(error) = grpc.ready().await {
-        return format!("ready: {error}");
-    }
-    let codec = tonic_prost::ProstCodec::<DiscoveryRequest, Response>::default();
-    let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
-    let response = match grpc
-        .streaming(
-            tonic::Request::new(requests),
-            http::uri::PathAndQuery::from_static(PATH),
-            codec,
-        )
-        .await
-    {
-        Ok(response) => response,
-        Err(status) => return format!("open: status {:?}: {}", status.code(), status.message()),
-    };
-    let mut responses = response.into_inner();
-    let (mut eds, mut rds): (BTreeSet<String>, BTreeSet<String>) = Default::default();
-    loop {
-        let response = match responses.message().await {
-            Ok(Some(response)) => response,
-            Ok(None) => return "ended by the server (OK)".into(),
-            Err(status) => {
-                // The whole chain: hyper's message alone does not say
-                // which HTTP/2 error it was.
-                let mut reason = format!("status {:?}: {}", status.code(), status.message());
-                let mut source = std::error::Error::source(&status);
-                while let Some(error) = source {
-                    reason.push_str(&format!(" <- {error}"));
-                    source = error.source();
-                }
-                return reason;
-            }
-        };
-        let mut follow_up = None;
-        if response.type_url == CDS {
-            let names: BTreeSet<String> = response
-                .resources
-                .iter()
-                .filter_map(|a| ClusterName::decode(a.value.clone()).ok())
-                .filter(|c| c.eds_cluster_config.is_some())
-                .map(|c| c.name)
-                .collect();
-            if names != eds {
-                eds = names;
-                follow_up = Some(request(EDS, eds.iter().cloned().collect(), "", ""));
-            }
-        } else if response.type_url == LDS {
-            let names: BTreeSet<String> = response
-                .resources
-                .iter()
-                .filter_map(|a| ListenerRoutes::decode(a.value.clone()).ok())
-                .flat_map(|l| l.filter_chains.into_iter().flat_map(|c| c.filters))
-                .filter_map(|f| ManagerRds::decode(f.typed_config?.value).ok()?.rds)
-                .map(|rds| rds.route_config_name)
-                .collect();
-            if names != rds {
-                rds = names;
-                follow_up = Some(request(RDS, rds.iter().cloned().collect(), "", ""));
-            }
-        }
-        let names = if response.type_url == EDS {
-            eds.iter().cloned().collect()
-        } else if response.type_url == RDS {
-            rds.iter().cloned().collect()
-        } else {
-            vec![]
-        };
-        let ack = request(&response.type_url, names, &response.version_info, &response.nonce);
-        if tx.send(ack).await.is_err() {
-            return "request stream closed".into();
-        }
-        if response.type_url == RDS
-            && let Ok(version) = response.version_info.parse::<u64>()
-        {
-            acked.at.store(now_micros(), Ordering::Relaxed);
-            acked.version.store(version, Ordering::Release);
-        }
-        if response.type_url == EDS
-            && let Ok(version) = response.version_info.parse::<u64>()
-        {
-            let bytes: usize = response.resources.iter().map(|r| r.value.len()).sum();
-            acked.eds_bytes.store(bytes as u64, Ordering::Relaxed);
-            acked.eds_at.store(now_micros(), Ordering::Relaxed);
-            acked.eds_version.store(version, Ordering::Release);
-        }
-        if let Some(follow_up) = follow_up
-            && tx.send(follow_up).await.is_err()
-        {
-            return "request stream closed".into();
-        }
-    }
-}
-
-/// The child process: runs `clients` clients against `port`, and answers
-/// `wait VERSION START_US` on stdin with every client's time from START to
-/// its ACK of RDS at VERSION or later (µs, one line), once all have;
-/// `eds VERSION START_US` likewise for EDS, each time followed by
-/// `/BYTES` (the resources of the EDS response ACKed).
-fn clients_main(clients: usize, port: u16, namespaces: usize) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let acked: Vec<Arc<Acked>> = (0..clients).map(|_| Arc::default()).collect();
-    let reconnects = Arc::new(Reconnects::default());
-    runtime.block_on(async {
-        for (i, a) in acked.iter().enumerate() {
-            tokio::spawn(client(
-                port,
-                i,
-                namespaces,
-                Arc::clone(a),
-                Arc::clone(&reconnects),
-            ));
-        }
-        let (lines_tx, mut lines) = mpsc::channel::<String>(1);
-        std::thread::spawn(move || {
-            for line in BufReader::new(std::io::stdin()).lines() {
-                let Ok(line) = line else { break };
-                if lines_tx.blocking_send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        while let Some(line) = lines.recv().await {
-            if line == "reconnects" {
-                let reasons = reconnects.reasons.lock().unwrap().clone();
-                let reasons: Vec<String> = reasons.iter().map(|(r, n)| format!("{n}x {r}")).collect();
-                println!(
-                    "{} reconnects; {}",
-                    reconnects.total.load(Ordering::Relaxed),
-                    if reasons.is_empty() {
-                        "none".to_string()
-                    } else {
-                        reasons.join("; ")
-                    }
-                );
-                let _ = std::io::stdout().flush();
-                continue;
-            }
-            let eds = line.starts_with("eds");
-            let mut words = line.split_whitespace().skip(1);
-            let (Some(version), Some(start)) = (
-                words.next().and_then(|w| w.parse::<u64>().ok()),
-                words.next().and_then(|w| w.parse::<u64>().ok()),
-            ) else {
-                return;
-            };
-            let seen = |a: &Acked| {
-                if eds {
-                    a.eds_version.load(Ordering::Acquire)
-                } else {
-                    a.version.load(Ordering::Acquire)
-                }
-            };
-            while acked.iter().any(|a| seen(a) < version) {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            let times: Vec<String> = acked
-                .iter()
-                .map(|a| {
-                    if eds {
-                        format!(
-                            "{}/{}",
-                            a.eds_at.load(Ordering::Relaxed).saturating_sub(start),
-                            a.eds_bytes.load(Ordering::Relaxed)
-                        )
-                    } else {
-                        a.at.load(Ordering::Relaxed).saturating_sub(start).to_string()
-                    }
-                })
-                .collect();
-            println!("{}", times.join(" "));
-            let _ = std::io::stdout().flush();
-        }
-    });
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
-}
-
-/// Asks the clients for their ACK times of `version` counted from `start`.
-fn wait_acked(
-    stdin: &mut std::process::ChildStdin,
-    stdout: &mut impl BufRead,
-    version: u64,
-    start: u64,
-) -> Vec<Duration> {
-    ask(stdin, stdout, "wait", version, start).0
-}
-
-/// Sends `what VERSION START` and reads the sorted times and the mean of
-/// the bytes (EDS) that follow them.
-fn ask(
-    stdin: &mut std::process::ChildStdin,
-    stdout: &mut impl BufRead,
-    what: &str,
-    version: u64,
-    start: u64,
-) -> (Vec<Duration>, f64) {
-    writeln!(stdin, "{what} {version} {start}").expect("clients alive");
-    stdin.flush().expect("clients alive");
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("clients answer");
-    let mut bytes = 0u64;
-    let mut times: Vec<Duration> = line
-        .split_whitespace()
-        .map(|w| {
-            let (time, size) = w.split_once('/').unwrap_or((w, "0"));
-            bytes += size.parse::<u64>().expect("a number");
-            Duration::from_micros(time.parse().expect("a number"))
-        })
-        .collect();
-    assert!(!times.is_empty(), "the clients process ended");
-    times.sort();
-    let mean = bytes as f64 / times.len() as f64;
-    (times, mean)
-}
-
-/// Client `index`'s IP.
-fn client_ip(index: usize) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::from(0x0b00_0000 + index as u32))
+/// Traffic from `svc-{k}` to `svc-{to}` goes to v1: a source-matched rule,
+/// so the proxies running `svc-{k}` are a class of their own.
+fn source_rule(k: usize, to: usize) -> pilot_model::DynConfig {
+    Config::new(
+        "default",
+        format!("from-svc-{k}"),
+        RouteRule {
+            destination: Some(IstioService {
+                name: format!("svc-{to}"),
+                ..Default::default()
+            }),
+            precedence: 2,
+            match_condition: Some(MatchCondition {
+                source: Some(IstioService {
+                    name: format!("svc-{k}"),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            route: vec![DestinationWeight {
+                labels: [("version".to_string(), "v1".to_string())].into(),
+                weight: Some(100),
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    )
+    .to_dyn()
+    .expect("serializes")
 }
 
 /// How the bench runs: where clients live, and the server's options.
@@ -475,14 +114,42 @@ fn client_ip(index: usize) -> IpAddr {
 struct Setup {
     own: bool,
     namespaces: usize,
+    classes: usize,
+    services: usize,
+    delta: bool,
     incremental: bool,
+    sotw_changed_only: bool,
+}
+
+impl Setup {
+    fn label(&self, clients: usize) -> String {
+        let mut label = format!("{clients} / {} ns", self.namespaces);
+        if self.classes > 0 {
+            label.push_str(&format!(" / {} classes", self.classes));
+        }
+        if self.services != 1_000 {
+            label.push_str(&format!(" / {} svc", self.services));
+        }
+        label.push_str(if self.delta { ", delta" } else { ", sotw" });
+        if !self.delta {
+            label.push_str(if self.sotw_changed_only {
+                ", changed only"
+            } else {
+                ", whole (main)"
+            });
+        }
+        if !self.incremental {
+            label.push_str(", per class");
+        }
+        label
+    }
 }
 
 async fn converge(clients: usize, setup: Setup) {
-    let own = setup.own;
+    let services = setup.services;
     let store = MemoryConfigStore::new(istio::registry());
     let registry = MemoryServiceRegistry::new();
-    for s in 0..SERVICES {
+    for s in 0..services {
         let host = format!("svc-{s}.default.svc.cluster.local");
         registry.add_service(Service::new(&host, vec![Port::new("http", 9080, Protocol::Http)]));
         for i in 0..4u32 {
@@ -492,11 +159,27 @@ async fn converge(clients: usize, setup: Setup) {
         }
         store.create(split_rule(s, 50)).await.expect("create");
     }
-    if own {
-        // Every client runs an instance of a service (two per service at
-        // 2,000 clients): each gets its own inbound side.
-        for index in 0..clients {
-            let host = format!("svc-{}.default.svc.cluster.local", index % SERVICES);
+    for k in 0..setup.classes {
+        store
+            .create(source_rule(k, (k + 1) % services))
+            .await
+            .expect("create");
+    }
+    // Every client runs an instance of a service: with `--own` one each
+    // (two per service at 2,000 clients), each with an inbound side of
+    // its own; with `--classes C` one of the C source services.
+    let runs = |index: usize| {
+        if setup.classes > 0 {
+            Some(index % setup.classes)
+        } else if setup.own {
+            Some(index % services)
+        } else {
+            None
+        }
+    };
+    for index in 0..clients {
+        if let Some(s) = runs(index) {
+            let host = format!("svc-{s}.default.svc.cluster.local");
             let labels = Labels::from_pairs([("version", "v1")]);
             registry
                 .add_endpoints(&host, client_ip(index), labels)
@@ -509,6 +192,7 @@ async fn converge(clients: usize, setup: Setup) {
     let registry = Arc::new(registry);
     let options = XdsOptions {
         incremental: setup.incremental,
+        sotw_changed_only: setup.sotw_changed_only,
         ..XdsOptions::default()
     };
     let server = XdsServer::new(
@@ -530,21 +214,8 @@ async fn converge(clients: usize, setup: Setup) {
     let before = rss_mb();
     let start = now_micros();
     let started = Instant::now();
-    let mut child = Command::new(std::env::current_exe().expect("own path"))
-        .args([
-            "--clients",
-            &clients.to_string(),
-            "--port",
-            &port.to_string(),
-            "--namespaces",
-            &setup.namespaces.to_string(),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the clients");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let cpu_start = cpu_time();
+    let mut child = Clients::start(clients, port, setup.namespaces, setup.delta);
     // Progress while the clients connect (to stderr): streams open, fully
     // synced, and why streams ended so far, as the server saw it.
     let watching = server.clone();
@@ -566,9 +237,10 @@ async fn converge(clients: usize, setup: Setup) {
             );
         }
     });
-    let initial = tokio::task::block_in_place(|| wait_acked(&mut stdin, &mut stdout, 1, start));
+    let initial = tokio::task::block_in_place(|| child.wait_acked(1, start));
     progress.abort();
     let connected = started.elapsed();
+    let initial_cpu = cpu_time().saturating_sub(cpu_start);
     let with_clients = rss_mb();
 
     let mut writes = Vec::new();
@@ -585,18 +257,21 @@ async fn converge(clients: usize, setup: Setup) {
         let mut next = split_rule(1, [80, 20, 50][round]);
         next.meta.resource_version = current.meta.resource_version.clone();
         let version = server.version().unwrap() + 1;
+        let cpu = cpu_time();
         let start = now_micros();
         store.update(next).await.unwrap();
-        let times = tokio::task::block_in_place(|| wait_acked(&mut stdin, &mut stdout, version, start));
+        let times = tokio::task::block_in_place(|| child.wait_acked(version, start));
         writes.push((
             percentile(&times, 0.5),
             percentile(&times, 0.99),
             *times.last().unwrap(),
+            cpu_time().saturating_sub(cpu),
             rss_mb(),
         ));
     }
     // One endpoint added to svc-2 (which no rule write touched).
     let version = server.version().unwrap() + 1;
+    let cpu = cpu_time();
     let start = now_micros();
     registry
         .add_endpoints(
@@ -605,20 +280,12 @@ async fn converge(clients: usize, setup: Setup) {
             Labels::from_pairs([("version", "v1")]),
         )
         .expect("service exists");
-    let (endpoint, eds_bytes) =
-        tokio::task::block_in_place(|| ask(&mut stdin, &mut stdout, "eds", version, start));
+    let (endpoint, eds_bytes) = tokio::task::block_in_place(|| child.ask("eds", version, start));
+    let endpoint_cpu = cpu_time().saturating_sub(cpu);
     let endpoint_rss = rss_mb();
-    let reconnects = tokio::task::block_in_place(|| {
-        writeln!(stdin, "reconnects").expect("clients alive");
-        stdin.flush().expect("clients alive");
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("clients answer");
-        line.trim().to_string()
-    });
+    let reconnects = tokio::task::block_in_place(|| child.reconnects());
     let ends = server.stream_ends();
-    drop(stdin);
-    let _ = child.kill();
-    let _ = child.wait();
+    child.stop();
     // Every stream noticed the disconnect and left.
     while !server.status().is_empty() {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -642,22 +309,24 @@ async fn converge(clients: usize, setup: Setup) {
     let trimmed = rss_mb();
     let _ = stop.send(());
     let _ = server_task.await;
-    let mode = if setup.incremental { "shared" } else { "per class" };
-    let clients = format!("{clients} / {} ns, {mode}", setup.namespaces);
+    let clients = setup.label(clients);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "| {clients} | initial sync | {:.0} ms | {:.0} ms | {:.0} ms | {:.1} s | {before:.0} MB | {with_clients:.0} MB | |",
-        percentile(&initial, 0.5).as_secs_f64() * 1e3,
-        percentile(&initial, 0.99).as_secs_f64() * 1e3,
-        initial.last().unwrap().as_secs_f64() * 1e3,
-        connected.as_secs_f64()
+        "| {clients} | initial sync | {:.0} ms | {:.0} ms | {:.0} ms | {:.1} s | {:.0} ms | {before:.0} MB | {with_clients:.0} MB | |",
+        ms(percentile(&initial, 0.5)),
+        ms(percentile(&initial, 0.99)),
+        ms(*initial.last().unwrap()),
+        connected.as_secs_f64(),
+        ms(initial_cpu),
     );
-    for (round, (p50, p99, max, rss)) in writes.into_iter().enumerate() {
+    for (round, (p50, p99, max, cpu, rss)) in writes.into_iter().enumerate() {
         println!(
-            "| {clients} | write {} | {:.0} ms | {:.0} ms | {:.0} ms | | | {rss:.0} MB | {} |",
+            "| {clients} | write {} | {:.0} ms | {:.0} ms | {:.0} ms | | {:.0} ms | | {rss:.0} MB | {} |",
             round + 1,
-            p50.as_secs_f64() * 1e3,
-            p99.as_secs_f64() * 1e3,
-            max.as_secs_f64() * 1e3,
+            ms(p50),
+            ms(p99),
+            ms(max),
+            ms(cpu),
             if round == 2 {
                 format!("{after:.0} MB ({trimmed:.0} MB after malloc_trim)")
             } else {
@@ -666,45 +335,38 @@ async fn converge(clients: usize, setup: Setup) {
         );
     }
     println!(
-        "| {clients} | endpoint added (EDS ACKed; {:.0} KB of assignments per client) | {:.0} ms | {:.0} ms | {:.0} ms | | | {endpoint_rss:.0} MB | |",
+        "| {clients} | endpoint added (EDS ACKed; {:.2} KB of EDS per client) | {:.0} ms | {:.0} ms | {:.0} ms | | {:.0} ms | | {endpoint_rss:.0} MB | |",
         eds_bytes / 1024.0,
-        percentile(&endpoint, 0.5).as_secs_f64() * 1e3,
-        percentile(&endpoint, 0.99).as_secs_f64() * 1e3,
-        endpoint.last().unwrap().as_secs_f64() * 1e3,
+        ms(percentile(&endpoint, 0.5)),
+        ms(percentile(&endpoint, 0.99)),
+        ms(*endpoint.last().unwrap()),
+        ms(endpoint_cpu),
     );
-    println!("| {clients} | clients: {reconnects}; server: streams ended {ends:?} | | | | | | | |");
+    println!("| {clients} | clients: {reconnects}; server: streams ended {ends:?} | | | | | | | | |");
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if let Some(at) = args.iter().position(|a| a == "--clients") {
-        let clients = args[at + 1].parse().expect("a client count");
-        let port = args
-            .iter()
-            .position(|a| a == "--port")
-            .and_then(|at| args[at + 1].parse().ok())
-            .expect("a port");
-        let namespaces = args
-            .iter()
-            .position(|a| a == "--namespaces")
-            .and_then(|at| args[at + 1].parse().ok())
-            .unwrap_or(1);
-        clients_main(clients, port, namespaces);
+    if let Some((clients, port, namespaces, delta)) = ads_clients::child_args(&args) {
+        ads_clients::clients_main(clients, port, namespaces, delta);
         return;
     }
     if args.iter().any(|a| a == "--test") {
         return;
     }
-    let namespaces: usize = args
-        .iter()
-        .position(|a| a == "--namespaces")
-        .and_then(|at| args.get(at + 1)?.parse().ok())
-        .unwrap_or(1);
+    const VALUED: [&str; 3] = ["--namespaces", "--classes", "--services"];
+    let value = |flag: &str, default: usize| -> usize {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|at| args.get(at + 1)?.parse().ok())
+            .unwrap_or(default)
+    };
+    let flag = |name: &str| args.iter().any(|a| a == name);
     let counts: Vec<usize> = args
         .iter()
         .enumerate()
         .skip(1)
-        .filter(|(i, _)| args[i - 1] != "--namespaces")
+        .filter(|(i, _)| !VALUED.contains(&args[i - 1].as_str()))
         .filter_map(|(_, a)| a.parse().ok())
         .collect();
     let counts = if counts.is_empty() {
@@ -718,21 +380,26 @@ fn main() {
         .build()
         .unwrap();
     println!(
-        "| clients | what | to all ACKed p50 | p99 | max | first sync (all) | server RSS before | server RSS connected | server RSS after disconnect |"
+        "| clients | what | to all ACKed p50 | p99 | max | first sync (all) | server CPU | server RSS before | server RSS connected | server RSS after disconnect |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    let own = args.iter().any(|a| a == "--own");
-    let modes: &[bool] = if args.iter().any(|a| a == "--compare") {
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let modes: &[bool] = if flag("--compare") {
         &[false, true]
+    } else if flag("--whole") {
+        &[false]
     } else {
         &[true]
     };
     for clients in counts {
-        for &incremental in modes {
+        for &sotw_changed_only in modes {
             let setup = Setup {
-                own,
-                namespaces,
-                incremental,
+                own: flag("--own"),
+                namespaces: value("--namespaces", 1),
+                classes: value("--classes", 0),
+                services: value("--services", 1_000),
+                delta: flag("--delta"),
+                incremental: !flag("--per-class"),
+                sotw_changed_only,
             };
             runtime.block_on(converge(clients, setup));
         }

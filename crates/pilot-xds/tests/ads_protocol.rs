@@ -3,7 +3,8 @@
 //! version recorded as ACKed is the one the ACKed nonce was sent with (not
 //! what the client claims), a NACK is recorded and not answered with the
 //! same thing again, and after a change of clusters (listeners) the load
-//! assignments (route configurations) are sent again.
+//! assignments (route configurations) are sent again. An endpoint change
+//! sends, in both protocols, only the load assignment that changed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +28,10 @@ const PATIENCE: Duration = Duration::from_secs(20);
 const NODE: &str = "sidecar~10.9.0.1~app.default~default.svc.cluster.local";
 const REVIEWS: &str = "reviews.default.svc.cluster.local";
 const REVIEWS_CLUSTER: &str = "outbound|9080||reviews.default.svc.cluster.local";
+const RATINGS: &str = "ratings.default.svc.cluster.local";
+const RATINGS_CLUSTER: &str = "outbound|9080||ratings.default.svc.cluster.local";
+const DETAILS: &str = "details.default.svc.cluster.local";
+const DETAILS_CLUSTER: &str = "outbound|9080||details.default.svc.cluster.local";
 
 /// One response, whatever the protocol.
 #[derive(Debug)]
@@ -253,6 +258,157 @@ async fn apply(store: &MemoryConfigStore, yaml: &str) {
     }
 }
 
+/// A server on a free loopback port over `registry` and an empty store.
+async fn start(registry: &Arc<MemoryServiceRegistry>) -> (XdsServer, MemoryConfigStore, u16) {
+    let store = MemoryConfigStore::new(istio::registry());
+    let controller = Arc::new(Controller::new(Arc::new(store.clone())));
+    controller.run();
+    let server = XdsServer::new(
+        controller,
+        Arc::clone(registry) as Arc<dyn pilot_model::ServiceDiscovery>,
+        Default::default(),
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let serving = server.clone();
+    tokio::spawn(async move {
+        serving
+            .serve(([127, 0, 0, 1], port).into(), std::future::pending())
+            .await
+    });
+    (server, store, port)
+}
+
+/// The endpoints' addresses of an encoded load assignment.
+fn addresses(assignment: &[u8]) -> Vec<String> {
+    use envoy_types::pb::envoy::config::core::v3::address::Address;
+    use envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint::HostIdentifier;
+    let assignment = ClusterLoadAssignment::decode(assignment).unwrap();
+    let mut found: Vec<String> = assignment
+        .endpoints
+        .iter()
+        .flat_map(|l| &l.lb_endpoints)
+        .filter_map(|e| match &e.host_identifier {
+            Some(HostIdentifier::Endpoint(endpoint)) => match &endpoint.address.as_ref()?.address {
+                Some(Address::SocketAddress(socket)) => Some(socket.address.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// An endpoint added to one of two subscribed services: the EDS response
+/// holds that service's assignment only (state of the world too: the
+/// client keeps the other). A new service, then a subscription naming it
+/// besides the two: the response holds the new assignment only.
+async fn endpoint_change(delta: bool) {
+    let registry = Arc::new(MemoryServiceRegistry::new());
+    for (host, ip) in [(REVIEWS, "10.1.1.1"), (RATINGS, "10.2.2.1")] {
+        registry.add_service(Service::new(host, vec![Port::new("http", 9080, Protocol::Http)]));
+        registry
+            .add_endpoints(host, ip.parse().unwrap(), Labels::new())
+            .unwrap();
+    }
+    let (server, _store, port) = start(&registry).await;
+    let mut client = Client::open(port, delta).await;
+    let cds = client.next().await;
+    assert_eq!(cds.t, XdsType::Cluster);
+    client.answer(&cds, None).await;
+    client
+        .subscribe(
+            XdsType::Endpoint,
+            vec![RATINGS_CLUSTER.into(), REVIEWS_CLUSTER.into()],
+        )
+        .await;
+    let eds = client.next().await;
+    assert_eq!(eds.t, XdsType::Endpoint);
+    let mut names: Vec<&str> = eds.resources.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort();
+    assert_eq!(names, [RATINGS_CLUSTER, REVIEWS_CLUSTER], "{eds:?}");
+    client.answer(&eds, None).await;
+    wait_status(&server, XdsType::Endpoint, |s| s.synced()).await;
+
+    // One endpoint added to ratings.
+    registry
+        .add_endpoints(RATINGS, "10.2.2.2".parse().unwrap(), Labels::new())
+        .unwrap();
+    let changed = client.next().await;
+    assert_eq!(changed.t, XdsType::Endpoint, "{changed:?}");
+    assert_eq!(
+        changed.resources.len(),
+        1,
+        "only the changed assignment: {changed:?}"
+    );
+    assert_eq!(changed.resources[0].0, RATINGS_CLUSTER);
+    assert_eq!(addresses(&changed.resources[0].1), ["10.2.2.1", "10.2.2.2"]);
+    assert_ne!(changed.version, eds.version);
+    client.answer(&changed, None).await;
+    let status = wait_status(&server, XdsType::Endpoint, |s| {
+        s.acked.as_deref() == Some(&changed.version)
+    })
+    .await;
+    assert!(status.synced(), "{status:?}");
+
+    // A new service: CDS names its cluster; the proxy subscribes to it
+    // besides the two it has, and is sent the new one only.
+    registry.add_service(Service::new(
+        DETAILS,
+        vec![Port::new("http", 9080, Protocol::Http)],
+    ));
+    registry
+        .add_endpoints(DETAILS, "10.3.3.1".parse().unwrap(), Labels::new())
+        .unwrap();
+    let cds = client.next().await;
+    assert_eq!(cds.t, XdsType::Cluster, "{cds:?}");
+    assert!(
+        cds.resources.iter().any(|(name, _)| name == DETAILS_CLUSTER),
+        "{cds:?}"
+    );
+    client.answer(&cds, None).await;
+    if delta {
+        client
+            .subscribe(XdsType::Endpoint, vec![DETAILS_CLUSTER.into()])
+            .await;
+    } else {
+        client
+            .subscribe(
+                XdsType::Endpoint,
+                vec![
+                    DETAILS_CLUSTER.into(),
+                    RATINGS_CLUSTER.into(),
+                    REVIEWS_CLUSTER.into(),
+                ],
+            )
+            .await;
+    }
+    let added = client.next().await;
+    assert_eq!(added.t, XdsType::Endpoint, "{added:?}");
+    let names: Vec<&str> = added.resources.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, [DETAILS_CLUSTER], "only the new assignment: {added:?}");
+    assert_eq!(addresses(&added.resources[0].1), ["10.3.3.1"]);
+    client.answer(&added, None).await;
+    wait_status(&server, XdsType::Endpoint, |s| {
+        s.acked.as_deref() == Some(&added.version)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_of_the_world_endpoint_change_sends_only_the_changed_assignment() {
+    endpoint_change(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_endpoint_change_sends_only_the_changed_assignment() {
+    endpoint_change(true).await;
+}
+
 async fn protocol_rules(delta: bool) {
     let registry = Arc::new(MemoryServiceRegistry::new());
     registry.add_service(Service::new(
@@ -364,15 +520,10 @@ async fn protocol_rules(delta: bool) {
     let cds = client.next().await;
     assert_eq!(cds.t, XdsType::Cluster, "{cds:?}");
     client.answer(&cds, None).await;
-    let mut next = client.next().await;
-    if !delta {
-        // State of the world re-sends every subscribed assignment after a
-        // CDS change; delta only the changed clusters' (here a new one the
-        // proxy has not subscribed to).
-        assert_eq!(next.t, XdsType::Endpoint, "{next:?}");
-        client.answer(&next, None).await;
-        next = client.next().await;
-    }
+    // Both protocols re-send only the changed clusters' assignments after
+    // a CDS change: here a new one the proxy has not subscribed to, so
+    // no EDS response at all.
+    let next = client.next().await;
     assert_eq!(next.t, XdsType::Listener, "{next:?}");
     client.answer(&next, None).await;
     let routes = client.next().await;

@@ -31,6 +31,7 @@ mod serve;
 mod service;
 mod session;
 mod sotw;
+mod sotw_diff;
 mod status;
 mod transport;
 mod xds_type;
@@ -71,6 +72,12 @@ pub struct XdsOptions {
     /// itself on every push, as before sharing existed; it is kept so the
     /// `ads` bench can measure both in one run.
     pub incremental: bool,
+    /// State-of-the-world streams are sent, of load assignments and route
+    /// configurations, only those whose version differs from what the
+    /// stream was last sent (the default). False sends every subscribed
+    /// one whenever any changed, as before; kept so the `ads` bench can
+    /// measure both in one run.
+    pub sotw_changed_only: bool,
 }
 
 impl Default for XdsOptions {
@@ -80,6 +87,7 @@ impl Default for XdsOptions {
             debounce_max: Duration::from_millis(50),
             send_queue: 16,
             incremental: true,
+            sotw_changed_only: true,
         }
     }
 }
@@ -165,6 +173,9 @@ pub(crate) struct Inner {
     pub(crate) pushes: tokio::sync::broadcast::Sender<PushInfo>,
     /// Subscriptions' name sets, shared between streams.
     pub(crate) names: name_sets::NameSets,
+    /// What changed between two pushes' encodings, for state-of-the-world
+    /// streams, shared between them.
+    pub(crate) sotw_diffs: sotw_diff::Diffs,
     /// Connections closed at once, over the cap.
     pub(crate) connections_refused: AtomicU64,
     /// Streams refused (credentials, node ids, malformed requests).
@@ -196,6 +207,7 @@ impl XdsServer {
             closing: watch::channel(false).0,
             next_connection: AtomicU64::new(0),
             names: Default::default(),
+            sotw_diffs: Default::default(),
             pushes: tokio::sync::broadcast::channel(64).0,
             connections_refused: AtomicU64::new(0),
             refused: Default::default(),

@@ -1,6 +1,11 @@
 //! State-of-the-world ADS: a subscription is a set of names (or every
-//! resource), and a response carries every resource it selects, sent when
-//! their digest changed.
+//! resource). A Listener or Cluster response carries every resource the
+//! subscription selects, sent when their digest changed; a load
+//! assignment or route configuration response carries only the resources
+//! whose version differs from what the stream was last sent, plus newly
+//! subscribed names (the client keeps the others: xDS protocol, "Grouping
+//! Resources into Responses"), worked out once per push and subscription
+//! in `sotw_diff.rs`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -8,16 +13,23 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 
+use super::generated::{EncodedType, ProxyConfig};
 use super::session::{Answer, Gone, Protocol, Resend, Session};
 use super::xds_type::XdsType;
 
-/// A type's subscription and the digest of what was last sent for it.
+/// A type's subscription and what was last sent for it.
 #[derive(Default)]
 struct Subscription {
     /// `None`: every resource (wildcard). Shared by the proxies that
     /// subscribe to the same names.
     names: Option<Arc<BTreeSet<String>>>,
     digest: Option<u64>,
+    /// The shared encoding the stream's latest response of the type came
+    /// from (for every subscribed name, the stream holds its version
+    /// there), shared with the other streams of the push.
+    last: Option<Arc<EncodedType>>,
+    /// The digest of the proxy's own resources of the type last sent.
+    own_digest: Option<u64>,
 }
 
 /// A state-of-the-world stream's subscriptions, by type.
@@ -71,15 +83,24 @@ impl Protocol for Sotw {
             }
             Answer::Latest | Answer::Initial => {}
         }
-        subscription.names = (!wildcard).then(|| {
+        let names = (!wildcard).then(|| {
             session
                 .server()
                 .names
                 .intern(request.resource_names.into_iter().collect())
         });
-        // A new subscription is answered even when its digest is unchanged
-        // (a reconnecting proxy needs the response).
-        Some(Resend::All)
+        // Of a type sent by subset, a stream that has been sent some is
+        // sent the names it newly subscribes to (and what changed).
+        let resend = match (&subscription.last, &subscription.names, &names) {
+            (Some(_), Some(before), Some(after)) if subset(session, t) => {
+                Resend::Names(after.difference(before).cloned().collect())
+            }
+            // A new subscription is answered even when its digest is
+            // unchanged (a reconnecting proxy needs the response).
+            _ => Resend::All,
+        };
+        subscription.names = names;
+        Some(resend)
     }
 
     fn subscribed(&self, t: XdsType) -> bool {
@@ -92,12 +113,65 @@ impl Protocol for Sotw {
             // Not synced yet: the first push will answer.
             return Ok(Resend::Nothing);
         };
-        let (digest, resources) = config.sotw(t.short(), &subscription.names);
-        let changed = subscription.digest != Some(digest);
-        if !changed && !resend.any() {
-            return Ok(Resend::Nothing);
-        }
-        subscription.digest = Some(digest);
+        let shared = Arc::clone(&config.shared.types[t.short()]);
+        let (resources, changed) = match (&subscription.last, resend) {
+            (Some(last), Resend::Nothing | Resend::Names(_)) if subset(session, t) => {
+                let forced = match resend {
+                    Resend::Names(names) => names.clone(),
+                    _ => BTreeSet::new(),
+                };
+                let update = session
+                    .server()
+                    .sotw_diffs
+                    .update(last, &shared, &subscription.names, &forced);
+                let mut resources = update.resources.clone();
+                let mut count = update.count;
+                let own = own_digest(config, t, &subscription.names);
+                if own.is_some() && own != subscription.own_digest {
+                    let (selected, n) = own_resources(config, t, &subscription.names);
+                    resources.extend(selected);
+                    count += n;
+                }
+                subscription.own_digest = own;
+                subscription.last = Some(shared);
+                if count == 0 {
+                    return Ok(Resend::Nothing);
+                }
+                (resources, Resend::All)
+            }
+            _ => {
+                let (digest, resources) = config.sotw(t.short(), &subscription.names);
+                let changed = subscription.digest != Some(digest);
+                if !changed && !resend.any() {
+                    return Ok(Resend::Nothing);
+                }
+                // What changed, by name, for the re-sends that follow
+                // (after clusters changed: their load assignments).
+                let names =
+                    if !changed {
+                        Resend::Nothing
+                    } else if session.server().options.sotw_changed_only && t == XdsType::Cluster {
+                        let mut names = session
+                            .server()
+                            .sotw_diffs
+                            .changed_names(subscription.last.as_ref(), &shared);
+                        if own_digest(config, t, &subscription.names) != subscription.own_digest {
+                            names.extend(config.own.iter().flat_map(|own| {
+                                own.types[t.short()].entries.iter().map(|e| e.name.to_string())
+                            }));
+                        }
+                        Resend::Names(names)
+                    } else {
+                        // A response carries every selected resource: which
+                        // of them changed is not known here.
+                        Resend::All
+                    };
+                subscription.digest = Some(digest);
+                subscription.own_digest = own_digest(config, t, &subscription.names);
+                subscription.last = Some(shared);
+                (resources, names)
+            }
+        };
         session
             .send(t, resources, |version_info, nonce| DiscoveryResponse {
                 version_info,
@@ -106,10 +180,40 @@ impl Protocol for Sotw {
                 ..Default::default()
             })
             .await?;
-        // A response carries every selected resource: which of them
-        // changed is not known here.
-        Ok(if changed { Resend::All } else { Resend::Nothing })
+        Ok(changed)
     }
+}
+
+/// True when responses of `t` carry only what changed (load assignments
+/// and route configurations; Listener and Cluster responses carry every
+/// resource).
+fn subset(session: &Session, t: XdsType) -> bool {
+    !t.wildcard_by_default() && session.server().options.sotw_changed_only
+}
+
+/// The digest of the proxy's own resources of `t` that `names` selects
+/// (`None` when it has none of the type).
+fn own_digest(config: &ProxyConfig, t: XdsType, names: &Option<Arc<BTreeSet<String>>>) -> Option<u64> {
+    let own = &config.own.as_ref()?.types[t.short()];
+    if own.entries.is_empty() {
+        return None;
+    }
+    Some(own.digest(|name| names.as_ref().is_none_or(|names| names.contains(name))))
+}
+
+/// The proxy's own resources of `t` that `names` selects, and how many.
+fn own_resources(
+    config: &ProxyConfig,
+    t: XdsType,
+    names: &Option<Arc<BTreeSet<String>>>,
+) -> (Vec<bytes::Bytes>, usize) {
+    let Some(own) = &config.own else {
+        return (Vec::new(), 0);
+    };
+    let own = &own.types[t.short()];
+    let wanted = |name: &str| names.as_ref().is_none_or(|names| names.contains(name));
+    let count = own.entries.iter().filter(|e| wanted(&e.name)).count();
+    (own.sotw(|e| wanted(&e.name)), count)
 }
 
 /// True when a request names the same resources as the subscription (no

@@ -1,0 +1,672 @@
+//! The ADS bench's clients, run in a child process (the bench binary
+//! itself, `--clients N --port P [--namespaces K] [--delta]`), shared by
+//! the `ads` bench of pilot-xds and the `status` bench of pilot-server
+//! (which includes this file by path).
+//!
+//! Each client is a sidecar with its own IP (`client_ip`), in namespace
+//! `ns{i % K}` (`default` when K is 1). State of the world: it subscribes
+//! to CDS and LDS (wildcard), to the EDS and RDS names those carry, and
+//! ACKs every response with the full name list, as Envoy does. Delta: the
+//! same subscriptions as deltas (new names subscribed, gone ones
+//! unsubscribed), each response ACKed by nonce. It decodes only what it
+//! needs (names, and enough to count a response's bytes). A client records
+//! when it sent its ACK of each RDS and EDS version and the size of that
+//! EDS response (the whole encoded `DiscoveryResponse` or
+//! `DeltaDiscoveryResponse`); the parent asks for those times over stdin.
+//!
+//! A client whose stream fails or ends reconnects as Envoy does (jittered
+//! exponential backoff, 500 ms to 30 s), counting why.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use prost::Message;
+use tokio::sync::mpsc;
+
+pub const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+pub const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+pub const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+pub const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+const PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
+const DELTA_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
+
+/// What a client decodes of a `DiscoveryResponse` (every field the server
+/// sends, so `encoded_len` is the message's size; resources not copied).
+#[derive(Clone, PartialEq, Message)]
+pub struct Response {
+    #[prost(string, tag = "1")]
+    version_info: String,
+    #[prost(message, repeated, tag = "2")]
+    resources: Vec<AnyValue>,
+    #[prost(string, tag = "4")]
+    type_url: String,
+    #[prost(string, tag = "5")]
+    nonce: String,
+}
+
+/// What a client decodes of a `DeltaDiscoveryResponse` (every field the
+/// server sends).
+#[derive(Clone, PartialEq, Message)]
+pub struct DeltaResponse {
+    #[prost(string, tag = "1")]
+    system_version_info: String,
+    #[prost(message, repeated, tag = "2")]
+    resources: Vec<DeltaResource>,
+    #[prost(string, tag = "4")]
+    type_url: String,
+    #[prost(string, tag = "5")]
+    nonce: String,
+    #[prost(string, repeated, tag = "6")]
+    removed_resources: Vec<String>,
+}
+
+/// `envoy.service.discovery.v3.Resource`: version, the resource, name.
+#[derive(Clone, PartialEq, Message)]
+pub struct DeltaResource {
+    #[prost(string, tag = "1")]
+    version: String,
+    #[prost(message, optional, tag = "2")]
+    resource: Option<AnyValue>,
+    #[prost(string, tag = "3")]
+    name: String,
+}
+
+/// `google.protobuf.Any`, not copied.
+#[derive(Clone, PartialEq, Message)]
+pub struct AnyValue {
+    #[prost(bytes = "bytes", tag = "1")]
+    type_url: Bytes,
+    #[prost(bytes = "bytes", tag = "2")]
+    value: Bytes,
+}
+
+/// A cluster's name and whether it uses EDS (`Cluster` fields 1 and 3).
+#[derive(Clone, PartialEq, Message)]
+struct ClusterName {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(message, optional, tag = "3")]
+    eds_cluster_config: Option<Present>,
+}
+
+/// A message whose content does not matter, only its presence.
+#[derive(Clone, PartialEq, Message)]
+struct Present {}
+
+/// `Listener.filter_chains` (3) → `FilterChain.filters` (3) →
+/// `Filter.typed_config` (4) → `HttpConnectionManager.rds` (3) →
+/// `Rds.route_config_name` (2).
+#[derive(Clone, PartialEq, Message)]
+struct ListenerRoutes {
+    #[prost(message, repeated, tag = "3")]
+    filter_chains: Vec<ChainFilters>,
+}
+#[derive(Clone, PartialEq, Message)]
+struct ChainFilters {
+    #[prost(message, repeated, tag = "3")]
+    filters: Vec<FilterConfig>,
+}
+#[derive(Clone, PartialEq, Message)]
+struct FilterConfig {
+    #[prost(message, optional, tag = "4")]
+    typed_config: Option<AnyValue>,
+}
+#[derive(Clone, PartialEq, Message)]
+struct ManagerRds {
+    #[prost(message, optional, tag = "3")]
+    rds: Option<RdsName>,
+}
+#[derive(Clone, PartialEq, Message)]
+struct RdsName {
+    #[prost(string, tag = "2")]
+    route_config_name: String,
+}
+
+/// The EDS names a cluster carries (itself, when it uses EDS).
+fn eds_name(value: &Bytes) -> Option<String> {
+    let cluster = ClusterName::decode(value.clone()).ok()?;
+    cluster.eds_cluster_config.is_some().then_some(cluster.name)
+}
+
+/// The route configuration names a listener's connection managers use.
+fn route_names(value: &Bytes) -> Vec<String> {
+    ListenerRoutes::decode(value.clone())
+        .map(|l| {
+            l.filter_chains
+                .into_iter()
+                .flat_map(|c| c.filters)
+                .filter_map(|f| ManagerRds::decode(f.typed_config?.value).ok()?.rds)
+                .map(|rds| rds.route_config_name)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+/// Client `index`'s IP.
+pub fn client_ip(index: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(0x0b00_0000 + index as u32))
+}
+
+/// When a client ACKed its latest RDS version: (version, wall-clock µs).
+#[derive(Default)]
+struct Acked {
+    version: AtomicU64,
+    at: AtomicU64,
+    /// The same for EDS, with the bytes of the EDS responses received for
+    /// that version.
+    eds_version: AtomicU64,
+    eds_at: AtomicU64,
+    eds_bytes: AtomicU64,
+}
+
+impl Acked {
+    fn rds(&self, version: &str) {
+        if let Ok(version) = version.parse::<u64>() {
+            self.at.store(now_micros(), Ordering::Relaxed);
+            self.version.store(version, Ordering::Release);
+        }
+    }
+
+    fn eds(&self, version: &str, bytes: usize) {
+        if let Ok(version) = version.parse::<u64>() {
+            // Several responses of one version (delta: a subscription's
+            // answer and the push) add up.
+            let before = self.eds_version.load(Ordering::Acquire);
+            let total = if before == version {
+                self.eds_bytes.load(Ordering::Relaxed) + bytes as u64
+            } else {
+                bytes as u64
+            };
+            self.eds_bytes.store(total, Ordering::Relaxed);
+            self.eds_at.store(now_micros(), Ordering::Relaxed);
+            self.eds_version.store(version, Ordering::Release);
+        }
+    }
+}
+
+/// Why clients' streams ended, and how often they reconnected.
+#[derive(Default)]
+struct Reconnects {
+    total: AtomicU64,
+    reasons: std::sync::Mutex<BTreeMap<String, u64>>,
+}
+
+impl Reconnects {
+    fn count(&self, reason: String) {
+        *self.reasons.lock().unwrap().entry(reason).or_default() += 1;
+    }
+}
+
+/// How the clients connect.
+#[derive(Clone, Copy)]
+struct ClientSetup {
+    port: u16,
+    namespaces: usize,
+    delta: bool,
+}
+
+/// One client, as Envoy behaves: runs a stream until it fails or ends,
+/// then reconnects after a jittered exponential backoff.
+async fn client(setup: ClientSetup, index: usize, acked: Arc<Acked>, reconnects: Arc<Reconnects>) {
+    let mut backoff = Duration::from_millis(500);
+    let mut attempt = 0u64;
+    loop {
+        let reason = if setup.delta {
+            delta_stream(setup, index, &acked).await
+        } else {
+            stream(setup, index, &acked).await
+        };
+        reconnects.count(reason);
+        reconnects.total.fetch_add(1, Ordering::Relaxed);
+        attempt += 1;
+        let jitter = ((index as u64)
+            .wrapping_mul(2_654_435_761)
+            .wrapping_add(attempt * 40_503))
+            % 1000;
+        tokio::time::sleep(backoff.mul_f64(jitter as f64 / 1000.0)).await;
+        backoff = (backoff * 2).min(Duration::from_secs(30));
+    }
+}
+
+fn node(setup: ClientSetup, index: usize) -> Node {
+    let namespace = if setup.namespaces <= 1 {
+        "default".to_string()
+    } else {
+        format!("ns{}", index % setup.namespaces)
+    };
+    Node {
+        id: format!(
+            "sidecar~{}~client-{index}.{namespace}~{namespace}.svc.cluster.local",
+            client_ip(index)
+        ),
+        ..Default::default()
+    }
+}
+
+async fn grpc(port: u16) -> Result<tonic::client::Grpc<tonic::transport::Channel>, String> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+        .expect("address")
+        .connect()
+        .await
+        .map_err(|error| format!("connect: {error}"))?;
+    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(64 * 1024 * 1024);
+    grpc.ready().await.map_err(|error| format!("ready: {error}"))?;
+    Ok(grpc)
+}
+
+/// The whole error chain of a failed stream.
+fn failure(status: &tonic::Status) -> String {
+    let mut reason = format!("status {:?}: {}", status.code(), status.message());
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        reason.push_str(&format!(" <- {error}"));
+        source = error.source();
+    }
+    reason
+}
+
+/// One state-of-the-world stream: subscribes, follows EDS/RDS names, ACKs
+/// everything; returns why it ended.
+async fn stream(setup: ClientSetup, index: usize, acked: &Acked) -> String {
+    let mut grpc = match grpc(setup.port).await {
+        Ok(grpc) => grpc,
+        Err(reason) => return reason,
+    };
+    let node = node(setup, index);
+    let (tx, rx) = mpsc::channel(16);
+    let request = |type_url: &str, names: Vec<String>, version: &str, nonce: &str| DiscoveryRequest {
+        node: Some(node.clone()),
+        type_url: type_url.into(),
+        resource_names: names,
+        version_info: version.into(),
+        response_nonce: nonce.into(),
+        ..Default::default()
+    };
+    let _ = tx.send(request(CDS, vec![], "", "")).await;
+    let _ = tx.send(request(LDS, vec![], "", "")).await;
+    let codec = tonic_prost::ProstCodec::<DiscoveryRequest, Response>::default();
+    let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+    let response = match grpc
+        .streaming(
+            tonic::Request::new(requests),
+            http::uri::PathAndQuery::from_static(PATH),
+            codec,
+        )
+        .await
+    {
+        Ok(response) => response,
+        Err(status) => return format!("open: status {:?}: {}", status.code(), status.message()),
+    };
+    let mut responses = response.into_inner();
+    let (mut eds, mut rds): (BTreeSet<String>, BTreeSet<String>) = Default::default();
+    loop {
+        let response = match responses.message().await {
+            Ok(Some(response)) => response,
+            Ok(None) => return "ended by the server (OK)".into(),
+            Err(status) => return failure(&status),
+        };
+        let mut follow_up = None;
+        if response.type_url == CDS {
+            let names: BTreeSet<String> = response
+                .resources
+                .iter()
+                .filter_map(|a| eds_name(&a.value))
+                .collect();
+            if names != eds {
+                eds = names;
+                follow_up = Some(request(EDS, eds.iter().cloned().collect(), "", ""));
+            }
+        } else if response.type_url == LDS {
+            let names: BTreeSet<String> = response
+                .resources
+                .iter()
+                .flat_map(|a| route_names(&a.value))
+                .collect();
+            if names != rds {
+                rds = names;
+                follow_up = Some(request(RDS, rds.iter().cloned().collect(), "", ""));
+            }
+        }
+        let names = if response.type_url == EDS {
+            eds.iter().cloned().collect()
+        } else if response.type_url == RDS {
+            rds.iter().cloned().collect()
+        } else {
+            vec![]
+        };
+        let ack = request(&response.type_url, names, &response.version_info, &response.nonce);
+        if tx.send(ack).await.is_err() {
+            return "request stream closed".into();
+        }
+        if response.type_url == RDS {
+            acked.rds(&response.version_info);
+        }
+        if response.type_url == EDS {
+            acked.eds(&response.version_info, response.encoded_len());
+        }
+        if let Some(follow_up) = follow_up
+            && tx.send(follow_up).await.is_err()
+        {
+            return "request stream closed".into();
+        }
+    }
+}
+
+/// One delta stream: subscribes to CDS and LDS, then to the EDS and RDS
+/// names those carry as they come and go; ACKs everything.
+async fn delta_stream(setup: ClientSetup, index: usize, acked: &Acked) -> String {
+    let mut grpc = match grpc(setup.port).await {
+        Ok(grpc) => grpc,
+        Err(reason) => return reason,
+    };
+    let node = node(setup, index);
+    let (tx, rx) = mpsc::channel(16);
+    let request = |type_url: &str, subscribe: Vec<String>, unsubscribe: Vec<String>, nonce: &str| {
+        DeltaDiscoveryRequest {
+            node: Some(node.clone()),
+            type_url: type_url.into(),
+            resource_names_subscribe: subscribe,
+            resource_names_unsubscribe: unsubscribe,
+            response_nonce: nonce.into(),
+            ..Default::default()
+        }
+    };
+    let _ = tx.send(request(CDS, vec![], vec![], "")).await;
+    let _ = tx.send(request(LDS, vec![], vec![], "")).await;
+    let codec = tonic_prost::ProstCodec::<DeltaDiscoveryRequest, DeltaResponse>::default();
+    let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+    let response = match grpc
+        .streaming(
+            tonic::Request::new(requests),
+            http::uri::PathAndQuery::from_static(DELTA_PATH),
+            codec,
+        )
+        .await
+    {
+        Ok(response) => response,
+        Err(status) => return format!("open: status {:?}: {}", status.code(), status.message()),
+    };
+    let mut responses = response.into_inner();
+    // What each cluster / listener asks for, by its name.
+    let mut clusters: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut listeners: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let (mut eds, mut rds): (BTreeSet<String>, BTreeSet<String>) = Default::default();
+    loop {
+        let response = match responses.message().await {
+            Ok(Some(response)) => response,
+            Ok(None) => return "ended by the server (OK)".into(),
+            Err(status) => return failure(&status),
+        };
+        let mut follow_up = None;
+        if response.type_url == CDS {
+            for name in &response.removed_resources {
+                clusters.remove(name);
+            }
+            for r in &response.resources {
+                let value = r.resource.as_ref().map(|a| a.value.clone()).unwrap_or_default();
+                clusters.insert(r.name.clone(), eds_name(&value));
+            }
+            let names: BTreeSet<String> = clusters.values().flatten().cloned().collect();
+            if names != eds {
+                let subscribe = names.difference(&eds).cloned().collect();
+                let unsubscribe = eds.difference(&names).cloned().collect();
+                eds = names;
+                follow_up = Some(request(EDS, subscribe, unsubscribe, ""));
+            }
+        } else if response.type_url == LDS {
+            for name in &response.removed_resources {
+                listeners.remove(name);
+            }
+            for r in &response.resources {
+                let value = r.resource.as_ref().map(|a| a.value.clone()).unwrap_or_default();
+                listeners.insert(r.name.clone(), route_names(&value));
+            }
+            let names: BTreeSet<String> = listeners.values().flatten().cloned().collect();
+            if names != rds {
+                let subscribe = names.difference(&rds).cloned().collect();
+                let unsubscribe = rds.difference(&names).cloned().collect();
+                rds = names;
+                follow_up = Some(request(RDS, subscribe, unsubscribe, ""));
+            }
+        }
+        let ack = request(&response.type_url, vec![], vec![], &response.nonce);
+        if tx.send(ack).await.is_err() {
+            return "request stream closed".into();
+        }
+        if response.type_url == RDS {
+            acked.rds(&response.system_version_info);
+        }
+        if response.type_url == EDS {
+            acked.eds(&response.system_version_info, response.encoded_len());
+        }
+        if let Some(follow_up) = follow_up
+            && tx.send(follow_up).await.is_err()
+        {
+            return "request stream closed".into();
+        }
+    }
+}
+
+/// The child process's arguments, if this process is one.
+pub fn child_args(args: &[String]) -> Option<(usize, u16, usize, bool)> {
+    let at = args.iter().position(|a| a == "--clients")?;
+    let clients = args[at + 1].parse().expect("a client count");
+    let port = args
+        .iter()
+        .position(|a| a == "--port")
+        .and_then(|at| args[at + 1].parse().ok())
+        .expect("a port");
+    let namespaces = args
+        .iter()
+        .position(|a| a == "--namespaces")
+        .and_then(|at| args[at + 1].parse().ok())
+        .unwrap_or(1);
+    Some((clients, port, namespaces, args.iter().any(|a| a == "--delta")))
+}
+
+/// The child process: runs `clients` clients against `port`, and answers
+/// `wait VERSION START_US` on stdin with every client's time from START to
+/// its ACK of RDS at VERSION or later (µs, one line), once all have;
+/// `eds VERSION START_US` likewise for EDS, each time followed by
+/// `/BYTES` (the EDS responses of that version); `reconnects` with the
+/// reconnections and their reasons.
+pub fn clients_main(clients: usize, port: u16, namespaces: usize, delta: bool) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let setup = ClientSetup {
+        port,
+        namespaces,
+        delta,
+    };
+    let acked: Vec<Arc<Acked>> = (0..clients).map(|_| Arc::default()).collect();
+    let reconnects = Arc::new(Reconnects::default());
+    runtime.block_on(async {
+        for (i, a) in acked.iter().enumerate() {
+            tokio::spawn(client(setup, i, Arc::clone(a), Arc::clone(&reconnects)));
+        }
+        let (lines_tx, mut lines) = mpsc::channel::<String>(1);
+        std::thread::spawn(move || {
+            for line in BufReader::new(std::io::stdin()).lines() {
+                let Ok(line) = line else { break };
+                if lines_tx.blocking_send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        while let Some(line) = lines.recv().await {
+            if line == "reconnects" {
+                let reasons = reconnects.reasons.lock().unwrap().clone();
+                let reasons: Vec<String> = reasons.iter().map(|(r, n)| format!("{n}x {r}")).collect();
+                println!(
+                    "{} reconnects; {}",
+                    reconnects.total.load(Ordering::Relaxed),
+                    if reasons.is_empty() {
+                        "none".to_string()
+                    } else {
+                        reasons.join("; ")
+                    }
+                );
+                let _ = std::io::stdout().flush();
+                continue;
+            }
+            let eds = line.starts_with("eds");
+            let mut words = line.split_whitespace().skip(1);
+            let (Some(version), Some(start)) = (
+                words.next().and_then(|w| w.parse::<u64>().ok()),
+                words.next().and_then(|w| w.parse::<u64>().ok()),
+            ) else {
+                return;
+            };
+            let seen = |a: &Acked| {
+                if eds {
+                    a.eds_version.load(Ordering::Acquire)
+                } else {
+                    a.version.load(Ordering::Acquire)
+                }
+            };
+            while acked.iter().any(|a| seen(a) < version) {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let times: Vec<String> = acked
+                .iter()
+                .map(|a| {
+                    if eds {
+                        format!(
+                            "{}/{}",
+                            a.eds_at.load(Ordering::Relaxed).saturating_sub(start),
+                            a.eds_bytes.load(Ordering::Relaxed)
+                        )
+                    } else {
+                        a.at.load(Ordering::Relaxed).saturating_sub(start).to_string()
+                    }
+                })
+                .collect();
+            println!("{}", times.join(" "));
+            let _ = std::io::stdout().flush();
+        }
+    });
+}
+
+/// The clients' process, seen from the parent.
+pub struct Clients {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Clients {
+    /// Starts `clients` clients of this same binary against `port`.
+    pub fn start(clients: usize, port: u16, namespaces: usize, delta: bool) -> Self {
+        let mut command = std::process::Command::new(std::env::current_exe().expect("own path"));
+        command.args([
+            "--clients",
+            &clients.to_string(),
+            "--port",
+            &port.to_string(),
+            "--namespaces",
+            &namespaces.to_string(),
+        ]);
+        if delta {
+            command.arg("--delta");
+        }
+        let mut child = command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the clients");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Clients { child, stdin, stdout }
+    }
+
+    /// Every client's time from `start` (µs since the epoch) to its ACK of
+    /// RDS at `version` or later, sorted.
+    pub fn wait_acked(&mut self, version: u64, start: u64) -> Vec<Duration> {
+        self.ask("wait", version, start).0
+    }
+
+    /// Sends `what VERSION START` and reads the sorted times and the mean
+    /// of the bytes (EDS) that follow them.
+    pub fn ask(&mut self, what: &str, version: u64, start: u64) -> (Vec<Duration>, f64) {
+        writeln!(self.stdin, "{what} {version} {start}").expect("clients alive");
+        self.stdin.flush().expect("clients alive");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("clients answer");
+        let mut bytes = 0u64;
+        let mut times: Vec<Duration> = line
+            .split_whitespace()
+            .map(|w| {
+                let (time, size) = w.split_once('/').unwrap_or((w, "0"));
+                bytes += size.parse::<u64>().expect("a number");
+                Duration::from_micros(time.parse().expect("a number"))
+            })
+            .collect();
+        assert!(!times.is_empty(), "the clients process ended");
+        times.sort();
+        let mean = bytes as f64 / times.len() as f64;
+        (times, mean)
+    }
+
+    /// The clients' reconnections and why, one line.
+    pub fn reconnects(&mut self) -> String {
+        writeln!(self.stdin, "reconnects").expect("clients alive");
+        self.stdin.flush().expect("clients alive");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("clients answer");
+        line.trim().to_string()
+    }
+
+    /// Ends the clients' process.
+    pub fn stop(mut self) {
+        drop(self.stdin);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
+}
+
+/// This process's CPU time so far (user + system, every thread), from
+/// `/proc/self/stat` (clock ticks of 10 ms).
+pub fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command (in parentheses, which may hold spaces):
+    // utime and stime are the 14th and 15th fields overall.
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    // State is the 3rd field overall, index 0 here; utime is index 11.
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+pub fn rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
+}
