@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
+use pilot_model::{ConfigKey, FieldError};
 use pilot_store::Controller;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -41,46 +42,44 @@ pub async fn handler(State(state): State<AppState>) -> Json<Value> {
 
 /// The body of `GET /debug/quarantine`.
 pub fn listing(controller: &Controller, journal: &JournalQuarantine) -> Value {
-    let from_journal = journal.iter().map(|held| {
-        let errors: Vec<Value> = held
-            .errors
-            .iter()
-            .map(|e| json!({"field": e.path, "message": e.message}))
-            .collect();
-        json!({
-            "kind": held.key.kind,
-            "namespace": held.key.namespace,
-            "name": held.key.name,
-            "resourceVersion": held.object.meta.resource_version,
-            "reason": "Journal",
-            "errors": errors,
-        })
+    let held = controller.quarantine().list();
+    let from_controller = held.iter().map(|held| {
+        item(
+            &held.key,
+            held.resource_version.as_deref(),
+            held.reason.as_str(),
+            &held.errors,
+        )
     });
-    let mut items: Vec<Value> = controller
-        .quarantine()
-        .list()
-        .into_iter()
-        .map(|held| {
-            let errors: Vec<Value> = held
-                .errors
-                .iter()
-                .map(|e| json!({"field": e.path, "message": e.message}))
-                .collect();
-            json!({
-                "kind": held.key.kind,
-                "namespace": held.key.namespace,
-                "name": held.key.name,
-                "resourceVersion": held.resource_version,
-                "reason": held.reason.as_str(),
-                "errors": errors,
-            })
-        })
-        .chain(from_journal)
-        .collect();
+    let from_journal = journal.iter().map(|held| {
+        item(
+            &held.key,
+            held.object.meta.resource_version.as_deref(),
+            "Journal",
+            &held.errors,
+        )
+    });
+    let mut items: Vec<Value> = from_controller.chain(from_journal).collect();
     let order =
         |v: &Value| ["kind", "namespace", "name"].map(|f| v[f].as_str().unwrap_or_default().to_string());
     items.sort_by_key(order);
     json!({ "items": items })
+}
+
+/// One listed object.
+fn item(key: &ConfigKey, resource_version: Option<&str>, reason: &str, errors: &[FieldError]) -> Value {
+    let errors: Vec<Value> = errors
+        .iter()
+        .map(|e| json!({"field": e.path, "message": e.message}))
+        .collect();
+    json!({
+        "kind": key.kind,
+        "namespace": key.namespace,
+        "name": key.name,
+        "resourceVersion": resource_version,
+        "reason": reason,
+        "errors": errors,
+    })
 }
 
 /// `pilot_config_quarantined{kind}` (gauge: held now) and

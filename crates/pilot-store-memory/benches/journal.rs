@@ -21,53 +21,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use pilot_model::{ConfigKey, ConfigMeta, ConfigStore, DynConfig, KindRegistry, KindSchema};
+use objects::{object, registry};
+use pilot_model::{ConfigKey, ConfigStore};
 use pilot_store_memory::journal::{self, JournalOptions, JournaledStore};
+
+#[path = "support/objects.rs"]
+mod objects;
 
 fn objects() -> usize {
     std::env::var("JOURNAL_BENCH_OBJECTS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(50_000)
-}
-
-fn registry() -> KindRegistry {
-    let registry = KindRegistry::new();
-    registry
-        .register_schema(KindSchema::new("Rule", "rules", "example.com", "v1", |_, _| {}))
-        .unwrap();
-    registry
-}
-
-/// A route rule of about 1.4 KB of JSON, as `kubectl apply` leaves it: a
-/// destination, header matches, four weighted routes with labels, a
-/// timeout, and the last-applied annotation (the object again, as text).
-fn object(i: usize) -> DynConfig {
-    let routes: Vec<serde_json::Value> = (0..4)
-        .map(|r| {
-            serde_json::json!({
-                "labels": {"version": format!("v{r}"), "track": "stable"},
-                "weight": if r == 0 { 70 } else { 10 },
-            })
-        })
-        .collect();
-    let spec = serde_json::json!({
-        "destination": {"name": format!("service-{i}"), "namespace": format!("ns-{}", i % 100)},
-        "precedence": i % 10,
-        "match": {"request": {"headers": {"cookie": {"regex": "^(.*?;)?(user=jason)(;.*)?$"}, "x-team": {"exact": format!("team-{}", i % 50)}}}},
-        "route": routes,
-        "httpReqTimeout": {"simpleTimeout": {"timeout": "5s"}},
-    });
-    let mut meta = ConfigMeta::new("Rule", format!("ns-{}", i % 100), format!("rule-{i}"));
-    meta.group = "example.com".into();
-    meta.version = "v1".into();
-    meta.resource_version = Some((i + 1).to_string());
-    meta.labels.insert("app".into(), format!("app-{}", i % 1000));
-    meta.annotations.insert(
-        "kubectl.kubernetes.io/last-applied-configuration".into(),
-        serde_json::json!({"apiVersion": "example.com/v1", "kind": "Rule", "metadata": {"name": format!("rule-{i}"), "namespace": format!("ns-{}", i % 100)}, "spec": spec}).to_string(),
-    );
-    DynConfig { meta, spec }
 }
 
 /// A data directory whose snapshot holds `count` objects (written
