@@ -47,6 +47,11 @@ pub struct ReplicaRecord {
     pub xds_address: Option<String>,
     /// Its connected proxies, one record each, ordered by node id.
     pub proxies: Vec<ProxyRecord>,
+    /// Whether the replica held the status-writer election when it took
+    /// this record (shown by proxy-status; the election itself is
+    /// [`Membership::campaign`]'s).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub writer: bool,
     /// When the replica took this record (RFC 3339).
     #[serde(
         serialize_with = "crate::config::serialize_time",
@@ -216,6 +221,7 @@ mod tests {
                     nack: None,
                 },
             }],
+            writer: false,
             published: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
         }
     }

@@ -158,6 +158,20 @@ pub struct Args {
     #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub status_interval: std::time::Duration,
 
+    // Several replicas on one store (issue 13).
+    /// This replica's name among the replicas sharing the store (etcd):
+    /// unique per replica. Default: the host name and the REST port,
+    /// `<hostname>-<port>`.
+    #[arg(long, value_name = "NAME")]
+    pub replica_name: Option<String>,
+
+    /// How long a replica's record (its proxies, shown by every replica's
+    /// proxy-status and counted in objects' status) and its status-writer
+    /// election outlive the replica: a replica killed without a clean
+    /// shutdown drops out within this. It publishes every third of it.
+    #[arg(long, default_value = "15s", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub replica_ttl: std::time::Duration,
+
     // REST connection limits (see `serve::Limits`).
     /// Close a REST connection that has not sent a complete request head
     /// within this many milliseconds (idle keep-alive connections too).

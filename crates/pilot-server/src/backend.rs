@@ -4,8 +4,10 @@
 
 use std::sync::Arc;
 
-use pilot_model::{AggregateDiscovery, ConfigWatch, KindRegistry, ServiceDiscovery};
-use pilot_store_etcd::{EtcdConfigStore, EtcdOptions, EtcdServiceRegistry};
+use pilot_model::{
+    AggregateDiscovery, ConfigWatch, KindRegistry, LocalMembership, Membership, ServiceDiscovery,
+};
+use pilot_store_etcd::{EtcdConfigStore, EtcdMembership, EtcdOptions, EtcdServiceRegistry};
 use pilot_store_k8s::{DiscoveryOptions, KubeConfigStore, KubeServiceDiscovery};
 use pilot_store_memory::journal::JournalOptions;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
@@ -46,24 +48,41 @@ async fn kube_client() -> Result<kube::Client, StartError> {
 
 /// The configuration store the flags name, with what the data directory's
 /// journal held back at start (`--data-dir` only: objects that no longer
-/// validate, kept in its `quarantine.jsonl`).
+/// validate, kept in its `quarantine.jsonl`), and the membership of the
+/// replicas sharing it, this one named `replica`.
 pub async fn open_store(
     args: &Args,
     registry: KindRegistry,
-) -> Result<(Arc<dyn ConfigWatch>, crate::quarantine::JournalQuarantine), StartError> {
-    let store = match &args.data_dir {
+    replica: &str,
+) -> Result<
+    (
+        Arc<dyn ConfigWatch>,
+        crate::quarantine::JournalQuarantine,
+        Arc<dyn Membership>,
+    ),
+    StartError,
+> {
+    let local = || Arc::new(LocalMembership::new(replica)) as Arc<dyn Membership>;
+    match &args.data_dir {
         Some(dir) if args.store == StoreKind::Memory => {
             let store = pilot_store_memory::journal::open(dir, registry, JournalOptions::default())
                 .map_err(|e| StartError::Failed(e.to_string()))?;
             let held = Arc::new(store.quarantined().to_vec());
-            return Ok((Arc::new(store), held));
+            Ok((Arc::new(store), held, local()))
         }
-        _ => open_backend(args, registry).await?,
-    };
-    Ok((store, Arc::default()))
+        _ => {
+            let (store, membership) = open_backend(args, registry, replica).await?;
+            Ok((store, Arc::default(), membership))
+        }
+    }
 }
 
-async fn open_backend(args: &Args, registry: KindRegistry) -> Result<Arc<dyn ConfigWatch>, StartError> {
+async fn open_backend(
+    args: &Args,
+    registry: KindRegistry,
+    replica: &str,
+) -> Result<(Arc<dyn ConfigWatch>, Arc<dyn Membership>), StartError> {
+    let local = || Arc::new(LocalMembership::new(replica)) as Arc<dyn Membership>;
     if args.data_dir.is_some() && args.store != StoreKind::Memory {
         return Err(StartError::Usage(
             "--data-dir applies to --store memory only; etcd and Kubernetes keep their own data".into(),
@@ -71,7 +90,7 @@ async fn open_backend(args: &Args, registry: KindRegistry) -> Result<Arc<dyn Con
     }
     match args.store {
         // With --data-dir, `open_store` opened the journal.
-        StoreKind::Memory => Ok(Arc::new(MemoryConfigStore::new(registry))),
+        StoreKind::Memory => Ok((Arc::new(MemoryConfigStore::new(registry)), local())),
         StoreKind::Etcd => {
             let options = etcd_options(args)?;
             let store = EtcdConfigStore::connect(&options, registry).await.map_err(|e| {
@@ -80,7 +99,8 @@ async fn open_backend(args: &Args, registry: KindRegistry) -> Result<Arc<dyn Con
                     options.endpoints.join(",")
                 ))
             })?;
-            Ok(Arc::new(store))
+            let membership = Arc::new(EtcdMembership::new(&store, replica, args.replica_ttl));
+            Ok((Arc::new(store), membership))
         }
         StoreKind::Kubernetes => {
             let client = kube_client().await?;
@@ -89,10 +109,14 @@ async fn open_backend(args: &Args, registry: KindRegistry) -> Result<Arc<dyn Con
                     .await
                     .map_err(|e| StartError::Failed(format!("cannot install the CRDs: {e}")))?;
             }
-            Ok(match &args.kube_namespace {
+            let store: Arc<dyn ConfigWatch> = match &args.kube_namespace {
                 Some(namespace) => Arc::new(KubeConfigStore::namespaced(client, registry, namespace)),
                 None => Arc::new(KubeConfigStore::new(client, registry)),
-            })
+            };
+            // Replicas on Kubernetes see each other through
+            // pilot_store_k8s::KubeMembership, which the issue-13k branch
+            // wires in here; until then this replica counts only itself.
+            Ok((store, local()))
         }
     }
 }

@@ -28,6 +28,7 @@ pub mod proxy_events;
 pub mod proxy_status;
 pub mod quarantine;
 pub mod registryz;
+pub mod replicas;
 pub mod selector;
 pub mod serve;
 pub mod services_file;
@@ -88,6 +89,8 @@ pub struct AppState {
     pub backend_health: Arc<health::BackendHealth>,
     /// What `--data-dir`'s journal held back at start (issue 19).
     pub journal_quarantine: quarantine::JournalQuarantine,
+    /// This replica among the replicas of its store (issue 13).
+    pub replicas: Arc<replicas::Replicas>,
 }
 
 /// Every route of the server.
@@ -177,12 +180,6 @@ pub async fn run(
     // ADS security (issue 19): checked before anything starts.
     let xds_auth = xds_auth::XdsAuth::from_args(&args, tokens.clone()).map_err(StartError::Failed)?;
     let xds_tls = xds_auth::tls_config(&args, tokens.is_some()).map_err(StartError::Failed)?;
-    let (backend, journal_quarantine) = backend::open_store(&args, registry.clone()).await?;
-    let registries = backend::open_registries(&args).await?;
-    let controller = Arc::new(Controller::new(Arc::clone(&backend)));
-    let config_events = controller.subscribe_all();
-    controller.run();
-
     let bind = |address: SocketAddr, what: &str| {
         let what = what.to_string();
         async move {
@@ -210,6 +207,18 @@ pub async fn run(
             .map_err(|e| StartError::Failed(e.to_string()))?,
         inject: inject.as_ref().map(|(address, _)| *address),
     };
+    // The store is opened once the REST port is known: it names this
+    // replica by default.
+    let replica = args
+        .replica_name
+        .clone()
+        .unwrap_or_else(|| replicas::default_name(bound.rest.port()));
+    let (backend, journal_quarantine, membership) =
+        backend::open_store(&args, registry.clone(), &replica).await?;
+    let registries = backend::open_registries(&args).await?;
+    let controller = Arc::new(Controller::new(Arc::clone(&backend)));
+    let config_events = controller.subscribe_all();
+    controller.run();
 
     let discovery = registries.discovery;
     let xds = XdsServer::new(
@@ -219,12 +228,20 @@ pub async fn run(
     );
     let (closing, shutdown_rx) = watch::channel(false);
     let proxy_events = Arc::new(proxy_events::ProxyEvents::default());
-    let metrics = Arc::new(metrics::Metrics::new(
+    let replicas = Arc::new(replicas::Replicas::new(
+        membership,
+        xds.clone(),
+        bound.rest.to_string(),
+        bound.xds.to_string(),
+    ));
+    let mut metrics = metrics::Metrics::new(
         xds.clone(),
         Arc::clone(&controller),
         Arc::clone(&journal_quarantine),
         Arc::clone(&proxy_events),
-    ));
+    );
+    metrics.register_collector(Box::new(replicas::Metrics(Arc::clone(&replicas))));
+    let metrics = Arc::new(metrics);
     let ready = {
         let controller = Arc::clone(&controller);
         let discovery = Arc::clone(&discovery);
@@ -247,6 +264,7 @@ pub async fn run(
         ready,
         backend_health: Arc::clone(&backend_health),
         journal_quarantine: Arc::clone(&journal_quarantine),
+        replicas: Arc::clone(&replicas),
     };
 
     let mut tasks = Vec::new();
@@ -255,11 +273,15 @@ pub async fn run(
         backend_health,
         shutdown_rx.clone(),
     )));
+    tasks.push(tokio::spawn(replicas::run(
+        Arc::clone(&replicas),
+        shutdown_rx.clone(),
+    )));
     if !args.status_interval.is_zero() {
         tasks.push(tokio::spawn(status_writer::run(
             Arc::clone(&controller),
             Arc::clone(&state.backend),
-            Arc::new(xds.clone()),
+            Arc::clone(&replicas) as Arc<dyn status_writer::ProxyRecords>,
             args.status_interval,
             Default::default(),
             shutdown_rx.clone(),

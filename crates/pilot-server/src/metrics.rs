@@ -176,6 +176,11 @@ impl Metrics {
             .inc();
     }
 
+    /// Adds a collector read at each scrape (e.g. the replicas' gauges).
+    pub fn register_collector(&mut self, collector: Box<dyn Collector>) {
+        self.registry.register_collector(collector);
+    }
+
     /// The exposition text (OpenMetrics 1.0).
     pub fn render(&self) -> String {
         let mut out = String::new();

@@ -2,10 +2,16 @@
 //! versions sent and ACKed, the last NACK, and a one-word state; beside
 //! it, what pilot-agent reported of Envoy's process life (restarts, the last
 //! unexpected exit), also for proxies that are not connected now.
+//!
+//! With several replicas on one store, every replica lists every live
+//! replica's proxies, each with the `replica` serving it: its own from
+//! memory, the others' from their published records
+//! ([`crate::replicas`]), plus a `replicas` list. Process reports are
+//! those posted to this replica.
 
 use axum::Json;
 use axum::extract::State;
-use pilot_xds::{ProxyStatus, TYPES, TypeStatus};
+use pilot_xds::{Nack, ProxyStatus, TYPES, TypeStatus};
 use serde_json::{Value, json};
 
 use crate::AppState;
@@ -21,16 +27,18 @@ pub fn state(status: &TypeStatus) -> &'static str {
     }
 }
 
-/// Every proxy's status as JSON, with the agents' reports (`events`):
-/// a proxy known only from reports is listed with `connected: false`.
+/// Every proxy's status as JSON, each with the replica serving it, with
+/// the agents' reports (`events`): a proxy known only from reports is
+/// listed with `connected: false`.
 pub fn to_json(
-    proxies: &[ProxyStatus],
+    proxies: &[(String, ProxyStatus)],
     events: &std::collections::BTreeMap<String, crate::proxy_events::ProxyRecord>,
 ) -> Value {
-    let connected: std::collections::BTreeSet<&str> = proxies.iter().map(|p| p.node_id.as_str()).collect();
+    let connected: std::collections::BTreeSet<&str> =
+        proxies.iter().map(|(_, p)| p.node_id.as_str()).collect();
     let mut list: Vec<Value> = proxies
         .iter()
-        .map(|proxy| {
+        .map(|(replica, proxy)| {
             let types: serde_json::Map<String, Value> = TYPES
                 .iter()
                 .map(|name| {
@@ -46,6 +54,7 @@ pub fn to_json(
                 .collect();
             json!({
                 "node": proxy.node_id,
+                "replica": replica,
                 "connected": true,
                 "incremental": proxy.incremental,
                 "types": types,
@@ -66,15 +75,66 @@ pub fn to_json(
     json!({"proxies": list})
 }
 
-/// `GET /debug/proxy-status`.
+/// A proxy as another replica published it, in the shape of this
+/// replica's own.
+pub fn from_record(record: pilot_model::ProxyRecord) -> ProxyStatus {
+    ProxyStatus {
+        types: record
+            .types
+            .into_iter()
+            .filter_map(|(short, t)| {
+                let short = TYPES.iter().find(|name| **name == short)?;
+                Some((
+                    *short,
+                    TypeStatus {
+                        sent: t.sent,
+                        acked: t.acked,
+                        nack: t.nack.map(|n| Nack {
+                            version: n.version,
+                            message: n.message,
+                        }),
+                    },
+                ))
+            })
+            .collect(),
+        node_id: record.node_id,
+        incremental: record.incremental,
+        push: None,
+    }
+}
+
+/// `GET /debug/proxy-status`: every live replica's proxies, and the
+/// replicas (name, addresses, proxies, whether it writes status).
 pub async fn handler(State(state): State<AppState>) -> Json<Value> {
-    Json(to_json(&state.xds.status(), &state.proxy_events.all()))
+    let replicas = &state.replicas;
+    let proxies: Vec<(String, ProxyStatus)> = replicas
+        .all_proxies()
+        .into_iter()
+        .map(|(replica, proxy)| (replica, from_record(proxy)))
+        .collect();
+    let mut value = to_json(&proxies, &state.proxy_events.all());
+    let own = replicas.own_record();
+    let list: Vec<Value> = std::iter::once(own)
+        .chain(replicas.others())
+        .map(|record| {
+            json!({
+                "name": record.replica,
+                "restAddress": record.rest_address,
+                "xdsAddress": record.xds_address,
+                "proxies": record.proxies.len(),
+                "writer": record.writer,
+                "published": humantime::format_rfc3339_seconds(record.published).to_string(),
+            })
+        })
+        .collect();
+    value["replica"] = json!(replicas.name());
+    value["replicas"] = Value::Array(list);
+    Json(value)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pilot_xds::Nack;
 
     #[test]
     fn states_say_what_the_proxy_did_with_the_last_push() {
@@ -101,7 +161,8 @@ mod tests {
                 .collect(),
             push: Some(3),
         };
-        let json = to_json(&[proxy], &Default::default());
+        let json = to_json(&[("pilot-1".to_string(), proxy)], &Default::default());
+        assert_eq!(json["proxies"][0]["replica"], "pilot-1");
         assert_eq!(json["proxies"][0]["types"]["CDS"]["state"], "NACKED");
         assert_eq!(json["proxies"][0]["types"]["CDS"]["nack"]["message"], "bad regex");
         assert_eq!(json["proxies"][0]["types"]["RDS"]["state"], "NOT SENT");

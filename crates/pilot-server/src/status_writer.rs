@@ -28,11 +28,18 @@ use pilot_store::Controller;
 use pilot_xds::XdsServer;
 use tokio::sync::watch;
 
-/// Where the proxies' records come from. Today one replica's ADS server;
-/// with several replicas, the records every live replica publishes.
+/// Where the proxies' records come from: one replica's ADS server, or
+/// with several replicas the records every live replica publishes
+/// (`crate::replicas::Replicas`).
 pub trait ProxyRecords: Send + Sync + 'static {
     /// One record per proxy that should have the routing configuration.
     fn records(&self) -> Vec<ProxyDistribution>;
+
+    /// Whether this replica writes status now (several replicas: only the
+    /// elected one). Rounds are skipped while false.
+    fn is_writer(&self) -> bool {
+        true
+    }
 }
 
 impl ProxyRecords for XdsServer {
@@ -76,6 +83,9 @@ pub async fn run(
         tokio::select! {
             _ = ticker.tick() => {}
             _ = crate::closed(&mut shutdown) => return,
+        }
+        if !source.is_writer() {
+            continue;
         }
         round(&controller, &*backend, &*source, &counts).await;
         counts.rounds.fetch_add(1, Ordering::Relaxed);

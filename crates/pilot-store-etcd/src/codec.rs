@@ -17,6 +17,11 @@ impl Layout {
         }
     }
 
+    /// The store's prefix, without a trailing `/`.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// The key of one object.
     pub(crate) fn key(&self, registry: &KindRegistry, key: &ConfigKey) -> Result<String, StoreError> {
         Ok(format!(

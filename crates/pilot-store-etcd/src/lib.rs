@@ -14,7 +14,14 @@
 //!                                              (prefix default /pilot/config)
 //! <prefix>/services/<hostname>                 a Service (JSON)
 //! <prefix>/instances/<hostname>/<ip>:<port>    an instance (JSON), under a lease
+//! <prefix>/<group>/<kind>/<ns>/<name>/status   the object's distribution
+//!                                              status, under the writer's lease
+//! <prefix>/_replicas/<replica>                 a replica's record (JSON),
+//!                                              under the replica's lease
+//! <prefix>/_election/status-writer             the replica writing status
 //! ```
+//!
+//! See [`EtcdMembership`] for the replicas' keys.
 //!
 //! The resource version of an object is its key's `mod_revision`; the value
 //! is the document `pilotctl` reads, without the resource version:
@@ -27,6 +34,7 @@
 
 mod codec;
 mod error;
+mod membership;
 mod options;
 mod registry;
 mod status_lease;
@@ -34,6 +42,7 @@ mod store;
 mod watch;
 
 pub use error::{Endpoints, EtcdError};
+pub use membership::{EtcdMembership, MAX_RECORD_BYTES};
 pub use options::EtcdOptions;
 pub use registry::{EtcdServiceRegistry, InstanceRegistration, Registration};
 pub use status_lease::STATUS_LEASE_TTL;

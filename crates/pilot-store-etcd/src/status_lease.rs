@@ -1,6 +1,9 @@
-//! The lease a store writes objects' status under: granted on the first
-//! status write, renewed every third of its TTL while the store lives, so
-//! the status written by a replica that died goes away with it.
+//! A lease of this process: granted on first use, renewed every third of
+//! its TTL while its owner lives, so what the process wrote under it goes
+//! away when the process dies. The store writes objects' status under one
+//! (TTL [`STATUS_LEASE_TTL`]); the replica membership (`membership.rs`)
+//! keeps the replica's record and its election under another
+//! (TTL `--replica-ttl`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +20,7 @@ pub const STATUS_LEASE_TTL: i64 = 30;
 
 pub(crate) struct StatusLease {
     client: Client,
+    ttl: i64,
     current: tokio::sync::Mutex<Option<Held>>,
 }
 
@@ -28,8 +32,15 @@ struct Held {
 
 impl StatusLease {
     pub(crate) fn new(client: Client) -> Self {
+        Self::with_ttl(client, STATUS_LEASE_TTL)
+    }
+
+    /// A lease of `ttl` seconds (at least 1; etcd may raise it to its
+    /// minimum).
+    pub(crate) fn with_ttl(client: Client, ttl: i64) -> Self {
         StatusLease {
             client,
+            ttl: ttl.max(1),
             current: tokio::sync::Mutex::new(None),
         }
     }
@@ -44,16 +55,27 @@ impl StatusLease {
         }
         let mut client = self.client.clone();
         let id = client
-            .lease_grant(STATUS_LEASE_TTL, None)
+            .lease_grant(self.ttl, None)
             .await
             .map_err(unavailable)?
             .id();
         let alive = Arc::new(AtomicBool::new(true));
-        let keeper = tokio::spawn(keep_alive(client, id, Arc::clone(&alive)));
+        let keeper = tokio::spawn(keep_alive(client, id, self.ttl, Arc::clone(&alive)));
         if let Some(old) = current.replace(Held { id, alive, keeper }) {
             old.keeper.abort();
         }
         Ok(id)
+    }
+
+    /// Revokes the live lease, if any: every key under it goes at once.
+    pub(crate) async fn revoke(&self) -> Result<(), StoreError> {
+        let held = self.current.lock().await.take();
+        if let Some(held) = held {
+            held.keeper.abort();
+            let mut client = self.client.clone();
+            client.lease_revoke(held.id).await.map_err(unavailable)?;
+        }
+        Ok(())
     }
 
     /// Forgets lease `id` (etcd no longer knows it): the next write gets a
@@ -78,8 +100,8 @@ impl Drop for StatusLease {
 
 /// Renews `id` every third of its TTL until etcd says it is gone; then
 /// marks it dead. Renewal failures (etcd unreachable) are retried.
-async fn keep_alive(mut client: Client, id: i64, alive: Arc<AtomicBool>) {
-    let period = Duration::from_millis(u64::try_from(STATUS_LEASE_TTL).unwrap_or(1) * 1000 / 3);
+async fn keep_alive(mut client: Client, id: i64, ttl: i64, alive: Arc<AtomicBool>) {
+    let period = Duration::from_millis(u64::try_from(ttl).unwrap_or(1) * 1000 / 3);
     loop {
         tokio::time::sleep(period).await;
         let renewed = match client.lease_keep_alive(id).await {
@@ -97,12 +119,12 @@ async fn keep_alive(mut client: Client, id: i64, alive: Arc<AtomicBool>) {
             Some(false) => {
                 tracing::info!(
                     lease = id,
-                    "the status lease expired; the next status write takes a new one"
+                    "the lease expired; the next write under it takes a new one"
                 );
                 alive.store(false, Ordering::Relaxed);
                 return;
             }
-            None => tracing::warn!(lease = id, "could not renew the status lease; retrying"),
+            None => tracing::warn!(lease = id, "could not renew the lease; retrying"),
         }
     }
 }

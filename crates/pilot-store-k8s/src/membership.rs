@@ -512,6 +512,7 @@ mod tests {
             rest_address: Some("10.0.0.1:8080".into()),
             xds_address: Some("10.0.0.1:15010".into()),
             proxies: (0..1000).map(proxy).collect(),
+            writer: false,
             published: SystemTime::UNIX_EPOCH,
         };
         let per_proxy = serde_json::to_string(&record).unwrap().len() / 1000;

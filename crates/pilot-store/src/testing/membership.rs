@@ -120,6 +120,7 @@ pub fn replica_record(replica: &str, proxies: usize) -> ReplicaRecord {
             })
             .collect(),
         // Whole seconds: the record's time survives RFC 3339.
+        writer: false,
         published: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + proxies as u64),
     }
 }
