@@ -547,10 +547,19 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
     }
     const TYPES: [&str; 4] = ["CDS", "EDS", "LDS", "RDS"];
     let mut rows = vec![
-        ["NAME", "CDS", "EDS", "LDS", "RDS", "RESTARTS", "LAST EXIT"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>(),
+        [
+            "NAME",
+            "CDS",
+            "EDS",
+            "LDS",
+            "RDS",
+            "REPLICA",
+            "RESTARTS",
+            "LAST EXIT",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>(),
     ];
     let mut nacks = Vec::new();
     for proxy in &proxies {
@@ -578,6 +587,15 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
                 ));
             }
         }
+        // The pilot-discovery replica serving it (istioctl's ISTIOD).
+        row.push(
+            proxy
+                .get("replica")
+                .and_then(Value::as_str)
+                .filter(|_| connected)
+                .unwrap_or("-")
+                .to_string(),
+        );
         let process = proxy.get("process");
         row.push(
             process

@@ -122,7 +122,8 @@ pub enum Command {
         #[arg(long, default_value = "svc.cluster.local")]
         domain: String,
     },
-    /// For each connected proxy, per xDS type: SYNCED, STALE or NACKED.
+    /// For each connected proxy (of every replica sharing the store), per
+    /// xDS type: SYNCED, STALE or NACKED, and the REPLICA serving it.
     ProxyStatus,
     /// The objects in the server's store that fail their kind's validation
     /// (written around the API): held out of the cache, never pushed or

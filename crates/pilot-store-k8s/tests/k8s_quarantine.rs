@@ -5,10 +5,9 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use futures::stream::BoxStream;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
-use pilot_model::{ConfigKey, ConfigMeta, ConfigStore, DynConfig, Event};
+use pilot_model::{ConfigKey, ConfigMeta, ConfigStore, DynConfig};
 use pilot_store::testing::EVENT_TIMEOUT;
 use pilot_store::{Controller, ControllerOptions, Notification};
 use pilot_store_k8s::testing::FakeApiServer;
@@ -25,19 +24,7 @@ fn key(name: &str) -> ConfigKey {
 }
 
 async fn next(events: &mut BoxStream<'static, Notification<Arc<DynConfig>>>) -> (char, String) {
-    let n = tokio::time::timeout(EVENT_TIMEOUT, events.next())
-        .await
-        .expect("event in time")
-        .expect("open");
-    let Notification::Event(event) = n else {
-        panic!("unexpected {n:?}")
-    };
-    let (op, c) = match &event {
-        Event::Added(c) => ('+', c),
-        Event::Updated { new, .. } => ('~', new),
-        Event::Deleted(c) => ('-', c),
-    };
-    (op, c.meta.name.clone())
+    pilot_store::testing::next_change(events, EVENT_TIMEOUT).await
 }
 
 fn quarantined(controller: &Controller) -> Vec<String> {

@@ -6,9 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::stream::BoxStream;
-use pilot_model::{ConfigMeta, ConfigStore, DynConfig, Event, FieldError, KindRegistry, KindSchema};
+use pilot_model::{ConfigMeta, ConfigStore, DynConfig, FieldError, KindRegistry, KindSchema};
 use pilot_store::{Controller, ControllerOptions, Notification};
 use pilot_store_memory::MemoryConfigStore;
 use pilot_test_support::FlakyStore;
@@ -50,19 +49,7 @@ fn rewrite(stored: &Arc<DynConfig>, text: &str) -> DynConfig {
 }
 
 async fn next(events: &mut BoxStream<'static, Notification<Arc<DynConfig>>>) -> (char, String) {
-    let n = tokio::time::timeout(Duration::from_secs(10), events.next())
-        .await
-        .expect("event in time")
-        .expect("open");
-    let Notification::Event(event) = n else {
-        panic!("unexpected {n:?}")
-    };
-    let (op, c) = match &event {
-        Event::Added(c) => ('+', c),
-        Event::Updated { new, .. } => ('~', new),
-        Event::Deleted(c) => ('-', c),
-    };
-    (op, c.meta.name.clone())
+    pilot_store::testing::next_change(events, Duration::from_secs(10)).await
 }
 
 fn cached(controller: &Controller) -> Vec<String> {

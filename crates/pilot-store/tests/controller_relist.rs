@@ -5,9 +5,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::stream::BoxStream;
-use pilot_model::{ConfigStore, DynConfig, Event};
+use pilot_model::{ConfigStore, DynConfig};
 use pilot_store::testing::{assert_cache_equals_backend, mock, registry};
 use pilot_store::{Controller, ControllerOptions, Notification};
 use pilot_store_memory::MemoryConfigStore;
@@ -24,19 +23,7 @@ fn options() -> ControllerOptions {
 }
 
 async fn next(events: &mut BoxStream<'static, Notification<Arc<DynConfig>>>) -> (char, String) {
-    let n = tokio::time::timeout(Duration::from_secs(10), events.next())
-        .await
-        .expect("event in time")
-        .expect("open");
-    let Notification::Event(event) = n else {
-        panic!("unexpected {n:?}")
-    };
-    let (op, c) = match &event {
-        Event::Added(c) => ('+', c),
-        Event::Updated { new, .. } => ('~', new),
-        Event::Deleted(c) => ('-', c),
-    };
-    (op, c.meta.name.clone())
+    pilot_store::testing::next_change(events, Duration::from_secs(10)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

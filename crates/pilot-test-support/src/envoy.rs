@@ -40,6 +40,18 @@ impl Envoy {
     /// listener and cluster over ADS (state of the world, or `delta`) from
     /// 127.0.0.1:`xds_port`.
     pub fn ads(node_id: &str, metadata: &[(&str, &str)], xds_port: u16, delta: bool) -> Result<Self, String> {
+        Self::ads_cluster(node_id, metadata, &[xds_port], delta)
+    }
+
+    /// [`ads`](Self::ads) with an ADS cluster of several servers
+    /// (127.0.0.1:each of `xds_ports`, round robin): Envoy opens its stream
+    /// to one, and reconnects to another when that one goes away.
+    pub fn ads_cluster(
+        node_id: &str,
+        metadata: &[(&str, &str)],
+        xds_ports: &[u16],
+        delta: bool,
+    ) -> Result<Self, String> {
         let admin_port = free_port();
         let metadata: serde_json::Map<String, Value> = metadata
             .iter()
@@ -71,7 +83,10 @@ impl Envoy {
                 },
                 "load_assignment": {
                     "cluster_name": XDS_CLUSTER,
-                    "endpoints": [{"lb_endpoints": [{"endpoint": {"address": socket(xds_port)}}]}],
+                    "endpoints": [{"lb_endpoints": xds_ports
+                        .iter()
+                        .map(|port| json!({"endpoint": {"address": socket(*port)}}))
+                        .collect::<Vec<_>>()}],
                 },
             }]},
         });

@@ -9,11 +9,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use pilot_model::{ConfigKey, ConfigStore, Port, Protocol, Service, istio};
+use pilot_model::{ConfigStore, Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_xds::{ServeOptions, XdsOptions, XdsServer};
-use support::envoy::{HOST, admin, eventually, instance, request, rule, spread, start_envoy, upstream};
+use support::envoy::{
+    HOST, admin, eventually, instance, request, route_reviews_to, rule, spread, start_envoy, upstream,
+};
 
 /// The counter `name` of Envoy's `/stats`, 0 until it exists.
 fn stat(admin_port: u16, name: &str) -> u64 {
@@ -117,21 +119,7 @@ async fn reconnects_and_stays_synced(delta: bool) {
             .unwrap();
     assert!(connections > 3, "ADS connections: {connections}");
 
-    let current = store
-        .get(&ConfigKey::new("RouteRule", "default", "reviews-default"))
-        .await
-        .unwrap()
-        .unwrap();
-    let mut to_v2 = rule(
-        "metadata: {name: reviews-default, namespace: default}\nspec:\n  destination: {name: reviews}\n  route: [{labels: {version: v2}}]\n",
-    );
-    to_v2.meta.resource_version = current.meta.resource_version.clone();
-    store.update(to_v2).await.unwrap();
-    tokio::task::spawn_blocking(move || {
-        eventually("v2 serves", || spread(service_port, 10, &[]).keys().eq(["v2"]))
-    })
-    .await
-    .unwrap();
+    route_reviews_to(&store, "v2", service_port).await;
     drop(envoy);
 }
 

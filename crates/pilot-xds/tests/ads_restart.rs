@@ -8,12 +8,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use pilot_model::{ConfigKey, ConfigStore, ConfigWatch, Port, Protocol, Service, istio};
+use pilot_model::{ConfigStore, ConfigWatch, Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::FlakyStore;
 use pilot_xds::{XdsOptions, XdsServer};
-use support::envoy::{HOST, eventually, free_port, instance, request, rule, spread, start_envoy, upstream};
+use support::envoy::{
+    HOST, eventually, free_port, instance, request, route_reviews_to, rule, spread, start_envoy, upstream,
+};
 
 struct StopOnDrop(Arc<AtomicBool>);
 
@@ -130,20 +132,6 @@ async fn envoy_serves_through_a_restart_and_gets_nothing_before_sync() {
     );
 
     // And the new server is in control.
-    let current = store
-        .get(&ConfigKey::new("RouteRule", "default", "reviews-default"))
-        .await
-        .unwrap()
-        .unwrap();
-    let mut to_v2 = rule(
-        "metadata: {name: reviews-default, namespace: default}\nspec:\n  destination: {name: reviews}\n  route: [{labels: {version: v2}}]\n",
-    );
-    to_v2.meta.resource_version = current.meta.resource_version.clone();
-    store.update(to_v2).await.unwrap();
-    tokio::task::spawn_blocking(move || {
-        eventually("v2 serves", || spread(service_port, 10, &[]).keys().eq(["v2"]))
-    })
-    .await
-    .unwrap();
+    route_reviews_to(&store, "v2", service_port).await;
     drop(envoy);
 }

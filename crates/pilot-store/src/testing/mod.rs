@@ -48,6 +48,7 @@ use futures::future::BoxFuture;
 use pilot_model::{ConfigWatch, KindRegistry};
 
 mod cache;
+mod events;
 mod kinds;
 mod map;
 pub mod membership;
@@ -60,6 +61,7 @@ pub use cache::{
     assert_cache_equals_backend, cache_events_in_order, cache_freshness, cache_initial_list,
     cache_sync_backend_writes,
 };
+pub use events::next_change;
 pub use kinds::{MockConfig, MockOther, MockPair, mock, registry};
 pub use map::{
     map_create_get, map_delete, map_delete_all, map_duplicate_create, map_invalid_not_stored, map_list,

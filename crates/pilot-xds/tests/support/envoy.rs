@@ -150,3 +150,34 @@ pub fn rule(text: &str) -> pilot_model::DynConfig {
         .unwrap()
         .remove(0)
 }
+
+/// Routes all of `reviews` to `version` (updating the `reviews-default`
+/// rule at its current version) and waits until Envoy's listener on
+/// `service_port` serves only that version.
+pub async fn route_reviews_to(
+    store: &dyn pilot_model::ConfigStore,
+    version: &'static str,
+    service_port: u16,
+) {
+    let current = store
+        .get(&pilot_model::ConfigKey::new(
+            "RouteRule",
+            "default",
+            "reviews-default",
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut updated = rule(&format!(
+        "metadata: {{name: reviews-default, namespace: default}}\nspec:\n  destination: {{name: reviews}}\n  route: [{{labels: {{version: {version}}}}}]\n"
+    ));
+    updated.meta.resource_version = current.meta.resource_version.clone();
+    store.update(updated).await.unwrap();
+    tokio::task::spawn_blocking(move || {
+        eventually(&format!("{version} serves"), || {
+            spread(service_port, 10, &[]).keys().eq([version])
+        })
+    })
+    .await
+    .unwrap();
+}
