@@ -121,10 +121,21 @@ fn two_replicas_on_kubernetes_share_proxies_status_and_the_writer() {
     );
     let table = pilotctl(url_b, &["proxy-status"], &[], None);
     assert_eq!(table.code, 0, "{table:?}");
-    for node in &nodes {
+    assert!(
+        table
+            .stdout
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .contains("REPLICA"),
+        "{table:?}"
+    );
+    for (i, node) in nodes.iter().enumerate() {
+        let row = row(&table.stdout, node).unwrap_or_default();
         assert!(
-            row(&table.stdout, node).is_some(),
-            "{node} missing from {table:?}"
+            row.split_whitespace().any(|w| w == homes(i).0),
+            "{node} on {}: {table:?}",
+            homes(i).0
         );
     }
 
@@ -187,6 +198,11 @@ fn two_replicas_on_kubernetes_share_proxies_status_and_the_writer() {
                 .count(),
             1,
             "{table:?}"
+        );
+        let row = row(&table.stdout, node).unwrap_or_default();
+        assert!(
+            row.split_whitespace().any(|w| w == "pilot-b"),
+            "{node} on pilot-b: {table:?}"
         );
     }
     let leases: kube::Api<Lease> = {
