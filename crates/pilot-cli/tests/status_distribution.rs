@@ -215,6 +215,17 @@ fn distribution(flags: &[&str], restart_with: Option<&[&str]>, env: &Env) {
             "after a restart the status no longer speaks of the current version: {after}"
         );
     }
+    // The restarted server has no proxies: once it holds the status-writer
+    // election (it may wait for it: replicas), every object says so.
+    eventually(
+        "the restarted server to report 0 proxies for every object",
+        || {
+            kinds
+                .iter()
+                .flat_map(|kind| list(url, kind))
+                .all(|o| o["status"]["proxies"] == 0)
+        },
+    );
     server.terminate();
 }
 

@@ -8,7 +8,7 @@ use pilot_model::{
     AggregateDiscovery, ConfigWatch, KindRegistry, LocalMembership, Membership, ServiceDiscovery,
 };
 use pilot_store_etcd::{EtcdConfigStore, EtcdMembership, EtcdOptions, EtcdServiceRegistry};
-use pilot_store_k8s::{DiscoveryOptions, KubeConfigStore, KubeServiceDiscovery};
+use pilot_store_k8s::{DiscoveryOptions, KubeConfigStore, KubeMembership, KubeServiceDiscovery};
 use pilot_store_memory::journal::JournalOptions;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 
@@ -109,14 +109,24 @@ async fn open_backend(
                     .await
                     .map_err(|e| StartError::Failed(format!("cannot install the CRDs: {e}")))?;
             }
+            // Replicas on Kubernetes: a Lease and a ConfigMap each, and
+            // the `pilot-status-writer` Lease, in the store's namespace
+            // (else the kubeconfig's or the pod's).
+            let namespace = args
+                .kube_namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_string());
+            let membership = Arc::new(KubeMembership::new(
+                client.clone(),
+                namespace,
+                replica,
+                args.replica_ttl,
+            ));
             let store: Arc<dyn ConfigWatch> = match &args.kube_namespace {
                 Some(namespace) => Arc::new(KubeConfigStore::namespaced(client, registry, namespace)),
                 None => Arc::new(KubeConfigStore::new(client, registry)),
             };
-            // Replicas on Kubernetes see each other through
-            // pilot_store_k8s::KubeMembership, which the issue-13k branch
-            // wires in here; until then this replica counts only itself.
-            Ok((store, local()))
+            Ok((store, membership))
         }
     }
 }

@@ -531,3 +531,76 @@ async fn the_status_subresource_separates_status_from_the_rest() {
     let missing = api_error(plains.replace_status("p", &pp, &plain).await.unwrap_err());
     assert_eq!(missing.code, 404);
 }
+
+/// Leases (coordination.k8s.io/v1) and ConfigMaps, namespaced, with the
+/// same write semantics: a replace carrying a stale resourceVersion is 409
+/// (what the status-writer election relies on), apply creates then merges,
+/// a missing namespace is 404.
+#[tokio::test]
+async fn leases_and_configmaps_are_served_with_the_same_semantics() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    let fake = FakeApiServer::new();
+    let leases: Api<Lease> = Api::namespaced(fake.client(), "default");
+    let lease: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "writer"},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 3},
+    }))
+    .unwrap();
+    let created = leases.create(&PostParams::default(), &lease).await.unwrap();
+    let taken = api_error(leases.create(&PostParams::default(), &lease).await.unwrap_err());
+    assert_eq!((taken.code, taken.reason.as_str()), (409, "AlreadyExists"));
+    let mut by_b = created.clone();
+    by_b.spec.as_mut().unwrap().holder_identity = Some("b".into());
+    let renewed = leases
+        .replace("writer", &PostParams::default(), &by_b)
+        .await
+        .unwrap();
+    let mut by_c = created.clone(); // read before b's write
+    by_c.spec.as_mut().unwrap().holder_identity = Some("c".into());
+    let stale = api_error(
+        leases
+            .replace("writer", &PostParams::default(), &by_c)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((stale.code, stale.reason.as_str()), (409, "Conflict"));
+    let now = leases.get("writer").await.unwrap();
+    assert_eq!(now.spec.unwrap().holder_identity.as_deref(), Some("b"));
+    assert_eq!(now.metadata.resource_version, renewed.metadata.resource_version);
+
+    let configmaps: Api<ConfigMap> = Api::namespaced(fake.client(), "default");
+    let params = PatchParams::apply("test").force();
+    let configmap = |value: &str| ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("record".into()),
+            ..Default::default()
+        },
+        data: Some(
+            [("record.json".to_string(), value.to_string())]
+                .into_iter()
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    configmaps
+        .patch("record", &params, &Patch::Apply(&configmap("1")))
+        .await
+        .unwrap();
+    configmaps
+        .patch("record", &params, &Patch::Apply(&configmap("2")))
+        .await
+        .unwrap();
+    let listed = configmaps.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].data.as_ref().unwrap()["record.json"], "2");
+    let elsewhere: Api<ConfigMap> = Api::namespaced(fake.client(), "missing");
+    let missing = api_error(
+        elsewhere
+            .create(&PostParams::default(), &configmap("1"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(missing.code, 404);
+}
