@@ -43,6 +43,7 @@ mod mesh;
 mod names;
 mod proxy;
 mod routes;
+mod routes_shared;
 mod server;
 mod util;
 

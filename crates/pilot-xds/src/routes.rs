@@ -50,22 +50,12 @@ pub(crate) fn route_configuration(
         if domains.is_empty() {
             continue;
         }
-        let mut routes = Vec::new();
-        for rule in index.rules_for(&service.hostname) {
-            if applies_to(rule, mesh, own, proxy) {
-                routes.extend(rule_routes(rule, &service.hostname, service_port.port, mesh));
-            }
-        }
-        if !routes.iter().any(is_catch_all) {
-            routes.push(Route {
-                name: "default".into(),
-                r#match: Some(prefix_match("/")),
-                action: Some(route::Action::Route(to_cluster(
-                    ClusterName::outbound(&service.hostname, port, Labels::new()).to_string(),
-                ))),
-                ..Default::default()
-            });
-        }
+        let applying = index
+            .rules_for(&service.hostname)
+            .iter()
+            .copied()
+            .filter(|rule| applies_to(rule, mesh, own, proxy));
+        let routes = virtual_host_routes(service, service_port.port, port, applying, mesh);
         virtual_hosts.push(VirtualHost {
             name: format!("{}:{port}", service.hostname),
             domains,
@@ -79,6 +69,34 @@ pub(crate) fn route_configuration(
         validate_clusters: Some(BoolValue { value: false }),
         ..Default::default()
     }
+}
+
+/// The routes of `service`'s virtual host on `port` (`service_port`: the
+/// service port's own number): the `applying` rules' routes in order, then
+/// a default route unless one of them catches everything. The same for
+/// every proxy the same rules apply to.
+pub(crate) fn virtual_host_routes<'a>(
+    service: &Service,
+    service_port: u16,
+    port: u16,
+    applying: impl Iterator<Item = &'a Config<RouteRule>>,
+    mesh: &MeshConfig,
+) -> Vec<Route> {
+    let mut routes = Vec::new();
+    for rule in applying {
+        routes.extend(rule_routes(rule, &service.hostname, service_port, mesh));
+    }
+    if !routes.iter().any(is_catch_all) {
+        routes.push(Route {
+            name: "default".into(),
+            r#match: Some(prefix_match("/")),
+            action: Some(route::Action::Route(to_cluster(
+                ClusterName::outbound(&service.hostname, port, Labels::new()).to_string(),
+            ))),
+            ..Default::default()
+        });
+    }
+    routes
 }
 
 /// The names a client may use for a service: the hostname, `name.namespace`,

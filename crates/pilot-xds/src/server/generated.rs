@@ -23,10 +23,11 @@ use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use tokio::sync::OnceCell;
 
 use crate::clusters::{self, eds_clusters, load_assignment};
+use crate::routes_shared::{self, VirtualHostRoutes};
 use crate::util::any;
 use crate::{
-    Generator, MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, envoy_listeners_routes,
-    generate_inbound, generate_outbound,
+    Generator, MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, generate_inbound, generate_outbound,
+    listeners, route_config_name,
 };
 
 /// What the shared (outbound) part of a proxy's configuration depends on
@@ -327,6 +328,19 @@ impl Generated {
     }
 }
 
+/// An Envoy's listeners for one push, shared by every class of the same
+/// proxy type and capture mode, with what its route configurations need.
+struct ListenerPart {
+    lds: Arc<EncodedType>,
+    /// The outbound HTTP ports: one route configuration each.
+    http_ports: Vec<u16>,
+    /// An ingress's route configurations (from ingress rules), encoded.
+    ingress_routes: Vec<(String, Any)>,
+}
+
+/// A push's listeners of one proxy type and capture mode, once built.
+type ListenerCell = Arc<OnceCell<Arc<ListenerPart>>>;
+
 /// What changed since the previous push, as far as generation cares.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Changes {
@@ -358,6 +372,12 @@ pub(crate) struct GeneratedCache {
     cds: Mutex<HashMap<bool, Arc<OnceCell<Arc<EncodedType>>>>>,
     /// Envoy load assignments: the same for every Envoy.
     eds: OnceCell<Arc<EncodedType>>,
+    /// Envoy listeners, by proxy type and capture mode: they do not depend
+    /// on the namespace or on source-matched rules.
+    listeners: Mutex<HashMap<(ProxyType, TrafficCapture), ListenerCell>>,
+    /// The virtual hosts' routes, encoded once for every class they apply
+    /// to; a class adds only its virtual hosts' names and domains.
+    virtual_hosts: VirtualHostRoutes,
     previous: Option<Previous>,
     /// False: every class generates everything itself (the behaviour
     /// before sharing, kept to measure against).
@@ -405,6 +425,8 @@ impl GeneratedCache {
             sources: OnceLock::new(),
             cds: Default::default(),
             eds: OnceCell::new(),
+            listeners: Default::default(),
+            virtual_hosts: Default::default(),
             previous,
             incremental,
             assignments_built: AtomicUsize::new(0),
@@ -452,14 +474,11 @@ impl GeneratedCache {
                 let reused = self.previous.as_ref().and_then(|p| p.classes.get(&class));
                 let (lds, rds) = match reused {
                     Some((lds, rds)) => (Arc::clone(lds), Arc::clone(rds)),
-                    None => heavy(|| {
-                        let index = mesh.index();
-                        let resources = envoy_listeners_routes(proxy, registry, mesh, &own, &index);
-                        (
-                            Arc::new(EncodedType::new(ORDER[2].1, named(&resources, "LDS"))),
-                            Arc::new(EncodedType::new(ORDER[3].1, named(&resources, "RDS"))),
-                        )
-                    }),
+                    None => {
+                        let listeners = self.envoy_listeners(proxy, registry, mesh).await;
+                        let rds = heavy(|| self.envoy_routes(proxy, registry, mesh, &own, &listeners));
+                        (Arc::clone(&listeners.lds), rds)
+                    }
                 };
                 Arc::new(Generated::from_types([
                     ("CDS", cds),
@@ -508,6 +527,77 @@ impl GeneratedCache {
         })
         .await
         .clone()
+    }
+
+    /// Envoy's listeners, built once per push for each proxy type and
+    /// capture mode.
+    async fn envoy_listeners(
+        &self,
+        proxy: &Proxy,
+        registry: &RegistrySnapshot,
+        mesh: &MeshConfig,
+    ) -> Arc<ListenerPart> {
+        let cell = Arc::clone(
+            self.listeners
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry((proxy.proxy_type, proxy.capture))
+                .or_default(),
+        );
+        cell.get_or_init(|| async {
+            heavy(|| {
+                let plan = listeners::listeners(proxy, registry, mesh);
+                let resources = Resources {
+                    listeners: plan.listeners,
+                    routes: plan.ingress_routes,
+                    ..Default::default()
+                };
+                Arc::new(ListenerPart {
+                    lds: Arc::new(EncodedType::new(ORDER[2].1, named(&resources, "LDS"))),
+                    http_ports: plan.http_ports.into_iter().collect(),
+                    ingress_routes: named(&resources, "RDS"),
+                })
+            })
+        })
+        .await
+        .clone()
+    }
+
+    /// A class's route configurations: one per outbound HTTP port of its
+    /// listeners, assembled from the virtual hosts' routes shared with the
+    /// other classes, then the ingress routes.
+    fn envoy_routes(
+        &self,
+        proxy: &Proxy,
+        registry: &RegistrySnapshot,
+        mesh: &MeshConfig,
+        own: &[ServiceInstance],
+        listeners: &ListenerPart,
+    ) -> Arc<EncodedType> {
+        let index = mesh.index();
+        let services = registry.services();
+        let mut resources: Vec<(String, Any)> = listeners
+            .http_ports
+            .iter()
+            .map(|&port| {
+                let encoded = routes_shared::route_configuration(
+                    port,
+                    &services,
+                    mesh,
+                    proxy,
+                    own,
+                    &index,
+                    &self.virtual_hosts,
+                );
+                let value = Any {
+                    type_url: ORDER[3].1.to_string(),
+                    value: encoded.to_vec(),
+                };
+                (route_config_name(port), value)
+            })
+            .collect();
+        resources.extend(listeners.ingress_routes.iter().cloned());
+        Arc::new(EncodedType::new(ORDER[3].1, resources))
     }
 
     /// Envoy's load assignments, built once per push; after endpoint

@@ -355,3 +355,40 @@ fn random_changes_generate_incrementally_what_a_full_regeneration_does() {
         }
     }
 }
+
+#[test]
+fn classes_of_other_namespaces_share_listeners_and_virtual_hosts_routes() {
+    let live = registry();
+    let mesh = mesh(false);
+    let frozen = RegistrySnapshot::capture(&live, 1);
+    let cache = GeneratedCache::new(None, &Changes::default(), true);
+    let proxies = proxies();
+    // Sidecars of namespaces a and b, and svc1's (a source-matched class).
+    let configs: Vec<ProxyConfig> = proxies[..3]
+        .iter()
+        .map(|p| block_on(cache.get(p, &frozen, &mesh)))
+        .collect();
+    for config in &configs[1..] {
+        assert!(Arc::ptr_eq(
+            &config.shared.types["LDS"],
+            &configs[0].shared.types["LDS"]
+        ));
+    }
+    // Their route configurations differ (short names of namespace a)...
+    assert_ne!(
+        configs[0].entries("RDS").map(|e| e.version).collect::<Vec<_>>(),
+        configs[1].entries("RDS").map(|e| e.version).collect::<Vec<_>>()
+    );
+    // ...but the routes of the 4 services' HTTP virtual hosts were encoded
+    // once for all three classes, plus svc2's once more for svc1's proxy
+    // (the source-matched rule applies to it only).
+    assert_eq!(cache.virtual_hosts.len(), SERVICES + 1);
+    for (proxy, config) in proxies.iter().zip(&configs) {
+        assert_eq!(
+            contents(config),
+            full(proxy, &frozen, &mesh),
+            "{}",
+            proxy.node_id()
+        );
+    }
+}
