@@ -7,7 +7,10 @@
 //! listeners and route configurations. When a push carries endpoint
 //! changes only, it reuses the previous push's clusters, listeners and
 //! routes and rebuilds just the load assignments of the services whose
-//! instances changed.
+//! instances changed. Listeners are shared by every class of the same
+//! proxy type and capture mode; route configurations are assembled from
+//! encoded virtual hosts shared between classes and kept from push to
+//! push unless their host's rules changed (`routes_shared.rs`).
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap, HashSet};
