@@ -244,3 +244,62 @@ fn virtual_host(name: &str, domains: &[String], routes: &[u8], out: &mut BytesMu
     prost::encoding::string::encode_repeated(HOST_DOMAINS, domains, out);
     out.put_slice(routes);
 }
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+    use pilot_model::{Port, Protocol, document, istio};
+
+    use super::*;
+
+    fn service(host: &str, address: &str) -> Arc<Service> {
+        let mut service = Service::new(host, vec![Port::new("http", 80, Protocol::Http)]);
+        service.address = Some(address.parse().unwrap());
+        Arc::new(service)
+    }
+
+    #[test]
+    fn equals_the_route_configuration_it_stands_for_also_when_domains_collide() {
+        let text = r#"
+apiVersion: config.istio.io/v1alpha2
+kind: RouteRule
+metadata: {name: split, namespace: a}
+spec:
+  destination: {name: one}
+  route: [{labels: {version: v1}, weight: 70}, {labels: {version: v2}, weight: 30}]
+"#;
+        let configs = document::parse("rules.yaml", text, &istio::registry()).unwrap();
+        let mesh = MeshConfig::from_configs(&configs).unwrap();
+        let index = mesh.index();
+        // `two` shares `one`'s address: its address domains are taken.
+        let services = vec![
+            service("one.a.svc.cluster.local", "10.1.0.1"),
+            service("two.a.svc.cluster.local", "10.1.0.1"),
+            service("three.b.svc.cluster.local", "10.1.0.3"),
+        ];
+        let shared = VirtualHosts::default();
+        for node in [
+            "sidecar~10.9.0.1~c.a~a.svc.cluster.local",
+            "sidecar~10.9.0.2~c.b~b.svc.cluster.local",
+            "sidecar~10.9.0.3~d.a~a.svc.cluster.local",
+        ] {
+            let proxy = Proxy::from_node_id(node).unwrap();
+            let encoded = route_configuration(80, &services, &mesh, &proxy, &[], &index, &shared);
+            let expected = routes::route_configuration(80, &services, &mesh, &proxy, &[], &index);
+            assert_eq!(
+                RouteConfiguration::decode(encoded.clone()).unwrap(),
+                expected,
+                "{node}"
+            );
+            assert_eq!(encoded.to_vec(), expected.encode_to_vec(), "{node}: same bytes");
+            assert!(
+                !expected.virtual_hosts[1]
+                    .domains
+                    .contains(&"10.1.0.1".to_string()),
+                "the collision is exercised"
+            );
+        }
+        // Namespace a's two proxies share every virtual host; b has its own.
+        assert_eq!(shared.built.load(Ordering::Relaxed), 6);
+    }
+}
