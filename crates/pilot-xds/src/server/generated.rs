@@ -7,7 +7,10 @@
 //! listeners and route configurations. When a push carries endpoint
 //! changes only, it reuses the previous push's clusters, listeners and
 //! routes and rebuilds just the load assignments of the services whose
-//! instances changed.
+//! instances changed. Listeners are shared by every class of the same
+//! proxy type and capture mode; route configurations are assembled from
+//! encoded virtual hosts shared between classes and kept from push to
+//! push unless their host's rules changed (`routes_shared.rs`).
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -23,7 +26,7 @@ use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use tokio::sync::OnceCell;
 
 use crate::clusters::{self, eds_clusters, load_assignment};
-use crate::routes_shared::{self, VirtualHostRoutes};
+use crate::routes_shared::{self, VirtualHosts};
 use crate::util::any;
 use crate::{
     Generator, MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, generate_inbound, generate_outbound,
@@ -375,9 +378,13 @@ pub(crate) struct GeneratedCache {
     /// Envoy listeners, by proxy type and capture mode: they do not depend
     /// on the namespace or on source-matched rules.
     listeners: Mutex<HashMap<(ProxyType, TrafficCapture), ListenerCell>>,
-    /// The virtual hosts' routes, encoded once for every class they apply
-    /// to; a class adds only its virtual hosts' names and domains.
-    virtual_hosts: VirtualHostRoutes,
+    /// The virtual hosts, encoded once for every class they apply to, or
+    /// kept from the previous push when their host's rules and service did
+    /// not change.
+    pub(crate) virtual_hosts: VirtualHosts,
+    /// Envoy classes' route configurations by a digest of their encoding:
+    /// equal ones are kept once.
+    routes: Mutex<HashMap<u64, Vec<Arc<EncodedType>>>>,
     previous: Option<Previous>,
     /// False: every class generates everything itself (the behaviour
     /// before sharing, kept to measure against).
@@ -426,7 +433,11 @@ impl GeneratedCache {
             cds: Default::default(),
             eds: OnceCell::new(),
             listeners: Default::default(),
-            virtual_hosts: Default::default(),
+            virtual_hosts: match before {
+                Some(before) if incremental => VirtualHosts::after(&before.virtual_hosts),
+                _ => VirtualHosts::default(),
+            },
+            routes: Default::default(),
             previous,
             incremental,
             assignments_built: AtomicUsize::new(0),
@@ -597,7 +608,17 @@ impl GeneratedCache {
             })
             .collect();
         resources.extend(listeners.ingress_routes.iter().cloned());
-        Arc::new(EncodedType::new(ORDER[3].1, resources))
+        let encoded = EncodedType::new(ORDER[3].1, resources);
+        // Classes whose route configurations came out the same (namespaces
+        // without services of their own, say) share one copy.
+        let mut interned = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let same = interned.entry(digest_of(&encoded.sotw)).or_default();
+        if let Some(found) = same.iter().find(|known| known.sotw == encoded.sotw) {
+            return Arc::clone(found);
+        }
+        let encoded = Arc::new(encoded);
+        same.push(Arc::clone(&encoded));
+        encoded
     }
 
     /// Envoy's load assignments, built once per push; after endpoint

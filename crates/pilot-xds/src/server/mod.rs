@@ -66,9 +66,10 @@ pub struct XdsOptions {
     pub debounce_max: Duration,
     /// Responses queued per stream before the stream's task waits.
     pub send_queue: usize,
-    /// Share Envoy clusters and load assignments between proxy classes and
-    /// rebuild, after endpoint changes only, just the load assignments that
-    /// changed (the default). False makes every class generate everything
+    /// Share Envoy clusters, load assignments, listeners and encoded
+    /// virtual hosts between proxy classes, keep virtual hosts whose rules
+    /// did not change from the previous push, and rebuild, after endpoint
+    /// changes only, just the load assignments that changed (the default). False makes every class generate everything
     /// itself on every push, as before sharing existed; it is kept so the
     /// `ads` bench can measure both in one run.
     pub incremental: bool,

@@ -46,6 +46,11 @@ fn registry() -> MemoryServiceRegistry {
 /// Rules: a v1/v2 split on svc0, a source-matched rule from svc1 to svc2,
 /// and a policy on svc3's v2 subset; `extra` adds a rule on svc1.
 fn mesh(extra: bool) -> MeshConfig {
+    mesh_weighted(extra, 80)
+}
+
+/// [`mesh`] with svc0's split at `weight` to v1 (the rest to v2).
+fn mesh_weighted(extra: bool, weight: u32) -> MeshConfig {
     let mut text = String::from(
         r#"
 apiVersion: config.istio.io/v1alpha2
@@ -70,6 +75,13 @@ spec:
   destination: {name: svc3, labels: {version: v2}}
   loadBalancing: {name: RANDOM}
 "#,
+    );
+    text = text.replace(
+        "weight: 80}, {labels: {version: v2}, weight: 20}",
+        &format!(
+            "weight: {weight}}}, {{labels: {{version: v2}}, weight: {}}}",
+            100 - weight
+        ),
     );
     if extra {
         text.push_str(
@@ -300,6 +312,7 @@ fn random_changes_generate_incrementally_what_a_full_regeneration_does() {
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let live = registry();
         let mut extra = false;
+        let mut weight = 80;
         let proxies = proxies();
         let mut previous: Option<GeneratedCache> = None;
         let mut changes = Changes {
@@ -308,7 +321,7 @@ fn random_changes_generate_incrementally_what_a_full_regeneration_does() {
         };
         for step in 0..12u64 {
             let frozen = RegistrySnapshot::capture(&live, step);
-            let mesh = mesh(extra);
+            let mesh = mesh_weighted(extra, weight);
             let cache = GeneratedCache::new(previous.as_ref(), &changes, true);
             // Not every class asks in every push.
             for proxy in proxies.iter().filter(|_| rng.below(4) != 0) {
@@ -325,9 +338,27 @@ fn random_changes_generate_incrementally_what_a_full_regeneration_does() {
             for _ in 0..=rng.below(3) {
                 let service = rng.below(SERVICES as u64) as usize;
                 let address = ip(&format!("10.0.{service}.{}", 2 + rng.below(3)));
-                match rng.below(6) {
+                match rng.below(8) {
                     0 => {
                         extra = !extra;
+                        changes.full = true;
+                    }
+                    // A rule's weights.
+                    6 => {
+                        weight = 10 * rng.below(11) as u32;
+                        changes.full = true;
+                    }
+                    // A service appears or goes (with its instances).
+                    7 => {
+                        let extra_host = host(SERVICES);
+                        if live.remove_service(&extra_host).is_none() {
+                            live.add_service(Service::new(
+                                extra_host.clone(),
+                                vec![Port::new("http", 80, Protocol::Http)],
+                            ));
+                            live.add_endpoints(&extra_host, ip("10.0.9.1"), Labels::new())
+                                .unwrap();
+                        }
                         changes.full = true;
                     }
                     1 => {
@@ -379,10 +410,11 @@ fn classes_of_other_namespaces_share_listeners_and_virtual_hosts_routes() {
         configs[0].entries("RDS").map(|e| e.version).collect::<Vec<_>>(),
         configs[1].entries("RDS").map(|e| e.version).collect::<Vec<_>>()
     );
-    // ...but the routes of the 4 services' HTTP virtual hosts were encoded
-    // once for all three classes, plus svc2's once more for svc1's proxy
-    // (the source-matched rule applies to it only).
-    assert_eq!(cache.virtual_hosts.len(), SERVICES + 1);
+    // ...but the 4 services' HTTP virtual hosts were encoded once for the
+    // two classes of namespace a (with short names) and once for b, plus
+    // svc2's once more for svc1's proxy (the source-matched rule applies to
+    // it only).
+    assert_eq!(cache.virtual_hosts.len(), 2 * SERVICES + 1);
     for (proxy, config) in proxies.iter().zip(&configs) {
         assert_eq!(
             contents(config),
@@ -391,4 +423,56 @@ fn classes_of_other_namespaces_share_listeners_and_virtual_hosts_routes() {
             proxy.node_id()
         );
     }
+}
+
+#[test]
+fn a_rule_change_re_encodes_only_the_virtual_hosts_of_its_host() {
+    let live = registry();
+    let proxies = proxies();
+    let frozen = RegistrySnapshot::capture(&live, 1);
+    let before = GeneratedCache::new(None, &Changes::default(), true);
+    let old_mesh = mesh(false);
+    for proxy in &proxies {
+        block_on(before.get(proxy, &frozen, &old_mesh));
+    }
+    // Namespace a with and without svc1's source-matched rule to svc2, and
+    // namespaces b and c: 4 services, svc2 twice in namespace a.
+    assert_eq!(
+        before.virtual_hosts.built.load(Ordering::Relaxed),
+        2 * SERVICES + 1
+    );
+
+    // A new rule on svc1: the pipeline calls that a full change.
+    let new_mesh = mesh(true);
+    let changes = Changes {
+        full: true,
+        ..Default::default()
+    };
+    let after = GeneratedCache::new(Some(&before), &changes, true);
+    for proxy in &proxies {
+        let config = block_on(after.get(proxy, &frozen, &new_mesh));
+        assert_eq!(
+            contents(&config),
+            full(proxy, &frozen, &new_mesh),
+            "{}",
+            proxy.node_id()
+        );
+    }
+    // svc1's virtual host with its short name (namespace a) and without.
+    assert_eq!(after.virtual_hosts.built.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn classes_with_equal_route_configurations_share_one_copy() {
+    let live = registry();
+    let mesh = mesh(false);
+    let frozen = RegistrySnapshot::capture(&live, 1);
+    let cache = GeneratedCache::new(None, &Changes::default(), true);
+    // Namespaces b and d have no services: the same route configurations.
+    let b = Proxy::from_node_id("sidecar~10.9.0.2~client.b~b.svc.cluster.local").unwrap();
+    let d = Proxy::from_node_id("sidecar~10.9.0.6~client.d~d.svc.cluster.local").unwrap();
+    let a = Proxy::from_node_id("sidecar~10.9.0.1~client.a~a.svc.cluster.local").unwrap();
+    let [b, d, a] = [&b, &d, &a].map(|p| block_on(cache.get(p, &frozen, &mesh)));
+    assert!(Arc::ptr_eq(&b.shared.types["RDS"], &d.shared.types["RDS"]));
+    assert!(!Arc::ptr_eq(&b.shared.types["RDS"], &a.shared.types["RDS"]));
 }
