@@ -4,7 +4,8 @@
 //!
 //! A write through replica 1 reaches all six Envoys; `pilotctl
 //! proxy-status` through replica 3 lists all six with the replica serving
-//! each; every object's status counts all six. Then the status writer
+//! each (with its agent's process report, posted to one replica); every
+//! object's status counts all six. Then the status writer
 //! (replica 2, started first so it wins the election) is killed with
 //! `kill -9`: its Envoys reconnect to the others, proxy-status shows them
 //! there, another replica takes the election, status still counts six,
@@ -237,6 +238,39 @@ fn three_replicas_on_one_etcd_serve_every_envoy_and_survive_kill_9() {
         },
     );
     assert_eq!(listed.len(), ENVOYS);
+
+    // An agent's report posted to the replica its Envoy talks to travels
+    // with that replica's record: every replica shows it.
+    let (reported, serving) = placed.iter().next().map(|(n, r)| (n.clone(), r.clone())).unwrap();
+    let to = [&r1, &r2, &r3]
+        .into_iter()
+        .find(|server| proxy_status(server)["replica"] == serving.as_str())
+        .unwrap();
+    let report = format!(
+        r#"{{"node":"{reported}","kind":"exited","epoch":1,"restarts":1,"signal":9,"expected":false,"time_ms":1}}"#
+    );
+    let answer = pilot_test_support::http::request(
+        ([127, 0, 0, 1], to.port).into(),
+        "POST",
+        "/v1/proxy-events",
+        &[("content-type", "application/json")],
+        report.as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(answer.code, 204, "{}", answer.text());
+    for server in [&r1, &r2, &r3] {
+        eventually("every replica to show the agent's report", || {
+            proxy_status(server)["proxies"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|p| {
+                    p["node"] == reported.as_str()
+                        && p["process"]["restarts"] == 1
+                        && p["process"]["last_exit"] == "signal 9 (SIGKILL)"
+                })
+        });
+    }
 
     // Every object's status counts all six proxies, whichever replica
     // serves them.

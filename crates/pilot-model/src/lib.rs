@@ -47,7 +47,9 @@ pub use error::{BackendError, StoreError, chain as error_chain};
 pub use event::Event;
 pub use key::ConfigKey;
 pub use kind::{ConfigKind, KindRegistry, KindSchema, SpecValidator};
-pub use membership::{LocalMembership, Membership, ProxyRecord, ReplicaRecord, TypeNack, TypeRecord};
+pub use membership::{
+    LocalMembership, Membership, ProcessReport, ProxyRecord, ReplicaRecord, TypeNack, TypeRecord,
+};
 pub use meta::ConfigMeta;
 pub use registry_snapshot::RegistrySnapshot;
 pub use service::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};

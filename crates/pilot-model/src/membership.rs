@@ -76,6 +76,31 @@ pub struct ProxyRecord {
     /// What the proxy has, in store revisions (comparable across replicas):
     /// what objects' status is counted from.
     pub distribution: ProxyDistribution,
+    /// What the proxy's pilot-agent reported to this replica of Envoy's
+    /// process life, if it reported here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessReport>,
+}
+
+/// What a pilot-agent reported of its Envoy's process life
+/// (`POST /v1/proxy-events`), as a replica keeps it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProcessReport {
+    /// Restarts after failures (the agent's count).
+    pub restarts: u64,
+    /// The newest epoch started.
+    pub epoch: u32,
+    /// The last unexpected exit: `signal 9 (SIGKILL)`, `exit code 1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_exit: Option<String>,
+    /// The agent's message with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_exit_message: Option<String>,
+    /// The last report's kind, as posted (`started`, `exited`, ...).
+    pub last_event: String,
+    /// When the last report was made (agent's clock, ms since the epoch).
+    pub time_ms: u64,
 }
 
 /// One xDS type of one proxy.
@@ -220,6 +245,14 @@ mod tests {
                     acked: Some([("RouteRule".to_string(), 7)].into_iter().collect()),
                     nack: None,
                 },
+                process: Some(ProcessReport {
+                    restarts: 1,
+                    epoch: 1,
+                    last_exit: Some("signal 9 (SIGKILL)".into()),
+                    last_exit_message: None,
+                    last_event: "started".into(),
+                    time_ms: 1_700_000_000_000,
+                }),
             }],
             writer: false,
             published: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),

@@ -231,6 +231,7 @@ pub async fn run(
     let replicas = Arc::new(replicas::Replicas::new(
         membership,
         xds.clone(),
+        Arc::clone(&proxy_events),
         bound.rest.to_string(),
         bound.xds.to_string(),
     ));

@@ -14,6 +14,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use pilot_model::ProcessReport;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -91,6 +92,20 @@ pub struct ProxyRecord {
     pub time_ms: u64,
     /// Order of arrival, for forgetting the oldest.
     seq: u64,
+}
+
+impl ProxyRecord {
+    /// The record as other replicas see it (published with the proxy).
+    pub fn report(&self) -> ProcessReport {
+        ProcessReport {
+            restarts: self.restarts,
+            epoch: self.epoch,
+            last_exit: self.last_exit.clone(),
+            last_exit_message: self.last_exit_message.clone(),
+            last_event: self.last_event.clone(),
+            time_ms: self.time_ms,
+        }
+    }
 }
 
 /// Every proxy's record, plus counters for `/metrics`.
@@ -219,8 +234,8 @@ impl prometheus_client::collector::Collector for Collector {
     }
 }
 
-/// The record as JSON, for proxy status.
-pub fn record_json(record: Option<&ProxyRecord>) -> Value {
+/// A process report as JSON, for proxy status.
+pub fn record_json(record: Option<&ProcessReport>) -> Value {
     match record {
         None => json!({"restarts": 0, "epoch": null, "last_exit": null, "last_event": null}),
         Some(r) => json!({

@@ -32,7 +32,7 @@ pub fn state(status: &TypeStatus) -> &'static str {
 /// listed with `connected: false`.
 pub fn to_json(
     proxies: &[(String, ProxyStatus)],
-    events: &std::collections::BTreeMap<String, crate::proxy_events::ProxyRecord>,
+    events: &std::collections::BTreeMap<String, pilot_model::ProcessReport>,
 ) -> Value {
     let connected: std::collections::BTreeSet<&str> =
         proxies.iter().map(|(_, p)| p.node_id.as_str()).collect();
@@ -107,12 +107,28 @@ pub fn from_record(record: pilot_model::ProxyRecord) -> ProxyStatus {
 /// replicas (name, addresses, proxies, whether it writes status).
 pub async fn handler(State(state): State<AppState>) -> Json<Value> {
     let replicas = &state.replicas;
+    let mut reports = std::collections::BTreeMap::new();
     let proxies: Vec<(String, ProxyStatus)> = replicas
         .all_proxies()
         .into_iter()
-        .map(|(replica, proxy)| (replica, from_record(proxy)))
+        .map(|(replica, mut proxy)| {
+            // Reports posted to the replica a proxy's agent talks to,
+            // published with the proxy's record.
+            if let Some(report) = proxy.process.take() {
+                reports.insert(proxy.node_id.clone(), report);
+            }
+            (replica, from_record(proxy))
+        })
         .collect();
-    let mut value = to_json(&proxies, &state.proxy_events.all());
+    // Reports posted here are the freshest this replica has.
+    reports.extend(
+        state
+            .proxy_events
+            .all()
+            .into_iter()
+            .map(|(node, record)| (node, record.report())),
+    );
+    let mut value = to_json(&proxies, &reports);
     let own = replicas.own_record();
     let list: Vec<Value> = std::iter::once(own)
         .chain(replicas.others())

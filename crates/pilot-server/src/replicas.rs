@@ -34,6 +34,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use tokio::sync::watch;
 
+use crate::proxy_events::ProxyEvents;
 use crate::status_writer::ProxyRecords;
 
 /// How often this replica's proxies are compared with the last record
@@ -48,6 +49,9 @@ pub const REFRESH: Duration = Duration::from_secs(1);
 pub struct Replicas {
     membership: Arc<dyn Membership>,
     xds: XdsServer,
+    /// The agents' reports posted to this replica, published with its
+    /// proxies.
+    events: Arc<ProxyEvents>,
     rest_address: String,
     xds_address: String,
     /// The other live replicas' records, as last read.
@@ -84,12 +88,14 @@ impl Replicas {
     pub fn new(
         membership: Arc<dyn Membership>,
         xds: XdsServer,
+        events: Arc<ProxyEvents>,
         rest_address: String,
         xds_address: String,
     ) -> Self {
         Replicas {
             membership,
             xds,
+            events,
             rest_address,
             xds_address,
             others: Mutex::new(Vec::new()),
@@ -135,6 +141,7 @@ impl Replicas {
             .into_iter()
             .map(|d| (d.node_id.clone(), d))
             .collect();
+        let events = self.events.all();
         let mut proxies: Vec<ProxyRecord> = self
             .xds
             .status()
@@ -161,6 +168,7 @@ impl Replicas {
                             )
                         })
                         .collect(),
+                    process: events.get(&proxy.node_id).map(|e| e.report()),
                     node_id: proxy.node_id,
                     incremental: proxy.incremental,
                     distribution,
@@ -354,6 +362,7 @@ mod tests {
                 acked: Some([("RouteRule".to_string(), acked)].into_iter().collect()),
                 nack: None,
             },
+            process: None,
         }
     }
 

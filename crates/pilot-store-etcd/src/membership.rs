@@ -221,6 +221,7 @@ mod tests {
                 acked: Some(acked),
                 nack: None,
             },
+            process: None,
         }
     }
 

@@ -505,6 +505,7 @@ mod tests {
                     acked: Some(kinds.iter().map(|k| (k.to_string(), 1_234_567)).collect()),
                     nack: None,
                 },
+                process: None,
             }
         };
         let record = ReplicaRecord {

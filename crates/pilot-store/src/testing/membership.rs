@@ -116,6 +116,7 @@ pub fn replica_record(replica: &str, proxies: usize) -> ReplicaRecord {
                         acked: Some([("RouteRule".to_string(), 7 + i as u64)].into_iter().collect()),
                         nack: None,
                     },
+                    process: None,
                 }
             })
             .collect(),
