@@ -296,8 +296,10 @@ fn decode(
 /// on create.
 async fn store_error(state: &AppState, key: &ConfigKey, error: pilot_model::StoreError) -> ApiError {
     let current = match &error {
+        // The backend refused the create: its version is the one to
+        // report (the Controller's cache may not have caught up with it).
         pilot_model::StoreError::AlreadyExists { .. } => state
-            .store
+            .backend
             .get(key)
             .await
             .ok()
