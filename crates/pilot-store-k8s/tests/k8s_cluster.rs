@@ -74,7 +74,8 @@ on_cluster!(
     cache_initial_list,
     cache_events_in_order,
     cache_freshness,
-    cache_sync_backend_writes
+    cache_sync_backend_writes,
+    cache_reads_its_own_writes
 );
 
 #[test]

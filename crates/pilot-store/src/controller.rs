@@ -49,6 +49,22 @@ impl Default for ControllerOptions {
     }
 }
 
+/// Where the cache of one kind stands.
+#[derive(Debug, Clone, Copy, Default)]
+struct Caught {
+    /// Every write of the kind up to this revision is in the cache, by the
+    /// events and lists applied and the backend's progress notifications;
+    /// `None` before the first list.
+    applied: Option<Revision>,
+    /// The newest revision of an event or a list the cache applied. A
+    /// progress notification does not move it: etcd before 3.4.25 and
+    /// 3.5.8 could send a requested one ahead of an event of the same
+    /// revision (etcd #15220), so a write is known to be in the cache once
+    /// this reaches the write's own revision, whatever the notifications
+    /// said.
+    delivered: Revision,
+}
+
 /// A cache of a [`ConfigWatch`] backend that streams typed events.
 ///
 /// - [`Controller::run`] lists every kind, then watches it; the cache serves
@@ -102,9 +118,8 @@ struct Shared {
     /// Delivered objects that fail validation (never in `cache`).
     quarantine: Quarantine,
     kinds: Vec<String>,
-    /// Per kind: the revision the cache has caught up with, `None` before
-    /// the first list.
-    applied: HashMap<String, watch::Sender<Option<Revision>>>,
+    /// Per kind: where its cache stands.
+    applied: HashMap<String, watch::Sender<Caught>>,
     synced: watch::Sender<usize>,
     events: broadcast::Sender<ConfigEvent>,
     handlers: Handlers,
@@ -125,7 +140,7 @@ impl Controller {
             .unwrap_or_else(|| backend.registry().kinds());
         let applied = kinds
             .iter()
-            .map(|k| (k.clone(), watch::channel(None).0))
+            .map(|k| (k.clone(), watch::channel(Caught::default()).0))
             .collect();
         let (events, _) = broadcast::channel(options.event_buffer.max(1));
         Controller {
@@ -282,19 +297,22 @@ impl Controller {
         self.shared
             .applied
             .get(kind)
-            .and_then(|applied| *applied.borrow())
+            .and_then(|applied| applied.borrow().applied)
     }
 
     /// Waits until the cache shows every write the backend had completed
     /// when this was called (bounded by
-    /// [`ControllerOptions::write_sync_timeout`]).
+    /// [`ControllerOptions::write_sync_timeout`]), as far as the backend's
+    /// progress notifications tell: on etcd before 3.4.25 and 3.5.8 one
+    /// can run ahead of the events (etcd #15220). The Controller's own
+    /// writes do not rely on it: each waits for its own object.
     pub async fn sync_with_backend(&self, kind: &str) -> Result<(), StoreError> {
         let Some(applied) = self.shared.applied.get(kind) else {
             return Ok(());
         };
         let target = self.shared.backend.current_revision().await?;
         let mut applied = applied.subscribe();
-        let caught_up = applied.wait_for(|r| r.is_some_and(|r| r >= target));
+        let caught_up = applied.wait_for(|c| c.applied.is_some_and(|r| r >= target));
         if tokio::time::timeout(self.shared.options.write_sync_timeout, caught_up)
             .await
             .is_err()
@@ -304,12 +322,45 @@ impl Controller {
         Ok(())
     }
 
-    /// After a successful write: wait for the cache to show it. The write
-    /// has happened whatever this finds, so a failure is logged, not
-    /// returned.
-    async fn await_own_write(&self, kind: &str) {
-        if let Err(error) = self.sync_with_backend(kind).await {
-            tracing::warn!(kind, %error, "could not confirm that the cache shows a write");
+    /// After a successful write: wait (up to
+    /// [`ControllerOptions::write_sync_timeout`]) until `done` holds of the
+    /// cache, checked after each event the cache applies. The write has
+    /// happened whatever this finds, so a timeout is logged, not returned.
+    async fn await_cache(&self, kind: &str, what: &str, done: impl Fn(&Caught) -> bool) {
+        let Some(applied) = self.shared.applied.get(kind) else {
+            return;
+        };
+        let mut applied = applied.subscribe();
+        let caught_up = applied.wait_for(|c| done(c));
+        if tokio::time::timeout(self.shared.options.write_sync_timeout, caught_up)
+            .await
+            .is_err()
+        {
+            tracing::warn!(kind, what, "the cache did not show a write through it in time");
+        }
+    }
+
+    /// After a create or update that stored `stored`: the cache has
+    /// applied an event (or a list) at the write's revision or later, so
+    /// it shows the write or what came after it. A version that is not a
+    /// revision falls back to [`Controller::sync_with_backend`].
+    async fn await_stored(&self, stored: &DynConfig) {
+        let kind = &stored.meta.kind;
+        match stored
+            .meta
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<Revision>().ok())
+        {
+            Some(revision) => {
+                self.await_cache(kind, "a create or update", |c| c.delivered >= revision)
+                    .await
+            }
+            None => {
+                if let Err(error) = self.sync_with_backend(kind).await {
+                    tracing::warn!(kind, %error, "could not confirm that the cache shows a write");
+                }
+            }
         }
     }
 
@@ -404,11 +455,12 @@ impl Shared {
                 }
             }
         }
-        self.mark_applied(kind, revision);
+        self.mark_applied(kind, revision, true);
     }
 
     fn apply(&self, kind: &str, event: WatchEvent) {
         let revision = event.revision();
+        let delivered = !matches!(event, WatchEvent::Progress { .. });
         match event {
             WatchEvent::Put { config, .. } if !self.quarantine.admit(&config) => {
                 // The key's stored object is now one that may not be
@@ -438,7 +490,7 @@ impl Shared {
             }
             WatchEvent::Progress { .. } => {}
         }
-        self.mark_applied(kind, revision);
+        self.mark_applied(kind, revision, delivered);
     }
 
     /// Validation on read for a list: the items that may enter the cache;
@@ -467,11 +519,20 @@ impl Shared {
         let _ = self.events.send(event);
     }
 
-    fn mark_applied(&self, kind: &str, revision: Revision) {
+    /// The cache of `kind` has applied everything up to `revision`: by an
+    /// event or a list (`delivered`), or by a progress notification.
+    fn mark_applied(&self, kind: &str, revision: Revision, delivered: bool) {
         let Some(applied) = self.applied.get(kind) else {
             return;
         };
-        let first = applied.send_replace(Some(revision)).is_none();
+        let mut first = false;
+        applied.send_modify(|caught| {
+            first = caught.applied.is_none();
+            caught.applied = Some(revision);
+            if delivered {
+                caught.delivered = caught.delivered.max(revision);
+            }
+        });
         if first {
             self.synced.send_modify(|count| *count += 1);
         }
@@ -512,19 +573,43 @@ impl ConfigStore for Controller {
 
     async fn create(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
         let stored = self.shared.backend.create(config).await?;
-        self.await_own_write(&stored.meta.kind).await;
+        self.await_stored(&stored).await;
         Ok(stored)
     }
 
     async fn update(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
         let stored = self.shared.backend.update(config).await?;
-        self.await_own_write(&stored.meta.kind).await;
+        self.await_stored(&stored).await;
         Ok(stored)
     }
 
     async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError> {
+        if !self.watches(&key.kind) {
+            return self.shared.backend.delete(key, resource_version).await;
+        }
+        // The delete's revision is not returned, so its event is what
+        // shows it: subscribed before the write, so it cannot be missed.
+        let mut events = self.shared.events.subscribe();
         self.shared.backend.delete(key, resource_version).await?;
-        self.await_own_write(&key.kind).await;
+        let cache = &self.shared.cache;
+        let deleted = async {
+            // Absent now: the delete (or an earlier one) is what a read
+            // shows. Present: it was recreated after the delete, or the
+            // delete's event is still to come; wait for that event.
+            while cache.get(key).is_some() {
+                match events.recv().await {
+                    Ok(Event::Deleted(gone)) if gone.key() == *key => return,
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        };
+        if tokio::time::timeout(self.shared.options.write_sync_timeout, deleted)
+            .await
+            .is_err()
+        {
+            tracing::warn!(kind = %key.kind, "the cache did not show a delete through it in time");
+        }
         Ok(())
     }
 
@@ -540,9 +625,19 @@ impl ConfigStore for Controller {
     ) -> Result<(), StoreError> {
         self.shared
             .backend
-            .update_status(key, observed_version, status)
+            .update_status(key, observed_version, status.clone())
             .await?;
-        self.await_own_write(&key.kind).await;
+        // Shown once the cached object carries this status, or has moved
+        // past the version the status was about (or is gone).
+        let cache = &self.shared.cache;
+        self.await_cache(&key.kind, "a status write", |_| match cache.get(key) {
+            Some(cached) => {
+                cached.meta.status.as_ref() == Some(&status)
+                    || cached.meta.resource_version.as_deref() != Some(observed_version)
+            }
+            None => true,
+        })
+        .await;
         Ok(())
     }
 }

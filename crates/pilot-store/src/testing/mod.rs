@@ -59,7 +59,7 @@ mod watch;
 
 pub use cache::{
     assert_cache_equals_backend, cache_events_in_order, cache_freshness, cache_initial_list,
-    cache_sync_backend_writes,
+    cache_reads_its_own_writes, cache_sync_backend_writes,
 };
 pub use events::next_change;
 pub use kinds::{MockConfig, MockOther, MockPair, mock, registry};
@@ -119,7 +119,8 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@each $factory;
             map_create_get, map_duplicate_create, map_invalid_not_stored, map_update_versions,
             map_delete, map_list, map_delete_all, watch_resumes_after_revision,
-            cache_initial_list, cache_events_in_order, cache_freshness, cache_sync_backend_writes);
+            cache_initial_list, cache_events_in_order, cache_freshness, cache_sync_backend_writes,
+            cache_reads_its_own_writes);
 
         #[test]
         fn model_based() {
