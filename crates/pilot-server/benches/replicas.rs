@@ -14,12 +14,11 @@
 //! (`pilot-xds/benches/common/ads_clients.rs`, state of the world) in a
 //! child process, connected first to B, then (afresh) to A.
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use ads_clients::{Clients, now_micros, percentile};
-use pilot_model::{ConfigKey, ConfigStore, Labels, Port, Protocol, Service, istio};
+use pilot_model::{ConfigKey, ConfigStore, istio};
 use pilot_store::Controller;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
 use pilot_store_memory::MemoryServiceRegistry;
@@ -30,15 +29,10 @@ use pilot_xds::{XdsOptions, XdsServer};
 mod ads_clients;
 #[path = "../../pilot-xds/benches/common/mod.rs"]
 mod common;
+#[path = "../../pilot-xds/benches/common/mesh.rs"]
+mod mesh;
 
 const SERVICES: usize = 1_000;
-
-fn split_rule(service: usize, v1: i32) -> pilot_model::DynConfig {
-    let name = format!("svc-{service}");
-    common::split_rule(&name, &format!("{name}-split"), v1)
-        .to_dyn()
-        .expect("serializes")
-}
 
 /// One replica: its own etcd store, Controller and ADS server.
 struct Replica {
@@ -96,7 +90,7 @@ async fn measure(clients: usize, writer: &Replica, serving: &Replica, writes: us
     for round in 0..writes {
         let key = ConfigKey::new("RouteRule", "default", "svc-1-split");
         let current = writer.store.get(&key).await.unwrap().unwrap();
-        let mut next = split_rule(1, [80, 20][(first + round) % 2]);
+        let mut next = mesh::service_split(1, [80, 20][(first + round) % 2]);
         next.meta.resource_version = current.meta.resource_version.clone();
         let version = serving.server.version().unwrap() + 1;
         let start = now_micros();
@@ -118,16 +112,7 @@ async fn run(clients: usize, writes: usize) -> [Writes; 2] {
     let seed = EtcdConfigStore::connect(&EtcdOptions::new([etcd.endpoint()]), istio::registry())
         .await
         .expect("connects to etcd");
-    for s in 0..SERVICES {
-        let host = format!("svc-{s}.default.svc.cluster.local");
-        registry.add_service(Service::new(&host, vec![Port::new("http", 9080, Protocol::Http)]));
-        for i in 0..4u32 {
-            let ip = IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + (s as u32) * 4 + i));
-            let labels = Labels::from_pairs([("version", if i < 2 { "v1" } else { "v2" })]);
-            registry.add_endpoints(&host, ip, labels).expect("service exists");
-        }
-        seed.create(split_rule(s, 50)).await.expect("create");
-    }
+    mesh::populate(SERVICES, &registry, &seed).await;
     let a = replica(&etcd.endpoint(), &registry).await;
     let b = replica(&etcd.endpoint(), &registry).await;
     let across = measure(clients, &a, &b, writes, 0).await;

@@ -20,13 +20,12 @@
 //! status writes since the rule write: the store writes that push cost
 //! (one object changed).
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ads_clients::{Clients, cpu_time, now_micros, percentile, rss_mb};
-use pilot_model::{ConfigKey, ConfigStore, ConfigWatch, Labels, Port, Protocol, Service, istio};
+use pilot_model::{ConfigKey, ConfigStore, ConfigWatch, istio};
 use pilot_server::status_writer::{self, WriterCounts};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
@@ -36,15 +35,10 @@ use pilot_xds::{XdsOptions, XdsServer};
 mod ads_clients;
 #[path = "../../pilot-xds/benches/common/mod.rs"]
 mod common;
+#[path = "../../pilot-xds/benches/common/mesh.rs"]
+mod mesh;
 
 const SERVICES: usize = 1_000;
-
-fn split_rule(service: usize, v1: i32) -> pilot_model::DynConfig {
-    let name = format!("svc-{service}");
-    common::split_rule(&name, &format!("{name}-split"), v1)
-        .to_dyn()
-        .expect("serializes")
-}
 
 /// What one mode measured.
 struct Measured {
@@ -74,16 +68,7 @@ async fn settle(counts: &WriterCounts, interval: Duration) {
 async fn run(clients: usize, status: bool, interval: Duration, writes: usize) -> Measured {
     let store = MemoryConfigStore::new(istio::registry());
     let registry = MemoryServiceRegistry::new();
-    for s in 0..SERVICES {
-        let host = format!("svc-{s}.default.svc.cluster.local");
-        registry.add_service(Service::new(&host, vec![Port::new("http", 9080, Protocol::Http)]));
-        for i in 0..4u32 {
-            let ip = IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + (s as u32) * 4 + i));
-            let labels = Labels::from_pairs([("version", if i < 2 { "v1" } else { "v2" })]);
-            registry.add_endpoints(&host, ip, labels).expect("service exists");
-        }
-        store.create(split_rule(s, 50)).await.expect("create");
-    }
+    mesh::populate(SERVICES, &registry, &store).await;
     let controller = Arc::new(Controller::new(Arc::new(store.clone())));
     controller.run();
     controller.wait_synced().await;
@@ -132,7 +117,7 @@ async fn run(clients: usize, status: bool, interval: Duration, writes: usize) ->
     for round in 0..writes {
         let key = ConfigKey::new("RouteRule", "default", "svc-1-split");
         let current = store.get(&key).await.unwrap().unwrap();
-        let mut next = split_rule(1, [80, 20][round % 2]);
+        let mut next = mesh::service_split(1, [80, 20][round % 2]);
         next.meta.resource_version = current.meta.resource_version.clone();
         let version = server.version().unwrap() + 1;
         let written = counts.written.load(Ordering::Relaxed);

@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use ads_clients::{Clients, client_ip, cpu_time, now_micros, percentile, rss_mb};
 use pilot_model::istio::{DestinationWeight, IstioService, MatchCondition, RouteRule};
-use pilot_model::{Config, ConfigStore, Labels, Port, Protocol, Service, istio};
+use pilot_model::{Config, ConfigStore, Labels, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_xds::{XdsOptions, XdsServer};
@@ -59,6 +59,8 @@ use pilot_xds::{XdsOptions, XdsServer};
 #[path = "common/ads_clients.rs"]
 mod ads_clients;
 mod common;
+#[path = "common/mesh.rs"]
+mod mesh;
 
 #[cfg(feature = "bench-jemalloc")]
 #[global_allocator]
@@ -69,13 +71,6 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 unsafe extern "C" {
     /// glibc: returns free heap memory to the system.
     fn malloc_trim(pad: usize) -> i32;
-}
-
-fn split_rule(service: usize, v1: i32) -> pilot_model::DynConfig {
-    let name = format!("svc-{service}");
-    common::split_rule(&name, &format!("{name}-split"), v1)
-        .to_dyn()
-        .expect("serializes")
 }
 
 /// Traffic from `svc-{k}` to `svc-{to}` goes to v1: a source-matched rule,
@@ -149,16 +144,7 @@ async fn converge(clients: usize, setup: Setup) {
     let services = setup.services;
     let store = MemoryConfigStore::new(istio::registry());
     let registry = MemoryServiceRegistry::new();
-    for s in 0..services {
-        let host = format!("svc-{s}.default.svc.cluster.local");
-        registry.add_service(Service::new(&host, vec![Port::new("http", 9080, Protocol::Http)]));
-        for i in 0..4u32 {
-            let ip = IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + (s as u32) * 4 + i));
-            let labels = Labels::from_pairs([("version", if i < 2 { "v1" } else { "v2" })]);
-            registry.add_endpoints(&host, ip, labels).expect("service exists");
-        }
-        store.create(split_rule(s, 50)).await.expect("create");
-    }
+    mesh::populate(services, &registry, &store).await;
     for k in 0..setup.classes {
         store
             .create(source_rule(k, (k + 1) % services))
@@ -254,7 +240,7 @@ async fn converge(clients: usize, setup: Setup) {
             .await
             .unwrap()
             .unwrap();
-        let mut next = split_rule(1, [80, 20, 50][round]);
+        let mut next = mesh::service_split(1, [80, 20, 50][round]);
         next.meta.resource_version = current.meta.resource_version.clone();
         let version = server.version().unwrap() + 1;
         let cpu = cpu_time();
