@@ -32,6 +32,7 @@ mod service;
 mod session;
 mod sotw;
 mod sotw_diff;
+mod sotw_request;
 mod status;
 mod transport;
 mod xds_type;

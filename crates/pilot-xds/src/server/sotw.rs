@@ -11,10 +11,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 
 use super::generated::{EncodedType, ProxyConfig};
 use super::session::{Answer, Gone, Protocol, Resend, Session};
+use super::sotw_request::{EncodedNames, NamesKey, SotwRequest};
 use super::xds_type::XdsType;
 
 /// A type's subscription and what was last sent for it.
@@ -23,6 +24,9 @@ struct Subscription {
     /// `None`: every resource (wildcard). Shared by the proxies that
     /// subscribe to the same names.
     names: Option<Arc<BTreeSet<String>>>,
+    /// The names as the proxy last listed them (digest and count), so an
+    /// ACK listing them again is known without decoding them.
+    requested: Option<NamesKey>,
     digest: Option<u64>,
     /// The shared encoding the stream's latest response of the type came
     /// from (for every subscribed name, the stream holds its version
@@ -38,7 +42,7 @@ pub(super) struct Sotw {
 }
 
 impl Protocol for Sotw {
-    type Request = DiscoveryRequest;
+    type Request = SotwRequest;
     const INCREMENTAL: bool = false;
 
     fn new() -> Self {
@@ -47,11 +51,11 @@ impl Protocol for Sotw {
         }
     }
 
-    fn node(request: &DiscoveryRequest) -> Option<&Node> {
+    fn node(request: &SotwRequest) -> Option<&Node> {
         request.node.as_ref()
     }
 
-    fn header(request: &DiscoveryRequest) -> (&str, &str, Option<&str>) {
+    fn header(request: &SotwRequest) -> (&str, &str, Option<&str>) {
         (
             &request.type_url,
             &request.response_nonce,
@@ -59,7 +63,7 @@ impl Protocol for Sotw {
         )
     }
 
-    fn names_listeners(request: &DiscoveryRequest) -> bool {
+    fn names_listeners(request: &SotwRequest) -> bool {
         request.type_url == XdsType::Listener.url() && !request.resource_names.is_empty()
     }
 
@@ -68,7 +72,7 @@ impl Protocol for Sotw {
         session: &Session,
         t: XdsType,
         answer: Answer,
-        request: DiscoveryRequest,
+        request: SotwRequest,
     ) -> Option<Resend> {
         let wildcard = request.resource_names.is_empty() && t.wildcard_by_default();
         let subscription = self.subscriptions[t.index()].get_or_insert_with(Subscription::default);
@@ -78,17 +82,13 @@ impl Protocol for Sotw {
             Answer::Stale => return None,
             // An ACK or NACK naming what it named before: nothing to send
             // (after a NACK, not the rejected thing again).
-            Answer::Latest if same_names(&subscription.names, wildcard, &request.resource_names) => {
+            Answer::Latest if same_names(subscription, wildcard, &request.resource_names) => {
                 return None;
             }
             Answer::Latest | Answer::Initial => {}
         }
-        let names = (!wildcard).then(|| {
-            session
-                .server()
-                .names
-                .intern(request.resource_names.into_iter().collect())
-        });
+        subscription.requested = (!wildcard).then(|| request.resource_names.key());
+        let names = (!wildcard).then(|| session.server().names.intern(request.resource_names.decode()));
         // Of a type sent by subset, a stream that has been sent some is
         // sent the names it newly subscribes to (and what changed).
         let resend = match (&subscription.last, &subscription.names, &names) {
@@ -216,13 +216,70 @@ fn own_resources(
     (own.sotw(|e| wanted(&e.name)), count)
 }
 
-/// True when a request names the same resources as the subscription (no
-/// allocation: this is every ACK).
-fn same_names(current: &Option<Arc<BTreeSet<String>>>, wildcard: bool, requested: &[String]) -> bool {
-    match current {
-        None => wildcard,
-        Some(names) => {
-            !wildcard && names.len() == requested.len() && requested.iter().all(|n| names.contains(n))
+/// True when a request names the same resources as the subscription.
+/// This is every ACK: one that lists the names as the proxy last did
+/// (same digest and count) is answered without decoding them; one that
+/// lists them otherwise (another order, say) is decoded and compared as a
+/// set, and remembered as the way the proxy lists them.
+fn same_names(subscription: &mut Subscription, wildcard: bool, requested: &EncodedNames) -> bool {
+    let Some(names) = &subscription.names else {
+        return wildcard;
+    };
+    if wildcard {
+        return false;
+    }
+    let key = requested.key();
+    if subscription.requested == Some(key) {
+        return true;
+    }
+    let same = names.len() == requested.len() && **names == requested.decode();
+    if same {
+        subscription.requested = Some(key);
+    }
+    same
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+    use prost::Message;
+
+    use super::*;
+
+    fn names(list: &[&str]) -> EncodedNames {
+        let request = DiscoveryRequest {
+            resource_names: list.iter().map(|n| n.to_string()).collect(),
+            ..Default::default()
+        };
+        SotwRequest::decode(Bytes::from(request.encode_to_vec()))
+            .expect("decodes")
+            .resource_names
+    }
+
+    fn subscribed(list: &[&str]) -> Subscription {
+        let requested = names(list);
+        Subscription {
+            names: Some(Arc::new(requested.decode())),
+            requested: Some(requested.key()),
+            ..Default::default()
         }
+    }
+
+    #[test]
+    fn an_ack_is_the_same_subscription_by_its_names_whatever_their_order() {
+        let mut subscription = subscribed(&["a", "b", "c"]);
+        assert!(same_names(&mut subscription, false, &names(&["a", "b", "c"])));
+        // Another order: the same set, and remembered as the proxy's order.
+        assert!(same_names(&mut subscription, false, &names(&["c", "a", "b"])));
+        assert_eq!(subscription.requested, Some(names(&["c", "a", "b"]).key()));
+        assert!(!same_names(&mut subscription, false, &names(&["a", "b"])));
+        assert!(!same_names(&mut subscription, false, &names(&["a", "b", "d"])));
+        assert!(!same_names(&mut subscription, false, &names(&["a", "b", "b"])));
+        // A wildcard request is another subscription than a named one.
+        assert!(!same_names(&mut subscription, true, &names(&[])));
+        let mut wildcard = Subscription::default();
+        assert!(same_names(&mut wildcard, true, &names(&[])));
+        assert!(!same_names(&mut wildcard, false, &names(&["a"])));
     }
 }
