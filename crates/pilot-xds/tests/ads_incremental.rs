@@ -325,3 +325,133 @@ async fn an_endpoint_change_sends_delta_clients_only_the_changed_load_assignment
         delta.ack(&eds).await;
     }
 }
+
+/// Opens a delta stream whose first request asks for every cluster, and
+/// reads that response.
+async fn delta_client(port: u16, ip: &str) -> (Delta, DeltaDiscoveryResponse) {
+    let (tx, requests) = ads::requests(8);
+    tx.send(DeltaDiscoveryRequest {
+        node: node("a", ip),
+        type_url: CDS.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let responses = ads::ads_client(port)
+        .await
+        .delta_aggregated_resources(requests)
+        .await
+        .unwrap()
+        .into_inner();
+    let mut delta = Delta {
+        requests: tx,
+        responses,
+    };
+    let cds = delta.next().await;
+    assert_eq!(cds.type_url, CDS);
+    delta.ack(&cds).await;
+    (delta, cds)
+}
+
+fn names(response: &DeltaDiscoveryResponse) -> BTreeSet<String> {
+    response.resources.iter().map(|r| r.name.clone()).collect()
+}
+
+/// The next response of `type_url`, ACKing the others on the way.
+async fn next_of(delta: &mut Delta, type_url: &str) -> DeltaDiscoveryResponse {
+    loop {
+        let response = delta.next().await;
+        if response.type_url == type_url {
+            return response;
+        }
+        delta.ack(&response).await;
+    }
+}
+
+/// What a delta stream is sent follows what the proxy holds: versions it
+/// reconnects with (ours, or not ours), names it unsubscribes from and
+/// subscribes to again, and resources that go away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_streams_are_sent_what_the_proxy_lacks_and_told_what_went_away() {
+    let (_server, port, registry) = server().await;
+
+    // A first stream learns the versions of the three load assignments.
+    let (mut first, _) = delta_client(port, "10.1.0.3").await;
+    first.subscribe(EDS, (0..3).map(cluster).collect()).await;
+    let eds = first.next().await;
+    assert_eq!(names(&eds), (0..3).map(cluster).collect());
+    let version = |i: usize| {
+        eds.resources
+            .iter()
+            .find(|r| r.name == cluster(i))
+            .map(|r| r.version.clone())
+            .unwrap()
+    };
+
+    // A proxy reconnects holding svc0's current assignment, svc1's in a
+    // version that is not ours, and one for a service that no longer
+    // exists: it is sent svc1 and svc2 (lacked), told the old one is gone.
+    let gone = "outbound|80||gone.a.svc.cluster.local".to_string();
+    let (mut delta, _) = delta_client(port, "10.1.0.4").await;
+    delta
+        .requests
+        .send(DeltaDiscoveryRequest {
+            type_url: EDS.into(),
+            resource_names_subscribe: (0..3).map(cluster).chain([gone.clone()]).collect(),
+            initial_resource_versions: [
+                (cluster(0), version(0)),
+                (cluster(1), "not-ours".to_string()),
+                (gone.clone(), "0000000000000001".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let eds = delta.next().await;
+    assert_eq!(eds.type_url, EDS);
+    assert_eq!(names(&eds), [cluster(1), cluster(2)].into_iter().collect());
+    assert_eq!(eds.removed_resources, vec![gone]);
+    delta.ack(&eds).await;
+
+    // Unsubscribed from svc2: its change is not sent; svc0's is.
+    delta
+        .requests
+        .send(DeltaDiscoveryRequest {
+            type_url: EDS.into(),
+            resource_names_unsubscribe: vec![cluster(2)],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    registry
+        .add_endpoints(&host(2), ip("10.0.2.9"), Labels::new())
+        .unwrap();
+    registry
+        .add_endpoints(&host(0), ip("10.0.0.9"), Labels::new())
+        .unwrap();
+    let eds = next_of(&mut delta, EDS).await;
+    assert_eq!(names(&eds), [cluster(0)].into_iter().collect());
+    assert!(eds.removed_resources.is_empty());
+    delta.ack(&eds).await;
+
+    // Subscribed again: the proxy dropped it, so it is sent again, with
+    // the change it missed.
+    delta.subscribe(EDS, vec![cluster(2)]).await;
+    let eds = next_of(&mut delta, EDS).await;
+    assert_eq!(names(&eds), [cluster(2)].into_iter().collect());
+    let assignment =
+        ClusterLoadAssignment::decode(eds.resources[0].resource.as_ref().unwrap().value.as_slice()).unwrap();
+    assert!(addresses(&assignment).contains("10.0.2.9:80"));
+    delta.ack(&eds).await;
+
+    // svc1 goes away: its cluster and its load assignment are removed.
+    registry.remove_service(&host(1));
+    let cds = next_of(&mut delta, CDS).await;
+    assert!(cds.removed_resources.contains(&cluster(1)), "{cds:?}");
+    delta.ack(&cds).await;
+    let eds = next_of(&mut delta, EDS).await;
+    assert_eq!(eds.removed_resources, vec![cluster(1)]);
+    assert!(eds.resources.is_empty(), "{:?}", names(&eds));
+}

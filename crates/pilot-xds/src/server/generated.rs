@@ -88,6 +88,7 @@ pub(crate) struct ProxyConfig {
 
 impl ProxyConfig {
     /// Every resource of type `short`.
+    #[cfg(test)]
     pub(crate) fn entries(&self, short: &str) -> impl Iterator<Item = &Entry> {
         self.shared.types[short].entries.iter().chain(
             self.own
@@ -116,16 +117,6 @@ impl ProxyConfig {
         resources.extend(own.sotw(|entry| wanted(&entry.name)));
         (hasher.finish(), resources)
     }
-
-    /// The `DeltaDiscoveryResponse.resources` of the entries `selected`
-    /// picks.
-    pub(crate) fn delta(&self, short: &str, selected: impl Fn(&Entry) -> bool) -> Vec<Bytes> {
-        let mut resources = self.shared.types[short].delta(&selected);
-        if let Some(own) = &self.own {
-            resources.extend(own.types[short].delta(&selected));
-        }
-        resources
-    }
 }
 
 /// One resource of an [`EncodedType`].
@@ -149,6 +140,9 @@ pub(crate) struct EncodedType {
     pub(crate) entries: Vec<Entry>,
     sotw: Bytes,
     delta: OnceLock<(Bytes, Vec<Range<usize>>)>,
+    /// Where each name is in `entries`, built the first time a name is
+    /// looked up.
+    index: OnceLock<HashMap<Arc<str>, usize>>,
     type_url: &'static str,
 }
 
@@ -170,8 +164,32 @@ impl EncodedType {
             entries,
             sotw: buffer.freeze(),
             delta: OnceLock::new(),
+            index: OnceLock::new(),
             type_url,
         }
+    }
+
+    /// Where the resource `name` is in `entries`.
+    pub(crate) fn position(&self, name: &str) -> Option<usize> {
+        self.index
+            .get_or_init(|| {
+                self.entries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| (Arc::clone(&e.name), i))
+                    .collect()
+            })
+            .get(name)
+            .copied()
+    }
+
+    /// The `DeltaDiscoveryResponse.resources` of the entries at
+    /// `positions` (in `entries`; sorted and deduplicated here).
+    pub(crate) fn delta_at(&self, positions: &mut Vec<usize>) -> Vec<Bytes> {
+        positions.sort_unstable();
+        positions.dedup();
+        let (buffer, ranges) = self.delta_form();
+        slices(buffer, positions.iter().map(|&i| (true, ranges[i].clone())))
     }
 
     /// A digest of the resources that `wanted` selects.
@@ -193,10 +211,10 @@ impl EncodedType {
         )
     }
 
-    /// The `DeltaDiscoveryResponse.resources` of the entries `wanted`
-    /// selects, each named and versioned.
-    pub(crate) fn delta(&self, wanted: impl Fn(&Entry) -> bool) -> Vec<Bytes> {
-        let (buffer, ranges) = self.delta.get_or_init(|| {
+    /// Every entry as a `DeltaDiscoveryResponse.resources` field, back to
+    /// back, and where each is.
+    fn delta_form(&self) -> &(Bytes, Vec<Range<usize>>) {
+        self.delta.get_or_init(|| {
             let mut buffer = BytesMut::new();
             let ranges = self
                 .entries
@@ -217,14 +235,7 @@ impl EncodedType {
                 })
                 .collect();
             (buffer.freeze(), ranges)
-        });
-        slices(
-            buffer,
-            self.entries
-                .iter()
-                .zip(ranges)
-                .map(|(e, r)| (wanted(e), r.clone())),
-        )
+        })
     }
 
     /// The encoded `Any.value` of an entry: the tail of its `sotw` form

@@ -24,6 +24,7 @@
 
 mod auth;
 mod delta;
+mod diffs;
 mod generated;
 mod name_sets;
 mod pipeline;
@@ -31,7 +32,6 @@ mod serve;
 mod service;
 mod session;
 mod sotw;
-mod sotw_diff;
 mod sotw_request;
 mod status;
 mod transport;
@@ -175,9 +175,9 @@ pub(crate) struct Inner {
     pub(crate) pushes: tokio::sync::broadcast::Sender<PushInfo>,
     /// Subscriptions' name sets, shared between streams.
     pub(crate) names: name_sets::NameSets,
-    /// What changed between two pushes' encodings, for state-of-the-world
-    /// streams, shared between them.
-    pub(crate) sotw_diffs: sotw_diff::Diffs,
+    /// What changed between two pushes' encodings, shared between the
+    /// streams (of both protocols) that move from one to the other.
+    pub(crate) diffs: diffs::Diffs,
     /// Connections closed at once, over the cap.
     pub(crate) connections_refused: AtomicU64,
     /// Streams refused (credentials, node ids, malformed requests).
@@ -209,7 +209,7 @@ impl XdsServer {
             closing: watch::channel(false).0,
             next_connection: AtomicU64::new(0),
             names: Default::default(),
-            sotw_diffs: Default::default(),
+            diffs: Default::default(),
             pushes: tokio::sync::broadcast::channel(64).0,
             connections_refused: AtomicU64::new(0),
             refused: Default::default(),

@@ -5,7 +5,7 @@
 //! whose version differs from what the stream was last sent, plus newly
 //! subscribed names (the client keeps the others: xDS protocol, "Grouping
 //! Resources into Responses"), worked out once per push and subscription
-//! in `sotw_diff.rs`.
+//! in `diffs.rs`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -122,7 +122,7 @@ impl Protocol for Sotw {
                 };
                 let update = session
                     .server()
-                    .sotw_diffs
+                    .diffs
                     .update(last, &shared, &subscription.names, &forced);
                 let mut resources = update.resources.clone();
                 let mut count = update.count;
@@ -153,7 +153,7 @@ impl Protocol for Sotw {
                     } else if session.server().options.sotw_changed_only && t == XdsType::Cluster {
                         let mut names = session
                             .server()
-                            .sotw_diffs
+                            .diffs
                             .changed_names(subscription.last.as_ref(), &shared);
                         if own_digest(config, t, &subscription.names) != subscription.own_digest {
                             names.extend(config.own.iter().flat_map(|own| {

@@ -1,7 +1,8 @@
-//! What changed between two encodings of a type, for state-of-the-world
-//! streams: worked out once per pair of encodings (and once per distinct
+//! What changed between two encodings of a type: worked out once per pair
+//! of encodings (and, for state-of-the-world streams, once per distinct
 //! subscription) and shared by every stream that moves from one to the
-//! other.
+//! other. Incremental streams (`delta.rs`) read the names changed and the
+//! names gone; state-of-the-world streams the responses below.
 //!
 //! A state-of-the-world response of a type other than Listener and
 //! Cluster may carry a subset of the subscribed resources: the client
@@ -23,12 +24,15 @@ use bytes::Bytes;
 
 use super::generated::EncodedType;
 
-/// The names whose version differs between two encodings (present in the
-/// newer one, absent from or different in the older one).
-struct Changed {
+/// What differs between two encodings.
+pub(crate) struct Changed {
     old: Weak<EncodedType>,
     new: Weak<EncodedType>,
-    names: Arc<HashSet<Arc<str>>>,
+    /// The names whose version differs (present in the newer one, absent
+    /// from or different in the older one).
+    pub(crate) names: Arc<HashSet<Arc<str>>>,
+    /// The names of the older one the newer one lacks.
+    pub(crate) gone: Vec<Arc<str>>,
 }
 
 /// What one subscription is sent when moving between two encodings.
@@ -108,9 +112,14 @@ fn address(encoded: &Arc<EncodedType>) -> usize {
 impl Diffs {
     /// The names whose version in `new` differs from `old`'s.
     fn changed(&self, old: &Arc<EncodedType>, new: &Arc<EncodedType>) -> Arc<HashSet<Arc<str>>> {
+        Arc::clone(&self.between(old, new).names)
+    }
+
+    /// What differs from `old` to `new`, worked out once per pair.
+    pub(crate) fn between(&self, old: &Arc<EncodedType>, new: &Arc<EncodedType>) -> Arc<Changed> {
         let key = (address(old), address(new));
         if let Some(found) = self.lock_changed().get(&key) {
-            return Arc::clone(&found.names);
+            return found;
         }
         let before: HashMap<&str, u64> = old.entries.iter().map(|e| (&*e.name, e.version)).collect();
         let names: HashSet<Arc<str>> = new
@@ -119,16 +128,20 @@ impl Diffs {
             .filter(|e| before.get(&*e.name) != Some(&e.version))
             .map(|e| Arc::clone(&e.name))
             .collect();
-        let names = Arc::new(names);
-        self.lock_changed().insert(
-            key,
-            Arc::new(Changed {
-                old: Arc::downgrade(old),
-                new: Arc::downgrade(new),
-                names: Arc::clone(&names),
-            }),
-        );
-        names
+        let gone = old
+            .entries
+            .iter()
+            .filter(|e| new.position(&e.name).is_none())
+            .map(|e| Arc::clone(&e.name))
+            .collect();
+        let changed = Arc::new(Changed {
+            old: Arc::downgrade(old),
+            new: Arc::downgrade(new),
+            names: Arc::new(names),
+            gone,
+        });
+        self.lock_changed().insert(key, Arc::clone(&changed));
+        changed
     }
 
     /// The names of the resources of `new` that a client holding `old`
