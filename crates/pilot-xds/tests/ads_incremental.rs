@@ -265,27 +265,7 @@ impl Delta {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endpoint_change_sends_delta_clients_only_the_changed_load_assignment() {
     let (_server, port, registry) = server().await;
-    let (tx, requests) = ads::requests(8);
-    tx.send(DeltaDiscoveryRequest {
-        node: node("a", "10.1.0.3"),
-        type_url: CDS.into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let responses = ads::ads_client(port)
-        .await
-        .delta_aggregated_resources(requests)
-        .await
-        .unwrap()
-        .into_inner();
-    let mut delta = Delta {
-        requests: tx,
-        responses,
-    };
-    let cds = delta.next().await;
-    assert_eq!(cds.type_url, CDS);
-    delta.ack(&cds).await;
+    let (mut delta, _) = delta_client(port, "10.1.0.3").await;
     delta.subscribe(EDS, (0..3).map(cluster).collect()).await;
     let eds = delta.next().await;
     assert_eq!(eds.type_url, EDS);
@@ -327,7 +307,7 @@ async fn an_endpoint_change_sends_delta_clients_only_the_changed_load_assignment
 }
 
 /// Opens a delta stream whose first request asks for every cluster, and
-/// reads that response.
+/// reads and ACKs that response.
 async fn delta_client(port: u16, ip: &str) -> (Delta, DeltaDiscoveryResponse) {
     let (tx, requests) = ads::requests(8);
     tx.send(DeltaDiscoveryRequest {
