@@ -111,7 +111,8 @@ async fn memory_store_refuses_a_version_it_has_not_reached() {
     ));
     write(server.rest, "second");
     let event = next_event(&mut watch).unwrap();
-    assert_eq!(event["object"]["metadata"]["name"], "second");
+    assert_eq!(event["type"], "ADDED", "{event}");
+    assert_eq!(event["object"]["metadata"]["name"], "second", "{event}");
     server.stop().await;
 
     // A restarted memory store (no --data-dir) starts over: the version a

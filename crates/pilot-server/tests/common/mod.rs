@@ -31,6 +31,12 @@ impl TestServer {
         .map(|s| s.to_string())
         .collect();
         argv.extend(extra.iter().map(|s| s.to_string()));
+        // The status writer off unless a test asks for it: its rounds write
+        // every new object's status (a MODIFIED event for REST watchers) at
+        // times no test controls, between the events a watch test expects.
+        if !extra.contains(&"--status-interval") {
+            argv.extend(["--status-interval".to_string(), "0s".to_string()]);
+        }
         let args = Args::parse_with_config(argv).expect("flags");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (bound_tx, bound_rx) = tokio::sync::oneshot::channel::<Bound>();
