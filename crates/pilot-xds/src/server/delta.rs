@@ -151,7 +151,8 @@ impl Protocol for Delta {
             let names = names.get_or_insert_with(|| (*subscription.names).clone());
             if names.insert(name.clone()) {
                 changed = true;
-                if !subscription.wildcard {
+                // (Without a base, whatever `over` does not name is absent.)
+                if !subscription.wildcard && subscription.base.is_some() {
                     // Not selected until now: the proxy holds it only if it
                     // said so.
                     subscription
@@ -196,7 +197,12 @@ impl Protocol for Delta {
         };
         let shared = Arc::clone(&config.shared.types[t.short()]);
         let own = config.own.as_ref().map(|own| Arc::clone(&own.types[t.short()]));
-        let mut plan = Plan::default();
+        let mut plan = Plan {
+            // Only a cluster response's changes are followed (by the load
+            // assignments re-sent after it).
+            changed: (t == XdsType::Cluster).then(BTreeSet::new),
+            ..Default::default()
+        };
         match &subscription.base {
             // First brought up to date: every resource is looked at.
             None => {
@@ -293,7 +299,11 @@ impl Protocol for Delta {
                 }
             })
             .await?;
-        Ok(Resend::Names(plan.changed))
+        Ok(match plan.changed {
+            Some(names) => Resend::Names(Arc::new(names)),
+            None if plan.lacking => Resend::All,
+            None => Resend::Nothing,
+        })
     }
 }
 
@@ -306,8 +316,11 @@ struct Plan {
     own: Vec<usize>,
     removed: Vec<String>,
     /// Names sent because the proxy lacked their version (not only
-    /// forced): what the re-sends after a cluster change follow.
-    changed: BTreeSet<String>,
+    /// forced): what the re-sends after a cluster change follow. Kept
+    /// only where they are followed.
+    changed: Option<BTreeSet<String>>,
+    /// Whether anything was sent because the proxy lacked it.
+    lacking: bool,
 }
 
 impl Plan {
@@ -335,7 +348,10 @@ impl Plan {
             return;
         }
         if lacking {
-            self.changed.insert(entry.name.to_string());
+            self.lacking = true;
+            if let Some(changed) = &mut self.changed {
+                changed.insert(entry.name.to_string());
+            }
         }
         if own { &mut self.own } else { &mut self.shared }.push(i);
     }

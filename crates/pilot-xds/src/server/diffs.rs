@@ -18,7 +18,7 @@
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use bytes::Bytes;
 
@@ -33,6 +33,8 @@ pub(crate) struct Changed {
     pub(crate) names: Arc<HashSet<Arc<str>>>,
     /// The names of the older one the newer one lacks.
     pub(crate) gone: Vec<Arc<str>>,
+    /// `names`, sorted, made the first time a stream asks.
+    sorted: OnceLock<Arc<BTreeSet<String>>>,
 }
 
 /// What one subscription is sent when moving between two encodings.
@@ -139,22 +141,31 @@ impl Diffs {
             new: Arc::downgrade(new),
             names: Arc::new(names),
             gone,
+            sorted: OnceLock::new(),
         });
         self.lock_changed().insert(key, Arc::clone(&changed));
         changed
     }
 
     /// The names of the resources of `new` that a client holding `old`
-    /// lacks (every name of `new` when `old` is `None`).
+    /// lacks (every name of `new` when `old` is `None`): one set for every
+    /// stream that asks.
     pub(crate) fn changed_names(
         &self,
         old: Option<&Arc<EncodedType>>,
         new: &Arc<EncodedType>,
-    ) -> BTreeSet<String> {
+    ) -> Arc<BTreeSet<String>> {
         match old {
-            Some(old) if Arc::ptr_eq(old, new) => BTreeSet::new(),
-            Some(old) => self.changed(old, new).iter().map(|n| n.to_string()).collect(),
-            None => new.entries.iter().map(|e| e.name.to_string()).collect(),
+            Some(old) if Arc::ptr_eq(old, new) => Arc::default(),
+            Some(old) => {
+                let changed = self.between(old, new);
+                Arc::clone(
+                    changed
+                        .sorted
+                        .get_or_init(|| Arc::new(changed.names.iter().map(|n| n.to_string()).collect())),
+                )
+            }
+            None => new.names(),
         }
     }
 

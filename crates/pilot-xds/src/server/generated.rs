@@ -143,6 +143,8 @@ pub(crate) struct EncodedType {
     /// Where each name is in `entries`, built the first time a name is
     /// looked up.
     index: OnceLock<HashMap<Arc<str>, usize>>,
+    /// Every name, sorted, built the first time a stream asks.
+    names: OnceLock<Arc<BTreeSet<String>>>,
     type_url: &'static str,
 }
 
@@ -165,8 +167,17 @@ impl EncodedType {
             sotw: buffer.freeze(),
             delta: OnceLock::new(),
             index: OnceLock::new(),
+            names: OnceLock::new(),
             type_url,
         }
+    }
+
+    /// Every resource's name.
+    pub(crate) fn names(&self) -> Arc<BTreeSet<String>> {
+        Arc::clone(
+            self.names
+                .get_or_init(|| Arc::new(self.entries.iter().map(|e| e.name.to_string()).collect())),
+        )
     }
 
     /// Where the resource `name` is in `entries`.

@@ -42,8 +42,8 @@ pub(super) enum Resend {
     Nothing,
     /// Every subscribed resource.
     All,
-    /// These resources.
-    Names(BTreeSet<String>),
+    /// These resources (a set shared by the streams it is the same for).
+    Names(Arc<BTreeSet<String>>),
 }
 
 impl Resend {

@@ -93,7 +93,7 @@ impl Protocol for Sotw {
         // sent the names it newly subscribes to (and what changed).
         let resend = match (&subscription.last, &subscription.names, &names) {
             (Some(_), Some(before), Some(after)) if subset(session, t) => {
-                Resend::Names(after.difference(before).cloned().collect())
+                Resend::Names(Arc::new(after.difference(before).cloned().collect()))
             }
             // A new subscription is answered even when its digest is
             // unchanged (a reconnecting proxy needs the response).
@@ -116,14 +116,15 @@ impl Protocol for Sotw {
         let shared = Arc::clone(&config.shared.types[t.short()]);
         let (resources, changed) = match (&subscription.last, resend) {
             (Some(last), Resend::Nothing | Resend::Names(_)) if subset(session, t) => {
+                let none = BTreeSet::new();
                 let forced = match resend {
-                    Resend::Names(names) => names.clone(),
-                    _ => BTreeSet::new(),
+                    Resend::Names(names) => &**names,
+                    _ => &none,
                 };
                 let update = session
                     .server()
                     .diffs
-                    .update(last, &shared, &subscription.names, &forced);
+                    .update(last, &shared, &subscription.names, forced);
                 let mut resources = update.resources.clone();
                 let mut count = update.count;
                 let own = own_digest(config, t, &subscription.names);
@@ -156,7 +157,7 @@ impl Protocol for Sotw {
                             .diffs
                             .changed_names(subscription.last.as_ref(), &shared);
                         if own_digest(config, t, &subscription.names) != subscription.own_digest {
-                            names.extend(config.own.iter().flat_map(|own| {
+                            Arc::make_mut(&mut names).extend(config.own.iter().flat_map(|own| {
                                 own.types[t.short()].entries.iter().map(|e| e.name.to_string())
                             }));
                         }
