@@ -52,7 +52,7 @@ pub(crate) struct Update {
 /// `(old, new, subscription's names, forced names' digest)`, by address.
 type UpdateKey = (usize, usize, usize, u64);
 
-/// The shared diffs of a server's state-of-the-world streams.
+/// The shared diffs of a server's streams (both protocols).
 #[derive(Default)]
 pub(crate) struct Diffs {
     changed: Mutex<Cache<(usize, usize), Arc<Changed>>>,
@@ -123,11 +123,10 @@ impl Diffs {
         if let Some(found) = self.lock_changed().get(&key) {
             return found;
         }
-        let before: HashMap<&str, u64> = old.entries.iter().map(|e| (&*e.name, e.version)).collect();
         let names: HashSet<Arc<str>> = new
             .entries
             .iter()
-            .filter(|e| before.get(&*e.name) != Some(&e.version))
+            .filter(|e| old.position(&e.name).map(|i| old.entries[i].version) != Some(e.version))
             .map(|e| Arc::clone(&e.name))
             .collect();
         let gone = old
