@@ -76,6 +76,23 @@ impl ProxyClass {
             own,
         }
     }
+
+    /// What an Envoy's route configurations depend on: the class, its
+    /// domain reduced to the namespace and only when some service lives
+    /// in it (`namespaces`), since the namespace only decides which
+    /// services' short names are domains. So the sidecars of the many
+    /// namespaces that run no service of the mesh share one assembly.
+    fn for_routes(&self, namespaces: &HashSet<String>) -> ProxyClass {
+        let namespace = self.domain.split('.').next().unwrap_or_default();
+        ProxyClass {
+            domain: if namespaces.contains(namespace) {
+                namespace.to_string()
+            } else {
+                String::new()
+            },
+            ..self.clone()
+        }
+    }
 }
 
 /// A proxy's configuration for one push: the part shared with its class,
@@ -393,6 +410,12 @@ pub(crate) struct GeneratedCache {
     by_class: Mutex<HashMap<ProxyClass, Arc<OnceCell<Arc<Generated>>>>>,
     /// The hostnames the rules' source matches name.
     sources: OnceLock<HashSet<String>>,
+    /// The namespaces some service lives in (the second label of its
+    /// hostname): only a proxy in one of them sees short names.
+    namespaces: OnceLock<HashSet<String>>,
+    /// Envoy route configurations by [`ProxyClass::for_routes`]: classes of
+    /// namespaces without services of their own share one assembly.
+    routes_by_class: Mutex<HashMap<ProxyClass, Arc<OnceCell<Arc<EncodedType>>>>>,
     /// Envoy clusters, by whether the proxy captures (the passthrough).
     cds: Mutex<HashMap<bool, Arc<OnceCell<Arc<EncodedType>>>>>,
     /// Envoy load assignments: the same for every Envoy.
@@ -413,6 +436,8 @@ pub(crate) struct GeneratedCache {
     incremental: bool,
     /// Load assignments generated (not taken from the previous push).
     pub(crate) assignments_built: AtomicUsize,
+    /// Sets of route configurations assembled.
+    pub(crate) routes_assembled: AtomicUsize,
 }
 
 impl GeneratedCache {
@@ -452,6 +477,8 @@ impl GeneratedCache {
         GeneratedCache {
             by_class: Default::default(),
             sources: OnceLock::new(),
+            namespaces: OnceLock::new(),
+            routes_by_class: Default::default(),
             cds: Default::default(),
             eds: OnceCell::new(),
             listeners: Default::default(),
@@ -463,6 +490,7 @@ impl GeneratedCache {
             previous,
             incremental,
             assignments_built: AtomicUsize::new(0),
+            routes_assembled: AtomicUsize::new(0),
         }
     }
 
@@ -509,7 +537,26 @@ impl GeneratedCache {
                     Some((lds, rds)) => (Arc::clone(lds), Arc::clone(rds)),
                     None => {
                         let listeners = self.envoy_listeners(proxy, registry, mesh).await;
-                        let rds = heavy(|| self.envoy_routes(proxy, registry, mesh, &own, &listeners));
+                        let namespaces = self.namespaces.get_or_init(|| {
+                            registry
+                                .services()
+                                .iter()
+                                .filter_map(|s| s.hostname.split('.').nth(1).map(str::to_string))
+                                .collect()
+                        });
+                        let cell = Arc::clone(
+                            self.routes_by_class
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .entry(class.for_routes(namespaces))
+                                .or_default(),
+                        );
+                        let rds = cell
+                            .get_or_init(|| async {
+                                heavy(|| self.envoy_routes(proxy, registry, mesh, &own, &listeners))
+                            })
+                            .await
+                            .clone();
                         (Arc::clone(&listeners.lds), rds)
                     }
                 };
@@ -607,6 +654,7 @@ impl GeneratedCache {
         own: &[ServiceInstance],
         listeners: &ListenerPart,
     ) -> Arc<EncodedType> {
+        self.routes_assembled.fetch_add(1, Ordering::Relaxed);
         let index = mesh.index();
         let services = registry.services();
         let mut resources: Vec<(String, Any)> = listeners

@@ -468,11 +468,22 @@ fn classes_with_equal_route_configurations_share_one_copy() {
     let mesh = mesh(false);
     let frozen = RegistrySnapshot::capture(&live, 1);
     let cache = GeneratedCache::new(None, &Changes::default(), true);
-    // Namespaces b and d have no services: the same route configurations.
+    // Namespaces b and d have no services: the same route configurations,
+    // assembled once; namespace a's sidecars see short names.
     let b = Proxy::from_node_id("sidecar~10.9.0.2~client.b~b.svc.cluster.local").unwrap();
     let d = Proxy::from_node_id("sidecar~10.9.0.6~client.d~d.svc.cluster.local").unwrap();
     let a = Proxy::from_node_id("sidecar~10.9.0.1~client.a~a.svc.cluster.local").unwrap();
-    let [b, d, a] = [&b, &d, &a].map(|p| block_on(cache.get(p, &frozen, &mesh)));
+    let configs = [&b, &d, &a].map(|p| block_on(cache.get(p, &frozen, &mesh)));
+    for (proxy, config) in [&b, &d, &a].iter().zip(&configs) {
+        assert_eq!(
+            contents(config),
+            full(proxy, &frozen, &mesh),
+            "{}",
+            proxy.node_id()
+        );
+    }
+    let [b, d, a] = configs;
     assert!(Arc::ptr_eq(&b.shared.types["RDS"], &d.shared.types["RDS"]));
     assert!(!Arc::ptr_eq(&b.shared.types["RDS"], &a.shared.types["RDS"]));
+    assert_eq!(cache.routes_assembled.load(Ordering::Relaxed), 2);
 }
