@@ -69,7 +69,7 @@ struct EncodedHost {
 #[derive(Default)]
 pub(crate) struct VirtualHosts {
     encoded: Mutex<HashMap<HostKey, Arc<EncodedHost>>>,
-    previous: HashMap<HostKey, Arc<EncodedHost>>,
+    previous: Arc<HashMap<HostKey, Arc<EncodedHost>>>,
     /// The digest of each host's rules at this push.
     digests: OnceLock<HashMap<String, u64>>,
     /// Virtual hosts encoded (not taken from this push or the one before).
@@ -78,10 +78,17 @@ pub(crate) struct VirtualHosts {
 
 impl VirtualHosts {
     /// This push's cache, taking from `before` (the previous push's)
-    /// whatever the keys still match.
+    /// whatever the keys still match. A push that encoded no virtual host
+    /// (endpoints moved, every class kept its routes) hands on what it
+    /// was handed, shared, not copied.
     pub(crate) fn after(before: &VirtualHosts) -> Self {
+        let encoded = before.encoded.lock().unwrap_or_else(|p| p.into_inner());
         VirtualHosts {
-            previous: before.encoded.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            previous: if encoded.is_empty() {
+                Arc::clone(&before.previous)
+            } else {
+                Arc::new(encoded.clone())
+            },
             ..Default::default()
         }
     }

@@ -123,18 +123,30 @@ impl Diffs {
         if let Some(found) = self.lock_changed().get(&key) {
             return found;
         }
-        let names: HashSet<Arc<str>> = new
-            .entries
-            .iter()
-            .filter(|e| old.position(&e.name).map(|i| old.entries[i].version) != Some(e.version))
-            .map(|e| Arc::clone(&e.name))
-            .collect();
-        let gone = old
-            .entries
-            .iter()
-            .filter(|e| new.position(&e.name).is_none())
-            .map(|e| Arc::clone(&e.name))
-            .collect();
+        let (names, gone): (HashSet<Arc<str>>, _) = match new.patched_from(old) {
+            // `old` patched: the same names in the same order, and only
+            // these positions may differ (an endpoint push).
+            Some(positions) => (
+                positions
+                    .iter()
+                    .filter(|&&at| old.entries[at].version != new.entries[at].version)
+                    .map(|&at| Arc::clone(&new.entries[at].name))
+                    .collect(),
+                Vec::new(),
+            ),
+            None => (
+                new.entries
+                    .iter()
+                    .filter(|e| old.position(&e.name).map(|i| old.entries[i].version) != Some(e.version))
+                    .map(|e| Arc::clone(&e.name))
+                    .collect(),
+                old.entries
+                    .iter()
+                    .filter(|e| new.position(&e.name).is_none())
+                    .map(|e| Arc::clone(&e.name))
+                    .collect(),
+            ),
+        };
         let changed = Arc::new(Changed {
             old: Arc::downgrade(old),
             new: Arc::downgrade(new),

@@ -17,7 +17,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use bytes::{Bytes, BytesMut};
 use envoy_types::pb::envoy::service::discovery::v3::Resource;
@@ -25,6 +25,7 @@ use envoy_types::pb::google::protobuf::Any;
 use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use tokio::sync::OnceCell;
 
+use crate::ClusterName;
 use crate::clusters::{self, eds_clusters, load_assignment};
 use crate::routes_shared::{self, VirtualHosts};
 use crate::util::any;
@@ -32,6 +33,7 @@ use crate::{
     Generator, MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, generate_inbound, generate_outbound,
     listeners, route_config_name,
 };
+use prost::Message;
 
 /// What the shared (outbound) part of a proxy's configuration depends on
 /// besides the mesh: proxies equal here get equal outbound configuration,
@@ -157,9 +159,15 @@ pub(crate) struct EncodedType {
     pub(crate) entries: Vec<Entry>,
     sotw: Bytes,
     delta: OnceLock<(Bytes, Vec<Range<usize>>)>,
+    /// Delta forms of single entries, by position, encoded when few were
+    /// asked for before `delta` was built.
+    delta_few: Mutex<HashMap<usize, Bytes>>,
+    /// When this encoding is another one patched (`patched`): that one,
+    /// and the positions whose values were replaced.
+    patch_of: Option<(Weak<EncodedType>, Vec<usize>)>,
     /// Where each name is in `entries`, built the first time a name is
     /// looked up.
-    index: OnceLock<HashMap<Arc<str>, usize>>,
+    index: OnceLock<Arc<HashMap<Arc<str>, usize>>>,
     /// Every name, sorted, built the first time a stream asks.
     names: OnceLock<Arc<BTreeSet<String>>>,
     type_url: &'static str,
@@ -183,10 +191,19 @@ impl EncodedType {
             entries,
             sotw: buffer.freeze(),
             delta: OnceLock::new(),
+            delta_few: Mutex::default(),
+            patch_of: None,
             index: OnceLock::new(),
             names: OnceLock::new(),
             type_url,
         }
+    }
+
+    /// The positions whose values may differ from `old`'s, when this
+    /// encoding is `old` patched (same names, same order).
+    pub(crate) fn patched_from(&self, old: &Arc<EncodedType>) -> Option<&[usize]> {
+        let (base, positions) = self.patch_of.as_ref()?;
+        (base.as_ptr() == Arc::as_ptr(old)).then_some(positions.as_slice())
     }
 
     /// Every resource's name.
@@ -201,11 +218,13 @@ impl EncodedType {
     pub(crate) fn position(&self, name: &str) -> Option<usize> {
         self.index
             .get_or_init(|| {
-                self.entries
-                    .iter()
-                    .enumerate()
-                    .map(|(i, e)| (Arc::clone(&e.name), i))
-                    .collect()
+                Arc::new(
+                    self.entries
+                        .iter()
+                        .enumerate()
+                        .map(|(i, e)| (Arc::clone(&e.name), i))
+                        .collect(),
+                )
             })
             .get(name)
             .copied()
@@ -216,6 +235,25 @@ impl EncodedType {
     pub(crate) fn delta_at(&self, positions: &mut Vec<usize>) -> Vec<Bytes> {
         positions.sort_unstable();
         positions.dedup();
+        // A few entries of an encoding whose delta form nobody needed yet
+        // (a push after a rule change that left the load assignments as
+        // they were, say): those entries only, each encoded once.
+        if self.delta.get().is_none() && positions.len() * 8 < self.entries.len() {
+            let mut few = self.delta_few.lock().unwrap_or_else(|p| p.into_inner());
+            return positions
+                .iter()
+                .map(|&at| {
+                    few.entry(at)
+                        .or_insert_with(|| {
+                            let entry = &self.entries[at];
+                            let mut buffer = BytesMut::new();
+                            self.encode_delta(entry, self.any_value(entry), &mut buffer);
+                            buffer.freeze()
+                        })
+                        .clone()
+                })
+                .collect();
+        }
         let (buffer, ranges) = self.delta_form();
         slices(buffer, positions.iter().map(|&i| (true, ranges[i].clone())))
     }
@@ -247,23 +285,104 @@ impl EncodedType {
             let ranges = self
                 .entries
                 .iter()
-                .map(|entry| {
-                    let start = buffer.len();
-                    let resource = Resource {
-                        name: entry.name.to_string(),
-                        version: version_text(entry.version),
-                        resource: Some(Any {
-                            type_url: self.type_url.to_string(),
-                            value: self.any_value(entry).to_vec(),
-                        }),
-                        ..Default::default()
-                    };
-                    prost::encoding::message::encode(2, &resource, &mut buffer);
-                    start..buffer.len()
-                })
+                .map(|entry| self.encode_delta(entry, self.any_value(entry), &mut buffer))
                 .collect();
             (buffer.freeze(), ranges)
         })
+    }
+
+    /// Appends `entry` (its value `value`) as a
+    /// `DeltaDiscoveryResponse.resources` field; where it went.
+    fn encode_delta(&self, entry: &Entry, value: &[u8], buffer: &mut BytesMut) -> Range<usize> {
+        let start = buffer.len();
+        let resource = Resource {
+            name: entry.name.to_string(),
+            version: version_text(entry.version),
+            resource: Some(Any {
+                type_url: self.type_url.to_string(),
+                value: value.to_vec(),
+            }),
+            ..Default::default()
+        };
+        prost::encoding::message::encode(2, &resource, buffer);
+        start..buffer.len()
+    }
+
+    /// This encoding with the values of the entries at the given positions
+    /// (ascending) replaced: the same names in the same order, the other
+    /// entries copied as encoded with their versions (no digest taken
+    /// again), the name index and name set shared, and the delta form
+    /// patched alike when this one has it.
+    fn patched(self: &Arc<Self>, changed: Vec<(usize, Vec<u8>)>) -> EncodedType {
+        let mut buffer = BytesMut::with_capacity(self.sotw.len());
+        let mut entries = Vec::with_capacity(self.entries.len());
+        let mut replaced = changed.iter().peekable();
+        // Entries copied, not yet written: a run of the old buffer.
+        let mut run = 0..0;
+        let mut values: Vec<Option<&[u8]>> = Vec::with_capacity(self.entries.len());
+        for (at, entry) in self.entries.iter().enumerate() {
+            let new_value = replaced.next_if(|(p, _)| *p == at).map(|(_, v)| v.as_slice());
+            values.push(new_value);
+            let Some(value) = new_value else {
+                // Entries lie back to back: a run is one slice.
+                if run.is_empty() {
+                    run = entry.range.clone();
+                }
+                run.end = entry.range.end;
+                let start = buffer.len() + (entry.range.start - run.start);
+                entries.push(Entry {
+                    name: Arc::clone(&entry.name),
+                    version: entry.version,
+                    range: start..start + entry.range.len(),
+                    value_len: entry.value_len,
+                });
+                continue;
+            };
+            buffer.extend_from_slice(&self.sotw[run.clone()]);
+            run = 0..0;
+            let start = buffer.len();
+            let any = Any {
+                type_url: self.type_url.to_string(),
+                value: value.to_vec(),
+            };
+            prost::encoding::message::encode(2, &any, &mut buffer);
+            entries.push(Entry {
+                name: Arc::clone(&entry.name),
+                version: digest_of(value),
+                range: start..buffer.len(),
+                value_len: value.len(),
+            });
+        }
+        buffer.extend_from_slice(&self.sotw[run]);
+        let patched = EncodedType {
+            entries,
+            sotw: buffer.freeze(),
+            delta: OnceLock::new(),
+            delta_few: Mutex::default(),
+            patch_of: Some((Arc::downgrade(self), changed.iter().map(|(at, _)| *at).collect())),
+            index: self.index.get().cloned().map(OnceLock::from).unwrap_or_default(),
+            names: self.names.get().cloned().map(OnceLock::from).unwrap_or_default(),
+            type_url: self.type_url,
+        };
+        if let Some((old, ranges)) = self.delta.get() {
+            let mut buffer = BytesMut::with_capacity(old.len());
+            let ranges = patched
+                .entries
+                .iter()
+                .zip(ranges)
+                .zip(&values)
+                .map(|((entry, range), value)| match value {
+                    None => {
+                        let start = buffer.len();
+                        buffer.extend_from_slice(&old[range.clone()]);
+                        start..buffer.len()
+                    }
+                    Some(value) => patched.encode_delta(entry, value, &mut buffer),
+                })
+                .collect();
+            let _ = patched.delta.set((buffer.freeze(), ranges));
+        }
+        patched
     }
 
     /// The encoded `Any.value` of an entry: the tail of its `sotw` form
@@ -388,6 +507,10 @@ type ListenerCell = Arc<OnceCell<Arc<ListenerPart>>>;
 pub(crate) struct Changes {
     /// Rules, services, or a registry resync: nothing is reused.
     pub(crate) full: bool,
+    /// The routing configuration may have changed: it is listed and
+    /// decoded again (else the last push's rules are kept, and with them
+    /// the store revisions they were read at).
+    pub(crate) rules: bool,
     /// The hostnames whose instances changed.
     pub(crate) endpoints: HashSet<String>,
 }
@@ -691,42 +814,48 @@ impl GeneratedCache {
         encoded
     }
 
-    /// Envoy's load assignments, built once per push; after endpoint
-    /// changes only, those of unchanged services are copied from the
-    /// previous push (as encoded) and only the changed ones generated.
+    /// Envoy's load assignments, built once per push. After endpoint
+    /// changes only, the clusters are the previous push's (they depend on
+    /// services and rules alone), so the previous encoding is patched:
+    /// only the changed services' assignments are generated and encoded,
+    /// the others are copied as encoded with their versions, and the
+    /// name index is shared. A push then costs the changed services plus
+    /// a copy of the buffer, not a pass generating names and digests over
+    /// the whole mesh.
     async fn envoy_eds(&self, registry: &RegistrySnapshot, mesh: &MeshConfig) -> Arc<EncodedType> {
         self.eds
             .get_or_init(|| async {
                 heavy(|| {
-                    let services = registry.services();
                     let before = self
                         .previous
                         .as_ref()
-                        .and_then(|p| p.eds.lock().unwrap_or_else(|p| p.into_inner()).take());
-                    let previous = self
-                        .previous
-                        .as_ref()
-                        .and_then(|p| Some((before.as_deref()?, &p.endpoints)));
-                    let old: HashMap<&str, &Entry> = previous
-                        .map(|(eds, _)| eds.entries.iter().map(|e| (&*e.name, e)).collect())
-                        .unwrap_or_default();
-                    let resources = eds_clusters(&services, &clusters::subsets(mesh))
+                        .and_then(|p| Some((p.eds.lock().unwrap_or_else(|p| p.into_inner()).take()?, p)));
+                    if let Some((before, previous)) = before {
+                        let changed: Option<Vec<(usize, Vec<u8>)>> = before
+                            .entries
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, e)| {
+                                previous
+                                    .endpoints
+                                    .contains(e.name.rsplit('|').next().unwrap_or_default())
+                            })
+                            .map(|(at, e)| Some((at, assignment_of(&e.name, registry)?)))
+                            .collect();
+                        // None: a cluster of a service the registry lacks,
+                        // which an endpoint-only push cannot have; built
+                        // afresh below if it ever does.
+                        if let Some(changed) = changed {
+                            self.assignments_built.fetch_add(changed.len(), Ordering::Relaxed);
+                            return Arc::new(before.patched(changed));
+                        }
+                    }
+                    let resources = eds_clusters(&registry.services(), &clusters::subsets(mesh))
                         .iter()
                         .map(|c| {
-                            let name = c.name.to_string();
-                            let kept = previous
-                                .filter(|(_, changed)| !changed.contains(&c.service.hostname))
-                                .and_then(|(eds, _)| {
-                                    old.get(name.as_str()).map(|entry| Any {
-                                        type_url: ORDER[1].1.to_string(),
-                                        value: eds.any_value(entry).to_vec(),
-                                    })
-                                });
-                            let value = kept.unwrap_or_else(|| {
-                                self.assignments_built.fetch_add(1, Ordering::Relaxed);
-                                any(&load_assignment(&c.name, &c.service, &c.port_name, registry))
-                            });
-                            (name, value)
+                            self.assignments_built.fetch_add(1, Ordering::Relaxed);
+                            let value = any(&load_assignment(&c.name, &c.service, &c.port_name, registry));
+                            (c.name.to_string(), value)
                         })
                         .collect();
                     Arc::new(EncodedType::new(ORDER[1].1, resources))
@@ -735,6 +864,15 @@ impl GeneratedCache {
             .await
             .clone()
     }
+}
+
+/// The encoded load assignment of the EDS cluster `name`, if it names a
+/// port of a service `registry` has.
+fn assignment_of(name: &str, registry: &RegistrySnapshot) -> Option<Vec<u8>> {
+    let cluster = name.parse::<ClusterName>().ok()?;
+    let service = registry.get_service(&cluster.hostname)?;
+    let port = service.port_by_number(cluster.port)?.name.clone();
+    Some(load_assignment(&cluster, &service, &port, registry).encode_to_vec())
 }
 
 /// Runs CPU-heavy generation without stalling the runtime's other tasks:

@@ -105,8 +105,9 @@ pub struct MeshSnapshot {
     /// Per routing kind, the store revision the push was built from: every
     /// write to the kind up to it is in the push (empty when unknown).
     pub revisions: Arc<KindRevisions>,
-    /// The typed rules.
-    pub mesh: MeshConfig,
+    /// The typed rules (shared with the pushes before when no routing
+    /// configuration changed since).
+    pub mesh: Arc<MeshConfig>,
     /// The registry's services and instances as of this push.
     pub registry: Arc<RegistrySnapshot>,
     pub(crate) generated: generated::GeneratedCache,
@@ -118,7 +119,7 @@ impl MeshSnapshot {
         MeshSnapshot {
             version,
             revisions: Default::default(),
-            mesh,
+            mesh: Arc::new(mesh),
             registry,
             generated: generated::GeneratedCache::new(None, &Default::default(), true),
         }
