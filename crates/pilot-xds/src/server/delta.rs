@@ -138,7 +138,9 @@ impl Protocol for Delta {
                 .collect(),
         });
         let mut changed = first;
-        let mut names: Option<BTreeSet<String>> = None;
+        // The new set of names: a merge of sorted slices, interned without
+        // a `String` per name when another stream holds the same set.
+        let mut added: Vec<&str> = Vec::new();
         for name in &request.resource_names_subscribe {
             if name == "*" {
                 if !subscription.wildcard {
@@ -148,8 +150,8 @@ impl Protocol for Delta {
                 }
                 continue;
             }
-            let names = names.get_or_insert_with(|| (*subscription.names).clone());
-            if names.insert(name.clone()) {
+            if !subscription.names.contains(name.as_str()) {
+                added.push(name);
                 changed = true;
                 // (Without a base, whatever `over` does not name is absent.)
                 if !subscription.wildcard && subscription.base.is_some() {
@@ -162,24 +164,26 @@ impl Protocol for Delta {
                 }
             }
         }
+        let mut removed: Vec<&str> = Vec::new();
         for name in &request.resource_names_unsubscribe {
             if name == "*" {
                 if subscription.wildcard {
                     subscription.materialize();
                     subscription.wildcard = false;
                 }
-            } else {
-                names
-                    .get_or_insert_with(|| (*subscription.names).clone())
-                    .remove(name);
+            } else if subscription.names.contains(name.as_str()) {
+                removed.push(name);
             }
             // The proxy forgets it.
             subscription.over.insert(Arc::from(name.as_str()), Held::Absent);
         }
-        if let Some(names) = names
-            && names != *subscription.names
-        {
-            subscription.names = session.server().names.intern(names);
+        if !added.is_empty() || !removed.is_empty() {
+            added.sort_unstable();
+            added.dedup();
+            removed.sort_unstable();
+            removed.dedup();
+            let names = merged(&subscription.names, &added, &removed);
+            subscription.names = session.server().names.intern_sorted(&names);
         }
         // New names are answered with what the proxy lacks of them.
         changed.then_some(Resend::Nothing)
@@ -204,6 +208,22 @@ impl Protocol for Delta {
             ..Default::default()
         };
         match &subscription.base {
+            // First brought up to date, holding nothing: everything the
+            // subscription selects, as every stream with the same names
+            // is sent it (worked out once for them all).
+            None if subscription.over.is_empty() => {
+                let selected = shared.selected((!subscription.wildcard).then_some(&subscription.names));
+                plan.lacking = !selected.is_empty();
+                if let Some(changed) = &mut plan.changed {
+                    if subscription.wildcard {
+                        plan.all_changed = Some(shared.names());
+                        plan.changed = None;
+                    } else {
+                        changed.extend(selected.iter().map(|&i| shared.entries[i].name.to_string()));
+                    }
+                }
+                plan.shared = selected.to_vec();
+            }
             // First brought up to date: every resource is looked at.
             None => {
                 for i in 0..shared.entries.len() {
@@ -299,12 +319,40 @@ impl Protocol for Delta {
                 }
             })
             .await?;
-        Ok(match plan.changed {
-            Some(names) => Resend::Names(Arc::new(names)),
-            None if plan.lacking => Resend::All,
-            None => Resend::Nothing,
+        Ok(match (plan.changed, plan.all_changed) {
+            (_, Some(names)) => Resend::Names(names),
+            (Some(names), None) => Resend::Names(Arc::new(names)),
+            (None, None) if plan.lacking => Resend::All,
+            (None, None) => Resend::Nothing,
         })
     }
+}
+
+/// `names` with `added` (sorted, none of them in `names`) and without
+/// `removed` (sorted), sorted.
+fn merged<'a>(names: &'a BTreeSet<String>, added: &[&'a str], removed: &[&str]) -> Vec<&'a str> {
+    let mut out = Vec::with_capacity(names.len() + added.len());
+    let mut kept = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| removed.binary_search(n).is_err())
+        .peekable();
+    let mut new = added
+        .iter()
+        .copied()
+        .filter(|n| removed.binary_search(n).is_err())
+        .peekable();
+    loop {
+        let next = match (kept.peek(), new.peek()) {
+            (Some(a), Some(b)) if a < b => kept.next(),
+            (Some(_), Some(_)) => new.next(),
+            (Some(_), None) => kept.next(),
+            (None, Some(_)) => new.next(),
+            (None, None) => break,
+        };
+        out.extend(next);
+    }
+    out
 }
 
 /// What one response of an incremental stream carries.
@@ -319,6 +367,8 @@ struct Plan {
     /// forced): what the re-sends after a cluster change follow. Kept
     /// only where they are followed.
     changed: Option<BTreeSet<String>>,
+    /// Instead of `changed`: every name sent, as a shared set.
+    all_changed: Option<Arc<BTreeSet<String>>>,
     /// Whether anything was sent because the proxy lacked it.
     lacking: bool,
 }
@@ -354,5 +404,22 @@ impl Plan {
             }
         }
         if own { &mut self.own } else { &mut self.shared }.push(i);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_names_are_sorted_with_the_added_and_without_the_removed() {
+        let names: BTreeSet<String> = ["b", "d", "f"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(
+            merged(&names, &["a", "c", "g"], &[]),
+            ["a", "b", "c", "d", "f", "g"]
+        );
+        assert_eq!(merged(&names, &["c"], &["b", "c", "x"]), ["d", "f"]);
+        assert_eq!(merged(&BTreeSet::new(), &["a", "b"], &[]), ["a", "b"]);
+        assert!(merged(&names, &[], &["b", "d", "f"]).is_empty());
     }
 }

@@ -162,6 +162,10 @@ pub(crate) struct EncodedType {
     /// Delta forms of single entries, by position, encoded when few were
     /// asked for before `delta` was built.
     delta_few: Mutex<HashMap<usize, Bytes>>,
+    /// The positions each distinct subscription selects (by the address
+    /// of its interned set, 0 for the wildcard; the set is held so the
+    /// address stays its own).
+    selected: Mutex<SelectedPositions>,
     /// When this encoding is another one patched (`patched`): that one,
     /// and the positions whose values were replaced.
     patch_of: Option<(Weak<EncodedType>, Vec<usize>)>,
@@ -192,11 +196,34 @@ impl EncodedType {
             sotw: buffer.freeze(),
             delta: OnceLock::new(),
             delta_few: Mutex::default(),
+            selected: Mutex::default(),
             patch_of: None,
             index: OnceLock::new(),
             names: OnceLock::new(),
             type_url,
         }
+    }
+
+    /// The positions of the entries a subscription to `names` (`None`:
+    /// the wildcard) selects, ascending: worked out once for every stream
+    /// with the same subscription.
+    pub(crate) fn selected(&self, names: Option<&Arc<BTreeSet<String>>>) -> Arc<Vec<usize>> {
+        let key = names.map_or(0, |n| Arc::as_ptr(n) as usize);
+        let mut selected = self.selected.lock().unwrap_or_else(|p| p.into_inner());
+        let (_, positions) = selected.entry(key).or_insert_with(|| {
+            let positions = match names {
+                None => (0..self.entries.len()).collect(),
+                Some(names) => self
+                    .entries
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| names.contains(&*e.name))
+                    .map(|(i, _)| i)
+                    .collect(),
+            };
+            (names.cloned(), Arc::new(positions))
+        });
+        Arc::clone(positions)
     }
 
     /// The positions whose values may differ from `old`'s, when this
@@ -359,6 +386,7 @@ impl EncodedType {
             sotw: buffer.freeze(),
             delta: OnceLock::new(),
             delta_few: Mutex::default(),
+            selected: Mutex::default(),
             patch_of: Some((Arc::downgrade(self), changed.iter().map(|(at, _)| *at).collect())),
             index: self.index.get().cloned().map(OnceLock::from).unwrap_or_default(),
             names: self.names.get().cloned().map(OnceLock::from).unwrap_or_default(),
@@ -391,6 +419,9 @@ impl EncodedType {
         &self.sotw[entry.range.end - entry.value_len..entry.range.end]
     }
 }
+
+/// Positions selected by subscription (see `EncodedType::selected`).
+type SelectedPositions = HashMap<usize, (Option<Arc<BTreeSet<String>>>, Arc<Vec<usize>>)>;
 
 /// The slices of `buffer` whose flag is set, neighbours joined.
 fn slices(buffer: &Bytes, ranges: impl Iterator<Item = (bool, Range<usize>)>) -> Vec<Bytes> {

@@ -17,20 +17,50 @@ pub(crate) struct NameSets {
 
 type Buckets = HashMap<u64, Vec<Weak<BTreeSet<String>>>>;
 
+/// A hash of names in order (the same for a set and its sorted slice).
+fn hash_names<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    names.len().hash(&mut hasher);
+    for name in names {
+        name.hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
 impl NameSets {
     /// The shared copy of `names`.
     pub(crate) fn intern(&self, names: BTreeSet<String>) -> Arc<BTreeSet<String>> {
-        let mut hasher = DefaultHasher::new();
-        names.hash(&mut hasher);
-        let hash = hasher.finish();
+        let sorted: Vec<&str> = names.iter().map(String::as_str).collect();
+        self.intern_sorted(&sorted)
+    }
+
+    /// The shared set of `names`, sorted and without repeats: no `String`
+    /// is made when the set is known (a sidecar subscribing to the same
+    /// 4,000 load assignments as the others).
+    pub(crate) fn intern_sorted(&self, names: &[&str]) -> Arc<BTreeSet<String>> {
+        debug_assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
+        let hash = hash_names(names.iter().copied());
+        self.find_or_insert(
+            hash,
+            |set| set.len() == names.len() && set.iter().map(String::as_str).eq(names.iter().copied()),
+            || names.iter().map(|n| n.to_string()).collect(),
+        )
+    }
+
+    fn find_or_insert(
+        &self,
+        hash: u64,
+        same: impl Fn(&BTreeSet<String>) -> bool,
+        make: impl FnOnce() -> BTreeSet<String>,
+    ) -> Arc<BTreeSet<String>> {
         let mut guard = self.sets.lock().unwrap_or_else(|p| p.into_inner());
         let (sets, sweep_at) = &mut *guard;
         let bucket = sets.entry(hash).or_default();
         bucket.retain(|set| set.strong_count() > 0);
-        if let Some(found) = bucket.iter().filter_map(Weak::upgrade).find(|set| **set == names) {
+        if let Some(found) = bucket.iter().filter_map(Weak::upgrade).find(|set| same(set)) {
             return found;
         }
-        let set = Arc::new(names);
+        let set = Arc::new(make());
         bucket.push(Arc::downgrade(&set));
         // Forget the sets nobody holds any more, now and then.
         if sets.len() > *sweep_at {
@@ -41,5 +71,27 @@ impl NameSets {
             *sweep_at = (sets.len() * 2).max(64);
         }
         set
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_and_its_sorted_names_intern_to_one_copy() {
+        let sets = NameSets::default();
+        let set: BTreeSet<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let first = sets.intern(set.clone());
+        assert!(Arc::ptr_eq(&first, &sets.intern_sorted(&["a", "b", "c"])));
+        assert!(Arc::ptr_eq(&first, &sets.intern(set)));
+        let other = sets.intern_sorted(&["a", "b"]);
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(other.iter().map(String::as_str).collect::<Vec<_>>(), ["a", "b"]);
+        // Names that run together differently are another set.
+        assert!(!Arc::ptr_eq(
+            &sets.intern_sorted(&["ab", "c"]),
+            &sets.intern_sorted(&["a", "bc"])
+        ));
     }
 }
