@@ -28,12 +28,6 @@ fn hash_names<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> u64 {
 }
 
 impl NameSets {
-    /// The shared copy of `names`.
-    pub(crate) fn intern(&self, names: BTreeSet<String>) -> Arc<BTreeSet<String>> {
-        let sorted: Vec<&str> = names.iter().map(String::as_str).collect();
-        self.intern_sorted(&sorted)
-    }
-
     /// The shared set of `names`, sorted and without repeats: no `String`
     /// is made when the set is known (a sidecar subscribing to the same
     /// 4,000 load assignments as the others).
@@ -79,12 +73,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_set_and_its_sorted_names_intern_to_one_copy() {
+    fn the_same_names_intern_to_one_copy() {
         let sets = NameSets::default();
-        let set: BTreeSet<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
-        let first = sets.intern(set.clone());
+        let first = sets.intern_sorted(&["a", "b", "c"]);
         assert!(Arc::ptr_eq(&first, &sets.intern_sorted(&["a", "b", "c"])));
-        assert!(Arc::ptr_eq(&first, &sets.intern(set)));
         let other = sets.intern_sorted(&["a", "b"]);
         assert!(!Arc::ptr_eq(&first, &other));
         assert_eq!(other.iter().map(String::as_str).collect::<Vec<_>>(), ["a", "b"]);

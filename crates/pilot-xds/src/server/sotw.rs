@@ -88,7 +88,12 @@ impl Protocol for Sotw {
             Answer::Latest | Answer::Initial => {}
         }
         subscription.requested = (!wildcard).then(|| request.resource_names.key());
-        let names = (!wildcard).then(|| session.server().names.intern(request.resource_names.decode()));
+        let names = (!wildcard).then(|| {
+            session
+                .server()
+                .names
+                .intern_sorted(&request.resource_names.sorted())
+        });
         // Of a type sent by subset, a stream that has been sent some is
         // sent the names it newly subscribes to (and what changed).
         let resend = match (&subscription.last, &subscription.names, &names) {
@@ -233,7 +238,7 @@ fn same_names(subscription: &mut Subscription, wildcard: bool, requested: &Encod
     if subscription.requested == Some(key) {
         return true;
     }
-    let same = names.len() == requested.len() && **names == requested.decode();
+    let same = names.len() == requested.len() && names.iter().map(String::as_str).eq(requested.sorted());
     if same {
         subscription.requested = Some(key);
     }

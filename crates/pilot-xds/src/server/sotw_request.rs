@@ -13,7 +13,6 @@
 //! recognised by its digest and count, and the names are decoded only when
 //! they differ.
 
-use std::collections::BTreeSet;
 use std::hash::{BuildHasher, Hasher};
 
 use foldhash::fast::{FixedState, FoldHasher};
@@ -104,11 +103,25 @@ impl EncodedNames {
     }
 
     /// The names, decoded (checked UTF-8 when read).
-    pub(crate) fn decode(&self) -> BTreeSet<String> {
+    #[cfg(test)]
+    pub(crate) fn decode(&self) -> std::collections::BTreeSet<String> {
         self.names
             .iter()
             .map(|name| String::from_utf8_lossy(name).into_owned())
             .collect()
+    }
+
+    /// The names, sorted and without repeats, borrowed from the request
+    /// (every one was checked UTF-8 when read).
+    pub(crate) fn sorted(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .names
+            .iter()
+            .filter_map(|name| std::str::from_utf8(name).ok())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
     }
 
     /// Adds a name read from a request.
