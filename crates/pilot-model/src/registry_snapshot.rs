@@ -2,7 +2,7 @@
 //! `Arc`: what a push reads, so every proxy of the push sees the same
 //! services and instances however the live registry moves meanwhile.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
@@ -33,8 +33,54 @@ pub struct RegistrySnapshot {
     services: BTreeMap<String, Arc<Service>>,
     /// Each hostname's instances, in the registry's order.
     instances: BTreeMap<String, Arc<Vec<ServiceInstance>>>,
-    /// Built on the first `host_instances`.
-    by_address: OnceLock<HashMap<IpAddr, Vec<ServiceInstance>>>,
+    /// Built on the first `host_instances`, or carried over from the
+    /// snapshot before ([`RegistrySnapshot::from_parts_after`]).
+    by_address: OnceLock<AddressIndex>,
+}
+
+/// Instances by address: a full index built from some snapshot's
+/// instances (`base`, shared by the snapshots after it), and the hosts
+/// whose instances differ from that snapshot's (`changed`), whose
+/// instances are read from the snapshot's own lists instead. So a snapshot
+/// one endpoint away from the last does not index the mesh again.
+#[derive(Debug, Clone)]
+struct AddressIndex {
+    base: Arc<HashMap<IpAddr, Vec<ServiceInstance>>>,
+    changed: BTreeSet<String>,
+}
+
+/// How many changed hosts an index carries before it is built afresh.
+const MAX_CHANGED_HOSTS: usize = 64;
+
+/// The hosts whose instance lists differ between `old` and `new` (by
+/// pointer: lists are shared until they change), or `None` past `limit`.
+fn changed_hosts(
+    old: &BTreeMap<String, Arc<Vec<ServiceInstance>>>,
+    new: &BTreeMap<String, Arc<Vec<ServiceInstance>>>,
+    limit: usize,
+) -> Option<BTreeSet<String>> {
+    let mut changed = BTreeSet::new();
+    let (mut old, mut new) = (old.iter().peekable(), new.iter().peekable());
+    loop {
+        let host = match (old.peek(), new.peek()) {
+            (None, None) => return Some(changed),
+            (Some((a, _)), Some((b, _))) if a < b => old.next().map(|(h, _)| h),
+            (Some((a, _)), Some((b, _))) if a > b => new.next().map(|(h, _)| h),
+            (Some(_), Some(_)) => {
+                let ((host, a), (_, b)) = (old.next()?, new.next()?);
+                if Arc::ptr_eq(a, b) {
+                    continue;
+                }
+                Some(host)
+            }
+            (Some(_), None) => old.next().map(|(h, _)| h),
+            (None, Some(_)) => new.next().map(|(h, _)| h),
+        };
+        changed.extend(host.cloned());
+        if changed.len() > limit {
+            return None;
+        }
+    }
 }
 
 impl RegistrySnapshot {
@@ -69,6 +115,30 @@ impl RegistrySnapshot {
             instances,
             by_address: OnceLock::new(),
         }
+    }
+
+    /// [`RegistrySnapshot::from_parts`] for the state after `previous`
+    /// (of the same registry): where `previous` has indexed its instances
+    /// by address and only a few hosts' instance lists changed (lists are
+    /// compared by pointer), the index is carried over with those hosts
+    /// read afresh, instead of built again over the whole mesh.
+    pub fn from_parts_after(
+        previous: &RegistrySnapshot,
+        version: u64,
+        services: BTreeMap<String, Arc<Service>>,
+        instances: BTreeMap<String, Arc<Vec<ServiceInstance>>>,
+    ) -> Self {
+        let snapshot = RegistrySnapshot::from_parts(version, services, instances);
+        let Some(index) = previous.by_address.get() else {
+            return snapshot;
+        };
+        let limit = MAX_CHANGED_HOSTS.saturating_sub(index.changed.len());
+        if let Some(changed) = changed_hosts(&previous.instances, &snapshot.instances, limit) {
+            let mut carried = index.clone();
+            carried.changed.extend(changed);
+            let _ = snapshot.by_address.set(carried);
+        }
+        snapshot
     }
 
     /// Several registries' snapshots seen as one, as
@@ -124,7 +194,7 @@ impl ServiceDiscovery for RegistrySnapshot {
     }
 
     fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
-        let by_address = self.by_address.get_or_init(|| {
+        let index = self.by_address.get_or_init(|| {
             let mut by_address: HashMap<IpAddr, Vec<ServiceInstance>> = HashMap::new();
             for instance in self.instances.values().flat_map(|l| l.iter()) {
                 by_address
@@ -132,13 +202,37 @@ impl ServiceDiscovery for RegistrySnapshot {
                     .or_default()
                     .push(instance.clone());
             }
-            by_address
+            AddressIndex {
+                base: Arc::new(by_address),
+                changed: BTreeSet::new(),
+            }
         });
-        addresses
-            .iter()
-            .flat_map(|a| by_address.get(a).into_iter().flatten())
-            .cloned()
-            .collect()
+        // (position in `addresses`, instance), per address in host order.
+        let mut found: Vec<(usize, &ServiceInstance)> = Vec::new();
+        for (at, address) in addresses.iter().enumerate() {
+            for instance in index.base.get(address).into_iter().flatten() {
+                if !index.changed.contains(&instance.service.hostname) {
+                    found.push((at, instance));
+                }
+            }
+        }
+        if !index.changed.is_empty() {
+            for host in &index.changed {
+                for instance in self.instances.get(host).into_iter().flat_map(|l| l.iter()) {
+                    for (at, _) in addresses
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, a)| **a == instance.endpoint.address)
+                    {
+                        found.push((at, instance));
+                    }
+                }
+            }
+            // As a full index orders them: by address asked, then host
+            // (stable: each host's instances keep their list order).
+            found.sort_by(|a, b| (a.0, &a.1.service.hostname).cmp(&(b.0, &b.1.service.hostname)));
+        }
+        found.into_iter().map(|(_, instance)| instance.clone()).collect()
     }
 
     /// A snapshot never changes: the stream ends at once.
@@ -256,5 +350,89 @@ mod tests {
         );
         // The parts are untouched.
         assert_eq!(parts[0].instances("a", &[], &[]).len(), 1);
+    }
+
+    #[test]
+    fn a_snapshot_after_another_carries_its_address_index_and_answers_the_same() {
+        let http = Port::new("http", 80, Protocol::Http);
+        let service = |host: &str| Arc::new(Service::new(host, vec![http.clone()]));
+        let instance = |service: &Arc<Service>, ip: &str, version: &str| ServiceInstance {
+            endpoint: NetworkEndpoint {
+                address: ip.parse().unwrap(),
+                port: 80,
+                service_port: http.clone(),
+            },
+            service: Arc::clone(service),
+            labels: Labels::from_pairs([("version", version)]),
+            availability_zone: None,
+            service_account: None,
+        };
+        let hosts: Vec<Arc<Service>> = ["a", "b", "c", "d"].iter().map(|h| service(h)).collect();
+        // Every host has an instance on 10.0.0.1 and one of its own.
+        let lists: BTreeMap<String, Arc<Vec<ServiceInstance>>> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let list = vec![
+                    instance(s, "10.0.0.1", "v1"),
+                    instance(s, &format!("10.0.1.{i}"), "v1"),
+                ];
+                (s.hostname.clone(), Arc::new(list))
+            })
+            .collect();
+        let services: BTreeMap<String, Arc<Service>> = hosts
+            .iter()
+            .map(|s| (s.hostname.clone(), Arc::clone(s)))
+            .collect();
+        let first = RegistrySnapshot::from_parts(1, services.clone(), lists.clone());
+        let asked: Vec<IpAddr> = ["10.0.1.2", "10.0.0.1", "10.0.1.9"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        let _ = first.host_instances(&asked);
+
+        // b moves to v2 and onto 10.0.1.9, d goes, e arrives on 10.0.0.1.
+        let mut next = lists.clone();
+        next.insert(
+            "b".into(),
+            Arc::new(vec![
+                instance(&hosts[1], "10.0.0.1", "v2"),
+                instance(&hosts[1], "10.0.1.9", "v2"),
+            ]),
+        );
+        next.remove("d");
+        let e = service("e");
+        next.insert("e".into(), Arc::new(vec![instance(&e, "10.0.0.1", "v1")]));
+        let mut next_services = services.clone();
+        next_services.remove("d");
+        next_services.insert("e".into(), e);
+        let after = RegistrySnapshot::from_parts_after(&first, 2, next_services.clone(), next.clone());
+        let carried = after.by_address.get().expect("carried over");
+        assert!(Arc::ptr_eq(&carried.base, &first.by_address.get().unwrap().base));
+        assert_eq!(
+            carried.changed,
+            ["b", "d", "e"].iter().map(|h| h.to_string()).collect()
+        );
+        let fresh = RegistrySnapshot::from_parts(2, next_services, next);
+        for addresses in [asked.clone(), vec![asked[1]], vec![asked[2], asked[1], asked[1]]] {
+            assert_eq!(
+                after.host_instances(&addresses),
+                fresh.host_instances(&addresses),
+                "{addresses:?}"
+            );
+        }
+        let on_shared = after.host_instances(&[asked[1]]);
+        let hosts_on_shared: Vec<&str> = on_shared.iter().map(|i| i.service.hostname.as_str()).collect();
+        assert_eq!(hosts_on_shared, ["a", "b", "c", "e"]);
+        assert_eq!(on_shared[1].labels, Labels::from_pairs([("version", "v2")]));
+
+        // Past the limit of changed hosts, a snapshot indexes afresh.
+        let copies: BTreeMap<String, Arc<Vec<ServiceInstance>>> = lists
+            .iter()
+            .map(|(h, l)| (h.clone(), Arc::new((**l).clone())))
+            .collect();
+        assert_eq!(changed_hosts(&lists, &copies, 4).map(|c| c.len()), Some(4));
+        assert_eq!(changed_hosts(&lists, &copies, 3), None);
+        assert_eq!(changed_hosts(&lists, &lists, 0), Some(BTreeSet::new()));
     }
 }

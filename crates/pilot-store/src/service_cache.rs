@@ -310,11 +310,13 @@ impl ServiceDiscovery for ServiceCache {
         if let Some(snapshot) = slot.as_ref().filter(|s| s.version() == state.version) {
             return Arc::clone(snapshot);
         }
-        let snapshot = Arc::new(RegistrySnapshot::from_parts(
-            state.version,
-            state.services.clone(),
-            state.instances.clone(),
-        ));
+        let (services, instances) = (state.services.clone(), state.instances.clone());
+        let snapshot = Arc::new(match slot.as_deref() {
+            Some(previous) => {
+                RegistrySnapshot::from_parts_after(previous, state.version, services, instances)
+            }
+            None => RegistrySnapshot::from_parts(state.version, services, instances),
+        });
         *slot = Some(Arc::clone(&snapshot));
         snapshot
     }
