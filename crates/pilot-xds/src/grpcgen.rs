@@ -50,7 +50,9 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
 
 use crate::clusters::{load_assignment, subsets};
-use crate::routes::{FAULT_FILTER, applies_to, domains, is_catch_all, prefix_match, rule_routes, to_cluster};
+use crate::routes::{
+    FAULT_FILTER, applies_to, domains_with_port, is_catch_all, prefix_match, rule_routes, to_cluster,
+};
 use crate::util::{ads, any, socket, u32_value};
 use crate::{ClusterName, MeshConfig, Proxy, Resources};
 
@@ -95,7 +97,7 @@ pub(crate) fn outbound(
             let canonical = format!("{}:{}", service.hostname, port.port);
             // Listeners: one per name with the port (the first service to
             // claim a name keeps it, as Envoy's domains do).
-            let aliases = domains(&service, port.port, proxy);
+            let aliases = domains_with_port(&service, port.port, proxy);
             let suffix = format!(":{}", port.port);
             for alias in aliases.iter().filter(|a| a.ends_with(&suffix)) {
                 if listener_names.insert(alias.clone()) {

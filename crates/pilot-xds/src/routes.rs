@@ -43,7 +43,7 @@ pub(crate) fn route_configuration(
         let Some(service_port) = service.port_by_number(port).filter(|p| p.protocol.is_http()) else {
             continue;
         };
-        let domains: Vec<String> = domains(service, port, proxy)
+        let domains: Vec<String> = domains(service, proxy)
             .into_iter()
             .filter(|d| used_domains.insert(d.clone()))
             .collect();
@@ -67,6 +67,7 @@ pub(crate) fn route_configuration(
         name: route_config_name(port),
         virtual_hosts,
         validate_clusters: Some(BoolValue { value: false }),
+        ignore_port_in_host_matching: true,
         ..Default::default()
     }
 }
@@ -101,8 +102,12 @@ pub(crate) fn virtual_host_routes<'a>(
 
 /// The names a client may use for a service: the hostname, `name.namespace`,
 /// `name.namespace.svc`, the short name within the proxy's own namespace, and
-/// the address, each with and without `:port`.
-pub(crate) fn domains(service: &Service, port: u16, proxy: &Proxy) -> Vec<String> {
+/// the address. Without a port: a sidecar's route configurations set
+/// `ignore_port_in_host_matching`, so Envoy matches `Host: name:port` (any
+/// port) against `name`, as Istio's sidecars do; the listener's port already
+/// chose the route configuration. (Proxyless gRPC matches the target's
+/// authority with its port: [`domains_with_port`].)
+pub(crate) fn domains(service: &Service, proxy: &Proxy) -> Vec<String> {
     let mut names = vec![service.hostname.clone()];
     let parts: Vec<&str> = service.hostname.split('.').collect();
     if parts.len() >= 2 {
@@ -118,14 +123,23 @@ pub(crate) fn domains(service: &Service, port: u16, proxy: &Proxy) -> Vec<String
     if let Some(address) = service.address {
         names.push(address.to_string());
     }
-    let mut all = Vec::new();
+    let mut all: Vec<String> = Vec::with_capacity(names.len());
     for name in names {
         if !all.contains(&name) {
-            all.push(format!("{name}:{port}"));
             all.push(name);
         }
     }
     all
+}
+
+/// [`domains`], each with `:port` and without: the names a proxyless gRPC
+/// client's target may carry (its route configurations match the authority
+/// as given, port included).
+pub(crate) fn domains_with_port(service: &Service, port: u16, proxy: &Proxy) -> Vec<String> {
+    domains(service, proxy)
+        .into_iter()
+        .flat_map(|name| [format!("{name}:{port}"), name])
+        .collect()
 }
 
 /// Whether a rule's source match admits this proxy: the proxy must run an

@@ -35,6 +35,7 @@ use crate::{MeshConfig, MeshIndex, Proxy, routes};
 const CONFIG_NAME: u32 = 1;
 const CONFIG_VIRTUAL_HOSTS: u32 = 2;
 const CONFIG_VALIDATE_CLUSTERS: u32 = 7;
+const CONFIG_IGNORE_PORT_IN_HOST_MATCHING: u32 = 14;
 /// `VirtualHost.name`, `.domains`, `.routes`.
 const HOST_NAME: u32 = 1;
 const HOST_DOMAINS: u32 = 2;
@@ -196,7 +197,7 @@ pub(crate) fn route_configuration(
             }
             let encoded_routes = encoded_routes.freeze();
             let name = format!("{}:{port}", service.hostname);
-            let domains = routes::domains(service, port, proxy);
+            let domains = routes::domains(service, proxy);
             let mut entry = BytesMut::new();
             virtual_host(&name, &domains, &encoded_routes, &mut entry);
             EncodedHost {
@@ -236,6 +237,8 @@ pub(crate) fn route_configuration(
     encode_key(CONFIG_VALIDATE_CLUSTERS, WireType::LengthDelimited, &mut out);
     encode_varint(validate.encoded_len() as u64, &mut out);
     validate.encode_raw(&mut out);
+    encode_key(CONFIG_IGNORE_PORT_IN_HOST_MATCHING, WireType::Varint, &mut out);
+    encode_varint(1, &mut out);
     out.freeze()
 }
 
