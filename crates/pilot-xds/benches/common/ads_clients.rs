@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use prost::Message;
 use tokio::sync::mpsc;
 
@@ -131,10 +131,34 @@ struct RdsName {
     route_config_name: String,
 }
 
-/// The EDS names a cluster carries (itself, when it uses EDS).
-fn eds_name(value: &Bytes) -> Option<String> {
-    let cluster = ClusterName::decode(value.clone()).ok()?;
-    cluster.eds_cluster_config.is_some().then_some(cluster.name)
+/// The EDS name a cluster carries (its own, when it uses EDS), read in
+/// place (`Cluster` field 1, `name`, and field 3, `eds_cluster_config`):
+/// 4,000 clusters per CDS response, each client.
+fn eds_name(mut cluster: &[u8]) -> Option<&str> {
+    use prost::encoding::decode_varint;
+    let (mut name, mut eds) = (None, false);
+    while !cluster.is_empty() {
+        let key = decode_varint(&mut cluster).ok()?;
+        match key & 7 {
+            0 => {
+                decode_varint(&mut cluster).ok()?;
+            }
+            1 => cluster = cluster.get(8..)?,
+            2 => {
+                let len = usize::try_from(decode_varint(&mut cluster).ok()?).ok()?;
+                let (field, rest) = cluster.split_at_checked(len)?;
+                cluster = rest;
+                match key >> 3 {
+                    1 => name = Some(std::str::from_utf8(field).ok()?),
+                    3 => eds = true,
+                    _ => {}
+                }
+            }
+            5 => cluster = cluster.get(4..)?,
+            _ => return None,
+        }
+    }
+    if eds { name } else { None }
 }
 
 /// The route configuration names a listener's connection managers use.
@@ -149,6 +173,108 @@ fn route_names(value: &Bytes) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A sorted list of resource names with its encoding as a request's
+/// `resource_names` (field 3, repeated), held once for every client that
+/// lists the same names: 2,000 sidecars' copies of 4,000 names would make
+/// the clients' process, not the server, what the bench measures.
+struct NameList {
+    names: Vec<String>,
+    encoded: Bytes,
+}
+
+/// The lists clients hold (few: one per distinct subscription).
+static NAME_LISTS: std::sync::Mutex<Vec<std::sync::Weak<NameList>>> = std::sync::Mutex::new(Vec::new());
+
+/// The shared list of `names`, sorted and without repeats.
+fn name_list<'a>(names: impl Iterator<Item = &'a str>) -> Arc<NameList> {
+    let mut names: Vec<&str> = names.collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut lists = NAME_LISTS.lock().unwrap();
+    lists.retain(|list| list.strong_count() > 0);
+    let same = |list: &NameList| {
+        list.names.len() == names.len() && list.names.iter().map(String::as_str).eq(names.iter().copied())
+    };
+    if let Some(found) = lists
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .find(|list| same(list))
+    {
+        return found;
+    }
+    let mut encoded = bytes::BytesMut::new();
+    for name in &names {
+        prost::encoding::encode_key(3, prost::encoding::WireType::LengthDelimited, &mut encoded);
+        prost::encoding::encode_varint(name.len() as u64, &mut encoded);
+        bytes::BufMut::put_slice(&mut encoded, name.as_bytes());
+    }
+    let list = Arc::new(NameList {
+        names: names.iter().map(|n| n.to_string()).collect(),
+        encoded: encoded.freeze(),
+    });
+    lists.push(Arc::downgrade(&list));
+    list
+}
+
+/// `DiscoveryRequest` as the state-of-the-world clients send it: the node
+/// (field 2) and `resource_names` (field 3) already encoded, shared by
+/// every request of a client and the names by every client listing them.
+/// The same bytes prost would write for a `DiscoveryRequest`.
+#[derive(Debug, Clone, Default)]
+struct SotwRequest {
+    version_info: String,
+    node: Bytes,
+    resource_names: Bytes,
+    type_url: String,
+    response_nonce: String,
+}
+
+impl Message for SotwRequest {
+    fn encode_raw(&self, buf: &mut impl bytes::BufMut) {
+        if !self.version_info.is_empty() {
+            prost::encoding::string::encode(1, &self.version_info, buf);
+        }
+        buf.put_slice(&self.node);
+        buf.put_slice(&self.resource_names);
+        if !self.type_url.is_empty() {
+            prost::encoding::string::encode(4, &self.type_url, buf);
+        }
+        if !self.response_nonce.is_empty() {
+            prost::encoding::string::encode(5, &self.response_nonce, buf);
+        }
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        // Only ever encoded.
+        prost::encoding::skip_field(wire_type, tag, buf, ctx)
+    }
+
+    fn encoded_len(&self) -> usize {
+        let string = |tag: u32, value: &String| {
+            if value.is_empty() {
+                0
+            } else {
+                prost::encoding::string::encoded_len(tag, value)
+            }
+        };
+        string(1, &self.version_info)
+            + self.node.len()
+            + self.resource_names.len()
+            + string(4, &self.type_url)
+            + string(5, &self.response_nonce)
+    }
+
+    fn clear(&mut self) {
+        *self = SotwRequest::default();
+    }
 }
 
 pub fn now_micros() -> u64 {
@@ -288,19 +414,22 @@ async fn stream(setup: ClientSetup, index: usize, acked: &Acked) -> String {
         Ok(grpc) => grpc,
         Err(reason) => return reason,
     };
-    let node = node(setup, index);
+    let node = {
+        let mut encoded = bytes::BytesMut::new();
+        prost::encoding::message::encode(2, &node(setup, index), &mut encoded);
+        encoded.freeze()
+    };
     let (tx, rx) = mpsc::channel(16);
-    let request = |type_url: &str, names: Vec<String>, version: &str, nonce: &str| DiscoveryRequest {
-        node: Some(node.clone()),
+    let request = |type_url: &str, names: Option<&Arc<NameList>>, version: &str, nonce: &str| SotwRequest {
+        node: node.clone(),
         type_url: type_url.into(),
-        resource_names: names,
+        resource_names: names.map(|n| n.encoded.clone()).unwrap_or_default(),
         version_info: version.into(),
         response_nonce: nonce.into(),
-        ..Default::default()
     };
-    let _ = tx.send(request(CDS, vec![], "", "")).await;
-    let _ = tx.send(request(LDS, vec![], "", "")).await;
-    let codec = tonic_prost::ProstCodec::<DiscoveryRequest, Response>::default();
+    let _ = tx.send(request(CDS, None, "", "")).await;
+    let _ = tx.send(request(LDS, None, "", "")).await;
+    let codec = tonic_prost::ProstCodec::<SotwRequest, Response>::default();
     let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
     let response = match grpc
         .streaming(
@@ -314,7 +443,9 @@ async fn stream(setup: ClientSetup, index: usize, acked: &Acked) -> String {
         Err(status) => return format!("open: status {:?}: {}", status.code(), status.message()),
     };
     let mut responses = response.into_inner();
-    let (mut eds, mut rds): (BTreeSet<String>, BTreeSet<String>) = Default::default();
+    let (mut eds, mut rds): (Option<Arc<NameList>>, Option<Arc<NameList>>) = Default::default();
+    // Shared lists are equal when they are the same list.
+    let same = |a: &Option<Arc<NameList>>, b: &Arc<NameList>| a.as_ref().is_some_and(|a| Arc::ptr_eq(a, b));
     loop {
         let response = match responses.message().await {
             Ok(Some(response)) => response,
@@ -323,32 +454,29 @@ async fn stream(setup: ClientSetup, index: usize, acked: &Acked) -> String {
         };
         let mut follow_up = None;
         if response.type_url == CDS {
-            let names: BTreeSet<String> = response
-                .resources
-                .iter()
-                .filter_map(|a| eds_name(&a.value))
-                .collect();
-            if names != eds {
-                eds = names;
-                follow_up = Some(request(EDS, eds.iter().cloned().collect(), "", ""));
+            let names = name_list(response.resources.iter().filter_map(|a| eds_name(&a.value)));
+            if !same(&eds, &names) {
+                follow_up = Some(request(EDS, Some(&names), "", ""));
+                eds = Some(names);
             }
         } else if response.type_url == LDS {
-            let names: BTreeSet<String> = response
+            let routes: Vec<String> = response
                 .resources
                 .iter()
                 .flat_map(|a| route_names(&a.value))
                 .collect();
-            if names != rds {
-                rds = names;
-                follow_up = Some(request(RDS, rds.iter().cloned().collect(), "", ""));
+            let names = name_list(routes.iter().map(String::as_str));
+            if !same(&rds, &names) {
+                follow_up = Some(request(RDS, Some(&names), "", ""));
+                rds = Some(names);
             }
         }
         let names = if response.type_url == EDS {
-            eds.iter().cloned().collect()
+            eds.as_ref()
         } else if response.type_url == RDS {
-            rds.iter().cloned().collect()
+            rds.as_ref()
         } else {
-            vec![]
+            None
         };
         let ack = request(&response.type_url, names, &response.version_info, &response.nonce);
         if tx.send(ack).await.is_err() {
@@ -420,7 +548,7 @@ async fn delta_stream(setup: ClientSetup, index: usize, acked: &Acked) -> String
             }
             for r in &response.resources {
                 let value = r.resource.as_ref().map(|a| a.value.clone()).unwrap_or_default();
-                clusters.insert(r.name.clone(), eds_name(&value));
+                clusters.insert(r.name.clone(), eds_name(&value).map(str::to_owned));
             }
             let names: BTreeSet<String> = clusters.values().flatten().cloned().collect();
             if names != eds {
