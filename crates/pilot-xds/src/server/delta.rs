@@ -212,7 +212,8 @@ impl Protocol for Delta {
             // subscription selects, as every stream with the same names
             // is sent it (worked out once for them all).
             None if subscription.over.is_empty() => {
-                let selected = shared.selected((!subscription.wildcard).then_some(&subscription.names));
+                let selection = shared.selection((!subscription.wildcard).then_some(&subscription.names));
+                let selected = &selection.positions;
                 plan.lacking = !selected.is_empty();
                 if let Some(changed) = &mut plan.changed {
                     if subscription.wildcard {

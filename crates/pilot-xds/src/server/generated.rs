@@ -162,10 +162,10 @@ pub(crate) struct EncodedType {
     /// Delta forms of single entries, by position, encoded when few were
     /// asked for before `delta` was built.
     delta_few: Mutex<HashMap<usize, Bytes>>,
-    /// The positions each distinct subscription selects (by the address
-    /// of its interned set, 0 for the wildcard; the set is held so the
-    /// address stays its own).
-    selected: Mutex<SelectedPositions>,
+    /// What each distinct subscription selects (by the address of its
+    /// interned set, 0 for the wildcard), worked out once for every stream
+    /// and every proxy class sharing this encoding.
+    selections: Mutex<HashMap<usize, Arc<Selection>>>,
     /// When this encoding is another one patched (`patched`): that one,
     /// and the positions whose values were replaced.
     patch_of: Option<(Weak<EncodedType>, Vec<usize>)>,
@@ -196,7 +196,7 @@ impl EncodedType {
             sotw: buffer.freeze(),
             delta: OnceLock::new(),
             delta_few: Mutex::default(),
-            selected: Mutex::default(),
+            selections: Mutex::default(),
             patch_of: None,
             index: OnceLock::new(),
             names: OnceLock::new(),
@@ -204,14 +204,14 @@ impl EncodedType {
         }
     }
 
-    /// The positions of the entries a subscription to `names` (`None`:
-    /// the wildcard) selects, ascending: worked out once for every stream
-    /// with the same subscription.
-    pub(crate) fn selected(&self, names: Option<&Arc<BTreeSet<String>>>) -> Arc<Vec<usize>> {
+    /// What a subscription to `names` (`None`: the wildcard) selects:
+    /// worked out once for every stream with the same subscription, of
+    /// either protocol and any proxy class this encoding is shared by.
+    pub(crate) fn selection(&self, names: Option<&Arc<BTreeSet<String>>>) -> Arc<Selection> {
         let key = names.map_or(0, |n| Arc::as_ptr(n) as usize);
-        let mut selected = self.selected.lock().unwrap_or_else(|p| p.into_inner());
-        let (_, positions) = selected.entry(key).or_insert_with(|| {
-            let positions = match names {
+        let mut selections = self.selections.lock().unwrap_or_else(|p| p.into_inner());
+        let selection = selections.entry(key).or_insert_with(|| {
+            let positions: Vec<usize> = match names {
                 None => (0..self.entries.len()).collect(),
                 Some(names) => self
                     .entries
@@ -221,9 +221,26 @@ impl EncodedType {
                     .map(|(i, _)| i)
                     .collect(),
             };
-            (names.cloned(), Arc::new(positions))
+            let mut hasher = DefaultHasher::new();
+            for &i in &positions {
+                self.entries[i].name.hash(&mut hasher);
+                self.entries[i].version.hash(&mut hasher);
+            }
+            let mut wanted = vec![false; self.entries.len()];
+            for &i in &positions {
+                wanted[i] = true;
+            }
+            Arc::new(Selection {
+                digest: hasher.finish(),
+                resources: slices(
+                    &self.sotw,
+                    self.entries.iter().zip(wanted).map(|(e, w)| (w, e.range.clone())),
+                ),
+                positions,
+                _names: names.cloned(),
+            })
         });
-        Arc::clone(positions)
+        Arc::clone(selection)
     }
 
     /// The positions whose values may differ from `old`'s, when this
@@ -386,7 +403,7 @@ impl EncodedType {
             sotw: buffer.freeze(),
             delta: OnceLock::new(),
             delta_few: Mutex::default(),
-            selected: Mutex::default(),
+            selections: Mutex::default(),
             patch_of: Some((Arc::downgrade(self), changed.iter().map(|(at, _)| *at).collect())),
             index: self.index.get().cloned().map(OnceLock::from).unwrap_or_default(),
             names: self.names.get().cloned().map(OnceLock::from).unwrap_or_default(),
@@ -420,9 +437,6 @@ impl EncodedType {
     }
 }
 
-/// Positions selected by subscription (see `EncodedType::selected`).
-type SelectedPositions = HashMap<usize, (Option<Arc<BTreeSet<String>>>, Arc<Vec<usize>>)>;
-
 /// The slices of `buffer` whose flag is set, neighbours joined.
 fn slices(buffer: &Bytes, ranges: impl Iterator<Item = (bool, Range<usize>)>) -> Vec<Bytes> {
     let mut out = Vec::new();
@@ -455,14 +469,13 @@ pub(crate) struct Generated {
     /// Shared with other classes where they are equal (clusters, load
     /// assignments).
     pub(crate) types: HashMap<&'static str, Arc<EncodedType>>,
-    /// What each distinct state-of-the-world subscription selects, worked
-    /// out once for the proxies that share it (subscriptions' name sets are
-    /// interned, so the set's address identifies it).
-    selections: Mutex<HashMap<(&'static str, usize), Arc<Selection>>>,
 }
 
-/// The resources of one type a subscription selects.
+/// The resources of one type a subscription selects (see
+/// [`EncodedType::selection`]).
 pub(crate) struct Selection {
+    /// Their positions in the encoding's entries, ascending.
+    pub(crate) positions: Vec<usize>,
     /// A digest of their names and versions: unchanged means nothing to send.
     pub(crate) digest: u64,
     /// Their `DiscoveryResponse.resources`, as shared slices.
@@ -477,16 +490,12 @@ impl Generated {
             .iter()
             .map(|&(short, url)| (short, Arc::new(EncodedType::new(url, named(resources, short)))))
             .collect();
-        Generated {
-            types,
-            selections: Default::default(),
-        }
+        Generated { types }
     }
 
     fn from_types(types: [(&'static str, Arc<EncodedType>); 4]) -> Self {
         Generated {
             types: types.into_iter().collect(),
-            selections: Default::default(),
         }
     }
 
@@ -496,27 +505,7 @@ impl Generated {
         short: &'static str,
         names: &Option<Arc<BTreeSet<String>>>,
     ) -> Arc<Selection> {
-        let key = (short, names.as_ref().map_or(0, |n| Arc::as_ptr(n) as usize));
-        if let Some(found) = self
-            .selections
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
-            return Arc::clone(found);
-        }
-        let wanted = |name: &str| names.as_ref().is_none_or(|names| names.contains(name));
-        let encoded = &self.types[short];
-        let selection = Arc::new(Selection {
-            digest: encoded.digest(wanted),
-            resources: encoded.sotw(|entry| wanted(&entry.name)),
-            _names: names.clone(),
-        });
-        self.selections
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, Arc::clone(&selection));
-        selection
+        self.types[short].selection(names.as_ref())
     }
 }
 
