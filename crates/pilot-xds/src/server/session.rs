@@ -76,7 +76,7 @@ pub(super) enum Answer {
 /// or incremental xDS.
 pub(super) trait Protocol: Sized + Send {
     /// What the proxy sends.
-    type Request: prost::Message + Default + Send + 'static;
+    type Request: super::transport::Request;
     /// True for the delta protocol (reported in the proxy's status).
     const INCREMENTAL: bool;
 

@@ -258,9 +258,11 @@ mod tests {
             resource_names: list.iter().map(|n| n.to_string()).collect(),
             ..Default::default()
         };
-        SotwRequest::decode(Bytes::from(request.encode_to_vec()))
-            .expect("decodes")
-            .resource_names
+        <SotwRequest as crate::server::transport::Request>::decode(
+            Bytes::from(request.encode_to_vec()).into(),
+        )
+        .expect("decodes")
+        .resource_names
     }
 
     fn subscribed(list: &[&str]) -> Subscription {

@@ -7,13 +7,15 @@
 //! a 1,000-service mesh, 20,000 at 5,000 services. Decoded as
 //! `DiscoveryRequest`, each ACK allocates a `String` per name and the
 //! server then looks every one up in the subscription's set, only to find
-//! (almost always) the same names as before. Here the names stay slices of
-//! the request's buffer with a digest of them, taken while decoding: an
-//! ACK naming what the previous request named (same names, same order) is
-//! recognised by its digest and count, and the names are decoded only when
-//! they differ.
+//! (almost always) the same names as before. Here decoding only checks
+//! the names and takes a digest of them, reading them where they lie in
+//! the request's frames: an ACK naming what the previous request named
+//! (same names, same order) is recognised by its digest and count, and the
+//! names are read again (from the request, kept) only when they differ.
 
 use std::hash::{BuildHasher, Hasher};
+use std::ops::Range;
+use std::sync::OnceLock;
 
 use foldhash::fast::{FixedState, FoldHasher};
 
@@ -24,9 +26,12 @@ use envoy_types::pb::google::rpc::Status;
 use prost::encoding::{self, DecodeContext, WireType};
 use prost::{DecodeError, Message};
 
+use super::transport::{Frames, Request};
+
 /// `DiscoveryRequest`, its `resource_names` kept encoded
 /// ([`EncodedNames`]). Encodes to the same bytes it was decoded from
-/// (field order aside).
+/// (field order aside). Decoded with [`Request::decode`], which keeps the
+/// request for its names (`prost::Message::decode` would not).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SotwRequest {
     /// Field 1.
@@ -45,22 +50,27 @@ pub(crate) struct SotwRequest {
     pub(crate) resource_locators: Vec<ResourceLocator>,
 }
 
-/// A request's `resource_names`, as the slices of its buffer they were
-/// read from, with a digest of them in order.
+/// A request's `resource_names`: how many, a digest of them in order, and
+/// the request they are read from when needed.
 #[derive(Clone)]
 pub(crate) struct EncodedNames {
-    names: Vec<Bytes>,
+    count: usize,
     /// foldhash with a fixed seed: several times SipHash's speed on
     /// names (SipHash was a tenth of the server's CPU in an endpoint
     /// push to 2,000 state-of-the-world clients); the digest only tells a
     /// stream's own requests apart.
     hasher: FoldHasher<'static>,
+    /// The request the names were decoded from, as its frames.
+    message: Frames,
+    /// The request as one buffer and where each name is in it, the first
+    /// time the names are read.
+    read: OnceLock<(Bytes, Vec<Range<usize>>)>,
 }
 
 impl std::fmt::Debug for EncodedNames {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EncodedNames")
-            .field("names", &self.names)
+            .field("names", &self.iter().collect::<Vec<_>>())
             .field("key", &self.key())
             .finish()
     }
@@ -69,8 +79,10 @@ impl std::fmt::Debug for EncodedNames {
 impl Default for EncodedNames {
     fn default() -> Self {
         EncodedNames {
-            names: Vec::new(),
+            count: 0,
             hasher: FixedState::with_seed(0).build_hasher(),
+            message: Frames::default(),
+            read: OnceLock::new(),
         }
     }
 }
@@ -86,47 +98,78 @@ pub(crate) struct NamesKey {
 impl EncodedNames {
     /// How many names.
     pub(crate) fn len(&self) -> usize {
-        self.names.len()
+        self.count
     }
 
     /// True when there are none.
     pub(crate) fn is_empty(&self) -> bool {
-        self.names.is_empty()
+        self.count == 0
     }
 
     /// The digest and count of the names, in request order.
     pub(crate) fn key(&self) -> NamesKey {
         NamesKey {
             digest: self.hasher.finish(),
-            count: self.names.len(),
+            count: self.count,
         }
     }
 
-    /// The names, decoded (checked UTF-8 when read).
-    #[cfg(test)]
-    pub(crate) fn decode(&self) -> std::collections::BTreeSet<String> {
-        self.names
-            .iter()
-            .map(|name| String::from_utf8_lossy(name).into_owned())
-            .collect()
+    /// The request as one buffer and the names' places in it.
+    fn places(&self) -> &(Bytes, Vec<Range<usize>>) {
+        self.read.get_or_init(|| {
+            let bytes = self.message.contiguous();
+            let mut places = Vec::with_capacity(self.count);
+            let mut rest: &[u8] = &bytes;
+            // Decoded once already: every field reads.
+            while let Ok((tag, wire_type)) = encoding::decode_key(&mut rest) {
+                if tag == 3 && wire_type == WireType::LengthDelimited {
+                    let Ok(len) = encoding::decode_varint(&mut rest) else {
+                        break;
+                    };
+                    let start = bytes.len() - rest.len();
+                    let Some(end) = usize::try_from(len).ok().and_then(|len| start.checked_add(len)) else {
+                        break;
+                    };
+                    if end > bytes.len() {
+                        break;
+                    }
+                    places.push(start..end);
+                    rest = &bytes[end..];
+                } else if encoding::skip_field(wire_type, tag, &mut rest, DecodeContext::default()).is_err() {
+                    break;
+                }
+            }
+            debug_assert_eq!(places.len(), self.count, "decoded with Request::decode");
+            (bytes, places)
+        })
     }
 
-    /// The names, sorted and without repeats, borrowed from the request
-    /// (every one was checked UTF-8 when read).
-    pub(crate) fn sorted(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self
-            .names
+    /// The names in request order (every one was checked UTF-8 when the
+    /// request was decoded).
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        let (bytes, places) = self.places();
+        places
             .iter()
-            .filter_map(|name| std::str::from_utf8(name).ok())
-            .collect();
+            .filter_map(|place| std::str::from_utf8(&bytes[place.clone()]).ok())
+    }
+
+    /// The names, decoded.
+    #[cfg(test)]
+    pub(crate) fn decode(&self) -> std::collections::BTreeSet<String> {
+        self.iter().map(str::to_owned).collect()
+    }
+
+    /// The names, sorted and without repeats, borrowed from the request.
+    pub(crate) fn sorted(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.iter().collect();
         names.sort_unstable();
         names.dedup();
         names
     }
 
-    /// Adds a name read from a request.
-    fn push(&mut self, name: Bytes) -> Result<(), DecodeError> {
-        if std::str::from_utf8(&name).is_err() {
+    /// Reads a name of a request being decoded: checked, counted, digested.
+    fn read_name(&mut self, name: &[u8]) -> Result<(), DecodeError> {
+        if std::str::from_utf8(name).is_err() {
             // prost's own words for a string field that is not UTF-8
             // (its error kinds are private).
             #[allow(deprecated)]
@@ -136,9 +179,18 @@ impl EncodedNames {
         }
         // The length first, so that ["ab", "c"] and ["a", "bc"] differ.
         self.hasher.write_usize(name.len());
-        self.hasher.write(&name);
-        self.names.push(name);
+        self.hasher.write(name);
+        self.count += 1;
         Ok(())
+    }
+}
+
+impl Request for SotwRequest {
+    fn decode(message: Frames) -> Result<Self, DecodeError> {
+        let kept = message.clone();
+        let mut request = <Self as Message>::decode(message)?;
+        request.resource_names.message = kept;
+        Ok(request)
     }
 }
 
@@ -150,10 +202,10 @@ impl Message for SotwRequest {
         if let Some(node) = &self.node {
             encoding::message::encode(2, node, buf);
         }
-        for name in &self.resource_names.names {
+        for name in self.resource_names.iter() {
             encoding::encode_key(3, WireType::LengthDelimited, buf);
             encoding::encode_varint(name.len() as u64, buf);
-            buf.put_slice(name);
+            buf.put_slice(name.as_bytes());
         }
         if !self.type_url.is_empty() {
             encoding::string::encode(4, &self.type_url, buf);
@@ -178,10 +230,22 @@ impl Message for SotwRequest {
             1 => encoding::string::merge(wire_type, &mut self.version_info, buf, ctx),
             2 => encoding::message::merge(wire_type, self.node.get_or_insert_with(Node::default), buf, ctx),
             3 => {
-                // A slice of the request (no copy: requests are `Bytes`).
-                let mut name = Bytes::new();
-                encoding::bytes::merge(wire_type, &mut name, buf, ctx)?;
-                self.resource_names.push(name)
+                // Read where it lies (copied only across two frames).
+                encoding::check_wire_type(WireType::LengthDelimited, wire_type)?;
+                let len = encoding::decode_varint(buf)?;
+                let Some(len) = usize::try_from(len).ok().filter(|&len| len <= buf.remaining()) else {
+                    #[allow(deprecated)]
+                    return Err(DecodeError::new("buffer underflow"));
+                };
+                if buf.chunk().len() >= len {
+                    self.resource_names.read_name(&buf.chunk()[..len])?;
+                    buf.advance(len);
+                    Ok(())
+                } else {
+                    let mut name = vec![0; len];
+                    buf.copy_to_slice(&mut name);
+                    self.resource_names.read_name(&name)
+                }
             }
             4 => encoding::string::merge(wire_type, &mut self.type_url, buf, ctx),
             5 => encoding::string::merge(wire_type, &mut self.response_nonce, buf, ctx),
@@ -211,7 +275,6 @@ impl Message for SotwRequest {
                 .map_or(0, |node| encoding::message::encoded_len(2, node))
             + self
                 .resource_names
-                .names
                 .iter()
                 .map(|name| {
                     encoding::key_len(3) + encoding::encoded_len_varint(name.len() as u64) + name.len()
@@ -260,7 +323,45 @@ mod tests {
     }
 
     fn lazy(request: &DiscoveryRequest) -> SotwRequest {
-        SotwRequest::decode(Bytes::from(request.encode_to_vec())).expect("decodes")
+        <SotwRequest as Request>::decode(Frames::from(Bytes::from(request.encode_to_vec()))).expect("decodes")
+    }
+
+    /// The request in frames of `size` bytes (the last shorter).
+    fn in_frames(request: &DiscoveryRequest, size: usize) -> SotwRequest {
+        let bytes = request.encode_to_vec();
+        let mut frames = Frames::default();
+        for chunk in bytes.chunks(size) {
+            frames.push(Bytes::copy_from_slice(chunk));
+        }
+        <SotwRequest as Request>::decode(frames).expect("decodes")
+    }
+
+    #[test]
+    fn a_request_reads_the_same_however_its_frames_split_it() {
+        let original = request(&[
+            "outbound|9080||reviews.default.svc.cluster.local",
+            "b",
+            "",
+            "outbound|80||c",
+        ]);
+        let whole = lazy(&original);
+        for size in [1, 2, 3, 5, 7, 16, 64] {
+            let split = in_frames(&original, size);
+            assert_eq!(
+                split.resource_names.key(),
+                whole.resource_names.key(),
+                "frames of {size}"
+            );
+            assert_eq!(
+                split.resource_names.sorted(),
+                whole.resource_names.sorted(),
+                "frames of {size}"
+            );
+            assert_eq!(split.version_info, original.version_info);
+            assert_eq!(split.node, original.node);
+            assert_eq!(split.response_nonce, original.response_nonce);
+            assert_eq!(split.error_detail, original.error_detail);
+        }
     }
 
     #[test]
@@ -299,13 +400,14 @@ mod tests {
         encoding::encode_key(3, WireType::LengthDelimited, &mut bytes);
         encoding::encode_varint(2, &mut bytes);
         bytes.extend_from_slice(&[0xff, 0xfe]);
-        let error = SotwRequest::decode(Bytes::from(bytes)).expect_err("not UTF-8");
+        let read = |bytes: Vec<u8>| <SotwRequest as Request>::decode(Frames::from(Bytes::from(bytes)));
+        let error = read(bytes).expect_err("not UTF-8");
         assert!(error.to_string().contains("UTF-8"), "{error}");
         // A truncated name too.
         let mut short = Vec::new();
         encoding::encode_key(3, WireType::LengthDelimited, &mut short);
         encoding::encode_varint(10, &mut short);
         short.extend_from_slice(b"abc");
-        assert!(SotwRequest::decode(Bytes::from(short)).is_err());
+        assert!(read(short).is_err());
     }
 }
