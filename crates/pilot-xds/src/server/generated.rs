@@ -221,21 +221,10 @@ impl EncodedType {
                     .map(|(i, _)| i)
                     .collect(),
             };
-            let mut hasher = DefaultHasher::new();
-            for &i in &positions {
-                self.entries[i].name.hash(&mut hasher);
-                self.entries[i].version.hash(&mut hasher);
-            }
-            let mut wanted = vec![false; self.entries.len()];
-            for &i in &positions {
-                wanted[i] = true;
-            }
+            let selected = || positions.iter().map(|&i| &self.entries[i]);
             Arc::new(Selection {
-                digest: hasher.finish(),
-                resources: slices(
-                    &self.sotw,
-                    self.entries.iter().zip(wanted).map(|(e, w)| (w, e.range.clone())),
-                ),
+                digest: digest_entries(selected()),
+                resources: slices(&self.sotw, selected().map(|e| (true, e.range.clone()))),
                 positions,
                 _names: names.cloned(),
             })
@@ -304,12 +293,7 @@ impl EncodedType {
 
     /// A digest of the resources that `wanted` selects.
     pub(crate) fn digest(&self, wanted: impl Fn(&str) -> bool) -> u64 {
-        let mut hasher = DefaultHasher::new();
-        for entry in self.entries.iter().filter(|e| wanted(&e.name)) {
-            entry.name.hash(&mut hasher);
-            entry.version.hash(&mut hasher);
-        }
-        hasher.finish()
+        digest_entries(self.entries.iter().filter(|e| wanted(&e.name)))
     }
 
     /// The `DiscoveryResponse.resources` of the entries `wanted` selects:
@@ -435,6 +419,16 @@ impl EncodedType {
     fn any_value(&self, entry: &Entry) -> &[u8] {
         &self.sotw[entry.range.end - entry.value_len..entry.range.end]
     }
+}
+
+/// A digest of entries' names and versions, in order.
+fn digest_entries<'a>(entries: impl Iterator<Item = &'a Entry>) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    for entry in entries {
+        entry.name.hash(&mut hasher);
+        entry.version.hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// The slices of `buffer` whose flag is set, neighbours joined.
