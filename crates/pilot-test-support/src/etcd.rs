@@ -132,7 +132,8 @@ impl EtcdServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
-        let process = ProcessGuard::spawn(&mut command).map_err(|e| {
+        let temp = self.data_dir.parent().unwrap_or(&self.data_dir).to_path_buf();
+        let process = ProcessGuard::spawn_removing(&mut command, &temp).map_err(|e| {
             std::io::Error::new(
                 e.kind(),
                 format!("cannot start etcd (install the etcd-server package): {e}"),

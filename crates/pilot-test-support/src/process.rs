@@ -1,5 +1,6 @@
 //! Child processes that never outlive their test.
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 /// A child process killed (SIGKILL) and reaped when dropped, with a
@@ -19,6 +20,20 @@ impl ProcessGuard {
             child: Some(child),
             watchdog,
         }
+    }
+
+    /// Starts `command` and guards it (SIGKILL from the watchdog); when the
+    /// test process dies first, the watchdog also removes `dir` (the
+    /// child's data) once the child is gone. A process-wide server in a
+    /// `static` is never dropped, so its temporary directory would stay
+    /// behind after every run.
+    pub fn spawn_removing(command: &mut Command, dir: &Path) -> std::io::Result<Self> {
+        let child = command.spawn()?;
+        let watchdog = watchdog_then(child.id(), "KILL", Some(dir));
+        Ok(ProcessGuard {
+            child: Some(child),
+            watchdog,
+        })
     }
 
     /// Starts `command` and guards it (SIGKILL from the watchdog).
@@ -56,14 +71,26 @@ impl Drop for ProcessGuard {
     }
 }
 
-/// Starts a shell that sends `pid` the `signal` (then SIGKILL after 15 s) once
-/// this test process is gone.
+/// Starts a shell that sends `pid` the `signal` (then SIGKILL if it still
+/// runs 15 s later) once this test process is gone.
 pub fn watchdog(pid: u32, signal: &str) -> Option<Child> {
+    watchdog_then(pid, signal, None)
+}
+
+/// [`watchdog`], then (with `remove`) waits for `pid` to be gone and
+/// removes that directory.
+fn watchdog_then(pid: u32, signal: &str, remove: Option<&Path>) -> Option<Child> {
+    let remove = remove.map_or(String::new(), |dir| {
+        // Single-quoted for the shell ('\'' closes, escapes, reopens).
+        let quoted = dir.display().to_string().replace('\'', "'\\''");
+        format!("; rm -rf '{quoted}'")
+    });
     Command::new("sh")
         .arg("-c")
         .arg(format!(
             "while kill -0 {parent} 2>/dev/null; do sleep 1; done; kill -{signal} {pid} 2>/dev/null; \
-             sleep 15; kill -KILL {pid} 2>/dev/null",
+             i=0; while kill -0 {pid} 2>/dev/null && [ $i -lt 15 ]; do sleep 1; i=$((i+1)); done; \
+             kill -KILL {pid} 2>/dev/null{remove}",
             parent = std::process::id()
         ))
         .stdin(Stdio::null())
