@@ -35,7 +35,11 @@
 //! received for it (whole encoded messages). "server CPU" is this
 //! process's CPU time (user + system, every thread;
 //! `CLOCK_PROCESS_CPUTIME_ID`, nanoseconds) from the write to the last ACK: the push's generation and
-//! sending, with the clients in their own process.
+//! sending, with the clients in their own process. The initial sync's row
+//! also gives the clients' process's CPU time until then: both processes
+//! share the machine's cores, so the storm's time is bounded by the two
+//! together. The last row gives the bytes of responses each client
+//! received over the run, by type.
 //!
 //! The server runs in this process; the clients run in a child process (this
 //! same binary, `--clients N --port P`; `common/ads_clients.rs`), so the
@@ -252,6 +256,7 @@ async fn converge(clients: usize, setup: Setup) {
     progress.abort();
     let connected = started.elapsed();
     let initial_cpu = cpu_time().saturating_sub(cpu_start);
+    let clients_cpu = tokio::task::block_in_place(|| child.cpu());
     let with_clients = rss_mb();
 
     let mut writes = Vec::new();
@@ -323,7 +328,8 @@ async fn converge(clients: usize, setup: Setup) {
     let clients = setup.label(clients);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "| {clients} | initial sync | {:.0} ms | {:.0} ms | {:.0} ms | {:.1} s | {:.0} ms | {before:.0} MB | {with_clients:.0} MB | |",
+        "| {clients} | initial sync (clients' CPU {:.1} s) | {:.0} ms | {:.0} ms | {:.0} ms | {:.1} s | {:.0} ms | {before:.0} MB | {with_clients:.0} MB | |",
+        clients_cpu.as_secs_f64(),
         ms(percentile(&initial, 0.5)),
         ms(percentile(&initial, 0.99)),
         ms(*initial.last().unwrap()),

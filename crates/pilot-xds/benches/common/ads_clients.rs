@@ -19,7 +19,7 @@
 
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -28,7 +28,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use prost::Message;
 use tokio::sync::mpsc;
 
@@ -76,8 +75,15 @@ pub struct DeltaResource {
     version: String,
     #[prost(message, optional, tag = "2")]
     resource: Option<AnyValue>,
-    #[prost(string, tag = "3")]
-    name: String,
+    /// Read in place (a string on the wire).
+    #[prost(bytes = "bytes", tag = "3")]
+    name: Bytes,
+}
+
+impl DeltaResource {
+    fn name(&self) -> &str {
+        std::str::from_utf8(&self.name).unwrap_or_default()
+    }
 }
 
 /// `google.protobuf.Any`, not copied.
@@ -176,73 +182,160 @@ fn route_names(value: &Bytes) -> Vec<String> {
 }
 
 /// A sorted list of resource names with its encoding as a request's
-/// `resource_names` (field 3, repeated), held once for every client that
+/// `resource_names` (state of the world) or `resource_names_subscribe`
+/// (delta): field 3, repeated in both. Held once for every client that
 /// lists the same names: 2,000 sidecars' copies of 4,000 names would make
 /// the clients' process, not the server, what the bench measures.
+#[derive(PartialEq)]
 struct NameList {
     names: Vec<String>,
     encoded: Bytes,
 }
 
-/// The lists clients hold (few: one per distinct subscription).
-static NAME_LISTS: std::sync::Mutex<Vec<std::sync::Weak<NameList>>> = std::sync::Mutex::new(Vec::new());
+/// The distinct values clients hold (few: one per distinct subscription),
+/// shared while any client holds them.
+type Interned<T> = std::sync::Mutex<Vec<std::sync::Weak<T>>>;
+
+/// The held value `same` as `key`, or a new one `make` builds from it.
+fn intern<T, K>(
+    table: &Interned<T>,
+    key: K,
+    same: impl Fn(&T, &K) -> bool,
+    make: impl FnOnce(K) -> T,
+) -> Arc<T> {
+    let mut held = table.lock().unwrap();
+    held.retain(|value| value.strong_count() > 0);
+    if let Some(found) = held
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .find(|v| same(v, &key))
+    {
+        return found;
+    }
+    let value = Arc::new(make(key));
+    held.push(Arc::downgrade(&value));
+    value
+}
+
+static NAME_LISTS: Interned<NameList> = std::sync::Mutex::new(Vec::new());
+
+/// `names` as repeated string field `tag`.
+fn encode_names<'a>(tag: u32, names: impl Iterator<Item = &'a str>) -> Bytes {
+    let mut encoded = bytes::BytesMut::new();
+    for name in names {
+        prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, &mut encoded);
+        prost::encoding::encode_varint(name.len() as u64, &mut encoded);
+        bytes::BufMut::put_slice(&mut encoded, name.as_bytes());
+    }
+    encoded.freeze()
+}
 
 /// The shared list of `names`, sorted and without repeats.
 fn name_list<'a>(names: impl Iterator<Item = &'a str>) -> Arc<NameList> {
     let mut names: Vec<&str> = names.collect();
     names.sort_unstable();
     names.dedup();
-    let mut lists = NAME_LISTS.lock().unwrap();
-    lists.retain(|list| list.strong_count() > 0);
-    let same = |list: &NameList| {
-        list.names.len() == names.len() && list.names.iter().map(String::as_str).eq(names.iter().copied())
+    intern(
+        &NAME_LISTS,
+        names,
+        |list, names| {
+            list.names.len() == names.len() && list.names.iter().map(String::as_str).eq(names.iter().copied())
+        },
+        |names| NameList {
+            names: names.iter().map(|n| n.to_string()).collect(),
+            encoded: encode_names(3, names.iter().copied()),
+        },
+    )
+}
+
+/// What a delta client subscribes to on top of `before` to hold `after`,
+/// and what it unsubscribes from (fields 3 and 4 of a
+/// `DeltaDiscoveryRequest`).
+fn name_changes(before: Option<&NameList>, after: &NameList) -> (Bytes, Bytes) {
+    let Some(before) = before else {
+        return (after.encoded.clone(), Bytes::new());
     };
-    if let Some(found) = lists
-        .iter()
-        .filter_map(std::sync::Weak::upgrade)
-        .find(|list| same(list))
-    {
-        return found;
+    let (mut added, mut gone) = (Vec::new(), Vec::new());
+    let (mut old, mut new) = (before.names.iter().peekable(), after.names.iter().peekable());
+    loop {
+        match (old.peek(), new.peek()) {
+            (Some(o), Some(n)) if o == n => {
+                old.next();
+                new.next();
+            }
+            (Some(o), Some(n)) if o < n => gone.push(old.next().unwrap().as_str()),
+            (_, Some(_)) => added.push(new.next().unwrap().as_str()),
+            (Some(_), None) => gone.push(old.next().unwrap().as_str()),
+            (None, None) => break,
+        }
     }
-    let mut encoded = bytes::BytesMut::new();
-    for name in &names {
-        prost::encoding::encode_key(3, prost::encoding::WireType::LengthDelimited, &mut encoded);
-        prost::encoding::encode_varint(name.len() as u64, &mut encoded);
-        bytes::BufMut::put_slice(&mut encoded, name.as_bytes());
-    }
-    let list = Arc::new(NameList {
-        names: names.iter().map(|n| n.to_string()).collect(),
-        encoded: encoded.freeze(),
-    });
-    lists.push(Arc::downgrade(&list));
-    list
+    (
+        encode_names(3, added.into_iter()),
+        encode_names(4, gone.into_iter()),
+    )
 }
 
-/// `DiscoveryRequest` as the state-of-the-world clients send it: the node
-/// (field 2) and `resource_names` (field 3) already encoded, shared by
-/// every request of a client and the names by every client listing them.
-/// The same bytes prost would write for a `DiscoveryRequest`.
+/// The clusters a delta client holds, by name, with whether each uses EDS,
+/// and the EDS names that makes it subscribe to; shared by every client
+/// holding the same clusters.
+#[derive(PartialEq)]
+struct ClusterSet {
+    clusters: BTreeMap<String, bool>,
+    eds: Arc<NameList>,
+}
+
+static CLUSTER_SETS: Interned<ClusterSet> = std::sync::Mutex::new(Vec::new());
+
+fn cluster_set(clusters: BTreeMap<String, bool>) -> Arc<ClusterSet> {
+    intern(
+        &CLUSTER_SETS,
+        clusters,
+        |set, clusters| set.clusters == *clusters,
+        |clusters| ClusterSet {
+            eds: name_list(
+                clusters
+                    .iter()
+                    .filter(|(_, eds)| **eds)
+                    .map(|(name, _)| name.as_str()),
+            ),
+            clusters,
+        },
+    )
+}
+
+/// A request as its encoded fields, in field order: the node and name
+/// lists already encoded, shared by every request of a client and the
+/// names by every client listing them. The same bytes prost would write
+/// for a `DiscoveryRequest` or `DeltaDiscoveryRequest`.
 #[derive(Debug, Clone, Default)]
-struct SotwRequest {
-    version_info: String,
-    node: Bytes,
-    resource_names: Bytes,
-    type_url: String,
-    response_nonce: String,
+struct Encoded(Vec<Bytes>);
+
+impl Encoded {
+    /// Adds string field `tag` (left out when empty, as prost does).
+    fn string(mut self, tag: u32, value: &str) -> Self {
+        if !value.is_empty() {
+            let mut encoded = bytes::BytesMut::new();
+            prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, &mut encoded);
+            prost::encoding::encode_varint(value.len() as u64, &mut encoded);
+            bytes::BufMut::put_slice(&mut encoded, value.as_bytes());
+            self.0.push(encoded.freeze());
+        }
+        self
+    }
+
+    /// Adds already encoded fields.
+    fn fields(mut self, encoded: &Bytes) -> Self {
+        if !encoded.is_empty() {
+            self.0.push(encoded.clone());
+        }
+        self
+    }
 }
 
-impl Message for SotwRequest {
+impl Message for Encoded {
     fn encode_raw(&self, buf: &mut impl bytes::BufMut) {
-        if !self.version_info.is_empty() {
-            prost::encoding::string::encode(1, &self.version_info, buf);
-        }
-        buf.put_slice(&self.node);
-        buf.put_slice(&self.resource_names);
-        if !self.type_url.is_empty() {
-            prost::encoding::string::encode(4, &self.type_url, buf);
-        }
-        if !self.response_nonce.is_empty() {
-            prost::encoding::string::encode(5, &self.response_nonce, buf);
+        for part in &self.0 {
+            buf.put_slice(part);
         }
     }
 
@@ -258,23 +351,20 @@ impl Message for SotwRequest {
     }
 
     fn encoded_len(&self) -> usize {
-        let string = |tag: u32, value: &String| {
-            if value.is_empty() {
-                0
-            } else {
-                prost::encoding::string::encoded_len(tag, value)
-            }
-        };
-        string(1, &self.version_info)
-            + self.node.len()
-            + self.resource_names.len()
-            + string(4, &self.type_url)
-            + string(5, &self.response_nonce)
+        self.0.iter().map(Bytes::len).sum()
     }
 
     fn clear(&mut self) {
-        *self = SotwRequest::default();
+        self.0.clear();
     }
+}
+
+/// `node` encoded as field `tag` (2 in `DiscoveryRequest`, 1 in
+/// `DeltaDiscoveryRequest`).
+fn encoded_node(tag: u32, node: &Node) -> Bytes {
+    let mut encoded = bytes::BytesMut::new();
+    prost::encoding::message::encode(tag, node, &mut encoded);
+    encoded.freeze()
 }
 
 pub fn now_micros() -> u64 {
@@ -323,6 +413,16 @@ impl Acked {
             self.eds_at.store(now_micros(), Ordering::Relaxed);
             self.eds_version.store(version, Ordering::Release);
         }
+    }
+}
+
+/// The bytes of responses all clients received, by type (CDS, EDS, LDS,
+/// RDS; whole encoded messages).
+static RECEIVED: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+fn received(type_url: &str, bytes: usize) {
+    if let Some(at) = [CDS, EDS, LDS, RDS].iter().position(|t| *t == type_url) {
+        RECEIVED[at].fetch_add(bytes as u64, Ordering::Relaxed);
     }
 }
 
@@ -414,22 +514,21 @@ async fn stream(setup: ClientSetup, index: usize, acked: &Acked) -> String {
         Ok(grpc) => grpc,
         Err(reason) => return reason,
     };
-    let node = {
-        let mut encoded = bytes::BytesMut::new();
-        prost::encoding::message::encode(2, &node(setup, index), &mut encoded);
-        encoded.freeze()
-    };
+    let node = encoded_node(2, &node(setup, index));
     let (tx, rx) = mpsc::channel(16);
-    let request = |type_url: &str, names: Option<&Arc<NameList>>, version: &str, nonce: &str| SotwRequest {
-        node: node.clone(),
-        type_url: type_url.into(),
-        resource_names: names.map(|n| n.encoded.clone()).unwrap_or_default(),
-        version_info: version.into(),
-        response_nonce: nonce.into(),
+    // DiscoveryRequest: version_info 1, node 2, resource_names 3,
+    // type_url 4, response_nonce 5.
+    let request = |type_url: &str, names: Option<&Arc<NameList>>, version: &str, nonce: &str| {
+        Encoded::default()
+            .string(1, version)
+            .fields(&node)
+            .fields(&names.map(|n| n.encoded.clone()).unwrap_or_default())
+            .string(4, type_url)
+            .string(5, nonce)
     };
     let _ = tx.send(request(CDS, None, "", "")).await;
     let _ = tx.send(request(LDS, None, "", "")).await;
-    let codec = tonic_prost::ProstCodec::<SotwRequest, Response>::default();
+    let codec = tonic_prost::ProstCodec::<Encoded, Response>::default();
     let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
     let response = match grpc
         .streaming(
@@ -452,6 +551,7 @@ async fn stream(setup: ClientSetup, index: usize, acked: &Acked) -> String {
             Ok(None) => return "ended by the server (OK)".into(),
             Err(status) => return failure(&status),
         };
+        received(&response.type_url, response.encoded_len());
         let mut follow_up = None;
         if response.type_url == CDS {
             let names = name_list(response.resources.iter().filter_map(|a| eds_name(&a.value)));
@@ -503,21 +603,22 @@ async fn delta_stream(setup: ClientSetup, index: usize, acked: &Acked) -> String
         Ok(grpc) => grpc,
         Err(reason) => return reason,
     };
-    let node = node(setup, index);
+    let node = encoded_node(1, &node(setup, index));
     let (tx, rx) = mpsc::channel(16);
-    let request = |type_url: &str, subscribe: Vec<String>, unsubscribe: Vec<String>, nonce: &str| {
-        DeltaDiscoveryRequest {
-            node: Some(node.clone()),
-            type_url: type_url.into(),
-            resource_names_subscribe: subscribe,
-            resource_names_unsubscribe: unsubscribe,
-            response_nonce: nonce.into(),
-            ..Default::default()
-        }
+    // DeltaDiscoveryRequest: node 1, type_url 2, resource_names_subscribe
+    // 3, resource_names_unsubscribe 4, response_nonce 6.
+    let request = |type_url: &str, (subscribe, unsubscribe): (Bytes, Bytes), nonce: &str| {
+        Encoded::default()
+            .fields(&node)
+            .string(2, type_url)
+            .fields(&subscribe)
+            .fields(&unsubscribe)
+            .string(6, nonce)
     };
-    let _ = tx.send(request(CDS, vec![], vec![], "")).await;
-    let _ = tx.send(request(LDS, vec![], vec![], "")).await;
-    let codec = tonic_prost::ProstCodec::<DeltaDiscoveryRequest, DeltaResponse>::default();
+    let none = || (Bytes::new(), Bytes::new());
+    let _ = tx.send(request(CDS, none(), "")).await;
+    let _ = tx.send(request(LDS, none(), "")).await;
+    let codec = tonic_prost::ProstCodec::<Encoded, DeltaResponse>::default();
     let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
     let response = match grpc
         .streaming(
@@ -531,31 +632,41 @@ async fn delta_stream(setup: ClientSetup, index: usize, acked: &Acked) -> String
         Err(status) => return format!("open: status {:?}: {}", status.code(), status.message()),
     };
     let mut responses = response.into_inner();
-    // What each cluster / listener asks for, by its name.
-    let mut clusters: BTreeMap<String, Option<String>> = BTreeMap::new();
+    // The clusters held (shared with every client holding the same), and
+    // the route configurations each listener's managers use, by name.
+    let mut clusters = cluster_set(BTreeMap::new());
     let mut listeners: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let (mut eds, mut rds): (BTreeSet<String>, BTreeSet<String>) = Default::default();
+    let (mut eds, mut rds): (Option<Arc<NameList>>, Option<Arc<NameList>>) = Default::default();
+    let same = |a: &Option<Arc<NameList>>, b: &Arc<NameList>| a.as_ref().is_some_and(|a| Arc::ptr_eq(a, b));
     loop {
         let response = match responses.message().await {
             Ok(Some(response)) => response,
             Ok(None) => return "ended by the server (OK)".into(),
             Err(status) => return failure(&status),
         };
+        received(&response.type_url, response.encoded_len());
         let mut follow_up = None;
+        let uses_eds = |r: &DeltaResource| r.resource.as_ref().is_some_and(|a| eds_name(&a.value).is_some());
         if response.type_url == CDS {
-            for name in &response.removed_resources {
-                clusters.remove(name);
+            let changed = !response.removed_resources.is_empty()
+                || response
+                    .resources
+                    .iter()
+                    .any(|r| clusters.clusters.get(r.name()) != Some(&uses_eds(r)));
+            if changed {
+                let mut next = clusters.clusters.clone();
+                for name in &response.removed_resources {
+                    next.remove(name);
+                }
+                for r in &response.resources {
+                    next.insert(r.name().to_owned(), uses_eds(r));
+                }
+                clusters = cluster_set(next);
             }
-            for r in &response.resources {
-                let value = r.resource.as_ref().map(|a| a.value.clone()).unwrap_or_default();
-                clusters.insert(r.name.clone(), eds_name(&value).map(str::to_owned));
-            }
-            let names: BTreeSet<String> = clusters.values().flatten().cloned().collect();
-            if names != eds {
-                let subscribe = names.difference(&eds).cloned().collect();
-                let unsubscribe = eds.difference(&names).cloned().collect();
-                eds = names;
-                follow_up = Some(request(EDS, subscribe, unsubscribe, ""));
+            if !same(&eds, &clusters.eds) {
+                let changes = name_changes(eds.as_deref(), &clusters.eds);
+                eds = Some(Arc::clone(&clusters.eds));
+                follow_up = Some(request(EDS, changes, ""));
             }
         } else if response.type_url == LDS {
             for name in &response.removed_resources {
@@ -563,17 +674,16 @@ async fn delta_stream(setup: ClientSetup, index: usize, acked: &Acked) -> String
             }
             for r in &response.resources {
                 let value = r.resource.as_ref().map(|a| a.value.clone()).unwrap_or_default();
-                listeners.insert(r.name.clone(), route_names(&value));
+                listeners.insert(r.name().to_owned(), route_names(&value));
             }
-            let names: BTreeSet<String> = listeners.values().flatten().cloned().collect();
-            if names != rds {
-                let subscribe = names.difference(&rds).cloned().collect();
-                let unsubscribe = rds.difference(&names).cloned().collect();
-                rds = names;
-                follow_up = Some(request(RDS, subscribe, unsubscribe, ""));
+            let names = name_list(listeners.values().flatten().map(String::as_str));
+            if !same(&rds, &names) {
+                let changes = name_changes(rds.as_deref(), &names);
+                rds = Some(names);
+                follow_up = Some(request(RDS, changes, ""));
             }
         }
-        let ack = request(&response.type_url, vec![], vec![], &response.nonce);
+        let ack = request(&response.type_url, none(), &response.nonce);
         if tx.send(ack).await.is_err() {
             return "request stream closed".into();
         }
@@ -612,8 +722,8 @@ pub fn child_args(args: &[String]) -> Option<(usize, u16, usize, bool)> {
 /// `wait VERSION START_US` on stdin with every client's time from START to
 /// its ACK of RDS at VERSION or later (µs, one line), once all have;
 /// `eds VERSION START_US` likewise for EDS, each time followed by
-/// `/BYTES` (the EDS responses of that version); `reconnects` with the
-/// reconnections and their reasons.
+/// `/BYTES` (the EDS responses of that version); `cpu` with the process's CPU time (ms); `reconnects` with the
+/// reconnections, their reasons and the bytes received by type.
 pub fn clients_main(clients: usize, port: u16, namespaces: usize, delta: bool) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -641,11 +751,21 @@ pub fn clients_main(clients: usize, port: u16, namespaces: usize, delta: bool) {
             }
         });
         while let Some(line) = lines.recv().await {
+            if line == "cpu" {
+                println!("{}", cpu_time().as_millis());
+                let _ = std::io::stdout().flush();
+                continue;
+            }
             if line == "reconnects" {
                 let reasons = reconnects.reasons.lock().unwrap().clone();
                 let reasons: Vec<String> = reasons.iter().map(|(r, n)| format!("{n}x {r}")).collect();
+                let kb = |at: usize| RECEIVED[at].load(Ordering::Relaxed) as f64 / 1024.0 / clients as f64;
                 println!(
-                    "{} reconnects; {}",
+                    "received per client CDS {:.0} KB, EDS {:.0} KB, LDS {:.0} KB, RDS {:.0} KB; {} reconnects; {}",
+                    kb(0),
+                    kb(1),
+                    kb(2),
+                    kb(3),
                     reconnects.total.load(Ordering::Relaxed),
                     if reasons.is_empty() {
                         "none".to_string()
@@ -752,6 +872,15 @@ impl Clients {
         times.sort();
         let mean = bytes as f64 / times.len() as f64;
         (times, mean)
+    }
+
+    /// The clients' process's CPU time so far (user + system).
+    pub fn cpu(&mut self) -> Duration {
+        writeln!(self.stdin, "cpu").expect("clients alive");
+        self.stdin.flush().expect("clients alive");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("clients answer");
+        Duration::from_millis(line.trim().parse().expect("milliseconds"))
     }
 
     /// The clients' reconnections and why, one line.

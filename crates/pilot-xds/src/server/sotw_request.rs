@@ -185,6 +185,33 @@ impl EncodedNames {
     }
 }
 
+/// The key of a `resource_names` entry (field 3, length-delimited).
+const NAME_KEY: u8 = 3 << 3 | WireType::LengthDelimited as u8;
+
+impl EncodedNames {
+    /// Reads the `resource_names` entries at the start of `chunk` that lie
+    /// whole in it (checked, counted, digested as [`Self::read_name`]
+    /// does); returns the bytes they take. Stops at any other field, or at
+    /// an entry the chunk cuts, for the field loop to read.
+    fn read_run(&mut self, chunk: &[u8]) -> Result<usize, DecodeError> {
+        let mut at = 0;
+        while chunk.get(at) == Some(&NAME_KEY) {
+            let mut rest = &chunk[at + 1..];
+            // A length the chunk cuts reads as an error here: left to the
+            // field loop, which reads across frames.
+            let Ok(len) = encoding::decode_varint(&mut rest) else {
+                break;
+            };
+            let Some(name) = usize::try_from(len).ok().and_then(|len| rest.get(..len)) else {
+                break;
+            };
+            self.read_name(name)?;
+            at = chunk.len() - rest.len() + name.len();
+        }
+        Ok(at)
+    }
+}
+
 impl Request for SotwRequest {
     fn decode(message: Frames) -> Result<Self, DecodeError> {
         let kept = message.clone();
@@ -240,6 +267,11 @@ impl Message for SotwRequest {
                 if buf.chunk().len() >= len {
                     self.resource_names.read_name(&buf.chunk()[..len])?;
                     buf.advance(len);
+                    // The names that follow in the same frame, read in one
+                    // pass (4,000 per EDS ACK): not one trip through
+                    // prost's field loop and `Buf` calls for each.
+                    let run = self.resource_names.read_run(buf.chunk())?;
+                    buf.advance(run);
                     Ok(())
                 } else {
                     let mut name = vec![0; len];
