@@ -185,33 +185,6 @@ impl EncodedNames {
     }
 }
 
-/// The key of a `resource_names` entry (field 3, length-delimited).
-const NAME_KEY: u8 = 3 << 3 | WireType::LengthDelimited as u8;
-
-impl EncodedNames {
-    /// Reads the `resource_names` entries at the start of `chunk` that lie
-    /// whole in it (checked, counted, digested as [`Self::read_name`]
-    /// does); returns the bytes they take. Stops at any other field, or at
-    /// an entry the chunk cuts, for the field loop to read.
-    fn read_run(&mut self, chunk: &[u8]) -> Result<usize, DecodeError> {
-        let mut at = 0;
-        while chunk.get(at) == Some(&NAME_KEY) {
-            let mut rest = &chunk[at + 1..];
-            // A length the chunk cuts reads as an error here: left to the
-            // field loop, which reads across frames.
-            let Ok(len) = encoding::decode_varint(&mut rest) else {
-                break;
-            };
-            let Some(name) = usize::try_from(len).ok().and_then(|len| rest.get(..len)) else {
-                break;
-            };
-            self.read_name(name)?;
-            at = chunk.len() - rest.len() + name.len();
-        }
-        Ok(at)
-    }
-}
-
 impl Request for SotwRequest {
     fn decode(message: Frames) -> Result<Self, DecodeError> {
         let kept = message.clone();
@@ -267,11 +240,6 @@ impl Message for SotwRequest {
                 if buf.chunk().len() >= len {
                     self.resource_names.read_name(&buf.chunk()[..len])?;
                     buf.advance(len);
-                    // The names that follow in the same frame, read in one
-                    // pass (4,000 per EDS ACK): not one trip through
-                    // prost's field loop and `Buf` calls for each.
-                    let run = self.resource_names.read_run(buf.chunk())?;
-                    buf.advance(run);
                     Ok(())
                 } else {
                     let mut name = vec![0; len];
@@ -394,6 +362,45 @@ mod tests {
             assert_eq!(split.response_nonce, original.response_nonce);
             assert_eq!(split.error_detail, original.error_detail);
         }
+    }
+
+    #[test]
+    fn many_names_read_the_same_however_frames_cut_them() {
+        // Names of 1 to 299 bytes: lengths of one and two varint bytes.
+        let names: Vec<String> = (0..600)
+            .map(|i| {
+                format!("outbound|80||svc-{i}.default.svc.cluster.local").repeat(7)[..(i % 299) + 1]
+                    .to_string()
+            })
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let original = request(&names);
+        let whole = lazy(&original);
+        assert_eq!(whole.resource_names.len(), names.len());
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(whole.resource_names.sorted(), sorted);
+        for size in [1, 13, 128, 1000, 4096, 16384] {
+            let split = in_frames(&original, size);
+            assert_eq!(
+                split.resource_names.key(),
+                whole.resource_names.key(),
+                "frames of {size}"
+            );
+            assert_eq!(split.resource_names.sorted(), sorted, "frames of {size}");
+            assert_eq!(split.response_nonce, original.response_nonce, "frames of {size}");
+        }
+        // One name fewer, or one byte changed, is another key.
+        let fewer = lazy(&request(&names[1..]));
+        assert_ne!(fewer.resource_names.key(), whole.resource_names.key());
+        let mut changed: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        changed[300].replace_range(0..1, "x");
+        let changed: Vec<&str> = changed.iter().map(String::as_str).collect();
+        assert_ne!(
+            lazy(&request(&changed)).resource_names.key(),
+            whole.resource_names.key()
+        );
     }
 
     #[test]
