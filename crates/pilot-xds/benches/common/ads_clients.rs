@@ -186,7 +186,6 @@ fn route_names(value: &Bytes) -> Vec<String> {
 /// (delta): field 3, repeated in both. Held once for every client that
 /// lists the same names: 2,000 sidecars' copies of 4,000 names would make
 /// the clients' process, not the server, what the bench measures.
-#[derive(PartialEq)]
 struct NameList {
     names: Vec<String>,
     encoded: Bytes,
@@ -278,7 +277,6 @@ fn name_changes(before: Option<&NameList>, after: &NameList) -> (Bytes, Bytes) {
 /// The clusters a delta client holds, by name, with whether each uses EDS,
 /// and the EDS names that makes it subscribe to; shared by every client
 /// holding the same clusters.
-#[derive(PartialEq)]
 struct ClusterSet {
     clusters: BTreeMap<String, bool>,
     eds: Arc<NameList>,
@@ -312,15 +310,11 @@ struct Encoded(Vec<Bytes>);
 
 impl Encoded {
     /// Adds string field `tag` (left out when empty, as prost does).
-    fn string(mut self, tag: u32, value: &str) -> Self {
-        if !value.is_empty() {
-            let mut encoded = bytes::BytesMut::new();
-            prost::encoding::encode_key(tag, prost::encoding::WireType::LengthDelimited, &mut encoded);
-            prost::encoding::encode_varint(value.len() as u64, &mut encoded);
-            bytes::BufMut::put_slice(&mut encoded, value.as_bytes());
-            self.0.push(encoded.freeze());
+    fn string(self, tag: u32, value: &str) -> Self {
+        if value.is_empty() {
+            return self;
         }
-        self
+        self.fields(&encode_names(tag, std::iter::once(value)))
     }
 
     /// Adds already encoded fields.
@@ -646,20 +640,27 @@ async fn delta_stream(setup: ClientSetup, index: usize, acked: &Acked) -> String
         };
         received(&response.type_url, response.encoded_len());
         let mut follow_up = None;
-        let uses_eds = |r: &DeltaResource| r.resource.as_ref().is_some_and(|a| eds_name(&a.value).is_some());
         if response.type_url == CDS {
+            // Each cluster's name and whether it uses EDS.
+            let incoming: Vec<(&str, bool)> = response
+                .resources
+                .iter()
+                .map(|r| {
+                    let eds = r.resource.as_ref().is_some_and(|a| eds_name(&a.value).is_some());
+                    (r.name(), eds)
+                })
+                .collect();
             let changed = !response.removed_resources.is_empty()
-                || response
-                    .resources
+                || incoming
                     .iter()
-                    .any(|r| clusters.clusters.get(r.name()) != Some(&uses_eds(r)));
+                    .any(|(name, eds)| clusters.clusters.get(*name) != Some(eds));
             if changed {
                 let mut next = clusters.clusters.clone();
                 for name in &response.removed_resources {
                     next.remove(name);
                 }
-                for r in &response.resources {
-                    next.insert(r.name().to_owned(), uses_eds(r));
+                for (name, eds) in incoming {
+                    next.insert(name.to_owned(), eds);
                 }
                 clusters = cluster_set(next);
             }
