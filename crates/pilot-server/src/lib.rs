@@ -49,7 +49,6 @@ use axum::routing::get;
 use pilot_model::{ConfigStore, ConfigWatch, KindRegistry, ServiceDiscovery};
 use pilot_store::Controller;
 use pilot_xds::{ServeOptions, XdsOptions, XdsServer};
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use args::Args;
@@ -183,8 +182,9 @@ pub async fn run(
     let bind = |address: SocketAddr, what: &str| {
         let what = what.to_string();
         async move {
-            TcpListener::bind(address)
-                .await
+            // A deep accept queue: every proxy reconnects at once when a
+            // replica restarts.
+            pilot_xds::listen(address)
                 .map_err(|e| StartError::Failed(format!("cannot listen on {address} for {what}: {e}")))
         }
     };

@@ -69,9 +69,9 @@ pub use names::{ClusterName, Direction, route_config_name};
 pub use proxy::{Generator, Proxy, ProxyType, TrafficCapture};
 pub use routes::{CORS_FILTER, FAULT_FILTER};
 pub use server::{
-    AdsService, Authenticate, Caller, MeshSnapshot, Nack, NodeScope, PUSHED_KINDS, ProxyStatus, PushInfo,
-    PushRevisions, RefusedStreams, ServeOptions, StreamEnds, TYPES, TypeStatus, XdsOptions, XdsServer,
-    XdsType,
+    AdsService, Authenticate, Caller, LISTEN_BACKLOG, MeshSnapshot, Nack, NodeScope, PUSHED_KINDS,
+    ProxyStatus, PushInfo, PushRevisions, RefusedStreams, ServeOptions, StreamEnds, TYPES, TypeStatus,
+    XdsOptions, XdsServer, XdsType, listen,
 };
 
 /// What can go wrong generating configuration.

@@ -1,6 +1,7 @@
 //! Stream lifecycle with in-process gRPC clients: a bad node id is refused,
 //! nothing is sent before the cache and the registry sync, an ACK is
-//! recorded, and a disconnected proxy leaves nothing behind.
+//! recorded, a disconnected proxy leaves nothing behind, and a connect
+//! storm waits in the accept queue.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -251,4 +252,34 @@ async fn configuration_changes_push_when_the_registry_has_no_changes_to_give() {
     tokio::time::timeout(Duration::from_secs(10), server.wait_version(2))
         .await
         .expect("the write was never pushed");
+}
+
+/// Proxies reconnecting all at once (a replica restarted) wait in the
+/// listener's accept queue, not in their kernels' SYN retries: 300
+/// connections opened while nothing accepts all complete, and all are then
+/// accepted. With the standard library's queue of 128 the 130th SYN is
+/// dropped and retried only after 1, 3, 7, ... s; this test then fails at
+/// its guard (a hang, not a timing: loopback handshakes take microseconds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_storm_waits_in_the_accept_queue() {
+    const PROXIES: usize = 300;
+    let listener = pilot_xds::listen(([127, 0, 0, 1], 0).into()).expect("listen");
+    let address = listener.local_addr().unwrap();
+    let guard = Duration::from_secs(20);
+    let connecting = (0..PROXIES).map(|_| tokio::net::TcpStream::connect(address));
+    let clients = tokio::time::timeout(guard, futures::future::join_all(connecting))
+        .await
+        .expect("every connection completes its handshake while nothing accepts");
+    let clients: Vec<_> = clients.into_iter().collect::<Result<_, _>>().expect("connected");
+    let mut accepted = Vec::new();
+    while accepted.len() < PROXIES {
+        let (stream, peer) = tokio::time::timeout(guard, listener.accept())
+            .await
+            .unwrap_or_else(|_| panic!("only {} of {PROXIES} connections were queued", accepted.len()))
+            .expect("accept");
+        accepted.push((stream, peer));
+    }
+    let peers: BTreeSet<_> = accepted.iter().map(|(_, peer)| *peer).collect();
+    let locals: BTreeSet<_> = clients.iter().map(|c| c.local_addr().unwrap()).collect();
+    assert_eq!(peers, locals, "the queue held exactly the connections opened");
 }

@@ -47,7 +47,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use auth::{Authenticate, Caller, NodeScope, RefusedStreams};
-pub use serve::ServeOptions;
+pub use serve::{LISTEN_BACKLOG, ServeOptions, listen};
 pub use service::AdsService;
 pub use status::{Nack, ProxyStatus, PushRevisions, StreamEnds, TYPES, TypeStatus};
 pub use xds_type::XdsType;

@@ -95,8 +95,8 @@ impl XdsServer {
         address: std::net::SocketAddr,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), tonic::transport::Error> {
-        let incoming = match TcpIncoming::bind(address) {
-            Ok(incoming) => incoming,
+        let incoming = match listen(address) {
+            Ok(listener) => TcpIncoming::from(listener),
             Err(error) => {
                 // tonic's own error for a failed bind.
                 tracing::warn!(%address, %error, "cannot listen for ADS");
@@ -188,6 +188,31 @@ impl XdsServer {
     pub fn connections_refused(&self) -> u64 {
         self.inner.connections_refused.load(Ordering::Relaxed)
     }
+}
+
+/// The accept queue a listener asks for: the kernel caps it at
+/// `net.core.somaxconn` (4,096 by default since Linux 5.4), as Go's
+/// `net.Listen` (istiod's) gets.
+pub const LISTEN_BACKLOG: u32 = 65_535;
+
+/// A TCP listener on `address` (`SO_REUSEADDR`, as the standard library
+/// sets) with a deep accept queue ([`LISTEN_BACKLOG`]); call within a
+/// Tokio runtime.
+///
+/// The standard library and Tokio listen with a queue of 128. When a
+/// control plane restarts, every proxy reconnects at once: with 2,000
+/// proxies the `ads` bench's connect storm overflowed a 128-deep queue 79
+/// times, and each dropped SYN is retried by the proxy's kernel only after
+/// a second (then 3, 7, ... s).
+pub fn listen(address: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if address.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// A connection holding one of the capped slots until it closes.
