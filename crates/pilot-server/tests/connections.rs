@@ -1,6 +1,7 @@
 //! Idle and excess connections: a flood of idle connections does not stop
 //! probes or writes, connections beyond the cap are answered 503, and idle
-//! ones are closed by the server.
+//! ones are closed by the server. And the binary's allocator hands freed
+//! memory back promptly.
 
 mod common;
 
@@ -149,4 +150,31 @@ async fn beyond_the_cap_503_and_idle_connections_are_closed() {
     .await
     .unwrap();
     server.stop().await;
+}
+
+/// The pilot-discovery binary runs on jemalloc with background threads
+/// purging freed pages after 1 s (`.cargo/config.toml`), so the buffers of
+/// a push to 2,000 proxies are back with the system before the next push,
+/// not kept for jemalloc's default 10 s. Read from jemalloc's own report
+/// of its options, which it prints at exit when asked.
+#[test]
+fn the_binary_hands_freed_memory_back_within_a_second() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_pilot-discovery"))
+        .arg("--help")
+        .env("_RJEM_MALLOC_CONF", "stats_print:true")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let report = String::from_utf8_lossy(&output.stderr);
+    for option in ["opt.background_thread: true", "opt.dirty_decay_ms: 1000"] {
+        assert!(
+            report.contains(option),
+            "jemalloc's report lacks {option:?}: {}",
+            report
+                .lines()
+                .filter(|l| l.contains("opt."))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
 }

@@ -39,7 +39,10 @@
 //! also gives the clients' process's CPU time until then: both processes
 //! share the machine's cores, so the storm's time is bounded by the two
 //! together. The last row gives the bytes of responses each client
-//! received over the run, by type.
+//! received over the run, by type. The row before it is the storm's floor
+//! (`common/floor.rs`): the same bytes each client received in the initial
+//! sync, sent to as many raw TCP connections of a child process over
+//! loopback, with no protocol on either side.
 //!
 //! The server runs in this process; the clients run in a child process (this
 //! same binary, `--clients N --port P`; `common/ads_clients.rs`), so the
@@ -63,6 +66,8 @@ use pilot_xds::{XdsOptions, XdsServer};
 #[path = "common/ads_clients.rs"]
 mod ads_clients;
 mod common;
+#[path = "common/floor.rs"]
+mod floor;
 #[path = "common/mesh.rs"]
 mod mesh;
 
@@ -257,6 +262,7 @@ async fn converge(clients: usize, setup: Setup) {
     let connected = started.elapsed();
     let initial_cpu = cpu_time().saturating_sub(cpu_start);
     let clients_cpu = tokio::task::block_in_place(|| child.cpu());
+    let synced_bytes = tokio::task::block_in_place(|| child.received());
     let with_clients = rss_mb();
 
     let mut writes = Vec::new();
@@ -325,6 +331,8 @@ async fn converge(clients: usize, setup: Setup) {
     let trimmed = rss_mb();
     let _ = stop.send(());
     let _ = server_task.await;
+    let floor = floor::run(clients, synced_bytes as usize, cpu_time).await;
+    let clients_count = clients;
     let clients = setup.label(clients);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
@@ -359,6 +367,13 @@ async fn converge(clients: usize, setup: Setup) {
         ms(*endpoint.last().unwrap()),
         ms(endpoint_cpu),
     );
+    println!(
+        "| {clients} | loopback floor: the initial sync's {:.0} KB to each of {clients_count} raw TCP connections, no HTTP/2, gRPC or xDS (clients' CPU {:.1} s) | | | | {:.2} s | {:.0} ms | | | |",
+        synced_bytes as f64 / 1024.0,
+        floor.clients_cpu.as_secs_f64(),
+        floor.wall.as_secs_f64(),
+        ms(floor.server_cpu),
+    );
     println!("| {clients} | clients: {reconnects}; server: streams ended {ends:?} | | | | | | | | |");
 }
 
@@ -366,6 +381,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some((clients, port, namespaces, delta)) = ads_clients::child_args(&args) {
         ads_clients::clients_main(clients, port, namespaces, delta);
+        return;
+    }
+    if let Some((clients, port, bytes)) = floor::child_args(&args) {
+        floor::clients_main(clients, port, bytes);
         return;
     }
     if args.iter().any(|a| a == "--test") {

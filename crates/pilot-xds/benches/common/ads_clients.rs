@@ -723,8 +723,10 @@ pub fn child_args(args: &[String]) -> Option<(usize, u16, usize, bool)> {
 /// `wait VERSION START_US` on stdin with every client's time from START to
 /// its ACK of RDS at VERSION or later (µs, one line), once all have;
 /// `eds VERSION START_US` likewise for EDS, each time followed by
-/// `/BYTES` (the EDS responses of that version); `cpu` with the process's CPU time (ms); `reconnects` with the
-/// reconnections, their reasons and the bytes received by type.
+/// `/BYTES` (the EDS responses of that version); `cpu` with the process's
+/// CPU time (ms); `received` with the bytes of responses each client
+/// received so far (the mean); `reconnects` with the reconnections, their
+/// reasons and the bytes received by type.
 pub fn clients_main(clients: usize, port: u16, namespaces: usize, delta: bool) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -754,6 +756,12 @@ pub fn clients_main(clients: usize, port: u16, namespaces: usize, delta: bool) {
         while let Some(line) = lines.recv().await {
             if line == "cpu" {
                 println!("{}", cpu_time().as_millis());
+                let _ = std::io::stdout().flush();
+                continue;
+            }
+            if line == "received" {
+                let total: u64 = RECEIVED.iter().map(|r| r.load(Ordering::Relaxed)).sum();
+                println!("{}", total / clients.max(1) as u64);
                 let _ = std::io::stdout().flush();
                 continue;
             }
@@ -837,7 +845,10 @@ impl Clients {
         if delta {
             command.arg("--delta");
         }
+        // The clients keep the allocator's defaults whatever the server is
+        // tuned with.
         let mut child = command
+            .env_remove("_RJEM_MALLOC_CONF")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -882,6 +893,16 @@ impl Clients {
         let mut line = String::new();
         self.stdout.read_line(&mut line).expect("clients answer");
         Duration::from_millis(line.trim().parse().expect("milliseconds"))
+    }
+
+    /// The bytes of responses each client received so far (the mean of
+    /// whole encoded messages).
+    pub fn received(&mut self) -> u64 {
+        writeln!(self.stdin, "received").expect("clients alive");
+        self.stdin.flush().expect("clients alive");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("clients answer");
+        line.trim().parse().expect("bytes")
     }
 
     /// The clients' reconnections and why, one line.
