@@ -702,6 +702,10 @@ async fn delta_stream(setup: ClientSetup, index: usize, acked: &Acked) -> String
     }
 }
 
+/// The allocator options of the clients' processes on a jemalloc build:
+/// its defaults, not the server's tuning (`.cargo/config.toml`).
+pub const CLIENTS_MALLOC_CONF: &str = "dirty_decay_ms:10000";
+
 /// The child process's arguments, if this process is one.
 pub fn child_args(args: &[String]) -> Option<(usize, u16, usize, bool)> {
     let at = args.iter().position(|a| a == "--clients")?;
@@ -845,10 +849,10 @@ impl Clients {
         if delta {
             command.arg("--delta");
         }
-        // The clients keep the allocator's defaults whatever the server is
-        // tuned with.
+        // The clients keep jemalloc's default decay (on a jemalloc build)
+        // whatever the server's is: the storm's figures depend on both.
         let mut child = command
-            .env_remove("_RJEM_MALLOC_CONF")
+            .env("_RJEM_MALLOC_CONF", CLIENTS_MALLOC_CONF)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()

@@ -39,7 +39,7 @@ pub async fn run(clients: usize, bytes: usize, cpu_time: fn() -> Duration) -> Fl
             "--bytes",
             &bytes.to_string(),
         ])
-        .env_remove("_RJEM_MALLOC_CONF")
+        .env("_RJEM_MALLOC_CONF", super::ads_clients::CLIENTS_MALLOC_CONF)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start the floor's clients");
