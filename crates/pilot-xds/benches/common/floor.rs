@@ -43,11 +43,12 @@ pub async fn run(clients: usize, bytes: usize, cpu_time: fn() -> Duration) -> Fl
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start the floor's clients");
-    let payload: &'static [u8] = Vec::leak(vec![0x5a; WRITE.min(bytes)]);
+    let payload: std::sync::Arc<[u8]> = vec![0x5a; WRITE.min(bytes)].into();
     let mut senders = tokio::task::JoinSet::new();
     for _ in 0..clients {
         let (mut socket, _) = listener.accept().await.expect("accept");
         socket.set_nodelay(true).expect("nodelay");
+        let payload = std::sync::Arc::clone(&payload);
         senders.spawn(async move {
             let mut left = bytes;
             while left > 0 {
