@@ -88,7 +88,7 @@ async fn a_stopped_etcd_is_503_naming_etcd_and_its_address() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_kubernetes_api_that_refuses_is_503_quoting_the_api_server() {
-    let fake = pilot_store_k8s::testing::FakeApiServer::new();
+    let fake = pilot_kube_fake::FakeApiServer::new();
     let on_fake = common::discovery_on_fake(&fake).await;
     let rest = on_fake.rest;
     fake.refuse_writes(true);

@@ -156,7 +156,7 @@ async fn etcd_store_refuses_too_new_and_compacted_versions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kubernetes_store_refuses_too_new_and_expired_versions() {
-    let fake = pilot_store_k8s::testing::FakeApiServer::new();
+    let fake = pilot_kube_fake::FakeApiServer::new();
     let on_fake = common::discovery_on_fake(&fake).await;
     let rest = on_fake.rest;
     // The server is killed when dropped, even if an assertion fails.

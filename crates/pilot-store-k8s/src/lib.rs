@@ -18,27 +18,32 @@
 //!   [`Membership`](pilot_model::Membership): a `coordination.k8s.io/v1`
 //!   Lease and a ConfigMap per pilot-discovery replica, and the Lease
 //!   `pilot-status-writer` for the status writer's election.
-//! - **A fake API server** ([`testing`], feature `testing`) that serves a
-//!   real [`kube::Client`] from memory, for tests where no cluster can run.
 //!
-//! ```
-//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! Against the cluster of the current kubeconfig (tests run the same code
+//! on `pilot-kube-fake`, an in-process fake of the API server, whose
+//! `FakeApiServer::client()` stands in for `kube::Client::try_default()`;
+//! the test `the_crate_example_runs_on_the_fake` in `tests/k8s_store.rs`
+//! is this example):
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! use pilot_model::{Config, ConfigStore, istio};
-//! use pilot_store_k8s::{KubeConfigStore, install_crds, testing::FakeApiServer};
+//! use pilot_store_k8s::{KubeConfigStore, install_crds};
 //!
-//! let client = FakeApiServer::new().client(); // or kube::Client::try_default().await?
+//! let client = kube::Client::try_default().await?;
 //! let registry = istio::registry();
-//! install_crds(client.clone(), &registry).await.unwrap();
+//! install_crds(client.clone(), &registry).await?;
 //! let store = KubeConfigStore::new(client, registry);
 //!
 //! let rule: istio::RouteRule = serde_json::from_value(serde_json::json!({
 //!     "destination": {"name": "reviews"},
 //!     "route": [{"labels": {"version": "v2"}}],
-//! })).unwrap();
-//! let stored = store.create(Config::new("default", "reviews-v2", rule).to_dyn().unwrap()).await.unwrap();
+//! }))?;
+//! let stored = store.create(Config::new("default", "reviews-v2", rule).to_dyn()?).await?;
 //! assert!(stored.meta.resource_version.is_some());
-//! assert_eq!(store.list("RouteRule", Some("default")).await.unwrap().len(), 1);
-//! # });
+//! assert_eq!(store.list("RouteRule", Some("default")).await?.len(), 1);
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! ## Resource versions and revisions
@@ -58,9 +63,6 @@ mod registry;
 mod schema;
 mod store;
 mod watch;
-
-#[cfg(feature = "testing")]
-pub mod testing;
 
 pub use crd::{ESTABLISH_TIMEOUT, FIELD_MANAGER, crd, crds, install_crds};
 pub use error::KubeError;

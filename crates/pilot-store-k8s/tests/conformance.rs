@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use pilot_kube_fake::FakeApiServer;
 use pilot_model::{ConfigWatch, KindRegistry};
-use pilot_store_k8s::testing::FakeApiServer;
 use pilot_store_k8s::{KubeConfigStore, install_crds};
 
 async fn fake(registry: KindRegistry) -> Arc<dyn ConfigWatch> {

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use pilot_kube_fake::FakeApiServer;
 use pilot_model::Membership;
 use pilot_store_k8s::KubeMembership;
-use pilot_store_k8s::testing::FakeApiServer;
 
 async fn replicas(names: Vec<String>, ttl: Duration) -> Vec<Arc<dyn Membership>> {
     let fake = FakeApiServer::new();

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
+use pilot_kube_fake::FakeApiServer;
 use pilot_model::{ConfigKey, ConfigMeta, ConfigStore, DynConfig};
 use pilot_store::testing::EVENT_TIMEOUT;
 use pilot_store::{Controller, ControllerOptions, Notification};
-use pilot_store_k8s::testing::FakeApiServer;
 use pilot_store_k8s::{KubeConfigStore, install_crds};
 
 const KIND: &str = "RouteRule";

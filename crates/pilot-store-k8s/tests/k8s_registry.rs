@@ -9,9 +9,9 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, PostParams};
+use pilot_kube_fake::FakeApiServer;
 use pilot_model::{Event, Labels, Protocol, ServiceDiscovery, ServiceEvent};
 use pilot_store::testing::EVENT_TIMEOUT;
-use pilot_store_k8s::testing::FakeApiServer;
 use pilot_store_k8s::{DiscoveryOptions, KubeServiceDiscovery};
 use serde_json::json;
 

@@ -4,9 +4,9 @@
 //! update (carrying that version) must conflict rather than silently
 //! overwrite the edit.
 
+use pilot_kube_fake::FakeApiServer;
 use pilot_model::{ConfigStatus, ConfigStore, StoreError, now_seconds};
 use pilot_store::testing::{mock, registry};
-use pilot_store_k8s::testing::FakeApiServer;
 use pilot_store_k8s::{KubeConfigStore, install_crds};
 
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use kube::api::{Api, DynamicObject, PostParams};
+use pilot_kube_fake::FakeApiServer;
 use pilot_model::{ConfigKey, ConfigStore, ConfigWatch, StoreError};
 use pilot_store::testing::{mock, registry};
 use pilot_store::{Controller, ControllerOptions};
-use pilot_store_k8s::testing::FakeApiServer;
 use pilot_store_k8s::{KubeConfigStore, install_crds};
 
 const KIND: &str = "MockConfig";
@@ -162,4 +162,28 @@ async fn an_istio_rule_round_trips() {
     assert_eq!(read, stored);
     let typed = pilot_model::Config::<pilot_model::istio::RouteRule>::from_dyn(&read).unwrap();
     assert_eq!(typed.spec.precedence, 2);
+}
+
+/// The crate documentation's example, on the fake instead of a cluster.
+#[tokio::test]
+async fn the_crate_example_runs_on_the_fake() {
+    use pilot_model::{Config, istio};
+
+    let fake = FakeApiServer::new();
+    let client = fake.client();
+    let registry = istio::registry();
+    install_crds(client.clone(), &registry).await.unwrap();
+    let store = KubeConfigStore::new(client, registry);
+
+    let rule: istio::RouteRule = serde_json::from_value(serde_json::json!({
+        "destination": {"name": "reviews"},
+        "route": [{"labels": {"version": "v2"}}],
+    }))
+    .unwrap();
+    let stored = store
+        .create(Config::new("default", "reviews-v2", rule).to_dyn().unwrap())
+        .await
+        .unwrap();
+    assert!(stored.meta.resource_version.is_some());
+    assert_eq!(store.list("RouteRule", Some("default")).await.unwrap().len(), 1);
 }

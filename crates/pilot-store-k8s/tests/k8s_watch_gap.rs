@@ -5,10 +5,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use pilot_kube_fake::FakeApiServer;
 use pilot_model::{ConfigStore, Event};
 use pilot_store::testing::{EVENT_TIMEOUT, assert_cache_equals_backend, mock, registry};
 use pilot_store::{Controller, ControllerOptions, Notification};
-use pilot_store_k8s::testing::FakeApiServer;
 use pilot_store_k8s::{KubeConfigStore, install_crds};
 
 const KIND: &str = "MockConfig";

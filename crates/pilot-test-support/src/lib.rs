@@ -11,13 +11,17 @@
 //! - [`Pki`] and [`TestCerts`]: certificates made with `openssl`;
 //! - [`FlakyStore`] and [`SlowRegistry`]: backends that fail or lag on
 //!   purpose;
+//! - [`pilotctl`]: runs `pilotctl` as a user would, with a clean
+//!   environment;
+//! - `FakeCluster` (feature `kube`): pilot-kube-fake's API server on a
+//!   loopback port with a kubeconfig, for a `pilot-discovery` process;
 //! - `ads` (feature `ads`): the ADS test client.
 //!
 //! What a user of a library crate needs to test their own code stays in
-//! that crate: pilot-store's conformance suite (`pilot_store::testing`),
-//! pilot-store-k8s's fake API server (`pilot_store_k8s::testing`) and
-//! pilot-xds's Envoy check of generated configuration
-//! (`pilot_xds::testing`).
+//! that crate: pilot-store's conformance suite (`pilot_store::testing`)
+//! and pilot-xds's Envoy check of generated configuration
+//! (`pilot_xds::testing`). The fake Kubernetes API server is a test-only
+//! crate of its own, `pilot-kube-fake`.
 
 #[cfg(feature = "ads")]
 pub mod ads;
@@ -26,7 +30,10 @@ pub mod certs;
 mod discovery;
 mod envoy;
 mod etcd;
+#[cfg(feature = "kube")]
+mod fake_cluster;
 pub mod http;
+mod pilotctl;
 mod ports;
 mod process;
 mod registries;
@@ -40,6 +47,9 @@ pub use certs::{Pki, TestCerts};
 pub use discovery::Discovery;
 pub use envoy::{Envoy, XDS_CLUSTER, envoy_binary};
 pub use etcd::{EtcdCluster, EtcdServer};
+#[cfg(feature = "kube")]
+pub use fake_cluster::FakeCluster;
+pub use pilotctl::{Run, pilotctl, pilotctl_at};
 pub use ports::free_port;
 pub use process::{ProcessGuard, signal, watchdog};
 pub use registries::SlowRegistry;

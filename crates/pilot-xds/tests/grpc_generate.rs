@@ -1,7 +1,7 @@
 //! What proxyless gRPC clients and servers are sent (node metadata
 //! `GENERATOR: grpc`), asserted on the protobufs: names by `host:port`,
 //! only what gRPC accepts, and server-side listeners. The real gRPC runs in
-//! `crates/pilot-cli/tests/grpc_proxyless.rs`.
+//! `crates/pilot-system-tests/tests/grpc_proxyless.rs`.
 
 mod support;
 

@@ -12,7 +12,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub use pilot_test_support::{PATIENCE, envoy_binary, eventually, free_port, workspace};
-use pilot_test_support::{PILOTCTL, binary};
 
 /// `pilot-agent`: cargo's, or the one in `PILOT_TEST_BIN_DIR` when set
 /// (a copy of the binaries taken right after building them, for a target
@@ -148,26 +147,12 @@ impl Discovery {
         self.0.get_as(path, token)
     }
 
-    /// `pilotctl --server URL --token TOKEN ARGS`: exit code and stdout.
+    /// `pilotctl --server URL --token TOKEN ARGS`: exit code, and stdout
+    /// followed by stderr.
     pub fn pilotctl(&self, token: &str, args: &[&str]) -> (i32, String) {
-        let home = tempfile::tempdir().unwrap();
-        let output = Command::new(binary(PILOTCTL))
-            .args(["--server", &self.url, "--token", token])
-            .args(args)
-            .env("HOME", home.path())
-            .env_remove("PILOT_SERVER")
-            .env_remove("PILOT_CONFIG")
-            .env_remove("XDG_CONFIG_HOME")
-            .output()
-            .unwrap();
-        (
-            output.status.code().unwrap_or(-1),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ),
-        )
+        let args = [&["--token", token][..], args].concat();
+        let run = pilot_test_support::pilotctl(Some(&self.url), &args, &[], None);
+        (run.code, format!("{}{}", run.stdout, run.stderr))
     }
 }
 

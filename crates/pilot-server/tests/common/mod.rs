@@ -162,24 +162,19 @@ pub fn rules(namespace: &str) -> String {
 }
 
 /// A `pilot-discovery` process on a Kubernetes fake (`--store kubernetes
-/// --install-crds`, through a kubeconfig: the kube client reads it from the
-/// environment, which a multi-threaded test must not change), killed when
-/// dropped.
+/// --install-crds`, through a kubeconfig), killed when dropped.
 pub struct OnFake {
     /// The server.
     pub server: pilot_test_support::Discovery,
     /// Its REST address.
     pub rest: SocketAddr,
-    _listening: pilot_store_k8s::testing::Listening,
-    _dir: tempfile::TempDir,
+    _cluster: pilot_test_support::FakeCluster,
 }
 
 /// Starts [`OnFake`] on `fake` and waits until it is ready.
-pub async fn discovery_on_fake(fake: &pilot_store_k8s::testing::FakeApiServer) -> OnFake {
-    let listening = fake.listen().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, listening.kubeconfig()).unwrap();
+pub async fn discovery_on_fake(fake: &pilot_kube_fake::FakeApiServer) -> OnFake {
+    let cluster = pilot_test_support::FakeCluster::serve(fake).await;
+    let kubeconfig = cluster.kubeconfig().to_path_buf();
     let server = tokio::task::spawn_blocking(move || {
         pilot_test_support::Discovery::start_with_env(
             &["--store", "kubernetes", "--install-crds", "--log-level", "warn"],
@@ -191,7 +186,6 @@ pub async fn discovery_on_fake(fake: &pilot_store_k8s::testing::FakeApiServer) -
     OnFake {
         rest: ([127, 0, 0, 1], server.port).into(),
         server,
-        _listening: listening,
-        _dir: dir,
+        _cluster: cluster,
     }
 }

@@ -9,13 +9,12 @@
 //! an unknown name fails with "does not exist", nothing is NACKed, and
 //! the servers start serving only on pilot's inbound listeners.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use common::{Discovery, eventually, free_port, pilotctl};
+use pilot_system_tests::{Store, discovery};
+use pilot_test_support::{Discovery, eventually, free_port, pilotctl, workspace};
 use serde_json::Value;
 
 const HOST: &str = "greeter.default.svc.cluster.local";
@@ -41,7 +40,7 @@ fn grpc_client_resolves_xds_names_through_pilot() {
         ));
     }
     std::fs::write(&services, text).unwrap();
-    let server = Discovery::start(&["--services", services.to_str().unwrap()]);
+    let server = discovery(&Store::Memory, &["--services", services.to_str().unwrap()]);
     let url = Some(server.url.as_str());
     let applied = pilotctl(url, &["apply", "-f", "-"], &[], Some(&rules(80, 20)));
     assert_eq!(applied.code, 0, "{applied:?}");
@@ -296,7 +295,7 @@ fn rds_acked(server: &Discovery) -> Vec<String> {
 
 /// The venv's Python (`scripts/install-deps` installs grpcio there).
 fn python() -> PathBuf {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tools/grpc/bin/python");
+    let path = workspace().join(".tools/grpc/bin/python");
     assert!(
         path.exists(),
         "{} is missing: run scripts/install-deps (PyPI grpcio, grpcio-health-checking)",

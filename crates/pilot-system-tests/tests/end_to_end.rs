@@ -3,32 +3,25 @@
 //! examples/bookinfo/`, get, a stale replace, a real Envoy that receives
 //! the rule, proxy-status, delete.
 
-mod common;
-
-use common::{Discovery, bookinfo_services, eventually, free_port, pilotctl};
-use pilot_test_support::Envoy;
+use pilot_system_tests::{Mesh, Store, weighted};
+use pilot_test_support::{Envoy, eventually, pilotctl};
 
 const NODE: &str = "sidecar~10.0.0.100~e2e.default~default.svc.cluster.local";
 
 #[test]
 fn memory_store_apply_get_replace_envoy_proxy_status_delete() {
-    operator_flow(&[]);
+    operator_flow(&Store::Memory);
 }
 
 #[test]
 fn etcd_store_apply_get_replace_envoy_proxy_status_delete() {
     let etcd = pilot_test_support::EtcdServer::start().expect("etcd (run scripts/install-deps)");
-    operator_flow(&["--store", "etcd", "--etcd-endpoints", &etcd.endpoint()]);
+    operator_flow(&Store::Etcd(&etcd.endpoint()));
 }
 
-fn operator_flow(store_flags: &[&str]) {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let services = dir.path().join("services.yaml");
-    std::fs::write(&services, bookinfo_services(port)).unwrap();
-    let mut flags = vec!["--services", services.to_str().unwrap()];
-    flags.extend_from_slice(store_flags);
-    let server = Discovery::start(&flags);
+fn operator_flow(store: &Store) {
+    let mesh = Mesh::bookinfo();
+    let server = mesh.discovery(store, &[]);
     let url = Some(server.url.as_str());
 
     // apply the whole directory: everything is created.
@@ -105,10 +98,9 @@ fn operator_flow(store_flags: &[&str]) {
 
     // A real Envoy gets the rule: reviews split 80/20 between v1 and v2.
     let envoy = Envoy::ads(NODE, &[("INTERCEPTION_MODE", "NONE")], server.xds_port, false).unwrap();
-    let v1 = format!("outbound|{port}|version=v1|reviews.default.svc.cluster.local");
-    let v2 = format!("outbound|{port}|version=v2|reviews.default.svc.cluster.local");
+    let (v1, v2) = (mesh.reviews("v1"), mesh.reviews("v2"));
     let split = |dump: &serde_json::Value| {
-        let weights = find_weighted(dump);
+        let weights = weighted(dump);
         weights.contains(&(v1.clone(), 80)) && weights.contains(&(v2.clone(), 20))
     };
     let mut dump = serde_json::Value::Null;
@@ -160,30 +152,4 @@ fn operator_flow(store_flags: &[&str]) {
 
     drop(envoy);
     server.terminate();
-}
-
-/// Every (cluster, weight) of weighted routes in a config dump.
-fn find_weighted(value: &serde_json::Value) -> Vec<(String, u64)> {
-    let mut found = Vec::new();
-    match value {
-        serde_json::Value::Object(map) => {
-            if let Some(clusters) = map
-                .get("weighted_clusters")
-                .and_then(|w| w.get("clusters"))
-                .and_then(|c| c.as_array())
-            {
-                for cluster in clusters {
-                    let name = cluster["name"].as_str().unwrap_or_default().to_string();
-                    let weight = cluster["weight"].as_u64().unwrap_or_default();
-                    found.push((name, weight));
-                }
-            }
-            for child in map.values() {
-                found.extend(find_weighted(child));
-            }
-        }
-        serde_json::Value::Array(items) => items.iter().for_each(|i| found.extend(find_weighted(i))),
-        _ => {}
-    }
-    found
 }

@@ -11,12 +11,10 @@
 //! there, another replica takes the election, status still counts six,
 //! and no configuration is lost or duplicated.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::{Discovery, bookinfo_services, eventually, free_port, pilotctl};
-use pilot_test_support::{Envoy, EtcdCluster};
+use pilot_system_tests::{Mesh, Store, list, weighted};
+use pilot_test_support::{Discovery, Envoy, EtcdCluster, eventually, pilotctl};
 use serde_json::Value;
 
 const ENVOYS: usize = 6;
@@ -31,23 +29,6 @@ fn node(i: usize, generation: usize) -> String {
         "sidecar~10.0.{generation}.{}~replicas{i}-{generation}.default~default.svc.cluster.local",
         10 + i
     )
-}
-
-fn start(name: &str, endpoints: &str, services: &std::path::Path) -> Discovery {
-    Discovery::start(&[
-        "--store",
-        "etcd",
-        "--etcd-endpoints",
-        endpoints,
-        "--services",
-        services.to_str().unwrap(),
-        "--status-interval",
-        "200ms",
-        "--replica-name",
-        name,
-        "--replica-ttl",
-        "3s",
-    ])
 }
 
 fn proxy_status(server: &Discovery) -> Value {
@@ -106,12 +87,7 @@ fn writer(server: &Discovery) -> Option<bool> {
 fn objects(url: &str) -> Vec<Value> {
     ["routerules", "destinationpolicies"]
         .iter()
-        .flat_map(|kind| {
-            let run = pilotctl(Some(url), &["get", kind, "-o", "json"], &[], None);
-            assert_eq!(run.code, 0, "{run:?}");
-            let list: Value = serde_json::from_str(&run.stdout).unwrap();
-            list["items"].as_array().cloned().unwrap_or_default()
-        })
+        .flat_map(|kind| list(Some(url), kind))
         .collect()
 }
 
@@ -128,47 +104,21 @@ fn all_six(objects: &[Value]) -> bool {
 
 fn weights(envoy: &Envoy) -> Vec<(String, u64)> {
     let dump: Value = serde_json::from_str(&envoy.admin("/config_dump")).unwrap_or_default();
-    find_weighted(&dump)
-}
-
-fn find_weighted(value: &Value) -> Vec<(String, u64)> {
-    let mut found = Vec::new();
-    match value {
-        Value::Object(map) => {
-            if let Some(clusters) = map
-                .get("weighted_clusters")
-                .and_then(|w| w.get("clusters"))
-                .and_then(|c| c.as_array())
-            {
-                for cluster in clusters {
-                    let name = cluster["name"].as_str().unwrap_or_default().to_string();
-                    found.push((name, cluster["weight"].as_u64().unwrap_or_default()));
-                }
-            }
-            for child in map.values() {
-                found.extend(find_weighted(child));
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|i| found.extend(find_weighted(i))),
-        _ => {}
-    }
-    found
+    weighted(&dump)
 }
 
 #[test]
 fn three_replicas_on_one_etcd_serve_every_envoy_and_survive_kill_9() {
     let etcd = EtcdCluster::start(3).expect("a three-member etcd cluster (run scripts/install-deps)");
     let endpoints = etcd.endpoints().join(",");
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let services = dir.path().join("services.yaml");
-    std::fs::write(&services, bookinfo_services(port)).unwrap();
+    let store = Store::Etcd(&endpoints);
+    let mesh = Mesh::bookinfo();
 
     // Replica 2 first: it campaigns first and becomes the status writer.
-    let r2 = start("replica-2", &endpoints, &services);
+    let r2 = mesh.replica(&store, "replica-2");
     eventually("replica 2 to be the status writer", || writer(&r2) == Some(true));
-    let r1 = start("replica-1", &endpoints, &services);
-    let r3 = start("replica-3", &endpoints, &services);
+    let r1 = mesh.replica(&store, "replica-1");
+    let r3 = mesh.replica(&store, "replica-3");
     for server in [&r1, &r2, &r3] {
         eventually("every replica to see three replicas", || {
             proxy_status(server)["replicas"].as_array().map(Vec::len) == Some(3)
@@ -217,8 +167,7 @@ fn three_replicas_on_one_etcd_serve_every_envoy_and_survive_kill_9() {
         let applied = pilotctl(Some(&r1.url), &["apply", "-f", file], &[], None);
         assert_eq!(applied.code, 0, "{applied:?}");
     }
-    let v1 = format!("outbound|{port}|version=v1|reviews.default.svc.cluster.local");
-    let v2 = format!("outbound|{port}|version=v2|reviews.default.svc.cluster.local");
+    let (v1, v2) = (mesh.reviews("v1"), mesh.reviews("v2"));
     for (i, envoy) in envoys.iter().enumerate() {
         eventually(&format!("Envoy {i} to get the 80/20 split"), || {
             let found = weights(envoy);
@@ -344,7 +293,7 @@ fn three_replicas_on_one_etcd_serve_every_envoy_and_survive_kill_9() {
 
     // The new writer writes: a change through replica 3 reaches all six
     // and its status counts them.
-    let rule = std::fs::read_to_string(common::workspace().join(RULE_80_20)).unwrap();
+    let rule = std::fs::read_to_string(pilot_test_support::workspace().join(RULE_80_20)).unwrap();
     let rule = rule
         .replace("weight: 80", "weight: 50")
         .replace("weight: 20", "weight: 50");

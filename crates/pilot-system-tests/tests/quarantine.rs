@@ -2,13 +2,11 @@
 //! into etcd (around pilot's validation) is listed with its error and
 //! `pilotctl get` does not show it; fixed in etcd, it is served again.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{Discovery, Run, pilotctl};
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
-use pilot_test_support::EtcdServer;
+use pilot_system_tests::{Store, discovery};
+use pilot_test_support::{EtcdServer, Run, pilotctl};
 
 const KEY: &str = "/pilot/config/config.istio.io/RouteRule/default/reviews-30";
 
@@ -50,7 +48,8 @@ fn until(what: &str, mut run: impl FnMut() -> Run, done: impl Fn(&Run) -> bool) 
 #[test]
 fn pilotctl_quarantine_lists_a_rule_put_straight_into_etcd_until_it_is_fixed() {
     let etcd = EtcdServer::start().expect("etcd (run scripts/install-deps)");
-    let server = Discovery::start(&["--store", "etcd", "--etcd-endpoints", &etcd.endpoint()]);
+    let endpoint = etcd.endpoint();
+    let server = discovery(&Store::Etcd(&endpoint), &[]);
     let url = server.url.clone();
     let quarantine = || pilotctl(Some(&url), &["quarantine"], &[], None);
     let empty = quarantine();

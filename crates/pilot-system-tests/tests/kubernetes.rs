@@ -5,36 +5,15 @@
 //! as custom resources, and a write made directly in the cluster (as
 //! `kubectl` would) shows in `pilotctl get` through the server's watch.
 
-mod common;
-
-use common::{Discovery, eventually, pilotctl};
 use pilot_model::{ConfigKey, ConfigStore, istio};
 use pilot_store_k8s::KubeConfigStore;
-use pilot_store_k8s::testing::FakeApiServer;
+use pilot_system_tests::{Store, discovery};
+use pilot_test_support::{FakeCluster, eventually, pilotctl};
 
 #[test]
 fn the_server_keeps_configuration_in_kubernetes() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let fake = FakeApiServer::new();
-    let listening = runtime.block_on(fake.listen()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, listening.kubeconfig()).unwrap();
-
-    let server = Discovery::start_with_env(
-        &[
-            "--store",
-            "kubernetes",
-            "--install-crds",
-            "--registry",
-            "kubernetes",
-        ],
-        &[("KUBECONFIG", kubeconfig.as_os_str())],
-    );
+    let cluster = FakeCluster::start();
+    let server = discovery(&Store::Kubernetes(&cluster), &["--registry", "kubernetes"]);
     let applied = pilotctl(
         Some(&server.url),
         &["apply", "-f", "examples/bookinfo/"],
@@ -46,8 +25,8 @@ fn the_server_keeps_configuration_in_kubernetes() {
     // The server installed the CRDs...
     let crds: kube::Api<
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = runtime.block_on(async { kube::Api::all(fake.client()) });
-    let crd_names: Vec<String> = runtime
+    > = kube::Api::all(cluster.client());
+    let crd_names: Vec<String> = cluster
         .block_on(crds.list(&Default::default()))
         .unwrap()
         .items
@@ -59,9 +38,9 @@ fn the_server_keeps_configuration_in_kubernetes() {
         "{crd_names:?}"
     );
     // ...and the rules are custom resources in the cluster.
-    let cluster = runtime.block_on(async { KubeConfigStore::new(fake.client(), istio::registry()) });
-    let rules = runtime
-        .block_on(cluster.list("RouteRule", Some("default")))
+    let store = cluster.block_on(async { KubeConfigStore::new(cluster.client(), istio::registry()) });
+    let rules = cluster
+        .block_on(store.list("RouteRule", Some("default")))
         .unwrap();
     let mut names: Vec<&str> = rules.iter().map(|r| r.meta.name.as_str()).collect();
     names.sort();
@@ -70,7 +49,7 @@ fn the_server_keeps_configuration_in_kubernetes() {
 
     // A change made in the cluster directly reaches the server.
     let key = ConfigKey::new("RouteRule", "default", "reviews-default");
-    runtime.block_on(cluster.delete(&key, None)).unwrap();
+    cluster.block_on(store.delete(&key, None)).unwrap();
     eventually("the server to see the delete made in the cluster", || {
         let got = pilotctl(Some(&server.url), &["get", "rr", "reviews-default"], &[], None);
         got.code == 1 && got.stderr.contains("not found")
@@ -80,5 +59,5 @@ fn the_server_keeps_configuration_in_kubernetes() {
     assert!(listed.stdout.contains("reviews-test-v3"), "{listed:?}");
     assert!(!listed.stdout.contains("reviews-default"), "{listed:?}");
     server.terminate();
-    drop(listening);
+    drop(cluster);
 }

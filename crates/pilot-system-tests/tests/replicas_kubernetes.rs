@@ -13,14 +13,13 @@
 //! the same listeners and clusters as before, none lost or duplicated; a
 //! write through B then reaches all four.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::{Discovery, bookinfo_services, eventually, free_port, pilotctl};
 use k8s_openapi::api::coordination::v1::Lease;
-use pilot_store_k8s::testing::FakeApiServer;
-use pilot_test_support::{Envoy, XDS_CLUSTER, signal};
+use pilot_system_tests::{Mesh, Store, list, weighted};
+use pilot_test_support::{
+    Discovery, Envoy, FakeCluster, PATIENCE, XDS_CLUSTER, eventually, free_port, pilotctl, signal, workspace,
+};
 use serde_json::{Value, json};
 
 const ENVOYS: usize = 4;
@@ -29,44 +28,15 @@ const ALL_V1: &str = "examples/bookinfo/route-rule-all-v1.yaml";
 
 #[test]
 fn two_replicas_on_kubernetes_share_proxies_status_and_the_writer() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let fake = FakeApiServer::new();
-    let listening = runtime.block_on(fake.listen()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, listening.kubeconfig()).unwrap();
-    let port = free_port();
-    let services = dir.path().join("services.yaml");
-    std::fs::write(&services, bookinfo_services(port)).unwrap();
-    let env = [("KUBECONFIG", kubeconfig.as_os_str())];
-    let start = |replica: &str| {
-        Discovery::start_with_env(
-            &[
-                "--store",
-                "kubernetes",
-                "--install-crds",
-                "--services",
-                services.to_str().unwrap(),
-                "--status-interval",
-                "200ms",
-                "--replica-name",
-                replica,
-                "--replica-ttl",
-                "3s",
-            ],
-            &env,
-        )
-    };
-    let a = start("pilot-a");
-    let b = start("pilot-b");
+    let cluster = FakeCluster::start();
+    let store = Store::Kubernetes(&cluster);
+    let mesh = Mesh::bookinfo();
+    let a = mesh.replica(&store, "pilot-a");
+    let b = mesh.replica(&store, "pilot-b");
     let (url_a, url_b) = (Some(a.url.as_str()), Some(b.url.as_str()));
 
     // Bookinfo but the 80/20 rule, applied through A.
-    for file in std::fs::read_dir(common::workspace().join("examples/bookinfo")).unwrap() {
+    for file in std::fs::read_dir(workspace().join("examples/bookinfo")).unwrap() {
         let path = file.unwrap().path();
         if path.ends_with("route-rule-reviews-80-20.yaml") {
             continue;
@@ -102,8 +72,7 @@ fn two_replicas_on_kubernetes_share_proxies_status_and_the_writer() {
     // (reviews-default: all v1 before, 80/20 after.)
     let applied = pilotctl(url_a, &["apply", "-f", RULE_80_20], &[], None);
     assert_eq!(applied.code, 0, "{applied:?}");
-    let v1 = format!("outbound|{port}|version=v1|reviews.default.svc.cluster.local");
-    let v2 = format!("outbound|{port}|version=v2|reviews.default.svc.cluster.local");
+    let (v1, v2) = (mesh.reviews("v1"), mesh.reviews("v2"));
     for envoy in &envoys {
         eventually("every Envoy to receive the reviews 80/20 split", || {
             let weights = weighted(&dump(envoy));
@@ -161,7 +130,7 @@ fn two_replicas_on_kubernetes_share_proxies_status_and_the_writer() {
     };
     let mut seen = BTreeMap::new();
     let started = std::time::Instant::now();
-    while started.elapsed() < common::PATIENCE {
+    while started.elapsed() < PATIENCE {
         seen = replicas_of(&b);
         if on_b(&seen) {
             break;
@@ -205,12 +174,9 @@ fn two_replicas_on_kubernetes_share_proxies_status_and_the_writer() {
             "{node} on pilot-b: {table:?}"
         );
     }
-    let leases: kube::Api<Lease> = {
-        let _runtime = runtime.enter();
-        kube::Api::namespaced(fake.client(), "default")
-    };
+    let leases: kube::Api<Lease> = kube::Api::namespaced(cluster.client(), "default");
     eventually("B to hold the pilot-status-writer Lease", || {
-        runtime
+        cluster
             .block_on(leases.get_opt("pilot-status-writer"))
             .ok()
             .flatten()
@@ -244,7 +210,7 @@ fn two_replicas_on_kubernetes_share_proxies_status_and_the_writer() {
     }
     drop(envoys);
     b.terminate();
-    drop(listening);
+    drop(cluster);
 }
 
 /// An Envoy whose ADS cluster has `home` at priority 0 and `other` at
@@ -331,32 +297,6 @@ fn resources(dump: &Value) -> Resources {
     Resources(found)
 }
 
-/// Every (cluster, weight) of weighted routes in a config dump.
-fn weighted(value: &Value) -> Vec<(String, u64)> {
-    let mut found = Vec::new();
-    match value {
-        Value::Object(map) => {
-            if let Some(clusters) = map
-                .get("weighted_clusters")
-                .and_then(|w| w["clusters"].as_array())
-            {
-                for cluster in clusters {
-                    if let (Some(name), Some(weight)) = (cluster["name"].as_str(), cluster["weight"].as_u64())
-                    {
-                        found.push((name.to_string(), weight));
-                    }
-                }
-            }
-            for value in map.values() {
-                found.extend(weighted(value));
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|v| found.extend(weighted(v))),
-        _ => {}
-    }
-    found
-}
-
 /// `/debug/proxy-status` of `server` (what `pilotctl proxy-status`
 /// reads): node -> replica serving it. A node listed by two replicas is
 /// kept as `"duplicate"`.
@@ -396,11 +336,4 @@ fn reports(object: &Value, proxies: u64) -> bool {
         && status["proxies"] == proxies
         && status["acked"] == proxies
         && status["nacked"] == 0
-}
-
-fn list(url: Option<&str>, kind: &str) -> Vec<Value> {
-    let run = pilotctl(url, &["get", kind, "-o", "json"], &[], None);
-    assert_eq!(run.code, 0, "{run:?}");
-    let list: Value = serde_json::from_str(&run.stdout).unwrap();
-    list["items"].as_array().cloned().unwrap_or_default()
 }

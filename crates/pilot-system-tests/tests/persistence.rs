@@ -1,15 +1,13 @@
 //! Configuration survives a restart of pilot-discovery: on etcd, and on the
 //! memory store with --data-dir. Without --data-dir it does not.
 
-mod common;
-
-use common::{Discovery, pilotctl};
-use pilot_test_support::EtcdServer;
+use pilot_system_tests::{Store, discovery};
+use pilot_test_support::{EtcdServer, eventually, pilotctl};
 
 /// Applies bookinfo, restarts the server with the same flags, and checks
 /// every object is back at the same version; then writes after the restart.
-fn survives_restart(flags: &[&str]) {
-    let server = Discovery::start(flags);
+fn survives_restart(store: &Store) {
+    let server = discovery(store, &[]);
     let applied = pilotctl(
         Some(&server.url),
         &["apply", "-f", "examples/bookinfo/"],
@@ -22,7 +20,7 @@ fn survives_restart(flags: &[&str]) {
     // Wait for the server's first status writes (no proxies: 0/0), so
     // that what is compared is what the store keeps.
     let mut before = pilotctl(Some(&server.url), &["get", "rr", "-o", "yaml"], &[], None);
-    common::eventually("every rule to carry its status", || {
+    eventually("every rule to carry its status", || {
         before = pilotctl(Some(&server.url), &["get", "rr", "-o", "yaml"], &[], None);
         before.stdout.matches("observedVersion:").count() == before.stdout.matches("\nkind:").count()
     });
@@ -31,7 +29,7 @@ fn survives_restart(flags: &[&str]) {
     assert!(!before.stdout.contains("name: reviews-timeout"), "{before:?}");
     server.terminate();
 
-    let server = Discovery::start(flags);
+    let server = discovery(store, &[]);
     let after = pilotctl(Some(&server.url), &["get", "rr", "-o", "yaml"], &[], None);
     assert_eq!(after.code, 0, "{after:?}");
     assert_eq!(
@@ -65,18 +63,18 @@ fn survives_restart(flags: &[&str]) {
 fn etcd_store_survives_a_restart() {
     let etcd = EtcdServer::start().expect("etcd (run scripts/install-deps)");
     let endpoint = etcd.endpoint();
-    survives_restart(&["--store", "etcd", "--etcd-endpoints", &endpoint]);
+    survives_restart(&Store::Etcd(&endpoint));
 }
 
 #[test]
 fn memory_store_with_data_dir_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    survives_restart(&["--data-dir", dir.path().to_str().unwrap()]);
+    survives_restart(&Store::DataDir(dir.path()));
 }
 
 #[test]
 fn memory_store_without_data_dir_starts_empty() {
-    let server = Discovery::start(&[]);
+    let server = discovery(&Store::Memory, &[]);
     let applied = pilotctl(
         Some(&server.url),
         &["apply", "-f", "examples/bookinfo/"],
@@ -85,7 +83,7 @@ fn memory_store_without_data_dir_starts_empty() {
     );
     assert_eq!(applied.code, 0, "{applied:?}");
     server.terminate();
-    let server = Discovery::start(&[]);
+    let server = discovery(&Store::Memory, &[]);
     let got = pilotctl(Some(&server.url), &["get", "rr"], &[], None);
     assert_eq!((got.code, got.stdout.as_str()), (0, ""), "{got:?}");
     assert_eq!(got.stderr.trim(), "No routerules found in namespace default.");

@@ -9,11 +9,8 @@
 //! after a restart the stored status still speaks of the objects'
 //! current versions.
 
-mod common;
-
-use common::{Discovery, bookinfo_services, eventually, free_port, pilotctl};
-use pilot_store_k8s::testing::FakeApiServer;
-use pilot_test_support::{Envoy, EtcdServer};
+use pilot_system_tests::{Mesh, Store, get, list};
+use pilot_test_support::{Discovery, Envoy, EtcdServer, FakeCluster, eventually, pilotctl};
 use serde_json::Value;
 
 const ENVOYS: usize = 3;
@@ -22,38 +19,26 @@ const BAD_RULE: &str = "apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\nm
 
 #[test]
 fn memory_store_reports_distribution_status() {
-    distribution(&[], None, &[]);
+    distribution(&Store::Memory, false);
 }
 
 #[test]
 fn memory_store_with_data_dir_keeps_status_across_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let flags = ["--data-dir", dir.path().to_str().unwrap()];
-    distribution(&flags, Some(&flags), &[]);
+    distribution(&Store::DataDir(dir.path()), true);
 }
 
 #[test]
 fn etcd_store_reports_and_keeps_distribution_status() {
     let etcd = EtcdServer::start().expect("etcd (run scripts/install-deps)");
     let endpoint = etcd.endpoint();
-    let flags = ["--store", "etcd", "--etcd-endpoints", &endpoint];
-    distribution(&flags, Some(&flags), &[]);
+    distribution(&Store::Etcd(&endpoint), true);
 }
 
 #[test]
 fn kubernetes_store_reports_status_through_the_status_subresource() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let fake = FakeApiServer::new();
-    let listening = runtime.block_on(fake.listen()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, listening.kubeconfig()).unwrap();
-    let flags = ["--store", "kubernetes", "--install-crds"];
-    distribution(&flags, Some(&flags), &[("KUBECONFIG", kubeconfig.as_os_str())]);
+    let cluster = FakeCluster::start();
+    distribution(&Store::Kubernetes(&cluster), true);
     // The status is the custom object's, written through /status.
     let routerules = kube::api::ApiResource {
         group: "config.istio.io".into(),
@@ -62,9 +47,9 @@ fn kubernetes_store_reports_status_through_the_status_subresource() {
         kind: "RouteRule".into(),
         plural: "routerules".into(),
     };
-    let object = runtime
+    let object = cluster
         .block_on(async {
-            kube::Api::<kube::api::DynamicObject>::namespaced_with(fake.client(), "default", &routerules)
+            kube::Api::<kube::api::DynamicObject>::namespaced_with(cluster.client(), "default", &routerules)
                 .get_status("reviews-default")
                 .await
         })
@@ -82,29 +67,19 @@ fn kubernetes_store_reports_status_through_the_status_subresource() {
         object.metadata.resource_version.as_deref(),
         "Kubernetes moved the resourceVersion with the status write; pilot's version did not move"
     );
-    drop(listening);
+    drop(cluster);
 }
 
-type Env<'a> = [(&'a str, &'a std::ffi::OsStr)];
-
-/// The server with `flags`, a short status interval and the services.
-fn start(flags: &[&str], services: &std::path::Path, env: &Env) -> Discovery {
-    let mut all = vec![
-        "--services",
-        services.to_str().unwrap(),
-        "--status-interval",
-        "200ms",
-    ];
-    all.extend_from_slice(flags);
-    Discovery::start_with_env(&all, env)
+/// The server on `store`, with a short status interval and the services.
+fn start(mesh: &Mesh, store: &Store) -> Discovery {
+    mesh.discovery(store, &["--status-interval", "200ms"])
 }
 
-fn distribution(flags: &[&str], restart_with: Option<&[&str]>, env: &Env) {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let services = dir.path().join("services.yaml");
-    std::fs::write(&services, bookinfo_services(port)).unwrap();
-    let server = start(flags, &services, env);
+/// Bookinfo's distribution status with three Envoys on `store`; with
+/// `restart`, and what the store kept after a restart.
+fn distribution(store: &Store, restart: bool) {
+    let mesh = Mesh::bookinfo();
+    let server = start(&mesh, store);
     let url = Some(server.url.as_str());
     let applied = pilotctl(url, &["apply", "-f", "examples/bookinfo/"], &[], None);
     assert_eq!(applied.code, 0, "{applied:?}");
@@ -193,15 +168,15 @@ fn distribution(flags: &[&str], restart_with: Option<&[&str]>, env: &Env) {
         reports(&get(url, "routerules", "reviews-cookie"), ENVOYS as u64, 0)
     });
 
-    let Some(restart_flags) = restart_with else {
+    if !restart {
         drop(envoys);
         server.terminate();
         return;
-    };
+    }
     drop(envoys);
     let before: Vec<Value> = kinds.iter().flat_map(|kind| list(url, kind)).collect();
     server.terminate();
-    let server = start(restart_flags, &services, env);
+    let server = start(&mesh, store);
     let url = Some(server.url.as_str());
     let after: Vec<Value> = kinds.iter().flat_map(|kind| list(url, kind)).collect();
     assert_eq!(after.len(), before.len());
@@ -237,19 +212,6 @@ fn reports(object: &Value, acked: u64, nacked: u64) -> bool {
         && status["proxies"] == ENVOYS as u64
         && status["acked"] == acked
         && status["nacked"] == nacked
-}
-
-fn list(url: Option<&str>, kind: &str) -> Vec<Value> {
-    let run = pilotctl(url, &["get", kind, "-o", "json"], &[], None);
-    assert_eq!(run.code, 0, "{run:?}");
-    let list: Value = serde_json::from_str(&run.stdout).unwrap();
-    list["items"].as_array().cloned().unwrap_or_default()
-}
-
-fn get(url: Option<&str>, kind: &str, name: &str) -> Value {
-    let run = pilotctl(url, &["get", kind, name, "-o", "json"], &[], None);
-    assert_eq!(run.code, 0, "{run:?}");
-    serde_json::from_str(&run.stdout).unwrap()
 }
 
 fn kind_of(object: &Value) -> &'static str {

@@ -1,11 +1,19 @@
-//! An in-process fake of the Kubernetes API server (feature `testing`).
+//! An in-process fake of the Kubernetes API server, for tests
+//! (`publish = false`; a dev-dependency only).
 //!
-//! No API server can be installed where pilot's tests run, so the crate's
-//! tests (and other crates' tests) talk to this fake through a real
-//! [`kube::Client`]: requests go through the client's whole stack (URL
-//! building, JSON, error decoding, watch streaming) into a tower service
-//! that answers them from memory. It implements the semantics this crate
-//! relies on, as the Kubernetes API documents them:
+//! No API server can be installed where pilot's tests run, so
+//! pilot-store-k8s's tests (and pilot-discovery's and the system tests on
+//! Kubernetes) talk to this fake through a real [`kube::Client`]: requests
+//! go through the client's whole stack (URL building, JSON, error decoding,
+//! watch streaming) into a tower service that answers them from memory, or
+//! over HTTP on a loopback port ([`FakeApiServer::listen`]) for another
+//! process. It is faithful to the list/watch/write semantics pilot relies
+//! on, as the Kubernetes API documents them, and to nothing else (no
+//! admission, schemas, field ownership or garbage collection; see "Not
+//! implemented" below). Tests that need a real cluster stay
+//! `#[ignore = "needs a cluster"]`, runnable with `KUBECONFIG` set.
+//!
+//! What it implements:
 //!
 //! - **Resources**: `Namespace`, `Node` (cluster-scoped), `Pod`, `Service`,
 //!   `EndpointSlice`, `ConfigMap`, `Lease` (`coordination.k8s.io/v1`; all
@@ -53,7 +61,7 @@
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! use k8s_openapi::api::core::v1::Namespace;
 //! use kube::api::{Api, ListParams};
-//! use pilot_store_k8s::testing::FakeApiServer;
+//! use pilot_kube_fake::FakeApiServer;
 //!
 //! let fake = FakeApiServer::new();
 //! let namespaces: Api<Namespace> = Api::all(fake.client());

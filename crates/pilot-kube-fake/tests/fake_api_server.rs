@@ -1,5 +1,5 @@
 //! The fake API server on its own, through a real `kube::Client`: the
-//! semantics the store and the registry rely on.
+//! semantics pilot-store-k8s's store and registry rely on.
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Service};
@@ -9,7 +9,7 @@ use kube::api::{
     WatchEvent, WatchParams,
 };
 use kube::core::Status;
-use pilot_store_k8s::testing::FakeApiServer;
+use pilot_kube_fake::FakeApiServer;
 
 fn service(name: &str) -> Service {
     serde_json::from_value(serde_json::json!({
@@ -394,7 +394,7 @@ async fn a_watch_that_falls_too_far_behind_is_closed() {
         .await
         .unwrap()
         .boxed();
-    let total = pilot_store_k8s::testing::WATCH_BUFFER + 1;
+    let total = pilot_kube_fake::WATCH_BUFFER + 1;
     for i in 0..total {
         services
             .create(&PostParams::default(), &service(&format!("s{i}")))
@@ -408,7 +408,7 @@ async fn a_watch_that_falls_too_far_behind_is_closed() {
     }
     assert_eq!(
         delivered,
-        pilot_store_k8s::testing::WATCH_BUFFER,
+        pilot_kube_fake::WATCH_BUFFER,
         "then the server closed the watch"
     );
     assert_eq!(fake.open_watches(), 0);
