@@ -24,7 +24,7 @@ use tokio_rustls::TlsAcceptor;
 const DRAIN: Duration = Duration::from_secs(10);
 
 /// A TLS acceptor from PEM files.
-pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
+pub(crate) fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
@@ -47,7 +47,7 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
 
 /// Bounds on the REST listener's connections.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// A request head must arrive within this long (idle keep-alive
     /// connections included).
     pub header_read_timeout: Duration,
@@ -61,7 +61,7 @@ const OVER_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type:
 /// Raises the soft limit on open files to the hard limit (servers hold one
 /// per connection; the usual soft default is 1,024). Returns the limit now
 /// in force.
-pub fn raise_fd_limit() -> Option<u64> {
+pub(crate) fn raise_fd_limit() -> Option<u64> {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let limit = getrlimit(Resource::Nofile);
     if limit.current != limit.maximum {
@@ -79,7 +79,7 @@ pub fn raise_fd_limit() -> Option<u64> {
 }
 
 /// Serves `router` on `listener` until `shutdown` turns true, then drains.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     tls: Option<TlsAcceptor>,
@@ -102,7 +102,7 @@ pub async fn serve(
                     continue;
                 }
             },
-            () = crate::closed(&mut shutdown) => break,
+            () = crate::shutdown::closed(&mut shutdown) => break,
         };
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             // The socket's send buffer is empty: this does not block.
