@@ -79,13 +79,25 @@ pub struct Bound {
 /// Writes go through the cached `Controller` (they return once the cache
 /// that feeds xDS has them); lists and watches read the backend itself, so
 /// a list's `resourceVersion` is a revision a watch can resume after.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), pilot_server::StartError> {
+/// let argv = ["pilot-discovery", "--listen", "127.0.0.1:0", "--xds-listen", "127.0.0.1:0"];
+/// let args = pilot_server::Args::parse_with_config(argv.map(String::from).to_vec())
+///     .expect("valid flags");
+/// let stop = async {
+///     let _ = tokio::signal::ctrl_c().await;
+/// };
+/// pilot_server::run(args, stop, |bound| println!("REST API on {}", bound.rest)).await
+/// # }
+/// ```
 pub async fn run(
     args: Args,
     shutdown: impl Future<Output = ()> + Send,
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), StartError> {
     let checked = check(&args)?;
-    let listeners = bind(&args, checked.tls.clone()).await?;
+    let listeners = bind(&args, checked.tls.clone())?;
     let bound = listeners.bound;
     let mut opened = open(&args, bound).await?;
     let services_file = opened.services_file.take();
@@ -165,7 +177,7 @@ struct Listeners {
 /// the webhook's (which needs the REST listener's TLS from [`check`]).
 /// Each has a deep accept queue: every proxy reconnects at once when a
 /// replica restarts.
-async fn bind(args: &Args, tls: Option<TlsAcceptor>) -> Result<Listeners, StartError> {
+fn bind(args: &Args, tls: Option<TlsAcceptor>) -> Result<Listeners, StartError> {
     let listen = |address: SocketAddr, what: &str| {
         pilot_xds::listen(address)
             .map_err(|e| StartError::Failed(format!("cannot listen on {address} for {what}: {e}")))
