@@ -122,7 +122,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub mesh_config: Option<PathBuf>,
 
-    // ADS security (see `xds_auth`).
+    // ADS security (see `auth::xds`).
     /// Serve ADS over TLS with this certificate chain (PEM).
     #[arg(long, value_name = "FILE", requires = "xds_tls_key")]
     pub xds_tls_cert: Option<PathBuf>,

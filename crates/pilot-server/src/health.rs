@@ -1,28 +1,52 @@
-//! Backend health for `/readyz`: a probe asks the configuration store for
-//! its current revision every second; while it fails or does not answer
-//! in time, `/readyz` is 503 with the reason, so a load balancer stops
-//! sending writes that would fail (and lists that would be stale).
+//! The probes: `/healthz` (the process answers) and `/readyz` (ready to
+//! serve). Ready means every cache has synced and the configuration store
+//! answers: a probe asks the store for its current revision every second;
+//! while it fails or does not answer in time, `/readyz` is 503 with the
+//! reason, so a load balancer stops sending writes that would fail (and
+//! lists that would be stale).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use pilot_model::ConfigWatch;
 use tokio::sync::watch;
+
+use crate::state::AppState;
 
 /// How often the store is probed.
 const EVERY: Duration = Duration::from_secs(1);
 /// How long a probe may take before the store counts as unreachable.
 const TIMEOUT: Duration = Duration::from_secs(2);
 
+/// `GET /healthz`: 200 while the process serves requests.
+pub(crate) async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// `GET /readyz`: 200 once every cache has synced and while the store
+/// answers; 503 with the reason otherwise.
+pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
+    if let Some(problem) = state.backend_health.problem() {
+        (StatusCode::SERVICE_UNAVAILABLE, problem).into_response()
+    } else if (state.ready)() {
+        (StatusCode::OK, "ready").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "caches have not synced yet").into_response()
+    }
+}
+
 /// The last probe's verdict.
 #[derive(Debug, Default)]
-pub struct BackendHealth {
+pub(crate) struct BackendHealth {
     problem: Mutex<Option<String>>,
 }
 
 impl BackendHealth {
     /// Why the store is not usable, if it is not.
-    pub fn problem(&self) -> Option<String> {
+    pub(crate) fn problem(&self) -> Option<String> {
         self.problem.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -39,7 +63,7 @@ impl BackendHealth {
 }
 
 /// Probes `backend` until `shutdown`.
-pub async fn probe(
+pub(crate) async fn probe(
     backend: Arc<dyn ConfigWatch>,
     health: Arc<BackendHealth>,
     mut shutdown: watch::Receiver<bool>,
@@ -58,7 +82,7 @@ pub async fn probe(
         health.set(verdict);
         tokio::select! {
             () = tokio::time::sleep(EVERY) => {}
-            () = crate::closed(&mut shutdown) => return,
+            () = crate::shutdown::closed(&mut shutdown) => return,
         }
     }
 }

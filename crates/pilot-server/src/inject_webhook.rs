@@ -19,11 +19,11 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
-use crate::StartError;
 use crate::args::{Args, InjectFailurePolicy};
+use crate::start::StartError;
 
 /// The webhook, bound and ready to serve.
-pub struct Webhook {
+pub(crate) struct Webhook {
     listener: TcpListener,
     tls: TlsAcceptor,
     router: Router,
@@ -36,7 +36,7 @@ struct Injector {
 
 /// Checks the webhook's options (HTTPS, the mesh config's template) and
 /// returns its address and the server to run.
-pub fn start(
+pub(crate) fn start(
     args: &Args,
     tls: Option<TlsAcceptor>,
     listener: TcpListener,
@@ -76,7 +76,7 @@ pub fn start(
 impl Webhook {
     /// Serves until `shutdown` turns true, with the REST listener's
     /// connection limits.
-    pub async fn serve(self, limits: crate::serve::Limits, shutdown: watch::Receiver<bool>) {
+    pub(crate) async fn serve(self, limits: crate::serve::Limits, shutdown: watch::Receiver<bool>) {
         crate::serve::serve(self.listener, self.router, Some(self.tls), limits, shutdown).await;
     }
 }

@@ -11,12 +11,12 @@
 //! | `pilot_k8s_cfg_events` | counter | `type` (kind), `event` (`add`, `update`, `delete`) | configuration events the cache applied, from any backend |
 //! | `pilot_xds_nacked_proxies` | gauge | `type` | proxies whose last response of a type was NACKed |
 //! | `pilot_config_objects` | gauge | `kind` | objects in the cache |
-//! | `pilot_config_quarantined` | gauge | `kind` | objects in the store that fail validation, held out of the cache ([`crate::quarantine`]) |
+//! | `pilot_config_quarantined` | gauge | `kind` | objects in the store that fail validation, held out of the cache ([`crate::debug::quarantine`]) |
 //! | `pilot_config_rejected` | counter | `kind` | objects the store delivered that failed validation (each key at each version once) |
 //! | `pilot_xds_refused_streams` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`) | ADS streams refused |
 //! | `pilot_xds_stream_ends` | counter | `reason` (`proxy_closed`, `transport_error`, `bad_request`, `response_dropped`, `server_closed`, `max_age`) | ADS streams ended after they started |
 //! | `pilot_xds_connections_refused` | counter | | ADS connections closed at accept, over `--xds-max-connections` |
-//! | `pilot_status_writes` | counter | `result` (`written`, `dropped`, `failed`) | objects' distribution status writes ([`crate::status_writer`]): accepted, dropped (the object had moved on), failed (tried again) |
+//! | `pilot_status_writes` | counter | `result` (`written`, `dropped`, `failed`) | objects' distribution status writes ([`crate::distribution::status_writer`]): accepted, dropped (the object had moved on), failed (tried again) |
 //! | `pilot_rest_requests` | counter | `method`, `code` | REST requests answered |
 //! | `pilot_rest_request_duration_seconds` | histogram | `method`, `route` | REST latency by route template |
 //! | `pilot_rest_watches` | gauge | | open REST watches |
@@ -47,7 +47,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::AppState;
+use crate::state::AppState;
 
 /// Bounds of `pilot_proxy_convergence_time`, in seconds: Istio's (0.1 to
 /// 30) with finer ones below, where a debounced push lands.
@@ -58,7 +58,7 @@ const REQUEST_BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1
 type Labels2 = [(&'static str, String); 2];
 
 /// The server's metrics.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     requests: Family<Labels2, Counter>,
     request_duration: Family<Labels2, Histogram, fn() -> Histogram>,
@@ -77,12 +77,12 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// The metrics of a server whose ADS server is `xds` and whose cache is
     /// `controller` (read at each scrape).
-    pub fn new(
+    pub(crate) fn new(
         xds: XdsServer,
         controller: Arc<Controller>,
-        journal_quarantine: crate::quarantine::JournalQuarantine,
-        proxy_events: Arc<crate::proxy_events::ProxyEvents>,
-        status_writes: Arc<crate::status_writer::WriterCounts>,
+        journal_quarantine: crate::debug::quarantine::JournalQuarantine,
+        proxy_events: Arc<crate::distribution::proxy_events::ProxyEvents>,
+        status_writes: Arc<crate::distribution::status_writer::WriterCounts>,
     ) -> Self {
         let mut metrics = Metrics {
             registry: Registry::default(),
@@ -97,7 +97,9 @@ impl Metrics {
         metrics.register_rest();
         metrics
             .registry
-            .register_collector(Box::new(crate::proxy_events::Collector(proxy_events)));
+            .register_collector(Box::new(crate::distribution::proxy_events::Collector(
+                proxy_events,
+            )));
         metrics
             .registry
             .register_collector(Box::new(StatusWrites(status_writes)));
@@ -108,7 +110,7 @@ impl Metrics {
         &mut self,
         xds: XdsServer,
         controller: Arc<Controller>,
-        journal_quarantine: crate::quarantine::JournalQuarantine,
+        journal_quarantine: crate::debug::quarantine::JournalQuarantine,
     ) {
         let registry = &mut self.registry;
         registry.register(
@@ -121,7 +123,7 @@ impl Metrics {
             "Configuration events applied to the cache, by kind (type) and event (add, update, delete), from any backend",
             self.config_events.clone(),
         );
-        registry.register_collector(Box::new(crate::quarantine::QuarantineMetrics {
+        registry.register_collector(Box::new(crate::debug::quarantine::QuarantineMetrics {
             controller: Arc::clone(&controller),
             journal: journal_quarantine,
         }));
@@ -153,7 +155,7 @@ impl Metrics {
     }
 
     /// Counts one answered request, with its latency.
-    pub fn request(&self, method: &str, route: &str, code: u16, elapsed: Duration) {
+    pub(crate) fn request(&self, method: &str, route: &str, code: u16, elapsed: Duration) {
         self.requests
             .get_or_create(&[("method", method.to_string()), ("code", code.to_string())])
             .inc();
@@ -163,31 +165,31 @@ impl Metrics {
     }
 
     /// Records one push's latency.
-    pub fn push_latency(&self, latency: Duration) {
+    pub(crate) fn push_latency(&self, latency: Duration) {
         self.convergence.observe(latency.as_secs_f64());
     }
 
     /// Counts a watch as open until the guard is dropped.
-    pub fn watch_opened(&self) -> WatchGuard {
+    pub(crate) fn watch_opened(&self) -> WatchGuard {
         self.watches_opened.inc();
         self.watches_open.inc();
         WatchGuard(self.watches_open.clone())
     }
 
     /// Counts one configuration event.
-    pub fn config_event(&self, kind: &str, event: &'static str) {
+    pub(crate) fn config_event(&self, kind: &str, event: &'static str) {
         self.config_events
             .get_or_create(&[("type", kind.to_string()), ("event", event.to_string())])
             .inc();
     }
 
     /// Adds a collector read at each scrape (e.g. the replicas' gauges).
-    pub fn register_collector(&mut self, collector: Box<dyn Collector>) {
+    pub(crate) fn register_collector(&mut self, collector: Box<dyn Collector>) {
         self.registry.register_collector(collector);
     }
 
     /// The exposition text (OpenMetrics 1.0).
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -197,7 +199,7 @@ impl Metrics {
 
 /// Keeps `pilot_rest_watches` counting one watch while alive.
 #[derive(Debug)]
-pub struct WatchGuard(Gauge);
+pub(crate) struct WatchGuard(Gauge);
 
 impl Drop for WatchGuard {
     fn drop(&mut self) {
@@ -262,7 +264,7 @@ impl Collector for ScrapeTime {
                 .filter(|p| {
                     p.types
                         .get(short)
-                        .is_some_and(|t| crate::proxy_status::state(t) == "NACKED")
+                        .is_some_and(|t| crate::debug::proxy_status::state(t) == "NACKED")
                 })
                 .count();
             let labels = [("type", short.to_ascii_lowercase())];
@@ -326,7 +328,7 @@ impl Collector for ScrapeTime {
 
 /// `pilot_status_writes{result}`, read from the status writer's counts.
 #[derive(Debug)]
-struct StatusWrites(Arc<crate::status_writer::WriterCounts>);
+struct StatusWrites(Arc<crate::distribution::status_writer::WriterCounts>);
 
 impl Collector for StatusWrites {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -351,7 +353,7 @@ impl Collector for StatusWrites {
 
 /// Middleware: counts every answered request, with its latency by route
 /// template (`unmatched` for paths no route serves).
-pub async fn count(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn count(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let method = request.method().to_string();
     let route = request
         .extensions()
@@ -367,7 +369,7 @@ pub async fn count(State(state): State<AppState>, request: Request, next: Next) 
 }
 
 /// `GET /metrics`.
-pub async fn handler(State(state): State<AppState>) -> Response {
+pub(crate) async fn handler(State(state): State<AppState>) -> Response {
     let text = state.metrics.render();
     (
         [(
@@ -382,7 +384,7 @@ pub async fn handler(State(state): State<AppState>) -> Response {
 /// Records every push's latency (from the first configuration or registry
 /// change it carries to its publication, as the ADS server reports it)
 /// until `shutdown`.
-pub async fn track_pushes(
+pub(crate) async fn track_pushes(
     metrics: Arc<Metrics>,
     xds: XdsServer,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
@@ -400,7 +402,7 @@ pub async fn track_pushes(
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             },
-            () = crate::closed(&mut shutdown) => return,
+            () = crate::shutdown::closed(&mut shutdown) => return,
         }
     }
 }
@@ -408,7 +410,7 @@ pub async fn track_pushes(
 /// Counts every configuration event in `events` (the cache's,
 /// [`Controller::subscribe_all`], subscribed before the Controller runs so
 /// the initial load counts) until `shutdown`.
-pub async fn track_config_events(
+pub(crate) async fn track_config_events(
     metrics: Arc<Metrics>,
     mut events: futures::stream::BoxStream<'static, Notification<Arc<pilot_model::DynConfig>>>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
@@ -416,7 +418,7 @@ pub async fn track_config_events(
     loop {
         let next = tokio::select! {
             next = events.next() => next,
-            () = crate::closed(&mut shutdown) => return,
+            () = crate::shutdown::closed(&mut shutdown) => return,
         };
         match next {
             None => return,

@@ -6,7 +6,7 @@
 //! With several replicas on one store, every replica lists every live
 //! replica's proxies, each with the `replica` serving it: its own from
 //! memory, the others' from their published records
-//! ([`crate::replicas`]), plus a `replicas` list. Process reports are
+//! ([`crate::distribution::replicas`]), plus a `replicas` list. Process reports are
 //! those posted to this replica.
 
 use axum::Json;
@@ -14,11 +14,11 @@ use axum::extract::State;
 use pilot_xds::{Nack, ProxyStatus, TYPES, TypeStatus};
 use serde_json::{Value, json};
 
-use crate::AppState;
+use crate::state::AppState;
 
 /// `SYNCED` (ACKed what was last sent), `NACKED` (rejected what was last
 /// sent), `STALE` (sent, not answered yet) or `NOT SENT`.
-pub fn state(status: &TypeStatus) -> &'static str {
+pub(crate) fn state(status: &TypeStatus) -> &'static str {
     match (&status.sent, &status.nack) {
         (None, _) => "NOT SENT",
         _ if status.synced() => "SYNCED",
@@ -30,7 +30,7 @@ pub fn state(status: &TypeStatus) -> &'static str {
 /// Every proxy's status as JSON, each with the replica serving it, with
 /// the agents' reports (`events`): a proxy known only from reports is
 /// listed with `connected: false`.
-pub fn to_json(
+pub(crate) fn to_json(
     proxies: &[(String, ProxyStatus)],
     events: &std::collections::BTreeMap<String, pilot_model::ProcessReport>,
 ) -> Value {
@@ -58,7 +58,7 @@ pub fn to_json(
                 "connected": true,
                 "incremental": proxy.incremental,
                 "types": types,
-                "process": crate::proxy_events::record_json(events.get(&proxy.node_id)),
+                "process": crate::distribution::proxy_events::record_json(events.get(&proxy.node_id)),
             })
         })
         .collect();
@@ -68,7 +68,7 @@ pub fn to_json(
                 "node": node,
                 "connected": false,
                 "types": {},
-                "process": crate::proxy_events::record_json(Some(record)),
+                "process": crate::distribution::proxy_events::record_json(Some(record)),
             }));
         }
     }
@@ -77,7 +77,7 @@ pub fn to_json(
 
 /// A proxy as another replica published it, in the shape of this
 /// replica's own.
-pub fn from_record(record: pilot_model::ProxyRecord) -> ProxyStatus {
+pub(crate) fn from_record(record: pilot_model::ProxyRecord) -> ProxyStatus {
     ProxyStatus {
         types: record
             .types
@@ -105,7 +105,7 @@ pub fn from_record(record: pilot_model::ProxyRecord) -> ProxyStatus {
 
 /// `GET /debug/proxy-status`: every live replica's proxies, and the
 /// replicas (name, addresses, proxies, whether it writes status).
-pub async fn handler(State(state): State<AppState>) -> Json<Value> {
+pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
     let replicas = &state.replicas;
     let mut reports = std::collections::BTreeMap::new();
     let proxies: Vec<(String, ProxyStatus)> = replicas

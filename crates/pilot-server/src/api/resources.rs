@@ -7,7 +7,7 @@
 //! Lists take `labelSelector`, and `watch=true` (with an optional
 //! `resourceVersion`) streams events as newline-delimited JSON. Bodies are
 //! the document form (`apiVersion`, `kind`, `metadata`, `spec`) as JSON;
-//! errors are `Status` bodies ([`crate::status::ApiError`]).
+//! errors are `Status` bodies ([`super::ApiError`]).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -25,14 +25,14 @@ use pilot_model::document::{self, ParseOptions};
 use pilot_model::{ConfigKey, DynConfig, KindSchema, WatchEvent};
 use serde_json::{Value, json};
 
-use crate::AppState;
-use crate::selector::Selector;
-use crate::status::ApiError;
+use super::selector::Selector;
+use crate::api::ApiError;
+use crate::state::AppState;
 
 type Query_ = Query<HashMap<String, String>>;
 
 /// `GET /apis/{group}/{version}/{plural}`: list or watch in every namespace.
-pub async fn list_all(
+pub(crate) async fn list_all(
     State(state): State<AppState>,
     Path((group, version, plural)): Path<(String, String, String)>,
     Query(query): Query_,
@@ -42,7 +42,7 @@ pub async fn list_all(
 }
 
 /// `GET /apis/{group}/{version}/namespaces/{ns}/{plural}`: list or watch.
-pub async fn list_namespaced(
+pub(crate) async fn list_namespaced(
     State(state): State<AppState>,
     Path((group, version, namespace, plural)): Path<(String, String, String, String)>,
     Query(query): Query_,
@@ -52,7 +52,7 @@ pub async fn list_namespaced(
 }
 
 /// `GET .../{name}`.
-pub async fn get_object(
+pub(crate) async fn get_object(
     State(state): State<AppState>,
     Path((group, version, namespace, plural, name)): Path<(String, String, String, String, String)>,
 ) -> Result<Response, ApiError> {
@@ -70,7 +70,7 @@ pub async fn get_object(
 
 /// `POST /apis/{group}/{version}/namespaces/{ns}/{plural}`: 201 with the
 /// stored object.
-pub async fn create(
+pub(crate) async fn create(
     State(state): State<AppState>,
     Path((group, version, namespace, plural)): Path<(String, String, String, String)>,
     headers: HeaderMap,
@@ -92,7 +92,7 @@ pub async fn create(
 
 /// `PUT .../{name}`: replaces the object; the body's
 /// `metadata.resourceVersion` must be the current one.
-pub async fn replace(
+pub(crate) async fn replace(
     State(state): State<AppState>,
     Path((group, version, namespace, plural, name)): Path<(String, String, String, String, String)>,
     headers: HeaderMap,
@@ -112,7 +112,7 @@ pub async fn replace(
 }
 
 /// `DELETE .../{name}`, only if still at `?resourceVersion=` when given.
-pub async fn delete(
+pub(crate) async fn delete(
     State(state): State<AppState>,
     Path((group, version, namespace, plural, name)): Path<(String, String, String, String, String)>,
     Query(query): Query_,
@@ -475,7 +475,7 @@ async fn watch_kind(
             loop {
                 let next = tokio::select! {
                     next = events.next() => next,
-                    () = crate::closed(&mut shutdown) => return None,
+                    () = crate::shutdown::closed(&mut shutdown) => return None,
                 };
                 let line = match next {
                     None => return None,

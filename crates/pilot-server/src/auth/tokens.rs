@@ -1,23 +1,13 @@
-//! Bearer-token authentication: tokens from a file, each read-only,
-//! read-write or xDS-only. With tokens configured, every endpoint but
-//! `/healthz` and `/readyz` needs a valid token, writes need a read-write
-//! one, and an xDS token is refused by the REST API (it may only open ADS
-//! streams, see [`crate::xds_auth`]) but for `POST /v1/proxy-events`, the
-//! reports of the proxies it may claim (pilot-agent sends its ADS token).
+//! Bearer tokens: the `--token-file`, each token read-only, read-write or
+//! xDS-only, and how a request's `Authorization` header names one. The
+//! REST listener checks them in [`super::rest`], ADS streams in
+//! [`super::xds`].
 
 use std::path::Path;
 
-use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-
-use crate::AppState;
-use crate::status::ApiError;
-
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
+pub(crate) enum Access {
     /// GET only.
     ReadOnly,
     /// Everything.
@@ -29,7 +19,7 @@ pub enum Access {
 
 /// One accepted token.
 #[derive(Debug, Clone)]
-pub struct Token {
+pub(crate) struct Token {
     secret: String,
     /// What it may do.
     pub access: Access,
@@ -44,7 +34,7 @@ pub struct Token {
 
 impl Token {
     /// The node ids this token's holder may claim.
-    pub fn scope(&self) -> pilot_xds::NodeScope {
+    pub(crate) fn scope(&self) -> pilot_xds::NodeScope {
         match (self.access, &self.namespace, &self.service_account) {
             (Access::Xds, Some(namespace), Some(account)) => pilot_xds::NodeScope::ServiceAccount {
                 namespace: namespace.clone(),
@@ -58,20 +48,20 @@ impl Token {
 
 /// The accepted tokens.
 #[derive(Debug, Clone, Default)]
-pub struct Tokens(Vec<Token>);
+pub(crate) struct Tokens(Vec<Token>);
 
 impl Tokens {
     /// Reads a token file: one token per line, `TOKEN ro|rw [NAME]` or
     /// `TOKEN xds [NAME] [namespace=NS [serviceAccount=SA]]`; blank lines and lines starting
     /// with `#` are skipped.
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub(crate) fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
         Self::parse(&path.display().to_string(), &text)
     }
 
     /// [`Tokens::load`] on text; `source` names it in errors.
-    pub fn parse(source: &str, text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(source: &str, text: &str) -> Result<Self, String> {
         let mut tokens = Vec::new();
         for (number, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -150,12 +140,13 @@ impl Tokens {
     }
 
     /// The access of `token`, comparing every token in constant time.
-    pub fn check(&self, token: &str) -> Option<(Access, &str)> {
+    #[cfg(test)]
+    pub(crate) fn check(&self, token: &str) -> Option<(Access, &str)> {
         self.find(token).map(|t| (t.access, t.name.as_str()))
     }
 
     /// The entry of `token`, comparing every token in constant time.
-    pub fn find(&self, token: &str) -> Option<&Token> {
+    pub(crate) fn find(&self, token: &str) -> Option<&Token> {
         let mut found = None;
         for known in &self.0 {
             if constant_time_eq(known.secret.as_bytes(), token.as_bytes()) {
@@ -168,70 +159,9 @@ impl Tokens {
 
 /// The token of an `Authorization: Bearer TOKEN` value; the scheme is case
 /// insensitive (RFC 7235).
-pub fn bearer(value: &str) -> Option<&str> {
+pub(crate) fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-}
-
-/// The one REST route an `xds` token may call.
-const PROXY_EVENTS: &str = "/v1/proxy-events";
-
-/// Middleware: refuses requests without a valid token (401), and writes
-/// with a read-only one (403).
-pub async fn require(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let Some(tokens) = &state.tokens else {
-        return next.run(request).await;
-    };
-    let token = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer);
-    let unauthorized = |message: &str| {
-        let mut response = ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", message).into_response();
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer"),
-        );
-        response
-    };
-    let Some(token) = token else {
-        return unauthorized(
-            "this server requires a bearer token (pilotctl --token, or token: in its config file)",
-        );
-    };
-    let found = tokens.find(token);
-    if let Some(found) = found.filter(|t| t.access == Access::Xds)
-        && request.method() == Method::POST
-        && request.uri().path() == PROXY_EVENTS
-    {
-        // The handler checks the reported node id against this scope.
-        request.extensions_mut().insert(pilot_xds::Caller {
-            name: format!("token {}", found.name),
-            scope: found.scope(),
-        });
-        return next.run(request).await;
-    }
-    match found.map(|t| (t.access, t.name.as_str())) {
-        None => unauthorized("the bearer token is not valid"),
-        Some((Access::Xds, name)) => ApiError::new(
-            StatusCode::FORBIDDEN,
-            "Forbidden",
-            format!("token {name:?} may only open ADS streams and post proxy events"),
-        )
-        .into_response(),
-        Some((Access::ReadOnly, name))
-            if !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) =>
-        {
-            ApiError::new(
-                StatusCode::FORBIDDEN,
-                "Forbidden",
-                format!("token {name:?} is read-only; writes need a read-write token"),
-            )
-            .into_response()
-        }
-        Some(_) => next.run(request).await,
-    }
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

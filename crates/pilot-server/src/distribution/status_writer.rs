@@ -41,7 +41,7 @@ use tokio::sync::watch;
 
 /// Where the proxies' records come from: one replica's ADS server, or
 /// with several replicas the records every live replica publishes
-/// (`crate::replicas::Replicas`).
+/// (`crate::distribution::replicas::Replicas`).
 pub trait ProxyRecords: Send + Sync + 'static {
     /// One record per proxy that should have the routing configuration.
     fn records(&self) -> Vec<ProxyDistribution>;
@@ -94,7 +94,7 @@ pub async fn run(
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
-            _ = crate::closed(&mut shutdown) => return,
+            _ = crate::shutdown::closed(&mut shutdown) => return,
         }
         if !source.is_writer() {
             // Another replica writes; what was held back is its business now.
@@ -110,7 +110,7 @@ pub async fn run(
 /// differ from the status the cache shows (the cache follows the store's
 /// watch, so a status that went away, e.g. with the lease of the replica
 /// that wrote it, is written again).
-pub async fn round(
+pub(crate) async fn round(
     controller: &Controller,
     backend: &dyn ConfigWatch,
     source: &dyn ProxyRecords,
@@ -165,7 +165,7 @@ pub const HOLD_ROUNDS: u64 = 5;
 
 /// The objects whose status is held back while proxies are pending.
 #[derive(Debug, Default)]
-pub struct Held {
+pub(crate) struct Held {
     round: u64,
     /// By object: the version held, the round holding started (or the
     /// last held write) and the last round it was seen pending.

@@ -5,7 +5,7 @@
 //!
 //! The Controller ([`pilot_store::Quarantine`]) keeps such objects out of
 //! its cache, so they are never pushed to proxies and REST `get` does not
-//! serve them; `api.rs` leaves them out of lists and watches, which read
+//! serve them; `crate::api::resources` leaves them out of lists and watches, which read
 //! the backend itself. A later valid write (or a delete) in the store
 //! brings the key back (or forgets it).
 //!
@@ -26,22 +26,22 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use serde_json::{Value, json};
 
-use crate::AppState;
+use crate::state::AppState;
 
 /// What the data directory's journal held back at start: objects that no
 /// longer validate (empty without `--data-dir`).
-pub type JournalQuarantine = Arc<Vec<pilot_store_memory::journal::Quarantined>>;
+pub(crate) type JournalQuarantine = Arc<Vec<pilot_store_memory::journal::Quarantined>>;
 
 /// `{"items": [{"kind", "namespace", "name", "resourceVersion", "reason"
 /// (`Invalid`; `Undecodable`: not an object at all; `Journal`: held back
 /// by `--data-dir`'s journal at start), "errors": [{"field",
 /// "message"}]}]}`, ordered by kind, namespace and name.
-pub async fn handler(State(state): State<AppState>) -> Json<Value> {
+pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
     Json(listing(&state.controller, &state.journal_quarantine))
 }
 
 /// The body of `GET /debug/quarantine`.
-pub fn listing(controller: &Controller, journal: &JournalQuarantine) -> Value {
+pub(crate) fn listing(controller: &Controller, journal: &JournalQuarantine) -> Value {
     let held = controller.quarantine().list();
     let from_controller = held.iter().map(|held| {
         item(
@@ -86,7 +86,7 @@ fn item(key: &ConfigKey, resource_version: Option<&str>, reason: &str, errors: &
 /// `pilot_config_rejected{kind}` (counter: each key at each version once),
 /// read from the Controller at each scrape (plus what the journal held
 /// back at start); every cached kind appears, with 0 when it has none.
-pub struct QuarantineMetrics {
+pub(crate) struct QuarantineMetrics {
     /// The Controller whose quarantine is counted.
     pub controller: Arc<Controller>,
     /// What `--data-dir`'s journal held back at start.

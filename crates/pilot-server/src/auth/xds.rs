@@ -26,18 +26,18 @@ use pilot_xds::{Authenticate, Caller, NodeScope};
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
-use crate::Args;
-use crate::auth::Tokens;
+use super::tokens::Tokens;
+use crate::args::Args;
 
 /// The ADS authenticator of `pilot-discovery`.
-pub struct XdsAuth {
+pub(crate) struct XdsAuth {
     tokens: Option<Arc<Tokens>>,
 }
 
 impl XdsAuth {
     /// Authentication for the options given; `None` when ADS is open (no
     /// token file and no client CA).
-    pub fn from_args(args: &Args, tokens: Option<Arc<Tokens>>) -> Result<Option<Self>, String> {
+    pub(crate) fn from_args(args: &Args, tokens: Option<Arc<Tokens>>) -> Result<Option<Self>, String> {
         if tokens.is_none() && args.xds_client_ca.is_none() {
             let loopback = args.xds_listen.ip().is_loopback();
             if !loopback && !args.xds_allow_unauthenticated {
@@ -55,7 +55,7 @@ impl XdsAuth {
 }
 
 /// The TLS configuration of the ADS port, when `--xds-tls-cert` is given.
-pub fn tls_config(args: &Args, tokens_too: bool) -> Result<Option<ServerTlsConfig>, String> {
+pub(crate) fn tls_config(args: &Args, tokens_too: bool) -> Result<Option<ServerTlsConfig>, String> {
     let (Some(cert), Some(key)) = (&args.xds_tls_cert, &args.xds_tls_key) else {
         if args.xds_client_ca.is_some() {
             return Err("--xds-client-ca needs --xds-tls-cert and --xds-tls-key".into());
@@ -88,7 +88,7 @@ impl Authenticate for XdsAuth {
             let token = value
                 .to_str()
                 .ok()
-                .and_then(crate::auth::bearer)
+                .and_then(super::tokens::bearer)
                 .ok_or_else(|| tonic::Status::unauthenticated("authorization is not `Bearer TOKEN`"))?;
             let found = self
                 .tokens

@@ -12,29 +12,9 @@ use pilot_store_k8s::{DiscoveryOptions, KubeConfigStore, KubeMembership, KubeSer
 use pilot_store_memory::journal::JournalOptions;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 
+use super::services_file;
 use crate::args::{Args, RegistryKind, StoreKind};
-use crate::services_file;
-
-/// Why the server did not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The flags ask for something impossible (exit code 2).
-    #[error("{0}")]
-    Usage(String),
-    /// Something failed (exit code 1).
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl StartError {
-    /// The process exit code for this error.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            StartError::Usage(_) => 2,
-            StartError::Failed(_) => 1,
-        }
-    }
-}
+use crate::start::StartError;
 
 /// A client for the cluster of `KUBECONFIG` (or `~/.kube/config`), or the
 /// one the server runs in.
@@ -50,14 +30,14 @@ async fn kube_client() -> Result<kube::Client, StartError> {
 /// journal held back at start (`--data-dir` only: objects that no longer
 /// validate, kept in its `quarantine.jsonl`), and the membership of the
 /// replicas sharing it, this one named `replica`.
-pub async fn open_store(
+pub(crate) async fn open_store(
     args: &Args,
     registry: KindRegistry,
     replica: &str,
 ) -> Result<
     (
         Arc<dyn ConfigWatch>,
-        crate::quarantine::JournalQuarantine,
+        crate::debug::quarantine::JournalQuarantine,
         Arc<dyn Membership>,
     ),
     StartError,
@@ -133,7 +113,7 @@ async fn open_backend(
 
 /// The service registries, combined (`discovery.has_synced()` is true once
 /// every registry that follows a remote source has its first full view).
-pub struct Registries {
+pub(crate) struct Registries {
     /// Every registry as one.
     pub discovery: Arc<dyn ServiceDiscovery>,
     /// The file-fed registry's file and writer, to follow.
@@ -141,7 +121,7 @@ pub struct Registries {
 }
 
 /// The registries the flags name (`--services FILE`, `--registry etcd`).
-pub async fn open_registries(args: &Args) -> Result<Registries, StartError> {
+pub(crate) async fn open_registries(args: &Args) -> Result<Registries, StartError> {
     let mut aggregate = AggregateDiscovery::default();
     let mut file = None;
     // The in-memory registry is always there (empty), so embedders and

@@ -34,19 +34,19 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use tokio::sync::watch;
 
-use crate::proxy_events::ProxyEvents;
-use crate::status_writer::ProxyRecords;
+use super::proxy_events::ProxyEvents;
+use super::status_writer::ProxyRecords;
 
 /// How often this replica's proxies are compared with the last record
 /// published (a change is published at the next check).
-pub const CHANGE_POLL: Duration = Duration::from_millis(200);
+pub(crate) const CHANGE_POLL: Duration = Duration::from_millis(200);
 
 /// How often the other replicas' records are read and the election is
 /// campaigned for (more often if the ttl is short).
-pub const REFRESH: Duration = Duration::from_secs(1);
+pub(crate) const REFRESH: Duration = Duration::from_secs(1);
 
 /// This replica among the replicas of its store.
-pub struct Replicas {
+pub(crate) struct Replicas {
     membership: Arc<dyn Membership>,
     xds: XdsServer,
     /// The agents' reports posted to this replica, published with its
@@ -72,7 +72,7 @@ impl std::fmt::Debug for Replicas {
 }
 
 /// The default replica name: the host name and the REST port.
-pub fn default_name(rest_port: u16) -> String {
+pub(crate) fn default_name(rest_port: u16) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|text| text.trim().to_string())
@@ -85,7 +85,7 @@ pub fn default_name(rest_port: u16) -> String {
 impl Replicas {
     /// This replica (`membership`'s name) serving `xds`, reachable at
     /// `rest_address` and `xds_address`.
-    pub fn new(
+    pub(crate) fn new(
         membership: Arc<dyn Membership>,
         xds: XdsServer,
         events: Arc<ProxyEvents>,
@@ -108,22 +108,22 @@ impl Replicas {
     }
 
     /// This replica's name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.membership.replica()
     }
 
     /// True while this replica holds the status-writer election.
-    pub fn is_writer(&self) -> bool {
+    pub(crate) fn is_writer(&self) -> bool {
         self.writer.load(Ordering::Relaxed)
     }
 
     /// The other live replicas' records, as last read (ordered by name).
-    pub fn others(&self) -> Vec<ReplicaRecord> {
+    pub(crate) fn others(&self) -> Vec<ReplicaRecord> {
         self.others.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// This replica's record now: its proxies from the ADS server's memory.
-    pub fn own_record(&self) -> ReplicaRecord {
+    pub(crate) fn own_record(&self) -> ReplicaRecord {
         ReplicaRecord {
             replica: self.name().to_string(),
             rest_address: Some(self.rest_address.clone()),
@@ -223,7 +223,7 @@ impl Replicas {
     /// Every proxy of every live replica, each once: this replica's from
     /// memory, the others' from their last records (the newest record wins
     /// for a proxy listed by two replicas), with the replica serving it.
-    pub fn all_proxies(&self) -> Vec<(String, ProxyRecord)> {
+    pub(crate) fn all_proxies(&self) -> Vec<(String, ProxyRecord)> {
         merge(self.name(), self.own_proxies(), self.others())
     }
 }
@@ -270,7 +270,7 @@ impl ProxyRecords for Replicas {
 
 /// Publishes, reads and campaigns until `shutdown` is set; then resigns,
 /// so the others need not wait for this replica's ttl.
-pub async fn run(replicas: Arc<Replicas>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(replicas: Arc<Replicas>, mut shutdown: watch::Receiver<bool>) {
     let ttl = replicas.membership.ttl();
     let renew = (ttl / 3).min(Duration::from_secs(3600));
     let refresh_every = REFRESH.min(renew);
@@ -298,7 +298,7 @@ pub async fn run(replicas: Arc<Replicas>, mut shutdown: watch::Receiver<bool>) {
         }
         tokio::select! {
             () = tokio::time::sleep(CHANGE_POLL) => {}
-            () = crate::closed(&mut shutdown) => break,
+            () = crate::shutdown::closed(&mut shutdown) => break,
         }
     }
     replicas.writer.store(false, Ordering::Relaxed);
@@ -311,7 +311,7 @@ pub async fn run(replicas: Arc<Replicas>, mut shutdown: watch::Receiver<bool>) {
 
 /// `/metrics`: the replicas' gauges and failure counters.
 #[derive(Debug)]
-pub struct Metrics(pub Arc<Replicas>);
+pub(crate) struct Metrics(pub Arc<Replicas>);
 
 impl Collector for Metrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {

@@ -5,11 +5,11 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-use crate::AppState;
+use crate::state::AppState;
 
 /// `{"services": [{"hostname", "ports": [{name, port, protocol}], "instances": [{address, port, labels}]}]}`,
 /// by hostname.
-pub async fn handler(State(state): State<AppState>) -> Json<Value> {
+pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
     let mut services = state.discovery.services();
     services.sort_by(|a, b| a.hostname.cmp(&b.hostname));
     let services: Vec<Value> = services

@@ -13,11 +13,11 @@ enum Requirement {
 
 /// A parsed label selector; every requirement must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Selector(Vec<Requirement>);
+pub(super) struct Selector(Vec<Requirement>);
 
 impl Selector {
     /// Parses `text` (empty selects everything).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(super) fn parse(text: &str) -> Result<Self, String> {
         let mut requirements = Vec::new();
         if text.trim().is_empty() {
             return Ok(Selector(requirements));
@@ -53,7 +53,7 @@ impl Selector {
     }
 
     /// True when `labels` satisfy every requirement.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub(super) fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.0.iter().all(|r| match r {
             Requirement::Equals(k, v) => labels.get(k) == Some(v),
             Requirement::NotEquals(k, v) => labels.get(k) != Some(v),

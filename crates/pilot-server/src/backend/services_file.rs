@@ -98,7 +98,7 @@ pub fn load(path: &Path) -> Result<ServicesFile, String> {
 /// What `file` says the registry should hold: the registry's whole
 /// "source -> desired state" function ([`pilot_store::FollowedRegistry`]
 /// diffs it into the cache, so a changed entry is one update).
-pub fn desired(file: &ServicesFile) -> DesiredState {
+pub(crate) fn desired(file: &ServicesFile) -> DesiredState {
     let mut desired = DesiredState::new();
     for entry in &file.services {
         let service = desired.insert(Service {
@@ -166,7 +166,7 @@ pub async fn follow(
         }
         tokio::select! {
             () = tokio::time::sleep(every) => {}
-            () = crate::closed(&mut shutdown) => return,
+            () = crate::shutdown::closed(&mut shutdown) => return,
         }
     }
 }

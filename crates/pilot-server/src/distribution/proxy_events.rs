@@ -18,8 +18,8 @@ use pilot_model::ProcessReport;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::AppState;
-use crate::status::ApiError;
+use crate::api::ApiError;
+use crate::state::AppState;
 
 /// Proxies remembered at most; the least recently reporting is forgotten
 /// first.
@@ -28,15 +28,16 @@ const MAX_PROXIES: usize = 10_000;
 /// One report, as pilot-agent posts it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ProxyEvent {
+pub(crate) struct ProxyEvent {
     /// The proxy's node id (`type~ip~id~domain`).
     pub node: String,
     /// `started`, `exited`, `restarting`, `budget_exhausted` or `stopped`.
     pub kind: EventKind,
     /// The epoch concerned.
     pub epoch: u32,
-    /// Envoy's process id.
+    /// Envoy's process id (parsed, not kept).
     #[serde(default)]
+    #[allow(dead_code)]
     pub pid: Option<u32>,
     /// The exit code, for exits.
     #[serde(default)]
@@ -52,8 +53,10 @@ pub struct ProxyEvent {
     pub message: Option<String>,
     /// Restarts after failures so far (cumulative).
     pub restarts: u64,
-    /// The delay before the next start, for `restarting`.
+    /// The delay before the next start, for `restarting` (parsed, not
+    /// kept).
     #[serde(default)]
+    #[allow(dead_code)]
     pub backoff_ms: Option<u64>,
     /// When, in milliseconds since the Unix epoch (the agent's clock).
     pub time_ms: u64,
@@ -62,7 +65,7 @@ pub struct ProxyEvent {
 /// What happened to Envoy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum EventKind {
+pub(crate) enum EventKind {
     /// An epoch started.
     Started,
     /// An epoch exited.
@@ -77,7 +80,7 @@ pub enum EventKind {
 
 /// What is known of one proxy's process life.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProxyRecord {
+pub(crate) struct ProxyRecord {
     /// Restarts after failures (the agent's count).
     pub restarts: u64,
     /// The newest epoch started.
@@ -96,7 +99,7 @@ pub struct ProxyRecord {
 
 impl ProxyRecord {
     /// The record as other replicas see it (published with the proxy).
-    pub fn report(&self) -> ProcessReport {
+    pub(crate) fn report(&self) -> ProcessReport {
         ProcessReport {
             restarts: self.restarts,
             epoch: self.epoch,
@@ -110,7 +113,7 @@ impl ProxyRecord {
 
 /// Every proxy's record, plus counters for `/metrics`.
 #[derive(Debug, Default)]
-pub struct ProxyEvents {
+pub(crate) struct ProxyEvents {
     inner: Mutex<Inner>,
 }
 
@@ -125,7 +128,7 @@ struct Inner {
 
 impl ProxyEvents {
     /// Records `event`.
-    pub fn record(&self, event: &ProxyEvent) {
+    pub(crate) fn record(&self, event: &ProxyEvent) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.seq += 1;
         let seq = inner.seq;
@@ -169,7 +172,8 @@ impl ProxyEvents {
     }
 
     /// The record of `node`.
-    pub fn get(&self, node: &str) -> Option<ProxyRecord> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, node: &str) -> Option<ProxyRecord> {
         self.inner
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -179,7 +183,7 @@ impl ProxyEvents {
     }
 
     /// Every record, by node id.
-    pub fn all(&self) -> BTreeMap<String, ProxyRecord> {
+    pub(crate) fn all(&self) -> BTreeMap<String, ProxyRecord> {
         self.inner
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -190,7 +194,7 @@ impl ProxyEvents {
 
 /// The agents' counters for `/metrics`, read at each scrape.
 #[derive(Debug)]
-pub struct Collector(pub Arc<ProxyEvents>);
+pub(crate) struct Collector(pub Arc<ProxyEvents>);
 
 impl prometheus_client::collector::Collector for Collector {
     fn encode(
@@ -235,7 +239,7 @@ impl prometheus_client::collector::Collector for Collector {
 }
 
 /// A process report as JSON, for proxy status.
-pub fn record_json(record: Option<&ProcessReport>) -> Value {
+pub(crate) fn record_json(record: Option<&ProcessReport>) -> Value {
     match record {
         None => json!({"restarts": 0, "epoch": null, "last_exit": null, "last_event": null}),
         Some(r) => json!({
@@ -253,7 +257,7 @@ pub fn record_json(record: Option<&ProcessReport>) -> Value {
 /// Posted with an `xds` token (the agent's ADS token), the node id must be
 /// one that token may claim on ADS (its namespace), or the report is
 /// refused (403).
-pub async fn handler(
+pub(crate) async fn handler(
     State(state): State<AppState>,
     caller: Option<axum::Extension<pilot_xds::Caller>>,
     body: Bytes,

@@ -13,12 +13,16 @@
 //!
 //! The routes outside the kinds are one table, [`fixed_routes`].
 
+use axum::Json;
+use axum::extract::State;
 use pilot_model::{KindRegistry, KindSchema};
 use serde_json::{Map, Value, json};
 
+use crate::state::AppState;
+
 /// What the document depends on besides the kinds.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// Whether the server has tokens: then operations other than the
     /// probes require the bearer scheme and may answer 401 (and writes 403).
     pub auth: bool,
@@ -38,8 +42,17 @@ enum Access {
     Write,
 }
 
+/// `GET /openapi.json`: the document for the served kinds, with bearer
+/// security when tokens are configured.
+pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
+    let options = Options {
+        auth: state.tokens.is_some(),
+    };
+    Json(document(&state.registry, options))
+}
+
 /// The document for the kinds in `registry`.
-pub fn document(registry: &KindRegistry, options: Options) -> Value {
+pub(crate) fn document(registry: &KindRegistry, options: Options) -> Value {
     let mut paths = Map::new();
     let mut schemas = common_schemas();
     for kind in registry.kinds() {

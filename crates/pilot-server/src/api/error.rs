@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 /// A failed request: its HTTP status, a machine-readable reason, a message a
 /// person can act on, and details (the object, versions, field causes).
 #[derive(Debug, Clone)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     /// The HTTP status.
     pub code: StatusCode,
     /// Kubernetes' reason word, e.g. `AlreadyExists`, `Conflict`, `Invalid`.
@@ -22,7 +22,7 @@ pub struct ApiError {
 
 impl ApiError {
     /// An error without details.
-    pub fn new(code: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             code,
             reason,
@@ -32,12 +32,12 @@ impl ApiError {
     }
 
     /// 400: the request cannot be read.
-    pub fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "BadRequest", message)
     }
 
     /// The body as sent.
-    pub fn body(&self) -> Value {
+    pub(crate) fn body(&self) -> Value {
         let mut body = json!({
             "kind": "Status",
             "apiVersion": "v1",
@@ -59,7 +59,7 @@ impl ApiError {
     /// A backend failure's body says what failed in the user's terms (the
     /// error's `Display`); its details (gRPC status, transport errors) go
     /// to the log only.
-    pub fn from_store(error: StoreError, current: Option<String>) -> Self {
+    pub(crate) fn from_store(error: StoreError, current: Option<String>) -> Self {
         if error.backend().is_some() {
             tracing::warn!(error = %error.details(), "a request failed in the configuration store");
         }

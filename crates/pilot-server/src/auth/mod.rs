@@ -1,0 +1,10 @@
+//! Who may call the server: bearer tokens from `--token-file`
+//! ([`tokens`]), checked on every REST request but the probes ([`rest`]),
+//! and ADS callers' tokens, client certificates and the ADS port's TLS
+//! ([`xds`]).
+
+pub(crate) mod rest;
+pub(crate) mod tokens;
+pub(crate) mod xds;
+
+pub(crate) use tokens::Tokens;

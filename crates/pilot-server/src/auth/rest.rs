@@ -1,0 +1,76 @@
+//! Bearer-token authentication of REST callers. With tokens configured,
+//! every endpoint but `/healthz` and `/readyz` needs a valid token, writes
+//! need a read-write one, and an xDS token is refused by the REST API (it
+//! may only open ADS streams, see [`super::xds`]) but for
+//! `POST /v1/proxy-events`, the reports of the proxies it may claim
+//! (pilot-agent sends its ADS token).
+
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::tokens::{Access, bearer};
+use crate::api::ApiError;
+use crate::state::AppState;
+
+/// The one REST route an `xds` token may call.
+const PROXY_EVENTS: &str = "/v1/proxy-events";
+
+/// Middleware: refuses requests without a valid token (401), and writes
+/// with a read-only one (403).
+pub(crate) async fn require(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let Some(tokens) = &state.tokens else {
+        return next.run(request).await;
+    };
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer);
+    let unauthorized = |message: &str| {
+        let mut response = ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", message).into_response();
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        response
+    };
+    let Some(token) = token else {
+        return unauthorized(
+            "this server requires a bearer token (pilotctl --token, or token: in its config file)",
+        );
+    };
+    let found = tokens.find(token);
+    if let Some(found) = found.filter(|t| t.access == Access::Xds)
+        && request.method() == Method::POST
+        && request.uri().path() == PROXY_EVENTS
+    {
+        // The handler checks the reported node id against this scope.
+        request.extensions_mut().insert(pilot_xds::Caller {
+            name: format!("token {}", found.name),
+            scope: found.scope(),
+        });
+        return next.run(request).await;
+    }
+    match found.map(|t| (t.access, t.name.as_str())) {
+        None => unauthorized("the bearer token is not valid"),
+        Some((Access::Xds, name)) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            format!("token {name:?} may only open ADS streams and post proxy events"),
+        )
+        .into_response(),
+        Some((Access::ReadOnly, name))
+            if !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) =>
+        {
+            ApiError::new(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                format!("token {name:?} is read-only; writes need a read-write token"),
+            )
+            .into_response()
+        }
+        Some(_) => next.run(request).await,
+    }
+}

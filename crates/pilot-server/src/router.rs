@@ -1,0 +1,51 @@
+//! Every route of the REST listener: the configuration API, the OpenAPI
+//! document, `/metrics`, the `/debug/` pages and the agents' proxy events
+//! behind bearer tokens (when configured), and the probes `/healthz` and
+//! `/readyz` open to all; every request counted in `/metrics`.
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::middleware::from_fn_with_state;
+use axum::routing::{get, post};
+
+use crate::api::{self, ApiError};
+use crate::debug::{proxy_status, quarantine, registryz};
+use crate::distribution::proxy_events;
+use crate::state::AppState;
+use crate::{auth, health, metrics};
+
+/// Every route of the server.
+pub(crate) fn router(state: AppState) -> Router {
+    let protected = Router::new()
+        .route("/apis/{group}/{version}/{plural}", get(api::resources::list_all))
+        .route(
+            "/apis/{group}/{version}/namespaces/{namespace}/{plural}",
+            get(api::resources::list_namespaced).post(api::resources::create),
+        )
+        .route(
+            "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}",
+            get(api::resources::get_object)
+                .put(api::resources::replace)
+                .delete(api::resources::delete),
+        )
+        .route("/metrics", get(metrics::handler))
+        .route("/debug/proxy-status", get(proxy_status::handler))
+        .route("/debug/registryz", get(registryz::handler))
+        .route("/debug/quarantine", get(quarantine::handler))
+        .route("/v1/proxy-events", post(proxy_events::handler))
+        .route("/openapi.json", get(api::openapi::handler))
+        .fallback(|| async {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                "no such path; see /openapi.json",
+            )
+        })
+        .layer(from_fn_with_state(state.clone(), auth::rest::require));
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .merge(protected)
+        .layer(from_fn_with_state(state.clone(), metrics::count))
+        .with_state(state)
+}

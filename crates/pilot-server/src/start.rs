@@ -1,0 +1,506 @@
+//! The start sequence of `pilot-discovery` ([`run`]), as named steps:
+//!
+//! 1. [`check`] what the flags point at (tokens, TLS, ADS security), before
+//!    anything starts;
+//! 2. [`bind`] the listeners (REST, ADS, the injection webhook), so their
+//!    addresses are known;
+//! 3. [`open`] the store and the registries (the REST port names this
+//!    replica by default);
+//! 4. [`start_controller`] on the store;
+//! 5. [`build_ads`] over the Controller and the registries;
+//! 6. [`assemble`] what the handlers share ([`AppState`]);
+//! 7. [`spawn_background`] tasks (store probe, replicas, status writer,
+//!    metrics, the services file);
+//! 8. [`serve`] the listeners, then [`announce`] the addresses;
+//! 9. on shutdown, [`drain`]: end streams, finish in-flight requests, wait
+//!    for every task.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use pilot_model::{ConfigStore, ConfigWatch, DynConfig, KindRegistry, Membership, ServiceDiscovery};
+use pilot_store::{Controller, Notification, RegistryWriter};
+use pilot_xds::{ServeOptions, XdsOptions, XdsServer};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+use crate::args::Args;
+use crate::auth::Tokens;
+use crate::debug::quarantine::JournalQuarantine;
+use crate::distribution::proxy_events::ProxyEvents;
+use crate::distribution::replicas::{self, Replicas};
+use crate::distribution::status_writer::{self, WriterCounts};
+use crate::inject_webhook::{self, Webhook};
+use crate::metrics::{self, Metrics};
+use crate::state::AppState;
+use crate::{auth, backend, health, router, serve};
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The flags ask for something impossible (exit code 2).
+    #[error("{0}")]
+    Usage(String),
+    /// Something failed (exit code 1).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl StartError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StartError::Usage(_) => 2,
+            StartError::Failed(_) => 1,
+        }
+    }
+}
+
+/// The addresses a running server listens on.
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    /// The REST API.
+    pub rest: SocketAddr,
+    /// ADS.
+    pub xds: SocketAddr,
+    /// The sidecar injection webhook (HTTPS), with `--inject-webhook`.
+    pub inject: Option<SocketAddr>,
+}
+
+/// Runs the server until `shutdown` completes; `on_bound` is told the
+/// addresses once both listeners are bound.
+///
+/// Writes go through the cached `Controller` (they return once the cache
+/// that feeds xDS has them); lists and watches read the backend itself, so
+/// a list's `resourceVersion` is a revision a watch can resume after.
+///
+/// ```no_run
+/// # async fn example() -> Result<(), pilot_server::StartError> {
+/// let argv = ["pilot-discovery", "--listen", "127.0.0.1:0", "--xds-listen", "127.0.0.1:0"];
+/// let args = pilot_server::Args::parse_with_config(argv.map(String::from).to_vec())
+///     .expect("valid flags");
+/// let stop = async {
+///     let _ = tokio::signal::ctrl_c().await;
+/// };
+/// pilot_server::run(args, stop, |bound| println!("REST API on {}", bound.rest)).await
+/// # }
+/// ```
+pub async fn run(
+    args: Args,
+    shutdown: impl Future<Output = ()> + Send,
+    on_bound: impl FnOnce(Bound),
+) -> Result<(), StartError> {
+    let checked = check(&args)?;
+    let listeners = bind(&args, checked.tls.clone())?;
+    let bound = listeners.bound;
+    let mut opened = open(&args, bound).await?;
+    let services_file = opened.services_file.take();
+    let (controller, config_events) = start_controller(Arc::clone(&opened.backend));
+    let xds = build_ads(&controller, &opened.discovery);
+    let (closing, shutdown_rx) = watch::channel(false);
+    let shared = assemble(&args, checked.tokens, opened, controller, xds, bound, shutdown_rx);
+    let tasks = spawn_background(&args, &shared, config_events, services_file);
+    let serving = serve(
+        &args,
+        listeners,
+        shared.state,
+        checked.tls,
+        checked.xds_options,
+        tasks,
+    );
+    announce(&args, bound, serving.scheme)?;
+    on_bound(bound);
+
+    shutdown.await;
+    drain(closing, serving).await;
+    Ok(())
+}
+
+/// Step 1: what the flags point at, read and checked before anything
+/// starts.
+struct Checked {
+    /// The REST and ADS bearer tokens (`--token-file`).
+    tokens: Option<Arc<Tokens>>,
+    /// HTTPS for the REST listener and the webhook (`--tls-cert`, `--tls-key`).
+    tls: Option<TlsAcceptor>,
+    /// How ADS is served: TLS, caller authentication, connection limits.
+    xds_options: ServeOptions,
+}
+
+/// Step 1: reads the token file and the TLS files and checks ADS security
+/// (an ADS address that is not loopback needs credentials). Needs only
+/// the flags; fails before any port is bound or store opened.
+fn check(args: &Args) -> Result<Checked, StartError> {
+    let tokens = match &args.token_file {
+        Some(path) => Some(Arc::new(Tokens::load(path).map_err(StartError::Failed)?)),
+        None => None,
+    };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(serve::tls_acceptor(cert, key).map_err(StartError::Failed)?),
+        _ => None,
+    };
+    let xds_auth = auth::xds::XdsAuth::from_args(args, tokens.clone()).map_err(StartError::Failed)?;
+    let xds_tls = auth::xds::tls_config(args, tokens.is_some()).map_err(StartError::Failed)?;
+    let xds_options = ServeOptions {
+        tls: xds_tls,
+        auth: xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_xds::Authenticate>),
+        max_connections: Some(args.xds_max_connections),
+        max_connection_age: args.xds_max_connection_age,
+        ..ServeOptions::default()
+    };
+    xds_options
+        .check()
+        .map_err(|e| StartError::Failed(format!("ADS TLS: {e}")))?;
+    Ok(Checked {
+        tokens,
+        tls,
+        xds_options,
+    })
+}
+
+/// Step 2: the bound listeners and their addresses.
+struct Listeners {
+    rest: TcpListener,
+    xds: TcpListener,
+    /// The injection webhook, checked and bound, with `--inject-webhook`.
+    inject: Option<Webhook>,
+    bound: Bound,
+}
+
+/// Step 2: binds the REST and ADS listeners and, with `--inject-webhook`,
+/// the webhook's (which needs the REST listener's TLS from [`check`]).
+/// Each has a deep accept queue: every proxy reconnects at once when a
+/// replica restarts.
+fn bind(args: &Args, tls: Option<TlsAcceptor>) -> Result<Listeners, StartError> {
+    let listen = |address: SocketAddr, what: &str| {
+        pilot_xds::listen(address)
+            .map_err(|e| StartError::Failed(format!("cannot listen on {address} for {what}: {e}")))
+    };
+    let rest = listen(args.listen, "the REST API")?;
+    let xds = listen(args.xds_listen, "ADS")?;
+    let inject = match args.inject_webhook {
+        Some(address) => Some(inject_webhook::start(
+            args,
+            tls,
+            listen(address, "the injection webhook")?,
+        )?),
+        None => None,
+    };
+    let bound = Bound {
+        rest: rest.local_addr().map_err(|e| StartError::Failed(e.to_string()))?,
+        xds: xds.local_addr().map_err(|e| StartError::Failed(e.to_string()))?,
+        inject: inject.as_ref().map(|(address, _)| *address),
+    };
+    Ok(Listeners {
+        rest,
+        xds,
+        inject: inject.map(|(_, webhook)| webhook),
+        bound,
+    })
+}
+
+/// Step 3: the store and the registries.
+struct Opened {
+    /// The kinds served.
+    registry: KindRegistry,
+    backend: Arc<dyn ConfigWatch>,
+    journal_quarantine: JournalQuarantine,
+    /// The replicas sharing the store.
+    membership: Arc<dyn Membership>,
+    /// Every service registry as one.
+    discovery: Arc<dyn ServiceDiscovery>,
+    /// The `--services` file and the writer of its registry, to follow.
+    services_file: Option<(PathBuf, RegistryWriter)>,
+}
+
+/// Step 3: opens the configuration store and the service registries the
+/// flags name. Needs the REST address from [`bind`]: it names this
+/// replica unless `--replica-name` does.
+async fn open(args: &Args, bound: Bound) -> Result<Opened, StartError> {
+    let registry = pilot_model::istio::registry();
+    let replica = args
+        .replica_name
+        .clone()
+        .unwrap_or_else(|| replicas::default_name(bound.rest.port()));
+    let (backend, journal_quarantine, membership) =
+        backend::open_store(args, registry.clone(), &replica).await?;
+    let registries = backend::open_registries(args).await?;
+    Ok(Opened {
+        registry,
+        backend,
+        journal_quarantine,
+        membership,
+        discovery: registries.discovery,
+        services_file: registries.file,
+    })
+}
+
+/// Every configuration event of the Controller's cache, for `/metrics`.
+type ConfigEvents = BoxStream<'static, Notification<Arc<DynConfig>>>;
+
+/// Step 4: starts the cached Controller on the store from [`open`], with a
+/// subscription to all its events taken first, so the initial load is
+/// counted.
+fn start_controller(backend: Arc<dyn ConfigWatch>) -> (Arc<Controller>, ConfigEvents) {
+    let controller = Arc::new(Controller::new(backend));
+    let config_events = controller.subscribe_all();
+    controller.run();
+    (controller, config_events)
+}
+
+/// Step 5: the ADS server over the Controller from [`start_controller`]
+/// and the registries from [`open`] (not serving yet).
+fn build_ads(controller: &Arc<Controller>, discovery: &Arc<dyn ServiceDiscovery>) -> XdsServer {
+    XdsServer::new(
+        Arc::clone(controller),
+        Arc::clone(discovery),
+        XdsOptions::default(),
+    )
+}
+
+/// Step 6: what the handlers and the background tasks share.
+struct Shared {
+    /// The handlers' state.
+    state: AppState,
+    /// The ADS server.
+    xds: XdsServer,
+    /// The Controller.
+    controller: Arc<Controller>,
+    /// The metrics registry.
+    metrics: Arc<Metrics>,
+    /// This replica among the replicas of the store.
+    replicas: Arc<Replicas>,
+    /// The status writer's counts, shown in `/metrics`.
+    status_writes: Arc<WriterCounts>,
+    /// The store probe's verdict, for `/readyz`.
+    backend_health: Arc<health::BackendHealth>,
+    /// Turns true on shutdown.
+    shutdown: watch::Receiver<bool>,
+}
+
+/// Step 6: assembles the handlers' [`AppState`] from the tokens
+/// ([`check`]), the store and registries ([`open`]), the Controller and
+/// the ADS server, with the proxies' event records, this replica's record
+/// (named by the addresses from [`bind`]), the metrics registry and the
+/// readiness check.
+fn assemble(
+    args: &Args,
+    tokens: Option<Arc<Tokens>>,
+    opened: Opened,
+    controller: Arc<Controller>,
+    xds: XdsServer,
+    bound: Bound,
+    shutdown: watch::Receiver<bool>,
+) -> Shared {
+    let Opened {
+        registry,
+        backend,
+        journal_quarantine,
+        membership,
+        discovery,
+        services_file: _,
+    } = opened;
+    let proxy_events = Arc::new(ProxyEvents::default());
+    let replicas = Arc::new(Replicas::new(
+        membership,
+        xds.clone(),
+        Arc::clone(&proxy_events),
+        bound.rest.to_string(),
+        bound.xds.to_string(),
+    ));
+    let status_writes = Arc::new(WriterCounts::default());
+    let mut metrics = Metrics::new(
+        xds.clone(),
+        Arc::clone(&controller),
+        Arc::clone(&journal_quarantine),
+        Arc::clone(&proxy_events),
+        Arc::clone(&status_writes),
+    );
+    metrics.register_collector(Box::new(replicas::Metrics(Arc::clone(&replicas))));
+    let metrics = Arc::new(metrics);
+    let ready = {
+        let controller = Arc::clone(&controller);
+        let discovery = Arc::clone(&discovery);
+        Arc::new(move || controller.has_synced() && discovery.has_synced())
+            as Arc<dyn Fn() -> bool + Send + Sync>
+    };
+    let backend_health = Arc::new(health::BackendHealth::default());
+    let state = AppState {
+        store: Arc::clone(&controller) as Arc<dyn ConfigStore>,
+        backend,
+        controller: Arc::clone(&controller),
+        registry,
+        xds: xds.clone(),
+        discovery,
+        metrics: Arc::clone(&metrics),
+        proxy_events,
+        tokens,
+        max_body_bytes: args.max_body_bytes,
+        shutdown: shutdown.clone(),
+        ready,
+        backend_health: Arc::clone(&backend_health),
+        journal_quarantine,
+        replicas: Arc::clone(&replicas),
+    };
+    Shared {
+        state,
+        xds,
+        controller,
+        metrics,
+        replicas,
+        status_writes,
+        backend_health,
+        shutdown,
+    }
+}
+
+/// Step 7: starts the tasks that run beside the listeners until shutdown:
+/// the store probe (`/readyz`), this replica's record, the status writer
+/// (unless `--status-interval 0`), the push and configuration-event
+/// metrics (on the events subscribed in [`start_controller`]), and the
+/// `--services` file's follower.
+fn spawn_background(
+    args: &Args,
+    shared: &Shared,
+    config_events: ConfigEvents,
+    services_file: Option<(PathBuf, RegistryWriter)>,
+) -> Vec<JoinHandle<()>> {
+    let shutdown = &shared.shutdown;
+    let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(health::probe(
+        Arc::clone(&shared.state.backend),
+        Arc::clone(&shared.backend_health),
+        shutdown.clone(),
+    )));
+    tasks.push(tokio::spawn(replicas::run(
+        Arc::clone(&shared.replicas),
+        shutdown.clone(),
+    )));
+    if !args.status_interval.is_zero() {
+        tasks.push(tokio::spawn(status_writer::run(
+            Arc::clone(&shared.controller),
+            Arc::clone(&shared.state.backend),
+            Arc::clone(&shared.replicas) as Arc<dyn status_writer::ProxyRecords>,
+            args.status_interval,
+            Arc::clone(&shared.status_writes),
+            shutdown.clone(),
+        )));
+    }
+    tasks.push(tokio::spawn(metrics::track_pushes(
+        Arc::clone(&shared.metrics),
+        shared.xds.clone(),
+        shutdown.clone(),
+    )));
+    tasks.push(tokio::spawn(metrics::track_config_events(
+        Arc::clone(&shared.metrics),
+        config_events,
+        shutdown.clone(),
+    )));
+    if let Some((path, writer)) = services_file {
+        tasks.push(tokio::spawn(backend::services_file::follow(
+            path,
+            writer,
+            Duration::from_millis(args.services_poll_ms.max(10)),
+            shutdown.clone(),
+        )));
+    }
+    tasks
+}
+
+/// Step 8: the serving listeners and the tasks to wait for on shutdown.
+struct Serving {
+    /// `http` or `https`: the REST listener's scheme.
+    scheme: &'static str,
+    rest: JoinHandle<()>,
+    xds: JoinHandle<Result<(), tonic::transport::Error>>,
+    /// The background tasks and the webhook.
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Step 8: serves the listeners from [`bind`]: the REST router on the
+/// state from [`assemble`] (with the open-files limit raised and the
+/// connection limits of the flags), the webhook, and ADS with the options
+/// from [`check`]; each until the shutdown signal.
+fn serve(
+    args: &Args,
+    listeners: Listeners,
+    state: AppState,
+    tls: Option<TlsAcceptor>,
+    xds_options: ServeOptions,
+    mut tasks: Vec<JoinHandle<()>>,
+) -> Serving {
+    let shutdown = state.shutdown.clone();
+    let xds = state.xds.clone();
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let open_files = serve::raise_fd_limit();
+    tracing::debug!(?open_files, "open-files limit");
+    let limits = serve::Limits {
+        header_read_timeout: Duration::from_millis(args.header_read_timeout_ms.max(1)),
+        max_connections: args.max_connections,
+    };
+    if let Some(webhook) = listeners.inject {
+        tasks.push(tokio::spawn(webhook.serve(limits, shutdown.clone())));
+    }
+    let rest = tokio::spawn(serve::serve(
+        listeners.rest,
+        router::router(state),
+        tls,
+        limits,
+        shutdown.clone(),
+    ));
+    let xds_task = {
+        let mut shutdown = shutdown.clone();
+        let listener = listeners.xds;
+        tokio::spawn(async move {
+            xds.serve_with(listener, xds_options, async move {
+                let _ = shutdown.wait_for(|closing| *closing).await;
+            })
+            .await
+        })
+    };
+    Serving {
+        scheme,
+        rest,
+        xds: xds_task,
+        tasks,
+    }
+}
+
+/// Step 8, last: logs the addresses and writes them to `--ready-file`
+/// (written aside and renamed, so a reader never sees half of it).
+fn announce(args: &Args, bound: Bound, scheme: &str) -> Result<(), StartError> {
+    tracing::info!(rest = %format!("{scheme}://{}", bound.rest), xds = %bound.xds, "pilot-discovery listening");
+    if let Some(path) = &args.ready_file {
+        let body =
+            serde_json::json!({"rest": format!("{scheme}://{}", bound.rest), "xds": bound.xds.to_string()});
+        let temporary = path.with_extension("tmp");
+        std::fs::write(&temporary, body.to_string())
+            .and_then(|()| std::fs::rename(&temporary, path))
+            .map_err(|e| StartError::Failed(format!("cannot write {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// Step 9: turns the shutdown signal on (listeners close, watch and ADS
+/// streams end), then waits for the REST listener to finish its in-flight
+/// requests, for ADS, and for every task from [`serve`].
+async fn drain(closing: watch::Sender<bool>, serving: Serving) {
+    tracing::info!("shutting down: closing listeners, ending streams, finishing in-flight requests");
+    closing.send_replace(true);
+    let _ = serving.rest.await;
+    match serving.xds.await {
+        Ok(Err(error)) => tracing::warn!(%error, "ADS server ended with an error"),
+        Err(error) => tracing::warn!(%error, "ADS server task failed"),
+        Ok(Ok(())) => {}
+    }
+    for task in serving.tasks {
+        let _ = task.await;
+    }
+    tracing::info!("stopped");
+}
