@@ -5,7 +5,7 @@
 //! server's resident memory with the clients connected and after they
 //! left.
 //!
-//!     cargo bench -p pilot-xds --bench ads -- [OPTIONS] [CLIENTS...]
+//!     cargo bench -p pilot-ads --bench ads -- [OPTIONS] [CLIENTS...]
 //!
 //! (default: 100 1000 2000 clients). Options:
 //! - `--namespaces K`: client `i` lives in namespace `ns{i % K}` (one
@@ -57,14 +57,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ads_clients::{Clients, client_ip, now_micros, percentile, rss_mb};
+use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::istio::{DestinationWeight, IstioService, MatchCondition, RouteRule};
 use pilot_model::{Config, ConfigStore, Labels, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot_xds::{XdsOptions, XdsServer};
 
 #[path = "common/ads_clients.rs"]
 mod ads_clients;
+// The version-split rule, shared with pilot-xds's generation bench.
+#[path = "../../pilot-xds/benches/common/mod.rs"]
 mod common;
 #[path = "common/floor.rs"]
 mod floor;

@@ -4,17 +4,19 @@
 //! run measures the server side alone (write to the push being published)
 //! as the baseline.
 //!
-//!     cargo bench -p pilot-xds --bench envoy_apply
+//!     cargo bench -p pilot-ads --bench envoy_apply
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{ConfigKey, ConfigStore, Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::Envoy;
-use pilot_xds::{XdsOptions, XdsServer};
 
+// The version-split rule, shared with pilot-xds's generation bench.
+#[path = "../../pilot-xds/benches/common/mod.rs"]
 mod common;
 
 const CHANGES: usize = 20;

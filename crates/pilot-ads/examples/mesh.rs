@@ -2,7 +2,7 @@
 //! in-memory store and registry, with small HTTP upstreams that answer with
 //! their version, and the bookinfo example rules applied.
 //!
-//!     cargo run -p pilot-xds --example mesh
+//!     cargo run -p pilot-ads --example mesh
 //!
 //! It prints how to start Envoy against it and what to curl.
 
@@ -11,12 +11,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 
+use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{
     ConfigStore, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, document, istio,
 };
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot_xds::{XdsOptions, XdsServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 

@@ -1,62 +1,20 @@
-//! The Aggregated Discovery Service: pushes generated configuration to
-//! connected Envoys as the configuration and the registry change, and
-//! records what each proxy ACKed or NACKed.
-//!
-//! - One push pipeline per server (`pipeline.rs`): Controller and registry
-//!   events are debounced (a quiet period and a maximum delay), then one
-//!   shared [`MeshSnapshot`] is published. Nothing is published before the
-//!   Controller and the registry have synced
-//!   ([`ServiceDiscovery::wait_synced`]), so a restarted server never pushes
-//!   empty configuration or endpoints.
-//! - Layers, each importing only those below it: `xds_type.rs` (the
-//!   [`XdsType`] enum), `status.rs` (every feedback record and counter),
-//!   `transport.rs` (gRPC framing and a stream's request/response plumbing,
-//!   no protocol knowledge), `session.rs` (one task per stream, either
-//!   protocol: identity, snapshot, nonces, ACK/NACK, push order CDS, EDS,
-//!   LDS, RDS with EDS and RDS re-sent after CDS and LDS changes, maximum
-//!   age, why the stream ended), `sotw.rs` and `delta.rs` (subscription
-//!   bookkeeping only: what a response carries), `service.rs` (the gRPC
-//!   service: authentication, protocol by method) and `serve.rs`
-//!   ([`ServeOptions`]: TLS, keepalives, connection cap, maximum age).
-//! - Responses go through a bounded queue: a slow proxy holds up only its
-//!   own task, which waits. When the stream ends, the task, its queue and
-//!   its status go away, and the reason is counted ([`StreamEnds`]).
-
-mod auth;
-mod delta;
-mod diffs;
-mod generated;
-mod name_sets;
-mod pipeline;
-mod serve;
-mod service;
-mod session;
-mod sotw;
-mod sotw_request;
-mod status;
-mod transport;
-mod xds_type;
+//! The ADS server: one push pipeline publishing snapshots, the streams
+//! that serve them, and the feedback they record. Cloning a handle gives
+//! another handle on the same server.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pilot_model::{KindRevisions, ProxyDistribution, RegistrySnapshot, ServiceDiscovery};
+use pilot_model::{ProxyDistribution, ServiceDiscovery};
 use pilot_store::Controller;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use auth::{Authenticate, Caller, NodeScope, RefusedStreams};
-pub use serve::{LISTEN_BACKLOG, ServeOptions, listen};
-pub use service::AdsService;
-pub use status::{Nack, ProxyStatus, PushRevisions, StreamEnds, TYPES, TypeStatus};
-pub use xds_type::XdsType;
-
-use crate::MeshConfig;
-
-/// The kinds a push is generated from (the routing configuration): the
-/// kinds whose objects get a distribution status.
-pub const PUSHED_KINDS: [&str; 4] = ["RouteRule", "DestinationPolicy", "EgressRule", "IngressRule"];
+use crate::feedback::{Feedback, ProxyStatus, PushRevisions, StreamEnds};
+use crate::push::{Diffs, MeshSnapshot, NameSets, PushInfo, pipeline};
+use crate::stream::{AdsService, Authenticate, RefusalCounters, RefusedStreams};
+use crate::xds_type::TYPES;
 
 /// How the server batches and sends.
 #[derive(Debug, Clone)]
@@ -94,78 +52,16 @@ impl Default for XdsOptions {
     }
 }
 
-/// One push: the routing configuration and the registry's state, both
-/// frozen, shared by every connection, with the configurations generated
-/// from them so far (one per class of proxy, encoded once). Every proxy of
-/// a push is generated from the same registry state, whatever the live
-/// registry does meanwhile.
-pub struct MeshSnapshot {
-    /// Increases with every push.
-    pub version: u64,
-    /// Per routing kind, the store revision the push was built from: every
-    /// write to the kind up to it is in the push (empty when unknown).
-    pub revisions: Arc<KindRevisions>,
-    /// The typed rules (shared with the pushes before when no routing
-    /// configuration changed since).
-    pub mesh: Arc<MeshConfig>,
-    /// The registry's services and instances as of this push.
-    pub registry: Arc<RegistrySnapshot>,
-    pub(crate) generated: generated::GeneratedCache,
-}
-
-impl MeshSnapshot {
-    /// A push of `mesh` over `registry`, generating everything afresh.
-    pub fn new(version: u64, mesh: MeshConfig, registry: Arc<RegistrySnapshot>) -> Self {
-        MeshSnapshot {
-            version,
-            revisions: Default::default(),
-            mesh: Arc::new(mesh),
-            registry,
-            generated: generated::GeneratedCache::new(None, &Default::default(), true),
-        }
-    }
-
-    /// Every resource for `proxy` at this push: a pure function of the
-    /// snapshot and the proxy (Envoy and proxyless gRPC alike).
-    pub fn generate(&self, proxy: &crate::Proxy) -> crate::Resources {
-        crate::generate(proxy, &*self.registry, &self.mesh)
-    }
-
-    /// `proxy`'s configuration at this push, shared with its class.
-    pub(crate) async fn config(&self, proxy: &crate::Proxy) -> generated::ProxyConfig {
-        self.generated.get(proxy, &self.registry, &self.mesh).await
-    }
-}
-
-impl std::fmt::Debug for MeshSnapshot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MeshSnapshot")
-            .field("version", &self.version)
-            .field("revisions", &self.revisions)
-            .finish_non_exhaustive()
-    }
-}
-
-/// One published push.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PushInfo {
-    /// Its version (the `version_info` proxies are sent).
-    pub version: u64,
-    /// From the first configuration or registry change it carries to its
-    /// publication (debounce included); `None` for the first push.
-    pub latency: Option<Duration>,
-}
-
 /// The ADS server. Cloning gives another handle on the same server.
 #[derive(Clone)]
 pub struct XdsServer {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 pub(crate) struct Inner {
     pub(crate) snapshots: watch::Sender<Option<Arc<MeshSnapshot>>>,
     /// Every connected proxy's feedback, and the server's counters.
-    pub(crate) feedback: status::Feedback,
+    pub(crate) feedback: Feedback,
     /// The store revision of each recent push.
     pub(crate) revisions: Mutex<PushRevisions>,
     pub(crate) options: XdsOptions,
@@ -175,14 +71,14 @@ pub(crate) struct Inner {
     /// Every push, for whoever watches (metrics).
     pub(crate) pushes: tokio::sync::broadcast::Sender<PushInfo>,
     /// Subscriptions' name sets, shared between streams.
-    pub(crate) names: name_sets::NameSets,
+    pub(crate) names: NameSets,
     /// What changed between two pushes' encodings, shared between the
     /// streams (of both protocols) that move from one to the other.
-    pub(crate) diffs: diffs::Diffs,
+    pub(crate) diffs: Diffs,
     /// Connections closed at once, over the cap.
     pub(crate) connections_refused: AtomicU64,
     /// Streams refused (credentials, node ids, malformed requests).
-    pub(crate) refused: auth::RefusalCounters,
+    pub(crate) refused: RefusalCounters,
     pipeline: Mutex<Option<JoinHandle<()>>>,
 }
 

@@ -1,6 +1,9 @@
 //! The xDS types this server serves, as an enum: push order, short names
 //! and type URLs in one place.
 
+/// The xDS types, in the order they are pushed.
+pub const TYPES: [&str; 4] = ["CDS", "EDS", "LDS", "RDS"];
+
 /// One xDS resource type. [`XdsType::ALL`] is the push order: clusters
 /// before their load assignments, listeners before their route
 /// configurations, so nothing Envoy warms waits on something not yet sent.
@@ -84,6 +87,6 @@ mod tests {
             None
         );
         let shorts: Vec<_> = XdsType::ALL.iter().map(|t| t.short()).collect();
-        assert_eq!(shorts, crate::server::TYPES);
+        assert_eq!(shorts, TYPES);
     }
 }

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{ConfigKey, ConfigStore, Labels, Port, Protocol, Service, ServiceDiscovery, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot_xds::{XdsOptions, XdsServer};
 use support::envoy::{
     HOST, admin, eventually, free_port, instance, request, rule, spread, start_envoy, upstream,
 };
@@ -80,7 +80,7 @@ async fn routing_scenarios(delta: bool) {
         server.status().iter().any(|p| {
             p.node_id.starts_with("sidecar~10.99.0.1")
                 && p.incremental == delta
-                && pilot_xds::TYPES
+                && pilot_ads::TYPES
                     .iter()
                     .all(|t| p.types.get(t).is_some_and(|s| s.synced()))
         })

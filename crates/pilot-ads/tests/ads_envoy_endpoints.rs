@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
+use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot_xds::{XdsOptions, XdsServer};
 use support::envoy::{admin, eventually, free_port, instance, start_envoy, upstream};
 
 const REVIEWS: &str = "reviews.default.svc.cluster.local";
@@ -119,7 +119,7 @@ async fn endpoint_added(delta: bool) {
     // Synced on every type, so no response is still in flight.
     let deadline = Instant::now() + Duration::from_secs(30);
     while !server.status().iter().any(|p| {
-        pilot_xds::TYPES
+        pilot_ads::TYPES
             .iter()
             .all(|t| p.types.get(t).is_some_and(|s| s.synced()))
     }) {

@@ -13,11 +13,11 @@ use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
+use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{Labels, Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::ads::{self, CDS, EDS, LDS, RDS};
-use pilot_xds::{XdsOptions, XdsServer};
 use prost::Message;
 use tokio::sync::mpsc;
 

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use futures::StreamExt;
+use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{Labels, Port, Protocol, Service, ServiceDiscovery, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::SlowRegistry;
 use pilot_test_support::ads::{self, CDS, LDS, open};
-use pilot_xds::{XdsOptions, XdsServer};
 
 /// A registry that is still loading until set synced (as a remote
 /// registry is before its first list).
@@ -263,7 +263,7 @@ async fn configuration_changes_push_when_the_registry_has_no_changes_to_give() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connect_storm_waits_in_the_accept_queue() {
     const PROXIES: usize = 300;
-    let listener = pilot_xds::listen(([127, 0, 0, 1], 0).into()).expect("listen");
+    let listener = pilot_ads::listen(([127, 0, 0, 1], 0).into()).expect("listen");
     let address = listener.local_addr().unwrap();
     let guard = Duration::from_secs(20);
     let connecting = (0..PROXIES).map(|_| tokio::net::TcpStream::connect(address));

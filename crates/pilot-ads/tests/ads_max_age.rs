@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use pilot_ads::{ServeOptions, XdsOptions, XdsServer};
 use pilot_model::{ConfigStore, Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot_xds::{ServeOptions, XdsOptions, XdsServer};
 use support::envoy::{
     HOST, admin, eventually, instance, request, route_reviews_to, rule, spread, start_envoy, upstream,
 };
@@ -103,7 +103,7 @@ async fn reconnects_and_stays_synced(delta: bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while !server.status().iter().any(|p| {
         p.incremental == delta
-            && pilot_xds::TYPES
+            && pilot_ads::TYPES
                 .iter()
                 .all(|t| p.types.get(t).is_some_and(|s| s.synced()))
     }) {

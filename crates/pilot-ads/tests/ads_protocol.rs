@@ -17,10 +17,10 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
 use envoy_types::pb::google::rpc::Status as RpcStatus;
+use pilot_ads::{TypeStatus, XdsServer, XdsType};
 use pilot_model::{ConfigStore, Labels, Port, Protocol, Service, document, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot_xds::{TypeStatus, XdsServer, XdsType};
 use prost::Message;
 use tokio::sync::mpsc;
 

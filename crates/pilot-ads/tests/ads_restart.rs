@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{ConfigStore, ConfigWatch, Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::FlakyStore;
-use pilot_xds::{XdsOptions, XdsServer};
 use support::envoy::{
     HOST, eventually, free_port, instance, request, route_reviews_to, rule, spread, start_envoy, upstream,
 };
@@ -105,7 +105,7 @@ async fn envoy_serves_through_a_restart_and_gets_nothing_before_sync() {
     // Envoy reconnects and ACKs the new server's configuration.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while !second.status().iter().any(|p| {
-        pilot_xds::TYPES
+        pilot_ads::TYPES
             .iter()
             .all(|t| p.types.get(t).is_some_and(|s| s.synced()))
     }) {

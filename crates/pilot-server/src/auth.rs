@@ -44,14 +44,14 @@ pub struct Token {
 
 impl Token {
     /// The node ids this token's holder may claim.
-    pub fn scope(&self) -> pilot_xds::NodeScope {
+    pub fn scope(&self) -> pilot_ads::NodeScope {
         match (self.access, &self.namespace, &self.service_account) {
-            (Access::Xds, Some(namespace), Some(account)) => pilot_xds::NodeScope::ServiceAccount {
+            (Access::Xds, Some(namespace), Some(account)) => pilot_ads::NodeScope::ServiceAccount {
                 namespace: namespace.clone(),
                 account: account.clone(),
             },
-            (Access::Xds, Some(namespace), None) => pilot_xds::NodeScope::Namespace(namespace.clone()),
-            _ => pilot_xds::NodeScope::Any,
+            (Access::Xds, Some(namespace), None) => pilot_ads::NodeScope::Namespace(namespace.clone()),
+            _ => pilot_ads::NodeScope::Any,
         }
     }
 }
@@ -206,7 +206,7 @@ pub async fn require(State(state): State<AppState>, mut request: Request, next: 
         && request.uri().path() == PROXY_EVENTS
     {
         // The handler checks the reported node id against this scope.
-        request.extensions_mut().insert(pilot_xds::Caller {
+        request.extensions_mut().insert(pilot_ads::Caller {
             name: format!("token {}", found.name),
             scope: found.scope(),
         });
@@ -273,7 +273,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             bound.find("0123456789abcdef-sa").unwrap().scope(),
-            pilot_xds::NodeScope::ServiceAccount {
+            pilot_ads::NodeScope::ServiceAccount {
                 namespace: "default".into(),
                 account: "bookinfo-reviews".into()
             }

@@ -46,9 +46,9 @@ use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
 use axum::response::IntoResponse;
 use axum::routing::get;
+use pilot_ads::{ServeOptions, XdsOptions, XdsServer};
 use pilot_model::{ConfigStore, ConfigWatch, KindRegistry, ServiceDiscovery};
 use pilot_store::Controller;
-use pilot_xds::{ServeOptions, XdsOptions, XdsServer};
 use tokio::sync::watch;
 
 pub use args::Args;
@@ -184,7 +184,7 @@ pub async fn run(
         async move {
             // A deep accept queue: every proxy reconnects at once when a
             // replica restarts.
-            pilot_xds::listen(address)
+            pilot_ads::listen(address)
                 .map_err(|e| StartError::Failed(format!("cannot listen on {address} for {what}: {e}")))
         }
     };
@@ -331,7 +331,7 @@ pub async fn run(
         let mut shutdown_rx = shutdown_rx.clone();
         let options = ServeOptions {
             tls: xds_tls,
-            auth: xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_xds::Authenticate>),
+            auth: xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_ads::Authenticate>),
             max_connections: Some(args.xds_max_connections),
             max_connection_age: args.xds_max_connection_age,
             ..ServeOptions::default()

@@ -1,6 +1,6 @@
 //! The ADS bench's clients, run in a child process (the bench binary
 //! itself, `--clients N --port P [--namespaces K] [--delta]`), shared by
-//! the `ads` bench of pilot-xds and the `status` bench of pilot-server
+//! the `ads` bench of pilot-ads and the `status` bench of pilot-server
 //! (which includes this file by path).
 //!
 //! Each client is a sidecar with its own IP (`client_ip`), in namespace

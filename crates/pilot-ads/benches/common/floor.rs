@@ -26,7 +26,7 @@ const WRITE: usize = 400 * 1024;
 /// Sends `bytes` to each of `clients` connections of a child process;
 /// `cpu_time` is this process's CPU clock.
 pub async fn run(clients: usize, bytes: usize, cpu_time: fn() -> Duration) -> Floor {
-    let listener = pilot_xds::listen(([127, 0, 0, 1], 0).into()).expect("listen");
+    let listener = pilot_ads::listen(([127, 0, 0, 1], 0).into()).expect("listen");
     let port = listener.local_addr().unwrap().port();
     let cpu = cpu_time();
     let started = Instant::now();

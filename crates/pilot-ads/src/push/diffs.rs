@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use bytes::Bytes;
 
-use super::generated::EncodedType;
+use super::encoded_type::EncodedType;
 
 /// What differs between two encodings.
 pub(crate) struct Changed {

@@ -10,498 +10,28 @@
 //! instances changed. Listeners are shared by every class of the same
 //! proxy type and capture mode; route configurations are assembled from
 //! encoded virtual hosts shared between classes and kept from push to
-//! push unless their host's rules changed (`routes_shared.rs`).
+//! push unless their host's rules changed (`virtual_hosts.rs`).
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::hash::{Hash, Hasher};
-use std::ops::Range;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use bytes::{Bytes, BytesMut};
-use envoy_types::pb::envoy::service::discovery::v3::Resource;
 use envoy_types::pb::google::protobuf::Any;
-use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
-use tokio::sync::OnceCell;
-
-use crate::ClusterName;
-use crate::clusters::{self, eds_clusters, load_assignment};
-use crate::routes_shared::{self, VirtualHosts};
-use crate::util::any;
-use crate::{
-    Generator, MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, generate_inbound, generate_outbound,
-    listeners, route_config_name,
+use pilot_model::{RegistrySnapshot, ServiceDiscovery, ServiceInstance};
+use pilot_xds::parts::{
+    any, eds_clusters, generate_inbound, generate_outbound, listener_plan, load_assignment,
+    outbound_clusters, subsets,
+};
+use pilot_xds::{
+    ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, route_config_name,
 };
 use prost::Message;
+use tokio::sync::OnceCell;
 
-/// What the shared (outbound) part of a proxy's configuration depends on
-/// besides the mesh: proxies equal here get equal outbound configuration,
-/// so it is generated once for all of them. Their own instances (and their
-/// labels) count only where a rule's source match names their service, and
-/// then only by service and labels; addresses and ports go into the
-/// per-proxy inbound part. So without source-matched rules every sidecar
-/// of a namespace is one class, and with them every deployment is.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct ProxyClass {
-    proxy_type: ProxyType,
-    capture: TrafficCapture,
-    generator: Generator,
-    domain: String,
-    labels: Labels,
-    /// The services the proxy runs instances of that are some rule's
-    /// source, with the instances' labels.
-    own: Vec<(String, Labels)>,
-}
-
-impl ProxyClass {
-    /// `sources`: the hostnames some rule's source match names.
-    pub(crate) fn of(proxy: &Proxy, own: &[ServiceInstance], sources: &HashSet<String>) -> Self {
-        let mut own: Vec<_> = own
-            .iter()
-            .filter(|i| sources.contains(&i.service.hostname))
-            .map(|i| (i.service.hostname.clone(), i.labels.clone()))
-            .collect();
-        own.sort();
-        own.dedup();
-        ProxyClass {
-            proxy_type: proxy.proxy_type,
-            capture: proxy.capture,
-            generator: proxy.generator,
-            domain: proxy.domain.clone(),
-            // Proxy labels only matter with an own instance of a source.
-            labels: if own.is_empty() {
-                Labels::new()
-            } else {
-                proxy.labels.clone()
-            },
-            own,
-        }
-    }
-
-    /// What an Envoy's route configurations depend on: the class, its
-    /// domain reduced to the namespace and only when some service lives
-    /// in it (`namespaces`), since the namespace only decides which
-    /// services' short names are domains. So the sidecars of the many
-    /// namespaces that run no service of the mesh share one assembly.
-    fn for_routes(&self, namespaces: &HashSet<String>) -> ProxyClass {
-        let namespace = self.domain.split('.').next().unwrap_or_default();
-        ProxyClass {
-            domain: if namespaces.contains(namespace) {
-                namespace.to_string()
-            } else {
-                String::new()
-            },
-            ..self.clone()
-        }
-    }
-}
-
-/// A proxy's configuration for one push: the part shared with its class,
-/// and its own inbound part (captured sidecars with instances only).
-#[derive(Clone)]
-pub(crate) struct ProxyConfig {
-    pub(crate) shared: Arc<Generated>,
-    pub(crate) own: Option<Arc<Generated>>,
-}
-
-impl ProxyConfig {
-    /// Every resource of type `short`.
-    #[cfg(test)]
-    pub(crate) fn entries(&self, short: &str) -> impl Iterator<Item = &Entry> {
-        self.shared.types[short].entries.iter().chain(
-            self.own
-                .iter()
-                .flat_map(move |own| own.types[short].entries.iter()),
-        )
-    }
-
-    /// What a state-of-the-world subscription (`None`: wildcard) selects:
-    /// its digest and `DiscoveryResponse.resources`.
-    pub(crate) fn sotw(
-        &self,
-        short: &'static str,
-        names: &Option<Arc<BTreeSet<String>>>,
-    ) -> (u64, Vec<Bytes>) {
-        let shared = self.shared.select(short, names);
-        let Some(own) = &self.own else {
-            return (shared.digest, shared.resources.clone());
-        };
-        let wanted = |name: &str| names.as_ref().is_none_or(|names| names.contains(name));
-        let own = &own.types[short];
-        let mut hasher = DefaultHasher::new();
-        shared.digest.hash(&mut hasher);
-        own.digest(wanted).hash(&mut hasher);
-        let mut resources = shared.resources.clone();
-        resources.extend(own.sotw(|entry| wanted(&entry.name)));
-        (hasher.finish(), resources)
-    }
-}
-
-/// One resource of an [`EncodedType`].
-pub(crate) struct Entry {
-    pub(crate) name: Arc<str>,
-    /// A digest of the resource's encoding.
-    pub(crate) version: u64,
-    /// Where its entry is in [`EncodedType::sotw`].
-    range: Range<usize>,
-    /// The length of its `Any.value`.
-    value_len: usize,
-}
-
-/// One type's resources, encoded once for every connection that is sent
-/// them: `sotw` holds each resource as it appears in a
-/// `DiscoveryResponse` (field 2, an `Any`), back to back, so a response is
-/// a small header plus slices of this buffer; the delta form (field 2 of a
-/// `DeltaDiscoveryResponse`, a `Resource` with name and version) is built
-/// the first time an incremental stream needs it.
-pub(crate) struct EncodedType {
-    pub(crate) entries: Vec<Entry>,
-    sotw: Bytes,
-    delta: OnceLock<(Bytes, Vec<Range<usize>>)>,
-    /// Delta forms of single entries, by position, encoded when few were
-    /// asked for before `delta` was built.
-    delta_few: Mutex<HashMap<usize, Bytes>>,
-    /// What each distinct subscription selects (by the address of its
-    /// interned set, 0 for the wildcard), worked out once for every stream
-    /// and every proxy class sharing this encoding.
-    selections: Mutex<HashMap<usize, Arc<Selection>>>,
-    /// When this encoding is another one patched (`patched`): that one,
-    /// and the positions whose values were replaced.
-    patch_of: Option<(Weak<EncodedType>, Vec<usize>)>,
-    /// Where each name is in `entries`, built the first time a name is
-    /// looked up.
-    index: OnceLock<Arc<HashMap<Arc<str>, usize>>>,
-    /// Every name, sorted, built the first time a stream asks.
-    names: OnceLock<Arc<BTreeSet<String>>>,
-    type_url: &'static str,
-}
-
-impl EncodedType {
-    fn new(type_url: &'static str, resources: Vec<(String, Any)>) -> Self {
-        let mut buffer = BytesMut::new();
-        let mut entries = Vec::with_capacity(resources.len());
-        for (name, any) in resources {
-            let start = buffer.len();
-            prost::encoding::message::encode(2, &any, &mut buffer);
-            entries.push(Entry {
-                name: name.into(),
-                version: digest_of(&any.value),
-                range: start..buffer.len(),
-                value_len: any.value.len(),
-            });
-        }
-        EncodedType {
-            entries,
-            sotw: buffer.freeze(),
-            delta: OnceLock::new(),
-            delta_few: Mutex::default(),
-            selections: Mutex::default(),
-            patch_of: None,
-            index: OnceLock::new(),
-            names: OnceLock::new(),
-            type_url,
-        }
-    }
-
-    /// What a subscription to `names` (`None`: the wildcard) selects:
-    /// worked out once for every stream with the same subscription, of
-    /// either protocol and any proxy class this encoding is shared by.
-    pub(crate) fn selection(&self, names: Option<&Arc<BTreeSet<String>>>) -> Arc<Selection> {
-        let key = names.map_or(0, |n| Arc::as_ptr(n) as usize);
-        let mut selections = self.selections.lock().unwrap_or_else(|p| p.into_inner());
-        let selection = selections.entry(key).or_insert_with(|| {
-            let positions: Vec<usize> = match names {
-                None => (0..self.entries.len()).collect(),
-                Some(names) => self
-                    .entries
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, e)| names.contains(&*e.name))
-                    .map(|(i, _)| i)
-                    .collect(),
-            };
-            let selected = || positions.iter().map(|&i| &self.entries[i]);
-            Arc::new(Selection {
-                digest: digest_entries(selected()),
-                resources: slices(&self.sotw, selected().map(|e| (true, e.range.clone()))),
-                positions,
-                _names: names.cloned(),
-            })
-        });
-        Arc::clone(selection)
-    }
-
-    /// The positions whose values may differ from `old`'s, when this
-    /// encoding is `old` patched (same names, same order).
-    pub(crate) fn patched_from(&self, old: &Arc<EncodedType>) -> Option<&[usize]> {
-        let (base, positions) = self.patch_of.as_ref()?;
-        (base.as_ptr() == Arc::as_ptr(old)).then_some(positions.as_slice())
-    }
-
-    /// Every resource's name.
-    pub(crate) fn names(&self) -> Arc<BTreeSet<String>> {
-        Arc::clone(
-            self.names
-                .get_or_init(|| Arc::new(self.entries.iter().map(|e| e.name.to_string()).collect())),
-        )
-    }
-
-    /// Where the resource `name` is in `entries`.
-    pub(crate) fn position(&self, name: &str) -> Option<usize> {
-        self.index
-            .get_or_init(|| {
-                Arc::new(
-                    self.entries
-                        .iter()
-                        .enumerate()
-                        .map(|(i, e)| (Arc::clone(&e.name), i))
-                        .collect(),
-                )
-            })
-            .get(name)
-            .copied()
-    }
-
-    /// The `DeltaDiscoveryResponse.resources` of the entries at
-    /// `positions` (in `entries`; sorted and deduplicated here).
-    pub(crate) fn delta_at(&self, positions: &mut Vec<usize>) -> Vec<Bytes> {
-        positions.sort_unstable();
-        positions.dedup();
-        // A few entries of an encoding whose delta form nobody needed yet
-        // (a push after a rule change that left the load assignments as
-        // they were, say): those entries only, each encoded once.
-        if self.delta.get().is_none() && positions.len() * 8 < self.entries.len() {
-            let mut few = self.delta_few.lock().unwrap_or_else(|p| p.into_inner());
-            return positions
-                .iter()
-                .map(|&at| {
-                    few.entry(at)
-                        .or_insert_with(|| {
-                            let entry = &self.entries[at];
-                            let mut buffer = BytesMut::new();
-                            self.encode_delta(entry, self.any_value(entry), &mut buffer);
-                            buffer.freeze()
-                        })
-                        .clone()
-                })
-                .collect();
-        }
-        let (buffer, ranges) = self.delta_form();
-        slices(buffer, positions.iter().map(|&i| (true, ranges[i].clone())))
-    }
-
-    /// A digest of the resources that `wanted` selects.
-    pub(crate) fn digest(&self, wanted: impl Fn(&str) -> bool) -> u64 {
-        digest_entries(self.entries.iter().filter(|e| wanted(&e.name)))
-    }
-
-    /// The `DiscoveryResponse.resources` of the entries `wanted` selects:
-    /// slices of the shared buffer (one when the selection is contiguous).
-    pub(crate) fn sotw(&self, wanted: impl Fn(&Entry) -> bool) -> Vec<Bytes> {
-        slices(
-            &self.sotw,
-            self.entries.iter().map(|e| (wanted(e), e.range.clone())),
-        )
-    }
-
-    /// Every entry as a `DeltaDiscoveryResponse.resources` field, back to
-    /// back, and where each is.
-    fn delta_form(&self) -> &(Bytes, Vec<Range<usize>>) {
-        self.delta.get_or_init(|| {
-            let mut buffer = BytesMut::new();
-            let ranges = self
-                .entries
-                .iter()
-                .map(|entry| self.encode_delta(entry, self.any_value(entry), &mut buffer))
-                .collect();
-            (buffer.freeze(), ranges)
-        })
-    }
-
-    /// Appends `entry` (its value `value`) as a
-    /// `DeltaDiscoveryResponse.resources` field; where it went.
-    fn encode_delta(&self, entry: &Entry, value: &[u8], buffer: &mut BytesMut) -> Range<usize> {
-        let start = buffer.len();
-        let resource = Resource {
-            name: entry.name.to_string(),
-            version: version_text(entry.version),
-            resource: Some(Any {
-                type_url: self.type_url.to_string(),
-                value: value.to_vec(),
-            }),
-            ..Default::default()
-        };
-        prost::encoding::message::encode(2, &resource, buffer);
-        start..buffer.len()
-    }
-
-    /// This encoding with the values of the entries at the given positions
-    /// (ascending) replaced: the same names in the same order, the other
-    /// entries copied as encoded with their versions (no digest taken
-    /// again), the name index and name set shared, and the delta form
-    /// patched alike when this one has it.
-    fn patched(self: &Arc<Self>, changed: Vec<(usize, Vec<u8>)>) -> EncodedType {
-        let mut buffer = BytesMut::with_capacity(self.sotw.len());
-        let mut entries = Vec::with_capacity(self.entries.len());
-        let mut replaced = changed.iter().peekable();
-        // Entries copied, not yet written: a run of the old buffer.
-        let mut run = 0..0;
-        let mut values: Vec<Option<&[u8]>> = Vec::with_capacity(self.entries.len());
-        for (at, entry) in self.entries.iter().enumerate() {
-            let new_value = replaced.next_if(|(p, _)| *p == at).map(|(_, v)| v.as_slice());
-            values.push(new_value);
-            let Some(value) = new_value else {
-                // Entries lie back to back: a run is one slice.
-                if run.is_empty() {
-                    run = entry.range.clone();
-                }
-                run.end = entry.range.end;
-                let start = buffer.len() + (entry.range.start - run.start);
-                entries.push(Entry {
-                    name: Arc::clone(&entry.name),
-                    version: entry.version,
-                    range: start..start + entry.range.len(),
-                    value_len: entry.value_len,
-                });
-                continue;
-            };
-            buffer.extend_from_slice(&self.sotw[run.clone()]);
-            run = 0..0;
-            let start = buffer.len();
-            let any = Any {
-                type_url: self.type_url.to_string(),
-                value: value.to_vec(),
-            };
-            prost::encoding::message::encode(2, &any, &mut buffer);
-            entries.push(Entry {
-                name: Arc::clone(&entry.name),
-                version: digest_of(value),
-                range: start..buffer.len(),
-                value_len: value.len(),
-            });
-        }
-        buffer.extend_from_slice(&self.sotw[run]);
-        let patched = EncodedType {
-            entries,
-            sotw: buffer.freeze(),
-            delta: OnceLock::new(),
-            delta_few: Mutex::default(),
-            selections: Mutex::default(),
-            patch_of: Some((Arc::downgrade(self), changed.iter().map(|(at, _)| *at).collect())),
-            index: self.index.get().cloned().map(OnceLock::from).unwrap_or_default(),
-            names: self.names.get().cloned().map(OnceLock::from).unwrap_or_default(),
-            type_url: self.type_url,
-        };
-        if let Some((old, ranges)) = self.delta.get() {
-            let mut buffer = BytesMut::with_capacity(old.len());
-            let ranges = patched
-                .entries
-                .iter()
-                .zip(ranges)
-                .zip(&values)
-                .map(|((entry, range), value)| match value {
-                    None => {
-                        let start = buffer.len();
-                        buffer.extend_from_slice(&old[range.clone()]);
-                        start..buffer.len()
-                    }
-                    Some(value) => patched.encode_delta(entry, value, &mut buffer),
-                })
-                .collect();
-            let _ = patched.delta.set((buffer.freeze(), ranges));
-        }
-        patched
-    }
-
-    /// The encoded `Any.value` of an entry: the tail of its `sotw` form
-    /// (prost writes `Any`'s fields in tag order, `value` last).
-    fn any_value(&self, entry: &Entry) -> &[u8] {
-        &self.sotw[entry.range.end - entry.value_len..entry.range.end]
-    }
-}
-
-/// A digest of entries' names and versions, in order.
-fn digest_entries<'a>(entries: impl Iterator<Item = &'a Entry>) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    for entry in entries {
-        entry.name.hash(&mut hasher);
-        entry.version.hash(&mut hasher);
-    }
-    hasher.finish()
-}
-
-/// The slices of `buffer` whose flag is set, neighbours joined.
-fn slices(buffer: &Bytes, ranges: impl Iterator<Item = (bool, Range<usize>)>) -> Vec<Bytes> {
-    let mut out = Vec::new();
-    let mut run: Option<Range<usize>> = None;
-    for (wanted, range) in ranges {
-        if !wanted {
-            continue;
-        }
-        run = match run {
-            Some(r) if r.end == range.start => Some(r.start..range.end),
-            Some(r) => {
-                out.push(buffer.slice(r));
-                Some(range)
-            }
-            None => Some(range),
-        };
-    }
-    out.extend(run.map(|r| buffer.slice(r)));
-    out
-}
-
-/// A resource version as sent to proxies.
-pub(crate) fn version_text(version: u64) -> String {
-    format!("{version:016x}")
-}
-
-/// A proxy class's configuration for one push, encoded per type (in
-/// [`ORDER`]).
-pub(crate) struct Generated {
-    /// Shared with other classes where they are equal (clusters, load
-    /// assignments).
-    pub(crate) types: HashMap<&'static str, Arc<EncodedType>>,
-}
-
-/// The resources of one type a subscription selects (see
-/// [`EncodedType::selection`]).
-pub(crate) struct Selection {
-    /// Their positions in the encoding's entries, ascending.
-    pub(crate) positions: Vec<usize>,
-    /// A digest of their names and versions: unchanged means nothing to send.
-    pub(crate) digest: u64,
-    /// Their `DiscoveryResponse.resources`, as shared slices.
-    pub(crate) resources: Vec<Bytes>,
-    /// Keeps the set (and so the address in the key) alive.
-    _names: Option<Arc<BTreeSet<String>>>,
-}
-
-impl Generated {
-    fn encode(resources: &Resources) -> Self {
-        let types = ORDER
-            .iter()
-            .map(|&(short, url)| (short, Arc::new(EncodedType::new(url, named(resources, short)))))
-            .collect();
-        Generated { types }
-    }
-
-    fn from_types(types: [(&'static str, Arc<EncodedType>); 4]) -> Self {
-        Generated {
-            types: types.into_iter().collect(),
-        }
-    }
-
-    /// What `names` (`None`: every resource) selects of type `short`.
-    pub(crate) fn select(
-        &self,
-        short: &'static str,
-        names: &Option<Arc<BTreeSet<String>>>,
-    ) -> Arc<Selection> {
-        self.types[short].selection(names.as_ref())
-    }
-}
+use super::encoded_type::{EncodedType, digest_of};
+use super::proxy_class::ProxyClass;
+use super::proxy_config::{Generated, ORDER, ProxyConfig, named};
+use super::virtual_hosts::{self, VirtualHosts};
 
 /// An Envoy's listeners for one push, shared by every class of the same
 /// proxy type and capture mode, with what its route configurations need.
@@ -733,8 +263,7 @@ impl GeneratedCache {
             heavy(|| {
                 let services = registry.services();
                 let index = mesh.index();
-                let clusters =
-                    clusters::outbound(captured, &services, &clusters::subsets(mesh), mesh, &index);
+                let clusters = outbound_clusters(captured, &services, &subsets(mesh), mesh, &index);
                 let resources = Resources {
                     clusters,
                     ..Default::default()
@@ -763,7 +292,7 @@ impl GeneratedCache {
         );
         cell.get_or_init(|| async {
             heavy(|| {
-                let plan = listeners::listeners(proxy, registry, mesh);
+                let plan = listener_plan(proxy, registry, mesh);
                 let resources = Resources {
                     listeners: plan.listeners,
                     routes: plan.ingress_routes,
@@ -798,7 +327,7 @@ impl GeneratedCache {
             .http_ports
             .iter()
             .map(|&port| {
-                let encoded = routes_shared::route_configuration(
+                let encoded = virtual_hosts::route_configuration(
                     port,
                     &services,
                     mesh,
@@ -864,7 +393,7 @@ impl GeneratedCache {
                             return Arc::new(before.patched(changed));
                         }
                     }
-                    let resources = eds_clusters(&registry.services(), &clusters::subsets(mesh))
+                    let resources = eds_clusters(&registry.services(), &subsets(mesh))
                         .iter()
                         .map(|c| {
                             self.assignments_built.fetch_add(1, Ordering::Relaxed);
@@ -899,53 +428,6 @@ fn heavy<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
         _ => f(),
-    }
-}
-
-/// A digest of a resource's encoding: its version.
-fn digest_of(value: &[u8]) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    value.hash(&mut hasher);
-    hasher.finish()
-}
-
-/// The xDS types this server serves, in push order.
-pub(crate) const ORDER: [(&str, &str); 4] = [
-    ("CDS", "type.googleapis.com/envoy.config.cluster.v3.Cluster"),
-    (
-        "EDS",
-        "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
-    ),
-    ("LDS", "type.googleapis.com/envoy.config.listener.v3.Listener"),
-    (
-        "RDS",
-        "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
-    ),
-];
-
-/// Every resource of a type, by name, encoded.
-pub(crate) fn named(resources: &Resources, short: &str) -> Vec<(String, Any)> {
-    match short {
-        "CDS" => resources
-            .clusters
-            .iter()
-            .map(|c| (c.name.clone(), any(c)))
-            .collect(),
-        "EDS" => resources
-            .endpoints
-            .iter()
-            .map(|e| (e.cluster_name.clone(), any(e)))
-            .collect(),
-        "LDS" => resources
-            .listeners
-            .iter()
-            .map(|l| (l.name.clone(), any(l)))
-            .collect(),
-        _ => resources
-            .routes
-            .iter()
-            .map(|r| (r.name.clone(), any(r)))
-            .collect(),
     }
 }
 

@@ -7,9 +7,11 @@ use pilot_model::{ServiceDiscovery, ServiceEvent};
 use pilot_store::Controller;
 use tokio::time::Instant;
 
-use super::generated::{Changes, GeneratedCache};
-use super::{Inner, MeshSnapshot, PushInfo, XdsOptions};
-use crate::MeshConfig;
+use pilot_xds::MeshConfig;
+
+use super::generation_cache::{Changes, GeneratedCache};
+use super::snapshot::{MeshSnapshot, PUSHED_KINDS, PushInfo};
+use crate::server::{Inner, XdsOptions};
 
 /// One event the pipeline waits for.
 enum Change {
@@ -148,7 +150,7 @@ fn publish(
     let (revisions, mesh) = match kept {
         Some(kept) => kept,
         None => {
-            let kinds = super::PUSHED_KINDS;
+            let kinds = PUSHED_KINDS;
             // Read before the cache is: the push holds at least every write
             // up to these (objects' status is counted against them).
             let revisions: Arc<pilot_model::KindRevisions> = Arc::new(

@@ -11,7 +11,8 @@
 //! so the next push takes every virtual host whose rules and service did
 //! not change from this one, as encoded, and encodes only the others: a
 //! rule change costs the virtual hosts of the hosts it touches. The result
-//! is byte for byte the encoding of [`routes::route_configuration`]
+//! is byte for byte the encoding of
+//! [`route_configuration`](pilot_xds::parts::route_configuration)
 //! (protobuf allows a message to be written field by field, and prost
 //! writes fields in tag order, as this does).
 
@@ -28,8 +29,8 @@ use pilot_model::{Service, ServiceInstance};
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint};
 
-use crate::names::route_config_name;
-use crate::{MeshConfig, MeshIndex, Proxy, routes};
+use pilot_xds::parts::{applies_to, domains, virtual_host_routes};
+use pilot_xds::{MeshConfig, MeshIndex, Proxy, route_config_name};
 
 /// `RouteConfiguration.name`, `.virtual_hosts`, `.validate_clusters`.
 const CONFIG_NAME: u32 = 1;
@@ -149,7 +150,7 @@ impl VirtualHosts {
     }
 }
 
-/// The encoding of `routes::route_configuration(port, services, mesh,
+/// The encoding of `pilot_xds::parts::route_configuration(port, services, mesh,
 /// proxy, own, index)`, its virtual hosts taken from `shared`.
 pub(crate) fn route_configuration(
     port: u16,
@@ -171,7 +172,7 @@ pub(crate) fn route_configuration(
         let rules = index.rules_for(&service.hostname);
         let applied: Vec<bool> = rules
             .iter()
-            .map(|rule| routes::applies_to(rule, mesh, own, proxy))
+            .map(|rule| applies_to(rule, mesh, own, proxy))
             .collect();
         let key = HostKey {
             hostname: Arc::from(service.hostname.as_str()),
@@ -192,12 +193,12 @@ pub(crate) fn route_configuration(
                 .filter(|(_, a)| **a)
                 .map(|(r, _)| *r);
             let mut encoded_routes = BytesMut::new();
-            for route in routes::virtual_host_routes(service, service_port.port, port, applying, mesh) {
+            for route in virtual_host_routes(service, service_port.port, port, applying, mesh) {
                 prost::encoding::message::encode(HOST_ROUTES, &route, &mut encoded_routes);
             }
             let encoded_routes = encoded_routes.freeze();
             let name = format!("{}:{port}", service.hostname);
-            let domains = routes::domains(service, proxy);
+            let domains = domains(service, proxy);
             let mut entry = BytesMut::new();
             virtual_host(&name, &domains, &encoded_routes, &mut entry);
             EncodedHost {
@@ -261,6 +262,7 @@ mod tests {
     use pilot_model::{Port, Protocol, document, istio};
 
     use super::*;
+    use pilot_xds::parts::route_configuration as decoded;
 
     fn service(host: &str, address: &str) -> Arc<Service> {
         let mut service = Service::new(host, vec![Port::new("http", 80, Protocol::Http)]);
@@ -295,7 +297,7 @@ spec:
         ] {
             let proxy = Proxy::from_node_id(node).unwrap();
             let encoded = route_configuration(80, &services, &mesh, &proxy, &[], &index, &shared);
-            let expected = routes::route_configuration(80, &services, &mesh, &proxy, &[], &index);
+            let expected = decoded(80, &services, &mesh, &proxy, &[], &index);
             assert_eq!(
                 RouteConfiguration::decode(encoded.clone()).unwrap(),
                 expected,

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::Proxy;
+use pilot_xds::Proxy;
 
 /// Which node ids a caller may claim.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,9 +18,9 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
 
-use super::generated::EncodedType;
 use super::session::{Answer, Gone, Protocol, Resend, Session};
-use super::xds_type::XdsType;
+use crate::push::EncodedType;
+use crate::xds_type::XdsType;
 
 /// What the proxy holds of one resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

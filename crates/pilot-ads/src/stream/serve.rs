@@ -15,7 +15,8 @@ use tokio::sync::OwnedSemaphorePermit;
 use tonic::transport::server::{Connected, TcpConnectInfo, TcpIncoming};
 use tonic::transport::{Server, ServerTlsConfig};
 
-use super::{Authenticate, XdsServer};
+use super::auth::Authenticate;
+use crate::XdsServer;
 
 /// How [`XdsServer::serve_with`] serves.
 #[derive(Clone)]
@@ -193,7 +194,7 @@ impl XdsServer {
 /// The accept queue a listener asks for: the kernel caps it at
 /// `net.core.somaxconn` (4,096 by default since Linux 5.4), as Go's
 /// `net.Listen` (istiod's) gets.
-pub const LISTEN_BACKLOG: u32 = 65_535;
+pub(crate) const LISTEN_BACKLOG: u32 = 65_535;
 
 /// A TCP listener on `address` (`SO_REUSEADDR`, as the standard library
 /// sets) with a deep accept queue ([`LISTEN_BACKLOG`]); call within a

@@ -12,8 +12,10 @@ use std::time::Duration;
 use tonic::body::Body;
 use tonic::server::NamedService;
 
+use super::auth::{Authenticate, Caller};
 use super::session::{self, Protocol};
-use super::{Authenticate, Caller, XdsServer, delta, sotw, transport};
+use super::{delta, sotw, transport};
+use crate::XdsServer;
 
 const SERVICE: &str = "envoy.service.discovery.v3.AggregatedDiscoveryService";
 const STREAM_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
@@ -23,9 +25,9 @@ const DELTA_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService
 /// [`XdsServer::service`]).
 #[derive(Clone)]
 pub struct AdsService {
-    pub(super) server: XdsServer,
-    pub(super) auth: Option<Arc<dyn Authenticate>>,
-    pub(super) max_age: Option<Duration>,
+    pub(crate) server: XdsServer,
+    pub(crate) auth: Option<Arc<dyn Authenticate>>,
+    pub(crate) max_age: Option<Duration>,
 }
 
 impl AdsService {

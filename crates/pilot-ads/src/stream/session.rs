@@ -24,14 +24,15 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::value;
+use pilot_xds::Proxy;
 use tokio::sync::mpsc;
 
-use super::generated::ProxyConfig;
-use super::status::EndReason;
+use super::auth::Caller;
 use super::transport::{Outgoing, RequestError, Requests, frame};
-use super::xds_type::XdsType;
-use super::{Caller, Inner, MeshSnapshot};
-use crate::Proxy;
+use crate::feedback::EndReason;
+use crate::push::{MeshSnapshot, ProxyConfig};
+use crate::server::Inner;
+use crate::xds_type::XdsType;
 
 /// What to send again of a type regardless of what the proxy holds, or
 /// what a response changed.
@@ -301,7 +302,7 @@ pub(super) async fn drive<P: Protocol>(
         .and_then(|node| node.metadata.as_ref())
         .is_some_and(|m| m.fields.contains_key("GENERATOR"));
     if !declared && P::names_listeners(&first) {
-        proxy.generator = crate::Generator::Grpc;
+        proxy.generator = pilot_xds::Generator::Grpc;
     }
     let mut snapshots = server.snapshots.subscribe();
     let mut closing = server.closing.subscribe();
@@ -398,7 +399,7 @@ fn proxy_from(node: Option<&Node>) -> Result<Proxy, tonic::Status> {
 
 /// The proxy a node describes: its id, plus `LABELS` and
 /// `INTERCEPTION_MODE` from its metadata.
-fn proxy_of(node: &Node) -> Result<Proxy, crate::XdsError> {
+fn proxy_of(node: &Node) -> Result<Proxy, pilot_xds::XdsError> {
     let proxy = Proxy::from_node_id(&node.id)?;
     let mut metadata = BTreeMap::new();
     if let Some(fields) = node.metadata.as_ref().map(|m| &m.fields) {

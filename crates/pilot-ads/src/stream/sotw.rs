@@ -13,10 +13,10 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 
-use super::generated::{EncodedType, ProxyConfig};
 use super::session::{Answer, Gone, Protocol, Resend, Session};
 use super::sotw_request::{EncodedNames, NamesKey, SotwRequest};
-use super::xds_type::XdsType;
+use crate::push::{EncodedType, ProxyConfig};
+use crate::xds_type::XdsType;
 
 /// A type's subscription and what was last sent for it.
 #[derive(Default)]
@@ -258,7 +258,7 @@ mod tests {
             resource_names: list.iter().map(|n| n.to_string()).collect(),
             ..Default::default()
         };
-        <SotwRequest as crate::server::transport::Request>::decode(
+        <SotwRequest as crate::stream::transport::Request>::decode(
             Bytes::from(request.encode_to_vec()).into(),
         )
         .expect("decodes")

@@ -9,8 +9,10 @@ use std::sync::atomic::Ordering;
 use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, document, istio};
 use pilot_store_memory::MemoryServiceRegistry;
 
-use super::{Changes, GeneratedCache, ORDER, ProxyConfig};
-use crate::{Generator, MeshConfig, Proxy, generate_inbound, generate_outbound};
+use pilot_xds::parts::{generate_inbound, generate_outbound};
+use pilot_xds::{Generator, MeshConfig, Proxy};
+
+use super::{Changes, Generated, GeneratedCache, ORDER, ProxyConfig};
 
 const SERVICES: usize = 4;
 
@@ -143,7 +145,7 @@ fn full(proxy: &Proxy, registry: &RegistrySnapshot, mesh: &MeshConfig) -> Vec<(&
     let own = pilot_model::ServiceDiscovery::host_instances(registry, &[proxy.ip]);
     let mut resources = generate_outbound(proxy, registry, mesh, &own);
     resources.extend(generate_inbound(proxy, &own));
-    let generated = super::Generated::encode(&resources);
+    let generated = Generated::encode(&resources);
     let mut all: Vec<_> = ORDER
         .iter()
         .flat_map(|(short, _)| {
@@ -486,91 +488,4 @@ fn classes_with_equal_route_configurations_share_one_copy() {
     assert!(Arc::ptr_eq(&b.shared.types["RDS"], &d.shared.types["RDS"]));
     assert!(!Arc::ptr_eq(&b.shared.types["RDS"], &a.shared.types["RDS"]));
     assert_eq!(cache.routes_assembled.load(Ordering::Relaxed), 2);
-}
-
-#[test]
-fn a_patched_encoding_equals_one_encoded_afresh() {
-    use envoy_types::pb::google::protobuf::Any;
-
-    use super::EncodedType;
-
-    let url = ORDER[1].1;
-    let encoded = |values: &[&str]| {
-        let resources = values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let any = Any {
-                    type_url: url.to_string(),
-                    value: v.as_bytes().to_vec(),
-                };
-                (format!("cluster-{i}"), any)
-            })
-            .collect();
-        EncodedType::new(url, resources)
-    };
-    let before = Arc::new(encoded(&["a", "bb", "ccc", "dddd", "e"]));
-    // The delta form and the name index exist before the patch, so both
-    // are carried over (patched) rather than built afresh.
-    let _ = before.delta_form();
-    assert_eq!(before.position("cluster-3"), Some(3));
-    // Longer, shorter, at the start, in the middle, at the end, and one
-    // "replaced" by the same value.
-    let changes = [(0, "A longer value"), (2, ""), (3, "dddd"), (4, "E")];
-    let patched = Arc::new(
-        before.patched(
-            changes
-                .iter()
-                .map(|(at, v)| (*at, v.as_bytes().to_vec()))
-                .collect(),
-        ),
-    );
-    let afresh = encoded(&["A longer value", "bb", "", "dddd", "E"]);
-    // What changed between the two is read from the patch, and is what a
-    // comparison of every entry finds.
-    assert_eq!(patched.patched_from(&before), Some(&[0, 2, 3, 4][..]));
-    let diffs = crate::server::diffs::Diffs::default();
-    let changed = diffs.between(&before, &patched);
-    let mut names: Vec<&str> = changed.names.iter().map(|n| &**n).collect();
-    names.sort();
-    assert_eq!(names, ["cluster-0", "cluster-2", "cluster-4"]);
-    assert!(changed.gone.is_empty());
-    let compared = diffs.between(
-        &before,
-        &Arc::new(encoded(&["A longer value", "bb", "", "dddd", "E"])),
-    );
-    assert_eq!(*compared.names, *changed.names);
-    assert_eq!(patched.sotw, afresh.sotw);
-    assert_eq!(patched.delta_form(), afresh.delta_form());
-    for (p, a) in patched.entries.iter().zip(&afresh.entries) {
-        assert_eq!(
-            (&p.name, p.version, &p.range, p.value_len),
-            (&a.name, a.version, &a.range, a.value_len)
-        );
-    }
-    assert_eq!(patched.entries.len(), afresh.entries.len());
-    assert_eq!(patched.position("cluster-4"), Some(4));
-    // Unchanged entries kept their versions, changed ones did not.
-    let versions = |t: &EncodedType| t.entries.iter().map(|e| e.version).collect::<Vec<_>>();
-    let (old, new) = (versions(&before), versions(&patched));
-    assert_eq!([old[1], old[3]], [new[1], new[3]]);
-    assert!(old[0] != new[0] && old[2] != new[2] && old[4] != new[4]);
-    // Without a delta form, the patched one builds its own on demand; a
-    // few entries asked for are encoded alone, as the whole form has them.
-    let values: Vec<String> = (0..20).map(|i| format!("value {i}")).collect();
-    let values: Vec<&str> = values.iter().map(String::as_str).collect();
-    let plain = Arc::new(encoded(&values));
-    let patched = plain.patched(vec![(1, b"xy".to_vec())]);
-    assert!(patched.delta.get().is_none());
-    let few = patched.delta_at(&mut vec![1]);
-    assert!(
-        patched.delta.get().is_none(),
-        "one entry of 20 builds no whole form"
-    );
-    let mut expected = values.clone();
-    expected[1] = "xy";
-    let afresh = encoded(&expected);
-    let (buffer, ranges) = afresh.delta_form();
-    assert_eq!(few, vec![buffer.slice(ranges[1].clone())]);
-    assert_eq!(patched.delta_form(), afresh.delta_form());
 }
