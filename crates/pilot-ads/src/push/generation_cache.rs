@@ -33,44 +33,6 @@ use super::proxy_class::ProxyClass;
 use super::proxy_config::{Generated, ORDER, ProxyConfig, named};
 use super::virtual_hosts::{self, VirtualHosts};
 
-/// An Envoy's listeners for one push, shared by every class of the same
-/// proxy type and capture mode, with what its route configurations need.
-struct ListenerPart {
-    lds: Arc<EncodedType>,
-    /// The outbound HTTP ports: one route configuration each.
-    http_ports: Vec<u16>,
-    /// An ingress's route configurations (from ingress rules), encoded.
-    ingress_routes: Vec<(String, Any)>,
-}
-
-/// A push's listeners of one proxy type and capture mode, once built.
-type ListenerCell = Arc<OnceCell<Arc<ListenerPart>>>;
-
-/// What changed since the previous push, as far as generation cares.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Changes {
-    /// Rules, services, or a registry resync: nothing is reused.
-    pub(crate) full: bool,
-    /// The routing configuration may have changed: it is listed and
-    /// decoded again (else the last push's rules are kept, and with them
-    /// the store revisions they were read at).
-    pub(crate) rules: bool,
-    /// The hostnames whose instances changed.
-    pub(crate) endpoints: HashSet<String>,
-}
-
-/// What a push carrying endpoint changes only takes from the push before.
-struct Previous {
-    /// Hostnames whose load assignments must be rebuilt.
-    endpoints: HashSet<String>,
-    /// Envoy clusters, by whether the proxy captures.
-    cds: HashMap<bool, Arc<EncodedType>>,
-    /// Taken (and so freed) once this push's are built.
-    eds: Mutex<Option<Arc<EncodedType>>>,
-    /// Envoy classes' listeners and route configurations.
-    classes: HashMap<ProxyClass, (Arc<EncodedType>, Arc<EncodedType>)>,
-}
-
 /// The configurations generated for one push, by proxy class, all from
 /// one registry state and one set of rules.
 pub(crate) struct GeneratedCache {
@@ -408,6 +370,44 @@ impl GeneratedCache {
             .clone()
     }
 }
+
+/// What changed since the previous push, as far as generation cares.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Changes {
+    /// Rules, services, or a registry resync: nothing is reused.
+    pub(crate) full: bool,
+    /// The routing configuration may have changed: it is listed and
+    /// decoded again (else the last push's rules are kept, and with them
+    /// the store revisions they were read at).
+    pub(crate) rules: bool,
+    /// The hostnames whose instances changed.
+    pub(crate) endpoints: HashSet<String>,
+}
+
+/// What a push carrying endpoint changes only takes from the push before.
+struct Previous {
+    /// Hostnames whose load assignments must be rebuilt.
+    endpoints: HashSet<String>,
+    /// Envoy clusters, by whether the proxy captures.
+    cds: HashMap<bool, Arc<EncodedType>>,
+    /// Taken (and so freed) once this push's are built.
+    eds: Mutex<Option<Arc<EncodedType>>>,
+    /// Envoy classes' listeners and route configurations.
+    classes: HashMap<ProxyClass, (Arc<EncodedType>, Arc<EncodedType>)>,
+}
+
+/// An Envoy's listeners for one push, shared by every class of the same
+/// proxy type and capture mode, with what its route configurations need.
+struct ListenerPart {
+    lds: Arc<EncodedType>,
+    /// The outbound HTTP ports: one route configuration each.
+    http_ports: Vec<u16>,
+    /// An ingress's route configurations (from ingress rules), encoded.
+    ingress_routes: Vec<(String, Any)>,
+}
+
+/// A push's listeners of one proxy type and capture mode, once built.
+type ListenerCell = Arc<OnceCell<Arc<ListenerPart>>>;
 
 /// The encoded load assignment of the EDS cluster `name`, if it names a
 /// port of a service `registry` has.
