@@ -15,7 +15,9 @@
 //! - `k8s` (`pilot-store-k8s`, feature `k8s`): configuration as Kubernetes
 //!   custom resources, and Kubernetes as a service registry;
 //! - `xds` (`pilot-xds`, feature `xds`): Envoy configuration generated from
-//!   services and routing rules.
+//!   services and routing rules;
+//! - `ads` (`pilot-ads`, feature `ads`): the Aggregated Discovery Service
+//!   that pushes it to connected proxies and records their ACKs and NACKs.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -35,6 +37,8 @@
 //! # });
 //! ```
 
+#[cfg(feature = "ads")]
+pub use pilot_ads as ads;
 pub use pilot_model as model;
 pub use pilot_store as store;
 #[cfg(feature = "etcd")]

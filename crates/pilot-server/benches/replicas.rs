@@ -11,25 +11,25 @@
 //! and `XdsServer` on its own port; one memory service registry shared by
 //! both. The mesh is the `status` bench's (1,000 services, 4 instances, a
 //! 50/50 RouteRule each). The clients are the `ads` bench's
-//! (`pilot-xds/benches/common/ads_clients.rs`, state of the world) in a
+//! (`pilot-ads/benches/common/ads_clients.rs`, state of the world) in a
 //! child process, connected first to B, then (afresh) to A.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use ads_clients::{Clients, now_micros, percentile};
+use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{ConfigKey, ConfigStore, istio};
 use pilot_store::Controller;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
 use pilot_store_memory::MemoryServiceRegistry;
 use pilot_test_support::EtcdServer;
-use pilot_xds::{XdsOptions, XdsServer};
 
-#[path = "../../pilot-xds/benches/common/ads_clients.rs"]
+#[path = "../../pilot-ads/benches/common/ads_clients.rs"]
 mod ads_clients;
 #[path = "../../pilot-xds/benches/common/mod.rs"]
 mod common;
-#[path = "../../pilot-xds/benches/common/mesh.rs"]
+#[path = "../../pilot-ads/benches/common/mesh.rs"]
 mod mesh;
 
 const SERVICES: usize = 1_000;

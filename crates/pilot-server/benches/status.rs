@@ -11,7 +11,7 @@
 //! bench's (1,000 services, 4 instances, a 50/50 RouteRule each) on the
 //! memory store, which keeps status; the ADS server, the Controller and
 //! the writer run in this process, the clients (the `ads` bench's,
-//! `pilot-xds/benches/common/ads_clients.rs`, state of the world) in a
+//! `pilot-ads/benches/common/ads_clients.rs`, state of the world) in a
 //! child process. Each mode connects the clients afresh; with the writer
 //! on, the first rounds write every object's status (1,000+ writes), so
 //! the writes are timed after it settled (no write for two intervals).
@@ -25,17 +25,17 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ads_clients::{Clients, cpu_time, now_micros, percentile, rss_mb};
+use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{ConfigKey, ConfigStore, ConfigWatch, istio};
 use pilot_server::status_writer::{self, WriterCounts};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot_xds::{XdsOptions, XdsServer};
 
-#[path = "../../pilot-xds/benches/common/ads_clients.rs"]
+#[path = "../../pilot-ads/benches/common/ads_clients.rs"]
 mod ads_clients;
 #[path = "../../pilot-xds/benches/common/mod.rs"]
 mod common;
-#[path = "../../pilot-xds/benches/common/mesh.rs"]
+#[path = "../../pilot-ads/benches/common/mesh.rs"]
 mod mesh;
 
 const SERVICES: usize = 1_000;

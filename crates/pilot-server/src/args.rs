@@ -139,7 +139,7 @@ pub struct Args {
     #[arg(long)]
     pub xds_allow_unauthenticated: bool,
 
-    // ADS connections (issue 18/13): see `pilot_xds::ServeOptions`.
+    // ADS connections: see `pilot_ads::ServeOptions`.
     /// ADS connections open at once; one more is closed as soon as it is
     /// accepted (the proxy retries, here or at another replica).
     #[arg(long, default_value_t = 10_000, value_name = "N")]

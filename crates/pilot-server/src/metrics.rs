@@ -36,9 +36,9 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use pilot_ads::XdsServer;
 use pilot_model::Event;
 use pilot_store::{Controller, Notification};
-use pilot_xds::XdsServer;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -258,7 +258,7 @@ impl Collector for ScrapeTime {
             None,
             ConstGauge::new(0i64).metric_type(),
         )?;
-        for short in pilot_xds::TYPES {
+        for short in pilot_ads::TYPES {
             let count = status
                 .iter()
                 .filter(|p| {

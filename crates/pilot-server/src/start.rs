@@ -24,7 +24,7 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 use pilot_model::{ConfigStore, ConfigWatch, DynConfig, KindRegistry, Membership, ServiceDiscovery};
 use pilot_store::{Controller, Notification, RegistryWriter};
-use pilot_xds::{ServeOptions, XdsOptions, XdsServer};
+use pilot_ads::{ServeOptions, XdsOptions, XdsServer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -149,7 +149,7 @@ fn check(args: &Args) -> Result<Checked, StartError> {
     let xds_tls = auth::xds::tls_config(args, tokens.is_some()).map_err(StartError::Failed)?;
     let xds_options = ServeOptions {
         tls: xds_tls,
-        auth: xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_xds::Authenticate>),
+        auth: xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_ads::Authenticate>),
         max_connections: Some(args.xds_max_connections),
         max_connection_age: args.xds_max_connection_age,
         ..ServeOptions::default()
@@ -179,7 +179,7 @@ struct Listeners {
 /// replica restarts.
 fn bind(args: &Args, tls: Option<TlsAcceptor>) -> Result<Listeners, StartError> {
     let listen = |address: SocketAddr, what: &str| {
-        pilot_xds::listen(address)
+        pilot_ads::listen(address)
             .map_err(|e| StartError::Failed(format!("cannot listen on {address} for {what}: {e}")))
     };
     let rest = listen(args.listen, "the REST API")?;

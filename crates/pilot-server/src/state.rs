@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pilot_model::{ConfigStore, ConfigWatch, KindRegistry, ServiceDiscovery};
 use pilot_store::Controller;
-use pilot_xds::XdsServer;
+use pilot_ads::XdsServer;
 use tokio::sync::watch;
 
 use crate::auth::Tokens;

@@ -33,6 +33,7 @@ pub const PILOT_DISCOVERY: Binary = Binary {
         "pilot-store-etcd",
         "pilot-store-k8s",
         "pilot-xds",
+        "pilot-ads",
         "pilot-inject",
     ],
 };

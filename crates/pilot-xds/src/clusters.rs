@@ -29,7 +29,7 @@ pub const PASSTHROUGH: &str = "PassthroughCluster";
 const HTTP_OPTIONS_KEY: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 
 /// Every subset (label set) that some rule sends traffic to, by hostname.
-pub(crate) fn subsets(mesh: &MeshConfig) -> BTreeMap<String, BTreeSet<Labels>> {
+pub fn subsets(mesh: &MeshConfig) -> BTreeMap<String, BTreeSet<Labels>> {
     let mut subsets: BTreeMap<String, BTreeSet<Labels>> = BTreeMap::new();
     for rule in &mesh.route_rules {
         let Some(destination) = &rule.spec.destination else {
@@ -91,17 +91,20 @@ pub(crate) fn clusters(
 }
 
 /// An EDS cluster of the mesh: a service port, whole or one subset.
-pub(crate) struct EdsCluster {
-    pub(crate) name: ClusterName,
-    pub(crate) service: std::sync::Arc<Service>,
-    pub(crate) port_name: String,
+pub struct EdsCluster {
+    /// The cluster's name (its service, port and subset).
+    pub name: ClusterName,
+    /// The service.
+    pub service: std::sync::Arc<Service>,
+    /// The name of the service port.
+    pub port_name: String,
 }
 
 /// The EDS clusters every Envoy gets, in CDS order: for each service port
 /// (but external names), the whole service and each subset a rule or a
 /// policy names. They depend on no proxy, so their load assignments are
 /// built once per push for every proxy.
-pub(crate) fn eds_clusters(
+pub fn eds_clusters(
     services: &[std::sync::Arc<Service>],
     subsets: &BTreeMap<String, BTreeSet<Labels>>,
 ) -> Vec<EdsCluster> {
@@ -129,7 +132,7 @@ pub(crate) fn eds_clusters(
 
 /// The outbound clusters (CDS but the proxy's inbound ones): they depend
 /// on the proxy only through `captured` (the passthrough cluster).
-pub(crate) fn outbound(
+pub fn outbound(
     captured: bool,
     services: &[std::sync::Arc<Service>],
     subsets: &BTreeMap<String, BTreeSet<Labels>>,
@@ -361,7 +364,7 @@ fn lb_endpoint_at(address: &str, port: u16) -> LbEndpoint {
 }
 
 /// EDS: the instances of a service port (and subset), grouped by zone.
-pub(crate) fn load_assignment(
+pub fn load_assignment(
     name: &ClusterName,
     service: &Service,
     port_name: &str,

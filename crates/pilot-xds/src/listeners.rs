@@ -35,13 +35,18 @@ pub const VIRTUAL_PORT: u16 = 15001;
 
 /// What listeners a proxy gets, and the outbound HTTP ports (each with a
 /// route configuration) and ingress route configurations they refer to.
-pub(crate) struct ListenerPlan {
+pub struct ListenerPlan {
+    /// The listeners.
     pub listeners: Vec<Listener>,
+    /// The outbound HTTP ports: one route configuration each.
     pub http_ports: BTreeSet<u16>,
+    /// An ingress's route configurations (from ingress rules).
     pub ingress_routes: Vec<RouteConfiguration>,
 }
 
-pub(crate) fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> ListenerPlan {
+/// The listeners of `proxy` (but its inbound ones), with the route
+/// configurations they refer to.
+pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> ListenerPlan {
     let mut plan = ListenerPlan {
         listeners: Vec::new(),
         http_ports: BTreeSet::new(),

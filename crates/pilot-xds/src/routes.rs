@@ -29,7 +29,7 @@ pub const CORS_FILTER: &str = "envoy.filters.http.cors";
 
 /// The route configuration of outbound HTTP port `port`: a virtual host
 /// for every service with an HTTP port of that number.
-pub(crate) fn route_configuration(
+pub fn route_configuration(
     port: u16,
     services: &[std::sync::Arc<Service>],
     mesh: &MeshConfig,
@@ -76,7 +76,7 @@ pub(crate) fn route_configuration(
 /// service port's own number): the `applying` rules' routes in order, then
 /// a default route unless one of them catches everything. The same for
 /// every proxy the same rules apply to.
-pub(crate) fn virtual_host_routes<'a>(
+pub fn virtual_host_routes<'a>(
     service: &Service,
     service_port: u16,
     port: u16,
@@ -107,7 +107,7 @@ pub(crate) fn virtual_host_routes<'a>(
 /// port) against `name`, as Istio's sidecars do; the listener's port already
 /// chose the route configuration. (Proxyless gRPC matches the target's
 /// authority with its port: [`domains_with_port`].)
-pub(crate) fn domains(service: &Service, proxy: &Proxy) -> Vec<String> {
+pub fn domains(service: &Service, proxy: &Proxy) -> Vec<String> {
     let mut names = vec![service.hostname.clone()];
     let parts: Vec<&str> = service.hostname.split('.').collect();
     if parts.len() >= 2 {
@@ -145,7 +145,7 @@ pub(crate) fn domains_with_port(service: &Service, port: u16, proxy: &Proxy) -> 
 /// Whether a rule's source match admits this proxy: the proxy must run an
 /// instance of the source service whose labels include the source's labels
 /// (or carry them in its node metadata).
-pub(crate) fn applies_to(
+pub fn applies_to(
     rule: &Config<RouteRule>,
     mesh: &MeshConfig,
     own: &[ServiceInstance],

@@ -451,7 +451,7 @@ fn common_schemas() -> Map<String, Value> {
                         "required": ["type", "message", "proxies"],
                         "additionalProperties": false,
                         "properties": {
-                            "type": {"type": "string", "enum": pilot_xds::TYPES},
+                            "type": {"type": "string", "enum": pilot_ads::TYPES},
                             "message": {"type": "string"},
                             "proxies": {"type": "integer", "minimum": 1},
                         },

@@ -47,7 +47,7 @@ pub(crate) async fn require(State(state): State<AppState>, mut request: Request,
         && request.uri().path() == PROXY_EVENTS
     {
         // The handler checks the reported node id against this scope.
-        request.extensions_mut().insert(pilot_xds::Caller {
+        request.extensions_mut().insert(pilot_ads::Caller {
             name: format!("token {}", found.name),
             scope: found.scope(),
         });

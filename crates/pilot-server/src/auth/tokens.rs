@@ -34,14 +34,14 @@ pub(crate) struct Token {
 
 impl Token {
     /// The node ids this token's holder may claim.
-    pub(crate) fn scope(&self) -> pilot_xds::NodeScope {
+    pub(crate) fn scope(&self) -> pilot_ads::NodeScope {
         match (self.access, &self.namespace, &self.service_account) {
-            (Access::Xds, Some(namespace), Some(account)) => pilot_xds::NodeScope::ServiceAccount {
+            (Access::Xds, Some(namespace), Some(account)) => pilot_ads::NodeScope::ServiceAccount {
                 namespace: namespace.clone(),
                 account: account.clone(),
             },
-            (Access::Xds, Some(namespace), None) => pilot_xds::NodeScope::Namespace(namespace.clone()),
-            _ => pilot_xds::NodeScope::Any,
+            (Access::Xds, Some(namespace), None) => pilot_ads::NodeScope::Namespace(namespace.clone()),
+            _ => pilot_ads::NodeScope::Any,
         }
     }
 }
@@ -203,7 +203,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             bound.find("0123456789abcdef-sa").unwrap().scope(),
-            pilot_xds::NodeScope::ServiceAccount {
+            pilot_ads::NodeScope::ServiceAccount {
                 namespace: "default".into(),
                 account: "bookinfo-reviews".into()
             }

@@ -22,7 +22,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use pilot_xds::{Authenticate, Caller, NodeScope};
+use pilot_ads::{Authenticate, Caller, NodeScope};
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 

@@ -11,7 +11,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use pilot_xds::{Nack, ProxyStatus, TYPES, TypeStatus};
+use pilot_ads::{Nack, ProxyStatus, TYPES, TypeStatus};
 use serde_json::{Value, json};
 
 use crate::state::AppState;

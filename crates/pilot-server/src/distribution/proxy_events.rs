@@ -259,7 +259,7 @@ pub(crate) fn record_json(record: Option<&ProcessReport>) -> Value {
 /// refused (403).
 pub(crate) async fn handler(
     State(state): State<AppState>,
-    caller: Option<axum::Extension<pilot_xds::Caller>>,
+    caller: Option<axum::Extension<pilot_ads::Caller>>,
     body: Bytes,
 ) -> Response {
     let event: ProxyEvent = match serde_json::from_slice(&body) {

@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use pilot_ads::XdsServer;
 use pilot_model::{Membership, ProxyDistribution, ProxyRecord, ReplicaRecord, TypeNack, TypeRecord};
-use pilot_xds::XdsServer;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;

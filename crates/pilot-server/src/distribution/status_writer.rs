@@ -32,11 +32,11 @@ use std::time::Duration;
 
 use std::collections::HashMap;
 
+use pilot_ads::XdsServer;
 use pilot_model::{
     ConfigKey, ConfigStatus, ConfigWatch, ProxyDistribution, StoreError, distribution_status, now_seconds,
 };
 use pilot_store::Controller;
-use pilot_xds::XdsServer;
 use tokio::sync::watch;
 
 /// Where the proxies' records come from: one replica's ADS server, or
@@ -123,7 +123,7 @@ pub(crate) async fn round(
     let round = held.round;
     // Objects no longer pending (or gone) are forgotten.
     held.since.retain(|_, (_, _, seen)| *seen + 1 >= round);
-    for kind in pilot_xds::PUSHED_KINDS {
+    for kind in pilot_ads::PUSHED_KINDS {
         for object in controller.list_cached(kind, None) {
             let key = object.key();
             let Some(version) = object.meta.resource_version.as_deref() else {

@@ -1,4 +1,5 @@
-//! Shared by the benches: the version-split rule they write.
+//! Shared by the benches (this crate's, and by path pilot-ads's and
+//! pilot-server's): the version-split rule they write.
 
 use pilot_model::Config;
 use pilot_model::istio::{DestinationWeight, IstioService, RouteRule};

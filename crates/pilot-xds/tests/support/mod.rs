@@ -3,8 +3,6 @@
 
 #![allow(dead_code, unused_imports)]
 
-pub mod envoy;
-
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;

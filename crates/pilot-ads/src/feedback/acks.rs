@@ -1,0 +1,210 @@
+//! What each connected proxy was sent, ACKed and NACKed, per xDS type,
+//! and what that means in pushes and in store revisions.
+
+use std::collections::BTreeMap;
+
+use pilot_model::{ProxyDistribution, ProxyNack};
+
+use super::push_revisions::PushRevisions;
+
+/// A NACK: the version a proxy rejected and what it said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nack {
+    /// The rejected version.
+    pub version: String,
+    /// Envoy's error message.
+    pub message: String,
+}
+
+/// One type's state for one proxy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TypeStatus {
+    /// The last version sent.
+    pub sent: Option<String>,
+    /// The last version the proxy ACKed: the version of the response whose
+    /// nonce the ACK carries (what the proxy applied), for both protocols.
+    pub acked: Option<String>,
+    /// The last NACK, if the proxy rejected something since connecting.
+    pub nack: Option<Nack>,
+}
+
+impl TypeStatus {
+    /// True when the proxy has ACKed what it was last sent.
+    pub fn synced(&self) -> bool {
+        self.sent.is_some() && self.sent == self.acked
+    }
+}
+
+/// A connected proxy's feedback, per type (`CDS`, `EDS`, `LDS`, `RDS`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProxyStatus {
+    /// The proxy's node id.
+    pub node_id: String,
+    /// True for an incremental (delta) stream, false for state of the world.
+    pub incremental: bool,
+    /// Per type.
+    pub types: BTreeMap<&'static str, TypeStatus>,
+    /// The last push whose configuration the stream has taken (and sent
+    /// whatever it changed); `None` before the first.
+    pub push: Option<u64>,
+}
+
+impl ProxyStatus {
+    /// The last push the proxy has all of: the stream's push when every
+    /// type it was sent is ACKed (and it has at least clusters and
+    /// listeners), else the push before the oldest one it has not ACKed.
+    pub fn acked_push(&self) -> Option<u64> {
+        // An Envoy asks for clusters, then listeners (a gRPC client for
+        // listeners first): until it has ACKed listeners (and clusters,
+        // once asked for) it has not got its configuration.
+        let acked = |t: &str| self.types.get(t).is_some_and(|s| s.acked.is_some());
+        if !acked("LDS") || (self.types.contains_key("CDS") && !acked("CDS")) {
+            return None;
+        }
+        let oldest_unacked = self
+            .types
+            .values()
+            .filter(|t| !t.synced())
+            .filter_map(|t| t.sent.as_deref()?.parse::<u64>().ok())
+            .min();
+        match oldest_unacked {
+            Some(version) => version.checked_sub(1).filter(|v| *v > 0),
+            None => self.push,
+        }
+    }
+
+    /// The proxy's current rejection: a type whose last response it
+    /// NACKed, with the push that response belonged to.
+    pub fn current_nack(&self) -> Option<(&'static str, u64, &Nack)> {
+        self.types.iter().find_map(|(short, t)| {
+            let nack = t.nack.as_ref()?;
+            (t.sent.as_deref() == Some(nack.version.as_str()))
+                .then(|| Some((*short, nack.version.parse().ok()?, nack)))?
+        })
+    }
+
+    /// This record in store revisions, given which revision each push was
+    /// built from (see [`PushRevisions`]).
+    pub fn distribution(&self, revisions: &PushRevisions) -> ProxyDistribution {
+        ProxyDistribution {
+            node_id: self.node_id.clone(),
+            acked: self.acked_push().and_then(|p| revisions.revision(p)),
+            nack: self.current_nack().and_then(|(short, push, nack)| {
+                Some(ProxyNack {
+                    revisions: revisions.revision(push)?,
+                    type_: short.to_string(),
+                    message: nack.message.clone(),
+                })
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use pilot_model::KindRevisions;
+
+    use super::*;
+
+    /// A type: its name, then the versions sent, ACKed and NACKed.
+    type Row<'a> = (&'static str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
+    fn proxy(types: &[Row<'_>], push: u64) -> ProxyStatus {
+        ProxyStatus {
+            node_id: "n".into(),
+            incremental: false,
+            push: Some(push),
+            types: types
+                .iter()
+                .map(|(t, sent, acked, nack)| {
+                    let status = TypeStatus {
+                        sent: sent.map(str::to_string),
+                        acked: acked.map(str::to_string),
+                        nack: nack.map(|v| Nack {
+                            version: v.to_string(),
+                            message: "bad".into(),
+                        }),
+                    };
+                    (*t, status)
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_synced_proxy_has_its_latest_push_and_a_pending_one_the_push_before() {
+        let synced = proxy(
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("5"), Some("5"), None),
+            ],
+            7,
+        );
+        assert_eq!(synced.acked_push(), Some(7));
+        let pending = proxy(
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("6"), Some("5"), None),
+            ],
+            7,
+        );
+        assert_eq!(pending.acked_push(), Some(5));
+        assert_eq!(pending.current_nack(), None);
+        let nacked = proxy(
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("6"), Some("5"), Some("6")),
+            ],
+            7,
+        );
+        assert_eq!(nacked.acked_push(), Some(5));
+        assert_eq!(nacked.current_nack().map(|(t, p, _)| (t, p)), Some(("LDS", 6)));
+        // An old NACK, ACKed since, is not current.
+        let recovered = proxy(
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("8"), Some("8"), Some("6")),
+            ],
+            8,
+        );
+        assert_eq!(recovered.current_nack(), None);
+        // Clusters ACKed, listeners not asked for yet or not ACKed yet:
+        // nothing complete.
+        let starting = proxy(&[("CDS", Some("3"), Some("3"), None)], 3);
+        assert_eq!(starting.acked_push(), None);
+        let starting = proxy(
+            &[
+                ("CDS", Some("3"), Some("3"), None),
+                ("LDS", Some("3"), None, None),
+            ],
+            3,
+        );
+        assert_eq!(starting.acked_push(), None);
+    }
+
+    #[test]
+    fn push_revisions_map_a_push_to_the_latest_recorded_at_or_before_it() {
+        let at = |r| -> KindRevisions { [("RouteRule".to_string(), r)].into_iter().collect() };
+        let mut revisions = PushRevisions::default();
+        revisions.record(2, Arc::new(at(10)));
+        revisions.record(5, Arc::new(at(40)));
+        assert_eq!(revisions.revision(1), None);
+        assert_eq!(revisions.revision(4), Some(at(10)));
+        assert_eq!(revisions.revision(9), Some(at(40)));
+        let status = proxy(
+            &[
+                ("CDS", Some("5"), Some("2"), Some("5")),
+                ("LDS", Some("2"), Some("2"), None),
+            ],
+            5,
+        );
+        let record = status.distribution(&revisions);
+        assert_eq!(record.acked, Some(at(10)));
+        assert_eq!(
+            record.nack.map(|n| (n.revisions, n.type_)),
+            Some((at(40), "CDS".to_string()))
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! Feedback from the proxies: what each connected proxy was sent, ACKed
+//! and NACKed (`acks.rs`), which store revisions a push carried
+//! (`push_revisions.rs`), why streams ended (`stream_ends.rs`), all
+//! recorded through one `Feedback` (`recorder.rs`) by both protocols
+//! alike.
+
+mod acks;
+mod push_revisions;
+mod recorder;
+mod stream_ends;
+
+pub use acks::{Nack, ProxyStatus, TypeStatus};
+pub use push_revisions::PushRevisions;
+pub(crate) use recorder::Feedback;
+pub(crate) use stream_ends::EndReason;
+pub use stream_ends::StreamEnds;

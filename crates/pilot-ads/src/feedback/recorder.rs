@@ -1,0 +1,171 @@
+//! Where every record of the feedback is made, by both protocols alike:
+//! each connected proxy's ACK/NACK record, and the server's counters
+//! (responses and NACKs by type, streams ended by reason).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::acks::{Nack, ProxyStatus, TypeStatus};
+use super::stream_ends::{EndReason, StreamEnds};
+use crate::xds_type::{TYPES, XdsType};
+
+/// A counter per xDS type (index in [`TYPES`]).
+#[derive(Debug, Default)]
+pub(crate) struct TypeCounters([AtomicU64; TYPES.len()]);
+
+impl TypeCounters {
+    /// Adds one for `t`.
+    pub(crate) fn add(&self, t: XdsType) {
+        self.0[t.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Every type with its count.
+    pub(crate) fn get(&self) -> [(&'static str, u64); TYPES.len()] {
+        std::array::from_fn(|i| (TYPES[i], self.0[i].load(Ordering::Relaxed)))
+    }
+}
+
+/// Every connected proxy's feedback and the server's counters.
+#[derive(Default)]
+pub(crate) struct Feedback {
+    proxies: Mutex<BTreeMap<u64, ProxyStatus>>,
+    /// NACKs received since the server started.
+    nacks: AtomicU64,
+    /// NACKs received, by type.
+    rejects: TypeCounters,
+    /// Responses handed to streams, by type.
+    sent: TypeCounters,
+    ends: [AtomicU64; 6],
+}
+
+impl Feedback {
+    fn update(&self, id: u64, t: XdsType, f: impl FnOnce(&mut TypeStatus)) {
+        let mut all = self.proxies.lock().unwrap_or_else(|p| p.into_inner());
+        // A stream records only between its register and unregister.
+        if let Some(proxy) = all.get_mut(&id) {
+            f(proxy.types.entry(t.short()).or_default());
+        }
+    }
+
+    /// A newly connected proxy, with no feedback yet.
+    pub(crate) fn register(&self, id: u64, node_id: String, incremental: bool) {
+        tracing::info!(node = %node_id, "proxy connected");
+        self.proxies.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            id,
+            ProxyStatus {
+                node_id,
+                incremental,
+                types: BTreeMap::new(),
+                push: None,
+            },
+        );
+    }
+
+    /// The stream has taken push `version` (and sent whatever it changed).
+    pub(crate) fn taken(&self, id: u64, version: u64) {
+        if let Some(proxy) = self
+            .proxies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&id)
+        {
+            proxy.push = Some(version);
+        }
+    }
+
+    /// Forgets a disconnected proxy, counting why its stream ended.
+    pub(crate) fn unregister(&self, id: u64, reason: EndReason) {
+        let gone = self.proxies.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        if let Some(gone) = gone {
+            tracing::info!(node = %gone.node_id, ?reason, "proxy disconnected");
+        }
+        self.ends[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `version` of `t` was handed to the stream.
+    pub(crate) fn sent(&self, id: u64, t: XdsType, version: &str) {
+        self.sent.add(t);
+        self.update(id, t, |s| s.sent = Some(version.to_string()));
+    }
+
+    /// The proxy ACKed the response of `t` at `version`.
+    pub(crate) fn acked(&self, id: u64, t: XdsType, version: &str) {
+        self.update(id, t, |s| s.acked = Some(version.to_string()));
+    }
+
+    /// The proxy rejected the response of `t` at `version`.
+    pub(crate) fn nacked(&self, id: u64, t: XdsType, version: &str, message: &str) {
+        self.nacks.fetch_add(1, Ordering::Relaxed);
+        self.rejects.add(t);
+        self.update(id, t, |s| {
+            s.nack = Some(Nack {
+                version: version.to_string(),
+                message: message.to_string(),
+            })
+        });
+    }
+
+    /// Every connected proxy's feedback.
+    pub(crate) fn proxies(&self) -> Vec<ProxyStatus> {
+        self.proxies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// NACKs since the server started.
+    pub(crate) fn nacks_total(&self) -> u64 {
+        self.nacks.load(Ordering::Relaxed)
+    }
+
+    /// NACKs by type.
+    pub(crate) fn nacks_by_type(&self) -> [(&'static str, u64); TYPES.len()] {
+        self.rejects.get()
+    }
+
+    /// Responses sent by type.
+    pub(crate) fn sent_by_type(&self) -> [(&'static str, u64); TYPES.len()] {
+        self.sent.get()
+    }
+
+    /// Streams ended, by reason.
+    pub(crate) fn stream_ends(&self) -> StreamEnds {
+        let get = |reason: EndReason| self.ends[reason as usize].load(Ordering::Relaxed);
+        StreamEnds {
+            proxy_closed: get(EndReason::ProxyClosed),
+            transport_error: get(EndReason::TransportError),
+            bad_request: get(EndReason::BadRequest),
+            response_dropped: get(EndReason::ResponseDropped),
+            server_closed: get(EndReason::ServerClosed),
+            max_age: get(EndReason::MaxAge),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_only_registered_streams_and_counts_ends() {
+        let feedback = Feedback::default();
+        feedback.sent(7, XdsType::Cluster, "1");
+        assert!(feedback.proxies().is_empty());
+        feedback.register(7, "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local".into(), false);
+        feedback.sent(7, XdsType::Cluster, "2");
+        feedback.nacked(7, XdsType::Cluster, "2", "bad cluster");
+        feedback.acked(7, XdsType::Route, "2");
+        let status = &feedback.proxies()[0];
+        assert!(!status.types["CDS"].synced());
+        assert_eq!(status.types["CDS"].nack.as_ref().unwrap().message, "bad cluster");
+        assert_eq!(status.types["RDS"].acked.as_deref(), Some("2"));
+        assert_eq!(feedback.nacks_total(), 1);
+        assert_eq!(feedback.sent_by_type()[0], ("CDS", 2));
+        feedback.unregister(7, EndReason::MaxAge);
+        assert!(feedback.proxies().is_empty());
+        assert_eq!(feedback.stream_ends().max_age, 1);
+    }
+}

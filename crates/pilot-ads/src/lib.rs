@@ -1,0 +1,51 @@
+//! The Aggregated Discovery Service: pushes the configuration pilot-xds
+//! generates to connected Envoys and proxyless gRPC clients as the routing
+//! configuration and the registry change, and records what each proxy
+//! ACKed or NACKed.
+//!
+//! - `push/`: one push pipeline per server. Controller and registry events
+//!   are debounced, then one shared snapshot is published, never before the
+//!   Controller and the registry have synced; each class of proxy is
+//!   generated once per push and encoded once for every stream.
+//! - `stream/`: one task per ADS stream, state of the world or
+//!   incremental, over tonic ([`ServeOptions`]: TLS, keepalives,
+//!   connection cap, maximum age; [`Authenticate`]: who may claim which
+//!   node ids).
+//! - `feedback/`: each connected proxy's ACKs and NACKs ([`ProxyStatus`]),
+//!   the store revisions each push carried ([`PushRevisions`]), why streams
+//!   ended ([`StreamEnds`]).
+//!
+//! ```
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! use std::sync::Arc;
+//! use pilot_ads::{XdsOptions, XdsServer};
+//! use pilot_model::{Port, Protocol, Service, istio};
+//! use pilot_store::Controller;
+//! use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+//!
+//! let registry = Arc::new(MemoryServiceRegistry::new());
+//! registry.add_service(Service::new("reviews.default.svc.cluster.local", vec![Port::new("http", 9080, Protocol::Http)]));
+//! let controller = Arc::new(Controller::new(Arc::new(MemoryConfigStore::new(istio::registry()))));
+//! let server = XdsServer::new(Arc::clone(&controller), registry, XdsOptions::default());
+//! controller.run();
+//! // The first push, once the Controller and the registry have synced.
+//! server.wait_version(1).await;
+//! assert!(server.version().is_some());
+//! // No proxy is connected yet: serve it with `server.serve(address,
+//! // shutdown)`, or add `server.service()` to a tonic server.
+//! assert!(server.status().is_empty());
+//! # });
+//! ```
+#![forbid(unsafe_code)]
+
+mod feedback;
+mod push;
+mod server;
+mod stream;
+mod xds_type;
+
+pub use feedback::{Nack, ProxyStatus, PushRevisions, StreamEnds, TypeStatus};
+pub use push::{PUSHED_KINDS, PushInfo};
+pub use server::{XdsOptions, XdsServer};
+pub use stream::{AdsService, Authenticate, Caller, NodeScope, RefusedStreams, ServeOptions, listen};
+pub use xds_type::{TYPES, XdsType};

@@ -1,0 +1,435 @@
+//! Generated configuration shared between connections: computed once per
+//! push for each class of proxy, and encoded once.
+//!
+//! Envoy clusters and load assignments do not depend on the class (only
+//! the passthrough cluster on whether the proxy captures), so they are
+//! built once per push and shared by every class; a class adds only its
+//! listeners and route configurations. When a push carries endpoint
+//! changes only, it reuses the previous push's clusters, listeners and
+//! routes and rebuilds just the load assignments of the services whose
+//! instances changed. Listeners are shared by every class of the same
+//! proxy type and capture mode; route configurations are assembled from
+//! encoded virtual hosts shared between classes and kept from push to
+//! push unless their host's rules changed (`virtual_hosts.rs`).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use envoy_types::pb::google::protobuf::Any;
+use pilot_model::{RegistrySnapshot, ServiceDiscovery, ServiceInstance};
+use pilot_xds::parts::{
+    any, eds_clusters, generate_inbound, generate_outbound, listener_plan, load_assignment,
+    outbound_clusters, subsets,
+};
+use pilot_xds::{
+    ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, route_config_name,
+};
+use prost::Message;
+use tokio::sync::OnceCell;
+
+use super::encoded_type::{EncodedType, digest_of};
+use super::proxy_class::ProxyClass;
+use super::proxy_config::{Generated, ORDER, ProxyConfig, named};
+use super::virtual_hosts::{self, VirtualHosts};
+
+/// The configurations generated for one push, by proxy class, all from
+/// one registry state and one set of rules.
+pub(crate) struct GeneratedCache {
+    by_class: Mutex<HashMap<ProxyClass, Arc<OnceCell<Arc<Generated>>>>>,
+    /// The hostnames the rules' source matches name.
+    sources: OnceLock<HashSet<String>>,
+    /// The namespaces some service lives in (the second label of its
+    /// hostname): only a proxy in one of them sees short names.
+    namespaces: OnceLock<HashSet<String>>,
+    /// Envoy route configurations by [`ProxyClass::for_routes`]: classes of
+    /// namespaces without services of their own share one assembly.
+    routes_by_class: Mutex<HashMap<ProxyClass, Arc<OnceCell<Arc<EncodedType>>>>>,
+    /// Envoy clusters, by whether the proxy captures (the passthrough).
+    cds: Mutex<HashMap<bool, Arc<OnceCell<Arc<EncodedType>>>>>,
+    /// Envoy load assignments: the same for every Envoy.
+    eds: OnceCell<Arc<EncodedType>>,
+    /// Envoy listeners, by proxy type and capture mode: they do not depend
+    /// on the namespace or on source-matched rules.
+    listeners: Mutex<HashMap<(ProxyType, TrafficCapture), ListenerCell>>,
+    /// The virtual hosts, encoded once for every class they apply to, or
+    /// kept from the previous push when their host's rules and service did
+    /// not change.
+    pub(crate) virtual_hosts: VirtualHosts,
+    /// Envoy classes' route configurations by a digest of their encoding:
+    /// equal ones are kept once.
+    routes: Mutex<HashMap<u64, Vec<Arc<EncodedType>>>>,
+    previous: Option<Previous>,
+    /// False: every class generates everything itself (the behaviour
+    /// before sharing, kept to measure against).
+    incremental: bool,
+    /// Load assignments generated (not taken from the previous push).
+    pub(crate) assignments_built: AtomicUsize,
+    /// Sets of route configurations assembled.
+    pub(crate) routes_assembled: AtomicUsize,
+}
+
+impl GeneratedCache {
+    /// The cache of a push with `changes` since `before` (the previous
+    /// push's cache, if any).
+    pub(crate) fn new(before: Option<&GeneratedCache>, changes: &Changes, incremental: bool) -> Self {
+        let previous = before
+            .filter(|_| incremental && !changes.full)
+            .map(|before| Previous {
+                endpoints: changes.endpoints.clone(),
+                cds: before
+                    .cds
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .filter_map(|(k, cell)| Some((*k, Arc::clone(cell.get()?))))
+                    .collect(),
+                eds: Mutex::new(before.eds.get().cloned()),
+                classes: before
+                    .by_class
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .filter(|(class, _)| class.generator == Generator::Envoy)
+                    .filter_map(|(class, cell)| {
+                        let generated = cell.get()?;
+                        Some((
+                            class.clone(),
+                            (
+                                Arc::clone(&generated.types["LDS"]),
+                                Arc::clone(&generated.types["RDS"]),
+                            ),
+                        ))
+                    })
+                    .collect(),
+            });
+        GeneratedCache {
+            by_class: Default::default(),
+            sources: OnceLock::new(),
+            namespaces: OnceLock::new(),
+            routes_by_class: Default::default(),
+            cds: Default::default(),
+            eds: OnceCell::new(),
+            listeners: Default::default(),
+            virtual_hosts: match before {
+                Some(before) if incremental => VirtualHosts::after(&before.virtual_hosts),
+                _ => VirtualHosts::default(),
+            },
+            routes: Default::default(),
+            previous,
+            incremental,
+            assignments_built: AtomicUsize::new(0),
+            routes_assembled: AtomicUsize::new(0),
+        }
+    }
+
+    /// The configuration of `proxy`'s class, generating it if no proxy of
+    /// the class has yet for this push. `registry` and `mesh` are the
+    /// push's (the same for every call).
+    pub(crate) async fn get(
+        &self,
+        proxy: &Proxy,
+        registry: &RegistrySnapshot,
+        mesh: &MeshConfig,
+    ) -> ProxyConfig {
+        let own = registry.host_instances(&[proxy.ip]);
+        let sources = self.sources.get_or_init(|| {
+            mesh.route_rules
+                .iter()
+                .filter_map(|rule| {
+                    let source = rule.spec.match_condition.as_ref()?.source.as_ref()?;
+                    Some(mesh.hostname(source, &rule.meta.namespace))
+                })
+                .collect()
+        });
+        let class = ProxyClass::of(proxy, &own, sources);
+        let cell = Arc::clone(
+            self.by_class
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(class.clone())
+                .or_default(),
+        );
+        let shared = cell
+            .get_or_init(|| async {
+                if !self.incremental || proxy.generator == Generator::Grpc {
+                    return heavy(|| {
+                        Arc::new(Generated::encode(&generate_outbound(proxy, registry, mesh, &own)))
+                    });
+                }
+                let captured =
+                    proxy.proxy_type == ProxyType::Sidecar && proxy.capture == TrafficCapture::Iptables;
+                let cds = self.envoy_cds(captured, registry, mesh).await;
+                let eds = self.envoy_eds(registry, mesh).await;
+                let reused = self.previous.as_ref().and_then(|p| p.classes.get(&class));
+                let (lds, rds) = match reused {
+                    Some((lds, rds)) => (Arc::clone(lds), Arc::clone(rds)),
+                    None => {
+                        let listeners = self.envoy_listeners(proxy, registry, mesh).await;
+                        let namespaces = self.namespaces.get_or_init(|| {
+                            registry
+                                .services()
+                                .iter()
+                                .filter_map(|s| s.hostname.split('.').nth(1).map(str::to_string))
+                                .collect()
+                        });
+                        let cell = Arc::clone(
+                            self.routes_by_class
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .entry(class.for_routes(namespaces))
+                                .or_default(),
+                        );
+                        let rds = cell
+                            .get_or_init(|| async {
+                                heavy(|| self.envoy_routes(proxy, registry, mesh, &own, &listeners))
+                            })
+                            .await
+                            .clone();
+                        (Arc::clone(&listeners.lds), rds)
+                    }
+                };
+                Arc::new(Generated::from_types([
+                    ("CDS", cds),
+                    ("EDS", eds),
+                    ("LDS", lds),
+                    ("RDS", rds),
+                ]))
+            })
+            .await
+            .clone();
+        let inbound = generate_inbound(proxy, &own);
+        let own = (inbound != Resources::default()).then(|| Arc::new(Generated::encode(&inbound)));
+        ProxyConfig { shared, own }
+    }
+
+    /// Envoy's outbound clusters, built once per push for each capture mode
+    /// (or kept from the previous push when only endpoints changed).
+    async fn envoy_cds(
+        &self,
+        captured: bool,
+        registry: &RegistrySnapshot,
+        mesh: &MeshConfig,
+    ) -> Arc<EncodedType> {
+        let cell = Arc::clone(
+            self.cds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(captured)
+                .or_default(),
+        );
+        cell.get_or_init(|| async {
+            if let Some(kept) = self.previous.as_ref().and_then(|p| p.cds.get(&captured)) {
+                return Arc::clone(kept);
+            }
+            heavy(|| {
+                let services = registry.services();
+                let index = mesh.index();
+                let clusters = outbound_clusters(captured, &services, &subsets(mesh), mesh, &index);
+                let resources = Resources {
+                    clusters,
+                    ..Default::default()
+                };
+                Arc::new(EncodedType::new(ORDER[0].1, named(&resources, "CDS")))
+            })
+        })
+        .await
+        .clone()
+    }
+
+    /// Envoy's listeners, built once per push for each proxy type and
+    /// capture mode.
+    async fn envoy_listeners(
+        &self,
+        proxy: &Proxy,
+        registry: &RegistrySnapshot,
+        mesh: &MeshConfig,
+    ) -> Arc<ListenerPart> {
+        let cell = Arc::clone(
+            self.listeners
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry((proxy.proxy_type, proxy.capture))
+                .or_default(),
+        );
+        cell.get_or_init(|| async {
+            heavy(|| {
+                let plan = listener_plan(proxy, registry, mesh);
+                let resources = Resources {
+                    listeners: plan.listeners,
+                    routes: plan.ingress_routes,
+                    ..Default::default()
+                };
+                Arc::new(ListenerPart {
+                    lds: Arc::new(EncodedType::new(ORDER[2].1, named(&resources, "LDS"))),
+                    http_ports: plan.http_ports.into_iter().collect(),
+                    ingress_routes: named(&resources, "RDS"),
+                })
+            })
+        })
+        .await
+        .clone()
+    }
+
+    /// A class's route configurations: one per outbound HTTP port of its
+    /// listeners, assembled from the virtual hosts' routes shared with the
+    /// other classes, then the ingress routes.
+    fn envoy_routes(
+        &self,
+        proxy: &Proxy,
+        registry: &RegistrySnapshot,
+        mesh: &MeshConfig,
+        own: &[ServiceInstance],
+        listeners: &ListenerPart,
+    ) -> Arc<EncodedType> {
+        self.routes_assembled.fetch_add(1, Ordering::Relaxed);
+        let index = mesh.index();
+        let services = registry.services();
+        let mut resources: Vec<(String, Any)> = listeners
+            .http_ports
+            .iter()
+            .map(|&port| {
+                let encoded = virtual_hosts::route_configuration(
+                    port,
+                    &services,
+                    mesh,
+                    proxy,
+                    own,
+                    &index,
+                    &self.virtual_hosts,
+                );
+                let value = Any {
+                    type_url: ORDER[3].1.to_string(),
+                    value: encoded.to_vec(),
+                };
+                (route_config_name(port), value)
+            })
+            .collect();
+        resources.extend(listeners.ingress_routes.iter().cloned());
+        let encoded = EncodedType::new(ORDER[3].1, resources);
+        // Classes whose route configurations came out the same (namespaces
+        // without services of their own, say) share one copy.
+        let mut interned = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let same = interned.entry(digest_of(&encoded.sotw)).or_default();
+        if let Some(found) = same.iter().find(|known| known.sotw == encoded.sotw) {
+            return Arc::clone(found);
+        }
+        let encoded = Arc::new(encoded);
+        same.push(Arc::clone(&encoded));
+        encoded
+    }
+
+    /// Envoy's load assignments, built once per push. After endpoint
+    /// changes only, the clusters are the previous push's (they depend on
+    /// services and rules alone), so the previous encoding is patched:
+    /// only the changed services' assignments are generated and encoded,
+    /// the others are copied as encoded with their versions, and the
+    /// name index is shared. A push then costs the changed services plus
+    /// a copy of the buffer, not a pass generating names and digests over
+    /// the whole mesh.
+    async fn envoy_eds(&self, registry: &RegistrySnapshot, mesh: &MeshConfig) -> Arc<EncodedType> {
+        self.eds
+            .get_or_init(|| async {
+                heavy(|| {
+                    let before = self
+                        .previous
+                        .as_ref()
+                        .and_then(|p| Some((p.eds.lock().unwrap_or_else(|p| p.into_inner()).take()?, p)));
+                    if let Some((before, previous)) = before {
+                        let changed: Option<Vec<(usize, Vec<u8>)>> = before
+                            .entries
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, e)| {
+                                previous
+                                    .endpoints
+                                    .contains(e.name.rsplit('|').next().unwrap_or_default())
+                            })
+                            .map(|(at, e)| Some((at, assignment_of(&e.name, registry)?)))
+                            .collect();
+                        // None: a cluster of a service the registry lacks,
+                        // which an endpoint-only push cannot have; built
+                        // afresh below if it ever does.
+                        if let Some(changed) = changed {
+                            self.assignments_built.fetch_add(changed.len(), Ordering::Relaxed);
+                            return Arc::new(before.patched(changed));
+                        }
+                    }
+                    let resources = eds_clusters(&registry.services(), &subsets(mesh))
+                        .iter()
+                        .map(|c| {
+                            self.assignments_built.fetch_add(1, Ordering::Relaxed);
+                            let value = any(&load_assignment(&c.name, &c.service, &c.port_name, registry));
+                            (c.name.to_string(), value)
+                        })
+                        .collect();
+                    Arc::new(EncodedType::new(ORDER[1].1, resources))
+                })
+            })
+            .await
+            .clone()
+    }
+}
+
+/// What changed since the previous push, as far as generation cares.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Changes {
+    /// Rules, services, or a registry resync: nothing is reused.
+    pub(crate) full: bool,
+    /// The routing configuration may have changed: it is listed and
+    /// decoded again (else the last push's rules are kept, and with them
+    /// the store revisions they were read at).
+    pub(crate) rules: bool,
+    /// The hostnames whose instances changed.
+    pub(crate) endpoints: HashSet<String>,
+}
+
+/// What a push carrying endpoint changes only takes from the push before.
+struct Previous {
+    /// Hostnames whose load assignments must be rebuilt.
+    endpoints: HashSet<String>,
+    /// Envoy clusters, by whether the proxy captures.
+    cds: HashMap<bool, Arc<EncodedType>>,
+    /// Taken (and so freed) once this push's are built.
+    eds: Mutex<Option<Arc<EncodedType>>>,
+    /// Envoy classes' listeners and route configurations.
+    classes: HashMap<ProxyClass, (Arc<EncodedType>, Arc<EncodedType>)>,
+}
+
+/// An Envoy's listeners for one push, shared by every class of the same
+/// proxy type and capture mode, with what its route configurations need.
+struct ListenerPart {
+    lds: Arc<EncodedType>,
+    /// The outbound HTTP ports: one route configuration each.
+    http_ports: Vec<u16>,
+    /// An ingress's route configurations (from ingress rules), encoded.
+    ingress_routes: Vec<(String, Any)>,
+}
+
+/// A push's listeners of one proxy type and capture mode, once built.
+type ListenerCell = Arc<OnceCell<Arc<ListenerPart>>>;
+
+/// The encoded load assignment of the EDS cluster `name`, if it names a
+/// port of a service `registry` has.
+fn assignment_of(name: &str, registry: &RegistrySnapshot) -> Option<Vec<u8>> {
+    let cluster = name.parse::<ClusterName>().ok()?;
+    let service = registry.get_service(&cluster.hostname)?;
+    let port = service.port_by_number(cluster.port)?.name.clone();
+    Some(load_assignment(&cluster, &service, &port, registry).encode_to_vec())
+}
+
+/// Runs CPU-heavy generation without stalling the runtime's other tasks:
+/// on a multi-threaded runtime the worker hands its queued tasks (the
+/// HTTP/2 connections among them, whose keepalive PINGs must be answered
+/// within seconds) to another thread first. Generating one class of a
+/// 1,000-service mesh takes tens to hundreds of milliseconds, and a push
+/// to many classes runs many of them back to back.
+fn heavy<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,33 @@
+//! The push pipeline and what it publishes.
+//!
+//! - `pipeline.rs`: Controller and registry events are debounced (a quiet
+//!   period and a maximum delay), then one shared snapshot
+//!   (`snapshot.rs`) is published. Nothing is published before the
+//!   Controller and the registry have synced, so a restarted server never
+//!   pushes empty configuration or endpoints.
+//! - `generation_cache.rs`: what a push generates, once per class of proxy
+//!   (`proxy_class.rs`), reusing the previous push's where only endpoints
+//!   changed; `virtual_hosts.rs`: route configurations assembled from
+//!   virtual hosts shared between classes and pushes.
+//! - `proxy_config.rs` and `encoded_type.rs`: a proxy's configuration,
+//!   encoded once per type for every stream that is sent it.
+//! - `diffs.rs` and `name_sets.rs`: what changed between two pushes'
+//!   encodings, and subscriptions' name sets, each worked out once for
+//!   every stream.
+
+mod diffs;
+mod encoded_type;
+mod generation_cache;
+mod name_sets;
+pub(crate) mod pipeline;
+mod proxy_class;
+mod proxy_config;
+mod snapshot;
+mod virtual_hosts;
+
+pub(crate) use diffs::Diffs;
+pub(crate) use encoded_type::EncodedType;
+pub(crate) use name_sets::NameSets;
+pub(crate) use proxy_config::ProxyConfig;
+pub(crate) use snapshot::MeshSnapshot;
+pub use snapshot::{PUSHED_KINDS, PushInfo};

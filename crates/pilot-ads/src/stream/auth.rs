@@ -1,0 +1,203 @@
+//! Who may open an ADS stream, and which proxies it may claim to be.
+//!
+//! An [`Authenticate`] implementation (the embedding server's: tokens,
+//! client certificates) turns a stream's request headers and connection
+//! information into a [`Caller`], or refuses it with `UNAUTHENTICATED`.
+//! The stream's first request then names the proxy; a caller bound to a
+//! namespace may only claim node ids in that namespace (`PERMISSION_DENIED`
+//! otherwise). Every refusal is counted ([`RefusedStreams`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use pilot_xds::Proxy;
+
+/// Which node ids a caller may claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeScope {
+    /// Any node id (an operator's credential).
+    Any,
+    /// Only proxies of this namespace: the node id's `<pod>.<namespace>`
+    /// part and its DNS domain (`<namespace>.svc...`) must both name it.
+    Namespace(String),
+    /// Only proxies of this namespace (as [`NodeScope::Namespace`]) whose
+    /// node metadata `SERVICE_ACCOUNT` names this service account.
+    ServiceAccount {
+        /// The namespace.
+        namespace: String,
+        /// The service account.
+        account: String,
+    },
+}
+
+/// An authenticated ADS client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The credential's name (a token's name, a certificate's identity),
+    /// for logs.
+    pub name: String,
+    /// The node ids it may claim.
+    pub scope: NodeScope,
+}
+
+impl Caller {
+    /// `Ok` when this caller may claim to be `proxy`; otherwise why not.
+    pub fn permits(&self, proxy: &Proxy) -> Result<(), String> {
+        let (namespace, account) = match &self.scope {
+            NodeScope::Any => return Ok(()),
+            NodeScope::Namespace(namespace) => (namespace, None),
+            NodeScope::ServiceAccount { namespace, account } => (namespace, Some(account)),
+        };
+        let id_namespace = proxy.id.rsplit_once('.').map(|(_, ns)| ns);
+        let domain_namespace = proxy.domain.split('.').next();
+        if id_namespace != Some(namespace.as_str()) || domain_namespace != Some(namespace.as_str()) {
+            return Err(format!(
+                "{:?} may only claim proxies of namespace {namespace:?} (node id `type~ip~<pod>.{namespace}~{namespace}.svc...`), not {:?}",
+                self.name,
+                proxy.node_id()
+            ));
+        }
+        match account {
+            Some(account) if proxy.service_account.as_deref() != Some(account.as_str()) => Err(format!(
+                "service account {account:?} of {:?} does not match {} of node {:?}",
+                self.name,
+                proxy.service_account.as_ref().map_or_else(
+                    || "the missing SERVICE_ACCOUNT metadata".to_string(),
+                    |sa| format!("SERVICE_ACCOUNT {sa:?}")
+                ),
+                proxy.node_id()
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Decides who opened a stream, from its request headers (gRPC metadata
+/// such as `authorization`) and the connection's extensions (the transport
+/// puts the peer's verified certificates there).
+pub trait Authenticate: Send + Sync + 'static {
+    /// The caller, or the status to refuse the stream with (normally
+    /// `UNAUTHENTICATED` with the reason).
+    fn authenticate(
+        &self,
+        headers: &http::HeaderMap,
+        extensions: &http::Extensions,
+    ) -> Result<Caller, tonic::Status>;
+}
+
+/// Streams refused since the server started, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RefusedStreams {
+    /// No credential, or one that is not valid.
+    pub unauthenticated: u64,
+    /// A valid credential claiming a node id outside its scope.
+    pub permission_denied: u64,
+    /// A request that is not a valid ADS request (undecodable, no node, a
+    /// malformed node id).
+    pub invalid_argument: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct RefusalCounters {
+    unauthenticated: AtomicU64,
+    permission_denied: AtomicU64,
+    invalid_argument: AtomicU64,
+}
+
+impl RefusalCounters {
+    /// Counts a stream ended with `status` (other codes are not refusals).
+    pub(crate) fn count(&self, status: &tonic::Status) {
+        let counter = match status.code() {
+            tonic::Code::Unauthenticated => &self.unauthenticated,
+            tonic::Code::PermissionDenied => &self.permission_denied,
+            tonic::Code::InvalidArgument => &self.invalid_argument,
+            _ => return,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> RefusedStreams {
+        RefusedStreams {
+            unauthenticated: self.unauthenticated.load(Ordering::Relaxed),
+            permission_denied: self.permission_denied.load(Ordering::Relaxed),
+            invalid_argument: self.invalid_argument.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_namespace_bound_caller_claims_only_its_namespace() {
+        let caller = Caller {
+            name: "reviews".into(),
+            scope: NodeScope::Namespace("default".into()),
+        };
+        let proxy = |id: &str| Proxy::from_node_id(id).unwrap();
+        assert!(
+            caller
+                .permits(&proxy(
+                    "sidecar~10.0.0.1~reviews-v1.default~default.svc.cluster.local"
+                ))
+                .is_ok()
+        );
+        let refused = caller
+            .permits(&proxy("sidecar~10.0.0.1~ratings.prod~prod.svc.cluster.local"))
+            .unwrap_err();
+        assert!(refused.contains("namespace \"default\""), "{refused}");
+        // Both parts must agree: a pod of `default` in prod's domain is refused.
+        assert!(
+            caller
+                .permits(&proxy("sidecar~10.0.0.1~x.default~prod.svc.cluster.local"))
+                .is_err()
+        );
+        assert!(
+            caller
+                .permits(&proxy("sidecar~10.0.0.1~nodot~default.svc.cluster.local"))
+                .is_err()
+        );
+        let bound = Caller {
+            name: "spiffe://cluster.local/ns/default/sa/reviews".into(),
+            scope: NodeScope::ServiceAccount {
+                namespace: "default".into(),
+                account: "reviews".into(),
+            },
+        };
+        let with_account = |account: &str| {
+            let metadata = [("SERVICE_ACCOUNT".to_string(), account.to_string())].into();
+            proxy("sidecar~10.0.0.1~reviews-v1.default~default.svc.cluster.local")
+                .with_metadata(&metadata)
+                .unwrap()
+        };
+        assert!(bound.permits(&with_account("reviews")).is_ok());
+        let wrong = bound.permits(&with_account("ratings")).unwrap_err();
+        assert!(wrong.contains("service account \"reviews\""), "{wrong}");
+        assert!(
+            wrong.contains("does not match SERVICE_ACCOUNT \"ratings\""),
+            "{wrong}"
+        );
+        let missing = bound
+            .permits(&proxy(
+                "sidecar~10.0.0.1~reviews-v1.default~default.svc.cluster.local",
+            ))
+            .unwrap_err();
+        assert!(
+            missing.contains("does not match the missing SERVICE_ACCOUNT"),
+            "{missing}"
+        );
+        // The namespace still binds.
+        let mut elsewhere = with_account("reviews");
+        elsewhere.id = "reviews-v1.prod".into();
+        assert!(bound.permits(&elsewhere).is_err());
+        let operator = Caller {
+            name: "admin".into(),
+            scope: NodeScope::Any,
+        };
+        assert!(
+            operator
+                .permits(&proxy("sidecar~10.0.0.1~ratings.prod~prod.svc.cluster.local"))
+                .is_ok()
+        );
+    }
+}

@@ -1,0 +1,34 @@
+//! One ADS stream, from connection to end. Layers, each importing only
+//! those below it:
+//!
+//! - `transport.rs`: gRPC framing and a stream's request/response
+//!   plumbing, no protocol knowledge; `sotw_request.rs` decodes a
+//!   state-of-the-world request without copying its names.
+//! - `session.rs`: one task per stream, either protocol: identity,
+//!   snapshot, nonces, ACK/NACK, push order CDS, EDS, LDS, RDS with EDS
+//!   and RDS re-sent after CDS and LDS changes, maximum age, why the
+//!   stream ended.
+//! - `sotw.rs` and `delta.rs`: subscription bookkeeping only, what a
+//!   response carries.
+//! - `auth.rs`: who a caller is and which node ids it may claim;
+//!   `service.rs`: the gRPC service (authentication, protocol by method);
+//!   `serve.rs`: [`ServeOptions`] (TLS, keepalives, connection cap,
+//!   maximum age) and the listening socket.
+//!
+//! Responses go through a bounded queue: a slow proxy holds up only its
+//! own task, which waits. When the stream ends, the task, its queue and its
+//! status go away, and the reason is counted.
+
+mod auth;
+mod delta;
+mod serve;
+mod service;
+mod session;
+mod sotw;
+mod sotw_request;
+mod transport;
+
+pub(crate) use auth::RefusalCounters;
+pub use auth::{Authenticate, Caller, NodeScope, RefusedStreams};
+pub use serve::{ServeOptions, listen};
+pub use service::AdsService;

@@ -1,0 +1,427 @@
+//! The per-stream session, shared by both protocols: the proxy's identity,
+//! the snapshot it is served from, nonces and ACK/NACK recording, the push
+//! order with the re-sends Envoy needs, and how a stream ends. The protocol
+//! layers (`sotw.rs`, `delta.rs`) keep only their subscriptions and decide
+//! what a response of theirs carries.
+//!
+//! One rule for both protocols:
+//! - An ACK is a request carrying the nonce of the type's latest response
+//!   and no `error_detail`: the version of that response is recorded as
+//!   ACKed (what the proxy applied). With `error_detail` it is a NACK: the
+//!   version and message are recorded, and the proxy is not sent the same
+//!   thing again (only a later change, or a new subscription, answers).
+//!   A request with an older nonce records nothing (a newer response is on
+//!   its way).
+//! - A push sends, in the order CDS, EDS, LDS, RDS, what changed; after
+//!   CDS changed, the load assignments of the changed clusters are sent
+//!   again (a changed cluster warms again and waits for its assignment);
+//!   after LDS changed, the route configurations are sent again (a changed
+//!   listener's connection manager subscribes afresh).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::google::protobuf::value;
+use pilot_xds::Proxy;
+use tokio::sync::mpsc;
+
+use super::auth::Caller;
+use super::transport::{Outgoing, RequestError, Requests, frame};
+use crate::feedback::EndReason;
+use crate::push::{MeshSnapshot, ProxyConfig};
+use crate::server::Inner;
+use crate::xds_type::XdsType;
+
+/// What to send again of a type regardless of what the proxy holds, or
+/// what a response changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) enum Resend {
+    /// Nothing.
+    #[default]
+    Nothing,
+    /// Every subscribed resource.
+    All,
+    /// These resources (a set shared by the streams it is the same for).
+    Names(Arc<BTreeSet<String>>),
+}
+
+impl Resend {
+    pub(super) fn any(&self) -> bool {
+        match self {
+            Resend::Nothing => false,
+            Resend::All => true,
+            Resend::Names(names) => !names.is_empty(),
+        }
+    }
+}
+
+/// The stream is gone (its response body was dropped).
+#[derive(Debug)]
+pub(super) struct Gone;
+
+/// How a request relates to the type's latest response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Answer {
+    /// No nonce: a new subscription (the type's first request, or a
+    /// reconnecting proxy's).
+    Initial,
+    /// The latest response's nonce: an ACK or a NACK.
+    Latest,
+    /// An older response's nonce.
+    Stale,
+}
+
+/// A stream protocol: the subscription bookkeeping of state of the world
+/// or incremental xDS.
+pub(super) trait Protocol: Sized + Send {
+    /// What the proxy sends.
+    type Request: super::transport::Request;
+    /// True for the delta protocol (reported in the proxy's status).
+    const INCREMENTAL: bool;
+
+    /// A new stream's (empty) subscriptions.
+    fn new() -> Self;
+
+    /// The node a request carries (the first one must).
+    fn node(request: &Self::Request) -> Option<&Node>;
+
+    /// The type URL, the nonce answered (empty for none) and the NACK's
+    /// message of a request.
+    fn header(request: &Self::Request) -> (&str, &str, Option<&str>);
+
+    /// True when the request subscribes to listeners by name: Envoys ask
+    /// for every listener, gRPC clients and servers for named ones.
+    fn names_listeners(request: &Self::Request) -> bool;
+
+    /// Applies the subscription changes of a request for `t`; what to send
+    /// in answer (`None`: nothing).
+    fn subscribe(
+        &mut self,
+        session: &Session,
+        t: XdsType,
+        answer: Answer,
+        request: Self::Request,
+    ) -> Option<Resend>;
+
+    /// True once the proxy has subscribed to `t`.
+    fn subscribed(&self, t: XdsType) -> bool;
+
+    /// Sends `t` if the proxy lacks something of the session's current
+    /// configuration or `resend` names something; returns what changed
+    /// for the proxy (the names, or `All` when the protocol does not
+    /// tell them apart).
+    fn respond(
+        &mut self,
+        session: &mut Session,
+        t: XdsType,
+        resend: &Resend,
+    ) -> impl Future<Output = Result<Resend, Gone>> + Send;
+}
+
+/// A type's latest response on a stream.
+#[derive(Default)]
+struct Sent {
+    nonce: String,
+    version: String,
+}
+
+/// One stream's state, whatever its protocol.
+pub(super) struct Session {
+    server: Arc<Inner>,
+    id: u64,
+    proxy: Proxy,
+    responses: mpsc::Sender<Outgoing>,
+    snapshot: Option<Arc<MeshSnapshot>>,
+    generated: Option<ProxyConfig>,
+    sent: [Sent; 4],
+    nonce: u64,
+}
+
+impl Session {
+    /// The proxy's configuration at the current snapshot (none before the
+    /// first push).
+    pub(super) fn config(&self) -> Option<&ProxyConfig> {
+        self.generated.as_ref()
+    }
+
+    /// The server the stream belongs to.
+    pub(super) fn server(&self) -> &Inner {
+        &self.server
+    }
+
+    /// True once a response of `t` went out on this stream.
+    pub(super) fn has_sent(&self, t: XdsType) -> bool {
+        !self.sent[t.index()].nonce.is_empty()
+    }
+
+    /// Sends one response of `t` at the current snapshot's version: `head`
+    /// builds the message's own fields from the version and a new nonce,
+    /// `resources` are its encoded resources.
+    pub(super) async fn send<M: prost::Message>(
+        &mut self,
+        t: XdsType,
+        resources: Vec<bytes::Bytes>,
+        head: impl FnOnce(String, String) -> M,
+    ) -> Result<(), Gone> {
+        let Some(snapshot) = &self.snapshot else {
+            return Ok(());
+        };
+        let version = snapshot.version.to_string();
+        self.nonce += 1;
+        let nonce = self.nonce.to_string();
+        let message = frame(&head(version.clone(), nonce.clone()), resources);
+        self.server.feedback.sent(self.id, t, &version);
+        self.sent[t.index()] = Sent { nonce, version };
+        self.responses.send(message).await.map_err(|_| Gone)
+    }
+
+    /// Records what a request answers, and says how it relates to the
+    /// type's latest response.
+    fn answer(&self, t: XdsType, nonce: &str, error: Option<&str>) -> Answer {
+        if nonce.is_empty() {
+            return Answer::Initial;
+        }
+        let sent = &self.sent[t.index()];
+        if nonce != sent.nonce {
+            return Answer::Stale;
+        }
+        let feedback = &self.server.feedback;
+        match error {
+            Some(message) => {
+                tracing::warn!(node = %self.proxy.node_id(), r#type = %t, version = sent.version, message, "NACK");
+                feedback.nacked(self.id, t, &sent.version, message);
+            }
+            None => {
+                tracing::debug!(node = %self.proxy.node_id(), r#type = %t, version = sent.version, "ACK");
+                feedback.acked(self.id, t, &sent.version);
+            }
+        }
+        Answer::Latest
+    }
+
+    /// Takes a new snapshot's configuration for the proxy (shared with the
+    /// other proxies of its class).
+    async fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) {
+        self.generated = Some(snapshot.config(&self.proxy).await);
+        self.snapshot = Some(snapshot);
+    }
+
+    /// Handles one request.
+    async fn request<P: Protocol>(&mut self, layer: &mut P, request: P::Request) -> Result<(), Gone> {
+        let (url, nonce, error) = P::header(&request);
+        let Some(t) = XdsType::from_url(url) else {
+            tracing::debug!(
+                type_url = url,
+                "ignoring a request for a type this server does not serve"
+            );
+            return Ok(());
+        };
+        let answer = self.answer(t, nonce, error);
+        match layer.subscribe(self, t, answer, request) {
+            Some(resend) => layer.respond(self, t, &resend).await.map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends what the current snapshot changed, in push order, with the
+    /// re-sends that follow a change of clusters or listeners.
+    async fn push<P: Protocol>(&mut self, layer: &mut P) -> Result<(), Gone> {
+        let mut assignments = Resend::Nothing;
+        let mut routes = Resend::Nothing;
+        for t in XdsType::ALL {
+            if !layer.subscribed(t) {
+                continue;
+            }
+            let resend = match t {
+                XdsType::Endpoint => std::mem::take(&mut assignments),
+                XdsType::Route => std::mem::take(&mut routes),
+                _ => Resend::Nothing,
+            };
+            let changed = layer.respond(self, t, &resend).await?;
+            match t {
+                XdsType::Cluster => assignments = changed,
+                XdsType::Listener if changed.any() => routes = Resend::All,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What bounds a stream besides its protocol.
+pub(super) struct StreamLimits {
+    /// Who opened it (with an authenticating service).
+    pub(super) caller: Option<Caller>,
+    /// When it is told to reconnect (the maximum connection age).
+    pub(super) deadline: Option<tokio::time::Instant>,
+}
+
+/// Runs one stream to its end, then forgets the proxy.
+pub(super) async fn drive<P: Protocol>(
+    server: Arc<Inner>,
+    id: u64,
+    limits: StreamLimits,
+    mut requests: Requests<P::Request>,
+    responses: mpsc::Sender<Outgoing>,
+) {
+    let refuse = |status: tonic::Status| {
+        let responses = responses.clone();
+        let server = Arc::clone(&server);
+        async move {
+            tracing::warn!(code = ?status.code(), reason = status.message(), "ADS stream refused");
+            server.refused.count(&status);
+            let _ = responses.send(Outgoing::End(status)).await;
+        }
+    };
+    let first = match requests.message().await {
+        Ok(Some(first)) => first,
+        Ok(None) => return,
+        Err(RequestError::Malformed(status)) => return refuse(status).await,
+        Err(RequestError::Transport(status)) => {
+            tracing::info!(
+                reason = status.message(),
+                "ADS stream failed before its first request"
+            );
+            return;
+        }
+    };
+    let mut proxy = match proxy_from(P::node(&first)) {
+        Ok(proxy) => proxy,
+        Err(status) => return refuse(status).await,
+    };
+    if let Some(caller) = &limits.caller
+        && let Err(reason) = caller.permits(&proxy)
+    {
+        return refuse(tonic::Status::permission_denied(reason)).await;
+    }
+    // Without a GENERATOR in its metadata, a node whose first request
+    // names listeners is a gRPC library (an Envoy asks for all of them).
+    let declared = P::node(&first)
+        .and_then(|node| node.metadata.as_ref())
+        .is_some_and(|m| m.fields.contains_key("GENERATOR"));
+    if !declared && P::names_listeners(&first) {
+        proxy.generator = pilot_xds::Generator::Grpc;
+    }
+    let mut snapshots = server.snapshots.subscribe();
+    let mut closing = server.closing.subscribe();
+    server.feedback.register(id, proxy.node_id(), P::INCREMENTAL);
+    let mut session = Session {
+        server: Arc::clone(&server),
+        id,
+        proxy,
+        responses,
+        snapshot: None,
+        generated: None,
+        sent: Default::default(),
+        nonce: 0,
+    };
+    let mut layer = P::new();
+    let current = snapshots.borrow_and_update().clone();
+    if let Some(snapshot) = current {
+        let version = snapshot.version;
+        session.refresh(snapshot).await;
+        server.feedback.taken(id, version);
+    }
+    let deadline = async {
+        match limits.deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    let reason = if *closing.borrow_and_update() {
+        EndReason::ServerClosed
+    } else if session.request(&mut layer, first).await.is_err() {
+        EndReason::ResponseDropped
+    } else {
+        loop {
+            tokio::select! {
+                _ = closing.changed() => break EndReason::ServerClosed,
+                () = &mut deadline => {
+                    // Whatever was queued goes first; then the proxy is
+                    // told to come back (to this server or another).
+                    tracing::debug!(node = %session.proxy.node_id(), "maximum connection age reached");
+                    let status = tonic::Status::unavailable("maximum connection age reached: reconnect");
+                    let _ = session.responses.send(Outgoing::End(status)).await;
+                    break EndReason::MaxAge;
+                }
+                request = requests.message() => match request {
+                    Ok(Some(request)) => {
+                        if session.request(&mut layer, request).await.is_err() {
+                            break EndReason::ResponseDropped;
+                        }
+                    }
+                    Ok(None) => break EndReason::ProxyClosed,
+                    Err(RequestError::Malformed(status)) => {
+                        // A malformed request ends the stream with its
+                        // error, not OK.
+                        tracing::warn!(node = %session.proxy.node_id(), reason = status.message(), "bad ADS request");
+                        server.refused.count(&status);
+                        let _ = session.responses.send(Outgoing::End(status)).await;
+                        break EndReason::BadRequest;
+                    }
+                    Err(RequestError::Transport(status)) => {
+                        tracing::info!(node = %session.proxy.node_id(), reason = status.message(), "ADS stream failed");
+                        break EndReason::TransportError;
+                    }
+                },
+                changed = snapshots.changed() => {
+                    if changed.is_err() {
+                        break EndReason::ServerClosed;
+                    }
+                    let snapshot = snapshots.borrow_and_update().clone();
+                    if let Some(snapshot) = snapshot {
+                        let version = snapshot.version;
+                        session.refresh(snapshot).await;
+                        if session.push(&mut layer).await.is_err() {
+                            break EndReason::ResponseDropped;
+                        }
+                        server.feedback.taken(id, version);
+                    }
+                }
+            }
+        }
+    };
+    if reason == EndReason::ResponseDropped {
+        tracing::info!(node = %session.proxy.node_id(), "ADS stream's connection went away with a response waiting");
+    }
+    server.feedback.unregister(id, reason);
+}
+
+/// The proxy of a stream's first request, or the gRPC error to end the
+/// stream with.
+fn proxy_from(node: Option<&Node>) -> Result<Proxy, tonic::Status> {
+    let node = node.ok_or_else(|| tonic::Status::invalid_argument("the first request carries no node"))?;
+    proxy_of(node).map_err(|e| tonic::Status::invalid_argument(e.to_string()))
+}
+
+/// The proxy a node describes: its id, plus `LABELS` and
+/// `INTERCEPTION_MODE` from its metadata.
+fn proxy_of(node: &Node) -> Result<Proxy, pilot_xds::XdsError> {
+    let proxy = Proxy::from_node_id(&node.id)?;
+    let mut metadata = BTreeMap::new();
+    if let Some(fields) = node.metadata.as_ref().map(|m| &m.fields) {
+        for (key, value) in fields {
+            match &value.kind {
+                Some(value::Kind::StringValue(text)) => {
+                    metadata.insert(key.clone(), text.clone());
+                }
+                Some(value::Kind::StructValue(object)) if key == "LABELS" => {
+                    let labels: BTreeMap<String, String> = object
+                        .fields
+                        .iter()
+                        .filter_map(|(k, v)| match &v.kind {
+                            Some(value::Kind::StringValue(s)) => Some((k.clone(), s.clone())),
+                            _ => None,
+                        })
+                        .collect();
+                    metadata.insert(key.clone(), serde_json::to_string(&labels).unwrap_or_default());
+                }
+                _ => {}
+            }
+        }
+    }
+    proxy.with_metadata(&metadata)
+}

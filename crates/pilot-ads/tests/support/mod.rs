@@ -1,0 +1,5 @@
+//! Shared by the ADS tests that drive a real Envoy.
+
+#![allow(dead_code, unused_imports)]
+
+pub mod envoy;

@@ -1,0 +1,83 @@
+//! Generation of a proxy's resources from the registry and the routing
+//! configuration: the whole of it ([`generate`]), and its outbound and
+//! inbound halves for callers that share the outbound half between the
+//! proxies of one class.
+
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+use pilot_model::{ServiceDiscovery, ServiceInstance};
+
+use crate::{Generator, MeshConfig, MeshIndex, Proxy, ProxyType, Resources, TrafficCapture};
+use crate::{clusters, grpcgen, listeners, routes};
+
+/// Generates every resource for `proxy` from the registry and the routing
+/// configuration.
+pub fn generate(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> Resources {
+    let own = registry.host_instances(&[proxy.ip]);
+    let mut resources = generate_outbound(proxy, registry, mesh, &own);
+    resources.extend(generate_inbound(proxy, &own));
+    resources
+}
+
+/// Everything but the inbound side. It depends on the proxy only through
+/// its type, capture mode, domain and labels and through which services (with
+/// which labels) it runs, never on its address or its instances' ports: so
+/// the sidecars of one deployment share it (pilot-ads's generation cache).
+pub fn generate_outbound(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    mesh: &MeshConfig,
+    own: &[ServiceInstance],
+) -> Resources {
+    if proxy.generator == Generator::Grpc {
+        return grpcgen::outbound(proxy, registry, mesh, own);
+    }
+    let index = mesh.index();
+    let (clusters, endpoints) = clusters::clusters(proxy, registry, mesh, &index);
+    let mut resources = envoy_listeners_routes(proxy, registry, mesh, own, &index);
+    resources.clusters = clusters;
+    resources.endpoints = endpoints;
+    resources
+}
+
+/// An Envoy's outbound listeners and route configurations (no clusters):
+/// the part of its configuration that depends on its class (namespace,
+/// source-matched rules), and only on the registry's services, never on
+/// their endpoints.
+fn envoy_listeners_routes(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    mesh: &MeshConfig,
+    own: &[ServiceInstance],
+    index: &MeshIndex<'_>,
+) -> Resources {
+    let plan = listeners::listeners(proxy, registry, mesh);
+    let services = registry.services();
+    let mut routes: Vec<RouteConfiguration> = plan
+        .http_ports
+        .iter()
+        .map(|port| routes::route_configuration(*port, &services, mesh, proxy, own, index))
+        .collect();
+    routes.extend(plan.ingress_routes);
+    Resources {
+        listeners: plan.listeners,
+        routes,
+        ..Default::default()
+    }
+}
+
+/// The inbound side of a captured sidecar: a cluster and a listener for
+/// each of its own instances; of a proxyless gRPC proxy, the listeners its
+/// xDS-enabled servers ask for (nothing for other proxies).
+pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance]) -> Resources {
+    if proxy.generator == Generator::Grpc {
+        return grpcgen::inbound(own);
+    }
+    if proxy.proxy_type != ProxyType::Sidecar || proxy.capture != TrafficCapture::Iptables {
+        return Resources::default();
+    }
+    Resources {
+        clusters: clusters::inbound(own),
+        listeners: listeners::inbound(own),
+        ..Default::default()
+    }
+}
