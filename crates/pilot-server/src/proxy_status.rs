@@ -77,7 +77,7 @@ pub fn to_json(
 
 /// A proxy as another replica published it, in the shape of this
 /// replica's own.
-pub fn from_record(record: pilot_model::ProxyRecord) -> ProxyStatus {
+pub fn from_record(record: pilot_model::ConnectedProxy) -> ProxyStatus {
     ProxyStatus {
         types: record
             .types

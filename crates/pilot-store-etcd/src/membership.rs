@@ -183,13 +183,13 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::SystemTime;
 
-    use pilot_model::{ProxyDistribution, ProxyRecord, TypeRecord};
+    use pilot_model::{ConnectedProxy, ProxyDistribution, TypeRecord};
 
     use super::*;
 
     /// A proxy as a replica reports it after a few pushes: four types
     /// ACKed, revisions of the pushed kinds.
-    fn typical_proxy(i: usize) -> ProxyRecord {
+    fn typical_proxy(i: usize) -> ConnectedProxy {
         let node_id = format!(
             "sidecar~10.0.{}.{}~reviews-v1-7d4f9c-{i:05}.default~default.svc.cluster.local",
             i / 250,
@@ -212,7 +212,7 @@ mod tests {
             .into_iter()
             .map(|k| (k.to_string(), 1_234_567u64))
             .collect();
-        ProxyRecord {
+        ConnectedProxy {
             node_id: node_id.clone(),
             incremental: false,
             types,
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn a_record_of_a_typical_proxy_is_small() {
-        let proxies: Vec<ProxyRecord> = (0..1000).map(typical_proxy).collect();
+        let proxies: Vec<ConnectedProxy> = (0..1000).map(typical_proxy).collect();
         let record = ReplicaRecord {
             replica: "pilot-0-8080".into(),
             rest_address: Some("10.0.0.1:8080".into()),

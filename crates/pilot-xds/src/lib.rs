@@ -66,7 +66,8 @@ pub use grpcgen::GRPC_SERVER_LISTENER_PREFIX;
 pub use listeners::VIRTUAL_PORT;
 pub use mesh::{MeshConfig, MeshIndex};
 pub use names::{ClusterName, Direction, route_config_name};
-pub use proxy::{Generator, Proxy, ProxyType, TrafficCapture};
+pub use pilot_model::proxy::{InterceptionMode, ProxyType};
+pub use proxy::{Generator, Proxy};
 pub use routes::{CORS_FILTER, FAULT_FILTER};
 pub use server::{
     AdsService, Authenticate, Caller, LISTEN_BACKLOG, MeshSnapshot, Nack, NodeScope, PUSHED_KINDS,
@@ -178,7 +179,7 @@ pub(crate) fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance]) -> Resour
     if proxy.generator == Generator::Grpc {
         return grpcgen::inbound(own);
     }
-    if proxy.proxy_type != ProxyType::Sidecar || proxy.capture != TrafficCapture::Iptables {
+    if proxy.proxy_type != ProxyType::Sidecar || !proxy.capture.captures() {
         return Resources::default();
     }
     Resources {

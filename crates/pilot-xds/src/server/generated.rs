@@ -30,8 +30,8 @@ use crate::clusters::{self, eds_clusters, load_assignment};
 use crate::routes_shared::{self, VirtualHosts};
 use crate::util::any;
 use crate::{
-    Generator, MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, generate_inbound, generate_outbound,
-    listeners, route_config_name,
+    Generator, MeshConfig, Proxy, ProxyType, Resources, generate_inbound, generate_outbound, listeners,
+    route_config_name,
 };
 use prost::Message;
 
@@ -45,7 +45,7 @@ use prost::Message;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct ProxyClass {
     proxy_type: ProxyType,
-    capture: TrafficCapture,
+    captures: bool,
     generator: Generator,
     domain: String,
     labels: Labels,
@@ -66,7 +66,7 @@ impl ProxyClass {
         own.dedup();
         ProxyClass {
             proxy_type: proxy.proxy_type,
-            capture: proxy.capture,
+            captures: proxy.capture.captures(),
             generator: proxy.generator,
             domain: proxy.domain.clone(),
             // Proxy labels only matter with an own instance of a source.
@@ -559,7 +559,7 @@ pub(crate) struct GeneratedCache {
     eds: OnceCell<Arc<EncodedType>>,
     /// Envoy listeners, by proxy type and capture mode: they do not depend
     /// on the namespace or on source-matched rules.
-    listeners: Mutex<HashMap<(ProxyType, TrafficCapture), ListenerCell>>,
+    listeners: Mutex<HashMap<(ProxyType, bool), ListenerCell>>,
     /// The virtual hosts, encoded once for every class they apply to, or
     /// kept from the previous push when their host's rules and service did
     /// not change.
@@ -665,8 +665,7 @@ impl GeneratedCache {
                         Arc::new(Generated::encode(&generate_outbound(proxy, registry, mesh, &own)))
                     });
                 }
-                let captured =
-                    proxy.proxy_type == ProxyType::Sidecar && proxy.capture == TrafficCapture::Iptables;
+                let captured = proxy.proxy_type == ProxyType::Sidecar && proxy.capture.captures();
                 let cds = self.envoy_cds(captured, registry, mesh).await;
                 let eds = self.envoy_eds(registry, mesh).await;
                 let reused = self.previous.as_ref().and_then(|p| p.classes.get(&class));
@@ -758,7 +757,7 @@ impl GeneratedCache {
             self.listeners
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .entry((proxy.proxy_type, proxy.capture))
+                .entry((proxy.proxy_type, proxy.capture.captures()))
                 .or_default(),
         );
         cell.get_or_init(|| async {
