@@ -28,8 +28,8 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp
 use pilot_model::{Membership, ReplicaRecord, StoreError};
 
 use crate::EtcdConfigStore;
+use crate::error::unavailable_etcd;
 use crate::status_lease::StatusLease;
-use crate::store::unavailable;
 
 /// The largest record published (etcd's default request limit, 1.5 MiB,
 /// less room for the key and the request's framing).
@@ -53,7 +53,7 @@ impl EtcdMembership {
     /// with records living `ttl` (whole seconds, at least 1) after the last
     /// renewal.
     pub fn new(store: &EtcdConfigStore, replica: impl Into<String>, ttl: Duration) -> Self {
-        let prefix = crate::store::layout_of(store).prefix().to_string();
+        let prefix = store.layout().prefix().to_string();
         Self::with_client(store.client(), &prefix, replica, ttl)
     }
 
@@ -83,7 +83,7 @@ impl EtcdMembership {
                 if error.to_string().contains("lease not found") {
                     self.lease.lost(lease);
                 }
-                Err(unavailable(error))
+                Err(unavailable_etcd(error))
             }
         }
     }
@@ -128,7 +128,7 @@ impl Membership for EtcdMembership {
                 Some(GetOptions::new().with_prefix()),
             )
             .await
-            .map_err(unavailable)?;
+            .map_err(unavailable_etcd)?;
         let mut records = Vec::new();
         for kv in response.kvs() {
             match serde_json::from_slice::<ReplicaRecord>(kv.value()) {

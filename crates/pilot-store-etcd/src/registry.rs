@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::EtcdOptions;
 use crate::codec::prefix_end;
-use crate::store::unavailable;
+use crate::error::unavailable_etcd;
 
 /// What an instance registers: where it listens, for which service port,
 /// and its labels (`version`), zone and identity.
@@ -107,7 +107,7 @@ impl EtcdServiceRegistry {
         client
             .put(self.service_key(&service.hostname), body, None)
             .await
-            .map_err(unavailable)?;
+            .map_err(unavailable_etcd)?;
         Ok(())
     }
 
@@ -118,7 +118,7 @@ impl EtcdServiceRegistry {
         client
             .delete(self.service_key(hostname), None)
             .await
-            .map_err(unavailable)?;
+            .map_err(unavailable_etcd)?;
         Ok(())
     }
 
@@ -179,7 +179,7 @@ impl Registration {
     pub async fn deregister(mut self) -> Result<(), StoreError> {
         self.stop_keepalive();
         let lease = self.lease_id();
-        self.client.lease_revoke(lease).await.map_err(unavailable)?;
+        self.client.lease_revoke(lease).await.map_err(unavailable_etcd)?;
         Ok(())
     }
 }
@@ -191,11 +191,15 @@ impl Drop for Registration {
 }
 
 async fn put_with_lease(mut client: Client, key: &str, body: &[u8], ttl: i64) -> Result<i64, StoreError> {
-    let lease = client.lease_grant(ttl, None).await.map_err(unavailable)?.id();
+    let lease = client
+        .lease_grant(ttl, None)
+        .await
+        .map_err(unavailable_etcd)?
+        .id();
     client
         .put(key, body.to_vec(), Some(PutOptions::new().with_lease(lease)))
         .await
-        .map_err(unavailable)?;
+        .map_err(unavailable_etcd)?;
     Ok(lease)
 }
 
