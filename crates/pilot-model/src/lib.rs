@@ -45,7 +45,7 @@ pub mod istio;
 pub mod proxy;
 
 pub use config::{Config, DynConfig, now_seconds, push_key};
-pub use discovery::{AggregateDiscovery, ServiceDiscovery, ServiceEvent};
+pub use discovery::{AggregateDiscovery, RegistryAdapter, ServiceDiscovery, ServiceEvent};
 pub use distribution::{
     ConfigStatus, KindRevisions, MAX_NACK_MESSAGE_LEN, MAX_NACK_MESSAGES, NackSummary, ProxyDistribution,
     ProxyNack, distribution_status,

@@ -6,11 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
-use futures::future::BoxFuture;
-use futures::stream::BoxStream;
-use pilot_model::{
-    Labels, RegistrySnapshot, Service, ServiceDiscovery, ServiceEvent, ServiceInstance, StoreError,
-};
+use pilot_model::{Labels, RegistryAdapter, Service, StoreError};
 use pilot_store::{Backoff, DesiredService, DesiredState, FollowedRegistry, RegistryWriter};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
@@ -43,14 +39,17 @@ pub struct InstanceRegistration {
     pub service_account: Option<String>,
 }
 
-/// A [`ServiceDiscovery`] kept in etcd, for platforms without Kubernetes.
+/// A [`ServiceDiscovery`](pilot_model::ServiceDiscovery) kept in etcd, for platforms without Kubernetes.
 ///
 /// Services are plain keys (`<prefix>/services/<hostname>`); instances are
 /// keys under a lease (`<prefix>/instances/<hostname>/<ip>:<port>`) that the
 /// registering process keeps alive, so an instance whose process dies
 /// disappears when its lease expires. Every process that opens the registry
 /// follows the prefix with a watch into a [`FollowedRegistry`], which
-/// serves the synchronous reads, the change stream and the snapshots.
+/// serves the synchronous reads, the change stream and the snapshots (the
+/// registry is a [`ServiceDiscovery`](pilot_model::ServiceDiscovery) through [`RegistryAdapter`]). It has
+/// synced once the cache holds what etcd held at some point after the
+/// registry was opened.
 #[derive(Clone)]
 pub struct EtcdServiceRegistry {
     inner: Arc<Inner>,
@@ -87,17 +86,6 @@ impl EtcdServiceRegistry {
                 followed,
             }),
         })
-    }
-
-    /// Waits until the cache holds what etcd held at some point after this
-    /// registry was opened.
-    pub async fn wait_synced(&self) {
-        self.inner.followed.wait_synced().await;
-    }
-
-    /// True once the first list has been read.
-    pub fn has_synced(&self) -> bool {
-        self.inner.followed.has_synced()
     }
 
     /// Adds or replaces a service.
@@ -365,36 +353,11 @@ async fn follow(mut client: Client, prefix: String, writer: RegistryWriter) {
     }
 }
 
-impl ServiceDiscovery for EtcdServiceRegistry {
-    fn services(&self) -> Vec<Arc<Service>> {
-        self.inner.followed.services()
-    }
+// Every read (and sync, and snapshot) is the followed registry's.
+impl RegistryAdapter for EtcdServiceRegistry {
+    type Registry = FollowedRegistry;
 
-    fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
-        self.inner.followed.get_service(hostname)
-    }
-
-    fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
-        self.inner.followed.instances(hostname, port_names, labels)
-    }
-
-    fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
-        self.inner.followed.host_instances(addresses)
-    }
-
-    fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
-        self.inner.followed.subscribe()
-    }
-
-    fn has_synced(&self) -> bool {
-        self.inner.followed.has_synced()
-    }
-
-    fn wait_synced(&self) -> BoxFuture<'static, ()> {
-        ServiceDiscovery::wait_synced(&self.inner.followed)
-    }
-
-    fn snapshot(&self) -> Arc<RegistrySnapshot> {
-        self.inner.followed.snapshot()
+    fn registry(&self) -> &FollowedRegistry {
+        &self.inner.followed
     }
 }
