@@ -511,3 +511,60 @@ fn assert_minimal(from: &[SourceService], to: &[SourceService], seen: &[ServiceE
         "events for instances that never existed: {by_instance:?}"
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+    use std::sync::Arc;
+
+    use futures::stream::BoxStream;
+    use pilot_model::{Labels, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
+
+    use super::{RegistrySource, SourceService, desired_state, registry_diff};
+    use crate::ServiceCache;
+
+    /// A registry that forgot `snapshot`: its reads are a cache's, its
+    /// snapshot the trait's default copy (always version 0).
+    #[derive(Clone)]
+    struct ForgotSnapshot(ServiceCache);
+
+    impl ServiceDiscovery for ForgotSnapshot {
+        fn services(&self) -> Vec<Arc<Service>> {
+            self.0.services()
+        }
+        fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
+            self.0.get_service(hostname)
+        }
+        fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
+            self.0.instances(hostname, port_names, labels)
+        }
+        fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
+            self.0.host_instances(addresses)
+        }
+        fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
+            self.0.subscribe()
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl RegistrySource for ForgotSnapshot {
+        async fn write(&mut self, services: &[SourceService]) {
+            self.0.apply(desired_state(services));
+        }
+        async fn registry(&mut self) -> Arc<dyn ServiceDiscovery> {
+            Arc::new(self.clone())
+        }
+        async fn disconnect(&mut self) -> bool {
+            false
+        }
+        async fn reconnect(&mut self) {}
+    }
+
+    #[test]
+    #[should_panic(expected = "kept its version")]
+    fn the_suite_catches_a_registry_whose_snapshot_is_the_default() {
+        crate::testing::block_on(registry_diff(&|| async {
+            Box::new(ForgotSnapshot(ServiceCache::new())) as Box<dyn RegistrySource>
+        }));
+    }
+}
