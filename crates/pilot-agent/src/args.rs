@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use pilot_model::proxy::InterceptionMode;
 

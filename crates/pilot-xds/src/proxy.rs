@@ -92,12 +92,12 @@ impl Proxy {
             })?;
         }
         if let Some(mode) = metadata.get(keys::INTERCEPTION_MODE) {
-            self.capture =
-                mode.parse()
-                    .map_err(|e: pilot_model::proxy::UnknownValue| XdsError::BadNodeId {
-                        node_id: self.node_id(),
-                        reason: e.0,
-                    })?;
+            self.capture = mode
+                .parse::<InterceptionMode>()
+                .map_err(|e| XdsError::BadNodeId {
+                    node_id: self.node_id(),
+                    reason: e.0,
+                })?;
         }
         if let Some(account) = metadata.get(keys::SERVICE_ACCOUNT).filter(|a| !a.is_empty()) {
             self.service_account = Some(account.clone());
