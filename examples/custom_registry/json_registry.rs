@@ -2,10 +2,12 @@
 //! file, built on `pilot_store::FollowedRegistry`.
 //!
 //! All a registry writes is its "source -> desired state" function
-//! ([`desired`]) and the loop that reads its source ([`follow`]); the
+//! ([`desired`]), the loop that reads its source ([`follow`]), and which
+//! followed registry it holds (`RegistryAdapter`, one method); the
 //! followed registry diffs each desired state into its cache (subscribers
 //! see only what changed), says when it has synced, hands out immutable
-//! snapshots, and answers `ServiceDiscovery`.
+//! snapshots, and answers every `ServiceDiscovery` call. (A registry with
+//! no methods of its own can simply return the `FollowedRegistry`.)
 //!
 //! ```json
 //! {"services": [{"hostname": "reviews.default.svc.cluster.local",
@@ -17,14 +19,9 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::stream::BoxStream;
-use pilot::model::{
-    Labels, Port, RegistrySnapshot, Service, ServiceDiscovery, ServiceEvent, ServiceInstance,
-};
+use pilot::model::{Labels, Port, RegistryAdapter, Service};
 use pilot::store::{DesiredState, FollowedRegistry, RegistryWriter};
 use serde::Deserialize;
 
@@ -122,37 +119,14 @@ async fn follow(path: PathBuf, poll: Duration, writer: RegistryWriter) {
     }
 }
 
-// Reads are the followed registry's.
-impl ServiceDiscovery for JsonFileRegistry {
-    fn services(&self) -> Vec<Arc<Service>> {
-        self.followed.services()
-    }
+// The one thing a registry adds: which registry serves its reads. Every
+// `ServiceDiscovery` method (sync and snapshots included) is then the
+// followed registry's; nothing is written by hand, so nothing can be
+// forgotten.
+impl RegistryAdapter for JsonFileRegistry {
+    type Registry = FollowedRegistry;
 
-    fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
-        self.followed.get_service(hostname)
-    }
-
-    fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
-        self.followed.instances(hostname, port_names, labels)
-    }
-
-    fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
-        self.followed.host_instances(addresses)
-    }
-
-    fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
-        self.followed.subscribe()
-    }
-
-    fn has_synced(&self) -> bool {
-        self.followed.has_synced()
-    }
-
-    fn wait_synced(&self) -> BoxFuture<'static, ()> {
-        ServiceDiscovery::wait_synced(&self.followed)
-    }
-
-    fn snapshot(&self) -> Arc<RegistrySnapshot> {
-        self.followed.snapshot()
+    fn registry(&self) -> &FollowedRegistry {
+        &self.followed
     }
 }

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use crate::envoy::{Admin, EnvoyOptions};
 use crate::report::Reporter;
-use crate::status::AgentStatus;
+use crate::status_port::AgentStatus;
 use crate::supervisor::{Desired, RetryPolicy, Supervisor};
 use crate::{AgentError, BootstrapConfig, ProxyArgs, ProxyType};
 
@@ -43,7 +43,8 @@ pub async fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> Result<(), Age
         port: args.admin_port,
     };
     let status = Arc::new(AgentStatus::default());
-    let (status_addr, status_task) = crate::status::serve(args.status_addr, admin, status.clone()).await?;
+    let (status_addr, status_task) =
+        crate::status_port::serve(args.status_addr, admin, status.clone()).await?;
     tracing::info!(node = %first.identity.node_id(), status = %status_addr, "pilot-agent started");
 
     let mut inputs = Inputs::new(&args);

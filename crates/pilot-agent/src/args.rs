@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use pilot_model::proxy::InterceptionMode;
 
-use crate::identity::{IdentityInput, InterceptionMode};
+use crate::identity::IdentityInput;
 
 /// Flags shared by `pilot-agent proxy sidecar|router|ingress`. Identity
 /// flags fall back to the environment a Kubernetes pod gives.
@@ -37,7 +39,7 @@ pub struct ProxyArgs {
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,
     /// How traffic reaches the sidecar.
-    #[arg(long, value_enum, default_value_t = InterceptionMode::Redirect)]
+    #[arg(long, value_parser = interception_modes(), default_value_t = InterceptionMode::Redirect)]
     pub interception_mode: InterceptionMode,
     /// Envoy's service cluster (default: the `app` label).
     #[arg(long, value_name = "NAME")]
@@ -178,6 +180,13 @@ impl ProxyArgs {
             service_account: self.service_account.clone(),
         }
     }
+}
+
+/// `--interception-mode`: one of the metadata spellings, exactly
+/// (`REDIRECT`, `TPROXY`, `NONE`), listed in the help.
+fn interception_modes() -> impl TypedValueParser<Value = InterceptionMode> {
+    PossibleValuesParser::new(InterceptionMode::ALL.map(InterceptionMode::as_str))
+        .try_map(|mode| mode.parse::<InterceptionMode>())
 }
 
 /// A bearer token file's token: its first line, trimmed; an empty file or

@@ -1,58 +1,15 @@
 //! Who the proxy is: the node id `type~ip~id~domain` pilot-discovery parses
-//! (pilot-xds `Proxy::from_node_id`), the workload's labels and the
-//! interception mode, which travel as node metadata (`LABELS`,
+//! (both ends use [`pilot_model::proxy::NodeId`]), the workload's labels
+//! and the interception mode, which travel as node metadata (`LABELS`,
 //! `INTERCEPTION_MODE`).
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::IpAddr;
 use std::path::Path;
 
+use pilot_model::proxy::{InterceptionMode, NodeId, ProxyType, metadata as keys};
+
 use crate::AgentError;
-
-/// The role of the proxy, the first part of its node id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
-pub enum ProxyType {
-    /// Next to one application instance.
-    Sidecar,
-    /// A router (egress or gateway) with no instances of its own.
-    Router,
-    /// An ingress proxy at the edge of the mesh.
-    Ingress,
-}
-
-impl fmt::Display for ProxyType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ProxyType::Sidecar => "sidecar",
-            ProxyType::Router => "router",
-            ProxyType::Ingress => "ingress",
-        })
-    }
-}
-
-/// How traffic reaches a sidecar (node metadata `INTERCEPTION_MODE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum)]
-#[value(rename_all = "UPPER")]
-pub enum InterceptionMode {
-    /// iptables REDIRECT to the virtual listener (the default).
-    #[default]
-    Redirect,
-    /// iptables TPROXY.
-    Tproxy,
-    /// No capture: applications call 127.0.0.1 at each service port.
-    None,
-}
-
-impl fmt::Display for InterceptionMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            InterceptionMode::Redirect => "REDIRECT",
-            InterceptionMode::Tproxy => "TPROXY",
-            InterceptionMode::None => "NONE",
-        })
-    }
-}
 
 /// The identity a proxy presents to pilot-discovery.
 ///
@@ -93,18 +50,24 @@ pub struct Identity {
 impl Identity {
     /// `type~ip~id~domain`.
     pub fn node_id(&self) -> String {
-        format!("{}~{}~{}~{}", self.proxy_type, self.ip, self.id, self.domain)
+        NodeId {
+            proxy_type: self.proxy_type,
+            ip: self.ip,
+            id: self.id.clone(),
+            domain: self.domain.clone(),
+        }
+        .to_string()
     }
 
     /// The node metadata pilot-discovery reads: `LABELS` (an object of
     /// strings), `INTERCEPTION_MODE` and, when known, `SERVICE_ACCOUNT`.
     pub fn metadata(&self) -> serde_json::Value {
         let mut metadata = serde_json::json!({
-            "LABELS": self.labels,
-            "INTERCEPTION_MODE": self.interception.to_string(),
+            keys::LABELS: self.labels,
+            keys::INTERCEPTION_MODE: self.interception.as_str(),
         });
         if let Some(account) = &self.service_account {
-            metadata["SERVICE_ACCOUNT"] = account.clone().into();
+            metadata[keys::SERVICE_ACCOUNT] = account.clone().into();
         }
         metadata
     }

@@ -16,11 +16,12 @@ mod http;
 pub mod identity;
 pub mod iptables;
 pub mod report;
-pub mod status;
+pub mod status_port;
 pub mod supervisor;
 
 pub use agent::{run_proxy, wait_ready};
 pub use args::ProxyArgs;
 pub use bootstrap::{BootstrapConfig, DiscoveryAuth, DiscoveryTls};
 pub use error::AgentError;
-pub use identity::{Identity, IdentityInput, InterceptionMode, ProxyType};
+pub use identity::{Identity, IdentityInput};
+pub use pilot_model::proxy::{InterceptionMode, ProxyType};

@@ -6,87 +6,26 @@
 //! which is exactly when there is something to report (an exit, a spent
 //! retry budget); unlike an ADS-adjacent gRPC call it needs no gRPC stack in
 //! the agent. Each event carries the cumulative counts, so a lost report is
-//! healed by the next one.
+//! healed by the next one. The report itself is
+//! [`pilot_model::proxy::ProxyEvent`], the type pilot-discovery reads.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use http::Method;
-use serde::Serialize;
+use pilot_model::proxy::ProxyEvent;
 use tokio::sync::mpsc;
 
 use crate::envoy::Exit;
 
-/// What happened to Envoy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventKind {
-    /// An epoch started.
-    Started,
-    /// An epoch exited (`expected` says whether the agent meant it to).
-    Exited,
-    /// The agent will start Envoy again after `backoff_ms`.
-    Restarting,
-    /// The retry budget is spent; the agent exits non-zero.
-    BudgetExhausted,
-    /// The agent drained and stopped Envoy (SIGTERM).
-    Stopped,
-}
-
-/// One report, as posted.
-#[derive(Debug, Clone, Serialize)]
-pub struct ProxyEvent {
-    /// The proxy's node id.
-    pub node: String,
-    /// What happened.
-    pub kind: EventKind,
-    /// The epoch concerned.
-    pub epoch: u32,
-    /// Envoy's process id, when known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    /// The exit code, for exits.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    /// The signal that ended Envoy, for exits.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<i32>,
-    /// Whether the agent meant the exit (a drained parent, a shutdown).
-    pub expected: bool,
-    /// A human-readable account (the exit and Envoy's last log lines).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// Restarts after a failure so far (cumulative).
-    pub restarts: u64,
-    /// The delay before the next start, for `restarting`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub backoff_ms: Option<u64>,
-    /// Milliseconds since the Unix epoch.
-    pub time_ms: u64,
-}
-
-impl ProxyEvent {
-    /// An event of `kind` for `node` now.
-    pub fn new(node: &str, kind: EventKind, epoch: u32, restarts: u64) -> Self {
-        ProxyEvent {
-            node: node.to_string(),
-            kind,
-            epoch,
-            pid: None,
-            exit_code: None,
-            signal: None,
-            expected: false,
-            message: None,
-            restarts,
-            backoff_ms: None,
-            time_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0),
-        }
-    }
-
+/// An event with the exit's code or signal (for `exited` and what follows
+/// an exit).
+pub trait WithExit {
     /// With the exit's code or signal.
-    pub fn with_exit(mut self, exit: &Exit) -> Self {
+    fn with_exit(self, exit: &Exit) -> Self;
+}
+
+impl WithExit for ProxyEvent {
+    fn with_exit(mut self, exit: &Exit) -> Self {
         match exit {
             Exit::Code(code) => self.exit_code = Some(*code),
             Exit::Signal(signal) => self.signal = Some(*signal),

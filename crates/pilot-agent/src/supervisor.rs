@@ -20,14 +20,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use pilot_model::proxy::{EventKind, ProxyEvent};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::AgentError;
 use crate::bootstrap::{BootstrapConfig, bootstrap_path};
 use crate::envoy::{Admin, EnvoyOptions, Exit};
-use crate::report::{EventKind, ProxyEvent, Reporter};
-use crate::status::AgentStatus;
+use crate::report::{Reporter, WithExit};
+use crate::status_port::AgentStatus;
 
 /// What Envoy should run: the bootstrap's inputs, plus a generation that a
 /// changed watched file or SIGHUP bumps (an input the bootstrap does not

@@ -7,6 +7,8 @@ use pilot_model::{DynConfig, KindRegistry, KindSchema, document, istio};
 use serde_json::Value;
 
 use crate::client::Client;
+use crate::refusal::{describe, refused};
+use crate::table::table;
 use crate::{Cli, Command, Failure, Output, analyze, analyze_cmd, files, kinds, settings};
 
 /// Runs the command line.
@@ -239,80 +241,6 @@ fn collection_path(schema: &KindSchema, namespace: Option<&str>) -> String {
 
 fn object_path(schema: &KindSchema, namespace: &str, name: &str) -> String {
     format!("{}/{name}", collection_path(schema, Some(namespace)))
-}
-
-/// `routerule reviews-default` (with the namespace when not `default`).
-fn describe(kind: &str, namespace: &str, name: &str) -> String {
-    if namespace == "default" {
-        format!("{} {name}", kinds::display(kind))
-    } else {
-        format!("{} {namespace}/{name}", kinds::display(kind))
-    }
-}
-
-/// The server's answer to a request about one object, as a message a person
-/// can act on.
-pub(crate) fn refused(
-    kind: &str,
-    namespace: &str,
-    name: &str,
-    status: StatusCode,
-    body: &[u8],
-    client: &Client,
-) -> Failure {
-    let what = describe(kind, namespace, name);
-    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let text = |pointer: &str| {
-        body.pointer(pointer)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let message = text("/message");
-    let current = text("/details/currentResourceVersion");
-    let reason = text("/reason");
-    let lines = match (status, reason.as_str()) {
-        (StatusCode::CONFLICT, "AlreadyExists") => {
-            vec![format!(
-                "{what} already exists at version {current}; use replace or apply"
-            )]
-        }
-        (StatusCode::CONFLICT, _) => {
-            let sent = match body
-                .pointer("/details/sentResourceVersion")
-                .and_then(Value::as_str)
-            {
-                Some(sent) => format!("you sent version {sent}"),
-                None => "you sent no version".to_string(),
-            };
-            vec![format!(
-                "{what} was changed since you read it: {sent}, the current version is {current}; \
-                 get it again and retry, or use apply"
-            )]
-        }
-        (StatusCode::NOT_FOUND, _) => vec![format!("{what} not found; use create or apply")],
-        (StatusCode::UNPROCESSABLE_ENTITY, _) => {
-            let mut lines = vec![format!("{what} is invalid:")];
-            if let Some(causes) = body.pointer("/details/causes").and_then(Value::as_array) {
-                for cause in causes {
-                    let field = cause.get("field").and_then(Value::as_str).unwrap_or("");
-                    let message = cause.get("message").and_then(Value::as_str).unwrap_or("");
-                    lines.push(format!("  {field}: {message}"));
-                }
-            }
-            lines
-        }
-        (StatusCode::UNAUTHORIZED, _) => vec![format!(
-            "the server at {} refused the request: {message}; pass --token or set token: in the config file",
-            client.url
-        )],
-        _ if message.is_empty() => vec![format!("{what}: the server answered {status}")],
-        _ => vec![format!("{what}: {message} ({status})")],
-    };
-    Failure {
-        code: 1,
-        messages: lines,
-    }
 }
 
 async fn create(client: &Client, registry: &KindRegistry, mut object: DynConfig) -> Result<(), Failure> {
@@ -618,34 +546,6 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
         println!("{nack}");
     }
     Ok(())
-}
-
-/// Columns padded to their widest cell, three spaces apart.
-pub(crate) fn table(rows: &[Vec<String>]) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(String::len)
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            if c + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<width$}   ", width = widths[c]));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 /// `5s`, `3m`, `2h`, `4d`.

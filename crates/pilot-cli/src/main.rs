@@ -25,7 +25,9 @@ mod files;
 mod inject;
 mod kinds;
 mod quarantine;
+mod refusal;
 mod settings;
+mod table;
 
 use std::process::ExitCode;
 

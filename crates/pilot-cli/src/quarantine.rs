@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use crate::Failure;
 use crate::client::Client;
-use crate::commands::{refused, table};
+use crate::refusal::refused;
+use crate::table::table;
 
 /// Prints the quarantined objects; exit 1 (a failure) when there are any,
 /// so scripts and CI notice.

@@ -80,6 +80,75 @@ pub trait ServiceDiscovery: Send + Sync {
     }
 }
 
+/// A platform adapter that serves its reads from a registry it holds,
+/// typically a `pilot_store::FollowedRegistry` that the adapter's follower
+/// task keeps equal to its source. Naming that registry is all an adapter
+/// writes: every [`ServiceDiscovery`] method, `has_synced`, `wait_synced`
+/// and `snapshot` included, is the held registry's, so none can be
+/// forgotten into the trait's defaults.
+///
+/// ```
+/// use pilot_model::{AggregateDiscovery, RegistryAdapter, ServiceDiscovery};
+///
+/// /// A registry with methods of its own (here: a name) beside its reads.
+/// struct Named {
+///     name: String,
+///     reads: AggregateDiscovery,
+/// }
+///
+/// impl RegistryAdapter for Named {
+///     type Registry = AggregateDiscovery;
+///     fn registry(&self) -> &AggregateDiscovery {
+///         &self.reads
+///     }
+/// }
+///
+/// let named = Named { name: "empty".into(), reads: AggregateDiscovery::new(vec![]) };
+/// assert!(named.services().is_empty() && named.has_synced());
+/// # let _ = named.name;
+/// ```
+pub trait RegistryAdapter: Send + Sync {
+    /// The registry the reads are served from.
+    type Registry: ServiceDiscovery + ?Sized;
+
+    /// The registry the reads are served from.
+    fn registry(&self) -> &Self::Registry;
+}
+
+impl<A: RegistryAdapter> ServiceDiscovery for A {
+    fn services(&self) -> Vec<Arc<Service>> {
+        self.registry().services()
+    }
+
+    fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
+        self.registry().get_service(hostname)
+    }
+
+    fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
+        self.registry().instances(hostname, port_names, labels)
+    }
+
+    fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
+        self.registry().host_instances(addresses)
+    }
+
+    fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
+        self.registry().subscribe()
+    }
+
+    fn has_synced(&self) -> bool {
+        self.registry().has_synced()
+    }
+
+    fn wait_synced(&self) -> BoxFuture<'static, ()> {
+        self.registry().wait_synced()
+    }
+
+    fn snapshot(&self) -> Arc<RegistrySnapshot> {
+        self.registry().snapshot()
+    }
+}
+
 /// Several registries seen as one: services from all of them (the first
 /// registry that knows a hostname wins), instances from every registry.
 #[derive(Clone, Default)]

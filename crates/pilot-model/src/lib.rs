@@ -1,7 +1,9 @@
 //! pilot's vocabulary: configuration objects keyed by kind, namespace and
 //! name; kinds with schemas and validation; the [`ConfigStore`] and
 //! [`ConfigWatch`] contracts every backend implements; and the service model
-//! with the [`ServiceDiscovery`] contract every platform adapter implements.
+//! with the [`ServiceDiscovery`] contract every platform adapter implements;
+//! and the contracts between a proxy and pilot-discovery ([`proxy`]: node
+//! id, proxy type, interception mode, the agent's reports).
 //!
 //! This crate knows no backend and no transport.
 //!
@@ -26,6 +28,7 @@
 
 mod config;
 mod discovery;
+mod distribution;
 mod error;
 mod event;
 mod key;
@@ -34,28 +37,28 @@ mod membership;
 mod meta;
 mod registry_snapshot;
 mod service;
-mod status;
 mod store;
 mod validation;
 
 pub mod document;
 pub mod istio;
+pub mod proxy;
 
 pub use config::{Config, DynConfig, now_seconds, push_key};
-pub use discovery::{AggregateDiscovery, ServiceDiscovery, ServiceEvent};
+pub use discovery::{AggregateDiscovery, RegistryAdapter, ServiceDiscovery, ServiceEvent};
+pub use distribution::{
+    ConfigStatus, KindRevisions, MAX_NACK_MESSAGE_LEN, MAX_NACK_MESSAGES, NackSummary, ProxyDistribution,
+    ProxyNack, distribution_status,
+};
 pub use error::{BackendError, StoreError, chain as error_chain};
 pub use event::Event;
 pub use key::ConfigKey;
 pub use kind::{ConfigKind, KindRegistry, KindSchema, SpecValidator};
 pub use membership::{
-    LocalMembership, Membership, ProcessReport, ProxyRecord, ReplicaRecord, TypeNack, TypeRecord,
+    ConnectedProxy, LocalMembership, Membership, ProcessReport, ReplicaRecord, TypeNack, TypeRecord,
 };
 pub use meta::ConfigMeta;
 pub use registry_snapshot::RegistrySnapshot;
 pub use service::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};
-pub use status::{
-    ConfigStatus, KindRevisions, MAX_NACK_MESSAGE_LEN, MAX_NACK_MESSAGES, NackSummary, ProxyDistribution,
-    ProxyNack, distribution_status,
-};
 pub use store::{ConfigStore, ConfigWatch, Revision, Snapshot, Undecodable, WatchEvent, WatchStream};
 pub use validation::{FieldError, FieldErrors, dns1123_label, dns1123_subdomain, label_key, label_value};

@@ -46,7 +46,7 @@ pub struct ReplicaRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xds_address: Option<String>,
     /// Its connected proxies, one record each, ordered by node id.
-    pub proxies: Vec<ProxyRecord>,
+    pub proxies: Vec<ConnectedProxy>,
     /// Whether the replica held the status-writer election when it took
     /// this record (shown by proxy-status; the election itself is
     /// [`Membership::campaign`]'s).
@@ -63,7 +63,7 @@ pub struct ReplicaRecord {
 /// One connected proxy as its replica reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProxyRecord {
+pub struct ConnectedProxy {
     /// The proxy's node id.
     pub node_id: String,
     /// True for an incremental (delta) stream.
@@ -224,7 +224,7 @@ mod tests {
             replica: replica.into(),
             rest_address: Some("127.0.0.1:8080".into()),
             xds_address: None,
-            proxies: vec![ProxyRecord {
+            proxies: vec![ConnectedProxy {
                 node_id: "sidecar~10.0.0.1~a.default~default.svc.cluster.local".into(),
                 incremental: false,
                 types: [(

@@ -176,6 +176,12 @@ pub(crate) fn write_failed(endpoints: &Endpoints, error: etcd_client::Error) -> 
     }
 }
 
+/// A failed request of a handle that does not know its endpoints (the
+/// service registry's writes, the status lease): "etcd is unreachable".
+pub(crate) fn unavailable_etcd(error: etcd_client::Error) -> StoreError {
+    unavailable(&Endpoints::default(), error)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

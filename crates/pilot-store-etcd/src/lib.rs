@@ -34,6 +34,7 @@
 
 mod codec;
 mod error;
+mod keyspace;
 mod membership;
 mod options;
 mod registry;

@@ -28,8 +28,8 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp
 use pilot_model::{Membership, ReplicaRecord, StoreError};
 
 use crate::EtcdConfigStore;
+use crate::error::unavailable_etcd;
 use crate::status_lease::StatusLease;
-use crate::store::unavailable;
 
 /// The largest record published (etcd's default request limit, 1.5 MiB,
 /// less room for the key and the request's framing).
@@ -53,7 +53,7 @@ impl EtcdMembership {
     /// with records living `ttl` (whole seconds, at least 1) after the last
     /// renewal.
     pub fn new(store: &EtcdConfigStore, replica: impl Into<String>, ttl: Duration) -> Self {
-        let prefix = crate::store::layout_of(store).prefix().to_string();
+        let prefix = store.layout().prefix().to_string();
         Self::with_client(store.client(), &prefix, replica, ttl)
     }
 
@@ -83,7 +83,7 @@ impl EtcdMembership {
                 if error.to_string().contains("lease not found") {
                     self.lease.lost(lease);
                 }
-                Err(unavailable(error))
+                Err(unavailable_etcd(error))
             }
         }
     }
@@ -128,7 +128,7 @@ impl Membership for EtcdMembership {
                 Some(GetOptions::new().with_prefix()),
             )
             .await
-            .map_err(unavailable)?;
+            .map_err(unavailable_etcd)?;
         let mut records = Vec::new();
         for kv in response.kvs() {
             match serde_json::from_slice::<ReplicaRecord>(kv.value()) {
@@ -183,13 +183,13 @@ mod tests {
     use std::collections::BTreeMap;
     use std::time::SystemTime;
 
-    use pilot_model::{ProxyDistribution, ProxyRecord, TypeRecord};
+    use pilot_model::{ConnectedProxy, ProxyDistribution, TypeRecord};
 
     use super::*;
 
     /// A proxy as a replica reports it after a few pushes: four types
     /// ACKed, revisions of the pushed kinds.
-    fn typical_proxy(i: usize) -> ProxyRecord {
+    fn typical_proxy(i: usize) -> ConnectedProxy {
         let node_id = format!(
             "sidecar~10.0.{}.{}~reviews-v1-7d4f9c-{i:05}.default~default.svc.cluster.local",
             i / 250,
@@ -212,7 +212,7 @@ mod tests {
             .into_iter()
             .map(|k| (k.to_string(), 1_234_567u64))
             .collect();
-        ProxyRecord {
+        ConnectedProxy {
             node_id: node_id.clone(),
             incremental: false,
             types,
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn a_record_of_a_typical_proxy_is_small() {
-        let proxies: Vec<ProxyRecord> = (0..1000).map(typical_proxy).collect();
+        let proxies: Vec<ConnectedProxy> = (0..1000).map(typical_proxy).collect();
         let record = ReplicaRecord {
             replica: "pilot-0-8080".into(),
             rest_address: Some("10.0.0.1:8080".into()),

@@ -6,18 +6,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
-use futures::future::BoxFuture;
-use futures::stream::BoxStream;
-use pilot_model::{
-    Labels, RegistrySnapshot, Service, ServiceDiscovery, ServiceEvent, ServiceInstance, StoreError,
-};
+use pilot_model::{Labels, RegistryAdapter, Service, StoreError};
 use pilot_store::{Backoff, DesiredService, DesiredState, FollowedRegistry, RegistryWriter};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
 use crate::EtcdOptions;
 use crate::codec::prefix_end;
-use crate::store::unavailable;
+use crate::error::unavailable_etcd;
 
 /// What an instance registers: where it listens, for which service port,
 /// and its labels (`version`), zone and identity.
@@ -43,14 +39,17 @@ pub struct InstanceRegistration {
     pub service_account: Option<String>,
 }
 
-/// A [`ServiceDiscovery`] kept in etcd, for platforms without Kubernetes.
+/// A [`ServiceDiscovery`](pilot_model::ServiceDiscovery) kept in etcd, for platforms without Kubernetes.
 ///
 /// Services are plain keys (`<prefix>/services/<hostname>`); instances are
 /// keys under a lease (`<prefix>/instances/<hostname>/<ip>:<port>`) that the
 /// registering process keeps alive, so an instance whose process dies
 /// disappears when its lease expires. Every process that opens the registry
 /// follows the prefix with a watch into a [`FollowedRegistry`], which
-/// serves the synchronous reads, the change stream and the snapshots.
+/// serves the synchronous reads, the change stream and the snapshots (the
+/// registry is a [`ServiceDiscovery`](pilot_model::ServiceDiscovery) through [`RegistryAdapter`]). It has
+/// synced once the cache holds what etcd held at some point after the
+/// registry was opened.
 #[derive(Clone)]
 pub struct EtcdServiceRegistry {
     inner: Arc<Inner>,
@@ -89,17 +88,6 @@ impl EtcdServiceRegistry {
         })
     }
 
-    /// Waits until the cache holds what etcd held at some point after this
-    /// registry was opened.
-    pub async fn wait_synced(&self) {
-        self.inner.followed.wait_synced().await;
-    }
-
-    /// True once the first list has been read.
-    pub fn has_synced(&self) -> bool {
-        self.inner.followed.has_synced()
-    }
-
     /// Adds or replaces a service.
     pub async fn register_service(&self, service: &Service) -> Result<(), StoreError> {
         let body = serde_json::to_vec(service).map_err(StoreError::unavailable)?;
@@ -107,7 +95,7 @@ impl EtcdServiceRegistry {
         client
             .put(self.service_key(&service.hostname), body, None)
             .await
-            .map_err(unavailable)?;
+            .map_err(unavailable_etcd)?;
         Ok(())
     }
 
@@ -118,7 +106,7 @@ impl EtcdServiceRegistry {
         client
             .delete(self.service_key(hostname), None)
             .await
-            .map_err(unavailable)?;
+            .map_err(unavailable_etcd)?;
         Ok(())
     }
 
@@ -179,7 +167,7 @@ impl Registration {
     pub async fn deregister(mut self) -> Result<(), StoreError> {
         self.stop_keepalive();
         let lease = self.lease_id();
-        self.client.lease_revoke(lease).await.map_err(unavailable)?;
+        self.client.lease_revoke(lease).await.map_err(unavailable_etcd)?;
         Ok(())
     }
 }
@@ -191,11 +179,15 @@ impl Drop for Registration {
 }
 
 async fn put_with_lease(mut client: Client, key: &str, body: &[u8], ttl: i64) -> Result<i64, StoreError> {
-    let lease = client.lease_grant(ttl, None).await.map_err(unavailable)?.id();
+    let lease = client
+        .lease_grant(ttl, None)
+        .await
+        .map_err(unavailable_etcd)?
+        .id();
     client
         .put(key, body.to_vec(), Some(PutOptions::new().with_lease(lease)))
         .await
-        .map_err(unavailable)?;
+        .map_err(unavailable_etcd)?;
     Ok(lease)
 }
 
@@ -361,36 +353,11 @@ async fn follow(mut client: Client, prefix: String, writer: RegistryWriter) {
     }
 }
 
-impl ServiceDiscovery for EtcdServiceRegistry {
-    fn services(&self) -> Vec<Arc<Service>> {
-        self.inner.followed.services()
-    }
+// Every read (and sync, and snapshot) is the followed registry's.
+impl RegistryAdapter for EtcdServiceRegistry {
+    type Registry = FollowedRegistry;
 
-    fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
-        self.inner.followed.get_service(hostname)
-    }
-
-    fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
-        self.inner.followed.instances(hostname, port_names, labels)
-    }
-
-    fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
-        self.inner.followed.host_instances(addresses)
-    }
-
-    fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
-        self.inner.followed.subscribe()
-    }
-
-    fn has_synced(&self) -> bool {
-        self.inner.followed.has_synced()
-    }
-
-    fn wait_synced(&self) -> BoxFuture<'static, ()> {
-        ServiceDiscovery::wait_synced(&self.inner.followed)
-    }
-
-    fn snapshot(&self) -> Arc<RegistrySnapshot> {
-        self.inner.followed.snapshot()
+    fn registry(&self) -> &FollowedRegistry {
+        &self.inner.followed
     }
 }

@@ -13,7 +13,7 @@ use etcd_client::Client;
 use pilot_model::StoreError;
 use tokio::task::JoinHandle;
 
-use crate::store::unavailable;
+use crate::error::unavailable_etcd;
 
 /// The status lease's time to live, in seconds.
 pub const STATUS_LEASE_TTL: i64 = 30;
@@ -57,7 +57,7 @@ impl StatusLease {
         let id = client
             .lease_grant(self.ttl, None)
             .await
-            .map_err(unavailable)?
+            .map_err(unavailable_etcd)?
             .id();
         let alive = Arc::new(AtomicBool::new(true));
         let keeper = tokio::spawn(keep_alive(client, id, self.ttl, Arc::clone(&alive)));
@@ -73,7 +73,7 @@ impl StatusLease {
         if let Some(held) = held {
             held.keeper.abort();
             let mut client = self.client.clone();
-            client.lease_revoke(held.id).await.map_err(unavailable)?;
+            client.lease_revoke(held.id).await.map_err(unavailable_etcd)?;
         }
         Ok(())
     }

@@ -13,7 +13,8 @@ use tokio::sync::watch;
 
 use crate::EtcdOptions;
 use crate::codec::{Layout, decode, decode_status, encode, encode_status, prefix_end};
-use crate::error::{self, Endpoints, EtcdError};
+use crate::error::{self, Endpoints};
+use crate::keyspace::Keyspace;
 use crate::status_lease::StatusLease;
 
 /// A [`ConfigStore`] and [`ConfigWatch`] on etcd v3.
@@ -56,13 +57,9 @@ pub struct EtcdConfigStore {
 }
 
 struct Inner {
-    client: Client,
-    /// Named in error messages ("etcd at ... is unreachable").
-    endpoints: Endpoints,
-    layout: Layout,
-    registry: KindRegistry,
+    /// The connection and where keys live, shared with the watches.
+    keys: Arc<Keyspace>,
     page_size: i64,
-    bad_objects: AtomicU64,
     /// Bumped by `current_revision`: every live watch then asks etcd for a
     /// progress notification, so caches catch up with writes to other kinds.
     nudge: watch::Sender<u64>,
@@ -99,12 +96,14 @@ impl EtcdConfigStore {
         let client_for_lease = client.clone();
         EtcdConfigStore {
             inner: Arc::new(Inner {
-                client,
-                endpoints,
-                layout: Layout::new(prefix),
-                registry,
+                keys: Arc::new(Keyspace {
+                    client,
+                    endpoints,
+                    layout: Layout::new(prefix),
+                    registry,
+                    bad_objects: AtomicU64::new(0),
+                }),
                 page_size: page_size.max(1),
-                bad_objects: AtomicU64::new(0),
                 nudge: watch::channel(0).0,
                 status_lease: StatusLease::new(client_for_lease),
             }),
@@ -114,34 +113,21 @@ impl EtcdConfigStore {
     /// How many keys under the prefix held something that is not a valid
     /// object, each time one was read.
     pub fn bad_objects(&self) -> u64 {
-        self.inner.bad_objects.load(Ordering::Relaxed)
+        self.inner.keys.bad_objects.load(Ordering::Relaxed)
     }
 
     /// The etcd client, for operations pilot does not wrap.
     pub fn client(&self) -> Client {
-        self.inner.client.clone()
-    }
-
-    /// A failed read as a [`StoreError`] naming this store's etcd.
-    pub(crate) fn unavailable(&self, error: etcd_client::Error) -> StoreError {
-        error::unavailable(&self.inner.endpoints, error)
-    }
-
-    /// This store's etcd, for error messages.
-    pub(crate) fn endpoints(&self) -> &Endpoints {
-        &self.inner.endpoints
+        self.inner.keys.client.clone()
     }
 
     fn write_failed(&self, error: etcd_client::Error) -> StoreError {
-        error::write_failed(&self.inner.endpoints, error)
+        error::write_failed(&self.inner.keys.endpoints, error)
     }
 
-    fn key(&self, key: &ConfigKey) -> Result<String, StoreError> {
-        self.inner.layout.key(&self.inner.registry, key)
-    }
-
-    fn status_key(&self, key: &ConfigKey) -> Result<String, StoreError> {
-        self.inner.layout.status_key(&self.inner.registry, key)
+    /// Where this store's keys live.
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.inner.keys.layout
     }
 
     /// The lease this store writes status under (for tests and tools).
@@ -149,63 +135,16 @@ impl EtcdConfigStore {
         self.inner.status_lease.id().await
     }
 
-    /// `key`'s object as of `revision` (0: now) with its status, or `None`.
-    pub(crate) async fn get_at(
-        &self,
-        key: &ConfigKey,
-        revision: i64,
-    ) -> Result<Option<DynConfig>, StoreError> {
-        let etcd_key = self.key(key)?;
-        let options = || (revision > 0).then(|| GetOptions::new().with_revision(revision));
-        let txn = Txn::new().and_then([
-            TxnOp::get(etcd_key.clone(), options()),
-            TxnOp::get(self.status_key(key)?, options()),
-        ]);
-        let mut client = self.inner.client.clone();
-        let response = client.txn(txn).await.map_err(|e| self.unavailable(e))?;
-        let mut gets = response.op_responses().into_iter().filter_map(|r| match r {
-            TxnOpResponse::Get(get) => Some(get),
-            _ => None,
-        });
-        let (Some(object), status) = (gets.next(), gets.next()) else {
-            return Err(StoreError::unavailable(
-                "etcd answered a read without its results",
-            ));
-        };
-        let Some(kv) = object.kvs().first() else {
-            return Ok(None);
-        };
-        let mut config = match decode(key, kv.value(), kv.mod_revision()) {
-            Ok(config) => config,
-            Err(reason) => {
-                self.report_bad(kv.key(), &reason);
-                return Err(EtcdError::BadObject {
-                    key: etcd_key,
-                    reason,
-                }
-                .into());
-            }
-        };
-        if let Some(kv) = status.as_ref().and_then(|s| s.kvs().first()) {
-            match decode_status(kv.value()) {
-                Ok(status) => config.meta.status = Some(status),
-                Err(reason) => self.report_bad(kv.key(), &reason),
-            }
-        }
-        Ok(Some(config))
-    }
-
-    pub(crate) fn report_bad(&self, key: &[u8], reason: &str) {
-        self.inner.bad_objects.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(key = %String::from_utf8_lossy(key), reason, "skipping a bad object in etcd");
-    }
-
     /// Every object under `prefix` at one revision, in pages; returns them
     /// with the keys whose values are not objects, and that revision.
     async fn range(&self, kind: &str, prefix: &str) -> Result<Snapshot, StoreError> {
-        let kind_prefix = self.inner.layout.kind_prefix(&self.inner.registry, kind)?;
+        let kind_prefix = self
+            .inner
+            .keys
+            .layout
+            .kind_prefix(&self.inner.keys.registry, kind)?;
         let end = prefix_end(prefix);
-        let mut client = self.inner.client.clone();
+        let mut client = self.inner.keys.client.clone();
         let mut items = Vec::new();
         let mut undecodable = Vec::new();
         let mut statuses = std::collections::HashMap::new();
@@ -221,22 +160,22 @@ impl EtcdConfigStore {
             let page = client
                 .get(start.clone(), Some(options))
                 .await
-                .map_err(|e| self.unavailable(e))?;
+                .map_err(|e| self.inner.keys.unavailable(e))?;
             if revision == 0 {
                 revision = page.header().map(|h| h.revision()).unwrap_or_default();
             }
             for kv in page.kvs() {
-                if let Some(key) = self.inner.layout.parse_status(&kind_prefix, kind, kv.key()) {
+                if let Some(key) = self.inner.keys.layout.parse_status(&kind_prefix, kind, kv.key()) {
                     match decode_status(kv.value()) {
                         Ok(status) => {
                             statuses.insert(key, status);
                         }
-                        Err(reason) => self.report_bad(kv.key(), &reason),
+                        Err(reason) => self.inner.keys.report_bad(kv.key(), &reason),
                     }
                     continue;
                 }
-                let Some(key) = self.inner.layout.parse(&kind_prefix, kind, kv.key()) else {
-                    self.report_bad(
+                let Some(key) = self.inner.keys.layout.parse(&kind_prefix, kind, kv.key()) else {
+                    self.inner.keys.report_bad(
                         kv.key(),
                         "the key is not <prefix>/<group>/<kind>/<namespace>/<name>",
                     );
@@ -245,7 +184,7 @@ impl EtcdConfigStore {
                 match decode(&key, kv.value(), kv.mod_revision()) {
                     Ok(config) => items.push(config),
                     Err(reason) => {
-                        self.report_bad(kv.key(), &reason);
+                        self.inner.keys.report_bad(kv.key(), &reason);
                         undecodable.push(Undecodable {
                             key,
                             revision: u64::try_from(kv.mod_revision()).unwrap_or_default(),
@@ -297,34 +236,35 @@ impl EtcdConfigStore {
 #[async_trait]
 impl ConfigStore for EtcdConfigStore {
     fn registry(&self) -> &KindRegistry {
-        &self.inner.registry
+        &self.inner.keys.registry
     }
 
     async fn get(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
-        Ok(self.get_at(key, 0).await?.map(Arc::new))
+        Ok(self.inner.keys.get_at(key, 0).await?.map(Arc::new))
     }
 
     async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Arc<DynConfig>>, StoreError> {
         let prefix = self
             .inner
+            .keys
             .layout
-            .list_prefix(&self.inner.registry, kind, namespace)?;
+            .list_prefix(&self.inner.keys.registry, kind, namespace)?;
         Ok(self.range(kind, &prefix).await?.items)
     }
 
     async fn create(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
-        let mut config = self.inner.registry.prepare(config)?;
+        let mut config = self.inner.keys.registry.prepare(config)?;
         let key = config.key();
-        let etcd_key = self.key(&key)?;
+        let etcd_key = self.inner.keys.key(&key)?;
         config.meta.creation_timestamp = Some(now_seconds());
         config.meta.status = None;
         let txn = Txn::new()
             .when([Compare::create_revision(etcd_key.clone(), CompareOp::Equal, 0)])
             .and_then([
                 TxnOp::put(etcd_key, encode(&config)?, None),
-                TxnOp::delete(self.status_key(&key)?, None),
+                TxnOp::delete(self.inner.keys.status_key(&key)?, None),
             ]);
-        let mut client = self.inner.client.clone();
+        let mut client = self.inner.keys.client.clone();
         let response = client.txn(txn).await.map_err(|e| self.write_failed(e))?;
         if !response.succeeded() {
             return Err(StoreError::AlreadyExists { key });
@@ -335,9 +275,9 @@ impl ConfigStore for EtcdConfigStore {
     }
 
     async fn update(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
-        let mut config = self.inner.registry.prepare(config)?;
+        let mut config = self.inner.keys.registry.prepare(config)?;
         let key = config.key();
-        let etcd_key = self.key(&key)?;
+        let etcd_key = self.inner.keys.key(&key)?;
         let expected = config.meta.resource_version.clone();
         // A version that is not a revision can never match: etcd answers
         // with the actual one below.
@@ -360,10 +300,10 @@ impl ConfigStore for EtcdConfigStore {
             .and_then([
                 TxnOp::put(etcd_key.clone(), encode(&config)?, None),
                 // The status was about the version this write replaces.
-                TxnOp::delete(self.status_key(&key)?, None),
+                TxnOp::delete(self.inner.keys.status_key(&key)?, None),
             ])
             .or_else([TxnOp::get(etcd_key, None)]);
-        let mut client = self.inner.client.clone();
+        let mut client = self.inner.keys.client.clone();
         let response = client.txn(txn).await.map_err(|e| self.write_failed(e))?;
         if !response.succeeded() {
             return Err(Self::guard_failed(&key, expected, response.op_responses()));
@@ -375,7 +315,7 @@ impl ConfigStore for EtcdConfigStore {
     }
 
     async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError> {
-        let etcd_key = self.key(key)?;
+        let etcd_key = self.inner.keys.key(key)?;
         let guard = match resource_version {
             Some(version) => Compare::mod_revision(
                 etcd_key.clone(),
@@ -388,10 +328,10 @@ impl ConfigStore for EtcdConfigStore {
             .when([guard])
             .and_then([
                 TxnOp::delete(etcd_key.clone(), None),
-                TxnOp::delete(self.status_key(key)?, None),
+                TxnOp::delete(self.inner.keys.status_key(key)?, None),
             ])
             .or_else([TxnOp::get(etcd_key, None)]);
-        let mut client = self.inner.client.clone();
+        let mut client = self.inner.keys.client.clone();
         let response = client.txn(txn).await.map_err(|e| self.write_failed(e))?;
         if !response.succeeded() {
             return Err(Self::guard_failed(
@@ -413,7 +353,7 @@ impl ConfigStore for EtcdConfigStore {
         observed_version: &str,
         status: ConfigStatus,
     ) -> Result<(), StoreError> {
-        let etcd_key = self.key(key)?;
+        let etcd_key = self.inner.keys.key(key)?;
         let lease = self.inner.status_lease.id().await?;
         let txn = Txn::new()
             .when([Compare::mod_revision(
@@ -422,12 +362,12 @@ impl ConfigStore for EtcdConfigStore {
                 observed_version.parse::<i64>().unwrap_or(-1),
             )])
             .and_then([TxnOp::put(
-                self.status_key(key)?,
+                self.inner.keys.status_key(key)?,
                 encode_status(&status),
                 Some(etcd_client::PutOptions::new().with_lease(lease)),
             )])
             .or_else([TxnOp::get(etcd_key, None)]);
-        let mut client = self.inner.client.clone();
+        let mut client = self.inner.keys.client.clone();
         let response = match client.txn(txn).await {
             Ok(response) => response,
             Err(error) => {
@@ -451,15 +391,23 @@ impl ConfigStore for EtcdConfigStore {
 #[async_trait]
 impl ConfigWatch for EtcdConfigStore {
     async fn snapshot(&self, kind: &str) -> Result<Snapshot, StoreError> {
-        let prefix = self.inner.layout.kind_prefix(&self.inner.registry, kind)?;
+        let prefix = self
+            .inner
+            .keys
+            .layout
+            .kind_prefix(&self.inner.keys.registry, kind)?;
         self.range(kind, &prefix).await
     }
 
     async fn watch(&self, kind: &str, after: Revision) -> Result<WatchStream, StoreError> {
-        let prefix = self.inner.layout.kind_prefix(&self.inner.registry, kind)?;
+        let prefix = self
+            .inner
+            .keys
+            .layout
+            .kind_prefix(&self.inner.keys.registry, kind)?;
         crate::watch::watch(
-            self.clone(),
-            self.inner.client.clone(),
+            Arc::clone(&self.inner.keys),
+            self.inner.keys.client.clone(),
             kind,
             prefix,
             after,
@@ -469,23 +417,13 @@ impl ConfigWatch for EtcdConfigStore {
     }
 
     async fn current_revision(&self) -> Result<Revision, StoreError> {
-        let mut client = self.inner.client.clone();
+        let mut client = self.inner.keys.client.clone();
         let response = client
             .get("\0", Some(GetOptions::new().with_count_only()))
             .await
-            .map_err(|e| self.unavailable(e))?;
+            .map_err(|e| self.inner.keys.unavailable(e))?;
         let revision = response.header().map(|h| h.revision()).unwrap_or_default();
         self.inner.nudge.send_modify(|n| *n += 1);
         Ok(u64::try_from(revision).unwrap_or_default())
     }
-}
-
-/// A failed request of a handle that does not know its endpoints (the
-/// service registry's writes): "etcd is unreachable".
-pub(crate) fn unavailable(error: etcd_client::Error) -> StoreError {
-    error::unavailable(&Endpoints::default(), error)
-}
-
-pub(crate) fn layout_of(store: &EtcdConfigStore) -> &Layout {
-    &store.inner.layout
 }

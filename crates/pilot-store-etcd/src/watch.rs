@@ -8,14 +8,13 @@ use futures::StreamExt;
 use pilot_model::{Revision, StoreError, Undecodable, WatchEvent, WatchStream};
 use tokio::sync::watch;
 
-use crate::EtcdConfigStore;
 use crate::codec::{decode, decode_status};
 use crate::error::EtcdError;
-use crate::store::layout_of;
+use crate::keyspace::Keyspace;
 
 /// Starts a watch of `prefix` (one kind) strictly after `after`.
 pub(crate) async fn watch(
-    store: EtcdConfigStore,
+    keys: Arc<Keyspace>,
     mut client: Client,
     kind: &str,
     prefix: String,
@@ -30,10 +29,10 @@ pub(crate) async fn watch(
     let (sender, responses) = client
         .watch(prefix.clone(), Some(options))
         .await
-        .map_err(|e| store.unavailable(e))?
+        .map_err(|e| keys.unavailable(e))?
         .split();
     let state = Following {
-        store,
+        keys,
         kind: kind.to_string(),
         prefix,
         last: after,
@@ -47,7 +46,7 @@ pub(crate) async fn watch(
 }
 
 struct Following {
-    store: EtcdConfigStore,
+    keys: Arc<Keyspace>,
     kind: String,
     prefix: String,
     /// The revision of the last event handed out.
@@ -89,7 +88,7 @@ impl Following {
                 message = self.responses.next() => match message {
                     Some(Ok(response)) => self.take(response),
                     Some(Err(error)) => {
-                        let error = self.store.unavailable(error);
+                        let error = self.keys.unavailable(error);
                         self.fail(error);
                     }
                     None => self.fail(self.ended(None)),
@@ -108,7 +107,7 @@ impl Following {
     /// etcd ended this watch (closed it, or cancelled it with `reason`).
     fn ended(&self, reason: Option<String>) -> StoreError {
         EtcdError::WatchEnded {
-            endpoints: self.store.endpoints().clone(),
+            endpoints: self.keys.endpoints().clone(),
             what: format!("{} objects", self.kind),
             reason,
         }
@@ -128,7 +127,7 @@ impl Following {
         key: &pilot_model::ConfigKey,
     ) -> Result<WatchEvent, StoreError> {
         let at = i64::try_from(revision).unwrap_or(i64::MAX);
-        match self.store.get_at(key, at).await {
+        match self.keys.get_at(key, at).await {
             Ok(Some(config)) => Ok(WatchEvent::Put {
                 revision,
                 config: Arc::new(config),
@@ -167,7 +166,7 @@ impl Following {
             }
             return;
         }
-        let layout = layout_of(&self.store);
+        let layout = &self.keys.layout;
         // Objects written in this response, by revision: a status key
         // removed in the same transaction needs no event of its own.
         let written: std::collections::HashSet<(Revision, pilot_model::ConfigKey)> = response
@@ -190,7 +189,7 @@ impl Following {
                     if event.event_type() == EventType::Put
                         && let Err(reason) = decode_status(kv.value())
                     {
-                        self.store.report_bad(kv.key(), &reason);
+                        self.keys.report_bad(kv.key(), &reason);
                     }
                     Pending::Status { revision, key }
                 };
@@ -198,7 +197,7 @@ impl Following {
                 continue;
             }
             let Some(key) = layout.parse(&self.prefix, &self.kind, kv.key()) else {
-                self.store.report_bad(
+                self.keys.report_bad(
                     kv.key(),
                     "the key is not <prefix>/<group>/<kind>/<namespace>/<name>",
                 );
@@ -214,7 +213,7 @@ impl Following {
                         config: Arc::new(config),
                     },
                     Err(reason) => {
-                        self.store.report_bad(kv.key(), &reason);
+                        self.keys.report_bad(kv.key(), &reason);
                         WatchEvent::Undecodable(Undecodable {
                             key,
                             revision,

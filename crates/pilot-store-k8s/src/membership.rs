@@ -469,7 +469,7 @@ mod tests {
 
     #[test]
     fn a_proxy_costs_about_record_bytes_per_proxy() {
-        use pilot_model::{ProxyDistribution, ProxyRecord, TypeRecord};
+        use pilot_model::{ConnectedProxy, ProxyDistribution, TypeRecord};
         let kinds = [
             "RouteRule",
             "DestinationPolicy",
@@ -484,7 +484,7 @@ mod tests {
                 i / 256,
                 i % 256
             );
-            ProxyRecord {
+            ConnectedProxy {
                 node_id: node_id.clone(),
                 incremental: false,
                 types: ["CDS", "EDS", "LDS", "RDS"]

@@ -79,8 +79,7 @@ pub(crate) fn clusters(
     index: &MeshIndex<'_>,
 ) -> (Vec<Cluster>, Vec<ClusterLoadAssignment>) {
     // The passthrough serves captured traffic only.
-    let captured =
-        proxy.proxy_type == crate::ProxyType::Sidecar && proxy.capture == crate::TrafficCapture::Iptables;
+    let captured = proxy.proxy_type == crate::ProxyType::Sidecar && proxy.capture.captures();
     let services = registry.services();
     let subsets = subsets(mesh);
     let assignments = eds_clusters(&services, &subsets)

@@ -6,7 +6,7 @@
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use pilot_model::{ServiceDiscovery, ServiceInstance};
 
-use crate::{Generator, MeshConfig, MeshIndex, Proxy, ProxyType, Resources, TrafficCapture};
+use crate::{Generator, MeshConfig, MeshIndex, Proxy, ProxyType, Resources};
 use crate::{clusters, grpcgen, listeners, routes};
 
 /// Generates every resource for `proxy` from the registry and the routing
@@ -72,7 +72,7 @@ pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance]) -> Resources {
     if proxy.generator == Generator::Grpc {
         return grpcgen::inbound(own);
     }
-    if proxy.proxy_type != ProxyType::Sidecar || proxy.capture != TrafficCapture::Iptables {
+    if proxy.proxy_type != ProxyType::Sidecar || !proxy.capture.captures() {
         return Resources::default();
     }
     Resources {

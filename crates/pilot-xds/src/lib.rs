@@ -58,6 +58,7 @@ pub use generate::generate;
 pub use grpcgen::GRPC_SERVER_LISTENER_PREFIX;
 pub use mesh::{MeshConfig, MeshIndex};
 pub use names::{ClusterName, Direction, route_config_name};
-pub use proxy::{Generator, Proxy, ProxyType, TrafficCapture};
+pub use pilot_model::proxy::{InterceptionMode, ProxyType};
+pub use proxy::{Generator, Proxy};
 pub use resources::Resources;
 pub use routes::{CORS_FILTER, FAULT_FILTER};

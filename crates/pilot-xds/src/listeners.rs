@@ -28,7 +28,7 @@ use pilot_model::{Config, Labels, ServiceDiscovery, ServiceInstance};
 use crate::clusters::PASSTHROUGH;
 use crate::routes::{CORS_FILTER, FAULT_FILTER};
 use crate::util::{ads, any, socket};
-use crate::{ClusterName, MeshConfig, Proxy, ProxyType, TrafficCapture};
+use crate::{ClusterName, MeshConfig, Proxy, ProxyType};
 
 /// The port of the virtual listener that captured traffic arrives on.
 pub const VIRTUAL_PORT: u16 = 15001;
@@ -55,7 +55,7 @@ pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConf
     match proxy.proxy_type {
         ProxyType::Sidecar => {
             outbound(proxy, registry, &mut plan);
-            if proxy.capture == TrafficCapture::Iptables {
+            if proxy.capture.captures() {
                 plan.listeners.push(virtual_listener());
             }
         }
@@ -70,7 +70,7 @@ pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConf
 /// do not bind (the virtual listener hands connections over by original
 /// destination); without, they bind 127.0.0.1 at the service port.
 fn outbound(proxy: &Proxy, registry: &dyn ServiceDiscovery, plan: &mut ListenerPlan) {
-    let capture = proxy.capture == TrafficCapture::Iptables;
+    let capture = proxy.capture.captures();
     let mut taken = BTreeSet::new();
     let services = registry.services();
     for service in &services {

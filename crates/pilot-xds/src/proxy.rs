@@ -1,62 +1,14 @@
 //! The proxy asking for configuration: its identity from Envoy's node id,
-//! and what its node metadata says.
+//! and what its node metadata says (the contracts themselves are
+//! [`pilot_model::proxy`]'s).
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::net::IpAddr;
-use std::str::FromStr;
 
 use pilot_model::Labels;
+use pilot_model::proxy::{InterceptionMode, NodeId, ProxyType, metadata as keys};
 
 use crate::XdsError;
-
-/// What kind of proxy a node is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProxyType {
-    /// A sidecar next to one application instance.
-    Sidecar,
-    /// An ingress proxy at the edge of the mesh.
-    Ingress,
-    /// A router (egress or gateway) with no instances of its own.
-    Router,
-}
-
-impl FromStr for ProxyType {
-    type Err = XdsError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "sidecar" => Ok(ProxyType::Sidecar),
-            "ingress" => Ok(ProxyType::Ingress),
-            "router" => Ok(ProxyType::Router),
-            other => Err(XdsError::BadNodeId {
-                node_id: String::new(),
-                reason: format!("proxy type {other:?} is not sidecar, ingress or router"),
-            }),
-        }
-    }
-}
-
-impl fmt::Display for ProxyType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ProxyType::Sidecar => "sidecar",
-            ProxyType::Ingress => "ingress",
-            ProxyType::Router => "router",
-        })
-    }
-}
-
-/// How traffic reaches a sidecar.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum TrafficCapture {
-    /// iptables redirect all traffic to the proxy's virtual listener, which
-    /// dispatches on the original destination.
-    #[default]
-    Iptables,
-    /// No capture (a VM without iptables, a test): outbound listeners bind
-    /// 127.0.0.1 at each service port, and applications call them there.
-    None,
-}
 
 /// Which generator builds a proxy's configuration.
 ///
@@ -96,8 +48,8 @@ pub struct Proxy {
     /// Labels of the proxy's workload (from node metadata), used by source
     /// matches when the registry does not know the proxy.
     pub labels: Labels,
-    /// How traffic reaches the proxy.
-    pub capture: TrafficCapture,
+    /// How traffic reaches the proxy (node metadata `INTERCEPTION_MODE`).
+    pub capture: InterceptionMode,
     /// Envoy or proxyless gRPC (node metadata `GENERATOR`).
     pub generator: Generator,
     /// The workload's service account (node metadata `SERVICE_ACCOUNT`),
@@ -108,34 +60,22 @@ pub struct Proxy {
 impl Proxy {
     /// Parses an Envoy node id of the form `type~ip~id~domain`.
     pub fn from_node_id(node_id: &str) -> Result<Self, XdsError> {
-        let bad = |reason: String| XdsError::BadNodeId {
-            node_id: node_id.to_string(),
-            reason,
-        };
-        let parts: Vec<&str> = node_id.split('~').collect();
-        let [kind, ip, id, domain] = parts.as_slice() else {
-            return Err(bad(format!(
-                "expected 4 parts type~ip~id~domain separated by '~', found {}",
-                parts.len()
-            )));
-        };
-        let proxy_type = kind.parse::<ProxyType>().map_err(|e| match e {
-            XdsError::BadNodeId { reason, .. } => bad(reason),
-            other => other,
+        let NodeId {
+            proxy_type,
+            ip,
+            id,
+            domain,
+        } = node_id.parse::<NodeId>().map_err(|e| XdsError::BadNodeId {
+            reason: e.detail(),
+            node_id: e.node_id,
         })?;
-        let ip = ip
-            .parse::<IpAddr>()
-            .map_err(|_| bad(format!("{ip:?} is not an IP address")))?;
-        if id.is_empty() {
-            return Err(bad("the id part is empty".into()));
-        }
         Ok(Proxy {
             proxy_type,
             ip,
-            id: id.to_string(),
-            domain: domain.to_string(),
+            id,
+            domain,
             labels: Labels::new(),
-            capture: TrafficCapture::default(),
+            capture: InterceptionMode::default(),
             generator: Generator::default(),
             service_account: None,
         })
@@ -145,28 +85,24 @@ impl Proxy {
     /// `INTERCEPTION_MODE` (`NONE` turns capture off), `GENERATOR`
     /// (`grpc` for proxyless gRPC, `envoy`) and `SERVICE_ACCOUNT`.
     pub fn with_metadata(mut self, metadata: &BTreeMap<String, String>) -> Result<Self, XdsError> {
-        if let Some(labels) = metadata.get("LABELS") {
+        if let Some(labels) = metadata.get(keys::LABELS) {
             self.labels = parse_labels(labels).map_err(|reason| XdsError::BadNodeId {
                 node_id: self.node_id(),
                 reason,
             })?;
         }
-        if let Some(mode) = metadata.get("INTERCEPTION_MODE") {
-            self.capture = match mode.to_ascii_uppercase().as_str() {
-                "NONE" => TrafficCapture::None,
-                "REDIRECT" | "TPROXY" => TrafficCapture::Iptables,
-                other => {
-                    return Err(XdsError::BadNodeId {
-                        node_id: self.node_id(),
-                        reason: format!("INTERCEPTION_MODE {other:?} is not NONE, REDIRECT or TPROXY"),
-                    });
-                }
-            };
+        if let Some(mode) = metadata.get(keys::INTERCEPTION_MODE) {
+            self.capture = mode
+                .parse::<InterceptionMode>()
+                .map_err(|e| XdsError::BadNodeId {
+                    node_id: self.node_id(),
+                    reason: e.0,
+                })?;
         }
-        if let Some(account) = metadata.get("SERVICE_ACCOUNT").filter(|a| !a.is_empty()) {
+        if let Some(account) = metadata.get(keys::SERVICE_ACCOUNT).filter(|a| !a.is_empty()) {
             self.service_account = Some(account.clone());
         }
-        if let Some(generator) = metadata.get("GENERATOR") {
+        if let Some(generator) = metadata.get(keys::GENERATOR) {
             self.generator = match generator.to_ascii_lowercase().as_str() {
                 "grpc" => Generator::Grpc,
                 "envoy" | "" => Generator::Envoy,
@@ -183,7 +119,13 @@ impl Proxy {
 
     /// The node id this proxy was parsed from.
     pub fn node_id(&self) -> String {
-        format!("{}~{}~{}~{}", self.proxy_type, self.ip, self.id, self.domain)
+        NodeId {
+            proxy_type: self.proxy_type,
+            ip: self.ip,
+            id: self.id.clone(),
+            domain: self.domain.clone(),
+        }
+        .to_string()
     }
 }
 
@@ -240,7 +182,7 @@ mod tests {
             .with_metadata(&metadata)
             .unwrap();
         assert_eq!(proxy.labels.get("version"), Some("v2"));
-        assert_eq!(proxy.capture, TrafficCapture::None);
+        assert_eq!(proxy.capture, InterceptionMode::None);
         let metadata: BTreeMap<String, String> =
             [("LABELS".to_string(), "app=ratings,version=v1".to_string())].into();
         let proxy = proxy.with_metadata(&metadata).unwrap();

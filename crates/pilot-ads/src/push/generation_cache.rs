@@ -23,7 +23,7 @@ use pilot_xds::parts::{
     outbound_clusters, subsets,
 };
 use pilot_xds::{
-    ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, TrafficCapture, route_config_name,
+    ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, route_config_name,
 };
 use prost::Message;
 use tokio::sync::OnceCell;
@@ -51,7 +51,7 @@ pub(crate) struct GeneratedCache {
     eds: OnceCell<Arc<EncodedType>>,
     /// Envoy listeners, by proxy type and capture mode: they do not depend
     /// on the namespace or on source-matched rules.
-    listeners: Mutex<HashMap<(ProxyType, TrafficCapture), ListenerCell>>,
+    listeners: Mutex<HashMap<(ProxyType, bool), ListenerCell>>,
     /// The virtual hosts, encoded once for every class they apply to, or
     /// kept from the previous push when their host's rules and service did
     /// not change.
@@ -158,7 +158,7 @@ impl GeneratedCache {
                     });
                 }
                 let captured =
-                    proxy.proxy_type == ProxyType::Sidecar && proxy.capture == TrafficCapture::Iptables;
+                    proxy.proxy_type == ProxyType::Sidecar && proxy.capture.captures();
                 let cds = self.envoy_cds(captured, registry, mesh).await;
                 let eds = self.envoy_eds(registry, mesh).await;
                 let reused = self.previous.as_ref().and_then(|p| p.classes.get(&class));
@@ -249,7 +249,7 @@ impl GeneratedCache {
             self.listeners
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .entry((proxy.proxy_type, proxy.capture))
+                .entry((proxy.proxy_type, proxy.capture.captures()))
                 .or_default(),
         );
         cell.get_or_init(|| async {

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use pilot_model::{Labels, ServiceInstance};
-use pilot_xds::{Generator, Proxy, ProxyType, TrafficCapture};
+use pilot_xds::{Generator, Proxy, ProxyType};
 
 /// What the shared (outbound) part of a proxy's configuration depends on
 /// besides the mesh: proxies equal here get equal outbound configuration,
@@ -17,7 +17,7 @@ use pilot_xds::{Generator, Proxy, ProxyType, TrafficCapture};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct ProxyClass {
     proxy_type: ProxyType,
-    capture: TrafficCapture,
+    captures: bool,
     pub(crate) generator: Generator,
     domain: String,
     labels: Labels,
@@ -38,7 +38,7 @@ impl ProxyClass {
         own.dedup();
         ProxyClass {
             proxy_type: proxy.proxy_type,
-            capture: proxy.capture,
+            captures: proxy.capture.captures(),
             generator: proxy.generator,
             domain: proxy.domain.clone(),
             // Proxy labels only matter with an own instance of a source.

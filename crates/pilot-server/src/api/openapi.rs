@@ -164,7 +164,7 @@ fn quarantine_schema() -> Value {
     })
 }
 
-/// The body of `POST /v1/proxy-events` (`proxy_events::ProxyEvent`).
+/// The body of `POST /v1/proxy-events` (`pilot_model::proxy::ProxyEvent`).
 fn proxy_event_schema() -> Value {
     let optional = |kind: &str, minimum: Option<i64>| {
         let mut schema = json!({"type": [kind, "null"]});

@@ -77,7 +77,7 @@ pub(crate) fn to_json(
 
 /// A proxy as another replica published it, in the shape of this
 /// replica's own.
-pub(crate) fn from_record(record: pilot_model::ProxyRecord) -> ProxyStatus {
+pub(crate) fn from_record(record: pilot_model::ConnectedProxy) -> ProxyStatus {
     ProxyStatus {
         types: record
             .types

@@ -15,7 +15,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use pilot_model::ProcessReport;
-use serde::Deserialize;
+use pilot_model::proxy::{EventKind, ProxyEvent};
 use serde_json::{Value, json};
 
 use crate::api::ApiError;
@@ -25,62 +25,9 @@ use crate::state::AppState;
 /// first.
 const MAX_PROXIES: usize = 10_000;
 
-/// One report, as pilot-agent posts it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ProxyEvent {
-    /// The proxy's node id (`type~ip~id~domain`).
-    pub node: String,
-    /// `started`, `exited`, `restarting`, `budget_exhausted` or `stopped`.
-    pub kind: EventKind,
-    /// The epoch concerned.
-    pub epoch: u32,
-    /// Envoy's process id (parsed, not kept).
-    #[serde(default)]
-    #[allow(dead_code)]
-    pub pid: Option<u32>,
-    /// The exit code, for exits.
-    #[serde(default)]
-    pub exit_code: Option<i32>,
-    /// The signal that ended Envoy, for exits.
-    #[serde(default)]
-    pub signal: Option<i32>,
-    /// Whether the agent meant the exit.
-    #[serde(default)]
-    pub expected: bool,
-    /// The agent's account of it.
-    #[serde(default)]
-    pub message: Option<String>,
-    /// Restarts after failures so far (cumulative).
-    pub restarts: u64,
-    /// The delay before the next start, for `restarting` (parsed, not
-    /// kept).
-    #[serde(default)]
-    #[allow(dead_code)]
-    pub backoff_ms: Option<u64>,
-    /// When, in milliseconds since the Unix epoch (the agent's clock).
-    pub time_ms: u64,
-}
-
-/// What happened to Envoy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum EventKind {
-    /// An epoch started.
-    Started,
-    /// An epoch exited.
-    Exited,
-    /// A restart is scheduled.
-    Restarting,
-    /// The agent gave up.
-    BudgetExhausted,
-    /// The agent drained and stopped Envoy.
-    Stopped,
-}
-
 /// What is known of one proxy's process life.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct ProxyRecord {
+pub(crate) struct ProxyProcess {
     /// Restarts after failures (the agent's count).
     pub restarts: u64,
     /// The newest epoch started.
@@ -97,7 +44,7 @@ pub(crate) struct ProxyRecord {
     seq: u64,
 }
 
-impl ProxyRecord {
+impl ProxyProcess {
     /// The record as other replicas see it (published with the proxy).
     pub(crate) fn report(&self) -> ProcessReport {
         ProcessReport {
@@ -119,7 +66,7 @@ pub(crate) struct ProxyEvents {
 
 #[derive(Debug, Default)]
 struct Inner {
-    proxies: BTreeMap<String, ProxyRecord>,
+    proxies: BTreeMap<String, ProxyProcess>,
     seq: u64,
     unexpected_exits: BTreeMap<&'static str, u64>,
     restarts_total: u64,
@@ -147,7 +94,7 @@ impl ProxyEvents {
         record.restarts = record.restarts.max(event.restarts);
         record.seq = seq;
         record.time_ms = event.time_ms;
-        record.last_event = kind_name(event.kind).to_string();
+        record.last_event = event.kind.as_str().to_string();
         if event.kind == EventKind::Started {
             record.epoch = event.epoch;
         }
@@ -173,7 +120,7 @@ impl ProxyEvents {
 
     /// The record of `node`.
     #[cfg(test)]
-    pub(crate) fn get(&self, node: &str) -> Option<ProxyRecord> {
+    pub(crate) fn get(&self, node: &str) -> Option<ProxyProcess> {
         self.inner
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -183,7 +130,7 @@ impl ProxyEvents {
     }
 
     /// Every record, by node id.
-    pub(crate) fn all(&self) -> BTreeMap<String, ProxyRecord> {
+    pub(crate) fn all(&self) -> BTreeMap<String, ProxyProcess> {
         self.inner
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -292,16 +239,6 @@ pub(crate) async fn handler(
     }
     state.proxy_events.record(&event);
     StatusCode::NO_CONTENT.into_response()
-}
-
-fn kind_name(kind: EventKind) -> &'static str {
-    match kind {
-        EventKind::Started => "started",
-        EventKind::Exited => "exited",
-        EventKind::Restarting => "restarting",
-        EventKind::BudgetExhausted => "budget_exhausted",
-        EventKind::Stopped => "stopped",
-    }
 }
 
 fn signal_name(signal: i32) -> &'static str {

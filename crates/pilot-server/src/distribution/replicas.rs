@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use pilot_ads::XdsServer;
-use pilot_model::{Membership, ProxyDistribution, ProxyRecord, ReplicaRecord, TypeNack, TypeRecord};
+use pilot_model::{ConnectedProxy, Membership, ProxyDistribution, ReplicaRecord, TypeNack, TypeRecord};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -134,7 +134,7 @@ impl Replicas {
         }
     }
 
-    fn own_proxies(&self) -> Vec<ProxyRecord> {
+    fn own_proxies(&self) -> Vec<ConnectedProxy> {
         let mut distribution: BTreeMap<String, ProxyDistribution> = self
             .xds
             .distribution()
@@ -142,7 +142,7 @@ impl Replicas {
             .map(|d| (d.node_id.clone(), d))
             .collect();
         let events = self.events.all();
-        let mut proxies: Vec<ProxyRecord> = self
+        let mut proxies: Vec<ConnectedProxy> = self
             .xds
             .status()
             .into_iter()
@@ -150,7 +150,7 @@ impl Replicas {
                 // A proxy that connected between the two reads is in the
                 // next record.
                 let distribution = distribution.remove(&proxy.node_id)?;
-                Some(ProxyRecord {
+                Some(ConnectedProxy {
                     types: proxy
                         .types
                         .iter()
@@ -179,7 +179,7 @@ impl Replicas {
         proxies
     }
 
-    async fn publish(&self, proxies: Vec<ProxyRecord>) -> bool {
+    async fn publish(&self, proxies: Vec<ConnectedProxy>) -> bool {
         let mut record = self.own_record();
         record.proxies = proxies;
         match self.membership.publish(&record).await {
@@ -223,15 +223,19 @@ impl Replicas {
     /// Every proxy of every live replica, each once: this replica's from
     /// memory, the others' from their last records (the newest record wins
     /// for a proxy listed by two replicas), with the replica serving it.
-    pub(crate) fn all_proxies(&self) -> Vec<(String, ProxyRecord)> {
+    pub(crate) fn all_proxies(&self) -> Vec<(String, ConnectedProxy)> {
         merge(self.name(), self.own_proxies(), self.others())
     }
 }
 
 /// Every proxy once, with its replica: `own` (live, this replica's) win
 /// over any record; among `others`, the newest record wins.
-fn merge(own_name: &str, own: Vec<ProxyRecord>, others: Vec<ReplicaRecord>) -> Vec<(String, ProxyRecord)> {
-    let mut newest: BTreeMap<String, (Option<SystemTime>, String, ProxyRecord)> = BTreeMap::new();
+fn merge(
+    own_name: &str,
+    own: Vec<ConnectedProxy>,
+    others: Vec<ReplicaRecord>,
+) -> Vec<(String, ConnectedProxy)> {
+    let mut newest: BTreeMap<String, (Option<SystemTime>, String, ConnectedProxy)> = BTreeMap::new();
     for record in others {
         for proxy in record.proxies {
             let newer = newest
@@ -274,7 +278,7 @@ pub(crate) async fn run(replicas: Arc<Replicas>, mut shutdown: watch::Receiver<b
     let ttl = replicas.membership.ttl();
     let renew = (ttl / 3).min(Duration::from_secs(3600));
     let refresh_every = REFRESH.min(renew);
-    let mut published: Option<(Instant, Vec<ProxyRecord>)> = None;
+    let mut published: Option<(Instant, Vec<ConnectedProxy>)> = None;
     let mut refreshed: Option<Instant> = None;
     let mut retry_after: Option<Instant> = None;
     loop {
@@ -352,8 +356,8 @@ impl Collector for Metrics {
 mod tests {
     use super::*;
 
-    fn proxy(node: &str, acked: u64) -> ProxyRecord {
-        ProxyRecord {
+    fn proxy(node: &str, acked: u64) -> ConnectedProxy {
+        ConnectedProxy {
             node_id: node.into(),
             incremental: false,
             types: BTreeMap::new(),
@@ -366,7 +370,7 @@ mod tests {
         }
     }
 
-    fn record(replica: &str, seconds: u64, proxies: Vec<ProxyRecord>) -> ReplicaRecord {
+    fn record(replica: &str, seconds: u64, proxies: Vec<ConnectedProxy>) -> ReplicaRecord {
         ReplicaRecord {
             replica: replica.into(),
             rest_address: None,

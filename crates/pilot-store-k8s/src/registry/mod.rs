@@ -4,16 +4,13 @@ mod model;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::net::IpAddr;
-use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod, Service as KubeService};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use pilot_model::{Labels, RegistrySnapshot, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
+use pilot_model::RegistryAdapter;
 use pilot_store::{FollowedRegistry, RegistryWriter};
 use serde::de::DeserializeOwned;
 
@@ -46,7 +43,7 @@ impl Default for DiscoveryOptions {
     }
 }
 
-/// A [`ServiceDiscovery`] that follows a Kubernetes cluster.
+/// A [`ServiceDiscovery`](pilot_model::ServiceDiscovery) that follows a Kubernetes cluster.
 ///
 /// - Each Service is a service `<name>.<namespace>.svc.<domain>` with its
 ///   cluster IP (none for headless Services) and ports; a port's protocol
@@ -63,9 +60,15 @@ impl Default for DiscoveryOptions {
 ///   removed, with events, as any other delete.
 /// - After each batch of watcher events the services and instances they
 ///   describe (a pure function) are applied to a [`FollowedRegistry`] as a
-///   minimal diff: changes stream to subscribers as [`ServiceEvent`]s (a
-///   subscriber that falls behind gets [`ServiceEvent::Resync`]) and
+///   minimal diff: changes stream to subscribers as [`ServiceEvent`](pilot_model::ServiceEvent)s (a
+///   subscriber that falls behind gets [`ServiceEvent::Resync`](pilot_model::ServiceEvent::Resync)) and
 ///   snapshots are shared, not copied.
+///
+/// It is a [`ServiceDiscovery`](pilot_model::ServiceDiscovery) through [`RegistryAdapter`]: it has synced
+/// once every followed resource has been listed once and the registry shows
+/// what was listed. A resource that cannot be listed (RBAC, no API server)
+/// is retried with backoff and logged, so `wait_synced` waits until it can;
+/// bound it with a timeout where that matters.
 ///
 /// Dropping the last handle stops the watches.
 #[derive(Clone)]
@@ -80,52 +83,14 @@ impl KubeServiceDiscovery {
             followed: FollowedRegistry::spawn(move |writer| follow(client, options, writer)),
         }
     }
-
-    /// Waits until every followed resource has been listed once and the
-    /// registry shows what was listed. A resource that cannot be listed
-    /// (RBAC, no API server) is retried with backoff and logged, so this
-    /// waits until it can; bound it with a timeout where that matters.
-    pub async fn wait_synced(&self) {
-        self.followed.wait_synced().await;
-    }
-
-    /// True once every followed resource has been listed once.
-    pub fn has_synced(&self) -> bool {
-        self.followed.has_synced()
-    }
 }
 
-impl ServiceDiscovery for KubeServiceDiscovery {
-    fn services(&self) -> Vec<Arc<Service>> {
-        self.followed.services()
-    }
+// Every read (and sync, and snapshot) is the followed registry's.
+impl RegistryAdapter for KubeServiceDiscovery {
+    type Registry = FollowedRegistry;
 
-    fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
-        self.followed.get_service(hostname)
-    }
-
-    fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
-        self.followed.instances(hostname, port_names, labels)
-    }
-
-    fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
-        self.followed.host_instances(addresses)
-    }
-
-    fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
-        self.followed.subscribe()
-    }
-
-    fn has_synced(&self) -> bool {
-        self.followed.has_synced()
-    }
-
-    fn wait_synced(&self) -> BoxFuture<'static, ()> {
-        ServiceDiscovery::wait_synced(&self.followed)
-    }
-
-    fn snapshot(&self) -> Arc<RegistrySnapshot> {
-        self.followed.snapshot()
+    fn registry(&self) -> &FollowedRegistry {
+        &self.followed
     }
 }
 

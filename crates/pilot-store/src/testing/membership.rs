@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::future::{BoxFuture, join_all};
-use pilot_model::{Membership, ProxyDistribution, ProxyRecord, ReplicaRecord, TypeRecord};
+use pilot_model::{ConnectedProxy, Membership, ProxyDistribution, ReplicaRecord, TypeRecord};
 
 /// Makes memberships for the named replicas, all on one fresh backend that
 /// shares nothing with earlier calls, each with the given ttl (a backend
@@ -98,7 +98,7 @@ pub fn replica_record(replica: &str, proxies: usize) -> ReplicaRecord {
         proxies: (0..proxies)
             .map(|i| {
                 let node_id = format!("sidecar~10.0.0.{i}~{replica}-{i}.default~default.svc.cluster.local");
-                ProxyRecord {
+                ConnectedProxy {
                     node_id: node_id.clone(),
                     incremental: i % 2 == 1,
                     types: [(

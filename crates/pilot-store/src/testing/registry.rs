@@ -1,5 +1,7 @@
 //! The conformance suite every service registry runs: sync, minimal diffs
-//! (no spurious delete and add), resync after a gap, deletes made in a gap.
+//! (no spurious delete and add), resync after a gap, deletes made in a gap;
+//! throughout, the registry's snapshot agrees with its reads and takes a
+//! new version with each change.
 //!
 //! A registry provides a [`RegistryFactory`]: an async function returning
 //! a fresh [`RegistrySource`], which writes services to the registry's
@@ -195,6 +197,7 @@ pub async fn registry_sync<F: RegistryFactory + ?Sized>(factory: &F) {
     assert!(registry.has_synced());
     assert!(registry.services().is_empty());
     assert!(registry.snapshot().services().is_empty());
+    assert_reads_agree(&*registry).await;
 
     let mut source = factory.make().await;
     let services = initial_services();
@@ -207,6 +210,7 @@ pub async fn registry_sync<F: RegistryFactory + ?Sized>(factory: &F) {
         expected(&services),
         "the registry said it synced before it held its source's state"
     );
+    assert_reads_agree(&*registry).await;
 }
 
 /// A change to some entries emits events for those entries only: a changed
@@ -215,10 +219,17 @@ pub async fn registry_sync<F: RegistryFactory + ?Sized>(factory: &F) {
 pub async fn registry_diff<F: RegistryFactory + ?Sized>(factory: &F) {
     let mut source = factory.make().await;
     let (registry, mut events) = started(&mut *source, &initial_services()).await;
+    let before = registry.snapshot().version();
     let target = changed_services();
     source.write(&target).await;
     let seen = converge(&*registry, &mut events, &target).await;
     assert_minimal(&initial_services(), &target, &seen);
+    assert_ne!(
+        registry.snapshot().version(),
+        before,
+        "the registry changed but its snapshot kept its version (a snapshot copied by the \
+         trait's default, not the registry's own?)"
+    );
 }
 
 /// Changes made while the registry was cut off its source arrive after it
@@ -301,6 +312,67 @@ fn view(registry: &dyn ServiceDiscovery) -> View {
         .collect()
 }
 
+/// The same view through the registry's reads (`services`, `instances`)
+/// rather than its snapshot.
+fn reads_view(registry: &dyn ServiceDiscovery) -> View {
+    registry
+        .services()
+        .into_iter()
+        .map(|service| {
+            let instances = registry
+                .instances(&service.hostname, &[], &[])
+                .into_iter()
+                .map(|i| {
+                    (
+                        i.endpoint.address,
+                        i.endpoint.port,
+                        i.endpoint.service_port.name.clone(),
+                        i.labels.clone(),
+                    )
+                })
+                .collect();
+            (service.hostname.clone(), (service.ports.clone(), instances))
+        })
+        .collect()
+}
+
+/// A registry at rest: its snapshot and its reads show the same state, and
+/// `get_service` and `host_instances` agree with them. (A registry still
+/// applying a late change is read again: only a snapshot that stays apart
+/// from the reads fails.)
+async fn assert_reads_agree(registry: &dyn ServiceDiscovery) {
+    let mut tries = 0;
+    let snapshot = loop {
+        let before = view(registry);
+        let reads = reads_view(registry);
+        let after = view(registry);
+        tries += 1;
+        if before != after && tries < 50 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
+        assert_eq!(reads, after, "the registry's snapshot disagrees with its reads");
+        break after;
+    };
+    for (hostname, (ports, instances)) in &snapshot {
+        let service = registry.get_service(hostname);
+        assert_eq!(
+            service.map(|s| s.ports.clone()).as_ref(),
+            Some(ports),
+            "get_service({hostname}) disagrees with services()"
+        );
+        for (address, port, port_name, _) in instances {
+            let on_host = registry.host_instances(&[*address]);
+            assert!(
+                on_host.iter().any(|i| i.service.hostname == *hostname
+                    && i.endpoint.port == *port
+                    && i.endpoint.service_port.name == *port_name),
+                "host_instances({address}) misses {hostname}'s instance on port {port}"
+            );
+        }
+    }
+}
+
 fn expected(services: &[SourceService]) -> View {
     services
         .iter()
@@ -367,6 +439,7 @@ async fn converge(
     while let Some(Some(event)) = events.next().now_or_never() {
         seen.push(event);
     }
+    assert_reads_agree(registry).await;
     seen
 }
 
@@ -437,4 +510,61 @@ fn assert_minimal(from: &[SourceService], to: &[SourceService], seen: &[ServiceE
         by_instance.is_empty(),
         "events for instances that never existed: {by_instance:?}"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+    use std::sync::Arc;
+
+    use futures::stream::BoxStream;
+    use pilot_model::{Labels, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
+
+    use super::{RegistrySource, SourceService, desired_state, registry_diff};
+    use crate::ServiceCache;
+
+    /// A registry that forgot `snapshot`: its reads are a cache's, its
+    /// snapshot the trait's default copy (always version 0).
+    #[derive(Clone)]
+    struct ForgotSnapshot(ServiceCache);
+
+    impl ServiceDiscovery for ForgotSnapshot {
+        fn services(&self) -> Vec<Arc<Service>> {
+            self.0.services()
+        }
+        fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
+            self.0.get_service(hostname)
+        }
+        fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
+            self.0.instances(hostname, port_names, labels)
+        }
+        fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
+            self.0.host_instances(addresses)
+        }
+        fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
+            self.0.subscribe()
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl RegistrySource for ForgotSnapshot {
+        async fn write(&mut self, services: &[SourceService]) {
+            self.0.apply(desired_state(services));
+        }
+        async fn registry(&mut self) -> Arc<dyn ServiceDiscovery> {
+            Arc::new(self.clone())
+        }
+        async fn disconnect(&mut self) -> bool {
+            false
+        }
+        async fn reconnect(&mut self) {}
+    }
+
+    #[test]
+    #[should_panic(expected = "kept its version")]
+    fn the_suite_catches_a_registry_whose_snapshot_is_the_default() {
+        crate::testing::block_on(registry_diff(&|| async {
+            Box::new(ForgotSnapshot(ServiceCache::new())) as Box<dyn RegistrySource>
+        }));
+    }
 }
