@@ -22,9 +22,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
+use pilot_ads::{ServeOptions, XdsOptions, XdsServer};
 use pilot_model::{ConfigStore, ConfigWatch, DynConfig, KindRegistry, Membership, ServiceDiscovery};
 use pilot_store::{Controller, Notification, RegistryWriter};
-use pilot_ads::{ServeOptions, XdsOptions, XdsServer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

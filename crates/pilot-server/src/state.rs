@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use pilot_ads::XdsServer;
 use pilot_model::{ConfigStore, ConfigWatch, KindRegistry, ServiceDiscovery};
 use pilot_store::Controller;
-use pilot_ads::XdsServer;
 use tokio::sync::watch;
 
 use crate::auth::Tokens;

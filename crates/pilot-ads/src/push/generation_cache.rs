@@ -22,9 +22,7 @@ use pilot_xds::parts::{
     any, eds_clusters, generate_inbound, generate_outbound, listener_plan, load_assignment,
     outbound_clusters, subsets,
 };
-use pilot_xds::{
-    ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, route_config_name,
-};
+use pilot_xds::{ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, route_config_name};
 use prost::Message;
 use tokio::sync::OnceCell;
 
@@ -157,8 +155,7 @@ impl GeneratedCache {
                         Arc::new(Generated::encode(&generate_outbound(proxy, registry, mesh, &own)))
                     });
                 }
-                let captured =
-                    proxy.proxy_type == ProxyType::Sidecar && proxy.capture.captures();
+                let captured = proxy.proxy_type == ProxyType::Sidecar && proxy.capture.captures();
                 let cds = self.envoy_cds(captured, registry, mesh).await;
                 let eds = self.envoy_eds(registry, mesh).await;
                 let reused = self.previous.as_ref().and_then(|p| p.classes.get(&class));
