@@ -1,4 +1,4 @@
-//! What a push pays to freeze the registry (issue 18 item 1): copying every
+//! What a push pays to freeze the registry: copying every
 //! service and instance (`RegistrySnapshot::capture`, what the push
 //! pipeline did before) next to the cache's own shared snapshot after one
 //! instance changed (`ServiceDiscovery::snapshot`), and a whole desired

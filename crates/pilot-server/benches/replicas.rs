@@ -1,4 +1,4 @@
-//! Write through one replica, proxies of another (issue 13): the time
+//! Write through one replica, proxies of another: the time
 //! from a RouteRule write through replica A's store to every ADS client
 //! connected to replica B having ACKed the new route configuration, beside
 //! the single-replica figure (clients on A, writes through A), same run.

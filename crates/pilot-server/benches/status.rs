@@ -1,4 +1,4 @@
-//! Status reporting on vs off (issue 13): the time from a RouteRule write
+//! Status reporting on vs off: the time from a RouteRule write
 //! to every connected ADS client having ACKed the new route
 //! configuration, with the status writer (`status_writer::run`, the task
 //! pilot-discovery runs at `--status-interval`) running and not, and the

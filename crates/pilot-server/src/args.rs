@@ -158,7 +158,7 @@ pub struct Args {
     #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub status_interval: std::time::Duration,
 
-    // Several replicas on one store (issue 13).
+    // Several replicas on one store.
     /// This replica's name among the replicas sharing the store (etcd):
     /// unique per replica. Default: the host name and the REST port,
     /// `<hostname>-<port>`.
@@ -183,7 +183,7 @@ pub struct Args {
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub max_connections: usize,
 
-    // etcd security (issue 19).
+    // etcd security.
     /// Trust this CA (PEM) for etcd's certificate (`https://` endpoints).
     #[arg(long, value_name = "FILE")]
     pub etcd_ca_file: Option<PathBuf>,

@@ -286,7 +286,7 @@ impl Collector for ScrapeTime {
             ConstCounter::new(count).encode(family.encode_family(&[("reason", reason)])?)?;
         }
 
-        // Why ADS streams ended (issue 18).
+        // Why ADS streams ended.
         let ends = self.xds.stream_ends();
         let mut family = encoder.encode_descriptor(
             "pilot_xds_stream_ends",

@@ -49,7 +49,7 @@ pub(crate) fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, Strin
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-// Connection limits (issue 19).
+// Connection limits.
 
 /// Bounds on the REST listener's connections.
 #[derive(Debug, Clone, Copy)]

@@ -1,5 +1,5 @@
 //! Malformed query parameters are 400 with a message, never taken for
-//! something else (issue 19, item 7).
+//! something else.
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! Write latency of the journaled store while the journal is folded into a
 //! snapshot, against the same writes with no compaction running and with
-//! the blocking compaction of versions before issue 19, in one run:
+//! a compaction that blocks writes (the naive design, kept for comparison), in one run:
 //!
 //! ```text
 //! cargo bench -p pilot-store-memory --bench journal
@@ -154,7 +154,7 @@ fn bench(c: &mut Criterion) {
     );
     drop(background);
 
-    // Versions before issue 19: the compaction holds the write lock, so a
+    // The naive design: the compaction holds the write lock, so a
     // write issued while it runs waits for the whole snapshot.
     let mut blocking = scenario(count, true);
     group.bench_function("during_blocking_compaction", |b| {
@@ -175,10 +175,7 @@ fn bench(c: &mut Criterion) {
                 .sum()
         })
     });
-    report(
-        "during a blocking compaction (before issue 19)",
-        &blocking.latencies,
-    );
+    report("during a blocking compaction (naive design)", &blocking.latencies);
     drop(blocking);
     group.finish();
 }

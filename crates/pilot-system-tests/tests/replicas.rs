@@ -1,4 +1,4 @@
-//! Several pilot-discovery replicas on one etcd (issue 13): three real
+//! Several pilot-discovery replicas on one etcd: three real
 //! replicas on a real three-member etcd cluster, six real Envoys whose ADS
 //! cluster lists all three replicas.
 //!

@@ -1,5 +1,5 @@
 //! Two pilot-discovery replicas on one (fake) Kubernetes API server, four
-//! real Envoys (issue 13 item 2).
+//! real Envoys.
 //!
 //! Each Envoy's ADS cluster lists both replicas: its home replica at
 //! priority 0, the other at priority 1, with a TCP health check, so two

@@ -1,4 +1,4 @@
-//! Distribution status with real Envoys (issue 13): pilot-discovery writes
+//! Distribution status with real Envoys: pilot-discovery writes
 //! each routing object's status back to its store, on memory (with and
 //! without `--data-dir`), etcd and the fake Kubernetes API server.
 //!

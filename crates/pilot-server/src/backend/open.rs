@@ -168,7 +168,7 @@ fn etcd_options(args: &Args) -> Result<EtcdOptions, StartError> {
         ));
     }
     let mut options = EtcdOptions::new(args.etcd_endpoints.clone()).with_prefix(args.etcd_prefix.clone());
-    // etcd security (issue 19).
+    // etcd security.
     options.ca_file = args.etcd_ca_file.clone();
     if let (Some(cert), Some(key)) = (&args.etcd_cert, &args.etcd_key) {
         options.client_cert = Some((cert.clone(), key.clone()));

@@ -1,4 +1,4 @@
-//! Several pilot-discovery replicas on one store (issue 13): this replica's
+//! Several pilot-discovery replicas on one store: this replica's
 //! record, the others' records, and the status-writer election.
 //!
 //! A task ([`run`]) publishes this replica's [`ReplicaRecord`] (its

@@ -92,8 +92,8 @@ pub struct JournalOptions {
     /// Writes after which the journal is folded into a new snapshot
     /// ([`COMPACT_AFTER`]).
     pub compact_after: usize,
-    /// Compact under the store's write lock, as versions before issue 19
-    /// did: writes wait for the snapshot. Only for comparison (the
+    /// Compact under the store's write lock (the naive design): writes
+    /// wait for the snapshot. Only for comparison (the
     /// `journal` benchmark); false by default.
     pub blocking_compaction: bool,
 }

@@ -246,7 +246,7 @@ impl Journal {
             return false;
         }
         if self.blocking {
-            // The behaviour before issue 19, for comparison: writes wait.
+            // The naive design, for comparison: writes wait.
             self.progress.wait_idle();
         }
         true
