@@ -46,7 +46,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use pilot_model::{Event, Labels, Port, Protocol, Service, ServiceDiscovery, ServiceEvent};
+use pilot_model::{Event, Labels, Port, Protocol, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
 
 use crate::DesiredState;
 
@@ -291,36 +291,21 @@ type View = BTreeMap<String, (Vec<Port>, BTreeSet<(IpAddr, u16, String, Labels)>
 
 fn view(registry: &dyn ServiceDiscovery) -> View {
     let snapshot = registry.snapshot();
-    snapshot
-        .services()
-        .into_iter()
-        .map(|service| {
-            let instances = snapshot
-                .instances(&service.hostname, &[], &[])
-                .into_iter()
-                .map(|i| {
-                    (
-                        i.endpoint.address,
-                        i.endpoint.port,
-                        i.endpoint.service_port.name.clone(),
-                        i.labels.clone(),
-                    )
-                })
-                .collect();
-            (service.hostname.clone(), (service.ports.clone(), instances))
-        })
-        .collect()
+    view_of(snapshot.services(), |host| snapshot.instances(host, &[], &[]))
 }
 
 /// The same view through the registry's reads (`services`, `instances`)
 /// rather than its snapshot.
 fn reads_view(registry: &dyn ServiceDiscovery) -> View {
-    registry
-        .services()
+    view_of(registry.services(), |host| registry.instances(host, &[], &[]))
+}
+
+/// Every service's ports and instances, read by `instances`.
+fn view_of(services: Vec<Arc<Service>>, instances: impl Fn(&str) -> Vec<ServiceInstance>) -> View {
+    services
         .into_iter()
         .map(|service| {
-            let instances = registry
-                .instances(&service.hostname, &[], &[])
+            let instances = instances(&service.hostname)
                 .into_iter()
                 .map(|i| {
                     (
