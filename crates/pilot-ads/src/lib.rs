@@ -13,7 +13,7 @@
 //!   node ids).
 //! - `feedback/`: each connected proxy's ACKs and NACKs ([`ProxyStatus`]),
 //!   the store revisions each push carried ([`PushRevisions`]), why streams
-//!   ended ([`StreamEnds`]).
+//!   ended ([`StreamEnds`]) or were refused ([`RefusedStreams`]).
 //!
 //! ```
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
@@ -39,13 +39,16 @@
 #![forbid(unsafe_code)]
 
 mod feedback;
+mod options;
 mod push;
 mod server;
+mod state;
 mod stream;
 mod xds_type;
 
-pub use feedback::{Nack, ProxyStatus, PushRevisions, StreamEnds, TypeStatus};
+pub use feedback::{Nack, ProxyStatus, PushRevisions, RefusedStreams, StreamEnds, TypeStatus};
+pub use options::XdsOptions;
 pub use push::{PUSHED_KINDS, PushInfo};
-pub use server::{XdsOptions, XdsServer};
-pub use stream::{AdsService, Authenticate, Caller, NodeScope, RefusedStreams, ServeOptions, listen};
+pub use server::XdsServer;
+pub use stream::{AdsService, Authenticate, Caller, NodeScope, ServeOptions, listen};
 pub use xds_type::{TYPES, XdsType};

@@ -2,92 +2,23 @@
 //! that serve them, and the feedback they record. Cloning a handle gives
 //! another handle on the same server.
 
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use pilot_model::{ProxyDistribution, ServiceDiscovery};
 use pilot_store::Controller;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
-use crate::feedback::{Feedback, ProxyStatus, PushRevisions, StreamEnds};
-use crate::push::{Diffs, MeshSnapshot, NameSets, PushInfo, pipeline};
-use crate::stream::{AdsService, Authenticate, RefusalCounters, RefusedStreams};
+use crate::feedback::{ProxyStatus, RefusedStreams, StreamEnds};
+use crate::options::XdsOptions;
+use crate::push::{PushInfo, pipeline};
+use crate::state::ServerState;
+use crate::stream::{self, AdsService, Authenticate, ServeOptions};
 use crate::xds_type::TYPES;
-
-/// How the server batches and sends.
-#[derive(Debug, Clone)]
-pub struct XdsOptions {
-    /// A push waits until no change has arrived for this long...
-    pub debounce_quiet: Duration,
-    /// ...but no longer than this after the first change.
-    pub debounce_max: Duration,
-    /// Responses queued per stream before the stream's task waits.
-    pub send_queue: usize,
-    /// Share Envoy clusters, load assignments, listeners and encoded
-    /// virtual hosts between proxy classes, keep virtual hosts whose rules
-    /// did not change from the previous push, and rebuild, after endpoint
-    /// changes only, just the load assignments that changed (the default). False makes every class generate everything
-    /// itself on every push, as before sharing existed; it is kept so the
-    /// `ads` bench can measure both in one run.
-    pub incremental: bool,
-    /// State-of-the-world streams are sent, of load assignments and route
-    /// configurations, only those whose version differs from what the
-    /// stream was last sent (the default). False sends every subscribed
-    /// one whenever any changed, as before; kept so the `ads` bench can
-    /// measure both in one run.
-    pub sotw_changed_only: bool,
-}
-
-impl Default for XdsOptions {
-    fn default() -> Self {
-        XdsOptions {
-            debounce_quiet: Duration::from_millis(10),
-            debounce_max: Duration::from_millis(50),
-            send_queue: 16,
-            incremental: true,
-            sotw_changed_only: true,
-        }
-    }
-}
 
 /// The ADS server. Cloning gives another handle on the same server.
 #[derive(Clone)]
 pub struct XdsServer {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) snapshots: watch::Sender<Option<Arc<MeshSnapshot>>>,
-    /// Every connected proxy's feedback, and the server's counters.
-    pub(crate) feedback: Feedback,
-    /// The store revision of each recent push.
-    pub(crate) revisions: Mutex<PushRevisions>,
-    pub(crate) options: XdsOptions,
-    /// Set when the server shuts down: every stream ends.
-    pub(crate) closing: watch::Sender<bool>,
-    pub(crate) next_connection: AtomicU64,
-    /// Every push, for whoever watches (metrics).
-    pub(crate) pushes: tokio::sync::broadcast::Sender<PushInfo>,
-    /// Subscriptions' name sets, shared between streams.
-    pub(crate) names: NameSets,
-    /// What changed between two pushes' encodings, shared between the
-    /// streams (of both protocols) that move from one to the other.
-    pub(crate) diffs: Diffs,
-    /// Connections closed at once, over the cap.
-    pub(crate) connections_refused: AtomicU64,
-    /// Streams refused (credentials, node ids, malformed requests).
-    pub(crate) refused: RefusalCounters,
-    pipeline: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        if let Some(task) = self.pipeline.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
-            task.abort();
-        }
-    }
+    inner: Arc<ServerState>,
 }
 
 impl XdsServer {
@@ -98,27 +29,14 @@ impl XdsServer {
         registry: Arc<dyn ServiceDiscovery>,
         options: XdsOptions,
     ) -> Self {
-        let inner = Arc::new(Inner {
-            snapshots: watch::channel(None).0,
-            feedback: Default::default(),
-            revisions: Mutex::new(PushRevisions::default()),
-            options: options.clone(),
-            closing: watch::channel(false).0,
-            next_connection: AtomicU64::new(0),
-            names: Default::default(),
-            diffs: Default::default(),
-            pushes: tokio::sync::broadcast::channel(64).0,
-            connections_refused: AtomicU64::new(0),
-            refused: Default::default(),
-            pipeline: Mutex::new(None),
-        });
+        let inner = Arc::new(ServerState::new(options.clone()));
         let task = tokio::spawn(pipeline::run(
             Arc::downgrade(&inner),
             controller,
             registry,
             options,
         ));
-        *inner.pipeline.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+        inner.hold_pipeline(task);
         XdsServer { inner }
     }
 
@@ -126,23 +44,46 @@ impl XdsServer {
     /// other services, or on a server configured differently from
     /// [`serve`](Self::serve)).
     pub fn service(&self) -> AdsService {
-        AdsService {
-            server: self.clone(),
-            auth: None,
-            max_age: None,
-        }
+        AdsService::new(Arc::clone(&self.inner), None)
     }
 
     /// [`service`](Self::service), with every stream authenticated by
     /// `auth` first: a stream it refuses ends at once with its status, and
-    /// a caller may only claim the node ids its [`Caller::scope`] allows
+    /// a caller may only claim the node ids its [`Caller::scope`](crate::Caller::scope) allows
     /// (`PERMISSION_DENIED` otherwise).
-    pub fn authenticated_service(&self, auth: std::sync::Arc<dyn Authenticate>) -> AdsService {
-        AdsService {
-            server: self.clone(),
-            auth: Some(auth),
-            max_age: None,
-        }
+    pub fn authenticated_service(&self, auth: Arc<dyn Authenticate>) -> AdsService {
+        AdsService::new(Arc::clone(&self.inner), Some(auth))
+    }
+
+    /// Serves ADS on `address` with the default [`ServeOptions`] until
+    /// `shutdown` completes: HTTP/2 keepalives (a dead proxy's stream is
+    /// noticed and its task ended) and TCP keepalive. On shutdown every
+    /// stream is ended cleanly, so the proxies reconnect elsewhere and the
+    /// call returns.
+    pub async fn serve(
+        &self,
+        address: std::net::SocketAddr,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), tonic::transport::Error> {
+        stream::serve_address(&self.inner, address, shutdown).await
+    }
+
+    /// Serves ADS on `listener` as `options` say until `shutdown`
+    /// completes, then ends every stream cleanly and returns once the
+    /// connections have closed.
+    pub async fn serve_with(
+        &self,
+        listener: tokio::net::TcpListener,
+        options: ServeOptions,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), tonic::transport::Error> {
+        stream::serve_listener(&self.inner, listener, options, shutdown).await
+    }
+
+    /// Connections closed at once since the server started because
+    /// [`ServeOptions::max_connections`] were open.
+    pub fn connections_refused(&self) -> u64 {
+        self.inner.connections_refused.load(Ordering::Relaxed)
     }
 
     /// The streams refused since the server started, by reason.
@@ -153,7 +94,7 @@ impl XdsServer {
     /// Ends every stream (each proxy then reconnects, to this server or
     /// another). Streams opened afterwards end at once.
     pub fn close(&self) {
-        self.inner.closing.send_replace(true);
+        self.inner.close();
     }
 
     /// The feedback of every connected proxy.

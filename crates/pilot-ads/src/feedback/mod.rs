@@ -2,15 +2,19 @@
 //! and NACKed (`acks.rs`), which store revisions a push carried
 //! (`push_revisions.rs`), why streams ended (`stream_ends.rs`), all
 //! recorded through one `Feedback` (`recorder.rs`) by both protocols
-//! alike.
+//! alike; and the streams refused before they were served
+//! (`refusals.rs`).
 
 mod acks;
 mod push_revisions;
 mod recorder;
+mod refusals;
 mod stream_ends;
 
 pub use acks::{Nack, ProxyStatus, TypeStatus};
 pub use push_revisions::PushRevisions;
 pub(crate) use recorder::Feedback;
+pub(crate) use refusals::RefusalCounters;
+pub use refusals::RefusedStreams;
 pub(crate) use stream_ends::EndReason;
 pub use stream_ends::StreamEnds;

@@ -11,7 +11,8 @@ use pilot_xds::MeshConfig;
 
 use super::generation_cache::{Changes, GeneratedCache};
 use super::snapshot::{MeshSnapshot, PUSHED_KINDS, PushInfo};
-use crate::server::{Inner, XdsOptions};
+use crate::options::XdsOptions;
+use crate::state::ServerState;
 
 /// One event the pipeline waits for.
 enum Change {
@@ -52,7 +53,7 @@ where
 }
 
 pub(crate) async fn run(
-    server: Weak<Inner>,
+    server: Weak<ServerState>,
     controller: Arc<Controller>,
     registry: Arc<dyn ServiceDiscovery>,
     options: XdsOptions,
@@ -127,7 +128,7 @@ pub(crate) async fn run(
 /// carries arrived; `changes`: what changed since the last push, taken
 /// when the push is published.
 fn publish(
-    server: &Weak<Inner>,
+    server: &Weak<ServerState>,
     controller: &Controller,
     registry: &dyn ServiceDiscovery,
     registry_events: &mut (impl futures::Stream<Item = ServiceEvent> + Unpin),

@@ -5,9 +5,8 @@
 //! information into a [`Caller`], or refuses it with `UNAUTHENTICATED`.
 //! The stream's first request then names the proxy; a caller bound to a
 //! namespace may only claim node ids in that namespace (`PERMISSION_DENIED`
-//! otherwise). Every refusal is counted ([`RefusedStreams`]).
-
-use std::sync::atomic::{AtomicU64, Ordering};
+//! otherwise). Every refusal is counted
+//! ([`RefusedStreams`](crate::RefusedStreams)).
 
 use pilot_xds::Proxy;
 
@@ -82,46 +81,6 @@ pub trait Authenticate: Send + Sync + 'static {
         headers: &http::HeaderMap,
         extensions: &http::Extensions,
     ) -> Result<Caller, tonic::Status>;
-}
-
-/// Streams refused since the server started, by reason.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RefusedStreams {
-    /// No credential, or one that is not valid.
-    pub unauthenticated: u64,
-    /// A valid credential claiming a node id outside its scope.
-    pub permission_denied: u64,
-    /// A request that is not a valid ADS request (undecodable, no node, a
-    /// malformed node id).
-    pub invalid_argument: u64,
-}
-
-#[derive(Default)]
-pub(crate) struct RefusalCounters {
-    unauthenticated: AtomicU64,
-    permission_denied: AtomicU64,
-    invalid_argument: AtomicU64,
-}
-
-impl RefusalCounters {
-    /// Counts a stream ended with `status` (other codes are not refusals).
-    pub(crate) fn count(&self, status: &tonic::Status) {
-        let counter = match status.code() {
-            tonic::Code::Unauthenticated => &self.unauthenticated,
-            tonic::Code::PermissionDenied => &self.permission_denied,
-            tonic::Code::InvalidArgument => &self.invalid_argument,
-            _ => return,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn snapshot(&self) -> RefusedStreams {
-        RefusedStreams {
-            unauthenticated: self.unauthenticated.load(Ordering::Relaxed),
-            permission_denied: self.permission_denied.load(Ordering::Relaxed),
-            invalid_argument: self.invalid_argument.load(Ordering::Relaxed),
-        }
-    }
 }
 
 #[cfg(test)]

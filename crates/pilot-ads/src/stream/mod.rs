@@ -28,7 +28,7 @@ mod sotw;
 mod sotw_request;
 mod transport;
 
-pub(crate) use auth::RefusalCounters;
-pub use auth::{Authenticate, Caller, NodeScope, RefusedStreams};
+pub use auth::{Authenticate, Caller, NodeScope};
 pub use serve::{ServeOptions, listen};
+pub(crate) use serve::{serve_address, serve_listener};
 pub use service::AdsService;

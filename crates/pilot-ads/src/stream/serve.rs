@@ -16,19 +16,22 @@ use tonic::transport::server::{Connected, TcpConnectInfo, TcpIncoming};
 use tonic::transport::{Server, ServerTlsConfig};
 
 use super::auth::Authenticate;
-use crate::XdsServer;
+use super::service::AdsService;
+use crate::state::ServerState;
 
-/// How [`XdsServer::serve_with`] serves.
+/// How [`XdsServer::serve_with`](crate::XdsServer::serve_with) serves.
 #[derive(Clone)]
 pub struct ServeOptions {
     /// TLS for the port (with a client CA in it, mTLS); `None`: plain
     /// HTTP/2.
     pub tls: Option<ServerTlsConfig>,
-    /// Authenticates every stream ([`XdsServer::authenticated_service`]);
+    /// Authenticates every stream
+    /// ([`XdsServer::authenticated_service`](crate::XdsServer::authenticated_service));
     /// `None`: any client.
     pub auth: Option<Arc<dyn Authenticate>>,
     /// Connections open at once; one more is closed as soon as it is
-    /// accepted (and counted, [`XdsServer::connections_refused`]).
+    /// accepted (and counted,
+    /// [`XdsServer::connections_refused`](crate::XdsServer::connections_refused)).
     /// `None`: no cap.
     pub max_connections: Option<usize>,
     /// Streams older than this (give or take 10%) are ended with
@@ -85,110 +88,95 @@ impl std::fmt::Debug for ServeOptions {
     }
 }
 
-impl XdsServer {
-    /// Serves ADS on `address` with the default [`ServeOptions`] until
-    /// `shutdown` completes: HTTP/2 keepalives (a dead proxy's stream is
-    /// noticed and its task ended) and TCP keepalive. On shutdown every
-    /// stream is ended cleanly, so the proxies reconnect elsewhere and the
-    /// call returns.
-    pub async fn serve(
-        &self,
-        address: std::net::SocketAddr,
-        shutdown: impl std::future::Future<Output = ()>,
-    ) -> Result<(), tonic::transport::Error> {
-        let incoming = match listen(address) {
-            Ok(listener) => TcpIncoming::from(listener),
-            Err(error) => {
-                // tonic's own error for a failed bind.
-                tracing::warn!(%address, %error, "cannot listen for ADS");
-                return Server::builder()
-                    .add_service(self.service())
-                    .serve_with_shutdown(address, shutdown)
-                    .await;
-            }
-        };
-        self.serve_incoming(incoming, ServeOptions::default(), shutdown)
-            .await
-    }
+/// Serves `state`'s streams on `address` with the default
+/// [`ServeOptions`] until `shutdown` completes
+/// ([`XdsServer::serve`](crate::XdsServer::serve)).
+pub(crate) async fn serve_address(
+    state: &Arc<ServerState>,
+    address: std::net::SocketAddr,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    let incoming = match listen(address) {
+        Ok(listener) => TcpIncoming::from(listener),
+        Err(error) => {
+            // tonic's own error for a failed bind.
+            tracing::warn!(%address, %error, "cannot listen for ADS");
+            return Server::builder()
+                .add_service(AdsService::new(Arc::clone(state), None))
+                .serve_with_shutdown(address, shutdown)
+                .await;
+        }
+    };
+    serve_incoming(state, incoming, ServeOptions::default(), shutdown).await
+}
 
-    /// Serves ADS on `listener` as `options` say until `shutdown`
-    /// completes, then ends every stream cleanly and returns once the
-    /// connections have closed.
-    pub async fn serve_with(
-        &self,
-        listener: tokio::net::TcpListener,
-        options: ServeOptions,
-        shutdown: impl std::future::Future<Output = ()>,
-    ) -> Result<(), tonic::transport::Error> {
-        self.serve_incoming(TcpIncoming::from(listener), options, shutdown)
-            .await
-    }
+/// Serves `state`'s streams on `listener` as `options` say until
+/// `shutdown` completes
+/// ([`XdsServer::serve_with`](crate::XdsServer::serve_with)).
+pub(crate) async fn serve_listener(
+    state: &Arc<ServerState>,
+    listener: tokio::net::TcpListener,
+    options: ServeOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    serve_incoming(state, TcpIncoming::from(listener), options, shutdown).await
+}
 
-    async fn serve_incoming(
-        &self,
-        incoming: TcpIncoming,
-        options: ServeOptions,
-        shutdown: impl std::future::Future<Output = ()>,
-    ) -> Result<(), tonic::transport::Error> {
-        let incoming = incoming
-            .with_nodelay(Some(true))
-            .with_keepalive(Some(options.tcp_keepalive));
-        let mut builder = Server::builder()
-            .http2_keepalive_interval(Some(options.http2_keepalive_interval))
-            .http2_keepalive_timeout(Some(options.http2_keepalive_timeout));
-        if let Some(age) = options.max_connection_age {
-            // The connection is told to go away before any of its streams
-            // is ended (at 90% to 110% of the age), so the proxy's next
-            // stream opens a new connection.
-            builder = builder.max_connection_age(age.mul_f64(0.9));
-        }
-        if let Some(tls) = options.tls {
-            builder = builder.tls_config(tls)?;
-        }
-        let service = match options.auth {
-            Some(auth) => self.authenticated_service(auth),
-            None => self.service(),
-        }
-        .with_max_connection_age(options.max_connection_age);
-        let slots = options
-            .max_connections
-            .map(|max| Arc::new(tokio::sync::Semaphore::new(max.max(1))));
-        let server = self.clone();
-        let incoming = incoming.filter_map(move |accepted| {
-            let admitted = match accepted {
-                Err(error) => Some(Err(error)),
-                Ok(stream) => match &slots {
-                    None => Some(Ok(Limited { stream, _slot: None })),
-                    Some(slots) => match Arc::clone(slots).try_acquire_owned() {
-                        Ok(slot) => Some(Ok(Limited {
-                            stream,
-                            _slot: Some(slot),
-                        })),
-                        Err(_) => {
-                            server.inner.connections_refused.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!(peer = ?stream.peer_addr().ok(), "over the ADS connection cap; closed");
-                            None
-                        }
-                    },
+async fn serve_incoming(
+    state: &Arc<ServerState>,
+    incoming: TcpIncoming,
+    options: ServeOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    let incoming = incoming
+        .with_nodelay(Some(true))
+        .with_keepalive(Some(options.tcp_keepalive));
+    let mut builder = Server::builder()
+        .http2_keepalive_interval(Some(options.http2_keepalive_interval))
+        .http2_keepalive_timeout(Some(options.http2_keepalive_timeout));
+    if let Some(age) = options.max_connection_age {
+        // The connection is told to go away before any of its streams
+        // is ended (at 90% to 110% of the age), so the proxy's next
+        // stream opens a new connection.
+        builder = builder.max_connection_age(age.mul_f64(0.9));
+    }
+    if let Some(tls) = options.tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let service =
+        AdsService::new(Arc::clone(state), options.auth).with_max_connection_age(options.max_connection_age);
+    let slots = options
+        .max_connections
+        .map(|max| Arc::new(tokio::sync::Semaphore::new(max.max(1))));
+    let server = Arc::clone(state);
+    let incoming = incoming.filter_map(move |accepted| {
+        let admitted = match accepted {
+            Err(error) => Some(Err(error)),
+            Ok(stream) => match &slots {
+                None => Some(Ok(Limited { stream, _slot: None })),
+                Some(slots) => match Arc::clone(slots).try_acquire_owned() {
+                    Ok(slot) => Some(Ok(Limited {
+                        stream,
+                        _slot: Some(slot),
+                    })),
+                    Err(_) => {
+                        server.connections_refused.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(peer = ?stream.peer_addr().ok(), "over the ADS connection cap; closed");
+                        None
+                    }
                 },
-            };
-            std::future::ready(admitted)
-        });
-        let closing = self.clone();
-        builder
-            .add_service(service)
-            .serve_with_incoming_shutdown(incoming, async move {
-                shutdown.await;
-                closing.close();
-            })
-            .await
-    }
-
-    /// Connections closed at once since the server started because
-    /// [`ServeOptions::max_connections`] were open.
-    pub fn connections_refused(&self) -> u64 {
-        self.inner.connections_refused.load(Ordering::Relaxed)
-    }
+            },
+        };
+        std::future::ready(admitted)
+    });
+    let closing = Arc::clone(state);
+    builder
+        .add_service(service)
+        .serve_with_incoming_shutdown(incoming, async move {
+            shutdown.await;
+            closing.close();
+        })
+        .await
 }
 
 /// The accept queue a listener asks for: the kernel caps it at

@@ -15,22 +15,32 @@ use tonic::server::NamedService;
 use super::auth::{Authenticate, Caller};
 use super::session::{self, Protocol};
 use super::{delta, sotw, transport};
-use crate::XdsServer;
+use crate::state::ServerState;
 
 const SERVICE: &str = "envoy.service.discovery.v3.AggregatedDiscoveryService";
 const STREAM_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
 const DELTA_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
 
 /// The ADS service to add to a `tonic::transport::Server` (see
-/// [`XdsServer::service`]).
+/// [`XdsServer::service`](crate::XdsServer::service)).
 #[derive(Clone)]
 pub struct AdsService {
-    pub(crate) server: XdsServer,
-    pub(crate) auth: Option<Arc<dyn Authenticate>>,
-    pub(crate) max_age: Option<Duration>,
+    server: Arc<ServerState>,
+    auth: Option<Arc<dyn Authenticate>>,
+    max_age: Option<Duration>,
 }
 
 impl AdsService {
+    /// The service of the server whose state is `server`, its streams
+    /// authenticated by `auth` when there is one; no maximum age.
+    pub(crate) fn new(server: Arc<ServerState>, auth: Option<Arc<dyn Authenticate>>) -> Self {
+        AdsService {
+            server,
+            auth,
+            max_age: None,
+        }
+    }
+
     /// Ends every stream once it is `age` old (give or take 10%, so
     /// proxies that connected together do not all reconnect together),
     /// after the response in flight, with `UNAVAILABLE`: the proxy
@@ -43,7 +53,7 @@ impl AdsService {
 
     /// Starts the task of a new stream of protocol `P`.
     fn open<P: Protocol + 'static>(&self, body: Body, caller: Option<Caller>) -> http::Response<Body> {
-        let inner = &self.server.inner;
+        let inner = &self.server;
         let (requests, responses, response) = transport::open(body, inner.options.send_queue);
         let id = inner.next_connection.fetch_add(1, Ordering::Relaxed);
         let limits = session::StreamLimits {
@@ -97,7 +107,7 @@ impl tower_service::Service<http::Request<Body>> for AdsService {
                 Ok(caller) => Some(caller),
                 Err(status) => {
                     tracing::warn!(code = ?status.code(), reason = status.message(), "ADS stream refused");
-                    self.server.inner.refused.count(&status);
+                    self.server.refused.count(&status);
                     return std::future::ready(Ok(status.into_http()));
                 }
             },

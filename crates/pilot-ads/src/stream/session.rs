@@ -31,7 +31,7 @@ use super::auth::Caller;
 use super::transport::{Outgoing, RequestError, Requests, frame};
 use crate::feedback::EndReason;
 use crate::push::{MeshSnapshot, ProxyConfig};
-use crate::server::Inner;
+use crate::state::ServerState;
 use crate::xds_type::XdsType;
 
 /// What to send again of a type regardless of what the proxy holds, or
@@ -129,7 +129,7 @@ struct Sent {
 
 /// One stream's state, whatever its protocol.
 pub(super) struct Session {
-    server: Arc<Inner>,
+    server: Arc<ServerState>,
     id: u64,
     proxy: Proxy,
     responses: mpsc::Sender<Outgoing>,
@@ -147,7 +147,7 @@ impl Session {
     }
 
     /// The server the stream belongs to.
-    pub(super) fn server(&self) -> &Inner {
+    pub(super) fn server(&self) -> &ServerState {
         &self.server
     }
 
@@ -260,7 +260,7 @@ pub(super) struct StreamLimits {
 
 /// Runs one stream to its end, then forgets the proxy.
 pub(super) async fn drive<P: Protocol>(
-    server: Arc<Inner>,
+    server: Arc<ServerState>,
     id: u64,
     limits: StreamLimits,
     mut requests: Requests<P::Request>,

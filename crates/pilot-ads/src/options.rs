@@ -1,0 +1,39 @@
+//! [`XdsOptions`]: how the server batches pushes and sends responses.
+
+use std::time::Duration;
+
+/// How the server batches and sends.
+#[derive(Debug, Clone)]
+pub struct XdsOptions {
+    /// A push waits until no change has arrived for this long...
+    pub debounce_quiet: Duration,
+    /// ...but no longer than this after the first change.
+    pub debounce_max: Duration,
+    /// Responses queued per stream before the stream's task waits.
+    pub send_queue: usize,
+    /// Share Envoy clusters, load assignments, listeners and encoded
+    /// virtual hosts between proxy classes, keep virtual hosts whose rules
+    /// did not change from the previous push, and rebuild, after endpoint
+    /// changes only, just the load assignments that changed (the default). False makes every class generate everything
+    /// itself on every push, as before sharing existed; it is kept so the
+    /// `ads` bench can measure both in one run.
+    pub incremental: bool,
+    /// State-of-the-world streams are sent, of load assignments and route
+    /// configurations, only those whose version differs from what the
+    /// stream was last sent (the default). False sends every subscribed
+    /// one whenever any changed, as before; kept so the `ads` bench can
+    /// measure both in one run.
+    pub sotw_changed_only: bool,
+}
+
+impl Default for XdsOptions {
+    fn default() -> Self {
+        XdsOptions {
+            debounce_quiet: Duration::from_millis(10),
+            debounce_max: Duration::from_millis(50),
+            send_queue: 16,
+            incremental: true,
+            sotw_changed_only: true,
+        }
+    }
+}

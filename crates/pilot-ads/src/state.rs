@@ -1,0 +1,81 @@
+//! [`ServerState`]: what the push pipeline and every stream of one server
+//! share. The pipeline publishes snapshots into it; the streams serve them
+//! and record their feedback and counters in it. It depends on the push's
+//! data and the feedback only; the public handle
+//! ([`XdsServer`](crate::XdsServer)) and the streams sit on top of it.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::feedback::{Feedback, PushRevisions, RefusalCounters};
+use crate::options::XdsOptions;
+use crate::push::{Diffs, MeshSnapshot, NameSets, PushInfo};
+
+/// One server's shared state. Dropping the last reference (the last
+/// handle and stream gone) stops the push pipeline.
+pub(crate) struct ServerState {
+    pub(crate) snapshots: watch::Sender<Option<Arc<MeshSnapshot>>>,
+    /// Every connected proxy's feedback, and the server's counters.
+    pub(crate) feedback: Feedback,
+    /// The store revision of each recent push.
+    pub(crate) revisions: Mutex<PushRevisions>,
+    pub(crate) options: XdsOptions,
+    /// Set when the server shuts down: every stream ends.
+    pub(crate) closing: watch::Sender<bool>,
+    pub(crate) next_connection: AtomicU64,
+    /// Every push, for whoever watches (metrics).
+    pub(crate) pushes: tokio::sync::broadcast::Sender<PushInfo>,
+    /// Subscriptions' name sets, shared between streams.
+    pub(crate) names: NameSets,
+    /// What changed between two pushes' encodings, shared between the
+    /// streams (of both protocols) that move from one to the other.
+    pub(crate) diffs: Diffs,
+    /// Connections closed at once, over the cap.
+    pub(crate) connections_refused: AtomicU64,
+    /// Streams refused (credentials, node ids, malformed requests).
+    pub(crate) refused: RefusalCounters,
+    /// The push pipeline's task, aborted when the state is dropped.
+    pipeline: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ServerState {
+    /// A server's state before its first push, with no pipeline yet.
+    pub(crate) fn new(options: XdsOptions) -> Self {
+        ServerState {
+            snapshots: watch::channel(None).0,
+            feedback: Default::default(),
+            revisions: Mutex::new(PushRevisions::default()),
+            options,
+            closing: watch::channel(false).0,
+            next_connection: AtomicU64::new(0),
+            names: Default::default(),
+            diffs: Default::default(),
+            pushes: tokio::sync::broadcast::channel(64).0,
+            connections_refused: AtomicU64::new(0),
+            refused: Default::default(),
+            pipeline: Mutex::new(None),
+        }
+    }
+
+    /// Keeps the push pipeline's `task`, to abort it when the state is
+    /// dropped.
+    pub(crate) fn hold_pipeline(&self, task: JoinHandle<()>) {
+        *self.pipeline.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+    }
+
+    /// Ends every stream; streams opened afterwards end at once.
+    pub(crate) fn close(&self) {
+        self.closing.send_replace(true);
+    }
+}
+
+impl Drop for ServerState {
+    fn drop(&mut self) {
+        if let Some(task) = self.pipeline.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            task.abort();
+        }
+    }
+}
