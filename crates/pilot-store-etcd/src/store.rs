@@ -81,7 +81,7 @@ impl EtcdConfigStore {
     }
 
     /// A store on an existing client, under `prefix`.
-    /// Its errors say "etcd" rather than "etcd at <endpoints>".
+    /// Its errors say "etcd" rather than "etcd at `<endpoints>`".
     pub fn with_client(client: Client, prefix: &str, registry: KindRegistry, page_size: i64) -> Self {
         Self::build(client, Endpoints::default(), prefix, registry, page_size)
     }

@@ -106,7 +106,7 @@ pub fn virtual_host_routes<'a>(
 /// `ignore_port_in_host_matching`, so Envoy matches `Host: name:port` (any
 /// port) against `name`, as Istio's sidecars do; the listener's port already
 /// chose the route configuration. (Proxyless gRPC matches the target's
-/// authority with its port: [`domains_with_port`].)
+/// authority with its port: `domains_with_port`.)
 pub fn domains(service: &Service, proxy: &Proxy) -> Vec<String> {
     let mut names = vec![service.hostname.clone()];
     let parts: Vec<&str> = service.hostname.split('.').collect();

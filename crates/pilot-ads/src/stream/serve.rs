@@ -185,8 +185,8 @@ async fn serve_incoming(
 pub(crate) const LISTEN_BACKLOG: u32 = 65_535;
 
 /// A TCP listener on `address` (`SO_REUSEADDR`, as the standard library
-/// sets) with a deep accept queue ([`LISTEN_BACKLOG`]); call within a
-/// Tokio runtime.
+/// sets) with a deep accept queue (65,535 asked, capped by the kernel at
+/// `net.core.somaxconn`); call within a Tokio runtime.
 ///
 /// The standard library and Tokio listen with a queue of 128. When a
 /// control plane restarts, every proxy reconnects at once: with 2,000
