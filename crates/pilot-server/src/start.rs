@@ -36,31 +36,11 @@ use crate::debug::quarantine::JournalQuarantine;
 use crate::distribution::proxy_events::ProxyEvents;
 use crate::distribution::replicas::{self, Replicas};
 use crate::distribution::status_writer::{self, WriterCounts};
+use crate::error::StartError;
 use crate::inject_webhook::{self, Webhook};
 use crate::metrics::{self, Metrics};
 use crate::state::AppState;
 use crate::{auth, backend, health, router, serve};
-
-/// Why the server did not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The flags ask for something impossible (exit code 2).
-    #[error("{0}")]
-    Usage(String),
-    /// Something failed (exit code 1).
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl StartError {
-    /// The process exit code for this error.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            StartError::Usage(_) => 2,
-            StartError::Failed(_) => 1,
-        }
-    }
-}
 
 /// The addresses a running server listens on.
 #[derive(Debug, Clone, Copy)]
