@@ -304,7 +304,7 @@ fn assemble(
     );
     metrics.register_collector(Box::new(replicas::Metrics(Arc::clone(&replicas))));
     let metrics = Arc::new(metrics);
-    let ready = {
+    let synced = {
         let controller = Arc::clone(&controller);
         let discovery = Arc::clone(&discovery);
         Arc::new(move || controller.has_synced() && discovery.has_synced())
@@ -323,8 +323,10 @@ fn assemble(
         tokens,
         max_body_bytes: args.max_body_bytes,
         shutdown: shutdown.clone(),
-        ready,
-        backend_health: Arc::clone(&backend_health),
+        readiness: health::Readiness {
+            backend_health: Arc::clone(&backend_health),
+            synced,
+        },
         journal_quarantine,
         replicas: Arc::clone(&replicas),
     };
