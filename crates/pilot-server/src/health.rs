@@ -14,8 +14,6 @@ use axum::response::{IntoResponse, Response};
 use pilot_model::ConfigWatch;
 use tokio::sync::watch;
 
-use crate::state::AppState;
-
 /// How often the store is probed.
 const EVERY: Duration = Duration::from_secs(1);
 /// How long a probe may take before the store counts as unreachable.
@@ -28,14 +26,24 @@ pub(crate) async fn healthz() -> &'static str {
 
 /// `GET /readyz`: 200 once every cache has synced and while the store
 /// answers; 503 with the reason otherwise.
-pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
-    if let Some(problem) = state.backend_health.problem() {
+pub(crate) async fn readyz(State(readiness): State<Readiness>) -> Response {
+    if let Some(problem) = readiness.backend_health.problem() {
         (StatusCode::SERVICE_UNAVAILABLE, problem).into_response()
-    } else if (state.ready)() {
+    } else if (readiness.synced)() {
         (StatusCode::OK, "ready").into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "caches have not synced yet").into_response()
     }
+}
+
+/// What `/readyz` reads: the store probe's verdict and whether the caches
+/// have synced.
+#[derive(Clone)]
+pub(crate) struct Readiness {
+    /// Whether the configuration store answers.
+    pub(crate) backend_health: Arc<BackendHealth>,
+    /// True once every cache has synced.
+    pub(crate) synced: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
 /// The last probe's verdict.

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::args::{Args, InjectFailurePolicy};
-use crate::start::StartError;
+use crate::error::StartError;
 
 /// The webhook, bound and ready to serve.
 pub(crate) struct Webhook {

@@ -47,8 +47,6 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::state::AppState;
-
 /// Bounds of `pilot_proxy_convergence_time`, in seconds: Istio's (0.1 to
 /// 30) with finer ones below, where a debounced push lands.
 const CONVERGENCE_BUCKETS: [f64; 11] = [0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0];
@@ -353,7 +351,7 @@ impl Collector for StatusWrites {
 
 /// Middleware: counts every answered request, with its latency by route
 /// template (`unmatched` for paths no route serves).
-pub(crate) async fn count(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn count(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
     let method = request.method().to_string();
     let route = request
         .extensions()
@@ -362,15 +360,13 @@ pub(crate) async fn count(State(state): State<AppState>, request: Request, next:
         .unwrap_or_else(|| "unmatched".to_string());
     let started = Instant::now();
     let response = next.run(request).await;
-    state
-        .metrics
-        .request(&method, &route, response.status().as_u16(), started.elapsed());
+    metrics.request(&method, &route, response.status().as_u16(), started.elapsed());
     response
 }
 
 /// `GET /metrics`.
-pub(crate) async fn handler(State(state): State<AppState>) -> Response {
-    let text = state.metrics.render();
+pub(crate) async fn handler(State(metrics): State<Arc<Metrics>>) -> Response {
+    let text = metrics.render();
     (
         [(
             header::CONTENT_TYPE,

@@ -36,31 +36,11 @@ use crate::debug::quarantine::JournalQuarantine;
 use crate::distribution::proxy_events::ProxyEvents;
 use crate::distribution::replicas::{self, Replicas};
 use crate::distribution::status_writer::{self, WriterCounts};
+use crate::error::StartError;
 use crate::inject_webhook::{self, Webhook};
 use crate::metrics::{self, Metrics};
 use crate::state::AppState;
 use crate::{auth, backend, health, router, serve};
-
-/// Why the server did not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The flags ask for something impossible (exit code 2).
-    #[error("{0}")]
-    Usage(String),
-    /// Something failed (exit code 1).
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl StartError {
-    /// The process exit code for this error.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            StartError::Usage(_) => 2,
-            StartError::Failed(_) => 1,
-        }
-    }
-}
 
 /// The addresses a running server listens on.
 #[derive(Debug, Clone, Copy)]
@@ -324,7 +304,7 @@ fn assemble(
     );
     metrics.register_collector(Box::new(replicas::Metrics(Arc::clone(&replicas))));
     let metrics = Arc::new(metrics);
-    let ready = {
+    let synced = {
         let controller = Arc::clone(&controller);
         let discovery = Arc::clone(&discovery);
         Arc::new(move || controller.has_synced() && discovery.has_synced())
@@ -343,8 +323,10 @@ fn assemble(
         tokens,
         max_body_bytes: args.max_body_bytes,
         shutdown: shutdown.clone(),
-        ready,
-        backend_health: Arc::clone(&backend_health),
+        readiness: health::Readiness {
+            backend_health: Arc::clone(&backend_health),
+            synced,
+        },
         journal_quarantine,
         replicas: Arc::clone(&replicas),
     };

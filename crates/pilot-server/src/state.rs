@@ -1,18 +1,26 @@
 //! [`AppState`]: what every REST handler shares, built once by the start
 //! sequence ([`crate::start`]) and cloned into each request.
+//!
+//! The arrows point one way: this module gathers the server's parts, and
+//! the parts do not import it back. A handler beside its part takes only
+//! what it reads, as a sub-state (`State<Arc<Metrics>>`, `State<Readiness>`)
+//! that the [`FromRef`] impls below cut out of the `AppState`; only the
+//! router and the REST API (`crate::api`), which nothing here imports,
+//! take the whole `AppState`.
 
 use std::sync::Arc;
 
+use axum::extract::FromRef;
 use pilot_ads::XdsServer;
 use pilot_model::{ConfigStore, ConfigWatch, KindRegistry, ServiceDiscovery};
 use pilot_store::Controller;
 use tokio::sync::watch;
 
-use crate::auth::Tokens;
+use crate::auth::tokens::Tokens;
 use crate::debug::quarantine::JournalQuarantine;
 use crate::distribution::proxy_events::ProxyEvents;
 use crate::distribution::replicas::Replicas;
-use crate::health::BackendHealth;
+use crate::health::Readiness;
 use crate::metrics::Metrics;
 
 /// What every handler shares.
@@ -41,12 +49,35 @@ pub(crate) struct AppState {
     pub(crate) max_body_bytes: usize,
     /// Turns true on shutdown; watches end.
     pub(crate) shutdown: watch::Receiver<bool>,
-    /// True once every cache has synced.
-    pub(crate) ready: Arc<dyn Fn() -> bool + Send + Sync>,
-    /// Whether the configuration store answers.
-    pub(crate) backend_health: Arc<BackendHealth>,
+    /// Whether the store answers and the caches have synced, for `/readyz`.
+    pub(crate) readiness: Readiness,
     /// What `--data-dir`'s journal held back at start.
     pub(crate) journal_quarantine: JournalQuarantine,
     /// This replica among the replicas of its store.
     pub(crate) replicas: Arc<Replicas>,
+}
+
+/// `impl FromRef<AppState> for Type`, a clone of the field: a handler
+/// that takes `State<Type>` gets it.
+macro_rules! sub_states {
+    ($($field:ident: $type:ty),* $(,)?) => {
+        $(
+            impl FromRef<AppState> for $type {
+                fn from_ref(state: &AppState) -> Self {
+                    state.$field.clone()
+                }
+            }
+        )*
+    };
+}
+
+sub_states! {
+    controller: Arc<Controller>,
+    discovery: Arc<dyn ServiceDiscovery>,
+    metrics: Arc<Metrics>,
+    proxy_events: Arc<ProxyEvents>,
+    tokens: Option<Arc<Tokens>>,
+    readiness: Readiness,
+    journal_quarantine: JournalQuarantine,
+    replicas: Arc<Replicas>,
 }

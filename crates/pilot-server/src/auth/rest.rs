@@ -5,22 +5,27 @@
 //! `POST /v1/proxy-events`, the reports of the proxies it may claim
 //! (pilot-agent sends its ADS token).
 
+use std::sync::Arc;
+
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::tokens::{Access, bearer};
+use super::tokens::{Access, Tokens, bearer};
 use crate::api::ApiError;
-use crate::state::AppState;
 
 /// The one REST route an `xds` token may call.
 const PROXY_EVENTS: &str = "/v1/proxy-events";
 
 /// Middleware: refuses requests without a valid token (401), and writes
 /// with a read-only one (403).
-pub(crate) async fn require(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let Some(tokens) = &state.tokens else {
+pub(crate) async fn require(
+    State(tokens): State<Option<Arc<Tokens>>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let Some(tokens) = &tokens else {
         return next.run(request).await;
     };
     let token = request

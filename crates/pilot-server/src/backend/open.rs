@@ -14,7 +14,7 @@ use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 
 use super::services_file;
 use crate::args::{Args, RegistryKind, StoreKind};
-use crate::start::StartError;
+use crate::error::StartError;
 
 /// A client for the cluster of `KUBECONFIG` (or `~/.kube/config`), or the
 /// one the server runs in.

@@ -9,12 +9,15 @@
 //! ([`crate::distribution::replicas`]), plus a `replicas` list. Process reports are
 //! those posted to this replica.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
 use pilot_ads::{Nack, ProxyStatus, TYPES, TypeStatus};
 use serde_json::{Value, json};
 
-use crate::state::AppState;
+use crate::distribution::proxy_events::{self, ProxyEvents};
+use crate::distribution::replicas::Replicas;
 
 /// `SYNCED` (ACKed what was last sent), `NACKED` (rejected what was last
 /// sent), `STALE` (sent, not answered yet) or `NOT SENT`.
@@ -58,7 +61,7 @@ pub(crate) fn to_json(
                 "connected": true,
                 "incremental": proxy.incremental,
                 "types": types,
-                "process": crate::distribution::proxy_events::record_json(events.get(&proxy.node_id)),
+                "process": proxy_events::record_json(events.get(&proxy.node_id)),
             })
         })
         .collect();
@@ -68,7 +71,7 @@ pub(crate) fn to_json(
                 "node": node,
                 "connected": false,
                 "types": {},
-                "process": crate::distribution::proxy_events::record_json(Some(record)),
+                "process": proxy_events::record_json(Some(record)),
             }));
         }
     }
@@ -105,8 +108,10 @@ pub(crate) fn from_record(record: pilot_model::ConnectedProxy) -> ProxyStatus {
 
 /// `GET /debug/proxy-status`: every live replica's proxies, and the
 /// replicas (name, addresses, proxies, whether it writes status).
-pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
-    let replicas = &state.replicas;
+pub(crate) async fn handler(
+    State(replicas): State<Arc<Replicas>>,
+    State(events): State<Arc<ProxyEvents>>,
+) -> Json<Value> {
     let mut reports = std::collections::BTreeMap::new();
     let proxies: Vec<(String, ProxyStatus)> = replicas
         .all_proxies()
@@ -122,8 +127,7 @@ pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
         .collect();
     // Reports posted here are the freshest this replica has.
     reports.extend(
-        state
-            .proxy_events
+        events
             .all()
             .into_iter()
             .map(|(node, record)| (node, record.report())),

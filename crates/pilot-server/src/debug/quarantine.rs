@@ -26,8 +26,6 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use serde_json::{Value, json};
 
-use crate::state::AppState;
-
 /// What the data directory's journal held back at start: objects that no
 /// longer validate (empty without `--data-dir`).
 pub(crate) type JournalQuarantine = Arc<Vec<pilot_store_memory::journal::Quarantined>>;
@@ -36,8 +34,11 @@ pub(crate) type JournalQuarantine = Arc<Vec<pilot_store_memory::journal::Quarant
 /// (`Invalid`; `Undecodable`: not an object at all; `Journal`: held back
 /// by `--data-dir`'s journal at start), "errors": [{"field",
 /// "message"}]}]}`, ordered by kind, namespace and name.
-pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
-    Json(listing(&state.controller, &state.journal_quarantine))
+pub(crate) async fn handler(
+    State(controller): State<Arc<Controller>>,
+    State(journal): State<JournalQuarantine>,
+) -> Json<Value> {
+    Json(listing(&controller, &journal))
 }
 
 /// The body of `GET /debug/quarantine`.

@@ -1,22 +1,22 @@
 //! `GET /debug/registryz`: the services of the registries and the labels of
 //! their instances, for `pilotctl analyze` (as Istio's `/debug/registryz`).
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::State;
+use pilot_model::ServiceDiscovery;
 use serde_json::{Value, json};
-
-use crate::state::AppState;
 
 /// `{"services": [{"hostname", "ports": [{name, port, protocol}], "instances": [{address, port, labels}]}]}`,
 /// by hostname.
-pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
-    let mut services = state.discovery.services();
+pub(crate) async fn handler(State(discovery): State<Arc<dyn ServiceDiscovery>>) -> Json<Value> {
+    let mut services = discovery.services();
     services.sort_by(|a, b| a.hostname.cmp(&b.hostname));
     let services: Vec<Value> = services
         .iter()
         .map(|service| {
-            let instances: Vec<Value> = state
-                .discovery
+            let instances: Vec<Value> = discovery
                 .instances(&service.hostname, &[], &[])
                 .iter()
                 .map(|instance| {

@@ -19,7 +19,6 @@ use pilot_model::proxy::{EventKind, ProxyEvent};
 use serde_json::{Value, json};
 
 use crate::api::ApiError;
-use crate::state::AppState;
 
 /// Proxies remembered at most; the least recently reporting is forgotten
 /// first.
@@ -205,7 +204,7 @@ pub(crate) fn record_json(record: Option<&ProcessReport>) -> Value {
 /// one that token may claim on ADS (its namespace), or the report is
 /// refused (403).
 pub(crate) async fn handler(
-    State(state): State<AppState>,
+    State(events): State<Arc<ProxyEvents>>,
     caller: Option<axum::Extension<pilot_ads::Caller>>,
     body: Bytes,
 ) -> Response {
@@ -237,7 +236,7 @@ pub(crate) async fn handler(
         )
         .into_response();
     }
-    state.proxy_events.record(&event);
+    events.record(&event);
     StatusCode::NO_CONTENT.into_response()
 }
 
