@@ -28,6 +28,7 @@ pub async fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> Result<(), Age
         })
     };
     let first = config(&args)?;
+    crate::envoy::check_binary(&args.envoy_binary)?;
     first.render()?;
     std::fs::create_dir_all(&args.config_dir).map_err(|e| AgentError::file(&args.config_dir, e))?;
     // Reports carry --token-file's token, else the ADS one; checked now,

@@ -2,7 +2,7 @@
 //! reports it, and Envoy's admin endpoint (readiness, drain, quit).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::Duration;
 
@@ -128,6 +128,48 @@ fn signal_name(signal: i32) -> &'static str {
 
 /// The last lines Envoy wrote to stderr (kept while forwarding them to the
 /// agent's own stderr), for exit messages.
+/// Checks that `binary` can be run, as `execvp` would find it: a path with
+/// a `/` names the file itself, a bare name is looked up on `PATH`. A
+/// missing or non-executable binary is a configuration error, reported at
+/// once rather than retried as if Envoy had crashed.
+pub(crate) fn check_binary(binary: &Path) -> Result<(), AgentError> {
+    let error = |message: String| AgentError::EnvoyBinary {
+        binary: binary.to_path_buf(),
+        message,
+    };
+    if binary.as_os_str().is_empty() {
+        return Err(error("empty path (set --envoy-binary or ENVOY_BINARY)".into()));
+    }
+    if binary.components().count() > 1 || binary.is_absolute() {
+        return executable(binary)
+            .map_err(|problem| error(format!("{problem} (set --envoy-binary or ENVOY_BINARY)")));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if std::env::split_paths(&path).any(|dir| executable(&dir.join(binary)).is_ok()) {
+        return Ok(());
+    }
+    Err(error(
+        "not found on PATH (give its path with --envoy-binary or ENVOY_BINARY)".into(),
+    ))
+}
+
+/// Whether `path` is a file someone may execute; what is wrong otherwise.
+fn executable(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let metadata = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_string(),
+        _ => e.to_string(),
+    })?;
+    if !metadata.is_file() {
+        return Err("not a file".into());
+    }
+    let mode = metadata.permissions().mode();
+    if mode & 0o111 == 0 {
+        return Err(format!("not executable (mode {:o})", mode & 0o7777));
+    }
+    Ok(())
+}
+
 pub(crate) type LogTail = std::sync::Arc<std::sync::Mutex<VecDeque<String>>>;
 
 const TAIL_LINES: usize = 5;

@@ -22,6 +22,15 @@ pub enum AgentError {
         /// What went wrong, with the line when it is a parse error.
         message: String,
     },
+    /// The Envoy binary (`--envoy-binary`) is missing or cannot be run:
+    /// a configuration error, found before anything starts.
+    #[error("envoy binary {}: {message}", binary.display())]
+    EnvoyBinary {
+        /// The binary as configured.
+        binary: PathBuf,
+        /// What is wrong with it, and what to set.
+        message: String,
+    },
     /// Envoy could not be started at all (binary missing, not executable).
     #[error("cannot start envoy {}: {source}", binary.display())]
     Spawn {
