@@ -65,10 +65,17 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
             Self::PLURAL,
             Self::GROUP,
             Self::VERSION,
-            |spec, errors| match decode_all::<Self>("spec", spec) {
-                (Some(typed), found) if found.is_empty() => typed.validate(errors),
-                // A spec that needed repair would give misleading rule errors.
-                (_, found) => errors.extend(found),
+            |spec, errors| {
+                let (typed, found) = decode_all::<Self>("spec", spec);
+                // Unknown fields are reported beside the rule errors of the
+                // rest of the spec. A spec that lost a mistyped value in
+                // repair would give misleading rule errors: only its decode
+                // errors are reported.
+                let rules_apply = found.iter().all(|e| e.message.starts_with("unknown field"));
+                errors.extend(found);
+                if let (Some(typed), true) = (typed, rules_apply) {
+                    typed.validate(errors);
+                }
             },
         );
         match Self::openapi_schema() {

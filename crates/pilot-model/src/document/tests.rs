@@ -110,6 +110,30 @@ fn unknown_fields_are_named_with_a_suggestion() {
 }
 
 #[test]
+fn unknown_fields_and_rule_errors_are_reported_together() {
+    let text = GOOD.replace("  precedence: 1", "  precedance: 1").replace(
+        "  - labels:\n      version: v1\n",
+        "  - labels:\n      version: v1\n    weight: 60\n  - labels:\n      version: v2\n    weight: 30\n",
+    );
+    assert_eq!(
+        errors(&text),
+        [
+            "rules.yaml:11:3 spec.precedance: unknown field `precedance`; did you mean `precedence`?",
+            "rules.yaml:18:5 spec.route[1].weight: weights must sum to 100, got 90",
+        ]
+    );
+    // A mistyped value is dropped in repair, so the rules are not checked
+    // against what is left (their errors would mislead).
+    let text = text.replace("weight: 30", "weight: thirty");
+    let found = errors(&text);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[1].contains("spec.route[1].weight: invalid type"),
+        "{found:?}"
+    );
+}
+
+#[test]
 fn duplicate_keys_are_errors() {
     let text = GOOD.replace("  precedence: 1", "  precedence: 1\n  precedence: 2");
     assert_eq!(
