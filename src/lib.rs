@@ -36,6 +36,7 @@
 //! assert_eq!(controller.list_cached("Note", Some("default")).len(), 1);
 //! # });
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "ads")]
 pub use pilot_ads as ads;

@@ -36,6 +36,7 @@
 //! assert!(server.status().is_empty());
 //! # });
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod feedback;
@@ -48,7 +49,16 @@ mod xds_type;
 
 pub use feedback::{Nack, ProxyStatus, PushRevisions, RefusedStreams, StreamEnds, TypeStatus};
 pub use options::XdsOptions;
-pub use push::{PUSHED_KINDS, PushInfo};
+pub use push::{PUSHED_KINDS, PushInfo, PushSubscription};
 pub use server::XdsServer;
 pub use stream::{AdsService, Authenticate, Caller, NodeScope, ServeOptions, listen};
 pub use xds_type::{TYPES, XdsType};
+
+/// The tonic this crate is built with: [`ServeOptions::tls`] is its
+/// `transport::ServerTlsConfig`, the serving methods return its
+/// `transport::Error`, and [`AdsService`] is one of its services. Use it
+/// instead of a tonic of your own so the versions always match.
+pub use tonic;
+
+/// The Envoy API types (pilot-xds's `envoy_types`) the resources are made of.
+pub use pilot_xds::envoy_types;

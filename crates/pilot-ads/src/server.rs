@@ -10,7 +10,7 @@ use pilot_store::Controller;
 
 use crate::feedback::{ProxyStatus, RefusedStreams, StreamEnds};
 use crate::options::XdsOptions;
-use crate::push::{PushInfo, pipeline};
+use crate::push::{PushSubscription, pipeline};
 use crate::state::ServerState;
 use crate::stream::{self, AdsService, Authenticate, ServeOptions};
 use crate::xds_type::TYPES;
@@ -111,10 +111,9 @@ impl XdsServer {
         proxies.iter().map(|p| p.distribution(&revisions)).collect()
     }
 
-    /// Every push from now on (for metrics). The channel holds 64 pushes; a
-    /// receiver further behind gets `RecvError::Lagged` and goes on.
-    pub fn subscribe_pushes(&self) -> tokio::sync::broadcast::Receiver<PushInfo> {
-        self.inner.pushes.subscribe()
+    /// Every push from now on (for metrics): see [`PushSubscription`].
+    pub fn subscribe_pushes(&self) -> PushSubscription {
+        PushSubscription::new(self.inner.pushes.subscribe())
     }
 
     /// The NACKs proxies have sent since the server started, over every

@@ -13,6 +13,7 @@
 //!   DaemonSet, ReplicaSet, Job, CronJob, List) and whole YAML or JSON
 //!   files, with errors at file:line:col;
 //! - [`admission`]: `AdmissionReview` v1 in, a JSONPatch out.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod admission;
 pub mod pod;

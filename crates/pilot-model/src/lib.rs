@@ -25,6 +25,7 @@
 //! assert!(matches!(err, StoreError::Invalid { .. }));
 //! assert_eq!(err.to_string(), "Quota default/q is invalid: spec.limit: must be a non-negative integer");
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod config;
 mod discovery;

@@ -388,15 +388,14 @@ pub(crate) async fn track_pushes(
     let mut pushes = xds.subscribe_pushes();
     loop {
         tokio::select! {
-            push = pushes.recv() => match push {
-                Ok(push) => {
+            // A sample a slow subscriber missed is skipped; the counters stay right.
+            push = pushes.next() => match push {
+                Some(push) => {
                     if let Some(latency) = push.latency {
                         metrics.push_latency(latency);
                     }
                 }
-                // Samples missed; the counters stay right.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                None => return,
             },
             () = crate::shutdown::closed(&mut shutdown) => return,
         }

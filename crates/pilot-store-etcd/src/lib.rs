@@ -31,6 +31,7 @@
 //! /pilot/config/config.istio.io/RouteRule/default/reviews-default
 //! {"apiVersion":"config.istio.io/v1alpha2","kind":"RouteRule","metadata":{...},"spec":{...}}
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod codec;
 mod error;

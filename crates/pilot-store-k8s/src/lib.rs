@@ -54,6 +54,7 @@
 //! crate relies on that and fails with a clear error if a version does not
 //! parse. `current_revision` is the highest version this store handle has
 //! written (see [`KubeConfigStore`] for why).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod convert;
 mod crd;

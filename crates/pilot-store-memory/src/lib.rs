@@ -3,10 +3,12 @@
 //! [`MemoryServiceRegistry`], a [`ServiceDiscovery`](pilot_model::ServiceDiscovery)
 //! fed by the embedding program. With feature `journal`, [`journal::open`]
 //! makes the store durable in a data directory.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod config_store;
 #[cfg(feature = "journal")]
+#[cfg_attr(docsrs, doc(cfg(feature = "journal")))]
 pub mod journal;
 
 pub use config_store::{MemoryConfigStore, PendingWrite, WriteAhead};

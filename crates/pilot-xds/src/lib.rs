@@ -34,6 +34,7 @@
 //! assert!(resources.clusters.iter().any(|c| c.name == "outbound|9080||reviews.default.svc.cluster.local"));
 //! assert!(resources.check().is_ok());
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod clusters;
@@ -50,7 +51,13 @@ mod routes;
 mod util;
 
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+
+/// The Envoy API types this crate generates (its [`Resources`] hold their
+/// messages). Use it instead of an envoy-types of your own so the versions
+/// always match.
+pub use envoy_types;
 
 pub use clusters::PASSTHROUGH;
 pub use error::XdsError;

@@ -3,8 +3,14 @@
 //! (EDS clusters with their load assignments inlined, RDS listeners with
 //! their route configurations inlined), which `envoy --mode validate`
 //! loads exactly as it would serve them.
+//!
+//! Needs only an Envoy binary, whose path the caller gives (an embedder's
+//! tests can use [`envoy_on_path`]); nothing else is required.
 
-use std::process::Command;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::config::bootstrap::v3::{Bootstrap, bootstrap};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
@@ -20,13 +26,17 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 use prost::Message;
 
-use pilot_test_support::{ProcessGuard, envoy_binary, free_port, http};
-
 use crate::Resources;
 use crate::util::{any, socket};
 
 /// The name of the ADS cluster in test bootstraps.
-pub const XDS_CLUSTER: &str = pilot_test_support::XDS_CLUSTER;
+pub const XDS_CLUSTER: &str = "xds-grpc";
+
+/// The Envoy binary named by `$ENVOY`, else `envoy` (looked up on `PATH`
+/// when it runs).
+pub fn envoy_on_path() -> PathBuf {
+    std::env::var_os("ENVOY").map_or_else(|| PathBuf::from("envoy"), PathBuf::from)
+}
 
 /// A bootstrap whose static resources are `resources`, with an ADS
 /// cluster at `xds_port` on 127.0.0.1 for what stays dynamic (SDS secrets).
@@ -74,15 +84,14 @@ pub fn static_bootstrap(node_id: &str, resources: &Resources, xds_port: u16) -> 
     }
 }
 
-/// Runs `envoy --mode validate` on `resources` as static configuration;
-/// `Err` carries what Envoy said.
-pub fn validate(node_id: &str, resources: &Resources) -> Result<(), String> {
+/// Runs `envoy --mode validate` (the binary at `envoy`) on `resources` as
+/// static configuration; `Err` carries what Envoy said.
+pub fn validate(envoy: &Path, node_id: &str, resources: &Resources) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let path = dir.path().join("bootstrap.pb");
     std::fs::write(&path, static_bootstrap(node_id, resources, 15010).encode_to_vec())
         .map_err(|e| e.to_string())?;
-    let envoy = envoy_binary();
-    let output = Command::new(&envoy)
+    let output = Command::new(envoy)
         .arg("--mode")
         .arg("validate")
         .arg("-c")
@@ -90,7 +99,7 @@ pub fn validate(node_id: &str, resources: &Resources) -> Result<(), String> {
         .arg("--log-level")
         .arg("warn")
         .output()
-        .map_err(|e| format!("cannot run {} (run scripts/install-deps): {e}", envoy.display()))?;
+        .map_err(|e| format!("cannot run {}: {e}", envoy.display()))?;
     if output.status.success() {
         Ok(())
     } else {
@@ -102,15 +111,13 @@ pub fn validate(node_id: &str, resources: &Resources) -> Result<(), String> {
     }
 }
 
-/// What the real Envoy loaded from `resources` (as static configuration,
-/// like [`validate`]), as the JSON of its admin `/config_dump`, with
-/// timestamps removed. Listeners are told not to bind, so that scenarios
-/// can be dumped side by side.
-pub fn config_dump(node_id: &str, resources: &Resources) -> Result<serde_json::Value, String> {
-    use std::time::{Duration, Instant};
-
+/// What the real Envoy (the binary at `envoy`) loaded from `resources` (as
+/// static configuration, like [`validate`]), as the JSON of its admin
+/// `/config_dump`, with timestamps removed. Listeners are told not to bind,
+/// and the admin port is Envoy's own choice, so that scenarios can be
+/// dumped side by side.
+pub fn config_dump(envoy: &Path, node_id: &str, resources: &Resources) -> Result<serde_json::Value, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let admin_port = free_port();
     let mut bootstrap = static_bootstrap(node_id, resources, 15010);
     if let Some(statics) = bootstrap.static_resources.as_mut() {
         for listener in &mut statics.listeners {
@@ -118,34 +125,70 @@ pub fn config_dump(node_id: &str, resources: &Resources) -> Result<serde_json::V
         }
     }
     bootstrap.admin = Some(envoy_types::pb::envoy::config::bootstrap::v3::Admin {
-        address: Some(socket("127.0.0.1", admin_port)),
+        address: Some(socket("127.0.0.1", 0)),
         ..Default::default()
     });
     let path = dir.path().join("bootstrap.pb");
+    let admin_path = dir.path().join("admin-address");
     std::fs::write(&path, bootstrap.encode_to_vec()).map_err(|e| e.to_string())?;
-    let _envoy = ProcessGuard::spawn(
-        Command::new(envoy_binary())
-            .arg("-c")
-            .arg(&path)
-            .args(["--disable-hot-restart", "--log-level", "error"])
-            .args(["--base-id", &admin_port.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null()),
-    )
-    .map_err(|e| format!("cannot run envoy (run scripts/install-deps): {e}"))?;
-    let admin = std::net::SocketAddr::from(([127, 0, 0, 1], admin_port));
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let child = Command::new(envoy)
+        .arg("-c")
+        .arg(&path)
+        .arg("--admin-address-path")
+        .arg(&admin_path)
+        .args(["--disable-hot-restart", "--log-level", "error"])
+        .args(["--base-id", &std::process::id().to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", envoy.display()))?;
+    let mut guard = KillOnDrop(child);
+    let deadline = Instant::now() + Duration::from_secs(60);
     let body = loop {
-        match http::request(admin, "GET", "/config_dump", &[], &[]) {
-            Ok(answer) if answer.code == 200 => break answer.text(),
-            _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            other => return Err(format!("envoy's admin did not answer: {other:?}")),
+        let answer = std::fs::read_to_string(&admin_path)
+            .ok()
+            .and_then(|address| get(address.trim(), "/config_dump").ok());
+        match answer {
+            Some((200, body)) => break body,
+            _ if Instant::now() >= deadline => return Err("envoy's admin did not answer within 60 s".into()),
+            _ => {
+                if let Ok(Some(status)) = guard.0.try_wait() {
+                    return Err(format!("envoy exited ({status}) before its admin answered"));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
     };
     let mut dump: serde_json::Value =
         serde_json::from_str(&body).map_err(|e| format!("config_dump is not JSON: {e}"))?;
     strip_volatile(&mut dump);
     Ok(dump)
+}
+
+/// A child process killed (and reaped) when dropped.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A plain HTTP/1.0 GET: the status code and the body.
+fn get(address: &str, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n")?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((answer.as_str(), ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    Ok((code, body.to_string()))
 }
 
 /// Removes what changes from run to run (timestamps, the binary's build)

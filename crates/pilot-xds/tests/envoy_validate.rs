@@ -3,6 +3,7 @@
 
 mod support;
 
+use pilot_test_support::envoy_binary;
 use pilot_xds::{generate, testing};
 
 #[test]
@@ -12,7 +13,7 @@ fn envoy_accepts_every_scenario() {
     for (name, proxy) in support::proxies() {
         let resources = generate(&proxy, &registry, &mesh);
         resources.check().unwrap_or_else(|e| panic!("{name}: {e}"));
-        testing::validate(&proxy.node_id(), &resources).unwrap_or_else(|e| panic!("{name}: {e}"));
+        testing::validate(&envoy_binary(), &proxy.node_id(), &resources).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
 
@@ -30,7 +31,7 @@ fn envoy_rejects_what_is_wrong() {
     let proxy = support::proxies().remove(0).1;
     let resources = generate(&proxy, &registry, &mesh);
     resources.check().unwrap();
-    let err = testing::validate(&proxy.node_id(), &resources).unwrap_err();
+    let err = testing::validate(&envoy_binary(), &proxy.node_id(), &resources).unwrap_err();
     assert!(
         err.contains("unclosed") || err.to_lowercase().contains("regex"),
         "{err}"

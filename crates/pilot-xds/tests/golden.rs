@@ -8,6 +8,7 @@ mod support;
 
 use std::path::PathBuf;
 
+use pilot_test_support::envoy_binary;
 use pilot_xds::{generate, testing};
 
 #[test]
@@ -20,7 +21,7 @@ fn generated_configuration_matches_the_golden_files() {
     for (name, proxy) in support::proxies() {
         let resources = generate(&proxy, &registry, &mesh);
         let dump =
-            testing::config_dump(&proxy.node_id(), &resources).unwrap_or_else(|e| panic!("{name}: {e}"));
+            testing::config_dump(&envoy_binary(), &proxy.node_id(), &resources).unwrap_or_else(|e| panic!("{name}: {e}"));
         let text = serde_json::to_string_pretty(&dump).unwrap() + "\n";
         let path = dir.join(format!("{name}.json"));
         if update {

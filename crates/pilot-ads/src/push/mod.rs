@@ -23,6 +23,7 @@ pub(crate) mod pipeline;
 mod proxy_class;
 mod proxy_config;
 mod snapshot;
+mod subscription;
 mod virtual_hosts;
 
 pub(crate) use diffs::Diffs;
@@ -31,3 +32,4 @@ pub(crate) use name_sets::NameSets;
 pub(crate) use proxy_config::ProxyConfig;
 pub(crate) use snapshot::MeshSnapshot;
 pub use snapshot::{PUSHED_KINDS, PushInfo};
+pub use subscription::PushSubscription;
