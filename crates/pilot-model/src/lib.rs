@@ -45,6 +45,10 @@ pub mod document;
 pub mod istio;
 pub mod proxy;
 
+/// The attribute [`ConfigStore`], [`ConfigWatch`] and [`ServiceDiscovery`]
+/// are declared with: a store or registry of your own implements them under
+/// `#[pilot_model::async_trait]`, with no async-trait dependency of its own.
+pub use async_trait::async_trait;
 pub use config::{Config, DynConfig, now_seconds, push_key};
 pub use discovery::{AggregateDiscovery, RegistryAdapter, ServiceDiscovery, ServiceEvent};
 pub use distribution::{

@@ -175,20 +175,51 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// A plain HTTP/1.0 GET: the status code and the body.
+/// A plain HTTP/1.1 GET on a connection of its own: the status code and
+/// the body (chunked or not).
 fn get(address: &str, path: &str) -> std::io::Result<(u16, String)> {
     let mut stream = std::net::TcpStream::connect(address)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n")?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer)?;
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((answer.as_str(), ""));
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer)?;
+    let split = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(answer.len());
+    let head = String::from_utf8_lossy(&answer[..split]).to_ascii_lowercase();
+    let body = answer.get(split + 4..).unwrap_or_default();
     let code = head
         .split_whitespace()
         .nth(1)
         .and_then(|code| code.parse().ok())
         .unwrap_or(0);
-    Ok((code, body.to_string()))
+    let chunked = head
+        .lines()
+        .any(|line| line.replace(' ', "") == "transfer-encoding:chunked");
+    let body = if chunked { dechunk(body) } else { body.to_vec() };
+    Ok((code, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// The payload of a chunked body.
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    while let Some(line_end) = body.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&body[..line_end])
+            .ok()
+            .and_then(|line| usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16).ok())
+            .unwrap_or(0);
+        let rest = &body[line_end + 2..];
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        payload.extend_from_slice(&rest[..size]);
+        body = rest[size..].strip_prefix(b"\r\n").unwrap_or(&rest[size..]);
+    }
+    payload
 }
 
 /// Removes what changes from run to run (timestamps, the binary's build)

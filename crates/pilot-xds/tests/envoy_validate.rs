@@ -13,7 +13,8 @@ fn envoy_accepts_every_scenario() {
     for (name, proxy) in support::proxies() {
         let resources = generate(&proxy, &registry, &mesh);
         resources.check().unwrap_or_else(|e| panic!("{name}: {e}"));
-        testing::validate(&envoy_binary(), &proxy.node_id(), &resources).unwrap_or_else(|e| panic!("{name}: {e}"));
+        testing::validate(&envoy_binary(), &proxy.node_id(), &resources)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
 

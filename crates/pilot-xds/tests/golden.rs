@@ -20,8 +20,8 @@ fn generated_configuration_matches_the_golden_files() {
     let mut mismatches = Vec::new();
     for (name, proxy) in support::proxies() {
         let resources = generate(&proxy, &registry, &mesh);
-        let dump =
-            testing::config_dump(&envoy_binary(), &proxy.node_id(), &resources).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let dump = testing::config_dump(&envoy_binary(), &proxy.node_id(), &resources)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let text = serde_json::to_string_pretty(&dump).unwrap() + "\n";
         let path = dir.join(format!("{name}.json"));
         if update {

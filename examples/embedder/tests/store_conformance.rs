@@ -1,16 +1,13 @@
-//! The file-backed adapter of `examples/custom_adapter` passes the same
-//! conformance suite as pilot's own backends.
-
-#[path = "../examples/custom_adapter/file_store.rs"]
-mod file_store;
+//! The file-backed store passes the same conformance suite as pilot's own
+//! backends.
 
 use std::sync::Arc;
 
-use file_store::FileConfigStore;
-use pilot::model::{ConfigStore, ConfigWatch, DynConfig, KindRegistry};
-use pilot::store::testing::{mock, registry};
+use pilot_embedder_example::FileConfigStore;
+use pilot_model::{ConfigStore, ConfigWatch, DynConfig, KindRegistry};
+use pilot_store::testing::{mock, registry};
 
-pilot::store::conformance_suite!(|registry: KindRegistry| async move {
+pilot_store::conformance_suite!(|registry: KindRegistry| async move {
     Arc::new(FileConfigStore::temporary(registry).unwrap()) as Arc<dyn ConfigWatch>
 });
 

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pilot::model::ServiceDiscovery;
-use pilot::store::testing::{RegistrySource, SourceService};
+use pilot_model::ServiceDiscovery;
+use pilot_store::testing::{RegistrySource, SourceService};
 use serde_json::json;
 
-use crate::json_registry::JsonFileRegistry;
+use pilot_embedder_example::JsonFileRegistry;
 
 /// A temporary file and the registry following it.
 pub struct JsonFileSource {
@@ -32,7 +32,7 @@ impl JsonFileSource {
     }
 }
 
-#[async_trait::async_trait]
+#[pilot_model::async_trait]
 impl RegistrySource for JsonFileSource {
     async fn write(&mut self, services: &[SourceService]) {
         let services: Vec<_> = services

@@ -1,15 +1,13 @@
 //! Implement `ConfigStore` for a backend of your own, a directory of JSON
 //! files, and run pilot's conformance suite against it.
 //!
-//!     cargo run --example custom_adapter
-
-mod file_store;
+//!     cargo run -p pilot-embedder-example --example custom_adapter
 
 use std::sync::Arc;
 
-use file_store::FileConfigStore;
-use pilot::model::{ConfigWatch, KindRegistry};
-use pilot::store::testing;
+use pilot_embedder_example::FileConfigStore;
+use pilot_model::{ConfigWatch, KindRegistry};
+use pilot_store::testing;
 
 fn main() {
     // Every test gets a fresh, empty directory of its own, removed with the store.

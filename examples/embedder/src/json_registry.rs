@@ -21,8 +21,8 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use pilot::model::{Labels, Port, RegistryAdapter, Service};
-use pilot::store::{DesiredState, FollowedRegistry, RegistryWriter};
+use pilot_model::{Labels, Port, RegistryAdapter, Service};
+use pilot_store::{DesiredState, FollowedRegistry, RegistryWriter};
 use serde::Deserialize;
 
 /// The file's content.

@@ -12,12 +12,12 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use pilot::model::{
+use pilot_model::async_trait;
+use pilot_model::{
     ConfigKey, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot, StoreError,
     WatchStream, now_seconds,
 };
-use pilot::store::{DEFAULT_HISTORY, WatchLog};
+use pilot_store::{DEFAULT_HISTORY, WatchLog};
 
 /// Configuration objects as files under one directory.
 pub struct FileConfigStore {
@@ -83,7 +83,7 @@ impl FileConfigStore {
     /// Writes `config` at the next revision; the caller holds the log lock.
     fn write(
         &self,
-        log: &mut pilot::store::LogWriter<'_>,
+        log: &mut pilot_store::LogWriter<'_>,
         mut config: DynConfig,
     ) -> Result<Arc<DynConfig>, StoreError> {
         config.meta.resource_version = Some(log.next_revision().to_string());

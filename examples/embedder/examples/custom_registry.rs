@@ -2,17 +2,17 @@
 //! pilot's followed registry, shown live and then run through pilot's
 //! registry conformance suite.
 //!
-//!     cargo run --example custom_registry
+//!     cargo run -p pilot-embedder-example --example custom_registry
 
-mod conformance;
-mod json_registry;
+#[path = "../tests/support/json_source.rs"]
+mod json_source;
 
 use std::time::Duration;
 
 use futures::StreamExt;
-use json_registry::JsonFileRegistry;
-use pilot::model::{Event, Labels, ServiceDiscovery, ServiceEvent};
-use pilot::store::testing;
+use pilot_embedder_example::JsonFileRegistry;
+use pilot_model::{Event, Labels, ServiceDiscovery, ServiceEvent};
+use pilot_store::testing;
 
 fn main() {
     testing::block_on(async {
@@ -52,7 +52,7 @@ fn main() {
     });
 
     let factory =
-        || async { Box::new(conformance::JsonFileSource::new()) as Box<dyn testing::RegistrySource> };
+        || async { Box::new(json_source::JsonFileSource::new()) as Box<dyn testing::RegistrySource> };
     macro_rules! run {
         ($($name:ident),*) => {$(
             testing::block_on(testing::$name(&factory));
