@@ -36,7 +36,7 @@
 //! [`membership_conformance_suite!`](crate::membership_conformance_suite):
 //! records seen by every replica, one elected writer, expiry and resign.
 //!
-//! Service registries have their own suite, [`registry`]'s
+//! Service registries have their own suite, [`mod@registry`]'s
 //! [`registry_conformance_suite!`](crate::registry_conformance_suite):
 //! sync, minimal diffs, resync and deletes in a gap.
 

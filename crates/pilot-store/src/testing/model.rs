@@ -265,7 +265,7 @@ fn spec_key(config: &DynConfig) -> String {
 
 /// Runs [`MODEL_CASES`] random sequences of creates, updates (with current,
 /// stale and missing versions), deletes (conditional or not), gets and lists
-/// against fresh stores from `factory` and against [`Model`], comparing every
+/// against fresh stores from `factory` and against a reference `Model`, comparing every
 /// result and the whole content after every step.
 pub fn model_based(factory: &dyn StoreFactory) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
