@@ -44,9 +44,10 @@ type Receipts = mpsc::UnboundedReceiver<Instant>;
 /// readers that report when each event arrives.
 async fn controller_with(subscribers: usize) -> (MemoryConfigStore, Controller, Receipts) {
     let store = MemoryConfigStore::new(registry());
-    let options = ControllerOptions {
-        event_buffer: THROUGHPUT_EVENTS * 2,
-        ..ControllerOptions::default()
+    let options = {
+        let mut value = ControllerOptions::default();
+        value.event_buffer = THROUGHPUT_EVENTS * 2;
+        value
     };
     let controller = Controller::with_options(Arc::new(store.clone()), options);
     let (tx, rx) = mpsc::unbounded_channel();

@@ -212,10 +212,11 @@ async fn converge(clients: usize, setup: Setup) {
     controller.run();
     controller.wait_synced().await;
     let registry = Arc::new(registry);
-    let options = XdsOptions {
-        incremental: setup.incremental,
-        sotw_changed_only: setup.sotw_changed_only,
-        ..XdsOptions::default()
+    let options = {
+        let mut value = XdsOptions::default();
+        value.incremental = setup.incremental;
+        value.sotw_changed_only = setup.sotw_changed_only;
+        value
     };
     let server = XdsServer::new(
         Arc::clone(&controller),

@@ -86,17 +86,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ));
         for version in versions {
             let port = upstream(format!("{name} {version}")).await?;
-            services.add_instance(ServiceInstance {
-                endpoint: NetworkEndpoint {
-                    address: localhost,
-                    port,
-                    service_port: service.ports[0].clone(),
-                },
-                service: Arc::clone(&service),
-                labels: Labels::from_pairs([("app", name), ("version", version)]),
-                availability_zone: None,
-                service_account: None,
-            })?;
+            services.add_instance(ServiceInstance::new(
+                Arc::clone(&service),
+                NetworkEndpoint::new(localhost, port, service.ports[0].clone()),
+                Labels::from_pairs([("app", name), ("version", version)]),
+            ))?;
         }
     }
 

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 /// How the server batches and sends.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct XdsOptions {
     /// A push waits until no change has arrived for this long...
     pub debounce_quiet: Duration,

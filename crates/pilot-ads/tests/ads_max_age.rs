@@ -47,9 +47,10 @@ async fn reconnects_and_stays_synced(delta: bool) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let xds_port = listener.local_addr().unwrap().port();
     let serving = server.clone();
-    let options = ServeOptions {
-        max_connection_age: Some(Duration::from_secs(2)),
-        ..ServeOptions::default()
+    let options = {
+        let mut value = ServeOptions::default();
+        value.max_connection_age = Some(Duration::from_secs(2));
+        value
     };
     tokio::spawn(async move {
         serving

@@ -11,6 +11,7 @@ use crate::{Event, Labels, RegistrySnapshot, Service, ServiceInstance};
 
 /// A change in a service registry.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ServiceEvent {
     /// A service appeared, changed or went away.
     Service(Event<Arc<Service>>),

@@ -12,6 +12,7 @@ use crate::{ConfigKey, ConfigStatus};
 /// callers: compare it only for equality, and hand it back on `update` or a
 /// conditional `delete`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct ConfigMeta {
     /// The kind's name, e.g. `RouteRule`.
     pub kind: String,

@@ -281,16 +281,12 @@ mod tests {
         let http = Port::new("http", 80, Protocol::Http);
         let grpc = Port::new("grpc", 90, Protocol::Grpc);
         let service = Arc::new(Service::new("a.ns.svc", vec![http.clone(), grpc.clone()]));
-        let instance = |ip: &str, port: &Port, version: &str| ServiceInstance {
-            endpoint: NetworkEndpoint {
-                address: ip.parse().unwrap(),
-                port: port.port,
-                service_port: port.clone(),
-            },
-            service: Arc::clone(&service),
-            labels: Labels::from_pairs([("version", version)]),
-            availability_zone: None,
-            service_account: None,
+        let instance = |ip: &str, port: &Port, version: &str| {
+            ServiceInstance::new(
+                Arc::clone(&service),
+                NetworkEndpoint::new(ip.parse().unwrap(), port.port, port.clone()),
+                Labels::from_pairs([("version", version)]),
+            )
         };
         let live = Fixed(vec![
             instance("10.0.0.1", &http, "v1"),
@@ -314,17 +310,12 @@ mod tests {
         let http = Port::new("http", 80, Protocol::Http);
         let one = |host: &str, ip: &str, zone: &str| {
             let service = Arc::new(Service::new(host, vec![http.clone()]));
-            let instance = ServiceInstance {
-                endpoint: NetworkEndpoint {
-                    address: ip.parse().unwrap(),
-                    port: 80,
-                    service_port: http.clone(),
-                },
-                service: Arc::clone(&service),
-                labels: Labels::new(),
-                availability_zone: Some(zone.into()),
-                service_account: None,
-            };
+            let instance = ServiceInstance::new(
+                Arc::clone(&service),
+                NetworkEndpoint::new(ip.parse().unwrap(), 80, http.clone()),
+                Labels::new(),
+            )
+            .with_availability_zone(zone.to_string());
             Arc::new(RegistrySnapshot::capture(&Fixed(vec![instance]), 3))
         };
         let parts = [
@@ -356,16 +347,12 @@ mod tests {
     fn a_snapshot_after_another_carries_its_address_index_and_answers_the_same() {
         let http = Port::new("http", 80, Protocol::Http);
         let service = |host: &str| Arc::new(Service::new(host, vec![http.clone()]));
-        let instance = |service: &Arc<Service>, ip: &str, version: &str| ServiceInstance {
-            endpoint: NetworkEndpoint {
-                address: ip.parse().unwrap(),
-                port: 80,
-                service_port: http.clone(),
-            },
-            service: Arc::clone(service),
-            labels: Labels::from_pairs([("version", version)]),
-            availability_zone: None,
-            service_account: None,
+        let instance = |service: &Arc<Service>, ip: &str, version: &str| {
+            ServiceInstance::new(
+                Arc::clone(service),
+                NetworkEndpoint::new(ip.parse().unwrap(), 80, http.clone()),
+                Labels::from_pairs([("version", version)]),
+            )
         };
         let hosts: Vec<Arc<Service>> = ["a", "b", "c", "d"].iter().map(|h| service(h)).collect();
         // Every host has an instance on 10.0.0.1 and one of its own.

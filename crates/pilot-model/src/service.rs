@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 /// The protocol a service port speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
+#[non_exhaustive]
 pub enum Protocol {
     /// HTTP/1.1.
     Http,
@@ -61,6 +62,7 @@ impl Protocol {
 
 /// A named port of a service.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Port {
     /// The port's name, unique within the service.
     pub name: String,
@@ -84,6 +86,7 @@ impl Port {
 /// A service: a hostname clients use, reachable on some ports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Service {
     /// Fully qualified hostname, e.g. `reviews.default.svc.cluster.local`.
     pub hostname: String,
@@ -131,6 +134,7 @@ impl Service {
 /// One network address an instance serves a service port on.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct NetworkEndpoint {
     /// The instance's IP.
     pub address: IpAddr,
@@ -140,9 +144,21 @@ pub struct NetworkEndpoint {
     pub service_port: Port,
 }
 
+impl NetworkEndpoint {
+    /// `address:port`, serving `service_port`.
+    pub fn new(address: IpAddr, port: u16, service_port: Port) -> Self {
+        NetworkEndpoint {
+            address,
+            port,
+            service_port,
+        }
+    }
+}
+
 /// One instance of a service: an endpoint, the service, and the instance's
 /// labels (`version=v2`), zone and identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServiceInstance {
     /// Where the instance listens.
     pub endpoint: NetworkEndpoint,
@@ -157,6 +173,33 @@ pub struct ServiceInstance {
 }
 
 impl ServiceInstance {
+    /// An instance of `service` at `endpoint` with `labels`; no zone or
+    /// service account (set them with [`with_availability_zone`](Self::with_availability_zone)
+    /// and [`with_service_account`](Self::with_service_account)).
+    pub fn new(service: Arc<Service>, endpoint: NetworkEndpoint, labels: Labels) -> Self {
+        ServiceInstance {
+            endpoint,
+            service,
+            labels,
+            availability_zone: None,
+            service_account: None,
+        }
+    }
+
+    /// The same instance in availability zone `zone` (a `String`, or an
+    /// `Option<String>` where the zone may be unknown).
+    pub fn with_availability_zone(mut self, zone: impl Into<Option<String>>) -> Self {
+        self.availability_zone = zone.into();
+        self
+    }
+
+    /// The same instance running as `account` (a `String`, or an
+    /// `Option<String>`).
+    pub fn with_service_account(mut self, account: impl Into<Option<String>>) -> Self {
+        self.service_account = account.into();
+        self
+    }
+
     /// Whether a lookup for `port_names` (empty: any port) and label sets
     /// `labels` (empty: any instance) returns this instance, as
     /// [`ServiceDiscovery::instances`](crate::ServiceDiscovery::instances) defines it.

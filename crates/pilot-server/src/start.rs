@@ -127,12 +127,13 @@ fn check(args: &Args) -> Result<Checked, StartError> {
     };
     let xds_auth = auth::xds::XdsAuth::from_args(args, tokens.clone()).map_err(StartError::Failed)?;
     let xds_tls = auth::xds::tls_config(args, tokens.is_some()).map_err(StartError::Failed)?;
-    let xds_options = ServeOptions {
-        tls: xds_tls,
-        auth: xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_ads::Authenticate>),
-        max_connections: Some(args.xds_max_connections),
-        max_connection_age: args.xds_max_connection_age,
-        ..ServeOptions::default()
+    let xds_options = {
+        let mut value = ServeOptions::default();
+        value.tls = xds_tls;
+        value.auth = xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_ads::Authenticate>);
+        value.max_connections = Some(args.xds_max_connections);
+        value.max_connection_age = args.xds_max_connection_age;
+        value
     };
     xds_options
         .check()

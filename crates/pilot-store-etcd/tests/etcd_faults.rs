@@ -20,10 +20,11 @@ use support::{Proxy, create_acknowledged, delete_acknowledged, wait_cache_equals
 const KIND: &str = "MockConfig";
 
 fn options() -> ControllerOptions {
-    ControllerOptions {
-        retry_min: Duration::from_millis(50),
-        retry_max: Duration::from_millis(500),
-        ..ControllerOptions::default()
+    {
+        let mut value = ControllerOptions::default();
+        value.retry_min = Duration::from_millis(50);
+        value.retry_max = Duration::from_millis(500);
+        value
     }
 }
 

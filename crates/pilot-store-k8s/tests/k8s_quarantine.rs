@@ -59,13 +59,11 @@ async fn a_rule_written_around_the_api_is_quarantined_until_fixed_in_the_cluster
         .await
         .unwrap();
 
-    let controller = Controller::with_options(
-        store.clone(),
-        ControllerOptions {
-            kinds: Some(vec![KIND.to_string()]),
-            ..ControllerOptions::default()
-        },
-    );
+    let controller = Controller::with_options(store.clone(), {
+        let mut value = ControllerOptions::default();
+        value.kinds = Some(vec![KIND.to_string()]);
+        value
+    });
     let mut events = controller.subscribe(KIND);
     controller.run();
     controller.wait_synced().await;

@@ -89,13 +89,11 @@ async fn objects_written_around_pilot_without_a_spec_are_treated_as_absent() {
     let store = Arc::new(KubeConfigStore::new(client.clone(), registry()));
     let kept = store.create(mock("default", "kept", "1")).await.unwrap();
     let broken = store.create(mock("default", "broken", "1")).await.unwrap();
-    let controller = Controller::with_options(
-        store.clone(),
-        ControllerOptions {
-            kinds: Some(vec![KIND.to_string()]),
-            ..ControllerOptions::default()
-        },
-    );
+    let controller = Controller::with_options(store.clone(), {
+        let mut value = ControllerOptions::default();
+        value.kinds = Some(vec![KIND.to_string()]);
+        value
+    });
     controller.run();
     controller.wait_synced().await;
     assert!(controller.get_cached(&broken.key()).is_some());

@@ -23,13 +23,11 @@ async fn a_410_during_a_watch_relists_and_reports_the_delete_in_the_gap() {
     store.create(mock("default", "kept", "1")).await.unwrap();
     let gone = store.create(mock("default", "gone", "1")).await.unwrap();
 
-    let controller = Controller::with_options(
-        store.clone(),
-        ControllerOptions {
-            kinds: Some(vec![KIND.to_string()]),
-            ..ControllerOptions::default()
-        },
-    );
+    let controller = Controller::with_options(store.clone(), {
+        let mut value = ControllerOptions::default();
+        value.kinds = Some(vec![KIND.to_string()]);
+        value
+    });
     let mut events = controller.subscribe(KIND);
     controller.run();
     controller.wait_synced().await;

@@ -21,6 +21,7 @@ use crate::{Backoff, ConfigEvent, ConfigIndex, Notification, Quarantine};
 
 /// How a [`Controller`] runs.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ControllerOptions {
     /// The kinds to cache; `None` means every kind registered when the
     /// Controller is built.

@@ -102,17 +102,11 @@ impl DesiredService {
                 port: port_name.to_string(),
             })?
             .clone();
-        self.instances.push(ServiceInstance {
-            endpoint: NetworkEndpoint {
-                address,
-                port,
-                service_port,
-            },
-            service: Arc::clone(&self.service),
+        self.instances.push(ServiceInstance::new(
+            Arc::clone(&self.service),
+            NetworkEndpoint::new(address, port, service_port),
             labels,
-            availability_zone: None,
-            service_account: None,
-        });
+        ));
         Ok(self
             .instances
             .last_mut()
@@ -168,7 +162,8 @@ impl ServiceCache {
             match &event {
                 ServiceEvent::Service(e) => applied.count(e),
                 ServiceEvent::Instance(e) => applied.count(e),
-                ServiceEvent::Resync => {}
+                // Resync, and any kind of event added later: nothing to count.
+                _ => {}
             }
             cache.send(event);
         };
@@ -324,6 +319,7 @@ mod tests {
                 ServiceEvent::Service(e) => format!("service{}{}", kind(e), e.object().hostname),
                 ServiceEvent::Instance(e) => format!("instance{}{}", kind(e), e.object().endpoint.address),
                 ServiceEvent::Resync => "resync".into(),
+                other => format!("{other:?}"),
             });
         }
         seen

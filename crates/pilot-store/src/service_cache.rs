@@ -186,16 +186,12 @@ impl ServiceCache {
         let instances: Vec<ServiceInstance> = service
             .ports
             .iter()
-            .map(|port| ServiceInstance {
-                endpoint: NetworkEndpoint {
-                    address,
-                    port: port.port,
-                    service_port: port.clone(),
-                },
-                service: Arc::clone(&service),
-                labels: labels.clone(),
-                availability_zone: None,
-                service_account: None,
+            .map(|port| {
+                ServiceInstance::new(
+                    Arc::clone(&service),
+                    NetworkEndpoint::new(address, port.port, port.clone()),
+                    labels.clone(),
+                )
             })
             .collect();
         for instance in &instances {

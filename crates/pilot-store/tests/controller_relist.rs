@@ -15,10 +15,11 @@ use pilot_test_support::FlakyStore as Flaky;
 const KIND: &str = "MockConfig";
 
 fn options() -> ControllerOptions {
-    ControllerOptions {
-        retry_min: Duration::from_millis(5),
-        retry_max: Duration::from_millis(20),
-        ..ControllerOptions::default()
+    {
+        let mut value = ControllerOptions::default();
+        value.retry_min = Duration::from_millis(5);
+        value.retry_max = Duration::from_millis(20);
+        value
     }
 }
 

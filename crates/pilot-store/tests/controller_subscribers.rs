@@ -16,9 +16,10 @@ const WAIT: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_subscriber_is_told_it_lagged_and_blocks_nobody() {
-    let options = ControllerOptions {
-        event_buffer: 8,
-        ..ControllerOptions::default()
+    let options = {
+        let mut value = ControllerOptions::default();
+        value.event_buffer = 8;
+        value
     };
     let controller = Controller::with_options(Arc::new(MemoryConfigStore::new(registry())), options);
     let mut slow = controller.subscribe(KIND);
@@ -146,9 +147,10 @@ async fn dropping_the_controller_stops_its_tasks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kinds_not_cached_are_served_by_the_backend() {
     let store = MemoryConfigStore::new(registry());
-    let options = ControllerOptions {
-        kinds: Some(vec!["MockOther".to_string()]),
-        ..ControllerOptions::default()
+    let options = {
+        let mut value = ControllerOptions::default();
+        value.kinds = Some(vec!["MockOther".to_string()]);
+        value
     };
     let controller = Controller::with_options(Arc::new(store.clone()), options);
     controller.run();

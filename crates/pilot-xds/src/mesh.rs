@@ -10,6 +10,7 @@ use crate::XdsError;
 
 /// A snapshot of the routing configuration, typed.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct MeshConfig {
     /// Route rules.
     pub route_rules: Vec<Config<RouteRule>>,

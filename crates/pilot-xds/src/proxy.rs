@@ -36,6 +36,7 @@ pub enum Generator {
 /// assert!(Proxy::from_node_id("sidecar~not-an-ip~x~y").is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Proxy {
     /// Sidecar, ingress or router.
     pub proxy_type: ProxyType,

@@ -3,12 +3,15 @@
 
 use std::collections::BTreeMap;
 
-use pilot_model::{ProxyDistribution, ProxyNack};
+use pilot_model::{ConnectedProxy, ProxyDistribution, ProxyNack};
+
+use crate::xds_type::TYPES;
 
 use super::push_revisions::PushRevisions;
 
 /// A NACK: the version a proxy rejected and what it said.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Nack {
     /// The rejected version.
     pub version: String,
@@ -16,8 +19,19 @@ pub struct Nack {
     pub message: String,
 }
 
+impl Nack {
+    /// A NACK of `version` saying `message`.
+    pub fn new(version: impl Into<String>, message: impl Into<String>) -> Self {
+        Nack {
+            version: version.into(),
+            message: message.into(),
+        }
+    }
+}
+
 /// One type's state for one proxy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TypeStatus {
     /// The last version sent.
     pub sent: Option<String>,
@@ -37,6 +51,7 @@ impl TypeStatus {
 
 /// A connected proxy's feedback, per type (`CDS`, `EDS`, `LDS`, `RDS`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProxyStatus {
     /// The proxy's node id.
     pub node_id: String,
@@ -50,6 +65,35 @@ pub struct ProxyStatus {
 }
 
 impl ProxyStatus {
+    /// A proxy connected to another replica, as that replica published it
+    /// (its [`ConnectedProxy`] record), in the shape of this replica's own.
+    /// Types this server does not know are left out; the push is unknown.
+    pub fn from_record(record: ConnectedProxy) -> Self {
+        ProxyStatus {
+            types: record
+                .types
+                .into_iter()
+                .filter_map(|(short, t)| {
+                    let short = TYPES.iter().find(|name| **name == short)?;
+                    Some((
+                        *short,
+                        TypeStatus {
+                            sent: t.sent,
+                            acked: t.acked,
+                            nack: t.nack.map(|n| Nack {
+                                version: n.version,
+                                message: n.message,
+                            }),
+                        },
+                    ))
+                })
+                .collect(),
+            node_id: record.node_id,
+            incremental: record.incremental,
+            push: None,
+        }
+    }
+
     /// The last push the proxy has all of: the stream's push when every
     /// type it was sent is ACKed (and it has at least clusters and
     /// listeners), else the push before the oldest one it has not ACKed.

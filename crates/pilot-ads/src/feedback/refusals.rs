@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Streams refused since the server started, by reason.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RefusedStreams {
     /// No credential, or one that is not valid.
     pub unauthenticated: u64,

@@ -4,6 +4,7 @@
 /// Why streams ended, since the server started (refusals are counted
 /// apart, in [`RefusedStreams`](crate::RefusedStreams)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StreamEnds {
     /// The proxy ended its side of the stream (a clean close).
     pub proxy_closed: u64,

@@ -51,6 +51,7 @@ impl std::fmt::Debug for MeshSnapshot {
 
 /// One published push.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PushInfo {
     /// Its version (the `version_info` proxies are sent).
     pub version: u64,

@@ -21,6 +21,7 @@ use crate::state::ServerState;
 
 /// How [`XdsServer::serve_with`](crate::XdsServer::serve_with) serves.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct ServeOptions {
     /// TLS for the port (with a client CA in it, mTLS); `None`: plain
     /// HTTP/2.

@@ -131,17 +131,15 @@ pub fn start_envoy(xds_port: u16, delta: bool) -> Envoy {
 }
 
 pub fn instance(service: &Arc<Service>, port: u16, version: &str) -> ServiceInstance {
-    ServiceInstance {
-        endpoint: NetworkEndpoint {
-            address: "127.0.0.1".parse::<IpAddr>().unwrap(),
+    ServiceInstance::new(
+        Arc::clone(service),
+        NetworkEndpoint::new(
+            "127.0.0.1".parse::<IpAddr>().unwrap(),
             port,
-            service_port: service.ports[0].clone(),
-        },
-        service: Arc::clone(service),
-        labels: Labels::from_pairs([("version", version)]),
-        availability_zone: None,
-        service_account: None,
-    }
+            service.ports[0].clone(),
+        ),
+        Labels::from_pairs([("version", version)]),
+    )
 }
 
 pub fn rule(text: &str) -> pilot_model::DynConfig {

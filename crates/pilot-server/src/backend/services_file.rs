@@ -101,10 +101,11 @@ pub fn load(path: &Path) -> Result<ServicesFile, String> {
 pub(crate) fn desired(file: &ServicesFile) -> DesiredState {
     let mut desired = DesiredState::new();
     for entry in &file.services {
-        let service = desired.insert(Service {
-            address: entry.address,
-            external_name: entry.external_name.clone(),
-            ..Service::new(&entry.hostname, entry.ports.clone())
+        let service = desired.insert({
+            let mut value = Service::new(&entry.hostname, entry.ports.clone());
+            value.address = entry.address;
+            value.external_name = entry.external_name.clone();
+            value
         });
         for instance in &entry.instances {
             // `load` checked the port name; an entry without one serves the

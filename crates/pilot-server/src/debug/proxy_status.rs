@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use pilot_ads::{Nack, ProxyStatus, TYPES, TypeStatus};
+use pilot_ads::{ProxyStatus, TYPES, TypeStatus};
 use serde_json::{Value, json};
 
 use crate::distribution::proxy_events::{self, ProxyEvents};
@@ -78,34 +78,6 @@ pub(crate) fn to_json(
     json!({"proxies": list})
 }
 
-/// A proxy as another replica published it, in the shape of this
-/// replica's own.
-pub(crate) fn from_record(record: pilot_model::ConnectedProxy) -> ProxyStatus {
-    ProxyStatus {
-        types: record
-            .types
-            .into_iter()
-            .filter_map(|(short, t)| {
-                let short = TYPES.iter().find(|name| **name == short)?;
-                Some((
-                    *short,
-                    TypeStatus {
-                        sent: t.sent,
-                        acked: t.acked,
-                        nack: t.nack.map(|n| Nack {
-                            version: n.version,
-                            message: n.message,
-                        }),
-                    },
-                ))
-            })
-            .collect(),
-        node_id: record.node_id,
-        incremental: record.incremental,
-        push: None,
-    }
-}
-
 /// `GET /debug/proxy-status`: every live replica's proxies, and the
 /// replicas (name, addresses, proxies, whether it writes status).
 pub(crate) async fn handler(
@@ -122,7 +94,7 @@ pub(crate) async fn handler(
             if let Some(report) = proxy.process.take() {
                 reports.insert(proxy.node_id.clone(), report);
             }
-            (replica, from_record(proxy))
+            (replica, ProxyStatus::from_record(proxy))
         })
         .collect();
     // Reports posted here are the freshest this replica has.
@@ -155,16 +127,16 @@ pub(crate) async fn handler(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pilot_ads::Nack;
 
     #[test]
     fn states_say_what_the_proxy_did_with_the_last_push() {
-        let status = |sent: Option<&str>, acked: Option<&str>, nack: Option<&str>| TypeStatus {
-            sent: sent.map(str::to_string),
-            acked: acked.map(str::to_string),
-            nack: nack.map(|version| Nack {
-                version: version.to_string(),
-                message: "bad regex".to_string(),
-            }),
+        let status = |sent: Option<&str>, acked: Option<&str>, nack: Option<&str>| {
+            let mut status = TypeStatus::default();
+            status.sent = sent.map(str::to_string);
+            status.acked = acked.map(str::to_string);
+            status.nack = nack.map(|version| Nack::new(version, "bad regex"));
+            status
         };
         assert_eq!(state(&status(None, None, None)), "NOT SENT");
         assert_eq!(state(&status(Some("3"), Some("3"), None)), "SYNCED");
@@ -173,14 +145,12 @@ mod tests {
         // An old NACK does not hide a later ACK, nor make a newer push NACKED.
         assert_eq!(state(&status(Some("4"), Some("4"), Some("3"))), "SYNCED");
         assert_eq!(state(&status(Some("4"), Some("2"), Some("3"))), "STALE");
-        let proxy = ProxyStatus {
-            node_id: "sidecar~1.2.3.4~a.default~default.svc.cluster.local".into(),
-            incremental: false,
-            types: [("CDS", status(Some("3"), Some("2"), Some("3")))]
-                .into_iter()
-                .collect(),
-            push: Some(3),
-        };
+        let mut proxy = ProxyStatus::default();
+        proxy.node_id = "sidecar~1.2.3.4~a.default~default.svc.cluster.local".into();
+        proxy.types = [("CDS", status(Some("3"), Some("2"), Some("3")))]
+            .into_iter()
+            .collect();
+        proxy.push = Some(3);
         let json = to_json(&[("pilot-1".to_string(), proxy)], &Default::default());
         assert_eq!(json["proxies"][0]["replica"], "pilot-1");
         assert_eq!(json["proxies"][0]["types"]["CDS"]["state"], "NACKED");

@@ -110,17 +110,15 @@ impl Objects {
                         let Some(target) = endpoint.ports.get(&service_port.name) else {
                             continue;
                         };
-                        instances.push(ServiceInstance {
-                            endpoint: NetworkEndpoint {
-                                address: endpoint.address,
-                                port: *target,
-                                service_port: service_port.clone(),
-                            },
-                            service: Arc::clone(&model),
-                            labels: endpoint.labels.clone(),
-                            availability_zone: endpoint.zone.clone(),
-                            service_account: endpoint.service_account.clone(),
-                        });
+                        instances.push(
+                            ServiceInstance::new(
+                                Arc::clone(&model),
+                                NetworkEndpoint::new(endpoint.address, *target, service_port.clone()),
+                                endpoint.labels.clone(),
+                            )
+                            .with_availability_zone(endpoint.zone.clone())
+                            .with_service_account(endpoint.service_account.clone()),
+                        );
                     }
                 }
             }

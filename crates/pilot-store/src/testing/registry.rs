@@ -469,6 +469,7 @@ fn assert_minimal(from: &[SourceService], to: &[SourceService], seen: &[ServiceE
                 );
             }
             ServiceEvent::Resync => panic!("a resync: the subscriber fell behind\nall events: {seen:#?}"),
+            other => panic!("an event this suite does not know: {other:?}\nall events: {seen:#?}"),
         }
     }
     for instance in old.keys().chain(new.keys()).collect::<BTreeSet<_>>() {

@@ -121,17 +121,14 @@ pub fn registry() -> MemoryServiceRegistry {
             .unwrap();
         for port in &service.ports {
             registry
-                .add_instance(ServiceInstance {
-                    endpoint: NetworkEndpoint {
-                        address: ip(address),
-                        port: port.port,
-                        service_port: port.clone(),
-                    },
-                    service: service.clone(),
-                    labels: Labels::from_pairs([("app", name), ("version", version)]),
-                    availability_zone: zone.map(str::to_string),
-                    service_account: None,
-                })
+                .add_instance(
+                    ServiceInstance::new(
+                        service.clone(),
+                        NetworkEndpoint::new(ip(address), port.port, port.clone()),
+                        Labels::from_pairs([("app", name), ("version", version)]),
+                    )
+                    .with_availability_zone(zone.map(str::to_string)),
+                )
                 .unwrap();
         }
     }
