@@ -23,7 +23,8 @@ use crate::{Backoff, ConfigEvent, ConfigIndex, Notification, Quarantine};
 #[derive(Debug, Clone)]
 pub struct ControllerOptions {
     /// The kinds to cache; `None` means every kind registered when the
-    /// Controller is built.
+    /// Controller is built. The set is fixed then: see [`Controller`] for
+    /// what happens to other kinds.
     pub kinds: Option<Vec<String>>,
     /// How many notifications a subscriber may fall behind before it gets
     /// [`Notification::Lagged`].
@@ -82,20 +83,39 @@ struct Caught {
 ///   [`ControllerOptions::event_buffer`] it receives
 ///   [`Notification::Lagged`] and can resync from the cache.
 ///
+/// # Which kinds
+///
+/// A Controller watches a fixed set of kinds, decided when it is built:
+/// every kind registered with the backend's [`KindRegistry`] at that
+/// moment, or [`ControllerOptions::kinds`]. A kind registered later is not
+/// watched, and the Controller says so rather than half-serve it: writes
+/// (`create`, `update`, `delete`, `update_status`), the cache
+/// ([`list_cached`](Controller::list_cached),
+/// [`get_cached`](Controller::get_cached)), subscriptions
+/// ([`subscribe`](Controller::subscribe),
+/// [`subscribe_typed`](Controller::subscribe_typed),
+/// [`add_handler`](Controller::add_handler)) and
+/// [`sync_with_backend`](Controller::sync_with_backend) of such a kind fail
+/// with [`StoreError::NotWatched`], naming the kind and the kinds watched.
+/// Register every kind first, then build the Controller. Reads through
+/// [`ConfigStore`] (`get`, `list`) of a registered kind it does not watch
+/// are answered by the backend itself; a kind the registry does not know
+/// is [`StoreError::UnknownKind`] everywhere, as for any store.
+///
 /// Dropping the last handle stops its tasks.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use std::sync::Arc;
 /// use futures::StreamExt;
-/// use pilot_model::{ConfigMeta, ConfigStore, DynConfig, Event, KindRegistry, KindSchema};
+/// use pilot_model::{ConfigMeta, ConfigStore, DynConfig, Event, KindRegistry, KindSchema, StoreError};
 /// use pilot_store::{Controller, Notification};
 /// use pilot_store_memory::MemoryConfigStore;
 ///
 /// let registry = KindRegistry::new();
 /// registry.register_schema(KindSchema::new("Note", "notes", "example.com", "v1", |_, _| {})).unwrap();
-/// let controller = Controller::new(Arc::new(MemoryConfigStore::new(registry)));
-/// let mut notes = controller.subscribe("Note");
+/// let controller = Controller::new(Arc::new(MemoryConfigStore::new(registry.clone())));
+/// let mut notes = controller.subscribe("Note").unwrap();
 /// controller.run();
 /// controller.wait_synced().await;
 ///
@@ -103,7 +123,13 @@ struct Caught {
 /// controller.create(note).await.unwrap();
 /// let Some(Notification::Event(Event::Added(added))) = notes.next().await else { panic!() };
 /// assert_eq!(added.meta.name, "n1");
-/// assert_eq!(controller.list_cached("Note", None).len(), 1);
+/// assert_eq!(controller.list_cached("Note", None).unwrap().len(), 1);
+///
+/// // A kind registered after the Controller was built is refused, by name.
+/// registry.register_schema(KindSchema::new("Late", "lates", "example.com", "v1", |_, _| {})).unwrap();
+/// let late = DynConfig { meta: ConfigMeta::new("Late", "default", "l1"), spec: serde_json::json!({}) };
+/// let refused = controller.create(late).await.unwrap_err();
+/// assert!(matches!(refused, StoreError::NotWatched { ref kind, .. } if kind == "Late"));
 /// # });
 /// ```
 pub struct Controller {
@@ -193,15 +219,23 @@ impl Controller {
         let _ = synced.wait_for(|count| *count == total).await;
     }
 
-    /// The cached object with `key`.
-    pub fn get_cached(&self, key: &ConfigKey) -> Option<Arc<DynConfig>> {
-        self.shared.cache.get(key)
+    /// The cached object with `key`; [`StoreError::NotWatched`] for a kind
+    /// this Controller does not watch (see [`Controller`]).
+    pub fn get_cached(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
+        self.watched(&key.kind)?;
+        Ok(self.shared.cache.get(key))
     }
 
     /// The cached objects of `kind`, in `namespace` or all, ordered by
-    /// namespace and name.
-    pub fn list_cached(&self, kind: &str, namespace: Option<&str>) -> Vec<Arc<DynConfig>> {
-        self.shared.cache.list(kind, namespace)
+    /// namespace and name; [`StoreError::NotWatched`] for a kind this
+    /// Controller does not watch (see [`Controller`]).
+    pub fn list_cached(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Arc<DynConfig>>, StoreError> {
+        self.watched(kind)?;
+        Ok(self.shared.cache.list(kind, namespace))
     }
 
     /// The objects the backend delivered that fail validation, held out of
@@ -235,10 +269,16 @@ impl Controller {
         self.shared.quarantine.check(config)
     }
 
-    /// Notifications about `kind` from now on.
-    pub fn subscribe(&self, kind: &str) -> BoxStream<'static, Notification<Arc<DynConfig>>> {
+    /// Notifications about `kind` from now on; [`StoreError::NotWatched`]
+    /// for a kind this Controller does not watch (see [`Controller`]).
+    pub fn subscribe(
+        &self,
+        kind: &str,
+    ) -> Result<BoxStream<'static, Notification<Arc<DynConfig>>>, StoreError> {
+        self.watched(kind)?;
         let kind = kind.to_string();
-        self.subscribe_all()
+        Ok(self
+            .subscribe_all()
             .filter(move |n| {
                 let keep = match n {
                     Notification::Event(event) => event.object().meta.kind == kind,
@@ -246,7 +286,7 @@ impl Controller {
                 };
                 futures::future::ready(keep)
             })
-            .boxed()
+            .boxed())
     }
 
     /// Notifications about every kind from now on, in the order the cache
@@ -266,8 +306,13 @@ impl Controller {
 
     /// Typed notifications about kind `K`. An object whose spec does not
     /// decode as `K` (written around validation) is logged and skipped.
-    pub fn subscribe_typed<K: ConfigKind>(&self) -> BoxStream<'static, Notification<Config<K>>> {
-        self.subscribe(K::KIND)
+    /// [`StoreError::NotWatched`] when this Controller does not watch `K`
+    /// (see [`Controller`]).
+    pub fn subscribe_typed<K: ConfigKind>(
+        &self,
+    ) -> Result<BoxStream<'static, Notification<Config<K>>>, StoreError> {
+        Ok(self
+            .subscribe(K::KIND)?
             .filter_map(|n| async move {
                 match n {
                     Notification::Lagged { missed } => Some(Notification::Lagged { missed }),
@@ -280,14 +325,18 @@ impl Controller {
                     },
                 }
             })
-            .boxed()
+            .boxed())
     }
 
     /// Registers a handler for `kind`. Handlers run on one queue, one
     /// notification at a time, in registration order; a handler may write
     /// through the Controller and will read its own writes from the cache.
-    pub fn add_handler(&self, kind: &str, handler: impl Handler) {
+    /// [`StoreError::NotWatched`] for a kind this Controller does not watch
+    /// (see [`Controller`]).
+    pub fn add_handler(&self, kind: &str, handler: impl Handler) -> Result<(), StoreError> {
+        self.watched(kind)?;
         self.shared.handlers.add(kind, handler);
+        Ok(())
     }
 
     /// The revision the cache of `kind` has caught up with: every write
@@ -306,7 +355,10 @@ impl Controller {
     /// progress notifications tell: on etcd before 3.4.25 and 3.5.8 one
     /// can run ahead of the events (etcd #15220). The Controller's own
     /// writes do not rely on it: each waits for its own object.
+    /// [`StoreError::NotWatched`] for a kind this Controller does not watch
+    /// (see [`Controller`]).
     pub async fn sync_with_backend(&self, kind: &str) -> Result<(), StoreError> {
+        self.watched(kind)?;
         let Some(applied) = self.shared.applied.get(kind) else {
             return Ok(());
         };
@@ -366,6 +418,24 @@ impl Controller {
 
     fn watches(&self, kind: &str) -> bool {
         self.shared.applied.contains_key(kind)
+    }
+
+    /// Ok for a kind this Controller watches; [`StoreError::UnknownKind`]
+    /// for one the registry does not know, [`StoreError::NotWatched`] for
+    /// one it knows but this Controller does not watch.
+    fn watched(&self, kind: &str) -> Result<(), StoreError> {
+        if self.watches(kind) {
+            return Ok(());
+        }
+        if !self.shared.backend.registry().contains(kind) {
+            return Err(StoreError::UnknownKind {
+                kind: kind.to_string(),
+            });
+        }
+        Err(StoreError::NotWatched {
+            kind: kind.to_string(),
+            watched: self.shared.kinds.clone(),
+        })
     }
 }
 
@@ -572,21 +642,21 @@ impl ConfigStore for Controller {
     }
 
     async fn create(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
+        self.watched(&config.meta.kind)?;
         let stored = self.shared.backend.create(config).await?;
         self.await_stored(&stored).await;
         Ok(stored)
     }
 
     async fn update(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
+        self.watched(&config.meta.kind)?;
         let stored = self.shared.backend.update(config).await?;
         self.await_stored(&stored).await;
         Ok(stored)
     }
 
     async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError> {
-        if !self.watches(&key.kind) {
-            return self.shared.backend.delete(key, resource_version).await;
-        }
+        self.watched(&key.kind)?;
         // The delete's revision is not returned, so its event is what
         // shows it: subscribed before the write, so it cannot be missed.
         let mut events = self.shared.events.subscribe();
@@ -623,6 +693,7 @@ impl ConfigStore for Controller {
         observed_version: &str,
         status: ConfigStatus,
     ) -> Result<(), StoreError> {
+        self.watched(&key.kind)?;
         self.shared
             .backend
             .update_status(key, observed_version, status.clone())
