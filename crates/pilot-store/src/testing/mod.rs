@@ -1,9 +1,5 @@
 //! The conformance suite every backend runs (feature `testing`).
 //!
-//! A backend provides a factory: an async function from a [`KindRegistry`]
-//! to a fresh, empty store. [`conformance_suite!`](crate::conformance_suite)
-//! then expands to one test per property:
-//!
 //! ```toml
 //! [dev-dependencies]
 //! pilot-store = { version = "0.1", features = ["testing"] }
@@ -15,6 +11,10 @@
 //! is re-exported here ([`async_trait`](macro@async_trait) for
 //! [`RegistrySource`], [`BoxFuture`] for hand-written factories,
 //! [`BoxStream`] for a hand-written `ServiceDiscovery::subscribe`).
+//!
+//! A backend provides a factory: an async function from a [`KindRegistry`]
+//! to a fresh, empty store. [`conformance_suite!`](crate::conformance_suite)
+//! then expands to one test per property:
 //!
 //! ```
 //! use std::sync::Arc;

@@ -1,7 +1,12 @@
 //! The conformance suite every service registry runs: sync, minimal diffs
 //! (no spurious delete and add), resync after a gap, deletes made in a gap;
 //! throughout, the registry's snapshot agrees with its reads and takes a
-//! new version with each change.
+//! new version with each change. These are the rules written on
+//! [`ServiceDiscovery`]; a failed check names its rule, with what it
+//! expected and what the registry answered. A wrapper that forwards
+//! `ServiceDiscovery` by hand and forgets `snapshot` or `wait_synced`
+//! fails here with a message saying so (implementing
+//! [`RegistryAdapter`](pilot_model::RegistryAdapter) forwards them all).
 //!
 //! A registry provides a [`RegistryFactory`]: an async function returning
 //! a fresh [`RegistrySource`], which writes services to the registry's
