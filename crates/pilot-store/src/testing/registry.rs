@@ -562,8 +562,8 @@ mod tests {
     use futures::stream::BoxStream;
     use pilot_model::{Labels, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
 
-    use super::{RegistrySource, SourceService, desired_state, registry_diff};
-    use crate::ServiceCache;
+    use super::{RegistrySource, SourceService, desired_state, registry_diff, registry_sync};
+    use crate::{FollowedRegistry, RegistryWriter, ServiceCache};
 
     /// A registry that forgot `snapshot`: its reads are a cache's, its
     /// snapshot the trait's default copy (always version 0).
@@ -607,6 +607,60 @@ mod tests {
     fn the_suite_catches_a_registry_whose_snapshot_is_the_default() {
         crate::testing::block_on(registry_diff(&|| async {
             Box::new(ForgotSnapshot(ServiceCache::new())) as Box<dyn RegistrySource>
+        }));
+    }
+
+    /// A registry that forwards `has_synced` but forgot `wait_synced`: the
+    /// trait's default is ready at once, before the registry synced.
+    #[derive(Clone)]
+    struct ForgotWaitSynced(FollowedRegistry, RegistryWriter);
+
+    impl ServiceDiscovery for ForgotWaitSynced {
+        fn services(&self) -> Vec<Arc<Service>> {
+            self.0.services()
+        }
+        fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
+            self.0.get_service(hostname)
+        }
+        fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
+            self.0.instances(hostname, port_names, labels)
+        }
+        fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
+            self.0.host_instances(addresses)
+        }
+        fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
+            self.0.subscribe()
+        }
+        fn has_synced(&self) -> bool {
+            self.0.has_synced()
+        }
+        fn snapshot(&self) -> Arc<pilot_model::RegistrySnapshot> {
+            self.0.snapshot()
+        }
+    }
+
+    /// Its source: written only once the registry was asked for, so the
+    /// registry has not synced when the suite first waits for it.
+    #[async_trait::async_trait]
+    impl RegistrySource for ForgotWaitSynced {
+        async fn write(&mut self, services: &[SourceService]) {
+            self.1.apply(desired_state(services));
+        }
+        async fn registry(&mut self) -> Arc<dyn ServiceDiscovery> {
+            Arc::new(self.clone())
+        }
+        async fn disconnect(&mut self) -> bool {
+            false
+        }
+        async fn reconnect(&mut self) {}
+    }
+
+    #[test]
+    #[should_panic(expected = "a wrapper that does not forward `wait_synced`")]
+    fn the_suite_catches_a_registry_whose_wait_synced_is_the_default() {
+        crate::testing::block_on(registry_sync(&|| async {
+            let (registry, writer) = FollowedRegistry::new();
+            Box::new(ForgotWaitSynced(registry, writer)) as Box<dyn RegistrySource>
         }));
     }
 }
