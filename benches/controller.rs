@@ -52,7 +52,7 @@ async fn controller_with(subscribers: usize) -> (MemoryConfigStore, Controller, 
     let controller = Controller::with_options(Arc::new(store.clone()), options);
     let (tx, rx) = mpsc::unbounded_channel();
     for _ in 0..subscribers {
-        let mut events = controller.subscribe(KIND);
+        let mut events = controller.subscribe(KIND).unwrap();
         let tx = tx.clone();
         tokio::spawn(async move {
             while let Some(n) = events.next().await {

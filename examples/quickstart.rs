@@ -61,7 +61,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 2. A store, and a Controller that caches it and streams events.
     let store = MemoryConfigStore::new(registry);
     let controller = Arc::new(Controller::new(Arc::new(store)));
-    let mut splits = controller.subscribe_typed::<TrafficSplit>();
+    let mut splits = controller.subscribe_typed::<TrafficSplit>()?;
     controller.run();
     controller.wait_synced().await;
     println!("controller synced: {}", controller.has_synced());
@@ -108,7 +108,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     controller.create(note).await?;
     println!(
         "notes in default: {}",
-        controller.list_cached("Note", Some("default")).len()
+        controller.list_cached("Note", Some("default"))?.len()
     );
 
     typed.delete("default", "reviews-canary", None).await?;

@@ -33,7 +33,7 @@
 //! controller.wait_synced().await;
 //! let note = DynConfig { meta: ConfigMeta::new("Note", "default", "hello"), spec: serde_json::json!({}) };
 //! controller.create(note).await.unwrap();
-//! assert_eq!(controller.list_cached("Note", Some("default")).len(), 1);
+//! assert_eq!(controller.list_cached("Note", Some("default")).unwrap().len(), 1);
 //! # });
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]

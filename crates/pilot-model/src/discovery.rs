@@ -24,6 +24,40 @@ pub enum ServiceEvent {
 /// A read-only view of services and their instances, served synchronously
 /// from a cache, with a stream of changes.
 ///
+/// An adapter that serves its reads from a registry it holds (a
+/// `pilot_store::FollowedRegistry`, a `ServiceCache`) implements
+/// [`RegistryAdapter`] instead, which forwards every method here, so none
+/// falls back to a default by mistake.
+///
+/// # Rules
+///
+/// Every implementation keeps these; `pilot_store::testing`'s
+/// `registry_conformance_suite!` (feature `testing` of `pilot-store`)
+/// checks each of them and, when one is broken, names it with what it
+/// expected and what the registry answered.
+///
+/// - **Reads agree.** At rest, [`services`](Self::services) (ordered by
+///   hostname), [`get_service`](Self::get_service),
+///   [`instances`](Self::instances), [`host_instances`](Self::host_instances)
+///   and [`snapshot`](Self::snapshot) show the same services, ports and
+///   instances.
+/// - **Sync.** Once [`wait_synced`](Self::wait_synced) resolves,
+///   [`has_synced`](Self::has_synced) is true and the registry holds its
+///   source's state as of some moment after it started (never a partial
+///   list); a registry on an empty source syncs too, empty.
+/// - **Minimal diffs.** A change to the source emits events for what
+///   changed only: an unchanged instance gets none, a changed one
+///   `Updated` (never a delete and an add), a new one `Added` (then perhaps
+///   updates), a removed one `Deleted`; a service event only for a service
+///   that appeared, went, or changed its ports. The same holds for changes
+///   made while the registry was cut off its source, once it is back: a
+///   service deleted in the gap gets its `Deleted`.
+/// - **Subscriptions** stay open while the registry lives; one that falls
+///   behind gets [`ServiceEvent::Resync`], never a silent gap.
+/// - **Snapshots** take a new [`version`](RegistrySnapshot::version) with
+///   each change (the default, a copy at version 0, only suits a registry
+///   that never changes).
+///
 /// ```
 /// use pilot_model::{Labels, ServiceDiscovery};
 /// fn v2_instances(registry: &dyn ServiceDiscovery) -> usize {
@@ -84,9 +118,16 @@ pub trait ServiceDiscovery: Send + Sync {
 /// A platform adapter that serves its reads from a registry it holds,
 /// typically a `pilot_store::FollowedRegistry` that the adapter's follower
 /// task keeps equal to its source. Naming that registry is all an adapter
-/// writes: every [`ServiceDiscovery`] method, `has_synced`, `wait_synced`
-/// and `snapshot` included, is the held registry's, so none can be
-/// forgotten into the trait's defaults.
+/// writes: every [`ServiceDiscovery`] method (`services`, `get_service`,
+/// `instances`, `host_instances`, `subscribe`, `has_synced`, `wait_synced`
+/// and `snapshot`) is the held registry's, so none can be forgotten into
+/// the trait's defaults.
+///
+/// A method of the adapter's own type with the name of one of these
+/// (an inherent `wait_synced`, say) takes precedence in method-call
+/// syntax: `adapter.wait_synced()` calls it, not the registry's. Give it
+/// another name, or call the trait's explicitly,
+/// `ServiceDiscovery::wait_synced(&adapter)`.
 ///
 /// ```
 /// use pilot_model::{AggregateDiscovery, RegistryAdapter, ServiceDiscovery};
@@ -116,6 +157,9 @@ pub trait RegistryAdapter: Send + Sync {
     fn registry(&self) -> &Self::Registry;
 }
 
+// Every method of `ServiceDiscovery`, defaults included: a method added to
+// the trait is forwarded here too, and checked by
+// `tests::an_adapter_answers_every_method_from_its_registry`.
 impl<A: RegistryAdapter> ServiceDiscovery for A {
     fn services(&self) -> Vec<Arc<Service>> {
         self.registry().services()
@@ -218,5 +262,102 @@ impl ServiceDiscovery for AggregateDiscovery {
     fn snapshot(&self) -> Arc<RegistrySnapshot> {
         let parts: Vec<_> = self.registries.iter().map(|r| r.snapshot()).collect();
         Arc::new(RegistrySnapshot::aggregate(&parts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{NetworkEndpoint, Port, Protocol};
+
+    /// A registry whose every answer, defaults' included, differs from the
+    /// trait's defaults: not synced, never ready, a versioned snapshot.
+    struct Marked {
+        service: Arc<Service>,
+        instance: ServiceInstance,
+        snapshot: Arc<RegistrySnapshot>,
+    }
+
+    impl ServiceDiscovery for Marked {
+        fn services(&self) -> Vec<Arc<Service>> {
+            vec![Arc::clone(&self.service)]
+        }
+        fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
+            (hostname == self.service.hostname).then(|| Arc::clone(&self.service))
+        }
+        fn instances(&self, _: &str, _: &[&str], _: &[Labels]) -> Vec<ServiceInstance> {
+            vec![self.instance.clone()]
+        }
+        fn host_instances(&self, _: &[IpAddr]) -> Vec<ServiceInstance> {
+            vec![self.instance.clone(), self.instance.clone()]
+        }
+        fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
+            stream::iter([ServiceEvent::Resync]).boxed()
+        }
+        fn has_synced(&self) -> bool {
+            false
+        }
+        fn wait_synced(&self) -> BoxFuture<'static, ()> {
+            futures::future::pending().boxed()
+        }
+        fn snapshot(&self) -> Arc<RegistrySnapshot> {
+            Arc::clone(&self.snapshot)
+        }
+    }
+
+    struct Adapter(Marked);
+
+    impl RegistryAdapter for Adapter {
+        type Registry = Marked;
+        fn registry(&self) -> &Marked {
+            &self.0
+        }
+    }
+
+    #[test]
+    fn an_adapter_answers_every_method_from_its_registry() {
+        let port = Port::new("http", 80, Protocol::Http);
+        let service = Arc::new(Service::new("a.ns.svc", vec![port.clone()]));
+        let instance = ServiceInstance::new(
+            Arc::clone(&service),
+            NetworkEndpoint::new("10.0.0.1".parse().unwrap(), 8080, port),
+            Labels::new(),
+        );
+        let empty = AggregateDiscovery::new(vec![]);
+        let snapshot = Arc::new(RegistrySnapshot::capture(&empty, 7));
+        let adapter = Adapter(Marked {
+            service,
+            instance,
+            snapshot: Arc::clone(&snapshot),
+        });
+        let inner = &adapter.0;
+        assert_eq!(adapter.services(), inner.services());
+        assert_eq!(adapter.get_service("a.ns.svc"), inner.get_service("a.ns.svc"));
+        assert_eq!(
+            adapter.instances("a.ns.svc", &[], &[]),
+            inner.instances("a.ns.svc", &[], &[])
+        );
+        assert_eq!(
+            adapter.host_instances(&[]).len(),
+            2,
+            "host_instances is the registry's"
+        );
+        assert_eq!(
+            adapter.subscribe().next().now_or_never(),
+            Some(Some(ServiceEvent::Resync)),
+            "subscribe is the registry's"
+        );
+        assert!(
+            !adapter.has_synced(),
+            "has_synced is the registry's, not the default"
+        );
+        assert!(
+            adapter.wait_synced().now_or_never().is_none(),
+            "wait_synced is the registry's, not the default (ready at once)"
+        );
+        assert!(
+            Arc::ptr_eq(&adapter.snapshot(), &snapshot),
+            "snapshot is the registry's, not the default copy"
+        );
     }
 }

@@ -93,6 +93,19 @@ pub enum StoreError {
         #[source]
         source: Option<BackendError>,
     },
+    /// A cache (`pilot_store::Controller`) was asked to write, cache or
+    /// announce a kind it does not watch: one registered after the cache
+    /// was built, or left out of the kinds it was told to watch.
+    #[error(
+        "kind {kind:?} is not watched by this Controller, which watches {watched:?}: a Controller watches the kinds \
+         registered when it is built (or those in ControllerOptions::kinds); build it after registering every kind"
+    )]
+    NotWatched {
+        /// The kind asked for.
+        kind: String,
+        /// The kinds the cache watches.
+        watched: Vec<String>,
+    },
 }
 
 impl StoreError {

@@ -20,31 +20,92 @@ pub type Revision = u64;
 ///
 /// The trait is object safe; pilot passes stores around as
 /// `Arc<dyn ConfigStore>`.
+///
+/// # Rules
+///
+/// Every implementation keeps these; `pilot_store::testing`'s
+/// `conformance_suite!` (feature `testing` of `pilot-store`) checks each of
+/// them and, when one is broken, names it with what it expected and what
+/// the store answered.
+///
+/// - **Unknown kinds.** Every method given a kind its
+///   [`registry`](Self::registry) does not hold (`get`, `list`, `create`,
+///   `update`, `delete`, `update_status`, and [`ConfigWatch`]'s `snapshot`
+///   and `watch`) fails with [`StoreError::UnknownKind`], never `Ok(None)`
+///   or `Ok([])`.
+/// - **Validation.** `create` and `update` pass the object through
+///   [`KindRegistry::prepare`]: an invalid one fails with
+///   [`StoreError::Invalid`] naming the key and carrying every field error
+///   with its path (`spec.key`, `spec.pairs[0].key`, `metadata.name`,
+///   `metadata.namespace`), and nothing is stored. A stored object carries
+///   its kind's group and version.
+/// - **Resource versions.** Every write gives the object a resource version
+///   no other write of the store gave, whatever the key.
+/// - **Create** returns the object as stored: the spec as given, a resource
+///   version, a `creation_timestamp`, no status (a status on the input is
+///   not written). A taken key fails with [`StoreError::AlreadyExists`]
+///   naming the key and leaves the first object (spec and version) as it
+///   was; the same name in another namespace is another object.
+/// - **Update** must carry the current resource version: without one it
+///   fails with [`StoreError::Conflict`] `{ expected: None, actual }`,
+///   with a stale one with `{ expected: Some(sent), actual }` (`actual`
+///   being the stored version), and nothing changes; a key that holds no
+///   object is [`StoreError::NotFound`] naming the key. A successful update
+///   returns a new resource version and keeps `creation_timestamp`; it does
+///   not write the status the object carries.
+/// - **Delete** of a key that holds no object is [`StoreError::NotFound`]
+///   naming the key. With a resource version, one the object no longer has
+///   fails with [`StoreError::Conflict`] naming both versions and keeps the
+///   object; without one it deletes unconditionally. A deleted name can be
+///   created again.
+/// - **Get** of a key that holds no object (including a name that exists
+///   only in another namespace) is `Ok(None)`.
+/// - **List** returns the kind's objects in one namespace, or in all with
+///   `None`, ordered by namespace and then name; a namespace with none is
+///   `Ok([])`; never another kind's objects.
+/// - **Status** (stores whose [`keeps_status`](Self::keeps_status) is true): see
+///   [`update_status`](Self::update_status); `get`, `list` and `snapshot`
+///   return the object with its status.
+///
+/// Random sequences of these operations must also answer as a plain map
+/// would (the suite's `model_based` property).
 #[async_trait]
 pub trait ConfigStore: Send + Sync {
     /// The kinds this store accepts.
     fn registry(&self) -> &KindRegistry;
 
-    /// The object with `key`, or `None`. An unregistered kind is
+    /// The object with `key`, or `None` (also for a name that exists only
+    /// in another namespace). An unregistered kind is
     /// [`StoreError::UnknownKind`].
     async fn get(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError>;
 
     /// The objects of `kind`, in one namespace or (with `None`) in all,
-    /// ordered by namespace and then name.
+    /// ordered by namespace and then name; `Ok([])` for a namespace with
+    /// none. An unregistered kind is [`StoreError::UnknownKind`].
     async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Arc<DynConfig>>, StoreError>;
 
-    /// Stores a new object and returns it as stored, with its resource
-    /// version and creation time. Fails with [`StoreError::AlreadyExists`] if
-    /// the key is taken.
+    /// Stores a new object and returns it as stored, with a resource
+    /// version no other write got, its creation time, its kind's group and
+    /// version, and no status. Fails with [`StoreError::AlreadyExists`] if
+    /// the key is taken, [`StoreError::Invalid`] (with every field error)
+    /// if the object is invalid, [`StoreError::UnknownKind`] if its kind is
+    /// not registered; a failed create stores nothing.
     async fn create(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError>;
 
     /// Replaces an object. `config.meta.resource_version` must be the stored
-    /// version, or the update fails with [`StoreError::Conflict`] and nothing
-    /// changes.
+    /// version, or the update fails with [`StoreError::Conflict`] naming the
+    /// version sent (`None` if none) and the stored one, and nothing
+    /// changes. The stored object gets a new resource version and keeps its
+    /// `creation_timestamp` (and its status: a user's update does not write
+    /// one). [`StoreError::NotFound`] if the key holds no object,
+    /// [`StoreError::Invalid`] or [`StoreError::UnknownKind`] as for
+    /// [`create`](Self::create).
     async fn update(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError>;
 
     /// Deletes an object; with `resource_version`, only if it is still that
-    /// version ([`StoreError::Conflict`] otherwise).
+    /// version ([`StoreError::Conflict`] naming both versions otherwise, and
+    /// the object stays). [`StoreError::NotFound`] if the key holds no
+    /// object, [`StoreError::UnknownKind`] for an unregistered kind.
     async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError>;
 
     /// True when the store keeps objects' status
@@ -66,7 +127,12 @@ pub trait ConfigStore: Send + Sync {
     /// of retrying); a missing object is [`StoreError::NotFound`].
     ///
     /// Stores that keep no status ([`keeps_status`](Self::keeps_status)
-    /// false) answer [`StoreError::Unavailable`] (the default).
+    /// false) answer [`StoreError::Unavailable`] (the default); stores that
+    /// keep it answer [`StoreError::UnknownKind`] for an unregistered kind,
+    /// and a second write for the same version replaces the first. `get`,
+    /// `list` and `snapshot` return the object with its status, and a
+    /// status kept across a user's update still names the version it was
+    /// about.
     async fn update_status(
         &self,
         key: &ConfigKey,
@@ -169,14 +235,40 @@ pub type WatchStream = BoxStream<'static, Result<WatchEvent, StoreError>>;
 /// that resumes after a revision or says it cannot.
 ///
 /// The cached `Controller` in `pilot-store` runs over any `ConfigWatch`.
+///
+/// # Rules
+///
+/// Besides [`ConfigStore`]'s, checked by the same suite (the `watch_*`
+/// properties, and the `cache_*` ones that run a Controller over the
+/// store):
+///
+/// - **Snapshot** holds every object of the kind written before it, and
+///   nothing deleted, ordered by namespace and name, at a revision no lower
+///   than any write it holds.
+/// - **Watch** after revision `r` delivers exactly the writes of its kind
+///   with revisions above `r` (a put for a create or an update, a delete
+///   for a delete), in order, with increasing revisions, and nothing of
+///   other kinds; resuming after any event's revision delivers exactly the
+///   events after it. It stays open while the store runs, and an object
+///   the store wrote itself always decodes (no
+///   [`WatchEvent::Undecodable`]). History that is gone is
+///   [`StoreError::Compacted`], never a silent gap.
+/// - **Current revision** is at least the revision of the last write, and
+///   every kind's watch reaches it promptly (an event or a
+///   [`WatchEvent::Progress`]): a Controller's writes wait on it to read
+///   their own writes.
+/// - `snapshot` and `watch` of an unregistered kind fail with
+///   [`StoreError::UnknownKind`].
 #[async_trait]
 pub trait ConfigWatch: ConfigStore {
-    /// Every object of `kind` at one revision.
+    /// Every object of `kind` at one revision, ordered by namespace and
+    /// name. An unregistered kind is [`StoreError::UnknownKind`].
     async fn snapshot(&self, kind: &str) -> Result<Snapshot, StoreError>;
 
-    /// The changes to `kind` strictly after `after`, as they happen. Fails
-    /// (now or in the stream) with [`StoreError::Compacted`] when that
-    /// history is gone.
+    /// The changes to `kind` strictly after `after`, as they happen, in
+    /// revision order. Fails (now or in the stream) with
+    /// [`StoreError::Compacted`] when that history is gone; an unregistered
+    /// kind is [`StoreError::UnknownKind`].
     async fn watch(&self, kind: &str, after: Revision) -> Result<WatchStream, StoreError>;
 
     /// The store's current revision. Every kind's watch reaches it promptly,

@@ -317,7 +317,11 @@ impl Collector for ScrapeTime {
             ConstGauge::new(0i64).metric_type(),
         )?;
         for kind in self.controller.kinds() {
-            let count = self.controller.list_cached(kind, None).len();
+            // `kinds()` are the watched ones: list_cached answers for each.
+            let count = self
+                .controller
+                .list_cached(kind, None)
+                .map_or(0, |cached| cached.len());
             ConstGauge::new(count as i64).encode(objects.encode_family(&[("kind", kind.clone())])?)?;
         }
         Ok(())

@@ -190,7 +190,7 @@ fn latencies(server: &EtcdServer) {
         controller.wait_synced().await;
         // Subscribed after the initial list, so the objects the throughput
         // group left behind are not in the way.
-        let mut events = controller.subscribe("MockConfig");
+        let mut events = controller.subscribe("MockConfig").unwrap();
         let inputs: Vec<(String, Vec<u8>)> = (0..LATENCY_SAMPLES)
             .map(|i| {
                 let config = mock("default", &format!("latency-{i}"), "v");

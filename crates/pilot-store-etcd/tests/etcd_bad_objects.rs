@@ -52,7 +52,7 @@ async fn bad_bodies_are_counted_and_skipped() {
     // A Controller syncs past them, and its watch keeps going after a new
     // bad write.
     let controller = Controller::new(Arc::new(store.clone()));
-    let mut events = controller.subscribe("MockConfig");
+    let mut events = controller.subscribe("MockConfig").unwrap();
     controller.run();
     controller.wait_synced().await;
     let first = tokio::time::timeout(Duration::from_secs(20), events.next())
@@ -73,7 +73,7 @@ async fn bad_bodies_are_counted_and_skipped() {
         matches!(next, Notification::Event(Event::Added(ref c)) if c.meta.name == "good-2"),
         "{next:?}"
     );
-    assert_eq!(controller.list_cached("MockConfig", None).len(), 2);
+    assert_eq!(controller.list_cached("MockConfig", None).unwrap().len(), 2);
     assert!(store.bad_objects() >= 4);
     // The Controller holds each of them in quarantine, as not decodable.
     let held: Vec<(String, QuarantineReason)> = controller
@@ -101,7 +101,7 @@ async fn a_cached_object_overwritten_with_garbage_leaves_the_cache_until_fixed()
     let mut raw = store.client();
     let good = store.create(mock("default", "good", "v")).await.unwrap();
     let controller = Controller::new(Arc::new(store.clone()));
-    let mut events = controller.subscribe("MockConfig");
+    let mut events = controller.subscribe("MockConfig").unwrap();
     controller.run();
     controller.wait_synced().await;
     assert!(matches!(next(&mut events).await, Event::Added(_)));
@@ -115,7 +115,7 @@ async fn a_cached_object_overwritten_with_garbage_leaves_the_cache_until_fixed()
         panic!("the overwritten object is deleted from the cache")
     };
     assert_eq!(gone.key(), good.key());
-    assert!(controller.get_cached(&good.key()).is_none());
+    assert!(controller.get_cached(&good.key()).unwrap().is_none());
     let held = controller.quarantine().get(&good.key()).expect("quarantined");
     assert_eq!(held.reason, QuarantineReason::Undecodable);
     assert!(held.errors[0].message.contains("not a pilot object"), "{held:?}");

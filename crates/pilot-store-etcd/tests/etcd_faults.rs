@@ -31,7 +31,7 @@ fn options() -> ControllerOptions {
 /// A subscriber's view: the state its events add up to.
 fn follow_events(controller: &Controller) -> Arc<Mutex<BTreeMap<ConfigKey, DynConfig>>> {
     let view = Arc::new(Mutex::new(BTreeMap::new()));
-    let mut events = controller.subscribe(KIND);
+    let mut events = controller.subscribe(KIND).unwrap();
     let shared = Arc::clone(&view);
     tokio::spawn(async move {
         while let Some(notification) = events.next().await {
@@ -160,7 +160,7 @@ async fn compaction_during_a_partition_is_relisted() {
         .await
         .unwrap();
     let controller = Controller::with_options(Arc::new(behind_proxy), options());
-    let mut events = controller.subscribe(KIND);
+    let mut events = controller.subscribe(KIND).unwrap();
     let view = follow_events(&controller);
     controller.run();
     controller.wait_synced().await;

@@ -64,7 +64,7 @@ async fn a_rule_written_around_the_api_is_quarantined_until_fixed_in_the_cluster
         value.kinds = Some(vec![KIND.to_string()]);
         value
     });
-    let mut events = controller.subscribe(KIND);
+    let mut events = controller.subscribe(KIND).unwrap();
     controller.run();
     controller.wait_synced().await;
     let held = controller.quarantine().get(&key("before")).expect("quarantined");
@@ -76,7 +76,7 @@ async fn a_rule_written_around_the_api_is_quarantined_until_fixed_in_the_cluster
         "{:?}",
         held.errors
     );
-    assert!(controller.get_cached(&key("before")).is_none());
+    assert!(controller.get_cached(&key("before")).unwrap().is_none());
     assert_eq!(controller.quarantine().rejected().get(KIND), Some(&1));
 
     // Written while pilot watches: quarantined too. A write through the
@@ -91,7 +91,7 @@ async fn a_rule_written_around_the_api_is_quarantined_until_fixed_in_the_cluster
     controller.create(marker).await.unwrap();
     assert_eq!(next(&mut events).await, ('+', "marker".to_string()));
     assert_eq!(quarantined(&controller), ["before", "during"]);
-    assert!(controller.get_cached(&key("during")).is_none());
+    assert!(controller.get_cached(&key("during")).unwrap().is_none());
 
     // Fixed in the cluster: the Controller adds it.
     let mut fixed = raw.get("during").await.unwrap();

@@ -96,7 +96,7 @@ async fn objects_written_around_pilot_without_a_spec_are_treated_as_absent() {
     });
     controller.run();
     controller.wait_synced().await;
-    assert!(controller.get_cached(&broken.key()).is_some());
+    assert!(controller.get_cached(&broken.key()).unwrap().is_some());
 
     // kubectl edits the object and drops its spec.
     let resource = kube::api::ApiResource {
@@ -131,10 +131,13 @@ async fn objects_written_around_pilot_without_a_spec_are_treated_as_absent() {
     let after_version: u64 = after.meta.resource_version.clone().unwrap().parse().unwrap();
     assert!(after_version > written_version);
     assert!(
-        controller.get_cached(&broken.key()).is_none(),
+        controller.get_cached(&broken.key()).unwrap().is_none(),
         "the cache no longer holds it"
     );
-    assert_eq!(controller.get_cached(&kept.key()).as_deref(), Some(&*after));
+    assert_eq!(
+        controller.get_cached(&kept.key()).unwrap().as_deref(),
+        Some(&*after)
+    );
 }
 
 #[tokio::test]

@@ -28,7 +28,7 @@ async fn a_410_during_a_watch_relists_and_reports_the_delete_in_the_gap() {
         value.kinds = Some(vec![KIND.to_string()]);
         value
     });
-    let mut events = controller.subscribe(KIND);
+    let mut events = controller.subscribe(KIND).unwrap();
     controller.run();
     controller.wait_synced().await;
     for _ in 0..2 {
@@ -57,7 +57,7 @@ async fn a_410_during_a_watch_relists_and_reports_the_delete_in_the_gap() {
         fake.expired_answers() >= 1,
         "the Controller's watch was answered 410"
     );
-    assert!(controller.get_cached(&gone.key()).is_none());
+    assert!(controller.get_cached(&gone.key()).unwrap().is_none());
     assert_cache_equals_backend(&controller, &*store, KIND).await;
 }
 

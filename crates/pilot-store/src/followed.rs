@@ -25,6 +25,12 @@ use crate::{Applied, DesiredService, DesiredState, ServiceCache};
 /// when the last clone is dropped the follower task (if it was started
 /// with [`spawn`](FollowedRegistry::spawn)) is aborted.
 ///
+/// `has_synced` and `wait_synced` are [`ServiceDiscovery`]'s only (no
+/// inherent methods of the same names to shadow them): `wait_synced`'s
+/// future is `'static`, to await here or hand to a task. A type that
+/// holds a `FollowedRegistry` implements [`pilot_model::RegistryAdapter`]
+/// and writes none of them.
+///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use pilot_model::{Labels, Port, Protocol, Service, ServiceDiscovery};
@@ -98,19 +104,6 @@ impl FollowedRegistry {
         registry
     }
 
-    /// True once the writer has applied a complete state (or said it
-    /// synced).
-    pub fn has_synced(&self) -> bool {
-        *self.inner.synced.borrow()
-    }
-
-    /// Waits until [`has_synced`](Self::has_synced). A source that cannot
-    /// be read is retried by its follower, so this waits until it can;
-    /// bound it with a timeout where that matters.
-    pub async fn wait_synced(&self) {
-        wait(self.inner.synced.clone()).await;
-    }
-
     /// The cache the registry serves from.
     pub fn cache(&self) -> &ServiceCache {
         &self.inner.cache
@@ -174,10 +167,15 @@ impl ServiceDiscovery for FollowedRegistry {
         self.inner.cache.subscribe()
     }
 
+    /// True once the writer has applied a complete state (or said it
+    /// synced).
     fn has_synced(&self) -> bool {
-        FollowedRegistry::has_synced(self)
+        *self.inner.synced.borrow()
     }
 
+    /// Resolves once [`has_synced`](ServiceDiscovery::has_synced). A
+    /// source that cannot be read is retried by its follower, so this
+    /// waits until it can; bound it with a timeout where that matters.
     fn wait_synced(&self) -> BoxFuture<'static, ()> {
         wait(self.inner.synced.clone()).boxed()
     }
@@ -202,7 +200,7 @@ mod tests {
             futures::future::pending::<()>().await;
         });
         assert!(!registry.has_synced());
-        let waiting = ServiceDiscovery::wait_synced(&registry);
+        let waiting = registry.wait_synced();
         go_tx.send(()).unwrap();
         waiting.await;
         assert!(registry.has_synced());

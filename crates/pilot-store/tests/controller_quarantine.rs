@@ -55,6 +55,7 @@ async fn next(events: &mut BoxStream<'static, Notification<Arc<DynConfig>>>) -> 
 fn cached(controller: &Controller) -> Vec<String> {
     controller
         .list_cached(KIND, None)
+        .unwrap()
         .iter()
         .map(|c| c.meta.name.clone())
         .collect()
@@ -87,7 +88,7 @@ async fn invalid_objects_are_quarantined_from_lists_and_watches_and_come_back_wh
     store.create(note("n3", "bad three")).await.unwrap();
 
     let controller = Controller::with_options(Arc::new(backend.clone()), options());
-    let mut events = controller.subscribe(KIND);
+    let mut events = controller.subscribe(KIND).unwrap();
     controller.run();
     controller.wait_synced().await;
 

@@ -32,7 +32,7 @@ async fn relist_after_compaction_emits_what_the_gap_hid() {
     let store = MemoryConfigStore::with_history(registry(), 4);
     let flaky = Flaky::new(store.clone());
     let controller = Controller::with_options(Arc::new(flaky.clone()), options());
-    let mut events = controller.subscribe(KIND);
+    let mut events = controller.subscribe(KIND).unwrap();
     controller.run();
     controller.wait_synced().await;
 
@@ -75,7 +75,7 @@ async fn a_broken_watch_resumes_without_losing_or_repeating_events() {
     let store = MemoryConfigStore::new(registry());
     let flaky = Flaky::new(store.clone());
     let controller = Controller::with_options(Arc::new(flaky.clone()), options());
-    let mut events = controller.subscribe(KIND);
+    let mut events = controller.subscribe(KIND).unwrap();
     controller.run();
     controller.wait_synced().await;
 
@@ -118,5 +118,5 @@ async fn a_backend_down_at_start_is_retried_and_sync_waits_for_it() {
     tokio::time::timeout(Duration::from_secs(10), controller.wait_synced())
         .await
         .expect("synced after reconnect");
-    assert_eq!(controller.list_cached(KIND, None).len(), 1);
+    assert_eq!(controller.list_cached(KIND, None).unwrap().len(), 1);
 }

@@ -22,8 +22,8 @@ async fn a_slow_subscriber_is_told_it_lagged_and_blocks_nobody() {
         value
     };
     let controller = Controller::with_options(Arc::new(MemoryConfigStore::new(registry())), options);
-    let mut slow = controller.subscribe(KIND);
-    let mut fast = controller.subscribe(KIND);
+    let mut slow = controller.subscribe(KIND).unwrap();
+    let mut fast = controller.subscribe(KIND).unwrap();
     controller.run();
     controller.wait_synced().await;
 
@@ -68,7 +68,7 @@ async fn a_slow_subscriber_is_told_it_lagged_and_blocks_nobody() {
         panic!("{next:?}")
     };
     assert_eq!(config.meta.name, "o32");
-    assert_eq!(controller.list_cached(KIND, None).len(), 40);
+    assert_eq!(controller.list_cached(KIND, None).unwrap().len(), 40);
     reader.abort();
 }
 
@@ -80,23 +80,25 @@ async fn handlers_run_in_registration_order() {
     for handler in ["first", "second", "third"] {
         let log = Arc::clone(&log);
         let done = done_tx.clone();
-        controller.add_handler(KIND, move |n: Notification<Arc<DynConfig>>| {
-            let log = Arc::clone(&log);
-            let done = done.clone();
-            async move {
-                if let Notification::Event(event) = n {
-                    // Yield so a handler that did not wait for the previous
-                    // one would interleave.
-                    tokio::task::yield_now().await;
-                    log.lock()
-                        .unwrap()
-                        .push(format!("{handler}:{}", event.object().meta.name));
-                    if handler == "third" {
-                        let _ = done.send(()).await;
+        controller
+            .add_handler(KIND, move |n: Notification<Arc<DynConfig>>| {
+                let log = Arc::clone(&log);
+                let done = done.clone();
+                async move {
+                    if let Notification::Event(event) = n {
+                        // Yield so a handler that did not wait for the previous
+                        // one would interleave.
+                        tokio::task::yield_now().await;
+                        log.lock()
+                            .unwrap()
+                            .push(format!("{handler}:{}", event.object().meta.name));
+                        if handler == "third" {
+                            let _ = done.send(()).await;
+                        }
                     }
                 }
-            }
-        });
+            })
+            .unwrap();
     }
     controller.run();
     controller.wait_synced().await;
@@ -115,7 +117,7 @@ async fn handlers_run_in_registration_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typed_subscribers_get_typed_objects() {
     let controller = Controller::new(Arc::new(MemoryConfigStore::new(registry())));
-    let mut typed = controller.subscribe_typed::<MockConfig>();
+    let mut typed = controller.subscribe_typed::<MockConfig>().unwrap();
     controller.run();
     controller.wait_synced().await;
     controller.create(mock("default", "t", "typed")).await.unwrap();
@@ -157,29 +159,36 @@ async fn kinds_not_cached_are_served_by_the_backend() {
     controller.wait_synced().await;
     store.create(mock("default", "m", "v")).await.unwrap();
     assert_eq!(controller.list(KIND, None).await.unwrap().len(), 1);
-    assert!(controller.list_cached(KIND, None).is_empty());
+    assert!(matches!(
+        controller.list_cached(KIND, None),
+        Err(pilot_model::StoreError::NotWatched { .. })
+    ));
     assert_eq!(controller.kinds(), ["MockOther".to_string()]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_does_not_stop_the_others() {
     let controller = Controller::new(Arc::new(MemoryConfigStore::new(registry())));
-    controller.add_handler(KIND, |n: Notification<Arc<DynConfig>>| async move {
-        if let Notification::Event(event) = n
-            && event.object().meta.name == "boom"
-        {
-            panic!("handler bug");
-        }
-    });
-    let (tx, mut rx) = mpsc::channel(16);
-    controller.add_handler(KIND, move |n: Notification<Arc<DynConfig>>| {
-        let tx = tx.clone();
-        async move {
-            if let Notification::Event(event) = n {
-                let _ = tx.send(event.object().meta.name.clone()).await;
+    controller
+        .add_handler(KIND, |n: Notification<Arc<DynConfig>>| async move {
+            if let Notification::Event(event) = n
+                && event.object().meta.name == "boom"
+            {
+                panic!("handler bug");
             }
-        }
-    });
+        })
+        .unwrap();
+    let (tx, mut rx) = mpsc::channel(16);
+    controller
+        .add_handler(KIND, move |n: Notification<Arc<DynConfig>>| {
+            let tx = tx.clone();
+            async move {
+                if let Notification::Event(event) = n {
+                    let _ = tx.send(event.object().meta.name.clone()).await;
+                }
+            }
+        })
+        .unwrap();
     controller.run();
     controller.wait_synced().await;
     for name in ["boom", "after"] {

@@ -162,7 +162,9 @@ fn publish(
             );
             let mut configs = Vec::new();
             for kind in kinds {
-                configs.extend(controller.list_cached(kind, None));
+                // A Controller that does not watch a kind has none of it to
+                // push (an embedder's Controller over fewer kinds).
+                configs.extend(controller.list_cached(kind, None).unwrap_or_default());
             }
             match MeshConfig::from_configs(configs.iter().map(|c| &**c)) {
                 Ok(mesh) => (revisions, Arc::new(mesh)),

@@ -124,7 +124,8 @@ pub(crate) async fn round(
     // Objects no longer pending (or gone) are forgotten.
     held.since.retain(|_, (_, _, seen)| *seen + 1 >= round);
     for kind in pilot_ads::PUSHED_KINDS {
-        for object in controller.list_cached(kind, None) {
+        // A kind the Controller does not watch has no object to report on.
+        for object in controller.list_cached(kind, None).unwrap_or_default() {
             let key = object.key();
             let Some(version) = object.meta.resource_version.as_deref() else {
                 continue;

@@ -139,6 +139,7 @@ pub async fn wait_cache_equals_etcd(
         let etcd = etcd_content(store, kind).await;
         let cached: BTreeMap<ConfigKey, DynConfig> = controller
             .list_cached(kind, None)
+            .unwrap()
             .iter()
             .map(|c| (c.key(), (**c).clone()))
             .collect();

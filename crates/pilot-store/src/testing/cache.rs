@@ -9,6 +9,7 @@ use futures::stream::BoxStream;
 use pilot_model::{Config, ConfigKey, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, Event, now_seconds};
 use tokio::sync::mpsc;
 
+use super::check::{equal, holds, ok, some};
 use super::{EVENT_TIMEOUT, MockOther, StoreFactory, mock, registry};
 use crate::{Controller, Notification};
 
@@ -18,14 +19,49 @@ type Events = BoxStream<'static, Notification<Arc<DynConfig>>>;
 
 /// The next event, failing the test on a timeout or a lag.
 async fn next_event(events: &mut Events) -> Event<Arc<DynConfig>> {
-    let notification = tokio::time::timeout(EVENT_TIMEOUT, events.next())
-        .await
-        .expect("an event in time")
-        .expect("the subscription is open");
+    let notification = match tokio::time::timeout(EVENT_TIMEOUT, events.next()).await {
+        Ok(Some(notification)) => notification,
+        Ok(None) => panic!("a Controller's subscription must stay open while the Controller lives; it ended"),
+        Err(_) => panic!(
+            "a Controller must hand every change of the backend to its subscribers: none came within \
+             {EVENT_TIMEOUT:?} (does the backend's watch deliver the writes?)"
+        ),
+    };
     match notification {
         Notification::Event(event) => event,
-        Notification::Lagged { missed } => panic!("subscriber lagged by {missed} in a conformance test"),
+        Notification::Lagged { missed } => panic!(
+            "a subscriber reading at once must not lag at this rate: got Lagged {{ missed: {missed} }}"
+        ),
     }
+}
+
+const CREATED: &str = "create of a new, valid object must succeed";
+
+/// `controller.subscribe(kind)`, for a kind it watches.
+#[track_caller]
+pub(crate) fn subscribed(controller: &Controller, kind: &str) -> Events {
+    ok(
+        controller.subscribe(kind),
+        "subscribe to a kind the Controller watches must succeed",
+    )
+}
+
+/// `controller.list_cached(kind, None)`, for a kind it watches.
+#[track_caller]
+pub(crate) fn cached(controller: &Controller, kind: &str) -> Vec<Arc<DynConfig>> {
+    ok(
+        controller.list_cached(kind, None),
+        "list_cached of a kind the Controller watches must succeed",
+    )
+}
+
+/// `controller.get_cached(key)`, for a kind it watches.
+#[track_caller]
+pub(crate) fn cached_object(controller: &Controller, key: &ConfigKey) -> Option<Arc<DynConfig>> {
+    ok(
+        controller.get_cached(key),
+        "get_cached of a kind the Controller watches must succeed",
+    )
 }
 
 fn describe(event: &Event<Arc<DynConfig>>) -> (char, String) {
@@ -42,30 +78,53 @@ fn describe(event: &Event<Arc<DynConfig>>) -> (char, String) {
 pub async fn cache_initial_list(factory: &dyn StoreFactory) {
     let backend = factory.make(registry()).await;
     for i in 0..5 {
-        backend
-            .create(mock("default", &format!("pre-{i}"), "v"))
-            .await
-            .unwrap();
+        ok(
+            backend.create(mock("default", &format!("pre-{i}"), "v")).await,
+            CREATED,
+        );
     }
     let controller = Controller::new(Arc::clone(&backend));
-    let mut events = controller.subscribe(KIND);
-    assert!(!controller.has_synced(), "not synced before it ran");
+    let mut events = subscribed(&controller, KIND);
+    holds(
+        !controller.has_synced(),
+        "a Controller must not say it synced before it ran",
+        "has_synced() = true",
+    );
     controller.run();
-    tokio::time::timeout(EVENT_TIMEOUT, controller.wait_synced())
+    if tokio::time::timeout(EVENT_TIMEOUT, controller.wait_synced())
         .await
-        .expect("synced in time");
-    assert!(controller.has_synced());
-    assert_eq!(controller.list_cached(KIND, None).len(), 5);
+        .is_err()
+    {
+        panic!(
+            "a Controller must sync once it has listed every kind: not synced within {EVENT_TIMEOUT:?} \
+             (does snapshot() answer for every registered kind?)"
+        );
+    }
+    holds(
+        controller.has_synced(),
+        "has_synced() must be true once wait_synced() returned",
+        "false",
+    );
+    equal(
+        cached(&controller, KIND).len(),
+        5,
+        "the cache after the first list must hold every object the backend had",
+    );
     let mut added = Vec::new();
     for _ in 0..5 {
         let (op, name) = describe(&next_event(&mut events).await);
-        assert_eq!(op, '+');
+        holds(
+            op == '+',
+            "objects present before the Controller ran must reach subscribers as adds",
+            (op, &name),
+        );
         added.push(name);
     }
     added.sort();
-    assert_eq!(
+    equal(
         added,
-        (0..5).map(|i| format!("default/pre-{i}")).collect::<Vec<_>>()
+        (0..5).map(|i| format!("default/pre-{i}")).collect::<Vec<_>>(),
+        "every object present before the Controller ran must reach subscribers once",
     );
 }
 
@@ -75,36 +134,55 @@ pub async fn cache_events_in_order(factory: &dyn StoreFactory) {
     const N: usize = 40;
     let backend = factory.make(registry()).await;
     let controller = Controller::new(backend);
-    let mut events = controller.subscribe(KIND);
+    let mut events = subscribed(&controller, KIND);
     controller.run();
     controller.wait_synced().await;
     let mut stored = Vec::new();
     for i in 0..N {
-        stored.push(
-            controller
-                .create(mock("default", &format!("c{i}"), "1"))
-                .await
-                .unwrap(),
-        );
+        stored.push(ok(
+            controller.create(mock("default", &format!("c{i}"), "1")).await,
+            CREATED,
+        ));
     }
     for config in &stored {
         let mut next = (**config).clone();
         next.spec["key"] = "2".into();
-        controller.update(next).await.unwrap();
+        ok(
+            controller.update(next).await,
+            "update carrying the current resource version must succeed",
+        );
     }
     for config in &stored {
-        controller.delete(&config.key(), None).await.unwrap();
+        ok(
+            controller.delete(&config.key(), None).await,
+            "delete without a version must succeed",
+        );
     }
     let mut history: HashMap<String, Vec<char>> = HashMap::new();
     for _ in 0..3 * N {
         let (op, name) = describe(&next_event(&mut events).await);
         history.entry(name).or_default().push(op);
     }
-    assert_eq!(history.len(), N);
+    equal(
+        history.len(),
+        N,
+        "every object written must reach subscribers (objects with events)",
+    );
     for (name, ops) in &history {
-        assert_eq!(ops, &['+', '~', '-'], "events of {name}");
+        equal(
+            &ops[..],
+            &['+', '~', '-'][..],
+            &format!(
+                "{name}'s events must come in the order of its writes ('+' add, '~' update, '-' delete)"
+            ),
+        );
     }
-    assert!(controller.list_cached(KIND, None).is_empty());
+    let left = cached(&controller, KIND);
+    holds(
+        left.is_empty(),
+        "after every object was deleted the cache must be empty",
+        &left,
+    );
 }
 
 /// A handler that updates and then deletes the object it was told about
@@ -114,7 +192,7 @@ pub async fn cache_freshness(factory: &dyn StoreFactory) {
     let controller = Arc::new(Controller::new(backend));
     let (report, mut reports) = mpsc::channel::<Result<(), String>>(4);
     let weak = Arc::downgrade(&controller);
-    controller.add_handler(KIND, move |notification: Notification<Arc<DynConfig>>| {
+    let handler = controller.add_handler(KIND, move |notification: Notification<Arc<DynConfig>>| {
         let controller = weak.upgrade();
         let report = report.clone();
         async move {
@@ -125,14 +203,24 @@ pub async fn cache_freshness(factory: &dyn StoreFactory) {
             let _ = report.send(update_then_delete(&controller, &config).await).await;
         }
     });
+    ok(
+        handler,
+        "add_handler for a kind the Controller watches must succeed",
+    );
     controller.run();
     controller.wait_synced().await;
-    controller.create(mock("default", "fresh", "1")).await.unwrap();
-    let outcome = tokio::time::timeout(EVENT_TIMEOUT, reports.recv())
-        .await
-        .expect("the handler ran in time")
-        .expect("the handler reported");
-    outcome.expect("the handler saw its own writes");
+    ok(controller.create(mock("default", "fresh", "1")).await, CREATED);
+    let outcome = match tokio::time::timeout(EVENT_TIMEOUT, reports.recv()).await {
+        Ok(Some(outcome)) => outcome,
+        Ok(None) => panic!("the handler must report what it read; it ended without a word"),
+        Err(_) => panic!(
+            "a handler must be told of a create through the Controller: none ran within {EVENT_TIMEOUT:?}"
+        ),
+    };
+    ok(
+        outcome,
+        "a handler writing through the Controller must read its own writes back from the cache",
+    );
 }
 
 async fn update_then_delete(controller: &Controller, config: &DynConfig) -> Result<(), String> {
@@ -177,15 +265,17 @@ pub async fn cache_reads_its_own_writes(factory: &dyn StoreFactory) {
         controller.run();
         controller.wait_synced().await;
         let name = format!("fresh-{fresh}");
-        let created = controller.create(mock("default", &name, "1")).await.unwrap();
-        let seen = controller
-            .get(&ConfigKey::new(KIND, "default", &name))
-            .await
-            .unwrap();
-        assert_eq!(
+        let created = ok(controller.create(mock("default", &name, "1")).await, CREATED);
+        let seen = ok(
+            controller.get(&ConfigKey::new(KIND, "default", &name)).await,
+            "get through a Controller must succeed",
+        );
+        equal(
             version(seen),
-            created.meta.resource_version,
-            "Controller {fresh}: the cache after its first write, just after it synced"
+            created.meta.resource_version.clone(),
+            &format!(
+                "Controller {fresh}, just synced: get after its own create must show the created version"
+            ),
         );
     }
 
@@ -196,27 +286,32 @@ pub async fn cache_reads_its_own_writes(factory: &dyn StoreFactory) {
         let name = format!("own-{round}");
         let key = ConfigKey::new(KIND, "default", &name);
 
-        let created = controller.create(mock("default", &name, "1")).await.unwrap();
-        let seen = controller.get(&key).await.unwrap();
-        assert_eq!(
-            version(seen),
-            created.meta.resource_version,
-            "round {round}: the cache after its own create"
+        let read = "get through a Controller must succeed";
+        let created = ok(controller.create(mock("default", &name, "1")).await, CREATED);
+        equal(
+            version(ok(controller.get(&key).await, read)),
+            created.meta.resource_version.clone(),
+            &format!("round {round}: get after the Controller's own create must show the created version"),
         );
 
         let mut next = (*created).clone();
         next.spec["key"] = "2".into();
-        let updated = controller.update(next).await.unwrap();
-        let seen = controller.get(&key).await.unwrap();
-        assert_eq!(
-            version(seen),
-            updated.meta.resource_version,
-            "round {round}: the cache after its own update"
+        let updated = ok(
+            controller.update(next).await,
+            "update carrying the current resource version must succeed",
+        );
+        equal(
+            version(ok(controller.get(&key).await, read)),
+            updated.meta.resource_version.clone(),
+            &format!("round {round}: get after the Controller's own update must show the updated version"),
         );
 
         let mut current = updated.meta.resource_version.clone();
         if backend.keeps_status() {
-            let observed = current.clone().expect("a stored object has a version");
+            let observed = some(
+                current.clone(),
+                "update must return the object with its new resource version",
+            );
             let status = ConfigStatus {
                 observed_version: observed.clone(),
                 proxies: 2,
@@ -225,31 +320,41 @@ pub async fn cache_reads_its_own_writes(factory: &dyn StoreFactory) {
                 nacks: Vec::new(),
                 last_update: now_seconds(),
             };
-            controller
-                .update_status(&key, &observed, status.clone())
-                .await
-                .unwrap();
-            let seen = controller.get(&key).await.unwrap().expect("the object is cached");
-            assert_eq!(
+            ok(
+                controller.update_status(&key, &observed, status.clone()).await,
+                "a status write for the object's current version must succeed",
+            );
+            let seen = some(
+                ok(controller.get(&key).await, read),
+                &format!("round {round}: get after the Controller's own status write must find the object"),
+            );
+            equal(
                 seen.meta.status.as_ref(),
                 Some(&status),
-                "round {round}: the cache after its own status write"
+                &format!("round {round}: get after the Controller's own status write must show the status"),
             );
             // Kubernetes moves the resource version on a status write.
             current = seen.meta.resource_version.clone();
         }
 
-        controller.delete(&key, current.as_deref()).await.unwrap();
-        assert_eq!(
-            controller.get(&key).await.unwrap(),
+        ok(
+            controller.delete(&key, current.as_deref()).await,
+            "delete carrying the current version must succeed",
+        );
+        equal(
+            ok(controller.get(&key).await, read),
             None,
-            "round {round}: the cache after its own delete"
+            &format!("round {round}: get after the Controller's own delete must be None"),
         );
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for writer in writers {
-        let written = writer.await.expect("the other writer ran");
-        assert!(written > 0, "the other writer wrote while the rounds ran");
+        let written = ok(writer.await, "the other writer must not panic");
+        holds(
+            written > 0,
+            "the other writers must have written while the rounds ran",
+            written,
+        );
     }
 }
 
@@ -272,15 +377,17 @@ async fn noise(
             mock("default", &name, &written.to_string())
         };
         let key = object.key();
-        let stored = match backend.get(&key).await.expect("the backend reads") {
-            None => backend.create(object).await,
+        let stored = match ok(backend.get(&key).await, "get of a registered kind must succeed") {
+            None => ok(backend.create(object).await, CREATED),
             Some(current) => {
                 let mut next = object;
                 next.meta.resource_version = current.meta.resource_version.clone();
-                backend.update(next).await
+                ok(
+                    backend.update(next).await,
+                    "update carrying the current resource version must succeed (one writer per key)",
+                )
             }
-        }
-        .expect("the other writer writes");
+        };
         // Status writes too, where the backend keeps them: on etcd each is
         // an event the watch reads the object again for.
         if backend.keeps_status()
@@ -294,10 +401,10 @@ async fn noise(
                 nacks: Vec::new(),
                 last_update: now_seconds(),
             };
-            backend
-                .update_status(&key, &version, status)
-                .await
-                .expect("the other writer writes a status");
+            ok(
+                backend.update_status(&key, &version, status).await,
+                "a status write for the object's current version must succeed",
+            );
         }
         written += 1;
         // An in-memory backend answers without ever waiting: give the
@@ -312,56 +419,89 @@ async fn noise(
 pub async fn cache_sync_backend_writes(factory: &dyn StoreFactory) {
     let backend = factory.make(registry()).await;
     let controller = Controller::new(Arc::clone(&backend));
-    let mut events = controller.subscribe(KIND);
+    let mut events = subscribed(&controller, KIND);
     controller.run();
     controller.wait_synced().await;
 
     let key = ConfigKey::new(KIND, "default", "direct");
-    let created = backend.create(mock("default", "direct", "1")).await.unwrap();
-    assert_eq!(
+    let created = ok(backend.create(mock("default", "direct", "1")).await, CREATED);
+    equal(
         describe(&next_event(&mut events).await),
-        ('+', "default/direct".into())
+        ('+', "default/direct".into()),
+        "a create made straight to the backend must reach subscribers as an add",
     );
-    assert_eq!(controller.get_cached(&key).as_deref(), Some(&*created));
+    equal(
+        cached_object(&controller, &key).as_deref(),
+        Some(&*created),
+        "the cache must show a create made straight to the backend once its event came",
+    );
 
     let mut next = (*created).clone();
     next.spec["key"] = "2".into();
-    let updated = backend.update(next).await.unwrap();
-    let Event::Updated { old, new } = next_event(&mut events).await else {
-        panic!("expected an update");
+    let updated = ok(
+        backend.update(next).await,
+        "update carrying the current resource version must succeed",
+    );
+    let versions = |e: &Event<Arc<DynConfig>>| match e {
+        Event::Updated { old, new } => Some((
+            old.meta.resource_version.clone(),
+            new.meta.resource_version.clone(),
+        )),
+        _ => None,
     };
-    assert_eq!(old.meta.resource_version, created.meta.resource_version);
-    assert_eq!(new.meta.resource_version, updated.meta.resource_version);
-    assert_eq!(controller.get_cached(&key).as_deref(), Some(&*updated));
+    let event = next_event(&mut events).await;
+    equal(
+        versions(&event),
+        Some((
+            created.meta.resource_version.clone(),
+            updated.meta.resource_version.clone(),
+        )),
+        "an update made straight to the backend must reach subscribers as Updated { old, new } with \
+         the versions before and after (as (old, new))",
+    );
+    equal(
+        cached_object(&controller, &key).as_deref(),
+        Some(&*updated),
+        "the cache must show an update made straight to the backend once its event came",
+    );
 
-    backend.create(mock("other", "second", "1")).await.unwrap();
-    backend.delete(&key, None).await.unwrap();
-    assert_eq!(
-        describe(&next_event(&mut events).await),
-        ('+', "other/second".into())
+    ok(backend.create(mock("other", "second", "1")).await, CREATED);
+    ok(
+        backend.delete(&key, None).await,
+        "delete without a version must succeed",
     );
-    assert_eq!(
+    equal(
         describe(&next_event(&mut events).await),
-        ('-', "default/direct".into())
+        ('+', "other/second".into()),
+        "writes made straight to the backend must reach subscribers in order: the create first",
     );
-    assert!(controller.get_cached(&key).is_none());
+    equal(
+        describe(&next_event(&mut events).await),
+        ('-', "default/direct".into()),
+        "writes made straight to the backend must reach subscribers in order: then the delete",
+    );
+    equal(
+        cached_object(&controller, &key),
+        None,
+        "the cache must drop an object deleted straight in the backend once its event came",
+    );
     assert_cache_equals_backend(&controller, &*backend, KIND).await;
 }
 
 /// Asserts that the Controller's cache of `kind` holds exactly what the
 /// backend lists.
 pub async fn assert_cache_equals_backend(controller: &Controller, backend: &dyn ConfigStore, kind: &str) {
-    let cached: Vec<DynConfig> = controller
-        .list_cached(kind, None)
-        .iter()
-        .map(|c| (**c).clone())
-        .collect();
-    let stored: Vec<DynConfig> = backend
-        .list(kind, None)
-        .await
-        .expect("the backend lists")
-        .iter()
-        .map(|c| (**c).clone())
-        .collect();
-    assert_eq!(cached, stored, "the cache of {kind} differs from the backend");
+    let in_cache: Vec<DynConfig> = cached(controller, kind).iter().map(|c| (**c).clone()).collect();
+    let stored: Vec<DynConfig> = ok(
+        backend.list(kind, None).await,
+        "list of a registered kind must succeed",
+    )
+    .iter()
+    .map(|c| (**c).clone())
+    .collect();
+    equal(
+        in_cache,
+        stored,
+        &format!("the Controller's cache of {kind} must equal the backend's list (got: the cache)"),
+    );
 }

@@ -16,12 +16,15 @@ pub async fn next_change(
     events: &mut BoxStream<'static, Notification<Arc<DynConfig>>>,
     timeout: Duration,
 ) -> (char, String) {
-    let notification = tokio::time::timeout(timeout, events.next())
-        .await
-        .expect("an event in time")
-        .expect("the event stream is open");
+    let notification = match tokio::time::timeout(timeout, events.next()).await {
+        Ok(Some(notification)) => notification,
+        Ok(None) => panic!("a Controller's subscription must stay open while the Controller lives; it ended"),
+        Err(_) => {
+            panic!("the Controller must hand the change to its subscribers: no event within {timeout:?}")
+        }
+    };
     let Notification::Event(event) = notification else {
-        panic!("expected an event, got {notification:?}")
+        panic!("a subscriber reading at once must get events: expected an event, got {notification:?}")
     };
     let (operation, config) = match &event {
         Event::Added(c) => ('+', c),

@@ -1,9 +1,11 @@
-//! The map invariants: what every ConfigStore promises about its contents.
+//! The map invariants: what every ConfigStore promises about its contents
+//! (the rules in [`ConfigStore`](pilot_model::ConfigStore)'s documentation).
 
 use std::sync::Arc;
 
 use pilot_model::{ConfigKey, ConfigMeta, ConfigWatch, DynConfig, StoreError};
 
+use super::check::{equal, holds, must_match, ok, some};
 use super::{StoreFactory, mock, registry};
 
 const KIND: &str = "MockConfig";
@@ -16,83 +18,114 @@ fn key(ns: &str, name: &str) -> ConfigKey {
     ConfigKey::new(KIND, ns, name)
 }
 
+/// The object with `key`, which the test wrote and did not delete.
+#[track_caller]
+fn present(got: Result<Option<Arc<DynConfig>>, StoreError>, key: &ConfigKey) -> Arc<DynConfig> {
+    let rule = format!("get of {key}, created and not deleted, must find it");
+    some(ok(got, &rule), &rule)
+}
+
 /// Create N objects in two namespaces and get each back as created, with a
 /// resource version and a creation time; a missing key reads as `None` and
 /// an unregistered kind as an error.
 pub async fn map_create_get(factory: &dyn StoreFactory) {
     let store = fresh(factory).await;
-    let mut versions = std::collections::HashSet::new();
+    let mut versions = std::collections::HashMap::new();
     for i in 0..30 {
         let ns = if i % 2 == 0 { "default" } else { "istio-system" };
-        let input = mock(ns, &format!("config-{i}"), &format!("value-{i}"));
-        let stored = store.create(input.clone()).await.expect("create");
-        assert_eq!(stored.spec, input.spec);
-        assert_eq!(stored.meta.group, "test.pilot.io");
-        assert_eq!(stored.meta.version, "v1");
-        assert!(stored.meta.creation_timestamp.is_some(), "creation time set");
-        let version = stored
-            .meta
-            .resource_version
-            .clone()
-            .expect("resource version set");
-        assert!(
-            versions.insert(version),
-            "every write gets a distinct resource version"
+        let name = format!("config-{i}");
+        let input = mock(ns, &name, &format!("value-{i}"));
+        let stored = ok(
+            store.create(input.clone()).await,
+            "create of a new, valid object must succeed",
+        );
+        equal(&stored.spec, &input.spec, "create must return the spec as given");
+        equal(
+            stored.meta.group.as_str(),
+            "test.pilot.io",
+            "create must fill the group from the kind",
+        );
+        equal(
+            stored.meta.version.as_str(),
+            "v1",
+            "create must fill the version from the kind",
+        );
+        holds(
+            stored.meta.creation_timestamp.is_some(),
+            "create must set creation_timestamp",
+            &stored.meta,
+        );
+        let version = some(
+            stored.meta.resource_version.clone(),
+            "create must set a resource version",
+        );
+        if let Some(earlier) = versions.insert(version.clone(), name.clone()) {
+            panic!(
+                "every write must get a resource version no other write got: {name} got {version:?}, as {earlier} did"
+            );
+        }
+    }
+    for i in 0..30 {
+        let ns = if i % 2 == 0 { "default" } else { "istio-system" };
+        let key = key(ns, &format!("config-{i}"));
+        let got = present(store.get(&key).await, &key);
+        equal(
+            &got.spec["key"],
+            &serde_json::json!(format!("value-{i}")),
+            "get must return the spec as created",
+        );
+        equal(
+            got.meta.namespace.as_str(),
+            ns,
+            "get must return the object of the key's namespace",
         );
     }
-    for i in 0..30 {
-        let ns = if i % 2 == 0 { "default" } else { "istio-system" };
-        let got = store
-            .get(&key(ns, &format!("config-{i}")))
-            .await
-            .expect("get")
-            .expect("object present");
-        assert_eq!(got.spec["key"], format!("value-{i}"));
-        assert_eq!(got.meta.namespace, ns);
-    }
-    assert!(
-        store
-            .get(&key("default", "missing"))
-            .await
-            .expect("get")
-            .is_none()
+    must_match!(
+        store.get(&key("default", "missing")).await,
+        Ok(None),
+        "get of a key never created must be Ok(None)"
     );
-    assert!(
-        store
-            .get(&key("nowhere", "config-0"))
-            .await
-            .expect("get")
-            .is_none()
+    must_match!(
+        store.get(&key("nowhere", "config-0")).await,
+        Ok(None),
+        "get of a name created in another namespace only must be Ok(None)"
     );
-    let unknown = store.get(&ConfigKey::new("Nope", "default", "a")).await;
-    assert!(
-        matches!(unknown, Err(StoreError::UnknownKind { .. })),
-        "{unknown:?}"
+    must_match!(
+        store.get(&ConfigKey::new("Nope", "default", "a")).await,
+        Err(StoreError::UnknownKind { .. }),
+        "get of an unregistered kind must fail with UnknownKind"
     );
 }
 
 /// A second create of the same key fails and leaves the first object.
 pub async fn map_duplicate_create(factory: &dyn StoreFactory) {
     let store = fresh(factory).await;
-    let first = store
-        .create(mock("default", "dup", "first"))
-        .await
-        .expect("create");
-    let err = store.create(mock("default", "dup", "second")).await.unwrap_err();
-    assert_eq!(
-        err,
-        StoreError::AlreadyExists {
-            key: key("default", "dup")
-        }
+    let first = ok(
+        store.create(mock("default", "dup", "first")).await,
+        "create of a new, valid object must succeed",
     );
-    let got = store.get(&key("default", "dup")).await.unwrap().unwrap();
-    assert_eq!(got.spec["key"], "first");
-    assert_eq!(got.meta.resource_version, first.meta.resource_version);
-    // The same name in another namespace is another object.
-    store
-        .create(mock("other", "dup", "third"))
-        .await
-        .expect("create in another namespace");
+    equal(
+        store.create(mock("default", "dup", "second")).await.map(|_| ()),
+        Err(StoreError::AlreadyExists {
+            key: key("default", "dup"),
+        }),
+        "a second create of a key must fail with AlreadyExists naming the key",
+    );
+    let got = present(store.get(&key("default", "dup")).await, &key("default", "dup"));
+    equal(
+        &got.spec["key"],
+        &serde_json::json!("first"),
+        "a refused create must leave the first object's spec",
+    );
+    equal(
+        &got.meta.resource_version,
+        &first.meta.resource_version,
+        "a refused create must leave the first object's resource version",
+    );
+    ok(
+        store.create(mock("other", "dup", "third")).await,
+        "the same name in another namespace is another object: its create must succeed",
+    );
 }
 
 /// Invalid objects are refused with every field error and never stored;
@@ -101,100 +134,197 @@ pub async fn map_invalid_not_stored(factory: &dyn StoreFactory) {
     let store = fresh(factory).await;
     let mut bad = mock("default", "bad", "");
     bad.spec["pairs"][0]["key"] = "".into();
-    let Err(StoreError::Invalid { key: bad_key, errors }) = store.create(bad).await else {
-        panic!("an empty key must be invalid");
-    };
-    assert_eq!(bad_key, key("default", "bad"));
-    let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
-    assert_eq!(paths, ["spec.key", "spec.pairs[0].key"]);
+    let refused = store.create(bad).await;
+    must_match!(
+        refused,
+        Err(StoreError::Invalid { .. }),
+        "create of an object its kind's validation rejects must fail with Invalid"
+    );
+    if let Err(StoreError::Invalid { key: bad_key, errors }) = refused {
+        equal(
+            bad_key,
+            key("default", "bad"),
+            "Invalid must name the object's key",
+        );
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        equal(
+            paths,
+            vec!["spec.key", "spec.pairs[0].key"],
+            "Invalid must carry every field error, with its path (KindRegistry::prepare)",
+        );
+    }
 
     let wrong_type = DynConfig {
         meta: ConfigMeta::new(KIND, "default", "bad"),
         spec: serde_json::json!({"key": 7}),
     };
-    let Err(StoreError::Invalid { errors, .. }) = store.create(wrong_type).await else {
-        panic!("a number where a string belongs must be invalid");
-    };
-    assert_eq!(errors[0].path, "spec.key");
+    let refused = store.create(wrong_type).await;
+    must_match!(
+        refused,
+        Err(StoreError::Invalid { .. }),
+        "create of a spec with a number where a string belongs must fail with Invalid"
+    );
+    if let Err(StoreError::Invalid { errors, .. }) = refused {
+        equal(
+            errors.first().map(|e| e.path.as_str()),
+            Some("spec.key"),
+            "Invalid must name the mistyped field's path",
+        );
+    }
 
-    let Err(StoreError::Invalid { errors, .. }) = store.create(mock("Default", "Bad_Name", "x")).await else {
-        panic!("bad name and namespace must be invalid");
-    };
-    let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
-    assert_eq!(paths, ["metadata.name", "metadata.namespace"]);
+    let refused = store.create(mock("Default", "Bad_Name", "x")).await;
+    must_match!(
+        refused,
+        Err(StoreError::Invalid { .. }),
+        "create with a name and a namespace that are not DNS-1123 labels must fail with Invalid"
+    );
+    if let Err(StoreError::Invalid { errors, .. }) = refused {
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        equal(
+            paths,
+            vec!["metadata.name", "metadata.namespace"],
+            "Invalid must name both bad metadata fields",
+        );
+    }
 
     let unknown = DynConfig {
         meta: ConfigMeta::new("Nope", "default", "x"),
         spec: serde_json::json!({}),
     };
-    assert!(matches!(
+    must_match!(
         store.create(unknown).await,
-        Err(StoreError::UnknownKind { .. })
-    ));
-    assert!(store.get(&key("default", "bad")).await.unwrap().is_none());
-    assert!(store.list(KIND, None).await.unwrap().is_empty());
+        Err(StoreError::UnknownKind { .. }),
+        "create of an unregistered kind must fail with UnknownKind"
+    );
+    must_match!(
+        store.get(&key("default", "bad")).await,
+        Ok(None),
+        "a refused create must store nothing: get must be Ok(None)"
+    );
+    let listed = ok(
+        store.list(KIND, None).await,
+        "list of a registered kind must succeed",
+    );
+    holds(
+        listed.is_empty(),
+        "refused creates must store nothing: list must be empty",
+        &listed,
+    );
 
-    let good = store.create(mock("default", "good", "v")).await.unwrap();
+    let good = ok(
+        store.create(mock("default", "good", "v")).await,
+        "create of a new, valid object must succeed",
+    );
     let mut broken = (*good).clone();
     broken.spec["key"] = "".into();
-    assert!(matches!(
+    must_match!(
         store.update(broken).await,
-        Err(StoreError::Invalid { .. })
-    ));
-    let got = store.get(&good.key()).await.unwrap().unwrap();
-    assert_eq!(got.spec, good.spec);
-    assert_eq!(got.meta.resource_version, good.meta.resource_version);
+        Err(StoreError::Invalid { .. }),
+        "update to an object its kind's validation rejects must fail with Invalid"
+    );
+    let got = present(store.get(&good.key()).await, &good.key());
+    equal(
+        &got.spec,
+        &good.spec,
+        "a refused update must leave the stored spec",
+    );
+    equal(
+        &got.meta.resource_version,
+        &good.meta.resource_version,
+        "a refused update must leave the stored resource version",
+    );
 }
 
 /// Update needs the current resource version: without one, or with a stale
 /// one, it fails with both versions named and changes nothing.
 pub async fn map_update_versions(factory: &dyn StoreFactory) {
     let store = fresh(factory).await;
-    let v1 = store.create(mock("default", "u", "one")).await.unwrap();
-    let v1_version = v1.meta.resource_version.clone().unwrap();
+    let v1 = ok(
+        store.create(mock("default", "u", "one")).await,
+        "create of a new, valid object must succeed",
+    );
+    let v1_version = some(
+        v1.meta.resource_version.clone(),
+        "create must set a resource version",
+    );
 
     let mut without = mock("default", "u", "two");
     without.meta.resource_version = None;
-    assert_eq!(
-        store.update(without).await.unwrap_err(),
-        StoreError::Conflict {
+    equal(
+        store.update(without).await.map(|_| ()),
+        Err(StoreError::Conflict {
             key: key("default", "u"),
             expected: None,
-            actual: v1_version.clone()
-        }
+            actual: v1_version.clone(),
+        }),
+        "update without a resource version must fail with Conflict naming the key, no version sent \
+         and the current version",
     );
 
     let mut current = mock("default", "u", "two");
     current.meta.resource_version = Some(v1_version.clone());
-    let v2 = store
-        .update(current)
-        .await
-        .expect("update with the current version");
-    let v2_version = v2.meta.resource_version.clone().unwrap();
-    assert_ne!(v2_version, v1_version);
-    assert_eq!(v2.meta.creation_timestamp, v1.meta.creation_timestamp);
+    let v2 = ok(
+        store.update(current).await,
+        "update carrying the current resource version must succeed",
+    );
+    let v2_version = some(
+        v2.meta.resource_version.clone(),
+        "update must return the object with its new resource version",
+    );
+    holds(
+        v2_version != v1_version,
+        "update must give the object a new resource version",
+        &v2_version,
+    );
+    equal(
+        v2.meta.creation_timestamp,
+        v1.meta.creation_timestamp,
+        "update must keep creation_timestamp",
+    );
 
     let mut stale = mock("default", "u", "three");
     stale.meta.resource_version = Some(v1_version.clone());
-    assert_eq!(
-        store.update(stale).await.unwrap_err(),
-        StoreError::Conflict {
+    equal(
+        store.update(stale).await.map(|_| ()),
+        Err(StoreError::Conflict {
             key: key("default", "u"),
             expected: Some(v1_version),
-            actual: v2_version.clone()
-        }
+            actual: v2_version.clone(),
+        }),
+        "update with a stale resource version must fail with Conflict naming the key, the version \
+         sent and the current version",
     );
-    let got = store.get(&key("default", "u")).await.unwrap().unwrap();
-    assert_eq!(got.spec["key"], "two");
-    assert_eq!(got.meta.resource_version, Some(v2_version.clone()));
+    let got = present(store.get(&key("default", "u")).await, &key("default", "u"));
+    equal(
+        &got.spec["key"],
+        &serde_json::json!("two"),
+        "a refused update must leave the stored spec",
+    );
+    equal(
+        got.meta.resource_version.clone(),
+        Some(v2_version.clone()),
+        "a refused update must leave the stored resource version",
+    );
 
     let mut missing = mock("default", "missing", "x");
     missing.meta.resource_version = Some(v2_version);
-    assert_eq!(
-        store.update(missing).await.unwrap_err(),
-        StoreError::NotFound {
-            key: key("default", "missing")
-        }
+    equal(
+        store.update(missing).await.map(|_| ()),
+        Err(StoreError::NotFound {
+            key: key("default", "missing"),
+        }),
+        "update of a key that holds no object must fail with NotFound naming the key",
+    );
+
+    let mut unknown = DynConfig {
+        meta: ConfigMeta::new("Nope", "default", "u"),
+        spec: serde_json::json!({}),
+    };
+    unknown.meta.resource_version = v2.meta.resource_version.clone();
+    must_match!(
+        store.update(unknown).await,
+        Err(StoreError::UnknownKind { .. }),
+        "update of an unregistered kind must fail with UnknownKind"
     );
 }
 
@@ -202,54 +332,77 @@ pub async fn map_update_versions(factory: &dyn StoreFactory) {
 /// with a stale version fails and keeps the object; deletes take effect.
 pub async fn map_delete(factory: &dyn StoreFactory) {
     let store = fresh(factory).await;
-    let a = store.create(mock("default", "a", "x")).await.unwrap();
-    let b = store.create(mock("default", "b", "x")).await.unwrap();
+    let created = "create of a new, valid object must succeed";
+    let a = ok(store.create(mock("default", "a", "x")).await, created);
+    let b = ok(store.create(mock("default", "b", "x")).await, created);
 
-    let unknown_kind = store.delete(&ConfigKey::new("Nope", "default", "a"), None).await;
-    assert!(
-        matches!(unknown_kind, Err(StoreError::UnknownKind { .. })),
-        "{unknown_kind:?}"
+    must_match!(
+        store.delete(&ConfigKey::new("Nope", "default", "a"), None).await,
+        Err(StoreError::UnknownKind { .. }),
+        "delete of an unregistered kind must fail with UnknownKind"
     );
-    assert_eq!(
-        store.delete(&key("default", "zzz"), None).await.unwrap_err(),
-        StoreError::NotFound {
-            key: key("default", "zzz")
-        }
+    equal(
+        store.delete(&key("default", "zzz"), None).await,
+        Err(StoreError::NotFound {
+            key: key("default", "zzz"),
+        }),
+        "delete of a key never created must fail with NotFound naming the key",
     );
-    assert_eq!(
-        store.delete(&key("elsewhere", "a"), None).await.unwrap_err(),
-        StoreError::NotFound {
-            key: key("elsewhere", "a")
-        }
+    equal(
+        store.delete(&key("elsewhere", "a"), None).await,
+        Err(StoreError::NotFound {
+            key: key("elsewhere", "a"),
+        }),
+        "delete of a name created in another namespace only must fail with NotFound naming the key",
     );
 
-    let stale = b.meta.resource_version.clone().unwrap();
-    let current = a.meta.resource_version.clone().unwrap();
-    assert_eq!(
-        store.delete(&a.key(), Some(&stale)).await.unwrap_err(),
-        StoreError::Conflict {
+    let stale = some(
+        b.meta.resource_version.clone(),
+        "create must set a resource version",
+    );
+    let current = some(
+        a.meta.resource_version.clone(),
+        "create must set a resource version",
+    );
+    equal(
+        store.delete(&a.key(), Some(&stale)).await,
+        Err(StoreError::Conflict {
             key: a.key(),
             expected: Some(stale),
-            actual: current.clone()
-        }
+            actual: current.clone(),
+        }),
+        "delete carrying a version the object does not have must fail with Conflict naming the \
+         key, the version sent and the current version",
     );
-    assert!(store.get(&a.key()).await.unwrap().is_some());
-    store
-        .delete(&a.key(), Some(&current))
-        .await
-        .expect("conditional delete");
-    store.delete(&b.key(), None).await.expect("unconditional delete");
-    assert!(store.get(&a.key()).await.unwrap().is_none());
-    assert!(store.get(&b.key()).await.unwrap().is_none());
-    assert!(matches!(
+    holds(
+        matches!(store.get(&a.key()).await, Ok(Some(_))),
+        "a refused delete must keep the object",
+        "get found nothing",
+    );
+    ok(
+        store.delete(&a.key(), Some(&current)).await,
+        "delete carrying the current version must succeed",
+    );
+    ok(
+        store.delete(&b.key(), None).await,
+        "delete without a version must succeed",
+    );
+    for deleted in [&a, &b] {
+        must_match!(
+            store.get(&deleted.key()).await,
+            Ok(None),
+            "get of a deleted object must be Ok(None)"
+        );
+    }
+    must_match!(
         store.delete(&a.key(), None).await,
-        Err(StoreError::NotFound { .. })
-    ));
-    // A deleted name can be created again.
-    store
-        .create(mock("default", "a", "again"))
-        .await
-        .expect("re-create");
+        Err(StoreError::NotFound { .. }),
+        "a second delete must fail with NotFound"
+    );
+    ok(
+        store.create(mock("default", "a", "again")).await,
+        "create of a deleted name must succeed",
+    );
 }
 
 /// List by namespace and across all, ordered by namespace then name, and
@@ -257,13 +410,19 @@ pub async fn map_delete(factory: &dyn StoreFactory) {
 pub async fn map_list(factory: &dyn StoreFactory) {
     let store = fresh(factory).await;
     for (ns, name) in [("b", "y"), ("a", "z"), ("a", "x"), ("b", "x"), ("a", "y")] {
-        store.create(mock(ns, name, "v")).await.unwrap();
+        ok(
+            store.create(mock(ns, name, "v")).await,
+            "create of a new, valid object must succeed",
+        );
     }
     let other = DynConfig {
         meta: ConfigMeta::new("MockOther", "a", "x"),
         spec: serde_json::json!({"text": "other kind"}),
     };
-    store.create(other).await.unwrap();
+    ok(
+        store.create(other).await,
+        "create of another kind's object must succeed",
+    );
 
     let names = |items: Vec<Arc<DynConfig>>| -> Vec<String> {
         items
@@ -271,41 +430,73 @@ pub async fn map_list(factory: &dyn StoreFactory) {
             .map(|c| format!("{}/{}", c.meta.namespace, c.meta.name))
             .collect()
     };
-    assert_eq!(
-        names(store.list(KIND, Some("a")).await.unwrap()),
-        ["a/x", "a/y", "a/z"]
+    let listed = "list of a registered kind must succeed";
+    equal(
+        names(ok(store.list(KIND, Some("a")).await, listed)),
+        vec!["a/x".to_string(), "a/y".into(), "a/z".into()],
+        "list of one namespace must hold its objects of the kind, ordered by name",
     );
-    assert_eq!(names(store.list(KIND, Some("b")).await.unwrap()), ["b/x", "b/y"]);
-    assert_eq!(
-        names(store.list(KIND, None).await.unwrap()),
-        ["a/x", "a/y", "a/z", "b/x", "b/y"]
+    equal(
+        names(ok(store.list(KIND, Some("b")).await, listed)),
+        vec!["b/x".to_string(), "b/y".into()],
+        "list of one namespace must hold its objects of the kind, ordered by name",
     );
-    assert!(store.list(KIND, Some("c")).await.unwrap().is_empty());
-    assert_eq!(names(store.list("MockOther", None).await.unwrap()), ["a/x"]);
-    assert!(matches!(
+    equal(
+        names(ok(store.list(KIND, None).await, listed)),
+        vec![
+            "a/x".to_string(),
+            "a/y".into(),
+            "a/z".into(),
+            "b/x".into(),
+            "b/y".into(),
+        ],
+        "list of all namespaces must hold every object of the kind, ordered by namespace then name",
+    );
+    equal(
+        names(ok(store.list(KIND, Some("c")).await, listed)),
+        Vec::<String>::new(),
+        "list of a namespace with no objects must be Ok([])",
+    );
+    equal(
+        names(ok(store.list("MockOther", None).await, listed)),
+        vec!["a/x".to_string()],
+        "list of a kind must hold that kind's objects only",
+    );
+    must_match!(
         store.list("Nope", None).await,
-        Err(StoreError::UnknownKind { .. })
-    ));
+        Err(StoreError::UnknownKind { .. }),
+        "list of an unregistered kind must fail with UnknownKind"
+    );
 }
 
 /// Deleting everything that is listed leaves the list empty.
 pub async fn map_delete_all(factory: &dyn StoreFactory) {
     let store = fresh(factory).await;
     for i in 0..20 {
-        store
-            .create(mock(["a", "b", "c"][i % 3], &format!("n{i}"), "v"))
-            .await
-            .unwrap();
+        ok(
+            store
+                .create(mock(["a", "b", "c"][i % 3], &format!("n{i}"), "v"))
+                .await,
+            "create of a new, valid object must succeed",
+        );
     }
-    assert_eq!(store.list(KIND, None).await.unwrap().len(), 20);
-    for config in store.list(KIND, None).await.unwrap() {
-        store
-            .delete(&config.key(), config.meta.resource_version.as_deref())
-            .await
-            .unwrap();
+    let listed = "list of a registered kind must succeed";
+    let all = ok(store.list(KIND, None).await, listed);
+    equal(all.len(), 20, "list must hold every object created");
+    for config in all {
+        ok(
+            store
+                .delete(&config.key(), config.meta.resource_version.as_deref())
+                .await,
+            "delete carrying the listed version must succeed",
+        );
     }
-    assert!(store.list(KIND, None).await.unwrap().is_empty());
-    for ns in ["a", "b", "c"] {
-        assert!(store.list(KIND, Some(ns)).await.unwrap().is_empty());
+    for ns in [None, Some("a"), Some("b"), Some("c")] {
+        let left = ok(store.list(KIND, ns).await, listed);
+        holds(
+            left.is_empty(),
+            "after deleting every listed object, list must be empty",
+            &left,
+        );
     }
 }

@@ -43,6 +43,8 @@ use std::time::{Duration, Instant, SystemTime};
 use futures::future::{BoxFuture, join_all};
 use pilot_model::{ConnectedProxy, Membership, ProxyDistribution, ReplicaRecord, TypeRecord};
 
+use super::check::{equal, holds, ok};
+
 /// Makes memberships for the named replicas, all on one fresh backend that
 /// shares nothing with earlier calls, each with the given ttl (a backend
 /// whose records never expire may ignore it).
@@ -130,15 +132,23 @@ async fn make(factory: &dyn MembershipFactory, names: &[&str]) -> Vec<Arc<dyn Me
     let made = factory
         .make(names.iter().map(|n| n.to_string()).collect(), MEMBERSHIP_TTL)
         .await;
-    assert_eq!(made.len(), names.len(), "one membership per replica name");
+    equal(
+        made.len(),
+        names.len(),
+        "the factory must make one membership per replica name",
+    );
     for (membership, name) in made.iter().zip(names) {
-        assert_eq!(membership.replica(), *name);
+        equal(
+            membership.replica(),
+            *name,
+            "the factory must make the memberships in the order of the names (replica())",
+        );
     }
     made
 }
 
 async fn members(membership: &dyn Membership) -> Vec<ReplicaRecord> {
-    membership.members().await.expect("members")
+    ok(membership.members().await, "members() must succeed")
 }
 
 fn names(records: &[ReplicaRecord]) -> Vec<&str> {
@@ -150,20 +160,36 @@ fn names(records: &[ReplicaRecord]) -> Vec<&str> {
 pub async fn membership_publish_read_back(factory: &dyn MembershipFactory) {
     let made = make(factory, &["pilot-a"]).await;
     let a = &*made[0];
-    assert!(members(a).await.is_empty(), "nothing published yet");
+    let before = members(a).await;
+    holds(
+        before.is_empty(),
+        "members() of a fresh backend, before any publish, must be empty",
+        names(&before),
+    );
     let first = replica_record("pilot-a", 2);
-    a.publish(&first).await.expect("publish");
-    assert_eq!(members(a).await, vec![first]);
+    ok(a.publish(&first).await, "publish must succeed");
+    equal(
+        members(a).await,
+        vec![first],
+        "members() must return the record published, exactly",
+    );
     let second = replica_record("pilot-a", 3);
-    a.publish(&second).await.expect("second publish");
-    assert_eq!(
+    ok(a.publish(&second).await, "a second publish must succeed");
+    equal(
         members(a).await,
         vec![second],
-        "the second publish replaces the first"
+        "a second publish must replace the first (one record per replica, the newest)",
     );
     let none = replica_record("pilot-a", 0);
-    a.publish(&none).await.expect("publish with no proxies");
-    assert_eq!(members(a).await, vec![none]);
+    ok(
+        a.publish(&none).await,
+        "publish of a record with no proxies must succeed",
+    );
+    equal(
+        members(a).await,
+        vec![none],
+        "a record with no proxies must be returned as published",
+    );
 }
 
 /// A replica alone wins the election, and keeps it while it campaigns.
@@ -171,9 +197,10 @@ pub async fn membership_lone_campaigner_wins(factory: &dyn MembershipFactory) {
     let made = make(factory, &["pilot-a"]).await;
     let a = &*made[0];
     for round in 0..3 {
-        assert!(
-            a.campaign().await.expect("campaign"),
-            "round {round}: a lone replica is the writer"
+        holds(
+            ok(a.campaign().await, "campaign must succeed"),
+            &format!("round {round}: a lone replica's campaign must win (true)"),
+            false,
         );
     }
 }
@@ -182,10 +209,22 @@ pub async fn membership_lone_campaigner_wins(factory: &dyn MembershipFactory) {
 pub async fn membership_resign_withdraws(factory: &dyn MembershipFactory) {
     let made = make(factory, &["pilot-a"]).await;
     let a = &*made[0];
-    a.publish(&replica_record("pilot-a", 1)).await.expect("publish");
-    assert!(a.campaign().await.expect("campaign"));
-    a.resign().await.expect("resign");
-    assert!(members(a).await.is_empty(), "resign withdraws the record");
+    ok(
+        a.publish(&replica_record("pilot-a", 1)).await,
+        "publish must succeed",
+    );
+    holds(
+        ok(a.campaign().await, "campaign must succeed"),
+        "a lone replica's campaign must win (true)",
+        false,
+    );
+    ok(a.resign().await, "resign must succeed");
+    let left = members(a).await;
+    holds(
+        left.is_empty(),
+        "resign must withdraw the replica's record at once: members() must be empty",
+        names(&left),
+    );
 }
 
 /// Two replicas see each other's records, ordered by replica name whatever
@@ -193,17 +232,33 @@ pub async fn membership_resign_withdraws(factory: &dyn MembershipFactory) {
 pub async fn membership_replicas_see_each_other(factory: &dyn MembershipFactory) {
     let made = make(factory, &["pilot-b", "pilot-a"]).await;
     let (b, a) = (&*made[0], &*made[1]);
-    b.publish(&replica_record("pilot-b", 2)).await.expect("publish b");
-    a.publish(&replica_record("pilot-a", 1)).await.expect("publish a");
+    ok(
+        b.publish(&replica_record("pilot-b", 2)).await,
+        "publish must succeed",
+    );
+    ok(
+        a.publish(&replica_record("pilot-a", 1)).await,
+        "publish must succeed",
+    );
     let expected = vec![replica_record("pilot-a", 1), replica_record("pilot-b", 2)];
-    assert_eq!(members(a).await, expected);
-    assert_eq!(members(b).await, expected);
-    b.publish(&replica_record("pilot-b", 0))
-        .await
-        .expect("republish b");
-    assert_eq!(
+    equal(
         members(a).await,
-        vec![replica_record("pilot-a", 1), replica_record("pilot-b", 0)]
+        expected.clone(),
+        "members() must return every replica's record, ordered by replica name (read by pilot-a)",
+    );
+    equal(
+        members(b).await,
+        expected,
+        "members() must return every replica's record, ordered by replica name (read by pilot-b)",
+    );
+    ok(
+        b.publish(&replica_record("pilot-b", 0)).await,
+        "a second publish must succeed",
+    );
+    equal(
+        members(a).await,
+        vec![replica_record("pilot-a", 1), replica_record("pilot-b", 0)],
+        "another replica's second publish must replace its first, as read by pilot-a",
     );
 }
 
@@ -218,17 +273,21 @@ pub async fn membership_one_writer_at_a_time(factory: &dyn MembershipFactory) {
         let winners: Vec<&str> = made
             .iter()
             .zip(&results)
-            .filter(|(_, won)| *won.as_ref().expect("campaign"))
+            .filter(|(_, won)| *ok(won.as_ref(), "campaign must succeed"))
             .map(|(m, _)| m.replica())
             .collect();
-        assert_eq!(
-            winners.len(),
-            1,
-            "round {round}: exactly one writer, got {winners:?}"
+        holds(
+            winners.len() == 1,
+            &format!("round {round}: exactly one of several concurrent campaigns must win; winners"),
+            &winners,
         );
         match holder {
             None => holder = Some(winners[0].to_string()),
-            Some(ref held) => assert_eq!(winners[0], held, "round {round}: the holder keeps the election"),
+            Some(ref held) => equal(
+                winners[0],
+                held.as_str(),
+                &format!("round {round}: the holder must keep the election while it campaigns"),
+            ),
         }
     }
 }
@@ -246,7 +305,10 @@ where
     Fut: Future<Output = bool>,
 {
     loop {
-        alive.publish(record).await.expect("a live replica renews");
+        ok(
+            alive.publish(record).await,
+            "a live replica's publish (its renewal) must succeed",
+        );
         if check().await {
             return true;
         }
@@ -262,18 +324,31 @@ where
 /// renewing; the live one then takes the election.
 pub async fn membership_dead_replica_expires(factory: &dyn MembershipFactory) {
     let mut made = make(factory, &["pilot-a", "pilot-b"]).await;
-    let b = made.pop().expect("b");
-    let a = made.pop().expect("a");
+    let (Some(b), Some(a)) = (made.pop(), made.pop()) else {
+        unreachable!("make checked there is one membership per name")
+    };
     let ttl = a.ttl();
-    a.publish(&replica_record("pilot-a", 2)).await.expect("publish a");
-    assert!(
-        a.campaign().await.expect("campaign a"),
-        "a campaigns first and wins"
+    ok(
+        a.publish(&replica_record("pilot-a", 2)).await,
+        "publish must succeed",
+    );
+    holds(
+        ok(a.campaign().await, "campaign must succeed"),
+        "the first campaign on a fresh backend must win (true)",
+        false,
     );
     let b_record = replica_record("pilot-b", 1);
-    b.publish(&b_record).await.expect("publish b");
-    assert!(!b.campaign().await.expect("campaign b"), "a holds the election");
-    assert_eq!(names(&members(&*b).await), ["pilot-a", "pilot-b"]);
+    ok(b.publish(&b_record).await, "publish must succeed");
+    holds(
+        !ok(b.campaign().await, "campaign must succeed"),
+        "a campaign while another replica holds the election must lose (false)",
+        true,
+    );
+    equal(
+        names(&members(&*b).await),
+        vec!["pilot-a", "pilot-b"],
+        "members() must return every live replica's record, ordered by name",
+    );
     // a dies: no resign, no further renewal.
     drop(a);
     let deadline = Instant::now() + ttl + EXPIRY_SLACK;
@@ -284,14 +359,23 @@ pub async fn membership_dead_replica_expires(factory: &dyn MembershipFactory) {
     .await;
     assert!(
         expired,
-        "a's record outlived its ttl ({ttl:?}) plus {EXPIRY_SLACK:?}"
+        "a replica that stopped renewing must leave members() within its ttl ({ttl:?}) plus \
+         {EXPIRY_SLACK:?}: its record is still listed"
     );
     let took_over = until_while_alive(deadline, live, &b_record, move || async move {
-        live.campaign().await.expect("campaign b")
+        ok(live.campaign().await, "campaign must succeed")
     })
     .await;
-    assert!(took_over, "b did not take the election within a's ttl plus slack");
-    assert_eq!(members(&*b).await, vec![b_record]);
+    assert!(
+        took_over,
+        "a replica that stopped renewing must lose the election within its ttl ({ttl:?}) plus \
+         {EXPIRY_SLACK:?}: the live replica's campaign still loses"
+    );
+    equal(
+        members(&*b).await,
+        vec![b_record],
+        "members() must return only the live replica's record once the other expired",
+    );
 }
 
 /// A holder that resigns withdraws its record and frees the election at
@@ -299,19 +383,38 @@ pub async fn membership_dead_replica_expires(factory: &dyn MembershipFactory) {
 pub async fn membership_resign_frees_the_election(factory: &dyn MembershipFactory) {
     let made = make(factory, &["pilot-a", "pilot-b"]).await;
     let (a, b) = (&*made[0], &*made[1]);
-    a.publish(&replica_record("pilot-a", 1)).await.expect("publish a");
-    b.publish(&replica_record("pilot-b", 1)).await.expect("publish b");
-    assert!(a.campaign().await.expect("campaign a"));
-    assert!(!b.campaign().await.expect("campaign b"), "a holds the election");
-    a.resign().await.expect("resign a");
-    assert_eq!(
+    ok(
+        a.publish(&replica_record("pilot-a", 1)).await,
+        "publish must succeed",
+    );
+    ok(
+        b.publish(&replica_record("pilot-b", 1)).await,
+        "publish must succeed",
+    );
+    holds(
+        ok(a.campaign().await, "campaign must succeed"),
+        "the first campaign on a fresh backend must win (true)",
+        false,
+    );
+    holds(
+        !ok(b.campaign().await, "campaign must succeed"),
+        "a campaign while another replica holds the election must lose (false)",
+        true,
+    );
+    ok(a.resign().await, "resign must succeed");
+    equal(
         members(b).await,
         vec![replica_record("pilot-b", 1)],
-        "a's record is gone at once"
+        "resign must withdraw the replica's record at once, as the others read it",
     );
-    assert!(
-        b.campaign().await.expect("campaign b"),
-        "a's resign freed the election"
+    holds(
+        ok(b.campaign().await, "campaign must succeed"),
+        "the holder's resign must free the election at once: the next campaign must win (true)",
+        false,
     );
-    assert!(b.campaign().await.expect("campaign b again"), "b keeps it");
+    holds(
+        ok(b.campaign().await, "campaign must succeed"),
+        "the new holder must keep the election while it campaigns (true)",
+        false,
+    );
 }

@@ -1,5 +1,17 @@
 //! The conformance suite every backend runs (feature `testing`).
 //!
+//! ```toml
+//! [dev-dependencies]
+//! pilot-store = { version = "0.1", features = ["testing"] }
+//! ```
+//!
+//! Nothing else is needed in the crate under test: the macros name
+//! everything through `$crate`, run each test on their own Tokio runtime
+//! ([`block_on`]), and what an implementation of the suites' traits needs
+//! is re-exported here ([`async_trait`](macro@async_trait) for
+//! [`RegistrySource`], [`BoxFuture`] for hand-written factories,
+//! [`BoxStream`] for a hand-written `ServiceDiscovery::subscribe`).
+//!
 //! A backend provides a factory: an async function from a [`KindRegistry`]
 //! to a fresh, empty store. [`conformance_suite!`](crate::conformance_suite)
 //! then expands to one test per property:
@@ -14,6 +26,16 @@
 //! });
 //! # fn main() {}
 //! ```
+//!
+//! The rules the suites enforce are the traits' documented contracts:
+//! [`ConfigStore`](pilot_model::ConfigStore) and
+//! [`ConfigWatch`](pilot_model::ConfigWatch) for stores,
+//! [`ServiceDiscovery`](pilot_model::ServiceDiscovery) for registries,
+//! [`Membership`](pilot_model::Membership) for replicas. A failed check
+//! names the rule it enforces, what the rule expects and what the
+//! implementation answered, e.g. `list of an unregistered kind must fail
+//! with UnknownKind: expected Err(StoreError::UnknownKind { .. }), got
+//! Ok([])`.
 //!
 //! The properties, each a public function here:
 //! - the map invariants (`map_*`): create and get back, duplicate create,
@@ -44,10 +66,21 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use pilot_model::{ConfigWatch, KindRegistry};
 
+/// Re-exported so that a [`RegistrySource`] (an async trait) is written
+/// without depending on `async-trait`:
+/// `#[pilot_store::testing::async_trait] impl RegistrySource for Mine { .. }`.
+pub use async_trait::async_trait;
+/// The future a hand-written [`StoreFactory`], [`RegistryFactory`] or
+/// [`MembershipFactory`] returns (`futures::future::BoxFuture`).
+pub use futures::future::BoxFuture;
+/// The stream `ServiceDiscovery::subscribe` returns
+/// (`futures::stream::BoxStream`).
+pub use futures::stream::BoxStream;
+
 mod cache;
+mod check;
 mod events;
 mod kinds;
 mod map;

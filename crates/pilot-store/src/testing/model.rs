@@ -290,22 +290,31 @@ pub fn model_based(factory: &dyn StoreFactory) {
             let mut model = initial;
             for (step, op) in ops.iter().enumerate() {
                 let expected = predict(&model, op);
-                let actual = sut
-                    .run(op)
-                    .await
-                    .map_err(|e| TestCaseError::fail(format!("step {step} {op:?}: unexpected error {e}")))?;
-                prop_assert_eq!(&actual, &expected, "step {} {:?}", step, op);
+                let actual = sut.run(op).await.map_err(|e| {
+                    TestCaseError::fail(format!(
+                        "step {step} {op:?}: the store must answer as the reference model: expected \
+                         {expected:?}, got Err({e:?})"
+                    ))
+                })?;
+                if actual != expected {
+                    return Err(TestCaseError::fail(format!(
+                        "step {step} {op:?}: the store must answer as the reference model: expected \
+                         {expected:?}, got {actual:?}"
+                    )));
+                }
                 model = StoreModel::apply(model, op);
-                let everything = sut
-                    .run(&Op::List(None))
-                    .await
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                prop_assert_eq!(
-                    everything,
-                    predict(&model, &Op::List(None)),
-                    "content after step {}",
-                    step
-                );
+                let want = predict(&model, &Op::List(None));
+                let everything = sut.run(&Op::List(None)).await.map_err(|e| {
+                    TestCaseError::fail(format!(
+                        "after step {step}: list of a registered kind must succeed, got Err({e:?})"
+                    ))
+                })?;
+                if everything != want {
+                    return Err(TestCaseError::fail(format!(
+                        "after step {step} {op:?}: list must hold what the reference model holds: \
+                         expected {want:?}, got {everything:?}"
+                    )));
+                }
             }
             Ok(())
         })

@@ -1,7 +1,12 @@
 //! The conformance suite every service registry runs: sync, minimal diffs
 //! (no spurious delete and add), resync after a gap, deletes made in a gap;
 //! throughout, the registry's snapshot agrees with its reads and takes a
-//! new version with each change.
+//! new version with each change. These are the rules written on
+//! [`ServiceDiscovery`]; a failed check names its rule, with what it
+//! expected and what the registry answered. A wrapper that forwards
+//! `ServiceDiscovery` by hand and forgets `snapshot` or `wait_synced`
+//! fails here with a message saying so (implementing
+//! [`RegistryAdapter`](pilot_model::RegistryAdapter) forwards them all).
 //!
 //! A registry provides a [`RegistryFactory`]: an async function returning
 //! a fresh [`RegistrySource`], which writes services to the registry's
@@ -17,7 +22,7 @@
 //! /// The in-memory registry is its own source.
 //! struct Memory(ServiceCache);
 //!
-//! #[async_trait::async_trait]
+//! #[pilot_store::testing::async_trait]
 //! impl RegistrySource for Memory {
 //!     async fn write(&mut self, services: &[SourceService]) {
 //!         self.0.apply(desired_state(services));
@@ -43,11 +48,11 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use pilot_model::{Event, Labels, Port, Protocol, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
 
+use super::check::{equal, holds};
+use super::{BoxFuture, BoxStream};
 use crate::DesiredState;
 
 /// A service as the suite writes it to a source: a hostname of the form
@@ -104,7 +109,9 @@ pub fn desired_state(services: &[SourceService]) -> DesiredState {
     desired
 }
 
-/// A registry under test and a hold on its source.
+/// A registry under test and a hold on its source. An async trait:
+/// implement it with `#[pilot_store::testing::async_trait]` (re-exported,
+/// so the crate under test needs no `async-trait` of its own).
 #[async_trait::async_trait]
 pub trait RegistrySource: Send {
     /// Makes the source describe exactly `services`: creates, changes and
@@ -194,9 +201,26 @@ pub async fn registry_sync<F: RegistryFactory + ?Sized>(factory: &F) {
     let mut empty = factory.make().await;
     let registry = empty.registry().await;
     synced(&*registry).await;
-    assert!(registry.has_synced());
-    assert!(registry.services().is_empty());
-    assert!(registry.snapshot().services().is_empty());
+    holds(
+        registry.has_synced(),
+        "has_synced() must be true once wait_synced() resolved (a wrapper that does not forward \
+         `wait_synced` gets the trait's default, ready at once: implement pilot_model::RegistryAdapter \
+         instead of forwarding by hand); has_synced()",
+        false,
+    );
+    let hosts = |services: Vec<Arc<Service>>| -> Vec<String> {
+        services.iter().map(|s| s.hostname.clone()).collect()
+    };
+    equal(
+        hosts(registry.services()),
+        Vec::new(),
+        "services() of a registry on an empty source must be empty",
+    );
+    equal(
+        hosts(registry.snapshot().services()),
+        Vec::new(),
+        "snapshot().services() of a registry on an empty source must be empty",
+    );
     assert_reads_agree(&*registry).await;
 
     let mut source = factory.make().await;
@@ -204,11 +228,18 @@ pub async fn registry_sync<F: RegistryFactory + ?Sized>(factory: &F) {
     source.write(&services).await;
     let registry = source.registry().await;
     synced(&*registry).await;
-    assert!(registry.has_synced());
-    assert_eq!(
+    holds(
+        registry.has_synced(),
+        "has_synced() must be true once wait_synced() resolved (a wrapper that does not forward \
+         `wait_synced` gets the trait's default, ready at once: implement pilot_model::RegistryAdapter \
+         instead of forwarding by hand); has_synced()",
+        false,
+    );
+    equal(
         view(&*registry),
         expected(&services),
-        "the registry said it synced before it held its source's state"
+        "a registry must hold its source's state when it says it synced (wait_synced resolved); the \
+         snapshot's view",
     );
     assert_reads_agree(&*registry).await;
 }
@@ -224,11 +255,13 @@ pub async fn registry_diff<F: RegistryFactory + ?Sized>(factory: &F) {
     source.write(&target).await;
     let seen = converge(&*registry, &mut events, &target).await;
     assert_minimal(&initial_services(), &target, &seen);
-    assert_ne!(
-        registry.snapshot().version(),
-        before,
-        "the registry changed but its snapshot kept its version (a snapshot copied by the \
-         trait's default, not the registry's own?)"
+    let after = registry.snapshot().version();
+    holds(
+        after != before,
+        "snapshot() must take a new version with each change; the registry changed but its snapshot \
+         kept its version (a wrapper that does not forward `snapshot` gets the trait's default copy, \
+         always version 0: implement pilot_model::RegistryAdapter instead of forwarding by hand)",
+        (before, after),
     );
 }
 
@@ -261,9 +294,11 @@ pub async fn registry_delete_in_gap<F: RegistryFactory + ?Sized>(factory: &F) {
     let service_deleted = seen
         .iter()
         .any(|e| matches!(e, ServiceEvent::Service(Event::Deleted(s)) if s.hostname == RATINGS));
-    assert!(
+    holds(
         service_deleted,
-        "no delete for the service removed in the gap: {seen:#?}"
+        "a service removed while the registry was cut off must get a Deleted event when it reconnects; \
+         the events",
+        &seen,
     );
 }
 
@@ -336,23 +371,36 @@ async fn assert_reads_agree(registry: &dyn ServiceDiscovery) {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         }
-        assert_eq!(reads, after, "the registry's snapshot disagrees with its reads");
+        if reads != after {
+            panic!(
+                "snapshot() must agree with the reads (services, instances) at rest: expected the reads' \
+                 view {reads:#?}, got the snapshot's {after:#?} (a wrapper that does not forward \
+                 `snapshot` serves the trait's default copy of its own reads: implement \
+                 pilot_model::RegistryAdapter instead of forwarding by hand)"
+            );
+        }
         break after;
     };
     for (hostname, (ports, instances)) in &snapshot {
         let service = registry.get_service(hostname);
-        assert_eq!(
+        equal(
             service.map(|s| s.ports.clone()).as_ref(),
             Some(ports),
-            "get_service({hostname}) disagrees with services()"
+            &format!("get_service({hostname}) must agree with services() and the snapshot (ports)"),
         );
         for (address, port, port_name, _) in instances {
             let on_host = registry.host_instances(&[*address]);
-            assert!(
-                on_host.iter().any(|i| i.service.hostname == *hostname
-                    && i.endpoint.port == *port
-                    && i.endpoint.service_port.name == *port_name),
-                "host_instances({address}) misses {hostname}'s instance on port {port}"
+            holds(
+                on_host.iter().any(|i| {
+                    i.service.hostname == *hostname
+                        && i.endpoint.port == *port
+                        && i.endpoint.service_port.name == *port_name
+                }),
+                &format!(
+                    "host_instances({address}) must hold {hostname}'s instance on port {port} ({port_name}), \
+                     as instances() does; host_instances answered"
+                ),
+                &on_host,
             );
         }
     }
@@ -381,7 +429,10 @@ async fn synced(registry: &dyn ServiceDiscovery) {
         .await
         .is_err()
     {
-        panic!("the registry did not sync within {CONVERGE_TIMEOUT:?}");
+        panic!(
+            "wait_synced() must resolve once the registry holds its source's state: not within \
+             {CONVERGE_TIMEOUT:?}"
+        );
     }
 }
 
@@ -413,9 +464,10 @@ async fn converge(
     while view(registry) != want {
         match tokio::time::timeout_at(deadline, events.next()).await {
             Ok(Some(event)) => seen.push(event),
-            Ok(None) => panic!("the registry's event stream ended"),
+            Ok(None) => panic!("subscribe()'s stream must stay open while the registry lives; it ended"),
             Err(_) => panic!(
-                "the registry did not reach its source's state within {CONVERGE_TIMEOUT:?}:\nwant {want:#?}\nhave {:#?}",
+                "a registry must reach its source's state: not within {CONVERGE_TIMEOUT:?}:\nexpected \
+                 {want:#?}\ngot (the snapshot's view) {:#?}",
                 view(registry)
             ),
         }
@@ -465,10 +517,13 @@ fn assert_minimal(from: &[SourceService], to: &[SourceService], seen: &[ServiceE
                 };
                 assert!(
                     ok,
-                    "spurious service event for {host}: {event:?}\nall events: {seen:#?}"
+                    "a registry must emit a service event only for a service that appeared, went or \
+                     changed its ports: got {event:?} for {host}\nall events: {seen:#?}"
                 );
             }
-            ServiceEvent::Resync => panic!("a resync: the subscriber fell behind\nall events: {seen:#?}"),
+            ServiceEvent::Resync => {
+                panic!("a subscriber reading at once must not fall behind: got Resync\nall events: {seen:#?}")
+            }
             other => panic!("an event this suite does not know: {other:?}\nall events: {seen:#?}"),
         }
     }
@@ -487,14 +542,16 @@ fn assert_minimal(from: &[SourceService], to: &[SourceService], seen: &[ServiceE
         };
         assert!(
             right,
-            "instance {instance:?} ({:?} -> {:?}) got events {kinds:?}\nall events: {seen:#?}",
+            "a change must be a minimal diff: an unchanged instance gets no event, a changed one \
+             updates only (never a delete and an add), a new one an add, a removed one a delete; \
+             instance {instance:?} (labels {:?} -> {:?}) got {kinds:?}\nall events: {seen:#?}",
             old.get(instance),
             new.get(instance)
         );
     }
     assert!(
         by_instance.is_empty(),
-        "events for instances that never existed: {by_instance:?}"
+        "a registry must emit events only for instances its source held: got events for {by_instance:?}"
     );
 }
 
@@ -506,8 +563,8 @@ mod tests {
     use futures::stream::BoxStream;
     use pilot_model::{Labels, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
 
-    use super::{RegistrySource, SourceService, desired_state, registry_diff};
-    use crate::ServiceCache;
+    use super::{RegistrySource, SourceService, desired_state, registry_diff, registry_sync};
+    use crate::{FollowedRegistry, RegistryWriter, ServiceCache};
 
     /// A registry that forgot `snapshot`: its reads are a cache's, its
     /// snapshot the trait's default copy (always version 0).
@@ -547,10 +604,64 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "kept its version")]
+    #[should_panic(expected = "a wrapper that does not forward `snapshot`")]
     fn the_suite_catches_a_registry_whose_snapshot_is_the_default() {
         crate::testing::block_on(registry_diff(&|| async {
             Box::new(ForgotSnapshot(ServiceCache::new())) as Box<dyn RegistrySource>
+        }));
+    }
+
+    /// A registry that forwards `has_synced` but forgot `wait_synced`: the
+    /// trait's default is ready at once, before the registry synced.
+    #[derive(Clone)]
+    struct ForgotWaitSynced(FollowedRegistry, RegistryWriter);
+
+    impl ServiceDiscovery for ForgotWaitSynced {
+        fn services(&self) -> Vec<Arc<Service>> {
+            self.0.services()
+        }
+        fn get_service(&self, hostname: &str) -> Option<Arc<Service>> {
+            self.0.get_service(hostname)
+        }
+        fn instances(&self, hostname: &str, port_names: &[&str], labels: &[Labels]) -> Vec<ServiceInstance> {
+            self.0.instances(hostname, port_names, labels)
+        }
+        fn host_instances(&self, addresses: &[IpAddr]) -> Vec<ServiceInstance> {
+            self.0.host_instances(addresses)
+        }
+        fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
+            self.0.subscribe()
+        }
+        fn has_synced(&self) -> bool {
+            self.0.has_synced()
+        }
+        fn snapshot(&self) -> Arc<pilot_model::RegistrySnapshot> {
+            self.0.snapshot()
+        }
+    }
+
+    /// Its source: written only once the registry was asked for, so the
+    /// registry has not synced when the suite first waits for it.
+    #[async_trait::async_trait]
+    impl RegistrySource for ForgotWaitSynced {
+        async fn write(&mut self, services: &[SourceService]) {
+            self.1.apply(desired_state(services));
+        }
+        async fn registry(&mut self) -> Arc<dyn ServiceDiscovery> {
+            Arc::new(self.clone())
+        }
+        async fn disconnect(&mut self) -> bool {
+            false
+        }
+        async fn reconnect(&mut self) {}
+    }
+
+    #[test]
+    #[should_panic(expected = "a wrapper that does not forward `wait_synced`")]
+    fn the_suite_catches_a_registry_whose_wait_synced_is_the_default() {
+        crate::testing::block_on(registry_sync(&|| async {
+            let (registry, writer) = FollowedRegistry::new();
+            Box::new(ForgotWaitSynced(registry, writer)) as Box<dyn RegistrySource>
         }));
     }
 }

@@ -1,30 +1,30 @@
 //! The cached [`Controller`]: lists and watches a backend, keeps a local
 //! cache, and fans typed events out to subscribers.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use pilot_model::{
-    Config, ConfigKey, ConfigKind, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, Event, FieldError,
-    KindRegistry, Revision, Snapshot, StoreError, WatchEvent,
-};
+use pilot_model::{Config, ConfigKey, ConfigKind, ConfigWatch, DynConfig, FieldError, Revision, StoreError};
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
+mod follow;
+mod store;
+
 use crate::handlers::{Handler, Handlers};
-use crate::{Backoff, ConfigEvent, ConfigIndex, Notification, Quarantine};
+use crate::{ConfigEvent, ConfigIndex, Notification, Quarantine};
 
 /// How a [`Controller`] runs.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ControllerOptions {
     /// The kinds to cache; `None` means every kind registered when the
-    /// Controller is built.
+    /// Controller is built. The set is fixed then: see [`Controller`] for
+    /// what happens to other kinds.
     pub kinds: Option<Vec<String>>,
     /// How many notifications a subscriber may fall behind before it gets
     /// [`Notification::Lagged`].
@@ -71,7 +71,7 @@ struct Caught {
 /// - [`Controller::run`] lists every kind, then watches it; the cache serves
 ///   `get` and `list`; writes go to the backend and return once the cache
 ///   shows them (read-your-writes), so the Controller is itself a
-///   [`ConfigStore`].
+///   [`ConfigStore`](pilot_model::ConfigStore).
 /// - Subscribers get [`Notification`]s per kind, as streams
 ///   ([`Controller::subscribe`], [`Controller::subscribe_typed`]) or as
 ///   handlers ([`Controller::add_handler`]) that run one event at a time, in
@@ -83,20 +83,39 @@ struct Caught {
 ///   [`ControllerOptions::event_buffer`] it receives
 ///   [`Notification::Lagged`] and can resync from the cache.
 ///
+/// # Which kinds
+///
+/// A Controller watches a fixed set of kinds, decided when it is built:
+/// every kind registered with the backend's [`KindRegistry`](pilot_model::KindRegistry) at that
+/// moment, or [`ControllerOptions::kinds`]. A kind registered later is not
+/// watched, and the Controller says so rather than half-serve it: writes
+/// (`create`, `update`, `delete`, `update_status`), the cache
+/// ([`list_cached`](Controller::list_cached),
+/// [`get_cached`](Controller::get_cached)), subscriptions
+/// ([`subscribe`](Controller::subscribe),
+/// [`subscribe_typed`](Controller::subscribe_typed),
+/// [`add_handler`](Controller::add_handler)) and
+/// [`sync_with_backend`](Controller::sync_with_backend) of such a kind fail
+/// with [`StoreError::NotWatched`], naming the kind and the kinds watched.
+/// Register every kind first, then build the Controller. Reads through
+/// [`ConfigStore`](pilot_model::ConfigStore) (`get`, `list`) of a registered kind it does not watch
+/// are answered by the backend itself; a kind the registry does not know
+/// is [`StoreError::UnknownKind`] everywhere, as for any store.
+///
 /// Dropping the last handle stops its tasks.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// use std::sync::Arc;
 /// use futures::StreamExt;
-/// use pilot_model::{ConfigMeta, ConfigStore, DynConfig, Event, KindRegistry, KindSchema};
+/// use pilot_model::{ConfigMeta, ConfigStore, DynConfig, Event, KindRegistry, KindSchema, StoreError};
 /// use pilot_store::{Controller, Notification};
 /// use pilot_store_memory::MemoryConfigStore;
 ///
 /// let registry = KindRegistry::new();
 /// registry.register_schema(KindSchema::new("Note", "notes", "example.com", "v1", |_, _| {})).unwrap();
-/// let controller = Controller::new(Arc::new(MemoryConfigStore::new(registry)));
-/// let mut notes = controller.subscribe("Note");
+/// let controller = Controller::new(Arc::new(MemoryConfigStore::new(registry.clone())));
+/// let mut notes = controller.subscribe("Note").unwrap();
 /// controller.run();
 /// controller.wait_synced().await;
 ///
@@ -104,7 +123,13 @@ struct Caught {
 /// controller.create(note).await.unwrap();
 /// let Some(Notification::Event(Event::Added(added))) = notes.next().await else { panic!() };
 /// assert_eq!(added.meta.name, "n1");
-/// assert_eq!(controller.list_cached("Note", None).len(), 1);
+/// assert_eq!(controller.list_cached("Note", None).unwrap().len(), 1);
+///
+/// // A kind registered after the Controller was built is refused, by name.
+/// registry.register_schema(KindSchema::new("Late", "lates", "example.com", "v1", |_, _| {})).unwrap();
+/// let late = DynConfig { meta: ConfigMeta::new("Late", "default", "l1"), spec: serde_json::json!({}) };
+/// let refused = controller.create(late).await.unwrap_err();
+/// assert!(matches!(refused, StoreError::NotWatched { ref kind, .. } if kind == "Late"));
 /// # });
 /// ```
 pub struct Controller {
@@ -194,15 +219,23 @@ impl Controller {
         let _ = synced.wait_for(|count| *count == total).await;
     }
 
-    /// The cached object with `key`.
-    pub fn get_cached(&self, key: &ConfigKey) -> Option<Arc<DynConfig>> {
-        self.shared.cache.get(key)
+    /// The cached object with `key`; [`StoreError::NotWatched`] for a kind
+    /// this Controller does not watch (see [`Controller`]).
+    pub fn get_cached(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
+        self.watched(&key.kind)?;
+        Ok(self.shared.cache.get(key))
     }
 
     /// The cached objects of `kind`, in `namespace` or all, ordered by
-    /// namespace and name.
-    pub fn list_cached(&self, kind: &str, namespace: Option<&str>) -> Vec<Arc<DynConfig>> {
-        self.shared.cache.list(kind, namespace)
+    /// namespace and name; [`StoreError::NotWatched`] for a kind this
+    /// Controller does not watch (see [`Controller`]).
+    pub fn list_cached(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Arc<DynConfig>>, StoreError> {
+        self.watched(kind)?;
+        Ok(self.shared.cache.list(kind, namespace))
     }
 
     /// The objects the backend delivered that fail validation, held out of
@@ -236,10 +269,16 @@ impl Controller {
         self.shared.quarantine.check(config)
     }
 
-    /// Notifications about `kind` from now on.
-    pub fn subscribe(&self, kind: &str) -> BoxStream<'static, Notification<Arc<DynConfig>>> {
+    /// Notifications about `kind` from now on; [`StoreError::NotWatched`]
+    /// for a kind this Controller does not watch (see [`Controller`]).
+    pub fn subscribe(
+        &self,
+        kind: &str,
+    ) -> Result<BoxStream<'static, Notification<Arc<DynConfig>>>, StoreError> {
+        self.watched(kind)?;
         let kind = kind.to_string();
-        self.subscribe_all()
+        Ok(self
+            .subscribe_all()
             .filter(move |n| {
                 let keep = match n {
                     Notification::Event(event) => event.object().meta.kind == kind,
@@ -247,7 +286,7 @@ impl Controller {
                 };
                 futures::future::ready(keep)
             })
-            .boxed()
+            .boxed())
     }
 
     /// Notifications about every kind from now on, in the order the cache
@@ -267,8 +306,13 @@ impl Controller {
 
     /// Typed notifications about kind `K`. An object whose spec does not
     /// decode as `K` (written around validation) is logged and skipped.
-    pub fn subscribe_typed<K: ConfigKind>(&self) -> BoxStream<'static, Notification<Config<K>>> {
-        self.subscribe(K::KIND)
+    /// [`StoreError::NotWatched`] when this Controller does not watch `K`
+    /// (see [`Controller`]).
+    pub fn subscribe_typed<K: ConfigKind>(
+        &self,
+    ) -> Result<BoxStream<'static, Notification<Config<K>>>, StoreError> {
+        Ok(self
+            .subscribe(K::KIND)?
             .filter_map(|n| async move {
                 match n {
                     Notification::Lagged { missed } => Some(Notification::Lagged { missed }),
@@ -281,14 +325,18 @@ impl Controller {
                     },
                 }
             })
-            .boxed()
+            .boxed())
     }
 
     /// Registers a handler for `kind`. Handlers run on one queue, one
     /// notification at a time, in registration order; a handler may write
     /// through the Controller and will read its own writes from the cache.
-    pub fn add_handler(&self, kind: &str, handler: impl Handler) {
+    /// [`StoreError::NotWatched`] for a kind this Controller does not watch
+    /// (see [`Controller`]).
+    pub fn add_handler(&self, kind: &str, handler: impl Handler) -> Result<(), StoreError> {
+        self.watched(kind)?;
         self.shared.handlers.add(kind, handler);
+        Ok(())
     }
 
     /// The revision the cache of `kind` has caught up with: every write
@@ -307,7 +355,10 @@ impl Controller {
     /// progress notifications tell: on etcd before 3.4.25 and 3.5.8 one
     /// can run ahead of the events (etcd #15220). The Controller's own
     /// writes do not rely on it: each waits for its own object.
+    /// [`StoreError::NotWatched`] for a kind this Controller does not watch
+    /// (see [`Controller`]).
     pub async fn sync_with_backend(&self, kind: &str) -> Result<(), StoreError> {
+        self.watched(kind)?;
         let Some(applied) = self.shared.applied.get(kind) else {
             return Ok(());
         };
@@ -368,6 +419,24 @@ impl Controller {
     fn watches(&self, kind: &str) -> bool {
         self.shared.applied.contains_key(kind)
     }
+
+    /// Ok for a kind this Controller watches; [`StoreError::UnknownKind`]
+    /// for one the registry does not know, [`StoreError::NotWatched`] for
+    /// one it knows but this Controller does not watch.
+    fn watched(&self, kind: &str) -> Result<(), StoreError> {
+        if self.watches(kind) {
+            return Ok(());
+        }
+        if !self.shared.backend.registry().contains(kind) {
+            return Err(StoreError::UnknownKind {
+                kind: kind.to_string(),
+            });
+        }
+        Err(StoreError::NotWatched {
+            kind: kind.to_string(),
+            watched: self.shared.kinds.clone(),
+        })
+    }
 }
 
 impl Drop for Controller {
@@ -375,270 +444,5 @@ impl Drop for Controller {
         for task in self.tasks.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
             task.abort();
         }
-    }
-}
-
-impl Shared {
-    /// Lists `kind`, then follows its watch, relisting whenever the watch
-    /// cannot resume. Runs until the Controller is dropped.
-    async fn follow(self: Arc<Self>, kind: String) {
-        let mut backoff = Backoff::new(self.options.retry_min, self.options.retry_max);
-        loop {
-            let snapshot = match self.backend.snapshot(&kind).await {
-                Ok(snapshot) => snapshot,
-                Err(error) => {
-                    tracing::warn!(%kind, error = %error.details(), "list failed; retrying");
-                    backoff.wait().await;
-                    continue;
-                }
-            };
-            backoff.reset();
-            let mut revision = snapshot.revision;
-            self.apply_snapshot(&kind, snapshot, revision);
-            loop {
-                let mut stream = match self.backend.watch(&kind, revision).await {
-                    Ok(stream) => stream,
-                    Err(StoreError::Compacted { .. }) => break,
-                    Err(error) => {
-                        tracing::warn!(%kind, revision, error = %error.details(), "watch failed; retrying");
-                        backoff.wait().await;
-                        continue;
-                    }
-                };
-                let mut compacted = false;
-                while let Some(item) = stream.next().await {
-                    match item {
-                        Ok(event) => {
-                            revision = event.revision();
-                            self.apply(&kind, event);
-                            backoff.reset();
-                        }
-                        Err(StoreError::Compacted { requested, oldest }) => {
-                            tracing::info!(%kind, requested, oldest, "watch history compacted; relisting");
-                            compacted = true;
-                            break;
-                        }
-                        Err(error) => {
-                            tracing::warn!(%kind, revision, error = %error.details(), "watch broke; resuming");
-                            break;
-                        }
-                    }
-                }
-                if compacted {
-                    break;
-                }
-                backoff.wait().await;
-            }
-        }
-    }
-
-    /// Makes the cache equal `items` and emits the differences: deletes of
-    /// what is gone, then adds and updates.
-    fn apply_snapshot(&self, kind: &str, snapshot: Snapshot, revision: Revision) {
-        let items = self.admit_listed(kind, snapshot);
-        let listed: HashSet<ConfigKey> = items.iter().map(|c| c.key()).collect();
-        for old in self.cache.list(kind, None) {
-            if !listed.contains(&old.key()) {
-                self.cache.remove(&old.key());
-                self.publish(Event::Deleted(old));
-            }
-        }
-        for config in items {
-            match self.cache.get(&config.key()) {
-                Some(old) if old.meta.resource_version == config.meta.resource_version => {}
-                Some(old) => {
-                    self.cache.insert(Arc::clone(&config));
-                    self.publish(Event::Updated { old, new: config });
-                }
-                None => {
-                    self.cache.insert(Arc::clone(&config));
-                    self.publish(Event::Added(config));
-                }
-            }
-        }
-        self.mark_applied(kind, revision, true);
-    }
-
-    fn apply(&self, kind: &str, event: WatchEvent) {
-        let revision = event.revision();
-        let delivered = !matches!(event, WatchEvent::Progress { .. });
-        match event {
-            WatchEvent::Put { config, .. } if !self.quarantine.admit(&config) => {
-                // The key's stored object is now one that may not be
-                // served: what the cache had of it goes.
-                if let Some(old) = self.cache.remove(&config.key()) {
-                    self.publish(Event::Deleted(old));
-                }
-            }
-            WatchEvent::Put { config, .. } => match self.cache.insert(Arc::clone(&config)) {
-                // A status write is not a change of configuration: the
-                // cache shows it, subscribers (the push) do not see it.
-                Some(old) if status_only(&old, &config) => {}
-                Some(old) => self.publish(Event::Updated { old, new: config }),
-                None => self.publish(Event::Added(config)),
-            },
-            WatchEvent::Undecodable(undecodable) => {
-                self.quarantine.hold_undecodable(&undecodable);
-                if let Some(old) = self.cache.remove(&undecodable.key) {
-                    self.publish(Event::Deleted(old));
-                }
-            }
-            WatchEvent::Delete { key, .. } => {
-                self.quarantine.release(&key);
-                if let Some(old) = self.cache.remove(&key) {
-                    self.publish(Event::Deleted(old));
-                }
-            }
-            WatchEvent::Progress { .. } => {}
-        }
-        self.mark_applied(kind, revision, delivered);
-    }
-
-    /// Validation on read for a list: the items that may enter the cache;
-    /// the others are quarantined, and quarantined keys the list no longer
-    /// holds are released.
-    fn admit_listed(&self, kind: &str, snapshot: Snapshot) -> Vec<Arc<DynConfig>> {
-        let listed: HashSet<ConfigKey> = snapshot
-            .items
-            .iter()
-            .map(|c| c.key())
-            .chain(snapshot.undecodable.iter().map(|u| u.key.clone()))
-            .collect();
-        self.quarantine.retain_listed(kind, &listed);
-        for undecodable in &snapshot.undecodable {
-            self.quarantine.hold_undecodable(undecodable);
-        }
-        snapshot
-            .items
-            .into_iter()
-            .filter(|c| self.quarantine.admit(c))
-            .collect()
-    }
-
-    fn publish(&self, event: ConfigEvent) {
-        // With no subscriber the event is not needed; the cache has it.
-        let _ = self.events.send(event);
-    }
-
-    /// The cache of `kind` has applied everything up to `revision`: by an
-    /// event or a list (`delivered`), or by a progress notification.
-    fn mark_applied(&self, kind: &str, revision: Revision, delivered: bool) {
-        let Some(applied) = self.applied.get(kind) else {
-            return;
-        };
-        let mut first = false;
-        applied.send_modify(|caught| {
-            first = caught.applied.is_none();
-            caught.applied = Some(revision);
-            if delivered {
-                caught.delivered = caught.delivered.max(revision);
-            }
-        });
-        if first {
-            self.synced.send_modify(|count| *count += 1);
-        }
-    }
-}
-
-/// True when `new` differs from `old` in its status (and, where the
-/// backend moves it on status writes as Kubernetes does, its resource
-/// version) only.
-fn status_only(old: &DynConfig, new: &DynConfig) -> bool {
-    old.spec == new.spec
-        && old.meta.labels == new.meta.labels
-        && old.meta.annotations == new.meta.annotations
-        && old.meta.group == new.meta.group
-        && old.meta.version == new.meta.version
-        && old.meta.status != new.meta.status
-}
-
-#[async_trait]
-impl ConfigStore for Controller {
-    fn registry(&self) -> &KindRegistry {
-        self.shared.backend.registry()
-    }
-
-    async fn get(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
-        if !self.watches(&key.kind) {
-            return self.shared.backend.get(key).await;
-        }
-        Ok(self.shared.cache.get(key))
-    }
-
-    async fn list(&self, kind: &str, namespace: Option<&str>) -> Result<Vec<Arc<DynConfig>>, StoreError> {
-        if !self.watches(kind) {
-            return self.shared.backend.list(kind, namespace).await;
-        }
-        Ok(self.shared.cache.list(kind, namespace))
-    }
-
-    async fn create(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
-        let stored = self.shared.backend.create(config).await?;
-        self.await_stored(&stored).await;
-        Ok(stored)
-    }
-
-    async fn update(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError> {
-        let stored = self.shared.backend.update(config).await?;
-        self.await_stored(&stored).await;
-        Ok(stored)
-    }
-
-    async fn delete(&self, key: &ConfigKey, resource_version: Option<&str>) -> Result<(), StoreError> {
-        if !self.watches(&key.kind) {
-            return self.shared.backend.delete(key, resource_version).await;
-        }
-        // The delete's revision is not returned, so its event is what
-        // shows it: subscribed before the write, so it cannot be missed.
-        let mut events = self.shared.events.subscribe();
-        self.shared.backend.delete(key, resource_version).await?;
-        let cache = &self.shared.cache;
-        let deleted = async {
-            // Absent now: the delete (or an earlier one) is what a read
-            // shows. Present: it was recreated after the delete, or the
-            // delete's event is still to come; wait for that event.
-            while cache.get(key).is_some() {
-                match events.recv().await {
-                    Ok(Event::Deleted(gone)) if gone.key() == *key => return,
-                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(broadcast::error::RecvError::Closed) => return,
-                }
-            }
-        };
-        if tokio::time::timeout(self.shared.options.write_sync_timeout, deleted)
-            .await
-            .is_err()
-        {
-            tracing::warn!(kind = %key.kind, "the cache did not show a delete through it in time");
-        }
-        Ok(())
-    }
-
-    fn keeps_status(&self) -> bool {
-        self.shared.backend.keeps_status()
-    }
-
-    async fn update_status(
-        &self,
-        key: &ConfigKey,
-        observed_version: &str,
-        status: ConfigStatus,
-    ) -> Result<(), StoreError> {
-        self.shared
-            .backend
-            .update_status(key, observed_version, status.clone())
-            .await?;
-        // Shown once the cached object carries this status, or has moved
-        // past the version the status was about (or is gone).
-        let cache = &self.shared.cache;
-        self.await_cache(&key.kind, "a status write", |_| match cache.get(key) {
-            Some(cached) => {
-                cached.meta.status.as_ref() == Some(&status)
-                    || cached.meta.resource_version.as_deref() != Some(observed_version)
-            }
-            None => true,
-        })
-        .await;
-        Ok(())
     }
 }
