@@ -234,6 +234,36 @@ impl Quarantine {
     }
 }
 
+/// The length of `config` as JSON as an operator would send it (without
+/// the status, resource version and creation time the server adds),
+/// counted without keeping the text.
+fn json_size(config: &DynConfig) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail; a value that cannot be written
+    // counts as what was written of it.
+    let sent = pilot_model::Config {
+        meta: pilot_model::ConfigMeta {
+            status: None,
+            resource_version: None,
+            creation_timestamp: None,
+            ..config.meta.clone()
+        },
+        spec: &config.spec,
+    };
+    let _ = serde_json::to_writer(&mut count, &sent);
+    count.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,34 +362,4 @@ mod tests {
         assert_eq!(errors[0].path, "kind");
         assert!(errors[0].message.contains("Other"), "{errors:?}");
     }
-}
-
-/// The length of `config` as JSON as an operator would send it (without
-/// the status, resource version and creation time the server adds),
-/// counted without keeping the text.
-fn json_size(config: &DynConfig) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail; a value that cannot be written
-    // counts as what was written of it.
-    let sent = pilot_model::Config {
-        meta: pilot_model::ConfigMeta {
-            status: None,
-            resource_version: None,
-            creation_timestamp: None,
-            ..config.meta.clone()
-        },
-        spec: &config.spec,
-    };
-    let _ = serde_json::to_writer(&mut count, &sent);
-    count.0
 }
