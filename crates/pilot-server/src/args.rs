@@ -87,6 +87,11 @@ pub struct Args {
     /// request but /healthz and /readyz needs a token.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// Serve the REST API without any credential on an address that is
+    /// not loopback (refused at start otherwise): anyone who reaches it
+    /// may read and change the configuration pushed to every proxy.
+    #[arg(long)]
+    pub allow_unauthenticated: bool,
     /// Serve the REST API over TLS with this certificate chain (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -141,9 +146,31 @@ pub struct Args {
 
     // ADS connections: see `pilot_ads::ServeOptions`.
     /// ADS connections open at once; one more is closed as soon as it is
-    /// accepted (the proxy retries, here or at another replica).
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
-    pub xds_max_connections: usize,
+    /// accepted (the proxy retries, here or at another replica). Default:
+    /// what the open-files limit leaves after the REST connections, at
+    /// most 10,000; a cap the limit cannot hold is refused at start.
+    #[arg(long, value_name = "N")]
+    pub xds_max_connections: Option<usize>,
+    /// An ADS connection must open a stream its credential admits within
+    /// this long of being accepted (TLS handshake, HTTP/2 preface and the
+    /// stream's headers), or it is closed: silent sockets cannot hold
+    /// connection slots. Examples: `10s`, `500ms`.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub xds_handshake_timeout: std::time::Duration,
+    /// ADS connections from one IP address that have not opened an
+    /// admitted stream yet, at once; more are closed as soon as they are
+    /// accepted, so one address cannot take every slot.
+    #[arg(long, default_value_t = 128, value_name = "N")]
+    pub xds_max_pending_per_address: usize,
+    /// Concurrent ADS streams on one connection (HTTP/2
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub xds_max_streams_per_connection: u32,
+    /// Concurrent ADS streams under one credential (a token, a client
+    /// certificate's identity) over all its connections; one more is
+    /// refused with RESOURCE_EXHAUSTED. Default: no cap.
+    #[arg(long, value_name = "N")]
+    pub xds_max_streams_per_credential: Option<usize>,
     /// End every ADS stream after this long (give or take 10%), after the
     /// response in flight, so proxies reconnect and spread again over the
     /// replicas (Istio's default is 30m; off unless given). Examples:
@@ -177,11 +204,18 @@ pub struct Args {
     /// within this many milliseconds (idle keep-alive connections too).
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
     pub header_read_timeout_ms: u64,
+    /// A request's whole body must arrive within this many milliseconds
+    /// of its head, or it is answered 408 and the connection closed.
+    #[arg(long, default_value_t = 30_000, value_name = "MS")]
+    pub body_read_timeout_ms: u64,
     /// REST connections open at once; beyond it a connection is answered
-    /// 503 and closed. The soft open-files limit is raised to the hard one
-    /// at start.
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
-    pub max_connections: usize,
+    /// 503 and closed (`/healthz` and `/readyz` are still answered, in a
+    /// reserve of 16 connections). The soft open-files limit is raised to
+    /// the hard one at start. Default: a quarter of what that limit leaves
+    /// for connections, at most 10,000; a cap the limit cannot hold is
+    /// refused at start.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
 
     // etcd security.
     /// Trust this CA (PEM) for etcd's certificate (`https://` endpoints).

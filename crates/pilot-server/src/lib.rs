@@ -17,7 +17,8 @@
 //!   ([`status_writer`]).
 //! - `auth/`: bearer tokens for REST and ADS, ADS TLS and client
 //!   certificates.
-//! - `serve.rs`: the REST listener (TLS, connection limits, drain);
+//! - `serve/`: the REST listener (TLS, connection limits, body deadline,
+//!   probes beyond the cap, caps from the open-files limit, drain);
 //!   `inject_webhook.rs`: the sidecar injection webhook.
 //!
 //! Writes go through the cached `Controller` (they return once the cache

@@ -13,9 +13,9 @@
 //! | `pilot_config_objects` | gauge | `kind` | objects in the cache |
 //! | `pilot_config_quarantined` | gauge | `kind` | objects in the store that fail validation, held out of the cache ([`crate::debug::quarantine`]) |
 //! | `pilot_config_rejected` | counter | `kind` | objects the store delivered that failed validation (each key at each version once) |
-//! | `pilot_xds_refused_streams` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`) | ADS streams refused |
+//! | `pilot_xds_refused_streams` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`, `resource_exhausted`) | ADS streams refused |
 //! | `pilot_xds_stream_ends` | counter | `reason` (`proxy_closed`, `transport_error`, `bad_request`, `response_dropped`, `server_closed`, `max_age`) | ADS streams ended after they started |
-//! | `pilot_xds_connections_refused` | counter | | ADS connections closed at accept, over `--xds-max-connections` |
+//! | `pilot_xds_connections_refused` | counter | | ADS connections closed at accept, over `--xds-max-connections` or `--xds-max-pending-per-address` |
 //! | `pilot_status_writes` | counter | `result` (`written`, `dropped`, `failed`) | objects' distribution status writes ([`crate::distribution::status_writer`]): accepted, dropped (the object had moved on), failed (tried again) |
 //! | `pilot_rest_requests` | counter | `method`, `code` | REST requests answered |
 //! | `pilot_rest_request_duration_seconds` | histogram | `method`, `route` | REST latency by route template |
@@ -272,7 +272,7 @@ impl Collector for ScrapeTime {
         let refused = self.xds.refused_streams();
         let mut family = encoder.encode_descriptor(
             "pilot_xds_refused_streams",
-            "ADS streams refused: no or bad credential (unauthenticated), a node id outside the credential's namespace (permission_denied), a malformed request (invalid_argument)",
+            "ADS streams refused: no or bad credential (unauthenticated), a node id outside the credential's namespace (permission_denied), a malformed request (invalid_argument), a credential at --xds-max-streams-per-credential or a request over the size limit (resource_exhausted)",
             None,
             ConstCounter::new(0u64).metric_type(),
         )?;
@@ -280,6 +280,7 @@ impl Collector for ScrapeTime {
             ("unauthenticated", refused.unauthenticated),
             ("permission_denied", refused.permission_denied),
             ("invalid_argument", refused.invalid_argument),
+            ("resource_exhausted", refused.resource_exhausted),
         ] {
             ConstCounter::new(count).encode(family.encode_family(&[("reason", reason)])?)?;
         }
@@ -305,7 +306,7 @@ impl Collector for ScrapeTime {
         let refused = ConstCounter::new(self.xds.connections_refused());
         refused.encode(encoder.encode_descriptor(
             "pilot_xds_connections_refused",
-            "ADS connections closed at accept because --xds-max-connections were open",
+            "ADS connections closed at accept because --xds-max-connections were open, or --xds-max-pending-per-address from the same address",
             None,
             refused.metric_type(),
         )?)?;

@@ -24,7 +24,7 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 use pilot_ads::{ServeOptions, XdsOptions, XdsServer};
 use pilot_model::{ConfigStore, ConfigWatch, DynConfig, KindRegistry, Membership, ServiceDiscovery};
-use pilot_store::{Controller, Notification, RegistryWriter};
+use pilot_store::{Controller, ControllerOptions, Notification, RegistryWriter};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -81,7 +81,7 @@ pub async fn run(
     let bound = listeners.bound;
     let mut opened = open(&args, bound).await?;
     let services_file = opened.services_file.take();
-    let (controller, config_events) = start_controller(Arc::clone(&opened.backend));
+    let (controller, config_events) = start_controller(Arc::clone(&opened.backend), args.max_body_bytes);
     let xds = build_ads(&controller, &opened.discovery);
     let (closing, shutdown_rx) = watch::channel(false);
     let shared = assemble(&args, checked.tokens, opened, controller, xds, bound, shutdown_rx);
@@ -92,6 +92,7 @@ pub async fn run(
         shared.state,
         checked.tls,
         checked.xds_options,
+        checked.max_connections,
         tasks,
     );
     announce(&args, bound, serving.scheme)?;
@@ -111,16 +112,34 @@ struct Checked {
     tls: Option<TlsAcceptor>,
     /// How ADS is served: TLS, caller authentication, connection limits.
     xds_options: ServeOptions,
+    /// The REST listeners' connection cap (`--max-connections`, or derived
+    /// from the open-files limit).
+    max_connections: usize,
 }
 
-/// Step 1: reads the token file and the TLS files and checks ADS security
-/// (an ADS address that is not loopback needs credentials). Needs only
-/// the flags; fails before any port is bound or store opened.
+/// Step 1: reads the token file and the TLS files, checks REST and ADS
+/// security (an address that is not loopback needs credentials, unless
+/// `--allow-unauthenticated` / `--xds-allow-unauthenticated` say so; every
+/// listener without one is logged as a warning), raises the open-files
+/// limit and fits the connection caps in it. Needs only the flags; fails
+/// before any port is bound or store opened.
 fn check(args: &Args) -> Result<Checked, StartError> {
     let tokens = match &args.token_file {
         Some(path) => Some(Arc::new(Tokens::load(path).map_err(StartError::Failed)?)),
         None => None,
     };
+    auth::rest::check_open(args, tokens.is_some()).map_err(StartError::Failed)?;
+    let open_files = serve::raise_fd_limit();
+    tracing::debug!(?open_files, "open-files limit");
+    let rest_listeners = 1 + usize::from(args.inject_webhook.is_some());
+    let caps = serve::fds::caps(
+        open_files,
+        args.max_connections,
+        args.xds_max_connections,
+        rest_listeners,
+        serve::PROBE_RESERVE,
+    )
+    .map_err(StartError::Failed)?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(serve::tls_acceptor(cert, key).map_err(StartError::Failed)?),
         _ => None,
@@ -131,17 +150,40 @@ fn check(args: &Args) -> Result<Checked, StartError> {
         let mut value = ServeOptions::default();
         value.tls = xds_tls;
         value.auth = xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_ads::Authenticate>);
-        value.max_connections = Some(args.xds_max_connections);
+        value.max_connections = Some(caps.xds);
+        value.handshake_timeout = Some(args.xds_handshake_timeout);
+        value.max_pending_per_address = Some(args.xds_max_pending_per_address);
+        value.max_streams_per_connection = Some(args.xds_max_streams_per_connection);
+        value.max_streams_per_caller = args.xds_max_streams_per_credential;
         value.max_connection_age = args.xds_max_connection_age;
         value
     };
     xds_options
         .check()
         .map_err(|e| StartError::Failed(format!("ADS TLS: {e}")))?;
+    if tokens.is_none() {
+        tracing::warn!(
+            listen = %args.listen,
+            "the REST API accepts requests without a credential (no --token-file): whoever reaches it can read and change the configuration pushed to every proxy"
+        );
+    }
+    if xds_options.auth.is_none() {
+        tracing::warn!(
+            xds_listen = %args.xds_listen,
+            "ADS accepts streams without a credential (no --token-file or --xds-client-ca): whoever reaches it can read every proxy's configuration"
+        );
+    }
+    if let Some(webhook) = args.inject_webhook {
+        tracing::warn!(
+            inject_webhook = %webhook,
+            "the injection webhook answers AdmissionReviews from any client (TLS, no client credential): it reads nothing from the store and writes nothing"
+        );
+    }
     Ok(Checked {
         tokens,
         tls,
         xds_options,
+        max_connections: caps.rest,
     })
 }
 
@@ -227,9 +269,17 @@ type ConfigEvents = BoxStream<'static, Notification<Arc<DynConfig>>>;
 
 /// Step 4: starts the cached Controller on the store from [`open`], with a
 /// subscription to all its events taken first, so the initial load is
-/// counted.
-fn start_controller(backend: Arc<dyn ConfigWatch>) -> (Arc<Controller>, ConfigEvents) {
-    let controller = Arc::new(Controller::new(backend));
+/// counted. Objects larger than the API's body limit are quarantined.
+fn start_controller(
+    backend: Arc<dyn ConfigWatch>,
+    max_object_bytes: usize,
+) -> (Arc<Controller>, ConfigEvents) {
+    let options = {
+        let mut value = ControllerOptions::default();
+        value.max_object_bytes = Some(max_object_bytes);
+        value
+    };
+    let controller = Arc::new(Controller::with_options(backend, options));
     let config_events = controller.subscribe_all();
     controller.run();
     (controller, config_events)
@@ -407,8 +457,8 @@ struct Serving {
 }
 
 /// Step 8: serves the listeners from [`bind`]: the REST router on the
-/// state from [`assemble`] (with the open-files limit raised and the
-/// connection limits of the flags), the webhook, and ADS with the options
+/// state from [`assemble`] (with the connection limits of the flags and
+/// [`check`]), the webhook, and ADS with the options
 /// from [`check`]; each until the shutdown signal.
 fn serve(
     args: &Args,
@@ -416,16 +466,16 @@ fn serve(
     state: AppState,
     tls: Option<TlsAcceptor>,
     xds_options: ServeOptions,
+    max_connections: usize,
     mut tasks: Vec<JoinHandle<()>>,
 ) -> Serving {
     let shutdown = state.shutdown.clone();
     let xds = state.xds.clone();
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let open_files = serve::raise_fd_limit();
-    tracing::debug!(?open_files, "open-files limit");
     let limits = serve::Limits {
         header_read_timeout: Duration::from_millis(args.header_read_timeout_ms.max(1)),
-        max_connections: args.max_connections,
+        body_read_timeout: Duration::from_millis(args.body_read_timeout_ms.max(1)),
+        max_connections,
     };
     if let Some(webhook) = listeners.inject {
         tasks.push(tokio::spawn(webhook.serve(limits, shutdown.clone())));

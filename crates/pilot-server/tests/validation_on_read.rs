@@ -254,3 +254,65 @@ async fn a_rule_put_straight_into_etcd_that_fails_validation_is_quarantined_unti
     );
     server.stop().await;
 }
+
+/// An object larger than the API's body limit (`--max-body-bytes`, 1 MiB
+/// by default), put straight into etcd, is quarantined as an invalid one
+/// is: not served, listed by `/debug/quarantine` with its size; brought
+/// back under the limit, it is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_object_over_the_body_limit_put_straight_into_etcd_is_quarantined() {
+    let etcd = EtcdServer::start().expect("etcd (run scripts/install-deps)");
+    let server = TestServer::start(&["--store", "etcd", "--etcd-endpoints", &etcd.endpoint()]).await;
+    let mut raw = EtcdConfigStore::connect(
+        &EtcdOptions::new([etcd.endpoint()]),
+        pilot_model::istio::registry(),
+    )
+    .await
+    .unwrap()
+    .client();
+    let with_note = |note: usize| {
+        serde_json::to_vec(&json!({
+            "apiVersion": "config.istio.io/v1alpha2",
+            "kind": "RouteRule",
+            "metadata": {"name": "reviews-v9", "namespace": "default", "annotations": {"note": "x".repeat(note)}},
+            "spec": {"destination": {"name": "reviews"}, "route": [{"labels": {"version": "v9"}}]},
+        }))
+        .unwrap()
+    };
+    // The API refuses it.
+    let (code, refused) = server.request(
+        "POST",
+        &rules("default"),
+        &[("content-type", "application/json")],
+        Some(&with_note(1100 * 1024)),
+    );
+    assert_eq!(code, 413, "{}", String::from_utf8_lossy(&refused));
+    // Put around it, it is quarantined.
+    raw.put(KEY, with_note(1100 * 1024), None).await.unwrap();
+    until("the large rule is quarantined", || {
+        !quarantine(&server).is_empty()
+    })
+    .await;
+    let items = quarantine(&server);
+    assert_eq!(items[0]["name"], "reviews-v9", "{items:?}");
+    let message = items[0]["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("more than the 1048576 bytes the API accepts"),
+        "{message}"
+    );
+    assert!(listed(&server).is_empty());
+    let (code, _) = server.json("GET", &format!("{}/reviews-v9", rules("default")), None);
+    assert_eq!(code, 404);
+    // Under the limit, it is served.
+    raw.put(KEY, with_note(1024), None).await.unwrap();
+    until("the rule leaves quarantine", || quarantine(&server).is_empty()).await;
+    until("the rule is served", || {
+        server
+            .json("GET", &format!("{}/reviews-v9", rules("default")), None)
+            .0
+            == 200
+    })
+    .await;
+    assert_eq!(listed(&server), ["reviews-v9"]);
+    server.stop().await;
+}

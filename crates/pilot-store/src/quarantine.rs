@@ -61,6 +61,7 @@ impl QuarantineReason {
 #[derive(Debug)]
 pub struct Quarantine {
     registry: KindRegistry,
+    max_object_bytes: Option<usize>,
     entries: RwLock<BTreeMap<ConfigKey, Quarantined>>,
     rejected: RwLock<BTreeMap<String, u64>>,
 }
@@ -70,14 +71,32 @@ impl Quarantine {
     pub fn new(registry: KindRegistry) -> Self {
         Quarantine {
             registry,
+            max_object_bytes: None,
             entries: RwLock::new(BTreeMap::new()),
             rejected: RwLock::new(BTreeMap::new()),
         }
     }
 
+    /// Also refuses objects larger than `max` bytes as JSON (`None`: no
+    /// limit), as an API with that body limit would.
+    pub fn with_max_object_bytes(mut self, max: Option<usize>) -> Self {
+        self.max_object_bytes = max;
+        self
+    }
+
     /// Validates `config` as a write would be: every field error, or an
-    /// error for a kind the registry does not have.
+    /// error for a kind the registry does not have, or for an object
+    /// larger than the limit.
     pub fn check(&self, config: &DynConfig) -> Result<(), Vec<FieldError>> {
+        if let Some(max) = self.max_object_bytes {
+            let size = json_size(config);
+            if size > max {
+                return Err(vec![FieldError::new(
+                    "",
+                    format!("the object is {size} bytes as JSON, more than the {max} bytes the API accepts"),
+                )]);
+            }
+        }
         let schema = match self.registry.schema(&config.meta.kind) {
             Ok(schema) => schema,
             Err(error) => return Err(vec![FieldError::new("kind", error.to_string())]),
@@ -213,6 +232,35 @@ impl Quarantine {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<ConfigKey, Quarantined>> {
         self.entries.read().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// The length of `config` as JSON as an operator would send it (without
+/// the status, resource version and creation time the server adds),
+/// counted without keeping the text.
+fn json_size(config: &DynConfig) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail; a value that cannot be written
+    // counts as what was written of it.
+    let mut meta = config.meta.clone();
+    meta.status = None;
+    meta.resource_version = None;
+    meta.creation_timestamp = None;
+    let sent = pilot_model::Config {
+        meta,
+        spec: &config.spec,
+    };
+    let _ = serde_json::to_writer(&mut count, &sent);
+    count.0
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@ pub struct RefusedStreams {
     /// A request that is not a valid ADS request (undecodable, no node, a
     /// malformed node id).
     pub invalid_argument: u64,
+    /// A credential with as many streams open as it may have.
+    pub resource_exhausted: u64,
 }
 
 /// The refusals counted so far, by reason, shared by every stream.
@@ -23,6 +25,7 @@ pub(crate) struct RefusalCounters {
     unauthenticated: AtomicU64,
     permission_denied: AtomicU64,
     invalid_argument: AtomicU64,
+    resource_exhausted: AtomicU64,
 }
 
 impl RefusalCounters {
@@ -32,6 +35,7 @@ impl RefusalCounters {
             tonic::Code::Unauthenticated => &self.unauthenticated,
             tonic::Code::PermissionDenied => &self.permission_denied,
             tonic::Code::InvalidArgument => &self.invalid_argument,
+            tonic::Code::ResourceExhausted => &self.resource_exhausted,
             _ => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -43,6 +47,7 @@ impl RefusalCounters {
             unauthenticated: self.unauthenticated.load(Ordering::Relaxed),
             permission_denied: self.permission_denied.load(Ordering::Relaxed),
             invalid_argument: self.invalid_argument.load(Ordering::Relaxed),
+            resource_exhausted: self.resource_exhausted.load(Ordering::Relaxed),
         }
     }
 }

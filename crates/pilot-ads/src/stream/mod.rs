@@ -12,13 +12,16 @@
 //!   response carries.
 //! - `auth.rs`: who a caller is and which node ids it may claim;
 //!   `service.rs`: the gRPC service (authentication, protocol by method);
-//!   `serve.rs`: [`ServeOptions`] (TLS, keepalives, connection cap,
-//!   maximum age) and the listening socket.
+//!   `serve.rs`: [`ServeOptions`] (TLS, keepalives, limits, maximum age)
+//!   and the listening socket; `admission.rs`: which connections and
+//!   streams are kept (slots, handshake deadline, per address, per
+//!   credential).
 //!
 //! Responses go through a bounded queue: a slow proxy holds up only its
 //! own task, which waits. When the stream ends, the task, its queue and its
 //! status go away, and the reason is counted.
 
+mod admission;
 mod auth;
 mod delta;
 mod serve;

@@ -1,20 +1,18 @@
 //! Serving ADS on a listener: TLS (and client certificates), an
-//! authenticator, HTTP/2 and TCP keepalives, a cap on connections, and an
-//! optional maximum connection age.
+//! authenticator, HTTP/2 and TCP keepalives, limits on connections and
+//! streams (`admission.rs`: slots, a handshake deadline, pending
+//! connections per address, streams per connection and per credential),
+//! and an optional maximum connection age.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
-use tokio::sync::OwnedSemaphorePermit;
-use tonic::transport::server::{Connected, TcpConnectInfo, TcpIncoming};
+use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Server, ServerTlsConfig};
 
+use super::admission::{Admission, Refusal};
 use super::auth::Authenticate;
 use super::service::AdsService;
 use crate::state::ServerState;
@@ -35,6 +33,27 @@ pub struct ServeOptions {
     /// [`XdsServer::connections_refused`](crate::XdsServer::connections_refused)).
     /// `None`: no cap.
     pub max_connections: Option<usize>,
+    /// A connection must open an admitted stream (one its credential
+    /// authenticates, when [`auth`](Self::auth) is set) within this long of
+    /// being accepted, or it is closed: the TLS handshake, the HTTP/2
+    /// preface and the stream's headers all fall within it, so a silent
+    /// socket cannot hold a slot. `None`: no deadline.
+    pub handshake_timeout: Option<Duration>,
+    /// Connections from one IP address accepted but not yet admitted (see
+    /// [`handshake_timeout`](Self::handshake_timeout)), at once; one more
+    /// is closed as soon as it is accepted (and counted as refused), so
+    /// one address flooding the port leaves slots for proxies elsewhere.
+    /// `None`: no cap.
+    pub max_pending_per_address: Option<usize>,
+    /// Concurrent streams on one connection (HTTP/2
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`; the client's further streams are
+    /// refused by HTTP/2 itself). `None`: HTTP/2's default (unlimited).
+    pub max_streams_per_connection: Option<u32>,
+    /// Concurrent ADS streams under one credential (a
+    /// [`Caller`](crate::Caller)'s name), over all its connections; one
+    /// more ends at once with `RESOURCE_EXHAUSTED`. Needs
+    /// [`auth`](Self::auth). `None`: no cap.
+    pub max_streams_per_caller: Option<usize>,
     /// Streams older than this (give or take 10%) are ended with
     /// `UNAVAILABLE` after the response in flight, and their connections
     /// are sent an HTTP/2 GOAWAY first, so the proxy reconnects over a new
@@ -56,6 +75,10 @@ impl Default for ServeOptions {
             tls: None,
             auth: None,
             max_connections: None,
+            handshake_timeout: Some(Duration::from_secs(10)),
+            max_pending_per_address: None,
+            max_streams_per_connection: Some(100),
+            max_streams_per_caller: None,
             max_connection_age: None,
             http2_keepalive_interval: Duration::from_secs(30),
             http2_keepalive_timeout: Duration::from_secs(10),
@@ -81,6 +104,10 @@ impl std::fmt::Debug for ServeOptions {
             .field("tls", &self.tls.is_some())
             .field("auth", &self.auth.is_some())
             .field("max_connections", &self.max_connections)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("max_pending_per_address", &self.max_pending_per_address)
+            .field("max_streams_per_connection", &self.max_streams_per_connection)
+            .field("max_streams_per_caller", &self.max_streams_per_caller)
             .field("max_connection_age", &self.max_connection_age)
             .field("http2_keepalive_interval", &self.http2_keepalive_interval)
             .field("http2_keepalive_timeout", &self.http2_keepalive_timeout)
@@ -134,7 +161,8 @@ async fn serve_incoming(
         .with_keepalive(Some(options.tcp_keepalive));
     let mut builder = Server::builder()
         .http2_keepalive_interval(Some(options.http2_keepalive_interval))
-        .http2_keepalive_timeout(Some(options.http2_keepalive_timeout));
+        .http2_keepalive_timeout(Some(options.http2_keepalive_timeout))
+        .max_concurrent_streams(options.max_streams_per_connection);
     if let Some(age) = options.max_connection_age {
         // The connection is told to go away before any of its streams
         // is ended (at 90% to 110% of the age), so the proxy's next
@@ -144,28 +172,35 @@ async fn serve_incoming(
     if let Some(tls) = options.tls {
         builder = builder.tls_config(tls)?;
     }
-    let service =
-        AdsService::new(Arc::clone(state), options.auth).with_max_connection_age(options.max_connection_age);
-    let slots = options
-        .max_connections
-        .map(|max| Arc::new(tokio::sync::Semaphore::new(max.max(1))));
+    let admission = Arc::new(Admission::new(
+        options.max_connections,
+        options.handshake_timeout,
+        options.max_pending_per_address,
+        options.max_streams_per_caller,
+    ));
+    let service = AdsService::new(Arc::clone(state), options.auth)
+        .with_max_connection_age(options.max_connection_age)
+        .with_admission(Arc::clone(&admission));
     let server = Arc::clone(state);
     let incoming = incoming.filter_map(move |accepted| {
         let admitted = match accepted {
             Err(error) => Some(Err(error)),
-            Ok(stream) => match &slots {
-                None => Some(Ok(Limited { stream, _slot: None })),
-                Some(slots) => match Arc::clone(slots).try_acquire_owned() {
-                    Ok(slot) => Some(Ok(Limited {
-                        stream,
-                        _slot: Some(slot),
-                    })),
-                    Err(_) => {
-                        server.connections_refused.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(peer = ?stream.peer_addr().ok(), "over the ADS connection cap; closed");
-                        None
+            Ok(stream) => match admission.accept(stream) {
+                Ok(limited) => Some(Ok(limited)),
+                Err((stream, refusal)) => {
+                    server.connections_refused.fetch_add(1, Ordering::Relaxed);
+                    let peer = stream.peer_addr().ok();
+                    match refusal {
+                        Refusal::Full => {
+                            tracing::warn!(?peer, "over the ADS connection cap; closed");
+                        }
+                        Refusal::AddressPending => tracing::debug!(
+                            ?peer,
+                            "too many ADS connections pending from this address; closed"
+                        ),
                     }
-                },
+                    None
+                }
             },
         };
         std::future::ready(admitted)
@@ -203,58 +238,4 @@ pub fn listen(address: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpL
     socket.set_reuseaddr(true)?;
     socket.bind(address)?;
     socket.listen(LISTEN_BACKLOG)
-}
-
-/// A connection holding one of the capped slots until it closes.
-struct Limited {
-    stream: TcpStream,
-    _slot: Option<OwnedSemaphorePermit>,
-}
-
-impl Connected for Limited {
-    type ConnectInfo = TcpConnectInfo;
-
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.stream.connect_info()
-    }
-}
-
-impl AsyncRead for Limited {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Limited {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
 }

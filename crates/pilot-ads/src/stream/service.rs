@@ -12,6 +12,7 @@ use std::time::Duration;
 use tonic::body::Body;
 use tonic::server::NamedService;
 
+use super::admission::{Admission, StreamGuard};
 use super::auth::{Authenticate, Caller};
 use super::session::{self, Protocol};
 use super::{delta, sotw, transport};
@@ -28,6 +29,7 @@ pub struct AdsService {
     server: Arc<ServerState>,
     auth: Option<Arc<dyn Authenticate>>,
     max_age: Option<Duration>,
+    admission: Option<Arc<Admission>>,
 }
 
 impl AdsService {
@@ -38,7 +40,15 @@ impl AdsService {
             server,
             auth,
             max_age: None,
+            admission: None,
         }
+    }
+
+    /// Admits streams into `admission`'s bookkeeping (their connection's
+    /// handshake deadline, streams per credential).
+    pub(crate) fn with_admission(mut self, admission: Arc<Admission>) -> Self {
+        self.admission = Some(admission);
+        self
     }
 
     /// Ends every stream once it is `age` old (give or take 10%, so
@@ -52,7 +62,12 @@ impl AdsService {
     }
 
     /// Starts the task of a new stream of protocol `P`.
-    fn open<P: Protocol + 'static>(&self, body: Body, caller: Option<Caller>) -> http::Response<Body> {
+    fn open<P: Protocol + 'static>(
+        &self,
+        body: Body,
+        caller: Option<Caller>,
+        guard: StreamGuard,
+    ) -> http::Response<Body> {
         let inner = &self.server;
         let (requests, responses, response) = transport::open(body, inner.options.send_queue);
         let id = inner.next_connection.fetch_add(1, Ordering::Relaxed);
@@ -62,13 +77,12 @@ impl AdsService {
                 .max_age
                 .map(|age| tokio::time::Instant::now() + jitter(age, id)),
         };
-        tokio::spawn(session::drive::<P>(
-            Arc::clone(inner),
-            id,
-            limits,
-            requests,
-            responses,
-        ));
+        let session = session::drive::<P>(Arc::clone(inner), id, limits, requests, responses);
+        tokio::spawn(async move {
+            // Counted against its credential until the session ends.
+            let _guard = guard;
+            session.await;
+        });
         response
     }
 }
@@ -115,10 +129,30 @@ impl tower_service::Service<http::Request<Body>> for AdsService {
         let response = if compressed {
             tonic::Status::unimplemented("this server accepts uncompressed requests only").into_http()
         } else {
-            match request.uri().path() {
-                STREAM_PATH => self.open::<sotw::Sotw>(request.into_body(), caller),
-                DELTA_PATH => self.open::<delta::Delta>(request.into_body(), caller),
-                path => tonic::Status::unimplemented(format!("no method {path}")).into_http(),
+            let path = request.uri().path();
+            if path != STREAM_PATH && path != DELTA_PATH {
+                return std::future::ready(Ok(
+                    tonic::Status::unimplemented(format!("no method {path}")).into_http()
+                ));
+            }
+            let guard = match (&self.admission, &caller) {
+                (Some(admission), Some(caller)) => match admission.open_stream(&caller.name) {
+                    Ok(guard) => guard,
+                    Err(status) => {
+                        tracing::warn!(caller = %caller.name, reason = status.message(), "ADS stream refused");
+                        self.server.refused.count(&status);
+                        return std::future::ready(Ok(status.into_http()));
+                    }
+                },
+                _ => StreamGuard::none(),
+            };
+            if let Some(admission) = &self.admission {
+                admission.admit(request.extensions());
+            }
+            if path == STREAM_PATH {
+                self.open::<sotw::Sotw>(request.into_body(), caller, guard)
+            } else {
+                self.open::<delta::Delta>(request.into_body(), caller, guard)
             }
         };
         std::future::ready(Ok(response))

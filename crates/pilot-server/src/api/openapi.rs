@@ -317,7 +317,7 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
         );
         responses.insert(
             "400".into(),
-            status_response("bad labelSelector, watch or resourceVersion"),
+            status_response("bad namespace (not a DNS-1123 label), labelSelector, watch or resourceVersion"),
         );
         responses.insert(
             "410".into(),
@@ -356,6 +356,7 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
                 "409",
                 "already exists (details.currentResourceVersion), or metadata.resourceVersion is not current",
             ),
+            ("408", "the body did not arrive within --body-read-timeout-ms"),
             ("413", "the body is larger than --max-body-bytes"),
             ("415", "the body is not application/json"),
             (

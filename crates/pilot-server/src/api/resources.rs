@@ -48,6 +48,8 @@ pub(crate) async fn list_namespaced(
     Query(query): Query_,
 ) -> Result<Response, ApiError> {
     let schema = resolve(&state, &group, &version, &plural)?;
+    pilot_model::dns1123_label(&namespace)
+        .map_err(|message| ApiError::bad_request(format!("namespace {namespace:?}: {message}")))?;
     list_or_watch(state, schema, Some(namespace), query).await
 }
 
@@ -203,6 +205,11 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
     match http_body_util::Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(too_large()),
+        Err(error) if crate::serve::body::timed_out(&*error) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "Timeout",
+            format!("cannot read the body: {error}"),
+        )),
         Err(error) => Err(ApiError::bad_request(format!("cannot read the body: {error}"))),
     }
 }

@@ -1,4 +1,6 @@
-//! Bearer-token authentication of REST callers. With tokens configured,
+//! Bearer-token authentication of REST callers, and the start-up check
+//! that the REST API is not served off loopback without it
+//! ([`check_open`]). With tokens configured,
 //! every endpoint but `/healthz` and `/readyz` needs a valid token, writes
 //! need a read-write one, and an xDS token is refused by the REST API (it
 //! may only open ADS streams, see [`super::xds`]) but for
@@ -14,6 +16,19 @@ use axum::response::{IntoResponse, Response};
 
 use super::tokens::{Access, Tokens, bearer};
 use crate::api::ApiError;
+
+/// Refuses a REST address that is not loopback without `--token-file`,
+/// unless `--allow-unauthenticated` says so.
+pub(crate) fn check_open(args: &crate::args::Args, tokens: bool) -> Result<(), String> {
+    if tokens || args.listen.ip().is_loopback() || args.allow_unauthenticated {
+        return Ok(());
+    }
+    Err(format!(
+        "the REST API would listen on {} without authentication: give --token-file, or \
+         --allow-unauthenticated to let any client that reaches it read and change the configuration",
+        args.listen
+    ))
+}
 
 /// The one REST route an `xds` token may call.
 const PROXY_EVENTS: &str = "/v1/proxy-events";

@@ -36,6 +36,11 @@ pub struct ControllerOptions {
     pub retry_min: Duration,
     /// Longest delay between retries.
     pub retry_max: Duration,
+    /// Objects larger than this, as JSON, are quarantined like invalid
+    /// ones: a server whose API refuses larger bodies sets its limit here,
+    /// so an object written around the API is held to it too. `None`: no
+    /// limit.
+    pub max_object_bytes: Option<usize>,
 }
 
 impl Default for ControllerOptions {
@@ -46,6 +51,7 @@ impl Default for ControllerOptions {
             write_sync_timeout: Duration::from_secs(5),
             retry_min: Duration::from_millis(50),
             retry_max: Duration::from_secs(5),
+            max_object_bytes: None,
         }
     }
 }
@@ -171,7 +177,8 @@ impl Controller {
         let (events, _) = broadcast::channel(options.event_buffer.max(1));
         Controller {
             shared: Arc::new(Shared {
-                quarantine: Quarantine::new(backend.registry().clone()),
+                quarantine: Quarantine::new(backend.registry().clone())
+                    .with_max_object_bytes(options.max_object_bytes),
                 backend,
                 cache: ConfigIndex::new(),
                 kinds,

@@ -4,16 +4,23 @@
 //!
 //! Connections are bounded ([`Limits`]): a connection that does not send a
 //! complete request head within `header_read_timeout` (a new one, or a
-//! keep-alive one gone idle) is closed, and beyond `max_connections` a new
-//! connection is answered 503 and closed at once, so idle or slow clients
-//! cannot take every file descriptor and silence `/healthz`. A
-//! connection counts until the server begins to close it: a client that
-//! has seen its connection closed by the server is not refused for it.
+//! keep-alive one gone idle), or a request's whole body within
+//! `body_read_timeout` (`body.rs`), is closed, and beyond `max_connections`
+//! a new connection is answered 503 and closed, but for the probes:
+//! `/healthz` and `/readyz` are answered in a small reserve beyond the cap
+//! (`reserve.rs`). So idle or slow clients cannot take every file
+//! descriptor and silence `/healthz`; `fds.rs` fits the caps in the
+//! open-files limit. A connection counts until the server begins to close
+//! it (`slotted.rs`): a client that has seen its connection closed by the
+//! server is not refused for it.
+
+pub(crate) mod body;
+pub(crate) mod fds;
+mod reserve;
+mod slotted;
 
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -21,10 +28,11 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
-use tokio::sync::OwnedSemaphorePermit;
 use tokio_rustls::TlsAcceptor;
+
+pub(crate) use reserve::RESERVE as PROBE_RESERVE;
+use slotted::Slotted;
 
 /// How long shutdown waits for open connections before giving up on them.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -57,12 +65,12 @@ pub(crate) struct Limits {
     /// A request head must arrive within this long (idle keep-alive
     /// connections included).
     pub header_read_timeout: Duration,
-    /// Connections open at once; more are answered 503 and closed.
+    /// A request's whole body must arrive within this long of its head.
+    pub body_read_timeout: Duration,
+    /// Connections open at once; more are answered 503 and closed (but
+    /// for the probes' reserve).
     pub max_connections: usize,
 }
-
-/// What a connection beyond the cap is told before it is closed.
-const OVER_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 133\r\n\r\n{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\",\"reason\":\"ServiceUnavailable\",\"code\":503,\"message\":\"too many open connections\"}";
 
 /// Raises the soft limit on open files to the hard limit (servers hold one
 /// per connection; the usual soft default is 1,024). Returns the limit now
@@ -97,7 +105,12 @@ pub(crate) async fn serve(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
+    let router = router.layer(axum::middleware::map_request_with_state(
+        limits.body_read_timeout,
+        body::with_deadline,
+    ));
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let reserve = Arc::new(tokio::sync::Semaphore::new(reserve::RESERVE));
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -111,9 +124,20 @@ pub(crate) async fn serve(
             () = crate::shutdown::closed(&mut shutdown) => break,
         };
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            if let Ok(reserved) = Arc::clone(&reserve).try_acquire_owned() {
+                tracing::debug!(%peer, "over the connection cap; probes only");
+                tokio::spawn(reserve::answer(
+                    stream,
+                    tls.clone(),
+                    router.clone(),
+                    limits.header_read_timeout,
+                    reserved,
+                ));
+                continue;
+            }
             // The socket's send buffer is empty: this does not block.
-            let _ = stream.try_write(OVER_CAPACITY);
-            tracing::debug!(%peer, "over the connection cap; answered 503");
+            let _ = stream.try_write(reserve::OVER_CAPACITY);
+            tracing::debug!(%peer, "over the connection cap and its reserve; answered 503");
             continue;
         };
         let service = TowerToHyperService::new(router.clone());
@@ -153,108 +177,5 @@ pub(crate) async fn serve(
     drop(listener);
     if tokio::time::timeout(DRAIN, graceful.shutdown()).await.is_err() {
         tracing::warn!("some REST connections were still open after {DRAIN:?}; closing them");
-    }
-}
-
-/// A connection holding one of the capped slots. The slot is given back
-/// when the server starts closing the connection (before its FIN, or its
-/// TLS `close_notify`, is sent), or when the connection is dropped: so a
-/// client that has seen the server close its connection can count on its
-/// slot being free for the next one, however late the connection's task
-/// runs again.
-struct Slotted<S> {
-    // Before `stream`: fields drop in order, so a connection dropped
-    // without a shutdown (an error, the header timeout) also gives its
-    // slot back before its socket closes.
-    slot: Option<OwnedSemaphorePermit>,
-    stream: S,
-}
-
-impl<S> Slotted<S> {
-    fn new(stream: S, slot: OwnedSemaphorePermit) -> Self {
-        Slotted {
-            slot: Some(slot),
-            stream,
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Slotted<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Slotted<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        // Given back before the peer can see the close.
-        self.slot = None;
-        Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::sync::Semaphore;
-
-    use super::*;
-
-    #[tokio::test]
-    async fn a_connection_gives_its_slot_back_before_its_peer_sees_it_close() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (accepted, _) = listener.accept().await.unwrap();
-        let slots = Arc::new(Semaphore::new(1));
-        let mut stream = Slotted::new(accepted, Arc::clone(&slots).try_acquire_owned().unwrap());
-        assert_eq!(slots.available_permits(), 0);
-        stream.shutdown().await.unwrap();
-        // The connection's task still holds it, but the slot is free...
-        assert_eq!(slots.available_permits(), 1);
-        // ...before the peer reads the end of the stream.
-        let mut rest = Vec::new();
-        client.read_to_end(&mut rest).await.unwrap();
-        assert!(rest.is_empty());
-        drop(stream);
-        assert_eq!(slots.available_permits(), 1);
-        // Dropped without a shutdown, a connection gives its slot back too.
-        let _client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (accepted, _) = listener.accept().await.unwrap();
-        let stream = Slotted::new(accepted, Arc::clone(&slots).try_acquire_owned().unwrap());
-        assert_eq!(slots.available_permits(), 0);
-        drop(stream);
-        assert_eq!(slots.available_permits(), 1);
     }
 }
