@@ -36,7 +36,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
-use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
+#[cfg(feature = "tls")]
+use tonic::transport::server::TlsConnectInfo;
+use tonic::transport::server::{Connected, TcpConnectInfo};
 
 /// The ADS listener's bookkeeping of connections and streams.
 pub(crate) struct Admission {
@@ -203,14 +205,16 @@ fn release_pending(table: &mut Table, ip: IpAddr) {
 
 /// The peer address of the connection a request came on.
 fn peer(extensions: &http::Extensions) -> Option<SocketAddr> {
-    extensions
+    let plain = extensions
         .get::<TcpConnectInfo>()
-        .and_then(TcpConnectInfo::remote_addr)
-        .or_else(|| {
-            extensions
-                .get::<TlsConnectInfo<TcpConnectInfo>>()
-                .and_then(|info| info.get_ref().remote_addr())
-        })
+        .and_then(TcpConnectInfo::remote_addr);
+    #[cfg(feature = "tls")]
+    let plain = plain.or_else(|| {
+        extensions
+            .get::<TlsConnectInfo<TcpConnectInfo>>()
+            .and_then(|info| info.get_ref().remote_addr())
+    });
+    plain
 }
 
 /// One stream counted against its credential until dropped.

@@ -9,8 +9,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
+use tonic::transport::Server;
+#[cfg(feature = "tls")]
+use tonic::transport::ServerTlsConfig;
 use tonic::transport::server::TcpIncoming;
-use tonic::transport::{Server, ServerTlsConfig};
 
 use super::admission::{Admission, Refusal};
 use super::auth::Authenticate;
@@ -22,7 +24,8 @@ use crate::state::ServerState;
 #[non_exhaustive]
 pub struct ServeOptions {
     /// TLS for the port (with a client CA in it, mTLS); `None`: plain
-    /// HTTP/2.
+    /// HTTP/2. Feature `tls` (on by default).
+    #[cfg(feature = "tls")]
     pub tls: Option<ServerTlsConfig>,
     /// Authenticates every stream
     /// ([`XdsServer::authenticated_service`](crate::XdsServer::authenticated_service));
@@ -72,6 +75,7 @@ pub struct ServeOptions {
 impl Default for ServeOptions {
     fn default() -> Self {
         ServeOptions {
+            #[cfg(feature = "tls")]
             tls: None,
             auth: None,
             max_connections: None,
@@ -91,6 +95,7 @@ impl ServeOptions {
     /// Checks what can be checked before serving (the TLS identity and
     /// client CA), so a bad configuration stops a server at start.
     pub fn check(&self) -> Result<(), tonic::transport::Error> {
+        #[cfg(feature = "tls")]
         if let Some(tls) = &self.tls {
             Server::builder().tls_config(tls.clone())?;
         }
@@ -98,10 +103,20 @@ impl ServeOptions {
     }
 }
 
+impl ServeOptions {
+    /// Whether the port is served over TLS.
+    fn tls_on(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        false
+    }
+}
+
 impl std::fmt::Debug for ServeOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServeOptions")
-            .field("tls", &self.tls.is_some())
+            .field("tls", &self.tls_on())
             .field("auth", &self.auth.is_some())
             .field("max_connections", &self.max_connections)
             .field("handshake_timeout", &self.handshake_timeout)
@@ -169,6 +184,7 @@ async fn serve_incoming(
         // stream opens a new connection.
         builder = builder.max_connection_age(age.mul_f64(0.9));
     }
+    #[cfg(feature = "tls")]
     if let Some(tls) = options.tls {
         builder = builder.tls_config(tls)?;
     }
