@@ -19,6 +19,7 @@ mod destination_policy;
 mod duration;
 mod egress_rule;
 mod ingress_rule;
+mod re2;
 mod route_rule;
 
 pub use common::{
@@ -31,6 +32,7 @@ pub use destination_policy::{
 pub use duration::{Duration, ParseDurationError};
 pub use egress_rule::{CIDR_PROTOCOLS, EGRESS_PROTOCOLS, EgressPort, EgressRule};
 pub use ingress_rule::IngressRule;
+pub use re2::{MAX_PROGRAM_SIZE, check_regex, regex_program_size};
 pub use route_rule::{
     Abort, CorsPolicy, Delay, DestinationWeight, HTTP_METHODS, HttpFaultInjection, HttpRedirect, HttpRetry,
     HttpRewrite, HttpTimeout, RouteRule, SimpleRetryPolicy, SimpleTimeoutPolicy,
