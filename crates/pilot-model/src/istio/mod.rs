@@ -23,8 +23,8 @@ mod re2;
 mod route_rule;
 
 pub use common::{
-    IstioService, L4MatchAttributes, MatchCondition, MatchRequest, StringMatch, check_percent, cidr,
-    header_name,
+    IstioService, L4MatchAttributes, MAX_HEADER_BYTES, MatchCondition, MatchRequest, StringMatch,
+    check_percent, cidr, header_name, header_value, uri_text,
 };
 pub use destination_policy::{
     CircuitBreaker, DestinationPolicy, LoadBalancing, SimpleCircuitBreakerPolicy, SimpleLbPolicy,
@@ -83,5 +83,7 @@ pub(crate) fn not_supported(errors: &mut FieldErrors, path: &str, what: &str) {
     );
 }
 
+#[cfg(test)]
+mod envoy_limits_tests;
 #[cfg(test)]
 mod tests;

@@ -14,7 +14,7 @@
 //! assert_eq!(regex_program_size("^(.*?;)?(user=jason)(;.*)?$"), Ok(26));
 //! assert!(check_regex("(?=x)a").unwrap_err().contains("invalid perl operator"));
 //! assert!(check_regex("a{1001}").unwrap_err().contains("invalid repetition size"));
-//! assert!(check_regex("[0-9a-f]{40}").unwrap_err().contains("program size"));
+//! assert!(check_regex("[0-9a-f]{49}").unwrap_err().contains("program size"));
 //! ```
 
 mod compile;
