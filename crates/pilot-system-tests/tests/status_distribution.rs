@@ -160,6 +160,34 @@ fn distribution(store: &Store, restart: bool) {
         );
     }
 
+    // An innocent rule on the same service port, written while the bad
+    // one is refused: the route configuration it changes still holds the
+    // bad route, so the Envoys refuse it again; the NACK stays the bad
+    // rule's, and the innocent rule is pending, not NACKED.
+    let created = pilotctl(url, &["create", "-f", "-"], &[], Some(INNOCENT_RULE));
+    assert_eq!(created.code, 0, "{created:?}");
+    eventually("every Envoy to refuse the route configuration twice", || {
+        envoys.iter().all(|envoy| rds_rejections(envoy) >= 2)
+    });
+    eventually("the innocent rule's status at its version", || {
+        let innocent = get(url, "routerules", "reviews-innocent");
+        innocent["status"]["observedVersion"] == innocent["metadata"]["resourceVersion"]
+    });
+    // Several status passes after the second refusal: still not blamed.
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let innocent = get(url, "routerules", "reviews-innocent");
+    assert!(
+        reports(&innocent, 0, 0),
+        "the innocent rule is blamed: {innocent}"
+    );
+    let bad = get(url, "routerules", "reviews-cookie");
+    assert!(reports(&bad, 0, ENVOYS as u64), "{bad}");
+    let row = pilotctl(url, &["get", "rr", "reviews-innocent"], &[], None);
+    assert!(
+        row.stdout.contains("0/3") && !row.stdout.contains("NACKED"),
+        "{row:?}"
+    );
+
     // Fixed (replace, carrying the version read before status writes): 3/3.
     let yaml = pilotctl(url, &["get", "rr", "reviews-cookie", "-o", "yaml"], &[], None);
     assert!(yaml.stdout.contains("status:"), "{yaml:?}");
@@ -168,9 +196,13 @@ fn distribution(store: &Store, restart: bool) {
     assert_ne!(fixed, yaml.stdout, "{yaml:?}");
     let replaced = pilotctl(url, &["replace", "-f", "-"], &[], Some(&fixed));
     assert_eq!(replaced.code, 0, "{replaced:?}");
-    eventually("the fixed rule to show 3/3", || {
-        reports(&get(url, "routerules", "reviews-cookie"), ENVOYS as u64, 0)
-    });
+    eventually(
+        "the fixed rule, and the innocent one behind it, to show 3/3",
+        || {
+            reports(&get(url, "routerules", "reviews-cookie"), ENVOYS as u64, 0)
+                && reports(&get(url, "routerules", "reviews-innocent"), ENVOYS as u64, 0)
+        },
+    );
 
     if !restart {
         drop(envoys);
@@ -210,6 +242,18 @@ fn distribution(store: &Store, restart: bool) {
 
 /// True when `object`'s status is about its current version with
 /// `acked` ACKs and `nacked` NACKs of 3 proxies.
+/// A rule on the same port as the bad one, with nothing wrong in it.
+const INNOCENT_RULE: &str = "apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\nmetadata: {name: reviews-innocent, namespace: default}\nspec:\n  destination: {name: reviews}\n  precedence: 8\n  match: {request: {headers: {x-innocent: {exact: \"yes\"}}}}\n  route: [{labels: {version: v1}}]\n";
+
+/// How many route configurations `envoy` refused (RDS `update_rejected`).
+fn rds_rejections(envoy: &Envoy) -> u64 {
+    envoy
+        .admin("/stats?filter=rds.*update_rejected")
+        .lines()
+        .filter_map(|line| line.rsplit_once(": ")?.1.trim().parse::<u64>().ok())
+        .sum()
+}
+
 fn reports(object: &Value, acked: u64, nacked: u64) -> bool {
     let status = &object["status"];
     status["observedVersion"] == object["metadata"]["resourceVersion"]

@@ -96,6 +96,7 @@ pub(crate) fn from_record(record: pilot_model::ConnectedProxy) -> ProxyStatus {
                             version: n.version,
                             message: n.message,
                         }),
+                        pending_since: None,
                     },
                 ))
             })
@@ -165,6 +166,7 @@ mod tests {
                 version: version.to_string(),
                 message: "bad regex".to_string(),
             }),
+            pending_since: None,
         };
         assert_eq!(state(&status(None, None, None)), "NOT SENT");
         assert_eq!(state(&status(Some("3"), Some("3"), None)), "SYNCED");
