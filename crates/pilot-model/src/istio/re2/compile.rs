@@ -69,7 +69,7 @@ fn weight(node: &Node) -> usize {
         Node::NoMatch | Node::Empty => 0,
         Node::Literal { .. } | Node::Class(_) | Node::AnyChar | Node::AnyByte | Node::Assert(_) => 1,
         Node::Capture(sub) => weight(sub).saturating_add(2),
-        Node::Concat(subs) if subs.iter().any(|s| *s == Node::NoMatch) => 0,
+        Node::Concat(subs) if subs.contains(&Node::NoMatch) => 0,
         Node::Concat(subs) | Node::Alternate(subs) => subs.iter().fold(0, |w, s| w.saturating_add(weight(s))),
         Node::Repeat { sub, min, max, .. } => {
             let copies = if is_empty_op(sub) {
@@ -510,12 +510,11 @@ fn required_prefix(node: &Node) -> Node {
         .take_while(|s| matches!(s, Node::Literal { fold: f, .. } if *f == fold))
         .count();
     let rest: Vec<Node> = subs[anchors + literals..].to_vec();
-    let suffix = match rest.len() {
+    match rest.len() {
         0 => Node::Empty,
         1 => rest.into_iter().next().unwrap_or(Node::Empty),
         _ => Node::Concat(rest),
-    };
-    suffix
+    }
 }
 
 /// RE2's `CoalesceWalker`: in a concatenation, a repeated character

@@ -149,8 +149,7 @@ impl Parser<'_> {
         // Where the last repetition operator started, if the last thing
         // parsed was one (RE2 refuses `a**`).
         let mut last_repeat: Option<usize> = None;
-        loop {
-            let Some(c) = self.peek() else { break };
+        while let Some(c) = self.peek() {
             let start = self.pos;
             match c {
                 b')' => break,
@@ -376,7 +375,7 @@ impl Parser<'_> {
                     }
                 }
                 b'-' if !negated => negated = true,
-                b':' | b')' if !(negated && !saw_flag) => {
+                b':' | b')' if !negated || saw_flag => {
                     if c == b')' {
                         *flags = new;
                         return Ok(GroupStart::Flags);
@@ -576,19 +575,20 @@ impl Parser<'_> {
                 break;
             }
             first = false;
-            if c == b'[' && self.s.get(self.pos + 1) == Some(&b':') {
-                if let Some(end) = find(&self.s[self.pos + 2..], b":]") {
-                    let name = self.text(self.pos + 2, self.pos + 2 + end);
-                    let Some(class) = posix_class(&name) else {
-                        return Err(format!(
-                            "invalid character class range: {}",
-                            self.text(self.pos, self.pos + end + 4)
-                        ));
-                    };
-                    ranges.extend(class);
-                    self.pos += end + 4;
-                    continue;
-                }
+            if c == b'['
+                && self.s.get(self.pos + 1) == Some(&b':')
+                && let Some(end) = find(&self.s[self.pos + 2..], b":]")
+            {
+                let name = self.text(self.pos + 2, self.pos + 2 + end);
+                let Some(class) = posix_class(&name) else {
+                    return Err(format!(
+                        "invalid character class range: {}",
+                        self.text(self.pos, self.pos + end + 4)
+                    ));
+                };
+                ranges.extend(class);
+                self.pos += end + 4;
+                continue;
             }
             if c == b'\\'
                 && let Some(class) = self.class_escape(Flags::default())?
@@ -805,7 +805,7 @@ fn repetition_budget(node: &Node, budget: u32) -> u32 {
         Node::Repeat { sub, min, max, .. } => {
             let counted = !matches!((min, max), (0, None) | (1, None) | (0, Some(1)));
             let m = if counted { max.unwrap_or(*min) } else { 0 };
-            let budget = if m > 0 { budget / m } else { budget };
+            let budget = budget.checked_div(m).unwrap_or(budget);
             repetition_budget(sub, budget).min(budget)
         }
         Node::Capture(sub) => repetition_budget(sub, budget),
