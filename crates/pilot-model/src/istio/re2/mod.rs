@@ -6,7 +6,8 @@
 //! [`check_regex`] refuses what Envoy would refuse: RE2's syntax (no
 //! look-around, no backreferences, no `\Z`, repetition counts up to 1000,
 //! nested ones multiplied), and the program size, computed as RE2 computes
-//! it (`parse.rs` builds RE2's tree, `compile.rs` its flattened program).
+//! it (`parse.rs` builds RE2's tree, `simplify.rs` rewrites it as RE2 does,
+//! `compile.rs` compiles it and `flatten.rs` counts the flattened program).
 //!
 //! ```
 //! use pilot_model::istio::{check_regex, regex_program_size};
@@ -17,8 +18,11 @@
 //! assert!(check_regex("[0-9a-f]{49}").unwrap_err().contains("program size"));
 //! ```
 
+mod class;
 mod compile;
+mod flatten;
 mod parse;
+mod simplify;
 mod unicode;
 
 /// Envoy's default `re2.max_program_size.error_level`: a larger program

@@ -3,7 +3,8 @@
 
 use regex_syntax::hir::{Class as HirClass, HirKind};
 
-use super::parse::{Class, normalize};
+use super::class::normalize;
+use super::parse::Class;
 
 /// The names RE2 knows: general categories and scripts (and `Any`).
 const GROUPS: &[&str] = &[
