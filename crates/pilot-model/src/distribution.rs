@@ -124,6 +124,13 @@ pub struct ProxyDistribution {
 pub struct ProxyNack {
     /// Per kind, the revisions the rejected push was built from.
     pub revisions: KindRevisions,
+    /// Per kind, the revisions of the first push of this type the proxy
+    /// rejected since it last had the type: the writes up to these are
+    /// what it refused; a write after them only came in a response that
+    /// still carried the refused content, and is not blamed. `None` when
+    /// not known (the rejected push itself is then the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_revisions: Option<KindRevisions>,
     /// The xDS type rejected.
     #[serde(rename = "type")]
     pub type_: String,
@@ -136,9 +143,12 @@ pub struct ProxyNack {
 /// chooses which proxies should have the object).
 ///
 /// A proxy counts as ACKed when it has every type of a push built from a
-/// revision at or after the object's; otherwise as NACKed when its current
-/// rejection is of such a push; otherwise it is still pending. An object
-/// whose version is not a revision (not a number) counts nobody as ACKed.
+/// revision at or after the object's; otherwise as NACKed when the first
+/// push of its current rejection was built from such a revision (the
+/// object is among the writes the proxy refused; a write after that first
+/// rejected push is not blamed, it waits behind the refused content);
+/// otherwise it is still pending. An object whose version is not a
+/// revision (not a number) counts nobody as ACKed.
 pub fn distribution_status(
     kind: &str,
     observed_version: &str,
@@ -154,7 +164,11 @@ pub fn distribution_status(
         let holds = |revisions: &KindRevisions| revisions.get(kind).is_some_and(|r| *r >= revision);
         if proxy.acked.as_ref().is_some_and(holds) {
             acked += 1;
-        } else if let Some(nack) = proxy.nack.as_ref().filter(|n| holds(&n.revisions)) {
+        } else if let Some(nack) = proxy
+            .nack
+            .as_ref()
+            .filter(|n| holds(n.first_revisions.as_ref().unwrap_or(&n.revisions)))
+        {
             nacked += 1;
             let message = truncate(&nack.message, MAX_NACK_MESSAGE_LEN);
             *messages.entry((nack.type_.clone(), message)).or_default() += 1;
@@ -204,10 +218,27 @@ mod tests {
             acked: acked.map(at),
             nack: nack.map(|(revision, message)| ProxyNack {
                 revisions: at(revision),
+                first_revisions: None,
                 type_: "LDS".into(),
                 message: message.into(),
             }),
         }
+    }
+
+    #[test]
+    fn a_write_after_the_first_rejected_push_is_not_blamed() {
+        // The proxy has revision 9; it refused the push of revision 10 (the
+        // bad object) and again that of 12 (an innocent write on the same
+        // resource, which still carried the bad content).
+        let mut refusing = proxy("a", Some(9), Some((12, "bad regex")));
+        if let Some(nack) = refusing.nack.as_mut() {
+            nack.first_revisions = Some(at(10));
+        }
+        let bad = distribution_status("K", "10", std::slice::from_ref(&refusing), SystemTime::UNIX_EPOCH);
+        assert_eq!(bad.summary(), "0/1 1 NACKED");
+        let innocent = distribution_status("K", "12", &[refusing], SystemTime::UNIX_EPOCH);
+        assert_eq!(innocent.summary(), "0/1");
+        assert!(innocent.nacks.is_empty());
     }
 
     #[test]

@@ -11,6 +11,17 @@ use crate::http;
 use crate::ports::free_port;
 use crate::process::ProcessGuard;
 
+/// The RE2 program-size limit (`re2.max_program_size.error_level`) of
+/// the Envoys [`Envoy::ads`] starts: lower than Envoy's default of 100, so
+/// that a test can have a proxy refuse a rule pilot accepts
+/// ([`NACKED_REGEX`]), as an operator's lowered limit would.
+pub const ENVOY_RE2_LIMIT: u64 = 50;
+
+/// A regular expression pilot accepts (RE2 program size 68, within
+/// Envoy's default limit) that [`Envoy::ads`]'s Envoys refuse (over
+/// [`ENVOY_RE2_LIMIT`]): how tests make a proxy NACK.
+pub const NACKED_REGEX: &str = "[0-9a-f]{32}";
+
 /// The name of the ADS cluster in [`Envoy::ads`]'s bootstrap.
 pub const XDS_CLUSTER: &str = "xds-grpc";
 
@@ -62,6 +73,9 @@ impl Envoy {
         let bootstrap = json!({
             "node": {"id": node_id, "cluster": "pilot", "metadata": metadata},
             "admin": {"address": socket(admin_port)},
+            "layered_runtime": {"layers": [{"name": "test", "static_layer": {
+                "re2.max_program_size.error_level": ENVOY_RE2_LIMIT,
+            }}]},
             "dynamic_resources": {
                 "ads_config": {
                     "api_type": if delta { "DELTA_GRPC" } else { "GRPC" },

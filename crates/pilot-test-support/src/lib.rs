@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 pub use binaries::{Binary, PILOT_AGENT, PILOT_DISCOVERY, PILOTCTL, binary};
 pub use certs::{Pki, TestCerts};
 pub use discovery::Discovery;
-pub use envoy::{Envoy, XDS_CLUSTER, envoy_binary};
+pub use envoy::{ENVOY_RE2_LIMIT, Envoy, NACKED_REGEX, XDS_CLUSTER, envoy_binary};
 pub use etcd::{EtcdCluster, EtcdServer};
 #[cfg(feature = "kube")]
 pub use fake_cluster::FakeCluster;

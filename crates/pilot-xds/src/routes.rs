@@ -195,7 +195,8 @@ pub(crate) fn rule_routes(rule: &Config<RouteRule>, host: &str, port: u16, mesh:
             .map(|(key, value)| HeaderValueOption {
                 header: Some(HeaderValue {
                     key: key.clone(),
-                    value: value.clone(),
+                    // Envoy reads `%` as the start of a substitution.
+                    value: value.replace('%', "%%"),
                     ..Default::default()
                 }),
                 append_action: header_value_option::HeaderAppendAction::AppendIfExistsOrAdd as i32,

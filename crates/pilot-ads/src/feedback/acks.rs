@@ -40,12 +40,42 @@ pub struct TypeStatus {
     pub acked: Option<String>,
     /// The last NACK, if the proxy rejected something since connecting.
     pub nack: Option<Nack>,
+    /// The first version sent since the proxy last had this type in full
+    /// (`None` while synced, or when not known): what it has of this type
+    /// is from the pushes before it.
+    pub pending_since: Option<String>,
 }
 
 impl TypeStatus {
     /// True when the proxy has ACKed what it was last sent.
     pub fn synced(&self) -> bool {
         self.sent.is_some() && self.sent == self.acked
+    }
+
+    /// Records that `version` was sent.
+    pub fn record_sent(&mut self, version: &str) {
+        if self.sent.is_none() || self.synced() {
+            self.pending_since = Some(version.to_string());
+        }
+        self.sent = Some(version.to_string());
+    }
+
+    /// Records that the proxy ACKed `version`.
+    pub fn record_acked(&mut self, version: &str) {
+        self.acked = Some(version.to_string());
+        // Synced, or an older response ACKed: which of the later ones came
+        // first is not known.
+        self.pending_since = None;
+    }
+
+    /// The first push not ACKed: the first sent since the proxy last had
+    /// the type, or else the last sent.
+    fn first_unacked(&self) -> Option<u64> {
+        self.pending_since
+            .as_deref()
+            .or(self.sent.as_deref())?
+            .parse()
+            .ok()
     }
 }
 
@@ -84,6 +114,7 @@ impl ProxyStatus {
                                 version: n.version,
                                 message: n.message,
                             }),
+                            pending_since: None,
                         },
                     ))
                 })
@@ -109,7 +140,7 @@ impl ProxyStatus {
             .types
             .values()
             .filter(|t| !t.synced())
-            .filter_map(|t| t.sent.as_deref()?.parse::<u64>().ok())
+            .filter_map(TypeStatus::first_unacked)
             .min();
         match oldest_unacked {
             Some(version) => version.checked_sub(1).filter(|v| *v > 0),
@@ -127,6 +158,14 @@ impl ProxyStatus {
         })
     }
 
+    /// The first push of the current rejection's type the proxy has not
+    /// taken since it last had that type (the push that brought what it
+    /// refuses), if known.
+    pub fn first_rejected_push(&self) -> Option<u64> {
+        let (short, _, _) = self.current_nack()?;
+        self.types.get(short)?.pending_since.as_deref()?.parse().ok()
+    }
+
     /// This record in store revisions, given which revision each push was
     /// built from (see [`PushRevisions`]).
     pub fn distribution(&self, revisions: &PushRevisions) -> ProxyDistribution {
@@ -136,6 +175,10 @@ impl ProxyStatus {
             nack: self.current_nack().and_then(|(short, push, nack)| {
                 Some(ProxyNack {
                     revisions: revisions.revision(push)?,
+                    first_revisions: self
+                        .first_rejected_push()
+                        .filter(|first| *first < push)
+                        .and_then(|first| revisions.revision(first)),
                     type_: short.to_string(),
                     message: nack.message.clone(),
                 })
@@ -170,6 +213,7 @@ mod tests {
                             version: v.to_string(),
                             message: "bad".into(),
                         }),
+                        pending_since: None,
                     };
                     (*t, status)
                 })
@@ -226,6 +270,70 @@ mod tests {
             3,
         );
         assert_eq!(starting.acked_push(), None);
+    }
+
+    #[test]
+    fn a_rejection_dates_from_the_first_push_refused_not_the_last() {
+        use crate::xds_type::XdsType;
+        let mut status = ProxyStatus {
+            node_id: "n".into(),
+            ..Default::default()
+        };
+        let mut send = |t: XdsType, version: &str, ack: bool| {
+            let s = status.types.entry(t.short()).or_default();
+            s.record_sent(version);
+            if ack {
+                s.record_acked(version);
+            } else {
+                s.nack = Some(Nack {
+                    version: version.into(),
+                    message: "bad regex".into(),
+                });
+            }
+        };
+        // Push 9 taken in full; push 10 brings a bad route, refused; push
+        // 11 changes clusters only, taken; push 12 changes the same route
+        // configuration (an innocent rule) and is refused again, since it
+        // still holds the bad route.
+        send(XdsType::Cluster, "9", true);
+        send(XdsType::Listener, "9", true);
+        send(XdsType::Route, "9", true);
+        send(XdsType::Route, "10", false);
+        send(XdsType::Cluster, "11", true);
+        send(XdsType::Route, "12", false);
+        status.push = Some(12);
+        // The proxy has nothing of push 10 on: its routes are push 9's.
+        assert_eq!(status.acked_push(), Some(9));
+        assert_eq!(status.current_nack().map(|(t, p, _)| (t, p)), Some(("RDS", 12)));
+        assert_eq!(status.first_rejected_push(), Some(10));
+        let at = |r| -> KindRevisions { [("RouteRule".to_string(), r)].into_iter().collect() };
+        let mut revisions = PushRevisions::default();
+        for (push, revision) in [(9, 90), (10, 100), (11, 110), (12, 120)] {
+            revisions.record(push, Arc::new(at(revision)));
+        }
+        let record = status.distribution(&revisions);
+        assert_eq!(record.acked, Some(at(90)));
+        let nack = record.nack.unwrap();
+        assert_eq!((nack.revisions, nack.first_revisions), (at(120), Some(at(100))));
+        // So the bad rule (revision 100) reads NACKED, the innocent one
+        // (120) pending.
+        let record = status.distribution(&revisions);
+        let bad = pilot_model::distribution_status(
+            "RouteRule",
+            "100",
+            std::slice::from_ref(&record),
+            std::time::SystemTime::UNIX_EPOCH,
+        );
+        let innocent = pilot_model::distribution_status(
+            "RouteRule",
+            "120",
+            &[record],
+            std::time::SystemTime::UNIX_EPOCH,
+        );
+        assert_eq!(
+            (bad.summary().as_str(), innocent.summary().as_str()),
+            ("0/1 1 NACKED", "0/1")
+        );
     }
 
     #[test]

@@ -86,12 +86,12 @@ impl Feedback {
     /// `version` of `t` was handed to the stream.
     pub(crate) fn sent(&self, id: u64, t: XdsType, version: &str) {
         self.sent.add(t);
-        self.update(id, t, |s| s.sent = Some(version.to_string()));
+        self.update(id, t, |s| s.record_sent(version));
     }
 
     /// The proxy ACKed the response of `t` at `version`.
     pub(crate) fn acked(&self, id: u64, t: XdsType, version: &str) {
-        self.update(id, t, |s| s.acked = Some(version.to_string()));
+        self.update(id, t, |s| s.record_acked(version));
     }
 
     /// The proxy rejected the response of `t` at `version`.

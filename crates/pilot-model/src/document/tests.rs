@@ -220,7 +220,7 @@ fn round_trip_through_yaml() {
     let registry = istio::registry();
     let text = format!(
         "{GOOD}---\n{}",
-        "apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\nmetadata: {name: tricky, annotations: {note: 'yes', empty: '', colon: 'a: b', num: '42', dash: '-x'}}\nspec:\n  destination: {name: reviews}\n  appendHeaders: {x-quote: \"it's \\\"quoted\\\"\\n\"}\n  httpReqTimeout: {simpleTimeout: {timeout: 1500ms}}\n"
+        "apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\nmetadata: {name: tricky, annotations: {note: 'yes', empty: '', colon: 'a: b', num: '42', dash: '-x'}}\nspec:\n  destination: {name: reviews}\n  appendHeaders: {x-quote: \"it's \\\"quoted\\\"\\t\"}\n  httpReqTimeout: {simpleTimeout: {timeout: 1500ms}}\n"
     );
     let first = parse("in.yaml", &text, &registry).unwrap();
     let yaml = to_yaml(&first);

@@ -192,7 +192,7 @@ impl MatchRequest {
 }
 
 /// How a string is matched: exactly one of `exact`, `prefix` or `regex`
-/// (RE2 syntax, checked by the data plane).
+/// (RE2 syntax, within Envoy's program-size limit: [`super::check_regex`]).
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -209,7 +209,10 @@ pub struct StringMatch {
 }
 
 impl StringMatch {
-    /// Records every problem at `path`; a URI match may not be empty.
+    /// Records every problem at `path`: a URI match may not be empty nor
+    /// hold control characters; a header prefix may not be empty (Envoy's
+    /// `StringMatcher.prefix` has `min_len: 1`); a regex must compile in
+    /// Envoy's RE2 within its program-size limit.
     pub fn validate(&self, path: &str, is_uri: bool, errors: &mut FieldErrors) {
         let given: Vec<(&str, &String)> = [
             ("exact", &self.exact),
@@ -222,8 +225,18 @@ impl StringMatch {
         match given.as_slice() {
             [] => errors.push(path, "give one of exact, prefix or regex"),
             [(kind, value)] => {
-                if value.is_empty() && (is_uri || *kind == "regex") {
-                    errors.push(format!("{path}.{kind}"), "must not be empty");
+                let at = format!("{path}.{kind}");
+                if value.is_empty() && (is_uri || *kind != "exact") {
+                    errors.push(at, "must not be empty");
+                } else if *kind == "regex" {
+                    if let Err(message) = super::check_regex(value) {
+                        errors.push(
+                            at,
+                            format!("{value:?} is not a regular expression Envoy accepts: {message}"),
+                        );
+                    }
+                } else if is_uri && let Err(message) = uri_text(value) {
+                    errors.push(at, message);
                 }
             }
             _ => errors.push(path, "give only one of exact, prefix or regex"),
@@ -244,6 +257,45 @@ pub fn header_name(name: &str) -> Result<(), String> {
     if !name.chars().all(token) {
         return Err(format!(
             "header name {name:?} has characters not allowed in an HTTP header name"
+        ));
+    }
+    Ok(())
+}
+
+/// The longest header name or value Envoy accepts (`max_bytes` on
+/// `HeaderValue`).
+pub const MAX_HEADER_BYTES: usize = 16384;
+
+/// Checks a header value pilot sends (an appended header): no NUL, CR or
+/// LF (Envoy's `HTTP_HEADER_VALUE` rule), at most [`MAX_HEADER_BYTES`].
+pub fn header_value(value: &str) -> Result<(), String> {
+    if value.len() > MAX_HEADER_BYTES {
+        return Err(format!(
+            "a header value may have at most {MAX_HEADER_BYTES} bytes, this has {}",
+            value.len()
+        ));
+    }
+    if value.contains(['\0', '\r', '\n']) {
+        return Err(format!(
+            "{value:?} has a NUL, carriage return or line feed, which a header value cannot hold"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a path, prefix or host pilot puts into a route (matches,
+/// redirects, rewrites): no control characters (Envoy refuses NUL, CR and
+/// LF; the others cannot appear in a request line either).
+pub fn uri_text(value: &str) -> Result<(), String> {
+    if value.len() > MAX_HEADER_BYTES {
+        return Err(format!(
+            "may have at most {MAX_HEADER_BYTES} bytes, this has {}",
+            value.len()
+        ));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(format!(
+            "{value:?} has control characters (such as a line feed), which a request line cannot hold"
         ));
     }
     Ok(())
@@ -366,7 +418,11 @@ mod tests {
             errors_of(|e| uri.validate("m", true, e)),
             ["m.prefix: must not be empty"]
         );
-        assert!(errors_of(|e| uri.validate("m", false, e)).is_empty());
+        // Envoy's StringMatcher.prefix has min_len 1 for headers too.
+        assert_eq!(
+            errors_of(|e| uri.validate("m", false, e)),
+            ["m.prefix: must not be empty"]
+        );
         let both = StringMatch {
             exact: Some("a".into()),
             regex: Some("b".into()),

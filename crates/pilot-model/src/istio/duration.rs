@@ -26,6 +26,12 @@ use crate::FieldErrors;
 pub struct Duration(std::time::Duration);
 
 impl Duration {
+    /// The longest duration Envoy accepts, in whole seconds (about 292
+    /// years: Envoy refuses from `i64::MAX` nanoseconds on as "Duration
+    /// out-of-range", measured on Envoy 1.40 for timeouts, retries and
+    /// outlier detection).
+    pub const MAX_SECONDS: u64 = (i64::MAX / 1_000_000_000 - 1) as u64;
+
     /// A duration of `millis` milliseconds.
     pub const fn from_millis(millis: u64) -> Self {
         Duration(std::time::Duration::from_millis(millis))
@@ -36,10 +42,19 @@ impl Duration {
         self.0
     }
 
-    /// Records an error at `path` unless the duration is at least 1 ms and a
-    /// whole number of milliseconds (what Envoy's timeouts honour).
+    /// Records an error at `path` unless the duration is at least 1 ms, a
+    /// whole number of milliseconds (what Envoy's timeouts honour) and at
+    /// most [`Duration::MAX_SECONDS`] (Envoy's limit).
     pub fn check_millis(self, path: &str, errors: &mut FieldErrors) {
-        if self.0 < std::time::Duration::from_millis(1) {
+        if self.0.as_secs() > Self::MAX_SECONDS {
+            errors.push(
+                path,
+                format!(
+                    "duration {self} is longer than the maximum of {}s",
+                    Self::MAX_SECONDS
+                ),
+            );
+        } else if self.0 < std::time::Duration::from_millis(1) {
             errors.push(
                 path,
                 format!("duration {self} is shorter than the minimum of 1ms"),

@@ -19,11 +19,12 @@ mod destination_policy;
 mod duration;
 mod egress_rule;
 mod ingress_rule;
+mod re2;
 mod route_rule;
 
 pub use common::{
-    IstioService, L4MatchAttributes, MatchCondition, MatchRequest, StringMatch, check_percent, cidr,
-    header_name,
+    IstioService, L4MatchAttributes, MAX_HEADER_BYTES, MatchCondition, MatchRequest, StringMatch,
+    check_percent, cidr, header_name, header_value, uri_text,
 };
 pub use destination_policy::{
     CircuitBreaker, DestinationPolicy, LoadBalancing, SimpleCircuitBreakerPolicy, SimpleLbPolicy,
@@ -31,6 +32,7 @@ pub use destination_policy::{
 pub use duration::{Duration, ParseDurationError};
 pub use egress_rule::{CIDR_PROTOCOLS, EGRESS_PROTOCOLS, EgressPort, EgressRule};
 pub use ingress_rule::IngressRule;
+pub use re2::{MAX_PROGRAM_SIZE, check_regex, regex_program_size};
 pub use route_rule::{
     Abort, CorsPolicy, Delay, DestinationWeight, HTTP_METHODS, HttpFaultInjection, HttpRedirect, HttpRetry,
     HttpRewrite, HttpTimeout, RouteRule, SimpleRetryPolicy, SimpleTimeoutPolicy,
@@ -81,5 +83,7 @@ pub(crate) fn not_supported(errors: &mut FieldErrors, path: &str, what: &str) {
     );
 }
 
+#[cfg(test)]
+mod envoy_limits_tests;
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{IstioService, MatchCondition, check_percent, header_name};
+use super::common::{IstioService, MatchCondition, check_percent, header_name, header_value, uri_text};
 use super::{Duration, GROUP, VERSION, not_supported};
 use crate::{ConfigKind, FieldErrors, push_key};
 
@@ -265,17 +265,17 @@ impl ConfigKind for RouteRule {
         }
         self.validate_routes(errors);
         self.validate_exclusions(errors);
-        if let Some(redirect) = &self.redirect
-            && redirect.uri.is_empty()
-            && redirect.authority.is_empty()
-        {
-            errors.push("spec.redirect", "a redirect needs a uri or an authority");
+        if let Some(redirect) = &self.redirect {
+            if redirect.uri.is_empty() && redirect.authority.is_empty() {
+                errors.push("spec.redirect", "a redirect needs a uri or an authority");
+            }
+            check_uri_and_authority("spec.redirect", &redirect.uri, &redirect.authority, errors);
         }
-        if let Some(rewrite) = &self.rewrite
-            && rewrite.uri.is_empty()
-            && rewrite.authority.is_empty()
-        {
-            errors.push("spec.rewrite", "a rewrite needs a uri or an authority");
+        if let Some(rewrite) = &self.rewrite {
+            if rewrite.uri.is_empty() && rewrite.authority.is_empty() {
+                errors.push("spec.rewrite", "a rewrite needs a uri or an authority");
+            }
+            check_uri_and_authority("spec.rewrite", &rewrite.uri, &rewrite.authority, errors);
         }
         if let Some(timeout) = &self.http_req_timeout {
             validate_timeout(timeout, errors);
@@ -300,9 +300,16 @@ impl ConfigKind for RouteRule {
             push_key(&mut at, name);
             if let Err(message) = header_name(name) {
                 errors.push(at.clone(), message);
+            } else if name == "host" {
+                errors.push(
+                    at.clone(),
+                    "the host header cannot be appended (Envoy refuses it); use rewrite.authority",
+                );
             }
             if value.is_empty() {
                 errors.push(at, "an appended header needs a value");
+            } else if let Err(message) = header_value(value) {
+                errors.push(at, message);
             }
         }
     }
@@ -355,6 +362,21 @@ impl RouteRule {
         if self.websocket_upgrade {
             errors.push("spec.websocketUpgrade", "a redirect cannot upgrade to WebSocket");
         }
+    }
+}
+
+/// A redirect's or rewrite's path and host: text a request line can hold.
+fn check_uri_and_authority(path: &str, uri: &str, authority: &str, errors: &mut FieldErrors) {
+    for (field, value) in [("uri", uri), ("authority", authority)] {
+        if let Err(message) = uri_text(value) {
+            errors.push(format!("{path}.{field}"), message);
+        }
+    }
+    if authority.contains(|c: char| c.is_whitespace() || c == '/') {
+        errors.push(
+            format!("{path}.authority"),
+            format!("{authority:?} is not a host (it has a space or a /)"),
+        );
     }
 }
 
