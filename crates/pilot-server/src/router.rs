@@ -17,10 +17,17 @@ use crate::{auth, health, metrics};
 /// Every route of the server.
 pub(crate) fn router(state: AppState) -> Router {
     let protected = Router::new()
+        .route("/version", get(api::discovery::version))
+        .route("/api", get(api::discovery::core))
+        .route("/apis", get(api::discovery::groups))
+        .route("/apis/{group}", get(api::discovery::group))
+        .route("/apis/{group}/{version}", get(api::discovery::resources))
         .route("/apis/{group}/{version}/{plural}", get(api::resources::list_all))
         .route(
             "/apis/{group}/{version}/namespaces/{namespace}/{plural}",
-            get(api::resources::list_namespaced).post(api::resources::create),
+            get(api::resources::list_namespaced)
+                .post(api::resources::create)
+                .delete(api::resources::delete_collection),
         )
         .route(
             "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}",
@@ -38,14 +45,16 @@ pub(crate) fn router(state: AppState) -> Router {
             ApiError::new(
                 StatusCode::NOT_FOUND,
                 "NotFound",
-                "no such path; see /openapi.json",
+                "the server could not find the requested resource; see /openapi.json",
             )
         })
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(from_fn_with_state(state.clone(), auth::rest::require));
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .merge(protected)
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(from_fn_with_state(state.clone(), metrics::count))
         .with_state(state)
 }
