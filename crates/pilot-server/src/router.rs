@@ -41,6 +41,12 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/debug/quarantine", get(quarantine::handler))
         .route("/v1/proxy-events", post(proxy_events::handler))
         .route("/openapi.json", get(api::openapi::handler))
+        .route("/openapi/v2", get(api::kube_openapi::v2))
+        .route("/openapi/v3", get(api::kube_openapi::v3_index))
+        .route(
+            "/openapi/v3/apis/{group}/{version}",
+            get(api::kube_openapi::v3_group_version),
+        )
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,

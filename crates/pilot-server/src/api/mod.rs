@@ -2,12 +2,14 @@
 //! custom resources: discovery ([`discovery`]), the object routes ([`resources`]) with lists and
 //! watches ([`list`]), label and field selectors ([`selector`]), the write
 //! options ([`options`]), bodies ([`body`]), the `Table` form ([`table`]),
-//! the REST OpenAPI document ([`openapi`]), and errors as `Status` bodies
+//! the OpenAPI documents kubectl reads ([`kube_openapi`]), the REST
+//! OpenAPI document ([`openapi`]), and errors as `Status` bodies
 //! ([`ApiError`]).
 
 mod body;
 pub(crate) mod discovery;
 mod error;
+pub(crate) mod kube_openapi;
 mod list;
 pub(crate) mod openapi;
 mod options;
