@@ -33,6 +33,7 @@ pub(crate) fn router(state: AppState) -> Router {
             "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}",
             get(api::resources::get_object)
                 .put(api::resources::replace)
+                .patch(api::patch::patch)
                 .delete(api::resources::delete),
         )
         .route("/metrics", get(metrics::handler))

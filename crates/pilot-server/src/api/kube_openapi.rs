@@ -8,7 +8,7 @@
 //!   document: each kind's schema (`x-kubernetes-group-version-kind`, the
 //!   spec schema pilot derives, `metadata` as `ObjectMeta`) and its paths,
 //!   whose PATCH declares the patch types served and the `dryRun`,
-//!   `fieldManager`, `fieldValidation` and `force` parameters (kubectl then
+//!   `fieldManager` and `fieldValidation` parameters (kubectl then
 //!   leaves validation to the server and sends `--dry-run=server` here);
 //! - `GET /openapi/v2`: every kind in one Swagger 2.0 document (JSON),
 //!   for clients without v3.
@@ -37,11 +37,7 @@ const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
 
 /// The patch types a kind's PATCH takes (strategic merge patch is not one,
 /// as for every custom resource).
-pub(crate) const PATCH_TYPES: &[&str] = &[
-    "application/json-patch+json",
-    "application/merge-patch+json",
-    "application/apply-patch+yaml",
-];
+pub(crate) const PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json"];
 
 /// `GET /openapi/v3`.
 pub(crate) async fn v3_index(State(state): State<AppState>) -> Json<Value> {
@@ -219,13 +215,8 @@ fn kind_paths(schema: &KindSchema, prefix: &str, v3: bool) -> Vec<(String, Value
     );
     let field_validation = query(
         "fieldValidation",
-        "What an unknown or duplicate field does: Strict (refused), Warn or Ignore.",
+        "Strict, Warn or Ignore; pilot refuses an unknown field whichever is sent (422 naming it).",
         "string",
-    );
-    let force = query(
-        "force",
-        "Server-side apply takes fields other managers own.",
-        "boolean",
     );
     let selectors = [
         query("labelSelector", "Selects by label.", "string"),
@@ -287,7 +278,7 @@ fn kind_paths(schema: &KindSchema, prefix: &str, v3: bool) -> Vec<(String, Value
         "put": operation("put", "replace", ok(&object_ref), body(&["application/json"], &object_ref),
             vec![dry_run.clone(), field_manager.clone(), field_validation.clone()]),
         "patch": operation("patch", "patch", ok(&object_ref), body(PATCH_TYPES, &patch_object),
-            vec![dry_run.clone(), field_manager.clone(), field_validation.clone(), force]),
+            vec![dry_run.clone(), field_manager.clone(), field_validation.clone()]),
         "delete": operation("delete", "delete", ok(&json!({"type": "object"})), json!({}), vec![dry_run.clone()]),
         "parameters": [in_path("name"), in_path("namespace")],
     });

@@ -1,5 +1,5 @@
 //! The REST configuration API, a Kubernetes API as kube-apiserver serves
-//! custom resources: discovery ([`discovery`]), the object routes ([`resources`]) with lists and
+//! custom resources: discovery ([`discovery`]), the object routes ([`resources`], [`patch`]) with lists and
 //! watches ([`list`]), label and field selectors ([`selector`]), the write
 //! options ([`options`]), bodies ([`body`]), the `Table` form ([`table`]),
 //! the OpenAPI documents kubectl reads ([`kube_openapi`]), the REST
@@ -13,6 +13,7 @@ pub(crate) mod kube_openapi;
 mod list;
 pub(crate) mod openapi;
 mod options;
+pub(crate) mod patch;
 pub(crate) mod resources;
 mod selector;
 mod table;

@@ -1,5 +1,5 @@
 //! The query parameters of a write, as Kubernetes names them: `dryRun`,
-//! `fieldManager`, `force` and `fieldValidation`.
+//! `fieldManager` and `fieldValidation`.
 
 use std::collections::HashMap;
 
@@ -12,22 +12,21 @@ pub(crate) struct WriteOptions {
     pub dry_run: bool,
     /// `fieldManager=`: who makes the change (server-side apply's owner).
     pub field_manager: Option<String>,
-    /// `force=true`: server-side apply takes fields other managers own.
-    pub force: bool,
-    /// `fieldValidation=`: what an unknown field does.
+    /// `fieldValidation=`: what the client asks an unknown field to do
+    /// (pilot refuses one whichever it is).
     pub field_validation: FieldValidation,
 }
 
-/// `fieldValidation`: what happens to a field the kind does not know.
+/// `fieldValidation`: what the client asks to happen to a field the kind
+/// does not know.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) enum FieldValidation {
-    /// Refused (422), as pilot always validates; Kubernetes' default for
-    /// kubectl (which asks for it).
+    /// Refused (422); what kubectl asks for.
     #[default]
     Strict,
-    /// Dropped, with a `Warning` header naming it.
+    /// Kubernetes drops the field with a `Warning` header.
     Warn,
-    /// Dropped silently.
+    /// Kubernetes drops the field silently.
     Ignore,
 }
 
@@ -41,15 +40,6 @@ impl WriteOptions {
             Some(other) => {
                 return Err(ApiError::bad_request(format!(
                     "Invalid dryRun value {other:?}: the only supported value is \"All\""
-                )));
-            }
-        };
-        let force = match query.get("force").map(String::as_str) {
-            None | Some("") | Some("false") => false,
-            Some("true") => true,
-            Some(other) => {
-                return Err(ApiError::bad_request(format!(
-                    "force must be true or false, not {other:?}"
                 )));
             }
         };
@@ -75,7 +65,6 @@ impl WriteOptions {
         Ok(WriteOptions {
             dry_run,
             field_manager,
-            force,
             field_validation,
         })
     }
@@ -97,15 +86,14 @@ mod tests {
         let options = WriteOptions::parse(&query(&[
             ("dryRun", "All"),
             ("fieldManager", "kubectl"),
-            ("force", "true"),
             ("fieldValidation", "Warn"),
         ]))
         .unwrap();
-        assert!(options.dry_run && options.force);
+        assert!(options.dry_run);
         assert_eq!(options.field_manager.as_deref(), Some("kubectl"));
         assert_eq!(options.field_validation, FieldValidation::Warn);
         assert_eq!(WriteOptions::parse(&query(&[])).unwrap(), WriteOptions::default());
-        for bad in [("dryRun", "Yes"), ("force", "1"), ("fieldValidation", "strict")] {
+        for bad in [("dryRun", "Yes"), ("fieldValidation", "strict")] {
             assert!(WriteOptions::parse(&query(&[bad])).is_err(), "{bad:?}");
         }
     }
