@@ -530,6 +530,9 @@ fn common_schemas() -> Map<String, Value> {
                 "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
                 "resourceVersion": {"type": "string", "description": "ignored on create; must be current on replace"},
                 "creationTimestamp": {"type": "string", "format": "date-time"},
+                "uid": {"type": "string", "description": "set by the server on create; ignored in a request body"},
+                "generation": {"type": "integer", "description": "moves on spec changes; set by the server, ignored in a request body"},
+                "managedFields": {"type": "array", "items": {"type": "object"}, "description": "ignored in a request body (an exported object is accepted as it is)"},
             },
         }),
     );

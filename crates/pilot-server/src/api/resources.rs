@@ -196,6 +196,8 @@ pub(crate) async fn write_create(
     options: &WriteOptions,
 ) -> Result<Arc<DynConfig>, ApiError> {
     config.meta.resource_version = None;
+    config.meta.uid = Some(new_uid());
+    config.meta.generation = Some(1);
     let key = config.key();
     if options.dry_run {
         let mut config = state
@@ -229,16 +231,28 @@ pub(crate) async fn write_create(
 /// object as it would be stored.
 pub(crate) async fn write_update(
     state: &AppState,
-    config: DynConfig,
+    mut config: DynConfig,
     options: &WriteOptions,
 ) -> Result<Arc<DynConfig>, ApiError> {
     let key = config.key();
+    let stored = current_in_backend(state, &key).await;
+    // uid and generation follow the stored object; the version check of
+    // the write makes sure it is the one being replaced.
+    if let Ok(stored) = &stored {
+        config.meta.uid = Some(stored.meta.uid.clone().unwrap_or_else(new_uid));
+        let generation = stored.meta.generation.unwrap_or(1);
+        config.meta.generation = Some(if stored.spec == config.spec {
+            generation
+        } else {
+            generation + 1
+        });
+    }
     if options.dry_run {
         let mut config = state
             .registry
             .prepare(config)
             .map_err(|e| ApiError::from_store(e, None))?;
-        let stored = current_in_backend(state, &key).await?;
+        let stored = stored?;
         check_version(&key, config.meta.resource_version.as_deref(), &stored)?;
         config.meta.creation_timestamp = stored.meta.creation_timestamp;
         config.meta.status = stored.meta.status.clone();
@@ -412,4 +426,39 @@ async fn store_error(state: &AppState, key: &ConfigKey, error: StoreError) -> Ap
         tracing::debug!(key = %key, %error, "write refused");
     }
     ApiError::from_store(error, current)
+}
+
+/// A new object's `uid`: 128 bits, written as a UUID (version 4 layout),
+/// from the process's random hash keys, the time and a counter, so that
+/// no two objects share one.
+fn new_uid() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let half = |salt: u64| {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(salt);
+        hasher.write_u64(count);
+        hasher.write_u128(nanos);
+        hasher.finish()
+    };
+    let (high, low) = (half(1), half(2));
+    let bytes = ((u128::from(high) << 64) | u128::from(low)).to_be_bytes();
+    let mut bytes = bytes;
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }
