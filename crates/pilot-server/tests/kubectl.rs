@@ -60,6 +60,8 @@ impl Kubectl {
     fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(tool("kubectl"));
         command
+            // A request that hangs fails the test instead of stalling it.
+            .arg("--request-timeout=60s")
             .args(args)
             .env("KUBECONFIG", &self.kubeconfig)
             // Discovery and OpenAPI cached per test, not in the user's home.

@@ -63,21 +63,13 @@ impl Filter {
 }
 
 /// One object, as JSON or as a `Table` when the client asks for one.
-pub(crate) fn one_object(
-    state: &AppState,
-    schema: &KindSchema,
-    headers: &HeaderMap,
-    object: Arc<DynConfig>,
-) -> Response {
+pub(crate) fn one_object(schema: &KindSchema, headers: &HeaderMap, object: Arc<DynConfig>) -> Response {
     match TableRequest::from_headers(headers) {
         Some(request) => {
             let revision = object.meta.resource_version.clone().unwrap_or_default();
             Json(table::table(schema, &request, &[object], &revision, true)).into_response()
         }
-        None => {
-            let _ = state;
-            Json(&*object).into_response()
-        }
+        None => Json(&*object).into_response(),
     }
 }
 

@@ -67,7 +67,7 @@ pub(crate) async fn get_object(
     let schema = resolve(&state, &group, &version, &plural)?;
     let key = ConfigKey::new(&schema.kind, namespace, name);
     let object = current(&state, &key).await.map_err(|e| e.for_resource(&schema))?;
-    Ok(list::one_object(&state, &schema, &headers, object))
+    Ok(list::one_object(&schema, &headers, object))
 }
 
 /// `POST /apis/{group}/{version}/namespaces/{ns}/{plural}`: 201 with the
