@@ -293,6 +293,10 @@ struct ObjectMetaRef<'a> {
     resource_version: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     creation_timestamp: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uid: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generation: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -321,6 +325,10 @@ struct ObjectMeta {
     resource_version: Option<String>,
     #[serde(default)]
     creation_timestamp: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    generation: Option<i64>,
 }
 
 impl<S: Serialize> Serialize for Config<S> {
@@ -336,6 +344,8 @@ impl<S: Serialize> Serialize for Config<S> {
                 annotations: &meta.annotations,
                 resource_version: meta.resource_version.as_deref(),
                 creation_timestamp: meta.creation_timestamp.map(format_timestamp),
+                uid: meta.uid.as_deref(),
+                generation: meta.generation,
             },
             spec: &self.spec,
             status: meta.status.as_ref(),
@@ -369,6 +379,8 @@ impl<'de, S: Deserialize<'de>> Deserialize<'de> for Config<S> {
                 annotations: doc.metadata.annotations,
                 resource_version: doc.metadata.resource_version,
                 creation_timestamp,
+                uid: doc.metadata.uid,
+                generation: doc.metadata.generation,
                 status: doc.status,
             },
             spec: doc.spec,

@@ -34,6 +34,14 @@ pub struct ConfigMeta {
     pub resource_version: Option<String>,
     /// When the store first created the object; set by the store.
     pub creation_timestamp: Option<SystemTime>,
+    /// A value unique to this object over its life (Kubernetes' `uid`):
+    /// set by the REST API on create and kept by every later write through
+    /// it; `None` for an object written another way.
+    pub uid: Option<String>,
+    /// How many times the spec was changed (Kubernetes' `generation`): 1 on
+    /// create through the REST API, one more on each write through it that
+    /// changes the spec; metadata-only and status writes leave it.
+    pub generation: Option<i64>,
     /// How far the object has reached the proxies (the document's
     /// top-level `status`), written by pilot-discovery through
     /// `ConfigStore::update_status`. Stores ignore it in `create` and

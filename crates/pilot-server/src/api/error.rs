@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use pilot_model::{ConfigKey, StoreError};
+use pilot_model::{ConfigKey, KindSchema, StoreError};
 use serde_json::{Value, json};
 
 /// A failed request: its HTTP status, a machine-readable reason, a message a
@@ -34,6 +34,29 @@ impl ApiError {
     /// 400: the request cannot be read.
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "BadRequest", message)
+    }
+
+    /// The error as about `schema`'s resource, as Kubernetes reports it:
+    /// `details.kind` is the plural resource name and `details.group` its
+    /// group.
+    pub(crate) fn for_resource(mut self, schema: &KindSchema) -> Self {
+        if self.details.is_null() {
+            self.details = json!({});
+        }
+        if let Some(details) = self.details.as_object_mut() {
+            details.insert("kind".into(), json!(schema.plural));
+            details.insert("group".into(), json!(schema.group));
+        }
+        self
+    }
+
+    /// 405: the path does not take this method.
+    pub(crate) fn method_not_allowed() -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
     }
 
     /// The body as sent.

@@ -390,6 +390,43 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
     );
     store_errors(&mut delete_responses);
     delete_responses.insert("504".into(), indeterminate());
+    let mut collection_delete_responses = Map::new();
+    collection_delete_responses.insert(
+        "200".into(),
+        json!({"description": "the objects deleted", "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{kind}List")}}}}),
+    );
+    collection_delete_responses.insert(
+        "400".into(),
+        status_response("bad labelSelector or fieldSelector"),
+    );
+    store_errors(&mut collection_delete_responses);
+    collection_delete_responses.insert("504".into(), indeterminate());
+    let mut patch_responses = Map::new();
+    patch_responses.insert("200".into(), json_response("patched: the stored object", kind));
+    for (code, description) in [
+        (
+            "400",
+            "the body is not a patch of its type, or the result names another kind, namespace or name",
+        ),
+        ("404", "no such object"),
+        (
+            "409",
+            "the patch sets a metadata.resourceVersion that is not current",
+        ),
+        ("413", "the body is larger than --max-body-bytes"),
+        (
+            "415",
+            "not a JSON merge patch or JSON patch (strategic merge patch and server-side apply are not served)",
+        ),
+        (
+            "422",
+            "the patch cannot be applied, or the patched object is invalid: details.causes lists every field error",
+        ),
+    ] {
+        patch_responses.insert(code.into(), status_response(description));
+    }
+    store_errors(&mut patch_responses);
+    patch_responses.insert("504".into(), indeterminate());
 
     let items = [
         (
@@ -402,6 +439,15 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
                 "parameters": [namespace],
                 "get": list_op(format!("List or watch {plural} in a namespace")),
                 "post": write_op(format!("Create a {kind}"), "201", "created: the stored object", false),
+                "delete": {
+                    "summary": format!("Delete every {kind} of a namespace that the selectors select"),
+                    "x-access": "write",
+                    "parameters": [
+                        {"name": "labelSelector", "in": "query", "schema": {"type": "string"}, "description": "e.g. app=reviews,version in (v1,v2)"},
+                        {"name": "fieldSelector", "in": "query", "schema": {"type": "string"}, "description": "metadata.name or metadata.namespace, with =, == or !="},
+                    ],
+                    "responses": collection_delete_responses,
+                },
             }),
         ),
         (
@@ -413,6 +459,15 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
                     format!("Replace a {kind}; metadata.resourceVersion must be current"),
                     "200", "replaced: the stored object", true,
                 ),
+                "patch": {
+                    "summary": format!("Patch a {kind}: JSON merge patch or JSON patch, validated as a replace"),
+                    "x-access": "write",
+                    "requestBody": {"required": true, "content": {
+                        "application/merge-patch+json": {"schema": {"type": "object"}},
+                        "application/json-patch+json": {"schema": {"type": "array", "items": {"type": "object"}}},
+                    }},
+                    "responses": patch_responses,
+                },
                 "delete": {
                     "summary": format!("Delete a {kind}"),
                     "x-access": "write",
@@ -476,6 +531,9 @@ fn common_schemas() -> Map<String, Value> {
                 "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
                 "resourceVersion": {"type": "string", "description": "ignored on create; must be current on replace"},
                 "creationTimestamp": {"type": "string", "format": "date-time"},
+                "uid": {"type": "string", "description": "set by the server on create; ignored in a request body"},
+                "generation": {"type": "integer", "description": "moves on spec changes; set by the server, ignored in a request body"},
+                "managedFields": {"type": "array", "items": {"type": "object"}, "description": "ignored in a request body (an exported object is accepted as it is)"},
             },
         }),
     );

@@ -1,0 +1,209 @@
+//! Request bodies: read within the size limit, read as JSON when no
+//! `Content-Type` is sent (as Kubernetes does), and decoded into a validated
+//! object of the URL's kind.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, header};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use pilot_model::document::{self, ParseOptions};
+use pilot_model::{ConfigKey, DynConfig, KindSchema};
+use serde_json::{Value, json};
+
+use super::ApiError;
+use crate::state::AppState;
+
+/// Metadata the server sets, accepted in a body and ignored, so that an
+/// object exported from a cluster (`kubectl get -o yaml`) can be created or
+/// replaced as it is.
+const SERVER_SET_METADATA: &[&str] = &["uid", "generation", "managedFields", "selfLink"];
+
+/// The media type of the request body (`application/json` when none is
+/// sent), lower case and without parameters.
+pub(crate) fn media_type(headers: &HeaderMap) -> String {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    if media.is_empty() {
+        "application/json".to_string()
+    } else {
+        media.to_ascii_lowercase()
+    }
+}
+
+/// The body of a create or replace, if it is JSON (or has no
+/// `Content-Type`) and not larger than the limit.
+pub(crate) async fn read_json(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+    let media = media_type(headers);
+    if media != "application/json" {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!("the body must be application/json, not {media:?}; pilotctl converts YAML files for you"),
+        ));
+    }
+    read_limited(state, headers, body).await
+}
+
+/// The body, if not larger than the limit.
+pub(crate) async fn read_limited(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, ApiError> {
+    let limit = state.max_body_bytes;
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestEntityTooLarge",
+            format!("the body is larger than the server's limit of {limit} bytes (--max-body-bytes)"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Err(too_large());
+    }
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(too_large()),
+        Err(error) if crate::serve::body::timed_out(&*error) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "Timeout",
+            format!("cannot read the body: {error}"),
+        )),
+        Err(error) => Err(ApiError::bad_request(format!("cannot read the body: {error}"))),
+    }
+}
+
+/// The body as a JSON value: 400 when it is not JSON.
+pub(crate) fn json_value(bytes: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))
+}
+
+/// The body as a validated object of `schema` in `namespace` (named `name`
+/// when given): 400 when it is not a JSON object or names another kind,
+/// namespace or name than the URL, 422 with every field error otherwise.
+pub(crate) fn decode(
+    state: &AppState,
+    schema: &KindSchema,
+    namespace: &str,
+    name: Option<&str>,
+    bytes: &[u8],
+) -> Result<DynConfig, ApiError> {
+    let value = json_value(bytes)?;
+    decode_value(state, schema, namespace, name, value, Some(bytes))
+}
+
+/// [`decode`] of a value already read (a patched object); `text` is the
+/// body as sent, for line and column in errors, when the value is it.
+pub(crate) fn decode_value(
+    state: &AppState,
+    schema: &KindSchema,
+    namespace: &str,
+    name: Option<&str>,
+    mut value: Value,
+    text: Option<&[u8]>,
+) -> Result<DynConfig, ApiError> {
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the body must be a JSON object with apiVersion, kind, metadata and spec",
+        ));
+    }
+    let field = |pointer: &str| value.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+    if let Some(kind) = field("/kind")
+        && kind != schema.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the body is a {kind} but the URL is for {}",
+            schema.kind
+        )));
+    }
+    if let Some(body_namespace) = field("/metadata/namespace")
+        && !body_namespace.is_empty()
+        && body_namespace != namespace
+    {
+        return Err(ApiError::bad_request(format!(
+            "metadata.namespace {body_namespace:?} does not match the URL's namespace {namespace:?}"
+        )));
+    }
+    let body_name = field("/metadata/name");
+    if let (Some(name), Some(body_name)) = (name, &body_name)
+        && body_name != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "metadata.name {body_name:?} does not match the URL's name {name:?}"
+        )));
+    }
+    let mut stripped = false;
+    if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in SERVER_SET_METADATA {
+            stripped |= metadata.remove(*field).is_some();
+        }
+        // An empty resourceVersion is none (a client's zero value).
+        if metadata.get("resourceVersion").and_then(Value::as_str) == Some("") {
+            metadata.remove("resourceVersion");
+            stripped = true;
+        }
+        if metadata.get("creationTimestamp").is_some_and(Value::is_null) {
+            metadata.remove("creationTimestamp");
+            stripped = true;
+        }
+    }
+    let owned;
+    let text = match text {
+        Some(text) if !stripped => {
+            std::str::from_utf8(text).map_err(|e| ApiError::bad_request(e.to_string()))?
+        }
+        _ => {
+            owned = serde_json::to_string_pretty(&value).unwrap_or_default();
+            &owned
+        }
+    };
+    let options = ParseOptions {
+        default_namespace: namespace.to_string(),
+        ..Default::default()
+    };
+    match document::parse_with("body", text, &state.registry, &options) {
+        Ok(mut configs) if configs.len() == 1 => Ok(configs.remove(0)),
+        Ok(_) => Err(ApiError::bad_request("the body must hold exactly one object")),
+        Err(errors) => {
+            let key = ConfigKey::new(
+                &schema.kind,
+                namespace,
+                body_name.as_deref().or(name).unwrap_or_default(),
+            );
+            let causes: Vec<Value> = errors
+                .0
+                .iter()
+                .map(|e| json!({"field": e.path, "message": e.message, "line": e.line, "column": e.column}))
+                .collect();
+            let list: Vec<String> = errors
+                .0
+                .iter()
+                .map(|e| {
+                    if e.path.is_empty() {
+                        e.message.clone()
+                    } else {
+                        format!("{}: {}", e.path, e.message)
+                    }
+                })
+                .collect();
+            Err(ApiError {
+                details: json!({
+                    "kind": key.kind, "namespace": key.namespace, "name": key.name, "causes": causes,
+                }),
+                ..ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid",
+                    format!("{key} is invalid: {}", list.join("; ")),
+                )
+            })
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! Lists and watches of one kind, as kube-apiserver serves them: label and
+//! field selectors, `resourceVersion` to resume from, `timeoutSeconds`,
+//! `allowWatchBookmarks`, and the `Table` form when asked for.
+//!
+//! A watch is one JSON event a line (`{"type": ..., "object": ...}`),
+//! sent as `application/json` as kube-apiserver does (kubectl and the
+//! Kubernetes clients ask for that), or as `application/x-ndjson` to a
+//! client that asks for that.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::StreamExt;
+use pilot_model::{ConfigKey, DynConfig, KindSchema, WatchEvent};
+use serde_json::{Value, json};
+
+use super::ApiError;
+use super::selector::{FieldSelector, Selector};
+use super::table::{self, TableRequest};
+use crate::state::AppState;
+
+/// Which objects a list, watch or delete-collection takes: the namespace
+/// of the URL and the label and field selectors.
+#[derive(Clone)]
+pub(crate) struct Filter {
+    namespace: Option<String>,
+    labels: Selector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    /// The filter of a request in `namespace` (all when `None`) with
+    /// `labelSelector` and `fieldSelector` from `query`.
+    pub(crate) fn parse(
+        namespace: Option<String>,
+        query: &HashMap<String, String>,
+    ) -> Result<Self, ApiError> {
+        let labels = Selector::parse(query.get("labelSelector").map(String::as_str).unwrap_or(""))
+            .map_err(ApiError::bad_request)?;
+        let fields = FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or(""))
+            .map_err(ApiError::bad_request)?;
+        Ok(Filter {
+            namespace,
+            labels,
+            fields,
+        })
+    }
+
+    /// True when `config` is selected.
+    pub(crate) fn keep(&self, config: &DynConfig) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| ns == config.meta.namespace)
+            && self.labels.matches(&config.meta.labels)
+            && self.fields.matches(&config.meta.namespace, &config.meta.name)
+    }
+}
+
+/// One object, as JSON or as a `Table` when the client asks for one.
+pub(crate) fn one_object(schema: &KindSchema, headers: &HeaderMap, object: Arc<DynConfig>) -> Response {
+    match TableRequest::from_headers(headers) {
+        Some(request) => {
+            let revision = object.meta.resource_version.clone().unwrap_or_default();
+            Json(table::table(schema, &request, &[object], &revision, true)).into_response()
+        }
+        None => Json(&*object).into_response(),
+    }
+}
+
+/// A list (or, with `watch=true`, a watch) of `schema`'s objects.
+pub(crate) async fn list_or_watch(
+    state: AppState,
+    schema: Arc<KindSchema>,
+    namespace: Option<String>,
+    headers: &HeaderMap,
+    query: HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let filter = Filter::parse(namespace, &query)?;
+    let flag = |name: &str| -> Result<bool, ApiError> {
+        match query.get(name).map(String::as_str) {
+            None | Some("false") | Some("0") => Ok(false),
+            Some("true") | Some("1") | Some("") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "{name} must be true or false, not {other:?}"
+            ))),
+        }
+    };
+    let watch = flag("watch")?;
+    let bookmarks = flag("allowWatchBookmarks")?;
+    let after =
+        match query.get("resourceVersion").map(String::as_str) {
+            None | Some("") | Some("0") => None,
+            Some(text) => Some(text.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!("resourceVersion must be a number, not {text:?}"))
+            })?),
+        };
+    let timeout = match query.get("timeoutSeconds").map(String::as_str) {
+        None | Some("") => None,
+        Some(text) => match text.parse::<u64>() {
+            Ok(seconds) if seconds > 0 => Some(std::time::Duration::from_secs(seconds)),
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "timeoutSeconds must be a positive number of seconds, not {text:?}"
+                )));
+            }
+        },
+    };
+    let table = TableRequest::from_headers(headers);
+    let snapshot = state
+        .backend
+        .snapshot(&schema.kind)
+        .await
+        .map_err(|e| ApiError::from_store(e, None))?;
+    if let Some(after) = after
+        && after > snapshot.revision
+    {
+        refuse_future_version(&state, after, snapshot.revision).await?;
+    }
+    if watch {
+        let stream = Stream {
+            schema,
+            filter,
+            table,
+            bookmarks,
+            ndjson: wants_ndjson(headers),
+        };
+        return watch_kind(state, stream, snapshot, after, timeout).await;
+    }
+    // Validation on read: what the cache would not hold is not listed.
+    let items: Vec<Arc<DynConfig>> = snapshot
+        .items
+        .iter()
+        .filter(|c| filter.keep(c) && state.controller.admits(c).is_ok())
+        .cloned()
+        .collect();
+    let revision = snapshot.revision.to_string();
+    if let Some(request) = table {
+        return Ok(Json(table::table(&schema, &request, &items, &revision, true)).into_response());
+    }
+    let items: Vec<&DynConfig> = items.iter().map(|c| &**c).collect();
+    Ok(Json(json!({
+        "apiVersion": format!("{}/{}", schema.group, schema.version),
+        "kind": format!("{}List", schema.kind),
+        "metadata": {"resourceVersion": revision},
+        "items": items,
+    }))
+    .into_response())
+}
+
+/// Whether the client asks for `application/x-ndjson` rather than
+/// Kubernetes' `application/json` stream.
+fn wants_ndjson(headers: &HeaderMap) -> bool {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    accept.contains("application/x-ndjson") || !accept.contains("application/json")
+}
+
+/// A resume version the store has not reached (a client that remembers
+/// another server, or a memory store restarted without `--data-dir`) is
+/// refused as Kubernetes does (504, cause `ResourceVersionTooLarge`): a
+/// watch from there would silently miss every event up to it. The client
+/// relists. (A version too old for the history is 410 from the watch.)
+async fn refuse_future_version(state: &AppState, after: u64, listed: u64) -> Result<(), ApiError> {
+    // The list's revision, or the store's if it is further (a backend
+    // whose lists report the kind's own last change).
+    let current = state
+        .backend
+        .current_revision()
+        .await
+        .map_err(|e| ApiError::from_store(e, None))?
+        .max(listed);
+    if after <= current {
+        return Ok(());
+    }
+    let mut error = ApiError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "Timeout",
+        format!(
+            "Too large resource version: {after}, current: {current}; list again and watch from the list's resourceVersion"
+        ),
+    );
+    error.details = json!({
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+        "retryAfterSeconds": 1,
+    });
+    Err(error)
+}
+
+/// How a watch's events are written.
+struct Stream {
+    schema: Arc<KindSchema>,
+    filter: Filter,
+    table: Option<TableRequest>,
+    bookmarks: bool,
+    ndjson: bool,
+}
+
+impl Stream {
+    /// One event line: the object as JSON, or as a one-row `Table`.
+    fn line(&self, kind: &str, object: &DynConfig) -> Bytes {
+        let object = match &self.table {
+            Some(request) => {
+                let revision = object.meta.resource_version.clone().unwrap_or_default();
+                table::table(
+                    &self.schema,
+                    request,
+                    &[Arc::new(object.clone())],
+                    &revision,
+                    true,
+                )
+            }
+            None => json!(object),
+        };
+        event_line(kind, &object)
+    }
+
+    /// A `BOOKMARK` at `revision`, when the client allows them.
+    fn bookmark(&self, revision: u64) -> Option<Bytes> {
+        self.bookmarks.then(|| {
+            event_line(
+                "BOOKMARK",
+                &json!({
+                    "apiVersion": format!("{}/{}", self.schema.group, self.schema.version),
+                    "kind": self.schema.kind,
+                    "metadata": {"resourceVersion": revision.to_string()},
+                }),
+            )
+        })
+    }
+}
+
+/// A watch: without `after`, every current object as `ADDED` then the
+/// changes; with it, the changes after that revision. Ends on shutdown, and
+/// with an `ERROR` event (410 for history compacted) if the backend's watch
+/// breaks; the client watches again from the last version it saw. With
+/// `timeout` (`?timeoutSeconds=`, as in Kubernetes) it ends after that long.
+/// With bookmarks allowed, the backend's progress reports are `BOOKMARK`s.
+async fn watch_kind(
+    state: AppState,
+    stream: Stream,
+    snapshot: pilot_model::Snapshot,
+    after: Option<u64>,
+    timeout: Option<std::time::Duration>,
+) -> Result<Response, ApiError> {
+    let mut known: HashMap<ConfigKey, Arc<DynConfig>> = HashMap::new();
+    let mut initial = Vec::new();
+    // Validation on read: an object that fails is never shown; a change
+    // that makes a shown object fail is its DELETED.
+    let controller = Arc::clone(&state.controller);
+    let admitted = move |config: &DynConfig| controller.admits(config).is_ok();
+    let items: Vec<&Arc<DynConfig>> = snapshot.items.iter().filter(|c| admitted(c)).collect();
+    let start = match after {
+        None => {
+            for object in items {
+                known.insert(object.key(), Arc::clone(object));
+                if stream.filter.keep(object) {
+                    initial.push(stream.line("ADDED", object));
+                }
+            }
+            initial.extend(stream.bookmark(snapshot.revision));
+            snapshot.revision
+        }
+        Some(after) => {
+            // Objects not written since `after` certainly existed then.
+            for object in items {
+                let version = object
+                    .meta
+                    .resource_version
+                    .as_deref()
+                    .and_then(|v| v.parse::<u64>().ok());
+                if version.is_some_and(|v| v <= after) {
+                    known.insert(object.key(), Arc::clone(object));
+                }
+            }
+            after
+        }
+    };
+    let events = state
+        .backend
+        .watch(&stream.schema.kind, start)
+        .await
+        .map_err(|e| ApiError::from_store(e, None))?;
+    let content_type = if stream.ndjson {
+        "application/x-ndjson"
+    } else {
+        "application/json"
+    };
+    let stream = Arc::new(stream);
+    let live = futures::stream::unfold(
+        Some((events, known, state.shutdown.clone(), stream, admitted)),
+        |state| async move {
+            let (mut events, mut known, mut shutdown, stream, admitted) = state?;
+            let keep = |config: &DynConfig| stream.filter.keep(config);
+            loop {
+                let next = tokio::select! {
+                    next = events.next() => next,
+                    () = crate::shutdown::closed(&mut shutdown) => return None,
+                };
+                let gone = |last: Arc<DynConfig>, revision: u64| {
+                    let mut last = (*last).clone();
+                    last.meta.resource_version = Some(revision.to_string());
+                    stream.line("DELETED", &last)
+                };
+                let line = match next {
+                    None => return None,
+                    Some(Err(error)) => {
+                        let status = ApiError::from_store(error, None).body();
+                        return Some((event_line("ERROR", &status), None));
+                    }
+                    Some(Ok(WatchEvent::Progress { revision })) => match stream.bookmark(revision) {
+                        Some(line) => line,
+                        None => continue,
+                    },
+                    Some(Ok(WatchEvent::Undecodable(pilot_model::Undecodable { key, revision, .. }))) => {
+                        match known.remove(&key) {
+                            Some(last) if keep(&last) => gone(last, revision),
+                            _ => continue,
+                        }
+                    }
+                    Some(Ok(WatchEvent::Put { config, revision })) if !admitted(&config) => {
+                        match known.remove(&config.key()) {
+                            Some(last) if keep(&last) => gone(last, revision),
+                            _ => continue,
+                        }
+                    }
+                    Some(Ok(WatchEvent::Put { config, .. })) => {
+                        let was = known
+                            .insert(config.key(), Arc::clone(&config))
+                            .map(|last| keep(&last));
+                        // As Kubernetes does with a selector: an object that
+                        // stops matching is DELETED, one that starts is ADDED.
+                        let kind = match (was, keep(&config)) {
+                            (Some(true), true) => "MODIFIED",
+                            (_, true) => "ADDED",
+                            (Some(true), false) => "DELETED",
+                            (_, false) => continue,
+                        };
+                        stream.line(kind, &config)
+                    }
+                    Some(Ok(WatchEvent::Delete { key, revision })) => match known.remove(&key) {
+                        Some(last) if !keep(&last) => continue,
+                        Some(last) => gone(last, revision),
+                        None => event_line(
+                            "DELETED",
+                            &json!({
+                                "kind": key.kind,
+                                "metadata": {
+                                    "name": key.name,
+                                    "namespace": key.namespace,
+                                    "resourceVersion": revision.to_string(),
+                                },
+                            }),
+                        ),
+                    },
+                };
+                return Some((line, Some((events, known, shutdown, stream, admitted))));
+            }
+        },
+    );
+    let deadline = async move {
+        match timeout {
+            Some(timeout) => tokio::time::sleep(timeout).await,
+            None => std::future::pending().await,
+        }
+    };
+    let open = state.metrics.watch_opened();
+    let body = futures::stream::iter(initial)
+        .chain(live)
+        .take_until(deadline)
+        .map(move |line| {
+            // Counted as open until the stream is dropped.
+            let _ = &open;
+            Ok::<_, Infallible>(line)
+        });
+    Ok(([(header::CONTENT_TYPE, content_type)], Body::from_stream(body)).into_response())
+}
+
+fn event_line(kind: &str, object: &Value) -> Bytes {
+    let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}

