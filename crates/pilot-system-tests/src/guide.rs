@@ -141,9 +141,18 @@ pub fn cargo_builds(steps: &[Step]) -> Vec<Vec<String>> {
 /// The script and each block's output go to a new directory under `work`
 /// (not under `/tmp`, which the guide gets empty).
 pub fn run(name: &str, work: &Path, timeout: Duration) {
+    run_file(&workspace().join("docs/guide").join(name), work, timeout);
+}
+
+/// [`run`] for a guide at any path (named in messages by its file name
+/// under `docs/guide/`).
+pub fn run_file(path: &Path, work: &Path, timeout: Duration) {
     let root = workspace();
-    let path = root.join("docs/guide").join(name);
-    let markdown = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let name = name.as_str();
+    let markdown = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let steps = steps(&markdown);
     assert!(
         steps.iter().any(|s| matches!(s, Step::Run { .. })),

@@ -95,6 +95,64 @@ fn every_guide_is_run_or_says_why_not() {
     }
 }
 
+/// Runs a guide made of `markdown`; the panic message when it fails.
+fn failure_of(markdown: &str) -> Option<String> {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("made-up.md");
+    std::fs::write(&path, markdown).expect("the guide");
+    let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("guides");
+    std::panic::catch_unwind(|| guide::run_file(&path, &work, Duration::from_secs(10)))
+        .err()
+        .map(|panic| {
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_else(|| "a panic without a message".into())
+        })
+}
+
+#[test]
+fn the_runner_fails_a_guide_that_breaks_its_promises() {
+    let passes = "```sh guide\nWORK=$(mktemp -d)\nsleep 1000 &\nSLEEP=$!\necho hello $((1 + 1))\n```\n\n```text guide-output\nhello 2\n```\n\n<!-- guide-check\ngrep -q 'hello 2' \"$GUIDE_OUTPUT\"\n-->\n\n```sh guide\nkill $SLEEP\nwait || true\nrm -rf $WORK\n```\n";
+    assert_eq!(failure_of(passes), None);
+    let cases = [
+        (
+            "a command fails",
+            passes.replace("echo hello", "false && echo hello; false; echo"),
+            "failed",
+        ),
+        (
+            "other output",
+            passes.replace("hello 2\n```", "hello 3\n```"),
+            "did not print",
+        ),
+        (
+            "a check fails",
+            passes.replace("grep -q 'hello 2'", "grep -q 'hello 3'"),
+            "failed",
+        ),
+        (
+            "a process left",
+            passes.replace("kill $SLEEP\nwait || true\n", ""),
+            "left processes running",
+        ),
+        (
+            "a file left",
+            passes.replace("rm -rf $WORK", ":"),
+            "left files in /tmp",
+        ),
+        (
+            "a hang",
+            passes.replace("echo hello", "sleep 60; echo hello"),
+            "did not finish",
+        ),
+    ];
+    for (what, markdown, message) in cases {
+        let failure = failure_of(&markdown).unwrap_or_else(|| panic!("{what}: the guide passed"));
+        assert!(failure.contains(message), "{what}: {failure}");
+    }
+}
+
 #[test]
 fn guide_agent() {
     run("agent.md");
