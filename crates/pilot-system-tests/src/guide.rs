@@ -358,11 +358,11 @@ fn script_text(name: &str, root: &Path, steps: &[Step], work: &Path) -> String {
 }
 
 /// After the last block: no process but this shell (PID 1 of the
-/// namespace) within 10 s, and an empty `/tmp`.
+/// namespace) within 5 s, and an empty `/tmp`.
 const CLEAN_UP_CHECK: &str = r#"
 echo 'clean-up: check' > "$GUIDE_WORK/current"
 shopt -s nullglob dotglob
-for attempt in $(seq 100); do
+for attempt in $(seq 50); do
   left=()
   for proc in /proc/[0-9]*; do
     [ "${proc#/proc/}" = "$$" ] || left+=("$proc")

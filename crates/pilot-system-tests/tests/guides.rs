@@ -101,7 +101,7 @@ fn failure_of(markdown: &str) -> Option<String> {
     let path = dir.path().join("made-up.md");
     std::fs::write(&path, markdown).expect("the guide");
     let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("guides");
-    std::panic::catch_unwind(|| guide::run_file(&path, &work, Duration::from_secs(10)))
+    std::panic::catch_unwind(|| guide::run_file(&path, &work, Duration::from_secs(20)))
         .err()
         .map(|panic| {
             panic
