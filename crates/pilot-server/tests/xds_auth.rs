@@ -359,7 +359,7 @@ impl Envoy {
             .unwrap()
             .replace("port_value: 15010", &format!("port_value: {xds_port}"))
             .replace("port_value: 15000", &format!("port_value: {admin}"))
-            .replace("/etc/pilot/certs/", &format!("{}/", certs.display()))
+            .replace("/tmp/pilot-ads/certs/", &format!("{}/", certs.display()))
             .replace(
                 "sidecar~10.0.0.100~example.default~default.svc.cluster.local",
                 node_id,

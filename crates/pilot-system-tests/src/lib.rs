@@ -11,12 +11,15 @@
 //! - [`Mesh`]: the bookinfo services in a services file, and the servers
 //!   and status-writing replicas ([`Mesh::replica`]) that serve them;
 //! - [`list`] and [`get`]: objects as `pilotctl get -o json` shows them;
-//! - [`weighted`]: the weighted clusters in an Envoy's config dump.
+//! - [`weighted`]: the weighted clusters in an Envoy's config dump;
+//! - [`guide`]: runs a guide of `docs/guide/` as written (`tests/guides.rs`).
 //!
 //! The pieces come from pilot-test-support: it finds (or builds) the
 //! binaries, starts etcd and Envoy from the workspace's `.tools`, runs
 //! `pilotctl` with a clean environment and serves the fake Kubernetes API
 //! server to other processes.
+
+pub mod guide;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

@@ -79,8 +79,7 @@ pub fn binary(binary: Binary) -> PathBuf {
     // Another test process may have built it while this one waited.
     if stale(&path, binary, &crates) {
         let target_dir = profile_dir.parent().expect("a target directory");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut command = Command::new(cargo);
+        let mut command = cargo();
         command
             .args(["build", "-p", binary.package, "--bin", binary.name])
             .arg("--target-dir")
@@ -100,6 +99,37 @@ pub fn binary(binary: Binary) -> PathBuf {
     let _ = lock.unlock();
     built.push(binary.name);
     path
+}
+
+/// `cargo` (the one running the tests, else the one on `PATH`) without the
+/// variables cargo sets for a test process (`CARGO_PKG_NAME`,
+/// `CARGO_MANIFEST_DIR`, ...). Build scripts track some of them
+/// (`cargo:rerun-if-env-changed`: ring's and others'), and cargo compares
+/// them with its own environment: a build run with a test's values would
+/// rebuild those crates and everything above them, and so would the next
+/// build from a shell.
+pub fn cargo() -> Command {
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_for_tests = [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_BIN_",
+            "CARGO_CRATE_",
+            "CARGO_PRIMARY_",
+            "CARGO_RUSTC_",
+            "CARGO_TARGET_TMPDIR",
+            "OUT_DIR",
+            "NEXTEST",
+        ]
+        .iter()
+        .any(|prefix| name.starts_with(prefix));
+        if set_for_tests {
+            command.env_remove(name.as_ref());
+        }
+    }
+    command
 }
 
 /// The target directory's profile folder (`target/debug`) the running test

@@ -42,7 +42,7 @@ mod stores;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub use binaries::{Binary, PILOT_AGENT, PILOT_DISCOVERY, PILOTCTL, binary};
+pub use binaries::{Binary, PILOT_AGENT, PILOT_DISCOVERY, PILOTCTL, binary, cargo};
 pub use certs::{Pki, TestCerts};
 pub use discovery::Discovery;
 pub use envoy::{ENVOY_RE2_LIMIT, Envoy, NACKED_REGEX, XDS_CLUSTER, envoy_binary};

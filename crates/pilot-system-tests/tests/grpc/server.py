@@ -1,11 +1,13 @@
 """A gRPC server for pilot's proxyless tests: the standard health service
 (SERVING) and /pilot.test.Who/Name, which answers this server's name.
 
-    server.py NAME PORT [--xds]
+    server.py NAME PORT [--xds] [--until-killed]
 
 With --xds the server is xDS-enabled (GRPC_XDS_BOOTSTRAP names pilot): it
 serves only once pilot has sent the listener for its address. Prints
-"started" once start() returned, then runs until stdin closes.
+"started" once start() returned, then runs until stdin closes (the tests
+hold it), or with --until-killed until a signal ends it (a shell's
+background job, docs/guide/grpc.md).
 """
 
 import sys
@@ -18,6 +20,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 def main():
     name, port = sys.argv[1], int(sys.argv[2])
     xds = "--xds" in sys.argv[3:]
+    until_killed = "--until-killed" in sys.argv[3:]
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), xds=xds)
     who = grpc.method_handlers_generic_handler(
         "pilot.test.Who",
@@ -34,7 +37,10 @@ def main():
         server.add_insecure_port(address)
     server.start()
     print("started", flush=True)
-    sys.stdin.read()
+    if until_killed:
+        server.wait_for_termination()
+    else:
+        sys.stdin.read()
     server.stop(None)
 
 
