@@ -18,6 +18,7 @@ const RUN: &[&str] = &[
     "capture.md",
     "grpc.md",
     "injection.md",
+    "kubectl.md",
     "mesh-example.md",
     "replicas.md",
     "securing-ads.md",
@@ -30,6 +31,10 @@ const RUN: &[&str] = &[
 /// The guides that are not run, and why.
 const NOT_RUN: &[(&str, &str)] = &[
     ("README.md", "the index of the guides: no commands"),
+    (
+        "embedding.md",
+        "its commands are the embedder crate's tests (pilot-embedder-example, run by CI) and the examples backend-and-registry.md runs",
+    ),
     (
         "kubernetes.md",
         "needs a real Kubernetes cluster (kubectl, KUBECONFIG); its commands are checked by hand (CRDs: pilot-store-k8s' tests)",
@@ -196,6 +201,11 @@ fn guide_securing_ads() {
 #[test]
 fn guide_server() {
     run("server.md");
+}
+
+#[test]
+fn guide_kubectl() {
+    run("kubectl.md");
 }
 
 #[test]
