@@ -27,6 +27,7 @@ mod session;
 mod sotw;
 mod sotw_request;
 mod transport;
+mod withheld;
 
 pub use auth::{Authenticate, Caller, NodeScope};
 pub use serve::{ServeOptions, listen};
