@@ -216,11 +216,14 @@ impl Protocol for Delta {
         }
         let server = session.server_handle();
         let withheld = &mut session.withheld;
+        // A named subscription lets go of a resource itself: a removal is
+        // never named while it subscribes to it.
+        let named = !subscription.wildcard;
         let mut remove = |name: &Arc<str>, held: Held, removed: &mut Vec<String>| {
             let Held::Version(version) = held else {
                 return;
             };
-            if !withholds || withheld.take_released(t, name) {
+            if !withholds || (!named && withheld.take_released(t, name)) {
                 removed.push(name.to_string());
             } else {
                 withheld.withhold(t, Arc::clone(name), Removal::new(version, None));
@@ -312,7 +315,7 @@ impl Protocol for Delta {
             }
         }
         // What a withheld removal leaves with the proxy.
-        for (name, removal) in withheld.held(t) {
+        for (name, removal) in withheld.held(t, named) {
             over.insert(Arc::clone(name), Held::Version(removal.version));
         }
         subscription.over = over;

@@ -159,8 +159,12 @@ impl Protocol for Sotw {
                     // Clusters the proxy's routes may still name: sent as
                     // last sent until it applied routes without them.
                     withhold_removed(session, subscription, config, t, &shared);
-                    session.withheld.drop_released(t);
-                    let held = session.withheld.held(t);
+                    // A named subscription lets go of a cluster itself.
+                    let named = subscription.names.is_some();
+                    if !named {
+                        session.withheld.drop_released(t);
+                    }
+                    let held = session.withheld.held(t, named);
                     if !held.is_empty() {
                         let mut hasher = DefaultHasher::new();
                         digest.hash(&mut hasher);

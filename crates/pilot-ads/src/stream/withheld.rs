@@ -23,7 +23,11 @@
 //! for its own push's responses, so changes arriving meanwhile neither
 //! lose a removal nor hold it back beyond its own point. A resource that
 //! comes back (or that a named subscription lets go of) is no longer
-//! withheld. A stream withholds at most [`MAX_WITHHELD`] removals per type:
+//! withheld. A client that subscribes to clusters by name (gRPC) lets go
+//! of one only once its routes no longer use it: until it does, a
+//! released cluster is still sent as it was last (a gRPC client fails the
+//! calls it is still routing to a cluster the server says does not
+//! exist), and its removal is never named. A stream withholds at most [`MAX_WITHHELD`] removals per type:
 //! beyond that, the oldest are released (a proxy that keeps NACKing its
 //! routes while clusters come and go).
 
@@ -136,11 +140,12 @@ impl Withheld {
         self.types[t.index()].retain(|_, r| r.state != State::Released);
     }
 
-    /// The withheld (not released) removals of `t`, sorted by name.
-    pub(super) fn held(&self, t: XdsType) -> Vec<(&Arc<str>, &Removal)> {
+    /// The withheld removals of `t`, sorted by name: those not released,
+    /// or all of them (`released`).
+    pub(super) fn held(&self, t: XdsType, released: bool) -> Vec<(&Arc<str>, &Removal)> {
         let mut held: Vec<_> = self.types[t.index()]
             .iter()
-            .filter(|(_, r)| r.state != State::Released)
+            .filter(|(_, r)| released || r.state != State::Released)
             .collect();
         held.sort_unstable_by(|a, b| a.0.cmp(b.0));
         held
@@ -233,7 +238,7 @@ mod tests {
         assert!(withheld.holds(XdsType::Cluster, "b"), "b waits for its own push");
         assert_eq!(
             withheld
-                .held(XdsType::Cluster)
+                .held(XdsType::Cluster, false)
                 .iter()
                 .map(|(n, _)| &***n)
                 .collect::<Vec<_>>(),
@@ -277,6 +282,6 @@ mod tests {
         assert!(!withheld.holds(XdsType::Endpoint, "c0"));
         assert!(!withheld.holds(XdsType::Endpoint, "c1"));
         assert!(withheld.holds(XdsType::Endpoint, "c2"));
-        assert_eq!(withheld.held(XdsType::Endpoint).len(), MAX_WITHHELD);
+        assert_eq!(withheld.held(XdsType::Endpoint, false).len(), MAX_WITHHELD);
     }
 }
