@@ -3,7 +3,8 @@
 //! version recorded as ACKed is the one the ACKed nonce was sent with (not
 //! what the client claims), a NACK is recorded and not answered with the
 //! same thing again, and after a change of clusters (listeners) the load
-//! assignments (route configurations) are sent again. An endpoint change
+//! assignments (route configurations) are sent again, a new cluster's
+//! before the proxy subscribes to it. An endpoint change
 //! sends, in both protocols, only the load assignment that changed.
 
 mod support;
@@ -91,8 +92,9 @@ async fn endpoint_change(delta: bool) {
     .await;
     assert!(status.synced(), "{status:?}");
 
-    // A new service: CDS names its cluster; the proxy subscribes to it
-    // besides the two it has, and is sent the new one only.
+    // A new service: CDS names its cluster, and its load assignment
+    // follows; the proxy subscribes to it besides the two it has, and is
+    // sent the new one only.
     registry.add_service(Service::new(
         DETAILS,
         vec![Port::new("http", 9080, Protocol::Http)],
@@ -107,6 +109,13 @@ async fn endpoint_change(delta: bool) {
         "{cds:?}"
     );
     client.answer(&cds, None).await;
+    // Its load assignment follows at once (the new cluster warms waiting
+    // for it), before the proxy subscribes.
+    let early = client.next().await;
+    assert_eq!(early.t, XdsType::Endpoint, "{early:?}");
+    let names: Vec<&str> = early.resources.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, [DETAILS_CLUSTER], "only the new assignment: {early:?}");
+    client.answer(&early, None).await;
     if delta {
         client
             .subscribe(XdsType::Endpoint, vec![DETAILS_CLUSTER.into()])
@@ -257,8 +266,13 @@ async fn protocol_rules(delta: bool) {
     assert_eq!(cds.t, XdsType::Cluster, "{cds:?}");
     client.answer(&cds, None).await;
     // Both protocols re-send only the changed clusters' assignments after
-    // a CDS change: here a new one the proxy has not subscribed to, so
-    // no EDS response at all.
+    // a CDS change: here a new one the proxy has not subscribed to yet,
+    // whose cluster warms waiting for it.
+    let assignments = client.next().await;
+    assert_eq!(assignments.t, XdsType::Endpoint, "{assignments:?}");
+    let names: Vec<&str> = assignments.resources.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["outbound|8080||details.default.svc.cluster.local"]);
+    client.answer(&assignments, None).await;
     let next = client.next().await;
     assert_eq!(next.t, XdsType::Listener, "{next:?}");
     client.answer(&next, None).await;
