@@ -1,6 +1,8 @@
 //! Incremental (delta) ADS: subscriptions change by names added and
 //! removed, only resources whose version the proxy lacks are sent, and
-//! removed ones are named in `removed_resources`.
+//! removed ones are named in `removed_resources` (a removal of what
+//! other resources refer to once the proxy applied the routes without it:
+//! `withheld.rs`).
 //!
 //! What a stream holds is kept relative to the shared encoding it was
 //! last brought up to date with (`base`): the proxy holds that encoding's

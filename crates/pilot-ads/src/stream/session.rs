@@ -12,11 +12,16 @@
 //!   thing again (only a later change, or a new subscription, answers).
 //!   A request with an older nonce records nothing (a newer response is on
 //!   its way).
-//! - A push sends, in the order CDS, EDS, LDS, RDS, what changed; after
-//!   CDS changed, the load assignments of the changed clusters are sent
-//!   again (a changed cluster warms again and waits for its assignment);
-//!   after LDS changed, the route configurations are sent again (a changed
-//!   listener's connection manager subscribes afresh).
+//! - Make before break. A push sends, in the order CDS, EDS, LDS, RDS,
+//!   what changed; after CDS changed, the load assignments of the changed
+//!   clusters are sent again, new ones before the proxy subscribes to them
+//!   (a new or changed cluster warms, waiting for its assignment, before
+//!   any route names it); after LDS changed, the route configurations are
+//!   sent again (a changed listener's connection manager subscribes
+//!   afresh). Removals go the other way: a removed cluster (for delta,
+//!   also a load assignment or route configuration) is withheld until the
+//!   proxy has ACKed the listeners and routes of the push that removed it,
+//!   then sent (`withheld.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
