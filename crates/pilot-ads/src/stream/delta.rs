@@ -218,9 +218,12 @@ impl Protocol for Delta {
         }
         let server = session.server_handle();
         let withheld = &mut session.withheld;
-        // A named subscription lets go of a resource itself: a removal is
-        // never named while it subscribes to it.
-        let named = !subscription.wildcard;
+        // A client subscribing to clusters by name lets go of one itself:
+        // its removal is never named while it subscribes to it.
+        let named = t == XdsType::Cluster && !subscription.wildcard;
+        // What a reconnecting proxy holds from elsewhere goes at once (the
+        // stream sent it nothing yet).
+        let withholds = withholds && subscription.base.is_some();
         let mut remove = |name: &Arc<str>, held: Held, removed: &mut Vec<String>| {
             let Held::Version(version) = held else {
                 return;

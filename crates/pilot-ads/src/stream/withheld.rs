@@ -27,7 +27,9 @@
 //! of one only once its routes no longer use it: until it does, a
 //! released cluster is still sent as it was last (a gRPC client fails the
 //! calls it is still routing to a cluster the server says does not
-//! exist), and its removal is never named. A stream withholds at most [`MAX_WITHHELD`] removals per type:
+//! exist), and its removal is never named. What a reconnecting delta
+//! proxy says it holds from elsewhere (`initial_resource_versions`) and
+//! the configuration lacks is removed at once: this stream never sent it. A stream withholds at most [`MAX_WITHHELD`] removals per type:
 //! beyond that, the oldest are released (a proxy that keeps NACKing its
 //! routes while clusters come and go).
 
