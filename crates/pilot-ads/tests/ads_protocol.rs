@@ -3,284 +3,21 @@
 //! version recorded as ACKed is the one the ACKed nonce was sent with (not
 //! what the client claims), a NACK is recorded and not answered with the
 //! same thing again, and after a change of clusters (listeners) the load
-//! assignments (route configurations) are sent again. An endpoint change
+//! assignments (route configurations) are sent again, a new cluster's
+//! before the proxy subscribes to it. An endpoint change
 //! sends, in both protocols, only the load assignment that changed.
 
-use std::sync::Arc;
-use std::time::Duration;
+mod support;
 
-use envoy_types::pb::envoy::config::core::v3::Node;
+use std::sync::Arc;
+
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-};
-use envoy_types::pb::google::rpc::Status as RpcStatus;
-use pilot_ads::{TypeStatus, XdsServer, XdsType};
-use pilot_model::{ConfigStore, Labels, Port, Protocol, Service, document, istio};
+use pilot_ads::{XdsServer, XdsType};
+use pilot_model::{Labels, Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use prost::Message;
-use tokio::sync::mpsc;
-
-const PATIENCE: Duration = Duration::from_secs(20);
-const NODE: &str = "sidecar~10.9.0.1~app.default~default.svc.cluster.local";
-const REVIEWS: &str = "reviews.default.svc.cluster.local";
-const REVIEWS_CLUSTER: &str = "outbound|9080||reviews.default.svc.cluster.local";
-const RATINGS: &str = "ratings.default.svc.cluster.local";
-const RATINGS_CLUSTER: &str = "outbound|9080||ratings.default.svc.cluster.local";
-const DETAILS: &str = "details.default.svc.cluster.local";
-const DETAILS_CLUSTER: &str = "outbound|9080||details.default.svc.cluster.local";
-
-/// One response, whatever the protocol.
-#[derive(Debug)]
-struct Response {
-    t: XdsType,
-    version: String,
-    nonce: String,
-    /// (name, encoded resource)
-    resources: Vec<(String, Vec<u8>)>,
-}
-
-/// A client of either protocol, keeping what Envoy keeps: per type, the
-/// subscribed names and the last response.
-struct Client {
-    delta: bool,
-    sotw: Option<(
-        mpsc::Sender<DiscoveryRequest>,
-        tonic::Streaming<DiscoveryResponse>,
-    )>,
-    incremental: Option<(
-        mpsc::Sender<DeltaDiscoveryRequest>,
-        tonic::Streaming<DeltaDiscoveryResponse>,
-    )>,
-    names: [Vec<String>; 4],
-}
-
-fn node() -> Option<Node> {
-    Some(Node {
-        id: NODE.into(),
-        ..Default::default()
-    })
-}
-
-impl Client {
-    async fn open(port: u16, delta: bool) -> Self {
-        let mut grpc = None;
-        for _ in 0..100 {
-            if let Ok(client) =
-                AggregatedDiscoveryServiceClient::connect(format!("http://127.0.0.1:{port}")).await
-            {
-                grpc = Some(client);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let mut grpc = grpc.expect("the server started");
-        let mut client = Client {
-            delta,
-            sotw: None,
-            incremental: None,
-            names: Default::default(),
-        };
-        if delta {
-            let (tx, rx) = mpsc::channel(8);
-            tx.send(DeltaDiscoveryRequest {
-                node: node(),
-                type_url: XdsType::Cluster.url().into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-            let requests =
-                futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
-            let responses = grpc
-                .delta_aggregated_resources(requests)
-                .await
-                .unwrap()
-                .into_inner();
-            client.incremental = Some((tx, responses));
-        } else {
-            let (tx, rx) = mpsc::channel(8);
-            tx.send(DiscoveryRequest {
-                node: node(),
-                type_url: XdsType::Cluster.url().into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-            let requests =
-                futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
-            let responses = grpc
-                .stream_aggregated_resources(requests)
-                .await
-                .unwrap()
-                .into_inner();
-            client.sotw = Some((tx, responses));
-        }
-        client
-    }
-
-    async fn next(&mut self) -> Response {
-        if let Some((_, responses)) = &mut self.sotw {
-            let r = tokio::time::timeout(PATIENCE, responses.message())
-                .await
-                .expect("a response in time")
-                .unwrap()
-                .expect("the stream is open");
-            let t = XdsType::from_url(&r.type_url).unwrap();
-            let resources = r
-                .resources
-                .iter()
-                .map(|any| (resource_name(t, &any.value), any.value.clone()))
-                .collect();
-            return Response {
-                t,
-                version: r.version_info,
-                nonce: r.nonce,
-                resources,
-            };
-        }
-        let (_, responses) = self.incremental.as_mut().unwrap();
-        let r = tokio::time::timeout(PATIENCE, responses.message())
-            .await
-            .expect("a response in time")
-            .unwrap()
-            .expect("the stream is open");
-        Response {
-            t: XdsType::from_url(&r.type_url).unwrap(),
-            version: r.system_version_info,
-            nonce: r.nonce,
-            resources: r
-                .resources
-                .into_iter()
-                .map(|resource| (resource.name, resource.resource.unwrap().value))
-                .collect(),
-        }
-    }
-
-    /// Subscribes to `names` of `t` (empty: every resource of CDS, LDS).
-    async fn subscribe(&mut self, t: XdsType, names: Vec<String>) {
-        self.names[t.index()] = names.clone();
-        if self.delta {
-            self.send_delta(DeltaDiscoveryRequest {
-                type_url: t.url().into(),
-                resource_names_subscribe: names,
-                ..Default::default()
-            })
-            .await;
-        } else {
-            self.send_sotw(DiscoveryRequest {
-                type_url: t.url().into(),
-                resource_names: names,
-                ..Default::default()
-            })
-            .await;
-        }
-    }
-
-    /// ACKs (`error` None) or NACKs `response`. A state-of-the-world ACK
-    /// carries a `version_info` of the client's own making: the server
-    /// must record the version it sent with the nonce, not this.
-    async fn answer(&mut self, response: &Response, error: Option<&str>) {
-        let error_detail = error.map(|message| RpcStatus {
-            code: 3,
-            message: message.into(),
-            ..Default::default()
-        });
-        if self.delta {
-            self.send_delta(DeltaDiscoveryRequest {
-                type_url: response.t.url().into(),
-                response_nonce: response.nonce.clone(),
-                error_detail,
-                ..Default::default()
-            })
-            .await;
-        } else {
-            self.send_sotw(DiscoveryRequest {
-                type_url: response.t.url().into(),
-                resource_names: self.names[response.t.index()].clone(),
-                version_info: format!("client-made-{}", response.version),
-                response_nonce: response.nonce.clone(),
-                error_detail,
-                ..Default::default()
-            })
-            .await;
-        }
-    }
-
-    async fn send_sotw(&self, request: DiscoveryRequest) {
-        self.sotw.as_ref().unwrap().0.send(request).await.unwrap();
-    }
-
-    async fn send_delta(&self, request: DeltaDiscoveryRequest) {
-        self.incremental.as_ref().unwrap().0.send(request).await.unwrap();
-    }
-}
-
-/// The name of an encoded resource of type `t`.
-fn resource_name(t: XdsType, value: &[u8]) -> String {
-    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
-    use envoy_types::pb::envoy::config::listener::v3::Listener;
-    match t {
-        XdsType::Cluster => Cluster::decode(value).unwrap().name,
-        XdsType::Endpoint => ClusterLoadAssignment::decode(value).unwrap().cluster_name,
-        XdsType::Listener => Listener::decode(value).unwrap().name,
-        XdsType::Route => RouteConfiguration::decode(value).unwrap().name,
-    }
-}
-
-/// Waits until the proxy's status of `t` satisfies `check`.
-async fn wait_status(server: &XdsServer, t: XdsType, check: impl Fn(&TypeStatus) -> bool) -> TypeStatus {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let found = server
-            .status()
-            .into_iter()
-            .find(|p| p.node_id == NODE)
-            .and_then(|p| p.types.get(t.short()).cloned());
-        if let Some(status) = found.filter(|s| check(s)) {
-            return status;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{t}: {:?}",
-            server.status()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-async fn apply(store: &MemoryConfigStore, yaml: &str) {
-    for object in document::parse("test.yaml", yaml, &istio::registry()).unwrap() {
-        store.create(object).await.unwrap();
-    }
-}
-
-/// A server on a free loopback port over `registry` and an empty store.
-async fn start(registry: &Arc<MemoryServiceRegistry>) -> (XdsServer, MemoryConfigStore, u16) {
-    let store = MemoryConfigStore::new(istio::registry());
-    let controller = Arc::new(Controller::new(Arc::new(store.clone())));
-    controller.run();
-    let server = XdsServer::new(
-        controller,
-        Arc::clone(registry) as Arc<dyn pilot_model::ServiceDiscovery>,
-        Default::default(),
-    );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], port).into(), std::future::pending())
-            .await
-    });
-    (server, store, port)
-}
+use support::ads_client::*;
 
 /// The endpoints' addresses of an encoded load assignment.
 fn addresses(assignment: &[u8]) -> Vec<String> {
@@ -355,8 +92,9 @@ async fn endpoint_change(delta: bool) {
     .await;
     assert!(status.synced(), "{status:?}");
 
-    // A new service: CDS names its cluster; the proxy subscribes to it
-    // besides the two it has, and is sent the new one only.
+    // A new service: CDS names its cluster, and its load assignment
+    // follows; the proxy subscribes to it besides the two it has, and is
+    // sent the new one only.
     registry.add_service(Service::new(
         DETAILS,
         vec![Port::new("http", 9080, Protocol::Http)],
@@ -371,6 +109,13 @@ async fn endpoint_change(delta: bool) {
         "{cds:?}"
     );
     client.answer(&cds, None).await;
+    // Its load assignment follows at once (the new cluster warms waiting
+    // for it), before the proxy subscribes.
+    let early = client.next().await;
+    assert_eq!(early.t, XdsType::Endpoint, "{early:?}");
+    let names: Vec<&str> = early.resources.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, [DETAILS_CLUSTER], "only the new assignment: {early:?}");
+    client.answer(&early, None).await;
     if delta {
         client
             .subscribe(XdsType::Endpoint, vec![DETAILS_CLUSTER.into()])
@@ -521,8 +266,13 @@ async fn protocol_rules(delta: bool) {
     assert_eq!(cds.t, XdsType::Cluster, "{cds:?}");
     client.answer(&cds, None).await;
     // Both protocols re-send only the changed clusters' assignments after
-    // a CDS change: here a new one the proxy has not subscribed to, so
-    // no EDS response at all.
+    // a CDS change: here a new one the proxy has not subscribed to yet,
+    // whose cluster warms waiting for it.
+    let assignments = client.next().await;
+    assert_eq!(assignments.t, XdsType::Endpoint, "{assignments:?}");
+    let names: Vec<&str> = assignments.resources.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["outbound|8080||details.default.svc.cluster.local"]);
+    client.answer(&assignments, None).await;
     let next = client.next().await;
     assert_eq!(next.t, XdsType::Listener, "{next:?}");
     client.answer(&next, None).await;

@@ -7,7 +7,10 @@
 //! match goes to v3, a bootstrap without `GENERATOR` works too, a fault rule aborts calls, a timeout ends delayed calls, an Envoy on the same
 //! server gets Envoy listeners, a rule change changes the split on the same channel,
 //! an unknown name fails with "does not exist", nothing is NACKed, and
-//! the servers start serving only on pilot's inbound listeners.
+//! the servers start serving only on pilot's inbound listeners. Calls
+//! made without pause while the split rule is deleted and applied again
+//! (and changed) all succeed: the subset clusters stay with the client
+//! until its routes no longer name them.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -214,6 +217,124 @@ fn grpc_client_resolves_xds_names_through_pilot() {
         assert!(metrics.lines().any(|l| l == line), "no {line:?} in {metrics}");
     }
     drop(servers);
+}
+
+/// Continuous calls through the 80/20 split while the rule is deleted and
+/// applied again, five times waiting for the client to apply each change
+/// and three times without waiting, then changed to other subsets: not
+/// one call fails.
+#[test]
+fn grpc_calls_keep_succeeding_while_the_split_is_deleted_and_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let service_port = free_port();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let services = dir.path().join("services.yaml");
+    let mut text = format!(
+        "services:\n- hostname: {HOST}\n  ports: [{{name: grpc, port: {service_port}, protocol: GRPC}}]\n  instances:\n"
+    );
+    for (version, port) in ["v1", "v2", "v3"].iter().zip(&ports) {
+        text.push_str(&format!(
+            "  - {{address: 127.0.0.1, port: {port}, labels: {{app: greeter, version: {version}}}}}\n"
+        ));
+    }
+    std::fs::write(&services, text).unwrap();
+    let server = discovery(&Store::Memory, &["--services", services.to_str().unwrap()]);
+    let url = Some(server.url.as_str());
+    let split = |v1: (&str, u32), v2: (&str, u32)| {
+        format!(
+            "apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\nmetadata: {{name: greeter-split, namespace: default}}\nspec:\n  destination: {{name: greeter}}\n  route:\n  - {{labels: {{version: {}}}, weight: {}}}\n  - {{labels: {{version: {}}}, weight: {}}}\n",
+            v1.0, v1.1, v2.0, v2.1
+        )
+    };
+    let apply = |yaml: &str| {
+        let applied = pilotctl(url, &["apply", "-f", "-"], &[], Some(yaml));
+        assert_eq!(applied.code, 0, "{applied:?}");
+    };
+    let delete = || {
+        let deleted = pilotctl(url, &["delete", "routerule", "greeter-split"], &[], None);
+        assert_eq!(deleted.code, 0, "{deleted:?}");
+    };
+    apply(&split(("v1", 80), ("v2", 20)));
+
+    let client_bootstrap = dir.path().join("client.json");
+    let xds = format!("127.0.0.1:{}", server.xds_port);
+    let written = pilotctl(
+        None,
+        &[
+            "grpc-bootstrap",
+            "--xds-address",
+            &xds,
+            "-o",
+            client_bootstrap.to_str().unwrap(),
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(written.code, 0, "{written:?}");
+    let _servers: Vec<Python> = ["v1", "v2", "v3"]
+        .iter()
+        .zip(&ports)
+        .map(|(version, port)| {
+            let mut python = Python::start(
+                "server.py",
+                &[version, &port.to_string()],
+                &client_bootstrap,
+                dir.path(),
+            );
+            assert_eq!(python.line(), "started", "{}", python.log());
+            python
+        })
+        .collect();
+    let mut client = Python::start("client.py", &["load"], &client_bootstrap, dir.path());
+    let target = format!("xds:///{HOST}:{service_port}");
+    eventually("the split to reach the client", || {
+        let counts = client.count(&target, 50, None);
+        counts.contains_key("v1") && counts.contains_key("v2")
+    });
+
+    // Waits until the client ACKed routes it had not ACKed before.
+    let applied = |before: &[String]| {
+        eventually("the client to ACK the new routes", || {
+            let now = rds_acked(&server);
+            !now.is_empty() && now.iter().all(|v| !before.contains(v))
+        });
+    };
+    let loading = client.ask(&format!("load {target}"));
+    assert_eq!(loading["loading"], target.as_str(), "{loading}");
+    for _ in 0..5 {
+        let before = rds_acked(&server);
+        delete();
+        applied(&before);
+        let before = rds_acked(&server);
+        apply(&split(("v1", 80), ("v2", 20)));
+        applied(&before);
+    }
+    for _ in 0..3 {
+        delete();
+        apply(&split(("v1", 80), ("v2", 20)));
+    }
+    let before = rds_acked(&server);
+    apply(&split(("v2", 50), ("v3", 50)));
+    applied(&before);
+    let before = rds_acked(&server);
+    apply(&split(("v1", 80), ("v2", 20)));
+    applied(&before);
+    let result = client.ask("stop");
+    let calls: u64 = result["counts"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(Value::as_u64)
+        .sum();
+    let failed: u64 = result["errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(Value::as_u64)
+        .sum();
+    eprintln!("split deleted and applied under load: {calls} calls succeeded, {failed} failed: {result}");
+    assert!(calls > 0, "{result}\n{}", client.log());
+    assert_eq!(failed, 0, "{result}\n{}", client.log());
 }
 
 /// The split rule (v1/v2 by weight), the header rule to v3, a header rule

@@ -182,7 +182,7 @@ impl Diffs {
 
     /// What a subscription to `names` (`None`: every resource) is sent
     /// when moving from `old` to `new`: the selected resources whose
-    /// version changed, plus those named in `forced`.
+    /// version changed, plus those named in `forced` (subscribed or not).
     pub(crate) fn update(
         &self,
         old: &Arc<EncodedType>,
@@ -212,7 +212,10 @@ impl Diffs {
             self.changed(old, new)
         };
         let wanted = |name: &str| names.as_ref().is_none_or(|names| names.contains(name));
-        let selected = |name: &str| wanted(name) && (changed.contains(name) || forced.contains(name));
+        // A forced name goes even before the proxy subscribes to it: the
+        // load assignment of a cluster just sent, which warms waiting for
+        // it (the proxy's request naming it follows).
+        let selected = |name: &str| (wanted(name) && changed.contains(name)) || forced.contains(name);
         let count = new.entries.iter().filter(|e| selected(&e.name)).count();
         let resources = if count == 0 {
             Vec::new()

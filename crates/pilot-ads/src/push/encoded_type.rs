@@ -114,6 +114,12 @@ impl EncodedType {
         (base.as_ptr() == Arc::as_ptr(old)).then_some(positions.as_slice())
     }
 
+    /// The entry at `i` as a `DiscoveryResponse.resources` field (a
+    /// slice of the shared buffer).
+    pub(crate) fn sotw_entry(&self, i: usize) -> Bytes {
+        self.sotw.slice(self.entries[i].range.clone())
+    }
+
     /// Every resource's name.
     pub(crate) fn names(&self) -> Arc<BTreeSet<String>> {
         Arc::clone(

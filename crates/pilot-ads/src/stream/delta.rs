@@ -1,6 +1,8 @@
 //! Incremental (delta) ADS: subscriptions change by names added and
 //! removed, only resources whose version the proxy lacks are sent, and
-//! removed ones are named in `removed_resources`.
+//! removed ones are named in `removed_resources` (a removal of what
+//! other resources refer to once the proxy applied the routes without it:
+//! `withheld.rs`).
 //!
 //! What a stream holds is kept relative to the shared encoding it was
 //! last brought up to date with (`base`): the proxy holds that encoding's
@@ -19,6 +21,7 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
 
 use super::session::{Answer, Gone, Protocol, Resend, Session};
+use super::withheld::{Removal, Withheld};
 use crate::push::EncodedType;
 use crate::xds_type::XdsType;
 
@@ -201,6 +204,36 @@ impl Protocol for Delta {
         };
         let shared = Arc::clone(&config.shared.types[t.short()]);
         let own = config.own.as_ref().map(|own| Arc::clone(&own.types[t.short()]));
+        let present = |name: &str| {
+            shared.position(name).is_some() || own.as_ref().is_some_and(|own| own.position(name).is_some())
+        };
+        // Removals of what other resources refer to wait until the proxy
+        // applied routes and listeners without them (`withheld.rs`); one
+        // that is back, or no longer subscribed, is no removal.
+        let withholds = Withheld::applies(t, false);
+        if withholds {
+            session
+                .withheld
+                .retain(t, |name| subscription.wants(name) && !present(name));
+        }
+        let server = session.server_handle();
+        let withheld = &mut session.withheld;
+        // A client subscribing to clusters by name lets go of one itself:
+        // its removal is never named while it subscribes to it.
+        let named = t == XdsType::Cluster && !subscription.wildcard;
+        // What a reconnecting proxy holds from elsewhere goes at once (the
+        // stream sent it nothing yet).
+        let withholds = withholds && subscription.base.is_some();
+        let mut remove = |name: &Arc<str>, held: Held, removed: &mut Vec<String>| {
+            let Held::Version(version) = held else {
+                return;
+            };
+            if !withholds || (!named && withheld.take_released(t, name)) {
+                removed.push(name.to_string());
+            } else {
+                withheld.withhold(t, Arc::clone(name), Removal::new(version, None));
+            }
+        };
         let mut plan = Plan {
             // Only a cluster response's changes are followed (by the load
             // assignments re-sent after it).
@@ -233,8 +266,7 @@ impl Protocol for Delta {
             }
             // What changed since `base`, the exceptions and the forced.
             Some(base) => {
-                let diff =
-                    (!Arc::ptr_eq(base, &shared)).then(|| session.server().diffs.between(base, &shared));
+                let diff = (!Arc::ptr_eq(base, &shared)).then(|| server.diffs.between(base, &shared));
                 let candidates = diff
                     .iter()
                     .flat_map(|diff| diff.names.iter())
@@ -254,11 +286,8 @@ impl Protocol for Delta {
                 // are looked at below).
                 for name in diff.iter().flat_map(|diff| diff.gone.iter()) {
                     let in_own = own.as_ref().is_some_and(|own| own.position(name).is_some());
-                    if !in_own
-                        && !subscription.over.contains_key(name)
-                        && subscription.held(name) != Held::Absent
-                    {
-                        plan.removed.push(name.to_string());
+                    if !in_own && !subscription.over.contains_key(name) {
+                        remove(name, subscription.held(name), &mut plan.removed);
                     }
                 }
             }
@@ -271,10 +300,8 @@ impl Protocol for Delta {
         // Exceptions for names neither encoding has: gone unless absent
         // already.
         for (name, held) in &subscription.over {
-            let present = shared.position(name).is_some()
-                || own.as_ref().is_some_and(|own| own.position(name).is_some());
-            if !present && *held != Held::Absent {
-                plan.removed.push(name.to_string());
+            if !present(name) {
+                remove(name, *held, &mut plan.removed);
             }
         }
         // From here the proxy holds, of every name it subscribes to, the
@@ -285,17 +312,16 @@ impl Protocol for Delta {
         let mut over: HashMap<Arc<str>, Held> = subscription
             .over
             .drain()
-            .filter(|(name, held)| {
-                *held != Held::Absent
-                    && !wants(name)
-                    && (shared.position(name).is_some()
-                        || own.as_ref().is_some_and(|own| own.position(name).is_some()))
-            })
+            .filter(|(name, held)| *held != Held::Absent && !wants(name) && present(name))
             .collect();
         if let Some(own) = &own {
             for entry in own.entries.iter().filter(|e| wants(&e.name)) {
                 over.insert(Arc::clone(&entry.name), Held::Version(Some(entry.version)));
             }
+        }
+        // What a withheld removal leaves with the proxy.
+        for (name, removal) in withheld.held(t, named) {
+            over.insert(Arc::clone(name), Held::Version(removal.version));
         }
         subscription.over = over;
         subscription.base = Some(Arc::clone(&shared));
@@ -386,15 +412,19 @@ impl Plan {
         own: bool,
     ) {
         let entry = &encoded.entries[i];
-        if !subscription.wants(&entry.name) {
-            return;
-        }
-        let lacking = subscription.held(&entry.name) != Held::Version(Some(entry.version));
         let forced = match resend {
             Resend::Nothing => false,
             Resend::All => true,
             Resend::Names(names) => names.contains(&*entry.name),
         };
+        // A name forced goes even before the proxy subscribes to it (the
+        // load assignment of a cluster just sent, which warms waiting for
+        // it).
+        let wanted = subscription.wants(&entry.name);
+        if !wanted && !matches!(resend, Resend::Names(_) if forced) {
+            return;
+        }
+        let lacking = wanted && subscription.held(&entry.name) != Held::Version(Some(entry.version));
         if !(lacking || forced) {
             return;
         }

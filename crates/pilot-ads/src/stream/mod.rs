@@ -7,7 +7,8 @@
 //! - `session.rs`: one task per stream, either protocol: identity,
 //!   snapshot, nonces, ACK/NACK, push order CDS, EDS, LDS, RDS with EDS
 //!   and RDS re-sent after CDS and LDS changes, maximum age, why the
-//!   stream ended.
+//!   stream ended; `withheld.rs`: removals held back until the proxy
+//!   ACKed the routes and listeners without them (make before break).
 //! - `sotw.rs` and `delta.rs`: subscription bookkeeping only, what a
 //!   response carries.
 //! - `auth.rs`: who a caller is and which node ids it may claim;
@@ -30,6 +31,7 @@ mod session;
 mod sotw;
 mod sotw_request;
 mod transport;
+mod withheld;
 
 pub use auth::{Authenticate, Caller, NodeScope};
 pub use serve::{ServeOptions, listen};

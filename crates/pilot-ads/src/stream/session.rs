@@ -12,11 +12,16 @@
 //!   thing again (only a later change, or a new subscription, answers).
 //!   A request with an older nonce records nothing (a newer response is on
 //!   its way).
-//! - A push sends, in the order CDS, EDS, LDS, RDS, what changed; after
-//!   CDS changed, the load assignments of the changed clusters are sent
-//!   again (a changed cluster warms again and waits for its assignment);
-//!   after LDS changed, the route configurations are sent again (a changed
-//!   listener's connection manager subscribes afresh).
+//! - Make before break. A push sends, in the order CDS, EDS, LDS, RDS,
+//!   what changed; after CDS changed, the load assignments of the changed
+//!   clusters are sent again, new ones before the proxy subscribes to them
+//!   (a new or changed cluster warms, waiting for its assignment, before
+//!   any route names it); after LDS changed, the route configurations are
+//!   sent again (a changed listener's connection manager subscribes
+//!   afresh). Removals go the other way: a removed cluster (for delta,
+//!   also a load assignment or route configuration) is withheld until the
+//!   proxy has ACKed the listeners and routes of the push that removed it,
+//!   then sent (`withheld.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -29,6 +34,7 @@ use tokio::sync::mpsc;
 
 use super::auth::Caller;
 use super::transport::{Outgoing, RequestError, Requests, frame};
+use super::withheld::{Point, Withheld};
 use crate::feedback::EndReason;
 use crate::push::{MeshSnapshot, ProxyConfig};
 use crate::state::ServerState;
@@ -127,6 +133,13 @@ struct Sent {
     version: String,
 }
 
+impl Sent {
+    /// The nonce as a number (0 before the first response).
+    fn number(&self) -> u64 {
+        self.nonce.parse().unwrap_or(0)
+    }
+}
+
 /// One stream's state, whatever its protocol.
 pub(super) struct Session {
     server: Arc<ServerState>,
@@ -136,6 +149,12 @@ pub(super) struct Session {
     snapshot: Option<Arc<MeshSnapshot>>,
     generated: Option<ProxyConfig>,
     sent: [Sent; 4],
+    /// Per type, the nonce (as a number) of the latest response the proxy
+    /// ACKed: it has applied that response and every one before it.
+    applied: [u64; 4],
+    /// Removals not sent yet: the routes and listeners the proxy applied
+    /// may still name them (`withheld.rs`).
+    pub(super) withheld: Withheld,
     nonce: u64,
 }
 
@@ -149,6 +168,11 @@ impl Session {
     /// The server the stream belongs to.
     pub(super) fn server(&self) -> &ServerState {
         &self.server
+    }
+
+    /// The server the stream belongs to, shared.
+    pub(super) fn server_handle(&self) -> Arc<ServerState> {
+        Arc::clone(&self.server)
     }
 
     /// True once a response of `t` went out on this stream.
@@ -179,9 +203,17 @@ impl Session {
 
     /// Records what a request answers, and says how it relates to the
     /// type's latest response.
-    fn answer(&self, t: XdsType, nonce: &str, error: Option<&str>) -> Answer {
+    fn answer(&mut self, t: XdsType, nonce: &str, error: Option<&str>) -> Answer {
         if nonce.is_empty() {
             return Answer::Initial;
+        }
+        // An ACK of an older response still says the proxy applied it.
+        if error.is_none()
+            && let Ok(number) = nonce.parse::<u64>()
+            && number <= self.nonce
+        {
+            let applied = &mut self.applied[t.index()];
+            *applied = (*applied).max(number);
         }
         let sent = &self.sent[t.index()];
         if nonce != sent.nonce {
@@ -219,10 +251,28 @@ impl Session {
             return Ok(());
         };
         let answer = self.answer(t, nonce, error);
-        match layer.subscribe(self, t, answer, request) {
-            Some(resend) => layer.respond(self, t, &resend).await.map(drop),
-            None => Ok(()),
+        if let Some(resend) = layer.subscribe(self, t, answer, request) {
+            layer.respond(self, t, &resend).await?;
         }
+        self.release(layer).await
+    }
+
+    /// Sends the withheld removals the proxy's applied routes and
+    /// listeners no longer refer to: clusters first, then load
+    /// assignments and route configurations.
+    async fn release<P: Protocol>(&mut self, layer: &mut P) -> Result<(), Gone> {
+        let point = |of: &dyn Fn(XdsType) -> u64| Point {
+            listeners: of(XdsType::Listener),
+            routes: of(XdsType::Route),
+        };
+        self.withheld.seal(point(&|t| self.sent[t.index()].number()));
+        let released = self.withheld.release(point(&|t| self.applied[t.index()]));
+        for t in released {
+            if layer.subscribed(t) {
+                layer.respond(self, t, &Resend::Nothing).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Sends what the current snapshot changed, in push order, with the
@@ -246,7 +296,7 @@ impl Session {
                 _ => {}
             }
         }
-        Ok(())
+        self.release(layer).await
     }
 }
 
@@ -315,6 +365,8 @@ pub(super) async fn drive<P: Protocol>(
         snapshot: None,
         generated: None,
         sent: Default::default(),
+        applied: [0; 4],
+        withheld: Withheld::default(),
         nonce: 0,
     };
     let mut layer = P::new();

@@ -8,6 +8,8 @@
 //! in `diffs.rs`.
 
 use std::collections::BTreeSet;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
@@ -15,6 +17,7 @@ use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 
 use super::session::{Answer, Gone, Protocol, Resend, Session};
 use super::sotw_request::{EncodedNames, NamesKey, SotwRequest};
+use super::withheld::{Removal, Withheld};
 use crate::push::{EncodedType, ProxyConfig};
 use crate::xds_type::XdsType;
 
@@ -34,6 +37,9 @@ struct Subscription {
     last: Option<Arc<EncodedType>>,
     /// The digest of the proxy's own resources of the type last sent.
     own_digest: Option<u64>,
+    /// The proxy's own encoding of the type last sent (kept where a
+    /// removal from it is withheld: clusters).
+    last_own: Option<Arc<EncodedType>>,
 }
 
 /// A state-of-the-world stream's subscriptions, by type.
@@ -113,11 +119,13 @@ impl Protocol for Sotw {
     }
 
     async fn respond(&mut self, session: &mut Session, t: XdsType, resend: &Resend) -> Result<Resend, Gone> {
-        let (Some(subscription), Some(config)) = (&mut self.subscriptions[t.index()], session.config())
+        let (Some(subscription), Some(config)) =
+            (&mut self.subscriptions[t.index()], session.config().cloned())
         else {
             // Not synced yet: the first push will answer.
             return Ok(Resend::Nothing);
         };
+        let config = &config;
         let shared = Arc::clone(&config.shared.types[t.short()]);
         let (resources, changed) = match (&subscription.last, resend) {
             (Some(last), Resend::Nothing | Resend::Names(_)) if subset(session, t) => {
@@ -146,7 +154,27 @@ impl Protocol for Sotw {
                 (resources, Resend::All)
             }
             _ => {
-                let (digest, resources) = config.sotw(t.short(), &subscription.names);
+                let (mut digest, mut resources) = config.sotw(t.short(), &subscription.names);
+                if Withheld::applies(t, true) {
+                    // Clusters the proxy's routes may still name: sent as
+                    // last sent until it applied routes without them.
+                    withhold_removed(session, subscription, config, t, &shared);
+                    // A named subscription lets go of a cluster itself.
+                    let named = subscription.names.is_some();
+                    if !named {
+                        session.withheld.drop_released(t);
+                    }
+                    let held = session.withheld.held(t, named);
+                    if !held.is_empty() {
+                        let mut hasher = DefaultHasher::new();
+                        digest.hash(&mut hasher);
+                        for (name, removal) in held {
+                            (name, removal.version).hash(&mut hasher);
+                            resources.extend(removal.encoded.clone());
+                        }
+                        digest = hasher.finish();
+                    }
+                }
                 let changed = subscription.digest != Some(digest);
                 if !changed && !resend.any() {
                     return Ok(Resend::Nothing);
@@ -161,6 +189,11 @@ impl Protocol for Sotw {
                             .server()
                             .diffs
                             .changed_names(subscription.last.as_ref(), &shared);
+                        // Of a named subscription, only the names it holds
+                        // (their load assignments are sent after it).
+                        if let Some(subscribed) = &subscription.names {
+                            names = Arc::new(names.intersection(subscribed).cloned().collect());
+                        }
                         if own_digest(config, t, &subscription.names) != subscription.own_digest {
                             Arc::make_mut(&mut names).extend(config.own.iter().flat_map(|own| {
                                 own.types[t.short()].entries.iter().map(|e| e.name.to_string())
@@ -175,6 +208,9 @@ impl Protocol for Sotw {
                 subscription.digest = Some(digest);
                 subscription.own_digest = own_digest(config, t, &subscription.names);
                 subscription.last = Some(shared);
+                if Withheld::applies(t, true) {
+                    subscription.last_own = config.own.as_ref().map(|own| Arc::clone(&own.types[t.short()]));
+                }
                 (resources, names)
             }
         };
@@ -187,6 +223,60 @@ impl Protocol for Sotw {
             })
             .await?;
         Ok(changed)
+    }
+}
+
+/// Withholds the removal of every resource of `t` the stream was last
+/// sent, still subscribes to, and the configuration now lacks; forgets
+/// the withheld ones that are back or no longer subscribed.
+fn withhold_removed(
+    session: &mut Session,
+    subscription: &Subscription,
+    config: &ProxyConfig,
+    t: XdsType,
+    shared: &Arc<EncodedType>,
+) {
+    let own = config.own.as_ref().map(|own| &own.types[t.short()]);
+    let present =
+        |name: &str| shared.position(name).is_some() || own.is_some_and(|own| own.position(name).is_some());
+    let wanted = |name: &str| {
+        subscription
+            .names
+            .as_ref()
+            .is_none_or(|names| names.contains(name))
+    };
+    session.withheld.retain(t, |name| wanted(name) && !present(name));
+    let mut removed = Vec::new();
+    let mut gone_from = |last: &EncodedType, i: usize| {
+        let entry = &last.entries[i];
+        if wanted(&entry.name) && !present(&entry.name) {
+            let removal = Removal::new(Some(entry.version), Some(last.sotw_entry(i)));
+            removed.push((Arc::clone(&entry.name), removal));
+        }
+    };
+    if let Some(last) = subscription
+        .last
+        .as_ref()
+        .filter(|last| !Arc::ptr_eq(last, shared))
+    {
+        let diff = session.server().diffs.between(last, shared);
+        for name in &diff.gone {
+            if let Some(i) = last.position(name) {
+                gone_from(last, i);
+            }
+        }
+    }
+    if let Some(last_own) = subscription
+        .last_own
+        .as_ref()
+        .filter(|last_own| own.is_none_or(|own| !Arc::ptr_eq(last_own, own)))
+    {
+        for i in 0..last_own.entries.len() {
+            gone_from(last_own, i);
+        }
+    }
+    for (name, removal) in removed {
+        session.withheld.withhold(t, name, removal);
     }
 }
 

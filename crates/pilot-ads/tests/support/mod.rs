@@ -2,4 +2,5 @@
 
 #![allow(dead_code, unused_imports)]
 
+pub mod ads_client;
 pub mod envoy;

@@ -5,6 +5,8 @@ rule changes. Each command prints one JSON line:
     health TARGET                 -> {"status": "SERVING"} or {"error": CODE, "message": ...}
     count TARGET N [KEY=VALUE]    -> {"counts": {NAME: n}, "errors": {CODE: n}, "messages": [...]}
                                      (N calls of /pilot.test.Who/Name, with the header if given)
+    load TARGET                   -> {"loading": TARGET} (calls, one after another, in the background)
+    stop                          -> what `count` answers, for every call since `load`
 
 TARGET is e.g. xds:///greeter.default.svc.cluster.local:50551 (the
 bootstrap comes from GRPC_XDS_BOOTSTRAP) or 127.0.0.1:PORT.
@@ -12,6 +14,7 @@ bootstrap comes from GRPC_XDS_BOOTSTRAP) or 127.0.0.1:PORT.
 
 import json
 import sys
+import threading
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -51,7 +54,34 @@ def count(target, n, header):
     return {"counts": counts, "errors": errors, "messages": messages}
 
 
+class Load:
+    """Calls /pilot.test.Who/Name on one target without pause until stopped."""
+
+    def __init__(self, target):
+        self.call = channel(target).unary_unary("/pilot.test.Who/Name")
+        self.counts, self.errors, self.messages = {}, {}, []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stopping.is_set():
+            try:
+                name = self.call(b"", timeout=DEADLINE).decode()
+                self.counts[name] = self.counts.get(name, 0) + 1
+            except grpc.RpcError as error:
+                self.errors[error.code().name] = self.errors.get(error.code().name, 0) + 1
+                if len(self.messages) < 3:
+                    self.messages.append(error.details())
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join()
+        return {"counts": self.counts, "errors": self.errors, "messages": self.messages}
+
+
 def main():
+    load = None
     for line in sys.stdin:
         words = line.split()
         if not words:
@@ -60,6 +90,12 @@ def main():
             result = health_check(words[1])
         elif words[0] == "count":
             result = count(words[1], int(words[2]), words[3] if len(words) > 3 else None)
+        elif words[0] == "load" and load is None:
+            load = Load(words[1])
+            result = {"loading": words[1]}
+        elif words[0] == "stop" and load is not None:
+            result = load.stop()
+            load = None
         else:
             result = {"error": "BAD_COMMAND", "message": line.strip()}
         print(json.dumps(result), flush=True)
