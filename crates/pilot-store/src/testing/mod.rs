@@ -29,7 +29,7 @@
 //!
 //! The rules the suites enforce are the traits' documented contracts:
 //! [`ConfigStore`](pilot_model::ConfigStore) and
-//! [`ConfigWatch`](pilot_model::ConfigWatch) for stores,
+//! [`ConfigWatch`] for stores,
 //! [`ServiceDiscovery`](pilot_model::ServiceDiscovery) for registries,
 //! [`Membership`](pilot_model::Membership) for replicas. A failed check
 //! names the rule it enforces, what the rule expects and what the
