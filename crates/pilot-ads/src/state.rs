@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::feedback::{Feedback, PushRevisions, RefusalCounters};
+use crate::feedback::{Feedback, PushRevisions, RefusalCounters, Rejections};
 use crate::options::XdsOptions;
 use crate::push::{Diffs, MeshSnapshot, NameSets, PushInfo};
 
@@ -37,6 +37,9 @@ pub(crate) struct ServerState {
     pub(crate) connections_refused: AtomicU64,
     /// Streams refused (credentials, node ids, malformed requests).
     pub(crate) refused: RefusalCounters,
+    /// The objects each proxy rejected, left out of its configuration
+    /// (shared with the push pipeline, which pushes when one is recorded).
+    pub(crate) rejections: Arc<Rejections>,
     /// The push pipeline's task, aborted when the state is dropped.
     pipeline: Mutex<Option<JoinHandle<()>>>,
 }
@@ -56,6 +59,7 @@ impl ServerState {
             pushes: tokio::sync::broadcast::channel(64).0,
             connections_refused: AtomicU64::new(0),
             refused: Default::default(),
+            rejections: Default::default(),
             pipeline: Mutex::new(None),
         }
     }

@@ -32,8 +32,8 @@ pub const MAX_NACK_MESSAGE_LEN: usize = 512;
 /// use pilot_model::{ConfigStatus, ProxyDistribution, distribution_status};
 /// let at = |revision| Some([("RouteRule".to_string(), revision)].into_iter().collect());
 /// let proxies = [
-///     ProxyDistribution { node_id: "a".into(), acked: at(7), nack: None },
-///     ProxyDistribution { node_id: "b".into(), acked: at(3), nack: None },
+///     ProxyDistribution { node_id: "a".into(), acked: at(7), nack: None, withheld: vec![] },
+///     ProxyDistribution { node_id: "b".into(), acked: at(3), nack: None, withheld: vec![] },
 /// ];
 /// let status = distribution_status("RouteRule", "5", &proxies, std::time::SystemTime::UNIX_EPOCH);
 /// assert_eq!((status.proxies, status.acked, status.nacked), (2, 1, 0));
@@ -50,9 +50,15 @@ pub struct ConfigStatus {
     /// observed version or later).
     pub acked: u64,
     /// How many rejected (NACKed) a push containing it and have not ACKed
-    /// one since.
+    /// one since, and are still sent it.
     pub nacked: u64,
-    /// The proxies' NACK messages, deduplicated (at most
+    /// How many rejected it and are served without it: the object's
+    /// contribution is left out of their configuration so that the other
+    /// objects' changes reach them (until the object changes).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub withheld: u64,
+    /// The messages of the proxies that rejected it (NACKed or withheld),
+    /// deduplicated (at most
     /// [`MAX_NACK_MESSAGES`], each cut to [`MAX_NACK_MESSAGE_LEN`]
     /// characters), the most common first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -80,13 +86,18 @@ pub struct NackSummary {
 
 impl ConfigStatus {
     /// `acked/proxies`, followed by ` N NACKED` when some proxies
-    /// rejected the object: what `pilotctl get` shows.
+    /// rejected the object and are still sent it, and ` N WITHHELD` when
+    /// some rejected it and are served without it: what `pilotctl get`
+    /// shows.
     pub fn summary(&self) -> String {
+        let mut summary = format!("{}/{}", self.acked, self.proxies);
         if self.nacked > 0 {
-            format!("{}/{} {} NACKED", self.acked, self.proxies, self.nacked)
-        } else {
-            format!("{}/{}", self.acked, self.proxies)
+            summary.push_str(&format!(" {} NACKED", self.nacked));
         }
+        if self.withheld > 0 {
+            summary.push_str(&format!(" {} WITHHELD", self.withheld));
+        }
+        summary
     }
 
     /// True when both say the same thing about distribution (the time
@@ -97,6 +108,7 @@ impl ConfigStatus {
             && self.proxies == other.proxies
             && self.acked == other.acked
             && self.nacked == other.nacked
+            && self.withheld == other.withheld
             && self.nacks == other.nacks
     }
 }
@@ -116,6 +128,31 @@ pub struct ProxyDistribution {
     /// anything newer since.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nack: Option<ProxyNack>,
+    /// The objects left out of the proxy's configuration because it
+    /// rejected them (each at the version it rejected).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<WithheldObject>,
+}
+
+/// An object left out of a proxy's configuration: the proxy rejected a
+/// push that brought it, so it is served the configuration without it
+/// until the object changes (a new version is tried again) or goes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WithheldObject {
+    /// The object's kind.
+    pub kind: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// The version the proxy rejected (a store revision).
+    pub resource_version: String,
+    /// The xDS type the proxy rejected (`CDS`, `EDS`, `LDS`, `RDS`).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The proxy's error message.
+    pub message: String,
 }
 
 /// A rejected push.
@@ -147,8 +184,12 @@ pub struct ProxyNack {
 /// push of its current rejection was built from such a revision (the
 /// object is among the writes the proxy refused; a write after that first
 /// rejected push is not blamed, it waits behind the refused content);
-/// otherwise it is still pending. An object whose version is not a
-/// revision (not a number) counts nobody as ACKed.
+/// otherwise it is still pending. A proxy that withholds the object at
+/// `observed_version` (it rejected it and is served without it, see
+/// [`WithheldObject`]) counts as withheld, whatever it ACKed since: an
+/// object version is one store revision, so kind and version name it. An
+/// object whose version is not a revision (not a number) counts nobody as
+/// ACKed.
 pub fn distribution_status(
     kind: &str,
     observed_version: &str,
@@ -158,8 +199,19 @@ pub fn distribution_status(
     let revision = observed_version.parse::<Revision>().ok();
     let mut acked = 0;
     let mut nacked = 0;
+    let mut withheld = 0;
     let mut messages: BTreeMap<(String, String), u64> = BTreeMap::new();
     for proxy in proxies {
+        if let Some(left_out) = proxy
+            .withheld
+            .iter()
+            .find(|w| w.kind == kind && w.resource_version == observed_version)
+        {
+            withheld += 1;
+            let message = truncate(&left_out.message, MAX_NACK_MESSAGE_LEN);
+            *messages.entry((left_out.type_.clone(), message)).or_default() += 1;
+            continue;
+        }
         let Some(revision) = revision else { continue };
         let holds = |revisions: &KindRevisions| revisions.get(kind).is_some_and(|r| *r >= revision);
         if proxy.acked.as_ref().is_some_and(holds) {
@@ -190,9 +242,14 @@ pub fn distribution_status(
         proxies: proxies.len() as u64,
         acked,
         nacked,
+        withheld,
         nacks,
         last_update: now,
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn truncate(text: &str, max: usize) -> String {
@@ -222,6 +279,7 @@ mod tests {
                 type_: "LDS".into(),
                 message: message.into(),
             }),
+            withheld: Vec::new(),
         }
     }
 
@@ -239,6 +297,37 @@ mod tests {
         let innocent = distribution_status("K", "12", &[refusing], SystemTime::UNIX_EPOCH);
         assert_eq!(innocent.summary(), "0/1");
         assert!(innocent.nacks.is_empty());
+    }
+
+    #[test]
+    fn a_proxy_withholding_the_object_at_its_version_counts_as_withheld() {
+        // The proxy refused revision 10, is served without it and has
+        // ACKed revision 12 since (another rule's change).
+        let mut withholding = proxy("a", Some(12), None);
+        withholding.withheld.push(WithheldObject {
+            kind: "K".into(),
+            namespace: "default".into(),
+            name: "bad".into(),
+            resource_version: "10".into(),
+            type_: "RDS".into(),
+            message: "bad regex".into(),
+        });
+        let proxies = [withholding, proxy("b", Some(12), None)];
+        let bad = distribution_status("K", "10", &proxies, SystemTime::UNIX_EPOCH);
+        assert_eq!((bad.acked, bad.nacked, bad.withheld), (1, 0, 1));
+        assert_eq!(bad.summary(), "1/2 1 WITHHELD");
+        assert_eq!(bad.nacks[0].message, "bad regex");
+        assert_eq!(bad.nacks[0].type_, "RDS");
+        // Its next version is not withheld (it is tried again), nor is the
+        // innocent write.
+        let fixed = distribution_status("K", "12", &proxies, SystemTime::UNIX_EPOCH);
+        assert_eq!(fixed.summary(), "2/2");
+        // Another kind at the same number is not this object.
+        let other = distribution_status("Other", "10", &proxies, SystemTime::UNIX_EPOCH);
+        assert_eq!(other.withheld, 0);
+        let json = serde_json::to_value(&bad).unwrap();
+        assert_eq!(json["withheld"], 1);
+        assert!(serde_json::to_value(&fixed).unwrap().get("withheld").is_none());
     }
 
     #[test]

@@ -244,6 +244,7 @@ mod tests {
                     node_id: "sidecar~10.0.0.1~a.default~default.svc.cluster.local".into(),
                     acked: Some([("RouteRule".to_string(), 7)].into_iter().collect()),
                     nack: None,
+                    withheld: Vec::new(),
                 },
                 process: Some(ProcessReport {
                     restarts: 1,

@@ -220,6 +220,7 @@ mod tests {
                 node_id,
                 acked: Some(acked),
                 nack: None,
+                withheld: Vec::new(),
             },
             process: None,
         }

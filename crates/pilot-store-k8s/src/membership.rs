@@ -504,6 +504,7 @@ mod tests {
                     node_id,
                     acked: Some(kinds.iter().map(|k| (k.to_string(), 1_234_567)).collect()),
                     nack: None,
+                    withheld: Vec::new(),
                 },
                 process: None,
             }

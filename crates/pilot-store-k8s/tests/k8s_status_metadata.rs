@@ -17,6 +17,7 @@ fn status(observed: &str) -> ConfigStatus {
         proxies: 2,
         acked: 2,
         nacked: 0,
+        withheld: 0,
         nacks: Vec::new(),
         last_update: now_seconds(),
     }

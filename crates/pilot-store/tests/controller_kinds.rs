@@ -80,6 +80,7 @@ async fn a_kind_registered_after_the_controller_is_refused_by_name() {
         proxies: 1,
         acked: 1,
         nacked: 0,
+        withheld: 0,
         nacks: Vec::new(),
         last_update: now_seconds(),
     };

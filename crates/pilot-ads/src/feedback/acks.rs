@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use pilot_model::{ConnectedProxy, ProxyDistribution, ProxyNack};
+use pilot_model::{ConnectedProxy, ProxyDistribution, ProxyNack, WithheldObject};
 
 use crate::xds_type::TYPES;
 
@@ -92,6 +92,9 @@ pub struct ProxyStatus {
     /// The last push whose configuration the stream has taken (and sent
     /// whatever it changed); `None` before the first.
     pub push: Option<u64>,
+    /// The objects left out of the proxy's configuration because it
+    /// rejected them, as of that push.
+    pub withheld: Vec<WithheldObject>,
 }
 
 impl ProxyStatus {
@@ -119,6 +122,7 @@ impl ProxyStatus {
                     ))
                 })
                 .collect(),
+            withheld: record.distribution.withheld,
             node_id: record.node_id,
             incremental: record.incremental,
             push: None,
@@ -183,6 +187,7 @@ impl ProxyStatus {
                     message: nack.message.clone(),
                 })
             }),
+            withheld: self.withheld.clone(),
         }
     }
 }
@@ -203,6 +208,7 @@ mod tests {
             node_id: "n".into(),
             incremental: false,
             push: Some(push),
+            withheld: Vec::new(),
             types: types
                 .iter()
                 .map(|(t, sent, acked, nack)| {

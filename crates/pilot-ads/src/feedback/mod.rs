@@ -2,13 +2,15 @@
 //! and NACKed (`acks.rs`), which store revisions a push carried
 //! (`push_revisions.rs`), why streams ended (`stream_ends.rs`), all
 //! recorded through one `Feedback` (`recorder.rs`) by both protocols
-//! alike; and the streams refused before they were served
-//! (`refusals.rs`).
+//! alike; the streams refused before they were served
+//! (`refusals.rs`); and the objects each proxy rejected, left out of its
+//! configuration (`rejections.rs`).
 
 mod acks;
 mod push_revisions;
 mod recorder;
 mod refusals;
+mod rejections;
 mod stream_ends;
 
 pub use acks::{Nack, ProxyStatus, TypeStatus};
@@ -16,5 +18,6 @@ pub use push_revisions::PushRevisions;
 pub(crate) use recorder::Feedback;
 pub(crate) use refusals::RefusalCounters;
 pub use refusals::RefusedStreams;
+pub(crate) use rejections::Rejections;
 pub(crate) use stream_ends::EndReason;
 pub use stream_ends::StreamEnds;

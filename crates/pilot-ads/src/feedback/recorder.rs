@@ -58,6 +58,7 @@ impl Feedback {
                 incremental,
                 types: BTreeMap::new(),
                 push: None,
+                withheld: Vec::new(),
             },
         );
     }
@@ -71,6 +72,19 @@ impl Feedback {
             .get_mut(&id)
         {
             proxy.push = Some(version);
+        }
+    }
+
+    /// The objects left out of the proxy's configuration (as of the push
+    /// it takes next).
+    pub(crate) fn withheld(&self, id: u64, withheld: Vec<pilot_model::WithheldObject>) {
+        if let Some(proxy) = self
+            .proxies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&id)
+        {
+            proxy.withheld = withheld;
         }
     }
 

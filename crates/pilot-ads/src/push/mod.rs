@@ -5,6 +5,9 @@
 //!   (`snapshot.rs`) is published. Nothing is published before the
 //!   Controller and the registry have synced, so a restarted server never
 //!   pushes empty configuration or endpoints.
+//! - `inputs.rs`: the routing objects a push is built from, compiled into
+//!   the rules generation reads, less the objects a proxy rejected
+//!   (`feedback/rejections.rs`) for the proxies that rejected them.
 //! - `generation_cache.rs`: what a push generates, once per class of proxy
 //!   (`proxy_class.rs`), reusing the previous push's where only endpoints
 //!   changed; `virtual_hosts.rs`: route configurations assembled from
@@ -18,6 +21,7 @@
 mod diffs;
 mod encoded_type;
 mod generation_cache;
+mod inputs;
 mod name_sets;
 pub(crate) mod pipeline;
 mod proxy_class;
@@ -28,6 +32,7 @@ mod virtual_hosts;
 
 pub(crate) use diffs::Diffs;
 pub(crate) use encoded_type::EncodedType;
+pub(crate) use inputs::{Inputs, LeftOut, ObjectVersion, PushObjects};
 pub(crate) use name_sets::NameSets;
 pub(crate) use proxy_config::ProxyConfig;
 pub(crate) use snapshot::MeshSnapshot;

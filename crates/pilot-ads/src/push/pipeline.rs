@@ -1,4 +1,7 @@
 //! Debounced pushes: Controller and registry events in, snapshots out.
+//! A proxy's rejection of some objects (`feedback/rejections.rs`) also
+//! pushes: the same rules and registry state, with those objects left out
+//! of the configuration of the proxies that rejected them.
 
 use std::sync::{Arc, Weak};
 
@@ -7,10 +10,10 @@ use pilot_model::{ServiceDiscovery, ServiceEvent};
 use pilot_store::Controller;
 use tokio::time::Instant;
 
-use pilot_xds::MeshConfig;
-
 use super::generation_cache::{Changes, GeneratedCache};
+use super::inputs::{PushObjects, compile};
 use super::snapshot::{MeshSnapshot, PUSHED_KINDS, PushInfo};
+use crate::feedback::Rejections;
 use crate::options::XdsOptions;
 use crate::state::ServerState;
 
@@ -18,6 +21,8 @@ use crate::state::ServerState;
 enum Change {
     Config,
     Registry(ServiceEvent),
+    /// A proxy rejected objects: they are to be left out for it.
+    Rejected,
     /// A stream ended: the server is going away.
     Closed,
 }
@@ -36,12 +41,16 @@ impl Changes {
                 self.endpoints.insert(event.object().service.hostname.clone());
             }
             Change::Registry(_) => self.full = true,
+            // The same rules and registry: everything generated is kept,
+            // only the proxies that rejected something get a reduced
+            // configuration.
+            Change::Rejected => {}
         }
     }
 }
 
 /// The next configuration or registry change, whichever comes first.
-async fn next_change<C, R>(config_events: &mut C, registry_events: &mut R) -> Change
+async fn next_change<C, R>(config_events: &mut C, registry_events: &mut R, rejections: &Rejections) -> Change
 where
     C: futures::Stream + Unpin,
     R: futures::Stream<Item = ServiceEvent> + Unpin,
@@ -49,6 +58,7 @@ where
     tokio::select! {
         event = config_events.next() => event.map_or(Change::Closed, |_| Change::Config),
         event = registry_events.next() => event.map_or(Change::Closed, Change::Registry),
+        () = rejections.recorded() => Change::Rejected,
     }
 }
 
@@ -58,6 +68,9 @@ pub(crate) async fn run(
     registry: Arc<dyn ServiceDiscovery>,
     options: XdsOptions,
 ) {
+    let Some(rejections) = server.upgrade().map(|s| Arc::clone(&s.rejections)) else {
+        return;
+    };
     let mut config_events = controller.subscribe_all();
     // A registry whose stream ends (an empty aggregate, a static registry)
     // has no more changes; configuration changes still push.
@@ -89,7 +102,7 @@ pub(crate) async fn run(
         return;
     }
     loop {
-        let first = next_change(&mut config_events, &mut registry_events).await;
+        let first = next_change(&mut config_events, &mut registry_events, &rejections).await;
         if matches!(first, Change::Closed) {
             return;
         }
@@ -101,8 +114,11 @@ pub(crate) async fn run(
                 break;
             }
             let quiet = options.debounce_quiet.min(left);
-            let more =
-                tokio::time::timeout(quiet, next_change(&mut config_events, &mut registry_events)).await;
+            let more = tokio::time::timeout(
+                quiet,
+                next_change(&mut config_events, &mut registry_events, &rejections),
+            )
+            .await;
             match more {
                 Ok(Change::Closed) | Err(_) => break,
                 Ok(change) => changes.record(&change),
@@ -144,11 +160,14 @@ fn publish(
     // every rule per push (a twentieth of an endpoint push's CPU at 5,000
     // rules). Then the revisions stay the last push's too: they say which
     // writes the rules hold.
-    let kept = previous
-        .as_ref()
-        .filter(|_| !changes.rules)
-        .map(|p| (Arc::clone(&p.revisions), Arc::clone(&p.mesh)));
-    let (revisions, mesh) = match kept {
+    let kept = previous.as_ref().filter(|_| !changes.rules).map(|p| {
+        (
+            Arc::clone(&p.revisions),
+            Arc::clone(&p.objects),
+            Arc::clone(&p.mesh),
+        )
+    });
+    let (revisions, objects, mesh) = match kept {
         Some(kept) => kept,
         None => {
             let kinds = PUSHED_KINDS;
@@ -166,8 +185,8 @@ fn publish(
                 // push (an embedder's Controller over fewer kinds).
                 configs.extend(controller.list_cached(kind, None).unwrap_or_default());
             }
-            match MeshConfig::from_configs(configs.iter().map(|c| &**c)) {
-                Ok(mesh) => (revisions, Arc::new(mesh)),
+            match compile(configs.iter().map(|c| &**c)) {
+                Ok(mesh) => (revisions, Arc::new(PushObjects::new(configs)), Arc::new(mesh)),
                 Err(error) => {
                     tracing::error!(%error, "cannot decode the routing configuration; keeping the last push");
                     return true;
@@ -197,6 +216,9 @@ fn publish(
         endpoints = changes.endpoints.len(),
         "pushing"
     );
+    // What the proxies rejected is left out only while the push holds it
+    // at the version rejected.
+    server.rejections.forget_stale(&objects);
     server
         .revisions
         .lock()
@@ -205,9 +227,12 @@ fn publish(
     server.snapshots.send_replace(Some(Arc::new(MeshSnapshot {
         version,
         revisions,
+        objects,
         mesh,
         registry: frozen,
         generated,
+        reduced: Default::default(),
+        incremental: server.options.incremental,
     })));
     // Nobody listening is fine.
     let _ = server.pushes.send(PushInfo {

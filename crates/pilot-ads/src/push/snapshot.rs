@@ -1,13 +1,18 @@
 //! One push: the routing configuration and the registry's state, frozen
-//! and shared by every stream, with what has been generated from them.
+//! and shared by every stream, with what has been generated from them;
+//! and, for the proxies that rejected some objects, the configuration
+//! without them (generated once per push for each set of objects left
+//! out, and shared by the proxies of a class that left out the same).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use pilot_model::{KindRevisions, RegistrySnapshot};
 use pilot_xds::{MeshConfig, Proxy};
 
-use super::generation_cache::GeneratedCache;
+use super::generation_cache::{Changes, GeneratedCache};
+use super::inputs::{LeftOut, PushObjects};
 use super::proxy_config::ProxyConfig;
 
 /// The kinds a push is generated from (the routing configuration): the
@@ -25,18 +30,64 @@ pub(crate) struct MeshSnapshot {
     /// Per routing kind, the store revision the push was built from: every
     /// write to the kind up to it is in the push (empty when unknown).
     pub(crate) revisions: Arc<KindRevisions>,
+    /// The routing objects the rules were compiled from (shared with the
+    /// pushes before, like the rules).
+    pub(crate) objects: Arc<PushObjects>,
     /// The typed rules (shared with the pushes before when no routing
     /// configuration changed since).
     pub(crate) mesh: Arc<MeshConfig>,
     /// The registry's services and instances as of this push.
     pub(crate) registry: Arc<RegistrySnapshot>,
     pub(crate) generated: GeneratedCache,
+    /// The configurations without some objects, by the objects left out.
+    pub(crate) reduced: Mutex<HashMap<LeftOut, Arc<Reduced>>>,
+    /// Whether generation shares work between classes (the options').
+    pub(crate) incremental: bool,
+}
+
+/// A push's configuration without some objects.
+pub(crate) struct Reduced {
+    mesh: OnceLock<Arc<MeshConfig>>,
+    generated: GeneratedCache,
 }
 
 impl MeshSnapshot {
-    /// `proxy`'s configuration at this push, shared with its class.
-    pub(crate) async fn config(&self, proxy: &Proxy) -> ProxyConfig {
-        self.generated.get(proxy, &self.registry, &self.mesh).await
+    /// `proxy`'s configuration at this push without the objects
+    /// `left_out` (none: the push's own), shared with the proxies of its
+    /// class that leave out the same.
+    pub(crate) async fn config(&self, proxy: &Proxy, left_out: &LeftOut) -> ProxyConfig {
+        if left_out.is_empty() {
+            return self.generated.get(proxy, &self.registry, &self.mesh).await;
+        }
+        let reduced = Arc::clone(
+            self.reduced
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(Arc::clone(left_out))
+                .or_insert_with(|| {
+                    let everything = Changes {
+                        full: true,
+                        rules: true,
+                        ..Default::default()
+                    };
+                    Arc::new(Reduced {
+                        mesh: OnceLock::new(),
+                        generated: GeneratedCache::new(None, &everything, self.incremental),
+                    })
+                }),
+        );
+        let mesh = reduced.mesh.get_or_init(|| {
+            match self.objects.compile_without(left_out) {
+                Ok(mesh) => Arc::new(mesh),
+                // Leaving objects out of rules that compiled cannot fail;
+                // if it ever does, the proxy gets the whole push.
+                Err(error) => {
+                    tracing::error!(%error, "cannot compile the rules without the rejected objects");
+                    Arc::clone(&self.mesh)
+                }
+            }
+        });
+        reduced.generated.get(proxy, &self.registry, mesh).await
     }
 }
 

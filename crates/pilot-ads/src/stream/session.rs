@@ -22,6 +22,18 @@
 //!   also a load assignment or route configuration) is withheld until the
 //!   proxy has ACKed the listeners and routes of the push that removed it,
 //!   then sent (`withheld.rs`).
+//! - Blast radius. A NACK is blamed on the objects the refused content
+//!   brought: those the first response of the type refused since the
+//!   proxy's last ACK of it was generated from and the ACKed one was not
+//!   (`push/inputs.rs`). They are recorded against the proxy's node id
+//!   (`feedback/rejections.rs`), a push follows, and from then on the
+//!   proxy's configuration is generated without them, so the other
+//!   objects' changes reach it. Leaving an object out is a push like any
+//!   other: its routes go first and its clusters' removal is withheld as
+//!   above. A NACK that blames no object (no ACK of the type on this
+//!   stream to compare with, or no object change in the refused content)
+//!   leaves nothing out: the proxy keeps refusing until the content
+//!   changes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -36,7 +48,7 @@ use super::auth::Caller;
 use super::transport::{Outgoing, RequestError, Requests, frame};
 use super::withheld::{Point, Withheld};
 use crate::feedback::EndReason;
-use crate::push::{MeshSnapshot, ProxyConfig};
+use crate::push::{Inputs, LeftOut, MeshSnapshot, ProxyConfig};
 use crate::state::ServerState;
 use crate::xds_type::XdsType;
 
@@ -140,11 +152,30 @@ impl Sent {
     }
 }
 
+/// What a type's responses on a stream were generated from.
+#[derive(Default)]
+struct TypeInputs {
+    /// The latest response's.
+    sent: Option<Inputs>,
+    /// The latest response the proxy ACKed.
+    acked: Option<Inputs>,
+    /// The first response sent since the proxy last ACKed one (what a
+    /// NACK is blamed against).
+    pending: Option<Inputs>,
+}
+
 /// One stream's state, whatever its protocol.
 pub(super) struct Session {
     server: Arc<ServerState>,
     id: u64,
     proxy: Proxy,
+    /// The proxy's node id.
+    node: String,
+    /// The objects left out of the current configuration: the proxy
+    /// rejected them.
+    left_out: LeftOut,
+    /// Per type, what its responses were generated from.
+    inputs: [TypeInputs; 4],
     responses: mpsc::Sender<Outgoing>,
     snapshot: Option<Arc<MeshSnapshot>>,
     generated: Option<ProxyConfig>,
@@ -195,6 +226,15 @@ impl Session {
         let version = snapshot.version.to_string();
         self.nonce += 1;
         let nonce = self.nonce.to_string();
+        let inputs = Inputs {
+            objects: Arc::clone(&snapshot.objects),
+            left_out: Arc::clone(&self.left_out),
+        };
+        let of_type = &mut self.inputs[t.index()];
+        if of_type.pending.is_none() {
+            of_type.pending = Some(inputs.clone());
+        }
+        of_type.sent = Some(inputs);
         let message = frame(&head(version.clone(), nonce.clone()), resources);
         self.server.feedback.sent(self.id, t, &version);
         self.sent[t.index()] = Sent { nonce, version };
@@ -224,19 +264,48 @@ impl Session {
             Some(message) => {
                 tracing::warn!(node = %self.proxy.node_id(), r#type = %t, version = sent.version, message, "NACK");
                 feedback.nacked(self.id, t, &sent.version, message);
+                self.blame(t, message);
             }
             None => {
                 tracing::debug!(node = %self.proxy.node_id(), r#type = %t, version = sent.version, "ACK");
                 feedback.acked(self.id, t, &sent.version);
+                let of_type = &mut self.inputs[t.index()];
+                of_type.acked = of_type.sent.clone();
+                of_type.pending = None;
             }
         }
         Answer::Latest
     }
 
+    /// Leaves out of the proxy's configuration the objects the content it
+    /// refused in a response of `t` brought, if the NACK blames any.
+    fn blame(&self, t: XdsType, message: &str) {
+        let of_type = &self.inputs[t.index()];
+        let (Some(applied), Some(refused)) =
+            (&of_type.acked, of_type.pending.as_ref().or(of_type.sent.as_ref()))
+        else {
+            tracing::info!(node = self.node, r#type = %t, "the NACK names no object to leave out: the proxy ACKed no response of this type on this stream");
+            return;
+        };
+        let mut blamed = refused.brought_since(applied);
+        // A blamed object changed or deleted since is sent as it is now.
+        if let Some(snapshot) = &self.snapshot {
+            blamed.retain(|object| snapshot.objects.holds(object));
+        }
+        if blamed.is_empty() {
+            tracing::info!(node = self.node, r#type = %t, "the NACK names no object to leave out: the refused content brought no object change");
+            return;
+        }
+        self.server.rejections.record(&self.node, blamed, t, message);
+    }
+
     /// Takes a new snapshot's configuration for the proxy (shared with the
     /// other proxies of its class).
     async fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) {
-        self.generated = Some(snapshot.config(&self.proxy).await);
+        let (left_out, withheld) = self.server.rejections.left_out(&self.node, &snapshot.objects);
+        self.server.feedback.withheld(self.id, withheld);
+        self.generated = Some(snapshot.config(&self.proxy, &left_out).await);
+        self.left_out = left_out;
         self.snapshot = Some(snapshot);
     }
 
@@ -360,7 +429,10 @@ pub(super) async fn drive<P: Protocol>(
     let mut session = Session {
         server: Arc::clone(&server),
         id,
+        node: proxy.node_id(),
         proxy,
+        left_out: Default::default(),
+        inputs: Default::default(),
         responses,
         snapshot: None,
         generated: None,

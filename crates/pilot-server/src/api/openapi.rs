@@ -497,11 +497,12 @@ fn common_schemas() -> Map<String, Value> {
                 "observedVersion": {"type": "string", "description": "the resourceVersion the counts are about"},
                 "proxies": {"type": "integer", "minimum": 0, "description": "connected proxies that should have the object"},
                 "acked": {"type": "integer", "minimum": 0, "description": "proxies that ACKed a push containing it"},
-                "nacked": {"type": "integer", "minimum": 0, "description": "proxies that rejected a push containing it"},
+                "nacked": {"type": "integer", "minimum": 0, "description": "proxies that rejected a push containing it and are still sent it"},
+                "withheld": {"type": "integer", "minimum": 0, "description": "proxies that rejected it and are served without it until it changes"},
                 "nacks": {
                     "type": "array",
                     "maxItems": pilot_model::MAX_NACK_MESSAGES,
-                    "description": "distinct NACK messages, the most common first",
+                    "description": "distinct messages of the proxies that rejected it, the most common first",
                     "items": {
                         "type": "object",
                         "required": ["type", "message", "proxies"],

@@ -365,6 +365,7 @@ mod tests {
                 node_id: node.into(),
                 acked: Some([("RouteRule".to_string(), acked)].into_iter().collect()),
                 nack: None,
+                withheld: Vec::new(),
             },
             process: None,
         }

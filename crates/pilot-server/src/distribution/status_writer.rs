@@ -178,7 +178,7 @@ impl Held {
     /// should wait: some proxies are pending, and it has waited fewer
     /// than [`HOLD_ROUNDS`] rounds.
     fn hold(&mut self, key: &ConfigKey, version: &str, status: &ConfigStatus) -> bool {
-        if status.acked + status.nacked >= status.proxies {
+        if status.acked + status.nacked + status.withheld >= status.proxies {
             self.since.remove(key);
             return false;
         }
@@ -210,6 +210,7 @@ mod tests {
             proxies,
             acked,
             nacked,
+            withheld: 0,
             nacks: Vec::new(),
             last_update: std::time::SystemTime::UNIX_EPOCH,
         }

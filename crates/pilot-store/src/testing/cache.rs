@@ -317,6 +317,7 @@ pub async fn cache_reads_its_own_writes(factory: &dyn StoreFactory) {
                 proxies: 2,
                 acked: 1,
                 nacked: 0,
+                withheld: 0,
                 nacks: Vec::new(),
                 last_update: now_seconds(),
             };
@@ -398,6 +399,7 @@ async fn noise(
                 proxies: 1,
                 acked: 1,
                 nacked: 0,
+                withheld: 0,
                 nacks: Vec::new(),
                 last_update: now_seconds(),
             };

@@ -117,6 +117,7 @@ pub fn replica_record(replica: &str, proxies: usize) -> ReplicaRecord {
                         node_id,
                         acked: Some([("RouteRule".to_string(), 7 + i as u64)].into_iter().collect()),
                         nack: None,
+                        withheld: Vec::new(),
                     },
                     process: None,
                 }

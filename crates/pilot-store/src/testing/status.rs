@@ -20,6 +20,7 @@ fn status(observed: &str, acked: u64) -> ConfigStatus {
         proxies: 3,
         acked,
         nacked: 0,
+        withheld: 0,
         nacks: Vec::new(),
         last_update: now_seconds(),
     }
