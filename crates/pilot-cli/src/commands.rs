@@ -446,7 +446,7 @@ async fn get(
     Ok(())
 }
 
-/// `acked/proxies` (and `N NACKED`) for the object's current version;
+/// `acked/proxies` (and `N NACKED`, `N WITHHELD`) for the object's current version;
 /// `-` before pilot-discovery has reported on that version.
 fn status_column(object: &DynConfig) -> String {
     match &object.meta.status {
@@ -514,6 +514,23 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
                     nack.get("message").and_then(Value::as_str).unwrap_or("")
                 ));
             }
+        }
+        for object in proxy
+            .get("withheld")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let field = |name: &str| object.get(name).and_then(Value::as_str).unwrap_or("");
+            nacks.push(format!(
+                "{node} is served without {} {}/{} (version {}): it rejected it ({}): {}",
+                field("kind"),
+                field("namespace"),
+                field("name"),
+                field("resourceVersion"),
+                field("type"),
+                field("message")
+            ));
         }
         // The pilot-discovery replica serving it (istioctl's ISTIOD).
         row.push(

@@ -1,5 +1,8 @@
 //! The proxy status endpoint: per connected proxy and xDS type, the
-//! versions sent and ACKed, the last NACK, and a one-word state; beside
+//! versions sent and ACKed, the last NACK, and a one-word state; the
+//! objects left out of its configuration because it rejected them
+//! (`withheld`: kind, namespace, name, the version rejected, the type and
+//! its message); beside
 //! it, what pilot-agent reported of Envoy's process life (restarts, the last
 //! unexpected exit), also for proxies that are not connected now.
 //!
@@ -61,6 +64,7 @@ pub(crate) fn to_json(
                 "connected": true,
                 "incremental": proxy.incremental,
                 "types": types,
+                "withheld": proxy.withheld,
                 "process": proxy_events::record_json(events.get(&proxy.node_id)),
             })
         })
