@@ -53,6 +53,11 @@ fn mesh(extra: bool) -> MeshConfig {
 
 /// [`mesh`] with svc0's split at `weight` to v1 (the rest to v2).
 fn mesh_weighted(extra: bool, weight: u32) -> MeshConfig {
+    MeshConfig::from_configs(&rules(extra, weight)).unwrap()
+}
+
+/// The objects [`mesh_weighted`] is compiled from.
+fn rules(extra: bool, weight: u32) -> Vec<pilot_model::DynConfig> {
     let mut text = String::from(
         r#"
 apiVersion: config.istio.io/v1alpha2
@@ -97,8 +102,7 @@ spec:
 "#,
         );
     }
-    let configs = document::parse("rules.yaml", &text, &istio::registry()).unwrap();
-    MeshConfig::from_configs(&configs).unwrap()
+    document::parse("rules.yaml", &text, &istio::registry()).unwrap()
 }
 
 /// Proxies of several classes: two namespaces, no capture, an instance of
@@ -488,4 +492,41 @@ fn classes_with_equal_route_configurations_share_one_copy() {
     assert!(Arc::ptr_eq(&b.shared.types["RDS"], &d.shared.types["RDS"]));
     assert!(!Arc::ptr_eq(&b.shared.types["RDS"], &a.shared.types["RDS"]));
     assert_eq!(cache.routes_assembled.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn a_proxy_that_rejected_an_object_is_generated_as_if_it_were_not_there() {
+    use crate::push::{LeftOut, MeshSnapshot, ObjectVersion, PushObjects};
+    let configs: Vec<_> = rules(true, 80).into_iter().map(Arc::new).collect();
+    let extra = configs.iter().find(|c| c.meta.name == "svc1-v2").unwrap();
+    let left_out: LeftOut = Arc::new([ObjectVersion::of(extra)].into_iter().collect());
+    let registry = Arc::new(RegistrySnapshot::capture(&registry(), 1));
+    let snapshot = MeshSnapshot {
+        version: 1,
+        revisions: Default::default(),
+        objects: Arc::new(PushObjects::new(configs)),
+        mesh: Arc::new(mesh(true)),
+        registry: Arc::clone(&registry),
+        generated: GeneratedCache::new(None, &Changes::default(), true),
+        reduced: Default::default(),
+        incremental: true,
+    };
+    for proxy in proxies() {
+        let reduced = block_on(snapshot.config(&proxy, &left_out));
+        assert_eq!(
+            contents(&reduced),
+            full(&proxy, &registry, &mesh(false)),
+            "{} without the object",
+            proxy.node_id()
+        );
+        let whole = block_on(snapshot.config(&proxy, &Default::default()));
+        assert_eq!(contents(&whole), full(&proxy, &registry, &mesh(true)));
+        assert_ne!(contents(&whole), contents(&reduced), "{}", proxy.node_id());
+        // Proxies of the class that left out the same objects share one
+        // generation.
+        let same: LeftOut = Arc::new((*left_out).clone());
+        let again = block_on(snapshot.config(&proxy, &same));
+        assert!(Arc::ptr_eq(&again.shared, &reduced.shared), "{}", proxy.node_id());
+    }
+    assert_eq!(snapshot.reduced.lock().unwrap().len(), 1);
 }
