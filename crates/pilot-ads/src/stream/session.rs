@@ -157,7 +157,10 @@ impl Sent {
 struct TypeInputs {
     /// The latest response's.
     sent: Option<Inputs>,
-    /// The latest response the proxy ACKed.
+    /// What the proxy holds of the type was generated from: the latest
+    /// response it ACKed, or a later push that changed nothing of the
+    /// type for it while it had ACKed everything (so an object a later
+    /// push brought to another type only is not blamed for this one).
     acked: Option<Inputs>,
     /// The first response sent since the proxy last ACKed one (what a
     /// NACK is blamed against).
@@ -347,6 +350,28 @@ impl Session {
     /// Sends what the current snapshot changed, in push order, with the
     /// re-sends that follow a change of clusters or listeners.
     async fn push<P: Protocol>(&mut self, layer: &mut P) -> Result<(), Gone> {
+        let before = self.sent.each_ref().map(Sent::number);
+        self.push_types(layer).await?;
+        // A type the push changed nothing of, on a proxy that ACKed all of
+        // it, holds what this push's inputs give.
+        for t in XdsType::ALL {
+            let of_type = &mut self.inputs[t.index()];
+            if self.sent[t.index()].number() == before[t.index()]
+                && of_type.pending.is_none()
+                && of_type.acked.is_some()
+                && let Some(snapshot) = &self.snapshot
+            {
+                of_type.acked = Some(Inputs {
+                    objects: Arc::clone(&snapshot.objects),
+                    left_out: Arc::clone(&self.left_out),
+                });
+            }
+        }
+        self.release(layer).await
+    }
+
+    /// [`Session::push`]'s responses, in push order.
+    async fn push_types<P: Protocol>(&mut self, layer: &mut P) -> Result<(), Gone> {
         let mut assignments = Resend::Nothing;
         let mut routes = Resend::Nothing;
         for t in XdsType::ALL {
@@ -365,7 +390,7 @@ impl Session {
                 _ => {}
             }
         }
-        self.release(layer).await
+        Ok(())
     }
 }
 
