@@ -2,7 +2,8 @@
 //! world and once for delta against the real server on loopback: the
 //! version recorded as ACKed is the one the ACKed nonce was sent with (not
 //! what the client claims), a NACK is recorded and not answered with the
-//! same thing again, and after a change of clusters (listeners) the load
+//! same thing again (but with the configuration without the object it
+//! blames), and after a change of clusters (listeners) the load
 //! assignments (route configurations) are sent again, a new cluster's
 //! before the proxy subscribes to it. An endpoint change
 //! sends, in both protocols, only the load assignment that changed.
@@ -229,10 +230,22 @@ async fn protocol_rules(delta: bool) {
         Some(rds.version.as_str()),
         "the ACKed version stays"
     );
+    // The NACK is blamed on the rule the refused routes brought: it is
+    // left out for this proxy, and the routes without it follow, not the
+    // refused ones again.
+    let without = client.next().await;
+    assert_eq!(without.t, XdsType::Route, "{without:?}");
+    assert_ne!(without.version, rejected.version);
+    assert_eq!(
+        without.resources, rds.resources,
+        "the routes without the rejected rule"
+    );
+    client.answer(&without, None).await;
+    wait_status(&server, XdsType::Route, |s| s.synced()).await;
 
     // A policy changing the reviews cluster: CDS, then its load assignment
     // again although the assignment did not change. The NACKed routes are
-    // not sent again (the next response after the NACK is this push's).
+    // not sent again.
     apply(
         &store,
         "apiVersion: config.istio.io/v1alpha2\nkind: DestinationPolicy\nmetadata: {name: reviews-lb, namespace: default}\n\
@@ -280,7 +293,7 @@ async fn protocol_rules(delta: bool) {
     assert_eq!(routes.t, XdsType::Route, "{routes:?}");
     assert_eq!(routes.version, cds.version);
     assert_eq!(
-        routes.resources, rejected.resources,
+        routes.resources, without.resources,
         "the same route configuration, sent again"
     );
     client.answer(&routes, None).await;
