@@ -143,10 +143,10 @@ impl MatchCondition {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct L4MatchAttributes {
     /// Source IPv4/IPv6 addresses or CIDR blocks.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "source_subnet", default, skip_serializing_if = "Vec::is_empty")]
     pub source_subnet: Vec<String>,
     /// Destination IPv4/IPv6 addresses or CIDR blocks.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "destination_subnet", default, skip_serializing_if = "Vec::is_empty")]
     pub destination_subnet: Vec<String>,
 }
 

@@ -20,7 +20,11 @@ pub struct EgressRule {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<EgressPort>,
     /// Route through an egress proxy (not supported).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        alias = "use_egress_proxy",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub use_egress_proxy: bool,
 }
 

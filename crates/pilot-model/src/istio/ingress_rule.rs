@@ -15,7 +15,7 @@ pub struct IngressRule {
     #[serde(default)]
     pub port: i32,
     /// The secret holding the TLS certificate for this port.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(alias = "tls_secret", default, skip_serializing_if = "String::is_empty")]
     pub tls_secret: String,
     /// Higher precedence rules are evaluated first.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -27,10 +27,14 @@ pub struct IngressRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub destination: Option<IstioService>,
     /// The destination's port by number.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "destination_port", default, skip_serializing_if = "Option::is_none")]
     pub destination_port: Option<i32>,
     /// The destination's port by name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        alias = "destination_port_name",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub destination_port_name: Option<String>,
 }
 

@@ -86,4 +86,6 @@ pub(crate) fn not_supported(errors: &mut FieldErrors, path: &str, what: &str) {
 #[cfg(test)]
 mod envoy_limits_tests;
 #[cfg(test)]
+mod proto_name_tests;
+#[cfg(test)]
 mod tests;
