@@ -136,7 +136,7 @@ impl ConfigKind for DestinationPolicy {
 
     fn validate(&self, errors: &mut FieldErrors) {
         match &self.destination {
-            Some(destination) => destination.validate("spec.destination", errors),
+            Some(destination) => destination.validate_destination("spec.destination", errors),
             None => errors.push(
                 "spec.destination",
                 "a destination policy needs a destination service",
@@ -151,6 +151,12 @@ impl ConfigKind for DestinationPolicy {
         if let Some(lb) = &self.load_balancing {
             if lb.custom.is_some() {
                 not_supported(errors, "spec.loadBalancing.custom", "custom load balancers");
+            }
+            if self.destination.as_ref().is_some_and(IstioService::is_wildcard) {
+                errors.push(
+                    "spec.loadBalancing",
+                    "a wildcard host is reached at the connection's original destination (Envoy's ORIGINAL_DST cluster), whose load balancing cannot be chosen",
+                );
             }
             if lb.name.is_none() && lb.custom.is_none() {
                 errors.push(

@@ -277,7 +277,7 @@ impl ConfigKind for RouteRule {
 
     fn validate(&self, errors: &mut FieldErrors) {
         match &self.destination {
-            Some(destination) => destination.validate_without_labels("spec.destination", errors),
+            Some(destination) => destination.validate_destination_without_labels("spec.destination", errors),
             None => errors.push("spec.destination", "a route rule needs a destination service"),
         }
         if let Some(condition) = &self.match_condition {
