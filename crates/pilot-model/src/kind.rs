@@ -89,6 +89,10 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
             },
         )
         .with_normalizer(|spec| {
+            // Only a key with an underscore can be a proto name.
+            if !crate::proto_names::has_underscore_key(spec) {
+                return;
+            }
             let Ok(typed) = crate::config::decode_spec::<Self>(spec) else {
                 return;
             };

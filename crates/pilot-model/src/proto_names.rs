@@ -71,6 +71,16 @@ pub(crate) fn use_json_names(written: &mut Value, canonical: &Value) {
     }
 }
 
+/// Whether any object key in `value` has an underscore (only such a key
+/// can be a proto name that [`use_json_names`] renames).
+pub(crate) fn has_underscore_key(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('_') || has_underscore_key(v)),
+        Value::Array(items) => items.iter().any(has_underscore_key),
+        _ => false,
+    }
+}
+
 /// `path` (pilot's form, e.g. `spec.httpReqRetries.simpleRetry.attempts`)
 /// with each field named as `root` (the object the path starts in) writes
 /// it: a field written with its proto name is named so
