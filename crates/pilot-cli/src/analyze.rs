@@ -9,7 +9,7 @@
 //! | `PLT0102` | error | yes | a route sends traffic (weight > 0) to a subset with no instances |
 //! | `PLT0103` | warning | yes | labels (a policy's subset, a match's source) select no instance |
 //! | `PLT0104` | warning | no | a route rule is shadowed by an earlier rule whose match covers its own |
-//! | `PLT0105` | warning | no | two egress rules overlap (hosts that intersect, a common port) |
+//! | `PLT0105` | warning | no | two egress rules conflict as Istio's did: the same host, or different protocols on one port |
 //! | `PLT0106` | warning | no (labels) / yes | a destination policy no rule or service uses |
 //!
 //! Rules for a service are tried highest precedence first, ties by
@@ -271,48 +271,61 @@ fn covers(
     true
 }
 
-/// Whether two egress hosts (each a name, a `*.` wildcard or a CIDR
-/// block) can name the same destination.
-fn hosts_overlap(a: &str, b: &str) -> bool {
-    let a = a.to_ascii_lowercase();
-    let b = b.to_ascii_lowercase();
-    if a == b {
-        return true;
+/// The protocol class of an egress port, as Istio told conflicts apart:
+/// the HTTP protocols (HTTP, HTTP2, GRPC, HTTPS) are one, TCP and MONGO
+/// each another.
+fn protocol_class(protocol: &str) -> String {
+    let protocol = protocol.to_ascii_uppercase();
+    match protocol.as_str() {
+        "HTTP" | "HTTP2" | "GRPC" | "HTTPS" => "HTTP".to_string(),
+        _ => protocol,
     }
-    let under = |wildcard: &str, host: &str| {
-        wildcard
-            .strip_prefix("*.")
-            .is_some_and(|suffix| host.ends_with(&format!(".{suffix}")) || host == suffix)
-    };
-    under(&a, &b) || under(&b, &a)
 }
 
-/// PLT0105: egress rules whose hosts intersect and that share a port.
+/// PLT0105: egress rules that conflict as Istio's egress rules did
+/// (`RejectConflictingEgressRules`), the later by namespace and name being
+/// the one Istio dropped: two rules for the same host (Envoy takes a domain
+/// once), or different protocols on one port (one outbound listener per
+/// port). A wildcard host and a host under it (`*.foo.com` and
+/// `api.foo.com`) on one port and protocol do not conflict: Envoy routes
+/// the exact host to its own virtual host and the rest to the wildcard.
 fn overlapping_egress(typed: &Typed, out: &mut Vec<Finding>) {
-    for (index, rule) in typed.egress.iter().enumerate() {
-        let Some(host) = rule.spec.destination.as_ref().map(|d| d.service.as_str()) else {
-            continue;
-        };
-        for other in &typed.egress[..index] {
-            let Some(other_host) = other.spec.destination.as_ref().map(|d| d.service.as_str()) else {
-                continue;
-            };
-            if !hosts_overlap(host, other_host) {
-                continue;
+    let mut hosts: BTreeMap<String, &Config<EgressRule>> = BTreeMap::new();
+    let mut ports: BTreeMap<i32, (String, &Config<EgressRule>)> = BTreeMap::new();
+    for rule in &typed.egress {
+        if let Some(host) = rule.spec.destination.as_ref().map(|d| d.service.as_str()) {
+            match hosts.get(&host.to_ascii_lowercase()) {
+                Some(other) => out.push(finding(
+                    rule,
+                    "PLT0105",
+                    Severity::Warning,
+                    "spec.destination.service",
+                    format!(
+                        "EgressRule {}/{} is also for {host}: Envoy takes a host once, so this rule is ignored; merge them",
+                        other.meta.namespace, other.meta.name
+                    ),
+                )),
+                None => {
+                    hosts.insert(host.to_ascii_lowercase(), rule);
+                }
             }
-            let ports: BTreeSet<i32> = other.spec.ports.iter().map(|p| p.port).collect();
-            for (i, port) in rule.spec.ports.iter().enumerate() {
-                if ports.contains(&port.port) {
-                    out.push(finding(
-                        rule,
-                        "PLT0105",
-                        Severity::Warning,
-                        format!("spec.ports[{i}]"),
-                        format!(
-                            "{host} port {} overlaps EgressRule {}/{} ({other_host}): which rule's protocol applies is ambiguous; merge them or make the hosts disjoint",
-                            port.port, other.meta.namespace, other.meta.name
-                        ),
-                    ));
+        }
+        for (i, port) in rule.spec.ports.iter().enumerate() {
+            let class = protocol_class(&port.protocol);
+            match ports.get(&port.port) {
+                Some((other_class, other)) if *other_class != class => out.push(finding(
+                    rule,
+                    "PLT0105",
+                    Severity::Warning,
+                    format!("spec.ports[{i}].protocol"),
+                    format!(
+                        "port {} is {class} here and {other_class} in EgressRule {}/{}: one port carries one protocol, so this port is ignored",
+                        port.port, other.meta.namespace, other.meta.name
+                    ),
+                )),
+                Some(_) => {}
+                None => {
+                    ports.insert(port.port, (class, rule));
                 }
             }
         }

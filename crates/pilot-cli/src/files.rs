@@ -1,5 +1,7 @@
 //! `-f`: files, directories and `-` (stdin), YAML or JSON, many documents,
 //! validated locally with every error placed at its file, line and column.
+//! The routing kinds' earlier versions (`config.istio.io/v1alpha1`,
+//! `v1beta1`) are read as `v1alpha2` with a warning.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -35,16 +37,24 @@ fn read_inner(
     namespace: &str,
     locate: bool,
 ) -> Result<Located, Vec<String>> {
+    // Istio's istioctl ignored apiVersion: its users' files say v1alpha1
+    // or v1beta1 as often as v1alpha2. They are read, with a warning.
     let options = ParseOptions {
         default_namespace: namespace.to_string(),
+        earlier_versions: document::ISTIO_EARLIER_VERSIONS.map(String::from).to_vec(),
         ..Default::default()
     };
     let mut objects = Vec::new();
     let mut errors = Vec::new();
     let mut sources_read = Vec::new();
     for (source, text) in sources(paths).map_err(|e| vec![e])? {
-        match document::parse_with(&source, &text, registry, &options) {
-            Ok(mut found) => objects.append(&mut found),
+        match document::parse_reporting(&source, &text, registry, &options) {
+            Ok(mut found) => {
+                for warning in &found.warnings {
+                    eprintln!("warning: {warning}");
+                }
+                objects.append(&mut found.configs)
+            }
             Err(found) => errors.extend(found.0.iter().map(DocumentError::to_string)),
         }
         sources_read.push((source, text));

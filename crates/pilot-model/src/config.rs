@@ -111,6 +111,11 @@ pub(crate) fn decode_at<T: DeserializeOwned>(root: &str, value: &serde_json::Val
             }
         }
         let mut message = e.into_inner().to_string();
+        if let Some((proto, both)) = crate::proto_names::duplicate_spellings(&message) {
+            // Placed at the proto spelling; the message names both.
+            push_key(&mut path, &proto);
+            message = both;
+        }
         if let Some((field, expected)) = unknown_field(&message) {
             let mut with_field = String::new();
             push_key(&mut with_field, &field);

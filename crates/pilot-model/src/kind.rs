@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::config::decode_all;
+use crate::proto_names::{path_as_written, use_json_names};
 use crate::{DynConfig, FieldErrors, StoreError};
 
 /// Ties a Rust type to a kind: its names and its validation.
@@ -74,10 +75,31 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
                 let rules_apply = found.iter().all(|e| e.message.starts_with("unknown field"));
                 errors.extend(found);
                 if let (Some(typed), true) = (typed, rules_apply) {
-                    typed.validate(errors);
+                    // Rules name fields by their JSON names; the input may
+                    // have written some with their proto names.
+                    let mut rules = FieldErrors::new();
+                    typed.validate(&mut rules);
+                    for mut error in rules.into_vec() {
+                        if let Some(below) = error.path.strip_prefix("spec") {
+                            error.path = format!("spec{}", path_as_written(below, spec));
+                        }
+                        errors.extend([error]);
+                    }
                 }
             },
-        );
+        )
+        .with_normalizer(|spec| {
+            // Only a key with an underscore can be a proto name.
+            if !crate::proto_names::has_underscore_key(spec) {
+                return;
+            }
+            let Ok(typed) = crate::config::decode_spec::<Self>(spec) else {
+                return;
+            };
+            if let Ok(canonical) = serde_json::to_value(&typed) {
+                use_json_names(spec, &canonical);
+            }
+        });
         match Self::openapi_schema() {
             Some(openapi) => schema.with_openapi_schema(openapi),
             None => schema,
@@ -101,8 +123,13 @@ pub struct KindSchema {
     /// The API version.
     pub version: String,
     validator: Arc<SpecValidator>,
+    normalizer: Option<Arc<SpecNormalizer>>,
     openapi: Option<Arc<serde_json::Value>>,
 }
+
+/// A function that rewrites a valid spec into the form it is stored in
+/// (fields written with protobuf's proto names get their JSON names).
+pub type SpecNormalizer = dyn Fn(&mut serde_json::Value) + Send + Sync;
 
 impl KindSchema {
     /// A schema for a kind known only at run time.
@@ -119,8 +146,18 @@ impl KindSchema {
             group: group.into(),
             version: version.into(),
             validator: Arc::new(validator),
+            normalizer: None,
             openapi: None,
         }
+    }
+
+    /// The same schema, storing valid specs as `normalizer` rewrites them.
+    pub fn with_normalizer(
+        mut self,
+        normalizer: impl Fn(&mut serde_json::Value) + Send + Sync + 'static,
+    ) -> Self {
+        self.normalizer = Some(Arc::new(normalizer));
+        self
     }
 
     /// The same schema with an OpenAPI v3 schema of the spec.
@@ -261,12 +298,15 @@ impl KindRegistry {
             .cloned()
     }
 
-    /// Validates `config` against its kind and fills in an empty group and
-    /// version, ready to be stored.
+    /// Validates `config` against its kind, fills in an empty group and
+    /// version and writes every field with its JSON name, ready to be stored.
     pub fn prepare(&self, mut config: DynConfig) -> Result<DynConfig, StoreError> {
         let schema = self.schema(&config.meta.kind)?;
         schema.fill_type(&mut config);
         schema.validate(&config)?;
+        if let Some(normalize) = &schema.normalizer {
+            normalize(&mut config.spec);
+        }
         Ok(config)
     }
 

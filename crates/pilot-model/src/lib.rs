@@ -36,6 +36,7 @@ mod key;
 mod kind;
 mod membership;
 mod meta;
+mod proto_names;
 mod registry_snapshot;
 mod service;
 mod store;
@@ -58,7 +59,7 @@ pub use distribution::{
 pub use error::{BackendError, StoreError, chain as error_chain};
 pub use event::Event;
 pub use key::ConfigKey;
-pub use kind::{ConfigKind, KindRegistry, KindSchema, SpecValidator};
+pub use kind::{ConfigKind, KindRegistry, KindSchema, SpecNormalizer, SpecValidator};
 pub use membership::{
     ConnectedProxy, LocalMembership, Membership, ProcessReport, ReplicaRecord, TypeNack, TypeRecord,
 };

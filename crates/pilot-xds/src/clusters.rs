@@ -159,7 +159,7 @@ pub fn outbound(
             }
         }
     }
-    clusters.extend(egress_clusters(mesh));
+    clusters.extend(egress_clusters(mesh, index));
     if captured {
         clusters.push(original_destination(PASSTHROUGH));
     }
@@ -321,8 +321,9 @@ fn apply_policy(cluster: &mut Cluster, policy: &pilot_model::istio::DestinationP
 }
 
 /// Clusters for the external hosts egress rules allow: DNS for a plain
-/// domain, the original destination for wildcards and CIDR blocks.
-fn egress_clusters(mesh: &MeshConfig) -> Vec<Cluster> {
+/// domain, the original destination for wildcards and CIDR blocks; with
+/// the host's destination policy.
+fn egress_clusters(mesh: &MeshConfig, index: &MeshIndex<'_>) -> Vec<Cluster> {
     let mut clusters = Vec::new();
     for rule in &mesh.egress_rules {
         let Some(service) = rule.spec.destination.as_ref().map(|d| d.service.as_str()) else {
@@ -338,7 +339,7 @@ fn egress_clusters(mesh: &MeshConfig) -> Vec<Cluster> {
                 "GRPC" => Protocol::Grpc,
                 _ => Protocol::Http,
             };
-            let cluster = if service.contains('*')
+            let mut cluster = if service.contains('*')
                 || service.contains('/')
                 || service.parse::<std::net::IpAddr>().is_ok()
             {
@@ -346,6 +347,9 @@ fn egress_clusters(mesh: &MeshConfig) -> Vec<Cluster> {
             } else {
                 dns_cluster(&name, service, number, protocol)
             };
+            if let Some(policy) = index.policy_for(service, &Labels::new()) {
+                apply_policy(&mut cluster, &policy.spec);
+            }
             clusters.push(cluster);
         }
     }

@@ -7,7 +7,7 @@
 //!   policy's load balancing, circuit breakers and outlier detection;
 //!   inbound clusters to 127.0.0.1 for the proxy's own instances; clusters
 //!   for egress hosts (DNS, or the original destination for wildcards and
-//!   CIDR blocks).
+//!   CIDR blocks), with the host's destination policy.
 //! - EDS ([`Resources::endpoints`]): the matching instances of each EDS
 //!   cluster, with their zone as locality.
 //! - LDS ([`Resources::listeners`]): for sidecars with capture, the virtual
@@ -17,7 +17,8 @@
 //!   ingress rules. HTTP gets the connection manager (RDS; fault, CORS and
 //!   router filters), TCP a TCP proxy.
 //! - RDS ([`Resources::routes`]): a route configuration per outbound HTTP
-//!   port with a virtual host per service, rules applied in precedence order
+//!   port (services' and egress rules' HTTP ports) with a virtual host per
+//!   service and per egress host (`*.foo.com`, `*` included), rules applied in precedence order
 //!   with source matches honoured for the asking proxy.
 //!
 //! ```
@@ -38,6 +39,7 @@
 #![forbid(unsafe_code)]
 
 mod clusters;
+mod egress;
 mod error;
 mod generate;
 mod grpcgen;

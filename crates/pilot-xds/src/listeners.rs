@@ -54,6 +54,7 @@ pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConf
     };
     match proxy.proxy_type {
         ProxyType::Sidecar => {
+            plan.http_ports.extend(crate::egress::http_ports(mesh));
             outbound(proxy, registry, &mut plan);
             if proxy.capture.captures() {
                 plan.listeners.push(virtual_listener());
@@ -180,11 +181,13 @@ fn ingress(registry: &dyn ServiceDiscovery, mesh: &MeshConfig, plan: &mut Listen
     });
     let ports: BTreeSet<u16> = rules
         .iter()
-        .filter_map(|r| u16::try_from(r.spec.port).ok())
+        .filter_map(|r| u16::try_from(r.spec.listener_port()).ok())
         .collect();
     for port in ports {
-        let on_port: Vec<&&Config<IngressRule>> =
-            rules.iter().filter(|r| r.spec.port == i32::from(port)).collect();
+        let on_port: Vec<&&Config<IngressRule>> = rules
+            .iter()
+            .filter(|r| r.spec.listener_port() == i32::from(port))
+            .collect();
         let mut routes = Vec::new();
         for rule in &on_port {
             let Some(destination) = &rule.spec.destination else {

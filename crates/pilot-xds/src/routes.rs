@@ -63,6 +63,14 @@ pub fn route_configuration(
             ..Default::default()
         });
     }
+    virtual_hosts.extend(crate::egress::virtual_hosts(
+        port,
+        mesh,
+        proxy,
+        own,
+        index,
+        &mut used_domains,
+    ));
     RouteConfiguration {
         name: route_config_name(port),
         virtual_hosts,

@@ -24,12 +24,14 @@
 //! ```
 
 mod emit;
+mod first_cli;
 mod tree;
 
 use std::fmt;
 use std::path::Path;
 
 pub use emit::{to_yaml, to_yaml_value};
+pub use first_cli::{FIRST_CLI_TYPES, FirstCliDocument, first_cli_document};
 pub use tree::{Limits, Position};
 
 use crate::config::decode_all;
@@ -88,6 +90,11 @@ pub struct ParseOptions {
     pub limits: Limits,
     /// The namespace given to objects that name none (as `kubectl` does).
     pub default_namespace: String,
+    /// Earlier `apiVersion`s (`group/version`) read as the version their
+    /// kind is served at, each with a warning (none by default: an API
+    /// serves only its versions). pilotctl reads
+    /// [`ISTIO_EARLIER_VERSIONS`], as Istio's istioctl ignored the version.
+    pub earlier_versions: Vec<String>,
 }
 
 impl Default for ParseOptions {
@@ -95,8 +102,24 @@ impl Default for ParseOptions {
         ParseOptions {
             limits: Limits::default(),
             default_namespace: "default".to_string(),
+            earlier_versions: Vec::new(),
         }
     }
+}
+
+/// The versions of the routing kinds Istio's istioctl read alike (it
+/// ignored `apiVersion`), besides the served `config.istio.io/v1alpha2`.
+pub const ISTIO_EARLIER_VERSIONS: [&str; 2] = ["config.istio.io/v1alpha1", "config.istio.io/v1beta1"];
+
+/// What [`parse_reporting`] read: the objects, and the warnings about how
+/// (each placed like an error).
+#[derive(Debug, Clone, Default)]
+pub struct Parsed {
+    /// The valid objects, in source order.
+    pub configs: Vec<DynConfig>,
+    /// Things read otherwise than written (an earlier version read as the
+    /// served one).
+    pub warnings: Vec<DocumentError>,
 }
 
 /// Parses and validates every document in `text` against `registry`. Either
@@ -112,9 +135,33 @@ pub fn parse_with(
     registry: &KindRegistry,
     options: &ParseOptions,
 ) -> Result<Vec<DynConfig>, DocumentErrors> {
+    parse_reporting(source, text, registry, options).map(|parsed| parsed.configs)
+}
+
+/// [`parse_with`], with the warnings about what was read otherwise than
+/// written (see [`ParseOptions::earlier_versions`]).
+///
+/// ```
+/// use pilot_model::{document, istio};
+/// let text = "apiVersion: config.istio.io/v1alpha1\nkind: RouteRule\nmetadata: {name: r}\nspec:\n  destination: {name: reviews}\n";
+/// let options = document::ParseOptions {
+///     earlier_versions: document::ISTIO_EARLIER_VERSIONS.map(String::from).to_vec(),
+///     ..Default::default()
+/// };
+/// let parsed = document::parse_reporting("r.yaml", text, &istio::registry(), &options).unwrap();
+/// assert_eq!(parsed.configs[0].meta.version, "v1alpha2");
+/// assert!(parsed.warnings[0].to_string().starts_with("r.yaml:1:1 apiVersion: config.istio.io/v1alpha1 read as config.istio.io/v1alpha2"));
+/// ```
+pub fn parse_reporting(
+    source: &str,
+    text: &str,
+    registry: &KindRegistry,
+    options: &ParseOptions,
+) -> Result<Parsed, DocumentErrors> {
     let (documents, fatal) = tree::parse(text, &options.limits, false);
     let mut configs = Vec::new();
     let mut errors = Vec::new();
+    let mut warnings = Vec::new();
     // Positions are recorded only on a second pass, when something is wrong.
     let mut located: Option<Vec<tree::ParsedDocument>> = None;
     for (index, document) in documents.iter().enumerate() {
@@ -128,7 +175,8 @@ pub fn parse_with(
                 message,
             })
         };
-        match read_document(document, registry, options) {
+        let mut read_as = None;
+        match read_document(document, registry, options, &mut read_as) {
             Ok(Some(config)) if document.problems.is_empty() => configs.push(config),
             Ok(_) => {}
             Err(problems) => {
@@ -143,6 +191,18 @@ pub fn parse_with(
         for (position, path, message) in &document.problems {
             report(*position, path.clone(), message.clone());
         }
+        if let Some(message) = read_as {
+            let with_positions = located.get_or_insert_with(|| tree::parse(text, &options.limits, true).0);
+            let position = locate(with_positions.get(index).unwrap_or(document), "apiVersion");
+            warnings.push(DocumentError {
+                source: source.to_string(),
+                document: index + 1,
+                line: position.line,
+                column: position.column,
+                path: "apiVersion".to_string(),
+                message,
+            });
+        }
     }
     if let Some(fatal) = fatal {
         errors.push(DocumentError {
@@ -156,7 +216,7 @@ pub fn parse_with(
     }
     errors.sort_by_key(|e| (e.document, e.line, e.column));
     if errors.is_empty() {
-        Ok(configs)
+        Ok(Parsed { configs, warnings })
     } else {
         Err(DocumentErrors(errors))
     }
@@ -259,10 +319,14 @@ fn read_document(
     document: &tree::ParsedDocument,
     registry: &KindRegistry,
     options: &ParseOptions,
+    read_as: &mut Option<String>,
 ) -> Result<Option<DynConfig>, Vec<(String, String)>> {
     let Some(value) = &document.value else {
         return Ok(None);
     };
+    if let Some(first_cli) = first_cli_document(value) {
+        return Err(vec![("type".into(), first_cli.refusal())]);
+    }
     if !value.is_object() {
         return Err(vec![(
             String::new(),
@@ -294,6 +358,17 @@ fn read_document(
     };
     if config.meta.namespace.is_empty() {
         config.meta.namespace = options.default_namespace.clone();
+    }
+    let written = format!("{}/{}", config.meta.group, config.meta.version);
+    if options.earlier_versions.contains(&written)
+        && let Some(schema) = registry.get(&config.meta.kind)
+        && schema.group == config.meta.group
+    {
+        config.meta.version = schema.version.clone();
+        *read_as = Some(format!(
+            "{written} read as {}/{} (the version {} is served at; Istio's istioctl read every version alike)",
+            schema.group, schema.version, schema.kind
+        ));
     }
     match registry.prepare(config) {
         Ok(config) if problems.is_empty() => return Ok(Some(config)),

@@ -57,6 +57,30 @@ impl IstioService {
     /// `name` or `service`; no namespace or domain beside `service`; DNS
     /// syntax; label syntax.
     pub fn validate(&self, path: &str, errors: &mut FieldErrors) {
+        self.check(path, false, errors);
+    }
+
+    /// Whether `service` is a wildcard host (`*.foo.com`, `*-bar.foo.com`,
+    /// `*`): an external host an egress rule allows, reached at the
+    /// connection's original destination.
+    pub fn is_wildcard(&self) -> bool {
+        self.service.starts_with('*')
+    }
+
+    /// The rule's or policy's own destination, which may also be a
+    /// wildcard host an egress rule allows ([`wildcard_host`]), as Istio's
+    /// routing API accepted; a wildcard has no instances to select by label.
+    pub fn validate_destination(&self, path: &str, errors: &mut FieldErrors) {
+        self.check(path, true, errors);
+        if self.is_wildcard() && !self.labels.is_empty() {
+            errors.push(
+                format!("{path}.labels"),
+                "a wildcard host is reached at the connection's original destination and has no instances to select by label",
+            );
+        }
+    }
+
+    fn check(&self, path: &str, wildcard: bool, errors: &mut FieldErrors) {
         if !self.service.is_empty() {
             if !self.name.is_empty() {
                 errors.push(path, "specify either name or service, not both");
@@ -64,7 +88,18 @@ impl IstioService {
             if !self.namespace.is_empty() || !self.domain.is_empty() {
                 errors.push(path, "namespace and domain cannot be given with service");
             }
-            if let Err(message) = dns1123_subdomain(&self.service) {
+            if wildcard && self.is_wildcard() {
+                if let Err(message) = wildcard_host(&self.service) {
+                    errors.push(format!("{path}.service"), message);
+                }
+            } else if let Err(message) = dns1123_subdomain(&self.service) {
+                let message = if self.is_wildcard() {
+                    format!(
+                        "{message}; a wildcard host names no single destination here (only a rule's or policy's own destination may be one)"
+                    )
+                } else {
+                    message
+                };
                 errors.push(format!("{path}.service"), message);
             }
         } else if self.name.is_empty() {
@@ -91,6 +126,17 @@ impl IstioService {
     /// instances by label (a rule's own destination names a whole service).
     pub fn validate_without_labels(&self, path: &str, errors: &mut FieldErrors) {
         self.validate(path, errors);
+        self.no_labels(path, errors);
+    }
+
+    /// Like [`IstioService::validate_destination`], without labels (a route
+    /// rule's own destination).
+    pub fn validate_destination_without_labels(&self, path: &str, errors: &mut FieldErrors) {
+        self.check(path, true, errors);
+        self.no_labels(path, errors);
+    }
+
+    fn no_labels(&self, path: &str, errors: &mut FieldErrors) {
         if !self.labels.is_empty() {
             errors.push(
                 format!("{path}.labels"),
@@ -98,6 +144,33 @@ impl IstioService {
             );
         }
     }
+}
+
+/// Checks a host an egress rule may allow, as Istio did and Envoy's
+/// virtual host domains take it: a domain, `*.` or `*-` and a domain
+/// (`*.foo.com`, `*-bar.foo.com`; the wildcard matches at least one
+/// character), `*` and a domain, or `*` alone (any host).
+///
+/// ```
+/// use pilot_model::istio::wildcard_host;
+/// for ok in ["*", "*.foo.com", "*-bar.foo.com", "*foo.com", "api.foo.com"] {
+///     assert!(wildcard_host(ok).is_ok(), "{ok}");
+/// }
+/// for bad in ["", "foo.*.com", "*.", "**.foo.com", "*.-foo.com"] {
+///     assert!(wildcard_host(bad).is_err(), "{bad}");
+/// }
+/// ```
+pub fn wildcard_host(host: &str) -> Result<(), String> {
+    let bad = || format!("{host:?} is not a domain, a wildcard domain (*.foo.com, *-bar.foo.com) or *");
+    let rest = match host.strip_prefix('*') {
+        Some("") => return Ok(()),
+        Some(rest) => rest
+            .strip_prefix('.')
+            .or_else(|| rest.strip_prefix('-'))
+            .unwrap_or(rest),
+        None => host,
+    };
+    dns1123_subdomain(&rest.to_ascii_lowercase()).map_err(|_| bad())
 }
 
 /// A condition on the traffic a rule applies to.
@@ -143,10 +216,10 @@ impl MatchCondition {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct L4MatchAttributes {
     /// Source IPv4/IPv6 addresses or CIDR blocks.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "source_subnet", default, skip_serializing_if = "Vec::is_empty")]
     pub source_subnet: Vec<String>,
     /// Destination IPv4/IPv6 addresses or CIDR blocks.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "destination_subnet", default, skip_serializing_if = "Vec::is_empty")]
     pub destination_subnet: Vec<String>,
 }
 

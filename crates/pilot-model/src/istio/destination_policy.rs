@@ -20,10 +20,10 @@ pub struct DestinationPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<IstioService>,
     /// How requests are spread over instances.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "load_balancing", default, skip_serializing_if = "Option::is_none")]
     pub load_balancing: Option<LoadBalancing>,
     /// When to stop sending to an overloaded or failing destination.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "circuit_breaker", default, skip_serializing_if = "Option::is_none")]
     pub circuit_breaker: Option<CircuitBreaker>,
     /// A custom policy (not supported).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,7 +62,7 @@ pub enum SimpleLbPolicy {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CircuitBreaker {
     /// The thresholds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "simple_cb", default, skip_serializing_if = "Option::is_none")]
     pub simple_cb: Option<SimpleCircuitBreakerPolicy>,
     /// A custom breaker (not supported).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -75,31 +75,51 @@ pub struct CircuitBreaker {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SimpleCircuitBreakerPolicy {
     /// Maximum connections to the destination.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "max_connections", default, skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<i32>,
     /// Maximum requests waiting for a connection.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        alias = "http_max_pending_requests",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub http_max_pending_requests: Option<i32>,
     /// Maximum concurrent requests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "http_max_requests", default, skip_serializing_if = "Option::is_none")]
     pub http_max_requests: Option<i32>,
     /// How long an ejected instance stays out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "sleep_window", default, skip_serializing_if = "Option::is_none")]
     pub sleep_window: Option<Duration>,
     /// Consecutive 5xx errors before an instance is ejected.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        alias = "http_consecutive_errors",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub http_consecutive_errors: Option<i32>,
     /// How often instances are checked for ejection.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        alias = "http_detection_interval",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub http_detection_interval: Option<Duration>,
     /// Maximum requests per connection.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        alias = "http_max_requests_per_connection",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub http_max_requests_per_connection: Option<i32>,
     /// Maximum percent of instances ejected at once (0 to 100).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        alias = "http_max_ejection_percent",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub http_max_ejection_percent: Option<i32>,
     /// Maximum concurrent retries.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "http_max_retries", default, skip_serializing_if = "Option::is_none")]
     pub http_max_retries: Option<i32>,
 }
 
@@ -116,7 +136,7 @@ impl ConfigKind for DestinationPolicy {
 
     fn validate(&self, errors: &mut FieldErrors) {
         match &self.destination {
-            Some(destination) => destination.validate("spec.destination", errors),
+            Some(destination) => destination.validate_destination("spec.destination", errors),
             None => errors.push(
                 "spec.destination",
                 "a destination policy needs a destination service",
@@ -131,6 +151,12 @@ impl ConfigKind for DestinationPolicy {
         if let Some(lb) = &self.load_balancing {
             if lb.custom.is_some() {
                 not_supported(errors, "spec.loadBalancing.custom", "custom load balancers");
+            }
+            if self.destination.as_ref().is_some_and(IstioService::is_wildcard) {
+                errors.push(
+                    "spec.loadBalancing",
+                    "a wildcard host is reached at the connection's original destination (Envoy's ORIGINAL_DST cluster), whose load balancing cannot be chosen",
+                );
             }
             if lb.name.is_none() && lb.custom.is_none() {
                 errors.push(

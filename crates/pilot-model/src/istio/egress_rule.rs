@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{IstioService, cidr};
 use super::{GROUP, VERSION, not_supported};
-use crate::{ConfigKind, FieldErrors, dns1123_subdomain};
+use crate::{ConfigKind, FieldErrors};
 
 /// Allows traffic to a destination outside the mesh.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -20,7 +20,11 @@ pub struct EgressRule {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<EgressPort>,
     /// Route through an egress proxy (not supported).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        alias = "use_egress_proxy",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub use_egress_proxy: bool,
 }
 
@@ -82,7 +86,7 @@ impl ConfigKind for EgressRule {
                     if let Err(message) = cidr(service) {
                         errors.push("spec.destination.service", message);
                     }
-                } else if let Err(message) = wildcard_domain(service) {
+                } else if let Err(message) = super::common::wildcard_host(service) {
                     errors.push("spec.destination.service", message);
                 }
             }
@@ -129,15 +133,4 @@ impl ConfigKind for EgressRule {
             }
         }
     }
-}
-
-/// A domain, optionally starting with a `*` wildcard (`*.example.com`,
-/// `*example.com`).
-fn wildcard_domain(service: &str) -> Result<(), String> {
-    let rest = service
-        .strip_prefix("*.")
-        .or_else(|| service.strip_prefix('*'))
-        .unwrap_or(service);
-    dns1123_subdomain(&rest.to_ascii_lowercase())
-        .map_err(|_| format!("{service:?} is not a domain, a *.wildcard domain or a CIDR block"))
 }

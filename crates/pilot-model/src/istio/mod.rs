@@ -24,14 +24,14 @@ mod route_rule;
 
 pub use common::{
     IstioService, L4MatchAttributes, MAX_HEADER_BYTES, MatchCondition, MatchRequest, StringMatch,
-    check_percent, cidr, header_name, header_value, uri_text,
+    check_percent, cidr, header_name, header_value, uri_text, wildcard_host,
 };
 pub use destination_policy::{
     CircuitBreaker, DestinationPolicy, LoadBalancing, SimpleCircuitBreakerPolicy, SimpleLbPolicy,
 };
 pub use duration::{Duration, ParseDurationError};
 pub use egress_rule::{CIDR_PROTOCOLS, EGRESS_PROTOCOLS, EgressPort, EgressRule};
-pub use ingress_rule::IngressRule;
+pub use ingress_rule::{DEFAULT_PORT, DEFAULT_TLS_PORT, IngressRule};
 pub use re2::{MAX_PROGRAM_SIZE, check_regex, regex_program_size};
 pub use route_rule::{
     Abort, CorsPolicy, Delay, DestinationWeight, HTTP_METHODS, HttpFaultInjection, HttpRedirect, HttpRetry,
@@ -85,5 +85,7 @@ pub(crate) fn not_supported(errors: &mut FieldErrors, path: &str, what: &str) {
 
 #[cfg(test)]
 mod envoy_limits_tests;
+#[cfg(test)]
+mod proto_name_tests;
 #[cfg(test)]
 mod tests;

@@ -34,28 +34,32 @@ pub struct RouteRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewrite: Option<HttpRewrite>,
     /// Allow WebSocket upgrades.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        alias = "websocket_upgrade",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub websocket_upgrade: bool,
     /// Request timeout.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "http_req_timeout", default, skip_serializing_if = "Option::is_none")]
     pub http_req_timeout: Option<HttpTimeout>,
     /// Retry policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "http_req_retries", default, skip_serializing_if = "Option::is_none")]
     pub http_req_retries: Option<HttpRetry>,
     /// Fault injection (delays and aborts).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "http_fault", default, skip_serializing_if = "Option::is_none")]
     pub http_fault: Option<HttpFaultInjection>,
     /// Layer-4 faults (not supported by the data plane).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "l4_fault", default, skip_serializing_if = "Option::is_none")]
     pub l4_fault: Option<serde_json::Value>,
     /// Send a copy of each request to this service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mirror: Option<IstioService>,
     /// Cross-origin resource sharing policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "cors_policy", default, skip_serializing_if = "Option::is_none")]
     pub cors_policy: Option<CorsPolicy>,
     /// Headers added to forwarded requests.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(alias = "append_headers", default, skip_serializing_if = "BTreeMap::is_empty")]
     pub append_headers: BTreeMap<String, String>,
 }
 
@@ -111,7 +115,7 @@ pub struct HttpRewrite {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpTimeout {
     /// The timeout policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "simple_timeout", default, skip_serializing_if = "Option::is_none")]
     pub simple_timeout: Option<SimpleTimeoutPolicy>,
     /// A custom policy (not supported).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,7 +131,11 @@ pub struct SimpleTimeoutPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<Duration>,
     /// A request header that overrides the timeout (not supported).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        alias = "override_header_name",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub override_header_name: String,
 }
 
@@ -137,7 +145,7 @@ pub struct SimpleTimeoutPolicy {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRetry {
     /// The retry policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "simple_retry", default, skip_serializing_if = "Option::is_none")]
     pub simple_retry: Option<SimpleRetryPolicy>,
     /// A custom policy (not supported).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -153,10 +161,14 @@ pub struct SimpleRetryPolicy {
     #[serde(default)]
     pub attempts: i32,
     /// Timeout of each try.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "per_try_timeout", default, skip_serializing_if = "Option::is_none")]
     pub per_try_timeout: Option<Duration>,
     /// A request header that overrides the policy (not supported).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        alias = "override_header_name",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub override_header_name: String,
 }
 
@@ -182,13 +194,17 @@ pub struct Delay {
     #[serde(default)]
     pub percent: f64,
     /// How long to delay them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "fixed_delay", default, skip_serializing_if = "Option::is_none")]
     pub fixed_delay: Option<Duration>,
     /// Exponentially distributed delay (not supported).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "exponential_delay", default, skip_serializing_if = "Option::is_none")]
     pub exponential_delay: Option<Duration>,
     /// A request header that overrides the fault (not supported).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        alias = "override_header_name",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub override_header_name: String,
 }
 
@@ -201,16 +217,20 @@ pub struct Abort {
     #[serde(default)]
     pub percent: f64,
     /// The HTTP status to answer with (200 to 599).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "http_status", default, skip_serializing_if = "Option::is_none")]
     pub http_status: Option<i32>,
     /// A gRPC status (not supported).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "grpc_status", default, skip_serializing_if = "Option::is_none")]
     pub grpc_status: Option<String>,
     /// An HTTP/2 error (not supported).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "http2_error", default, skip_serializing_if = "Option::is_none")]
     pub http2_error: Option<String>,
     /// A request header that overrides the fault (not supported).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        alias = "override_header_name",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub override_header_name: String,
 }
 
@@ -220,22 +240,22 @@ pub struct Abort {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CorsPolicy {
     /// Allowed origins.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "allow_origin", default, skip_serializing_if = "Vec::is_empty")]
     pub allow_origin: Vec<String>,
     /// Allowed methods (from the HTTP method set).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "allow_methods", default, skip_serializing_if = "Vec::is_empty")]
     pub allow_methods: Vec<String>,
     /// Allowed request headers.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "allow_headers", default, skip_serializing_if = "Vec::is_empty")]
     pub allow_headers: Vec<String>,
     /// Response headers exposed to the browser.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(alias = "expose_headers", default, skip_serializing_if = "Vec::is_empty")]
     pub expose_headers: Vec<String>,
     /// How long a preflight answer may be cached (whole seconds).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "max_age", default, skip_serializing_if = "Option::is_none")]
     pub max_age: Option<Duration>,
     /// Whether credentials are allowed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "allow_credentials", default, skip_serializing_if = "Option::is_none")]
     pub allow_credentials: Option<bool>,
 }
 
@@ -257,7 +277,7 @@ impl ConfigKind for RouteRule {
 
     fn validate(&self, errors: &mut FieldErrors) {
         match &self.destination {
-            Some(destination) => destination.validate_without_labels("spec.destination", errors),
+            Some(destination) => destination.validate_destination_without_labels("spec.destination", errors),
             None => errors.push("spec.destination", "a route rule needs a destination service"),
         }
         if let Some(condition) = &self.match_condition {

@@ -753,10 +753,11 @@ fn ingress_rules() {
             ingress(json!({"destination": {"name": "productpage", "labels": {"version": "v1"}}})),
             Some(("spec.destination.labels", "cannot have labels")),
         ),
+        ("no port: Istio's default", IR, ingress(json!({"port": 0})), None),
         (
-            "port required",
+            "port in range",
             IR,
-            ingress(json!({"port": 0})),
+            ingress(json!({"port": 70000})),
             Some(("spec.port", "1 to 65535")),
         ),
         (
@@ -847,4 +848,61 @@ mod schema {
         assert!(!text.contains("$ref"), "subschemas are inlined: {text}");
         assert_eq!(openapi["properties"]["route"]["type"], "array");
     }
+}
+
+#[test]
+fn wildcard_hosts_as_istio_accepted_them() {
+    let egress = |service: &str| json!({"destination": {"service": service}, "ports": [{"port": 80, "protocol": "http"}]});
+    table(&[
+        ("egress *.foo.com", "EgressRule", egress("*.foo.com"), None),
+        (
+            "egress *-bar.foo.com",
+            "EgressRule",
+            egress("*-bar.foo.com"),
+            None,
+        ),
+        ("egress *", "EgressRule", egress("*"), None),
+        (
+            "egress wildcard inside",
+            "EgressRule",
+            egress("foo.*.com"),
+            Some(("spec.destination.service", "not a domain")),
+        ),
+        (
+            "route rule to a wildcard host",
+            "RouteRule",
+            json!({"destination": {"service": "*.foo.com"}, "httpReqTimeout": {"simpleTimeout": {"timeout": "3s"}}}),
+            None,
+        ),
+        (
+            "policy for a wildcard egress host",
+            "DestinationPolicy",
+            json!({"destination": {"service": "*.google.com"}, "circuitBreaker": {"simpleCb": {"maxConnections": 10}}}),
+            None,
+        ),
+        (
+            "a wildcard host has no instances to select",
+            "DestinationPolicy",
+            json!({"destination": {"service": "*.google.com", "labels": {"version": "v1"}}}),
+            Some(("spec.destination.labels", "no instances")),
+        ),
+        (
+            "a wildcard host's balancing is the original destination",
+            "DestinationPolicy",
+            json!({"destination": {"service": "*.google.com"}, "loadBalancing": {"name": "RANDOM"}}),
+            Some(("spec.loadBalancing", "ORIGINAL_DST")),
+        ),
+        (
+            "a route cannot send to a wildcard",
+            "RouteRule",
+            json!({"destination": {"name": "reviews"}, "route": [{"destination": {"service": "*.foo.com"}}]}),
+            Some(("spec.route[0].destination.service", "names no single destination")),
+        ),
+        (
+            "an ingress cannot send to a wildcard",
+            "IngressRule",
+            json!({"destination": {"service": "*.foo.com"}, "destinationPort": 80}),
+            Some(("spec.destination.service", "names no single destination")),
+        ),
+    ]);
 }
