@@ -43,6 +43,7 @@ mod validation;
 
 pub mod document;
 pub mod istio;
+pub mod networking;
 pub mod proxy;
 
 /// The attribute [`ConfigStore`], [`ConfigWatch`] and [`ServiceDiscovery`]
