@@ -57,12 +57,14 @@ pub const VERSION: &str = "v1";
 pub const VERSIONS: &[&str] = &["v1", "v1beta1", "v1alpha3"];
 
 macro_rules! networking_kind {
-    ($ty:ty, $kind:literal, $plural:literal, $validate:path) => {
+    ($ty:ty, $kind:literal, $plural:literal, $short:literal, $validate:path) => {
         impl ConfigKind for $ty {
             const KIND: &'static str = $kind;
             const PLURAL: &'static str = $plural;
             const GROUP: &'static str = GROUP;
             const VERSION: &'static str = VERSION;
+            const SERVED_VERSIONS: &'static [&'static str] = VERSIONS;
+            const SHORT_NAMES: &'static [&'static str] = &[$short];
 
             #[cfg(feature = "schema")]
             fn openapi_schema() -> Option<serde_json::Value> {
@@ -80,25 +82,29 @@ networking_kind!(
     VirtualService,
     "VirtualService",
     "virtualservices",
+    "vs",
     validate_virtual_service
 );
 networking_kind!(
     DestinationRule,
     "DestinationRule",
     "destinationrules",
+    "dr",
     validate_destination_rule
 );
 networking_kind!(
     ServiceEntry,
     "ServiceEntry",
     "serviceentries",
+    "se",
     validate_service_entry
 );
-networking_kind!(Gateway, "Gateway", "gateways", validate_gateway);
+networking_kind!(Gateway, "Gateway", "gateways", "gw", validate_gateway);
 networking_kind!(
     WorkloadEntry,
     "WorkloadEntry",
     "workloadentries",
+    "we",
     validate_workload_entry
 );
 
