@@ -58,3 +58,59 @@ fn proto_field_names_are_read_and_lower_camel_written() {
     assert_eq!(written["http"][0]["retries"]["perTryTimeout"], "1s");
     assert!(written.to_string().find('_').is_none(), "{written}");
 }
+
+/// The `# expect:` paths of each document of `text`.
+fn expectations(text: &str) -> Vec<Vec<String>> {
+    text.split("\n---")
+        .map(|doc| {
+            let mut paths: Vec<String> = doc
+                .lines()
+                .filter_map(|l| l.strip_prefix("# expect:"))
+                .flat_map(|l| l.split_whitespace().map(str::to_string))
+                .collect();
+            paths.sort();
+            paths
+        })
+        .collect()
+}
+
+#[test]
+fn refused_documents_name_every_path_with_line_and_column() {
+    let registry = networking::registry();
+    let files = data("invalid");
+    assert_eq!(files.len(), 5);
+    let mut failures = Vec::new();
+    for (name, text) in &files {
+        let expected = expectations(text);
+        let Err(errors) = document::parse(name, text, &registry) else {
+            panic!("{name}: accepted");
+        };
+        for (i, want) in expected.iter().enumerate() {
+            let mut got: Vec<String> = errors
+                .0
+                .iter()
+                .filter(|e| e.document == i + 1)
+                .map(|e| e.path.clone())
+                .collect();
+            got.sort();
+            got.dedup();
+            let shown: Vec<String> = errors
+                .0
+                .iter()
+                .filter(|e| e.document == i + 1)
+                .map(|e| e.to_string())
+                .collect();
+            if &got != want {
+                failures.push(format!(
+                    "{name} document {}: expected {want:?}, got:\n{}",
+                    i + 1,
+                    shown.join("\n")
+                ));
+            }
+        }
+        for error in &errors.0 {
+            assert!(error.line > 1 && error.column >= 1, "{error}");
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

@@ -17,11 +17,15 @@
 //! );
 //! ```
 
+mod checks;
 mod common;
 mod destination_rule;
 mod gateway;
 mod service_entry;
 mod traffic_policy;
+mod validate_destination_rule;
+mod validate_entries;
+mod validate_virtual_service;
 mod virtual_service;
 mod workload_entry;
 
@@ -38,6 +42,7 @@ pub use traffic_policy::{
     H2UpgradePolicy, HttpCookie, HttpSettings, LoadBalancerSettings, MagLev, OutlierDetection,
     PortTrafficPolicy, RingHash, SimpleLb, TcpKeepalive, TcpSettings, TrafficPolicy,
 };
+pub use validate_virtual_service::{RETRY_ON, hosts_overlap};
 pub use virtual_service::{
     CorsPolicy, Delegate, FaultAbort, FaultDelay, HttpBody, HttpDirectResponse, HttpFaultInjection,
     HttpMatchRequest, HttpMirrorPolicy, HttpRedirect, HttpRetry, HttpRewrite, HttpRoute,
@@ -109,30 +114,24 @@ networking_kind!(
 );
 
 fn validate_virtual_service(vs: &VirtualService, errors: &mut FieldErrors) {
-    if vs.hosts.is_empty() {
-        errors.push("spec.hosts", "at least one host is required");
-    }
+    validate_virtual_service::validate(vs, errors);
 }
 
 fn validate_destination_rule(dr: &DestinationRule, errors: &mut FieldErrors) {
-    if dr.host.is_empty() {
-        errors.push("spec.host", "a host is required");
-    }
+    validate_destination_rule::validate(dr, errors);
 }
 
 fn validate_service_entry(se: &ServiceEntry, errors: &mut FieldErrors) {
-    if se.hosts.is_empty() {
-        errors.push("spec.hosts", "at least one host is required");
-    }
+    validate_entries::service_entry(se, errors);
 }
 
 fn validate_gateway(gw: &Gateway, errors: &mut FieldErrors) {
-    if gw.servers.is_empty() {
-        errors.push("spec.servers", "at least one server is required");
-    }
+    validate_entries::gateway(gw, errors);
 }
 
-fn validate_workload_entry(_we: &WorkloadEntry, _errors: &mut FieldErrors) {}
+fn validate_workload_entry(we: &WorkloadEntry, errors: &mut FieldErrors) {
+    validate_entries::workload_entry(we, errors);
+}
 
 /// Registers the five networking kinds with `registry`.
 pub fn register(registry: &KindRegistry) -> Result<(), StoreError> {
