@@ -60,13 +60,10 @@ pub(crate) fn document(registry: &KindRegistry, options: Options) -> Value {
             continue;
         };
         kind_schemas(&schema, &mut schemas);
-        for version in &schema.versions {
-            kind_paths(
-                &super::resources::served_at(&schema, version),
-                options,
-                &mut paths,
-            );
-        }
+        // The storage version's paths; the other served versions take the
+        // same bodies at the same paths with their version (kube's
+        // per-group-version documents, /openapi/v3, list every one).
+        kind_paths(&schema, options, &mut paths);
     }
     for (path, item) in fixed_routes() {
         let item = secure_path_item(item, options);
