@@ -12,8 +12,13 @@
 //! | `PLT0105` | warning | no | two egress rules conflict as Istio's did: the same host, or different protocols on one port |
 //! | `PLT0106` | warning | no (labels) / yes | a destination policy no rule or service uses |
 //!
+//! The networking.istio.io kinds have their own checks (`PLT02xx`,
+//! [`networking`]).
+//!
 //! Rules for a service are tried highest precedence first, ties by
 //! namespace then name, as pilot-xds orders them.
+
+mod networking;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -93,6 +98,7 @@ pub fn analyze(objects: &[DynConfig], services: Option<&Services>, domain: &str)
     if let Some(services) = services {
         references(&typed, services, domain, &mut out);
     }
+    networking::analyze(objects, services, domain, &mut out);
     out.sort_by(|a, b| {
         (&a.kind, &a.namespace, &a.name, a.code, &a.path).cmp(&(
             &b.kind,
@@ -134,7 +140,7 @@ impl Typed {
     }
 }
 
-fn finding<K: ConfigKind>(
+pub(crate) fn finding<K: ConfigKind>(
     object: &Config<K>,
     code: &'static str,
     severity: Severity,

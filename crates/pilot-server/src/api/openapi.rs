@@ -60,6 +60,9 @@ pub(crate) fn document(registry: &KindRegistry, options: Options) -> Value {
             continue;
         };
         kind_schemas(&schema, &mut schemas);
+        // The storage version's paths; the other served versions take the
+        // same bodies at the same paths with their version (kube's
+        // per-group-version documents, /openapi/v3, list every one).
         kind_paths(&schema, options, &mut paths);
     }
     for (path, item) in fixed_routes() {
@@ -259,7 +262,7 @@ fn kind_schemas(schema: &KindSchema, schemas: &mut Map<String, Value>) {
         "required": ["metadata", "spec"],
         "additionalProperties": false,
         "properties": {
-            "apiVersion": {"type": "string", "enum": [format!("{}/{}", schema.group, schema.version)]},
+            "apiVersion": {"type": "string", "enum": schema.versions.iter().map(|v| format!("{}/{v}", schema.group)).collect::<Vec<_>>()},
             "kind": {"type": "string", "enum": [kind]},
             "metadata": {"$ref": "#/components/schemas/ObjectMeta"},
             "spec": spec,
