@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use super::body;
 use super::list::{self, Filter};
+use super::managed_fields;
 use super::options::WriteOptions;
 use crate::api::ApiError;
 use crate::state::AppState;
@@ -82,14 +83,26 @@ pub(crate) async fn create(
     body: Body,
 ) -> Result<Response, ApiError> {
     let schema = resolve(&state, &group, &version, &plural)?;
+    let mut warnings = Vec::new();
     let result = async {
-        let options = WriteOptions::parse(&query)?;
+        let options = WriteOptions::parse(&query, &headers)?;
         let bytes = body::read_json(&state, &headers, body).await?;
-        let config = body::decode(&state, &schema, &namespace, None, &bytes)?;
-        write_create(&state, config, &options).await
+        let config = body::decode(
+            &state,
+            &schema,
+            &namespace,
+            None,
+            &bytes,
+            options.field_validation,
+            &mut warnings,
+        )?;
+        write_create(&state, config, &options, Ownership::Update).await
     };
     match result.await {
-        Ok(stored) => Ok((StatusCode::CREATED, Json(&*stored)).into_response()),
+        Ok(stored) => Ok(with_warnings(
+            (StatusCode::CREATED, Json(&*stored)).into_response(),
+            &warnings,
+        )),
         Err(error) => Err(error.for_resource(&schema)),
     }
 }
@@ -104,14 +117,23 @@ pub(crate) async fn replace(
     body: Body,
 ) -> Result<Response, ApiError> {
     let schema = resolve(&state, &group, &version, &plural)?;
+    let mut warnings = Vec::new();
     let result = async {
-        let options = WriteOptions::parse(&query)?;
+        let options = WriteOptions::parse(&query, &headers)?;
         let bytes = body::read_json(&state, &headers, body).await?;
-        let config = body::decode(&state, &schema, &namespace, Some(&name), &bytes)?;
-        write_update(&state, config, &options).await
+        let config = body::decode(
+            &state,
+            &schema,
+            &namespace,
+            Some(&name),
+            &bytes,
+            options.field_validation,
+            &mut warnings,
+        )?;
+        write_update(&state, config, &options, Ownership::Update).await
     };
     match result.await {
-        Ok(stored) => Ok(Json(&*stored).into_response()),
+        Ok(stored) => Ok(with_warnings(Json(&*stored).into_response(), &warnings)),
         Err(error) => Err(error.for_resource(&schema)),
     }
 }
@@ -128,7 +150,7 @@ pub(crate) async fn delete(
     let schema = resolve(&state, &group, &version, &plural)?;
     let key = ConfigKey::new(&schema.kind, namespace, name);
     let result = async {
-        let options = WriteOptions::parse(&query)?;
+        let options = WriteOptions::parse(&query, &headers)?;
         let version = delete_precondition(&state, &headers, &query, body).await?;
         write_delete(&state, &key, version.as_deref(), &options).await
     };
@@ -152,11 +174,12 @@ pub(crate) async fn delete(
 pub(crate) async fn delete_collection(
     State(state): State<AppState>,
     Path((group, version, namespace, plural)): CollectionPath,
+    headers: HeaderMap,
     Query(query): Query_,
 ) -> Result<Response, ApiError> {
     let schema = resolve(&state, &group, &version, &plural)?;
     let result = async {
-        let options = WriteOptions::parse(&query)?;
+        let options = WriteOptions::parse(&query, &headers)?;
         let filter = Filter::parse(Some(namespace.clone()), &query)?;
         let objects = state
             .store
@@ -190,16 +213,32 @@ pub(crate) async fn delete_collection(
     }
 }
 
+/// Whose fields a write records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ownership {
+    /// An `Update` by the options' manager: the fields it changed become its.
+    Update,
+    /// A server-side apply, whose managed fields the object carries.
+    Applied,
+}
+
 /// Creates `config`, or with `dryRun` checks everything a create checks
 /// and answers the object as it would be stored.
 pub(crate) async fn write_create(
     state: &AppState,
     mut config: DynConfig,
     options: &WriteOptions,
+    ownership: Ownership,
 ) -> Result<Arc<DynConfig>, ApiError> {
     config.meta.resource_version = None;
     config.meta.uid = Some(new_uid());
     config.meta.generation = Some(1);
+    if ownership == Ownership::Update {
+        config.meta.managed_fields = Vec::new();
+        let document = document_of(state, &config)?;
+        config.meta.managed_fields =
+            managed_fields::record_update(&[], None, &document, &options.manager, &now());
+    }
     let key = config.key();
     if options.dry_run {
         let mut config = state
@@ -235,12 +274,25 @@ pub(crate) async fn write_update(
     state: &AppState,
     mut config: DynConfig,
     options: &WriteOptions,
+    ownership: Ownership,
 ) -> Result<Arc<DynConfig>, ApiError> {
     let key = config.key();
     let stored = current_in_backend(state, &key).await;
-    // uid and generation follow the stored object; the version check of
-    // the write makes sure it is the one being replaced.
+    // uid, generation and managed fields follow the stored object; the
+    // version check of the write makes sure it is the one being replaced.
     if let Ok(stored) = &stored {
+        if ownership == Ownership::Update {
+            config.meta.managed_fields = Vec::new();
+            let old = document_of(state, stored)?;
+            let new = document_of(state, &config)?;
+            config.meta.managed_fields = managed_fields::record_update(
+                &stored.meta.managed_fields,
+                Some(&old),
+                &new,
+                &options.manager,
+                &now(),
+            );
+        }
         config.meta.uid = Some(stored.meta.uid.clone().unwrap_or_else(new_uid));
         let generation = stored.meta.generation.unwrap_or(1);
         config.meta.generation = Some(if stored.spec == config.spec {
@@ -298,6 +350,33 @@ pub(crate) async fn write_delete(
         }
         Err(error) => Err(store_error(state, key, error).await),
     }
+}
+
+/// `config` in the document form, its `apiVersion` filled from its kind.
+pub(crate) fn document_of(state: &AppState, config: &DynConfig) -> Result<Value, ApiError> {
+    let mut document = serde_json::to_value(config)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", e.to_string()))?;
+    if let Some(schema) = state.registry.get(&config.meta.kind) {
+        document["apiVersion"] = json!(format!("{}/{}", schema.group, schema.version));
+    }
+    Ok(document)
+}
+
+/// Now, as `managedFields` times are written (RFC 3339, whole seconds).
+pub(crate) fn now() -> String {
+    humantime::format_rfc3339_seconds(pilot_model::now_seconds()).to_string()
+}
+
+/// `response` with a `Warning` header per warning, as kube-apiserver sends
+/// them (`299 - "text"`).
+pub(crate) fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        let text = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(value) = axum::http::HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+            response.headers_mut().append(axum::http::header::WARNING, value);
+        }
+    }
+    response
 }
 
 /// The stored object at `key` as a read shows it, or 404.
