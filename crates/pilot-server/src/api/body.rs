@@ -229,7 +229,17 @@ pub(crate) fn decode_value(
         .0
         .iter()
         .map(|e| {
-            if e.path.is_empty() {
+            // An unknown field as kube-apiserver names it (`unknown field
+            // "spec.x"`), with pilot's suggestion after it.
+            if let Some(rest) = e.message.strip_prefix("unknown field `")
+                && !e.path.is_empty()
+            {
+                let hint = rest
+                    .split_once(';')
+                    .map(|(_, hint)| format!(";{hint}"))
+                    .unwrap_or_default();
+                format!("unknown field {:?}{hint}", e.path)
+            } else if e.path.is_empty() {
                 e.message.clone()
             } else {
                 format!("{}: {}", e.path, e.message)
