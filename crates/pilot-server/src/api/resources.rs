@@ -151,8 +151,11 @@ pub(crate) async fn delete(
     let key = ConfigKey::new(&schema.kind, namespace, name);
     let result = async {
         let options = WriteOptions::parse(&query, &headers)?;
-        let version = delete_precondition(&state, &headers, &query, body).await?;
-        write_delete(&state, &key, version.as_deref(), &options).await
+        let (version, uid) = delete_precondition(&state, &headers, &query, body).await?;
+        match uid {
+            Some(uid) => delete_with_uid(&state, &key, version.as_deref(), &uid, &options).await,
+            None => write_delete(&state, &key, version.as_deref(), &options).await,
+        }
     };
     match result.await {
         Ok(()) => Ok(Json(json!({
@@ -379,6 +382,49 @@ pub(crate) fn with_warnings(mut response: Response, warnings: &[String]) -> Resp
     response
 }
 
+/// Deletes `key` only if it is still the object with this `uid` (and at
+/// `version` when given): 409 as kube-apiserver words it when not. The
+/// delete is made at the version the uid was checked at, again if another
+/// write came between (when no version was asked for).
+async fn delete_with_uid(
+    state: &AppState,
+    key: &ConfigKey,
+    version: Option<&str>,
+    uid: &str,
+    options: &WriteOptions,
+) -> Result<(), ApiError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let stored = current_in_backend(state, key).await?;
+        let actual = stored.meta.uid.as_deref().unwrap_or_default();
+        if actual != uid {
+            let resource = state
+                .registry
+                .get(&key.kind)
+                .map(|s| format!("{}.{}", s.plural, s.group))
+                .unwrap_or_else(|| key.kind.clone());
+            return Err(ApiError {
+                details: json!({"name": key.name, "namespace": key.namespace}),
+                ..ApiError::new(
+                    StatusCode::CONFLICT,
+                    "Conflict",
+                    format!(
+                        "Operation cannot be fulfilled on {resource} {:?}: Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}",
+                        key.name
+                    ),
+                )
+            });
+        }
+        let at = version.or(stored.meta.resource_version.as_deref());
+        match write_delete(state, key, at, options).await {
+            Err(error)
+                if error.reason == "Conflict" && version.is_none() && attempt < super::patch::ATTEMPTS => {}
+            other => return other,
+        }
+    }
+}
+
 /// The stored object at `key` as a read shows it, or 404.
 pub(crate) async fn current(state: &AppState, key: &ConfigKey) -> Result<Arc<DynConfig>, ApiError> {
     match state.store.get(key).await {
@@ -453,36 +499,35 @@ fn check_version(key: &ConfigKey, sent: Option<&str>, stored: &DynConfig) -> Res
     ))
 }
 
-/// The version a delete is conditional on: `?resourceVersion=`, or the
-/// `preconditions.resourceVersion` of a `DeleteOptions` body (what
-/// kubectl and the Kubernetes clients send).
+/// The version and uid a delete is conditional on: `?resourceVersion=`,
+/// or the `preconditions` of a `DeleteOptions` body (what kubectl and the
+/// Kubernetes clients send).
 async fn delete_precondition(
     state: &AppState,
     headers: &HeaderMap,
     query: &HashMap<String, String>,
     body: Body,
-) -> Result<Option<String>, ApiError> {
+) -> Result<(Option<String>, Option<String>), ApiError> {
     let bytes = body::read_limited(state, headers, body).await?;
-    let from_body = if bytes.iter().all(u8::is_ascii_whitespace) {
-        None
+    let (from_body, uid) = if bytes.iter().all(u8::is_ascii_whitespace) {
+        (None, None)
     } else {
         let options = body::json_value(&bytes)?;
-        if let Some(uid) = options.pointer("/preconditions/uid").and_then(Value::as_str)
-            && !uid.is_empty()
-        {
-            tracing::debug!(%uid, "a delete's uid precondition is not checked");
-        }
-        options
-            .pointer("/preconditions/resourceVersion")
-            .and_then(Value::as_str)
-            .filter(|v| !v.is_empty())
-            .map(str::to_string)
+        let precondition = |field: &str| {
+            options
+                .pointer(&format!("/preconditions/{field}"))
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        (precondition("resourceVersion"), precondition("uid"))
     };
-    Ok(query
+    let version = query
         .get("resourceVersion")
         .filter(|v| !v.is_empty())
         .cloned()
-        .or(from_body))
+        .or(from_body);
+    Ok((version, uid))
 }
 
 /// A store error as a response, with the current version for a conflict
