@@ -434,9 +434,28 @@ fn kubectl_server_side_apply(kubectl: &Kubectl) {
     kubectl.ok(&["delete", "rr", "ssa-rule", "unknown-rule"]);
 }
 
-/// The official Python client's CustomObjectsApi, step by step.
+/// The official Python client's CustomObjectsApi and dynamic client,
+/// step by step.
 fn python_client(kubectl: &Kubectl) {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kubectl/custom_objects.py");
+    python_script(
+        kubectl,
+        "custom_objects.py",
+        &["create", "get", "list", "patch", "watch", "delete"],
+    );
+    python_script(
+        kubectl,
+        "dynamic_client.py",
+        &[
+            "discover", "create", "get", "list", "patch", "watch", "apply", "delete",
+        ],
+    );
+}
+
+/// Runs `tests/kubectl/{name}`, which prints a line per step.
+fn python_script(kubectl: &Kubectl, name: &str, steps: &[&str]) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/kubectl")
+        .join(name);
     let output = Command::new(tool("python"))
         .arg(script)
         .args([&kubectl.url, kubectl.ca.to_str().unwrap(), TOKEN])
@@ -446,10 +465,10 @@ fn python_client(kubectl: &Kubectl) {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "the Python client failed:\n{stdout}{}",
+        "the Python client failed ({name}):\n{stdout}{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    for step in ["create", "get", "list", "patch", "watch", "delete"] {
+    for step in steps {
         assert!(
             stdout.lines().any(|l| l.starts_with(step)),
             "{step} missing:\n{stdout}"

@@ -257,7 +257,7 @@ fn server_side_apply(client: &Client) {
         (409, Some("Conflict")),
         "{status}"
     );
-    let (code, status) = client.apply("applied", "fieldManager=ci&force=1", &config("applied", ""));
+    let (code, status) = client.apply("applied", "fieldManager=ci&force=yes", &config("applied", ""));
     assert_eq!(code, 400, "{status}");
 
     // A PUT of the object as read keeps the managers; what it changes is
@@ -357,25 +357,25 @@ async fn server_side_apply_on_the_memory_store() {
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn server_side_apply_on_the_journal_survives_a_restart() {
+/// On the journal, in a pilot-discovery process restarted on its
+/// directory (the journal's lock is the process's until it exits).
+#[test]
+fn server_side_apply_on_the_journal_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let flags = ["--data-dir", dir.path().to_str().unwrap()];
-    let server = TestServer::start(&flags).await;
-    let before = tokio::task::block_in_place(|| {
-        let client = Client(server.rest);
-        server_side_apply(&client);
-        client.get("applied")
-    });
-    server.stop().await;
-    let server = TestServer::start(&flags).await;
-    let after = tokio::task::block_in_place(|| Client(server.rest).get("applied"));
+    let server = pilot_test_support::Discovery::start(&flags);
+    let client = Client(([127, 0, 0, 1], server.port).into());
+    server_side_apply(&client);
+    let before = client.get("applied");
+    drop(server);
+    let server = pilot_test_support::Discovery::start(&flags);
+    let after = Client(([127, 0, 0, 1], server.port).into()).get("applied");
     assert_eq!(
         after["metadata"]["managedFields"],
         before["metadata"]["managedFields"]
     );
     assert_eq!(after["metadata"]["uid"], before["metadata"]["uid"]);
-    server.stop().await;
+    assert_eq!(after["metadata"]["generation"], before["metadata"]["generation"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -70,9 +70,11 @@ impl WriteOptions {
                 )));
             }
         };
+        // Read as Go's strconv.ParseBool reads it (the Python client sends
+        // `True`).
         let force = match query.get("force").map(String::as_str) {
-            None | Some("") | Some("false") => false,
-            Some("true") => true,
+            None | Some("" | "0" | "f" | "F" | "false" | "False" | "FALSE") => false,
+            Some("1" | "t" | "T" | "true" | "True" | "TRUE") => true,
             Some(other) => {
                 return Err(ApiError::bad_request(format!(
                     "force must be true or false, not {other:?}"
