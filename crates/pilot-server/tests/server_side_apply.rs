@@ -337,6 +337,42 @@ fn field_validation(client: &Client) {
         answer.head
     );
 
+    // Finalizers are refused whatever fieldValidation asks (pilot deletes
+    // at once); an empty list is none.
+    for query in ["", "?fieldValidation=Ignore"] {
+        let mut with_finalizer = common::rule("finalized", "v1");
+        with_finalizer["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
+        let (answer, status) = client.send(
+            "POST",
+            &format!("{path}{query}"),
+            "application/json",
+            &with_finalizer.to_string(),
+        );
+        assert_eq!(
+            (answer.code, status["reason"].as_str()),
+            (422, Some("Invalid")),
+            "{status}"
+        );
+        assert_eq!(
+            status["details"]["causes"][0]["field"], "metadata.finalizers",
+            "{status}"
+        );
+    }
+    let finalizer_yaml = config("finalized", "").replace(
+        "  namespace: default\n",
+        "  namespace: default\n  finalizers:\n  - example.com/cleanup\n",
+    );
+    let (code, status) = client.apply(
+        "finalized",
+        "fieldManager=ci&fieldValidation=Ignore",
+        &finalizer_yaml,
+    );
+    assert_eq!(code, 422, "{status}");
+    let mut no_finalizers = common::rule("unfinalized", "v1");
+    no_finalizers["metadata"]["finalizers"] = json!([]);
+    let (answer, created) = client.send("POST", &path, "application/json", &no_finalizers.to_string());
+    assert_eq!(answer.code, 201, "{created}");
+
     // An apply with an unknown field: the same rules, and no one owns it.
     let yaml = config("applied-unknown", "  zzz: 1\n");
     let (code, status) = client.apply("applied-unknown", "fieldManager=ci&fieldValidation=Strict", &yaml);

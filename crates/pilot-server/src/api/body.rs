@@ -17,7 +17,14 @@ use crate::state::AppState;
 /// Metadata the server sets, accepted in a body and ignored, so that an
 /// object exported from a cluster (`kubectl get -o yaml`) can be created or
 /// replaced as it is.
-const SERVER_SET_METADATA: &[&str] = &["uid", "generation", "managedFields", "selfLink"];
+const SERVER_SET_METADATA: &[&str] = &[
+    "uid",
+    "generation",
+    "managedFields",
+    "selfLink",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+];
 
 /// The media type of the request body (`application/json` when none is
 /// sent), lower case and without parameters.
@@ -157,8 +164,38 @@ pub(crate) fn decode_value(
             "metadata.name {body_name:?} does not match the URL's name {name:?}"
         )));
     }
+    // Finalizers are refused whatever fieldValidation says: dropping one
+    // would delete at once an object its writer meant to outlive a delete.
+    if value
+        .pointer("/metadata/finalizers")
+        .is_some_and(|f| f.as_array().is_none_or(|list| !list.is_empty()))
+    {
+        let key = ConfigKey::new(
+            &schema.kind,
+            namespace,
+            body_name.as_deref().or(name).unwrap_or_default(),
+        );
+        let message =
+            "finalizers are not supported: pilot deletes an object at once; remove metadata.finalizers";
+        return Err(ApiError {
+            details: json!({
+                "kind": key.kind, "namespace": key.namespace, "name": key.name,
+                "causes": [{"reason": "FieldValueForbidden", "field": "metadata.finalizers", "message": message}],
+            }),
+            ..ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                format!("{key} is invalid: metadata.finalizers: {message}"),
+            )
+        });
+    }
     let mut stripped = false;
     if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        // An empty list of finalizers is none.
+        if metadata.get("finalizers").is_some() {
+            metadata.remove("finalizers");
+            stripped = true;
+        }
         for field in SERVER_SET_METADATA {
             stripped |= metadata.remove(*field).is_some();
         }

@@ -360,8 +360,22 @@ pub(crate) fn apply(
             document[key] = value.clone();
         }
     }
-    for key in ["name", "namespace"] {
-        if let Some(value) = config.pointer(&format!("/metadata/{key}")) {
+    // The rest of the configuration's metadata goes to the decoding as
+    // sent: name and namespace, and anything else for it to refuse or
+    // drop as any write's (labels and annotations are merged below; what
+    // the server sets is the server's).
+    for (key, value) in config["metadata"].as_object().into_iter().flatten() {
+        if !matches!(
+            key.as_str(),
+            "labels"
+                | "annotations"
+                | "resourceVersion"
+                | "uid"
+                | "generation"
+                | "creationTimestamp"
+                | "managedFields"
+                | "selfLink"
+        ) {
             document["metadata"][key] = value.clone();
         }
     }
