@@ -100,10 +100,10 @@ pub(crate) fn to_fields_v1(set: &FieldSet) -> Value {
             if !child.is_object() {
                 *child = Value::Object(Map::new());
             }
-            node = child.as_object_mut().expect("made an object above");
-        }
-        if !node.is_empty() {
-            node.insert(".".into(), json!({}));
+            let Some(map) = child.as_object_mut() else {
+                unreachable!("made an object above")
+            };
+            node = map;
         }
     }
     // A field that is both owned and the parent of owned fields.
@@ -139,10 +139,8 @@ pub(crate) fn from_fields_v1(value: &Value) -> FieldSet {
 
 fn read_trie(value: &Value, path: &mut FieldPath, set: &mut FieldSet) {
     let Some(map) = value.as_object() else { return };
-    if map.is_empty() || map.contains_key(".") {
-        if !path.is_empty() {
-            set.insert(path.clone());
-        }
+    if (map.is_empty() || map.contains_key(".")) && !path.is_empty() {
+        set.insert(path.clone());
     }
     for (key, child) in map {
         if let Some(field) = key.strip_prefix("f:") {
