@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::{ConfigKey, ConfigKind, ConfigMeta, ConfigStatus, FieldError, StoreError};
+use crate::{ConfigKey, ConfigKind, ConfigMeta, ConfigStatus, FieldError, ManagedFieldsEntry, StoreError};
 
 /// A configuration object: metadata and a spec of type `S`.
 ///
@@ -302,6 +302,8 @@ struct ObjectMetaRef<'a> {
     uid: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     generation: Option<i64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    managed_fields: &'a [ManagedFieldsEntry],
 }
 
 #[derive(Deserialize)]
@@ -334,6 +336,8 @@ struct ObjectMeta {
     uid: Option<String>,
     #[serde(default)]
     generation: Option<i64>,
+    #[serde(default)]
+    managed_fields: Vec<ManagedFieldsEntry>,
 }
 
 impl<S: Serialize> Serialize for Config<S> {
@@ -351,6 +355,7 @@ impl<S: Serialize> Serialize for Config<S> {
                 creation_timestamp: meta.creation_timestamp.map(format_timestamp),
                 uid: meta.uid.as_deref(),
                 generation: meta.generation,
+                managed_fields: &meta.managed_fields,
             },
             spec: &self.spec,
             status: meta.status.as_ref(),
@@ -386,6 +391,7 @@ impl<'de, S: Deserialize<'de>> Deserialize<'de> for Config<S> {
                 creation_timestamp,
                 uid: doc.metadata.uid,
                 generation: doc.metadata.generation,
+                managed_fields: doc.metadata.managed_fields,
                 status: doc.status,
             },
             spec: doc.spec,

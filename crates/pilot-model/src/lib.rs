@@ -64,7 +64,7 @@ pub use kind::{ConfigKind, KindRegistry, KindSchema, SpecNormalizer, SpecValidat
 pub use membership::{
     ConnectedProxy, LocalMembership, Membership, ProcessReport, ReplicaRecord, TypeNack, TypeRecord,
 };
-pub use meta::ConfigMeta;
+pub use meta::{ConfigMeta, ManagedFieldsEntry};
 pub use registry_snapshot::RegistrySnapshot;
 pub use service::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};
 pub use store::{ConfigStore, ConfigWatch, Revision, Snapshot, Undecodable, WatchEvent, WatchStream};

@@ -3,7 +3,32 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use serde::{Deserialize, Serialize};
+
 use crate::{ConfigKey, ConfigStatus};
+
+/// One entry of `metadata.managedFields`, as Kubernetes writes it: the
+/// fields one manager set with one kind of operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedFieldsEntry {
+    /// The manager's name (`fieldManager`, or derived from the client's
+    /// user agent).
+    pub manager: String,
+    /// `Apply` (server-side apply) or `Update` (any other write).
+    pub operation: String,
+    /// The `apiVersion` the fields were written in.
+    pub api_version: String,
+    /// When the entry last changed, RFC 3339 with whole seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// Always `FieldsV1`.
+    pub fields_type: String,
+    /// The owned fields, in the `FieldsV1` trie form (`{"f:spec":
+    /// {"f:hosts": {}}}`).
+    #[serde(rename = "fieldsV1")]
+    pub fields_v1: serde_json::Value,
+}
 
 /// Metadata of a configuration object, as in Kubernetes' `ObjectMeta` plus
 /// the type information (`kind`, `group`, `version`).
@@ -42,6 +67,10 @@ pub struct ConfigMeta {
     /// create through the REST API, one more on each write through it that
     /// changes the spec; metadata-only and status writes leave it.
     pub generation: Option<i64>,
+    /// Which field manager owns which fields (Kubernetes' `managedFields`),
+    /// kept by the REST API on every write through it (server-side apply
+    /// and the other writes); empty for an object written another way.
+    pub managed_fields: Vec<ManagedFieldsEntry>,
     /// How far the object has reached the proxies (the document's
     /// top-level `status`), written by pilot-discovery through
     /// `ConfigStore::update_status`. Stores ignore it in `create` and

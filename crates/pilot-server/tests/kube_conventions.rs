@@ -322,3 +322,57 @@ async fn conventions_on_etcd() {
     conventions(&server).await;
     server.stop().await;
 }
+
+/// DELETE with `preconditions` (uid, resourceVersion) in its
+/// `DeleteOptions`: 409 on a mismatch, the object kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn delete_preconditions() {
+    let server = TestServer::start(&[]).await;
+    let path = rules("default");
+    let (code, created) = server.json("POST", &path, Some(&rule("guarded", "v1")));
+    assert_eq!(code, 201, "{created}");
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    let version = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let object = format!("{path}/guarded");
+    let delete = |preconditions: Value| {
+        let body = json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": preconditions});
+        send(
+            &server,
+            "DELETE",
+            &object,
+            &[("content-type", "application/json")],
+            Some(&body),
+        )
+    };
+
+    let (code, status) = delete(json!({"uid": "00000000-0000-4000-8000-000000000000"}));
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (409, Some("Conflict")),
+        "{status}"
+    );
+    assert_eq!(
+        status["message"],
+        format!(
+            "Operation cannot be fulfilled on routerules.config.istio.io \"guarded\": Precondition failed: \
+             UID in precondition: 00000000-0000-4000-8000-000000000000, UID in object meta: {uid}"
+        ),
+        "{status}"
+    );
+    let stale = (version.parse::<u64>().unwrap() + 1000).to_string();
+    let (code, status) = delete(json!({"uid": uid, "resourceVersion": stale}));
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (409, Some("Conflict")),
+        "{status}"
+    );
+    assert_eq!(server.json("GET", &object, None).0, 200);
+
+    let (code, status) = delete(json!({"uid": uid, "resourceVersion": version}));
+    assert_eq!(code, 200, "{status}");
+    assert_eq!(server.json("GET", &object, None).0, 404);
+    server.stop().await;
+}

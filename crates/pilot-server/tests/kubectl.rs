@@ -354,9 +354,108 @@ fn kubectl_manages_pilot(kubectl: &Kubectl) {
     );
 }
 
-/// The official Python client's CustomObjectsApi, step by step.
+/// Server-side apply and field validation as kubectl users meet them.
+fn kubectl_server_side_apply(kubectl: &Kubectl) {
+    let file = kubectl.file("ssa.yaml", &rule("ssa-rule", "v1"));
+    let created = kubectl.ok(&["apply", "--server-side", "-f", &file]);
+    assert_eq!(
+        created.trim(),
+        "routerule.config.istio.io/ssa-rule serverside-applied"
+    );
+    let again = kubectl.ok(&["apply", "--server-side", "-f", &file]);
+    assert_eq!(
+        again.trim(),
+        "routerule.config.istio.io/ssa-rule serverside-applied"
+    );
+    let managers = kubectl.ok(&[
+        "get",
+        "rr",
+        "ssa-rule",
+        "--show-managed-fields",
+        "-o",
+        "jsonpath={.metadata.managedFields[*].manager}/{.metadata.managedFields[*].operation}",
+    ]);
+    assert_eq!(managers, "kubectl/Apply");
+
+    // Another manager changing a field kubectl applied: the conflict as
+    // kubectl prints it, nothing changed.
+    let changed = kubectl.file("ssa-v2.yaml", &rule("ssa-rule", "v2"));
+    let error = kubectl.fails(&["apply", "--server-side", "--field-manager=ci", "-f", &changed]);
+    assert!(
+        error.contains("Apply failed with 1 conflict: conflict with \"kubectl\": .spec.route")
+            && error.contains("--force-conflicts"),
+        "{error}"
+    );
+    let version = || {
+        kubectl.ok(&[
+            "get",
+            "rr",
+            "ssa-rule",
+            "-o",
+            "jsonpath={.spec.route[0].labels.version}",
+        ])
+    };
+    assert_eq!(version(), "v1");
+    let forced = kubectl.ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=ci",
+        "--force-conflicts",
+        "-f",
+        &changed,
+    ]);
+    assert_eq!(
+        forced.trim(),
+        "routerule.config.istio.io/ssa-rule serverside-applied"
+    );
+    assert_eq!(version(), "v2");
+
+    // An unknown field: refused by default (kubectl asks for Strict),
+    // dropped with a warning with --validate=warn.
+    let unknown = kubectl.file(
+        "unknown.yaml",
+        &rule("unknown-rule", "v1").replace("spec:\n", "spec:\n  precedance: 2\n"),
+    );
+    let error = kubectl.fails(&["apply", "-f", &unknown]);
+    assert!(
+        error.contains(
+            r#"The RouteRule "unknown-rule" is invalid: spec.precedance: unknown field `precedance`; did you mean `precedence`?"#
+        ),
+        "{error}"
+    );
+    kubectl.fails(&["get", "rr", "unknown-rule"]);
+    let output = kubectl.output(&["apply", "--validate=warn", "-f", &unknown], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(r#"Warning: unknown field "spec.precedance""#),
+        "{stderr}"
+    );
+    kubectl.ok(&["delete", "rr", "ssa-rule", "unknown-rule"]);
+}
+
+/// The official Python client's CustomObjectsApi and dynamic client,
+/// step by step.
 fn python_client(kubectl: &Kubectl) {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kubectl/custom_objects.py");
+    python_script(
+        kubectl,
+        "custom_objects.py",
+        &["create", "get", "list", "patch", "watch", "delete"],
+    );
+    python_script(
+        kubectl,
+        "dynamic_client.py",
+        &[
+            "discover", "create", "get", "list", "patch", "watch", "apply", "delete",
+        ],
+    );
+}
+
+/// Runs `tests/kubectl/{name}`, which prints a line per step.
+fn python_script(kubectl: &Kubectl, name: &str, steps: &[&str]) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/kubectl")
+        .join(name);
     let output = Command::new(tool("python"))
         .arg(script)
         .args([&kubectl.url, kubectl.ca.to_str().unwrap(), TOKEN])
@@ -366,10 +465,10 @@ fn python_client(kubectl: &Kubectl) {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "the Python client failed:\n{stdout}{}",
+        "the Python client failed ({name}):\n{stdout}{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    for step in ["create", "get", "list", "patch", "watch", "delete"] {
+    for step in steps {
         assert!(
             stdout.lines().any(|l| l.starts_with(step)),
             "{step} missing:\n{stdout}"
@@ -382,6 +481,7 @@ fn kubectl_and_the_python_client_on_the_memory_store() {
     let (server, certs, _dir) = start(&[]);
     let kubectl = Kubectl::new(&server.url, &certs.ca);
     kubectl_manages_pilot(&kubectl);
+    kubectl_server_side_apply(&kubectl);
     python_client(&kubectl);
 }
 
@@ -392,5 +492,6 @@ fn kubectl_and_the_python_client_on_etcd() {
     let (server, certs, _dir) = start(&["--store", "etcd", "--etcd-endpoints", &endpoint]);
     let kubectl = Kubectl::new(&server.url, &certs.ca);
     kubectl_manages_pilot(&kubectl);
+    kubectl_server_side_apply(&kubectl);
     python_client(&kubectl);
 }

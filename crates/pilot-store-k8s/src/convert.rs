@@ -37,10 +37,24 @@ pub(crate) fn to_object(config: &DynConfig) -> DynamicObject {
             labels: map(&meta.labels),
             annotations: map(&meta.annotations),
             resource_version: meta.resource_version.clone(),
+            managed_fields: managed_fields_out(&meta.managed_fields),
             ..ObjectMeta::default()
         },
         data: serde_json::json!({ "spec": config.spec }),
     }
+}
+
+/// pilot's managed fields as Kubernetes' (the same JSON form); none when
+/// there are none, so that the server keeps its own.
+fn managed_fields_out(
+    entries: &[pilot_model::ManagedFieldsEntry],
+) -> Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>> {
+    if entries.is_empty() {
+        return None;
+    }
+    serde_json::to_value(entries)
+        .ok()
+        .and_then(|value| serde_json::from_value(value).ok())
 }
 
 /// The pilot object a custom resource holds. Fails (naming the object) when
@@ -62,6 +76,17 @@ pub(crate) fn to_config(schema: &KindSchema, object: &DynamicObject) -> Result<D
     meta.labels = metadata.labels.clone().unwrap_or_default();
     meta.annotations = metadata.annotations.clone().unwrap_or_default();
     meta.resource_version = metadata.resource_version.clone();
+    // The server's own: uid, generation (moved by spec changes only, as
+    // pilot's) and the field managers (pilot's, as written beside the
+    // object, with any other client's).
+    meta.uid = metadata.uid.clone();
+    meta.generation = metadata.generation;
+    meta.managed_fields = metadata
+        .managed_fields
+        .as_ref()
+        .and_then(|entries| serde_json::to_value(entries).ok())
+        .and_then(|value| serde_json::from_value(value).ok())
+        .unwrap_or_default();
     if let Some((status, generation, digest)) = object.data.get("status").and_then(read_status) {
         // The status was written (through /status, guarded by the
         // resourceVersion it observed) while the spec was at this
@@ -251,6 +276,38 @@ mod tests {
         assert_eq!(json["metadata"]["resourceVersion"], "7");
         assert_eq!(json["spec"]["destination"]["name"], "reviews");
         assert_eq!(to_config(&schema(), &object).unwrap(), config);
+    }
+
+    #[test]
+    fn server_metadata_and_managed_fields_come_from_the_custom_object() {
+        let mut config = DynConfig {
+            meta: ConfigMeta::new("RouteRule", "default", "reviews"),
+            spec: serde_json::json!({}),
+        };
+        config.meta.managed_fields = vec![pilot_model::ManagedFieldsEntry {
+            manager: "ci".into(),
+            operation: "Apply".into(),
+            api_version: "config.istio.io/v1alpha2".into(),
+            time: Some("2026-01-01T00:00:00Z".into()),
+            fields_type: "FieldsV1".into(),
+            fields_v1: serde_json::json!({"f:spec": {"f:precedence": {}}}),
+        }];
+        let mut object = to_object(&config);
+        let json = serde_json::to_value(&object).unwrap();
+        assert_eq!(json["metadata"]["managedFields"][0]["manager"], "ci");
+        assert_eq!(
+            json["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]["f:precedence"],
+            serde_json::json!({})
+        );
+        object.metadata.uid = Some("0b6c0e7e-0000-4000-8000-000000000001".into());
+        object.metadata.generation = Some(3);
+        let back = to_config(&schema(), &object).unwrap();
+        assert_eq!(
+            back.meta.uid.as_deref(),
+            Some("0b6c0e7e-0000-4000-8000-000000000001")
+        );
+        assert_eq!(back.meta.generation, Some(3));
+        assert_eq!(back.meta.managed_fields, config.meta.managed_fields);
     }
 
     #[test]

@@ -11,12 +11,20 @@ use pilot_model::{ConfigKey, DynConfig, KindSchema};
 use serde_json::{Value, json};
 
 use super::ApiError;
+use super::options::FieldValidation;
 use crate::state::AppState;
 
 /// Metadata the server sets, accepted in a body and ignored, so that an
 /// object exported from a cluster (`kubectl get -o yaml`) can be created or
 /// replaced as it is.
-const SERVER_SET_METADATA: &[&str] = &["uid", "generation", "managedFields", "selfLink"];
+const SERVER_SET_METADATA: &[&str] = &[
+    "uid",
+    "generation",
+    "managedFields",
+    "selfLink",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+];
 
 /// The media type of the request body (`application/json` when none is
 /// sent), lower case and without parameters.
@@ -89,19 +97,33 @@ pub(crate) fn json_value(bytes: &[u8]) -> Result<Value, ApiError> {
 /// The body as a validated object of `schema` in `namespace` (named `name`
 /// when given): 400 when it is not a JSON object or names another kind,
 /// namespace or name than the URL, 422 with every field error otherwise.
+/// Unknown fields are refused, dropped or dropped with a warning (added to
+/// `warnings`) as `validation` says.
 pub(crate) fn decode(
     state: &AppState,
     schema: &KindSchema,
     namespace: &str,
     name: Option<&str>,
     bytes: &[u8],
+    validation: FieldValidation,
+    warnings: &mut Vec<String>,
 ) -> Result<DynConfig, ApiError> {
     let value = json_value(bytes)?;
-    decode_value(state, schema, namespace, name, value, Some(bytes))
+    decode_value(
+        state,
+        schema,
+        namespace,
+        name,
+        value,
+        Some(bytes),
+        validation,
+        warnings,
+    )
 }
 
 /// [`decode`] of a value already read (a patched object); `text` is the
 /// body as sent, for line and column in errors, when the value is it.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn decode_value(
     state: &AppState,
     schema: &KindSchema,
@@ -109,6 +131,8 @@ pub(crate) fn decode_value(
     name: Option<&str>,
     mut value: Value,
     text: Option<&[u8]>,
+    validation: FieldValidation,
+    warnings: &mut Vec<String>,
 ) -> Result<DynConfig, ApiError> {
     if !value.is_object() {
         return Err(ApiError::bad_request(
@@ -140,8 +164,38 @@ pub(crate) fn decode_value(
             "metadata.name {body_name:?} does not match the URL's name {name:?}"
         )));
     }
+    // Finalizers are refused whatever fieldValidation says: dropping one
+    // would delete at once an object its writer meant to outlive a delete.
+    if value
+        .pointer("/metadata/finalizers")
+        .is_some_and(|f| f.as_array().is_none_or(|list| !list.is_empty()))
+    {
+        let key = ConfigKey::new(
+            &schema.kind,
+            namespace,
+            body_name.as_deref().or(name).unwrap_or_default(),
+        );
+        let message =
+            "finalizers are not supported: pilot deletes an object at once; remove metadata.finalizers";
+        return Err(ApiError {
+            details: json!({
+                "kind": key.kind, "namespace": key.namespace, "name": key.name,
+                "causes": [{"reason": "FieldValueForbidden", "field": "metadata.finalizers", "message": message}],
+            }),
+            ..ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                format!("{key} is invalid: metadata.finalizers: {message}"),
+            )
+        });
+    }
     let mut stripped = false;
     if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        // An empty list of finalizers is none.
+        if metadata.get("finalizers").is_some() {
+            metadata.remove("finalizers");
+            stripped = true;
+        }
         for field in SERVER_SET_METADATA {
             stripped |= metadata.remove(*field).is_some();
         }
@@ -155,55 +209,131 @@ pub(crate) fn decode_value(
             stripped = true;
         }
     }
-    let owned;
-    let text = match text {
-        Some(text) if !stripped => {
-            std::str::from_utf8(text).map_err(|e| ApiError::bad_request(e.to_string()))?
-        }
-        _ => {
-            owned = serde_json::to_string_pretty(&value).unwrap_or_default();
-            &owned
-        }
+    let mut text = match text {
+        Some(text) if !stripped => std::str::from_utf8(text)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?
+            .to_string(),
+        _ => serde_json::to_string_pretty(&value).unwrap_or_default(),
     };
     let options = ParseOptions {
         default_namespace: namespace.to_string(),
         ..Default::default()
     };
-    match document::parse_with("body", text, &state.registry, &options) {
-        Ok(mut configs) if configs.len() == 1 => Ok(configs.remove(0)),
-        Ok(_) => Err(ApiError::bad_request("the body must hold exactly one object")),
-        Err(errors) => {
-            let key = ConfigKey::new(
-                &schema.kind,
-                namespace,
-                body_name.as_deref().or(name).unwrap_or_default(),
-            );
-            let causes: Vec<Value> = errors
-                .0
-                .iter()
-                .map(|e| json!({"field": e.path, "message": e.message, "line": e.line, "column": e.column}))
-                .collect();
-            let list: Vec<String> = errors
-                .0
-                .iter()
-                .map(|e| {
-                    if e.path.is_empty() {
-                        e.message.clone()
-                    } else {
-                        format!("{}: {}", e.path, e.message)
+    let mut dropped = Vec::new();
+    let errors = loop {
+        match document::parse_with("body", &text, &state.registry, &options) {
+            Ok(mut configs) if configs.len() == 1 => {
+                if validation == FieldValidation::Warn {
+                    warnings.extend(dropped.iter().map(|path| format!("unknown field {path:?}")));
+                }
+                return Ok(configs.remove(0));
+            }
+            Ok(_) => return Err(ApiError::bad_request("the body must hold exactly one object")),
+            // Warn and Ignore drop the unknown fields and read the rest
+            // again (each pass may find more, deeper or in other objects).
+            Err(errors) if validation != FieldValidation::Strict && dropped.len() < MAX_DROPPED => {
+                let unknown: Vec<&str> = errors
+                    .0
+                    .iter()
+                    .filter(|e| e.message.starts_with("unknown field"))
+                    .map(|e| e.path.as_str())
+                    .collect();
+                let before = dropped.len();
+                for path in unknown {
+                    if remove_path(&mut value, path) {
+                        dropped.push(path.to_string());
                     }
-                })
-                .collect();
-            Err(ApiError {
-                details: json!({
-                    "kind": key.kind, "namespace": key.namespace, "name": key.name, "causes": causes,
-                }),
-                ..ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "Invalid",
-                    format!("{key} is invalid: {}", list.join("; ")),
-                )
-            })
+                }
+                if dropped.len() == before {
+                    break errors;
+                }
+                text = serde_json::to_string_pretty(&value).unwrap_or_default();
+            }
+            Err(errors) => break errors,
+        }
+    };
+    let key = ConfigKey::new(
+        &schema.kind,
+        namespace,
+        body_name.as_deref().or(name).unwrap_or_default(),
+    );
+    let causes: Vec<Value> = errors
+        .0
+        .iter()
+        .map(|e| json!({"field": e.path, "message": e.message, "line": e.line, "column": e.column}))
+        .collect();
+    let list: Vec<String> = errors
+        .0
+        .iter()
+        .map(|e| {
+            // An unknown field as kube-apiserver names it (`unknown field
+            // "spec.x"`), with pilot's suggestion after it.
+            if let Some(rest) = e.message.strip_prefix("unknown field `")
+                && !e.path.is_empty()
+            {
+                let hint = rest
+                    .split_once(';')
+                    .map(|(_, hint)| format!(";{hint}"))
+                    .unwrap_or_default();
+                format!("unknown field {:?}{hint}", e.path)
+            } else if e.path.is_empty() {
+                e.message.clone()
+            } else {
+                format!("{}: {}", e.path, e.message)
+            }
+        })
+        .collect();
+    Err(ApiError {
+        details: json!({
+            "kind": key.kind, "namespace": key.namespace, "name": key.name, "causes": causes,
+        }),
+        ..ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            format!("{key} is invalid: {}", list.join("; ")),
+        )
+    })
+}
+
+/// How many unknown fields Warn and Ignore drop from one body at most.
+const MAX_DROPPED: usize = 256;
+
+/// Removes the field at `path` (`spec.route[1].wieght`, as field errors
+/// name it) from `value`; false when there is none.
+fn remove_path(value: &mut Value, path: &str) -> bool {
+    let mut segments = Vec::new();
+    for part in path.split('.') {
+        let mut rest = part;
+        let name_end = rest.find('[').unwrap_or(rest.len());
+        if name_end > 0 {
+            segments.push(rest[..name_end].to_string());
+        }
+        rest = &rest[name_end..];
+        while let Some(inner) = rest.strip_prefix('[') {
+            let Some(end) = inner.find(']') else { return false };
+            segments.push(inner[..end].to_string());
+            rest = &inner[end + 1..];
+        }
+        if !rest.is_empty() {
+            return false;
         }
     }
+    let Some((last, parents)) = segments.split_last() else {
+        return false;
+    };
+    let mut node = value;
+    for segment in parents {
+        node = match node {
+            Value::Object(map) => match map.get_mut(segment) {
+                Some(child) => child,
+                None => return false,
+            },
+            Value::Array(items) => match segment.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                Some(child) => child,
+                None => return false,
+            },
+            _ => return false,
+        };
+    }
+    node.as_object_mut().is_some_and(|map| map.remove(last).is_some())
 }

@@ -37,14 +37,20 @@ impl ApiError {
     }
 
     /// The error as about `schema`'s resource, as Kubernetes reports it:
-    /// `details.kind` is the plural resource name and `details.group` its
-    /// group.
+    /// `details.kind` is the plural resource name (the kind for `Invalid`,
+    /// which kubectl prints as `The RouteRule "x" is invalid`) and
+    /// `details.group` its group.
     pub(crate) fn for_resource(mut self, schema: &KindSchema) -> Self {
         if self.details.is_null() {
             self.details = json!({});
         }
+        let kind = if self.reason == "Invalid" {
+            &schema.kind
+        } else {
+            &schema.plural
+        };
         if let Some(details) = self.details.as_object_mut() {
-            details.insert("kind".into(), json!(schema.plural));
+            details.insert("kind".into(), json!(kind));
             details.insert("group".into(), json!(schema.group));
         }
         self

@@ -37,7 +37,11 @@ const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
 
 /// The patch types a kind's PATCH takes (strategic merge patch is not one,
 /// as for every custom resource).
-pub(crate) const PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json"];
+pub(crate) const PATCH_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+];
 
 /// `GET /openapi/v3`.
 pub(crate) async fn v3_index(State(state): State<AppState>) -> Json<Value> {

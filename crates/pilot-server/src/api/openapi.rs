@@ -406,6 +406,10 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
     collection_delete_responses.insert("504".into(), indeterminate());
     let mut patch_responses = Map::new();
     patch_responses.insert("200".into(), json_response("patched: the stored object", kind));
+    patch_responses.insert(
+        "201".into(),
+        json_response("created by a server-side apply: the stored object", kind),
+    );
     for (code, description) in [
         (
             "400",
@@ -414,12 +418,12 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
         ("404", "no such object"),
         (
             "409",
-            "the patch sets a metadata.resourceVersion that is not current",
+            "the patch sets a metadata.resourceVersion that is not current, or a server-side apply conflicts with another field manager (details.causes names each field and manager; force=true takes them)",
         ),
         ("413", "the body is larger than --max-body-bytes"),
         (
             "415",
-            "not a JSON merge patch or JSON patch (strategic merge patch and server-side apply are not served)",
+            "not a JSON merge patch, JSON patch or server-side apply (strategic merge patch is not served)",
         ),
         (
             "422",
@@ -463,11 +467,18 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
                     "200", "replaced: the stored object", true,
                 ),
                 "patch": {
-                    "summary": format!("Patch a {kind}: JSON merge patch or JSON patch, validated as a replace"),
+                    "summary": format!("Patch a {kind}: JSON merge patch, JSON patch or server-side apply (fieldManager required; creates when absent), validated as a replace"),
                     "x-access": "write",
+                    "parameters": [
+                        {"name": "fieldManager", "in": "query", "schema": {"type": "string", "maxLength": 128},
+                         "description": "the manager the change is recorded under in metadata.managedFields (default: the User-Agent up to its first /)"},
+                        {"name": "force", "in": "query", "schema": {"type": "boolean"},
+                         "description": "server-side apply only: take the fields that conflict"},
+                    ],
                     "requestBody": {"required": true, "content": {
                         "application/merge-patch+json": {"schema": {"type": "object"}},
                         "application/json-patch+json": {"schema": {"type": "array", "items": {"type": "object"}}},
+                        "application/apply-patch+yaml": {"schema": {"type": "object"}},
                     }},
                     "responses": patch_responses,
                 },

@@ -1,7 +1,9 @@
 //! The query parameters of a write, as Kubernetes names them: `dryRun`,
-//! `fieldManager` and `fieldValidation`.
+//! `fieldManager`, `fieldValidation` and `force`.
 
 use std::collections::HashMap;
+
+use axum::http::{HeaderMap, header};
 
 use super::ApiError;
 
@@ -12,28 +14,34 @@ pub(crate) struct WriteOptions {
     pub dry_run: bool,
     /// `fieldManager=`: who makes the change (server-side apply's owner).
     pub field_manager: Option<String>,
-    /// `fieldValidation=`: what the client asks an unknown field to do
-    /// (pilot refuses one whichever it is).
+    /// The manager a write other than an apply is recorded under:
+    /// `fieldManager`, or the client's user agent up to its first `/`, as
+    /// kube-apiserver derives it.
+    pub manager: String,
+    /// `fieldValidation=`: what happens to a field the kind does not know.
     pub field_validation: FieldValidation,
+    /// `force=true`: a server-side apply takes the fields it conflicts on.
+    pub force: bool,
 }
 
-/// `fieldValidation`: what the client asks to happen to a field the kind
-/// does not know.
+/// `fieldValidation`: what happens to a field the kind does not know.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) enum FieldValidation {
     /// Refused (422); what kubectl asks for.
-    #[default]
     Strict,
-    /// Kubernetes drops the field with a `Warning` header.
+    /// Dropped, with a `Warning` header naming it: kube-apiserver's default
+    /// when the parameter is not sent.
+    #[default]
     Warn,
-    /// Kubernetes drops the field silently.
+    /// Dropped silently.
     Ignore,
 }
 
 impl WriteOptions {
-    /// The options in `query`; 400 naming the parameter when one is not
-    /// understood.
-    pub(crate) fn parse(query: &HashMap<String, String>) -> Result<Self, ApiError> {
+    /// The options in `query` (and the manager from `headers`'
+    /// `User-Agent` when `fieldManager` is not sent); 400 naming the
+    /// parameter when one is not understood.
+    pub(crate) fn parse(query: &HashMap<String, String>, headers: &HeaderMap) -> Result<Self, ApiError> {
         let dry_run = match query.get("dryRun").map(String::as_str) {
             None | Some("") => false,
             Some("All") => true,
@@ -53,8 +61,8 @@ impl WriteOptions {
             Some(name) => Some(name.to_string()),
         };
         let field_validation = match query.get("fieldValidation").map(String::as_str) {
-            None | Some("") | Some("Strict") => FieldValidation::Strict,
-            Some("Warn") => FieldValidation::Warn,
+            Some("Strict") => FieldValidation::Strict,
+            None | Some("") | Some("Warn") => FieldValidation::Warn,
             Some("Ignore") => FieldValidation::Ignore,
             Some(other) => {
                 return Err(ApiError::bad_request(format!(
@@ -62,10 +70,35 @@ impl WriteOptions {
                 )));
             }
         };
+        // Read as Go's strconv.ParseBool reads it (the Python client sends
+        // `True`).
+        let force = match query.get("force").map(String::as_str) {
+            None | Some("" | "0" | "f" | "F" | "false" | "False" | "FALSE") => false,
+            Some("1" | "t" | "T" | "true" | "True" | "TRUE") => true,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "force must be true or false, not {other:?}"
+                )));
+            }
+        };
+        let manager = field_manager.clone().unwrap_or_else(|| {
+            let agent = headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let prefix: String = agent.split('/').next().unwrap_or("").chars().take(128).collect();
+            if prefix.is_empty() {
+                "unknown".to_string()
+            } else {
+                prefix
+            }
+        });
         Ok(WriteOptions {
             dry_run,
             field_manager,
+            manager,
             field_validation,
+            force,
         })
     }
 }
@@ -83,18 +116,38 @@ mod tests {
 
     #[test]
     fn parses_kubernetes_parameters() {
-        let options = WriteOptions::parse(&query(&[
-            ("dryRun", "All"),
-            ("fieldManager", "kubectl"),
-            ("fieldValidation", "Warn"),
-        ]))
+        let none = HeaderMap::new();
+        let options = WriteOptions::parse(
+            &query(&[
+                ("dryRun", "All"),
+                ("fieldManager", "kubectl"),
+                ("fieldValidation", "Strict"),
+                ("force", "true"),
+            ]),
+            &none,
+        )
         .unwrap();
-        assert!(options.dry_run);
+        assert!(options.dry_run && options.force);
         assert_eq!(options.field_manager.as_deref(), Some("kubectl"));
-        assert_eq!(options.field_validation, FieldValidation::Warn);
-        assert_eq!(WriteOptions::parse(&query(&[])).unwrap(), WriteOptions::default());
-        for bad in [("dryRun", "Yes"), ("fieldValidation", "strict")] {
-            assert!(WriteOptions::parse(&query(&[bad])).is_err(), "{bad:?}");
+        assert_eq!(options.manager, "kubectl");
+        assert_eq!(options.field_validation, FieldValidation::Strict);
+        let defaults = WriteOptions::parse(&query(&[]), &none).unwrap();
+        assert_eq!(defaults.field_validation, FieldValidation::Warn);
+        assert!(!defaults.dry_run && !defaults.force && defaults.field_manager.is_none());
+        for bad in [("dryRun", "Yes"), ("fieldValidation", "strict"), ("force", "yes")] {
+            assert!(WriteOptions::parse(&query(&[bad]), &none).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_default_manager_is_the_user_agent_up_to_its_first_slash() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::USER_AGENT,
+            "OpenAPI-Generator/31.0.0/python".parse().unwrap(),
+        );
+        let options = WriteOptions::parse(&query(&[]), &headers).unwrap();
+        assert_eq!(options.manager, "OpenAPI-Generator");
+        assert!(options.field_manager.is_none());
     }
 }

@@ -1,8 +1,8 @@
 //! `PATCH .../{name}`, as kube-apiserver patches a custom resource: JSON
 //! merge patch (`application/merge-patch+json`) and JSON patch
-//! (`application/json-patch+json`); strategic merge patch is 415, as for
-//! every custom resource. Server-side apply (`application/apply-patch+yaml`)
-//! is not served: 415 says so, naming the patch types that are.
+//! (`application/json-patch+json`) and server-side apply
+//! (`application/apply-patch+yaml`, see [`super::apply`]); strategic merge
+//! patch is 415, as for every custom resource.
 //!
 //! The patched object goes through the same decoding, validation and
 //! optimistic concurrency as a PUT: a patch that sets
@@ -21,14 +21,15 @@ use pilot_model::{ConfigKey, DynConfig};
 use serde_json::Value;
 
 use super::ApiError;
+use super::apply;
 use super::body;
 use super::options::WriteOptions;
-use super::resources::{current, resolve, write_update};
+use super::resources::{Ownership, current, resolve, with_warnings, write_update};
 use crate::state::AppState;
 
 /// How many times a patch without a resourceVersion is applied again when
 /// another write came between its read and its write.
-const ATTEMPTS: usize = 5;
+pub(crate) const ATTEMPTS: usize = 5;
 
 /// `PATCH /apis/{group}/{version}/namespaces/{ns}/{plural}/{name}`.
 pub(crate) async fn patch(
@@ -39,19 +40,19 @@ pub(crate) async fn patch(
     body: Body,
 ) -> Result<Response, ApiError> {
     let schema = resolve(&state, &group, &version, &plural)?;
+    pilot_model::dns1123_label(&namespace)
+        .map_err(|message| ApiError::bad_request(format!("namespace {namespace:?}: {message}")))?;
     let key = ConfigKey::new(&schema.kind, &namespace, &name);
+    let mut warnings = Vec::new();
     let result = async {
-        let options = WriteOptions::parse(&query)?;
+        let options = WriteOptions::parse(&query, &headers)?;
         let media = body::media_type(&headers);
         let kind = match media.as_str() {
             "application/merge-patch+json" => PatchKind::Merge,
             "application/json-patch+json" => PatchKind::Json,
-            "application/apply-patch+yaml" => {
-                return Err(unsupported(format!(
-                    "server-side apply is not supported for {}; use kubectl apply without --server-side \
-                     (it sends application/merge-patch+json)",
-                    schema.plural
-                )));
+            "application/apply-patch+yaml" | "application/apply-patch+json" => {
+                let bytes = body::read_limited(&state, &headers, body).await?;
+                return apply::apply(&state, &schema, &key, &options, &bytes, &mut warnings).await;
             }
             "application/strategic-merge-patch+json" => {
                 return Err(unsupported(format!(
@@ -65,6 +66,13 @@ pub(crate) async fn patch(
                 )));
             }
         };
+        if options.force {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                "force: Forbidden: may not be specified for non-apply patch",
+            ));
+        }
         let bytes = body::read_limited(&state, &headers, body).await?;
         let patch = body::json_value(&bytes)?;
         let pinned = match kind {
@@ -78,18 +86,31 @@ pub(crate) async fn patch(
         let mut attempt = 0;
         loop {
             attempt += 1;
+            warnings.clear();
             let stored = current(&state, &key).await?;
             let patched = apply_patch(kind, &stored, &patch)?;
-            let config = body::decode_value(&state, &schema, &namespace, Some(&name), patched, None)?;
-            match write_update(&state, config, &options).await {
+            let config = body::decode_value(
+                &state,
+                &schema,
+                &namespace,
+                Some(&name),
+                patched,
+                None,
+                options.field_validation,
+                &mut warnings,
+            )?;
+            match write_update(&state, config, &options, Ownership::Update).await {
                 Err(error) if error.reason == "Conflict" && !pinned && attempt < ATTEMPTS => continue,
                 Err(error) => return Err(error),
-                Ok(stored) => return Ok(stored),
+                Ok(stored) => return Ok((StatusCode::OK, stored)),
             }
         }
     };
     match result.await {
-        Ok(stored) => Ok(Json(&*super::list::at_version(&schema, stored)).into_response()),
+        Ok((status, stored)) => Ok(with_warnings(
+            (status, Json(&*super::list::at_version(&schema, stored))).into_response(),
+            &warnings,
+        )),
         Err(error) => Err(error.for_resource(&schema)),
     }
 }
@@ -131,7 +152,7 @@ fn apply_patch(kind: PatchKind, stored: &DynConfig, patch: &Value) -> Result<Val
     Ok(document)
 }
 
-fn unsupported(message: String) -> ApiError {
+pub(crate) fn unsupported(message: String) -> ApiError {
     ApiError::new(
         StatusCode::UNSUPPORTED_MEDIA_TYPE,
         "UnsupportedMediaType",

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use super::body;
 use super::list::{self, Filter};
+use super::managed_fields;
 use super::options::WriteOptions;
 use crate::api::ApiError;
 use crate::state::AppState;
@@ -82,14 +83,26 @@ pub(crate) async fn create(
     body: Body,
 ) -> Result<Response, ApiError> {
     let schema = resolve(&state, &group, &version, &plural)?;
+    let mut warnings = Vec::new();
     let result = async {
-        let options = WriteOptions::parse(&query)?;
+        let options = WriteOptions::parse(&query, &headers)?;
         let bytes = body::read_json(&state, &headers, body).await?;
-        let config = body::decode(&state, &schema, &namespace, None, &bytes)?;
-        write_create(&state, config, &options).await
+        let config = body::decode(
+            &state,
+            &schema,
+            &namespace,
+            None,
+            &bytes,
+            options.field_validation,
+            &mut warnings,
+        )?;
+        write_create(&state, config, &options, Ownership::Update).await
     };
     match result.await {
-        Ok(stored) => Ok((StatusCode::CREATED, Json(&*list::at_version(&schema, stored))).into_response()),
+        Ok(stored) => Ok(with_warnings(
+            (StatusCode::CREATED, Json(&*list::at_version(&schema, stored))).into_response(),
+            &warnings,
+        )),
         Err(error) => Err(error.for_resource(&schema)),
     }
 }
@@ -104,14 +117,26 @@ pub(crate) async fn replace(
     body: Body,
 ) -> Result<Response, ApiError> {
     let schema = resolve(&state, &group, &version, &plural)?;
+    let mut warnings = Vec::new();
     let result = async {
-        let options = WriteOptions::parse(&query)?;
+        let options = WriteOptions::parse(&query, &headers)?;
         let bytes = body::read_json(&state, &headers, body).await?;
-        let config = body::decode(&state, &schema, &namespace, Some(&name), &bytes)?;
-        write_update(&state, config, &options).await
+        let config = body::decode(
+            &state,
+            &schema,
+            &namespace,
+            Some(&name),
+            &bytes,
+            options.field_validation,
+            &mut warnings,
+        )?;
+        write_update(&state, config, &options, Ownership::Update).await
     };
     match result.await {
-        Ok(stored) => Ok(Json(&*list::at_version(&schema, stored)).into_response()),
+        Ok(stored) => Ok(with_warnings(
+            Json(&*list::at_version(&schema, stored)).into_response(),
+            &warnings,
+        )),
         Err(error) => Err(error.for_resource(&schema)),
     }
 }
@@ -128,9 +153,12 @@ pub(crate) async fn delete(
     let schema = resolve(&state, &group, &version, &plural)?;
     let key = ConfigKey::new(&schema.kind, namespace, name);
     let result = async {
-        let options = WriteOptions::parse(&query)?;
-        let version = delete_precondition(&state, &headers, &query, body).await?;
-        write_delete(&state, &key, version.as_deref(), &options).await
+        let options = WriteOptions::parse(&query, &headers)?;
+        let (version, uid) = delete_precondition(&state, &headers, &query, body).await?;
+        match uid {
+            Some(uid) => delete_with_uid(&state, &key, version.as_deref(), &uid, &options).await,
+            None => write_delete(&state, &key, version.as_deref(), &options).await,
+        }
     };
     match result.await {
         Ok(()) => Ok(Json(json!({
@@ -152,11 +180,12 @@ pub(crate) async fn delete(
 pub(crate) async fn delete_collection(
     State(state): State<AppState>,
     Path((group, version, namespace, plural)): CollectionPath,
+    headers: HeaderMap,
     Query(query): Query_,
 ) -> Result<Response, ApiError> {
     let schema = resolve(&state, &group, &version, &plural)?;
     let result = async {
-        let options = WriteOptions::parse(&query)?;
+        let options = WriteOptions::parse(&query, &headers)?;
         let filter = Filter::parse(Some(namespace.clone()), &query)?;
         let objects = state
             .store
@@ -194,16 +223,32 @@ pub(crate) async fn delete_collection(
     }
 }
 
+/// Whose fields a write records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ownership {
+    /// An `Update` by the options' manager: the fields it changed become its.
+    Update,
+    /// A server-side apply, whose managed fields the object carries.
+    Applied,
+}
+
 /// Creates `config`, or with `dryRun` checks everything a create checks
 /// and answers the object as it would be stored.
 pub(crate) async fn write_create(
     state: &AppState,
     mut config: DynConfig,
     options: &WriteOptions,
+    ownership: Ownership,
 ) -> Result<Arc<DynConfig>, ApiError> {
     config.meta.resource_version = None;
     config.meta.uid = Some(new_uid());
     config.meta.generation = Some(1);
+    if ownership == Ownership::Update {
+        config.meta.managed_fields = Vec::new();
+        let document = document_of(state, &config)?;
+        config.meta.managed_fields =
+            managed_fields::record_update(&[], None, &document, &options.manager, &now());
+    }
     let key = config.key();
     if options.dry_run {
         let mut config = state
@@ -239,12 +284,25 @@ pub(crate) async fn write_update(
     state: &AppState,
     mut config: DynConfig,
     options: &WriteOptions,
+    ownership: Ownership,
 ) -> Result<Arc<DynConfig>, ApiError> {
     let key = config.key();
     let stored = current_in_backend(state, &key).await;
-    // uid and generation follow the stored object; the version check of
-    // the write makes sure it is the one being replaced.
+    // uid, generation and managed fields follow the stored object; the
+    // version check of the write makes sure it is the one being replaced.
     if let Ok(stored) = &stored {
+        if ownership == Ownership::Update {
+            config.meta.managed_fields = Vec::new();
+            let old = document_of(state, stored)?;
+            let new = document_of(state, &config)?;
+            config.meta.managed_fields = managed_fields::record_update(
+                &stored.meta.managed_fields,
+                Some(&old),
+                &new,
+                &options.manager,
+                &now(),
+            );
+        }
         config.meta.uid = Some(stored.meta.uid.clone().unwrap_or_else(new_uid));
         let generation = stored.meta.generation.unwrap_or(1);
         config.meta.generation = Some(if stored.spec == config.spec {
@@ -301,6 +359,76 @@ pub(crate) async fn write_delete(
             Ok(())
         }
         Err(error) => Err(store_error(state, key, error).await),
+    }
+}
+
+/// `config` in the document form, its `apiVersion` filled from its kind.
+pub(crate) fn document_of(state: &AppState, config: &DynConfig) -> Result<Value, ApiError> {
+    let mut document = serde_json::to_value(config)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", e.to_string()))?;
+    if let Some(schema) = state.registry.get(&config.meta.kind) {
+        document["apiVersion"] = json!(format!("{}/{}", schema.group, schema.version));
+    }
+    Ok(document)
+}
+
+/// Now, as `managedFields` times are written (RFC 3339, whole seconds).
+pub(crate) fn now() -> String {
+    humantime::format_rfc3339_seconds(pilot_model::now_seconds()).to_string()
+}
+
+/// `response` with a `Warning` header per warning, as kube-apiserver sends
+/// them (`299 - "text"`).
+pub(crate) fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        let text = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(value) = axum::http::HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+            response.headers_mut().append(axum::http::header::WARNING, value);
+        }
+    }
+    response
+}
+
+/// Deletes `key` only if it is still the object with this `uid` (and at
+/// `version` when given): 409 as kube-apiserver words it when not. The
+/// delete is made at the version the uid was checked at, again if another
+/// write came between (when no version was asked for).
+async fn delete_with_uid(
+    state: &AppState,
+    key: &ConfigKey,
+    version: Option<&str>,
+    uid: &str,
+    options: &WriteOptions,
+) -> Result<(), ApiError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let stored = current_in_backend(state, key).await?;
+        let actual = stored.meta.uid.as_deref().unwrap_or_default();
+        if actual != uid {
+            let resource = state
+                .registry
+                .get(&key.kind)
+                .map(|s| format!("{}.{}", s.plural, s.group))
+                .unwrap_or_else(|| key.kind.clone());
+            return Err(ApiError {
+                details: json!({"name": key.name, "namespace": key.namespace}),
+                ..ApiError::new(
+                    StatusCode::CONFLICT,
+                    "Conflict",
+                    format!(
+                        "Operation cannot be fulfilled on {resource} {:?}: Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}",
+                        key.name
+                    ),
+                )
+            });
+        }
+        let at = version.or(stored.meta.resource_version.as_deref());
+        match write_delete(state, key, at, options).await {
+            Err(error)
+                if error.reason == "Conflict" && version.is_none() && attempt < super::patch::ATTEMPTS => {}
+            other => return other,
+        }
     }
 }
 
@@ -413,36 +541,35 @@ fn check_version(key: &ConfigKey, sent: Option<&str>, stored: &DynConfig) -> Res
     ))
 }
 
-/// The version a delete is conditional on: `?resourceVersion=`, or the
-/// `preconditions.resourceVersion` of a `DeleteOptions` body (what
-/// kubectl and the Kubernetes clients send).
+/// The version and uid a delete is conditional on: `?resourceVersion=`,
+/// or the `preconditions` of a `DeleteOptions` body (what kubectl and the
+/// Kubernetes clients send).
 async fn delete_precondition(
     state: &AppState,
     headers: &HeaderMap,
     query: &HashMap<String, String>,
     body: Body,
-) -> Result<Option<String>, ApiError> {
+) -> Result<(Option<String>, Option<String>), ApiError> {
     let bytes = body::read_limited(state, headers, body).await?;
-    let from_body = if bytes.iter().all(u8::is_ascii_whitespace) {
-        None
+    let (from_body, uid) = if bytes.iter().all(u8::is_ascii_whitespace) {
+        (None, None)
     } else {
         let options = body::json_value(&bytes)?;
-        if let Some(uid) = options.pointer("/preconditions/uid").and_then(Value::as_str)
-            && !uid.is_empty()
-        {
-            tracing::debug!(%uid, "a delete's uid precondition is not checked");
-        }
-        options
-            .pointer("/preconditions/resourceVersion")
-            .and_then(Value::as_str)
-            .filter(|v| !v.is_empty())
-            .map(str::to_string)
+        let precondition = |field: &str| {
+            options
+                .pointer(&format!("/preconditions/{field}"))
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        (precondition("resourceVersion"), precondition("uid"))
     };
-    Ok(query
+    let version = query
         .get("resourceVersion")
         .filter(|v| !v.is_empty())
         .cloned()
-        .or(from_body))
+        .or(from_body);
+    Ok((version, uid))
 }
 
 /// A store error as a response, with the current version for a conflict
