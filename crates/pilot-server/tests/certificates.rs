@@ -240,3 +240,89 @@ async fn the_root_in_the_ca_dir_survives_a_restart_and_signs_with_the_set_lifeti
     let on_disk = std::fs::read_to_string(dir.path().join("cacerts/root-cert.pem")).unwrap();
     assert_eq!(on_disk, roots[0]);
 }
+
+/// A workload renews with the certificate it was given: the ADS port
+/// trusts the CA's own root for client certificates (`--xds-client-ca`),
+/// the CA is an operator's, given as files in `--ca-dir`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workload_certificate_is_a_credential_for_its_own_identity_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = token_file(dir.path());
+    let pki = pilot_test_support::Pki::new(dir.path());
+    pki.ca("tls-ca").unwrap();
+    pki.leaf("server", "tls-ca", pilot_test_support::certs::SERVER)
+        .unwrap();
+    let ca_dir = dir.path().join("cacerts");
+    std::fs::create_dir(&ca_dir).unwrap();
+    let root = pilot_ca::generate_root("cluster.local", std::time::Duration::from_secs(86_400)).unwrap();
+    std::fs::write(ca_dir.join("ca-cert.pem"), &root.cert_pem).unwrap();
+    std::fs::write(ca_dir.join("ca-key.pem"), &root.key_pem).unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let ca_cert = ca_dir.join("ca-cert.pem").display().to_string();
+    let flags = [
+        "--token-file".to_string(),
+        tokens,
+        "--ca-dir".into(),
+        ca_dir.display().to_string(),
+        "--xds-tls-cert".into(),
+        path("server.pem"),
+        "--xds-tls-key".into(),
+        path("server-key.pem"),
+        "--xds-client-ca".into(),
+        ca_cert,
+    ];
+    let server = TestServer::start(&flags.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let tls = || {
+        tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(
+                std::fs::read(path("tls-ca.pem")).unwrap(),
+            ))
+            .domain_name("localhost")
+    };
+    let connect = |tls: tonic::transport::ClientTlsConfig| async move {
+        Endpoint::from_shared(format!("https://{}", server.xds))
+            .unwrap()
+            .tls_config(tls)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap()
+    };
+    // The first certificate, with the token; the key stays here.
+    let reviews = id("default", "reviews");
+    let key = WorkloadKey::generate().unwrap();
+    let mut request = tonic::Request::new(IstioCertificateRequest {
+        csr: key.csr_pem(&reviews).unwrap(),
+        validity_duration: 0,
+    });
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {REVIEWS}").parse().unwrap());
+    let mut grpc = tonic::client::Grpc::new(connect(tls()).await);
+    grpc.ready().await.unwrap();
+    let path_create =
+        http::uri::PathAndQuery::from_static("/istio.v1.auth.IstioCertificateService/CreateCertificate");
+    let chain = grpc
+        .unary(request, path_create, tonic_prost::ProstCodec::default())
+        .await
+        .map(|response: tonic::Response<IstioCertificateResponse>| response.into_inner().cert_chain)
+        .unwrap();
+    assert_eq!(
+        chain.last().unwrap().as_str(),
+        root.cert_pem,
+        "the operator's root signs"
+    );
+    // Then the certificate alone is the credential.
+    let identity = tonic::transport::Identity::from_pem(chain[0].clone(), key.private_key_pem());
+    let with_cert = connect(tls().identity(identity)).await;
+    let renewed = create(&with_cert, None, &reviews, 3600).await.unwrap();
+    assert_eq!(
+        verify_chain(&renewed, &root.cert_pem, SystemTime::now()).unwrap(),
+        reviews
+    );
+    let refused = create(&with_cert, None, &id("default", "ratings"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    server.stop().await;
+}
