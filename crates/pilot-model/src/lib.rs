@@ -44,6 +44,7 @@ mod validation;
 pub mod document;
 pub mod istio;
 pub mod proxy;
+pub mod security;
 
 /// The attribute [`ConfigStore`], [`ConfigWatch`] and [`ServiceDiscovery`]
 /// are declared with: a store or registry of your own implements them under
