@@ -256,8 +256,6 @@ struct Opened {
 /// replica unless `--replica-name` does.
 async fn open(args: &Args, bound: Bound) -> Result<Opened, StartError> {
     let registry = pilot_model::istio::registry();
-    pilot_model::security::register(&registry)
-        .map_err(|e| StartError::Failed(format!("registering the security kinds: {e}")))?;
     let replica = args
         .replica_name
         .clone()
