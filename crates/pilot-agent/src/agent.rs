@@ -25,9 +25,14 @@ pub async fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> Result<(), Age
             discovery: args.discovery_addresses.clone(),
             admin_port: args.admin_port,
             auth: args.discovery_auth()?,
+            sds_socket: args.sds_socket.clone(),
         })
     };
     let first = config(&args)?;
+    let _sds = match &args.sds_socket {
+        Some(socket) => Some(start_sds(&args, &first, socket).await?),
+        None => None,
+    };
     crate::envoy::check_binary(&args.envoy_binary)?;
     first.render()?;
     std::fs::create_dir_all(&args.config_dir).map_err(|e| AgentError::file(&args.config_dir, e))?;
@@ -121,6 +126,32 @@ pub async fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> Result<(), Age
     };
     status_task.abort();
     result
+}
+
+/// Starts the SDS server for `config`'s identity.
+async fn start_sds(
+    args: &ProxyArgs,
+    config: &BootstrapConfig,
+    socket: &std::path::Path,
+) -> Result<crate::sds::Sds, AgentError> {
+    let identity = &config.identity;
+    let account = identity
+        .service_account
+        .clone()
+        .ok_or_else(|| AgentError::Identity {
+            field: "--service-account",
+            message: "--sds-socket needs the proxy's service account (its certificate's identity)".into(),
+        })?;
+    let namespace = identity.domain.split('.').next().unwrap_or_default().to_string();
+    let ca_address = config.discovery.first().cloned().unwrap_or_default();
+    crate::sds::Sds::start(crate::sds::SdsOptions {
+        socket: socket.to_path_buf(),
+        ca_address,
+        auth: config.auth.clone(),
+        identity: pilot_ca::SpiffeId::new(args.trust_domain.clone(), namespace, account),
+        ttl: args.secret_ttl,
+    })
+    .await
 }
 
 /// The watched files' contents, as digests (a missing file is a state too).

@@ -82,6 +82,21 @@ pub struct ProxyArgs {
     /// mTLS: the key of `--discovery-cert`.
     #[arg(long, value_name = "FILE", requires = "discovery_cert")]
     pub discovery_key: Option<PathBuf>,
+    /// Serve Envoy's workload certificates over SDS on this Unix socket:
+    /// the agent makes the key, gets the certificate for
+    /// `spiffe://<trust-domain>/ns/<namespace>/sa/<service-account>` from
+    /// pilot-discovery's CA (the first `--discovery-address`, with the ADS
+    /// credentials) and renews it at half its life. Needs the service
+    /// account. Istio's is `./var/run/secrets/workload-spiffe-uds/socket`.
+    #[arg(long, value_name = "PATH")]
+    pub sds_socket: Option<PathBuf>,
+    /// The workload certificate's lifetime to ask for (Istio's
+    /// `SECRET_TTL`).
+    #[arg(long, default_value = "24h", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub secret_ttl: Duration,
+    /// The trust domain of the workload identity.
+    #[arg(long, default_value = "cluster.local", value_name = "DOMAIN")]
+    pub trust_domain: String,
     /// The Envoy binary.
     #[arg(long, env = "ENVOY_BINARY", default_value = "envoy", value_name = "PATH")]
     pub envoy_binary: PathBuf,

@@ -2,7 +2,8 @@
 //! (`envoy-rev<EPOCH>.json`): node identity, admin on 127.0.0.1, an ADS
 //! cluster over HTTP/2 with keepalives listing every discovery address
 //! (over TLS, with a client certificate and/or a bearer token when
-//! pilot-discovery asks for them), LDS and CDS over ADS, stats.
+//! pilot-discovery asks for them), LDS and CDS over ADS, stats; with the
+//! agent's SDS server on, an `sds-grpc` cluster on its Unix socket.
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,9 @@ pub struct BootstrapConfig {
     pub admin_port: u16,
     /// How Envoy authenticates to pilot-discovery's ADS port.
     pub auth: DiscoveryAuth,
+    /// The agent's SDS socket (`--sds-socket`), served to Envoy as the
+    /// [`SDS_CLUSTER`](crate::sds::SDS_CLUSTER) cluster; none: no SDS.
+    pub sds_socket: Option<PathBuf>,
 }
 
 /// The credentials of the ADS connection: a bearer token sent as gRPC
@@ -71,6 +75,7 @@ impl BootstrapConfig {
     ///     discovery: vec!["pilot-1:15010".into(), "10.0.0.7:15010".into()],
     ///     admin_port: 15000,
     ///     auth: Default::default(),
+    ///     sds_socket: None,
     /// };
     /// let bootstrap = config.render().unwrap();
     /// assert_eq!(bootstrap["admin"]["address"]["socket_address"]["address"], "127.0.0.1");
@@ -149,6 +154,12 @@ impl BootstrapConfig {
         if let Some(tls) = &self.auth.tls {
             bootstrap["static_resources"]["clusters"][0]["transport_socket"] =
                 tls.transport_socket(&self.discovery)?;
+        }
+        if let (Some(socket), Some(clusters)) = (
+            &self.sds_socket,
+            bootstrap["static_resources"]["clusters"].as_array_mut(),
+        ) {
+            clusters.push(sds_cluster(socket));
         }
         Ok(bootstrap)
     }
@@ -229,6 +240,26 @@ impl DiscoveryTls {
 /// `<dir>/envoy-rev<epoch>.json`.
 pub fn bootstrap_path(dir: &Path, epoch: u32) -> PathBuf {
     dir.join(format!("envoy-rev{epoch}.json"))
+}
+
+/// The SDS cluster: HTTP/2 on the agent's Unix socket.
+fn sds_cluster(socket: &Path) -> Value {
+    let name = crate::sds::SDS_CLUSTER;
+    json!({
+        "name": name,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "typed_extension_protocol_options": {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                "explicit_http_config": {"http2_protocol_options": {}},
+            },
+        },
+        "load_assignment": {
+            "cluster_name": name,
+            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"pipe": {"path": socket.display().to_string()}}}}]}],
+        },
+    })
 }
 
 fn split_host_port(address: &str) -> Result<(String, u16), AgentError> {

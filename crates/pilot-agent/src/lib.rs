@@ -2,10 +2,12 @@
 //! proxy's identity, writes Envoy's bootstrap, starts Envoy and supervises
 //! it with restart epochs (hot restart on a changed input, restart with
 //! backoff on a crash), drains it on SIGTERM, serves readiness and stats,
-//! and reports Envoy's process life to pilot-discovery.
+//! and reports Envoy's process life to pilot-discovery. With
+//! `--sds-socket` it is Envoy's SDS server too ([`sds`]): the workload's
+//! key and certificate from pilot-discovery's CA, renewed before expiry.
 //!
-//! Light on purpose: no etcd or Kubernetes client, only `pilot-model`
-//! among pilot's crates.
+//! Light on purpose: no etcd or Kubernetes client, only `pilot-model` and
+//! `pilot-ca` among pilot's crates.
 
 mod agent;
 pub mod args;
@@ -16,6 +18,7 @@ mod http;
 pub mod identity;
 pub mod iptables;
 pub mod report;
+pub mod sds;
 pub mod status_port;
 pub mod supervisor;
 

@@ -30,6 +30,7 @@ fn config(proxy_type: ProxyType, discovery: &[&str]) -> BootstrapConfig {
         discovery: discovery.iter().map(|s| s.to_string()).collect(),
         admin_port: 15000,
         auth: DiscoveryAuth::default(),
+        sds_socket: None,
     }
 }
 

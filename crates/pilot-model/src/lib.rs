@@ -46,6 +46,7 @@ pub mod document;
 pub mod istio;
 pub mod networking;
 pub mod proxy;
+pub mod security;
 
 /// The attribute [`ConfigStore`], [`ConfigWatch`] and [`ServiceDiscovery`]
 /// are declared with: a store or registry of your own implements them under

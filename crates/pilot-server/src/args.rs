@@ -199,6 +199,32 @@ pub struct Args {
     #[arg(long, default_value = "15s", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub replica_ttl: std::time::Duration,
 
+    // The certificate authority (see `ca/`).
+    /// The CA's directory, Istio's `cacerts` layout: `ca-cert.pem` and
+    /// `ca-key.pem` (with `cert-chain.pem` and `root-cert.pem`) sign when
+    /// present; otherwise a self-signed root is made there once, and every
+    /// replica sharing the directory and every restart signs with it.
+    /// Without it the root is self-signed in memory and changes at each
+    /// start.
+    #[arg(long, value_name = "DIR")]
+    pub ca_dir: Option<PathBuf>,
+    /// The trust domain of workload identities,
+    /// `spiffe://<trust-domain>/ns/<namespace>/sa/<service-account>`.
+    #[arg(long, default_value = "cluster.local", value_name = "DOMAIN")]
+    pub trust_domain: String,
+    /// A workload certificate's lifetime when its request asks none
+    /// (Istio's `DEFAULT_WORKLOAD_CERT_TTL`).
+    #[arg(long, default_value = "24h", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub workload_cert_ttl: std::time::Duration,
+    /// The longest lifetime a workload certificate request may ask
+    /// (Istio's `MAX_WORKLOAD_CERT_TTL`); a longer one is refused.
+    #[arg(long, default_value = "90days", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub max_workload_cert_ttl: std::time::Duration,
+    /// A self-signed root's lifetime (Istio's
+    /// `CITADEL_SELF_SIGNED_CA_CERT_TTL`).
+    #[arg(long, default_value = "10years", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub ca_root_ttl: std::time::Duration,
+
     // REST connection limits (see `serve::Limits`).
     /// Close a REST connection that has not sent a complete request head
     /// within this many milliseconds (idle keep-alive connections too).

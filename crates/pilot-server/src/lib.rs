@@ -17,6 +17,8 @@
 //!   ([`status_writer`]).
 //! - `auth/`: bearer tokens for REST and ADS, ADS TLS and client
 //!   certificates.
+//! - `ca/`: the certificate authority (`--ca-dir`) and Istio's
+//!   certificate service on the ADS port.
 //! - `serve/`: the REST listener (TLS, connection limits, body deadline,
 //!   probes beyond the cap, caps from the open-files limit, drain);
 //!   `inject_webhook.rs`: the sidecar injection webhook.
@@ -32,6 +34,7 @@ mod api;
 mod args;
 mod auth;
 mod backend;
+mod ca;
 mod debug;
 mod distribution;
 mod error;

@@ -24,6 +24,9 @@
 //! | `pilot_proxy_restarts` | counter | | Envoy restarts after a failure, as pilot-agents reported them |
 //! | `pilot_proxy_unexpected_exits` | counter | `reason` (`code`, `signal`) | Envoy exits pilot-agents did not ask for |
 //! | `pilot_proxy_budget_exhausted` | counter | | pilot-agents that gave up restarting Envoy |
+//! | `citadel_server_csr_count` | counter | | certificate signing requests received ([`crate::ca`]) |
+//! | `citadel_server_success_cert_issuance_count` | counter | | workload certificates issued |
+//! | `pilot_ca_refused` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`, `internal`) | certificate requests refused |
 //!
 //! OpenMetrics names a counter's sample `NAME_total`: `pilot_xds_pushes` is
 //! scraped as `pilot_xds_pushes_total`.
@@ -324,6 +327,47 @@ impl Collector for ScrapeTime {
                 .list_cached(kind, None)
                 .map_or(0, |cached| cached.len());
             ConstGauge::new(count as i64).encode(objects.encode_family(&[("kind", kind.clone())])?)?;
+        }
+        Ok(())
+    }
+}
+
+/// The certificate service's counts: requests, issued, refused by reason.
+#[derive(Debug)]
+pub(crate) struct CaMetrics(pub(crate) Arc<crate::ca::CaCounts>);
+
+impl Collector for CaMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let counts = &self.0;
+        for (name, help, value) in [
+            (
+                "citadel_server_csr_count",
+                "Certificate signing requests received",
+                counts.requests.load(Relaxed),
+            ),
+            (
+                "citadel_server_success_cert_issuance_count",
+                "Workload certificates issued",
+                counts.issued.load(Relaxed),
+            ),
+        ] {
+            let metric = ConstCounter::new(value);
+            metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "pilot_ca_refused",
+            "Certificate requests refused, by reason: unauthenticated (no valid credential), permission_denied (an identity the credential does not allow), invalid_argument (a bad CSR or lifetime), internal",
+            None,
+            ConstCounter::new(0u64).metric_type(),
+        )?;
+        for (reason, count) in [
+            ("unauthenticated", counts.unauthenticated.load(Relaxed)),
+            ("permission_denied", counts.permission_denied.load(Relaxed)),
+            ("invalid_argument", counts.invalid_argument.load(Relaxed)),
+            ("internal", counts.internal.load(Relaxed)),
+        ] {
+            ConstCounter::new(count).encode(family.encode_family(&[("reason", reason)])?)?;
         }
         Ok(())
     }

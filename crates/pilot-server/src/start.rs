@@ -40,7 +40,7 @@ use crate::error::StartError;
 use crate::inject_webhook::{self, Webhook};
 use crate::metrics::{self, Metrics};
 use crate::state::AppState;
-use crate::{auth, backend, health, router, serve};
+use crate::{auth, backend, ca, health, router, serve};
 
 /// The addresses a running server listens on.
 #[derive(Debug, Clone, Copy)]
@@ -84,7 +84,7 @@ pub async fn run(
     let (controller, config_events) = start_controller(Arc::clone(&opened.backend), args.max_body_bytes);
     let xds = build_ads(&controller, &opened.discovery);
     let (closing, shutdown_rx) = watch::channel(false);
-    let shared = assemble(&args, checked.tokens, opened, controller, xds, bound, shutdown_rx);
+    let shared = assemble(&args, &checked, opened, controller, xds, bound, shutdown_rx);
     let tasks = spawn_background(&args, &shared, config_events, services_file);
     let serving = serve(
         &args,
@@ -110,8 +110,11 @@ struct Checked {
     tokens: Option<Arc<Tokens>>,
     /// HTTPS for the REST listener and the webhook (`--tls-cert`, `--tls-key`).
     tls: Option<TlsAcceptor>,
-    /// How ADS is served: TLS, caller authentication, connection limits.
+    /// How ADS is served: TLS, caller authentication, connection limits,
+    /// and the certificate service beside it.
     xds_options: ServeOptions,
+    /// The certificate service's counts, shown in `/metrics`.
+    ca_counts: Arc<ca::CaCounts>,
     /// The REST listeners' connection cap (`--max-connections`, or derived
     /// from the open-files limit).
     max_connections: usize,
@@ -146,10 +149,15 @@ fn check(args: &Args) -> Result<Checked, StartError> {
     };
     let xds_auth = auth::xds::XdsAuth::from_args(args, tokens.clone()).map_err(StartError::Failed)?;
     let xds_tls = auth::xds::tls_config(args, tokens.is_some()).map_err(StartError::Failed)?;
+    let xds_auth = xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_ads::Authenticate>);
+    let ca = ca::from_args(args).map_err(StartError::Failed)?;
+    let ca_counts = Arc::new(ca::CaCounts::default());
+    let certificates = ca::CertificateService::new(ca, xds_auth.clone(), Arc::clone(&ca_counts));
     let xds_options = {
         let mut value = ServeOptions::default();
         value.tls = xds_tls;
-        value.auth = xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_ads::Authenticate>);
+        value.auth = xds_auth;
+        value.routes = Some(tonic::service::Routes::new(certificates));
         value.max_connections = Some(caps.xds);
         value.handshake_timeout = Some(args.xds_handshake_timeout);
         value.max_pending_per_address = Some(args.xds_max_pending_per_address);
@@ -183,6 +191,7 @@ fn check(args: &Args) -> Result<Checked, StartError> {
         tokens,
         tls,
         xds_options,
+        ca_counts,
         max_connections: caps.rest,
     })
 }
@@ -315,14 +324,14 @@ struct Shared {
     shutdown: watch::Receiver<bool>,
 }
 
-/// Step 6: assembles the handlers' [`AppState`] from the tokens
-/// ([`check`]), the store and registries ([`open`]), the Controller and
+/// Step 6: assembles the handlers' [`AppState`] from the tokens and the
+/// certificate service's counts ([`check`]), the store and registries ([`open`]), the Controller and
 /// the ADS server, with the proxies' event records, this replica's record
 /// (named by the addresses from [`bind`]), the metrics registry and the
 /// readiness check.
 fn assemble(
     args: &Args,
-    tokens: Option<Arc<Tokens>>,
+    checked: &Checked,
     opened: Opened,
     controller: Arc<Controller>,
     xds: XdsServer,
@@ -354,6 +363,9 @@ fn assemble(
         Arc::clone(&status_writes),
     );
     metrics.register_collector(Box::new(replicas::Metrics(Arc::clone(&replicas))));
+    metrics.register_collector(Box::new(crate::metrics::CaMetrics(Arc::clone(
+        &checked.ca_counts,
+    ))));
     let metrics = Arc::new(metrics);
     let synced = {
         let controller = Arc::clone(&controller);
@@ -371,7 +383,7 @@ fn assemble(
         discovery,
         metrics: Arc::clone(&metrics),
         proxy_events,
-        tokens,
+        tokens: checked.tokens.clone(),
         max_body_bytes: args.max_body_bytes,
         shutdown: shutdown.clone(),
         readiness: health::Readiness {

@@ -70,6 +70,12 @@ pub struct ServeOptions {
     pub http2_keepalive_timeout: Duration,
     /// TCP keepalive.
     pub tcp_keepalive: Duration,
+    /// Other gRPC services served on the same port beside ADS (such as a
+    /// certificate service); each authenticates its own calls. A call to
+    /// them does not admit its connection (see
+    /// [`handshake_timeout`](Self::handshake_timeout)): short unary calls
+    /// fit, long-lived streams should be ADS. `None`: ADS only.
+    pub routes: Option<tonic::service::Routes>,
 }
 
 impl Default for ServeOptions {
@@ -87,6 +93,7 @@ impl Default for ServeOptions {
             http2_keepalive_interval: Duration::from_secs(30),
             http2_keepalive_timeout: Duration::from_secs(10),
             tcp_keepalive: Duration::from_secs(60),
+            routes: None,
         }
     }
 }
@@ -127,6 +134,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("http2_keepalive_interval", &self.http2_keepalive_interval)
             .field("http2_keepalive_timeout", &self.http2_keepalive_timeout)
             .field("tcp_keepalive", &self.tcp_keepalive)
+            .field("routes", &self.routes.is_some())
             .finish()
     }
 }
@@ -222,8 +230,9 @@ async fn serve_incoming(
         std::future::ready(admitted)
     });
     let closing = Arc::clone(state);
+    let routes = options.routes.unwrap_or_default().add_service(service);
     builder
-        .add_service(service)
+        .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, async move {
             shutdown.await;
             closing.close();

@@ -1,0 +1,220 @@
+//! `istio.v1.auth.IstioCertificateService/CreateCertificate` on the ADS
+//! port: a CSR in, a signed chain (leaf first, root last) out.
+//!
+//! Calls are authenticated by the credentials ADS accepts (the same
+//! [`Authenticate`]), and the credential decides the identity:
+//!
+//! - a client certificate `spiffe://…/ns/NS/sa/SA`, or an `xds` token with
+//!   `namespace=NS serviceAccount=SA`: only `spiffe://<trust-domain>/ns/NS/sa/SA`
+//!   (the CSR may name it or nothing);
+//! - an `xds` token with `namespace=NS` only: the identity the CSR names,
+//!   in namespace `NS`;
+//! - an operator token (`ro`, `rw`) or an `xds` token without a
+//!   namespace: nothing (`PERMISSION_DENIED`): such a credential may read
+//!   any proxy's configuration, but a certificate is a workload's own
+//!   identity, and only a workload credential names one.
+//!
+//! A call without a valid credential is `UNAUTHENTICATED` (so is every
+//! call when ADS accepts anyone: certificates are never given to anyone);
+//! an identity the credential does not allow is `PERMISSION_DENIED` with
+//! the reason; a bad CSR or lifetime is `INVALID_ARGUMENT`. Each outcome
+//! is counted ([`CaCounts`], in `/metrics`).
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pilot_ads::{Authenticate, Caller, NodeScope};
+use pilot_ca::{CaError, CertificateAuthority, Csr, SpiffeId};
+use tonic::body::Body;
+use tonic::server::NamedService;
+
+use super::proto::{IstioCertificateRequest, IstioCertificateResponse};
+
+/// The service's gRPC name.
+const SERVICE: &str = "istio.v1.auth.IstioCertificateService";
+/// Its one method's path.
+const CREATE_PATH: &str = "/istio.v1.auth.IstioCertificateService/CreateCertificate";
+
+/// Certificates issued and refused since the start, for `/metrics`.
+#[derive(Debug, Default)]
+pub(crate) struct CaCounts {
+    /// Signing requests received.
+    pub(crate) requests: AtomicU64,
+    /// Certificates issued.
+    pub(crate) issued: AtomicU64,
+    /// Refused: no valid credential.
+    pub(crate) unauthenticated: AtomicU64,
+    /// Refused: an identity the credential does not allow.
+    pub(crate) permission_denied: AtomicU64,
+    /// Refused: a bad CSR or lifetime.
+    pub(crate) invalid_argument: AtomicU64,
+    /// Failed: signing itself failed.
+    pub(crate) internal: AtomicU64,
+}
+
+impl CaCounts {
+    fn refused(&self, status: &tonic::Status) {
+        let counter = match status.code() {
+            tonic::Code::Unauthenticated => &self.unauthenticated,
+            tonic::Code::PermissionDenied => &self.permission_denied,
+            tonic::Code::InvalidArgument => &self.invalid_argument,
+            _ => &self.internal,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The certificate service, to add beside ADS.
+#[derive(Clone)]
+pub(crate) struct CertificateService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    ca: Arc<CertificateAuthority>,
+    auth: Option<Arc<dyn Authenticate>>,
+    counts: Arc<CaCounts>,
+}
+
+impl CertificateService {
+    /// Signs with `ca` for the callers `auth` authenticates (`None`: every
+    /// call is refused).
+    pub(crate) fn new(
+        ca: Arc<CertificateAuthority>,
+        auth: Option<Arc<dyn Authenticate>>,
+        counts: Arc<CaCounts>,
+    ) -> Self {
+        CertificateService {
+            inner: Arc::new(Inner { ca, auth, counts }),
+        }
+    }
+}
+
+impl NamedService for CertificateService {
+    const NAME: &'static str = SERVICE;
+}
+
+impl tower_service::Service<http::Request<Body>> for CertificateService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        if request.uri().path() != CREATE_PATH {
+            let status = tonic::Status::unimplemented(format!("no method {}", request.uri().path()));
+            return Box::pin(std::future::ready(Ok(status.into_http())));
+        }
+        let caller = match &self.inner.auth {
+            Some(auth) => auth.authenticate(request.headers(), request.extensions()),
+            None => Err(tonic::Status::unauthenticated(
+                "this server gives certificates only to authenticated callers, and its ADS port accepts anyone \
+                 (no --token-file or --xds-client-ca)",
+            )),
+        };
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move {
+            let mut grpc = tonic::server::Grpc::new(tonic_prost::ProstCodec::default());
+            Ok(grpc.unary(Create { inner, caller }, request).await)
+        })
+    }
+}
+
+/// One call's handler.
+struct Create {
+    inner: Arc<Inner>,
+    caller: Result<Caller, tonic::Status>,
+}
+
+impl tonic::server::UnaryService<IstioCertificateRequest> for Create {
+    type Response = IstioCertificateResponse;
+    type Future = std::future::Ready<Result<tonic::Response<IstioCertificateResponse>, tonic::Status>>;
+
+    fn call(&mut self, request: tonic::Request<IstioCertificateRequest>) -> Self::Future {
+        let counts = &self.inner.counts;
+        counts.requests.fetch_add(1, Ordering::Relaxed);
+        let answer = match &self.caller {
+            Err(status) => Err(status.clone()),
+            Ok(caller) => self.inner.create(caller, &request.into_inner()),
+        };
+        match &answer {
+            Ok(_) => {
+                counts.issued.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(status) => {
+                tracing::warn!(code = ?status.code(), reason = status.message(), "certificate request refused");
+                counts.refused(status);
+            }
+        }
+        std::future::ready(answer.map(tonic::Response::new))
+    }
+}
+
+impl Inner {
+    fn create(
+        &self,
+        caller: &Caller,
+        request: &IstioCertificateRequest,
+    ) -> Result<IstioCertificateResponse, tonic::Status> {
+        let csr = Csr::from_pem(&request.csr).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
+        let ttl = match u64::try_from(request.validity_duration) {
+            Ok(0) => None,
+            Ok(seconds) => Some(Duration::from_secs(seconds)),
+            Err(_) => {
+                return Err(tonic::Status::invalid_argument(format!(
+                    "validity_duration {} is negative",
+                    request.validity_duration
+                )));
+            }
+        };
+        let identity = self.identity(caller, &csr)?;
+        let issued = self.ca.sign(&csr, &identity, ttl).map_err(|e| match e {
+            CaError::Refused(_) => tonic::Status::permission_denied(format!("{}: {e}", caller.name)),
+            CaError::TtlOverMax { .. } | CaError::Pem { .. } | CaError::NotSpiffe { .. } => {
+                tonic::Status::invalid_argument(e.to_string())
+            }
+            other => tonic::Status::internal(other.to_string()),
+        })?;
+        tracing::info!(caller = %caller.name, %identity, "certificate issued");
+        Ok(IstioCertificateResponse {
+            cert_chain: issued.cert_chain,
+        })
+    }
+
+    /// The identity `caller` gets for `csr`.
+    fn identity(&self, caller: &Caller, csr: &Csr) -> Result<SpiffeId, tonic::Status> {
+        let domain = &self.ca.options().trust_domain;
+        let requested = csr
+            .requested_identity()
+            .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
+        let denied = |why: String| tonic::Status::permission_denied(format!("{}: {why}", caller.name));
+        match &caller.scope {
+            NodeScope::ServiceAccount { namespace, account } => {
+                // The CA refuses a CSR naming anything else.
+                Ok(SpiffeId::new(domain.clone(), namespace.clone(), account.clone()))
+            }
+            NodeScope::Namespace(namespace) => match requested {
+                Some(id) if id.namespace == *namespace => Ok(id),
+                Some(id) => Err(denied(format!(
+                    "the credential allows identities of namespace {namespace:?} only, not {id}"
+                ))),
+                None => Err(tonic::Status::invalid_argument(format!(
+                    "the CSR names no identity; this credential (namespace {namespace:?}) needs one of \
+                     spiffe://{domain}/ns/{namespace}/sa/<service-account>"
+                ))),
+            },
+            NodeScope::Any => Err(denied(
+                "certificates are issued to workload credentials only: an xds token with namespace=NS \
+                 [serviceAccount=SA], or a client certificate with a SPIFFE identity"
+                    .into(),
+            )),
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! The certificate service on the ADS port as a workload sees it: a real
+//! gRPC client sends a CSR made with a new key, with the credential ADS
+//! accepts, and gets a chain that verifies against the root; another
+//! identity, an operator's token or no credential is refused; the root
+//! in `--ca-dir` stays the same across a restart.
+
+mod common;
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use common::TestServer;
+use pilot_ca::{SpiffeId, WorkloadKey, verify_chain};
+use tonic::transport::{Channel, Endpoint};
+
+const REVIEWS: &str = "reviews-token-0123456789abcdef";
+const NAMESPACE: &str = "namespace-token-0123456789abcdef";
+const ADMIN: &str = "admin-token-0123456789abcdef";
+
+/// Istio's `IstioCertificateRequest`, as a client declares it.
+#[derive(Clone, PartialEq, prost::Message)]
+struct IstioCertificateRequest {
+    #[prost(string, tag = "1")]
+    csr: String,
+    #[prost(int64, tag = "3")]
+    validity_duration: i64,
+}
+
+/// Istio's `IstioCertificateResponse`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct IstioCertificateResponse {
+    #[prost(string, repeated, tag = "1")]
+    cert_chain: Vec<String>,
+}
+
+fn token_file(dir: &Path) -> String {
+    let path = dir.join("tokens");
+    std::fs::write(
+        &path,
+        format!(
+            "{REVIEWS} xds reviews namespace=default serviceAccount=reviews\n\
+             {NAMESPACE} xds default-ns namespace=default\n{ADMIN} rw admin\n"
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+async fn channel(address: std::net::SocketAddr) -> Channel {
+    Endpoint::from_shared(format!("http://{address}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// `CreateCertificate` with a CSR for `identity` made with a new key.
+async fn create(
+    channel: &Channel,
+    token: Option<&str>,
+    identity: &SpiffeId,
+    ttl_seconds: i64,
+) -> Result<Vec<String>, tonic::Status> {
+    let key = WorkloadKey::generate().unwrap();
+    let mut request = tonic::Request::new(IstioCertificateRequest {
+        csr: key.csr_pem(identity).unwrap(),
+        validity_duration: ttl_seconds,
+    });
+    if let Some(token) = token {
+        request
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    }
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
+    grpc.ready().await.unwrap();
+    let path =
+        http::uri::PathAndQuery::from_static("/istio.v1.auth.IstioCertificateService/CreateCertificate");
+    grpc.unary(request, path, tonic_prost::ProstCodec::default())
+        .await
+        .map(|response: tonic::Response<IstioCertificateResponse>| response.into_inner().cert_chain)
+}
+
+fn id(namespace: &str, account: &str) -> SpiffeId {
+    SpiffeId::new("cluster.local", namespace, account)
+}
+
+fn metric(server: &TestServer, line_start: &str) -> u64 {
+    let auth = format!("Bearer {ADMIN}");
+    let (_, body) = server.request("GET", "/metrics", &[("authorization", &auth)], None);
+    let body = String::from_utf8(body).unwrap();
+    body.lines()
+        .find_map(|line| line.strip_prefix(line_start)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {line_start} in\n{body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workload_gets_its_own_identity_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = token_file(dir.path());
+    let server = TestServer::start(&["--token-file", &tokens]).await;
+    let channel = channel(server.xds).await;
+
+    let chain = create(&channel, Some(REVIEWS), &id("default", "reviews"), 3600)
+        .await
+        .unwrap();
+    let root = chain.last().unwrap().clone();
+    assert_eq!(
+        verify_chain(&chain, &root, SystemTime::now()).unwrap(),
+        id("default", "reviews")
+    );
+
+    let refused = create(&channel, Some(REVIEWS), &id("default", "ratings"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    assert!(
+        refused
+            .message()
+            .contains("the caller may only obtain spiffe://cluster.local/ns/default/sa/reviews"),
+        "{refused:?}"
+    );
+
+    // A namespace token: any account of its namespace, no other namespace.
+    let chain = create(&channel, Some(NAMESPACE), &id("default", "ratings"), 0)
+        .await
+        .unwrap();
+    assert_eq!(
+        verify_chain(&chain, &root, SystemTime::now()).unwrap(),
+        id("default", "ratings")
+    );
+    let refused = create(&channel, Some(NAMESPACE), &id("prod", "ratings"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    assert!(
+        refused.message().contains("namespace \"default\" only"),
+        "{refused:?}"
+    );
+
+    // An operator's token names no workload.
+    let refused = create(&channel, Some(ADMIN), &id("default", "reviews"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    assert!(
+        refused.message().contains("workload credentials only"),
+        "{refused:?}"
+    );
+
+    let refused = create(&channel, None, &id("default", "reviews"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
+    let refused = create(
+        &channel,
+        Some("wrong-token-0123456789abcdef"),
+        &id("default", "reviews"),
+        0,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
+
+    // Over the maximum lifetime (90 days by default).
+    let refused = create(&channel, Some(REVIEWS), &id("default", "reviews"), 100 * 86_400)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+
+    assert_eq!(metric(&server, "citadel_server_csr_count_total"), 8);
+    assert_eq!(
+        metric(&server, "citadel_server_success_cert_issuance_count_total"),
+        2
+    );
+    assert_eq!(
+        metric(&server, "pilot_ca_refused_total{reason=\"permission_denied\"}"),
+        3
+    );
+    assert_eq!(
+        metric(&server, "pilot_ca_refused_total{reason=\"unauthenticated\"}"),
+        2
+    );
+    assert_eq!(
+        metric(&server, "pilot_ca_refused_total{reason=\"invalid_argument\"}"),
+        1
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_ads_port_gives_no_certificates() {
+    let server = TestServer::start(&[]).await;
+    let refused = create(&channel(server.xds).await, None, &id("default", "reviews"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
+    assert!(
+        refused.message().contains("only to authenticated callers"),
+        "{refused:?}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_root_in_the_ca_dir_survives_a_restart_and_signs_with_the_set_lifetime() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = token_file(dir.path());
+    let ca_dir = dir.path().join("cacerts").display().to_string();
+    let flags = [
+        "--token-file",
+        &tokens,
+        "--ca-dir",
+        &ca_dir,
+        "--workload-cert-ttl",
+        "1m",
+    ];
+    let mut roots = Vec::new();
+    for _ in 0..2 {
+        let server = TestServer::start(&flags).await;
+        let chain = create(
+            &channel(server.xds).await,
+            Some(REVIEWS),
+            &id("default", "reviews"),
+            0,
+        )
+        .await
+        .unwrap();
+        let root = chain.last().unwrap().clone();
+        verify_chain(&chain, &root, SystemTime::now()).unwrap();
+        // Valid now, expired past the one-minute lifetime.
+        let later = SystemTime::now() + std::time::Duration::from_secs(120);
+        assert!(verify_chain(&chain, &root, later).is_err());
+        roots.push(root);
+        server.stop().await;
+    }
+    assert_eq!(
+        roots[0], roots[1],
+        "a restart signs with the root kept in --ca-dir"
+    );
+    let on_disk = std::fs::read_to_string(dir.path().join("cacerts/root-cert.pem")).unwrap();
+    assert_eq!(on_disk, roots[0]);
+}
+
+/// A workload renews with the certificate it was given: the ADS port
+/// trusts the CA's own root for client certificates (`--xds-client-ca`),
+/// the CA is an operator's, given as files in `--ca-dir`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workload_certificate_is_a_credential_for_its_own_identity_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = token_file(dir.path());
+    let pki = pilot_test_support::Pki::new(dir.path());
+    pki.ca("tls-ca").unwrap();
+    pki.leaf("server", "tls-ca", pilot_test_support::certs::SERVER)
+        .unwrap();
+    let ca_dir = dir.path().join("cacerts");
+    std::fs::create_dir(&ca_dir).unwrap();
+    let root = pilot_ca::generate_root("cluster.local", std::time::Duration::from_secs(86_400)).unwrap();
+    std::fs::write(ca_dir.join("ca-cert.pem"), &root.cert_pem).unwrap();
+    std::fs::write(ca_dir.join("ca-key.pem"), &root.key_pem).unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let ca_cert = ca_dir.join("ca-cert.pem").display().to_string();
+    let flags = [
+        "--token-file".to_string(),
+        tokens,
+        "--ca-dir".into(),
+        ca_dir.display().to_string(),
+        "--xds-tls-cert".into(),
+        path("server.pem"),
+        "--xds-tls-key".into(),
+        path("server-key.pem"),
+        "--xds-client-ca".into(),
+        ca_cert,
+    ];
+    let server = TestServer::start(&flags.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let tls = || {
+        tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(
+                std::fs::read(path("tls-ca.pem")).unwrap(),
+            ))
+            .domain_name("localhost")
+    };
+    let connect = |tls: tonic::transport::ClientTlsConfig| async move {
+        Endpoint::from_shared(format!("https://{}", server.xds))
+            .unwrap()
+            .tls_config(tls)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap()
+    };
+    // The first certificate, with the token; the key stays here.
+    let reviews = id("default", "reviews");
+    let key = WorkloadKey::generate().unwrap();
+    let mut request = tonic::Request::new(IstioCertificateRequest {
+        csr: key.csr_pem(&reviews).unwrap(),
+        validity_duration: 0,
+    });
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {REVIEWS}").parse().unwrap());
+    let mut grpc = tonic::client::Grpc::new(connect(tls()).await);
+    grpc.ready().await.unwrap();
+    let path_create =
+        http::uri::PathAndQuery::from_static("/istio.v1.auth.IstioCertificateService/CreateCertificate");
+    let chain = grpc
+        .unary(request, path_create, tonic_prost::ProstCodec::default())
+        .await
+        .map(|response: tonic::Response<IstioCertificateResponse>| response.into_inner().cert_chain)
+        .unwrap();
+    assert_eq!(
+        chain.last().unwrap().as_str(),
+        root.cert_pem,
+        "the operator's root signs"
+    );
+    // Then the certificate alone is the credential.
+    let identity = tonic::transport::Identity::from_pem(chain[0].clone(), key.private_key_pem());
+    let with_cert = connect(tls().identity(identity)).await;
+    let renewed = create(&with_cert, None, &reviews, 3600).await.unwrap();
+    assert_eq!(
+        verify_chain(&renewed, &root.cert_pem, SystemTime::now()).unwrap(),
+        reviews
+    );
+    let refused = create(&with_cert, None, &id("default", "ratings"), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    server.stop().await;
+}
