@@ -167,7 +167,11 @@ fn publish(
                 configs.extend(controller.list_cached(kind, None).unwrap_or_default());
             }
             match MeshConfig::from_configs(configs.iter().map(|c| &**c)) {
-                Ok(mesh) => (revisions, Arc::new(mesh)),
+                Ok(mesh) => {
+                    // Compiled once here, for every proxy of the push.
+                    mesh.model();
+                    (revisions, Arc::new(mesh))
+                }
                 Err(error) => {
                     tracing::error!(%error, "cannot decode the routing configuration; keeping the last push");
                     return true;
