@@ -3,7 +3,7 @@
 use std::time::SystemTime;
 
 use http::{Method, StatusCode};
-use pilot_model::{DynConfig, KindRegistry, KindSchema, document, istio};
+use pilot_model::{DynConfig, KindRegistry, KindSchema, document};
 use serde_json::Value;
 
 use crate::client::Client;
@@ -13,7 +13,7 @@ use crate::{Cli, Command, Failure, Output, analyze, analyze_cmd, files, kinds, s
 
 /// Runs the command line.
 pub async fn run(cli: Cli) -> Result<(), Failure> {
-    let registry = istio::registry();
+    let registry = pilot_model::default_registry();
     let Cli {
         server,
         token,

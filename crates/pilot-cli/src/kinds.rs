@@ -4,16 +4,9 @@ use std::sync::Arc;
 
 use pilot_model::{KindRegistry, KindSchema};
 
-/// The short name of a kind: the initials of its words (`RouteRule` is
-/// `rr`, `DestinationPolicy` is `dp`).
-pub fn short_name(kind: &str) -> String {
-    kind.chars()
-        .filter(char::is_ascii_uppercase)
-        .map(|c| c.to_ascii_lowercase())
-        .collect()
-}
-
-/// The kind `name` refers to, or a message listing what is known.
+/// The kind `name` refers to (its name, plural, short names
+/// ([`KindRegistry::short_names`]), or `plural.group`), or a message listing
+/// what is known.
 pub fn resolve(registry: &KindRegistry, name: &str) -> Result<Arc<KindSchema>, String> {
     let wanted = name.to_ascii_lowercase();
     let found = registry
@@ -24,7 +17,7 @@ pub fn resolve(registry: &KindRegistry, name: &str) -> Result<Arc<KindSchema>, S
             let kind = schema.kind.to_ascii_lowercase();
             wanted == kind
                 || wanted == schema.plural.to_ascii_lowercase()
-                || wanted == short_name(&schema.kind)
+                || registry.short_names(schema).contains(&wanted)
                 || wanted == format!("{kind}.{}", schema.group)
                 || wanted == format!("{}.{}", schema.plural, schema.group)
         });
@@ -34,12 +27,9 @@ pub fn resolve(registry: &KindRegistry, name: &str) -> Result<Arc<KindSchema>, S
             .iter()
             .filter_map(|k| registry.get(k))
             .map(|s| {
-                format!(
-                    "{} ({}, {})",
-                    s.kind.to_ascii_lowercase(),
-                    s.plural,
-                    short_name(&s.kind)
-                )
+                let mut names = vec![s.plural.clone()];
+                names.extend(registry.short_names(&s));
+                format!("{} ({})", s.kind.to_ascii_lowercase(), names.join(", "))
             })
             .collect();
         format!("unknown kind {name:?}; known kinds: {}", known.join(", "))
@@ -70,5 +60,26 @@ mod tests {
         assert_eq!(resolve(&registry, "dp").unwrap().kind, "DestinationPolicy");
         let error = resolve(&registry, "routes").unwrap_err();
         assert!(error.contains("routerule (routerules, rr)"), "{error}");
+    }
+
+    #[test]
+    fn networking_kinds_by_name_and_short_name() {
+        let registry = pilot_model::default_registry();
+        for (name, kind) in [
+            ("vs", "VirtualService"),
+            ("virtualservices.networking.istio.io", "VirtualService"),
+            ("dr", "DestinationRule"),
+            ("DestinationRules", "DestinationRule"),
+            ("se", "ServiceEntry"),
+            ("gw", "Gateway"),
+            ("gateway", "Gateway"),
+            ("we", "WorkloadEntry"),
+            ("workloadentries", "WorkloadEntry"),
+            ("rr", "RouteRule"),
+        ] {
+            assert_eq!(resolve(&registry, name).unwrap().kind, kind, "{name}");
+        }
+        let error = resolve(&registry, "g").unwrap_err();
+        assert!(error.contains("gateway (gateways, gw)"), "{error}");
     }
 }

@@ -43,8 +43,15 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
     const PLURAL: &'static str;
     /// The API group, e.g. `config.istio.io`.
     const GROUP: &'static str;
-    /// The API version, e.g. `v1alpha2`.
+    /// The API version objects are stored at, e.g. `v1alpha2`.
     const VERSION: &'static str;
+    /// Further versions served with the same schema (objects written at
+    /// one are stored at [`ConfigKind::VERSION`]: only `apiVersion`
+    /// changes), e.g. `["v1beta1", "v1alpha3"]`.
+    const SERVED_VERSIONS: &'static [&'static str] = &[];
+    /// Short names clients accept for the kind, e.g. `["vs"]`; none derives
+    /// them from the kind's name ([`KindSchema::short_names`]).
+    const SHORT_NAMES: &'static [&'static str] = &[];
 
     /// Records every problem with this spec. Paths start at `spec`.
     fn validate(&self, errors: &mut FieldErrors) {
@@ -78,6 +85,9 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
                 }
             },
         );
+        let schema = schema
+            .with_served_versions(Self::SERVED_VERSIONS.iter().copied())
+            .with_short_names(Self::SHORT_NAMES.iter().copied());
         match Self::openapi_schema() {
             Some(openapi) => schema.with_openapi_schema(openapi),
             None => schema,
@@ -90,6 +100,22 @@ pub type SpecValidator = dyn Fn(&serde_json::Value, &mut FieldErrors) + Send + S
 
 /// What the store needs to know about a kind: its names and how to validate
 /// a spec given as JSON.
+///
+/// A kind is stored at one version ([`KindSchema::version`]) and may be
+/// served at further versions with the same schema
+/// ([`KindSchema::versions`]); an object written at any served version is
+/// stored at the storage version, only its `apiVersion` changed, as
+/// Kubernetes does for a CRD with `conversion: None`.
+///
+/// ```
+/// use pilot_model::KindSchema;
+/// let schema = KindSchema::new("Route", "routes", "example.com", "v1", |_, _| {})
+///     .with_served_versions(["v1beta1"])
+///     .with_short_names(["rt"]);
+/// assert_eq!(schema.versions, ["v1", "v1beta1"]);
+/// assert!(schema.serves("v1beta1") && !schema.serves("v2"));
+/// assert_eq!(schema.short_names, ["rt"]);
+/// ```
 #[derive(Clone)]
 pub struct KindSchema {
     /// The kind's name, e.g. `RouteRule`.
@@ -98,8 +124,14 @@ pub struct KindSchema {
     pub plural: String,
     /// The API group.
     pub group: String,
-    /// The API version.
+    /// The storage version: objects are stored, and listed by stores, at
+    /// this version.
     pub version: String,
+    /// Every version served, the storage version first.
+    pub versions: Vec<String>,
+    /// Short names clients accept for the kind (e.g. `vs`); empty when
+    /// clients derive them from the kind's name.
+    pub short_names: Vec<String>,
     validator: Arc<SpecValidator>,
     openapi: Option<Arc<serde_json::Value>>,
 }
@@ -113,14 +145,40 @@ impl KindSchema {
         version: impl Into<String>,
         validator: impl Fn(&serde_json::Value, &mut FieldErrors) + Send + Sync + 'static,
     ) -> Self {
+        let version = version.into();
         KindSchema {
             kind: kind.into(),
             plural: plural.into(),
             group: group.into(),
-            version: version.into(),
+            versions: vec![version.clone()],
+            version,
+            short_names: Vec::new(),
             validator: Arc::new(validator),
             openapi: None,
         }
+    }
+
+    /// The same schema also served at `versions` (after the storage
+    /// version; repeats are ignored).
+    pub fn with_served_versions<V: Into<String>>(mut self, versions: impl IntoIterator<Item = V>) -> Self {
+        for version in versions {
+            let version = version.into();
+            if !self.versions.contains(&version) {
+                self.versions.push(version);
+            }
+        }
+        self
+    }
+
+    /// The same schema with these short names.
+    pub fn with_short_names<N: Into<String>>(mut self, names: impl IntoIterator<Item = N>) -> Self {
+        self.short_names = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// True when `version` is one of the versions served.
+    pub fn serves(&self, version: &str) -> bool {
+        self.versions.iter().any(|v| v == version)
     }
 
     /// The same schema with an OpenAPI v3 schema of the spec.
@@ -152,12 +210,18 @@ impl KindSchema {
                 ),
             );
         }
-        if !meta.version.is_empty() && meta.version != self.version {
+        if !meta.version.is_empty() && !self.serves(&meta.version) {
             errors.push(
                 "apiVersion",
                 format!(
-                    "version {:?} of {} is not served; expected {:?}",
-                    meta.version, self.kind, self.version
+                    "version {:?} of {} is not served; expected {}",
+                    meta.version,
+                    self.kind,
+                    self.versions
+                        .iter()
+                        .map(|v| format!("{v:?}"))
+                        .collect::<Vec<_>>()
+                        .join(" or ")
                 ),
             );
         }
@@ -175,12 +239,17 @@ impl KindSchema {
         }
     }
 
-    /// Fills an empty group or version in from the schema.
+    /// Fills an empty group or version in from the schema, and moves an
+    /// object of another served version to the storage version (the
+    /// schemas are the same: only the version changes). An unserved
+    /// version is left for [`KindSchema::validate`] to refuse.
     pub fn fill_type(&self, config: &mut DynConfig) {
         if config.meta.group.is_empty() {
             config.meta.group = self.group.clone();
         }
-        if config.meta.version.is_empty() {
+        if config.meta.version.is_empty()
+            || (config.meta.group == self.group && self.serves(&config.meta.version))
+        {
             config.meta.version = self.version.clone();
         }
     }
@@ -193,6 +262,8 @@ impl fmt::Debug for KindSchema {
             .field("plural", &self.plural)
             .field("group", &self.group)
             .field("version", &self.version)
+            .field("versions", &self.versions)
+            .field("short_names", &self.short_names)
             .finish_non_exhaustive()
     }
 }
@@ -261,6 +332,35 @@ impl KindRegistry {
             .cloned()
     }
 
+    /// The short names of `schema`: its own when it declares some, else the
+    /// initials of its words (`rr` for `RouteRule`) when at least two
+    /// letters long and no other kind has the same initials or takes them
+    /// as a name.
+    ///
+    /// ```
+    /// let registry = pilot_model::istio::registry();
+    /// let schema = registry.get("RouteRule").unwrap();
+    /// assert_eq!(registry.short_names(&schema), ["rr"]);
+    /// ```
+    pub fn short_names(&self, schema: &KindSchema) -> Vec<String> {
+        if !schema.short_names.is_empty() {
+            return schema.short_names.clone();
+        }
+        let short = initials(&schema.kind);
+        let clash = self.read().values().any(|other| {
+            other.kind != schema.kind
+                && (initials(&other.kind) == short
+                    || other.plural == short
+                    || other.kind.eq_ignore_ascii_case(&short)
+                    || other.short_names.contains(&short))
+        });
+        if short.len() < 2 || clash {
+            Vec::new()
+        } else {
+            vec![short]
+        }
+    }
+
     /// Validates `config` against its kind and fills in an empty group and
     /// version, ready to be stored.
     pub fn prepare(&self, mut config: DynConfig) -> Result<DynConfig, StoreError> {
@@ -273,6 +373,14 @@ impl KindRegistry {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<KindSchema>>> {
         self.kinds.read().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The initials of a kind's words, lower case: `rr` for `RouteRule`.
+fn initials(kind: &str) -> String {
+    kind.chars()
+        .filter(char::is_ascii_uppercase)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
 }
 
 #[cfg(test)]
@@ -350,6 +458,31 @@ mod tests {
         };
         assert_eq!(errors[0].path, "spec.tags[1]");
         assert!(err.to_string().contains("spec.tags[1]"), "{err}");
+    }
+
+    #[test]
+    fn served_versions_are_stored_at_the_storage_version() {
+        let registry = KindRegistry::new();
+        let schema = Limit::schema().with_served_versions(["v1beta1", "v1alpha3"]);
+        registry.register_schema(schema).unwrap();
+        let mut config = DynConfig {
+            meta: ConfigMeta::new("Limit", "default", "l"),
+            spec: serde_json::json!({"maxRequests": 1}),
+        };
+        config.meta.group = "example.com".into();
+        config.meta.version = "v1alpha3".into();
+        let stored = registry.prepare(config.clone()).unwrap();
+        assert_eq!(stored.meta.version, "v1");
+        config.meta.version = "v2".into();
+        let Err(StoreError::Invalid { errors, .. }) = registry.prepare(config) else {
+            panic!("v2 is not served");
+        };
+        assert_eq!(errors[0].path, "apiVersion");
+        assert!(
+            errors[0].message.contains(r#""v1" or "v1beta1" or "v1alpha3""#),
+            "{}",
+            errors[0].message
+        );
     }
 
     #[test]

@@ -45,6 +45,7 @@ mod validation;
 
 pub mod document;
 pub mod istio;
+pub mod networking;
 pub mod proxy;
 pub mod routing;
 
@@ -70,3 +71,18 @@ pub use registry_snapshot::RegistrySnapshot;
 pub use service::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};
 pub use store::{ConfigStore, ConfigWatch, Revision, Snapshot, Undecodable, WatchEvent, WatchStream};
 pub use validation::{FieldError, FieldErrors, dns1123_label, dns1123_subdomain, label_key, label_value};
+
+/// pilot's default registry: Istio's v1alpha2 routing kinds
+/// ([`istio::register`]) and the `networking.istio.io` kinds
+/// ([`networking::register`]). pilot-discovery serves it and pilotctl
+/// reads files with it.
+///
+/// ```
+/// let registry = pilot_model::default_registry();
+/// assert!(registry.contains("RouteRule") && registry.contains("VirtualService"));
+/// ```
+pub fn default_registry() -> KindRegistry {
+    let registry = istio::registry();
+    networking::register(&registry).expect("the routing and networking kinds have distinct names");
+    registry
+}

@@ -246,7 +246,7 @@ struct Opened {
 /// flags name. Needs the REST address from [`bind`]: it names this
 /// replica unless `--replica-name` does.
 async fn open(args: &Args, bound: Bound) -> Result<Opened, StartError> {
-    let registry = pilot_model::istio::registry();
+    let registry = pilot_model::default_registry();
     let replica = args
         .replica_name
         .clone()

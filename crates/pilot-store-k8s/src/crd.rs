@@ -22,27 +22,29 @@ pub const FIELD_MANAGER: &str = "pilot";
 /// ]);
 /// ```
 pub fn crds(registry: &KindRegistry) -> Vec<CustomResourceDefinition> {
-    let schemas: Vec<_> = registry.kinds().iter().filter_map(|k| registry.get(k)).collect();
-    let all_short: Vec<String> = schemas.iter().map(|s| short_name(&s.kind)).collect();
-    schemas
+    registry
+        .kinds()
         .iter()
-        .map(|schema| {
-            let short = short_name(&schema.kind);
-            // A short name two kinds share would be ambiguous: neither gets it.
-            let unique = all_short.iter().filter(|s| **s == short).count() == 1;
-            crd_with(schema, unique.then_some(short))
-        })
+        .filter_map(|k| registry.get(k))
+        .map(|schema| crd_with(&schema, registry.short_names(&schema)))
         .collect()
 }
 
-/// The CRD of one kind: `<plural>.<group>`, namespaced, served and stored at
-/// the kind's version, with the structural form of the kind's OpenAPI
+/// The CRD of one kind: `<plural>.<group>`, namespaced, stored at the
+/// kind's storage version and served at every version it serves
+/// ([`KindSchema::versions`], one schema: the API server converts between
+/// them by `apiVersion` only, `conversion: None`), with the structural form of the kind's OpenAPI
 /// schema ([`KindSchema::openapi_schema`], derived from the Rust types for
 /// the Istio kinds), or, for a kind without one, a `spec` object that keeps
 /// unknown fields. Either way pilot validates every write itself. The
 /// `status` subresource holds pilot's distribution status.
 pub fn crd(schema: &KindSchema) -> CustomResourceDefinition {
-    crd_with(schema, Some(short_name(&schema.kind)))
+    let short = if schema.short_names.is_empty() {
+        vec![short_name(&schema.kind)]
+    } else {
+        schema.short_names.clone()
+    };
+    crd_with(schema, short)
 }
 
 /// Applies the CRD of every kind in `registry` (server-side apply, field
@@ -97,7 +99,7 @@ fn established(crd: &CustomResourceDefinition) -> bool {
         })
 }
 
-fn crd_with(schema: &KindSchema, short_name: Option<String>) -> CustomResourceDefinition {
+fn crd_with(schema: &KindSchema, short_names: Vec<String>) -> CustomResourceDefinition {
     let mut spec = match schema.openapi_schema() {
         Some(openapi) => crate::schema::structural(openapi),
         None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
@@ -106,28 +108,14 @@ fn crd_with(schema: &KindSchema, short_name: Option<String>) -> CustomResourceDe
         "The {} spec; pilot validates it on every write.",
         schema.kind
     ));
-    let value = json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": format!("{}.{}", schema.plural, schema.group),
-            "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
-        },
-        "spec": {
-            "group": schema.group,
-            "scope": "Namespaced",
-            "names": {
-                "kind": schema.kind,
-                "listKind": format!("{}List", schema.kind),
-                "plural": schema.plural,
-                "singular": schema.kind.to_lowercase(),
-                "shortNames": short_name.into_iter().collect::<Vec<_>>(),
-                "categories": [FIELD_MANAGER],
-            },
-            "versions": [{
-                "name": schema.version,
+    let versions: Vec<serde_json::Value> = schema
+        .versions
+        .iter()
+        .map(|version| {
+            json!({
+                "name": version,
                 "served": true,
-                "storage": true,
+                "storage": *version == schema.version,
                 "schema": {"openAPIV3Schema": {
                     "type": "object",
                     "required": ["spec"],
@@ -143,7 +131,28 @@ fn crd_with(schema: &KindSchema, short_name: Option<String>) -> CustomResourceDe
                 // Status is written through /status only, and a write
                 // there changes nothing else (and the reverse).
                 "subresources": {"status": {}},
-            }],
+            })
+        })
+        .collect();
+    let value = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": format!("{}.{}", schema.plural, schema.group),
+            "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
+        },
+        "spec": {
+            "group": schema.group,
+            "scope": "Namespaced",
+            "names": {
+                "kind": schema.kind,
+                "listKind": format!("{}List", schema.kind),
+                "plural": schema.plural,
+                "singular": schema.kind.to_lowercase(),
+                "shortNames": short_names,
+                "categories": [FIELD_MANAGER],
+            },
+            "versions": versions,
         },
     });
     // The shape above is fixed; only names and versions vary, as strings.
@@ -205,5 +214,42 @@ mod tests {
         let spec = &json["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
         assert_eq!(spec["x-kubernetes-preserve-unknown-fields"], true);
         assert_eq!(json["spec"]["names"]["shortNames"], json!(["mc"]));
+    }
+
+    #[test]
+    fn networking_crds_serve_three_versions_and_store_v1() {
+        let registry = pilot_model::default_registry();
+        let crds = crds(&registry);
+        let vs = crds
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some("virtualservices.networking.istio.io"))
+            .unwrap();
+        let json = serde_json::to_value(vs).unwrap();
+        assert_eq!(json["spec"]["names"]["shortNames"], json!(["vs"]));
+        let versions: Vec<(&str, bool, bool)> = json["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["name"].as_str().unwrap(),
+                    v["served"].as_bool().unwrap(),
+                    v["storage"].as_bool().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            versions,
+            [
+                ("v1", true, true),
+                ("v1beta1", true, false),
+                ("v1alpha3", true, false)
+            ]
+        );
+        let gateway = crds
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some("gateways.networking.istio.io"))
+            .unwrap();
+        assert_eq!(gateway.spec.names.short_names, Some(vec!["gw".to_string()]));
     }
 }

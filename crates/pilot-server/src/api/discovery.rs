@@ -74,7 +74,7 @@ pub(crate) async fn groups(State(state): State<AppState>, headers: HeaderMap) ->
                     "metadata": {"name": group, "creationTimestamp": null},
                     "versions": versions.iter().map(|(version, kinds)| json!({
                         "version": version,
-                        "resources": kinds.iter().map(|s| aggregated_resource(&state.registry, s)).collect::<Vec<_>>(),
+                        "resources": kinds.iter().map(|s| aggregated_resource(&state.registry, s, version)).collect::<Vec<_>>(),
                         "freshness": "Current",
                     })).collect::<Vec<_>>(),
                 })
@@ -140,45 +140,27 @@ pub(crate) fn singular(schema: &KindSchema) -> String {
     schema.kind.to_ascii_lowercase()
 }
 
-/// A kind's short names: the initials of its words (`rr` for
-/// `RouteRule`, `dp`, `er`, `ir`), when at least two letters long and no
-/// other kind has the same initials or takes them as a name.
+/// A kind's short names ([`KindRegistry::short_names`]: declared, or the
+/// initials of its words, `rr` for `RouteRule`).
 pub(crate) fn short_names(registry: &KindRegistry, schema: &KindSchema) -> Vec<String> {
-    let initials = |kind: &str| -> String {
-        kind.chars()
-            .filter(char::is_ascii_uppercase)
-            .map(|c| c.to_ascii_lowercase())
-            .collect()
-    };
-    let short = initials(&schema.kind);
-    let clash = registry
-        .kinds()
-        .iter()
-        .filter_map(|k| registry.get(k))
-        .any(|other| {
-            other.kind != schema.kind
-                && (initials(&other.kind) == short || other.plural == short || singular(&other) == short)
-        });
-    if short.len() < 2 || clash {
-        Vec::new()
-    } else {
-        vec![short]
-    }
+    registry.short_names(schema)
 }
 
-/// The kinds of each group, by version, the preferred version first.
+/// The kinds of each group, by version (a kind under every version it
+/// serves), the preferred version first.
 type Groups = BTreeMap<String, Vec<(String, Vec<Arc<KindSchema>>)>>;
 
 fn by_group(registry: &KindRegistry) -> Groups {
     let mut groups: BTreeMap<String, BTreeMap<String, Vec<Arc<KindSchema>>>> = BTreeMap::new();
     for kind in registry.kinds() {
         if let Some(schema) = registry.get(&kind) {
-            groups
-                .entry(schema.group.clone())
-                .or_default()
-                .entry(schema.version.clone())
-                .or_default()
-                .push(schema);
+            let versions = groups.entry(schema.group.clone()).or_default();
+            for version in &schema.versions {
+                versions
+                    .entry(version.clone())
+                    .or_default()
+                    .push(Arc::clone(&schema));
+            }
         }
     }
     groups
@@ -225,10 +207,10 @@ fn api_group(group: &str, versions: &[(String, Vec<Arc<KindSchema>>)]) -> Value 
     })
 }
 
-fn aggregated_resource(registry: &KindRegistry, schema: &KindSchema) -> Value {
+fn aggregated_resource(registry: &KindRegistry, schema: &KindSchema, version: &str) -> Value {
     json!({
         "resource": schema.plural,
-        "responseKind": {"group": schema.group, "version": schema.version, "kind": schema.kind},
+        "responseKind": {"group": schema.group, "version": version, "kind": schema.kind},
         "scope": "Namespaced",
         "singularResource": singular(schema),
         "verbs": VERBS,
@@ -301,5 +283,41 @@ mod tests {
             .map(|k| short_names(&registry, &registry.get(k).unwrap()))
             .collect();
         assert_eq!(names, [["rr"], ["dp"], ["er"], ["ir"]]);
+    }
+
+    #[test]
+    fn networking_kinds_under_every_served_version() {
+        let registry = pilot_model::istio::registry();
+        pilot_model::networking::register(&registry).unwrap();
+        let groups = by_group(&registry);
+        let versions: Vec<&str> = groups["networking.istio.io"]
+            .iter()
+            .map(|(v, _)| v.as_str())
+            .collect();
+        assert_eq!(versions, ["v1", "v1beta1", "v1alpha3"]);
+        for (_, kinds) in &groups["networking.istio.io"] {
+            let names: Vec<&str> = kinds.iter().map(|s| s.kind.as_str()).collect();
+            assert_eq!(
+                names,
+                [
+                    "DestinationRule",
+                    "Gateway",
+                    "ServiceEntry",
+                    "VirtualService",
+                    "WorkloadEntry"
+                ]
+            );
+        }
+        let names: Vec<Vec<String>> = [
+            "VirtualService",
+            "DestinationRule",
+            "ServiceEntry",
+            "Gateway",
+            "WorkloadEntry",
+        ]
+        .iter()
+        .map(|k| short_names(&registry, &registry.get(k).unwrap()))
+        .collect();
+        assert_eq!(names, [["vs"], ["dr"], ["se"], ["gw"], ["we"]]);
     }
 }

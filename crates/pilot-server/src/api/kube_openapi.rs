@@ -119,8 +119,9 @@ pub(crate) fn definition_name(schema: &KindSchema, suffix: &str) -> String {
     )
 }
 
+/// Every kind at every version it serves.
 fn kinds(registry: &KindRegistry) -> Vec<Arc<KindSchema>> {
-    registry.kinds().iter().filter_map(|k| registry.get(k)).collect()
+    super::resources::every_served(registry)
 }
 
 fn group_versions(registry: &KindRegistry) -> Vec<(String, String)> {

@@ -69,7 +69,20 @@ pub(crate) fn one_object(schema: &KindSchema, headers: &HeaderMap, object: Arc<D
             let revision = object.meta.resource_version.clone().unwrap_or_default();
             Json(table::table(schema, &request, &[object], &revision, true)).into_response()
         }
-        None => Json(&*object).into_response(),
+        None => Json(&*at_version(schema, object)).into_response(),
+    }
+}
+
+/// `object` as served at `schema`'s version (the URL's): a kind served at
+/// several versions with one schema is stored at its storage version, and
+/// shown at the version asked for with only `apiVersion` changed.
+pub(crate) fn at_version(schema: &KindSchema, object: Arc<DynConfig>) -> Arc<DynConfig> {
+    if object.meta.group == schema.group && object.meta.version != schema.version {
+        let mut shown = (*object).clone();
+        shown.meta.version = schema.version.clone();
+        Arc::new(shown)
+    } else {
+        object
     }
 }
 
@@ -143,6 +156,7 @@ pub(crate) async fn list_or_watch(
     if let Some(request) = table {
         return Ok(Json(table::table(&schema, &request, &items, &revision, true)).into_response());
     }
+    let items: Vec<Arc<DynConfig>> = items.into_iter().map(|c| at_version(&schema, c)).collect();
     let items: Vec<&DynConfig> = items.iter().map(|c| &**c).collect();
     Ok(Json(json!({
         "apiVersion": format!("{}/{}", schema.group, schema.version),
@@ -216,6 +230,11 @@ impl Stream {
                     &revision,
                     true,
                 )
+            }
+            None if object.meta.group == self.schema.group && object.meta.version != self.schema.version => {
+                let mut shown = object.clone();
+                shown.meta.version = self.schema.version.clone();
+                json!(shown)
             }
             None => json!(object),
         };

@@ -60,7 +60,13 @@ pub(crate) fn document(registry: &KindRegistry, options: Options) -> Value {
             continue;
         };
         kind_schemas(&schema, &mut schemas);
-        kind_paths(&schema, options, &mut paths);
+        for version in &schema.versions {
+            kind_paths(
+                &super::resources::served_at(&schema, version),
+                options,
+                &mut paths,
+            );
+        }
     }
     for (path, item) in fixed_routes() {
         let item = secure_path_item(item, options);
@@ -259,7 +265,7 @@ fn kind_schemas(schema: &KindSchema, schemas: &mut Map<String, Value>) {
         "required": ["metadata", "spec"],
         "additionalProperties": false,
         "properties": {
-            "apiVersion": {"type": "string", "enum": [format!("{}/{}", schema.group, schema.version)]},
+            "apiVersion": {"type": "string", "enum": schema.versions.iter().map(|v| format!("{}/{v}", schema.group)).collect::<Vec<_>>()},
             "kind": {"type": "string", "enum": [kind]},
             "metadata": {"$ref": "#/components/schemas/ObjectMeta"},
             "spec": spec,

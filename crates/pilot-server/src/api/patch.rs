@@ -89,7 +89,7 @@ pub(crate) async fn patch(
         }
     };
     match result.await {
-        Ok(stored) => Ok(Json(&*stored).into_response()),
+        Ok(stored) => Ok(Json(&*super::list::at_version(&schema, stored)).into_response()),
         Err(error) => Err(error.for_resource(&schema)),
     }
 }

@@ -89,7 +89,7 @@ pub(crate) async fn create(
         write_create(&state, config, &options).await
     };
     match result.await {
-        Ok(stored) => Ok((StatusCode::CREATED, Json(&*stored)).into_response()),
+        Ok(stored) => Ok((StatusCode::CREATED, Json(&*list::at_version(&schema, stored))).into_response()),
         Err(error) => Err(error.for_resource(&schema)),
     }
 }
@@ -111,7 +111,7 @@ pub(crate) async fn replace(
         write_update(&state, config, &options).await
     };
     match result.await {
-        Ok(stored) => Ok(Json(&*stored).into_response()),
+        Ok(stored) => Ok(Json(&*list::at_version(&schema, stored)).into_response()),
         Err(error) => Err(error.for_resource(&schema)),
     }
 }
@@ -177,6 +177,10 @@ pub(crate) async fn delete_collection(
     };
     match result.await {
         Ok(deleted) => {
+            let deleted: Vec<Arc<DynConfig>> = deleted
+                .into_iter()
+                .map(|c| list::at_version(&schema, c))
+                .collect();
             let items: Vec<&DynConfig> = deleted.iter().map(|c| &**c).collect();
             Ok(Json(json!({
                 "apiVersion": format!("{}/{}", schema.group, schema.version),
@@ -313,7 +317,10 @@ pub(crate) async fn current(state: &AppState, key: &ConfigKey) -> Result<Arc<Dyn
 }
 
 /// The kind served at `group/version/plural`, or a 404 naming what is
-/// served.
+/// served. At a version other than the kind's storage version, the schema
+/// answered has that `version`, so that what the request answers (objects,
+/// lists, events: [`list::at_version`]) shows the version asked for; writes
+/// still go through the registry, which stores the storage version.
 pub(crate) fn resolve(
     state: &AppState,
     group: &str,
@@ -322,13 +329,19 @@ pub(crate) fn resolve(
 ) -> Result<Arc<KindSchema>, ApiError> {
     match state.registry.by_plural(Some(group), plural) {
         Some(schema) if schema.version == version => Ok(schema),
+        Some(schema) if schema.serves(version) => Ok(served_at(&schema, version)),
         _ => {
             let served: Vec<String> = state
                 .registry
                 .kinds()
                 .iter()
                 .filter_map(|k| state.registry.get(k))
-                .map(|s| format!("/apis/{}/{}/{}", s.group, s.version, s.plural))
+                .flat_map(|s| {
+                    s.versions
+                        .iter()
+                        .map(|v| format!("/apis/{}/{v}/{}", s.group, s.plural))
+                        .collect::<Vec<_>>()
+                })
                 .collect();
             Err(ApiError {
                 details: json!({"group": group, "kind": plural}),
@@ -343,6 +356,32 @@ pub(crate) fn resolve(
             })
         }
     }
+}
+
+/// `schema` as presented at its served `version`: the same kind and
+/// schema, whose `version` (the one shown in paths, `apiVersion` and
+/// OpenAPI names) is `version`.
+pub(crate) fn served_at(schema: &KindSchema, version: &str) -> Arc<KindSchema> {
+    let mut served = schema.clone();
+    served.version = version.to_string();
+    Arc::new(served)
+}
+
+/// Every registered kind at every version it serves (see [`served_at`]),
+/// by kind name then version.
+pub(crate) fn every_served(registry: &pilot_model::KindRegistry) -> Vec<Arc<KindSchema>> {
+    registry
+        .kinds()
+        .iter()
+        .filter_map(|k| registry.get(k))
+        .flat_map(|schema| {
+            schema
+                .versions
+                .iter()
+                .map(|v| served_at(&schema, v))
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// The backend's object at `key` (what a write would find), or 404.

@@ -1,0 +1,151 @@
+//! Istio's networking kinds of today (group `networking.istio.io`, stored
+//! at version `v1`, also served at `v1beta1` and `v1alpha3` with the same
+//! schema, as Istio's CRDs serve them): [`VirtualService`],
+//! [`DestinationRule`], [`ServiceEntry`], [`Gateway`] and
+//! [`WorkloadEntry`], with Istio's validation.
+//!
+//! JSON field names are those of Istio's protos in lowerCamel case; the
+//! proto's snake_case names are accepted on input too, as protobuf's JSON
+//! mapping accepts them, and never written.
+//!
+//! ```
+//! use pilot_model::networking;
+//! let registry = networking::registry();
+//! assert_eq!(
+//!     registry.kinds(),
+//!     ["DestinationRule", "Gateway", "ServiceEntry", "VirtualService", "WorkloadEntry"]
+//! );
+//! ```
+
+mod common;
+mod destination_rule;
+mod gateway;
+mod service_entry;
+mod traffic_policy;
+mod virtual_service;
+mod workload_entry;
+
+pub use common::{
+    Destination, HeaderOperations, Headers, Percent, PortSelector, StringMatch, WorkloadSelector,
+};
+pub use destination_rule::{DestinationRule, Subset};
+pub use gateway::{
+    Gateway, GatewayPort, Server, ServerTlsMode, ServerTlsSettings, TlsCertificate, TlsProtocol,
+};
+pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort};
+pub use traffic_policy::{
+    ClientTlsMode, ClientTlsSettings, ConnectionPoolSettings, ConsistentHashLb, CookieAttribute,
+    H2UpgradePolicy, HttpCookie, HttpSettings, LoadBalancerSettings, MagLev, OutlierDetection,
+    PortTrafficPolicy, RingHash, SimpleLb, TcpKeepalive, TcpSettings, TrafficPolicy,
+};
+pub use virtual_service::{
+    CorsPolicy, Delegate, FaultAbort, FaultDelay, HttpBody, HttpDirectResponse, HttpFaultInjection,
+    HttpMatchRequest, HttpMirrorPolicy, HttpRedirect, HttpRetry, HttpRewrite, HttpRoute,
+    HttpRouteDestination, L4MatchAttributes, RedirectPortSelection, RegexRewrite, RouteDestination, TcpRoute,
+    TlsMatchAttributes, TlsRoute, UnmatchedPreflights, VirtualService,
+};
+pub use workload_entry::WorkloadEntry;
+
+use crate::{ConfigKind, FieldErrors, KindRegistry, StoreError};
+
+/// The API group of the networking kinds.
+pub const GROUP: &str = "networking.istio.io";
+/// The storage version of the networking kinds.
+pub const VERSION: &str = "v1";
+/// Every version the networking kinds are served at, the storage version
+/// first; all share one schema.
+pub const VERSIONS: &[&str] = &["v1", "v1beta1", "v1alpha3"];
+
+macro_rules! networking_kind {
+    ($ty:ty, $kind:literal, $plural:literal, $short:literal, $validate:path) => {
+        impl ConfigKind for $ty {
+            const KIND: &'static str = $kind;
+            const PLURAL: &'static str = $plural;
+            const GROUP: &'static str = GROUP;
+            const VERSION: &'static str = VERSION;
+            const SERVED_VERSIONS: &'static [&'static str] = VERSIONS;
+            const SHORT_NAMES: &'static [&'static str] = &[$short];
+
+            #[cfg(feature = "schema")]
+            fn openapi_schema() -> Option<serde_json::Value> {
+                Some(crate::istio::openapi_schema::<Self>())
+            }
+
+            fn validate(&self, errors: &mut FieldErrors) {
+                $validate(self, errors)
+            }
+        }
+    };
+}
+
+networking_kind!(
+    VirtualService,
+    "VirtualService",
+    "virtualservices",
+    "vs",
+    validate_virtual_service
+);
+networking_kind!(
+    DestinationRule,
+    "DestinationRule",
+    "destinationrules",
+    "dr",
+    validate_destination_rule
+);
+networking_kind!(
+    ServiceEntry,
+    "ServiceEntry",
+    "serviceentries",
+    "se",
+    validate_service_entry
+);
+networking_kind!(Gateway, "Gateway", "gateways", "gw", validate_gateway);
+networking_kind!(
+    WorkloadEntry,
+    "WorkloadEntry",
+    "workloadentries",
+    "we",
+    validate_workload_entry
+);
+
+fn validate_virtual_service(vs: &VirtualService, errors: &mut FieldErrors) {
+    if vs.hosts.is_empty() {
+        errors.push("spec.hosts", "at least one host is required");
+    }
+}
+
+fn validate_destination_rule(dr: &DestinationRule, errors: &mut FieldErrors) {
+    if dr.host.is_empty() {
+        errors.push("spec.host", "a host is required");
+    }
+}
+
+fn validate_service_entry(se: &ServiceEntry, errors: &mut FieldErrors) {
+    if se.hosts.is_empty() {
+        errors.push("spec.hosts", "at least one host is required");
+    }
+}
+
+fn validate_gateway(gw: &Gateway, errors: &mut FieldErrors) {
+    if gw.servers.is_empty() {
+        errors.push("spec.servers", "at least one server is required");
+    }
+}
+
+fn validate_workload_entry(_we: &WorkloadEntry, _errors: &mut FieldErrors) {}
+
+/// Registers the five networking kinds with `registry`.
+pub fn register(registry: &KindRegistry) -> Result<(), StoreError> {
+    registry.register::<VirtualService>()?;
+    registry.register::<DestinationRule>()?;
+    registry.register::<ServiceEntry>()?;
+    registry.register::<Gateway>()?;
+    registry.register::<WorkloadEntry>()
+}
+
+/// A new registry holding only the networking kinds.
+pub fn registry() -> KindRegistry {
+    let registry = KindRegistry::new();
+    register(&registry).expect("a new registry has none of the networking kinds");
+    registry
+}
