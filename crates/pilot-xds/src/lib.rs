@@ -70,4 +70,4 @@ pub use names::{ClusterName, Direction, route_config_name};
 pub use pilot_model::proxy::{InterceptionMode, ProxyType};
 pub use proxy::{Generator, Proxy};
 pub use resources::Resources;
-pub use routes::{CORS_FILTER, FAULT_FILTER, MESH_GATEWAY};
+pub use routes::{CORS_FILTER, FAULT_FILTER};

@@ -20,8 +20,8 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent};
 use envoy_types::pb::google::protobuf::{Any, BoolValue, UInt32Value};
 use pilot_model::routing::{
-    Cors, Fault, HeaderOperations, HttpAction, HttpMatch, HttpRoute, Retries, RouteDestination, RoutingModel,
-    StringMatch, WeightedDestination,
+    Cors, Fault, HeaderOperations, HttpAction, HttpMatch, HttpRoute, MESH_GATEWAY, Retries, RouteDestination,
+    RoutingModel, StringMatch, WeightedDestination,
 };
 use pilot_model::{Labels, Service, ServiceInstance};
 
@@ -194,9 +194,6 @@ pub fn admits(request: &HttpMatch, own: &[ServiceInstance], proxy: &Proxy) -> bo
         }
     }
 }
-
-/// The gateway name that stands for every sidecar of the mesh.
-pub const MESH_GATEWAY: &str = "mesh";
 
 /// The Envoy route of one route of the model and one of its matches (none:
 /// every request), for one service port.

@@ -127,7 +127,8 @@ impl GeneratedCache {
         mesh: &MeshConfig,
     ) -> ProxyConfig {
         let own = registry.host_instances(&[proxy.ip]);
-        let class = ProxyClass::of(proxy, &own, mesh.model().source_services());
+        let model = mesh.model();
+        let class = ProxyClass::of(proxy, &own, model.source_services(), model.sources_by_labels());
         let cell = Arc::clone(
             self.by_class
                 .lock()

@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use crate::Labels;
 
+/// The gateway name that stands for every sidecar of the mesh.
+pub const MESH_GATEWAY: &str = "mesh";
+
 /// One HTTP route of a host: the first route whose matches admit a request
 /// takes it.
 #[derive(Debug, Clone, PartialEq, Default)]

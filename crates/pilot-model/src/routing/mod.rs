@@ -2,8 +2,9 @@
 //! generation reads, whichever API family it was written in.
 //!
 //! The routing kinds (v1alpha2 `RouteRule`, `DestinationPolicy`,
-//! `EgressRule`, `IngressRule`) are compiled by [`RoutingConfigs::compile`]
-//! into a [`RoutingModel`]:
+//! `EgressRule`, `IngressRule`; `networking.istio.io` `VirtualService` and
+//! `DestinationRule`) are compiled by [`RoutingConfigs::compile`] into a
+//! [`RoutingModel`]:
 //!
 //! - per service host, its ordered HTTP routes ([`HttpRoute`]: matches,
 //!   weighted destinations, redirect or direct response, rewrite, timeout,
@@ -17,8 +18,9 @@
 //!   ingress's servers ([`IngressServer`]).
 //!
 //! Compilation is pure and deterministic: the same objects give the same
-//! model. A host's routes keep the kinds' precedence (higher first, ties
-//! broken by namespace and name). The model is compiled once per push and
+//! model. A host's routes keep the kinds' precedence: v1alpha2 rules by
+//! precedence (higher first, ties broken by namespace and name), then the
+//! VirtualServices' routes (by namespace and name, each in its order). The model is compiled once per push and
 //! shared by every proxy; what depends on the proxy asking (a source
 //! match) is kept in the routes and decided at generation.
 //!
@@ -49,18 +51,21 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
+use crate::networking::{DestinationRule, VirtualService};
 use crate::{Config, ConfigKind, DynConfig, Labels, StoreError};
 
 mod edge;
 mod http;
 mod l4;
 mod policy;
+mod v1;
 mod v1alpha2;
 
 pub use edge::{ExternalPort, ExternalService, IngressRoute, IngressServer, PortSelector, Resolution};
 pub use http::{
     Cors, DirectResponse, Fault, FaultAbort, FaultDelay, HeaderOperations, Headers, HttpAction, HttpMatch,
-    HttpRoute, Mirror, Redirect, Retries, Rewrite, RouteDestination, StringMatch, WeightedDestination,
+    HttpRoute, MESH_GATEWAY, Mirror, Redirect, Retries, Rewrite, RouteDestination, StringMatch,
+    WeightedDestination,
 };
 pub use l4::{L4Match, TcpRoute, TlsRoute};
 pub use policy::{
@@ -83,6 +88,10 @@ pub struct RoutingConfigs {
     pub egress_rules: Vec<Config<EgressRule>>,
     /// Ingress rules.
     pub ingress_rules: Vec<Config<IngressRule>>,
+    /// Virtual services (`networking.istio.io`).
+    pub virtual_services: Vec<Config<VirtualService>>,
+    /// Destination rules (`networking.istio.io`).
+    pub destination_rules: Vec<Config<DestinationRule>>,
     /// The DNS suffix of service hostnames (`svc.cluster.local`).
     pub domain_suffix: String,
 }
@@ -94,6 +103,8 @@ impl Default for RoutingConfigs {
             destination_policies: Vec::new(),
             egress_rules: Vec::new(),
             ingress_rules: Vec::new(),
+            virtual_services: Vec::new(),
+            destination_rules: Vec::new(),
             domain_suffix: DEFAULT_DOMAIN_SUFFIX.into(),
         }
     }
@@ -110,6 +121,8 @@ impl RoutingConfigs {
                 DestinationPolicy::KIND => out.destination_policies.push(Config::from_dyn(config)?),
                 EgressRule::KIND => out.egress_rules.push(Config::from_dyn(config)?),
                 IngressRule::KIND => out.ingress_rules.push(Config::from_dyn(config)?),
+                VirtualService::KIND => out.virtual_services.push(Config::from_dyn(config)?),
+                DestinationRule::KIND => out.destination_rules.push(Config::from_dyn(config)?),
                 _ => {}
             }
         }
@@ -126,6 +139,7 @@ impl RoutingConfigs {
     pub fn compile(&self) -> RoutingModel {
         let mut model = RoutingModel::default();
         v1alpha2::compile(self, &mut model);
+        v1::compile(self, &mut model);
         model.finish();
         model
     }
@@ -153,6 +167,7 @@ pub struct RoutingModel {
     external: Vec<ExternalService>,
     ingress: Vec<IngressServer>,
     sources: HashSet<String>,
+    sources_by_labels: bool,
 }
 
 impl RoutingModel {
@@ -206,6 +221,13 @@ impl RoutingModel {
         &self.sources
     }
 
+    /// Whether some route's match names its source by workload labels
+    /// alone (a VirtualService's `sourceLabels`): then every proxy's labels
+    /// matter.
+    pub fn sources_by_labels(&self) -> bool {
+        self.sources_by_labels
+    }
+
     fn host_mut(&mut self, host: &str) -> &mut HostRoutes {
         self.hosts.entry(host.to_string()).or_default()
     }
@@ -245,6 +267,12 @@ impl RoutingModel {
             .flat_map(|r| &r.matches)
             .filter_map(|m| m.source_service.clone())
             .collect();
+        self.sources_by_labels = self
+            .hosts
+            .values()
+            .flat_map(|h| &h.http)
+            .flat_map(|r| &r.matches)
+            .any(|m| m.source_service.is_none() && !m.source_labels.is_empty());
     }
 }
 
