@@ -2,8 +2,10 @@
 //! name; kinds with schemas and validation; the [`ConfigStore`] and
 //! [`ConfigWatch`] contracts every backend implements; and the service model
 //! with the [`ServiceDiscovery`] contract every platform adapter implements;
-//! and the contracts between a proxy and pilot-discovery ([`proxy`]: node
-//! id, proxy type, interception mode, the agent's reports).
+//! the routing model every API family's routing kinds compile into and
+//! generation reads ([`routing`]); and the contracts between a proxy and
+//! pilot-discovery ([`proxy`]: node id, proxy type, interception mode, the
+//! agent's reports).
 //!
 //! This crate knows no backend and no transport.
 //!
@@ -46,6 +48,7 @@ pub mod document;
 pub mod istio;
 pub mod networking;
 pub mod proxy;
+pub mod routing;
 pub mod security;
 
 /// The attribute [`ConfigStore`], [`ConfigWatch`] and [`ServiceDiscovery`]

@@ -1,5 +1,5 @@
-//! CDS: clusters for services, their version subsets, the proxy's own
-//! instances, and external hosts allowed by egress rules.
+//! CDS: clusters for services, their subsets, the proxy's own instances,
+//! and external services, with the routing model's traffic policies.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -15,11 +15,12 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::{HttpProtocolOptions, http_protocol_options};
-use pilot_model::istio::SimpleLbPolicy;
+use envoy_types::pb::google::protobuf::UInt32Value;
+use pilot_model::routing::{LoadBalancer, Resolution, RoutingModel, SimpleLb, TrafficPolicy};
 use pilot_model::{Labels, Protocol, Service, ServiceDiscovery, ServiceInstance};
 
-use crate::util::{ads, any, duration, socket, u32_value};
-use crate::{ClusterName, MeshConfig, MeshIndex, Proxy};
+use crate::util::{ads, any, duration, socket};
+use crate::{ClusterName, Proxy};
 
 /// How long a new upstream connection may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -28,65 +29,29 @@ pub const PASSTHROUGH: &str = "PassthroughCluster";
 
 const HTTP_OPTIONS_KEY: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 
-/// Every subset (label set) that some rule sends traffic to, by hostname.
-pub fn subsets(mesh: &MeshConfig) -> BTreeMap<String, BTreeSet<Labels>> {
-    let mut subsets: BTreeMap<String, BTreeSet<Labels>> = BTreeMap::new();
-    for rule in &mesh.route_rules {
-        let Some(destination) = &rule.spec.destination else {
-            continue;
-        };
-        let default_host = mesh.hostname(destination, &rule.meta.namespace);
-        for route in &rule.spec.route {
-            let host = route
-                .destination
-                .as_ref()
-                .map(|d| mesh.hostname(d, &rule.meta.namespace))
-                .unwrap_or_else(|| default_host.clone());
-            let labels = Labels(route.labels.clone());
-            if !labels.is_empty() {
-                subsets.entry(host).or_default().insert(labels);
-            }
-        }
-        if let Some(mirror) = &rule.spec.mirror
-            && !mirror.labels.is_empty()
-        {
-            let host = mesh.hostname(mirror, &rule.meta.namespace);
-            subsets
-                .entry(host)
-                .or_default()
-                .insert(Labels(mirror.labels.clone()));
-        }
-    }
-    for policy in &mesh.destination_policies {
-        if let Some(destination) = &policy.spec.destination
-            && !destination.labels.is_empty()
-        {
-            let host = mesh.hostname(destination, &policy.meta.namespace);
-            subsets
-                .entry(host)
-                .or_default()
-                .insert(Labels(destination.labels.clone()));
-        }
-    }
-    subsets
-}
-
 /// The clusters for `proxy`, and the load assignments of its EDS clusters.
 pub(crate) fn clusters(
     proxy: &Proxy,
     registry: &dyn ServiceDiscovery,
-    mesh: &MeshConfig,
-    index: &MeshIndex<'_>,
+    model: &RoutingModel,
 ) -> (Vec<Cluster>, Vec<ClusterLoadAssignment>) {
     // The passthrough serves captured traffic only.
     let captured = proxy.proxy_type == crate::ProxyType::Sidecar && proxy.capture.captures();
     let services = registry.services();
-    let subsets = subsets(mesh);
-    let assignments = eds_clusters(&services, &subsets)
+    let assignments = eds_clusters(&services, model)
         .iter()
         .map(|c| load_assignment(&c.name, &c.service, &c.port_name, registry))
         .collect();
-    (outbound(captured, &services, &subsets, mesh, index), assignments)
+    (outbound(captured, &services, model), assignments)
+}
+
+/// The subsets of `host` the model has, by their labels, in order.
+pub(crate) fn subsets_of<'a>(model: &'a RoutingModel, host: &str) -> impl Iterator<Item = &'a Labels> {
+    model
+        .destination(host)
+        .into_iter()
+        .flat_map(|d| &d.subsets)
+        .map(|s| &s.labels)
 }
 
 /// An EDS cluster of the mesh: a service port, whole or one subset.
@@ -100,20 +65,15 @@ pub struct EdsCluster {
 }
 
 /// The EDS clusters every Envoy gets, in CDS order: for each service port
-/// (but external names), the whole service and each subset a rule or a
-/// policy names. They depend on no proxy, so their load assignments are
-/// built once per push for every proxy.
-pub fn eds_clusters(
-    services: &[std::sync::Arc<Service>],
-    subsets: &BTreeMap<String, BTreeSet<Labels>>,
-) -> Vec<EdsCluster> {
-    let none = BTreeSet::new();
+/// (but external names), the whole service and each of its subsets in the
+/// model. They depend on no proxy, so their load assignments are built
+/// once per push for every proxy.
+pub fn eds_clusters(services: &[std::sync::Arc<Service>], model: &RoutingModel) -> Vec<EdsCluster> {
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
     for service in services.iter().filter(|s| s.external_name.is_none()) {
         for port in &service.ports {
-            let wanted = std::iter::once(Labels::new())
-                .chain(subsets.get(&service.hostname).unwrap_or(&none).iter().cloned());
+            let wanted = std::iter::once(Labels::new()).chain(subsets_of(model, &service.hostname).cloned());
             for subset in wanted {
                 let name = ClusterName::outbound(&service.hostname, port.port, subset);
                 if seen.insert(name.to_string()) {
@@ -131,15 +91,8 @@ pub fn eds_clusters(
 
 /// The outbound clusters (CDS but the proxy's inbound ones): they depend
 /// on the proxy only through `captured` (the passthrough cluster).
-pub fn outbound(
-    captured: bool,
-    services: &[std::sync::Arc<Service>],
-    subsets: &BTreeMap<String, BTreeSet<Labels>>,
-    mesh: &MeshConfig,
-    index: &MeshIndex<'_>,
-) -> Vec<Cluster> {
+pub fn outbound(captured: bool, services: &[std::sync::Arc<Service>], model: &RoutingModel) -> Vec<Cluster> {
     let mut clusters = Vec::new();
-    let none = BTreeSet::new();
     for service in services {
         for port in &service.ports {
             if let Some(external) = &service.external_name {
@@ -147,19 +100,18 @@ pub fn outbound(
                 clusters.push(dns_cluster(&name.to_string(), external, port.port, port.protocol));
                 continue;
             }
-            let wanted = std::iter::once(Labels::new())
-                .chain(subsets.get(&service.hostname).unwrap_or(&none).iter().cloned());
+            let wanted = std::iter::once(Labels::new()).chain(subsets_of(model, &service.hostname).cloned());
             for subset in wanted {
                 let name = ClusterName::outbound(&service.hostname, port.port, subset.clone());
                 let mut cluster = eds_cluster(&name.to_string(), port.protocol);
-                if let Some(policy) = index.policy_for(&service.hostname, &subset) {
-                    apply_policy(&mut cluster, &policy.spec);
+                if let Some(policy) = model.policy_for(&service.hostname, &subset) {
+                    apply_policy(&mut cluster, policy.for_port(port.port));
                 }
                 clusters.push(cluster);
             }
         }
     }
-    clusters.extend(egress_clusters(mesh, index));
+    clusters.extend(external_clusters(model));
     if captured {
         clusters.push(original_destination(PASSTHROUGH));
     }
@@ -260,43 +212,51 @@ pub(crate) fn use_http2(cluster: &mut Cluster) {
         .insert(HTTP_OPTIONS_KEY.into(), any(&options));
 }
 
-/// Load balancing, circuit breaking and outlier detection from a
-/// destination policy.
-fn apply_policy(cluster: &mut Cluster, policy: &pilot_model::istio::DestinationPolicy) {
-    if let Some(name) = policy.load_balancing.as_ref().and_then(|lb| lb.name) {
-        cluster.lb_policy = match name {
-            SimpleLbPolicy::RoundRobin => cluster::LbPolicy::RoundRobin,
-            SimpleLbPolicy::LeastConn => cluster::LbPolicy::LeastRequest,
-            SimpleLbPolicy::Random => cluster::LbPolicy::Random,
-        } as i32;
+/// Load balancing, circuit breaking and outlier detection from a traffic
+/// policy.
+fn apply_policy(cluster: &mut Cluster, policy: &TrafficPolicy) {
+    if let Some(balancer) = &policy.load_balancer {
+        let lb = match balancer {
+            LoadBalancer::Simple(SimpleLb::RoundRobin) => Some(cluster::LbPolicy::RoundRobin),
+            LoadBalancer::Simple(SimpleLb::LeastRequest) => Some(cluster::LbPolicy::LeastRequest),
+            LoadBalancer::Simple(SimpleLb::Random) => Some(cluster::LbPolicy::Random),
+            LoadBalancer::ConsistentHash(_) => Some(cluster::LbPolicy::RingHash),
+            _ => None,
+        };
+        if let Some(lb) = lb {
+            cluster.lb_policy = lb as i32;
+        }
     }
-    let Some(cb) = policy.circuit_breaker.as_ref().and_then(|c| c.simple_cb.as_ref()) else {
-        return;
-    };
-    cluster.circuit_breakers = Some(CircuitBreakers {
-        thresholds: vec![Thresholds {
-            max_connections: cb.max_connections.map(u32_value),
-            max_pending_requests: cb.http_max_pending_requests.map(u32_value),
-            max_requests: cb.http_max_requests.map(u32_value),
-            max_retries: cb.http_max_retries.map(u32_value),
+    let count = |n: u32| UInt32Value { value: n };
+    if let Some(pool) = &policy.connection_pool {
+        cluster.circuit_breakers = Some(CircuitBreakers {
+            thresholds: vec![Thresholds {
+                max_connections: pool.max_connections.map(count),
+                max_pending_requests: pool.max_pending_requests.map(count),
+                max_requests: pool.max_requests.map(count),
+                max_retries: pool.max_retries.map(count),
+                ..Default::default()
+            }],
             ..Default::default()
-        }],
-        ..Default::default()
-    });
-    if cb.http_consecutive_errors.is_some()
-        || cb.http_detection_interval.is_some()
-        || cb.sleep_window.is_some()
-        || cb.http_max_ejection_percent.is_some()
-    {
+        });
+        if let Some(timeout) = pool.connect_timeout {
+            cluster.connect_timeout = Some(duration(timeout));
+        }
+    }
+    if let Some(outlier) = &policy.outlier_detection {
         cluster.outlier_detection = Some(OutlierDetection {
-            consecutive_5xx: cb.http_consecutive_errors.map(u32_value),
-            interval: cb.http_detection_interval.map(|d| duration(d.as_std())),
-            base_ejection_time: cb.sleep_window.map(|d| duration(d.as_std())),
-            max_ejection_percent: cb.http_max_ejection_percent.map(u32_value),
+            consecutive_5xx: outlier.consecutive_5xx_errors.map(count),
+            interval: outlier.interval.map(duration),
+            base_ejection_time: outlier.base_ejection_time.map(duration),
+            max_ejection_percent: outlier.max_ejection_percent.map(count),
             ..Default::default()
         });
     }
-    if let Some(per_connection) = cb.http_max_requests_per_connection {
+    if let Some(per_connection) = policy
+        .connection_pool
+        .as_ref()
+        .and_then(|p| p.max_requests_per_connection)
+    {
         let key = HTTP_OPTIONS_KEY.to_string();
         let mut options = cluster
             .typed_extension_protocol_options
@@ -311,7 +271,7 @@ fn apply_policy(cluster: &mut Cluster, policy: &pilot_model::istio::DestinationP
                 ..Default::default()
             });
         options.common_http_protocol_options = Some(CoreHttpOptions {
-            max_requests_per_connection: Some(u32_value(per_connection)),
+            max_requests_per_connection: Some(count(per_connection)),
             ..Default::default()
         });
         cluster
@@ -320,35 +280,20 @@ fn apply_policy(cluster: &mut Cluster, policy: &pilot_model::istio::DestinationP
     }
 }
 
-/// Clusters for the external hosts egress rules allow: DNS for a plain
-/// domain, the original destination for wildcards and CIDR blocks; with
-/// the host's destination policy.
-fn egress_clusters(mesh: &MeshConfig, index: &MeshIndex<'_>) -> Vec<Cluster> {
+/// Clusters for the external services: DNS for a domain, the original
+/// destination for wildcards, addresses and CIDR blocks; with the host's
+/// traffic policy.
+fn external_clusters(model: &RoutingModel) -> Vec<Cluster> {
     let mut clusters = Vec::new();
-    for rule in &mesh.egress_rules {
-        let Some(service) = rule.spec.destination.as_ref().map(|d| d.service.as_str()) else {
-            continue;
-        };
-        for port in &rule.spec.ports {
-            let Ok(number) = u16::try_from(port.port) else {
-                continue;
+    for service in model.external_services() {
+        for port in &service.ports {
+            let name = ClusterName::outbound(&service.host, port.number, Labels::new()).to_string();
+            let mut cluster = match service.resolution {
+                Resolution::Dns => dns_cluster(&name, &service.host, port.number, port.protocol),
+                _ => original_destination(&name),
             };
-            let name = ClusterName::outbound(service, number, Labels::new()).to_string();
-            let protocol = match port.protocol.to_ascii_uppercase().as_str() {
-                "HTTP2" => Protocol::Http2,
-                "GRPC" => Protocol::Grpc,
-                _ => Protocol::Http,
-            };
-            let mut cluster = if service.contains('*')
-                || service.contains('/')
-                || service.parse::<std::net::IpAddr>().is_ok()
-            {
-                original_destination(&name)
-            } else {
-                dns_cluster(&name, service, number, protocol)
-            };
-            if let Some(policy) = index.policy_for(service, &Labels::new()) {
-                apply_policy(&mut cluster, &policy.spec);
+            if let Some(policy) = model.policy_for(&service.host, &Labels::new()) {
+                apply_policy(&mut cluster, policy.for_port(port.number));
             }
             clusters.push(cluster);
         }

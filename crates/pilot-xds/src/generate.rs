@@ -6,11 +6,13 @@
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use pilot_model::{ServiceDiscovery, ServiceInstance};
 
-use crate::{Generator, MeshConfig, MeshIndex, Proxy, ProxyType, Resources};
+use pilot_model::routing::RoutingModel;
+
+use crate::{Generator, MeshConfig, Proxy, ProxyType, Resources};
 use crate::{clusters, grpcgen, listeners, routes};
 
 /// Generates every resource for `proxy` from the registry and the routing
-/// configuration.
+/// configuration (its compiled model).
 pub fn generate(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> Resources {
     let own = registry.host_instances(&[proxy.ip]);
     let mut resources = generate_outbound(proxy, registry, mesh, &own);
@@ -28,12 +30,12 @@ pub fn generate_outbound(
     mesh: &MeshConfig,
     own: &[ServiceInstance],
 ) -> Resources {
+    let model = mesh.model();
     if proxy.generator == Generator::Grpc {
-        return grpcgen::outbound(proxy, registry, mesh, own);
+        return grpcgen::outbound(proxy, registry, model, own);
     }
-    let index = mesh.index();
-    let (clusters, endpoints) = clusters::clusters(proxy, registry, mesh, &index);
-    let mut resources = envoy_listeners_routes(proxy, registry, mesh, own, &index);
+    let (clusters, endpoints) = clusters::clusters(proxy, registry, model);
+    let mut resources = envoy_listeners_routes(proxy, registry, model, own);
     resources.clusters = clusters;
     resources.endpoints = endpoints;
     resources
@@ -46,16 +48,15 @@ pub fn generate_outbound(
 fn envoy_listeners_routes(
     proxy: &Proxy,
     registry: &dyn ServiceDiscovery,
-    mesh: &MeshConfig,
+    model: &RoutingModel,
     own: &[ServiceInstance],
-    index: &MeshIndex<'_>,
 ) -> Resources {
-    let plan = listeners::listeners(proxy, registry, mesh);
+    let plan = listeners::listeners(proxy, registry, model);
     let services = registry.services();
     let mut routes: Vec<RouteConfiguration> = plan
         .http_ports
         .iter()
-        .map(|port| routes::route_configuration(*port, &services, mesh, proxy, own, index))
+        .map(|port| routes::route_configuration(*port, &services, model, proxy, own))
         .collect();
     routes.extend(plan.ingress_routes);
     Resources {

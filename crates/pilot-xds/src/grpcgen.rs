@@ -12,7 +12,7 @@
 //!   Unknown names have no resource: the client reports "does not exist".
 //! - RDS: one route configuration per service port, named
 //!   `hostname:port`, one virtual host with every alias as domain; routes
-//!   from the rules as for Envoy (header and path matches, weighted
+//!   from the routing model as for Envoy (header and path matches, weighted
 //!   subsets), then reduced to gRPC's subset (A28): timeouts become
 //!   `max_stream_duration` (A31), retries keep gRPC status codes (A44),
 //!   faults stay per route (A33); rewrites, mirrors, appended headers, CORS
@@ -47,14 +47,14 @@ use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
 };
+use envoy_types::pb::google::protobuf::UInt32Value;
+use pilot_model::routing::RoutingModel;
 use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
 
-use crate::clusters::{load_assignment, subsets};
-use crate::routes::{
-    FAULT_FILTER, applies_to, domains_with_port, is_catch_all, prefix_match, rule_routes, to_cluster,
-};
+use crate::clusters::{load_assignment, subsets_of};
+use crate::routes::{FAULT_FILTER, admitted, domains_with_port, prefix_match, virtual_host_routes};
 use crate::util::{ads, any, socket, u32_value};
-use crate::{ClusterName, MeshConfig, Proxy, Resources};
+use crate::{ClusterName, Proxy, Resources};
 
 /// The prefix of the listener names xDS-enabled gRPC servers ask for (the
 /// `server_listener_resource_name_template` of the bootstrap, `%s` being
@@ -74,25 +74,31 @@ const GRPC_RETRY_ON: &str = "unavailable";
 pub(crate) fn outbound(
     proxy: &Proxy,
     registry: &dyn ServiceDiscovery,
-    mesh: &MeshConfig,
+    model: &RoutingModel,
     own: &[ServiceInstance],
 ) -> Resources {
-    let index = mesh.index();
-    let subsets = subsets(mesh);
-    let none = BTreeSet::new();
     let mut resources = Resources::default();
     let mut listener_names = BTreeSet::new();
     for service in registry.services() {
         if service.external_name.is_some() {
             continue;
         }
-        let rules: Vec<_> = index
-            .rules_for(&service.hostname)
-            .iter()
-            .copied()
-            .filter(|rule| applies_to(rule, mesh, own, proxy))
-            .collect();
-        let faults = rules.iter().any(|rule| rule.spec.http_fault.is_some());
+        let host_routes = model.http_routes(&service.hostname);
+        let admitted = admitted(host_routes, own, proxy);
+        let mut flags = admitted.iter().copied();
+        // Faults of routes that apply to this proxy (a route applies when
+        // one of its matches does, or it has none).
+        let faults = host_routes.iter().any(|route| {
+            let applies = if route.matches.is_empty() {
+                true
+            } else {
+                route
+                    .matches
+                    .iter()
+                    .fold(false, |any, _| flags.next().unwrap_or(true) | any)
+            };
+            applies && route.fault.is_some()
+        });
         for port in &service.ports {
             let canonical = format!("{}:{}", service.hostname, port.port);
             // Listeners: one per name with the port (the first service to
@@ -107,21 +113,11 @@ pub(crate) fn outbound(
                 }
             }
             // The route configuration.
-            let mut routes: Vec<Route> = rules
-                .iter()
-                .flat_map(|rule| rule_routes(rule, &service.hostname, port.port, mesh))
-                .map(for_grpc)
-                .collect();
-            if !routes.iter().any(is_catch_all) {
-                routes.push(Route {
-                    name: "default".into(),
-                    r#match: Some(prefix_match("/")),
-                    action: Some(route::Action::Route(to_cluster(
-                        ClusterName::outbound(&service.hostname, port.port, Labels::new()).to_string(),
-                    ))),
-                    ..Default::default()
-                });
-            }
+            let routes: Vec<Route> =
+                virtual_host_routes(&service, port.port, port.port, host_routes, &admitted)
+                    .into_iter()
+                    .map(for_grpc)
+                    .collect();
             resources.routes.push(RouteConfiguration {
                 name: canonical.clone(),
                 virtual_hosts: vec![VirtualHost {
@@ -133,18 +129,12 @@ pub(crate) fn outbound(
                 ..Default::default()
             });
             // Clusters and load assignments.
-            let wanted = std::iter::once(Labels::new())
-                .chain(subsets.get(&service.hostname).unwrap_or(&none).iter().cloned());
+            let wanted = std::iter::once(Labels::new()).chain(subsets_of(model, &service.hostname).cloned());
             for subset in wanted {
                 let name = ClusterName::outbound(&service.hostname, port.port, subset.clone());
-                let max_requests = index.policy_for(&service.hostname, &subset).and_then(|p| {
-                    p.spec
-                        .circuit_breaker
-                        .as_ref()?
-                        .simple_cb
-                        .as_ref()?
-                        .http_max_requests
-                });
+                let max_requests = model
+                    .policy_for(&service.hostname, &subset)
+                    .and_then(|p| p.for_port(port.port).connection_pool.as_ref()?.max_requests);
                 resources
                     .clusters
                     .push(eds_cluster(&name.to_string(), max_requests));
@@ -261,7 +251,7 @@ fn http_filter(name: &str, config: envoy_types::pb::google::protobuf::Any) -> Ht
 }
 
 /// An EDS cluster over ADS, round robin (what every gRPC supports).
-fn eds_cluster(name: &str, max_requests: Option<i32>) -> Cluster {
+fn eds_cluster(name: &str, max_requests: Option<u32>) -> Cluster {
     Cluster {
         name: name.to_string(),
         cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
@@ -274,7 +264,7 @@ fn eds_cluster(name: &str, max_requests: Option<i32>) -> Cluster {
         lb_policy: cluster::LbPolicy::RoundRobin as i32,
         circuit_breakers: max_requests.map(|n| CircuitBreakers {
             thresholds: vec![Thresholds {
-                max_requests: Some(u32_value(n)),
+                max_requests: Some(UInt32Value { value: n }),
                 ..Default::default()
             }],
             ..Default::default()

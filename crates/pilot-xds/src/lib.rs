@@ -1,25 +1,28 @@
 //! Envoy xDS v3 configuration generated from pilot's services and routing
 //! rules: a pure function of a service registry snapshot, the routing
-//! configuration and the proxy asking.
+//! model (`pilot_model::routing`, compiled from the routing objects by
+//! [`MeshConfig`]) and the proxy asking. Generation reads the model only,
+//! never the objects.
 //!
 //! - CDS ([`Resources::clusters`]): an EDS cluster per service port and per
-//!   version subset that a rule or policy names, with the destination
-//!   policy's load balancing, circuit breakers and outlier detection;
+//!   subset of the model, with its traffic policy's load balancing,
+//!   circuit breakers and outlier detection;
 //!   inbound clusters to 127.0.0.1 for the proxy's own instances; clusters
 //!   for egress hosts (DNS, or the original destination for wildcards and
-//!   CIDR blocks), with the host's destination policy.
+//!   CIDR blocks) from the model's external services.
 //! - EDS ([`Resources::endpoints`]): the matching instances of each EDS
 //!   cluster, with their zone as locality.
 //! - LDS ([`Resources::listeners`]): for sidecars with capture, the virtual
 //!   listener (original destination), outbound listeners that do not bind,
 //!   and inbound listeners; without capture, outbound listeners bound on
 //!   127.0.0.1 at each service port; for ingress proxies, listeners from
-//!   ingress rules. HTTP gets the connection manager (RDS; fault, CORS and
+//!   the model's ingress servers. HTTP gets the connection manager (RDS; fault, CORS and
 //!   router filters), TCP a TCP proxy.
 //! - RDS ([`Resources::routes`]): a route configuration per outbound HTTP
 //!   port (services' and egress rules' HTTP ports) with a virtual host per
-//!   service and per egress host (`*.foo.com`, `*` included), rules applied in precedence order
-//!   with source matches honoured for the asking proxy.
+//!   service and per egress host (`*.foo.com`, `*` included), the model's
+//!   HTTP routes of its host in order, with source matches honoured for
+//!   the asking proxy.
 //!
 //! ```
 //! use std::net::IpAddr;
@@ -65,7 +68,7 @@ pub use clusters::PASSTHROUGH;
 pub use error::XdsError;
 pub use generate::generate;
 pub use grpcgen::GRPC_SERVER_LISTENER_PREFIX;
-pub use mesh::{MeshConfig, MeshIndex};
+pub use mesh::MeshConfig;
 pub use names::{ClusterName, Direction, route_config_name};
 pub use pilot_model::proxy::{InterceptionMode, ProxyType};
 pub use proxy::{Generator, Proxy};

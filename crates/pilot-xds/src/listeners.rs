@@ -1,5 +1,5 @@
 //! LDS: the listeners of sidecars (with or without traffic capture) and
-//! ingress proxies.
+//! ingress proxies (the routing model's ingress servers).
 
 use std::collections::BTreeSet;
 
@@ -22,13 +22,13 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CommonTlsContext, DownstreamTlsContext, SdsSecretConfig,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
-use pilot_model::istio::IngressRule;
-use pilot_model::{Config, Labels, ServiceDiscovery, ServiceInstance};
+use pilot_model::routing::{PortSelector, RoutingModel};
+use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
 
 use crate::clusters::PASSTHROUGH;
 use crate::routes::{CORS_FILTER, FAULT_FILTER};
 use crate::util::{ads, any, socket};
-use crate::{ClusterName, MeshConfig, Proxy, ProxyType};
+use crate::{ClusterName, Proxy, ProxyType};
 
 /// The port of the virtual listener that captured traffic arrives on.
 pub const VIRTUAL_PORT: u16 = 15001;
@@ -46,7 +46,7 @@ pub struct ListenerPlan {
 
 /// The listeners of `proxy` (but its inbound ones), with the route
 /// configurations they refer to.
-pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> ListenerPlan {
+pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, model: &RoutingModel) -> ListenerPlan {
     let mut plan = ListenerPlan {
         listeners: Vec::new(),
         http_ports: BTreeSet::new(),
@@ -54,13 +54,13 @@ pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConf
     };
     match proxy.proxy_type {
         ProxyType::Sidecar => {
-            plan.http_ports.extend(crate::egress::http_ports(mesh));
+            plan.http_ports.extend(crate::egress::http_ports(model));
             outbound(proxy, registry, &mut plan);
             if proxy.capture.captures() {
                 plan.listeners.push(virtual_listener());
             }
         }
-        ProxyType::Ingress => ingress(registry, mesh, &mut plan),
+        ProxyType::Ingress => ingress(registry, model, &mut plan),
         ProxyType::Router => {}
     }
     plan
@@ -169,50 +169,25 @@ fn virtual_listener() -> Listener {
     }
 }
 
-/// Ingress listeners: one per ingress port, routing by the ingress rules on
-/// it (highest precedence first), with TLS from the rule's secret.
-fn ingress(registry: &dyn ServiceDiscovery, mesh: &MeshConfig, plan: &mut ListenerPlan) {
-    let mut rules: Vec<&Config<IngressRule>> = mesh.ingress_rules.iter().collect();
-    rules.sort_by(|a, b| {
-        b.spec
-            .precedence
-            .cmp(&a.spec.precedence)
-            .then_with(|| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)))
-    });
-    let ports: BTreeSet<u16> = rules
-        .iter()
-        .filter_map(|r| u16::try_from(r.spec.listener_port()).ok())
-        .collect();
-    for port in ports {
-        let on_port: Vec<&&Config<IngressRule>> = rules
-            .iter()
-            .filter(|r| r.spec.listener_port() == i32::from(port))
-            .collect();
+/// Ingress listeners: one per ingress server of the model, routing by its
+/// routes in order, with TLS from its secret.
+fn ingress(registry: &dyn ServiceDiscovery, model: &RoutingModel, plan: &mut ListenerPlan) {
+    for server in model.ingress_servers() {
+        let port = server.port;
         let mut routes = Vec::new();
-        for rule in &on_port {
-            let Some(destination) = &rule.spec.destination else {
-                continue;
-            };
-            let host = mesh.hostname(destination, &rule.meta.namespace);
-            let target_port = match (&rule.spec.destination_port, &rule.spec.destination_port_name) {
-                (Some(number), _) => u16::try_from(*number).ok(),
-                (None, Some(name)) => registry
-                    .get_service(&host)
+        for ingress_route in &server.routes {
+            let target_port = match &ingress_route.port {
+                PortSelector::Number(number) => Some(*number),
+                PortSelector::Name(name) => registry
+                    .get_service(&ingress_route.host)
                     .and_then(|s| s.port(name).map(|p| p.port)),
-                (None, None) => None,
+                _ => None,
             };
             let Some(target_port) = target_port else { continue };
-            let cluster = ClusterName::outbound(&host, target_port, Labels::new()).to_string();
+            let cluster = ClusterName::outbound(&ingress_route.host, target_port, Labels::new()).to_string();
             let mut route = route_to(&cluster, "/");
-            route.name = format!("{}/{}", rule.meta.namespace, rule.meta.name);
-            if let Some(request) = rule
-                .spec
-                .match_condition
-                .as_ref()
-                .and_then(|m| m.request.as_ref())
-            {
-                route.r#match = Some(crate::routes::request_match(request));
-            }
+            route.name = ingress_route.name.clone();
+            route.r#match = Some(crate::routes::request_match(&ingress_route.request));
             routes.push(route);
         }
         let name = format!("ingress_{port}");
@@ -234,11 +209,7 @@ fn ingress(registry: &dyn ServiceDiscovery, mesh: &MeshConfig, plan: &mut Listen
                 route_config_name: name.clone(),
             }),
         );
-        if let Some(secret) = on_port
-            .iter()
-            .map(|r| r.spec.tls_secret.as_str())
-            .find(|s| !s.is_empty())
-        {
+        if let Some(secret) = &server.tls_secret {
             chain.transport_socket = Some(tls(secret));
         }
         plan.listeners

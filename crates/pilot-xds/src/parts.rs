@@ -2,15 +2,14 @@
 //! and shares them: the ADS push pipeline (pilot-ads) generates the
 //! outbound half once per class of proxy, clusters and load assignments
 //! once per push, and route configurations from virtual hosts shared
-//! between classes. Put together, the parts give what [`generate`]
-//! gives.
+//! between classes. Each part reads the routing model
+//! ([`MeshConfig::model`](crate::MeshConfig::model)), compiled once per
+//! push. Put together, the parts give what [`generate`] gives.
 //!
 //! [`generate`]: crate::generate
 
-pub use crate::clusters::{
-    EdsCluster, eds_clusters, load_assignment, outbound as outbound_clusters, subsets,
-};
+pub use crate::clusters::{EdsCluster, eds_clusters, load_assignment, outbound as outbound_clusters};
 pub use crate::generate::{generate_inbound, generate_outbound};
 pub use crate::listeners::{ListenerPlan, listeners as listener_plan};
-pub use crate::routes::{applies_to, domains, route_configuration, virtual_host_routes};
+pub use crate::routes::{admits, admitted, domains, route_configuration, virtual_host_routes};
 pub use crate::util::any;

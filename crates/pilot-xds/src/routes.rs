@@ -1,26 +1,33 @@
 //! RDS: one route configuration per outbound HTTP port, a virtual host per
-//! service, and route rules turned into routes in precedence order.
+//! service, and the routing model's HTTP routes of its host, in order.
 
 use std::collections::{BTreeSet, HashMap};
 
-use envoy_types::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption, header_value_option};
+use envoy_types::pb::envoy::config::core::v3::{
+    DataSource, HeaderValue, HeaderValueOption, RuntimeFractionalPercent, data_source, header_value_option,
+};
 use envoy_types::pb::envoy::config::route::v3::{
-    HeaderMatcher, RedirectAction, RetryPolicy, Route, RouteAction, RouteConfiguration, RouteMatch,
-    VirtualHost, WeightedCluster, header_matcher, redirect_action, route, route_action, route_match,
-    weighted_cluster,
+    DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, RetryPolicy, Route,
+    RouteAction, RouteConfiguration, RouteMatch, VirtualHost, WeightedCluster, header_matcher,
+    query_parameter_matcher, redirect_action, route, route_action, route_match, weighted_cluster,
 };
 use envoy_types::pb::envoy::extensions::filters::common::fault::v3::{FaultDelay, fault_delay};
 use envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy;
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::{FaultAbort, HttpFault, fault_abort};
-use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, string_matcher};
+use envoy_types::pb::envoy::r#type::matcher::v3::{
+    RegexMatcher, StringMatcher as EnvoyStringMatcher, string_matcher,
+};
 use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent};
-use envoy_types::pb::google::protobuf::{Any, BoolValue};
-use pilot_model::istio::{HttpFaultInjection, MatchRequest, RouteRule, StringMatch};
-use pilot_model::{Config, Labels, Service, ServiceInstance};
+use envoy_types::pb::google::protobuf::{Any, BoolValue, UInt32Value};
+use pilot_model::routing::{
+    Cors, Fault, HeaderOperations, HttpAction, HttpMatch, HttpRoute, MESH_GATEWAY, Retries, RouteDestination,
+    RoutingModel, StringMatch, WeightedDestination,
+};
+use pilot_model::{Labels, Service, ServiceInstance};
 
 use crate::names::route_config_name;
-use crate::util::{any, duration, u32_value};
-use crate::{ClusterName, MeshConfig, MeshIndex, Proxy};
+use crate::util::{any, duration};
+use crate::{ClusterName, Proxy};
 
 /// The filter names routes configure per route.
 pub const FAULT_FILTER: &str = "envoy.filters.http.fault";
@@ -32,10 +39,9 @@ pub const CORS_FILTER: &str = "envoy.filters.http.cors";
 pub fn route_configuration(
     port: u16,
     services: &[std::sync::Arc<Service>],
-    mesh: &MeshConfig,
+    model: &RoutingModel,
     proxy: &Proxy,
     own: &[ServiceInstance],
-    index: &MeshIndex<'_>,
 ) -> RouteConfiguration {
     let mut used_domains = BTreeSet::new();
     let mut virtual_hosts = Vec::new();
@@ -50,12 +56,9 @@ pub fn route_configuration(
         if domains.is_empty() {
             continue;
         }
-        let applying = index
-            .rules_for(&service.hostname)
-            .iter()
-            .copied()
-            .filter(|rule| applies_to(rule, mesh, own, proxy));
-        let routes = virtual_host_routes(service, service_port.port, port, applying, mesh);
+        let host_routes = model.http_routes(&service.hostname);
+        let admitted = admitted(host_routes, own, proxy);
+        let routes = virtual_host_routes(service, service_port.port, port, host_routes, &admitted);
         virtual_hosts.push(VirtualHost {
             name: format!("{}:{port}", service.hostname),
             domains,
@@ -65,10 +68,9 @@ pub fn route_configuration(
     }
     virtual_hosts.extend(crate::egress::virtual_hosts(
         port,
-        mesh,
+        model,
         proxy,
         own,
-        index,
         &mut used_domains,
     ));
     RouteConfiguration {
@@ -81,22 +83,33 @@ pub fn route_configuration(
 }
 
 /// The routes of `service`'s virtual host on `port` (`service_port`: the
-/// service port's own number): the `applying` rules' routes in order, then
-/// a default route unless one of them catches everything. The same for
-/// every proxy the same rules apply to.
-pub fn virtual_host_routes<'a>(
+/// service port's own number): an Envoy route for each match of the host's
+/// `routes` that `admitted` admits (one flag per match, in order, as
+/// [`admitted`] gives them; a route without matches takes every request),
+/// then a default route unless one of them catches everything. The same
+/// for every proxy the same matches admit.
+pub fn virtual_host_routes(
     service: &Service,
     service_port: u16,
     port: u16,
-    applying: impl Iterator<Item = &'a Config<RouteRule>>,
-    mesh: &MeshConfig,
+    routes: &[HttpRoute],
+    admitted: &[bool],
 ) -> Vec<Route> {
-    let mut routes = Vec::new();
-    for rule in applying {
-        routes.extend(rule_routes(rule, &service.hostname, service_port, mesh));
+    let mut out = Vec::new();
+    let mut flags = admitted.iter().copied();
+    for route in routes {
+        if route.matches.is_empty() {
+            out.push(envoy_route(route, None, &service.hostname, service_port));
+            continue;
+        }
+        for request in &route.matches {
+            if flags.next().unwrap_or(true) {
+                out.push(envoy_route(route, Some(request), &service.hostname, service_port));
+            }
+        }
     }
-    if !routes.iter().any(is_catch_all) {
-        routes.push(Route {
+    if !out.iter().any(is_catch_all) {
+        out.push(Route {
             name: "default".into(),
             r#match: Some(prefix_match("/")),
             action: Some(route::Action::Route(to_cluster(
@@ -105,7 +118,7 @@ pub fn virtual_host_routes<'a>(
             ..Default::default()
         });
     }
-    routes
+    out
 }
 
 /// The names a client may use for a service: the hostname, `name.namespace`,
@@ -150,105 +163,150 @@ pub(crate) fn domains_with_port(service: &Service, port: u16, proxy: &Proxy) -> 
         .collect()
 }
 
-/// Whether a rule's source match admits this proxy: the proxy must run an
-/// instance of the source service whose labels include the source's labels
-/// (or carry them in its node metadata).
-pub fn applies_to(
-    rule: &Config<RouteRule>,
-    mesh: &MeshConfig,
-    own: &[ServiceInstance],
-    proxy: &Proxy,
-) -> bool {
-    let Some(source) = rule.spec.match_condition.as_ref().and_then(|m| m.source.as_ref()) else {
-        return true;
-    };
-    let host = mesh.hostname(source, &rule.meta.namespace);
-    let wanted = Labels(source.labels.clone());
-    own.iter().any(|i| {
-        i.service.hostname == host && (wanted.is_subset_of(&i.labels) || wanted.is_subset_of(&proxy.labels))
-    })
+/// For each match of `routes`, in order, whether it admits this proxy
+/// ([`admits`]).
+pub fn admitted(routes: &[HttpRoute], own: &[ServiceInstance], proxy: &Proxy) -> Vec<bool> {
+    routes
+        .iter()
+        .flat_map(|r| &r.matches)
+        .map(|m| admits(m, own, proxy))
+        .collect()
 }
 
-/// The routes of one rule for one service port.
-pub(crate) fn rule_routes(rule: &Config<RouteRule>, host: &str, port: u16, mesh: &MeshConfig) -> Vec<Route> {
-    let spec = &rule.spec;
-    let route_match = match spec.match_condition.as_ref().and_then(|m| m.request.as_ref()) {
+/// Whether a match's source conditions admit this proxy. A source service
+/// (v1alpha2): the proxy runs an instance of it whose labels include the
+/// source labels (or carries them in its node metadata). Source labels
+/// alone: one of its instances or its node metadata carries them. A source
+/// namespace: the proxy's. Matches bound to gateways other than `mesh`
+/// admit no sidecar.
+pub fn admits(request: &HttpMatch, own: &[ServiceInstance], proxy: &Proxy) -> bool {
+    if !request.gateways.is_empty() && !request.gateways.iter().any(|g| g == MESH_GATEWAY) {
+        return false;
+    }
+    if let Some(namespace) = &request.source_namespace
+        && proxy.domain.split('.').next() != Some(namespace.as_str())
+    {
+        return false;
+    }
+    let wanted = &request.source_labels;
+    match &request.source_service {
+        Some(host) => own.iter().any(|i| {
+            &i.service.hostname == host
+                && (wanted.is_subset_of(&i.labels) || wanted.is_subset_of(&proxy.labels))
+        }),
+        None => {
+            wanted.is_empty()
+                || wanted.is_subset_of(&proxy.labels)
+                || own.iter().any(|i| wanted.is_subset_of(&i.labels))
+        }
+    }
+}
+
+/// The Envoy route of one route of the model and one of its matches (none:
+/// every request), for one service port.
+fn envoy_route(route: &HttpRoute, request: Option<&HttpMatch>, host: &str, port: u16) -> Route {
+    let route_match = match request {
         Some(request) => request_match(request),
         None => prefix_match("/"),
     };
-    let action = if let Some(redirect) = &spec.redirect {
-        route::Action::Redirect(RedirectAction {
-            host_redirect: redirect.authority.clone(),
-            path_rewrite_specifier: (!redirect.uri.is_empty())
-                .then(|| redirect_action::PathRewriteSpecifier::PathRedirect(redirect.uri.clone())),
+    let action = match &route.action {
+        HttpAction::Redirect(redirect) => route::Action::Redirect(RedirectAction {
+            host_redirect: redirect.authority.clone().unwrap_or_default(),
+            path_rewrite_specifier: redirect
+                .uri
+                .clone()
+                .map(redirect_action::PathRewriteSpecifier::PathRedirect),
+            response_code: redirect.code.map(redirect_code).unwrap_or_default() as i32,
             ..Default::default()
-        })
-    } else {
-        route::Action::Route(route_action(rule, host, port, mesh))
+        }),
+        HttpAction::DirectResponse(response) => route::Action::DirectResponse(DirectResponseAction {
+            status: response.status,
+            body: response.body.clone().map(|body| DataSource {
+                specifier: Some(data_source::Specifier::InlineString(body)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        HttpAction::Route(targets) => route::Action::Route(route_action(route, targets, host, port)),
+        _ => route::Action::Route(to_cluster(
+            ClusterName::outbound(host, port, Labels::new()).to_string(),
+        )),
     };
     let mut typed_per_filter_config: HashMap<String, Any> = HashMap::new();
-    if let Some(fault) = &spec.http_fault {
+    if let Some(fault) = &route.fault {
         typed_per_filter_config.insert(FAULT_FILTER.into(), any(&http_fault(fault)));
     }
-    if let Some(cors) = &spec.cors_policy {
+    if let Some(cors) = &route.cors {
         typed_per_filter_config.insert(CORS_FILTER.into(), any(&cors_policy(cors)));
     }
-    vec![Route {
-        name: format!("{}/{}", rule.meta.namespace, rule.meta.name),
+    let headers = &route.headers;
+    Route {
+        name: route.name.clone(),
         r#match: Some(route_match),
         action: Some(action),
-        request_headers_to_add: spec
-            .append_headers
-            .iter()
-            .map(|(key, value)| HeaderValueOption {
-                header: Some(HeaderValue {
-                    key: key.clone(),
-                    // Envoy reads `%` as the start of a substitution.
-                    value: value.replace('%', "%%"),
-                    ..Default::default()
-                }),
-                append_action: header_value_option::HeaderAppendAction::AppendIfExistsOrAdd as i32,
-                ..Default::default()
-            })
-            .collect(),
+        request_headers_to_add: headers_to_add(&headers.request),
+        request_headers_to_remove: headers.request.remove.clone(),
+        response_headers_to_add: headers_to_add(&headers.response),
+        response_headers_to_remove: headers.response.remove.clone(),
         typed_per_filter_config,
         ..Default::default()
-    }]
+    }
 }
 
-fn route_action(rule: &Config<RouteRule>, host: &str, port: u16, mesh: &MeshConfig) -> RouteAction {
-    let spec = &rule.spec;
-    let targets: Vec<(String, u32)> = spec
-        .route
+/// Added headers (appended to a value already there), then set ones
+/// (replacing it).
+fn headers_to_add(operations: &HeaderOperations) -> Vec<HeaderValueOption> {
+    let option = |(key, value): &(String, String), action: header_value_option::HeaderAppendAction| {
+        HeaderValueOption {
+            header: Some(HeaderValue {
+                key: key.clone(),
+                // Envoy reads `%` as the start of a substitution.
+                value: value.replace('%', "%%"),
+                ..Default::default()
+            }),
+            append_action: action as i32,
+            ..Default::default()
+        }
+    };
+    operations
+        .add
         .iter()
-        .map(|r| {
-            let target_host = r
-                .destination
-                .as_ref()
-                .map(|d| mesh.hostname(d, &rule.meta.namespace))
-                .unwrap_or_else(|| host.to_string());
-            let weight = match r.weight {
-                Some(w) => u32::try_from(w).unwrap_or(0),
-                None => 100,
-            };
-            (
-                ClusterName::outbound(&target_host, port, Labels(r.labels.clone())).to_string(),
-                weight,
-            )
-        })
-        .filter(|(_, weight)| *weight > 0)
-        .collect();
-    let mut action = match targets.as_slice() {
+        .map(|h| option(h, header_value_option::HeaderAppendAction::AppendIfExistsOrAdd))
+        .chain(
+            operations
+                .set
+                .iter()
+                .map(|h| option(h, header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd)),
+        )
+        .collect()
+}
+
+fn redirect_code(code: u32) -> redirect_action::RedirectResponseCode {
+    use redirect_action::RedirectResponseCode as Code;
+    match code {
+        302 => Code::Found,
+        303 => Code::SeeOther,
+        307 => Code::TemporaryRedirect,
+        308 => Code::PermanentRedirect,
+        _ => Code::MovedPermanently,
+    }
+}
+
+fn route_action(route: &HttpRoute, targets: &[WeightedDestination], host: &str, port: u16) -> RouteAction {
+    let cluster_of = |d: &RouteDestination| {
+        ClusterName::outbound(&d.host, d.port.unwrap_or(port), d.subset.clone()).to_string()
+    };
+    let mut action = match targets {
         [] => to_cluster(ClusterName::outbound(host, port, Labels::new()).to_string()),
-        [(cluster, _)] => to_cluster(cluster.clone()),
+        [one] => to_cluster(cluster_of(&one.destination)),
         many => RouteAction {
             cluster_specifier: Some(route_action::ClusterSpecifier::WeightedClusters(
                 WeightedCluster {
                     clusters: many
                         .iter()
-                        .map(|(name, weight)| weighted_cluster::ClusterWeight {
-                            name: name.clone(),
-                            weight: Some(u32_value(i32::try_from(*weight).unwrap_or(0))),
+                        .map(|target| weighted_cluster::ClusterWeight {
+                            name: cluster_of(&target.destination),
+                            weight: Some(UInt32Value { value: target.weight }),
                             ..Default::default()
                         })
                         .collect(),
@@ -258,44 +316,45 @@ fn route_action(rule: &Config<RouteRule>, host: &str, port: u16, mesh: &MeshConf
             ..Default::default()
         },
     };
-    if let Some(rewrite) = &spec.rewrite {
-        action.prefix_rewrite = rewrite.uri.clone();
-        if !rewrite.authority.is_empty() {
+    if let Some(rewrite) = &route.rewrite {
+        if let Some(uri) = &rewrite.uri {
+            action.prefix_rewrite = uri.clone();
+        }
+        if let Some(authority) = &rewrite.authority {
             action.host_rewrite_specifier = Some(route_action::HostRewriteSpecifier::HostRewriteLiteral(
-                rewrite.authority.clone(),
+                authority.clone(),
             ));
         }
     }
-    if let Some(timeout) = spec
-        .http_req_timeout
-        .as_ref()
-        .and_then(|t| t.simple_timeout.as_ref())
-        .and_then(|t| t.timeout)
-    {
-        action.timeout = Some(duration(timeout.as_std()));
+    if let Some(timeout) = route.timeout {
+        action.timeout = Some(duration(timeout));
     }
-    if let Some(retry) = spec
-        .http_req_retries
-        .as_ref()
-        .and_then(|r| r.simple_retry.as_ref())
-    {
+    if let Some(retry) = &route.retries {
         action.retry_policy = Some(RetryPolicy {
-            retry_on: "5xx,connect-failure,refused-stream".into(),
-            num_retries: Some(u32_value(retry.attempts)),
-            per_try_timeout: retry.per_try_timeout.map(|d| duration(d.as_std())),
+            retry_on: retry
+                .retry_on
+                .clone()
+                .unwrap_or_else(|| Retries::DEFAULT_RETRY_ON.to_string()),
+            num_retries: Some(UInt32Value {
+                value: retry.attempts,
+            }),
+            per_try_timeout: retry.per_try_timeout.map(duration),
             ..Default::default()
         });
     }
-    if let Some(mirror) = &spec.mirror {
-        let mirror_host = mesh.hostname(mirror, &rule.meta.namespace);
+    if let Some(mirror) = &route.mirror {
         action
             .request_mirror_policies
             .push(route_action::RequestMirrorPolicy {
-                cluster: ClusterName::outbound(&mirror_host, port, Labels(mirror.labels.clone())).to_string(),
+                cluster: cluster_of(&mirror.destination),
+                runtime_fraction: mirror.percent.map(|p| RuntimeFractionalPercent {
+                    default_value: Some(percent(p)),
+                    ..Default::default()
+                }),
                 ..Default::default()
             });
     }
-    if spec.websocket_upgrade {
+    if route.websocket {
         action.upgrade_configs.push(route_action::UpgradeConfig {
             upgrade_type: "websocket".into(),
             enabled: Some(BoolValue { value: true }),
@@ -305,20 +364,49 @@ fn route_action(rule: &Config<RouteRule>, host: &str, port: u16, mesh: &MeshConf
     action
 }
 
-/// The route match for a rule's request attributes: `uri` matches the
-/// path; `scheme`, `method` and `authority` the pseudo-headers; any other
-/// name a request header.
-pub(crate) fn request_match(request: &MatchRequest) -> RouteMatch {
+/// The route match of a request match: the path, then header matchers in
+/// name order (`:authority`, `:method` and `:scheme` ordered by their
+/// names without the colon), headers that must not match, query
+/// parameters.
+pub(crate) fn request_match(request: &HttpMatch) -> RouteMatch {
     let mut route_match = prefix_match("/");
-    for (name, matcher) in &request.headers {
-        match name.as_str() {
-            "uri" => route_match.path_specifier = Some(path_specifier(matcher)),
-            "scheme" | "method" | "authority" => {
-                route_match.headers.push(header(&format!(":{name}"), matcher))
-            }
-            _ => route_match.headers.push(header(name, matcher)),
+    if let Some(uri) = &request.uri {
+        route_match.path_specifier = Some(path_specifier(uri));
+    }
+    let mut named: Vec<(&str, String, &StringMatch)> = request
+        .headers
+        .iter()
+        .map(|(name, matcher)| (name.as_str(), name.clone(), matcher))
+        .collect();
+    for (bare, matcher) in [
+        ("authority", &request.authority),
+        ("method", &request.method),
+        ("scheme", &request.scheme),
+    ] {
+        if let Some(matcher) = matcher {
+            named.push((bare, format!(":{bare}"), matcher));
         }
     }
+    named.sort_by(|a, b| a.0.cmp(b.0));
+    route_match.headers = named
+        .into_iter()
+        .map(|(_, name, matcher)| header(&name, matcher))
+        .collect();
+    for (name, matcher) in &request.without_headers {
+        let mut inverted = header(name, matcher);
+        inverted.invert_match = true;
+        route_match.headers.push(inverted);
+    }
+    route_match.query_parameters = request
+        .query_params
+        .iter()
+        .map(|(name, matcher)| QueryParameterMatcher {
+            name: name.clone(),
+            query_parameter_match_specifier: Some(
+                query_parameter_matcher::QueryParameterMatchSpecifier::StringMatch(string_matcher(matcher)),
+            ),
+        })
+        .collect();
     route_match
 }
 
@@ -344,12 +432,11 @@ pub(crate) fn is_catch_all(route: &Route) -> bool {
 }
 
 fn path_specifier(matcher: &StringMatch) -> route_match::PathSpecifier {
-    if let Some(exact) = &matcher.exact {
-        route_match::PathSpecifier::Path(exact.clone())
-    } else if let Some(regex) = &matcher.regex {
-        route_match::PathSpecifier::SafeRegex(regex_matcher(regex))
-    } else {
-        route_match::PathSpecifier::Prefix(matcher.prefix.clone().unwrap_or_else(|| "/".into()))
+    match matcher {
+        StringMatch::Exact(exact) => route_match::PathSpecifier::Path(exact.clone()),
+        StringMatch::Regex(regex) => route_match::PathSpecifier::SafeRegex(regex_matcher(regex)),
+        StringMatch::Prefix(prefix) => route_match::PathSpecifier::Prefix(prefix.clone()),
+        _ => route_match::PathSpecifier::Prefix("/".into()),
     }
 }
 
@@ -363,15 +450,14 @@ fn header(name: &str, matcher: &StringMatch) -> HeaderMatcher {
     }
 }
 
-fn string_matcher(matcher: &StringMatch) -> StringMatcher {
-    let pattern = if let Some(exact) = &matcher.exact {
-        string_matcher::MatchPattern::Exact(exact.clone())
-    } else if let Some(regex) = &matcher.regex {
-        string_matcher::MatchPattern::SafeRegex(regex_matcher(regex))
-    } else {
-        string_matcher::MatchPattern::Prefix(matcher.prefix.clone().unwrap_or_default())
+fn string_matcher(matcher: &StringMatch) -> EnvoyStringMatcher {
+    let pattern = match matcher {
+        StringMatch::Exact(exact) => string_matcher::MatchPattern::Exact(exact.clone()),
+        StringMatch::Regex(regex) => string_matcher::MatchPattern::SafeRegex(regex_matcher(regex)),
+        StringMatch::Prefix(prefix) => string_matcher::MatchPattern::Prefix(prefix.clone()),
+        _ => string_matcher::MatchPattern::Prefix(String::new()),
     };
-    StringMatcher {
+    EnvoyStringMatcher {
         match_pattern: Some(pattern),
         ..Default::default()
     }
@@ -392,42 +478,30 @@ fn percent(value: f64) -> FractionalPercent {
     }
 }
 
-fn http_fault(fault: &HttpFaultInjection) -> HttpFault {
+fn http_fault(fault: &Fault) -> HttpFault {
     HttpFault {
         delay: fault.delay.as_ref().map(|delay| FaultDelay {
             percentage: Some(percent(delay.percent)),
             fault_delay_secifier: delay
-                .fixed_delay
-                .map(|d| fault_delay::FaultDelaySecifier::FixedDelay(duration(d.as_std()))),
+                .fixed
+                .map(|d| fault_delay::FaultDelaySecifier::FixedDelay(duration(d))),
         }),
         abort: fault.abort.as_ref().map(|abort| FaultAbort {
             percentage: Some(percent(abort.percent)),
-            error_type: abort
-                .http_status
-                .map(|status| fault_abort::ErrorType::HttpStatus(u32::try_from(status).unwrap_or(503))),
+            error_type: abort.http_status.map(fault_abort::ErrorType::HttpStatus),
             ..Default::default()
         }),
         ..Default::default()
     }
 }
 
-fn cors_policy(cors: &pilot_model::istio::CorsPolicy) -> CorsPolicy {
+fn cors_policy(cors: &Cors) -> CorsPolicy {
     CorsPolicy {
-        allow_origin_string_match: cors
-            .allow_origin
-            .iter()
-            .map(|origin| StringMatcher {
-                match_pattern: Some(string_matcher::MatchPattern::Exact(origin.clone())),
-                ..Default::default()
-            })
-            .collect(),
+        allow_origin_string_match: cors.allow_origins.iter().map(string_matcher).collect(),
         allow_methods: cors.allow_methods.join(","),
         allow_headers: cors.allow_headers.join(","),
         expose_headers: cors.expose_headers.join(","),
-        max_age: cors
-            .max_age
-            .map(|d| d.as_std().as_secs().to_string())
-            .unwrap_or_default(),
+        max_age: cors.max_age.map(|d| d.as_secs().to_string()).unwrap_or_default(),
         allow_credentials: cors.allow_credentials.map(|value| BoolValue { value }),
         ..Default::default()
     }

@@ -19,8 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use envoy_types::pb::google::protobuf::Any;
 use pilot_model::{RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use pilot_xds::parts::{
-    any, eds_clusters, generate_inbound, generate_outbound, listener_plan, load_assignment,
-    outbound_clusters, subsets,
+    any, eds_clusters, generate_inbound, generate_outbound, listener_plan, load_assignment, outbound_clusters,
 };
 use pilot_xds::{ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, route_config_name};
 use prost::Message;
@@ -35,8 +34,6 @@ use super::virtual_hosts::{self, VirtualHosts};
 /// one registry state and one set of rules.
 pub(crate) struct GeneratedCache {
     by_class: Mutex<HashMap<ProxyClass, Arc<OnceCell<Arc<Generated>>>>>,
-    /// The hostnames the rules' source matches name.
-    sources: OnceLock<HashSet<String>>,
     /// The namespaces some service lives in (the second label of its
     /// hostname): only a proxy in one of them sees short names.
     namespaces: OnceLock<HashSet<String>>,
@@ -103,7 +100,6 @@ impl GeneratedCache {
             });
         GeneratedCache {
             by_class: Default::default(),
-            sources: OnceLock::new(),
             namespaces: OnceLock::new(),
             routes_by_class: Default::default(),
             cds: Default::default(),
@@ -131,16 +127,8 @@ impl GeneratedCache {
         mesh: &MeshConfig,
     ) -> ProxyConfig {
         let own = registry.host_instances(&[proxy.ip]);
-        let sources = self.sources.get_or_init(|| {
-            mesh.route_rules
-                .iter()
-                .filter_map(|rule| {
-                    let source = rule.spec.match_condition.as_ref()?.source.as_ref()?;
-                    Some(mesh.hostname(source, &rule.meta.namespace))
-                })
-                .collect()
-        });
-        let class = ProxyClass::of(proxy, &own, sources);
+        let model = mesh.model();
+        let class = ProxyClass::of(proxy, &own, model.source_services(), model.sources_by_labels());
         let cell = Arc::clone(
             self.by_class
                 .lock()
@@ -221,8 +209,7 @@ impl GeneratedCache {
             }
             heavy(|| {
                 let services = registry.services();
-                let index = mesh.index();
-                let clusters = outbound_clusters(captured, &services, &subsets(mesh), mesh, &index);
+                let clusters = outbound_clusters(captured, &services, mesh.model());
                 let resources = Resources {
                     clusters,
                     ..Default::default()
@@ -251,7 +238,7 @@ impl GeneratedCache {
         );
         cell.get_or_init(|| async {
             heavy(|| {
-                let plan = listener_plan(proxy, registry, mesh);
+                let plan = listener_plan(proxy, registry, mesh.model());
                 let resources = Resources {
                     listeners: plan.listeners,
                     routes: plan.ingress_routes,
@@ -280,7 +267,7 @@ impl GeneratedCache {
         listeners: &ListenerPart,
     ) -> Arc<EncodedType> {
         self.routes_assembled.fetch_add(1, Ordering::Relaxed);
-        let index = mesh.index();
+        let model = mesh.model();
         let services = registry.services();
         let mut resources: Vec<(String, Any)> = listeners
             .http_ports
@@ -289,10 +276,9 @@ impl GeneratedCache {
                 let encoded = virtual_hosts::route_configuration(
                     port,
                     &services,
-                    mesh,
+                    model,
                     proxy,
                     own,
-                    &index,
                     &self.virtual_hosts,
                 );
                 let value = Any {
@@ -352,7 +338,7 @@ impl GeneratedCache {
                             return Arc::new(before.patched(changed));
                         }
                     }
-                    let resources = eds_clusters(&registry.services(), &subsets(mesh))
+                    let resources = eds_clusters(&registry.services(), mesh.model())
                         .iter()
                         .map(|c| {
                             self.assignments_built.fetch_add(1, Ordering::Relaxed);

@@ -186,7 +186,11 @@ fn publish(
                 configs.extend(controller.list_cached(kind, None).unwrap_or_default());
             }
             match compile(configs.iter().map(|c| &**c)) {
-                Ok(mesh) => (revisions, Arc::new(PushObjects::new(configs)), Arc::new(mesh)),
+                Ok(mesh) => {
+                    // Compiled once here, for every proxy of the push.
+                    mesh.model();
+                    (revisions, Arc::new(PushObjects::new(configs)), Arc::new(mesh))
+                }
                 Err(error) => {
                     tracing::error!(%error, "cannot decode the routing configuration; keeping the last push");
                     return true;

@@ -27,11 +27,18 @@ pub(crate) struct ProxyClass {
 }
 
 impl ProxyClass {
-    /// `sources`: the hostnames some rule's source match names.
-    pub(crate) fn of(proxy: &Proxy, own: &[ServiceInstance], sources: &HashSet<String>) -> Self {
+    /// `sources`: the hostnames some rule's source match names;
+    /// `by_labels`: whether some match names its source by labels alone
+    /// (then every proxy's labels and instances' labels count).
+    pub(crate) fn of(
+        proxy: &Proxy,
+        own: &[ServiceInstance],
+        sources: &HashSet<String>,
+        by_labels: bool,
+    ) -> Self {
         let mut own: Vec<_> = own
             .iter()
-            .filter(|i| sources.contains(&i.service.hostname))
+            .filter(|i| by_labels || sources.contains(&i.service.hostname))
             .map(|i| (i.service.hostname.clone(), i.labels.clone()))
             .collect();
         own.sort();
@@ -42,7 +49,7 @@ impl ProxyClass {
             generator: proxy.generator,
             domain: proxy.domain.clone(),
             // Proxy labels only matter with an own instance of a source.
-            labels: if own.is_empty() {
+            labels: if own.is_empty() && !by_labels {
                 Labels::new()
             } else {
                 proxy.labels.clone()

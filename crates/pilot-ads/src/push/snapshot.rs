@@ -15,9 +15,17 @@ use super::generation_cache::{Changes, GeneratedCache};
 use super::inputs::{LeftOut, PushObjects};
 use super::proxy_config::ProxyConfig;
 
-/// The kinds a push is generated from (the routing configuration): the
-/// kinds whose objects get a distribution status.
-pub const PUSHED_KINDS: [&str; 4] = ["RouteRule", "DestinationPolicy", "EgressRule", "IngressRule"];
+/// The kinds a push is generated from (the routing configuration, compiled
+/// into the routing model): the kinds whose objects get a distribution
+/// status.
+pub const PUSHED_KINDS: [&str; 6] = [
+    "RouteRule",
+    "DestinationPolicy",
+    "EgressRule",
+    "IngressRule",
+    "VirtualService",
+    "DestinationRule",
+];
 
 /// One push: the routing configuration and the registry's state, both
 /// frozen, shared by every connection, with the configurations generated
@@ -117,13 +125,16 @@ mod tests {
     fn pushed_kinds_are_the_istio_routing_kinds() {
         use pilot_model::ConfigKind;
         use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
+        use pilot_model::networking::{DestinationRule, VirtualService};
         assert_eq!(
             super::PUSHED_KINDS,
             [
                 RouteRule::KIND,
                 DestinationPolicy::KIND,
                 EgressRule::KIND,
-                IngressRule::KIND
+                IngressRule::KIND,
+                VirtualService::KIND,
+                DestinationRule::KIND,
             ]
         );
     }

@@ -29,8 +29,9 @@ use pilot_model::{Service, ServiceInstance};
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint};
 
-use pilot_xds::parts::{applies_to, domains, virtual_host_routes};
-use pilot_xds::{MeshConfig, MeshIndex, Proxy, route_config_name};
+use pilot_model::routing::RoutingModel;
+use pilot_xds::parts::{admitted, domains, virtual_host_routes};
+use pilot_xds::{Proxy, route_config_name};
 
 /// `RouteConfiguration.name`, `.virtual_hosts`, `.validate_clusters`.
 const CONFIG_NAME: u32 = 1;
@@ -51,9 +52,10 @@ struct HostKey {
     address: Option<IpAddr>,
     /// Whether the proxy is in the service's namespace (short name).
     short: bool,
-    /// Which of the host's rules (in [`MeshIndex::rules_for`] order) apply.
+    /// Which of the matches of the host's routes (in order) admit the
+    /// proxy.
     applied: Vec<bool>,
-    /// A digest of the host's rules' contents.
+    /// A digest of the host's routes.
     rules: u64,
 }
 
@@ -101,26 +103,16 @@ impl VirtualHosts {
         self.encoded.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
-    fn digest(&self, hostname: &str, mesh: &MeshConfig, index: &MeshIndex<'_>) -> u64 {
+    fn digest(&self, hostname: &str, model: &RoutingModel) -> u64 {
         let digests = self.digests.get_or_init(|| {
-            let mut by_host: HashMap<String, DefaultHasher> = HashMap::new();
-            for rule in &mesh.route_rules {
-                let Some(destination) = &rule.spec.destination else {
-                    continue;
-                };
-                by_host
-                    .entry(mesh.hostname(destination, &rule.meta.namespace))
-                    .or_default();
-            }
-            by_host
-                .into_iter()
-                .map(|(host, mut hasher)| {
-                    mesh.domain_suffix.hash(&mut hasher);
-                    for rule in index.rules_for(&host) {
-                        (&rule.meta.namespace, &rule.meta.name).hash(&mut hasher);
-                        format!("{:?}", rule.spec).hash(&mut hasher);
+            model
+                .hosts()
+                .map(|(host, routes)| {
+                    let mut hasher = DefaultHasher::new();
+                    for route in &routes.http {
+                        format!("{route:?}").hash(&mut hasher);
                     }
-                    (host, hasher.finish())
+                    (host.to_string(), hasher.finish())
                 })
                 .collect()
         });
@@ -150,15 +142,14 @@ impl VirtualHosts {
     }
 }
 
-/// The encoding of `pilot_xds::parts::route_configuration(port, services, mesh,
-/// proxy, own, index)`, its virtual hosts taken from `shared`.
+/// The encoding of `pilot_xds::parts::route_configuration(port, services,
+/// model, proxy, own)`, its virtual hosts taken from `shared`.
 pub(crate) fn route_configuration(
     port: u16,
     services: &[Arc<Service>],
-    mesh: &MeshConfig,
+    model: &RoutingModel,
     proxy: &Proxy,
     own: &[ServiceInstance],
-    index: &MeshIndex<'_>,
     shared: &VirtualHosts,
 ) -> Bytes {
     let mut out = BytesMut::new();
@@ -169,31 +160,23 @@ pub(crate) fn route_configuration(
         let Some(service_port) = service.port_by_number(port).filter(|p| p.protocol.is_http()) else {
             continue;
         };
-        let rules = index.rules_for(&service.hostname);
-        let applied: Vec<bool> = rules
-            .iter()
-            .map(|rule| applies_to(rule, mesh, own, proxy))
-            .collect();
+        let routes = model.http_routes(&service.hostname);
+        let applied = admitted(routes, own, proxy);
         let key = HostKey {
             hostname: Arc::from(service.hostname.as_str()),
             port,
             address: service.address,
             short: service.hostname.split('.').nth(1) == Some(proxy_namespace),
             applied,
-            rules: if rules.is_empty() {
+            rules: if routes.is_empty() {
                 0
             } else {
-                shared.digest(&service.hostname, mesh, index)
+                shared.digest(&service.hostname, model)
             },
         };
         let host = shared.get_or_encode(key.clone(), || {
-            let applying = rules
-                .iter()
-                .zip(&key.applied)
-                .filter(|(_, a)| **a)
-                .map(|(r, _)| *r);
             let mut encoded_routes = BytesMut::new();
-            for route in virtual_host_routes(service, service_port.port, port, applying, mesh) {
+            for route in virtual_host_routes(service, service_port.port, port, routes, &key.applied) {
                 prost::encoding::message::encode(HOST_ROUTES, &route, &mut encoded_routes);
             }
             let encoded_routes = encoded_routes.freeze();
@@ -260,6 +243,7 @@ fn virtual_host(name: &str, domains: &[String], routes: &[u8], out: &mut BytesMu
 mod tests {
     use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
     use pilot_model::{Port, Protocol, document, istio};
+    use pilot_xds::MeshConfig;
 
     use super::*;
     use pilot_xds::parts::route_configuration as decoded;
@@ -282,7 +266,7 @@ spec:
 "#;
         let configs = document::parse("rules.yaml", text, &istio::registry()).unwrap();
         let mesh = MeshConfig::from_configs(&configs).unwrap();
-        let index = mesh.index();
+        let model = mesh.model();
         // `two` shares `one`'s address: its address domains are taken.
         let services = vec![
             service("one.a.svc.cluster.local", "10.1.0.1"),
@@ -296,8 +280,8 @@ spec:
             "sidecar~10.9.0.3~d.a~a.svc.cluster.local",
         ] {
             let proxy = Proxy::from_node_id(node).unwrap();
-            let encoded = route_configuration(80, &services, &mesh, &proxy, &[], &index, &shared);
-            let expected = decoded(80, &services, &mesh, &proxy, &[], &index);
+            let encoded = route_configuration(80, &services, model, &proxy, &[], &shared);
+            let expected = decoded(80, &services, model, &proxy, &[]);
             assert_eq!(
                 RouteConfiguration::decode(encoded.clone()).unwrap(),
                 expected,
