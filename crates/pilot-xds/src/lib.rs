@@ -44,6 +44,7 @@
 mod clusters;
 mod egress;
 mod error;
+mod gateway;
 mod generate;
 mod grpcgen;
 mod listeners;

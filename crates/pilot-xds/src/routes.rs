@@ -204,7 +204,7 @@ pub fn admits(request: &HttpMatch, own: &[ServiceInstance], proxy: &Proxy) -> bo
 
 /// The Envoy route of one route of the model and one of its matches (none:
 /// every request), for one service port.
-fn envoy_route(route: &HttpRoute, request: Option<&HttpMatch>, host: &str, port: u16) -> Route {
+pub(crate) fn envoy_route(route: &HttpRoute, request: Option<&HttpMatch>, host: &str, port: u16) -> Route {
     let route_match = match request {
         Some(request) => request_match(request),
         None => prefix_match("/"),

@@ -9,8 +9,8 @@
 //!   merged over the host's (a subset's load balancer, connection pool,
 //!   outlier detection, TLS and port-level settings replace the host's).
 //! - A VirtualService without `gateways` applies to the mesh (`mesh`); one
-//!   bound only to named gateways gives sidecars no routes (gateways are
-//!   served elsewhere). Its HTTP routes follow the v1alpha2 rules' routes
+//!   bound only to named gateways gives sidecars no routes; its HTTP routes
+//!   go to the servers of those gateways (`gateway.rs`). Its HTTP routes follow the v1alpha2 rules' routes
 //!   of the same host, in namespace and name order; a destination's subset
 //!   is resolved to its labels through the host's DestinationRule, and a
 //!   destination naming a subset no rule defines is left out.
@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use crate::networking::{self, DestinationRule, VirtualService};
 use crate::{Config, Labels};
 
+use super::gateway;
 use super::{
     ClientTls, ConnectionPool, ConsistentHash, Cors, DirectResponse, Fault, FaultAbort, FaultDelay, HashKey,
     HeaderOperations, Headers, HttpAction, HttpMatch, HttpRoute, L4Match, LoadBalancer, MESH_GATEWAY, Mirror,
@@ -57,12 +58,10 @@ pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
     }
     let mut services: Vec<&Config<VirtualService>> = configs.virtual_services.iter().collect();
     services.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
+    let mut bound = Vec::new();
     for service in services {
         let spec = &service.spec;
         let mesh = spec.gateways.is_empty() || spec.gateways.iter().any(|g| g == MESH_GATEWAY);
-        if !mesh {
-            continue;
-        }
         let namespace = &service.meta.namespace;
         let compiler = Compiler {
             namespace,
@@ -70,6 +69,27 @@ pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
             subsets: &subsets,
             name: format!("{namespace}/{}", service.meta.name),
         };
+        let gateways: Vec<String> = spec
+            .gateways
+            .iter()
+            .filter(|g| *g != MESH_GATEWAY)
+            .map(|g| gateway::qualify(g, namespace))
+            .collect();
+        if !gateways.is_empty() {
+            bound.push(gateway::Bound {
+                namespace: namespace.clone(),
+                gateways,
+                hosts: spec
+                    .hosts
+                    .iter()
+                    .map(|h| resolve(h, namespace, &configs.domain_suffix))
+                    .collect(),
+                http: spec.http.iter().map(|h| compiler.http_route(h)).collect(),
+            });
+        }
+        if !mesh {
+            continue;
+        }
         for host in &spec.hosts {
             let host = resolve(host, namespace, &configs.domain_suffix);
             for http in &spec.http {
@@ -94,6 +114,7 @@ pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
             }
         }
     }
+    gateway::compile(configs, &bound, model);
 }
 
 /// A host of an object of `namespace`: a short name is the service of

@@ -12,8 +12,8 @@ use crate::{Config, Labels, Protocol};
 use super::{
     ConnectionPool, Cors, ExternalPort, ExternalService, Fault, FaultAbort, FaultDelay, HttpAction,
     HttpMatch, HttpRoute, IngressRoute, IngressServer, LoadBalancer, Mirror, OutlierDetection, PortSelector,
-    Redirect, Resolution, Retries, Rewrite, RouteDestination, RoutingConfigs, RoutingModel, SimpleLb,
-    StringMatch, TrafficPolicy, WeightedDestination,
+    Redirect, Resolution, Retries, Rewrite, RouteDestination, RoutingConfigs, RoutingModel, ServerTls,
+    SimpleLb, StringMatch, TrafficPolicy, WeightedDestination,
 };
 
 /// Adds what the v1alpha2 objects of `configs` say to `model`.
@@ -330,15 +330,17 @@ fn ingress_servers(configs: &RoutingConfigs) -> Vec<IngressServer> {
                     })
                 })
                 .collect();
-            IngressServer {
-                port,
-                tls_secret: on_port
-                    .iter()
-                    .map(|r| r.spec.tls_secret.as_str())
-                    .find(|s| !s.is_empty())
-                    .map(str::to_string),
-                routes,
+            let mut server = IngressServer::new(port);
+            server.tls = on_port
+                .iter()
+                .map(|r| r.spec.tls_secret.as_str())
+                .find(|s| !s.is_empty())
+                .map(ServerTls::credential);
+            if server.tls.is_some() {
+                server.protocol = Protocol::Https;
             }
+            server.routes = routes;
+            server
         })
         .collect()
 }
