@@ -139,22 +139,26 @@ fn virtual_hosts(name: &str, hosts: &[(&str, &str)], bound: &[Bound]) -> Vec<Gat
             .iter()
             .filter_map(|route| for_gateway(route, name, &service.namespace))
             .collect();
+        let mut shared: Vec<String> = Vec::new();
         for vs_host in &service.hosts {
             for (namespace, server_host) in hosts {
                 if *namespace != "*" && *namespace != service.namespace {
                     continue;
                 }
-                let Some(host) = intersect(server_host, vs_host) else {
-                    continue;
-                };
-                match out.iter_mut().find(|h| h.host == host) {
-                    Some(existing) => existing.routes.extend(routes.iter().cloned()),
-                    None => out.push(GatewayHost {
-                        host,
-                        routes: routes.clone(),
-                    }),
+                if let Some(host) = intersect(server_host, vs_host)
+                    && !shared.contains(&host)
+                {
+                    shared.push(host);
                 }
-                break;
+            }
+        }
+        for host in shared {
+            match out.iter_mut().find(|h| h.host == host) {
+                Some(existing) => existing.routes.extend(routes.iter().cloned()),
+                None => out.push(GatewayHost {
+                    host,
+                    routes: routes.clone(),
+                }),
             }
         }
     }
