@@ -273,9 +273,7 @@ impl Edge<'_> {
                 }
             }
         }
-        if let Some(mirror) = &mut route.mirror
-            && mirror.destination.port.is_none()
-        {
+        for mirror in route.mirrors.iter_mut().filter(|m| m.destination.port.is_none()) {
             mirror.destination.port = port_of(&mirror.destination.host);
         }
         route

@@ -47,6 +47,7 @@ mod error;
 mod gateway;
 mod generate;
 mod grpcgen;
+mod hash_policy;
 mod listeners;
 mod mesh;
 mod names;

@@ -264,9 +264,23 @@ impl RoutingModel {
         &mut destination.subsets[at]
     }
 
-    /// Orders what compilation left unordered, and records the source
-    /// services.
+    /// Orders what compilation left unordered, records the source
+    /// services, and gives each route its destinations' hash key.
     fn finish(&mut self) {
+        let destinations = &self.destinations;
+        let gateway_routes = self
+            .ingress
+            .iter_mut()
+            .flat_map(|s| &mut s.virtual_hosts)
+            .flat_map(|h| &mut h.routes);
+        for route in self
+            .hosts
+            .values_mut()
+            .flat_map(|h| &mut h.http)
+            .chain(gateway_routes)
+        {
+            route.hash = hash_key(destinations, route);
+        }
         for destination in self.destinations.values_mut() {
             destination.subsets.sort_by(|a, b| a.labels.cmp(&b.labels));
         }
@@ -284,6 +298,29 @@ impl RoutingModel {
             .flat_map(|r| &r.matches)
             .any(|m| m.source_service.is_none() && !m.source_labels.is_empty());
     }
+}
+
+/// The key a consistent hash of `route`'s destinations hashes: the one
+/// their policies (on their port, if they name one) share, if any.
+fn hash_key(destinations: &BTreeMap<String, Destination>, route: &HttpRoute) -> Option<HashKey> {
+    let HttpAction::Route(targets) = &route.action else {
+        return None;
+    };
+    let mut keys = targets.iter().map(|t| {
+        let policy = destinations
+            .get(&t.destination.host)?
+            .policy_for(&t.destination.subset)?;
+        let policy = match t.destination.port {
+            Some(port) => policy.for_port(port),
+            None => policy,
+        };
+        match &policy.load_balancer {
+            Some(LoadBalancer::ConsistentHash(hash)) => Some(hash.key.clone()),
+            _ => None,
+        }
+    });
+    let first = keys.next()??;
+    keys.all(|k| k.as_ref() == Some(&first)).then_some(first)
 }
 
 #[cfg(test)]

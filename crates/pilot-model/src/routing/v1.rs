@@ -189,6 +189,11 @@ impl Compiler<'_> {
                 uri: non_empty(&redirect.uri),
                 authority: non_empty(&redirect.authority),
                 code: redirect.redirect_code,
+                scheme: non_empty(&redirect.scheme),
+                port: redirect.port.and_then(|p| u16::try_from(p).ok()),
+                port_from_scheme: redirect.derive_port
+                    == Some(networking::RedirectPortSelection::FromProtocolDefault),
+                prefix: non_empty(&redirect.prefix_rewrite),
             })
         } else {
             HttpAction::Route(self.destinations(http.route.iter().map(|r| (&r.destination, r.weight))))
@@ -196,6 +201,10 @@ impl Compiler<'_> {
         route.rewrite = http.rewrite.as_ref().map(|rewrite| Rewrite {
             uri: non_empty(&rewrite.uri),
             authority: non_empty(&rewrite.authority),
+            uri_regex: rewrite
+                .uri_regex_rewrite
+                .as_ref()
+                .map(|r| (r.pattern.clone(), r.rewrite.clone())),
         });
         route.timeout = http.timeout.map(|t| t.as_std());
         route.retries = http.retries.as_ref().map(|retry| Retries {
@@ -217,28 +226,28 @@ impl Compiler<'_> {
                 http_status: abort.http_status.map(|s| u32::try_from(s).unwrap_or(503)),
             }),
         });
-        let mirror = http
-            .mirror
-            .as_ref()
-            .map(|d| {
-                (
-                    d,
-                    http.mirror_percentage
-                        .map(|p| p.value)
-                        .or(http.mirror_percent.map(f64::from)),
-                )
-            })
-            .or_else(|| {
-                http.mirrors
-                    .first()
-                    .map(|m| (&m.destination, m.percentage.map(|p| p.value)))
-            });
-        route.mirror = mirror.and_then(|(destination, percent)| {
-            Some(Mirror {
-                destination: self.destination(destination)?,
-                percent,
-            })
+        let legacy = http.mirror.as_ref().map(|d| {
+            (
+                d,
+                http.mirror_percentage
+                    .map(|p| p.value)
+                    .or(http.mirror_percent.map(f64::from)),
+            )
         });
+        route.mirrors = legacy
+            .into_iter()
+            .chain(
+                http.mirrors
+                    .iter()
+                    .map(|m| (&m.destination, m.percentage.map(|p| p.value))),
+            )
+            .filter_map(|(destination, percent)| {
+                Some(Mirror {
+                    destination: self.destination(destination)?,
+                    percent,
+                })
+            })
+            .collect();
         route.cors = http.cors_policy.as_ref().map(|cors| Cors {
             allow_origins: cors
                 .allow_origin
@@ -429,6 +438,7 @@ fn load_balancer(lb: &networking::LoadBalancerSettings) -> Option<LoadBalancer> 
             .as_ref()
             .and_then(|r| r.minimum_ring_size)
             .or(hash.minimum_ring_size),
+        maglev: hash.maglev.as_ref().map(|m| m.table_size),
     }))
 }
 

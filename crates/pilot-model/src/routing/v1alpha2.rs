@@ -79,9 +79,7 @@ fn route_rules(configs: &RoutingConfigs, model: &mut RoutingModel) {
                     model.add_subset(&target_host, &labels);
                 }
             }
-            if let Some(mirror) = &route.mirror
-                && !mirror.destination.subset.is_empty()
-            {
+            for mirror in route.mirrors.iter().filter(|m| !m.destination.subset.is_empty()) {
                 model.add_subset(&mirror.destination.host, &mirror.destination.subset);
             }
             model.host_mut(&host).http.push(route);
@@ -133,7 +131,7 @@ fn http_route(configs: &RoutingConfigs, rule: &Config<RouteRule>, host: &str) ->
         Some(redirect) => HttpAction::Redirect(Redirect {
             uri: non_empty(&redirect.uri),
             authority: non_empty(&redirect.authority),
-            code: None,
+            ..Default::default()
         }),
         None => HttpAction::Route(
             spec.route
@@ -160,6 +158,7 @@ fn http_route(configs: &RoutingConfigs, rule: &Config<RouteRule>, host: &str) ->
     route.rewrite = spec.rewrite.as_ref().map(|rewrite| Rewrite {
         uri: non_empty(&rewrite.uri),
         authority: non_empty(&rewrite.authority),
+        uri_regex: None,
     });
     route.timeout = spec
         .http_req_timeout
@@ -188,13 +187,17 @@ fn http_route(configs: &RoutingConfigs, rule: &Config<RouteRule>, host: &str) ->
                 .map(|status| u32::try_from(status).unwrap_or(503)),
         }),
     });
-    route.mirror = spec.mirror.as_ref().map(|mirror| Mirror {
-        destination: RouteDestination::new(
-            configs.hostname(mirror, namespace),
-            Labels(mirror.labels.clone()),
-        ),
-        percent: None,
-    });
+    route.mirrors = spec
+        .mirror
+        .iter()
+        .map(|mirror| Mirror {
+            destination: RouteDestination::new(
+                configs.hostname(mirror, namespace),
+                Labels(mirror.labels.clone()),
+            ),
+            percent: None,
+        })
+        .collect();
     route.cors = spec.cors_policy.as_ref().map(|cors| Cors {
         allow_origins: cors
             .allow_origin
