@@ -287,14 +287,14 @@ fn redirect_action(redirect: &Redirect) -> RedirectAction {
         .scheme
         .clone()
         .map(redirect_action::SchemeRewriteSpecifier::SchemeRedirect);
-    let port = redirect.port.map(u32::from).or_else(|| {
-        redirect
-            .port_from_scheme
-            .then(|| match redirect.scheme.as_deref() {
-                Some("https") => 443,
-                _ => 80,
-            })
-    });
+    let default_port = match redirect.scheme.as_deref() {
+        Some("https") => 443,
+        _ => 80,
+    };
+    let port = redirect
+        .port
+        .map(u32::from)
+        .or(redirect.port_from_scheme.then_some(default_port));
     RedirectAction {
         host_redirect: redirect.authority.clone().unwrap_or_default(),
         path_rewrite_specifier: path,

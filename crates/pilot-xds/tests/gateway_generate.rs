@@ -95,7 +95,7 @@ fn router(labels: &str) -> Proxy {
         .unwrap()
 }
 
-fn listener<'a>(resources: &'a Resources, port: u16) -> Option<&'a Listener> {
+fn listener(resources: &Resources, port: u16) -> Option<&Listener> {
     resources
         .listeners
         .iter()
