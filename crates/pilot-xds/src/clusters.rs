@@ -226,6 +226,9 @@ fn apply_policy(cluster: &mut Cluster, policy: &TrafficPolicy) {
         if let Some(lb) = lb {
             cluster.lb_policy = lb as i32;
         }
+        if let LoadBalancer::ConsistentHash(hash) = balancer {
+            crate::hash_policy::apply(cluster, hash);
+        }
     }
     let count = |n: u32| UInt32Value { value: n };
     if let Some(pool) = &policy.connection_pool {

@@ -44,8 +44,10 @@
 mod clusters;
 mod egress;
 mod error;
+mod gateway;
 mod generate;
 mod grpcgen;
+mod hash_policy;
 mod listeners;
 mod mesh;
 mod names;

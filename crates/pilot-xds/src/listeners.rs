@@ -1,10 +1,8 @@
-//! LDS: the listeners of sidecars (with or without traffic capture) and
-//! ingress proxies (the routing model's ingress servers).
+//! LDS: the listeners of sidecars (with or without traffic capture); those
+//! of edge proxies (ingress, router) are `gateway.rs`'s.
 
 use std::collections::BTreeSet;
 
-use envoy_types::pb::envoy::config::core::v3::TransportSocket;
-use envoy_types::pb::envoy::config::core::v3::transport_socket;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::{
     Route, RouteConfiguration, VirtualHost, route, route_action,
@@ -18,11 +16,8 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
-use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CommonTlsContext, DownstreamTlsContext, SdsSecretConfig,
-};
 use envoy_types::pb::google::protobuf::BoolValue;
-use pilot_model::routing::{PortSelector, RoutingModel};
+use pilot_model::routing::RoutingModel;
 use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
 
 use crate::clusters::PASSTHROUGH;
@@ -40,7 +35,7 @@ pub struct ListenerPlan {
     pub listeners: Vec<Listener>,
     /// The outbound HTTP ports: one route configuration each.
     pub http_ports: BTreeSet<u16>,
-    /// An ingress's route configurations (from ingress rules).
+    /// An edge proxy's route configurations (ingress rules', gateways').
     pub ingress_routes: Vec<RouteConfiguration>,
 }
 
@@ -60,8 +55,9 @@ pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, model: &Routing
                 plan.listeners.push(virtual_listener());
             }
         }
-        ProxyType::Ingress => ingress(registry, model, &mut plan),
-        ProxyType::Router => {}
+        ProxyType::Ingress | ProxyType::Router => {
+            crate::gateway::listeners(proxy, registry, model, &mut plan)
+        }
     }
     plan
 }
@@ -169,72 +165,9 @@ fn virtual_listener() -> Listener {
     }
 }
 
-/// Ingress listeners: one per ingress server of the model, routing by its
-/// routes in order, with TLS from its secret.
-fn ingress(registry: &dyn ServiceDiscovery, model: &RoutingModel, plan: &mut ListenerPlan) {
-    for server in model.ingress_servers() {
-        let port = server.port;
-        let mut routes = Vec::new();
-        for ingress_route in &server.routes {
-            let target_port = match &ingress_route.port {
-                PortSelector::Number(number) => Some(*number),
-                PortSelector::Name(name) => registry
-                    .get_service(&ingress_route.host)
-                    .and_then(|s| s.port(name).map(|p| p.port)),
-                _ => None,
-            };
-            let Some(target_port) = target_port else { continue };
-            let cluster = ClusterName::outbound(&ingress_route.host, target_port, Labels::new()).to_string();
-            let mut route = route_to(&cluster, "/");
-            route.name = ingress_route.name.clone();
-            route.r#match = Some(crate::routes::request_match(&ingress_route.request));
-            routes.push(route);
-        }
-        let name = format!("ingress_{port}");
-        plan.ingress_routes.push(RouteConfiguration {
-            name: name.clone(),
-            virtual_hosts: vec![VirtualHost {
-                name: name.clone(),
-                domains: vec!["*".into()],
-                routes,
-                ..Default::default()
-            }],
-            validate_clusters: Some(BoolValue { value: false }),
-            ..Default::default()
-        });
-        let mut chain = http_filter_chain(
-            &name,
-            http_connection_manager::RouteSpecifier::Rds(Rds {
-                config_source: Some(ads()),
-                route_config_name: name.clone(),
-            }),
-        );
-        if let Some(secret) = &server.tls_secret {
-            chain.transport_socket = Some(tls(secret));
-        }
-        plan.listeners
-            .push(listener(&format!("0.0.0.0_{port}"), "0.0.0.0", port, true, chain));
-    }
-}
-
-fn tls(secret: &str) -> TransportSocket {
-    let context = DownstreamTlsContext {
-        common_tls_context: Some(CommonTlsContext {
-            tls_certificate_sds_secret_configs: vec![SdsSecretConfig {
-                name: secret.to_string(),
-                sds_config: Some(ads()),
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    TransportSocket {
-        name: "envoy.transport_sockets.tls".into(),
-        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&context))),
-    }
-}
-
-fn listener(name: &str, address: &str, port: u16, bind: bool, chain: FilterChain) -> Listener {
+/// A listener on `address:port` with one filter chain; `bind`: whether it
+/// binds the port itself.
+pub(crate) fn listener(name: &str, address: &str, port: u16, bind: bool, chain: FilterChain) -> Listener {
     Listener {
         name: name.to_string(),
         address: Some(socket(address, port)),
@@ -244,7 +177,8 @@ fn listener(name: &str, address: &str, port: u16, bind: bool, chain: FilterChain
     }
 }
 
-fn route_to(cluster: &str, prefix: &str) -> Route {
+/// A route of every request under `prefix` to `cluster`.
+pub(crate) fn route_to(cluster: &str, prefix: &str) -> Route {
     Route {
         r#match: Some(RouteMatch {
             path_specifier: Some(route_match::PathSpecifier::Prefix(prefix.to_string())),
@@ -259,7 +193,10 @@ fn route_to(cluster: &str, prefix: &str) -> Route {
 }
 
 /// The HTTP connection manager with the fault, CORS and router filters.
-fn http_filter_chain(stat_prefix: &str, routes: http_connection_manager::RouteSpecifier) -> FilterChain {
+pub(crate) fn http_filter_chain(
+    stat_prefix: &str,
+    routes: http_connection_manager::RouteSpecifier,
+) -> FilterChain {
     let filter = |name: &str, config| HttpFilter {
         name: name.to_string(),
         config_type: Some(http_filter::ConfigType::TypedConfig(config)),

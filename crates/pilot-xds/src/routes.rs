@@ -15,13 +15,13 @@ use envoy_types::pb::envoy::extensions::filters::common::fault::v3::{FaultDelay,
 use envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy;
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::{FaultAbort, HttpFault, fault_abort};
 use envoy_types::pb::envoy::r#type::matcher::v3::{
-    RegexMatcher, StringMatcher as EnvoyStringMatcher, string_matcher,
+    RegexMatchAndSubstitute, RegexMatcher, StringMatcher as EnvoyStringMatcher, string_matcher,
 };
 use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent};
 use envoy_types::pb::google::protobuf::{Any, BoolValue, UInt32Value};
 use pilot_model::routing::{
-    Cors, Fault, HeaderOperations, HttpAction, HttpMatch, HttpRoute, MESH_GATEWAY, Retries, RouteDestination,
-    RoutingModel, StringMatch, WeightedDestination,
+    Cors, Fault, HeaderOperations, HttpAction, HttpMatch, HttpRoute, MESH_GATEWAY, Redirect, Retries,
+    RouteDestination, RoutingModel, StringMatch, WeightedDestination,
 };
 use pilot_model::{Labels, Service, ServiceInstance};
 
@@ -204,21 +204,13 @@ pub fn admits(request: &HttpMatch, own: &[ServiceInstance], proxy: &Proxy) -> bo
 
 /// The Envoy route of one route of the model and one of its matches (none:
 /// every request), for one service port.
-fn envoy_route(route: &HttpRoute, request: Option<&HttpMatch>, host: &str, port: u16) -> Route {
+pub(crate) fn envoy_route(route: &HttpRoute, request: Option<&HttpMatch>, host: &str, port: u16) -> Route {
     let route_match = match request {
         Some(request) => request_match(request),
         None => prefix_match("/"),
     };
     let action = match &route.action {
-        HttpAction::Redirect(redirect) => route::Action::Redirect(RedirectAction {
-            host_redirect: redirect.authority.clone().unwrap_or_default(),
-            path_rewrite_specifier: redirect
-                .uri
-                .clone()
-                .map(redirect_action::PathRewriteSpecifier::PathRedirect),
-            response_code: redirect.code.map(redirect_code).unwrap_or_default() as i32,
-            ..Default::default()
-        }),
+        HttpAction::Redirect(redirect) => route::Action::Redirect(redirect_action(redirect)),
         HttpAction::DirectResponse(response) => route::Action::DirectResponse(DirectResponseAction {
             status: response.status,
             body: response.body.clone().map(|body| DataSource {
@@ -281,6 +273,38 @@ fn headers_to_add(operations: &HeaderOperations) -> Vec<HeaderValueOption> {
         .collect()
 }
 
+/// A redirect: the new authority, path (or path prefix), scheme and port
+/// (given, or the scheme's default when derived from it), and code.
+fn redirect_action(redirect: &Redirect) -> RedirectAction {
+    let path = match (&redirect.uri, &redirect.prefix) {
+        (Some(uri), _) => Some(redirect_action::PathRewriteSpecifier::PathRedirect(uri.clone())),
+        (None, Some(prefix)) => Some(redirect_action::PathRewriteSpecifier::PrefixRewrite(
+            prefix.clone(),
+        )),
+        (None, None) => None,
+    };
+    let scheme = redirect
+        .scheme
+        .clone()
+        .map(redirect_action::SchemeRewriteSpecifier::SchemeRedirect);
+    let default_port = match redirect.scheme.as_deref() {
+        Some("https") => 443,
+        _ => 80,
+    };
+    let port = redirect
+        .port
+        .map(u32::from)
+        .or(redirect.port_from_scheme.then_some(default_port));
+    RedirectAction {
+        host_redirect: redirect.authority.clone().unwrap_or_default(),
+        path_rewrite_specifier: path,
+        scheme_rewrite_specifier: scheme,
+        port_redirect: port.unwrap_or_default(),
+        response_code: redirect.code.map(redirect_code).unwrap_or_default() as i32,
+        ..Default::default()
+    }
+}
+
 fn redirect_code(code: u32) -> redirect_action::RedirectResponseCode {
     use redirect_action::RedirectResponseCode as Code;
     match code {
@@ -320,6 +344,12 @@ fn route_action(route: &HttpRoute, targets: &[WeightedDestination], host: &str, 
         if let Some(uri) = &rewrite.uri {
             action.prefix_rewrite = uri.clone();
         }
+        if let Some((pattern, substitution)) = &rewrite.uri_regex {
+            action.regex_rewrite = Some(RegexMatchAndSubstitute {
+                pattern: Some(regex_matcher(pattern)),
+                substitution: substitution.clone(),
+            });
+        }
         if let Some(authority) = &rewrite.authority {
             action.host_rewrite_specifier = Some(route_action::HostRewriteSpecifier::HostRewriteLiteral(
                 authority.clone(),
@@ -342,7 +372,7 @@ fn route_action(route: &HttpRoute, targets: &[WeightedDestination], host: &str, 
             ..Default::default()
         });
     }
-    if let Some(mirror) = &route.mirror {
+    for mirror in &route.mirrors {
         action
             .request_mirror_policies
             .push(route_action::RequestMirrorPolicy {
@@ -353,6 +383,11 @@ fn route_action(route: &HttpRoute, targets: &[WeightedDestination], host: &str, 
                 }),
                 ..Default::default()
             });
+    }
+    if let Some(key) = &route.hash {
+        action
+            .hash_policy
+            .push(crate::hash_policy::route_hash_policy(key));
     }
     if route.websocket {
         action.upgrade_configs.push(route_action::UpgradeConfig {

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use envoy_types::pb::google::protobuf::Any;
-use pilot_model::{RegistrySnapshot, ServiceDiscovery, ServiceInstance};
+use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use pilot_xds::parts::{
     any, eds_clusters, generate_inbound, generate_outbound, listener_plan, load_assignment, outbound_clusters,
 };
@@ -44,9 +44,10 @@ pub(crate) struct GeneratedCache {
     cds: Mutex<HashMap<bool, Arc<OnceCell<Arc<EncodedType>>>>>,
     /// Envoy load assignments: the same for every Envoy.
     eds: OnceCell<Arc<EncodedType>>,
-    /// Envoy listeners, by proxy type and capture mode: they do not depend
-    /// on the namespace or on source-matched rules.
-    listeners: Mutex<HashMap<(ProxyType, bool), ListenerCell>>,
+    /// Envoy listeners, by proxy type and capture mode, and an edge proxy's
+    /// labels (gateways select it by them): they do not depend on the
+    /// namespace or on source-matched rules.
+    listeners: Mutex<HashMap<(ProxyType, bool, Labels), ListenerCell>>,
     /// The virtual hosts, encoded once for every class they apply to, or
     /// kept from the previous push when their host's rules and service did
     /// not change.
@@ -222,7 +223,7 @@ impl GeneratedCache {
     }
 
     /// Envoy's listeners, built once per push for each proxy type and
-    /// capture mode.
+    /// capture mode (and edge proxy labels).
     async fn envoy_listeners(
         &self,
         proxy: &Proxy,
@@ -233,7 +234,7 @@ impl GeneratedCache {
             self.listeners
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .entry((proxy.proxy_type, proxy.capture.captures()))
+                .entry((proxy.proxy_type, proxy.capture.captures(), edge_labels(proxy)))
                 .or_default(),
         );
         cell.get_or_init(|| async {
@@ -416,3 +417,13 @@ fn heavy<T>(f: impl FnOnce() -> T) -> T {
 
 #[cfg(test)]
 mod tests;
+
+/// The labels an edge proxy's listeners depend on (the gateways selecting
+/// it); none for a sidecar.
+fn edge_labels(proxy: &Proxy) -> Labels {
+    if proxy.proxy_type == ProxyType::Sidecar {
+        Labels::new()
+    } else {
+        proxy.labels.clone()
+    }
+}

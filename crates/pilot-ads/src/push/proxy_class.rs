@@ -48,8 +48,9 @@ impl ProxyClass {
             captures: proxy.capture.captures(),
             generator: proxy.generator,
             domain: proxy.domain.clone(),
-            // Proxy labels only matter with an own instance of a source.
-            labels: if own.is_empty() && !by_labels {
+            // Proxy labels only matter with an own instance of a source,
+            // and to an edge proxy (gateways select it by them).
+            labels: if own.is_empty() && !by_labels && proxy.proxy_type == ProxyType::Sidecar {
                 Labels::new()
             } else {
                 proxy.labels.clone()

@@ -1,9 +1,9 @@
 //! The edges of the routing model: external services the mesh may call,
-//! and the ingress's servers.
+//! and the servers of edge proxies (ingress rules' and gateways').
 
-use crate::Protocol;
+use crate::{Labels, Protocol};
 
-use super::HttpMatch;
+use super::{HttpMatch, HttpRoute};
 
 /// A service outside the mesh that proxies may call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,16 +50,120 @@ impl Resolution {
     }
 }
 
-/// One port of the ingress: what it serves and how.
+/// One server of an edge proxy (an ingress or a gateway's router): a port,
+/// what it serves there and how.
+///
+/// v1alpha2 IngressRules make one server per port, for proxies of type
+/// ingress ([`selector`](Self::selector) none), with [`routes`](Self::routes)
+/// to service ports. A `Gateway` makes one server per server of its spec,
+/// for the proxies its selector picks, with
+/// [`virtual_hosts`](Self::virtual_hosts) from the VirtualServices bound to
+/// it. Servers of several gateways on one port are merged at generation,
+/// per proxy.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct IngressServer {
     /// The port it listens on.
     pub port: u16,
-    /// The secret holding its TLS certificate, if it terminates TLS.
-    pub tls_secret: Option<String>,
-    /// Its routes, first match wins.
+    /// What it speaks on the port (HTTP for ingress rules).
+    pub protocol: Protocol,
+    /// The port's name (empty for ingress rules).
+    pub port_name: String,
+    /// The gateway it belongs to, `namespace/name` (empty for ingress
+    /// rules).
+    pub gateway: String,
+    /// The labels a proxy must carry to serve it; none: every proxy of
+    /// type ingress (ingress rules).
+    pub selector: Option<Labels>,
+    /// The hosts it serves, without their namespace part (`*` when any).
+    pub hosts: Vec<String>,
+    /// TLS, when it terminates or passes TLS through.
+    pub tls: Option<ServerTls>,
+    /// Whether plain HTTP requests are answered with a redirect to HTTPS.
+    pub https_redirect: bool,
+    /// An ingress rule's routes, first match wins, for any host.
     pub routes: Vec<IngressRoute>,
+    /// A gateway's virtual hosts: the HTTP routes of the VirtualServices
+    /// bound to it, per host its hosts and theirs share.
+    pub virtual_hosts: Vec<GatewayHost>,
+}
+
+impl IngressServer {
+    /// A server on `port` speaking plain HTTP, serving nothing yet.
+    pub fn new(port: u16) -> Self {
+        IngressServer {
+            port,
+            protocol: Protocol::Http,
+            port_name: String::new(),
+            gateway: String::new(),
+            selector: None,
+            hosts: vec!["*".into()],
+            tls: None,
+            https_redirect: false,
+            routes: Vec::new(),
+            virtual_hosts: Vec::new(),
+        }
+    }
+
+    /// Whether TLS ends here (SIMPLE or MUTUAL): then the server's routes
+    /// are its own, not shared with the port's other servers.
+    pub fn terminates_tls(&self) -> bool {
+        self.tls
+            .as_ref()
+            .is_some_and(|t| t.mode != ServerTlsMode::Passthrough)
+    }
+}
+
+/// One host of a gateway server and the HTTP routes for it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct GatewayHost {
+    /// The domain requests name (`bookinfo.example.com`, `*.example.com`,
+    /// `*`).
+    pub host: String,
+    /// Its routes, first match wins.
+    pub routes: Vec<HttpRoute>,
+}
+
+/// TLS on an edge server.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct ServerTls {
+    /// Terminated (and how), or passed through.
+    pub mode: ServerTlsMode,
+    /// A secret holding the certificate and key, fetched over SDS.
+    pub credential_name: Option<String>,
+    /// Path of the certificate chain (instead of a secret).
+    pub server_certificate: Option<String>,
+    /// Path of the private key.
+    pub private_key: Option<String>,
+    /// Path of the CA certificates that verify clients (MUTUAL).
+    pub ca_certificates: Option<String>,
+    /// Names a client certificate must carry (MUTUAL).
+    pub subject_alt_names: Vec<String>,
+}
+
+impl ServerTls {
+    /// TLS terminated with the certificate of secret `name`.
+    pub fn credential(name: impl Into<String>) -> Self {
+        ServerTls {
+            credential_name: Some(name.into()),
+            ..Default::default()
+        }
+    }
+}
+
+/// How an edge server treats TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ServerTlsMode {
+    /// Terminated with the server's certificate.
+    #[default]
+    Simple,
+    /// Terminated, and clients must present a certificate.
+    Mutual,
+    /// Forwarded unterminated, by SNI.
+    Passthrough,
 }
 
 /// A route of the ingress to a service port.

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use crate::Labels;
 
+use super::HashKey;
+
 /// The gateway name that stands for every sidecar of the mesh.
 pub const MESH_GATEWAY: &str = "mesh";
 
@@ -28,14 +30,18 @@ pub struct HttpRoute {
     pub retries: Option<Retries>,
     /// Faults injected.
     pub fault: Option<Fault>,
-    /// A copy of each request sent elsewhere (responses ignored).
-    pub mirror: Option<Mirror>,
+    /// Copies of each request sent elsewhere (responses ignored), each to
+    /// its destination.
+    pub mirrors: Vec<Mirror>,
     /// Cross-origin resource sharing.
     pub cors: Option<Cors>,
     /// Headers added, set and removed.
     pub headers: Headers,
     /// Whether websocket upgrades are allowed.
     pub websocket: bool,
+    /// What a consistent hash of its destinations hashes (their traffic
+    /// policy's, when every destination has the same).
+    pub hash: Option<HashKey>,
 }
 
 /// What a route does with a request.
@@ -160,6 +166,16 @@ pub struct Redirect {
     pub authority: Option<String>,
     /// The status code (none: 301).
     pub code: Option<u32>,
+    /// The new scheme (`https`).
+    pub scheme: Option<String>,
+    /// The new port.
+    pub port: Option<u16>,
+    /// Whether the port follows the scheme's default (80 for http, 443
+    /// for https) when [`port`](Self::port) is none; otherwise the
+    /// request's port is kept.
+    pub port_from_scheme: bool,
+    /// Replaces the matched path prefix (instead of [`uri`](Self::uri)).
+    pub prefix: Option<String>,
 }
 
 /// A response sent without forwarding.
@@ -180,6 +196,9 @@ pub struct Rewrite {
     pub uri: Option<String>,
     /// Replaces the authority.
     pub authority: Option<String>,
+    /// Replaces what of the path matches a regular expression (RE2):
+    /// `(pattern, substitution)`, the substitution with `\1`-style groups.
+    pub uri_regex: Option<(String, String)>,
 }
 
 /// Retries.

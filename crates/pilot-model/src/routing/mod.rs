@@ -3,7 +3,7 @@
 //!
 //! The routing kinds (v1alpha2 `RouteRule`, `DestinationPolicy`,
 //! `EgressRule`, `IngressRule`; `networking.istio.io` `VirtualService` and
-//! `DestinationRule`) are compiled by [`RoutingConfigs::compile`] into a
+//! `DestinationRule`, `Gateway`) are compiled by [`RoutingConfigs::compile`] into a
 //! [`RoutingModel`]:
 //!
 //! - per service host, its ordered HTTP routes ([`HttpRoute`]: matches,
@@ -15,7 +15,8 @@
 //!   label-selected target is a subset named after its labels
 //!   (`version=v1`), which is also how its clusters are named;
 //! - the external services proxies may call ([`ExternalService`]), and the
-//!   ingress's servers ([`IngressServer`]).
+//!   servers of edge proxies ([`IngressServer`]): the ingress rules', and
+//!   the gateways' with the VirtualServices bound to them.
 //!
 //! Compilation is pure and deterministic: the same objects give the same
 //! model. A host's routes keep the kinds' precedence: v1alpha2 rules by
@@ -51,17 +52,21 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
-use crate::networking::{DestinationRule, VirtualService};
+use crate::networking::{DestinationRule, Gateway, VirtualService};
 use crate::{Config, ConfigKind, DynConfig, Labels, StoreError};
 
 mod edge;
+mod gateway;
 mod http;
 mod l4;
 mod policy;
 mod v1;
 mod v1alpha2;
 
-pub use edge::{ExternalPort, ExternalService, IngressRoute, IngressServer, PortSelector, Resolution};
+pub use edge::{
+    ExternalPort, ExternalService, GatewayHost, IngressRoute, IngressServer, PortSelector, Resolution,
+    ServerTls, ServerTlsMode,
+};
 pub use http::{
     Cors, DirectResponse, Fault, FaultAbort, FaultDelay, HeaderOperations, Headers, HttpAction, HttpMatch,
     HttpRoute, MESH_GATEWAY, Mirror, Redirect, Retries, Rewrite, RouteDestination, StringMatch,
@@ -92,6 +97,8 @@ pub struct RoutingConfigs {
     pub virtual_services: Vec<Config<VirtualService>>,
     /// Destination rules (`networking.istio.io`).
     pub destination_rules: Vec<Config<DestinationRule>>,
+    /// Gateways (`networking.istio.io`).
+    pub gateways: Vec<Config<Gateway>>,
     /// The DNS suffix of service hostnames (`svc.cluster.local`).
     pub domain_suffix: String,
 }
@@ -105,6 +112,7 @@ impl Default for RoutingConfigs {
             ingress_rules: Vec::new(),
             virtual_services: Vec::new(),
             destination_rules: Vec::new(),
+            gateways: Vec::new(),
             domain_suffix: DEFAULT_DOMAIN_SUFFIX.into(),
         }
     }
@@ -123,6 +131,7 @@ impl RoutingConfigs {
                 IngressRule::KIND => out.ingress_rules.push(Config::from_dyn(config)?),
                 VirtualService::KIND => out.virtual_services.push(Config::from_dyn(config)?),
                 DestinationRule::KIND => out.destination_rules.push(Config::from_dyn(config)?),
+                Gateway::KIND => out.gateways.push(Config::from_dyn(config)?),
                 _ => {}
             }
         }
@@ -210,7 +219,8 @@ impl RoutingModel {
         &self.external
     }
 
-    /// The ingress's servers, by port.
+    /// The servers of edge proxies: the ingress rules', by port, then the
+    /// gateways', by gateway namespace and name and in their order.
     pub fn ingress_servers(&self) -> &[IngressServer] {
         &self.ingress
     }
@@ -254,9 +264,23 @@ impl RoutingModel {
         &mut destination.subsets[at]
     }
 
-    /// Orders what compilation left unordered, and records the source
-    /// services.
+    /// Orders what compilation left unordered, records the source
+    /// services, and gives each route its destinations' hash key.
     fn finish(&mut self) {
+        let destinations = &self.destinations;
+        let gateway_routes = self
+            .ingress
+            .iter_mut()
+            .flat_map(|s| &mut s.virtual_hosts)
+            .flat_map(|h| &mut h.routes);
+        for route in self
+            .hosts
+            .values_mut()
+            .flat_map(|h| &mut h.http)
+            .chain(gateway_routes)
+        {
+            route.hash = hash_key(destinations, route);
+        }
         for destination in self.destinations.values_mut() {
             destination.subsets.sort_by(|a, b| a.labels.cmp(&b.labels));
         }
@@ -274,6 +298,29 @@ impl RoutingModel {
             .flat_map(|r| &r.matches)
             .any(|m| m.source_service.is_none() && !m.source_labels.is_empty());
     }
+}
+
+/// The key a consistent hash of `route`'s destinations hashes: the one
+/// their policies (on their port, if they name one) share, if any.
+fn hash_key(destinations: &BTreeMap<String, Destination>, route: &HttpRoute) -> Option<HashKey> {
+    let HttpAction::Route(targets) = &route.action else {
+        return None;
+    };
+    let mut keys = targets.iter().map(|t| {
+        let policy = destinations
+            .get(&t.destination.host)?
+            .policy_for(&t.destination.subset)?;
+        let policy = match t.destination.port {
+            Some(port) => policy.for_port(port),
+            None => policy,
+        };
+        match &policy.load_balancer {
+            Some(LoadBalancer::ConsistentHash(hash)) => Some(hash.key.clone()),
+            _ => None,
+        }
+    });
+    let first = keys.next()??;
+    keys.all(|k| k.as_ref() == Some(&first)).then_some(first)
 }
 
 #[cfg(test)]

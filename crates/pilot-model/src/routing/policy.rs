@@ -123,6 +123,8 @@ pub struct ConsistentHash {
     pub key: HashKey,
     /// The minimum ring size.
     pub minimum_ring_size: Option<u64>,
+    /// Maglev instead of a ring, with this table size if given (a prime).
+    pub maglev: Option<Option<u64>>,
 }
 
 /// What a consistent hash hashes.

@@ -131,7 +131,7 @@ spec: {port: 80, destination: {name: ratings}, destinationPort: 9080, match: {re
     assert_eq!(external[1].ports[0].protocol, crate::Protocol::Http2);
     let servers = model.ingress_servers();
     assert_eq!(servers.len(), 1);
-    assert_eq!(servers[0].tls_secret.as_deref(), Some("s"));
+    assert_eq!(servers[0].tls, Some(crate::routing::ServerTls::credential("s")));
     assert_eq!(servers[0].routes[0].port, PortSelector::Name("http".into()));
     assert_eq!(servers[0].routes[1].port, PortSelector::Number(9080));
     assert_eq!(

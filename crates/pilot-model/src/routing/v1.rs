@@ -9,8 +9,8 @@
 //!   merged over the host's (a subset's load balancer, connection pool,
 //!   outlier detection, TLS and port-level settings replace the host's).
 //! - A VirtualService without `gateways` applies to the mesh (`mesh`); one
-//!   bound only to named gateways gives sidecars no routes (gateways are
-//!   served elsewhere). Its HTTP routes follow the v1alpha2 rules' routes
+//!   bound only to named gateways gives sidecars no routes; its HTTP routes
+//!   go to the servers of those gateways (`gateway.rs`). Its HTTP routes follow the v1alpha2 rules' routes
 //!   of the same host, in namespace and name order; a destination's subset
 //!   is resolved to its labels through the host's DestinationRule, and a
 //!   destination naming a subset no rule defines is left out.
@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use crate::networking::{self, DestinationRule, VirtualService};
 use crate::{Config, Labels};
 
+use super::gateway;
 use super::{
     ClientTls, ConnectionPool, ConsistentHash, Cors, DirectResponse, Fault, FaultAbort, FaultDelay, HashKey,
     HeaderOperations, Headers, HttpAction, HttpMatch, HttpRoute, L4Match, LoadBalancer, MESH_GATEWAY, Mirror,
@@ -57,12 +58,10 @@ pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
     }
     let mut services: Vec<&Config<VirtualService>> = configs.virtual_services.iter().collect();
     services.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
+    let mut bound = Vec::new();
     for service in services {
         let spec = &service.spec;
         let mesh = spec.gateways.is_empty() || spec.gateways.iter().any(|g| g == MESH_GATEWAY);
-        if !mesh {
-            continue;
-        }
         let namespace = &service.meta.namespace;
         let compiler = Compiler {
             namespace,
@@ -70,6 +69,27 @@ pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
             subsets: &subsets,
             name: format!("{namespace}/{}", service.meta.name),
         };
+        let gateways: Vec<String> = spec
+            .gateways
+            .iter()
+            .filter(|g| *g != MESH_GATEWAY)
+            .map(|g| gateway::qualify(g, namespace))
+            .collect();
+        if !gateways.is_empty() {
+            bound.push(gateway::Bound {
+                namespace: namespace.clone(),
+                gateways,
+                hosts: spec
+                    .hosts
+                    .iter()
+                    .map(|h| resolve(h, namespace, &configs.domain_suffix))
+                    .collect(),
+                http: spec.http.iter().map(|h| compiler.http_route(h)).collect(),
+            });
+        }
+        if !mesh {
+            continue;
+        }
         for host in &spec.hosts {
             let host = resolve(host, namespace, &configs.domain_suffix);
             for http in &spec.http {
@@ -94,6 +114,7 @@ pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
             }
         }
     }
+    gateway::compile(configs, &bound, model);
 }
 
 /// A host of an object of `namespace`: a short name is the service of
@@ -168,6 +189,11 @@ impl Compiler<'_> {
                 uri: non_empty(&redirect.uri),
                 authority: non_empty(&redirect.authority),
                 code: redirect.redirect_code,
+                scheme: non_empty(&redirect.scheme),
+                port: redirect.port.and_then(|p| u16::try_from(p).ok()),
+                port_from_scheme: redirect.derive_port
+                    == Some(networking::RedirectPortSelection::FromProtocolDefault),
+                prefix: non_empty(&redirect.prefix_rewrite),
             })
         } else {
             HttpAction::Route(self.destinations(http.route.iter().map(|r| (&r.destination, r.weight))))
@@ -175,6 +201,10 @@ impl Compiler<'_> {
         route.rewrite = http.rewrite.as_ref().map(|rewrite| Rewrite {
             uri: non_empty(&rewrite.uri),
             authority: non_empty(&rewrite.authority),
+            uri_regex: rewrite
+                .uri_regex_rewrite
+                .as_ref()
+                .map(|r| (r.pattern.clone(), r.rewrite.clone())),
         });
         route.timeout = http.timeout.map(|t| t.as_std());
         route.retries = http.retries.as_ref().map(|retry| Retries {
@@ -196,28 +226,28 @@ impl Compiler<'_> {
                 http_status: abort.http_status.map(|s| u32::try_from(s).unwrap_or(503)),
             }),
         });
-        let mirror = http
-            .mirror
-            .as_ref()
-            .map(|d| {
-                (
-                    d,
-                    http.mirror_percentage
-                        .map(|p| p.value)
-                        .or(http.mirror_percent.map(f64::from)),
-                )
-            })
-            .or_else(|| {
-                http.mirrors
-                    .first()
-                    .map(|m| (&m.destination, m.percentage.map(|p| p.value)))
-            });
-        route.mirror = mirror.and_then(|(destination, percent)| {
-            Some(Mirror {
-                destination: self.destination(destination)?,
-                percent,
-            })
+        let legacy = http.mirror.as_ref().map(|d| {
+            (
+                d,
+                http.mirror_percentage
+                    .map(|p| p.value)
+                    .or(http.mirror_percent.map(f64::from)),
+            )
         });
+        route.mirrors = legacy
+            .into_iter()
+            .chain(
+                http.mirrors
+                    .iter()
+                    .map(|m| (&m.destination, m.percentage.map(|p| p.value))),
+            )
+            .filter_map(|(destination, percent)| {
+                Some(Mirror {
+                    destination: self.destination(destination)?,
+                    percent,
+                })
+            })
+            .collect();
         route.cors = http.cors_policy.as_ref().map(|cors| Cors {
             allow_origins: cors
                 .allow_origin
@@ -408,6 +438,7 @@ fn load_balancer(lb: &networking::LoadBalancerSettings) -> Option<LoadBalancer> 
             .as_ref()
             .and_then(|r| r.minimum_ring_size)
             .or(hash.minimum_ring_size),
+        maglev: hash.maglev.as_ref().map(|m| m.table_size),
     }))
 }
 

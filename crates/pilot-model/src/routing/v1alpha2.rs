@@ -12,8 +12,8 @@ use crate::{Config, Labels, Protocol};
 use super::{
     ConnectionPool, Cors, ExternalPort, ExternalService, Fault, FaultAbort, FaultDelay, HttpAction,
     HttpMatch, HttpRoute, IngressRoute, IngressServer, LoadBalancer, Mirror, OutlierDetection, PortSelector,
-    Redirect, Resolution, Retries, Rewrite, RouteDestination, RoutingConfigs, RoutingModel, SimpleLb,
-    StringMatch, TrafficPolicy, WeightedDestination,
+    Redirect, Resolution, Retries, Rewrite, RouteDestination, RoutingConfigs, RoutingModel, ServerTls,
+    SimpleLb, StringMatch, TrafficPolicy, WeightedDestination,
 };
 
 /// Adds what the v1alpha2 objects of `configs` say to `model`.
@@ -79,9 +79,7 @@ fn route_rules(configs: &RoutingConfigs, model: &mut RoutingModel) {
                     model.add_subset(&target_host, &labels);
                 }
             }
-            if let Some(mirror) = &route.mirror
-                && !mirror.destination.subset.is_empty()
-            {
+            for mirror in route.mirrors.iter().filter(|m| !m.destination.subset.is_empty()) {
                 model.add_subset(&mirror.destination.host, &mirror.destination.subset);
             }
             model.host_mut(&host).http.push(route);
@@ -133,7 +131,7 @@ fn http_route(configs: &RoutingConfigs, rule: &Config<RouteRule>, host: &str) ->
         Some(redirect) => HttpAction::Redirect(Redirect {
             uri: non_empty(&redirect.uri),
             authority: non_empty(&redirect.authority),
-            code: None,
+            ..Default::default()
         }),
         None => HttpAction::Route(
             spec.route
@@ -160,6 +158,7 @@ fn http_route(configs: &RoutingConfigs, rule: &Config<RouteRule>, host: &str) ->
     route.rewrite = spec.rewrite.as_ref().map(|rewrite| Rewrite {
         uri: non_empty(&rewrite.uri),
         authority: non_empty(&rewrite.authority),
+        uri_regex: None,
     });
     route.timeout = spec
         .http_req_timeout
@@ -188,13 +187,17 @@ fn http_route(configs: &RoutingConfigs, rule: &Config<RouteRule>, host: &str) ->
                 .map(|status| u32::try_from(status).unwrap_or(503)),
         }),
     });
-    route.mirror = spec.mirror.as_ref().map(|mirror| Mirror {
-        destination: RouteDestination::new(
-            configs.hostname(mirror, namespace),
-            Labels(mirror.labels.clone()),
-        ),
-        percent: None,
-    });
+    route.mirrors = spec
+        .mirror
+        .iter()
+        .map(|mirror| Mirror {
+            destination: RouteDestination::new(
+                configs.hostname(mirror, namespace),
+                Labels(mirror.labels.clone()),
+            ),
+            percent: None,
+        })
+        .collect();
     route.cors = spec.cors_policy.as_ref().map(|cors| Cors {
         allow_origins: cors
             .allow_origin
@@ -330,15 +333,17 @@ fn ingress_servers(configs: &RoutingConfigs) -> Vec<IngressServer> {
                     })
                 })
                 .collect();
-            IngressServer {
-                port,
-                tls_secret: on_port
-                    .iter()
-                    .map(|r| r.spec.tls_secret.as_str())
-                    .find(|s| !s.is_empty())
-                    .map(str::to_string),
-                routes,
+            let mut server = IngressServer::new(port);
+            server.tls = on_port
+                .iter()
+                .map(|r| r.spec.tls_secret.as_str())
+                .find(|s| !s.is_empty())
+                .map(ServerTls::credential);
+            if server.tls.is_some() {
+                server.protocol = Protocol::Https;
             }
+            server.routes = routes;
+            server
         })
         .collect()
 }

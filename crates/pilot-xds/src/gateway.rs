@@ -1,0 +1,332 @@
+//! LDS and RDS of edge proxies: the listeners of an ingress (the routing
+//! model's ingress-rule servers) and of a router serving `Gateway`s (the
+//! gateways' servers whose selector its labels match), with their route
+//! configurations. One path for both, as Istio's gateway generation does:
+//!
+//! - The servers a proxy serves are grouped by port; the first server on a
+//!   port decides whether it is plain HTTP or terminates TLS (servers of
+//!   the other kind on that port are left out, as Istio leaves them).
+//! - Plain HTTP servers on one port share one listener and one route
+//!   configuration, `http.<port>` (`ingress_<port>` for ingress rules
+//!   alone), with a virtual host per host of the servers; a server with
+//!   `httpsRedirect` makes its hosts require TLS (a redirect to HTTPS).
+//! - Each TLS-terminating server gets its own filter chain, matched by SNI
+//!   on its hosts (none for `*`), with its certificate (a secret over SDS,
+//!   or files) and its own route configuration,
+//!   `https.<port>.<port name>.<gateway name>.<namespace>`.
+//! - A virtual host's routes are the bound VirtualServices' routes in
+//!   order; a request for a host no server names gets Envoy's 404.
+//!
+//! TLS passthrough and TCP servers are not generated here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use envoy_types::pb::envoy::config::core::v3::{DataSource, TransportSocket, data_source, transport_socket};
+use envoy_types::pb::envoy::config::listener::v3::{
+    FilterChain, FilterChainMatch, ListenerFilter, listener_filter,
+};
+use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, virtual_host};
+use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    Rds, http_connection_manager,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, TlsCertificate,
+    common_tls_context,
+};
+use envoy_types::pb::google::protobuf::BoolValue;
+use pilot_model::routing::{
+    GatewayHost, HttpAction, HttpRoute, IngressServer, PortSelector, RoutingModel, ServerTls, ServerTlsMode,
+};
+use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
+
+use crate::listeners::{ListenerPlan, http_filter_chain, listener, route_to};
+use crate::util::{ads, any};
+use crate::{ClusterName, Proxy, ProxyType};
+
+/// The listeners and route configurations of an edge proxy (ingress or
+/// router): the servers of the model it serves, by port.
+pub(crate) fn listeners(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    model: &RoutingModel,
+    plan: &mut ListenerPlan,
+) {
+    let mut by_port: BTreeMap<u16, Vec<&IngressServer>> = BTreeMap::new();
+    for server in model.ingress_servers().iter().filter(|s| serves(proxy, s)) {
+        by_port.entry(server.port).or_default().push(server);
+    }
+    let edge = Edge {
+        proxy,
+        registry,
+        own: &[],
+    };
+    for (port, servers) in by_port {
+        let first = servers[0];
+        if first.terminates_tls() {
+            edge.terminating(port, &servers, plan);
+        } else if first.tls.is_none() && first.protocol.is_http() {
+            edge.plain(port, &servers, plan);
+        }
+    }
+}
+
+/// Whether `proxy` serves `server`: an ingress-rule server every ingress;
+/// a gateway's server every ingress or router carrying its selector's
+/// labels.
+pub(crate) fn serves(proxy: &Proxy, server: &IngressServer) -> bool {
+    match &server.selector {
+        None => proxy.proxy_type == ProxyType::Ingress,
+        Some(selector) => proxy.proxy_type != ProxyType::Sidecar && selector.is_subset_of(&proxy.labels),
+    }
+}
+
+struct Edge<'a> {
+    proxy: &'a Proxy,
+    registry: &'a dyn ServiceDiscovery,
+    /// The proxy's own instances, for source matches (an edge proxy runs
+    /// none: its labels decide).
+    own: &'a [ServiceInstance],
+}
+
+impl Edge<'_> {
+    /// One listener for the plain HTTP servers on `port`, sharing one route
+    /// configuration.
+    fn plain(&self, port: u16, servers: &[&IngressServer], plan: &mut ListenerPlan) {
+        let servers: Vec<&IngressServer> = servers
+            .iter()
+            .copied()
+            .filter(|s| s.tls.is_none() && s.protocol.is_http())
+            .collect();
+        let name = if servers.iter().all(|s| s.gateway.is_empty()) {
+            format!("ingress_{port}")
+        } else {
+            format!("http.{port}")
+        };
+        plan.ingress_routes
+            .push(self.route_configuration(&name, port, &servers));
+        let chain = rds_chain(&name);
+        plan.listeners
+            .push(listener(&format!("0.0.0.0_{port}"), "0.0.0.0", port, true, chain));
+    }
+
+    /// One listener for the TLS-terminating servers on `port`: a filter
+    /// chain per server, matched by SNI, each with its own routes.
+    fn terminating(&self, port: u16, servers: &[&IngressServer], plan: &mut ListenerPlan) {
+        let mut chains = Vec::new();
+        let mut taken = BTreeSet::new();
+        for server in servers.iter().copied().filter(|s| s.terminates_tls()) {
+            let Some(tls) = &server.tls else { continue };
+            let mut names: Vec<String> = server.hosts.iter().filter(|h| *h != "*").cloned().collect();
+            if names.len() < server.hosts.len() {
+                names.clear();
+            }
+            names.sort();
+            names.dedup();
+            if !taken.insert(names.clone()) {
+                continue;
+            }
+            let name = if server.gateway.is_empty() {
+                format!("ingress_{port}")
+            } else {
+                let (namespace, gateway) = server.gateway.split_once('/').unwrap_or(("", &server.gateway));
+                format!("https.{port}.{}.{gateway}.{namespace}", server.port_name)
+            };
+            plan.ingress_routes
+                .push(self.route_configuration(&name, port, &[server]));
+            let mut chain = rds_chain(&name);
+            chain.transport_socket = Some(downstream_tls(tls));
+            if !names.is_empty() {
+                chain.filter_chain_match = Some(FilterChainMatch {
+                    server_names: names,
+                    ..Default::default()
+                });
+            }
+            chains.push(chain);
+        }
+        let Some(first) = chains.first().cloned() else {
+            return;
+        };
+        let sni = chains.len() > 1 || first.filter_chain_match.is_some();
+        let mut out = listener(&format!("0.0.0.0_{port}"), "0.0.0.0", port, true, first);
+        out.filter_chains = chains;
+        if sni {
+            out.listener_filters.push(ListenerFilter {
+                name: "envoy.filters.listener.tls_inspector".into(),
+                config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                    &TlsInspector::default(),
+                ))),
+                ..Default::default()
+            });
+        }
+        plan.listeners.push(out);
+    }
+
+    /// The route configuration `name` of `servers` on `port`: an ingress
+    /// rule server's routes under `*`, a gateway server's virtual hosts
+    /// (the first server naming a host has it).
+    fn route_configuration(&self, name: &str, port: u16, servers: &[&IngressServer]) -> RouteConfiguration {
+        let mut domains = BTreeSet::new();
+        let mut virtual_hosts = Vec::new();
+        let gateway = servers.iter().any(|s| !s.gateway.is_empty());
+        for server in servers {
+            if server.gateway.is_empty() {
+                if domains.insert("*".to_string()) {
+                    virtual_hosts.push(VirtualHost {
+                        name: name.to_string(),
+                        domains: vec!["*".into()],
+                        routes: self.ingress_rule_routes(server),
+                        ..Default::default()
+                    });
+                }
+                continue;
+            }
+            for host in &server.virtual_hosts {
+                if !domains.insert(host.host.clone()) {
+                    continue;
+                }
+                virtual_hosts.push(self.virtual_host(host, port, server.https_redirect));
+            }
+        }
+        RouteConfiguration {
+            name: name.to_string(),
+            virtual_hosts,
+            validate_clusters: Some(BoolValue { value: false }),
+            ignore_port_in_host_matching: gateway,
+            ..Default::default()
+        }
+    }
+
+    /// An ingress rule server's routes, first match wins.
+    fn ingress_rule_routes(
+        &self,
+        server: &IngressServer,
+    ) -> Vec<envoy_types::pb::envoy::config::route::v3::Route> {
+        let mut routes = Vec::new();
+        for ingress_route in &server.routes {
+            let target_port = match &ingress_route.port {
+                PortSelector::Number(number) => Some(*number),
+                PortSelector::Name(name) => self
+                    .registry
+                    .get_service(&ingress_route.host)
+                    .and_then(|s| s.port(name).map(|p| p.port)),
+                _ => None,
+            };
+            let Some(target_port) = target_port else { continue };
+            let cluster = ClusterName::outbound(&ingress_route.host, target_port, Labels::new()).to_string();
+            let mut route = route_to(&cluster, "/");
+            route.name = ingress_route.name.clone();
+            route.r#match = Some(crate::routes::request_match(&ingress_route.request));
+            routes.push(route);
+        }
+        routes
+    }
+
+    /// A gateway's virtual host: its routes, each destination without a
+    /// port sent to its service's port (the first, when it has several).
+    fn virtual_host(&self, host: &GatewayHost, port: u16, https_redirect: bool) -> VirtualHost {
+        let routes: Vec<HttpRoute> = host.routes.iter().map(|r| self.with_ports(r)).collect();
+        let admitted = crate::routes::admitted(&routes, self.own, self.proxy);
+        let mut flags = admitted.into_iter();
+        let mut out = Vec::new();
+        for route in &routes {
+            if route.matches.is_empty() {
+                out.push(crate::routes::envoy_route(route, None, &host.host, port));
+                continue;
+            }
+            for request in &route.matches {
+                if flags.next().unwrap_or(true) {
+                    out.push(crate::routes::envoy_route(route, Some(request), &host.host, port));
+                }
+            }
+        }
+        VirtualHost {
+            name: format!("{}:{port}", host.host),
+            domains: vec![host.host.clone()],
+            routes: out,
+            require_tls: if https_redirect {
+                virtual_host::TlsRequirementType::All as i32
+            } else {
+                0
+            },
+            ..Default::default()
+        }
+    }
+
+    /// `route` with a port on every destination: the service's own when
+    /// the route names none (a gateway's port is not the service's).
+    fn with_ports(&self, route: &HttpRoute) -> HttpRoute {
+        let mut route = route.clone();
+        let port_of = |host: &str| {
+            let service = self.registry.get_service(host)?;
+            service
+                .ports
+                .iter()
+                .find(|p| p.protocol.is_http())
+                .or(service.ports.first())
+                .map(|p| p.port)
+        };
+        if let HttpAction::Route(targets) = &mut route.action {
+            for target in targets {
+                if target.destination.port.is_none() {
+                    target.destination.port = port_of(&target.destination.host);
+                }
+            }
+        }
+        for mirror in route.mirrors.iter_mut().filter(|m| m.destination.port.is_none()) {
+            mirror.destination.port = port_of(&mirror.destination.host);
+        }
+        route
+    }
+}
+
+/// The HTTP connection manager taking its routes from RDS `name`.
+fn rds_chain(name: &str) -> FilterChain {
+    http_filter_chain(
+        name,
+        http_connection_manager::RouteSpecifier::Rds(Rds {
+            config_source: Some(ads()),
+            route_config_name: name.to_string(),
+        }),
+    )
+}
+
+/// TLS terminated with a server's certificate: a secret over SDS, or
+/// files; MUTUAL requires a client certificate its CA signed.
+fn downstream_tls(tls: &ServerTls) -> TransportSocket {
+    let file = |path: &str| DataSource {
+        specifier: Some(data_source::Specifier::Filename(path.to_string())),
+        ..Default::default()
+    };
+    let mut common = CommonTlsContext::default();
+    match (&tls.credential_name, &tls.server_certificate, &tls.private_key) {
+        (Some(secret), _, _) => common.tls_certificate_sds_secret_configs.push(SdsSecretConfig {
+            name: secret.clone(),
+            sds_config: Some(ads()),
+        }),
+        (None, Some(certificate), Some(key)) => common.tls_certificates.push(TlsCertificate {
+            certificate_chain: Some(file(certificate)),
+            private_key: Some(file(key)),
+            ..Default::default()
+        }),
+        _ => {}
+    }
+    let mutual = tls.mode == ServerTlsMode::Mutual;
+    if mutual && let Some(ca) = &tls.ca_certificates {
+        common.validation_context_type = Some(common_tls_context::ValidationContextType::ValidationContext(
+            CertificateValidationContext {
+                trusted_ca: Some(file(ca)),
+                ..Default::default()
+            },
+        ));
+    }
+    let context = DownstreamTlsContext {
+        common_tls_context: Some(common),
+        require_client_certificate: mutual.then_some(BoolValue { value: true }),
+        ..Default::default()
+    };
+    TransportSocket {
+        name: "envoy.transport_sockets.tls".into(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&context))),
+    }
+}

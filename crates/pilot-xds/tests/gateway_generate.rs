@@ -1,0 +1,218 @@
+//! A `Gateway` and the VirtualServices bound to it, generated for router
+//! proxies: the gateway's selector picks the proxies by their labels,
+//! plain HTTP servers on one port share `http.<port>` with a virtual host
+//! per host, a SIMPLE TLS server terminates with its files by SNI, a VS
+//! bound only to a gateway gives sidecars nothing, and a real Envoy loads
+//! what a router gets.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use envoy_types::pb::envoy::config::listener::v3::Listener;
+use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, route, route_action};
+use pilot_model::{default_registry, document};
+use pilot_test_support::certs::TestCerts;
+use pilot_xds::{MeshConfig, Proxy, Resources, generate, testing};
+
+fn mesh(certs: &TestCerts) -> MeshConfig {
+    let text = format!(
+        r#"
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: default}}
+spec:
+  selector: {{istio: ingressgateway}}
+  servers:
+  - port: {{number: 8080, name: http, protocol: HTTP}}
+    hosts: ["bookinfo.example.com", "default/ratings.example.com", "other/details.example.com"]
+  - port: {{number: 8443, name: https, protocol: HTTPS}}
+    hosts: ["secure.example.com"]
+    tls: {{mode: SIMPLE, serverCertificate: {cert}, privateKey: {key}}}
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: second, namespace: edge}}
+spec:
+  selector: {{istio: ingressgateway}}
+  servers:
+  - port: {{number: 8080, name: http-second, protocol: HTTP}}
+    hosts: ["*.redirect.example.com"]
+    tls: {{httpsRedirect: true}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: bookinfo, namespace: default}}
+spec:
+  hosts: ["bookinfo.example.com", "secure.example.com"]
+  gateways: [edge]
+  http:
+  - match: [{{uri: {{prefix: /reviews}}}}]
+    route: [{{destination: {{host: reviews}}}}]
+  - match: [{{uri: {{prefix: /only-second}}, gateways: [edge/second]}}]
+    route: [{{destination: {{host: details}}}}]
+  - route: [{{destination: {{host: productpage, port: {{number: 9080}}}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: ratings, namespace: default}}
+spec:
+  hosts: ["*"]
+  gateways: [default/edge, edge/second]
+  http:
+  - route: [{{destination: {{host: ratings}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: reviews-mesh, namespace: default}}
+spec:
+  hosts: [reviews]
+  gateways: [mesh, edge]
+  http:
+  - route: [{{destination: {{host: reviews}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: details, namespace: default}}
+spec:
+  hosts: ["details.example.com"]
+  gateways: [edge]
+  http:
+  - route: [{{destination: {{host: details}}}}]
+"#,
+        cert = certs.server_cert.display(),
+        key = certs.server_key.display()
+    );
+    let objects = document::parse("gateway.yaml", &text, &default_registry()).unwrap();
+    MeshConfig::from_configs(&objects).unwrap()
+}
+
+fn router(labels: &str) -> Proxy {
+    let metadata: BTreeMap<String, String> = [("LABELS".to_string(), labels.to_string())].into();
+    Proxy::from_node_id("router~10.9.0.1~gateway-1.default~default.svc.cluster.local")
+        .unwrap()
+        .with_metadata(&metadata)
+        .unwrap()
+}
+
+fn listener(resources: &Resources, port: u16) -> Option<&Listener> {
+    resources
+        .listeners
+        .iter()
+        .find(|l| l.name == format!("0.0.0.0_{port}"))
+}
+
+fn routes<'a>(resources: &'a Resources, name: &str) -> &'a RouteConfiguration {
+    resources
+        .routes
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no route configuration {name}"))
+}
+
+fn cluster_of(route: &envoy_types::pb::envoy::config::route::v3::Route) -> String {
+    match &route.action {
+        Some(route::Action::Route(action)) => match &action.cluster_specifier {
+            Some(route_action::ClusterSpecifier::Cluster(c)) => c.clone(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_router_with_the_gateways_labels_serves_its_servers_and_envoy_loads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = TestCerts::generate(dir.path()).unwrap();
+    let mesh = mesh(&certs);
+    let registry = support::registry();
+    let proxy = router(r#"{"istio":"ingressgateway","app":"gw"}"#);
+    let resources = generate(&proxy, &registry, &mesh);
+    resources.check().unwrap();
+
+    // Both gateways' HTTP servers on 8080: one listener, one route
+    // configuration, a virtual host per host.
+    assert_eq!(resources.listeners.len(), 2, "{:?}", resources.listeners);
+    assert!(listener(&resources, 8080).is_some());
+    let http = routes(&resources, "http.8080");
+    let hosts: Vec<(&str, &[String])> = http
+        .virtual_hosts
+        .iter()
+        .map(|v| (v.name.as_str(), v.domains.as_slice()))
+        .collect();
+    let names: Vec<&str> = hosts.iter().map(|h| h.0).collect();
+    // `other/details.example.com` binds only VirtualServices of `other`;
+    // `*` of ratings meets `ratings.example.com` and `*.redirect.example.com`.
+    assert_eq!(
+        names,
+        [
+            "bookinfo.example.com:8080",
+            "ratings.example.com:8080",
+            "*.redirect.example.com:8080"
+        ]
+    );
+    let bookinfo = &http.virtual_hosts[0];
+    // The route bound to the other gateway is left out; destinations
+    // without a port go to the service's; ratings' `*` adds its routes.
+    let clusters: Vec<String> = bookinfo.routes.iter().map(cluster_of).collect();
+    assert_eq!(
+        clusters,
+        [
+            "outbound|9080||reviews.default.svc.cluster.local",
+            "outbound|9080||productpage.default.svc.cluster.local",
+            "outbound|9080||ratings.default.svc.cluster.local"
+        ]
+    );
+    assert_eq!(bookinfo.require_tls, 0);
+    assert_eq!(
+        http.virtual_hosts[2].require_tls, 2,
+        "httpsRedirect: every request"
+    );
+
+    // The HTTPS server: TLS with its files, its own routes.
+    let https = listener(&resources, 8443).unwrap();
+    assert_eq!(https.filter_chains.len(), 1);
+    let chain = &https.filter_chains[0];
+    assert_eq!(
+        chain.filter_chain_match.as_ref().unwrap().server_names,
+        ["secure.example.com"]
+    );
+    assert!(chain.transport_socket.is_some());
+    let secure = routes(&resources, "https.8443.https.edge.default");
+    assert_eq!(secure.virtual_hosts.len(), 1);
+    assert_eq!(secure.virtual_hosts[0].domains, ["secure.example.com"]);
+
+    testing::validate(&pilot_test_support::envoy_binary(), &proxy.node_id(), &resources).unwrap();
+}
+
+#[test]
+fn proxies_the_selector_does_not_pick_and_sidecars_get_no_gateway() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = TestCerts::generate(dir.path()).unwrap();
+    let mesh = mesh(&certs);
+    let registry = support::registry();
+    let other = generate(&router(r#"{"istio":"egressgateway"}"#), &registry, &mesh);
+    assert!(other.listeners.is_empty(), "{:?}", other.listeners);
+    assert!(other.routes.is_empty());
+
+    // A sidecar gets the routes of the VirtualService bound to `mesh` too
+    // (reviews-mesh), not those bound only to gateways.
+    let sidecar =
+        Proxy::from_node_id("sidecar~10.1.1.2~reviews-v2.default~default.svc.cluster.local").unwrap();
+    let resources = generate(&sidecar, &registry, &mesh);
+    let port = routes(&resources, "9080");
+    let route_names: Vec<&str> = port
+        .virtual_hosts
+        .iter()
+        .flat_map(|v| &v.routes)
+        .map(|r| r.name.as_str())
+        .collect();
+    assert!(route_names.contains(&"default/reviews-mesh"), "{route_names:?}");
+    assert!(
+        !route_names.iter().any(|n| n.starts_with("default/bookinfo")
+            || n.starts_with("default/details")
+            || n.starts_with("default/ratings")),
+        "{route_names:?}"
+    );
+    assert!(mesh.model().http_routes("bookinfo.example.com").is_empty());
+}
