@@ -18,13 +18,14 @@ use super::proxy_config::ProxyConfig;
 /// The kinds a push is generated from (the routing configuration, compiled
 /// into the routing model): the kinds whose objects get a distribution
 /// status.
-pub const PUSHED_KINDS: [&str; 6] = [
+pub const PUSHED_KINDS: [&str; 7] = [
     "RouteRule",
     "DestinationPolicy",
     "EgressRule",
     "IngressRule",
     "VirtualService",
     "DestinationRule",
+    "Sidecar",
 ];
 
 /// One push: the routing configuration and the registry's state, both
@@ -85,7 +86,7 @@ impl MeshSnapshot {
                 }),
         );
         let mesh = reduced.mesh.get_or_init(|| {
-            match self.objects.compile_without(left_out) {
+            match self.objects.compile_without(left_out, &self.mesh) {
                 Ok(mesh) => Arc::new(mesh),
                 // Leaving objects out of rules that compiled cannot fail;
                 // if it ever does, the proxy gets the whole push.
@@ -125,7 +126,7 @@ mod tests {
     fn pushed_kinds_are_the_istio_routing_kinds() {
         use pilot_model::ConfigKind;
         use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
-        use pilot_model::networking::{DestinationRule, VirtualService};
+        use pilot_model::networking::{DestinationRule, Sidecar, VirtualService};
         assert_eq!(
             super::PUSHED_KINDS,
             [
@@ -135,6 +136,7 @@ mod tests {
                 IngressRule::KIND,
                 VirtualService::KIND,
                 DestinationRule::KIND,
+                Sidecar::KIND,
             ]
         );
     }

@@ -20,6 +20,7 @@
 mod checks;
 mod common;
 mod destination_rule;
+mod export;
 mod gateway;
 mod service_entry;
 mod sidecar;
@@ -35,6 +36,7 @@ pub use common::{
     Destination, HeaderOperations, Headers, Percent, PortSelector, StringMatch, WorkloadSelector,
 };
 pub use destination_rule::{DestinationRule, Subset};
+pub use export::{exported_to, is_public};
 pub use gateway::{
     Gateway, GatewayPort, Server, ServerTlsMode, ServerTlsSettings, TlsCertificate, TlsProtocol,
 };
