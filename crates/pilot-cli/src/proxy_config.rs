@@ -22,7 +22,14 @@ pub async fn scope(client: &Client, proxy: &str) -> Result<(), Failure> {
         )));
     }
     if status != StatusCode::OK {
-        return Err(refused("proxy-config scope", "default", proxy, status, &body, client));
+        return Err(refused(
+            "proxy-config scope",
+            "default",
+            proxy,
+            status,
+            &body,
+            client,
+        ));
     }
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| Failure::failed(format!("the server sent an unreadable scope: {e}")))?;
@@ -74,7 +81,10 @@ mod tests {
             ],
         });
         let text = render(&value);
-        assert!(text.contains("Decided by: Sidecar prod/default (namespace default)"), "{text}");
+        assert!(
+            text.contains("Decided by: Sidecar prod/default (namespace default)"),
+            "{text}"
+        );
         assert!(text.contains("reviews.prod.svc.cluster.local"), "{text}");
         assert!(text.contains("imported by ./*"), "{text}");
         assert_eq!(encode("sidecar~10.0.0.1~a.b"), "sidecar%7E10.0.0.1%7Ea.b");
