@@ -186,3 +186,6 @@ pub(crate) fn workload_labels(proxy: &Proxy, own: &[ServiceInstance]) -> Labels 
     }
     labels
 }
+
+#[cfg(test)]
+mod tests;
