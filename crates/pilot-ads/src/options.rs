@@ -25,6 +25,13 @@ pub struct XdsOptions {
     /// one whenever any changed, as before; kept so the `ads` bench can
     /// measure both in one run.
     pub sotw_changed_only: bool,
+    /// The namespace whose selector-less Sidecar is the mesh's default
+    /// (Istio's `meshConfig.rootNamespace`; `istio-system`).
+    pub root_namespace: String,
+    /// Where services, VirtualServices and DestinationRules without an
+    /// `exportTo` of their own are visible (`*`, `.`, namespaces; empty:
+    /// everywhere).
+    pub default_export_to: Vec<String>,
 }
 
 impl Default for XdsOptions {
@@ -35,6 +42,8 @@ impl Default for XdsOptions {
             send_queue: 16,
             incremental: true,
             sotw_changed_only: true,
+            root_namespace: pilot_model::routing::DEFAULT_ROOT_NAMESPACE.to_string(),
+            default_export_to: Vec::new(),
         }
     }
 }

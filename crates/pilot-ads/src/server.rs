@@ -142,6 +142,30 @@ impl XdsServer {
         self.inner.feedback.stream_ends()
     }
 
+    /// `proxy`'s scope at the latest push: the hosts it is sent and why
+    /// each, and the Sidecar (or default) that decided it; `None` before
+    /// the first push. The proxy's workload labels are its own and its
+    /// instances' in the registry.
+    pub fn scope(&self, proxy: &pilot_xds::Proxy) -> Option<pilot_xds::ProxyScope> {
+        use pilot_model::ServiceDiscovery;
+        let snapshot = self.inner.snapshots.borrow().clone()?;
+        let own = snapshot.registry.host_instances(&[proxy.ip]);
+        let scopes = &snapshot.generated.scopes;
+        Some(
+            match scopes.scope(proxy, &own, &snapshot.registry, &snapshot.mesh) {
+                Some(scope) => (*scope).clone(),
+                // Nothing restricts anyone: every host.
+                None => pilot_xds::scope_of(
+                    &crate::push::proxy_namespace(proxy),
+                    None,
+                    &*snapshot.registry,
+                    snapshot.mesh.configs(),
+                    snapshot.mesh.model(),
+                ),
+            },
+        )
+    }
+
     /// The version of the last push, once the first has happened.
     pub fn version(&self) -> Option<u64> {
         self.inner.snapshots.borrow().as_ref().map(|s| s.version)

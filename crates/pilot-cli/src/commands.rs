@@ -153,6 +153,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             .await
         }
         Command::ProxyStatus => proxy_status(&client).await,
+        Command::ProxyConfig(crate::ProxyConfigCommand::Scope { proxy }) => {
+            crate::proxy_config::scope(&client, &proxy).await
+        }
         Command::Quarantine => crate::quarantine::show(&client).await,
     }
 }

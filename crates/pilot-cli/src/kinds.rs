@@ -75,6 +75,7 @@ mod tests {
             ("gateway", "Gateway"),
             ("we", "WorkloadEntry"),
             ("workloadentries", "WorkloadEntry"),
+            ("sidecars", "Sidecar"),
             ("rr", "RouteRule"),
         ] {
             assert_eq!(resolve(&registry, name).unwrap().kind, kind, "{name}");

@@ -9,6 +9,7 @@
 //! pilotctl validate -f rules/                   # offline
 //! pilotctl analyze -f examples/bookinfo/        # shadowed rules, missing services, ...
 //! pilotctl proxy-status                         # SYNCED / STALE / NACKED per type
+//! pilotctl proxy-config scope productpage-v1.prod  # the hosts a proxy sees, and why
 //! pilotctl quarantine                           # objects in the store that fail validation
 //! pilotctl grpc-bootstrap --xds-address 127.0.0.1:15010 -o bootstrap.json  # proxyless gRPC
 //! pilotctl kube-inject -f deployment.yaml       # add the sidecar (offline)
@@ -24,6 +25,7 @@ mod commands;
 mod files;
 mod inject;
 mod kinds;
+mod proxy_config;
 mod quarantine;
 mod refusal;
 mod settings;
@@ -127,6 +129,9 @@ pub enum Command {
     /// For each connected proxy (of every replica sharing the store), per
     /// xDS type: SYNCED, STALE or NACKED, and the REPLICA serving it.
     ProxyStatus,
+    /// What a connected proxy is configured with.
+    #[command(subcommand)]
+    ProxyConfig(ProxyConfigCommand),
     /// The objects in the server's store that fail their kind's validation
     /// (written around the API): held out of the cache, never pushed or
     /// served until fixed or deleted in the store. Exit 1 when any.
@@ -238,4 +243,15 @@ fn main() -> ExitCode {
             ExitCode::from(failure.code)
         }
     }
+}
+
+/// `pilotctl proxy-config` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ProxyConfigCommand {
+    /// The hosts the proxy's scope holds (its Sidecar, or the namespace's
+    /// or mesh's default, filtered by exportTo) and why each.
+    Scope {
+        /// The proxy: its node id or its id (`<pod>.<namespace>`).
+        proxy: String,
+    },
 }

@@ -172,6 +172,28 @@ impl RegistrySnapshot {
     pub fn version(&self) -> u64 {
         self.version
     }
+
+    /// This state restricted to the services `in_scope` accepts, sharing
+    /// their instance lists (a proxy's scope).
+    pub fn scoped(&self, in_scope: impl Fn(&Service) -> bool) -> RegistrySnapshot {
+        let services: BTreeMap<String, Arc<Service>> = self
+            .services
+            .iter()
+            .filter(|(_, s)| in_scope(s))
+            .map(|(h, s)| (h.clone(), Arc::clone(s)))
+            .collect();
+        let instances = services
+            .keys()
+            .filter_map(|h| Some((h.clone(), Arc::clone(self.instances.get(h)?))))
+            .collect();
+        RegistrySnapshot::from_parts(self.version, services, instances)
+    }
+
+    /// The instance list of `host`, shared: two snapshots hold the same
+    /// instances of a host when these are the same list (by pointer).
+    pub fn instance_list(&self, host: &str) -> Option<&Arc<Vec<ServiceInstance>>> {
+        self.instances.get(host)
+    }
 }
 
 impl ServiceDiscovery for RegistrySnapshot {

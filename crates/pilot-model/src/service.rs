@@ -101,6 +101,13 @@ pub struct Service {
     /// Service accounts that the service's instances run as.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub service_accounts: Vec<String>,
+    /// The namespaces the service is visible to (the Kubernetes
+    /// annotation `networking.istio.io/exportTo`, a ServiceEntry's
+    /// `exportTo`): `*` every namespace, `.` its own, `~` none, or names;
+    /// empty: the mesh's default
+    /// ([`networking::exported_to`](crate::networking::exported_to)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub export_to: Vec<String>,
 }
 
 impl Service {
@@ -112,6 +119,7 @@ impl Service {
             ports,
             external_name: None,
             service_accounts: Vec::new(),
+            export_to: Vec::new(),
         }
     }
 

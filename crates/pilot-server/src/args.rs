@@ -76,6 +76,16 @@ pub struct Args {
     /// With `--registry kubernetes`: the cluster's DNS domain.
     #[arg(long, default_value = "cluster.local", value_name = "DOMAIN")]
     pub kube_domain: String,
+    /// The namespace whose selector-less Sidecar is the mesh's default
+    /// scope (Istio's `meshConfig.rootNamespace`).
+    #[arg(long, default_value = "istio-system", value_name = "NAMESPACE")]
+    pub root_namespace: String,
+    /// Where services, VirtualServices and DestinationRules without an
+    /// `exportTo` of their own are visible, comma separated: `*` (every
+    /// namespace), `.` (their own) or namespaces (Istio's
+    /// `meshConfig.defaultServiceExportTo` and siblings).
+    #[arg(long, value_delimiter = ',', default_value = "*", value_name = "NAMESPACES")]
+    pub default_export_to: Vec<String>,
     /// A YAML file of services and instances for the in-memory registry,
     /// reloaded when it changes.
     #[arg(long, value_name = "FILE")]

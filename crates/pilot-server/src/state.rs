@@ -80,4 +80,5 @@ sub_states! {
     readiness: Readiness,
     journal_quarantine: JournalQuarantine,
     replicas: Arc<Replicas>,
+    xds: XdsServer,
 }

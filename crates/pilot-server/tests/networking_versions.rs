@@ -88,6 +88,8 @@ async fn one_object_at_every_served_version() {
         .as_array()
         .unwrap()
         .iter()
+        // Istio's Sidecar has no short name.
+        .filter(|r| r["name"] != "sidecars")
         .map(|r| {
             (
                 r["name"].as_str().unwrap().to_string(),

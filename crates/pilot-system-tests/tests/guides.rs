@@ -21,6 +21,7 @@ const RUN: &[&str] = &[
     "kubectl.md",
     "mesh-example.md",
     "replicas.md",
+    "scoping.md",
     "securing-ads.md",
     "server.md",
     "status.md",
@@ -191,6 +192,11 @@ fn guide_mesh_example() {
 #[test]
 fn guide_replicas() {
     run("replicas.md");
+}
+
+#[test]
+fn guide_scoping() {
+    run("scoping.md");
 }
 
 #[test]

@@ -55,6 +55,7 @@ pub mod parts;
 mod proxy;
 mod resources;
 mod routes;
+mod scope;
 mod util;
 
 #[cfg(feature = "testing")]
@@ -76,3 +77,7 @@ pub use pilot_model::proxy::{InterceptionMode, ProxyType};
 pub use proxy::{Generator, Proxy};
 pub use resources::Resources;
 pub use routes::{CORS_FILTER, FAULT_FILTER};
+pub use scope::{
+    BLACK_HOLE, HostReason, ProxyScope, ScopeKey, ScopeOrigin, generate_scoped_outbound, host_namespace,
+    scope_of, scoping_applies, sidecar_for,
+};

@@ -40,6 +40,16 @@ impl MeshConfig {
         }
     }
 
+    /// A configuration whose model is `model` and which holds no objects:
+    /// a model restricted to a proxy's scope
+    /// ([`RoutingModel::scoped`]), which generation reads alone.
+    pub fn from_model(model: RoutingModel) -> Self {
+        MeshConfig {
+            configs: RoutingConfigs::default(),
+            model: OnceLock::from(Arc::new(model)),
+        }
+    }
+
     /// The routing kinds among `configs`, typed; other kinds are ignored.
     pub fn from_configs<'a>(configs: impl IntoIterator<Item = &'a DynConfig>) -> Result<Self, XdsError> {
         RoutingConfigs::from_configs(configs)

@@ -21,13 +21,17 @@ use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use pilot_xds::parts::{
     any, eds_clusters, generate_inbound, generate_outbound, listener_plan, load_assignment, outbound_clusters,
 };
-use pilot_xds::{ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, route_config_name};
+use pilot_xds::{
+    ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, generate_scoped_outbound,
+    route_config_name,
+};
 use prost::Message;
 use tokio::sync::OnceCell;
 
 use super::encoded_type::{EncodedType, digest_of};
 use super::proxy_class::ProxyClass;
 use super::proxy_config::{Generated, ORDER, ProxyConfig, named};
+use super::scopes::Scopes;
 use super::virtual_hosts::{self, VirtualHosts};
 
 /// The configurations generated for one push, by proxy class, all from
@@ -63,6 +67,9 @@ pub(crate) struct GeneratedCache {
     pub(crate) assignments_built: AtomicUsize,
     /// Sets of route configurations assembled.
     pub(crate) routes_assembled: AtomicUsize,
+    /// The proxies' scopes, and the scoped classes kept from the previous
+    /// push.
+    pub(crate) scopes: Scopes,
 }
 
 impl GeneratedCache {
@@ -99,7 +106,21 @@ impl GeneratedCache {
                     })
                     .collect(),
             });
+        let scopes = match before {
+            Some(before) if incremental => {
+                let by_class = before.by_class.lock().unwrap_or_else(|p| p.into_inner());
+                Scopes::new(
+                    by_class
+                        .iter()
+                        .filter(|(class, _)| class.scope.is_some())
+                        .filter_map(|(class, cell)| Some((class, Arc::clone(cell.get()?)))),
+                    changes.touched.as_ref(),
+                )
+            }
+            _ => Scopes::default(),
+        };
         GeneratedCache {
+            scopes,
             by_class: Default::default(),
             namespaces: OnceLock::new(),
             routes_by_class: Default::default(),
@@ -129,7 +150,9 @@ impl GeneratedCache {
     ) -> ProxyConfig {
         let own = registry.host_instances(&[proxy.ip]);
         let model = mesh.model();
-        let class = ProxyClass::of(proxy, &own, model.source_services(), model.sources_by_labels());
+        let scope = self.scopes.scope(proxy, &own, registry, mesh);
+        let class = ProxyClass::of(proxy, &own, model.source_services(), model.sources_by_labels())
+            .with_scope(scope.as_ref().map(|s| s.key()));
         let cell = Arc::clone(
             self.by_class
                 .lock()
@@ -139,6 +162,19 @@ impl GeneratedCache {
         );
         let shared = cell
             .get_or_init(|| async {
+                if let Some(scope) = &scope {
+                    if let Some(kept) = self.scopes.kept(&class) {
+                        return kept;
+                    }
+                    self.scopes.generated.fetch_add(1, Ordering::Relaxed);
+                    let view = self.scopes.view(&scope.namespace, mesh);
+                    let model = view.as_deref().unwrap_or_else(|| mesh.model());
+                    return heavy(|| {
+                        Arc::new(Generated::encode(&generate_scoped_outbound(
+                            proxy, registry, model, scope, &own,
+                        )))
+                    });
+                }
                 if !self.incremental || proxy.generator == Generator::Grpc {
                     return heavy(|| {
                         Arc::new(Generated::encode(&generate_outbound(proxy, registry, mesh, &own)))
@@ -366,6 +402,9 @@ pub(crate) struct Changes {
     pub(crate) rules: bool,
     /// The hostnames whose instances changed.
     pub(crate) endpoints: HashSet<String>,
+    /// The hosts the batch touched (`scopes.rs`), `None` when unknown:
+    /// scoped classes holding none of them keep their configuration.
+    pub(crate) touched: Option<std::collections::BTreeSet<String>>,
 }
 
 /// What a push carrying endpoint changes only takes from the push before.

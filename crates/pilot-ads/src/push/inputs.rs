@@ -81,14 +81,22 @@ impl PushObjects {
         index.get(&key) == Some(&object.resource_version)
     }
 
-    /// The typed rules of every object but those `left_out`.
-    pub(crate) fn compile_without(&self, left_out: &BTreeSet<ObjectVersion>) -> Result<MeshConfig, XdsError> {
-        compile(
+    /// The typed rules of every object but those `left_out`, with the
+    /// mesh-wide settings of `like` (the push's).
+    pub(crate) fn compile_without(
+        &self,
+        left_out: &BTreeSet<ObjectVersion>,
+        like: &MeshConfig,
+    ) -> Result<MeshConfig, XdsError> {
+        let mut mesh = compile(
             self.configs
                 .iter()
                 .filter(|c| left_out.is_empty() || !left_out.contains(&ObjectVersion::of(c)))
                 .map(|c| &**c),
-        )
+        )?;
+        mesh.root_namespace = like.root_namespace.clone();
+        mesh.default_export_to = like.default_export_to.clone();
+        Ok(mesh)
     }
 }
 
@@ -178,7 +186,10 @@ mod tests {
         assert_eq!(names(after.brought_since(&without_c)), [("c".into(), "6".into())]);
         assert!(after.objects.holds(&c));
         assert!(!before.objects.holds(&c));
-        let mesh = after.objects.compile_without(&without_c.left_out).unwrap();
+        let mesh = after
+            .objects
+            .compile_without(&without_c.left_out, &MeshConfig::default())
+            .unwrap();
         assert_eq!(mesh.route_rules.len(), 2);
     }
 }

@@ -11,7 +11,10 @@
 //! - `generation_cache.rs`: what a push generates, once per class of proxy
 //!   (`proxy_class.rs`), reusing the previous push's where only endpoints
 //!   changed; `virtual_hosts.rs`: route configurations assembled from
-//!   virtual hosts shared between classes and pushes.
+//!   virtual hosts shared between classes and pushes; `scopes.rs`: each
+//!   proxy's scope (Sidecar, `exportTo`), part of its class, and the
+//!   scoped classes a push keeps because its changes touched none of
+//!   their hosts.
 //! - `proxy_config.rs` and `encoded_type.rs`: a proxy's configuration,
 //!   encoded once per type for every stream that is sent it.
 //! - `diffs.rs` and `name_sets.rs`: what changed between two pushes'
@@ -26,6 +29,7 @@ mod name_sets;
 pub(crate) mod pipeline;
 mod proxy_class;
 mod proxy_config;
+mod scopes;
 mod snapshot;
 mod subscription;
 mod virtual_hosts;
@@ -35,6 +39,7 @@ pub(crate) use encoded_type::EncodedType;
 pub(crate) use inputs::{Inputs, LeftOut, ObjectVersion, PushObjects};
 pub(crate) use name_sets::NameSets;
 pub(crate) use proxy_config::ProxyConfig;
+pub(crate) use scopes::proxy_namespace;
 pub(crate) use snapshot::MeshSnapshot;
 pub use snapshot::{PUSHED_KINDS, PushInfo};
 pub use subscription::PushSubscription;

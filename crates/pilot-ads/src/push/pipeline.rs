@@ -186,7 +186,9 @@ fn publish(
                 configs.extend(controller.list_cached(kind, None).unwrap_or_default());
             }
             match compile(configs.iter().map(|c| &**c)) {
-                Ok(mesh) => {
+                Ok(mut mesh) => {
+                    mesh.root_namespace = server.options.root_namespace.clone();
+                    mesh.default_export_to = server.options.default_export_to.clone();
                     // Compiled once here, for every proxy of the push.
                     mesh.model();
                     (revisions, Arc::new(PushObjects::new(configs)), Arc::new(mesh))
@@ -208,7 +210,10 @@ fn publish(
     while let Some(Some(event)) = registry_events.next().now_or_never() {
         changes.record(&Change::Registry(event));
     }
-    let changes = std::mem::take(changes);
+    let mut changes = std::mem::take(changes);
+    changes.touched = previous
+        .as_ref()
+        .and_then(|p| super::scopes::touched_hosts((&p.mesh, &p.registry), (&mesh, &frozen)));
     let generated = GeneratedCache::new(
         previous.as_deref().map(|p| &p.generated),
         &changes,

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use pilot_model::{Labels, ServiceInstance};
-use pilot_xds::{Generator, Proxy, ProxyType};
+use pilot_xds::{Generator, Proxy, ProxyType, ScopeKey};
 
 /// What the shared (outbound) part of a proxy's configuration depends on
 /// besides the mesh: proxies equal here get equal outbound configuration,
@@ -24,6 +24,9 @@ pub(crate) struct ProxyClass {
     /// The services the proxy runs instances of that are some rule's
     /// source, with the instances' labels.
     own: Vec<(String, Labels)>,
+    /// The proxy's scope, when it may see less than the whole mesh
+    /// (`scopes.rs`): proxies of one scope share a generation.
+    pub(crate) scope: Option<ScopeKey>,
 }
 
 impl ProxyClass {
@@ -56,7 +59,13 @@ impl ProxyClass {
                 proxy.labels.clone()
             },
             own,
+            scope: None,
         }
+    }
+
+    /// The class with `scope` (`None`: the whole mesh).
+    pub(crate) fn with_scope(self, scope: Option<ScopeKey>) -> ProxyClass {
+        ProxyClass { scope, ..self }
     }
 
     /// What an Envoy's route configurations depend on: the class, its

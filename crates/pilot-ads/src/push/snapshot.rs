@@ -18,7 +18,7 @@ use super::proxy_config::ProxyConfig;
 /// The kinds a push is generated from (the routing configuration, compiled
 /// into the routing model): the kinds whose objects get a distribution
 /// status.
-pub const PUSHED_KINDS: [&str; 7] = [
+pub const PUSHED_KINDS: [&str; 8] = [
     "RouteRule",
     "DestinationPolicy",
     "EgressRule",
@@ -26,6 +26,7 @@ pub const PUSHED_KINDS: [&str; 7] = [
     "VirtualService",
     "DestinationRule",
     "Gateway",
+    "Sidecar",
 ];
 
 /// One push: the routing configuration and the registry's state, both
@@ -86,7 +87,7 @@ impl MeshSnapshot {
                 }),
         );
         let mesh = reduced.mesh.get_or_init(|| {
-            match self.objects.compile_without(left_out) {
+            match self.objects.compile_without(left_out, &self.mesh) {
                 Ok(mesh) => Arc::new(mesh),
                 // Leaving objects out of rules that compiled cannot fail;
                 // if it ever does, the proxy gets the whole push.
@@ -126,7 +127,7 @@ mod tests {
     fn pushed_kinds_are_the_istio_routing_kinds() {
         use pilot_model::ConfigKind;
         use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
-        use pilot_model::networking::{DestinationRule, Gateway, VirtualService};
+        use pilot_model::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
         assert_eq!(
             super::PUSHED_KINDS,
             [
@@ -137,6 +138,7 @@ mod tests {
                 VirtualService::KIND,
                 DestinationRule::KIND,
                 Gateway::KIND,
+                Sidecar::KIND,
             ]
         );
     }

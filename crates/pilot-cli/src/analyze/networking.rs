@@ -190,7 +190,7 @@ fn destinations(vs: &VirtualService) -> Vec<(String, &Destination)> {
 }
 
 /// One object per name, the last given, by namespace and name.
-fn typed<K: pilot_model::ConfigKind>(objects: &[DynConfig]) -> Vec<Config<K>> {
+pub(super) fn typed<K: pilot_model::ConfigKind>(objects: &[DynConfig]) -> Vec<Config<K>> {
     let mut typed: BTreeMap<(String, String), Config<K>> = BTreeMap::new();
     for object in objects.iter().filter(|o| o.meta.kind == K::KIND) {
         if let Ok(config) = Config::<K>::from_dyn(object) {

@@ -2,7 +2,7 @@
 //! at version `v1`, also served at `v1beta1` and `v1alpha3` with the same
 //! schema, as Istio's CRDs serve them): [`VirtualService`],
 //! [`DestinationRule`], [`ServiceEntry`], [`Gateway`] and
-//! [`WorkloadEntry`], with Istio's validation.
+//! [`WorkloadEntry`] and [`Sidecar`], with Istio's validation.
 //!
 //! JSON field names are those of Istio's protos in lowerCamel case; the
 //! proto's snake_case names are accepted on input too, as protobuf's JSON
@@ -13,18 +13,21 @@
 //! let registry = networking::registry();
 //! assert_eq!(
 //!     registry.kinds(),
-//!     ["DestinationRule", "Gateway", "ServiceEntry", "VirtualService", "WorkloadEntry"]
+//!     ["DestinationRule", "Gateway", "ServiceEntry", "Sidecar", "VirtualService", "WorkloadEntry"]
 //! );
 //! ```
 
 mod checks;
 mod common;
 mod destination_rule;
+mod export;
 mod gateway;
 mod service_entry;
+mod sidecar;
 mod traffic_policy;
 mod validate_destination_rule;
 mod validate_entries;
+mod validate_sidecar;
 mod validate_virtual_service;
 mod virtual_service;
 mod workload_entry;
@@ -33,10 +36,15 @@ pub use common::{
     Destination, HeaderOperations, Headers, Percent, PortSelector, StringMatch, WorkloadSelector,
 };
 pub use destination_rule::{DestinationRule, Subset};
+pub use export::{exported_to, is_public};
 pub use gateway::{
     Gateway, GatewayPort, Server, ServerTlsMode, ServerTlsSettings, TlsCertificate, TlsProtocol,
 };
 pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort};
+pub use sidecar::{
+    CaptureMode, EgressHost, EgressListener, IngressListener, NamespaceSelector, OutboundMode,
+    OutboundTrafficPolicy, Sidecar, SidecarPort, host_matches,
+};
 pub use traffic_policy::{
     ClientTlsMode, ClientTlsSettings, ConnectionPoolSettings, ConsistentHashLb, CookieAttribute,
     H2UpgradePolicy, HttpCookie, HttpSettings, LoadBalancerSettings, MagLev, OutlierDetection,
@@ -113,6 +121,24 @@ networking_kind!(
     validate_workload_entry
 );
 
+// Istio's Sidecar CRD has no short name.
+impl ConfigKind for Sidecar {
+    const KIND: &'static str = "Sidecar";
+    const PLURAL: &'static str = "sidecars";
+    const GROUP: &'static str = GROUP;
+    const VERSION: &'static str = VERSION;
+    const SERVED_VERSIONS: &'static [&'static str] = VERSIONS;
+
+    #[cfg(feature = "schema")]
+    fn openapi_schema() -> Option<serde_json::Value> {
+        Some(crate::istio::openapi_schema::<Self>())
+    }
+
+    fn validate(&self, errors: &mut FieldErrors) {
+        validate_sidecar::sidecar(self, errors)
+    }
+}
+
 fn validate_virtual_service(vs: &VirtualService, errors: &mut FieldErrors) {
     validate_virtual_service::validate(vs, errors);
 }
@@ -133,13 +159,14 @@ fn validate_workload_entry(we: &WorkloadEntry, errors: &mut FieldErrors) {
     validate_entries::workload_entry(we, errors);
 }
 
-/// Registers the five networking kinds with `registry`.
+/// Registers the six networking kinds with `registry`.
 pub fn register(registry: &KindRegistry) -> Result<(), StoreError> {
     registry.register::<VirtualService>()?;
     registry.register::<DestinationRule>()?;
     registry.register::<ServiceEntry>()?;
     registry.register::<Gateway>()?;
-    registry.register::<WorkloadEntry>()
+    registry.register::<WorkloadEntry>()?;
+    registry.register::<Sidecar>()
 }
 
 /// A new registry holding only the networking kinds.

@@ -52,7 +52,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
-use crate::networking::{DestinationRule, Gateway, VirtualService};
+use crate::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
 use crate::{Config, ConfigKind, DynConfig, Labels, StoreError};
 
 mod edge;
@@ -60,6 +60,7 @@ mod gateway;
 mod http;
 mod l4;
 mod policy;
+mod scope;
 mod v1;
 mod v1alpha2;
 
@@ -99,9 +100,21 @@ pub struct RoutingConfigs {
     pub destination_rules: Vec<Config<DestinationRule>>,
     /// Gateways (`networking.istio.io`).
     pub gateways: Vec<Config<Gateway>>,
+    /// Sidecars (`networking.istio.io`): what each proxy sees
+    /// ([`RoutingConfigs::visible_to`], pilot-xds's scope).
+    pub sidecars: Vec<Config<Sidecar>>,
     /// The DNS suffix of service hostnames (`svc.cluster.local`).
     pub domain_suffix: String,
+    /// The namespace whose selector-less Sidecar is the mesh's default
+    /// (`istio-system`).
+    pub root_namespace: String,
+    /// The namespaces services, VirtualServices and DestinationRules
+    /// without `exportTo` are visible to (empty: every namespace).
+    pub default_export_to: Vec<String>,
 }
+
+/// The root namespace unless said otherwise.
+pub const DEFAULT_ROOT_NAMESPACE: &str = "istio-system";
 
 impl Default for RoutingConfigs {
     fn default() -> Self {
@@ -113,7 +126,10 @@ impl Default for RoutingConfigs {
             virtual_services: Vec::new(),
             destination_rules: Vec::new(),
             gateways: Vec::new(),
+            sidecars: Vec::new(),
             domain_suffix: DEFAULT_DOMAIN_SUFFIX.into(),
+            root_namespace: DEFAULT_ROOT_NAMESPACE.into(),
+            default_export_to: Vec::new(),
         }
     }
 }
@@ -132,6 +148,7 @@ impl RoutingConfigs {
                 VirtualService::KIND => out.virtual_services.push(Config::from_dyn(config)?),
                 DestinationRule::KIND => out.destination_rules.push(Config::from_dyn(config)?),
                 Gateway::KIND => out.gateways.push(Config::from_dyn(config)?),
+                Sidecar::KIND => out.sidecars.push(Config::from_dyn(config)?),
                 _ => {}
             }
         }
@@ -169,7 +186,7 @@ pub struct HostRoutes {
 /// The compiled routing configuration: routes by host, destinations with
 /// their policies and subsets, external services, ingress servers. See the
 /// [module](self) documentation.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RoutingModel {
     hosts: HashMap<String, HostRoutes>,
     destinations: BTreeMap<String, Destination>,

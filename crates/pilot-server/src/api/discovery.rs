@@ -303,6 +303,7 @@ mod tests {
                     "DestinationRule",
                     "Gateway",
                     "ServiceEntry",
+                    "Sidecar",
                     "VirtualService",
                     "WorkloadEntry"
                 ]

@@ -10,10 +10,10 @@
 //! in between, and a push to 2,000 proxies costs at most one write per
 //! object it changed.
 //!
-//! Which proxies should have an object: every connected proxy. pilot has no
-//! visibility scoping (Istio's `Sidecar`, `exportTo`): every proxy gets
-//! every host's routes and policies, so its configuration depends on every
-//! routing object.
+//! Which proxies should have an object: every connected proxy, also where
+//! a Sidecar or `exportTo` leaves the object's hosts out of some proxies'
+//! scope (those proxies are counted as having it once they ACK a push
+//! that holds it, though their configuration does not depend on it).
 //!
 //! A write for a version the object no longer has (a user's write came
 //! first) is refused by the store and dropped; the next round computes the

@@ -94,6 +94,21 @@ impl Objects {
             } else {
                 model.address = spec.cluster_ip.as_deref().and_then(|ip| ip.parse().ok());
             }
+            // Istio's `networking.istio.io/exportTo`: namespaces, comma
+            // separated.
+            if let Some(export_to) = service
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("networking.istio.io/exportTo"))
+            {
+                model.export_to = export_to
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|e| !e.is_empty())
+                    .map(str::to_string)
+                    .collect();
+            }
             let own = slices.get(&(namespace.as_str(), name.as_str()));
             let endpoints = self.endpoints(namespace, own.map(Vec::as_slice).unwrap_or_default());
             model.service_accounts = endpoints

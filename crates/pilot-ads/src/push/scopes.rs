@@ -1,0 +1,191 @@
+//! Proxies' scopes for one push (pilot-xds's `scope`): computed once per
+//! namespace and Sidecar, with each namespace's own view of the rules when
+//! `exportTo` gives it one; and which scoped classes' configurations the
+//! push may keep from the push before, because the batch of changes it
+//! carries touched none of their hosts.
+//!
+//! A batch touches the hosts whose routes or destination changed (the
+//! models compared host by host), whose service changed and whose
+//! instances changed; when that cannot be said host by host (external
+//! services or ingress servers changed, or some rule is not exported to
+//! every namespace, so a namespace's view may have changed without the
+//! model changing) it touches everything. A class whose scope holds no
+//! touched host keeps its configuration, encodings and all, so its
+//! proxies are sent nothing (their streams see the same digests).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use pilot_model::routing::RoutingModel;
+use pilot_model::{Labels, RegistrySnapshot, ServiceInstance};
+use pilot_xds::{MeshConfig, Proxy, ProxyScope, ScopeOrigin, scope_of, scoping_applies, sidecar_for};
+
+use super::proxy_class::ProxyClass;
+use super::proxy_config::Generated;
+
+/// A push's scopes.
+#[derive(Default)]
+pub(crate) struct Scopes {
+    /// Whether any proxy may see less than the whole mesh.
+    applies: OnceLock<bool>,
+    /// By namespace and the Sidecar that applies (none: no Sidecar).
+    by_sidecar: Mutex<HashMap<(String, ScopeOrigin), Arc<ProxyScope>>>,
+    /// Each namespace's own view of the rules, when it has one.
+    views: Mutex<HashMap<String, Arc<RoutingModel>>>,
+    /// The previous push's scoped configurations this push may keep.
+    kept: HashMap<ProxyClass, Arc<Generated>>,
+    /// How many scoped classes were generated (not kept).
+    pub(crate) generated: std::sync::atomic::AtomicUsize,
+}
+
+impl Scopes {
+    /// The scopes of a push whose batch touched `touched` (`None`:
+    /// everything), keeping from `before` (the previous push's scoped
+    /// classes, with their configurations) those untouched.
+    pub(crate) fn new<'a>(
+        before: impl Iterator<Item = (&'a ProxyClass, Arc<Generated>)>,
+        touched: Option<&BTreeSet<String>>,
+    ) -> Self {
+        let kept = match touched {
+            None => HashMap::new(),
+            Some(touched) => before
+                .filter(|(class, _)| {
+                    class
+                        .scope
+                        .as_ref()
+                        .is_some_and(|scope| touched.iter().all(|h| !scope.hosts.contains(h)))
+                })
+                .map(|(class, generated)| (class.clone(), generated))
+                .collect(),
+        };
+        Scopes {
+            kept,
+            ..Default::default()
+        }
+    }
+
+    /// `proxy`'s scope at this push; `None` when no proxy's is restricted
+    /// (then every proxy gets the whole mesh and generation shares it).
+    pub(crate) fn scope(
+        &self,
+        proxy: &Proxy,
+        own: &[ServiceInstance],
+        registry: &RegistrySnapshot,
+        mesh: &MeshConfig,
+    ) -> Option<Arc<ProxyScope>> {
+        if !*self
+            .applies
+            .get_or_init(|| scoping_applies(registry, mesh.configs()))
+        {
+            return None;
+        }
+        let namespace = proxy_namespace(proxy);
+        let labels = workload_labels(proxy, own);
+        let sidecar = sidecar_for(mesh.configs(), &namespace, &labels);
+        let origin = sidecar
+            .as_ref()
+            .map_or(ScopeOrigin::NoSidecar, |(_, origin)| origin.clone());
+        let key = (namespace.clone(), origin);
+        if let Some(scope) = self
+            .by_sidecar
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return Some(Arc::clone(scope));
+        }
+        let view = self.view(&namespace, mesh);
+        let model = view.as_deref().unwrap_or_else(|| mesh.model());
+        let scope = Arc::new(scope_of(&namespace, sidecar, registry, mesh.configs(), model));
+        self.by_sidecar
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, Arc::clone(&scope));
+        Some(scope)
+    }
+
+    /// The model `namespace` sees: its own when some rule is not exported
+    /// to every namespace, else `None` (the push's).
+    pub(crate) fn view(&self, namespace: &str, mesh: &MeshConfig) -> Option<Arc<RoutingModel>> {
+        if !mesh.configs().restricts_visibility() {
+            return None;
+        }
+        let mut views = self.views.lock().unwrap_or_else(|p| p.into_inner());
+        let view = views
+            .entry(namespace.to_string())
+            .or_insert_with(|| Arc::new(mesh.configs().visible_to(namespace).compile()));
+        Some(Arc::clone(view))
+    }
+
+    /// The previous push's configuration of `class`, when this push keeps
+    /// it.
+    pub(crate) fn kept(&self, class: &ProxyClass) -> Option<Arc<Generated>> {
+        self.kept.get(class).cloned()
+    }
+}
+
+/// The namespace of a proxy: the first label of its DNS domain
+/// (`default.svc.cluster.local`).
+pub(crate) fn proxy_namespace(proxy: &Proxy) -> String {
+    proxy.domain.split('.').next().unwrap_or_default().to_string()
+}
+
+/// The hosts a batch touched between two pushes' models and registry
+/// states, or `None` when it cannot be said host by host.
+pub(crate) fn touched_hosts(
+    before: (&MeshConfig, &RegistrySnapshot),
+    after: (&MeshConfig, &RegistrySnapshot),
+) -> Option<BTreeSet<String>> {
+    let (mesh_before, registry_before) = before;
+    let (mesh_after, registry_after) = after;
+    let mut touched = BTreeSet::new();
+    if !std::ptr::eq(mesh_before, mesh_after) {
+        if mesh_before.configs().restricts_visibility() || mesh_after.configs().restricts_visibility() {
+            return None;
+        }
+        touched = mesh_after.model().changed_hosts(mesh_before.model())?;
+    }
+    use pilot_model::ServiceDiscovery;
+    let hosts: BTreeSet<String> = registry_before
+        .services()
+        .iter()
+        .chain(registry_after.services().iter())
+        .map(|s| s.hostname.clone())
+        .collect();
+    for host in hosts {
+        let same_service = match (
+            registry_before.get_service(&host),
+            registry_after.get_service(&host),
+        ) {
+            (Some(a), Some(b)) => Arc::ptr_eq(&a, &b) || a == b,
+            _ => false,
+        };
+        let same_instances = match (
+            registry_before.instance_list(&host),
+            registry_after.instance_list(&host),
+        ) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+            (None, None) => true,
+            _ => false,
+        };
+        if !same_service || !same_instances {
+            touched.insert(host);
+        }
+    }
+    Some(touched)
+}
+
+/// Labels of `proxy` and its own instances together (what a Sidecar's
+/// workload selector is matched against).
+pub(crate) fn workload_labels(proxy: &Proxy, own: &[ServiceInstance]) -> Labels {
+    let mut labels = proxy.labels.clone();
+    for instance in own {
+        labels
+            .0
+            .extend(instance.labels.0.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    labels
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,300 @@
+//! [`Sidecar`] validation as Istio's `ValidateSidecar`: the selector's
+//! labels, ingress listeners (port, protocol, bind, default endpoint),
+//! egress listeners (one catch-all, last; unique port and bind; hosts as
+//! `namespace/dnsName`), the outbound traffic policy; every error with its
+//! field path.
+
+use std::collections::BTreeSet;
+
+use super::checks::{
+    at, check_destination, check_labels, check_port, check_port_name, index, is_ip, protocol, wildcard_domain,
+};
+use super::sidecar::{CaptureMode, EgressHost, NamespaceSelector, OutboundMode, Sidecar, SidecarPort};
+use crate::{FieldErrors, dns1123_label};
+
+const UNIX_PREFIX: &str = "unix://";
+
+pub(crate) fn sidecar(sidecar: &Sidecar, errors: &mut FieldErrors) {
+    if let Some(selector) = &sidecar.workload_selector {
+        let path = "spec.workloadSelector.matchLabels";
+        if selector.match_labels.is_empty() {
+            errors.push(path, "sidecar: workloadSelector cannot have empty labels");
+        }
+        check_labels(path, &selector.match_labels, errors);
+    }
+    if sidecar.egress.is_empty()
+        && sidecar.ingress.is_empty()
+        && sidecar.outbound_traffic_policy.is_none()
+        && sidecar.inbound_connection_pool.is_none()
+    {
+        errors.push("spec", "sidecar: empty configuration provided");
+    }
+    ingress(sidecar, errors);
+    egress(sidecar, errors);
+    if let Some(policy) = &sidecar.outbound_traffic_policy
+        && let Some(proxy) = &policy.egress_proxy
+    {
+        let path = "spec.outboundTrafficPolicy.egressProxy";
+        if policy.mode != OutboundMode::AllowAny {
+            errors.push(
+                path,
+                "sidecar: egress_proxy must be set only with ALLOW_ANY outbound_traffic_policy mode",
+            );
+        }
+        check_destination(path, proxy, errors);
+        if proxy.port.is_none() {
+            errors.push(at(path, "port"), "sidecar: egress_proxy must have a port");
+        }
+    }
+}
+
+fn ingress(sidecar: &Sidecar, errors: &mut FieldErrors) {
+    let mut ports = BTreeSet::new();
+    for (i, listener) in sidecar.ingress.iter().enumerate() {
+        let path = index("spec.ingress", i);
+        let Some(port) = &listener.port else {
+            errors.push(
+                at(&path, "port"),
+                "sidecar: port is required for ingress listeners",
+            );
+            continue;
+        };
+        check_port(&at(&path, "port.number"), port.number, errors);
+        check_protocol(&at(&path, "port.protocol"), port, true, errors);
+        if !port.name.is_empty() {
+            check_port_name(&at(&path, "port.name"), &port.name, errors);
+        }
+        if !listener.bind.is_empty() && !is_ip(&listener.bind) {
+            errors.push(
+                at(&path, "bind"),
+                format!(
+                    "sidecar: ingress bind {} is not a valid IP address",
+                    listener.bind
+                ),
+            );
+        }
+        if !ports.insert(port.number) {
+            errors.push(
+                at(&path, "port.number"),
+                "sidecar: ports on IP bound listeners must be unique",
+            );
+        }
+        if !listener.default_endpoint.is_empty() {
+            default_endpoint(&at(&path, "defaultEndpoint"), &listener.default_endpoint, errors);
+        }
+    }
+}
+
+fn default_endpoint(path: &str, endpoint: &str, errors: &mut FieldErrors) {
+    if let Some(socket) = endpoint.strip_prefix(UNIX_PREFIX) {
+        if socket.is_empty() {
+            errors.push(path, "unix socket path must not be empty");
+        }
+        return;
+    }
+    let Some((host, port)) = endpoint.rsplit_once(':') else {
+        errors.push(
+            path,
+            format!("sidecar: defaultEndpoint {endpoint:?} is not host:port"),
+        );
+        return;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if !matches!(host, "" | "127.0.0.1" | "0.0.0.0" | "::1" | "::") {
+        errors.push(
+            path,
+            "sidecar: defaultEndpoint must be of form 127.0.0.1:<port>, 0.0.0.0:<port>, [::1]:port, [::]:port, unix://filepath, or unset",
+        );
+    }
+    match port.parse::<u32>() {
+        Ok(port) => check_port(path, port, errors),
+        Err(_) => errors.push(
+            path,
+            format!("sidecar: defaultEndpoint port {port:?} is not a number"),
+        ),
+    }
+}
+
+fn egress(sidecar: &Sidecar, errors: &mut FieldErrors) {
+    let mut binds = BTreeSet::new();
+    let mut sockets = BTreeSet::new();
+    let mut catch_all = false;
+    let last = sidecar.egress.len().saturating_sub(1);
+    for (i, listener) in sidecar.egress.iter().enumerate() {
+        let path = index("spec.egress", i);
+        match &listener.port {
+            None if catch_all => {
+                errors.push(
+                    &path,
+                    "sidecar: egress can have only one listener with empty port",
+                );
+                continue;
+            }
+            None if i == last => catch_all = true,
+            None => errors.push(
+                &path,
+                "sidecar: the egress listener with empty port should be the last listener in the list",
+            ),
+            Some(port) => {
+                egress_port(&path, port, &listener.bind, listener.capture_mode, errors);
+                if port.number == 0 {
+                    if !sockets.insert(listener.bind.clone()) {
+                        errors.push(
+                            at(&path, "bind"),
+                            "sidecar: unix domain socket values for listeners must be unique",
+                        );
+                    }
+                } else if !binds.insert(format!("{}:{}", listener.bind, port.number)) {
+                    errors.push(
+                        at(&path, "port"),
+                        "sidecar: ports on IP bound listeners must be unique",
+                    );
+                }
+            }
+        }
+        if listener.hosts.is_empty() {
+            errors.push(
+                at(&path, "hosts"),
+                "sidecar: egress listener must contain at least one host",
+            );
+        }
+        for (j, host) in listener.hosts.iter().enumerate() {
+            egress_host(&index(&at(&path, "hosts"), j), host, errors);
+        }
+    }
+}
+
+fn egress_port(
+    path: &str,
+    port: &SidecarPort,
+    bind: &str,
+    capture: Option<CaptureMode>,
+    errors: &mut FieldErrors,
+) {
+    if !port.name.is_empty() {
+        check_port_name(&at(path, "port.name"), &port.name, errors);
+    }
+    if port.number == 0 {
+        if !bind.starts_with(UNIX_PREFIX) {
+            errors.push(
+                at(path, "bind"),
+                "sidecar: ports with number 0 must be bound to a unix domain socket (unix://)",
+            );
+        }
+        if matches!(capture, Some(CaptureMode::Iptables)) {
+            errors.push(
+                at(path, "captureMode"),
+                "sidecar: captureMode must be DEFAULT/NONE for unix domain socket listeners",
+            );
+        }
+        return;
+    }
+    check_protocol(&at(path, "port.protocol"), port, false, errors);
+    check_port(&at(path, "port.number"), port.number, errors);
+    if !bind.is_empty() && !is_ip(bind) {
+        errors.push(
+            at(path, "bind"),
+            format!("sidecar: egress bind {bind} is not a valid IP address"),
+        );
+    }
+}
+
+fn check_protocol(path: &str, port: &SidecarPort, required: bool, errors: &mut FieldErrors) {
+    if port.protocol.is_empty() {
+        if required {
+            errors.push(path, "sidecar: protocol is required");
+        }
+    } else if protocol(&port.protocol).is_none() {
+        errors.push(path, format!("sidecar: unsupported protocol {}", port.protocol));
+    }
+}
+
+/// Istio's `validateNamespaceSlashWildcardHostname` for sidecars.
+fn egress_host(path: &str, host: &str, errors: &mut FieldErrors) {
+    let parsed = match EgressHost::parse(host) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            errors.push(path, message);
+            return;
+        }
+    };
+    if let NamespaceSelector::Named(namespace) = &parsed.namespace
+        && dns1123_label(namespace).is_err()
+    {
+        errors.push(path, format!("invalid namespace value {namespace:?} in sidecar"));
+    }
+    if parsed.host != "*"
+        && let Err(message) = wildcard_domain(&parsed.host)
+    {
+        errors.push(path, message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors_of(spec: serde_json::Value) -> Vec<(String, String)> {
+        let sidecar: Sidecar = serde_json::from_value(spec).unwrap();
+        let mut errors = FieldErrors::default();
+        super::sidecar(&sidecar, &mut errors);
+        errors
+            .iter()
+            .map(|e| (e.path.clone(), e.message.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_valid_sidecar_has_no_errors() {
+        let spec = serde_json::json!({
+            "workloadSelector": {"labels": {"app": "reviews"}},
+            "ingress": [{"port": {"number": 9080, "protocol": "HTTP", "name": "http"}, "defaultEndpoint": "127.0.0.1:8080"}],
+            "egress": [
+                {"port": {"number": 3306, "protocol": "MYSQL"}, "bind": "127.0.0.1", "hosts": ["*/mysql.example.com"]},
+                {"hosts": ["./*", "istio-system/*", "~/*", "prod/*.example.com"]}
+            ],
+            "outboundTrafficPolicy": {"mode": "REGISTRY_ONLY"}
+        });
+        let spec = serde_json::json!({
+            "workloadSelector": {"matchLabels": spec["workloadSelector"]["labels"]},
+            "ingress": spec["ingress"],
+            "egress": spec["egress"],
+            "outboundTrafficPolicy": spec["outboundTrafficPolicy"],
+        });
+        assert_eq!(errors_of(spec), []);
+    }
+
+    #[test]
+    fn errors_name_their_field() {
+        let errors = errors_of(serde_json::json!({
+            "workloadSelector": {},
+            "ingress": [{"port": {"number": 0, "protocol": "NOPE"}}, {"bind": "x"}],
+            "egress": [
+                {"hosts": ["*/*"]},
+                {"port": {"number": 80}, "hosts": ["bad", "-x-/foo", "./a..b"]},
+                {"hosts": []}
+            ],
+            "outboundTrafficPolicy": {"mode": "REGISTRY_ONLY", "egressProxy": {"host": "proxy"}}
+        }));
+        let paths: Vec<&str> = errors.iter().map(|(p, _)| p.as_str()).collect();
+        for expected in [
+            "spec.workloadSelector.matchLabels",
+            "spec.ingress[0].port.number",
+            "spec.ingress[0].port.protocol",
+            "spec.ingress[1].port",
+            "spec.egress[0]",
+            "spec.egress[1].hosts[0]",
+            "spec.egress[1].hosts[1]",
+            "spec.egress[1].hosts[2]",
+            "spec.egress[2].hosts",
+            "spec.outboundTrafficPolicy.egressProxy",
+            "spec.outboundTrafficPolicy.egressProxy.port",
+        ] {
+            assert!(paths.contains(&expected), "{expected} not in {errors:?}");
+        }
+        assert_eq!(
+            errors_of(serde_json::json!({}))[0].1,
+            "sidecar: empty configuration provided"
+        );
+    }
+}

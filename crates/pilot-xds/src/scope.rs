@@ -1,0 +1,369 @@
+//! A proxy's scope: the hosts (services, external hosts) whose clusters,
+//! load assignments, listeners and routes it is sent, and why each is
+//! there; and generation restricted to it.
+//!
+//! The rule, as Istio's:
+//! - What a namespace can see at all: the services exported to it (a
+//!   service's `exportTo`, else the mesh default) and the VirtualServices
+//!   and DestinationRules exported to it
+//!   ([`RoutingConfigs::visible_to`]).
+//! - Which Sidecar applies to a proxy of namespace `ns` with labels `l`:
+//!   the first (by name) Sidecar of `ns` whose workload selector matches
+//!   `l`; else the selector-less Sidecar of `ns` (the namespace default);
+//!   else the selector-less Sidecar of the root namespace (the mesh
+//!   default); else none.
+//! - With a Sidecar, the scope holds the visible hosts its egress
+//!   listeners import (`namespace/dnsName`: a service's namespace is the
+//!   second label of its hostname; external hosts of egress rules have no
+//!   namespace, so only `*/host` imports them), and then every host their
+//!   routes send or mirror traffic to, so no route names a cluster the
+//!   proxy lacks. Without one, every visible host.
+//! - Its outbound traffic policy decides what the proxy does with traffic
+//!   to any other host: `REGISTRY_ONLY` sends it to [`BLACK_HOLE`],
+//!   `ALLOW_ANY` (the default) to the passthrough.
+//!
+//! A scope is the same for every proxy of a namespace that the same Sidecar
+//! applies to, and is computed once per push for each (pilot-ads).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
+use envoy_types::pb::envoy::config::listener::v3::filter;
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
+use pilot_model::networking::{EgressHost, OutboundMode, Sidecar, is_public};
+use pilot_model::routing::{RoutingConfigs, RoutingModel};
+use pilot_model::{Config, Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
+
+use crate::clusters::{CONNECT_TIMEOUT, PASSTHROUGH};
+use crate::generate::generate_outbound;
+use crate::util::any;
+use crate::{MeshConfig, Proxy, Resources};
+
+/// The cluster `REGISTRY_ONLY` sends traffic to hosts out of scope to: no
+/// endpoints, so the connection is refused.
+pub const BLACK_HOLE: &str = "BlackHoleCluster";
+
+/// What decided a proxy's scope.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ScopeOrigin {
+    /// No Sidecar applies: every host visible in the namespace.
+    NoSidecar,
+    /// A Sidecar whose workload selector matched the proxy.
+    Workload {
+        /// The Sidecar's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// The proxy's namespace's default Sidecar (no selector).
+    NamespaceDefault {
+        /// The Sidecar's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// The root namespace's default Sidecar (no selector).
+    MeshDefault {
+        /// The root namespace.
+        namespace: String,
+        /// The Sidecar's name.
+        name: String,
+    },
+}
+
+impl std::fmt::Display for ScopeOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScopeOrigin::NoSidecar => f.write_str("no Sidecar: every host visible in the namespace"),
+            ScopeOrigin::Workload { namespace, name } => {
+                write!(f, "Sidecar {namespace}/{name} (workload selector)")
+            }
+            ScopeOrigin::NamespaceDefault { namespace, name } => {
+                write!(f, "Sidecar {namespace}/{name} (namespace default)")
+            }
+            ScopeOrigin::MeshDefault { namespace, name } => {
+                write!(f, "Sidecar {namespace}/{name} (mesh default, root namespace)")
+            }
+        }
+    }
+}
+
+/// Why a host is in a scope.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HostReason {
+    /// No Sidecar applies and the host is visible in the namespace.
+    Visible,
+    /// The Sidecar's egress host entry (e.g. `./*`) imports it.
+    Imported(String),
+    /// A route of a host in scope sends or mirrors traffic to it.
+    RouteTarget(String),
+}
+
+impl std::fmt::Display for HostReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostReason::Visible => f.write_str("visible"),
+            HostReason::Imported(entry) => write!(f, "imported by {entry}"),
+            HostReason::RouteTarget(host) => write!(f, "a route of {host} sends to it"),
+        }
+    }
+}
+
+/// A proxy's scope: see the [module](self) documentation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct ProxyScope {
+    /// The proxy's namespace.
+    pub namespace: String,
+    /// What decided it.
+    pub origin: ScopeOrigin,
+    /// What becomes of traffic to hosts out of scope.
+    pub outbound: OutboundMode,
+    /// The hosts in scope, each with why.
+    pub hosts: BTreeMap<String, HostReason>,
+    /// Whether the namespace's view of VirtualServices and
+    /// DestinationRules is its own (some are not exported to every
+    /// namespace): then its model is compiled from what it sees.
+    pub own_view: bool,
+}
+
+impl ProxyScope {
+    /// True when `host` is in scope.
+    pub fn contains(&self, host: &str) -> bool {
+        self.hosts.contains_key(host)
+    }
+
+    /// What proxies sharing a generation must agree on: the hosts, the
+    /// outbound mode and, when the namespace has its own view, the
+    /// namespace (not why each host is there).
+    pub fn key(&self) -> ScopeKey {
+        ScopeKey {
+            view: self.own_view.then(|| self.namespace.clone()),
+            outbound: self.outbound,
+            hosts: Arc::new(self.hosts.keys().cloned().collect()),
+        }
+    }
+}
+
+/// What proxies of one generation share of their scope
+/// ([`ProxyScope::key`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ScopeKey {
+    /// The namespace whose own view of the rules applies, if any.
+    pub view: Option<String>,
+    /// The outbound traffic policy.
+    pub outbound: OutboundMode,
+    /// The hosts in scope.
+    pub hosts: Arc<BTreeSet<String>>,
+}
+
+/// True when some proxy may see less than the whole mesh: some Sidecar
+/// exists, or some service, VirtualService or DestinationRule is not
+/// exported to every namespace. When false every scope is the whole mesh
+/// and generation need not look at scopes.
+pub fn scoping_applies(registry: &dyn ServiceDiscovery, configs: &RoutingConfigs) -> bool {
+    !configs.sidecars.is_empty()
+        || configs.restricts_visibility()
+        || registry
+            .services()
+            .iter()
+            .any(|s| !is_public(&s.export_to, &configs.default_export_to))
+}
+
+/// The Sidecar that applies to a proxy of `namespace` whose workload has
+/// `labels`, with what made it apply.
+pub fn sidecar_for<'a>(
+    configs: &'a RoutingConfigs,
+    namespace: &str,
+    labels: &Labels,
+) -> Option<(&'a Config<Sidecar>, ScopeOrigin)> {
+    let mut sidecars: Vec<&Config<Sidecar>> = configs
+        .sidecars
+        .iter()
+        .filter(|s| s.meta.namespace == namespace || s.meta.namespace == configs.root_namespace)
+        .collect();
+    sidecars.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
+    let origin = |s: &Config<Sidecar>, make: fn(String, String) -> ScopeOrigin| {
+        make(s.meta.namespace.clone(), s.meta.name.clone())
+    };
+    if let Some(s) = sidecars.iter().find(|s| {
+        s.meta.namespace == namespace
+            && s.spec.workload_selector.as_ref().is_some_and(|selector| {
+                selector
+                    .match_labels
+                    .iter()
+                    .all(|(k, v)| labels.get(k) == Some(v.as_str()))
+            })
+    }) {
+        return Some((
+            s,
+            origin(s, |namespace, name| ScopeOrigin::Workload { namespace, name }),
+        ));
+    }
+    let default_of = |ns: &str| {
+        sidecars
+            .iter()
+            .find(|s| s.meta.namespace == ns && s.spec.workload_selector.is_none())
+            .copied()
+    };
+    if let Some(s) = default_of(namespace) {
+        return Some((
+            s,
+            origin(s, |namespace, name| ScopeOrigin::NamespaceDefault {
+                namespace,
+                name,
+            }),
+        ));
+    }
+    default_of(&configs.root_namespace).map(|s| {
+        (
+            s,
+            origin(s, |namespace, name| ScopeOrigin::MeshDefault { namespace, name }),
+        )
+    })
+}
+
+/// The namespace of a service's hostname (its second label), if it has one.
+pub fn host_namespace(hostname: &str) -> Option<&str> {
+    hostname.split('.').nth(1)
+}
+
+/// The scope of a proxy of `namespace` that `sidecar` applies to (none:
+/// every visible host), over `registry` and `model` (the model of what
+/// the namespace sees).
+pub fn scope_of(
+    namespace: &str,
+    sidecar: Option<(&Config<Sidecar>, ScopeOrigin)>,
+    registry: &dyn ServiceDiscovery,
+    configs: &RoutingConfigs,
+    model: &RoutingModel,
+) -> ProxyScope {
+    let default = &configs.default_export_to;
+    // Every visible host with its namespace (none for external hosts).
+    let mut visible: Vec<(String, Option<String>)> = registry
+        .services()
+        .iter()
+        .filter(|s| {
+            let owner = host_namespace(&s.hostname).unwrap_or_default();
+            pilot_model::networking::exported_to(&s.export_to, owner, default, namespace)
+        })
+        .map(|s| {
+            (
+                s.hostname.clone(),
+                host_namespace(&s.hostname).map(str::to_string),
+            )
+        })
+        .collect();
+    visible.extend(model.external_services().iter().map(|e| (e.host.clone(), None)));
+    let own_view = configs.restricts_visibility();
+    let Some((sidecar, origin)) = sidecar else {
+        return ProxyScope {
+            namespace: namespace.to_string(),
+            origin: ScopeOrigin::NoSidecar,
+            outbound: OutboundMode::AllowAny,
+            hosts: visible
+                .into_iter()
+                .map(|(h, _)| (h, HostReason::Visible))
+                .collect(),
+            own_view,
+        };
+    };
+    let entries: Vec<(String, EgressHost)> = sidecar
+        .spec
+        .egress
+        .iter()
+        .flat_map(|l| &l.hosts)
+        .filter_map(|h| Some((h.clone(), EgressHost::parse(h).ok()?)))
+        .collect();
+    // A Sidecar's `.` is its own namespace (the root namespace's, for the
+    // mesh default, as Istio reads it).
+    let sidecar_namespace = sidecar.meta.namespace.as_str();
+    let mut hosts = BTreeMap::new();
+    for (host, host_ns) in &visible {
+        let imported = entries.iter().find(|(_, entry)| match host_ns {
+            Some(ns) => entry.imports(sidecar_namespace, ns, host),
+            None => {
+                entry.namespace == pilot_model::networking::NamespaceSelector::Any
+                    && pilot_model::networking::host_matches(&entry.host, host)
+            }
+        });
+        if let Some((text, _)) = imported {
+            hosts.insert(host.clone(), HostReason::Imported(text.clone()));
+        }
+    }
+    // Route targets, to a fixed point.
+    let mut frontier: Vec<String> = hosts.keys().cloned().collect();
+    while let Some(host) = frontier.pop() {
+        for target in model.route_targets(&host) {
+            if !hosts.contains_key(&target) && visible.iter().any(|(h, _)| *h == target) {
+                hosts.insert(target.clone(), HostReason::RouteTarget(host.clone()));
+                frontier.push(target);
+            }
+        }
+    }
+    ProxyScope {
+        namespace: namespace.to_string(),
+        origin,
+        outbound: sidecar.spec.outbound_mode(),
+        hosts,
+        own_view,
+    }
+}
+
+/// The outbound half of a proxy's configuration restricted to `scope`:
+/// generation over the registry and the model restricted to the hosts in
+/// scope (`model` is what the proxy's namespace sees), with traffic to
+/// other hosts sent to [`BLACK_HOLE`] under `REGISTRY_ONLY`.
+pub fn generate_scoped_outbound(
+    proxy: &Proxy,
+    registry: &RegistrySnapshot,
+    model: &RoutingModel,
+    scope: &ProxyScope,
+    own: &[ServiceInstance],
+) -> Resources {
+    let registry = registry.scoped(|s| scope.contains(&s.hostname));
+    let mesh = MeshConfig::from_model(model.scoped(|h| scope.contains(h)));
+    let mut resources = generate_outbound(proxy, &registry, &mesh, own);
+    if scope.outbound == OutboundMode::RegistryOnly {
+        black_hole(&mut resources);
+    }
+    resources
+}
+
+/// Sends what went to the passthrough to [`BLACK_HOLE`] instead.
+fn black_hole(resources: &mut Resources) {
+    let mut used = false;
+    for listener in &mut resources.listeners {
+        for chain in &mut listener.filter_chains {
+            for f in &mut chain.filters {
+                let Some(filter::ConfigType::TypedConfig(config)) = &mut f.config_type else {
+                    continue;
+                };
+                if config.type_url != <TcpProxy as prost::Name>::type_url() {
+                    continue;
+                }
+                let Ok(mut proxy) = <TcpProxy as prost::Message>::decode(config.value.as_slice()) else {
+                    continue;
+                };
+                if proxy.cluster_specifier == Some(tcp_proxy::ClusterSpecifier::Cluster(PASSTHROUGH.into())) {
+                    proxy.cluster_specifier = Some(tcp_proxy::ClusterSpecifier::Cluster(BLACK_HOLE.into()));
+                    proxy.stat_prefix = BLACK_HOLE.into();
+                    *config = any(&proxy);
+                    used = true;
+                }
+            }
+        }
+    }
+    resources.clusters.retain(|c| c.name != PASSTHROUGH);
+    if used {
+        resources.clusters.push(Cluster {
+            name: BLACK_HOLE.into(),
+            cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
+                cluster::DiscoveryType::Static as i32,
+            )),
+            connect_timeout: Some(crate::util::duration(CONNECT_TIMEOUT)),
+            ..Default::default()
+        });
+    }
+}
