@@ -80,7 +80,7 @@ impl RoutingModel {
             if let HttpAction::Route(to) = &route.action {
                 targets.extend(to.iter().map(|w| w.destination.host.clone()));
             }
-            targets.extend(route.mirror.iter().map(|m| m.destination.host.clone()));
+            targets.extend(route.mirrors.iter().map(|m| m.destination.host.clone()));
         }
         for destinations in routes
             .tcp
