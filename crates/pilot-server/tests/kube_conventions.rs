@@ -1,7 +1,8 @@
 //! The Kubernetes API conventions a client relies on, on every store
 //! (memory, the `--data-dir` journal, etcd): `dryRun=All` stores and pushes
 //! nothing, a body without Content-Type is JSON, every error is a `Status`,
-//! deletecollection, field selectors and set-based label selectors.
+//! deletecollection, field selectors and set-based label selectors, and a
+//! write that changes nothing is not made.
 
 mod common;
 
@@ -227,6 +228,8 @@ async fn conventions(server: &TestServer) {
     let (_, untyped) = server.json("GET", &format!("{path}/untyped"), None);
     assert_ne!(untyped["metadata"]["uid"].as_str(), Some(uid.as_str()));
 
+    unchanged_writes(server).await;
+
     // PATCH: merge and JSON patch validated as a replace, strategic merge 415.
     let merge = ("content-type", "application/merge-patch+json");
     let (code, patched) = send(
@@ -286,8 +289,51 @@ async fn conventions(server: &TestServer) {
         "a dry-run patch was stored: {read}"
     );
 
+    // deletecollection takes DeleteOptions as kube-apiserver does: dryRun
+    // (in the body too) deletes nothing, preconditions hold for every
+    // object (one that does not match is a 409), policies are validated.
+    let selected = format!("{path}?labelSelector=app%3Dreviews");
+    let delete_with = |options: Value| {
+        let mut body = json!({"kind": "DeleteOptions", "apiVersion": "v1"});
+        if let (Some(body), Some(options)) = (body.as_object_mut(), options.as_object()) {
+            body.extend(options.clone());
+        }
+        send(
+            server,
+            "DELETE",
+            &selected,
+            &[("content-type", "application/json")],
+            Some(&body),
+        )
+    };
+    let (code, dry) = delete_with(json!({"dryRun": ["All"]}));
+    assert_eq!(code, 200, "{dry}");
+    assert_eq!(dry["items"].as_array().map(Vec::len), Some(2), "{dry}");
+    let (code, status) = delete_with(json!({"preconditions": {"uid": uid}}));
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (409, Some("Conflict")),
+        "{status}"
+    );
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Precondition failed: UID in precondition")),
+        "{status}"
+    );
+    let (code, status) = delete_with(json!({"propagationPolicy": "Later"}));
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (422, Some("Invalid")),
+        "{status}"
+    );
+    // The precondition held for `kept`, the first object: it alone went.
+    assert_eq!(names(server, ""), ["canary", "untyped"]);
+    let (code, kept_again) = server.json("POST", &path, Some(&rule("kept", "v1")));
+    assert_eq!(code, 201, "{kept_again}");
+
     // deletecollection: what the selector selects, answered as a list.
-    let (code, deleted) = server.json("DELETE", &format!("{path}?labelSelector=app%3Dreviews"), None);
+    let (code, deleted) = delete_with(json!({"propagationPolicy": "Background"}));
     assert_eq!(code, 200, "{deleted}");
     let mut gone: Vec<&str> = deleted["items"]
         .as_array()
@@ -298,6 +344,77 @@ async fn conventions(server: &TestServer) {
     gone.sort();
     assert_eq!(gone, ["kept", "untyped"]);
     assert_eq!(names(server, ""), ["canary"]);
+}
+
+/// A write that changes nothing (a replace with the object as read, a
+/// patch to the values it has, a server-side apply made twice) is not
+/// made: the object keeps its resourceVersion, generation and
+/// managedFields, and no watch sees an event for it.
+async fn unchanged_writes(server: &TestServer) {
+    let object = format!("{}/kept", rules("default"));
+    let apply = ("content-type", "application/apply-patch+yaml");
+    let configuration = "apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\nmetadata:\n  name: kept\n\
+                         spec:\n  destination:\n    name: reviews\n";
+    let (code, applied) = server.request(
+        "PATCH",
+        &format!("{object}?fieldManager=tester"),
+        &[apply],
+        Some(configuration.as_bytes()),
+    );
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&applied));
+    let (_, current) = server.json("GET", &object, None);
+    let version = current["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut watch = server.watch(&format!(
+        "{}?watch=true&resourceVersion={version}",
+        rules("default")
+    ));
+
+    let (code, replaced) = server.json("PUT", &object, Some(&current));
+    assert_eq!(code, 200, "{replaced}");
+    let (code, patched) = send(
+        server,
+        "PATCH",
+        &object,
+        &[("content-type", "application/merge-patch+json")],
+        Some(&json!({"metadata": {"labels": {"extra": "yes"}}})),
+    );
+    assert_eq!(code, 200, "{patched}");
+    let (code, reapplied) = server.request(
+        "PATCH",
+        &format!("{object}?fieldManager=tester"),
+        &[apply],
+        Some(configuration.as_bytes()),
+    );
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&reapplied));
+    let reapplied: Value = serde_json::from_slice(&reapplied).unwrap();
+    for answered in [&replaced, &patched, &reapplied] {
+        for field in ["resourceVersion", "generation", "managedFields"] {
+            assert_eq!(
+                answered["metadata"][field], current["metadata"][field],
+                "{field}: {answered}"
+            );
+        }
+    }
+    let (_, read) = server.json("GET", &object, None);
+    assert_eq!(read["metadata"], current["metadata"], "{read}");
+
+    // The first event the watch sees is a real change, made last.
+    let mut changed = read.clone();
+    changed["metadata"]["labels"]["extra"] = json!("changed");
+    let (code, changed) = server.json("PUT", &object, Some(&changed));
+    assert_eq!(code, 200, "{changed}");
+    assert_ne!(
+        changed["metadata"]["resourceVersion"],
+        current["metadata"]["resourceVersion"]
+    );
+    let event = next_event(&mut watch).expect("an event");
+    assert_eq!(
+        event["object"]["metadata"]["labels"]["extra"], "changed",
+        "an unchanged write reached the watch: {event}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -299,7 +299,29 @@ fn kubectl_manages_pilot(kubectl: &Kubectl) {
     // replace with an exported object.
     let exported = kubectl.ok(&["get", "rr", "kubectl-rule", "-o", "json"]);
     let exported = kubectl.file("exported.json", &exported);
+    let version = || {
+        kubectl.ok(&[
+            "get",
+            "rr",
+            "kubectl-rule",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}",
+        ])
+    };
     assert!(kubectl.ok(&["replace", "-f", &exported]).contains("replaced"));
+    // A patch that changes nothing writes nothing.
+    let before = version();
+    let patched = kubectl.ok(&[
+        "patch",
+        "rr",
+        "kubectl-rule",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"precedence":4}}"#,
+    ]);
+    assert!(patched.contains("patched (no change)"), "{patched}");
+    assert_eq!(version(), before);
 
     // An invalid object: the field, the reason, nothing stored.
     let bad = kubectl.file(
@@ -362,10 +384,34 @@ fn kubectl_server_side_apply(kubectl: &Kubectl) {
         created.trim(),
         "routerule.config.istio.io/ssa-rule serverside-applied"
     );
+    let stored = |field: &str| {
+        kubectl.ok(&[
+            "get",
+            "rr",
+            "ssa-rule",
+            "--show-managed-fields",
+            "-o",
+            &format!("jsonpath={{{field}}}"),
+        ])
+    };
+    let first = (
+        stored(".metadata.resourceVersion"),
+        stored(".metadata.managedFields"),
+    );
     let again = kubectl.ok(&["apply", "--server-side", "-f", &file]);
     assert_eq!(
         again.trim(),
         "routerule.config.istio.io/ssa-rule serverside-applied"
+    );
+    // An apply that changes nothing writes nothing: the same
+    // resourceVersion and managedFields (their times too), as
+    // kube-apiserver skips a no-op update.
+    assert_eq!(
+        (
+            stored(".metadata.resourceVersion"),
+            stored(".metadata.managedFields")
+        ),
+        first
     );
     let managers = kubectl.ok(&[
         "get",
@@ -419,11 +465,54 @@ fn kubectl_server_side_apply(kubectl: &Kubectl) {
     let error = kubectl.fails(&["apply", "-f", &unknown]);
     assert!(
         error.contains(
-            r#"The RouteRule "unknown-rule" is invalid: spec.precedance: unknown field `precedance`; did you mean `precedence`?"#
+            r#"Error from server (BadRequest): error when creating "#
+        ) && error.contains(
+            r#"RouteRule in version "v1alpha2" cannot be handled as a RouteRule: strict decoding error: unknown field "spec.precedance" (spec.precedance: did you mean `precedence`?)"#
         ),
         "{error}"
     );
     kubectl.fails(&["get", "rr", "unknown-rule"]);
+    // A field given twice (kubectl sends a file as it is with --raw).
+    let twice = kubectl.file(
+        "twice.json",
+        r#"{"apiVersion": "config.istio.io/v1alpha2", "kind": "RouteRule",
+            "metadata": {"name": "twice-rule", "namespace": "default"},
+            "spec": {"destination": {"name": "reviews"}, "precedence": 1, "precedence": 2}}"#,
+    );
+    let raw = "/apis/config.istio.io/v1alpha2/namespaces/default/routerules";
+    let error = kubectl.fails(&[
+        "create",
+        "--raw",
+        &format!("{raw}?fieldValidation=Strict"),
+        "-f",
+        &twice,
+    ]);
+    assert!(
+        error.contains(r#"strict decoding error: duplicate field "spec.precedence""#),
+        "{error}"
+    );
+    kubectl.fails(&["get", "rr", "twice-rule"]);
+    // Warn keeps the last value, with a warning.
+    let output = kubectl.output(
+        &[
+            "create",
+            "--raw",
+            &format!("{raw}?fieldValidation=Warn"),
+            "-f",
+            &twice,
+        ],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(r#"Warning: duplicate field "spec.precedence""#),
+        "{stderr}"
+    );
+    assert_eq!(
+        kubectl.ok(&["get", "rr", "twice-rule", "-o", "jsonpath={.spec.precedence}"]),
+        "2"
+    );
     let output = kubectl.output(&["apply", "--validate=warn", "-f", &unknown], &[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
@@ -431,7 +520,7 @@ fn kubectl_server_side_apply(kubectl: &Kubectl) {
         stderr.contains(r#"Warning: unknown field "spec.precedance""#),
         "{stderr}"
     );
-    kubectl.ok(&["delete", "rr", "ssa-rule", "unknown-rule"]);
+    kubectl.ok(&["delete", "rr", "ssa-rule", "unknown-rule", "twice-rule"]);
 }
 
 /// The official Python client's CustomObjectsApi and dynamic client,
@@ -440,7 +529,15 @@ fn python_client(kubectl: &Kubectl) {
     python_script(
         kubectl,
         "custom_objects.py",
-        &["create", "get", "list", "patch", "watch", "delete"],
+        &[
+            "create",
+            "get",
+            "list",
+            "patch",
+            "watch",
+            "deletecollection",
+            "delete",
+        ],
     );
     python_script(
         kubectl,

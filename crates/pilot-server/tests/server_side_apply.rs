@@ -299,9 +299,17 @@ fn field_validation(client: &Client) {
     );
     assert_eq!(
         (answer.code, status["reason"].as_str()),
-        (422, Some("Invalid")),
+        (400, Some("BadRequest")),
         "{status}"
     );
+    assert_eq!(
+        status["message"],
+        "RouteRule in version \"v1alpha2\" cannot be handled as a RouteRule: strict decoding error: \
+         unknown field \"spec.route[0].wieght\", unknown field \"spec.zzz\" \
+         (spec.route[0].wieght: did you mean `weight`?)",
+        "{status}"
+    );
+    assert_eq!(client.send("GET", &format!("{path}/strict"), "", "").0.code, 404);
 
     for (query, name) in [("", "warned"), ("?fieldValidation=Warn", "warned-too")] {
         let (answer, created) = client.send(
@@ -376,7 +384,17 @@ fn field_validation(client: &Client) {
     // An apply with an unknown field: the same rules, and no one owns it.
     let yaml = config("applied-unknown", "  zzz: 1\n");
     let (code, status) = client.apply("applied-unknown", "fieldManager=ci&fieldValidation=Strict", &yaml);
-    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (400, Some("BadRequest")),
+        "{status}"
+    );
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with(r#"strict decoding error: unknown field "spec.zzz""#)),
+        "{status}"
+    );
     let (code, created) = client.apply("applied-unknown", "fieldManager=ci", &yaml);
     assert_eq!(code, 201, "{created}");
     assert_eq!(managers(&created), ["ci/Apply: .spec.destination.name"]);

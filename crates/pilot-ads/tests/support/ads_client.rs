@@ -267,11 +267,9 @@ pub async fn start(registry: &Arc<MemoryServiceRegistry>) -> (XdsServer, MemoryC
         Arc::clone(registry) as Arc<dyn pilot_model::ServiceDiscovery>,
         Default::default(),
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Reserved for this process: a port bound and let go of could be
+    // taken by another connection before the server binds it.
+    let port = pilot_test_support::free_port();
     let serving = server.clone();
     tokio::spawn(async move {
         serving

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::ApiError;
 use super::options::FieldValidation;
+use super::strict;
 use crate::state::AppState;
 
 /// Metadata the server sets, accepted in a body and ignored, so that an
@@ -97,8 +98,10 @@ pub(crate) fn json_value(bytes: &[u8]) -> Result<Value, ApiError> {
 /// The body as a validated object of `schema` in `namespace` (named `name`
 /// when given): 400 when it is not a JSON object or names another kind,
 /// namespace or name than the URL, 422 with every field error otherwise.
-/// Unknown fields are refused, dropped or dropped with a warning (added to
-/// `warnings`) as `validation` says.
+/// Unknown and duplicate fields are refused (400, as kube-apiserver's
+/// strict decoding), dropped or dropped with a warning (added to
+/// `warnings`) as `validation` says; of a duplicate field the last value
+/// is kept.
 pub(crate) fn decode(
     state: &AppState,
     schema: &KindSchema,
@@ -220,31 +223,39 @@ pub(crate) fn decode_value(
         ..Default::default()
     };
     let mut dropped = Vec::new();
+    let mut duplicates = Vec::new();
     let errors = loop {
         match document::parse_with("body", &text, &state.registry, &options) {
             Ok(mut configs) if configs.len() == 1 => {
                 if validation == FieldValidation::Warn {
+                    warnings.extend(duplicates.iter().map(|path| format!("duplicate field {path:?}")));
                     warnings.extend(dropped.iter().map(|path| format!("unknown field {path:?}")));
                 }
                 return Ok(configs.remove(0));
             }
             Ok(_) => return Err(ApiError::bad_request("the body must hold exactly one object")),
+            Err(errors) if validation == FieldValidation::Strict => {
+                if let Some(error) = strict::decoding_error(schema, namespace, &errors) {
+                    return Err(error);
+                }
+                break errors;
+            }
             // Warn and Ignore drop the unknown fields and read the rest
-            // again (each pass may find more, deeper or in other objects).
-            Err(errors) if validation != FieldValidation::Strict && dropped.len() < MAX_DROPPED => {
-                let unknown: Vec<&str> = errors
-                    .0
-                    .iter()
-                    .filter(|e| e.message.starts_with("unknown field"))
-                    .map(|e| e.path.as_str())
-                    .collect();
-                let before = dropped.len();
-                for path in unknown {
-                    if remove_path(&mut value, path) {
-                        dropped.push(path.to_string());
+            // again (each pass may find more, deeper or in other objects);
+            // a field given twice keeps its last value, as the body read
+            // as JSON has it.
+            Err(errors) if dropped.len() < MAX_DROPPED => {
+                let before = (dropped.len(), duplicates.len());
+                for error in &errors.0 {
+                    if strict::is_unknown(error) {
+                        if remove_path(&mut value, &error.path) {
+                            dropped.push(error.path.clone());
+                        }
+                    } else if strict::is_duplicate(error) && !duplicates.contains(&error.path) {
+                        duplicates.push(error.path.clone());
                     }
                 }
-                if dropped.len() == before {
+                if (dropped.len(), duplicates.len()) == before {
                     break errors;
                 }
                 text = serde_json::to_string_pretty(&value).unwrap_or_default();

@@ -220,7 +220,7 @@ fn kind_paths(schema: &KindSchema, prefix: &str, v3: bool) -> Vec<(String, Value
     );
     let field_validation = query(
         "fieldValidation",
-        "Strict, Warn or Ignore; pilot refuses an unknown field whichever is sent (422 naming it).",
+        "Strict (an unknown or duplicate field is a 400 strict decoding error), Warn (the default: dropped, with a Warning header) or Ignore (dropped).",
         "string",
     );
     let selectors = [

@@ -353,7 +353,7 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
         for (code, description) in [
             (
                 "400",
-                "the body is not a JSON object, or names another kind, namespace or name than the URL",
+                "the body is not a JSON object, or names another kind, namespace or name than the URL, or (fieldValidation=Strict) has an unknown or duplicate field: a strict decoding error",
             ),
             (
                 "409",
@@ -388,6 +388,10 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
     delete_responses.insert("400".into(), status_response("resourceVersion is not a number"));
     delete_responses.insert("404".into(), status_response("no such object"));
     delete_responses.insert(
+        "422".into(),
+        status_response("the DeleteOptions body has a value not supported (propagationPolicy, dryRun)"),
+    );
+    delete_responses.insert(
         "409".into(),
         status_response("the object is no longer at resourceVersion"),
     );
@@ -400,7 +404,15 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
     );
     collection_delete_responses.insert(
         "400".into(),
-        status_response("bad labelSelector or fieldSelector"),
+        status_response("bad labelSelector or fieldSelector, or the body is not DeleteOptions"),
+    );
+    collection_delete_responses.insert(
+        "409".into(),
+        status_response("an object selected does not meet the DeleteOptions preconditions (the objects before it were deleted)"),
+    );
+    collection_delete_responses.insert(
+        "422".into(),
+        status_response("the DeleteOptions body has a value not supported (propagationPolicy, dryRun)"),
     );
     store_errors(&mut collection_delete_responses);
     collection_delete_responses.insert("504".into(), indeterminate());
@@ -413,7 +425,7 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
     for (code, description) in [
         (
             "400",
-            "the body is not a patch of its type, or the result names another kind, namespace or name",
+            "the body is not a patch of its type, or the result names another kind, namespace or name, or (fieldValidation=Strict) has an unknown field: a strict decoding error",
         ),
         ("404", "no such object"),
         (

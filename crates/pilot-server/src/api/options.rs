@@ -27,10 +27,12 @@ pub(crate) struct WriteOptions {
 /// `fieldValidation`: what happens to a field the kind does not know.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) enum FieldValidation {
-    /// Refused (422); what kubectl asks for.
+    /// Refused with kube-apiserver's strict decoding error (400), an
+    /// unknown field and a duplicate one alike; what kubectl asks for.
     Strict,
-    /// Dropped, with a `Warning` header naming it: kube-apiserver's default
-    /// when the parameter is not sent.
+    /// Dropped (of a duplicate, the last value kept), with a `Warning`
+    /// header naming it: kube-apiserver's default when the parameter is
+    /// not sent.
     #[default]
     Warn,
     /// Dropped silently.

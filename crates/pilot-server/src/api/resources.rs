@@ -23,9 +23,11 @@ use pilot_model::{ConfigKey, DynConfig, KindSchema, StoreError};
 use serde_json::{Value, json};
 
 use super::body;
+use super::delete_options::DeleteOptions;
 use super::list::{self, Filter};
 use super::managed_fields;
 use super::options::WriteOptions;
+use super::unchanged;
 use crate::api::ApiError;
 use crate::state::AppState;
 
@@ -153,12 +155,8 @@ pub(crate) async fn delete(
     let schema = resolve(&state, &group, &version, &plural)?;
     let key = ConfigKey::new(&schema.kind, namespace, name);
     let result = async {
-        let options = WriteOptions::parse(&query, &headers)?;
-        let (version, uid) = delete_precondition(&state, &headers, &query, body).await?;
-        match uid {
-            Some(uid) => delete_with_uid(&state, &key, version.as_deref(), &uid, &options).await,
-            None => write_delete(&state, &key, version.as_deref(), &options).await,
-        }
+        let (options, delete) = delete_options(&state, &headers, &query, body).await?;
+        delete_one(&state, &key, &delete, &options).await
     };
     match result.await {
         Ok(()) => Ok(Json(json!({
@@ -175,17 +173,22 @@ pub(crate) async fn delete(
 }
 
 /// `DELETE /apis/{group}/{version}/namespaces/{ns}/{plural}`: deletes every
-/// object of the namespace the label and field selectors select; answers
-/// the list of what was deleted.
+/// object of the namespace the label and field selectors select, each as
+/// a `DELETE` of it with the request's `DeleteOptions` (preconditions,
+/// dryRun) would, as kube-apiserver does; answers the list of what was
+/// deleted. An object already gone is passed over; any other refusal (a
+/// precondition an object does not meet) fails the request, the objects
+/// before it deleted.
 pub(crate) async fn delete_collection(
     State(state): State<AppState>,
     Path((group, version, namespace, plural)): CollectionPath,
     headers: HeaderMap,
     Query(query): Query_,
+    body: Body,
 ) -> Result<Response, ApiError> {
     let schema = resolve(&state, &group, &version, &plural)?;
     let result = async {
-        let options = WriteOptions::parse(&query, &headers)?;
+        let (options, delete) = delete_options(&state, &headers, &query, body).await?;
         let filter = Filter::parse(Some(namespace.clone()), &query)?;
         let objects = state
             .store
@@ -194,11 +197,9 @@ pub(crate) async fn delete_collection(
             .map_err(|e| ApiError::from_store(e, None))?;
         let mut deleted = Vec::new();
         for object in objects.into_iter().filter(|o| filter.keep(o)) {
-            let key = object.key();
-            match write_delete(&state, &key, object.meta.resource_version.as_deref(), &options).await {
+            match delete_one(&state, &object.key(), &delete, &options).await {
                 Ok(()) => deleted.push(object),
-                // Deleted or changed meanwhile: the other writer's word stands.
-                Err(error) if matches!(error.code, StatusCode::NOT_FOUND | StatusCode::CONFLICT) => {}
+                Err(error) if error.code == StatusCode::NOT_FOUND => {}
                 Err(error) => return Err(error),
             }
         }
@@ -279,7 +280,8 @@ pub(crate) async fn write_create(
 
 /// Replaces the stored object with `config` (whose resource version must
 /// be the current one), or with `dryRun` checks everything and answers the
-/// object as it would be stored.
+/// object as it would be stored. A write that changes nothing is not made:
+/// the stored object is answered as it is ([`unchanged`]).
 pub(crate) async fn write_update(
     state: &AppState,
     mut config: DynConfig,
@@ -304,12 +306,21 @@ pub(crate) async fn write_update(
             );
         }
         config.meta.uid = Some(stored.meta.uid.clone().unwrap_or_else(new_uid));
+        // The spec as it would be stored (defaults and normal form), so
+        // that a write of the same spec in another spelling neither moves
+        // the generation nor counts as a change. Invalid: the write below
+        // reports it.
+        let prepared = state.registry.prepare(config.clone()).ok();
+        let spec_changed = prepared.as_ref().is_none_or(|p| p.spec != stored.spec);
         let generation = stored.meta.generation.unwrap_or(1);
-        config.meta.generation = Some(if stored.spec == config.spec {
-            generation
-        } else {
-            generation + 1
-        });
+        config.meta.generation = Some(if spec_changed { generation + 1 } else { generation });
+        if let Some(mut prepared) = prepared {
+            prepared.meta.generation = config.meta.generation;
+            if unchanged::unchanged(&prepared, stored) {
+                tracing::debug!(key = %key, "unchanged: not written");
+                return Ok(Arc::clone(stored));
+            }
+        }
     }
     if options.dry_run {
         let mut config = state
@@ -541,35 +552,33 @@ fn check_version(key: &ConfigKey, sent: Option<&str>, stored: &DynConfig) -> Res
     ))
 }
 
-/// The version and uid a delete is conditional on: `?resourceVersion=`,
-/// or the `preconditions` of a `DeleteOptions` body (what kubectl and the
-/// Kubernetes clients send).
-async fn delete_precondition(
+/// The write options and `DeleteOptions` of a delete or deletecollection
+/// (`dryRun` from the query or the body).
+async fn delete_options(
     state: &AppState,
     headers: &HeaderMap,
     query: &HashMap<String, String>,
     body: Body,
-) -> Result<(Option<String>, Option<String>), ApiError> {
+) -> Result<(WriteOptions, DeleteOptions), ApiError> {
+    let mut options = WriteOptions::parse(query, headers)?;
     let bytes = body::read_limited(state, headers, body).await?;
-    let (from_body, uid) = if bytes.iter().all(u8::is_ascii_whitespace) {
-        (None, None)
-    } else {
-        let options = body::json_value(&bytes)?;
-        let precondition = |field: &str| {
-            options
-                .pointer(&format!("/preconditions/{field}"))
-                .and_then(Value::as_str)
-                .filter(|v| !v.is_empty())
-                .map(str::to_string)
-        };
-        (precondition("resourceVersion"), precondition("uid"))
-    };
-    let version = query
-        .get("resourceVersion")
-        .filter(|v| !v.is_empty())
-        .cloned()
-        .or(from_body);
-    Ok((version, uid))
+    let delete = DeleteOptions::parse(query, &bytes)?;
+    options.dry_run |= delete.dry_run;
+    Ok((options, delete))
+}
+
+/// Deletes `key` under `delete`'s preconditions.
+async fn delete_one(
+    state: &AppState,
+    key: &ConfigKey,
+    delete: &DeleteOptions,
+    options: &WriteOptions,
+) -> Result<(), ApiError> {
+    let version = delete.resource_version.as_deref();
+    match &delete.uid {
+        Some(uid) => delete_with_uid(state, key, version, uid, options).await,
+        None => write_delete(state, key, version, options).await,
+    }
 }
 
 /// A store error as a response, with the current version for a conflict
