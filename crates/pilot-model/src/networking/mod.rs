@@ -36,7 +36,7 @@ pub use destination_rule::{DestinationRule, Subset};
 pub use gateway::{
     Gateway, GatewayPort, Server, ServerTlsMode, ServerTlsSettings, TlsCertificate, TlsProtocol,
 };
-pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort};
+pub use service_entry::{EntrySelector, Location, Resolution, ServiceEntry, ServicePort};
 pub use traffic_policy::{
     ClientTlsMode, ClientTlsSettings, ConnectionPoolSettings, ConsistentHashLb, CookieAttribute,
     H2UpgradePolicy, HttpCookie, HttpSettings, LoadBalancerSettings, MagLev, OutlierDetection,
