@@ -51,6 +51,7 @@ mod mesh;
 mod names;
 pub mod parts;
 mod proxy;
+mod resolved;
 mod resources;
 mod routes;
 mod util;
