@@ -46,6 +46,7 @@ mod egress;
 mod error;
 mod generate;
 mod grpcgen;
+mod l4;
 mod listeners;
 mod mesh;
 mod names;

@@ -46,7 +46,12 @@ pub struct ListenerPlan {
 
 /// The listeners of `proxy` (but its inbound ones), with the route
 /// configurations they refer to.
-pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, model: &RoutingModel) -> ListenerPlan {
+pub fn listeners(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    model: &RoutingModel,
+    own: &[ServiceInstance],
+) -> ListenerPlan {
     let mut plan = ListenerPlan {
         listeners: Vec::new(),
         http_ports: BTreeSet::new(),
@@ -55,7 +60,7 @@ pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, model: &Routing
     match proxy.proxy_type {
         ProxyType::Sidecar => {
             plan.http_ports.extend(crate::egress::http_ports(model));
-            outbound(proxy, registry, &mut plan);
+            outbound(proxy, registry, model, own, &mut plan);
             if proxy.capture.captures() {
                 plan.listeners.push(virtual_listener());
             }
@@ -70,7 +75,13 @@ pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, model: &Routing
 /// port's route configuration), one per TCP service port. With capture they
 /// do not bind (the virtual listener hands connections over by original
 /// destination); without, they bind 127.0.0.1 at the service port.
-fn outbound(proxy: &Proxy, registry: &dyn ServiceDiscovery, plan: &mut ListenerPlan) {
+fn outbound(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    model: &RoutingModel,
+    own: &[ServiceInstance],
+    plan: &mut ListenerPlan,
+) {
     let capture = proxy.capture.captures();
     let mut taken = BTreeSet::new();
     let services = registry.services();
@@ -112,14 +123,21 @@ fn outbound(proxy: &Proxy, registry: &dyn ServiceDiscovery, plan: &mut ListenerP
             if !taken.insert((address.clone(), port.port)) {
                 continue;
             }
-            let cluster = ClusterName::outbound(&service.hostname, port.port, Labels::new()).to_string();
-            plan.listeners.push(listener(
+            // The model's TCP and TLS routes of the service, else its own
+            // cluster.
+            let (chains, sni) = crate::l4::filter_chains(service, port, model, proxy, own);
+            let mut tcp = listener(
                 &format!("{address}_{}", port.port),
                 &address,
                 port.port,
                 !capture,
-                tcp_filter_chain(&cluster),
-            ));
+                FilterChain::default(),
+            );
+            tcp.filter_chains = chains;
+            if sni {
+                tcp.listener_filters.push(crate::l4::tls_inspector());
+            }
+            plan.listeners.push(tcp);
         }
     }
 }

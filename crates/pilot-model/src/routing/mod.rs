@@ -222,8 +222,8 @@ impl RoutingModel {
     }
 
     /// Whether some route's match names its source by workload labels
-    /// alone (a VirtualService's `sourceLabels`): then every proxy's labels
-    /// matter.
+    /// alone (a VirtualService's `sourceLabels`, HTTP, TCP or TLS): then
+    /// every proxy's labels matter.
     pub fn sources_by_labels(&self) -> bool {
         self.sources_by_labels
     }
@@ -267,12 +267,23 @@ impl RoutingModel {
             .flat_map(|r| &r.matches)
             .filter_map(|m| m.source_service.clone())
             .collect();
-        self.sources_by_labels = self
+        let l4_sources = self
             .hosts
             .values()
-            .flat_map(|h| &h.http)
-            .flat_map(|r| &r.matches)
-            .any(|m| m.source_service.is_none() && !m.source_labels.is_empty());
+            .flat_map(|h| {
+                h.tcp
+                    .iter()
+                    .flat_map(|r| &r.matches)
+                    .chain(h.tls.iter().flat_map(|r| &r.matches))
+            })
+            .any(|m| !m.source_labels.is_empty());
+        self.sources_by_labels = l4_sources
+            || self
+                .hosts
+                .values()
+                .flat_map(|h| &h.http)
+                .flat_map(|r| &r.matches)
+                .any(|m| m.source_service.is_none() && !m.source_labels.is_empty());
     }
 }
 
