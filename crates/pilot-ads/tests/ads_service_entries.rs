@@ -163,3 +163,107 @@ spec:
         .unwrap();
     all_reach(port, "vm.mesh.test", "vm-2").await;
 }
+
+/// A TCP server that writes `name` to every connection and closes it.
+fn tcp_upstream(name: &'static str) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = std::io::Write::write_all(&mut stream, name.as_bytes());
+        }
+    });
+    port
+}
+
+/// What one connection through Envoy's listener at `port` reads.
+fn tcp_answer(port: u16) -> String {
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+    let mut text = String::new();
+    let _ = std::io::Read::read_to_string(&mut stream, &mut text);
+    text
+}
+
+/// Connections by what they read, over `n` connections.
+fn tcp_spread(port: u16, n: usize) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..n {
+        *counts.entry(tcp_answer(port)).or_default() += 1;
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tcp_route_splits_connections_by_weight() {
+    let mesh = mesh().await;
+    let (v1, v2) = (tcp_upstream("v1"), tcp_upstream("v2"));
+    let port = free_port();
+    apply(
+        &mesh.store,
+        &format!(
+            r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: echo, namespace: default}}
+spec:
+  hosts: [echo.mesh.test]
+  location: MESH_INTERNAL
+  ports: [{{number: {port}, name: tcp, protocol: TCP}}]
+  resolution: STATIC
+  endpoints:
+  - {{address: 127.0.0.1, ports: {{tcp: {v1}}}, labels: {{version: v1}}}}
+  - {{address: 127.0.0.1, ports: {{tcp: {v2}}}, labels: {{version: v2}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: echo, namespace: default}}
+spec:
+  host: echo.mesh.test
+  subsets: [{{name: v1, labels: {{version: v1}}}}, {{name: v2, labels: {{version: v2}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: echo, namespace: default}}
+spec:
+  hosts: [echo.mesh.test]
+  tcp:
+  - route: [{{destination: {{host: echo.mesh.test, subset: v1}}}}]
+"#
+        ),
+    )
+    .await;
+    tokio::task::spawn_blocking(move || {
+        eventually("every connection reaches v1", || {
+            tcp_spread(port, 10).keys().eq(["v1"])
+        })
+    })
+    .await
+    .unwrap();
+    // 80/20: counted over 1000 connections once v2 gets any.
+    let key = ConfigKey::new("VirtualService", "default", "echo");
+    let mut split = (*mesh.store.get(&key).await.unwrap().unwrap()).clone();
+    split.spec = serde_json::json!({
+        "hosts": ["echo.mesh.test"],
+        "tcp": [{"route": [
+            {"destination": {"host": "echo.mesh.test", "subset": "v1"}, "weight": 80},
+            {"destination": {"host": "echo.mesh.test", "subset": "v2"}, "weight": 20},
+        ]}],
+    });
+    mesh.store.update(split).await.unwrap();
+    let counts = tokio::task::spawn_blocking(move || {
+        eventually("v2 gets connections", || tcp_spread(port, 20).contains_key("v2"));
+        tcp_spread(port, 1000)
+    })
+    .await
+    .unwrap();
+    let v1 = counts.get("v1").copied().unwrap_or(0) as f64 / 1000.0;
+    assert!((0.75..=0.85).contains(&v1), "80/20 split, got {counts:?}");
+    assert_eq!(
+        counts.values().sum::<usize>(),
+        counts["v1"] + counts["v2"],
+        "{counts:?}"
+    );
+}

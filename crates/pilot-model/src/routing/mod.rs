@@ -168,6 +168,7 @@ pub struct RoutingModel {
     ingress: Vec<IngressServer>,
     sources: HashSet<String>,
     sources_by_labels: bool,
+    l4_by_source: bool,
 }
 
 impl RoutingModel {
@@ -226,6 +227,12 @@ impl RoutingModel {
     /// every proxy's labels matter.
     pub fn sources_by_labels(&self) -> bool {
         self.sources_by_labels
+    }
+
+    /// Whether some TCP or TLS route's match names its source (labels or
+    /// namespace): then a proxy's outbound listeners depend on it.
+    pub fn l4_by_source(&self) -> bool {
+        self.l4_by_source
     }
 
     fn host_mut(&mut self, host: &str) -> &mut HostRoutes {
