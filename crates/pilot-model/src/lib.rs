@@ -70,7 +70,9 @@ pub use membership::{
 };
 pub use meta::{ConfigMeta, ManagedFieldsEntry};
 pub use registry_snapshot::RegistrySnapshot;
-pub use service::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};
+pub use service::{
+    DnsEndpoint, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, ServiceResolution,
+};
 pub use store::{ConfigStore, ConfigWatch, Revision, Snapshot, Undecodable, WatchEvent, WatchStream};
 pub use validation::{FieldError, FieldErrors, dns1123_label, dns1123_subdomain, label_key, label_value};
 

@@ -108,6 +108,86 @@ pub struct Service {
     /// ([`networking::exported_to`](crate::networking::exported_to)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub export_to: Vec<String>,
+    /// How a proxy finds the service's endpoints (its instances unless
+    /// said otherwise).
+    #[serde(default, skip_serializing_if = "ServiceResolution::is_instances")]
+    pub resolution: ServiceResolution,
+    /// True for a service outside the mesh (a ServiceEntry's
+    /// `MESH_EXTERNAL`): its endpoints run no sidecar.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mesh_external: bool,
+}
+
+/// How a proxy finds a service's endpoints.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum ServiceResolution {
+    /// The registry's instances, sent to the proxy (EDS).
+    #[default]
+    Instances,
+    /// None: a connection goes to the address its client asked for (the
+    /// original destination).
+    Passthrough,
+    /// The proxy resolves these names (or addresses) and balances over
+    /// every address they have (Envoy's `STRICT_DNS`).
+    Dns(Vec<DnsEndpoint>),
+    /// The proxy resolves these names and connects to one address at a
+    /// time (Envoy's `LOGICAL_DNS`: only the first endpoint is used).
+    DnsRoundRobin(Vec<DnsEndpoint>),
+}
+
+impl ServiceResolution {
+    /// True for [`ServiceResolution::Instances`].
+    pub fn is_instances(&self) -> bool {
+        *self == ServiceResolution::Instances
+    }
+
+    /// The names a proxy resolves, for the DNS resolutions.
+    pub fn dns_endpoints(&self) -> Option<&[DnsEndpoint]> {
+        match self {
+            ServiceResolution::Dns(endpoints) | ServiceResolution::DnsRoundRobin(endpoints) => {
+                Some(endpoints)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// An endpoint a proxy resolves by DNS: a name (or an address), with the
+/// port to use per service port name when it differs from the service's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct DnsEndpoint {
+    /// The name (or address) resolved.
+    pub address: String,
+    /// Ports by service port name, where they differ.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ports: BTreeMap<String, u16>,
+    /// The endpoint's labels.
+    #[serde(default, skip_serializing_if = "Labels::is_empty")]
+    pub labels: Labels,
+    /// Its load-balancing weight (1 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+}
+
+impl DnsEndpoint {
+    /// An endpoint at `address`, on the service's ports, no labels.
+    pub fn new(address: impl Into<String>) -> Self {
+        DnsEndpoint {
+            address: address.into(),
+            ports: BTreeMap::new(),
+            labels: Labels::new(),
+            weight: None,
+        }
+    }
+
+    /// The port this endpoint serves service port `port` on.
+    pub fn port_for(&self, port: &Port) -> u16 {
+        self.ports.get(&port.name).copied().unwrap_or(port.port)
+    }
 }
 
 impl Service {
@@ -120,6 +200,8 @@ impl Service {
             external_name: None,
             service_accounts: Vec::new(),
             export_to: Vec::new(),
+            resolution: ServiceResolution::Instances,
+            mesh_external: false,
         }
     }
 
@@ -178,6 +260,9 @@ pub struct ServiceInstance {
     pub availability_zone: Option<String>,
     /// The service account it runs as, if known.
     pub service_account: Option<String>,
+    /// Its load-balancing weight among the service's instances (1 when
+    /// absent).
+    pub weight: Option<u32>,
 }
 
 impl ServiceInstance {
@@ -191,7 +276,14 @@ impl ServiceInstance {
             labels,
             availability_zone: None,
             service_account: None,
+            weight: None,
         }
+    }
+
+    /// The same instance with load-balancing weight `weight`.
+    pub fn with_weight(mut self, weight: impl Into<Option<u32>>) -> Self {
+        self.weight = weight.into();
+        self
     }
 
     /// The same instance in availability zone `zone` (a `String`, or an

@@ -82,6 +82,7 @@ pub async fn run(
     let mut opened = open(&args, bound).await?;
     let services_file = opened.services_file.take();
     let (controller, config_events) = start_controller(Arc::clone(&opened.backend), args.max_body_bytes);
+    opened.discovery = with_service_entries(opened.discovery, &controller);
     let xds = build_ads(&controller, &opened.discovery, &args);
     let (closing, shutdown_rx) = watch::channel(false);
     let shared = assemble(&args, &checked, opened, controller, xds, bound, shutdown_rx);
@@ -292,6 +293,21 @@ fn start_controller(
     let config_events = controller.subscribe_all();
     controller.run();
     (controller, config_events)
+}
+
+/// Step 4, continued: the registries from [`open`] and, after them, the
+/// ServiceEntries and WorkloadEntries of the Controller's cache as one
+/// more registry (a platform registry's service keeps its hostname).
+/// Their writes reach proxies as this registry's changes.
+fn with_service_entries(
+    discovery: Arc<dyn ServiceDiscovery>,
+    controller: &Arc<Controller>,
+) -> Arc<dyn ServiceDiscovery> {
+    let entries = pilot_store::service_entry_registry(controller);
+    Arc::new(pilot_model::AggregateDiscovery::new(vec![
+        discovery,
+        Arc::new(entries),
+    ]))
 }
 
 /// Step 5: the ADS server over the Controller from [`start_controller`]

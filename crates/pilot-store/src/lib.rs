@@ -30,6 +30,7 @@ mod notification;
 mod quarantine;
 mod reconcile;
 mod service_cache;
+pub mod service_entries;
 mod typed;
 
 #[cfg(feature = "testing")]
@@ -46,4 +47,5 @@ pub use notification::{ConfigEvent, Notification};
 pub use quarantine::{Quarantine, QuarantineReason, Quarantined};
 pub use reconcile::{Applied, DesiredService, DesiredState};
 pub use service_cache::{EVENT_BUFFER, RegistryError, ServiceCache};
+pub use service_entries::service_entry_registry;
 pub use typed::TypedStore;

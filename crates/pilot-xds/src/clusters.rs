@@ -17,7 +17,9 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::{HttpProtocolOptions, http_protocol_options};
 use envoy_types::pb::google::protobuf::UInt32Value;
 use pilot_model::routing::{LoadBalancer, Resolution, RoutingModel, SimpleLb, TrafficPolicy};
-use pilot_model::{Labels, Protocol, Service, ServiceDiscovery, ServiceInstance};
+use pilot_model::{
+    DnsEndpoint, Labels, Port, Protocol, Service, ServiceDiscovery, ServiceInstance, ServiceResolution,
+};
 
 use crate::util::{ads, any, duration, socket};
 use crate::{ClusterName, Proxy};
@@ -71,7 +73,10 @@ pub struct EdsCluster {
 pub fn eds_clusters(services: &[std::sync::Arc<Service>], model: &RoutingModel) -> Vec<EdsCluster> {
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
-    for service in services.iter().filter(|s| s.external_name.is_none()) {
+    for service in services
+        .iter()
+        .filter(|s| s.external_name.is_none() && crate::resolved::uses_eds(&s.resolution))
+    {
         for port in &service.ports {
             let wanted = std::iter::once(Labels::new()).chain(subsets_of(model, &service.hostname).cloned());
             for subset in wanted {
@@ -103,7 +108,9 @@ pub fn outbound(captured: bool, services: &[std::sync::Arc<Service>], model: &Ro
             let wanted = std::iter::once(Labels::new()).chain(subsets_of(model, &service.hostname).cloned());
             for subset in wanted {
                 let name = ClusterName::outbound(&service.hostname, port.port, subset.clone());
-                let mut cluster = eds_cluster(&name.to_string(), port.protocol);
+                let mut cluster =
+                    crate::resolved::cluster(&name.to_string(), &service.resolution, port, &subset)
+                        .unwrap_or_else(|| eds_cluster(&name.to_string(), port.protocol));
                 if let Some(policy) = model.policy_for(&service.hostname, &subset) {
                     apply_policy(&mut cluster, policy.for_port(port.port));
                 }
@@ -137,7 +144,7 @@ pub(crate) fn inbound(own: &[ServiceInstance]) -> Vec<Cluster> {
     clusters
 }
 
-fn base(name: &str, kind: cluster::DiscoveryType) -> Cluster {
+pub(crate) fn base(name: &str, kind: cluster::DiscoveryType) -> Cluster {
     Cluster {
         name: name.to_string(),
         connect_timeout: Some(duration(CONNECT_TIMEOUT)),
@@ -185,7 +192,7 @@ fn original_destination(name: &str) -> Cluster {
 }
 
 /// HTTP/2 upstreams for HTTP/2 and gRPC ports.
-fn set_protocol(cluster: &mut Cluster, protocol: Protocol) {
+pub(crate) fn set_protocol(cluster: &mut Cluster, protocol: Protocol) {
     if matches!(protocol, Protocol::Http2 | Protocol::Grpc) {
         use_http2(cluster);
     }
@@ -291,9 +298,14 @@ fn external_clusters(model: &RoutingModel) -> Vec<Cluster> {
     for service in model.external_services() {
         for port in &service.ports {
             let name = ClusterName::outbound(&service.host, port.number, Labels::new()).to_string();
-            let mut cluster = match service.resolution {
-                Resolution::Dns => dns_cluster(&name, &service.host, port.number, port.protocol),
-                _ => original_destination(&name),
+            let resolution = match service.resolution {
+                Resolution::Dns => ServiceResolution::Dns(vec![DnsEndpoint::new(service.host.clone())]),
+                _ => ServiceResolution::Passthrough,
+            };
+            let as_port = Port::new("external", port.number, port.protocol);
+            let Some(mut cluster) = crate::resolved::cluster(&name, &resolution, &as_port, &Labels::new())
+            else {
+                continue;
             };
             if let Some(policy) = model.policy_for(&service.host, &Labels::new()) {
                 apply_policy(&mut cluster, policy.for_port(port.number));
@@ -304,7 +316,7 @@ fn external_clusters(model: &RoutingModel) -> Vec<Cluster> {
     clusters
 }
 
-fn lb_endpoint_at(address: &str, port: u16) -> LbEndpoint {
+pub(crate) fn lb_endpoint_at(address: &str, port: u16) -> LbEndpoint {
     LbEndpoint {
         host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
             address: Some(socket(address, port)),
@@ -326,15 +338,17 @@ pub fn load_assignment(
     } else {
         vec![name.subset.clone()]
     };
+    let count = |value: u32| UInt32Value { value };
     let mut by_zone: BTreeMap<String, Vec<LbEndpoint>> = BTreeMap::new();
     for instance in registry.instances(&service.hostname, &[port_name], &selectors) {
         by_zone
             .entry(instance.availability_zone.clone().unwrap_or_default())
             .or_default()
-            .push(lb_endpoint_at(
-                &instance.endpoint.address.to_string(),
-                instance.endpoint.port,
-            ));
+            .push({
+                let mut lb = lb_endpoint_at(&instance.endpoint.address.to_string(), instance.endpoint.port);
+                lb.load_balancing_weight = instance.weight.map(count);
+                lb
+            });
     }
     ClusterLoadAssignment {
         cluster_name: name.to_string(),

@@ -51,7 +51,7 @@ fn envoy_listeners_routes(
     model: &RoutingModel,
     own: &[ServiceInstance],
 ) -> Resources {
-    let plan = listeners::listeners(proxy, registry, model);
+    let plan = listeners::listeners(proxy, registry, model, own);
     let services = registry.services();
     let mut routes: Vec<RouteConfiguration> = plan
         .http_ports

@@ -21,8 +21,9 @@
 //! - CDS/EDS: an EDS cluster per service port and per subset a rule or
 //!   policy names (round robin; a policy's `httpMaxRequests` as the
 //!   circuit breaker, A32); load assignments with a weight per locality
-//!   (gRPC drops localities without one) and a locality, empty without a zone. External (DNS) services and
-//!   egress rules are not generated for gRPC.
+//!   (gRPC drops localities without one) and a locality, empty without a zone. External (DNS) services,
+//!   service entries resolved by DNS or passed through, and egress rules
+//!   are not generated for gRPC.
 //! - LDS, server side (A36): for each instance the registry has on the
 //!   proxy's IP, listeners named
 //!   `grpc/server?xds.resource.listening_address=IP:PORT` (the instance's
@@ -80,7 +81,9 @@ pub(crate) fn outbound(
     let mut resources = Resources::default();
     let mut listener_names = BTreeSet::new();
     for service in registry.services() {
-        if service.external_name.is_some() {
+        // Services the proxy would resolve itself (DNS, passthrough) are
+        // not generated for gRPC.
+        if service.external_name.is_some() || !crate::resolved::uses_eds(&service.resolution) {
             continue;
         }
         let host_routes = model.http_routes(&service.hostname);

@@ -18,7 +18,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use envoy_types::pb::google::protobuf::BoolValue;
 use pilot_model::routing::RoutingModel;
-use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
+use pilot_model::{ServiceDiscovery, ServiceInstance};
 
 use crate::clusters::PASSTHROUGH;
 use crate::routes::{CORS_FILTER, FAULT_FILTER};
@@ -41,7 +41,12 @@ pub struct ListenerPlan {
 
 /// The listeners of `proxy` (but its inbound ones), with the route
 /// configurations they refer to.
-pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, model: &RoutingModel) -> ListenerPlan {
+pub fn listeners(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    model: &RoutingModel,
+    own: &[ServiceInstance],
+) -> ListenerPlan {
     let mut plan = ListenerPlan {
         listeners: Vec::new(),
         http_ports: BTreeSet::new(),
@@ -50,7 +55,7 @@ pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, model: &Routing
     match proxy.proxy_type {
         ProxyType::Sidecar => {
             plan.http_ports.extend(crate::egress::http_ports(model));
-            outbound(proxy, registry, &mut plan);
+            outbound(proxy, registry, model, own, &mut plan);
             if proxy.capture.captures() {
                 plan.listeners.push(virtual_listener());
             }
@@ -66,7 +71,13 @@ pub fn listeners(proxy: &Proxy, registry: &dyn ServiceDiscovery, model: &Routing
 /// port's route configuration), one per TCP service port. With capture they
 /// do not bind (the virtual listener hands connections over by original
 /// destination); without, they bind 127.0.0.1 at the service port.
-fn outbound(proxy: &Proxy, registry: &dyn ServiceDiscovery, plan: &mut ListenerPlan) {
+fn outbound(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    model: &RoutingModel,
+    own: &[ServiceInstance],
+    plan: &mut ListenerPlan,
+) {
     let capture = proxy.capture.captures();
     let mut taken = BTreeSet::new();
     let services = registry.services();
@@ -108,14 +119,21 @@ fn outbound(proxy: &Proxy, registry: &dyn ServiceDiscovery, plan: &mut ListenerP
             if !taken.insert((address.clone(), port.port)) {
                 continue;
             }
-            let cluster = ClusterName::outbound(&service.hostname, port.port, Labels::new()).to_string();
-            plan.listeners.push(listener(
+            // The model's TCP and TLS routes of the service, else its own
+            // cluster.
+            let (chains, sni) = crate::l4::filter_chains(service, port, model, proxy, own);
+            let mut tcp = listener(
                 &format!("{address}_{}", port.port),
                 &address,
                 port.port,
                 !capture,
-                tcp_filter_chain(&cluster),
-            ));
+                FilterChain::default(),
+            );
+            tcp.filter_chains = chains;
+            if sni {
+                tcp.listener_filters.push(crate::l4::tls_inspector());
+            }
+            plan.listeners.push(tcp);
         }
     }
 }

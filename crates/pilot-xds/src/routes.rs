@@ -130,6 +130,11 @@ pub fn virtual_host_routes(
 /// authority with its port: `domains_with_port`.)
 pub fn domains(service: &Service, proxy: &Proxy) -> Vec<String> {
     let mut names = vec![service.hostname.clone()];
+    // A wildcard host (a service entry's `*.example.com`) is matched as
+    // itself.
+    if service.hostname.starts_with('*') {
+        return names;
+    }
     let parts: Vec<&str> = service.hostname.split('.').collect();
     if parts.len() >= 2 {
         names.push(format!("{}.{}", parts[0], parts[1]));

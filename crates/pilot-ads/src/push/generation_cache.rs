@@ -187,7 +187,7 @@ impl GeneratedCache {
                 let (lds, rds) = match reused {
                     Some((lds, rds)) => (Arc::clone(lds), Arc::clone(rds)),
                     None => {
-                        let listeners = self.envoy_listeners(proxy, registry, mesh).await;
+                        let listeners = self.envoy_listeners(proxy, registry, mesh, &own).await;
                         let namespaces = self.namespaces.get_or_init(|| {
                             registry
                                 .services()
@@ -259,13 +259,31 @@ impl GeneratedCache {
     }
 
     /// Envoy's listeners, built once per push for each proxy type and
-    /// capture mode (and edge proxy labels).
+    /// capture mode (and edge proxy labels); for each class when some TCP
+    /// or TLS route matches on its source.
     async fn envoy_listeners(
         &self,
         proxy: &Proxy,
         registry: &RegistrySnapshot,
         mesh: &MeshConfig,
+        own: &[ServiceInstance],
     ) -> Arc<ListenerPart> {
+        let build = || {
+            let plan = listener_plan(proxy, registry, mesh.model(), own);
+            let resources = Resources {
+                listeners: plan.listeners,
+                routes: plan.ingress_routes,
+                ..Default::default()
+            };
+            Arc::new(ListenerPart {
+                lds: Arc::new(EncodedType::new(ORDER[2].1, named(&resources, "LDS"))),
+                http_ports: plan.http_ports.into_iter().collect(),
+                ingress_routes: named(&resources, "RDS"),
+            })
+        };
+        if mesh.model().l4_by_source() {
+            return heavy(build);
+        }
         let cell = Arc::clone(
             self.listeners
                 .lock()
@@ -273,23 +291,7 @@ impl GeneratedCache {
                 .entry((proxy.proxy_type, proxy.capture.captures(), edge_labels(proxy)))
                 .or_default(),
         );
-        cell.get_or_init(|| async {
-            heavy(|| {
-                let plan = listener_plan(proxy, registry, mesh.model());
-                let resources = Resources {
-                    listeners: plan.listeners,
-                    routes: plan.ingress_routes,
-                    ..Default::default()
-                };
-                Arc::new(ListenerPart {
-                    lds: Arc::new(EncodedType::new(ORDER[2].1, named(&resources, "LDS"))),
-                    http_ports: plan.http_ports.into_iter().collect(),
-                    ingress_routes: named(&resources, "RDS"),
-                })
-            })
-        })
-        .await
-        .clone()
+        cell.get_or_init(|| async { heavy(build) }).await.clone()
     }
 
     /// A class's route configurations: one per outbound HTTP port of its

@@ -40,7 +40,7 @@ pub use export::{exported_to, is_public};
 pub use gateway::{
     Gateway, GatewayPort, Server, ServerTlsMode, ServerTlsSettings, TlsCertificate, TlsProtocol,
 };
-pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort};
+pub use service_entry::{EntrySelector, Location, Resolution, ServiceEntry, ServicePort};
 pub use sidecar::{
     CaptureMode, EgressHost, EgressListener, IngressListener, NamespaceSelector, OutboundMode,
     OutboundTrafficPolicy, Sidecar, SidecarPort, host_matches,

@@ -24,11 +24,7 @@ pub(crate) fn service_entry(se: &ServiceEntry, errors: &mut FieldErrors) {
         );
     }
     if let Some(selector) = &se.workload_selector {
-        check_labels(
-            "spec.workloadSelector.matchLabels",
-            &selector.match_labels,
-            errors,
-        );
+        check_labels("spec.workloadSelector.labels", &selector.labels, errors);
     }
     if se.hosts.is_empty() {
         errors.push("spec.hosts", "service entry must have at least one host");

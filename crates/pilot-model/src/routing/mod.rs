@@ -194,6 +194,7 @@ pub struct RoutingModel {
     ingress: Vec<IngressServer>,
     sources: HashSet<String>,
     sources_by_labels: bool,
+    l4_by_source: bool,
 }
 
 impl RoutingModel {
@@ -249,10 +250,16 @@ impl RoutingModel {
     }
 
     /// Whether some route's match names its source by workload labels
-    /// alone (a VirtualService's `sourceLabels`): then every proxy's labels
-    /// matter.
+    /// alone (a VirtualService's `sourceLabels`, HTTP, TCP or TLS): then
+    /// every proxy's labels matter.
     pub fn sources_by_labels(&self) -> bool {
         self.sources_by_labels
+    }
+
+    /// Whether some TCP or TLS route's match names its source (labels or
+    /// namespace): then a proxy's outbound listeners depend on it.
+    pub fn l4_by_source(&self) -> bool {
+        self.l4_by_source
     }
 
     fn host_mut(&mut self, host: &str) -> &mut HostRoutes {
@@ -308,12 +315,24 @@ impl RoutingModel {
             .flat_map(|r| &r.matches)
             .filter_map(|m| m.source_service.clone())
             .collect();
-        self.sources_by_labels = self
+        let l4_sources = self
             .hosts
             .values()
-            .flat_map(|h| &h.http)
-            .flat_map(|r| &r.matches)
-            .any(|m| m.source_service.is_none() && !m.source_labels.is_empty());
+            .flat_map(|h| {
+                h.tcp
+                    .iter()
+                    .flat_map(|r| &r.matches)
+                    .chain(h.tls.iter().flat_map(|r| &r.matches))
+            })
+            .any(|m| !m.source_labels.is_empty());
+        self.l4_by_source = l4_sources;
+        self.sources_by_labels = l4_sources
+            || self
+                .hosts
+                .values()
+                .flat_map(|h| &h.http)
+                .flat_map(|r| &r.matches)
+                .any(|m| m.source_service.is_none() && !m.source_labels.is_empty());
     }
 }
 

@@ -64,6 +64,7 @@ impl RoutingModel {
             ingress: self.ingress.clone(),
             sources: Default::default(),
             sources_by_labels: false,
+            l4_by_source: false,
         };
         out.finish();
         out
