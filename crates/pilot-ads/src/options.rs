@@ -25,6 +25,12 @@ pub struct XdsOptions {
     /// one whenever any changed, as before; kept so the `ads` bench can
     /// measure both in one run.
     pub sotw_changed_only: bool,
+    /// The namespace whose selector-less PeerAuthentication applies to
+    /// the whole mesh (`istio-system`).
+    pub root_namespace: String,
+    /// The trust domain of workload identities (`cluster.local`), which
+    /// outbound clusters expect in their servers' certificates.
+    pub trust_domain: String,
 }
 
 impl Default for XdsOptions {
@@ -35,6 +41,8 @@ impl Default for XdsOptions {
             send_queue: 16,
             incremental: true,
             sotw_changed_only: true,
+            root_namespace: pilot_xds::security::DEFAULT_ROOT_NAMESPACE.into(),
+            trust_domain: pilot_xds::security::DEFAULT_TRUST_DOMAIN.into(),
         }
     }
 }

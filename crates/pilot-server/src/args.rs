@@ -212,6 +212,10 @@ pub struct Args {
     /// `spiffe://<trust-domain>/ns/<namespace>/sa/<service-account>`.
     #[arg(long, default_value = "cluster.local", value_name = "DOMAIN")]
     pub trust_domain: String,
+    /// The namespace whose PeerAuthentication without a selector applies
+    /// to the whole mesh (Istio's root namespace).
+    #[arg(long, default_value = "istio-system", value_name = "NAMESPACE")]
+    pub root_namespace: String,
     /// A workload certificate's lifetime when its request asks none
     /// (Istio's `DEFAULT_WORKLOAD_CERT_TTL`).
     #[arg(long, default_value = "24h", value_name = "DURATION", value_parser = humantime::parse_duration)]

@@ -82,7 +82,7 @@ pub async fn run(
     let mut opened = open(&args, bound).await?;
     let services_file = opened.services_file.take();
     let (controller, config_events) = start_controller(Arc::clone(&opened.backend), args.max_body_bytes);
-    let xds = build_ads(&controller, &opened.discovery);
+    let xds = build_ads(&args, &controller, &opened.discovery);
     let (closing, shutdown_rx) = watch::channel(false);
     let shared = assemble(&args, &checked, opened, controller, xds, bound, shutdown_rx);
     let tasks = spawn_background(&args, &shared, config_events, services_file);
@@ -296,12 +296,11 @@ fn start_controller(
 
 /// Step 5: the ADS server over the Controller from [`start_controller`]
 /// and the registries from [`open`] (not serving yet).
-fn build_ads(controller: &Arc<Controller>, discovery: &Arc<dyn ServiceDiscovery>) -> XdsServer {
-    XdsServer::new(
-        Arc::clone(controller),
-        Arc::clone(discovery),
-        XdsOptions::default(),
-    )
+fn build_ads(args: &Args, controller: &Arc<Controller>, discovery: &Arc<dyn ServiceDiscovery>) -> XdsServer {
+    let mut options = XdsOptions::default();
+    options.root_namespace = args.root_namespace.clone();
+    options.trust_domain = args.trust_domain.clone();
+    XdsServer::new(Arc::clone(controller), Arc::clone(discovery), options)
 }
 
 /// Step 6: what the handlers and the background tasks share.

@@ -53,6 +53,7 @@ pub mod parts;
 mod proxy;
 mod resources;
 mod routes;
+pub mod security;
 mod util;
 
 #[cfg(feature = "testing")]

@@ -187,6 +187,8 @@ fn publish(
             }
             match compile(configs.iter().map(|c| &**c)) {
                 Ok(mesh) => {
+                    let mesh =
+                        mesh.with_mesh_settings(&server.options.root_namespace, &server.options.trust_domain);
                     // Compiled once here, for every proxy of the push.
                     mesh.model();
                     (revisions, Arc::new(PushObjects::new(configs)), Arc::new(mesh))

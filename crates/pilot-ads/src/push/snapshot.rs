@@ -16,15 +16,16 @@ use super::inputs::{LeftOut, PushObjects};
 use super::proxy_config::ProxyConfig;
 
 /// The kinds a push is generated from (the routing configuration, compiled
-/// into the routing model): the kinds whose objects get a distribution
-/// status.
-pub const PUSHED_KINDS: [&str; 6] = [
+/// into the routing model, and the PeerAuthentications that decide mutual
+/// TLS): the kinds whose objects get a distribution status.
+pub const PUSHED_KINDS: [&str; 7] = [
     "RouteRule",
     "DestinationPolicy",
     "EgressRule",
     "IngressRule",
     "VirtualService",
     "DestinationRule",
+    "PeerAuthentication",
 ];
 
 /// One push: the routing configuration and the registry's state, both
@@ -86,7 +87,10 @@ impl MeshSnapshot {
         );
         let mesh = reduced.mesh.get_or_init(|| {
             match self.objects.compile_without(left_out) {
-                Ok(mesh) => Arc::new(mesh),
+                Ok(mesh) => {
+                    let settings = self.mesh.security();
+                    Arc::new(mesh.with_mesh_settings(&settings.root_namespace, &settings.trust_domain))
+                }
                 // Leaving objects out of rules that compiled cannot fail;
                 // if it ever does, the proxy gets the whole push.
                 Err(error) => {
@@ -122,10 +126,11 @@ pub struct PushInfo {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn pushed_kinds_are_the_istio_routing_kinds() {
+    fn pushed_kinds_are_the_istio_routing_and_peer_authentication_kinds() {
         use pilot_model::ConfigKind;
         use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
         use pilot_model::networking::{DestinationRule, VirtualService};
+        use pilot_model::security::PeerAuthentication;
         assert_eq!(
             super::PUSHED_KINDS,
             [
@@ -135,6 +140,7 @@ mod tests {
                 IngressRule::KIND,
                 VirtualService::KIND,
                 DestinationRule::KIND,
+                PeerAuthentication::KIND,
             ]
         );
     }
