@@ -32,6 +32,9 @@ pub struct XdsOptions {
     /// `exportTo` of their own are visible (`*`, `.`, namespaces; empty:
     /// everywhere).
     pub default_export_to: Vec<String>,
+    /// The trust domain of workload identities (`cluster.local`), which
+    /// outbound clusters expect in their servers' certificates.
+    pub trust_domain: String,
 }
 
 impl Default for XdsOptions {
@@ -44,6 +47,7 @@ impl Default for XdsOptions {
             sotw_changed_only: true,
             root_namespace: pilot_model::routing::DEFAULT_ROOT_NAMESPACE.to_string(),
             default_export_to: Vec::new(),
+            trust_domain: pilot_xds::security::DEFAULT_TRUST_DOMAIN.into(),
         }
     }
 }

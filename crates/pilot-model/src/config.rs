@@ -140,6 +140,11 @@ pub(crate) fn decode_all<T: DeserializeOwned>(
     root: &str,
     value: &serde_json::Value,
 ) -> (Option<T>, Vec<FieldError>) {
+    if value.is_array() {
+        // serde reads a struct from a sequence by position: refused, so a
+        // list never stands in for an object.
+        return (None, vec![FieldError::new(root, NOT_A_LIST)]);
+    }
     let mut current = std::borrow::Cow::Borrowed(value);
     let mut found = Vec::new();
     for _ in 0..32 {
@@ -158,6 +163,58 @@ pub(crate) fn decode_all<T: DeserializeOwned>(
         }
     }
     (None, found)
+}
+
+/// The message for a list written where an object belongs.
+const NOT_A_LIST: &str = "must be an object (a mapping of field names to values), not a list";
+
+/// Records each place where `written` has a list and `canonical` (what
+/// `written` decoded to, serialized again) has an object: serde reads a
+/// struct from a sequence by position, which no client means. Keys written
+/// with their proto names are matched to their JSON names.
+pub(crate) fn lists_for_objects(
+    path: &str,
+    written: &serde_json::Value,
+    canonical: &serde_json::Value,
+) -> Vec<FieldError> {
+    let mut found = Vec::new();
+    walk_lists(&mut path.to_string(), written, canonical, &mut found);
+    found
+}
+
+fn walk_lists(
+    path: &mut String,
+    written: &serde_json::Value,
+    canonical: &serde_json::Value,
+    found: &mut Vec<FieldError>,
+) {
+    use serde_json::Value;
+    match (written, canonical) {
+        (Value::Array(_), Value::Object(_)) => found.push(FieldError::new(path.clone(), NOT_A_LIST)),
+        (Value::Object(written), Value::Object(canonical)) => {
+            for (key, value) in written {
+                let Some(decoded) = canonical
+                    .get(key)
+                    .or_else(|| canonical.get(&crate::proto_names::camel_case(key)))
+                else {
+                    continue;
+                };
+                let len = path.len();
+                push_key(path, key);
+                walk_lists(path, value, decoded, found);
+                path.truncate(len);
+            }
+        }
+        (Value::Array(written), Value::Array(canonical)) => {
+            for (i, (value, decoded)) in written.iter().zip(canonical).enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                walk_lists(path, value, decoded, found);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Removes the element at `segments` from `value`; false if there is none.

@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::config::decode_all;
+use crate::config::{decode_all, lists_for_objects};
 use crate::proto_names::{path_as_written, use_json_names};
 use crate::{DynConfig, FieldErrors, StoreError};
 
@@ -81,7 +81,17 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
                 // errors are reported.
                 let rules_apply = found.iter().all(|e| e.message.starts_with("unknown field"));
                 errors.extend(found);
-                if let (Some(typed), true) = (typed, rules_apply) {
+                let typed = match typed {
+                    Some(typed) if rules_apply => {
+                        let canonical = serde_json::to_value(&typed).unwrap_or_default();
+                        let lists = lists_for_objects("spec", spec, &canonical);
+                        let clean = lists.is_empty();
+                        errors.extend(lists);
+                        clean.then_some(typed)
+                    }
+                    _ => None,
+                };
+                if let Some(typed) = typed {
                     // Rules name fields by their JSON names; the input may
                     // have written some with their proto names.
                     let mut rules = FieldErrors::new();

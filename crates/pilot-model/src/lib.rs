@@ -77,16 +77,19 @@ pub use store::{ConfigStore, ConfigWatch, Revision, Snapshot, Undecodable, Watch
 pub use validation::{FieldError, FieldErrors, dns1123_label, dns1123_subdomain, label_key, label_value};
 
 /// pilot's default registry: Istio's v1alpha2 routing kinds
-/// ([`istio::register`]) and the `networking.istio.io` kinds
-/// ([`networking::register`]). pilot-discovery serves it and pilotctl
+/// ([`istio::register`]), the `networking.istio.io` kinds
+/// ([`networking::register`]) and the `security.istio.io` kinds
+/// ([`security::register`]). pilot-discovery serves it and pilotctl
 /// reads files with it.
 ///
 /// ```
 /// let registry = pilot_model::default_registry();
 /// assert!(registry.contains("RouteRule") && registry.contains("VirtualService"));
+/// assert!(registry.contains("PeerAuthentication"));
 /// ```
 pub fn default_registry() -> KindRegistry {
     let registry = istio::registry();
     networking::register(&registry).expect("the routing and networking kinds have distinct names");
+    security::register(&registry).expect("the security kinds' names are distinct from the others'");
     registry
 }

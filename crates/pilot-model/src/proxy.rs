@@ -36,6 +36,9 @@ pub mod metadata {
     pub const SERVICE_ACCOUNT: &str = "SERVICE_ACCOUNT";
     /// Which generator serves the proxy: `envoy` (or absent) or `grpc`.
     pub const GENERATOR: &str = "GENERATOR";
+    /// `true` when the proxy's agent serves it workload certificates over
+    /// SDS: only then is it configured for mutual TLS.
+    pub const SDS: &str = "SDS";
 }
 
 /// A proxy's node id, `type~ip~id~domain`: built by pilot-agent

@@ -76,8 +76,10 @@ pub struct Args {
     /// With `--registry kubernetes`: the cluster's DNS domain.
     #[arg(long, default_value = "cluster.local", value_name = "DOMAIN")]
     pub kube_domain: String,
-    /// The namespace whose selector-less Sidecar is the mesh's default
-    /// scope (Istio's `meshConfig.rootNamespace`).
+    /// The mesh's root namespace (Istio's `meshConfig.rootNamespace`):
+    /// its selector-less Sidecar is the mesh's default scope, its
+    /// selector-less PeerAuthentication and its AuthorizationPolicies apply
+    /// to the whole mesh.
     #[arg(long, default_value = "istio-system", value_name = "NAMESPACE")]
     pub root_namespace: String,
     /// Where services, VirtualServices and DestinationRules without an

@@ -44,6 +44,10 @@ const NOT_RUN: &[(&str, &str)] = &[
         "testing.md",
         "its commands are scripts/test and the benchmarks themselves",
     ),
+    (
+        "mtls.md",
+        "needs root, network namespaces and two sidecars with capture; its traffic is crates/pilot-agent/tests/mtls_traffic.rs",
+    ),
 ];
 
 /// How long a guide may run (after building what it runs): long enough for

@@ -21,6 +21,7 @@ use pilot_model::{
     DnsEndpoint, Labels, Port, Protocol, Service, ServiceDiscovery, ServiceInstance, ServiceResolution,
 };
 
+use crate::security::SecurityPolicies;
 use crate::util::{ads, any, duration, socket};
 use crate::{ClusterName, Proxy};
 
@@ -36,6 +37,7 @@ pub(crate) fn clusters(
     proxy: &Proxy,
     registry: &dyn ServiceDiscovery,
     model: &RoutingModel,
+    security: Option<&SecurityPolicies>,
 ) -> (Vec<Cluster>, Vec<ClusterLoadAssignment>) {
     // The passthrough serves captured traffic only.
     let captured = proxy.proxy_type == crate::ProxyType::Sidecar && proxy.capture.captures();
@@ -44,7 +46,7 @@ pub(crate) fn clusters(
         .iter()
         .map(|c| load_assignment(&c.name, &c.service, &c.port_name, registry))
         .collect();
-    (outbound(captured, &services, model), assignments)
+    (outbound(captured, &services, model, security), assignments)
 }
 
 /// The subsets of `host` the model has, by their labels, in order.
@@ -95,8 +97,16 @@ pub fn eds_clusters(services: &[std::sync::Arc<Service>], model: &RoutingModel) 
 }
 
 /// The outbound clusters (CDS but the proxy's inbound ones): they depend
-/// on the proxy only through `captured` (the passthrough cluster).
-pub fn outbound(captured: bool, services: &[std::sync::Arc<Service>], model: &RoutingModel) -> Vec<Cluster> {
+/// on the proxy only through `captured` (the passthrough cluster). Mesh
+/// services' clusters originate mutual TLS as `security` and their
+/// traffic policies say (`security/outbound.rs`); none: for a proxy
+/// without workload certificates, plaintext.
+pub fn outbound(
+    captured: bool,
+    services: &[std::sync::Arc<Service>],
+    model: &RoutingModel,
+    security: Option<&SecurityPolicies>,
+) -> Vec<Cluster> {
     let mut clusters = Vec::new();
     for service in services {
         for port in &service.ports {
@@ -111,8 +121,22 @@ pub fn outbound(captured: bool, services: &[std::sync::Arc<Service>], model: &Ro
                 let mut cluster =
                     crate::resolved::cluster(&name.to_string(), &service.resolution, port, &subset)
                         .unwrap_or_else(|| eds_cluster(&name.to_string(), port.protocol));
-                if let Some(policy) = model.policy_for(&service.hostname, &subset) {
-                    apply_policy(&mut cluster, policy.for_port(port.port));
+                let policy = model
+                    .policy_for(&service.hostname, &subset)
+                    .map(|p| p.for_port(port.port));
+                if let Some(policy) = policy {
+                    apply_policy(&mut cluster, policy);
+                }
+                let tls = policy.and_then(|p| p.tls.as_ref());
+                if let Some(security) = security {
+                    crate::security::secure_outbound(
+                        &mut cluster,
+                        service,
+                        port.port,
+                        &subset,
+                        tls,
+                        security,
+                    );
                 }
                 clusters.push(cluster);
             }
@@ -345,9 +369,11 @@ pub fn load_assignment(
             .entry(instance.availability_zone.clone().unwrap_or_default())
             .or_default()
             .push({
-                let mut lb = lb_endpoint_at(&instance.endpoint.address.to_string(), instance.endpoint.port);
-                lb.load_balancing_weight = instance.weight.map(count);
-                lb
+                let mut endpoint =
+                    lb_endpoint_at(&instance.endpoint.address.to_string(), instance.endpoint.port);
+                endpoint.load_balancing_weight = instance.weight.map(count);
+                endpoint.metadata = crate::security::endpoint_metadata(&instance);
+                endpoint
             });
     }
     ClusterLoadAssignment {

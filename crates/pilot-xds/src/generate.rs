@@ -16,7 +16,7 @@ use crate::{clusters, grpcgen, listeners, routes};
 pub fn generate(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> Resources {
     let own = registry.host_instances(&[proxy.ip]);
     let mut resources = generate_outbound(proxy, registry, mesh, &own);
-    resources.extend(generate_inbound(proxy, &own));
+    resources.extend(generate_inbound(proxy, &own, mesh));
     resources
 }
 
@@ -34,7 +34,7 @@ pub fn generate_outbound(
     if proxy.generator == Generator::Grpc {
         return grpcgen::outbound(proxy, registry, model, own);
     }
-    let (clusters, endpoints) = clusters::clusters(proxy, registry, model);
+    let (clusters, endpoints) = clusters::clusters(proxy, registry, model, mesh.security_for(proxy));
     let mut resources = envoy_listeners_routes(proxy, registry, model, own);
     resources.clusters = clusters;
     resources.endpoints = endpoints;
@@ -68,8 +68,10 @@ fn envoy_listeners_routes(
 
 /// The inbound side of a captured sidecar: a cluster and a listener for
 /// each of its own instances; of a proxyless gRPC proxy, the listeners its
-/// xDS-enabled servers ask for (nothing for other proxies).
-pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance]) -> Resources {
+/// xDS-enabled servers ask for (nothing for other proxies). A sidecar
+/// with SDS certificates accepts mutual TLS on its inbound listeners as the
+/// PeerAuthentications of `mesh` say; one without stays plaintext.
+pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfig) -> Resources {
     if proxy.generator == Generator::Grpc {
         return grpcgen::inbound(own);
     }
@@ -78,7 +80,15 @@ pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance]) -> Resources {
     }
     Resources {
         clusters: clusters::inbound(own),
-        listeners: listeners::inbound(own),
+        listeners: listeners::inbound(own, |instance| {
+            let namespace = proxy.domain.split('.').next().unwrap_or_default();
+            let mut labels = proxy.labels.clone();
+            labels.0.extend(instance.labels.0.clone());
+            match mesh.security_for(proxy) {
+                Some(security) => security.mtls_mode(namespace, &labels, instance.endpoint.port),
+                None => pilot_model::security::MtlsMode::Disable,
+            }
+        }),
         ..Default::default()
     }
 }

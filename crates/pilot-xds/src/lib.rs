@@ -58,6 +58,7 @@ mod resolved;
 mod resources;
 mod routes;
 mod scope;
+pub mod security;
 mod util;
 
 #[cfg(feature = "testing")]

@@ -139,7 +139,10 @@ fn outbound(
 }
 
 /// Inbound listeners for a captured sidecar's own instances, to 127.0.0.1.
-pub(crate) fn inbound(own: &[ServiceInstance]) -> Vec<Listener> {
+pub(crate) fn inbound(
+    own: &[ServiceInstance],
+    mtls: impl Fn(&ServiceInstance) -> pilot_model::security::MtlsMode,
+) -> Vec<Listener> {
     let mut listeners = Vec::new();
     let mut taken = BTreeSet::new();
     for instance in own {
@@ -166,7 +169,9 @@ pub(crate) fn inbound(own: &[ServiceInstance]) -> Vec<Listener> {
         } else {
             tcp_filter_chain(&cluster)
         };
-        listeners.push(listener(&format!("{ip}_{port}"), &ip, port, false, chain));
+        let mut inbound = listener(&format!("{ip}_{port}"), &ip, port, false, chain);
+        crate::security::secure_inbound(&mut inbound, mtls(instance));
+        listeners.push(inbound);
     }
     listeners
 }

@@ -8,6 +8,7 @@ use pilot_model::DynConfig;
 use pilot_model::routing::{RoutingConfigs, RoutingModel};
 
 use crate::XdsError;
+use crate::security::SecurityPolicies;
 
 /// The routing configuration of one push: the routing objects, typed
 /// ([`RoutingConfigs`], which it dereferences to), and the
@@ -29,6 +30,7 @@ use crate::XdsError;
 pub struct MeshConfig {
     configs: RoutingConfigs,
     model: OnceLock<Arc<RoutingModel>>,
+    security: SecurityPolicies,
 }
 
 impl MeshConfig {
@@ -37,24 +39,60 @@ impl MeshConfig {
         MeshConfig {
             configs,
             model: OnceLock::new(),
+            security: SecurityPolicies::default(),
         }
     }
 
-    /// A configuration whose model is `model` and which holds no objects:
-    /// a model restricted to a proxy's scope
-    /// ([`RoutingModel::scoped`]), which generation reads alone.
-    pub fn from_model(model: RoutingModel) -> Self {
+    /// A configuration whose model is `model` and which holds no routing
+    /// objects: a model restricted to a proxy's scope
+    /// ([`RoutingModel::scoped`]), which generation reads alone, with the
+    /// security policies and mesh settings of `like`.
+    pub fn from_model(model: RoutingModel, like: &MeshConfig) -> Self {
+        let mut configs = RoutingConfigs::default();
+        configs.domain_suffix = like.configs.domain_suffix.clone();
+        configs.root_namespace = like.configs.root_namespace.clone();
+        configs.default_export_to = like.configs.default_export_to.clone();
         MeshConfig {
-            configs: RoutingConfigs::default(),
+            configs,
             model: OnceLock::from(Arc::new(model)),
+            security: like.security.clone(),
         }
     }
 
-    /// The routing kinds among `configs`, typed; other kinds are ignored.
+    /// The routing and security kinds among `configs`, typed; other kinds
+    /// are ignored.
     pub fn from_configs<'a>(configs: impl IntoIterator<Item = &'a DynConfig>) -> Result<Self, XdsError> {
-        RoutingConfigs::from_configs(configs)
+        let configs: Vec<&DynConfig> = configs.into_iter().collect();
+        let bad = |e: pilot_model::StoreError| XdsError::BadConfig(e.to_string());
+        let mut mesh = RoutingConfigs::from_configs(configs.iter().copied())
             .map(MeshConfig::new)
-            .map_err(|e| XdsError::BadConfig(e.to_string()))
+            .map_err(bad)?;
+        mesh.security = SecurityPolicies::from_configs(configs).map_err(bad)?;
+        Ok(mesh)
+    }
+
+    /// The same configuration read with this mesh's root namespace (of
+    /// mesh-wide policy) and trust domain (of workload identities).
+    pub fn with_mesh_settings(mut self, root_namespace: &str, trust_domain: &str) -> Self {
+        self.security.root_namespace = root_namespace.to_string();
+        self.security.trust_domain = trust_domain.to_string();
+        self
+    }
+
+    /// The security policies (PeerAuthentication) and mesh settings.
+    pub fn security(&self) -> &SecurityPolicies {
+        &self.security
+    }
+
+    /// The security policies a proxy's generation follows: none (no mutual
+    /// TLS) for a proxy without SDS certificates or a proxyless gRPC one.
+    pub fn security_for(&self, proxy: &crate::Proxy) -> Option<&SecurityPolicies> {
+        (proxy.sds && proxy.generator == crate::Generator::Envoy).then_some(&self.security)
+    }
+
+    /// The security policies, to change.
+    pub fn security_mut(&mut self) -> &mut SecurityPolicies {
+        &mut self.security
     }
 
     /// The routing objects.

@@ -56,6 +56,9 @@ pub struct Proxy {
     /// The workload's service account (node metadata `SERVICE_ACCOUNT`),
     /// checked against a credential bound to one.
     pub service_account: Option<String>,
+    /// Whether its agent serves it workload certificates over SDS (node
+    /// metadata `SDS`): only then does it get mutual TLS.
+    pub sds: bool,
 }
 
 impl Proxy {
@@ -79,12 +82,13 @@ impl Proxy {
             capture: InterceptionMode::default(),
             generator: Generator::default(),
             service_account: None,
+            sds: false,
         })
     }
 
     /// Applies node metadata: `LABELS` (a JSON object or `k=v,k=v`),
     /// `INTERCEPTION_MODE` (`NONE` turns capture off), `GENERATOR`
-    /// (`grpc` for proxyless gRPC, `envoy`) and `SERVICE_ACCOUNT`.
+    /// (`grpc` for proxyless gRPC, `envoy`), `SERVICE_ACCOUNT` and `SDS`.
     pub fn with_metadata(mut self, metadata: &BTreeMap<String, String>) -> Result<Self, XdsError> {
         if let Some(labels) = metadata.get(keys::LABELS) {
             self.labels = parse_labels(labels).map_err(|reason| XdsError::BadNodeId {
@@ -102,6 +106,9 @@ impl Proxy {
         }
         if let Some(account) = metadata.get(keys::SERVICE_ACCOUNT).filter(|a| !a.is_empty()) {
             self.service_account = Some(account.clone());
+        }
+        if let Some(sds) = metadata.get(keys::SDS) {
+            self.sds = sds.eq_ignore_ascii_case("true");
         }
         if let Some(generator) = metadata.get(keys::GENERATOR) {
             self.generator = match generator.to_ascii_lowercase().as_str() {

@@ -314,16 +314,18 @@ pub fn scope_of(
 /// The outbound half of a proxy's configuration restricted to `scope`:
 /// generation over the registry and the model restricted to the hosts in
 /// scope (`model` is what the proxy's namespace sees), with traffic to
-/// other hosts sent to [`BLACK_HOLE`] under `REGISTRY_ONLY`.
+/// other hosts sent to [`BLACK_HOLE`] under `REGISTRY_ONLY`; the security
+/// policies and mesh settings are `mesh`'s.
 pub fn generate_scoped_outbound(
     proxy: &Proxy,
     registry: &RegistrySnapshot,
+    mesh: &MeshConfig,
     model: &RoutingModel,
     scope: &ProxyScope,
     own: &[ServiceInstance],
 ) -> Resources {
     let registry = registry.scoped(|s| scope.contains(&s.hostname));
-    let mesh = MeshConfig::from_model(model.scoped(|h| scope.contains(h)));
+    let mesh = MeshConfig::from_model(model.scoped(|h| scope.contains(h)), mesh);
     let mut resources = generate_outbound(proxy, &registry, &mesh, own);
     if scope.outbound == OutboundMode::RegistryOnly {
         black_hole(&mut resources);

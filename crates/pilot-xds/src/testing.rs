@@ -47,6 +47,14 @@ pub fn static_bootstrap(node_id: &str, resources: &Resources, xds_port: u16) -> 
         .map(|c| inline_endpoints(c, resources))
         .collect();
     clusters.push(xds_cluster(xds_port));
+    // The agent's SDS cluster the mesh's TLS contexts name; secrets stay
+    // unanswered here.
+    let mut sds = xds_cluster(xds_port);
+    sds.name = crate::security::SDS_CLUSTER.into();
+    if let Some(assignment) = &mut sds.load_assignment {
+        assignment.cluster_name = sds.name.clone();
+    }
+    clusters.push(sds);
     let listeners: Vec<Listener> = resources
         .listeners
         .iter()

@@ -191,7 +191,7 @@ spec:
     assert_eq!(hosts(&scope), [A1, B2]);
     assert_eq!(scope.hosts[B2], HostReason::RouteTarget(A1.into()));
     let proxy = Proxy::from_node_id("sidecar~10.9.0.1~x.a~a.svc.cluster.local").unwrap();
-    let resources = generate_scoped_outbound(&proxy, &registry, &model, &scope, &[]);
+    let resources = generate_scoped_outbound(&proxy, &registry, &MeshConfig::default(), &model, &scope, &[]);
     resources.check().expect("every route target is present");
 }
 
@@ -208,7 +208,7 @@ fn scoped_generation_is_the_whole_generation_less_what_is_out_of_scope() {
         &configs,
         mesh.model(),
     );
-    let scoped = generate_scoped_outbound(&proxy, &registry, mesh.model(), &scope, &[]);
+    let scoped = generate_scoped_outbound(&proxy, &registry, &mesh, mesh.model(), &scope, &[]);
     scoped.check().unwrap();
     let full = generate(&proxy, &registry, &mesh);
     let in_scope = |name: &str| scope.hosts.keys().any(|h| name.ends_with(&format!("|{h}")));

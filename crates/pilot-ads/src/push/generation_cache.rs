@@ -34,6 +34,10 @@ use super::proxy_config::{Generated, ORDER, ProxyConfig, named};
 use super::scopes::Scopes;
 use super::virtual_hosts::{self, VirtualHosts};
 
+/// Which outbound clusters a proxy gets: whether it captures traffic (the
+/// passthrough cluster) and whether it has workload certificates (mutual TLS).
+type CdsKey = (bool, bool);
+
 /// The configurations generated for one push, by proxy class, all from
 /// one registry state and one set of rules.
 pub(crate) struct GeneratedCache {
@@ -45,7 +49,7 @@ pub(crate) struct GeneratedCache {
     /// namespaces without services of their own share one assembly.
     routes_by_class: Mutex<HashMap<ProxyClass, Arc<OnceCell<Arc<EncodedType>>>>>,
     /// Envoy clusters, by whether the proxy captures (the passthrough).
-    cds: Mutex<HashMap<bool, Arc<OnceCell<Arc<EncodedType>>>>>,
+    cds: Mutex<HashMap<CdsKey, Arc<OnceCell<Arc<EncodedType>>>>>,
     /// Envoy load assignments: the same for every Envoy.
     eds: OnceCell<Arc<EncodedType>>,
     /// Envoy listeners, by proxy type and capture mode, and an edge proxy's
@@ -171,7 +175,7 @@ impl GeneratedCache {
                     let model = view.as_deref().unwrap_or_else(|| mesh.model());
                     return heavy(|| {
                         Arc::new(Generated::encode(&generate_scoped_outbound(
-                            proxy, registry, model, scope, &own,
+                            proxy, registry, mesh, model, scope, &own,
                         )))
                     });
                 }
@@ -181,7 +185,8 @@ impl GeneratedCache {
                     });
                 }
                 let captured = proxy.proxy_type == ProxyType::Sidecar && proxy.capture.captures();
-                let cds = self.envoy_cds(captured, registry, mesh).await;
+                let mutual_tls = mesh.security_for(proxy).is_some();
+                let cds = self.envoy_cds((captured, mutual_tls), registry, mesh).await;
                 let eds = self.envoy_eds(registry, mesh).await;
                 let reused = self.previous.as_ref().and_then(|p| p.classes.get(&class));
                 let (lds, rds) = match reused {
@@ -220,16 +225,17 @@ impl GeneratedCache {
             })
             .await
             .clone();
-        let inbound = generate_inbound(proxy, &own);
+        let inbound = generate_inbound(proxy, &own, mesh);
         let own = (inbound != Resources::default()).then(|| Arc::new(Generated::encode(&inbound)));
         ProxyConfig { shared, own }
     }
 
     /// Envoy's outbound clusters, built once per push for each capture mode
-    /// (or kept from the previous push when only endpoints changed).
+    /// and with or without mutual TLS (`key`), or kept from the previous
+    /// push when only endpoints changed.
     async fn envoy_cds(
         &self,
-        captured: bool,
+        key: CdsKey,
         registry: &RegistrySnapshot,
         mesh: &MeshConfig,
     ) -> Arc<EncodedType> {
@@ -237,16 +243,24 @@ impl GeneratedCache {
             self.cds
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .entry(captured)
+                .entry(key)
                 .or_default(),
         );
         cell.get_or_init(|| async {
-            if let Some(kept) = self.previous.as_ref().and_then(|p| p.cds.get(&captured)) {
+            if let Some(kept) = self.previous.as_ref().and_then(|p| p.cds.get(&key)) {
                 return Arc::clone(kept);
             }
             heavy(|| {
                 let services = registry.services();
-                let clusters = outbound_clusters(captured, &services, mesh.model());
+                let clusters = {
+                    let (captured, mutual_tls) = key;
+                    outbound_clusters(
+                        captured,
+                        &services,
+                        mesh.model(),
+                        mutual_tls.then(|| mesh.security()),
+                    )
+                };
                 let resources = Resources {
                     clusters,
                     ..Default::default()
@@ -414,7 +428,7 @@ struct Previous {
     /// Hostnames whose load assignments must be rebuilt.
     endpoints: HashSet<String>,
     /// Envoy clusters, by whether the proxy captures.
-    cds: HashMap<bool, Arc<EncodedType>>,
+    cds: HashMap<CdsKey, Arc<EncodedType>>,
     /// Taken (and so freed) once this push's are built.
     eds: Mutex<Option<Arc<EncodedType>>>,
     /// Envoy classes' listeners and route configurations.

@@ -189,6 +189,8 @@ fn publish(
                 Ok(mut mesh) => {
                     mesh.root_namespace = server.options.root_namespace.clone();
                     mesh.default_export_to = server.options.default_export_to.clone();
+                    let mesh =
+                        mesh.with_mesh_settings(&server.options.root_namespace, &server.options.trust_domain);
                     // Compiled once here, for every proxy of the push.
                     mesh.model();
                     (revisions, Arc::new(PushObjects::new(configs)), Arc::new(mesh))

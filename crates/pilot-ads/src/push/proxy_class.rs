@@ -19,6 +19,7 @@ pub(crate) struct ProxyClass {
     proxy_type: ProxyType,
     captures: bool,
     pub(crate) generator: Generator,
+    sds: bool,
     domain: String,
     labels: Labels,
     /// The services the proxy runs instances of that are some rule's
@@ -50,6 +51,7 @@ impl ProxyClass {
             proxy_type: proxy.proxy_type,
             captures: proxy.capture.captures(),
             generator: proxy.generator,
+            sds: proxy.sds,
             domain: proxy.domain.clone(),
             // Proxy labels only matter with an own instance of a source,
             // and to an edge proxy (gateways select it by them).

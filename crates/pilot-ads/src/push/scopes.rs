@@ -130,6 +130,17 @@ pub(crate) fn proxy_namespace(proxy: &Proxy) -> String {
     proxy.domain.split('.').next().unwrap_or_default().to_string()
 }
 
+/// The security policies' keys and versions: a change to any of them
+/// changes what every workload accepts and sends (mutual TLS,
+/// authorization), so it is not said host by host.
+fn security_versions(mesh: &MeshConfig) -> Vec<(pilot_model::ConfigKey, Option<String>)> {
+    mesh.security()
+        .peer_authentications
+        .iter()
+        .map(|c| (c.key(), c.meta.resource_version.clone()))
+        .collect()
+}
+
 /// The hosts a batch touched between two pushes' models and registry
 /// states, or `None` when it cannot be said host by host.
 pub(crate) fn touched_hosts(
@@ -140,7 +151,10 @@ pub(crate) fn touched_hosts(
     let (mesh_after, registry_after) = after;
     let mut touched = BTreeSet::new();
     if !std::ptr::eq(mesh_before, mesh_after) {
-        if mesh_before.configs().restricts_visibility() || mesh_after.configs().restricts_visibility() {
+        if mesh_before.configs().restricts_visibility()
+            || mesh_after.configs().restricts_visibility()
+            || security_versions(mesh_before) != security_versions(mesh_after)
+        {
             return None;
         }
         touched = mesh_after.model().changed_hosts(mesh_before.model())?;

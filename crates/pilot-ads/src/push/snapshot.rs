@@ -16,9 +16,9 @@ use super::inputs::{LeftOut, PushObjects};
 use super::proxy_config::ProxyConfig;
 
 /// The kinds a push is generated from (the routing configuration, compiled
-/// into the routing model): the kinds whose objects get a distribution
-/// status.
-pub const PUSHED_KINDS: [&str; 8] = [
+/// into the routing model, and the PeerAuthentications that decide mutual
+/// TLS): the kinds whose objects get a distribution status.
+pub const PUSHED_KINDS: [&str; 9] = [
     "RouteRule",
     "DestinationPolicy",
     "EgressRule",
@@ -27,6 +27,7 @@ pub const PUSHED_KINDS: [&str; 8] = [
     "DestinationRule",
     "Gateway",
     "Sidecar",
+    "PeerAuthentication",
 ];
 
 /// One push: the routing configuration and the registry's state, both
@@ -88,7 +89,10 @@ impl MeshSnapshot {
         );
         let mesh = reduced.mesh.get_or_init(|| {
             match self.objects.compile_without(left_out, &self.mesh) {
-                Ok(mesh) => Arc::new(mesh),
+                Ok(mesh) => {
+                    let settings = self.mesh.security();
+                    Arc::new(mesh.with_mesh_settings(&settings.root_namespace, &settings.trust_domain))
+                }
                 // Leaving objects out of rules that compiled cannot fail;
                 // if it ever does, the proxy gets the whole push.
                 Err(error) => {
@@ -124,10 +128,11 @@ pub struct PushInfo {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn pushed_kinds_are_the_istio_routing_kinds() {
+    fn pushed_kinds_are_the_istio_routing_and_peer_authentication_kinds() {
         use pilot_model::ConfigKind;
         use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
         use pilot_model::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
+        use pilot_model::security::PeerAuthentication;
         assert_eq!(
             super::PUSHED_KINDS,
             [
@@ -139,6 +144,7 @@ mod tests {
                 DestinationRule::KIND,
                 Gateway::KIND,
                 Sidecar::KIND,
+                PeerAuthentication::KIND,
             ]
         );
     }

@@ -196,6 +196,8 @@ impl ConfigKind for AuthorizationPolicy {
     const PLURAL: &'static str = "authorizationpolicies";
     const GROUP: &'static str = GROUP;
     const VERSION: &'static str = VERSION;
+    const SERVED_VERSIONS: &'static [&'static str] = &["v1beta1"];
+    const SHORT_NAMES: &'static [&'static str] = &["ap"];
 
     #[cfg(feature = "schema")]
     fn openapi_schema() -> Option<serde_json::Value> {

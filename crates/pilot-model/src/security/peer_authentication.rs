@@ -59,6 +59,8 @@ impl ConfigKind for PeerAuthentication {
     const PLURAL: &'static str = "peerauthentications";
     const GROUP: &'static str = GROUP;
     const VERSION: &'static str = VERSION;
+    const SERVED_VERSIONS: &'static [&'static str] = &["v1beta1"];
+    const SHORT_NAMES: &'static [&'static str] = &["pa"];
 
     #[cfg(feature = "schema")]
     fn openapi_schema() -> Option<serde_json::Value> {

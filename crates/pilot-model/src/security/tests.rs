@@ -111,3 +111,44 @@ fn a_selector_matches_workloads_carrying_all_its_labels() {
     assert!(selector.matches(&labels(&[("app", "reviews"), ("version", "v1")])));
     assert!(!selector.matches(&labels(&[("app", "ratings")])));
 }
+
+#[test]
+fn lists_are_refused_where_objects_belong() {
+    let registry = KindRegistry::new();
+    register(&registry).unwrap();
+    let prepare = |kind: &str, spec: serde_json::Value| {
+        let mut config = crate::DynConfig {
+            meta: crate::ConfigMeta::new(kind, "default", "p"),
+            spec,
+        };
+        config.meta.group = GROUP.into();
+        config.meta.version = VERSION.into();
+        match registry.prepare(config) {
+            Err(StoreError::Invalid { errors, .. }) => errors
+                .iter()
+                .map(|e| format!("{}: {}", e.path, e.message))
+                .collect::<Vec<_>>(),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    };
+    for kind in ["PeerAuthentication", "AuthorizationPolicy"] {
+        let found = prepare(kind, serde_json::json!([{"mode": "STRICT"}]));
+        assert_eq!(
+            found,
+            ["spec: must be an object (a mapping of field names to values), not a list"]
+        );
+    }
+    let found = prepare("PeerAuthentication", serde_json::json!({"mtls": ["STRICT"]}));
+    assert_eq!(
+        found,
+        ["spec.mtls: must be an object (a mapping of field names to values), not a list"]
+    );
+    let found = prepare(
+        "PeerAuthentication",
+        serde_json::json!({"selector": {"matchLabels": {"app": "r"}}, "portLevelMtls": {"80": ["DISABLE"]}}),
+    );
+    assert_eq!(
+        found,
+        ["spec.portLevelMtls.80: must be an object (a mapping of field names to values), not a list"]
+    );
+}

@@ -8,7 +8,14 @@
 //!   instances:
 //!   - {address: 127.0.0.1, port: 9081, labels: {version: v1}}
 //!   - {address: 127.0.0.1, port: 9082, portName: http, labels: {version: v2}}
+//!   - {address: 10.0.0.3, port: 9080, serviceAccount: reviews,
+//!      labels: {version: v3, security.istio.io/tlsMode: istio}}
 //! ```
+//!
+//! An instance's `serviceAccount` is its identity in mutual TLS (the
+//! service's accounts are its instances'); the label
+//! `security.istio.io/tlsMode: istio` says it runs a sidecar that accepts
+//! mutual TLS.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -64,6 +71,9 @@ pub struct InstanceEntry {
     /// Its availability zone.
     #[serde(default)]
     pub availability_zone: Option<String>,
+    /// The service account it runs as: its identity in mutual TLS.
+    #[serde(default)]
+    pub service_account: Option<String>,
 }
 
 /// Reads and checks the file; errors name the file and, for YAML problems,
@@ -105,6 +115,16 @@ pub(crate) fn desired(file: &ServicesFile) -> DesiredState {
             let mut value = Service::new(&entry.hostname, entry.ports.clone());
             value.address = entry.address;
             value.external_name = entry.external_name.clone();
+            // The accounts the instances run as: the identities a client
+            // expects of the service's servers.
+            let mut accounts: Vec<String> = entry
+                .instances
+                .iter()
+                .filter_map(|i| i.service_account.clone())
+                .collect();
+            accounts.sort();
+            accounts.dedup();
+            value.service_accounts = accounts;
             value
         });
         for instance in &entry.instances {
@@ -120,7 +140,10 @@ pub(crate) fn desired(file: &ServicesFile) -> DesiredState {
                 &port_name,
                 Labels(instance.labels.clone()),
             ) {
-                Ok(added) => added.availability_zone = instance.availability_zone.clone(),
+                Ok(added) => {
+                    added.availability_zone = instance.availability_zone.clone();
+                    added.service_account = instance.service_account.clone();
+                }
                 Err(error) => tracing::warn!(%error, hostname = %entry.hostname, "instance not added"),
             }
         }
