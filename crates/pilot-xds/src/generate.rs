@@ -9,14 +9,14 @@ use pilot_model::{ServiceDiscovery, ServiceInstance};
 use pilot_model::routing::RoutingModel;
 
 use crate::{Generator, MeshConfig, Proxy, ProxyType, Resources};
-use crate::{clusters, grpcgen, listeners, routes};
+use crate::{clusters, grpcgen, listeners, rbac, routes};
 
 /// Generates every resource for `proxy` from the registry and the routing
 /// configuration (its compiled model).
 pub fn generate(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> Resources {
     let own = registry.host_instances(&[proxy.ip]);
     let mut resources = generate_outbound(proxy, registry, mesh, &own);
-    resources.extend(generate_inbound(proxy, &own));
+    resources.extend(generate_inbound(proxy, mesh, &own));
     resources
 }
 
@@ -67,9 +67,10 @@ fn envoy_listeners_routes(
 }
 
 /// The inbound side of a captured sidecar: a cluster and a listener for
-/// each of its own instances; of a proxyless gRPC proxy, the listeners its
-/// xDS-enabled servers ask for (nothing for other proxies).
-pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance]) -> Resources {
+/// each of its own instances (with the RBAC filters of the authorization
+/// policies of `mesh` applying to it); of a proxyless gRPC proxy, the
+/// listeners its xDS-enabled servers ask for (nothing for other proxies).
+pub fn generate_inbound(proxy: &Proxy, mesh: &MeshConfig, own: &[ServiceInstance]) -> Resources {
     if proxy.generator == Generator::Grpc {
         return grpcgen::inbound(own);
     }
@@ -78,7 +79,10 @@ pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance]) -> Resources {
     }
     Resources {
         clusters: clusters::inbound(own),
-        listeners: listeners::inbound(own),
+        listeners: listeners::inbound(
+            own,
+            &rbac::Authorization::new(&mesh.authorization_policies, proxy),
+        ),
         ..Default::default()
     }
 }

@@ -124,8 +124,9 @@ fn outbound(proxy: &Proxy, registry: &dyn ServiceDiscovery, plan: &mut ListenerP
     }
 }
 
-/// Inbound listeners for a captured sidecar's own instances, to 127.0.0.1.
-pub(crate) fn inbound(own: &[ServiceInstance]) -> Vec<Listener> {
+/// Inbound listeners for a captured sidecar's own instances, to 127.0.0.1,
+/// with the RBAC filters of the authorization policies applying to them.
+pub(crate) fn inbound(own: &[ServiceInstance], authz: &crate::rbac::Authorization) -> Vec<Listener> {
     let mut listeners = Vec::new();
     let mut taken = BTreeSet::new();
     for instance in own {
@@ -135,7 +136,7 @@ pub(crate) fn inbound(own: &[ServiceInstance]) -> Vec<Listener> {
         }
         let cluster =
             ClusterName::inbound(&instance.service.hostname, instance.endpoint.service_port.port).to_string();
-        let chain = if instance.endpoint.service_port.protocol.is_http() {
+        let mut chain = if instance.endpoint.service_port.protocol.is_http() {
             http_filter_chain(
                 &format!("inbound_{port}"),
                 http_connection_manager::RouteSpecifier::RouteConfig(RouteConfiguration {
@@ -152,6 +153,7 @@ pub(crate) fn inbound(own: &[ServiceInstance]) -> Vec<Listener> {
         } else {
             tcp_filter_chain(&cluster)
         };
+        authz.secure(&mut chain, &instance.labels);
         listeners.push(listener(&format!("{ip}_{port}"), &ip, port, false, chain));
     }
     listeners

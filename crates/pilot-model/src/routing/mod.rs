@@ -52,6 +52,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
 use crate::networking::{DestinationRule, VirtualService};
+use crate::security::AuthorizationPolicy;
 use crate::{Config, ConfigKind, DynConfig, Labels, StoreError};
 
 mod edge;
@@ -92,6 +93,9 @@ pub struct RoutingConfigs {
     pub virtual_services: Vec<Config<VirtualService>>,
     /// Destination rules (`networking.istio.io`).
     pub destination_rules: Vec<Config<DestinationRule>>,
+    /// Authorization policies (`security.istio.io`), read by inbound
+    /// generation; not part of the routing model.
+    pub authorization_policies: Vec<Config<AuthorizationPolicy>>,
     /// The DNS suffix of service hostnames (`svc.cluster.local`).
     pub domain_suffix: String,
 }
@@ -105,6 +109,7 @@ impl Default for RoutingConfigs {
             ingress_rules: Vec::new(),
             virtual_services: Vec::new(),
             destination_rules: Vec::new(),
+            authorization_policies: Vec::new(),
             domain_suffix: DEFAULT_DOMAIN_SUFFIX.into(),
         }
     }
@@ -123,6 +128,7 @@ impl RoutingConfigs {
                 IngressRule::KIND => out.ingress_rules.push(Config::from_dyn(config)?),
                 VirtualService::KIND => out.virtual_services.push(Config::from_dyn(config)?),
                 DestinationRule::KIND => out.destination_rules.push(Config::from_dyn(config)?),
+                AuthorizationPolicy::KIND => out.authorization_policies.push(Config::from_dyn(config)?),
                 _ => {}
             }
         }
