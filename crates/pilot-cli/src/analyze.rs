@@ -13,12 +13,13 @@
 //! | `PLT0106` | warning | no (labels) / yes | a destination policy no rule or service uses |
 //!
 //! The networking.istio.io kinds have their own checks (`PLT02xx`,
-//! [`networking`]).
+//! [`networking`]), AuthorizationPolicy too (`PLT03xx`, [`security`]).
 //!
 //! Rules for a service are tried highest precedence first, ties by
 //! namespace then name, as pilot-xds orders them.
 
 mod networking;
+mod security;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -99,6 +100,7 @@ pub fn analyze(objects: &[DynConfig], services: Option<&Services>, domain: &str)
         references(&typed, services, domain, &mut out);
     }
     networking::analyze(objects, services, domain, &mut out);
+    security::analyze(objects, services, &mut out);
     out.sort_by(|a, b| {
         (&a.kind, &a.namespace, &a.name, a.code, &a.path).cmp(&(
             &b.kind,
