@@ -7,6 +7,7 @@ use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use pilot_model::{ServiceDiscovery, ServiceInstance};
 
 use pilot_model::routing::RoutingModel;
+use pilot_model::security::ROOT_NAMESPACE;
 
 use crate::{Generator, MeshConfig, Proxy, ProxyType, Resources};
 use crate::{clusters, grpcgen, listeners, rbac, routes};
@@ -16,7 +17,7 @@ use crate::{clusters, grpcgen, listeners, rbac, routes};
 pub fn generate(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> Resources {
     let own = registry.host_instances(&[proxy.ip]);
     let mut resources = generate_outbound(proxy, registry, mesh, &own);
-    resources.extend(generate_inbound(proxy, mesh, &own));
+    resources.extend(generate_inbound(proxy, &own, mesh));
     resources
 }
 
@@ -70,7 +71,7 @@ fn envoy_listeners_routes(
 /// each of its own instances (with the RBAC filters of the authorization
 /// policies of `mesh` applying to it); of a proxyless gRPC proxy, the
 /// listeners its xDS-enabled servers ask for (nothing for other proxies).
-pub fn generate_inbound(proxy: &Proxy, mesh: &MeshConfig, own: &[ServiceInstance]) -> Resources {
+pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfig) -> Resources {
     if proxy.generator == Generator::Grpc {
         return grpcgen::inbound(own);
     }
@@ -81,7 +82,7 @@ pub fn generate_inbound(proxy: &Proxy, mesh: &MeshConfig, own: &[ServiceInstance
         clusters: clusters::inbound(own),
         listeners: listeners::inbound(
             own,
-            &rbac::Authorization::new(&mesh.authorization_policies, proxy),
+            &rbac::Authorization::new(&mesh.authorization_policies, ROOT_NAMESPACE, proxy),
         ),
         ..Default::default()
     }

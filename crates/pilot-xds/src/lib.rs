@@ -14,7 +14,8 @@
 //!   cluster, with their zone as locality.
 //! - LDS ([`Resources::listeners`]): for sidecars with capture, the virtual
 //!   listener (original destination), outbound listeners that do not bind,
-//!   and inbound listeners; without capture, outbound listeners bound on
+//!   and inbound listeners (with the RBAC filters of the
+//!   `AuthorizationPolicy` objects applying to the workload); without capture, outbound listeners bound on
 //!   127.0.0.1 at each service port; for ingress proxies, listeners from
 //!   the model's ingress servers. HTTP gets the connection manager (RDS; fault, CORS and
 //!   router filters), TCP a TCP proxy.

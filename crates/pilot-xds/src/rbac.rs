@@ -2,7 +2,8 @@
 //! workload, as Envoy's RBAC filters on its inbound listeners.
 //!
 //! A policy applies to the workloads of its namespace (of the mesh, in
-//! `pilot_model::security::ROOT_NAMESPACE`) its selector matches. On an HTTP port the HTTP
+//! the root namespace, `istio-system` unless said otherwise) its selector
+//! matches. On an HTTP port the HTTP
 //! connection manager gets `envoy.filters.http.rbac` before its other
 //! filters; on a TCP port the filter chain gets `envoy.filters.network.rbac`
 //! before the TCP proxy. The DENY filter comes first (any matching rule
@@ -56,25 +57,46 @@ const SPIFFE: &str = "spiffe://";
 /// one workload namespace.
 pub(crate) struct Authorization<'a> {
     policies: &'a [Config<AuthorizationPolicy>],
+    root_namespace: &'a str,
     namespace: &'a str,
+    labels: &'a Labels,
 }
 
 impl<'a> Authorization<'a> {
-    /// The `policies` as they apply to the workloads of `proxy`, in its
-    /// namespace (the first label of its domain).
-    pub(crate) fn new(policies: &'a [Config<AuthorizationPolicy>], proxy: &'a Proxy) -> Self {
+    /// The `policies` as they apply to the workloads of `proxy`: in its
+    /// namespace (the first label of its domain), with its labels and its
+    /// instances' own; mesh-wide from `root_namespace`.
+    pub(crate) fn new(
+        policies: &'a [Config<AuthorizationPolicy>],
+        root_namespace: &'a str,
+        proxy: &'a Proxy,
+    ) -> Self {
         let namespace = proxy.domain.split('.').next().unwrap_or_default();
-        Authorization { policies, namespace }
+        Authorization {
+            policies,
+            root_namespace,
+            namespace,
+            labels: &proxy.labels,
+        }
     }
 
     /// Puts the RBAC filters of the policies that apply to a workload
     /// carrying `labels` into its inbound filter `chain` (an HTTP
     /// connection manager's, or a TCP proxy's); nothing when none applies.
     pub(crate) fn secure(&self, chain: &mut FilterChain, labels: &Labels) {
+        let mut labels_of_workload = self.labels.0.clone();
+        labels_of_workload.extend(labels.0.clone());
         let applying: Vec<&Config<AuthorizationPolicy>> = self
             .policies
             .iter()
-            .filter(|p| p.spec.applies_to(&p.meta.namespace, self.namespace, &labels.0))
+            .filter(|p| {
+                p.spec.applies_to(
+                    &p.meta.namespace,
+                    self.root_namespace,
+                    self.namespace,
+                    &labels_of_workload,
+                )
+            })
             .collect();
         if applying.is_empty() {
             return;

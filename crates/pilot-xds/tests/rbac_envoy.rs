@@ -93,7 +93,7 @@ fn policies(yaml: &str) -> MeshConfig {
 
 fn inbound(mesh: &MeshConfig, own: &[ServiceInstance]) -> Resources {
     let proxy = Proxy::from_node_id(NODE).unwrap();
-    let resources = generate_inbound(&proxy, mesh, own);
+    let resources = generate_inbound(&proxy, own, mesh);
     resources.check().unwrap();
     resources
 }

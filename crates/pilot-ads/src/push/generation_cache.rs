@@ -183,7 +183,7 @@ impl GeneratedCache {
             })
             .await
             .clone();
-        let inbound = generate_inbound(proxy, mesh, &own);
+        let inbound = generate_inbound(proxy, &own, mesh);
         let own = (inbound != Resources::default()).then(|| Arc::new(Generated::encode(&inbound)));
         ProxyConfig { shared, own }
     }

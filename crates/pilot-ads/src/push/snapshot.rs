@@ -16,15 +16,16 @@ use super::inputs::{LeftOut, PushObjects};
 use super::proxy_config::ProxyConfig;
 
 /// The kinds a push is generated from (the routing configuration, compiled
-/// into the routing model): the kinds whose objects get a distribution
-/// status.
-pub const PUSHED_KINDS: [&str; 6] = [
+/// into the routing model, and the authorization policies of inbound
+/// listeners): the kinds whose objects get a distribution status.
+pub const PUSHED_KINDS: [&str; 7] = [
     "RouteRule",
     "DestinationPolicy",
     "EgressRule",
     "IngressRule",
     "VirtualService",
     "DestinationRule",
+    "AuthorizationPolicy",
 ];
 
 /// One push: the routing configuration and the registry's state, both
@@ -122,10 +123,11 @@ pub struct PushInfo {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn pushed_kinds_are_the_istio_routing_kinds() {
+    fn pushed_kinds_are_the_istio_routing_kinds_and_authorization() {
         use pilot_model::ConfigKind;
         use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
         use pilot_model::networking::{DestinationRule, VirtualService};
+        use pilot_model::security::AuthorizationPolicy;
         assert_eq!(
             super::PUSHED_KINDS,
             [
@@ -135,6 +137,7 @@ mod tests {
                 IngressRule::KIND,
                 VirtualService::KIND,
                 DestinationRule::KIND,
+                AuthorizationPolicy::KIND,
             ]
         );
     }

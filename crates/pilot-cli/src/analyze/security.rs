@@ -33,7 +33,9 @@ pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &
             .iter()
             .flat_map(|(host, instances)| {
                 let namespace = host.split('.').nth(1).unwrap_or_default().to_string();
-                instances.iter().map(move |labels| (namespace.clone(), labels.clone()))
+                instances
+                    .iter()
+                    .map(move |labels| (namespace.clone(), labels.clone()))
             })
             .collect()
     });
@@ -45,7 +47,7 @@ pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &
         let applying: Vec<(String, Labels)> = match &workloads {
             Some(workloads) => workloads
                 .iter()
-                .filter(|(ns, labels)| spec.applies_to(namespace, ns, labels))
+                .filter(|(ns, labels)| spec.applies_to(namespace, ROOT_NAMESPACE, ns, labels))
                 .cloned()
                 .collect(),
             None => vec![(
@@ -173,8 +175,10 @@ mod tests {
             ("reviews.default.svc.cluster.local", "reviews"),
             ("ratings.legacy.svc.cluster.local", "ratings"),
         ] {
-            out.hosts
-                .insert(host.into(), vec![BTreeMap::from([("app".to_string(), app.to_string())])]);
+            out.hosts.insert(
+                host.into(),
+                vec![BTreeMap::from([("app".to_string(), app.to_string())])],
+            );
         }
         out
     }
@@ -182,7 +186,9 @@ mod tests {
     fn found(objects: &[DynConfig], services: Option<&Services>) -> Vec<(&'static str, String, String)> {
         let mut out = Vec::new();
         analyze(objects, services, &mut out);
-        out.iter().map(|f| (f.code, f.name.clone(), f.path.clone())).collect()
+        out.iter()
+            .map(|f| (f.code, f.name.clone(), f.path.clone()))
+            .collect()
     }
 
     const POLICIES: &str = r#"

@@ -190,15 +190,17 @@ pub const ROOT_NAMESPACE: &str = "istio-system";
 
 impl AuthorizationPolicy {
     /// Whether this policy, kept in `namespace`, applies to a workload of
-    /// `workload_namespace` carrying `labels`: same namespace (or the root
-    /// namespace), and the selector, if any, matches.
+    /// `workload_namespace` carrying `labels`: same namespace (or the
+    /// mesh's `root_namespace`, usually [`ROOT_NAMESPACE`]), and the
+    /// selector, if any, matches.
     pub fn applies_to(
         &self,
         namespace: &str,
+        root_namespace: &str,
         workload_namespace: &str,
         labels: &BTreeMap<String, String>,
     ) -> bool {
-        (namespace == ROOT_NAMESPACE || namespace == workload_namespace)
+        (namespace == root_namespace || namespace == workload_namespace)
             && self.selector.as_ref().is_none_or(|s| s.matches(labels))
     }
 }

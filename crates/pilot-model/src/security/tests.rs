@@ -111,3 +111,17 @@ fn a_selector_matches_workloads_carrying_all_its_labels() {
     assert!(selector.matches(&labels(&[("app", "reviews"), ("version", "v1")])));
     assert!(!selector.matches(&labels(&[("app", "ratings")])));
 }
+
+#[test]
+fn destination_port_conditions_are_ports() {
+    let found = errors::<AuthorizationPolicy>(serde_json::json!({
+        "rules": [{"when": [{"key": "destination.port", "values": ["9080", "http"], "notValues": ["0"]}]}],
+    }));
+    assert_eq!(
+        found,
+        [
+            "spec.rules[0].when[0].values[1]: port \"http\" is not a number in 1..65535",
+            "spec.rules[0].when[0].notValues[0]: port \"0\" is not a number in 1..65535",
+        ]
+    );
+}

@@ -148,7 +148,7 @@ fn contents(config: &ProxyConfig) -> Vec<(&'static str, String, u64)> {
 fn full(proxy: &Proxy, registry: &RegistrySnapshot, mesh: &MeshConfig) -> Vec<(&'static str, String, u64)> {
     let own = pilot_model::ServiceDiscovery::host_instances(registry, &[proxy.ip]);
     let mut resources = generate_outbound(proxy, registry, mesh, &own);
-    resources.extend(generate_inbound(proxy, mesh, &own));
+    resources.extend(generate_inbound(proxy, &own, mesh));
     let generated = Generated::encode(&resources);
     let mut all: Vec<_> = ORDER
         .iter()
