@@ -13,12 +13,14 @@
 //! | `PLT0106` | warning | no (labels) / yes | a destination policy no rule or service uses |
 //!
 //! The networking.istio.io kinds have their own checks (`PLT02xx`,
-//! [`networking`], [`service_entries`]), and Sidecars theirs ([`sidecar`]).
+//! [`networking`], [`service_entries`]), Sidecars theirs ([`sidecar`]),
+//! AuthorizationPolicy too (`PLT03xx`, [`security`]).
 //!
 //! Rules for a service are tried highest precedence first, ties by
 //! namespace then name, as pilot-xds orders them.
 
 mod networking;
+mod security;
 mod service_entries;
 mod sidecar;
 
@@ -103,6 +105,7 @@ pub fn analyze(objects: &[DynConfig], services: Option<&Services>, domain: &str)
     networking::analyze(objects, services, domain, &mut out);
     sidecar::analyze(objects, services, &mut out);
     service_entries::analyze(objects, &mut out);
+    security::analyze(objects, services, &mut out);
     out.sort_by(|a, b| {
         (&a.kind, &a.namespace, &a.name, a.code, &a.path).cmp(&(
             &b.kind,

@@ -9,7 +9,7 @@ use pilot_model::{ServiceDiscovery, ServiceInstance};
 use pilot_model::routing::RoutingModel;
 
 use crate::{Generator, MeshConfig, Proxy, ProxyType, Resources};
-use crate::{clusters, grpcgen, listeners, routes};
+use crate::{clusters, grpcgen, listeners, rbac, routes};
 
 /// Generates every resource for `proxy` from the registry and the routing
 /// configuration (its compiled model).
@@ -67,10 +67,12 @@ fn envoy_listeners_routes(
 }
 
 /// The inbound side of a captured sidecar: a cluster and a listener for
-/// each of its own instances; of a proxyless gRPC proxy, the listeners its
-/// xDS-enabled servers ask for (nothing for other proxies). A sidecar
-/// with SDS certificates accepts mutual TLS on its inbound listeners as the
-/// PeerAuthentications of `mesh` say; one without stays plaintext.
+/// each of its own instances (with the RBAC filters of the authorization
+/// policies of `mesh` applying to it); of a proxyless gRPC proxy, the
+/// listeners its xDS-enabled servers ask for (nothing for other proxies).
+/// A sidecar with SDS certificates accepts mutual TLS on its inbound
+/// listeners as the PeerAuthentications of `mesh` say; one without stays
+/// plaintext.
 pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfig) -> Resources {
     if proxy.generator == Generator::Grpc {
         return grpcgen::inbound(own);
@@ -80,15 +82,23 @@ pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfi
     }
     Resources {
         clusters: clusters::inbound(own),
-        listeners: listeners::inbound(own, |instance| {
-            let namespace = proxy.domain.split('.').next().unwrap_or_default();
-            let mut labels = proxy.labels.clone();
-            labels.0.extend(instance.labels.0.clone());
-            match mesh.security_for(proxy) {
-                Some(security) => security.mtls_mode(namespace, &labels, instance.endpoint.port),
-                None => pilot_model::security::MtlsMode::Disable,
-            }
-        }),
+        listeners: listeners::inbound(
+            own,
+            |instance| {
+                let namespace = proxy.domain.split('.').next().unwrap_or_default();
+                let mut labels = proxy.labels.clone();
+                labels.0.extend(instance.labels.0.clone());
+                match mesh.security_for(proxy) {
+                    Some(security) => security.mtls_mode(namespace, &labels, instance.endpoint.port),
+                    None => pilot_model::security::MtlsMode::Disable,
+                }
+            },
+            &rbac::Authorization::new(
+                &mesh.authorization_policies,
+                &mesh.security().root_namespace,
+                proxy,
+            ),
+        ),
         ..Default::default()
     }
 }

@@ -14,7 +14,8 @@
 //!   cluster, with their zone as locality.
 //! - LDS ([`Resources::listeners`]): for sidecars with capture, the virtual
 //!   listener (original destination), outbound listeners that do not bind,
-//!   and inbound listeners; without capture, outbound listeners bound on
+//!   and inbound listeners (with the RBAC filters of the
+//!   `AuthorizationPolicy` objects applying to the workload); without capture, outbound listeners bound on
 //!   127.0.0.1 at each service port; for ingress proxies, listeners from
 //!   the model's ingress servers. HTTP gets the connection manager (RDS; fault, CORS and
 //!   router filters), TCP a TCP proxy.
@@ -54,6 +55,7 @@ mod mesh;
 mod names;
 pub mod parts;
 mod proxy;
+mod rbac;
 mod resolved;
 mod resources;
 mod routes;
@@ -78,6 +80,7 @@ pub use mesh::MeshConfig;
 pub use names::{ClusterName, Direction, route_config_name};
 pub use pilot_model::proxy::{InterceptionMode, ProxyType};
 pub use proxy::{Generator, Proxy};
+pub use rbac::{HTTP_RBAC_FILTER, NETWORK_RBAC_FILTER};
 pub use resources::Resources;
 pub use routes::{CORS_FILTER, FAULT_FILTER};
 pub use scope::{

@@ -138,10 +138,12 @@ fn outbound(
     }
 }
 
-/// Inbound listeners for a captured sidecar's own instances, to 127.0.0.1.
+/// Inbound listeners for a captured sidecar's own instances, to 127.0.0.1,
+/// with the RBAC filters of the authorization policies applying to them.
 pub(crate) fn inbound(
     own: &[ServiceInstance],
     mtls: impl Fn(&ServiceInstance) -> pilot_model::security::MtlsMode,
+    authz: &crate::rbac::Authorization,
 ) -> Vec<Listener> {
     let mut listeners = Vec::new();
     let mut taken = BTreeSet::new();
@@ -152,7 +154,7 @@ pub(crate) fn inbound(
         }
         let cluster =
             ClusterName::inbound(&instance.service.hostname, instance.endpoint.service_port.port).to_string();
-        let chain = if instance.endpoint.service_port.protocol.is_http() {
+        let mut chain = if instance.endpoint.service_port.protocol.is_http() {
             http_filter_chain(
                 &format!("inbound_{port}"),
                 http_connection_manager::RouteSpecifier::RouteConfig(RouteConfiguration {
@@ -169,6 +171,7 @@ pub(crate) fn inbound(
         } else {
             tcp_filter_chain(&cluster)
         };
+        authz.secure(&mut chain, &instance.labels);
         let mut inbound = listener(&format!("{ip}_{port}"), &ip, port, false, chain);
         crate::security::secure_inbound(&mut inbound, mtls(instance));
         listeners.push(inbound);

@@ -138,6 +138,12 @@ fn security_versions(mesh: &MeshConfig) -> Vec<(pilot_model::ConfigKey, Option<S
         .peer_authentications
         .iter()
         .map(|c| (c.key(), c.meta.resource_version.clone()))
+        .chain(
+            mesh.configs()
+                .authorization_policies
+                .iter()
+                .map(|c| (c.key(), c.meta.resource_version.clone())),
+        )
         .collect()
 }
 

@@ -16,9 +16,10 @@ use super::inputs::{LeftOut, PushObjects};
 use super::proxy_config::ProxyConfig;
 
 /// The kinds a push is generated from (the routing configuration, compiled
-/// into the routing model, and the PeerAuthentications that decide mutual
-/// TLS): the kinds whose objects get a distribution status.
-pub const PUSHED_KINDS: [&str; 9] = [
+/// into the routing model, the PeerAuthentications that decide mutual
+/// TLS and the authorization policies of inbound listeners): the kinds
+/// whose objects get a distribution status.
+pub const PUSHED_KINDS: [&str; 10] = [
     "RouteRule",
     "DestinationPolicy",
     "EgressRule",
@@ -28,6 +29,7 @@ pub const PUSHED_KINDS: [&str; 9] = [
     "Gateway",
     "Sidecar",
     "PeerAuthentication",
+    "AuthorizationPolicy",
 ];
 
 /// One push: the routing configuration and the registry's state, both
@@ -128,11 +130,11 @@ pub struct PushInfo {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn pushed_kinds_are_the_istio_routing_and_peer_authentication_kinds() {
+    fn pushed_kinds_are_the_istio_routing_and_security_kinds() {
         use pilot_model::ConfigKind;
         use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
         use pilot_model::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
-        use pilot_model::security::PeerAuthentication;
+        use pilot_model::security::{AuthorizationPolicy, PeerAuthentication};
         assert_eq!(
             super::PUSHED_KINDS,
             [
@@ -145,6 +147,7 @@ mod tests {
                 Gateway::KIND,
                 Sidecar::KIND,
                 PeerAuthentication::KIND,
+                AuthorizationPolicy::KIND,
             ]
         );
     }

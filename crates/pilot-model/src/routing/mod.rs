@@ -53,6 +53,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
 use crate::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
+use crate::security::AuthorizationPolicy;
 use crate::{Config, ConfigKind, DynConfig, Labels, StoreError};
 
 mod edge;
@@ -103,6 +104,9 @@ pub struct RoutingConfigs {
     /// Sidecars (`networking.istio.io`): what each proxy sees
     /// ([`RoutingConfigs::visible_to`], pilot-xds's scope).
     pub sidecars: Vec<Config<Sidecar>>,
+    /// Authorization policies (`security.istio.io`), read by inbound
+    /// generation; not part of the routing model.
+    pub authorization_policies: Vec<Config<AuthorizationPolicy>>,
     /// The DNS suffix of service hostnames (`svc.cluster.local`).
     pub domain_suffix: String,
     /// The namespace whose selector-less Sidecar is the mesh's default
@@ -127,6 +131,7 @@ impl Default for RoutingConfigs {
             destination_rules: Vec::new(),
             gateways: Vec::new(),
             sidecars: Vec::new(),
+            authorization_policies: Vec::new(),
             domain_suffix: DEFAULT_DOMAIN_SUFFIX.into(),
             root_namespace: DEFAULT_ROOT_NAMESPACE.into(),
             default_export_to: Vec::new(),
@@ -149,6 +154,7 @@ impl RoutingConfigs {
                 DestinationRule::KIND => out.destination_rules.push(Config::from_dyn(config)?),
                 Gateway::KIND => out.gateways.push(Config::from_dyn(config)?),
                 Sidecar::KIND => out.sidecars.push(Config::from_dyn(config)?),
+                AuthorizationPolicy::KIND => out.authorization_policies.push(Config::from_dyn(config)?),
                 _ => {}
             }
         }

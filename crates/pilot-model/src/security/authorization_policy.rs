@@ -3,6 +3,8 @@
 //! then ALLOW policies (when any selects the workload, a request must
 //! match one of their rules; when none does, everything is allowed).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::{GROUP, VERSION, WorkloadSelector};
@@ -180,6 +182,82 @@ pub const WHEN_KEYS: [&str; 7] = [
     "destination.port",
     "connection.sni",
 ];
+
+/// The namespace whose policies without a selector apply to every
+/// workload of the mesh (Istio's default `rootNamespace`); its policies
+/// with a selector apply to the selected workloads of every namespace.
+pub const ROOT_NAMESPACE: &str = "istio-system";
+
+impl AuthorizationPolicy {
+    /// Whether this policy, kept in `namespace`, applies to a workload of
+    /// `workload_namespace` carrying `labels`: same namespace (or the
+    /// mesh's `root_namespace`, usually [`ROOT_NAMESPACE`]), and the
+    /// selector, if any, matches.
+    pub fn applies_to(
+        &self,
+        namespace: &str,
+        root_namespace: &str,
+        workload_namespace: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> bool {
+        (namespace == root_namespace || namespace == workload_namespace)
+            && self.selector.as_ref().is_none_or(|s| s.matches(labels))
+    }
+}
+
+impl Rule {
+    /// The fields of this rule only an HTTP request has (`to.operation`
+    /// hosts, methods, paths and their `not` lists; `when` on
+    /// `request.headers[...]`), as field paths under `at`
+    /// (`spec.rules[i]`). A TCP connection never matches them: on a TCP
+    /// port an ALLOW rule using them is skipped, and a DENY rule is kept
+    /// without them (so it denies more, never less), as Istio does.
+    pub fn http_only_fields(&self, at: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        for (entry, to) in self.to.iter().flatten().enumerate() {
+            let Some(operation) = &to.operation else { continue };
+            for (field, values) in operation.http_only() {
+                if !values.is_empty() {
+                    found.push(format!("{at}.to[{entry}].operation.{field}"));
+                }
+            }
+        }
+        for (entry, condition) in self.when.iter().enumerate() {
+            if condition.is_http_only() {
+                found.push(format!("{at}.when[{entry}]"));
+            }
+        }
+        found
+    }
+}
+
+impl Operation {
+    /// The HTTP-only lists, by field name.
+    pub fn http_only(&self) -> [(&'static str, &Vec<String>); 6] {
+        [
+            ("hosts", &self.hosts),
+            ("notHosts", &self.not_hosts),
+            ("methods", &self.methods),
+            ("notMethods", &self.not_methods),
+            ("paths", &self.paths),
+            ("notPaths", &self.not_paths),
+        ]
+    }
+}
+
+impl Condition {
+    /// The header a `request.headers[NAME]` condition reads.
+    pub fn header(&self) -> Option<&str> {
+        self.key
+            .strip_prefix("request.headers[")
+            .and_then(|k| k.strip_suffix(']'))
+    }
+
+    /// Whether only an HTTP request has the attribute.
+    pub fn is_http_only(&self) -> bool {
+        self.header().is_some() || self.key.starts_with("request.")
+    }
+}
 
 /// The field path of `rules[rule].from[entry]`.
 pub fn from_entry(rule: usize, entry: usize) -> String {
@@ -370,6 +448,21 @@ fn validate_condition(errors: &mut FieldErrors, path: &str, condition: &Conditio
     }
     check_values(errors, &format!("{path}.values"), &condition.values);
     check_values(errors, &format!("{path}.notValues"), &condition.not_values);
+    if key == "destination.port" {
+        for (field, values) in [
+            ("values", &condition.values),
+            ("notValues", &condition.not_values),
+        ] {
+            for (i, value) in values.iter().enumerate() {
+                if !matches!(value.parse::<u32>(), Ok(1..=65_535)) {
+                    errors.push(
+                        format!("{path}.{field}[{i}]"),
+                        format!("port {value:?} is not a number in 1..65535"),
+                    );
+                }
+            }
+        }
+    }
     if matches!(key, "source.ip" | "remote.ip" | "destination.ip") {
         for (field, values) in [
             ("values", &condition.values),

@@ -152,3 +152,17 @@ fn lists_are_refused_where_objects_belong() {
         ["spec.portLevelMtls.80: must be an object (a mapping of field names to values), not a list"]
     );
 }
+
+#[test]
+fn destination_port_conditions_are_ports() {
+    let found = errors::<AuthorizationPolicy>(serde_json::json!({
+        "rules": [{"when": [{"key": "destination.port", "values": ["9080", "http"], "notValues": ["0"]}]}],
+    }));
+    assert_eq!(
+        found,
+        [
+            "spec.rules[0].when[0].values[1]: port \"http\" is not a number in 1..65535",
+            "spec.rules[0].when[0].notValues[0]: port \"0\" is not a number in 1..65535",
+        ]
+    );
+}
