@@ -142,7 +142,12 @@ pub(super) fn destination_policies(configs: &RoutingConfigs, subsets: &SubsetNam
     for (host, entry) in hosts {
         let (namespace, name) = placement(&host, &configs.domain_suffix, &entry.namespace);
         let name = out.unique_name("DestinationRule", &namespace, &name);
-        let top = entry.top.as_ref().map(|(p, _)| p.clone());
+        // v1 refuses an empty policy; none says the same.
+        let top = entry
+            .top
+            .as_ref()
+            .map(|(p, _)| p.clone())
+            .filter(|p| *p != TrafficPolicy::default());
         let mut rule = DestinationRule {
             host: host.clone(),
             traffic_policy: top.clone(),
@@ -156,7 +161,9 @@ pub(super) fn destination_policies(configs: &RoutingConfigs, subsets: &SubsetNam
             rule.subsets.push(Subset {
                 name: subset_name.clone(),
                 labels: labels.0.clone(),
-                traffic_policy: own.map(|(p, _)| p.clone()),
+                traffic_policy: own
+                    .map(|(p, _)| p.clone())
+                    .filter(|p| *p != TrafficPolicy::default()),
             });
         }
         out.destination_rules.push(Config::new(namespace, name, rule));
@@ -256,10 +263,20 @@ fn traffic_policy(policy: &Config<DestinationPolicy>, out: &mut Out) -> TrafficP
         max_retries: cb.http_max_retries,
         ..Default::default()
     };
-    result.connection_pool = Some(ConnectionPoolSettings {
-        tcp: (tcp != TcpSettings::default()).then_some(tcp),
-        http: (http != HttpSettings::default()).then_some(http),
-    });
+    if tcp == TcpSettings::default() && http == HttpSettings::default() {
+        // v1 refuses an empty connection pool; v1alpha2 sent Envoy empty
+        // thresholds, which are its defaults.
+        out.note(
+            policy,
+            "spec.circuitBreaker.simpleCb",
+            "sets no connection limit, and v1 refuses an empty connectionPool: none written (Envoy's defaults either way)",
+        );
+    } else {
+        result.connection_pool = Some(ConnectionPoolSettings {
+            tcp: (tcp != TcpSettings::default()).then_some(tcp),
+            http: (http != HttpSettings::default()).then_some(http),
+        });
+    }
     if cb.http_consecutive_errors.is_some()
         || cb.http_detection_interval.is_some()
         || cb.sleep_window.is_some()
