@@ -51,13 +51,18 @@ pub fn serve(mut stream: TcpStream, version: &str, delay: Arc<AtomicU64>) {
     }
 }
 
-/// One request through Envoy's listener; (status, body).
+/// One request for `reviews` through Envoy's listener; (status, body).
 pub fn request(port: u16, headers: &[(&str, &str)]) -> (u16, String) {
+    request_to(port, "reviews", headers)
+}
+
+/// One request for `host` through Envoy's listener; (status, body).
+pub fn request_to(port: u16, host: &str, headers: &[(&str, &str)]) -> (u16, String) {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return (0, String::new());
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut text = String::from("GET / HTTP/1.1\r\nhost: reviews\r\nconnection: close\r\n");
+    let mut text = format!("GET / HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n");
     for (k, v) in headers {
         text.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -102,11 +107,16 @@ pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
-/// Counts of bodies over `n` requests.
+/// Counts of bodies over `n` requests for `reviews`.
 pub fn spread(port: u16, n: usize, headers: &[(&str, &str)]) -> BTreeMap<String, usize> {
+    spread_to(port, "reviews", n, headers)
+}
+
+/// Counts of bodies (or `status N`) over `n` requests for `host`.
+pub fn spread_to(port: u16, host: &str, n: usize, headers: &[(&str, &str)]) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for _ in 0..n {
-        let (status, body) = request(port, headers);
+        let (status, body) = request_to(port, host, headers);
         *counts
             .entry(if status == 200 {
                 body
