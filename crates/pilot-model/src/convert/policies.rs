@@ -129,14 +129,20 @@ pub(super) fn destination_policies(configs: &RoutingConfigs, subsets: &SubsetNam
             } else {
                 entry.top = Some((converted, policy.clone()));
             }
-        } else if entry.subsets.contains_key(&labels) {
-            out.note(
-                policy,
-                "spec.destination.labels",
-                format!("an earlier policy for {host} {labels} wins, as it did: not converted"),
-            );
         } else {
-            entry.subsets.insert(labels, (converted, policy.clone()));
+            match entry.subsets.entry(labels) {
+                std::collections::btree_map::Entry::Occupied(taken) => out.note(
+                    policy,
+                    "spec.destination.labels",
+                    format!(
+                        "an earlier policy for {host} {} wins, as it did: not converted",
+                        taken.key()
+                    ),
+                ),
+                std::collections::btree_map::Entry::Vacant(free) => {
+                    free.insert((converted, policy.clone()));
+                }
+            }
         }
     }
     for (host, entry) in hosts {
