@@ -254,7 +254,7 @@ spec:
         .find(|o| o.meta.kind == "VirtualService")
         .map(|o| Config::from_dyn(o).unwrap())
         .unwrap();
-    assert_eq!(vs.spec.gateways, [gateway.meta.name.clone()]);
+    assert_eq!(vs.spec.gateways, std::slice::from_ref(&gateway.meta.name));
     let order: Vec<&str> = vs.spec.http.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(order, ["bookinfo-tls", "bookinfo"]);
     assert_eq!(vs.spec.http[1].matches[0].port, Some(80));
