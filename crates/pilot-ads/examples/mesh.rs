@@ -1,6 +1,7 @@
 //! A bookinfo-like mesh served to a real Envoy: the discovery server on the
 //! in-memory store and registry, with small HTTP upstreams that answer with
-//! their version, and the bookinfo example rules applied.
+//! their version, and the bookinfo example rules applied as the
+//! `networking.istio.io/v1` objects `pilotctl convert` makes of them.
 //!
 //!     cargo run -p pilot-ads --example mesh
 //!
@@ -13,7 +14,8 @@ use std::sync::Arc;
 
 use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{
-    ConfigStore, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, document, istio,
+    ConfigStore, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, convert,
+    default_registry, document,
 };
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
@@ -57,16 +59,19 @@ async fn upstream(answer: String) -> std::io::Result<u16> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // Configuration: the bookinfo rules (later files win for the same name).
-    let registry = istio::registry();
+    // Configuration: the bookinfo rules (later files win for the same
+    // name), converted to VirtualServices, DestinationRules, a
+    // ServiceEntry and a Gateway as `pilotctl convert` writes them.
+    let registry = default_registry();
     let store = MemoryConfigStore::new(registry.clone());
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/bookinfo");
     let mut rules = BTreeMap::new();
     for object in document::read_dir(&dir, &registry)? {
         rules.insert(object.key(), object);
     }
-    for rule in rules.into_values() {
-        store.create(rule).await?;
+    let rules: Vec<_> = rules.into_values().collect();
+    for object in convert::convert_objects(&rules)?.objects {
+        store.create(object).await?;
     }
     let controller = Arc::new(Controller::new(Arc::new(store)));
     controller.run();

@@ -94,6 +94,18 @@ pub async fn from_server(
     client: &Client,
     registry: &KindRegistry,
 ) -> Result<(Vec<DynConfig>, Services), Failure> {
+    let objects = server_objects(client, registry).await?;
+    let mut services = Services::default();
+    add_services(
+        "/debug/registryz",
+        &get_json(client, "/debug/registryz").await?,
+        &mut services,
+    )?;
+    Ok((objects, services))
+}
+
+/// Every object of every kind on the server.
+pub async fn server_objects(client: &Client, registry: &KindRegistry) -> Result<Vec<DynConfig>, Failure> {
     let mut objects = Vec::new();
     for kind in registry.kinds() {
         let Some(schema) = registry.get(&kind) else {
@@ -107,13 +119,7 @@ pub async fn from_server(
         })?;
         objects.append(&mut items);
     }
-    let mut services = Services::default();
-    add_services(
-        "/debug/registryz",
-        &get_json(client, "/debug/registryz").await?,
-        &mut services,
-    )?;
-    Ok((objects, services))
+    Ok(objects)
 }
 
 async fn get_json(client: &Client, path: &str) -> Result<Value, Failure> {

@@ -42,6 +42,15 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         }
         return Ok(());
     }
+    if let Command::Convert(args) = &command
+        && !args.from_server
+    {
+        if args.files.files.is_empty() {
+            return Err(Failure::usage("convert: give files with -f, or --from-server"));
+        }
+        let objects = crate::convert::read(&args.files.files, &registry, &namespace)?;
+        return crate::convert::write(&objects, args);
+    }
     if let Command::GrpcBootstrap(args) = &command {
         return crate::bootstrap::run(args, &namespace);
     }
@@ -66,6 +75,10 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
     let client = connect(server, token, ca_file)?;
     match command {
         Command::Validate(_) | Command::GrpcBootstrap(_) | Command::KubeInject { .. } => Ok(()),
+        Command::Convert(args) => {
+            let objects = analyze_cmd::server_objects(&client, &registry).await?;
+            crate::convert::write(&objects, &args)
+        }
         Command::Analyze {
             files: file_args,
             services: _,

@@ -13,6 +13,7 @@
 //! pilotctl quarantine                           # objects in the store that fail validation
 //! pilotctl grpc-bootstrap --xds-address 127.0.0.1:15010 -o bootstrap.json  # proxyless gRPC
 //! pilotctl kube-inject -f deployment.yaml       # add the sidecar (offline)
+//! pilotctl convert -f rules/ [-o out/]          # v1alpha2 routing kinds to networking.istio.io/v1
 //! ```
 //!
 //! Exit codes: 0 success, 1 an operation failed, 2 usage error.
@@ -22,6 +23,7 @@ mod analyze_cmd;
 mod bootstrap;
 mod client;
 mod commands;
+mod convert;
 mod files;
 mod inject;
 mod kinds;
@@ -139,6 +141,12 @@ pub enum Command {
     /// Write the xDS bootstrap of a proxyless gRPC workload (for
     /// GRPC_XDS_BOOTSTRAP); needs no server.
     GrpcBootstrap(bootstrap::BootstrapArgs),
+    /// Convert v1alpha2 RouteRules, DestinationPolicies, EgressRules and
+    /// IngressRules (files, or the server's objects with --from-server) to
+    /// networking.istio.io/v1 VirtualServices, DestinationRules,
+    /// ServiceEntries and Gateways; other objects pass through. A note on
+    /// stderr for each construct with no exact equivalent.
+    Convert(convert::ConvertArgs),
     /// Add the sidecar (pilot-agent's init container and proxy) to the Pods,
     /// Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs
     /// and Lists of YAML or JSON files; the result goes to stdout (offline).

@@ -44,6 +44,7 @@ mod service;
 mod store;
 mod validation;
 
+pub mod convert;
 pub mod document;
 pub mod istio;
 pub mod networking;

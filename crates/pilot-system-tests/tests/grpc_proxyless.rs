@@ -10,7 +10,8 @@
 //! the servers start serving only on pilot's inbound listeners. Calls
 //! made without pause while the split rule is deleted and applied again
 //! (and changed) all succeed: the subset clusters stay with the client
-//! until its routes no longer name them.
+//! until its routes no longer name them. A VirtualService and
+//! DestinationRule split and match calls as the rules do.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -30,70 +31,15 @@ const CALLS: u64 = 1000;
 
 #[test]
 fn grpc_client_resolves_xds_names_through_pilot() {
-    let dir = tempfile::tempdir().unwrap();
-    let service_port = free_port();
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let services = dir.path().join("services.yaml");
-    let mut text = format!(
-        "services:\n- hostname: {HOST}\n  ports: [{{name: grpc, port: {service_port}, protocol: GRPC}}]\n  instances:\n"
-    );
-    for (version, port) in ["v1", "v2", "v3"].iter().zip(&ports) {
-        text.push_str(&format!(
-            "  - {{address: 127.0.0.1, port: {port}, labels: {{app: greeter, version: {version}}}}}\n"
-        ));
-    }
-    std::fs::write(&services, text).unwrap();
-    let server = discovery(&Store::Memory, &["--services", services.to_str().unwrap()]);
+    let GrpcMesh {
+        dir,
+        server,
+        servers,
+        mut client,
+        service_port,
+        client_bootstrap,
+    } = grpc_mesh(&rules(80, 20));
     let url = Some(server.url.as_str());
-    let applied = pilotctl(url, &["apply", "-f", "-"], &[], Some(&rules(80, 20)));
-    assert_eq!(applied.code, 0, "{applied:?}");
-
-    // Bootstraps from pilotctl, for the servers' node and the client's.
-    let xds = format!("127.0.0.1:{}", server.xds_port);
-    let server_bootstrap = dir.path().join("server.json");
-    let client_bootstrap = dir.path().join("client.json");
-    for (path, extra) in [
-        (
-            &server_bootstrap,
-            &["--id", "greeter.default", "--labels", "app=greeter"][..],
-        ),
-        (&client_bootstrap, &[][..]),
-    ] {
-        let mut args = vec![
-            "grpc-bootstrap",
-            "--xds-address",
-            &xds,
-            "-o",
-            path.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let written = pilotctl(None, &args, &[], None);
-        assert_eq!(written.code, 0, "{written:?}");
-    }
-
-    // Three xDS-enabled servers: each serves only once pilot sent the
-    // listener for its address.
-    let servers: Vec<Python> = ["v1", "v2", "v3"]
-        .iter()
-        .zip(&ports)
-        .map(|(version, port)| {
-            let mut python = Python::start(
-                "server.py",
-                &[version, &port.to_string(), "--xds"],
-                &server_bootstrap,
-                dir.path(),
-            );
-            assert_eq!(python.line(), "started", "{}", python.log());
-            python
-        })
-        .collect();
-    let mut client = Python::start("client.py", &[], &client_bootstrap, dir.path());
-    for (port, python) in ports.iter().zip(&servers) {
-        eventually("the xDS-enabled server to serve on pilot's listener", || {
-            client.ask(&format!("health 127.0.0.1:{port}"))["status"] == "SERVING"
-        });
-        assert!(python.log().contains("will start serving"), "{}", python.log());
-    }
 
     // The health service through xds:///, then all four types SYNCED.
     let full = format!("xds:///{HOST}:{service_port}");
@@ -335,6 +281,145 @@ fn grpc_calls_keep_succeeding_while_the_split_is_deleted_and_applied() {
     eprintln!("split deleted and applied under load: {calls} calls succeeded, {failed} failed: {result}");
     assert!(calls > 0, "{result}\n{}", client.log());
     assert_eq!(failed, 0, "{result}\n{}", client.log());
+}
+
+/// A VirtualService and its DestinationRule (`networking.istio.io/v1`)
+/// route proxyless gRPC as the v1alpha2 rules do: ~1,000 calls split
+/// 80/20 by weight, a header match to v3, other header values unaffected.
+#[test]
+fn grpc_client_follows_a_virtual_service_split_and_header_match() {
+    let mut mesh = grpc_mesh(&virtual_service(80, 20));
+    let full = format!("xds:///{HOST}:{}", mesh.service_port);
+    let health = mesh.client.ask(&format!("health {full}"));
+    assert_eq!(health["status"], "SERVING", "{health}\n{}", mesh.client.log());
+    let short = format!("xds:///greeter:{}", mesh.service_port);
+    let counts = mesh.client.count(&short, CALLS, None);
+    eprintln!("80/20 VirtualService, {CALLS} calls: {counts:?}");
+    assert_split(&counts, 0.8);
+    let canary = mesh.client.count(&full, 100, Some("x-canary=yes"));
+    assert_eq!(canary, [("v3".to_string(), 100)].into(), "{}", mesh.client.log());
+    let others = mesh.client.count(&full, 100, Some("x-canary=no"));
+    assert!(!others.contains_key("v3"), "{others:?}");
+    assert_eq!(others.values().sum::<u64>(), 100, "{others:?}");
+    drop(mesh.servers);
+}
+
+/// The split (v1/v2 by weight) and the header match to v3 as a
+/// VirtualService over a DestinationRule's subsets.
+fn virtual_service(v1: u32, v2: u32) -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: greeter, namespace: default}}
+spec:
+  host: greeter
+  subsets:
+  - {{name: v1, labels: {{version: v1}}}}
+  - {{name: v2, labels: {{version: v2}}}}
+  - {{name: v3, labels: {{version: v3}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: greeter, namespace: default}}
+spec:
+  hosts: [greeter]
+  http:
+  - name: canary
+    match: [{{headers: {{x-canary: {{exact: "yes"}}}}}}]
+    route: [{{destination: {{host: greeter, subset: v3}}}}]
+  - name: split
+    route:
+    - {{destination: {{host: greeter, subset: v1}}, weight: {v1}}}
+    - {{destination: {{host: greeter, subset: v2}}, weight: {v2}}}
+"#
+    )
+}
+
+/// pilot-discovery with the greeter service (v1, v2, v3) and `rules`
+/// applied, three xDS-enabled greeter servers serving on pilot's
+/// listeners, and a gRPC client.
+struct GrpcMesh {
+    dir: tempfile::TempDir,
+    server: Discovery,
+    servers: Vec<Python>,
+    client: Python,
+    service_port: u16,
+    client_bootstrap: PathBuf,
+}
+
+fn grpc_mesh(rules: &str) -> GrpcMesh {
+    let dir = tempfile::tempdir().unwrap();
+    let service_port = free_port();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let services = dir.path().join("services.yaml");
+    let mut text = format!(
+        "services:\n- hostname: {HOST}\n  ports: [{{name: grpc, port: {service_port}, protocol: GRPC}}]\n  instances:\n"
+    );
+    for (version, port) in ["v1", "v2", "v3"].iter().zip(&ports) {
+        text.push_str(&format!(
+            "  - {{address: 127.0.0.1, port: {port}, labels: {{app: greeter, version: {version}}}}}\n"
+        ));
+    }
+    std::fs::write(&services, text).unwrap();
+    let server = discovery(&Store::Memory, &["--services", services.to_str().unwrap()]);
+    let url = Some(server.url.as_str());
+    let applied = pilotctl(url, &["apply", "-f", "-"], &[], Some(rules));
+    assert_eq!(applied.code, 0, "{applied:?}");
+
+    // Bootstraps from pilotctl, for the servers' node and the client's.
+    let xds = format!("127.0.0.1:{}", server.xds_port);
+    let server_bootstrap = dir.path().join("server.json");
+    let client_bootstrap = dir.path().join("client.json");
+    for (path, extra) in [
+        (
+            &server_bootstrap,
+            &["--id", "greeter.default", "--labels", "app=greeter"][..],
+        ),
+        (&client_bootstrap, &[][..]),
+    ] {
+        let mut args = vec![
+            "grpc-bootstrap",
+            "--xds-address",
+            &xds,
+            "-o",
+            path.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let written = pilotctl(None, &args, &[], None);
+        assert_eq!(written.code, 0, "{written:?}");
+    }
+
+    // Three xDS-enabled servers: each serves only once pilot sent the
+    // listener for its address.
+    let servers: Vec<Python> = ["v1", "v2", "v3"]
+        .iter()
+        .zip(&ports)
+        .map(|(version, port)| {
+            let mut python = Python::start(
+                "server.py",
+                &[version, &port.to_string(), "--xds"],
+                &server_bootstrap,
+                dir.path(),
+            );
+            assert_eq!(python.line(), "started", "{}", python.log());
+            python
+        })
+        .collect();
+    let mut client = Python::start("client.py", &[], &client_bootstrap, dir.path());
+    for (port, python) in ports.iter().zip(&servers) {
+        eventually("the xDS-enabled server to serve on pilot's listener", || {
+            client.ask(&format!("health 127.0.0.1:{port}"))["status"] == "SERVING"
+        });
+        assert!(python.log().contains("will start serving"), "{}", python.log());
+    }
+    GrpcMesh {
+        dir,
+        server,
+        servers,
+        client,
+        service_port,
+        client_bootstrap,
+    }
 }
 
 /// The split rule (v1/v2 by weight), the header rule to v3, a header rule

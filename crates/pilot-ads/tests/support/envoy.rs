@@ -51,12 +51,12 @@ pub fn serve(mut stream: TcpStream, version: &str, delay: Arc<AtomicU64>) {
     }
 }
 
-/// One request through Envoy's listener; (status, body).
+/// One request for `reviews` through Envoy's listener; (status, body).
 pub fn request(port: u16, headers: &[(&str, &str)]) -> (u16, String) {
     request_to(port, "reviews", headers)
 }
 
-/// One request through Envoy's listener for `host`; (status, body).
+/// One request for `host` through Envoy's listener; (status, body).
 pub fn request_to(port: u16, host: &str, headers: &[(&str, &str)]) -> (u16, String) {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return (0, String::new());
@@ -107,12 +107,12 @@ pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
-/// Counts of bodies over `n` requests.
+/// Counts of bodies over `n` requests for `reviews`.
 pub fn spread(port: u16, n: usize, headers: &[(&str, &str)]) -> BTreeMap<String, usize> {
     spread_to(port, "reviews", n, headers)
 }
 
-/// Counts of bodies over `n` requests for `host`.
+/// Counts of bodies (or `status N`) over `n` requests for `host`.
 pub fn spread_to(port: u16, host: &str, n: usize, headers: &[(&str, &str)]) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for _ in 0..n {
