@@ -110,7 +110,7 @@ impl std::fmt::Display for HostReason {
     }
 }
 
-/// A proxy's scope: see the [module](self) documentation.
+/// A proxy's scope: the hosts it sees and why each is there.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct ProxyScope {
