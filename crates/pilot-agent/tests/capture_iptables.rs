@@ -17,10 +17,15 @@
 //! Needs root (network namespaces, iptables, switching uid). When not root
 //! it fails with that message (CI runs as root); it never passes vacuously.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+
+use common::eventually;
+use common::netns::{Lab, raw_envoy_binary, require_root, run, set_mode, text};
+use pilot_test_support::workspace;
 
 const POD_IP: &str = "10.77.0.2";
 const PEER_IP: &str = "10.77.0.1";
@@ -76,22 +81,18 @@ services:
 
 #[test]
 fn captured_traffic_is_routed_by_the_mesh_rules() {
-    let uid = Command::new("id").arg("-u").output().expect("id -u runs");
-    assert_eq!(
-        String::from_utf8_lossy(&uid.stdout).trim(),
-        "0",
+    require_root(
         "the capture test needs root: it creates network namespaces, applies iptables rules and runs \
          Envoy as uid 1337 (CI runs as root; elsewhere run it with sudo or skip it: \
-         cargo nextest run -p pilot-agent -E 'not test(captured_traffic)')"
+         cargo nextest run -p pilot-agent -E 'not test(captured_traffic)')",
     );
-    let envoy = envoy_binary();
+    let envoy = raw_envoy_binary();
     let discovery = pilot_discovery_binary();
     let dir = tempfile::tempdir().unwrap();
     set_mode(dir.path(), 0o755);
     let agent = env!("CARGO_BIN_EXE_pilot-agent");
 
-    let mut lab = Lab::new();
-    lab.network();
+    let mut lab = Capture::new();
 
     // The servers in the peer namespace; pilot-discovery and the pod's own
     // application in the pod namespace.
@@ -132,7 +133,7 @@ fn captured_traffic_is_routed_by_the_mesh_rules() {
     // The capture rules: the init container `pilotctl kube-inject` adds to
     // this pod (its ports, its traffic annotations), run as it would run.
     let init_args = injected_init_args();
-    let apply = |lab: &Lab| {
+    let apply = |lab: &Capture| {
         let out = run(lab.exec(&lab.pod).arg(agent).args(&init_args));
         assert!(
             out.status.success(),
@@ -354,80 +355,47 @@ fn injected_init_args() -> Vec<String> {
     serde_json::from_value(init["args"].clone()).unwrap()
 }
 
-/// The two namespaces and what runs in them; dropped, everything stops and
-/// the namespaces go.
-struct Lab {
+/// The pod and peer namespaces ([`Lab`]) and this test's requests in them.
+struct Capture {
+    lab: Lab,
     pod: String,
     peer: String,
-    children: Vec<(String, Child)>,
 }
 
-impl Lab {
-    fn new() -> Lab {
-        let id = std::process::id();
-        let lab = Lab {
-            pod: format!("pilotcap{id}pod"),
-            peer: format!("pilotcap{id}peer"),
-            children: Vec::new(),
-        };
-        for ns in [&lab.pod, &lab.peer] {
-            must(Command::new("ip").args(["netns", "add", ns]));
-        }
-        lab
-    }
-
-    fn network(&self) {
-        let (pod, peer) = (&self.pod, &self.peer);
-        let id = std::process::id() % 100_000;
-        let (a, b) = (format!("pcap{id}a"), format!("pcap{id}b"));
-        must(Command::new("ip").args([
-            "link", "add", &a, "netns", pod, "type", "veth", "peer", "name", &b, "netns", peer,
-        ]));
-        let script_pod = format!(
-            "ip link set lo up && ip link set {a} up && ip addr add {POD_IP}/24 dev {a} && \
-             for net in 10.77.1.0/24 10.77.2.0/24 10.77.3.0/24 10.96.0.0/16; do \
-             ip route add $net via {PEER_IP}; done"
+impl Capture {
+    fn new() -> Capture {
+        let mut lab = Lab::new("cap", &["pod", "peer"]);
+        let (a, b) = lab.veth("pod", "peer");
+        let (pod, peer) = (lab.ns("pod"), lab.ns("peer"));
+        lab.sh(
+            &pod,
+            &format!(
+                "ip addr add {POD_IP}/24 dev {a} && \
+                 for net in 10.77.1.0/24 10.77.2.0/24 10.77.3.0/24 10.96.0.0/16; do \
+                 ip route add $net via {PEER_IP}; done"
+            ),
         );
-        must(self.exec(pod).args(["sh", "-c", &script_pod]));
-        let script_peer = format!(
-            "ip link set lo up && ip link set {b} up && ip addr add {PEER_IP}/24 dev {b} && \
-             for addr in 10.77.1.1 10.77.1.2 10.77.1.3 10.77.2.1 10.77.3.1; do \
-             ip addr add $addr/32 dev lo; done"
+        lab.sh(
+            &peer,
+            &format!(
+                "ip addr add {PEER_IP}/24 dev {b} && \
+                 for addr in 10.77.1.1 10.77.1.2 10.77.1.3 10.77.2.1 10.77.3.1; do \
+                 ip addr add $addr/32 dev lo; done"
+            ),
         );
-        must(self.exec(peer).args(["sh", "-c", &script_peer]));
+        Capture { lab, pod, peer }
     }
 
     fn exec(&self, ns: &str) -> Command {
-        let mut command = Command::new("ip");
-        command.args(["netns", "exec", ns]);
-        command
+        self.lab.exec(ns)
     }
 
     fn spawn(&mut self, name: &str, command: &mut Command) {
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{name} does not start: {e}"));
-        self.children.push((name.to_string(), child));
+        self.lab.spawn(name, command);
     }
 
     fn spawn_server(&mut self, ns: &str, listen: &[&str]) {
-        let mut child = self
-            .exec(ns)
-            .args(["python3", "-c", SERVER])
-            .args(listen)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 starts");
-        let mut ready = String::new();
-        use std::io::BufRead as _;
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut ready)
-            .unwrap();
-        assert_eq!(ready.trim(), "ready", "servers {listen:?} did not start");
-        self.children.push((format!("servers {listen:?}"), child));
+        self.lab.spawn_python(ns, SERVER, listen);
     }
 
     fn create_rule(&self, file: &Path) {
@@ -536,18 +504,6 @@ impl Lab {
     }
 }
 
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for (_, child) in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        for ns in [&self.pod, &self.peer] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
 /// (server name, came through Envoy, caller address) of a server's answer.
 fn server(body: &str) -> (String, bool, String) {
     let value: serde_json::Value = serde_json::from_str(body.trim()).unwrap_or_default();
@@ -567,53 +523,6 @@ fn status_and_body(out: Output) -> (u16, String) {
         status.parse().unwrap_or(0),
         format!("{body}{}", text(&out.stderr)),
     )
-}
-
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if check() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    panic!("not within 60s: {what}");
-}
-
-fn run(command: &mut Command) -> Output {
-    command
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{command:?}: {e}"))
-}
-
-fn must(command: &mut Command) {
-    let out = run(command);
-    assert!(out.status.success(), "{command:?}: {}", text(&out.stderr));
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn set_mode(path: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-use pilot_test_support::workspace;
-
-/// The Envoy binary itself: `.tools/envoy/bin/envoy` is a Python wrapper
-/// that uid 1337 cannot run (its interpreter lives under /root).
-fn envoy_binary() -> PathBuf {
-    let lib = workspace().join(".tools/envoy/lib");
-    let found = std::fs::read_dir(&lib).ok().and_then(|entries| {
-        entries
-            .filter_map(Result::ok)
-            .map(|e| e.path().join("site-packages/envoy/_bin/envoy"))
-            .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| panic!("no Envoy under {}: run scripts/install-deps", lib.display()))
 }
 
 /// pilot-discovery, found beside this test or built (pilot-test-support).

@@ -1,29 +1,44 @@
-//! Mutual TLS between two workloads with real traffic: two network
-//! namespaces (pods), each with the capture rules of `pilot-agent
-//! iptables`, its application and Envoy under `pilot-agent proxy sidecar`
-//! as uid 1337 with certificates over SDS from pilot-discovery's CA; a
-//! third namespace is a client outside the mesh.
+//! Mutual TLS between two workloads with real traffic, in network
+//! namespaces this test creates on one bridge (10.78.0.0/24):
 //!
-//! - `productpage` pod: 10.78.0.1, pilot-discovery (ADS on 10.78.0.1:15010
-//!   with tokens, REST on its loopback), the application (uid 1000);
-//! - `reviews` pod: 10.78.0.2 (and 10.78.1.2 towards the outside), its
-//!   application on 9080;
-//! - outside: 10.78.1.1, plain curl.
+//! - `cp`, the control plane's pod: pilot-discovery, ADS and its CA on
+//!   10.78.0.10:15010 (tokens), REST on its loopback, signing with a root
+//!   the test made and gave in `--ca-dir`;
+//! - `pp`, productpage's pod (10.78.0.1): the capture rules of `pilot-agent
+//!   iptables`, Envoy under `pilot-agent proxy sidecar` as uid 1337 with
+//!   its certificates over SDS, the application as uid 1000 (curl);
+//! - `rv`, reviews' pod (10.78.0.2): the same, its application on 9080
+//!   answering with the `x-forwarded-client-cert` Envoy set;
+//! - `out` (10.78.0.3): a client outside the mesh, plain curl.
 //!
-//! Needs root, as `capture_iptables.rs` does; fails with that message
-//! when not root, never passes vacuously.
+//! Each service account has its own token, so each agent can only obtain
+//! its own identity. A DestinationRule gives reviews one request per
+//! upstream connection, so every mesh request is one TLS handshake and the
+//! counts below are exact.
+//!
+//! Needs root, as `capture_iptables.rs` does; fails with that message when
+//! not root, never passes vacuously.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
 
-use pilot_test_support::{eventually, workspace};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
+use common::netns::{Lab, raw_envoy_binary, require_root, run, set_mode, text};
+use pilot_ca::{CaMaterial, CaOptions, CertificateAuthority, Csr, SpiffeId, WorkloadKey};
+use pilot_test_support::{PATIENCE, eventually};
+
+const PILOT_IP: &str = "10.78.0.10";
 const PRODUCTPAGE_IP: &str = "10.78.0.1";
 const REVIEWS_IP: &str = "10.78.0.2";
-const REVIEWS_OUTER_IP: &str = "10.78.1.2";
-const OUTSIDE_IP: &str = "10.78.1.1";
+const OUTSIDE_IP: &str = "10.78.0.3";
 const REVIEWS_VIP: &str = "10.96.0.10";
 const ADMIN: &str = "admin-token-0123456789abcdef";
+const APP_UID: &str = "1000";
+const PRODUCTPAGE_ID: &str = "spiffe://cluster.local/ns/default/sa/productpage";
+const NEEDS_ROOT: &str = "the mutual TLS traffic test needs root: network namespaces, iptables, \
+    Envoy as uid 1337 (CI runs as root; elsewhere: cargo nextest run -p pilot-agent -E 'not binary(mtls_traffic)')";
 
 /// Answers every GET with one JSON line: the server's name and the
 /// `x-forwarded-client-cert` header Envoy set (the caller's identity).
@@ -61,344 +76,476 @@ services:
 "#;
 
 #[test]
-#[ignore = "not passing yet: the agents' connections to pilot-discovery's ADS on 10.78.0.1:15010 are refused in this layout (certificates never issued); the generation it drives is covered by pilot-xds's mtls_generate"]
 fn workloads_talk_mutual_tls_and_strict_refuses_plaintext() {
-    let uid = Command::new("id").arg("-u").output().expect("id -u runs");
-    assert_eq!(
-        String::from_utf8_lossy(&uid.stdout).trim(),
-        "0",
-        "the mutual TLS traffic test needs root: network namespaces, iptables, Envoy as uid 1337 \
-         (CI runs as root; elsewhere: cargo nextest run -p pilot-agent -E 'not test(workloads_talk)')"
+    require_root(NEEDS_ROOT);
+    let mesh = Mesh::start(&[]);
+    let n = 50;
+
+    // 1. PERMISSIVE (no policy): each of productpage's calls to the reviews
+    //    VIP is one mutual TLS handshake at reviews' Envoy, and reviews'
+    //    application sees productpage's identity.
+    let before = mesh.handshakes();
+    let answered = (0..n)
+        .filter(|_| {
+            let (status, body) = mesh.mesh_get();
+            status == 200 && xfcc(&body).contains(&format!("URI={PRODUCTPAGE_ID}"))
+        })
+        .count();
+    let handshakes = mesh.handshakes() - before;
+    eprintln!(
+        "PERMISSIVE: {answered} of {n} mesh requests answered over mutual TLS, {handshakes} handshakes"
     );
-    let dir = tempfile::tempdir().unwrap();
-    set_mode(dir.path(), 0o755);
-    let mut lab = Lab::new();
-    lab.network();
+    assert_eq!((answered, handshakes), (n, n as u64));
 
-    let tokens = dir.path().join("tokens");
-    std::fs::write(
-        &tokens,
-        format!(
-            "{ADMIN} rw\nproductpage-token-0123456789 xds productpage namespace=default serviceAccount=productpage\n\
-             reviews-token-0123456789abcd xds reviews namespace=default serviceAccount=reviews\n"
-        ),
-    )
-    .unwrap();
-    let services = dir.path().join("services.yaml");
-    std::fs::write(&services, SERVICES).unwrap();
-    let productpage = lab.ns[0].clone();
-    let reviews = lab.ns[1].clone();
-    let outside = lab.ns[2].clone();
-    lab.spawn(
-        "pilot-discovery",
-        lab.exec(&productpage)
-            .arg(pilot_test_support::binary(pilot_test_support::PILOT_DISCOVERY))
-            .args(["--listen", "127.0.0.1:8080"])
-            .args(["--xds-listen", &format!("{PRODUCTPAGE_IP}:15010")])
-            .arg("--token-file")
-            .arg(&tokens)
-            .arg("--services")
-            .arg(&services)
-            .args(["--log-level", "warn"]),
-    );
-    lab.spawn_server(&productpage, "productpage-app");
-    lab.spawn_server(&reviews, "reviews-app");
-    eventually("pilot-discovery is ready", || {
-        lab.curl(&productpage, None, "http://127.0.0.1:8080/readyz").0 == 200
-    });
-
-    for (ns, ip, name) in [
-        (&productpage, PRODUCTPAGE_IP, "productpage"),
-        (&reviews, REVIEWS_IP, "reviews"),
-    ] {
-        let out = run(lab.exec(ns).arg(env!("CARGO_BIN_EXE_pilot-agent")).args([
-            "iptables",
-            "--inbound-ports",
-            "9080",
-        ]));
-        assert!(out.status.success(), "iptables: {}", text(&out.stderr));
-        let home = dir.path().join(name);
-        std::fs::create_dir(&home).unwrap();
-        let token = home.join("token");
-        let secret = if name == "reviews" {
-            "reviews-token-0123456789abcd"
-        } else {
-            "productpage-token-0123456789"
-        };
-        std::fs::write(&token, secret).unwrap();
-        for path in [&home, &token] {
-            std::os::unix::fs::chown(path, Some(1337), Some(1337)).unwrap();
-        }
-        lab.spawn(
-            &format!("{name} sidecar"),
-            lab.exec(ns)
-                .args(["setpriv", "--reuid", "1337", "--regid", "1337", "--clear-groups"])
-                .args([
-                    env!("CARGO_BIN_EXE_pilot-agent"),
-                    "proxy",
-                    "sidecar",
-                    "--envoy-binary",
-                ])
-                .arg(envoy_binary())
-                .arg("--config-dir")
-                .arg(&home)
-                .args([
-                    "--ip",
-                    ip,
-                    "--id",
-                    &format!("{name}-v1.default"),
-                    "--namespace",
-                    "default",
-                ])
-                .args(["--service-account", name, "--label", &format!("app={name}")])
-                .args(["--discovery-address", &format!("{PRODUCTPAGE_IP}:15010")])
-                .arg("--discovery-token-file")
-                .arg(&token)
-                .arg("--sds-socket")
-                .arg(home.join("sds.sock"))
-                .args(["--admin-port", "15000", "--status-addr", "127.0.0.1:15020"])
-                .args([
-                    "--concurrency",
-                    "1",
-                    "--base-id",
-                    &(std::process::id() % 30_000 + if name == "reviews" { 30_000 } else { 0 }).to_string(),
-                ])
-                .env_remove("INSTANCE_IP")
-                .env_remove("POD_NAME")
-                .env_remove("POD_NAMESPACE")
-                .env_remove("PILOT_DISCOVERY_URL"),
-        );
-    }
-    for ns in [&productpage, &reviews] {
-        eventually("the agent reports its proxy ready", || {
-            lab.curl(ns, None, "http://127.0.0.1:15020/healthz/ready").0 == 200
-        });
-    }
-
-    // 1. PERMISSIVE (no policy): productpage's call to the reviews VIP is
-    //    mutual TLS; reviews' application sees productpage's identity.
-    let url = format!("http://{REVIEWS_VIP}:9080/");
-    eventually("productpage reaches reviews over mutual TLS", || {
-        let (status, body) = lab.curl(&productpage, Some("1000"), &url);
-        status == 200 && body.contains("URI=spiffe://cluster.local/ns/default/sa/productpage")
-    });
-    let handshakes = |lab: &Lab| lab.stat(&reviews, &format!("listener.{REVIEWS_IP}_9080.ssl.handshake"));
-    let before = handshakes(&lab);
-    assert!(before > 0, "reviews' Envoy counted no TLS handshake");
-
-    //    A plaintext client outside the mesh is served (plaintext chain),
-    //    with no identity.
+    //    A plaintext client outside the mesh is served, with no identity.
     let outside_url = format!("http://{REVIEWS_IP}:9080/");
-    let (status, body) = lab.curl(&outside, None, &outside_url);
-    assert_eq!(status, 200, "{body}");
-    assert!(body.contains(r#""xfcc": """#), "{body}");
+    let served = (0..n)
+        .filter(|_| {
+            let (status, body) = mesh.outside(&[&outside_url]);
+            status == 200 && xfcc(&body).is_empty()
+        })
+        .count();
+    eprintln!("PERMISSIVE: {served} of {n} plaintext requests from outside the mesh served");
+    assert_eq!(served, n);
 
-    // 2. STRICT for the whole mesh: the outside client is refused, the
-    //    mesh's traffic goes on, every request of a run answered.
-    let policy = serde_json::json!({
-        "apiVersion": "security.istio.io/v1",
-        "kind": "PeerAuthentication",
-        "metadata": {"name": "default", "namespace": "istio-system"},
-        "spec": {"mtls": {"mode": "STRICT"}},
+    // 2. STRICT for the whole mesh (through the REST API): once pushed, the
+    //    outside client is refused at the handshake, every one of its
+    //    requests; the mesh's traffic goes on, every request answered.
+    mesh.create(
+        "security.istio.io/v1/namespaces/istio-system/peerauthentications",
+        serde_json::json!({
+            "apiVersion": "security.istio.io/v1",
+            "kind": "PeerAuthentication",
+            "metadata": {"name": "default", "namespace": "istio-system"},
+            "spec": {"mtls": {"mode": "STRICT"}},
+        }),
+    );
+    eventually("STRICT is pushed to reviews' Envoy", || {
+        mesh.outside(&[&outside_url]).0 == 0
     });
-    let out = run(lab.exec(&productpage).args([
-        "curl",
-        "-sS",
-        "-o",
-        "/dev/stderr",
-        "-w",
-        "%{http_code}",
-        "-H",
-        "content-type: application/json",
-        "-H",
-        &format!("authorization: Bearer {ADMIN}"),
-        "--data-binary",
-        &policy.to_string(),
-        "http://127.0.0.1:8080/apis/security.istio.io/v1/namespaces/istio-system/peerauthentications",
-    ]));
-    assert_eq!(text(&out.stdout), "201", "{}", text(&out.stderr));
-    eventually("STRICT refuses the plaintext client", || {
-        lab.curl(&outside, None, &outside_url).0 != 200
-    });
-    let (status, body) = lab.curl(&outside, None, &outside_url);
-    assert_eq!(status, 0, "refused at the handshake, no HTTP answer: {body}");
-    let n = 200;
-    let mut answered = 0;
-    for _ in 0..n {
-        let (status, body) = lab.curl(&productpage, Some("1000"), &url);
-        if status == 200 && body.contains("sa/productpage") {
-            answered += 1;
-        }
-    }
-    eprintln!("STRICT: {answered} of {n} mesh requests answered over mutual TLS");
-    assert_eq!(answered, n);
+    let refused = (0..n)
+        .filter(|_| {
+            let (status, body) = mesh.outside(&[&outside_url]);
+            assert!(!body.contains("\"server\""), "the application answered: {body}");
+            status == 0
+        })
+        .count();
+    let before = mesh.handshakes();
+    let answered = (0..n)
+        .filter(|_| {
+            let (status, body) = mesh.mesh_get();
+            status == 200 && xfcc(&body).contains(&format!("URI={PRODUCTPAGE_ID}"))
+        })
+        .count();
+    let handshakes = mesh.handshakes() - before;
+    eprintln!(
+        "STRICT: {refused} of {n} plaintext requests refused; {answered} of {n} mesh requests answered, \
+         {handshakes} handshakes"
+    );
+    assert_eq!((refused, answered, handshakes), (n, n, n as u64));
+
+    // 3. Certificates the STRICT Envoy must refuse: one from another root,
+    //    one of the mesh's root that has expired; the same client with a
+    //    valid certificate of the mesh's root is served (so the refusals
+    //    are the certificates', not the client's).
+    let https = format!("https://{REVIEWS_IP}:9080/");
+    let tester = SpiffeId::new("cluster.local", "default", "tester");
+    let client = |name: &str, (cert, key): (String, String)| {
+        let (cert_path, key_path) = (
+            mesh.dir.path().join(format!("{name}.pem")),
+            mesh.dir.path().join(format!("{name}.key")),
+        );
+        std::fs::write(&cert_path, cert).unwrap();
+        std::fs::write(&key_path, key).unwrap();
+        let (cert_path, key_path) = (cert_path.display().to_string(), key_path.display().to_string());
+        mesh.outside(&["-k", "--cert", &cert_path, "--key", &key_path, &https])
+    };
+    let other_root = pilot_ca::generate_root("cluster.local", Duration::from_secs(3600)).unwrap();
+    let verify_failures = || mesh.reviews_stat(&format!("listener.{REVIEWS_IP}_9080.ssl.fail_verify_error"));
+    let failures_before = verify_failures();
+    let (status, body) = client("other-root", signed(&other_root, &tester));
+    assert_eq!(status, 0, "a certificate of another root was accepted: {body}");
+    let (status, body) = client("expired", expired(&mesh.ca, &tester));
+    assert_eq!(status, 0, "an expired certificate was accepted: {body}");
+    assert_eq!(
+        verify_failures() - failures_before,
+        2,
+        "reviews' Envoy counts both as failed verifications"
+    );
+    let (status, body) = client("valid", signed(&mesh.ca, &tester));
+    assert_eq!(status, 200, "a valid certificate of the mesh's root: {body}");
     assert!(
-        handshakes(&lab) >= before + n as u64,
-        "each curl is one new TLS connection"
+        xfcc(&body).contains("URI=spiffe://cluster.local/ns/default/sa/tester"),
+        "{body}"
     );
 }
 
-/// The three namespaces and what runs in them; dropped, everything stops
-/// and the namespaces go.
-struct Lab {
-    ns: Vec<String>,
-    children: Vec<(String, Child)>,
+#[test]
+fn certificates_rotate_under_load_without_failed_requests() {
+    require_root(NEEDS_ROOT);
+    // 60 s certificates, renewed at half their life.
+    let mesh = Mesh::start(&["--secret-ttl", "60s"]);
+    let versions = |ns: &str| mesh.lab.envoy_stat(ns, "sds.default.update_success");
+    let first = (versions(&mesh.pp), versions(&mesh.rv));
+
+    // Continuous load from productpage's application until both Envoys
+    // have taken two renewed certificates and the renewed client
+    // certificates were seen on the wire (XFCC's hash of it changes).
+    let stop = AtomicBool::new(false);
+    let (sent, failed, hashes) = std::thread::scope(|scope| {
+        let load = scope.spawn(|| {
+            let (mut sent, mut failed, mut hashes) = (0usize, Vec::new(), BTreeSet::new());
+            while !stop.load(Ordering::SeqCst) {
+                for (status, body) in mesh.mesh_batch(20) {
+                    sent += 1;
+                    match field(&xfcc(&body), "Hash") {
+                        Some(hash) if status == 200 => {
+                            hashes.insert(hash);
+                        }
+                        _ => failed.push(format!("{status} {body}")),
+                    }
+                }
+            }
+            (sent, failed, hashes)
+        });
+        let started = Instant::now();
+        let deadline = PATIENCE * 3;
+        while versions(&mesh.pp) < first.0 + 2 || versions(&mesh.rv) < first.1 + 2 {
+            assert!(
+                started.elapsed() < deadline && !load.is_finished(),
+                "two rotations not seen within {deadline:?}: SDS versions {:?} -> {:?}",
+                first,
+                (versions(&mesh.pp), versions(&mesh.rv))
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        // Traffic goes on over the last certificates for a while.
+        std::thread::sleep(Duration::from_secs(3));
+        stop.store(true, Ordering::SeqCst);
+        load.join().unwrap()
+    });
+    let last = (versions(&mesh.pp), versions(&mesh.rv));
+    eprintln!(
+        "rotation: {sent} requests sent, {} failed; SDS versions of `default` productpage {} -> {}, reviews {} -> {}; \
+         {} client certificates seen at reviews",
+        failed.len(),
+        first.0,
+        last.0,
+        first.1,
+        last.1,
+        hashes.len()
+    );
+    assert!(failed.is_empty(), "failed requests during rotation: {failed:?}");
+    assert!(
+        hashes.len() >= 3,
+        "the first and two renewed client certificates were used: {hashes:?}"
+    );
 }
 
-impl Lab {
-    fn new() -> Lab {
-        let id = std::process::id();
-        let lab = Lab {
-            ns: ["pp", "rv", "out"]
-                .iter()
-                .map(|n| format!("pilotmtls{id}{n}"))
-                .collect(),
-            children: Vec::new(),
-        };
-        for ns in &lab.ns {
-            must(Command::new("ip").args(["netns", "add", ns]));
-        }
-        lab
-    }
+/// The four pods and what runs in them, every sidecar ready and the
+/// DestinationRule pushed.
+struct Mesh {
+    lab: Lab,
+    dir: tempfile::TempDir,
+    ca: CaMaterial,
+    cp: String,
+    pp: String,
+    rv: String,
+    out: String,
+}
 
-    fn network(&self) {
-        let id = std::process::id() % 100_000;
-        let link = |a: &str, na: &str, b: &str, nb: &str| {
-            must(Command::new("ip").args([
-                "link", "add", a, "netns", na, "type", "veth", "peer", "name", b, "netns", nb,
-            ]));
+impl Mesh {
+    fn start(agent_args: &[&str]) -> Mesh {
+        let dir = tempfile::tempdir().unwrap();
+        set_mode(dir.path(), 0o755);
+        let mut lab = Lab::new("mtls", &["hub", "cp", "pp", "rv", "out"]);
+        let devices = lab.bridge(
+            "hub",
+            &[
+                ("cp", &format!("{PILOT_IP}/24")),
+                ("pp", &format!("{PRODUCTPAGE_IP}/24")),
+                ("rv", &format!("{REVIEWS_IP}/24")),
+                ("out", &format!("{OUTSIDE_IP}/24")),
+            ],
+        );
+        let (cp, pp, rv, out) = (lab.ns("cp"), lab.ns("pp"), lab.ns("rv"), lab.ns("out"));
+        // The service addresses are on the segment too (captured before
+        // they would leave a pod).
+        for (ns, device) in [(&pp, &devices[1]), (&rv, &devices[2])] {
+            lab.sh(ns, &format!("ip route add 10.96.0.0/16 dev {device}"));
+        }
+
+        // The operator's CA in Istio's `cacerts` layout.
+        let ca = pilot_ca::generate_root("cluster.local", Duration::from_secs(24 * 3600)).unwrap();
+        let ca_dir = dir.path().join("cacerts");
+        std::fs::create_dir(&ca_dir).unwrap();
+        std::fs::write(ca_dir.join("ca-cert.pem"), &ca.cert_pem).unwrap();
+        std::fs::write(ca_dir.join("ca-key.pem"), &ca.key_pem).unwrap();
+        let tokens = dir.path().join("tokens");
+        std::fs::write(
+            &tokens,
+            format!(
+                "{ADMIN} rw\nproductpage-token-0123456789 xds productpage namespace=default serviceAccount=productpage\n\
+                 reviews-token-0123456789abcd xds reviews namespace=default serviceAccount=reviews\n"
+            ),
+        )
+        .unwrap();
+        let services = dir.path().join("services.yaml");
+        std::fs::write(&services, SERVICES).unwrap();
+        lab.spawn(
+            "pilot-discovery",
+            lab.exec(&cp)
+                .arg(pilot_test_support::binary(pilot_test_support::PILOT_DISCOVERY))
+                .args(["--listen", "127.0.0.1:8080"])
+                .args(["--xds-listen", &format!("{PILOT_IP}:15010")])
+                .arg("--token-file")
+                .arg(&tokens)
+                .arg("--services")
+                .arg(&services)
+                .arg("--ca-dir")
+                .arg(&ca_dir)
+                .args(["--log-level", "warn"]),
+        );
+        lab.spawn_python(&rv, SERVER, &["9080", "reviews-app"]);
+        eventually("pilot-discovery is ready", || {
+            lab.curl(&cp, None, &["http://127.0.0.1:8080/readyz"]).0 == 200
+        });
+        let mesh = Mesh {
+            lab,
+            dir,
+            ca,
+            cp,
+            pp,
+            rv,
+            out,
         };
-        let (pp, rv, out) = (&self.ns[0], &self.ns[1], &self.ns[2]);
-        link(&format!("pm{id}a"), pp, &format!("pm{id}b"), rv);
-        link(&format!("pm{id}c"), rv, &format!("pm{id}d"), out);
-        for (ns, script) in [
+        // One request per upstream connection to reviews: one handshake
+        // per request.
+        mesh.create(
+            "networking.istio.io/v1/namespaces/default/destinationrules",
+            serde_json::json!({
+                "apiVersion": "networking.istio.io/v1",
+                "kind": "DestinationRule",
+                "metadata": {"name": "reviews", "namespace": "default"},
+                "spec": {
+                    "host": "reviews.default.svc.cluster.local",
+                    "trafficPolicy": {"connectionPool": {"http": {"maxRequestsPerConnection": 1}}},
+                },
+            }),
+        );
+        let mut mesh = mesh;
+        for (ns, ip, name, token) in [
             (
-                pp,
-                format!(
-                    "ip link set pm{id}a up && ip addr add {PRODUCTPAGE_IP}/24 dev pm{id}a && ip route add 10.96.0.0/16 via {REVIEWS_IP}"
-                ),
+                mesh.pp.clone(),
+                PRODUCTPAGE_IP,
+                "productpage",
+                "productpage-token-0123456789",
             ),
             (
-                rv,
-                format!(
-                    "ip link set pm{id}b up && ip addr add {REVIEWS_IP}/24 dev pm{id}b && ip link set pm{id}c up && ip addr add {REVIEWS_OUTER_IP}/24 dev pm{id}c && ip route add 10.96.0.0/16 via {PRODUCTPAGE_IP}"
-                ),
-            ),
-            (
-                out,
-                format!(
-                    "ip link set pm{id}d up && ip addr add {OUTSIDE_IP}/24 dev pm{id}d && ip route add 10.78.0.0/24 via {REVIEWS_OUTER_IP}"
-                ),
+                mesh.rv.clone(),
+                REVIEWS_IP,
+                "reviews",
+                "reviews-token-0123456789abcd",
             ),
         ] {
-            must(
-                self.exec(ns)
-                    .args(["sh", "-c", &format!("ip link set lo up && {script}")]),
-            );
+            mesh.sidecar(&ns, ip, name, token, agent_args);
         }
+        for ns in [&mesh.pp, &mesh.rv] {
+            eventually("the agent reports its proxy ready", || {
+                mesh.lab
+                    .curl(ns, None, &["http://127.0.0.1:15020/healthz/ready"])
+                    .0
+                    == 200
+            });
+        }
+        // Ready and the DestinationRule in: two requests, two handshakes.
+        eventually(
+            "productpage reaches reviews over mutual TLS, a connection a request",
+            || {
+                let before = mesh.handshakes();
+                let ok = (0..2).all(|_| {
+                    let (status, body) = mesh.mesh_get();
+                    status == 200 && xfcc(&body).contains(&format!("URI={PRODUCTPAGE_ID}"))
+                });
+                ok && mesh.handshakes() == before + 2
+            },
+        );
+        mesh
     }
 
-    fn exec(&self, ns: &str) -> Command {
-        let mut command = Command::new("ip");
-        command.args(["netns", "exec", ns]);
-        command
-    }
-
-    fn spawn(&mut self, name: &str, command: &mut Command) {
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{name} does not start: {e}"));
-        self.children.push((name.to_string(), child));
-    }
-
-    fn spawn_server(&mut self, ns: &str, name: &str) {
-        let mut child = self
+    /// The capture rules and `pilot-agent proxy sidecar` (uid 1337) in
+    /// `ns`, with the token of service account `name`.
+    fn sidecar(&mut self, ns: &str, ip: &str, name: &str, token: &str, agent_args: &[&str]) {
+        let agent = common::agent_binary();
+        let out = run(self
+            .lab
             .exec(ns)
-            .args(["python3", "-c", SERVER, "9080", name])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 starts");
-        let mut ready = String::new();
-        use std::io::BufRead as _;
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut ready)
-            .unwrap();
-        assert_eq!(ready.trim(), "ready", "{name} did not start");
-        self.children.push((name.to_string(), child));
+            .arg(&agent)
+            .args(["iptables", "--inbound-ports", "9080"]));
+        assert!(out.status.success(), "iptables: {}", text(&out.stderr));
+        let home = self.dir.path().join(name);
+        std::fs::create_dir(&home).unwrap();
+        let token_file = home.join("token");
+        std::fs::write(&token_file, token).unwrap();
+        for path in [&home, &token_file] {
+            std::os::unix::fs::chown(path, Some(1337), Some(1337)).unwrap();
+        }
+        let base_id = std::process::id() % 30_000 + if name == "reviews" { 30_000 } else { 0 };
+        let mut command = self.lab.exec(ns);
+        command
+            .args(["setpriv", "--reuid", "1337", "--regid", "1337", "--clear-groups"])
+            .arg(&agent)
+            .args(["proxy", "sidecar", "--envoy-binary"])
+            .arg(raw_envoy_binary())
+            .arg("--config-dir")
+            .arg(&home)
+            .args([
+                "--ip",
+                ip,
+                "--id",
+                &format!("{name}-v1.default"),
+                "--namespace",
+                "default",
+            ])
+            .args(["--service-account", name, "--label", &format!("app={name}")])
+            .args(["--discovery-address", &format!("{PILOT_IP}:15010")])
+            .arg("--discovery-token-file")
+            .arg(&token_file)
+            .arg("--sds-socket")
+            .arg(home.join("sds.sock"))
+            .args(["--admin-port", "15000", "--status-addr", "127.0.0.1:15020"])
+            .args(["--concurrency", "1", "--base-id", &base_id.to_string()])
+            .args(agent_args)
+            .env_remove("INSTANCE_IP")
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .env_remove("PILOT_DISCOVERY_URL");
+        self.lab.spawn(&format!("{name} sidecar"), &mut command);
     }
 
-    /// GET `url` in `ns` (as `uid`, else root): status (0: no HTTP answer)
-    /// and body.
-    fn curl(&self, ns: &str, uid: Option<&str>, url: &str) -> (u16, String) {
-        let mut command = self.exec(ns);
-        if let Some(uid) = uid {
-            command.args(["setpriv", "--reuid", uid, "--regid", uid, "--clear-groups"]);
+    /// Creates `object` at `/apis/<path>` through pilot-discovery's REST
+    /// API (201 expected).
+    fn create(&self, path: &str, object: serde_json::Value) {
+        let (status, body) = self.lab.curl(
+            &self.cp,
+            None,
+            &[
+                "-H",
+                "content-type: application/json",
+                "-H",
+                &format!("authorization: Bearer {ADMIN}"),
+                "--data-binary",
+                &object.to_string(),
+                &format!("http://127.0.0.1:8080/apis/{path}"),
+            ],
+        );
+        assert_eq!(status, 201, "creating {path}: {body}");
+    }
+
+    /// GET the reviews VIP from productpage's application.
+    fn mesh_get(&self) -> (u16, String) {
+        self.lab
+            .curl(&self.pp, Some(APP_UID), &[&format!("http://{REVIEWS_VIP}:9080/")])
+    }
+
+    /// `n` GETs of the reviews VIP from productpage's application in one
+    /// curl: each one's status and body.
+    fn mesh_batch(&self, n: usize) -> Vec<(u16, String)> {
+        let mut command = self.lab.exec(&self.pp);
+        command
+            .args([
+                "setpriv",
+                "--reuid",
+                APP_UID,
+                "--regid",
+                APP_UID,
+                "--clear-groups",
+            ])
+            .args(["curl", "-sS", "--max-time", "10", "-w", "%{http_code}\n"]);
+        for _ in 0..n {
+            command.arg(format!("http://{REVIEWS_VIP}:9080/"));
         }
-        command.args(["curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}", url]);
         let out = run(&mut command);
         let stdout = text(&out.stdout);
-        let (body, status) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
-        (
-            status.trim().parse().unwrap_or(0),
-            format!("{body}{}", text(&out.stderr)),
-        )
-    }
-
-    fn stat(&self, ns: &str, name: &str) -> u64 {
-        let (status, body) = self.curl(ns, None, &format!("http://127.0.0.1:15000/stats?filter=^{name}$"));
-        assert_eq!(status, 200, "{body}");
-        body.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for (_, child) in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
+        let mut answers = Vec::new();
+        let mut lines = stdout.lines();
+        // A 200 is a JSON line then its status line; anything else is the
+        // status alone (curl printed why on stderr).
+        while let Some(line) = lines.next() {
+            if line.starts_with('{') {
+                let status = lines.next().unwrap_or_default();
+                answers.push((status.parse().unwrap_or(0), line.to_string()));
+            } else {
+                let status = line.get(line.len().saturating_sub(3)..).unwrap_or("");
+                answers.push((
+                    status.parse().unwrap_or(0),
+                    format!("{line} {}", text(&out.stderr)),
+                ));
+            }
         }
-        for ns in &self.ns {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        while answers.len() < n {
+            answers.push((0, format!("no answer: {}", text(&out.stderr))));
         }
+        answers
+    }
+
+    /// curl from outside the mesh, as root.
+    fn outside(&self, args: &[&str]) -> (u16, String) {
+        self.lab.curl(&self.out, None, args)
+    }
+
+    fn reviews_stat(&self, name: &str) -> u64 {
+        self.lab.envoy_stat(&self.rv, name)
+    }
+
+    /// TLS handshakes completed at reviews' inbound listener.
+    fn handshakes(&self) -> u64 {
+        self.reviews_stat(&format!("listener.{REVIEWS_IP}_9080.ssl.handshake"))
     }
 }
 
-fn run(command: &mut Command) -> Output {
-    command
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("{command:?}: {e}"))
+/// The `x-forwarded-client-cert` the application reported.
+fn xfcc(body: &str) -> String {
+    let value: serde_json::Value = serde_json::from_str(body.trim()).unwrap_or_default();
+    value["xfcc"].as_str().unwrap_or("").to_string()
 }
 
-fn must(command: &mut Command) {
-    let out = run(command);
-    assert!(out.status.success(), "{command:?}: {}", text(&out.stderr));
+/// One `KEY=value` of an XFCC element.
+fn field(xfcc: &str, key: &str) -> Option<String> {
+    xfcc.split(';')
+        .find_map(|part| part.strip_prefix(&format!("{key}=")))
+        .map(str::to_string)
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// A certificate for `identity` signed by `ca`, valid for an hour, and
+/// its key.
+fn signed(ca: &CaMaterial, identity: &SpiffeId) -> (String, String) {
+    let key = WorkloadKey::generate().unwrap();
+    let csr = Csr::from_pem(&key.csr_pem(identity).unwrap()).unwrap();
+    let authority = CertificateAuthority::new(ca, CaOptions::new("cluster.local")).unwrap();
+    let issued = authority
+        .sign(&csr, identity, Some(Duration::from_secs(3600)))
+        .unwrap();
+    (issued.cert_chain[0].clone(), key.private_key_pem())
 }
 
-fn set_mode(path: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-/// The Envoy binary itself (uid 1337 cannot run `.tools/envoy/bin/envoy`,
-/// a Python wrapper whose interpreter lives under /root).
-fn envoy_binary() -> PathBuf {
-    let lib = workspace().join(".tools/envoy/lib");
-    let found = std::fs::read_dir(&lib).ok().and_then(|entries| {
-        entries
-            .filter_map(Result::ok)
-            .map(|e| e.path().join("site-packages/envoy/_bin/envoy"))
-            .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| panic!("no Envoy under {}: run scripts/install-deps", lib.display()))
+/// A certificate for `identity` signed by `ca` that expired an hour ago,
+/// and its key.
+fn expired(ca: &CaMaterial, identity: &SpiffeId) -> (String, String) {
+    let issuer =
+        rcgen::Issuer::from_ca_cert_pem(&ca.cert_pem, rcgen::KeyPair::from_pem(&ca.key_pem).unwrap())
+            .unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.subject_alt_names = vec![rcgen::SanType::URI(identity.uri().as_str().try_into().unwrap())];
+    params.extended_key_usages = vec![
+        rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+        rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::hours(2);
+    params.not_after = now - time::Duration::hours(1);
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    (cert.pem(), key.serialize_pem())
 }

@@ -20,6 +20,7 @@ const RUN: &[&str] = &[
     "injection.md",
     "kubectl.md",
     "mesh-example.md",
+    "mtls.md",
     "replicas.md",
     "scoping.md",
     "securing-ads.md",
@@ -43,10 +44,6 @@ const NOT_RUN: &[(&str, &str)] = &[
     (
         "testing.md",
         "its commands are scripts/test and the benchmarks themselves",
-    ),
-    (
-        "mtls.md",
-        "needs root, network namespaces and two sidecars with capture; its traffic is crates/pilot-agent/tests/mtls_traffic.rs",
     ),
 ];
 
@@ -191,6 +188,11 @@ fn guide_injection() {
 #[test]
 fn guide_mesh_example() {
     run("mesh-example.md");
+}
+
+#[test]
+fn guide_mtls() {
+    run("mtls.md");
 }
 
 #[test]

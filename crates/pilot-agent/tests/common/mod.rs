@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod netns;
+
 pub use pilot_test_support::{PATIENCE, envoy_binary, eventually, free_port, workspace};
 
 /// `pilot-agent`: cargo's, or the one in `PILOT_TEST_BIN_DIR` when set
