@@ -215,8 +215,8 @@ impl Running {
     async fn write(&self, layout: &Layout, service: usize, v1: i32) -> u64 {
         let key = ConfigKey::new(
             "RouteRule",
-            &format!("ns{}", layout.namespace(service)),
-            &format!("svc-{service}-split"),
+            format!("ns{}", layout.namespace(service)),
+            format!("svc-{service}-split"),
         );
         let current = self.store.get(&key).await.unwrap().expect("the rule exists");
         let mut next = layout.split(service, v1);
