@@ -27,6 +27,14 @@
 //!   default). `--whole` runs only the first. `--per-class` additionally
 //!   makes every class generate everything itself
 //!   (`XdsOptions::incremental` false).
+//! - `--scoped K`: the scoped mesh instead (`common/scoped.rs`): services
+//!   spread over the namespaces, each namespace's Sidecar importing its
+//!   own namespace and K other services; bytes at connect against the
+//!   same mesh unscoped (`--baseline-clients B` clients, default 20), a
+//!   rule change seen by 1% of the proxies against one seen by all, and
+//!   the server's RSS per connected client. The figures in
+//!   docs/PERFORMANCE.md:
+//!   `--scoped 10 --services 5000 --namespaces 500 10000`.
 //!
 //! Rows: the initial sync (the connect storm: every client from connect
 //! to fully synced), three rule writes, then one endpoint added to a
@@ -72,6 +80,8 @@ mod common;
 mod floor;
 #[path = "common/mesh.rs"]
 mod mesh;
+#[path = "common/scoped.rs"]
+mod scoped;
 
 #[cfg(feature = "bench-jemalloc")]
 #[global_allocator]
@@ -393,7 +403,13 @@ fn main() {
     if args.iter().any(|a| a == "--test") {
         return;
     }
-    const VALUED: [&str; 3] = ["--namespaces", "--classes", "--services"];
+    const VALUED: [&str; 5] = [
+        "--namespaces",
+        "--classes",
+        "--services",
+        "--scoped",
+        "--baseline-clients",
+    ];
     let value = |flag: &str, default: usize| -> usize {
         args.iter()
             .position(|a| a == flag)
@@ -418,6 +434,17 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if flag("--scoped") {
+        for clients in counts {
+            let layout = scoped::Layout::new(
+                value("--services", 1_000),
+                value("--namespaces", 1),
+                value("--scoped", 10),
+            );
+            runtime.block_on(scoped::run(clients, layout, value("--baseline-clients", 20)));
+        }
+        return;
+    }
     println!(
         "| clients | what | to all ACKed p50 | p99 | max | first sync (all) | server CPU | server RSS before | server RSS connected | server RSS after disconnect |"
     );

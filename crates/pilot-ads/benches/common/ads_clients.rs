@@ -383,6 +383,8 @@ struct Acked {
     eds_version: AtomicU64,
     eds_at: AtomicU64,
     eds_bytes: AtomicU64,
+    /// Every response received, of any type.
+    responses: AtomicU64,
 }
 
 impl Acked {
@@ -546,6 +548,7 @@ async fn stream(setup: ClientSetup, index: usize, acked: &Acked) -> String {
             Err(status) => return failure(&status),
         };
         received(&response.type_url, response.encoded_len());
+        acked.responses.fetch_add(1, Ordering::Relaxed);
         let mut follow_up = None;
         if response.type_url == CDS {
             let names = name_list(response.resources.iter().filter_map(|a| eds_name(&a.value)));
@@ -639,6 +642,7 @@ async fn delta_stream(setup: ClientSetup, index: usize, acked: &Acked) -> String
             Err(status) => return failure(&status),
         };
         received(&response.type_url, response.encoded_len());
+        acked.responses.fetch_add(1, Ordering::Relaxed);
         let mut follow_up = None;
         if response.type_url == CDS {
             // Each cluster's name and whether it uses EDS.
@@ -763,6 +767,15 @@ pub fn clients_main(clients: usize, port: u16, namespaces: usize, delta: bool) {
                 let _ = std::io::stdout().flush();
                 continue;
             }
+            if line == "responses" {
+                let counts: Vec<String> = acked
+                    .iter()
+                    .map(|a| a.responses.load(Ordering::Relaxed).to_string())
+                    .collect();
+                println!("{}", counts.join(" "));
+                let _ = std::io::stdout().flush();
+                continue;
+            }
             if line == "received" {
                 let total: u64 = RECEIVED.iter().map(|r| r.load(Ordering::Relaxed)).sum();
                 println!("{}", total / clients.max(1) as u64);
@@ -797,6 +810,15 @@ pub fn clients_main(clients: usize, port: u16, namespaces: usize, delta: bool) {
             ) else {
                 return;
             };
+            // An optional third word: the clients to wait for (indices,
+            // comma-separated); every client without it.
+            let only: Option<Vec<usize>> = words
+                .next()
+                .map(|w| w.split(',').filter_map(|i| i.parse().ok()).collect());
+            let waited: Vec<&Arc<Acked>> = match &only {
+                Some(only) => only.iter().filter_map(|&i| acked.get(i)).collect(),
+                None => acked.iter().collect(),
+            };
             let seen = |a: &Acked| {
                 if eds {
                     a.eds_version.load(Ordering::Acquire)
@@ -804,10 +826,10 @@ pub fn clients_main(clients: usize, port: u16, namespaces: usize, delta: bool) {
                     a.version.load(Ordering::Acquire)
                 }
             };
-            while acked.iter().any(|a| seen(a) < version) {
+            while waited.iter().any(|a| seen(a) < version) {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
-            let times: Vec<String> = acked
+            let times: Vec<String> = waited
                 .iter()
                 .map(|a| {
                     if eds {
@@ -868,10 +890,34 @@ impl Clients {
         self.ask("wait", version, start).0
     }
 
+    /// [`ask`](Self::ask) of the clients `only` (indices) alone.
+    pub fn ask_by(&mut self, what: &str, version: u64, start: u64, only: &[usize]) -> (Vec<Duration>, f64) {
+        let only: Vec<String> = only.iter().map(usize::to_string).collect();
+        self.ask_line(&format!("{what} {version} {start} {}", only.join(",")))
+    }
+
+    /// Every client's count of responses received so far (any type), by
+    /// index.
+    pub fn responses(&mut self) -> Vec<u64> {
+        writeln!(self.stdin, "responses").expect("clients alive");
+        self.stdin.flush().expect("clients alive");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("clients answer");
+        line.split_whitespace()
+            .map(|w| w.parse().expect("a number"))
+            .collect()
+    }
+
     /// Sends `what VERSION START` and reads the sorted times and the mean
     /// of the bytes (EDS) that follow them.
     pub fn ask(&mut self, what: &str, version: u64, start: u64) -> (Vec<Duration>, f64) {
-        writeln!(self.stdin, "{what} {version} {start}").expect("clients alive");
+        self.ask_line(&format!("{what} {version} {start}"))
+    }
+
+    /// Sends `line` and reads the sorted times and the mean of the bytes
+    /// (EDS) that follow them.
+    fn ask_line(&mut self, line: &str) -> (Vec<Duration>, f64) {
+        writeln!(self.stdin, "{line}").expect("clients alive");
         self.stdin.flush().expect("clients alive");
         let mut line = String::new();
         self.stdout.read_line(&mut line).expect("clients answer");

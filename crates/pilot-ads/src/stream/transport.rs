@@ -33,8 +33,9 @@ const MAX_REQUEST: usize = 16 * 1024 * 1024;
 pub(super) enum Outgoing {
     /// One gRPC message, framed, as buffers to write in order.
     Message(Vec<Bytes>),
-    /// End the stream with this status.
-    End(tonic::Status),
+    /// End the stream with this status (boxed: a queue's slots are the
+    /// size of its largest item, and a status is seven times a message's).
+    End(Box<tonic::Status>),
 }
 
 /// Frames one response message: the gRPC prefix and `head` (the message's
@@ -99,7 +100,7 @@ impl http_body::Body for Responses {
                     self.pending.extend(parts);
                     continue;
                 }
-                Some(Outgoing::End(status)) => status,
+                Some(Outgoing::End(status)) => *status,
                 // The task is done (the proxy left or the server closes).
                 None => tonic::Status::ok(""),
             };

@@ -1,0 +1,452 @@
+//! The `ads` bench's scoped mesh (`--scoped K`): `--services` services
+//! spread over the clients' `--namespaces` (`svc-{s}` lives in namespace
+//! `ns{s % namespaces}`, with four instances and a 50/50 RouteRule of its
+//! namespace), and in every namespace a default Sidecar importing its own
+//! namespace (`./*`) plus K services of other namespaces, so each proxy
+//! sees about `services / namespaces + K` services. Two hosts are special:
+//! `svc-1` (the shared host) is imported by every namespace, and `svc-0`
+//! (the narrow host) by 1% of the namespaces (its own included), so by 1%
+//! of the proxies.
+//!
+//! One run, one process, baselines first:
+//! 1. the same mesh without any Sidecar, with `--baseline-clients`
+//!    clients (default 20): the bytes each receives at connect, unscoped;
+//! 2. the scoped mesh with all the clients: the connect storm, the bytes
+//!    per client, the server's RSS before and after they connected;
+//! 3. a rule change of the narrow host: which clients were sent anything
+//!    (counted by the clients, and the responses the server sent), those
+//!    clients' ACK times, the server's CPU;
+//! 4. a rule change of the shared host (an all-proxy push): the same;
+//! 5. one endpoint added to the shared host: every client's EDS ACK;
+//! 6. the loopback floor for the storm's bytes (`floor.rs`).
+//!
+//! Each figure is printed with the load average when it was taken.
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pilot_ads::{XdsOptions, XdsServer};
+use pilot_model::{ConfigKey, ConfigStore, DynConfig, Labels, Port, Protocol, Service};
+use pilot_store::Controller;
+use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+
+use crate::ads_clients::{Clients, now_micros, percentile, rss_mb};
+
+/// The host imported by 1% of the proxies.
+const NARROW: usize = 0;
+/// The host imported by every proxy.
+const SHARED: usize = 1;
+
+/// The scoped mesh's shape.
+pub struct Layout {
+    pub services: usize,
+    pub namespaces: usize,
+    /// Services of other namespaces each namespace's Sidecar imports.
+    pub imports: usize,
+    /// The namespaces that see the narrow host.
+    narrow: BTreeSet<usize>,
+}
+
+impl Layout {
+    pub fn new(services: usize, namespaces: usize, imports: usize) -> Self {
+        assert!(namespaces >= 2, "--scoped needs --namespaces 2 or more");
+        let mut layout = Layout {
+            services,
+            namespaces,
+            imports,
+            narrow: BTreeSet::new(),
+        };
+        // Its own namespace, those importing it anyway, then more until
+        // they are 1% of the namespaces.
+        let share = namespaces.div_ceil(100);
+        layout.narrow = (0..namespaces).filter(|&n| layout.sees(n, NARROW)).collect();
+        let mut n = 1;
+        while layout.narrow.len() < share && n < namespaces {
+            layout.narrow.insert(n);
+            n += 1;
+        }
+        layout
+    }
+
+    fn namespace(&self, service: usize) -> usize {
+        service % self.namespaces
+    }
+
+    fn host(&self, service: usize) -> String {
+        format!("svc-{service}.ns{}.svc.cluster.local", self.namespace(service))
+    }
+
+    /// The services of other namespaces namespace `n` imports: K spread
+    /// over the mesh (each service imported by one namespace when the
+    /// sizes divide), the shared host, the narrow host for a few.
+    fn imported(&self, n: usize) -> BTreeSet<usize> {
+        let mut imported: BTreeSet<usize> = (0..self.imports)
+            .map(|j| (n * self.imports + j + self.services / 2) % self.services)
+            .chain([SHARED])
+            .chain(self.narrow.contains(&n).then_some(NARROW))
+            .collect();
+        imported.retain(|&s| self.namespace(s) != n);
+        imported
+    }
+
+    fn sees(&self, n: usize, service: usize) -> bool {
+        self.namespace(service) == n || self.imported(n).contains(&service)
+    }
+
+    /// The clients (of `clients`, client `i` in namespace `ns{i % N}`)
+    /// that see `service`.
+    fn clients_seeing(&self, clients: usize, service: usize) -> Vec<usize> {
+        (0..clients)
+            .filter(|i| self.sees(i % self.namespaces, service))
+            .collect()
+    }
+
+    /// Namespace `n`'s default Sidecar.
+    fn sidecar(&self, n: usize) -> DynConfig {
+        let hosts: Vec<String> = std::iter::once("\"./*\"".to_string())
+            .chain(
+                self.imported(n)
+                    .into_iter()
+                    .map(|s| format!("\"ns{}/{}\"", self.namespace(s), self.host(s))),
+            )
+            .collect();
+        let yaml = format!(
+            "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: ns{n}}}\nspec:\n  egress: [{{hosts: [{}]}}]\n",
+            hosts.join(", ")
+        );
+        let mut objects =
+            pilot_model::document::parse("sidecar.yaml", &yaml, &pilot_model::default_registry())
+                .expect("a valid Sidecar");
+        objects.remove(0)
+    }
+
+    /// Service `service`'s split rule (`v1` percent to v1), in its
+    /// namespace.
+    fn split(&self, service: usize, v1: i32) -> DynConfig {
+        let name = format!("svc-{service}");
+        let mut rule = crate::common::split_rule(&name, &format!("{name}-split"), v1);
+        rule.meta.namespace = format!("ns{}", self.namespace(service));
+        rule.to_dyn().expect("serializes")
+    }
+
+    /// The services with their instances and rules, and the Sidecars when
+    /// `scoped`.
+    async fn populate(&self, registry: &MemoryServiceRegistry, store: &MemoryConfigStore, scoped: bool) {
+        for s in 0..self.services {
+            let host = self.host(s);
+            registry.add_service(Service::new(&host, vec![Port::new("http", 9080, Protocol::Http)]));
+            for i in 0..4u32 {
+                let ip = IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + (s as u32) * 4 + i));
+                let labels = Labels::from_pairs([("version", if i < 2 { "v1" } else { "v2" })]);
+                registry.add_endpoints(&host, ip, labels).expect("service exists");
+            }
+            store.create(self.split(s, 50)).await.expect("create");
+        }
+        if scoped {
+            for n in 0..self.namespaces {
+                store.create(self.sidecar(n)).await.expect("create");
+            }
+        }
+    }
+}
+
+/// The load average over the last minute.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// A server on the mesh, serving on a free loopback port.
+struct Running {
+    server: XdsServer,
+    store: MemoryConfigStore,
+    registry: Arc<MemoryServiceRegistry>,
+    port: u16,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn start(layout: &Layout, scoped: bool) -> Running {
+    let store = MemoryConfigStore::new(pilot_model::default_registry());
+    let registry = MemoryServiceRegistry::new();
+    layout.populate(&registry, &store, scoped).await;
+    let controller = Arc::new(Controller::new(Arc::new(store.clone())));
+    controller.run();
+    controller.wait_synced().await;
+    let registry = Arc::new(registry);
+    let server = XdsServer::new(
+        controller,
+        Arc::clone(&registry) as Arc<dyn pilot_model::ServiceDiscovery>,
+        XdsOptions::default(),
+    );
+    let port = pilot_test_support::free_port();
+    let serving = server.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _ = serving
+            .serve(([127, 0, 0, 1], port).into(), async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    server.wait_version(1).await;
+    Running {
+        server,
+        store,
+        registry,
+        port,
+        stop,
+        task,
+    }
+}
+
+impl Running {
+    async fn shut(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+
+    /// Rewrites service `service`'s split rule to `v1` percent; returns
+    /// the version that push will carry.
+    async fn write(&self, layout: &Layout, service: usize, v1: i32) -> u64 {
+        let key = ConfigKey::new(
+            "RouteRule",
+            format!("ns{}", layout.namespace(service)),
+            format!("svc-{service}-split"),
+        );
+        let current = self.store.get(&key).await.unwrap().expect("the rule exists");
+        let mut next = layout.split(service, v1);
+        next.meta.resource_version = current.meta.resource_version.clone();
+        let version = self.server.version().unwrap() + 1;
+        self.store.update(next).await.expect("update");
+        version
+    }
+
+    /// The responses the server has sent, every type.
+    fn sent(&self) -> u64 {
+        self.server.sent_by_type().iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// What one rule write cost: the clients sent anything (counted by the
+/// clients), the responses the server sent, the waited-for clients' ACK
+/// times, the server's CPU until the last of them, the load then.
+struct Push {
+    reached: Vec<usize>,
+    sent: u64,
+    times: Vec<Duration>,
+    cpu: Duration,
+    load: String,
+}
+
+/// Rewrites `service`'s rule and waits for the clients `expected` to ACK
+/// it; then, after a second for stragglers, counts who was sent anything.
+async fn push(
+    running: &Running,
+    child: &mut Clients,
+    layout: &Layout,
+    service: usize,
+    v1: i32,
+    expected: &[usize],
+) -> Push {
+    let before = tokio::task::block_in_place(|| child.responses());
+    let sent = running.sent();
+    let cpu = crate::cpu_time();
+    let start = now_micros();
+    let version = running.write(layout, service, v1).await;
+    let times = tokio::task::block_in_place(|| child.ask_by("wait", version, start, expected).0);
+    let cpu = crate::cpu_time().saturating_sub(cpu);
+    let load = load();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = tokio::task::block_in_place(|| child.responses());
+    let reached = before
+        .iter()
+        .zip(&after)
+        .enumerate()
+        .filter(|(_, (b, a))| a > b)
+        .map(|(i, _)| i)
+        .collect();
+    Push {
+        reached,
+        sent: running.sent() - sent,
+        times,
+        cpu,
+        load,
+    }
+}
+
+/// The bench's run on the scoped mesh with `clients` clients (see the
+/// module's doc); prints its table.
+pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let kb = |b: f64| b / 1024.0;
+    // 1. The same mesh unscoped: bytes per client at connect.
+    let unscoped = start(&layout, false).await;
+    let started = Instant::now();
+    let start_us = now_micros();
+    let mut child = Clients::start(baseline_clients, unscoped.port, layout.namespaces, false);
+    tokio::task::block_in_place(|| child.wait_acked(1, start_us));
+    let unscoped_storm = started.elapsed();
+    let unscoped_bytes = tokio::task::block_in_place(|| child.received()) as f64;
+    let unscoped_load = load();
+    child.stop();
+    unscoped.shut().await;
+
+    // 2. The scoped mesh: the storm.
+    let running = start(&layout, true).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_before = rss_mb();
+    let cpu = crate::cpu_time();
+    let started = Instant::now();
+    let start_us = now_micros();
+    let mut child = Clients::start(clients, running.port, layout.namespaces, false);
+    let watching = running.server.clone();
+    let progress = tokio::spawn(async move {
+        let started = Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            eprintln!(
+                "  {:>4.0} s: {} streams open; ended: {:?}; RSS {:.0} MB",
+                started.elapsed().as_secs_f64(),
+                watching.status().len(),
+                watching.stream_ends(),
+                rss_mb()
+            );
+        }
+    });
+    let initial = tokio::task::block_in_place(|| child.wait_acked(1, start_us));
+    progress.abort();
+    let storm = started.elapsed();
+    let storm_cpu = crate::cpu_time().saturating_sub(cpu);
+    let storm_load = load();
+    let clients_cpu = tokio::task::block_in_place(|| child.cpu());
+    let scoped_bytes = tokio::task::block_in_place(|| child.received());
+    let rss_connected = rss_mb();
+    let rss_load = load();
+
+    // 3. and 4. The narrow push, then the all-proxy push.
+    let narrow_expected = layout.clients_seeing(clients, NARROW);
+    let narrow = push(&running, &mut child, &layout, NARROW, 80, &narrow_expected).await;
+    let everyone: Vec<usize> = (0..clients).collect();
+    let shared_expected = layout.clients_seeing(clients, SHARED);
+    assert_eq!(shared_expected, everyone, "every client sees the shared host");
+    let shared = push(&running, &mut child, &layout, SHARED, 80, &everyone).await;
+
+    // 5. One endpoint added to the shared host.
+    let version = running.server.version().unwrap() + 1;
+    let start_us = now_micros();
+    let cpu = crate::cpu_time();
+    running
+        .registry
+        .add_endpoints(
+            &layout.host(SHARED),
+            IpAddr::V4(Ipv4Addr::new(10, 255, 0, 1)),
+            Labels::from_pairs([("version", "v1")]),
+        )
+        .expect("service exists");
+    let (endpoint, eds_bytes) = tokio::task::block_in_place(|| child.ask("eds", version, start_us));
+    let endpoint_cpu = crate::cpu_time().saturating_sub(cpu);
+    let endpoint_load = load();
+    let reconnects = tokio::task::block_in_place(|| child.reconnects());
+    let ends = running.server.stream_ends();
+    child.stop();
+    running.shut().await;
+
+    // 6. The floor for the storm's bytes.
+    let floor = crate::floor::run(clients, scoped_bytes as usize, crate::cpu_time).await;
+    let floor_load = load();
+
+    let share = |set: &[usize]| 100.0 * set.len() as f64 / clients as f64;
+    let p = |times: &[Duration]| {
+        format!(
+            "{:.0} / {:.0} / {:.0} ms",
+            ms(percentile(times, 0.5)),
+            ms(percentile(times, 0.99)),
+            ms(*times.last().unwrap())
+        )
+    };
+    let exact = |push: &Push, expected: &[usize]| {
+        if push.reached == expected {
+            "exactly those".to_string()
+        } else {
+            let reached: BTreeSet<usize> = push.reached.iter().copied().collect();
+            let expected: BTreeSet<usize> = expected.iter().copied().collect();
+            format!(
+                "NOT those: {} unexpected, {} missed",
+                reached.difference(&expected).count(),
+                expected.difference(&reached).count()
+            )
+        }
+    };
+    println!(
+        "\nScoped mesh: {} services, {clients} clients over {} namespaces, Sidecars importing `./*` + {} other services (each proxy sees {} services)\n",
+        layout.services,
+        layout.namespaces,
+        layout.imports,
+        layout.services / layout.namespaces + layout.imported(layout.namespaces - 1).len(),
+    );
+    println!("| what | figure | baseline (same run) | ratio | target | load average |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    println!(
+        "| bytes per client at connect | {:.1} KB | unscoped, same mesh ({baseline_clients} clients): {:.1} KB (load {unscoped_load}; its storm {:.1} s) | {:.2}% | ≤ 5% | {storm_load} |",
+        kb(scoped_bytes as f64),
+        kb(unscoped_bytes),
+        unscoped_storm.as_secs_f64(),
+        100.0 * scoped_bytes as f64 / unscoped_bytes,
+    );
+    println!(
+        "| connect storm, all synced (p50 / p99 / max ACK {}); server CPU {:.1} s, clients' CPU {:.1} s | {:.1} s | loopback floor {:.2} s (server CPU {:.2} s, clients' {:.2} s; load {floor_load}) | {:.2}x | within 2x | {storm_load} |",
+        p(&initial),
+        ms(storm_cpu) / 1e3,
+        clients_cpu.as_secs_f64(),
+        storm.as_secs_f64(),
+        floor.wall.as_secs_f64(),
+        floor.server_cpu.as_secs_f64(),
+        floor.clients_cpu.as_secs_f64(),
+        storm.as_secs_f64() / floor.wall.as_secs_f64(),
+    );
+    println!(
+        "| server RSS per connected client | {:.1} KB ({rss_before:.0} → {rss_connected:.0} MB) | — | — | < 20 KB | {rss_load} |",
+        (rss_connected - rss_before) * 1024.0 / clients as f64,
+    );
+    println!(
+        "| rule change of a host seen by {:.1}% of the clients: clients sent anything | {} ({}); server sent {} responses | {} expected | — | exactly those | {} |",
+        share(&narrow_expected),
+        narrow.reached.len(),
+        exact(&narrow, &narrow_expected),
+        narrow.sent,
+        narrow_expected.len(),
+        narrow.load,
+    );
+    println!(
+        "| the same: those ACKed, p50 / p99 / max | {} | all-proxy push {} | — | p99 < 100 ms | {} |",
+        p(&narrow.times),
+        p(&shared.times),
+        narrow.load,
+    );
+    println!(
+        "| the same: server CPU | {:.1} ms | all-proxy push {:.1} ms ({} clients sent anything, {}; server sent {} responses; load {}) | {:.2}x of 1% of it | ≤ 3x of 1% | {} |",
+        ms(narrow.cpu),
+        ms(shared.cpu),
+        shared.reached.len(),
+        exact(&shared, &everyone),
+        shared.sent,
+        shared.load,
+        ms(narrow.cpu) / (ms(shared.cpu) * 0.01),
+        narrow.load,
+    );
+    println!(
+        "| one endpoint added to the shared host, all EDS ACKed p50 / p99 / max ({:.2} KB of EDS per client) | {} | — | — | p99 < 100 ms | {endpoint_load} |",
+        kb(eds_bytes),
+        p(&endpoint),
+    );
+    println!(
+        "| the same: server CPU | {:.0} ms | — | — | — | {endpoint_load} |",
+        ms(endpoint_cpu),
+    );
+    println!("| clients: {reconnects}; server: streams ended {ends:?} | | | | | |");
+}
