@@ -46,13 +46,23 @@ async fn mesh(objects: &str) -> (MemoryConfigStore, XdsServer, pilot_test_suppor
     (store, server, envoy)
 }
 
-/// A TCP server that writes `name` to every connection and closes it.
+/// A TCP server that reads what a connection sends first (the client's
+/// hello), answers `name` and closes it (having read what came, so the
+/// close is not a reset that could overtake the answer).
 fn tcp_upstream(name: &'static str) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for mut stream in listener.incoming().flatten() {
+            // The TLS record's header: type, version, length.
+            let mut read = [0u8; 5];
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+            let _ = stream.read_exact(&mut read);
+            let length = usize::from(u16::from_be_bytes([read[3], read[4]]));
+            let mut rest = vec![0u8; length];
+            let _ = stream.read_exact(&mut rest);
             let _ = stream.write_all(name.as_bytes());
+            let _ = stream.shutdown(std::net::Shutdown::Both);
         }
     });
     port
