@@ -235,7 +235,8 @@ impl Edge<'_> {
                 continue;
             }
             for request in &route.matches {
-                if flags.next().unwrap_or(true) {
+                // A match on another port is not this server's.
+                if flags.next().unwrap_or(true) && request.port.is_none_or(|p| p == port) {
                     out.push(crate::routes::envoy_route(route, Some(request), &host.host, port));
                 }
             }

@@ -7,10 +7,22 @@
 //! specific chain, not the first, so of two matches with the same
 //! criteria the first route's is kept. Connections no match takes go to
 //! the service port's own cluster.
+//!
+//! TLS services that share one listener (no VIP to tell them apart:
+//! ServiceEntries with resolution `NONE` or `DNS` and no addresses, or any
+//! services without traffic capture) are told apart by SNI, as Istio does:
+//! each service's chains match its own hostname as server name (a chain
+//! that already names server names keeps them), so every host on the port
+//! is reachable; of chains with the same match, the first service's is
+//! kept. On a capturing sidecar, a connection whose server name no service
+//! has is passed through to its original destination. Plain TCP services on one listener cannot be told apart: the
+//! first service (by hostname) has the port.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use envoy_types::pb::envoy::config::core::v3::CidrRange;
 use envoy_types::pb::envoy::config::listener::v3::{
-    Filter, FilterChain, FilterChainMatch, ListenerFilter, filter, listener_filter,
+    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter, listener_filter,
 };
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
@@ -70,6 +82,76 @@ pub(crate) fn filter_chains(
         }));
     }
     (chains, sni)
+}
+
+/// The (address, port) listeners that two or more TLS services share,
+/// each service's listener address given by `address`: their chains are
+/// told apart by SNI ([`sni_filter_chains`]).
+pub(crate) fn shared_tls_listeners(
+    services: &[std::sync::Arc<Service>],
+    address: impl Fn(&Service) -> String,
+) -> BTreeSet<(String, u16)> {
+    let mut count: BTreeMap<(String, u16), usize> = BTreeMap::new();
+    for service in services {
+        for port in service.ports.iter().filter(|p| p.protocol == Protocol::Https) {
+            *count.entry((address(service), port.port)).or_default() += 1;
+        }
+    }
+    count
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(key, _)| key)
+        .collect()
+}
+
+/// [`filter_chains`] of a TLS service on a listener it shares with other
+/// TLS services: each chain without server names matches the service's
+/// hostname.
+pub(crate) fn sni_filter_chains(
+    service: &Service,
+    port: &Port,
+    model: &RoutingModel,
+    proxy: &Proxy,
+    own: &[ServiceInstance],
+) -> Vec<FilterChain> {
+    let (chains, _) = filter_chains(service, port, model, proxy, own);
+    let mut out = Listener::default();
+    for mut chain in chains {
+        let chain_match = chain.filter_chain_match.get_or_insert_with(Default::default);
+        if chain_match.server_names.is_empty() {
+            chain_match.server_names = vec![service.hostname.clone()];
+        }
+        add_chains(&mut out, vec![chain]);
+    }
+    out.filter_chains
+}
+
+/// The chain of a shared TLS listener of a capturing sidecar for
+/// connections no service's server name matches: passed through to their
+/// original destination, as the virtual listener passes through
+/// connections to ports no service has.
+pub(crate) fn passthrough_chain() -> FilterChain {
+    tcp_chain(TcpProxy {
+        stat_prefix: crate::clusters::PASSTHROUGH.to_string(),
+        cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(
+            crate::clusters::PASSTHROUGH.to_string(),
+        )),
+        ..Default::default()
+    })
+}
+
+/// Adds `chains` to `listener`, but those whose match one of its chains
+/// already has (Envoy refuses two chains with one match).
+pub(crate) fn add_chains(listener: &mut Listener, chains: Vec<FilterChain>) {
+    for chain in chains {
+        if !listener
+            .filter_chains
+            .iter()
+            .any(|c| c.filter_chain_match == chain.filter_chain_match)
+        {
+            listener.filter_chains.push(chain);
+        }
+    }
 }
 
 /// The listener filter that reads a TLS client hello's SNI.

@@ -105,23 +105,41 @@ fn outbound(
             ),
         ));
     }
+    let address_of = |service: &pilot_model::Service| match (capture, service.address) {
+        (true, Some(vip)) => vip.to_string(),
+        (true, None) => "0.0.0.0".to_string(),
+        (false, _) => "127.0.0.1".to_string(),
+    };
+    let shared = crate::l4::shared_tls_listeners(&services, address_of);
     for service in &services {
         for port in service
             .ports
             .iter()
             .filter(|p| !p.protocol.is_http() && p.protocol != pilot_model::Protocol::Udp)
         {
-            let address = match (capture, service.address) {
-                (true, Some(vip)) => vip.to_string(),
-                (true, None) => "0.0.0.0".to_string(),
-                (false, _) => "127.0.0.1".to_string(),
-            };
-            if !taken.insert((address.clone(), port.port)) {
+            let address = address_of(service);
+            let key = (address.clone(), port.port);
+            let by_sni = port.protocol == pilot_model::Protocol::Https && shared.contains(&key);
+            if !taken.insert(key) {
+                // A TLS service on a listener another one has: by SNI.
+                let name = format!("{address}_{}", port.port);
+                if by_sni && let Some(existing) = plan.listeners.iter_mut().find(|l| l.name == name) {
+                    let chains = crate::l4::sni_filter_chains(service, port, model, proxy, own);
+                    crate::l4::add_chains(existing, chains);
+                }
                 continue;
             }
             // The model's TCP and TLS routes of the service, else its own
             // cluster.
-            let (chains, sni) = crate::l4::filter_chains(service, port, model, proxy, own);
+            let (chains, sni) = if by_sni {
+                let mut chains = crate::l4::sni_filter_chains(service, port, model, proxy, own);
+                if capture {
+                    chains.push(crate::l4::passthrough_chain());
+                }
+                (chains, true)
+            } else {
+                crate::l4::filter_chains(service, port, model, proxy, own)
+            };
             let mut tcp = listener(
                 &format!("{address}_{}", port.port),
                 &address,

@@ -103,7 +103,8 @@ pub fn virtual_host_routes(
             continue;
         }
         for request in &route.matches {
-            if flags.next().unwrap_or(true) {
+            // A match on another port is not this port's.
+            if flags.next().unwrap_or(true) && request.port.is_none_or(|p| p == port) {
                 out.push(envoy_route(route, Some(request), &service.hostname, service_port));
             }
         }
@@ -121,9 +122,9 @@ pub fn virtual_host_routes(
     out
 }
 
-/// The names a client may use for a service: the hostname, `name.namespace`,
-/// `name.namespace.svc`, the short name within the proxy's own namespace, and
-/// the address. Without a port: a sidecar's route configurations set
+/// The names a client may use for a service: the hostname, for a service
+/// of the cluster's domain `name.namespace` and `name.namespace.svc` and the
+/// short name within the proxy's own namespace, and the address. Without a port: a sidecar's route configurations set
 /// `ignore_port_in_host_matching`, so Envoy matches `Host: name:port` (any
 /// port) against `name`, as Istio's sidecars do; the listener's port already
 /// chose the route configuration. (Proxyless gRPC matches the target's
@@ -136,7 +137,22 @@ pub fn domains(service: &Service, proxy: &Proxy) -> Vec<String> {
         return names;
     }
     let parts: Vec<&str> = service.hostname.split('.').collect();
-    if parts.len() >= 2 {
+    // Shorter names only for a service of the proxy's cluster domain
+    // (`name.namespace.svc.<domain>`), as Istio's sidecars: a host outside
+    // it (a service entry's `api.example.com`) is matched as itself.
+    let cluster_suffix = proxy
+        .domain
+        .split_once('.')
+        .map(|(_, rest)| rest)
+        .unwrap_or_default();
+    let in_cluster = parts.len() >= 3
+        && parts[2] == "svc"
+        && (cluster_suffix.is_empty()
+            || service
+                .hostname
+                .strip_suffix(cluster_suffix)
+                .is_some_and(|head| head.ends_with('.')));
+    if in_cluster {
         names.push(format!("{}.{}", parts[0], parts[1]));
         if parts.len() >= 3 {
             names.push(format!("{}.{}.{}", parts[0], parts[1], parts[2]));

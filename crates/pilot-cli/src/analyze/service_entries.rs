@@ -8,9 +8,10 @@
 
 use std::collections::BTreeMap;
 
+use pilot_model::DynConfig;
 use pilot_model::networking::{ServiceEntry, WorkloadEntry};
-use pilot_model::{Config, ConfigKind, DynConfig};
 
+use super::networking::typed;
 use super::{Finding, Severity, finding};
 
 /// Every ServiceEntry finding for `objects` into `out`.
@@ -59,17 +60,6 @@ pub(super) fn analyze(objects: &[DynConfig], out: &mut Vec<Finding>) {
             ));
         }
     }
-}
-
-/// One object per name, the last given, by namespace and name.
-fn typed<K: ConfigKind>(objects: &[DynConfig]) -> Vec<Config<K>> {
-    let mut typed: BTreeMap<(String, String), Config<K>> = BTreeMap::new();
-    for object in objects.iter().filter(|o| o.meta.kind == K::KIND) {
-        if let Ok(config) = Config::<K>::from_dyn(object) {
-            typed.insert((config.meta.namespace.clone(), config.meta.name.clone()), config);
-        }
-    }
-    typed.into_values().collect()
 }
 
 #[cfg(test)]

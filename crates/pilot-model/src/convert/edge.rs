@@ -20,7 +20,10 @@ pub const INGRESS_GATEWAY: &str = "istio-ingress";
 
 /// Each egress rule becomes a `MESH_EXTERNAL` ServiceEntry of the same
 /// name: DNS resolution for a host, `NONE` for a wildcard, an address or a
-/// CIDR block (which goes in `addresses`).
+/// CIDR block (which goes in `addresses`). The rules of one host in one
+/// namespace become one entry (the first rule's, by namespace and name)
+/// with the ports of all of them, the first rule's protocol for a port
+/// listed twice: a host is one service.
 pub(super) fn egress_rules(configs: &RoutingConfigs, out: &mut Out) {
     for rule in &configs.egress_rules {
         let Some(destination) = &rule.spec.destination else {
@@ -41,6 +44,22 @@ pub(super) fn egress_rules(configs: &RoutingConfigs, out: &mut Out) {
                 "v1 routes through an egress gateway with a Gateway and VirtualService, not a flag: dropped",
             );
         }
+        // A non-HTTP port of a ServiceEntry is a listener of its own on
+        // the sidecar (without a single address to listen on: for every
+        // destination of that port); an egress rule's was a cluster alone.
+        for (i, port) in rule.spec.ports.iter().enumerate() {
+            let protocol = port.protocol.to_ascii_uppercase();
+            if !matches!(protocol.as_str(), "" | "HTTP" | "HTTP2" | "GRPC") {
+                out.note(
+                    rule,
+                    &format!("spec.ports[{i}]"),
+                    format!(
+                        "a {protocol} port of a ServiceEntry has a listener on the sidecar (without a single address, for every outbound connection to port {}), where the egress rule's had a cluster only",
+                        port.port
+                    ),
+                );
+            }
+        }
         let ports = rule
             .spec
             .ports
@@ -60,8 +79,36 @@ pub(super) fn egress_rules(configs: &RoutingConfigs, out: &mut Out) {
                 }
             })
             .collect();
+        let ports: Vec<ServicePort> = ports;
+        let hosts = vec![if address { object_name(&host) } else { host.clone() }];
+        // The rules of one host are one entry: a host has one service.
+        if let Some(earlier) = out
+            .service_entries
+            .iter_mut()
+            .find(|e| e.meta.namespace == rule.meta.namespace && e.spec.hosts == hosts)
+        {
+            let mut conflicts = Vec::new();
+            for port in ports {
+                match earlier.spec.ports.iter().find(|p| p.number == port.number) {
+                    None => earlier.spec.ports.push(port),
+                    Some(p) if p.protocol != port.protocol => {
+                        conflicts.push((port.number, p.protocol.clone()))
+                    }
+                    Some(_) => {}
+                }
+            }
+            let name = earlier.meta.name.clone();
+            for (number, protocol) in conflicts {
+                out.note(
+                    rule,
+                    "spec.ports",
+                    format!("port {number} of {host} is {protocol} in the ServiceEntry {name}, from an earlier rule"),
+                );
+            }
+            continue;
+        }
         let spec = ServiceEntry {
-            hosts: vec![if address { object_name(&host) } else { host.clone() }],
+            hosts,
             addresses: if address { vec![host.clone()] } else { Vec::new() },
             ports,
             location: Some(Location::MeshExternal),
@@ -117,6 +164,11 @@ pub(super) fn ingress_rules(configs: &RoutingConfigs, out: &mut Out) {
             );
             continue;
         };
+        out.note(
+            *rule,
+            "spec",
+            "v1 allows websocket upgrades on every route: this rule's route now allows them",
+        );
         let destination_port = match (&rule.spec.destination_port, &rule.spec.destination_port_name) {
             (Some(number), _) => Some(PortSelector {
                 number: u32::try_from(*number).unwrap_or(0),
