@@ -61,6 +61,7 @@ mod resources;
 mod routes;
 mod scope;
 pub mod security;
+mod upstream_tls;
 mod util;
 
 #[cfg(feature = "testing")]

@@ -404,6 +404,9 @@ fn port_policy(
             ca_certificates: non_empty(&tls.ca_certificates),
             subject_alt_names: tls.subject_alt_names.clone(),
             sni: non_empty(&tls.sni),
+            credential_name: non_empty(&tls.credential_name),
+            insecure_skip_verify: tls.insecure_skip_verify == Some(true),
+            ca_crl: non_empty(&tls.ca_crl),
         }),
     }
 }
