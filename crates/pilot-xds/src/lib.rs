@@ -46,6 +46,7 @@ mod clusters;
 mod egress;
 mod error;
 mod gateway;
+mod gateway_l4;
 mod generate;
 mod grpcgen;
 mod hash_policy;

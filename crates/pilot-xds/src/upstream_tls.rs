@@ -70,26 +70,8 @@ fn common_context(tls: &ClientTls) -> CommonTlsContext {
     if tls.insecure_skip_verify {
         return common;
     }
-    let sans = tls
-        .subject_alt_names
-        .iter()
-        .flat_map(|name| {
-            [
-                subject_alt_name_matcher::SanType::Dns,
-                subject_alt_name_matcher::SanType::Uri,
-            ]
-            .map(|kind| SubjectAltNameMatcher {
-                san_type: kind as i32,
-                matcher: Some(StringMatcher {
-                    match_pattern: Some(string_matcher::MatchPattern::Exact(name.clone())),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-        })
-        .collect();
     let mut validation = CertificateValidationContext {
-        match_typed_subject_alt_names: sans,
+        match_typed_subject_alt_names: san_matchers(&tls.subject_alt_names),
         crl: tls.ca_crl.as_deref().map(file),
         ..Default::default()
     };
@@ -107,6 +89,28 @@ fn common_context(tls: &ClientTls) -> CommonTlsContext {
         }
     });
     common
+}
+
+/// Matchers admitting a certificate that carries one of `names` as a DNS
+/// or URI subject alternative name (Istio's `subjectAltNames`).
+pub(crate) fn san_matchers(names: &[String]) -> Vec<SubjectAltNameMatcher> {
+    names
+        .iter()
+        .flat_map(|name| {
+            [
+                subject_alt_name_matcher::SanType::Dns,
+                subject_alt_name_matcher::SanType::Uri,
+            ]
+            .map(|kind| SubjectAltNameMatcher {
+                san_type: kind as i32,
+                matcher: Some(StringMatcher {
+                    match_pattern: Some(string_matcher::MatchPattern::Exact(name.clone())),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        })
+        .collect()
 }
 
 fn file(path: &str) -> DataSource {
