@@ -1,7 +1,9 @@
 //! Gateways in the routing model: each server of a `networking.istio.io`
 //! `Gateway` becomes an [`IngressServer`] for the proxies its selector
 //! picks, with the HTTP routes of the VirtualServices bound to the gateway,
-//! per host both name. As Istio reads them:
+//! per host both name; a server that routes connections (TCP, TLS, or TLS
+//! passed through) takes their TCP routes, or their TLS routes when it
+//! passes TLS through. As Istio reads them:
 //!
 //! - A VirtualService binds to a gateway by `gateways`: `namespace/name`,
 //!   or `name` in the VirtualService's own namespace (`mesh` stands for the
