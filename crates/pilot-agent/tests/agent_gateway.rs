@@ -3,7 +3,9 @@
 //! router by its labels and a VirtualService bound to it; requests through
 //! the gateway's port reach the backend by their Host, a host the gateway
 //! does not serve gets 404, and the HTTPS server terminates TLS with its
-//! certificate files.
+//! certificate files; TCP, TLS (terminated) and PASSTHROUGH servers route
+//! connections to backends, and a MUTUAL server admits only the client
+//! identities it lists.
 
 mod common;
 
@@ -121,4 +123,227 @@ spec:
         .output()
         .unwrap();
     assert_ne!(String::from_utf8_lossy(&plain.stdout), "200");
+}
+
+/// `openssl s_server -www` on a free loopback port with `pair`: a TLS
+/// upstream whose answer is a page describing the session.
+fn tls_backend(pair: &pilot_test_support::certs::Pair) -> (u16, pilot_test_support::ProcessGuard) {
+    let port = free_port();
+    let guard = pilot_test_support::ProcessGuard::spawn(
+        Command::new("openssl")
+            .args(["s_server", "-www", "-accept", &format!("127.0.0.1:{port}")])
+            .arg("-cert")
+            .arg(&pair.cert)
+            .arg("-key")
+            .arg(&pair.key)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+    )
+    .expect("openssl runs (scripts/install-deps installs it)");
+    eventually("the TLS backend listening", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    (port, guard)
+}
+
+/// curl to `https://host:port/` resolved to 127.0.0.1, trusting `ca`,
+/// with `extra` arguments: (success, body).
+fn curl_https(host: &str, port: u16, ca: &std::path::Path, extra: &[&std::ffi::OsStr]) -> (bool, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--resolve"])
+        .arg(format!("{host}:{port}:127.0.0.1"))
+        .arg("--cacert")
+        .arg(ca)
+        .args(extra)
+        .arg(format!("https://{host}:{port}/"))
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn a_router_serves_tcp_tls_passthrough_and_mutual_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let ca = pki.ca("ca").unwrap();
+    let gateway_cert = pki
+        .leaf(
+            "gateway",
+            "ca",
+            "subjectAltName=DNS:terminated.example.com,DNS:mutual.example.com\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+    let upstream_cert = pki
+        .leaf(
+            "upstream",
+            "ca",
+            "subjectAltName=DNS:passthrough.example.com\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+    let client = |name: &str| {
+        pki.leaf(
+            name,
+            "ca",
+            &pilot_test_support::certs::client_with_uri(&format!(
+                "spiffe://cluster.local/ns/default/sa/{name}"
+            )),
+        )
+        .unwrap()
+    };
+    let (good, bad) = (client("good"), client("bad"));
+    let backend = Backend::start();
+    let (tls_port, _tls_backend) = tls_backend(&upstream_cert);
+    let services = dir.path().join("services.yaml");
+    std::fs::write(
+        &services,
+        format!(
+            "services:\n- hostname: backend.default.svc.cluster.local\n  ports: [{{name: http, port: {}, protocol: HTTP}}]\n  instances:\n  - {{address: 127.0.0.1, port: {}, labels: {{app: backend}}}}\n- hostname: tlsbackend.default.svc.cluster.local\n  ports: [{{name: tls, port: {}, protocol: TCP}}]\n  instances:\n  - {{address: 127.0.0.1, port: {tls_port}, labels: {{app: tlsbackend}}}}\n",
+            free_port(),
+            backend.port,
+            free_port(),
+        ),
+    )
+    .unwrap();
+    let discovery = Discovery::start(&["--services", services.to_str().unwrap()]);
+    let (tcp_port, passthrough_port, terminated_port, mutual_port) =
+        (free_port(), free_port(), free_port(), free_port());
+    let config = dir.path().join("gateway.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: default}}
+spec:
+  selector: {{istio: ingressgateway}}
+  servers:
+  - port: {{number: {tcp_port}, name: tcp, protocol: TCP}}
+    hosts: [tcp.example.com]
+  - port: {{number: {passthrough_port}, name: tls-passthrough, protocol: TLS}}
+    hosts: [passthrough.example.com]
+    tls: {{mode: PASSTHROUGH}}
+  - port: {{number: {terminated_port}, name: tls-terminated, protocol: TLS}}
+    hosts: [terminated.example.com]
+    tls: {{mode: SIMPLE, serverCertificate: {cert}, privateKey: {key}}}
+  - port: {{number: {mutual_port}, name: https-mutual, protocol: HTTPS}}
+    hosts: [mutual.example.com]
+    tls:
+      mode: MUTUAL
+      serverCertificate: {cert}
+      privateKey: {key}
+      caCertificates: {ca}
+      subjectAltNames: [spiffe://cluster.local/ns/default/sa/good]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: tcp, namespace: default}}
+spec:
+  hosts: [tcp.example.com, terminated.example.com]
+  gateways: [edge]
+  tcp:
+  - route: [{{destination: {{host: backend}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: passthrough, namespace: default}}
+spec:
+  hosts: [passthrough.example.com]
+  gateways: [edge]
+  tls:
+  - match: [{{sniHosts: [passthrough.example.com]}}]
+    route: [{{destination: {{host: tlsbackend}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: mutual, namespace: default}}
+spec:
+  hosts: [mutual.example.com]
+  gateways: [edge]
+  http:
+  - route: [{{destination: {{host: backend}}}}]
+"#,
+            cert = gateway_cert.cert.display(),
+            key = gateway_cert.key.display(),
+            ca = ca.cert.display(),
+        ),
+    )
+    .unwrap();
+    let applied = pilot_test_support::pilotctl(
+        Some(&discovery.url),
+        &["apply", "-f", config.to_str().unwrap()],
+        &[],
+        None,
+    );
+    assert_eq!(applied.code, 0, "{}{}", applied.stdout, applied.stderr);
+    let agent = Agent::start(
+        "router",
+        &[
+            "--ip",
+            "10.0.0.41",
+            "--id",
+            "gateway-2.default",
+            "--label",
+            "istio=ingressgateway",
+            "--discovery-address",
+            &format!("127.0.0.1:{}", discovery.xds_port),
+        ],
+    );
+
+    // TCP: every connection goes to the backend, whatever its Host says
+    // (an HTTP server would answer 404 for a host it does not serve).
+    eventually("the TCP server proxying to the backend", || {
+        pilot_test_support::http::request(
+            ([127, 0, 0, 1], tcp_port).into(),
+            "GET",
+            "/",
+            &[("host", "unknown.example.org")],
+            b"",
+        )
+        .is_ok_and(|a| a.code == 200 && a.text() == "ok")
+    });
+
+    // PASSTHROUGH: the client's TLS reaches the upstream, whose certificate
+    // (for passthrough.example.com, which the gateway has no key for) the
+    // client verifies; the page is the upstream's.
+    eventually("TLS passed through to the upstream by SNI", || {
+        let (ok, body) = curl_https("passthrough.example.com", passthrough_port, &ca.cert, &[]);
+        ok && body.contains("no client certificate available")
+    });
+
+    // TLS SIMPLE: terminated with the gateway's certificate, then TCP to
+    // the plain HTTP backend.
+    eventually("TLS terminated, then proxied to the backend", || {
+        curl_https("terminated.example.com", terminated_port, &ca.cert, &[]) == (true, "ok".to_string())
+    });
+
+    // MUTUAL with subjectAltNames: only a client certificate carrying the
+    // listed identity is admitted.
+    let with = |pair: &pilot_test_support::certs::Pair| {
+        curl_https(
+            "mutual.example.com",
+            mutual_port,
+            &ca.cert,
+            &[
+                "--cert".as_ref(),
+                pair.cert.as_os_str(),
+                "--key".as_ref(),
+                pair.key.as_os_str(),
+            ],
+        )
+    };
+    eventually("MUTUAL admitting the listed identity", || {
+        with(&good) == (true, "ok".to_string())
+    });
+    let refused = with(&bad);
+    assert!(
+        !refused.0,
+        "an identity not listed is refused: {refused:?}\n{}",
+        agent.log()
+    );
+    let anonymous = curl_https("mutual.example.com", mutual_port, &ca.cert, &[]);
+    assert!(!anonymous.0, "no client certificate is refused: {anonymous:?}");
 }

@@ -128,6 +128,7 @@ pub fn outbound(
                     apply_policy(&mut cluster, policy);
                 }
                 let tls = policy.and_then(|p| p.tls.as_ref());
+                crate::upstream_tls::apply(&mut cluster, tls, &service.hostname);
                 if let Some(security) = security {
                     crate::security::secure_outbound(
                         &mut cluster,
@@ -333,6 +334,11 @@ fn external_clusters(model: &RoutingModel) -> Vec<Cluster> {
             };
             if let Some(policy) = model.policy_for(&service.host, &Labels::new()) {
                 apply_policy(&mut cluster, policy.for_port(port.number));
+                crate::upstream_tls::apply(
+                    &mut cluster,
+                    policy.for_port(port.number).tls.as_ref(),
+                    &service.host,
+                );
             }
             clusters.push(cluster);
         }

@@ -17,7 +17,10 @@
 //! - A virtual host's routes are the bound VirtualServices' routes in
 //!   order; a request for a host no server names gets Envoy's 404.
 //!
-//! TLS passthrough and TCP servers are not generated here.
+//! - TLS passthrough, TCP and TLS servers route connections, not
+//!   requests: `gateway_l4.rs`.
+//! - A MUTUAL server requires a client certificate its CA signed and, when
+//!   it lists `subjectAltNames`, carrying one of them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,7 +41,7 @@ use envoy_types::pb::google::protobuf::BoolValue;
 use pilot_model::routing::{
     GatewayHost, HttpAction, HttpRoute, IngressServer, PortSelector, RoutingModel, ServerTls, ServerTlsMode,
 };
-use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
+use pilot_model::{Labels, Protocol, ServiceDiscovery, ServiceInstance};
 
 use crate::listeners::{ListenerPlan, http_filter_chain, listener, route_to};
 use crate::util::{ads, any};
@@ -63,7 +66,11 @@ pub(crate) fn listeners(
     };
     for (port, servers) in by_port {
         let first = servers[0];
-        if first.terminates_tls() {
+        let connections =
+            !first.protocol.is_http() && (first.protocol != Protocol::Https || !first.terminates_tls());
+        if connections && !first.gateway.is_empty() {
+            crate::gateway_l4::listener_for(port, &servers, registry, plan);
+        } else if first.terminates_tls() {
             edge.terminating(port, &servers, plan);
         } else if first.tls.is_none() && first.protocol.is_http() {
             edge.plain(port, &servers, plan);
@@ -293,8 +300,10 @@ fn rds_chain(name: &str) -> FilterChain {
 }
 
 /// TLS terminated with a server's certificate: a secret over SDS, or
-/// files; MUTUAL requires a client certificate its CA signed.
-fn downstream_tls(tls: &ServerTls) -> TransportSocket {
+/// files; MUTUAL requires a client certificate its CA (a file, or the
+/// secret `credentialName-cacert`) signed, with one of the server's
+/// `subjectAltNames` when it lists any.
+pub(crate) fn downstream_tls(tls: &ServerTls) -> TransportSocket {
     let file = |path: &str| DataSource {
         specifier: Some(data_source::Specifier::Filename(path.to_string())),
         ..Default::default()
@@ -313,13 +322,30 @@ fn downstream_tls(tls: &ServerTls) -> TransportSocket {
         _ => {}
     }
     let mutual = tls.mode == ServerTlsMode::Mutual;
-    if mutual && let Some(ca) = &tls.ca_certificates {
-        common.validation_context_type = Some(common_tls_context::ValidationContextType::ValidationContext(
-            CertificateValidationContext {
-                trusted_ca: Some(file(ca)),
-                ..Default::default()
-            },
-        ));
+    if mutual {
+        let validation = CertificateValidationContext {
+            trusted_ca: tls.ca_certificates.as_deref().map(file),
+            match_typed_subject_alt_names: crate::upstream_tls::san_matchers(&tls.subject_alt_names),
+            ..Default::default()
+        };
+        common.validation_context_type = match (&tls.ca_certificates, &tls.credential_name) {
+            (Some(_), _) => Some(common_tls_context::ValidationContextType::ValidationContext(
+                validation,
+            )),
+            (None, Some(secret)) => Some(
+                common_tls_context::ValidationContextType::CombinedValidationContext(
+                    common_tls_context::CombinedCertificateValidationContext {
+                        default_validation_context: Some(validation),
+                        validation_context_sds_secret_config: Some(SdsSecretConfig {
+                            name: format!("{secret}-cacert"),
+                            sds_config: Some(ads()),
+                        }),
+                        ..Default::default()
+                    },
+                ),
+            ),
+            (None, None) => None,
+        };
     }
     let context = DownstreamTlsContext {
         common_tls_context: Some(common),

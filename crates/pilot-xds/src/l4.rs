@@ -206,7 +206,9 @@ fn cidr(subnet: &str) -> Option<CidrRange> {
     })
 }
 
-fn tcp_proxy_chain(host: &str, port: u16, destinations: &[WeightedDestination]) -> FilterChain {
+/// A chain proxying connections to `destinations` by weight (a
+/// destination without a port goes to `port`).
+pub(crate) fn tcp_proxy_chain(host: &str, port: u16, destinations: &[WeightedDestination]) -> FilterChain {
     let cluster = |d: &WeightedDestination| {
         ClusterName::outbound(
             &d.destination.host,

@@ -46,6 +46,7 @@ mod clusters;
 mod egress;
 mod error;
 mod gateway;
+mod gateway_l4;
 mod generate;
 mod grpcgen;
 mod hash_policy;
@@ -61,6 +62,7 @@ mod resources;
 mod routes;
 mod scope;
 pub mod security;
+mod upstream_tls;
 mod util;
 
 #[cfg(feature = "testing")]

@@ -3,7 +3,7 @@
 
 use crate::{Labels, Protocol};
 
-use super::{HttpMatch, HttpRoute};
+use super::{HttpMatch, HttpRoute, TcpRoute, TlsRoute};
 
 /// A service outside the mesh that proxies may call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +86,13 @@ pub struct IngressServer {
     /// A gateway's virtual hosts: the HTTP routes of the VirtualServices
     /// bound to it, per host its hosts and theirs share.
     pub virtual_hosts: Vec<GatewayHost>,
+    /// A TCP or TLS-terminating gateway server's TCP routes: those of the
+    /// VirtualServices bound to it whose hosts meet its hosts, in order.
+    pub tcp_routes: Vec<TcpRoute>,
+    /// A TLS passthrough server's TLS routes, as its TCP routes, each
+    /// match's `sniHosts` (the hosts both name when it has none) choosing
+    /// connections by their SNI.
+    pub tls_routes: Vec<TlsRoute>,
 }
 
 impl IngressServer {
@@ -102,6 +109,8 @@ impl IngressServer {
             https_redirect: false,
             routes: Vec::new(),
             virtual_hosts: Vec::new(),
+            tcp_routes: Vec::new(),
+            tls_routes: Vec::new(),
         }
     }
 

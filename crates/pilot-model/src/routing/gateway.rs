@@ -1,7 +1,9 @@
 //! Gateways in the routing model: each server of a `networking.istio.io`
 //! `Gateway` becomes an [`IngressServer`] for the proxies its selector
 //! picks, with the HTTP routes of the VirtualServices bound to the gateway,
-//! per host both name. As Istio reads them:
+//! per host both name; a server that routes connections (TCP, TLS, or TLS
+//! passed through) takes their TCP routes, or their TLS routes when it
+//! passes TLS through. As Istio reads them:
 //!
 //! - A VirtualService binds to a gateway by `gateways`: `namespace/name`,
 //!   or `name` in the VirtualService's own namespace (`mesh` stands for the
@@ -21,7 +23,10 @@
 use crate::networking::{self, Gateway, ServerTlsMode as SpecTlsMode};
 use crate::{Config, Labels, Protocol};
 
-use super::{GatewayHost, HttpRoute, IngressServer, RoutingConfigs, RoutingModel, ServerTls, ServerTlsMode};
+use super::{
+    GatewayHost, HttpRoute, IngressServer, L4Match, RoutingConfigs, RoutingModel, ServerTls, ServerTlsMode,
+    TcpRoute, TlsRoute,
+};
 
 /// The HTTP routes of one VirtualService bound to named gateways.
 pub(super) struct Bound {
@@ -33,6 +38,10 @@ pub(super) struct Bound {
     pub(super) hosts: Vec<String>,
     /// Its HTTP routes, compiled.
     pub(super) http: Vec<HttpRoute>,
+    /// Its TCP routes, compiled.
+    pub(super) tcp: Vec<TcpRoute>,
+    /// Its TLS routes, compiled.
+    pub(super) tls: Vec<TlsRoute>,
 }
 
 /// A gateway reference of an object in `namespace` as `namespace/name`:
@@ -83,6 +92,17 @@ pub(super) fn compile(configs: &RoutingConfigs, bound: &[Bound], model: &mut Rou
             out.tls = tls;
             if protocol.is_http() || out.terminates_tls() {
                 out.virtual_hosts = virtual_hosts(&name, &hosts, bound);
+            }
+            if !protocol.is_http() {
+                if out
+                    .tls
+                    .as_ref()
+                    .is_some_and(|t| t.mode == ServerTlsMode::Passthrough)
+                {
+                    out.tls_routes = tls_routes(&name, &hosts, bound);
+                } else {
+                    out.tcp_routes = tcp_routes(&name, &hosts, bound);
+                }
             }
             model.ingress.push(out);
         }
@@ -163,6 +183,94 @@ fn virtual_hosts(name: &str, hosts: &[(&str, &str)], bound: &[Bound]) -> Vec<Gat
         }
     }
     out
+}
+
+/// The hosts of server `hosts` a VirtualService of `namespace` with
+/// `vs_hosts` binds through: each pair that meets, the more specific.
+fn shared_hosts(hosts: &[(&str, &str)], namespace: &str, vs_hosts: &[String]) -> Vec<String> {
+    let mut shared: Vec<String> = Vec::new();
+    for vs_host in vs_hosts {
+        for (filter, server_host) in hosts {
+            if *filter != "*" && *filter != namespace {
+                continue;
+            }
+            if let Some(host) = intersect(server_host, vs_host)
+                && !shared.contains(&host)
+            {
+                shared.push(host);
+            }
+        }
+    }
+    shared
+}
+
+/// The TCP routes of the VirtualServices bound to gateway `name` whose
+/// hosts meet the server's `hosts`, each with the matches this gateway
+/// takes.
+fn tcp_routes(name: &str, hosts: &[(&str, &str)], bound: &[Bound]) -> Vec<TcpRoute> {
+    let mut out = Vec::new();
+    for service in bound.iter().filter(|b| b.gateways.iter().any(|g| g == name)) {
+        if shared_hosts(hosts, &service.namespace, &service.hosts).is_empty() {
+            continue;
+        }
+        for route in &service.tcp {
+            if let Some(matches) = l4_for_gateway(&route.matches, name, &service.namespace) {
+                let mut route = route.clone();
+                route.matches = matches;
+                out.push(route);
+            }
+        }
+    }
+    out
+}
+
+/// The TLS routes of the VirtualServices bound to gateway `name` whose
+/// hosts meet the server's `hosts`; a match naming no SNI host takes the
+/// hosts both name.
+fn tls_routes(name: &str, hosts: &[(&str, &str)], bound: &[Bound]) -> Vec<TlsRoute> {
+    let mut out = Vec::new();
+    for service in bound.iter().filter(|b| b.gateways.iter().any(|g| g == name)) {
+        let shared = shared_hosts(hosts, &service.namespace, &service.hosts);
+        if shared.is_empty() {
+            continue;
+        }
+        for route in &service.tls {
+            let matches = if route.matches.is_empty() {
+                Some(vec![L4Match::default()])
+            } else {
+                l4_for_gateway(&route.matches, name, &service.namespace)
+            };
+            let Some(mut matches) = matches else { continue };
+            for m in &mut matches {
+                if m.sni_hosts.is_empty() {
+                    m.sni_hosts = shared.clone();
+                }
+            }
+            let mut route = route.clone();
+            route.matches = matches;
+            out.push(route);
+        }
+    }
+    out
+}
+
+/// The matches of an L4 route gateway `name` takes (those naming no
+/// gateway or this one, their gateways cleared); none when every match
+/// names others.
+fn l4_for_gateway(matches: &[L4Match], name: &str, namespace: &str) -> Option<Vec<L4Match>> {
+    if matches.is_empty() {
+        return Some(Vec::new());
+    }
+    let kept: Vec<L4Match> = matches
+        .iter()
+        .filter(|m| m.gateways.is_empty() || m.gateways.iter().any(|g| qualify(g, namespace) == name))
+        .map(|m| {
+            let mut m = m.clone();
+            m.gateways.clear();
+            m
+        })
+        .collect();
+    (!kept.is_empty()).then_some(kept)
 }
 
 /// `route` as gateway `name` serves it: only its matches that name no

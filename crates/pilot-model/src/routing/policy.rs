@@ -196,6 +196,14 @@ pub struct ClientTls {
     pub subject_alt_names: Vec<String>,
     /// The server name sent.
     pub sni: Option<String>,
+    /// A secret (served over SDS) holding the client certificate and key,
+    /// and `NAME-cacert` the certificates that verify the server, instead
+    /// of files.
+    pub credential_name: Option<String>,
+    /// Whether the server's certificate goes unverified.
+    pub insecure_skip_verify: bool,
+    /// A certificate revocation list checked with the CA certificates.
+    pub ca_crl: Option<String>,
 }
 
 /// How connections to a destination are secured.

@@ -85,6 +85,8 @@ pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
                     .map(|h| resolve(h, namespace, &configs.domain_suffix))
                     .collect(),
                 http: spec.http.iter().map(|h| compiler.http_route(h)).collect(),
+                tcp: spec.tcp.iter().map(|tcp| compiler.tcp_route(tcp)).collect(),
+                tls: spec.tls.iter().map(|tls| compiler.tls_route(tls)).collect(),
             });
         }
         if !mesh {
@@ -97,19 +99,11 @@ pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
                 model.host_mut(&host).http.push(route);
             }
             for tcp in &spec.tcp {
-                let route = TcpRoute {
-                    name: compiler.name.clone(),
-                    matches: tcp.matches.iter().map(|m| compiler.l4_match(m)).collect(),
-                    destinations: compiler.destinations(tcp.route.iter().map(|r| (&r.destination, r.weight))),
-                };
+                let route = compiler.tcp_route(tcp);
                 model.host_mut(&host).tcp.push(route);
             }
             for tls in &spec.tls {
-                let route = TlsRoute {
-                    name: compiler.name.clone(),
-                    matches: tls.matches.iter().map(|m| compiler.tls_match(m)).collect(),
-                    destinations: compiler.destinations(tls.route.iter().map(|r| (&r.destination, r.weight))),
-                };
+                let route = compiler.tls_route(tls);
                 model.host_mut(&host).tls.push(route);
             }
         }
@@ -288,6 +282,22 @@ impl Compiler<'_> {
         }
     }
 
+    fn tcp_route(&self, tcp: &networking::TcpRoute) -> TcpRoute {
+        TcpRoute {
+            name: self.name.clone(),
+            matches: tcp.matches.iter().map(|m| self.l4_match(m)).collect(),
+            destinations: self.destinations(tcp.route.iter().map(|r| (&r.destination, r.weight))),
+        }
+    }
+
+    fn tls_route(&self, tls: &networking::TlsRoute) -> TlsRoute {
+        TlsRoute {
+            name: self.name.clone(),
+            matches: tls.matches.iter().map(|m| self.tls_match(m)).collect(),
+            destinations: self.destinations(tls.route.iter().map(|r| (&r.destination, r.weight))),
+        }
+    }
+
     fn l4_match(&self, m: &networking::L4MatchAttributes) -> L4Match {
         L4Match {
             sni_hosts: Vec::new(),
@@ -404,6 +414,9 @@ fn port_policy(
             ca_certificates: non_empty(&tls.ca_certificates),
             subject_alt_names: tls.subject_alt_names.clone(),
             sni: non_empty(&tls.sni),
+            credential_name: non_empty(&tls.credential_name),
+            insecure_skip_verify: tls.insecure_skip_verify == Some(true),
+            ca_crl: non_empty(&tls.ca_crl),
         }),
     }
 }

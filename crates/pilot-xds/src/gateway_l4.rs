@@ -1,0 +1,128 @@
+//! LDS of an edge proxy's gateway servers that are not HTTP: the
+//! connections are routed, not the requests (the HTTP and HTTPS servers
+//! are `gateway.rs`). One listener per port, a filter chain per server
+//! and route, each a `tcp_proxy` to the route's destinations by weight:
+//!
+//! - `tls.mode: PASSTHROUGH` (and `AUTO_PASSTHROUGH`, routed the same
+//!   way): the TLS routes of the bound VirtualServices, a chain per match
+//!   with its `sniHosts` as server names (read by the `tls_inspector`);
+//!   TLS is not terminated, the upstream's certificate reaches the client.
+//! - A `TLS` server with `SIMPLE` or `MUTUAL`: TLS ends here with the
+//!   server's certificate (a chain matched by SNI on its hosts, none for
+//!   `*`), then the first TCP route of the bound VirtualServices.
+//! - A `TCP` server: the first TCP route, for every connection.
+//!
+//! A destination without a port goes to its service's first port.
+
+use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch};
+use pilot_model::ServiceDiscovery;
+use pilot_model::routing::{IngressServer, L4Match, ServerTlsMode, WeightedDestination};
+
+use crate::listeners::{ListenerPlan, listener};
+
+/// Adds the listener of the non-HTTP gateway `servers` on `port`, if any
+/// of them routes a connection.
+pub(crate) fn listener_for(
+    port: u16,
+    servers: &[&IngressServer],
+    registry: &dyn ServiceDiscovery,
+    plan: &mut ListenerPlan,
+) {
+    let mut chains: Vec<FilterChain> = Vec::new();
+    for server in servers.iter().filter(|s| !s.protocol.is_http()) {
+        match server.tls.as_ref() {
+            Some(tls) if tls.mode == ServerTlsMode::Passthrough => {
+                for route in &server.tls_routes {
+                    let destinations = with_ports(&route.destinations, registry);
+                    for m in route.matches.iter().filter(|m| applies(m, port)) {
+                        let chain_match = Some(FilterChainMatch {
+                            server_names: m.sni_hosts.clone(),
+                            ..Default::default()
+                        });
+                        push(&mut chains, chain_match, &destinations, port);
+                    }
+                }
+            }
+            tls => {
+                let Some(route) = server
+                    .tcp_routes
+                    .iter()
+                    .find(|r| r.matches.is_empty() || r.matches.iter().any(|m| applies(m, port)))
+                else {
+                    continue;
+                };
+                let destinations = with_ports(&route.destinations, registry);
+                let names: Vec<String> = server.hosts.iter().filter(|h| *h != "*").cloned().collect();
+                let chain_match =
+                    (tls.is_some() && names.len() == server.hosts.len()).then(|| FilterChainMatch {
+                        server_names: names,
+                        ..Default::default()
+                    });
+                if push(&mut chains, chain_match, &destinations, port)
+                    && let (Some(tls), Some(chain)) = (tls, chains.last_mut())
+                {
+                    chain.transport_socket = Some(crate::gateway::downstream_tls(tls));
+                }
+            }
+        }
+    }
+    let Some(first) = chains.first().cloned() else {
+        return;
+    };
+    let sni = chains.iter().any(|c| {
+        c.filter_chain_match
+            .as_ref()
+            .is_some_and(|m| !m.server_names.is_empty())
+    });
+    let mut out = listener(&format!("0.0.0.0_{port}"), "0.0.0.0", port, true, first);
+    out.filter_chains = chains;
+    if sni {
+        out.listener_filters.push(crate::l4::tls_inspector());
+    }
+    plan.listeners.push(out);
+}
+
+/// Whether an L4 match applies on the gateway's `port`.
+fn applies(m: &L4Match, port: u16) -> bool {
+    m.port.is_none_or(|p| p == port)
+}
+
+/// Adds a chain with `chain_match` to `destinations` unless one with the
+/// same match is there (the first route's wins); whether it was added.
+fn push(
+    chains: &mut Vec<FilterChain>,
+    chain_match: Option<FilterChainMatch>,
+    destinations: &[WeightedDestination],
+    port: u16,
+) -> bool {
+    let Some(first) = destinations.first() else {
+        return false;
+    };
+    if chains.iter().any(|c| c.filter_chain_match == chain_match) {
+        return false;
+    }
+    let mut chain = crate::l4::tcp_proxy_chain(&first.destination.host, port, destinations);
+    chain.filter_chain_match = chain_match;
+    chains.push(chain);
+    true
+}
+
+/// `destinations`, each with a port: its service's first when it names
+/// none (the gateway's port is not the service's).
+fn with_ports(
+    destinations: &[WeightedDestination],
+    registry: &dyn ServiceDiscovery,
+) -> Vec<WeightedDestination> {
+    destinations
+        .iter()
+        .map(|d| {
+            let mut d = d.clone();
+            if d.destination.port.is_none() {
+                d.destination.port = registry
+                    .get_service(&d.destination.host)
+                    .and_then(|s| s.ports.first().map(|p| p.port));
+            }
+            d
+        })
+        .collect()
+}
