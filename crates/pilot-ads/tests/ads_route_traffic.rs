@@ -134,6 +134,20 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consistent_hash_keeps_a_header_value_on_one_endpoint() {
+    // The hash policy rides on the VirtualService's route.
+    hash_keeps_a_header_value_on_one_endpoint("hash.mesh.test", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consistent_hash_holds_without_a_virtual_service() {
+    // No rule routes the host: the hash policy rides on the default route.
+    hash_keeps_a_header_value_on_one_endpoint("plainhash.mesh.test", false).await;
+}
+
+/// 30 header values, 10 requests each, to `host` with a DestinationRule's
+/// consistent hash on the header (and a VirtualService routing the host if
+/// `routed`): each value lands on one endpoint, the values on several.
+async fn hash_keeps_a_header_value_on_one_endpoint(host: &'static str, routed: bool) {
     let mesh = mesh().await;
     let none = || Arc::new(AtomicU64::new(0));
     let upstreams = [
@@ -142,19 +156,25 @@ async fn consistent_hash_keeps_a_header_value_on_one_endpoint() {
         upstream("c", none()),
     ];
     let port = free_port();
-    // The rules first: the host is never balanced otherwise. (The hash
-    // policy rides on the VirtualService's route.)
+    let virtual_service = if routed {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: hash, namespace: default}}\nspec:\n  hosts: [{host}]\n  http:\n  - route: [{{destination: {{host: {host}}}}}]\n---\n"
+        )
+    } else {
+        String::new()
+    };
+    // The rules first: the host is never balanced otherwise.
     apply(
         &mesh.store,
         &format!(
-            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: hash, namespace: default}}\nspec:\n  host: hash.mesh.test\n  trafficPolicy: {{loadBalancer: {{consistentHash: {{httpHeaderName: x-user}}}}}}\n---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: hash, namespace: default}}\nspec:\n  hosts: [hash.mesh.test]\n  http:\n  - route: [{{destination: {{host: hash.mesh.test}}}}]\n---\n{}",
-            service_entry("hash.mesh.test", port, &upstreams)
+            "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: hash, namespace: default}}\nspec:\n  host: {host}\n  trafficPolicy: {{loadBalancer: {{consistentHash: {{httpHeaderName: x-user}}}}}}\n---\n{virtual_service}{}",
+            service_entry(host, port, &upstreams)
         ),
     )
     .await;
     blocking(move || {
-        eventually("hash.mesh.test answers", || {
-            request_to(port, "hash.mesh.test", &[("x-user", "u0")]).0 == 200
+        eventually(&format!("{host} answers"), || {
+            request_to(port, host, &[("x-user", "u0")]).0 == 200
         })
     })
     .await;
@@ -162,7 +182,7 @@ async fn consistent_hash_keeps_a_header_value_on_one_endpoint() {
         let mut landed = BTreeMap::new();
         for user in 0..30 {
             let user = format!("u{user}");
-            let counts = spread_to(port, "hash.mesh.test", 10, &[("x-user", &user)]);
+            let counts = spread_to(port, host, 10, &[("x-user", &user)]);
             landed.insert(user, counts);
         }
         landed

@@ -46,10 +46,18 @@ pub(crate) fn virtual_hosts(
         let service = Service::new(host.clone(), vec![Port::new("http", port, protocol)]);
         let host_routes = model.http_routes(&host);
         let admitted = admitted(host_routes, own, proxy);
+        let routes = virtual_host_routes(
+            &service,
+            port,
+            port,
+            host_routes,
+            &admitted,
+            model.default_hash(&host, port),
+        );
         hosts.push(VirtualHost {
             name: format!("{host}:{port}"),
             domains: vec![host],
-            routes: virtual_host_routes(&service, port, port, host_routes, &admitted),
+            routes,
             ..Default::default()
         });
     }

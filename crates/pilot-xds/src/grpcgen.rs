@@ -116,11 +116,17 @@ pub(crate) fn outbound(
                 }
             }
             // The route configuration.
-            let routes: Vec<Route> =
-                virtual_host_routes(&service, port.port, port.port, host_routes, &admitted)
-                    .into_iter()
-                    .map(for_grpc)
-                    .collect();
+            let routes: Vec<Route> = virtual_host_routes(
+                &service,
+                port.port,
+                port.port,
+                host_routes,
+                &admitted,
+                model.default_hash(&service.hostname, port.port),
+            )
+            .into_iter()
+            .map(for_grpc)
+            .collect();
             resources.routes.push(RouteConfiguration {
                 name: canonical.clone(),
                 virtual_hosts: vec![VirtualHost {

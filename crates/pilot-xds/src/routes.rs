@@ -20,8 +20,8 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent};
 use envoy_types::pb::google::protobuf::{Any, BoolValue, UInt32Value};
 use pilot_model::routing::{
-    Cors, Fault, HeaderOperations, HttpAction, HttpMatch, HttpRoute, MESH_GATEWAY, Redirect, Retries,
-    RouteDestination, RoutingModel, StringMatch, WeightedDestination,
+    Cors, Fault, HashKey, HeaderOperations, HttpAction, HttpMatch, HttpRoute, MESH_GATEWAY, Redirect,
+    Retries, RouteDestination, RoutingModel, StringMatch, WeightedDestination,
 };
 use pilot_model::{Labels, Service, ServiceInstance};
 
@@ -58,7 +58,15 @@ pub fn route_configuration(
         }
         let host_routes = model.http_routes(&service.hostname);
         let admitted = admitted(host_routes, own, proxy);
-        let routes = virtual_host_routes(service, service_port.port, port, host_routes, &admitted);
+        let default_hash = model.default_hash(&service.hostname, port);
+        let routes = virtual_host_routes(
+            service,
+            service_port.port,
+            port,
+            host_routes,
+            &admitted,
+            default_hash,
+        );
         virtual_hosts.push(VirtualHost {
             name: format!("{}:{port}", service.hostname),
             domains,
@@ -86,14 +94,17 @@ pub fn route_configuration(
 /// service port's own number): an Envoy route for each match of the host's
 /// `routes` that `admitted` admits (one flag per match, in order, as
 /// [`admitted`] gives them; a route without matches takes every request),
-/// then a default route unless one of them catches everything. The same
-/// for every proxy the same matches admit.
+/// then a default route unless one of them catches everything, hashing
+/// `default_hash` when the service's DestinationRule asks for a consistent
+/// hash ([`RoutingModel::default_hash`]). The same for every proxy the same
+/// matches admit.
 pub fn virtual_host_routes(
     service: &Service,
     service_port: u16,
     port: u16,
     routes: &[HttpRoute],
     admitted: &[bool],
+    default_hash: Option<&HashKey>,
 ) -> Vec<Route> {
     let mut out = Vec::new();
     let mut flags = admitted.iter().copied();
@@ -110,12 +121,15 @@ pub fn virtual_host_routes(
         }
     }
     if !out.iter().any(is_catch_all) {
+        let mut action =
+            to_cluster(ClusterName::outbound(&service.hostname, port, Labels::new()).to_string());
+        action
+            .hash_policy
+            .extend(default_hash.map(crate::hash_policy::route_hash_policy));
         out.push(Route {
             name: "default".into(),
             r#match: Some(prefix_match("/")),
-            action: Some(route::Action::Route(to_cluster(
-                ClusterName::outbound(&service.hostname, port, Labels::new()).to_string(),
-            ))),
+            action: Some(route::Action::Route(action)),
             ..Default::default()
         });
     }

@@ -29,7 +29,7 @@ use pilot_model::{Service, ServiceInstance};
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint};
 
-use pilot_model::routing::RoutingModel;
+use pilot_model::routing::{HashKey, RoutingModel};
 use pilot_xds::parts::{admitted, domains, virtual_host_routes};
 use pilot_xds::{Proxy, route_config_name};
 
@@ -57,6 +57,8 @@ struct HostKey {
     applied: Vec<bool>,
     /// A digest of the host's routes.
     rules: u64,
+    /// What the default route hashes (the service's consistent hash).
+    hash: Option<HashKey>,
 }
 
 /// One virtual host, encoded.
@@ -173,10 +175,18 @@ pub(crate) fn route_configuration(
             } else {
                 shared.digest(&service.hostname, model)
             },
+            hash: model.default_hash(&service.hostname, port).cloned(),
         };
         let host = shared.get_or_encode(key.clone(), || {
             let mut encoded_routes = BytesMut::new();
-            for route in virtual_host_routes(service, service_port.port, port, routes, &key.applied) {
+            for route in virtual_host_routes(
+                service,
+                service_port.port,
+                port,
+                routes,
+                &key.applied,
+                key.hash.as_ref(),
+            ) {
                 prost::encoding::message::encode(HOST_ROUTES, &route, &mut encoded_routes);
             }
             let encoded_routes = encoded_routes.freeze();

@@ -238,6 +238,24 @@ impl RoutingModel {
         self.destinations.get(host)?.policy_for(labels)
     }
 
+    /// What a consistent hash of `host`'s whole service hashes on `port`
+    /// (its DestinationRule's load balancer, or the port-level one): the
+    /// hash policy of the route that sends the host's requests to the
+    /// service itself when no rule routes them.
+    pub fn default_hash(&self, host: &str, port: u16) -> Option<&HashKey> {
+        match &self
+            .destinations
+            .get(host)?
+            .policy
+            .as_ref()?
+            .for_port(port)
+            .load_balancer
+        {
+            Some(LoadBalancer::ConsistentHash(hash)) => Some(&hash.key),
+            _ => None,
+        }
+    }
+
     /// The external services proxies may call, in the order configured.
     pub fn external_services(&self) -> &[ExternalService] {
         &self.external

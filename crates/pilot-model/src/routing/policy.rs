@@ -128,7 +128,7 @@ pub struct ConsistentHash {
 }
 
 /// What a consistent hash hashes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum HashKey {
     /// A request header.
