@@ -13,9 +13,8 @@
 
 use std::collections::BTreeMap;
 
-use pilot_model::security::{
-    AuthorizationPolicy, MtlsMode, PeerAuthentication, ROOT_NAMESPACE, Rule, from_entry,
-};
+use pilot_model::routing::DEFAULT_ROOT_NAMESPACE;
+use pilot_model::security::{AuthorizationPolicy, MtlsMode, PeerAuthentication, Rule, from_entry};
 use pilot_model::{Config, ConfigKind, DynConfig};
 
 use super::{Finding, Services, Severity, finding};
@@ -47,7 +46,7 @@ pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &
         let applying: Vec<(String, Labels)> = match &workloads {
             Some(workloads) => workloads
                 .iter()
-                .filter(|(ns, labels)| spec.applies_to(namespace, ROOT_NAMESPACE, ns, labels))
+                .filter(|(ns, labels)| spec.applies_to(namespace, DEFAULT_ROOT_NAMESPACE, ns, labels))
                 .cloned()
                 .collect(),
             None => vec![(
@@ -58,7 +57,7 @@ pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &
         if let (Some(selector), Some(_)) = (&spec.selector, &workloads)
             && applying.is_empty()
         {
-            let scope = if namespace == ROOT_NAMESPACE {
+            let scope = if namespace == DEFAULT_ROOT_NAMESPACE {
                 "the mesh".to_string()
             } else {
                 format!("namespace {namespace}")
@@ -119,7 +118,7 @@ fn mode(peers: &[Config<PeerAuthentication>], namespace: &str, labels: &Labels) 
     };
     own.and_then(|p| set(&p))
         .or_else(|| of_namespace(namespace).and_then(|p| set(&p)))
-        .or_else(|| of_namespace(ROOT_NAMESPACE).and_then(|p| set(&p)))
+        .or_else(|| of_namespace(DEFAULT_ROOT_NAMESPACE).and_then(|p| set(&p)))
         .unwrap_or(MtlsMode::Permissive)
 }
 
