@@ -21,23 +21,29 @@ use super::{Finding, Services, Severity, finding};
 
 type Labels = BTreeMap<String, String>;
 
+/// A workload: the namespace and labels of an instance.
+pub(super) type Workload = (String, Labels);
+
+/// The workloads of `services`: each instance's labels in the namespace of
+/// its service's hostname.
+pub(super) fn workloads(services: &Services) -> Vec<Workload> {
+    services
+        .hosts
+        .iter()
+        .flat_map(|(host, instances)| {
+            let namespace = host.split('.').nth(1).unwrap_or_default().to_string();
+            instances
+                .iter()
+                .map(move |labels| (namespace.clone(), labels.clone()))
+        })
+        .collect()
+}
+
 /// Every AuthorizationPolicy finding for `objects` into `out`.
 pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &mut Vec<Finding>) {
     let policies = typed::<AuthorizationPolicy>(objects);
     let peers = typed::<PeerAuthentication>(objects);
-    // Workloads: (namespace, labels) of every instance.
-    let workloads: Option<Vec<(String, Labels)>> = services.map(|services| {
-        services
-            .hosts
-            .iter()
-            .flat_map(|(host, instances)| {
-                let namespace = host.split('.').nth(1).unwrap_or_default().to_string();
-                instances
-                    .iter()
-                    .map(move |labels| (namespace.clone(), labels.clone()))
-            })
-            .collect()
-    });
+    let workloads: Option<Vec<Workload>> = services.map(workloads);
     for policy in &policies {
         let spec = &policy.spec;
         let namespace = &policy.meta.namespace;
@@ -100,7 +106,7 @@ pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &
 }
 
 /// The mutual TLS mode of a workload of `namespace` with `labels`.
-fn mode(peers: &[Config<PeerAuthentication>], namespace: &str, labels: &Labels) -> MtlsMode {
+pub(super) fn mode(peers: &[Config<PeerAuthentication>], namespace: &str, labels: &Labels) -> MtlsMode {
     let set = |p: &&Config<PeerAuthentication>| {
         p.spec
             .mtls
