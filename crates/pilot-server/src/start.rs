@@ -117,6 +117,8 @@ struct Checked {
     xds_options: ServeOptions,
     /// The certificate service's counts, shown in `/metrics`.
     ca_counts: Arc<ca::CaCounts>,
+    /// What it issued, shown in `/debug/certificates`.
+    ca_issued: Arc<ca::IssuedCertificates>,
     /// The REST listeners' connection cap (`--max-connections`, or derived
     /// from the open-files limit).
     max_connections: usize,
@@ -154,6 +156,7 @@ fn check(args: &Args) -> Result<Checked, StartError> {
     let xds_auth = xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_ads::Authenticate>);
     ca::options(args).map_err(StartError::Failed)?;
     let ca_counts = Arc::new(ca::CaCounts::default());
+    let ca_issued = Arc::new(ca::IssuedCertificates::default());
     let xds_options = {
         let mut value = ServeOptions::default();
         value.tls = xds_tls;
@@ -192,6 +195,7 @@ fn check(args: &Args) -> Result<Checked, StartError> {
         tls,
         xds_options,
         ca_counts,
+        ca_issued,
         max_connections: caps.rest,
     })
 }
@@ -289,6 +293,7 @@ async fn open_ca(args: &Args, checked: &mut Checked, opened: &Opened) -> Result<
         ca,
         checked.xds_options.auth.clone(),
         Arc::clone(&checked.ca_counts),
+        Arc::clone(&checked.ca_issued),
     );
     checked.xds_options.routes = Some(tonic::service::Routes::new(certificates));
     Ok(())
@@ -426,6 +431,7 @@ fn assemble(
         },
         journal_quarantine,
         replicas: Arc::clone(&replicas),
+        certificates: Arc::clone(&checked.ca_issued),
     };
     Shared {
         state,

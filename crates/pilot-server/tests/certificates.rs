@@ -466,3 +466,80 @@ async fn the_root_kept_in_a_kubernetes_secret_is_shared_by_replicas() {
     assert_eq!(String::from_utf8_lossy(&data["root-cert.pem"].0), roots[0]);
     assert!(String::from_utf8_lossy(&data["ca-key.pem"].0).contains("PRIVATE KEY"));
 }
+
+/// `pilotctl proxy-config secret` shows the certificate a proxy's agent
+/// was issued: identity and expiry, found by the proxy's address and
+/// namespace; a proxy whose agent asked for none is told so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pilotctl_shows_a_proxys_certificate_identity_and_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = token_file(dir.path());
+    let server = TestServer::start(&["--token-file", &tokens, "--workload-cert-ttl", "2h"]).await;
+    let before = SystemTime::now();
+    create(
+        &channel(server.xds).await,
+        Some(REVIEWS),
+        &id("default", "reviews"),
+        0,
+    )
+    .await
+    .unwrap();
+    let after = SystemTime::now();
+
+    let auth = format!("Bearer {ADMIN}");
+    let node = "sidecar~127.0.0.1~reviews-v1.default~default.svc.cluster.local";
+    let (code, body) = server.request(
+        "GET",
+        &format!("/debug/certificates?proxy={node}"),
+        &[("authorization", &auth)],
+        None,
+    );
+    assert_eq!(code, 200);
+    let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let certificates = value["certificates"].as_array().unwrap();
+    assert_eq!(certificates.len(), 1, "{value}");
+    assert_eq!(
+        certificates[0]["identity"],
+        "spiffe://cluster.local/ns/default/sa/reviews"
+    );
+    let not_after = humantime::parse_rfc3339(certificates[0]["notAfter"].as_str().unwrap()).unwrap();
+    let ttl = std::time::Duration::from_secs(2 * 3600);
+    let second = std::time::Duration::from_secs(1);
+    assert!(
+        not_after + second >= before + ttl && not_after <= after + ttl,
+        "the leaf's expiry, two hours after it was issued: {value}"
+    );
+
+    let url = format!("http://{}", server.rest);
+    let shown = tokio::task::spawn_blocking(move || {
+        let run = |proxy: &str| {
+            pilot_test_support::pilotctl(
+                Some(&url),
+                &["--token", ADMIN, "proxy-config", "secret", proxy],
+                &[],
+                None,
+            )
+        };
+        (
+            run(node),
+            run("sidecar~127.0.0.1~ratings-v1.prod~prod.svc.cluster.local"),
+        )
+    })
+    .await
+    .unwrap();
+    let (reviews, other) = shown;
+    assert_eq!(reviews.code, 0, "{reviews:?}");
+    let row = reviews
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("default"))
+        .unwrap_or_else(|| panic!("{reviews:?}"));
+    assert!(
+        row.contains("spiffe://cluster.local/ns/default/sa/reviews")
+            && row.contains(certificates[0]["notAfter"].as_str().unwrap()),
+        "{reviews:?}"
+    );
+    assert_eq!(other.code, 0, "{other:?}");
+    assert!(other.stdout.starts_with("No certificate was issued"), "{other:?}");
+    server.stop().await;
+}

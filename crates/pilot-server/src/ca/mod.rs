@@ -1,7 +1,8 @@
 //! The certificate authority of `pilot-discovery`: which root signs
 //! (`--ca-dir`, or a self-signed root kept in the configured store), and
 //! Istio's certificate service on the ADS port (`service.rs`), with its
-//! counts in `/metrics`.
+//! counts in `/metrics` and what it issued in `/debug/certificates`
+//! (`issued.rs`).
 //!
 //! With `--ca-dir DIR` (Istio's `cacerts` layout): when `DIR/ca-cert.pem`
 //! and `DIR/ca-key.pem` are there they sign (an operator's root or
@@ -16,6 +17,7 @@
 //! (logged as a warning).
 
 mod dir;
+mod issued;
 mod kept;
 mod proto;
 mod service;
@@ -24,6 +26,7 @@ use std::sync::Arc;
 
 use pilot_ca::{CaOptions, CertificateAuthority};
 
+pub(crate) use issued::IssuedCertificates;
 pub(crate) use kept::RootStore;
 pub(crate) use service::{CaCounts, CertificateService};
 
