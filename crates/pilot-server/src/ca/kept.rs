@@ -45,7 +45,7 @@ pub(crate) enum RootStore {
     /// One key in etcd.
     Etcd {
         /// The store's client.
-        client: etcd_client::Client,
+        client: Box<etcd_client::Client>,
         /// The key.
         key: String,
     },
@@ -62,7 +62,7 @@ impl RootStore {
     /// The root for etcd under `prefix`.
     pub(crate) fn etcd(client: etcd_client::Client, prefix: &str) -> Self {
         RootStore::Etcd {
-            client,
+            client: Box::new(client),
             key: format!("{}/_ca/root", prefix.trim_end_matches('/')),
         }
     }
