@@ -14,12 +14,14 @@
 //!
 //! The networking.istio.io kinds have their own checks (`PLT02xx`,
 //! [`networking`], [`service_entries`]), Sidecars theirs ([`sidecar`]),
-//! AuthorizationPolicy too (`PLT03xx`, [`security`]).
+//! AuthorizationPolicy and PeerAuthentication too (`PLT03xx`, [`security`],
+//! [`peer_authentication`]).
 //!
 //! Rules for a service are tried highest precedence first, ties by
 //! namespace then name, as pilot-xds orders them.
 
 mod networking;
+mod peer_authentication;
 mod security;
 mod service_entries;
 mod sidecar;
@@ -106,6 +108,7 @@ pub fn analyze(objects: &[DynConfig], services: Option<&Services>, domain: &str)
     sidecar::analyze(objects, services, &mut out);
     service_entries::analyze(objects, &mut out);
     security::analyze(objects, services, &mut out);
+    peer_authentication::analyze(objects, services, domain, &mut out);
     out.sort_by(|a, b| {
         (&a.kind, &a.namespace, &a.name, a.code, &a.path).cmp(&(
             &b.kind,

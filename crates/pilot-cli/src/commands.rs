@@ -169,6 +169,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Command::ProxyConfig(crate::ProxyConfigCommand::Scope { proxy }) => {
             crate::proxy_config::scope(&client, &proxy).await
         }
+        Command::ProxyConfig(crate::ProxyConfigCommand::Secret { proxy }) => {
+            crate::proxy_secret::secret(&client, &proxy).await
+        }
         Command::Quarantine => crate::quarantine::show(&client).await,
     }
 }

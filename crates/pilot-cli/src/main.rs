@@ -10,6 +10,7 @@
 //! pilotctl analyze -f examples/bookinfo/        # shadowed rules, missing services, ...
 //! pilotctl proxy-status                         # SYNCED / STALE / NACKED per type
 //! pilotctl proxy-config scope productpage-v1.prod  # the hosts a proxy sees, and why
+//! pilotctl proxy-config secret reviews-v1.default  # its certificates: identity, expiry
 //! pilotctl quarantine                           # objects in the store that fail validation
 //! pilotctl grpc-bootstrap --xds-address 127.0.0.1:15010 -o bootstrap.json  # proxyless gRPC
 //! pilotctl kube-inject -f deployment.yaml       # add the sidecar (offline)
@@ -28,6 +29,7 @@ mod files;
 mod inject;
 mod kinds;
 mod proxy_config;
+mod proxy_secret;
 mod quarantine;
 mod refusal;
 mod settings;
@@ -260,6 +262,13 @@ pub enum ProxyConfigCommand {
     /// or mesh's default, filtered by exportTo) and why each.
     Scope {
         /// The proxy: its node id or its id (`<pod>.<namespace>`).
+        proxy: String,
+    },
+    /// The workload certificates the server's CA issued to the proxy's
+    /// agent: identity (SPIFFE) and expiry.
+    Secret {
+        /// The proxy: its node id, or the id (`<pod>.<namespace>`) of a
+        /// connected proxy.
         proxy: String,
     },
 }

@@ -89,3 +89,35 @@ fn against_the_server_a_route_to_a_version_without_instances_is_an_error() {
     assert!(run.stdout.contains("PLT0102"), "{run:?}");
     server.terminate();
 }
+
+#[test]
+fn offline_peer_authentication_findings_name_the_line_and_the_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mtls.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: mesh, namespace: istio-system}\n\
+         spec: {mtls: {mode: DISABLE}}\n---\n\
+         apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: mesh-again, namespace: istio-system}\n\
+         spec: {mtls: {mode: STRICT}}\n---\n\
+         apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: reviews, namespace: default}\n\
+         spec:\n  host: reviews\n  trafficPolicy:\n    tls: {mode: ISTIO_MUTUAL}\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let run = pilotctl(None, &["analyze", "-f", path], &[], None);
+    assert_eq!(run.code, 1, "an error fails: {run:?}");
+    for expected in [
+        format!(
+            "{path}:17:11: error PLT0305 DestinationRule default/reviews spec.trafficPolicy.tls.mode: requests to reviews.default.svc.cluster.local fail: the client sends mutual TLS, and the server expects plaintext (PeerAuthentication DISABLE for its workloads in namespace default)"
+        ),
+        format!(
+            "{path}:8:12: warning PLT0304 PeerAuthentication istio-system/mesh-again metadata.name: ignored for the mesh: PeerAuthentication istio-system/mesh applies there too"
+        ),
+    ] {
+        assert!(
+            run.stdout.lines().any(|l| l.starts_with(&expected)),
+            "no line starting {expected:?} in {run:?}"
+        );
+    }
+}

@@ -16,7 +16,7 @@
 //! What it implements:
 //!
 //! - **Resources**: `Namespace`, `Node` (cluster-scoped), `Pod`, `Service`,
-//!   `EndpointSlice`, `ConfigMap`, `Lease` (`coordination.k8s.io/v1`; all
+//!   `EndpointSlice`, `ConfigMap`, `Secret`, `Lease` (`coordination.k8s.io/v1`; all
 //!   namespaced), `CustomResourceDefinition`; a CRD, once
 //!   created or applied, makes its served versions available. Any other path
 //!   is 404 with "the server could not find the requested resource".

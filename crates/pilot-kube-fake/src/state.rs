@@ -162,6 +162,7 @@ impl State {
             Resource::new("", "v1", "services", "Service", true),
             Resource::new("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", true),
             Resource::new("", "v1", "configmaps", "ConfigMap", true),
+            Resource::new("", "v1", "secrets", "Secret", true),
             Resource::new("coordination.k8s.io", "v1", "leases", "Lease", true),
             Resource::new(
                 "apiextensions.k8s.io",

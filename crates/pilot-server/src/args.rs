@@ -216,8 +216,10 @@ pub struct Args {
     /// `ca-key.pem` (with `cert-chain.pem` and `root-cert.pem`) sign when
     /// present; otherwise a self-signed root is made there once, and every
     /// replica sharing the directory and every restart signs with it.
-    /// Without it the root is self-signed in memory and changes at each
-    /// start.
+    /// Without it the self-signed root is kept in the configured store
+    /// (an etcd key, a Kubernetes Secret, `--data-dir`), made once, so
+    /// every replica and every restart signs with it; only the memory
+    /// store without `--data-dir` keeps it in memory, new at each start.
     #[arg(long, value_name = "DIR")]
     pub ca_dir: Option<PathBuf>,
     /// The trust domain of workload identities,

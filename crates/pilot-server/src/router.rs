@@ -9,7 +9,7 @@ use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 
 use crate::api::{self, ApiError};
-use crate::debug::{proxy_status, quarantine, registryz, scope};
+use crate::debug::{certificates, proxy_status, quarantine, registryz, scope};
 use crate::distribution::proxy_events;
 use crate::state::AppState;
 use crate::{auth, health, metrics};
@@ -41,6 +41,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/debug/registryz", get(registryz::handler))
         .route("/debug/quarantine", get(quarantine::handler))
         .route("/debug/scope", get(scope::handler))
+        .route("/debug/certificates", get(certificates::handler))
         .route("/v1/proxy-events", post(proxy_events::handler))
         .route("/openapi.json", get(api::openapi::handler))
         .route("/openapi/v2", get(api::kube_openapi::v2))

@@ -76,10 +76,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), StartError> {
-    let checked = check(&args)?;
+    let mut checked = check(&args)?;
     let listeners = bind(&args, checked.tls.clone())?;
     let bound = listeners.bound;
     let mut opened = open(&args, bound).await?;
+    open_ca(&args, &mut checked, &opened).await?;
     let services_file = opened.services_file.take();
     let (controller, config_events) = start_controller(Arc::clone(&opened.backend), args.max_body_bytes);
     opened.discovery = with_service_entries(opened.discovery, &controller);
@@ -112,10 +113,12 @@ struct Checked {
     /// HTTPS for the REST listener and the webhook (`--tls-cert`, `--tls-key`).
     tls: Option<TlsAcceptor>,
     /// How ADS is served: TLS, caller authentication, connection limits,
-    /// and the certificate service beside it.
+    /// and the certificate service beside it (added by [`open_ca`]).
     xds_options: ServeOptions,
     /// The certificate service's counts, shown in `/metrics`.
     ca_counts: Arc<ca::CaCounts>,
+    /// What it issued, shown in `/debug/certificates`.
+    ca_issued: Arc<ca::IssuedCertificates>,
     /// The REST listeners' connection cap (`--max-connections`, or derived
     /// from the open-files limit).
     max_connections: usize,
@@ -151,14 +154,13 @@ fn check(args: &Args) -> Result<Checked, StartError> {
     let xds_auth = auth::xds::XdsAuth::from_args(args, tokens.clone()).map_err(StartError::Failed)?;
     let xds_tls = auth::xds::tls_config(args, tokens.is_some()).map_err(StartError::Failed)?;
     let xds_auth = xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_ads::Authenticate>);
-    let ca = ca::from_args(args).map_err(StartError::Failed)?;
+    ca::options(args).map_err(StartError::Failed)?;
     let ca_counts = Arc::new(ca::CaCounts::default());
-    let certificates = ca::CertificateService::new(ca, xds_auth.clone(), Arc::clone(&ca_counts));
+    let ca_issued = Arc::new(ca::IssuedCertificates::default());
     let xds_options = {
         let mut value = ServeOptions::default();
         value.tls = xds_tls;
         value.auth = xds_auth;
-        value.routes = Some(tonic::service::Routes::new(certificates));
         value.max_connections = Some(caps.xds);
         value.handshake_timeout = Some(args.xds_handshake_timeout);
         value.max_pending_per_address = Some(args.xds_max_pending_per_address);
@@ -193,6 +195,7 @@ fn check(args: &Args) -> Result<Checked, StartError> {
         tls,
         xds_options,
         ca_counts,
+        ca_issued,
         max_connections: caps.rest,
     })
 }
@@ -250,6 +253,8 @@ struct Opened {
     discovery: Arc<dyn ServiceDiscovery>,
     /// The `--services` file and the writer of its registry, to follow.
     services_file: Option<(PathBuf, RegistryWriter)>,
+    /// Where the store keeps the CA's self-signed root.
+    ca_root: ca::RootStore,
 }
 
 /// Step 3: opens the configuration store and the service registries the
@@ -261,14 +266,14 @@ async fn open(args: &Args, bound: Bound) -> Result<Opened, StartError> {
         .replica_name
         .clone()
         .unwrap_or_else(|| replicas::default_name(bound.rest.port()));
-    let (backend, journal_quarantine, membership) =
-        backend::open_store(args, registry.clone(), &replica).await?;
+    let store = backend::open_store(args, registry.clone(), &replica).await?;
     let registries = backend::open_registries(args).await?;
     Ok(Opened {
         registry,
-        backend,
-        journal_quarantine,
-        membership,
+        backend: store.store,
+        journal_quarantine: store.quarantine,
+        membership: store.membership,
+        ca_root: store.ca_root,
         discovery: registries.discovery,
         services_file: registries.file,
     })
@@ -276,6 +281,23 @@ async fn open(args: &Args, bound: Bound) -> Result<Opened, StartError> {
 
 /// Every configuration event of the Controller's cache, for `/metrics`.
 type ConfigEvents = BoxStream<'static, Notification<Arc<DynConfig>>>;
+
+/// Step 3, continued: the certificate authority (the files of
+/// `--ca-dir`, or the root the store from [`open`] keeps, made if it has
+/// none) and its service beside ADS.
+async fn open_ca(args: &Args, checked: &mut Checked, opened: &Opened) -> Result<(), StartError> {
+    let ca = ca::open(args, &opened.ca_root)
+        .await
+        .map_err(StartError::Failed)?;
+    let certificates = ca::CertificateService::new(
+        ca,
+        checked.xds_options.auth.clone(),
+        Arc::clone(&checked.ca_counts),
+        Arc::clone(&checked.ca_issued),
+    );
+    checked.xds_options.routes = Some(tonic::service::Routes::new(certificates));
+    Ok(())
+}
 
 /// Step 4: starts the cached Controller on the store from [`open`], with a
 /// subscription to all its events taken first, so the initial load is
@@ -361,6 +383,7 @@ fn assemble(
         membership,
         discovery,
         services_file: _,
+        ca_root: _,
     } = opened;
     let proxy_events = Arc::new(ProxyEvents::default());
     let replicas = Arc::new(Replicas::new(
@@ -408,6 +431,7 @@ fn assemble(
         },
         journal_quarantine,
         replicas: Arc::clone(&replicas),
+        certificates: Arc::clone(&checked.ca_issued),
     };
     Shared {
         state,

@@ -55,6 +55,8 @@ pub(crate) struct AppState {
     pub(crate) journal_quarantine: JournalQuarantine,
     /// This replica among the replicas of its store.
     pub(crate) replicas: Arc<Replicas>,
+    /// The certificates this replica's CA issued.
+    pub(crate) certificates: Arc<crate::ca::IssuedCertificates>,
 }
 
 /// `impl FromRef<AppState> for Type`, a clone of the field: a handler
@@ -81,4 +83,5 @@ sub_states! {
     journal_quarantine: JournalQuarantine,
     replicas: Arc<Replicas>,
     xds: XdsServer,
+    certificates: Arc<crate::ca::IssuedCertificates>,
 }

@@ -326,3 +326,220 @@ async fn a_workload_certificate_is_a_credential_for_its_own_identity_only() {
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
     server.stop().await;
 }
+
+/// The root a workload's chain ends with, from `server`.
+async fn root_of(server: &TestServer) -> String {
+    let chain = create(
+        &channel(server.xds).await,
+        Some(REVIEWS),
+        &id("default", "reviews"),
+        0,
+    )
+    .await
+    .unwrap();
+    let root = chain.last().unwrap().clone();
+    verify_chain(&chain, &root, SystemTime::now()).unwrap();
+    root
+}
+
+/// Every object every REST list serves, as one text.
+fn every_rest_list(server: &TestServer) -> String {
+    let auth = format!("Bearer {ADMIN}");
+    let get = |path: &str| {
+        let (code, body) = server.request("GET", path, &[("authorization", &auth)], None);
+        assert_eq!(code, 200, "GET {path}");
+        serde_json::from_slice::<serde_json::Value>(&body).unwrap()
+    };
+    let mut text = String::new();
+    for group in get("/apis")["groups"].as_array().unwrap() {
+        for version in group["versions"].as_array().unwrap() {
+            let group_version = version["groupVersion"].as_str().unwrap();
+            let resources = get(&format!("/apis/{group_version}"));
+            for resource in resources["resources"].as_array().unwrap() {
+                let plural = resource["name"].as_str().unwrap();
+                if !plural.contains('/') {
+                    text.push_str(&get(&format!("/apis/{group_version}/{plural}")).to_string());
+                }
+            }
+        }
+    }
+    text
+}
+
+/// Without `--ca-dir` the self-signed root is kept in etcd: two replicas
+/// starting at once on one etcd sign with one root, and so does a
+/// restart. The key lives in etcd, and nothing the REST API lists
+/// serves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_root_kept_in_etcd_is_shared_by_replicas_and_survives_a_restart() {
+    let etcd = pilot_test_support::EtcdServer::start().expect("etcd (run scripts/install-deps)");
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = token_file(dir.path());
+    let endpoint = etcd.endpoint();
+    let flags = [
+        "--token-file",
+        &tokens,
+        "--store",
+        "etcd",
+        "--etcd-endpoints",
+        &endpoint,
+    ];
+    let (first, second) = tokio::join!(TestServer::start(&flags), TestServer::start(&flags));
+    let root = root_of(&first).await;
+    assert_eq!(
+        root_of(&second).await,
+        root,
+        "two replicas starting at once agree on one root"
+    );
+    let served = every_rest_list(&first);
+    assert!(served.contains("\"items\""), "the lists were read: {served}");
+    assert!(
+        !served.contains("PRIVATE KEY") && !served.contains(root.lines().nth(1).unwrap()),
+        "no REST list serves the CA: {served}"
+    );
+    first.stop().await;
+    second.stop().await;
+
+    let restarted = TestServer::start(&flags).await;
+    assert_eq!(
+        root_of(&restarted).await,
+        root,
+        "a restart signs with the root kept in etcd"
+    );
+    restarted.stop().await;
+
+    let mut client = etcd_client::Client::connect([endpoint], None).await.unwrap();
+    let kept = client.get("/pilot/config/_ca/root", None).await.unwrap();
+    let files: std::collections::BTreeMap<String, String> =
+        serde_json::from_slice(kept.kvs()[0].value()).unwrap();
+    assert_eq!(files["root-cert.pem"], root);
+    assert!(files["ca-key.pem"].contains("PRIVATE KEY"));
+}
+
+/// On Kubernetes the root is kept in the Secret `pilot-ca-secret` of the
+/// store's namespace: two replicas starting at once sign with the one
+/// root the Secret holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_root_kept_in_a_kubernetes_secret_is_shared_by_replicas() {
+    let fake = pilot_kube_fake::FakeApiServer::new();
+    let cluster = pilot_test_support::FakeCluster::serve(&fake).await;
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = token_file(dir.path());
+    let start = || {
+        let (kubeconfig, tokens) = (cluster.kubeconfig().to_path_buf(), tokens.clone());
+        tokio::task::spawn_blocking(move || {
+            pilot_test_support::Discovery::start_with_env(
+                &[
+                    "--store",
+                    "kubernetes",
+                    "--install-crds",
+                    "--token-file",
+                    &tokens,
+                    "--log-level",
+                    "warn",
+                ],
+                &[("KUBECONFIG", kubeconfig.as_os_str())],
+            )
+        })
+    };
+    let (first, second) = tokio::join!(start(), start());
+    let (first, second) = (first.unwrap(), second.unwrap());
+    let mut roots = Vec::new();
+    for replica in [&first, &second] {
+        let address = ([127, 0, 0, 1], replica.xds_port).into();
+        let chain = create(
+            &channel(address).await,
+            Some(REVIEWS),
+            &id("default", "reviews"),
+            0,
+        )
+        .await
+        .unwrap();
+        roots.push(chain.last().unwrap().clone());
+    }
+    assert_eq!(roots[0], roots[1], "two replicas agree on one root");
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(fake.client(), "default");
+    let secret = secrets.get("pilot-ca-secret").await.unwrap();
+    assert_eq!(secret.type_.as_deref(), Some("istio.io/ca-root"));
+    let data = secret.data.unwrap();
+    assert_eq!(String::from_utf8_lossy(&data["root-cert.pem"].0), roots[0]);
+    assert!(String::from_utf8_lossy(&data["ca-key.pem"].0).contains("PRIVATE KEY"));
+}
+
+/// `pilotctl proxy-config secret` shows the certificate a proxy's agent
+/// was issued: identity and expiry, found by the proxy's address and
+/// namespace; a proxy whose agent asked for none is told so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pilotctl_shows_a_proxys_certificate_identity_and_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = token_file(dir.path());
+    let server = TestServer::start(&["--token-file", &tokens, "--workload-cert-ttl", "2h"]).await;
+    let before = SystemTime::now();
+    create(
+        &channel(server.xds).await,
+        Some(REVIEWS),
+        &id("default", "reviews"),
+        0,
+    )
+    .await
+    .unwrap();
+    let after = SystemTime::now();
+
+    let auth = format!("Bearer {ADMIN}");
+    let node = "sidecar~127.0.0.1~reviews-v1.default~default.svc.cluster.local";
+    let (code, body) = server.request(
+        "GET",
+        &format!("/debug/certificates?proxy={node}"),
+        &[("authorization", &auth)],
+        None,
+    );
+    assert_eq!(code, 200);
+    let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let certificates = value["certificates"].as_array().unwrap();
+    assert_eq!(certificates.len(), 1, "{value}");
+    assert_eq!(
+        certificates[0]["identity"],
+        "spiffe://cluster.local/ns/default/sa/reviews"
+    );
+    let not_after = humantime::parse_rfc3339(certificates[0]["notAfter"].as_str().unwrap()).unwrap();
+    let ttl = std::time::Duration::from_secs(2 * 3600);
+    let second = std::time::Duration::from_secs(1);
+    assert!(
+        not_after + second >= before + ttl && not_after <= after + ttl,
+        "the leaf's expiry, two hours after it was issued: {value}"
+    );
+
+    let url = format!("http://{}", server.rest);
+    let shown = tokio::task::spawn_blocking(move || {
+        let run = |proxy: &str| {
+            pilot_test_support::pilotctl(
+                Some(&url),
+                &["--token", ADMIN, "proxy-config", "secret", proxy],
+                &[],
+                None,
+            )
+        };
+        (
+            run(node),
+            run("sidecar~127.0.0.1~ratings-v1.prod~prod.svc.cluster.local"),
+        )
+    })
+    .await
+    .unwrap();
+    let (reviews, other) = shown;
+    assert_eq!(reviews.code, 0, "{reviews:?}");
+    let row = reviews
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("default"))
+        .unwrap_or_else(|| panic!("{reviews:?}"));
+    assert!(
+        row.contains("spiffe://cluster.local/ns/default/sa/reviews")
+            && row.contains(certificates[0]["notAfter"].as_str().unwrap()),
+        "{reviews:?}"
+    );
+    assert_eq!(other.code, 0, "{other:?}");
+    assert!(other.stdout.starts_with("No certificate was issued"), "{other:?}");
+    server.stop().await;
+}

@@ -56,9 +56,14 @@ async fn bookinfo(fake: &FakeApiServer) {
         ("reviews-v2", "v2", "node-b", "10.1.0.2"),
         ("reviews-v3", "v3", "node-b", "10.1.0.3"),
     ] {
+        // v1 names no account: it runs as `default`.
+        let mut spec = json!({"containers": [], "nodeName": node});
+        if version != "v1" {
+            spec["serviceAccountName"] = json!(format!("bookinfo-reviews-{version}"));
+        }
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": name, "labels": {"app": "reviews", "version": version}},
-            "spec": {"containers": [], "serviceAccountName": format!("bookinfo-reviews-{version}"), "nodeName": node},
+            "spec": spec,
             "status": {"podIP": address},
         }))
         .unwrap();
@@ -151,7 +156,8 @@ async fn services_and_instances_with_labels_ports_protocols_and_zones() {
     );
     assert_eq!(
         reviews.service_accounts,
-        ["bookinfo-reviews-v1", "bookinfo-reviews-v2"]
+        ["bookinfo-reviews-v2", "default"],
+        "the ready Pods' accounts, `default` for a Pod naming none (auto mTLS checks these SANs)"
     );
 
     let v2 = Labels::from_pairs([("version", "v2")]);
@@ -167,6 +173,8 @@ async fn services_and_instances_with_labels_ports_protocols_and_zones() {
     assert_eq!(instance.labels.get("app"), Some("reviews"));
     assert_eq!(instance.availability_zone.as_deref(), Some("region-1/zone-b"));
     assert_eq!(instance.service_account.as_deref(), Some("bookinfo-reviews-v2"));
+    let web_v1 = registry.instances(REVIEWS, &["http-web"], &[Labels::from_pairs([("version", "v1")])]);
+    assert_eq!(web_v1[0].service_account.as_deref(), Some("default"));
     assert_eq!(
         registry.instances(REVIEWS, &[], &[]).len(),
         6,

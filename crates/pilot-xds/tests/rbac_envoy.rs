@@ -2,7 +2,9 @@
 //! listeners (RBAC filters included) of a workload at 127.0.0.2, in front
 //! of local backends on 127.0.0.1, serve real requests; every rule
 //! construct is loaded by `envoy --mode validate`; identities come from
-//! client certificates pilot-ca signs.
+//! client certificates pilot-ca signs, checked by the inbound TLS a
+//! PeerAuthentication STRICT generates for a proxy with SDS certificates
+//! (its `default` and `ROOTCA` served here as static secrets).
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -15,16 +17,13 @@ use pilot_model::{
 };
 use pilot_test_support::{ProcessGuard, envoy_binary, free_port, http};
 use pilot_xds::envoy_types::pb::envoy::config::bootstrap::v3::Admin;
-use pilot_xds::envoy_types::pb::envoy::config::core::v3::{
-    DataSource, TransportSocket, data_source, transport_socket,
-};
+use pilot_xds::envoy_types::pb::envoy::config::core::v3::{DataSource, data_source, transport_socket};
 use pilot_xds::envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, TlsCertificate, common_tls_context,
+    CertificateValidationContext, DownstreamTlsContext, Secret, TlsCertificate, common_tls_context, secret,
 };
-use pilot_xds::envoy_types::pb::google::protobuf::{Any, BoolValue};
 use pilot_xds::parts::generate_inbound;
 use pilot_xds::{MeshConfig, Proxy, Resources, testing};
-use prost::{Message, Name};
+use prost::Message;
 
 const WORKLOAD: &str = "127.0.0.2";
 const NODE: &str = "sidecar~127.0.0.2~reviews-v1.default~default.svc.cluster.local";
@@ -92,8 +91,11 @@ fn policies(yaml: &str) -> MeshConfig {
 }
 
 fn inbound(mesh: &MeshConfig, own: &[ServiceInstance]) -> Resources {
-    let proxy = Proxy::from_node_id(NODE).unwrap();
-    let resources = generate_inbound(&proxy, own, mesh);
+    inbound_of(&Proxy::from_node_id(NODE).unwrap(), mesh, own)
+}
+
+fn inbound_of(proxy: &Proxy, mesh: &MeshConfig, own: &[ServiceInstance]) -> Resources {
+    let resources = generate_inbound(proxy, own, mesh);
     resources.check().unwrap();
     resources
 }
@@ -110,6 +112,11 @@ impl Envoy {
     /// through the virtual listener); here they bind, and are reached
     /// directly.
     fn start(resources: &Resources) -> Self {
+        Self::start_with_secrets(resources, Vec::new())
+    }
+
+    /// [`start`](Self::start) with static `secrets` in the bootstrap.
+    fn start_with_secrets(resources: &Resources, secrets: Vec<Secret>) -> Self {
         let mut resources = resources.clone();
         for listener in &mut resources.listeners {
             listener.bind_to_port = None;
@@ -118,6 +125,9 @@ impl Envoy {
         let dir = tempfile::tempdir().unwrap();
         let admin_port = free_port();
         let mut bootstrap = testing::static_bootstrap(NODE, resources, free_port());
+        if let Some(statics) = bootstrap.static_resources.as_mut() {
+            statics.secrets = secrets;
+        }
         bootstrap.admin = Some(Admin {
             address: Some(socket_address("127.0.0.1", admin_port)),
             ..Default::default()
@@ -467,38 +477,31 @@ impl Pki {
         (chain, key.private_key_pem())
     }
 
-    /// A TLS context requiring a client certificate this root signed.
-    fn server_tls(&self, service_account: &str) -> TransportSocket {
+    /// The secrets pilot-agent serves over SDS for `service_account`:
+    /// `default` (its chain and key) and `ROOTCA` (the root), here static.
+    fn sds_secrets(&self, service_account: &str) -> Vec<Secret> {
         let inline = |text: String| DataSource {
             specifier: Some(data_source::Specifier::InlineString(text)),
             ..Default::default()
         };
         let (chain, key) = self.identity(service_account);
-        let context = DownstreamTlsContext {
-            require_client_certificate: Some(BoolValue { value: true }),
-            common_tls_context: Some(CommonTlsContext {
-                tls_certificates: vec![TlsCertificate {
+        vec![
+            Secret {
+                name: "default".into(),
+                r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
                     certificate_chain: Some(inline(chain)),
                     private_key: Some(inline(key)),
                     ..Default::default()
-                }],
-                validation_context_type: Some(common_tls_context::ValidationContextType::ValidationContext(
-                    CertificateValidationContext {
-                        trusted_ca: Some(inline(self.authority.root_pem().to_string())),
-                        ..Default::default()
-                    },
-                )),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        TransportSocket {
-            name: "envoy.transport_sockets.tls".into(),
-            config_type: Some(transport_socket::ConfigType::TypedConfig(Any {
-                type_url: DownstreamTlsContext::type_url(),
-                value: context.encode_to_vec(),
-            })),
-        }
+                })),
+            },
+            Secret {
+                name: "ROOTCA".into(),
+                r#type: Some(secret::Type::ValidationContext(CertificateValidationContext {
+                    trusted_ca: Some(inline(self.authority.root_pem().to_string())),
+                    ..Default::default()
+                })),
+            },
+        ]
     }
 
     /// `curl` as `service_account` (no client certificate: `None`): the
@@ -547,13 +550,29 @@ spec:
   - from: [{source: {namespaces: [default]}}]
     to: [{operation: {paths: ["/reviews/admin"]}}]"#,
     );
+    let mut mesh = mesh;
+    mesh.security_mut().peer_authentications = vec![pilot_model::Config::new(
+        "default",
+        "strict",
+        serde_json::from_value(serde_json::json!({"mtls": {"mode": "STRICT"}})).unwrap(),
+    )];
     let pki = Pki::new();
     pki.identity("productpage");
     pki.identity("other");
-    let mut resources = inbound(&mesh, &own(&[("http", port, Protocol::Http)]));
-    // The inbound TLS a PeerAuthentication STRICT gives, set here directly.
-    resources.listeners[0].filter_chains[0].transport_socket = Some(pki.server_tls("reviews"));
-    let envoy = Envoy::start(&resources);
+    // A proxy whose agent serves SDS: STRICT makes its inbound TLS.
+    let metadata = [("SDS".to_string(), "true".to_string())].into();
+    let proxy = Proxy::from_node_id(NODE)
+        .unwrap()
+        .with_metadata(&metadata)
+        .unwrap();
+    let mut resources = inbound_of(&proxy, &mesh, &own(&[("http", port, Protocol::Http)]));
+    let tls_chains = static_secrets(&mut resources);
+    assert_eq!(
+        tls_chains,
+        resources.listeners[0].filter_chains.len(),
+        "STRICT: every inbound chain requires TLS"
+    );
+    let envoy = Envoy::start_with_secrets(&resources, pki.sds_secrets("reviews"));
     let log = || envoy.log();
 
     assert_eq!(
@@ -589,4 +608,52 @@ spec:
     );
     // No client certificate: no handshake.
     assert_eq!(pki.curl(None, "GET", port, "/reviews/1"), 0, "{}", log());
+}
+
+/// Points the generated inbound TLS contexts' SDS secrets (`default`,
+/// `ROOTCA` from the agent's SDS cluster) at the bootstrap's static
+/// secrets of the same names, keeping everything else generated (client
+/// certificate required, validation against `ROOTCA`); the number of
+/// chains with a TLS context requiring a client certificate.
+fn static_secrets(resources: &mut Resources) -> usize {
+    let mut requiring = 0;
+    for chain in resources
+        .listeners
+        .iter_mut()
+        .flat_map(|l| l.filter_chains.iter_mut())
+    {
+        let Some(socket) = chain.transport_socket.as_mut() else {
+            continue;
+        };
+        let Some(transport_socket::ConfigType::TypedConfig(any)) = socket.config_type.as_mut() else {
+            continue;
+        };
+        let mut context = DownstreamTlsContext::decode(any.value.as_slice()).unwrap();
+        if context.require_client_certificate.is_some_and(|r| r.value) {
+            requiring += 1;
+        }
+        let common = context.common_tls_context.as_mut().unwrap();
+        assert!(
+            !common.tls_certificate_sds_secret_configs.is_empty(),
+            "the workload certificate comes over SDS"
+        );
+        for sds in &mut common.tls_certificate_sds_secret_configs {
+            assert_eq!(sds.name, "default");
+            sds.sds_config = None;
+        }
+        match common.validation_context_type.as_mut() {
+            Some(common_tls_context::ValidationContextType::CombinedValidationContext(combined)) => {
+                let sds = combined.validation_context_sds_secret_config.as_mut().unwrap();
+                assert_eq!(sds.name, "ROOTCA");
+                sds.sds_config = None;
+            }
+            Some(common_tls_context::ValidationContextType::ValidationContextSdsSecretConfig(sds)) => {
+                assert_eq!(sds.name, "ROOTCA");
+                sds.sds_config = None;
+            }
+            other => panic!("peers are checked against ROOTCA: {other:?}"),
+        }
+        any.value = context.encode_to_vec();
+    }
+    requiring
 }

@@ -154,7 +154,7 @@ fn conflicting_hosts(services: &[Config<VirtualService>], domain: &str, out: &mu
 
 /// A host as Istio resolves it in `namespace`: a name without a dot is a
 /// short name of that namespace.
-fn resolve(host: &str, namespace: &str, domain: &str) -> String {
+pub(super) fn resolve(host: &str, namespace: &str, domain: &str) -> String {
     if host.contains('.') || host.contains('*') {
         host.to_string()
     } else {

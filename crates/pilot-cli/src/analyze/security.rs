@@ -13,32 +13,37 @@
 
 use std::collections::BTreeMap;
 
-use pilot_model::security::{
-    AuthorizationPolicy, MtlsMode, PeerAuthentication, ROOT_NAMESPACE, Rule, from_entry,
-};
+use pilot_model::routing::DEFAULT_ROOT_NAMESPACE;
+use pilot_model::security::{AuthorizationPolicy, MtlsMode, PeerAuthentication, Rule, from_entry};
 use pilot_model::{Config, ConfigKind, DynConfig};
 
 use super::{Finding, Services, Severity, finding};
 
 type Labels = BTreeMap<String, String>;
 
+/// A workload: the namespace and labels of an instance.
+pub(super) type Workload = (String, Labels);
+
+/// The workloads of `services`: each instance's labels in the namespace of
+/// its service's hostname.
+pub(super) fn workloads(services: &Services) -> Vec<Workload> {
+    services
+        .hosts
+        .iter()
+        .flat_map(|(host, instances)| {
+            let namespace = host.split('.').nth(1).unwrap_or_default().to_string();
+            instances
+                .iter()
+                .map(move |labels| (namespace.clone(), labels.clone()))
+        })
+        .collect()
+}
+
 /// Every AuthorizationPolicy finding for `objects` into `out`.
 pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &mut Vec<Finding>) {
     let policies = typed::<AuthorizationPolicy>(objects);
     let peers = typed::<PeerAuthentication>(objects);
-    // Workloads: (namespace, labels) of every instance.
-    let workloads: Option<Vec<(String, Labels)>> = services.map(|services| {
-        services
-            .hosts
-            .iter()
-            .flat_map(|(host, instances)| {
-                let namespace = host.split('.').nth(1).unwrap_or_default().to_string();
-                instances
-                    .iter()
-                    .map(move |labels| (namespace.clone(), labels.clone()))
-            })
-            .collect()
-    });
+    let workloads: Option<Vec<Workload>> = services.map(workloads);
     for policy in &policies {
         let spec = &policy.spec;
         let namespace = &policy.meta.namespace;
@@ -47,7 +52,7 @@ pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &
         let applying: Vec<(String, Labels)> = match &workloads {
             Some(workloads) => workloads
                 .iter()
-                .filter(|(ns, labels)| spec.applies_to(namespace, ROOT_NAMESPACE, ns, labels))
+                .filter(|(ns, labels)| spec.applies_to(namespace, DEFAULT_ROOT_NAMESPACE, ns, labels))
                 .cloned()
                 .collect(),
             None => vec![(
@@ -58,7 +63,7 @@ pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &
         if let (Some(selector), Some(_)) = (&spec.selector, &workloads)
             && applying.is_empty()
         {
-            let scope = if namespace == ROOT_NAMESPACE {
+            let scope = if namespace == DEFAULT_ROOT_NAMESPACE {
                 "the mesh".to_string()
             } else {
                 format!("namespace {namespace}")
@@ -101,7 +106,7 @@ pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &
 }
 
 /// The mutual TLS mode of a workload of `namespace` with `labels`.
-fn mode(peers: &[Config<PeerAuthentication>], namespace: &str, labels: &Labels) -> MtlsMode {
+pub(super) fn mode(peers: &[Config<PeerAuthentication>], namespace: &str, labels: &Labels) -> MtlsMode {
     let set = |p: &&Config<PeerAuthentication>| {
         p.spec
             .mtls
@@ -119,7 +124,7 @@ fn mode(peers: &[Config<PeerAuthentication>], namespace: &str, labels: &Labels) 
     };
     own.and_then(|p| set(&p))
         .or_else(|| of_namespace(namespace).and_then(|p| set(&p)))
-        .or_else(|| of_namespace(ROOT_NAMESPACE).and_then(|p| set(&p)))
+        .or_else(|| of_namespace(DEFAULT_ROOT_NAMESPACE).and_then(|p| set(&p)))
         .unwrap_or(MtlsMode::Permissive)
 }
 

@@ -117,7 +117,11 @@ pub struct RoutingConfigs {
     pub default_export_to: Vec<String>,
 }
 
-/// The root namespace unless said otherwise.
+/// The root namespace unless said otherwise (Istio's default
+/// `rootNamespace`): its routing objects are visible to every namespace,
+/// its security policies without a selector apply to every workload of
+/// the mesh, and those with a selector to the selected workloads of every
+/// namespace.
 pub const DEFAULT_ROOT_NAMESPACE: &str = "istio-system";
 
 impl Default for RoutingConfigs {

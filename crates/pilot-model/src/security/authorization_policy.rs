@@ -183,15 +183,11 @@ pub const WHEN_KEYS: [&str; 7] = [
     "connection.sni",
 ];
 
-/// The namespace whose policies without a selector apply to every
-/// workload of the mesh (Istio's default `rootNamespace`); its policies
-/// with a selector apply to the selected workloads of every namespace.
-pub const ROOT_NAMESPACE: &str = "istio-system";
-
 impl AuthorizationPolicy {
     /// Whether this policy, kept in `namespace`, applies to a workload of
     /// `workload_namespace` carrying `labels`: same namespace (or the
-    /// mesh's `root_namespace`, usually [`ROOT_NAMESPACE`]), and the
+    /// mesh's `root_namespace`, usually
+    /// [`DEFAULT_ROOT_NAMESPACE`](crate::routing::DEFAULT_ROOT_NAMESPACE)), and the
     /// selector, if any, matches.
     pub fn applies_to(
         &self,

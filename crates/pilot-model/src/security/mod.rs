@@ -22,8 +22,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use authorization_policy::{
-    Action, AuthorizationPolicy, Condition, From, Operation, ROOT_NAMESPACE, Rule, Source, To, WHEN_KEYS,
-    from_entry, to_entry,
+    Action, AuthorizationPolicy, Condition, From, Operation, Rule, Source, To, WHEN_KEYS, from_entry,
+    to_entry,
 };
 pub use peer_authentication::{MtlsMode, MutualTls, PeerAuthentication};
 

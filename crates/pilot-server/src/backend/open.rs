@@ -14,6 +14,7 @@ use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 
 use super::services_file;
 use crate::args::{Args, RegistryKind, StoreKind};
+use crate::ca::RootStore;
 use crate::error::StartError;
 
 /// A client for the cluster of `KUBECONFIG` (or `~/.kube/config`), or the
@@ -26,33 +27,48 @@ async fn kube_client() -> Result<kube::Client, StartError> {
     })
 }
 
-/// The configuration store the flags name, with what the data directory's
-/// journal held back at start (`--data-dir` only: objects that no longer
-/// validate, kept in its `quarantine.jsonl`), and the membership of the
+/// The configuration store the flags name and what comes with it.
+pub(crate) struct OpenedStore {
+    /// The store.
+    pub(crate) store: Arc<dyn ConfigWatch>,
+    /// What the data directory's journal held back at start (`--data-dir`
+    /// only: objects that no longer validate, kept in its
+    /// `quarantine.jsonl`).
+    pub(crate) quarantine: crate::debug::quarantine::JournalQuarantine,
+    /// The membership of the replicas sharing the store.
+    pub(crate) membership: Arc<dyn Membership>,
+    /// Where the store keeps the CA's self-signed root.
+    pub(crate) ca_root: RootStore,
+}
+
+/// The configuration store the flags name, with the membership of the
 /// replicas sharing it, this one named `replica`.
 pub(crate) async fn open_store(
     args: &Args,
     registry: KindRegistry,
     replica: &str,
-) -> Result<
-    (
-        Arc<dyn ConfigWatch>,
-        crate::debug::quarantine::JournalQuarantine,
-        Arc<dyn Membership>,
-    ),
-    StartError,
-> {
+) -> Result<OpenedStore, StartError> {
     let local = || Arc::new(LocalMembership::new(replica)) as Arc<dyn Membership>;
     match &args.data_dir {
         Some(dir) if args.store == StoreKind::Memory => {
             let store = pilot_store_memory::journal::open(dir, registry, JournalOptions::default())
                 .map_err(|e| StartError::Failed(e.to_string()))?;
-            let held = Arc::new(store.quarantined().to_vec());
-            Ok((Arc::new(store), held, local()))
+            let quarantine = Arc::new(store.quarantined().to_vec());
+            Ok(OpenedStore {
+                store: Arc::new(store),
+                quarantine,
+                membership: local(),
+                ca_root: RootStore::Dir(dir.join("cacerts")),
+            })
         }
         _ => {
-            let (store, membership) = open_backend(args, registry, replica).await?;
-            Ok((store, Arc::default(), membership))
+            let (store, membership, ca_root) = open_backend(args, registry, replica).await?;
+            Ok(OpenedStore {
+                store,
+                quarantine: Arc::default(),
+                membership,
+                ca_root,
+            })
         }
     }
 }
@@ -61,7 +77,7 @@ async fn open_backend(
     args: &Args,
     registry: KindRegistry,
     replica: &str,
-) -> Result<(Arc<dyn ConfigWatch>, Arc<dyn Membership>), StartError> {
+) -> Result<(Arc<dyn ConfigWatch>, Arc<dyn Membership>, RootStore), StartError> {
     let local = || Arc::new(LocalMembership::new(replica)) as Arc<dyn Membership>;
     if args.data_dir.is_some() && args.store != StoreKind::Memory {
         return Err(StartError::Usage(
@@ -70,7 +86,11 @@ async fn open_backend(
     }
     match args.store {
         // With --data-dir, `open_store` opened the journal.
-        StoreKind::Memory => Ok((Arc::new(MemoryConfigStore::new(registry)), local())),
+        StoreKind::Memory => Ok((
+            Arc::new(MemoryConfigStore::new(registry)),
+            local(),
+            RootStore::Memory,
+        )),
         StoreKind::Etcd => {
             let options = etcd_options(args)?;
             let store = EtcdConfigStore::connect(&options, registry).await.map_err(|e| {
@@ -80,7 +100,8 @@ async fn open_backend(
                 ))
             })?;
             let membership = Arc::new(EtcdMembership::new(&store, replica, args.replica_ttl));
-            Ok((Arc::new(store), membership))
+            let ca_root = RootStore::etcd(store.client(), &args.etcd_prefix);
+            Ok((Arc::new(store), membership, ca_root))
         }
         StoreKind::Kubernetes => {
             let client = kube_client().await?;
@@ -96,6 +117,11 @@ async fn open_backend(
                 .kube_namespace
                 .clone()
                 .unwrap_or_else(|| client.default_namespace().to_string());
+            // The CA's root: a Secret there too.
+            let ca_root = RootStore::Kubernetes {
+                client: client.clone(),
+                namespace: namespace.clone(),
+            };
             let membership = Arc::new(KubeMembership::new(
                 client.clone(),
                 namespace,
@@ -106,7 +132,7 @@ async fn open_backend(
                 Some(namespace) => Arc::new(KubeConfigStore::namespaced(client, registry, namespace)),
                 None => Arc::new(KubeConfigStore::new(client, registry)),
             };
-            Ok((store, membership))
+            Ok((store, membership, ca_root))
         }
     }
 }

@@ -18,7 +18,9 @@
 //! call when ADS accepts anyone: certificates are never given to anyone);
 //! an identity the credential does not allow is `PERMISSION_DENIED` with
 //! the reason; a bad CSR or lifetime is `INVALID_ARGUMENT`. Each outcome
-//! is counted ([`CaCounts`], in `/metrics`).
+//! is counted ([`CaCounts`], in `/metrics`), and each certificate issued
+//! recorded with its requester ([`IssuedCertificates`], in
+//! `/debug/certificates`).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -32,6 +34,7 @@ use pilot_ca::{CaError, CertificateAuthority, Csr, SpiffeId};
 use tonic::body::Body;
 use tonic::server::NamedService;
 
+use super::issued::IssuedCertificates;
 use super::proto::{IstioCertificateRequest, IstioCertificateResponse};
 
 /// The service's gRPC name.
@@ -78,18 +81,26 @@ struct Inner {
     ca: Arc<CertificateAuthority>,
     auth: Option<Arc<dyn Authenticate>>,
     counts: Arc<CaCounts>,
+    issued: Arc<IssuedCertificates>,
 }
 
 impl CertificateService {
     /// Signs with `ca` for the callers `auth` authenticates (`None`: every
-    /// call is refused).
+    /// call is refused), counting into `counts` and recording into
+    /// `issued`.
     pub(crate) fn new(
         ca: Arc<CertificateAuthority>,
         auth: Option<Arc<dyn Authenticate>>,
         counts: Arc<CaCounts>,
+        issued: Arc<IssuedCertificates>,
     ) -> Self {
         CertificateService {
-            inner: Arc::new(Inner { ca, auth, counts }),
+            inner: Arc::new(Inner {
+                ca,
+                auth,
+                counts,
+                issued,
+            }),
         }
     }
 }
@@ -120,9 +131,10 @@ impl tower_service::Service<http::Request<Body>> for CertificateService {
             )),
         };
         let inner = Arc::clone(&self.inner);
+        let peer = peer(request.extensions());
         Box::pin(async move {
             let mut grpc = tonic::server::Grpc::new(tonic_prost::ProstCodec::default());
-            Ok(grpc.unary(Create { inner, caller }, request).await)
+            Ok(grpc.unary(Create { inner, caller, peer }, request).await)
         })
     }
 }
@@ -131,6 +143,8 @@ impl tower_service::Service<http::Request<Body>> for CertificateService {
 struct Create {
     inner: Arc<Inner>,
     caller: Result<Caller, tonic::Status>,
+    /// The requester's address.
+    peer: Option<std::net::SocketAddr>,
 }
 
 impl tonic::server::UnaryService<IstioCertificateRequest> for Create {
@@ -142,7 +156,7 @@ impl tonic::server::UnaryService<IstioCertificateRequest> for Create {
         counts.requests.fetch_add(1, Ordering::Relaxed);
         let answer = match &self.caller {
             Err(status) => Err(status.clone()),
-            Ok(caller) => self.inner.create(caller, &request.into_inner()),
+            Ok(caller) => self.inner.create(caller, self.peer, &request.into_inner()),
         };
         match &answer {
             Ok(_) => {
@@ -161,6 +175,7 @@ impl Inner {
     fn create(
         &self,
         caller: &Caller,
+        peer: Option<std::net::SocketAddr>,
         request: &IstioCertificateRequest,
     ) -> Result<IstioCertificateResponse, tonic::Status> {
         let csr = Csr::from_pem(&request.csr).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
@@ -183,6 +198,7 @@ impl Inner {
             other => tonic::Status::internal(other.to_string()),
         })?;
         tracing::info!(caller = %caller.name, %identity, "certificate issued");
+        self.issued.record(&issued, &caller.name, peer);
         Ok(IstioCertificateResponse {
             cert_chain: issued.cert_chain,
         })
@@ -217,4 +233,17 @@ impl Inner {
             )),
         }
     }
+}
+
+/// The peer address of the connection a request came on.
+fn peer(extensions: &http::Extensions) -> Option<std::net::SocketAddr> {
+    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+    extensions
+        .get::<TcpConnectInfo>()
+        .and_then(TcpConnectInfo::remote_addr)
+        .or_else(|| {
+            extensions
+                .get::<TlsConnectInfo<TcpConnectInfo>>()
+                .and_then(|info| info.get_ref().remote_addr())
+        })
 }

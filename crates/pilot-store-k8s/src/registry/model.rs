@@ -187,7 +187,7 @@ impl Objects {
                     .and_then(|p| p.metadata.labels.clone())
                     .map(Labels)
                     .unwrap_or_default();
-                let service_account = pod.and_then(|p| p.spec.as_ref()?.service_account_name.clone());
+                let service_account = pod.map(pod_service_account);
                 for address in &endpoint.addresses {
                     let Ok(address) = address.parse::<IpAddr>() else {
                         continue;
@@ -221,6 +221,22 @@ fn port(port: &ServicePort) -> Port {
     let protocol = port_protocol(port.protocol.as_deref(), port.app_protocol.as_deref(), &name);
     Port::new(name, u16::try_from(port.port).unwrap_or_default(), protocol)
 }
+
+/// The service account a Pod runs as: `spec.serviceAccountName` (or the
+/// deprecated `spec.serviceAccount`), else `default`, the one the API
+/// server's admission gives a Pod that names none. Auto mutual TLS checks
+/// the server's identity, `spiffe://<trust-domain>/ns/<ns>/sa/<account>`,
+/// against the accounts of a service's Pods.
+fn pod_service_account(pod: &Pod) -> String {
+    let spec = pod.spec.as_ref();
+    spec.and_then(|s| s.service_account_name.clone())
+        .or_else(|| spec.and_then(|s| s.service_account.clone()))
+        .filter(|account| !account.is_empty())
+        .unwrap_or_else(|| DEFAULT_SERVICE_ACCOUNT.to_string())
+}
+
+/// The account of a Pod that names none.
+const DEFAULT_SERVICE_ACCOUNT: &str = "default";
 
 /// `region/zone` from the node's topology labels (or just the zone).
 fn node_zone(node: &Node) -> Option<String> {

@@ -33,9 +33,7 @@ pub const DEFAULT_SECRET: &str = "default";
 pub const ROOT_SECRET: &str = "ROOTCA";
 /// The cluster of the agent's SDS server in the proxy's bootstrap.
 pub const SDS_CLUSTER: &str = "sds-grpc";
-/// The namespace whose selector-less PeerAuthentication applies to the
-/// whole mesh, unless configured otherwise.
-pub const DEFAULT_ROOT_NAMESPACE: &str = "istio-system";
+pub use pilot_model::routing::DEFAULT_ROOT_NAMESPACE;
 /// The trust domain of workload identities, unless configured otherwise.
 pub const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
 /// The instance label that says the instance runs with a sidecar that
