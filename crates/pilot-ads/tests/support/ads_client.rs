@@ -262,19 +262,6 @@ pub async fn start(registry: &Arc<MemoryServiceRegistry>) -> (XdsServer, MemoryC
     let store = MemoryConfigStore::new(istio::registry());
     let controller = Arc::new(Controller::new(Arc::new(store.clone())));
     controller.run();
-    let server = XdsServer::new(
-        controller,
-        Arc::clone(registry) as Arc<dyn pilot_model::ServiceDiscovery>,
-        Default::default(),
-    );
-    // Reserved for this process: a port bound and let go of could be
-    // taken by another connection before the server binds it.
-    let port = pilot_test_support::free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], port).into(), std::future::pending())
-            .await
-    });
+    let (server, port) = super::server::serve(controller, Arc::clone(registry) as _);
     (server, store, port)
 }
