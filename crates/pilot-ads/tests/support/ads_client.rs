@@ -232,23 +232,8 @@ pub fn resource_name(t: XdsType, value: &[u8]) -> String {
 
 /// Waits until the proxy's status of `t` satisfies `check`.
 pub async fn wait_status(server: &XdsServer, t: XdsType, check: impl Fn(&TypeStatus) -> bool) -> TypeStatus {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let found = server
-            .status()
-            .into_iter()
-            .find(|p| p.node_id == NODE)
-            .and_then(|p| p.types.get(t.short()).cloned());
-        if let Some(status) = found.filter(|s| check(s)) {
-            return status;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{t}: {:?}",
-            server.status()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let proxy = super::sotw::wait_proxy(server, NODE, |p| p.types.get(t.short()).is_some_and(&check)).await;
+    proxy.types[t.short()].clone()
 }
 
 pub async fn apply(store: &MemoryConfigStore, yaml: &str) {
