@@ -8,13 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{ConfigKey, ConfigStore, Labels, Port, Protocol, Service, ServiceDiscovery, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::NACKED_REGEX;
 use support::envoy::{
-    HOST, admin, eventually, free_port, instance, request, rule, spread, start_envoy, upstream,
+    HOST, admin, eventually, free_port, instance, request, rule, serve_envoy, spread, upstream,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,20 +50,7 @@ async fn routing_scenarios(delta: bool) {
         registry.add_instance(instance(&service, port, version)).unwrap();
     }
 
-    let server = XdsServer::new(
-        controller.clone(),
-        Arc::new(registry.clone()),
-        XdsOptions::default(),
-    );
-    let xds_port = free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], xds_port).into(), std::future::pending())
-            .await
-            .unwrap();
-    });
-    let envoy = start_envoy(xds_port, delta);
+    let (server, envoy) = serve_envoy(controller.clone(), Arc::new(registry.clone()), delta);
     let admin_port = envoy.admin_port;
     let run = |f: Box<dyn FnOnce() + Send>| tokio::task::spawn_blocking(f);
 

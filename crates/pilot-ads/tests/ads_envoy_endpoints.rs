@@ -13,11 +13,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use support::envoy::{admin, eventually, free_port, instance, start_envoy, upstream};
+use support::envoy::{admin, eventually, free_port, instance, serve_envoy, upstream};
 
 const REVIEWS: &str = "reviews.default.svc.cluster.local";
 const RATINGS: &str = "ratings.default.svc.cluster.local";
@@ -95,16 +94,7 @@ async fn endpoint_added(delta: bool) {
             "v1",
         ))
         .unwrap();
-    let server = XdsServer::new(controller, Arc::new(registry.clone()), XdsOptions::default());
-    let xds_port = free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], xds_port).into(), std::future::pending())
-            .await
-            .unwrap();
-    });
-    let envoy = start_envoy(xds_port, delta);
+    let (server, envoy) = serve_envoy(controller, Arc::new(registry.clone()), delta);
     let admin_port = envoy.admin_port;
     let reviews_cluster = format!("outbound|{reviews_port}||{REVIEWS}");
     let ratings_cluster = format!("outbound|{ratings_port}||{RATINGS}");

@@ -10,11 +10,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{ConfigStore, DynConfig, Port, Protocol, Service, default_registry, document};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use support::envoy::{admin, eventually, free_port, instance, request_to, spread_to, start_envoy, upstream};
+use support::envoy::{admin, eventually, free_port, instance, request_to, serve_envoy, spread_to, upstream};
 
 /// The objects of `examples/bookinfo/v1/FILE`.
 fn sample(file: &str) -> Vec<DynConfig> {
@@ -73,20 +72,7 @@ async fn istios_v1_bookinfo_samples_route_real_traffic() {
         let port = upstream(version, Arc::clone(&no_delay));
         registry.add_instance(instance(&ratings, port, version)).unwrap();
     }
-    let server = XdsServer::new(
-        controller.clone(),
-        Arc::new(registry.clone()),
-        XdsOptions::default(),
-    );
-    let xds_port = free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], xds_port).into(), std::future::pending())
-            .await
-            .unwrap();
-    });
-    let envoy = start_envoy(xds_port, false);
+    let (_server, envoy) = serve_envoy(controller.clone(), Arc::new(registry.clone()), false);
     let admin_port = envoy.admin_port;
     let blocking = |f: Box<dyn FnOnce() + Send>| tokio::task::spawn_blocking(f);
 

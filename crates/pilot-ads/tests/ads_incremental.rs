@@ -6,14 +6,13 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryResponse,
 };
-use pilot_ads::{XdsOptions, XdsServer};
+use pilot_ads::XdsServer;
 use pilot_model::{Labels, Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
@@ -21,9 +20,10 @@ use pilot_test_support::ads::{self, CDS, EDS, LDS, RDS};
 use prost::Message;
 use tokio::sync::mpsc;
 
-/// How long any one response may take before the test fails (a hang, not a
-/// timing measurement).
-const PATIENCE: Duration = Duration::from_secs(20);
+mod support;
+
+use support::ads_client::PATIENCE;
+use support::sotw::{self, Sotw};
 
 fn host(i: usize) -> String {
     format!("svc{i}.a.svc.cluster.local")
@@ -48,93 +48,8 @@ async fn server() -> (XdsServer, u16, Arc<MemoryServiceRegistry>) {
     let store = MemoryConfigStore::new(istio::registry());
     let controller = Arc::new(Controller::new(Arc::new(store)));
     controller.run();
-    let server = XdsServer::new(
-        controller,
-        Arc::clone(&registry) as Arc<dyn pilot_model::ServiceDiscovery>,
-        XdsOptions::default(),
-    );
-    let port = pilot_test_support::free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], port).into(), std::future::pending())
-            .await
-    });
+    let (server, port) = support::server::serve(controller, Arc::clone(&registry) as _);
     (server, port, registry)
-}
-
-fn node(namespace: &str, ip: &str) -> Option<Node> {
-    Some(Node {
-        id: format!("sidecar~{ip}~client.{namespace}~{namespace}.svc.cluster.local"),
-        ..Default::default()
-    })
-}
-
-/// A state-of-the-world client: subscribes to every type, ACKs.
-struct Sotw {
-    requests: mpsc::Sender<DiscoveryRequest>,
-    responses: tonic::Streaming<DiscoveryResponse>,
-}
-
-impl Sotw {
-    async fn open(port: u16, namespace: &str, ip: &str) -> Self {
-        let (tx, requests) = ads::requests(8);
-        tx.send(DiscoveryRequest {
-            node: node(namespace, ip),
-            type_url: CDS.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let responses = ads::ads_client(port)
-            .await
-            .stream_aggregated_resources(requests)
-            .await
-            .unwrap()
-            .into_inner();
-        Sotw {
-            requests: tx,
-            responses,
-        }
-    }
-
-    async fn next(&mut self) -> DiscoveryResponse {
-        tokio::time::timeout(PATIENCE, self.responses.message())
-            .await
-            .expect("a response")
-            .unwrap()
-            .expect("the stream is open")
-    }
-
-    async fn request(&self, type_url: &str, names: Vec<String>, answering: Option<&DiscoveryResponse>) {
-        self.requests
-            .send(DiscoveryRequest {
-                type_url: type_url.into(),
-                resource_names: names,
-                version_info: answering.map(|r| r.version_info.clone()).unwrap_or_default(),
-                response_nonce: answering.map(|r| r.nonce.clone()).unwrap_or_default(),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-    }
-
-    /// Subscribes to everything and ACKs until synced; returns the load
-    /// assignments.
-    async fn sync(&mut self, eds_names: Vec<String>) -> Vec<ClusterLoadAssignment> {
-        let cds = self.next().await;
-        assert_eq!(cds.type_url, CDS);
-        self.request(CDS, vec![], Some(&cds)).await;
-        self.request(EDS, eds_names.clone(), None).await;
-        let eds = self.next().await;
-        assert_eq!(eds.type_url, EDS);
-        self.request(EDS, eds_names, Some(&eds)).await;
-        self.request(LDS, vec![], None).await;
-        let lds = self.next().await;
-        assert_eq!(lds.type_url, LDS);
-        self.request(LDS, vec![], Some(&lds)).await;
-        assignments(&eds)
-    }
 }
 
 fn assignments(response: &DiscoveryResponse) -> Vec<ClusterLoadAssignment> {
@@ -175,8 +90,11 @@ async fn an_endpoint_change_sends_sotw_clients_eds_only_and_the_same_to_every_na
     let names: Vec<String> = (0..3).map(cluster).collect();
     let mut a = Sotw::open(port, "a", "10.1.0.1").await;
     let mut b = Sotw::open(port, "b", "10.1.0.2").await;
-    let eds_a = a.sync(names.clone()).await;
-    let eds_b = b.sync(names.clone()).await;
+    let eds_a = assignments(&a.sync().await.eds.unwrap());
+    let every: BTreeSet<&String> = names.iter().collect();
+    assert_eq!(a.eds_names.iter().collect::<BTreeSet<_>>(), every);
+    let eds_b = assignments(&b.sync().await.eds.unwrap());
+    assert_eq!(b.eds_names.iter().collect::<BTreeSet<_>>(), every);
     assert_eq!(
         eds_a, eds_b,
         "proxies in two namespaces get the same load assignments"
@@ -311,7 +229,10 @@ async fn an_endpoint_change_sends_delta_clients_only_the_changed_load_assignment
 async fn delta_client(port: u16, ip: &str) -> (Delta, DeltaDiscoveryResponse) {
     let (tx, requests) = ads::requests(8);
     tx.send(DeltaDiscoveryRequest {
-        node: node("a", ip),
+        node: Some(Node {
+            id: sotw::node_id("a", ip),
+            ..Default::default()
+        }),
         type_url: CDS.into(),
         ..Default::default()
     })

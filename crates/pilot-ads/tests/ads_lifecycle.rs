@@ -16,6 +16,8 @@ use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::SlowRegistry;
 use pilot_test_support::ads::{self, CDS, LDS, open};
 
+mod support;
+
 /// A registry that is still loading until set synced (as a remote
 /// registry is before its first list).
 type Loading = SlowRegistry<MemoryServiceRegistry>;
@@ -32,14 +34,7 @@ async fn server() -> (XdsServer, u16, Arc<Controller>) {
 async fn server_on(registry: Arc<dyn ServiceDiscovery>) -> (XdsServer, u16, Arc<Controller>) {
     let store = MemoryConfigStore::new(istio::registry());
     let controller = Arc::new(Controller::new(Arc::new(store)));
-    let server = XdsServer::new(Arc::clone(&controller), registry, XdsOptions::default());
-    let port = pilot_test_support::free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], port).into(), std::future::pending())
-            .await
-    });
+    let (server, port) = support::server::serve(Arc::clone(&controller), registry);
     (server, port, controller)
 }
 

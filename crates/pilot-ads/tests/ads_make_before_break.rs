@@ -15,11 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use pilot_ads::{XdsOptions, XdsServer};
 use pilot_model::{ConfigKey, ConfigStore, DynConfig, Port, Protocol, Service, document, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use support::envoy::{HOST, admin, eventually, free_port, instance, start_envoy, upstream};
+use support::envoy::{HOST, admin, eventually, free_port, instance, serve_envoy, upstream};
 
 /// Keep-alive clients sending requests at the same time.
 const CLIENTS: usize = 4;
@@ -200,16 +199,7 @@ async fn churn(delta: bool) {
         .unwrap();
     store.create(split(("v1", 80), ("v2", 20))).await.unwrap();
 
-    let server = XdsServer::new(controller, Arc::new(registry.clone()), XdsOptions::default());
-    let xds_port = free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], xds_port).into(), std::future::pending())
-            .await
-            .unwrap();
-    });
-    let envoy = start_envoy(xds_port, delta);
+    let (server, envoy) = serve_envoy(controller, Arc::new(registry.clone()), delta);
     let admin_port = envoy.admin_port;
     tokio::task::spawn_blocking(move || {
         eventually("reviews answers through Envoy", || {

@@ -13,10 +13,9 @@ mod support;
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use pilot_ads::{XdsServer, XdsType};
-use pilot_model::{Labels, Port, Protocol, Service, istio};
-use pilot_store::Controller;
-use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_ads::XdsType;
+use pilot_model::{Labels, Port, Protocol, Service};
+use pilot_store_memory::MemoryServiceRegistry;
 use prost::Message;
 use support::ads_client::*;
 
@@ -164,23 +163,7 @@ async fn protocol_rules(delta: bool) {
     registry
         .add_endpoints(REVIEWS, "10.1.1.1".parse().unwrap(), Labels::new())
         .unwrap();
-    let store = MemoryConfigStore::new(istio::registry());
-    let controller = Arc::new(Controller::new(Arc::new(store.clone())));
-    controller.run();
-    let server = XdsServer::new(
-        controller,
-        Arc::clone(&registry) as Arc<dyn pilot_model::ServiceDiscovery>,
-        Default::default(),
-    );
-    // Reserved for this process: a port bound and let go of could be
-    // taken by another connection before the server binds it.
-    let port = pilot_test_support::free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], port).into(), std::future::pending())
-            .await
-    });
+    let (server, store, port) = start(&registry).await;
     let mut client = Client::open(port, delta).await;
 
     // Subscribe to everything as Envoy does, ACKing each response.

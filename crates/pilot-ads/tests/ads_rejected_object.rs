@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use pilot_ads::{XdsOptions, XdsServer};
+use pilot_ads::XdsServer;
 use pilot_model::{ConfigKey, ConfigStore, Port, Protocol, Service, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
@@ -71,15 +71,7 @@ async fn rejected_rule(delta: bool) {
         .create(rule("metadata: {name: reviews-default, namespace: default}\nspec:\n  destination: {name: reviews}\n  route: [{labels: {version: v1}}]\n"))
         .await
         .unwrap();
-    let server = XdsServer::new(controller, Arc::new(registry.clone()), XdsOptions::default());
-    let xds_port = free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], xds_port).into(), std::future::pending())
-            .await
-            .unwrap();
-    });
+    let (server, xds_port) = support::server::serve(controller, Arc::new(registry.clone()));
     let mut envoy = start_envoy(xds_port, delta);
     let admin_port = envoy.admin_port;
     let run = |f: Box<dyn FnOnce() + Send>| tokio::task::spawn_blocking(f);

@@ -6,23 +6,21 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
-use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
-use pilot_ads::{XdsOptions, XdsServer};
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
+use pilot_ads::{ProxyStatus, XdsServer};
 use pilot_model::{ConfigStore, Labels, Port, Protocol, Service, document};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot_test_support::ads::{self, CDS, EDS, LDS};
+use pilot_test_support::ads::{CDS, EDS};
 use pilot_xds::{BLACK_HOLE, HostReason, PASSTHROUGH, Proxy, ScopeOrigin};
 use prost::Message;
-use tokio::sync::mpsc;
 
-/// How long any one response may take before the test fails (a hang, not a
-/// timing measurement).
-const PATIENCE: Duration = Duration::from_secs(20);
+mod support;
+
+use support::sotw::{self, Sotw, clusters, node_id};
 
 const HOSTS: [&str; 3] = [
     "a1.a.svc.cluster.local",
@@ -67,142 +65,8 @@ spec:
 "#,
     )
     .await;
-    let server = XdsServer::new(
-        Arc::clone(&controller),
-        Arc::clone(&registry) as Arc<dyn pilot_model::ServiceDiscovery>,
-        XdsOptions::default(),
-    );
-    let port = pilot_test_support::free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], port).into(), std::future::pending())
-            .await
-    });
+    let (server, port) = support::server::serve(Arc::clone(&controller), Arc::clone(&registry) as _);
     (server, port, registry, controller)
-}
-
-fn node_id(namespace: &str, ip: &str) -> String {
-    format!("sidecar~{ip}~client.{namespace}~{namespace}.svc.cluster.local")
-}
-
-/// A state-of-the-world client subscribed to clusters, load assignments
-/// and listeners, ACKing.
-struct Client {
-    requests: mpsc::Sender<DiscoveryRequest>,
-    responses: tonic::Streaming<DiscoveryResponse>,
-    eds_names: Vec<String>,
-}
-
-impl Client {
-    async fn open(port: u16, namespace: &str, ip: &str) -> Self {
-        let (tx, requests) = ads::requests(8);
-        tx.send(DiscoveryRequest {
-            node: Some(Node {
-                id: node_id(namespace, ip),
-                ..Default::default()
-            }),
-            type_url: CDS.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-        let responses = ads::ads_client(port)
-            .await
-            .stream_aggregated_resources(requests)
-            .await
-            .unwrap()
-            .into_inner();
-        Client {
-            requests: tx,
-            responses,
-            eds_names: Vec::new(),
-        }
-    }
-
-    async fn next(&mut self) -> DiscoveryResponse {
-        tokio::time::timeout(PATIENCE, self.responses.message())
-            .await
-            .expect("a response")
-            .unwrap()
-            .expect("the stream is open")
-    }
-
-    async fn request(&self, type_url: &str, names: Vec<String>, answering: Option<&DiscoveryResponse>) {
-        self.requests
-            .send(DiscoveryRequest {
-                type_url: type_url.into(),
-                resource_names: names,
-                version_info: answering.map(|r| r.version_info.clone()).unwrap_or_default(),
-                response_nonce: answering.map(|r| r.nonce.clone()).unwrap_or_default(),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-    }
-
-    /// Subscribes to everything, ACKing; returns the clusters.
-    async fn sync(&mut self) -> Vec<Cluster> {
-        let cds = self.next().await;
-        assert_eq!(cds.type_url, CDS);
-        let clusters = clusters(&cds);
-        self.eds_names = eds_names(&clusters);
-        self.request(CDS, vec![], Some(&cds)).await;
-        self.request(EDS, self.eds_names.clone(), None).await;
-        let eds = self.next().await;
-        assert_eq!(eds.type_url, EDS);
-        self.request(EDS, self.eds_names.clone(), Some(&eds)).await;
-        self.request(LDS, vec![], None).await;
-        let lds = self.next().await;
-        assert_eq!(lds.type_url, LDS);
-        self.request(LDS, vec![], Some(&lds)).await;
-        clusters
-    }
-
-    /// ACKs `response` (a CDS one: with the load assignments of its EDS
-    /// clusters subscribed, and their response ACKed).
-    async fn ack(&mut self, response: &DiscoveryResponse) {
-        if response.type_url == CDS {
-            self.request(CDS, vec![], Some(response)).await;
-            self.eds_names = eds_names(&clusters(response));
-            self.request(EDS, self.eds_names.clone(), None).await;
-            let eds = self.next().await;
-            assert_eq!(eds.type_url, EDS);
-            self.request(EDS, self.eds_names.clone(), Some(&eds)).await;
-        } else {
-            self.request(&response.type_url, self.names(&response.type_url), Some(response))
-                .await;
-        }
-    }
-
-    fn names(&self, type_url: &str) -> Vec<String> {
-        if type_url == EDS {
-            self.eds_names.clone()
-        } else {
-            vec![]
-        }
-    }
-}
-
-fn clusters(response: &DiscoveryResponse) -> Vec<Cluster> {
-    response
-        .resources
-        .iter()
-        .map(|any| Cluster::decode(any.value.as_slice()).unwrap())
-        .collect()
-}
-
-fn eds_names(clusters: &[Cluster]) -> Vec<String> {
-    clusters
-        .iter()
-        .filter(|c| {
-            c.cluster_discovery_type
-                == Some(cluster::ClusterDiscoveryType::Type(
-                    cluster::DiscoveryType::Eds as i32,
-                ))
-        })
-        .map(|c| c.name.clone())
-        .collect()
 }
 
 fn names(clusters: &[Cluster]) -> BTreeSet<String> {
@@ -213,13 +77,22 @@ fn outbound(host: &str) -> String {
     format!("outbound|80||{host}")
 }
 
+/// The version last sent of each type, by type.
+fn sent(status: &ProxyStatus) -> Vec<(&'static str, Option<String>)> {
+    status.types.iter().map(|(t, s)| (*t, s.sent.clone())).collect()
+}
+
+fn version(response: &DiscoveryResponse) -> u64 {
+    response.version_info.parse().unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sidecar_scopes_its_namespace_and_an_out_of_scope_change_sends_it_nothing() {
     let (server, port, registry, controller) = server().await;
-    let mut a = Client::open(port, "a", "10.1.0.1").await;
-    let mut b = Client::open(port, "b", "10.1.0.2").await;
-    let in_a = names(&a.sync().await);
-    let in_b = names(&b.sync().await);
+    let mut a = Sotw::open(port, "a", "10.1.0.1").await;
+    let mut b = Sotw::open(port, "b", "10.1.0.2").await;
+    let in_a = names(&clusters(&a.sync().await.cds));
+    let in_b = names(&clusters(&b.sync().await.cds));
 
     // a: its own namespace's services and the black hole, nothing of b's.
     assert!(in_a.contains(&outbound(HOSTS[0])), "{in_a:?}");
@@ -257,8 +130,7 @@ async fn a_sidecar_scopes_its_namespace_and_an_out_of_scope_change_sends_it_noth
 
     // A DestinationRule for b1 (out of a's scope) adds a subset cluster:
     // b is sent new clusters...
-    let sent = |server: &XdsServer| server.sent_by_type().iter().map(|(_, n)| n).sum::<u64>();
-    let before = sent(&server);
+    let a_before = sotw::wait_proxy(&server, &a.node_id, |_| true).await;
     apply(
         &controller,
         r#"
@@ -273,23 +145,58 @@ spec:
     .await;
     let cds = b.next().await;
     assert_eq!(cds.type_url, CDS);
+    let rule = version(&cds);
+    let subset = "outbound|80|version=v1|b1.b.svc.cluster.local";
     assert!(
         names(&clusters(&cds)).len() > in_b.len(),
         "the subset's cluster is new"
     );
-    b.ack(&cds).await;
-    let after_rule = sent(&server);
-    // CDS and the EDS answering b's new subscription: b only.
-    assert_eq!(after_rule - before, 2, "{:?}", server.sent_by_type());
+    assert!(b.eds_names.iter().all(|n| n != subset));
+    // b subscribes to the subset's load assignment and is sent it (after
+    // the re-send of its load assignments that follows new clusters):
+    // every response to b since is of the rule's push.
+    let mut to_b = vec![version(&cds)];
+    let mut eds = b.ack(&cds).await.unwrap();
+    loop {
+        to_b.push(version(&eds));
+        if assignment_names(&eds).contains(subset) {
+            break;
+        }
+        eds = b.next().await;
+        b.ack(&eds).await;
+    }
+    assert!(to_b.iter().all(|v| *v == rule), "{to_b:?}");
 
-    // ...and a nothing: its next response is the load assignment of a1's
-    // new endpoint, not anything the rule brought.
+    // ...and a nothing: once a's stream has taken the rule's push, it was
+    // sent no type since,
+    let a_after = sotw::wait_proxy(&server, &a.node_id, |p| p.push >= Some(rule)).await;
+    assert_eq!(sent(&a_after), sent(&a_before), "a is sent nothing for b1's rule");
+    // and its next response is the load assignment of a1's new endpoint,
+    // of a later push: nothing the rule brought was on its way.
     registry
         .add_endpoints(HOSTS[0], ip("10.0.0.2"), Labels::from_pairs([("version", "v1")]))
         .unwrap();
     let eds = a.next().await;
     assert_eq!(eds.type_url, EDS, "a's first response since the rule");
+    assert!(
+        version(&eds) > rule,
+        "{} after the rule's {rule}",
+        eds.version_info
+    );
     a.ack(&eds).await;
     let eds = b.next().await;
     assert_eq!(eds.type_url, EDS);
+}
+
+fn assignment_names(response: &DiscoveryResponse) -> BTreeSet<String> {
+    assert_eq!(response.type_url, EDS);
+    response
+        .resources
+        .iter()
+        .map(|any| {
+            ClusterLoadAssignment::decode(any.value.as_slice())
+                .unwrap()
+                .cluster_name
+        })
+        .collect()
 }

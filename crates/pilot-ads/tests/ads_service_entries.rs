@@ -9,11 +9,11 @@ mod support;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use pilot_ads::{XdsOptions, XdsServer};
+use pilot_ads::XdsServer;
 use pilot_model::{AggregateDiscovery, ConfigKey, ConfigStore, default_registry, document};
 use pilot_store::{Controller, service_entry_registry};
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use support::envoy::{eventually, free_port, spread_to, start_envoy, upstream};
+use support::envoy::{eventually, free_port, serve_envoy, spread_to, upstream};
 
 /// A server over a memory store, whose registry is an empty platform
 /// registry and the store's service entries; with an Envoy fed by it.
@@ -31,16 +31,7 @@ async fn mesh() -> Mesh {
         Arc::new(MemoryServiceRegistry::new()),
         Arc::new(service_entry_registry(&controller)),
     ]);
-    let server = XdsServer::new(controller, Arc::new(registry), XdsOptions::default());
-    let xds_port = free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], xds_port).into(), std::future::pending())
-            .await
-            .unwrap();
-    });
-    let envoy = start_envoy(xds_port, false);
+    let (server, envoy) = serve_envoy(controller, Arc::new(registry), false);
     Mesh {
         store,
         _server: server,
@@ -54,16 +45,31 @@ async fn apply(store: &MemoryConfigStore, text: &str) {
     }
 }
 
-/// Waits (off the runtime) until `n` requests to `host` on Envoy's
-/// listener at `port` all get `body`.
+/// A ServiceEntry `name` in `default` for `host`, with one port `port`
+/// of `protocol` (named after it), resolved by `resolution`; `rest` is the
+/// rest of its spec, YAML lines indented by two.
+fn service_entry(name: &str, host: &str, port: u16, protocol: &str, resolution: &str, rest: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  hosts: [{host}]\n  ports: [{{number: {port}, name: {}, protocol: {protocol}}}]\n  resolution: {resolution}\n{rest}",
+        protocol.to_lowercase()
+    )
+}
+
+/// Waits (off the runtime, where the requests block) until `check`
+/// passes.
+async fn until(what: String, check: impl FnMut() -> bool + Send + 'static) {
+    tokio::task::spawn_blocking(move || eventually(&what, check))
+        .await
+        .unwrap();
+}
+
+/// Waits until 10 requests to `host` on Envoy's listener at `port` all
+/// get `body`.
 async fn all_reach(port: u16, host: &'static str, body: &'static str) {
-    tokio::task::spawn_blocking(move || {
-        eventually(&format!("{host} answers {body}"), || {
-            spread_to(port, host, 10, &[]).keys().eq([body])
-        })
+    until(format!("{host} answers {body}"), move || {
+        spread_to(port, host, 10, &[]).keys().eq([body])
     })
-    .await
-    .unwrap();
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,32 +78,25 @@ async fn external_hosts_static_and_dns_through_the_outbound_listener() {
     let static_upstream = upstream("static", Arc::new(AtomicU64::new(0)));
     let dns_upstream = upstream("dns", Arc::new(AtomicU64::new(0)));
     let (static_port, dns_port) = (free_port(), free_port());
-    apply(
-        &mesh.store,
+    let api = service_entry(
+        "api",
+        "api.external.test",
+        static_port,
+        "HTTP",
+        "STATIC",
         &format!(
-            r#"
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: api, namespace: default}}
-spec:
-  hosts: [api.external.test]
-  location: MESH_EXTERNAL
-  ports: [{{number: {static_port}, name: http, protocol: HTTP}}]
-  resolution: STATIC
-  endpoints: [{{address: 127.0.0.1, ports: {{http: {static_upstream}}}}}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: named, namespace: default}}
-spec:
-  hosts: [named.external.test]
-  ports: [{{number: {dns_port}, name: http, protocol: HTTP}}]
-  resolution: DNS
-  endpoints: [{{address: localhost, ports: {{http: {dns_upstream}}}}}]
-"#
+            "  location: MESH_EXTERNAL\n  endpoints: [{{address: 127.0.0.1, ports: {{http: {static_upstream}}}}}]\n"
         ),
-    )
-    .await;
+    );
+    let named = service_entry(
+        "named",
+        "named.external.test",
+        dns_port,
+        "HTTP",
+        "DNS",
+        &format!("  endpoints: [{{address: localhost, ports: {{http: {dns_upstream}}}}}]\n"),
+    );
+    apply(&mesh.store, &format!("{api}---\n{named}")).await;
     all_reach(static_port, "api.external.test", "static").await;
     all_reach(dns_port, "named.external.test", "dns").await;
     // Deleting an entry takes its host away from the proxy.
@@ -105,13 +104,10 @@ spec:
         .delete(&ConfigKey::new("ServiceEntry", "default", "api"), None)
         .await
         .unwrap();
-    tokio::task::spawn_blocking(move || {
-        eventually("api.external.test is gone", || {
-            !spread_to(static_port, "api.external.test", 5, &[]).contains_key("static")
-        })
+    until("api.external.test is gone".into(), move || {
+        !spread_to(static_port, "api.external.test", 5, &[]).contains_key("static")
     })
-    .await
-    .unwrap();
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,36 +123,23 @@ async fn a_selected_workload_entry_receives_traffic() {
             "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {{name: {name}, namespace: default}}\nspec: {{address: 127.0.0.1, ports: {{http: {upstream}}}, labels: {{app: vm}}, serviceAccount: vm}}\n"
         )
     };
-    apply(
-        &mesh.store,
-        &format!(
-            r#"
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: vm, namespace: default}}
-spec:
-  hosts: [vm.mesh.test]
-  location: MESH_INTERNAL
-  ports: [{{number: {port}, name: http, protocol: HTTP}}]
-  resolution: STATIC
-  workloadSelector: {{labels: {{app: vm}}}}
----
-{}"#,
-            workload("vm-1", vm1)
-        ),
-    )
-    .await;
+    let vm = service_entry(
+        "vm",
+        "vm.mesh.test",
+        port,
+        "HTTP",
+        "STATIC",
+        "  location: MESH_INTERNAL\n  workloadSelector: {labels: {app: vm}}\n",
+    );
+    apply(&mesh.store, &format!("{vm}---\n{}", workload("vm-1", vm1))).await;
     all_reach(port, "vm.mesh.test", "vm-1").await;
     // A second WorkloadEntry joins; the first leaves: each write reaches
     // the proxy.
     apply(&mesh.store, &workload("vm-2", vm2)).await;
-    tokio::task::spawn_blocking(move || {
-        eventually("both workloads answer", || {
-            spread_to(port, "vm.mesh.test", 30, &[]).len() == 2
-        })
+    until("both workloads answer".into(), move || {
+        spread_to(port, "vm.mesh.test", 30, &[]).len() == 2
     })
-    .await
-    .unwrap();
+    .await;
     mesh.store
         .delete(&ConfigKey::new("WorkloadEntry", "default", "vm-1"), None)
         .await
@@ -201,22 +184,20 @@ async fn a_tcp_route_splits_connections_by_weight() {
     let mesh = mesh().await;
     let (v1, v2) = (tcp_upstream("v1"), tcp_upstream("v2"));
     let port = free_port();
+    let echo = service_entry(
+        "echo",
+        "echo.mesh.test",
+        port,
+        "TCP",
+        "STATIC",
+        &format!(
+            "  location: MESH_INTERNAL\n  endpoints:\n  - {{address: 127.0.0.1, ports: {{tcp: {v1}}}, labels: {{version: v1}}}}\n  - {{address: 127.0.0.1, ports: {{tcp: {v2}}}, labels: {{version: v2}}}}\n"
+        ),
+    );
     apply(
         &mesh.store,
         &format!(
-            r#"
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {{name: echo, namespace: default}}
-spec:
-  hosts: [echo.mesh.test]
-  location: MESH_INTERNAL
-  ports: [{{number: {port}, name: tcp, protocol: TCP}}]
-  resolution: STATIC
-  endpoints:
-  - {{address: 127.0.0.1, ports: {{tcp: {v1}}}, labels: {{version: v1}}}}
-  - {{address: 127.0.0.1, ports: {{tcp: {v2}}}, labels: {{version: v2}}}}
----
+            r#"{echo}---
 apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {{name: echo, namespace: default}}
@@ -235,13 +216,10 @@ spec:
         ),
     )
     .await;
-    tokio::task::spawn_blocking(move || {
-        eventually("every connection reaches v1", || {
-            tcp_spread(port, 10).keys().eq(["v1"])
-        })
+    until("every connection reaches v1".into(), move || {
+        tcp_spread(port, 10).keys().eq(["v1"])
     })
-    .await
-    .unwrap();
+    .await;
     // 80/20: counted over 1000 connections once v2 gets any.
     let key = ConfigKey::new("VirtualService", "default", "echo");
     let mut split = (*mesh.store.get(&key).await.unwrap().unwrap()).clone();

@@ -232,23 +232,8 @@ pub fn resource_name(t: XdsType, value: &[u8]) -> String {
 
 /// Waits until the proxy's status of `t` satisfies `check`.
 pub async fn wait_status(server: &XdsServer, t: XdsType, check: impl Fn(&TypeStatus) -> bool) -> TypeStatus {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let found = server
-            .status()
-            .into_iter()
-            .find(|p| p.node_id == NODE)
-            .and_then(|p| p.types.get(t.short()).cloned());
-        if let Some(status) = found.filter(|s| check(s)) {
-            return status;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{t}: {:?}",
-            server.status()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let proxy = super::sotw::wait_proxy(server, NODE, |p| p.types.get(t.short()).is_some_and(&check)).await;
+    proxy.types[t.short()].clone()
 }
 
 pub async fn apply(store: &MemoryConfigStore, yaml: &str) {
@@ -262,19 +247,6 @@ pub async fn start(registry: &Arc<MemoryServiceRegistry>) -> (XdsServer, MemoryC
     let store = MemoryConfigStore::new(istio::registry());
     let controller = Arc::new(Controller::new(Arc::new(store.clone())));
     controller.run();
-    let server = XdsServer::new(
-        controller,
-        Arc::clone(registry) as Arc<dyn pilot_model::ServiceDiscovery>,
-        Default::default(),
-    );
-    // Reserved for this process: a port bound and let go of could be
-    // taken by another connection before the server binds it.
-    let port = pilot_test_support::free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], port).into(), std::future::pending())
-            .await
-    });
+    let (server, port) = super::server::serve(controller, Arc::clone(registry) as _);
     (server, store, port)
 }

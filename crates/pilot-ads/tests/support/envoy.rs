@@ -189,3 +189,15 @@ pub async fn route_reviews_to(
     .await
     .unwrap();
 }
+
+/// The ADS server over `controller` and `registry` on a free loopback
+/// port, and a real Envoy (no traffic capture) fed by it, incremental
+/// when `delta`.
+pub fn serve_envoy(
+    controller: Arc<pilot_store::Controller>,
+    registry: Arc<dyn pilot_model::ServiceDiscovery>,
+    delta: bool,
+) -> (pilot_ads::XdsServer, Envoy) {
+    let (server, xds_port) = super::server::serve(controller, registry);
+    (server, start_envoy(xds_port, delta))
+}

@@ -1,6 +1,8 @@
-//! Shared by the ADS tests that drive a real Envoy.
+//! Shared by the ADS tests: raw clients of either protocol, real Envoy.
 
 #![allow(dead_code, unused_imports)]
 
 pub mod ads_client;
 pub mod envoy;
+pub mod server;
+pub mod sotw;

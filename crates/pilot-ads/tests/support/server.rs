@@ -1,0 +1,24 @@
+//! The ADS server the tests talk to, serving on a free loopback port.
+
+use std::sync::Arc;
+
+use pilot_ads::{XdsOptions, XdsServer};
+use pilot_model::ServiceDiscovery;
+use pilot_store::Controller;
+
+/// A server with default options over `controller` and `registry`,
+/// serving on a free loopback port (returned) until the test ends.
+pub fn serve(controller: Arc<Controller>, registry: Arc<dyn ServiceDiscovery>) -> (XdsServer, u16) {
+    let server = XdsServer::new(controller, registry, XdsOptions::default());
+    // Reserved for this process: a port bound and let go of could be
+    // taken by another connection before the server binds it.
+    let port = pilot_test_support::free_port();
+    let serving = server.clone();
+    tokio::spawn(async move {
+        serving
+            .serve(([127, 0, 0, 1], port).into(), std::future::pending())
+            .await
+            .expect("the ADS server serves");
+    });
+    (server, port)
+}
