@@ -17,7 +17,7 @@ use proptest::prelude::*;
 
 use super::super::generation_cache::{Changes, GeneratedCache};
 use super::super::proxy_config::{ORDER, ProxyConfig};
-use super::touched_hosts;
+use super::{same_services, touched_hosts};
 
 const NAMESPACES: [&str; 3] = ["a", "b", "c"];
 const PER_NAMESPACE: usize = 2;
@@ -47,7 +47,8 @@ struct Mesh {
 
 /// A batch: endpoints added (by host index), destination rules and
 /// virtual services written (by host index, with a number that makes the
-/// write differ).
+/// write differ; a virtual service routes to the host that many places
+/// on, less one, so it may add a host to the scopes importing its own).
 #[derive(Debug, Clone)]
 struct Batch {
     endpoints: Vec<usize>,
@@ -104,7 +105,8 @@ fn yaml(mesh: &Mesh, rules: &[(usize, u32)], routes: &[(usize, u32)]) -> String 
     for (i, n) in routes {
         text.push_str(&format!(
             "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: vs{i}, namespace: a}}\nspec:\n  hosts: [{}]\n  http: [{{route: [{{destination: {{host: {}}}}}], timeout: {n}s}}]\n",
-            hosts[*i], hosts[*i]
+            hosts[*i],
+            hosts[(*i + *n as usize - 1) % hosts.len()]
         ));
     }
     text
@@ -194,6 +196,7 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
         full: true,
         rules: true,
         touched: touched.clone(),
+        same_services: same_services(&before_registry, &after_registry),
         ..Default::default()
     };
     let incremental = GeneratedCache::new(Some(&first), &changes, true);
@@ -216,6 +219,19 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
                 .scopes
                 .scope(proxy, &[], &after_registry, &after_mesh)
                 .expect("Sidecars or none, the mesh is scoped: some namespace has one or none do");
+            let scope_before = first
+                .scopes
+                .scope(proxy, &[], &before_registry, &before_mesh)
+                .expect("the same Sidecars");
+            if let Some(touched) = &touched
+                && touched.iter().all(|h| !scope_before.contains(h))
+            {
+                prop_assert!(
+                    Arc::ptr_eq(&scope, &scope_before),
+                    "{}: no touched host in scope, the scope is kept",
+                    proxy.id
+                );
+            }
             if let Some(touched) = &touched
                 && touched.iter().all(|h| !scope.contains(h))
             {
