@@ -45,6 +45,9 @@ pub(crate) struct Scopes {
     /// By namespace and the Sidecar that applies (none: no Sidecar), with
     /// that Sidecar.
     by_sidecar: Mutex<HashMap<ScopeAt, ComputedScope>>,
+    /// By namespace and workload labels: what decides which Sidecar
+    /// applies, so proxies alike look the Sidecar up once per push.
+    by_workload: Mutex<HashMap<(String, Labels), Arc<ProxyScope>>>,
     /// The previous push's scopes this push may keep (holding no touched
     /// host, with the same services), each with the Sidecar it was
     /// computed from: kept when that Sidecar is still the one applying.
@@ -118,28 +121,58 @@ impl Scopes {
         }
         let namespace = proxy_namespace(proxy);
         let labels = workload_labels(proxy, own);
-        let sidecar = sidecar_for(mesh.configs(), &namespace, &labels);
+        let workload = (namespace, labels);
+        if let Some(scope) = self
+            .by_workload
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&workload)
+        {
+            return Some(Arc::clone(scope));
+        }
+        let scope = self.scope_of_workload(&workload.0, &workload.1, registry, mesh);
+        self.by_workload
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(workload, Arc::clone(&scope));
+        Some(scope)
+    }
+
+    /// The scope of a workload of `namespace` with `labels`: the Sidecar
+    /// applying, then its scope, computed or kept.
+    fn scope_of_workload(
+        &self,
+        namespace: &str,
+        labels: &Labels,
+        registry: &RegistrySnapshot,
+        mesh: &MeshConfig,
+    ) -> Arc<ProxyScope> {
+        let sidecar = sidecar_for(mesh.configs(), namespace, labels);
         let origin = sidecar
             .as_ref()
             .map_or(ScopeOrigin::NoSidecar, |(_, origin)| origin.clone());
-        let key = (namespace.clone(), origin);
+        let key = (namespace.to_string(), origin);
         if let Some((scope, _)) = self
             .by_sidecar
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&key)
         {
-            return Some(Arc::clone(scope));
+            return Arc::clone(scope);
         }
         let applying = sidecar.as_ref().map(|(config, _)| *config);
         let computed = match self.reusable.get(&key) {
-            Some((scope, from)) if from.as_deref() == applying => (Arc::clone(scope), from.clone()),
+            Some((scope, from))
+                if from.as_deref() == applying && scope.own_view == mesh.configs().restricts_visibility() =>
+            {
+                (Arc::clone(scope), from.clone())
+            }
             _ => {
                 self.computed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let view = self.view(&namespace, mesh);
+                let view = self.view(namespace, mesh);
                 let model = view.as_deref().unwrap_or_else(|| mesh.model());
                 let from = applying.map(|config| Arc::new(config.clone()));
-                let scope = Arc::new(scope_of(&namespace, sidecar, registry, mesh.configs(), model));
+                let scope = Arc::new(scope_of(namespace, sidecar, registry, mesh.configs(), model));
                 (scope, from)
             }
         };
@@ -148,7 +181,7 @@ impl Scopes {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, computed);
-        Some(scope)
+        scope
     }
 
     /// The model `namespace` sees: its own when some rule is not exported
