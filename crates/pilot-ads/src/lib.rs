@@ -47,7 +47,7 @@ mod state;
 mod stream;
 mod xds_type;
 
-pub use feedback::{Nack, ProxyStatus, PushRevisions, RefusedStreams, StreamEnds, TypeStatus};
+pub use feedback::{Audience, Nack, ProxyStatus, PushRevisions, RefusedStreams, StreamEnds, TypeStatus};
 pub use options::XdsOptions;
 pub use push::{PUSHED_KINDS, PushInfo, PushSubscription};
 pub use server::XdsServer;

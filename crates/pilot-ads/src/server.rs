@@ -166,6 +166,12 @@ impl XdsServer {
         )
     }
 
+    /// Which proxies each routing object concerns at the latest push (by
+    /// their scopes): the proxies its distribution status counts.
+    pub fn audience(&self) -> crate::Audience {
+        crate::Audience::new(self.inner.snapshots.borrow().clone())
+    }
+
     /// The version of the last push, once the first has happened.
     pub fn version(&self) -> Option<u64> {
         self.inner.snapshots.borrow().as_ref().map(|s| s.version)

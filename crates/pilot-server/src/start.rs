@@ -128,6 +128,8 @@ struct Checked {
 /// limit and fits the connection caps in it. Needs only the flags; fails
 /// before any port is bound or store opened.
 fn check(args: &Args) -> Result<Checked, StartError> {
+    pilot_model::networking::check_export_to_list("--default-export-to", &args.default_export_to)
+        .map_err(StartError::Usage)?;
     let tokens = match &args.token_file {
         Some(path) => Some(Arc::new(Tokens::load(path).map_err(StartError::Failed)?)),
         None => None,

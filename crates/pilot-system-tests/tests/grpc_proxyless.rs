@@ -11,7 +11,8 @@
 //! made without pause while the split rule is deleted and applied again
 //! (and changed) all succeed: the subset clusters stay with the client
 //! until its routes no longer name them. A VirtualService and
-//! DestinationRule split and match calls as the rules do.
+//! DestinationRule split and match calls as the rules do. A name out of
+//! the client's scope (a Sidecar) does not exist for it.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -301,6 +302,56 @@ fn grpc_client_follows_a_virtual_service_split_and_header_match() {
     let others = mesh.client.count(&full, 100, Some("x-canary=no"));
     assert!(!others.contains_key("v3"), "{others:?}");
     assert_eq!(others.values().sum::<u64>(), 100, "{others:?}");
+    drop(mesh.servers);
+}
+
+/// Scoping for proxyless gRPC: a service of another namespace resolves
+/// through `xds:///` until a Sidecar of the client's namespace imports
+/// only `./*`; then the client's channel to it fails UNAVAILABLE with
+/// "does not exist" (the name is out of its scope, so pilot sends no
+/// listener for it) while the greeter of its own namespace still answers.
+#[test]
+fn grpc_client_out_of_scope_name_does_not_exist() {
+    let mut mesh = grpc_mesh(&virtual_service(80, 20));
+    let url = Some(mesh.server.url.as_str());
+    let port = mesh.service_port;
+    // A service of namespace `prod`, served by the v1 greeter.
+    let services = mesh.dir.path().join("services.yaml");
+    let mut text = std::fs::read_to_string(&services).unwrap();
+    let instance = text
+        .lines()
+        .find(|l| l.contains("version: v1"))
+        .unwrap()
+        .to_string();
+    text.push_str(&format!(
+        "- hostname: other.prod.svc.cluster.local\n  ports: [{{name: grpc, port: {port}, protocol: GRPC}}]\n  instances:\n{instance}\n"
+    ));
+    let staging = mesh.dir.path().join("services.yaml.new");
+    std::fs::write(&staging, text).unwrap();
+    std::fs::rename(&staging, &services).unwrap();
+    let other = format!("xds:///other.prod.svc.cluster.local:{port}");
+    let full = format!("xds:///{HOST}:{port}");
+    eventually("the other namespace's service to resolve", || {
+        mesh.client.ask(&format!("health {other}"))["status"] == "SERVING"
+    });
+
+    let sidecar = "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: default}\nspec:\n  egress: [{hosts: [\"./*\"]}]\n";
+    let applied = pilotctl(url, &["apply", "-f", "-"], &[], Some(sidecar));
+    assert_eq!(applied.code, 0, "{applied:?}");
+    let mut answer = Value::Null;
+    eventually("the out-of-scope name to not exist", || {
+        answer = mesh.client.ask(&format!("health {other}"));
+        answer["error"] == "UNAVAILABLE"
+    });
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("does not exist"),
+        "{answer}"
+    );
+    let health = mesh.client.ask(&format!("health {full}"));
+    assert_eq!(health["status"], "SERVING", "{health}\n{}", mesh.client.log());
     drop(mesh.servers);
 }
 

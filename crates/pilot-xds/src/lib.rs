@@ -84,6 +84,6 @@ pub use rbac::{HTTP_RBAC_FILTER, NETWORK_RBAC_FILTER};
 pub use resources::Resources;
 pub use routes::{CORS_FILTER, FAULT_FILTER};
 pub use scope::{
-    BLACK_HOLE, HostReason, ProxyScope, ScopeKey, ScopeOrigin, generate_scoped_outbound, host_namespace,
-    scope_of, scoping_applies, sidecar_for,
+    BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope, ScopeKey, ScopeOrigin, generate_scoped_outbound,
+    host_namespace, scope_of, scoping_applies, sidecar_for,
 };

@@ -19,8 +19,11 @@
 //!   routes send or mirror traffic to, so no route names a cluster the
 //!   proxy lacks. Without one, every visible host.
 //! - Its outbound traffic policy decides what the proxy does with traffic
-//!   to any other host: `REGISTRY_ONLY` sends it to [`BLACK_HOLE`],
-//!   `ALLOW_ANY` (the default) to the passthrough.
+//!   to any other host: `REGISTRY_ONLY` sends connections to
+//!   [`BLACK_HOLE`] and answers HTTP requests for unknown hosts on an
+//!   outbound HTTP port with a 502 (the [`BLOCK_ALL`] virtual host, as
+//!   Istio's), `ALLOW_ANY` (the default) sends connections to the
+//!   passthrough.
 //!
 //! A scope is the same for every proxy of a namespace that the same Sidecar
 //! applies to, and is computed once per push for each (pilot-ads).
@@ -30,6 +33,9 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::listener::v3::filter;
+use envoy_types::pb::envoy::config::route::v3::{
+    DirectResponseAction, Route, RouteMatch, VirtualHost, route, route_match,
+};
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use pilot_model::networking::{EgressHost, OutboundMode, Sidecar, is_public};
 use pilot_model::routing::{RoutingConfigs, RoutingModel};
@@ -43,6 +49,10 @@ use crate::{MeshConfig, Proxy, Resources};
 /// The cluster `REGISTRY_ONLY` sends traffic to hosts out of scope to: no
 /// endpoints, so the connection is refused.
 pub const BLACK_HOLE: &str = "BlackHoleCluster";
+
+/// The virtual host `REGISTRY_ONLY` adds to each outbound HTTP route
+/// configuration: any host no other virtual host matches is answered 502.
+pub const BLOCK_ALL: &str = "block_all";
 
 /// What decided a proxy's scope.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -329,8 +339,42 @@ pub fn generate_scoped_outbound(
     let mut resources = generate_outbound(proxy, &registry, &mesh, own);
     if scope.outbound == OutboundMode::RegistryOnly {
         black_hole(&mut resources);
+        if proxy.generator != crate::Generator::Grpc {
+            block_all(&mut resources);
+        }
     }
     resources
+}
+
+/// Adds the [`BLOCK_ALL`] virtual host to every route configuration that
+/// has no catch-all of its own.
+fn block_all(resources: &mut Resources) {
+    for config in &mut resources.routes {
+        if config
+            .virtual_hosts
+            .iter()
+            .any(|v| v.domains.iter().any(|d| d == "*"))
+        {
+            continue;
+        }
+        config.virtual_hosts.push(VirtualHost {
+            name: BLOCK_ALL.into(),
+            domains: vec!["*".into()],
+            routes: vec![Route {
+                name: BLOCK_ALL.into(),
+                r#match: Some(RouteMatch {
+                    path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+                    ..Default::default()
+                }),
+                action: Some(route::Action::DirectResponse(DirectResponseAction {
+                    status: 502,
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+    }
 }
 
 /// Sends what went to the passthrough to [`BLACK_HOLE`] instead.

@@ -247,6 +247,9 @@ fn scoped_generation_is_the_whole_generation_less_what_is_out_of_scope() {
         .into_iter()
         .filter(|v| scope.hosts.keys().any(|h| v.starts_with(h.as_str())))
         .collect();
-    assert_eq!(vhosts(&scoped), expected);
+    // And REGISTRY_ONLY's catch-all, answering 502 for any other host.
+    let mut with_block_all = expected.clone();
+    with_block_all.insert(pilot_xds::BLOCK_ALL.to_string());
+    assert_eq!(vhosts(&scoped), with_block_all);
     assert!(registry.services().len() > scope.hosts.len());
 }

@@ -3,10 +3,12 @@
 //! (`push_revisions.rs`), why streams ended (`stream_ends.rs`), all
 //! recorded through one `Feedback` (`recorder.rs`) by both protocols
 //! alike; the streams refused before they were served
-//! (`refusals.rs`); and the objects each proxy rejected, left out of its
-//! configuration (`rejections.rs`).
+//! (`refusals.rs`); the objects each proxy rejected, left out of its
+//! configuration (`rejections.rs`); and which proxies should have each
+//! object, by their scopes (`audience.rs`).
 
 mod acks;
+mod audience;
 mod push_revisions;
 mod recorder;
 mod refusals;
@@ -14,6 +16,7 @@ mod rejections;
 mod stream_ends;
 
 pub use acks::{Nack, ProxyStatus, TypeStatus};
+pub use audience::Audience;
 pub use push_revisions::PushRevisions;
 pub(crate) use recorder::Feedback;
 pub(crate) use refusals::RefusalCounters;

@@ -39,7 +39,7 @@ pub(crate) use encoded_type::EncodedType;
 pub(crate) use inputs::{Inputs, LeftOut, ObjectVersion, PushObjects};
 pub(crate) use name_sets::NameSets;
 pub(crate) use proxy_config::ProxyConfig;
-pub(crate) use scopes::proxy_namespace;
+pub(crate) use scopes::{proxy_namespace, workload_labels};
 pub(crate) use snapshot::MeshSnapshot;
 pub use snapshot::{PUSHED_KINDS, PushInfo};
 pub use subscription::PushSubscription;

@@ -6,10 +6,12 @@
 //!
 //! A batch touches the hosts whose routes or destination changed (the
 //! models compared host by host), whose service changed and whose
-//! instances changed; when that cannot be said host by host (external
-//! services or ingress servers changed, or some rule is not exported to
-//! every namespace, so a namespace's view may have changed without the
-//! model changing) it touches everything. A class whose scope holds no
+//! instances changed. When some rule is not exported to every namespace,
+//! the models compared are each namespace's own view: those of the
+//! namespaces such a rule names (its own and its `exportTo` entries), and
+//! one view for every other namespace (they all see the same rules). When
+//! it cannot be said host by host (external services, ingress servers or
+//! security policies changed) it touches everything. A class whose scope holds no
 //! touched host keeps its configuration, encodings and all, so its
 //! proxies are sent nothing (their streams see the same digests).
 //!
@@ -23,8 +25,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use pilot_model::networking::Sidecar;
-use pilot_model::routing::RoutingModel;
+use pilot_model::networking::{Sidecar, is_public};
+use pilot_model::routing::{RoutingConfigs, RoutingModel};
 use pilot_model::{Config, Labels, RegistrySnapshot, ServiceInstance};
 use pilot_xds::{MeshConfig, Proxy, ProxyScope, ScopeOrigin, scope_of, scoping_applies, sidecar_for};
 
@@ -237,13 +239,19 @@ pub(crate) fn touched_hosts(
     let (mesh_after, registry_after) = after;
     let mut touched = BTreeSet::new();
     if !std::ptr::eq(mesh_before, mesh_after) {
-        if mesh_before.configs().restricts_visibility()
-            || mesh_after.configs().restricts_visibility()
-            || security_versions(mesh_before) != security_versions(mesh_after)
-        {
+        if security_versions(mesh_before) != security_versions(mesh_after) {
             return None;
         }
-        touched = mesh_after.model().changed_hosts(mesh_before.model())?;
+        let (configs_before, configs_after) = (mesh_before.configs(), mesh_after.configs());
+        if configs_before.restricts_visibility() || configs_after.restricts_visibility() {
+            for namespace in distinct_views(configs_before, configs_after) {
+                let after = configs_after.visible_to(&namespace).compile();
+                let before = configs_before.visible_to(&namespace).compile();
+                touched.extend(after.changed_hosts(&before)?);
+            }
+        } else {
+            touched = mesh_after.model().changed_hosts(mesh_before.model())?;
+        }
     }
     use pilot_model::ServiceDiscovery;
     let hosts: BTreeSet<String> = registry_before
@@ -286,6 +294,40 @@ pub(crate) fn same_services(before: &RegistrySnapshot, after: &RegistrySnapshot)
                 .get_service(&service.hostname)
                 .is_some_and(|b| Arc::ptr_eq(&b, service) || *b == **service)
         })
+}
+
+/// A namespace for each distinct view of the rules, before or after: those
+/// a rule not exported to every namespace names (its own, its `exportTo`
+/// entries), and one named by none (every other namespace sees what it
+/// sees: the public rules).
+fn distinct_views(before: &RoutingConfigs, after: &RoutingConfigs) -> BTreeSet<String> {
+    // No namespace is called this (not a DNS label): it stands for all
+    // the namespaces no rule names.
+    let mut namespaces = BTreeSet::from(["~unnamed".to_string()]);
+    for configs in [before, after] {
+        let default = &configs.default_export_to;
+        let restricted = configs
+            .virtual_services
+            .iter()
+            .map(|vs| (&vs.meta.namespace, &vs.spec.export_to))
+            .chain(
+                configs
+                    .destination_rules
+                    .iter()
+                    .map(|dr| (&dr.meta.namespace, &dr.spec.export_to)),
+            )
+            .filter(|(_, export_to)| !is_public(export_to, default));
+        for (namespace, export_to) in restricted {
+            namespaces.insert(namespace.clone());
+            let list = if export_to.is_empty() { default } else { export_to };
+            namespaces.extend(
+                list.iter()
+                    .filter(|e| !matches!(e.as_str(), "." | "*" | "~"))
+                    .cloned(),
+            );
+        }
+    }
+    namespaces
 }
 
 /// Labels of `proxy` and its own instances together (what a Sidecar's

@@ -41,3 +41,27 @@ pub fn is_public(export_to: &[String], default: &[String]) -> bool {
     let list = if export_to.is_empty() { default } else { export_to };
     list.is_empty() || list.iter().any(|e| e == "*")
 }
+
+/// Checks an `exportTo` list that is not part of an object (a mesh-wide
+/// default given as `name`, e.g. a flag) as an object's is checked: `.`,
+/// `*` or namespaces, no duplicates, `*` alone. The error names `name` and
+/// the offending entry.
+///
+/// ```
+/// use pilot_model::networking::check_export_to_list;
+/// assert!(check_export_to_list("--default-export-to", &[".".into()]).is_ok());
+/// let error = check_export_to_list("--default-export-to", &["*".into(), "Bad_NS".into()]).unwrap_err();
+/// assert!(error.contains("--default-export-to[1]"), "{error}");
+/// ```
+pub fn check_export_to_list(name: &str, list: &[String]) -> Result<(), String> {
+    let mut errors = crate::FieldErrors::new();
+    super::checks::check_export_to(name, list, false, &mut errors);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    Err(errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; "))
+}

@@ -36,7 +36,7 @@ pub use common::{
     Destination, HeaderOperations, Headers, Percent, PortSelector, StringMatch, WorkloadSelector,
 };
 pub use destination_rule::{DestinationRule, Subset};
-pub use export::{exported_to, is_public};
+pub use export::{check_export_to_list, exported_to, is_public};
 pub use gateway::{
     Gateway, GatewayPort, Server, ServerTlsMode, ServerTlsSettings, TlsCertificate, TlsProtocol,
 };

@@ -270,6 +270,10 @@ impl ProxyRecords for Replicas {
     fn is_writer(&self) -> bool {
         Replicas::is_writer(self)
     }
+
+    fn audience(&self) -> Option<pilot_ads::Audience> {
+        Some(self.xds.audience())
+    }
 }
 
 /// Publishes, reads and campaigns until `shutdown` is set; then resigns,

@@ -10,10 +10,11 @@
 //! in between, and a push to 2,000 proxies costs at most one write per
 //! object it changed.
 //!
-//! Which proxies should have an object: every connected proxy, also where
-//! a Sidecar or `exportTo` leaves the object's hosts out of some proxies'
-//! scope (those proxies are counted as having it once they ACK a push
-//! that holds it, though their configuration does not depend on it).
+//! Which proxies should have an object: those it concerns
+//! ([`pilot_ads::Audience`]). Where a Sidecar or `exportTo` leaves its
+//! hosts out of a proxy's scope, that proxy is not counted at all (not
+//! among the proxies, not as ACKing nor as pending); with no scoping,
+//! every connected proxy.
 //!
 //! A write for a version the object no longer has (a user's write came
 //! first) is refused by the store and dropped; the next round computes the
@@ -32,7 +33,7 @@ use std::time::Duration;
 
 use std::collections::HashMap;
 
-use pilot_ads::XdsServer;
+use pilot_ads::{Audience, XdsServer};
 use pilot_model::{
     ConfigKey, ConfigStatus, ConfigWatch, ProxyDistribution, StoreError, distribution_status, now_seconds,
 };
@@ -51,11 +52,20 @@ pub trait ProxyRecords: Send + Sync + 'static {
     fn is_writer(&self) -> bool {
         true
     }
+
+    /// Which proxies each object concerns; `None`: every proxy.
+    fn audience(&self) -> Option<Audience> {
+        None
+    }
 }
 
 impl ProxyRecords for XdsServer {
     fn records(&self) -> Vec<ProxyDistribution> {
         self.distribution()
+    }
+
+    fn audience(&self) -> Option<Audience> {
+        Some(XdsServer::audience(self))
     }
 }
 
@@ -118,6 +128,7 @@ pub(crate) async fn round(
     held: &mut Held,
 ) {
     let proxies = source.records();
+    let audience = source.audience();
     let now = now_seconds();
     held.round += 1;
     let round = held.round;
@@ -130,7 +141,8 @@ pub(crate) async fn round(
             let Some(version) = object.meta.resource_version.as_deref() else {
                 continue;
             };
-            let status = distribution_status(kind, version, &proxies, now);
+            let concerned = audience.as_ref().and_then(|a| a.of(&object, &proxies));
+            let status = distribution_status(kind, version, concerned.as_deref().unwrap_or(&proxies), now);
             if object
                 .meta
                 .status

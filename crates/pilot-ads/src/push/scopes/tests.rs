@@ -1,7 +1,8 @@
 //! The property of scoped pushes: for random meshes (services in three
 //! namespaces, each namespace with or without a Sidecar importing a random
-//! set of hosts) and random batches of changes (endpoints, destination
-//! rules, virtual services), a push that keeps the scoped classes its
+//! set of hosts, destination rules of its own) and random batches of
+//! changes (endpoints, destination rules, virtual services; rules exported
+//! to every namespace or only some), a push that keeps the scoped classes its
 //! batch did not touch gives every proxy exactly what a generation from
 //! scratch gives it, so the proxies sent anything (their configuration's
 //! digests moved) are exactly those whose scoped configuration changed;
@@ -38,38 +39,54 @@ fn hosts() -> Vec<String> {
         .collect()
 }
 
+/// What a rule may be exported to (empty: no `exportTo`, every namespace).
+const EXPORTS: [&str; 4] = ["", "[.]", "[b]", "[c, a]"];
+
+/// A rule: the host it is for (by index), a number that makes a write
+/// differ, and where it is exported (by index into [`EXPORTS`]).
+type Rule = (usize, u32, usize);
+
 /// A mesh: per namespace, the Sidecar's entries (by index into
-/// [`ENTRIES`], none: no Sidecar) and whether it is REGISTRY_ONLY.
+/// [`ENTRIES`], none: no Sidecar) and whether it is REGISTRY_ONLY; and
+/// destination rules of namespace `b` present before and after the batch.
 #[derive(Debug, Clone)]
 struct Mesh {
     sidecars: Vec<Option<(Vec<usize>, bool)>>,
+    base: Vec<Rule>,
 }
 
 /// A batch: endpoints added (by host index), destination rules and
-/// virtual services written (by host index, with a number that makes the
-/// write differ; a virtual service routes to the host that many places
-/// on, less one, so it may add a host to the scopes importing its own).
+/// virtual services of namespace `a` written (a virtual service routes to
+/// the host its number of places on, less one, so it may add a host to
+/// the scopes importing its own).
 #[derive(Debug, Clone)]
 struct Batch {
     endpoints: Vec<usize>,
-    rules: Vec<(usize, u32)>,
-    routes: Vec<(usize, u32)>,
+    rules: Vec<Rule>,
+    routes: Vec<Rule>,
+}
+
+fn rule_strategy() -> impl Strategy<Value = Rule> {
+    (0..NAMESPACES.len() * PER_NAMESPACE, 1..4u32, 0..EXPORTS.len())
 }
 
 fn mesh_strategy() -> impl Strategy<Value = Mesh> {
-    prop::collection::vec(
-        prop::option::of((prop::collection::vec(0..ENTRIES.len(), 1..3), any::<bool>())),
-        NAMESPACES.len(),
+    (
+        prop::collection::vec(
+            prop::option::of((prop::collection::vec(0..ENTRIES.len(), 1..3), any::<bool>())),
+            NAMESPACES.len(),
+        ),
+        prop::collection::vec(rule_strategy(), 0..2),
     )
-    .prop_map(|sidecars| Mesh { sidecars })
+        .prop_map(|(sidecars, base)| Mesh { sidecars, base })
 }
 
 fn batch_strategy() -> impl Strategy<Value = Batch> {
     let hosts = NAMESPACES.len() * PER_NAMESPACE;
     (
         prop::collection::vec(0..hosts, 0..3),
-        prop::collection::vec((0..hosts, 1..4u32), 0..2),
-        prop::collection::vec((0..hosts, 1..4u32), 0..2),
+        prop::collection::vec(rule_strategy(), 0..2),
+        prop::collection::vec(rule_strategy(), 0..2),
     )
         .prop_map(|(endpoints, rules, routes)| Batch {
             endpoints,
@@ -78,7 +95,15 @@ fn batch_strategy() -> impl Strategy<Value = Batch> {
         })
 }
 
-fn yaml(mesh: &Mesh, rules: &[(usize, u32)], routes: &[(usize, u32)]) -> String {
+/// `exportTo` as a spec line, when the rule has one.
+fn export_line(export: usize) -> String {
+    match EXPORTS[export] {
+        "" => String::new(),
+        list => format!("  exportTo: {list}\n"),
+    }
+}
+
+fn yaml(mesh: &Mesh, rules: &[Rule], routes: &[Rule]) -> String {
     let hosts = hosts();
     let mut text = String::new();
     for (ns, sidecar) in NAMESPACES.iter().zip(&mesh.sidecars) {
@@ -96,17 +121,20 @@ fn yaml(mesh: &Mesh, rules: &[(usize, u32)], routes: &[(usize, u32)]) -> String 
             entries.join(", ")
         ));
     }
-    for (i, n) in rules {
+    let base = mesh.base.iter().map(|r| ("b", r));
+    for (namespace, (i, n, export)) in base.chain(rules.iter().map(|r| ("a", r))) {
         text.push_str(&format!(
-            "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: dr{i}, namespace: a}}\nspec:\n  host: {}\n  subsets: [{{name: v{n}, labels: {{version: v{n}}}}}]\n",
-            hosts[*i]
+            "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: dr{i}, namespace: {namespace}}}\nspec:\n  host: {}\n  subsets: [{{name: v{n}, labels: {{version: v{n}}}}}]\n{}",
+            hosts[*i],
+            export_line(*export)
         ));
     }
-    for (i, n) in routes {
+    for (i, n, export) in routes {
         text.push_str(&format!(
-            "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: vs{i}, namespace: a}}\nspec:\n  hosts: [{}]\n  http: [{{route: [{{destination: {{host: {}}}}}], timeout: {n}s}}]\n",
+            "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: vs{i}, namespace: a}}\nspec:\n  hosts: [{}]\n  http: [{{route: [{{destination: {{host: {}}}}}], timeout: {n}s}}]\n{}",
             hosts[*i],
-            hosts[(*i + *n as usize - 1) % hosts.len()]
+            hosts[(*i + *n as usize - 1) % hosts.len()],
+            export_line(*export)
         ));
     }
     text
@@ -192,6 +220,8 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
         compile(&yaml(&mesh, &batch.rules, &batch.routes))
     };
     let touched = touched_hosts((&before_mesh, &before_registry), (&after_mesh, &after_registry));
+    // Rules exported to some namespaces only are said host by host too.
+    prop_assert!(touched.is_some(), "{:?}", batch);
     let changes = Changes {
         full: true,
         rules: true,
@@ -223,7 +253,15 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
                 .scopes
                 .scope(proxy, &[], &before_registry, &before_mesh)
                 .expect("the same Sidecars");
+            // Both kept unless the first rule exported to some namespaces
+            // only came or the last went, which gives every namespace its
+            // own view or takes it away: a class of its own, generated
+            // anew, its contents the same, so its proxies are still sent
+            // nothing.
+            let same_views =
+                before_mesh.configs().restricts_visibility() == after_mesh.configs().restricts_visibility();
             if let Some(touched) = &touched
+                && same_views
                 && touched.iter().all(|h| !scope_before.contains(h))
             {
                 prop_assert!(
@@ -232,7 +270,9 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
                     proxy.id
                 );
             }
+            // A class whose scope holds no touched host is kept.
             if let Some(touched) = &touched
+                && same_views
                 && touched.iter().all(|h| !scope.contains(h))
             {
                 prop_assert!(

@@ -1,0 +1,184 @@
+//! Which proxies should have a routing object: those whose configuration
+//! may depend on it, the denominator of the object's distribution status.
+//!
+//! A VirtualService, DestinationRule or ServiceEntry concerns a sidecar
+//! when it is exported to the sidecar's namespace and one of its hosts is
+//! in the sidecar's scope (a wildcard host when it matches a host in
+//! scope); a VirtualService bound only to gateways concerns no sidecar. A
+//! Sidecar concerns the proxies it applies to. Everything else, and every
+//! object when no proxy's scope is restricted, concerns every proxy; so do
+//! edge proxies and proxies whose node id does not parse. Scopes are the
+//! latest push's; a proxy connected to another replica is placed by its
+//! node id and its instances in this replica's registry.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use pilot_model::networking::{
+    DestinationRule, ServiceEntry, Sidecar, VirtualService, exported_to, host_matches,
+};
+use pilot_model::{Config, ConfigKind, DynConfig, ProxyDistribution, ServiceDiscovery};
+use pilot_xds::{Proxy, ProxyScope, ProxyType, sidecar_for};
+
+use crate::push::{MeshSnapshot, proxy_namespace, workload_labels};
+
+/// The proxies each routing object concerns, as of one push
+/// ([`crate::XdsServer::audience`]).
+pub struct Audience {
+    snapshot: Option<Arc<MeshSnapshot>>,
+    /// By node id: the proxy's namespace, workload labels and scope (none:
+    /// unrestricted), or `None` when every object concerns it.
+    viewers: Mutex<HashMap<String, Option<Arc<Viewer>>>>,
+}
+
+/// What of a proxy decides which objects concern it.
+struct Viewer {
+    namespace: String,
+    labels: pilot_model::Labels,
+    scope: Option<Arc<ProxyScope>>,
+}
+
+/// What an object says about who it concerns.
+enum Reach {
+    /// Every proxy.
+    Everyone,
+    /// No sidecar (gateways only).
+    NoSidecar,
+    /// Sidecars of the namespaces it is exported to whose scope holds one
+    /// of its hosts.
+    Hosts {
+        namespace: String,
+        export_to: Vec<String>,
+        hosts: Vec<String>,
+    },
+    /// The proxies a Sidecar applies to.
+    Sidecar(pilot_model::ConfigKey),
+}
+
+impl Audience {
+    pub(crate) fn new(snapshot: Option<Arc<MeshSnapshot>>) -> Self {
+        Audience {
+            snapshot,
+            viewers: Mutex::default(),
+        }
+    }
+
+    /// The records of the proxies `object` concerns, out of `proxies`;
+    /// `None` when it concerns all of them.
+    pub fn of(&self, object: &DynConfig, proxies: &[ProxyDistribution]) -> Option<Vec<ProxyDistribution>> {
+        let snapshot = self.snapshot.as_ref()?;
+        if !pilot_xds::scoping_applies(&*snapshot.registry, snapshot.mesh.configs()) {
+            return None;
+        }
+        let reach = reach(object, snapshot);
+        if matches!(reach, Reach::Everyone) {
+            return None;
+        }
+        Some(
+            proxies
+                .iter()
+                .filter(|p| self.concerns(&reach, &p.node_id, snapshot))
+                .cloned()
+                .collect(),
+        )
+    }
+
+    fn concerns(&self, reach: &Reach, node_id: &str, snapshot: &MeshSnapshot) -> bool {
+        let Some(viewer) = self.viewer(node_id, snapshot) else {
+            return true;
+        };
+        let configs = snapshot.mesh.configs();
+        match reach {
+            Reach::Everyone => true,
+            Reach::NoSidecar => false,
+            Reach::Hosts {
+                namespace,
+                export_to,
+                hosts,
+            } => {
+                exported_to(
+                    export_to,
+                    namespace,
+                    &configs.default_export_to,
+                    &viewer.namespace,
+                ) && viewer.scope.as_ref().is_none_or(|scope| {
+                    hosts.iter().any(|h| {
+                        scope
+                            .hosts
+                            .keys()
+                            .any(|s| host_matches(h, s) || host_matches(s, h))
+                    })
+                })
+            }
+            Reach::Sidecar(key) => sidecar_for(configs, &viewer.namespace, &viewer.labels)
+                .is_some_and(|(sidecar, _)| sidecar.key() == *key),
+        }
+    }
+
+    fn viewer(&self, node_id: &str, snapshot: &MeshSnapshot) -> Option<Arc<Viewer>> {
+        let mut viewers = self.viewers.lock().unwrap_or_else(|p| p.into_inner());
+        viewers
+            .entry(node_id.to_string())
+            .or_insert_with(|| {
+                let proxy = Proxy::from_node_id(node_id).ok()?;
+                if proxy.proxy_type != ProxyType::Sidecar {
+                    return None;
+                }
+                let own = snapshot.registry.host_instances(&[proxy.ip]);
+                let scope = snapshot
+                    .generated
+                    .scopes
+                    .scope(&proxy, &own, &snapshot.registry, &snapshot.mesh);
+                Some(Arc::new(Viewer {
+                    namespace: proxy_namespace(&proxy),
+                    labels: workload_labels(&proxy, &own),
+                    scope,
+                }))
+            })
+            .clone()
+    }
+}
+
+/// Who `object` concerns, from its kind and spec.
+fn reach(object: &DynConfig, snapshot: &MeshSnapshot) -> Reach {
+    let namespace = object.meta.namespace.clone();
+    let suffix = &snapshot.mesh.configs().domain_suffix;
+    let resolve = |host: &str| {
+        if host.contains('.') || host.contains('*') {
+            host.to_string()
+        } else {
+            format!("{host}.{namespace}.{suffix}")
+        }
+    };
+    match object.meta.kind.as_str() {
+        VirtualService::KIND => match Config::<VirtualService>::from_dyn(object) {
+            Ok(vs) if !vs.spec.gateways.is_empty() && !vs.spec.gateways.iter().any(|g| g == "mesh") => {
+                Reach::NoSidecar
+            }
+            Ok(vs) => Reach::Hosts {
+                hosts: vs.spec.hosts.iter().map(|h| resolve(h)).collect(),
+                export_to: vs.spec.export_to,
+                namespace,
+            },
+            Err(_) => Reach::Everyone,
+        },
+        DestinationRule::KIND => match Config::<DestinationRule>::from_dyn(object) {
+            Ok(dr) => Reach::Hosts {
+                hosts: vec![resolve(&dr.spec.host)],
+                export_to: dr.spec.export_to,
+                namespace,
+            },
+            Err(_) => Reach::Everyone,
+        },
+        ServiceEntry::KIND => match Config::<ServiceEntry>::from_dyn(object) {
+            Ok(se) => Reach::Hosts {
+                hosts: se.spec.hosts.clone(),
+                export_to: se.spec.export_to,
+                namespace,
+            },
+            Err(_) => Reach::Everyone,
+        },
+        Sidecar::KIND => Reach::Sidecar(object.key()),
+        _ => Reach::Everyone,
+    }
+}
