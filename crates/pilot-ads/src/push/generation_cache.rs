@@ -119,6 +119,8 @@ impl GeneratedCache {
                         .filter(|(class, _)| class.scope.is_some())
                         .filter_map(|(class, cell)| Some((class, Arc::clone(cell.get()?)))),
                     changes.touched.as_ref(),
+                    Some(&before.scopes),
+                    changes.same_services,
                 )
             }
             _ => Scopes::default(),
@@ -421,6 +423,9 @@ pub(crate) struct Changes {
     /// The hosts the batch touched (`scopes.rs`), `None` when unknown:
     /// scoped classes holding none of them keep their configuration.
     pub(crate) touched: Option<std::collections::BTreeSet<String>>,
+    /// The registry's services are the previous push's: with `touched`,
+    /// the scopes holding no touched host are kept (`scopes.rs`).
+    pub(crate) same_services: bool,
 }
 
 /// What a push carrying endpoint changes only takes from the push before.

@@ -14,25 +14,48 @@
 //! security policies changed) it touches everything. A class whose scope holds no
 //! touched host keeps its configuration, encodings and all, so its
 //! proxies are sent nothing (their streams see the same digests).
+//!
+//! The scopes themselves are kept from push to push in the same way: a
+//! scope is computed from its Sidecar, the services (and their
+//! `exportTo`) and the route targets of the hosts in it, so while the
+//! Sidecar and the services are the same, a scope holding no touched host
+//! is the previous push's. A push then computes only the scopes of what
+//! it touched, not one per namespace of the mesh.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use pilot_model::networking::is_public;
+use pilot_model::networking::{Sidecar, is_public};
 use pilot_model::routing::{RoutingConfigs, RoutingModel};
-use pilot_model::{Labels, RegistrySnapshot, ServiceInstance};
+use pilot_model::{Config, Labels, RegistrySnapshot, ServiceInstance};
 use pilot_xds::{MeshConfig, Proxy, ProxyScope, ScopeOrigin, scope_of, scoping_applies, sidecar_for};
 
 use super::proxy_class::ProxyClass;
 use super::proxy_config::Generated;
+
+/// Where a scope applies: a namespace and the Sidecar deciding it.
+type ScopeAt = (String, ScopeOrigin);
+
+/// A scope with the Sidecar it was computed from.
+type ComputedScope = (Arc<ProxyScope>, Option<Arc<Config<Sidecar>>>);
 
 /// A push's scopes.
 #[derive(Default)]
 pub(crate) struct Scopes {
     /// Whether any proxy may see less than the whole mesh.
     applies: OnceLock<bool>,
-    /// By namespace and the Sidecar that applies (none: no Sidecar).
-    by_sidecar: Mutex<HashMap<(String, ScopeOrigin), Arc<ProxyScope>>>,
+    /// By namespace and the Sidecar that applies (none: no Sidecar), with
+    /// that Sidecar.
+    by_sidecar: Mutex<HashMap<ScopeAt, ComputedScope>>,
+    /// By namespace and workload labels: what decides which Sidecar
+    /// applies, so proxies alike look the Sidecar up once per push.
+    by_workload: Mutex<HashMap<(String, Labels), Arc<ProxyScope>>>,
+    /// The previous push's scopes this push may keep (holding no touched
+    /// host, with the same services), each with the Sidecar it was
+    /// computed from: kept when that Sidecar is still the one applying.
+    reusable: HashMap<ScopeAt, ComputedScope>,
+    /// How many scopes were computed (not kept).
+    pub(crate) computed: std::sync::atomic::AtomicUsize,
     /// Each namespace's own view of the rules, when it has one.
     views: Mutex<HashMap<String, Arc<RoutingModel>>>,
     /// The previous push's scoped configurations this push may keep.
@@ -44,11 +67,26 @@ pub(crate) struct Scopes {
 impl Scopes {
     /// The scopes of a push whose batch touched `touched` (`None`:
     /// everything), keeping from `before` (the previous push's scoped
-    /// classes, with their configurations) those untouched.
+    /// classes, with their configurations) those untouched, and from
+    /// `scopes_before` (the previous push's scopes) those untouched when
+    /// `same_services` (the registry's services are the previous push's).
     pub(crate) fn new<'a>(
         before: impl Iterator<Item = (&'a ProxyClass, Arc<Generated>)>,
         touched: Option<&BTreeSet<String>>,
+        scopes_before: Option<&Scopes>,
+        same_services: bool,
     ) -> Self {
+        let reusable = match (touched, scopes_before) {
+            (Some(touched), Some(scopes_before)) if same_services => scopes_before
+                .by_sidecar
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter(|(_, (scope, _))| touched.iter().all(|h| !scope.contains(h)))
+                .map(|(at, computed)| (at.clone(), computed.clone()))
+                .collect(),
+            _ => HashMap::new(),
+        };
         let kept = match touched {
             None => HashMap::new(),
             Some(touched) => before
@@ -63,6 +101,7 @@ impl Scopes {
         };
         Scopes {
             kept,
+            reusable,
             ..Default::default()
         }
     }
@@ -84,27 +123,67 @@ impl Scopes {
         }
         let namespace = proxy_namespace(proxy);
         let labels = workload_labels(proxy, own);
-        let sidecar = sidecar_for(mesh.configs(), &namespace, &labels);
+        let workload = (namespace, labels);
+        if let Some(scope) = self
+            .by_workload
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&workload)
+        {
+            return Some(Arc::clone(scope));
+        }
+        let scope = self.scope_of_workload(&workload.0, &workload.1, registry, mesh);
+        self.by_workload
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(workload, Arc::clone(&scope));
+        Some(scope)
+    }
+
+    /// The scope of a workload of `namespace` with `labels`: the Sidecar
+    /// applying, then its scope, computed or kept.
+    fn scope_of_workload(
+        &self,
+        namespace: &str,
+        labels: &Labels,
+        registry: &RegistrySnapshot,
+        mesh: &MeshConfig,
+    ) -> Arc<ProxyScope> {
+        let sidecar = sidecar_for(mesh.configs(), namespace, labels);
         let origin = sidecar
             .as_ref()
             .map_or(ScopeOrigin::NoSidecar, |(_, origin)| origin.clone());
-        let key = (namespace.clone(), origin);
-        if let Some(scope) = self
+        let key = (namespace.to_string(), origin);
+        if let Some((scope, _)) = self
             .by_sidecar
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&key)
         {
-            return Some(Arc::clone(scope));
+            return Arc::clone(scope);
         }
-        let view = self.view(&namespace, mesh);
-        let model = view.as_deref().unwrap_or_else(|| mesh.model());
-        let scope = Arc::new(scope_of(&namespace, sidecar, registry, mesh.configs(), model));
+        let applying = sidecar.as_ref().map(|(config, _)| *config);
+        let computed = match self.reusable.get(&key) {
+            Some((scope, from))
+                if from.as_deref() == applying && scope.own_view == mesh.configs().restricts_visibility() =>
+            {
+                (Arc::clone(scope), from.clone())
+            }
+            _ => {
+                self.computed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let view = self.view(namespace, mesh);
+                let model = view.as_deref().unwrap_or_else(|| mesh.model());
+                let from = applying.map(|config| Arc::new(config.clone()));
+                let scope = Arc::new(scope_of(namespace, sidecar, registry, mesh.configs(), model));
+                (scope, from)
+            }
+        };
+        let scope = Arc::clone(&computed.0);
         self.by_sidecar
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key, Arc::clone(&scope));
-        Some(scope)
+            .insert(key, computed);
+        scope
     }
 
     /// The model `namespace` sees: its own when some rule is not exported
@@ -202,6 +281,19 @@ pub(crate) fn touched_hosts(
         }
     }
     Some(touched)
+}
+
+/// Whether two registry states hold the same services (hostnames, ports,
+/// `exportTo` and all): then every namespace sees the same hosts.
+pub(crate) fn same_services(before: &RegistrySnapshot, after: &RegistrySnapshot) -> bool {
+    use pilot_model::ServiceDiscovery;
+    let services = after.services();
+    services.len() == before.services().len()
+        && services.iter().all(|service| {
+            before
+                .get_service(&service.hostname)
+                .is_some_and(|b| Arc::ptr_eq(&b, service) || *b == **service)
+        })
 }
 
 /// A namespace for each distinct view of the rules, before or after: those

@@ -18,7 +18,7 @@ use proptest::prelude::*;
 
 use super::super::generation_cache::{Changes, GeneratedCache};
 use super::super::proxy_config::{ORDER, ProxyConfig};
-use super::touched_hosts;
+use super::{same_services, touched_hosts};
 
 const NAMESPACES: [&str; 3] = ["a", "b", "c"];
 const PER_NAMESPACE: usize = 2;
@@ -56,7 +56,9 @@ struct Mesh {
 }
 
 /// A batch: endpoints added (by host index), destination rules and
-/// virtual services of namespace `a` written.
+/// virtual services of namespace `a` written (a virtual service routes to
+/// the host its number of places on, less one, so it may add a host to
+/// the scopes importing its own).
 #[derive(Debug, Clone)]
 struct Batch {
     endpoints: Vec<usize>,
@@ -131,7 +133,7 @@ fn yaml(mesh: &Mesh, rules: &[Rule], routes: &[Rule]) -> String {
         text.push_str(&format!(
             "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: vs{i}, namespace: a}}\nspec:\n  hosts: [{}]\n  http: [{{route: [{{destination: {{host: {}}}}}], timeout: {n}s}}]\n{}",
             hosts[*i],
-            hosts[*i],
+            hosts[(*i + *n as usize - 1) % hosts.len()],
             export_line(*export)
         ));
     }
@@ -224,6 +226,7 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
         full: true,
         rules: true,
         touched: touched.clone(),
+        same_services: same_services(&before_registry, &after_registry),
         ..Default::default()
     };
     let incremental = GeneratedCache::new(Some(&first), &changes, true);
@@ -246,13 +249,28 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
                 .scopes
                 .scope(proxy, &[], &after_registry, &after_mesh)
                 .expect("Sidecars or none, the mesh is scoped: some namespace has one or none do");
-            // A class whose scope holds no touched host is kept; unless the
-            // first rule exported to some namespaces only came or the last
-            // went, which gives every namespace its own view or takes it
-            // away (part of the class: a class of its own, generated anew,
-            // its contents the same, so its proxies are still sent nothing).
+            let scope_before = first
+                .scopes
+                .scope(proxy, &[], &before_registry, &before_mesh)
+                .expect("the same Sidecars");
+            // Both kept unless the first rule exported to some namespaces
+            // only came or the last went, which gives every namespace its
+            // own view or takes it away: a class of its own, generated
+            // anew, its contents the same, so its proxies are still sent
+            // nothing.
             let same_views =
                 before_mesh.configs().restricts_visibility() == after_mesh.configs().restricts_visibility();
+            if let Some(touched) = &touched
+                && same_views
+                && touched.iter().all(|h| !scope_before.contains(h))
+            {
+                prop_assert!(
+                    Arc::ptr_eq(&scope, &scope_before),
+                    "{}: no touched host in scope, the scope is kept",
+                    proxy.id
+                );
+            }
+            // A class whose scope holds no touched host is kept.
             if let Some(touched) = &touched
                 && same_views
                 && touched.iter().all(|h| !scope.contains(h))
