@@ -46,7 +46,9 @@ pub(crate) fn clusters(
         .iter()
         .map(|c| load_assignment(&c.name, &c.service, &c.port_name, registry))
         .collect();
-    (outbound(captured, &services, model, security), assignments)
+    let mut clusters = outbound(captured, &services, model, security);
+    clusters.extend(crate::sni_dnat::clusters(proxy, &services, model));
+    (clusters, assignments)
 }
 
 /// The subsets of `host` the model has, by their labels, in order.
@@ -130,11 +132,17 @@ pub fn outbound(
                 let tls = policy.and_then(|p| p.tls.as_ref());
                 crate::upstream_tls::apply(&mut cluster, tls, &service.hostname);
                 if let Some(security) = security {
+                    let sni = crate::sni_dnat::sni(
+                        &service.hostname,
+                        port.port,
+                        crate::sni_dnat::subset_name(model, &service.hostname, &subset),
+                    );
                     crate::security::secure_outbound(
                         &mut cluster,
                         service,
                         port.port,
                         &subset,
+                        &sni,
                         tls,
                         security,
                     );
@@ -246,7 +254,7 @@ pub(crate) fn use_http2(cluster: &mut Cluster) {
 
 /// Load balancing, circuit breaking and outlier detection from a traffic
 /// policy.
-fn apply_policy(cluster: &mut Cluster, policy: &TrafficPolicy) {
+pub(crate) fn apply_policy(cluster: &mut Cluster, policy: &TrafficPolicy) {
     if let Some(balancer) = &policy.load_balancer {
         let lb = match balancer {
             LoadBalancer::Simple(SimpleLb::RoundRobin) => Some(cluster::LbPolicy::RoundRobin),

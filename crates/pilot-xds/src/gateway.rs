@@ -4,8 +4,11 @@
 //! configurations. One path for both, as Istio's gateway generation does:
 //!
 //! - The servers a proxy serves are grouped by port; the first server on a
-//!   port decides whether it is plain HTTP or terminates TLS (servers of
-//!   the other kind on that port are left out, as Istio leaves them).
+//!   port decides whether it is plain HTTP (the port's TLS and TCP servers
+//!   are left out, as Istio leaves them) or not: then its TLS and TCP
+//!   servers share one listener, each with its own filter chains told
+//!   apart by SNI (an HTTPS server for `*.example.com` terminated beside
+//!   a `TLS` server passing `passthrough.example.com` through).
 //! - Plain HTTP servers on one port share one listener and one route
 //!   configuration, `http.<port>` (`ingress_<port>` for ingress rules
 //!   alone), with a virtual host per host of the servers; a server with
@@ -17,19 +20,16 @@
 //! - A virtual host's routes are the bound VirtualServices' routes in
 //!   order; a request for a host no server names gets Envoy's 404.
 //!
-//! - TLS passthrough, TCP and TLS servers route connections, not
-//!   requests: `gateway_l4.rs`.
+//! - TLS passthrough (and `AUTO_PASSTHROUGH`), TCP and TLS servers route
+//!   connections, not requests: `gateway_l4.rs`.
 //! - A MUTUAL server requires a client certificate its CA signed and, when
 //!   it lists `subjectAltNames`, carrying one of them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use envoy_types::pb::envoy::config::core::v3::{DataSource, TransportSocket, data_source, transport_socket};
-use envoy_types::pb::envoy::config::listener::v3::{
-    FilterChain, FilterChainMatch, ListenerFilter, listener_filter,
-};
+use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch};
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, virtual_host};
-use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     Rds, http_connection_manager,
 };
@@ -66,16 +66,37 @@ pub(crate) fn listeners(
     };
     for (port, servers) in by_port {
         let first = servers[0];
-        let connections =
-            !first.protocol.is_http() && (first.protocol != Protocol::Https || !first.terminates_tls());
-        if connections && !first.gateway.is_empty() {
-            crate::gateway_l4::listener_for(port, &servers, registry, plan);
-        } else if first.terminates_tls() {
-            edge.terminating(port, &servers, plan);
-        } else if first.tls.is_none() && first.protocol.is_http() {
+        if first.tls.is_none() && first.protocol.is_http() {
             edge.plain(port, &servers, plan);
+            continue;
         }
+        // TLS and TCP servers share one listener, their chains told apart
+        // by SNI: those terminating TLS for HTTP first, then those routing
+        // connections.
+        let mut chains = edge.terminating(port, &servers, plan);
+        crate::gateway_l4::add_chains(port, &servers, registry, model, &mut chains);
+        let Some(chain) = chains.first().cloned() else {
+            continue;
+        };
+        let sni = chains.iter().any(|c| {
+            c.filter_chain_match
+                .as_ref()
+                .is_some_and(|m| !m.server_names.is_empty())
+        });
+        let mut out = listener(&format!("0.0.0.0_{port}"), "0.0.0.0", port, true, chain);
+        out.filter_chains = chains;
+        if sni {
+            out.listener_filters.push(crate::l4::tls_inspector());
+        }
+        plan.listeners.push(out);
     }
+}
+
+/// Whether `server`'s connections end in an HTTP connection manager after
+/// TLS ends here: an HTTPS server (or an ingress rule's) terminating TLS.
+/// A `TLS` server terminating TLS routes connections (`gateway_l4.rs`).
+pub(crate) fn serves_http(server: &IngressServer) -> bool {
+    server.terminates_tls() && (server.gateway.is_empty() || server.protocol == Protocol::Https)
 }
 
 /// Whether `proxy` serves `server`: an ingress-rule server every ingress;
@@ -117,12 +138,18 @@ impl Edge<'_> {
             .push(listener(&format!("0.0.0.0_{port}"), "0.0.0.0", port, true, chain));
     }
 
-    /// One listener for the TLS-terminating servers on `port`: a filter
-    /// chain per server, matched by SNI, each with its own routes.
-    fn terminating(&self, port: u16, servers: &[&IngressServer], plan: &mut ListenerPlan) {
+    /// The filter chains of the servers on `port` terminating TLS for
+    /// HTTP: one per server, matched by SNI, each with its own routes
+    /// (added to `plan`).
+    fn terminating(
+        &self,
+        port: u16,
+        servers: &[&IngressServer],
+        plan: &mut ListenerPlan,
+    ) -> Vec<FilterChain> {
         let mut chains = Vec::new();
         let mut taken = BTreeSet::new();
-        for server in servers.iter().copied().filter(|s| s.terminates_tls()) {
+        for server in servers.iter().copied().filter(|s| serves_http(s)) {
             let Some(tls) = &server.tls else { continue };
             let mut names: Vec<String> = server.hosts.iter().filter(|h| *h != "*").cloned().collect();
             if names.len() < server.hosts.len() {
@@ -151,22 +178,7 @@ impl Edge<'_> {
             }
             chains.push(chain);
         }
-        let Some(first) = chains.first().cloned() else {
-            return;
-        };
-        let sni = chains.len() > 1 || first.filter_chain_match.is_some();
-        let mut out = listener(&format!("0.0.0.0_{port}"), "0.0.0.0", port, true, first);
-        out.filter_chains = chains;
-        if sni {
-            out.listener_filters.push(ListenerFilter {
-                name: "envoy.filters.listener.tls_inspector".into(),
-                config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-                    &TlsInspector::default(),
-                ))),
-                ..Default::default()
-            });
-        }
-        plan.listeners.push(out);
+        chains
     }
 
     /// The route configuration `name` of `servers` on `port`: an ingress

@@ -1,36 +1,53 @@
-//! LDS of an edge proxy's gateway servers that are not HTTP: the
-//! connections are routed, not the requests (the HTTP and HTTPS servers
-//! are `gateway.rs`). One listener per port, a filter chain per server
-//! and route, each a `tcp_proxy` to the route's destinations by weight:
+//! The filter chains of an edge proxy's gateway servers that route
+//! connections, not requests (the servers terminating TLS for HTTP are
+//! `gateway.rs`'s, and share the port's one listener with these): a chain
+//! per server and route, each a `tcp_proxy` to the route's destinations by
+//! weight:
 //!
-//! - `tls.mode: PASSTHROUGH` (and `AUTO_PASSTHROUGH`, routed the same
-//!   way): the TLS routes of the bound VirtualServices, a chain per match
-//!   with its `sniHosts` as server names (read by the `tls_inspector`);
-//!   TLS is not terminated, the upstream's certificate reaches the client.
+//! - `tls.mode: PASSTHROUGH`: the TLS routes of the bound VirtualServices,
+//!   a chain per match with its `sniHosts` as server names (read by the
+//!   `tls_inspector`); TLS is not terminated, the upstream's certificate
+//!   reaches the client.
+//! - `tls.mode: AUTO_PASSTHROUGH`: a chain per service cluster the SNI
+//!   names, no VirtualService needed (`sni_dnat.rs`).
 //! - A `TLS` server with `SIMPLE` or `MUTUAL`: TLS ends here with the
 //!   server's certificate (a chain matched by SNI on its hosts, none for
 //!   `*`), then the first TCP route of the bound VirtualServices.
 //! - A `TCP` server: the first TCP route, for every connection.
 //!
-//! A destination without a port goes to its service's first port.
+//! Of two chains with one match, the first server's is kept (Envoy
+//! refuses a listener with two). A destination without a port goes to its
+//! service's first port.
 
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch};
 use pilot_model::ServiceDiscovery;
-use pilot_model::routing::{IngressServer, L4Match, ServerTlsMode, WeightedDestination};
+use pilot_model::routing::{IngressServer, L4Match, RoutingModel, ServerTlsMode, WeightedDestination};
 
-use crate::listeners::{ListenerPlan, listener};
-
-/// Adds the listener of the non-HTTP gateway `servers` on `port`, if any
-/// of them routes a connection.
-pub(crate) fn listener_for(
+/// The filter chains of the gateway `servers` on `port` that route
+/// connections (but those whose match one of `chains` has already),
+/// added to `chains`.
+pub(crate) fn add_chains(
     port: u16,
     servers: &[&IngressServer],
     registry: &dyn ServiceDiscovery,
-    plan: &mut ListenerPlan,
+    model: &RoutingModel,
+    chains: &mut Vec<FilterChain>,
 ) {
-    let mut chains: Vec<FilterChain> = Vec::new();
-    for server in servers.iter().filter(|s| !s.protocol.is_http()) {
+    let connections = servers
+        .iter()
+        .filter(|s| !s.gateway.is_empty() && !s.protocol.is_http() && !crate::gateway::serves_http(s));
+    for server in connections {
         match server.tls.as_ref() {
+            Some(tls) if tls.mode == ServerTlsMode::AutoPassthrough => {
+                for chain in crate::sni_dnat::chains(server, registry, model) {
+                    if !chains
+                        .iter()
+                        .any(|c| c.filter_chain_match == chain.filter_chain_match)
+                    {
+                        chains.push(chain);
+                    }
+                }
+            }
             Some(tls) if tls.mode == ServerTlsMode::Passthrough => {
                 for route in &server.tls_routes {
                     let destinations = with_ports(&route.destinations, registry);
@@ -39,7 +56,7 @@ pub(crate) fn listener_for(
                             server_names: m.sni_hosts.clone(),
                             ..Default::default()
                         });
-                        push(&mut chains, chain_match, &destinations, port);
+                        push(chains, chain_match, &destinations, port);
                     }
                 }
             }
@@ -58,7 +75,7 @@ pub(crate) fn listener_for(
                         server_names: names,
                         ..Default::default()
                     });
-                if push(&mut chains, chain_match, &destinations, port)
+                if push(chains, chain_match, &destinations, port)
                     && let (Some(tls), Some(chain)) = (tls, chains.last_mut())
                 {
                     chain.transport_socket = Some(crate::gateway::downstream_tls(tls));
@@ -66,20 +83,6 @@ pub(crate) fn listener_for(
             }
         }
     }
-    let Some(first) = chains.first().cloned() else {
-        return;
-    };
-    let sni = chains.iter().any(|c| {
-        c.filter_chain_match
-            .as_ref()
-            .is_some_and(|m| !m.server_names.is_empty())
-    });
-    let mut out = listener(&format!("0.0.0.0_{port}"), "0.0.0.0", port, true, first);
-    out.filter_chains = chains;
-    if sni {
-        out.listener_filters.push(crate::l4::tls_inspector());
-    }
-    plan.listeners.push(out);
 }
 
 /// Whether an L4 match applies on the gateway's `port`.

@@ -238,7 +238,7 @@ pub(crate) fn tcp_proxy_chain(host: &str, port: u16, destinations: &[WeightedDes
     })
 }
 
-fn tcp_chain(proxy: TcpProxy) -> FilterChain {
+pub(crate) fn tcp_chain(proxy: TcpProxy) -> FilterChain {
     FilterChain {
         filters: vec![Filter {
             name: "envoy.filters.network.tcp_proxy".into(),

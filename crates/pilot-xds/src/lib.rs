@@ -62,6 +62,7 @@ mod resources;
 mod routes;
 mod scope;
 pub mod security;
+mod sni_dnat;
 mod upstream_tls;
 mod util;
 

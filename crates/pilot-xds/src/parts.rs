@@ -12,4 +12,5 @@ pub use crate::clusters::{EdsCluster, eds_clusters, load_assignment, outbound as
 pub use crate::generate::{generate_inbound, generate_outbound};
 pub use crate::listeners::{ListenerPlan, listeners as listener_plan};
 pub use crate::routes::{admits, admitted, domains, route_configuration, virtual_host_routes};
+pub use crate::sni_dnat::{clusters as sni_dnat_clusters, serves_auto_passthrough};
 pub use crate::util::any;

@@ -74,7 +74,11 @@ impl Resources {
                         cluster::DiscoveryType::Eds as i32,
                     ))
             })
-            .map(|c| c.name.clone())
+            .map(|c| match &c.eds_cluster_config {
+                // A cluster reading another one's load assignment.
+                Some(eds) if !eds.service_name.is_empty() => eds.service_name.clone(),
+                _ => c.name.clone(),
+            })
             .collect();
         if eds != assignments {
             return Err(XdsError::Inconsistent(format!(

@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use envoy_types::pb::google::protobuf::Any;
 use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use pilot_xds::parts::{
-    any, eds_clusters, generate_inbound, generate_outbound, listener_plan, load_assignment, outbound_clusters,
+    any, eds_clusters, generate_inbound, generate_outbound, listener_plan, load_assignment,
+    outbound_clusters, serves_auto_passthrough, sni_dnat_clusters,
 };
 use pilot_xds::{
     ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, generate_scoped_outbound,
@@ -35,8 +36,10 @@ use super::scopes::Scopes;
 use super::virtual_hosts::{self, VirtualHosts};
 
 /// Which outbound clusters a proxy gets: whether it captures traffic (the
-/// passthrough cluster) and whether it has workload certificates (mutual TLS).
-type CdsKey = (bool, bool);
+/// passthrough cluster), whether it has workload certificates (mutual TLS),
+/// and the labels of an edge proxy serving `AUTO_PASSTHROUGH` servers
+/// (its SNI-DNAT clusters).
+type CdsKey = (bool, bool, Option<Labels>);
 
 /// The configurations generated for one push, by proxy class, all from
 /// one registry state and one set of rules.
@@ -89,7 +92,7 @@ impl GeneratedCache {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .iter()
-                    .filter_map(|(k, cell)| Some((*k, Arc::clone(cell.get()?))))
+                    .filter_map(|(k, cell)| Some((k.clone(), Arc::clone(cell.get()?))))
                     .collect(),
                 eds: Mutex::new(before.eds.get().cloned()),
                 classes: before
@@ -188,7 +191,10 @@ impl GeneratedCache {
                 }
                 let captured = proxy.proxy_type == ProxyType::Sidecar && proxy.capture.captures();
                 let mutual_tls = mesh.security_for(proxy).is_some();
-                let cds = self.envoy_cds((captured, mutual_tls), registry, mesh).await;
+                let sni_dnat = serves_auto_passthrough(proxy, mesh.model()).then(|| proxy.labels.clone());
+                let cds = self
+                    .envoy_cds((captured, mutual_tls, sni_dnat), proxy, registry, mesh)
+                    .await;
                 let eds = self.envoy_eds(registry, mesh).await;
                 let reused = self.previous.as_ref().and_then(|p| p.classes.get(&class));
                 let (lds, rds) = match reused {
@@ -238,6 +244,7 @@ impl GeneratedCache {
     async fn envoy_cds(
         &self,
         key: CdsKey,
+        proxy: &Proxy,
         registry: &RegistrySnapshot,
         mesh: &MeshConfig,
     ) -> Arc<EncodedType> {
@@ -245,7 +252,7 @@ impl GeneratedCache {
             self.cds
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .entry(key)
+                .entry(key.clone())
                 .or_default(),
         );
         cell.get_or_init(|| async {
@@ -255,13 +262,17 @@ impl GeneratedCache {
             heavy(|| {
                 let services = registry.services();
                 let clusters = {
-                    let (captured, mutual_tls) = key;
-                    outbound_clusters(
+                    let (captured, mutual_tls, ref sni_dnat) = key;
+                    let mut clusters = outbound_clusters(
                         captured,
                         &services,
                         mesh.model(),
                         mutual_tls.then(|| mesh.security()),
-                    )
+                    );
+                    if sni_dnat.is_some() {
+                        clusters.extend(sni_dnat_clusters(proxy, &services, mesh.model()));
+                    }
+                    clusters
                 };
                 let resources = Resources {
                     clusters,

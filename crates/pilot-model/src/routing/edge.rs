@@ -117,9 +117,12 @@ impl IngressServer {
     /// Whether TLS ends here (SIMPLE or MUTUAL): then the server's routes
     /// are its own, not shared with the port's other servers.
     pub fn terminates_tls(&self) -> bool {
-        self.tls
-            .as_ref()
-            .is_some_and(|t| t.mode != ServerTlsMode::Passthrough)
+        self.tls.as_ref().is_some_and(|t| {
+            !matches!(
+                t.mode,
+                ServerTlsMode::Passthrough | ServerTlsMode::AutoPassthrough
+            )
+        })
     }
 }
 
@@ -173,6 +176,10 @@ pub enum ServerTlsMode {
     Mutual,
     /// Forwarded unterminated, by SNI.
     Passthrough,
+    /// Forwarded unterminated to the service cluster its SNI names
+    /// (`outbound_.<port>_.<subset>_.<host>`, the SNI a sidecar sends with
+    /// mutual TLS), without a VirtualService.
+    AutoPassthrough,
 }
 
 /// A route of the ingress to a service port.

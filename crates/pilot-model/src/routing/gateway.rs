@@ -94,14 +94,11 @@ pub(super) fn compile(configs: &RoutingConfigs, bound: &[Bound], model: &mut Rou
                 out.virtual_hosts = virtual_hosts(&name, &hosts, bound);
             }
             if !protocol.is_http() {
-                if out
-                    .tls
-                    .as_ref()
-                    .is_some_and(|t| t.mode == ServerTlsMode::Passthrough)
-                {
-                    out.tls_routes = tls_routes(&name, &hosts, bound);
-                } else {
-                    out.tcp_routes = tcp_routes(&name, &hosts, bound);
+                match out.tls.as_ref().map(|t| t.mode) {
+                    Some(ServerTlsMode::Passthrough) => out.tls_routes = tls_routes(&name, &hosts, bound),
+                    // Routed by the SNI's cluster name, not by routes.
+                    Some(ServerTlsMode::AutoPassthrough) => {}
+                    _ => out.tcp_routes = tcp_routes(&name, &hosts, bound),
                 }
             }
             model.ingress.push(out);
@@ -122,7 +119,8 @@ fn server_tls(server: &networking::Server, protocol: Protocol) -> Result<Option<
     let mode = match tls.mode.unwrap_or(SpecTlsMode::Passthrough) {
         SpecTlsMode::Simple => ServerTlsMode::Simple,
         SpecTlsMode::Mutual | SpecTlsMode::OptionalMutual => ServerTlsMode::Mutual,
-        SpecTlsMode::Passthrough | SpecTlsMode::AutoPassthrough => ServerTlsMode::Passthrough,
+        SpecTlsMode::Passthrough => ServerTlsMode::Passthrough,
+        SpecTlsMode::AutoPassthrough => ServerTlsMode::AutoPassthrough,
         SpecTlsMode::IstioMutual => return Err(Unsupported),
     };
     let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_string());

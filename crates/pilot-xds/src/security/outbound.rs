@@ -13,6 +13,11 @@
 //!   namespace's, the mesh's, or one selecting the cluster's subset)
 //!   says DISABLE.
 //! - Any other TLS mode: left as the traffic policy says.
+//!
+//! Mutual TLS sends the SNI Istio's sidecars send,
+//! `outbound_.<port>_.<subset>_.<hostname>` (the subset's name, empty for
+//! the whole service): an `AUTO_PASSTHROUGH` gateway routes by it
+//! (`sni_dnat.rs`).
 
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::{Metadata, TransportSocket, transport_socket};
@@ -37,24 +42,26 @@ const SOCKET_MATCH_KEY: &str = "envoy.transport_socket_match";
 const TLS_MODE_KEY: &str = "tlsMode";
 
 /// Secures the outbound cluster of `service` on `port` (its `subset`)
-/// as the module describes; `tls` is the traffic policy's setting.
+/// as the module describes, sending `sni`; `tls` is the traffic policy's
+/// setting.
 pub(crate) fn secure_outbound(
     cluster: &mut Cluster,
     service: &Service,
     port: u16,
     subset: &Labels,
+    sni: &str,
     tls: Option<&ClientTls>,
     security: &SecurityPolicies,
 ) {
     match tls.map(|t| t.mode) {
-        Some(TlsMode::IstioMutual) => cluster.transport_socket = Some(upstream_tls(service, security)),
+        Some(TlsMode::IstioMutual) => cluster.transport_socket = Some(upstream_tls(service, sni, security)),
         Some(_) => {}
         None => {
             let namespace = namespace_of(&service.hostname);
             if security.mtls_mode(namespace, subset, port) == MtlsMode::Disable {
                 return;
             }
-            let tls = upstream_tls(service, security);
+            let tls = upstream_tls(service, sni, security);
             cluster.transport_socket_matches = vec![
                 cluster::TransportSocketMatch {
                     name: format!("{TLS_MODE_KEY}-{TLS_MODE_ISTIO}"),
@@ -95,10 +102,10 @@ fn tls_mode_struct() -> Struct {
     }
 }
 
-/// Mutual TLS with the workload certificate; the server must chain to the
-/// mesh root and, when the service's accounts are known, carry one of
-/// their SPIFFE identities.
-fn upstream_tls(service: &Service, security: &SecurityPolicies) -> TransportSocket {
+/// Mutual TLS with the workload certificate, sending `sni`; the server
+/// must chain to the mesh root and, when the service's accounts are known,
+/// carry one of their SPIFFE identities.
+fn upstream_tls(service: &Service, sni: &str, security: &SecurityPolicies) -> TransportSocket {
     let namespace = namespace_of(&service.hostname);
     let sans = service
         .service_accounts
@@ -126,6 +133,7 @@ fn upstream_tls(service: &Service, security: &SecurityPolicies) -> TransportSock
     );
     let context = UpstreamTlsContext {
         common_tls_context: Some(mesh_tls_context(validation)),
+        sni: sni.to_string(),
         ..Default::default()
     };
     TransportSocket {
