@@ -116,6 +116,12 @@ pub struct Service {
     /// `MESH_EXTERNAL`): its endpoints run no sidecar.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mesh_external: bool,
+    /// When the object that declares the service was created, if known
+    /// (a ServiceEntry's `creationTimestamp`): of two services that would
+    /// take one listener and cannot be told apart there, the older has it,
+    /// as Istio orders services by age.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<std::time::SystemTime>,
 }
 
 /// How a proxy finds a service's endpoints.
@@ -202,6 +208,7 @@ impl Service {
             export_to: Vec::new(),
             resolution: ServiceResolution::Instances,
             mesh_external: false,
+            created: None,
         }
     }
 

@@ -85,7 +85,8 @@ pub fn desired_state(entries: &[Config<ServiceEntry>], workloads: &[Config<Workl
                 tracing::debug!(%host, entry = %entry.meta.name, "host already taken by an earlier service entry");
                 continue;
             }
-            let service = service_of(host, &entry.spec, &endpoints);
+            let mut service = service_of(host, &entry.spec, &endpoints);
+            service.created = entry.meta.creation_timestamp;
             let mut wanted = DesiredService::new(service);
             if entry.spec.resolution == Some(Resolution::Static) {
                 wanted.instances = instances_of(&wanted.service, &entry.spec.ports, &endpoints);

@@ -15,8 +15,14 @@
 //! that already names server names keeps them), so every host on the port
 //! is reachable; of chains with the same match, the first service's is
 //! kept. On a capturing sidecar, a connection whose server name no service
-//! has is passed through to its original destination. Plain TCP services on one listener cannot be told apart: the
-//! first service (by hostname) has the port.
+//! has is passed through to its original destination.
+//!
+//! Plain TCP services on one listener (no VIP, or no capture) cannot be
+//! told apart: as Istio, which orders services by age and keeps the
+//! first one's chains, the oldest service (by its object's creation, then
+//! by hostname; services of unknown age after the others) has the port and
+//! the others get no listener there ([`tcp_listener_owners`]);
+//! `pilotctl analyze` names them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -102,6 +108,39 @@ pub(crate) fn shared_tls_listeners(
         .filter(|(_, n)| *n > 1)
         .map(|(key, _)| key)
         .collect()
+}
+
+/// Of the plain TCP services (neither HTTP, TLS nor UDP) on each
+/// (address, port) listener, each service's listener address given by
+/// `address`, the one that has it: the oldest, then the first by hostname.
+pub(crate) fn tcp_listener_owners(
+    services: &[std::sync::Arc<Service>],
+    address: impl Fn(&Service) -> String,
+) -> BTreeMap<(String, u16), String> {
+    let mut owners: BTreeMap<(String, u16), &Service> = BTreeMap::new();
+    let age = |s: &Service| (s.created.is_none(), s.created, s.hostname.clone());
+    for service in services {
+        for port in service.ports.iter().filter(|p| is_plain_tcp(p.protocol)) {
+            owners
+                .entry((address(service), port.port))
+                .and_modify(|owner| {
+                    if age(service) < age(owner) {
+                        *owner = service;
+                    }
+                })
+                .or_insert(service);
+        }
+    }
+    owners
+        .into_iter()
+        .map(|(key, owner)| (key, owner.hostname.clone()))
+        .collect()
+}
+
+/// Whether a port speaking `protocol` is plain TCP: routed by address and
+/// port alone.
+pub(crate) fn is_plain_tcp(protocol: Protocol) -> bool {
+    !protocol.is_http() && !matches!(protocol, Protocol::Https | Protocol::Udp)
 }
 
 /// [`filter_chains`] of a TLS service on a listener it shares with other

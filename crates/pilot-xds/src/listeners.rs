@@ -111,6 +111,7 @@ fn outbound(
         (false, _) => "127.0.0.1".to_string(),
     };
     let shared = crate::l4::shared_tls_listeners(&services, address_of);
+    let tcp_owners = crate::l4::tcp_listener_owners(&services, address_of);
     for service in &services {
         for port in service
             .ports
@@ -120,6 +121,14 @@ fn outbound(
             let address = address_of(service);
             let key = (address.clone(), port.port);
             let by_sni = port.protocol == pilot_model::Protocol::Https && shared.contains(&key);
+            if crate::l4::is_plain_tcp(port.protocol)
+                && tcp_owners
+                    .get(&key)
+                    .is_some_and(|owner| *owner != service.hostname)
+            {
+                // An older plain TCP service has this listener.
+                continue;
+            }
             if !taken.insert(key) {
                 // A TLS service on a listener another one has: by SNI.
                 let name = format!("{address}_{}", port.port);
