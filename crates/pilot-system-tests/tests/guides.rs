@@ -176,6 +176,11 @@ fn guide_capture() {
 }
 
 #[test]
+fn guide_gateways() {
+    run("gateways.md");
+}
+
+#[test]
 fn guide_grpc() {
     run("grpc.md");
 }
