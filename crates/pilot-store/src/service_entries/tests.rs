@@ -191,6 +191,20 @@ fn the_first_entry_by_namespace_and_name_has_a_shared_host() {
     assert_eq!(desired.services["shared.example"].service.ports[0].port, 80);
 }
 
+#[test]
+fn a_service_carries_its_entry_s_creation_time() {
+    let desired = state(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: db, namespace: default, creationTimestamp: '2024-05-01T00:00:00Z'}\nspec:\n  hosts: [db.example]\n  ports: [{number: 3306, name: tcp, protocol: TCP}]\n  resolution: DNS\n",
+    );
+    let created = desired.services["db.example"].service.created.unwrap();
+    let seconds = created.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    assert_eq!(seconds, 1_714_521_600);
+    assert_eq!(
+        state(STATIC).services["db.internal.example"].service.created,
+        None
+    );
+}
+
 #[tokio::test]
 async fn the_registry_follows_writes_to_either_kind() {
     let store = MemoryConfigStore::new(default_registry());
