@@ -62,6 +62,9 @@ mod resources;
 mod routes;
 mod scope;
 pub mod security;
+mod sidecar_egress;
+mod sidecar_ingress;
+mod sidecar_listeners;
 mod upstream_tls;
 mod util;
 
@@ -86,6 +89,7 @@ pub use rbac::{HTTP_RBAC_FILTER, NETWORK_RBAC_FILTER};
 pub use resources::Resources;
 pub use routes::{CORS_FILTER, FAULT_FILTER};
 pub use scope::{
-    BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope, ScopeKey, ScopeOrigin, generate_scoped_outbound,
-    host_namespace, scope_of, scoping_applies, sidecar_for,
+    BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope, ScopeKey, ScopeOrigin, generate_scoped_inbound,
+    generate_scoped_outbound, host_namespace, scope_of, scoping_applies, sidecar_for,
 };
+pub use sidecar_listeners::{DefaultEndpoint, EgressPort, InboundLimits, IngressPort, SidecarListeners};
