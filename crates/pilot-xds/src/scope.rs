@@ -24,6 +24,11 @@
 //!   outbound HTTP port with a 502 (the [`BLOCK_ALL`] virtual host, as
 //!   Istio's), `ALLOW_ANY` (the default) sends connections to the
 //!   passthrough.
+//! - Its listeners ([`SidecarListeners`], `sidecar_listeners.rs`): egress
+//!   listeners with a port carry their hosts on that port at their own
+//!   address (`sidecar_egress.rs`), ingress listeners take the place of
+//!   the inbound listeners of the proxy's instances
+//!   (`sidecar_ingress.rs`, [`generate_scoped_inbound`]).
 //!
 //! A scope is the same for every proxy of a namespace that the same Sidecar
 //! applies to, and is computed once per push for each (pilot-ads).
