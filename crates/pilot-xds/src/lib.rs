@@ -17,7 +17,10 @@
 //!   and inbound listeners (with the RBAC filters of the
 //!   `AuthorizationPolicy` objects applying to the workload); without capture, outbound listeners bound on
 //!   127.0.0.1 at each service port; for ingress proxies, listeners from
-//!   the model's ingress servers. HTTP gets the connection manager (RDS; fault, CORS and
+//!   the model's ingress servers; a Sidecar's egress listeners with a
+//!   port (at their bind, bound under `captureMode: NONE`) and ingress
+//!   listeners (to their default endpoint) under a scope
+//!   ([`generate_scoped_outbound`], [`generate_scoped_inbound`]). HTTP gets the connection manager (RDS; fault, CORS and
 //!   router filters), TCP a TCP proxy.
 //! - RDS ([`Resources::routes`]): a route configuration per outbound HTTP
 //!   port (services' and egress rules' HTTP ports) with a virtual host per
@@ -62,6 +65,9 @@ mod resources;
 mod routes;
 mod scope;
 pub mod security;
+mod sidecar_egress;
+mod sidecar_ingress;
+mod sidecar_listeners;
 mod sni_dnat;
 mod upstream_tls;
 mod util;
@@ -87,6 +93,7 @@ pub use rbac::{HTTP_RBAC_FILTER, NETWORK_RBAC_FILTER};
 pub use resources::Resources;
 pub use routes::{CORS_FILTER, FAULT_FILTER};
 pub use scope::{
-    BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope, ScopeKey, ScopeOrigin, generate_scoped_outbound,
-    host_namespace, scope_of, scoping_applies, sidecar_for,
+    BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope, ScopeKey, ScopeOrigin, generate_scoped_inbound,
+    generate_scoped_outbound, host_namespace, scope_of, scoping_applies, sidecar_for,
 };
+pub use sidecar_listeners::{DefaultEndpoint, EgressPort, InboundLimits, IngressPort, SidecarListeners};

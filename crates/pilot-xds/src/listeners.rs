@@ -279,7 +279,8 @@ pub(crate) fn http_filter_chain(
     }
 }
 
-fn tcp_filter_chain(cluster: &str) -> FilterChain {
+/// A TCP proxy to `cluster`.
+pub(crate) fn tcp_filter_chain(cluster: &str) -> FilterChain {
     let proxy = TcpProxy {
         stat_prefix: cluster.to_string(),
         cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster.to_string())),

@@ -24,6 +24,11 @@
 //!   outbound HTTP port with a 502 (the [`BLOCK_ALL`] virtual host, as
 //!   Istio's), `ALLOW_ANY` (the default) sends connections to the
 //!   passthrough.
+//! - Its listeners ([`SidecarListeners`], `sidecar_listeners.rs`): egress
+//!   listeners with a port carry their hosts on that port at their own
+//!   address (`sidecar_egress.rs`), ingress listeners take the place of
+//!   the inbound listeners of the proxy's instances
+//!   (`sidecar_ingress.rs`, [`generate_scoped_inbound`]).
 //!
 //! A scope is the same for every proxy of a namespace that the same Sidecar
 //! applies to, and is computed once per push for each (pilot-ads).
@@ -43,6 +48,7 @@ use pilot_model::{Config, Labels, RegistrySnapshot, ServiceDiscovery, ServiceIns
 
 use crate::clusters::{CONNECT_TIMEOUT, PASSTHROUGH};
 use crate::generate::generate_outbound;
+use crate::sidecar_listeners::SidecarListeners;
 use crate::util::any;
 use crate::{MeshConfig, Proxy, Resources};
 
@@ -136,6 +142,11 @@ pub struct ProxyScope {
     /// DestinationRules is its own (some are not exported to every
     /// namespace): then its model is compiled from what it sees.
     pub own_view: bool,
+    /// What the Sidecar's listeners add to its hosts: egress listeners
+    /// with a port, ingress listeners, inbound limits (none: the usual
+    /// listeners for every host in scope, inbound ones from the proxy's
+    /// own instances).
+    pub listeners: Option<Arc<SidecarListeners>>,
 }
 
 impl ProxyScope {
@@ -146,12 +157,14 @@ impl ProxyScope {
 
     /// What proxies sharing a generation must agree on: the hosts, the
     /// outbound mode and, when the namespace has its own view, the
-    /// namespace (not why each host is there).
+    /// namespace, and the Sidecar's listeners (not why each host is
+    /// there).
     pub fn key(&self) -> ScopeKey {
         ScopeKey {
             view: self.own_view.then(|| self.namespace.clone()),
             outbound: self.outbound,
             hosts: Arc::new(self.hosts.keys().cloned().collect()),
+            listeners: self.listeners.clone(),
         }
     }
 }
@@ -166,6 +179,9 @@ pub struct ScopeKey {
     pub outbound: OutboundMode,
     /// The hosts in scope.
     pub hosts: Arc<BTreeSet<String>>,
+    /// The Sidecar's listeners with a port, ingress listeners and inbound
+    /// limits, if any.
+    pub listeners: Option<Arc<SidecarListeners>>,
 }
 
 /// True when some proxy may see less than the whole mesh: some Sidecar
@@ -277,6 +293,7 @@ pub fn scope_of(
                 .map(|(h, _)| (h, HostReason::Visible))
                 .collect(),
             own_view,
+            listeners: None,
         };
     };
     let entries: Vec<(String, EgressHost)> = sidecar
@@ -289,15 +306,18 @@ pub fn scope_of(
     // A Sidecar's `.` is its own namespace (the root namespace's, for the
     // mesh default, as Istio reads it).
     let sidecar_namespace = sidecar.meta.namespace.as_str();
+    let imports = |entry: &EgressHost, host: &str, host_ns: Option<&str>| match host_ns {
+        Some(ns) => entry.imports(sidecar_namespace, ns, host),
+        None => {
+            entry.namespace == pilot_model::networking::NamespaceSelector::Any
+                && pilot_model::networking::host_matches(&entry.host, host)
+        }
+    };
     let mut hosts = BTreeMap::new();
     for (host, host_ns) in &visible {
-        let imported = entries.iter().find(|(_, entry)| match host_ns {
-            Some(ns) => entry.imports(sidecar_namespace, ns, host),
-            None => {
-                entry.namespace == pilot_model::networking::NamespaceSelector::Any
-                    && pilot_model::networking::host_matches(&entry.host, host)
-            }
-        });
+        let imported = entries
+            .iter()
+            .find(|(_, entry)| imports(entry, host, host_ns.as_deref()));
         if let Some((text, _)) = imported {
             hosts.insert(host.clone(), HostReason::Imported(text.clone()));
         }
@@ -312,12 +332,32 @@ pub fn scope_of(
             }
         }
     }
+    let namespaces: BTreeMap<&str, Option<&str>> = visible
+        .iter()
+        .map(|(h, ns)| (h.as_str(), ns.as_deref()))
+        .collect();
+    let route_targets: BTreeSet<String> = hosts
+        .iter()
+        .filter(|(_, reason)| matches!(reason, HostReason::RouteTarget(_)))
+        .map(|(h, _)| h.clone())
+        .collect();
+    let listeners = SidecarListeners::of(
+        &sidecar.spec,
+        hosts.keys(),
+        |entries, host| {
+            let host_ns = namespaces.get(host).copied().flatten();
+            entries.iter().any(|entry| imports(entry, host, host_ns))
+        },
+        &route_targets,
+    )
+    .map(Arc::new);
     ProxyScope {
         namespace: namespace.to_string(),
         origin,
         outbound: sidecar.spec.outbound_mode(),
         hosts,
         own_view,
+        listeners,
     }
 }
 
@@ -337,11 +377,71 @@ pub fn generate_scoped_outbound(
     let registry = registry.scoped(|s| scope.contains(&s.hostname));
     let mesh = MeshConfig::from_model(model.scoped(|h| scope.contains(h)), mesh);
     let mut resources = generate_outbound(proxy, &registry, &mesh, own);
+    if let Some(listeners) = &scope.listeners
+        && proxy.generator == crate::Generator::Envoy
+    {
+        crate::sidecar_egress::egress_listeners(
+            proxy,
+            &registry,
+            mesh.model(),
+            listeners,
+            own,
+            &mut resources,
+        );
+    }
     if scope.outbound == OutboundMode::RegistryOnly {
         black_hole(&mut resources);
         if proxy.generator != crate::Generator::Grpc {
             block_all(&mut resources);
         }
+    }
+    resources
+}
+
+/// The inbound half of a proxy's configuration under `scope`: the
+/// Sidecar's ingress listeners when it has some (for a proxy with or
+/// without capture), else the listeners of the proxy's own instances
+/// ([`generate_inbound`](crate::parts::generate_inbound)); the Sidecar's
+/// inbound connection pool limits the inbound clusters. Without a scope,
+/// what `generate_inbound` gives.
+pub fn generate_scoped_inbound(
+    proxy: &Proxy,
+    own: &[ServiceInstance],
+    mesh: &MeshConfig,
+    scope: Option<&ProxyScope>,
+) -> Resources {
+    let listeners = scope.and_then(|s| s.listeners.as_deref()).filter(|_| {
+        proxy.generator == crate::Generator::Envoy && proxy.proxy_type == crate::ProxyType::Sidecar
+    });
+    let Some(listeners) = listeners else {
+        return crate::generate::generate_inbound(proxy, own, mesh);
+    };
+    let mut resources = if listeners.ingress.is_empty() {
+        crate::generate::generate_inbound(proxy, own, mesh)
+    } else {
+        let namespace = proxy.domain.split('.').next().unwrap_or_default();
+        let (clusters, listeners) = crate::sidecar_ingress::ingress_listeners(
+            proxy,
+            own,
+            &listeners.ingress,
+            |labels, port| match mesh.security_for(proxy) {
+                Some(security) => security.mtls_mode(namespace, labels, port),
+                None => pilot_model::security::MtlsMode::Disable,
+            },
+            &crate::rbac::Authorization::new(
+                &mesh.authorization_policies,
+                &mesh.security().root_namespace,
+                proxy,
+            ),
+        );
+        Resources {
+            clusters,
+            listeners,
+            ..Default::default()
+        }
+    };
+    if let Some(limits) = &listeners.inbound_limits {
+        crate::sidecar_ingress::limit(&mut resources.clusters, limits);
     }
     resources
 }

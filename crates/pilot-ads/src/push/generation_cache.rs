@@ -19,12 +19,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use envoy_types::pb::google::protobuf::Any;
 use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use pilot_xds::parts::{
-    any, eds_clusters, generate_inbound, generate_outbound, listener_plan, load_assignment,
-    outbound_clusters, serves_auto_passthrough, sni_dnat_clusters,
+    any, eds_clusters, generate_outbound, listener_plan, load_assignment, outbound_clusters,
+    serves_auto_passthrough, sni_dnat_clusters,
 };
 use pilot_xds::{
-    ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, generate_scoped_outbound,
-    route_config_name,
+    ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, generate_scoped_inbound,
+    generate_scoped_outbound, route_config_name,
 };
 use prost::Message;
 use tokio::sync::OnceCell;
@@ -233,7 +233,7 @@ impl GeneratedCache {
             })
             .await
             .clone();
-        let inbound = generate_inbound(proxy, &own, mesh);
+        let inbound = generate_scoped_inbound(proxy, &own, mesh, scope.as_deref());
         let own = (inbound != Resources::default()).then(|| Arc::new(Generated::encode(&inbound)));
         ProxyConfig { shared, own }
     }

@@ -259,7 +259,9 @@ fn is_prime(x: u64) -> bool {
     true
 }
 
-fn connection_pool(path: &str, pool: &ConnectionPoolSettings, errors: &mut FieldErrors) {
+/// A connection pool's settings (a DestinationRule's, a Sidecar's
+/// inbound one).
+pub(super) fn connection_pool(path: &str, pool: &ConnectionPoolSettings, errors: &mut FieldErrors) {
     if pool.http.is_none() && pool.tcp.is_none() {
         errors.push(path, "connection pool must have at least one field");
     }

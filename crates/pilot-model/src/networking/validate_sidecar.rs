@@ -31,6 +31,9 @@ pub(crate) fn sidecar(sidecar: &Sidecar, errors: &mut FieldErrors) {
     }
     ingress(sidecar, errors);
     egress(sidecar, errors);
+    if let Some(pool) = &sidecar.inbound_connection_pool {
+        super::validate_destination_rule::connection_pool("spec.inboundConnectionPool", pool, errors);
+    }
     if let Some(policy) = &sidecar.outbound_traffic_policy
         && let Some(proxy) = &policy.egress_proxy
     {
@@ -136,6 +139,12 @@ fn egress(sidecar: &Sidecar, errors: &mut FieldErrors) {
                 "sidecar: the egress listener with empty port should be the last listener in the list",
             ),
             Some(port) => {
+                if port.target_port.is_some_and(|p| p > 0) {
+                    errors.push(
+                        at(&path, "port.targetPort"),
+                        "targetPort has no impact on Sidecars",
+                    );
+                }
                 egress_port(&path, port, &listener.bind, listener.capture_mode, errors);
                 if port.number == 0 {
                     if !sockets.insert(listener.bind.clone()) {
@@ -262,6 +271,65 @@ mod tests {
             "outboundTrafficPolicy": spec["outboundTrafficPolicy"],
         });
         assert_eq!(errors_of(spec), []);
+    }
+
+    #[test]
+    fn listener_ports_binds_and_pools_are_checked_as_istio_does() {
+        let errors = errors_of(serde_json::json!({
+            "ingress": [
+                {"port": {"number": 9080, "protocol": "HTTP"}, "defaultEndpoint": "10.0.0.1:8080"},
+                {"port": {"number": 9081, "protocol": "HTTP"}, "defaultEndpoint": "127.0.0.1:x"}
+            ],
+            "egress": [
+                {"port": {"number": 80, "protocol": "HTTP", "targetPort": 8080}, "hosts": ["./*"]},
+                {"port": {"number": 81, "protocol": "HTTP"}, "bind": "unix:///tmp/s", "hosts": ["./*"]},
+                {"port": {"number": 0, "protocol": "HTTP"}, "bind": "unix:///tmp/s", "captureMode": "IPTABLES", "hosts": ["./*"]},
+                {"port": {"number": 0, "protocol": "HTTP"}, "bind": "127.0.0.1", "hosts": ["./*"]},
+                {"port": {"number": 82, "protocol": "HTTP"}, "bind": "127.0.0.1", "hosts": ["./*"]},
+                {"port": {"number": 82, "protocol": "HTTP"}, "bind": "127.0.0.1", "hosts": ["./*"]}
+            ],
+            "inboundConnectionPool": {"tcp": {"maxConnections": -1}}
+        }));
+        let at = |path: &str| {
+            errors
+                .iter()
+                .filter(|(p, _)| p == path)
+                .map(|(_, m)| m.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            at("spec.ingress[0].defaultEndpoint")[0].contains("127.0.0.1:<port>"),
+            "{errors:?}"
+        );
+        assert!(
+            at("spec.ingress[1].defaultEndpoint")[0].contains("not a number"),
+            "{errors:?}"
+        );
+        assert_eq!(
+            at("spec.egress[0].port.targetPort"),
+            ["targetPort has no impact on Sidecars"]
+        );
+        assert!(
+            at("spec.egress[1].bind")[0].contains("not a valid IP address"),
+            "{errors:?}"
+        );
+        assert!(
+            at("spec.egress[2].captureMode")[0].contains("DEFAULT/NONE"),
+            "{errors:?}"
+        );
+        assert!(
+            at("spec.egress[3].bind")[0].contains("unix domain socket"),
+            "{errors:?}"
+        );
+        assert_eq!(at("spec.egress[4].port"), Vec::<&str>::new());
+        assert!(
+            at("spec.egress[5].port")[0].contains("must be unique"),
+            "{errors:?}"
+        );
+        assert_eq!(
+            at("spec.inboundConnectionPool.tcp.maxConnections"),
+            ["max connections must be non-negative"]
+        );
     }
 
     #[test]
