@@ -191,20 +191,25 @@ struct NameList {
     encoded: Bytes,
 }
 
-/// The distinct values clients hold (few: one per distinct subscription),
-/// shared while any client holds them.
-type Interned<T> = std::sync::Mutex<Vec<std::sync::Weak<T>>>;
+/// The distinct values clients hold (one per distinct subscription: a few
+/// per namespace), shared while any client holds them, found by a hash of
+/// their content: 10,000 clients over 500 namespaces each looking through
+/// every held list would make the lookup the clients' largest cost.
+type Interned<T> = std::sync::Mutex<BTreeMap<u64, Vec<std::sync::Weak<T>>>>;
 
-/// The held value `same` as `key`, or a new one `make` builds from it.
+/// The held value `same` as `key` (whose content hashes to `hash`), or a
+/// new one `make` builds from it.
 fn intern<T, K>(
     table: &Interned<T>,
+    hash: u64,
     key: K,
     same: impl Fn(&T, &K) -> bool,
     make: impl FnOnce(K) -> T,
 ) -> Arc<T> {
     let mut held = table.lock().unwrap();
-    held.retain(|value| value.strong_count() > 0);
-    if let Some(found) = held
+    let bucket = held.entry(hash).or_default();
+    bucket.retain(|value| value.strong_count() > 0);
+    if let Some(found) = bucket
         .iter()
         .filter_map(std::sync::Weak::upgrade)
         .find(|v| same(v, &key))
@@ -212,11 +217,17 @@ fn intern<T, K>(
         return found;
     }
     let value = Arc::new(make(key));
-    held.push(Arc::downgrade(&value));
+    bucket.push(Arc::downgrade(&value));
     value
 }
 
-static NAME_LISTS: Interned<NameList> = std::sync::Mutex::new(Vec::new());
+/// A hash of `value` (the same in every client of the process).
+fn content_hash(value: &impl std::hash::Hash) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(value)
+}
+
+static NAME_LISTS: Interned<NameList> = std::sync::Mutex::new(BTreeMap::new());
 
 /// `names` as repeated string field `tag`.
 fn encode_names<'a>(tag: u32, names: impl Iterator<Item = &'a str>) -> Bytes {
@@ -236,6 +247,7 @@ fn name_list<'a>(names: impl Iterator<Item = &'a str>) -> Arc<NameList> {
     names.dedup();
     intern(
         &NAME_LISTS,
+        content_hash(&names),
         names,
         |list, names| {
             list.names.len() == names.len() && list.names.iter().map(String::as_str).eq(names.iter().copied())
@@ -282,11 +294,12 @@ struct ClusterSet {
     eds: Arc<NameList>,
 }
 
-static CLUSTER_SETS: Interned<ClusterSet> = std::sync::Mutex::new(Vec::new());
+static CLUSTER_SETS: Interned<ClusterSet> = std::sync::Mutex::new(BTreeMap::new());
 
 fn cluster_set(clusters: BTreeMap<String, bool>) -> Arc<ClusterSet> {
     intern(
         &CLUSTER_SETS,
+        content_hash(&clusters),
         clusters,
         |set, clusters| set.clusters == *clusters,
         |clusters| ClusterSet {
@@ -987,6 +1000,24 @@ pub fn cpu_time() -> Duration {
     let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
     // State is the 3rd field overall, index 0 here; utime is index 11.
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+/// How long this process's threads have waited for a CPU while runnable
+/// (the run queue's delay, `/proc/self/task/*/schedstat`; threads gone
+/// since are not counted). Far more than the CPU time used means other
+/// work on the machine took the cores: the figures then measure the
+/// scheduler (under autogroup scheduling, `nice` alone does not help
+/// against another session's builds).
+pub fn cpu_wait() -> Duration {
+    let tasks = std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten();
+    let nanos: u64 = tasks
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(nanos)
 }
 
 pub fn rss_mb() -> f64 {

@@ -32,7 +32,7 @@ use pilot_model::{ConfigKey, ConfigStore, DynConfig, Labels, Port, Protocol, Ser
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 
-use crate::ads_clients::{Clients, now_micros, percentile, rss_mb};
+use crate::ads_clients::{Clients, cpu_wait, now_micros, percentile, rss_mb};
 
 /// The host imported by 1% of the proxies.
 const NARROW: usize = 0;
@@ -301,6 +301,7 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_before = rss_mb();
     let cpu = crate::cpu_time();
+    let waited = cpu_wait();
     let started = Instant::now();
     let start_us = now_micros();
     let mut child = Clients::start(clients, running.port, layout.namespaces, false);
@@ -322,6 +323,7 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
     progress.abort();
     let storm = started.elapsed();
     let storm_cpu = crate::cpu_time().saturating_sub(cpu);
+    let storm_wait = cpu_wait().saturating_sub(waited);
     let storm_load = load();
     let clients_cpu = tokio::task::block_in_place(|| child.cpu());
     let scoped_bytes = tokio::task::block_in_place(|| child.received());
@@ -357,7 +359,9 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
     running.shut().await;
 
     // 6. The floor for the storm's bytes.
+    let waited = cpu_wait();
     let floor = crate::floor::run(clients, scoped_bytes as usize, crate::cpu_time).await;
+    let floor_wait = cpu_wait().saturating_sub(waited);
     let floor_load = load();
 
     let share = |set: &[usize]| 100.0 * set.len() as f64 / clients as f64;
@@ -399,13 +403,15 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
         100.0 * scoped_bytes as f64 / unscoped_bytes,
     );
     println!(
-        "| connect storm, all synced (p50 / p99 / max ACK {}); server CPU {:.1} s, clients' CPU {:.1} s | {:.1} s | loopback floor {:.2} s (server CPU {:.2} s, clients' {:.2} s; load {floor_load}) | {:.2}x | within 2x | {storm_load} |",
+        "| connect storm, all synced (p50 / p99 / max ACK {}); server CPU {:.1} s (waited for a CPU {:.1} s), clients' CPU {:.1} s | {:.1} s | loopback floor {:.2} s (server CPU {:.2} s, waited {:.2} s; clients' {:.2} s; load {floor_load}) | {:.2}x | within 2x | {storm_load} |",
         p(&initial),
         ms(storm_cpu) / 1e3,
+        storm_wait.as_secs_f64(),
         clients_cpu.as_secs_f64(),
         storm.as_secs_f64(),
         floor.wall.as_secs_f64(),
         floor.server_cpu.as_secs_f64(),
+        floor_wait.as_secs_f64(),
         floor.clients_cpu.as_secs_f64(),
         storm.as_secs_f64() / floor.wall.as_secs_f64(),
     );
