@@ -21,6 +21,12 @@
 //! Sidecar and the services are the same, a scope holding no touched host
 //! is the previous push's. A push then computes only the scopes of what
 //! it touched, not one per namespace of the mesh.
+//!
+//! When every proxy's class is the previous push's ([`steady`]: the batch
+//! is said host by host, the registry state, the Sidecars and the
+//! visibility are the same), a stream holding a kept class's configuration
+//! does nothing for the push but record it: it works out no class and
+//! compares no digest (`GeneratedCache::holds`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
