@@ -77,6 +77,17 @@ pub(crate) struct GeneratedCache {
     /// The proxies' scopes, and the scoped classes kept from the previous
     /// push.
     pub(crate) scopes: Scopes,
+    /// Every proxy's class is the previous push's ([`Changes::steady`]).
+    steady: bool,
+}
+
+/// The class a stream's configuration was generated for, with the shared
+/// part it was given: at the next push, [`GeneratedCache::holds`] tells
+/// whether that push keeps it.
+#[derive(Clone)]
+pub(crate) struct Held {
+    class: ProxyClass,
+    shared: Arc<Generated>,
 }
 
 impl GeneratedCache {
@@ -128,9 +139,16 @@ impl GeneratedCache {
             }
             _ => Scopes::default(),
         };
+        // The kept classes are this push's at once: a stream holding one
+        // finds it without working out its class (`GeneratedCache::holds`).
+        let by_class = scopes
+            .kept_classes()
+            .map(|(class, generated)| (class.clone(), Arc::new(OnceCell::new_with(Some(generated)))))
+            .collect();
         GeneratedCache {
             scopes,
-            by_class: Default::default(),
+            by_class: Mutex::new(by_class),
+            steady: incremental && changes.steady,
             namespaces: OnceLock::new(),
             routes_by_class: Default::default(),
             cds: Default::default(),
@@ -146,6 +164,22 @@ impl GeneratedCache {
             assignments_built: AtomicUsize::new(0),
             routes_assembled: AtomicUsize::new(0),
         }
+    }
+
+    /// Whether this push keeps the configuration `held` (of the previous
+    /// push or one before it) for the proxies of its class: every class is
+    /// the previous push's and this one is kept as it was (its scope holds
+    /// no touched host). Then a stream holding it has nothing to send and
+    /// need not work out its class again.
+    pub(crate) fn holds(&self, held: &Held) -> bool {
+        self.steady
+            && self
+                .by_class
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&held.class)
+                .and_then(|cell| cell.get())
+                .is_some_and(|generated| Arc::ptr_eq(generated, &held.shared))
     }
 
     /// The configuration of `proxy`'s class, generating it if no proxy of
@@ -235,7 +269,11 @@ impl GeneratedCache {
             .clone();
         let inbound = generate_scoped_inbound(proxy, &own, mesh, scope.as_deref());
         let own = (inbound != Resources::default()).then(|| Arc::new(Generated::encode(&inbound)));
-        ProxyConfig { shared, own }
+        let held = class.scope.is_some().then(|| Held {
+            class,
+            shared: Arc::clone(&shared),
+        });
+        ProxyConfig { shared, own, held }
     }
 
     /// Envoy's outbound clusters, built once per push for each capture mode
@@ -434,6 +472,9 @@ pub(crate) struct Changes {
     /// The hosts the batch touched (`scopes.rs`), `None` when unknown:
     /// scoped classes holding none of them keep their configuration.
     pub(crate) touched: Option<std::collections::BTreeSet<String>>,
+    /// Every proxy's class is the previous push's (`scopes::steady`):
+    /// a stream holding a kept class's configuration has nothing to do.
+    pub(crate) steady: bool,
     /// The registry's services are the previous push's: with `touched`,
     /// the scopes holding no touched host are kept (`scopes.rs`).
     pub(crate) same_services: bool,

@@ -40,6 +40,6 @@ pub(crate) use inputs::{Inputs, LeftOut, ObjectVersion, PushObjects};
 pub(crate) use name_sets::NameSets;
 pub(crate) use proxy_config::ProxyConfig;
 pub(crate) use scopes::{proxy_namespace, workload_labels};
-pub(crate) use snapshot::MeshSnapshot;
+pub(crate) use snapshot::{MeshSnapshot, kept};
 pub use snapshot::{PUSHED_KINDS, PushInfo};
 pub use subscription::PushSubscription;

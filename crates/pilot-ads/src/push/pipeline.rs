@@ -216,6 +216,9 @@ fn publish(
     changes.touched = previous
         .as_ref()
         .and_then(|p| super::scopes::touched_hosts((&p.mesh, &p.registry), (&mesh, &frozen)));
+    changes.steady = previous.as_ref().is_some_and(|p| {
+        super::scopes::steady((&p.mesh, &p.registry), (&mesh, &frozen), changes.touched.as_ref())
+    });
     changes.same_services = previous
         .as_ref()
         .is_some_and(|p| super::scopes::same_services(&p.registry, &frozen));

@@ -19,6 +19,10 @@ use super::encoded_type::{EncodedType, Selection};
 pub(crate) struct ProxyConfig {
     pub(crate) shared: Arc<Generated>,
     pub(crate) own: Option<Arc<Generated>>,
+    /// The scoped class it was generated for, to tell at the next push
+    /// whether it is kept (`None`: unscoped, or without the objects the
+    /// proxy rejected).
+    pub(crate) held: Option<super::generation_cache::Held>,
 }
 
 impl ProxyConfig {

@@ -21,6 +21,12 @@
 //! Sidecar and the services are the same, a scope holding no touched host
 //! is the previous push's. A push then computes only the scopes of what
 //! it touched, not one per namespace of the mesh.
+//!
+//! When every proxy's class is the previous push's ([`steady`]: the batch
+//! is said host by host, the registry state, the Sidecars and the
+//! visibility are the same), a stream holding a kept class's configuration
+//! does nothing for the push but record it: it works out no class and
+//! compares no digest (`GeneratedCache::holds`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -199,6 +205,14 @@ impl Scopes {
         Some(Arc::clone(view))
     }
 
+    /// The previous push's scoped classes this push keeps, with their
+    /// configurations.
+    pub(crate) fn kept_classes(&self) -> impl Iterator<Item = (&ProxyClass, Arc<Generated>)> {
+        self.kept
+            .iter()
+            .map(|(class, generated)| (class, Arc::clone(generated)))
+    }
+
     /// The previous push's configuration of `class`, when this push keeps
     /// it.
     pub(crate) fn kept(&self, class: &ProxyClass) -> Option<Arc<Generated>> {
@@ -253,6 +267,11 @@ pub(crate) fn touched_hosts(
             touched = mesh_after.model().changed_hosts(mesh_before.model())?;
         }
     }
+    // One registry state (nothing changed in any registry): no service
+    // or instance list to compare.
+    if std::ptr::eq(registry_before, registry_after) {
+        return Some(touched);
+    }
     use pilot_model::ServiceDiscovery;
     let hosts: BTreeSet<String> = registry_before
         .services()
@@ -283,9 +302,37 @@ pub(crate) fn touched_hosts(
     Some(touched)
 }
 
+/// Whether every proxy's class at a push is the one it had at the push
+/// `before`: the batch is said host by host (`touched`), the registry
+/// state is the same (so are every proxy's own instances and every
+/// service), and so are the Sidecars and whether some rule is not
+/// exported everywhere (so every workload's Sidecar and view are).
+pub(crate) fn steady(
+    before: (&MeshConfig, &RegistrySnapshot),
+    after: (&MeshConfig, &RegistrySnapshot),
+    touched: Option<&BTreeSet<String>>,
+) -> bool {
+    let (mesh_before, registry_before) = before;
+    let (mesh_after, registry_after) = after;
+    let sidecars = |mesh: &MeshConfig| -> Vec<(pilot_model::ConfigKey, Option<String>)> {
+        mesh.configs()
+            .sidecars
+            .iter()
+            .map(|c| (c.key(), c.meta.resource_version.clone()))
+            .collect()
+    };
+    touched.is_some()
+        && std::ptr::eq(registry_before, registry_after)
+        && mesh_before.configs().restricts_visibility() == mesh_after.configs().restricts_visibility()
+        && (std::ptr::eq(mesh_before, mesh_after) || sidecars(mesh_before) == sidecars(mesh_after))
+}
+
 /// Whether two registry states hold the same services (hostnames, ports,
 /// `exportTo` and all): then every namespace sees the same hosts.
 pub(crate) fn same_services(before: &RegistrySnapshot, after: &RegistrySnapshot) -> bool {
+    if std::ptr::eq(before, after) {
+        return true;
+    }
     use pilot_model::ServiceDiscovery;
     let services = after.services();
     services.len() == before.services().len()

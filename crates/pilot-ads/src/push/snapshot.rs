@@ -107,6 +107,24 @@ impl MeshSnapshot {
     }
 }
 
+/// Whether `snapshot` keeps, for a stream, the configuration it holds
+/// (`held`, generated without the objects `left_out_before`), the stream
+/// now leaving out `left_out`: it leaves nothing out, then or now, and the
+/// push keeps the scoped class it holds as it was. Then the stream has
+/// nothing to send and does no more work for this push.
+pub(crate) fn kept(
+    snapshot: &MeshSnapshot,
+    held: Option<&ProxyConfig>,
+    left_out_before: &LeftOut,
+    left_out: &LeftOut,
+) -> bool {
+    left_out_before.is_empty()
+        && left_out.is_empty()
+        && held
+            .and_then(|config| config.held.as_ref())
+            .is_some_and(|held| snapshot.generated.holds(held))
+}
+
 impl std::fmt::Debug for MeshSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MeshSnapshot")

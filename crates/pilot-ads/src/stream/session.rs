@@ -303,13 +303,19 @@ impl Session {
     }
 
     /// Takes a new snapshot's configuration for the proxy (shared with the
-    /// other proxies of its class).
-    async fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) {
+    /// other proxies of its class); false when it is the one the stream
+    /// holds (`crate::push::kept`): nothing to send.
+    async fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) -> bool {
         let (left_out, withheld) = self.server.rejections.left_out(&self.node, &snapshot.objects);
         self.server.feedback.withheld(self.id, withheld);
+        if crate::push::kept(&snapshot, self.generated.as_ref(), &self.left_out, &left_out) {
+            self.snapshot = Some(snapshot);
+            return false;
+        }
         self.generated = Some(snapshot.config(&self.proxy, &left_out).await);
         self.left_out = left_out;
         self.snapshot = Some(snapshot);
+        true
     }
 
     /// Handles one request.
@@ -352,8 +358,14 @@ impl Session {
     async fn push<P: Protocol>(&mut self, layer: &mut P) -> Result<(), Gone> {
         let before = self.sent.each_ref().map(Sent::number);
         self.push_types(layer).await?;
-        // A type the push changed nothing of, on a proxy that ACKed all of
-        // it, holds what this push's inputs give.
+        self.settle(before);
+        self.release(layer).await
+    }
+
+    /// After a push: a type it changed nothing of (sent nothing since
+    /// `before`), on a proxy that ACKed all of it, holds what this push's
+    /// inputs give.
+    fn settle(&mut self, before: [u64; 4]) {
         for t in XdsType::ALL {
             let of_type = &mut self.inputs[t.index()];
             if self.sent[t.index()].number() == before[t.index()]
@@ -367,7 +379,6 @@ impl Session {
                 });
             }
         }
-        self.release(layer).await
     }
 
     /// [`Session::push`]'s responses, in push order.
@@ -526,8 +537,15 @@ pub(super) async fn drive<P: Protocol>(
                     let snapshot = snapshots.borrow_and_update().clone();
                     if let Some(snapshot) = snapshot {
                         let version = snapshot.version;
-                        Box::pin(session.refresh(snapshot)).await;
-                        if Box::pin(session.push(&mut layer)).await.is_err() {
+                        // A stream whose configuration the push keeps
+                        // has nothing to send.
+                        let pushed = if Box::pin(session.refresh(snapshot)).await {
+                            Box::pin(session.push(&mut layer)).await
+                        } else {
+                            session.settle(session.sent.each_ref().map(Sent::number));
+                            Ok(())
+                        };
+                        if pushed.is_err() {
                             break EndReason::ResponseDropped;
                         }
                         server.feedback.taken(id, version);
