@@ -13,38 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use pilot_ads::{XdsOptions, XdsServer};
-use pilot_model::{AggregateDiscovery, ConfigStore, default_registry, document};
-use pilot_store::{Controller, service_entry_registry};
-use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use support::envoy::{eventually, free_port, spread_to, start_envoy, upstream};
-
-/// A server over a memory store whose registry is the store's service
-/// entries, with an Envoy fed by it (no capture: its listeners bind
-/// 127.0.0.1 at the service ports); `objects` applied.
-async fn mesh(objects: &str) -> (MemoryConfigStore, XdsServer, pilot_test_support::Envoy) {
-    let store = MemoryConfigStore::new(default_registry());
-    for object in document::parse("objects.yaml", objects, &default_registry()).unwrap() {
-        store.create(object).await.unwrap();
-    }
-    let controller = Arc::new(Controller::new(Arc::new(store.clone())));
-    controller.run();
-    let registry = AggregateDiscovery::new(vec![
-        Arc::new(MemoryServiceRegistry::new()),
-        Arc::new(service_entry_registry(&controller)),
-    ]);
-    let server = XdsServer::new(controller, Arc::new(registry), XdsOptions::default());
-    let xds_port = free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], xds_port).into(), std::future::pending())
-            .await
-            .unwrap();
-    });
-    let envoy = start_envoy(xds_port, false);
-    (store, server, envoy)
-}
+use support::envoy::{eventually, free_port, spread_to, upstream};
+use support::mesh::Mesh;
 
 /// A TCP server that reads what a connection sends first (the client's
 /// hello), answers `name` and closes it (having read what came, so the
@@ -137,7 +107,7 @@ async fn tls_entries_on_one_port_are_told_apart_by_sni() {
         entry("first", "first.external.test", first),
         entry("second", "second.external.test", second)
     );
-    let _mesh = mesh(&objects).await;
+    let _mesh = Mesh::with(&objects).await;
     tokio::task::spawn_blocking(move || {
         eventually("the first host answers", || {
             tls_spread(port, "first.external.test", 1).contains_key("first")
@@ -182,7 +152,7 @@ async fn http_entries_on_one_port_are_told_apart_by_host() {
         entry("first", "first.external.test", first),
         entry("second", "second.external.test", second)
     );
-    let _mesh = mesh(&objects).await;
+    let _mesh = Mesh::with(&objects).await;
     tokio::task::spawn_blocking(move || {
         eventually("both hosts answer", || {
             spread_to(port, "first.external.test", 1, &[]).contains_key("first")
