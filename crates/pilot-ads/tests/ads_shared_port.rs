@@ -93,21 +93,24 @@ fn tls_spread(port: u16, server_name: &str, n: usize) -> BTreeMap<String, usize>
     counts
 }
 
+/// Two ServiceEntries without addresses on one `port` of `protocol`:
+/// `first.external.test` resolved (`DNS`, `localhost`) to the upstream on
+/// `first`, `second.external.test` to the one on `second`.
+fn two_entries(port: u16, protocol: &str, first: u16, second: u16) -> String {
+    let name = protocol.to_lowercase();
+    let entry = |host: &str, upstream: u16| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {host}, namespace: default}}\nspec:\n  hosts: [{host}.external.test]\n  location: MESH_EXTERNAL\n  ports: [{{number: {port}, name: {name}, protocol: {protocol}}}]\n  resolution: DNS\n  endpoints: [{{address: localhost, ports: {{{name}: {upstream}}}}}]\n"
+        )
+    };
+    format!("{}---\n{}", entry("first", first), entry("second", second))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_entries_on_one_port_are_told_apart_by_sni() {
     let (first, second) = (tcp_upstream("first"), tcp_upstream("second"));
     let port = free_port();
-    let entry = |name: &str, host: &str, upstream: u16| {
-        format!(
-            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  hosts: [{host}]\n  location: MESH_EXTERNAL\n  ports: [{{number: {port}, name: tls, protocol: TLS}}]\n  resolution: DNS\n  endpoints: [{{address: localhost, ports: {{tls: {upstream}}}}}]\n"
-        )
-    };
-    let objects = format!(
-        "{}---\n{}",
-        entry("first", "first.external.test", first),
-        entry("second", "second.external.test", second)
-    );
-    let _mesh = Mesh::with(&objects).await;
+    let _mesh = Mesh::with(&two_entries(port, "TLS", first, second)).await;
     tokio::task::spawn_blocking(move || {
         eventually("the first host answers", || {
             tls_spread(port, "first.external.test", 1).contains_key("first")
@@ -142,17 +145,7 @@ async fn http_entries_on_one_port_are_told_apart_by_host() {
         upstream("second", Arc::new(AtomicU64::new(0))),
     );
     let port = free_port();
-    let entry = |name: &str, host: &str, upstream: u16| {
-        format!(
-            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  hosts: [{host}]\n  location: MESH_EXTERNAL\n  ports: [{{number: {port}, name: http, protocol: HTTP}}]\n  resolution: DNS\n  endpoints: [{{address: localhost, ports: {{http: {upstream}}}}}]\n"
-        )
-    };
-    let objects = format!(
-        "{}---\n{}",
-        entry("first", "first.external.test", first),
-        entry("second", "second.external.test", second)
-    );
-    let _mesh = Mesh::with(&objects).await;
+    let _mesh = Mesh::with(&two_entries(port, "HTTP", first, second)).await;
     tokio::task::spawn_blocking(move || {
         eventually("both hosts answer", || {
             spread_to(port, "first.external.test", 1, &[]).contains_key("first")
