@@ -219,7 +219,7 @@ spec:
 /// polls the server's status, 30 s at most.
 async fn taken(server: &XdsServer, node: &str, pushed: u64) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !push_of(server, node).is_some_and(|p| p >= pushed) {
+    while push_of(server, node).is_none_or(|p| p < pushed) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "{node} did not take push {pushed}"
