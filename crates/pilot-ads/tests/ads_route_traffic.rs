@@ -14,50 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use pilot_ads::{XdsOptions, XdsServer};
-use pilot_model::{AggregateDiscovery, ConfigStore, default_registry, document};
-use pilot_store::{Controller, service_entry_registry};
-use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use support::envoy::{eventually, free_port, request_to, spread_to, start_envoy, upstream};
-
-/// A server over a memory store whose registry is the store's service
-/// entries, with an Envoy fed by it.
-struct Mesh {
-    store: MemoryConfigStore,
-    _server: XdsServer,
-    _envoy: pilot_test_support::Envoy,
-}
-
-async fn mesh() -> Mesh {
-    let store = MemoryConfigStore::new(default_registry());
-    let controller = Arc::new(Controller::new(Arc::new(store.clone())));
-    controller.run();
-    let registry = AggregateDiscovery::new(vec![
-        Arc::new(MemoryServiceRegistry::new()),
-        Arc::new(service_entry_registry(&controller)),
-    ]);
-    let server = XdsServer::new(controller, Arc::new(registry), XdsOptions::default());
-    let xds_port = free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], xds_port).into(), std::future::pending())
-            .await
-            .unwrap();
-    });
-    let envoy = start_envoy(xds_port, false);
-    Mesh {
-        store,
-        _server: server,
-        _envoy: envoy,
-    }
-}
-
-async fn apply(store: &MemoryConfigStore, text: &str) {
-    for object in document::parse("objects.yaml", text, &default_registry()).unwrap() {
-        store.create(object).await.unwrap();
-    }
-}
+use support::envoy::{eventually, free_port, request_to, spread_to, upstream};
+use support::mesh::Mesh;
 
 /// A `STATIC` ServiceEntry for `host` on `port` with an endpoint per
 /// upstream port.
@@ -148,7 +106,7 @@ async fn consistent_hash_holds_without_a_virtual_service() {
 /// consistent hash on the header (and a VirtualService routing the host if
 /// `routed`): each value lands on one endpoint, the values on several.
 async fn hash_keeps_a_header_value_on_one_endpoint(host: &'static str, routed: bool) {
-    let mesh = mesh().await;
+    let mesh = Mesh::start().await;
     let none = || Arc::new(AtomicU64::new(0));
     let upstreams = [
         upstream("a", none()),
@@ -164,8 +122,7 @@ async fn hash_keeps_a_header_value_on_one_endpoint(host: &'static str, routed: b
         String::new()
     };
     // The rules first: the host is never balanced otherwise.
-    apply(
-        &mesh.store,
+    mesh.apply(
         &format!(
             "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: hash, namespace: default}}\nspec:\n  host: {host}\n  trafficPolicy: {{loadBalancer: {{consistentHash: {{httpHeaderName: x-user}}}}}}\n---\n{virtual_service}{}",
             service_entry(host, port, &upstreams)
@@ -208,11 +165,10 @@ async fn hash_keeps_a_header_value_on_one_endpoint(host: &'static str, routed: b
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redirect_answers_301_with_its_location() {
-    let mesh = mesh().await;
+    let mesh = Mesh::start().await;
     let port = free_port();
     let target = upstream("target", Arc::new(AtomicU64::new(0)));
-    apply(
-        &mesh.store,
+    mesh.apply(
         &format!(
             "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: moved, namespace: default}}\nspec:\n  hosts: [moved.mesh.test]\n  http:\n  - match: [{{uri: {{prefix: /old}}}}]\n    redirect: {{uri: /new, authority: target.mesh.test, redirectCode: 301}}\n  - route: [{{destination: {{host: moved.mesh.test}}}}]\n---\n{}",
             service_entry("moved.mesh.test", port, &[target])
@@ -239,13 +195,12 @@ async fn a_redirect_answers_301_with_its_location() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mirror_receives_its_share_of_the_requests() {
-    let mesh = mesh().await;
+    let mesh = Mesh::start().await;
     let (primary_count, shadow_count) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let primary = counting_upstream("primary", Arc::clone(&primary_count));
     let shadow = counting_upstream("shadow", Arc::clone(&shadow_count));
     let (port, shadow_port) = (free_port(), free_port());
-    apply(
-        &mesh.store,
+    mesh.apply(
         &format!(
             "{}---\n{}---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: mirrored, namespace: default}}\nspec:\n  hosts: [mirrored.mesh.test]\n  http:\n  - route: [{{destination: {{host: mirrored.mesh.test}}}}]\n    mirror: {{host: shadow.mesh.test, port: {{number: {shadow_port}}}}}\n    mirrorPercentage: {{value: 50}}\n",
             service_entry("shadow.mesh.test", shadow_port, &[shadow]),

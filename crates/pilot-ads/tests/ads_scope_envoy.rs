@@ -14,27 +14,19 @@ mod support;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use pilot_ads::{XdsOptions, XdsServer};
-use pilot_model::{ConfigStore, Port, Protocol, Service, default_registry, document};
+use pilot_ads::XdsServer;
+use pilot_model::{Port, Protocol, Service, default_registry};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::Envoy;
 use serde_json::Value;
-use support::envoy::{eventually, free_port, instance, request_to, upstream};
+use support::envoy::{eventually, free_port, instance, request_to, start_envoy_as, upstream};
+use support::mesh::apply;
+use support::sotw::node_id;
 
 const A1: &str = "a1.a.svc.cluster.local";
 const B1: &str = "b1.b.svc.cluster.local";
 const C1: &str = "c1.c.svc.cluster.local";
-
-fn node_id(namespace: &str, ip: &str) -> String {
-    format!("sidecar~{ip}~client.{namespace}~{namespace}.svc.cluster.local")
-}
-
-async fn apply(store: &MemoryConfigStore, text: &str) {
-    for object in document::parse("objects.yaml", text, &default_registry()).unwrap() {
-        store.create(object).await.unwrap();
-    }
-}
 
 /// What the server last sent `node` of each type (CDS, EDS, LDS, RDS).
 fn sent_to(server: &XdsServer, node: &str) -> Vec<(&'static str, Option<String>)> {
@@ -88,6 +80,14 @@ fn versions(dump: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A DestinationRule `name` in `namespace` for the service `name` there,
+/// with one subset `v1` (`version: v1`).
+fn subset_rule(name: &str, namespace: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: {name}, namespace: {namespace}}}\nspec:\n  host: {name}.{namespace}.svc.cluster.local\n  subsets: [{{name: v1, labels: {{version: v1}}}}]\n"
+    )
+}
+
 /// Blocks the runtime's thread pool no longer than a check takes.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.unwrap()
@@ -130,20 +130,9 @@ spec:
 "#,
     )
     .await;
-    let server = XdsServer::new(controller, Arc::new(registry), XdsOptions::default());
-    let xds_port = free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], xds_port).into(), std::future::pending())
-            .await
-            .unwrap();
-    });
+    let (server, xds_port) = support::server::serve(controller, Arc::new(registry));
     let (node_a, node_b) = (node_id("a", "10.99.0.1"), node_id("b", "10.99.0.2"));
-    let start = |node: &str| {
-        Envoy::ads(node, &[("INTERCEPTION_MODE", "NONE")], xds_port, false)
-            .expect("envoy starts (scripts/install-deps installs it)")
-    };
+    let start = |node: &str| start_envoy_as(node, xds_port, false);
     let (envoy_a, envoy_b) = (Arc::new(start(&node_a)), Arc::new(start(&node_b)));
 
     // In scope: each Envoy routes its own namespace's host.
@@ -193,28 +182,11 @@ spec:
     );
     let before_b = (sent_to(&server, &node_b), updates(&envoy_b));
     let version = server.version().expect("a push happened");
-    apply(
-        &store,
-        r#"
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: c1, namespace: c}
-spec:
-  host: c1.c.svc.cluster.local
-  subsets: [{name: v1, labels: {version: v1}}]
-"#,
-    )
-    .await;
+    apply(&store, &subset_rule("c1", "c")).await;
     server.wait_version(version + 1).await;
     let pushed = server.version().unwrap();
-    let taken = |node: String| {
-        let server = server.clone();
-        async move {
-            eventually_async(|| push_of(&server, &node).is_some_and(|p| p >= pushed)).await;
-        }
-    };
-    taken(node_a.clone()).await;
-    taken(node_b.clone()).await;
+    taken(&server, &node_a, pushed).await;
+    taken(&server, &node_b, pushed).await;
     assert_eq!(
         sent_to(&server, &node_b),
         before_b.0,
@@ -222,18 +194,7 @@ spec:
     );
     assert_eq!(updates(&envoy_b), before_b.1, "c1's rule is out of b's scope");
 
-    apply(
-        &store,
-        r#"
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: b1, namespace: b}
-spec:
-  host: b1.b.svc.cluster.local
-  subsets: [{name: v1, labels: {version: v1}}]
-"#,
-    )
-    .await;
+    apply(&store, &subset_rule("b1", "b")).await;
     let subset = format!("outbound|{b_port}|version=v1|{B1}");
     let b = Arc::clone(&envoy_b);
     blocking(move || {
@@ -242,10 +203,7 @@ spec:
         })
     })
     .await;
-    let pushed = server.version().unwrap();
-    let server_a = server.clone();
-    let node = node_a.clone();
-    eventually_async(move || push_of(&server_a, &node).is_some_and(|p| p >= pushed)).await;
+    taken(&server, &node_a, server.version().unwrap()).await;
     // The server sent b new clusters and a nothing...
     assert_ne!(sent_to(&server, &node_b), before_b.0);
     assert_eq!(sent_to(&server, &node_a), before_a.0, "a was sent nothing");
@@ -257,11 +215,15 @@ spec:
     assert_eq!(reached, (200, "a1".into()));
 }
 
-/// Polls `check` (cheap, non-blocking) until it holds; 30 s at most.
-async fn eventually_async(mut check: impl FnMut() -> bool) {
+/// Waits until `node`'s stream has taken push `pushed` (or a later one):
+/// polls the server's status, 30 s at most.
+async fn taken(server: &XdsServer, node: &str, pushed: u64) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !check() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out");
+    while push_of(server, node).is_none_or(|p| p < pushed) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{node} did not take push {pushed}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }

@@ -9,41 +9,9 @@ mod support;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use pilot_ads::XdsServer;
-use pilot_model::{AggregateDiscovery, ConfigKey, ConfigStore, default_registry, document};
-use pilot_store::{Controller, service_entry_registry};
-use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use support::envoy::{eventually, free_port, serve_envoy, spread_to, upstream};
-
-/// A server over a memory store, whose registry is an empty platform
-/// registry and the store's service entries; with an Envoy fed by it.
-struct Mesh {
-    store: MemoryConfigStore,
-    _server: XdsServer,
-    _envoy: pilot_test_support::Envoy,
-}
-
-async fn mesh() -> Mesh {
-    let store = MemoryConfigStore::new(default_registry());
-    let controller = Arc::new(Controller::new(Arc::new(store.clone())));
-    controller.run();
-    let registry = AggregateDiscovery::new(vec![
-        Arc::new(MemoryServiceRegistry::new()),
-        Arc::new(service_entry_registry(&controller)),
-    ]);
-    let (server, envoy) = serve_envoy(controller, Arc::new(registry), false);
-    Mesh {
-        store,
-        _server: server,
-        _envoy: envoy,
-    }
-}
-
-async fn apply(store: &MemoryConfigStore, text: &str) {
-    for object in document::parse("objects.yaml", text, &default_registry()).unwrap() {
-        store.create(object).await.unwrap();
-    }
-}
+use pilot_model::{ConfigKey, ConfigStore};
+use support::envoy::{eventually, free_port, spread_to, upstream};
+use support::mesh::Mesh;
 
 /// A ServiceEntry `name` in `default` for `host`, with one port `port`
 /// of `protocol` (named after it), resolved by `resolution`; `rest` is the
@@ -74,7 +42,7 @@ async fn all_reach(port: u16, host: &'static str, body: &'static str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn external_hosts_static_and_dns_through_the_outbound_listener() {
-    let mesh = mesh().await;
+    let mesh = Mesh::start().await;
     let static_upstream = upstream("static", Arc::new(AtomicU64::new(0)));
     let dns_upstream = upstream("dns", Arc::new(AtomicU64::new(0)));
     let (static_port, dns_port) = (free_port(), free_port());
@@ -96,7 +64,7 @@ async fn external_hosts_static_and_dns_through_the_outbound_listener() {
         "DNS",
         &format!("  endpoints: [{{address: localhost, ports: {{http: {dns_upstream}}}}}]\n"),
     );
-    apply(&mesh.store, &format!("{api}---\n{named}")).await;
+    mesh.apply(&format!("{api}---\n{named}")).await;
     all_reach(static_port, "api.external.test", "static").await;
     all_reach(dns_port, "named.external.test", "dns").await;
     // Deleting an entry takes its host away from the proxy.
@@ -112,7 +80,7 @@ async fn external_hosts_static_and_dns_through_the_outbound_listener() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_selected_workload_entry_receives_traffic() {
-    let mesh = mesh().await;
+    let mesh = Mesh::start().await;
     let (vm1, vm2) = (
         upstream("vm-1", Arc::new(AtomicU64::new(0))),
         upstream("vm-2", Arc::new(AtomicU64::new(0))),
@@ -131,11 +99,11 @@ async fn a_selected_workload_entry_receives_traffic() {
         "STATIC",
         "  location: MESH_INTERNAL\n  workloadSelector: {labels: {app: vm}}\n",
     );
-    apply(&mesh.store, &format!("{vm}---\n{}", workload("vm-1", vm1))).await;
+    mesh.apply(&format!("{vm}---\n{}", workload("vm-1", vm1))).await;
     all_reach(port, "vm.mesh.test", "vm-1").await;
     // A second WorkloadEntry joins; the first leaves: each write reaches
     // the proxy.
-    apply(&mesh.store, &workload("vm-2", vm2)).await;
+    mesh.apply(&workload("vm-2", vm2)).await;
     until("both workloads answer".into(), move || {
         spread_to(port, "vm.mesh.test", 30, &[]).len() == 2
     })
@@ -181,7 +149,7 @@ fn tcp_spread(port: u16, n: usize) -> std::collections::BTreeMap<String, usize> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tcp_route_splits_connections_by_weight() {
-    let mesh = mesh().await;
+    let mesh = Mesh::start().await;
     let (v1, v2) = (tcp_upstream("v1"), tcp_upstream("v2"));
     let port = free_port();
     let echo = service_entry(
@@ -194,10 +162,8 @@ async fn a_tcp_route_splits_connections_by_weight() {
             "  location: MESH_INTERNAL\n  endpoints:\n  - {{address: 127.0.0.1, ports: {{tcp: {v1}}}, labels: {{version: v1}}}}\n  - {{address: 127.0.0.1, ports: {{tcp: {v2}}}, labels: {{version: v2}}}}\n"
         ),
     );
-    apply(
-        &mesh.store,
-        &format!(
-            r#"{echo}---
+    mesh.apply(&format!(
+        r#"{echo}---
 apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {{name: echo, namespace: default}}
@@ -213,8 +179,7 @@ spec:
   tcp:
   - route: [{{destination: {{host: echo.mesh.test, subset: v1}}}}]
 "#
-        ),
-    )
+    ))
     .await;
     until("every connection reaches v1".into(), move || {
         tcp_spread(port, 10).keys().eq(["v1"])

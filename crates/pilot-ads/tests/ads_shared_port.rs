@@ -13,38 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use pilot_ads::{XdsOptions, XdsServer};
-use pilot_model::{AggregateDiscovery, ConfigStore, default_registry, document};
-use pilot_store::{Controller, service_entry_registry};
-use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use support::envoy::{eventually, free_port, spread_to, start_envoy, upstream};
-
-/// A server over a memory store whose registry is the store's service
-/// entries, with an Envoy fed by it (no capture: its listeners bind
-/// 127.0.0.1 at the service ports); `objects` applied.
-async fn mesh(objects: &str) -> (MemoryConfigStore, XdsServer, pilot_test_support::Envoy) {
-    let store = MemoryConfigStore::new(default_registry());
-    for object in document::parse("objects.yaml", objects, &default_registry()).unwrap() {
-        store.create(object).await.unwrap();
-    }
-    let controller = Arc::new(Controller::new(Arc::new(store.clone())));
-    controller.run();
-    let registry = AggregateDiscovery::new(vec![
-        Arc::new(MemoryServiceRegistry::new()),
-        Arc::new(service_entry_registry(&controller)),
-    ]);
-    let server = XdsServer::new(controller, Arc::new(registry), XdsOptions::default());
-    let xds_port = free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], xds_port).into(), std::future::pending())
-            .await
-            .unwrap();
-    });
-    let envoy = start_envoy(xds_port, false);
-    (store, server, envoy)
-}
+use support::envoy::{eventually, free_port, spread_to, upstream};
+use support::mesh::Mesh;
 
 /// A TCP server that reads what a connection sends first (the client's
 /// hello), answers `name` and closes it (having read what came, so the
@@ -123,21 +93,24 @@ fn tls_spread(port: u16, server_name: &str, n: usize) -> BTreeMap<String, usize>
     counts
 }
 
+/// Two ServiceEntries without addresses on one `port` of `protocol`:
+/// `first.external.test` resolved (`DNS`, `localhost`) to the upstream on
+/// `first`, `second.external.test` to the one on `second`.
+fn two_entries(port: u16, protocol: &str, first: u16, second: u16) -> String {
+    let name = protocol.to_lowercase();
+    let entry = |host: &str, upstream: u16| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {host}, namespace: default}}\nspec:\n  hosts: [{host}.external.test]\n  location: MESH_EXTERNAL\n  ports: [{{number: {port}, name: {name}, protocol: {protocol}}}]\n  resolution: DNS\n  endpoints: [{{address: localhost, ports: {{{name}: {upstream}}}}}]\n"
+        )
+    };
+    format!("{}---\n{}", entry("first", first), entry("second", second))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_entries_on_one_port_are_told_apart_by_sni() {
     let (first, second) = (tcp_upstream("first"), tcp_upstream("second"));
     let port = free_port();
-    let entry = |name: &str, host: &str, upstream: u16| {
-        format!(
-            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  hosts: [{host}]\n  location: MESH_EXTERNAL\n  ports: [{{number: {port}, name: tls, protocol: TLS}}]\n  resolution: DNS\n  endpoints: [{{address: localhost, ports: {{tls: {upstream}}}}}]\n"
-        )
-    };
-    let objects = format!(
-        "{}---\n{}",
-        entry("first", "first.external.test", first),
-        entry("second", "second.external.test", second)
-    );
-    let _mesh = mesh(&objects).await;
+    let _mesh = Mesh::with(&two_entries(port, "TLS", first, second)).await;
     tokio::task::spawn_blocking(move || {
         eventually("the first host answers", || {
             tls_spread(port, "first.external.test", 1).contains_key("first")
@@ -172,17 +145,7 @@ async fn http_entries_on_one_port_are_told_apart_by_host() {
         upstream("second", Arc::new(AtomicU64::new(0))),
     );
     let port = free_port();
-    let entry = |name: &str, host: &str, upstream: u16| {
-        format!(
-            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  hosts: [{host}]\n  location: MESH_EXTERNAL\n  ports: [{{number: {port}, name: http, protocol: HTTP}}]\n  resolution: DNS\n  endpoints: [{{address: localhost, ports: {{http: {upstream}}}}}]\n"
-        )
-    };
-    let objects = format!(
-        "{}---\n{}",
-        entry("first", "first.external.test", first),
-        entry("second", "second.external.test", second)
-    );
-    let _mesh = mesh(&objects).await;
+    let _mesh = Mesh::with(&two_entries(port, "HTTP", first, second)).await;
     tokio::task::spawn_blocking(move || {
         eventually("both hosts answer", || {
             spread_to(port, "first.external.test", 1, &[]).contains_key("first")

@@ -10,76 +10,19 @@ mod support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 
-use pilot_ads::{XdsOptions, XdsServer};
-use pilot_model::{AggregateDiscovery, ConfigKey, ConfigStore, default_registry, document};
-use pilot_store::{Controller, service_entry_registry};
-use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::{Pki, ProcessGuard, certs};
-use support::envoy::{eventually, free_port, request_to, start_envoy};
+use support::envoy::{eventually, free_port, request_to};
+use support::mesh::Mesh;
 
-/// A server over a memory store whose registry is the store's service
-/// entries, with an Envoy fed by it.
-struct Mesh {
-    store: MemoryConfigStore,
-    _server: XdsServer,
-    envoy: pilot_test_support::Envoy,
-}
-
-async fn mesh() -> Mesh {
-    let store = MemoryConfigStore::new(default_registry());
-    let controller = Arc::new(Controller::new(Arc::new(store.clone())));
-    controller.run();
-    let registry = AggregateDiscovery::new(vec![
-        Arc::new(MemoryServiceRegistry::new()),
-        Arc::new(service_entry_registry(&controller)),
-    ]);
-    let server = XdsServer::new(controller, Arc::new(registry), XdsOptions::default());
-    let xds_port = free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], xds_port).into(), std::future::pending())
-            .await
-            .unwrap();
-    });
-    let envoy = start_envoy(xds_port, false);
-    Mesh {
-        store,
-        _server: server,
-        envoy,
-    }
-}
-
-impl Mesh {
-    /// Creates the objects of `text`, or replaces the spec of those that
-    /// exist.
-    async fn put(&self, text: &str) {
-        for object in document::parse("objects.yaml", text, &default_registry()).unwrap() {
-            let key = ConfigKey::new(&object.meta.kind, &object.meta.namespace, &object.meta.name);
-            match self.store.get(&key).await.unwrap() {
-                Some(current) => {
-                    let mut next = (*current).clone();
-                    next.spec = object.spec.clone();
-                    self.store.update(next).await.unwrap();
-                }
-                None => {
-                    self.store.create(object).await.unwrap();
-                }
-            }
-        }
-    }
-
-    /// Envoy's counter `name` of the outbound cluster of `host` on `port`.
-    fn cluster_counter(&self, host: &str, port: u16, name: &str) -> u64 {
-        let stat = format!("cluster.outbound|{port}||{host}.{name}: ");
-        self.envoy
-            .admin(&format!("/stats?filter={name}"))
-            .lines()
-            .find_map(|line| line.strip_prefix(&stat)?.trim().parse().ok())
-            .unwrap_or(0)
-    }
+/// Envoy's counter `name` of the outbound cluster of `host` on `port`.
+fn cluster_counter(mesh: &Mesh, host: &str, port: u16, name: &str) -> u64 {
+    let stat = format!("cluster.outbound|{port}||{host}.{name}: ");
+    mesh.envoy
+        .admin(&format!("/stats?filter={name}"))
+        .lines()
+        .find_map(|line| line.strip_prefix(&stat)?.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// `openssl s_server -www` on a free loopback port with the certificate
@@ -149,7 +92,7 @@ async fn simple_verifies_the_server_and_mutual_presents_the_client_certificate()
     );
     let (simple_upstream, _simple) = tls_upstream(&server, None);
     let (mutual_upstream, _mutual) = tls_upstream(&server, Some(&ca.cert));
-    let mesh = mesh().await;
+    let mesh = Mesh::start().await;
     let (simple_port, mutual_port) = (free_port(), free_port());
     const SIMPLE: &str = "simple.tls.test";
     const MUTUAL: &str = "mutual.tls.test";
@@ -170,7 +113,7 @@ async fn simple_verifies_the_server_and_mutual_presents_the_client_certificate()
     .await;
 
     // A name the certificate does not carry: the handshake fails.
-    let failed_before = mesh.cluster_counter(SIMPLE, simple_port, "ssl.fail_verify_san");
+    let failed_before = cluster_counter(&mesh, SIMPLE, simple_port, "ssl.fail_verify_san");
     mesh.put(&destination_rule(
         SIMPLE,
         &format!("{{mode: SIMPLE, caCertificates: {ca_file}, subjectAltNames: [other.tls.test]}}"),
@@ -180,7 +123,7 @@ async fn simple_verifies_the_server_and_mutual_presents_the_client_certificate()
         status == 503
     })
     .await;
-    let failed = mesh.cluster_counter(SIMPLE, simple_port, "ssl.fail_verify_san");
+    let failed = cluster_counter(&mesh, SIMPLE, simple_port, "ssl.fail_verify_san");
     assert!(
         failed > failed_before,
         "Envoy counts the SAN failure ({failed_before} -> {failed})"

@@ -9,6 +9,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Command;
 
 use common::{Agent, Backend, Discovery, eventually, free_port};
@@ -30,9 +31,9 @@ fn a_router_serves_a_gateway_over_http_and_https() {
     let services = common::services_file(dir.path(), free_port(), backend.port);
     let discovery = Discovery::start(&["--services", services.to_str().unwrap()]);
     let (http_port, https_port) = (free_port(), free_port());
-    let config = dir.path().join("gateway.yaml");
-    std::fs::write(
-        &config,
+    let agent = router(
+        dir.path(),
+        &discovery,
         format!(
             r#"apiVersion: networking.istio.io/v1
 kind: Gateway
@@ -58,28 +59,8 @@ spec:
             cert = server.cert.display(),
             key = server.key.display(),
         ),
-    )
-    .unwrap();
-    let applied = pilot_test_support::pilotctl(
-        Some(&discovery.url),
-        &["apply", "-f", config.to_str().unwrap()],
-        &[],
-        None,
-    );
-    assert_eq!(applied.code, 0, "{}{}", applied.stdout, applied.stderr);
-
-    let agent = Agent::start(
-        "router",
-        &[
-            "--ip",
-            "10.0.0.40",
-            "--id",
-            "gateway-1.default",
-            "--label",
-            "istio=ingressgateway",
-            "--discovery-address",
-            &format!("127.0.0.1:{}", discovery.xds_port),
-        ],
+        "10.0.0.40",
+        "gateway-1.default",
     );
     let through = |host: &str| {
         pilot_test_support::http::request(
@@ -102,19 +83,8 @@ spec:
     );
     assert_eq!(through("other.example.com").0, 404, "{}", agent.log());
 
-    let https = || {
-        Command::new("curl")
-            .args(["-sS", "--max-time", "10", "--resolve"])
-            .arg(format!("secure.example.com:{https_port}:127.0.0.1"))
-            .arg("--cacert")
-            .arg(&ca.cert)
-            .arg(format!("https://secure.example.com:{https_port}/"))
-            .output()
-            .unwrap()
-    };
     eventually("the gateway terminating TLS for secure.example.com", || {
-        let out = https();
-        out.status.success() && out.stdout == b"ok"
+        curl_https("secure.example.com", https_port, &ca.cert, &[]) == (true, "ok".to_string())
     });
     // Plain HTTP on the TLS port is refused: TLS really is required.
     let plain = Command::new("curl")
@@ -123,6 +93,34 @@ spec:
         .output()
         .unwrap();
     assert_ne!(String::from_utf8_lossy(&plain.stdout), "200");
+}
+
+/// Applies `objects` (YAML) to `discovery` with pilotctl, then starts
+/// `pilot-agent proxy router` at `ip` with id `id`, labelled
+/// `istio=ingressgateway` (what the Gateways select), fed by `discovery`.
+fn router(dir: &Path, discovery: &Discovery, objects: String, ip: &str, id: &str) -> Agent {
+    let config = dir.join("gateway.yaml");
+    std::fs::write(&config, objects).unwrap();
+    let applied = pilot_test_support::pilotctl(
+        Some(&discovery.url),
+        &["apply", "-f", config.to_str().unwrap()],
+        &[],
+        None,
+    );
+    assert_eq!(applied.code, 0, "{}{}", applied.stdout, applied.stderr);
+    Agent::start(
+        "router",
+        &[
+            "--ip",
+            ip,
+            "--id",
+            id,
+            "--label",
+            "istio=ingressgateway",
+            "--discovery-address",
+            &format!("127.0.0.1:{}", discovery.xds_port),
+        ],
+    )
 }
 
 /// `openssl s_server -www` on a free loopback port with `pair`: a TLS
@@ -211,9 +209,9 @@ fn a_router_serves_tcp_tls_passthrough_and_mutual_servers() {
     let discovery = Discovery::start(&["--services", services.to_str().unwrap()]);
     let (tcp_port, passthrough_port, terminated_port, mutual_port) =
         (free_port(), free_port(), free_port(), free_port());
-    let config = dir.path().join("gateway.yaml");
-    std::fs::write(
-        &config,
+    let agent = router(
+        dir.path(),
+        &discovery,
         format!(
             r#"apiVersion: networking.istio.io/v1
 kind: Gateway
@@ -270,27 +268,8 @@ spec:
             key = gateway_cert.key.display(),
             ca = ca.cert.display(),
         ),
-    )
-    .unwrap();
-    let applied = pilot_test_support::pilotctl(
-        Some(&discovery.url),
-        &["apply", "-f", config.to_str().unwrap()],
-        &[],
-        None,
-    );
-    assert_eq!(applied.code, 0, "{}{}", applied.stdout, applied.stderr);
-    let agent = Agent::start(
-        "router",
-        &[
-            "--ip",
-            "10.0.0.41",
-            "--id",
-            "gateway-2.default",
-            "--label",
-            "istio=ingressgateway",
-            "--discovery-address",
-            &format!("127.0.0.1:{}", discovery.xds_port),
-        ],
+        "10.0.0.41",
+        "gateway-2.default",
     );
 
     // TCP: every connection goes to the backend, whatever its Host says

@@ -18,12 +18,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ads_clients::{Clients, now_micros, percentile};
-use pilot_ads::{XdsOptions, XdsServer};
+use pilot_ads::XdsOptions;
 use pilot_model::{ConfigKey, ConfigStore, istio};
 use pilot_store::Controller;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
 use pilot_store_memory::MemoryServiceRegistry;
 use pilot_test_support::EtcdServer;
+use serving::Serving;
 
 #[path = "../../pilot-ads/benches/common/ads_clients.rs"]
 mod ads_clients;
@@ -31,16 +32,15 @@ mod ads_clients;
 mod common;
 #[path = "../../pilot-ads/benches/common/mesh.rs"]
 mod mesh;
+#[path = "../../pilot-ads/benches/common/serving.rs"]
+mod serving;
 
 const SERVICES: usize = 1_000;
 
 /// One replica: its own etcd store, Controller and ADS server.
 struct Replica {
     store: EtcdConfigStore,
-    server: XdsServer,
-    port: u16,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
+    ads: Serving,
 }
 
 async fn replica(endpoint: &str, registry: &Arc<MemoryServiceRegistry>) -> Replica {
@@ -51,29 +51,13 @@ async fn replica(endpoint: &str, registry: &Arc<MemoryServiceRegistry>) -> Repli
     let controller = Arc::new(Controller::new(Arc::new(store.clone())));
     controller.run();
     controller.wait_synced().await;
-    let server = XdsServer::new(
+    let ads = Serving::start(
         controller,
         Arc::clone(registry) as Arc<dyn pilot_model::ServiceDiscovery>,
         XdsOptions::default(),
-    );
-    let port = pilot_test_support::free_port();
-    let serving = server.clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let _ = serving
-            .serve(([127, 0, 0, 1], port).into(), async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
-    server.wait_version(1).await;
-    Replica {
-        store,
-        server,
-        port,
-        stop,
-        task,
-    }
+    )
+    .await;
+    Replica { store, ads }
 }
 
 /// Per write: (p50, p99, max) of write → all ACKed.
@@ -83,8 +67,8 @@ type Writes = Vec<(Duration, Duration, Duration)>;
 /// `writer`'s store, each time waiting for every client to ACK.
 async fn measure(clients: usize, writer: &Replica, serving: &Replica, writes: usize, first: usize) -> Writes {
     let start = now_micros();
-    let version = serving.server.version().unwrap_or(1);
-    let mut child = Clients::start(clients, serving.port, 1, false);
+    let version = serving.ads.server.version().unwrap_or(1);
+    let mut child = Clients::start(clients, serving.ads.port, 1, false);
     tokio::task::block_in_place(|| child.wait_acked(version, start));
     let mut measured = Vec::new();
     for round in 0..writes {
@@ -92,7 +76,7 @@ async fn measure(clients: usize, writer: &Replica, serving: &Replica, writes: us
         let current = writer.store.get(&key).await.unwrap().unwrap();
         let mut next = mesh::service_split(1, [80, 20][(first + round) % 2]);
         next.meta.resource_version = current.meta.resource_version.clone();
-        let version = serving.server.version().unwrap() + 1;
+        let version = serving.ads.server.version().unwrap() + 1;
         let start = now_micros();
         writer.store.update(next).await.unwrap();
         let times = tokio::task::block_in_place(|| child.wait_acked(version, start));
@@ -118,8 +102,7 @@ async fn run(clients: usize, writes: usize) -> [Writes; 2] {
     let across = measure(clients, &a, &b, writes, 0).await;
     let single = measure(clients, &a, &a, writes, writes).await;
     for r in [a, b] {
-        let _ = r.stop.send(());
-        let _ = r.task.await;
+        r.ads.stop().await;
     }
     drop(etcd);
     [across, single]

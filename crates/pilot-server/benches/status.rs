@@ -25,11 +25,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ads_clients::{Clients, cpu_time, now_micros, percentile, rss_mb};
-use pilot_ads::{XdsOptions, XdsServer};
+use pilot_ads::XdsOptions;
 use pilot_model::{ConfigKey, ConfigStore, ConfigWatch, istio};
 use pilot_server::status_writer::{self, WriterCounts};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use serving::Serving;
 
 #[path = "../../pilot-ads/benches/common/ads_clients.rs"]
 mod ads_clients;
@@ -37,6 +38,8 @@ mod ads_clients;
 mod common;
 #[path = "../../pilot-ads/benches/common/mesh.rs"]
 mod mesh;
+#[path = "../../pilot-ads/benches/common/serving.rs"]
+mod serving;
 
 const SERVICES: usize = 1_000;
 
@@ -72,22 +75,13 @@ async fn run(clients: usize, status: bool, interval: Duration, writes: usize) ->
     let controller = Arc::new(Controller::new(Arc::new(store.clone())));
     controller.run();
     controller.wait_synced().await;
-    let server = XdsServer::new(
+    let serving = Serving::start(
         Arc::clone(&controller),
         Arc::new(registry) as Arc<dyn pilot_model::ServiceDiscovery>,
         XdsOptions::default(),
-    );
-    let port = pilot_test_support::free_port();
-    let serving = server.clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server_task = tokio::spawn(async move {
-        let _ = serving
-            .serve(([127, 0, 0, 1], port).into(), async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
-    server.wait_version(1).await;
+    )
+    .await;
+    let (server, port) = (serving.server.clone(), serving.port);
     let counts = Arc::new(WriterCounts::default());
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
     let writer = status.then(|| {
@@ -142,8 +136,7 @@ async fn run(clients: usize, status: bool, interval: Duration, writes: usize) ->
     if let Some(writer) = writer {
         let _ = writer.await;
     }
-    let _ = stop.send(());
-    let _ = server_task.await;
+    serving.stop().await;
     measured
 }
 

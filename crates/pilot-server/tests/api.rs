@@ -447,6 +447,14 @@ async fn the_openapi_document_matches_the_server() {
             assert!(paths.contains_key(&path), "{path} is served but not documented");
         }
     }
+    for path in [
+        "/debug/proxy-status",
+        "/debug/registryz",
+        "/debug/quarantine",
+        "/debug/certificates",
+    ] {
+        assert!(paths.contains_key(path), "{path} is served but not documented");
+    }
     let mut checked = 0;
     for (path, operations) in paths {
         let concrete = path

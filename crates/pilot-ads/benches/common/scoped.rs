@@ -27,10 +27,14 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pilot_ads::{XdsOptions, XdsServer};
+use pilot_ads::XdsOptions;
 use pilot_model::{ConfigKey, ConfigStore, DynConfig, Labels, Port, Protocol, Service};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use serving::Serving;
+
+#[path = "serving.rs"]
+mod serving;
 
 use crate::ads_clients::{Clients, cpu_wait, now_micros, percentile, rss_mb};
 
@@ -162,12 +166,9 @@ fn load() -> String {
 
 /// A server on the mesh, serving on a free loopback port.
 struct Running {
-    server: XdsServer,
+    serving: Serving,
     store: MemoryConfigStore,
     registry: Arc<MemoryServiceRegistry>,
-    port: u16,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
 }
 
 async fn start(layout: &Layout, scoped: bool) -> Running {
@@ -178,36 +179,22 @@ async fn start(layout: &Layout, scoped: bool) -> Running {
     controller.run();
     controller.wait_synced().await;
     let registry = Arc::new(registry);
-    let server = XdsServer::new(
+    let serving = Serving::start(
         controller,
         Arc::clone(&registry) as Arc<dyn pilot_model::ServiceDiscovery>,
         XdsOptions::default(),
-    );
-    let port = pilot_test_support::free_port();
-    let serving = server.clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let _ = serving
-            .serve(([127, 0, 0, 1], port).into(), async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
-    server.wait_version(1).await;
+    )
+    .await;
     Running {
-        server,
+        serving,
         store,
         registry,
-        port,
-        stop,
-        task,
     }
 }
 
 impl Running {
     async fn shut(self) {
-        let _ = self.stop.send(());
-        let _ = self.task.await;
+        self.serving.stop().await;
     }
 
     /// Rewrites service `service`'s split rule to `v1` percent; returns
@@ -221,14 +208,14 @@ impl Running {
         let current = self.store.get(&key).await.unwrap().expect("the rule exists");
         let mut next = layout.split(service, v1);
         next.meta.resource_version = current.meta.resource_version.clone();
-        let version = self.server.version().unwrap() + 1;
+        let version = self.serving.server.version().unwrap() + 1;
         self.store.update(next).await.expect("update");
         version
     }
 
     /// The responses the server has sent, every type.
     fn sent(&self) -> u64 {
-        self.server.sent_by_type().iter().map(|(_, n)| n).sum()
+        self.serving.server.sent_by_type().iter().map(|(_, n)| n).sum()
     }
 }
 
@@ -288,7 +275,7 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
     let unscoped = start(&layout, false).await;
     let started = Instant::now();
     let start_us = now_micros();
-    let mut child = Clients::start(baseline_clients, unscoped.port, layout.namespaces, false);
+    let mut child = Clients::start(baseline_clients, unscoped.serving.port, layout.namespaces, false);
     tokio::task::block_in_place(|| child.wait_acked(1, start_us));
     let unscoped_storm = started.elapsed();
     let unscoped_bytes = tokio::task::block_in_place(|| child.received()) as f64;
@@ -304,8 +291,8 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
     let waited = cpu_wait();
     let started = Instant::now();
     let start_us = now_micros();
-    let mut child = Clients::start(clients, running.port, layout.namespaces, false);
-    let watching = running.server.clone();
+    let mut child = Clients::start(clients, running.serving.port, layout.namespaces, false);
+    let watching = running.serving.server.clone();
     let progress = tokio::spawn(async move {
         let started = Instant::now();
         loop {
@@ -339,7 +326,7 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
     let shared = push(&running, &mut child, &layout, SHARED, 80, &everyone).await;
 
     // 5. One endpoint added to the shared host.
-    let version = running.server.version().unwrap() + 1;
+    let version = running.serving.server.version().unwrap() + 1;
     let start_us = now_micros();
     let cpu = crate::cpu_time();
     running
@@ -354,7 +341,7 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
     let endpoint_cpu = crate::cpu_time().saturating_sub(cpu);
     let endpoint_load = load();
     let reconnects = tokio::task::block_in_place(|| child.reconnects());
-    let ends = running.server.stream_ends();
+    let ends = running.serving.server.stream_ends();
     child.stop();
     running.shut().await;
 

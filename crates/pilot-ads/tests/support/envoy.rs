@@ -131,13 +131,18 @@ pub fn spread_to(port: u16, host: &str, n: usize, headers: &[(&str, &str)]) -> B
 /// A real Envoy, with no traffic capture, fed by the ADS server on
 /// `xds_port`.
 pub fn start_envoy(xds_port: u16, delta: bool) -> Envoy {
-    Envoy::ads(
+    start_envoy_as(
         "sidecar~10.99.0.1~client.default~default.svc.cluster.local",
-        &[("INTERCEPTION_MODE", "NONE")],
         xds_port,
         delta,
     )
-    .expect("envoy starts (scripts/install-deps installs it)")
+}
+
+/// A real Envoy with node id `node`, with no traffic capture, fed by the
+/// ADS server on `xds_port`.
+pub fn start_envoy_as(node: &str, xds_port: u16, delta: bool) -> Envoy {
+    Envoy::ads(node, &[("INTERCEPTION_MODE", "NONE")], xds_port, delta)
+        .expect("envoy starts (scripts/install-deps installs it)")
 }
 
 pub fn instance(service: &Arc<Service>, port: u16, version: &str) -> ServiceInstance {

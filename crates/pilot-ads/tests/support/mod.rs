@@ -4,5 +4,6 @@
 
 pub mod ads_client;
 pub mod envoy;
+pub mod mesh;
 pub mod server;
 pub mod sotw;

@@ -14,7 +14,6 @@
 //! analyze reads carries no instance ports.
 
 use std::collections::BTreeMap;
-use std::time::SystemTime;
 
 use pilot_model::networking::{ClientTlsMode, DestinationRule};
 use pilot_model::routing::DEFAULT_ROOT_NAMESPACE;
@@ -22,7 +21,7 @@ use pilot_model::security::{MtlsMode, PeerAuthentication};
 use pilot_model::{Config, DynConfig};
 
 use super::networking::{resolve, typed};
-use super::security::{Workload, mode, workloads};
+use super::security::{Workload, mode, peer_authentications, workloads};
 use super::{Finding, Services, Severity, finding};
 
 /// Every PeerAuthentication finding for `objects` into `out`; `domain`
@@ -33,15 +32,8 @@ pub(super) fn analyze(
     domain: &str,
     out: &mut Vec<Finding>,
 ) {
-    let mut peers = typed::<PeerAuthentication>(objects);
     // Oldest first, as the generation picks among policies of one level.
-    peers.sort_by_key(|p| {
-        (
-            p.meta.creation_timestamp.unwrap_or(SystemTime::UNIX_EPOCH),
-            p.meta.namespace.clone(),
-            p.meta.name.clone(),
-        )
-    });
+    let peers = peer_authentications(objects);
     let workloads = services.map(workloads);
     unmatched_selectors(&peers, workloads.as_deref(), out);
     duplicates(&peers, workloads.as_deref(), out);

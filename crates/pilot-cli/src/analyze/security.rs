@@ -12,11 +12,13 @@
 //! else the mesh's (root namespace); PERMISSIVE when none says.
 
 use std::collections::BTreeMap;
+use std::time::SystemTime;
 
 use pilot_model::routing::DEFAULT_ROOT_NAMESPACE;
 use pilot_model::security::{AuthorizationPolicy, MtlsMode, PeerAuthentication, Rule, from_entry};
-use pilot_model::{Config, ConfigKind, DynConfig};
+use pilot_model::{Config, DynConfig};
 
+use super::networking::typed;
 use super::{Finding, Services, Severity, finding};
 
 type Labels = BTreeMap<String, String>;
@@ -42,7 +44,7 @@ pub(super) fn workloads(services: &Services) -> Vec<Workload> {
 /// Every AuthorizationPolicy finding for `objects` into `out`.
 pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &mut Vec<Finding>) {
     let policies = typed::<AuthorizationPolicy>(objects);
-    let peers = typed::<PeerAuthentication>(objects);
+    let peers = peer_authentications(objects);
     let workloads: Option<Vec<Workload>> = services.map(workloads);
     for policy in &policies {
         let spec = &policy.spec;
@@ -105,7 +107,24 @@ pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &
     }
 }
 
-/// The mutual TLS mode of a workload of `namespace` with `labels`.
+/// The PeerAuthentications of `objects`, oldest first (by creation time,
+/// then namespace and name), the order in which Istio picks the one that
+/// applies among several of one level.
+pub(super) fn peer_authentications(objects: &[DynConfig]) -> Vec<Config<PeerAuthentication>> {
+    let mut peers = typed::<PeerAuthentication>(objects);
+    peers.sort_by_key(|p| {
+        (
+            p.meta.creation_timestamp.unwrap_or(SystemTime::UNIX_EPOCH),
+            p.meta.namespace.clone(),
+            p.meta.name.clone(),
+        )
+    });
+    peers
+}
+
+/// The mutual TLS mode of a workload of `namespace` with `labels`:
+/// `peers` oldest first (as [`peer_authentications`] gives them), the
+/// oldest policy of a level applies.
 pub(super) fn mode(peers: &[Config<PeerAuthentication>], namespace: &str, labels: &Labels) -> MtlsMode {
     let set = |p: &&Config<PeerAuthentication>| {
         p.spec
@@ -150,16 +169,6 @@ fn identity_fields(rule: &Rule, index: usize) -> Vec<String> {
         }
     }
     found
-}
-
-fn typed<K: ConfigKind>(objects: &[DynConfig]) -> Vec<Config<K>> {
-    let mut typed: BTreeMap<(String, String), Config<K>> = BTreeMap::new();
-    for object in objects.iter().filter(|o| o.meta.kind == K::KIND) {
-        if let Ok(config) = Config::<K>::from_dyn(object) {
-            typed.insert((config.meta.namespace.clone(), config.meta.name.clone()), config);
-        }
-    }
-    typed.into_values().collect()
 }
 
 #[cfg(test)]
@@ -303,5 +312,39 @@ spec:
             .map(|f| f.1)
             .collect();
         assert_eq!(names, ["reviews-from-productpage"]);
+    }
+
+    /// Of two namespace-wide PeerAuthentications, the oldest applies, not
+    /// the first by name.
+    #[test]
+    fn the_oldest_peer_authentication_of_a_level_applies() {
+        let mesh_ratings = |older: &str, newer: &str| {
+            let text = format!(
+                "{POLICIES}---
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {{name: a-strict, namespace: legacy, creationTimestamp: \"{newer}\"}}
+spec: {{mtls: {{mode: STRICT}}}}
+---
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {{name: z-disable, namespace: legacy, creationTimestamp: \"{older}\"}}
+spec: {{mtls: {{mode: DISABLE}}}}
+"
+            );
+            found(&objects(&text), Some(&services()))
+                .into_iter()
+                .filter(|f| f.0 == "PLT0302")
+                .map(|f| f.1)
+                .collect::<Vec<_>>()
+        };
+        // z-disable is the older: ratings has no mutual TLS, mesh-ratings'
+        // identity rules never match.
+        assert_eq!(
+            mesh_ratings("2024-01-01T00:00:00Z", "2024-02-01T00:00:00Z"),
+            ["mesh-ratings", "mesh-ratings"]
+        );
+        // a-strict is the older: STRICT applies, nothing to report.
+        assert!(mesh_ratings("2024-02-01T00:00:00Z", "2024-01-01T00:00:00Z").is_empty());
     }
 }

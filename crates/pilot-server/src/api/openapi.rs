@@ -125,6 +125,18 @@ fn fixed_routes() -> Vec<(&'static str, Value)> {
                 "content": {"application/json": {"schema": quarantine_schema()}}}}}}),
         ),
         (
+            "/debug/certificates",
+            json!({"get": {"summary": "The workload certificates this replica's CA issued, the latest per identity and requesting address, newest first; with proxy, those its agent requested (from its address, for identities of its namespace), for pilotctl proxy-config secret",
+            "x-access": "read",
+            "parameters": [{"name": "proxy", "in": "query", "required": false, "schema": {"type": "string"},
+                "description": "a node id (type~ip~id~domain), or the id <pod>.<namespace> of a proxy connected to this replica"}],
+            "responses": {
+                "200": {"description": "issued certificates", "content": {"application/json": {"schema": certificates_schema()}}},
+                "400": {"description": "proxy is neither a node id nor the id of a connected proxy", "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}}}},
+            }}}),
+        ),
+        (
             "/v1/proxy-events",
             json!({"post": {"summary": "pilot-agent reports Envoy's process life (starts, exits, restarts), shown in /debug/proxy-status and /metrics; an xds token may post the node ids it may claim on ADS (403 otherwise)",
             "x-access": "write",
@@ -164,6 +176,28 @@ fn quarantine_schema() -> Value {
                 }},
             },
         }}},
+    })
+}
+
+/// The body of `GET /debug/certificates` (`ca::IssuedCertificates::to_json`).
+fn certificates_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["certificates"],
+        "properties": {
+            "proxy": {"type": "string", "description": "the node id asked about"},
+            "certificates": {"type": "array", "items": {
+                "type": "object",
+                "required": ["identity", "notAfter", "issuedAt", "caller", "peer"],
+                "properties": {
+                    "identity": {"type": "string", "description": "the SPIFFE identity certified"},
+                    "notAfter": {"type": "string", "format": "date-time"},
+                    "issuedAt": {"type": "string", "format": "date-time"},
+                    "caller": {"type": "string", "description": "who asked for it"},
+                    "peer": {"type": "string", "nullable": true, "description": "the address it was asked from"},
+                },
+            }},
+        },
     })
 }
 
