@@ -96,6 +96,71 @@ unsafe extern "C" {
     fn clock_gettime(clock: i32, time: *mut Timespec) -> i32;
 }
 
+#[cfg(feature = "bench-jemalloc")]
+#[allow(unsafe_code)]
+unsafe extern "C" {
+    /// jemalloc's control interface (tikv-jemalloc-sys prefixes its
+    /// symbols with `_rjem_`).
+    fn _rjem_mallctl(
+        name: *const std::ffi::c_char,
+        old: *mut std::ffi::c_void,
+        old_len: *mut usize,
+        new: *mut std::ffi::c_void,
+        new_len: usize,
+    ) -> i32;
+}
+
+/// jemalloc's counts of this process's heap, in bytes: allocated (what
+/// live allocations asked for, rounded to size classes), active (the
+/// pages holding them) and resident (every page jemalloc has touched and
+/// not returned, its own metadata included); `None` on the system
+/// allocator.
+fn heap_stats() -> Option<[usize; 3]> {
+    #[cfg(feature = "bench-jemalloc")]
+    {
+        #[allow(unsafe_code)]
+        let read = |name: &std::ffi::CStr| -> Option<usize> {
+            let mut value = 0usize;
+            let mut len = std::mem::size_of::<usize>();
+            // SAFETY: reads one size_t into a valid pointer of that size.
+            let status = unsafe {
+                _rjem_mallctl(
+                    name.as_ptr(),
+                    (&mut value as *mut usize).cast(),
+                    &mut len,
+                    std::ptr::null_mut(),
+                    0,
+                )
+            };
+            (status == 0).then_some(value)
+        };
+        // Statistics are a snapshot taken when the epoch advances.
+        let mut epoch = 1u64;
+        let mut len = std::mem::size_of::<u64>();
+        // SAFETY: writes and reads one uint64_t through valid pointers.
+        #[allow(unsafe_code)]
+        let status = unsafe {
+            _rjem_mallctl(
+                c"epoch".as_ptr(),
+                (&mut epoch as *mut u64).cast(),
+                &mut len,
+                (&mut epoch as *mut u64).cast(),
+                len,
+            )
+        };
+        if status != 0 {
+            return None;
+        }
+        Some([
+            read(c"stats.allocated")?,
+            read(c"stats.active")?,
+            read(c"stats.resident")?,
+        ])
+    }
+    #[cfg(not(feature = "bench-jemalloc"))]
+    None
+}
+
 /// `struct timespec` on 64-bit Linux.
 #[repr(C)]
 struct Timespec {

@@ -12,7 +12,8 @@
 //! 1. the same mesh without any Sidecar, with `--baseline-clients`
 //!    clients (default 20): the bytes each receives at connect, unscoped;
 //! 2. the scoped mesh with all the clients: the connect storm, the bytes
-//!    per client, the server's RSS before and after they connected;
+//!    per client, the server's RSS (and, on jemalloc, its allocated,
+//!    active and resident heap) before and after they connected;
 //! 3. a rule change of the narrow host: which clients were sent anything
 //!    (counted by the clients, and the responses the server sent), those
 //!    clients' ACK times, the server's CPU;
@@ -287,6 +288,7 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
     let running = start(&layout, true).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_before = rss_mb();
+    let heap_before = crate::heap_stats();
     let cpu = crate::cpu_time();
     let waited = cpu_wait();
     let started = Instant::now();
@@ -315,6 +317,7 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
     let clients_cpu = tokio::task::block_in_place(|| child.cpu());
     let scoped_bytes = tokio::task::block_in_place(|| child.received());
     let rss_connected = rss_mb();
+    let heap_connected = crate::heap_stats();
     let rss_load = load();
 
     // 3. and 4. The narrow push, then the all-proxy push.
@@ -406,6 +409,15 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
         "| server RSS per connected client | {:.1} KB ({rss_before:.0} → {rss_connected:.0} MB) | — | — | < 20 KB | {rss_load} |",
         (rss_connected - rss_before) * 1024.0 / clients as f64,
     );
+    if let (Some(before), Some(connected)) = (heap_before, heap_connected) {
+        let per_client = |i: usize| (connected[i] as f64 - before[i] as f64) / 1024.0 / clients as f64;
+        println!(
+            "| the same, jemalloc: allocated / active / resident per connected client | {:.1} / {:.1} / {:.1} KB | — | — | — | {rss_load} |",
+            per_client(0),
+            per_client(1),
+            per_client(2),
+        );
+    }
     println!(
         "| rule change of a host seen by {:.1}% of the clients: clients sent anything | {} ({}); server sent {} responses | {} expected | — | exactly those | {} |",
         share(&narrow_expected),

@@ -10,6 +10,9 @@
 //!   within this long of being accepted: the TLS handshake, the HTTP/2
 //!   preface and the stream's headers all fall within it. A silent socket,
 //!   or one whose streams are all refused, is closed at the deadline.
+//!   Bytes waiting on the socket are still read after it: the deadline
+//!   is the client's, not the server's, so a server that falls behind in
+//!   a connect storm does not close the connections it has not yet read.
 //! - **Pending connections per source address**
 //!   (`max_pending_per_address`): connections accepted but not yet
 //!   admitted, from one IP address, at once; more are closed as soon as
@@ -323,12 +326,19 @@ impl AsyncRead for Limited {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
-        // Checked on every read, so a client trickling bytes is held to
-        // the deadline as a silent one is.
-        if let Err(error) = this.check_deadline(cx) {
+        // What the client sent is read even past the deadline: a server
+        // too busy to read a connection in time (a connect storm on a
+        // loaded machine) does not charge its own lateness to the client.
+        // A read that finds nothing fails once the deadline has passed,
+        // so a silent client, or one trickling bytes slower than the
+        // server reads them, is held to it.
+        let read = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if read.is_pending()
+            && let Err(error) = this.check_deadline(cx)
+        {
             return Poll::Ready(Err(error));
         }
-        Pin::new(&mut this.stream).poll_read(cx, buf)
+        read
     }
 }
 
@@ -404,6 +414,30 @@ mod tests {
         drop(second);
         assert_eq!(admission.slots.as_ref().unwrap().available_permits(), 2);
         assert!(admission.lock().pending.is_empty());
+        assert!(admission.lock().connections.is_empty());
+    }
+
+    /// Bytes a client sent before its handshake deadline are read even
+    /// when the server gets to them after it (a server behind in a
+    /// connect storm); a read that then finds nothing fails.
+    #[tokio::test]
+    async fn a_late_server_still_reads_what_the_client_sent_then_holds_the_deadline() {
+        use tokio::io::AsyncReadExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let deadline = Duration::from_millis(200);
+        let admission = Arc::new(Admission::new(None, Some(deadline), None, None));
+        let (mut client, accepted) = pair(&listener).await;
+        let mut limited = admission.accept(accepted).ok().unwrap();
+        client.write_all(b"PRI * HTTP/2.0").await.unwrap();
+        limited.stream.readable().await.unwrap();
+        // The server comes to the connection after its deadline.
+        tokio::time::sleep(deadline * 2).await;
+        let mut read = [0; 14];
+        limited.read_exact(&mut read).await.unwrap();
+        assert_eq!(&read, b"PRI * HTTP/2.0");
+        // Nothing more came: the deadline has passed.
+        let error = limited.read(&mut read).await.unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
         assert!(admission.lock().connections.is_empty());
     }
 

@@ -40,7 +40,10 @@ pub struct ServeOptions {
     /// authenticates, when [`auth`](Self::auth) is set) within this long of
     /// being accepted, or it is closed: the TLS handshake, the HTTP/2
     /// preface and the stream's headers all fall within it, so a silent
-    /// socket cannot hold a slot. `None`: no deadline.
+    /// socket cannot hold a slot. What the client sent is read even after
+    /// the deadline (only a read that finds nothing fails): a server that
+    /// falls behind in a connect storm does not close the connections it
+    /// has not read yet. `None`: no deadline.
     pub handshake_timeout: Option<Duration>,
     /// Connections from one IP address accepted but not yet admitted (see
     /// [`handshake_timeout`](Self::handshake_timeout)), at once; one more

@@ -64,7 +64,7 @@ pub(super) fn open<T: Request>(
     let (responses, receiver) = mpsc::channel(queue.max(1));
     let mut response = http::Response::new(Body::new(Responses {
         queue: receiver,
-        pending: VecDeque::new(),
+        pending: Vec::new().into_iter(),
         ended: false,
     }));
     response
@@ -76,7 +76,9 @@ pub(super) fn open<T: Request>(
 /// A stream's response body: the messages its task queues, then trailers.
 struct Responses {
     queue: mpsc::Receiver<Outgoing>,
-    pending: VecDeque<Bytes>,
+    /// The parts of the message being written (its allocation is given
+    /// back once they are all out, not kept at the largest message's).
+    pending: std::vec::IntoIter<Bytes>,
     ended: bool,
 }
 
@@ -89,15 +91,18 @@ impl http_body::Body for Responses {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
         loop {
-            if let Some(data) = self.pending.pop_front() {
+            if let Some(data) = self.pending.next() {
                 return Poll::Ready(Some(Ok(Frame::data(data))));
             }
+            // Out of parts: their allocation goes now, not when the next
+            // message comes.
+            self.pending = Vec::new().into_iter();
             if self.ended {
                 return Poll::Ready(None);
             }
             let status = match std::task::ready!(self.queue.poll_recv(cx)) {
                 Some(Outgoing::Message(parts)) => {
-                    self.pending.extend(parts);
+                    self.pending = parts.into_iter();
                     continue;
                 }
                 Some(Outgoing::End(status)) => *status,
@@ -115,7 +120,7 @@ impl http_body::Body for Responses {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.ended && self.pending.is_empty()
+        self.ended && self.pending.as_slice().is_empty()
     }
 }
 
