@@ -115,14 +115,14 @@ pub fn outbound(
                 clusters.push(dns_cluster(&name.to_string(), external, port.port, port.protocol));
                 continue;
             }
-            let wanted = std::iter::once(Labels::new()).chain(subsets_of(model, &service.hostname).cloned());
+            let whole = Labels::new();
+            let wanted = std::iter::once(&whole).chain(subsets_of(model, &service.hostname));
             for subset in wanted {
-                let name = ClusterName::outbound(&service.hostname, port.port, subset.clone());
-                let mut cluster =
-                    crate::resolved::cluster(&name.to_string(), &service.resolution, port, &subset)
-                        .unwrap_or_else(|| eds_cluster(&name.to_string(), port.protocol));
+                let name = crate::names::outbound_cluster(&service.hostname, port.port, subset);
+                let mut cluster = crate::resolved::cluster(&name, &service.resolution, port, subset)
+                    .unwrap_or_else(|| eds_cluster(&name, port.protocol));
                 let policy = model
-                    .policy_for(&service.hostname, &subset)
+                    .policy_for(&service.hostname, subset)
                     .map(|p| p.for_port(port.port));
                 if let Some(policy) = policy {
                     apply_policy(&mut cluster, policy);
@@ -130,14 +130,7 @@ pub fn outbound(
                 let tls = policy.and_then(|p| p.tls.as_ref());
                 crate::upstream_tls::apply(&mut cluster, tls, &service.hostname);
                 if let Some(security) = security {
-                    crate::security::secure_outbound(
-                        &mut cluster,
-                        service,
-                        port.port,
-                        &subset,
-                        tls,
-                        security,
-                    );
+                    crate::security::secure_outbound(&mut cluster, service, port.port, subset, tls, security);
                 }
                 clusters.push(cluster);
             }
@@ -147,8 +140,12 @@ pub fn outbound(
     if captured {
         clusters.push(original_destination(PASSTHROUGH));
     }
+    // The first of each name, without copying the names.
     let mut seen = BTreeSet::new();
-    clusters.retain(|c| seen.insert(c.name.clone()));
+    let first: Vec<bool> = clusters.iter().map(|c| seen.insert(c.name.as_str())).collect();
+    drop(seen);
+    let mut first = first.into_iter();
+    clusters.retain(|_| first.next().unwrap_or(true));
     clusters
 }
 
@@ -374,12 +371,17 @@ pub fn load_assignment(
         by_zone
             .entry(instance.availability_zone.clone().unwrap_or_default())
             .or_default()
-            .push({
-                let mut endpoint =
-                    lb_endpoint_at(&instance.endpoint.address.to_string(), instance.endpoint.port);
-                endpoint.load_balancing_weight = instance.weight.map(count);
-                endpoint.metadata = crate::security::endpoint_metadata(&instance);
-                endpoint
+            .push(LbEndpoint {
+                host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                    address: Some(socket(
+                        &instance.endpoint.address.to_string(),
+                        instance.endpoint.port,
+                    )),
+                    ..Default::default()
+                })),
+                load_balancing_weight: instance.weight.map(count),
+                metadata: crate::security::endpoint_metadata(&instance),
+                ..Default::default()
             });
     }
     ClusterLoadAssignment {
