@@ -117,14 +117,14 @@ pub fn outbound(
                 clusters.push(dns_cluster(&name.to_string(), external, port.port, port.protocol));
                 continue;
             }
-            let wanted = std::iter::once(Labels::new()).chain(subsets_of(model, &service.hostname).cloned());
+            let whole = Labels::new();
+            let wanted = std::iter::once(&whole).chain(subsets_of(model, &service.hostname));
             for subset in wanted {
-                let name = ClusterName::outbound(&service.hostname, port.port, subset.clone());
-                let mut cluster =
-                    crate::resolved::cluster(&name.to_string(), &service.resolution, port, &subset)
-                        .unwrap_or_else(|| eds_cluster(&name.to_string(), port.protocol));
+                let name = crate::names::outbound_cluster(&service.hostname, port.port, subset);
+                let mut cluster = crate::resolved::cluster(&name, &service.resolution, port, subset)
+                    .unwrap_or_else(|| eds_cluster(&name, port.protocol));
                 let policy = model
-                    .policy_for(&service.hostname, &subset)
+                    .policy_for(&service.hostname, subset)
                     .map(|p| p.for_port(port.port));
                 if let Some(policy) = policy {
                     apply_policy(&mut cluster, policy);
@@ -135,13 +135,13 @@ pub fn outbound(
                     let sni = crate::sni_dnat::sni(
                         &service.hostname,
                         port.port,
-                        crate::sni_dnat::subset_name(model, &service.hostname, &subset),
+                        crate::sni_dnat::subset_name(model, &service.hostname, subset),
                     );
                     crate::security::secure_outbound(
                         &mut cluster,
                         service,
                         port.port,
-                        &subset,
+                        subset,
                         &sni,
                         tls,
                         security,
@@ -155,8 +155,12 @@ pub fn outbound(
     if captured {
         clusters.push(original_destination(PASSTHROUGH));
     }
+    // The first of each name, without copying the names.
     let mut seen = BTreeSet::new();
-    clusters.retain(|c| seen.insert(c.name.clone()));
+    let first: Vec<bool> = clusters.iter().map(|c| seen.insert(c.name.as_str())).collect();
+    drop(seen);
+    let mut first = first.into_iter();
+    clusters.retain(|_| first.next().unwrap_or(true));
     clusters
 }
 
@@ -382,12 +386,17 @@ pub fn load_assignment(
         by_zone
             .entry(instance.availability_zone.clone().unwrap_or_default())
             .or_default()
-            .push({
-                let mut endpoint =
-                    lb_endpoint_at(&instance.endpoint.address.to_string(), instance.endpoint.port);
-                endpoint.load_balancing_weight = instance.weight.map(count);
-                endpoint.metadata = crate::security::endpoint_metadata(&instance);
-                endpoint
+            .push(LbEndpoint {
+                host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                    address: Some(socket(
+                        &instance.endpoint.address.to_string(),
+                        instance.endpoint.port,
+                    )),
+                    ..Default::default()
+                })),
+                load_balancing_weight: instance.weight.map(count),
+                metadata: crate::security::endpoint_metadata(&instance),
+                ..Default::default()
             });
     }
     ClusterLoadAssignment {

@@ -144,7 +144,8 @@ pub fn virtual_host_routes(
 /// chose the route configuration. (Proxyless gRPC matches the target's
 /// authority with its port: `domains_with_port`.)
 pub fn domains(service: &Service, proxy: &Proxy) -> Vec<String> {
-    let mut names = vec![service.hostname.clone()];
+    let mut names = Vec::with_capacity(5);
+    names.push(service.hostname.clone());
     // A wildcard host (a service entry's `*.example.com`) is matched as
     // itself.
     if service.hostname.starts_with('*') {
@@ -179,13 +180,16 @@ pub fn domains(service: &Service, proxy: &Proxy) -> Vec<String> {
     if let Some(address) = service.address {
         names.push(address.to_string());
     }
-    let mut all: Vec<String> = Vec::with_capacity(names.len());
-    for name in names {
-        if !all.contains(&name) {
-            all.push(name);
+    // Each name once, in order, in place.
+    let mut kept = 0;
+    for i in 0..names.len() {
+        if !names[..kept].contains(&names[i]) {
+            names.swap(kept, i);
+            kept += 1;
         }
     }
-    all
+    names.truncate(kept);
+    names
 }
 
 /// [`domains`], each with `:port` and without: the names a proxyless gRPC
