@@ -16,6 +16,7 @@ const RUN: &[&str] = &[
     "agent.md",
     "backend-and-registry.md",
     "capture.md",
+    "gateways.md",
     "grpc.md",
     "injection.md",
     "kubectl.md",
