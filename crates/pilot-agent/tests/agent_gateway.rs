@@ -12,6 +12,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use common::tls::{curl_https, tls_backend};
 use common::{Agent, Backend, Discovery, eventually, free_port};
 use pilot_test_support::certs::Pki;
 
@@ -120,46 +121,6 @@ fn router(dir: &Path, discovery: &Discovery, objects: String, ip: &str, id: &str
             "--discovery-address",
             &format!("127.0.0.1:{}", discovery.xds_port),
         ],
-    )
-}
-
-/// `openssl s_server -www` on a free loopback port with `pair`: a TLS
-/// upstream whose answer is a page describing the session.
-fn tls_backend(pair: &pilot_test_support::certs::Pair) -> (u16, pilot_test_support::ProcessGuard) {
-    let port = free_port();
-    let guard = pilot_test_support::ProcessGuard::spawn(
-        Command::new("openssl")
-            .args(["s_server", "-www", "-accept", &format!("127.0.0.1:{port}")])
-            .arg("-cert")
-            .arg(&pair.cert)
-            .arg("-key")
-            .arg(&pair.key)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null()),
-    )
-    .expect("openssl runs (scripts/install-deps installs it)");
-    eventually("the TLS backend listening", || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    (port, guard)
-}
-
-/// curl to `https://host:port/` resolved to 127.0.0.1, trusting `ca`,
-/// with `extra` arguments: (success, body).
-fn curl_https(host: &str, port: u16, ca: &std::path::Path, extra: &[&std::ffi::OsStr]) -> (bool, String) {
-    let out = Command::new("curl")
-        .args(["-sS", "--max-time", "10", "--resolve"])
-        .arg(format!("{host}:{port}:127.0.0.1"))
-        .arg("--cacert")
-        .arg(ca)
-        .args(extra)
-        .arg(format!("https://{host}:{port}/"))
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
     )
 }
 

@@ -9,29 +9,9 @@ mod common;
 
 use std::process::{Command, Stdio};
 
+use common::tls::{curl_https, tls_backend};
 use common::{Agent, Backend, Discovery, eventually, free_port};
-use pilot_test_support::certs::{Pair, Pki};
-
-/// `openssl s_server -www` on a free loopback port with `pair`.
-fn tls_backend(pair: &Pair) -> (u16, pilot_test_support::ProcessGuard) {
-    let port = free_port();
-    let guard = pilot_test_support::ProcessGuard::spawn(
-        Command::new("openssl")
-            .args(["s_server", "-www", "-accept", &format!("127.0.0.1:{port}")])
-            .arg("-cert")
-            .arg(&pair.cert)
-            .arg("-key")
-            .arg(&pair.key)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    )
-    .expect("openssl runs (scripts/install-deps installs it)");
-    eventually("the TLS backend listening", || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    (port, guard)
-}
+use pilot_test_support::certs::Pki;
 
 /// The subject of the certificate the server on `port` presents to a
 /// client sending `sni`, or empty when the handshake fails.
@@ -148,23 +128,6 @@ spec:
     assert_eq!(subject_seen(port, "secure.default.svc.cluster.local"), "");
 }
 
-/// curl to `https://host:port/` resolved to 127.0.0.1, trusting `ca`:
-/// (success, body).
-fn curl_https(host: &str, port: u16, ca: &std::path::Path) -> (bool, String) {
-    let out = Command::new("curl")
-        .args(["-sS", "--max-time", "10", "--resolve"])
-        .arg(format!("{host}:{port}:127.0.0.1"))
-        .arg("--cacert")
-        .arg(ca)
-        .arg(format!("https://{host}:{port}/"))
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
-
 #[test]
 fn an_https_server_and_a_passthrough_server_share_one_port() {
     let dir = tempfile::tempdir().unwrap();
@@ -242,21 +205,21 @@ spec:
     let agent = router(&discovery, "gateway-3.default", "istio=ingressgateway");
     // Terminated with the gateway's certificate, routed by the HTTP route.
     eventually("app.example.com terminated and routed to the backend", || {
-        curl_https("app.example.com", port, &ca.cert) == (true, "ok".to_string())
+        curl_https("app.example.com", port, &ca.cert, &[]) == (true, "ok".to_string())
     });
     // Passed through on the same port: the upstream's certificate and page.
     eventually("passthrough.example.com passed through", || {
-        let (ok, body) = curl_https("passthrough.example.com", port, &ca.cert);
+        let (ok, body) = curl_https("passthrough.example.com", port, &ca.cert, &[]);
         ok && body.contains("no client certificate available")
     });
     for _ in 0..5 {
         assert_eq!(
-            curl_https("other.example.com", port, &ca.cert),
+            curl_https("other.example.com", port, &ca.cert, &[]),
             (true, "ok".to_string()),
             "{}",
             agent.log()
         );
-        let (ok, body) = curl_https("passthrough.example.com", port, &ca.cert);
+        let (ok, body) = curl_https("passthrough.example.com", port, &ca.cert, &[]);
         assert!(ok && body.contains("no client certificate available"), "{body}");
     }
 }

@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod netns;
+pub mod tls;
 
 pub use pilot_test_support::{PATIENCE, envoy_binary, eventually, free_port, workspace};
 
