@@ -87,6 +87,9 @@ pub(crate) struct Connection<T, S, F> {
     pub closing: Option<Error>,
 }
 
+/// How long a closing connection reads on, waiting for the client to close.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The PING payload of our keepalives.
 pub(crate) const KEEPALIVE_PING: [u8; 8] = *b"pilot-ka";
 
@@ -143,6 +146,20 @@ where
         self.send_preface();
         let result = poll_fn(|cx| self.poll_run(cx)).await;
         let _ = poll_fn(|cx| Pin::new(&mut self.io).poll_shutdown(cx)).await;
+        if result.is_ok() {
+            // Closing with unread input makes the kernel reset the
+            // connection, which can destroy responses the client has not
+            // read yet: read what is still coming until the client closes.
+            let mut sink = [0u8; 256];
+            let drain = async {
+                while let Ok(n) = tokio::io::AsyncReadExt::read(&mut self.io, &mut sink).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(LINGER, drain).await;
+        }
         result
     }
 
