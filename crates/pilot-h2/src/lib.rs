@@ -35,6 +35,8 @@
 //! # }
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod conn;
 mod conn_headers;
 mod conn_recv;
