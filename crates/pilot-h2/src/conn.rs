@@ -208,7 +208,7 @@ where
             }
             let mut progress = false;
             // Read while the socket has frames and our writes keep up.
-            while self.out.len() < HIGH_WATER && self.closing.is_none() {
+            while self.out.len() + self.control.len() < HIGH_WATER && self.closing.is_none() {
                 match self.poll_frame(cx) {
                     Poll::Ready(Ok(Some((head, payload)))) => {
                         progress = true;
@@ -286,37 +286,37 @@ where
     }
 
     fn poll_timers(&mut self, cx: &mut Context<'_>) -> Option<Error> {
-        if let Some(shutdown) = &mut self.shutdown {
-            if shutdown.as_mut().poll(cx).is_ready() {
-                self.shutdown = None;
-                self.start_shutdown();
-            }
+        if let Some(shutdown) = &mut self.shutdown
+            && shutdown.as_mut().poll(cx).is_ready()
+        {
+            self.shutdown = None;
+            self.start_shutdown();
         }
-        if let Some(age) = &mut self.age {
-            if age.as_mut().poll(cx).is_ready() {
-                self.age = None;
-                self.start_shutdown();
-            }
+        if let Some(age) = &mut self.age
+            && age.as_mut().poll(cx).is_ready()
+        {
+            self.age = None;
+            self.start_shutdown();
         }
-        if let Some(grace) = &mut self.grace {
-            if grace.as_mut().poll(cx).is_ready() {
-                self.grace = None;
-                return Some(Error::GraceExpired);
-            }
+        if let Some(grace) = &mut self.grace
+            && grace.as_mut().poll(cx).is_ready()
+        {
+            self.grace = None;
+            return Some(Error::GraceExpired);
         }
-        if let Some(keepalive) = &mut self.keepalive {
-            if keepalive.as_mut().poll(cx).is_ready() {
-                if self.ping_outstanding {
-                    return Some(Error::KeepaliveTimeout(self.config.keepalive_timeout));
-                }
-                self.ping_outstanding = true;
-                keepalive
-                    .as_mut()
-                    .reset(Instant::now() + self.config.keepalive_timeout);
-                frame::write_ping(KEEPALIVE_PING, false, &mut self.control);
-                // Register the timer's new deadline.
-                let _ = keepalive.as_mut().poll(cx);
+        if let Some(keepalive) = &mut self.keepalive
+            && keepalive.as_mut().poll(cx).is_ready()
+        {
+            if self.ping_outstanding {
+                return Some(Error::KeepaliveTimeout(self.config.keepalive_timeout));
             }
+            self.ping_outstanding = true;
+            keepalive
+                .as_mut()
+                .reset(Instant::now() + self.config.keepalive_timeout);
+            frame::write_ping(KEEPALIVE_PING, false, &mut self.control);
+            // Register the timer's new deadline.
+            let _ = keepalive.as_mut().poll(cx);
         }
         None
     }

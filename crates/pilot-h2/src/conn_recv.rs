@@ -35,12 +35,12 @@ where
         let frame = match Frame::parse(head, payload) {
             Ok(frame) => frame,
             Err(FrameError::Connection { reason, what }) => return self.go_away(reason, what),
-            Err(FrameError::Stream { stream, reason, .. }) => {
-                if stream > self.last_stream && head.kind == frame::kind::HEADERS {
-                    self.last_stream = stream;
-                }
-                return self.reset_stream(stream, reason);
+            // A HEADERS frame's block is not decoded after a stream error,
+            // which would leave HPACK out of step: the connection ends.
+            Err(FrameError::Stream { reason, what, .. }) if head.kind == frame::kind::HEADERS => {
+                return self.go_away(reason, what);
             }
+            Err(FrameError::Stream { stream, reason, .. }) => return self.reset_stream(stream, reason),
         };
         if !self.got_settings {
             if !matches!(frame, Frame::Settings { ack: false, .. }) {
@@ -93,11 +93,7 @@ where
                 if stream > self.last_stream {
                     return self.go_away(Reason::ProtocolError, "RST_STREAM on an idle stream");
                 }
-                let mut shared = lock(&self.shared);
-                if let Some(mut s) = shared.streams.remove(&stream) {
-                    s.reset = Some(reason);
-                    s.wake_all();
-                }
+                drop_stream(&mut lock(&self.shared), stream, reason);
             }
             Frame::Settings { ack: true, .. } => {
                 if !self.settings_acked {
@@ -362,7 +358,7 @@ where
 
 /// Drops a stream after an error, telling its handles.
 fn drop_stream(shared: &mut crate::conn_stream::Shared, id: u32, reason: Reason) {
-    if let Some(mut s) = shared.streams.remove(&id) {
+    if let Some(mut s) = shared.remove(id) {
         s.reset = Some(reason);
         s.wake_all();
         // What it held and nobody will read goes back to the connection window.
@@ -372,9 +368,9 @@ fn drop_stream(shared: &mut crate::conn_stream::Shared, id: u32, reason: Reason)
 
 /// Drops a stream whose both sides ended.
 pub(crate) fn remove_if_finished(shared: &mut crate::conn_stream::Shared, id: u32) {
-    if shared.streams.get(&id).is_some_and(Stream::finished) {
-        if let Some(mut s) = shared.streams.remove(&id) {
-            s.wake_all();
-        }
+    if shared.streams.get(&id).is_some_and(Stream::finished)
+        && let Some(mut s) = shared.remove(id)
+    {
+        s.wake_all();
     }
 }

@@ -142,18 +142,18 @@ where
         if stream.send.is_empty() && stream.send.capacity() > 0 {
             stream.send = Default::default();
         }
-        if stream.send_len < before {
-            if let Some(waker) = stream.send_waker.take() {
-                waker.wake();
-            }
+        if stream.send_len < before
+            && let Some(waker) = stream.send_waker.take()
+        {
+            waker.wake();
         }
-        if stream.send_len == 0 {
-            if let Some(status) = stream.trailers.take() {
-                let mut block = BytesMut::new();
-                encode_status(&status, false, &mut block);
-                frame::write_headers(id, &block, true, self.peer_max_frame, &mut self.control);
-                self.end_sent(id, stream);
-            }
+        if stream.send_len == 0
+            && let Some(status) = stream.trailers.take()
+        {
+            let mut block = BytesMut::new();
+            encode_status(&status, false, &mut block);
+            frame::write_headers(id, &block, true, self.peer_max_frame, &mut self.control);
+            self.end_sent(id, stream);
         }
     }
 

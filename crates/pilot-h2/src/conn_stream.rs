@@ -104,13 +104,23 @@ impl Stream {
 impl Shared {
     /// Lists `id` for the connection task and wakes it.
     pub fn mark_ready(&mut self, id: u32) {
-        if let Some(stream) = self.streams.get_mut(&id) {
-            if !stream.queued {
-                stream.queued = true;
-                self.ready.push(id);
-            }
+        if let Some(stream) = self.streams.get_mut(&id)
+            && !stream.queued
+        {
+            stream.queued = true;
+            self.ready.push(id);
         }
         self.wake_conn();
+    }
+
+    /// Removes a stream, giving the map's storage back when it empties (an
+    /// idle connection holds no table).
+    pub fn remove(&mut self, id: u32) -> Option<Stream> {
+        let stream = self.streams.remove(&id);
+        if self.streams.is_empty() {
+            self.streams = HashMap::new();
+        }
+        stream
     }
 
     /// Wakes the connection task.

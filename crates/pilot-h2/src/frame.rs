@@ -404,7 +404,7 @@ impl Frame {
                 if ack && head.len != 0 {
                     return Err(conn_err(Reason::FrameSizeError, "SETTINGS ACK with a payload"));
                 }
-                if head.len % 6 != 0 {
+                if !head.len.is_multiple_of(6) {
                     return Err(conn_err(
                         Reason::FrameSizeError,
                         "SETTINGS length not a multiple of 6",

@@ -369,25 +369,27 @@ impl Drop for Sender {
         }
         let id = self.stream.id;
         let mut shared = self.stream.lock();
-        if let Some(stream) = shared.streams.get_mut(&id) {
-            if stream.reset.is_none() && stream.trailers.is_none() {
-                stream.reset = Some(Reason::Cancel);
-                stream.reset_to_send = Some(Reason::Cancel);
-                stream.send.clear();
-                stream.send_len = 0;
-                shared.mark_ready(id);
-            }
+        if let Some(stream) = shared.streams.get_mut(&id)
+            && stream.reset.is_none()
+            && stream.trailers.is_none()
+        {
+            stream.reset = Some(Reason::Cancel);
+            stream.reset_to_send = Some(Reason::Cancel);
+            stream.send.clear();
+            stream.send_len = 0;
+            shared.mark_ready(id);
         }
     }
 }
 
 /// Sets the status a stream ends with (first one wins) and lists it.
 fn end_with(shared: &mut Shared, id: u32, status: Status) {
-    if let Some(stream) = shared.streams.get_mut(&id) {
-        if stream.trailers.is_none() && stream.reset.is_none() {
-            stream.trailers = Some(status);
-            shared.mark_ready(id);
-        }
+    if let Some(stream) = shared.streams.get_mut(&id)
+        && stream.trailers.is_none()
+        && stream.reset.is_none()
+    {
+        stream.trailers = Some(status);
+        shared.mark_ready(id);
     }
 }
 

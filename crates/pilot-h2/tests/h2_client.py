@@ -377,6 +377,102 @@ elif case in ("graceful", "max_connection_age_graceful"):
     assert data == grpc(b"two"), data
     assert trailers["grpc-status"] == "0", trailers
     assert raw.closed()
+elif case == "stream_rules":
+    # Each rule on a connection of its own: (what the client sends, what the
+    # server must answer: ("goaway", code) or ("reset", stream, code) or
+    # ("status", stream, http status)).
+    def rst_code(raw, stream):
+        f = raw.until(lambda k, fl, s, p: k == RST_STREAM and s == stream)
+        assert f is not None, "closed without RST_STREAM"
+        return struct.unpack(">I", f[3])[0]
+
+    def rule(name, send, expect):
+        raw = Raw()
+        raw.handshake()
+        send(raw)
+        if expect[0] == "goaway":
+            got = raw.goaway()[1]
+            assert got == expect[1], f"{name}: GOAWAY {got}, not {expect[1]}"
+        elif expect[0] == "reset":
+            got = rst_code(raw, expect[1])
+            assert got == expect[2], f"{name}: RST_STREAM {got}, not {expect[2]}"
+        else:
+            f = raw.until(lambda k, fl, s, p: k == HEADERS and s == expect[1])
+            assert f is not None, f"{name}: no response"
+            got = raw.headers(f)[":status"]
+            assert got == expect[2], f"{name}: status {got}, not {expect[2]}"
+
+    hold = lambda raw, flags=END_HEADERS: raw.send(HEADERS, flags, 1, raw.block(path="/test.Test/Hold"))
+    rule("DATA on an idle stream", lambda raw: raw.send(DATA, 0, 1, b"x"), ("goaway", 1))
+    rule("HEADERS on an even stream", lambda raw: raw.send(HEADERS, END_HEADERS, 2, raw.block()), ("goaway", 1))
+    rule("CONTINUATION alone", lambda raw: raw.send(CONTINUATION, END_HEADERS, 1, raw.block()), ("goaway", 1))
+    rule("RST_STREAM on an idle stream", lambda raw: raw.send(RST_STREAM, 0, 1, struct.pack(">I", 8)), ("goaway", 1))
+    rule(
+        "trailers without END_STREAM",
+        lambda raw: (hold(raw), raw.send(HEADERS, END_HEADERS, 1, raw.enc.encode([("x-trailer", "1")]))),
+        ("reset", 1, 1),
+    )
+    rule(
+        "DATA after END_STREAM",
+        lambda raw: (hold(raw, END_HEADERS | END_STREAM), raw.send(DATA, 0, 1, grpc(b"late"))),
+        ("reset", 1, 5),
+    )
+    rule(
+        "WINDOW_UPDATE of 0 on a stream",
+        lambda raw: (hold(raw), raw.send(WINDOW_UPDATE, 0, 1, struct.pack(">I", 0))),
+        ("reset", 1, 1),
+    )
+    rule(
+        "a stream window beyond 2^31-1",
+        lambda raw: (hold(raw), raw.send(WINDOW_UPDATE, 0, 1, struct.pack(">I", 0x7FFFFFFF))),
+        ("reset", 1, 3),
+    )
+    rule(
+        "SETTINGS_INITIAL_WINDOW_SIZE overflowing an open stream",
+        lambda raw: (
+            hold(raw),
+            raw.send(WINDOW_UPDATE, 0, 1, struct.pack(">I", 0x7FFFFFFF - 65535)),
+            raw.send(SETTINGS, 0, 0, struct.pack(">HI", 4, 65536)),
+        ),
+        ("goaway", 3),
+    )
+    rule(
+        "an uppercase field name",
+        lambda raw: raw.send(HEADERS, END_HEADERS, 1, raw.block(extra=[("X-Upper", "1")])),
+        ("reset", 1, 1),
+    )
+    rule(
+        "a connection-specific field",
+        lambda raw: raw.send(HEADERS, END_HEADERS, 1, raw.block(extra=[("connection", "keep-alive")])),
+        ("reset", 1, 1),
+    )
+    rule(
+        "no :path",
+        lambda raw: raw.send(
+            HEADERS, END_HEADERS, 1, raw.enc.encode([(":method", "POST"), (":scheme", "http")])
+        ),
+        ("reset", 1, 1),
+    )
+    rule(
+        "GET",
+        lambda raw: raw.send(
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            1,
+            raw.enc.encode([(":method", "GET"), (":scheme", "http"), (":path", "/")]),
+        ),
+        ("status", 1, "405"),
+    )
+    rule(
+        "not gRPC",
+        lambda raw: raw.send(
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            1,
+            raw.enc.encode([(":method", "POST"), (":scheme", "http"), (":path", "/"), ("content-type", "text/plain")]),
+        ),
+        ("status", 1, "415"),
+    )
 else:
     raise SystemExit(f"unknown case {case}")
 print("ok")
