@@ -160,8 +160,13 @@ impl<S: Service> Server<S> {
                     let (socket, peer) = match accepted {
                         Ok(accepted) => accepted,
                         // A connection that failed before accept returned
-                        // (reset, out of descriptors) must not stop the server.
-                        Err(_) => continue,
+                        // (reset, out of descriptors) must not stop the
+                        // server; a pause keeps a persistent error from
+                        // spinning.
+                        Err(_) => {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
                     };
                     let _ = socket.set_nodelay(true);
                     let info = ConnectionInfo { peer: Some(peer), local: socket.local_addr().ok(), ..ConnectionInfo::default() };
