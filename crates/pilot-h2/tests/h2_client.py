@@ -473,6 +473,36 @@ elif case == "stream_rules":
         ),
         ("status", 1, "415"),
     )
+elif case == "backpressure":
+    # A window of 0: the service's sends stop once its queue is full; the
+    # test reads the service's progress, then a line on stdin opens the
+    # windows and every message arrives.
+    raw = Raw(settings=[(4, 0)])
+    raw.handshake()
+    raw.send(HEADERS, END_HEADERS | END_STREAM, 1, raw.block(path="/test.Test/Flood"))
+    print("open", flush=True)
+    sys.stdin.readline()
+    raw.send(SETTINGS, 0, 0, struct.pack(">HI", 4, 0x7FFFFFFF))
+    raw.send(WINDOW_UPDATE, 0, 0, struct.pack(">I", 0x7FFFFFFF - 65535))
+    total = 0
+    while True:
+        f = raw.until(lambda k, fl, s, p: s == 1 and k in (DATA, HEADERS, RST_STREAM))
+        assert f is not None and f[0] != RST_STREAM, f
+        if f[0] == DATA:
+            total += len(f[3])
+        elif f[1] & END_STREAM:
+            assert raw.headers(f)["grpc-status"] == "0"
+            break
+    assert total == 10 * 100_005, total
+elif case == "grace":
+    # Shutdown with a stream that never ends: GOAWAY, then the connection
+    # closes when the grace ends.
+    raw = Raw()
+    raw.handshake()
+    raw.send(HEADERS, END_HEADERS, 1, raw.block(path="/test.Test/Hold"))
+    print("open", flush=True)
+    assert raw.goaway() == (1, 0), raw.goaways
+    assert raw.closed()
 else:
     raise SystemExit(f"unknown case {case}")
 print("ok")

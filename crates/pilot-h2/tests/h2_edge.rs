@@ -117,3 +117,84 @@ async fn graceful() {
     assert!(child.wait().await.expect("wait").success());
     stopping.await.expect("the server stopped");
 }
+
+/// Starts an h2 client case that prints "open" once its stream is open.
+async fn open_case(
+    server: &TestServer,
+    name: &str,
+) -> (
+    tokio::process::Child,
+    tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) {
+    let python = python().expect("the grpc virtual environment (scripts/install-deps)");
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/h2_client.py");
+    let mut child = tokio::process::Command::new(python)
+        .arg(script)
+        .args([server.port.to_string(), name.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the h2 client");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    assert_eq!(stdout.next_line().await.expect("read").as_deref(), Some("open"));
+    (child, stdout)
+}
+
+/// A client whose window is closed holds the service's sends back once the
+/// stream's queue is full (`send_buffer`); opening the window lets them on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backpressure() {
+    let server = TestServer::start(Config {
+        send_buffer: 256 << 10,
+        ..Config::default()
+    })
+    .await;
+    let (mut child, mut stdout) = open_case(&server, "backpressure").await;
+    // 0, 100,000 and 200,000 bytes queued are under the bound: three sends
+    // complete, and the fourth waits as long as the window stays closed.
+    server.wait_event(|e| e == "flood sent 3").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !server.events().iter().any(|e| e == "flood sent 4"),
+        "{:?}",
+        server.events()
+    );
+    let mut stdin = child.stdin.take().expect("stdin");
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, b"go\n")
+        .await
+        .expect("write");
+    assert_eq!(stdout.next_line().await.expect("read").as_deref(), Some("ok"));
+    assert!(child.wait().await.expect("wait").success());
+    assert!(server.events().iter().any(|e| e == "flood sent 10"));
+    server.stop().await;
+}
+
+/// Shutdown with a stream that never ends: GOAWAY, and the connection
+/// closes when the grace ends; the service sees the connection gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grace() {
+    let server = TestServer::start(Config {
+        shutdown_grace: Some(Duration::from_millis(200)),
+        ..Config::default()
+    })
+    .await;
+    let (mut child, mut stdout) = open_case(&server, "grace").await;
+    server.wait_event(|e| e == "open /test.Test/Hold").await;
+    let events = server.events.clone();
+    server.stop().await;
+    assert_eq!(stdout.next_line().await.expect("read").as_deref(), Some("ok"));
+    assert!(child.wait().await.expect("wait").success());
+    loop {
+        if let Some(e) = events
+            .lock()
+            .expect("events")
+            .iter()
+            .find(|e| e.starts_with("hold ended"))
+        {
+            assert_eq!(e, "hold ended Unavailable");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

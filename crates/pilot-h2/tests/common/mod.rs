@@ -86,7 +86,8 @@ impl Drop for TestServer {
 /// The service: `/test.Test/Echo` echoes each message then ends OK;
 /// `/test.Test/Status` reads every message then ends INVALID_ARGUMENT with
 /// a message needing percent-encoding; `/test.Test/Sized` answers each
-/// message (a decimal number N) with N bytes; `/test.Test/Hold` answers
+/// message (a decimal number N) with N bytes; `/test.Test/Flood` sends ten
+/// messages of 100,000 bytes; `/test.Test/Hold` answers
 /// nothing and records how the stream ended.
 async fn serve(mut request: Request, mut sender: Sender, events: Arc<Mutex<Vec<String>>>) {
     let path = request.head.path.clone();
@@ -128,6 +129,17 @@ async fn serve(mut request: Request, mut sender: Sender, events: Arc<Mutex<Vec<S
                 {
                     return;
                 }
+            }
+            sender.finish(Code::Ok, "");
+        }
+        "/test.Test/Flood" => {
+            // Ten messages of 100,000 bytes, as fast as the sender takes them.
+            let message = Bytes::from(vec![7u8; 100_000]);
+            for sent in 1..=10 {
+                if sender.send(vec![message.clone()]).await.is_err() {
+                    return;
+                }
+                record(format!("flood sent {sent}"));
             }
             sender.finish(Code::Ok, "");
         }
