@@ -40,6 +40,11 @@ impl Decoder {
     /// The limit the peer must respect from now on (after our SETTINGS is
     /// acknowledged); the next block must start with a size update if the
     /// table is larger (RFC 7541 §4.2, §6.3).
+    ///
+    /// Call it when the peer's SETTINGS ACK is read: the blocks read after
+    /// the ACK were encoded after the peer applied the setting. If the limit
+    /// is lowered more than once before the next block, that block must
+    /// signal the lowest.
     pub fn set_max_table_size(&mut self, size: usize) {
         let size = clamp(size);
         self.limit = size;
