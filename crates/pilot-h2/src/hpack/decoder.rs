@@ -13,7 +13,9 @@ use super::table::{ENTRY_OVERHEAD, Name, Table};
 ///
 /// Fields are passed to a callback as slices borrowed from the block, from
 /// the static or dynamic table, or from a scratch buffer holding the
-/// block's Huffman-decoded strings, which is freed when the block is done.
+/// block's Huffman-decoded strings: allocated once, at the block's first
+/// Huffman-coded string, and freed when the block is done. A block without
+/// Huffman-coded strings or new table entries allocates nothing.
 #[derive(Debug)]
 pub struct Decoder {
     table: Table,
@@ -222,6 +224,11 @@ fn read_string(block: &[u8], pos: &mut usize, scratch: &mut Vec<u8>) -> Result<S
     *pos = end;
     if !huffman {
         return Ok(Str::Block(start..end));
+    }
+    if scratch.capacity() == 0 {
+        // Once per block: every code is at least 5 bits long, so no field
+        // from here on decodes to more than this.
+        scratch.reserve_exact((block.len() - start) * 8 / 5);
     }
     let from = scratch.len();
     huffman::decode(&block[start..end], scratch)?;
