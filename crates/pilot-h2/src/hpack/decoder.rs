@@ -29,7 +29,7 @@ pub struct Decoder {
 impl Decoder {
     /// A decoder whose table may hold `max_table_size` bytes (RFC 7541 §4.2;
     /// the SETTINGS_HEADER_TABLE_SIZE we announced, 4,096 until the peer
-    /// acknowledged a smaller one). Sizes above 2^32 - 1 count as 2^32 - 1.
+    /// acknowledged a smaller one). Sizes above 2^30 count as 2^30.
     pub fn new(max_table_size: usize) -> Self {
         let limit = clamp(max_table_size);
         Decoder {
@@ -235,7 +235,10 @@ fn read_string(block: &[u8], pos: &mut usize, scratch: &mut Vec<u8>) -> Result<S
     Ok(Str::Scratch(from..scratch.len()))
 }
 
-/// Table sizes are kept in `u32`.
+/// The largest table size: entry positions in the table's buffer (at most
+/// about three times the size) are kept in `u32`.
+const MAX_TABLE_SIZE: usize = 1 << 30;
+
 fn clamp(size: usize) -> usize {
-    size.min(u32::MAX as usize)
+    size.min(MAX_TABLE_SIZE)
 }

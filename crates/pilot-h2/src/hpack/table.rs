@@ -166,7 +166,7 @@ impl Table {
             (Name::Dynamic(_), None) => return,
         }
         self.buf.extend_from_slice(value);
-        // Sizes fit in u32: the decoder caps the maximum size at u32::MAX.
+        // Positions fit in u32: the decoder caps the maximum size at 2^30.
         self.entries.push_back(Entry {
             pos: pos as u32,
             name_len: name_len as u32,
