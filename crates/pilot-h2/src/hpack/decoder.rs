@@ -13,7 +13,9 @@ use super::table::{ENTRY_OVERHEAD, Name, Table};
 ///
 /// Fields are passed to a callback as slices borrowed from the block, from
 /// the static or dynamic table, or from a scratch buffer holding the
-/// block's Huffman-decoded strings, which is freed when the block is done.
+/// block's Huffman-decoded strings: allocated once, at the block's first
+/// Huffman-coded string, and freed when the block is done. A block without
+/// Huffman-coded strings or new table entries allocates nothing.
 #[derive(Debug)]
 pub struct Decoder {
     table: Table,
@@ -27,7 +29,7 @@ pub struct Decoder {
 impl Decoder {
     /// A decoder whose table may hold `max_table_size` bytes (RFC 7541 §4.2;
     /// the SETTINGS_HEADER_TABLE_SIZE we announced, 4,096 until the peer
-    /// acknowledged a smaller one). Sizes above 2^32 - 1 count as 2^32 - 1.
+    /// acknowledged a smaller one). Sizes above 2^30 count as 2^30.
     pub fn new(max_table_size: usize) -> Self {
         let limit = clamp(max_table_size);
         Decoder {
@@ -40,6 +42,11 @@ impl Decoder {
     /// The limit the peer must respect from now on (after our SETTINGS is
     /// acknowledged); the next block must start with a size update if the
     /// table is larger (RFC 7541 §4.2, §6.3).
+    ///
+    /// Call it when the peer's SETTINGS ACK is read: the blocks read after
+    /// the ACK were encoded after the peer applied the setting. If the limit
+    /// is lowered more than once before the next block, that block must
+    /// signal the lowest.
     pub fn set_max_table_size(&mut self, size: usize) {
         let size = clamp(size);
         self.limit = size;
@@ -218,12 +225,20 @@ fn read_string(block: &[u8], pos: &mut usize, scratch: &mut Vec<u8>) -> Result<S
     if !huffman {
         return Ok(Str::Block(start..end));
     }
+    if scratch.capacity() == 0 {
+        // Once per block: every code is at least 5 bits long, so no field
+        // from here on decodes to more than this.
+        scratch.reserve_exact((block.len() - start) * 8 / 5);
+    }
     let from = scratch.len();
     huffman::decode(&block[start..end], scratch)?;
     Ok(Str::Scratch(from..scratch.len()))
 }
 
-/// Table sizes are kept in `u32`.
+/// The largest table size: entry positions in the table's buffer (at most
+/// about three times the size) are kept in `u32`.
+const MAX_TABLE_SIZE: usize = 1 << 30;
+
 fn clamp(size: usize) -> usize {
-    size.min(u32::MAX as usize)
+    size.min(MAX_TABLE_SIZE)
 }

@@ -121,7 +121,7 @@ pub(crate) const fn encode_into(src: &[u8], out: &mut [u8]) {
 /// Fails on an EOS symbol, on padding longer than 7 bits, and on padding that
 /// is not the most significant bits of EOS (RFC 7541 §5.2).
 pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HpackError> {
-    // Every symbol is at least 5 bits long.
+    // Every code is at least 5 bits long.
     out.reserve(src.len() * 8 / 5);
     let mut acc: u64 = 0;
     let mut bits: u32 = 0;

@@ -135,6 +135,10 @@ impl Table {
             self.evict();
         }
         let need = name_len + value.len();
+        if self.entries.is_empty() && name_at.is_none() {
+            // Nothing to keep: start over at the front.
+            self.buf.clear();
+        }
         // The first byte to keep: the oldest entry's, or the name's if it is
         // in an evicted entry.
         let mut keep = self.entries.front().map_or(self.buf.len(), |e| e.pos as usize);
@@ -162,7 +166,7 @@ impl Table {
             (Name::Dynamic(_), None) => return,
         }
         self.buf.extend_from_slice(value);
-        // Sizes fit in u32: the decoder caps the maximum size at u32::MAX.
+        // Positions fit in u32: the decoder caps the maximum size at 2^30.
         self.entries.push_back(Entry {
             pos: pos as u32,
             name_len: name_len as u32,
