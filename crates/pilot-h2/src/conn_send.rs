@@ -86,9 +86,9 @@ where
         }
         if !stream.headers_sent && (stream.send_len > 0 || stream.trailers.is_some()) {
             stream.headers_sent = true;
-            let mut block = BytesMut::new();
             if stream.send_len == 0 {
                 // Trailers-only: the status in the one HEADERS frame.
+                let mut block = BytesMut::new();
                 let status = stream
                     .trailers
                     .take()
@@ -98,8 +98,14 @@ where
                 self.end_sent(id, stream);
                 return;
             }
-            hpack::Encoder::encode(RESPONSE_HEAD.iter().map(|(n, v)| (*n, *v)), &mut block);
-            frame::write_headers(id, &block, false, self.peer_max_frame, &mut self.control);
+            // Encoded once, at compile time.
+            frame::write_headers(
+                id,
+                hpack::GRPC_HEADERS,
+                false,
+                self.peer_max_frame,
+                &mut self.control,
+            );
         }
         let before = stream.send_len;
         while stream.send_len > 0 {
@@ -169,16 +175,17 @@ where
     }
 }
 
-/// A response's HEADERS.
-const RESPONSE_HEAD: [(&[u8], &[u8]); 2] = [(b":status", b"200"), (b"content-type", b"application/grpc")];
-
 /// Encodes trailers (or, with `head`, a trailers-only response).
 fn encode_status(status: &Status, head: bool, block: &mut BytesMut) {
+    if !head && status.code == Code::Ok && status.message.is_empty() {
+        block.extend_from_slice(hpack::GRPC_OK_TRAILERS);
+        return;
+    }
     let code = (status.code as i32).to_string();
     let message = percent_encode(&status.message);
     let mut fields: Vec<(&[u8], &[u8])> = Vec::with_capacity(4);
     if head {
-        fields.extend(RESPONSE_HEAD.iter().copied());
+        fields.extend(hpack::GRPC_HEADER_FIELDS.iter().copied());
     }
     fields.push((b"grpc-status", code.as_bytes()));
     if !message.is_empty() {
