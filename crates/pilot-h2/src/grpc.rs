@@ -2,6 +2,14 @@
 //! messages (5-byte prefix, no compression, a size limit) handed over as
 //! the received chunks, and a sender that frames response messages from
 //! shared buffers and ends the stream with `grpc-status` trailers.
+//!
+//! An application's stream task reads [`Messages::next`] (a [`Message`] is
+//! a [`Buf`], so `prost::Message::decode(message)` reads the received
+//! chunks in place), answers with [`Sender::send`] (a message's encoded
+//! parts, shared with other streams; the prefix is added here) and ends
+//! with [`Sender::finish`]. `send` waits while the stream already has
+//! [`Config::send_buffer`](crate::Config::send_buffer) bytes queued, which
+//! is the bounded queue between a task and its connection.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -159,9 +167,7 @@ impl Buf for Message {
             self.remaining -= len;
             return bytes;
         }
-        let mut out = bytes::BytesMut::with_capacity(len);
-        out.extend_from_slice(&self.copy_to_bytes_slow(len));
-        out.freeze()
+        Bytes::from(self.copy_to_bytes_slow(len))
     }
 }
 
