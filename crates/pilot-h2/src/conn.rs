@@ -80,6 +80,12 @@ pub(crate) struct Connection<T, S, F> {
     /// The open streams (counted for MAX_CONCURRENT_STREAMS).
     keepalive: Option<Pin<Box<Sleep>>>,
     pub ping_outstanding: bool,
+    /// Streams the client reset while open, and streams that ended with
+    /// their response: many more of the first than of the second is the
+    /// rapid-reset attack (CVE-2023-44487), each reset stream having cost
+    /// a call to the service.
+    pub client_resets: u32,
+    pub completed: u32,
     age: Option<Pin<Box<Sleep>>>,
     grace: Option<Pin<Box<Sleep>>>,
     shutdown: Option<Pin<Box<F>>>,
@@ -89,6 +95,9 @@ pub(crate) struct Connection<T, S, F> {
 
 /// How long a closing connection reads on, waiting for the client to close.
 const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Client resets tolerated before their ratio to completed streams counts.
+pub(crate) const RESET_ALLOWANCE: u32 = 1024;
 
 /// The PING payload of our keepalives.
 pub(crate) const KEEPALIVE_PING: [u8; 8] = *b"pilot-ka";
@@ -133,6 +142,8 @@ where
             blocked: Vec::new(),
             keepalive,
             ping_outstanding: false,
+            client_resets: 0,
+            completed: 0,
             age,
             grace: None,
             shutdown: Some(Box::pin(shutdown)),
@@ -146,10 +157,11 @@ where
         self.send_preface();
         let result = poll_fn(|cx| self.poll_run(cx)).await;
         let _ = poll_fn(|cx| Pin::new(&mut self.io).poll_shutdown(cx)).await;
-        if result.is_ok() {
+        if !matches!(result, Err(Error::Io(_) | Error::Preface)) {
             // Closing with unread input makes the kernel reset the
-            // connection, which can destroy responses the client has not
-            // read yet: read what is still coming until the client closes.
+            // connection, which can destroy what the client has not read
+            // yet (the last responses, a GOAWAY's reason): read what is
+            // still coming until the client closes, for a moment at most.
             let mut sink = [0u8; 256];
             let drain = async {
                 while let Ok(n) = tokio::io::AsyncReadExt::read(&mut self.io, &mut sink).await {

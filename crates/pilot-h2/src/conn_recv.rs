@@ -7,7 +7,7 @@ use std::future::Future;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::conn::{Block, Connection, KEEPALIVE_PING, max_block};
+use crate::conn::{Block, Connection, KEEPALIVE_PING, RESET_ALLOWANCE, max_block};
 use crate::conn_headers::{Decoded, decode_request};
 use crate::conn_stream::{Stream, StreamRef, lock};
 use crate::frame::{self, Frame, FrameError, Head, MAX_WINDOW, Reason, setting};
@@ -93,7 +93,18 @@ where
                 if stream > self.last_stream {
                     return self.go_away(Reason::ProtocolError, "RST_STREAM on an idle stream");
                 }
-                drop_stream(&mut lock(&self.shared), stream, reason);
+                let open = {
+                    let mut shared = lock(&self.shared);
+                    let open = shared.streams.contains_key(&stream);
+                    drop_stream(&mut shared, stream, reason);
+                    open
+                };
+                if open {
+                    self.client_resets = self.client_resets.saturating_add(1);
+                    if self.client_resets > RESET_ALLOWANCE && self.client_resets > self.completed {
+                        self.go_away(Reason::EnhanceYourCalm, "streams reset faster than they complete");
+                    }
+                }
             }
             Frame::Settings { ack: true, .. } => {
                 if !self.settings_acked {

@@ -167,6 +167,7 @@ where
     /// sending (RST_STREAM NO_ERROR, RFC 9113 §8.1).
     fn end_sent(&mut self, id: u32, stream: &mut Stream) {
         stream.send_done = true;
+        self.completed = self.completed.saturating_add(1);
         if !stream.recv_eof {
             frame::write_reset(id, Reason::NoError, &mut self.control);
             stream.reset = Some(Reason::NoError);

@@ -494,6 +494,19 @@ elif case == "backpressure":
             assert raw.headers(f)["grpc-status"] == "0"
             break
     assert total == 10 * 100_005, total
+elif case == "rapid_reset":
+    # Streams opened and reset at once, over and over: the server ends the
+    # connection with ENHANCE_YOUR_CALM rather than keep calling its service.
+    raw = Raw()
+    raw.handshake()
+    try:
+        for i in range(1100):
+            stream = 2 * i + 1
+            raw.send(HEADERS, END_HEADERS, stream, raw.block(path="/test.Test/Hold"))
+            raw.send(RST_STREAM, 0, stream, struct.pack(">I", 8))
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server closed, its GOAWAY is in our receive buffer
+    assert raw.goaway()[1] == 11, raw.goaways
 elif case == "grace":
     # Shutdown with a stream that never ends: GOAWAY, then the connection
     # closes when the grace ends.
