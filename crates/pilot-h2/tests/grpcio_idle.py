@@ -2,7 +2,9 @@
 message and then stays open and idle; prints "ready", waits for a line on
 stdin, then ends the streams and prints "ok".
 
-Usage: grpcio_idle.py PORT N
+Usage: grpcio_idle.py PORT N [park]: with "park" the server answers nothing
+(its service keeps the streams' handles without a task): the first message
+is sent and not awaited, and the calls are cancelled at the end.
 """
 import sys
 import threading
@@ -10,6 +12,7 @@ import threading
 import grpc
 
 port, count = sys.argv[1], int(sys.argv[2])
+park = sys.argv[3:] == ["park"]
 stop = threading.Event()
 calls = []
 channels = []
@@ -24,13 +27,17 @@ for i in range(count):
         stop.wait()
 
     responses = method(requests(), timeout=120)
-    assert next(responses) == b"hello %d" % i
+    if not park:
+        assert next(responses) == b"hello %d" % i
     calls.append(responses)
 print("ready", flush=True)
 sys.stdin.readline()
 stop.set()
 for responses in calls:
-    assert list(responses) == []
+    if park:
+        responses.cancel()
+    else:
+        assert list(responses) == []
 for channel in channels:
     channel.close()
 print("ok")

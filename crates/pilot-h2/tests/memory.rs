@@ -13,7 +13,8 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use common::{TestServer, python};
-use pilot_h2::Config;
+use pilot_h2::{Config, Request, Sender, Server};
+use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// Counts bytes held.
@@ -83,6 +84,60 @@ async fn idle_connection_bytes() {
     assert_eq!(stdout.next_line().await.expect("read").as_deref(), Some("ok"));
     assert!(child.wait().await.expect("wait").success());
     server.stop().await;
+    assert!(
+        per_connection < BOUND,
+        "{per_connection} bytes per idle connection, over {BOUND}"
+    );
+}
+
+/// The same with a service that keeps each stream's handles (its request
+/// head, `Messages` and `Sender`) without a task: what the library holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connection_bytes_without_a_task() {
+    let python = python().expect("the grpc virtual environment (scripts/install-deps)");
+    let parked: Arc<Mutex<Vec<(Request, Sender)>>> = Arc::default();
+    let keep = parked.clone();
+    let server = Server::new(Config::default(), move |request: Request, sender: Sender| {
+        keep.lock().expect("parked").push((request, sender));
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(async move {
+        let _ = server
+            .serve(listener, async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let before = HELD.load(Ordering::Relaxed);
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/grpcio_idle.py");
+    let mut child = tokio::process::Command::new(python)
+        .arg(script)
+        .args([port.to_string(), CONNECTIONS.to_string(), "park".to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the grpcio client");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    assert_eq!(stdout.next_line().await.expect("read").as_deref(), Some("ready"));
+    while parked.lock().expect("parked").len() < CONNECTIONS {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let per_connection = (HELD.load(Ordering::Relaxed) - before) / CONNECTIONS as isize;
+    println!(
+        "held per connection with one idle stream (server, the stream's handles kept without a task): {per_connection} bytes"
+    );
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"done\n").await.expect("write");
+    assert_eq!(stdout.next_line().await.expect("read").as_deref(), Some("ok"));
+    assert!(child.wait().await.expect("wait").success());
+    parked.lock().expect("parked").clear();
+    let _ = stop.send(());
+    let _ = serving.await;
     assert!(
         per_connection < BOUND,
         "{per_connection} bytes per idle connection, over {BOUND}"
