@@ -110,7 +110,13 @@ where
 {
     pub fn new(io: T, config: Arc<Config>, service: Arc<S>, info: Arc<ConnectionInfo>, shutdown: F) -> Self {
         let shared = Shared {
-            update_threshold: (config.initial_window_size / 4).max(1),
+            // A quarter of the smaller window: neither window can run dry
+            // while its consumed bytes wait under the threshold.
+            update_threshold: (config
+                .initial_window_size
+                .min(config.connection_window_size.max(frame::DEFAULT_WINDOW))
+                / 4)
+            .max(1),
             max_message: config.max_message_size,
             ..Shared::default()
         };

@@ -22,9 +22,12 @@ async fn case(config: Config, name: &str) {
 
 macro_rules! grpcio_test {
     ($name:ident, $config:expr) => {
+        grpcio_test!($name, $config, stringify!($name));
+    };
+    ($name:ident, $config:expr, $case:expr) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
-            case($config, stringify!($name)).await;
+            case($config, $case).await;
         }
     };
 }
@@ -36,6 +39,18 @@ grpcio_test!(
         max_message_size: 8 << 20,
         ..Config::default()
     }
+);
+// Stream windows larger than the connection's: the connection window is
+// returned in time all the same.
+grpcio_test!(
+    large_stream_window,
+    Config {
+        max_message_size: 8 << 20,
+        initial_window_size: 16 << 20,
+        connection_window_size: 1 << 20,
+        ..Config::default()
+    },
+    "large"
 );
 grpcio_test!(concurrent, Config::default());
 grpcio_test!(status, Config::default());
