@@ -398,6 +398,8 @@ struct Acked {
     eds_bytes: AtomicU64,
     /// Every response received, of any type.
     responses: AtomicU64,
+    /// The EDS responses among them.
+    eds_responses: AtomicU64,
 }
 
 impl Acked {
@@ -409,6 +411,7 @@ impl Acked {
     }
 
     fn eds(&self, version: &str, bytes: usize) {
+        self.eds_responses.fetch_add(1, Ordering::Relaxed);
         if let Ok(version) = version.parse::<u64>() {
             // Several responses of one version (delta: a subscription's
             // answer and the push) add up.
@@ -744,7 +747,10 @@ pub fn child_args(args: &[String]) -> Option<(usize, u16, usize, bool)> {
 /// `wait VERSION START_US` on stdin with every client's time from START to
 /// its ACK of RDS at VERSION or later (µs, one line), once all have;
 /// `eds VERSION START_US` likewise for EDS, each time followed by
-/// `/BYTES` (the EDS responses of that version); `cpu` with the process's
+/// `/BYTES` (the EDS responses of that version), either followed by the
+/// clients to wait for (comma-separated indices; all without);
+/// `responses` with every client's count of responses received so far,
+/// `responses eds` of EDS responses; `cpu` with the process's
 /// CPU time (ms); `received` with the bytes of responses each client
 /// received so far (the mean); `reconnects` with the reconnections, their
 /// reasons and the bytes received by type.
@@ -780,11 +786,15 @@ pub fn clients_main(clients: usize, port: u16, namespaces: usize, delta: bool) {
                 let _ = std::io::stdout().flush();
                 continue;
             }
-            if line == "responses" {
-                let counts: Vec<String> = acked
-                    .iter()
-                    .map(|a| a.responses.load(Ordering::Relaxed).to_string())
-                    .collect();
+            if line == "responses" || line == "responses eds" {
+                let counter = |a: &Acked| {
+                    if line == "responses" {
+                        a.responses.load(Ordering::Relaxed)
+                    } else {
+                        a.eds_responses.load(Ordering::Relaxed)
+                    }
+                };
+                let counts: Vec<String> = acked.iter().map(|a| counter(a).to_string()).collect();
                 println!("{}", counts.join(" "));
                 let _ = std::io::stdout().flush();
                 continue;
@@ -912,7 +922,17 @@ impl Clients {
     /// Every client's count of responses received so far (any type), by
     /// index.
     pub fn responses(&mut self) -> Vec<u64> {
-        writeln!(self.stdin, "responses").expect("clients alive");
+        self.count("responses")
+    }
+
+    /// Every client's count of EDS responses received so far, by index.
+    pub fn eds_responses(&mut self) -> Vec<u64> {
+        self.count("responses eds")
+    }
+
+    /// The per-client counts the clients answer `question` with.
+    fn count(&mut self, question: &str) -> Vec<u64> {
+        writeln!(self.stdin, "{question}").expect("clients alive");
         self.stdin.flush().expect("clients alive");
         let mut line = String::new();
         self.stdout.read_line(&mut line).expect("clients answer");

@@ -6,7 +6,9 @@
 //! sees about `services / namespaces + K` services. Two hosts are special:
 //! `svc-1` (the shared host) is imported by every namespace, and `svc-0`
 //! (the narrow host) by 1% of the namespaces (its own included), so by 1%
-//! of the proxies.
+//! of the proxies. `svc-2` is a typical service: seen by its own
+//! namespace and the one other namespace importing it (when the sizes
+//! divide).
 //!
 //! One run, one process, baselines first:
 //! 1. the same mesh without any Sidecar, with `--baseline-clients`
@@ -19,7 +21,14 @@
 //!    clients' ACK times, the server's CPU;
 //! 4. a rule change of the shared host (an all-proxy push): the same;
 //! 5. one endpoint added to the shared host: every client's EDS ACK;
-//! 6. the loopback floor for the storm's bytes (`floor.rs`).
+//! 6. one endpoint added to the typical service: which clients were sent
+//!    EDS (counted by the clients), and those clients' EDS ACK times;
+//! 7. the loopback floor for the storm's bytes (`floor.rs`).
+//!
+//! Each push also gives when the server published it: from its first
+//! change reaching the push pipeline to the snapshot sessions are woken
+//! with (the debounce, `XdsOptions::debounce_quiet` and `debounce_max`,
+//! and the rules' compilation included).
 //!
 //! Each figure is printed with the load average when it was taken.
 
@@ -43,6 +52,8 @@ use crate::ads_clients::{Clients, cpu_wait, now_micros, percentile, rss_mb};
 const NARROW: usize = 0;
 /// The host imported by every proxy.
 const SHARED: usize = 1;
+/// A typical service: seen by its namespace and the namespace importing it.
+const TYPICAL: usize = 2;
 
 /// The scoped mesh's shape.
 pub struct Layout {
@@ -220,49 +231,93 @@ impl Running {
     }
 }
 
-/// What one rule write cost: the clients sent anything (counted by the
-/// clients), the responses the server sent, the waited-for clients' ACK
-/// times, the server's CPU until the last of them, the load then.
+/// A change the bench pushes.
+#[derive(Clone, Copy)]
+enum Change {
+    /// The service's split rule rewritten to this percentage to v1.
+    Rule(i32),
+    /// A `version=v1` instance at this address added to the service.
+    Endpoint(Ipv4Addr),
+}
+
+/// What one change cost: the clients sent anything and those sent EDS
+/// (counted by the clients), the responses the server sent, the
+/// waited-for clients' ACK times (RDS for a rule, EDS for an endpoint)
+/// and the mean bytes of EDS they received for it, the server's CPU until
+/// the last of them, when the push was published, the load then.
 struct Push {
     reached: Vec<usize>,
+    eds: Vec<usize>,
     sent: u64,
     times: Vec<Duration>,
+    eds_bytes: f64,
     cpu: Duration,
+    published: Option<Duration>,
     load: String,
 }
 
-/// Rewrites `service`'s rule and waits for the clients `expected` to ACK
-/// it; then, after a second for stragglers, counts who was sent anything.
+/// The clients whose count grew from `before` to `after`.
+fn grown(before: &[u64], after: &[u64]) -> Vec<usize> {
+    before
+        .iter()
+        .zip(after)
+        .enumerate()
+        .filter(|(_, (b, a))| a > b)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Makes `change` to `service` and waits for the clients `expected` to
+/// ACK it; then, after a second for stragglers, counts who was sent
+/// anything, and EDS.
 async fn push(
     running: &Running,
     child: &mut Clients,
     layout: &Layout,
     service: usize,
-    v1: i32,
+    change: Change,
     expected: &[usize],
 ) -> Push {
-    let before = tokio::task::block_in_place(|| child.responses());
+    let before = tokio::task::block_in_place(|| (child.responses(), child.eds_responses()));
     let sent = running.sent();
+    let mut pushes = running.serving.server.subscribe_pushes();
     let cpu = crate::cpu_time();
     let start = now_micros();
-    let version = running.write(layout, service, v1).await;
-    let times = tokio::task::block_in_place(|| child.ask_by("wait", version, start, expected).0);
+    let (version, acked) = match change {
+        Change::Rule(v1) => (running.write(layout, service, v1).await, "wait"),
+        Change::Endpoint(ip) => {
+            let version = running.serving.server.version().unwrap() + 1;
+            running
+                .registry
+                .add_endpoints(
+                    &layout.host(service),
+                    IpAddr::V4(ip),
+                    Labels::from_pairs([("version", "v1")]),
+                )
+                .expect("service exists");
+            (version, "eds")
+        }
+    };
+    let (times, eds_bytes) = tokio::task::block_in_place(|| child.ask_by(acked, version, start, expected));
     let cpu = crate::cpu_time().saturating_sub(cpu);
     let load = load();
+    let mut published = None;
+    while let Some(info) = pushes.next().await {
+        if info.version >= version {
+            published = info.latency;
+            break;
+        }
+    }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let after = tokio::task::block_in_place(|| child.responses());
-    let reached = before
-        .iter()
-        .zip(&after)
-        .enumerate()
-        .filter(|(_, (b, a))| a > b)
-        .map(|(i, _)| i)
-        .collect();
+    let after = tokio::task::block_in_place(|| (child.responses(), child.eds_responses()));
     Push {
-        reached,
+        reached: grown(&before.0, &after.0),
+        eds: grown(&before.1, &after.1),
         sent: running.sent() - sent,
         times,
+        eds_bytes,
         cpu,
+        published,
         load,
     }
 }
@@ -322,33 +377,41 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
 
     // 3. and 4. The narrow push, then the all-proxy push.
     let narrow_expected = layout.clients_seeing(clients, NARROW);
-    let narrow = push(&running, &mut child, &layout, NARROW, 80, &narrow_expected).await;
+    let narrow = push(
+        &running,
+        &mut child,
+        &layout,
+        NARROW,
+        Change::Rule(80),
+        &narrow_expected,
+    )
+    .await;
     let everyone: Vec<usize> = (0..clients).collect();
     let shared_expected = layout.clients_seeing(clients, SHARED);
     assert_eq!(shared_expected, everyone, "every client sees the shared host");
-    let shared = push(&running, &mut child, &layout, SHARED, 80, &everyone).await;
+    let shared = push(&running, &mut child, &layout, SHARED, Change::Rule(80), &everyone).await;
 
-    // 5. One endpoint added to the shared host.
-    let version = running.serving.server.version().unwrap() + 1;
-    let start_us = now_micros();
-    let cpu = crate::cpu_time();
-    running
-        .registry
-        .add_endpoints(
-            &layout.host(SHARED),
-            IpAddr::V4(Ipv4Addr::new(10, 255, 0, 1)),
-            Labels::from_pairs([("version", "v1")]),
-        )
-        .expect("service exists");
-    let (endpoint, eds_bytes) = tokio::task::block_in_place(|| child.ask("eds", version, start_us));
-    let endpoint_cpu = crate::cpu_time().saturating_sub(cpu);
-    let endpoint_load = load();
+    // 5. and 6. One endpoint added to the shared host, then to a typical
+    // service.
+    let shared_endpoint = Change::Endpoint(Ipv4Addr::new(10, 255, 0, 1));
+    let endpoint = push(&running, &mut child, &layout, SHARED, shared_endpoint, &everyone).await;
+    let typical_expected = layout.clients_seeing(clients, TYPICAL);
+    let typical_endpoint = Change::Endpoint(Ipv4Addr::new(10, 255, 0, 2));
+    let typical = push(
+        &running,
+        &mut child,
+        &layout,
+        TYPICAL,
+        typical_endpoint,
+        &typical_expected,
+    )
+    .await;
     let reconnects = tokio::task::block_in_place(|| child.reconnects());
     let ends = running.serving.server.stream_ends();
     child.stop();
     running.shut().await;
 
-    // 6. The floor for the storm's bytes.
+    // 7. The floor for the storm's bytes.
     let waited = cpu_wait();
     let floor = crate::floor::run(clients, scoped_bytes as usize, crate::cpu_time).await;
     let floor_wait = cpu_wait().saturating_sub(waited);
@@ -363,11 +426,11 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
             ms(*times.last().unwrap())
         )
     };
-    let exact = |push: &Push, expected: &[usize]| {
-        if push.reached == expected {
+    let exact = |reached: &[usize], expected: &[usize]| {
+        if reached == expected {
             "exactly those".to_string()
         } else {
-            let reached: BTreeSet<usize> = push.reached.iter().copied().collect();
+            let reached: BTreeSet<usize> = reached.iter().copied().collect();
             let expected: BTreeSet<usize> = expected.iter().copied().collect();
             format!(
                 "NOT those: {} unexpected, {} missed",
@@ -422,15 +485,21 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
         "| rule change of a host seen by {:.1}% of the clients: clients sent anything | {} ({}); server sent {} responses | {} expected | — | exactly those | {} |",
         share(&narrow_expected),
         narrow.reached.len(),
-        exact(&narrow, &narrow_expected),
+        exact(&narrow.reached, &narrow_expected),
         narrow.sent,
         narrow_expected.len(),
         narrow.load,
     );
+    let published = |push: &Push| {
+        push.published
+            .map_or("—".to_string(), |d| format!("{:.0} ms", ms(d)))
+    };
     println!(
-        "| the same: those ACKed, p50 / p99 / max | {} | all-proxy push {} | — | p99 < 100 ms | {} |",
+        "| the same: those ACKed, p50 / p99 / max (push published after {}) | {} | all-proxy push {} (published after {}) | — | p99 < 100 ms | {} |",
+        published(&narrow),
         p(&narrow.times),
         p(&shared.times),
+        published(&shared),
         narrow.load,
     );
     println!(
@@ -438,20 +507,33 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
         ms(narrow.cpu),
         ms(shared.cpu),
         shared.reached.len(),
-        exact(&shared, &everyone),
+        exact(&shared.reached, &everyone),
         shared.sent,
         shared.load,
         ms(narrow.cpu) / (ms(shared.cpu) * 0.01),
         narrow.load,
     );
-    println!(
-        "| one endpoint added to the shared host, all EDS ACKed p50 / p99 / max ({:.2} KB of EDS per client) | {} | — | — | p99 < 100 ms | {endpoint_load} |",
-        kb(eds_bytes),
-        p(&endpoint),
-    );
-    println!(
-        "| the same: server CPU | {:.0} ms | — | — | — | {endpoint_load} |",
-        ms(endpoint_cpu),
-    );
+    for (what, push, expected) in [
+        ("the shared host (every client)", &endpoint, &everyone),
+        ("a typical service (`svc-2`)", &typical, &typical_expected),
+    ] {
+        println!(
+            "| one endpoint added to {what}: clients sent EDS | {} ({}); {} sent anything; server sent {} responses | {} expected | — | exactly those | {} |",
+            push.eds.len(),
+            exact(&push.eds, expected),
+            push.reached.len(),
+            push.sent,
+            expected.len(),
+            push.load,
+        );
+        println!(
+            "| the same: those EDS ACKed, p50 / p99 / max (push published after {}; {:.2} KB of EDS per client); server CPU {:.0} ms | {} | — | — | p99 < 100 ms | {} |",
+            published(push),
+            kb(push.eds_bytes),
+            ms(push.cpu),
+            p(&push.times),
+            push.load,
+        );
+    }
     println!("| clients: {reconnects}; server: streams ended {ends:?} | | | | | |");
 }
