@@ -68,6 +68,8 @@ pub mod security;
 mod sidecar_egress;
 mod sidecar_ingress;
 mod sidecar_listeners;
+mod sidecar_tls;
+mod sidecar_unix;
 mod sni_dnat;
 mod upstream_tls;
 mod util;
@@ -96,4 +98,7 @@ pub use scope::{
     BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope, ScopeKey, ScopeOrigin, generate_scoped_inbound,
     generate_scoped_outbound, host_namespace, scope_of, scoping_applies, sidecar_for,
 };
-pub use sidecar_listeners::{DefaultEndpoint, EgressPort, InboundLimits, IngressPort, SidecarListeners};
+pub use sidecar_listeners::{
+    DefaultEndpoint, EgressPort, EgressSocket, InboundLimits, IngressPort, SidecarListeners,
+};
+pub use sidecar_tls::{IngressTls, IngressTlsMode};

@@ -440,7 +440,10 @@ pub fn generate_scoped_inbound(
             ..Default::default()
         }
     };
-    if let Some(limits) = &listeners.inbound_limits {
+    // Ingress listeners carry their own limits (`IngressPort::limits`).
+    if let Some(limits) = &listeners.inbound_limits
+        && listeners.ingress.is_empty()
+    {
         crate::sidecar_ingress::limit(&mut resources.clusters, limits);
     }
     resources

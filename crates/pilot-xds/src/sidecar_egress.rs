@@ -4,7 +4,8 @@
 //! it imports, with a route configuration of its own for HTTP; the
 //! port-less listener's hosts get the usual outbound listeners but where
 //! a listener with a port has taken the address and port
-//! (`sidecar_listeners.rs` says how Istio reads them).
+//! (`sidecar_listeners.rs` says how Istio reads them). Listeners on a
+//! Unix domain socket are `sidecar_unix.rs`'s.
 
 use std::collections::BTreeSet;
 
@@ -33,7 +34,7 @@ pub(crate) fn egress_listeners(
     own: &[ServiceInstance],
     resources: &mut Resources,
 ) {
-    if layout.egress.is_empty() {
+    if layout.egress.is_empty() && layout.sockets.is_empty() {
         return;
     }
     let mut listeners: Vec<Listener> = Vec::new();
@@ -89,6 +90,14 @@ pub(crate) fn egress_listeners(
                 tcp.address = Some(socket(address, egress.port));
                 listeners.push(tcp);
             }
+        }
+    }
+    for socket in &layout.sockets {
+        if let Some((listener, config)) =
+            crate::sidecar_unix::socket_listener(proxy, registry, model, socket, own)
+        {
+            listeners.push(listener);
+            routes.extend(config);
         }
     }
     // The port-less listener's hosts (none without one), on the addresses

@@ -6,8 +6,10 @@
 //! take the place of the listeners the proxy's own instances would get.
 //! The PeerAuthentications and AuthorizationPolicies of the workload
 //! apply to them as to any inbound listener, for the port the listener
-//! receives on; the Sidecar's `inboundConnectionPool` sets the inbound
-//! clusters' circuit breakers.
+//! receives on, except that a listener with `tls` terminates TLS with its
+//! own certificate instead of the mesh's mutual TLS (`sidecar_tls.rs`);
+//! the listener's `connectionPool`, else the Sidecar's
+//! `inboundConnectionPool`, sets its inbound cluster's circuit breakers.
 
 use envoy_types::pb::envoy::config::cluster::v3::{
     CircuitBreakers, Cluster, circuit_breakers::Thresholds, cluster,
@@ -21,7 +23,7 @@ use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost}
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager;
 use envoy_types::pb::google::protobuf::UInt32Value;
 use pilot_model::security::MtlsMode;
-use pilot_model::{Labels, ServiceInstance};
+use pilot_model::{Labels, Protocol, ServiceInstance};
 
 use crate::clusters::{base, set_protocol};
 use crate::listeners::{http_filter_chain, listener, route_to, tcp_filter_chain};
@@ -58,14 +60,24 @@ pub(crate) fn ingress_listeners(
             Some(i) => ClusterName::inbound(&i.service.hostname, i.endpoint.service_port.port).to_string(),
             None => format!("inbound|{}||", port.port),
         };
+        // TLS terminated here: the application is spoken to in clear,
+        // HTTP for an HTTPS port.
+        let protocol = match &port.tls {
+            Some(tls) => tls.after_termination(port.protocol),
+            None => port.protocol,
+        };
         if !clusters.iter().any(|c| c.name == cluster_name) {
-            clusters.push(endpoint_cluster(&cluster_name, proxy, port));
+            let mut cluster = endpoint_cluster(&cluster_name, proxy, port, protocol);
+            if let Some(limits) = &port.limits {
+                limit(std::slice::from_mut(&mut cluster), limits);
+            }
+            clusters.push(cluster);
         }
         let mut labels = proxy.labels.clone();
         if let Some(i) = instance {
             labels.0.extend(i.labels.0.clone());
         }
-        let mut chain = if port.protocol.is_http() {
+        let mut chain = if protocol.is_http() {
             http_filter_chain(
                 &format!("inbound_{}", port.port),
                 http_connection_manager::RouteSpecifier::RouteConfig(RouteConfiguration {
@@ -85,7 +97,14 @@ pub(crate) fn ingress_listeners(
         authz.secure(&mut chain, &labels);
         let bound = port.uncaptured || !proxy.capture.captures();
         let mut inbound = listener(&name, address, port.port, bound, chain);
-        crate::security::secure_inbound(&mut inbound, mtls(&labels, port.port));
+        match &port.tls {
+            Some(tls) => {
+                for chain in &mut inbound.filter_chains {
+                    chain.transport_socket = tls.transport_socket();
+                }
+            }
+            None => crate::security::secure_inbound(&mut inbound, mtls(&labels, port.port)),
+        }
         listeners.push(inbound);
     }
     (clusters, listeners)
@@ -109,7 +128,7 @@ pub(crate) fn limit(clusters: &mut [Cluster], limits: &InboundLimits) {
 }
 
 /// A static cluster to the listener's default endpoint.
-fn endpoint_cluster(name: &str, proxy: &Proxy, port: &IngressPort) -> Cluster {
+fn endpoint_cluster(name: &str, proxy: &Proxy, port: &IngressPort, protocol: Protocol) -> Cluster {
     let address = match &port.endpoint {
         DefaultEndpoint::Loopback(ip, p) => socket(ip, *p),
         DefaultEndpoint::InstanceIp(p) => socket(&proxy.ip.to_string(), *p),
@@ -135,6 +154,6 @@ fn endpoint_cluster(name: &str, proxy: &Proxy, port: &IngressPort) -> Cluster {
         }],
         ..Default::default()
     });
-    set_protocol(&mut cluster, port.protocol);
+    set_protocol(&mut cluster, protocol);
     cluster
 }

@@ -24,13 +24,20 @@
 //!   proxy's own address), `unix:///path` (a Unix domain socket); none:
 //!   127.0.0.1 at the same port. Its protocol picks HTTP or TCP.
 //!
-//! Egress listeners bound to a Unix domain socket (port 0) are not
-//! generated.
+//! - An egress listener bound to a Unix domain socket (`bind:
+//!   unix:///path`, port 0) listens at that path for the hosts it
+//!   imports, on all their ports (`sidecar_unix.rs`).
+//! - An ingress listener's `tls` terminates TLS there in place of the
+//!   mesh's mutual TLS (`sidecar_tls.rs`); its `connectionPool` limits
+//!   its inbound cluster in place of the Sidecar's
+//!   `inboundConnectionPool`.
 
 use std::collections::BTreeSet;
 
 use pilot_model::Protocol;
-use pilot_model::networking::{CaptureMode, EgressHost, Sidecar, SidecarPort};
+use pilot_model::networking::{CaptureMode, ConnectionPoolSettings, EgressHost, Sidecar, SidecarPort};
+
+use crate::sidecar_tls::IngressTls;
 
 /// What a Sidecar's listeners generate, beyond its scope's hosts.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -38,9 +45,12 @@ use pilot_model::networking::{CaptureMode, EgressHost, Sidecar, SidecarPort};
 pub struct SidecarListeners {
     /// The egress listeners that name a port, in the Sidecar's order.
     pub egress: Vec<EgressPort>,
+    /// The egress listeners bound to a Unix domain socket.
+    pub sockets: Vec<EgressSocket>,
     /// The hosts the port-less egress listener carries (and the hosts
     /// routes send to); `None` when the Sidecar has no such listener.
-    /// Meaningful only when [`egress`](Self::egress) is not empty:
+    /// Meaningful only when [`egress`](Self::egress) or
+    /// [`sockets`](Self::sockets) is not empty:
     /// otherwise every host in scope is the catch-all's.
     pub catch_all: Option<BTreeSet<String>>,
     /// The ingress listeners.
@@ -80,6 +90,18 @@ pub struct EgressPort {
     pub hosts: BTreeSet<String>,
 }
 
+/// An egress listener bound to a Unix domain socket.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct EgressSocket {
+    /// The socket's path (after `unix://`; `@name`: an abstract socket).
+    pub path: String,
+    /// Its protocol (none given: HTTP when one of its hosts' ports is).
+    pub protocol: Option<Protocol>,
+    /// The hosts in scope it imports.
+    pub hosts: BTreeSet<String>,
+}
+
 /// An ingress listener.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -95,6 +117,11 @@ pub struct IngressPort {
     pub uncaptured: bool,
     /// Where traffic goes.
     pub endpoint: DefaultEndpoint,
+    /// TLS it terminates in place of the mesh's mutual TLS.
+    pub tls: Option<IngressTls>,
+    /// Its inbound cluster's limits: its own `connectionPool`, else the
+    /// Sidecar's `inboundConnectionPool`.
+    pub limits: Option<InboundLimits>,
 }
 
 /// Where an ingress listener forwards traffic.
@@ -145,6 +172,13 @@ impl SidecarListeners {
                         continue;
                     };
                     if number == 0 {
+                        if let Some(path) = listener.bind.strip_prefix("unix://") {
+                            layout.sockets.push(EgressSocket {
+                                path: path.to_string(),
+                                protocol: protocol_of(port),
+                                hosts: imported(),
+                            });
+                        }
                         continue;
                     }
                     layout.egress.push(EgressPort {
@@ -157,6 +191,7 @@ impl SidecarListeners {
                 }
             }
         }
+        layout.inbound_limits = sidecar.inbound_connection_pool.as_ref().map(InboundLimits::of);
         for listener in &sidecar.ingress {
             let Some(port) = &listener.port else { continue };
             let Ok(number) = u16::try_from(port.number) else {
@@ -171,20 +206,33 @@ impl SidecarListeners {
                 bind: listener.bind.clone(),
                 uncaptured: listener.capture_mode == Some(CaptureMode::None),
                 endpoint,
+                tls: listener.tls.as_ref().map(IngressTls::of),
+                limits: listener
+                    .connection_pool
+                    .as_ref()
+                    .map(InboundLimits::of)
+                    .or(layout.inbound_limits),
             });
         }
-        layout.inbound_limits = sidecar.inbound_connection_pool.as_ref().map(|pool| {
-            let count = |n: Option<i32>| n.and_then(|n| u32::try_from(n).ok());
-            let (tcp, http) = (pool.tcp.as_ref(), pool.http.as_ref());
-            InboundLimits {
-                max_connections: count(tcp.and_then(|t| t.max_connections)),
-                max_pending_requests: count(http.and_then(|h| h.http1_max_pending_requests)),
-                max_requests: count(http.and_then(|h| h.http2_max_requests)),
-                max_retries: count(http.and_then(|h| h.max_retries)),
-            }
-        });
-        (!layout.egress.is_empty() || !layout.ingress.is_empty() || layout.inbound_limits.is_some())
-            .then_some(layout)
+        (!layout.egress.is_empty()
+            || !layout.sockets.is_empty()
+            || !layout.ingress.is_empty()
+            || layout.inbound_limits.is_some())
+        .then_some(layout)
+    }
+}
+
+impl InboundLimits {
+    /// The circuit breakers a connection pool's settings give.
+    pub fn of(pool: &ConnectionPoolSettings) -> Self {
+        let count = |n: Option<i32>| n.and_then(|n| u32::try_from(n).ok());
+        let (tcp, http) = (pool.tcp.as_ref(), pool.http.as_ref());
+        InboundLimits {
+            max_connections: count(tcp.and_then(|t| t.max_connections)),
+            max_pending_requests: count(http.and_then(|h| h.http1_max_pending_requests)),
+            max_requests: count(http.and_then(|h| h.http2_max_requests)),
+            max_retries: count(http.and_then(|h| h.max_retries)),
+        }
     }
 }
 

@@ -25,6 +25,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::common::{Destination, WorkloadSelector};
+use super::gateway::ServerTlsSettings;
 use super::traffic_policy::ConnectionPoolSettings;
 
 /// The configuration of the sidecar proxies it applies to.
@@ -96,6 +97,14 @@ pub struct IngressListener {
     /// `[::1]:port`, `[::]:port` or `unix://path`.
     #[serde(default, alias = "default_endpoint", skip_serializing_if = "String::is_empty")]
     pub default_endpoint: String,
+    /// TLS the listener terminates with its own certificate (`SIMPLE`,
+    /// `MUTUAL`, `OPTIONAL_MUTUAL`), in place of the mesh's mutual TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ServerTlsSettings>,
+    /// Connection pool settings for this port, in place of the Sidecar's
+    /// `inboundConnectionPool`.
+    #[serde(default, alias = "connection_pool", skip_serializing_if = "Option::is_none")]
+    pub connection_pool: Option<ConnectionPoolSettings>,
 }
 
 /// A listener's port.

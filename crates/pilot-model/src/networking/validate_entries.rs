@@ -408,8 +408,9 @@ fn gateway_host(path: &str, host: &str, errors: &mut FieldErrors) {
     }
 }
 
-/// Istio's `validateTLSOptions` for a gateway server.
-fn server_tls(path: &str, tls: &ServerTlsSettings, errors: &mut FieldErrors) {
+/// Istio's `validateTLSOptions` for a gateway server (and a Sidecar's
+/// ingress listener).
+pub(crate) fn server_tls(path: &str, tls: &ServerTlsSettings, errors: &mut FieldErrors) {
     let mode = tls.mode.unwrap_or(ServerTlsMode::Passthrough);
     if mode == ServerTlsMode::IstioMutual {
         for (field, given) in [

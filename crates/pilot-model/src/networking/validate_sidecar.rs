@@ -7,8 +7,10 @@
 use std::collections::BTreeSet;
 
 use super::checks::{
-    at, check_destination, check_labels, check_port, check_port_name, index, is_ip, protocol, wildcard_domain,
+    at, check_destination, check_labels, check_port, check_port_name, index, is_ip, is_tls, protocol,
+    wildcard_domain,
 };
+use super::gateway::{ServerTlsMode, ServerTlsSettings};
 use super::sidecar::{CaptureMode, EgressHost, NamespaceSelector, OutboundMode, Sidecar, SidecarPort};
 use crate::{FieldErrors, dns1123_label};
 
@@ -85,7 +87,60 @@ fn ingress(sidecar: &Sidecar, errors: &mut FieldErrors) {
         if !listener.default_endpoint.is_empty() {
             default_endpoint(&at(&path, "defaultEndpoint"), &listener.default_endpoint, errors);
         }
+        if let Some(tls) = &listener.tls {
+            ingress_tls(&at(&path, "tls"), tls, port, errors);
+        }
+        if let Some(pool) = &listener.connection_pool {
+            super::validate_destination_rule::connection_pool(&at(&path, "connectionPool"), pool, errors);
+        }
     }
+}
+
+/// Istio's checks of an ingress listener's `tls`: no client SANs, no
+/// HTTPS redirect, no secrets (certificates are files on the proxy), no
+/// `ISTIO_MUTUAL` or `AUTO_PASSTHROUGH`, an `HTTPS` or `TLS` port, and the
+/// gateway's checks of the certificate fields.
+fn ingress_tls(path: &str, tls: &ServerTlsSettings, port: &SidecarPort, errors: &mut FieldErrors) {
+    if !tls.subject_alt_names.is_empty() {
+        errors.push(
+            at(path, "subjectAltNames"),
+            "sidecar: subjectAltNames is not supported in ingress tls",
+        );
+    }
+    if tls.https_redirect {
+        errors.push(
+            at(path, "httpsRedirect"),
+            "sidecar: httpsRedirect is not supported",
+        );
+    }
+    for (field, given) in [
+        ("credentialName", !tls.credential_name.is_empty()),
+        ("credentialNames", !tls.credential_names.is_empty()),
+        ("caCertCredentialName", !tls.ca_cert_credential_name.is_empty()),
+        ("tlsCertificates", !tls.tls_certificates.is_empty()),
+    ] {
+        if given {
+            errors.push(
+                at(path, field),
+                format!("sidecar: {field} is not currently supported"),
+            );
+        }
+    }
+    if let Some(mode @ (ServerTlsMode::IstioMutual | ServerTlsMode::AutoPassthrough)) = tls.mode {
+        let name = if mode == ServerTlsMode::IstioMutual {
+            "ISTIO_MUTUAL"
+        } else {
+            "AUTO_PASSTHROUGH"
+        };
+        errors.push(
+            at(path, "mode"),
+            format!("configuration is invalid: cannot set mode to {name} in sidecar ingress tls"),
+        );
+    }
+    if !is_tls(&port.protocol.to_ascii_uppercase()) {
+        errors.push(path, "server cannot have TLS settings for non HTTPS/TLS ports");
+    }
+    super::validate_entries::server_tls(path, tls, errors);
 }
 
 fn default_endpoint(path: &str, endpoint: &str, errors: &mut FieldErrors) {
@@ -184,11 +239,13 @@ fn egress_port(
         check_port_name(&at(path, "port.name"), &port.name, errors);
     }
     if port.number == 0 {
-        if !bind.starts_with(UNIX_PREFIX) {
-            errors.push(
+        check_protocol(&at(path, "port.protocol"), port, false, errors);
+        match bind.strip_prefix(UNIX_PREFIX) {
+            None => errors.push(
                 at(path, "bind"),
                 "sidecar: ports with number 0 must be bound to a unix domain socket (unix://)",
-            );
+            ),
+            Some(socket) => unix_address(&at(path, "bind"), socket, errors),
         }
         if matches!(capture, Some(CaptureMode::Iptables)) {
             errors.push(
@@ -205,6 +262,16 @@ fn egress_port(
             at(path, "bind"),
             format!("sidecar: egress bind {bind} is not a valid IP address"),
         );
+    }
+}
+
+/// Istio's `ValidateUnixAddress`: an absolute path to a file, or an
+/// abstract socket (`@name`).
+fn unix_address(path: &str, socket: &str, errors: &mut FieldErrors) {
+    if socket.is_empty() {
+        errors.push(path, "unix address must not be empty");
+    } else if !socket.starts_with('@') && (!socket.starts_with('/') || socket.ends_with('/')) {
+        errors.push(path, format!("{socket} is not an absolute path to a file"));
     }
 }
 
@@ -329,6 +396,113 @@ mod tests {
         assert_eq!(
             at("spec.inboundConnectionPool.tcp.maxConnections"),
             ["max connections must be non-negative"]
+        );
+    }
+
+    #[test]
+    fn ingress_tls_and_pools_are_checked_as_istio_does() {
+        let errors = errors_of(serde_json::json!({
+            "ingress": [
+                {"port": {"number": 9443, "protocol": "HTTPS"},
+                 "tls": {"mode": "SIMPLE", "serverCertificate": "/c.pem", "privateKey": "/k.pem"},
+                 "connectionPool": {"tcp": {"maxConnections": 5}}},
+                {"port": {"number": 9444, "protocol": "HTTPS"},
+                 "tls": {"mode": "MUTUAL", "serverCertificate": "/c.pem", "privateKey": "/k.pem"}},
+                {"port": {"number": 9445, "protocol": "HTTP"},
+                 "tls": {"mode": "ISTIO_MUTUAL", "credentialName": "secret", "subjectAltNames": ["a"], "httpsRedirect": true}},
+                {"port": {"number": 9446, "protocol": "TLS"}, "tls": {"mode": "SIMPLE"},
+                 "connectionPool": {"tcp": {"maxConnections": -1}}}
+            ]
+        }));
+        let at = |path: &str| {
+            errors
+                .iter()
+                .filter(|(p, _)| p == path)
+                .map(|(_, m)| m.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            !errors.iter().any(|(p, _)| p.starts_with("spec.ingress[0]")),
+            "{errors:?}"
+        );
+        assert_eq!(
+            at("spec.ingress[1].tls.caCertificates"),
+            ["MUTUAL TLS requires a client CA bundle"]
+        );
+        assert_eq!(
+            at("spec.ingress[2].tls.mode"),
+            ["configuration is invalid: cannot set mode to ISTIO_MUTUAL in sidecar ingress tls"]
+        );
+        assert_eq!(
+            at("spec.ingress[2].tls.credentialName"),
+            [
+                "sidecar: credentialName is not currently supported",
+                "ISTIO_MUTUAL TLS cannot have associated credentialName"
+            ]
+        );
+        assert_eq!(
+            at("spec.ingress[2].tls.subjectAltNames"),
+            ["sidecar: subjectAltNames is not supported in ingress tls"]
+        );
+        assert_eq!(
+            at("spec.ingress[2].tls.httpsRedirect"),
+            ["sidecar: httpsRedirect is not supported"]
+        );
+        assert_eq!(
+            at("spec.ingress[2].tls"),
+            ["server cannot have TLS settings for non HTTPS/TLS ports"]
+        );
+        assert_eq!(
+            at("spec.ingress[3].tls.serverCertificate"),
+            ["SIMPLE TLS requires a server certificate"]
+        );
+        assert_eq!(
+            at("spec.ingress[3].tls.privateKey"),
+            ["SIMPLE TLS requires a private key"]
+        );
+        assert_eq!(
+            at("spec.ingress[3].connectionPool.tcp.maxConnections"),
+            ["max connections must be non-negative"]
+        );
+    }
+
+    #[test]
+    fn unix_socket_egress_listeners_are_checked_as_istio_does() {
+        let errors = errors_of(serde_json::json!({
+            "egress": [
+                {"port": {"number": 0, "protocol": "HTTP"}, "bind": "unix:///var/run/a.sock", "captureMode": "NONE", "hosts": ["./*"]},
+                {"port": {"number": 0, "protocol": "HTTP"}, "bind": "unix://@abstract", "hosts": ["./*"]},
+                {"port": {"number": 0, "protocol": "HTTP"}, "bind": "unix://relative.sock", "hosts": ["./*"]},
+                {"port": {"number": 0, "protocol": "HTTP"}, "bind": "unix:///var/run/", "hosts": ["./*"]},
+                {"port": {"number": 0, "protocol": "NOPE"}, "bind": "unix:///var/run/b.sock", "hosts": ["./*"]},
+                {"port": {"number": 0, "protocol": "HTTP"}, "bind": "unix:///var/run/a.sock", "hosts": ["./*"]}
+            ]
+        }));
+        let at = |path: &str| {
+            errors
+                .iter()
+                .filter(|(p, _)| p == path)
+                .map(|(_, m)| m.as_str())
+                .collect::<Vec<_>>()
+        };
+        for ok in ["spec.egress[0]", "spec.egress[1]"] {
+            assert!(!errors.iter().any(|(p, _)| p.starts_with(ok)), "{ok}: {errors:?}");
+        }
+        assert_eq!(
+            at("spec.egress[2].bind"),
+            ["relative.sock is not an absolute path to a file"]
+        );
+        assert_eq!(
+            at("spec.egress[3].bind"),
+            ["/var/run/ is not an absolute path to a file"]
+        );
+        assert_eq!(
+            at("spec.egress[4].port.protocol"),
+            ["sidecar: unsupported protocol NOPE"]
+        );
+        assert_eq!(
+            at("spec.egress[5].bind"),
+            ["sidecar: unix domain socket values for listeners must be unique"]
         );
     }
 
