@@ -1,6 +1,7 @@
 //! The routing configuration the generator reads: the routing objects,
 //! typed, and the routing model compiled from them.
 
+use std::collections::BTreeSet;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, OnceLock};
 
@@ -69,6 +70,33 @@ impl MeshConfig {
             .map_err(bad)?;
         mesh.security = SecurityPolicies::from_configs(configs).map_err(bad)?;
         Ok(mesh)
+    }
+
+    /// The routing and security kinds among `configs`, typed, taking the
+    /// objects `previous` holds at the same resource version from it
+    /// ([`RoutingConfigs::from_configs_reusing`]), with its settings.
+    pub fn from_configs_reusing<'a>(
+        configs: impl IntoIterator<Item = &'a DynConfig>,
+        previous: &MeshConfig,
+    ) -> Result<Self, XdsError> {
+        let configs: Vec<&DynConfig> = configs.into_iter().collect();
+        let bad = |e: pilot_model::StoreError| XdsError::BadConfig(e.to_string());
+        let mut mesh = RoutingConfigs::from_configs_reusing(configs.iter().copied(), &previous.configs)
+            .map(MeshConfig::new)
+            .map_err(bad)?;
+        mesh.security = SecurityPolicies::from_configs(configs).map_err(bad)?;
+        Ok(mesh)
+    }
+
+    /// Compiles the model from `previous`'s
+    /// ([`RoutingConfigs::compile_from`]): the hosts no changed object
+    /// names are shared with it. Returns the hosts whose routes or
+    /// destination changed, `None` when that is not known by host (the
+    /// whole model was compiled again).
+    pub fn compile_from(&mut self, previous: &MeshConfig) -> Option<BTreeSet<String>> {
+        let recompiled = self.configs.compile_from(&previous.configs, previous.model());
+        self.model = OnceLock::from(Arc::new(recompiled.model));
+        recompiled.changed
     }
 
     /// The same configuration read with this mesh's root namespace (of

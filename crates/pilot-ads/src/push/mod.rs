@@ -29,6 +29,7 @@ mod name_sets;
 pub(crate) mod pipeline;
 mod proxy_class;
 mod proxy_config;
+mod recompile;
 mod scopes;
 mod snapshot;
 mod subscription;

@@ -11,7 +11,7 @@ use pilot_store::Controller;
 use tokio::time::Instant;
 
 use super::generation_cache::{Changes, GeneratedCache};
-use super::inputs::{PushObjects, compile};
+use super::inputs::PushObjects;
 use super::snapshot::{MeshSnapshot, PUSHED_KINDS, PushInfo};
 use crate::feedback::Rejections;
 use crate::options::XdsOptions;
@@ -167,8 +167,8 @@ fn publish(
             Arc::clone(&p.mesh),
         )
     });
-    let (revisions, objects, mesh) = match kept {
-        Some(kept) => kept,
+    let (revisions, objects, mesh, rules_changed) = match kept {
+        Some((revisions, objects, mesh)) => (revisions, objects, mesh, Some(Default::default())),
         None => {
             let kinds = PUSHED_KINDS;
             // Read before the cache is: the push holds at least every write
@@ -185,16 +185,15 @@ fn publish(
                 // push (an embedder's Controller over fewer kinds).
                 configs.extend(controller.list_cached(kind, None).unwrap_or_default());
             }
-            match compile(configs.iter().map(|c| &**c)) {
-                Ok(mut mesh) => {
-                    mesh.root_namespace = server.options.root_namespace.clone();
-                    mesh.default_export_to = server.options.default_export_to.clone();
-                    let mesh =
-                        mesh.with_mesh_settings(&server.options.root_namespace, &server.options.trust_domain);
-                    // Compiled once here, for every proxy of the push.
-                    mesh.model();
-                    (revisions, Arc::new(PushObjects::new(configs)), Arc::new(mesh))
-                }
+            // Compiled once here, for every proxy of the push, from the
+            // last push's rules.
+            match super::recompile::rules(&configs, previous.as_ref().map(|p| &*p.mesh), &server.options) {
+                Ok((mesh, changed)) => (
+                    revisions,
+                    Arc::new(PushObjects::new(configs)),
+                    Arc::new(mesh),
+                    changed,
+                ),
                 Err(error) => {
                     tracing::error!(%error, "cannot decode the routing configuration; keeping the last push");
                     return true;
@@ -213,9 +212,9 @@ fn publish(
         changes.record(&Change::Registry(event));
     }
     let mut changes = std::mem::take(changes);
-    changes.touched = previous
-        .as_ref()
-        .and_then(|p| super::scopes::touched_hosts((&p.mesh, &p.registry), (&mesh, &frozen)));
+    changes.touched = previous.as_ref().and_then(|p| {
+        super::scopes::touched_hosts((&p.mesh, &p.registry), (&mesh, &frozen), rules_changed.as_ref())
+    });
     changes.steady = previous.as_ref().is_some_and(|p| {
         super::scopes::steady((&p.mesh, &p.registry), (&mesh, &frozen), changes.touched.as_ref())
     });

@@ -244,10 +244,15 @@ fn security_versions(mesh: &MeshConfig) -> Vec<(pilot_model::ConfigKey, Option<S
 }
 
 /// The hosts a batch touched between two pushes' models and registry
-/// states, or `None` when it cannot be said host by host.
+/// states, or `None` when it cannot be said host by host. `rules`: the
+/// hosts whose routes or destination changed, when the compilation of
+/// `after`'s model from `before`'s knew them (`recompile.rs`); otherwise,
+/// and when some rule is not visible everywhere (each view is compared),
+/// the models are compared host by host.
 pub(crate) fn touched_hosts(
     before: (&MeshConfig, &RegistrySnapshot),
     after: (&MeshConfig, &RegistrySnapshot),
+    rules: Option<&BTreeSet<String>>,
 ) -> Option<BTreeSet<String>> {
     let (mesh_before, registry_before) = before;
     let (mesh_after, registry_after) = after;
@@ -263,6 +268,8 @@ pub(crate) fn touched_hosts(
                 let before = configs_before.visible_to(&namespace).compile();
                 touched.extend(after.changed_hosts(&before)?);
             }
+        } else if let Some(rules) = rules {
+            touched = rules.clone();
         } else {
             touched = mesh_after.model().changed_hosts(mesh_before.model())?;
         }

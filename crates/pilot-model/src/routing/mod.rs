@@ -50,15 +50,18 @@
 //! ```
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
 use crate::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
 use crate::security::AuthorizationPolicy;
 use crate::{Config, ConfigKind, DynConfig, Labels, StoreError};
 
+mod decode;
 mod edge;
 mod gateway;
 mod http;
+mod incremental;
 mod l4;
 mod policy;
 mod scope;
@@ -74,6 +77,7 @@ pub use http::{
     HttpRoute, MESH_GATEWAY, Mirror, Redirect, Retries, Rewrite, RouteDestination, StringMatch,
     WeightedDestination,
 };
+pub use incremental::Recompiled;
 pub use l4::{L4Match, TcpRoute, TlsRoute};
 pub use policy::{
     ClientTls, ConnectionPool, ConsistentHash, Destination, HashKey, LoadBalancer, OutlierDetection,
@@ -198,8 +202,10 @@ pub struct HostRoutes {
 /// [module](self) documentation.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RoutingModel {
-    hosts: HashMap<String, HostRoutes>,
-    destinations: BTreeMap<String, Destination>,
+    /// Shared with the models compiled from this one where a host's
+    /// objects did not change (`incremental.rs`).
+    hosts: HashMap<String, Arc<HostRoutes>>,
+    destinations: BTreeMap<String, Arc<Destination>>,
     external: Vec<ExternalService>,
     ingress: Vec<IngressServer>,
     sources: HashSet<String>,
@@ -218,22 +224,22 @@ impl RoutingModel {
 
     /// Every host with routes, in no particular order.
     pub fn hosts(&self) -> impl Iterator<Item = (&str, &HostRoutes)> {
-        self.hosts.iter().map(|(host, routes)| (host.as_str(), routes))
+        self.hosts.iter().map(|(host, routes)| (host.as_str(), &**routes))
     }
 
     /// The routes of `host`.
     pub fn routes(&self, host: &str) -> Option<&HostRoutes> {
-        self.hosts.get(host)
+        self.hosts.get(host).map(|h| &**h)
     }
 
     /// What is known of destination `host`: its policy and subsets.
     pub fn destination(&self, host: &str) -> Option<&Destination> {
-        self.destinations.get(host)
+        self.destinations.get(host).map(|d| &**d)
     }
 
     /// Every destination with a policy or subsets, by host.
     pub fn destinations(&self) -> impl Iterator<Item = &Destination> {
-        self.destinations.values()
+        self.destinations.values().map(|d| &**d)
     }
 
     /// The policy of `host`'s subset selected by `labels` (empty: the whole
@@ -291,16 +297,16 @@ impl RoutingModel {
     }
 
     fn host_mut(&mut self, host: &str) -> &mut HostRoutes {
-        self.hosts.entry(host.to_string()).or_default()
+        Arc::make_mut(self.hosts.entry(host.to_string()).or_default())
     }
 
     fn destination_mut(&mut self, host: &str) -> &mut Destination {
-        self.destinations
-            .entry(host.to_string())
-            .or_insert_with(|| Destination {
+        Arc::make_mut(self.destinations.entry(host.to_string()).or_insert_with(|| {
+            Arc::new(Destination {
                 host: host.to_string(),
                 ..Default::default()
             })
+        }))
     }
 
     /// Adds the subset selected by `labels` to `host` unless it has it.
@@ -320,22 +326,31 @@ impl RoutingModel {
     /// services, and gives each route its destinations' hash key.
     fn finish(&mut self) {
         let destinations = &self.destinations;
-        let gateway_routes = self
+        for route in self
             .ingress
             .iter_mut()
             .flat_map(|s| &mut s.virtual_hosts)
-            .flat_map(|h| &mut h.routes);
-        for route in self
-            .hosts
-            .values_mut()
-            .flat_map(|h| &mut h.http)
-            .chain(gateway_routes)
+            .flat_map(|h| &mut h.routes)
         {
             route.hash = hash_key(destinations, route);
         }
-        for destination in self.destinations.values_mut() {
-            destination.subsets.sort_by(|a, b| a.labels.cmp(&b.labels));
+        for routes in self.hosts.values_mut() {
+            hash_routes(destinations, routes);
         }
+        for destination in self.destinations.values_mut() {
+            if !destination.subsets.is_sorted_by(|a, b| a.labels <= b.labels) {
+                Arc::make_mut(destination)
+                    .subsets
+                    .sort_by(|a, b| a.labels.cmp(&b.labels));
+            }
+        }
+        self.aggregate();
+    }
+
+    /// Records what is said of the model as a whole from its hosts'
+    /// routes: the source services, whether some route's source is named
+    /// by labels alone, whether some TCP or TLS route names its source.
+    fn aggregate(&mut self) {
         self.sources = self
             .hosts
             .values()
@@ -364,9 +379,20 @@ impl RoutingModel {
     }
 }
 
+/// Gives each of `routes`' HTTP routes its destinations' hash key,
+/// copying them only when one changes (they may be shared).
+fn hash_routes(destinations: &BTreeMap<String, Arc<Destination>>, routes: &mut Arc<HostRoutes>) {
+    let hashes: Vec<Option<HashKey>> = routes.http.iter().map(|r| hash_key(destinations, r)).collect();
+    if routes.http.iter().zip(&hashes).any(|(r, h)| r.hash != *h) {
+        for (route, hash) in Arc::make_mut(routes).http.iter_mut().zip(hashes) {
+            route.hash = hash;
+        }
+    }
+}
+
 /// The key a consistent hash of `route`'s destinations hashes: the one
 /// their policies (on their port, if they name one) share, if any.
-fn hash_key(destinations: &BTreeMap<String, Destination>, route: &HttpRoute) -> Option<HashKey> {
+fn hash_key(destinations: &BTreeMap<String, Arc<Destination>>, route: &HttpRoute) -> Option<HashKey> {
     let HttpAction::Route(targets) = &route.action else {
         return None;
     };

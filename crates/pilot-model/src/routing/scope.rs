@@ -3,6 +3,7 @@
 //! its scope (pilot-xds's `scope`), with what a push changed, by host.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use super::{HttpAction, RoutingConfigs, RoutingModel};
 use crate::networking::{exported_to, is_public};
@@ -108,8 +109,14 @@ impl RoutingModel {
             return None;
         }
         let mut changed = BTreeSet::new();
+        // Entries shared with `before` (a model compiled from it) are the
+        // same without looking into them.
         for (host, routes) in &self.hosts {
-            if before.hosts.get(host) != Some(routes) {
+            if !before
+                .hosts
+                .get(host)
+                .is_some_and(|b| Arc::ptr_eq(b, routes) || b == routes)
+            {
                 changed.insert(host.clone());
             }
         }
@@ -121,7 +128,11 @@ impl RoutingModel {
                 .cloned(),
         );
         for (host, destination) in &self.destinations {
-            if before.destinations.get(host) != Some(destination) {
+            if !before
+                .destinations
+                .get(host)
+                .is_some_and(|b| Arc::ptr_eq(b, destination) || b == destination)
+            {
                 changed.insert(host.clone());
             }
         }

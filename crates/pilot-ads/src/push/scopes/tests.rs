@@ -219,7 +219,11 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
     } else {
         compile(&yaml(&mesh, &batch.rules, &batch.routes))
     };
-    let touched = touched_hosts((&before_mesh, &before_registry), (&after_mesh, &after_registry));
+    let touched = touched_hosts(
+        (&before_mesh, &before_registry),
+        (&after_mesh, &after_registry),
+        None,
+    );
     // Rules exported to some namespaces only are said host by host too.
     prop_assert!(touched.is_some(), "{:?}", batch);
     let steady = steady(
