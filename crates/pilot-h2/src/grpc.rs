@@ -348,7 +348,8 @@ impl Sender {
     }
 
     /// Resolves when the stream was reset or the connection closed (the
-    /// client went away), with the reason.
+    /// client went away), with the reason. It shares its wake-up with
+    /// [`Sender::send`]: await both from the one task that sends.
     pub async fn closed(&self) -> Status {
         poll_fn(|cx| {
             let mut guard = self.stream.lock();

@@ -83,7 +83,7 @@ h2_test!(
 h2_test!(
     max_connection_age_graceful,
     Config {
-        max_connection_age: Some(Duration::from_millis(500)),
+        max_connection_age: Some(Duration::from_secs(2)),
         ..Config::default()
     }
 );
