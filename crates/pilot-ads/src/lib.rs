@@ -8,9 +8,10 @@
 //!   Controller and the registry have synced; each class of proxy is
 //!   generated once per push and encoded once for every stream.
 //! - `stream/`: one task per ADS stream, state of the world or
-//!   incremental, over tonic ([`ServeOptions`]: TLS, keepalives,
-//!   connection cap, maximum age; [`Authenticate`]: who may claim which
-//!   node ids).
+//!   incremental, over tonic's HTTP/2 ([`ServeOptions`]: TLS by
+//!   tokio-rustls, keepalives, connection cap, maximum age;
+//!   [`Authenticate`]: who may claim which node ids, from the request's
+//!   headers and its connection's [`Peer`]).
 //! - `feedback/`: each connected proxy's ACKs and NACKs ([`ProxyStatus`]),
 //!   the store revisions each push carried ([`PushRevisions`]), why streams
 //!   ended ([`StreamEnds`]) or were refused ([`RefusedStreams`]).
@@ -51,14 +52,19 @@ pub use feedback::{Audience, Nack, ProxyStatus, PushRevisions, RefusedStreams, S
 pub use options::XdsOptions;
 pub use push::{PUSHED_KINDS, PushInfo, PushSubscription};
 pub use server::XdsServer;
-pub use stream::{AdsService, Authenticate, Caller, NodeScope, ServeOptions, listen};
+pub use stream::{AdsService, Authenticate, Caller, NodeScope, Peer, ServeOptions, listen};
 pub use xds_type::{TYPES, XdsType};
 
-/// The tonic this crate is built with: [`ServeOptions::tls`] is its
-/// `transport::ServerTlsConfig`, the serving methods return its
-/// `transport::Error`, and [`AdsService`] is one of its services. Use it
-/// instead of a tonic of your own so the versions always match.
+/// The tonic this crate is built with: the serving methods return its
+/// `transport::Error`, [`ServeOptions::routes`] are its routes, and
+/// [`AdsService`] is one of its services. Use it instead of a tonic of
+/// your own so the versions always match.
 pub use tonic;
+
+/// The rustls this crate is built with: [`ServeOptions::tls`] is its
+/// `ServerConfig`, and [`Peer::certificates`] its certificates.
+#[cfg(feature = "tls")]
+pub use rustls;
 
 /// The Envoy API types (pilot-xds's `envoy_types`) the resources are made of.
 pub use pilot_xds::envoy_types;

@@ -171,9 +171,6 @@ fn check(args: &Args) -> Result<Checked, StartError> {
         value.max_connection_age = args.xds_max_connection_age;
         value
     };
-    xds_options
-        .check()
-        .map_err(|e| StartError::Failed(format!("ADS TLS: {e}")))?;
     if tokens.is_none() {
         tracing::warn!(
             listen = %args.listen,

@@ -442,3 +442,44 @@ async fn envoy_gets_configuration_over_mtls_with_a_token_and_a_spoofing_envoy_do
     assert!(refused(&server, "permission_denied") >= 1);
     server.stop().await;
 }
+
+/// TLS handshakes run side by side: clients stalled in theirs (a TLS
+/// record header sent, then nothing) do not hold up a proxy's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn clients_stalled_in_the_tls_handshake_do_not_hold_up_a_proxy() {
+    use tokio::io::AsyncWriteExt;
+    let certs = certificates();
+    let path = |name: &str| certs.path().join(name).display().to_string();
+    let server = TestServer::start(&[
+        "--services",
+        &services_file(),
+        "--xds-tls-cert",
+        &path("server.pem"),
+        "--xds-tls-key",
+        &path("server-key.pem"),
+        "--xds-client-ca",
+        &path("ca.pem"),
+        // Longer than the guard below: the stalled clients stay open.
+        "--xds-handshake-timeout",
+        "10m",
+    ])
+    .await;
+    let mut stalled = Vec::new();
+    for _ in 0..10 {
+        let mut socket = tokio::net::TcpStream::connect(server.xds).await.unwrap();
+        socket.write_all(b"\x16\x03\x01\x02\x00").await.unwrap();
+        stalled.push(socket);
+    }
+    // A guard against a hang, not a figure under test.
+    let served = tokio::time::timeout(Duration::from_secs(60), async {
+        let channel = tls_channel(server.xds, certs.path(), Some("proxy"))
+            .await
+            .unwrap();
+        first_response(channel, None, Some(DEFAULT_NODE)).await
+    })
+    .await
+    .expect("the proxy's handshake waited behind the stalled ones");
+    assert!(!served.unwrap().resources.is_empty());
+    drop(stalled);
+    server.stop().await;
+}

@@ -24,7 +24,7 @@
 //!   are HTTP/2's `SETTINGS_MAX_CONCURRENT_STREAMS`, set by `serve.rs`.
 //!
 //! The connections are found again from a stream by the peer address
-//! tonic puts in the request's extensions.
+//! in the request's extensions (a [`Peer`]).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -39,9 +39,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
-#[cfg(feature = "tls")]
-use tonic::transport::server::TlsConnectInfo;
-use tonic::transport::server::{Connected, TcpConnectInfo};
+
+use super::peer::Peer;
 
 /// The ADS listener's bookkeeping of connections and streams.
 pub(crate) struct Admission {
@@ -208,16 +207,7 @@ fn release_pending(table: &mut Table, ip: IpAddr) {
 
 /// The peer address of the connection a request came on.
 fn peer(extensions: &http::Extensions) -> Option<SocketAddr> {
-    let plain = extensions
-        .get::<TcpConnectInfo>()
-        .and_then(TcpConnectInfo::remote_addr);
-    #[cfg(feature = "tls")]
-    let plain = plain.or_else(|| {
-        extensions
-            .get::<TlsConnectInfo<TcpConnectInfo>>()
-            .and_then(|info| info.get_ref().remote_addr())
-    });
-    plain
+    extensions.get::<Peer>().and_then(Peer::address)
 }
 
 /// One stream counted against its credential until dropped.
@@ -311,11 +301,13 @@ impl Drop for Limited {
     }
 }
 
-impl Connected for Limited {
-    type ConnectInfo = TcpConnectInfo;
-
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.stream.connect_info()
+impl Limited {
+    /// The client's address.
+    pub(crate) fn peer_addr(&self) -> Option<SocketAddr> {
+        self.tracked
+            .as_ref()
+            .map(|tracked| tracked.peer)
+            .or_else(|| self.stream.peer_addr().ok())
     }
 }
 
@@ -400,7 +392,7 @@ mod tests {
         // Admitted, the first no longer counts as pending.
         let peer = first.stream.peer_addr().unwrap();
         let mut extensions = http::Extensions::new();
-        extensions.insert(first.stream.connect_info());
+        extensions.insert(Peer::plain(Some(peer)));
         admission.admit(&extensions);
         let second = admission.accept(s2).ok().unwrap();
         // Both slots taken.

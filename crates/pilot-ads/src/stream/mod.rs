@@ -16,7 +16,8 @@
 //!   `serve.rs`: [`ServeOptions`] (TLS, keepalives, limits, maximum age)
 //!   and the listening socket; `admission.rs`: which connections and
 //!   streams are kept (slots, handshake deadline, per address, per
-//!   credential).
+//!   credential); `peer.rs`: the admitted connections, plain or TLS,
+//!   and the [`Peer`] their requests carry.
 //!
 //! Responses go through a bounded queue: a slow proxy holds up only its
 //! own task, which waits. When the stream ends, the task, its queue and its
@@ -25,6 +26,7 @@
 mod admission;
 mod auth;
 mod delta;
+mod peer;
 mod serve;
 mod service;
 mod session;
@@ -34,6 +36,7 @@ mod transport;
 mod withheld;
 
 pub use auth::{Authenticate, Caller, NodeScope};
+pub use peer::Peer;
 pub use serve::{ServeOptions, listen};
 pub(crate) use serve::{serve_address, serve_listener};
 pub use service::AdsService;

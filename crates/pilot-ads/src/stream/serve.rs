@@ -10,8 +10,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tonic::transport::Server;
-#[cfg(feature = "tls")]
-use tonic::transport::ServerTlsConfig;
 use tonic::transport::server::TcpIncoming;
 
 use super::admission::{Admission, Refusal};
@@ -23,10 +21,13 @@ use crate::state::ServerState;
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct ServeOptions {
-    /// TLS for the port (with a client CA in it, mTLS); `None`: plain
-    /// HTTP/2. Feature `tls` (on by default).
+    /// TLS for the port, terminated here with tokio-rustls (with a client
+    /// certificate verifier in it, mTLS: the verified chain reaches
+    /// [`auth`](Self::auth) in a [`Peer`](crate::Peer)); HTTP/2 is added
+    /// to its ALPN protocols. `None`: plain HTTP/2. Feature `tls` (on by
+    /// default).
     #[cfg(feature = "tls")]
-    pub tls: Option<ServerTlsConfig>,
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Authenticates every stream
     /// ([`XdsServer::authenticated_service`](crate::XdsServer::authenticated_service));
     /// `None`: any client.
@@ -98,18 +99,6 @@ impl Default for ServeOptions {
             tcp_keepalive: Duration::from_secs(60),
             routes: None,
         }
-    }
-}
-
-impl ServeOptions {
-    /// Checks what can be checked before serving (the TLS identity and
-    /// client CA), so a bad configuration stops a server at start.
-    pub fn check(&self) -> Result<(), tonic::transport::Error> {
-        #[cfg(feature = "tls")]
-        if let Some(tls) = &self.tls {
-            Server::builder().tls_config(tls.clone())?;
-        }
-        Ok(())
     }
 }
 
@@ -195,10 +184,6 @@ async fn serve_incoming(
         // stream opens a new connection.
         builder = builder.max_connection_age(age.mul_f64(0.9));
     }
-    #[cfg(feature = "tls")]
-    if let Some(tls) = options.tls {
-        builder = builder.tls_config(tls)?;
-    }
     let admission = Arc::new(Admission::new(
         options.max_connections,
         options.handshake_timeout,
@@ -232,6 +217,11 @@ async fn serve_incoming(
         };
         std::future::ready(admitted)
     });
+    let incoming = super::peer::connections(
+        incoming,
+        #[cfg(feature = "tls")]
+        options.tls,
+    );
     let closing = Arc::clone(state);
     let routes = options.routes.unwrap_or_default().add_service(service);
     builder

@@ -22,9 +22,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use pilot_ads::{Authenticate, Caller, NodeScope};
-use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
-use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+use pilot_ads::{Authenticate, Caller, NodeScope, Peer};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::tokens::Tokens;
 use crate::args::Args;
@@ -54,28 +54,62 @@ impl XdsAuth {
     }
 }
 
-/// The TLS configuration of the ADS port, when `--xds-tls-cert` is given.
-pub(crate) fn tls_config(args: &Args, tokens_too: bool) -> Result<Option<ServerTlsConfig>, String> {
+/// The TLS configuration of the ADS port, when `--xds-tls-cert` is given:
+/// its identity, and with `--xds-client-ca` client certificates verified
+/// against that CA (optional when tokens are accepted too).
+pub(crate) fn tls_config(args: &Args, tokens_too: bool) -> Result<Option<Arc<rustls::ServerConfig>>, String> {
     let (Some(cert), Some(key)) = (&args.xds_tls_cert, &args.xds_tls_key) else {
         if args.xds_client_ca.is_some() {
             return Err("--xds-client-ca needs --xds-tls-cert and --xds-tls-key".into());
         }
         return Ok(None);
     };
-    let read = |path: &Path, what: &str| {
-        std::fs::read(path).map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))
-    };
-    let mut config = ServerTlsConfig::new().identity(Identity::from_pem(
-        read(cert, "ADS certificate")?,
-        read(key, "ADS private key")?,
-    ));
-    if let Some(ca) = &args.xds_client_ca {
-        config = config
-            .client_ca_root(Certificate::from_pem(read(ca, "ADS client CA")?))
+    let certs = read_certificates(cert, "ADS certificate")?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("cannot read the ADS private key {}: {e}", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("ADS TLS: {e}"))?;
+    let builder = match &args.xds_client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for root in read_certificates(ca, "ADS client CA")? {
+                roots
+                    .add(root)
+                    .map_err(|e| format!("the ADS client CA {}: {e}", ca.display()))?;
+            }
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             // With tokens too, a client may present a token instead.
-            .client_auth_optional(tokens_too);
+            let verifier = if tokens_too {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            let verifier = verifier
+                .build()
+                .map_err(|e| format!("the ADS client CA {}: {e}", ca.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("ADS TLS: bad certificate or key {}: {e}", cert.display()))?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Some(Arc::new(config)))
+}
+
+/// The certificates of a PEM file (at least one).
+fn read_certificates(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<_, _>>())
+        .map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("the {what} {} holds no certificate", path.display()));
     }
-    Ok(Some(config))
+    Ok(certs)
 }
 
 impl Authenticate for XdsAuth {
@@ -100,10 +134,8 @@ impl Authenticate for XdsAuth {
                 scope: found.scope(),
             });
         }
-        let certs = extensions
-            .get::<TlsConnectInfo<TcpConnectInfo>>()
-            .and_then(TlsConnectInfo::peer_certs);
-        if let Some(leaf) = certs.as_ref().and_then(|certs| certs.first()) {
+        let certs = extensions.get::<Peer>().and_then(Peer::certificates);
+        if let Some(leaf) = certs.and_then(|certs| certs.first()) {
             // rustls verified the chain against --xds-client-ca already.
             let identity = spiffe_identity(leaf).ok_or_else(|| {
                 tonic::Status::unauthenticated(

@@ -237,13 +237,7 @@ impl Inner {
 
 /// The peer address of the connection a request came on.
 fn peer(extensions: &http::Extensions) -> Option<std::net::SocketAddr> {
-    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
     extensions
-        .get::<TcpConnectInfo>()
-        .and_then(TcpConnectInfo::remote_addr)
-        .or_else(|| {
-            extensions
-                .get::<TlsConnectInfo<TcpConnectInfo>>()
-                .and_then(|info| info.get_ref().remote_addr())
-        })
+        .get::<pilot_ads::Peer>()
+        .and_then(pilot_ads::Peer::address)
 }
