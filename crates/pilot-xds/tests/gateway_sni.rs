@@ -260,3 +260,45 @@ spec:
         .expect("the HTTPS server's routes");
     assert_eq!(https.virtual_hosts[0].domains, ["*.example.com"]);
 }
+
+/// Two `AUTO_PASSTHROUGH` servers on two ports: each port's chains are for
+/// its own server's hosts only; the SNI-DNAT clusters are those both
+/// ports' chains go to.
+#[test]
+fn each_auto_passthrough_port_routes_only_its_own_servers_hosts() {
+    let text = r#"
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: cross-network, namespace: istio-system}
+spec:
+  selector: {istio: eastwestgateway}
+  servers:
+  - port: {number: 15443, name: tls-reviews, protocol: TLS}
+    hosts: ["reviews.default.svc.cluster.local"]
+    tls: {mode: AUTO_PASSTHROUGH}
+  - port: {number: 15444, name: tls-mongodb, protocol: TLS}
+    hosts: ["default/mongodb.default.svc.cluster.local"]
+    tls: {mode: AUTO_PASSTHROUGH}
+"#;
+    let proxy = router(r#"{"istio":"eastwestgateway"}"#);
+    let resources = checked(&proxy, &mesh(text));
+    let clusters_of = |port: u16| -> Vec<String> {
+        listener(&resources, port)
+            .filter_chains
+            .iter()
+            .map(|chain| sni_and_cluster(chain).1)
+            .collect()
+    };
+    let reviews = clusters_of(15443);
+    let mongodb = clusters_of(15444);
+    assert_eq!(reviews, [format!("outbound_.9080_._.{REVIEWS}")]);
+    assert_eq!(mongodb, ["outbound_.27017_._.mongodb.default.svc.cluster.local"]);
+    let mut dnat: Vec<&str> = resources
+        .clusters
+        .iter()
+        .map(|c| c.name.as_str())
+        .filter(|name| name.starts_with("outbound_."))
+        .collect();
+    dnat.sort();
+    assert_eq!(dnat, [mongodb[0].as_str(), reviews[0].as_str()]);
+}
