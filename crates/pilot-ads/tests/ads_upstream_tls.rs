@@ -8,10 +8,7 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-
-use pilot_test_support::{Pki, ProcessGuard, certs};
+use pilot_test_support::{Pki, certs, openssl_server};
 use support::envoy::{eventually, free_port, request_to};
 use support::mesh::Mesh;
 
@@ -23,32 +20,6 @@ fn cluster_counter(mesh: &Mesh, host: &str, port: u16, name: &str) -> u64 {
         .lines()
         .find_map(|line| line.strip_prefix(&stat)?.trim().parse().ok())
         .unwrap_or(0)
-}
-
-/// `openssl s_server -www` on a free loopback port with the certificate
-/// `pair`; with `client_ca`, it requires a client certificate that CA
-/// signed. Each answer is a page describing the session, naming the
-/// client's certificate if one was presented.
-fn tls_upstream(pair: &certs::Pair, client_ca: Option<&Path>) -> (u16, ProcessGuard) {
-    let port = free_port();
-    let mut command = Command::new("openssl");
-    command
-        .args(["s_server", "-www", "-accept", &format!("127.0.0.1:{port}")])
-        .arg("-cert")
-        .arg(&pair.cert)
-        .arg("-key")
-        .arg(&pair.key)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    if let Some(ca) = client_ca {
-        command.args(["-Verify", "1", "-CAfile"]).arg(ca);
-    }
-    let guard = ProcessGuard::spawn(&mut command).expect("openssl runs (scripts/install-deps installs it)");
-    eventually("the TLS upstream listens", || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    (port, guard)
 }
 
 fn service_entry(host: &str, port: u16, upstream: u16) -> String {
@@ -90,8 +61,8 @@ async fn simple_verifies_the_server_and_mutual_presents_the_client_certificate()
         client.cert.display().to_string(),
         client.key.display().to_string(),
     );
-    let (simple_upstream, _simple) = tls_upstream(&server, None);
-    let (mutual_upstream, _mutual) = tls_upstream(&server, Some(&ca.cert));
+    let (simple_upstream, _simple) = openssl_server(&server, None);
+    let (mutual_upstream, _mutual) = openssl_server(&server, Some(&ca.cert));
     let mesh = Mesh::start().await;
     let (simple_port, mutual_port) = (free_port(), free_port());
     const SIMPLE: &str = "simple.tls.test";

@@ -12,9 +12,10 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::tls::{curl_https, tls_backend};
+use common::tls::curl_https;
 use common::{Agent, Backend, Discovery, eventually, free_port};
 use pilot_test_support::certs::Pki;
+use pilot_test_support::openssl_server;
 
 #[test]
 fn a_router_serves_a_gateway_over_http_and_https() {
@@ -155,7 +156,7 @@ fn a_router_serves_tcp_tls_passthrough_and_mutual_servers() {
     };
     let (good, bad) = (client("good"), client("bad"));
     let backend = Backend::start();
-    let (tls_port, _tls_backend) = tls_backend(&upstream_cert);
+    let (tls_port, _tls_backend) = openssl_server(&upstream_cert, None);
     let services = dir.path().join("services.yaml");
     std::fs::write(
         &services,

@@ -9,9 +9,10 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use common::tls::{curl_https, tls_backend};
+use common::tls::curl_https;
 use common::{Agent, Backend, Discovery, eventually, free_port};
 use pilot_test_support::certs::Pki;
+use pilot_test_support::openssl_server;
 
 /// The subject of the certificate the server on `port` presents to a
 /// client sending `sni`, or empty when the handshake fails.
@@ -68,8 +69,8 @@ fn auto_passthrough_reaches_the_subset_the_sni_names() {
         pki.leaf("v1", "ca", server).unwrap(),
         pki.leaf("v2", "ca", server).unwrap(),
     );
-    let (v1_port, _v1) = tls_backend(&v1_cert);
-    let (v2_port, _v2) = tls_backend(&v2_cert);
+    let (v1_port, _v1) = openssl_server(&v1_cert, None);
+    let (v2_port, _v2) = openssl_server(&v2_cert, None);
     let services = dir.path().join("services.yaml");
     std::fs::write(
         &services,
@@ -148,7 +149,7 @@ fn an_https_server_and_a_passthrough_server_share_one_port() {
         )
         .unwrap();
     let backend = Backend::start();
-    let (tls_port, _tls_backend) = tls_backend(&upstream_cert);
+    let (tls_port, _tls_backend) = openssl_server(&upstream_cert, None);
     let services = dir.path().join("services.yaml");
     std::fs::write(
         &services,

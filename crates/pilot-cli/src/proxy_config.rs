@@ -13,28 +13,57 @@ use crate::table::table;
 
 /// Prints `proxy`'s scope (its node id, or its id `<pod>.<namespace>`).
 pub async fn scope(client: &Client, proxy: &str) -> Result<(), Failure> {
-    let path = format!("/debug/scope?proxy={}", encode(proxy));
+    let value = for_proxy(
+        client,
+        proxy,
+        &ProxyDebug {
+            path: "/debug/scope",
+            command: "proxy-config scope",
+            not_connected: StatusCode::NOT_FOUND,
+            hint: "pilotctl proxy-status lists those that are",
+            unreadable: "an unreadable scope",
+        },
+    )
+    .await?;
+    print!("{}", render(&value));
+    Ok(())
+}
+
+/// A server `/debug` endpoint that takes `?proxy=`, as a `proxy-config`
+/// command reads it.
+pub(crate) struct ProxyDebug<'a> {
+    /// The endpoint's path, without the query.
+    pub path: &'a str,
+    /// The command, for the refusal message.
+    pub command: &'a str,
+    /// The status with which the server says no such proxy is connected.
+    pub not_connected: StatusCode,
+    /// What the user can do then, after "no proxy P is connected to URL; ".
+    pub hint: &'a str,
+    /// What an undecodable body is, after "the server sent ".
+    pub unreadable: &'a str,
+}
+
+/// The JSON body of `endpoint` for `proxy`; a failure naming the proxy
+/// when the server does not know it, the server's refusal otherwise.
+pub(crate) async fn for_proxy(
+    client: &Client,
+    proxy: &str,
+    endpoint: &ProxyDebug<'_>,
+) -> Result<Value, Failure> {
+    let path = format!("{}?proxy={}", endpoint.path, encode(proxy));
     let (status, body) = client.send(Method::GET, &path, None).await?;
-    if status == StatusCode::NOT_FOUND {
+    if status == endpoint.not_connected {
         return Err(Failure::failed(format!(
-            "no proxy {proxy} is connected to {}; pilotctl proxy-status lists those that are",
-            client.url
+            "no proxy {proxy} is connected to {}; {}",
+            client.url, endpoint.hint
         )));
     }
     if status != StatusCode::OK {
-        return Err(refused(
-            "proxy-config scope",
-            "default",
-            proxy,
-            status,
-            &body,
-            client,
-        ));
+        return Err(refused(endpoint.command, "default", proxy, status, &body, client));
     }
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|e| Failure::failed(format!("the server sent an unreadable scope: {e}")))?;
-    print!("{}", render(&value));
-    Ok(())
+    serde_json::from_slice(&body)
+        .map_err(|e| Failure::failed(format!("the server sent {}: {e}", endpoint.unreadable)))
 }
 
 /// The header lines (proxy, decided by, outbound traffic policy) and a

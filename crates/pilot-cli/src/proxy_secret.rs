@@ -3,37 +3,29 @@
 //! `/debug/certificates?proxy=`), each with its identity and expiry, as
 //! `istioctl proxy-config secret` shows a proxy's.
 
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::Value;
 
 use crate::Failure;
 use crate::client::Client;
-use crate::refusal::refused;
+use crate::proxy_config::{ProxyDebug, for_proxy};
 use crate::table::table;
 
 /// Prints the certificates issued for `proxy` (its node id, or the id
 /// `<pod>.<namespace>` of a connected proxy).
 pub async fn secret(client: &Client, proxy: &str) -> Result<(), Failure> {
-    let path = format!("/debug/certificates?proxy={}", crate::proxy_config::encode(proxy));
-    let (status, body) = client.send(Method::GET, &path, None).await?;
-    if status == StatusCode::BAD_REQUEST {
-        return Err(Failure::failed(format!(
-            "no proxy {proxy} is connected to {}; give its node id, or see pilotctl proxy-status",
-            client.url
-        )));
-    }
-    if status != StatusCode::OK {
-        return Err(refused(
-            "proxy-config secret",
-            "default",
-            proxy,
-            status,
-            &body,
-            client,
-        ));
-    }
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|e| Failure::failed(format!("the server sent unreadable certificates: {e}")))?;
+    let value = for_proxy(
+        client,
+        proxy,
+        &ProxyDebug {
+            path: "/debug/certificates",
+            command: "proxy-config secret",
+            not_connected: StatusCode::BAD_REQUEST,
+            hint: "give its node id, or see pilotctl proxy-status",
+            unreadable: "unreadable certificates",
+        },
+    )
+    .await?;
     print!("{}", render(&value));
     Ok(())
 }

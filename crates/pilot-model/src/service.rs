@@ -117,9 +117,9 @@ pub struct Service {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mesh_external: bool,
     /// When the object that declares the service was created, if known
-    /// (a ServiceEntry's `creationTimestamp`): of two services that would
-    /// take one listener and cannot be told apart there, the older has it,
-    /// as Istio orders services by age.
+    /// (a ServiceEntry's or a Kubernetes Service's `creationTimestamp`): of
+    /// two services that would take one listener and cannot be told apart
+    /// there, the older has it, as Istio orders services by age.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<std::time::SystemTime>,
 }

@@ -104,14 +104,19 @@ pub(crate) fn to_config(schema: &KindSchema, object: &DynamicObject) -> Result<D
         }
         meta.status = Some(status);
     }
-    meta.creation_timestamp = metadata.creation_timestamp.as_ref().and_then(|time| {
-        let seconds = u64::try_from(time.0.as_second()).ok()?;
-        Some(SystemTime::UNIX_EPOCH + Duration::from_secs(seconds))
-    });
+    meta.creation_timestamp = creation_time(metadata);
     Ok(DynConfig {
         meta,
         spec: spec.clone(),
     })
+}
+
+/// An object's `metadata.creationTimestamp` (whole seconds, as the API
+/// server keeps it); `None` when absent or before the epoch.
+pub(crate) fn creation_time(metadata: &ObjectMeta) -> Option<SystemTime> {
+    let time = metadata.creation_timestamp.as_ref()?;
+    let seconds = u64::try_from(time.0.as_second()).ok()?;
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(seconds))
 }
 
 /// The status a custom object carries, with the `observedGeneration` and

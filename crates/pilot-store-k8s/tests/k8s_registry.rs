@@ -141,6 +141,11 @@ async fn services_and_instances_with_labels_ports_protocols_and_zones() {
     assert_eq!(hosts, ["db.default.svc.cluster.local", REVIEWS]);
     let reviews = registry.get_service(REVIEWS).unwrap();
     assert_eq!(reviews.address, Some(ip("10.96.0.10")));
+    assert!(
+        reviews.created.is_some_and(|t| t <= std::time::SystemTime::now()),
+        "the Service's creationTimestamp: {:?}",
+        reviews.created
+    );
     let ports: Vec<_> = reviews
         .ports
         .iter()

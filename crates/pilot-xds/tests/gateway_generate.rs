@@ -7,99 +7,73 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-
-use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, route, route_action};
-use pilot_model::{default_registry, document};
 use pilot_test_support::certs::TestCerts;
 use pilot_xds::{MeshConfig, Proxy, Resources, generate, testing};
+use support::gateway::{edge_gateway, listener, mesh_of, router};
 
 fn mesh(certs: &TestCerts) -> MeshConfig {
-    let text = format!(
-        r#"
-apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: edge, namespace: default}}
-spec:
-  selector: {{istio: ingressgateway}}
-  servers:
-  - port: {{number: 8080, name: http, protocol: HTTP}}
+    let edge = edge_gateway(
+        8443,
+        r#"["secure.example.com"]"#,
+        certs,
+        r#"  - port: {number: 8080, name: http, protocol: HTTP}
     hosts: ["bookinfo.example.com", "default/ratings.example.com", "other/details.example.com"]
-  - port: {{number: 8443, name: https, protocol: HTTPS}}
-    hosts: ["secure.example.com"]
-    tls: {{mode: SIMPLE, serverCertificate: {cert}, privateKey: {key}}}
+"#,
+    );
+    let text = r#"
 ---
 apiVersion: networking.istio.io/v1
 kind: Gateway
-metadata: {{name: second, namespace: edge}}
+metadata: {name: second, namespace: edge}
 spec:
-  selector: {{istio: ingressgateway}}
+  selector: {istio: ingressgateway}
   servers:
-  - port: {{number: 8080, name: http-second, protocol: HTTP}}
+  - port: {number: 8080, name: http-second, protocol: HTTP}
     hosts: ["*.redirect.example.com"]
-    tls: {{httpsRedirect: true}}
+    tls: {httpsRedirect: true}
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
-metadata: {{name: bookinfo, namespace: default}}
+metadata: {name: bookinfo, namespace: default}
 spec:
   hosts: ["bookinfo.example.com", "secure.example.com"]
   gateways: [edge]
   http:
-  - match: [{{uri: {{prefix: /reviews}}}}]
-    route: [{{destination: {{host: reviews}}}}]
-  - match: [{{uri: {{prefix: /only-second}}, gateways: [edge/second]}}]
-    route: [{{destination: {{host: details}}}}]
-  - route: [{{destination: {{host: productpage, port: {{number: 9080}}}}}}]
+  - match: [{uri: {prefix: /reviews}}]
+    route: [{destination: {host: reviews}}]
+  - match: [{uri: {prefix: /only-second}, gateways: [edge/second]}]
+    route: [{destination: {host: details}}]
+  - route: [{destination: {host: productpage, port: {number: 9080}}}]
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
-metadata: {{name: ratings, namespace: default}}
+metadata: {name: ratings, namespace: default}
 spec:
   hosts: ["*"]
   gateways: [default/edge, edge/second]
   http:
-  - route: [{{destination: {{host: ratings}}}}]
+  - route: [{destination: {host: ratings}}]
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
-metadata: {{name: reviews-mesh, namespace: default}}
+metadata: {name: reviews-mesh, namespace: default}
 spec:
   hosts: [reviews]
   gateways: [mesh, edge]
   http:
-  - route: [{{destination: {{host: reviews}}}}]
+  - route: [{destination: {host: reviews}}]
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
-metadata: {{name: details, namespace: default}}
+metadata: {name: details, namespace: default}
 spec:
   hosts: ["details.example.com"]
   gateways: [edge]
   http:
-  - route: [{{destination: {{host: details}}}}]
-"#,
-        cert = certs.server_cert.display(),
-        key = certs.server_key.display()
-    );
-    let objects = document::parse("gateway.yaml", &text, &default_registry()).unwrap();
-    MeshConfig::from_configs(&objects).unwrap()
-}
-
-fn router(labels: &str) -> Proxy {
-    let metadata: BTreeMap<String, String> = [("LABELS".to_string(), labels.to_string())].into();
-    Proxy::from_node_id("router~10.9.0.1~gateway-1.default~default.svc.cluster.local")
-        .unwrap()
-        .with_metadata(&metadata)
-        .unwrap()
-}
-
-fn listener(resources: &Resources, port: u16) -> Option<&Listener> {
-    resources
-        .listeners
-        .iter()
-        .find(|l| l.name == format!("0.0.0.0_{port}"))
+  - route: [{destination: {host: details}}]
+"#;
+    mesh_of(&format!("{edge}{text}"))
 }
 
 fn routes<'a>(resources: &'a Resources, name: &str) -> &'a RouteConfiguration {

@@ -13,26 +13,13 @@ use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener, filter};
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::UpstreamTlsContext;
-use pilot_model::{default_registry, document};
 use pilot_test_support::certs::TestCerts;
 use pilot_xds::envoy_types;
 use pilot_xds::{MeshConfig, Proxy, Resources, generate, testing};
 use prost::Message;
+use support::gateway::{edge_gateway, mesh_of as mesh, router};
 
 const REVIEWS: &str = "reviews.default.svc.cluster.local";
-
-fn mesh(text: &str) -> MeshConfig {
-    let objects = document::parse("gateway.yaml", text, &default_registry()).unwrap();
-    MeshConfig::from_configs(&objects).unwrap()
-}
-
-fn router(labels: &str) -> Proxy {
-    let metadata: BTreeMap<String, String> = [("LABELS".to_string(), labels.to_string())].into();
-    Proxy::from_node_id("router~10.9.0.1~gateway-1.default~default.svc.cluster.local")
-        .unwrap()
-        .with_metadata(&metadata)
-        .unwrap()
-}
 
 fn checked(proxy: &Proxy, mesh: &MeshConfig) -> Resources {
     let resources = generate(proxy, &support::registry(), mesh);
@@ -42,10 +29,7 @@ fn checked(proxy: &Proxy, mesh: &MeshConfig) -> Resources {
 }
 
 fn listener(resources: &Resources, port: u16) -> &Listener {
-    resources
-        .listeners
-        .iter()
-        .find(|l| l.name == format!("0.0.0.0_{port}"))
+    support::gateway::listener(resources, port)
         .unwrap_or_else(|| panic!("no listener on {port}: {:?}", resources.listeners))
 }
 
@@ -193,44 +177,34 @@ fn sidecars_send_the_cluster_name_as_sni_with_mutual_tls() {
 fn an_https_server_and_a_passthrough_server_share_one_port() {
     let dir = tempfile::tempdir().unwrap();
     let certs = TestCerts::generate(dir.path()).unwrap();
-    let text = format!(
-        r#"
-apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {{name: edge, namespace: default}}
-spec:
-  selector: {{istio: ingressgateway}}
-  servers:
-  - port: {{number: 443, name: https, protocol: HTTPS}}
-    hosts: ["*.example.com"]
-    tls: {{mode: SIMPLE, serverCertificate: {cert}, privateKey: {key}}}
-  - port: {{number: 443, name: tls, protocol: TLS}}
-    hosts: [passthrough.example.com]
-    tls: {{mode: PASSTHROUGH}}
+    let edge = edge_gateway(
+        443,
+        r#"["*.example.com"]"#,
+        &certs,
+        "  - port: {number: 443, name: tls, protocol: TLS}\n    hosts: [passthrough.example.com]\n    tls: {mode: PASSTHROUGH}\n",
+    );
+    let text = r#"
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
-metadata: {{name: apps, namespace: default}}
+metadata: {name: apps, namespace: default}
 spec:
   hosts: ["*.example.com"]
   gateways: [edge]
   http:
-  - route: [{{destination: {{host: productpage}}}}]
+  - route: [{destination: {host: productpage}}]
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
-metadata: {{name: passthrough, namespace: default}}
+metadata: {name: passthrough, namespace: default}
 spec:
   hosts: [passthrough.example.com]
   gateways: [edge]
   tls:
-  - match: [{{sniHosts: [passthrough.example.com]}}]
-    route: [{{destination: {{host: reviews, subset: v1}}}}]
-"#,
-        cert = certs.server_cert.display(),
-        key = certs.server_key.display()
-    );
-    let mut text = text;
+  - match: [{sniHosts: [passthrough.example.com]}]
+    route: [{destination: {host: reviews, subset: v1}}]
+"#;
+    let mut text = format!("{edge}{text}");
     text.push_str(
         "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: reviews, namespace: default}\nspec:\n  host: reviews\n  subsets: [{name: v1, labels: {version: v1}}]\n",
     );
@@ -259,4 +233,46 @@ spec:
         .find(|r| r.name == "https.443.https.edge.default")
         .expect("the HTTPS server's routes");
     assert_eq!(https.virtual_hosts[0].domains, ["*.example.com"]);
+}
+
+/// Two `AUTO_PASSTHROUGH` servers on two ports: each port's chains are for
+/// its own server's hosts only; the SNI-DNAT clusters are those both
+/// ports' chains go to.
+#[test]
+fn each_auto_passthrough_port_routes_only_its_own_servers_hosts() {
+    let text = r#"
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: cross-network, namespace: istio-system}
+spec:
+  selector: {istio: eastwestgateway}
+  servers:
+  - port: {number: 15443, name: tls-reviews, protocol: TLS}
+    hosts: ["reviews.default.svc.cluster.local"]
+    tls: {mode: AUTO_PASSTHROUGH}
+  - port: {number: 15444, name: tls-mongodb, protocol: TLS}
+    hosts: ["default/mongodb.default.svc.cluster.local"]
+    tls: {mode: AUTO_PASSTHROUGH}
+"#;
+    let proxy = router(r#"{"istio":"eastwestgateway"}"#);
+    let resources = checked(&proxy, &mesh(text));
+    let clusters_of = |port: u16| -> Vec<String> {
+        listener(&resources, port)
+            .filter_chains
+            .iter()
+            .map(|chain| sni_and_cluster(chain).1)
+            .collect()
+    };
+    let reviews = clusters_of(15443);
+    let mongodb = clusters_of(15444);
+    assert_eq!(reviews, [format!("outbound_.9080_._.{REVIEWS}")]);
+    assert_eq!(mongodb, ["outbound_.27017_._.mongodb.default.svc.cluster.local"]);
+    let mut dnat: Vec<&str> = resources
+        .clusters
+        .iter()
+        .map(|c| c.name.as_str())
+        .filter(|name| name.starts_with("outbound_."))
+        .collect();
+    dnat.sort();
+    assert_eq!(dnat, [mongodb[0].as_str(), reviews[0].as_str()]);
 }

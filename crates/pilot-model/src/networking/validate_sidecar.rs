@@ -1,6 +1,7 @@
 //! [`Sidecar`] validation as Istio's `ValidateSidecar`: the selector's
 //! labels, ingress listeners (port, protocol, bind, default endpoint),
-//! egress listeners (one catch-all, last; unique port and bind; hosts as
+//! egress listeners (one catch-all, last; unique port numbers, whatever
+//! the bind, and unique unix sockets; hosts as
 //! `namespace/dnsName`), the outbound traffic policy; every error with its
 //! field path.
 
@@ -174,7 +175,9 @@ fn default_endpoint(path: &str, endpoint: &str, errors: &mut FieldErrors) {
 }
 
 fn egress(sidecar: &Sidecar, errors: &mut FieldErrors) {
-    let mut binds = BTreeSet::new();
+    // As Istio: a port number once among the egress listeners with a
+    // port, whatever their binds; a unix socket (port 0) once.
+    let mut ports = BTreeSet::new();
     let mut sockets = BTreeSet::new();
     let mut catch_all = false;
     let last = sidecar.egress.len().saturating_sub(1);
@@ -208,9 +211,9 @@ fn egress(sidecar: &Sidecar, errors: &mut FieldErrors) {
                             "sidecar: unix domain socket values for listeners must be unique",
                         );
                     }
-                } else if !binds.insert(format!("{}:{}", listener.bind, port.number)) {
+                } else if !ports.insert(port.number) {
                     errors.push(
-                        at(&path, "port"),
+                        at(&path, "port.number"),
                         "sidecar: ports on IP bound listeners must be unique",
                     );
                 }
@@ -388,14 +391,38 @@ mod tests {
             at("spec.egress[3].bind")[0].contains("unix domain socket"),
             "{errors:?}"
         );
-        assert_eq!(at("spec.egress[4].port"), Vec::<&str>::new());
-        assert!(
-            at("spec.egress[5].port")[0].contains("must be unique"),
-            "{errors:?}"
+        assert_eq!(at("spec.egress[4].port.number"), Vec::<&str>::new());
+        assert_eq!(
+            at("spec.egress[5].port.number"),
+            ["sidecar: ports on IP bound listeners must be unique"]
         );
         assert_eq!(
             at("spec.inboundConnectionPool.tcp.maxConnections"),
             ["max connections must be non-negative"]
+        );
+    }
+
+    /// Istio keys egress port uniqueness on the number alone: one port on
+    /// two binds is refused too, the second listener's number named.
+    #[test]
+    fn egress_ports_are_unique_whatever_their_binds() {
+        let listener = |number: u32, bind: &str| serde_json::json!({"port": {"number": number, "protocol": "TCP"}, "bind": bind, "hosts": ["./*"]});
+        let errors = errors_of(serde_json::json!({
+            "egress": [
+                listener(5432, "127.0.0.1"),
+                listener(5432, "127.0.0.2"),
+                listener(5433, ""),
+                listener(5433, "127.0.0.1"),
+                listener(5434, "127.0.0.1")
+            ]
+        }));
+        let unique = "sidecar: ports on IP bound listeners must be unique".to_string();
+        assert_eq!(
+            errors,
+            [
+                ("spec.egress[1].port.number".to_string(), unique.clone()),
+                ("spec.egress[3].port.number".to_string(), unique)
+            ]
         );
     }
 

@@ -125,6 +125,21 @@ fn fixed_routes() -> Vec<(&'static str, Value)> {
                 "content": {"application/json": {"schema": quarantine_schema()}}}}}}),
         ),
         (
+            "/debug/scope",
+            json!({"get": {"summary": "Which hosts a connected proxy's scope holds at the latest push and why: the Sidecar or default that decided it, its outbound traffic policy and the egress host entry that imported each host, for pilotctl proxy-config scope",
+            "x-access": "read",
+            "parameters": [{"name": "proxy", "in": "query", "required": true, "schema": {"type": "string"},
+                "description": "a node id (type~ip~id~domain), or the id <pod>.<namespace> of a proxy connected to this replica"}],
+            "responses": {
+                "200": {"description": "the proxy's scope", "content": {"application/json": {"schema": scope_schema()}}},
+                "400": {"description": "no proxy parameter", "content": {
+                    "text/plain": {"schema": {"type": "string"}},
+                    "application/json": {"schema": error_schema()}}},
+                "404": {"description": "no such proxy is connected to this replica", "content": {"application/json": {"schema": error_schema()}}},
+                "503": {"description": "no push has happened yet", "content": {"application/json": {"schema": error_schema()}}},
+            }}}),
+        ),
+        (
             "/debug/certificates",
             json!({"get": {"summary": "The workload certificates this replica's CA issued, the latest per identity and requesting address, newest first; with proxy, those its agent requested (from its address, for identities of its namespace), for pilotctl proxy-config secret",
             "x-access": "read",
@@ -132,8 +147,7 @@ fn fixed_routes() -> Vec<(&'static str, Value)> {
                 "description": "a node id (type~ip~id~domain), or the id <pod>.<namespace> of a proxy connected to this replica"}],
             "responses": {
                 "200": {"description": "issued certificates", "content": {"application/json": {"schema": certificates_schema()}}},
-                "400": {"description": "proxy is neither a node id nor the id of a connected proxy", "content": {"application/json": {"schema": {
-                    "type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}}}},
+                "400": {"description": "proxy is neither a node id nor the id of a connected proxy", "content": {"application/json": {"schema": error_schema()}}},
             }}}),
         ),
         (
@@ -177,6 +191,34 @@ fn quarantine_schema() -> Value {
             },
         }}},
     })
+}
+
+/// The body of `GET /debug/scope` (`debug::scope::handler`).
+fn scope_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["proxy", "namespace", "decidedBy", "outboundTrafficPolicy", "hosts"],
+        "properties": {
+            "proxy": {"type": "string", "description": "the proxy's node id"},
+            "namespace": {"type": "string"},
+            "decidedBy": {"type": "string", "description": "the Sidecar or default that decided the scope"},
+            "outboundTrafficPolicy": {"type": "string", "enum": ["REGISTRY_ONLY", "ALLOW_ANY"]},
+            "hosts": {"type": "array", "items": {
+                "type": "object",
+                "required": ["host", "reason"],
+                "properties": {
+                    "host": {"type": "string"},
+                    "reason": {"type": "string", "description": "the egress host entry that imported it"},
+                },
+            }},
+        },
+    })
+}
+
+/// `{"error": message}`, the error body of the `/debug` endpoints that
+/// take a proxy.
+fn error_schema() -> Value {
+    json!({"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}})
 }
 
 /// The body of `GET /debug/certificates` (`ca::IssuedCertificates::to_json`).

@@ -10,6 +10,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use pilot_model::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};
 use pilot_store::{DesiredService, DesiredState};
 
+use crate::convert::creation_time;
+
 /// The label that ties an EndpointSlice to its Service.
 pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// The node labels that tell its locality.
@@ -89,6 +91,8 @@ impl Objects {
             let spec = service.spec.clone().unwrap_or_default();
             let ports: Vec<Port> = spec.ports.iter().flatten().map(port).collect();
             let mut model = Service::new(host.clone(), ports);
+            // Of two services that would take one listener, the older has it.
+            model.created = creation_time(&service.metadata);
             if spec.type_.as_deref() == Some("ExternalName") {
                 model.external_name = spec.external_name.clone();
             } else {
@@ -251,6 +255,44 @@ fn node_zone(node: &Node) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Service's age is its `creationTimestamp`, so the older of two
+    /// services that would share a listener has it (as for ServiceEntries).
+    #[test]
+    fn services_carry_their_creation_time() {
+        let service = |name: &str, created: Option<&str>| {
+            let mut metadata = serde_json::json!({"name": name, "namespace": "default"});
+            if let Some(created) = created {
+                metadata["creationTimestamp"] = created.into();
+            }
+            let object = serde_json::json!({
+                "metadata": metadata,
+                "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "tcp", "port": 5432}]},
+            });
+            let service: KubeService = serde_json::from_value(object).unwrap();
+            (("default".to_string(), name.to_string()), service)
+        };
+        let objects = Objects {
+            services: [
+                service("old", Some("2020-01-02T03:04:05Z")),
+                service("new", Some("2024-06-07T08:09:10Z")),
+                service("unknown", None),
+            ]
+            .into_iter()
+            .collect(),
+            ..Objects::default()
+        };
+        let desired = objects.desired("cluster.local");
+        let created = |name: &str| {
+            desired.services[&hostname(name, "default", "cluster.local")]
+                .service
+                .created
+        };
+        let seconds = |s: u64| Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(s));
+        assert_eq!(created("old"), seconds(1_577_934_245));
+        assert_eq!(created("new"), seconds(1_717_747_750));
+        assert_eq!(created("unknown"), None);
+    }
 
     #[test]
     fn protocols_from_app_protocol_then_the_name_as_istio_reads_them() {

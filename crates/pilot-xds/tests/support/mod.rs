@@ -13,6 +13,8 @@ use pilot_model::{
 use pilot_store_memory::MemoryServiceRegistry;
 use pilot_xds::{MeshConfig, Proxy};
 
+pub mod gateway;
+
 pub const REVIEWS: &str = "reviews.default.svc.cluster.local";
 pub const RATINGS: &str = "ratings.default.svc.cluster.local";
 
