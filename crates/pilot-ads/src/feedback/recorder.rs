@@ -215,4 +215,22 @@ mod tests {
         assert!(feedback.proxies().is_empty());
         assert_eq!(feedback.stream_ends().max_age, 1);
     }
+
+    #[test]
+    fn a_parked_proxy_is_at_its_class_push_until_it_takes_one_itself() {
+        let feedback = Feedback::default();
+        feedback.register(8, "sidecar~10.0.0.2~a.ns~ns.svc.cluster.local".into(), false);
+        feedback.taken(8, 3);
+        let class = Arc::new(KeptVersion::new(3));
+        feedback.parked(8, Arc::clone(&class));
+        class.store(5, Ordering::Release);
+        assert_eq!(feedback.proxies()[0].push, Some(5), "kept with its class");
+        feedback.taken(8, 6);
+        class.store(9, Ordering::Release);
+        assert_eq!(
+            feedback.proxies()[0].push,
+            Some(6),
+            "woken, no longer its class's"
+        );
+    }
 }
