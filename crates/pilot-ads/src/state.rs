@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 
 use crate::feedback::{Feedback, PushRevisions, RefusalCounters, Rejections};
 use crate::options::XdsOptions;
-use crate::push::{Diffs, MeshSnapshot, NameSets, PushInfo};
+use crate::push::{Diffs, MeshSnapshot, NameSets, Parking, PushInfo};
 
 /// One server's shared state. Dropping the last reference (the last
 /// handle and stream gone) stops the push pipeline.
@@ -40,6 +40,9 @@ pub(crate) struct ServerState {
     /// The objects each proxy rejected, left out of its configuration
     /// (shared with the push pipeline, which pushes when one is recorded).
     pub(crate) rejections: Arc<Rejections>,
+    /// The streams parked on their class: a push wakes only those whose
+    /// class it does not keep.
+    pub(crate) parking: Parking,
     /// The push pipeline's task, aborted when the state is dropped.
     pipeline: Mutex<Option<JoinHandle<()>>>,
 }
@@ -60,6 +63,7 @@ impl ServerState {
             connections_refused: AtomicU64::new(0),
             refused: Default::default(),
             rejections: Default::default(),
+            parking: Default::default(),
             pipeline: Mutex::new(None),
         }
     }

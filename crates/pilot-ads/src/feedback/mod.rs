@@ -21,6 +21,6 @@ pub use push_revisions::PushRevisions;
 pub(crate) use recorder::Feedback;
 pub(crate) use refusals::RefusalCounters;
 pub use refusals::RefusedStreams;
-pub(crate) use rejections::Rejections;
+pub(crate) use rejections::{LeftOutByNode, Rejections};
 pub(crate) use stream_ends::EndReason;
 pub use stream_ends::StreamEnds;

@@ -3,8 +3,9 @@
 //! (responses and NACKs by type, streams ended by reason).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::atomic::AtomicU64 as KeptVersion;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::acks::{Nack, ProxyStatus, TypeStatus};
 use super::stream_ends::{EndReason, StreamEnds};
@@ -26,10 +27,18 @@ impl TypeCounters {
     }
 }
 
+/// A connected proxy's record.
+struct Record {
+    status: ProxyStatus,
+    /// While its stream is parked (`push/parked.rs`): the latest push that
+    /// kept its class, which the stream has then taken too.
+    kept: Option<Arc<KeptVersion>>,
+}
+
 /// Every connected proxy's feedback and the server's counters.
 #[derive(Default)]
 pub(crate) struct Feedback {
-    proxies: Mutex<BTreeMap<u64, ProxyStatus>>,
+    proxies: Mutex<BTreeMap<u64, Record>>,
     /// NACKs received since the server started.
     nacks: AtomicU64,
     /// NACKs received, by type.
@@ -44,7 +53,7 @@ impl Feedback {
         let mut all = self.proxies.lock().unwrap_or_else(|p| p.into_inner());
         // A stream records only between its register and unregister.
         if let Some(proxy) = all.get_mut(&id) {
-            f(proxy.types.entry(t.short()).or_default());
+            f(proxy.status.types.entry(t.short()).or_default());
         }
     }
 
@@ -53,12 +62,15 @@ impl Feedback {
         tracing::info!(node = %node_id, "proxy connected");
         self.proxies.lock().unwrap_or_else(|p| p.into_inner()).insert(
             id,
-            ProxyStatus {
-                node_id,
-                incremental,
-                types: BTreeMap::new(),
-                push: None,
-                withheld: Vec::new(),
+            Record {
+                status: ProxyStatus {
+                    node_id,
+                    incremental,
+                    types: BTreeMap::new(),
+                    push: None,
+                    withheld: Vec::new(),
+                },
+                kept: None,
             },
         );
     }
@@ -71,7 +83,21 @@ impl Feedback {
             .unwrap_or_else(|p| p.into_inner())
             .get_mut(&id)
         {
-            proxy.push = Some(version);
+            proxy.status.push = Some(version);
+            proxy.kept = None;
+        }
+    }
+
+    /// The stream parked on its class: until it takes a push again, it is
+    /// at the latest push that kept the class (`kept`).
+    pub(crate) fn parked(&self, id: u64, kept: Arc<KeptVersion>) {
+        if let Some(proxy) = self
+            .proxies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&id)
+        {
+            proxy.kept = Some(kept);
         }
     }
 
@@ -84,7 +110,7 @@ impl Feedback {
             .unwrap_or_else(|p| p.into_inner())
             .get_mut(&id)
         {
-            proxy.withheld = withheld;
+            proxy.status.withheld = withheld;
         }
     }
 
@@ -92,7 +118,7 @@ impl Feedback {
     pub(crate) fn unregister(&self, id: u64, reason: EndReason) {
         let gone = self.proxies.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
         if let Some(gone) = gone {
-            tracing::info!(node = %gone.node_id, ?reason, "proxy disconnected");
+            tracing::info!(node = %gone.status.node_id, ?reason, "proxy disconnected");
         }
         self.ends[reason as usize].fetch_add(1, Ordering::Relaxed);
     }
@@ -126,7 +152,14 @@ impl Feedback {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
-            .cloned()
+            .map(|proxy| {
+                let mut status = proxy.status.clone();
+                if let Some(kept) = &proxy.kept {
+                    let kept = kept.load(Ordering::Acquire);
+                    status.push = Some(status.push.map_or(kept, |push| push.max(kept)));
+                }
+                status
+            })
             .collect()
     }
 
@@ -181,5 +214,23 @@ mod tests {
         feedback.unregister(7, EndReason::MaxAge);
         assert!(feedback.proxies().is_empty());
         assert_eq!(feedback.stream_ends().max_age, 1);
+    }
+
+    #[test]
+    fn a_parked_proxy_is_at_its_class_push_until_it_takes_one_itself() {
+        let feedback = Feedback::default();
+        feedback.register(8, "sidecar~10.0.0.2~a.ns~ns.svc.cluster.local".into(), false);
+        feedback.taken(8, 3);
+        let class = Arc::new(KeptVersion::new(3));
+        feedback.parked(8, Arc::clone(&class));
+        class.store(5, Ordering::Release);
+        assert_eq!(feedback.proxies()[0].push, Some(5), "kept with its class");
+        feedback.taken(8, 6);
+        class.store(9, Ordering::Release);
+        assert_eq!(
+            feedback.proxies()[0].push,
+            Some(6),
+            "woken, no longer its class's"
+        );
     }
 }

@@ -49,6 +49,10 @@ struct Rejected {
     message: String,
 }
 
+/// By node id, the objects a push leaves out of the node's configuration
+/// and their records (nodes leaving nothing out are absent).
+pub(crate) type LeftOutByNode = HashMap<String, (LeftOut, Vec<WithheldObject>)>;
+
 /// Every node's rejected objects, and a signal for the push pipeline.
 #[derive(Default)]
 pub(crate) struct Rejections {
@@ -97,28 +101,38 @@ impl Rejections {
         added
     }
 
-    /// What `node`'s configuration leaves out of a push of `objects`: the
-    /// objects it rejected that the push holds at the version rejected,
-    /// and the same as its record.
-    pub(crate) fn left_out(&self, node: &str, objects: &PushObjects) -> (LeftOut, Vec<WithheldObject>) {
+    /// What each node's configuration leaves out of a push of `objects`:
+    /// the objects it rejected that the push holds at the version
+    /// rejected, and the same as its record. Worked out once per push
+    /// (one lock), for the streams to read without any.
+    pub(crate) fn of_push(&self, objects: &PushObjects) -> LeftOutByNode {
         let all = self.by_node.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(rejected) = all.get(node) else {
-            return Default::default();
-        };
-        let mut set = BTreeSet::new();
-        let mut records = Vec::new();
-        for (object, why) in rejected.iter().filter(|(o, _)| objects.holds(o)) {
-            set.insert(object.clone());
-            records.push(WithheldObject {
-                kind: object.kind.clone(),
-                namespace: object.namespace.clone(),
-                name: object.name.clone(),
-                resource_version: object.resource_version.clone(),
-                type_: why.type_.to_string(),
-                message: why.message.clone(),
-            });
+        let mut by_node = HashMap::new();
+        for (node, rejected) in all.iter() {
+            let mut set = BTreeSet::new();
+            let mut records = Vec::new();
+            for (object, why) in rejected.iter().filter(|(o, _)| objects.holds(o)) {
+                set.insert(object.clone());
+                records.push(WithheldObject {
+                    kind: object.kind.clone(),
+                    namespace: object.namespace.clone(),
+                    name: object.name.clone(),
+                    resource_version: object.resource_version.clone(),
+                    type_: why.type_.to_string(),
+                    message: why.message.clone(),
+                });
+            }
+            if !set.is_empty() {
+                by_node.insert(node.clone(), (Arc::new(set), records));
+            }
         }
-        (Arc::new(set), records)
+        by_node
+    }
+
+    /// What `node`'s configuration leaves out of a push of `objects`.
+    #[cfg(test)]
+    fn left_out(&self, node: &str, objects: &PushObjects) -> (LeftOut, Vec<WithheldObject>) {
+        self.of_push(objects).remove(node).unwrap_or_default()
     }
 
     /// Forgets the objects `objects` no longer holds at the version

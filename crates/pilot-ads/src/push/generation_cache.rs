@@ -86,8 +86,8 @@ pub(crate) struct GeneratedCache {
 /// whether that push keeps it.
 #[derive(Clone)]
 pub(crate) struct Held {
-    class: ProxyClass,
-    shared: Arc<Generated>,
+    pub(crate) class: ProxyClass,
+    pub(crate) shared: Arc<Generated>,
 }
 
 impl GeneratedCache {
@@ -172,14 +172,19 @@ impl GeneratedCache {
     /// no touched host). Then a stream holding it has nothing to send and
     /// need not work out its class again.
     pub(crate) fn holds(&self, held: &Held) -> bool {
+        self.keeps(&held.class, &held.shared)
+    }
+
+    /// [`GeneratedCache::holds`] for a class and the configuration held.
+    pub(crate) fn keeps(&self, class: &ProxyClass, shared: &Arc<Generated>) -> bool {
         self.steady
             && self
                 .by_class
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .get(&held.class)
+                .get(class)
                 .and_then(|cell| cell.get())
-                .is_some_and(|generated| Arc::ptr_eq(generated, &held.shared))
+                .is_some_and(|generated| Arc::ptr_eq(generated, shared))
     }
 
     /// The configuration of `proxy`'s class, generating it if no proxy of

@@ -17,6 +17,8 @@
 //!   their hosts.
 //! - `proxy_config.rs` and `encoded_type.rs`: a proxy's configuration,
 //!   encoded once per type for every stream that is sent it.
+//! - `parked.rs`: the streams holding a scoped class's configuration, by
+//!   class, so that a push wakes only those whose class it does not keep.
 //! - `diffs.rs` and `name_sets.rs`: what changed between two pushes'
 //!   encodings, and subscriptions' name sets, each worked out once for
 //!   every stream.
@@ -26,6 +28,7 @@ mod encoded_type;
 mod generation_cache;
 mod inputs;
 mod name_sets;
+mod parked;
 pub(crate) mod pipeline;
 mod proxy_class;
 mod proxy_config;
@@ -39,6 +42,7 @@ pub(crate) use diffs::Diffs;
 pub(crate) use encoded_type::EncodedType;
 pub(crate) use inputs::{Inputs, LeftOut, ObjectVersion, PushObjects};
 pub(crate) use name_sets::NameSets;
+pub(crate) use parked::{Parking, Ticket};
 pub(crate) use proxy_config::ProxyConfig;
 pub(crate) use scopes::{proxy_namespace, workload_labels};
 pub(crate) use snapshot::{MeshSnapshot, kept};

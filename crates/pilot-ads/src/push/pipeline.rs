@@ -235,12 +235,13 @@ fn publish(
     // What the proxies rejected is left out only while the push holds it
     // at the version rejected.
     server.rejections.forget_stale(&objects);
+    let rejected = Arc::new(server.rejections.of_push(&objects));
     server
         .revisions
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .record(version, Arc::clone(&revisions));
-    server.snapshots.send_replace(Some(Arc::new(MeshSnapshot {
+    let snapshot = Arc::new(MeshSnapshot {
         version,
         revisions,
         objects,
@@ -249,7 +250,11 @@ fn publish(
         generated,
         reduced: Default::default(),
         incremental: server.options.incremental,
-    })));
+        rejected,
+    });
+    server.snapshots.send_replace(Some(Arc::clone(&snapshot)));
+    // Published first: a stream parking from now on sees it (`parked.rs`).
+    server.parking.published(&snapshot);
     // Nobody listening is fine.
     let _ = server.pushes.send(PushInfo {
         version,

@@ -56,6 +56,9 @@ pub(crate) struct MeshSnapshot {
     pub(crate) reduced: Mutex<HashMap<LeftOut, Arc<Reduced>>>,
     /// Whether generation shares work between classes (the options').
     pub(crate) incremental: bool,
+    /// By node id, the objects this push leaves out for the node: it
+    /// rejected them (`feedback/rejections.rs`).
+    pub(crate) rejected: Arc<crate::feedback::LeftOutByNode>,
 }
 
 /// A push's configuration without some objects.

@@ -52,6 +52,8 @@ use crate::push::{Inputs, LeftOut, MeshSnapshot, ProxyConfig};
 use crate::state::ServerState;
 use crate::xds_type::XdsType;
 
+mod parking;
+
 /// What to send again of a type regardless of what the proxy holds, or
 /// what a response changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -190,6 +192,9 @@ pub(super) struct Session {
     /// may still name them (`withheld.rs`).
     pub(super) withheld: Withheld,
     nonce: u64,
+    /// Its place among the streams parked on their class
+    /// (`parking.rs`), while parked.
+    parked: Option<crate::push::Ticket>,
 }
 
 impl Session {
@@ -306,8 +311,10 @@ impl Session {
     /// other proxies of its class); false when it is the one the stream
     /// holds (`crate::push::kept`): nothing to send.
     async fn refresh(&mut self, snapshot: Arc<MeshSnapshot>) -> bool {
-        let (left_out, withheld) = self.server.rejections.left_out(&self.node, &snapshot.objects);
-        self.server.feedback.withheld(self.id, withheld);
+        let (left_out, withheld) = snapshot.rejected.get(&self.node).cloned().unwrap_or_default();
+        if !(withheld.is_empty() && self.left_out.is_empty()) {
+            self.server.feedback.withheld(self.id, withheld);
+        }
         if crate::push::kept(&snapshot, self.generated.as_ref(), &self.left_out, &left_out) {
             self.snapshot = Some(snapshot);
             return false;
@@ -320,6 +327,7 @@ impl Session {
 
     /// Handles one request.
     async fn request<P: Protocol>(&mut self, layer: &mut P, request: P::Request) -> Result<(), Gone> {
+        self.catch_up();
         let (url, nonce, error) = P::header(&request);
         let Some(t) = XdsType::from_url(url) else {
             tracing::debug!(
@@ -479,6 +487,7 @@ pub(super) async fn drive<P: Protocol>(
         applied: [0; 4],
         withheld: Withheld::default(),
         nonce: 0,
+        parked: None,
     };
     let mut layer = P::new();
     let current = snapshots.borrow_and_update().clone();
@@ -500,8 +509,11 @@ pub(super) async fn drive<P: Protocol>(
         EndReason::ResponseDropped
     } else {
         loop {
+            session.park(&snapshots);
+            let woken = session.woken();
             tokio::select! {
                 _ = closing.changed() => break EndReason::ServerClosed,
+                () = woken => session.unpark(),
                 () = &mut deadline => {
                     // Whatever was queued goes first; then the proxy is
                     // told to come back (to this server or another).
@@ -530,7 +542,7 @@ pub(super) async fn drive<P: Protocol>(
                         break EndReason::TransportError;
                     }
                 },
-                changed = snapshots.changed() => {
+                changed = snapshots.changed(), if !session.is_parked() => {
                     if changed.is_err() {
                         break EndReason::ServerClosed;
                     }

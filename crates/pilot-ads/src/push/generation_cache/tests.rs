@@ -510,6 +510,7 @@ fn a_proxy_that_rejected_an_object_is_generated_as_if_it_were_not_there() {
         generated: GeneratedCache::new(None, &Changes::default(), true),
         reduced: Default::default(),
         incremental: true,
+        rejected: Default::default(),
     };
     for proxy in proxies() {
         let reduced = block_on(snapshot.config(&proxy, &left_out));

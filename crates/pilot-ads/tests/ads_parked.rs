@@ -1,0 +1,183 @@
+//! Streams parked on their class, over real ADS streams: rule changes in
+//! one namespace's scope, back to back, while proxies connect and the
+//! namespace's Sidecar changes (its proxies change class): every stream of
+//! the namespace ends with the newest configuration and its feedback at
+//! the newest push, and the streams of a namespace whose configuration no
+//! push changed are sent nothing and are at the newest push too.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
+use pilot_ads::{ProxyStatus, XdsServer};
+use pilot_model::{ConfigKey, ConfigStore, Labels, Port, Protocol, Service, document};
+use pilot_store::Controller;
+use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_test_support::ads::{CDS, EDS, LDS};
+
+mod support;
+
+use support::sotw::{self, Sotw, clusters, eds_names};
+
+const HOSTS: [&str; 3] = [
+    "a1.a.svc.cluster.local",
+    "a2.a.svc.cluster.local",
+    "b1.b.svc.cluster.local",
+];
+
+/// Rule changes of `a1`, one after another.
+const ROUNDS: usize = 4;
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+async fn apply(controller: &Controller, yaml: &str) {
+    for object in document::parse("t.yaml", yaml, &pilot_model::default_registry()).unwrap() {
+        controller.create(object).await.unwrap();
+    }
+}
+
+fn sidecar(namespace: &str, name: &str, hosts: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: {name}, namespace: {namespace}}}\nspec:\n  egress: [{{hosts: [{hosts}]}}]\n"
+    )
+}
+
+fn rule(round: usize) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {{name: r{round}, namespace: a}}\nspec:\n  host: {}\n  subsets: [{{name: v{round}, labels: {{version: v{round}}}}}]\n",
+        HOSTS[0]
+    )
+}
+
+fn subset(round: usize) -> String {
+    format!("outbound|80|version=v{round}|{}", HOSTS[0])
+}
+
+async fn server() -> (XdsServer, u16, Arc<Controller>) {
+    let registry = Arc::new(MemoryServiceRegistry::new());
+    for (i, host) in HOSTS.iter().enumerate() {
+        registry.add_service(Service::new(*host, vec![Port::new("http", 80, Protocol::Http)]));
+        registry
+            .add_endpoints(
+                host,
+                ip(&format!("10.0.{i}.1")),
+                Labels::from_pairs([("version", "v1")]),
+            )
+            .unwrap();
+    }
+    let store = MemoryConfigStore::new(pilot_model::default_registry());
+    let controller = Arc::new(Controller::new(Arc::new(store)));
+    controller.run();
+    apply(&controller, &sidecar("a", "default", "\"./*\"")).await;
+    apply(&controller, &sidecar("b", "default", "\"./*\"")).await;
+    let (server, port) = support::server::serve(Arc::clone(&controller), Arc::clone(&registry) as _);
+    (server, port, controller)
+}
+
+/// The version last sent of each type.
+fn sent(status: &ProxyStatus) -> Vec<(&'static str, Option<String>)> {
+    status.types.iter().map(|(t, s)| (*t, s.sent.clone())).collect()
+}
+
+fn names(response: &DiscoveryResponse) -> BTreeSet<String> {
+    clusters(response).into_iter().map(|c| c.name).collect()
+}
+
+/// Whether `clusters` are a's after every change: the last rule's subset,
+/// none of the rules before, and b's host (the wide Sidecar).
+fn newest(clusters: &BTreeSet<String>) -> bool {
+    clusters.contains(&subset(ROUNDS))
+        && (1..ROUNDS).all(|round| !clusters.contains(&subset(round)))
+        && clusters.iter().any(|c| c.ends_with(HOSTS[2]))
+}
+
+/// Takes `proxy`'s responses, ACKing each, until the clusters it holds
+/// (`held`, the last cluster response's) are the newest; returns them.
+/// Pushes may come at any time, during its first requests too: each
+/// cluster response subscribes to its load assignments afresh, the first
+/// to listeners (unless `listening`).
+async fn until_newest(proxy: &mut Sotw, mut held: BTreeSet<String>, mut listening: bool) -> BTreeSet<String> {
+    while !newest(&held) {
+        let response = proxy.next().await;
+        match response.type_url.as_str() {
+            CDS => {
+                held = names(&response);
+                proxy.request(CDS, vec![], Some(&response)).await;
+                proxy.eds_names = eds_names(&clusters(&response));
+                proxy.request(EDS, proxy.eds_names.clone(), None).await;
+                if !listening {
+                    proxy.request(LDS, vec![], None).await;
+                    listening = true;
+                }
+            }
+            EDS => proxy.request(EDS, proxy.eds_names.clone(), Some(&response)).await,
+            other => proxy.request(other, vec![], Some(&response)).await,
+        }
+    }
+    held
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_end_with_the_newest_configuration_whatever_they_did_during_the_pushes() {
+    let (server, port, controller) = server().await;
+    let mut in_a = Vec::new();
+    for i in 0..4 {
+        let mut proxy = Sotw::open(port, "a", &format!("10.1.0.{i}")).await;
+        let held = names(&proxy.sync().await.cds);
+        in_a.push((proxy, held, true));
+    }
+    let mut in_b = Sotw::open(port, "b", "10.2.0.1").await;
+    let b_clusters = names(&in_b.sync().await.cds);
+    let b_before = sotw::wait_proxy(&server, &in_b.node_id, |p| p.acked_push().is_some()).await;
+
+    // Rule changes of a1 back to back, a proxy connecting during each, and
+    // halfway a's Sidecar replaced by one importing b's hosts too (every
+    // proxy of a changes class).
+    let mut connecting = Vec::new();
+    for round in 1..=ROUNDS {
+        apply(&controller, &rule(round)).await;
+        if round > 1 {
+            let previous = ConfigKey::new("DestinationRule", "a", format!("r{}", round - 1));
+            controller.delete(&previous, None).await.unwrap();
+        }
+        if round == ROUNDS / 2 {
+            apply(&controller, &sidecar("a", "wide", "\"./*\", \"b/*\"")).await;
+            controller
+                .delete(&ConfigKey::new("Sidecar", "a", "default"), None)
+                .await
+                .unwrap();
+        }
+        connecting.push(tokio::spawn(async move {
+            // Pushes go on while it connects: it subscribes as they come.
+            let proxy = Sotw::open(port, "a", &format!("10.1.1.{round}")).await;
+            (proxy, BTreeSet::new(), false)
+        }));
+    }
+    for proxy in connecting {
+        in_a.push(proxy.await.unwrap());
+    }
+
+    // Every proxy of a ends with the last rule's subset and b's host, and
+    // nothing of the rules before: what a proxy connecting now is sent.
+    let mut ends = Vec::new();
+    for (proxy, held, listening) in &mut in_a {
+        ends.push(until_newest(proxy, std::mem::take(held), *listening).await);
+    }
+    let mut fresh = Sotw::open(port, "a", "10.1.2.1").await;
+    let fresh_clusters = names(&fresh.sync().await.cds);
+    for ((proxy, _, _), end) in in_a.iter().zip(&ends) {
+        assert_eq!(*end, fresh_clusters, "{}", proxy.node_id);
+    }
+
+    // Every stream, a's and b's, is at the newest push; b was sent nothing.
+    let newest = server.status().iter().filter_map(|p| p.push).max().unwrap();
+    for proxy in in_a.iter().map(|(p, _, _)| p).chain([&in_b, &fresh]) {
+        sotw::wait_proxy(&server, &proxy.node_id, |p| p.push >= Some(newest)).await;
+    }
+    let b_after = sotw::wait_proxy(&server, &in_b.node_id, |_| true).await;
+    assert_eq!(sent(&b_after), sent(&b_before), "b is sent nothing");
+    assert!(b_clusters.iter().all(|c| !c.contains("version=")));
+}
