@@ -181,3 +181,63 @@ async fn streams_end_with_the_newest_configuration_whatever_they_did_during_the_
     assert_eq!(sent(&b_after), sent(&b_before), "b is sent nothing");
     assert!(b_clusters.iter().all(|c| !c.contains("version=")));
 }
+
+/// An endpoint of `b1` added at a parked proxy of `a`'s own address,
+/// labelled so that another Sidecar (importing `b`'s hosts) selects it:
+/// `b1` is in none of `a`'s scopes, so `a`'s class is kept, yet that
+/// proxy's class is another: it is woken and sent `b1`'s cluster, while
+/// another proxy of `a` is sent nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_at_a_parked_proxys_own_address_wakes_it_into_its_new_class() {
+    let registry = Arc::new(MemoryServiceRegistry::new());
+    for (i, host) in HOSTS.iter().enumerate() {
+        registry.add_service(Service::new(*host, vec![Port::new("http", 80, Protocol::Http)]));
+        registry
+            .add_endpoints(host, ip(&format!("10.0.{i}.1")), Labels::new())
+            .unwrap();
+    }
+    let store = MemoryConfigStore::new(pilot_model::default_registry());
+    let controller = Arc::new(Controller::new(Arc::new(store)));
+    controller.run();
+    apply(&controller, &sidecar("a", "default", "\"./*\"")).await;
+    apply(
+        &controller,
+        "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: x, namespace: a}\nspec:\n  workloadSelector: {matchLabels: {app: x}}\n  egress: [{hosts: [\"./*\", \"b/*\"]}]\n",
+    )
+    .await;
+    let (server, port) = support::server::serve(Arc::clone(&controller), Arc::clone(&registry) as _);
+
+    let mut moved = Sotw::open(port, "a", "10.1.0.1").await;
+    let held = names(&moved.sync().await.cds);
+    assert!(held.iter().all(|c| !c.ends_with(HOSTS[2])), "{held:?}");
+    let mut other = Sotw::open(port, "a", "10.1.0.2").await;
+    other.sync().await;
+    let other_before = sotw::wait_proxy(&server, &other.node_id, |p| p.acked_push().is_some()).await;
+    let before = server.status().iter().filter_map(|p| p.push).max().unwrap();
+
+    registry
+        .add_endpoints(HOSTS[2], ip("10.1.0.1"), Labels::from_pairs([("app", "x")]))
+        .unwrap();
+    // The moved proxy is sent the wide Sidecar's clusters, b1's among them.
+    loop {
+        let response = moved.next().await;
+        if response.type_url == CDS {
+            let clusters = names(&response);
+            moved.request(CDS, vec![], Some(&response)).await;
+            if clusters.iter().any(|c| c.ends_with(HOSTS[2])) {
+                break;
+            }
+        } else {
+            moved
+                .request(&response.type_url.clone(), vec![], Some(&response))
+                .await;
+        }
+    }
+    // The other proxy of a is at the push and was sent nothing.
+    let after = sotw::wait_proxy(&server, &other.node_id, |p| p.push > Some(before)).await;
+    assert_eq!(
+        sent(&after),
+        sent(&other_before),
+        "the other proxy of a is sent nothing"
+    );
+}

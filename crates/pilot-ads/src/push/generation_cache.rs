@@ -12,7 +12,8 @@
 //! encoded virtual hosts shared between classes and kept from push to
 //! push unless their host's rules changed (`virtual_hosts.rs`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -77,8 +78,10 @@ pub(crate) struct GeneratedCache {
     /// The proxies' scopes, and the scoped classes kept from the previous
     /// push.
     pub(crate) scopes: Scopes,
-    /// Every proxy's class is the previous push's ([`Changes::steady`]).
+    /// Every proxy's class is the previous push's ([`Changes::steady`])...
     steady: bool,
+    /// ...but for the proxies at these addresses ([`Changes::moved`]).
+    moved: BTreeSet<IpAddr>,
 }
 
 /// The class a stream's configuration was generated for, with the shared
@@ -88,6 +91,9 @@ pub(crate) struct GeneratedCache {
 pub(crate) struct Held {
     pub(crate) class: ProxyClass,
     pub(crate) shared: Arc<Generated>,
+    /// The proxy's address: a push that moved its own instances holds
+    /// nothing for it ([`GeneratedCache::moved`]).
+    pub(crate) address: IpAddr,
 }
 
 impl GeneratedCache {
@@ -149,6 +155,7 @@ impl GeneratedCache {
             scopes,
             by_class: Mutex::new(by_class),
             steady: incremental && changes.steady,
+            moved: changes.moved.clone(),
             namespaces: OnceLock::new(),
             routes_by_class: Default::default(),
             cds: Default::default(),
@@ -172,7 +179,19 @@ impl GeneratedCache {
     /// no touched host). Then a stream holding it has nothing to send and
     /// need not work out its class again.
     pub(crate) fn holds(&self, held: &Held) -> bool {
-        self.keeps(&held.class, &held.shared)
+        !self.moved(held.address) && self.keeps(&held.class, &held.shared)
+    }
+
+    /// Whether the batch of this push moved the own instances of the
+    /// proxy at `address` (so its class may be another): a stream of a
+    /// kept class is woken for it all the same.
+    pub(crate) fn moved(&self, address: IpAddr) -> bool {
+        self.moved.contains(&address)
+    }
+
+    /// Whether the batch of this push moved anyone's own instances.
+    pub(crate) fn moves_any(&self) -> bool {
+        !self.moved.is_empty()
     }
 
     /// [`GeneratedCache::holds`] for a class and the configuration held.
@@ -277,6 +296,7 @@ impl GeneratedCache {
         let held = class.scope.is_some().then(|| Held {
             class,
             shared: Arc::clone(&shared),
+            address: proxy.ip,
         });
         ProxyConfig { shared, own, held }
     }
@@ -476,10 +496,14 @@ pub(crate) struct Changes {
     pub(crate) endpoints: HashSet<String>,
     /// The hosts the batch touched (`scopes.rs`), `None` when unknown:
     /// scoped classes holding none of them keep their configuration.
-    pub(crate) touched: Option<std::collections::BTreeSet<String>>,
-    /// Every proxy's class is the previous push's (`scopes::steady`):
-    /// a stream holding a kept class's configuration has nothing to do.
+    pub(crate) touched: Option<BTreeSet<String>>,
+    /// Every proxy's class is the previous push's (`scopes::steady`),
+    /// but for those at `moved`: a stream holding a kept class's
+    /// configuration has nothing to do.
     pub(crate) steady: bool,
+    /// With `steady`: the addresses whose own instances the batch moved
+    /// (`own_instances.rs`); the proxies at them may have another class.
+    pub(crate) moved: BTreeSet<IpAddr>,
     /// The registry's services are the previous push's: with `touched`,
     /// the scopes holding no touched host are kept (`scopes.rs`).
     pub(crate) same_services: bool,

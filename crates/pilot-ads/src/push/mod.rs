@@ -17,6 +17,8 @@
 //!   their hosts.
 //! - `proxy_config.rs` and `encoded_type.rs`: a proxy's configuration,
 //!   encoded once per type for every stream that is sent it.
+//! - `own_instances.rs`: the proxies whose own instances a batch of
+//!   endpoint changes moved (the rest keep their class).
 //! - `parked.rs`: the streams holding a scoped class's configuration, by
 //!   class, so that a push wakes only those whose class it does not keep.
 //! - `diffs.rs` and `name_sets.rs`: what changed between two pushes'
@@ -28,6 +30,7 @@ mod encoded_type;
 mod generation_cache;
 mod inputs;
 mod name_sets;
+mod own_instances;
 mod parked;
 pub(crate) mod pipeline;
 mod proxy_class;

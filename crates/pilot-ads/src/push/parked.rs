@@ -10,7 +10,8 @@
 //! recorded as kept at that push, once for all its streams, which stay
 //! asleep; the streams of every other class are woken and leave the
 //! index, as are those whose proxy rejected something (they leave objects
-//! out from then on). A woken stream takes the latest push as any stream
+//! out from then on) and those of a proxy whose own instances the push
+//! moved (its class may be another, `own_instances.rs`). A woken stream takes the latest push as any stream
 //! does and parks again, under its class at that push.
 //!
 //! - The push a parked stream is at is its class's: the feedback reads it
@@ -27,6 +28,7 @@
 //!   [`Ticket`] is dropped (the stream ended, however).
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -49,8 +51,9 @@ struct Class {
     shared: Arc<Generated>,
     /// The latest push that kept it.
     kept: Arc<KeptAt>,
-    /// By stream id: the proxy's node id and how to wake the stream.
-    streams: HashMap<u64, (String, Arc<Notify>)>,
+    /// By stream id: the proxy's node id and address, and how to wake
+    /// the stream.
+    streams: HashMap<u64, (String, IpAddr, Arc<Notify>)>,
 }
 
 /// The latest push that kept a class, shared by its parked streams.
@@ -97,7 +100,7 @@ impl Drop for Ticket {
             if class
                 .streams
                 .get(&self.id)
-                .is_some_and(|(_, wake)| Arc::ptr_eq(wake, &self.wake))
+                .is_some_and(|(_, _, wake)| Arc::ptr_eq(wake, &self.wake))
             {
                 class.streams.remove(&self.id);
             }
@@ -138,7 +141,9 @@ impl Parking {
             return None;
         }
         let wake = Arc::new(Notify::new());
-        class.streams.insert(id, (node.to_string(), Arc::clone(&wake)));
+        class
+            .streams
+            .insert(id, (node.to_string(), held.address, Arc::clone(&wake)));
         Some(Ticket {
             classes: Arc::clone(&self.classes),
             class: held.class.clone(),
@@ -150,25 +155,26 @@ impl Parking {
 
     /// After `snapshot` is published: records it in every class it keeps,
     /// and wakes the streams of the others, and those whose proxy leaves
-    /// something out at it. Costs a lookup per parked class, and a wake
+    /// something out at it or had its own instances moved by it. Costs a lookup per parked class, and a wake
     /// per stream woken.
     pub(crate) fn published(&self, snapshot: &Arc<MeshSnapshot>) {
         let mut classes = self.classes.lock().unwrap_or_else(|p| p.into_inner());
         classes.retain(|class, parked| {
             if !snapshot.generated.keeps(class, &parked.shared) {
-                for (_, wake) in parked.streams.values() {
+                for (_, _, wake) in parked.streams.values() {
                     wake.notify_one();
                 }
                 return false;
             }
             parked.kept.advance(snapshot);
-            if !snapshot.rejected.is_empty() {
-                parked.streams.retain(|_, (node, wake)| {
-                    let leaves_out = snapshot.rejected.contains_key(node.as_str());
-                    if leaves_out {
+            if !snapshot.rejected.is_empty() || snapshot.generated.moves_any() {
+                parked.streams.retain(|_, (node, address, wake)| {
+                    let wakes =
+                        snapshot.rejected.contains_key(node.as_str()) || snapshot.generated.moved(*address);
+                    if wakes {
                         wake.notify_one();
                     }
-                    !leaves_out
+                    !wakes
                 });
             }
             !parked.streams.is_empty()

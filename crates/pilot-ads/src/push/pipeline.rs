@@ -215,12 +215,15 @@ fn publish(
     changes.touched = previous.as_ref().and_then(|p| {
         super::scopes::touched_hosts((&p.mesh, &p.registry), (&mesh, &frozen), rules_changed.as_ref())
     });
-    changes.steady = previous.as_ref().is_some_and(|p| {
-        super::scopes::steady((&p.mesh, &p.registry), (&mesh, &frozen), changes.touched.as_ref())
-    });
     changes.same_services = previous
         .as_ref()
         .is_some_and(|p| super::scopes::same_services(&p.registry, &frozen));
+    changes.steady = previous.as_ref().is_some_and(|p| {
+        super::scopes::steady(&p.mesh, &mesh, changes.touched.as_ref(), changes.same_services)
+    });
+    if let (Some(p), Some(touched)) = (previous.as_ref().filter(|_| changes.steady), &changes.touched) {
+        changes.moved = super::own_instances::moved_addresses(&p.registry, &frozen, touched);
+    }
     let generated = GeneratedCache::new(
         previous.as_deref().map(|p| &p.generated),
         &changes,

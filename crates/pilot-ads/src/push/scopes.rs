@@ -23,10 +23,12 @@
 //! it touched, not one per namespace of the mesh.
 //!
 //! When every proxy's class is the previous push's ([`steady`]: the batch
-//! is said host by host, the registry state, the Sidecars and the
+//! is said host by host, the registry's services, the Sidecars and the
 //! visibility are the same), a stream holding a kept class's configuration
 //! does nothing for the push but record it: it works out no class and
-//! compares no digest (`GeneratedCache::holds`).
+//! compares no digest (`GeneratedCache::holds`). Endpoint changes keep a
+//! push steady: only the proxies at an address whose own instances moved
+//! (`own_instances.rs`) work their class out again.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -310,17 +312,19 @@ pub(crate) fn touched_hosts(
 }
 
 /// Whether every proxy's class at a push is the one it had at the push
-/// `before`: the batch is said host by host (`touched`), the registry
-/// state is the same (so are every proxy's own instances and every
-/// service), and so are the Sidecars and whether some rule is not
-/// exported everywhere (so every workload's Sidecar and view are).
+/// `before`, but for the proxies whose own instances the batch moved
+/// (`own_instances.rs`): the batch is said host by host (`touched`), the
+/// registry's services are the same (`same_services`: so are every
+/// scope's hosts), and so are the Sidecars and whether some rule is not
+/// exported everywhere (so every workload's Sidecar and view are, its
+/// own instances being the same).
 pub(crate) fn steady(
-    before: (&MeshConfig, &RegistrySnapshot),
-    after: (&MeshConfig, &RegistrySnapshot),
+    before: &MeshConfig,
+    after: &MeshConfig,
     touched: Option<&BTreeSet<String>>,
+    same_services: bool,
 ) -> bool {
-    let (mesh_before, registry_before) = before;
-    let (mesh_after, registry_after) = after;
+    let (mesh_before, mesh_after) = (before, after);
     let sidecars = |mesh: &MeshConfig| -> Vec<(pilot_model::ConfigKey, Option<String>)> {
         mesh.configs()
             .sidecars
@@ -329,7 +333,7 @@ pub(crate) fn steady(
             .collect()
     };
     touched.is_some()
-        && std::ptr::eq(registry_before, registry_after)
+        && same_services
         && mesh_before.configs().restricts_visibility() == mesh_after.configs().restricts_visibility()
         && (std::ptr::eq(mesh_before, mesh_after) || sidecars(mesh_before) == sidecars(mesh_after))
 }

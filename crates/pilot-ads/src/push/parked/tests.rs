@@ -226,3 +226,37 @@ fn a_stream_behind_a_newer_push_does_not_park() {
     );
     assert_eq!(parking.count(), (0, 0));
 }
+
+#[test]
+fn a_push_that_moved_a_proxys_own_instances_wakes_it_alone_in_a_kept_class() {
+    let first = first();
+    let parking = Parking::default();
+    let other = Held {
+        address: "10.9.0.2".parse().unwrap(),
+        ..first.a.clone()
+    };
+    let moved = park_at(&parking, &first, &first.a, 1);
+    let stays = park_at(&parking, &first, &other, 2);
+    // Endpoint changes of b1, one at a's first proxy's address: a's class
+    // is kept, but that proxy's class may be another.
+    let changes = Changes {
+        touched: Some([HOSTS[1].to_string()].into()),
+        steady: true,
+        same_services: true,
+        moved: [first.a.address].into(),
+        ..Default::default()
+    };
+    let generated = GeneratedCache::new(Some(&first.snapshot.generated), &changes, true);
+    assert!(!generated.holds(&first.a) && generated.holds(&other));
+    parking.published(&snapshot(2, &first.mesh, &first.registry, generated));
+    assert!(woken(&moved), "its own instances moved");
+    assert!(!woken(&stays), "its class is kept");
+    assert_eq!(stays.kept.version.load(Ordering::Acquire), 2);
+    assert_eq!(parking.count(), (1, 1));
+}
+
+fn park_at(parking: &Parking, first: &First, held: &Held, id: u64) -> Ticket {
+    parking
+        .park(held, id, &format!("n-{id}"), &first.snapshot, || false)
+        .expect("no newer push")
+}

@@ -1,8 +1,10 @@
 //! The property of scoped pushes: for random meshes (services in three
 //! namespaces, each namespace with or without a Sidecar importing a random
-//! set of hosts, destination rules of its own) and random batches of
-//! changes (endpoints, destination rules, virtual services; rules exported
-//! to every namespace or only some), a push that keeps the scoped classes its
+//! set of hosts and one selecting the workloads labelled `app: x`,
+//! destination rules of its own, proxies with or without instances of
+//! their own) and random batches of changes (endpoints added, removed and
+//! relabelled, some at a proxy's own address; destination rules, virtual
+//! services; rules exported to every namespace or only some), a push that keeps the scoped classes its
 //! batch did not touch gives every proxy exactly what a generation from
 //! scratch gives it, so the proxies sent anything (their configuration's
 //! digests moved) are exactly those whose scoped configuration changed;
@@ -17,6 +19,7 @@ use pilot_xds::{MeshConfig, Proxy};
 use proptest::prelude::*;
 
 use super::super::generation_cache::{Changes, GeneratedCache};
+use super::super::own_instances::moved_addresses;
 use super::super::proxy_config::{ORDER, ProxyConfig};
 use super::{same_services, steady, touched_hosts};
 
@@ -47,44 +50,90 @@ const EXPORTS: [&str; 4] = ["", "[.]", "[b]", "[c, a]"];
 type Rule = (usize, u32, usize);
 
 /// A mesh: per namespace, the Sidecar's entries (by index into
-/// [`ENTRIES`], none: no Sidecar) and whether it is REGISTRY_ONLY; and
-/// destination rules of namespace `b` present before and after the batch.
+/// [`ENTRIES`], none: no Sidecar) and whether it is REGISTRY_ONLY, and the
+/// entry of a Sidecar selecting the workloads labelled `app: x`; the
+/// destination rules of namespace `b` present before and after the batch;
+/// and per proxy, an instance of its own (a host's index and whether it
+/// is labelled `app: x`).
 #[derive(Debug, Clone)]
 struct Mesh {
     sidecars: Vec<Option<(Vec<usize>, bool)>>,
+    selecting: Vec<Option<usize>>,
     base: Vec<Rule>,
+    own: Vec<Option<(usize, bool)>>,
 }
 
-/// A batch: endpoints added (by host index), destination rules and
-/// virtual services of namespace `a` written (a virtual service routes to
-/// the host its number of places on, less one, so it may add a host to
-/// the scopes importing its own).
+/// An endpoint change of a host (by index).
+#[derive(Debug, Clone)]
+enum Endpoint {
+    /// An endpoint at a new address.
+    Add,
+    /// The host's first endpoint removed.
+    Remove,
+    /// An endpoint at a proxy's address (by index), labelled `app: x` or
+    /// not: added, or relabelled if the proxy has one of the host.
+    AtProxy(usize, bool),
+    /// The host's instance at a proxy's address removed, if any.
+    RemoveAtProxy(usize),
+    /// The instance of a proxy's own (if it has one, whatever the host)
+    /// labelled the other way.
+    Relabel(usize),
+}
+
+/// A batch: endpoint changes, destination rules and virtual services of
+/// namespace `a` written (a virtual service routes to the host its number
+/// of places on, less one, so it may add a host to the scopes importing
+/// its own).
 #[derive(Debug, Clone)]
 struct Batch {
-    endpoints: Vec<usize>,
+    endpoints: Vec<(usize, Endpoint)>,
     rules: Vec<Rule>,
     routes: Vec<Rule>,
 }
+
+/// Proxies per namespace.
+const PROXIES_PER_NAMESPACE: usize = 2;
+/// Proxies in all.
+const PROXIES: usize = NAMESPACES.len() * PROXIES_PER_NAMESPACE;
 
 fn rule_strategy() -> impl Strategy<Value = Rule> {
     (0..NAMESPACES.len() * PER_NAMESPACE, 1..4u32, 0..EXPORTS.len())
 }
 
 fn mesh_strategy() -> impl Strategy<Value = Mesh> {
+    let hosts = NAMESPACES.len() * PER_NAMESPACE;
     (
         prop::collection::vec(
             prop::option::of((prop::collection::vec(0..ENTRIES.len(), 1..3), any::<bool>())),
             NAMESPACES.len(),
         ),
+        prop::collection::vec(prop::option::of(0..ENTRIES.len()), NAMESPACES.len()),
         prop::collection::vec(rule_strategy(), 0..2),
+        prop::collection::vec(prop::option::of((0..hosts, any::<bool>())), PROXIES),
     )
-        .prop_map(|(sidecars, base)| Mesh { sidecars, base })
+        .prop_map(|(sidecars, selecting, base, own)| Mesh {
+            sidecars,
+            selecting,
+            base,
+            own,
+        })
+}
+
+fn endpoint_strategy() -> impl Strategy<Value = (usize, Endpoint)> {
+    let hosts = NAMESPACES.len() * PER_NAMESPACE;
+    let change = prop_oneof![
+        Just(Endpoint::Add),
+        Just(Endpoint::Remove),
+        (0..PROXIES, any::<bool>()).prop_map(|(p, x)| Endpoint::AtProxy(p, x)),
+        (0..PROXIES).prop_map(Endpoint::RemoveAtProxy),
+        (0..PROXIES).prop_map(Endpoint::Relabel),
+    ];
+    (0..hosts, change)
 }
 
 fn batch_strategy() -> impl Strategy<Value = Batch> {
-    let hosts = NAMESPACES.len() * PER_NAMESPACE;
     (
-        prop::collection::vec(0..hosts, 0..3),
+        prop::collection::vec(endpoint_strategy(), 0..3),
         prop::collection::vec(rule_strategy(), 0..2),
         prop::collection::vec(rule_strategy(), 0..2),
     )
@@ -121,6 +170,15 @@ fn yaml(mesh: &Mesh, rules: &[Rule], routes: &[Rule]) -> String {
             entries.join(", ")
         ));
     }
+    for (ns, entry) in NAMESPACES.iter().zip(&mesh.selecting) {
+        let Some(entry) = entry else {
+            continue;
+        };
+        text.push_str(&format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: x, namespace: {ns}}}\nspec:\n  workloadSelector: {{matchLabels: {{app: x}}}}\n  egress: [{{hosts: [{:?}]}}]\n",
+            ENTRIES[*entry]
+        ));
+    }
     let base = mesh.base.iter().map(|r| ("b", r));
     for (namespace, (i, n, export)) in base.chain(rules.iter().map(|r| ("a", r))) {
         text.push_str(&format!(
@@ -147,14 +205,32 @@ fn compile(text: &str) -> MeshConfig {
     mesh
 }
 
+/// The address of proxy `p`.
+fn proxy_address(p: usize) -> IpAddr {
+    format!("10.9.0.{p}").parse().unwrap()
+}
+
+/// Proxy `p` is in namespace `p / PROXIES_PER_NAMESPACE`.
 fn proxies() -> Vec<Proxy> {
-    NAMESPACES
-        .iter()
-        .enumerate()
-        .map(|(i, ns)| {
-            Proxy::from_node_id(&format!("sidecar~10.9.0.{i}~client.{ns}~{ns}.svc.cluster.local")).unwrap()
+    (0..PROXIES)
+        .map(|p| {
+            let ns = NAMESPACES[p / PROXIES_PER_NAMESPACE];
+            Proxy::from_node_id(&format!(
+                "sidecar~{}~client.{ns}~{ns}.svc.cluster.local",
+                proxy_address(p)
+            ))
+            .unwrap()
         })
         .collect()
+}
+
+/// `app: x`, or no label.
+fn app(x: bool) -> Labels {
+    if x {
+        Labels::from_pairs([("app", "x")])
+    } else {
+        Labels::new()
+    }
 }
 
 /// Every (type, name, version) of a configuration.
@@ -187,6 +263,13 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
             )
             .unwrap();
     }
+    for (p, own) in mesh.own.iter().enumerate() {
+        if let Some((i, x)) = own {
+            registry
+                .add_endpoints(&hosts()[*i], proxy_address(p), app(*x))
+                .unwrap();
+        }
+    }
     let before_registry = registry.snapshot();
     let before_mesh = compile(&yaml(&mesh, &[], &[]));
     let everything = Changes {
@@ -204,14 +287,31 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
         held
     });
 
-    for (n, i) in batch.endpoints.iter().enumerate() {
-        registry
-            .add_endpoints(
-                &hosts()[*i],
-                format!("10.1.{i}.{}", n + 1).parse::<IpAddr>().unwrap(),
-                Labels::new(),
-            )
-            .unwrap();
+    for (n, (i, change)) in batch.endpoints.iter().enumerate() {
+        let host = &hosts()[*i];
+        match change {
+            Endpoint::Add => {
+                let address = format!("10.1.{i}.{}", n + 1).parse::<IpAddr>().unwrap();
+                registry.add_endpoints(host, address, Labels::new()).unwrap();
+            }
+            Endpoint::Remove => {
+                let address = format!("10.0.{i}.1").parse::<IpAddr>().unwrap();
+                registry.remove_instances(host, address, None);
+            }
+            Endpoint::AtProxy(p, x) => {
+                registry.add_endpoints(host, proxy_address(*p), app(*x)).unwrap();
+            }
+            Endpoint::RemoveAtProxy(p) => {
+                registry.remove_instances(host, proxy_address(*p), None);
+            }
+            Endpoint::Relabel(p) => {
+                if let Some((own, x)) = mesh.own[*p] {
+                    registry
+                        .add_endpoints(&hosts()[own], proxy_address(*p), app(!x))
+                        .unwrap();
+                }
+            }
+        }
     }
     let after_registry = registry.snapshot();
     let after_mesh = if batch.rules.is_empty() && batch.routes.is_empty() {
@@ -226,17 +326,20 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
     );
     // Rules exported to some namespaces only are said host by host too.
     prop_assert!(touched.is_some(), "{:?}", batch);
-    let steady = steady(
-        (&before_mesh, &before_registry),
-        (&after_mesh, &after_registry),
-        touched.as_ref(),
-    );
+    let same_services = same_services(&before_registry, &after_registry);
+    let steady = steady(&before_mesh, &after_mesh, touched.as_ref(), same_services);
+    // As the pipeline does.
+    let moved = match &touched {
+        Some(touched) if steady => moved_addresses(&before_registry, &after_registry, touched),
+        _ => Default::default(),
+    };
     let changes = Changes {
         full: true,
         rules: true,
         steady,
+        moved,
         touched: touched.clone(),
-        same_services: same_services(&before_registry, &after_registry),
+        same_services,
         ..Default::default()
     };
     let incremental = GeneratedCache::new(Some(&first), &changes, true);
@@ -258,13 +361,15 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
             let sent = !skipped && contents(held) != contents(&kept);
             let changed = contents(held) != contents(&scratch);
             prop_assert_eq!(sent, changed);
+            let own = after_registry.host_instances(&[proxy.ip]);
+            let own_before = before_registry.host_instances(&[proxy.ip]);
             let scope = incremental
                 .scopes
-                .scope(proxy, &[], &after_registry, &after_mesh)
+                .scope(proxy, &own, &after_registry, &after_mesh)
                 .expect("Sidecars or none, the mesh is scoped: some namespace has one or none do");
             let scope_before = first
                 .scopes
-                .scope(proxy, &[], &before_registry, &before_mesh)
+                .scope(proxy, &own_before, &before_registry, &before_mesh)
                 .expect("the same Sidecars");
             // Both kept unless the first rule exported to some namespaces
             // only came or the last went, which gives every namespace its
@@ -275,6 +380,7 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
                 before_mesh.configs().restricts_visibility() == after_mesh.configs().restricts_visibility();
             if let Some(touched) = &touched
                 && same_views
+                && own == own_before
                 && touched.iter().all(|h| !scope_before.contains(h))
             {
                 prop_assert!(
@@ -283,9 +389,12 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
                     proxy.id
                 );
             }
-            // A class whose scope holds no touched host is kept.
+            // A class whose scope holds no touched host is kept (the
+            // proxy's own instances the same: else its class may be
+            // another).
             if let Some(touched) = &touched
                 && same_views
+                && own == own_before
                 && touched.iter().all(|h| !scope.contains(h))
             {
                 prop_assert!(
