@@ -45,8 +45,11 @@ pub struct Recompiled {
 
 impl RoutingConfigs {
     /// The model of these objects, compiled from `before` (the model of
-    /// `previous`): hosts no changed object names are shared with it. See
-    /// the [module](self) documentation.
+    /// `previous`): hosts no changed object names are shared with it. The
+    /// whole model is compiled again when something every host depends on
+    /// changed (the domain suffix, the root namespace, the default
+    /// `exportTo`, an EgressRule, IngressRule, Gateway or gateway-bound
+    /// VirtualService).
     pub fn compile_from(&self, previous: &RoutingConfigs, before: &RoutingModel) -> Recompiled {
         match self.recompile(previous, before) {
             Some(recompiled) => recompiled,
