@@ -53,7 +53,7 @@ pub struct ServeOptions {
     pub max_pending_per_address: Option<usize>,
     /// Concurrent streams on one connection (HTTP/2
     /// `SETTINGS_MAX_CONCURRENT_STREAMS`; the client's further streams are
-    /// refused by HTTP/2 itself). `None`: HTTP/2's default (unlimited).
+    /// refused by HTTP/2 itself). `None`: no limit.
     pub max_streams_per_connection: Option<u32>,
     /// Concurrent ADS streams under one credential (a
     /// [`Caller`](crate::Caller)'s name), over all its connections; one
