@@ -27,9 +27,10 @@ pub struct ServeOptions {
     /// default).
     #[cfg(feature = "tls")]
     pub tls: Option<Arc<rustls::ServerConfig>>,
-    /// Authenticates every stream
-    /// ([`XdsServer::authenticated_service`](crate::XdsServer::authenticated_service));
-    /// `None`: any client.
+    /// Authenticates every ADS stream: a stream it refuses ends at once
+    /// with its status, and a caller may only claim the node ids its
+    /// [`Caller::scope`](crate::Caller::scope) allows (`PERMISSION_DENIED`
+    /// otherwise); `None`: any client.
     pub auth: Option<Arc<dyn Authenticate>>,
     /// Connections open at once; one more is closed as soon as it is
     /// accepted (and counted,
