@@ -8,8 +8,8 @@
 //!   Controller and the registry have synced; each class of proxy is
 //!   generated once per push and encoded once for every stream.
 //! - `stream/`: one task per ADS stream, state of the world or
-//!   incremental, over tonic's HTTP/2 ([`ServeOptions`]: TLS by
-//!   tokio-rustls, keepalives, connection cap, maximum age;
+//!   incremental, over pilot-h2's HTTP/2 connections ([`ServeOptions`]:
+//!   TLS by tokio-rustls, keepalives, connection cap, maximum age;
 //!   [`Authenticate`]: who may claim which node ids, from the request's
 //!   headers and its connection's [`Peer`]).
 //! - `feedback/`: each connected proxy's ACKs and NACKs ([`ProxyStatus`]),
@@ -33,7 +33,7 @@
 //! server.wait_version(1).await;
 //! assert!(server.version().is_some());
 //! // No proxy is connected yet: serve it with `server.serve(address,
-//! // shutdown)`, or add `server.service()` to a tonic server.
+//! // shutdown)` or `server.serve_with(listener, options, shutdown)`.
 //! assert!(server.status().is_empty());
 //! # });
 //! ```
@@ -52,12 +52,12 @@ pub use feedback::{Audience, Nack, ProxyStatus, PushRevisions, RefusedStreams, S
 pub use options::XdsOptions;
 pub use push::{PUSHED_KINDS, PushInfo, PushSubscription};
 pub use server::XdsServer;
-pub use stream::{AdsService, Authenticate, Caller, NodeScope, Peer, ServeOptions, listen};
+pub use stream::{Authenticate, Caller, NodeScope, Peer, ServeOptions, listen};
 pub use xds_type::{TYPES, XdsType};
 
 /// The tonic this crate is built with: the serving methods return its
-/// `transport::Error`, [`ServeOptions::routes`] are its routes, and
-/// [`AdsService`] is one of its services. Use it instead of a tonic of
+/// `transport::Error` and [`ServeOptions::routes`] are its routes (served
+/// on pilot-h2's streams beside ADS). Use it instead of a tonic of
 /// your own so the versions always match.
 pub use tonic;
 

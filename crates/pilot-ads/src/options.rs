@@ -10,7 +10,8 @@ pub struct XdsOptions {
     pub debounce_quiet: Duration,
     /// ...but no longer than this after the first change.
     pub debounce_max: Duration,
-    /// Responses queued per stream before the stream's task waits.
+    /// Not used: a stream's task waits while its stream has 1 MiB of
+    /// responses queued (pilot-h2's send buffer), whatever their number.
     pub send_queue: usize,
     /// Share Envoy clusters, load assignments, listeners and encoded
     /// virtual hosts between proxy classes, keep virtual hosts whose rules

@@ -12,7 +12,7 @@ use crate::feedback::{ProxyStatus, RefusedStreams, StreamEnds};
 use crate::options::XdsOptions;
 use crate::push::{PushSubscription, pipeline};
 use crate::state::ServerState;
-use crate::stream::{self, AdsService, Authenticate, ServeOptions};
+use crate::stream::{self, ServeOptions};
 use crate::xds_type::TYPES;
 
 /// The ADS server. Cloning gives another handle on the same server.
@@ -38,21 +38,6 @@ impl XdsServer {
         ));
         inner.hold_pipeline(task);
         XdsServer { inner }
-    }
-
-    /// The ADS service to add to a `tonic::transport::Server` (beside
-    /// other services, or on a server configured differently from
-    /// [`serve`](Self::serve)).
-    pub fn service(&self) -> AdsService {
-        AdsService::new(Arc::clone(&self.inner), None)
-    }
-
-    /// [`service`](Self::service), with every stream authenticated by
-    /// `auth` first: a stream it refuses ends at once with its status, and
-    /// a caller may only claim the node ids its [`Caller::scope`](crate::Caller::scope) allows
-    /// (`PERMISSION_DENIED` otherwise).
-    pub fn authenticated_service(&self, auth: Arc<dyn Authenticate>) -> AdsService {
-        AdsService::new(Arc::clone(&self.inner), Some(auth))
     }
 
     /// Serves ADS on `address` with the default [`ServeOptions`] until

@@ -84,9 +84,10 @@ where
         if stream.send_done || stream.reset.is_some() {
             return;
         }
-        if !stream.headers_sent && (stream.send_len > 0 || stream.trailers.is_some()) {
+        if !stream.headers_sent && (stream.send_len > 0 || stream.trailers.is_some() || stream.headers_wanted)
+        {
             stream.headers_sent = true;
-            if stream.send_len == 0 {
+            if stream.send_len == 0 && !stream.headers_wanted {
                 // Trailers-only: the status in the one HEADERS frame.
                 let mut block = BytesMut::new();
                 let status = stream

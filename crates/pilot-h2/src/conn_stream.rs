@@ -62,6 +62,9 @@ pub(crate) struct Stream {
     pub send_waker: Option<Waker>,
     /// The response's HEADERS were written.
     pub headers_sent: bool,
+    /// The application asked for the response's HEADERS before its first
+    /// message ([`Sender::send_headers`](crate::Sender::send_headers)).
+    pub headers_wanted: bool,
     /// The status to end with, once `send` is written.
     pub trailers: Option<Status>,
     /// The trailers were queued for writing: the stream's send side is done.

@@ -339,6 +339,23 @@ impl Sender {
         Poll::Ready(Ok(()))
     }
 
+    /// Sends the response's HEADERS now rather than with the first message
+    /// (a client that waits for them before it reads on, such as tonic's,
+    /// sees the stream open while nothing is sent yet). A stream ended
+    /// before any message then ends with trailers, not trailers-only.
+    pub fn send_headers(&mut self) {
+        let id = self.stream.id;
+        let mut guard = self.stream.lock();
+        let shared = &mut *guard;
+        if let Some(stream) = shared.streams.get_mut(&id)
+            && !stream.headers_sent
+            && !stream.headers_wanted
+        {
+            stream.headers_wanted = true;
+            shared.mark_ready(id);
+        }
+    }
+
     /// Ends the stream once the queued messages are written: trailers with
     /// `grpc-status` and, when not empty, `grpc-message`.
     pub fn finish(mut self, code: Code, message: &str) {

@@ -516,6 +516,21 @@ elif case == "grace":
     print("open", flush=True)
     assert raw.goaway() == (1, 0), raw.goaways
     assert raw.closed()
+elif case == "headers_early":
+    # A stream whose service sends its HEADERS before any message: they
+    # come while the client still sends (no END_STREAM), and once the
+    # client ends its side the stream ends with trailers, not trailers-only.
+    raw = Raw()
+    raw.handshake()
+    raw.send(HEADERS, END_HEADERS, 1, raw.block(path="/test.Test/Headers"))
+    f = raw.until(lambda k, fl, s, p: s == 1 and k in (DATA, HEADERS, RST_STREAM))
+    assert f is not None and f[0] == HEADERS and not f[1] & END_STREAM, f
+    head = raw.headers(f)
+    assert head[":status"] == "200" and "grpc-status" not in head, head
+    raw.send(DATA, END_STREAM, 1, b"")
+    f = raw.until(lambda k, fl, s, p: s == 1 and k in (DATA, HEADERS, RST_STREAM))
+    assert f is not None and f[0] == HEADERS and f[1] & END_STREAM, f
+    assert raw.headers(f)["grpc-status"] == "0", raw.headers(f)
 else:
     raise SystemExit(f"unknown case {case}")
 print("ok")

@@ -64,6 +64,7 @@ h2_test!(unknown_and_priority);
 h2_test!(client_goaway);
 h2_test!(stream_rules);
 h2_test!(rapid_reset);
+h2_test!(headers_early);
 h2_test!(
     keepalive_unanswered,
     Config {

@@ -14,7 +14,6 @@ use futures::Stream;
 #[cfg(feature = "tls")]
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tonic::transport::server::Connected;
 
 use super::admission::Limited;
 
@@ -155,11 +154,10 @@ fn handshake(acceptor: &tokio_rustls::TlsAcceptor, limited: Limited) -> Handshak
     })
 }
 
-impl Connected for Io {
-    type ConnectInfo = Peer;
-
-    fn connect_info(&self) -> Peer {
-        self.peer.clone()
+impl Io {
+    /// The connection's peer.
+    pub(crate) fn peer(&self) -> &Peer {
+        &self.peer
     }
 }
 

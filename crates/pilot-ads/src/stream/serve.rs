@@ -1,5 +1,5 @@
-//! Serving ADS on a listener: TLS (and client certificates), an
-//! authenticator, HTTP/2 and TCP keepalives, limits on connections and
+//! Serving ADS on a listener with pilot-h2 (one task per connection): TLS
+//! (and client certificates), an authenticator, HTTP/2 and TCP keepalives, limits on connections and
 //! streams (`admission.rs`: slots, a handshake deadline, pending
 //! connections per address, streams per connection and per credential),
 //! and an optional maximum connection age.
@@ -9,7 +9,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
-use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
 use super::admission::{Admission, Refusal};
@@ -28,9 +27,10 @@ pub struct ServeOptions {
     /// default).
     #[cfg(feature = "tls")]
     pub tls: Option<Arc<rustls::ServerConfig>>,
-    /// Authenticates every stream
-    /// ([`XdsServer::authenticated_service`](crate::XdsServer::authenticated_service));
-    /// `None`: any client.
+    /// Authenticates every ADS stream: a stream it refuses ends at once
+    /// with its status, and a caller may only claim the node ids its
+    /// [`Caller::scope`](crate::Caller::scope) allows (`PERMISSION_DENIED`
+    /// otherwise); `None`: any client.
     pub auth: Option<Arc<dyn Authenticate>>,
     /// Connections open at once; one more is closed as soon as it is
     /// accepted (and counted,
@@ -54,7 +54,7 @@ pub struct ServeOptions {
     pub max_pending_per_address: Option<usize>,
     /// Concurrent streams on one connection (HTTP/2
     /// `SETTINGS_MAX_CONCURRENT_STREAMS`; the client's further streams are
-    /// refused by HTTP/2 itself). `None`: HTTP/2's default (unlimited).
+    /// refused by HTTP/2 itself). `None`: no limit.
     pub max_streams_per_connection: Option<u32>,
     /// Concurrent ADS streams under one credential (a
     /// [`Caller`](crate::Caller)'s name), over all its connections; one
@@ -139,51 +139,46 @@ pub(crate) async fn serve_address(
     address: std::net::SocketAddr,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
-    let incoming = match listen(address) {
-        Ok(listener) => TcpIncoming::from(listener),
+    match listen(address) {
+        Ok(listener) => serve_listener(state, listener, ServeOptions::default(), shutdown).await,
         Err(error) => {
-            // tonic's own error for a failed bind.
+            // tonic's own error for a failed bind (its bind fails the same
+            // way), as the serving methods return.
             tracing::warn!(%address, %error, "cannot listen for ADS");
-            return Server::builder()
-                .add_service(AdsService::new(Arc::clone(state), None))
+            tonic::transport::Server::builder()
+                .add_routes(tonic::service::Routes::default())
                 .serve_with_shutdown(address, shutdown)
-                .await;
+                .await
         }
-    };
-    serve_incoming(state, incoming, ServeOptions::default(), shutdown).await
+    }
 }
 
 /// Serves `state`'s streams on `listener` as `options` say until
 /// `shutdown` completes
-/// ([`XdsServer::serve_with`](crate::XdsServer::serve_with)).
+/// ([`XdsServer::serve_with`](crate::XdsServer::serve_with)): each admitted
+/// connection (after its TLS handshake) is served by a pilot-h2 connection
+/// task; on shutdown every stream is ended, every connection is sent
+/// GOAWAY, and the call returns once they have closed.
 pub(crate) async fn serve_listener(
     state: &Arc<ServerState>,
     listener: tokio::net::TcpListener,
     options: ServeOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
-    serve_incoming(state, TcpIncoming::from(listener), options, shutdown).await
-}
-
-async fn serve_incoming(
-    state: &Arc<ServerState>,
-    incoming: TcpIncoming,
-    options: ServeOptions,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> Result<(), tonic::transport::Error> {
-    let incoming = incoming
+    let incoming = TcpIncoming::from(listener)
         .with_nodelay(Some(true))
         .with_keepalive(Some(options.tcp_keepalive));
-    let mut builder = Server::builder()
-        .http2_keepalive_interval(Some(options.http2_keepalive_interval))
-        .http2_keepalive_timeout(Some(options.http2_keepalive_timeout))
-        .max_concurrent_streams(options.max_streams_per_connection);
-    if let Some(age) = options.max_connection_age {
+    let config = pilot_h2::Config {
+        max_concurrent_streams: options.max_streams_per_connection.unwrap_or(u32::MAX),
+        max_message_size: super::transport::MAX_REQUEST,
+        keepalive_interval: Some(options.http2_keepalive_interval),
+        keepalive_timeout: options.http2_keepalive_timeout,
         // The connection is told to go away before any of its streams
         // is ended (at 90% to 110% of the age), so the proxy's next
         // stream opens a new connection.
-        builder = builder.max_connection_age(age.mul_f64(0.9));
-    }
+        max_connection_age: options.max_connection_age.map(|age| age.mul_f64(0.9)),
+        ..pilot_h2::Config::default()
+    };
     let admission = Arc::new(Admission::new(
         options.max_connections,
         options.handshake_timeout,
@@ -192,9 +187,11 @@ async fn serve_incoming(
     ));
     let service = AdsService::new(Arc::clone(state), options.auth)
         .with_max_connection_age(options.max_connection_age)
-        .with_admission(Arc::clone(&admission));
+        .with_admission(Arc::clone(&admission))
+        .with_routes(options.routes);
+    let h2 = pilot_h2::Server::new(config, service);
     let server = Arc::clone(state);
-    let incoming = incoming.filter_map(move |accepted| {
+    let admitted = incoming.filter_map(move |accepted| {
         let admitted = match accepted {
             Err(error) => Some(Err(error)),
             Ok(stream) => match admission.accept(stream) {
@@ -217,20 +214,55 @@ async fn serve_incoming(
         };
         std::future::ready(admitted)
     });
-    let incoming = super::peer::connections(
-        incoming,
+    let mut connections = super::peer::connections(
+        admitted,
         #[cfg(feature = "tls")]
         options.tls,
     );
-    let closing = Arc::clone(state);
-    let routes = options.routes.unwrap_or_default().add_service(service);
-    builder
-        .add_routes(routes)
-        .serve_with_incoming_shutdown(incoming, async move {
-            shutdown.await;
-            closing.close();
-        })
-        .await
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            next = connections.next() => match next {
+                None => break,
+                Some(Err(error)) => {
+                    // A connection that failed before it was accepted
+                    // (reset, out of descriptors) must not stop the
+                    // server; a pause keeps a persistent error from
+                    // spinning.
+                    tracing::debug!(%error, "ADS accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Some(Ok(io)) => {
+                    let peer = io.peer().clone();
+                    let mut info = pilot_h2::ConnectionInfo {
+                        peer: peer.address(),
+                        ..pilot_h2::ConnectionInfo::default()
+                    };
+                    info.extensions.insert(peer);
+                    let h2 = h2.clone();
+                    let mut stopped = stopped.clone();
+                    tasks.spawn(async move {
+                        let stop = async move {
+                            let _ = stopped.wait_for(|stop| *stop).await;
+                        };
+                        if let Err(error) = h2.serve_connection(io, info, stop).await {
+                            tracing::debug!(%error, "ADS connection ended");
+                        }
+                    });
+                }
+            },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    // Every stream ends (OK: the proxies reconnect, elsewhere if this
+    // server is going), then every connection is told to go away.
+    state.close();
+    let _ = stop.send(true);
+    while tasks.join_next().await.is_some() {}
+    Ok(())
 }
 
 /// The accept queue a listener asks for: the kernel caps it at

@@ -1,35 +1,31 @@
-//! The ADS gRPC service (a tower `Service` on tonic's transport, not
-//! tonic's generated server): authenticates a new stream, picks its
+//! The ADS gRPC service on pilot-h2: authenticates a new stream, picks its
 //! protocol by method, and starts its session task (`session.rs`) over the
-//! stream's plumbing (`transport.rs`).
+//! stream's plumbing (`transport.rs`); calls to other methods go to the
+//! port's other services (`routes.rs`) when it has them.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll};
 use std::time::Duration;
-
-use tonic::body::Body;
-use tonic::server::NamedService;
 
 use super::admission::{Admission, StreamGuard};
 use super::auth::{Authenticate, Caller};
+use super::routes::Routes;
 use super::session::{self, Protocol};
-use super::{delta, sotw, transport};
+use super::transport::{self, Requests, Responses};
+use super::{delta, sotw};
 use crate::state::ServerState;
 
-const SERVICE: &str = "envoy.service.discovery.v3.AggregatedDiscoveryService";
 const STREAM_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
 const DELTA_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
 
-/// The ADS service to add to a `tonic::transport::Server` (see
-/// [`XdsServer::service`](crate::XdsServer::service)).
+/// The ADS service a pilot-h2 server calls per new stream.
 #[derive(Clone)]
-pub struct AdsService {
+pub(crate) struct AdsService {
     server: Arc<ServerState>,
     auth: Option<Arc<dyn Authenticate>>,
     max_age: Option<Duration>,
     admission: Option<Arc<Admission>>,
+    routes: Option<Routes>,
 }
 
 impl AdsService {
@@ -41,6 +37,7 @@ impl AdsService {
             auth,
             max_age: None,
             admission: None,
+            routes: None,
         }
     }
 
@@ -51,12 +48,18 @@ impl AdsService {
         self
     }
 
+    /// Serves calls to other methods with `routes`.
+    pub(crate) fn with_routes(mut self, routes: Option<tonic::service::Routes>) -> Self {
+        self.routes = routes.map(Routes::new);
+        self
+    }
+
     /// Ends every stream once it is `age` old (give or take 10%, so
     /// proxies that connected together do not all reconnect together),
     /// after the response in flight, with `UNAVAILABLE`: the proxy
     /// reconnects at once, to this server or another of its ADS cluster,
     /// so proxies spread again over replicas that came back.
-    pub fn with_max_connection_age(mut self, age: Option<Duration>) -> Self {
+    pub(crate) fn with_max_connection_age(mut self, age: Option<Duration>) -> Self {
         self.max_age = age;
         self
     }
@@ -64,12 +67,15 @@ impl AdsService {
     /// Starts the task of a new stream of protocol `P`.
     fn open<P: Protocol + 'static>(
         &self,
-        body: Body,
+        messages: pilot_h2::Messages,
+        mut sender: pilot_h2::Sender,
         caller: Option<Caller>,
         guard: StreamGuard,
-    ) -> http::Response<Body> {
+    ) {
+        // The stream is open: its clients see so before the first
+        // response (which waits for the first push).
+        sender.send_headers();
         let inner = &self.server;
-        let (requests, responses, response) = transport::open(body, inner.options.send_queue);
         let id = inner.next_connection.fetch_add(1, Ordering::Relaxed);
         let limits = session::StreamLimits {
             caller,
@@ -77,13 +83,23 @@ impl AdsService {
                 .max_age
                 .map(|age| tokio::time::Instant::now() + jitter(age, id)),
         };
-        let session = session::drive::<P>(Arc::clone(inner), id, limits, requests, responses);
+        let session = session::drive::<P>(
+            Arc::clone(inner),
+            id,
+            limits,
+            Requests::new(messages),
+            Responses::new(sender),
+        );
         tokio::spawn(async move {
             // Counted against its credential until the session ends.
             let _guard = guard;
             session.await;
         });
-        response
+    }
+
+    /// Ends a stream at once with `status`.
+    fn refuse(sender: pilot_h2::Sender, status: &tonic::Status) {
+        sender.finish(transport::code(status.code()), status.message());
     }
 }
 
@@ -97,65 +113,56 @@ fn jitter(age: Duration, id: u64) -> Duration {
     age.mul_f64(1.0 + fraction)
 }
 
-impl NamedService for AdsService {
-    const NAME: &'static str = SERVICE;
-}
-
-impl tower_service::Service<http::Request<Body>> for AdsService {
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = std::future::Ready<Result<Self::Response, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let compressed = request
-            .headers()
-            .get("grpc-encoding")
-            .is_some_and(|e| e.as_bytes() != b"identity");
+impl pilot_h2::Service for AdsService {
+    fn call(&self, request: pilot_h2::Request, sender: pilot_h2::Sender) {
+        let pilot_h2::Request { head, messages } = request;
+        let path = head.path.as_str();
+        if path != STREAM_PATH && path != DELTA_PATH {
+            match &self.routes {
+                Some(routes) => routes.call(head, messages, sender),
+                None => Self::refuse(sender, &tonic::Status::unimplemented(format!("no method {path}"))),
+            }
+            return;
+        }
+        let extensions = &head.connection.extensions;
         let caller = match &self.auth {
             None => None,
-            Some(auth) => match auth.authenticate(request.headers(), request.extensions()) {
+            Some(auth) => match auth.authenticate(&head.headers, extensions) {
                 Ok(caller) => Some(caller),
                 Err(status) => {
                     tracing::warn!(code = ?status.code(), reason = status.message(), "ADS stream refused");
                     self.server.refused.count(&status);
-                    return std::future::ready(Ok(status.into_http()));
+                    return Self::refuse(sender, &status);
                 }
             },
         };
-        let response = if compressed {
-            tonic::Status::unimplemented("this server accepts uncompressed requests only").into_http()
-        } else {
-            let path = request.uri().path();
-            if path != STREAM_PATH && path != DELTA_PATH {
-                return std::future::ready(Ok(
-                    tonic::Status::unimplemented(format!("no method {path}")).into_http()
-                ));
-            }
-            let guard = match (&self.admission, &caller) {
-                (Some(admission), Some(caller)) => match admission.open_stream(&caller.name) {
-                    Ok(guard) => guard,
-                    Err(status) => {
-                        tracing::warn!(caller = %caller.name, reason = status.message(), "ADS stream refused");
-                        self.server.refused.count(&status);
-                        return std::future::ready(Ok(status.into_http()));
-                    }
-                },
-                _ => StreamGuard::none(),
-            };
-            if let Some(admission) = &self.admission {
-                admission.admit(request.extensions());
-            }
-            if path == STREAM_PATH {
-                self.open::<sotw::Sotw>(request.into_body(), caller, guard)
-            } else {
-                self.open::<delta::Delta>(request.into_body(), caller, guard)
-            }
+        let compressed = head
+            .headers
+            .get("grpc-encoding")
+            .is_some_and(|e| e.as_bytes() != b"identity");
+        if compressed {
+            let status = tonic::Status::unimplemented("this server accepts uncompressed requests only");
+            return Self::refuse(sender, &status);
+        }
+        let guard = match (&self.admission, &caller) {
+            (Some(admission), Some(caller)) => match admission.open_stream(&caller.name) {
+                Ok(guard) => guard,
+                Err(status) => {
+                    tracing::warn!(caller = %caller.name, reason = status.message(), "ADS stream refused");
+                    self.server.refused.count(&status);
+                    return Self::refuse(sender, &status);
+                }
+            },
+            _ => StreamGuard::none(),
         };
-        std::future::ready(Ok(response))
+        if let Some(admission) = &self.admission {
+            admission.admit(extensions);
+        }
+        if head.path == STREAM_PATH {
+            self.open::<sotw::Sotw>(messages, sender, caller, guard);
+        } else {
+            self.open::<delta::Delta>(messages, sender, caller, guard);
+        }
     }
 }
 

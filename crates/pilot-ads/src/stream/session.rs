@@ -42,10 +42,9 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::value;
 use pilot_xds::Proxy;
-use tokio::sync::mpsc;
 
 use super::auth::Caller;
-use super::transport::{Outgoing, RequestError, Requests, frame};
+use super::transport::{Outgoing, RequestError, Requests, Responses, frame};
 use super::withheld::{Point, Withheld};
 use crate::feedback::EndReason;
 use crate::push::{Inputs, LeftOut, MeshSnapshot, ProxyConfig};
@@ -181,7 +180,7 @@ pub(super) struct Session {
     left_out: LeftOut,
     /// Per type, what its responses were generated from.
     inputs: [TypeInputs; 4],
-    responses: mpsc::Sender<Outgoing>,
+    responses: Responses,
     snapshot: Option<Arc<MeshSnapshot>>,
     generated: Option<ProxyConfig>,
     sent: [Sent; 4],
@@ -430,10 +429,9 @@ pub(super) async fn drive<P: Protocol>(
     id: u64,
     limits: StreamLimits,
     mut requests: Requests<P::Request>,
-    responses: mpsc::Sender<Outgoing>,
+    responses: Responses,
 ) {
-    let refuse = |status: tonic::Status| {
-        let responses = responses.clone();
+    let refuse = |status: tonic::Status, mut responses: Responses| {
         let server = Arc::clone(&server);
         async move {
             tracing::warn!(code = ?status.code(), reason = status.message(), "ADS stream refused");
@@ -444,7 +442,7 @@ pub(super) async fn drive<P: Protocol>(
     let first = match requests.message().await {
         Ok(Some(first)) => first,
         Ok(None) => return,
-        Err(RequestError::Malformed(status)) => return refuse(status).await,
+        Err(RequestError::Malformed(status)) => return refuse(status, responses).await,
         Err(RequestError::Transport(status)) => {
             tracing::info!(
                 reason = status.message(),
@@ -455,12 +453,12 @@ pub(super) async fn drive<P: Protocol>(
     };
     let mut proxy = match proxy_from(P::node(&first)) {
         Ok(proxy) => proxy,
-        Err(status) => return refuse(status).await,
+        Err(status) => return refuse(status, responses).await,
     };
     if let Some(caller) = &limits.caller
         && let Err(reason) = caller.permits(&proxy)
     {
-        return refuse(tonic::Status::permission_denied(reason)).await;
+        return refuse(tonic::Status::permission_denied(reason), responses).await;
     }
     // Without a GENERATOR in its metadata, a node whose first request
     // names listeners is a gRPC library (an Envoy asks for all of them).
@@ -612,7 +610,7 @@ fn proxy_of(node: &Node) -> Result<Proxy, pilot_xds::XdsError> {
 mod tests {
     use super::super::delta::Delta;
     use super::super::sotw::Sotw;
-    use super::super::transport::open;
+    use super::super::transport::{Requests, Responses};
     use super::*;
 
     /// The bytes a stream's task takes for as long as its proxy stays
@@ -620,7 +618,7 @@ mod tests {
     /// while they run).
     fn task_size<P: Protocol + 'static>() -> usize {
         let server = Arc::new(ServerState::new(crate::XdsOptions::default()));
-        let (requests, responses, _response) = open::<P::Request>(tonic::body::Body::empty(), 1);
+        let (requests, responses) = (Requests::<P::Request>::detached(), Responses::detached());
         let limits = StreamLimits {
             caller: None,
             deadline: None,

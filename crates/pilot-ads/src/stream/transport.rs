@@ -1,52 +1,41 @@
-//! The ADS transport: gRPC framing and the request/response plumbing of
-//! one stream, with no knowledge of the xDS protocols. A response goes out
-//! as a small header plus slices of the configuration buffers every
-//! connection shares (see `generated.rs`): a push to 2,000 proxies copies
-//! nothing per proxy, and what waits in a slow proxy's queue costs only
+//! The ADS transport: the request/response plumbing of one stream on
+//! pilot-h2's gRPC stream, with no knowledge of the xDS protocols. A
+//! response goes out as a small header plus slices of the configuration
+//! buffers every connection shares (see `generated.rs`): a push to 2,000
+//! proxies copies nothing per proxy (pilot-h2 writes the parts behind its
+//! frame heads), and what waits in a slow proxy's queue costs only
 //! reference counts.
 //!
-//! Requests are gRPC length-prefixed messages decoded from the request
-//! body's data frames as they came ([`Frames`]), without copying them into
-//! one buffer: a sidecar's EDS ACK names every cluster, 160 KB in a
-//! 1,000-service mesh, and 2,000 of them copied into fresh buffers made
-//! page faults a tenth of the server's CPU in an endpoint push. Nothing is
-//! kept between messages (a buffer kept at its high-water mark would cost
-//! that per connection). Responses are written
-//! as HTTP/2 data frames by a small [`Body`](http_body::Body), ended by
-//! `grpc-status` trailers.
+//! Requests are decoded from the received chunks as they came
+//! ([`Frames`]), without copying them into one buffer: a sidecar's EDS ACK
+//! names every cluster, 160 KB in a 1,000-service mesh, and 2,000 of them
+//! copied into fresh buffers made page faults a tenth of the server's CPU
+//! in an endpoint push. Nothing is kept between messages (a buffer kept at
+//! its high-water mark would cost that per connection).
 
 use std::collections::VecDeque;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use http::header::{CONTENT_TYPE, HeaderValue};
-use http_body::{Body as _, Frame};
-use tokio::sync::mpsc;
-use tonic::body::Body;
 
 /// The largest request accepted (an EDS subscription to 10,000 clusters is
 /// well under 1 MiB).
-const MAX_REQUEST: usize = 16 * 1024 * 1024;
+pub(super) const MAX_REQUEST: usize = 16 * 1024 * 1024;
 
-/// What a stream's task hands to its response body.
+/// What a stream's task sends.
 pub(super) enum Outgoing {
-    /// One gRPC message, framed, as buffers to write in order.
+    /// One gRPC message (without its prefix), as buffers to write in order.
     Message(Vec<Bytes>),
-    /// End the stream with this status (boxed: a queue's slots are the
-    /// size of its largest item, and a status is seven times a message's).
+    /// End the stream with this status (boxed: it is seven times a
+    /// message's size).
     End(Box<tonic::Status>),
 }
 
-/// Frames one response message: the gRPC prefix and `head` (the message's
-/// own fields), then `resources` (already-encoded repeated fields of the
-/// same message, shared with other connections).
+/// One response message: `head` (the message's own fields), then
+/// `resources` (already-encoded repeated fields of the same message,
+/// shared with other connections). pilot-h2 adds the gRPC prefix.
 pub(super) fn frame(head: &impl prost::Message, resources: Vec<Bytes>) -> Outgoing {
     let head_len = head.encoded_len();
-    let len = head_len + resources.iter().map(Bytes::len).sum::<usize>();
-    let mut buffer = BytesMut::with_capacity(5 + head_len);
-    buffer.put_u8(0);
-    buffer.put_u32(u32::try_from(len).unwrap_or(u32::MAX));
+    let mut buffer = BytesMut::with_capacity(head_len);
     head.encode_raw(&mut buffer);
     let mut parts = Vec::with_capacity(1 + resources.len());
     parts.push(buffer.freeze());
@@ -54,74 +43,83 @@ pub(super) fn frame(head: &impl prost::Message, resources: Vec<Bytes>) -> Outgoi
     Outgoing::Message(parts)
 }
 
-/// A new stream's plumbing: its decoded requests, the bounded queue its
-/// task sends responses into (`queue` long), and the HTTP response whose
-/// body drains that queue.
-pub(super) fn open<T: Request>(
-    body: Body,
-    queue: usize,
-) -> (Requests<T>, mpsc::Sender<Outgoing>, http::Response<Body>) {
-    let (responses, receiver) = mpsc::channel(queue.max(1));
-    let mut response = http::Response::new(Body::new(Responses {
-        queue: receiver,
-        pending: Vec::new().into_iter(),
-        ended: false,
-    }));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    (Requests::new(body), responses, response)
+/// A stream's response side: messages go to its pilot-h2 sender (which
+/// waits while the stream has its send buffer queued: the bounded queue
+/// between the task and its connection), and its end is the gRPC status.
+/// Dropped without an end, the stream ends with `OK` (the task is done:
+/// the proxy left or the server closes).
+pub(super) struct Responses {
+    sender: Option<pilot_h2::Sender>,
 }
 
-/// A stream's response body: the messages its task queues, then trailers.
-struct Responses {
-    queue: mpsc::Receiver<Outgoing>,
-    /// The parts of the message being written (its allocation is given
-    /// back once they are all out, not kept at the largest message's).
-    pending: std::vec::IntoIter<Bytes>,
-    ended: bool,
-}
+impl Responses {
+    /// The responses of the stream `sender` answers.
+    pub(super) fn new(sender: pilot_h2::Sender) -> Self {
+        Responses { sender: Some(sender) }
+    }
 
-impl http_body::Body for Responses {
-    type Data = Bytes;
-    type Error = tonic::Status;
+    /// Responses going nowhere (a task's size, in tests).
+    #[cfg(test)]
+    pub(super) fn detached() -> Self {
+        Responses { sender: None }
+    }
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
-        loop {
-            if let Some(data) = self.pending.next() {
-                return Poll::Ready(Some(Ok(Frame::data(data))));
+    /// Sends one message, or ends the stream; fails when the stream is
+    /// gone (reset, connection closed) or already ended.
+    pub(super) async fn send(&mut self, outgoing: Outgoing) -> Result<(), Gone> {
+        match outgoing {
+            Outgoing::Message(parts) => match &mut self.sender {
+                Some(sender) => sender.send(parts).await.map_err(|_| Gone),
+                None => Err(Gone),
+            },
+            Outgoing::End(status) => {
+                let sender = self.sender.take().ok_or(Gone)?;
+                sender.finish(code(status.code()), status.message());
+                Ok(())
             }
-            // Out of parts: their allocation goes now, not when the next
-            // message comes.
-            self.pending = Vec::new().into_iter();
-            if self.ended {
-                return Poll::Ready(None);
-            }
-            let status = match std::task::ready!(self.queue.poll_recv(cx)) {
-                Some(Outgoing::Message(parts)) => {
-                    self.pending = parts.into_iter();
-                    continue;
-                }
-                Some(Outgoing::End(status)) => *status,
-                // The task is done (the proxy left or the server closes).
-                None => tonic::Status::ok(""),
-            };
-            self.ended = true;
-            self.queue.close();
-            let mut trailers = http::HeaderMap::new();
-            if status.add_header(&mut trailers).is_err() {
-                trailers.insert("grpc-status", HeaderValue::from_static("13"));
-            }
-            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
         }
     }
+}
 
-    fn is_end_stream(&self) -> bool {
-        self.ended && self.pending.as_slice().is_empty()
+impl Drop for Responses {
+    fn drop(&mut self) {
+        if let Some(sender) = self.sender.take() {
+            sender.finish(pilot_h2::Code::Ok, "");
+        }
     }
+}
+
+/// The stream is gone: nobody is left to send to.
+#[derive(Debug)]
+pub(super) struct Gone;
+
+/// tonic's code as pilot-h2's (the same gRPC numbering).
+pub(crate) fn code(code: tonic::Code) -> pilot_h2::Code {
+    use pilot_h2::Code as H;
+    match code {
+        tonic::Code::Ok => H::Ok,
+        tonic::Code::Cancelled => H::Cancelled,
+        tonic::Code::Unknown => H::Unknown,
+        tonic::Code::InvalidArgument => H::InvalidArgument,
+        tonic::Code::DeadlineExceeded => H::DeadlineExceeded,
+        tonic::Code::NotFound => H::NotFound,
+        tonic::Code::AlreadyExists => H::AlreadyExists,
+        tonic::Code::PermissionDenied => H::PermissionDenied,
+        tonic::Code::ResourceExhausted => H::ResourceExhausted,
+        tonic::Code::FailedPrecondition => H::FailedPrecondition,
+        tonic::Code::Aborted => H::Aborted,
+        tonic::Code::OutOfRange => H::OutOfRange,
+        tonic::Code::Unimplemented => H::Unimplemented,
+        tonic::Code::Internal => H::Internal,
+        tonic::Code::Unavailable => H::Unavailable,
+        tonic::Code::DataLoss => H::DataLoss,
+        tonic::Code::Unauthenticated => H::Unauthenticated,
+    }
+}
+
+/// pilot-h2's code as tonic's.
+fn tonic_code(code: pilot_h2::Code) -> tonic::Code {
+    tonic::Code::from_i32(code as i32)
 }
 
 /// Why a stream's requests ended in error.
@@ -186,6 +184,7 @@ impl Frames {
     }
 
     /// The first `N` bytes, left in place (`N` at most `remaining()`).
+    #[cfg(test)]
     fn peek<const N: usize>(&self) -> [u8; N] {
         let mut out = [0; N];
         let mut at = 0;
@@ -269,60 +268,58 @@ impl Buf for Frames {
 
 /// A stream's requests, decoded one message at a time.
 pub(super) struct Requests<T> {
-    body: Body,
-    /// Frames received and not yet decoded.
-    pending: Frames,
+    /// `None`: a stream with no requests (a task's size, in tests).
+    messages: Option<pilot_h2::Messages>,
     _message: std::marker::PhantomData<fn() -> T>,
 }
 
 impl<T: Request> Requests<T> {
-    fn new(body: Body) -> Self {
+    /// The requests of a stream's `messages`.
+    pub(super) fn new(messages: pilot_h2::Messages) -> Self {
         Requests {
-            body,
-            pending: Frames::default(),
+            messages: Some(messages),
+            _message: std::marker::PhantomData,
+        }
+    }
+
+    /// No requests (a task's size, in tests).
+    #[cfg(test)]
+    pub(super) fn detached() -> Self {
+        Requests {
+            messages: None,
             _message: std::marker::PhantomData,
         }
     }
 
     /// The next request; `None` when the proxy ended the stream.
     pub(super) async fn message(&mut self) -> Result<Option<T>, RequestError> {
-        loop {
-            if self.pending.remaining() >= 5 {
-                let [compressed, l0, l1, l2, l3] = self.pending.peek::<5>();
-                if compressed != 0 {
-                    return Err(RequestError::Malformed(tonic::Status::unimplemented(
-                        "this server accepts uncompressed requests only",
-                    )));
+        let Some(messages) = &mut self.messages else {
+            return Ok(None);
+        };
+        match messages.next().await {
+            None => Ok(None),
+            Some(Ok(mut message)) => {
+                // The received chunks, sliced, not copied.
+                let mut frames = Frames::default();
+                while message.has_remaining() {
+                    let n = message.chunk().len();
+                    frames.push(message.copy_to_bytes(n));
                 }
-                let len = u32::from_be_bytes([l0, l1, l2, l3]) as usize;
-                if len > MAX_REQUEST {
-                    return Err(RequestError::Malformed(tonic::Status::resource_exhausted(
-                        format!("a request of {len} bytes is over the limit of {MAX_REQUEST}"),
-                    )));
-                }
-                if self.pending.remaining() >= 5 + len {
-                    self.pending.advance(5);
-                    let message = self.pending.take_front(len);
-                    return T::decode(message).map(Some).map_err(|e| {
-                        RequestError::Malformed(tonic::Status::invalid_argument(format!(
-                            "undecodable request: {e}"
-                        )))
-                    });
-                }
+                T::decode(frames).map(Some).map_err(|e| {
+                    RequestError::Malformed(tonic::Status::invalid_argument(format!(
+                        "undecodable request: {e}"
+                    )))
+                })
             }
-            let frame = std::future::poll_fn(|cx| Pin::new(&mut self.body).poll_frame(cx)).await;
-            match frame {
-                None if self.pending.remaining() == 0 => return Ok(None),
-                None => {
-                    return Err(RequestError::Malformed(tonic::Status::invalid_argument(
-                        "the stream ended inside a message",
-                    )));
-                }
-                Some(Err(status)) => return Err(RequestError::Transport(status)),
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        self.pending.push(data);
-                    }
+            Some(Err(status)) => {
+                let code = tonic_code(status.code);
+                let status = tonic::Status::new(code, status.message);
+                match code {
+                    // The stream or its connection is gone.
+                    tonic::Code::Cancelled | tonic::Code::Unavailable => Err(RequestError::Transport(status)),
+                    // A message refused (compressed, too large, cut):
+                    // pilot-h2 is ending the stream with its status.
+                    _ => Err(RequestError::Malformed(status)),
                 }
             }
         }

@@ -88,7 +88,8 @@ impl Drop for TestServer {
 /// a message needing percent-encoding; `/test.Test/Sized` answers each
 /// message (a decimal number N) with N bytes; `/test.Test/Flood` sends ten
 /// messages of 100,000 bytes; `/test.Test/Hold` answers
-/// nothing and records how the stream ended.
+/// nothing and records how the stream ended; `/test.Test/Headers` sends
+/// its response HEADERS at once, then ends OK when the client ends its side.
 async fn serve(mut request: Request, mut sender: Sender, events: Arc<Mutex<Vec<String>>>) {
     let path = request.head.path.clone();
     let record = |event: String| events.lock().expect("events lock").push(event);
@@ -146,6 +147,11 @@ async fn serve(mut request: Request, mut sender: Sender, events: Arc<Mutex<Vec<S
         "/test.Test/Hold" => {
             let status = sender.closed().await;
             record(format!("hold ended {:?}", status.code));
+        }
+        "/test.Test/Headers" => {
+            sender.send_headers();
+            while let Some(Ok(_)) = request.messages.next().await {}
+            sender.finish(Code::Ok, "");
         }
         _ => sender.finish(Code::Unimplemented, "no such method"),
     }
