@@ -26,8 +26,9 @@
 //! and clean up" block is checked). A guide that takes longer than its
 //! timeout is killed and fails.
 //!
-//! Before the timed run, every `cargo run ARGS --` of the guide is built
-//! (`cargo build ARGS`), so the timeout covers running only.
+//! Before the timed run, every `cargo run ARGS --` and `cargo build ARGS`
+//! of the guide is built (`cargo build ARGS`), so the timeout covers
+//! running only.
 
 use std::ffi::OsStr;
 use std::io::Read;
@@ -103,7 +104,8 @@ pub fn steps(markdown: &str) -> Vec<Step> {
 }
 
 /// The `cargo build` argument lists for each distinct `cargo run ARGS --`
-/// (or `cargo run ARGS` ending the command) of the run blocks.
+/// (or `cargo run ARGS` ending the command) and `cargo build ARGS` of the
+/// run blocks.
 pub fn cargo_builds(steps: &[Step]) -> Vec<Vec<String>> {
     let mut builds: Vec<Vec<String>> = Vec::new();
     for step in steps {
@@ -115,7 +117,7 @@ pub fn cargo_builds(steps: &[Step]) -> Vec<Vec<String>> {
                 .take_while(|w| !w.starts_with('#'))
                 .collect();
             for at in 0..words.len().saturating_sub(1) {
-                if words[at] != "cargo" || words[at + 1] != "run" {
+                if words[at] != "cargo" || !matches!(words[at + 1], "run" | "build") {
                     continue;
                 }
                 let args: Vec<String> = words[at + 2..]
@@ -160,7 +162,7 @@ pub fn run_file(path: &Path, work: &Path, timeout: Duration) {
     );
 
     // Build what the guide runs, untimed: the three binaries, then each
-    // `cargo run` of the guide (fresh by then, or an example to build).
+    // `cargo run` and `cargo build` of the guide (fresh by then, or an example to build).
     for binary_of in [PILOT_DISCOVERY, PILOTCTL, PILOT_AGENT] {
         binary(binary_of);
     }
@@ -390,7 +392,7 @@ mod tests {
 
     #[test]
     fn steps_are_the_marked_blocks_in_order() {
-        let markdown = "# A guide\n\n```sh\nnot run\n```\n\n```sh guide\necho hello\ncargo run -p pilot-cli -- get rr\n```\n\n```text guide-output\nhello\n```\n\n<!-- guide-check\ngrep -q hello \"$GUIDE_OUTPUT\"\n-->\n\n```sh guide\ncargo run --example validate -- x & # cargo run y\ncargo run -q -p pilot-cli -- get dp\n```\n";
+        let markdown = "# A guide\n\n```sh\nnot run\n```\n\n```sh guide\necho hello\ncargo run -p pilot-cli -- get rr\n```\n\n```text guide-output\nhello\n```\n\n<!-- guide-check\ngrep -q hello \"$GUIDE_OUTPUT\"\n-->\n\n```sh guide\ncargo run --example validate -- x & # cargo run y\ncargo run -q -p pilot-cli -- get dp\ncargo build -p pilot-agent\n```\n";
         let steps = steps(markdown);
         assert_eq!(
             steps,
@@ -409,7 +411,7 @@ mod tests {
                 },
                 Step::Run {
                     line: 20,
-                    text: "cargo run --example validate -- x & # cargo run y\ncargo run -q -p pilot-cli -- get dp\n".into()
+                    text: "cargo run --example validate -- x & # cargo run y\ncargo run -q -p pilot-cli -- get dp\ncargo build -p pilot-agent\n".into()
                 },
             ]
         );
@@ -418,6 +420,7 @@ mod tests {
             vec![
                 vec!["-p".to_string(), "pilot-cli".to_string()],
                 vec!["--example".to_string(), "validate".to_string()],
+                vec!["-p".to_string(), "pilot-agent".to_string()],
             ]
         );
     }
