@@ -66,11 +66,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ads_clients::{Clients, client_ip, now_micros, percentile, rss_mb};
-use pilot_ads::{XdsOptions, XdsServer};
+use pilot_ads::XdsOptions;
 use pilot_model::istio::{DestinationWeight, IstioService, MatchCondition, RouteRule};
 use pilot_model::{Config, ConfigStore, Labels, istio};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use serving::Serving;
 
 #[path = "common/ads_clients.rs"]
 mod ads_clients;
@@ -83,6 +84,8 @@ mod floor;
 mod mesh;
 #[path = "common/scoped.rs"]
 mod scoped;
+#[path = "common/serving.rs"]
+mod serving;
 
 #[cfg(feature = "bench-jemalloc")]
 #[global_allocator]
@@ -294,22 +297,13 @@ async fn converge(clients: usize, setup: Setup) {
         value.sotw_changed_only = setup.sotw_changed_only;
         value
     };
-    let server = XdsServer::new(
+    let serving = Serving::start(
         Arc::clone(&controller),
         Arc::clone(&registry) as Arc<dyn pilot_model::ServiceDiscovery>,
         options,
-    );
-    let port = pilot_test_support::free_port();
-    let serving = server.clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server_task = tokio::spawn(async move {
-        let _ = serving
-            .serve(([127, 0, 0, 1], port).into(), async {
-                let _ = stopped.await;
-            })
-            .await;
-    });
-    server.wait_version(1).await;
+    )
+    .await;
+    let (server, port) = (serving.server.clone(), serving.port);
     let before = rss_mb();
     let start = now_micros();
     let started = Instant::now();
@@ -408,8 +402,7 @@ async fn converge(clients: usize, setup: Setup) {
         malloc_trim(0)
     };
     let trimmed = rss_mb();
-    let _ = stop.send(());
-    let _ = server_task.await;
+    serving.stop().await;
     let floor = floor::run(clients, synced_bytes as usize, cpu_time).await;
     let clients_count = clients;
     let clients = setup.label(clients);

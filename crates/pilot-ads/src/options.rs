@@ -10,9 +10,13 @@ pub struct XdsOptions {
     pub debounce_quiet: Duration,
     /// ...but no longer than this after the first change.
     pub debounce_max: Duration,
-    /// Not used: a stream's task waits while its stream has 1 MiB of
-    /// responses queued (pilot-h2's send buffer), whatever their number.
-    pub send_queue: usize,
+    /// Response bytes one stream may have queued for its connection (the
+    /// proxy's flow-control window closed, or its socket slow) before the
+    /// stream's task waits (1 MiB). A proxy that does not read holds at
+    /// most this much of the server's memory, plus the one response that
+    /// went over it; a push meanwhile reaches it as the configuration of
+    /// its time once it reads again, not as every response in between.
+    pub send_buffer: usize,
     /// Share Envoy clusters, load assignments, listeners and encoded
     /// virtual hosts between proxy classes, keep virtual hosts whose rules
     /// did not change from the previous push, and rebuild, after endpoint
@@ -43,7 +47,7 @@ impl Default for XdsOptions {
         XdsOptions {
             debounce_quiet: Duration::from_millis(10),
             debounce_max: Duration::from_millis(50),
-            send_queue: 16,
+            send_buffer: 1 << 20,
             incremental: true,
             sotw_changed_only: true,
             root_namespace: pilot_model::routing::DEFAULT_ROOT_NAMESPACE.to_string(),

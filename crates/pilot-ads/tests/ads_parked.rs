@@ -6,38 +6,21 @@
 //! push changed are sent nothing and are at the newest push too.
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
-use pilot_ads::{ProxyStatus, XdsServer};
-use pilot_model::{ConfigKey, ConfigStore, Labels, Port, Protocol, Service, document};
+use pilot_ads::XdsServer;
+use pilot_model::{ConfigKey, ConfigStore, Labels};
 use pilot_store::Controller;
-use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::ads::{CDS, EDS, LDS};
 
 mod support;
 
+use support::scoped::{HOSTS, apply, ip, registry, sent, serve};
 use support::sotw::{self, Sotw, clusters, eds_names};
-
-const HOSTS: [&str; 3] = [
-    "a1.a.svc.cluster.local",
-    "a2.a.svc.cluster.local",
-    "b1.b.svc.cluster.local",
-];
 
 /// Rule changes of `a1`, one after another.
 const ROUNDS: usize = 4;
-
-fn ip(text: &str) -> IpAddr {
-    text.parse().unwrap()
-}
-
-async fn apply(controller: &Controller, yaml: &str) {
-    for object in document::parse("t.yaml", yaml, &pilot_model::default_registry()).unwrap() {
-        controller.create(object).await.unwrap();
-    }
-}
 
 fn sidecar(namespace: &str, name: &str, hosts: &str) -> String {
     format!(
@@ -57,29 +40,13 @@ fn subset(round: usize) -> String {
 }
 
 async fn server() -> (XdsServer, u16, Arc<Controller>) {
-    let registry = Arc::new(MemoryServiceRegistry::new());
-    for (i, host) in HOSTS.iter().enumerate() {
-        registry.add_service(Service::new(*host, vec![Port::new("http", 80, Protocol::Http)]));
-        registry
-            .add_endpoints(
-                host,
-                ip(&format!("10.0.{i}.1")),
-                Labels::from_pairs([("version", "v1")]),
-            )
-            .unwrap();
-    }
-    let store = MemoryConfigStore::new(pilot_model::default_registry());
-    let controller = Arc::new(Controller::new(Arc::new(store)));
-    controller.run();
-    apply(&controller, &sidecar("a", "default", "\"./*\"")).await;
-    apply(&controller, &sidecar("b", "default", "\"./*\"")).await;
-    let (server, port) = support::server::serve(Arc::clone(&controller), Arc::clone(&registry) as _);
-    (server, port, controller)
-}
-
-/// The version last sent of each type.
-fn sent(status: &ProxyStatus) -> Vec<(&'static str, Option<String>)> {
-    status.types.iter().map(|(t, s)| (*t, s.sent.clone())).collect()
+    let registry = registry(&Labels::from_pairs([("version", "v1")]));
+    let sidecars = format!(
+        "{}---\n{}",
+        sidecar("a", "default", "\"./*\""),
+        sidecar("b", "default", "\"./*\"")
+    );
+    serve(&registry, &sidecars).await
 }
 
 fn names(response: &DiscoveryResponse) -> BTreeSet<String> {
@@ -189,23 +156,13 @@ async fn streams_end_with_the_newest_configuration_whatever_they_did_during_the_
 /// another proxy of `a` is sent nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endpoint_at_a_parked_proxys_own_address_wakes_it_into_its_new_class() {
-    let registry = Arc::new(MemoryServiceRegistry::new());
-    for (i, host) in HOSTS.iter().enumerate() {
-        registry.add_service(Service::new(*host, vec![Port::new("http", 80, Protocol::Http)]));
-        registry
-            .add_endpoints(host, ip(&format!("10.0.{i}.1")), Labels::new())
-            .unwrap();
-    }
-    let store = MemoryConfigStore::new(pilot_model::default_registry());
-    let controller = Arc::new(Controller::new(Arc::new(store)));
-    controller.run();
-    apply(&controller, &sidecar("a", "default", "\"./*\"")).await;
-    apply(
-        &controller,
-        "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: x, namespace: a}\nspec:\n  workloadSelector: {matchLabels: {app: x}}\n  egress: [{hosts: [\"./*\", \"b/*\"]}]\n",
-    )
-    .await;
-    let (server, port) = support::server::serve(Arc::clone(&controller), Arc::clone(&registry) as _);
+    let registry = registry(&Labels::new());
+    let sidecars = format!(
+        "{}---\n{}",
+        sidecar("a", "default", "\"./*\""),
+        "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: x, namespace: a}\nspec:\n  workloadSelector: {matchLabels: {app: x}}\n  egress: [{hosts: [\"./*\", \"b/*\"]}]\n"
+    );
+    let (server, port, _controller) = serve(&registry, &sidecars).await;
 
     let mut moved = Sotw::open(port, "a", "10.1.0.1").await;
     let held = names(&moved.sync().await.cds);

@@ -4,57 +4,28 @@
 //! change to a host outside `a`'s scope reaches `b` and sends `a` nothing.
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
-use pilot_ads::{ProxyStatus, XdsServer};
-use pilot_model::{ConfigStore, Labels, Port, Protocol, Service, document};
+use pilot_ads::XdsServer;
+use pilot_model::Labels;
 use pilot_store::Controller;
-use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_store_memory::MemoryServiceRegistry;
 use pilot_test_support::ads::{CDS, EDS};
 use pilot_xds::{BLACK_HOLE, HostReason, PASSTHROUGH, Proxy, ScopeOrigin};
 use prost::Message;
 
 mod support;
 
+use support::scoped::{HOSTS, apply, ip, registry, sent, serve};
 use support::sotw::{self, Sotw, clusters, node_id};
 
-const HOSTS: [&str; 3] = [
-    "a1.a.svc.cluster.local",
-    "a2.a.svc.cluster.local",
-    "b1.b.svc.cluster.local",
-];
-
-fn ip(text: &str) -> IpAddr {
-    text.parse().unwrap()
-}
-
-async fn apply(controller: &Controller, yaml: &str) {
-    for object in document::parse("t.yaml", yaml, &pilot_model::default_registry()).unwrap() {
-        controller.create(object).await.unwrap();
-    }
-}
-
 async fn server() -> (XdsServer, u16, Arc<MemoryServiceRegistry>, Arc<Controller>) {
-    let registry = Arc::new(MemoryServiceRegistry::new());
-    for (i, host) in HOSTS.iter().enumerate() {
-        registry.add_service(Service::new(*host, vec![Port::new("http", 80, Protocol::Http)]));
-        registry
-            .add_endpoints(
-                host,
-                ip(&format!("10.0.{i}.1")),
-                Labels::from_pairs([("version", "v1")]),
-            )
-            .unwrap();
-    }
-    let store = MemoryConfigStore::new(pilot_model::default_registry());
-    let controller = Arc::new(Controller::new(Arc::new(store)));
-    controller.run();
-    apply(
-        &controller,
+    let registry = registry(&Labels::from_pairs([("version", "v1")]));
+    let (server, port, controller) = serve(
+        &registry,
         r#"
 apiVersion: networking.istio.io/v1
 kind: Sidecar
@@ -65,7 +36,6 @@ spec:
 "#,
     )
     .await;
-    let (server, port) = support::server::serve(Arc::clone(&controller), Arc::clone(&registry) as _);
     (server, port, registry, controller)
 }
 
@@ -75,11 +45,6 @@ fn names(clusters: &[Cluster]) -> BTreeSet<String> {
 
 fn outbound(host: &str) -> String {
     format!("outbound|80||{host}")
-}
-
-/// The version last sent of each type, by type.
-fn sent(status: &ProxyStatus) -> Vec<(&'static str, Option<String>)> {
-    status.types.iter().map(|(t, s)| (*t, s.sent.clone())).collect()
 }
 
 fn version(response: &DiscoveryResponse) -> u64 {

@@ -78,7 +78,7 @@ fn expectations(text: &str) -> Vec<Vec<String>> {
 fn refused_documents_name_every_path_with_line_and_column() {
     let registry = networking::registry();
     let files = data("invalid");
-    assert_eq!(files.len(), 5);
+    assert_eq!(files.len(), 6);
     let mut failures = Vec::new();
     for (name, text) in &files {
         let expected = expectations(text);
@@ -113,4 +113,49 @@ fn refused_documents_name_every_path_with_line_and_column() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A Sidecar egress listener on a Unix domain socket that is not HTTP
+/// forwards to one host port: importing two hosts is refused at the
+/// `hosts` field of the listener, with its line and column in YAML, and
+/// with the object's key when written without YAML.
+#[test]
+fn a_tcp_socket_listener_importing_two_hosts_is_refused_where_its_hosts_are() {
+    let text = "\
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: socket, namespace: bookinfo}
+spec:
+  egress:
+  - port: {number: 0, protocol: TCP}
+    bind: unix:///var/run/db.sock
+    hosts: [./mysqldb.bookinfo.svc.cluster.local, ./mongodb.bookinfo.svc.cluster.local]
+";
+    let Err(errors) = document::parse("sidecar.yaml", text, &networking::registry()) else {
+        panic!("accepted");
+    };
+    assert_eq!(errors.0.len(), 1, "{errors}");
+    let error = &errors.0[0];
+    assert_eq!(error.path, "spec.egress[0].hosts");
+    assert_eq!((error.line, error.column), (8, 5), "{error}");
+    let shown = error.to_string();
+    assert!(shown.contains("sidecar.yaml:8:5"), "{shown}");
+    assert!(shown.contains("exactly one host, not 2"), "{shown}");
+
+    // The same object written through the API (no YAML): the key names it.
+    let one = text.replace(", ./mongodb.bookinfo.svc.cluster.local", "");
+    let mut config = document::parse("sidecar.yaml", &one, &networking::registry())
+        .unwrap()
+        .remove(0);
+    config.spec["egress"][0]["hosts"] = serde_json::json!(["./*"]);
+    let refused = networking::registry()
+        .schema("Sidecar")
+        .unwrap()
+        .validate(&config)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.starts_with("Sidecar bookinfo/socket is invalid: spec.egress[0].hosts[0]"),
+        "{refused}"
+    );
 }

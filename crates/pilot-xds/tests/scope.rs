@@ -2,17 +2,20 @@
 //! import, what `exportTo` hides, and generation restricted to a scope
 //! (equal to the whole mesh's generation less what is out of scope).
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use pilot_model::networking::OutboundMode;
 use pilot_model::routing::RoutingConfigs;
-use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, ServiceDiscovery, document};
+use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, ServiceDiscovery};
 use pilot_store_memory::MemoryServiceRegistry;
 use pilot_xds::{
     BLACK_HOLE, HostReason, MeshConfig, PASSTHROUGH, Proxy, ScopeOrigin, generate, generate_scoped_outbound,
     scope_of, scoping_applies, sidecar_for,
 };
+use support::sidecar::configs;
 
 const A1: &str = "a1.a.svc.cluster.local";
 const A2: &str = "a2.a.svc.cluster.local";
@@ -37,11 +40,6 @@ fn registry(hidden: &[&str]) -> RegistrySnapshot {
             .unwrap();
     }
     RegistrySnapshot::capture(&registry, 1)
-}
-
-fn configs(yaml: &str) -> RoutingConfigs {
-    let objects = document::parse("t.yaml", yaml, &pilot_model::default_registry()).unwrap();
-    RoutingConfigs::from_configs(&objects).unwrap()
 }
 
 fn hosts(scope: &pilot_xds::ProxyScope) -> Vec<&str> {

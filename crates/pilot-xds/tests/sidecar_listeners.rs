@@ -6,7 +6,8 @@
 //! the workload's mutual TLS and the inbound connection pool's limits.
 //! Every output is checked and loaded by the real Envoy (validate mode).
 
-use std::net::IpAddr;
+mod support;
+
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
@@ -18,11 +19,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 use pilot_model::routing::RoutingConfigs;
 use pilot_model::security::PeerAuthentication;
-use pilot_model::{
-    Config, Labels, NetworkEndpoint, Port, Protocol, RegistrySnapshot, Service, ServiceDiscovery,
-    ServiceInstance, document,
-};
-use pilot_store_memory::MemoryServiceRegistry;
+use pilot_model::{Config, Labels, NetworkEndpoint, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use pilot_test_support::envoy_binary;
 use pilot_xds::envoy_types;
 use pilot_xds::{
@@ -30,44 +27,7 @@ use pilot_xds::{
     sidecar_for, testing,
 };
 use prost::Message;
-
-const A1: &str = "a1.a.svc.cluster.local";
-const A2: &str = "a2.a.svc.cluster.local";
-const B1: &str = "b1.b.svc.cluster.local";
-
-/// a1: HTTP on 80 and 8080; a2: HTTP on 80; b1: TCP on 3306.
-fn registry() -> (RegistrySnapshot, MemoryServiceRegistry) {
-    let registry = MemoryServiceRegistry::new();
-    for (i, (host, ports)) in [
-        (
-            A1,
-            vec![
-                Port::new("http", 80, Protocol::Http),
-                Port::new("http-alt", 8080, Protocol::Http),
-            ],
-        ),
-        (A2, vec![Port::new("http", 80, Protocol::Http)]),
-        (B1, vec![Port::new("tcp", 3306, Protocol::Tcp)]),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        registry.add_service(Service::new(host, ports));
-        registry
-            .add_endpoints(
-                host,
-                format!("10.0.{i}.1").parse::<IpAddr>().unwrap(),
-                Labels::new(),
-            )
-            .unwrap();
-    }
-    (RegistrySnapshot::capture(&registry, 1), registry)
-}
-
-fn configs(yaml: &str) -> RoutingConfigs {
-    let objects = document::parse("t.yaml", yaml, &pilot_model::default_registry()).unwrap();
-    RoutingConfigs::from_configs(&objects).unwrap()
-}
+use support::sidecar::{A1, A2, B1, configs, registry};
 
 const EGRESS: &str = r#"
 apiVersion: networking.istio.io/v1
@@ -105,7 +65,7 @@ fn scope(configs: &RoutingConfigs, registry: &RegistrySnapshot, labels: &Labels)
 }
 
 fn outbound(capture: bool) -> Resources {
-    let (registry, _) = registry();
+    let (registry, _) = registry(&[A1, A2, B1]);
     let configs = configs(EGRESS);
     let mesh = MeshConfig::new(configs.clone());
     let scope = scope(&configs, &registry, &Labels::new());
@@ -213,7 +173,7 @@ fn without_capture_every_listener_binds_and_a_default_address_keeps_the_port_nam
 
     // An egress listener on the port-less listener's port and address
     // takes it: a2 is no longer reachable on 80, a1 is.
-    let (registry, _) = registry();
+    let (registry, _) = registry(&[A1, A2, B1]);
     let configs = configs(
         r#"
 apiVersion: networking.istio.io/v1
@@ -263,7 +223,7 @@ spec:
 /// The inbound side of a capturing sidecar at 10.9.0.1 with SDS
 /// certificates, running a2 on 9080, under `policies`.
 fn inbound(policies: Vec<Config<PeerAuthentication>>) -> Resources {
-    let (registry, memory) = registry();
+    let (registry, memory) = registry(&[A1, A2, B1]);
     let configs = configs(INGRESS);
     let mut mesh = MeshConfig::new(configs.clone());
     mesh.security_mut().peer_authentications = policies;

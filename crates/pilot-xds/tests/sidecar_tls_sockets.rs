@@ -8,13 +8,12 @@
 //! ports (or forwarding TCP to its one host port). Every output is
 //! loaded by the real Envoy (validate mode).
 
-use std::net::IpAddr;
+mod support;
+
 use std::time::Duration;
 
-use pilot_model::routing::RoutingConfigs;
 use pilot_model::security::PeerAuthentication;
-use pilot_model::{Config, Labels, Port, Protocol, RegistrySnapshot, Service, document};
-use pilot_store_memory::MemoryServiceRegistry;
+use pilot_model::{Config, Labels};
 use pilot_test_support::envoy_binary;
 use pilot_xds::envoy_types::pb::envoy::config::core::v3::address;
 use pilot_xds::envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
@@ -29,42 +28,7 @@ use pilot_xds::{
     testing,
 };
 use prost::Message;
-
-const A1: &str = "a1.a.svc.cluster.local";
-const B1: &str = "b1.b.svc.cluster.local";
-
-/// a1: HTTP on 80 and 8080; b1: TCP on 3306.
-fn registry() -> RegistrySnapshot {
-    let registry = MemoryServiceRegistry::new();
-    for (i, (host, ports)) in [
-        (
-            A1,
-            vec![
-                Port::new("http", 80, Protocol::Http),
-                Port::new("http-alt", 8080, Protocol::Http),
-            ],
-        ),
-        (B1, vec![Port::new("tcp", 3306, Protocol::Tcp)]),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        registry.add_service(Service::new(host, ports));
-        registry
-            .add_endpoints(
-                host,
-                format!("10.0.{i}.1").parse::<IpAddr>().unwrap(),
-                Labels::new(),
-            )
-            .unwrap();
-    }
-    RegistrySnapshot::capture(&registry, 1)
-}
-
-fn configs(yaml: &str) -> RoutingConfigs {
-    let objects = document::parse("t.yaml", yaml, &pilot_model::default_registry()).unwrap();
-    RoutingConfigs::from_configs(&objects).unwrap()
-}
+use support::sidecar::{A1, B1, configs, registry};
 
 fn proxy() -> Proxy {
     Proxy::from_node_id("sidecar~10.9.0.1~x.a~a.svc.cluster.local")
@@ -134,7 +98,7 @@ spec:
   inboundConnectionPool: {{tcp: {{maxConnections: 10}}}}
 "#
     ));
-    let registry = registry();
+    let (registry, _) = registry(&[A1, B1]);
     let mut mesh = MeshConfig::new(configs.clone());
     mesh.security_mut().peer_authentications = policies;
     let scope = scope_of(
@@ -231,7 +195,7 @@ fn an_ingress_connection_pool_limits_its_own_cluster_only() {
 }
 
 fn outbound(sidecar: &str) -> Resources {
-    let registry = registry();
+    let (registry, _) = registry(&[A1, B1]);
     let configs = configs(sidecar);
     let mesh = MeshConfig::new(configs.clone());
     let scope = scope_of(

@@ -37,16 +37,12 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::ads_clients::{Clients, cpu_wait, now_micros, percentile, rss_mb};
+use crate::serving::Serving;
 use pilot_ads::XdsOptions;
 use pilot_model::{ConfigKey, ConfigStore, DynConfig, Labels, Port, Protocol, Service};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use serving::Serving;
-
-#[path = "serving.rs"]
-mod serving;
-
-use crate::ads_clients::{Clients, cpu_wait, now_micros, percentile, rss_mb};
 
 /// The host imported by 1% of the proxies.
 const NARROW: usize = 0;

@@ -21,7 +21,8 @@
 //!   and the [`Peer`] their requests carry.
 //!
 //! Responses go through a bounded queue (pilot-h2's send buffer per
-//! stream): a slow proxy holds up only its own task, which waits. When the stream ends, the task, its queue and its
+//! stream, [`XdsOptions::send_buffer`](crate::XdsOptions::send_buffer)
+//! bytes): a slow proxy holds up only its own task, which waits. When the stream ends, the task, its queue and its
 //! status go away, and the reason is counted.
 
 mod admission;

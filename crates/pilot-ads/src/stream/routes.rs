@@ -5,6 +5,12 @@
 //! [`Peer`]; the response's messages are sent one by one and its
 //! `grpc-status` (trailers, or a trailers-only head) ends the stream. One
 //! task per call: these are short unary calls (a certificate signing).
+//!
+//! Messages go out uncompressed (pilot-h2 writes the prefix, with no
+//! `grpc-encoding`): a service that compresses its response (a server
+//! `send_compressed` of tonic's) has the call ended with `INTERNAL`
+//! saying so, rather than its compressed bytes passed on as a plain
+//! message.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -101,6 +107,7 @@ async fn respond(response: http::Response<tonic::body::Body>, mut sender: pilot_
     if let Some(status) = tonic::Status::from_header_map(&parts.headers) {
         return finish(sender, &status);
     }
+    let encoding = parts.headers.get("grpc-encoding");
     let mut pending = BytesMut::new();
     loop {
         let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
@@ -126,20 +133,81 @@ async fn respond(response: http::Response<tonic::body::Body>, mut sender: pilot_
         };
         pending.put(data);
         // Every complete message, without its prefix (pilot-h2 adds it).
-        while pending.len() >= 5 {
-            let len = u32::from_be_bytes([pending[1], pending[2], pending[3], pending[4]]) as usize;
-            if pending.len() < 5 + len {
-                break;
-            }
-            pending.advance(5);
-            let message = pending.split_to(len).freeze();
-            if sender.send(vec![message]).await.is_err() {
-                return;
+        loop {
+            match next_message(&mut pending, encoding) {
+                Ok(None) => break,
+                Ok(Some(message)) => {
+                    if sender.send(vec![message]).await.is_err() {
+                        return;
+                    }
+                }
+                Err(status) => return finish(sender, &status),
             }
         }
     }
 }
 
+/// Takes the first complete message of `pending` (gRPC-framed), without
+/// its prefix; `None` while it is incomplete. A compressed one (flag set)
+/// is refused: this port sends messages uncompressed.
+fn next_message(
+    pending: &mut BytesMut,
+    encoding: Option<&http::HeaderValue>,
+) -> Result<Option<Bytes>, tonic::Status> {
+    if pending.len() < 5 {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes([pending[1], pending[2], pending[3], pending[4]]) as usize;
+    if pending.len() < 5 + len {
+        return Ok(None);
+    }
+    if pending[0] != 0 {
+        let encoding = encoding
+            .and_then(|e| e.to_str().ok())
+            .unwrap_or("no grpc-encoding");
+        return Err(tonic::Status::internal(format!(
+            "the service's response message is compressed ({encoding}); the ADS port sends messages uncompressed only"
+        )));
+    }
+    pending.advance(5);
+    Ok(Some(pending.split_to(len).freeze()))
+}
+
 fn finish(sender: pilot_h2::Sender, status: &tonic::Status) {
     sender.finish(transport::code(status.code()), status.message());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framed(flag: u8, message: &[u8]) -> BytesMut {
+        let mut framed = BytesMut::new();
+        framed.put_u8(flag);
+        framed.put_u32(u32::try_from(message.len()).unwrap());
+        framed.put_slice(message);
+        framed
+    }
+
+    #[test]
+    fn messages_are_taken_whole_and_compressed_ones_refused() {
+        let mut pending = framed(0, b"one");
+        pending.put(framed(0, b"two"));
+        pending.truncate(pending.len() - 1);
+        assert_eq!(
+            next_message(&mut pending, None).unwrap().as_deref(),
+            Some(&b"one"[..])
+        );
+        assert_eq!(next_message(&mut pending, None).unwrap(), None);
+        pending.put_u8(b'o');
+        assert_eq!(
+            next_message(&mut pending, None).unwrap().as_deref(),
+            Some(&b"two"[..])
+        );
+        let mut compressed = framed(1, b"zipped");
+        let gzip = http::HeaderValue::from_static("gzip");
+        let refused = next_message(&mut compressed, Some(&gzip)).unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::Internal);
+        assert!(refused.message().contains("compressed (gzip)"), "{refused:?}");
+    }
 }

@@ -177,6 +177,7 @@ pub(crate) async fn serve_listener(
         // is ended (at 90% to 110% of the age), so the proxy's next
         // stream opens a new connection.
         max_connection_age: options.max_connection_age.map(|age| age.mul_f64(0.9)),
+        send_buffer: state.options.send_buffer,
         ..pilot_h2::Config::default()
     };
     let admission = Arc::new(Admission::new(

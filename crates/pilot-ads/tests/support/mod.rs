@@ -5,5 +5,6 @@
 pub mod ads_client;
 pub mod envoy;
 pub mod mesh;
+pub mod scoped;
 pub mod server;
 pub mod sotw;

@@ -28,6 +28,7 @@ mod traffic_policy;
 mod validate_destination_rule;
 mod validate_entries;
 mod validate_sidecar;
+mod validate_sidecar_socket;
 mod validate_virtual_service;
 mod virtual_service;
 mod workload_entry;

@@ -2,8 +2,9 @@
 //! labels, ingress listeners (port, protocol, bind, default endpoint),
 //! egress listeners (one catch-all, last; unique port numbers, whatever
 //! the bind, and unique unix sockets; hosts as
-//! `namespace/dnsName`), the outbound traffic policy; every error with its
-//! field path.
+//! `namespace/dnsName`; beyond Istio, one host for a socket that is not
+//! HTTP, `validate_sidecar_socket.rs`), the outbound traffic policy; every
+//! error with its field path.
 
 use std::collections::BTreeSet;
 
@@ -228,6 +229,7 @@ fn egress(sidecar: &Sidecar, errors: &mut FieldErrors) {
         for (j, host) in listener.hosts.iter().enumerate() {
             egress_host(&index(&at(&path, "hosts"), j), host, errors);
         }
+        super::validate_sidecar_socket::socket_hosts(&path, listener, errors);
     }
 }
 

@@ -14,6 +14,7 @@ use pilot_store_memory::MemoryServiceRegistry;
 use pilot_xds::{MeshConfig, Proxy};
 
 pub mod gateway;
+pub mod sidecar;
 
 pub const REVIEWS: &str = "reviews.default.svc.cluster.local";
 pub const RATINGS: &str = "ratings.default.svc.cluster.local";

@@ -1,0 +1,159 @@
+//! A proxy that does not read its responses: its stream holds at most
+//! `XdsOptions::send_buffer` bytes of them (and the one that went over),
+//! after which its task waits and later pushes are not queued for it; once
+//! it reads again it is sent the configuration of its time.
+
+mod support;
+
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use pilot_ads::{ProxyStatus, XdsOptions, XdsServer};
+use pilot_model::{AggregateDiscovery, default_registry};
+use pilot_store::{Controller, service_entry_registry};
+use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_test_support::ads::{CDS, LDS};
+use support::ads_client::PATIENCE;
+use support::mesh::apply;
+use support::sotw::{clusters, node_id, wait_proxy};
+use tokio::sync::mpsc;
+
+/// The HTTP/2 window a stalled client gives each stream: smaller than the
+/// first cluster response, so that response stays queued at the server.
+const WINDOW: u32 = 1024;
+
+/// Forty external hosts: a cluster response of several KB.
+fn hosts(name: &str, count: usize) -> String {
+    let hosts: Vec<String> = (0..count).map(|i| format!("h{i}.{name}.test")).collect();
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  hosts: [{}]\n  location: MESH_EXTERNAL\n  ports: [{{number: 443, name: tls, protocol: TLS}}]\n  resolution: DNS\n",
+        hosts.join(", ")
+    )
+}
+
+/// A server with `send_buffer` over a store of ServiceEntries.
+async fn start(send_buffer: usize) -> (XdsServer, MemoryConfigStore, u16) {
+    let store = MemoryConfigStore::new(default_registry());
+    apply(&store, &hosts("first", 40)).await;
+    let controller = Arc::new(Controller::new(Arc::new(store.clone())));
+    controller.run();
+    let registry = AggregateDiscovery::new(vec![
+        Arc::new(MemoryServiceRegistry::new()),
+        Arc::new(service_entry_registry(&controller)),
+    ]);
+    let mut options = XdsOptions::default();
+    options.send_buffer = send_buffer;
+    let server = XdsServer::new(controller, Arc::new(registry), options);
+    let port = pilot_test_support::free_port();
+    let serving = server.clone();
+    tokio::spawn(async move {
+        serving
+            .serve(([127, 0, 0, 1], port).into(), std::future::pending())
+            .await
+            .expect("the ADS server serves");
+    });
+    (server, store, port)
+}
+
+/// A state-of-the-world stream of the sidecar at `ip`, over a connection
+/// whose streams' HTTP/2 window is `window` (`None`: the client's default,
+/// 2 MiB), asking for every cluster and every listener at once.
+async fn open(
+    port: u16,
+    ip: &str,
+    window: Option<u32>,
+) -> (
+    mpsc::Sender<DiscoveryRequest>,
+    tonic::Streaming<DiscoveryResponse>,
+) {
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .initial_stream_window_size(window);
+    let mut channel = None;
+    for _ in 0..100 {
+        if let Ok(connected) = endpoint.connect().await {
+            channel = Some(connected);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut client = AggregatedDiscoveryServiceClient::new(channel.expect("the server started"));
+    let (tx, rx) = mpsc::channel(8);
+    for type_url in [CDS, LDS] {
+        tx.send(DiscoveryRequest {
+            node: Some(Node {
+                id: node_id("default", ip),
+                ..Default::default()
+            }),
+            type_url: type_url.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+    let responses = client
+        .stream_aggregated_resources(requests)
+        .await
+        .unwrap()
+        .into_inner();
+    (tx, responses)
+}
+
+/// Whether the proxy has been sent listeners (its second response).
+fn sent_listeners(status: &ProxyStatus) -> bool {
+    status.types.get("LDS").is_some_and(|t| t.sent.is_some())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_that_does_not_read_holds_no_more_than_the_send_buffer() {
+    // One byte: the first response queued fills it.
+    let (server, store, port) = start(1).await;
+    let (_requests, mut stalled) = open(port, "10.9.0.1", Some(WINDOW)).await;
+    let stalled_id = node_id("default", "10.9.0.1");
+    // Its cluster response is queued; its listener response is made and
+    // waits for room, so the stream's task waits with it.
+    let before = wait_proxy(&server, &stalled_id, sent_listeners).await;
+    let taken = before.push.expect("the stream took the first push");
+    // A proxy whose window has room (reading nothing either) takes the
+    // next push as soon as it comes...
+    let (_other_requests, _other) = open(port, "10.9.0.2", None).await;
+    let other_id = node_id("default", "10.9.0.2");
+    wait_proxy(&server, &other_id, sent_listeners).await;
+    apply(&store, &hosts("second", 1)).await;
+    wait_proxy(&server, &other_id, |p| p.push > Some(taken)).await;
+    // ...but the stalled one holds no more than it had.
+    let after = wait_proxy(&server, &stalled_id, |_| true).await;
+    assert_eq!(after.push, Some(taken), "{after:?}");
+    assert_eq!(after.types["CDS"].sent, before.types["CDS"].sent, "{after:?}");
+    // Reading again, it is sent the configuration of its time.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let response = tokio::time::timeout_at(deadline, stalled.message())
+            .await
+            .expect("the new host in time")
+            .unwrap()
+            .expect("the stream is open");
+        if response.type_url == CDS
+            && clusters(&response)
+                .iter()
+                .any(|c| c.name.contains("h0.second.test"))
+        {
+            break;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_that_does_not_read_is_queued_pushes_within_the_send_buffer() {
+    // The default (1 MiB) has room for the same responses and the push.
+    let (server, store, port) = start(XdsOptions::default().send_buffer).await;
+    let (_requests, _stalled) = open(port, "10.9.0.1", Some(WINDOW)).await;
+    let stalled_id = node_id("default", "10.9.0.1");
+    let before = wait_proxy(&server, &stalled_id, sent_listeners).await;
+    let taken = before.push.expect("the stream took the first push");
+    apply(&store, &hosts("second", 1)).await;
+    wait_proxy(&server, &stalled_id, |p| p.push > Some(taken)).await;
+}
