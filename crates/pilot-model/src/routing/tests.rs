@@ -177,12 +177,22 @@ spec: {destination: {service: httpbin.org}, ports: [{port: 80, protocol: http}]}
         vec![],
         vec![host("reviews")],
         vec![host("ratings"), host("details"), "httpbin.org".into()],
-        vec![host("reviews"), host("ratings"), host("details"), host("absent"), "httpbin.org".into()],
+        vec![
+            host("reviews"),
+            host("ratings"),
+            host("details"),
+            host("absent"),
+            "httpbin.org".into(),
+        ],
         vec!["httpbin.org".into(), host("absent")],
     ];
     for hosts in sets {
         let by_test = model.scoped(|h| hosts.iter().any(|x| x == h));
-        assert_eq!(model.scoped_to(hosts.iter().map(String::as_str)), by_test, "{hosts:?}");
+        assert_eq!(
+            model.scoped_to(hosts.iter().map(String::as_str)),
+            by_test,
+            "{hosts:?}"
+        );
     }
     assert_ne!(
         model.scoped_to([host("reviews").as_str()]),
