@@ -353,7 +353,7 @@ mod tests {
             .enumerate()
             .map(|(i, host)| {
                 ServiceInstance::new(
-                    Arc::new(Service::new(host, vec![http.clone()])),
+                    Arc::new(Service::new(*host, vec![http.clone()])),
                     NetworkEndpoint::new(format!("10.0.0.{i}").parse().unwrap(), 80, http.clone()),
                     Labels::new(),
                 )
