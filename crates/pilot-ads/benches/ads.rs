@@ -1,6 +1,6 @@
 //! ADS convergence, CPU and memory: time from a RouteRule write to every
 //! connected client having ACKed the new route configuration, with N ADS
-//! clients on real tonic gRPC streams over loopback, in a mesh of 1,000
+//! clients on real HTTP/2 gRPC streams over loopback, in a mesh of 1,000
 //! services (`--services`); the server's CPU time per push; and the
 //! server's resident memory with the clients connected and after they
 //! left.
@@ -35,7 +35,8 @@
 //!   endpoint added to a host seen by all and to a typical service, and
 //!   the server's RSS per connected client. The figures in
 //!   docs/PERFORMANCE.md:
-//!   `--scoped 10 --services 5000 --namespaces 500 10000`.
+//!   `--scoped 10 --services 5000 --namespaces 500 10000`. With
+//!   `--storm-only`, the connect storm and its floor alone.
 //!
 //! Rows: the initial sync (the connect storm: every client from connect
 //! to fully synced), three rule writes, then one endpoint added to a
@@ -500,7 +501,12 @@ fn main() {
                 value("--namespaces", 1),
                 value("--scoped", 10),
             );
-            runtime.block_on(scoped::run(clients, layout, value("--baseline-clients", 20)));
+            runtime.block_on(scoped::run(
+                clients,
+                layout,
+                value("--baseline-clients", 20),
+                flag("--storm-only"),
+            ));
         }
         return;
     }

@@ -189,6 +189,24 @@ impl RegistrySnapshot {
         RegistrySnapshot::from_parts(self.version, services, instances)
     }
 
+    /// [`scoped`](Self::scoped) to the services named `hosts`: each is
+    /// looked up rather than every service tested (a proxy's scope holds a
+    /// few hosts of thousands, and every class of proxies makes one).
+    pub fn scoped_to<'a>(&self, hosts: impl IntoIterator<Item = &'a str>) -> RegistrySnapshot {
+        let services: BTreeMap<String, Arc<Service>> = hosts
+            .into_iter()
+            .filter_map(|host| {
+                let (h, s) = self.services.get_key_value(host)?;
+                Some((h.clone(), Arc::clone(s)))
+            })
+            .collect();
+        let instances = services
+            .keys()
+            .filter_map(|h| Some((h.clone(), Arc::clone(self.instances.get(h)?))))
+            .collect();
+        RegistrySnapshot::from_parts(self.version, services, instances)
+    }
+
     /// The instance list of `host`, shared: two snapshots hold the same
     /// instances of a host when these are the same list (by pointer).
     pub fn instance_list(&self, host: &str) -> Option<&Arc<Vec<ServiceInstance>>> {
@@ -325,6 +343,45 @@ mod tests {
         assert_eq!(snapshot.instances("a.ns.svc", &[], &[v2]).len(), 1);
         assert_eq!(snapshot.host_instances(&["10.0.0.1".parse().unwrap()]).len(), 2);
         assert!(snapshot.host_instances(&["10.0.0.9".parse().unwrap()]).is_empty());
+    }
+
+    #[test]
+    fn a_snapshot_scoped_to_hosts_equals_the_snapshot_scoped_by_test() {
+        let http = Port::new("http", 80, Protocol::Http);
+        let instances: Vec<ServiceInstance> = ["a.ns.svc", "b.ns.svc", "c.other.svc"]
+            .iter()
+            .enumerate()
+            .map(|(i, host)| {
+                ServiceInstance::new(
+                    Arc::new(Service::new(*host, vec![http.clone()])),
+                    NetworkEndpoint::new(format!("10.0.0.{i}").parse().unwrap(), 80, http.clone()),
+                    Labels::new(),
+                )
+            })
+            .collect();
+        let snapshot = RegistrySnapshot::capture(&Fixed(instances), 4);
+        for hosts in [
+            vec![],
+            vec!["a.ns.svc"],
+            vec!["c.other.svc", "a.ns.svc", "absent.ns.svc"],
+            vec!["a.ns.svc", "b.ns.svc", "c.other.svc"],
+        ] {
+            let scoped = snapshot.scoped_to(hosts.iter().copied());
+            let by_test = snapshot.scoped(|s| hosts.contains(&s.hostname.as_str()));
+            let names = |s: &RegistrySnapshot| -> Vec<String> {
+                s.services().iter().map(|s| s.hostname.clone()).collect()
+            };
+            assert_eq!(names(&scoped), names(&by_test), "{hosts:?}");
+            assert_eq!(scoped.version(), by_test.version());
+            for host in ["a.ns.svc", "b.ns.svc", "c.other.svc"] {
+                assert_eq!(
+                    scoped.instances(host, &[], &[]),
+                    by_test.instances(host, &[], &[]),
+                    "{host} in {hosts:?}"
+                );
+            }
+        }
+        assert_eq!(snapshot.scoped_to(["b.ns.svc"]).services().len(), 1);
     }
 
     #[test]

@@ -252,7 +252,11 @@ pub fn sidecar_for<'a>(
 
 /// The namespace of a service's hostname (its second label), if it has one.
 pub fn host_namespace(hostname: &str) -> Option<&str> {
-    hostname.split('.').nth(1)
+    // The second label (what `split('.').nth(1)` gives), found byte by
+    // byte: every class of proxies asks it of every service.
+    let dot = |s: &str| s.bytes().position(|b| b == b'.');
+    let rest = &hostname[dot(hostname)? + 1..];
+    Some(&rest[..dot(rest).unwrap_or(rest.len())])
 }
 
 /// The scope of a proxy of `namespace` that `sidecar` applies to (none:
@@ -266,22 +270,18 @@ pub fn scope_of(
     model: &RoutingModel,
 ) -> ProxyScope {
     let default = &configs.default_export_to;
-    // Every visible host with its namespace (none for external hosts).
-    let mut visible: Vec<(String, Option<String>)> = registry
-        .services()
+    // Every visible host with its namespace (none for external hosts),
+    // borrowed: every class of proxies looks through every service.
+    let services = registry.services();
+    let mut visible: Vec<(&str, Option<&str>)> = services
         .iter()
-        .filter(|s| {
-            let owner = host_namespace(&s.hostname).unwrap_or_default();
-            pilot_model::networking::exported_to(&s.export_to, owner, default, namespace)
-        })
-        .map(|s| {
-            (
-                s.hostname.clone(),
-                host_namespace(&s.hostname).map(str::to_string),
-            )
+        .filter_map(|s| {
+            let owner = host_namespace(&s.hostname);
+            pilot_model::networking::exported_to(&s.export_to, owner.unwrap_or_default(), default, namespace)
+                .then_some((s.hostname.as_str(), owner))
         })
         .collect();
-    visible.extend(model.external_services().iter().map(|e| (e.host.clone(), None)));
+    visible.extend(model.external_services().iter().map(|e| (e.host.as_str(), None)));
     let own_view = configs.restricts_visibility();
     let Some((sidecar, origin)) = sidecar else {
         return ProxyScope {
@@ -290,7 +290,7 @@ pub fn scope_of(
             outbound: OutboundMode::AllowAny,
             hosts: visible
                 .into_iter()
-                .map(|(h, _)| (h, HostReason::Visible))
+                .map(|(h, _)| (h.to_string(), HostReason::Visible))
                 .collect(),
             own_view,
             listeners: None,
@@ -314,12 +314,10 @@ pub fn scope_of(
         }
     };
     let mut hosts = BTreeMap::new();
-    for (host, host_ns) in &visible {
-        let imported = entries
-            .iter()
-            .find(|(_, entry)| imports(entry, host, host_ns.as_deref()));
+    for &(host, host_ns) in &visible {
+        let imported = entries.iter().find(|(_, entry)| imports(entry, host, host_ns));
         if let Some((text, _)) = imported {
-            hosts.insert(host.clone(), HostReason::Imported(text.clone()));
+            hosts.insert(host.to_string(), HostReason::Imported(text.clone()));
         }
     }
     // Route targets, to a fixed point.
@@ -332,9 +330,12 @@ pub fn scope_of(
             }
         }
     }
+    // The namespaces of the hosts in scope (the last entry of a host
+    // listed twice, a service and an external one, counts).
     let namespaces: BTreeMap<&str, Option<&str>> = visible
         .iter()
-        .map(|(h, ns)| (h.as_str(), ns.as_deref()))
+        .filter(|(h, _)| hosts.contains_key(*h))
+        .copied()
         .collect();
     let route_targets: BTreeSet<String> = hosts
         .iter()
@@ -374,8 +375,9 @@ pub fn generate_scoped_outbound(
     scope: &ProxyScope,
     own: &[ServiceInstance],
 ) -> Resources {
-    let registry = registry.scoped(|s| scope.contains(&s.hostname));
-    let mesh = MeshConfig::from_model(model.scoped(|h| scope.contains(h)), mesh);
+    let hosts = || scope.hosts.keys().map(String::as_str);
+    let registry = registry.scoped_to(hosts());
+    let mesh = MeshConfig::from_model(model.scoped_to(hosts()), mesh);
     let mut resources = generate_outbound(proxy, &registry, &mesh, own);
     if let Some(listeners) = &scope.listeners
         && proxy.generator == crate::Generator::Envoy

@@ -251,3 +251,27 @@ fn scoped_generation_is_the_whole_generation_less_what_is_out_of_scope() {
     assert_eq!(vhosts(&scoped), with_block_all);
     assert!(registry.services().len() > scope.hosts.len());
 }
+
+#[test]
+fn a_hosts_namespace_is_its_second_label() {
+    for host in [
+        "a.ns.svc.cluster.local",
+        "a.ns",
+        "a",
+        "",
+        "a..b",
+        ".ns.svc",
+        "a.ns.",
+    ] {
+        assert_eq!(
+            pilot_xds::host_namespace(host),
+            host.split('.').nth(1),
+            "{host:?}"
+        );
+    }
+    assert_eq!(
+        pilot_xds::host_namespace("reviews.bookinfo.svc"),
+        Some("bookinfo")
+    );
+    assert_eq!(pilot_xds::host_namespace("httpbin"), None);
+}

@@ -30,7 +30,8 @@
 //! with (the debounce, `XdsOptions::debounce_quiet` and `debounce_max`,
 //! and the rules' compilation included).
 //!
-//! Each figure is printed with the load average when it was taken.
+//! Each figure is printed with the load average when it was taken. With
+//! `--storm-only`, steps 3 to 6 are left out (to profile the storm).
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -318,9 +319,20 @@ async fn push(
     }
 }
 
+/// The p50 / p99 / max of sorted `times`.
+fn percentiles(times: &[Duration]) -> String {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    format!(
+        "{:.0} / {:.0} / {:.0} ms",
+        ms(percentile(times, 0.5)),
+        ms(percentile(times, 0.99)),
+        ms(*times.last().unwrap())
+    )
+}
+
 /// The bench's run on the scoped mesh with `clients` clients (see the
 /// module's doc); prints its table.
-pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
+pub async fn run(clients: usize, layout: Layout, baseline_clients: usize, storm_only: bool) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let kb = |b: f64| b / 1024.0;
     // 1. The same mesh unscoped: bytes per client at connect.
@@ -370,6 +382,32 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
     let rss_connected = rss_mb();
     let heap_connected = crate::heap_stats();
     let rss_load = load();
+    let storm_line = |floor: &crate::floor::Floor, floor_wait: Duration, floor_load: &str| {
+        format!(
+            "| connect storm, all synced (p50 / p99 / max ACK {}); server CPU {:.1} s (waited for a CPU {:.1} s), clients' CPU {:.1} s | {:.1} s | loopback floor {:.2} s (server CPU {:.2} s, waited {:.2} s; clients' {:.2} s; load {floor_load}) | {:.2}x | within 2x | {storm_load} |",
+            percentiles(&initial),
+            ms(storm_cpu) / 1e3,
+            storm_wait.as_secs_f64(),
+            clients_cpu.as_secs_f64(),
+            storm.as_secs_f64(),
+            floor.wall.as_secs_f64(),
+            floor.server_cpu.as_secs_f64(),
+            floor_wait.as_secs_f64(),
+            floor.clients_cpu.as_secs_f64(),
+            storm.as_secs_f64() / floor.wall.as_secs_f64(),
+        )
+    };
+    if storm_only {
+        let reconnects = tokio::task::block_in_place(|| child.reconnects());
+        child.stop();
+        running.shut().await;
+        let waited = cpu_wait();
+        let floor = crate::floor::run(clients, scoped_bytes as usize, crate::cpu_time).await;
+        let floor_wait = cpu_wait().saturating_sub(waited);
+        println!("{}", storm_line(&floor, floor_wait, &load()));
+        println!("| clients: {reconnects} | | | | | |");
+        return;
+    }
 
     // 3. and 4. The narrow push, then the all-proxy push.
     let narrow_expected = layout.clients_seeing(clients, NARROW);
@@ -414,14 +452,7 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
     let floor_load = load();
 
     let share = |set: &[usize]| 100.0 * set.len() as f64 / clients as f64;
-    let p = |times: &[Duration]| {
-        format!(
-            "{:.0} / {:.0} / {:.0} ms",
-            ms(percentile(times, 0.5)),
-            ms(percentile(times, 0.99)),
-            ms(*times.last().unwrap())
-        )
-    };
+    let p = percentiles;
     let exact = |reached: &[usize], expected: &[usize]| {
         if reached == expected {
             "exactly those".to_string()
@@ -451,19 +482,7 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize) {
         unscoped_storm.as_secs_f64(),
         100.0 * scoped_bytes as f64 / unscoped_bytes,
     );
-    println!(
-        "| connect storm, all synced (p50 / p99 / max ACK {}); server CPU {:.1} s (waited for a CPU {:.1} s), clients' CPU {:.1} s | {:.1} s | loopback floor {:.2} s (server CPU {:.2} s, waited {:.2} s; clients' {:.2} s; load {floor_load}) | {:.2}x | within 2x | {storm_load} |",
-        p(&initial),
-        ms(storm_cpu) / 1e3,
-        storm_wait.as_secs_f64(),
-        clients_cpu.as_secs_f64(),
-        storm.as_secs_f64(),
-        floor.wall.as_secs_f64(),
-        floor.server_cpu.as_secs_f64(),
-        floor_wait.as_secs_f64(),
-        floor.clients_cpu.as_secs_f64(),
-        storm.as_secs_f64() / floor.wall.as_secs_f64(),
-    );
+    println!("{}", storm_line(&floor, floor_wait, &floor_load));
     println!(
         "| server RSS per connected client | {:.1} KB ({rss_before:.0} → {rss_connected:.0} MB) | — | — | < 20 KB | {rss_load} |",
         (rss_connected - rss_before) * 1024.0 / clients as f64,

@@ -71,6 +71,41 @@ impl RoutingModel {
         out
     }
 
+    /// [`scoped`](Self::scoped) to the set `hosts`: each is looked up
+    /// rather than every host of the model tested (a proxy's scope holds a
+    /// few hosts of thousands, and every class of proxies makes one).
+    pub fn scoped_to<'a>(&self, hosts: impl IntoIterator<Item = &'a str>) -> RoutingModel {
+        let hosts: BTreeSet<&str> = hosts.into_iter().collect();
+        let mut out = RoutingModel {
+            hosts: hosts
+                .iter()
+                .filter_map(|host| {
+                    let (h, r) = self.hosts.get_key_value(*host)?;
+                    Some((h.clone(), Arc::clone(r)))
+                })
+                .collect(),
+            destinations: hosts
+                .iter()
+                .filter_map(|host| {
+                    let (h, d) = self.destinations.get_key_value(*host)?;
+                    Some((h.clone(), Arc::clone(d)))
+                })
+                .collect(),
+            external: self
+                .external
+                .iter()
+                .filter(|e| hosts.contains(e.host.as_str()))
+                .cloned()
+                .collect(),
+            ingress: self.ingress.clone(),
+            sources: Default::default(),
+            sources_by_labels: false,
+            l4_by_source: false,
+        };
+        out.finish();
+        out
+    }
+
     /// The hosts `host`'s routes send or mirror traffic to (its own
     /// included when a route forwards to the whole service).
     pub fn route_targets(&self, host: &str) -> BTreeSet<String> {

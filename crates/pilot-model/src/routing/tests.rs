@@ -139,3 +139,64 @@ spec: {port: 80, destination: {name: ratings}, destinationPort: 9080, match: {re
         Some(StringMatch::Prefix("/r".into()))
     );
 }
+
+#[test]
+fn a_model_scoped_to_hosts_equals_the_model_scoped_by_test() {
+    let model = compile(
+        r#"
+apiVersion: config.istio.io/v1alpha2
+kind: RouteRule
+metadata: {name: reviews, namespace: default}
+spec:
+  destination: {name: reviews}
+  route: [{labels: {version: v2}, weight: 50}, {labels: {version: v1}, weight: 50}]
+  mirror: {name: ratings}
+---
+apiVersion: config.istio.io/v1alpha2
+kind: RouteRule
+metadata: {name: ratings, namespace: default}
+spec:
+  destination: {name: ratings}
+  route: [{labels: {version: v1}}]
+---
+apiVersion: config.istio.io/v1alpha2
+kind: DestinationPolicy
+metadata: {name: details, namespace: default}
+spec:
+  destination: {name: details, labels: {version: v1}}
+  loadBalancing: {name: RANDOM}
+---
+apiVersion: config.istio.io/v1alpha2
+kind: EgressRule
+metadata: {name: httpbin, namespace: default}
+spec: {destination: {service: httpbin.org}, ports: [{port: 80, protocol: http}]}
+"#,
+    );
+    let host = |name: &str| format!("{name}.default.svc.cluster.local");
+    let sets: [Vec<String>; 5] = [
+        vec![],
+        vec![host("reviews")],
+        vec![host("ratings"), host("details"), "httpbin.org".into()],
+        vec![
+            host("reviews"),
+            host("ratings"),
+            host("details"),
+            host("absent"),
+            "httpbin.org".into(),
+        ],
+        vec!["httpbin.org".into(), host("absent")],
+    ];
+    for hosts in sets {
+        let by_test = model.scoped(|h| hosts.iter().any(|x| x == h));
+        assert_eq!(
+            model.scoped_to(hosts.iter().map(String::as_str)),
+            by_test,
+            "{hosts:?}"
+        );
+    }
+    assert_ne!(
+        model.scoped_to([host("reviews").as_str()]),
+        model.scoped_to([host("ratings").as_str()]),
+        "scoping keeps only the hosts asked for"
+    );
+}
