@@ -10,16 +10,15 @@
 //!   hosts match (but services outside the mesh), per port (but UDP), and
 //!   per subset of the routing model (the whole service first), each
 //!   matching that SNI with a `tcp_proxy` to the cluster of that name.
-//! - Those clusters ([`clusters`]) are the edge proxy's own: EDS clusters
-//!   named by the SNI that read the load assignment of the service's own
-//!   cluster (`outbound|<port>|<labels>|<hostname>`), with the traffic
-//!   policy's load balancing, limits and outlier detection but no TLS
-//!   origination: the TLS is the client's, end to end.
-//!
 //! - A host restricted to a namespace (`ns1/*.svc.cluster.local`,
 //!   `./*`) matches only the services of that namespace, a service's
 //!   namespace being the second label of its hostname (as Sidecar scopes
 //!   read it); `host` and `*/host` match every namespace's.
+//! - The SNI-DNAT clusters ([`clusters`]) are the edge proxy's own: EDS clusters
+//!   named by the SNI that read the load assignment of the service's own
+//!   cluster (`outbound|<port>|<labels>|<hostname>`), with the traffic
+//!   policy's load balancing, limits and outlier detection but no TLS
+//!   origination: the TLS is the client's, end to end.
 //!
 //! Unlike Istio, the chains do not also require the Istio mutual-TLS ALPN
 //! values: the sidecars here send none. And Istio drops a host's
