@@ -25,7 +25,7 @@ use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener, filter
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, route, route_action};
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::DownstreamTlsContext;
-use pilot_model::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceDiscovery, ServiceInstance};
+use pilot_model::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};
 use pilot_store_memory::MemoryServiceRegistry;
 use pilot_test_support::certs::TestCerts;
 use pilot_xds::envoy_types;
