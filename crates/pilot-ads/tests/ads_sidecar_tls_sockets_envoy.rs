@@ -1,7 +1,8 @@
 //! A Sidecar's ingress `tls` and `connectionPool` and its egress listener
 //! on a Unix domain socket, through a real Envoy with real traffic (curl):
 //! an ingress listener with `tls: SIMPLE` terminates HTTPS with the
-//! certificate files it names (a CA made in the test) and forwards the
+//! certificate files it names (a CA made in the test), offers ALPN `h2`
+//! and `http/1.1` (curl `--http2` speaks HTTP/2) and forwards the
 //! request to its default endpoint in clear; one with `tls: MUTUAL`
 //! refuses a client without a certificate and serves one with a
 //! certificate its CA signed; the listener's `connectionPool` is its
@@ -125,6 +126,17 @@ spec:
         eventually("HTTPS on the SIMPLE ingress listener reaches the backend", || {
             https(simple, &[]) == (true, "backend".into())
         });
+        // ALPN: an HTTP/2 client negotiates h2 there and is served; one
+        // speaking HTTP/1.1 only still is.
+        assert_eq!(
+            https(simple, &["--http2", "-w", "\n%{http_version}"]),
+            (true, "backend\n2".into()),
+            "curl --http2 negotiates h2 by ALPN"
+        );
+        assert_eq!(
+            https(simple, &["--http1.1", "-w", "\n%{http_version}"]),
+            (true, "backend\n1.1".into())
+        );
         // Plain HTTP on that port is not served.
         let (ok, body) = curl(&[&format!("http://127.0.0.1:{simple}/")]);
         assert!(!ok || body != "backend", "plain HTTP is refused: {body}");

@@ -3,7 +3,9 @@
 //! router by its labels and a VirtualService bound to it; requests through
 //! the gateway's port reach the backend by their Host, a host the gateway
 //! does not serve gets 404, and the HTTPS server terminates TLS with its
-//! certificate files; TCP, TLS (terminated) and PASSTHROUGH servers route
+//! certificate files (offering h2 by ALPN); a server host `ns1/*` serves
+//! ns1's VirtualService and answers 404 for ns2's; TCP, TLS (terminated)
+//! and PASSTHROUGH servers route
 //! connections to backends, and a MUTUAL server admits only the client
 //! identities it lists.
 
@@ -88,6 +90,15 @@ spec:
     eventually("the gateway terminating TLS for secure.example.com", || {
         curl_https("secure.example.com", https_port, &ca.cert, &[]) == (true, "ok".to_string())
     });
+    // ALPN offers h2: an HTTP/2 client speaks HTTP/2 to the gateway.
+    let h2: Vec<&std::ffi::OsStr> = ["--http2", "-w", "\n%{http_version}"]
+        .iter()
+        .map(std::ffi::OsStr::new)
+        .collect();
+    assert_eq!(
+        curl_https("secure.example.com", https_port, &ca.cert, &h2),
+        (true, "ok\n2".to_string())
+    );
     // Plain HTTP on the TLS port is refused: TLS really is required.
     let plain = Command::new("curl")
         .args(["-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}"])
@@ -95,6 +106,70 @@ spec:
         .output()
         .unwrap();
     assert_ne!(String::from_utf8_lossy(&plain.stdout), "200");
+}
+
+#[test]
+fn a_server_host_namespace_binds_only_that_namespaces_virtual_services() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::start();
+    let services = common::services_file(dir.path(), free_port(), backend.port);
+    let discovery = Discovery::start(&["--services", services.to_str().unwrap()]);
+    let http_port = free_port();
+    // A server for any host of ns1; a VirtualService in ns1 and one in
+    // ns2, both bound to the gateway, both routing to the backend.
+    let bound = |namespace: &str, host: &str| {
+        format!(
+            r#"---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: {host}, namespace: {namespace}}}
+spec:
+  hosts: [{host}]
+  gateways: [default/edge]
+  http:
+  - route: [{{destination: {{host: backend.default.svc.cluster.local}}}}]
+"#
+        )
+    };
+    let agent = router(
+        dir.path(),
+        &discovery,
+        format!(
+            r#"apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: default}}
+spec:
+  selector: {{istio: ingressgateway}}
+  servers:
+  - port: {{number: {http_port}, name: http, protocol: HTTP}}
+    hosts: ["ns1/*"]
+{}{}"#,
+            bound("ns1", "one.example.com"),
+            bound("ns2", "two.example.com"),
+        ),
+        "10.0.0.42",
+        "gateway-3.default",
+    );
+    let through = |host: &str| {
+        pilot_test_support::http::request(
+            ([127, 0, 0, 1], http_port).into(),
+            "GET",
+            "/",
+            &[("host", host)],
+            b"",
+        )
+        .map(|a| a.code)
+        .unwrap_or(0)
+    };
+    eventually("ns1's VirtualService routed through ns1/*", || {
+        through("one.example.com") == 200
+    });
+    assert_eq!(
+        through("two.example.com"),
+        404,
+        "ns2's VirtualService does not bind through ns1/*: {}",
+        agent.log()
+    );
 }
 
 /// Applies `objects` (YAML) to `discovery` with pilotctl, then starts

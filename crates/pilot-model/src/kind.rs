@@ -53,6 +53,10 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
     /// Short names clients accept for the kind, e.g. `["vs"]`; none derives
     /// them from the kind's name ([`KindSchema::short_names`]).
     const SHORT_NAMES: &'static [&'static str] = &[];
+    /// Whether an object's name must be a DNS-1123 label (no dots), not
+    /// only a subdomain: Istio's rule for kinds others name as
+    /// `name.namespace` (Gateway).
+    const NAME_IS_LABEL: bool = false;
 
     /// Records every problem with this spec. Paths start at `spec`.
     fn validate(&self, errors: &mut FieldErrors) {
@@ -119,6 +123,11 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
         })
         .with_served_versions(Self::SERVED_VERSIONS.iter().copied())
         .with_short_names(Self::SHORT_NAMES.iter().copied());
+        let schema = if Self::NAME_IS_LABEL {
+            schema.with_label_names()
+        } else {
+            schema
+        };
         match Self::openapi_schema() {
             Some(openapi) => schema.with_openapi_schema(openapi),
             None => schema,
@@ -163,6 +172,8 @@ pub struct KindSchema {
     /// Short names clients accept for the kind (e.g. `vs`); empty when
     /// clients derive them from the kind's name.
     pub short_names: Vec<String>,
+    /// Whether names must be DNS-1123 labels (no dots).
+    pub label_names: bool,
     validator: Arc<SpecValidator>,
     normalizer: Option<Arc<SpecNormalizer>>,
     openapi: Option<Arc<serde_json::Value>>,
@@ -189,10 +200,17 @@ impl KindSchema {
             versions: vec![version.clone()],
             version,
             short_names: Vec::new(),
+            label_names: false,
             validator: Arc::new(validator),
             normalizer: None,
             openapi: None,
         }
+    }
+
+    /// The same schema, its objects' names DNS-1123 labels (no dots).
+    pub fn with_label_names(mut self) -> Self {
+        self.label_names = true;
+        self
     }
 
     /// The same schema, storing valid specs as `normalizer` rewrites them.
@@ -271,7 +289,11 @@ impl KindSchema {
                 ),
             );
         }
-        errors.check_dns1123_subdomain("metadata.name", &meta.name);
+        if self.label_names {
+            errors.check_dns1123_label("metadata.name", &meta.name);
+        } else {
+            errors.check_dns1123_subdomain("metadata.name", &meta.name);
+        }
         errors.check_dns1123_label("metadata.namespace", &meta.namespace);
         errors.check_labels("metadata.labels", &meta.labels);
         (self.validator)(&config.spec, &mut errors);

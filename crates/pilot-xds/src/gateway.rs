@@ -11,8 +11,12 @@
 //!   a `TLS` server passing `passthrough.example.com` through).
 //! - Plain HTTP servers on one port share one listener and one route
 //!   configuration, `http.<port>` (`ingress_<port>` for ingress rules
-//!   alone), with a virtual host per host of the servers; a server with
+//!   alone), with a virtual host per host of the servers (a host several
+//!   servers name has the routes of each in turn); a server with
 //!   `httpsRedirect` makes its hosts require TLS (a redirect to HTTPS).
+//! - A server host's namespace part (`ns1/*`) decides which
+//!   VirtualServices bind through it (the routing model's business);
+//!   SNI matches its name alone.
 //! - Each TLS-terminating server gets its own filter chain, matched by SNI
 //!   on its hosts (none for `*`), with its certificate (a secret over SDS,
 //!   or files) and its own route configuration,
@@ -99,6 +103,22 @@ pub(crate) fn serves_http(server: &IngressServer) -> bool {
     server.terminates_tls() && (server.gateway.is_empty() || server.protocol == Protocol::Https)
 }
 
+/// The SNI names a TLS server matches: its hosts' names without their
+/// namespace part, sorted, each once; `None` when one is `*` (every
+/// name).
+pub(crate) fn server_names(server: &IngressServer) -> Option<Vec<String>> {
+    let mut names = Vec::new();
+    for host in &server.hosts {
+        if host.host == "*" {
+            return None;
+        }
+        names.push(host.host.clone());
+    }
+    names.sort();
+    names.dedup();
+    Some(names)
+}
+
 /// Whether `proxy` serves `server`: an ingress-rule server every ingress;
 /// a gateway's server every ingress or router carrying its selector's
 /// labels.
@@ -151,12 +171,7 @@ impl Edge<'_> {
         let mut taken = BTreeSet::new();
         for server in servers.iter().copied().filter(|s| serves_http(s)) {
             let Some(tls) = &server.tls else { continue };
-            let mut names: Vec<String> = server.hosts.iter().filter(|h| *h != "*").cloned().collect();
-            if names.len() < server.hosts.len() {
-                names.clear();
-            }
-            names.sort();
-            names.dedup();
+            let names = server_names(server).unwrap_or_default();
             if !taken.insert(names.clone()) {
                 continue;
             }
@@ -169,7 +184,7 @@ impl Edge<'_> {
             plan.ingress_routes
                 .push(self.route_configuration(&name, port, &[server]));
             let mut chain = rds_chain(&name);
-            chain.transport_socket = Some(downstream_tls(tls));
+            chain.transport_socket = Some(downstream_tls(tls, Protocol::Http));
             if !names.is_empty() {
                 chain.filter_chain_match = Some(FilterChainMatch {
                     server_names: names,
@@ -183,7 +198,8 @@ impl Edge<'_> {
 
     /// The route configuration `name` of `servers` on `port`: an ingress
     /// rule server's routes under `*`, a gateway server's virtual hosts
-    /// (the first server naming a host has it).
+    /// (when several servers name a host, its routes are the first's,
+    /// then the next's, as Istio merges them).
     fn route_configuration(&self, name: &str, port: u16, servers: &[&IngressServer]) -> RouteConfiguration {
         let mut domains = BTreeSet::new();
         let mut virtual_hosts = Vec::new();
@@ -201,10 +217,15 @@ impl Edge<'_> {
                 continue;
             }
             for host in &server.virtual_hosts {
-                if !domains.insert(host.host.clone()) {
-                    continue;
+                let built = self.virtual_host(host, port, server.https_redirect);
+                if domains.insert(host.host.clone()) {
+                    virtual_hosts.push(built);
+                } else if let Some(existing) = virtual_hosts.iter_mut().find(|v| v.domains == built.domains) {
+                    // Another server (another gateway's, or another
+                    // namespace's) names the host too: its routes follow.
+                    existing.routes.extend(built.routes);
+                    existing.require_tls = existing.require_tls.max(built.require_tls);
                 }
-                virtual_hosts.push(self.virtual_host(host, port, server.https_redirect));
             }
         }
         RouteConfiguration {
@@ -314,13 +335,18 @@ fn rds_chain(name: &str) -> FilterChain {
 /// TLS terminated with a server's certificate: a secret over SDS, or
 /// files; MUTUAL requires a client certificate its CA (a file, or the
 /// secret `credentialName-cacert`) signed, with one of the server's
-/// `subjectAltNames` when it lists any.
-pub(crate) fn downstream_tls(tls: &ServerTls) -> TransportSocket {
+/// `subjectAltNames` when it lists any. Where `protocol` (what follows
+/// the termination) is HTTP, ALPN offers `h2` and `http/1.1`, as Istio's
+/// gateways do.
+pub(crate) fn downstream_tls(tls: &ServerTls, protocol: Protocol) -> TransportSocket {
     let file = |path: &str| DataSource {
         specifier: Some(data_source::Specifier::Filename(path.to_string())),
         ..Default::default()
     };
-    let mut common = CommonTlsContext::default();
+    let mut common = CommonTlsContext {
+        alpn_protocols: crate::sidecar_tls::alpn(protocol),
+        ..Default::default()
+    };
     match (&tls.credential_name, &tls.server_certificate, &tls.private_key) {
         (Some(secret), _, _) => common.tls_certificate_sds_secret_configs.push(SdsSecretConfig {
             name: secret.clone(),

@@ -69,16 +69,17 @@ pub(crate) fn add_chains(
                     continue;
                 };
                 let destinations = with_ports(&route.destinations, registry);
-                let names: Vec<String> = server.hosts.iter().filter(|h| *h != "*").cloned().collect();
                 let chain_match =
-                    (tls.is_some() && names.len() == server.hosts.len()).then(|| FilterChainMatch {
-                        server_names: names,
-                        ..Default::default()
-                    });
+                    tls.and(crate::gateway::server_names(server))
+                        .map(|names| FilterChainMatch {
+                            server_names: names,
+                            ..Default::default()
+                        });
                 if push(chains, chain_match, &destinations, port)
                     && let (Some(tls), Some(chain)) = (tls, chains.last_mut())
                 {
-                    chain.transport_socket = Some(crate::gateway::downstream_tls(tls));
+                    chain.transport_socket =
+                        Some(crate::gateway::downstream_tls(tls, pilot_model::Protocol::Tcp));
                 }
             }
         }

@@ -100,7 +100,7 @@ pub(crate) fn ingress_listeners(
         match &port.tls {
             Some(tls) => {
                 for chain in &mut inbound.filter_chains {
-                    chain.transport_socket = tls.transport_socket();
+                    chain.transport_socket = tls.transport_socket(protocol);
                 }
             }
             None => crate::security::secure_inbound(&mut inbound, mtls(&labels, port.port)),

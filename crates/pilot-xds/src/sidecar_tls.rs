@@ -6,6 +6,13 @@
 //! signed, `OPTIONAL_MUTUAL` verifies one when offered; `PASSTHROUGH`
 //! (or no mode) forwards the connection as it came. After termination
 //! an `HTTPS` port speaks HTTP, a `TLS` port TCP.
+//!
+//! Where HTTP follows the termination (`HTTPS`, `HTTP`, `HTTP2`, `GRPC`
+//! ports), the listener offers ALPN `h2` and `http/1.1` ([`HTTP_ALPN`],
+//! Istio's `ALPNHttp`), so a client speaking HTTP/2 negotiates it; the
+//! connection manager serves either. Istio offers the same on ports of
+//! every protocol; a port forwarding TCP offers none here, since a client
+//! told `h2` would speak HTTP/2 to an application that may not.
 
 use envoy_types::pb::envoy::config::core::v3::{DataSource, TransportSocket, data_source, transport_socket};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
@@ -17,6 +24,10 @@ use pilot_model::Protocol;
 use pilot_model::networking::{ServerTlsMode, ServerTlsSettings, TlsProtocol};
 
 use crate::util::any;
+
+/// The ALPN values a listener offers where it terminates TLS for HTTP:
+/// HTTP/2 first, then HTTP/1.1 (Istio's `ALPNHttp`).
+pub(crate) const HTTP_ALPN: [&str; 2] = ["h2", "http/1.1"];
 
 /// How an ingress listener treats TLS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,8 +108,10 @@ impl IngressTls {
         }
     }
 
-    /// The transport socket terminating TLS; `None` for passthrough.
-    pub(crate) fn transport_socket(&self) -> Option<TransportSocket> {
+    /// The transport socket terminating TLS, offering [`HTTP_ALPN`] when
+    /// `protocol` (the one spoken after termination) is HTTP; `None` for
+    /// passthrough.
+    pub(crate) fn transport_socket(&self, protocol: Protocol) -> Option<TransportSocket> {
         if !self.terminates() {
             return None;
         }
@@ -114,6 +127,7 @@ impl IngressTls {
                 private_key: file(&self.private_key),
                 ..Default::default()
             }],
+            alpn_protocols: alpn(protocol),
             ..Default::default()
         };
         let (min, max) = self.versions;
@@ -149,6 +163,16 @@ impl IngressTls {
     }
 }
 
+/// The ALPN values a listener terminating TLS offers where `protocol`
+/// follows: [`HTTP_ALPN`] for HTTP, none otherwise.
+pub(crate) fn alpn(protocol: Protocol) -> Vec<String> {
+    if protocol.is_http() {
+        HTTP_ALPN.iter().map(|p| p.to_string()).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,9 +202,10 @@ mod tests {
         let tls = IngressTls::of(&settings(ServerTlsMode::Simple));
         assert_eq!(tls.after_termination(Protocol::Https), Protocol::Http);
         assert_eq!(tls.after_termination(Protocol::Tcp), Protocol::Tcp);
-        let context = context(tls.transport_socket().unwrap());
+        let context = context(tls.transport_socket(Protocol::Http).unwrap());
         assert_eq!(context.require_client_certificate, None);
         let common = context.common_tls_context.unwrap();
+        assert_eq!(common.alpn_protocols, ["h2", "http/1.1"]);
         assert_eq!(common.validation_context_type, None);
         let certificate = &common.tls_certificates[0];
         assert_eq!(
@@ -198,15 +223,17 @@ mod tests {
     fn mutual_requires_a_client_certificate_from_the_ca() {
         let context = context(
             IngressTls::of(&settings(ServerTlsMode::Mutual))
-                .transport_socket()
+                .transport_socket(Protocol::Tcp)
                 .unwrap(),
         );
         assert_eq!(
             context.require_client_certificate,
             Some(BoolValue { value: true })
         );
+        let common = context.common_tls_context.unwrap();
+        assert!(common.alpn_protocols.is_empty(), "TCP after termination: no ALPN");
         let Some(common_tls_context::ValidationContextType::ValidationContext(validation)) =
-            context.common_tls_context.unwrap().validation_context_type
+            common.validation_context_type
         else {
             panic!("a validation context");
         };
@@ -226,13 +253,17 @@ mod tests {
     }
 
     fn context_of(mode: ServerTlsMode) -> DownstreamTlsContext {
-        context(IngressTls::of(&settings(mode)).transport_socket().unwrap())
+        context(
+            IngressTls::of(&settings(mode))
+                .transport_socket(Protocol::Grpc)
+                .unwrap(),
+        )
     }
 
     #[test]
     fn passthrough_terminates_nothing() {
         let tls = IngressTls::of(&settings(ServerTlsMode::Passthrough));
-        assert!(tls.transport_socket().is_none());
+        assert!(tls.transport_socket(Protocol::Http).is_none());
         assert_eq!(tls.after_termination(Protocol::Https), Protocol::Https);
     }
 }

@@ -10,14 +10,21 @@
 //!   hosts match (but services outside the mesh), per port (but UDP), and
 //!   per subset of the routing model (the whole service first), each
 //!   matching that SNI with a `tcp_proxy` to the cluster of that name.
-//! - Those clusters ([`clusters`]) are the edge proxy's own: EDS clusters
+//! - A host restricted to a namespace (`ns1/*.svc.cluster.local`,
+//!   `./*`) matches only the services of that namespace, a service's
+//!   namespace being the second label of its hostname (as Sidecar scopes
+//!   read it); `host` and `*/host` match every namespace's.
+//! - The SNI-DNAT clusters ([`clusters`]) are the edge proxy's own: EDS clusters
 //!   named by the SNI that read the load assignment of the service's own
 //!   cluster (`outbound|<port>|<labels>|<hostname>`), with the traffic
 //!   policy's load balancing, limits and outlier detection but no TLS
 //!   origination: the TLS is the client's, end to end.
 //!
 //! Unlike Istio, the chains do not also require the Istio mutual-TLS ALPN
-//! values: the sidecars here send none.
+//! values: the sidecars here send none. And Istio drops a host's
+//! namespace part here, exposing every namespace's services whatever it
+//! says; the Gateway reference documents the part as selecting the
+//! namespace's services, which is what is done here.
 
 use std::sync::Arc;
 
@@ -25,7 +32,7 @@ use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch};
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use pilot_model::networking::host_matches;
-use pilot_model::routing::{IngressServer, RoutingModel, ServerTlsMode};
+use pilot_model::routing::{IngressServer, RoutingModel, ServerHost, ServerTlsMode};
 use pilot_model::{Labels, Protocol, Service, ServiceDiscovery};
 
 use crate::util::ads;
@@ -116,14 +123,17 @@ struct Target {
 /// The targets of servers with `hosts`: each mesh service one of them
 /// matches, served from its instances, each port but UDP, the whole
 /// service and each subset of the model; by SNI, each once.
-fn targets(hosts: &[String], services: &[Arc<Service>], model: &RoutingModel) -> Vec<Target> {
+fn targets(hosts: &[ServerHost], services: &[Arc<Service>], model: &RoutingModel) -> Vec<Target> {
     let mut out: Vec<Target> = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for service in services.iter().filter(|s| {
         !s.mesh_external
             && s.external_name.is_none()
             && crate::resolved::uses_eds(&s.resolution)
-            && hosts.iter().any(|h| host_matches(h, &s.hostname))
+            && hosts.iter().any(|h| {
+                h.admits(crate::scope::host_namespace(&s.hostname).unwrap_or_default())
+                    && host_matches(&h.host, &s.hostname)
+            })
     }) {
         for port in service.ports.iter().filter(|p| p.protocol != Protocol::Udp) {
             let whole = (String::new(), Labels::new());
@@ -147,11 +157,11 @@ fn targets(hosts: &[String], services: &[Arc<Service>], model: &RoutingModel) ->
 }
 
 /// The hosts of the `AUTO_PASSTHROUGH` servers `proxy` serves.
-fn auto_passthrough_hosts(proxy: &Proxy, model: &RoutingModel) -> Vec<String> {
+fn auto_passthrough_hosts(proxy: &Proxy, model: &RoutingModel) -> Vec<ServerHost> {
     if proxy.proxy_type == crate::ProxyType::Sidecar {
         return Vec::new();
     }
-    let mut hosts: Vec<String> = model
+    let mut hosts: Vec<ServerHost> = model
         .ingress_servers()
         .iter()
         .filter(|s| {

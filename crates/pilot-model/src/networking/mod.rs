@@ -72,6 +72,9 @@ pub const VERSIONS: &[&str] = &["v1", "v1beta1", "v1alpha3"];
 
 macro_rules! networking_kind {
     ($ty:ty, $kind:literal, $plural:literal, $short:literal, $validate:path) => {
+        networking_kind!($ty, $kind, $plural, $short, $validate, false);
+    };
+    ($ty:ty, $kind:literal, $plural:literal, $short:literal, $validate:path, $label_names:literal) => {
         impl ConfigKind for $ty {
             const KIND: &'static str = $kind;
             const PLURAL: &'static str = $plural;
@@ -79,6 +82,7 @@ macro_rules! networking_kind {
             const VERSION: &'static str = VERSION;
             const SERVED_VERSIONS: &'static [&'static str] = VERSIONS;
             const SHORT_NAMES: &'static [&'static str] = &[$short];
+            const NAME_IS_LABEL: bool = $label_names;
 
             #[cfg(feature = "schema")]
             fn openapi_schema() -> Option<serde_json::Value> {
@@ -113,7 +117,9 @@ networking_kind!(
     "se",
     validate_service_entry
 );
-networking_kind!(Gateway, "Gateway", "gateways", "gw", validate_gateway);
+// A Gateway's name is a DNS-1123 label, as Istio's ValidateGateway
+// requires: VirtualServices name gateways `name.namespace...` too.
+networking_kind!(Gateway, "Gateway", "gateways", "gw", validate_gateway, true);
 networking_kind!(
     WorkloadEntry,
     "WorkloadEntry",

@@ -75,8 +75,9 @@ pub struct IngressServer {
     /// The labels a proxy must carry to serve it; none: every proxy of
     /// type ingress (ingress rules).
     pub selector: Option<Labels>,
-    /// The hosts it serves, without their namespace part (`*` when any).
-    pub hosts: Vec<String>,
+    /// The hosts it serves, each with the namespace it is restricted to
+    /// (`*`, any namespace, for ingress rules).
+    pub hosts: Vec<ServerHost>,
     /// TLS, when it terminates or passes TLS through.
     pub tls: Option<ServerTls>,
     /// Whether plain HTTP requests are answered with a redirect to HTTPS.
@@ -104,7 +105,7 @@ impl IngressServer {
             port_name: String::new(),
             gateway: String::new(),
             selector: None,
-            hosts: vec!["*".into()],
+            hosts: vec![ServerHost::any("*")],
             tls: None,
             https_redirect: false,
             routes: Vec::new(),
@@ -123,6 +124,78 @@ impl IngressServer {
                 ServerTlsMode::Passthrough | ServerTlsMode::AutoPassthrough
             )
         })
+    }
+}
+
+/// One host of an edge server: the name clients ask for, and the
+/// namespace it is restricted to, as a `Gateway` server's `hosts` entry
+/// says it (`namespace/dnsName`):
+///
+/// - Only the VirtualServices of that namespace bind through it.
+/// - An `AUTO_PASSTHROUGH` server exposes only the services of that
+///   namespace (a service's namespace is the second label of its
+///   hostname).
+/// - SNI and `Host` matching read the name alone.
+///
+/// ```
+/// use pilot_model::routing::ServerHost;
+/// assert_eq!(ServerHost::parse("ns1/*", "edge"), ServerHost::in_namespace("ns1", "*"));
+/// assert_eq!(ServerHost::parse("./a.example.com", "edge"), ServerHost::in_namespace("edge", "a.example.com"));
+/// assert_eq!(ServerHost::parse("*/a.example.com", "edge"), ServerHost::any("a.example.com"));
+/// assert_eq!(ServerHost::parse("a.example.com", "edge"), ServerHost::any("a.example.com"));
+/// assert!(ServerHost::parse("ns1/*", "edge").admits("ns1"));
+/// assert!(!ServerHost::parse("ns1/*", "edge").admits("ns2"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub struct ServerHost {
+    /// The namespace it is restricted to; `None`: any (`*/host`, or the
+    /// host alone).
+    pub namespace: Option<String>,
+    /// The DNS name (`bookinfo.example.com`, `*.example.com`, `*`) or an
+    /// address.
+    pub host: String,
+}
+
+impl ServerHost {
+    /// `host` in any namespace.
+    pub fn any(host: impl Into<String>) -> Self {
+        ServerHost {
+            namespace: None,
+            host: host.into(),
+        }
+    }
+
+    /// `host` restricted to `namespace`.
+    pub fn in_namespace(namespace: impl Into<String>, host: impl Into<String>) -> Self {
+        ServerHost {
+            namespace: Some(namespace.into()),
+            host: host.into(),
+        }
+    }
+
+    /// A `Gateway` server's `hosts` entry: `host` and `*/host` are any
+    /// namespace's, `./host` the gateway's (`gateway_namespace`),
+    /// `ns/host` namespace `ns`'s.
+    pub fn parse(text: &str, gateway_namespace: &str) -> Self {
+        match text.split_once('/') {
+            None => ServerHost::any(text),
+            Some(("*", host)) => ServerHost::any(host),
+            Some((".", host)) => ServerHost::in_namespace(gateway_namespace, host),
+            Some((namespace, host)) => ServerHost::in_namespace(namespace, host),
+        }
+    }
+
+    /// Whether objects (VirtualServices, services) of `namespace` are
+    /// taken through it.
+    pub fn admits(&self, namespace: &str) -> bool {
+        self.namespace.as_deref().is_none_or(|own| own == namespace)
+    }
+}
+
+impl std::fmt::Display for ServerHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace.as_deref().unwrap_or("*"), self.host)
     }
 }
 

@@ -10,7 +10,10 @@
 //!   sidecars, not a gateway).
 //! - A server host is `host` (any namespace) or `namespace/host`, where
 //!   the namespace `*` is any and `.` the gateway's own; only
-//!   VirtualServices of that namespace bind through it.
+//!   VirtualServices of that namespace bind through it. The server keeps
+//!   each host with its namespace ([`ServerHost`]): generation reads it
+//!   again for `AUTO_PASSTHROUGH`, which exposes that namespace's
+//!   services only.
 //! - A server host and a VirtualService host meet when they are equal or
 //!   one's wildcard (`*.example.com`, `*`) covers the other; the virtual
 //!   host is then the more specific of the two.
@@ -24,8 +27,8 @@ use crate::networking::{self, Gateway, ServerTlsMode as SpecTlsMode};
 use crate::{Config, Labels, Protocol};
 
 use super::{
-    GatewayHost, HttpRoute, IngressServer, L4Match, RoutingConfigs, RoutingModel, ServerTls, ServerTlsMode,
-    TcpRoute, TlsRoute,
+    GatewayHost, HttpRoute, IngressServer, L4Match, RoutingConfigs, RoutingModel, ServerHost, ServerTls,
+    ServerTlsMode, TcpRoute, TlsRoute,
 };
 
 /// The HTTP routes of one VirtualService bound to named gateways.
@@ -77,17 +80,16 @@ pub(super) fn compile(configs: &RoutingConfigs, bound: &[Bound], model: &mut Rou
                 Ok(tls) => tls,
                 Err(Unsupported) => continue,
             };
-            let hosts: Vec<(&str, &str)> = server
+            let hosts: Vec<ServerHost> = server
                 .hosts
                 .iter()
-                .map(|h| split_host(h, &gateway.meta.namespace))
+                .map(|h| ServerHost::parse(h, &gateway.meta.namespace))
                 .collect();
             let mut out = IngressServer::new(number);
             out.protocol = protocol;
             out.port_name = port.name.clone();
             out.gateway = name.clone();
             out.selector = Some(selector.clone());
-            out.hosts = hosts.iter().map(|(_, h)| h.to_string()).collect();
             out.https_redirect = server.tls.as_ref().is_some_and(|t| t.https_redirect);
             out.tls = tls;
             if protocol.is_http() || out.terminates_tls() {
@@ -101,6 +103,7 @@ pub(super) fn compile(configs: &RoutingConfigs, bound: &[Bound], model: &mut Rou
                     _ => out.tcp_routes = tcp_routes(&name, &hosts, bound),
                 }
             }
+            out.hosts = hosts;
             model.ingress.push(out);
         }
     }
@@ -136,20 +139,10 @@ fn server_tls(server: &networking::Server, protocol: Protocol) -> Result<Option<
     }))
 }
 
-/// A server host as (namespace filter, host): `host` is `*/host`; `.` is
-/// the gateway's namespace.
-fn split_host<'a>(host: &'a str, gateway_namespace: &'a str) -> (&'a str, &'a str) {
-    match host.split_once('/') {
-        Some((".", host)) => (gateway_namespace, host),
-        Some((namespace, host)) => (namespace, host),
-        None => ("*", host),
-    }
-}
-
 /// The virtual hosts of a server of gateway `name` with `hosts`: each
 /// host the server and a bound VirtualService share, with the routes of
 /// every such VirtualService in order.
-fn virtual_hosts(name: &str, hosts: &[(&str, &str)], bound: &[Bound]) -> Vec<GatewayHost> {
+fn virtual_hosts(name: &str, hosts: &[ServerHost], bound: &[Bound]) -> Vec<GatewayHost> {
     let mut out: Vec<GatewayHost> = Vec::new();
     for service in bound.iter().filter(|b| b.gateways.iter().any(|g| g == name)) {
         let routes: Vec<HttpRoute> = service
@@ -157,20 +150,7 @@ fn virtual_hosts(name: &str, hosts: &[(&str, &str)], bound: &[Bound]) -> Vec<Gat
             .iter()
             .filter_map(|route| for_gateway(route, name, &service.namespace))
             .collect();
-        let mut shared: Vec<String> = Vec::new();
-        for vs_host in &service.hosts {
-            for (namespace, server_host) in hosts {
-                if *namespace != "*" && *namespace != service.namespace {
-                    continue;
-                }
-                if let Some(host) = intersect(server_host, vs_host)
-                    && !shared.contains(&host)
-                {
-                    shared.push(host);
-                }
-            }
-        }
-        for host in shared {
+        for host in shared_hosts(hosts, &service.namespace, &service.hosts) {
             match out.iter_mut().find(|h| h.host == host) {
                 Some(existing) => existing.routes.extend(routes.iter().cloned()),
                 None => out.push(GatewayHost {
@@ -184,15 +164,13 @@ fn virtual_hosts(name: &str, hosts: &[(&str, &str)], bound: &[Bound]) -> Vec<Gat
 }
 
 /// The hosts of server `hosts` a VirtualService of `namespace` with
-/// `vs_hosts` binds through: each pair that meets, the more specific.
-fn shared_hosts(hosts: &[(&str, &str)], namespace: &str, vs_hosts: &[String]) -> Vec<String> {
+/// `vs_hosts` binds through: each pair that meets, the more specific,
+/// through the server hosts admitting `namespace` only.
+fn shared_hosts(hosts: &[ServerHost], namespace: &str, vs_hosts: &[String]) -> Vec<String> {
     let mut shared: Vec<String> = Vec::new();
     for vs_host in vs_hosts {
-        for (filter, server_host) in hosts {
-            if *filter != "*" && *filter != namespace {
-                continue;
-            }
-            if let Some(host) = intersect(server_host, vs_host)
+        for server_host in hosts.iter().filter(|h| h.admits(namespace)) {
+            if let Some(host) = intersect(&server_host.host, vs_host)
                 && !shared.contains(&host)
             {
                 shared.push(host);
@@ -205,7 +183,7 @@ fn shared_hosts(hosts: &[(&str, &str)], namespace: &str, vs_hosts: &[String]) ->
 /// The TCP routes of the VirtualServices bound to gateway `name` whose
 /// hosts meet the server's `hosts`, each with the matches this gateway
 /// takes.
-fn tcp_routes(name: &str, hosts: &[(&str, &str)], bound: &[Bound]) -> Vec<TcpRoute> {
+fn tcp_routes(name: &str, hosts: &[ServerHost], bound: &[Bound]) -> Vec<TcpRoute> {
     let mut out = Vec::new();
     for service in bound.iter().filter(|b| b.gateways.iter().any(|g| g == name)) {
         if shared_hosts(hosts, &service.namespace, &service.hosts).is_empty() {
@@ -225,7 +203,7 @@ fn tcp_routes(name: &str, hosts: &[(&str, &str)], bound: &[Bound]) -> Vec<TcpRou
 /// The TLS routes of the VirtualServices bound to gateway `name` whose
 /// hosts meet the server's `hosts`; a match naming no SNI host takes the
 /// hosts both name.
-fn tls_routes(name: &str, hosts: &[(&str, &str)], bound: &[Bound]) -> Vec<TlsRoute> {
+fn tls_routes(name: &str, hosts: &[ServerHost], bound: &[Bound]) -> Vec<TlsRoute> {
     let mut out = Vec::new();
     for service in bound.iter().filter(|b| b.gateways.iter().any(|g| g == name)) {
         let shared = shared_hosts(hosts, &service.namespace, &service.hosts);

@@ -70,7 +70,7 @@ mod v1alpha2;
 
 pub use edge::{
     ExternalPort, ExternalService, GatewayHost, IngressRoute, IngressServer, PortSelector, Resolution,
-    ServerTls, ServerTlsMode,
+    ServerHost, ServerTls, ServerTlsMode,
 };
 pub use http::{
     Cors, DirectResponse, Fault, FaultAbort, FaultDelay, HeaderOperations, Headers, HttpAction, HttpMatch,
