@@ -104,7 +104,7 @@ fn bucket_range(bucket: usize) -> (usize, usize) {
         ((bucket * 16).saturating_sub(15), bucket * 16)
     } else {
         let bits = bucket - EXACT / 16 - 1;
-        ((1 << (bits - 1)) + 1, 1 << bits)
+        ((1 << bits.saturating_sub(1)) + 1, 1 << bits)
     }
 }
 
