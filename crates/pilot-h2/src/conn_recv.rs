@@ -311,7 +311,7 @@ where
         };
         let mut stream = Stream::new(recv_window, self.peer_initial_window);
         stream.recv_eof = end_stream;
-        lock(&self.shared).streams.insert(id, stream);
+        lock(&self.shared).streams.insert(id, Box::new(stream));
         let stream = StreamRef {
             shared: self.shared.clone(),
             id,
@@ -379,7 +379,7 @@ fn drop_stream(shared: &mut crate::conn_stream::Shared, id: u32, reason: Reason)
 
 /// Drops a stream whose both sides ended.
 pub(crate) fn remove_if_finished(shared: &mut crate::conn_stream::Shared, id: u32) {
-    if shared.streams.get(&id).is_some_and(Stream::finished)
+    if shared.streams.get(&id).is_some_and(|s| s.finished())
         && let Some(mut s) = shared.remove(id)
     {
         s.wake_all();

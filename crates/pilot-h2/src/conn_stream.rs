@@ -16,8 +16,9 @@ use crate::grpc::Status;
 /// A connection's shared state.
 #[derive(Default)]
 pub(crate) struct Shared {
-    /// Open streams by id.
-    pub streams: HashMap<u32, Stream>,
+    /// Open streams by id (boxed: the table keeps room for several
+    /// entries, and a connection usually has one stream).
+    pub streams: HashMap<u32, Box<Stream>>,
     /// Streams with something for the connection task to do, in order.
     pub ready: Vec<u32>,
     /// Bytes the application consumed and the connection window has not had back.
@@ -118,7 +119,7 @@ impl Shared {
 
     /// Removes a stream, giving the map's storage back when it empties (an
     /// idle connection holds no table).
-    pub fn remove(&mut self, id: u32) -> Option<Stream> {
+    pub fn remove(&mut self, id: u32) -> Option<Box<Stream>> {
         let stream = self.streams.remove(&id);
         if self.streams.is_empty() {
             self.streams = HashMap::new();

@@ -130,7 +130,17 @@ impl<S: Service> Server<S> {
 
     /// Serves one connection until it closes; when `shutdown` completes,
     /// closes it gracefully (GOAWAY, streams in flight finish).
-    pub async fn serve_connection<T, F>(&self, io: T, info: ConnectionInfo, shutdown: F) -> Result<(), Error>
+    ///
+    /// The connection is made at once and the future holds it alone (not
+    /// `self`): spawn the future itself, since one awaiting it from
+    /// another would hold its `io` and `info` twice for as long as the
+    /// connection lasts.
+    pub fn serve_connection<T, F>(
+        &self,
+        io: T,
+        info: ConnectionInfo,
+        shutdown: F,
+    ) -> impl Future<Output = Result<(), Error>> + Send + use<T, F, S>
     where
         T: AsyncRead + AsyncWrite + Unpin + Send,
         F: Future<Output = ()> + Send,
@@ -143,7 +153,6 @@ impl<S: Service> Server<S> {
             shutdown,
         )
         .run()
-        .await
     }
 
     /// Accepts connections from `listener` (a task each) until `shutdown`
@@ -170,14 +179,11 @@ impl<S: Service> Server<S> {
                     };
                     let _ = socket.set_nodelay(true);
                     let info = ConnectionInfo { peer: Some(peer), local: socket.local_addr().ok(), ..ConnectionInfo::default() };
-                    let server = self.clone();
                     let mut stopped = stopped.clone();
-                    connections.spawn(async move {
-                        let stop = async move {
-                            let _ = stopped.wait_for(|stop| *stop).await;
-                        };
-                        let _ = server.serve_connection(socket, info, stop).await;
-                    });
+                    let stop = async move {
+                        let _ = stopped.wait_for(|stop| *stop).await;
+                    };
+                    connections.spawn(self.serve_connection(socket, info, stop));
                 }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }

@@ -27,12 +27,77 @@ impl TypeCounters {
     }
 }
 
-/// A connected proxy's record.
+/// A connected proxy's record, compact (one per connected proxy): the
+/// versions are push numbers, as sessions send them, and become a
+/// [`ProxyStatus`] when read.
 struct Record {
-    status: ProxyStatus,
+    node_id: Box<str>,
+    incremental: bool,
+    /// By type ([`XdsType::index`]); `None` until something is recorded.
+    types: [Option<TypeRecord>; TYPES.len()],
+    /// The last push the stream has taken.
+    push: Option<u64>,
+    /// The objects left out of its configuration.
+    withheld: Vec<pilot_model::WithheldObject>,
     /// While its stream is parked (`push/parked.rs`): the latest push that
     /// kept its class, which the stream has then taken too.
     kept: Option<Arc<KeptVersion>>,
+}
+
+/// One type's record: [`TypeStatus`] with numbers for versions.
+#[derive(Default)]
+struct TypeRecord {
+    sent: Option<u64>,
+    acked: Option<u64>,
+    pending_since: Option<u64>,
+    nack: Option<Box<(u64, Box<str>)>>,
+}
+
+impl TypeRecord {
+    /// As [`TypeStatus::record_sent`].
+    fn record_sent(&mut self, version: u64) {
+        let synced = self.sent.is_some() && self.sent == self.acked;
+        if self.sent.is_none() || synced {
+            self.pending_since = Some(version);
+        }
+        self.sent = Some(version);
+    }
+
+    /// As [`TypeStatus::record_acked`].
+    fn record_acked(&mut self, version: u64) {
+        self.acked = Some(version);
+        self.pending_since = None;
+    }
+
+    fn status(&self) -> TypeStatus {
+        let text = |v: Option<u64>| v.map(|v| v.to_string());
+        TypeStatus {
+            sent: text(self.sent),
+            acked: text(self.acked),
+            nack: self
+                .nack
+                .as_ref()
+                .map(|nack| Nack::new(nack.0.to_string(), &*nack.1)),
+            pending_since: text(self.pending_since),
+        }
+    }
+}
+
+impl Record {
+    fn status(&self) -> ProxyStatus {
+        ProxyStatus {
+            node_id: self.node_id.to_string(),
+            incremental: self.incremental,
+            types: self
+                .types
+                .iter()
+                .zip(TYPES)
+                .filter_map(|(record, short)| Some((short, record.as_ref()?.status())))
+                .collect(),
+            push: self.push,
+            withheld: self.withheld.clone(),
+        }
+    }
 }
 
 /// Every connected proxy's feedback and the server's counters.
@@ -49,11 +114,11 @@ pub(crate) struct Feedback {
 }
 
 impl Feedback {
-    fn update(&self, id: u64, t: XdsType, f: impl FnOnce(&mut TypeStatus)) {
+    fn update(&self, id: u64, t: XdsType, f: impl FnOnce(&mut TypeRecord)) {
         let mut all = self.proxies.lock().unwrap_or_else(|p| p.into_inner());
         // A stream records only between its register and unregister.
         if let Some(proxy) = all.get_mut(&id) {
-            f(proxy.status.types.entry(t.short()).or_default());
+            f(proxy.types[t.index()].get_or_insert_with(TypeRecord::default));
         }
     }
 
@@ -63,13 +128,11 @@ impl Feedback {
         self.proxies.lock().unwrap_or_else(|p| p.into_inner()).insert(
             id,
             Record {
-                status: ProxyStatus {
-                    node_id,
-                    incremental,
-                    types: BTreeMap::new(),
-                    push: None,
-                    withheld: Vec::new(),
-                },
+                node_id: node_id.into_boxed_str(),
+                incremental,
+                types: Default::default(),
+                push: None,
+                withheld: Vec::new(),
                 kept: None,
             },
         );
@@ -83,7 +146,7 @@ impl Feedback {
             .unwrap_or_else(|p| p.into_inner())
             .get_mut(&id)
         {
-            proxy.status.push = Some(version);
+            proxy.push = Some(version);
             proxy.kept = None;
         }
     }
@@ -110,7 +173,7 @@ impl Feedback {
             .unwrap_or_else(|p| p.into_inner())
             .get_mut(&id)
         {
-            proxy.status.withheld = withheld;
+            proxy.withheld = withheld;
         }
     }
 
@@ -118,32 +181,27 @@ impl Feedback {
     pub(crate) fn unregister(&self, id: u64, reason: EndReason) {
         let gone = self.proxies.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
         if let Some(gone) = gone {
-            tracing::info!(node = %gone.status.node_id, ?reason, "proxy disconnected");
+            tracing::info!(node = %gone.node_id, ?reason, "proxy disconnected");
         }
         self.ends[reason as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// `version` of `t` was handed to the stream.
-    pub(crate) fn sent(&self, id: u64, t: XdsType, version: &str) {
+    /// `version` (a push) of `t` was handed to the stream.
+    pub(crate) fn sent(&self, id: u64, t: XdsType, version: u64) {
         self.sent.add(t);
         self.update(id, t, |s| s.record_sent(version));
     }
 
     /// The proxy ACKed the response of `t` at `version`.
-    pub(crate) fn acked(&self, id: u64, t: XdsType, version: &str) {
+    pub(crate) fn acked(&self, id: u64, t: XdsType, version: u64) {
         self.update(id, t, |s| s.record_acked(version));
     }
 
     /// The proxy rejected the response of `t` at `version`.
-    pub(crate) fn nacked(&self, id: u64, t: XdsType, version: &str, message: &str) {
+    pub(crate) fn nacked(&self, id: u64, t: XdsType, version: u64, message: &str) {
         self.nacks.fetch_add(1, Ordering::Relaxed);
         self.rejects.add(t);
-        self.update(id, t, |s| {
-            s.nack = Some(Nack {
-                version: version.to_string(),
-                message: message.to_string(),
-            })
-        });
+        self.update(id, t, |s| s.nack = Some(Box::new((version, message.into()))));
     }
 
     /// Every connected proxy's feedback.
@@ -153,7 +211,7 @@ impl Feedback {
             .unwrap_or_else(|p| p.into_inner())
             .values()
             .map(|proxy| {
-                let mut status = proxy.status.clone();
+                let mut status = proxy.status();
                 if let Some(kept) = &proxy.kept {
                     let kept = kept.load(Ordering::Acquire);
                     status.push = Some(status.push.map_or(kept, |push| push.max(kept)));
@@ -199,12 +257,12 @@ mod tests {
     #[test]
     fn records_only_registered_streams_and_counts_ends() {
         let feedback = Feedback::default();
-        feedback.sent(7, XdsType::Cluster, "1");
+        feedback.sent(7, XdsType::Cluster, 1);
         assert!(feedback.proxies().is_empty());
         feedback.register(7, "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local".into(), false);
-        feedback.sent(7, XdsType::Cluster, "2");
-        feedback.nacked(7, XdsType::Cluster, "2", "bad cluster");
-        feedback.acked(7, XdsType::Route, "2");
+        feedback.sent(7, XdsType::Cluster, 2);
+        feedback.nacked(7, XdsType::Cluster, 2, "bad cluster");
+        feedback.acked(7, XdsType::Route, 2);
         let status = &feedback.proxies()[0];
         assert!(!status.types["CDS"].synced());
         assert_eq!(status.types["CDS"].nack.as_ref().unwrap().message, "bad cluster");

@@ -243,16 +243,18 @@ pub(crate) async fn serve_listener(
                         ..pilot_h2::ConnectionInfo::default()
                     };
                     info.extensions.insert(peer);
-                    let h2 = h2.clone();
                     let mut stopped = stopped.clone();
-                    tasks.spawn(async move {
-                        let stop = async move {
-                            let _ = stopped.wait_for(|stop| *stop).await;
-                        };
-                        if let Err(error) = h2.serve_connection(io, info, stop).await {
+                    let stop = async move {
+                        let _ = stopped.wait_for(|stop| *stop).await;
+                    };
+                    // The connection's future itself, not one awaiting
+                    // it (which would hold the connection twice).
+                    let serving = h2.serve_connection(io, info, stop);
+                    tasks.spawn(futures::FutureExt::map(serving, |served| {
+                        if let Err(error) = served {
                             tracing::debug!(%error, "ADS connection ended");
                         }
-                    });
+                    }));
                 }
             },
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}

@@ -90,11 +90,10 @@ impl AdsService {
             Requests::new(messages),
             Responses::new(sender),
         );
-        tokio::spawn(async move {
-            // Counted against its credential until the session ends.
-            let _guard = guard;
-            session.await;
-        });
+        // Counted against its credential until the session ends. (A
+        // future that awaits the session would hold it twice: as what it
+        // captured and as what it awaits.)
+        tokio::spawn(futures::FutureExt::map(session, move |()| drop(guard)));
     }
 
     /// Ends a stream at once with `status`.
