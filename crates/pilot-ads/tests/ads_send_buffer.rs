@@ -45,15 +45,7 @@ async fn start(send_buffer: usize) -> (XdsServer, MemoryConfigStore, u16) {
     ]);
     let mut options = XdsOptions::default();
     options.send_buffer = send_buffer;
-    let server = XdsServer::new(controller, Arc::new(registry), options);
-    let port = pilot_test_support::free_port();
-    let serving = server.clone();
-    tokio::spawn(async move {
-        serving
-            .serve(([127, 0, 0, 1], port).into(), std::future::pending())
-            .await
-            .expect("the ADS server serves");
-    });
+    let (server, port) = support::server::serve_with(controller, Arc::new(registry), options);
     (server, store, port)
 }
 

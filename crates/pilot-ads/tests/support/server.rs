@@ -9,7 +9,16 @@ use pilot_store::Controller;
 /// A server with default options over `controller` and `registry`,
 /// serving on a free loopback port (returned) until the test ends.
 pub fn serve(controller: Arc<Controller>, registry: Arc<dyn ServiceDiscovery>) -> (XdsServer, u16) {
-    let server = XdsServer::new(controller, registry, XdsOptions::default());
+    serve_with(controller, registry, XdsOptions::default())
+}
+
+/// [`serve`] with `options`.
+pub fn serve_with(
+    controller: Arc<Controller>,
+    registry: Arc<dyn ServiceDiscovery>,
+    options: XdsOptions,
+) -> (XdsServer, u16) {
+    let server = XdsServer::new(controller, registry, options);
     // Reserved for this process: a port bound and let go of could be
     // taken by another connection before the server binds it.
     let port = pilot_test_support::free_port();

@@ -2,10 +2,10 @@
 //! its namespace (`exportTo`), and the model restricted to the hosts in
 //! its scope (pilot-xds's `scope`), with what a push changed, by host.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::{HttpAction, RoutingConfigs, RoutingModel};
+use super::{Destination, HostRoutes, HttpAction, RoutingConfigs, RoutingModel};
 use crate::networking::{exported_to, is_public};
 
 impl RoutingConfigs {
@@ -43,32 +43,19 @@ impl RoutingModel {
     /// the ingress servers are kept (they belong to ingress proxies, which
     /// have no Sidecar).
     pub fn scoped(&self, in_scope: impl Fn(&str) -> bool) -> RoutingModel {
-        let mut out = RoutingModel {
-            hosts: self
-                .hosts
+        self.with_parts(
+            self.hosts
                 .iter()
                 .filter(|(host, _)| in_scope(host))
                 .map(|(h, r)| (h.clone(), r.clone()))
                 .collect(),
-            destinations: self
-                .destinations
+            self.destinations
                 .iter()
                 .filter(|(host, _)| in_scope(host))
                 .map(|(h, d)| (h.clone(), d.clone()))
                 .collect(),
-            external: self
-                .external
-                .iter()
-                .filter(|e| in_scope(&e.host))
-                .cloned()
-                .collect(),
-            ingress: self.ingress.clone(),
-            sources: Default::default(),
-            sources_by_labels: false,
-            l4_by_source: false,
-        };
-        out.finish();
-        out
+            |host| in_scope(host),
+        )
     }
 
     /// [`scoped`](Self::scoped) to the set `hosts`: each is looked up
@@ -76,25 +63,41 @@ impl RoutingModel {
     /// few hosts of thousands, and every class of proxies makes one).
     pub fn scoped_to<'a>(&self, hosts: impl IntoIterator<Item = &'a str>) -> RoutingModel {
         let hosts: BTreeSet<&str> = hosts.into_iter().collect();
-        let mut out = RoutingModel {
-            hosts: hosts
+        self.with_parts(
+            hosts
                 .iter()
                 .filter_map(|host| {
                     let (h, r) = self.hosts.get_key_value(*host)?;
                     Some((h.clone(), Arc::clone(r)))
                 })
                 .collect(),
-            destinations: hosts
+            hosts
                 .iter()
                 .filter_map(|host| {
                     let (h, d) = self.destinations.get_key_value(*host)?;
                     Some((h.clone(), Arc::clone(d)))
                 })
                 .collect(),
+            |host| hosts.contains(host),
+        )
+    }
+
+    /// A model of `hosts` and `destinations` (taken from this one), the
+    /// external services whose host `external_in_scope` accepts, and this
+    /// model's ingress servers.
+    fn with_parts(
+        &self,
+        hosts: HashMap<String, Arc<HostRoutes>>,
+        destinations: BTreeMap<String, Arc<Destination>>,
+        external_in_scope: impl Fn(&str) -> bool,
+    ) -> RoutingModel {
+        let mut out = RoutingModel {
+            hosts,
+            destinations,
             external: self
                 .external
                 .iter()
-                .filter(|e| hosts.contains(e.host.as_str()))
+                .filter(|e| external_in_scope(&e.host))
                 .cloned()
                 .collect(),
             ingress: self.ingress.clone(),
