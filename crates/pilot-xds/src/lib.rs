@@ -95,8 +95,9 @@ pub use rbac::{HTTP_RBAC_FILTER, NETWORK_RBAC_FILTER};
 pub use resources::Resources;
 pub use routes::{CORS_FILTER, FAULT_FILTER};
 pub use scope::{
-    BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope, ScopeKey, ScopeOrigin, generate_scoped_inbound,
-    generate_scoped_outbound, host_namespace, scope_of, scoping_applies, sidecar_for,
+    BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope, ScopeKey, ScopeOrigin, ServiceIndex,
+    generate_scoped_inbound, generate_scoped_outbound, host_namespace, scope_in, scope_of, scoping_applies,
+    sidecar_for,
 };
 pub use sidecar_listeners::{
     DefaultEndpoint, EgressPort, EgressSocket, InboundLimits, IngressPort, SidecarListeners,

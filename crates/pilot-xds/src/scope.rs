@@ -33,7 +33,7 @@
 //! A scope is the same for every proxy of a namespace that the same Sidecar
 //! applies to, and is computed once per push for each (pilot-ads).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
@@ -42,9 +42,9 @@ use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, Route, RouteMatch, VirtualHost, route, route_match,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
-use pilot_model::networking::{EgressHost, OutboundMode, Sidecar, is_public};
+use pilot_model::networking::{EgressHost, NamespaceSelector, OutboundMode, Sidecar, is_public};
 use pilot_model::routing::{RoutingConfigs, RoutingModel};
-use pilot_model::{Config, Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
+use pilot_model::{Config, Labels, RegistrySnapshot, Service, ServiceDiscovery, ServiceInstance};
 
 use crate::clusters::{CONNECT_TIMEOUT, PASSTHROUGH};
 use crate::generate::generate_outbound;
@@ -259,9 +259,86 @@ pub fn host_namespace(hostname: &str) -> Option<&str> {
     Some(&rest[..dot(rest).unwrap_or(rest.len())])
 }
 
+/// The registry's services as scoping looks them up: by hostname and by
+/// the namespace of their hostname ([`host_namespace`]). Built once for a
+/// set of services and shared by every scope computed over them
+/// ([`scope_in`]), so that a Sidecar importing a few hosts looks those up
+/// instead of testing every service of the mesh against each of its
+/// entries.
+#[derive(Debug, Default)]
+pub struct ServiceIndex {
+    /// In the registry's order, with where the namespace is in the
+    /// hostname.
+    services: Vec<(Arc<Service>, Option<(usize, usize)>)>,
+    by_name: HashMap<String, Vec<usize>>,
+    by_namespace: HashMap<String, Vec<usize>>,
+}
+
+impl ServiceIndex {
+    /// The index of `registry`'s services.
+    pub fn new(registry: &dyn ServiceDiscovery) -> Self {
+        let mut index = ServiceIndex::default();
+        for (i, service) in registry.services().into_iter().enumerate() {
+            let owner = host_namespace(&service.hostname).map(|ns| {
+                let start = ns.as_ptr() as usize - service.hostname.as_ptr() as usize;
+                (start, start + ns.len())
+            });
+            index.by_name.entry(service.hostname.clone()).or_default().push(i);
+            if let Some((start, end)) = owner {
+                index
+                    .by_namespace
+                    .entry(service.hostname[start..end].to_string())
+                    .or_default()
+                    .push(i);
+            }
+            index.services.push((service, owner));
+        }
+        index
+    }
+
+    /// How many services it holds.
+    pub fn len(&self) -> usize {
+        self.services.len()
+    }
+
+    /// True when it holds no service.
+    pub fn is_empty(&self) -> bool {
+        self.services.is_empty()
+    }
+
+    fn service(&self, i: usize) -> (&Service, Option<&str>) {
+        let (service, owner) = &self.services[i];
+        (service, owner.map(|(start, end)| &service.hostname[start..end]))
+    }
+
+    /// Adds to `out` the services `entry` of a Sidecar of
+    /// `sidecar_namespace` may import; false when that takes a look at
+    /// every service (a host pattern in any namespace).
+    fn candidates(&self, entry: &EgressHost, sidecar_namespace: &str, out: &mut Vec<usize>) -> bool {
+        let namespace = match &entry.namespace {
+            NamespaceSelector::Nothing => return true,
+            NamespaceSelector::Own => Some(sidecar_namespace),
+            NamespaceSelector::Named(ns) => Some(ns.as_str()),
+            NamespaceSelector::Any => None,
+        };
+        if !entry.host.starts_with('*') {
+            out.extend(self.by_name.get(&entry.host).into_iter().flatten());
+            return true;
+        }
+        match namespace {
+            Some(ns) => {
+                out.extend(self.by_namespace.get(ns).into_iter().flatten());
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// The scope of a proxy of `namespace` that `sidecar` applies to (none:
 /// every visible host), over `registry` and `model` (the model of what
-/// the namespace sees).
+/// the namespace sees). [`scope_in`] over an index of `registry`'s
+/// services.
 pub fn scope_of(
     namespace: &str,
     sidecar: Option<(&Config<Sidecar>, ScopeOrigin)>,
@@ -269,29 +346,45 @@ pub fn scope_of(
     configs: &RoutingConfigs,
     model: &RoutingModel,
 ) -> ProxyScope {
+    scope_in(namespace, sidecar, &ServiceIndex::new(registry), configs, model)
+}
+
+/// The scope of a proxy of `namespace` that `sidecar` applies to (none:
+/// every visible host), over the registry `services` index and `model`
+/// (the model of what the namespace sees).
+pub fn scope_in(
+    namespace: &str,
+    sidecar: Option<(&Config<Sidecar>, ScopeOrigin)>,
+    services: &ServiceIndex,
+    configs: &RoutingConfigs,
+    model: &RoutingModel,
+) -> ProxyScope {
     let default = &configs.default_export_to;
-    // Every visible host with its namespace (none for external hosts),
-    // borrowed: every class of proxies looks through every service.
-    let services = registry.services();
-    let mut visible: Vec<(&str, Option<&str>)> = services
-        .iter()
-        .filter_map(|s| {
-            let owner = host_namespace(&s.hostname);
-            pilot_model::networking::exported_to(&s.export_to, owner.unwrap_or_default(), default, namespace)
-                .then_some((s.hostname.as_str(), owner))
-        })
-        .collect();
-    visible.extend(model.external_services().iter().map(|e| (e.host.as_str(), None)));
+    let visible = |i: usize| {
+        let (service, owner) = services.service(i);
+        pilot_model::networking::exported_to(
+            &service.export_to,
+            owner.unwrap_or_default(),
+            default,
+            namespace,
+        )
+    };
+    // External hosts have no namespace and are visible everywhere.
+    let external = model.external_services();
     let own_view = configs.restricts_visibility();
     let Some((sidecar, origin)) = sidecar else {
+        let mut hosts = BTreeMap::new();
+        for i in (0..services.len()).filter(|&i| visible(i)) {
+            hosts.insert(services.service(i).0.hostname.clone(), HostReason::Visible);
+        }
+        for e in external {
+            hosts.insert(e.host.clone(), HostReason::Visible);
+        }
         return ProxyScope {
             namespace: namespace.to_string(),
             origin: ScopeOrigin::NoSidecar,
             outbound: OutboundMode::AllowAny,
-            hosts: visible
-                .into_iter()
-                .map(|(h, _)| (h.to_string(), HostReason::Visible))
-                .collect(),
+            hosts,
             own_view,
             listeners: None,
         };
@@ -313,29 +406,59 @@ pub fn scope_of(
                 && pilot_model::networking::host_matches(&entry.host, host)
         }
     };
+    // The services some entry may import, looked up, in the registry's
+    // order; then the external hosts. A host listed twice (a service and
+    // an external one) is imported for the reason of its last listing.
+    let mut candidates = Vec::new();
+    let looked_up = entries
+        .iter()
+        .all(|(_, entry)| services.candidates(entry, sidecar_namespace, &mut candidates));
+    if looked_up {
+        candidates.sort_unstable();
+        candidates.dedup();
+    } else {
+        candidates = (0..services.len()).collect();
+    }
     let mut hosts = BTreeMap::new();
-    for &(host, host_ns) in &visible {
-        let imported = entries.iter().find(|(_, entry)| imports(entry, host, host_ns));
-        if let Some((text, _)) = imported {
+    let mut import = |host: &str, host_ns: Option<&str>| {
+        if let Some((text, _)) = entries.iter().find(|(_, entry)| imports(entry, host, host_ns)) {
             hosts.insert(host.to_string(), HostReason::Imported(text.clone()));
         }
+    };
+    for i in candidates.into_iter().filter(|&i| visible(i)) {
+        let (service, owner) = services.service(i);
+        import(&service.hostname, owner);
     }
+    for e in external {
+        import(&e.host, None);
+    }
+    // A visible host's namespace (an external listing of it wins, as the
+    // last), if it is visible.
+    let namespace_of = |host: &str| -> Option<Option<&str>> {
+        if external.iter().any(|e| e.host == host) {
+            return Some(None);
+        }
+        let listed = services.by_name.get(host)?;
+        listed
+            .iter()
+            .rev()
+            .find(|&&i| visible(i))
+            .map(|&i| services.service(i).1)
+    };
     // Route targets, to a fixed point.
     let mut frontier: Vec<String> = hosts.keys().cloned().collect();
     while let Some(host) = frontier.pop() {
         for target in model.route_targets(&host) {
-            if !hosts.contains_key(&target) && visible.iter().any(|(h, _)| *h == target) {
+            if !hosts.contains_key(&target) && namespace_of(&target).is_some() {
                 hosts.insert(target.clone(), HostReason::RouteTarget(host.clone()));
                 frontier.push(target);
             }
         }
     }
-    // The namespaces of the hosts in scope (the last entry of a host
-    // listed twice, a service and an external one, counts).
-    let namespaces: BTreeMap<&str, Option<&str>> = visible
-        .iter()
-        .filter(|(h, _)| hosts.contains_key(*h))
-        .copied()
+    // The namespaces of the hosts in scope.
+    let namespaces: BTreeMap<&str, Option<&str>> = hosts
+        .keys()
+        .filter_map(|h| Some((h.as_str(), namespace_of(h)?)))
         .collect();
     let route_targets: BTreeSet<String> = hosts
         .iter()

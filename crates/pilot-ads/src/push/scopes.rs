@@ -36,7 +36,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use pilot_model::networking::{Sidecar, is_public};
 use pilot_model::routing::{RoutingConfigs, RoutingModel};
 use pilot_model::{Config, Labels, RegistrySnapshot, ServiceInstance};
-use pilot_xds::{MeshConfig, Proxy, ProxyScope, ScopeOrigin, scope_of, scoping_applies, sidecar_for};
+use pilot_xds::{
+    MeshConfig, Proxy, ProxyScope, ScopeOrigin, ServiceIndex, scope_in, scoping_applies, sidecar_for,
+};
 
 use super::proxy_class::ProxyClass;
 use super::proxy_config::Generated;
@@ -70,6 +72,10 @@ pub(crate) struct Scopes {
     kept: HashMap<ProxyClass, Arc<Generated>>,
     /// How many scoped classes were generated (not kept).
     pub(crate) generated: std::sync::atomic::AtomicUsize,
+    /// The registry's services indexed for scoping: built by the first
+    /// scope computed, or the previous push's when its services are the
+    /// same.
+    services: OnceLock<Arc<ServiceIndex>>,
 }
 
 impl Scopes {
@@ -107,9 +113,17 @@ impl Scopes {
                 .map(|(class, generated)| (class.clone(), generated))
                 .collect(),
         };
+        let services = OnceLock::new();
+        if let Some(index) = scopes_before
+            .filter(|_| same_services)
+            .and_then(|before| before.services.get())
+        {
+            let _ = services.set(Arc::clone(index));
+        }
         Scopes {
             kept,
             reusable,
+            services,
             ..Default::default()
         }
     }
@@ -182,7 +196,10 @@ impl Scopes {
                 let view = self.view(namespace, mesh);
                 let model = view.as_deref().unwrap_or_else(|| mesh.model());
                 let from = applying.map(|config| Arc::new(config.clone()));
-                let scope = Arc::new(scope_of(namespace, sidecar, registry, mesh.configs(), model));
+                let services = self
+                    .services
+                    .get_or_init(|| Arc::new(ServiceIndex::new(registry)));
+                let scope = Arc::new(scope_in(namespace, sidecar, services, mesh.configs(), model));
                 (scope, from)
             }
         };

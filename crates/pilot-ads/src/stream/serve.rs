@@ -9,7 +9,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
-use tonic::transport::server::TcpIncoming;
 
 use super::admission::{Admission, Refusal};
 use super::auth::Authenticate;
@@ -165,9 +164,15 @@ pub(crate) async fn serve_listener(
     options: ServeOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
-    let incoming = TcpIncoming::from(listener)
-        .with_nodelay(Some(true))
-        .with_keepalive(Some(options.tcp_keepalive));
+    let mut accepting = match accept_on_own_thread(listener, options.tcp_keepalive) {
+        Ok(accepting) => accepting,
+        Err(error) => {
+            tracing::error!(%error, "cannot start accepting ADS connections");
+            return Ok(());
+        }
+    };
+    let incoming =
+        futures::stream::poll_fn(move |cx| accepting.poll_next(cx)).map(tokio::net::TcpStream::from_std);
     let config = pilot_h2::Config {
         max_concurrent_streams: options.max_streams_per_connection.unwrap_or(u32::MAX),
         max_message_size: super::transport::MAX_REQUEST,
@@ -262,6 +267,9 @@ pub(crate) async fn serve_listener(
     }
     // Every stream ends (OK: the proxies reconnect, elsewhere if this
     // server is going), then every connection is told to go away.
+    // No connection is accepted from now on, and the listener is closed
+    // before this returns.
+    drop(connections);
     state.close();
     let _ = stop.send(true);
     while tasks.join_next().await.is_some() {}
@@ -291,4 +299,121 @@ pub fn listen(address: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpL
     socket.set_reuseaddr(true)?;
     socket.bind(address)?;
     socket.listen(LISTEN_BACKLOG)
+}
+
+/// Accepts `listener`'s connections on a thread of its own, with
+/// `TCP_NODELAY` and TCP keepalives after `keepalive` idle, into a queue
+/// of up to [`LISTEN_BACKLOG`] connections; dropping the returned
+/// [`Accepting`] stops the thread and closes the listener.
+///
+/// Why a thread: the kernel caps a listener's accept queue at
+/// `net.core.somaxconn` (4,096 by default), and when every proxy
+/// reconnects at once an accept loop that is one task among the
+/// connections' runs only after the connections in the run queue have
+/// had their turn, while the kernel drops the SYNs that find its queue
+/// full (each retried by the proxy's kernel a second later, then 3 s,
+/// ...). With 10,000 proxies reconnecting at once (the `ads` bench's
+/// storm) 5,000 to 7,000 SYNs were dropped per storm and the storm took
+/// twice as long. A thread that does nothing else is woken as soon as a
+/// connection is queued and drains the kernel's queue into this one, as
+/// deep as the backlog `listen` asks for.
+fn accept_on_own_thread(
+    listener: tokio::net::TcpListener,
+    keepalive: Duration,
+) -> std::io::Result<Accepting> {
+    const LISTENER: mio::Token = mio::Token(0);
+    const STOP: mio::Token = mio::Token(1);
+    let mut listener = mio::net::TcpListener::from_std(listener.into_std()?);
+    let mut poll = mio::Poll::new()?;
+    poll.registry()
+        .register(&mut listener, LISTENER, mio::Interest::READABLE)?;
+    let stop = mio::Waker::new(poll.registry(), STOP)?;
+    let (sender, receiver) = tokio::sync::mpsc::channel(LISTEN_BACKLOG as usize);
+    let keepalive = socket2::TcpKeepalive::new().with_time(keepalive);
+    let thread = std::thread::Builder::new()
+        .name("ads-accept".into())
+        .spawn(move || {
+            let mut events = mio::Events::with_capacity(4);
+            loop {
+                if let Err(error) = poll.poll(&mut events, None)
+                    && error.kind() != std::io::ErrorKind::Interrupted
+                {
+                    tracing::error!(%error, "cannot wait for ADS connections");
+                    return;
+                }
+                if events.iter().any(|e| e.token() == STOP) {
+                    return;
+                }
+                // Everything the kernel has queued, then wait again.
+                loop {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            let stream = std::net::TcpStream::from(stream);
+                            let configured = stream
+                                .set_nodelay(true)
+                                .and_then(|()| socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive));
+                            if let Err(error) = configured {
+                                tracing::debug!(%error, "ADS connection lost before it was served");
+                                continue;
+                            }
+                            // Waits while the queue is full; fails once the
+                            // server has stopped.
+                            if sender.blocking_send(stream).is_err() {
+                                return;
+                            }
+                        }
+                        Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(error)
+                            if matches!(
+                                error.kind(),
+                                std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::Interrupted
+                            ) =>
+                        {
+                            // Reset before it was accepted: the next one.
+                            tracing::debug!(%error, "ADS accept failed");
+                        }
+                        Err(error) => {
+                            // Out of descriptors or memory must not stop the
+                            // server; a pause keeps it from spinning (the
+                            // listener stays readable).
+                            tracing::warn!(%error, "ADS accept failed; pausing");
+                            std::thread::sleep(Duration::from_millis(50));
+                            break;
+                        }
+                    }
+                }
+            }
+        })?;
+    Ok(Accepting {
+        receiver,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+/// The connections the accept thread accepted; dropping it stops the
+/// thread (which closes the listener) and waits for it.
+struct Accepting {
+    receiver: tokio::sync::mpsc::Receiver<std::net::TcpStream>,
+    stop: mio::Waker,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Accepting {
+    fn poll_next(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<std::net::TcpStream>> {
+        self.receiver.poll_recv(cx)
+    }
+}
+
+impl Drop for Accepting {
+    fn drop(&mut self) {
+        // A thread waiting for room in the queue sees it closed.
+        self.receiver.close();
+        let _ = self.stop.wake();
+        if let Some(thread) = self.thread.take() {
+            // Quick: the thread only waits in `poll` or on the queue,
+            // and both end now.
+            let _ = thread.join();
+        }
+    }
 }
