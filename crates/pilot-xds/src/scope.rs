@@ -259,6 +259,9 @@ pub fn host_namespace(hostname: &str) -> Option<&str> {
     Some(&rest[..dot(rest).unwrap_or(rest.len())])
 }
 
+/// Where a hostname's namespace label is in it (byte offsets).
+type NamespaceAt = (usize, usize);
+
 /// The registry's services as scoping looks them up: by hostname and by
 /// the namespace of their hostname ([`host_namespace`]). Built once for a
 /// set of services and shared by every scope computed over them
@@ -269,7 +272,7 @@ pub fn host_namespace(hostname: &str) -> Option<&str> {
 pub struct ServiceIndex {
     /// In the registry's order, with where the namespace is in the
     /// hostname.
-    services: Vec<(Arc<Service>, Option<(usize, usize)>)>,
+    services: Vec<(Arc<Service>, Option<NamespaceAt>)>,
     by_name: HashMap<String, Vec<usize>>,
     by_namespace: HashMap<String, Vec<usize>>,
 }
