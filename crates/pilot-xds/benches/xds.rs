@@ -46,8 +46,11 @@ fn mesh() -> (MemoryServiceRegistry, MeshConfig) {
                 )
                 .expect("service exists");
         }
-        mesh.route_rules
-            .push(common::split_rule(&name, &format!("{name}-split"), 50));
+        mesh.route_rules.push(std::sync::Arc::new(common::split_rule(
+            &name,
+            &format!("{name}-split"),
+            50,
+        )));
     }
     (registry, mesh)
 }

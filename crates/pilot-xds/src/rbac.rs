@@ -23,6 +23,7 @@
 //! rule is kept without them, as Istio does.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::core::v3::CidrRange;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, filter};
@@ -56,7 +57,7 @@ const SPIFFE: &str = "spiffe://";
 /// The authorization policies of one push, for the inbound listeners of
 /// one workload namespace.
 pub(crate) struct Authorization<'a> {
-    policies: &'a [Config<AuthorizationPolicy>],
+    policies: &'a [Arc<Config<AuthorizationPolicy>>],
     root_namespace: &'a str,
     namespace: &'a str,
     labels: &'a Labels,
@@ -67,7 +68,7 @@ impl<'a> Authorization<'a> {
     /// namespace (the first label of its domain), with its labels and its
     /// instances' own; mesh-wide from `root_namespace`.
     pub(crate) fn new(
-        policies: &'a [Config<AuthorizationPolicy>],
+        policies: &'a [Arc<Config<AuthorizationPolicy>>],
         root_namespace: &'a str,
         proxy: &'a Proxy,
     ) -> Self {
@@ -97,6 +98,7 @@ impl<'a> Authorization<'a> {
                     &labels_of_workload,
                 )
             })
+            .map(|p| &**p)
             .collect();
         if applying.is_empty() {
             return;

@@ -208,6 +208,7 @@ pub fn sidecar_for<'a>(
         .sidecars
         .iter()
         .filter(|s| s.meta.namespace == namespace || s.meta.namespace == configs.root_namespace)
+        .map(|s| &**s)
         .collect();
     sidecars.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
     let origin = |s: &Config<Sidecar>, make: fn(String, String) -> ScopeOrigin| {

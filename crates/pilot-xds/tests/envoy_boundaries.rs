@@ -133,8 +133,12 @@ fn envoy_loads_what_validation_accepts_at_the_edges() {
     let mut mesh = support::mesh();
     for object in &objects {
         match object.meta.kind.as_str() {
-            "RouteRule" => mesh.route_rules.push(Config::from_dyn(object).unwrap()),
-            _ => mesh.destination_policies.push(Config::from_dyn(object).unwrap()),
+            "RouteRule" => mesh
+                .route_rules
+                .push(std::sync::Arc::new(Config::from_dyn(object).unwrap())),
+            _ => mesh
+                .destination_policies
+                .push(std::sync::Arc::new(Config::from_dyn(object).unwrap())),
         }
     }
     let registry = support::registry();

@@ -31,7 +31,7 @@ fn envoy_rejects_what_is_wrong() {
     .unwrap();
     let mut mesh = support::mesh();
     mesh.route_rules
-        .push(pilot_model::Config::new("default", "bad-regex", spec));
+        .push(pilot_model::Config::new("default", "bad-regex", spec).into());
     let registry = support::registry();
     let proxy = support::proxies().remove(0).1;
     let resources = generate(&proxy, &registry, &mesh);

@@ -280,7 +280,7 @@ fn outbound_clusters_originate_mutual_tls_where_the_destination_accepts_it() {
     .unwrap();
     with_rule
         .destination_rules
-        .push(Config::new("default", "ratings", rule));
+        .push(std::sync::Arc::new(Config::new("default", "ratings", rule)));
     let resources = checked(&with_rule);
     let ratings = cluster(&resources, &format!("outbound|9080||{RATINGS}"));
     let socket = ratings

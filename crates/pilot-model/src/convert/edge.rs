@@ -130,7 +130,7 @@ pub(super) fn egress_rules(configs: &RoutingConfigs, out: &mut Out) {
 /// and one VirtualService bound to it, its routes the rules by precedence
 /// (higher first), then namespace and name, each matching its port.
 pub(super) fn ingress_rules(configs: &RoutingConfigs, out: &mut Out) {
-    let mut rules: Vec<&Config<IngressRule>> = configs.ingress_rules.iter().collect();
+    let mut rules: Vec<&Config<IngressRule>> = configs.ingress_rules.iter().map(|c| &**c).collect();
     if rules.is_empty() {
         return;
     }

@@ -127,7 +127,7 @@ pub(super) fn destination_policies(configs: &RoutingConfigs, subsets: &SubsetNam
                     format!("an earlier policy for {host} wins, as it did: not converted"),
                 );
             } else {
-                entry.top = Some((converted, policy.clone()));
+                entry.top = Some((converted, (**policy).clone()));
             }
         } else {
             match entry.subsets.entry(labels) {
@@ -140,7 +140,7 @@ pub(super) fn destination_policies(configs: &RoutingConfigs, subsets: &SubsetNam
                     ),
                 ),
                 std::collections::btree_map::Entry::Vacant(free) => {
-                    free.insert((converted, policy.clone()));
+                    free.insert((converted, (**policy).clone()));
                 }
             }
         }

@@ -3,6 +3,7 @@
 //! it was typed then, only new versions are decoded.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
 use crate::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
@@ -59,10 +60,10 @@ impl RoutingConfigs {
 
 /// The typed objects of one kind a previous push held, by namespace and
 /// name, with their resource version.
-struct Held<'a, K>(HashMap<(&'a str, &'a str), &'a Config<K>>);
+struct Held<'a, K>(HashMap<(&'a str, &'a str), &'a Arc<Config<K>>>);
 
 impl<'a, K: ConfigKind + Clone> Held<'a, K> {
-    fn of(configs: &'a [Config<K>]) -> Self {
+    fn of(configs: &'a [Arc<Config<K>>]) -> Self {
         Held(
             configs
                 .iter()
@@ -72,8 +73,8 @@ impl<'a, K: ConfigKind + Clone> Held<'a, K> {
         )
     }
 
-    /// `config` typed: as held, if held at its version.
-    fn typed(&self, config: &DynConfig) -> Result<Config<K>, StoreError> {
+    /// `config` typed: as held (shared), if held at its version.
+    fn typed(&self, config: &DynConfig) -> Result<Arc<Config<K>>, StoreError> {
         let held = self
             .0
             .get(&(config.meta.namespace.as_str(), config.meta.name.as_str()))
@@ -82,8 +83,8 @@ impl<'a, K: ConfigKind + Clone> Held<'a, K> {
                     && held.meta.resource_version == config.meta.resource_version
             });
         match held {
-            Some(held) => Ok((*held).clone()),
-            None => Config::from_dyn(config),
+            Some(held) => Ok(Arc::clone(held)),
+            None => Config::from_dyn(config).map(Arc::new),
         }
     }
 }

@@ -63,7 +63,7 @@ pub(super) fn qualify(gateway: &str, namespace: &str) -> String {
 /// Adds the servers of the gateways of `configs`, with the routes of the
 /// VirtualServices `bound` to them, to `model`.
 pub(super) fn compile(configs: &RoutingConfigs, bound: &[Bound], model: &mut RoutingModel) {
-    let mut gateways: Vec<&Config<Gateway>> = configs.gateways.iter().collect();
+    let mut gateways: Vec<&Config<Gateway>> = configs.gateways.iter().map(|c| &**c).collect();
     gateways.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
     for gateway in gateways {
         let name = format!("{}/{}", gateway.meta.namespace, gateway.meta.name);

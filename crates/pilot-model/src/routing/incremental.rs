@@ -92,24 +92,27 @@ impl RoutingConfigs {
         // object, old or new.
         // (The previous objects naming them are unchanged, so among the
         // new ones, or changed, so named already.)
+        // The hosts every object names, worked out once for the passes
+        // below.
+        let all: Vec<Named> = self.named(suffix, |_, _| true).collect();
         let mut again: HashSet<String> = named_by_changes.clone();
-        for named in self.named(suffix, |_, _| true) {
+        for named in &all {
             if named.hosts.iter().any(|h| named_by_changes.contains(h)) {
                 if named.at_gateway {
                     return None;
                 }
-                again.extend(named.hosts);
+                again.extend(named.hosts.iter().cloned());
             }
         }
         // What their entries depend on: the objects naming a host named
         // with them.
         let mut reach = again.clone();
-        for named in self.named(suffix, |_, _| true) {
+        for named in &all {
             if named.hosts.iter().any(|h| again.contains(h)) {
-                reach.extend(named.hosts);
+                reach.extend(named.hosts.iter().cloned());
             }
         }
-        let part = self.only_naming(&reach).compile();
+        let part = self.only_naming(&all, &reach).compile();
         let mut model = before.clone();
         let mut changed = BTreeSet::new();
         for host in again {
@@ -150,36 +153,26 @@ impl RoutingConfigs {
         })
     }
 
-    /// The objects that name a host of `hosts` (with the same settings);
-    /// the kinds compiled as a whole are left as they are.
-    fn only_naming(&self, hosts: &HashSet<String>) -> RoutingConfigs {
-        let suffix = &self.domain_suffix;
-        let keep = |names: Vec<String>| names.iter().any(|h| hosts.contains(h));
+    /// The objects that name a host of `hosts` (with the same settings),
+    /// `all` being what each object names (`named`, in its order); the
+    /// kinds compiled as a whole are left as they are.
+    fn only_naming(&self, all: &[Named], hosts: &HashSet<String>) -> RoutingConfigs {
+        fn naming<K>(configs: &[Arc<Config<K>>], rest: &mut &[Named], hosts: &HashSet<String>) -> Vec<Arc<Config<K>>> {
+            let (these, after) = rest.split_at(configs.len());
+            *rest = after;
+            configs
+                .iter()
+                .zip(these)
+                .filter(|(_, named)| named.hosts.iter().any(|h| hosts.contains(h)))
+                .map(|(c, _)| Arc::clone(c))
+                .collect()
+        }
+        let rest = &mut &all[..];
         RoutingConfigs {
-            route_rules: self
-                .route_rules
-                .iter()
-                .filter(|c| keep(route_rule_hosts(c, suffix)))
-                .cloned()
-                .collect(),
-            destination_policies: self
-                .destination_policies
-                .iter()
-                .filter(|c| keep(policy_hosts(c, suffix)))
-                .cloned()
-                .collect(),
-            virtual_services: self
-                .virtual_services
-                .iter()
-                .filter(|c| keep(virtual_service_hosts(c, suffix)))
-                .cloned()
-                .collect(),
-            destination_rules: self
-                .destination_rules
-                .iter()
-                .filter(|c| keep(destination_rule_hosts(c, suffix)))
-                .cloned()
-                .collect(),
+            route_rules: naming(&self.route_rules, rest, hosts),
+            destination_policies: naming(&self.destination_policies, rest, hosts),
+            virtual_services: naming(&self.virtual_services, rest, hosts),
+            destination_rules: naming(&self.destination_rules, rest, hosts),
             egress_rules: Vec::new(),
             ingress_rules: Vec::new(),
             gateways: Vec::new(),
@@ -299,7 +292,7 @@ impl Changed {
         changed
     }
 
-    fn kind<T>(&mut self, kind: &'static str, now: &[Config<T>], before: &[Config<T>]) {
+    fn kind<T>(&mut self, kind: &'static str, now: &[Arc<Config<T>>], before: &[Arc<Config<T>>]) {
         self.now.extend(changed(now, before).map(|i| (kind, i)));
         self.before.extend(changed(before, now).map(|i| (kind, i)));
     }
@@ -307,7 +300,7 @@ impl Changed {
 
 /// Whether two lists hold the same objects at the same resource versions,
 /// in the same order.
-fn same_objects<T>(now: &[Config<T>], before: &[Config<T>]) -> bool {
+fn same_objects<T>(now: &[Arc<Config<T>>], before: &[Arc<Config<T>>]) -> bool {
     now.len() == before.len()
         && now.iter().zip(before).all(|(a, b)| {
             a.meta.namespace == b.meta.namespace
@@ -319,7 +312,10 @@ fn same_objects<T>(now: &[Config<T>], before: &[Config<T>]) -> bool {
 
 /// The indexes of the objects of `now` that `before` does not hold at the
 /// same resource version.
-fn changed<'a, T>(now: &'a [Config<T>], before: &'a [Config<T>]) -> impl Iterator<Item = usize> + 'a {
+fn changed<'a, T>(
+    now: &'a [Arc<Config<T>>],
+    before: &'a [Arc<Config<T>>],
+) -> impl Iterator<Item = usize> + 'a {
     let versions: HashMap<(&str, &str), Option<&str>> = before
         .iter()
         .map(|c| {

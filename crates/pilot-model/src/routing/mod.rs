@@ -92,25 +92,25 @@ pub const DEFAULT_DOMAIN_SUFFIX: &str = "svc.cluster.local";
 #[non_exhaustive]
 pub struct RoutingConfigs {
     /// Route rules.
-    pub route_rules: Vec<Config<RouteRule>>,
+    pub route_rules: Vec<Arc<Config<RouteRule>>>,
     /// Destination policies.
-    pub destination_policies: Vec<Config<DestinationPolicy>>,
+    pub destination_policies: Vec<Arc<Config<DestinationPolicy>>>,
     /// Egress rules.
-    pub egress_rules: Vec<Config<EgressRule>>,
+    pub egress_rules: Vec<Arc<Config<EgressRule>>>,
     /// Ingress rules.
-    pub ingress_rules: Vec<Config<IngressRule>>,
+    pub ingress_rules: Vec<Arc<Config<IngressRule>>>,
     /// Virtual services (`networking.istio.io`).
-    pub virtual_services: Vec<Config<VirtualService>>,
+    pub virtual_services: Vec<Arc<Config<VirtualService>>>,
     /// Destination rules (`networking.istio.io`).
-    pub destination_rules: Vec<Config<DestinationRule>>,
+    pub destination_rules: Vec<Arc<Config<DestinationRule>>>,
     /// Gateways (`networking.istio.io`).
-    pub gateways: Vec<Config<Gateway>>,
+    pub gateways: Vec<Arc<Config<Gateway>>>,
     /// Sidecars (`networking.istio.io`): what each proxy sees
     /// ([`RoutingConfigs::visible_to`], pilot-xds's scope).
-    pub sidecars: Vec<Config<Sidecar>>,
+    pub sidecars: Vec<Arc<Config<Sidecar>>>,
     /// Authorization policies (`security.istio.io`), read by inbound
     /// generation; not part of the routing model.
-    pub authorization_policies: Vec<Config<AuthorizationPolicy>>,
+    pub authorization_policies: Vec<Arc<Config<AuthorizationPolicy>>>,
     /// The DNS suffix of service hostnames (`svc.cluster.local`).
     pub domain_suffix: String,
     /// The namespace whose selector-less Sidecar is the mesh's default
@@ -154,15 +154,17 @@ impl RoutingConfigs {
         let mut out = RoutingConfigs::default();
         for config in configs {
             match config.meta.kind.as_str() {
-                RouteRule::KIND => out.route_rules.push(Config::from_dyn(config)?),
-                DestinationPolicy::KIND => out.destination_policies.push(Config::from_dyn(config)?),
-                EgressRule::KIND => out.egress_rules.push(Config::from_dyn(config)?),
-                IngressRule::KIND => out.ingress_rules.push(Config::from_dyn(config)?),
-                VirtualService::KIND => out.virtual_services.push(Config::from_dyn(config)?),
-                DestinationRule::KIND => out.destination_rules.push(Config::from_dyn(config)?),
-                Gateway::KIND => out.gateways.push(Config::from_dyn(config)?),
-                Sidecar::KIND => out.sidecars.push(Config::from_dyn(config)?),
-                AuthorizationPolicy::KIND => out.authorization_policies.push(Config::from_dyn(config)?),
+                RouteRule::KIND => out.route_rules.push(Arc::new(Config::from_dyn(config)?)),
+                DestinationPolicy::KIND => out.destination_policies.push(Arc::new(Config::from_dyn(config)?)),
+                EgressRule::KIND => out.egress_rules.push(Arc::new(Config::from_dyn(config)?)),
+                IngressRule::KIND => out.ingress_rules.push(Arc::new(Config::from_dyn(config)?)),
+                VirtualService::KIND => out.virtual_services.push(Arc::new(Config::from_dyn(config)?)),
+                DestinationRule::KIND => out.destination_rules.push(Arc::new(Config::from_dyn(config)?)),
+                Gateway::KIND => out.gateways.push(Arc::new(Config::from_dyn(config)?)),
+                Sidecar::KIND => out.sidecars.push(Arc::new(Config::from_dyn(config)?)),
+                AuthorizationPolicy::KIND => out
+                    .authorization_policies
+                    .push(Arc::new(Config::from_dyn(config)?)),
                 _ => {}
             }
         }

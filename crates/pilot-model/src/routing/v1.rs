@@ -31,7 +31,7 @@ use super::{
 
 /// Adds what the v1 objects of `configs` say to `model`.
 pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
-    let mut rules: Vec<&Config<DestinationRule>> = configs.destination_rules.iter().collect();
+    let mut rules: Vec<&Config<DestinationRule>> = configs.destination_rules.iter().map(|c| &**c).collect();
     rules.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
     // (host, subset name) -> labels
     let mut subsets: HashMap<(String, String), Labels> = HashMap::new();
@@ -56,7 +56,7 @@ pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
             subsets.insert((host.clone(), subset.name.clone()), labels);
         }
     }
-    let mut services: Vec<&Config<VirtualService>> = configs.virtual_services.iter().collect();
+    let mut services: Vec<&Config<VirtualService>> = configs.virtual_services.iter().map(|c| &**c).collect();
     services.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
     let mut bound = Vec::new();
     for service in services {

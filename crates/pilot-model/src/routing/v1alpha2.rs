@@ -291,7 +291,7 @@ fn traffic_policy(policy: &DestinationPolicy) -> TrafficPolicy {
 /// rules on it by precedence (higher first), then namespace and name; its
 /// TLS secret the first of theirs.
 fn ingress_servers(configs: &RoutingConfigs) -> Vec<IngressServer> {
-    let mut rules: Vec<&Config<IngressRule>> = configs.ingress_rules.iter().collect();
+    let mut rules: Vec<&Config<IngressRule>> = configs.ingress_rules.iter().map(|c| &**c).collect();
     rules.sort_by(|a, b| {
         b.spec
             .precedence
