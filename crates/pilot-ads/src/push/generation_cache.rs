@@ -217,9 +217,13 @@ impl GeneratedCache {
     ) -> ProxyConfig {
         let own = registry.host_instances(&[proxy.ip]);
         let model = mesh.model();
-        let scope = self.scopes.scope(proxy, &own, registry, mesh);
-        let class = ProxyClass::of(proxy, &own, model.source_services(), model.sources_by_labels())
-            .with_scope(scope.as_ref().map(|s| s.key()));
+        let keyed = self.scopes.scope_keyed(proxy, &own, registry, mesh);
+        let (scope, key) = match keyed {
+            Some((scope, key)) => (Some(scope), Some(key)),
+            None => (None, None),
+        };
+        let class =
+            ProxyClass::of(proxy, &own, model.source_services(), model.sources_by_labels()).with_scope(key);
         let cell = Arc::clone(
             self.by_class
                 .lock()

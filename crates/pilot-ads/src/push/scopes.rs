@@ -37,7 +37,8 @@ use pilot_model::networking::{Sidecar, is_public};
 use pilot_model::routing::{RoutingConfigs, RoutingModel};
 use pilot_model::{Config, Labels, RegistrySnapshot, ServiceInstance};
 use pilot_xds::{
-    MeshConfig, Proxy, ProxyScope, ScopeOrigin, ServiceIndex, scope_in, scoping_applies, sidecar_for,
+    MeshConfig, Proxy, ProxyScope, ScopeKey, ScopeOrigin, ServiceIndex, scope_in, scoping_applies,
+    sidecar_for,
 };
 
 use super::proxy_class::ProxyClass;
@@ -56,10 +57,11 @@ pub(crate) struct Scopes {
     applies: OnceLock<bool>,
     /// By namespace and the Sidecar that applies (none: no Sidecar), with
     /// that Sidecar.
-    by_sidecar: Mutex<HashMap<ScopeAt, ComputedScope>>,
+    /// Each with its key, shared by the classes of its proxies.
+    by_sidecar: Mutex<HashMap<ScopeAt, (ComputedScope, ScopeKey)>>,
     /// By namespace and workload labels: what decides which Sidecar
     /// applies, so proxies alike look the Sidecar up once per push.
-    by_workload: Mutex<HashMap<(String, Labels), Arc<ProxyScope>>>,
+    by_workload: Mutex<HashMap<(String, Labels), (Arc<ProxyScope>, ScopeKey)>>,
     /// The previous push's scopes this push may keep (holding no touched
     /// host, with the same services), each with the Sidecar it was
     /// computed from: kept when that Sidecar is still the one applying.
@@ -96,8 +98,8 @@ impl Scopes {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
-                .filter(|(_, (scope, _))| touched.iter().all(|h| !scope.contains(h)))
-                .map(|(at, computed)| (at.clone(), computed.clone()))
+                .filter(|(_, ((scope, _), _))| touched.iter().all(|h| !scope.contains(h)))
+                .map(|(at, (computed, _))| (at.clone(), computed.clone()))
                 .collect(),
             _ => HashMap::new(),
         };
@@ -137,6 +139,20 @@ impl Scopes {
         registry: &RegistrySnapshot,
         mesh: &MeshConfig,
     ) -> Option<Arc<ProxyScope>> {
+        self.scope_keyed(proxy, own, registry, mesh)
+            .map(|(scope, _)| scope)
+    }
+
+    /// `proxy`'s scope at this push with its key ([`ProxyScope::key`]),
+    /// the same for every proxy of the scope (a class holds its key, so
+    /// the proxies of a class share one).
+    pub(crate) fn scope_keyed(
+        &self,
+        proxy: &Proxy,
+        own: &[ServiceInstance],
+        registry: &RegistrySnapshot,
+        mesh: &MeshConfig,
+    ) -> Option<(Arc<ProxyScope>, ScopeKey)> {
         if !*self
             .applies
             .get_or_init(|| scoping_applies(registry, mesh.configs()))
@@ -152,14 +168,19 @@ impl Scopes {
             .unwrap_or_else(|p| p.into_inner())
             .get(&workload)
         {
-            return Some(Arc::clone(scope));
+            return Some(scope.clone());
         }
         let scope = self.scope_of_workload(&workload.0, &workload.1, registry, mesh);
-        self.by_workload
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(workload, Arc::clone(&scope));
-        Some(scope)
+        // Proxies alike arriving together may have worked it out side by
+        // side: the first one recorded is everyone's.
+        Some(
+            self.by_workload
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(workload)
+                .or_insert(scope)
+                .clone(),
+        )
     }
 
     /// The scope of a workload of `namespace` with `labels`: the Sidecar
@@ -170,19 +191,19 @@ impl Scopes {
         labels: &Labels,
         registry: &RegistrySnapshot,
         mesh: &MeshConfig,
-    ) -> Arc<ProxyScope> {
+    ) -> (Arc<ProxyScope>, ScopeKey) {
         let sidecar = sidecar_for(mesh.configs(), namespace, labels);
         let origin = sidecar
             .as_ref()
             .map_or(ScopeOrigin::NoSidecar, |(_, origin)| origin.clone());
         let key = (namespace.to_string(), origin);
-        if let Some((scope, _)) = self
+        if let Some(((scope, _), scope_key)) = self
             .by_sidecar
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&key)
         {
-            return Arc::clone(scope);
+            return (Arc::clone(scope), scope_key.clone());
         }
         let applying = sidecar.as_ref().map(|(config, _)| *config);
         let computed = match self.reusable.get(&key) {
@@ -203,12 +224,11 @@ impl Scopes {
                 (scope, from)
             }
         };
-        let scope = Arc::clone(&computed.0);
-        self.by_sidecar
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, computed);
-        scope
+        let scope_key = computed.0.key();
+        // The first recorded is everyone's (see `scope_keyed`).
+        let mut by_sidecar = self.by_sidecar.lock().unwrap_or_else(|p| p.into_inner());
+        let ((scope, _), scope_key) = by_sidecar.entry(key).or_insert((computed, scope_key));
+        (Arc::clone(scope), scope_key.clone())
     }
 
     /// The model `namespace` sees: its own when some rule is not exported

@@ -157,7 +157,11 @@ impl RoutingConfigs {
     /// `all` being what each object names (`named`, in its order); the
     /// kinds compiled as a whole are left as they are.
     fn only_naming(&self, all: &[Named], hosts: &HashSet<String>) -> RoutingConfigs {
-        fn naming<K>(configs: &[Arc<Config<K>>], rest: &mut &[Named], hosts: &HashSet<String>) -> Vec<Arc<Config<K>>> {
+        fn naming<K>(
+            configs: &[Arc<Config<K>>],
+            rest: &mut &[Named],
+            hosts: &HashSet<String>,
+        ) -> Vec<Arc<Config<K>>> {
             let (these, after) = rest.split_at(configs.len());
             *rest = after;
             configs
