@@ -47,6 +47,9 @@ use super::proxy_config::Generated;
 /// Where a scope applies: a namespace and the Sidecar deciding it.
 type ScopeAt = (String, ScopeOrigin);
 
+/// A scope with its key.
+type KeyedScope = (Arc<ProxyScope>, ScopeKey);
+
 /// A scope with the Sidecar it was computed from.
 type ComputedScope = (Arc<ProxyScope>, Option<Arc<Config<Sidecar>>>);
 
@@ -61,7 +64,7 @@ pub(crate) struct Scopes {
     by_sidecar: Mutex<HashMap<ScopeAt, (ComputedScope, ScopeKey)>>,
     /// By namespace and workload labels: what decides which Sidecar
     /// applies, so proxies alike look the Sidecar up once per push.
-    by_workload: Mutex<HashMap<(String, Labels), (Arc<ProxyScope>, ScopeKey)>>,
+    by_workload: Mutex<HashMap<(String, Labels), KeyedScope>>,
     /// The previous push's scopes this push may keep (holding no touched
     /// host, with the same services), each with the Sidecar it was
     /// computed from: kept when that Sidecar is still the one applying.
@@ -152,7 +155,7 @@ impl Scopes {
         own: &[ServiceInstance],
         registry: &RegistrySnapshot,
         mesh: &MeshConfig,
-    ) -> Option<(Arc<ProxyScope>, ScopeKey)> {
+    ) -> Option<KeyedScope> {
         if !*self
             .applies
             .get_or_init(|| scoping_applies(registry, mesh.configs()))
@@ -191,7 +194,7 @@ impl Scopes {
         labels: &Labels,
         registry: &RegistrySnapshot,
         mesh: &MeshConfig,
-    ) -> (Arc<ProxyScope>, ScopeKey) {
+    ) -> KeyedScope {
         let sidecar = sidecar_for(mesh.configs(), namespace, labels);
         let origin = sidecar
             .as_ref()
