@@ -34,6 +34,7 @@
 //! applies to, and is computed once per push for each (pilot-ads).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
@@ -160,28 +161,61 @@ impl ProxyScope {
     /// namespace, and the Sidecar's listeners (not why each host is
     /// there).
     pub fn key(&self) -> ScopeKey {
-        ScopeKey {
+        let mut key = ScopeKey {
+            fingerprint: 0,
             view: self.own_view.then(|| self.namespace.clone()),
             outbound: self.outbound,
             hosts: Arc::new(self.hosts.keys().cloned().collect()),
             listeners: self.listeners.clone(),
-        }
+        };
+        let mut hasher = std::hash::DefaultHasher::new();
+        (&key.view, key.outbound, &key.hosts, &key.listeners).hash(&mut hasher);
+        key.fingerprint = hasher.finish();
+        key
     }
 }
 
 /// What proxies of one generation share of their scope
-/// ([`ProxyScope::key`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// ([`ProxyScope::key`]). Hashed by a fingerprint of its content taken
+/// once, so that classes keyed by it (hundreds per push, each with tens
+/// of hosts) hash in constant time.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopeKey {
+    /// Of the fields below (first, so that unequal keys differ at once).
+    fingerprint: u64,
+    view: Option<String>,
+    outbound: OutboundMode,
+    hosts: Arc<BTreeSet<String>>,
+    listeners: Option<Arc<SidecarListeners>>,
+}
+
+impl ScopeKey {
     /// The namespace whose own view of the rules applies, if any.
-    pub view: Option<String>,
+    pub fn view(&self) -> Option<&str> {
+        self.view.as_deref()
+    }
+
     /// The outbound traffic policy.
-    pub outbound: OutboundMode,
+    pub fn outbound(&self) -> OutboundMode {
+        self.outbound
+    }
+
     /// The hosts in scope.
-    pub hosts: Arc<BTreeSet<String>>,
+    pub fn hosts(&self) -> &BTreeSet<String> {
+        &self.hosts
+    }
+
     /// The Sidecar's listeners with a port, ingress listeners and inbound
     /// limits, if any.
-    pub listeners: Option<Arc<SidecarListeners>>,
+    pub fn listeners(&self) -> Option<&Arc<SidecarListeners>> {
+        self.listeners.as_ref()
+    }
+}
+
+impl Hash for ScopeKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.fingerprint);
+    }
 }
 
 /// True when some proxy may see less than the whole mesh: some Sidecar

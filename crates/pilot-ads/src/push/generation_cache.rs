@@ -117,7 +117,10 @@ impl GeneratedCache {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .iter()
-                    .filter(|(class, _)| class.generator == Generator::Envoy)
+                    // Only an unscoped class's listeners and routes are
+                    // reused this way (a scoped class is kept whole, or
+                    // generated again whole: `scopes.rs`).
+                    .filter(|(class, _)| class.generator == Generator::Envoy && class.scope.is_none())
                     .filter_map(|(class, cell)| {
                         let generated = cell.get()?;
                         Some((

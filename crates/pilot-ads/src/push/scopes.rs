@@ -113,7 +113,7 @@ impl Scopes {
                     class
                         .scope
                         .as_ref()
-                        .is_some_and(|scope| touched.iter().all(|h| !scope.hosts.contains(h)))
+                        .is_some_and(|scope| touched.iter().all(|h| !scope.hosts().contains(h)))
                 })
                 .map(|(class, generated)| (class.clone(), generated))
                 .collect(),
