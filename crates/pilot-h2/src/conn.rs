@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
@@ -32,18 +32,20 @@ pub(crate) fn max_block(config: &Config) -> usize {
 }
 
 /// Where reading stands.
-enum Read {
-    /// Reading the client preface.
-    Preface { bytes: [u8; 24], filled: usize },
-    /// Reading a frame head.
-    Head { bytes: [u8; HEAD_LEN], filled: usize },
-    /// Reading a payload into a buffer of exactly its length.
-    Payload {
-        head: Head,
-        buf: BytesMut,
-        filled: usize,
-    },
+struct Read {
+    /// Bytes read and not yet taken as frames: none between reads (no
+    /// storage either), at most the part of a frame read so far after
+    /// one (kept in storage about that frame's size).
+    input: BytesMut,
+    /// Whether the client preface was read.
+    preface: bool,
 }
+
+/// The most bytes one read takes: several frames of a connection's flight
+/// (its preface, SETTINGS, HEADERS and first messages) in one read
+/// instead of two per frame (head, then payload); on the stack, copied
+/// into the connection's input only for what is read.
+const READ_CHUNK: usize = 16 * 1024;
 
 /// A header block being received (HEADERS then CONTINUATIONs).
 pub(crate) struct Block {
@@ -129,9 +131,9 @@ where
             shared: Arc::new(Mutex::new(shared)),
             // 4,096 until the client acknowledges our HEADER_TABLE_SIZE 0.
             decoder: hpack::Decoder::new(4096),
-            read: Read::Preface {
-                bytes: [0; 24],
-                filled: 0,
+            read: Read {
+                input: BytesMut::new(),
+                preface: false,
             },
             out: WriteQueue::default(),
             control: BytesMut::new(),
@@ -225,8 +227,16 @@ where
                 };
             }
             let mut progress = false;
-            // Read while the socket has frames and our writes keep up.
-            while self.out.len() + self.control.len() < HIGH_WATER && self.closing.is_none() {
+            // Read while the socket has frames and our writes keep up;
+            // once they stopped the reading, writing everything lets it
+            // go on (frames may be waiting, read or not, with no wake-up
+            // to come for them).
+            let mut held_back = false;
+            while self.closing.is_none() {
+                if self.out.len() + self.control.len() >= HIGH_WATER {
+                    held_back = true;
+                    break;
+                }
                 match self.poll_frame(cx) {
                     Poll::Ready(Ok(Some((head, payload)))) => {
                         progress = true;
@@ -249,7 +259,7 @@ where
             let more = self.gather(cx);
             self.flush_control();
             match self.out.poll_flush(&mut self.io, cx) {
-                Poll::Ready(Ok(())) => progress |= more,
+                Poll::Ready(Ok(())) => progress |= more || held_back,
                 Poll::Ready(Err(error)) => return Poll::Ready(Err(error.into())),
                 Poll::Pending => {}
             }
@@ -347,72 +357,85 @@ where
         }
     }
 
-    /// Reads the next frame; `None` at the end of the input. The payload's
-    /// buffer exists only while it is being read.
+    /// Reads the next frame; `None` at the end of the input. Each payload
+    /// is a buffer of exactly its length; what is read beyond the frames
+    /// taken is kept only while a frame is partly read.
     fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<(Head, Bytes)>, Error>> {
         loop {
-            match &mut self.read {
-                Read::Preface { bytes, filled } => {
-                    match poll_fill(&mut self.io, cx, &mut bytes[..], filled) {
-                        Poll::Ready(Ok(true)) => {}
-                        Poll::Ready(Ok(false)) if *filled == 0 => return Poll::Ready(Ok(None)),
-                        Poll::Ready(Ok(false)) => return Poll::Ready(Err(Error::Preface)),
-                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
-                        Poll::Pending => return Poll::Pending,
-                    }
-                    if bytes != PREFACE {
-                        return Poll::Ready(Err(Error::Preface));
-                    }
-                    self.read = Read::Head {
-                        bytes: [0; HEAD_LEN],
-                        filled: 0,
-                    };
-                }
-                Read::Head { bytes, filled } => {
-                    match poll_fill(&mut self.io, cx, &mut bytes[..], filled) {
-                        Poll::Ready(Ok(true)) => {}
-                        Poll::Ready(Ok(false)) if *filled == 0 => return Poll::Ready(Ok(None)),
-                        Poll::Ready(Ok(false)) => {
-                            return Poll::Ready(Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()));
-                        }
-                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
-                        Poll::Pending => return Poll::Pending,
-                    }
-                    let head = Head::parse(bytes);
-                    *filled = 0;
-                    if let Err(frame::FrameError::Connection { reason, what }) =
-                        head.check_size(frame::DEFAULT_MAX_FRAME_SIZE)
-                    {
-                        self.go_away(reason, what);
-                        return Poll::Ready(Ok(Some((head, Bytes::new()))));
-                    }
-                    if head.len == 0 {
-                        return Poll::Ready(Ok(Some((head, Bytes::new()))));
-                    }
-                    self.read = Read::Payload {
-                        head,
-                        buf: BytesMut::zeroed(head.len as usize),
-                        filled: 0,
-                    };
-                }
-                Read::Payload { head, buf, filled } => {
-                    match poll_fill(&mut self.io, cx, &mut buf[..], filled) {
-                        Poll::Ready(Ok(true)) => {}
-                        Poll::Ready(Ok(false)) => {
-                            return Poll::Ready(Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()));
-                        }
-                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
-                        Poll::Pending => return Poll::Pending,
-                    }
-                    let head = *head;
-                    let payload = std::mem::take(buf).freeze();
-                    self.read = Read::Head {
-                        bytes: [0; HEAD_LEN],
-                        filled: 0,
-                    };
-                    return Poll::Ready(Ok(Some((head, payload))));
-                }
+            match self.take_frame() {
+                Ok(Some(frame)) => return Poll::Ready(Ok(Some(frame))),
+                Ok(None) => {}
+                Err(error) => return Poll::Ready(Err(error)),
             }
+            let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); READ_CHUNK];
+            let mut read = ReadBuf::uninit(&mut chunk);
+            match Pin::new(&mut self.io).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) if read.filled().is_empty() => {
+                    // The end of the input: between frames it is the
+                    // client closing; within one, the connection failing.
+                    return Poll::Ready(match (self.read.preface, self.read.input.is_empty()) {
+                        (_, true) => Ok(None),
+                        (false, false) => Err(Error::Preface),
+                        (true, false) => Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
+                    });
+                }
+                Poll::Ready(Ok(())) => self.read.input.extend_from_slice(read.filled()),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// The next frame among the bytes read, if it is all there (after the
+    /// client preface, checked first).
+    fn take_frame(&mut self) -> Result<Option<(Head, Bytes)>, Error> {
+        let input = &mut self.read.input;
+        if !self.read.preface {
+            if input.len() < PREFACE.len() {
+                return Ok(None);
+            }
+            if input[..PREFACE.len()] != PREFACE[..] {
+                return Err(Error::Preface);
+            }
+            input.advance(PREFACE.len());
+            self.read.preface = true;
+        }
+        if input.len() < HEAD_LEN {
+            self.read.keep_only(HEAD_LEN);
+            return Ok(None);
+        }
+        let head = Head::parse(input[..HEAD_LEN].try_into().expect("a head's length"));
+        if let Err(frame::FrameError::Connection { reason, what }) =
+            head.check_size(frame::DEFAULT_MAX_FRAME_SIZE)
+        {
+            input.advance(HEAD_LEN);
+            self.go_away(reason, what);
+            return Ok(Some((head, Bytes::new())));
+        }
+        let end = HEAD_LEN + head.len as usize;
+        if input.len() < end {
+            self.read.keep_only(end);
+            return Ok(None);
+        }
+        let payload = Bytes::copy_from_slice(&input[HEAD_LEN..end]);
+        input.advance(end);
+        self.read.keep_only(0);
+        Ok(Some((head, payload)))
+    }
+}
+
+impl Read {
+    /// Gives back storage beyond what the frame being read needs
+    /// (`needed` bytes in all): none once everything read was taken.
+    fn keep_only(&mut self, needed: usize) {
+        if self.input.is_empty() {
+            if self.input.capacity() > 0 {
+                self.input = BytesMut::new();
+            }
+        } else if self.input.capacity() > 2 * needed.max(self.input.len()) {
+            let mut kept = BytesMut::with_capacity(needed.max(self.input.len()));
+            kept.extend_from_slice(&self.input);
+            self.input = kept;
         }
     }
 }
@@ -427,28 +450,4 @@ impl<T, S, F> Drop for Connection<T, S, F> {
         shared.streams.clear();
         shared.ready.clear();
     }
-}
-
-/// Fills `bytes` from `filled` on; `false` when the input ended first.
-fn poll_fill<T: AsyncRead + Unpin>(
-    io: &mut T,
-    cx: &mut Context<'_>,
-    bytes: &mut [u8],
-    filled: &mut usize,
-) -> Poll<io::Result<bool>> {
-    while *filled < bytes.len() {
-        let mut read = ReadBuf::new(&mut bytes[*filled..]);
-        match Pin::new(&mut *io).poll_read(cx, &mut read) {
-            Poll::Ready(Ok(())) => {
-                let n = read.filled().len();
-                if n == 0 {
-                    return Poll::Ready(Ok(false));
-                }
-                *filled += n;
-            }
-            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-            Poll::Pending => return Poll::Pending,
-        }
-    }
-    Poll::Ready(Ok(true))
 }
