@@ -46,6 +46,15 @@ async fn start(send_buffer: usize) -> (XdsServer, MemoryConfigStore, u16) {
     let mut options = XdsOptions::default();
     options.send_buffer = send_buffer;
     let (server, port) = support::server::serve_with(controller, Arc::new(registry), options);
+    // The first push is published before any proxy connects: a stream
+    // opening on a push takes it at once (before it has sent anything),
+    // while one opening before the first push takes it only once it has
+    // sent it, which a stalled proxy never lets it finish.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while server.version().is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "the first push in time");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     (server, store, port)
 }
 
