@@ -6,15 +6,13 @@
 //! once, the workers are busy serving the connections already in: an
 //! accept loop that waited its turn among them left the queue full.
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pilot_ads::{ServeOptions, XdsOptions, XdsServer};
-use pilot_model::default_registry;
-use pilot_store::Controller;
-use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_ads::ServeOptions;
 
 /// How many connections arrive while the workers are busy.
 const CLIENTS: usize = 64;
@@ -67,14 +65,7 @@ fn connections_are_accepted_while_every_worker_is_busy() {
         .build()
         .unwrap();
     let (port, stop) = runtime.block_on(async {
-        let store = MemoryConfigStore::new(default_registry());
-        let controller = Arc::new(Controller::new(Arc::new(store)));
-        controller.run();
-        let server = XdsServer::new(
-            controller,
-            Arc::new(MemoryServiceRegistry::new()),
-            XdsOptions::default(),
-        );
+        let server = support::server::empty();
         let listener = pilot_ads::listen(([127, 0, 0, 1], 0).into()).expect("listen");
         let port = listener.local_addr().unwrap().port();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -3,19 +3,17 @@
 //! sent it, and a compressed one (which the port cannot pass on) ends the
 //! call with `INTERNAL` saying so instead of arriving as a plain message.
 
+mod support;
+
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use http_body::Frame;
-use pilot_ads::{ServeOptions, XdsOptions, XdsServer};
-use pilot_model::default_registry;
-use pilot_store::Controller;
-use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_ads::ServeOptions;
 use prost::Message;
 
 /// A unary service answering every call with one `DiscoveryResponse`
@@ -94,14 +92,7 @@ impl http_body::Body for OneMessage {
 
 /// Calls `/test.Answer/Call` on an ADS port serving `service` beside ADS.
 async fn call(service: Answer) -> Result<DiscoveryResponse, tonic::Status> {
-    let store = MemoryConfigStore::new(default_registry());
-    let controller = Arc::new(Controller::new(Arc::new(store)));
-    controller.run();
-    let server = XdsServer::new(
-        controller,
-        Arc::new(MemoryServiceRegistry::new()),
-        XdsOptions::default(),
-    );
+    let server = support::server::empty();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let mut options = ServeOptions::default();

@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use pilot_ads::{XdsOptions, XdsServer};
-use pilot_model::ServiceDiscovery;
+use pilot_model::{ServiceDiscovery, default_registry};
 use pilot_store::Controller;
+use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 
 /// A server with default options over `controller` and `registry`,
 /// serving on a free loopback port (returned) until the test ends.
@@ -30,4 +31,17 @@ pub fn serve_with(
             .expect("the ADS server serves");
     });
     (server, port)
+}
+
+/// A server with default options over an empty store and an empty
+/// registry (not yet serving); call within a Tokio runtime.
+pub fn empty() -> XdsServer {
+    let store = MemoryConfigStore::new(default_registry());
+    let controller = Arc::new(Controller::new(Arc::new(store)));
+    controller.run();
+    XdsServer::new(
+        controller,
+        Arc::new(MemoryServiceRegistry::new()),
+        XdsOptions::default(),
+    )
 }
