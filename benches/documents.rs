@@ -11,7 +11,8 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use pilot::model::{DynConfig, document, istio};
+use pilot::api::istio;
+use pilot::model::{DynConfig, document};
 
 const DOCUMENTS: usize = 1_000;
 

@@ -8,7 +8,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use pilot::model::{document, istio};
+use pilot::api::istio;
+use pilot::model::document;
 
 fn main() -> ExitCode {
     let registry = istio::registry();

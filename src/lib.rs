@@ -5,6 +5,11 @@
 //! - [`model`] (`pilot-model`): configuration objects, kinds and validation,
 //!   the `ConfigStore`/`ConfigWatch` contracts, the service model and the
 //!   `ServiceDiscovery` contract;
+//! - [`api`] (`pilot-api`): the API kinds and their validation (Istio's
+//!   networking and security v1, the v1alpha2 routing kinds) and
+//!   `default_registry()`;
+//! - [`routing`] (`pilot-routing`): the routing model the kinds compile
+//!   into, and conversion between API families;
 //! - [`store`] (`pilot-store`): the cached `Controller`, typed stores, the
 //!   building blocks for backends, and (feature `testing`) the conformance
 //!   suite;
@@ -40,7 +45,9 @@
 
 #[cfg(feature = "ads")]
 pub use pilot_ads as ads;
+pub use pilot_api as api;
 pub use pilot_model as model;
+pub use pilot_routing as routing;
 pub use pilot_store as store;
 #[cfg(feature = "etcd")]
 pub use pilot_store_etcd as etcd;

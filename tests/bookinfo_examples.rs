@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use futures::FutureExt;
+use pilot::api::istio;
 use pilot::memory::MemoryConfigStore;
-use pilot::model::{ConfigStore, document, istio};
+use pilot::model::{ConfigStore, document};
 
 #[test]
 fn every_bookinfo_file_validates() {

@@ -68,8 +68,9 @@ use std::time::{Duration, Instant};
 
 use ads_clients::{Clients, client_ip, now_micros, percentile, rss_mb};
 use pilot_ads::XdsOptions;
-use pilot_model::istio::{DestinationWeight, IstioService, MatchCondition, RouteRule};
-use pilot_model::{Config, ConfigStore, Labels, istio};
+use pilot_api::istio;
+use pilot_api::istio::{DestinationWeight, IstioService, MatchCondition, RouteRule};
+use pilot_model::{Config, ConfigStore, Labels};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use serving::Serving;

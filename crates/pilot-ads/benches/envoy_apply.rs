@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pilot_ads::{XdsOptions, XdsServer};
-use pilot_model::{ConfigKey, ConfigStore, Port, Protocol, Service, istio};
+use pilot_api::istio;
+use pilot_model::{ConfigKey, ConfigStore, Port, Protocol, Service};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::Envoy;

@@ -13,10 +13,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use pilot_ads::{XdsOptions, XdsServer};
-use pilot_model::{
-    ConfigStore, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, convert,
-    default_registry, document,
-};
+use pilot_api::default_registry;
+use pilot_model::{ConfigStore, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, document};
+use pilot_routing::convert;
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

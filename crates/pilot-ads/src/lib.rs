@@ -20,7 +20,8 @@
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
 //! use std::sync::Arc;
 //! use pilot_ads::{XdsOptions, XdsServer};
-//! use pilot_model::{Port, Protocol, Service, istio};
+//! use pilot_model::{Port, Protocol, Service};
+//! use pilot_api::istio;
 //! use pilot_store::Controller;
 //! use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 //!

@@ -50,7 +50,7 @@ impl Default for XdsOptions {
             send_buffer: 1 << 20,
             incremental: true,
             sotw_changed_only: true,
-            root_namespace: pilot_model::routing::DEFAULT_ROOT_NAMESPACE.to_string(),
+            root_namespace: pilot_routing::DEFAULT_ROOT_NAMESPACE.to_string(),
             default_export_to: Vec::new(),
             trust_domain: pilot_xds::security::DEFAULT_TRUST_DOMAIN.into(),
         }

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use pilot_model::{ConfigKey, ConfigStore, Labels, Port, Protocol, Service, ServiceDiscovery, istio};
+use pilot_api::istio;
+use pilot_model::{ConfigKey, ConfigStore, Labels, Port, Protocol, Service, ServiceDiscovery};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::NACKED_REGEX;

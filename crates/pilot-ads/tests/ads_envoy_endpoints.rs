@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use pilot_model::{Port, Protocol, Service, istio};
+use pilot_api::istio;
+use pilot_model::{Port, Protocol, Service};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use support::envoy::{admin, eventually, free_port, instance, serve_envoy, upstream};

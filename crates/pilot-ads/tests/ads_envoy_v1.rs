@@ -1,5 +1,5 @@
-//! Istio's own v1 bookinfo samples (`examples/bookinfo/v1/`, recorded in
-//! its SOURCE) through the ADS server and a real Envoy with real traffic:
+//! Istio's own v1 bookinfo samples (the corpus `istio-samples/bookinfo-v1`
+//! at `../shared/corpora/`, recorded in its SOURCE) through the ADS server and a real Envoy with real traffic:
 //! every service to v1, reviews 80/20, jason to reviews v2, a delay and an
 //! abort on jason's ratings requests, the same scenarios and counts as the
 //! v1alpha2 rules' (`ads_envoy.rs`).
@@ -10,24 +10,23 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use pilot_model::{ConfigStore, DynConfig, Port, Protocol, Service, default_registry, document};
+use pilot_api::default_registry;
+use pilot_model::{ConfigStore, DynConfig, Port, Protocol, Service, document};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use support::envoy::{admin, eventually, free_port, instance, request_to, serve_envoy, spread_to, upstream};
 
-/// The objects of `examples/bookinfo/v1/FILE`.
-fn sample(file: &str) -> Vec<DynConfig> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/bookinfo/v1")
-        .join(file);
+/// The objects of the corpus file `DIR/FILE`.
+fn sample(dir: &Path, file: &str) -> Vec<DynConfig> {
+    let path = dir.join(file);
     let text = std::fs::read_to_string(&path).unwrap();
     document::parse(file, &text, &default_registry()).unwrap()
 }
 
 /// Creates the objects of `file`, or updates those that exist (as
 /// `pilotctl apply` would).
-async fn apply(store: &MemoryConfigStore, file: &str) {
-    for mut object in sample(file) {
+async fn apply(store: &MemoryConfigStore, dir: &Path, file: &str) {
+    for mut object in sample(dir, file) {
         match store.get(&object.key()).await.unwrap() {
             Some(current) => {
                 object.meta.resource_version = current.meta.resource_version.clone();
@@ -50,6 +49,9 @@ fn delays_injected(admin_port: u16) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn istios_v1_bookinfo_samples_route_real_traffic() {
+    let Some(samples) = pilot_test_support::corpus("istio-samples/bookinfo-v1") else {
+        return;
+    };
     let store = MemoryConfigStore::new(default_registry());
     let controller = Arc::new(Controller::new(Arc::new(store.clone())));
     controller.run();
@@ -86,8 +88,8 @@ async fn istios_v1_bookinfo_samples_route_real_traffic() {
     .unwrap();
 
     // destination-rule-all and virtual-service-all-v1: everything to v1.
-    apply(&store, "destination-rule-all.yaml").await;
-    apply(&store, "virtual-service-all-v1.yaml").await;
+    apply(&store, &samples, "destination-rule-all.yaml").await;
+    apply(&store, &samples, "virtual-service-all-v1.yaml").await;
     blocking(Box::new(move || {
         eventually("reviews and ratings only v1", || {
             spread_to(reviews_port, "reviews", 20, &[]).keys().eq(["v1"])
@@ -98,7 +100,7 @@ async fn istios_v1_bookinfo_samples_route_real_traffic() {
     .unwrap();
 
     // reviews 80/20: of 1000 requests, 75% to 85% to v1, the rest v2.
-    apply(&store, "virtual-service-reviews-80-20.yaml").await;
+    apply(&store, &samples, "virtual-service-reviews-80-20.yaml").await;
     let counts = blocking_counts(reviews_port).await;
     let v1 = counts.get("v1").copied().unwrap_or(0) as f64 / 1000.0;
     assert!((0.75..=0.85).contains(&v1), "80/20 split, got {counts:?}");
@@ -109,7 +111,7 @@ async fn istios_v1_bookinfo_samples_route_real_traffic() {
     );
 
     // reviews-test-v2: jason to v2, everyone else to v1.
-    apply(&store, "virtual-service-reviews-test-v2.yaml").await;
+    apply(&store, &samples, "virtual-service-reviews-test-v2.yaml").await;
     blocking(Box::new(move || {
         eventually("jason reaches reviews v2", || {
             spread_to(reviews_port, "reviews", 10, &[("end-user", "jason")])
@@ -127,7 +129,7 @@ async fn istios_v1_bookinfo_samples_route_real_traffic() {
     // ratings-test-delay: jason's requests are delayed (Envoy counts the
     // injected delay) and still answered by v1.
     let before = delays_injected(admin_port);
-    apply(&store, "virtual-service-ratings-test-delay.yaml").await;
+    apply(&store, &samples, "virtual-service-ratings-test-delay.yaml").await;
     blocking(Box::new(move || {
         eventually("a delay injected on jason's ratings request", || {
             let (status, body) = request_to(ratings_port, "ratings", &[("end-user", "jason")]);
@@ -144,7 +146,7 @@ async fn istios_v1_bookinfo_samples_route_real_traffic() {
 
     // ratings-test-abort: jason's requests are answered 500, the others'
     // reach v1.
-    apply(&store, "virtual-service-ratings-test-abort.yaml").await;
+    apply(&store, &samples, "virtual-service-ratings-test-abort.yaml").await;
     blocking(Box::new(move || {
         eventually("jason's ratings requests abort with 500", || {
             spread_to(ratings_port, "ratings", 10, &[("end-user", "jason")])

@@ -13,7 +13,8 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryResponse,
 };
 use pilot_ads::XdsServer;
-use pilot_model::{Labels, Port, Protocol, Service, istio};
+use pilot_api::istio;
+use pilot_model::{Labels, Port, Protocol, Service};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::ads::{self, CDS, EDS, LDS, RDS};

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use pilot_model::{ConfigKey, ConfigStore, DynConfig, Port, Protocol, Service, document, istio};
+use pilot_api::istio;
+use pilot_model::{ConfigKey, ConfigStore, DynConfig, Port, Protocol, Service, document};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use support::envoy::{HOST, admin, eventually, free_port, instance, serve_envoy, upstream};

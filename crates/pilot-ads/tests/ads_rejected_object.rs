@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use pilot_ads::XdsServer;
-use pilot_model::{ConfigKey, ConfigStore, Port, Protocol, Service, istio};
+use pilot_api::istio;
+use pilot_model::{ConfigKey, ConfigStore, Port, Protocol, Service};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::NACKED_REGEX;

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use pilot_ads::{XdsOptions, XdsServer};
-use pilot_model::{ConfigStore, ConfigWatch, Port, Protocol, Service, istio};
+use pilot_api::istio;
+use pilot_model::{ConfigStore, ConfigWatch, Port, Protocol, Service};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::FlakyStore;

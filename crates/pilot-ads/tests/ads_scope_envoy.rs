@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use pilot_ads::XdsServer;
-use pilot_model::{Port, Protocol, Service, default_registry};
+use pilot_api::default_registry;
+use pilot_model::{Port, Protocol, Service};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::Envoy;

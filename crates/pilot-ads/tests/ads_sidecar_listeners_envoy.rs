@@ -14,9 +14,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+use pilot_api::default_registry;
 use pilot_model::{
-    ConfigKey, ConfigStore, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, default_registry,
-    document,
+    ConfigKey, ConfigStore, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, document,
 };
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};

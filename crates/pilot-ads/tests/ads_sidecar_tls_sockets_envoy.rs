@@ -17,9 +17,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use pilot_model::{
-    ConfigStore, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, default_registry, document,
-};
+use pilot_api::default_registry;
+use pilot_model::{ConfigStore, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, document};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::Envoy;

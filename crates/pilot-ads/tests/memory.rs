@@ -293,8 +293,8 @@ async fn scoped_mesh() -> (pilot_ads::XdsServer, u16) {
             imported.join(", ")
         ));
     }
-    let store = MemoryConfigStore::new(pilot_model::default_registry());
-    for object in pilot_model::document::parse("mesh.yaml", &yaml, &pilot_model::default_registry())
+    let store = MemoryConfigStore::new(pilot_api::default_registry());
+    for object in pilot_model::document::parse("mesh.yaml", &yaml, &pilot_api::default_registry())
         .expect("a valid mesh")
     {
         store.create(object).await.expect("created");

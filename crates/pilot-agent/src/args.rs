@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use pilot_model::proxy::InterceptionMode;
+use pilot_proxy_api::InterceptionMode;
 
 use crate::identity::IdentityInput;
 

@@ -160,7 +160,7 @@ impl BootstrapConfig {
             bootstrap["static_resources"]["clusters"].as_array_mut(),
         ) {
             clusters.push(sds_cluster(socket));
-            bootstrap["node"]["metadata"][pilot_model::proxy::metadata::SDS] = json!("true");
+            bootstrap["node"]["metadata"][pilot_proxy_api::metadata::SDS] = json!("true");
         }
         Ok(bootstrap)
     }

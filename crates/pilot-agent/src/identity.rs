@@ -1,5 +1,5 @@
 //! Who the proxy is: the node id `type~ip~id~domain` pilot-discovery parses
-//! (both ends use [`pilot_model::proxy::NodeId`]), the workload's labels
+//! (both ends use [`pilot_proxy_api::NodeId`]), the workload's labels
 //! and the interception mode, which travel as node metadata (`LABELS`,
 //! `INTERCEPTION_MODE`).
 
@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
 
-use pilot_model::proxy::{InterceptionMode, NodeId, ProxyType, metadata as keys};
+use pilot_proxy_api::{InterceptionMode, NodeId, ProxyType, metadata as keys};
 
 use crate::AgentError;
 

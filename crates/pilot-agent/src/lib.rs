@@ -27,4 +27,4 @@ pub use args::ProxyArgs;
 pub use bootstrap::{BootstrapConfig, DiscoveryAuth, DiscoveryTls};
 pub use error::AgentError;
 pub use identity::{Identity, IdentityInput};
-pub use pilot_model::proxy::{InterceptionMode, ProxyType};
+pub use pilot_proxy_api::{InterceptionMode, ProxyType};

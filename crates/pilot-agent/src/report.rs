@@ -7,12 +7,12 @@
 //! retry budget); unlike an ADS-adjacent gRPC call it needs no gRPC stack in
 //! the agent. Each event carries the cumulative counts, so a lost report is
 //! healed by the next one. The report itself is
-//! [`pilot_model::proxy::ProxyEvent`], the type pilot-discovery reads.
+//! [`pilot_proxy_api::ProxyEvent`], the type pilot-discovery reads.
 
 use std::time::Duration;
 
 use http::Method;
-use pilot_model::proxy::ProxyEvent;
+use pilot_proxy_api::ProxyEvent;
 use tokio::sync::mpsc;
 
 use crate::envoy::Exit;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use pilot_model::proxy::{EventKind, ProxyEvent};
+use pilot_proxy_api::{EventKind, ProxyEvent};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 

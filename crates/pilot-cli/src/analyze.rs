@@ -28,9 +28,7 @@ mod sidecar;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use pilot_model::istio::{
-    DestinationPolicy, EgressRule, IngressRule, IstioService, MatchCondition, RouteRule,
-};
+use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, MatchCondition, RouteRule};
 use pilot_model::{Config, ConfigKind, DynConfig};
 
 /// How bad a finding is.

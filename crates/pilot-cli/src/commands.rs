@@ -13,7 +13,7 @@ use crate::{Cli, Command, Failure, Output, analyze, analyze_cmd, files, kinds, s
 
 /// Runs the command line.
 pub async fn run(cli: Cli) -> Result<(), Failure> {
-    let registry = pilot_model::default_registry();
+    let registry = pilot_api::default_registry();
     let Cli {
         server,
         token,

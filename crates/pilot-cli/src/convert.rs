@@ -5,13 +5,14 @@
 //! equivalent is reported on stderr as `note: KIND NAMESPACE/NAME: PATH:
 //! what was done`. Documents of the first istioctl (`type: route-rule`)
 //! are read as the v1alpha2 objects they became, with a warning, and
-//! converted too. The conversion itself is `pilot_model::convert`.
+//! converted too. The conversion itself is `pilot_routing::convert`.
 
 use std::path::{Path, PathBuf};
 
 use pilot_model::document::{self, DocumentError, ParseOptions};
-use pilot_model::routing::RoutingConfigs;
-use pilot_model::{DynConfig, KindRegistry, convert};
+use pilot_model::{DynConfig, KindRegistry};
+use pilot_routing::RoutingConfigs;
+use pilot_routing::convert;
 
 use crate::{Failure, OptionalFiles, files};
 

@@ -47,7 +47,7 @@ mod tests {
 
     #[test]
     fn names_plurals_and_short_names_in_any_case() {
-        let registry = pilot_model::istio::registry();
+        let registry = pilot_api::istio::registry();
         for name in [
             "RouteRule",
             "routerule",
@@ -64,7 +64,7 @@ mod tests {
 
     #[test]
     fn networking_kinds_by_name_and_short_name() {
-        let registry = pilot_model::default_registry();
+        let registry = pilot_api::default_registry();
         for (name, kind) in [
             ("vs", "VirtualService"),
             ("virtualservices.networking.istio.io", "VirtualService"),

@@ -2,12 +2,12 @@
 //! name; kinds with schemas and validation; the [`ConfigStore`] and
 //! [`ConfigWatch`] contracts every backend implements; and the service model
 //! with the [`ServiceDiscovery`] contract every platform adapter implements;
-//! the routing model every API family's routing kinds compile into and
-//! generation reads ([`routing`]); and the contracts between a proxy and
-//! pilot-discovery ([`proxy`]: node id, proxy type, interception mode, the
-//! agent's reports).
+//! the status every object carries and the replica records the stores keep;
+//! and YAML/JSON [`document`]s.
 //!
-//! This crate knows no backend and no transport.
+//! This crate knows no backend, no transport and no API kind: Istio's kinds
+//! are in pilot-api, the routing model they compile into in pilot-routing,
+//! the contracts between a proxy and pilot-discovery in pilot-proxy-api.
 //!
 //! ```
 //! use pilot_model::{ConfigMeta, DynConfig, KindRegistry, KindSchema, StoreError};
@@ -44,13 +44,7 @@ mod service;
 mod store;
 mod validation;
 
-pub mod convert;
 pub mod document;
-pub mod istio;
-pub mod networking;
-pub mod proxy;
-pub mod routing;
-pub mod security;
 
 /// The attribute [`ConfigStore`], [`ConfigWatch`] and [`ServiceDiscovery`]
 /// are declared with: a store or registry of your own implements them under
@@ -76,21 +70,3 @@ pub use service::{
 };
 pub use store::{ConfigStore, ConfigWatch, Revision, Snapshot, Undecodable, WatchEvent, WatchStream};
 pub use validation::{FieldError, FieldErrors, dns1123_label, dns1123_subdomain, label_key, label_value};
-
-/// pilot's default registry: Istio's v1alpha2 routing kinds
-/// ([`istio::register`]), the `networking.istio.io` kinds
-/// ([`networking::register`]) and the `security.istio.io` kinds
-/// ([`security::register`]). pilot-discovery serves it and pilotctl
-/// reads files with it.
-///
-/// ```
-/// let registry = pilot_model::default_registry();
-/// assert!(registry.contains("RouteRule") && registry.contains("VirtualService"));
-/// assert!(registry.contains("PeerAuthentication"));
-/// ```
-pub fn default_registry() -> KindRegistry {
-    let registry = istio::registry();
-    networking::register(&registry).expect("the routing and networking kinds have distinct names");
-    security::register(&registry).expect("the security kinds' names are distinct from the others'");
-    registry
-}

@@ -105,7 +105,7 @@ pub struct Service {
     /// annotation `networking.istio.io/exportTo`, a ServiceEntry's
     /// `exportTo`): `*` every namespace, `.` its own, `~` none, or names;
     /// empty: the mesh's default
-    /// ([`networking::exported_to`](crate::networking::exported_to)).
+    /// (`pilot_api::networking::exported_to`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub export_to: Vec<String>,
     /// How a proxy finds the service's endpoints (its instances unless

@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use ads_clients::{Clients, now_micros, percentile};
 use pilot_ads::XdsOptions;
-use pilot_model::{ConfigKey, ConfigStore, istio};
+use pilot_api::istio;
+use pilot_model::{ConfigKey, ConfigStore};
 use pilot_store::Controller;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
 use pilot_store_memory::MemoryServiceRegistry;

@@ -26,7 +26,8 @@ use std::time::Duration;
 
 use ads_clients::{Clients, cpu_time, now_micros, percentile, rss_mb};
 use pilot_ads::XdsOptions;
-use pilot_model::{ConfigKey, ConfigStore, ConfigWatch, istio};
+use pilot_api::istio;
+use pilot_model::{ConfigKey, ConfigStore, ConfigWatch};
 use pilot_server::status_writer::{self, WriterCounts};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};

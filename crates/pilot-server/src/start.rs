@@ -131,7 +131,7 @@ struct Checked {
 /// limit and fits the connection caps in it. Needs only the flags; fails
 /// before any port is bound or store opened.
 fn check(args: &Args) -> Result<Checked, StartError> {
-    pilot_model::networking::check_export_to_list("--default-export-to", &args.default_export_to)
+    pilot_api::networking::check_export_to_list("--default-export-to", &args.default_export_to)
         .map_err(StartError::Usage)?;
     let tokens = match &args.token_file {
         Some(path) => Some(Arc::new(Tokens::load(path).map_err(StartError::Failed)?)),
@@ -260,7 +260,7 @@ struct Opened {
 /// flags name. Needs the REST address from [`bind`]: it names this
 /// replica unless `--replica-name` does.
 async fn open(args: &Args, bound: Bound) -> Result<Opened, StartError> {
-    let registry = pilot_model::default_registry();
+    let registry = pilot_api::default_registry();
     let replica = args
         .replica_name
         .clone()

@@ -17,7 +17,7 @@ async fn etcd_user_and_password_flags_against_an_etcd_with_authentication() {
     let endpoint = etcd.endpoint();
     let mut admin = EtcdConfigStore::connect(
         &EtcdOptions::new([endpoint.clone()]),
-        pilot_model::istio::registry(),
+        pilot_api::istio::registry(),
     )
     .await
     .unwrap()

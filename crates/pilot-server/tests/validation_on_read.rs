@@ -162,13 +162,11 @@ async fn a_rule_put_straight_into_etcd_that_fails_validation_is_quarantined_unti
         &services_file(),
     ])
     .await;
-    let mut raw = EtcdConfigStore::connect(
-        &EtcdOptions::new([etcd.endpoint()]),
-        pilot_model::istio::registry(),
-    )
-    .await
-    .unwrap()
-    .client();
+    let mut raw =
+        EtcdConfigStore::connect(&EtcdOptions::new([etcd.endpoint()]), pilot_api::istio::registry())
+            .await
+            .unwrap()
+            .client();
     let mut proxy = Proxy::connect(server.xds).await;
     let first = proxy.next_clusters().await;
     assert!(first.iter().all(|c| !c.contains("version=v9")));
@@ -263,13 +261,11 @@ async fn a_rule_put_straight_into_etcd_that_fails_validation_is_quarantined_unti
 async fn an_object_over_the_body_limit_put_straight_into_etcd_is_quarantined() {
     let etcd = EtcdServer::start().expect("etcd (run scripts/install-deps)");
     let server = TestServer::start(&["--store", "etcd", "--etcd-endpoints", &etcd.endpoint()]).await;
-    let mut raw = EtcdConfigStore::connect(
-        &EtcdOptions::new([etcd.endpoint()]),
-        pilot_model::istio::registry(),
-    )
-    .await
-    .unwrap()
-    .client();
+    let mut raw =
+        EtcdConfigStore::connect(&EtcdOptions::new([etcd.endpoint()]), pilot_api::istio::registry())
+            .await
+            .unwrap()
+            .client();
     let with_note = |note: usize| {
         serde_json::to_vec(&json!({
             "apiVersion": "config.istio.io/v1alpha2",

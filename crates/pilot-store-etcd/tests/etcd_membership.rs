@@ -21,7 +21,7 @@ fn record(replica: &str) -> ReplicaRecord {
 async fn store(server: &EtcdServer, prefix: &str) -> EtcdConfigStore {
     EtcdConfigStore::connect(
         &EtcdOptions::new([server.endpoint()]).with_prefix(prefix),
-        pilot_model::istio::registry(),
+        pilot_api::istio::registry(),
     )
     .await
     .expect("connect to etcd")
@@ -54,7 +54,7 @@ async fn replicas_see_each_other_and_one_writes_status() {
 
     // The records are not configuration objects.
     use pilot_model::ConfigStore;
-    for kind in pilot_model::istio::registry().kinds() {
+    for kind in pilot_api::istio::registry().kinds() {
         assert!(
             store.list(&kind, None).await.unwrap().is_empty(),
             "{kind} lists replica keys"

@@ -10,7 +10,7 @@
 //! (`pilot_store_k8s::install_crds` applies the same CRDs from a program.)
 
 fn main() {
-    let registry = pilot_model::istio::registry();
+    let registry = pilot_api::istio::registry();
     for crd in pilot_store_k8s::crds(&registry) {
         let value = serde_json::to_value(&crd).expect("a CRD is JSON");
         print!("---\n{}", pilot_model::document::to_yaml_value(&value));

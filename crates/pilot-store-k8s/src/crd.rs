@@ -14,7 +14,7 @@ pub const FIELD_MANAGER: &str = "pilot";
 /// The CRD of every kind in `registry`, ordered by kind.
 ///
 /// ```
-/// let crds = pilot_store_k8s::crds(&pilot_model::istio::registry());
+/// let crds = pilot_store_k8s::crds(&pilot_api::istio::registry());
 /// let names: Vec<_> = crds.iter().filter_map(|c| c.metadata.name.as_deref()).collect();
 /// assert_eq!(names, [
 ///     "destinationpolicies.config.istio.io", "egressrules.config.istio.io",
@@ -173,7 +173,7 @@ mod tests {
 
     #[test]
     fn route_rule_crd() {
-        let registry = pilot_model::istio::registry();
+        let registry = pilot_api::istio::registry();
         let crd = crd(&registry.schema("RouteRule").unwrap());
         let json = serde_json::to_value(&crd).unwrap();
         assert_eq!(json["metadata"]["name"], "routerules.config.istio.io");
@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn networking_crds_serve_three_versions_and_store_v1() {
-        let registry = pilot_model::default_registry();
+        let registry = pilot_api::default_registry();
         let crds = crds(&registry);
         let vs = crds
             .iter()

@@ -27,7 +27,8 @@
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-//! use pilot_model::{Config, ConfigStore, istio};
+//! use pilot_model::{Config, ConfigStore};
+//! use pilot_api::istio;
 //! use pilot_store_k8s::{KubeConfigStore, install_crds};
 //!
 //! let client = kube::Client::try_default().await?;

@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn every_istio_schema_becomes_structural() {
-        let registry = pilot_model::istio::registry();
+        let registry = pilot_api::istio::registry();
         for kind in registry.kinds() {
             let schema = registry.schema(&kind).unwrap();
             let out = structural(schema.openapi_schema().expect("the Istio kinds have schemas"));

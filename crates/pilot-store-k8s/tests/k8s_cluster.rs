@@ -180,12 +180,12 @@ async fn istio_crds_on_a_cluster() {
     let client = kube::Client::try_default()
         .await
         .expect("a cluster from KUBECONFIG");
-    let registry = pilot_model::istio::registry();
+    let registry = pilot_api::istio::registry();
     install_crds(client.clone(), &registry)
         .await
         .expect("the API server accepts the CRDs");
     let store = KubeConfigStore::new(client, registry);
-    let rule: pilot_model::istio::RouteRule = serde_json::from_value(json!({
+    let rule: pilot_api::istio::RouteRule = serde_json::from_value(json!({
         "destination": {"name": "reviews"},
         "precedence": 2,
         "match": {"request": {"headers": {"end-user": {"exact": "jason"}}}},

@@ -5,8 +5,9 @@
 
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
+use pilot_api::default_registry;
 use pilot_kube_fake::FakeApiServer;
-use pilot_model::{ConfigKey, ConfigMeta, ConfigStore, DynConfig, StoreError, default_registry};
+use pilot_model::{ConfigKey, ConfigMeta, ConfigStore, DynConfig, StoreError};
 use pilot_store_k8s::{KubeConfigStore, install_crds};
 use serde_json::json;
 

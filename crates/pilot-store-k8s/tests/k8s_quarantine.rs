@@ -40,7 +40,7 @@ fn quarantined(controller: &Controller) -> Vec<String> {
 async fn a_rule_written_around_the_api_is_quarantined_until_fixed_in_the_cluster() {
     let fake = FakeApiServer::new();
     let client = fake.client();
-    let registry = pilot_model::istio::registry();
+    let registry = pilot_api::istio::registry();
     install_crds(client.clone(), &registry).await.unwrap();
     let store = Arc::new(KubeConfigStore::new(client.clone(), registry));
     let resource = ApiResource {

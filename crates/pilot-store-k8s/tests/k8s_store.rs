@@ -143,10 +143,10 @@ async fn objects_written_around_pilot_without_a_spec_are_treated_as_absent() {
 #[tokio::test]
 async fn an_istio_rule_round_trips() {
     let fake = FakeApiServer::new();
-    let registry = pilot_model::istio::registry();
+    let registry = pilot_api::istio::registry();
     install_crds(fake.client(), &registry).await.unwrap();
     let store = KubeConfigStore::new(fake.client(), registry);
-    let rule: pilot_model::istio::RouteRule = serde_json::from_value(serde_json::json!({
+    let rule: pilot_api::istio::RouteRule = serde_json::from_value(serde_json::json!({
         "destination": {"name": "reviews"},
         "precedence": 2,
         "match": {"request": {"headers": {"end-user": {"exact": "jason"}}}},
@@ -161,14 +161,15 @@ async fn an_istio_rule_round_trips() {
     let read = store.get(&config.key()).await.unwrap().unwrap();
     assert_eq!(read.spec, config.spec);
     assert_eq!(read, stored);
-    let typed = pilot_model::Config::<pilot_model::istio::RouteRule>::from_dyn(&read).unwrap();
+    let typed = pilot_model::Config::<pilot_api::istio::RouteRule>::from_dyn(&read).unwrap();
     assert_eq!(typed.spec.precedence, 2);
 }
 
 /// The crate documentation's example, on the fake instead of a cluster.
 #[tokio::test]
 async fn the_crate_example_runs_on_the_fake() {
-    use pilot_model::{Config, istio};
+    use pilot_api::istio;
+    use pilot_model::Config;
 
     let fake = FakeApiServer::new();
     let client = fake.client();

@@ -27,8 +27,9 @@
 //! start a push like any registry's.
 //!
 //! ```
-//! use pilot_model::networking::ServiceEntry;
-//! use pilot_model::{Config, ServiceResolution, default_registry, document};
+//! use pilot_api::networking::ServiceEntry;
+//! use pilot_model::{Config, ServiceResolution, document};
+//! use pilot_api::default_registry;
 //! use pilot_store::service_entries::desired_state;
 //!
 //! let text = r#"
@@ -53,7 +54,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Weak};
 
 use futures::{FutureExt, StreamExt};
-use pilot_model::networking::{Location, Resolution, ServiceEntry, ServicePort, WorkloadEntry};
+use pilot_api::networking::{Location, Resolution, ServiceEntry, ServicePort, WorkloadEntry};
 use pilot_model::{
     Config, ConfigKind, DnsEndpoint, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance,
     ServiceResolution,

@@ -5,7 +5,8 @@
 //! as custom resources, and a write made directly in the cluster (as
 //! `kubectl` would) shows in `pilotctl get` through the server's watch.
 
-use pilot_model::{ConfigKey, ConfigStore, istio};
+use pilot_api::istio;
+use pilot_model::{ConfigKey, ConfigStore};
 use pilot_store_k8s::KubeConfigStore;
 use pilot_system_tests::{Store, discovery};
 use pilot_test_support::{FakeCluster, eventually, pilotctl};

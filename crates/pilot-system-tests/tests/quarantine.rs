@@ -22,7 +22,7 @@ fn put(endpoint: &str, weight: u32) {
     runtime.block_on(async {
         let mut raw = EtcdConfigStore::connect(
             &EtcdOptions::new([endpoint.to_string()]),
-            pilot_model::istio::registry(),
+            pilot_api::istio::registry(),
         )
         .await
         .unwrap()

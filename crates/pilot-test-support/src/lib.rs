@@ -3,6 +3,8 @@
 //!
 //! - [`free_port`], [`ProcessGuard`] (kill on drop, and a watchdog for a
 //!   test process that dies first), [`eventually`];
+//! - [`corpus`]: other projects' documents, read from `../shared/corpora/`
+//!   (never copied into the repository);
 //! - [`http`]: plain HTTP/1.1 requests and chunked body decoding;
 //! - [`EtcdServer`] and [`EtcdCluster`]: real etcd members;
 //! - [`Envoy`]: the real Envoy, on an ADS bootstrap or any other;
@@ -27,6 +29,7 @@
 pub mod ads;
 mod binaries;
 pub mod certs;
+mod corpora;
 mod discovery;
 mod envoy;
 mod etcd;
@@ -45,6 +48,7 @@ use std::time::{Duration, Instant};
 
 pub use binaries::{Binary, PILOT_AGENT, PILOT_DISCOVERY, PILOTCTL, binary, cargo};
 pub use certs::{Pki, TestCerts};
+pub use corpora::{CORPORA_VAR, corpora_dir, corpus, corpus_files};
 pub use discovery::Discovery;
 pub use envoy::{ENVOY_RE2_LIMIT, Envoy, NACKED_REGEX, XDS_CLUSTER, envoy_binary};
 pub use etcd::{EtcdCluster, EtcdServer};

@@ -16,10 +16,10 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
 };
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::{HttpProtocolOptions, http_protocol_options};
 use envoy_types::pb::google::protobuf::UInt32Value;
-use pilot_model::routing::{LoadBalancer, Resolution, RoutingModel, SimpleLb, TrafficPolicy};
 use pilot_model::{
     DnsEndpoint, Labels, Port, Protocol, Service, ServiceDiscovery, ServiceInstance, ServiceResolution,
 };
+use pilot_routing::{LoadBalancer, Resolution, RoutingModel, SimpleLb, TrafficPolicy};
 
 use crate::security::SecurityPolicies;
 use crate::util::{ads, any, duration, socket};

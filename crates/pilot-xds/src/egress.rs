@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 
 use envoy_types::pb::envoy::config::route::v3::VirtualHost;
-use pilot_model::routing::{ExternalService, RoutingModel};
 use pilot_model::{Port, Protocol, Service, ServiceInstance};
+use pilot_routing::{ExternalService, RoutingModel};
 
 use crate::Proxy;
 use crate::routes::{admitted, virtual_host_routes};

@@ -42,10 +42,10 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     common_tls_context,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
-use pilot_model::routing::{
+use pilot_model::{Labels, Protocol, ServiceDiscovery, ServiceInstance};
+use pilot_routing::{
     GatewayHost, HttpAction, HttpRoute, IngressServer, PortSelector, RoutingModel, ServerTls, ServerTlsMode,
 };
-use pilot_model::{Labels, Protocol, ServiceDiscovery, ServiceInstance};
 
 use crate::listeners::{ListenerPlan, http_filter_chain, listener, route_to};
 use crate::util::{ads, any};

@@ -21,7 +21,7 @@
 
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch};
 use pilot_model::ServiceDiscovery;
-use pilot_model::routing::{IngressServer, L4Match, RoutingModel, ServerTlsMode, WeightedDestination};
+use pilot_routing::{IngressServer, L4Match, RoutingModel, ServerTlsMode, WeightedDestination};
 
 /// The filter chains of the gateway `servers` on `port` that route
 /// connections (but those whose match one of `chains` has already),

@@ -6,7 +6,7 @@
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use pilot_model::{ServiceDiscovery, ServiceInstance};
 
-use pilot_model::routing::RoutingModel;
+use pilot_routing::RoutingModel;
 
 use crate::{Generator, MeshConfig, Proxy, ProxyType, Resources};
 use crate::{clusters, grpcgen, listeners, rbac, routes};
@@ -90,7 +90,7 @@ pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfi
                 labels.0.extend(instance.labels.0.clone());
                 match mesh.security_for(proxy) {
                     Some(security) => security.mtls_mode(namespace, &labels, instance.endpoint.port),
-                    None => pilot_model::security::MtlsMode::Disable,
+                    None => pilot_api::security::MtlsMode::Disable,
                 }
             },
             &rbac::Authorization::new(

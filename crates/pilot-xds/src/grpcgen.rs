@@ -49,8 +49,8 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
 };
 use envoy_types::pb::google::protobuf::UInt32Value;
-use pilot_model::routing::RoutingModel;
 use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
+use pilot_routing::RoutingModel;
 
 use crate::clusters::{load_assignment, subsets_of};
 use crate::routes::{FAULT_FILTER, admitted, domains_with_port, prefix_match, virtual_host_routes};

@@ -6,7 +6,7 @@
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::route::v3::route_action::{HashPolicy, hash_policy};
 use envoy_types::pb::google::protobuf::UInt64Value;
-use pilot_model::routing::{ConsistentHash, HashKey};
+use pilot_routing::{ConsistentHash, HashKey};
 
 use crate::util::duration;
 

@@ -33,8 +33,8 @@ use envoy_types::pb::envoy::config::listener::v3::{
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use envoy_types::pb::google::protobuf::UInt32Value;
-use pilot_model::routing::{HttpMatch, L4Match, RoutingModel, WeightedDestination};
 use pilot_model::{Labels, Port, Protocol, Service, ServiceInstance};
+use pilot_routing::{HttpMatch, L4Match, RoutingModel, WeightedDestination};
 
 use crate::util::any;
 use crate::{ClusterName, Proxy};

@@ -1,6 +1,6 @@
 //! Envoy xDS v3 configuration generated from pilot's services and routing
 //! rules: a pure function of a service registry snapshot, the routing
-//! model (`pilot_model::routing`, compiled from the routing objects by
+//! model (`pilot_routing`, compiled from the routing objects by
 //! [`MeshConfig`]) and the proxy asking. Generation reads the model only,
 //! never the objects.
 //!
@@ -89,7 +89,7 @@ pub use generate::generate;
 pub use grpcgen::GRPC_SERVER_LISTENER_PREFIX;
 pub use mesh::MeshConfig;
 pub use names::{ClusterName, Direction, route_config_name};
-pub use pilot_model::proxy::{InterceptionMode, ProxyType};
+pub use pilot_proxy_api::{InterceptionMode, ProxyType};
 pub use proxy::{Generator, Proxy};
 pub use rbac::{HTTP_RBAC_FILTER, NETWORK_RBAC_FILTER};
 pub use resources::Resources;

@@ -17,8 +17,8 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use envoy_types::pb::google::protobuf::BoolValue;
-use pilot_model::routing::RoutingModel;
 use pilot_model::{ServiceDiscovery, ServiceInstance};
+use pilot_routing::RoutingModel;
 
 use crate::clusters::PASSTHROUGH;
 use crate::routes::{CORS_FILTER, FAULT_FILTER};
@@ -169,7 +169,7 @@ fn outbound(
 /// with the RBAC filters of the authorization policies applying to them.
 pub(crate) fn inbound(
     own: &[ServiceInstance],
-    mtls: impl Fn(&ServiceInstance) -> pilot_model::security::MtlsMode,
+    mtls: impl Fn(&ServiceInstance) -> pilot_api::security::MtlsMode,
     authz: &crate::rbac::Authorization,
 ) -> Vec<Listener> {
     let mut listeners = Vec::new();

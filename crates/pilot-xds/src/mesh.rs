@@ -6,7 +6,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, OnceLock};
 
 use pilot_model::DynConfig;
-use pilot_model::routing::{RoutingConfigs, RoutingModel};
+use pilot_routing::{RoutingConfigs, RoutingModel};
 
 use crate::XdsError;
 use crate::security::SecurityPolicies;

@@ -1,12 +1,12 @@
 //! The proxy asking for configuration: its identity from Envoy's node id,
 //! and what its node metadata says (the contracts themselves are
-//! [`pilot_model::proxy`]'s).
+//! [`pilot_proxy_api`]'s).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use pilot_model::Labels;
-use pilot_model::proxy::{InterceptionMode, NodeId, ProxyType, metadata as keys};
+use pilot_proxy_api::{InterceptionMode, NodeId, ProxyType, metadata as keys};
 
 use crate::XdsError;
 

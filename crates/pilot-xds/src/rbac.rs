@@ -40,7 +40,7 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
     PathMatcher, RegexMatcher, StringMatcher, path_matcher, string_matcher,
 };
 use envoy_types::pb::google::protobuf::{Any, UInt32Value};
-use pilot_model::security::{Action, AuthorizationPolicy, Condition, Operation, Rule, Source};
+use pilot_api::security::{Action, AuthorizationPolicy, Condition, Operation, Rule, Source};
 use pilot_model::{Config, Labels};
 use prost::{Message, Name};
 

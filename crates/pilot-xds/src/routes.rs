@@ -19,11 +19,11 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 };
 use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent};
 use envoy_types::pb::google::protobuf::{Any, BoolValue, UInt32Value};
-use pilot_model::routing::{
+use pilot_model::{Labels, Service, ServiceInstance};
+use pilot_routing::{
     Cors, Fault, HashKey, HeaderOperations, HttpAction, HttpMatch, HttpRoute, MESH_GATEWAY, Redirect,
     Retries, RouteDestination, RoutingModel, StringMatch, WeightedDestination,
 };
-use pilot_model::{Labels, Service, ServiceInstance};
 
 use crate::names::route_config_name;
 use crate::util::{any, duration};

@@ -43,9 +43,9 @@ use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, Route, RouteMatch, VirtualHost, route, route_match,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
-use pilot_model::networking::{EgressHost, NamespaceSelector, OutboundMode, Sidecar, is_public};
-use pilot_model::routing::{RoutingConfigs, RoutingModel};
+use pilot_api::networking::{EgressHost, NamespaceSelector, OutboundMode, Sidecar, is_public};
 use pilot_model::{Config, Labels, RegistrySnapshot, Service, ServiceDiscovery, ServiceInstance};
+use pilot_routing::{RoutingConfigs, RoutingModel};
 
 use crate::clusters::{CONNECT_TIMEOUT, PASSTHROUGH};
 use crate::generate::generate_outbound;
@@ -400,12 +400,7 @@ pub fn scope_in(
     let default = &configs.default_export_to;
     let visible = |i: usize| {
         let (service, owner) = services.service(i);
-        pilot_model::networking::exported_to(
-            &service.export_to,
-            owner.unwrap_or_default(),
-            default,
-            namespace,
-        )
+        pilot_api::networking::exported_to(&service.export_to, owner.unwrap_or_default(), default, namespace)
     };
     // External hosts have no namespace and are visible everywhere.
     let external = model.external_services();
@@ -440,8 +435,8 @@ pub fn scope_in(
     let imports = |entry: &EgressHost, host: &str, host_ns: Option<&str>| match host_ns {
         Some(ns) => entry.imports(sidecar_namespace, ns, host),
         None => {
-            entry.namespace == pilot_model::networking::NamespaceSelector::Any
-                && pilot_model::networking::host_matches(&entry.host, host)
+            entry.namespace == pilot_api::networking::NamespaceSelector::Any
+                && pilot_api::networking::host_matches(&entry.host, host)
         }
     };
     // The services some entry may import, looked up, in the registry's
@@ -589,7 +584,7 @@ pub fn generate_scoped_inbound(
             &listeners.ingress,
             |labels, port| match mesh.security_for(proxy) {
                 Some(security) => security.mtls_mode(namespace, labels, port),
-                None => pilot_model::security::MtlsMode::Disable,
+                None => pilot_api::security::MtlsMode::Disable,
             },
             &crate::rbac::Authorization::new(
                 &mesh.authorization_policies,

@@ -13,9 +13,9 @@ use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     Rds, http_connection_manager,
 };
-use pilot_model::proxy::InterceptionMode;
-use pilot_model::routing::RoutingModel;
 use pilot_model::{Protocol, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
+use pilot_proxy_api::InterceptionMode;
+use pilot_routing::RoutingModel;
 
 use crate::listeners::{http_filter_chain, listener, listeners as listener_plan};
 use crate::sidecar_listeners::{EgressPort, SidecarListeners};

@@ -22,7 +22,7 @@ use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager;
 use envoy_types::pb::google::protobuf::UInt32Value;
-use pilot_model::security::MtlsMode;
+use pilot_api::security::MtlsMode;
 use pilot_model::{Labels, Protocol, ServiceInstance};
 
 use crate::clusters::{base, set_protocol};

@@ -34,8 +34,8 @@
 
 use std::collections::BTreeSet;
 
+use pilot_api::networking::{CaptureMode, ConnectionPoolSettings, EgressHost, Sidecar, SidecarPort};
 use pilot_model::Protocol;
-use pilot_model::networking::{CaptureMode, ConnectionPoolSettings, EgressHost, Sidecar, SidecarPort};
 
 use crate::sidecar_tls::IngressTls;
 

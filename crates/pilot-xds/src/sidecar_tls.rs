@@ -20,8 +20,8 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     common_tls_context,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
+use pilot_api::networking::{ServerTlsMode, ServerTlsSettings, TlsProtocol};
 use pilot_model::Protocol;
-use pilot_model::networking::{ServerTlsMode, ServerTlsSettings, TlsProtocol};
 
 use crate::util::any;
 

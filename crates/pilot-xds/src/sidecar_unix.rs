@@ -17,9 +17,9 @@ use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     Rds, http_connection_manager,
 };
-use pilot_model::proxy::InterceptionMode;
-use pilot_model::routing::RoutingModel;
 use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
+use pilot_proxy_api::InterceptionMode;
+use pilot_routing::RoutingModel;
 
 use crate::listeners::{http_filter_chain, tcp_filter_chain};
 use crate::sidecar_listeners::EgressSocket;

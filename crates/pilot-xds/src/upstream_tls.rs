@@ -20,7 +20,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     UpstreamTlsContext, common_tls_context, subject_alt_name_matcher,
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
-use pilot_model::routing::{ClientTls, TlsMode};
+use pilot_routing::{ClientTls, TlsMode};
 
 use crate::util::{ads, any};
 

@@ -1,6 +1,6 @@
 //! Random v1alpha2 routing configurations (route rules, destination
 //! policies, egress rules and ingress rules over a random small registry)
-//! and their conversion to `networking.istio.io/v1` (`pilot_model::convert`,
+//! and their conversion to `networking.istio.io/v1` (`pilot_routing::convert`,
 //! what `pilotctl convert` writes: VirtualServices, DestinationRules,
 //! `MESH_EXTERNAL` ServiceEntries, a Gateway and its VirtualService)
 //! generate the same Envoy and gRPC resources for a sidecar, a router, an
@@ -33,12 +33,14 @@ use envoy_types::pb::envoy::config::route::v3::route;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, http_connection_manager,
 };
-use pilot_model::networking::ServiceEntry;
-use pilot_model::routing::RoutingConfigs;
+use pilot_api::default_registry;
+use pilot_api::networking::ServiceEntry;
 use pilot_model::{
     AggregateDiscovery, Config, ConfigMeta, DynConfig, Labels, NetworkEndpoint, Port, Protocol, Service,
-    ServiceDiscovery, ServiceInstance, convert, default_registry,
+    ServiceDiscovery, ServiceInstance,
 };
+use pilot_routing::RoutingConfigs;
+use pilot_routing::convert;
 use pilot_store::FollowedRegistry;
 use pilot_store::service_entries::desired_state;
 use pilot_store_memory::MemoryServiceRegistry;

@@ -7,7 +7,8 @@
 
 mod support;
 
-use pilot_model::{Config, DynConfig, document, istio};
+use pilot_api::istio;
+use pilot_model::{Config, DynConfig, document};
 use pilot_xds::{generate, testing};
 
 /// Route rules on `ratings` and policies at the edges of what validation

@@ -1,10 +1,10 @@
-//! pilot's RE2 checks (`pilot_model::istio::check_regex`) against the real
+//! pilot's RE2 checks (`pilot_api::primitives::check_regex`) against the real
 //! Envoy 1.40: program sizes over a generated corpus, as Envoy reports
 //! them, and verdicts at Envoy's default limit around the boundary.
 
 use std::process::Command;
 
-use pilot_model::istio::{MAX_PROGRAM_SIZE, check_regex, regex_program_size};
+use pilot_api::primitives::{MAX_PROGRAM_SIZE, check_regex, regex_program_size};
 use pilot_test_support::envoy_binary;
 
 /// A bootstrap with one route per pattern (a path regex) and the runtime's

@@ -23,7 +23,7 @@ fn envoy_rejects_what_is_wrong() {
     // The check is real: routes are loaded too (inlined), and a regular
     // expression RE2 cannot compile is refused. (Validation refuses such a
     // rule; it is made here around it.)
-    use pilot_model::istio::RouteRule;
+    use pilot_api::istio::RouteRule;
     let spec: RouteRule = serde_json::from_value(serde_json::json!({
         "destination": {"name": "ratings"},
         "match": {"request": {"headers": {"cookie": {"regex": "(unclosed"}}}}

@@ -7,7 +7,8 @@ mod support;
 
 use envoy_types::pb::envoy::config::cluster::v3::cluster;
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, route, route_action};
-use pilot_model::{document, istio};
+use pilot_api::istio;
+use pilot_model::document;
 use pilot_test_support::envoy_binary;
 use pilot_xds::{MeshConfig, Resources, generate, testing};
 

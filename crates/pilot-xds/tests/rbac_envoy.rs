@@ -12,8 +12,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use pilot_api::security;
 use pilot_model::{
-    KindRegistry, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, document, security,
+    KindRegistry, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, document,
 };
 use pilot_test_support::{ProcessGuard, envoy_binary, free_port, http};
 use pilot_xds::envoy_types::pb::envoy::config::bootstrap::v3::Admin;

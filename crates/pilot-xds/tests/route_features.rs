@@ -9,7 +9,8 @@ mod support;
 use envoy_types::pb::envoy::config::cluster::v3::cluster;
 use envoy_types::pb::envoy::config::route::v3::route_action::hash_policy::PolicySpecifier;
 use envoy_types::pb::envoy::config::route::v3::{Route, RouteAction, redirect_action, route};
-use pilot_model::{default_registry, document};
+use pilot_api::default_registry;
+use pilot_model::document;
 use pilot_xds::{MeshConfig, Proxy, generate, testing};
 
 const CONFIG: &str = r#"

@@ -7,9 +7,9 @@ mod support;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use pilot_model::networking::OutboundMode;
-use pilot_model::routing::RoutingConfigs;
+use pilot_api::networking::OutboundMode;
 use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, ServiceDiscovery};
+use pilot_routing::RoutingConfigs;
 use pilot_store_memory::MemoryServiceRegistry;
 use pilot_xds::{
     BLACK_HOLE, HostReason, MeshConfig, PASSTHROUGH, Proxy, ScopeOrigin, generate, generate_scoped_outbound,

@@ -17,9 +17,9 @@ use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, http_connection_manager,
 };
-use pilot_model::routing::RoutingConfigs;
-use pilot_model::security::PeerAuthentication;
+use pilot_api::security::PeerAuthentication;
 use pilot_model::{Config, Labels, NetworkEndpoint, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
+use pilot_routing::RoutingConfigs;
 use pilot_test_support::envoy_binary;
 use pilot_xds::envoy_types;
 use pilot_xds::{

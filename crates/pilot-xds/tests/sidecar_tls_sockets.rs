@@ -12,7 +12,7 @@ mod support;
 
 use std::time::Duration;
 
-use pilot_model::security::PeerAuthentication;
+use pilot_api::security::PeerAuthentication;
 use pilot_model::{Config, Labels};
 use pilot_test_support::envoy_binary;
 use pilot_xds::envoy_types::pb::envoy::config::core::v3::address;

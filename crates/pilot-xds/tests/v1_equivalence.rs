@@ -5,10 +5,9 @@
 
 mod support;
 
-use std::path::Path;
-
-use pilot_model::routing::{Destination, HttpRoute, RoutingConfigs};
-use pilot_model::{DynConfig, Labels, default_registry, document};
+use pilot_api::default_registry;
+use pilot_model::{DynConfig, Labels, document};
+use pilot_routing::{Destination, HttpRoute, RoutingConfigs};
 use pilot_xds::{MeshConfig, generate, testing};
 
 const V1ALPHA2: &str = r#"
@@ -93,9 +92,8 @@ fn unnamed(destination: &Destination) -> Destination {
 fn a_virtual_service_and_destination_rule_compile_as_their_v1alpha2_equivalents() {
     let (old, new) = (mesh(V1ALPHA2), mesh(V1));
     let (old, new) = (old.model(), new.model());
-    let routes = |m: &pilot_model::routing::RoutingModel| -> Vec<HttpRoute> {
-        m.http_routes(support::REVIEWS).to_vec()
-    };
+    let routes =
+        |m: &pilot_routing::RoutingModel| -> Vec<HttpRoute> { m.http_routes(support::REVIEWS).to_vec() };
     assert_eq!(routes(old).len(), 1);
     assert_eq!(routes(old), routes(new));
     let (old_reviews, new_reviews) = (
@@ -140,12 +138,14 @@ fn a_virtual_service_and_destination_rule_generate_what_their_v1alpha2_equivalen
     .unwrap();
 }
 
-/// Istio's v1 bookinfo samples (`samples/bookinfo/networking`, recorded in
-/// pilot-model's `tests/data/networking/SOURCE`): every service to v1,
+/// Istio's v1 bookinfo samples (`samples/bookinfo/networking`: the corpus
+/// `istio-samples/networking` at `../shared/corpora/`): every service to v1,
 /// then reviews 80/20, over the subsets of `destination-rule-all`.
 #[test]
 fn istios_bookinfo_samples_route_as_written_and_envoy_accepts_them() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pilot-model/tests/data/networking/valid");
+    let Some(dir) = pilot_test_support::corpus("istio-samples/networking/valid") else {
+        return;
+    };
     let read = |files: &[&str]| -> Vec<DynConfig> {
         files
             .iter()

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pilot_ads::{ServeOptions, XdsOptions, XdsServer};
-use pilot_model::{ConfigWatch, StoreError, istio};
+use pilot_api::istio;
+use pilot_model::{ConfigWatch, StoreError};
 use pilot_store::Controller;
 
 use crate::{FileConfigStore, JsonFileRegistry};

@@ -12,8 +12,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use pilot_api::istio;
 use pilot_embedder_example::FileConfigStore;
-use pilot_model::{ConfigStore, document, istio};
+use pilot_model::{ConfigStore, document};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 

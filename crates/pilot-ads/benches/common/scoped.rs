@@ -129,9 +129,8 @@ impl Layout {
             "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: default, namespace: ns{n}}}\nspec:\n  egress: [{{hosts: [{}]}}]\n",
             hosts.join(", ")
         );
-        let mut objects =
-            pilot_model::document::parse("sidecar.yaml", &yaml, &pilot_model::default_registry())
-                .expect("a valid Sidecar");
+        let mut objects = pilot_model::document::parse("sidecar.yaml", &yaml, &pilot_api::default_registry())
+            .expect("a valid Sidecar");
         objects.remove(0)
     }
 
@@ -181,7 +180,7 @@ struct Running {
 }
 
 async fn start(layout: &Layout, scoped: bool) -> Running {
-    let store = MemoryConfigStore::new(pilot_model::default_registry());
+    let store = MemoryConfigStore::new(pilot_api::default_registry());
     let registry = MemoryServiceRegistry::new();
     layout.populate(&registry, &store, scoped).await;
     let controller = Arc::new(Controller::new(Arc::new(store.clone())));

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use pilot_model::networking::{
+use pilot_api::networking::{
     DestinationRule, ServiceEntry, Sidecar, VirtualService, exported_to, host_matches,
 };
 use pilot_model::{Config, ConfigKind, DynConfig, ProxyDistribution, ServiceDiscovery};

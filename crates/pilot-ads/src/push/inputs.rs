@@ -138,7 +138,8 @@ pub(crate) fn compile<'a>(configs: impl IntoIterator<Item = &'a DynConfig>) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pilot_model::{document, istio};
+    use pilot_api::istio;
+    use pilot_model::document;
 
     fn rule(name: &str, version: &str) -> Arc<DynConfig> {
         let text = format!(

@@ -1,7 +1,7 @@
 //! The rules of the next push, from the last push's: objects at the
 //! version the last push held are not decoded again, and the routing
 //! model is compiled from the last one, again only for the hosts the
-//! changed objects name (`pilot_model::routing::RoutingConfigs::compile_from`),
+//! changed objects name (`pilot_routing::RoutingConfigs::compile_from`),
 //! which also says which hosts' routes or destination changed, so they
 //! need not be found by comparing the two models.
 

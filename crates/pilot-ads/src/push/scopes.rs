@@ -33,9 +33,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use pilot_model::networking::{Sidecar, is_public};
-use pilot_model::routing::{RoutingConfigs, RoutingModel};
+use pilot_api::networking::{Sidecar, is_public};
 use pilot_model::{Config, Labels, RegistrySnapshot, ServiceInstance};
+use pilot_routing::{RoutingConfigs, RoutingModel};
 use pilot_xds::{
     MeshConfig, Proxy, ProxyScope, ScopeKey, ScopeOrigin, ServiceIndex, scope_in, scoping_applies,
     sidecar_for,

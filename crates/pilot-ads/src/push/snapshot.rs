@@ -152,10 +152,10 @@ pub struct PushInfo {
 mod tests {
     #[test]
     fn pushed_kinds_are_the_istio_routing_and_security_kinds() {
+        use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
+        use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
+        use pilot_api::security::{AuthorizationPolicy, PeerAuthentication};
         use pilot_model::ConfigKind;
-        use pilot_model::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
-        use pilot_model::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
-        use pilot_model::security::{AuthorizationPolicy, PeerAuthentication};
         assert_eq!(
             super::PUSHED_KINDS,
             [

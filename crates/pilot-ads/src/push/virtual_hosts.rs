@@ -29,7 +29,7 @@ use pilot_model::{Service, ServiceInstance};
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint};
 
-use pilot_model::routing::{HashKey, RoutingModel};
+use pilot_routing::{HashKey, RoutingModel};
 use pilot_xds::parts::{admitted, domains, virtual_host_routes};
 use pilot_xds::{Proxy, route_config_name};
 
@@ -252,7 +252,8 @@ fn virtual_host(name: &str, domains: &[String], routes: &[u8], out: &mut BytesMu
 #[cfg(test)]
 mod tests {
     use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
-    use pilot_model::{Port, Protocol, document, istio};
+    use pilot_api::istio;
+    use pilot_model::{Port, Protocol, document};
     use pilot_xds::MeshConfig;
 
     use super::*;

@@ -13,7 +13,8 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 };
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 use pilot_ads::{TypeStatus, XdsServer, XdsType};
-use pilot_model::{ConfigStore, document, istio};
+use pilot_api::istio;
+use pilot_model::{ConfigStore, document};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use prost::Message;

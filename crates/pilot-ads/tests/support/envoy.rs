@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use pilot_model::{Labels, NetworkEndpoint, Service, ServiceInstance, document, istio};
+use pilot_api::istio;
+use pilot_model::{Labels, NetworkEndpoint, Service, ServiceInstance, document};
 use pilot_test_support::Envoy;
 pub use pilot_test_support::free_port;
 

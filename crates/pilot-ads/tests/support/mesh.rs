@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use pilot_ads::XdsServer;
-use pilot_model::{AggregateDiscovery, ConfigKey, ConfigStore, default_registry, document};
+use pilot_api::default_registry;
+use pilot_model::{AggregateDiscovery, ConfigKey, ConfigStore, document};
 use pilot_store::{Controller, service_entry_registry};
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::Envoy;

@@ -24,7 +24,7 @@ pub fn ip(text: &str) -> IpAddr {
 
 /// Creates the objects of the YAML `yaml` through `controller`.
 pub async fn apply(controller: &Controller, yaml: &str) {
-    for object in document::parse("t.yaml", yaml, &pilot_model::default_registry()).unwrap() {
+    for object in document::parse("t.yaml", yaml, &pilot_api::default_registry()).unwrap() {
         controller.create(object).await.unwrap();
     }
 }
@@ -45,7 +45,7 @@ pub fn registry(labels: &Labels) -> Arc<MemoryServiceRegistry> {
 /// A server over `registry` and a store holding the objects of `yaml`
 /// (created before it serves), on a free loopback port.
 pub async fn serve(registry: &Arc<MemoryServiceRegistry>, yaml: &str) -> (XdsServer, u16, Arc<Controller>) {
-    let store = MemoryConfigStore::new(pilot_model::default_registry());
+    let store = MemoryConfigStore::new(pilot_api::default_registry());
     let controller = Arc::new(Controller::new(Arc::new(store)));
     controller.run();
     apply(&controller, yaml).await;

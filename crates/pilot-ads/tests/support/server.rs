@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use pilot_ads::{XdsOptions, XdsServer};
-use pilot_model::{ServiceDiscovery, default_registry};
+use pilot_api::default_registry;
+use pilot_model::ServiceDiscovery;
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use pilot_model::networking::{Destination, DestinationRule, ServiceEntry, VirtualService, hosts_overlap};
+use pilot_api::networking::{Destination, DestinationRule, ServiceEntry, VirtualService, hosts_overlap};
 use pilot_model::{Config, DynConfig};
 
 use super::{Finding, Services, Severity, finding};
@@ -263,7 +263,7 @@ spec:
 
     #[test]
     fn unknown_hosts_missing_subsets_empty_subsets_and_conflicts() {
-        let objects = document::parse("t.yaml", CONFIG, &pilot_model::default_registry()).unwrap();
+        let objects = document::parse("t.yaml", CONFIG, &pilot_api::default_registry()).unwrap();
         let mut services = Services::default();
         services.hosts.insert(
             "reviews.default.svc.cluster.local".into(),

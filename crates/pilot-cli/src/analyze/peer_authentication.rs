@@ -15,10 +15,10 @@
 
 use std::collections::BTreeMap;
 
-use pilot_model::networking::{ClientTlsMode, DestinationRule};
-use pilot_model::routing::DEFAULT_ROOT_NAMESPACE;
-use pilot_model::security::{MtlsMode, PeerAuthentication};
+use pilot_api::networking::{ClientTlsMode, DestinationRule};
+use pilot_api::security::{MtlsMode, PeerAuthentication};
 use pilot_model::{Config, DynConfig};
+use pilot_routing::DEFAULT_ROOT_NAMESPACE;
 
 use super::networking::{resolve, typed};
 use super::security::{Workload, mode, peer_authentications, workloads};
@@ -189,7 +189,8 @@ fn namespace_of(host: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use pilot_model::{KindRegistry, document, networking, security};
+    use pilot_api::{networking, security};
+    use pilot_model::{KindRegistry, document};
 
     use super::*;
 

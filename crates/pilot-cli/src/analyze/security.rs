@@ -14,9 +14,9 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use pilot_model::routing::DEFAULT_ROOT_NAMESPACE;
-use pilot_model::security::{AuthorizationPolicy, MtlsMode, PeerAuthentication, Rule, from_entry};
+use pilot_api::security::{AuthorizationPolicy, MtlsMode, PeerAuthentication, Rule, from_entry};
 use pilot_model::{Config, DynConfig};
+use pilot_routing::DEFAULT_ROOT_NAMESPACE;
 
 use super::networking::typed;
 use super::{Finding, Services, Severity, finding};
@@ -173,7 +173,8 @@ fn identity_fields(rule: &Rule, index: usize) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use pilot_model::{KindRegistry, document, security};
+    use pilot_api::security;
+    use pilot_model::{KindRegistry, document};
 
     use super::*;
 

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use pilot_model::networking::{ServiceEntry, WorkloadEntry};
+use pilot_api::networking::{ServiceEntry, WorkloadEntry};
 use pilot_model::{Config, DynConfig};
 
 use super::networking::typed;
@@ -189,7 +189,7 @@ spec: {address: 10.0.0.2, labels: {app: db}}
 
     #[test]
     fn shared_hosts_and_selectors_that_select_nothing() {
-        let objects = document::parse("t.yaml", CONFIG, &pilot_model::default_registry()).unwrap();
+        let objects = document::parse("t.yaml", CONFIG, &pilot_api::default_registry()).unwrap();
         let found: Vec<(&str, String, String, String)> = analyze(&objects, None, "svc.cluster.local")
             .into_iter()
             .map(|f| (f.code, f.namespace, f.name, f.path))
@@ -211,7 +211,7 @@ spec: {address: 10.0.0.2, labels: {app: db}}
         };
         let found = |docs: &[String]| -> Vec<(String, String, String)> {
             let objects =
-                document::parse("t.yaml", &docs.join("---\n"), &pilot_model::default_registry()).unwrap();
+                document::parse("t.yaml", &docs.join("---\n"), &pilot_api::default_registry()).unwrap();
             analyze(&objects, None, "svc.cluster.local")
                 .into_iter()
                 .map(|f| {

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use pilot_model::networking::Sidecar;
+use pilot_api::networking::Sidecar;
 use pilot_model::{Config, DynConfig};
 
 use super::{Finding, Services, Severity, finding};
@@ -138,7 +138,7 @@ spec:
 
     #[test]
     fn sidecars_selecting_nothing_and_sidecars_selecting_one_workload() {
-        let objects = document::parse("t.yaml", CONFIG, &pilot_model::default_registry()).unwrap();
+        let objects = document::parse("t.yaml", CONFIG, &pilot_api::default_registry()).unwrap();
         let mut services = Services::default();
         let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
             pairs

@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
-use pilot_model::{DynConfig, document, istio};
+use pilot_api::istio;
+use pilot_model::{DynConfig, document};
 
 use super::*;
 

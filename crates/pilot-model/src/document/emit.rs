@@ -12,9 +12,10 @@ use crate::DynConfig;
 /// The objects as a stream of YAML documents separated by `---`.
 ///
 /// ```
-/// use pilot_model::{document, istio};
-/// let text = "kind: RouteRule\napiVersion: config.istio.io/v1alpha2\nmetadata: {name: r}\nspec: {destination: {name: reviews}}\n";
-/// let registry = istio::registry();
+/// use pilot_model::{KindRegistry, KindSchema, document};
+/// let registry = KindRegistry::new();
+/// registry.register_schema(KindSchema::new("Quota", "quotas", "example.com", "v1", |_, _| {})).unwrap();
+/// let text = "kind: Quota\napiVersion: example.com/v1\nmetadata: {name: q}\nspec: {limits: {cpu: 2}}\n";
 /// let objects = document::parse("in.yaml", text, &registry).unwrap();
 /// let yaml = document::to_yaml(&objects);
 /// assert_eq!(document::parse("out.yaml", &yaml, &registry).unwrap(), objects);

@@ -3,24 +3,26 @@
 //! `metadata`, `spec`), with every error placed at its line and column.
 //!
 //! ```
-//! use pilot_model::{document, istio};
+//! use pilot_model::{KindRegistry, KindSchema, document};
+//!
+//! let registry = KindRegistry::new();
+//! let quota = KindSchema::new("Quota", "quotas", "example.com", "v1", |spec, errors| {
+//!     if spec.get("limit").and_then(|v| v.as_u64()).is_none_or(|limit| limit > 100) {
+//!         errors.push("spec.limit", "must be an integer from 0 to 100");
+//!     }
+//! });
+//! registry.register_schema(quota).unwrap();
 //!
 //! let text = "\
-//! apiVersion: config.istio.io/v1alpha2
-//! kind: RouteRule
+//! apiVersion: example.com/v1
+//! kind: Quota
 //! metadata:
-//!   name: reviews-split
+//!   name: q
 //! spec:
-//!   destination:
-//!     name: reviews
-//!   route:
-//!   - labels: {version: v1}
-//!     weight: 80
-//!   - labels: {version: v2}
-//!     weight: 10
+//!   limit: 250
 //! ";
-//! let errors = document::parse("rules.yaml", text, &istio::registry()).unwrap_err();
-//! assert_eq!(errors.to_string(), "rules.yaml:12:5 spec.route[1].weight: weights must sum to 100, got 90");
+//! let errors = document::parse("quotas.yaml", text, &registry).unwrap_err();
+//! assert_eq!(errors.to_string(), "quotas.yaml:6:10 spec.limit: must be an integer from 0 to 100");
 //! ```
 
 mod emit;
@@ -142,13 +144,15 @@ pub fn parse_with(
 /// written (see [`ParseOptions::earlier_versions`]).
 ///
 /// ```
-/// use pilot_model::{document, istio};
+/// use pilot_model::{KindRegistry, KindSchema, document};
+/// let registry = KindRegistry::new();
+/// registry.register_schema(KindSchema::new("RouteRule", "routerules", "config.istio.io", "v1alpha2", |_, _| {})).unwrap();
 /// let text = "apiVersion: config.istio.io/v1alpha1\nkind: RouteRule\nmetadata: {name: r}\nspec:\n  destination: {name: reviews}\n";
 /// let options = document::ParseOptions {
 ///     earlier_versions: document::ISTIO_EARLIER_VERSIONS.map(String::from).to_vec(),
 ///     ..Default::default()
 /// };
-/// let parsed = document::parse_reporting("r.yaml", text, &istio::registry(), &options).unwrap();
+/// let parsed = document::parse_reporting("r.yaml", text, &registry, &options).unwrap();
 /// assert_eq!(parsed.configs[0].meta.version, "v1alpha2");
 /// assert!(parsed.warnings[0].to_string().starts_with("r.yaml:1:1 apiVersion: config.istio.io/v1alpha1 read as config.istio.io/v1alpha2"));
 /// ```
@@ -447,6 +451,3 @@ fn locate(document: &tree::ParsedDocument, path: &str) -> tree::Position {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -277,7 +277,7 @@ mod tests {
 
     #[test]
     fn istio_short_names() {
-        let registry = pilot_model::istio::registry();
+        let registry = pilot_api::istio::registry();
         let names: Vec<Vec<String>> = ["RouteRule", "DestinationPolicy", "EgressRule", "IngressRule"]
             .iter()
             .map(|k| short_names(&registry, &registry.get(k).unwrap()))
@@ -287,8 +287,8 @@ mod tests {
 
     #[test]
     fn networking_kinds_under_every_served_version() {
-        let registry = pilot_model::istio::registry();
-        pilot_model::networking::register(&registry).unwrap();
+        let registry = pilot_api::istio::registry();
+        pilot_api::networking::register(&registry).unwrap();
         let groups = by_group(&registry);
         let versions: Vec<&str> = groups["networking.istio.io"]
             .iter()

@@ -243,7 +243,7 @@ fn certificates_schema() -> Value {
     })
 }
 
-/// The body of `POST /v1/proxy-events` (`pilot_model::proxy::ProxyEvent`).
+/// The body of `POST /v1/proxy-events` (`pilot_proxy_api::ProxyEvent`).
 fn proxy_event_schema() -> Value {
     let optional = |kind: &str, minimum: Option<i64>| {
         let mut schema = json!({"type": [kind, "null"]});
@@ -691,7 +691,7 @@ mod tests {
 
     #[test]
     fn without_tokens_nothing_declares_or_needs_security() {
-        let document = document(&pilot_model::istio::registry(), Options { auth: false });
+        let document = document(&pilot_api::istio::registry(), Options { auth: false });
         let text = document.to_string();
         assert!(!text.contains("securitySchemes"), "{text}");
         assert!(!text.contains("\"security\""), "{text}");
@@ -706,7 +706,7 @@ mod tests {
 
     #[test]
     fn with_tokens_every_operation_but_the_probes_needs_the_bearer() {
-        let document = document(&pilot_model::istio::registry(), Options { auth: true });
+        let document = document(&pilot_api::istio::registry(), Options { auth: true });
         assert_eq!(
             document["components"]["securitySchemes"]["bearer"]["scheme"],
             "bearer"
@@ -731,7 +731,7 @@ mod tests {
 
     #[test]
     fn bodies_carry_each_kinds_derived_schema() {
-        let registry = pilot_model::istio::registry();
+        let registry = pilot_api::istio::registry();
         let document = document(&registry, Options::default());
         let create =
             &document["paths"]["/apis/config.istio.io/v1alpha2/namespaces/{namespace}/routerules"]["post"];
@@ -778,7 +778,7 @@ mod tests {
 
     #[test]
     fn watch_is_an_ndjson_stream_of_watch_events() {
-        let document = document(&pilot_model::istio::registry(), Options::default());
+        let document = document(&pilot_api::istio::registry(), Options::default());
         let list = &document["paths"]["/apis/config.istio.io/v1alpha2/egressrules"]["get"];
         let ok = &list["responses"]["200"]["content"];
         assert_eq!(
@@ -798,7 +798,7 @@ mod tests {
 
     #[test]
     fn every_reference_resolves() {
-        let document = document(&pilot_model::istio::registry(), Options { auth: true });
+        let document = document(&pilot_api::istio::registry(), Options { auth: true });
         fn walk(value: &Value, found: &mut Vec<String>) {
             match value {
                 Value::Object(map) => {

@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use pilot_ads::XdsServer;
-use pilot_model::networking::OutboundMode;
+use pilot_api::networking::OutboundMode;
 use pilot_xds::Proxy;
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -15,7 +15,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use pilot_model::ProcessReport;
-use pilot_model::proxy::{EventKind, ProxyEvent};
+use pilot_proxy_api::{EventKind, ProxyEvent};
 use serde_json::{Value, json};
 
 use crate::api::ApiError;

@@ -3,10 +3,9 @@
 
 use std::sync::Arc;
 
-use pilot_model::networking::{ServiceEntry, WorkloadEntry};
-use pilot_model::{
-    Config, ConfigStore, DynConfig, ServiceDiscovery, ServiceResolution, default_registry, document,
-};
+use pilot_api::default_registry;
+use pilot_api::networking::{ServiceEntry, WorkloadEntry};
+use pilot_model::{Config, ConfigStore, DynConfig, ServiceDiscovery, ServiceResolution, document};
 use pilot_store_memory::MemoryConfigStore;
 
 use super::*;

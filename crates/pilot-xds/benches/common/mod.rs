@@ -1,8 +1,8 @@
 //! Shared by the benches (this crate's, and by path pilot-ads's and
 //! pilot-server's): the version-split rule they write.
 
+use pilot_api::istio::{DestinationWeight, IstioService, RouteRule};
 use pilot_model::Config;
-use pilot_model::istio::{DestinationWeight, IstioService, RouteRule};
 
 /// A RouteRule named `name` sending `v1` percent of `service`'s traffic to
 /// version v1 and the rest to v2.

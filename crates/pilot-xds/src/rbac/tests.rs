@@ -1,7 +1,7 @@
 //! The translation of each rule construct, pinned as a compact rendering
 //! of the Envoy policy (`and(..)`, `or(..)`, `not(..)`, matchers).
 
-use pilot_model::security::AuthorizationPolicy;
+use pilot_api::security::AuthorizationPolicy;
 
 use super::*;
 

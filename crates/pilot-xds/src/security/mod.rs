@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use pilot_model::Labels;
-//! use pilot_model::security::MtlsMode;
+//! use pilot_api::security::MtlsMode;
 //! use pilot_xds::security::SecurityPolicies;
 //! let policies = SecurityPolicies::default();
 //! // No PeerAuthentication: PERMISSIVE, as in Istio.
@@ -21,7 +21,7 @@
 mod inbound;
 mod outbound;
 
-use pilot_model::security::{MtlsMode, PeerAuthentication};
+use pilot_api::security::{MtlsMode, PeerAuthentication};
 use pilot_model::{Config, ConfigKind, DynConfig, Labels, StoreError};
 
 pub(crate) use inbound::secure_inbound;
@@ -33,7 +33,7 @@ pub const DEFAULT_SECRET: &str = "default";
 pub const ROOT_SECRET: &str = "ROOTCA";
 /// The cluster of the agent's SDS server in the proxy's bootstrap.
 pub const SDS_CLUSTER: &str = "sds-grpc";
-pub use pilot_model::routing::DEFAULT_ROOT_NAMESPACE;
+pub use pilot_routing::DEFAULT_ROOT_NAMESPACE;
 /// The trust domain of workload identities, unless configured otherwise.
 pub const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
 /// The instance label that says the instance runs with a sidecar that

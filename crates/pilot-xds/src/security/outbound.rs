@@ -28,9 +28,9 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
 use envoy_types::pb::google::protobuf::{Struct, Value, value};
-use pilot_model::routing::{ClientTls, TlsMode};
-use pilot_model::security::MtlsMode;
+use pilot_api::security::MtlsMode;
 use pilot_model::{Labels, Service, ServiceInstance};
+use pilot_routing::{ClientTls, TlsMode};
 
 use super::inbound::{mesh_tls_context, sds};
 use super::{ROOT_SECRET, SecurityPolicies, TLS_MODE_ISTIO, TLS_MODE_LABEL, namespace_of};

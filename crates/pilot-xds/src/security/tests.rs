@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use pilot_model::security::{MtlsMode, PeerAuthentication};
+use pilot_api::security::{MtlsMode, PeerAuthentication};
 use pilot_model::{Config, Labels};
 
 use super::{SecurityPolicies, namespace_of};

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use pilot_model::{default_registry, document};
+use pilot_api::default_registry;
+use pilot_model::document;
 use pilot_test_support::certs::TestCerts;
 use pilot_xds::envoy_types::pb::envoy::config::listener::v3::Listener;
 use pilot_xds::{MeshConfig, Proxy, Resources};

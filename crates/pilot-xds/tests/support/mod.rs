@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
 
+use pilot_api::istio;
 use pilot_model::{
-    Labels, NetworkEndpoint, Port, Protocol, Service, ServiceDiscovery, ServiceInstance, document, istio,
+    Labels, NetworkEndpoint, Port, Protocol, Service, ServiceDiscovery, ServiceInstance, document,
 };
 use pilot_store_memory::MemoryServiceRegistry;
 use pilot_xds::{MeshConfig, Proxy};

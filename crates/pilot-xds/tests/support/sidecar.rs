@@ -4,8 +4,8 @@
 
 use std::net::IpAddr;
 
-use pilot_model::routing::RoutingConfigs;
 use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, document};
+use pilot_routing::RoutingConfigs;
 use pilot_store_memory::MemoryServiceRegistry;
 
 pub const A1: &str = "a1.a.svc.cluster.local";
@@ -40,6 +40,6 @@ pub fn registry(hosts: &[&str]) -> (RegistrySnapshot, MemoryServiceRegistry) {
 
 /// The routing configuration of the objects in the YAML `yaml`.
 pub fn configs(yaml: &str) -> RoutingConfigs {
-    let objects = document::parse("t.yaml", yaml, &pilot_model::default_registry()).unwrap();
+    let objects = document::parse("t.yaml", yaml, &pilot_api::default_registry()).unwrap();
     RoutingConfigs::from_configs(&objects).unwrap()
 }

@@ -6,7 +6,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, document, istio};
+use pilot_api::istio;
+use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, document};
 use pilot_store_memory::MemoryServiceRegistry;
 
 use pilot_xds::parts::{generate_inbound, generate_outbound};

@@ -33,7 +33,7 @@ spec:
 "#;
 
 fn mesh(text: &str) -> Arc<MeshConfig> {
-    let objects = document::parse("mesh.yaml", text, &pilot_model::default_registry()).unwrap();
+    let objects = document::parse("mesh.yaml", text, &pilot_api::default_registry()).unwrap();
     let mesh = MeshConfig::from_configs(&objects).unwrap();
     mesh.model();
     Arc::new(mesh)

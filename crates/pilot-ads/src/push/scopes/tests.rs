@@ -199,7 +199,7 @@ fn yaml(mesh: &Mesh, rules: &[Rule], routes: &[Rule]) -> String {
 }
 
 fn compile(text: &str) -> MeshConfig {
-    let objects = document::parse("mesh.yaml", text, &pilot_model::default_registry()).unwrap();
+    let objects = document::parse("mesh.yaml", text, &pilot_api::default_registry()).unwrap();
     let mesh = MeshConfig::from_configs(&objects).unwrap();
     mesh.model();
     mesh

@@ -1,0 +1,90 @@
+//! Typing the routing objects of a push from those of the previous one:
+//! an object at the resource version the previous push held is taken as
+//! it was typed then, only new versions are decoded.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
+use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
+use pilot_api::security::AuthorizationPolicy;
+use pilot_model::{Config, ConfigKind, DynConfig, StoreError};
+
+use super::RoutingConfigs;
+
+impl RoutingConfigs {
+    /// The routing kinds among `configs`, typed, as
+    /// [`RoutingConfigs::from_configs`] types them, taking each object
+    /// `previous` holds at the same resource version from it rather than
+    /// decoding it again; the settings (domain suffix, root namespace,
+    /// default `exportTo`) are `previous`'s. An object without a resource
+    /// version is always decoded.
+    pub fn from_configs_reusing<'a>(
+        configs: impl IntoIterator<Item = &'a DynConfig>,
+        previous: &RoutingConfigs,
+    ) -> Result<Self, StoreError> {
+        let mut out = RoutingConfigs {
+            domain_suffix: previous.domain_suffix.clone(),
+            root_namespace: previous.root_namespace.clone(),
+            default_export_to: previous.default_export_to.clone(),
+            ..RoutingConfigs::default()
+        };
+        let route_rules = Held::of(&previous.route_rules);
+        let destination_policies = Held::of(&previous.destination_policies);
+        let egress_rules = Held::of(&previous.egress_rules);
+        let ingress_rules = Held::of(&previous.ingress_rules);
+        let virtual_services = Held::of(&previous.virtual_services);
+        let destination_rules = Held::of(&previous.destination_rules);
+        let gateways = Held::of(&previous.gateways);
+        let sidecars = Held::of(&previous.sidecars);
+        let authorization_policies = Held::of(&previous.authorization_policies);
+        for config in configs {
+            match config.meta.kind.as_str() {
+                RouteRule::KIND => out.route_rules.push(route_rules.typed(config)?),
+                DestinationPolicy::KIND => out.destination_policies.push(destination_policies.typed(config)?),
+                EgressRule::KIND => out.egress_rules.push(egress_rules.typed(config)?),
+                IngressRule::KIND => out.ingress_rules.push(ingress_rules.typed(config)?),
+                VirtualService::KIND => out.virtual_services.push(virtual_services.typed(config)?),
+                DestinationRule::KIND => out.destination_rules.push(destination_rules.typed(config)?),
+                Gateway::KIND => out.gateways.push(gateways.typed(config)?),
+                Sidecar::KIND => out.sidecars.push(sidecars.typed(config)?),
+                AuthorizationPolicy::KIND => out
+                    .authorization_policies
+                    .push(authorization_policies.typed(config)?),
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The typed objects of one kind a previous push held, by namespace and
+/// name, with their resource version.
+struct Held<'a, K>(HashMap<(&'a str, &'a str), &'a Arc<Config<K>>>);
+
+impl<'a, K: ConfigKind + Clone> Held<'a, K> {
+    fn of(configs: &'a [Arc<Config<K>>]) -> Self {
+        Held(
+            configs
+                .iter()
+                .filter(|c| c.meta.resource_version.is_some())
+                .map(|c| ((c.meta.namespace.as_str(), c.meta.name.as_str()), c))
+                .collect(),
+        )
+    }
+
+    /// `config` typed: as held (shared), if held at its version.
+    fn typed(&self, config: &DynConfig) -> Result<Arc<Config<K>>, StoreError> {
+        let held = self
+            .0
+            .get(&(config.meta.namespace.as_str(), config.meta.name.as_str()))
+            .filter(|held| {
+                config.meta.resource_version.is_some()
+                    && held.meta.resource_version == config.meta.resource_version
+            });
+        match held {
+            Some(held) => Ok(Arc::clone(held)),
+            None => Config::from_dyn(config).map(Arc::new),
+        }
+    }
+}

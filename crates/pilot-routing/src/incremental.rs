@@ -1,0 +1,412 @@
+//! Compiling the next model from the previous one: only the hosts the
+//! changed objects name are compiled again; every other host's routes and
+//! destination are shared with the previous model.
+//!
+//! An object is changed when it is new, gone, or at another
+//! `resourceVersion` (an object without one is taken as changed). A host's
+//! entry (its routes, its destination) depends only on the objects that
+//! name it (as the host of their routes or policy, or as a destination or
+//! mirror) and, through the subsets and hash keys of its routes'
+//! destinations, on the objects naming those. So the entries that may
+//! change are those of the hosts named by any object (old or new) that
+//! names a host a changed object names; they are compiled again from
+//! every object naming a host that the objects naming them name, which is
+//! all their entries depend on.
+//!
+//! What is not kept by host makes the whole model compile again: a change
+//! of the domain suffix, root namespace or default `exportTo`; a changed
+//! EgressRule, IngressRule or Gateway, or a changed VirtualService bound
+//! to a gateway; an IngressRule or gateway-bound VirtualService naming a
+//! host whose entry may change (the servers of edge proxies are compiled
+//! as a whole).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use pilot_api::istio::{DestinationPolicy, IngressRule, IstioService, RouteRule};
+use pilot_api::networking::{self, DestinationRule, VirtualService};
+use pilot_model::{Config, ConfigKind};
+
+use super::v1::resolve;
+use super::{MESH_GATEWAY, RoutingConfigs, RoutingModel};
+
+/// A model compiled from the previous one
+/// ([`RoutingConfigs::compile_from`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Recompiled {
+    /// The model: equal to a compilation of the objects from scratch.
+    pub model: RoutingModel,
+    /// The hosts whose routes or destination differ from the previous
+    /// model's; `None` when the whole model was compiled again (then
+    /// compare the two models, [`RoutingModel::changed_hosts`]).
+    pub changed: Option<BTreeSet<String>>,
+}
+
+impl RoutingConfigs {
+    /// The model of these objects, compiled from `before` (the model of
+    /// `previous`): hosts no changed object names are shared with it. The
+    /// whole model is compiled again when something every host depends on
+    /// changed (the domain suffix, the root namespace, the default
+    /// `exportTo`, an EgressRule, IngressRule, Gateway or gateway-bound
+    /// VirtualService).
+    pub fn compile_from(&self, previous: &RoutingConfigs, before: &RoutingModel) -> Recompiled {
+        match self.recompile(previous, before) {
+            Some(recompiled) => recompiled,
+            None => Recompiled {
+                model: self.compile(),
+                changed: None,
+            },
+        }
+    }
+
+    fn recompile(&self, previous: &RoutingConfigs, before: &RoutingModel) -> Option<Recompiled> {
+        if self.domain_suffix != previous.domain_suffix
+            || self.root_namespace != previous.root_namespace
+            || self.default_export_to != previous.default_export_to
+            || !same_objects(&self.egress_rules, &previous.egress_rules)
+            || !same_objects(&self.ingress_rules, &previous.ingress_rules)
+            || !same_objects(&self.gateways, &previous.gateways)
+        {
+            return None;
+        }
+        let suffix = &self.domain_suffix;
+        // The hosts the changed objects name, before and after.
+        let mut named_by_changes = HashSet::new();
+        let changes = Changed::between(self, previous);
+        for (configs, changed) in [(self, &changes.now), (previous, &changes.before)] {
+            for named in configs.named(suffix, |kind, at| changed.contains(&(kind, at))) {
+                if named.at_gateway {
+                    return None;
+                }
+                named_by_changes.extend(named.hosts);
+            }
+        }
+        if named_by_changes.is_empty() {
+            return Some(Recompiled {
+                model: before.clone(),
+                changed: Some(BTreeSet::new()),
+            });
+        }
+        // The hosts whose entries may change: named with those, by any
+        // object, old or new.
+        // (The previous objects naming them are unchanged, so among the
+        // new ones, or changed, so named already.)
+        // The hosts every object names, worked out once for the passes
+        // below.
+        let all: Vec<Named> = self.named(suffix, |_, _| true).collect();
+        let mut again: HashSet<String> = named_by_changes.clone();
+        for named in &all {
+            if named.hosts.iter().any(|h| named_by_changes.contains(h)) {
+                if named.at_gateway {
+                    return None;
+                }
+                again.extend(named.hosts.iter().cloned());
+            }
+        }
+        // What their entries depend on: the objects naming a host named
+        // with them.
+        let mut reach = again.clone();
+        for named in &all {
+            if named.hosts.iter().any(|h| again.contains(h)) {
+                reach.extend(named.hosts.iter().cloned());
+            }
+        }
+        let part = self.only_naming(&all, &reach).compile();
+        let mut model = before.clone();
+        let mut changed = BTreeSet::new();
+        for host in again {
+            let routes = part.hosts.get(&host);
+            let same = match (routes, model.hosts.get(&host)) {
+                (Some(a), Some(b)) => a == b,
+                (None, None) => true,
+                _ => false,
+            };
+            if !same {
+                match routes {
+                    Some(routes) => model.hosts.insert(host.clone(), Arc::clone(routes)),
+                    None => model.hosts.remove(&host),
+                };
+                changed.insert(host.clone());
+            }
+            let destination = part.destinations.get(&host);
+            let same = match (destination, model.destinations.get(&host)) {
+                (Some(a), Some(b)) => a == b,
+                (None, None) => true,
+                _ => false,
+            };
+            if !same {
+                match destination {
+                    Some(destination) => model.destinations.insert(host.clone(), Arc::clone(destination)),
+                    None => model.destinations.remove(&host),
+                };
+                changed.insert(host);
+            }
+        }
+        model.aggregate();
+        let global_same = model.sources == before.sources
+            && model.sources_by_labels == before.sources_by_labels
+            && model.l4_by_source == before.l4_by_source;
+        Some(Recompiled {
+            model,
+            changed: global_same.then_some(changed),
+        })
+    }
+
+    /// The objects that name a host of `hosts` (with the same settings),
+    /// `all` being what each object names (`named`, in its order); the
+    /// kinds compiled as a whole are left as they are.
+    fn only_naming(&self, all: &[Named], hosts: &HashSet<String>) -> RoutingConfigs {
+        fn naming<K>(
+            configs: &[Arc<Config<K>>],
+            rest: &mut &[Named],
+            hosts: &HashSet<String>,
+        ) -> Vec<Arc<Config<K>>> {
+            let (these, after) = rest.split_at(configs.len());
+            *rest = after;
+            configs
+                .iter()
+                .zip(these)
+                .filter(|(_, named)| named.hosts.iter().any(|h| hosts.contains(h)))
+                .map(|(c, _)| Arc::clone(c))
+                .collect()
+        }
+        let rest = &mut &all[..];
+        RoutingConfigs {
+            route_rules: naming(&self.route_rules, rest, hosts),
+            destination_policies: naming(&self.destination_policies, rest, hosts),
+            virtual_services: naming(&self.virtual_services, rest, hosts),
+            destination_rules: naming(&self.destination_rules, rest, hosts),
+            egress_rules: Vec::new(),
+            ingress_rules: Vec::new(),
+            gateways: Vec::new(),
+            sidecars: Vec::new(),
+            authorization_policies: Vec::new(),
+            domain_suffix: self.domain_suffix.clone(),
+            root_namespace: self.root_namespace.clone(),
+            default_export_to: self.default_export_to.clone(),
+        }
+    }
+
+    /// The hosts each object compiled by host names, for the objects
+    /// `pick` (kind, index) selects; and the ingress rules' and
+    /// gateway-bound VirtualServices', marked as such.
+    fn named<'a>(
+        &'a self,
+        suffix: &'a str,
+        pick: impl Fn(&'static str, usize) -> bool + 'a,
+    ) -> impl Iterator<Item = Named> + 'a {
+        let pick = Arc::new(pick);
+        let (p1, p2, p3, p4, p5) = (
+            Arc::clone(&pick),
+            Arc::clone(&pick),
+            Arc::clone(&pick),
+            Arc::clone(&pick),
+            pick,
+        );
+        let rules = self
+            .route_rules
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| p1(RouteRule::KIND, *i))
+            .map(move |(_, c)| Named::mesh(route_rule_hosts(c, suffix)));
+        let policies = self
+            .destination_policies
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| p2(DestinationPolicy::KIND, *i))
+            .map(move |(_, c)| Named::mesh(policy_hosts(c, suffix)));
+        let services = self
+            .virtual_services
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| p3(VirtualService::KIND, *i))
+            .map(move |(_, c)| Named {
+                at_gateway: c.spec.gateways.iter().any(|g| g != MESH_GATEWAY),
+                hosts: virtual_service_hosts(c, suffix),
+            });
+        let destination_rules = self
+            .destination_rules
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| p4(DestinationRule::KIND, *i))
+            .map(move |(_, c)| Named::mesh(destination_rule_hosts(c, suffix)));
+        let ingress = self
+            .ingress_rules
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| p5(IngressRule::KIND, *i))
+            .map(move |(_, c)| Named {
+                at_gateway: true,
+                hosts: ingress_rule_hosts(c, suffix),
+            });
+        rules
+            .chain(policies)
+            .chain(services)
+            .chain(destination_rules)
+            .chain(ingress)
+    }
+}
+
+/// The hosts one object names.
+struct Named {
+    hosts: Vec<String>,
+    /// Whether it is compiled into the servers of edge proxies.
+    at_gateway: bool,
+}
+
+impl Named {
+    fn mesh(hosts: Vec<String>) -> Self {
+        Named {
+            hosts,
+            at_gateway: false,
+        }
+    }
+}
+
+/// The changed objects of the kinds compiled by host, by kind and index:
+/// in the new objects, and in the previous ones.
+struct Changed {
+    now: HashSet<(&'static str, usize)>,
+    before: HashSet<(&'static str, usize)>,
+}
+
+impl Changed {
+    fn between(now: &RoutingConfigs, before: &RoutingConfigs) -> Self {
+        let mut changed = Changed {
+            now: HashSet::new(),
+            before: HashSet::new(),
+        };
+        changed.kind(RouteRule::KIND, &now.route_rules, &before.route_rules);
+        changed.kind(
+            DestinationPolicy::KIND,
+            &now.destination_policies,
+            &before.destination_policies,
+        );
+        changed.kind(
+            VirtualService::KIND,
+            &now.virtual_services,
+            &before.virtual_services,
+        );
+        changed.kind(
+            DestinationRule::KIND,
+            &now.destination_rules,
+            &before.destination_rules,
+        );
+        changed
+    }
+
+    fn kind<T>(&mut self, kind: &'static str, now: &[Arc<Config<T>>], before: &[Arc<Config<T>>]) {
+        self.now.extend(changed(now, before).map(|i| (kind, i)));
+        self.before.extend(changed(before, now).map(|i| (kind, i)));
+    }
+}
+
+/// Whether two lists hold the same objects at the same resource versions,
+/// in the same order.
+fn same_objects<T>(now: &[Arc<Config<T>>], before: &[Arc<Config<T>>]) -> bool {
+    now.len() == before.len()
+        && now.iter().zip(before).all(|(a, b)| {
+            a.meta.namespace == b.meta.namespace
+                && a.meta.name == b.meta.name
+                && a.meta.resource_version.is_some()
+                && a.meta.resource_version == b.meta.resource_version
+        })
+}
+
+/// The indexes of the objects of `now` that `before` does not hold at the
+/// same resource version.
+fn changed<'a, T>(
+    now: &'a [Arc<Config<T>>],
+    before: &'a [Arc<Config<T>>],
+) -> impl Iterator<Item = usize> + 'a {
+    let versions: HashMap<(&str, &str), Option<&str>> = before
+        .iter()
+        .map(|c| {
+            (
+                (c.meta.namespace.as_str(), c.meta.name.as_str()),
+                c.meta.resource_version.as_deref(),
+            )
+        })
+        .collect();
+    now.iter().enumerate().filter_map(move |(i, c)| {
+        let version = c.meta.resource_version.as_deref();
+        let held = versions.get(&(c.meta.namespace.as_str(), c.meta.name.as_str()));
+        (version.is_none() || held != Some(&version)).then_some(i)
+    })
+}
+
+fn hostname(service: &IstioService, namespace: &str, suffix: &str) -> String {
+    service.hostname(namespace, suffix)
+}
+
+fn route_rule_hosts(rule: &Config<RouteRule>, suffix: &str) -> Vec<String> {
+    let namespace = &rule.meta.namespace;
+    let spec = &rule.spec;
+    let mut hosts: Vec<String> = spec
+        .destination
+        .iter()
+        .chain(spec.route.iter().filter_map(|t| t.destination.as_ref()))
+        .chain(&spec.mirror)
+        .map(|d| hostname(d, namespace, suffix))
+        .collect();
+    if let Some(source) = spec.match_condition.as_ref().and_then(|m| m.source.as_ref()) {
+        hosts.push(hostname(source, namespace, suffix));
+    }
+    hosts
+}
+
+fn policy_hosts(policy: &Config<DestinationPolicy>, suffix: &str) -> Vec<String> {
+    policy
+        .spec
+        .destination
+        .iter()
+        .map(|d| hostname(d, &policy.meta.namespace, suffix))
+        .collect()
+}
+
+fn ingress_rule_hosts(rule: &Config<IngressRule>, suffix: &str) -> Vec<String> {
+    rule.spec
+        .destination
+        .iter()
+        .map(|d| hostname(d, &rule.meta.namespace, suffix))
+        .collect()
+}
+
+fn destination_rule_hosts(rule: &Config<DestinationRule>, suffix: &str) -> Vec<String> {
+    vec![resolve(&rule.spec.host, &rule.meta.namespace, suffix)]
+}
+
+fn virtual_service_hosts(service: &Config<VirtualService>, suffix: &str) -> Vec<String> {
+    let namespace = &service.meta.namespace;
+    let spec = &service.spec;
+    let http = spec.http.iter().flat_map(|h| {
+        h.route
+            .iter()
+            .map(|r| &r.destination)
+            .chain(&h.mirror)
+            .chain(h.mirrors.iter().map(|m| &m.destination))
+    });
+    let tcp = spec
+        .tcp
+        .iter()
+        .flat_map(|t| t.route.iter().map(|r| &r.destination));
+    let tls = spec
+        .tls
+        .iter()
+        .flat_map(|t| t.route.iter().map(|r| &r.destination));
+    let destinations = http
+        .chain(tcp)
+        .chain(tls)
+        .map(|d: &networking::Destination| d.host.as_str());
+    spec.hosts
+        .iter()
+        .map(String::as_str)
+        .chain(destinations)
+        .map(|h| resolve(h, namespace, suffix))
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "incremental_tests.rs"]
+mod tests;

@@ -1,0 +1,421 @@
+//! The routing model: the one form of routing configuration that
+//! generation reads, whichever API family it was written in.
+//!
+//! The routing kinds (v1alpha2 `RouteRule`, `DestinationPolicy`,
+//! `EgressRule`, `IngressRule`; `networking.istio.io` `VirtualService` and
+//! `DestinationRule`, `Gateway`) are compiled by [`RoutingConfigs::compile`] into a
+//! [`RoutingModel`]:
+//!
+//! - per service host, its ordered HTTP routes ([`HttpRoute`]: matches,
+//!   weighted destinations, redirect or direct response, rewrite, timeout,
+//!   retries, fault, mirror, CORS, header manipulation, websocket), and its
+//!   TCP and TLS routes;
+//! - per destination host, the [`TrafficPolicy`] of its clusters and its
+//!   named [`Subset`]s, each with its own policy. A v1alpha2 rule's
+//!   label-selected target is a subset named after its labels
+//!   (`version=v1`), which is also how its clusters are named;
+//! - the external services proxies may call ([`ExternalService`]), and the
+//!   servers of edge proxies ([`IngressServer`]): the ingress rules', and
+//!   the gateways' with the VirtualServices bound to them.
+//!
+//! Compilation is pure and deterministic: the same objects give the same
+//! model. A host's routes keep the kinds' precedence: v1alpha2 rules by
+//! precedence (higher first, ties broken by namespace and name), then the
+//! VirtualServices' routes (by namespace and name, each in its order). The model is compiled once per push and
+//! shared by every proxy; what depends on the proxy asking (a source
+//! match) is kept in the routes and decided at generation.
+//!
+//! ```
+//! use pilot_routing::{HttpAction, RoutingConfigs};
+//! use pilot_model::{Labels, document};
+//! use pilot_api::istio;
+//!
+//! let text = r#"
+//! apiVersion: config.istio.io/v1alpha2
+//! kind: RouteRule
+//! metadata: {name: reviews-split, namespace: default}
+//! spec:
+//!   destination: {name: reviews}
+//!   route: [{labels: {version: v1}, weight: 80}, {labels: {version: v2}, weight: 20}]
+//! "#;
+//! let objects = document::parse("rules.yaml", text, &istio::registry()).unwrap();
+//! let model = RoutingConfigs::from_configs(&objects).unwrap().compile();
+//! let host = "reviews.default.svc.cluster.local";
+//! let routes = model.http_routes(host);
+//! assert_eq!(routes[0].name, "default/reviews-split");
+//! let HttpAction::Route(to) = &routes[0].action else { panic!() };
+//! assert_eq!(to[0].destination.subset, Labels::from_pairs([("version", "v1")]));
+//! assert_eq!(to[0].weight, 80);
+//! let subsets: Vec<&str> = model.destination(host).unwrap().subsets.iter().map(|s| s.name.as_str()).collect();
+//! assert_eq!(subsets, ["version=v1", "version=v2"]);
+//! ```
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
+use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
+use pilot_api::security::AuthorizationPolicy;
+use pilot_model::{Config, ConfigKind, DynConfig, Labels, StoreError};
+
+pub mod convert;
+mod decode;
+mod edge;
+mod gateway;
+mod http;
+mod incremental;
+mod l4;
+mod policy;
+mod scope;
+mod v1;
+mod v1alpha2;
+
+pub use edge::{
+    ExternalPort, ExternalService, GatewayHost, IngressRoute, IngressServer, PortSelector, Resolution,
+    ServerHost, ServerTls, ServerTlsMode,
+};
+pub use http::{
+    Cors, DirectResponse, Fault, FaultAbort, FaultDelay, HeaderOperations, Headers, HttpAction, HttpMatch,
+    HttpRoute, MESH_GATEWAY, Mirror, Redirect, Retries, Rewrite, RouteDestination, StringMatch,
+    WeightedDestination,
+};
+pub use incremental::Recompiled;
+pub use l4::{L4Match, TcpRoute, TlsRoute};
+pub use policy::{
+    ClientTls, ConnectionPool, ConsistentHash, Destination, HashKey, LoadBalancer, OutlierDetection,
+    PortTrafficPolicy, SimpleLb, Subset, TlsMode, TrafficPolicy,
+};
+
+/// The DNS suffix of service hostnames unless said otherwise.
+pub const DEFAULT_DOMAIN_SUFFIX: &str = "svc.cluster.local";
+
+/// The routing objects a model is compiled from, typed, by kind.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RoutingConfigs {
+    /// Route rules.
+    pub route_rules: Vec<Arc<Config<RouteRule>>>,
+    /// Destination policies.
+    pub destination_policies: Vec<Arc<Config<DestinationPolicy>>>,
+    /// Egress rules.
+    pub egress_rules: Vec<Arc<Config<EgressRule>>>,
+    /// Ingress rules.
+    pub ingress_rules: Vec<Arc<Config<IngressRule>>>,
+    /// Virtual services (`networking.istio.io`).
+    pub virtual_services: Vec<Arc<Config<VirtualService>>>,
+    /// Destination rules (`networking.istio.io`).
+    pub destination_rules: Vec<Arc<Config<DestinationRule>>>,
+    /// Gateways (`networking.istio.io`).
+    pub gateways: Vec<Arc<Config<Gateway>>>,
+    /// Sidecars (`networking.istio.io`): what each proxy sees
+    /// ([`RoutingConfigs::visible_to`], pilot-xds's scope).
+    pub sidecars: Vec<Arc<Config<Sidecar>>>,
+    /// Authorization policies (`security.istio.io`), read by inbound
+    /// generation; not part of the routing model.
+    pub authorization_policies: Vec<Arc<Config<AuthorizationPolicy>>>,
+    /// The DNS suffix of service hostnames (`svc.cluster.local`).
+    pub domain_suffix: String,
+    /// The namespace whose selector-less Sidecar is the mesh's default
+    /// (`istio-system`).
+    pub root_namespace: String,
+    /// The namespaces services, VirtualServices and DestinationRules
+    /// without `exportTo` are visible to (empty: every namespace).
+    pub default_export_to: Vec<String>,
+}
+
+/// The root namespace unless said otherwise (Istio's default
+/// `rootNamespace`): its routing objects are visible to every namespace,
+/// its security policies without a selector apply to every workload of
+/// the mesh, and those with a selector to the selected workloads of every
+/// namespace.
+pub const DEFAULT_ROOT_NAMESPACE: &str = "istio-system";
+
+impl Default for RoutingConfigs {
+    fn default() -> Self {
+        RoutingConfigs {
+            route_rules: Vec::new(),
+            destination_policies: Vec::new(),
+            egress_rules: Vec::new(),
+            ingress_rules: Vec::new(),
+            virtual_services: Vec::new(),
+            destination_rules: Vec::new(),
+            gateways: Vec::new(),
+            sidecars: Vec::new(),
+            authorization_policies: Vec::new(),
+            domain_suffix: DEFAULT_DOMAIN_SUFFIX.into(),
+            root_namespace: DEFAULT_ROOT_NAMESPACE.into(),
+            default_export_to: Vec::new(),
+        }
+    }
+}
+
+impl RoutingConfigs {
+    /// The routing kinds among `configs`, typed; other kinds are ignored.
+    /// Fails on an object that does not decode as its kind.
+    pub fn from_configs<'a>(configs: impl IntoIterator<Item = &'a DynConfig>) -> Result<Self, StoreError> {
+        let mut out = RoutingConfigs::default();
+        for config in configs {
+            match config.meta.kind.as_str() {
+                RouteRule::KIND => out.route_rules.push(Arc::new(Config::from_dyn(config)?)),
+                DestinationPolicy::KIND => out.destination_policies.push(Arc::new(Config::from_dyn(config)?)),
+                EgressRule::KIND => out.egress_rules.push(Arc::new(Config::from_dyn(config)?)),
+                IngressRule::KIND => out.ingress_rules.push(Arc::new(Config::from_dyn(config)?)),
+                VirtualService::KIND => out.virtual_services.push(Arc::new(Config::from_dyn(config)?)),
+                DestinationRule::KIND => out.destination_rules.push(Arc::new(Config::from_dyn(config)?)),
+                Gateway::KIND => out.gateways.push(Arc::new(Config::from_dyn(config)?)),
+                Sidecar::KIND => out.sidecars.push(Arc::new(Config::from_dyn(config)?)),
+                AuthorizationPolicy::KIND => out
+                    .authorization_policies
+                    .push(Arc::new(Config::from_dyn(config)?)),
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// The hostname a reference in an object of `namespace` names:
+    /// `service` if given, else `name.namespace.domain`.
+    pub fn hostname(&self, service: &IstioService, namespace: &str) -> String {
+        service.hostname(namespace, &self.domain_suffix)
+    }
+
+    /// The routing model these objects make.
+    pub fn compile(&self) -> RoutingModel {
+        let mut model = RoutingModel::default();
+        v1alpha2::compile(self, &mut model);
+        v1::compile(self, &mut model);
+        model.finish();
+        model
+    }
+}
+
+/// The routes of one service host.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct HostRoutes {
+    /// HTTP routes, first match wins.
+    pub http: Vec<HttpRoute>,
+    /// TCP routes, first match wins.
+    pub tcp: Vec<TcpRoute>,
+    /// TLS routes, first match wins.
+    pub tls: Vec<TlsRoute>,
+}
+
+/// The compiled routing configuration: routes by host, destinations with
+/// their policies and subsets, external services, ingress servers. See the
+/// [module](self) documentation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoutingModel {
+    /// Shared with the models compiled from this one where a host's
+    /// objects did not change (`incremental.rs`).
+    hosts: HashMap<String, Arc<HostRoutes>>,
+    destinations: BTreeMap<String, Arc<Destination>>,
+    external: Vec<ExternalService>,
+    ingress: Vec<IngressServer>,
+    sources: HashSet<String>,
+    sources_by_labels: bool,
+    l4_by_source: bool,
+}
+
+impl RoutingModel {
+    /// The HTTP routes of `host` in the order they apply.
+    pub fn http_routes(&self, host: &str) -> &[HttpRoute] {
+        self.hosts
+            .get(host)
+            .map(|h| h.http.as_slice())
+            .unwrap_or_default()
+    }
+
+    /// Every host with routes, in no particular order.
+    pub fn hosts(&self) -> impl Iterator<Item = (&str, &HostRoutes)> {
+        self.hosts.iter().map(|(host, routes)| (host.as_str(), &**routes))
+    }
+
+    /// The routes of `host`.
+    pub fn routes(&self, host: &str) -> Option<&HostRoutes> {
+        self.hosts.get(host).map(|h| &**h)
+    }
+
+    /// What is known of destination `host`: its policy and subsets.
+    pub fn destination(&self, host: &str) -> Option<&Destination> {
+        self.destinations.get(host).map(|d| &**d)
+    }
+
+    /// Every destination with a policy or subsets, by host.
+    pub fn destinations(&self) -> impl Iterator<Item = &Destination> {
+        self.destinations.values().map(|d| &**d)
+    }
+
+    /// The policy of `host`'s subset selected by `labels` (empty: the whole
+    /// service): the subset's own, else the host's.
+    pub fn policy_for(&self, host: &str, labels: &Labels) -> Option<&TrafficPolicy> {
+        self.destinations.get(host)?.policy_for(labels)
+    }
+
+    /// What a consistent hash of `host`'s whole service hashes on `port`
+    /// (its DestinationRule's load balancer, or the port-level one): the
+    /// hash policy of the route that sends the host's requests to the
+    /// service itself when no rule routes them.
+    pub fn default_hash(&self, host: &str, port: u16) -> Option<&HashKey> {
+        match &self
+            .destinations
+            .get(host)?
+            .policy
+            .as_ref()?
+            .for_port(port)
+            .load_balancer
+        {
+            Some(LoadBalancer::ConsistentHash(hash)) => Some(&hash.key),
+            _ => None,
+        }
+    }
+
+    /// The external services proxies may call, in the order configured.
+    pub fn external_services(&self) -> &[ExternalService] {
+        &self.external
+    }
+
+    /// The servers of edge proxies: the ingress rules', by port, then the
+    /// gateways', by gateway namespace and name and in their order.
+    pub fn ingress_servers(&self) -> &[IngressServer] {
+        &self.ingress
+    }
+
+    /// The services some route's source match names: only proxies running
+    /// one of them can see routes other proxies do not.
+    pub fn source_services(&self) -> &HashSet<String> {
+        &self.sources
+    }
+
+    /// Whether some route's match names its source by workload labels
+    /// alone (a VirtualService's `sourceLabels`, HTTP, TCP or TLS): then
+    /// every proxy's labels matter.
+    pub fn sources_by_labels(&self) -> bool {
+        self.sources_by_labels
+    }
+
+    /// Whether some TCP or TLS route's match names its source (labels or
+    /// namespace): then a proxy's outbound listeners depend on it.
+    pub fn l4_by_source(&self) -> bool {
+        self.l4_by_source
+    }
+
+    fn host_mut(&mut self, host: &str) -> &mut HostRoutes {
+        Arc::make_mut(self.hosts.entry(host.to_string()).or_default())
+    }
+
+    fn destination_mut(&mut self, host: &str) -> &mut Destination {
+        Arc::make_mut(self.destinations.entry(host.to_string()).or_insert_with(|| {
+            Arc::new(Destination {
+                host: host.to_string(),
+                ..Default::default()
+            })
+        }))
+    }
+
+    /// Adds the subset selected by `labels` to `host` unless it has it.
+    fn add_subset(&mut self, host: &str, labels: &Labels) -> &mut Subset {
+        let destination = self.destination_mut(host);
+        let at = match destination.subsets.iter().position(|s| &s.labels == labels) {
+            Some(at) => at,
+            None => {
+                destination.subsets.push(Subset::from_labels(labels.clone()));
+                destination.subsets.len() - 1
+            }
+        };
+        &mut destination.subsets[at]
+    }
+
+    /// Orders what compilation left unordered, records the source
+    /// services, and gives each route its destinations' hash key.
+    fn finish(&mut self) {
+        let destinations = &self.destinations;
+        for route in self
+            .ingress
+            .iter_mut()
+            .flat_map(|s| &mut s.virtual_hosts)
+            .flat_map(|h| &mut h.routes)
+        {
+            route.hash = hash_key(destinations, route);
+        }
+        for routes in self.hosts.values_mut() {
+            hash_routes(destinations, routes);
+        }
+        for destination in self.destinations.values_mut() {
+            if !destination.subsets.is_sorted_by(|a, b| a.labels <= b.labels) {
+                Arc::make_mut(destination)
+                    .subsets
+                    .sort_by(|a, b| a.labels.cmp(&b.labels));
+            }
+        }
+        self.aggregate();
+    }
+
+    /// Records what is said of the model as a whole from its hosts'
+    /// routes: the source services, whether some route's source is named
+    /// by labels alone, whether some TCP or TLS route names its source.
+    fn aggregate(&mut self) {
+        self.sources = self
+            .hosts
+            .values()
+            .flat_map(|h| &h.http)
+            .flat_map(|r| &r.matches)
+            .filter_map(|m| m.source_service.clone())
+            .collect();
+        let l4_sources = self
+            .hosts
+            .values()
+            .flat_map(|h| {
+                h.tcp
+                    .iter()
+                    .flat_map(|r| &r.matches)
+                    .chain(h.tls.iter().flat_map(|r| &r.matches))
+            })
+            .any(|m| !m.source_labels.is_empty());
+        self.l4_by_source = l4_sources;
+        self.sources_by_labels = l4_sources
+            || self
+                .hosts
+                .values()
+                .flat_map(|h| &h.http)
+                .flat_map(|r| &r.matches)
+                .any(|m| m.source_service.is_none() && !m.source_labels.is_empty());
+    }
+}
+
+/// Gives each of `routes`' HTTP routes its destinations' hash key,
+/// copying them only when one changes (they may be shared).
+fn hash_routes(destinations: &BTreeMap<String, Arc<Destination>>, routes: &mut Arc<HostRoutes>) {
+    let hashes: Vec<Option<HashKey>> = routes.http.iter().map(|r| hash_key(destinations, r)).collect();
+    if routes.http.iter().zip(&hashes).any(|(r, h)| r.hash != *h) {
+        for (route, hash) in Arc::make_mut(routes).http.iter_mut().zip(hashes) {
+            route.hash = hash;
+        }
+    }
+}
+
+/// The key a consistent hash of `route`'s destinations hashes: the one
+/// their policies (on their port, if they name one) share, if any.
+fn hash_key(destinations: &BTreeMap<String, Arc<Destination>>, route: &HttpRoute) -> Option<HashKey> {
+    let HttpAction::Route(targets) = &route.action else {
+        return None;
+    };
+    let mut keys = targets.iter().map(|t| {
+        let policy = destinations
+            .get(&t.destination.host)?
+            .policy_for(&t.destination.subset)?;
+        let policy = match t.destination.port {
+            Some(port) => policy.for_port(port),
+            None => policy,
+        };
+        match &policy.load_balancer {
+            Some(LoadBalancer::ConsistentHash(hash)) => Some(hash.key.clone()),
+            _ => None,
+        }
+    });
+    let first = keys.next()??;
+    keys.all(|k| k.as_ref() == Some(&first)).then_some(first)
+}
+
+#[cfg(test)]
+mod tests;

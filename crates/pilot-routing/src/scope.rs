@@ -1,0 +1,186 @@
+//! What the routing model looks like to one proxy: the objects visible in
+//! its namespace (`exportTo`), and the model restricted to the hosts in
+//! its scope (pilot-xds's `scope`), with what a push changed, by host.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use super::{Destination, HostRoutes, HttpAction, RoutingConfigs, RoutingModel};
+use pilot_api::networking::{exported_to, is_public};
+
+impl RoutingConfigs {
+    /// The objects visible in `namespace`: the VirtualServices and
+    /// DestinationRules exported to it (their `exportTo`, else
+    /// [`RoutingConfigs::default_export_to`]); the v1alpha2 kinds have no
+    /// `exportTo` and are visible everywhere.
+    pub fn visible_to(&self, namespace: &str) -> RoutingConfigs {
+        let default = &self.default_export_to;
+        let mut out = self.clone();
+        out.virtual_services
+            .retain(|vs| exported_to(&vs.spec.export_to, &vs.meta.namespace, default, namespace));
+        out.destination_rules
+            .retain(|dr| exported_to(&dr.spec.export_to, &dr.meta.namespace, default, namespace));
+        out
+    }
+
+    /// True when some VirtualService or DestinationRule is not visible in
+    /// every namespace: then each namespace compiles its own model.
+    pub fn restricts_visibility(&self) -> bool {
+        let default = &self.default_export_to;
+        self.virtual_services
+            .iter()
+            .any(|vs| !is_public(&vs.spec.export_to, default))
+            || self
+                .destination_rules
+                .iter()
+                .any(|dr| !is_public(&dr.spec.export_to, default))
+    }
+}
+
+impl RoutingModel {
+    /// The model restricted to the hosts `in_scope` accepts: their routes
+    /// and destinations, and the external services whose host it accepts;
+    /// the ingress servers are kept (they belong to ingress proxies, which
+    /// have no Sidecar).
+    pub fn scoped(&self, in_scope: impl Fn(&str) -> bool) -> RoutingModel {
+        self.with_parts(
+            self.hosts
+                .iter()
+                .filter(|(host, _)| in_scope(host))
+                .map(|(h, r)| (h.clone(), r.clone()))
+                .collect(),
+            self.destinations
+                .iter()
+                .filter(|(host, _)| in_scope(host))
+                .map(|(h, d)| (h.clone(), d.clone()))
+                .collect(),
+            |host| in_scope(host),
+        )
+    }
+
+    /// [`scoped`](Self::scoped) to the set `hosts`: each is looked up
+    /// rather than every host of the model tested (a proxy's scope holds a
+    /// few hosts of thousands, and every class of proxies makes one).
+    pub fn scoped_to<'a>(&self, hosts: impl IntoIterator<Item = &'a str>) -> RoutingModel {
+        let hosts: BTreeSet<&str> = hosts.into_iter().collect();
+        self.with_parts(
+            hosts
+                .iter()
+                .filter_map(|host| {
+                    let (h, r) = self.hosts.get_key_value(*host)?;
+                    Some((h.clone(), Arc::clone(r)))
+                })
+                .collect(),
+            hosts
+                .iter()
+                .filter_map(|host| {
+                    let (h, d) = self.destinations.get_key_value(*host)?;
+                    Some((h.clone(), Arc::clone(d)))
+                })
+                .collect(),
+            |host| hosts.contains(host),
+        )
+    }
+
+    /// A model of `hosts` and `destinations` (taken from this one), the
+    /// external services whose host `external_in_scope` accepts, and this
+    /// model's ingress servers.
+    fn with_parts(
+        &self,
+        hosts: HashMap<String, Arc<HostRoutes>>,
+        destinations: BTreeMap<String, Arc<Destination>>,
+        external_in_scope: impl Fn(&str) -> bool,
+    ) -> RoutingModel {
+        let mut out = RoutingModel {
+            hosts,
+            destinations,
+            external: self
+                .external
+                .iter()
+                .filter(|e| external_in_scope(&e.host))
+                .cloned()
+                .collect(),
+            ingress: self.ingress.clone(),
+            sources: Default::default(),
+            sources_by_labels: false,
+            l4_by_source: false,
+        };
+        out.finish();
+        out
+    }
+
+    /// The hosts `host`'s routes send or mirror traffic to (its own
+    /// included when a route forwards to the whole service).
+    pub fn route_targets(&self, host: &str) -> BTreeSet<String> {
+        let mut targets = BTreeSet::new();
+        let Some(routes) = self.hosts.get(host) else {
+            return targets;
+        };
+        for route in &routes.http {
+            if let HttpAction::Route(to) = &route.action {
+                targets.extend(to.iter().map(|w| w.destination.host.clone()));
+            }
+            targets.extend(route.mirrors.iter().map(|m| m.destination.host.clone()));
+        }
+        for destinations in routes
+            .tcp
+            .iter()
+            .map(|r| &r.destinations)
+            .chain(routes.tls.iter().map(|r| &r.destinations))
+        {
+            targets.extend(destinations.iter().map(|w| w.destination.host.clone()));
+        }
+        targets.remove("");
+        targets
+    }
+
+    /// The hosts whose routes or destination differ between `self` and
+    /// `before`; `None` when something not kept by host (external
+    /// services, ingress servers, source matches) differs: then every host
+    /// may have changed.
+    pub fn changed_hosts(&self, before: &RoutingModel) -> Option<BTreeSet<String>> {
+        if self.external != before.external
+            || self.ingress != before.ingress
+            || self.sources != before.sources
+            || self.sources_by_labels != before.sources_by_labels
+        {
+            return None;
+        }
+        let mut changed = BTreeSet::new();
+        // Entries shared with `before` (a model compiled from it) are the
+        // same without looking into them.
+        for (host, routes) in &self.hosts {
+            if !before
+                .hosts
+                .get(host)
+                .is_some_and(|b| Arc::ptr_eq(b, routes) || b == routes)
+            {
+                changed.insert(host.clone());
+            }
+        }
+        changed.extend(
+            before
+                .hosts
+                .keys()
+                .filter(|h| !self.hosts.contains_key(*h))
+                .cloned(),
+        );
+        for (host, destination) in &self.destinations {
+            if !before
+                .destinations
+                .get(host)
+                .is_some_and(|b| Arc::ptr_eq(b, destination) || b == destination)
+            {
+                changed.insert(host.clone());
+            }
+        }
+        changed.extend(
+            before
+                .destinations
+                .keys()
+                .filter(|h| !self.destinations.contains_key(*h))
+                .cloned(),
+        );
+        Some(changed)
+    }
+}
