@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use futures::StreamExt;
-use pilot::memory::MemoryConfigStore;
-use pilot::model::{ConfigStore, DynConfig};
-use pilot::store::testing::{mock, registry};
-use pilot::store::{Controller, ControllerOptions, Notification};
+use pilot_model::{ConfigStore, DynConfig};
+use pilot_store::testing::{mock, registry};
+use pilot_store::{Controller, ControllerOptions, Notification};
+use pilot_store_memory::MemoryConfigStore;
 use tokio::runtime::Runtime;
 use tokio::sync::{broadcast, mpsc};
 

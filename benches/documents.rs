@@ -11,8 +11,8 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use pilot::api::istio;
-use pilot::model::{DynConfig, document};
+use pilot_api::istio;
+use pilot_model::{DynConfig, document};
 
 const DOCUMENTS: usize = 1_000;
 

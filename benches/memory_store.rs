@@ -11,9 +11,9 @@ use std::sync::Arc;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use dashmap::DashMap;
 use futures::FutureExt;
-use pilot::memory::MemoryConfigStore;
-use pilot::model::{ConfigKey, ConfigStore, DynConfig};
-use pilot::store::testing::{mock, registry};
+use pilot_model::{ConfigKey, ConfigStore, DynConfig};
+use pilot_store::testing::{mock, registry};
+use pilot_store_memory::MemoryConfigStore;
 
 const OBJECTS: usize = 10_000;
 const KIND: &str = "MockConfig";

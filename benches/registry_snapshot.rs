@@ -14,8 +14,8 @@ use std::hint::black_box;
 use std::net::IpAddr;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use pilot::model::{Labels, Port, Protocol, RegistrySnapshot, Service, ServiceDiscovery};
-use pilot::store::{DesiredState, ServiceCache};
+use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, ServiceDiscovery};
+use pilot_store::{DesiredState, ServiceCache};
 
 const INSTANCES: usize = 4;
 

@@ -8,12 +8,12 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use pilot::memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot::model::{
+use pilot_model::{
     Config, ConfigKind, ConfigMeta, ConfigStore, DynConfig, Event, FieldErrors, KindRegistry, KindSchema,
     Labels, Port, Protocol, Service, ServiceDiscovery,
 };
-use pilot::store::{Controller, Notification, TypedStore};
+use pilot_store::{Controller, Notification, TypedStore};
+use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use serde::{Deserialize, Serialize};
 
 /// A typed kind: a Rust type tied to its schema and validation.

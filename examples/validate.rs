@@ -8,8 +8,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use pilot::api::istio;
-use pilot::model::document;
+use pilot_api::istio;
+use pilot_model::document;
 
 fn main() -> ExitCode {
     let registry = istio::registry();

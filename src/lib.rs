@@ -1,7 +1,10 @@
 //! pilot: a service-mesh control plane in the lineage of Istio Pilot, as a
 //! library with pluggable backends.
 //!
-//! This facade re-exports the workspace's crates:
+//! This is the workspace's root package (not published): it holds the
+//! workspace-wide examples, tests and benches. An embedder depends on the
+//! published crates it needs (`docs/guide/embedding.md`), as the examples
+//! do. For the workspace's own use it re-exports them:
 //! - [`model`] (`pilot-model`): configuration objects, kinds and validation,
 //!   the `ConfigStore`/`ConfigWatch` contracts, the service model and the
 //!   `ServiceDiscovery` contract;

@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use futures::FutureExt;
-use pilot::api::istio;
-use pilot::memory::MemoryConfigStore;
-use pilot::model::{ConfigStore, document};
+use pilot_api::istio;
+use pilot_model::{ConfigStore, document};
+use pilot_store_memory::MemoryConfigStore;
 
 #[test]
 fn every_bookinfo_file_validates() {
