@@ -406,9 +406,15 @@ impl KindRegistry {
     /// as a name.
     ///
     /// ```
-    /// let registry = pilot_model::istio::registry();
-    /// let schema = registry.get("RouteRule").unwrap();
-    /// assert_eq!(registry.short_names(&schema), ["rr"]);
+    /// use pilot_model::{KindRegistry, KindSchema};
+    /// let registry = KindRegistry::new();
+    /// for (kind, plural) in [("RouteRule", "routerules"), ("RetryRule", "retryrules"), ("TrafficSplit", "trafficsplits")] {
+    ///     registry.register_schema(KindSchema::new(kind, plural, "example.com", "v1", |_, _| {})).unwrap();
+    /// }
+    /// let short = |kind: &str| registry.short_names(&registry.get(kind).unwrap());
+    /// assert_eq!(short("TrafficSplit"), ["ts"]);
+    /// // RouteRule and RetryRule have the same initials: neither takes them.
+    /// assert!(short("RouteRule").is_empty() && short("RetryRule").is_empty());
     /// ```
     pub fn short_names(&self, schema: &KindSchema) -> Vec<String> {
         if !schema.short_names.is_empty() {

@@ -22,7 +22,7 @@
 //!   limit: 250
 //! ";
 //! let errors = document::parse("quotas.yaml", text, &registry).unwrap_err();
-//! assert_eq!(errors.to_string(), "quotas.yaml:6:10 spec.limit: must be an integer from 0 to 100");
+//! assert_eq!(errors.to_string(), "quotas.yaml:6:3 spec.limit: must be an integer from 0 to 100");
 //! ```
 
 mod emit;
