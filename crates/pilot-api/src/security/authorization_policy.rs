@@ -187,7 +187,7 @@ impl AuthorizationPolicy {
     /// Whether this policy, kept in `namespace`, applies to a workload of
     /// `workload_namespace` carrying `labels`: same namespace (or the
     /// mesh's `root_namespace`, usually
-    /// [`DEFAULT_ROOT_NAMESPACE`](pilot_routing::DEFAULT_ROOT_NAMESPACE)), and the
+    /// `istio-system`, pilot-routing's `DEFAULT_ROOT_NAMESPACE`), and the
     /// selector, if any, matches.
     pub fn applies_to(
         &self,
