@@ -11,7 +11,7 @@ use hyper_util::rt::TokioIo;
 use crate::AgentError;
 
 /// One request to `url`; the status and body, or an error naming the URL.
-pub async fn request(
+pub(crate) async fn request(
     method: Method,
     url: &str,
     body: Option<Vec<u8>>,

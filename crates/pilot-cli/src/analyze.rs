@@ -33,7 +33,7 @@ use pilot_model::{Config, ConfigKind, DynConfig};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Severity {
+pub(crate) enum Severity {
     /// Worth a look.
     Warning,
     /// Traffic fails or configuration is ignored.
@@ -51,7 +51,7 @@ impl std::fmt::Display for Severity {
 
 /// One problem found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// Stable code, e.g. `PLT0104`.
     pub code: &'static str,
     /// How bad.
@@ -70,7 +70,7 @@ pub struct Finding {
 
 /// The services and the label sets of their instances.
 #[derive(Debug, Clone, Default)]
-pub struct Services {
+pub(crate) struct Services {
     /// Instances' labels by hostname.
     pub hosts: BTreeMap<String, Vec<BTreeMap<String, String>>>,
 }
@@ -93,7 +93,7 @@ impl Services {
 /// Every finding for `objects`; with `services`, also those that need the
 /// service registry. `domain` completes short service names
 /// (`svc.cluster.local`). Sorted by object, then code.
-pub fn analyze(objects: &[DynConfig], services: Option<&Services>, domain: &str) -> Vec<Finding> {
+pub(crate) fn analyze(objects: &[DynConfig], services: Option<&Services>, domain: &str) -> Vec<Finding> {
     let typed = Typed::of(objects);
     let mut out = Vec::new();
     shadowed_rules(&typed, domain, &mut out);

@@ -14,7 +14,7 @@ use crate::{FailOn, Failure, files};
 
 /// Prints `finding`, placed at its file, line and column when it came from
 /// one of `located`.
-pub fn line(finding: &Finding, located: &[(String, Locator)]) -> String {
+pub(crate) fn line(finding: &Finding, located: &[(String, Locator)]) -> String {
     // The last file that defines the object is the one that counts.
     let place = located.iter().rev().find_map(|(source, locator)| {
         locator
@@ -36,7 +36,7 @@ pub fn line(finding: &Finding, located: &[(String, Locator)]) -> String {
 
 /// Reads a services file (`services: [{hostname, instances: [{labels}]}]`,
 /// as pilot-discovery's --services).
-pub fn read_services(path: &Path) -> Result<Services, Failure> {
+pub(crate) fn read_services(path: &Path) -> Result<Services, Failure> {
     let source = path.display().to_string();
     let text =
         std::fs::read_to_string(path).map_err(|e| Failure::failed(format!("cannot read {source}: {e}")))?;
@@ -90,7 +90,7 @@ fn add_services(source: &str, value: &Value, services: &mut Services) -> Result<
 
 /// Every object of every kind on the server, and its service registry
 /// (`/debug/registryz`).
-pub async fn from_server(
+pub(crate) async fn from_server(
     client: &Client,
     registry: &KindRegistry,
 ) -> Result<(Vec<DynConfig>, Services), Failure> {
@@ -105,7 +105,10 @@ pub async fn from_server(
 }
 
 /// Every object of every kind on the server.
-pub async fn server_objects(client: &Client, registry: &KindRegistry) -> Result<Vec<DynConfig>, Failure> {
+pub(crate) async fn server_objects(
+    client: &Client,
+    registry: &KindRegistry,
+) -> Result<Vec<DynConfig>, Failure> {
     let mut objects = Vec::new();
     for kind in registry.kinds() {
         let Some(schema) = registry.get(&kind) else {
@@ -134,7 +137,7 @@ async fn get_json(client: &Client, path: &str) -> Result<Value, Failure> {
 }
 
 /// Analyzes, prints every finding and a summary, and fails per `fail_on`.
-pub fn report(
+pub(crate) fn report(
     objects: &[DynConfig],
     services: Option<&Services>,
     domain: &str,
@@ -179,7 +182,7 @@ pub fn report(
 
 /// The objects of `paths` with a locator per source; on errors, `after`
 /// ends the list of them ("nothing was sent to the server").
-pub fn read_located(
+pub(crate) fn read_located(
     paths: &[String],
     registry: &KindRegistry,
     namespace: &str,

@@ -12,7 +12,7 @@ use crate::Failure;
 
 /// The listener name template xDS-enabled gRPC servers fill in with their
 /// listening address (pilot-xds's `GRPC_SERVER_LISTENER_PREFIX` + `%s`).
-pub const SERVER_LISTENER_TEMPLATE: &str = "grpc/server?xds.resource.listening_address=%s";
+pub(crate) const SERVER_LISTENER_TEMPLATE: &str = "grpc/server?xds.resource.listening_address=%s";
 
 /// What the bootstrap says about the workload.
 #[derive(Debug, Clone, clap::Args)]
@@ -40,7 +40,7 @@ pub struct BootstrapArgs {
 }
 
 /// Writes (or prints) the bootstrap for `namespace`.
-pub fn run(args: &BootstrapArgs, namespace: &str) -> Result<(), Failure> {
+pub(crate) fn run(args: &BootstrapArgs, namespace: &str) -> Result<(), Failure> {
     let text = render(args, namespace)?;
     match &args.output {
         Some(path) => std::fs::write(path, text + "\n")
@@ -53,7 +53,7 @@ pub fn run(args: &BootstrapArgs, namespace: &str) -> Result<(), Failure> {
 }
 
 /// The bootstrap JSON.
-pub fn render(args: &BootstrapArgs, namespace: &str) -> Result<String, Failure> {
+pub(crate) fn render(args: &BootstrapArgs, namespace: &str) -> Result<String, Failure> {
     let (host, port) = args
         .xds_address
         .rsplit_once(':')

@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use crate::Failure;
 
 /// Where the server is and how to talk to it.
-pub struct Client {
+pub(crate) struct Client {
     scheme_https: bool,
     host: String,
     port: u16,
@@ -33,7 +33,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 impl Client {
     /// A client for `url` (`http://host:port` or `https://...`).
-    pub fn new(
+    pub(crate) fn new(
         url: &str,
         origin: String,
         token: Option<String>,
@@ -80,7 +80,7 @@ impl Client {
     }
 
     /// Sends one request; the status and body of the answer.
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         method: Method,
         path: &str,

@@ -12,7 +12,7 @@ use crate::table::table;
 use crate::{Cli, Command, Failure, Output, analyze, analyze_cmd, files, kinds, settings};
 
 /// Runs the command line.
-pub async fn run(cli: Cli) -> Result<(), Failure> {
+pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
     let registry = pilot_api::default_registry();
     let Cli {
         server,

@@ -36,7 +36,7 @@ pub struct ConvertArgs {
 
 /// Converts `objects` and writes the result as `args` asks; the notes go
 /// to stderr.
-pub fn write(objects: &[DynConfig], args: &ConvertArgs) -> Result<(), Failure> {
+pub(crate) fn write(objects: &[DynConfig], args: &ConvertArgs) -> Result<(), Failure> {
     // An object named twice is the last one, as `apply` would leave it.
     let mut last: Vec<DynConfig> = Vec::new();
     for object in objects {
@@ -76,7 +76,11 @@ pub fn write(objects: &[DynConfig], args: &ConvertArgs) -> Result<(), Failure> {
 
 /// The objects of `paths`, with documents of the first istioctl read as
 /// the v1alpha2 objects they became (each with a warning).
-pub fn read(paths: &[String], registry: &KindRegistry, namespace: &str) -> Result<Vec<DynConfig>, Failure> {
+pub(crate) fn read(
+    paths: &[String],
+    registry: &KindRegistry,
+    namespace: &str,
+) -> Result<Vec<DynConfig>, Failure> {
     let options = ParseOptions {
         default_namespace: namespace.to_string(),
         earlier_versions: document::ISTIO_EARLIER_VERSIONS.map(String::from).to_vec(),

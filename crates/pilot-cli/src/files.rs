@@ -10,10 +10,10 @@ use pilot_model::document::{self, DocumentError, Locator, ParseOptions};
 use pilot_model::{DynConfig, KindRegistry};
 
 /// Objects, and where each source (by name) places its fields.
-pub type Located = (Vec<DynConfig>, Vec<(String, Locator)>);
+pub(crate) type Located = (Vec<DynConfig>, Vec<(String, Locator)>);
 
 /// Every object in `paths`, or every problem in all of them.
-pub fn read(
+pub(crate) fn read(
     paths: &[String],
     registry: &KindRegistry,
     namespace: &str,
@@ -23,7 +23,7 @@ pub fn read(
 
 /// [`read`], with where each source's fields are (for findings about
 /// objects that are valid one by one).
-pub fn read_located(
+pub(crate) fn read_located(
     paths: &[String],
     registry: &KindRegistry,
     namespace: &str,
@@ -80,7 +80,7 @@ fn read_inner(
 
 /// (name, text) of every input: a file, each `.yaml`/`.yml`/`.json` file of
 /// a directory in name order, or stdin.
-pub fn sources(paths: &[String]) -> Result<Vec<(String, String)>, String> {
+pub(crate) fn sources(paths: &[String]) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
     for path in paths {
         if path == "-" {

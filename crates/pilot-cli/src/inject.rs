@@ -11,7 +11,7 @@ use crate::Failure;
 /// Injects every input and prints the result on stdout, what was done on
 /// stderr. Any error in any input: every error on stderr (file:line:col),
 /// nothing on stdout, exit code 1.
-pub fn kube_inject(paths: &[String], mesh_config: Option<&Path>) -> Result<(), Failure> {
+pub(crate) fn kube_inject(paths: &[String], mesh_config: Option<&Path>) -> Result<(), Failure> {
     let template = match mesh_config {
         Some(path) => InjectTemplate::load(path).map_err(|e| Failure::failed(e.to_string()))?,
         None => InjectTemplate::default(),

@@ -7,7 +7,7 @@ use pilot_model::{KindRegistry, KindSchema};
 /// The kind `name` refers to (its name, plural, short names
 /// ([`KindRegistry::short_names`]), or `plural.group`), or a message listing
 /// what is known.
-pub fn resolve(registry: &KindRegistry, name: &str) -> Result<Arc<KindSchema>, String> {
+pub(crate) fn resolve(registry: &KindRegistry, name: &str) -> Result<Arc<KindSchema>, String> {
     let wanted = name.to_ascii_lowercase();
     let found = registry
         .kinds()
@@ -37,7 +37,7 @@ pub fn resolve(registry: &KindRegistry, name: &str) -> Result<Arc<KindSchema>, S
 }
 
 /// How a kind is written in messages: `routerule`.
-pub fn display(kind: &str) -> String {
+pub(crate) fn display(kind: &str) -> String {
     kind.to_ascii_lowercase()
 }
 

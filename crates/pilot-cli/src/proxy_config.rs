@@ -12,7 +12,7 @@ use crate::refusal::refused;
 use crate::table::table;
 
 /// Prints `proxy`'s scope (its node id, or its id `<pod>.<namespace>`).
-pub async fn scope(client: &Client, proxy: &str) -> Result<(), Failure> {
+pub(crate) async fn scope(client: &Client, proxy: &str) -> Result<(), Failure> {
     let value = for_proxy(
         client,
         proxy,

@@ -13,7 +13,7 @@ use crate::table::table;
 
 /// Prints the certificates issued for `proxy` (its node id, or the id
 /// `<pod>.<namespace>` of a connected proxy).
-pub async fn secret(client: &Client, proxy: &str) -> Result<(), Failure> {
+pub(crate) async fn secret(client: &Client, proxy: &str) -> Result<(), Failure> {
     let value = for_proxy(
         client,
         proxy,

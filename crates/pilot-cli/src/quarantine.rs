@@ -13,7 +13,7 @@ use crate::table::table;
 
 /// Prints the quarantined objects; exit 1 (a failure) when there are any,
 /// so scripts and CI notice.
-pub async fn show(client: &Client) -> Result<(), Failure> {
+pub(crate) async fn show(client: &Client) -> Result<(), Failure> {
     let (status, body) = client.send(Method::GET, "/debug/quarantine", None).await?;
     if status != StatusCode::OK {
         return Err(refused("quarantine", "default", "", status, &body, client));

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use crate::Failure;
 
 /// The default server address.
-pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
+pub(crate) const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
 
 /// What the config file holds.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct FileSettings {
+pub(crate) struct FileSettings {
     /// `server:`.
     pub server: Option<String>,
     /// `token:`.
@@ -22,7 +22,7 @@ pub struct FileSettings {
 }
 
 /// The config file's path.
-pub fn config_path() -> Option<PathBuf> {
+pub(crate) fn config_path() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("PILOT_CONFIG") {
         return Some(PathBuf::from(path));
     }
@@ -33,7 +33,7 @@ pub fn config_path() -> Option<PathBuf> {
 }
 
 /// Reads the config file; a missing file is empty settings.
-pub fn read_file(path: &std::path::Path) -> Result<FileSettings, Failure> {
+pub(crate) fn read_file(path: &std::path::Path) -> Result<FileSettings, Failure> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FileSettings::default()),

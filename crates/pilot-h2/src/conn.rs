@@ -110,7 +110,13 @@ where
     S: Service,
     F: Future<Output = ()> + Send,
 {
-    pub fn new(io: T, config: Arc<Config>, service: Arc<S>, info: Arc<ConnectionInfo>, shutdown: F) -> Self {
+    pub(crate) fn new(
+        io: T,
+        config: Arc<Config>,
+        service: Arc<S>,
+        info: Arc<ConnectionInfo>,
+        shutdown: F,
+    ) -> Self {
         let shared = Shared {
             // A quarter of the smaller window: neither window can run dry
             // while its consumed bytes wait under the threshold.
@@ -161,7 +167,7 @@ where
     }
 
     /// Runs the connection to its end.
-    pub async fn run(mut self) -> Result<(), Error> {
+    pub(crate) async fn run(mut self) -> Result<(), Error> {
         self.send_preface();
         let result = poll_fn(|cx| self.poll_run(cx)).await;
         let _ = poll_fn(|cx| Pin::new(&mut self.io).poll_shutdown(cx)).await;
@@ -282,7 +288,7 @@ where
     }
 
     /// Moves the gathered small frames behind what `out` holds.
-    pub fn flush_control(&mut self) {
+    pub(crate) fn flush_control(&mut self) {
         if !self.control.is_empty() {
             self.out.push_bytes(self.control.split().freeze());
             // Give the storage back: an idle connection holds no buffer.
@@ -292,7 +298,7 @@ where
 
     /// Starts a graceful shutdown: GOAWAY naming the last stream processed;
     /// streams in flight finish (within the grace, when configured).
-    pub fn start_shutdown(&mut self) {
+    pub(crate) fn start_shutdown(&mut self) {
         if self.goaway_sent {
             return;
         }
@@ -304,7 +310,7 @@ where
     }
 
     /// A connection error: GOAWAY with `reason`, then close.
-    pub fn go_away(&mut self, reason: Reason, what: &'static str) {
+    pub(crate) fn go_away(&mut self, reason: Reason, what: &'static str) {
         if self.closing.is_some() {
             return;
         }
@@ -350,7 +356,7 @@ where
     }
 
     /// Our keepalive PING was answered: the next one after the interval.
-    pub fn keepalive_answered(&mut self) {
+    pub(crate) fn keepalive_answered(&mut self) {
         self.ping_outstanding = false;
         if let (Some(keepalive), Some(interval)) = (&mut self.keepalive, self.config.keepalive_interval) {
             keepalive.as_mut().reset(Instant::now() + interval);

@@ -31,7 +31,7 @@ pub(crate) struct Head {
 
 impl Head {
     /// The application's view of the head.
-    pub fn into_head(self, stream_id: u32, connection: Arc<ConnectionInfo>) -> RequestHead {
+    pub(crate) fn into_head(self, stream_id: u32, connection: Arc<ConnectionInfo>) -> RequestHead {
         RequestHead {
             stream_id,
             path: self.path,

@@ -80,7 +80,7 @@ pub(crate) struct Stream {
 
 impl Stream {
     /// A new open stream with these windows.
-    pub fn new(recv_window: i64, send_window: i64) -> Stream {
+    pub(crate) fn new(recv_window: i64, send_window: i64) -> Stream {
         Stream {
             recv_window,
             send_window,
@@ -90,12 +90,12 @@ impl Stream {
 
     /// Whether the connection task can drop the stream: its response is
     /// written and the peer's side ended, or it was reset.
-    pub fn finished(&self) -> bool {
+    pub(crate) fn finished(&self) -> bool {
         (self.reset.is_some() && self.reset_to_send.is_none()) || (self.send_done && self.recv_eof)
     }
 
     /// Wakes both handles.
-    pub fn wake_all(&mut self) {
+    pub(crate) fn wake_all(&mut self) {
         if let Some(waker) = self.recv_waker.take() {
             waker.wake();
         }
@@ -107,7 +107,7 @@ impl Stream {
 
 impl Shared {
     /// Lists `id` for the connection task and wakes it.
-    pub fn mark_ready(&mut self, id: u32) {
+    pub(crate) fn mark_ready(&mut self, id: u32) {
         if let Some(stream) = self.streams.get_mut(&id)
             && !stream.queued
         {
@@ -119,7 +119,7 @@ impl Shared {
 
     /// Removes a stream, giving the map's storage back when it empties (an
     /// idle connection holds no table).
-    pub fn remove(&mut self, id: u32) -> Option<Box<Stream>> {
+    pub(crate) fn remove(&mut self, id: u32) -> Option<Box<Stream>> {
         let stream = self.streams.remove(&id);
         if self.streams.is_empty() {
             self.streams = HashMap::new();
@@ -128,7 +128,7 @@ impl Shared {
     }
 
     /// Wakes the connection task.
-    pub fn wake_conn(&mut self) {
+    pub(crate) fn wake_conn(&mut self) {
         if let Some(waker) = self.conn_waker.take() {
             waker.wake();
         }
@@ -145,7 +145,7 @@ pub(crate) struct StreamRef {
 impl StreamRef {
     /// Locks the connection's shared state (a poisoned lock is still usable:
     /// every update leaves the state consistent).
-    pub fn lock(&self) -> MutexGuard<'_, Shared> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Shared> {
         lock(&self.shared)
     }
 }

@@ -26,7 +26,7 @@ pub(crate) enum Chunk {
 
 impl Chunk {
     /// An inline chunk of up to 9 bytes (more are cut).
-    pub fn inline(slice: &[u8]) -> Chunk {
+    pub(crate) fn inline(slice: &[u8]) -> Chunk {
         let mut bytes = [0; 9];
         let len = slice.len().min(9);
         bytes[..len].copy_from_slice(&slice[..len]);
@@ -38,7 +38,7 @@ impl Chunk {
     }
 
     /// The chunk's length.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             Chunk::Inline { len, .. } => usize::from(*len),
             Chunk::Shared(bytes) => bytes.len(),
@@ -46,7 +46,7 @@ impl Chunk {
     }
 
     /// The chunk's bytes.
-    pub fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         match self {
             Chunk::Inline { bytes, start, len } => {
                 &bytes[usize::from(*start)..usize::from(*start) + usize::from(*len)]
@@ -57,7 +57,7 @@ impl Chunk {
 
     /// Splits off the first `n` bytes (`n` < `len()`), without copying a
     /// shared buffer.
-    pub fn split_to(&mut self, n: usize) -> Chunk {
+    pub(crate) fn split_to(&mut self, n: usize) -> Chunk {
         match self {
             Chunk::Inline { bytes, start, len } => {
                 let first = Chunk::inline(&bytes[usize::from(*start)..usize::from(*start) + n]);
@@ -92,7 +92,7 @@ pub(crate) struct WriteQueue {
 
 impl WriteQueue {
     /// Queues a chunk.
-    pub fn push(&mut self, chunk: Chunk) {
+    pub(crate) fn push(&mut self, chunk: Chunk) {
         if chunk.len() > 0 {
             self.len += chunk.len();
             self.chunks.push_back(chunk);
@@ -100,23 +100,23 @@ impl WriteQueue {
     }
 
     /// Queues a shared buffer.
-    pub fn push_bytes(&mut self, bytes: Bytes) {
+    pub(crate) fn push_bytes(&mut self, bytes: Bytes) {
         self.push(Chunk::Shared(bytes));
     }
 
     /// The bytes queued.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Writes what the socket takes; ready when everything is written (the
     /// queue's storage then given back).
-    pub fn poll_flush<T: AsyncWrite + Unpin>(
+    pub(crate) fn poll_flush<T: AsyncWrite + Unpin>(
         &mut self,
         io: &mut T,
         cx: &mut Context<'_>,

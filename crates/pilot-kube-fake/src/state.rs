@@ -32,7 +32,7 @@ impl Resource {
         }
     }
 
-    pub fn api_version(&self) -> String {
+    pub(crate) fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.clone()
         } else {
@@ -41,7 +41,7 @@ impl Resource {
     }
 
     /// `plural.group` (or `plural` in the core group), as Status details name it.
-    pub fn qualified(&self) -> String {
+    pub(crate) fn qualified(&self) -> String {
         if self.group.is_empty() {
             self.plural.clone()
         } else {
@@ -63,7 +63,7 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         Failure {
             code,
             reason,
@@ -77,7 +77,7 @@ impl Failure {
         self
     }
 
-    pub fn not_found(resource: &Resource, name: &str) -> Self {
+    pub(crate) fn not_found(resource: &Resource, name: &str) -> Self {
         Failure::new(
             404,
             "NotFound",
@@ -86,7 +86,7 @@ impl Failure {
         .about(resource, name)
     }
 
-    pub fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         let mut status = json!({
             "kind": "Status", "apiVersion": "v1", "metadata": {},
             "status": "Failure", "message": self.message, "reason": self.reason, "code": self.code,
@@ -141,7 +141,7 @@ pub const DEFAULT_HISTORY: usize = 10_000;
 pub const WATCH_BUFFER: usize = 1024;
 
 impl State {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut state = State {
             revision: 1,
             oldest: 1,
@@ -188,11 +188,11 @@ impl State {
         self.resources.insert(key, resource);
     }
 
-    pub fn resource(&self, key: &ResourceId) -> Option<Resource> {
+    pub(crate) fn resource(&self, key: &ResourceId) -> Option<Resource> {
         self.resources.get(key).cloned()
     }
 
-    pub fn get(&self, resource: &Resource, namespace: &str, name: &str) -> Result<Value, Failure> {
+    pub(crate) fn get(&self, resource: &Resource, namespace: &str, name: &str) -> Result<Value, Failure> {
         self.objects
             .get(&key_of(resource))
             .and_then(|objects| objects.get(&(namespace.to_string(), name.to_string())))
@@ -202,7 +202,7 @@ impl State {
 
     /// The objects of a resource (in one namespace or all), ordered by
     /// namespace and name, with the current revision.
-    pub fn list(&self, resource: &Resource, namespace: Option<&str>) -> (Vec<Value>, u64) {
+    pub(crate) fn list(&self, resource: &Resource, namespace: Option<&str>) -> (Vec<Value>, u64) {
         let items = self
             .objects
             .get(&key_of(resource))
@@ -217,7 +217,7 @@ impl State {
         (items, self.revision)
     }
 
-    pub fn create(
+    pub(crate) fn create(
         &mut self,
         resource: &Resource,
         namespace: &str,
@@ -254,7 +254,7 @@ impl State {
         self.store(resource, namespace, &name, object, "ADDED")
     }
 
-    pub fn replace(
+    pub(crate) fn replace(
         &mut self,
         resource: &Resource,
         namespace: &str,
@@ -309,7 +309,7 @@ impl State {
     /// A PUT to `/status`: only the status of `object` is taken (metadata
     /// and spec changes are ignored, as Kubernetes does), guarded by its
     /// resourceVersion when it carries one; `generation` does not move.
-    pub fn replace_status(
+    pub(crate) fn replace_status(
         &mut self,
         resource: &Resource,
         namespace: &str,
@@ -343,7 +343,12 @@ impl State {
 
     /// Server-side apply, simplified: creates the object, or merges the
     /// applied fields into it (maps merged, everything else replaced).
-    pub fn apply(&mut self, resource: &Resource, namespace: &str, object: Value) -> Result<Value, Failure> {
+    pub(crate) fn apply(
+        &mut self,
+        resource: &Resource,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, Failure> {
         let name = checked_name(resource, &object)?;
         let Ok(current) = self.get(resource, namespace, &name) else {
             return self.create(resource, namespace, object);
@@ -354,7 +359,7 @@ impl State {
         self.replace(resource, namespace, merged)
     }
 
-    pub fn delete(
+    pub(crate) fn delete(
         &mut self,
         resource: &Resource,
         namespace: &str,
@@ -386,7 +391,12 @@ impl State {
 
     /// The changes a watch resuming after `after` must replay, or `None`
     /// when that history is gone.
-    pub fn replay(&self, resource: &ResourceId, namespace: Option<&str>, after: u64) -> Option<Vec<Bytes>> {
+    pub(crate) fn replay(
+        &self,
+        resource: &ResourceId,
+        namespace: Option<&str>,
+        after: u64,
+    ) -> Option<Vec<Bytes>> {
         if after < self.oldest {
             return None;
         }
@@ -402,7 +412,7 @@ impl State {
 
     /// Forgets every change so far: a watch resuming from before now gets
     /// 410 Gone.
-    pub fn expire_history(&mut self) {
+    pub(crate) fn expire_history(&mut self) {
         self.history.clear();
         self.oldest = self.revision;
     }

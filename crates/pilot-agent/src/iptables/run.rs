@@ -59,7 +59,7 @@ pub fn cleanup(ipv6: bool) -> Result<Vec<(Family, String)>, IptablesError> {
 }
 
 /// `iptables-save -t nat` of one family.
-pub fn save(family: Family) -> Result<String, IptablesError> {
+pub(super) fn save(family: Family) -> Result<String, IptablesError> {
     let program = family.save_program();
     let output = Command::new(program)
         .args(["-t", "nat"])

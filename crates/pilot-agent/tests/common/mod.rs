@@ -11,15 +11,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub mod netns;
-pub mod tls;
+pub(crate) mod netns;
+pub(crate) mod tls;
 
-pub use pilot_test_support::{PATIENCE, envoy_binary, eventually, free_port, workspace};
+pub(crate) use pilot_test_support::{PATIENCE, envoy_binary, eventually, free_port, workspace};
 
 /// `pilot-agent`: cargo's, or the one in `PILOT_TEST_BIN_DIR` when set
 /// (a copy of the binaries taken right after building them, for a target
 /// directory that other checkouts also build into).
-pub fn agent_binary() -> PathBuf {
+pub(crate) fn agent_binary() -> PathBuf {
     match std::env::var_os("PILOT_TEST_BIN_DIR") {
         Some(dir) => PathBuf::from(dir).join("pilot-agent"),
         None => PathBuf::from(env!("CARGO_BIN_EXE_pilot-agent")),
@@ -28,7 +28,7 @@ pub fn agent_binary() -> PathBuf {
 
 /// One HTTP/1.1 request on a new connection (`connection: close`): status
 /// and body, or the transport error.
-pub fn http(
+pub(crate) fn http(
     method: &str,
     port: u16,
     path: &str,
@@ -47,19 +47,19 @@ pub fn http(
     Ok((answer.code, answer.text()))
 }
 
-pub fn get(port: u16, path: &str) -> (u16, String) {
+pub(crate) fn get(port: u16, path: &str) -> (u16, String) {
     http("GET", port, path, &[], "").unwrap_or((0, String::new()))
 }
 
 /// A backend: `/slow` answers after 3 s, anything else at once; each
 /// request counted. Serves until the test process ends.
-pub struct Backend {
+pub(crate) struct Backend {
     pub port: u16,
     pub slow_started: std::sync::mpsc::Receiver<()>,
 }
 
 impl Backend {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let (slow_tx, slow_started) = std::sync::mpsc::channel();
@@ -117,7 +117,7 @@ fn serve(stream: TcpStream, slow_tx: std::sync::mpsc::Sender<()>) {
 
 /// A services file with one HTTP service whose instance is `backend_port`
 /// on 127.0.0.1; sidecars without capture listen on 127.0.0.1:`service_port`.
-pub fn services_file(dir: &Path, service_port: u16, backend_port: u16) -> PathBuf {
+pub(crate) fn services_file(dir: &Path, service_port: u16, backend_port: u16) -> PathBuf {
     let path = dir.join("services.yaml");
     std::fs::write(
         &path,
@@ -131,7 +131,7 @@ pub fn services_file(dir: &Path, service_port: u16, backend_port: u16) -> PathBu
 
 /// A running `pilot-discovery` (pilot-test-support's), with requests and
 /// `pilotctl` runs as a token's holder.
-pub struct Discovery(pilot_test_support::Discovery);
+pub(crate) struct Discovery(pilot_test_support::Discovery);
 
 impl std::ops::Deref for Discovery {
     type Target = pilot_test_support::Discovery;
@@ -141,18 +141,18 @@ impl std::ops::Deref for Discovery {
 }
 
 impl Discovery {
-    pub fn start(args: &[&str]) -> Self {
+    pub(crate) fn start(args: &[&str]) -> Self {
         Discovery(pilot_test_support::Discovery::start(args))
     }
 
     /// GET with a bearer token.
-    pub fn get(&self, path: &str, token: &str) -> (u16, String) {
+    pub(crate) fn get(&self, path: &str, token: &str) -> (u16, String) {
         self.0.get_as(path, token)
     }
 
     /// `pilotctl --server URL --token TOKEN ARGS`: exit code, and stdout
     /// followed by stderr.
-    pub fn pilotctl(&self, token: &str, args: &[&str]) -> (i32, String) {
+    pub(crate) fn pilotctl(&self, token: &str, args: &[&str]) -> (i32, String) {
         let args = [&["--token", token][..], args].concat();
         let run = pilot_test_support::pilotctl(Some(&self.url), &args, &[], None);
         (run.code, format!("{}{}", run.stdout, run.stderr))
@@ -161,7 +161,7 @@ impl Discovery {
 
 /// A running `pilot-agent proxy ROLE` with its own config directory, admin
 /// port, status port and base id.
-pub struct Agent {
+pub(crate) struct Agent {
     pub child: Option<Child>,
     pub admin_port: u16,
     pub status_port: u16,
@@ -172,7 +172,7 @@ pub struct Agent {
 
 impl Agent {
     /// Starts the agent; `args` come after the defaults and win.
-    pub fn start(role: &str, args: &[&str]) -> Self {
+    pub(crate) fn start(role: &str, args: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let config_dir = dir.path().join("proxy");
         let log = dir.path().join("agent.log");
@@ -216,15 +216,15 @@ impl Agent {
         }
     }
 
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().unwrap().id()
     }
 
-    pub fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .args([&format!("-{signal}"), &self.pid().to_string()])
             .status()
@@ -233,7 +233,7 @@ impl Agent {
     }
 
     /// Waits for the agent to exit; its exit code.
-    pub fn wait_exit(&mut self) -> i32 {
+    pub(crate) fn wait_exit(&mut self) -> i32 {
         let child = self.child.as_mut().unwrap();
         let started = Instant::now();
         loop {
@@ -251,16 +251,16 @@ impl Agent {
 
     /// The Envoy processes this agent started (their command line names
     /// its config directory).
-    pub fn envoy_pids(&self) -> Vec<u32> {
+    pub(crate) fn envoy_pids(&self) -> Vec<u32> {
         envoy_pids(&self.config_dir)
     }
 
-    pub fn ready(&self) -> bool {
+    pub(crate) fn ready(&self) -> bool {
         get(self.status_port, "/healthz/ready").0 == 200
     }
 
     /// The agent's own metric `name` from /stats/prometheus.
-    pub fn metric(&self, name: &str) -> Option<u64> {
+    pub(crate) fn metric(&self, name: &str) -> Option<u64> {
         let (_, body) = get(self.status_port, "/stats/prometheus");
         body.lines().find_map(|l| {
             l.strip_prefix(&format!("{name} "))
@@ -292,7 +292,7 @@ impl Drop for Agent {
 
 /// Processes whose command line has `config_dir` in an argument (the
 /// Envoys an agent started with it).
-pub fn envoy_pids(config_dir: &Path) -> Vec<u32> {
+pub(crate) fn envoy_pids(config_dir: &Path) -> Vec<u32> {
     let needle = config_dir.to_string_lossy().to_string();
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -327,7 +327,7 @@ pub fn envoy_pids(config_dir: &Path) -> Vec<u32> {
 /// port); `proxy.pem` / `proxy-key.pem` with the SPIFFE identity
 /// `spiffe://cluster.local/ns/default/sa/app` (a proxy's client
 /// certificate).
-pub fn certificates(dir: &Path) {
+pub(crate) fn certificates(dir: &Path) {
     use pilot_test_support::certs;
     let pki = certs::Pki::new(dir);
     pki.ca("ca").unwrap();

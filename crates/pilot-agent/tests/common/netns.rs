@@ -14,13 +14,13 @@ use pilot_test_support::workspace;
 
 /// Fails the test with `why` (what needs root, how to skip it) unless the
 /// process runs as root.
-pub fn require_root(why: &str) {
+pub(crate) fn require_root(why: &str) {
     let uid = Command::new("id").arg("-u").output().expect("id -u runs");
     assert_eq!(String::from_utf8_lossy(&uid.stdout).trim(), "0", "{why}");
 }
 
 /// Namespaces, links and processes; see the module doc.
-pub struct Lab {
+pub(crate) struct Lab {
     namespaces: Vec<(String, String)>,
     links: u32,
     children: Vec<(String, Child)>,
@@ -29,7 +29,7 @@ pub struct Lab {
 impl Lab {
     /// Creates one namespace per name in `names`, as
     /// `pilot<tag><pid><name>`.
-    pub fn new(tag: &str, names: &[&str]) -> Lab {
+    pub(crate) fn new(tag: &str, names: &[&str]) -> Lab {
         let id = std::process::id();
         let mut lab = Lab {
             namespaces: Vec::new(),
@@ -48,7 +48,7 @@ impl Lab {
     }
 
     /// The namespace made for `name`.
-    pub fn ns(&self, name: &str) -> String {
+    pub(crate) fn ns(&self, name: &str) -> String {
         self.namespaces
             .iter()
             .find(|(n, _)| n == name)
@@ -58,7 +58,7 @@ impl Lab {
 
     /// A veth pair between namespaces `a` and `b` (both up, no address):
     /// the device names in `a` and in `b`.
-    pub fn veth(&mut self, a: &str, b: &str) -> (String, String) {
+    pub(crate) fn veth(&mut self, a: &str, b: &str) -> (String, String) {
         self.links += 1;
         let id = std::process::id() % 100_000;
         let (dev_a, dev_b) = (format!("v{id}x{}", self.links), format!("v{id}y{}", self.links));
@@ -74,7 +74,7 @@ impl Lab {
     /// One layer-2 segment: a bridge in namespace `hub` and, for each
     /// `(namespace, address/prefix)`, a veth from it to the bridge carrying
     /// that address. Returns each namespace's device.
-    pub fn bridge(&mut self, hub: &str, members: &[(&str, &str)]) -> Vec<String> {
+    pub(crate) fn bridge(&mut self, hub: &str, members: &[(&str, &str)]) -> Vec<String> {
         let hub_ns = self.ns(hub);
         must(
             self.exec(&hub_ns)
@@ -98,12 +98,12 @@ impl Lab {
     }
 
     /// `sh -c script` in namespace `ns`, which must succeed.
-    pub fn sh(&self, ns: &str, script: &str) {
+    pub(crate) fn sh(&self, ns: &str, script: &str) {
         must(self.exec(ns).args(["sh", "-c", script]));
     }
 
     /// A command that runs in namespace `ns`.
-    pub fn exec(&self, ns: &str) -> Command {
+    pub(crate) fn exec(&self, ns: &str) -> Command {
         let mut command = Command::new("ip");
         command.args(["netns", "exec", ns]);
         command
@@ -111,7 +111,7 @@ impl Lab {
 
     /// Starts `command` (stdout discarded, stderr inherited), stopped when
     /// the lab drops.
-    pub fn spawn(&mut self, name: &str, command: &mut Command) {
+    pub(crate) fn spawn(&mut self, name: &str, command: &mut Command) {
         let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -122,7 +122,7 @@ impl Lab {
 
     /// Starts `python3 -c script args...` in `ns` and waits for its first
     /// line, which must be `ready`.
-    pub fn spawn_python(&mut self, ns: &str, script: &str, args: &[&str]) {
+    pub(crate) fn spawn_python(&mut self, ns: &str, script: &str, args: &[&str]) {
         let mut child = self
             .exec(ns)
             .args(["python3", "-c", script])
@@ -143,7 +143,7 @@ impl Lab {
     /// `curl -sS --max-time 10 ARGS... -w '\n%{http_code}'` in `ns`, as
     /// `uid` (root when `None`): the status (0: no HTTP answer) and the
     /// body followed by curl's errors.
-    pub fn curl(&self, ns: &str, uid: Option<&str>, args: &[&str]) -> (u16, String) {
+    pub(crate) fn curl(&self, ns: &str, uid: Option<&str>, args: &[&str]) -> (u16, String) {
         let mut command = self.exec(ns);
         if let Some(uid) = uid {
             command.args(["setpriv", "--reuid", uid, "--regid", uid, "--clear-groups"]);
@@ -161,7 +161,7 @@ impl Lab {
 
     /// The counter `name` of the Envoy whose admin listens on
     /// 127.0.0.1:15000 in `ns` (0 when Envoy has not made it yet).
-    pub fn envoy_stat(&self, ns: &str, name: &str) -> u64 {
+    pub(crate) fn envoy_stat(&self, ns: &str, name: &str) -> u64 {
         let url = format!("http://127.0.0.1:15000/stats?filter=^{name}$");
         let (status, body) = self.curl(ns, None, &[&url]);
         assert_eq!(status, 200, "{body}");
@@ -185,7 +185,7 @@ impl Drop for Lab {
 }
 
 /// Runs `command` to completion.
-pub fn run(command: &mut Command) -> Output {
+pub(crate) fn run(command: &mut Command) -> Output {
     command
         .stdin(Stdio::null())
         .output()
@@ -193,25 +193,25 @@ pub fn run(command: &mut Command) -> Output {
 }
 
 /// Runs `command`, which must succeed.
-pub fn must(command: &mut Command) {
+pub(crate) fn must(command: &mut Command) {
     let out = run(command);
     assert!(out.status.success(), "{command:?}: {}", text(&out.stderr));
 }
 
 /// Bytes as text, lossily.
-pub fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Sets the permission bits of `path`.
-pub fn set_mode(path: &Path, mode: u32) {
+pub(crate) fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
 /// The Envoy binary itself: `.tools/envoy/bin/envoy` is a Python wrapper
 /// that uid 1337 cannot run (its interpreter lives under /root).
-pub fn raw_envoy_binary() -> PathBuf {
+pub(crate) fn raw_envoy_binary() -> PathBuf {
     let lib = workspace().join(".tools/envoy/lib");
     let found = std::fs::read_dir(&lib).ok().and_then(|entries| {
         entries

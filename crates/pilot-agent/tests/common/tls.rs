@@ -6,7 +6,12 @@ use std::process::Command;
 
 /// curl to `https://host:port/` resolved to 127.0.0.1, trusting `ca`,
 /// with `extra` arguments: (success, body).
-pub fn curl_https(host: &str, port: u16, ca: &std::path::Path, extra: &[&std::ffi::OsStr]) -> (bool, String) {
+pub(crate) fn curl_https(
+    host: &str,
+    port: u16,
+    ca: &std::path::Path,
+    extra: &[&std::ffi::OsStr],
+) -> (bool, String) {
     let out = Command::new("curl")
         .args(["-sS", "--max-time", "10", "--resolve"])
         .arg(format!("{host}:{port}:127.0.0.1"))

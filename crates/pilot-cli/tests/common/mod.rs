@@ -7,17 +7,22 @@
 
 use std::path::Path;
 
-pub use pilot_test_support::{Discovery, Run, free_port, workspace};
+pub(crate) use pilot_test_support::{Discovery, Run, free_port, workspace};
 
 /// `pilot-discovery`: cargo does not build another package's binary for
 /// these tests, so pilot-test-support finds it beside them or builds it.
-pub fn discovery_binary() -> std::path::PathBuf {
+pub(crate) fn discovery_binary() -> std::path::PathBuf {
     pilot_test_support::binary(pilot_test_support::PILOT_DISCOVERY)
 }
 
 /// Runs this package's `pilotctl` with `args` against `server` (if any),
 /// with no config file and no PILOT_SERVER unless `env` sets them.
-pub fn pilotctl(server: Option<&str>, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Run {
+pub(crate) fn pilotctl(
+    server: Option<&str>,
+    args: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<&str>,
+) -> Run {
     pilot_test_support::pilotctl_at(
         Path::new(env!("CARGO_BIN_EXE_pilotctl")),
         server,

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// A running test server.
-pub struct TestServer {
+pub(crate) struct TestServer {
     /// Its port on 127.0.0.1.
     pub port: u16,
     /// What the service saw, one line per event.
@@ -25,7 +25,7 @@ pub struct TestServer {
 
 impl TestServer {
     /// Starts a server with `config`.
-    pub async fn start(config: Config) -> TestServer {
+    pub(crate) async fn start(config: Config) -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let port = listener.local_addr().expect("local address").port();
         let events = Arc::new(Mutex::new(Vec::new()));
@@ -50,7 +50,7 @@ impl TestServer {
     }
 
     /// Shuts down gracefully and waits for every connection to close.
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -60,12 +60,12 @@ impl TestServer {
     }
 
     /// The events so far.
-    pub fn events(&self) -> Vec<String> {
+    pub(crate) fn events(&self) -> Vec<String> {
         self.events.lock().expect("events lock").clone()
     }
 
     /// Waits until an event satisfies `check` (the test's own timeout bounds it).
-    pub async fn wait_event(&self, check: impl Fn(&str) -> bool) -> String {
+    pub(crate) async fn wait_event(&self, check: impl Fn(&str) -> bool) -> String {
         loop {
             if let Some(event) = self.events().into_iter().find(|e| check(e)) {
                 return event;
@@ -158,14 +158,14 @@ async fn serve(mut request: Request, mut sender: Sender, events: Arc<Mutex<Vec<S
 }
 
 /// The Python of `.tools/grpc`, when installed.
-pub fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.tools/grpc/bin/python");
     python.exists().then_some(python)
 }
 
 /// Runs a Python client script from tests/ with arguments; its stdout
 /// and whether it exited 0.
-pub async fn run_client(script: &str, args: &[String]) -> (bool, String) {
+pub(crate) async fn run_client(script: &str, args: &[String]) -> (bool, String) {
     let python = python().expect("the grpc virtual environment (scripts/install-deps)");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests")

@@ -49,7 +49,7 @@ impl Default for Limits {
 /// One parsed YAML document: its value, where each field came from, and
 /// the problems found in its structure (duplicate keys and the like).
 #[derive(Debug)]
-pub struct ParsedDocument {
+pub(super) struct ParsedDocument {
     /// Where the document starts.
     pub start: Position,
     /// The document as JSON; `None` for an empty document.
@@ -63,7 +63,7 @@ pub struct ParsedDocument {
 
 /// Why the input as a whole could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fatal {
+pub(super) struct Fatal {
     /// Where reading stopped.
     pub position: Position,
     /// The 1-based index of the document being read.
@@ -76,7 +76,7 @@ pub struct Fatal {
 /// returned with it, so their problems can be reported too. Positions of
 /// fields are recorded only when `positions` is set: they are needed only
 /// to report errors, and cost a quarter of the parse.
-pub fn parse(text: &str, limits: &Limits, positions: bool) -> (Vec<ParsedDocument>, Option<Fatal>) {
+pub(super) fn parse(text: &str, limits: &Limits, positions: bool) -> (Vec<ParsedDocument>, Option<Fatal>) {
     let mut documents = Vec::new();
     if text.len() > limits.max_bytes {
         let fatal = Fatal {
@@ -432,7 +432,7 @@ fn core_tag(tag: Option<&Tag>) -> Result<(), String> {
 }
 
 /// A path's segments in pilot's path form (`spec.route[1].weight`).
-pub fn render(segments: &[String]) -> String {
+pub(super) fn render(segments: &[String]) -> String {
     let mut path = String::new();
     for segment in segments {
         if segment.parse::<usize>().is_ok() {
@@ -448,7 +448,11 @@ pub(crate) use crate::config::segments;
 
 /// The value of a scalar under the YAML 1.2 core schema: plain scalars may
 /// be null, booleans or numbers; quoted and block scalars are strings.
-pub fn resolve(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<serde_json::Value, String> {
+pub(super) fn resolve(
+    text: &str,
+    style: ScalarStyle,
+    tag: Option<&Tag>,
+) -> Result<serde_json::Value, String> {
     use serde_json::Value;
     core_tag(tag)?;
     if tag.is_some_and(|t| t.suffix == "str") {

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 /// A loopback TCP proxy in front of one address. `cut` drops every
 /// connection and refuses new ones until `restore`, as a partition would.
-pub struct Proxy {
+pub(crate) struct Proxy {
     pub port: u16,
     state: Arc<Mutex<ProxyState>>,
     acceptor: JoinHandle<()>,
@@ -27,7 +27,7 @@ struct ProxyState {
 }
 
 impl Proxy {
-    pub async fn start(target: String) -> Proxy {
+    pub(crate) async fn start(target: String) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let state = Arc::new(Mutex::new(ProxyState::default()));
@@ -53,11 +53,11 @@ impl Proxy {
         }
     }
 
-    pub fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    pub fn cut(&self) {
+    pub(crate) fn cut(&self) {
         let mut state = self.state.lock().unwrap();
         state.cut = true;
         for connection in state.connections.drain(..) {
@@ -65,7 +65,7 @@ impl Proxy {
         }
     }
 
-    pub fn restore(&self) {
+    pub(crate) fn restore(&self) {
         self.state.lock().unwrap().cut = false;
     }
 }
@@ -80,7 +80,7 @@ impl Drop for Proxy {
 /// Retries a write through outages until etcd gives a definite answer.
 /// A create whose first attempt may have landed counts as acknowledged when
 /// the retry finds the object there.
-pub async fn create_acknowledged(store: &dyn ConfigStore, config: DynConfig) -> bool {
+pub(crate) async fn create_acknowledged(store: &dyn ConfigStore, config: DynConfig) -> bool {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match store.create(config.clone()).await {
@@ -97,7 +97,7 @@ pub async fn create_acknowledged(store: &dyn ConfigStore, config: DynConfig) -> 
 
 /// Retries a delete through outages; a delete that finds nothing after a
 /// lost answer has also happened.
-pub async fn delete_acknowledged(store: &dyn ConfigStore, key: &ConfigKey) {
+pub(crate) async fn delete_acknowledged(store: &dyn ConfigStore, key: &ConfigKey) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match store.delete(key, None).await {
@@ -113,7 +113,7 @@ pub async fn delete_acknowledged(store: &dyn ConfigStore, key: &ConfigKey) {
 }
 
 /// Reads a kind from etcd, retrying through outages.
-pub async fn etcd_content(store: &dyn ConfigStore, kind: &str) -> BTreeMap<ConfigKey, DynConfig> {
+pub(crate) async fn etcd_content(store: &dyn ConfigStore, kind: &str) -> BTreeMap<ConfigKey, DynConfig> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         match store.list(kind, None).await {
@@ -129,7 +129,7 @@ pub async fn etcd_content(store: &dyn ConfigStore, kind: &str) -> BTreeMap<Confi
 
 /// Waits (up to 60 s) until the Controller's cache of `kind` equals etcd's
 /// content, and returns that content.
-pub async fn wait_cache_equals_etcd(
+pub(crate) async fn wait_cache_equals_etcd(
     controller: &Controller,
     store: &dyn ConfigStore,
     kind: &str,

@@ -4,7 +4,7 @@
 use pilot_model::{ConfigMeta, DynConfig, KindRegistry, KindSchema};
 
 /// A registry with the one kind the objects are (`Rule`, no validation).
-pub fn registry() -> KindRegistry {
+pub(crate) fn registry() -> KindRegistry {
     let registry = KindRegistry::new();
     registry
         .register_schema(KindSchema::new("Rule", "rules", "example.com", "v1", |_, _| {}))
@@ -15,7 +15,7 @@ pub fn registry() -> KindRegistry {
 /// A route rule of about 1.4 KB of JSON, as `kubectl apply` leaves it: a
 /// destination, header matches, four weighted routes with labels, a
 /// timeout, and the last-applied annotation (the object again, as text).
-pub fn object(i: usize) -> DynConfig {
+pub(crate) fn object(i: usize) -> DynConfig {
     let routes: Vec<serde_json::Value> = (0..4)
         .map(|r| {
             serde_json::json!({

@@ -20,7 +20,7 @@ const NAMES: [&str; 4] = ["a", "b", "c", "d"];
 
 /// Which resource version an update or delete carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Version {
+pub(super) enum Version {
     /// None at all.
     Missing,
     /// The version the object has now.
@@ -32,7 +32,7 @@ pub enum Version {
 
 /// One operation of a generated sequence.
 #[derive(Debug, Clone)]
-pub enum Op {
+pub(super) enum Op {
     /// Create `ns/name` with value `v`.
     Create(usize, usize, u8),
     /// Update `ns/name` to value `v`, carrying a version.
@@ -48,7 +48,7 @@ pub enum Op {
 /// The reference model: a map from (namespace, name) to a value, and how
 /// many writes have produced a resource version so far.
 #[derive(Debug, Clone, Default)]
-pub struct Model {
+pub(super) struct Model {
     objects: BTreeMap<(usize, usize), u8>,
     versioned_writes: usize,
 }
