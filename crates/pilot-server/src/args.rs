@@ -351,9 +351,28 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs(seconds))
 }
 
+/// The default replica name (`--replica-name`): the host name and the
+/// REST port.
+pub(crate) fn default_replica_name(rest_port: u16) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|text| text.trim().to_string())
+        .filter(|host| !host.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "pilot".to_string());
+    format!("{host}-{rest_port}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_name_is_the_host_and_the_port() {
+        let name = default_replica_name(8080);
+        assert!(name.ends_with("-8080"), "{name}");
+        assert!(name.len() > "-8080".len(), "{name}");
+    }
 
     #[test]
     fn flags_override_the_config_file() {

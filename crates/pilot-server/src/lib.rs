@@ -1,20 +1,21 @@
 //! `pilot-discovery`: one process that serves the REST configuration API
 //! and the ADS (xDS) server over a chosen configuration store and service
 //! registries. This crate is the composition root: it wires the store,
-//! the Controller, the ADS server and the HTTP surfaces together.
+//! the Controller, the ADS server (pilot-ads), the status loop
+//! (pilot-distribution) and the HTTP surfaces (pilot-apiserver's REST
+//! API and its own pages) together.
 //!
 //! - [`Args`]: flags and the `--config` file; [`run`] starts the server
 //!   from them, in the named steps of `start.rs`, and stops it.
 //! - `backend/`: the store (memory, memory with `--data-dir`, etcd,
 //!   Kubernetes) and the registries (a `--services` file
 //!   ([`services_file`]), etcd, Kubernetes).
-//! - `router.rs`: every route. `api/`: the Kubernetes-style REST API and
-//!   its OpenAPI document; `debug/`: `/debug/proxy-status`,
+//! - `router.rs`: every route: the REST API (`pilot_apiserver`, configured
+//!   from the flags) beside this server's pages, whose OpenAPI description
+//!   is `openapi.rs`; `debug/`: `/debug/proxy-status`,
 //!   `/debug/registryz`, `/debug/quarantine`; `health.rs`: `/healthz` and
-//!   `/readyz`; `metrics.rs`: `/metrics`.
-//! - `distribution/`: the agents' proxy events, this replica among the
-//!   replicas of its store, and the objects' distribution status
-//!   ([`status_writer`]).
+//!   `/readyz`; `metrics.rs`: `/metrics`; `proxy_events.rs`: the agents'
+//!   reports (`POST /v1/proxy-events`).
 //! - `auth/`: bearer tokens for REST and ADS, ADS TLS and client
 //!   certificates.
 //! - `ca/`: the certificate authority (`--ca-dir`) and Istio's
@@ -30,17 +31,17 @@
 // A `pub` item is part of this face; everything else says `pub(crate)`.
 #![warn(unreachable_pub)]
 
-mod api;
 mod args;
 mod auth;
 mod backend;
 mod ca;
 mod debug;
-mod distribution;
 mod error;
 mod health;
 mod inject_webhook;
 mod metrics;
+mod openapi;
+mod proxy_events;
 mod router;
 mod serve;
 mod shutdown;
@@ -49,6 +50,5 @@ mod state;
 
 pub use args::{Args, InjectFailurePolicy, RegistryKind, StoreKind};
 pub use backend::services_file;
-pub use distribution::status_writer;
 pub use error::StartError;
 pub use start::{Bound, run};

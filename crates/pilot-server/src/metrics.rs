@@ -16,7 +16,7 @@
 //! | `pilot_xds_refused_streams` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`, `resource_exhausted`) | ADS streams refused |
 //! | `pilot_xds_stream_ends` | counter | `reason` (`proxy_closed`, `transport_error`, `bad_request`, `response_dropped`, `server_closed`, `max_age`) | ADS streams ended after they started |
 //! | `pilot_xds_connections_refused` | counter | | ADS connections closed at accept, over `--xds-max-connections` or `--xds-max-pending-per-address` |
-//! | `pilot_status_writes` | counter | `result` (`written`, `dropped`, `failed`) | objects' distribution status writes ([`crate::distribution::status_writer`]): accepted, dropped (the object had moved on), failed (tried again) |
+//! | `pilot_status_writes` | counter | `result` (`written`, `dropped`, `failed`) | objects' distribution status writes ([`pilot_distribution::StatusWriter`]): accepted, dropped (the object had moved on), failed (tried again) |
 //! | `pilot_rest_requests` | counter | `method`, `code` | REST requests answered |
 //! | `pilot_rest_request_duration_seconds` | histogram | `method`, `route` | REST latency by route template |
 //! | `pilot_rest_watches` | gauge | | open REST watches |
@@ -24,6 +24,9 @@
 //! | `pilot_proxy_restarts` | counter | | Envoy restarts after a failure, as pilot-agents reported them |
 //! | `pilot_proxy_unexpected_exits` | counter | `reason` (`code`, `signal`) | Envoy exits pilot-agents did not ask for |
 //! | `pilot_proxy_budget_exhausted` | counter | | pilot-agents that gave up restarting Envoy |
+//! | `pilot_replicas` | gauge | | live replicas on this store, as last read ([`pilot_distribution::Replicas`]) |
+//! | `pilot_status_writer` | gauge | | 1 while this replica is the elected status writer |
+//! | `pilot_replica_failures` | counter | `operation` (`publish`, `read`, `campaign`) | failures to publish this replica's record, read the others', campaign |
 //! | `citadel_server_csr_count` | counter | | certificate signing requests received ([`crate::ca`]) |
 //! | `citadel_server_success_cert_issuance_count` | counter | | workload certificates issued |
 //! | `pilot_ca_refused` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`, `internal`) | certificate requests refused |
@@ -40,6 +43,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use pilot_ads::XdsServer;
+use pilot_distribution::{ProxyEvents, Replicas, WriterCounts};
 use pilot_model::Event;
 use pilot_store::{Controller, Notification};
 use prometheus_client::collector::Collector;
@@ -82,8 +86,8 @@ impl Metrics {
         xds: XdsServer,
         controller: Arc<Controller>,
         journal_quarantine: crate::debug::quarantine::JournalQuarantine,
-        proxy_events: Arc<crate::distribution::proxy_events::ProxyEvents>,
-        status_writes: Arc<crate::distribution::status_writer::WriterCounts>,
+        proxy_events: Arc<ProxyEvents>,
+        status_writes: Arc<WriterCounts>,
     ) -> Self {
         let mut metrics = Metrics {
             registry: Registry::default(),
@@ -98,9 +102,7 @@ impl Metrics {
         metrics.register_rest();
         metrics
             .registry
-            .register_collector(Box::new(crate::distribution::proxy_events::Collector(
-                proxy_events,
-            )));
+            .register_collector(Box::new(ProxyEventMetrics(proxy_events)));
         metrics
             .registry
             .register_collector(Box::new(StatusWrites(status_writes)));
@@ -170,13 +172,6 @@ impl Metrics {
         self.convergence.observe(latency.as_secs_f64());
     }
 
-    /// Counts a watch as open until the guard is dropped.
-    pub(crate) fn watch_opened(&self) -> WatchGuard {
-        self.watches_opened.inc();
-        self.watches_open.inc();
-        WatchGuard(self.watches_open.clone())
-    }
-
     /// Counts one configuration event.
     pub(crate) fn config_event(&self, kind: &str, event: &'static str) {
         self.config_events
@@ -198,13 +193,15 @@ impl Metrics {
     }
 }
 
-/// Keeps `pilot_rest_watches` counting one watch while alive.
-#[derive(Debug)]
-pub(crate) struct WatchGuard(Gauge);
+/// The REST API's watches, counted while open.
+impl pilot_apiserver::WatchObserver for Metrics {
+    fn opened(&self) {
+        self.watches_opened.inc();
+        self.watches_open.inc();
+    }
 
-impl Drop for WatchGuard {
-    fn drop(&mut self) {
-        self.0.dec();
+    fn closed(&self) {
+        self.watches_open.dec();
     }
 }
 
@@ -375,7 +372,7 @@ impl Collector for CaMetrics {
 
 /// `pilot_status_writes{result}`, read from the status writer's counts.
 #[derive(Debug)]
-struct StatusWrites(Arc<crate::distribution::status_writer::WriterCounts>);
+struct StatusWrites(Arc<WriterCounts>);
 
 impl Collector for StatusWrites {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -394,6 +391,82 @@ impl Collector for StatusWrites {
         ] {
             ConstCounter::new(count).encode(family.encode_family(&[("result", result)])?)?;
         }
+        Ok(())
+    }
+}
+
+/// `pilot_replicas`, `pilot_status_writer` and `pilot_replica_failures`,
+/// read from this replica's counts.
+#[derive(Debug)]
+pub(crate) struct ReplicaMetrics(pub(crate) Arc<Replicas>);
+
+impl Collector for ReplicaMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let counts = self.0.counts();
+        let live = ConstGauge::new(counts.live as i64);
+        live.encode(encoder.encode_descriptor(
+            "pilot_replicas",
+            "Live pilot-discovery replicas on this store, as last read (this one included once it published)",
+            None,
+            live.metric_type(),
+        )?)?;
+        let writer = ConstGauge::new(i64::from(counts.writer));
+        writer.encode(encoder.encode_descriptor(
+            "pilot_status_writer",
+            "1 while this replica is the elected writer of objects' distribution status",
+            None,
+            writer.metric_type(),
+        )?)?;
+        let mut family = encoder.encode_descriptor(
+            "pilot_replica_failures",
+            "Failures to publish this replica's record, read the replicas' records, or campaign, by operation",
+            None,
+            ConstCounter::new(0u64).metric_type(),
+        )?;
+        for (operation, count) in [
+            ("publish", counts.publish_failures),
+            ("read", counts.read_failures),
+            ("campaign", counts.campaign_failures),
+        ] {
+            ConstCounter::new(count).encode(family.encode_family(&[("operation", operation)])?)?;
+        }
+        Ok(())
+    }
+}
+
+/// The agents' counters, read from the proxy events' counts.
+#[derive(Debug)]
+struct ProxyEventMetrics(Arc<ProxyEvents>);
+
+impl Collector for ProxyEventMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let counts = self.0.counts();
+        let counter = ConstCounter::new(counts.restarts);
+        counter.encode(encoder.encode_descriptor(
+            "pilot_proxy_restarts",
+            "Envoy restarts after a failure, as pilot-agents reported them",
+            None,
+            counter.metric_type(),
+        )?)?;
+        let mut family = encoder.encode_descriptor(
+            "pilot_proxy_unexpected_exits",
+            "Envoy exits pilot-agents did not ask for, by how Envoy ended",
+            None,
+            ConstCounter::new(0u64).metric_type(),
+        )?;
+        for (reason, count) in [
+            ("code", counts.exits_with_code),
+            ("signal", counts.exits_by_signal),
+        ] {
+            ConstCounter::new(count).encode(family.encode_family(&[("reason", reason)])?)?;
+        }
+        let counter = ConstCounter::new(counts.budget_exhausted);
+        counter.encode(encoder.encode_descriptor(
+            "pilot_proxy_budget_exhausted",
+            "pilot-agents that gave up restarting Envoy",
+            None,
+            counter.metric_type(),
+        )?)?;
         Ok(())
     }
 }

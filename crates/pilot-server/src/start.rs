@@ -8,10 +8,12 @@
 //!    replica by default);
 //! 4. [`start_controller`] on the store;
 //! 5. [`build_ads`] over the Controller and the registries;
-//! 6. [`assemble`] what the handlers share ([`AppState`]);
+//! 6. [`assemble`] what the handlers share ([`AppState`]) and the status
+//!    loop's parts (pilot-distribution);
 //! 7. [`spawn_background`] tasks (store probe, replicas, status writer,
 //!    metrics, the services file);
-//! 8. [`serve`] the listeners, then [`announce`] the addresses;
+//! 8. [`serve`] the listeners (the REST API from pilot-apiserver beside
+//!    this server's routes), then [`announce`] the addresses;
 //! 9. on shutdown, [`drain`]: end streams, finish in-flight requests, wait
 //!    for every task.
 
@@ -23,7 +25,8 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use pilot_ads::{ServeOptions, XdsOptions, XdsServer};
-use pilot_model::{ConfigStore, ConfigWatch, DynConfig, KindRegistry, Membership, ServiceDiscovery};
+use pilot_distribution::{ProxyEvents, ProxyRecords, Replicas, StatusWriter, WriterCounts};
+use pilot_model::{ConfigWatch, DynConfig, Membership, ServiceDiscovery};
 use pilot_store::{Controller, ControllerOptions, Notification, RegistryWriter};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -33,9 +36,6 @@ use tokio_rustls::TlsAcceptor;
 use crate::args::Args;
 use crate::auth::Tokens;
 use crate::debug::quarantine::JournalQuarantine;
-use crate::distribution::proxy_events::ProxyEvents;
-use crate::distribution::replicas::{self, Replicas};
-use crate::distribution::status_writer::{self, WriterCounts};
 use crate::error::StartError;
 use crate::inject_webhook::{self, Webhook};
 use crate::metrics::{self, Metrics};
@@ -86,12 +86,12 @@ pub async fn run(
     opened.discovery = with_service_entries(opened.discovery, &controller);
     let xds = build_ads(&args, &controller, &opened.discovery);
     let (closing, shutdown_rx) = watch::channel(false);
-    let shared = assemble(&args, &checked, opened, controller, xds, bound, shutdown_rx);
+    let shared = assemble(&checked, opened, controller, xds, bound, shutdown_rx);
     let tasks = spawn_background(&args, &shared, config_events, services_file);
     let serving = serve(
         &args,
         listeners,
-        shared.state,
+        shared,
         checked.tls,
         checked.xds_options,
         checked.max_connections,
@@ -242,8 +242,6 @@ fn bind(args: &Args, tls: Option<TlsAcceptor>) -> Result<Listeners, StartError> 
 
 /// Step 3: the store and the registries.
 struct Opened {
-    /// The kinds served.
-    registry: KindRegistry,
     backend: Arc<dyn ConfigWatch>,
     journal_quarantine: JournalQuarantine,
     /// The replicas sharing the store.
@@ -264,11 +262,10 @@ async fn open(args: &Args, bound: Bound) -> Result<Opened, StartError> {
     let replica = args
         .replica_name
         .clone()
-        .unwrap_or_else(|| replicas::default_name(bound.rest.port()));
-    let store = backend::open_store(args, registry.clone(), &replica).await?;
+        .unwrap_or_else(|| crate::args::default_replica_name(bound.rest.port()));
+    let store = backend::open_store(args, registry, &replica).await?;
     let registries = backend::open_registries(args).await?;
     Ok(Opened {
-        registry,
         backend: store.store,
         journal_quarantine: store.quarantine,
         membership: store.membership,
@@ -345,6 +342,9 @@ fn build_ads(args: &Args, controller: &Arc<Controller>, discovery: &Arc<dyn Serv
 struct Shared {
     /// The handlers' state.
     state: AppState,
+    /// The store itself: lists and watches of the REST API, status writes,
+    /// the readiness probe.
+    backend: Arc<dyn ConfigWatch>,
     /// The ADS server.
     xds: XdsServer,
     /// The Controller.
@@ -367,7 +367,6 @@ struct Shared {
 /// (named by the addresses from [`bind`]), the metrics registry and the
 /// readiness check.
 fn assemble(
-    args: &Args,
     checked: &Checked,
     opened: Opened,
     controller: Arc<Controller>,
@@ -376,7 +375,6 @@ fn assemble(
     shutdown: watch::Receiver<bool>,
 ) -> Shared {
     let Opened {
-        registry,
         backend,
         journal_quarantine,
         membership,
@@ -385,13 +383,11 @@ fn assemble(
         ca_root: _,
     } = opened;
     let proxy_events = Arc::new(ProxyEvents::default());
-    let replicas = Arc::new(Replicas::new(
-        membership,
-        xds.clone(),
-        Arc::clone(&proxy_events),
-        bound.rest.to_string(),
-        bound.xds.to_string(),
-    ));
+    let replicas = Arc::new(
+        Replicas::new(membership, xds.clone())
+            .with_proxy_events(Arc::clone(&proxy_events))
+            .with_addresses(bound.rest.to_string(), bound.xds.to_string()),
+    );
     let status_writes = Arc::new(WriterCounts::default());
     let mut metrics = Metrics::new(
         xds.clone(),
@@ -400,7 +396,7 @@ fn assemble(
         Arc::clone(&proxy_events),
         Arc::clone(&status_writes),
     );
-    metrics.register_collector(Box::new(replicas::Metrics(Arc::clone(&replicas))));
+    metrics.register_collector(Box::new(crate::metrics::ReplicaMetrics(Arc::clone(&replicas))));
     metrics.register_collector(Box::new(crate::metrics::CaMetrics(Arc::clone(
         &checked.ca_counts,
     ))));
@@ -413,17 +409,12 @@ fn assemble(
     };
     let backend_health = Arc::new(health::BackendHealth::default());
     let state = AppState {
-        store: Arc::clone(&controller) as Arc<dyn ConfigStore>,
-        backend,
         controller: Arc::clone(&controller),
-        registry,
         xds: xds.clone(),
         discovery,
         metrics: Arc::clone(&metrics),
         proxy_events,
         tokens: checked.tokens.clone(),
-        max_body_bytes: args.max_body_bytes,
-        shutdown: shutdown.clone(),
         readiness: health::Readiness {
             backend_health: Arc::clone(&backend_health),
             synced,
@@ -434,6 +425,7 @@ fn assemble(
     };
     Shared {
         state,
+        backend,
         xds,
         controller,
         metrics,
@@ -457,24 +449,25 @@ fn spawn_background(
 ) -> Vec<JoinHandle<()>> {
     let shutdown = &shared.shutdown;
     let mut tasks = Vec::new();
+    let closed = || {
+        let mut shutdown = shutdown.clone();
+        async move { crate::shutdown::closed(&mut shutdown).await }
+    };
     tasks.push(tokio::spawn(health::probe(
-        Arc::clone(&shared.state.backend),
+        Arc::clone(&shared.backend),
         Arc::clone(&shared.backend_health),
         shutdown.clone(),
     )));
-    tasks.push(tokio::spawn(replicas::run(
-        Arc::clone(&shared.replicas),
-        shutdown.clone(),
-    )));
+    tasks.push(tokio::spawn(Arc::clone(&shared.replicas).run(closed())));
     if !args.status_interval.is_zero() {
-        tasks.push(tokio::spawn(status_writer::run(
+        let writer = StatusWriter::new(
             Arc::clone(&shared.controller),
-            Arc::clone(&shared.state.backend),
-            Arc::clone(&shared.replicas) as Arc<dyn status_writer::ProxyRecords>,
-            args.status_interval,
-            Arc::clone(&shared.status_writes),
-            shutdown.clone(),
-        )));
+            Arc::clone(&shared.backend) as Arc<dyn pilot_model::ConfigStore>,
+            Arc::clone(&shared.replicas) as Arc<dyn ProxyRecords>,
+        )
+        .interval(args.status_interval)
+        .with_counts(Arc::clone(&shared.status_writes));
+        tasks.push(tokio::spawn(writer.run(closed())));
     }
     tasks.push(tokio::spawn(metrics::track_pushes(
         Arc::clone(&shared.metrics),
@@ -507,21 +500,23 @@ struct Serving {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// Step 8: serves the listeners from [`bind`]: the REST router on the
-/// state from [`assemble`] (with the connection limits of the flags and
-/// [`check`]), the webhook, and ADS with the options
-/// from [`check`]; each until the shutdown signal.
+/// Step 8: serves the listeners from [`bind`]: the REST router (the API
+/// over the store and this server's routes, on the state from
+/// [`assemble`]) with the connection limits of the flags and [`check`],
+/// the webhook, and ADS with the options from [`check`]; each until the
+/// shutdown signal.
 fn serve(
     args: &Args,
     listeners: Listeners,
-    state: AppState,
+    shared: Shared,
     tls: Option<TlsAcceptor>,
     xds_options: ServeOptions,
     max_connections: usize,
     mut tasks: Vec<JoinHandle<()>>,
 ) -> Serving {
-    let shutdown = state.shutdown.clone();
-    let xds = state.xds.clone();
+    let shutdown = shared.shutdown.clone();
+    let xds = shared.xds.clone();
+    let api = router::api(args, &shared.state, shared.backend, shutdown.clone());
     let scheme = if tls.is_some() { "https" } else { "http" };
     let limits = serve::Limits {
         header_read_timeout: Duration::from_millis(args.header_read_timeout_ms.max(1)),
@@ -533,7 +528,7 @@ fn serve(
     }
     let rest = tokio::spawn(serve::serve(
         listeners.rest,
-        router::router(state),
+        router::router(shared.state, api),
         tls,
         limits,
         shutdown.clone(),

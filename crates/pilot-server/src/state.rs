@@ -1,40 +1,31 @@
-//! [`AppState`]: what every REST handler shares, built once by the start
+//! [`AppState`]: what this server's own REST handlers share (the REST
+//! API has its own state, `pilot_apiserver`'s), built once by the start
 //! sequence ([`crate::start`]) and cloned into each request.
 //!
 //! The arrows point one way: this module gathers the server's parts, and
 //! the parts do not import it back. A handler beside its part takes only
 //! what it reads, as a sub-state (`State<Arc<Metrics>>`, `State<Readiness>`)
 //! that the [`FromRef`] impls below cut out of the `AppState`; only the
-//! router and the REST API (`crate::api`), which nothing here imports,
-//! take the whole `AppState`.
+//! router, which nothing here imports, takes the whole `AppState`.
 
 use std::sync::Arc;
 
 use axum::extract::FromRef;
 use pilot_ads::XdsServer;
-use pilot_model::{ConfigStore, ConfigWatch, KindRegistry, ServiceDiscovery};
+use pilot_distribution::{ProxyEvents, Replicas};
+use pilot_model::ServiceDiscovery;
 use pilot_store::Controller;
-use tokio::sync::watch;
 
 use crate::auth::tokens::Tokens;
 use crate::debug::quarantine::JournalQuarantine;
-use crate::distribution::proxy_events::ProxyEvents;
-use crate::distribution::replicas::Replicas;
 use crate::health::Readiness;
 use crate::metrics::Metrics;
 
 /// What every handler shares.
 #[derive(Clone)]
 pub(crate) struct AppState {
-    /// The Controller, as a store: reads from its cache, writes that wait
-    /// for it.
-    pub(crate) store: Arc<dyn ConfigStore>,
-    /// The backend itself, for lists and watches.
-    pub(crate) backend: Arc<dyn ConfigWatch>,
     /// The Controller, for metrics.
     pub(crate) controller: Arc<Controller>,
-    /// The kinds served.
-    pub(crate) registry: KindRegistry,
     /// The ADS server, for proxy status and metrics.
     pub(crate) xds: XdsServer,
     /// The service registries, for `/debug/registryz`.
@@ -45,10 +36,6 @@ pub(crate) struct AppState {
     pub(crate) proxy_events: Arc<ProxyEvents>,
     /// Accepted tokens; `None` when authentication is off.
     pub(crate) tokens: Option<Arc<Tokens>>,
-    /// Largest request body.
-    pub(crate) max_body_bytes: usize,
-    /// Turns true on shutdown; watches end.
-    pub(crate) shutdown: watch::Receiver<bool>,
     /// Whether the store answers and the caches have synced, for `/readyz`.
     pub(crate) readiness: Readiness,
     /// What `--data-dir`'s journal held back at start.

@@ -27,13 +27,21 @@ pub const PILOT_DISCOVERY: Binary = Binary {
     name: "pilot-discovery",
     sources: &[
         "pilot-server",
+        "pilot-apiserver",
+        "pilot-distribution",
         "pilot-model",
+        "pilot-proxy-api",
+        "pilot-re2",
+        "pilot-api",
+        "pilot-routing",
         "pilot-store",
         "pilot-store-memory",
         "pilot-store-etcd",
         "pilot-store-k8s",
         "pilot-xds",
+        "pilot-h2",
         "pilot-ads",
+        "pilot-ca",
         "pilot-inject",
     ],
 };
@@ -208,5 +216,29 @@ mod tests {
             .set_modified(old - std::time::Duration::from_secs(60))
             .unwrap();
         assert!(stale(&binary, of, &crates), "a source is newer");
+    }
+
+    #[test]
+    fn pilot_discovery_is_rebuilt_when_a_crate_it_depends_on_changes() {
+        let manifest = std::fs::read_to_string(crate::workspace().join("crates/pilot-server/Cargo.toml"))
+            .expect("pilot-server's Cargo.toml");
+        let dependencies = manifest
+            .split("\n[dependencies]\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n[").next())
+            .expect("a [dependencies] section");
+        for line in dependencies.lines() {
+            let Some(name) = line
+                .split(['.', ' ', '='])
+                .next()
+                .filter(|n| n.starts_with("pilot-"))
+            else {
+                continue;
+            };
+            assert!(
+                PILOT_DISCOVERY.sources.contains(&name),
+                "pilot-discovery depends on {name}, which PILOT_DISCOVERY.sources leaves out"
+            );
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! A `ConfigStore` of the user's own: one JSON file per object under a
 //! directory, `<root>/<kind>/<namespace>/<name>.json`, in the same document
-//! form `pilotctl` reads. Watches come from pilot's `WatchLog`, which any
-//! adapter without a native watch can use.
+//! form `pilotctl` reads, with the object's distribution status beside its
+//! spec (written by pilot's status loop). Watches come from pilot's
+//! `WatchLog`, which any adapter without a native watch can use.
 //!
 //! File I/O here is synchronous and runs under the log's write lock, which
 //! keeps the example short and every write atomic with respect to the
@@ -14,8 +15,8 @@ use std::sync::Arc;
 
 use pilot_model::async_trait;
 use pilot_model::{
-    ConfigKey, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot, StoreError,
-    WatchStream, now_seconds,
+    ConfigKey, ConfigStatus, ConfigStore, ConfigWatch, DynConfig, KindRegistry, Revision, Snapshot,
+    StoreError, WatchStream, now_seconds,
 };
 use pilot_store::{DEFAULT_HISTORY, WatchLog};
 
@@ -80,15 +81,24 @@ impl FileConfigStore {
         self.registry.schema(kind).map(|_| ())
     }
 
-    /// Writes `config` at the next revision; the caller holds the log lock.
+    /// Writes `config` at the next revision, which becomes its resource
+    /// version; the caller holds the log lock.
     fn write(
         &self,
         log: &mut pilot_store::LogWriter<'_>,
         mut config: DynConfig,
     ) -> Result<Arc<DynConfig>, StoreError> {
         config.meta.resource_version = Some(log.next_revision().to_string());
+        self.write_file(&config)?;
+        let config = Arc::new(config);
+        log.put(Arc::clone(&config));
+        Ok(config)
+    }
+
+    /// Writes `config`'s file as it is.
+    fn write_file(&self, config: &DynConfig) -> Result<(), StoreError> {
         let path = self.path(&config.key());
-        let body = serde_json::to_vec_pretty(&config).map_err(StoreError::unavailable)?;
+        let body = serde_json::to_vec_pretty(config).map_err(StoreError::unavailable)?;
         let dir = path.parent().expect("object paths have a parent");
         fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
         // Write a temporary file, then rename: a crash never leaves half an object.
@@ -96,10 +106,7 @@ impl FileConfigStore {
         let mut file = fs::File::create(&temp).map_err(|e| io_error(&temp, e))?;
         file.write_all(&body).map_err(|e| io_error(&temp, e))?;
         file.sync_all().map_err(|e| io_error(&temp, e))?;
-        fs::rename(&temp, &path).map_err(|e| io_error(&path, e))?;
-        let config = Arc::new(config);
-        log.put(Arc::clone(&config));
-        Ok(config)
+        fs::rename(&temp, &path).map_err(|e| io_error(&path, e))
     }
 }
 
@@ -126,6 +133,8 @@ impl ConfigStore for FileConfigStore {
             return Err(StoreError::AlreadyExists { key: config.key() });
         }
         config.meta.creation_timestamp = Some(now_seconds());
+        // Status is written by `update_status` only.
+        config.meta.status = None;
         self.write(&mut log, config)
     }
 
@@ -144,6 +153,9 @@ impl ConfigStore for FileConfigStore {
             });
         }
         config.meta.creation_timestamp = current.meta.creation_timestamp;
+        // A user's write keeps the status, whose observed version says it
+        // is about the old spec.
+        config.meta.status = current.meta.status.clone();
         self.write(&mut log, config)
     }
 
@@ -164,6 +176,39 @@ impl ConfigStore for FileConfigStore {
         let path = self.path(key);
         fs::remove_file(&path).map_err(|e| io_error(&path, e))?;
         log.delete(key.clone());
+        Ok(())
+    }
+
+    fn keeps_status(&self) -> bool {
+        true
+    }
+
+    /// The status goes in the object's file, which keeps its resource
+    /// version (a status write is not a user's write); watchers see the
+    /// object again, which a Controller takes as a status-only change.
+    async fn update_status(
+        &self,
+        key: &ConfigKey,
+        observed_version: &str,
+        status: ConfigStatus,
+    ) -> Result<(), StoreError> {
+        self.known(&key.kind)?;
+        let mut log = self.log.write();
+        let current = self
+            .read(key)?
+            .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
+        let actual = current.meta.resource_version.clone().unwrap_or_default();
+        if actual != observed_version {
+            return Err(StoreError::Conflict {
+                key: key.clone(),
+                expected: Some(observed_version.to_string()),
+                actual,
+            });
+        }
+        let mut config = (*current).clone();
+        config.meta.status = Some(status);
+        self.write_file(&config)?;
+        log.put(Arc::new(config));
         Ok(())
     }
 }

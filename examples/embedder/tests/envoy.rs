@@ -1,6 +1,8 @@
 //! The embedded server configures a real Envoy: requests sent through
 //! Envoy's listener reach the instance the registry lists and the route
-//! rule in the file store picks.
+//! rule in the file store picks; the status loop then writes the rule's
+//! distribution status (Envoy ACKed it: 1/1) into the store, which the
+//! REST API serves.
 //!
 //! Needs Envoy: `$ENVOY`, else the workspace's `.tools/envoy/bin/envoy`
 //! (`scripts/install-deps` installs it). Without one the test fails and
@@ -59,11 +61,15 @@ spec:
 
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port for ADS");
     let xds_port = listener.local_addr().expect("bound").port();
+    let rest = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port for the REST API");
+    let rest_port = rest.local_addr().expect("bound").port();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn({
         let (config_dir, services) = (config_dir.clone(), services.clone());
         async move {
-            pilot_embedder_example::serve(&config_dir, &services, listener, async {
+            pilot_embedder_example::serve(&config_dir, &services, listener, rest, async {
                 let _ = stopped.await;
             })
             .await
@@ -76,7 +82,7 @@ spec:
         // Until the first answer through Envoy, then ten more.
         let mut answers = Vec::new();
         while answers.len() < 10 {
-            match get(service_port, "hello") {
+            match get(service_port, "hello", "/") {
                 Some(answer) => answers.push(answer),
                 None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
                 None => break,
@@ -91,6 +97,23 @@ spec:
     } else {
         String::new()
     };
+    // The rule as the REST API serves it, once its status counts Envoy's
+    // ACK (or as it is when patience runs out).
+    let rule = tokio::task::spawn_blocking(move || {
+        let path = "/apis/config.istio.io/v1alpha2/namespaces/default/routerules/hello-v2";
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let rule = get(rest_port, "pilot", path)
+                .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+                .unwrap_or_default();
+            if rule["status"]["acked"] == 1 || Instant::now() >= deadline {
+                return rule;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+    .await
+    .expect("the client thread");
     drop(envoy);
     let _ = stop.send(());
     server
@@ -106,6 +129,16 @@ spec:
     assert!(
         answers.iter().all(|a| a == "hello v2"),
         "the rule in the file store sends every request to v2; got {answers:?}"
+    );
+    let status = &rule["status"];
+    assert_eq!(
+        (&status["proxies"], &status["acked"], &status["nacked"]),
+        (&1.into(), &1.into(), &0.into()),
+        "the one Envoy ACKed the rule: its status must say 1/1 (the rule through the REST API: {rule})"
+    );
+    assert_eq!(
+        status["observedVersion"], rule["metadata"]["resourceVersion"],
+        "the status must be about the rule's current version: {rule}"
     );
 }
 
@@ -148,13 +181,14 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// One HTTP/1.1 GET through Envoy with `host`: the body of a 200, else None.
-fn get(port: u16, host: &str) -> Option<String> {
+/// One HTTP/1.1 GET of `path` on `port` with `host`: the body of a 200,
+/// else None.
+fn get(port: u16, host: &str, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     write!(
         stream,
-        "GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
     let mut answer = String::new();

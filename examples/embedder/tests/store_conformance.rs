@@ -1,5 +1,6 @@
-//! The file-backed store passes the same conformance suite as pilot's own
-//! backends.
+//! The file-backed store passes the same conformance suites as pilot's own
+//! backends: the store's, and the status suite (it keeps each object's
+//! distribution status).
 
 use std::sync::Arc;
 
@@ -10,6 +11,15 @@ use pilot_store::testing::{mock, registry};
 pilot_store::conformance_suite!(|registry: KindRegistry| async move {
     Arc::new(FileConfigStore::temporary(registry).unwrap()) as Arc<dyn ConfigWatch>
 });
+
+// It keeps each object's distribution status in its file.
+mod status {
+    use super::*;
+
+    pilot_store::status_conformance_suite!(|registry: KindRegistry| async move {
+        Arc::new(FileConfigStore::temporary(registry).unwrap()) as Arc<dyn ConfigWatch>
+    });
+}
 
 #[tokio::test]
 async fn objects_survive_a_reopen_and_revisions_continue() {

@@ -15,7 +15,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::tokens::{Access, Tokens, bearer};
-use crate::api::ApiError;
+use pilot_apiserver::ApiError;
 
 /// Refuses a REST address that is not loopback without `--token-file`,
 /// unless `--allow-unauthenticated` says so.

@@ -9,18 +9,17 @@
 //! With several replicas on one store, every replica lists every live
 //! replica's proxies, each with the `replica` serving it: its own from
 //! memory, the others' from their published records
-//! ([`crate::distribution::replicas`]), plus a `replicas` list. Process reports are
-//! those posted to this replica.
+//! ([`pilot_distribution::Replicas`]), plus a `replicas` list. Process
+//! reports are those posted to this replica.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
 use pilot_ads::{ProxyStatus, TYPES, TypeStatus};
+use pilot_distribution::{ProxyEvents, Replicas};
+use pilot_model::ProcessReport;
 use serde_json::{Value, json};
-
-use crate::distribution::proxy_events::{self, ProxyEvents};
-use crate::distribution::replicas::Replicas;
 
 /// `SYNCED` (ACKed what was last sent), `NACKED` (rejected what was last
 /// sent), `STALE` (sent, not answered yet) or `NOT SENT`.
@@ -38,7 +37,7 @@ pub(crate) fn state(status: &TypeStatus) -> &'static str {
 /// listed with `connected: false`.
 pub(crate) fn to_json(
     proxies: &[(String, ProxyStatus)],
-    events: &std::collections::BTreeMap<String, pilot_model::ProcessReport>,
+    events: &std::collections::BTreeMap<String, ProcessReport>,
 ) -> Value {
     let connected: std::collections::BTreeSet<&str> =
         proxies.iter().map(|(_, p)| p.node_id.as_str()).collect();
@@ -65,7 +64,7 @@ pub(crate) fn to_json(
                 "incremental": proxy.incremental,
                 "types": types,
                 "withheld": proxy.withheld,
-                "process": proxy_events::record_json(events.get(&proxy.node_id)),
+                "process": record_json(events.get(&proxy.node_id)),
             })
         })
         .collect();
@@ -75,7 +74,7 @@ pub(crate) fn to_json(
                 "node": node,
                 "connected": false,
                 "types": {},
-                "process": proxy_events::record_json(Some(record)),
+                "process": record_json(Some(record)),
             }));
         }
     }
@@ -102,12 +101,7 @@ pub(crate) async fn handler(
         })
         .collect();
     // Reports posted here are the freshest this replica has.
-    reports.extend(
-        events
-            .all()
-            .into_iter()
-            .map(|(node, record)| (node, record.report())),
-    );
+    reports.extend(events.reports());
     let mut value = to_json(&proxies, &reports);
     let own = replicas.own_record();
     let list: Vec<Value> = std::iter::once(own)
@@ -126,6 +120,20 @@ pub(crate) async fn handler(
     value["replica"] = json!(replicas.name());
     value["replicas"] = Value::Array(list);
     Json(value)
+}
+
+/// A process report as JSON.
+fn record_json(record: Option<&ProcessReport>) -> Value {
+    match record {
+        None => json!({"restarts": 0, "epoch": null, "last_exit": null, "last_event": null}),
+        Some(r) => json!({
+            "restarts": r.restarts,
+            "epoch": r.epoch,
+            "last_exit": r.last_exit,
+            "last_exit_message": r.last_exit_message,
+            "last_event": r.last_event,
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@
 //!
 //! The Controller ([`pilot_store::Quarantine`]) keeps such objects out of
 //! its cache, so they are never pushed to proxies and REST `get` does not
-//! serve them; `crate::api::resources` leaves them out of lists and watches, which read
-//! the backend itself. A later valid write (or a delete) in the store
+//! serve them; the REST API leaves them out of lists and watches, which
+//! read the backend itself (`crate::router::api` gives it the Controller's
+//! verdict). A later valid write (or a delete) in the store
 //! brings the key back (or forgets it).
 //!
 //! With `--data-dir`, objects the journal finds invalid when the server

@@ -2,8 +2,9 @@
 //! `--body-read-timeout-ms` of its head. The header read timeout ends at the
 //! head, so without it a client announcing a body and sending nothing would
 //! hold its connection (and its slot) for as long as it likes. A body that
-//! misses the deadline fails to read with [`BodyTimedOut`]; the API answers
-//! 408 and the connection is closed.
+//! misses the deadline fails to read with [`BodyTimedOut`], as an I/O
+//! time-out (`std::io::ErrorKind::TimedOut`); the REST API answers 408
+//! with its message and the connection is closed.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,18 +19,6 @@ use tokio::time::{Instant, Sleep};
 #[derive(Debug, thiserror::Error)]
 #[error("the request body did not arrive within {0:?} (--body-read-timeout-ms)")]
 pub(crate) struct BodyTimedOut(pub Duration);
-
-/// Whether `error`, or any error under it, is [`BodyTimedOut`].
-pub(crate) fn timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(error);
-    while let Some(error) = next {
-        if error.is::<BodyTimedOut>() {
-            return true;
-        }
-        next = error.source();
-    }
-    false
-}
 
 /// Middleware (`map_request_with_state`): puts the deadline on the
 /// request's body, counted from now (the head has just been read).
@@ -74,7 +63,10 @@ impl HttpBody for TimedBody {
             .sleep
             .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
         match sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut(this.timeout))))),
+            Poll::Ready(()) => {
+                let error = std::io::Error::new(std::io::ErrorKind::TimedOut, BodyTimedOut(this.timeout));
+                Poll::Ready(Some(Err(axum::Error::new(error))))
+            }
             Poll::Pending => Poll::Pending,
         }
     }

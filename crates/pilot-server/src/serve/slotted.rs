@@ -17,10 +17,9 @@ use std::sync::LazyLock;
 use std::task::{Context, Poll};
 
 use axum::http::StatusCode;
+use pilot_apiserver::ApiError;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::OwnedSemaphorePermit;
-
-use crate::api::ApiError;
 
 /// A connection holding one of the capped slots.
 pub(crate) struct Slotted<S> {

@@ -22,8 +22,8 @@ use axum::response::{IntoResponse, Response};
 use pilot_model::{KindRegistry, KindSchema};
 use serde_json::{Value, json};
 
-use super::ApiError;
-use crate::state::AppState;
+use crate::ApiError;
+use crate::server::ApiState;
 
 /// What every kind's resource allows.
 pub(crate) const VERBS: &[&str] = &[
@@ -64,7 +64,7 @@ pub(crate) async fn core(headers: HeaderMap) -> Response {
 }
 
 /// `GET /apis`: every group, aggregated when asked for.
-pub(crate) async fn groups(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn groups(State(state): State<ApiState>, headers: HeaderMap) -> Response {
     let groups = by_group(&state.registry);
     if let Some(version) = aggregated(&headers) {
         let items = groups
@@ -91,7 +91,7 @@ pub(crate) async fn groups(State(state): State<AppState>, headers: HeaderMap) ->
 
 /// `GET /apis/{group}`.
 pub(crate) async fn group(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Path(group): Path<String>,
 ) -> Result<Response, ApiError> {
     let groups = by_group(&state.registry);
@@ -103,7 +103,7 @@ pub(crate) async fn group(
 
 /// `GET /apis/{group}/{version}`.
 pub(crate) async fn resources(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Path((group, version)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let groups = by_group(&state.registry);

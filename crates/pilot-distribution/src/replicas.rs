@@ -1,59 +1,57 @@
-//! Several pilot-discovery replicas on one store: this replica's
-//! record, the others' records, and the status-writer election.
+//! Several replicas on one store: this replica's record, the others'
+//! records, and the status-writer election.
 //!
-//! A task ([`run`]) publishes this replica's [`ReplicaRecord`] (its
-//! proxies' xDS state and distribution, its addresses) through the
-//! store's [`Membership`]: every third of `--replica-ttl`, and when its
-//! proxies change (checked every [`CHANGE_POLL`], so a burst of ACKs is
-//! one publish). Every [`REFRESH`] it reads every live replica's record
-//! and campaigns for the status-writer election.
+//! A task ([`Replicas::run`]) publishes this replica's [`ReplicaRecord`]
+//! (its proxies' xDS state and distribution, its addresses) through the
+//! store's [`Membership`]: every third of the membership's ttl
+//! (pilot-discovery's `--replica-ttl`), and when its proxies change
+//! (checked every [`CHANGE_POLL`], so a burst of ACKs is one publish).
+//! Every [`REFRESH`] it reads every live replica's record and campaigns
+//! for the status-writer election.
 //!
 //! [`Replicas`] is then
 //! - the status writer's [`ProxyRecords`] source: this replica's proxies
 //!   (live, from memory) and every other live replica's, a proxy listed by
 //!   two replicas (during a reconnect) counted once, the newest record
 //!   winning; its rounds run only while this replica holds the election;
-//! - what `/debug/proxy-status` lists beside this replica's own proxies;
-//! - `/metrics`: `pilot_replicas` (live replicas seen), `pilot_status_writer`
-//!   (1 on the elected replica), `pilot_replica_failures` (publish, read,
-//!   campaign failures, by operation).
+//! - what pilot-discovery's `/debug/proxy-status` lists beside this
+//!   replica's own proxies;
+//! - counts for metrics ([`ReplicaCounts`]: live replicas seen, whether
+//!   this one writes status, publish, read and campaign failures).
 //!
-//! Failures are logged and counted; they never touch `/readyz` (a replica
-//! that cannot reach the store already says so there).
+//! Failures are logged and counted; they never stop the task (a replica
+//! that cannot reach the store says so through its own readiness check).
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use pilot_ads::XdsServer;
 use pilot_model::{ConnectedProxy, Membership, ProxyDistribution, ReplicaRecord, TypeNack, TypeRecord};
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
-use tokio::sync::watch;
 
-use super::proxy_events::ProxyEvents;
-use super::status_writer::ProxyRecords;
+use crate::proxy_events::ProxyEvents;
+use crate::status_writer::ProxyRecords;
 
 /// How often this replica's proxies are compared with the last record
 /// published (a change is published at the next check).
-pub(crate) const CHANGE_POLL: Duration = Duration::from_millis(200);
+pub const CHANGE_POLL: Duration = Duration::from_millis(200);
 
 /// How often the other replicas' records are read and the election is
 /// campaigned for (more often if the ttl is short).
-pub(crate) const REFRESH: Duration = Duration::from_secs(1);
+pub const REFRESH: Duration = Duration::from_secs(1);
 
-/// This replica among the replicas of its store.
-pub(crate) struct Replicas {
+/// This replica among the replicas of its store: see the module
+/// documentation.
+pub struct Replicas {
     membership: Arc<dyn Membership>,
     xds: XdsServer,
     /// The agents' reports posted to this replica, published with its
     /// proxies.
     events: Arc<ProxyEvents>,
-    rest_address: String,
-    xds_address: String,
+    rest_address: Option<String>,
+    xds_address: Option<String>,
     /// The other live replicas' records, as last read.
     others: Mutex<Vec<ReplicaRecord>>,
     writer: AtomicBool,
@@ -71,33 +69,33 @@ impl std::fmt::Debug for Replicas {
     }
 }
 
-/// The default replica name: the host name and the REST port.
-pub(crate) fn default_name(rest_port: u16) -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|text| text.trim().to_string())
-        .filter(|host| !host.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "pilot".to_string());
-    format!("{host}-{rest_port}")
+/// What [`Replicas`] has seen and done, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReplicaCounts {
+    /// Live replicas on the store as last read (this one included once it
+    /// published).
+    pub live: u64,
+    /// Whether this replica holds the status-writer election.
+    pub writer: bool,
+    /// Failures to publish this replica's record.
+    pub publish_failures: u64,
+    /// Failures to read the replicas' records.
+    pub read_failures: u64,
+    /// Failures to campaign for the election.
+    pub campaign_failures: u64,
 }
 
 impl Replicas {
-    /// This replica (`membership`'s name) serving `xds`, reachable at
-    /// `rest_address` and `xds_address`.
-    pub(crate) fn new(
-        membership: Arc<dyn Membership>,
-        xds: XdsServer,
-        events: Arc<ProxyEvents>,
-        rest_address: String,
-        xds_address: String,
-    ) -> Self {
+    /// This replica (`membership`'s name) serving `xds`'s proxies, with no
+    /// proxy events and no addresses in its record.
+    pub fn new(membership: Arc<dyn Membership>, xds: XdsServer) -> Self {
         Replicas {
             membership,
             xds,
-            events,
-            rest_address,
-            xds_address,
+            events: Arc::default(),
+            rest_address: None,
+            xds_address: None,
             others: Mutex::new(Vec::new()),
             writer: AtomicBool::new(false),
             live: AtomicU64::new(0),
@@ -107,27 +105,42 @@ impl Replicas {
         }
     }
 
+    /// The agents' reports posted to this replica ([`ProxyEvents`]),
+    /// published with its proxies' records.
+    pub fn with_proxy_events(mut self, events: Arc<ProxyEvents>) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// Where this replica serves its REST API and ADS (`host:port`), as its
+    /// record tells the other replicas and operators.
+    pub fn with_addresses(mut self, rest: impl Into<String>, xds: impl Into<String>) -> Self {
+        self.rest_address = Some(rest.into());
+        self.xds_address = Some(xds.into());
+        self
+    }
+
     /// This replica's name.
-    pub(crate) fn name(&self) -> &str {
+    pub fn name(&self) -> &str {
         self.membership.replica()
     }
 
     /// True while this replica holds the status-writer election.
-    pub(crate) fn is_writer(&self) -> bool {
+    pub fn is_writer(&self) -> bool {
         self.writer.load(Ordering::Relaxed)
     }
 
     /// The other live replicas' records, as last read (ordered by name).
-    pub(crate) fn others(&self) -> Vec<ReplicaRecord> {
+    pub fn others(&self) -> Vec<ReplicaRecord> {
         self.others.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// This replica's record now: its proxies from the ADS server's memory.
-    pub(crate) fn own_record(&self) -> ReplicaRecord {
+    pub fn own_record(&self) -> ReplicaRecord {
         ReplicaRecord {
             replica: self.name().to_string(),
-            rest_address: Some(self.rest_address.clone()),
-            xds_address: Some(self.xds_address.clone()),
+            rest_address: self.rest_address.clone(),
+            xds_address: self.xds_address.clone(),
             proxies: self.own_proxies(),
             writer: self.is_writer(),
             published: SystemTime::now(),
@@ -141,7 +154,7 @@ impl Replicas {
             .into_iter()
             .map(|d| (d.node_id.clone(), d))
             .collect();
-        let events = self.events.all();
+        let events = self.events.reports();
         let mut proxies: Vec<ConnectedProxy> = self
             .xds
             .status()
@@ -168,7 +181,7 @@ impl Replicas {
                             )
                         })
                         .collect(),
-                    process: events.get(&proxy.node_id).map(|e| e.report()),
+                    process: events.get(&proxy.node_id).cloned(),
                     node_id: proxy.node_id,
                     incremental: proxy.incremental,
                     distribution,
@@ -223,8 +236,25 @@ impl Replicas {
     /// Every proxy of every live replica, each once: this replica's from
     /// memory, the others' from their last records (the newest record wins
     /// for a proxy listed by two replicas), with the replica serving it.
-    pub(crate) fn all_proxies(&self) -> Vec<(String, ConnectedProxy)> {
+    pub fn all_proxies(&self) -> Vec<(String, ConnectedProxy)> {
         merge(self.name(), self.own_proxies(), self.others())
+    }
+
+    /// What this replica has seen and done, for metrics.
+    pub fn counts(&self) -> ReplicaCounts {
+        ReplicaCounts {
+            live: self.live.load(Ordering::Relaxed),
+            writer: self.is_writer(),
+            publish_failures: self.publish_failures.load(Ordering::Relaxed),
+            read_failures: self.read_failures.load(Ordering::Relaxed),
+            campaign_failures: self.campaign_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Publishes, reads and campaigns until `shutdown` completes; then
+    /// resigns, so the others need not wait for this replica's ttl.
+    pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()>) {
+        run(self, shutdown).await
     }
 }
 
@@ -276,15 +306,15 @@ impl ProxyRecords for Replicas {
     }
 }
 
-/// Publishes, reads and campaigns until `shutdown` is set; then resigns,
-/// so the others need not wait for this replica's ttl.
-pub(crate) async fn run(replicas: Arc<Replicas>, mut shutdown: watch::Receiver<bool>) {
+/// [`Replicas::run`].
+async fn run(replicas: Arc<Replicas>, shutdown: impl Future<Output = ()>) {
     let ttl = replicas.membership.ttl();
     let renew = (ttl / 3).min(Duration::from_secs(3600));
     let refresh_every = REFRESH.min(renew);
     let mut published: Option<(Instant, Vec<ConnectedProxy>)> = None;
     let mut refreshed: Option<Instant> = None;
     let mut retry_after: Option<Instant> = None;
+    let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let now = Instant::now();
         let proxies = replicas.own_proxies();
@@ -306,7 +336,7 @@ pub(crate) async fn run(replicas: Arc<Replicas>, mut shutdown: watch::Receiver<b
         }
         tokio::select! {
             () = tokio::time::sleep(CHANGE_POLL) => {}
-            () = crate::shutdown::closed(&mut shutdown) => break,
+            () = &mut shutdown => break,
         }
     }
     replicas.writer.store(false, Ordering::Relaxed);
@@ -314,45 +344,6 @@ pub(crate) async fn run(replicas: Arc<Replicas>, mut shutdown: watch::Receiver<b
         Ok(Ok(())) => tracing::info!(replica = replicas.name(), "resigned: record withdrawn"),
         Ok(Err(error)) => tracing::warn!(%error, "could not resign; the record expires with its ttl"),
         Err(_) => tracing::warn!("resigning timed out; the record expires with its ttl"),
-    }
-}
-
-/// `/metrics`: the replicas' gauges and failure counters.
-#[derive(Debug)]
-pub(crate) struct Metrics(pub Arc<Replicas>);
-
-impl Collector for Metrics {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let replicas = &self.0;
-        let live = ConstGauge::new(replicas.live.load(Ordering::Relaxed) as i64);
-        live.encode(encoder.encode_descriptor(
-            "pilot_replicas",
-            "Live pilot-discovery replicas on this store, as last read (this one included once it published)",
-            None,
-            live.metric_type(),
-        )?)?;
-        let writer = ConstGauge::new(i64::from(replicas.is_writer()));
-        writer.encode(encoder.encode_descriptor(
-            "pilot_status_writer",
-            "1 while this replica is the elected writer of objects' distribution status",
-            None,
-            writer.metric_type(),
-        )?)?;
-        let mut family = encoder.encode_descriptor(
-            "pilot_replica_failures",
-            "Failures to publish this replica's record, read the replicas' records, or campaign, by operation",
-            None,
-            ConstCounter::new(0u64).metric_type(),
-        )?;
-        for (operation, count) in [
-            ("publish", &replicas.publish_failures),
-            ("read", &replicas.read_failures),
-            ("campaign", &replicas.campaign_failures),
-        ] {
-            ConstCounter::new(count.load(Ordering::Relaxed))
-                .encode(family.encode_family(&[("operation", operation)])?)?;
-        }
-        Ok(())
     }
 }
 
@@ -410,12 +401,5 @@ mod tests {
                 ("b".to_string(), "p3".to_string(), 1),
             ]
         );
-    }
-
-    #[test]
-    fn the_default_name_is_the_host_and_the_port() {
-        let name = default_name(8080);
-        assert!(name.ends_with("-8080"), "{name}");
-        assert!(name.len() > "-8080".len(), "{name}");
     }
 }

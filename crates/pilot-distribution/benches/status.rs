@@ -1,10 +1,10 @@
 //! Status reporting on vs off: the time from a RouteRule write
 //! to every connected ADS client having ACKed the new route
-//! configuration, with the status writer (`status_writer::run`, the task
+//! configuration, with the status writer (`StatusWriter::run`, the task
 //! pilot-discovery runs at `--status-interval`) running and not, and the
 //! store writes it made per push.
 //!
-//!     cargo bench -p pilot-server --bench status -- [--interval MS] [--writes W] [--rounds R] [CLIENTS]
+//!     cargo bench -p pilot-distribution --bench status -- [--interval MS] [--writes W] [--rounds R] [CLIENTS]
 //!
 //! (default: 2,000 clients, 1 s interval, 5 rule writes per mode, 2
 //! rounds of off/on alternated in one process.) The mesh is the `ads`
@@ -27,8 +27,8 @@ use std::time::Duration;
 use ads_clients::{Clients, cpu_time, now_micros, percentile, rss_mb};
 use pilot_ads::XdsOptions;
 use pilot_api::istio;
-use pilot_model::{ConfigKey, ConfigStore, ConfigWatch};
-use pilot_server::status_writer::{self, WriterCounts};
+use pilot_distribution::{StatusWriter, WriterCounts};
+use pilot_model::{ConfigKey, ConfigStore};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use serving::Serving;
@@ -84,16 +84,18 @@ async fn run(clients: usize, status: bool, interval: Duration, writes: usize) ->
     .await;
     let (server, port) = (serving.server.clone(), serving.port);
     let counts = Arc::new(WriterCounts::default());
-    let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+    let (shutdown, mut shutdown_rx) = tokio::sync::watch::channel(false);
     let writer = status.then(|| {
-        tokio::spawn(status_writer::run(
+        let writer = StatusWriter::new(
             Arc::clone(&controller),
-            Arc::new(store.clone()) as Arc<dyn ConfigWatch>,
+            Arc::new(store.clone()),
             Arc::new(server.clone()),
-            interval,
-            Arc::clone(&counts),
-            shutdown_rx,
-        ))
+        )
+        .interval(interval)
+        .with_counts(Arc::clone(&counts));
+        tokio::spawn(writer.run(async move {
+            let _ = shutdown_rx.wait_for(|stop| *stop).await;
+        }))
     });
     let start = now_micros();
     let mut child = Clients::start(clients, port, 1, false);

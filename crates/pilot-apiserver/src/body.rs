@@ -10,10 +10,10 @@ use pilot_model::document::{self, ParseOptions};
 use pilot_model::{ConfigKey, DynConfig, KindSchema};
 use serde_json::{Value, json};
 
-use super::ApiError;
-use super::options::FieldValidation;
-use super::strict;
-use crate::state::AppState;
+use crate::ApiError;
+use crate::options::FieldValidation;
+use crate::server::ApiState;
+use crate::strict;
 
 /// Metadata the server sets, accepted in a body and ignored, so that an
 /// object exported from a cluster (`kubectl get -o yaml`) can be created or
@@ -44,7 +44,7 @@ pub(crate) fn media_type(headers: &HeaderMap) -> String {
 
 /// The body of a create or replace, if it is JSON (or has no
 /// `Content-Type`) and not larger than the limit.
-pub(crate) async fn read_json(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_json(state: &ApiState, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
     let media = media_type(headers);
     if media != "application/json" {
         return Err(ApiError::new(
@@ -58,16 +58,20 @@ pub(crate) async fn read_json(state: &AppState, headers: &HeaderMap, body: Body)
 
 /// The body, if not larger than the limit.
 pub(crate) async fn read_limited(
-    state: &AppState,
+    state: &ApiState,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Bytes, ApiError> {
-    let limit = state.max_body_bytes;
+    let limit = state.options.max_body_bytes;
     let too_large = || {
+        let setting = match &state.options.max_body_bytes_setting {
+            Some(setting) => format!(" ({setting})"),
+            None => String::new(),
+        };
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "RequestEntityTooLarge",
-            format!("the body is larger than the server's limit of {limit} bytes (--max-body-bytes)"),
+            format!("the body is larger than the server's limit of {limit} bytes{setting}"),
         )
     };
     let declared = headers
@@ -80,13 +84,29 @@ pub(crate) async fn read_limited(
     match http_body_util::Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(too_large()),
-        Err(error) if crate::serve::body::timed_out(&*error) => Err(ApiError::new(
+        Err(error) if timed_out(&*error) => Err(ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
             "Timeout",
             format!("cannot read the body: {error}"),
         )),
         Err(error) => Err(ApiError::bad_request(format!("cannot read the body: {error}"))),
     }
+}
+
+/// Whether `error`, or any error under it, is an I/O time-out: how a layer
+/// that puts a deadline on bodies fails one that missed it.
+fn timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if error
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        next = error.source();
+    }
+    false
 }
 
 /// The body as a JSON value: 400 when it is not JSON.
@@ -103,7 +123,7 @@ pub(crate) fn json_value(bytes: &[u8]) -> Result<Value, ApiError> {
 /// `warnings`) as `validation` says; of a duplicate field the last value
 /// is kept.
 pub(crate) fn decode(
-    state: &AppState,
+    state: &ApiState,
     schema: &KindSchema,
     namespace: &str,
     name: Option<&str>,
@@ -128,7 +148,7 @@ pub(crate) fn decode(
 /// body as sent, for line and column in errors, when the value is it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn decode_value(
-    state: &AppState,
+    state: &ApiState,
     schema: &KindSchema,
     namespace: &str,
     name: Option<&str>,

@@ -15,7 +15,7 @@
 //!
 //! `kubectl explain` and `kubectl apply` read these; the REST document of
 //! the whole API for other clients stays at `/openapi.json`
-//! ([`super::openapi`]).
+//! ([`crate::openapi`]).
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -27,8 +27,8 @@ use axum::http::StatusCode;
 use pilot_model::{KindRegistry, KindSchema};
 use serde_json::{Map, Value, json};
 
-use super::ApiError;
-use crate::state::AppState;
+use crate::ApiError;
+use crate::server::ApiState;
 
 /// The name of `ObjectMeta`'s schema, as Kubernetes names it.
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
@@ -44,10 +44,10 @@ pub(crate) const PATCH_TYPES: &[&str] = &[
 ];
 
 /// `GET /openapi/v3`.
-pub(crate) async fn v3_index(State(state): State<AppState>) -> Json<Value> {
+pub(crate) async fn v3_index(State(state): State<ApiState>) -> Json<Value> {
     let mut paths = Map::new();
     for (group, version) in group_versions(&state.registry) {
-        let document = v3_document(&state.registry, &group, &version);
+        let document = v3_document(&state.registry, &state.options.server_name, &group, &version);
         let url = format!("/openapi/v3/apis/{group}/{version}?hash={}", hash(&document));
         paths.insert(
             format!("apis/{group}/{version}"),
@@ -59,7 +59,7 @@ pub(crate) async fn v3_index(State(state): State<AppState>) -> Json<Value> {
 
 /// `GET /openapi/v3/apis/{group}/{version}`.
 pub(crate) async fn v3_group_version(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Path((group, version)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     if !group_versions(&state.registry).contains(&(group.clone(), version.clone())) {
@@ -69,15 +69,24 @@ pub(crate) async fn v3_group_version(
             format!("no OpenAPI document for {group}/{version}; see /openapi/v3"),
         ));
     }
-    Ok(Json(v3_document(&state.registry, &group, &version)))
+    Ok(Json(v3_document(
+        &state.registry,
+        &state.options.server_name,
+        &group,
+        &version,
+    )))
 }
 
 /// `GET /openapi/v2`.
-pub(crate) async fn v2(State(state): State<AppState>) -> Json<Value> {
+pub(crate) async fn v2(State(state): State<ApiState>) -> Json<Value> {
     let mut definitions = meta_schemas();
     let mut paths = Map::new();
     for schema in kinds(&state.registry) {
-        definitions.extend(kind_schemas(&schema, "#/definitions/"));
+        definitions.extend(kind_schemas(
+            &schema,
+            &state.options.server_name,
+            "#/definitions/",
+        ));
         for (path, item) in kind_paths(&schema, "#/definitions/", false) {
             paths.insert(path, item);
         }
@@ -91,14 +100,14 @@ pub(crate) async fn v2(State(state): State<AppState>) -> Json<Value> {
 }
 
 /// The document of one group-version.
-fn v3_document(registry: &KindRegistry, group: &str, version: &str) -> Value {
+fn v3_document(registry: &KindRegistry, server: &str, group: &str, version: &str) -> Value {
     let mut schemas = meta_schemas();
     let mut paths = Map::new();
     for schema in kinds(registry)
         .into_iter()
         .filter(|s| s.group == group && s.version == version)
     {
-        schemas.extend(kind_schemas(&schema, "#/components/schemas/"));
+        schemas.extend(kind_schemas(&schema, server, "#/components/schemas/"));
         for (path, item) in kind_paths(&schema, "#/components/schemas/", true) {
             paths.insert(path, item);
         }
@@ -125,7 +134,7 @@ pub(crate) fn definition_name(schema: &KindSchema, suffix: &str) -> String {
 
 /// Every kind at every version it serves.
 fn kinds(registry: &KindRegistry) -> Vec<Arc<KindSchema>> {
-    super::resources::every_served(registry)
+    crate::resources::every_served(registry)
 }
 
 fn group_versions(registry: &KindRegistry) -> Vec<(String, String)> {
@@ -144,8 +153,8 @@ fn hash(document: &Value) -> String {
     format!("{:016X}", hasher.finish())
 }
 
-/// The kind's object and list schemas.
-fn kind_schemas(schema: &KindSchema, prefix: &str) -> BTreeMap<String, Value> {
+/// The kind's object and list schemas (`server` serves them).
+fn kind_schemas(schema: &KindSchema, server: &str, prefix: &str) -> BTreeMap<String, Value> {
     let gvk = json!([{"group": schema.group, "version": schema.version, "kind": schema.kind}]);
     let spec = schema.openapi_schema().cloned().unwrap_or_else(|| {
         json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true,
@@ -160,14 +169,14 @@ fn kind_schemas(schema: &KindSchema, prefix: &str) -> BTreeMap<String, Value> {
     }
     let object = json!({
         "type": "object",
-        "description": format!("{} ({}/{}), served by pilot-discovery.", schema.kind, schema.group, schema.version),
+        "description": format!("{} ({}/{}), served by {server}.", schema.kind, schema.group, schema.version),
         "properties": {
             "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."},
             "kind": {"type": "string", "description": "Kind is a string value representing the REST resource this object represents."},
             "metadata": {"$ref": format!("{prefix}{OBJECT_META}"), "description": "Standard object's metadata."},
             "spec": spec,
             "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-                       "description": "How far the object has reached the connected proxies, written by pilot-discovery."},
+                       "description": format!("How far the object has reached the connected proxies, written by {server}.")},
         },
         "x-kubernetes-group-version-kind": gvk,
     });

@@ -9,7 +9,7 @@
 //! Writes take `dryRun=All` (every check made, nothing stored, nothing
 //! pushed). Bodies are the document form (`apiVersion`, `kind`,
 //! `metadata`, `spec`) as JSON; errors are `Status` bodies
-//! ([`super::ApiError`]) whose `details.kind` is the resource.
+//! ([`crate::ApiError`]) whose `details.kind` is the resource.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,14 +22,14 @@ use axum::response::{IntoResponse, Response};
 use pilot_model::{ConfigKey, DynConfig, KindSchema, StoreError};
 use serde_json::{Value, json};
 
-use super::body;
-use super::delete_options::DeleteOptions;
-use super::list::{self, Filter};
-use super::managed_fields;
-use super::options::WriteOptions;
-use super::unchanged;
-use crate::api::ApiError;
-use crate::state::AppState;
+use crate::ApiError;
+use crate::body;
+use crate::delete_options::DeleteOptions;
+use crate::list::{self, Filter};
+use crate::managed_fields;
+use crate::options::WriteOptions;
+use crate::server::ApiState;
+use crate::unchanged;
 
 type Query_ = Query<HashMap<String, String>>;
 type ObjectPath = Path<(String, String, String, String, String)>;
@@ -37,7 +37,7 @@ type CollectionPath = Path<(String, String, String, String)>;
 
 /// `GET /apis/{group}/{version}/{plural}`: list or watch in every namespace.
 pub(crate) async fn list_all(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Path((group, version, plural)): Path<(String, String, String)>,
     headers: HeaderMap,
     Query(query): Query_,
@@ -50,7 +50,7 @@ pub(crate) async fn list_all(
 
 /// `GET /apis/{group}/{version}/namespaces/{ns}/{plural}`: list or watch.
 pub(crate) async fn list_namespaced(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Path((group, version, namespace, plural)): CollectionPath,
     headers: HeaderMap,
     Query(query): Query_,
@@ -65,20 +65,20 @@ pub(crate) async fn list_namespaced(
 
 /// `GET .../{name}`.
 pub(crate) async fn get_object(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Path((group, version, namespace, plural, name)): ObjectPath,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let schema = resolve(&state, &group, &version, &plural)?;
     let key = ConfigKey::new(&schema.kind, namespace, name);
     let object = current(&state, &key).await.map_err(|e| e.for_resource(&schema))?;
-    Ok(list::one_object(&schema, &headers, object))
+    Ok(list::one_object(&state, &schema, &headers, object))
 }
 
 /// `POST /apis/{group}/{version}/namespaces/{ns}/{plural}`: 201 with the
 /// stored object.
 pub(crate) async fn create(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Path((group, version, namespace, plural)): CollectionPath,
     headers: HeaderMap,
     Query(query): Query_,
@@ -112,7 +112,7 @@ pub(crate) async fn create(
 /// `PUT .../{name}`: replaces the object; the body's
 /// `metadata.resourceVersion` must be the current one.
 pub(crate) async fn replace(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Path((group, version, namespace, plural, name)): ObjectPath,
     headers: HeaderMap,
     Query(query): Query_,
@@ -146,7 +146,7 @@ pub(crate) async fn replace(
 /// `DELETE .../{name}`, only if still at `?resourceVersion=` (or the
 /// body's `preconditions.resourceVersion`) when given.
 pub(crate) async fn delete(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Path((group, version, namespace, plural, name)): ObjectPath,
     headers: HeaderMap,
     Query(query): Query_,
@@ -180,7 +180,7 @@ pub(crate) async fn delete(
 /// precondition an object does not meet) fails the request, the objects
 /// before it deleted.
 pub(crate) async fn delete_collection(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Path((group, version, namespace, plural)): CollectionPath,
     headers: HeaderMap,
     Query(query): Query_,
@@ -236,7 +236,7 @@ pub(crate) enum Ownership {
 /// Creates `config`, or with `dryRun` checks everything a create checks
 /// and answers the object as it would be stored.
 pub(crate) async fn write_create(
-    state: &AppState,
+    state: &ApiState,
     mut config: DynConfig,
     options: &WriteOptions,
     ownership: Ownership,
@@ -283,7 +283,7 @@ pub(crate) async fn write_create(
 /// object as it would be stored. A write that changes nothing is not made:
 /// the stored object is answered as it is ([`unchanged`]).
 pub(crate) async fn write_update(
-    state: &AppState,
+    state: &ApiState,
     mut config: DynConfig,
     options: &WriteOptions,
     ownership: Ownership,
@@ -345,7 +345,7 @@ pub(crate) async fn write_update(
 /// Deletes `key` (only at `version` when given), or with `dryRun` checks
 /// that it would be.
 pub(crate) async fn write_delete(
-    state: &AppState,
+    state: &ApiState,
     key: &ConfigKey,
     version: Option<&str>,
     options: &WriteOptions,
@@ -374,7 +374,7 @@ pub(crate) async fn write_delete(
 }
 
 /// `config` in the document form, its `apiVersion` filled from its kind.
-pub(crate) fn document_of(state: &AppState, config: &DynConfig) -> Result<Value, ApiError> {
+pub(crate) fn document_of(state: &ApiState, config: &DynConfig) -> Result<Value, ApiError> {
     let mut document = serde_json::to_value(config)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", e.to_string()))?;
     if let Some(schema) = state.registry.get(&config.meta.kind) {
@@ -405,7 +405,7 @@ pub(crate) fn with_warnings(mut response: Response, warnings: &[String]) -> Resp
 /// delete is made at the version the uid was checked at, again if another
 /// write came between (when no version was asked for).
 async fn delete_with_uid(
-    state: &AppState,
+    state: &ApiState,
     key: &ConfigKey,
     version: Option<&str>,
     uid: &str,
@@ -437,14 +437,14 @@ async fn delete_with_uid(
         let at = version.or(stored.meta.resource_version.as_deref());
         match write_delete(state, key, at, options).await {
             Err(error)
-                if error.reason == "Conflict" && version.is_none() && attempt < super::patch::ATTEMPTS => {}
+                if error.reason == "Conflict" && version.is_none() && attempt < crate::patch::ATTEMPTS => {}
             other => return other,
         }
     }
 }
 
 /// The stored object at `key` as a read shows it, or 404.
-pub(crate) async fn current(state: &AppState, key: &ConfigKey) -> Result<Arc<DynConfig>, ApiError> {
+pub(crate) async fn current(state: &ApiState, key: &ConfigKey) -> Result<Arc<DynConfig>, ApiError> {
     match state.store.get(key).await {
         Ok(Some(object)) => Ok(object),
         Ok(None) => Err(ApiError::from_store(
@@ -461,7 +461,7 @@ pub(crate) async fn current(state: &AppState, key: &ConfigKey) -> Result<Arc<Dyn
 /// lists, events: [`list::at_version`]) shows the version asked for; writes
 /// still go through the registry, which stores the storage version.
 pub(crate) fn resolve(
-    state: &AppState,
+    state: &ApiState,
     group: &str,
     version: &str,
     plural: &str,
@@ -524,7 +524,7 @@ pub(crate) fn every_served(registry: &pilot_model::KindRegistry) -> Vec<Arc<Kind
 }
 
 /// The backend's object at `key` (what a write would find), or 404.
-async fn current_in_backend(state: &AppState, key: &ConfigKey) -> Result<Arc<DynConfig>, ApiError> {
+async fn current_in_backend(state: &ApiState, key: &ConfigKey) -> Result<Arc<DynConfig>, ApiError> {
     match state.backend.get(key).await {
         Ok(Some(object)) => Ok(object),
         Ok(None) => Err(ApiError::from_store(
@@ -555,7 +555,7 @@ fn check_version(key: &ConfigKey, sent: Option<&str>, stored: &DynConfig) -> Res
 /// The write options and `DeleteOptions` of a delete or deletecollection
 /// (`dryRun` from the query or the body).
 async fn delete_options(
-    state: &AppState,
+    state: &ApiState,
     headers: &HeaderMap,
     query: &HashMap<String, String>,
     body: Body,
@@ -569,7 +569,7 @@ async fn delete_options(
 
 /// Deletes `key` under `delete`'s preconditions.
 async fn delete_one(
-    state: &AppState,
+    state: &ApiState,
     key: &ConfigKey,
     delete: &DeleteOptions,
     options: &WriteOptions,
@@ -583,7 +583,7 @@ async fn delete_one(
 
 /// A store error as a response, with the current version for a conflict
 /// on create.
-async fn store_error(state: &AppState, key: &ConfigKey, error: StoreError) -> ApiError {
+async fn store_error(state: &ApiState, key: &ConfigKey, error: StoreError) -> ApiError {
     let current = match &error {
         // The backend refused the create: its version is the one to
         // report (the Controller's cache may not have caught up with it).

@@ -44,8 +44,10 @@ impl TableRequest {
 }
 
 /// `objects` as a `Table` of `schema`'s columns at `revision`; with
-/// `headers`, the column definitions too.
+/// `headers`, the column definitions too (naming `server`, the program
+/// that writes the status).
 pub(crate) fn table(
+    server: &str,
     schema: &KindSchema,
     request: &TableRequest,
     objects: &[Arc<DynConfig>],
@@ -99,7 +101,7 @@ pub(crate) fn table(
             {"name": "Version", "type": "string", "format": "", "priority": 0,
              "description": "The object's resourceVersion"},
             {"name": "Status", "type": "string", "format": "", "priority": 0,
-             "description": "Proxies that ACKed the current version out of those that should have it, and how many NACKed it; - before pilot-discovery reports on it"},
+             "description": format!("Proxies that ACKed the current version out of those that should have it, and how many NACKed it; - before {server} reports on it")},
             {"name": "Age", "type": "date", "format": "", "priority": 0,
              "description": "Time since the object was created"},
         ]);

@@ -1,7 +1,7 @@
 //! `PATCH .../{name}`, as kube-apiserver patches a custom resource: JSON
 //! merge patch (`application/merge-patch+json`) and JSON patch
 //! (`application/json-patch+json`) and server-side apply
-//! (`application/apply-patch+yaml`, see [`super::apply`]); strategic merge
+//! (`application/apply-patch+yaml`, see [`crate::apply`]); strategic merge
 //! patch is 415, as for every custom resource.
 //!
 //! The patched object goes through the same decoding, validation and
@@ -20,12 +20,12 @@ use axum::response::{IntoResponse, Response};
 use pilot_model::{ConfigKey, DynConfig};
 use serde_json::Value;
 
-use super::ApiError;
-use super::apply;
-use super::body;
-use super::options::WriteOptions;
-use super::resources::{Ownership, current, resolve, with_warnings, write_update};
-use crate::state::AppState;
+use crate::ApiError;
+use crate::apply;
+use crate::body;
+use crate::options::WriteOptions;
+use crate::resources::{Ownership, current, resolve, with_warnings, write_update};
+use crate::server::ApiState;
 
 /// How many times a patch without a resourceVersion is applied again when
 /// another write came between its read and its write.
@@ -33,7 +33,7 @@ pub(crate) const ATTEMPTS: usize = 5;
 
 /// `PATCH /apis/{group}/{version}/namespaces/{ns}/{plural}/{name}`.
 pub(crate) async fn patch(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Path((group, version, namespace, plural, name)): Path<(String, String, String, String, String)>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
@@ -108,7 +108,7 @@ pub(crate) async fn patch(
     };
     match result.await {
         Ok((status, stored)) => Ok(with_warnings(
-            (status, Json(&*super::list::at_version(&schema, stored))).into_response(),
+            (status, Json(&*crate::list::at_version(&schema, stored))).into_response(),
             &warnings,
         )),
         Err(error) => Err(error.for_resource(&schema)),

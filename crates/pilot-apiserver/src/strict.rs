@@ -11,7 +11,7 @@ use pilot_model::KindSchema;
 use pilot_model::document::{DocumentError, DocumentErrors};
 use serde_json::{Value, json};
 
-use super::ApiError;
+use crate::ApiError;
 
 /// True when `error` is a field the kind does not know.
 pub(crate) fn is_unknown(error: &DocumentError) -> bool {

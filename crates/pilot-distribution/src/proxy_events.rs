@@ -1,24 +1,18 @@
-//! `POST /v1/proxy-events`: pilot-agent's reports of Envoy's process life
-//! (started, exited with a code or signal, restarting, retry budget spent,
-//! stopped), kept per proxy in this replica's memory and shown by
+//! pilot-agent's reports of Envoy's process life ([`ProxyEvents`]:
+//! started, exited with a code or signal, restarting, retry budget spent,
+//! stopped), kept per proxy in this replica's memory, published with the
+//! proxy's record ([`crate::Replicas`]) and counted ([`ProxyEventCounts`]).
+//! pilot-discovery takes them at `POST /v1/proxy-events` and shows them in
 //! `/debug/proxy-status` (restarts, last exit) and `/metrics`.
 //!
 //! Each report carries the agent's cumulative restart count, so a lost
 //! report is healed by the next one; the count only moves forward.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
-use std::sync::{Arc, Mutex};
-
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use pilot_model::ProcessReport;
 use pilot_proxy_api::{EventKind, ProxyEvent};
-use serde_json::{Value, json};
-
-use crate::api::ApiError;
 
 /// Proxies remembered at most; the least recently reporting is forgotten
 /// first.
@@ -26,7 +20,7 @@ const MAX_PROXIES: usize = 10_000;
 
 /// What is known of one proxy's process life.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct ProxyProcess {
+struct ProxyProcess {
     /// Restarts after failures (the agent's count).
     pub restarts: u64,
     /// The newest epoch started.
@@ -45,7 +39,7 @@ pub(crate) struct ProxyProcess {
 
 impl ProxyProcess {
     /// The record as other replicas see it (published with the proxy).
-    pub(crate) fn report(&self) -> ProcessReport {
+    fn report(&self) -> ProcessReport {
         ProcessReport {
             restarts: self.restarts,
             epoch: self.epoch,
@@ -57,9 +51,26 @@ impl ProxyProcess {
     }
 }
 
-/// Every proxy's record, plus counters for `/metrics`.
+/// The agents' counts, for metrics: what [`ProxyEvents`] recorded since it
+/// started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProxyEventCounts {
+    /// Envoy restarts after a failure, as the agents counted them.
+    pub restarts: u64,
+    /// Envoy exits the agents did not ask for, with an exit code.
+    pub exits_with_code: u64,
+    /// Envoy exits the agents did not ask for, by a signal.
+    pub exits_by_signal: u64,
+    /// Agents that gave up restarting Envoy.
+    pub budget_exhausted: u64,
+}
+
+/// Every proxy's record of the reports its agent posted (at most 10,000
+/// proxies: the one that reported least recently is forgotten first),
+/// plus counts.
 #[derive(Debug, Default)]
-pub(crate) struct ProxyEvents {
+pub struct ProxyEvents {
     inner: Mutex<Inner>,
 }
 
@@ -73,8 +84,9 @@ struct Inner {
 }
 
 impl ProxyEvents {
-    /// Records `event`.
-    pub(crate) fn record(&self, event: &ProxyEvent) {
+    /// Records `event`. The caller checks that its sender may report on
+    /// its node (pilot-discovery: the agent's credential).
+    pub fn record(&self, event: &ProxyEvent) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.seq += 1;
         let seq = inner.seq;
@@ -119,7 +131,7 @@ impl ProxyEvents {
 
     /// The record of `node`.
     #[cfg(test)]
-    pub(crate) fn get(&self, node: &str) -> Option<ProxyProcess> {
+    fn get(&self, node: &str) -> Option<ProxyProcess> {
         self.inner
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -128,116 +140,28 @@ impl ProxyEvents {
             .cloned()
     }
 
-    /// Every record, by node id.
-    pub(crate) fn all(&self) -> BTreeMap<String, ProxyProcess> {
+    /// Every proxy's record, by node id.
+    pub fn reports(&self) -> BTreeMap<String, ProcessReport> {
         self.inner
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .proxies
-            .clone()
+            .iter()
+            .map(|(node, process)| (node.clone(), process.report()))
+            .collect()
     }
-}
 
-/// The agents' counters for `/metrics`, read at each scrape.
-#[derive(Debug)]
-pub(crate) struct Collector(pub Arc<ProxyEvents>);
-
-impl prometheus_client::collector::Collector for Collector {
-    fn encode(
-        &self,
-        mut encoder: prometheus_client::encoding::DescriptorEncoder,
-    ) -> Result<(), std::fmt::Error> {
-        use prometheus_client::encoding::EncodeMetric;
-        use prometheus_client::metrics::counter::ConstCounter;
-        let (restarts, exits, exhausted) = {
-            let inner = self.0.inner.lock().unwrap_or_else(|e| e.into_inner());
-            let exits: Vec<(&'static str, u64)> = ["code", "signal"]
-                .into_iter()
-                .map(|label| (label, inner.unexpected_exits.get(label).copied().unwrap_or(0)))
-                .collect();
-            (inner.restarts_total, exits, inner.budget_exhausted_total)
-        };
-        let counter = ConstCounter::new(restarts);
-        counter.encode(encoder.encode_descriptor(
-            "pilot_proxy_restarts",
-            "Envoy restarts after a failure, as pilot-agents reported them",
-            None,
-            counter.metric_type(),
-        )?)?;
-        let mut family = encoder.encode_descriptor(
-            "pilot_proxy_unexpected_exits",
-            "Envoy exits pilot-agents did not ask for, by how Envoy ended",
-            None,
-            ConstCounter::new(0u64).metric_type(),
-        )?;
-        for (reason, count) in exits {
-            ConstCounter::new(count).encode(family.encode_family(&[("reason", reason)])?)?;
+    /// The counts so far.
+    pub fn counts(&self) -> ProxyEventCounts {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let exits = |label| inner.unexpected_exits.get(label).copied().unwrap_or(0);
+        ProxyEventCounts {
+            restarts: inner.restarts_total,
+            exits_with_code: exits("code"),
+            exits_by_signal: exits("signal"),
+            budget_exhausted: inner.budget_exhausted_total,
         }
-        let counter = ConstCounter::new(exhausted);
-        counter.encode(encoder.encode_descriptor(
-            "pilot_proxy_budget_exhausted",
-            "pilot-agents that gave up restarting Envoy",
-            None,
-            counter.metric_type(),
-        )?)?;
-        Ok(())
     }
-}
-
-/// A process report as JSON, for proxy status.
-pub(crate) fn record_json(record: Option<&ProcessReport>) -> Value {
-    match record {
-        None => json!({"restarts": 0, "epoch": null, "last_exit": null, "last_event": null}),
-        Some(r) => json!({
-            "restarts": r.restarts,
-            "epoch": r.epoch,
-            "last_exit": r.last_exit,
-            "last_exit_message": r.last_exit_message,
-            "last_event": r.last_event,
-        }),
-    }
-}
-
-/// `POST /v1/proxy-events`.
-///
-/// Posted with an `xds` token (the agent's ADS token), the node id must be
-/// one that token may claim on ADS (its namespace), or the report is
-/// refused (403).
-pub(crate) async fn handler(
-    State(events): State<Arc<ProxyEvents>>,
-    caller: Option<axum::Extension<pilot_ads::Caller>>,
-    body: Bytes,
-) -> Response {
-    let event: ProxyEvent = match serde_json::from_slice(&body) {
-        Ok(event) => event,
-        Err(e) => {
-            return ApiError::new(StatusCode::BAD_REQUEST, "BadRequest", format!("proxy event: {e}"))
-                .into_response();
-        }
-    };
-    let proxy = match pilot_xds::Proxy::from_node_id(&event.node) {
-        Ok(proxy) => proxy,
-        Err(e) => {
-            return ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "Invalid",
-                format!("proxy event .node: {e}"),
-            )
-            .into_response();
-        }
-    };
-    if let Some(axum::Extension(caller)) = caller
-        && let Err(e) = caller.permits(&proxy)
-    {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "Forbidden",
-            format!("proxy event .node: {e}"),
-        )
-        .into_response();
-    }
-    events.record(&event);
-    StatusCode::NO_CONTENT.into_response()
 }
 
 fn signal_name(signal: i32) -> &'static str {
@@ -285,18 +209,13 @@ mod tests {
             .unwrap();
         assert_eq!(record.restarts, 1);
         assert_eq!(record.last_exit.as_deref(), Some("signal 9 (SIGKILL)"));
-        let mut registry = prometheus_client::registry::Registry::default();
-        registry.register_collector(Box::new(Collector(std::sync::Arc::new(events))));
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        assert!(text.contains("pilot_proxy_restarts_total 1\n"), "{text}");
-        assert!(
-            text.contains("pilot_proxy_unexpected_exits_total{reason=\"signal\"} 1\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("pilot_proxy_unexpected_exits_total{reason=\"code\"} 0\n"),
-            "{text}"
-        );
+        let counts = events.counts();
+        assert_eq!(counts.restarts, 1);
+        assert_eq!(counts.exits_by_signal, 1);
+        assert_eq!(counts.exits_with_code, 0);
+        let reports = events.reports();
+        let report = &reports["sidecar~10.0.0.1~a.default~default.svc.cluster.local"];
+        assert_eq!(report.restarts, 1);
+        assert_eq!(report.last_exit.as_deref(), Some("signal 9 (SIGKILL)"));
     }
 }

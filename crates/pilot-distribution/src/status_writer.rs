@@ -1,8 +1,9 @@
-//! The status writer: each routing object's distribution status, computed
-//! from the connected proxies' records and written back to the store
-//! (`ConfigStore::update_status`), coalesced.
+//! The status writer ([`StatusWriter`]): each routing object's
+//! distribution status, computed from the connected proxies' records and
+//! written back to the store (`ConfigStore::update_status`), coalesced.
 //!
-//! Once per interval (`--status-interval`, default 1 s) the writer takes
+//! Once per interval (pilot-discovery's `--status-interval`, default 1 s)
+//! the writer takes
 //! the proxies' records from a [`ProxyRecords`] source, computes every
 //! routing object's status ([`pilot_model::distribution_status`]) and
 //! writes only those that changed since the last write. So an object gets
@@ -27,22 +28,94 @@
 //! counts), not one per round it spanned; a status with nothing pending
 //! (every proxy ACKed or NACKed) is written at once.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use std::collections::HashMap;
-
 use pilot_ads::{Audience, XdsServer};
 use pilot_model::{
-    ConfigKey, ConfigStatus, ConfigWatch, ProxyDistribution, StoreError, distribution_status, now_seconds,
+    ConfigKey, ConfigStatus, ConfigStore, ProxyDistribution, StoreError, distribution_status, now_seconds,
 };
 use pilot_store::Controller;
-use tokio::sync::watch;
+
+/// Writes routing objects' distribution status to a store, every interval,
+/// from the records of the proxies that should have them (see the module
+/// and the crate documentation).
+pub struct StatusWriter {
+    controller: Arc<Controller>,
+    store: Arc<dyn ConfigStore>,
+    source: Arc<dyn ProxyRecords>,
+    interval: Duration,
+    counts: Arc<WriterCounts>,
+}
+
+impl std::fmt::Debug for StatusWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatusWriter")
+            .field("interval", &self.interval)
+            .field("counts", &self.counts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StatusWriter {
+    /// A writer of the status of the routing objects in `controller`'s
+    /// cache, written to `store` (the store itself, not the Controller: a
+    /// status write is not a user's write) from the records `source` gives,
+    /// once a second.
+    pub fn new(
+        controller: Arc<Controller>,
+        store: Arc<dyn ConfigStore>,
+        source: Arc<dyn ProxyRecords>,
+    ) -> Self {
+        StatusWriter {
+            controller,
+            store,
+            source,
+            interval: Duration::from_secs(1),
+            counts: Arc::default(),
+        }
+    }
+
+    /// Runs a round every `interval` instead.
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// Counts into `counts` instead of counts of its own (made before the
+    /// writer, e.g. for metrics that show them whether it runs or not).
+    pub fn with_counts(mut self, counts: Arc<WriterCounts>) -> Self {
+        self.counts = counts;
+        self
+    }
+
+    /// What the writer has done, counted as it runs.
+    pub fn counts(&self) -> Arc<WriterCounts> {
+        Arc::clone(&self.counts)
+    }
+
+    /// Writes status every interval, once the Controller has synced, until
+    /// `shutdown` completes. Returns at once, writing nothing, when the
+    /// store keeps no status ([`ConfigStore::keeps_status`]).
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        run(
+            self.controller,
+            self.store,
+            self.source,
+            self.interval,
+            self.counts,
+            shutdown,
+        )
+        .await
+    }
+}
 
 /// Where the proxies' records come from: one replica's ADS server, or
 /// with several replicas the records every live replica publishes
-/// (`crate::distribution::replicas::Replicas`).
+/// ([`crate::Replicas`]).
 pub trait ProxyRecords: Send + Sync + 'static {
     /// One record per proxy that should have the routing configuration.
     fn records(&self) -> Vec<ProxyDistribution>;
@@ -71,6 +144,7 @@ impl ProxyRecords for XdsServer {
 
 /// What the writer has done since it started.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct WriterCounts {
     /// Status writes the store accepted.
     pub written: AtomicU64,
@@ -84,14 +158,14 @@ pub struct WriterCounts {
 }
 
 /// Writes routing objects' status to `backend` every `interval` until
-/// `shutdown` is set. Objects are read from `controller`'s cache.
-pub async fn run(
+/// `shutdown` completes. Objects are read from `controller`'s cache.
+async fn run(
     controller: Arc<Controller>,
-    backend: Arc<dyn ConfigWatch>,
+    backend: Arc<dyn ConfigStore>,
     source: Arc<dyn ProxyRecords>,
     interval: Duration,
     counts: Arc<WriterCounts>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: impl Future<Output = ()>,
 ) {
     if !backend.keeps_status() {
         tracing::info!("this store keeps no status: objects' distribution status is not written");
@@ -101,10 +175,11 @@ pub async fn run(
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut held = Held::default();
+    let mut shutdown = std::pin::pin!(shutdown);
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
-            _ = crate::shutdown::closed(&mut shutdown) => return,
+            () = &mut shutdown => return,
         }
         if !source.is_writer() {
             // Another replica writes; what was held back is its business now.
@@ -120,9 +195,9 @@ pub async fn run(
 /// differ from the status the cache shows (the cache follows the store's
 /// watch, so a status that went away, e.g. with the lease of the replica
 /// that wrote it, is written again).
-pub(crate) async fn round(
+async fn round(
     controller: &Controller,
-    backend: &dyn ConfigWatch,
+    backend: &dyn ConfigStore,
     source: &dyn ProxyRecords,
     counts: &WriterCounts,
     held: &mut Held,
@@ -178,7 +253,7 @@ pub const HOLD_ROUNDS: u64 = 5;
 
 /// The objects whose status is held back while proxies are pending.
 #[derive(Debug, Default)]
-pub(crate) struct Held {
+struct Held {
     round: u64,
     /// By object: the version held, the round holding started (or the
     /// last held write) and the last round it was seen pending.

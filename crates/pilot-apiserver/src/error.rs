@@ -1,4 +1,7 @@
-//! Errors as Kubernetes-style `Status` bodies.
+//! Errors as Kubernetes-style `Status` bodies ([`ApiError`]), what every
+//! refusal of the API answers, and what middleware around it (an
+//! embedder's authentication, connection limits) can answer in the same
+//! form.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -8,21 +11,33 @@ use serde_json::{Value, json};
 
 /// A failed request: its HTTP status, a machine-readable reason, a message a
 /// person can act on, and details (the object, versions, field causes).
-#[derive(Debug, Clone)]
-pub(crate) struct ApiError {
+/// As a response it is a Kubernetes `Status` body with that HTTP status.
+///
+/// ```
+/// use pilot_apiserver::ApiError;
+/// use pilot_apiserver::axum::http::StatusCode;
+///
+/// let error = ApiError::new(StatusCode::FORBIDDEN, "Forbidden", "this token is read-only");
+/// assert_eq!(error.body()["reason"], "Forbidden");
+/// assert_eq!(error.body()["code"], 403);
+/// ```
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message} ({code}, {reason})")]
+pub struct ApiError {
     /// The HTTP status.
-    pub code: StatusCode,
+    pub(crate) code: StatusCode,
     /// Kubernetes' reason word, e.g. `AlreadyExists`, `Conflict`, `Invalid`.
-    pub reason: &'static str,
+    pub(crate) reason: &'static str,
     /// What went wrong and what to do.
-    pub message: String,
+    pub(crate) message: String,
     /// `details` of the Status body.
-    pub details: Value,
+    pub(crate) details: Value,
 }
 
 impl ApiError {
-    /// An error without details.
-    pub(crate) fn new(code: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
+    /// An error without details: `reason` is Kubernetes' word for it
+    /// (`Unauthorized`, `Forbidden`, `NotFound`, ...).
+    pub fn new(code: StatusCode, reason: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             code,
             reason,
@@ -57,7 +72,7 @@ impl ApiError {
     }
 
     /// 405: the path does not take this method.
-    pub(crate) fn method_not_allowed() -> Self {
+    pub fn method_not_allowed() -> Self {
         Self::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "MethodNotAllowed",
@@ -65,8 +80,23 @@ impl ApiError {
         )
     }
 
-    /// The body as sent.
-    pub(crate) fn body(&self) -> Value {
+    /// The HTTP status.
+    pub fn code(&self) -> StatusCode {
+        self.code
+    }
+
+    /// Kubernetes' reason word, e.g. `AlreadyExists`, `Conflict`, `Invalid`.
+    pub fn reason(&self) -> &'static str {
+        self.reason
+    }
+
+    /// What went wrong and what to do.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The `Status` body as sent.
+    pub fn body(&self) -> Value {
         let mut body = json!({
             "kind": "Status",
             "apiVersion": "v1",

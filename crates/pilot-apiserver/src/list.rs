@@ -20,10 +20,11 @@ use futures::StreamExt;
 use pilot_model::{ConfigKey, DynConfig, KindSchema, WatchEvent};
 use serde_json::{Value, json};
 
-use super::ApiError;
-use super::selector::{FieldSelector, Selector};
-use super::table::{self, TableRequest};
-use crate::state::AppState;
+use crate::ApiError;
+use crate::WatchObserver;
+use crate::selector::{FieldSelector, Selector};
+use crate::server::ApiState;
+use crate::table::{self, TableRequest};
 
 /// Which objects a list, watch or delete-collection takes: the namespace
 /// of the URL and the label and field selectors.
@@ -63,11 +64,17 @@ impl Filter {
 }
 
 /// One object, as JSON or as a `Table` when the client asks for one.
-pub(crate) fn one_object(schema: &KindSchema, headers: &HeaderMap, object: Arc<DynConfig>) -> Response {
+pub(crate) fn one_object(
+    state: &ApiState,
+    schema: &KindSchema,
+    headers: &HeaderMap,
+    object: Arc<DynConfig>,
+) -> Response {
     match TableRequest::from_headers(headers) {
         Some(request) => {
             let revision = object.meta.resource_version.clone().unwrap_or_default();
-            Json(table::table(schema, &request, &[object], &revision, true)).into_response()
+            let server = &state.options.server_name;
+            Json(table::table(server, schema, &request, &[object], &revision, true)).into_response()
         }
         None => Json(&*at_version(schema, object)).into_response(),
     }
@@ -88,7 +95,7 @@ pub(crate) fn at_version(schema: &KindSchema, object: Arc<DynConfig>) -> Arc<Dyn
 
 /// A list (or, with `watch=true`, a watch) of `schema`'s objects.
 pub(crate) async fn list_or_watch(
-    state: AppState,
+    state: ApiState,
     schema: Arc<KindSchema>,
     namespace: Option<String>,
     headers: &HeaderMap,
@@ -137,6 +144,7 @@ pub(crate) async fn list_or_watch(
     }
     if watch {
         let stream = Stream {
+            server: state.options.server_name.clone(),
             schema,
             filter,
             table,
@@ -149,12 +157,13 @@ pub(crate) async fn list_or_watch(
     let items: Vec<Arc<DynConfig>> = snapshot
         .items
         .iter()
-        .filter(|c| filter.keep(c) && state.controller.admits(c).is_ok())
+        .filter(|c| filter.keep(c) && (state.admits)(c))
         .cloned()
         .collect();
     let revision = snapshot.revision.to_string();
     if let Some(request) = table {
-        return Ok(Json(table::table(&schema, &request, &items, &revision, true)).into_response());
+        let server = &state.options.server_name;
+        return Ok(Json(table::table(server, &schema, &request, &items, &revision, true)).into_response());
     }
     let items: Vec<Arc<DynConfig>> = items.into_iter().map(|c| at_version(&schema, c)).collect();
     let items: Vec<&DynConfig> = items.iter().map(|c| &**c).collect();
@@ -182,7 +191,7 @@ fn wants_ndjson(headers: &HeaderMap) -> bool {
 /// refused as Kubernetes does (504, cause `ResourceVersionTooLarge`): a
 /// watch from there would silently miss every event up to it. The client
 /// relists. (A version too old for the history is 410 from the watch.)
-async fn refuse_future_version(state: &AppState, after: u64, listed: u64) -> Result<(), ApiError> {
+async fn refuse_future_version(state: &ApiState, after: u64, listed: u64) -> Result<(), ApiError> {
     // The list's revision, or the store's if it is further (a backend
     // whose lists report the kind's own last change).
     let current = state
@@ -210,6 +219,8 @@ async fn refuse_future_version(state: &AppState, after: u64, listed: u64) -> Res
 
 /// How a watch's events are written.
 struct Stream {
+    /// The program writing the status, named in a `Table`.
+    server: String,
     schema: Arc<KindSchema>,
     filter: Filter,
     table: Option<TableRequest>,
@@ -224,6 +235,7 @@ impl Stream {
             Some(request) => {
                 let revision = object.meta.resource_version.clone().unwrap_or_default();
                 table::table(
+                    &self.server,
                     &self.schema,
                     request,
                     &[Arc::new(object.clone())],
@@ -263,7 +275,7 @@ impl Stream {
 /// `timeout` (`?timeoutSeconds=`, as in Kubernetes) it ends after that long.
 /// With bookmarks allowed, the backend's progress reports are `BOOKMARK`s.
 async fn watch_kind(
-    state: AppState,
+    state: ApiState,
     stream: Stream,
     snapshot: pilot_model::Snapshot,
     after: Option<u64>,
@@ -273,8 +285,8 @@ async fn watch_kind(
     let mut initial = Vec::new();
     // Validation on read: an object that fails is never shown; a change
     // that makes a shown object fail is its DELETED.
-    let controller = Arc::clone(&state.controller);
-    let admitted = move |config: &DynConfig| controller.admits(config).is_ok();
+    let admits = Arc::clone(&state.admits);
+    let admitted = move |config: &DynConfig| admits(config);
     let items: Vec<&Arc<DynConfig>> = snapshot.items.iter().filter(|c| admitted(c)).collect();
     let start = match after {
         None => {
@@ -321,7 +333,7 @@ async fn watch_kind(
             loop {
                 let next = tokio::select! {
                     next = events.next() => next,
-                    () = crate::shutdown::closed(&mut shutdown) => return None,
+                    () = &mut shutdown => return None,
                 };
                 let gone = |last: Arc<DynConfig>, revision: u64| {
                     let mut last = (*last).clone();
@@ -390,7 +402,7 @@ async fn watch_kind(
             None => std::future::pending().await,
         }
     };
-    let open = state.metrics.watch_opened();
+    let open = Open::new(state.watches.clone());
     let body = futures::stream::iter(initial)
         .chain(live)
         .take_until(deadline)
@@ -400,6 +412,27 @@ async fn watch_kind(
             Ok::<_, Infallible>(line)
         });
     Ok(([(header::CONTENT_TYPE, content_type)], Body::from_stream(body)).into_response())
+}
+
+/// A watch counted as open (by the [`WatchObserver`], if any) until
+/// dropped.
+struct Open(Option<Arc<dyn WatchObserver>>);
+
+impl Open {
+    fn new(observer: Option<Arc<dyn WatchObserver>>) -> Self {
+        if let Some(observer) = &observer {
+            observer.opened();
+        }
+        Open(observer)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Some(observer) = &self.0 {
+            observer.closed();
+        }
+    }
 }
 
 fn event_line(kind: &str, object: &Value) -> Bytes {

@@ -1,6 +1,7 @@
 //! The OpenAPI 3 document served at `/openapi.json`, generated from the
-//! registered kinds and describing exactly the routes [`crate::router`]
-//! serves:
+//! registered kinds and describing exactly the routes `router.rs` serves,
+//! and the routes an embedder serves beside them
+//! ([`ApiOptions::documented_routes`]):
 //!
 //! - per kind, request and response schemas whose `spec` is the schema the
 //!   Rust type derives (the one its CRD carries); a kind registered without
@@ -8,25 +9,21 @@
 //! - `watch=true` lists documented as an `application/x-ndjson` stream of
 //!   the kind's watch events;
 //! - the bearer scheme declared, and required on an operation, only when the
-//!   server has tokens (`--token-file`), and never on `/healthz`, `/readyz`;
+//!   server has tokens ([`ApiOptions::bearer_auth`]), and never on an
+//!   operation documented as open (probes);
 //! - every status code the server can answer for each operation.
-//!
-//! The routes outside the kinds are one table, [`fixed_routes`].
 
 use axum::Json;
 use axum::extract::State;
 use pilot_model::{KindRegistry, KindSchema};
 use serde_json::{Map, Value, json};
 
-use crate::state::AppState;
+use crate::ApiOptions;
+use crate::server::ApiState;
 
-/// What the document depends on besides the kinds.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Options {
-    /// Whether the server has tokens: then operations other than the
-    /// probes require the bearer scheme and may answer 401 (and writes 403).
-    pub auth: bool,
-}
+/// The xDS types a NACK may name (`DistributionStatus.nacks[].type`):
+/// pilot-ads's `TYPES`.
+const NACK_TYPES: [&str; 4] = ["CDS", "EDS", "LDS", "RDS"];
 
 /// A DNS-1123 subdomain (object names).
 const DNS1123_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
@@ -44,17 +41,14 @@ enum Access {
 
 /// `GET /openapi.json`: the document for the served kinds, with bearer
 /// security when tokens are configured.
-pub(crate) async fn handler(State(state): State<AppState>) -> Json<Value> {
-    let options = Options {
-        auth: state.tokens.is_some(),
-    };
-    Json(document(&state.registry, options))
+pub(crate) async fn handler(State(state): State<ApiState>) -> Json<Value> {
+    Json(document(&state.registry, &state.options))
 }
 
 /// The document for the kinds in `registry`.
-pub(crate) fn document(registry: &KindRegistry, options: Options) -> Value {
+pub(crate) fn document(registry: &KindRegistry, options: &ApiOptions) -> Value {
     let mut paths = Map::new();
-    let mut schemas = common_schemas();
+    let mut schemas = common_schemas(options);
     for kind in registry.kinds() {
         let Some(schema) = registry.get(&kind) else {
             continue;
@@ -65,216 +59,36 @@ pub(crate) fn document(registry: &KindRegistry, options: Options) -> Value {
         // per-group-version documents, /openapi/v3, list every one).
         kind_paths(&schema, options, &mut paths);
     }
-    for (path, item) in fixed_routes() {
+    let this = json!({"get": {"summary": "This document", "x-access": "read", "responses": {"200": {
+        "description": "OpenAPI 3", "content": {"application/json": {"schema": {"type": "object"}}},
+    }}}});
+    let routes = options
+        .documented_routes
+        .iter()
+        .map(|(path, item)| (path.as_str(), item.clone()));
+    for (path, item) in routes.chain([("/openapi.json", this)]) {
         let item = secure_path_item(item, options);
         paths.insert(path.to_string(), item);
     }
     let mut components = json!({"schemas": schemas});
-    if options.auth {
+    if options.bearer_auth {
         components["securitySchemes"] = json!({"bearer": {"type": "http", "scheme": "bearer"}});
     }
     json!({
         "openapi": "3.0.3",
         "info": {
-            "title": "pilot configuration API",
+            "title": options.title,
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Kubernetes-style REST API of pilot-discovery: Istio routing configuration, probes, metrics and proxy status.",
+            "description": options.description,
         },
         "components": components,
         "paths": paths,
     })
 }
 
-/// The routes that are not per kind: path, then its path item. Each
-/// operation carries `x-access` (`open`, `read` or `write`), which
-/// [`secure_path_item`] turns into `security` and 401/403 responses.
-fn fixed_routes() -> Vec<(&'static str, Value)> {
-    let text = |description: &str| json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}});
-    let object = |description: &str| json!({"description": description, "content": {"application/json": {"schema": {"type": "object"}}}});
-    vec![
-        (
-            "/healthz",
-            json!({"get": {"summary": "Liveness", "x-access": "open", "responses": {"200": text("alive")}}}),
-        ),
-        (
-            "/readyz",
-            json!({"get": {"summary": "Readiness: every cache has synced", "x-access": "open",
-                "responses": {"200": text("ready"), "503": text("not ready")}}}),
-        ),
-        (
-            "/metrics",
-            json!({"get": {"summary": "Prometheus metrics (OpenMetrics text)", "x-access": "read", "responses": {"200": {
-                "description": "metrics",
-                "content": {"application/openmetrics-text": {"schema": {"type": "string"}}},
-            }}}}),
-        ),
-        (
-            "/debug/proxy-status",
-            json!({"get": {"summary": "Per connected proxy and xDS type: versions sent and ACKed, last NACK, state",
-                "x-access": "read", "responses": {"200": object("status")}}}),
-        ),
-        (
-            "/debug/registryz",
-            json!({"get": {"summary": "Services of the registries with their instances' labels (for pilotctl analyze)",
-                "x-access": "read", "responses": {"200": object("services")}}}),
-        ),
-        (
-            "/debug/quarantine",
-            json!({"get": {"summary": "Objects in the configuration store that fail their kind's validation (written around the API), held out of the cache: never pushed to proxies, not served by get, list or watch, until fixed or deleted in the store",
-                "x-access": "read", "responses": {"200": {"description": "quarantined objects, by kind, namespace and name",
-                "content": {"application/json": {"schema": quarantine_schema()}}}}}}),
-        ),
-        (
-            "/debug/scope",
-            json!({"get": {"summary": "Which hosts a connected proxy's scope holds at the latest push and why: the Sidecar or default that decided it, its outbound traffic policy and the egress host entry that imported each host, for pilotctl proxy-config scope",
-            "x-access": "read",
-            "parameters": [{"name": "proxy", "in": "query", "required": true, "schema": {"type": "string"},
-                "description": "a node id (type~ip~id~domain), or the id <pod>.<namespace> of a proxy connected to this replica"}],
-            "responses": {
-                "200": {"description": "the proxy's scope", "content": {"application/json": {"schema": scope_schema()}}},
-                "400": {"description": "no proxy parameter", "content": {
-                    "text/plain": {"schema": {"type": "string"}},
-                    "application/json": {"schema": error_schema()}}},
-                "404": {"description": "no such proxy is connected to this replica", "content": {"application/json": {"schema": error_schema()}}},
-                "503": {"description": "no push has happened yet", "content": {"application/json": {"schema": error_schema()}}},
-            }}}),
-        ),
-        (
-            "/debug/certificates",
-            json!({"get": {"summary": "The workload certificates this replica's CA issued, the latest per identity and requesting address, newest first; with proxy, those its agent requested (from its address, for identities of its namespace), for pilotctl proxy-config secret",
-            "x-access": "read",
-            "parameters": [{"name": "proxy", "in": "query", "required": false, "schema": {"type": "string"},
-                "description": "a node id (type~ip~id~domain), or the id <pod>.<namespace> of a proxy connected to this replica"}],
-            "responses": {
-                "200": {"description": "issued certificates", "content": {"application/json": {"schema": certificates_schema()}}},
-                "400": {"description": "proxy is neither a node id nor the id of a connected proxy", "content": {"application/json": {"schema": error_schema()}}},
-            }}}),
-        ),
-        (
-            "/v1/proxy-events",
-            json!({"post": {"summary": "pilot-agent reports Envoy's process life (starts, exits, restarts), shown in /debug/proxy-status and /metrics; an xds token may post the node ids it may claim on ADS (403 otherwise)",
-            "x-access": "write",
-            "requestBody": {"required": true, "content": {"application/json": {"schema": proxy_event_schema()}}},
-            "responses": {
-                "204": {"description": "recorded"},
-                "400": status_response("not a proxy event (the message names the field)"),
-                "413": status_response("body over --max-body-bytes"),
-                "422": status_response("the node id is not type~ip~id~domain"),
-            }}}),
-        ),
-        (
-            "/openapi.json",
-            json!({"get": {"summary": "This document", "x-access": "read", "responses": {"200": object("OpenAPI 3")}}}),
-        ),
-    ]
-}
-
-/// The body of `GET /debug/quarantine` (`quarantine::listing`).
-fn quarantine_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["items"],
-        "properties": {"items": {"type": "array", "items": {
-            "type": "object",
-            "required": ["kind", "namespace", "name", "resourceVersion", "reason", "errors"],
-            "properties": {
-                "kind": {"type": "string"},
-                "namespace": {"type": "string"},
-                "name": {"type": "string"},
-                "resourceVersion": {"type": "string", "nullable": true, "description": "the version the store delivered"},
-                "reason": {"type": "string", "enum": ["Invalid", "Undecodable", "Journal"], "description": "Undecodable: the stored value is not an object of the kind; Journal: held back by --data-dir's journal at start (in its quarantine.jsonl)"},
-                "errors": {"type": "array", "items": {
-                    "type": "object",
-                    "required": ["field", "message"],
-                    "properties": {"field": {"type": "string"}, "message": {"type": "string"}},
-                }},
-            },
-        }}},
-    })
-}
-
-/// The body of `GET /debug/scope` (`debug::scope::handler`).
-fn scope_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["proxy", "namespace", "decidedBy", "outboundTrafficPolicy", "hosts"],
-        "properties": {
-            "proxy": {"type": "string", "description": "the proxy's node id"},
-            "namespace": {"type": "string"},
-            "decidedBy": {"type": "string", "description": "the Sidecar or default that decided the scope"},
-            "outboundTrafficPolicy": {"type": "string", "enum": ["REGISTRY_ONLY", "ALLOW_ANY"]},
-            "hosts": {"type": "array", "items": {
-                "type": "object",
-                "required": ["host", "reason"],
-                "properties": {
-                    "host": {"type": "string"},
-                    "reason": {"type": "string", "description": "the egress host entry that imported it"},
-                },
-            }},
-        },
-    })
-}
-
-/// `{"error": message}`, the error body of the `/debug` endpoints that
-/// take a proxy.
-fn error_schema() -> Value {
-    json!({"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}})
-}
-
-/// The body of `GET /debug/certificates` (`ca::IssuedCertificates::to_json`).
-fn certificates_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["certificates"],
-        "properties": {
-            "proxy": {"type": "string", "description": "the node id asked about"},
-            "certificates": {"type": "array", "items": {
-                "type": "object",
-                "required": ["identity", "notAfter", "issuedAt", "caller", "peer"],
-                "properties": {
-                    "identity": {"type": "string", "description": "the SPIFFE identity certified"},
-                    "notAfter": {"type": "string", "format": "date-time"},
-                    "issuedAt": {"type": "string", "format": "date-time"},
-                    "caller": {"type": "string", "description": "who asked for it"},
-                    "peer": {"type": "string", "nullable": true, "description": "the address it was asked from"},
-                },
-            }},
-        },
-    })
-}
-
-/// The body of `POST /v1/proxy-events` (`pilot_proxy_api::ProxyEvent`).
-fn proxy_event_schema() -> Value {
-    let optional = |kind: &str, minimum: Option<i64>| {
-        let mut schema = json!({"type": [kind, "null"]});
-        if let Some(minimum) = minimum {
-            schema["minimum"] = json!(minimum);
-        }
-        schema
-    };
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["node", "kind", "epoch", "restarts", "time_ms"],
-        "properties": {
-            "node": {"type": "string", "description": "the proxy's node id, type~ip~id~domain"},
-            "kind": {"type": "string", "enum": ["started", "exited", "restarting", "budget_exhausted", "stopped"]},
-            "epoch": {"type": "integer", "minimum": 0, "maximum": u32::MAX},
-            "pid": {"type": ["integer", "null"], "minimum": 0, "maximum": u32::MAX},
-            "exit_code": {"type": ["integer", "null"], "minimum": i32::MIN, "maximum": i32::MAX},
-            "signal": {"type": ["integer", "null"], "minimum": i32::MIN, "maximum": i32::MAX},
-            "expected": {"type": "boolean"},
-            "message": {"type": ["string", "null"]},
-            "restarts": {"type": "integer", "minimum": 0},
-            "backoff_ms": optional("integer", Some(0)),
-            "time_ms": {"type": "integer", "minimum": 0},
-        },
-    })
-}
-
 /// Turns each operation's `x-access` into its `security` and its 401/403
 /// responses (only when the server has tokens).
-fn secure_path_item(mut item: Value, options: Options) -> Value {
+fn secure_path_item(mut item: Value, options: &ApiOptions) -> Value {
     let Some(operations) = item.as_object_mut() else {
         return item;
     };
@@ -290,7 +104,7 @@ fn secure_path_item(mut item: Value, options: Options) -> Value {
         if let Some(map) = operation.as_object_mut() {
             map.remove("x-access");
         }
-        if !options.auth || access == Access::Open {
+        if !options.bearer_auth || access == Access::Open {
             continue;
         }
         operation["security"] = json!([{"bearer": []}]);
@@ -373,7 +187,15 @@ fn kind_schemas(schema: &KindSchema, schemas: &mut Map<String, Value>) {
 }
 
 /// The three paths of a kind.
-fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Value>) {
+fn kind_paths(schema: &KindSchema, options: &ApiOptions, paths: &mut Map<String, Value>) {
+    let large_body = match &options.max_body_bytes_setting {
+        Some(setting) => format!("the body is larger than {setting}"),
+        None => "the body is larger than the server's limit".to_string(),
+    };
+    let late_body = match &options.body_deadline_setting {
+        Some(setting) => format!("the body did not arrive within {setting}"),
+        None => "the body did not arrive within the server's deadline".to_string(),
+    };
     let kind = &schema.kind;
     let plural = &schema.plural;
     let base = format!("/apis/{}/{}", schema.group, schema.version);
@@ -435,8 +257,8 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
                 "409",
                 "already exists (details.currentResourceVersion), or metadata.resourceVersion is not current",
             ),
-            ("408", "the body did not arrive within --body-read-timeout-ms"),
-            ("413", "the body is larger than --max-body-bytes"),
+            ("408", late_body.as_str()),
+            ("413", large_body.as_str()),
             ("415", "the body is not application/json"),
             (
                 "422",
@@ -508,7 +330,7 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
             "409",
             "the patch sets a metadata.resourceVersion that is not current, or a server-side apply conflicts with another field manager (details.causes names each field and manager; force=true takes them)",
         ),
-        ("413", "the body is larger than --max-body-bytes"),
+        ("413", large_body.as_str()),
         (
             "415",
             "not a JSON merge patch, JSON patch or server-side apply (strategic merge patch is not served)",
@@ -586,13 +408,13 @@ fn kind_paths(schema: &KindSchema, options: Options, paths: &mut Map<String, Val
 }
 
 /// `ObjectMeta`, `DistributionStatus` and `Status`.
-fn common_schemas() -> Map<String, Value> {
+fn common_schemas(options: &ApiOptions) -> Map<String, Value> {
     let mut schemas = Map::new();
     schemas.insert(
         "DistributionStatus".into(),
         json!({
             "type": "object",
-            "description": "How far the object has reached the connected proxies, written by pilot-discovery (ignored in a request body)",
+            "description": format!("How far the object has reached the connected proxies, written by {} (ignored in a request body)", options.server_name),
             "required": ["observedVersion", "proxies", "acked", "nacked", "lastUpdate"],
             "additionalProperties": false,
             "properties": {
@@ -610,7 +432,7 @@ fn common_schemas() -> Map<String, Value> {
                         "required": ["type", "message", "proxies"],
                         "additionalProperties": false,
                         "properties": {
-                            "type": {"type": "string", "enum": pilot_ads::TYPES},
+                            "type": {"type": "string", "enum": NACK_TYPES},
                             "message": {"type": "string"},
                             "proxies": {"type": "integer", "minimum": 1},
                         },
@@ -677,6 +499,31 @@ fn common_schemas() -> Map<String, Value> {
 mod tests {
     use super::*;
 
+    /// The options of a server with tokens or without, serving probes and
+    /// a read-only page beside the API.
+    fn options(auth: bool) -> ApiOptions {
+        let text = json!({"description": "text", "content": {"text/plain": {"schema": {"type": "string"}}}});
+        let documented_routes = vec![
+            (
+                "/healthz".into(),
+                json!({"get": {"summary": "Liveness", "x-access": "open", "responses": {"200": text}}}),
+            ),
+            (
+                "/readyz".into(),
+                json!({"get": {"summary": "Readiness", "x-access": "open", "responses": {"200": text}}}),
+            ),
+            (
+                "/metrics".into(),
+                json!({"get": {"summary": "Metrics", "x-access": "read", "responses": {"200": text}}}),
+            ),
+        ];
+        ApiOptions {
+            bearer_auth: auth,
+            documented_routes,
+            ..ApiOptions::default()
+        }
+    }
+
     fn operations(document: &Value) -> Vec<(String, String, Value)> {
         let mut out = Vec::new();
         for (path, item) in document["paths"].as_object().unwrap() {
@@ -691,7 +538,7 @@ mod tests {
 
     #[test]
     fn without_tokens_nothing_declares_or_needs_security() {
-        let document = document(&pilot_api::istio::registry(), Options { auth: false });
+        let document = document(&pilot_api::istio::registry(), &options(false));
         let text = document.to_string();
         assert!(!text.contains("securitySchemes"), "{text}");
         assert!(!text.contains("\"security\""), "{text}");
@@ -706,7 +553,7 @@ mod tests {
 
     #[test]
     fn with_tokens_every_operation_but_the_probes_needs_the_bearer() {
-        let document = document(&pilot_api::istio::registry(), Options { auth: true });
+        let document = document(&pilot_api::istio::registry(), &options(true));
         assert_eq!(
             document["components"]["securitySchemes"]["bearer"]["scheme"],
             "bearer"
@@ -732,7 +579,7 @@ mod tests {
     #[test]
     fn bodies_carry_each_kinds_derived_schema() {
         let registry = pilot_api::istio::registry();
-        let document = document(&registry, Options::default());
+        let document = document(&registry, &ApiOptions::default());
         let create =
             &document["paths"]["/apis/config.istio.io/v1alpha2/namespaces/{namespace}/routerules"]["post"];
         assert_eq!(
@@ -765,7 +612,7 @@ mod tests {
                 |_, _| {},
             ))
             .unwrap();
-        let document = document(&registry, Options::default());
+        let document = document(&registry, &ApiOptions::default());
         let spec = &document["components"]["schemas"]["Widget"]["properties"]["spec"];
         assert_eq!(spec["type"], "object");
         assert!(spec.get("properties").is_none(), "{spec}");
@@ -778,7 +625,7 @@ mod tests {
 
     #[test]
     fn watch_is_an_ndjson_stream_of_watch_events() {
-        let document = document(&pilot_api::istio::registry(), Options::default());
+        let document = document(&pilot_api::istio::registry(), &ApiOptions::default());
         let list = &document["paths"]["/apis/config.istio.io/v1alpha2/egressrules"]["get"];
         let ok = &list["responses"]["200"]["content"];
         assert_eq!(
@@ -798,7 +645,7 @@ mod tests {
 
     #[test]
     fn every_reference_resolves() {
-        let document = document(&pilot_api::istio::registry(), Options { auth: true });
+        let document = document(&pilot_api::istio::registry(), &options(true));
         fn walk(value: &Value, found: &mut Vec<String>) {
             match value {
                 Value::Object(map) => {

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::ApiError;
+use crate::ApiError;
 
 /// The options of one delete or deletecollection request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub(crate) struct DeleteOptions {
     /// `preconditions.uid`.
     pub uid: Option<String>,
     /// `dryRun: ["All"]` in the body (the query's is in
-    /// [`super::options::WriteOptions`]).
+    /// [`crate::options::WriteOptions`]).
     pub dry_run: bool,
 }
 

@@ -15,18 +15,18 @@ use axum::http::StatusCode;
 use pilot_model::{ConfigKey, DynConfig, KindSchema, document};
 use serde_json::{Value, json};
 
-use super::ApiError;
-use super::body;
-use super::managed_fields::{self, Conflict};
-use super::options::WriteOptions;
-use super::patch::ATTEMPTS;
-use super::resources::{Ownership, document_of, now, write_create, write_update};
-use crate::state::AppState;
+use crate::ApiError;
+use crate::body;
+use crate::managed_fields::{self, Conflict};
+use crate::options::WriteOptions;
+use crate::patch::ATTEMPTS;
+use crate::resources::{Ownership, document_of, now, write_create, write_update};
+use crate::server::ApiState;
 
 /// Applies the configuration in `bytes` to `key` for `options`' manager:
 /// 201 with the object when it was created, 200 when it was updated.
 pub(crate) async fn apply(
-    state: &AppState,
+    state: &ApiState,
     schema: &KindSchema,
     key: &ConfigKey,
     options: &WriteOptions,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use axum::http::{HeaderMap, header};
 
-use super::ApiError;
+use crate::ApiError;
 
 /// How a write is to be carried out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
