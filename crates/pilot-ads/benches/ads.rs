@@ -55,7 +55,7 @@
 //! loopback, with no protocol on either side.
 //!
 //! The server runs in this process; the clients run in a child process (this
-//! same binary, `--clients N --port P`; `common/ads_clients.rs`), so the
+//! same binary, `--clients N --port P`; `pilot_test_support::ads::proxies`), so the
 //! server's RSS and CPU are its own. Both share the machine's cores. While
 //! the clients connect, the server prints its progress to stderr every
 //! 5 s. The last row gives the clients' reconnects (jittered exponential
@@ -66,17 +66,16 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ads_clients::{Clients, client_ip, now_micros, percentile, rss_mb};
 use pilot_ads::XdsOptions;
 use pilot_api::istio;
 use pilot_api::istio::{DestinationWeight, IstioService, MatchCondition, RouteRule};
 use pilot_model::{Config, ConfigStore, Labels};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_test_support::ads::proxies::{self, Proxies, proxy_ip};
+use pilot_test_support::measure::{now_micros, percentile, rss_mb};
 use serving::Serving;
 
-#[path = "common/ads_clients.rs"]
-mod ads_clients;
 // The version-split rule, shared with pilot-xds's generation bench.
 #[path = "../../pilot-xds/benches/common/mod.rs"]
 mod common;
@@ -285,7 +284,7 @@ async fn converge(clients: usize, setup: Setup) {
             let host = format!("svc-{s}.default.svc.cluster.local");
             let labels = Labels::from_pairs([("version", "v1")]);
             registry
-                .add_endpoints(&host, client_ip(index), labels)
+                .add_endpoints(&host, proxy_ip(index), labels)
                 .expect("service exists");
         }
     }
@@ -310,7 +309,7 @@ async fn converge(clients: usize, setup: Setup) {
     let start = now_micros();
     let started = Instant::now();
     let cpu_start = cpu_time();
-    let mut child = Clients::start(clients, port, setup.namespaces, setup.delta);
+    let mut child = Proxies::start(clients, port, setup.namespaces, setup.delta);
     // Progress while the clients connect (to stderr): streams open, fully
     // synced, and why streams ended so far, as the server saw it.
     let watching = server.clone();
@@ -455,8 +454,7 @@ async fn converge(clients: usize, setup: Setup) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if let Some((clients, port, namespaces, delta)) = ads_clients::child_args(&args) {
-        ads_clients::clients_main(clients, port, namespaces, delta);
+    if proxies::child_main(&args) {
         return;
     }
     if let Some((clients, port, bytes)) = floor::child_args(&args) {

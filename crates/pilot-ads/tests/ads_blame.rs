@@ -13,7 +13,8 @@ use std::sync::Arc;
 use pilot_ads::XdsType;
 use pilot_model::{Labels, Port, Protocol, Service};
 use pilot_store_memory::MemoryServiceRegistry;
-use support::ads_client::*;
+use pilot_test_support::ads::{CDS, Client, EDS, LDS, RDS, Response};
+use support::bookinfo::*;
 
 const POLICY: &str = "apiVersion: config.istio.io/v1alpha2\nkind: DestinationPolicy\nmetadata: {name: ratings-lb, namespace: default}\n\
     spec:\n  destination: {name: ratings}\n  loadBalancing: {name: RANDOM}\n";
@@ -34,10 +35,10 @@ async fn delta_leaves_out_only_the_object_the_refused_routes_brought() {
 
 /// Reads responses, ACKing each, until one of type `t` for which `last`
 /// holds (not answered); returns it.
-async fn until(client: &mut Client, t: XdsType, last: impl Fn(&Response) -> bool) -> Response {
+async fn until(client: &mut Client, t: &str, last: impl Fn(&Response) -> bool) -> Response {
     loop {
         let response = client.next().await;
-        if response.t == t && last(&response) {
+        if response.type_url == t && last(&response) {
             return response;
         }
         client.answer(&response, None).await;
@@ -71,39 +72,36 @@ async fn blame(delta: bool) {
             .unwrap();
     }
     let (server, store, port) = start(&registry).await;
-    let mut client = Client::open(port, delta).await;
-    let cds = until(&mut client, XdsType::Cluster, |_| true).await;
+    let mut client = Client::open(port, NODE, delta).await;
+    let cds = until(&mut client, CDS, |_| true).await;
     client.answer(&cds, None).await;
     client
-        .subscribe(
-            XdsType::Endpoint,
-            vec![REVIEWS_CLUSTER.into(), RATINGS_CLUSTER.into()],
-        )
+        .subscribe(EDS, vec![REVIEWS_CLUSTER.into(), RATINGS_CLUSTER.into()])
         .await;
-    let eds = until(&mut client, XdsType::Endpoint, |_| true).await;
+    let eds = until(&mut client, EDS, |_| true).await;
     client.answer(&eds, None).await;
-    client.subscribe(XdsType::Listener, vec![]).await;
-    let lds = until(&mut client, XdsType::Listener, |_| true).await;
+    client.subscribe(LDS, vec![]).await;
+    let lds = until(&mut client, LDS, |_| true).await;
     client.answer(&lds, None).await;
-    client.subscribe(XdsType::Route, vec!["9080".into()]).await;
+    client.subscribe(RDS, vec!["9080".into()]).await;
 
     // The first route configuration refused: nothing ACKed of routes to
     // compare with, so nothing is left out.
-    let first = until(&mut client, XdsType::Route, |_| true).await;
+    let first = until(&mut client, RDS, |_| true).await;
     client.answer(&first, Some("refused by the test")).await;
     wait_status(&server, XdsType::Route, |s| s.nack.is_some()).await;
 
     // A policy changes clusters only: taken. The routes are sent again
     // (a new version, the same content) and ACKed.
     apply(&store, POLICY).await;
-    let cds = until(&mut client, XdsType::Cluster, |_| true).await;
+    let cds = until(&mut client, CDS, |_| true).await;
     client.answer(&cds, None).await;
     assert!(withheld(&server).is_empty(), "{:?}", server.status());
     let first_rule = INNOCENT
         .replace("reviews-innocent", "reviews-first")
         .replace("x-innocent", "x-first");
     apply(&store, &first_rule).await;
-    let routes = until(&mut client, XdsType::Route, |r| mentions(r, "x-first")).await;
+    let routes = until(&mut client, RDS, |r| mentions(r, "x-first")).await;
     client.answer(&routes, None).await;
     wait_status(&server, XdsType::Route, |s| s.synced()).await;
     assert!(withheld(&server).is_empty(), "{:?}", server.status());
@@ -111,13 +109,13 @@ async fn blame(delta: bool) {
     // Another policy (clusters only), then the bad rule, whose
     // routes the client refuses: only the rule is left out.
     apply(&store, &POLICY.replace("ratings", "reviews")).await;
-    let cds = until(&mut client, XdsType::Cluster, |_| true).await;
+    let cds = until(&mut client, CDS, |_| true).await;
     client.answer(&cds, None).await;
     apply(&store, BAD).await;
-    let refused = until(&mut client, XdsType::Route, |r| mentions(r, "x-bad")).await;
+    let refused = until(&mut client, RDS, |r| mentions(r, "x-bad")).await;
     client.answer(&refused, Some("x-bad: refused by the test")).await;
     // The next routes leave it out; the client takes them.
-    let without = until(&mut client, XdsType::Route, |_| true).await;
+    let without = until(&mut client, RDS, |_| true).await;
     assert!(!mentions(&without, "x-bad"), "{without:?}");
     client.answer(&without, None).await;
     assert_eq!(withheld(&server), ["reviews-bad"], "{:?}", server.status());
@@ -128,7 +126,7 @@ async fn blame(delta: bool) {
 
     // A rule written afterwards reaches the proxy, without the bad one.
     apply(&store, INNOCENT).await;
-    let routes = until(&mut client, XdsType::Route, |r| mentions(r, "x-innocent")).await;
+    let routes = until(&mut client, RDS, |r| mentions(r, "x-innocent")).await;
     assert!(!mentions(&routes, "x-bad"), "{routes:?}");
     client.answer(&routes, None).await;
     wait_status(&server, XdsType::Route, |s| s.synced()).await;

@@ -9,22 +9,18 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryResponse,
-};
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
 use pilot_ads::XdsServer;
 use pilot_api::istio;
 use pilot_model::{Labels, Port, Protocol, Service};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot_test_support::ads::{self, CDS, EDS, LDS, RDS};
+use pilot_test_support::ads::{CDS, Client, DeltaStream, EDS, LDS, RDS, Response};
 use prost::Message;
-use tokio::sync::mpsc;
 
 mod support;
 
-use support::ads_client::PATIENCE;
-use support::sotw::{self, Sotw};
+use support::proxies::node_id;
 
 fn host(i: usize) -> String {
     format!("svc{i}.a.svc.cluster.local")
@@ -53,11 +49,11 @@ async fn server() -> (XdsServer, u16, Arc<MemoryServiceRegistry>) {
     (server, port, registry)
 }
 
-fn assignments(response: &DiscoveryResponse) -> Vec<ClusterLoadAssignment> {
+fn assignments(response: &Response) -> Vec<ClusterLoadAssignment> {
     response
         .resources
         .iter()
-        .map(|any| ClusterLoadAssignment::decode(any.value.as_slice()).unwrap())
+        .map(|(_, value)| ClusterLoadAssignment::decode(value.as_slice()).unwrap())
         .collect()
 }
 
@@ -89,8 +85,8 @@ fn addresses(assignment: &ClusterLoadAssignment) -> BTreeSet<String> {
 async fn an_endpoint_change_sends_sotw_clients_eds_only_and_the_same_to_every_namespace() {
     let (_server, port, registry) = server().await;
     let names: Vec<String> = (0..3).map(cluster).collect();
-    let mut a = Sotw::open(port, "a", "10.1.0.1").await;
-    let mut b = Sotw::open(port, "b", "10.1.0.2").await;
+    let mut a = Client::sotw(port, &node_id("a", "10.1.0.1")).await;
+    let mut b = Client::sotw(port, &node_id("b", "10.1.0.2")).await;
     let eds_a = assignments(&a.sync().await.eds.unwrap());
     let every: BTreeSet<&String> = names.iter().collect();
     assert_eq!(a.eds_names.iter().collect::<BTreeSet<_>>(), every);
@@ -145,22 +141,17 @@ async fn an_endpoint_change_sends_sotw_clients_eds_only_and_the_same_to_every_na
 
 /// An incremental client.
 struct Delta {
-    requests: mpsc::Sender<DeltaDiscoveryRequest>,
-    responses: tonic::Streaming<DeltaDiscoveryResponse>,
+    stream: DeltaStream,
 }
 
 impl Delta {
     async fn next(&mut self) -> DeltaDiscoveryResponse {
-        tokio::time::timeout(PATIENCE, self.responses.message())
-            .await
-            .expect("a response")
-            .unwrap()
-            .expect("the stream is open")
+        self.stream.next().await
     }
 
-    async fn ack(&self, response: &DeltaDiscoveryResponse) {
-        self.requests
-            .send(DeltaDiscoveryRequest {
+    async fn ack(&mut self, response: &DeltaDiscoveryResponse) {
+        self.stream
+            .send(&DeltaDiscoveryRequest {
                 type_url: response.type_url.clone(),
                 response_nonce: response.nonce.clone(),
                 ..Default::default()
@@ -169,9 +160,9 @@ impl Delta {
             .unwrap();
     }
 
-    async fn subscribe(&self, type_url: &str, names: Vec<String>) {
-        self.requests
-            .send(DeltaDiscoveryRequest {
+    async fn subscribe(&mut self, type_url: &str, names: Vec<String>) {
+        self.stream
+            .send(&DeltaDiscoveryRequest {
                 type_url: type_url.into(),
                 resource_names_subscribe: names,
                 ..Default::default()
@@ -228,27 +219,19 @@ async fn an_endpoint_change_sends_delta_clients_only_the_changed_load_assignment
 /// Opens a delta stream whose first request asks for every cluster, and
 /// reads and ACKs that response.
 async fn delta_client(port: u16, ip: &str) -> (Delta, DeltaDiscoveryResponse) {
-    let (tx, requests) = ads::requests(8);
-    tx.send(DeltaDiscoveryRequest {
-        node: Some(Node {
-            id: sotw::node_id("a", ip),
+    let mut stream = DeltaStream::connect(port).await;
+    stream
+        .send(&DeltaDiscoveryRequest {
+            node: Some(Node {
+                id: node_id("a", ip),
+                ..Default::default()
+            }),
+            type_url: CDS.into(),
             ..Default::default()
-        }),
-        type_url: CDS.into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let responses = ads::ads_client(port)
+        })
         .await
-        .delta_aggregated_resources(requests)
-        .await
-        .unwrap()
-        .into_inner();
-    let mut delta = Delta {
-        requests: tx,
-        responses,
-    };
+        .unwrap();
+    let mut delta = Delta { stream };
     let cds = delta.next().await;
     assert_eq!(cds.type_url, CDS);
     delta.ack(&cds).await;
@@ -296,8 +279,8 @@ async fn delta_streams_are_sent_what_the_proxy_lacks_and_told_what_went_away() {
     let gone = "outbound|80||gone.a.svc.cluster.local".to_string();
     let (mut delta, _) = delta_client(port, "10.1.0.4").await;
     delta
-        .requests
-        .send(DeltaDiscoveryRequest {
+        .stream
+        .send(&DeltaDiscoveryRequest {
             type_url: EDS.into(),
             resource_names_subscribe: (0..3).map(cluster).chain([gone.clone()]).collect(),
             initial_resource_versions: [
@@ -319,8 +302,8 @@ async fn delta_streams_are_sent_what_the_proxy_lacks_and_told_what_went_away() {
 
     // Unsubscribed from svc2: its change is not sent; svc0's is.
     delta
-        .requests
-        .send(DeltaDiscoveryRequest {
+        .stream
+        .send(&DeltaDiscoveryRequest {
             type_url: EDS.into(),
             resource_names_unsubscribe: vec![cluster(2)],
             ..Default::default()

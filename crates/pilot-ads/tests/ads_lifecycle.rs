@@ -8,14 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-use futures::StreamExt;
 use pilot_ads::{XdsOptions, XdsServer};
 use pilot_api::istio;
 use pilot_model::{Labels, Port, Protocol, Service, ServiceDiscovery};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::SlowRegistry;
-use pilot_test_support::ads::{self, CDS, LDS, open};
+use pilot_test_support::ads::{self, CDS, LDS, SotwStream};
 
 mod support;
 
@@ -48,22 +47,22 @@ async fn streams_are_refused_acknowledged_and_cleaned_up() {
     let (server, port, controller) = server().await;
 
     // A node id that is not type~ip~id~domain ends the stream with the reason.
-    let (_tx, mut responses) = open(port, cds_request("not-a-node-id", "", "")).await;
-    let refused = responses.next().await.unwrap().unwrap_err();
+    let mut stream = SotwStream::open(port, &cds_request("not-a-node-id", "", "")).await;
+    let refused = stream.message().await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
     assert!(refused.message().contains("not-a-node-id"), "{refused:?}");
 
     // Before the Controller runs (and syncs), nothing is sent.
     let node = "sidecar~10.0.0.7~app.default~default.svc.cluster.local";
-    let (tx, mut responses) = open(port, cds_request(node, "", "")).await;
+    let mut stream = SotwStream::open(port, &cds_request(node, "", "")).await;
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), responses.next())
+        tokio::time::timeout(Duration::from_millis(300), stream.message())
             .await
             .is_err(),
         "a response before the cache synced"
     );
     controller.run();
-    let response = tokio::time::timeout(Duration::from_secs(10), responses.next())
+    let response = tokio::time::timeout(Duration::from_secs(10), stream.message())
         .await
         .unwrap()
         .unwrap()
@@ -72,7 +71,8 @@ async fn streams_are_refused_acknowledged_and_cleaned_up() {
     assert!(!response.resources.is_empty());
 
     // The ACK is recorded.
-    tx.send(cds_request(node, &response.version_info, &response.nonce))
+    stream
+        .send(&cds_request(node, &response.version_info, &response.nonce))
         .await
         .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -86,8 +86,7 @@ async fn streams_are_refused_acknowledged_and_cleaned_up() {
     }
 
     // Disconnecting removes the proxy: its task has ended.
-    drop(tx);
-    drop(responses);
+    drop(stream);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !server.status().is_empty() {
         assert!(
@@ -106,9 +105,9 @@ async fn nothing_is_sent_before_the_registry_syncs() {
     controller.run();
     controller.wait_synced().await;
     let node = "sidecar~10.0.0.7~app.default~default.svc.cluster.local";
-    let (_tx, mut responses) = open(port, cds_request(node, "", "")).await;
+    let mut stream = SotwStream::open(port, &cds_request(node, "", "")).await;
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), responses.next())
+        tokio::time::timeout(Duration::from_millis(300), stream.message())
             .await
             .is_err(),
         "a response before the registry synced"
@@ -120,7 +119,7 @@ async fn nothing_is_sent_before_the_registry_syncs() {
         vec![Port::new("http", 9080, Protocol::Http)],
     ));
     registry.set_synced(true);
-    let response = tokio::time::timeout(Duration::from_secs(10), responses.next())
+    let response = tokio::time::timeout(Duration::from_secs(10), stream.message())
         .await
         .unwrap()
         .unwrap()
@@ -191,12 +190,12 @@ async fn sidecars_of_one_deployment_each_get_their_own_inbound_side() {
         let proxy = pilot_xds::Proxy::from_node_id(&node).unwrap();
         let expected = pilot_xds::generate(&proxy, &*registry, &pilot_xds::MeshConfig::default());
         let mut request = cds_request(&node, "", "");
-        let (tx, mut responses) = open(port, request.clone()).await;
+        let mut stream = SotwStream::open(port, &request).await;
         request.type_url = LDS.into();
-        tx.send(request).await.unwrap();
+        stream.send(&request).await.unwrap();
         let mut seen = BTreeMap::new();
         while seen.len() < 2 {
-            let response = tokio::time::timeout(Duration::from_secs(10), responses.next())
+            let response = tokio::time::timeout(Duration::from_secs(10), stream.message())
                 .await
                 .unwrap()
                 .unwrap()

@@ -8,16 +8,15 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 use pilot_ads::XdsServer;
 use pilot_model::{ConfigKey, ConfigStore, Labels};
 use pilot_store::Controller;
-use pilot_test_support::ads::{CDS, EDS, LDS};
+use pilot_test_support::ads::{CDS, Client, EDS, LDS, Response, clusters, eds_names};
 
 mod support;
 
+use support::proxies::{node_id, wait_proxy};
 use support::scoped::{HOSTS, apply, ip, registry, sent, serve};
-use support::sotw::{self, Sotw, clusters, eds_names};
 
 /// Rule changes of `a1`, one after another.
 const ROUNDS: usize = 4;
@@ -49,7 +48,7 @@ async fn server() -> (XdsServer, u16, Arc<Controller>) {
     serve(&registry, &sidecars).await
 }
 
-fn names(response: &DiscoveryResponse) -> BTreeSet<String> {
+fn names(response: &Response) -> BTreeSet<String> {
     clusters(response).into_iter().map(|c| c.name).collect()
 }
 
@@ -66,7 +65,11 @@ fn newest(clusters: &BTreeSet<String>) -> bool {
 /// Pushes may come at any time, during its first requests too: each
 /// cluster response subscribes to its load assignments afresh, the first
 /// to listeners (unless `listening`).
-async fn until_newest(proxy: &mut Sotw, mut held: BTreeSet<String>, mut listening: bool) -> BTreeSet<String> {
+async fn until_newest(
+    proxy: &mut Client,
+    mut held: BTreeSet<String>,
+    mut listening: bool,
+) -> BTreeSet<String> {
     while !newest(&held) {
         let response = proxy.next().await;
         match response.type_url.as_str() {
@@ -92,13 +95,13 @@ async fn streams_end_with_the_newest_configuration_whatever_they_did_during_the_
     let (server, port, controller) = server().await;
     let mut in_a = Vec::new();
     for i in 0..4 {
-        let mut proxy = Sotw::open(port, "a", &format!("10.1.0.{i}")).await;
+        let mut proxy = Client::sotw(port, &node_id("a", &format!("10.1.0.{i}"))).await;
         let held = names(&proxy.sync().await.cds);
         in_a.push((proxy, held, true));
     }
-    let mut in_b = Sotw::open(port, "b", "10.2.0.1").await;
+    let mut in_b = Client::sotw(port, &node_id("b", "10.2.0.1")).await;
     let b_clusters = names(&in_b.sync().await.cds);
-    let b_before = sotw::wait_proxy(&server, &in_b.node_id, |p| p.acked_push().is_some()).await;
+    let b_before = wait_proxy(&server, &in_b.node_id, |p| p.acked_push().is_some()).await;
 
     // Rule changes of a1 back to back, a proxy connecting during each, and
     // halfway a's Sidecar replaced by one importing b's hosts too (every
@@ -119,7 +122,7 @@ async fn streams_end_with_the_newest_configuration_whatever_they_did_during_the_
         }
         connecting.push(tokio::spawn(async move {
             // Pushes go on while it connects: it subscribes as they come.
-            let proxy = Sotw::open(port, "a", &format!("10.1.1.{round}")).await;
+            let proxy = Client::sotw(port, &node_id("a", &format!("10.1.1.{round}"))).await;
             (proxy, BTreeSet::new(), false)
         }));
     }
@@ -133,7 +136,7 @@ async fn streams_end_with_the_newest_configuration_whatever_they_did_during_the_
     for (proxy, held, listening) in &mut in_a {
         ends.push(until_newest(proxy, std::mem::take(held), *listening).await);
     }
-    let mut fresh = Sotw::open(port, "a", "10.1.2.1").await;
+    let mut fresh = Client::sotw(port, &node_id("a", "10.1.2.1")).await;
     let fresh_clusters = names(&fresh.sync().await.cds);
     for ((proxy, _, _), end) in in_a.iter().zip(&ends) {
         assert_eq!(*end, fresh_clusters, "{}", proxy.node_id);
@@ -142,9 +145,9 @@ async fn streams_end_with_the_newest_configuration_whatever_they_did_during_the_
     // Every stream, a's and b's, is at the newest push; b was sent nothing.
     let newest = server.status().iter().filter_map(|p| p.push).max().unwrap();
     for proxy in in_a.iter().map(|(p, _, _)| p).chain([&in_b, &fresh]) {
-        sotw::wait_proxy(&server, &proxy.node_id, |p| p.push >= Some(newest)).await;
+        wait_proxy(&server, &proxy.node_id, |p| p.push >= Some(newest)).await;
     }
-    let b_after = sotw::wait_proxy(&server, &in_b.node_id, |_| true).await;
+    let b_after = wait_proxy(&server, &in_b.node_id, |_| true).await;
     assert_eq!(sent(&b_after), sent(&b_before), "b is sent nothing");
     assert!(b_clusters.iter().all(|c| !c.contains("version=")));
 }
@@ -164,12 +167,12 @@ async fn an_endpoint_at_a_parked_proxys_own_address_wakes_it_into_its_new_class(
     );
     let (server, port, _controller) = serve(&registry, &sidecars).await;
 
-    let mut moved = Sotw::open(port, "a", "10.1.0.1").await;
+    let mut moved = Client::sotw(port, &node_id("a", "10.1.0.1")).await;
     let held = names(&moved.sync().await.cds);
     assert!(held.iter().all(|c| !c.ends_with(HOSTS[2])), "{held:?}");
-    let mut other = Sotw::open(port, "a", "10.1.0.2").await;
+    let mut other = Client::sotw(port, &node_id("a", "10.1.0.2")).await;
     other.sync().await;
-    let other_before = sotw::wait_proxy(&server, &other.node_id, |p| p.acked_push().is_some()).await;
+    let other_before = wait_proxy(&server, &other.node_id, |p| p.acked_push().is_some()).await;
     let before = server.status().iter().filter_map(|p| p.push).max().unwrap();
 
     registry
@@ -191,7 +194,7 @@ async fn an_endpoint_at_a_parked_proxys_own_address_wakes_it_into_its_new_class(
         }
     }
     // The other proxy of a is at the push and was sent nothing.
-    let after = sotw::wait_proxy(&server, &other.node_id, |p| p.push > Some(before)).await;
+    let after = wait_proxy(&server, &other.node_id, |p| p.push > Some(before)).await;
     assert_eq!(
         sent(&after),
         sent(&other_before),

@@ -16,8 +16,9 @@ use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use pilot_ads::XdsType;
 use pilot_model::{Labels, Port, Protocol, Service};
 use pilot_store_memory::MemoryServiceRegistry;
+use pilot_test_support::ads::{CDS, Client, EDS, LDS, RDS};
 use prost::Message;
-use support::ads_client::*;
+use support::bookinfo::*;
 
 /// The endpoints' addresses of an encoded load assignment.
 fn addresses(assignment: &[u8]) -> Vec<String> {
@@ -53,18 +54,15 @@ async fn endpoint_change(delta: bool) {
             .unwrap();
     }
     let (server, _store, port) = start(&registry).await;
-    let mut client = Client::open(port, delta).await;
+    let mut client = Client::open(port, NODE, delta).await;
     let cds = client.next().await;
-    assert_eq!(cds.t, XdsType::Cluster);
+    assert_eq!(cds.type_url, CDS);
     client.answer(&cds, None).await;
     client
-        .subscribe(
-            XdsType::Endpoint,
-            vec![RATINGS_CLUSTER.into(), REVIEWS_CLUSTER.into()],
-        )
+        .subscribe(EDS, vec![RATINGS_CLUSTER.into(), REVIEWS_CLUSTER.into()])
         .await;
     let eds = client.next().await;
-    assert_eq!(eds.t, XdsType::Endpoint);
+    assert_eq!(eds.type_url, EDS);
     let mut names: Vec<&str> = eds.resources.iter().map(|(n, _)| n.as_str()).collect();
     names.sort();
     assert_eq!(names, [RATINGS_CLUSTER, REVIEWS_CLUSTER], "{eds:?}");
@@ -76,7 +74,7 @@ async fn endpoint_change(delta: bool) {
         .add_endpoints(RATINGS, "10.2.2.2".parse().unwrap(), Labels::new())
         .unwrap();
     let changed = client.next().await;
-    assert_eq!(changed.t, XdsType::Endpoint, "{changed:?}");
+    assert_eq!(changed.type_url, EDS, "{changed:?}");
     assert_eq!(
         changed.resources.len(),
         1,
@@ -103,7 +101,7 @@ async fn endpoint_change(delta: bool) {
         .add_endpoints(DETAILS, "10.3.3.1".parse().unwrap(), Labels::new())
         .unwrap();
     let cds = client.next().await;
-    assert_eq!(cds.t, XdsType::Cluster, "{cds:?}");
+    assert_eq!(cds.type_url, CDS, "{cds:?}");
     assert!(
         cds.resources.iter().any(|(name, _)| name == DETAILS_CLUSTER),
         "{cds:?}"
@@ -112,18 +110,16 @@ async fn endpoint_change(delta: bool) {
     // Its load assignment follows at once (the new cluster warms waiting
     // for it), before the proxy subscribes.
     let early = client.next().await;
-    assert_eq!(early.t, XdsType::Endpoint, "{early:?}");
+    assert_eq!(early.type_url, EDS, "{early:?}");
     let names: Vec<&str> = early.resources.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, [DETAILS_CLUSTER], "only the new assignment: {early:?}");
     client.answer(&early, None).await;
     if delta {
-        client
-            .subscribe(XdsType::Endpoint, vec![DETAILS_CLUSTER.into()])
-            .await;
+        client.subscribe(EDS, vec![DETAILS_CLUSTER.into()]).await;
     } else {
         client
             .subscribe(
-                XdsType::Endpoint,
+                EDS,
                 vec![
                     DETAILS_CLUSTER.into(),
                     RATINGS_CLUSTER.into(),
@@ -133,7 +129,7 @@ async fn endpoint_change(delta: bool) {
             .await;
     }
     let added = client.next().await;
-    assert_eq!(added.t, XdsType::Endpoint, "{added:?}");
+    assert_eq!(added.type_url, EDS, "{added:?}");
     let names: Vec<&str> = added.resources.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, [DETAILS_CLUSTER], "only the new assignment: {added:?}");
     assert_eq!(addresses(&added.resources[0].1), ["10.3.3.1"]);
@@ -164,30 +160,28 @@ async fn protocol_rules(delta: bool) {
         .add_endpoints(REVIEWS, "10.1.1.1".parse().unwrap(), Labels::new())
         .unwrap();
     let (server, store, port) = start(&registry).await;
-    let mut client = Client::open(port, delta).await;
+    let mut client = Client::open(port, NODE, delta).await;
 
     // Subscribe to everything as Envoy does, ACKing each response.
     let cds = client.next().await;
-    assert_eq!(cds.t, XdsType::Cluster);
+    assert_eq!(cds.type_url, CDS);
     client.answer(&cds, None).await;
     // The version recorded is the one sent with the ACKed nonce.
     let status = wait_status(&server, XdsType::Cluster, |s| s.acked.is_some()).await;
     assert_eq!(status.acked.as_deref(), Some(cds.version.as_str()), "{status:?}");
     assert!(status.synced());
-    client
-        .subscribe(XdsType::Endpoint, vec![REVIEWS_CLUSTER.into()])
-        .await;
+    client.subscribe(EDS, vec![REVIEWS_CLUSTER.into()]).await;
     let eds = client.next().await;
-    assert_eq!(eds.t, XdsType::Endpoint);
+    assert_eq!(eds.type_url, EDS);
     assert_eq!(eds.resources.len(), 1, "{eds:?}");
     client.answer(&eds, None).await;
-    client.subscribe(XdsType::Listener, vec![]).await;
+    client.subscribe(LDS, vec![]).await;
     let lds = client.next().await;
-    assert_eq!(lds.t, XdsType::Listener);
+    assert_eq!(lds.type_url, LDS);
     client.answer(&lds, None).await;
-    client.subscribe(XdsType::Route, vec!["9080".into()]).await;
+    client.subscribe(RDS, vec!["9080".into()]).await;
     let rds = client.next().await;
-    assert_eq!(rds.t, XdsType::Route);
+    assert_eq!(rds.type_url, RDS);
     client.answer(&rds, None).await;
     wait_status(&server, XdsType::Route, |s| s.synced()).await;
 
@@ -199,7 +193,7 @@ async fn protocol_rules(delta: bool) {
     )
     .await;
     let rejected = client.next().await;
-    assert_eq!(rejected.t, XdsType::Route, "{rejected:?}");
+    assert_eq!(rejected.type_url, RDS, "{rejected:?}");
     assert_ne!(rejected.version, rds.version);
     client.answer(&rejected, Some("route rejected by the test")).await;
     let status = wait_status(&server, XdsType::Route, |s| s.nack.is_some()).await;
@@ -215,7 +209,7 @@ async fn protocol_rules(delta: bool) {
     // left out for this proxy, and the routes without it follow, not the
     // refused ones again.
     let without = client.next().await;
-    assert_eq!(without.t, XdsType::Route, "{without:?}");
+    assert_eq!(without.type_url, RDS, "{without:?}");
     assert_ne!(without.version, rejected.version);
     assert_eq!(
         without.resources, rds.resources,
@@ -234,14 +228,14 @@ async fn protocol_rules(delta: bool) {
     )
     .await;
     let cds = client.next().await;
-    assert_eq!(cds.t, XdsType::Cluster, "the NACK was answered: {cds:?}");
+    assert_eq!(cds.type_url, CDS, "the NACK was answered: {cds:?}");
     assert!(
         cds.resources.iter().any(|(name, _)| name == REVIEWS_CLUSTER),
         "{cds:?}"
     );
     client.answer(&cds, None).await;
     let eds2 = client.next().await;
-    assert_eq!(eds2.t, XdsType::Endpoint, "{eds2:?}");
+    assert_eq!(eds2.type_url, EDS, "{eds2:?}");
     assert_eq!(eds2.version, cds.version);
     assert_eq!(eds2.resources, eds.resources, "the same assignment, sent again");
     client.answer(&eds2, None).await;
@@ -257,21 +251,21 @@ async fn protocol_rules(delta: bool) {
         vec![Port::new("http", 8080, Protocol::Http)],
     ));
     let cds = client.next().await;
-    assert_eq!(cds.t, XdsType::Cluster, "{cds:?}");
+    assert_eq!(cds.type_url, CDS, "{cds:?}");
     client.answer(&cds, None).await;
     // Both protocols re-send only the changed clusters' assignments after
     // a CDS change: here a new one the proxy has not subscribed to yet,
     // whose cluster warms waiting for it.
     let assignments = client.next().await;
-    assert_eq!(assignments.t, XdsType::Endpoint, "{assignments:?}");
+    assert_eq!(assignments.type_url, EDS, "{assignments:?}");
     let names: Vec<&str> = assignments.resources.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["outbound|8080||details.default.svc.cluster.local"]);
     client.answer(&assignments, None).await;
     let next = client.next().await;
-    assert_eq!(next.t, XdsType::Listener, "{next:?}");
+    assert_eq!(next.type_url, LDS, "{next:?}");
     client.answer(&next, None).await;
     let routes = client.next().await;
-    assert_eq!(routes.t, XdsType::Route, "{routes:?}");
+    assert_eq!(routes.type_url, RDS, "{routes:?}");
     assert_eq!(routes.version, cds.version);
     assert_eq!(
         routes.resources, without.resources,

@@ -8,19 +8,18 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 use pilot_ads::XdsServer;
 use pilot_model::Labels;
 use pilot_store::Controller;
 use pilot_store_memory::MemoryServiceRegistry;
-use pilot_test_support::ads::{CDS, EDS};
+use pilot_test_support::ads::{CDS, Client, EDS, Response, clusters};
 use pilot_xds::{BLACK_HOLE, HostReason, PASSTHROUGH, Proxy, ScopeOrigin};
 use prost::Message;
 
 mod support;
 
+use support::proxies::{node_id, wait_proxy};
 use support::scoped::{HOSTS, apply, ip, registry, sent, serve};
-use support::sotw::{self, Sotw, clusters, node_id};
 
 async fn server() -> (XdsServer, u16, Arc<MemoryServiceRegistry>, Arc<Controller>) {
     let registry = registry(&Labels::from_pairs([("version", "v1")]));
@@ -47,15 +46,15 @@ fn outbound(host: &str) -> String {
     format!("outbound|80||{host}")
 }
 
-fn version(response: &DiscoveryResponse) -> u64 {
-    response.version_info.parse().unwrap()
+fn version(response: &Response) -> u64 {
+    response.version.parse().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sidecar_scopes_its_namespace_and_an_out_of_scope_change_sends_it_nothing() {
     let (server, port, registry, controller) = server().await;
-    let mut a = Sotw::open(port, "a", "10.1.0.1").await;
-    let mut b = Sotw::open(port, "b", "10.1.0.2").await;
+    let mut a = Client::sotw(port, &node_id("a", "10.1.0.1")).await;
+    let mut b = Client::sotw(port, &node_id("b", "10.1.0.2")).await;
     let in_a = names(&clusters(&a.sync().await.cds));
     let in_b = names(&clusters(&b.sync().await.cds));
 
@@ -95,7 +94,7 @@ async fn a_sidecar_scopes_its_namespace_and_an_out_of_scope_change_sends_it_noth
 
     // A DestinationRule for b1 (out of a's scope) adds a subset cluster:
     // b is sent new clusters...
-    let a_before = sotw::wait_proxy(&server, &a.node_id, |_| true).await;
+    let a_before = wait_proxy(&server, &a.node_id, |_| true).await;
     apply(
         &controller,
         r#"
@@ -134,7 +133,7 @@ spec:
 
     // ...and a nothing: once a's stream has taken the rule's push, it was
     // sent no type since,
-    let a_after = sotw::wait_proxy(&server, &a.node_id, |p| p.push >= Some(rule)).await;
+    let a_after = wait_proxy(&server, &a.node_id, |p| p.push >= Some(rule)).await;
     assert_eq!(sent(&a_after), sent(&a_before), "a is sent nothing for b1's rule");
     // and its next response is the load assignment of a1's new endpoint,
     // of a later push: nothing the rule brought was on its way.
@@ -143,23 +142,19 @@ spec:
         .unwrap();
     let eds = a.next().await;
     assert_eq!(eds.type_url, EDS, "a's first response since the rule");
-    assert!(
-        version(&eds) > rule,
-        "{} after the rule's {rule}",
-        eds.version_info
-    );
+    assert!(version(&eds) > rule, "{} after the rule's {rule}", eds.version);
     a.ack(&eds).await;
     let eds = b.next().await;
     assert_eq!(eds.type_url, EDS);
 }
 
-fn assignment_names(response: &DiscoveryResponse) -> BTreeSet<String> {
+fn assignment_names(response: &Response) -> BTreeSet<String> {
     assert_eq!(response.type_url, EDS);
     response
         .resources
         .iter()
-        .map(|any| {
-            ClusterLoadAssignment::decode(any.value.as_slice())
+        .map(|(_, value)| {
+            ClusterLoadAssignment::decode(value.as_slice())
                 .unwrap()
                 .cluster_name
         })

@@ -23,7 +23,7 @@ use pilot_test_support::Envoy;
 use serde_json::Value;
 use support::envoy::{eventually, free_port, instance, request_to, start_envoy_as, upstream};
 use support::mesh::apply;
-use support::sotw::node_id;
+use support::proxies::node_id;
 
 const A1: &str = "a1.a.svc.cluster.local";
 const B1: &str = "b1.b.svc.cluster.local";

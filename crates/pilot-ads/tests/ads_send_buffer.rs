@@ -8,18 +8,16 @@ mod support;
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
-use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use pilot_ads::{ProxyStatus, XdsOptions, XdsServer};
 use pilot_api::default_registry;
 use pilot_model::AggregateDiscovery;
 use pilot_store::{Controller, service_entry_registry};
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
-use pilot_test_support::ads::{CDS, LDS};
-use support::ads_client::PATIENCE;
+use pilot_test_support::PATIENCE;
+use pilot_test_support::ads::{self, CDS, LDS, Response, SotwStream, clusters};
 use support::mesh::apply;
-use support::sotw::{clusters, node_id, wait_proxy};
-use tokio::sync::mpsc;
+use support::proxies::{node_id, wait_proxy};
 
 /// The HTTP/2 window a stalled client gives each stream: smaller than the
 /// first cluster response, so that response stays queued at the server.
@@ -60,48 +58,24 @@ async fn start(send_buffer: usize) -> (XdsServer, MemoryConfigStore, u16) {
 }
 
 /// A state-of-the-world stream of the sidecar at `ip`, over a connection
-/// whose streams' HTTP/2 window is `window` (`None`: the client's default,
-/// 2 MiB), asking for every cluster and every listener at once.
-async fn open(
-    port: u16,
-    ip: &str,
-    window: Option<u32>,
-) -> (
-    mpsc::Sender<DiscoveryRequest>,
-    tonic::Streaming<DiscoveryResponse>,
-) {
-    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
-        .unwrap()
-        .initial_stream_window_size(window);
-    let mut channel = None;
-    for _ in 0..100 {
-        if let Ok(connected) = endpoint.connect().await {
-            channel = Some(connected);
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let mut client = AggregatedDiscoveryServiceClient::new(channel.expect("the server started"));
-    let (tx, rx) = mpsc::channel(8);
+/// whose stream's HTTP/2 window is `window` (`None`: Envoy's, 256 MiB),
+/// asking for every cluster and every listener at once.
+async fn open(port: u16, ip: &str, window: Option<u32>) -> SotwStream {
+    let mut stream = SotwStream::connect_with_window(port, window.unwrap_or(ads::WINDOW)).await;
     for type_url in [CDS, LDS] {
-        tx.send(DiscoveryRequest {
-            node: Some(Node {
-                id: node_id("default", ip),
+        stream
+            .send(&DiscoveryRequest {
+                node: Some(Node {
+                    id: node_id("default", ip),
+                    ..Default::default()
+                }),
+                type_url: type_url.into(),
                 ..Default::default()
-            }),
-            type_url: type_url.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+            })
+            .await
+            .unwrap();
     }
-    let requests = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
-    let responses = client
-        .stream_aggregated_resources(requests)
-        .await
-        .unwrap()
-        .into_inner();
-    (tx, responses)
+    stream
 }
 
 /// Whether the proxy has been sent listeners (its second response).
@@ -113,7 +87,7 @@ fn sent_listeners(status: &ProxyStatus) -> bool {
 async fn a_proxy_that_does_not_read_holds_no_more_than_the_send_buffer() {
     // One byte: the first response queued fills it.
     let (server, store, port) = start(1).await;
-    let (_requests, mut stalled) = open(port, "10.9.0.1", Some(WINDOW)).await;
+    let mut stalled = open(port, "10.9.0.1", Some(WINDOW)).await;
     let stalled_id = node_id("default", "10.9.0.1");
     // Its cluster response is queued; its listener response is made and
     // waits for room, so the stream's task waits with it.
@@ -121,7 +95,7 @@ async fn a_proxy_that_does_not_read_holds_no_more_than_the_send_buffer() {
     let taken = before.push.expect("the stream took the first push");
     // A proxy whose window has room (reading nothing either) takes the
     // next push as soon as it comes...
-    let (_other_requests, _other) = open(port, "10.9.0.2", None).await;
+    let _other = open(port, "10.9.0.2", None).await;
     let other_id = node_id("default", "10.9.0.2");
     wait_proxy(&server, &other_id, sent_listeners).await;
     apply(&store, &hosts("second", 1)).await;
@@ -133,11 +107,12 @@ async fn a_proxy_that_does_not_read_holds_no_more_than_the_send_buffer() {
     // Reading again, it is sent the configuration of its time.
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let response = tokio::time::timeout_at(deadline, stalled.message())
+        let response: Response = tokio::time::timeout_at(deadline, stalled.message())
             .await
             .expect("the new host in time")
             .unwrap()
-            .expect("the stream is open");
+            .expect("the stream is open")
+            .into();
         if response.type_url == CDS
             && clusters(&response)
                 .iter()
@@ -152,7 +127,7 @@ async fn a_proxy_that_does_not_read_holds_no_more_than_the_send_buffer() {
 async fn a_proxy_that_does_not_read_is_queued_pushes_within_the_send_buffer() {
     // The default (1 MiB) has room for the same responses and the push.
     let (server, store, port) = start(XdsOptions::default().send_buffer).await;
-    let (_requests, _stalled) = open(port, "10.9.0.1", Some(WINDOW)).await;
+    let _stalled = open(port, "10.9.0.1", Some(WINDOW)).await;
     let stalled_id = node_id("default", "10.9.0.1");
     let before = wait_proxy(&server, &stalled_id, sent_listeners).await;
     let taken = before.push.expect("the stream took the first push");

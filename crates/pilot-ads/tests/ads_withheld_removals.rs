@@ -14,7 +14,8 @@ use std::sync::Arc;
 use pilot_ads::XdsType;
 use pilot_model::{ConfigStore, Labels, Port, Protocol, Service};
 use pilot_store_memory::MemoryServiceRegistry;
-use support::ads_client::*;
+use pilot_test_support::ads::{CDS, Client, EDS, LDS, RDS, Response};
+use support::bookinfo::*;
 
 const V1: &str = "outbound|9080|version=v1|reviews.default.svc.cluster.local";
 const V2: &str = "outbound|9080|version=v2|reviews.default.svc.cluster.local";
@@ -37,20 +38,16 @@ fn removes(response: &Response, delta: bool, name: &str) -> bool {
     if delta {
         return response.removed.iter().any(|n| n == name);
     }
-    response.t == XdsType::Cluster && !response.resources.iter().any(|(n, _)| n == name)
+    response.type_url == CDS && !response.resources.iter().any(|(n, _)| n == name)
 }
 
 /// Reads responses, ACKing each, until one of type `t` for which `last`
 /// holds (not ACKed); returns it and those before it.
-async fn until(
-    client: &mut Client,
-    t: XdsType,
-    last: impl Fn(&Response) -> bool,
-) -> (Response, Vec<Response>) {
+async fn until(client: &mut Client, t: &str, last: impl Fn(&Response) -> bool) -> (Response, Vec<Response>) {
     let mut before = Vec::new();
     loop {
         let response = client.next().await;
-        if response.t == t && last(&response) {
+        if response.type_url == t && last(&response) {
             return (response, before);
         }
         client.answer(&response, None).await;
@@ -75,9 +72,9 @@ async fn withheld(delta: bool) {
     }
     let (server, store, port) = start(&registry).await;
     apply(&store, SPLIT).await;
-    let mut client = Client::open(port, delta).await;
+    let mut client = Client::open(port, NODE, delta).await;
     // (A first push may come before the rule's.)
-    let (cds, _) = until(&mut client, XdsType::Cluster, |r| {
+    let (cds, _) = until(&mut client, CDS, |r| {
         [V1, V2]
             .iter()
             .all(|name| r.resources.iter().any(|(n, _)| n == name))
@@ -90,14 +87,14 @@ async fn withheld(delta: bool) {
         V1.into(),
         V2.into(),
     ];
-    client.subscribe(XdsType::Endpoint, assignments).await;
-    let (eds, _) = until(&mut client, XdsType::Endpoint, |_| true).await;
+    client.subscribe(EDS, assignments).await;
+    let (eds, _) = until(&mut client, EDS, |_| true).await;
     client.answer(&eds, None).await;
-    client.subscribe(XdsType::Listener, vec![]).await;
-    let (lds, _) = until(&mut client, XdsType::Listener, |_| true).await;
+    client.subscribe(LDS, vec![]).await;
+    let (lds, _) = until(&mut client, LDS, |_| true).await;
     client.answer(&lds, None).await;
-    client.subscribe(XdsType::Route, vec!["9080".into()]).await;
-    let (rds, _) = until(&mut client, XdsType::Route, |_| true).await;
+    client.subscribe(RDS, vec!["9080".into()]).await;
+    let (rds, _) = until(&mut client, RDS, |_| true).await;
     client.answer(&rds, None).await;
     wait_status(&server, XdsType::Route, |s| s.synced()).await;
 
@@ -109,7 +106,7 @@ async fn withheld(delta: bool) {
         )
         .await
         .unwrap();
-    let (routes, before) = until(&mut client, XdsType::Route, |_| true).await;
+    let (routes, before) = until(&mut client, RDS, |_| true).await;
     assert!(!String::from_utf8_lossy(&routes.resources[0].1).contains("version=v1"));
     // Another push meanwhile (an endpoint of ratings): the removal still
     // waits.
@@ -120,7 +117,7 @@ async fn withheld(delta: bool) {
             Labels::from_pairs([("version", "v2")]),
         )
         .unwrap();
-    let (marker, between) = until(&mut client, XdsType::Endpoint, |r| {
+    let (marker, between) = until(&mut client, EDS, |r| {
         r.resources.iter().any(|(n, _)| n == RATINGS_CLUSTER)
     })
     .await;
@@ -137,7 +134,7 @@ async fn withheld(delta: bool) {
     // assignments).
     client.answer(&routes, None).await;
     let removal = client.next().await;
-    assert_eq!(removal.t, XdsType::Cluster, "{removal:?}");
+    assert_eq!(removal.type_url, CDS, "{removal:?}");
     for name in [V1, V2] {
         assert!(removes(&removal, delta, name), "{name} not removed: {removal:?}");
     }
@@ -148,7 +145,7 @@ async fn withheld(delta: bool) {
     client.answer(&removal, None).await;
     if delta {
         let assignments = client.next().await;
-        assert_eq!(assignments.t, XdsType::Endpoint, "{assignments:?}");
+        assert_eq!(assignments.type_url, EDS, "{assignments:?}");
         let mut removed = assignments.removed.clone();
         removed.sort();
         assert_eq!(removed, [V1, V2], "{assignments:?}");
@@ -158,7 +155,7 @@ async fn withheld(delta: bool) {
     // Applied again, deleted (not ACKed) and applied again before the ACK:
     // the removal is cancelled, the clusters never leave.
     apply(&store, SPLIT).await;
-    let (routes, mut seen) = until(&mut client, XdsType::Route, |_| true).await;
+    let (routes, mut seen) = until(&mut client, RDS, |_| true).await;
     client.answer(&routes, None).await;
     wait_status(&server, XdsType::Route, |s| s.synced()).await;
     store
@@ -168,15 +165,15 @@ async fn withheld(delta: bool) {
         )
         .await
         .unwrap();
-    let (unacked, before) = until(&mut client, XdsType::Route, |_| true).await;
+    let (unacked, before) = until(&mut client, RDS, |_| true).await;
     seen.extend(before);
     apply(&store, SPLIT).await;
-    let (again, before) = until(&mut client, XdsType::Route, |r| r.nonce != unacked.nonce).await;
+    let (again, before) = until(&mut client, RDS, |r| r.nonce != unacked.nonce).await;
     seen.extend(before);
     client.answer(&unacked, None).await;
     client.answer(&again, None).await;
     registry.remove_instances(RATINGS, "10.2.2.2".parse().unwrap(), None);
-    let (marker, before) = until(&mut client, XdsType::Endpoint, |r| {
+    let (marker, before) = until(&mut client, EDS, |r| {
         r.resources.iter().any(|(n, _)| n == RATINGS_CLUSTER)
     })
     .await;

@@ -11,8 +11,8 @@
 //! bench's (1,000 services, 4 instances, a 50/50 RouteRule each) on the
 //! memory store, which keeps status; the ADS server, the Controller and
 //! the writer run in this process, the clients (the `ads` bench's,
-//! `pilot-ads/benches/common/ads_clients.rs`, state of the world) in a
-//! child process. Each mode connects the clients afresh; with the writer
+//! `pilot_test_support::ads::proxies`, state of the world) in a child
+//! process. Each mode connects the clients afresh; with the writer
 //! on, the first rounds write every object's status (1,000+ writes), so
 //! the writes are timed after it settled (no write for two intervals).
 //! After each rule write the bench waits for every ACK, then for the
@@ -24,17 +24,16 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ads_clients::{Clients, cpu_time, now_micros, percentile, rss_mb};
 use pilot_ads::XdsOptions;
 use pilot_api::istio;
 use pilot_distribution::{StatusWriter, WriterCounts};
 use pilot_model::{ConfigKey, ConfigStore};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_test_support::ads::proxies::{self, Proxies};
+use pilot_test_support::measure::{cpu_time, now_micros, percentile, rss_mb};
 use serving::Serving;
 
-#[path = "../../pilot-ads/benches/common/ads_clients.rs"]
-mod ads_clients;
 #[path = "../../pilot-xds/benches/common/mod.rs"]
 mod common;
 #[path = "../../pilot-ads/benches/common/mesh.rs"]
@@ -98,7 +97,7 @@ async fn run(clients: usize, status: bool, interval: Duration, writes: usize) ->
         }))
     });
     let start = now_micros();
-    let mut child = Clients::start(clients, port, 1, false);
+    let mut child = Proxies::start(clients, port, 1, false);
     tokio::task::block_in_place(|| child.wait_acked(1, start));
     settle(&counts, interval).await;
     let initial_writes = counts.written.load(Ordering::Relaxed);
@@ -145,8 +144,7 @@ async fn run(clients: usize, status: bool, interval: Duration, writes: usize) ->
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if let Some((clients, port, namespaces, delta)) = ads_clients::child_args(&args) {
-        ads_clients::clients_main(clients, port, namespaces, delta);
+    if proxies::child_main(&args) {
         return;
     }
     if args.iter().any(|a| a == "--test") {

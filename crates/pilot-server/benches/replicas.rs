@@ -11,13 +11,12 @@
 //! and `XdsServer` on its own port; one memory service registry shared by
 //! both. The mesh is the `status` bench's (1,000 services, 4 instances, a
 //! 50/50 RouteRule each). The clients are the `ads` bench's
-//! (`pilot-ads/benches/common/ads_clients.rs`, state of the world) in a
-//! child process, connected first to B, then (afresh) to A.
+//! (`pilot_test_support::ads::proxies`, state of the world) in a child
+//! process, connected first to B, then (afresh) to A.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ads_clients::{Clients, now_micros, percentile};
 use pilot_ads::XdsOptions;
 use pilot_api::istio;
 use pilot_model::{ConfigKey, ConfigStore};
@@ -25,10 +24,10 @@ use pilot_store::Controller;
 use pilot_store_etcd::{EtcdConfigStore, EtcdOptions};
 use pilot_store_memory::MemoryServiceRegistry;
 use pilot_test_support::EtcdServer;
+use pilot_test_support::ads::proxies::{self, Proxies};
+use pilot_test_support::measure::{now_micros, percentile};
 use serving::Serving;
 
-#[path = "../../pilot-ads/benches/common/ads_clients.rs"]
-mod ads_clients;
 #[path = "../../pilot-xds/benches/common/mod.rs"]
 mod common;
 #[path = "../../pilot-ads/benches/common/mesh.rs"]
@@ -69,7 +68,7 @@ type Writes = Vec<(Duration, Duration, Duration)>;
 async fn measure(clients: usize, writer: &Replica, serving: &Replica, writes: usize, first: usize) -> Writes {
     let start = now_micros();
     let version = serving.ads.server.version().unwrap_or(1);
-    let mut child = Clients::start(clients, serving.ads.port, 1, false);
+    let mut child = Proxies::start(clients, serving.ads.port, 1, false);
     tokio::task::block_in_place(|| child.wait_acked(version, start));
     let mut measured = Vec::new();
     for round in 0..writes {
@@ -111,8 +110,7 @@ async fn run(clients: usize, writes: usize) -> [Writes; 2] {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if let Some((clients, port, namespaces, delta)) = ads_clients::child_args(&args) {
-        ads_clients::clients_main(clients, port, namespaces, delta);
+    if proxies::child_main(&args) {
         return;
     }
     if args.iter().any(|a| a == "--test") {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::TestServer;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-use pilot_test_support::ads::{self, CDS, LDS};
+use pilot_test_support::ads::{self, CDS, LDS, SotwStream};
 use serde_json::{Value, json};
 
 const SERVICES: &str = r#"
@@ -27,17 +27,17 @@ services:
 /// listeners, ACKing every response, until the test ends.
 async fn acking_proxy(xds_port: u16, namespace: &str, ip: &str) {
     let node = format!("sidecar~{ip}~client.{namespace}~{namespace}.svc.cluster.local");
-    let (requests, mut responses) = ads::open(xds_port, ads::request(Some(&node), CDS, "", "")).await;
-    requests.send(ads::request(None, LDS, "", "")).await.unwrap();
+    let mut stream = SotwStream::open(xds_port, &ads::request(Some(&node), CDS, "", "")).await;
+    stream.send(&ads::request(None, LDS, "", "")).await.unwrap();
     tokio::spawn(async move {
-        while let Ok(Some(response)) = responses.message().await {
+        while let Ok(Some(response)) = stream.message().await {
             let ack = DiscoveryRequest {
                 type_url: response.type_url.clone(),
                 version_info: response.version_info.clone(),
                 response_nonce: response.nonce.clone(),
                 ..Default::default()
             };
-            if requests.send(ack).await.is_err() {
+            if stream.send(&ack).await.is_err() {
                 return;
             }
         }

@@ -17,7 +17,11 @@
 //!   environment;
 //! - `FakeCluster` (feature `kube`): pilot-kube-fake's API server on a
 //!   loopback port with a kubeconfig, for a `pilot-discovery` process;
-//! - `ads` (feature `ads`): the ADS test client.
+//! - `ads` (feature `ads`): the ADS client of the tests and the benches,
+//!   on a lean HTTP/2 transport: typed streams, a scripted proxy, and
+//!   emulated Envoys by the thousand in a child process;
+//! - [`measure`]: what the benches measure of a process (CPU time, waits
+//!   for a CPU, resident memory, percentiles).
 //!
 //! What a user of a library crate needs to test their own code stays in
 //! that crate: pilot-store's conformance suite (`pilot_store::testing`)
@@ -36,6 +40,7 @@ mod etcd;
 #[cfg(feature = "kube")]
 mod fake_cluster;
 pub mod http;
+pub mod measure;
 mod openssl;
 mod pilotctl;
 mod ports;

@@ -39,7 +39,7 @@ pub async fn run(clients: usize, bytes: usize, cpu_time: fn() -> Duration) -> Fl
             "--bytes",
             &bytes.to_string(),
         ])
-        .env("_RJEM_MALLOC_CONF", super::ads_clients::CLIENTS_MALLOC_CONF)
+        .env("_RJEM_MALLOC_CONF", pilot_test_support::ads::proxies::MALLOC_CONF)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start the floor's clients");
@@ -120,5 +120,5 @@ pub fn clients_main(clients: usize, port: u16, bytes: usize) {
             read.expect("reader");
         }
     });
-    println!("{}", super::ads_clients::cpu_time().as_millis());
+    println!("{}", pilot_test_support::measure::cpu_time().as_millis());
 }

@@ -38,12 +38,13 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::ads_clients::{Clients, cpu_wait, now_micros, percentile, rss_mb};
 use crate::serving::Serving;
 use pilot_ads::XdsOptions;
 use pilot_model::{ConfigKey, ConfigStore, DynConfig, Labels, Port, Protocol, Service};
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
+use pilot_test_support::ads::proxies::Proxies;
+use pilot_test_support::measure::{cpu_wait, now_micros, percentile, rss_mb};
 
 /// The host imported by 1% of the proxies.
 const NARROW: usize = 0;
@@ -268,7 +269,7 @@ fn grown(before: &[u64], after: &[u64]) -> Vec<usize> {
 /// anything, and EDS.
 async fn push(
     running: &Running,
-    child: &mut Clients,
+    child: &mut Proxies,
     layout: &Layout,
     service: usize,
     change: Change,
@@ -338,7 +339,7 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize, storm_
     let unscoped = start(&layout, false).await;
     let started = Instant::now();
     let start_us = now_micros();
-    let mut child = Clients::start(baseline_clients, unscoped.serving.port, layout.namespaces, false);
+    let mut child = Proxies::start(baseline_clients, unscoped.serving.port, layout.namespaces, false);
     tokio::task::block_in_place(|| child.wait_acked(1, start_us));
     let unscoped_storm = started.elapsed();
     let unscoped_bytes = tokio::task::block_in_place(|| child.received()) as f64;
@@ -355,7 +356,7 @@ pub async fn run(clients: usize, layout: Layout, baseline_clients: usize, storm_
     let waited = cpu_wait();
     let started = Instant::now();
     let start_us = now_micros();
-    let mut child = Clients::start(clients, running.serving.port, layout.namespaces, false);
+    let mut child = Proxies::start(clients, running.serving.port, layout.namespaces, false);
     let watching = running.serving.server.clone();
     let progress = tokio::spawn(async move {
         let started = Instant::now();

@@ -1,9 +1,11 @@
-//! A lean HTTP/2 client connection carrying one gRPC stream, for the
-//! bench's emulated proxies: 10,000 of them share one process, so what
-//! each costs is what the bench can measure the server against.
+//! The ADS client's transport: a lean HTTP/2 client connection carrying
+//! one gRPC stream. The benches' emulated proxies run 10,000 of them in
+//! one process, so what each costs is what a bench can measure the server
+//! against; the tests' streams use the same one.
 //!
 //! At the protocol level it behaves as Envoy's gRPC client does: the
-//! preface, SETTINGS (no push, Envoy's 256 MiB stream window) and a
+//! preface, SETTINGS (no push, Envoy's 256 MiB stream window unless the
+//! stream is opened with another) and a
 //! connection WINDOW_UPDATE to the same size, then one request stream
 //! (HEADERS with `:method POST`, `:path`, `content-type: application/grpc`,
 //! `te: trailers`), its messages in DATA frames within the server's flow
@@ -17,6 +19,11 @@
 //! handed on as a slice of it; everything queued is written at once before
 //! the next read, so the ACKs of responses that arrived together share one
 //! write.
+//!
+//! Nothing runs in the background: frames are read, and the server's
+//! SETTINGS and PINGs answered, only while [`GrpcStream::message`] waits,
+//! and the receive windows are given back only as messages are read, so a
+//! stream nobody reads holds up the server as a stalled proxy does.
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
@@ -25,10 +32,13 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use pilot_h2::frame::{self, Frame, HEAD_LEN, Head};
 use pilot_h2::hpack::{Decoder, Encoder};
 use tokio::net::TcpStream;
+use tonic::Code;
+
+use super::error::{Error, transport};
 
 /// Envoy's default stream and connection receive windows
 /// (`initial_stream_window_size`, `initial_connection_window_size`).
-const WINDOW: u32 = 256 * 1024 * 1024;
+pub const WINDOW: u32 = 256 * 1024 * 1024;
 
 /// The one stream's identifier.
 const STREAM: u32 = 1;
@@ -69,6 +79,8 @@ pub struct GrpcStream {
     send_stream: i64,
     peer_initial_window: u32,
     peer_max_frame: u32,
+    /// The stream's receive window (the connection's is [`WINDOW`]).
+    stream_window: u32,
     /// Received DATA not yet given back by WINDOW_UPDATE.
     unreleased_connection: u32,
     unreleased_stream: u32,
@@ -80,29 +92,42 @@ pub struct GrpcStream {
     partial: BytesMut,
     /// Whole messages received, in order.
     messages: VecDeque<Bytes>,
-    /// How the stream ended: `Ok` for status OK, else why.
-    ended: Option<Result<(), String>>,
+    /// How the stream ended: `Ok` for status OK, else why (boxed: kept in
+    /// every connection, needed at most once).
+    ended: Option<Result<(), Box<Error>>>,
     /// The server's GOAWAY, if any, for the reason of a later end.
     goaway: Option<String>,
 }
 
 impl GrpcStream {
     /// Connects to `127.0.0.1:port` and opens the stream with `headers`
-    /// (from [`request_headers`]); nothing is written before the first
-    /// [`message`](Self::message).
-    pub async fn open(port: u16, headers: &Bytes) -> Result<GrpcStream, String> {
+    /// (from [`request_headers`]), with Envoy's receive windows
+    /// ([`WINDOW`]); nothing is written before the first
+    /// [`message`](Self::message) or [`flush`](Self::flush).
+    pub async fn open(port: u16, headers: &Bytes) -> Result<GrpcStream, Error> {
+        Self::open_with_window(port, headers, WINDOW).await
+    }
+
+    /// [`open`](Self::open) with a receive window of `stream_window` bytes
+    /// for the stream (the connection's stays [`WINDOW`]): a small one
+    /// makes the server wait for the client to read.
+    pub async fn open_with_window(
+        port: u16,
+        headers: &Bytes,
+        stream_window: u32,
+    ) -> Result<GrpcStream, Error> {
         let socket = TcpStream::connect(("127.0.0.1", port))
             .await
-            .map_err(|error| format!("connect: {error}"))?;
+            .map_err(|error| transport(format!("connect: {error}")))?;
         socket
             .set_nodelay(true)
-            .map_err(|error| format!("connect: {error}"))?;
+            .map_err(|error| transport(format!("connect: {error}")))?;
         let mut out = Outbox::default();
         out.scratch.put_slice(frame::PREFACE);
         frame::write_settings(
             &[
                 (frame::setting::ENABLE_PUSH, 0),
-                (frame::setting::INITIAL_WINDOW_SIZE, WINDOW),
+                (frame::setting::INITIAL_WINDOW_SIZE, stream_window),
             ],
             &mut out.scratch,
         );
@@ -124,6 +149,7 @@ impl GrpcStream {
             send_stream: i64::from(frame::DEFAULT_WINDOW),
             peer_initial_window: frame::DEFAULT_WINDOW,
             peer_max_frame: frame::DEFAULT_MAX_FRAME_SIZE,
+            stream_window,
             unreleased_connection: 0,
             unreleased_stream: 0,
             decoder: Decoder::new(4096),
@@ -136,7 +162,8 @@ impl GrpcStream {
     }
 
     /// Queues a request message made of `parts` (its encoded fields in
-    /// order); it is written by the next [`message`](Self::message).
+    /// order); it is written by the next [`message`](Self::message) or
+    /// [`flush`](Self::flush).
     pub fn send(&mut self, parts: &[Bytes]) {
         let len: usize = parts.iter().map(Bytes::len).sum();
         let mut small = BytesMut::with_capacity(
@@ -165,28 +192,43 @@ impl GrpcStream {
         self.release_data();
     }
 
+    /// Writes what is queued, as far as the server's flow control windows
+    /// allow, waiting while the socket is full.
+    pub async fn flush(&mut self) -> Result<(), Error> {
+        loop {
+            self.write_now()?;
+            if self.out.is_empty() {
+                return Ok(());
+            }
+            self.socket
+                .writable()
+                .await
+                .map_err(|error| transport(format!("write: {error}")))?;
+        }
+    }
+
     /// The next response message; `None` when the stream ended with status
     /// OK; `Err` with why it failed or ended otherwise. Writes what was
     /// queued while it waits.
-    pub async fn message(&mut self) -> Result<Option<Bytes>, String> {
+    pub async fn message(&mut self) -> Result<Option<Bytes>, Error> {
         loop {
             if let Some(message) = self.messages.pop_front() {
                 return Ok(Some(message));
             }
             if let Some(ended) = self.ended.take() {
-                return ended.map(|()| None);
+                return ended.map(|()| None).map_err(|error| *error);
             }
             self.write_now()?;
             if self.out.is_empty() {
                 self.socket
                     .readable()
                     .await
-                    .map_err(|error| format!("read: {error}"))?;
+                    .map_err(|error| transport(format!("read: {error}")))?;
             } else {
                 tokio::select! {
-                    ready = self.socket.readable() => ready.map_err(|error| format!("read: {error}"))?,
+                    ready = self.socket.readable() => ready.map_err(|error| transport(format!("read: {error}")))?,
                     ready = self.socket.writable() => {
-                        ready.map_err(|error| format!("write: {error}"))?;
+                        ready.map_err(|error| transport(format!("write: {error}")))?;
                         continue;
                     }
                 }
@@ -197,14 +239,14 @@ impl GrpcStream {
             self.read.reserve(want);
             match self.socket.try_read_buf(&mut self.read) {
                 Ok(0) => {
-                    return Err(match self.goaway.take() {
+                    return Err(transport(match self.goaway.take() {
                         Some(goaway) => format!("connection closed after {goaway}"),
                         None => "connection closed by the server".to_string(),
-                    });
+                    }));
                 }
                 Ok(_) => self.frames()?,
                 Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(error) => return Err(format!("read: {error}")),
+                Err(error) => return Err(transport(format!("read: {error}"))),
             }
         }
     }
@@ -217,7 +259,7 @@ impl GrpcStream {
     }
 
     /// Handles every whole frame in the read buffer.
-    fn frames(&mut self) -> Result<(), String> {
+    fn frames(&mut self) -> Result<(), Error> {
         while let Some(len) = self.frame_len() {
             if self.read.len() < HEAD_LEN + len {
                 break;
@@ -225,13 +267,13 @@ impl GrpcStream {
             let head = Head::parse(self.read[..HEAD_LEN].try_into().unwrap_or(&[0; HEAD_LEN]));
             self.read.advance(HEAD_LEN);
             let payload = self.read.split_to(len).freeze();
-            let frame = Frame::parse(head, payload).map_err(|error| format!("frame: {error}"))?;
+            let frame = Frame::parse(head, payload).map_err(|error| transport(format!("frame: {error}")))?;
             self.frame(frame)?;
         }
         Ok(())
     }
 
-    fn frame(&mut self, frame: Frame) -> Result<(), String> {
+    fn frame(&mut self, frame: Frame) -> Result<(), Error> {
         match frame {
             Frame::Data {
                 stream,
@@ -245,7 +287,9 @@ impl GrpcStream {
                 }
                 self.data(data)?;
                 if end_stream && self.ended.is_none() {
-                    self.ended = Some(Err("stream ended by the server without trailers".into()));
+                    self.ended = Some(Err(Box::new(transport(
+                        "stream ended by the server without trailers",
+                    ))));
                 }
             }
             Frame::Headers {
@@ -266,7 +310,7 @@ impl GrpcStream {
                 end_headers,
             } => {
                 let Some((mut joined, end_stream)) = self.block.take() else {
-                    return Err("CONTINUATION without HEADERS".into());
+                    return Err(transport("CONTINUATION without HEADERS"));
                 };
                 joined.put_slice(&block);
                 if end_headers {
@@ -302,13 +346,15 @@ impl GrpcStream {
             }
             Frame::Reset { stream, reason } if stream == STREAM => {
                 if self.ended.is_none() {
-                    self.ended = Some(Err(format!("stream reset by the server: {reason:?}")));
+                    self.ended = Some(Err(Box::new(transport(format!(
+                        "stream reset by the server: {reason:?}"
+                    )))));
                 }
             }
             Frame::GoAway { last_stream, reason } => {
                 let goaway = format!("GOAWAY {reason:?} (last stream {last_stream})");
                 if last_stream < STREAM && self.ended.is_none() {
-                    self.ended = Some(Err(goaway.clone()));
+                    self.ended = Some(Err(Box::new(transport(goaway.clone()))));
                 }
                 self.goaway = Some(goaway);
             }
@@ -326,7 +372,7 @@ impl GrpcStream {
             frame::write_window_update(0, self.unreleased_connection, &mut self.out.scratch);
             self.unreleased_connection = 0;
         }
-        if self.unreleased_stream >= WINDOW / 2 {
+        if self.unreleased_stream >= self.stream_window / 2 {
             frame::write_window_update(STREAM, self.unreleased_stream, &mut self.out.scratch);
             self.unreleased_stream = 0;
         }
@@ -334,7 +380,7 @@ impl GrpcStream {
 
     /// Splits a DATA payload into messages: those wholly within it as
     /// slices of it, the rest joined across frames.
-    fn data(&mut self, mut data: Bytes) -> Result<(), String> {
+    fn data(&mut self, mut data: Bytes) -> Result<(), Error> {
         loop {
             if self.partial.is_empty() {
                 let Some(len) = message_len(&data)? else {
@@ -365,7 +411,7 @@ impl GrpcStream {
     }
 
     /// A whole field block: the response's headers, or its trailers.
-    fn field_block(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Result<(), String> {
+    fn field_block(&mut self, stream: u32, block: &[u8], end_stream: bool) -> Result<(), Error> {
         let (mut status, mut grpc_status, mut grpc_message) = (None, None, String::new());
         self.decoder
             .decode(block, 64 * 1024, |name, value| match name {
@@ -378,17 +424,20 @@ impl GrpcStream {
                 b"grpc-message" => grpc_message = percent_decode(value),
                 _ => {}
             })
-            .map_err(|error| format!("HPACK: {error}"))?;
+            .map_err(|error| transport(format!("HPACK: {error}")))?;
         if stream != STREAM || self.ended.is_some() {
             return Ok(());
         }
         if let Some(status) = status.filter(|s| s != "200") {
-            self.ended = Some(Err(format!("HTTP status {status}")));
+            self.ended = Some(Err(Box::new(transport(format!("HTTP status {status}")))));
         } else if end_stream {
             self.ended = Some(match grpc_status {
                 Some(0) => Ok(()),
-                Some(code) => Err(format!("status {}: {grpc_message}", code_name(code))),
-                None => Err("trailers without grpc-status".into()),
+                Some(code) => Err(Box::new(Error::Status {
+                    code: Code::from(i32::try_from(code).unwrap_or(i32::MAX)),
+                    message: grpc_message,
+                })),
+                None => Err(Box::new(transport("trailers without grpc-status"))),
             });
         }
         Ok(())
@@ -429,14 +478,14 @@ impl GrpcStream {
     }
 
     /// Writes what is queued until done or the socket is full.
-    fn write_now(&mut self) -> Result<(), String> {
+    fn write_now(&mut self) -> Result<(), Error> {
         self.out.seal();
         while !self.out.is_empty() {
             let slices: Vec<IoSlice<'_>> = self.out.chunks.iter().take(64).map(|c| IoSlice::new(c)).collect();
             match self.socket.try_write_vectored(&slices) {
                 Ok(n) => self.out.advance(n),
                 Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
-                Err(error) => return Err(format!("write: {error}")),
+                Err(error) => return Err(transport(format!("write: {error}"))),
             }
         }
         Ok(())
@@ -445,44 +494,18 @@ impl GrpcStream {
 
 /// The length of the message whose 5-byte prefix starts `bytes`, if the
 /// prefix is whole.
-fn message_len(bytes: &[u8]) -> Result<Option<usize>, String> {
+fn message_len(bytes: &[u8]) -> Result<Option<usize>, Error> {
     let Some(prefix) = bytes.get(..5) else {
         return Ok(None);
     };
     if prefix[0] != 0 {
-        return Err("a compressed response message".into());
+        return Err(transport("a compressed response message"));
     }
     let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
     if len > MAX_MESSAGE {
-        return Err(format!("a response message of {len} bytes"));
+        return Err(transport(format!("a response message of {len} bytes")));
     }
     Ok(Some(len))
-}
-
-/// A gRPC status code's name.
-fn code_name(code: u32) -> String {
-    const NAMES: [&str; 17] = [
-        "Ok",
-        "Cancelled",
-        "Unknown",
-        "InvalidArgument",
-        "DeadlineExceeded",
-        "NotFound",
-        "AlreadyExists",
-        "PermissionDenied",
-        "ResourceExhausted",
-        "FailedPrecondition",
-        "Aborted",
-        "OutOfRange",
-        "Unimplemented",
-        "Internal",
-        "Unavailable",
-        "DataLoss",
-        "Unauthenticated",
-    ];
-    NAMES
-        .get(code as usize)
-        .map_or_else(|| format!("code {code}"), |name| name.to_string())
 }
 
 /// A `grpc-message` value, percent-decoded.
