@@ -21,7 +21,7 @@ use pilot_model::{
 };
 use pilot_routing::{LoadBalancer, Resolution, RoutingModel, SimpleLb, TrafficPolicy};
 
-use crate::security::SecurityPolicies;
+use crate::security::MeshTls;
 use crate::util::{ads, any, duration, socket};
 use crate::{ClusterName, Proxy};
 
@@ -37,7 +37,7 @@ pub(crate) fn clusters(
     proxy: &Proxy,
     registry: &dyn ServiceDiscovery,
     model: &RoutingModel,
-    security: Option<&SecurityPolicies>,
+    security: Option<MeshTls<'_>>,
 ) -> (Vec<Cluster>, Vec<ClusterLoadAssignment>) {
     // The passthrough serves captured traffic only.
     let captured = proxy.proxy_type == crate::ProxyType::Sidecar && proxy.capture.captures();
@@ -107,7 +107,7 @@ pub fn outbound(
     captured: bool,
     services: &[std::sync::Arc<Service>],
     model: &RoutingModel,
-    security: Option<&SecurityPolicies>,
+    security: Option<MeshTls<'_>>,
 ) -> Vec<Cluster> {
     let mut clusters = Vec::new();
     for service in services {
@@ -131,7 +131,7 @@ pub fn outbound(
                 }
                 let tls = policy.and_then(|p| p.tls.as_ref());
                 crate::upstream_tls::apply(&mut cluster, tls, &service.hostname);
-                if let Some(security) = security {
+                if let Some(security) = &security {
                     let sni = crate::sni_dnat::sni(
                         &service.hostname,
                         port.port,

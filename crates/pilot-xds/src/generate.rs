@@ -68,10 +68,10 @@ fn envoy_listeners_routes(
 
 /// The inbound side of a captured sidecar: a cluster and a listener for
 /// each of its own instances (with the RBAC filters of the authorization
-/// policies of `mesh` applying to it); of a proxyless gRPC proxy, the
+/// policies of `mesh`'s model applying to it); of a proxyless gRPC proxy, the
 /// listeners its xDS-enabled servers ask for (nothing for other proxies).
 /// A sidecar with SDS certificates accepts mutual TLS on its inbound
-/// listeners as the PeerAuthentications of `mesh` say; one without stays
+/// listeners as the PeerAuthentication modes of `mesh`'s model say; one without stays
 /// plaintext.
 pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfig) -> Resources {
     if proxy.generator == Generator::Grpc {
@@ -90,14 +90,10 @@ pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfi
                 labels.0.extend(instance.labels.0.clone());
                 match mesh.security_for(proxy) {
                     Some(security) => security.mtls_mode(namespace, &labels, instance.endpoint.port),
-                    None => pilot_api::security::MtlsMode::Disable,
+                    None => pilot_routing::MtlsMode::Disable,
                 }
             },
-            &rbac::Authorization::new(
-                &mesh.authorization_policies,
-                &mesh.security().root_namespace,
-                proxy,
-            ),
+            &rbac::Authorization::new(mesh.model().authorization(), proxy),
         ),
         ..Default::default()
     }

@@ -1,8 +1,9 @@
 //! Envoy xDS v3 configuration generated from pilot's services and routing
 //! rules: a pure function of a service registry snapshot, the routing
-//! model (`pilot_routing`, compiled from the routing objects by
-//! [`MeshConfig`]) and the proxy asking. Generation reads the model only,
-//! never the objects.
+//! model (`pilot_routing::RoutingModel`, compiled from the routing,
+//! Sidecar and security objects; held by [`MeshConfig`]) and the proxy
+//! asking. Generation reads the model only, never the objects: this crate
+//! does not depend on the crate that defines them.
 //!
 //! - CDS ([`Resources::clusters`]): an EDS cluster per service port and per
 //!   subset of the model, with its traffic policy's load balancing,
@@ -95,11 +96,7 @@ pub use rbac::{HTTP_RBAC_FILTER, NETWORK_RBAC_FILTER};
 pub use resources::Resources;
 pub use routes::{CORS_FILTER, FAULT_FILTER};
 pub use scope::{
-    BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope, ScopeKey, ScopeOrigin, ServiceIndex,
-    generate_scoped_inbound, generate_scoped_outbound, host_namespace, scope_in, scope_of, scoping_applies,
-    sidecar_for,
+    Applying, BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope, ScopeKey, ServiceIndex, generate_scoped_inbound,
+    generate_scoped_outbound, host_namespace, scope_in, scope_of, scoping_applies,
 };
-pub use sidecar_listeners::{
-    DefaultEndpoint, EgressPort, EgressSocket, InboundLimits, IngressPort, SidecarListeners,
-};
-pub use sidecar_tls::{IngressTls, IngressTlsMode};
+pub use sidecar_listeners::{EgressPort, EgressSocket, SidecarListeners};

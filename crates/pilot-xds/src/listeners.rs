@@ -169,7 +169,7 @@ fn outbound(
 /// with the RBAC filters of the authorization policies applying to them.
 pub(crate) fn inbound(
     own: &[ServiceInstance],
-    mtls: impl Fn(&ServiceInstance) -> pilot_api::security::MtlsMode,
+    mtls: impl Fn(&ServiceInstance) -> pilot_routing::MtlsMode,
     authz: &crate::rbac::Authorization,
 ) -> Vec<Listener> {
     let mut listeners = Vec::new();

@@ -1,5 +1,6 @@
-//! Authorization: the `AuthorizationPolicy` objects that apply to a
-//! workload, as Envoy's RBAC filters on its inbound listeners.
+//! Authorization: the authorization policies that apply to a workload
+//! (compiled, [`pilot_routing::AuthorizationPolicies`]), as Envoy's RBAC
+//! filters on its inbound listeners.
 //!
 //! A policy applies to the workloads of its namespace (of the mesh, in
 //! the root namespace, `istio-system` unless said otherwise) its selector
@@ -23,7 +24,6 @@
 //! rule is kept without them, as Istio does.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::core::v3::CidrRange;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, filter};
@@ -40,8 +40,11 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
     PathMatcher, RegexMatcher, StringMatcher, path_matcher, string_matcher,
 };
 use envoy_types::pb::google::protobuf::{Any, UInt32Value};
-use pilot_api::security::{Action, AuthorizationPolicy, Condition, Operation, Rule, Source};
-use pilot_model::{Config, Labels};
+use pilot_model::Labels;
+use pilot_routing::AuthorizationPolicies;
+use pilot_routing::authorization::{
+    Action, Attribute, Condition, Operation, Policy as AuthzPolicy, Rule, Source,
+};
 use prost::{Message, Name};
 
 use crate::Proxy;
@@ -57,8 +60,7 @@ const SPIFFE: &str = "spiffe://";
 /// The authorization policies of one push, for the inbound listeners of
 /// one workload namespace.
 pub(crate) struct Authorization<'a> {
-    policies: &'a [Arc<Config<AuthorizationPolicy>>],
-    root_namespace: &'a str,
+    policies: &'a AuthorizationPolicies,
     namespace: &'a str,
     labels: &'a Labels,
 }
@@ -66,16 +68,11 @@ pub(crate) struct Authorization<'a> {
 impl<'a> Authorization<'a> {
     /// The `policies` as they apply to the workloads of `proxy`: in its
     /// namespace (the first label of its domain), with its labels and its
-    /// instances' own; mesh-wide from `root_namespace`.
-    pub(crate) fn new(
-        policies: &'a [Arc<Config<AuthorizationPolicy>>],
-        root_namespace: &'a str,
-        proxy: &'a Proxy,
-    ) -> Self {
+    /// instances' own (mesh-wide ones included).
+    pub(crate) fn new(policies: &'a AuthorizationPolicies, proxy: &'a Proxy) -> Self {
         let namespace = proxy.domain.split('.').next().unwrap_or_default();
         Authorization {
             policies,
-            root_namespace,
             namespace,
             labels: &proxy.labels,
         }
@@ -85,20 +82,11 @@ impl<'a> Authorization<'a> {
     /// carrying `labels` into its inbound filter `chain` (an HTTP
     /// connection manager's, or a TCP proxy's); nothing when none applies.
     pub(crate) fn secure(&self, chain: &mut FilterChain, labels: &Labels) {
-        let mut labels_of_workload = self.labels.0.clone();
-        labels_of_workload.extend(labels.0.clone());
-        let applying: Vec<&Config<AuthorizationPolicy>> = self
+        let mut labels_of_workload = self.labels.clone();
+        labels_of_workload.0.extend(labels.0.clone());
+        let applying: Vec<&AuthzPolicy> = self
             .policies
-            .iter()
-            .filter(|p| {
-                p.spec.applies_to(
-                    &p.meta.namespace,
-                    self.root_namespace,
-                    self.namespace,
-                    &labels_of_workload,
-                )
-            })
-            .map(|p| &**p)
+            .applying(self.namespace, &labels_of_workload)
             .collect();
         if applying.is_empty() {
             return;
@@ -137,23 +125,19 @@ impl<'a> Authorization<'a> {
 /// The Envoy policies of `applying`, DENY first then ALLOW, each with its
 /// policies by name; an action no policy has is absent (but an ALLOW policy
 /// whose rules all are skipped still makes an ALLOW filter, denying all).
-pub(crate) fn rules(
-    applying: &[&Config<AuthorizationPolicy>],
-    tcp: bool,
-) -> Vec<(rbac::Action, BTreeMap<String, Policy>)> {
+pub(crate) fn rules(applying: &[&AuthzPolicy], tcp: bool) -> Vec<(rbac::Action, BTreeMap<String, Policy>)> {
     let mut deny = BTreeMap::new();
     let mut allow = None::<BTreeMap<String, Policy>>;
     for config in applying {
-        let (ns, name) = (&config.meta.namespace, &config.meta.name);
-        let target = match config.spec.action {
+        let (ns, name) = (&config.namespace, &config.name);
+        let target = match config.action {
             Action::Deny => &mut deny,
             Action::Allow => allow.get_or_insert_default(),
             // Refused by validation; never allowed through a filter.
-            Action::Audit | Action::Custom => continue,
+            _ => continue,
         };
-        for (index, rule) in config.spec.rules.iter().enumerate() {
-            let http_only = !rule.http_only_fields("").is_empty();
-            if tcp && http_only && config.spec.action == Action::Allow {
+        for (index, rule) in config.rules.iter().enumerate() {
+            if tcp && rule.http_only && config.action == Action::Allow {
                 continue;
             }
             target.insert(
@@ -179,21 +163,16 @@ pub(crate) fn policy(rule: &Rule, tcp: bool) -> Policy {
     if let Some(to) = &rule.to {
         let entries: Vec<Permission> = to
             .iter()
-            .filter_map(|to| to.operation.as_ref())
             .map(|operation| all_rules(operation_rules(operation, tcp)))
             .collect();
         permissions.push(any_rule(entries));
     }
     if let Some(from) = &rule.from {
-        let entries: Vec<Principal> = from
-            .iter()
-            .filter_map(|from| from.source.as_ref())
-            .map(|source| all_ids(source_ids(source)))
-            .collect();
+        let entries: Vec<Principal> = from.iter().map(|source| all_ids(source_ids(source))).collect();
         principals.push(any_id(entries));
     }
     for condition in &rule.when {
-        if tcp && condition.is_http_only() {
+        if tcp && condition.http_only {
             continue;
         }
         match condition_match(condition) {
@@ -227,8 +206,15 @@ fn operation_rules(operation: &Operation, tcp: bool) -> Vec<Permission> {
         field(&operation.paths, false, &path);
         field(&operation.not_paths, true, &path);
     }
-    field(&operation.ports, false, &port);
-    field(&operation.not_ports, true, &port);
+    let mut ports = |values: &[u32], negate: bool| {
+        if values.is_empty() {
+            return;
+        }
+        let matched = any_rule(values.iter().map(|p| port_number(*p)).collect());
+        rules.push(if negate { not_rule(matched) } else { matched });
+    };
+    ports(&operation.ports, false);
+    ports(&operation.not_ports, true);
     rules
 }
 
@@ -295,22 +281,19 @@ fn condition_match(condition: &Condition) -> Option<Match> {
             all_rules,
         ))
     };
-    if let Some(name) = condition.header() {
-        let name = name.to_ascii_lowercase();
-        return Some(ids(&|value| Principal {
-            identifier: Some(principal::Identifier::Header(header(&name, value, false))),
-        }));
-    }
-    Some(match condition.key.as_str() {
-        "source.ip" => ids(&direct_ip),
-        "remote.ip" => ids(&remote_ip),
-        "source.namespace" => ids(&peer_namespace),
-        "source.principal" => ids(&peer_principal),
-        "destination.ip" => rules(&|value| Permission {
+    Some(match &condition.attribute {
+        Attribute::Header(name) => ids(&|value| Principal {
+            identifier: Some(principal::Identifier::Header(header(name, value, false))),
+        }),
+        Attribute::SourceIp => ids(&direct_ip),
+        Attribute::RemoteIp => ids(&remote_ip),
+        Attribute::SourceNamespace => ids(&peer_namespace),
+        Attribute::SourcePrincipal => ids(&peer_principal),
+        Attribute::DestinationIp => rules(&|value| Permission {
             rule: Some(permission::Rule::DestinationIp(cidr(value))),
         }),
-        "destination.port" => rules(&port),
-        "connection.sni" => rules(&|value| Permission {
+        Attribute::DestinationPort => rules(&port),
+        Attribute::ConnectionSni => rules(&|value| Permission {
             rule: Some(permission::Rule::RequestedServerName(string_match(
                 value, "", false,
             ))),
@@ -341,8 +324,12 @@ fn path(value: &str) -> Permission {
 }
 
 fn port(value: &str) -> Permission {
+    port_number(value.parse().unwrap_or(0))
+}
+
+fn port_number(port: u32) -> Permission {
     Permission {
-        rule: Some(permission::Rule::DestinationPort(value.parse().unwrap_or(0))),
+        rule: Some(permission::Rule::DestinationPort(port)),
     }
 }
 

@@ -6,12 +6,9 @@
 //! - What a namespace can see at all: the services exported to it (a
 //!   service's `exportTo`, else the mesh default) and the VirtualServices
 //!   and DestinationRules exported to it
-//!   ([`RoutingConfigs::visible_to`]).
-//! - Which Sidecar applies to a proxy of namespace `ns` with labels `l`:
-//!   the first (by name) Sidecar of `ns` whose workload selector matches
-//!   `l`; else the selector-less Sidecar of `ns` (the namespace default);
-//!   else the selector-less Sidecar of the root namespace (the mesh
-//!   default); else none.
+//!   ([`pilot_routing::RoutingConfigs::visible_to`]).
+//! - Which Sidecar applies to a proxy: the model says
+//!   ([`RoutingModel::sidecar_for`]), from the Sidecars compiled into it.
 //! - With a Sidecar, the scope holds the visible hosts its egress
 //!   listeners import (`namespace/dnsName`: a service's namespace is the
 //!   second label of its hostname; external hosts of egress rules have no
@@ -43,9 +40,11 @@ use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, Route, RouteMatch, VirtualHost, route, route_match,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
-use pilot_api::networking::{EgressHost, NamespaceSelector, OutboundMode, Sidecar, is_public};
-use pilot_model::{Config, Labels, RegistrySnapshot, Service, ServiceDiscovery, ServiceInstance};
-use pilot_routing::{RoutingConfigs, RoutingModel};
+use pilot_model::{RegistrySnapshot, Service, ServiceDiscovery, ServiceInstance};
+use pilot_routing::{
+    EgressHost, NamespaceSelector, OutboundMode, RoutingModel, ScopeOrigin, SidecarScope, exported_to,
+    host_matches, is_public,
+};
 
 use crate::clusters::{CONNECT_TIMEOUT, PASSTHROUGH};
 use crate::generate::generate_outbound;
@@ -60,51 +59,6 @@ pub const BLACK_HOLE: &str = "BlackHoleCluster";
 /// The virtual host `REGISTRY_ONLY` adds to each outbound HTTP route
 /// configuration: any host no other virtual host matches is answered 502.
 pub const BLOCK_ALL: &str = "block_all";
-
-/// What decided a proxy's scope.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ScopeOrigin {
-    /// No Sidecar applies: every host visible in the namespace.
-    NoSidecar,
-    /// A Sidecar whose workload selector matched the proxy.
-    Workload {
-        /// The Sidecar's namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-    },
-    /// The proxy's namespace's default Sidecar (no selector).
-    NamespaceDefault {
-        /// The Sidecar's namespace.
-        namespace: String,
-        /// Its name.
-        name: String,
-    },
-    /// The root namespace's default Sidecar (no selector).
-    MeshDefault {
-        /// The root namespace.
-        namespace: String,
-        /// The Sidecar's name.
-        name: String,
-    },
-}
-
-impl std::fmt::Display for ScopeOrigin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ScopeOrigin::NoSidecar => f.write_str("no Sidecar: every host visible in the namespace"),
-            ScopeOrigin::Workload { namespace, name } => {
-                write!(f, "Sidecar {namespace}/{name} (workload selector)")
-            }
-            ScopeOrigin::NamespaceDefault { namespace, name } => {
-                write!(f, "Sidecar {namespace}/{name} (namespace default)")
-            }
-            ScopeOrigin::MeshDefault { namespace, name } => {
-                write!(f, "Sidecar {namespace}/{name} (mesh default, root namespace)")
-            }
-        }
-    }
-}
 
 /// Why a host is in a scope.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -218,71 +172,17 @@ impl Hash for ScopeKey {
     }
 }
 
-/// True when some proxy may see less than the whole mesh: some Sidecar
-/// exists, or some service, VirtualService or DestinationRule is not
-/// exported to every namespace. When false every scope is the whole mesh
-/// and generation need not look at scopes.
-pub fn scoping_applies(registry: &dyn ServiceDiscovery, configs: &RoutingConfigs) -> bool {
-    !configs.sidecars.is_empty()
-        || configs.restricts_visibility()
+/// True when some proxy may see less than the whole mesh: `model` (the
+/// push's) has some Sidecar, or some service, VirtualService or
+/// DestinationRule is not exported to every namespace. When false every
+/// scope is the whole mesh and generation need not look at scopes.
+pub fn scoping_applies(registry: &dyn ServiceDiscovery, model: &RoutingModel) -> bool {
+    !model.sidecars().is_empty()
+        || model.restricts_visibility()
         || registry
             .services()
             .iter()
-            .any(|s| !is_public(&s.export_to, &configs.default_export_to))
-}
-
-/// The Sidecar that applies to a proxy of `namespace` whose workload has
-/// `labels`, with what made it apply.
-pub fn sidecar_for<'a>(
-    configs: &'a RoutingConfigs,
-    namespace: &str,
-    labels: &Labels,
-) -> Option<(&'a Config<Sidecar>, ScopeOrigin)> {
-    let mut sidecars: Vec<&Config<Sidecar>> = configs
-        .sidecars
-        .iter()
-        .filter(|s| s.meta.namespace == namespace || s.meta.namespace == configs.root_namespace)
-        .map(|s| &**s)
-        .collect();
-    sidecars.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
-    let origin = |s: &Config<Sidecar>, make: fn(String, String) -> ScopeOrigin| {
-        make(s.meta.namespace.clone(), s.meta.name.clone())
-    };
-    if let Some(s) = sidecars.iter().find(|s| {
-        s.meta.namespace == namespace
-            && s.spec.workload_selector.as_ref().is_some_and(|selector| {
-                selector
-                    .match_labels
-                    .iter()
-                    .all(|(k, v)| labels.get(k) == Some(v.as_str()))
-            })
-    }) {
-        return Some((
-            s,
-            origin(s, |namespace, name| ScopeOrigin::Workload { namespace, name }),
-        ));
-    }
-    let default_of = |ns: &str| {
-        sidecars
-            .iter()
-            .find(|s| s.meta.namespace == ns && s.spec.workload_selector.is_none())
-            .copied()
-    };
-    if let Some(s) = default_of(namespace) {
-        return Some((
-            s,
-            origin(s, |namespace, name| ScopeOrigin::NamespaceDefault {
-                namespace,
-                name,
-            }),
-        ));
-    }
-    default_of(&configs.root_namespace).map(|s| {
-        (
-            s,
-            origin(s, |namespace, name| ScopeOrigin::MeshDefault { namespace, name }),
-        )
-    })
+            .any(|s| !is_public(&s.export_to, model.default_export_to()))
 }
 
 /// The namespace of a service's hostname (its second label), if it has one.
@@ -373,38 +273,44 @@ impl ServiceIndex {
     }
 }
 
+/// The Sidecar applying to a proxy, with what made it apply
+/// ([`RoutingModel::sidecar_for`]).
+pub type Applying<'a> = (&'a Arc<SidecarScope>, ScopeOrigin);
+
 /// The scope of a proxy of `namespace` that `sidecar` applies to (none:
-/// every visible host), over `registry` and `model` (the model of what
-/// the namespace sees). [`scope_in`] over an index of `registry`'s
-/// services.
+/// every visible host), over `registry` and `view` (the model of what the
+/// namespace sees), `mesh` being the push's configuration. [`scope_in`]
+/// over an index of `registry`'s services.
 pub fn scope_of(
     namespace: &str,
-    sidecar: Option<(&Config<Sidecar>, ScopeOrigin)>,
+    sidecar: Option<Applying<'_>>,
     registry: &dyn ServiceDiscovery,
-    configs: &RoutingConfigs,
-    model: &RoutingModel,
+    mesh: &MeshConfig,
+    view: &RoutingModel,
 ) -> ProxyScope {
-    scope_in(namespace, sidecar, &ServiceIndex::new(registry), configs, model)
+    scope_in(namespace, sidecar, &ServiceIndex::new(registry), mesh, view)
 }
 
 /// The scope of a proxy of `namespace` that `sidecar` applies to (none:
-/// every visible host), over the registry `services` index and `model`
-/// (the model of what the namespace sees).
+/// every visible host), over the registry `services` index and `view`
+/// (the model of what the namespace sees: its own when some rule is not
+/// exported everywhere), `mesh` being the push's configuration (whose
+/// model says whether namespaces have views of their own).
 pub fn scope_in(
     namespace: &str,
-    sidecar: Option<(&Config<Sidecar>, ScopeOrigin)>,
+    sidecar: Option<Applying<'_>>,
     services: &ServiceIndex,
-    configs: &RoutingConfigs,
-    model: &RoutingModel,
+    mesh: &MeshConfig,
+    view: &RoutingModel,
 ) -> ProxyScope {
-    let default = &configs.default_export_to;
+    let default = mesh.model().default_export_to();
     let visible = |i: usize| {
         let (service, owner) = services.service(i);
-        pilot_api::networking::exported_to(&service.export_to, owner.unwrap_or_default(), default, namespace)
+        exported_to(&service.export_to, owner.unwrap_or_default(), default, namespace)
     };
     // External hosts have no namespace and are visible everywhere.
-    let external = model.external_services();
-    let own_view = configs.restricts_visibility();
+    let external = view.external_services();
+    let own_view = mesh.model().restricts_visibility();
     let Some((sidecar, origin)) = sidecar else {
         let mut hosts = BTreeMap::new();
         for i in (0..services.len()).filter(|&i| visible(i)) {
@@ -422,22 +328,13 @@ pub fn scope_in(
             listeners: None,
         };
     };
-    let entries: Vec<(String, EgressHost)> = sidecar
-        .spec
-        .egress
-        .iter()
-        .flat_map(|l| &l.hosts)
-        .filter_map(|h| Some((h.clone(), EgressHost::parse(h).ok()?)))
-        .collect();
+    let entries: Vec<(&String, &EgressHost)> = sidecar.imports.iter().map(|i| (&i.text, &i.host)).collect();
     // A Sidecar's `.` is its own namespace (the root namespace's, for the
     // mesh default, as Istio reads it).
-    let sidecar_namespace = sidecar.meta.namespace.as_str();
+    let sidecar_namespace = sidecar.namespace.as_str();
     let imports = |entry: &EgressHost, host: &str, host_ns: Option<&str>| match host_ns {
         Some(ns) => entry.imports(sidecar_namespace, ns, host),
-        None => {
-            entry.namespace == pilot_api::networking::NamespaceSelector::Any
-                && pilot_api::networking::host_matches(&entry.host, host)
-        }
+        None => entry.namespace == NamespaceSelector::Any && host_matches(&entry.host, host),
     };
     // The services some entry may import, looked up, in the registry's
     // order; then the external hosts. A host listed twice (a service and
@@ -455,7 +352,7 @@ pub fn scope_in(
     let mut hosts = BTreeMap::new();
     let mut import = |host: &str, host_ns: Option<&str>| {
         if let Some((text, _)) = entries.iter().find(|(_, entry)| imports(entry, host, host_ns)) {
-            hosts.insert(host.to_string(), HostReason::Imported(text.clone()));
+            hosts.insert(host.to_string(), HostReason::Imported((*text).clone()));
         }
     };
     for i in candidates.into_iter().filter(|&i| visible(i)) {
@@ -481,7 +378,7 @@ pub fn scope_in(
     // Route targets, to a fixed point.
     let mut frontier: Vec<String> = hosts.keys().cloned().collect();
     while let Some(host) = frontier.pop() {
-        for target in model.route_targets(&host) {
+        for target in view.route_targets(&host) {
             if !hosts.contains_key(&target) && namespace_of(&target).is_some() {
                 hosts.insert(target.clone(), HostReason::RouteTarget(host.clone()));
                 frontier.push(target);
@@ -499,7 +396,7 @@ pub fn scope_in(
         .map(|(h, _)| h.clone())
         .collect();
     let listeners = SidecarListeners::of(
-        &sidecar.spec,
+        sidecar,
         hosts.keys(),
         |entries, host| {
             let host_ns = namespaces.get(host).copied().flatten();
@@ -511,7 +408,7 @@ pub fn scope_in(
     ProxyScope {
         namespace: namespace.to_string(),
         origin,
-        outbound: sidecar.spec.outbound_mode(),
+        outbound: sidecar.outbound,
         hosts,
         own_view,
         listeners,
@@ -584,13 +481,9 @@ pub fn generate_scoped_inbound(
             &listeners.ingress,
             |labels, port| match mesh.security_for(proxy) {
                 Some(security) => security.mtls_mode(namespace, labels, port),
-                None => pilot_api::security::MtlsMode::Disable,
+                None => pilot_routing::MtlsMode::Disable,
             },
-            &crate::rbac::Authorization::new(
-                &mesh.authorization_policies,
-                &mesh.security().root_namespace,
-                proxy,
-            ),
+            &crate::rbac::Authorization::new(mesh.model().authorization(), proxy),
         );
         Resources {
             clusters,

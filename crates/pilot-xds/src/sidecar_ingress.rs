@@ -22,13 +22,12 @@ use envoy_types::pb::envoy::config::listener::v3::Listener;
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager;
 use envoy_types::pb::google::protobuf::UInt32Value;
-use pilot_api::security::MtlsMode;
 use pilot_model::{Labels, Protocol, ServiceInstance};
+use pilot_routing::{DefaultEndpoint, InboundLimits, IngressPort, MtlsMode};
 
 use crate::clusters::{base, set_protocol};
 use crate::listeners::{http_filter_chain, listener, route_to, tcp_filter_chain};
 use crate::rbac::Authorization;
-use crate::sidecar_listeners::{DefaultEndpoint, InboundLimits, IngressPort};
 use crate::util::socket;
 use crate::{ClusterName, Proxy};
 
@@ -100,7 +99,7 @@ pub(crate) fn ingress_listeners(
         match &port.tls {
             Some(tls) => {
                 for chain in &mut inbound.filter_chains {
-                    chain.transport_socket = tls.transport_socket(protocol);
+                    chain.transport_socket = crate::sidecar_tls::transport_socket(tls, protocol);
                 }
             }
             None => crate::security::secure_inbound(&mut inbound, mtls(&labels, port.port)),

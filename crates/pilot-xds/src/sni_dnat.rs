@@ -31,9 +31,8 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch};
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
-use pilot_api::networking::host_matches;
 use pilot_model::{Labels, Protocol, Service, ServiceDiscovery};
-use pilot_routing::{IngressServer, RoutingModel, ServerHost, ServerTlsMode};
+use pilot_routing::{IngressServer, RoutingModel, ServerHost, ServerTlsMode, host_matches};
 
 use crate::util::ads;
 use crate::{ClusterName, Proxy};

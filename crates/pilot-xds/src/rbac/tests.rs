@@ -1,7 +1,11 @@
 //! The translation of each rule construct, pinned as a compact rendering
 //! of the Envoy policy (`and(..)`, `or(..)`, `not(..)`, matchers).
 
-use pilot_api::security::AuthorizationPolicy;
+use std::sync::Arc;
+
+use pilot_api::security::{AuthorizationPolicy, Rule as ApiRule};
+use pilot_model::Config;
+use pilot_routing::RoutingConfigs;
 
 use super::*;
 
@@ -76,14 +80,19 @@ fn id(p: &Principal) -> String {
 
 /// `permission | principal` of the rule's one policy.
 fn render(rule_json: serde_json::Value, tcp: bool) -> String {
-    let parsed: Rule = serde_json::from_value(rule_json).unwrap();
-    let policy = policy(&parsed, tcp);
+    let parsed: ApiRule = serde_json::from_value(rule_json).unwrap();
+    let policy = policy(&Rule::of(&parsed), tcp);
     assert_eq!((policy.permissions.len(), policy.principals.len()), (1, 1));
     format!("{} | {}", rule(&policy.permissions[0]), id(&policy.principals[0]))
 }
 
-fn config(namespace: &str, name: &str, spec: serde_json::Value) -> Config<AuthorizationPolicy> {
-    Config::new(namespace, name, serde_json::from_value(spec).unwrap())
+/// The policy `spec`, compiled.
+fn config(namespace: &str, name: &str, spec: serde_json::Value) -> AuthzPolicy {
+    let object: Config<AuthorizationPolicy> =
+        Config::new(namespace, name, serde_json::from_value(spec).unwrap());
+    let mut configs = RoutingConfigs::default();
+    configs.authorization_policies = vec![Arc::new(object)];
+    configs.compile().authorization().policies()[0].clone()
 }
 
 #[test]
@@ -199,8 +208,8 @@ fn on_tcp_http_only_fields_are_left_out_of_a_rule() {
     );
 }
 
-fn actions(policies: &[Config<AuthorizationPolicy>], tcp: bool) -> Vec<(rbac::Action, Vec<String>)> {
-    let applying: Vec<&Config<AuthorizationPolicy>> = policies.iter().collect();
+fn actions(policies: &[AuthzPolicy], tcp: bool) -> Vec<(rbac::Action, Vec<String>)> {
+    let applying: Vec<&AuthzPolicy> = policies.iter().collect();
     rules(&applying, tcp)
         .into_iter()
         .map(|(action, policies)| (action, policies.into_keys().collect()))
@@ -274,10 +283,10 @@ fn the_encoding_decodes_to_the_policies_and_never_changes() {
     use serde_json::json;
     let policies: BTreeMap<String, Policy> = (0..8)
         .map(|i| {
-            let rule: Rule =
+            let rule: ApiRule =
                 serde_json::from_value(json!({"to": [{"operation": {"ports": [format!("{}", 9000 + i)]}}]}))
                     .unwrap();
-            (format!("rule-{i}"), policy(&rule, false))
+            (format!("rule-{i}"), policy(&Rule::of(&rule), false))
         })
         .collect();
     let first = http_rbac(rbac::Action::Allow, &policies);

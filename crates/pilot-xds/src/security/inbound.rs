@@ -23,7 +23,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, common_tls_context,
 };
 use envoy_types::pb::google::protobuf::{Any, BoolValue};
-use pilot_api::security::MtlsMode;
+use pilot_routing::MtlsMode;
 use prost::Message;
 
 use super::{DEFAULT_SECRET, ROOT_SECRET, SDS_CLUSTER};

@@ -1,8 +1,9 @@
 //! Mutual TLS between workloads: which mode a workload's inbound port
-//! accepts ([`SecurityPolicies::mtls_mode`], from the PeerAuthentications
-//! with Istio's precedence), the inbound filter chains each mode makes
-//! (`inbound.rs`) and the outbound clusters that originate mutual TLS
-//! with the workload certificates (`outbound.rs`).
+//! accepts (the model's PeerAuthentication modes,
+//! [`pilot_routing::PeerAuthentications`]), the inbound filter chains each
+//! mode makes (`inbound.rs`) and the outbound clusters that originate
+//! mutual TLS with the workload certificates (`outbound.rs`), read
+//! through [`MeshTls`].
 //!
 //! Certificates come over SDS from the proxy's agent: [`DEFAULT_SECRET`]
 //! (the workload's chain and key) and [`ROOT_SECRET`] (the root that
@@ -11,18 +12,19 @@
 //!
 //! ```
 //! use pilot_model::Labels;
-//! use pilot_api::security::MtlsMode;
-//! use pilot_xds::security::SecurityPolicies;
-//! let policies = SecurityPolicies::default();
+//! use pilot_routing::MtlsMode;
+//! use pilot_xds::MeshConfig;
+//! let mesh = MeshConfig::default();
 //! // No PeerAuthentication: PERMISSIVE, as in Istio.
-//! assert_eq!(policies.mtls_mode("default", &Labels::new(), 9080), MtlsMode::Permissive);
+//! assert_eq!(mesh.mesh_tls().mtls_mode("default", &Labels::new(), 9080), MtlsMode::Permissive);
+//! assert_eq!(mesh.mesh_tls().spiffe_id("default", "reviews"), "spiffe://cluster.local/ns/default/sa/reviews");
 //! ```
 
 mod inbound;
 mod outbound;
 
-use pilot_api::security::{MtlsMode, PeerAuthentication};
-use pilot_model::{Config, ConfigKind, DynConfig, Labels, StoreError};
+use pilot_model::Labels;
+use pilot_routing::{MtlsMode, PeerAuthentications};
 
 pub(crate) use inbound::secure_inbound;
 pub(crate) use outbound::{endpoint_metadata, secure_outbound};
@@ -42,68 +44,25 @@ pub const TLS_MODE_LABEL: &str = "security.istio.io/tlsMode";
 /// The value of [`TLS_MODE_LABEL`] for instances in the mesh.
 pub const TLS_MODE_ISTIO: &str = "istio";
 
-/// The security objects of one push, with the mesh settings they are read
-/// with.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct SecurityPolicies {
-    /// Every PeerAuthentication.
-    pub peer_authentications: Vec<Config<PeerAuthentication>>,
-    /// The namespace of mesh-wide policy (`--root-namespace`).
-    pub root_namespace: String,
-    /// The trust domain of workload identities (`--trust-domain`).
-    pub trust_domain: String,
+/// What mutual TLS between workloads is generated from: the compiled
+/// PeerAuthentication modes and the trust domain of workload identities
+/// ([`MeshConfig::mesh_tls`](crate::MeshConfig::mesh_tls)).
+#[derive(Debug, Clone, Copy)]
+pub struct MeshTls<'a> {
+    modes: &'a PeerAuthentications,
+    trust_domain: &'a str,
 }
 
-impl Default for SecurityPolicies {
-    fn default() -> Self {
-        SecurityPolicies {
-            peer_authentications: Vec::new(),
-            root_namespace: DEFAULT_ROOT_NAMESPACE.into(),
-            trust_domain: DEFAULT_TRUST_DOMAIN.into(),
-        }
-    }
-}
-
-impl SecurityPolicies {
-    /// The security kinds among `configs`, typed; other kinds are ignored.
-    /// Fails on an object that does not decode as its kind.
-    pub fn from_configs<'a>(configs: impl IntoIterator<Item = &'a DynConfig>) -> Result<Self, StoreError> {
-        let mut out = SecurityPolicies::default();
-        for config in configs {
-            if config.meta.kind == PeerAuthentication::KIND {
-                out.peer_authentications.push(Config::from_dyn(config)?);
-            }
-        }
-        Ok(out)
+impl<'a> MeshTls<'a> {
+    /// The modes `modes`, identities in `trust_domain`.
+    pub fn new(modes: &'a PeerAuthentications, trust_domain: &'a str) -> Self {
+        MeshTls { modes, trust_domain }
     }
 
     /// The mode a workload of `namespace` with `labels` accepts on its
-    /// port `port` (the instance's own port, as `portLevelMtls` names it):
-    /// the oldest PeerAuthentication selecting the workload (its port-level
-    /// mode first), then its namespace's, then the mesh's (the root
-    /// namespace's, no selector); a level whose mode is unset inherits.
-    /// PERMISSIVE when none says: never [`MtlsMode::Unset`].
+    /// port `port` ([`PeerAuthentications::mtls_mode`]).
     pub fn mtls_mode(&self, namespace: &str, labels: &Labels, port: u16) -> MtlsMode {
-        let set = |mode: MtlsMode| (mode != MtlsMode::Unset).then_some(mode);
-        let workload = self.oldest(|c| {
-            c.meta.namespace == namespace && c.spec.selector.as_ref().is_some_and(|s| s.matches(&labels.0))
-        });
-        let from_workload = workload.and_then(|c| {
-            c.spec
-                .port_level_mtls
-                .get(&u32::from(port))
-                .and_then(|m| set(m.mode))
-                .or_else(|| c.spec.mtls.as_ref().and_then(|m| set(m.mode)))
-        });
-        let level = |ns: &str| {
-            self.oldest(|c| c.meta.namespace == ns && c.spec.selector.is_none())
-                .and_then(|c| c.spec.mtls.as_ref().and_then(|m| set(m.mode)))
-        };
-        from_workload
-            .or_else(|| level(namespace))
-            .or_else(|| level(&self.root_namespace))
-            .unwrap_or(MtlsMode::Permissive)
+        self.modes.mtls_mode(namespace, labels, port)
     }
 
     /// The SPIFFE identity of a service account of `namespace`.
@@ -112,20 +71,6 @@ impl SecurityPolicies {
             "spiffe://{}/ns/{namespace}/sa/{service_account}",
             self.trust_domain
         )
-    }
-
-    /// The oldest policy `wanted` accepts (then the first by name), as
-    /// Istio picks among conflicting ones.
-    fn oldest(
-        &self,
-        wanted: impl Fn(&Config<PeerAuthentication>) -> bool,
-    ) -> Option<&Config<PeerAuthentication>> {
-        self.peer_authentications
-            .iter()
-            .filter(|c| wanted(c))
-            .min_by(|a, b| {
-                (a.meta.creation_timestamp, &a.meta.name).cmp(&(b.meta.creation_timestamp, &b.meta.name))
-            })
     }
 }
 

@@ -28,12 +28,12 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
 use envoy_types::pb::google::protobuf::{Struct, Value, value};
-use pilot_api::security::MtlsMode;
 use pilot_model::{Labels, Service, ServiceInstance};
+use pilot_routing::MtlsMode;
 use pilot_routing::{ClientTls, TlsMode};
 
 use super::inbound::{mesh_tls_context, sds};
-use super::{ROOT_SECRET, SecurityPolicies, TLS_MODE_ISTIO, TLS_MODE_LABEL, namespace_of};
+use super::{MeshTls, ROOT_SECRET, TLS_MODE_ISTIO, TLS_MODE_LABEL, namespace_of};
 use crate::util::any;
 
 /// Where Envoy reads an endpoint's transport socket match.
@@ -51,7 +51,7 @@ pub(crate) fn secure_outbound(
     subset: &Labels,
     sni: &str,
     tls: Option<&ClientTls>,
-    security: &SecurityPolicies,
+    security: &MeshTls,
 ) {
     match tls.map(|t| t.mode) {
         Some(TlsMode::IstioMutual) => cluster.transport_socket = Some(upstream_tls(service, sni, security)),
@@ -105,7 +105,7 @@ fn tls_mode_struct() -> Struct {
 /// Mutual TLS with the workload certificate, sending `sni`; the server
 /// must chain to the mesh root and, when the service's accounts are known,
 /// carry one of their SPIFFE identities.
-fn upstream_tls(service: &Service, sni: &str, security: &SecurityPolicies) -> TransportSocket {
+fn upstream_tls(service: &Service, sni: &str, security: &MeshTls) -> TransportSocket {
     let namespace = namespace_of(&service.hostname);
     let sans = service
         .service_accounts
