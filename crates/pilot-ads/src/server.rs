@@ -140,7 +140,7 @@ impl XdsServer {
             match scopes.scope(proxy, &own, &snapshot.registry, &snapshot.rules) {
                 Some(scope) => (*scope).clone(),
                 // Nothing restricts anyone: every host.
-                None => pilot_xds::scope_of(
+                None => pilot_xds::serving::scope_of(
                     &crate::push::proxy_namespace(proxy),
                     None,
                     &*snapshot.registry,

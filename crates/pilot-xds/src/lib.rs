@@ -21,8 +21,9 @@
 //!   the model's ingress servers; a Sidecar's egress listeners with a
 //!   port (at their bind, bound under `captureMode: NONE`) and ingress
 //!   listeners (to their default endpoint) under a scope
-//!   ([`generate_scoped_outbound`], [`generate_scoped_inbound`]). HTTP gets the connection manager (RDS; fault, CORS and
-//!   router filters), TCP a TCP proxy.
+//!   ([`serving::generate_scoped_outbound`],
+//!   [`serving::generate_scoped_inbound`]). HTTP gets the connection
+//!   manager (RDS; fault, CORS and router filters), TCP a TCP proxy.
 //! - RDS ([`Resources::routes`]): a route configuration per outbound HTTP
 //!   port (services' and egress rules' HTTP ports) with a virtual host per
 //!   service and per egress host (`*.foo.com`, `*` included), the model's
@@ -46,35 +47,28 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
-mod clusters;
-mod egress;
+// The layers, lowest first (`tests/module_layers.rs` checks that each
+// imports only those below it, and that no file imports one that
+// imports it): the vocabulary generation takes and gives; leaf builders
+// (`build/`); sidecar assembly (`sidecar/`); gateway assembly
+// (`gateway/`); and on top scopes, proxyless gRPC, whole generation and
+// the parts pilot-ads assembles (`serving`).
 mod error;
-mod gateway;
-mod gateway_l4;
-mod generate;
-mod grpcgen;
-mod hash_policy;
-mod l4;
-mod listeners;
 mod mesh;
 mod names;
-pub mod parts;
 mod proxy;
-mod rbac;
-mod resolved;
 mod resources;
-mod routes;
-mod scope;
-pub mod security;
-mod sidecar_egress;
-mod sidecar_ingress;
-mod sidecar_listeners;
-mod sidecar_tls;
-mod sidecar_unix;
-mod sni_dnat;
-mod upstream_tls;
-mod util;
 
+mod build;
+
+mod sidecar;
+
+mod gateway;
+
+mod generate;
+mod grpcgen;
+mod scope;
+pub mod serving;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
@@ -84,19 +78,17 @@ pub mod testing;
 /// always match.
 pub use envoy_types;
 
-pub use clusters::PASSTHROUGH;
+pub use build::cluster::PASSTHROUGH;
+pub use build::rbac::{HTTP_RBAC_FILTER, NETWORK_RBAC_FILTER};
+pub use build::routes::{CORS_FILTER, FAULT_FILTER};
+pub use build::security;
 pub use error::XdsError;
 pub use generate::generate;
 pub use grpcgen::GRPC_SERVER_LISTENER_PREFIX;
 pub use mesh::MeshConfig;
-pub use names::{ClusterName, Direction, route_config_name};
+pub use names::{ClusterName, Direction, host_namespace, route_config_name};
 pub use pilot_proxy_api::{InterceptionMode, ProxyType};
 pub use proxy::{Generator, Proxy};
-pub use rbac::{HTTP_RBAC_FILTER, NETWORK_RBAC_FILTER};
 pub use resources::Resources;
-pub use routes::{CORS_FILTER, FAULT_FILTER};
-pub use scope::{
-    Applying, BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope, ScopeKey, ServiceIndex, generate_scoped_inbound,
-    generate_scoped_outbound, host_namespace, scope_in, scope_of, scoping_applies,
-};
-pub use sidecar_listeners::{EgressPort, EgressSocket, SidecarListeners};
+pub use scope::{BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope};
+pub use sidecar::layout::{EgressPort, EgressSocket, SidecarListeners};

@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
-use pilot_model::DynConfig;
-use pilot_routing::{RoutingConfigs, RoutingModel};
+use pilot_model::{DynConfig, Labels};
+use pilot_routing::{MtlsMode, PeerAuthentications, RoutingConfigs, RoutingModel};
 
 use crate::XdsError;
-use crate::security::{DEFAULT_TRUST_DOMAIN, MeshTls};
+
+/// The trust domain of workload identities, unless configured otherwise.
+pub const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
 
 /// The configuration of one push as generation reads it: the compiled
 /// [`RoutingModel`] (shared by clones) and the trust domain of workload
@@ -99,5 +101,35 @@ impl MeshConfig {
     /// gRPC one.
     pub fn security_for(&self, proxy: &crate::Proxy) -> Option<MeshTls<'_>> {
         (proxy.sds && proxy.generator == crate::Generator::Envoy).then(|| self.mesh_tls())
+    }
+}
+
+/// What mutual TLS between workloads is generated from: the compiled
+/// PeerAuthentication modes and the trust domain of workload identities
+/// ([`MeshConfig::mesh_tls`](crate::MeshConfig::mesh_tls)).
+#[derive(Debug, Clone, Copy)]
+pub struct MeshTls<'a> {
+    modes: &'a PeerAuthentications,
+    trust_domain: &'a str,
+}
+
+impl<'a> MeshTls<'a> {
+    /// The modes `modes`, identities in `trust_domain`.
+    pub fn new(modes: &'a PeerAuthentications, trust_domain: &'a str) -> Self {
+        MeshTls { modes, trust_domain }
+    }
+
+    /// The mode a workload of `namespace` with `labels` accepts on its
+    /// port `port` ([`PeerAuthentications::mtls_mode`]).
+    pub fn mtls_mode(&self, namespace: &str, labels: &Labels, port: u16) -> MtlsMode {
+        self.modes.mtls_mode(namespace, labels, port)
+    }
+
+    /// The SPIFFE identity of a service account of `namespace`.
+    pub fn spiffe_id(&self, namespace: &str, service_account: &str) -> String {
+        format!(
+            "spiffe://{}/ns/{namespace}/sa/{service_account}",
+            self.trust_domain
+        )
     }
 }

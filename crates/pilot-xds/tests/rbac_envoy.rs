@@ -23,7 +23,7 @@ use pilot_xds::envoy_types::pb::envoy::config::core::v3::{DataSource, data_sourc
 use pilot_xds::envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CertificateValidationContext, DownstreamTlsContext, Secret, TlsCertificate, common_tls_context, secret,
 };
-use pilot_xds::parts::generate_inbound;
+use pilot_xds::serving::generate_inbound;
 use pilot_xds::{MeshConfig, Proxy, Resources, testing};
 use prost::Message;
 

@@ -11,10 +11,8 @@ use pilot_api::networking::OutboundMode;
 use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, ServiceDiscovery};
 use pilot_routing::{RoutingConfigs, ScopeOrigin};
 use pilot_store_memory::MemoryServiceRegistry;
-use pilot_xds::{
-    BLACK_HOLE, HostReason, MeshConfig, PASSTHROUGH, Proxy, generate, generate_scoped_outbound, scope_of,
-    scoping_applies,
-};
+use pilot_xds::serving::{generate_scoped_outbound, scope_of, scoping_applies};
+use pilot_xds::{BLACK_HOLE, HostReason, MeshConfig, PASSTHROUGH, Proxy, generate};
 use support::sidecar::configs;
 
 const A1: &str = "a1.a.svc.cluster.local";

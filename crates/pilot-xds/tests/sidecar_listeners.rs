@@ -22,10 +22,8 @@ use pilot_model::{Config, Labels, NetworkEndpoint, RegistrySnapshot, ServiceDisc
 use pilot_routing::RoutingConfigs;
 use pilot_test_support::envoy_binary;
 use pilot_xds::envoy_types;
-use pilot_xds::{
-    MeshConfig, Proxy, ProxyScope, Resources, generate_scoped_inbound, generate_scoped_outbound, scope_of,
-    testing,
-};
+use pilot_xds::serving::{generate_scoped_inbound, generate_scoped_outbound, scope_of};
+use pilot_xds::{MeshConfig, Proxy, ProxyScope, Resources, testing};
 use prost::Message;
 use support::sidecar::{A1, A2, B1, configs, registry};
 

@@ -23,9 +23,8 @@ use pilot_xds::envoy_types::pb::envoy::extensions::filters::network::http_connec
 use pilot_xds::envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use pilot_xds::envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::DownstreamTlsContext;
 use pilot_xds::envoy_types::pb::google::protobuf::Any;
-use pilot_xds::{
-    MeshConfig, Proxy, Resources, generate_scoped_inbound, generate_scoped_outbound, scope_of, testing,
-};
+use pilot_xds::serving::{generate_scoped_inbound, generate_scoped_outbound, scope_of};
+use pilot_xds::{MeshConfig, Proxy, Resources, testing};
 use prost::Message;
 use support::sidecar::{A1, B1, configs, registry};
 

@@ -66,7 +66,7 @@ impl Audience {
     /// `None` when it concerns all of them.
     pub fn of(&self, object: &DynConfig, proxies: &[ProxyDistribution]) -> Option<Vec<ProxyDistribution>> {
         let snapshot = self.snapshot.as_ref()?;
-        if !pilot_xds::scoping_applies(&*snapshot.registry, snapshot.rules.model()) {
+        if !pilot_xds::serving::scoping_applies(&*snapshot.registry, snapshot.rules.model()) {
             return None;
         }
         let reach = reach(object, snapshot);

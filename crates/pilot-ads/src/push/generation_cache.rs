@@ -19,14 +19,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use envoy_types::pb::google::protobuf::Any;
 use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
-use pilot_xds::parts::{
-    any, eds_clusters, generate_outbound, listener_plan, load_assignment, outbound_clusters,
-    serves_auto_passthrough, sni_dnat_clusters,
+use pilot_xds::serving::{
+    any, eds_clusters, generate_outbound, generate_scoped_inbound, generate_scoped_outbound, listener_plan,
+    load_assignment, outbound_clusters, serves_auto_passthrough, sni_dnat_clusters,
 };
-use pilot_xds::{
-    ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, generate_scoped_inbound,
-    generate_scoped_outbound, route_config_name,
-};
+use pilot_xds::{ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, route_config_name};
 use prost::Message;
 use tokio::sync::OnceCell;
 

@@ -1,4 +1,4 @@
-//! Proxies' scopes for one push (pilot-xds's `scope`): computed once per
+//! Proxies' scopes for one push (`pilot_xds::serving::scope_in`): computed once per
 //! namespace and Sidecar, with each namespace's own view of the rules when
 //! `exportTo` gives it one; and which scoped classes' configurations the
 //! push may keep from the push before, because the batch of changes it
@@ -35,7 +35,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use pilot_model::{Labels, RegistrySnapshot, ServiceInstance};
 use pilot_routing::{RoutingConfigs, RoutingModel, ScopeOrigin, SidecarScope, is_public};
-use pilot_xds::{Proxy, ProxyScope, ScopeKey, ServiceIndex, scope_in, scoping_applies};
+use pilot_xds::serving::{ScopeKey, ServiceIndex, scope_in, scoping_applies};
+use pilot_xds::{Proxy, ProxyScope};
 
 use super::proxy_class::ProxyClass;
 use super::proxy_config::Generated;

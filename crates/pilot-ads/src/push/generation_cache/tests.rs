@@ -10,7 +10,7 @@ use pilot_api::istio;
 use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, document};
 use pilot_store_memory::MemoryServiceRegistry;
 
-use pilot_xds::parts::{generate_inbound, generate_outbound};
+use pilot_xds::serving::{generate_inbound, generate_outbound};
 use pilot_xds::{Generator, Proxy};
 
 use super::super::recompile::PushRules;

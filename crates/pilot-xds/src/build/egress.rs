@@ -3,7 +3,7 @@
 //! a wildcard such as `*.foo.com`, `*-bar.foo.com` or `*` included), where
 //! the model's HTTP routes of that host apply, as Istio's
 //! sidecars routed egress traffic. The clusters they reach are in
-//! `clusters` (DNS for a domain, the original destination for a wildcard).
+//! `clusters.rs` (DNS for a domain, the original destination for a wildcard).
 
 use std::collections::BTreeSet;
 
@@ -11,8 +11,8 @@ use envoy_types::pb::envoy::config::route::v3::VirtualHost;
 use pilot_model::{Port, Protocol, Service, ServiceInstance};
 use pilot_routing::{ExternalService, RoutingModel};
 
+use super::routes::{admitted, virtual_host_routes};
 use crate::Proxy;
-use crate::routes::{admitted, virtual_host_routes};
 
 /// The external services' HTTP ports (HTTP, HTTP2, GRPC: Envoy routes them
 /// by host), each an outbound HTTP port with a route configuration.

@@ -21,10 +21,11 @@ use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use pilot_proxy_api::InterceptionMode;
 use pilot_routing::RoutingModel;
 
-use crate::listeners::{http_filter_chain, tcp_filter_chain};
-use crate::sidecar_listeners::EgressSocket;
-use crate::util::ads;
-use crate::{ClusterName, Proxy, routes};
+use super::layout::EgressSocket;
+use crate::build::listeners::{http_filter_chain, tcp_filter_chain};
+use crate::build::route_config::route_configuration;
+use crate::build::util::ads;
+use crate::{ClusterName, Proxy};
 
 /// The listener (and, for HTTP, the route configuration) of `socket`;
 /// `registry` and `model` are already restricted to the scope. `None`
@@ -60,7 +61,7 @@ pub(crate) fn socket_listener(
         };
         let mut domains = BTreeSet::new();
         for port in &http_ports {
-            let on_port = routes::route_configuration(*port, &services, &model, &as_bound, own);
+            let on_port = route_configuration(*port, &services, &model, &as_bound, own);
             for mut host in on_port.virtual_hosts {
                 host.domains.retain(|d| domains.insert(d.clone()));
                 if !host.domains.is_empty() && !config.virtual_hosts.iter().any(|v| v.name == host.name) {

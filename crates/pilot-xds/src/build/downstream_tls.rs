@@ -1,4 +1,9 @@
-//! TLS on a Sidecar's ingress listener (`ingress[].tls`, compiled:
+//! TLS a listener terminates with its own certificate, for a gateway's
+//! server ([`server_socket`]: a secret over SDS or files, MUTUAL requiring
+//! a client certificate) and for a Sidecar's ingress listener
+//! ([`ingress_socket`]).
+//!
+//! A Sidecar's ingress listener (`ingress[].tls`, compiled:
 //! [`IngressTls`]), as Istio reads it: the listener terminates TLS with the certificate and key files the
 //! settings name (mounted into the proxy), in place of the mesh's mutual
 //! TLS, so the workload's PeerAuthentication does not apply to that port.
@@ -16,14 +21,14 @@
 
 use envoy_types::pb::envoy::config::core::v3::{DataSource, TransportSocket, data_source, transport_socket};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, TlsCertificate, TlsParameters,
-    common_tls_context,
+    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, TlsCertificate,
+    TlsParameters, common_tls_context,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
 use pilot_model::Protocol;
-use pilot_routing::{IngressTls, IngressTlsMode};
+use pilot_routing::{IngressTls, IngressTlsMode, ServerTls, ServerTlsMode};
 
-use crate::util::any;
+use super::util::{ads, any};
 
 /// The ALPN values a listener offers where it terminates TLS for HTTP:
 /// HTTP/2 first, then HTTP/1.1 (Istio's `ALPNHttp`).
@@ -32,7 +37,7 @@ pub(crate) const HTTP_ALPN: [&str; 2] = ["h2", "http/1.1"];
 /// The transport socket terminating `tls`, offering [`HTTP_ALPN`] when
 /// `protocol` (the one spoken after termination) is HTTP; `None` for
 /// passthrough.
-pub(crate) fn transport_socket(tls: &IngressTls, protocol: Protocol) -> Option<TransportSocket> {
+pub(crate) fn ingress_socket(tls: &IngressTls, protocol: Protocol) -> Option<TransportSocket> {
     if !tls.terminates() {
         return None;
     }
@@ -82,6 +87,70 @@ pub(crate) fn transport_socket(tls: &IngressTls, protocol: Protocol) -> Option<T
     })
 }
 
+/// A gateway server's TLS, terminated with its certificate: a secret over SDS, or
+/// files; MUTUAL requires a client certificate its CA (a file, or the
+/// secret `credentialName-cacert`) signed, with one of the server's
+/// `subjectAltNames` when it lists any. Where `protocol` (what follows
+/// the termination) is HTTP, ALPN offers `h2` and `http/1.1`, as Istio's
+/// gateways do.
+pub(crate) fn server_socket(tls: &ServerTls, protocol: Protocol) -> TransportSocket {
+    let file = |path: &str| DataSource {
+        specifier: Some(data_source::Specifier::Filename(path.to_string())),
+        ..Default::default()
+    };
+    let mut common = CommonTlsContext {
+        alpn_protocols: alpn(protocol),
+        ..Default::default()
+    };
+    match (&tls.credential_name, &tls.server_certificate, &tls.private_key) {
+        (Some(secret), _, _) => common.tls_certificate_sds_secret_configs.push(SdsSecretConfig {
+            name: secret.clone(),
+            sds_config: Some(ads()),
+        }),
+        (None, Some(certificate), Some(key)) => common.tls_certificates.push(TlsCertificate {
+            certificate_chain: Some(file(certificate)),
+            private_key: Some(file(key)),
+            ..Default::default()
+        }),
+        _ => {}
+    }
+    let mutual = tls.mode == ServerTlsMode::Mutual;
+    if mutual {
+        let validation = CertificateValidationContext {
+            trusted_ca: tls.ca_certificates.as_deref().map(file),
+            match_typed_subject_alt_names: super::upstream_tls::san_matchers(&tls.subject_alt_names),
+            ..Default::default()
+        };
+        common.validation_context_type = match (&tls.ca_certificates, &tls.credential_name) {
+            (Some(_), _) => Some(common_tls_context::ValidationContextType::ValidationContext(
+                validation,
+            )),
+            (None, Some(secret)) => Some(
+                common_tls_context::ValidationContextType::CombinedValidationContext(
+                    common_tls_context::CombinedCertificateValidationContext {
+                        default_validation_context: Some(validation),
+                        validation_context_sds_secret_config: Some(SdsSecretConfig {
+                            name: format!("{secret}-cacert"),
+                            sds_config: Some(ads()),
+                        }),
+                        ..Default::default()
+                    },
+                ),
+            ),
+            (None, None) => None,
+        };
+    }
+    let context = DownstreamTlsContext {
+        common_tls_context: Some(common),
+        require_client_certificate: mutual.then_some(BoolValue { value: true }),
+        ..Default::default()
+    };
+    TransportSocket {
+        name: "envoy.transport_sockets.tls".into(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&context))),
+    }
+}
+
 /// The ALPN values a listener terminating TLS offers where `protocol`
 /// follows: [`HTTP_ALPN`] for HTTP, none otherwise.
 pub(crate) fn alpn(protocol: Protocol) -> Vec<String> {
@@ -123,7 +192,7 @@ mod tests {
         let tls = IngressTls::of(&settings(ServerTlsMode::Simple));
         assert_eq!(tls.after_termination(Protocol::Https), Protocol::Http);
         assert_eq!(tls.after_termination(Protocol::Tcp), Protocol::Tcp);
-        let context = context(transport_socket(&tls, Protocol::Http).unwrap());
+        let context = context(ingress_socket(&tls, Protocol::Http).unwrap());
         assert_eq!(context.require_client_certificate, None);
         let common = context.common_tls_context.unwrap();
         assert_eq!(common.alpn_protocols, ["h2", "http/1.1"]);
@@ -143,7 +212,7 @@ mod tests {
     #[test]
     fn mutual_requires_a_client_certificate_from_the_ca() {
         let context = context(
-            transport_socket(&IngressTls::of(&settings(ServerTlsMode::Mutual)), Protocol::Tcp).unwrap(),
+            ingress_socket(&IngressTls::of(&settings(ServerTlsMode::Mutual)), Protocol::Tcp).unwrap(),
         );
         assert_eq!(
             context.require_client_certificate,
@@ -172,13 +241,13 @@ mod tests {
     }
 
     fn context_of(mode: ServerTlsMode) -> DownstreamTlsContext {
-        context(transport_socket(&IngressTls::of(&settings(mode)), Protocol::Grpc).unwrap())
+        context(ingress_socket(&IngressTls::of(&settings(mode)), Protocol::Grpc).unwrap())
     }
 
     #[test]
     fn passthrough_terminates_nothing() {
         let tls = IngressTls::of(&settings(ServerTlsMode::Passthrough));
-        assert!(transport_socket(&tls, Protocol::Http).is_none());
+        assert!(ingress_socket(&tls, Protocol::Http).is_none());
         assert_eq!(tls.after_termination(Protocol::Https), Protocol::Https);
     }
 }

@@ -27,7 +27,7 @@ use pilot_routing::MtlsMode;
 use prost::Message;
 
 use super::{DEFAULT_SECRET, ROOT_SECRET, SDS_CLUSTER};
-use crate::util::any;
+use crate::build::util::any;
 
 /// The TLS inspector listener filter's name.
 const TLS_INSPECTOR: &str = "envoy.filters.listener.tls_inspector";

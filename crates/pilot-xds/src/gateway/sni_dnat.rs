@@ -4,7 +4,7 @@
 //! VirtualService is needed.
 //!
 //! - The SNI is the one a sidecar sends when it originates mutual TLS to a
-//!   service ([`sni`]): `outbound_.<port>_.<subset>_.<hostname>`, the
+//!   service (`names::sni`): `outbound_.<port>_.<subset>_.<hostname>`, the
 //!   subset empty for the whole service (`outbound_.9080_._.reviews...`).
 //! - An `AUTO_PASSTHROUGH` server gets one filter chain per service its
 //!   hosts match (but services outside the mesh), per port (but UDP), and
@@ -34,29 +34,9 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpPro
 use pilot_model::{Labels, Protocol, Service, ServiceDiscovery};
 use pilot_routing::{IngressServer, RoutingModel, ServerHost, ServerTlsMode, host_matches};
 
-use crate::util::ads;
+use crate::build::util::ads;
+use crate::names::{host_namespace, sni};
 use crate::{ClusterName, Proxy};
-
-/// The SNI a sidecar sends to `hostname`'s `port` (its subset named
-/// `subset`, empty for the whole service) when it originates mutual TLS,
-/// and the name of an edge proxy's SNI-DNAT cluster for it:
-/// `outbound_.<port>_.<subset>_.<hostname>`.
-pub(crate) fn sni(hostname: &str, port: u16, subset: &str) -> String {
-    format!("outbound_.{port}_.{subset}_.{hostname}")
-}
-
-/// The name of the model's subset of `hostname` selected by `labels`
-/// (empty for the whole service).
-pub(crate) fn subset_name<'a>(model: &'a RoutingModel, hostname: &str, labels: &Labels) -> &'a str {
-    if labels.is_empty() {
-        return "";
-    }
-    model
-        .destination(hostname)
-        .and_then(|d| d.subsets.iter().find(|s| &s.labels == labels))
-        .map(|s| s.name.as_str())
-        .unwrap_or_default()
-}
 
 /// The filter chains of the `AUTO_PASSTHROUGH` server `server`: one per
 /// SNI-DNAT target of its hosts, matching the target's SNI.
@@ -68,7 +48,7 @@ pub(crate) fn chains(
     targets(&server.hosts, &registry.services(), model)
         .into_iter()
         .map(|target| {
-            let mut chain = crate::l4::tcp_chain(TcpProxy {
+            let mut chain = crate::build::l4::tcp_chain(TcpProxy {
                 stat_prefix: target.sni.clone(),
                 cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(target.sni.clone())),
                 ..Default::default()
@@ -99,13 +79,13 @@ pub fn clusters(proxy: &Proxy, services: &[Arc<Service>], model: &RoutingModel) 
     targets(&hosts, services, model)
         .into_iter()
         .map(|target| {
-            let mut out = crate::clusters::base(&target.sni, cluster::DiscoveryType::Eds);
+            let mut out = crate::build::cluster::base(&target.sni, cluster::DiscoveryType::Eds);
             out.eds_cluster_config = Some(cluster::EdsClusterConfig {
                 eds_config: Some(ads()),
                 service_name: target.cluster.to_string(),
             });
             if let Some(policy) = model.policy_for(&target.cluster.hostname, &target.cluster.subset) {
-                crate::clusters::apply_policy(&mut out, policy.for_port(target.cluster.port));
+                crate::build::cluster::apply_policy(&mut out, policy.for_port(target.cluster.port));
             }
             out
         })
@@ -128,9 +108,9 @@ fn targets(hosts: &[ServerHost], services: &[Arc<Service>], model: &RoutingModel
     for service in services.iter().filter(|s| {
         !s.mesh_external
             && s.external_name.is_none()
-            && crate::resolved::uses_eds(&s.resolution)
+            && crate::build::resolved::uses_eds(&s.resolution)
             && hosts.iter().any(|h| {
-                h.admits(crate::scope::host_namespace(&s.hostname).unwrap_or_default())
+                h.admits(host_namespace(&s.hostname).unwrap_or_default())
                     && host_matches(&h.host, &s.hostname)
             })
     }) {
@@ -167,7 +147,7 @@ fn auto_passthrough_hosts(proxy: &Proxy, model: &RoutingModel) -> Vec<ServerHost
             s.tls
                 .as_ref()
                 .is_some_and(|t| t.mode == ServerTlsMode::AutoPassthrough)
-                && crate::gateway::serves(proxy, s)
+                && super::serves(proxy, s)
         })
         .flat_map(|s| s.hosts.iter().cloned())
         .collect();

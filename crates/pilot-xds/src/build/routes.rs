@@ -1,15 +1,18 @@
-//! RDS: one route configuration per outbound HTTP port, a virtual host per
-//! service, and the routing model's HTTP routes of its host, in order.
+//! Envoy routes from the routing model's HTTP routes: a virtual host's
+//! routes in order (matches, weighted clusters, redirects, direct
+//! responses, rewrites, retries, faults, mirrors, CORS, headers), which
+//! of a route's matches admit the asking proxy, and the default route to
+//! the service. A sidecar's route configurations are `route_config.rs`'s.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use envoy_types::pb::envoy::config::core::v3::{
     DataSource, HeaderValue, HeaderValueOption, RuntimeFractionalPercent, data_source, header_value_option,
 };
 use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, RetryPolicy, Route,
-    RouteAction, RouteConfiguration, RouteMatch, VirtualHost, WeightedCluster, header_matcher,
-    query_parameter_matcher, redirect_action, route, route_action, route_match, weighted_cluster,
+    RouteAction, RouteMatch, WeightedCluster, header_matcher, query_parameter_matcher, redirect_action,
+    route, route_action, route_match, weighted_cluster,
 };
 use envoy_types::pb::envoy::extensions::filters::common::fault::v3::{FaultDelay, fault_delay};
 use envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy;
@@ -22,11 +25,10 @@ use envoy_types::pb::google::protobuf::{Any, BoolValue, UInt32Value};
 use pilot_model::{Labels, Service, ServiceInstance};
 use pilot_routing::{
     Cors, Fault, HashKey, HeaderOperations, HttpAction, HttpMatch, HttpRoute, MESH_GATEWAY, Redirect,
-    Retries, RouteDestination, RoutingModel, StringMatch, WeightedDestination,
+    Retries, RouteDestination, StringMatch, WeightedDestination,
 };
 
-use crate::names::route_config_name;
-use crate::util::{any, duration};
+use super::util::{any, duration};
 use crate::{ClusterName, Proxy};
 
 /// The filter names routes configure per route.
@@ -34,69 +36,13 @@ pub const FAULT_FILTER: &str = "envoy.filters.http.fault";
 /// The CORS filter's name.
 pub const CORS_FILTER: &str = "envoy.filters.http.cors";
 
-/// The route configuration of outbound HTTP port `port`: a virtual host
-/// for every service with an HTTP port of that number.
-pub fn route_configuration(
-    port: u16,
-    services: &[std::sync::Arc<Service>],
-    model: &RoutingModel,
-    proxy: &Proxy,
-    own: &[ServiceInstance],
-) -> RouteConfiguration {
-    let mut used_domains = BTreeSet::new();
-    let mut virtual_hosts = Vec::new();
-    for service in services {
-        let Some(service_port) = service.port_by_number(port).filter(|p| p.protocol.is_http()) else {
-            continue;
-        };
-        let domains: Vec<String> = domains(service, proxy)
-            .into_iter()
-            .filter(|d| used_domains.insert(d.clone()))
-            .collect();
-        if domains.is_empty() {
-            continue;
-        }
-        let host_routes = model.http_routes(&service.hostname);
-        let admitted = admitted(host_routes, own, proxy);
-        let default_hash = model.default_hash(&service.hostname, port);
-        let routes = virtual_host_routes(
-            service,
-            service_port.port,
-            port,
-            host_routes,
-            &admitted,
-            default_hash,
-        );
-        virtual_hosts.push(VirtualHost {
-            name: format!("{}:{port}", service.hostname),
-            domains,
-            routes,
-            ..Default::default()
-        });
-    }
-    virtual_hosts.extend(crate::egress::virtual_hosts(
-        port,
-        model,
-        proxy,
-        own,
-        &mut used_domains,
-    ));
-    RouteConfiguration {
-        name: route_config_name(port),
-        virtual_hosts,
-        validate_clusters: Some(BoolValue { value: false }),
-        ignore_port_in_host_matching: true,
-        ..Default::default()
-    }
-}
-
 /// The routes of `service`'s virtual host on `port` (`service_port`: the
 /// service port's own number): an Envoy route for each match of the host's
 /// `routes` that `admitted` admits (one flag per match, in order, as
 /// [`admitted`] gives them; a route without matches takes every request),
 /// then a default route unless one of them catches everything, hashing
 /// `default_hash` when the service's DestinationRule asks for a consistent
-/// hash ([`RoutingModel::default_hash`]). The same for every proxy the same
+/// hash ([`RoutingModel::default_hash`](pilot_routing::RoutingModel::default_hash)). The same for every proxy the same
 /// matches admit.
 pub fn virtual_host_routes(
     service: &Service,
@@ -125,7 +71,7 @@ pub fn virtual_host_routes(
             to_cluster(ClusterName::outbound(&service.hostname, port, Labels::new()).to_string());
         action
             .hash_policy
-            .extend(default_hash.map(crate::hash_policy::route_hash_policy));
+            .extend(default_hash.map(super::hash_policy::route_hash_policy));
         out.push(Route {
             name: "default".into(),
             r#match: Some(prefix_match("/")),
@@ -134,72 +80,6 @@ pub fn virtual_host_routes(
         });
     }
     out
-}
-
-/// The names a client may use for a service: the hostname, for a service
-/// of the cluster's domain `name.namespace` and `name.namespace.svc` and the
-/// short name within the proxy's own namespace, and the address. Without a port: a sidecar's route configurations set
-/// `ignore_port_in_host_matching`, so Envoy matches `Host: name:port` (any
-/// port) against `name`, as Istio's sidecars do; the listener's port already
-/// chose the route configuration. (Proxyless gRPC matches the target's
-/// authority with its port: `domains_with_port`.)
-pub fn domains(service: &Service, proxy: &Proxy) -> Vec<String> {
-    let mut names = Vec::with_capacity(5);
-    names.push(service.hostname.clone());
-    // A wildcard host (a service entry's `*.example.com`) is matched as
-    // itself.
-    if service.hostname.starts_with('*') {
-        return names;
-    }
-    let parts: Vec<&str> = service.hostname.split('.').collect();
-    // Shorter names only for a service of the proxy's cluster domain
-    // (`name.namespace.svc.<domain>`), as Istio's sidecars: a host outside
-    // it (a service entry's `api.example.com`) is matched as itself.
-    let cluster_suffix = proxy
-        .domain
-        .split_once('.')
-        .map(|(_, rest)| rest)
-        .unwrap_or_default();
-    let in_cluster = parts.len() >= 3
-        && parts[2] == "svc"
-        && (cluster_suffix.is_empty()
-            || service
-                .hostname
-                .strip_suffix(cluster_suffix)
-                .is_some_and(|head| head.ends_with('.')));
-    if in_cluster {
-        names.push(format!("{}.{}", parts[0], parts[1]));
-        if parts.len() >= 3 {
-            names.push(format!("{}.{}.{}", parts[0], parts[1], parts[2]));
-        }
-        let proxy_namespace = proxy.domain.split('.').next().unwrap_or_default();
-        if parts[1] == proxy_namespace {
-            names.push(parts[0].to_string());
-        }
-    }
-    if let Some(address) = service.address {
-        names.push(address.to_string());
-    }
-    // Each name once, in order, in place.
-    let mut kept = 0;
-    for i in 0..names.len() {
-        if !names[..kept].contains(&names[i]) {
-            names.swap(kept, i);
-            kept += 1;
-        }
-    }
-    names.truncate(kept);
-    names
-}
-
-/// [`domains`], each with `:port` and without: the names a proxyless gRPC
-/// client's target may carry (its route configurations match the authority
-/// as given, port included).
-pub(crate) fn domains_with_port(service: &Service, port: u16, proxy: &Proxy) -> Vec<String> {
-    domains(service, proxy)
-        .into_iter()
-        .flat_map(|name| [format!("{name}:{port}"), name])
-        .collect()
 }
 
 /// For each match of `routes`, in order, whether it admits this proxy
@@ -426,7 +306,7 @@ fn route_action(route: &HttpRoute, targets: &[WeightedDestination], host: &str, 
     if let Some(key) = &route.hash {
         action
             .hash_policy
-            .push(crate::hash_policy::route_hash_policy(key));
+            .push(super::hash_policy::route_hash_policy(key));
     }
     if route.websocket {
         action.upgrade_configs.push(route_action::UpgradeConfig {

@@ -8,7 +8,7 @@ use envoy_types::pb::envoy::config::route::v3::route_action::{HashPolicy, hash_p
 use envoy_types::pb::google::protobuf::UInt64Value;
 use pilot_routing::{ConsistentHash, HashKey};
 
-use crate::util::duration;
+use super::util::duration;
 
 /// The route hash policy of `key`.
 pub(crate) fn route_hash_policy(key: &HashKey) -> HashPolicy {

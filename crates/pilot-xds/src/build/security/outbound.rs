@@ -17,7 +17,7 @@
 //! Mutual TLS sends the SNI Istio's sidecars send,
 //! `outbound_.<port>_.<subset>_.<hostname>` (the subset's name, empty for
 //! the whole service): an `AUTO_PASSTHROUGH` gateway routes by it
-//! (`sni_dnat.rs`).
+//! (`gateway/sni_dnat.rs`).
 
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::{Metadata, TransportSocket, transport_socket};
@@ -34,7 +34,7 @@ use pilot_routing::{ClientTls, TlsMode};
 
 use super::inbound::{mesh_tls_context, sds};
 use super::{MeshTls, ROOT_SECRET, TLS_MODE_ISTIO, TLS_MODE_LABEL, namespace_of};
-use crate::util::any;
+use crate::build::util::any;
 
 /// Where Envoy reads an endpoint's transport socket match.
 const SOCKET_MATCH_KEY: &str = "envoy.transport_socket_match";

@@ -1,6 +1,6 @@
 //! The filter chains of an edge proxy's gateway servers that route
 //! connections, not requests (the servers terminating TLS for HTTP are
-//! `gateway.rs`'s, and share the port's one listener with these): a chain
+//! `mod.rs`'s, and share the port's one listener with these): a chain
 //! per server and route, each a `tcp_proxy` to the route's destinations by
 //! weight:
 //!
@@ -35,11 +35,11 @@ pub(crate) fn add_chains(
 ) {
     let connections = servers
         .iter()
-        .filter(|s| !s.gateway.is_empty() && !s.protocol.is_http() && !crate::gateway::serves_http(s));
+        .filter(|s| !s.gateway.is_empty() && !s.protocol.is_http() && !super::serves_http(s));
     for server in connections {
         match server.tls.as_ref() {
             Some(tls) if tls.mode == ServerTlsMode::AutoPassthrough => {
-                for chain in crate::sni_dnat::chains(server, registry, model) {
+                for chain in super::sni_dnat::chains(server, registry, model) {
                     if !chains
                         .iter()
                         .any(|c| c.filter_chain_match == chain.filter_chain_match)
@@ -69,17 +69,19 @@ pub(crate) fn add_chains(
                     continue;
                 };
                 let destinations = with_ports(&route.destinations, registry);
-                let chain_match =
-                    tls.and(crate::gateway::server_names(server))
-                        .map(|names| FilterChainMatch {
-                            server_names: names,
-                            ..Default::default()
-                        });
+                let chain_match = tls
+                    .and(super::server_names(server))
+                    .map(|names| FilterChainMatch {
+                        server_names: names,
+                        ..Default::default()
+                    });
                 if push(chains, chain_match, &destinations, port)
                     && let (Some(tls), Some(chain)) = (tls, chains.last_mut())
                 {
-                    chain.transport_socket =
-                        Some(crate::gateway::downstream_tls(tls, pilot_model::Protocol::Tcp));
+                    chain.transport_socket = Some(crate::build::downstream_tls::server_socket(
+                        tls,
+                        pilot_model::Protocol::Tcp,
+                    ));
                 }
             }
         }
@@ -105,7 +107,7 @@ fn push(
     if chains.iter().any(|c| c.filter_chain_match == chain_match) {
         return false;
     }
-    let mut chain = crate::l4::tcp_proxy_chain(&first.destination.host, port, destinations);
+    let mut chain = crate::build::l4::tcp_proxy_chain(&first.destination.host, port, destinations);
     chain.filter_chain_match = chain_match;
     chains.push(chain);
     true

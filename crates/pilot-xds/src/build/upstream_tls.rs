@@ -22,7 +22,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
 use pilot_routing::{ClientTls, TlsMode};
 
-use crate::util::{ads, any};
+use super::util::{ads, any};
 
 /// The trust bundle a `SIMPLE` or `MUTUAL` cluster verifies its server
 /// with when its setting names no CA (Debian's and most distributions').

@@ -20,7 +20,7 @@ pub(crate) fn cluster(
 ) -> Option<Cluster> {
     let (kind, endpoints) = match resolution {
         ServiceResolution::Passthrough => {
-            let mut cluster = super::clusters::base(name, cluster::DiscoveryType::OriginalDst);
+            let mut cluster = super::cluster::base(name, cluster::DiscoveryType::OriginalDst);
             cluster.lb_policy = cluster::LbPolicy::ClusterProvided as i32;
             return Some(cluster);
         }
@@ -37,7 +37,7 @@ pub(crate) fn cluster(
         .filter(|e| subset.is_subset_of(&e.labels))
         .map(|e| lb_endpoint(e, port))
         .collect();
-    let mut cluster = super::clusters::base(name, kind);
+    let mut cluster = super::cluster::base(name, kind);
     // An IPv4 address where a name has one: a name such as `localhost`
     // resolves to both families, and services listen on IPv4 far more
     // often.
@@ -50,7 +50,7 @@ pub(crate) fn cluster(
         }],
         ..Default::default()
     });
-    super::clusters::set_protocol(&mut cluster, port.protocol);
+    super::cluster::set_protocol(&mut cluster, port.protocol);
     Some(cluster)
 }
 
@@ -64,7 +64,7 @@ fn lb_endpoint(
     endpoint: &DnsEndpoint,
     port: &Port,
 ) -> envoy_types::pb::envoy::config::endpoint::v3::LbEndpoint {
-    let mut lb = super::clusters::lb_endpoint_at(&endpoint.address, endpoint.port_for(port));
+    let mut lb = super::cluster::lb_endpoint_at(&endpoint.address, endpoint.port_for(port));
     lb.load_balancing_weight = endpoint.weight.map(|value| UInt32Value { value });
     lb
 }

@@ -25,30 +25,27 @@
 //!   order; a request for a host no server names gets Envoy's 404.
 //!
 //! - TLS passthrough (and `AUTO_PASSTHROUGH`), TCP and TLS servers route
-//!   connections, not requests: `gateway_l4.rs`.
+//!   connections, not requests: `l4.rs` (and `sni_dnat.rs`).
 //! - A MUTUAL server requires a client certificate its CA signed and, when
 //!   it lists `subjectAltNames`, carrying one of them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use envoy_types::pb::envoy::config::core::v3::{DataSource, TransportSocket, data_source, transport_socket};
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch};
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, virtual_host};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     Rds, http_connection_manager,
 };
-use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, TlsCertificate,
-    common_tls_context,
-};
 use envoy_types::pb::google::protobuf::BoolValue;
 use pilot_model::{Labels, Protocol, ServiceDiscovery, ServiceInstance};
-use pilot_routing::{
-    GatewayHost, HttpAction, HttpRoute, IngressServer, PortSelector, RoutingModel, ServerTls, ServerTlsMode,
-};
+use pilot_routing::{GatewayHost, HttpAction, HttpRoute, IngressServer, PortSelector, RoutingModel};
 
-use crate::listeners::{ListenerPlan, http_filter_chain, listener, route_to};
-use crate::util::{ads, any};
+mod l4;
+pub(crate) mod sni_dnat;
+
+use crate::build::downstream_tls::server_socket;
+use crate::build::listeners::{ListenerPlan, http_filter_chain, listener, route_to};
+use crate::build::util::ads;
 use crate::{ClusterName, Proxy, ProxyType};
 
 /// The listeners and route configurations of an edge proxy (ingress or
@@ -78,7 +75,7 @@ pub(crate) fn listeners(
         // by SNI: those terminating TLS for HTTP first, then those routing
         // connections.
         let mut chains = edge.terminating(port, &servers, plan);
-        crate::gateway_l4::add_chains(port, &servers, registry, model, &mut chains);
+        l4::add_chains(port, &servers, registry, model, &mut chains);
         let Some(chain) = chains.first().cloned() else {
             continue;
         };
@@ -90,7 +87,7 @@ pub(crate) fn listeners(
         let mut out = listener(&format!("0.0.0.0_{port}"), "0.0.0.0", port, true, chain);
         out.filter_chains = chains;
         if sni {
-            out.listener_filters.push(crate::l4::tls_inspector());
+            out.listener_filters.push(crate::build::l4::tls_inspector());
         }
         plan.listeners.push(out);
     }
@@ -98,7 +95,7 @@ pub(crate) fn listeners(
 
 /// Whether `server`'s connections end in an HTTP connection manager after
 /// TLS ends here: an HTTPS server (or an ingress rule's) terminating TLS.
-/// A `TLS` server terminating TLS routes connections (`gateway_l4.rs`).
+/// A `TLS` server terminating TLS routes connections (`l4.rs`).
 pub(crate) fn serves_http(server: &IngressServer) -> bool {
     server.terminates_tls() && (server.gateway.is_empty() || server.protocol == Protocol::Https)
 }
@@ -184,7 +181,7 @@ impl Edge<'_> {
             plan.ingress_routes
                 .push(self.route_configuration(&name, port, &[server]));
             let mut chain = rds_chain(&name);
-            chain.transport_socket = Some(downstream_tls(tls, Protocol::Http));
+            chain.transport_socket = Some(server_socket(tls, Protocol::Http));
             if !names.is_empty() {
                 chain.filter_chain_match = Some(FilterChainMatch {
                     server_names: names,
@@ -256,7 +253,7 @@ impl Edge<'_> {
             let cluster = ClusterName::outbound(&ingress_route.host, target_port, Labels::new()).to_string();
             let mut route = route_to(&cluster, "/");
             route.name = ingress_route.name.clone();
-            route.r#match = Some(crate::routes::request_match(&ingress_route.request));
+            route.r#match = Some(crate::build::routes::request_match(&ingress_route.request));
             routes.push(route);
         }
         routes
@@ -266,18 +263,23 @@ impl Edge<'_> {
     /// port sent to its service's port (the first, when it has several).
     fn virtual_host(&self, host: &GatewayHost, port: u16, https_redirect: bool) -> VirtualHost {
         let routes: Vec<HttpRoute> = host.routes.iter().map(|r| self.with_ports(r)).collect();
-        let admitted = crate::routes::admitted(&routes, self.own, self.proxy);
+        let admitted = crate::build::routes::admitted(&routes, self.own, self.proxy);
         let mut flags = admitted.into_iter();
         let mut out = Vec::new();
         for route in &routes {
             if route.matches.is_empty() {
-                out.push(crate::routes::envoy_route(route, None, &host.host, port));
+                out.push(crate::build::routes::envoy_route(route, None, &host.host, port));
                 continue;
             }
             for request in &route.matches {
                 // A match on another port is not this server's.
                 if flags.next().unwrap_or(true) && request.port.is_none_or(|p| p == port) {
-                    out.push(crate::routes::envoy_route(route, Some(request), &host.host, port));
+                    out.push(crate::build::routes::envoy_route(
+                        route,
+                        Some(request),
+                        &host.host,
+                        port,
+                    ));
                 }
             }
         }
@@ -330,68 +332,4 @@ fn rds_chain(name: &str) -> FilterChain {
             route_config_name: name.to_string(),
         }),
     )
-}
-
-/// TLS terminated with a server's certificate: a secret over SDS, or
-/// files; MUTUAL requires a client certificate its CA (a file, or the
-/// secret `credentialName-cacert`) signed, with one of the server's
-/// `subjectAltNames` when it lists any. Where `protocol` (what follows
-/// the termination) is HTTP, ALPN offers `h2` and `http/1.1`, as Istio's
-/// gateways do.
-pub(crate) fn downstream_tls(tls: &ServerTls, protocol: Protocol) -> TransportSocket {
-    let file = |path: &str| DataSource {
-        specifier: Some(data_source::Specifier::Filename(path.to_string())),
-        ..Default::default()
-    };
-    let mut common = CommonTlsContext {
-        alpn_protocols: crate::sidecar_tls::alpn(protocol),
-        ..Default::default()
-    };
-    match (&tls.credential_name, &tls.server_certificate, &tls.private_key) {
-        (Some(secret), _, _) => common.tls_certificate_sds_secret_configs.push(SdsSecretConfig {
-            name: secret.clone(),
-            sds_config: Some(ads()),
-        }),
-        (None, Some(certificate), Some(key)) => common.tls_certificates.push(TlsCertificate {
-            certificate_chain: Some(file(certificate)),
-            private_key: Some(file(key)),
-            ..Default::default()
-        }),
-        _ => {}
-    }
-    let mutual = tls.mode == ServerTlsMode::Mutual;
-    if mutual {
-        let validation = CertificateValidationContext {
-            trusted_ca: tls.ca_certificates.as_deref().map(file),
-            match_typed_subject_alt_names: crate::upstream_tls::san_matchers(&tls.subject_alt_names),
-            ..Default::default()
-        };
-        common.validation_context_type = match (&tls.ca_certificates, &tls.credential_name) {
-            (Some(_), _) => Some(common_tls_context::ValidationContextType::ValidationContext(
-                validation,
-            )),
-            (None, Some(secret)) => Some(
-                common_tls_context::ValidationContextType::CombinedValidationContext(
-                    common_tls_context::CombinedCertificateValidationContext {
-                        default_validation_context: Some(validation),
-                        validation_context_sds_secret_config: Some(SdsSecretConfig {
-                            name: format!("{secret}-cacert"),
-                            sds_config: Some(ads()),
-                        }),
-                        ..Default::default()
-                    },
-                ),
-            ),
-            (None, None) => None,
-        };
-    }
-    let context = DownstreamTlsContext {
-        common_tls_context: Some(common),
-        require_client_certificate: mutual.then_some(BoolValue { value: true }),
-        ..Default::default()
-    };
-    TransportSocket {
-        name: "envoy.transport_sockets.tls".into(),
-        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&context))),
-    }
 }

@@ -23,9 +23,7 @@
 mod inbound;
 mod outbound;
 
-use pilot_model::Labels;
-use pilot_routing::{MtlsMode, PeerAuthentications};
-
+pub use crate::mesh::{DEFAULT_TRUST_DOMAIN, MeshTls};
 pub(crate) use inbound::secure_inbound;
 pub(crate) use outbound::{endpoint_metadata, secure_outbound};
 
@@ -36,43 +34,11 @@ pub const ROOT_SECRET: &str = "ROOTCA";
 /// The cluster of the agent's SDS server in the proxy's bootstrap.
 pub const SDS_CLUSTER: &str = "sds-grpc";
 pub use pilot_routing::DEFAULT_ROOT_NAMESPACE;
-/// The trust domain of workload identities, unless configured otherwise.
-pub const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
 /// The instance label that says the instance runs with a sidecar that
 /// accepts mutual TLS (value [`TLS_MODE_ISTIO`]), as Istio's injector sets it.
 pub const TLS_MODE_LABEL: &str = "security.istio.io/tlsMode";
 /// The value of [`TLS_MODE_LABEL`] for instances in the mesh.
 pub const TLS_MODE_ISTIO: &str = "istio";
-
-/// What mutual TLS between workloads is generated from: the compiled
-/// PeerAuthentication modes and the trust domain of workload identities
-/// ([`MeshConfig::mesh_tls`](crate::MeshConfig::mesh_tls)).
-#[derive(Debug, Clone, Copy)]
-pub struct MeshTls<'a> {
-    modes: &'a PeerAuthentications,
-    trust_domain: &'a str,
-}
-
-impl<'a> MeshTls<'a> {
-    /// The modes `modes`, identities in `trust_domain`.
-    pub fn new(modes: &'a PeerAuthentications, trust_domain: &'a str) -> Self {
-        MeshTls { modes, trust_domain }
-    }
-
-    /// The mode a workload of `namespace` with `labels` accepts on its
-    /// port `port` ([`PeerAuthentications::mtls_mode`]).
-    pub fn mtls_mode(&self, namespace: &str, labels: &Labels, port: u16) -> MtlsMode {
-        self.modes.mtls_mode(namespace, labels, port)
-    }
-
-    /// The SPIFFE identity of a service account of `namespace`.
-    pub fn spiffe_id(&self, namespace: &str, service_account: &str) -> String {
-        format!(
-            "spiffe://{}/ns/{namespace}/sa/{service_account}",
-            self.trust_domain
-        )
-    }
-}
 
 /// The namespace of a service hostname (`reviews.default.svc.cluster.local`
 /// is in `default`); empty when the hostname has no second label.

@@ -21,44 +21,36 @@
 //!   outbound HTTP port with a 502 (the [`BLOCK_ALL`] virtual host, as
 //!   Istio's), `ALLOW_ANY` (the default) sends connections to the
 //!   passthrough.
-//! - Its listeners ([`SidecarListeners`], `sidecar_listeners.rs`): egress
+//! - Its listeners ([`SidecarListeners`], `sidecar/layout.rs`): egress
 //!   listeners with a port carry their hosts on that port at their own
-//!   address (`sidecar_egress.rs`), ingress listeners take the place of
+//!   address (`sidecar/egress.rs`), ingress listeners take the place of
 //!   the inbound listeners of the proxy's instances
-//!   (`sidecar_ingress.rs`, [`generate_scoped_inbound`]).
+//!   (`sidecar/ingress.rs`, [`generate_scoped_inbound`]).
+//!
+//! The registry's services are indexed for it once (`index.rs`);
+//! generation restricted to a scope is `scoped.rs`'s.
 //!
 //! A scope is the same for every proxy of a namespace that the same Sidecar
 //! applies to, and is computed once per push for each (pilot-ads).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
-use envoy_types::pb::envoy::config::listener::v3::filter;
-use envoy_types::pb::envoy::config::route::v3::{
-    DirectResponseAction, Route, RouteMatch, VirtualHost, route, route_match,
-};
-use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
-use pilot_model::{RegistrySnapshot, Service, ServiceDiscovery, ServiceInstance};
+use pilot_model::ServiceDiscovery;
 use pilot_routing::{
     EgressHost, NamespaceSelector, OutboundMode, RoutingModel, ScopeOrigin, SidecarScope, exported_to,
     host_matches, is_public,
 };
 
-use crate::clusters::{CONNECT_TIMEOUT, PASSTHROUGH};
-use crate::generate::generate_outbound;
-use crate::sidecar_listeners::SidecarListeners;
-use crate::util::any;
-use crate::{MeshConfig, Proxy, Resources};
+mod index;
+mod scoped;
 
-/// The cluster `REGISTRY_ONLY` sends traffic to hosts out of scope to: no
-/// endpoints, so the connection is refused.
-pub const BLACK_HOLE: &str = "BlackHoleCluster";
+pub use index::ServiceIndex;
+pub use scoped::{BLACK_HOLE, BLOCK_ALL, generate_scoped_inbound, generate_scoped_outbound};
 
-/// The virtual host `REGISTRY_ONLY` adds to each outbound HTTP route
-/// configuration: any host no other virtual host matches is answered 502.
-pub const BLOCK_ALL: &str = "block_all";
+use crate::MeshConfig;
+use crate::sidecar::layout::SidecarListeners;
 
 /// Why a host is in a scope.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -183,94 +175,6 @@ pub fn scoping_applies(registry: &dyn ServiceDiscovery, model: &RoutingModel) ->
             .services()
             .iter()
             .any(|s| !is_public(&s.export_to, model.default_export_to()))
-}
-
-/// The namespace of a service's hostname (its second label), if it has one.
-pub fn host_namespace(hostname: &str) -> Option<&str> {
-    // The second label (what `split('.').nth(1)` gives), found byte by
-    // byte: every class of proxies asks it of every service.
-    let dot = |s: &str| s.bytes().position(|b| b == b'.');
-    let rest = &hostname[dot(hostname)? + 1..];
-    Some(&rest[..dot(rest).unwrap_or(rest.len())])
-}
-
-/// Where a hostname's namespace label is in it (byte offsets).
-type NamespaceAt = (usize, usize);
-
-/// The registry's services as scoping looks them up: by hostname and by
-/// the namespace of their hostname ([`host_namespace`]). Built once for a
-/// set of services and shared by every scope computed over them
-/// ([`scope_in`]), so that a Sidecar importing a few hosts looks those up
-/// instead of testing every service of the mesh against each of its
-/// entries.
-#[derive(Debug, Default)]
-pub struct ServiceIndex {
-    /// In the registry's order, with where the namespace is in the
-    /// hostname.
-    services: Vec<(Arc<Service>, Option<NamespaceAt>)>,
-    by_name: HashMap<String, Vec<usize>>,
-    by_namespace: HashMap<String, Vec<usize>>,
-}
-
-impl ServiceIndex {
-    /// The index of `registry`'s services.
-    pub fn new(registry: &dyn ServiceDiscovery) -> Self {
-        let mut index = ServiceIndex::default();
-        for (i, service) in registry.services().into_iter().enumerate() {
-            let owner = host_namespace(&service.hostname).map(|ns| {
-                let start = ns.as_ptr() as usize - service.hostname.as_ptr() as usize;
-                (start, start + ns.len())
-            });
-            index.by_name.entry(service.hostname.clone()).or_default().push(i);
-            if let Some((start, end)) = owner {
-                index
-                    .by_namespace
-                    .entry(service.hostname[start..end].to_string())
-                    .or_default()
-                    .push(i);
-            }
-            index.services.push((service, owner));
-        }
-        index
-    }
-
-    /// How many services it holds.
-    pub fn len(&self) -> usize {
-        self.services.len()
-    }
-
-    /// True when it holds no service.
-    pub fn is_empty(&self) -> bool {
-        self.services.is_empty()
-    }
-
-    fn service(&self, i: usize) -> (&Service, Option<&str>) {
-        let (service, owner) = &self.services[i];
-        (service, owner.map(|(start, end)| &service.hostname[start..end]))
-    }
-
-    /// Adds to `out` the services `entry` of a Sidecar of
-    /// `sidecar_namespace` may import; false when that takes a look at
-    /// every service (a host pattern in any namespace).
-    fn candidates(&self, entry: &EgressHost, sidecar_namespace: &str, out: &mut Vec<usize>) -> bool {
-        let namespace = match &entry.namespace {
-            NamespaceSelector::Nothing => return true,
-            NamespaceSelector::Own => Some(sidecar_namespace),
-            NamespaceSelector::Named(ns) => Some(ns.as_str()),
-            NamespaceSelector::Any => None,
-        };
-        if !entry.host.starts_with('*') {
-            out.extend(self.by_name.get(&entry.host).into_iter().flatten());
-            return true;
-        }
-        match namespace {
-            Some(ns) => {
-                out.extend(self.by_namespace.get(ns).into_iter().flatten());
-                true
-            }
-            None => false,
-        }
-    }
 }
 
 /// The Sidecar applying to a proxy, with what made it apply
@@ -412,158 +316,5 @@ pub fn scope_in(
         hosts,
         own_view,
         listeners,
-    }
-}
-
-/// The outbound half of a proxy's configuration restricted to `scope`:
-/// generation over the registry and the model restricted to the hosts in
-/// scope (`model` is what the proxy's namespace sees), with traffic to
-/// other hosts sent to [`BLACK_HOLE`] under `REGISTRY_ONLY`; the security
-/// policies and mesh settings are `mesh`'s.
-pub fn generate_scoped_outbound(
-    proxy: &Proxy,
-    registry: &RegistrySnapshot,
-    mesh: &MeshConfig,
-    model: &RoutingModel,
-    scope: &ProxyScope,
-    own: &[ServiceInstance],
-) -> Resources {
-    let hosts = || scope.hosts.keys().map(String::as_str);
-    let registry = registry.scoped_to(hosts());
-    let mesh = MeshConfig::from_model(model.scoped_to(hosts()), mesh);
-    let mut resources = generate_outbound(proxy, &registry, &mesh, own);
-    if let Some(listeners) = &scope.listeners
-        && proxy.generator == crate::Generator::Envoy
-    {
-        crate::sidecar_egress::egress_listeners(
-            proxy,
-            &registry,
-            mesh.model(),
-            listeners,
-            own,
-            &mut resources,
-        );
-    }
-    if scope.outbound == OutboundMode::RegistryOnly {
-        black_hole(&mut resources);
-        if proxy.generator != crate::Generator::Grpc {
-            block_all(&mut resources);
-        }
-    }
-    resources
-}
-
-/// The inbound half of a proxy's configuration under `scope`: the
-/// Sidecar's ingress listeners when it has some (for a proxy with or
-/// without capture), else the listeners of the proxy's own instances
-/// ([`generate_inbound`](crate::parts::generate_inbound)); the Sidecar's
-/// inbound connection pool limits the inbound clusters. Without a scope,
-/// what `generate_inbound` gives.
-pub fn generate_scoped_inbound(
-    proxy: &Proxy,
-    own: &[ServiceInstance],
-    mesh: &MeshConfig,
-    scope: Option<&ProxyScope>,
-) -> Resources {
-    let listeners = scope.and_then(|s| s.listeners.as_deref()).filter(|_| {
-        proxy.generator == crate::Generator::Envoy && proxy.proxy_type == crate::ProxyType::Sidecar
-    });
-    let Some(listeners) = listeners else {
-        return crate::generate::generate_inbound(proxy, own, mesh);
-    };
-    let mut resources = if listeners.ingress.is_empty() {
-        crate::generate::generate_inbound(proxy, own, mesh)
-    } else {
-        let namespace = proxy.domain.split('.').next().unwrap_or_default();
-        let (clusters, listeners) = crate::sidecar_ingress::ingress_listeners(
-            proxy,
-            own,
-            &listeners.ingress,
-            |labels, port| match mesh.security_for(proxy) {
-                Some(security) => security.mtls_mode(namespace, labels, port),
-                None => pilot_routing::MtlsMode::Disable,
-            },
-            &crate::rbac::Authorization::new(mesh.model().authorization(), proxy),
-        );
-        Resources {
-            clusters,
-            listeners,
-            ..Default::default()
-        }
-    };
-    // Ingress listeners carry their own limits (`IngressPort::limits`).
-    if let Some(limits) = &listeners.inbound_limits
-        && listeners.ingress.is_empty()
-    {
-        crate::sidecar_ingress::limit(&mut resources.clusters, limits);
-    }
-    resources
-}
-
-/// Adds the [`BLOCK_ALL`] virtual host to every route configuration that
-/// has no catch-all of its own.
-fn block_all(resources: &mut Resources) {
-    for config in &mut resources.routes {
-        if config
-            .virtual_hosts
-            .iter()
-            .any(|v| v.domains.iter().any(|d| d == "*"))
-        {
-            continue;
-        }
-        config.virtual_hosts.push(VirtualHost {
-            name: BLOCK_ALL.into(),
-            domains: vec!["*".into()],
-            routes: vec![Route {
-                name: BLOCK_ALL.into(),
-                r#match: Some(RouteMatch {
-                    path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
-                    ..Default::default()
-                }),
-                action: Some(route::Action::DirectResponse(DirectResponseAction {
-                    status: 502,
-                    ..Default::default()
-                })),
-                ..Default::default()
-            }],
-            ..Default::default()
-        });
-    }
-}
-
-/// Sends what went to the passthrough to [`BLACK_HOLE`] instead.
-fn black_hole(resources: &mut Resources) {
-    let mut used = false;
-    for listener in &mut resources.listeners {
-        for chain in &mut listener.filter_chains {
-            for f in &mut chain.filters {
-                let Some(filter::ConfigType::TypedConfig(config)) = &mut f.config_type else {
-                    continue;
-                };
-                if config.type_url != <TcpProxy as prost::Name>::type_url() {
-                    continue;
-                }
-                let Ok(mut proxy) = <TcpProxy as prost::Message>::decode(config.value.as_slice()) else {
-                    continue;
-                };
-                if proxy.cluster_specifier == Some(tcp_proxy::ClusterSpecifier::Cluster(PASSTHROUGH.into())) {
-                    proxy.cluster_specifier = Some(tcp_proxy::ClusterSpecifier::Cluster(BLACK_HOLE.into()));
-                    proxy.stat_prefix = BLACK_HOLE.into();
-                    *config = any(&proxy);
-                    used = true;
-                }
-            }
-        }
-    }
-    resources.clusters.retain(|c| c.name != PASSTHROUGH);
-    if used {
-        resources.clusters.push(Cluster {
-            name: BLACK_HOLE.into(),
-            cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
-                cluster::DiscoveryType::Static as i32,
-            )),
-            connect_timeout: Some(crate::util::duration(CONNECT_TIMEOUT)),
-            ..Default::default()
-        });
     }
 }

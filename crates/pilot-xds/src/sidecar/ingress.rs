@@ -7,7 +7,7 @@
 //! The PeerAuthentications and AuthorizationPolicies of the workload
 //! apply to them as to any inbound listener, for the port the listener
 //! receives on, except that a listener with `tls` terminates TLS with its
-//! own certificate instead of the mesh's mutual TLS (`sidecar_tls.rs`);
+//! own certificate instead of the mesh's mutual TLS (`build/downstream_tls.rs`);
 //! the listener's `connectionPool`, else the Sidecar's
 //! `inboundConnectionPool`, sets its inbound cluster's circuit breakers.
 
@@ -25,10 +25,10 @@ use envoy_types::pb::google::protobuf::UInt32Value;
 use pilot_model::{Labels, Protocol, ServiceInstance};
 use pilot_routing::{DefaultEndpoint, InboundLimits, IngressPort, MtlsMode};
 
-use crate::clusters::{base, set_protocol};
-use crate::listeners::{http_filter_chain, listener, route_to, tcp_filter_chain};
-use crate::rbac::Authorization;
-use crate::util::socket;
+use crate::build::cluster::{base, set_protocol};
+use crate::build::listeners::{http_filter_chain, listener, route_to, tcp_filter_chain};
+use crate::build::rbac::Authorization;
+use crate::build::util::socket;
 use crate::{ClusterName, Proxy};
 
 /// The inbound clusters and listeners of `ingress`: `mtls` gives the mode
@@ -99,10 +99,10 @@ pub(crate) fn ingress_listeners(
         match &port.tls {
             Some(tls) => {
                 for chain in &mut inbound.filter_chains {
-                    chain.transport_socket = crate::sidecar_tls::transport_socket(tls, protocol);
+                    chain.transport_socket = crate::build::downstream_tls::ingress_socket(tls, protocol);
                 }
             }
-            None => crate::security::secure_inbound(&mut inbound, mtls(&labels, port.port)),
+            None => crate::build::security::secure_inbound(&mut inbound, mtls(&labels, port.port)),
         }
         listeners.push(inbound);
     }

@@ -36,7 +36,8 @@ use envoy_types::pb::google::protobuf::UInt32Value;
 use pilot_model::{Labels, Port, Protocol, Service, ServiceInstance};
 use pilot_routing::{HttpMatch, L4Match, RoutingModel, WeightedDestination};
 
-use crate::util::any;
+use super::cluster::PASSTHROUGH;
+use super::util::any;
 use crate::{ClusterName, Proxy};
 
 /// The filter chains of `service`'s TCP port `port` for `proxy`, and
@@ -171,10 +172,8 @@ pub(crate) fn sni_filter_chains(
 /// connections to ports no service has.
 pub(crate) fn passthrough_chain() -> FilterChain {
     tcp_chain(TcpProxy {
-        stat_prefix: crate::clusters::PASSTHROUGH.to_string(),
-        cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(
-            crate::clusters::PASSTHROUGH.to_string(),
-        )),
+        stat_prefix: PASSTHROUGH.to_string(),
+        cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(PASSTHROUGH.to_string())),
         ..Default::default()
     })
 }
@@ -214,7 +213,7 @@ fn applies(m: &L4Match, port: u16, own: &[ServiceInstance], proxy: &Proxy) -> bo
     source.source_labels = m.source_labels.clone();
     source.source_namespace = m.source_namespace.clone();
     source.gateways = m.gateways.clone();
-    crate::routes::admits(&source, own, proxy)
+    super::routes::admits(&source, own, proxy)
 }
 
 /// The chain's match: none for a match on nothing but the proxy.

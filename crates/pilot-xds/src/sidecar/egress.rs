@@ -4,8 +4,8 @@
 //! it imports, with a route configuration of its own for HTTP; the
 //! port-less listener's hosts get the usual outbound listeners but where
 //! a listener with a port has taken the address and port
-//! (`sidecar_listeners.rs` says how Istio reads them). Listeners on a
-//! Unix domain socket are `sidecar_unix.rs`'s.
+//! (`layout.rs` and `pilot_routing`'s compiled Sidecar say how Istio reads them). Listeners on a
+//! Unix domain socket are `unix.rs`'s.
 
 use std::collections::BTreeSet;
 
@@ -17,10 +17,12 @@ use pilot_model::{Protocol, RegistrySnapshot, ServiceDiscovery, ServiceInstance}
 use pilot_proxy_api::InterceptionMode;
 use pilot_routing::RoutingModel;
 
-use crate::listeners::{http_filter_chain, listener, listeners as listener_plan};
-use crate::sidecar_listeners::{EgressPort, SidecarListeners};
-use crate::util::{ads, socket};
-use crate::{Proxy, Resources, routes};
+use super::layout::{EgressPort, SidecarListeners};
+use super::outbound::plan as listener_plan;
+use crate::build::listeners::{http_filter_chain, listener};
+use crate::build::route_config::route_configuration;
+use crate::build::util::{ads, socket};
+use crate::{Proxy, Resources};
 
 /// Replaces the outbound listeners and route configurations of
 /// `resources` (generated for every host in scope) with those of the
@@ -59,7 +61,7 @@ pub(crate) fn egress_listeners(
         let services = registry.services();
         if is_http(egress, &services) {
             let route_name = route_name(egress, proxy);
-            let mut config = routes::route_configuration(egress.port, &services, &model, &as_bound, own);
+            let mut config = route_configuration(egress.port, &services, &model, &as_bound, own);
             config.name = route_name.clone();
             routes.push(config);
             listeners.push(listener(
@@ -93,9 +95,7 @@ pub(crate) fn egress_listeners(
         }
     }
     for socket in &layout.sockets {
-        if let Some((listener, config)) =
-            crate::sidecar_unix::socket_listener(proxy, registry, model, socket, own)
-        {
+        if let Some((listener, config)) = super::unix::socket_listener(proxy, registry, model, socket, own) {
             listeners.push(listener);
             routes.extend(config);
         }
@@ -116,7 +116,7 @@ pub(crate) fn egress_listeners(
     let services = registry.services();
     for port in &plan.http_ports {
         if !taken.contains(&format!("{address}_{port}")) {
-            routes.push(routes::route_configuration(*port, &services, &model, proxy, own));
+            routes.push(route_configuration(*port, &services, &model, proxy, own));
         }
     }
     listeners.extend(plan.listeners.into_iter().filter(|l| !taken.contains(&l.name)));
