@@ -137,15 +137,15 @@ impl XdsServer {
         let own = snapshot.registry.host_instances(&[proxy.ip]);
         let scopes = &snapshot.generated.scopes;
         Some(
-            match scopes.scope(proxy, &own, &snapshot.registry, &snapshot.mesh) {
+            match scopes.scope(proxy, &own, &snapshot.registry, &snapshot.rules) {
                 Some(scope) => (*scope).clone(),
                 // Nothing restricts anyone: every host.
-                None => pilot_xds::scope_of(
+                None => pilot_xds::serving::scope_of(
                     &crate::push::proxy_namespace(proxy),
                     None,
                     &*snapshot.registry,
-                    snapshot.mesh.configs(),
-                    snapshot.mesh.model(),
+                    &snapshot.rules.mesh,
+                    snapshot.rules.model(),
                 ),
             },
         )

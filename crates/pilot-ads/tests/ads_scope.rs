@@ -10,10 +10,11 @@ use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use pilot_ads::XdsServer;
 use pilot_model::Labels;
+use pilot_routing::ScopeOrigin;
 use pilot_store::Controller;
 use pilot_store_memory::MemoryServiceRegistry;
 use pilot_test_support::ads::{CDS, Client, EDS, Response, clusters};
-use pilot_xds::{BLACK_HOLE, HostReason, PASSTHROUGH, Proxy, ScopeOrigin};
+use pilot_xds::{BLACK_HOLE, HostReason, PASSTHROUGH, Proxy};
 use prost::Message;
 
 mod support;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
 use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
-use pilot_api::security::AuthorizationPolicy;
+use pilot_api::security::{AuthorizationPolicy, PeerAuthentication};
 use pilot_model::{Config, ConfigKind, DynConfig, StoreError};
 
 use super::RoutingConfigs;
@@ -38,6 +38,7 @@ impl RoutingConfigs {
         let gateways = Held::of(&previous.gateways);
         let sidecars = Held::of(&previous.sidecars);
         let authorization_policies = Held::of(&previous.authorization_policies);
+        let peer_authentications = Held::of(&previous.peer_authentications);
         for config in configs {
             match config.meta.kind.as_str() {
                 RouteRule::KIND => out.route_rules.push(route_rules.typed(config)?),
@@ -51,6 +52,9 @@ impl RoutingConfigs {
                 AuthorizationPolicy::KIND => out
                     .authorization_policies
                     .push(authorization_policies.typed(config)?),
+                PeerAuthentication::KIND => {
+                    out.peer_authentications.push(peer_authentications.typed(config)?)
+                }
                 _ => {}
             }
         }

@@ -19,6 +19,10 @@
 //! to a gateway; an IngressRule or gateway-bound VirtualService naming a
 //! host whose entry may change (the servers of edge proxies are compiled
 //! as a whole).
+//!
+//! The Sidecars, authorization policies and PeerAuthentications are each
+//! compiled as a whole, again only when one of their objects changed;
+//! otherwise the previous model's are kept.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -28,7 +32,10 @@ use pilot_api::networking::{self, DestinationRule, VirtualService};
 use pilot_model::{Config, ConfigKind};
 
 use super::v1::resolve;
-use super::{MESH_GATEWAY, RoutingConfigs, RoutingModel};
+use super::{
+    AuthorizationPolicies, MESH_GATEWAY, PeerAuthentications, RoutingConfigs, RoutingModel, Settings,
+    Sidecars,
+};
 
 /// A model compiled from the previous one
 /// ([`RoutingConfigs::compile_from`]).
@@ -71,6 +78,8 @@ impl RoutingConfigs {
             return None;
         }
         let suffix = &self.domain_suffix;
+        let mut model = before.clone();
+        self.compile_wholes(previous, &mut model);
         // The hosts the changed objects name, before and after.
         let mut named_by_changes = HashSet::new();
         let changes = Changed::between(self, previous);
@@ -84,7 +93,7 @@ impl RoutingConfigs {
         }
         if named_by_changes.is_empty() {
             return Some(Recompiled {
-                model: before.clone(),
+                model,
                 changed: Some(BTreeSet::new()),
             });
         }
@@ -113,7 +122,6 @@ impl RoutingConfigs {
             }
         }
         let part = self.only_naming(&all, &reach).compile();
-        let mut model = before.clone();
         let mut changed = BTreeSet::new();
         for host in again {
             let routes = part.hosts.get(&host);
@@ -153,6 +161,25 @@ impl RoutingConfigs {
         })
     }
 
+    /// Compiles into `model` (a copy of the model of `previous`) the parts
+    /// compiled as wholes whose objects changed: the Sidecars, the
+    /// authorization policies, the PeerAuthentications, and whether some
+    /// rule is not visible everywhere.
+    fn compile_wholes(&self, previous: &RoutingConfigs, model: &mut RoutingModel) {
+        if self.restricts_visibility() != model.settings.restricts_visibility {
+            model.settings = Arc::new(Settings::of(self));
+        }
+        if !same_objects(&self.sidecars, &previous.sidecars) {
+            model.sidecars = Arc::new(Sidecars::compile(self));
+        }
+        if !same_objects(&self.authorization_policies, &previous.authorization_policies) {
+            model.authorization = Arc::new(AuthorizationPolicies::compile(self));
+        }
+        if !same_objects(&self.peer_authentications, &previous.peer_authentications) {
+            model.peer_authentication = Arc::new(PeerAuthentications::compile(self));
+        }
+    }
+
     /// The objects that name a host of `hosts` (with the same settings),
     /// `all` being what each object names (`named`, in its order); the
     /// kinds compiled as a whole are left as they are.
@@ -182,6 +209,7 @@ impl RoutingConfigs {
             gateways: Vec::new(),
             sidecars: Vec::new(),
             authorization_policies: Vec::new(),
+            peer_authentications: Vec::new(),
             domain_suffix: self.domain_suffix.clone(),
             root_namespace: self.root_namespace.clone(),
             default_export_to: self.default_export_to.clone(),

@@ -1,13 +1,15 @@
 //! A model compiled from the previous one equals one compiled from
-//! scratch, for random sequences of changes to random objects; and the
-//! hosts it says changed are those a comparison of the two models finds.
+//! scratch, for random sequences of changes to random objects (the
+//! routing kinds, and the Sidecars and security policies compiled as
+//! wholes); and the hosts it says changed are those a comparison of the
+//! two models finds.
 
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
 use super::{RoutingConfigs, RoutingModel};
-use pilot_api::{istio, networking};
+use pilot_api::{istio, networking, security};
 use pilot_model::{DynConfig, KindRegistry, document};
 
 /// One object of a small mesh of four hosts (`h0`..`h3`), as YAML.
@@ -38,6 +40,20 @@ enum Object {
     },
     EgressRule {
         port: u16,
+    },
+    Sidecar {
+        selector: bool,
+        import: u8,
+        port: Option<u16>,
+        registry_only: bool,
+    },
+    AuthorizationPolicy {
+        deny: bool,
+        port: u16,
+    },
+    PeerAuthentication {
+        selector: bool,
+        strict: bool,
     },
 }
 
@@ -133,6 +149,46 @@ impl Object {
             Object::EgressRule { port } => format!(
                 "apiVersion: config.istio.io/v1alpha2\nkind: EgressRule\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  destination: {{service: api.example.com}}\n  ports: [{{port: {port}, protocol: http}}]\n"
             ),
+            Object::Sidecar {
+                selector,
+                import,
+                port,
+                registry_only,
+            } => {
+                let selector = if *selector {
+                    "  workloadSelector: {matchLabels: {app: a}}\n"
+                } else {
+                    ""
+                };
+                let port = port
+                    .map(|p| format!("port: {{number: {p}, protocol: HTTP, name: http}}, "))
+                    .unwrap_or_default();
+                let mode = if *registry_only {
+                    "REGISTRY_ONLY"
+                } else {
+                    "ALLOW_ANY"
+                };
+                format!(
+                    "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: {name}, namespace: default}}\nspec:\n{selector}  egress: [{{{port}hosts: [./h{import}.default.svc.cluster.local]}}]\n  outboundTrafficPolicy: {{mode: {mode}}}\n"
+                )
+            }
+            Object::AuthorizationPolicy { deny, port } => {
+                let action = if *deny { "DENY" } else { "ALLOW" };
+                format!(
+                    "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  action: {action}\n  rules: [{{to: [{{operation: {{ports: [\"{port}\"]}}}}]}}]\n"
+                )
+            }
+            Object::PeerAuthentication { selector, strict } => {
+                let selector = if *selector {
+                    "  selector: {matchLabels: {app: a}}\n"
+                } else {
+                    ""
+                };
+                let mode = if *strict { "STRICT" } else { "PERMISSIVE" };
+                format!(
+                    "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {{name: {name}, namespace: default}}\nspec:\n{selector}  mtls: {{mode: {mode}}}\n"
+                )
+            }
         }
     }
 }
@@ -178,6 +234,17 @@ fn object() -> impl Strategy<Value = Object> {
                 subsets: subsets.into_iter().collect(),
             }),
         1 => (80..82u16).prop_map(|port| Object::EgressRule { port }),
+        1 => (any::<bool>(), host(), prop::option::of(80..82u16), any::<bool>()).prop_map(
+            |(selector, import, port, registry_only)| Object::Sidecar {
+                selector,
+                import,
+                port,
+                registry_only,
+            }
+        ),
+        1 => (any::<bool>(), 80..82u16).prop_map(|(deny, port)| Object::AuthorizationPolicy { deny, port }),
+        1 => (any::<bool>(), any::<bool>())
+            .prop_map(|(selector, strict)| Object::PeerAuthentication { selector, strict }),
     ]
 }
 
@@ -189,6 +256,7 @@ fn change() -> impl Strategy<Value = (u8, Option<Object>)> {
 fn registry() -> KindRegistry {
     let registry = istio::registry();
     networking::register(&registry).unwrap();
+    security::register(&registry).unwrap();
     registry
 }
 
@@ -280,6 +348,36 @@ fn a_stale_entry_reused_is_found() {
     check(&steps, |_| {}).unwrap();
     let spoil = |model: &mut RoutingModel| {
         model.hosts.remove("h0.default.svc.cluster.local");
+    };
+    assert!(check(&steps, spoil).is_err());
+}
+
+/// The same for the parts compiled as wholes: a model that kept a stale
+/// Sidecar (its Sidecars dropped) is found at the next change of
+/// another kind.
+#[test]
+fn a_stale_sidecar_reused_is_found() {
+    let steps = vec![
+        vec![(
+            0,
+            Some(Object::Sidecar {
+                selector: false,
+                import: 1,
+                port: None,
+                registry_only: true,
+            }),
+        )],
+        vec![(
+            1,
+            Some(Object::PeerAuthentication {
+                selector: true,
+                strict: true,
+            }),
+        )],
+    ];
+    check(&steps, |_| {}).unwrap();
+    let spoil = |model: &mut RoutingModel| {
+        model.sidecars = Default::default();
     };
     assert!(check(&steps, spoil).is_err());
 }

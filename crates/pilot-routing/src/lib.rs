@@ -16,7 +16,17 @@
 //!   (`version=v1`), which is also how its clusters are named;
 //! - the external services proxies may call ([`ExternalService`]), and the
 //!   servers of edge proxies ([`IngressServer`]): the ingress rules', and
-//!   the gateways' with the VirtualServices bound to them.
+//!   the gateways' with the VirtualServices bound to them;
+//! - what decides each proxy's scope and inbound security, compiled from
+//!   the `Sidecar`, `AuthorizationPolicy` and `PeerAuthentication`
+//!   objects: each Sidecar's imports, listeners and outbound policy
+//!   ([`SidecarScope`], and which one applies to a proxy:
+//!   [`RoutingModel::sidecar_for`]), the authorization policies with their
+//!   rules ([`AuthorizationPolicies`]), and the mutual TLS modes by
+//!   namespace, workload and port ([`PeerAuthentications`]).
+//!
+//! Generation (pilot-xds) reads the model and nothing else: no routing or
+//! security object reaches it.
 //!
 //! Compilation is pure and deterministic: the same objects give the same
 //! model. A host's routes keep the kinds' precedence: v1alpha2 rules by
@@ -55,9 +65,10 @@ use std::sync::Arc;
 
 use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
 use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
-use pilot_api::security::AuthorizationPolicy;
+use pilot_api::security::{AuthorizationPolicy, PeerAuthentication};
 use pilot_model::{Config, ConfigKind, DynConfig, Labels, StoreError};
 
+pub mod authorization;
 pub mod convert;
 mod decode;
 mod edge;
@@ -65,10 +76,15 @@ mod gateway;
 mod http;
 mod incremental;
 mod l4;
+mod peer_authentication;
 mod policy;
 mod scope;
+mod sidecar;
+mod sidecar_ingress;
 mod v1;
 mod v1alpha2;
+
+pub use authorization::AuthorizationPolicies;
 
 pub use edge::{
     ExternalPort, ExternalService, GatewayHost, IngressRoute, IngressServer, PortSelector, Resolution,
@@ -81,10 +97,24 @@ pub use http::{
 };
 pub use incremental::Recompiled;
 pub use l4::{L4Match, TcpRoute, TlsRoute};
+pub use peer_authentication::PeerAuthentications;
 pub use policy::{
     ClientTls, ConnectionPool, ConsistentHash, Destination, HashKey, LoadBalancer, OutlierDetection,
     PortTrafficPolicy, SimpleLb, Subset, TlsMode, TrafficPolicy,
 };
+pub use sidecar::{EgressImport, EgressKind, EgressListener, ScopeOrigin, SidecarScope};
+pub use sidecar_ingress::{DefaultEndpoint, InboundLimits, IngressPort, IngressTls, IngressTlsMode};
+
+/// The API's vocabulary the model speaks in: values (host patterns,
+/// modes), not objects. Re-exported so that a reader of the model needs
+/// no API crate of its own.
+pub use pilot_api::networking::{
+    EgressHost, NamespaceSelector, OutboundMode, exported_to, host_matches, is_public,
+};
+/// A mutual TLS mode (the model's are never [`MtlsMode::Unset`]).
+pub use pilot_api::security::MtlsMode;
+
+use sidecar::Sidecars;
 
 /// The DNS suffix of service hostnames unless said otherwise.
 pub const DEFAULT_DOMAIN_SUFFIX: &str = "svc.cluster.local";
@@ -107,12 +137,15 @@ pub struct RoutingConfigs {
     pub destination_rules: Vec<Arc<Config<DestinationRule>>>,
     /// Gateways (`networking.istio.io`).
     pub gateways: Vec<Arc<Config<Gateway>>>,
-    /// Sidecars (`networking.istio.io`): what each proxy sees
-    /// ([`RoutingConfigs::visible_to`], pilot-xds's scope).
+    /// Sidecars (`networking.istio.io`): what each proxy sees, compiled
+    /// into [`SidecarScope`]s.
     pub sidecars: Vec<Arc<Config<Sidecar>>>,
-    /// Authorization policies (`security.istio.io`), read by inbound
-    /// generation; not part of the routing model.
+    /// Authorization policies (`security.istio.io`), compiled into
+    /// [`AuthorizationPolicies`].
     pub authorization_policies: Vec<Arc<Config<AuthorizationPolicy>>>,
+    /// Peer authentications (`security.istio.io`), compiled into
+    /// [`PeerAuthentications`].
+    pub peer_authentications: Vec<Arc<Config<PeerAuthentication>>>,
     /// The DNS suffix of service hostnames (`svc.cluster.local`).
     pub domain_suffix: String,
     /// The namespace whose selector-less Sidecar is the mesh's default
@@ -142,6 +175,7 @@ impl Default for RoutingConfigs {
             gateways: Vec::new(),
             sidecars: Vec::new(),
             authorization_policies: Vec::new(),
+            peer_authentications: Vec::new(),
             domain_suffix: DEFAULT_DOMAIN_SUFFIX.into(),
             root_namespace: DEFAULT_ROOT_NAMESPACE.into(),
             default_export_to: Vec::new(),
@@ -167,6 +201,9 @@ impl RoutingConfigs {
                 AuthorizationPolicy::KIND => out
                     .authorization_policies
                     .push(Arc::new(Config::from_dyn(config)?)),
+                PeerAuthentication::KIND => {
+                    out.peer_authentications.push(Arc::new(Config::from_dyn(config)?))
+                }
                 _ => {}
             }
         }
@@ -185,6 +222,10 @@ impl RoutingConfigs {
         v1alpha2::compile(self, &mut model);
         v1::compile(self, &mut model);
         model.finish();
+        model.settings = Arc::new(Settings::of(self));
+        model.sidecars = Arc::new(Sidecars::compile(self));
+        model.authorization = Arc::new(AuthorizationPolicies::compile(self));
+        model.peer_authentication = Arc::new(PeerAuthentications::compile(self));
         model
     }
 }
@@ -202,7 +243,8 @@ pub struct HostRoutes {
 }
 
 /// The compiled routing configuration: routes by host, destinations with
-/// their policies and subsets, external services, ingress servers. See the
+/// their policies and subsets, external services, ingress servers; the
+/// Sidecars, authorization policies and mutual TLS modes. See the
 /// [module](self) documentation.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RoutingModel {
@@ -215,6 +257,41 @@ pub struct RoutingModel {
     sources: HashSet<String>,
     sources_by_labels: bool,
     l4_by_source: bool,
+    /// The parts compiled as wholes, shared with the models restricted
+    /// to a scope and with those compiled from this one while their
+    /// objects are the same.
+    settings: Arc<Settings>,
+    sidecars: Arc<Sidecars>,
+    authorization: Arc<AuthorizationPolicies>,
+    peer_authentication: Arc<PeerAuthentications>,
+}
+
+/// The mesh-wide settings a model was compiled with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Settings {
+    domain_suffix: String,
+    root_namespace: String,
+    default_export_to: Vec<String>,
+    /// Some VirtualService or DestinationRule is not visible in every
+    /// namespace.
+    restricts_visibility: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings::of(&RoutingConfigs::default())
+    }
+}
+
+impl Settings {
+    fn of(configs: &RoutingConfigs) -> Self {
+        Settings {
+            domain_suffix: configs.domain_suffix.clone(),
+            root_namespace: configs.root_namespace.clone(),
+            default_export_to: configs.default_export_to.clone(),
+            restricts_visibility: configs.restricts_visibility(),
+        }
+    }
 }
 
 impl RoutingModel {
@@ -298,6 +375,55 @@ impl RoutingModel {
     /// namespace): then a proxy's outbound listeners depend on it.
     pub fn l4_by_source(&self) -> bool {
         self.l4_by_source
+    }
+
+    /// The DNS suffix of service hostnames it was compiled with.
+    pub fn domain_suffix(&self) -> &str {
+        &self.settings.domain_suffix
+    }
+
+    /// The namespace of mesh-wide Sidecars and security policies.
+    pub fn root_namespace(&self) -> &str {
+        &self.settings.root_namespace
+    }
+
+    /// Where services, VirtualServices and DestinationRules without an
+    /// `exportTo` of their own are visible (empty: every namespace).
+    pub fn default_export_to(&self) -> &[String] {
+        &self.settings.default_export_to
+    }
+
+    /// Whether some VirtualService or DestinationRule it was compiled from
+    /// is not visible in every namespace
+    /// ([`RoutingConfigs::restricts_visibility`]): then each namespace
+    /// sees a model of its own. Ask the whole mesh's model: one compiled
+    /// from a namespace's view (`RoutingConfigs::visible_to`) says it of
+    /// that view only.
+    pub fn restricts_visibility(&self) -> bool {
+        self.settings.restricts_visibility
+    }
+
+    /// Every Sidecar, compiled, by namespace and name.
+    pub fn sidecars(&self) -> &[Arc<SidecarScope>] {
+        self.sidecars.all()
+    }
+
+    /// The Sidecar that applies to a proxy of `namespace` whose workload
+    /// has `labels`, with what made it apply: the first (by name) of the
+    /// namespace whose workload selector matches, else the namespace's
+    /// selector-less one, else the root namespace's selector-less one.
+    pub fn sidecar_for(&self, namespace: &str, labels: &Labels) -> Option<(&Arc<SidecarScope>, ScopeOrigin)> {
+        self.sidecars.applying(self.root_namespace(), namespace, labels)
+    }
+
+    /// The authorization policies, compiled.
+    pub fn authorization(&self) -> &AuthorizationPolicies {
+        &self.authorization
+    }
+
+    /// The mutual TLS modes of the PeerAuthentications, compiled.
+    pub fn peer_authentication(&self) -> &PeerAuthentications {
+        &self.peer_authentication
     }
 
     fn host_mut(&mut self, host: &str) -> &mut HostRoutes {

@@ -41,7 +41,8 @@ impl RoutingModel {
     /// The model restricted to the hosts `in_scope` accepts: their routes
     /// and destinations, and the external services whose host it accepts;
     /// the ingress servers are kept (they belong to ingress proxies, which
-    /// have no Sidecar).
+    /// have no Sidecar), and so are the settings, Sidecars and security
+    /// policies.
     pub fn scoped(&self, in_scope: impl Fn(&str) -> bool) -> RoutingModel {
         self.with_parts(
             self.hosts
@@ -104,6 +105,10 @@ impl RoutingModel {
             sources: Default::default(),
             sources_by_labels: false,
             l4_by_source: false,
+            settings: Arc::clone(&self.settings),
+            sidecars: Arc::clone(&self.sidecars),
+            authorization: Arc::clone(&self.authorization),
+            peer_authentication: Arc::clone(&self.peer_authentication),
         };
         out.finish();
         out
@@ -137,7 +142,10 @@ impl RoutingModel {
     /// The hosts whose routes or destination differ between `self` and
     /// `before`; `None` when something not kept by host (external
     /// services, ingress servers, source matches) differs: then every host
-    /// may have changed.
+    /// may have changed. The Sidecars and security policies are not
+    /// compared: they are wholes ([`RoutingModel::sidecars`],
+    /// [`RoutingModel::authorization`],
+    /// [`RoutingModel::peer_authentication`]).
     pub fn changed_hosts(&self, before: &RoutingModel) -> Option<BTreeSet<String>> {
         if self.external != before.external
             || self.ingress != before.ingress

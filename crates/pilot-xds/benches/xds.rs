@@ -15,6 +15,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use pilot_model::{Labels, Port, Protocol, Service};
+use pilot_routing::RoutingConfigs;
 use pilot_store_memory::MemoryServiceRegistry;
 use pilot_xds::{MeshConfig, Proxy, Resources, generate};
 use prost::Message;
@@ -25,7 +26,7 @@ const SERVICES: usize = 1_000;
 
 fn mesh() -> (MemoryServiceRegistry, MeshConfig) {
     let registry = MemoryServiceRegistry::new();
-    let mut mesh = MeshConfig::default();
+    let mut configs = RoutingConfigs::default();
     for s in 0..SERVICES {
         let name = format!("svc-{s}");
         let host = format!("{name}.default.svc.cluster.local");
@@ -46,13 +47,13 @@ fn mesh() -> (MemoryServiceRegistry, MeshConfig) {
                 )
                 .expect("service exists");
         }
-        mesh.route_rules.push(std::sync::Arc::new(common::split_rule(
+        configs.route_rules.push(std::sync::Arc::new(common::split_rule(
             &name,
             &format!("{name}-split"),
             50,
         )));
     }
-    (registry, mesh)
+    (registry, MeshConfig::new(configs.compile()))
 }
 
 fn encoded_bytes(resources: &Resources) -> usize {

@@ -1,15 +1,22 @@
 //! Generation of a proxy's resources from the registry and the routing
 //! configuration: the whole of it ([`generate`]), and its outbound and
 //! inbound halves for callers that share the outbound half between the
-//! proxies of one class.
+//! proxies of one class; a proxy's listeners, by its type
+//! ([`listener_plan`]: a sidecar's, `sidecar/`, or an edge proxy's,
+//! `gateway/`), and its clusters.
 
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use pilot_model::{ServiceDiscovery, ServiceInstance};
-
 use pilot_routing::RoutingModel;
 
+use crate::build::clusters::{eds_clusters, load_assignment, outbound};
+use crate::build::listeners::ListenerPlan;
+use crate::build::route_config::route_configuration;
+use crate::mesh::MeshTls;
 use crate::{Generator, MeshConfig, Proxy, ProxyType, Resources};
-use crate::{clusters, grpcgen, listeners, rbac, routes};
+use crate::{build, gateway, grpcgen, sidecar};
 
 /// Generates every resource for `proxy` from the registry and the routing
 /// configuration (its compiled model).
@@ -34,7 +41,7 @@ pub fn generate_outbound(
     if proxy.generator == Generator::Grpc {
         return grpcgen::outbound(proxy, registry, model, own);
     }
-    let (clusters, endpoints) = clusters::clusters(proxy, registry, model, mesh.security_for(proxy));
+    let (clusters, endpoints) = clusters(proxy, registry, model, mesh.security_for(proxy));
     let mut resources = envoy_listeners_routes(proxy, registry, model, own);
     resources.clusters = clusters;
     resources.endpoints = endpoints;
@@ -51,12 +58,12 @@ fn envoy_listeners_routes(
     model: &RoutingModel,
     own: &[ServiceInstance],
 ) -> Resources {
-    let plan = listeners::listeners(proxy, registry, model, own);
+    let plan = listener_plan(proxy, registry, model, own);
     let services = registry.services();
     let mut routes: Vec<RouteConfiguration> = plan
         .http_ports
         .iter()
-        .map(|port| routes::route_configuration(*port, &services, model, proxy, own))
+        .map(|port| route_configuration(*port, &services, model, proxy, own))
         .collect();
     routes.extend(plan.ingress_routes);
     Resources {
@@ -68,10 +75,10 @@ fn envoy_listeners_routes(
 
 /// The inbound side of a captured sidecar: a cluster and a listener for
 /// each of its own instances (with the RBAC filters of the authorization
-/// policies of `mesh` applying to it); of a proxyless gRPC proxy, the
+/// policies of `mesh`'s model applying to it); of a proxyless gRPC proxy, the
 /// listeners its xDS-enabled servers ask for (nothing for other proxies).
 /// A sidecar with SDS certificates accepts mutual TLS on its inbound
-/// listeners as the PeerAuthentications of `mesh` say; one without stays
+/// listeners as the PeerAuthentication modes of `mesh`'s model say; one without stays
 /// plaintext.
 pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfig) -> Resources {
     if proxy.generator == Generator::Grpc {
@@ -81,8 +88,8 @@ pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfi
         return Resources::default();
     }
     Resources {
-        clusters: clusters::inbound(own),
-        listeners: listeners::inbound(
+        clusters: build::clusters::inbound(own),
+        listeners: sidecar::inbound::listeners(
             own,
             |instance| {
                 let namespace = proxy.domain.split('.').next().unwrap_or_default();
@@ -90,15 +97,49 @@ pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfi
                 labels.0.extend(instance.labels.0.clone());
                 match mesh.security_for(proxy) {
                     Some(security) => security.mtls_mode(namespace, &labels, instance.endpoint.port),
-                    None => pilot_api::security::MtlsMode::Disable,
+                    None => pilot_routing::MtlsMode::Disable,
                 }
             },
-            &rbac::Authorization::new(
-                &mesh.authorization_policies,
-                &mesh.security().root_namespace,
-                proxy,
-            ),
+            &build::rbac::Authorization::new(mesh.model().authorization(), proxy),
         ),
         ..Default::default()
     }
+}
+
+/// The listeners of `proxy` (but its inbound ones), with the route
+/// configurations they refer to: a sidecar's outbound listeners, or an
+/// edge proxy's (the servers it serves).
+pub fn listener_plan(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    model: &RoutingModel,
+    own: &[ServiceInstance],
+) -> ListenerPlan {
+    match proxy.proxy_type {
+        ProxyType::Sidecar => sidecar::outbound::plan(proxy, registry, model, own),
+        ProxyType::Ingress | ProxyType::Router => {
+            let mut plan = ListenerPlan::default();
+            gateway::listeners(proxy, registry, model, &mut plan);
+            plan
+        }
+    }
+}
+
+/// The clusters for `proxy`, and the load assignments of its EDS clusters.
+fn clusters(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    model: &RoutingModel,
+    security: Option<MeshTls<'_>>,
+) -> (Vec<Cluster>, Vec<ClusterLoadAssignment>) {
+    // The passthrough serves captured traffic only.
+    let captured = proxy.proxy_type == ProxyType::Sidecar && proxy.capture.captures();
+    let services = registry.services();
+    let assignments = eds_clusters(&services, model)
+        .iter()
+        .map(|c| load_assignment(&c.name, &c.service, &c.port_name, registry))
+        .collect();
+    let mut clusters = outbound(captured, &services, model, security);
+    clusters.extend(gateway::sni_dnat::clusters(proxy, &services, model));
+    (clusters, assignments)
 }

@@ -52,9 +52,10 @@ use envoy_types::pb::google::protobuf::UInt32Value;
 use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
 use pilot_routing::RoutingModel;
 
-use crate::clusters::{load_assignment, subsets_of};
-use crate::routes::{FAULT_FILTER, admitted, domains_with_port, prefix_match, virtual_host_routes};
-use crate::util::{ads, any, socket, u32_value};
+use crate::build::clusters::{load_assignment, subsets_of};
+use crate::build::route_config::domains_with_port;
+use crate::build::routes::{FAULT_FILTER, admitted, prefix_match, virtual_host_routes};
+use crate::build::util::{ads, any, socket, u32_value};
 use crate::{ClusterName, Proxy, Resources};
 
 /// The prefix of the listener names xDS-enabled gRPC servers ask for (the
@@ -83,7 +84,7 @@ pub(crate) fn outbound(
     for service in registry.services() {
         // Services the proxy would resolve itself (DNS, passthrough) are
         // not generated for gRPC.
-        if service.external_name.is_some() || !crate::resolved::uses_eds(&service.resolution) {
+        if service.external_name.is_some() || !crate::build::resolved::uses_eds(&service.resolution) {
             continue;
         }
         let host_routes = model.http_routes(&service.hostname);

@@ -1,8 +1,9 @@
 //! Envoy xDS v3 configuration generated from pilot's services and routing
 //! rules: a pure function of a service registry snapshot, the routing
-//! model (`pilot_routing`, compiled from the routing objects by
-//! [`MeshConfig`]) and the proxy asking. Generation reads the model only,
-//! never the objects.
+//! model (`pilot_routing::RoutingModel`, compiled from the routing,
+//! Sidecar and security objects; held by [`MeshConfig`]) and the proxy
+//! asking. Generation reads the model only, never the objects: this crate
+//! does not depend on the crate that defines them.
 //!
 //! - CDS ([`Resources::clusters`]): an EDS cluster per service port and per
 //!   subset of the model, with its traffic policy's load balancing,
@@ -20,8 +21,9 @@
 //!   the model's ingress servers; a Sidecar's egress listeners with a
 //!   port (at their bind, bound under `captureMode: NONE`) and ingress
 //!   listeners (to their default endpoint) under a scope
-//!   ([`generate_scoped_outbound`], [`generate_scoped_inbound`]). HTTP gets the connection manager (RDS; fault, CORS and
-//!   router filters), TCP a TCP proxy.
+//!   ([`serving::generate_scoped_outbound`],
+//!   [`serving::generate_scoped_inbound`]). HTTP gets the connection
+//!   manager (RDS; fault, CORS and router filters), TCP a TCP proxy.
 //! - RDS ([`Resources::routes`]): a route configuration per outbound HTTP
 //!   port (services' and egress rules' HTTP ports) with a virtual host per
 //!   service and per egress host (`*.foo.com`, `*` included), the model's
@@ -45,35 +47,28 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
-mod clusters;
-mod egress;
+// The layers, lowest first (`tests/module_layers.rs` checks that each
+// imports only those below it, and that no file imports one that
+// imports it): the vocabulary generation takes and gives; leaf builders
+// (`build/`); sidecar assembly (`sidecar/`); gateway assembly
+// (`gateway/`); and on top scopes, proxyless gRPC, whole generation and
+// the parts pilot-ads assembles (`serving`).
 mod error;
-mod gateway;
-mod gateway_l4;
-mod generate;
-mod grpcgen;
-mod hash_policy;
-mod l4;
-mod listeners;
 mod mesh;
 mod names;
-pub mod parts;
 mod proxy;
-mod rbac;
-mod resolved;
 mod resources;
-mod routes;
-mod scope;
-pub mod security;
-mod sidecar_egress;
-mod sidecar_ingress;
-mod sidecar_listeners;
-mod sidecar_tls;
-mod sidecar_unix;
-mod sni_dnat;
-mod upstream_tls;
-mod util;
 
+mod build;
+
+mod sidecar;
+
+mod gateway;
+
+mod generate;
+mod grpcgen;
+mod scope;
+pub mod serving;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
@@ -83,23 +78,17 @@ pub mod testing;
 /// always match.
 pub use envoy_types;
 
-pub use clusters::PASSTHROUGH;
+pub use build::cluster::PASSTHROUGH;
+pub use build::rbac::{HTTP_RBAC_FILTER, NETWORK_RBAC_FILTER};
+pub use build::routes::{CORS_FILTER, FAULT_FILTER};
+pub use build::security;
 pub use error::XdsError;
 pub use generate::generate;
 pub use grpcgen::GRPC_SERVER_LISTENER_PREFIX;
 pub use mesh::MeshConfig;
-pub use names::{ClusterName, Direction, route_config_name};
+pub use names::{ClusterName, Direction, host_namespace, route_config_name};
 pub use pilot_proxy_api::{InterceptionMode, ProxyType};
 pub use proxy::{Generator, Proxy};
-pub use rbac::{HTTP_RBAC_FILTER, NETWORK_RBAC_FILTER};
 pub use resources::Resources;
-pub use routes::{CORS_FILTER, FAULT_FILTER};
-pub use scope::{
-    BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope, ScopeKey, ScopeOrigin, ServiceIndex,
-    generate_scoped_inbound, generate_scoped_outbound, host_namespace, scope_in, scope_of, scoping_applies,
-    sidecar_for,
-};
-pub use sidecar_listeners::{
-    DefaultEndpoint, EgressPort, EgressSocket, InboundLimits, IngressPort, SidecarListeners,
-};
-pub use sidecar_tls::{IngressTls, IngressTlsMode};
+pub use scope::{BLACK_HOLE, BLOCK_ALL, HostReason, ProxyScope};
+pub use sidecar::layout::{EgressPort, EgressSocket, SidecarListeners};

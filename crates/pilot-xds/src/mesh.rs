@@ -1,150 +1,135 @@
-//! The routing configuration the generator reads: the routing objects,
-//! typed, and the routing model compiled from them.
+//! The configuration generation reads: the routing model (routes,
+//! destinations, Sidecars, security policies, all compiled by
+//! `pilot_routing`) and the mesh settings no object carries.
 
-use std::collections::BTreeSet;
-use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use pilot_model::DynConfig;
-use pilot_routing::{RoutingConfigs, RoutingModel};
+use pilot_model::{DynConfig, Labels};
+use pilot_routing::{MtlsMode, PeerAuthentications, RoutingConfigs, RoutingModel};
 
 use crate::XdsError;
-use crate::security::SecurityPolicies;
 
-/// The routing configuration of one push: the routing objects, typed
-/// ([`RoutingConfigs`], which it dereferences to), and the
-/// [`RoutingModel`] compiled from them, which is all generation reads.
-///
-/// The model is compiled once, on first use, and shared by clones; any
-/// change through `&mut` discards it, so it is compiled again from what
-/// the objects are then.
+/// The trust domain of workload identities, unless configured otherwise.
+pub const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
+
+/// The configuration of one push as generation reads it: the compiled
+/// [`RoutingModel`] (shared by clones) and the trust domain of workload
+/// identities. It holds no routing or security object: those are
+/// compiled into the model ([`RoutingConfigs::compile`]) before
+/// generation sees them.
 ///
 /// ```
+/// use pilot_routing::RoutingConfigs;
 /// use pilot_xds::MeshConfig;
-/// let mut mesh = MeshConfig::default();
-/// assert!(mesh.model().http_routes("reviews.default.svc.cluster.local").is_empty());
-/// mesh.domain_suffix = "svc.example".into(); // discards the compiled model
-/// assert_eq!(mesh.configs().domain_suffix, "svc.example");
+/// let mut configs = RoutingConfigs::default();
+/// configs.domain_suffix = "svc.example".into();
+/// let mesh = MeshConfig::new(configs.compile());
+/// assert!(mesh.model().http_routes("reviews.default.svc.example").is_empty());
+/// assert_eq!(mesh.model().domain_suffix(), "svc.example");
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct MeshConfig {
-    configs: RoutingConfigs,
-    model: OnceLock<Arc<RoutingModel>>,
-    security: SecurityPolicies,
+    model: Arc<RoutingModel>,
+    trust_domain: String,
+}
+
+impl Default for MeshConfig {
+    /// No objects, the default settings.
+    fn default() -> Self {
+        MeshConfig::new(RoutingConfigs::default().compile())
+    }
 }
 
 impl MeshConfig {
-    /// The routing configuration of `configs`.
-    pub fn new(configs: RoutingConfigs) -> Self {
+    /// The configuration of `model`, in the default trust domain.
+    pub fn new(model: impl Into<Arc<RoutingModel>>) -> Self {
         MeshConfig {
-            configs,
-            model: OnceLock::new(),
-            security: SecurityPolicies::default(),
+            model: model.into(),
+            trust_domain: DEFAULT_TRUST_DOMAIN.into(),
         }
     }
 
-    /// A configuration whose model is `model` and which holds no routing
-    /// objects: a model restricted to a proxy's scope
-    /// ([`RoutingModel::scoped`]), which generation reads alone, with the
-    /// security policies and mesh settings of `like`.
+    /// A configuration whose model is `model` with the trust domain of
+    /// `like`: for a model restricted to a proxy's scope
+    /// ([`RoutingModel::scoped`]).
     pub fn from_model(model: RoutingModel, like: &MeshConfig) -> Self {
-        let mut configs = RoutingConfigs::default();
-        configs.domain_suffix = like.configs.domain_suffix.clone();
-        configs.root_namespace = like.configs.root_namespace.clone();
-        configs.default_export_to = like.configs.default_export_to.clone();
         MeshConfig {
-            configs,
-            model: OnceLock::from(Arc::new(model)),
-            security: like.security.clone(),
+            model: Arc::new(model),
+            trust_domain: like.trust_domain.clone(),
         }
     }
 
-    /// The routing and security kinds among `configs`, typed; other kinds
-    /// are ignored.
+    /// The routing and security kinds among `configs`, compiled (with the
+    /// default settings); other kinds are ignored. Fails on an object that
+    /// does not decode as its kind.
     pub fn from_configs<'a>(configs: impl IntoIterator<Item = &'a DynConfig>) -> Result<Self, XdsError> {
-        let configs: Vec<&DynConfig> = configs.into_iter().collect();
-        let bad = |e: pilot_model::StoreError| XdsError::BadConfig(e.to_string());
-        let mut mesh = RoutingConfigs::from_configs(configs.iter().copied())
-            .map(MeshConfig::new)
-            .map_err(bad)?;
-        mesh.security = SecurityPolicies::from_configs(configs).map_err(bad)?;
-        Ok(mesh)
+        let configs =
+            RoutingConfigs::from_configs(configs).map_err(|e| XdsError::BadConfig(e.to_string()))?;
+        Ok(MeshConfig::new(configs.compile()))
     }
 
-    /// The routing and security kinds among `configs`, typed, taking the
-    /// objects `previous` holds at the same resource version from it
-    /// ([`RoutingConfigs::from_configs_reusing`]), with its settings.
-    pub fn from_configs_reusing<'a>(
-        configs: impl IntoIterator<Item = &'a DynConfig>,
-        previous: &MeshConfig,
-    ) -> Result<Self, XdsError> {
-        let configs: Vec<&DynConfig> = configs.into_iter().collect();
-        let bad = |e: pilot_model::StoreError| XdsError::BadConfig(e.to_string());
-        let mut mesh = RoutingConfigs::from_configs_reusing(configs.iter().copied(), &previous.configs)
-            .map(MeshConfig::new)
-            .map_err(bad)?;
-        mesh.security = SecurityPolicies::from_configs(configs).map_err(bad)?;
-        Ok(mesh)
-    }
-
-    /// Compiles the model from `previous`'s
-    /// ([`RoutingConfigs::compile_from`]): the hosts no changed object
-    /// names are shared with it. Returns the hosts whose routes or
-    /// destination changed, `None` when that is not known by host (the
-    /// whole model was compiled again).
-    pub fn compile_from(&mut self, previous: &MeshConfig) -> Option<BTreeSet<String>> {
-        let recompiled = self.configs.compile_from(&previous.configs, previous.model());
-        self.model = OnceLock::from(Arc::new(recompiled.model));
-        recompiled.changed
-    }
-
-    /// The same configuration read with this mesh's root namespace (of
-    /// mesh-wide policy) and trust domain (of workload identities).
-    pub fn with_mesh_settings(mut self, root_namespace: &str, trust_domain: &str) -> Self {
-        self.security.root_namespace = root_namespace.to_string();
-        self.security.trust_domain = trust_domain.to_string();
+    /// The same configuration with workload identities in `trust_domain`.
+    pub fn with_trust_domain(mut self, trust_domain: &str) -> Self {
+        self.trust_domain = trust_domain.to_string();
         self
     }
 
-    /// The security policies (PeerAuthentication) and mesh settings.
-    pub fn security(&self) -> &SecurityPolicies {
-        &self.security
+    /// The trust domain of workload identities (`cluster.local`).
+    pub fn trust_domain(&self) -> &str {
+        &self.trust_domain
     }
 
-    /// The security policies a proxy's generation follows: none (no mutual
-    /// TLS) for a proxy without SDS certificates or a proxyless gRPC one.
-    pub fn security_for(&self, proxy: &crate::Proxy) -> Option<&SecurityPolicies> {
-        (proxy.sds && proxy.generator == crate::Generator::Envoy).then_some(&self.security)
-    }
-
-    /// The security policies, to change.
-    pub fn security_mut(&mut self) -> &mut SecurityPolicies {
-        &mut self.security
-    }
-
-    /// The routing objects.
-    pub fn configs(&self) -> &RoutingConfigs {
-        &self.configs
-    }
-
-    /// The routing model, compiled on first use.
+    /// The routing model.
     pub fn model(&self) -> &RoutingModel {
-        self.model.get_or_init(|| Arc::new(self.configs.compile()))
+        &self.model
+    }
+
+    /// The routing model, shared.
+    pub fn shared_model(&self) -> &Arc<RoutingModel> {
+        &self.model
+    }
+
+    /// What mutual TLS between workloads is generated from: the model's
+    /// PeerAuthentication modes and the trust domain.
+    pub fn mesh_tls(&self) -> MeshTls<'_> {
+        MeshTls::new(self.model.peer_authentication(), &self.trust_domain)
+    }
+
+    /// [`MeshConfig::mesh_tls`] for a proxy that takes part in it: none
+    /// (no mutual TLS) for a proxy without SDS certificates or a proxyless
+    /// gRPC one.
+    pub fn security_for(&self, proxy: &crate::Proxy) -> Option<MeshTls<'_>> {
+        (proxy.sds && proxy.generator == crate::Generator::Envoy).then(|| self.mesh_tls())
     }
 }
 
-impl Deref for MeshConfig {
-    type Target = RoutingConfigs;
-    fn deref(&self) -> &RoutingConfigs {
-        &self.configs
-    }
+/// What mutual TLS between workloads is generated from: the compiled
+/// PeerAuthentication modes and the trust domain of workload identities
+/// ([`MeshConfig::mesh_tls`](crate::MeshConfig::mesh_tls)).
+#[derive(Debug, Clone, Copy)]
+pub struct MeshTls<'a> {
+    modes: &'a PeerAuthentications,
+    trust_domain: &'a str,
 }
 
-impl DerefMut for MeshConfig {
-    /// The objects, to change: the compiled model is discarded.
-    fn deref_mut(&mut self) -> &mut RoutingConfigs {
-        self.model = OnceLock::new();
-        &mut self.configs
+impl<'a> MeshTls<'a> {
+    /// The modes `modes`, identities in `trust_domain`.
+    pub fn new(modes: &'a PeerAuthentications, trust_domain: &'a str) -> Self {
+        MeshTls { modes, trust_domain }
+    }
+
+    /// The mode a workload of `namespace` with `labels` accepts on its
+    /// port `port` ([`PeerAuthentications::mtls_mode`]).
+    pub fn mtls_mode(&self, namespace: &str, labels: &Labels, port: u16) -> MtlsMode {
+        self.modes.mtls_mode(namespace, labels, port)
+    }
+
+    /// The SPIFFE identity of a service account of `namespace`.
+    pub fn spiffe_id(&self, namespace: &str, service_account: &str) -> String {
+        format!(
+            "spiffe://{}/ns/{namespace}/sa/{service_account}",
+            self.trust_domain
+        )
     }
 }

@@ -1,9 +1,12 @@
-//! Stable, parseable names for generated resources.
+//! Stable, parseable names for generated resources, and the names they
+//! are made of: a service hostname's namespace, a subset's name, the SNI
+//! of mutual TLS to a service port.
 
 use std::fmt;
 use std::str::FromStr;
 
 use pilot_model::Labels;
+use pilot_routing::RoutingModel;
 
 use crate::XdsError;
 
@@ -122,6 +125,36 @@ pub(crate) fn outbound_cluster(hostname: &str, port: u16, subset: &Labels) -> St
 /// The route configuration of an outbound HTTP port: its number.
 pub fn route_config_name(port: u16) -> String {
     port.to_string()
+}
+
+/// The namespace of a service's hostname (its second label), if it has one.
+pub fn host_namespace(hostname: &str) -> Option<&str> {
+    // The second label (what `split('.').nth(1)` gives), found byte by
+    // byte: every class of proxies asks it of every service.
+    let dot = |s: &str| s.bytes().position(|b| b == b'.');
+    let rest = &hostname[dot(hostname)? + 1..];
+    Some(&rest[..dot(rest).unwrap_or(rest.len())])
+}
+
+/// The SNI a sidecar sends to `hostname`'s `port` (its subset named
+/// `subset`, empty for the whole service) when it originates mutual TLS,
+/// and the name of an edge proxy's SNI-DNAT cluster for it:
+/// `outbound_.<port>_.<subset>_.<hostname>`.
+pub(crate) fn sni(hostname: &str, port: u16, subset: &str) -> String {
+    format!("outbound_.{port}_.{subset}_.{hostname}")
+}
+
+/// The name of the model's subset of `hostname` selected by `labels`
+/// (empty for the whole service).
+pub(crate) fn subset_name<'a>(model: &'a RoutingModel, hostname: &str, labels: &Labels) -> &'a str {
+    if labels.is_empty() {
+        return "";
+    }
+    model
+        .destination(hostname)
+        .and_then(|d| d.subsets.iter().find(|s| &s.labels == labels))
+        .map(|s| s.name.as_str())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

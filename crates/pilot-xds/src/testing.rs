@@ -27,7 +27,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use prost::Message;
 
 use crate::Resources;
-use crate::util::{any, socket};
+use crate::build::util::{any, socket};
 
 /// The name of the ADS cluster in test bootstraps.
 pub const XDS_CLUSTER: &str = "xds-grpc";
@@ -50,7 +50,7 @@ pub fn static_bootstrap(node_id: &str, resources: &Resources, xds_port: u16) -> 
     // The agent's SDS cluster the mesh's TLS contexts name; secrets stay
     // unanswered here.
     let mut sds = xds_cluster(xds_port);
-    sds.name = crate::security::SDS_CLUSTER.into();
+    sds.name = crate::build::security::SDS_CLUSTER.into();
     if let Some(assignment) = &mut sds.load_assignment {
         assignment.cluster_name = sds.name.clone();
     }
@@ -306,7 +306,7 @@ fn inline_routes(listener: &Listener, resources: &Resources) -> Listener {
 fn xds_cluster(port: u16) -> Cluster {
     let mut cluster = Cluster {
         name: XDS_CLUSTER.into(),
-        connect_timeout: Some(crate::util::duration(std::time::Duration::from_secs(1))),
+        connect_timeout: Some(crate::build::util::duration(std::time::Duration::from_secs(1))),
         cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
             cluster::DiscoveryType::Static as i32,
         )),
@@ -326,6 +326,6 @@ fn xds_cluster(port: u16) -> Cluster {
         }),
         ..Default::default()
     };
-    crate::clusters::use_http2(&mut cluster);
+    crate::build::cluster::use_http2(&mut cluster);
     cluster
 }

@@ -131,17 +131,18 @@ fn rule(name: &str, body: &str) -> String {
 fn envoy_loads_what_validation_accepts_at_the_edges() {
     let objects: Vec<DynConfig> = document::parse("edges.yaml", ACCEPTED, &istio::registry())
         .unwrap_or_else(|e| panic!("validation refused an edge case: {e}"));
-    let mut mesh = support::mesh();
+    let mut configs = support::configs();
     for object in &objects {
         match object.meta.kind.as_str() {
-            "RouteRule" => mesh
+            "RouteRule" => configs
                 .route_rules
                 .push(std::sync::Arc::new(Config::from_dyn(object).unwrap())),
-            _ => mesh
+            _ => configs
                 .destination_policies
                 .push(std::sync::Arc::new(Config::from_dyn(object).unwrap())),
         }
     }
+    let mesh = pilot_xds::MeshConfig::new(configs.compile());
     let registry = support::registry();
     for (name, proxy) in support::proxies() {
         let resources = generate(&proxy, &registry, &mesh);

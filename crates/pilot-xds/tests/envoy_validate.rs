@@ -29,9 +29,11 @@ fn envoy_rejects_what_is_wrong() {
         "match": {"request": {"headers": {"cookie": {"regex": "(unclosed"}}}}
     }))
     .unwrap();
-    let mut mesh = support::mesh();
-    mesh.route_rules
+    let mut configs = support::configs();
+    configs
+        .route_rules
         .push(pilot_model::Config::new("default", "bad-regex", spec).into());
+    let mesh = pilot_xds::MeshConfig::new(configs.compile());
     let registry = support::registry();
     let proxy = support::proxies().remove(0).1;
     let resources = generate(&proxy, &registry, &mesh);

@@ -12,6 +12,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::UpstreamTlsC
 use pilot_api::networking::DestinationRule;
 use pilot_api::security::PeerAuthentication;
 use pilot_model::{Config, Labels, Port, Protocol, Service, ServiceInstance};
+use pilot_routing::RoutingConfigs;
 use pilot_store_memory::MemoryServiceRegistry;
 use pilot_test_support::envoy_binary;
 use pilot_xds::envoy_types;
@@ -93,9 +94,13 @@ fn peer(namespace: &str, name: &str, spec: serde_json::Value) -> Config<PeerAuth
 }
 
 fn mesh(policies: Vec<Config<PeerAuthentication>>) -> MeshConfig {
-    let mut mesh = MeshConfig::default();
-    mesh.security_mut().peer_authentications = policies;
-    mesh
+    MeshConfig::new(peers(policies).compile())
+}
+
+fn peers(policies: Vec<Config<PeerAuthentication>>) -> RoutingConfigs {
+    let mut configs = RoutingConfigs::default();
+    configs.peer_authentications = policies.into_iter().map(std::sync::Arc::new).collect();
+    configs
 }
 
 fn inbound(resources: &Resources) -> &Listener {
@@ -249,7 +254,7 @@ fn outbound_clusters_originate_mutual_tls_where_the_destination_accepts_it() {
     );
 
     // The trust domain configured is the one expected.
-    let resources = checked(&mesh(Vec::new()).with_mesh_settings("istio-system", "example.org"));
+    let resources = checked(&mesh(Vec::new()).with_trust_domain("example.org"));
     let reviews = cluster(&resources, &format!("outbound|9080||{REVIEWS}"));
     let dump = format!(
         "{:?}",
@@ -272,7 +277,7 @@ fn outbound_clusters_originate_mutual_tls_where_the_destination_accepts_it() {
     assert!(reviews.transport_socket_matches.is_empty() && reviews.transport_socket.is_none());
 
     // ISTIO_MUTUAL: every connection, whatever the PeerAuthentication.
-    let mut with_rule = mesh(vec![disable]);
+    let mut with_rule = peers(vec![disable]);
     let rule: DestinationRule = serde_json::from_value(json!({
         "host": "ratings",
         "trafficPolicy": {"tls": {"mode": "ISTIO_MUTUAL"}},
@@ -281,7 +286,7 @@ fn outbound_clusters_originate_mutual_tls_where_the_destination_accepts_it() {
     with_rule
         .destination_rules
         .push(std::sync::Arc::new(Config::new("default", "ratings", rule)));
-    let resources = checked(&with_rule);
+    let resources = checked(&MeshConfig::new(with_rule.compile()));
     let ratings = cluster(&resources, &format!("outbound|9080||{RATINGS}"));
     let socket = ratings
         .transport_socket

@@ -16,13 +16,14 @@ use pilot_api::security;
 use pilot_model::{
     KindRegistry, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, document,
 };
+use pilot_routing::RoutingConfigs;
 use pilot_test_support::{ProcessGuard, envoy_binary, free_port, http};
 use pilot_xds::envoy_types::pb::envoy::config::bootstrap::v3::Admin;
 use pilot_xds::envoy_types::pb::envoy::config::core::v3::{DataSource, data_source, transport_socket};
 use pilot_xds::envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CertificateValidationContext, DownstreamTlsContext, Secret, TlsCertificate, common_tls_context, secret,
 };
-use pilot_xds::parts::generate_inbound;
+use pilot_xds::serving::generate_inbound;
 use pilot_xds::{MeshConfig, Proxy, Resources, testing};
 use prost::Message;
 
@@ -78,7 +79,7 @@ fn own(ports: &[(&str, u16, Protocol)]) -> Vec<ServiceInstance> {
 
 /// The AuthorizationPolicy objects of `yaml` (documents of `metadata` and
 /// `spec`), validated as the API validates them.
-fn policies(yaml: &str) -> MeshConfig {
+fn policy_configs(yaml: &str) -> RoutingConfigs {
     let registry = KindRegistry::new();
     security::register(&registry).unwrap();
     let text: Vec<String> = yaml
@@ -86,9 +87,14 @@ fn policies(yaml: &str) -> MeshConfig {
         .map(|d| format!("apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\n{d}"))
         .collect();
     let objects = document::parse("policies.yaml", &text.join("\n---\n"), &registry).unwrap();
-    let mesh = MeshConfig::from_configs(&objects).unwrap();
-    assert_eq!(mesh.authorization_policies.len(), objects.len());
-    mesh
+    let configs = RoutingConfigs::from_configs(&objects).unwrap();
+    assert_eq!(configs.authorization_policies.len(), objects.len());
+    configs
+}
+
+/// [`policy_configs`], compiled.
+fn policies(yaml: &str) -> MeshConfig {
+    MeshConfig::new(policy_configs(yaml).compile())
 }
 
 fn inbound(mesh: &MeshConfig, own: &[ServiceInstance]) -> Resources {
@@ -535,7 +541,7 @@ impl Pki {
 #[test]
 fn only_productpage_may_get_reviews_over_mutual_tls() {
     let port = backend();
-    let mesh = policies(
+    let mut configs = policy_configs(
         r#"metadata: {name: reviews-from-productpage, namespace: default}
 spec:
   selector: {matchLabels: {app: reviews}}
@@ -551,12 +557,12 @@ spec:
   - from: [{source: {namespaces: [default]}}]
     to: [{operation: {paths: ["/reviews/admin"]}}]"#,
     );
-    let mut mesh = mesh;
-    mesh.security_mut().peer_authentications = vec![pilot_model::Config::new(
+    configs.peer_authentications = vec![std::sync::Arc::new(pilot_model::Config::new(
         "default",
         "strict",
         serde_json::from_value(serde_json::json!({"mtls": {"mode": "STRICT"}})).unwrap(),
-    )];
+    ))];
+    let mesh = MeshConfig::new(configs.compile());
     let pki = Pki::new();
     pki.identity("productpage");
     pki.identity("other");

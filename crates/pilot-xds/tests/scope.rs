@@ -9,12 +9,10 @@ use std::net::IpAddr;
 
 use pilot_api::networking::OutboundMode;
 use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, ServiceDiscovery};
-use pilot_routing::RoutingConfigs;
+use pilot_routing::{RoutingConfigs, ScopeOrigin};
 use pilot_store_memory::MemoryServiceRegistry;
-use pilot_xds::{
-    BLACK_HOLE, HostReason, MeshConfig, PASSTHROUGH, Proxy, ScopeOrigin, generate, generate_scoped_outbound,
-    scope_of, scoping_applies, sidecar_for,
-};
+use pilot_xds::serving::{generate_scoped_outbound, scope_of, scoping_applies};
+use pilot_xds::{BLACK_HOLE, HostReason, MeshConfig, PASSTHROUGH, Proxy, generate};
 use support::sidecar::configs;
 
 const A1: &str = "a1.a.svc.cluster.local";
@@ -78,10 +76,10 @@ spec:
 fn the_workload_sidecar_then_the_namespace_default_then_the_mesh_default() {
     let configs = configs(SIDECARS);
     let registry = registry(&[]);
-    let model = configs.compile();
+    let mesh = MeshConfig::new(configs.compile());
     let scope = |namespace: &str, labels: Labels| {
-        let sidecar = sidecar_for(&configs, namespace, &labels);
-        scope_of(namespace, sidecar, &registry, &configs, &model)
+        let sidecar = mesh.model().sidecar_for(namespace, &labels);
+        scope_of(namespace, sidecar, &registry, &mesh, mesh.model())
     };
 
     let reviews = scope("a", Labels::from_pairs([("app", "reviews")]));
@@ -119,12 +117,12 @@ fn the_workload_sidecar_then_the_namespace_default_then_the_mesh_default() {
     );
 
     // Without any Sidecar: every host, and nothing to scope.
-    let none = RoutingConfigs::default();
-    assert!(!scoping_applies(&registry, &none));
-    let all = scope_of("b", None, &registry, &none, &none.compile());
+    let none = MeshConfig::new(RoutingConfigs::default().compile());
+    assert!(!scoping_applies(&registry, none.model()));
+    let all = scope_of("b", None, &registry, &none, none.model());
     assert_eq!(all.origin, ScopeOrigin::NoSidecar);
     assert_eq!(all.hosts.len(), 5);
-    assert!(scoping_applies(&registry, &configs));
+    assert!(scoping_applies(&registry, mesh.model()));
 }
 
 #[test]
@@ -142,12 +140,13 @@ spec:
   http: [{route: [{destination: {host: b1.b.svc.cluster.local}}], timeout: 3s}]
 "#,
     );
-    assert!(scoping_applies(&registry, &configs));
+    let mesh = MeshConfig::new(configs.compile());
+    assert!(scoping_applies(&registry, mesh.model()));
     assert!(configs.restricts_visibility());
-    let model = configs.compile();
-    let in_a = scope_of("a", None, &registry, &configs, &model);
+    assert!(mesh.model().restricts_visibility());
+    let in_a = scope_of("a", None, &registry, &mesh, mesh.model());
     assert_eq!(hosts(&in_a), [A1, A2, B1, ROOT], "b2 is not exported to a");
-    let in_b = scope_of("b", None, &registry, &configs, &model);
+    let in_b = scope_of("b", None, &registry, &mesh, mesh.model());
     assert_eq!(hosts(&in_b), [A1, A2, B1, B2, ROOT]);
     // The VirtualService is seen in b, not in a.
     assert!(configs.visible_to("a").compile().http_routes(B1).is_empty());
@@ -155,7 +154,8 @@ spec:
     // A mesh default of `.`: nothing without exportTo leaves its namespace.
     let mut private = RoutingConfigs::default();
     private.default_export_to = vec![".".into()];
-    let in_a = scope_of("a", None, &registry, &private, &private.compile());
+    let private = MeshConfig::new(private.compile());
+    let in_a = scope_of("a", None, &registry, &private, private.model());
     assert_eq!(hosts(&in_a), [A1, A2]);
 }
 
@@ -178,18 +178,19 @@ spec:
   http: [{route: [{destination: {host: b2.b.svc.cluster.local}}]}]
 "#,
     );
-    let model = configs.compile();
+    let mesh = MeshConfig::new(configs.compile());
+    let model = mesh.model();
     let scope = scope_of(
         "a",
-        sidecar_for(&configs, "a", &Labels::new()),
+        model.sidecar_for("a", &Labels::new()),
         &registry,
-        &configs,
-        &model,
+        &mesh,
+        model,
     );
     assert_eq!(hosts(&scope), [A1, B2]);
     assert_eq!(scope.hosts[B2], HostReason::RouteTarget(A1.into()));
     let proxy = Proxy::from_node_id("sidecar~10.9.0.1~x.a~a.svc.cluster.local").unwrap();
-    let resources = generate_scoped_outbound(&proxy, &registry, &MeshConfig::default(), &model, &scope, &[]);
+    let resources = generate_scoped_outbound(&proxy, &registry, &MeshConfig::default(), model, &scope, &[]);
     resources.check().expect("every route target is present");
 }
 
@@ -197,13 +198,13 @@ spec:
 fn scoped_generation_is_the_whole_generation_less_what_is_out_of_scope() {
     let registry = registry(&[]);
     let configs = configs(SIDECARS);
-    let mesh = MeshConfig::new(configs.clone());
+    let mesh = MeshConfig::new(configs.compile());
     let proxy = Proxy::from_node_id("sidecar~10.9.0.1~x.a~a.svc.cluster.local").unwrap();
     let scope = scope_of(
         "a",
-        sidecar_for(&configs, "a", &Labels::new()),
+        mesh.model().sidecar_for("a", &Labels::new()),
         &registry,
-        &configs,
+        &mesh,
         mesh.model(),
     );
     let scoped = generate_scoped_outbound(&proxy, &registry, &mesh, mesh.model(), &scope, &[]);

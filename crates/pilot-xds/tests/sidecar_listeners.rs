@@ -22,10 +22,8 @@ use pilot_model::{Config, Labels, NetworkEndpoint, RegistrySnapshot, ServiceDisc
 use pilot_routing::RoutingConfigs;
 use pilot_test_support::envoy_binary;
 use pilot_xds::envoy_types;
-use pilot_xds::{
-    MeshConfig, Proxy, ProxyScope, Resources, generate_scoped_inbound, generate_scoped_outbound, scope_of,
-    sidecar_for, testing,
-};
+use pilot_xds::serving::{generate_scoped_inbound, generate_scoped_outbound, scope_of};
+use pilot_xds::{MeshConfig, Proxy, ProxyScope, Resources, testing};
 use prost::Message;
 use support::sidecar::{A1, A2, B1, configs, registry};
 
@@ -55,19 +53,20 @@ fn proxy(capture: bool) -> Proxy {
 }
 
 fn scope(configs: &RoutingConfigs, registry: &RegistrySnapshot, labels: &Labels) -> ProxyScope {
+    let mesh = MeshConfig::new(configs.compile());
     scope_of(
         "a",
-        sidecar_for(configs, "a", labels),
+        mesh.model().sidecar_for("a", labels),
         registry,
-        configs,
-        &configs.compile(),
+        &mesh,
+        mesh.model(),
     )
 }
 
 fn outbound(capture: bool) -> Resources {
     let (registry, _) = registry(&[A1, A2, B1]);
     let configs = configs(EGRESS);
-    let mesh = MeshConfig::new(configs.clone());
+    let mesh = MeshConfig::new(configs.compile());
     let scope = scope(&configs, &registry, &Labels::new());
     let proxy = proxy(capture);
     let resources = generate_scoped_outbound(&proxy, &registry, &mesh, mesh.model(), &scope, &[]);
@@ -186,7 +185,7 @@ spec:
   - hosts: ["./*"]
 "#,
     );
-    let mesh = MeshConfig::new(configs.clone());
+    let mesh = MeshConfig::new(configs.compile());
     let scope = scope(&configs, &registry, &Labels::new());
     let proxy = proxy(false);
     let resources = generate_scoped_outbound(&proxy, &registry, &mesh, mesh.model(), &scope, &[]);
@@ -224,9 +223,9 @@ spec:
 /// certificates, running a2 on 9080, under `policies`.
 fn inbound(policies: Vec<Config<PeerAuthentication>>) -> Resources {
     let (registry, memory) = registry(&[A1, A2, B1]);
-    let configs = configs(INGRESS);
-    let mut mesh = MeshConfig::new(configs.clone());
-    mesh.security_mut().peer_authentications = policies;
+    let mut configs = configs(INGRESS);
+    configs.peer_authentications = policies.into_iter().map(Arc::new).collect();
+    let mesh = MeshConfig::new(configs.compile());
     let scope = scope(&configs, &registry, &Labels::new());
     let proxy = proxy(true)
         .with_metadata(&[("SDS".to_string(), "true".to_string())].into())

@@ -23,10 +23,8 @@ use pilot_xds::envoy_types::pb::envoy::extensions::filters::network::http_connec
 use pilot_xds::envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use pilot_xds::envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::DownstreamTlsContext;
 use pilot_xds::envoy_types::pb::google::protobuf::Any;
-use pilot_xds::{
-    MeshConfig, Proxy, Resources, generate_scoped_inbound, generate_scoped_outbound, scope_of, sidecar_for,
-    testing,
-};
+use pilot_xds::serving::{generate_scoped_inbound, generate_scoped_outbound, scope_of};
+use pilot_xds::{MeshConfig, Proxy, Resources, testing};
 use prost::Message;
 use support::sidecar::{A1, B1, configs, registry};
 
@@ -99,14 +97,15 @@ spec:
 "#
     ));
     let (registry, _) = registry(&[A1, B1]);
-    let mut mesh = MeshConfig::new(configs.clone());
-    mesh.security_mut().peer_authentications = policies;
+    let mut configs = configs;
+    configs.peer_authentications = policies.into_iter().map(std::sync::Arc::new).collect();
+    let mesh = MeshConfig::new(configs.compile());
     let scope = scope_of(
         "a",
-        sidecar_for(&configs, "a", &Labels::new()),
+        mesh.model().sidecar_for("a", &Labels::new()),
         &registry,
-        &configs,
-        &configs.compile(),
+        &mesh,
+        mesh.model(),
     );
     let proxy = proxy();
     let resources = generate_scoped_inbound(&proxy, &[], &mesh, Some(&scope));
@@ -197,13 +196,13 @@ fn an_ingress_connection_pool_limits_its_own_cluster_only() {
 fn outbound(sidecar: &str) -> Resources {
     let (registry, _) = registry(&[A1, B1]);
     let configs = configs(sidecar);
-    let mesh = MeshConfig::new(configs.clone());
+    let mesh = MeshConfig::new(configs.compile());
     let scope = scope_of(
         "a",
-        sidecar_for(&configs, "a", &Labels::new()),
+        mesh.model().sidecar_for("a", &Labels::new()),
         &registry,
-        &configs,
-        &configs.compile(),
+        &mesh,
+        mesh.model(),
     );
     let proxy = proxy();
     let resources = generate_scoped_outbound(&proxy, &registry, &mesh, mesh.model(), &scope, &[]);

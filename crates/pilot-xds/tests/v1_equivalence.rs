@@ -161,7 +161,7 @@ fn istios_bookinfo_samples_route_as_written_and_envoy_accepts_them() {
         "bookinfo-destination-rule-all.yaml",
         "bookinfo-virtual-service-all-v1.yaml",
     ]);
-    let mesh = MeshConfig::new(RoutingConfigs::from_configs(&all_v1).unwrap());
+    let mesh = MeshConfig::new(RoutingConfigs::from_configs(&all_v1).unwrap().compile());
     let resources = generate(&sidecar, &registry, &mesh);
     let route = |resources: &pilot_xds::Resources, host: &str| {
         let config = resources.routes.iter().find(|r| r.name == "9080").unwrap();

@@ -14,11 +14,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use pilot_api::networking::{
-    DestinationRule, ServiceEntry, Sidecar, VirtualService, exported_to, host_matches,
-};
+use pilot_api::networking::{DestinationRule, ServiceEntry, Sidecar, VirtualService};
 use pilot_model::{Config, ConfigKind, DynConfig, ProxyDistribution, ServiceDiscovery};
-use pilot_xds::{Proxy, ProxyScope, ProxyType, sidecar_for};
+use pilot_routing::{exported_to, host_matches};
+use pilot_xds::{Proxy, ProxyScope, ProxyType};
 
 use crate::push::{MeshSnapshot, proxy_namespace, workload_labels};
 
@@ -67,7 +66,7 @@ impl Audience {
     /// `None` when it concerns all of them.
     pub fn of(&self, object: &DynConfig, proxies: &[ProxyDistribution]) -> Option<Vec<ProxyDistribution>> {
         let snapshot = self.snapshot.as_ref()?;
-        if !pilot_xds::scoping_applies(&*snapshot.registry, snapshot.mesh.configs()) {
+        if !pilot_xds::serving::scoping_applies(&*snapshot.registry, snapshot.rules.model()) {
             return None;
         }
         let reach = reach(object, snapshot);
@@ -87,7 +86,7 @@ impl Audience {
         let Some(viewer) = self.viewer(node_id, snapshot) else {
             return true;
         };
-        let configs = snapshot.mesh.configs();
+        let model = snapshot.rules.model();
         match reach {
             Reach::Everyone => true,
             Reach::NoSidecar => false,
@@ -96,22 +95,19 @@ impl Audience {
                 export_to,
                 hosts,
             } => {
-                exported_to(
-                    export_to,
-                    namespace,
-                    &configs.default_export_to,
-                    &viewer.namespace,
-                ) && viewer.scope.as_ref().is_none_or(|scope| {
-                    hosts.iter().any(|h| {
-                        scope
-                            .hosts
-                            .keys()
-                            .any(|s| host_matches(h, s) || host_matches(s, h))
+                exported_to(export_to, namespace, model.default_export_to(), &viewer.namespace)
+                    && viewer.scope.as_ref().is_none_or(|scope| {
+                        hosts.iter().any(|h| {
+                            scope
+                                .hosts
+                                .keys()
+                                .any(|s| host_matches(h, s) || host_matches(s, h))
+                        })
                     })
-                })
             }
-            Reach::Sidecar(key) => sidecar_for(configs, &viewer.namespace, &viewer.labels)
-                .is_some_and(|(sidecar, _)| sidecar.key() == *key),
+            Reach::Sidecar(key) => model
+                .sidecar_for(&viewer.namespace, &viewer.labels)
+                .is_some_and(|(sidecar, _)| sidecar.namespace == key.namespace && sidecar.name == key.name),
         }
     }
 
@@ -125,10 +121,11 @@ impl Audience {
                     return None;
                 }
                 let own = snapshot.registry.host_instances(&[proxy.ip]);
-                let scope = snapshot
-                    .generated
-                    .scopes
-                    .scope(&proxy, &own, &snapshot.registry, &snapshot.mesh);
+                let scope =
+                    snapshot
+                        .generated
+                        .scopes
+                        .scope(&proxy, &own, &snapshot.registry, &snapshot.rules);
                 Some(Arc::new(Viewer {
                     namespace: proxy_namespace(&proxy),
                     labels: workload_labels(&proxy, &own),
@@ -142,7 +139,7 @@ impl Audience {
 /// Who `object` concerns, from its kind and spec.
 fn reach(object: &DynConfig, snapshot: &MeshSnapshot) -> Reach {
     let namespace = object.meta.namespace.clone();
-    let suffix = &snapshot.mesh.configs().domain_suffix;
+    let suffix = snapshot.rules.model().domain_suffix();
     let resolve = |host: &str| {
         if host.contains('.') || host.contains('*') {
             host.to_string()

@@ -19,20 +19,18 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use envoy_types::pb::google::protobuf::Any;
 use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
-use pilot_xds::parts::{
-    any, eds_clusters, generate_outbound, listener_plan, load_assignment, outbound_clusters,
-    serves_auto_passthrough, sni_dnat_clusters,
+use pilot_xds::serving::{
+    any, eds_clusters, generate_outbound, generate_scoped_inbound, generate_scoped_outbound, listener_plan,
+    load_assignment, outbound_clusters, serves_auto_passthrough, sni_dnat_clusters,
 };
-use pilot_xds::{
-    ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, generate_scoped_inbound,
-    generate_scoped_outbound, route_config_name,
-};
+use pilot_xds::{ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, route_config_name};
 use prost::Message;
 use tokio::sync::OnceCell;
 
 use super::encoded_type::{EncodedType, digest_of};
 use super::proxy_class::ProxyClass;
 use super::proxy_config::{Generated, ORDER, ProxyConfig, named};
+use super::recompile::PushRules;
 use super::scopes::Scopes;
 use super::virtual_hosts::{self, VirtualHosts};
 
@@ -210,17 +208,18 @@ impl GeneratedCache {
     }
 
     /// The configuration of `proxy`'s class, generating it if no proxy of
-    /// the class has yet for this push. `registry` and `mesh` are the
+    /// the class has yet for this push. `registry` and `rules` are the
     /// push's (the same for every call).
     pub(crate) async fn get(
         &self,
         proxy: &Proxy,
         registry: &RegistrySnapshot,
-        mesh: &MeshConfig,
+        rules: &PushRules,
     ) -> ProxyConfig {
         let own = registry.host_instances(&[proxy.ip]);
+        let mesh = &rules.mesh;
         let model = mesh.model();
-        let keyed = self.scopes.scope_keyed(proxy, &own, registry, mesh);
+        let keyed = self.scopes.scope_keyed(proxy, &own, registry, rules);
         let (scope, key) = match keyed {
             Some((scope, key)) => (Some(scope), Some(key)),
             None => (None, None),
@@ -241,7 +240,7 @@ impl GeneratedCache {
                         return kept;
                     }
                     self.scopes.generated.fetch_add(1, Ordering::Relaxed);
-                    let view = self.scopes.view(&scope.namespace, mesh);
+                    let view = self.scopes.view(&scope.namespace, rules);
                     let model = view.as_deref().unwrap_or_else(|| mesh.model());
                     let generate = || {
                         Arc::new(Generated::encode(&generate_scoped_outbound(
@@ -347,7 +346,7 @@ impl GeneratedCache {
                         captured,
                         &services,
                         mesh.model(),
-                        mutual_tls.then(|| mesh.security()),
+                        mutual_tls.then(|| mesh.mesh_tls()),
                     );
                     if sni_dnat.is_some() {
                         clusters.extend(sni_dnat_clusters(proxy, &services, mesh.model()));

@@ -4,7 +4,7 @@
 //! for it because it rejected them (`feedback/rejections.rs`).
 //!
 //! Leaving an object out happens here, before the objects are compiled
-//! into the typed rules generation reads ([`compile`]): proxies whose
+//! into the model generation reads ([`PushObjects::compile_without`]): proxies whose
 //! class shares a generation and who left out the same objects share one
 //! reduced generation per push (`snapshot.rs`), and generation itself
 //! knows nothing of it.
@@ -13,7 +13,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
 use pilot_model::DynConfig;
-use pilot_xds::{MeshConfig, XdsError};
+use pilot_routing::RoutingConfigs;
+use pilot_xds::XdsError;
+
+use super::recompile::{PushRules, bad};
 
 /// One version of one object: its kind, namespace, name and
 /// `resourceVersion`. A new version of an object is another
@@ -81,22 +84,24 @@ impl PushObjects {
         index.get(&key) == Some(&object.resource_version)
     }
 
-    /// The typed rules of every object but those `left_out`, with the
-    /// mesh-wide settings of `like` (the push's).
+    /// The rules of every object but those `left_out`, compiled with the
+    /// mesh-wide settings of `like` (the push's): the one place objects
+    /// become rules for a proxy that rejected some.
     pub(crate) fn compile_without(
         &self,
         left_out: &BTreeSet<ObjectVersion>,
-        like: &MeshConfig,
-    ) -> Result<MeshConfig, XdsError> {
-        let mut mesh = compile(
+        like: &PushRules,
+    ) -> Result<PushRules, XdsError> {
+        let mut configs = RoutingConfigs::from_configs(
             self.configs
                 .iter()
                 .filter(|c| left_out.is_empty() || !left_out.contains(&ObjectVersion::of(c)))
                 .map(|c| &**c),
-        )?;
-        mesh.root_namespace = like.root_namespace.clone();
-        mesh.default_export_to = like.default_export_to.clone();
-        Ok(mesh)
+        )
+        .map_err(bad)?;
+        configs.root_namespace = like.configs.root_namespace.clone();
+        configs.default_export_to = like.configs.default_export_to.clone();
+        Ok(PushRules::compile(configs, like.mesh.trust_domain()))
     }
 }
 
@@ -126,13 +131,6 @@ impl Inputs {
             .map(|c| ObjectVersion::of(c))
             .collect()
     }
-}
-
-/// The typed rules generation reads, compiled from the routing objects:
-/// the one place objects become rules, for a whole push and for the
-/// reduced configurations alike.
-pub(crate) fn compile<'a>(configs: impl IntoIterator<Item = &'a DynConfig>) -> Result<MeshConfig, XdsError> {
-    MeshConfig::from_configs(configs)
 }
 
 #[cfg(test)]
@@ -187,10 +185,10 @@ mod tests {
         assert_eq!(names(after.brought_since(&without_c)), [("c".into(), "6".into())]);
         assert!(after.objects.holds(&c));
         assert!(!before.objects.holds(&c));
-        let mesh = after
+        let rules = after
             .objects
-            .compile_without(&without_c.left_out, &MeshConfig::default())
+            .compile_without(&without_c.left_out, &PushRules::from_configs([]).unwrap())
             .unwrap();
-        assert_eq!(mesh.route_rules.len(), 2);
+        assert_eq!(rules.configs.route_rules.len(), 2);
     }
 }

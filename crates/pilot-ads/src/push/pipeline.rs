@@ -164,11 +164,11 @@ fn publish(
         (
             Arc::clone(&p.revisions),
             Arc::clone(&p.objects),
-            Arc::clone(&p.mesh),
+            Arc::clone(&p.rules),
         )
     });
-    let (revisions, objects, mesh, rules_changed) = match kept {
-        Some((revisions, objects, mesh)) => (revisions, objects, mesh, Some(Default::default())),
+    let (revisions, objects, rules, rules_changed) = match kept {
+        Some((revisions, objects, rules)) => (revisions, objects, rules, Some(Default::default())),
         None => {
             let kinds = PUSHED_KINDS;
             // Read before the cache is: the push holds at least every write
@@ -187,11 +187,11 @@ fn publish(
             }
             // Compiled once here, for every proxy of the push, from the
             // last push's rules.
-            match super::recompile::rules(&configs, previous.as_ref().map(|p| &*p.mesh), &server.options) {
-                Ok((mesh, changed)) => (
+            match super::recompile::rules(&configs, previous.as_ref().map(|p| &*p.rules), &server.options) {
+                Ok((rules, changed)) => (
                     revisions,
                     Arc::new(PushObjects::new(configs)),
-                    Arc::new(mesh),
+                    Arc::new(rules),
                     changed,
                 ),
                 Err(error) => {
@@ -213,13 +213,13 @@ fn publish(
     }
     let mut changes = std::mem::take(changes);
     changes.touched = previous.as_ref().and_then(|p| {
-        super::scopes::touched_hosts((&p.mesh, &p.registry), (&mesh, &frozen), rules_changed.as_ref())
+        super::scopes::touched_hosts((&p.rules, &p.registry), (&rules, &frozen), rules_changed.as_ref())
     });
     changes.same_services = previous
         .as_ref()
         .is_some_and(|p| super::scopes::same_services(&p.registry, &frozen));
     changes.steady = previous.as_ref().is_some_and(|p| {
-        super::scopes::steady(&p.mesh, &mesh, changes.touched.as_ref(), changes.same_services)
+        super::scopes::steady(&p.rules, &rules, changes.touched.as_ref(), changes.same_services)
     });
     if let (Some(p), Some(touched)) = (previous.as_ref().filter(|_| changes.steady), &changes.touched) {
         changes.moved = super::own_instances::moved_addresses(&p.registry, &frozen, touched);
@@ -248,7 +248,7 @@ fn publish(
         version,
         revisions,
         objects,
-        mesh,
+        rules,
         registry: frozen,
         generated,
         reduced: Default::default(),

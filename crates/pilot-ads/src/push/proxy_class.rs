@@ -5,7 +5,8 @@
 use std::collections::HashSet;
 
 use pilot_model::{Labels, ServiceInstance};
-use pilot_xds::{Generator, Proxy, ProxyType, ScopeKey};
+use pilot_xds::serving::ScopeKey;
+use pilot_xds::{Generator, Proxy, ProxyType};
 
 /// What the shared (outbound) part of a proxy's configuration depends on
 /// besides the mesh: proxies equal here get equal outbound configuration,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use envoy_types::pb::google::protobuf::Any;
 use pilot_xds::Resources;
-use pilot_xds::parts::any;
+use pilot_xds::serving::any;
 
 use super::encoded_type::{EncodedType, Selection};
 

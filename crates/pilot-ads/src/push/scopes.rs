@@ -1,4 +1,4 @@
-//! Proxies' scopes for one push (pilot-xds's `scope`): computed once per
+//! Proxies' scopes for one push (`pilot_xds::serving::scope_in`): computed once per
 //! namespace and Sidecar, with each namespace's own view of the rules when
 //! `exportTo` gives it one; and which scoped classes' configurations the
 //! push may keep from the push before, because the batch of changes it
@@ -11,7 +11,7 @@
 //! namespaces such a rule names (its own and its `exportTo` entries), and
 //! one view for every other namespace (they all see the same rules). When
 //! it cannot be said host by host (external services, ingress servers or
-//! security policies changed) it touches everything. A class whose scope holds no
+//! the compiled security policies changed) it touches everything. A class whose scope holds no
 //! touched host keeps its configuration, encodings and all, so its
 //! proxies are sent nothing (their streams see the same digests).
 //!
@@ -23,8 +23,8 @@
 //! it touched, not one per namespace of the mesh.
 //!
 //! When every proxy's class is the previous push's ([`steady`]: the batch
-//! is said host by host, the registry's services, the Sidecars and the
-//! visibility are the same), a stream holding a kept class's configuration
+//! is said host by host, the registry's services, the compiled Sidecars
+//! and the visibility are the same), a stream holding a kept class's configuration
 //! does nothing for the push but record it: it works out no class and
 //! compares no digest (`GeneratedCache::holds`). Endpoint changes keep a
 //! push steady: only the proxies at an address whose own instances moved
@@ -33,16 +33,14 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use pilot_api::networking::{Sidecar, is_public};
-use pilot_model::{Config, Labels, RegistrySnapshot, ServiceInstance};
-use pilot_routing::{RoutingConfigs, RoutingModel};
-use pilot_xds::{
-    MeshConfig, Proxy, ProxyScope, ScopeKey, ScopeOrigin, ServiceIndex, scope_in, scoping_applies,
-    sidecar_for,
-};
+use pilot_model::{Labels, RegistrySnapshot, ServiceInstance};
+use pilot_routing::{RoutingConfigs, RoutingModel, ScopeOrigin, SidecarScope, is_public};
+use pilot_xds::serving::{ScopeKey, ServiceIndex, scope_in, scoping_applies};
+use pilot_xds::{Proxy, ProxyScope};
 
 use super::proxy_class::ProxyClass;
 use super::proxy_config::Generated;
+use super::recompile::PushRules;
 
 /// Where a scope applies: a namespace and the Sidecar deciding it.
 type ScopeAt = (String, ScopeOrigin);
@@ -50,8 +48,8 @@ type ScopeAt = (String, ScopeOrigin);
 /// A scope with its key.
 type KeyedScope = (Arc<ProxyScope>, ScopeKey);
 
-/// A scope with the Sidecar it was computed from.
-type ComputedScope = (Arc<ProxyScope>, Option<Arc<Config<Sidecar>>>);
+/// A scope with the Sidecar (compiled) it was computed from.
+type ComputedScope = (Arc<ProxyScope>, Option<Arc<SidecarScope>>);
 
 /// A push's scopes.
 #[derive(Default)]
@@ -140,9 +138,9 @@ impl Scopes {
         proxy: &Proxy,
         own: &[ServiceInstance],
         registry: &RegistrySnapshot,
-        mesh: &MeshConfig,
+        rules: &PushRules,
     ) -> Option<Arc<ProxyScope>> {
-        self.scope_keyed(proxy, own, registry, mesh)
+        self.scope_keyed(proxy, own, registry, rules)
             .map(|(scope, _)| scope)
     }
 
@@ -154,11 +152,11 @@ impl Scopes {
         proxy: &Proxy,
         own: &[ServiceInstance],
         registry: &RegistrySnapshot,
-        mesh: &MeshConfig,
+        rules: &PushRules,
     ) -> Option<KeyedScope> {
         if !*self
             .applies
-            .get_or_init(|| scoping_applies(registry, mesh.configs()))
+            .get_or_init(|| scoping_applies(registry, rules.model()))
         {
             return None;
         }
@@ -173,7 +171,7 @@ impl Scopes {
         {
             return Some(scope.clone());
         }
-        let scope = self.scope_of_workload(&workload.0, &workload.1, registry, mesh);
+        let scope = self.scope_of_workload(&workload.0, &workload.1, registry, rules);
         // Proxies alike arriving together may have worked it out side by
         // side: the first one recorded is everyone's.
         Some(
@@ -193,9 +191,9 @@ impl Scopes {
         namespace: &str,
         labels: &Labels,
         registry: &RegistrySnapshot,
-        mesh: &MeshConfig,
+        rules: &PushRules,
     ) -> KeyedScope {
-        let sidecar = sidecar_for(mesh.configs(), namespace, labels);
+        let sidecar = rules.model().sidecar_for(namespace, labels);
         let origin = sidecar
             .as_ref()
             .map_or(ScopeOrigin::NoSidecar, |(_, origin)| origin.clone());
@@ -208,22 +206,22 @@ impl Scopes {
         {
             return (Arc::clone(scope), scope_key.clone());
         }
-        let applying = sidecar.as_ref().map(|(config, _)| *config);
+        let applying = sidecar.as_ref().map(|(compiled, _)| *compiled);
         let computed = match self.reusable.get(&key) {
             Some((scope, from))
-                if from.as_deref() == applying && scope.own_view == mesh.configs().restricts_visibility() =>
+                if from.as_ref() == applying && scope.own_view == rules.model().restricts_visibility() =>
             {
                 (Arc::clone(scope), from.clone())
             }
             _ => {
                 self.computed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let view = self.view(namespace, mesh);
-                let model = view.as_deref().unwrap_or_else(|| mesh.model());
-                let from = applying.map(|config| Arc::new(config.clone()));
+                let view = self.view(namespace, rules);
+                let model = view.as_deref().unwrap_or_else(|| rules.model());
+                let from = applying.cloned();
                 let services = self
                     .services
                     .get_or_init(|| Arc::new(ServiceIndex::new(registry)));
-                let scope = Arc::new(scope_in(namespace, sidecar, services, mesh.configs(), model));
+                let scope = Arc::new(scope_in(namespace, sidecar, services, &rules.mesh, model));
                 (scope, from)
             }
         };
@@ -236,14 +234,14 @@ impl Scopes {
 
     /// The model `namespace` sees: its own when some rule is not exported
     /// to every namespace, else `None` (the push's).
-    pub(crate) fn view(&self, namespace: &str, mesh: &MeshConfig) -> Option<Arc<RoutingModel>> {
-        if !mesh.configs().restricts_visibility() {
+    pub(crate) fn view(&self, namespace: &str, rules: &PushRules) -> Option<Arc<RoutingModel>> {
+        if !rules.model().restricts_visibility() {
             return None;
         }
         let mut views = self.views.lock().unwrap_or_else(|p| p.into_inner());
         let view = views
             .entry(namespace.to_string())
-            .or_insert_with(|| Arc::new(mesh.configs().visible_to(namespace).compile()));
+            .or_insert_with(|| Arc::new(rules.view_of(namespace)));
         Some(Arc::clone(view))
     }
 
@@ -268,21 +266,12 @@ pub(crate) fn proxy_namespace(proxy: &Proxy) -> String {
     proxy.domain.split('.').next().unwrap_or_default().to_string()
 }
 
-/// The security policies' keys and versions: a change to any of them
-/// changes what every workload accepts and sends (mutual TLS,
-/// authorization), so it is not said host by host.
-fn security_versions(mesh: &MeshConfig) -> Vec<(pilot_model::ConfigKey, Option<String>)> {
-    mesh.security()
-        .peer_authentications
-        .iter()
-        .map(|c| (c.key(), c.meta.resource_version.clone()))
-        .chain(
-            mesh.configs()
-                .authorization_policies
-                .iter()
-                .map(|c| (c.key(), c.meta.resource_version.clone())),
-        )
-        .collect()
+/// Whether two models' security policies (compiled) are the same: a
+/// change to them changes what every workload accepts and sends (mutual
+/// TLS, authorization), so it is not said host by host.
+fn same_security(before: &RoutingModel, after: &RoutingModel) -> bool {
+    before.peer_authentication() == after.peer_authentication()
+        && before.authorization() == after.authorization()
 }
 
 /// The hosts a batch touched between two pushes' models and registry
@@ -292,28 +281,28 @@ fn security_versions(mesh: &MeshConfig) -> Vec<(pilot_model::ConfigKey, Option<S
 /// and when some rule is not visible everywhere (each view is compared),
 /// the models are compared host by host.
 pub(crate) fn touched_hosts(
-    before: (&MeshConfig, &RegistrySnapshot),
-    after: (&MeshConfig, &RegistrySnapshot),
+    before: (&PushRules, &RegistrySnapshot),
+    after: (&PushRules, &RegistrySnapshot),
     rules: Option<&BTreeSet<String>>,
 ) -> Option<BTreeSet<String>> {
-    let (mesh_before, registry_before) = before;
-    let (mesh_after, registry_after) = after;
+    let (rules_before, registry_before) = before;
+    let (rules_after, registry_after) = after;
     let mut touched = BTreeSet::new();
-    if !std::ptr::eq(mesh_before, mesh_after) {
-        if security_versions(mesh_before) != security_versions(mesh_after) {
+    if !std::ptr::eq(rules_before, rules_after) {
+        let (model_before, model_after) = (rules_before.model(), rules_after.model());
+        if !same_security(model_before, model_after) {
             return None;
         }
-        let (configs_before, configs_after) = (mesh_before.configs(), mesh_after.configs());
-        if configs_before.restricts_visibility() || configs_after.restricts_visibility() {
-            for namespace in distinct_views(configs_before, configs_after) {
-                let after = configs_after.visible_to(&namespace).compile();
-                let before = configs_before.visible_to(&namespace).compile();
+        if model_before.restricts_visibility() || model_after.restricts_visibility() {
+            for namespace in distinct_views(&rules_before.configs, &rules_after.configs) {
+                let after = rules_after.view_of(&namespace);
+                let before = rules_before.view_of(&namespace);
                 touched.extend(after.changed_hosts(&before)?);
             }
         } else if let Some(rules) = rules {
             touched = rules.clone();
         } else {
-            touched = mesh_after.model().changed_hosts(mesh_before.model())?;
+            touched = model_after.changed_hosts(model_before)?;
         }
     }
     // One registry state (nothing changed in any registry): no service
@@ -355,27 +344,20 @@ pub(crate) fn touched_hosts(
 /// `before`, but for the proxies whose own instances the batch moved
 /// (`own_instances.rs`): the batch is said host by host (`touched`), the
 /// registry's services are the same (`same_services`: so are every
-/// scope's hosts), and so are the Sidecars and whether some rule is not
-/// exported everywhere (so every workload's Sidecar and view are, its
-/// own instances being the same).
+/// scope's hosts), and so are the compiled Sidecars and whether some rule
+/// is not exported everywhere (so every workload's Sidecar and view are,
+/// its own instances being the same).
 pub(crate) fn steady(
-    before: &MeshConfig,
-    after: &MeshConfig,
+    before: &PushRules,
+    after: &PushRules,
     touched: Option<&BTreeSet<String>>,
     same_services: bool,
 ) -> bool {
-    let (mesh_before, mesh_after) = (before, after);
-    let sidecars = |mesh: &MeshConfig| -> Vec<(pilot_model::ConfigKey, Option<String>)> {
-        mesh.configs()
-            .sidecars
-            .iter()
-            .map(|c| (c.key(), c.meta.resource_version.clone()))
-            .collect()
-    };
+    let (model_before, model_after) = (before.model(), after.model());
     touched.is_some()
         && same_services
-        && mesh_before.configs().restricts_visibility() == mesh_after.configs().restricts_visibility()
-        && (std::ptr::eq(mesh_before, mesh_after) || sidecars(mesh_before) == sidecars(mesh_after))
+        && model_before.restricts_visibility() == model_after.restricts_visibility()
+        && (std::ptr::eq(before, after) || model_before.sidecars() == model_after.sidecars())
 }
 
 /// Whether two registry states hold the same services (hostnames, ports,

@@ -9,11 +9,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use pilot_model::{KindRevisions, RegistrySnapshot};
-use pilot_xds::{MeshConfig, Proxy};
+use pilot_xds::Proxy;
 
 use super::generation_cache::{Changes, GeneratedCache};
 use super::inputs::{LeftOut, PushObjects};
 use super::proxy_config::ProxyConfig;
+use super::recompile::PushRules;
 
 /// The kinds a push is generated from (the routing configuration, compiled
 /// into the routing model, the PeerAuthentications that decide mutual
@@ -46,9 +47,9 @@ pub(crate) struct MeshSnapshot {
     /// The routing objects the rules were compiled from (shared with the
     /// pushes before, like the rules).
     pub(crate) objects: Arc<PushObjects>,
-    /// The typed rules (shared with the pushes before when no routing
-    /// configuration changed since).
-    pub(crate) mesh: Arc<MeshConfig>,
+    /// The rules, typed and compiled (shared with the pushes before when
+    /// no routing configuration changed since).
+    pub(crate) rules: Arc<PushRules>,
     /// The registry's services and instances as of this push.
     pub(crate) registry: Arc<RegistrySnapshot>,
     pub(crate) generated: GeneratedCache,
@@ -63,7 +64,7 @@ pub(crate) struct MeshSnapshot {
 
 /// A push's configuration without some objects.
 pub(crate) struct Reduced {
-    mesh: OnceLock<Arc<MeshConfig>>,
+    rules: OnceLock<Arc<PushRules>>,
     generated: GeneratedCache,
 }
 
@@ -73,7 +74,7 @@ impl MeshSnapshot {
     /// class that leave out the same.
     pub(crate) async fn config(&self, proxy: &Proxy, left_out: &LeftOut) -> ProxyConfig {
         if left_out.is_empty() {
-            return self.generated.get(proxy, &self.registry, &self.mesh).await;
+            return self.generated.get(proxy, &self.registry, &self.rules).await;
         }
         let reduced = Arc::clone(
             self.reduced
@@ -87,26 +88,23 @@ impl MeshSnapshot {
                         ..Default::default()
                     };
                     Arc::new(Reduced {
-                        mesh: OnceLock::new(),
+                        rules: OnceLock::new(),
                         generated: GeneratedCache::new(None, &everything, self.incremental),
                     })
                 }),
         );
-        let mesh = reduced.mesh.get_or_init(|| {
-            match self.objects.compile_without(left_out, &self.mesh) {
-                Ok(mesh) => {
-                    let settings = self.mesh.security();
-                    Arc::new(mesh.with_mesh_settings(&settings.root_namespace, &settings.trust_domain))
-                }
+        let rules = reduced.rules.get_or_init(|| {
+            match self.objects.compile_without(left_out, &self.rules) {
+                Ok(rules) => Arc::new(rules),
                 // Leaving objects out of rules that compiled cannot fail;
                 // if it ever does, the proxy gets the whole push.
                 Err(error) => {
                     tracing::error!(%error, "cannot compile the rules without the rejected objects");
-                    Arc::clone(&self.mesh)
+                    Arc::clone(&self.rules)
                 }
             }
         });
-        reduced.generated.get(proxy, &self.registry, mesh).await
+        reduced.generated.get(proxy, &self.registry, rules).await
     }
 }
 

@@ -12,7 +12,7 @@
 //! not change from this one, as encoded, and encodes only the others: a
 //! rule change costs the virtual hosts of the hosts it touches. The result
 //! is byte for byte the encoding of
-//! [`route_configuration`](pilot_xds::parts::route_configuration)
+//! [`route_configuration`](pilot_xds::serving::route_configuration)
 //! (protobuf allows a message to be written field by field, and prost
 //! writes fields in tag order, as this does).
 
@@ -30,7 +30,7 @@ use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint};
 
 use pilot_routing::{HashKey, RoutingModel};
-use pilot_xds::parts::{admitted, domains, virtual_host_routes};
+use pilot_xds::serving::{admitted, domains, virtual_host_routes};
 use pilot_xds::{Proxy, route_config_name};
 
 /// `RouteConfiguration.name`, `.virtual_hosts`, `.validate_clusters`.
@@ -144,7 +144,7 @@ impl VirtualHosts {
     }
 }
 
-/// The encoding of `pilot_xds::parts::route_configuration(port, services,
+/// The encoding of `pilot_xds::serving::route_configuration(port, services,
 /// model, proxy, own)`, its virtual hosts taken from `shared`.
 pub(crate) fn route_configuration(
     port: u16,
@@ -257,7 +257,7 @@ mod tests {
     use pilot_xds::MeshConfig;
 
     use super::*;
-    use pilot_xds::parts::route_configuration as decoded;
+    use pilot_xds::serving::route_configuration as decoded;
 
     fn service(host: &str, address: &str) -> Arc<Service> {
         let mut service = Service::new(host, vec![Port::new("http", 80, Protocol::Http)]);

@@ -11,6 +11,7 @@ use pilot_api::istio;
 use pilot_model::{
     Labels, NetworkEndpoint, Port, Protocol, Service, ServiceDiscovery, ServiceInstance, document,
 };
+use pilot_routing::RoutingConfigs;
 use pilot_store_memory::MemoryServiceRegistry;
 use pilot_xds::{MeshConfig, Proxy};
 
@@ -139,9 +140,14 @@ pub fn registry() -> MemoryServiceRegistry {
     registry
 }
 
+/// The bookinfo example rules and [`EXTRA_RULES`], compiled.
+pub fn mesh() -> MeshConfig {
+    MeshConfig::new(configs().compile())
+}
+
 /// The bookinfo example rules and [`EXTRA_RULES`]; where two files define
 /// the same object, the later one wins (as `pilotctl apply` would leave it).
-pub fn mesh() -> MeshConfig {
+pub fn configs() -> RoutingConfigs {
     let registry = istio::registry();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/bookinfo");
     let mut objects = BTreeMap::new();
@@ -151,7 +157,7 @@ pub fn mesh() -> MeshConfig {
     for object in document::parse("extra.yaml", EXTRA_RULES, &registry).unwrap() {
         objects.insert(object.key(), object);
     }
-    MeshConfig::from_configs(objects.values()).unwrap()
+    RoutingConfigs::from_configs(objects.values()).unwrap()
 }
 
 /// The sidecar of reviews v2 (capture on), the sidecar of productpage v1

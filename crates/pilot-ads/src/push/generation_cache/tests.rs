@@ -10,8 +10,10 @@ use pilot_api::istio;
 use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, document};
 use pilot_store_memory::MemoryServiceRegistry;
 
-use pilot_xds::parts::{generate_inbound, generate_outbound};
-use pilot_xds::{Generator, MeshConfig, Proxy};
+use pilot_xds::serving::{generate_inbound, generate_outbound};
+use pilot_xds::{Generator, Proxy};
+
+use super::super::recompile::PushRules;
 
 use super::{Changes, Generated, GeneratedCache, ORDER, ProxyConfig};
 
@@ -48,13 +50,13 @@ fn registry() -> MemoryServiceRegistry {
 
 /// Rules: a v1/v2 split on svc0, a source-matched rule from svc1 to svc2,
 /// and a policy on svc3's v2 subset; `extra` adds a rule on svc1.
-fn mesh(extra: bool) -> MeshConfig {
+fn mesh(extra: bool) -> PushRules {
     mesh_weighted(extra, 80)
 }
 
 /// [`mesh`] with svc0's split at `weight` to v1 (the rest to v2).
-fn mesh_weighted(extra: bool, weight: u32) -> MeshConfig {
-    MeshConfig::from_configs(&rules(extra, weight)).unwrap()
+fn mesh_weighted(extra: bool, weight: u32) -> PushRules {
+    PushRules::from_configs(&rules(extra, weight)).unwrap()
 }
 
 /// The objects [`mesh_weighted`] is compiled from.
@@ -146,7 +148,8 @@ fn contents(config: &ProxyConfig) -> Vec<(&'static str, String, u64)> {
 }
 
 /// What a full regeneration from the same snapshot gives `proxy`.
-fn full(proxy: &Proxy, registry: &RegistrySnapshot, mesh: &MeshConfig) -> Vec<(&'static str, String, u64)> {
+fn full(proxy: &Proxy, registry: &RegistrySnapshot, rules: &PushRules) -> Vec<(&'static str, String, u64)> {
+    let mesh = &rules.mesh;
     let own = pilot_model::ServiceDiscovery::host_instances(registry, &[proxy.ip]);
     let mut resources = generate_outbound(proxy, registry, mesh, &own);
     resources.extend(generate_inbound(proxy, &own, mesh));
@@ -506,7 +509,7 @@ fn a_proxy_that_rejected_an_object_is_generated_as_if_it_were_not_there() {
         version: 1,
         revisions: Default::default(),
         objects: Arc::new(PushObjects::new(configs)),
-        mesh: Arc::new(mesh(true)),
+        rules: Arc::new(mesh(true)),
         registry: Arc::clone(&registry),
         generated: GeneratedCache::new(None, &Changes::default(), true),
         reduced: Default::default(),

@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering;
 use futures::FutureExt;
 use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, ServiceDiscovery, document};
 use pilot_store_memory::MemoryServiceRegistry;
-use pilot_xds::{MeshConfig, Proxy};
+use pilot_xds::Proxy;
+
+use super::super::recompile::PushRules;
 
 use super::super::generation_cache::{Changes, GeneratedCache, Held};
 use super::super::inputs::PushObjects;
@@ -32,11 +34,9 @@ spec:
   egress: [{hosts: ["./*"]}]
 "#;
 
-fn mesh(text: &str) -> Arc<MeshConfig> {
+fn mesh(text: &str) -> Arc<PushRules> {
     let objects = document::parse("mesh.yaml", text, &pilot_api::default_registry()).unwrap();
-    let mesh = MeshConfig::from_configs(&objects).unwrap();
-    mesh.model();
-    Arc::new(mesh)
+    Arc::new(PushRules::from_configs(&objects).unwrap())
 }
 
 fn proxy(namespace: &str, i: u8) -> Proxy {
@@ -48,7 +48,7 @@ fn proxy(namespace: &str, i: u8) -> Proxy {
 
 fn snapshot(
     version: u64,
-    mesh: &Arc<MeshConfig>,
+    mesh: &Arc<PushRules>,
     registry: &Arc<RegistrySnapshot>,
     generated: GeneratedCache,
 ) -> Arc<MeshSnapshot> {
@@ -56,7 +56,7 @@ fn snapshot(
         version,
         revisions: Default::default(),
         objects: Arc::new(PushObjects::new(Vec::new())),
-        mesh: Arc::clone(mesh),
+        rules: Arc::clone(mesh),
         registry: Arc::clone(registry),
         generated,
         reduced: Default::default(),
@@ -68,7 +68,7 @@ fn snapshot(
 /// The first push, and the configuration a proxy of `a` and one of `b`
 /// hold at it.
 struct First {
-    mesh: Arc<MeshConfig>,
+    mesh: Arc<PushRules>,
     registry: Arc<RegistrySnapshot>,
     snapshot: Arc<MeshSnapshot>,
     a: Held,

@@ -15,12 +15,13 @@ use std::sync::Arc;
 
 use pilot_model::{Labels, Port, Protocol, Service, ServiceDiscovery, document};
 use pilot_store_memory::MemoryServiceRegistry;
-use pilot_xds::{MeshConfig, Proxy};
+use pilot_xds::Proxy;
 use proptest::prelude::*;
 
 use super::super::generation_cache::{Changes, GeneratedCache};
 use super::super::own_instances::moved_addresses;
 use super::super::proxy_config::{ORDER, ProxyConfig};
+use super::super::recompile::PushRules;
 use super::{same_services, steady, touched_hosts};
 
 const NAMESPACES: [&str; 3] = ["a", "b", "c"];
@@ -198,11 +199,9 @@ fn yaml(mesh: &Mesh, rules: &[Rule], routes: &[Rule]) -> String {
     text
 }
 
-fn compile(text: &str) -> MeshConfig {
+fn compile(text: &str) -> PushRules {
     let objects = document::parse("mesh.yaml", text, &pilot_api::default_registry()).unwrap();
-    let mesh = MeshConfig::from_configs(&objects).unwrap();
-    mesh.model();
-    mesh
+    PushRules::from_configs(&objects).unwrap()
 }
 
 /// The address of proxy `p`.
@@ -377,7 +376,7 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
             // anew, its contents the same, so its proxies are still sent
             // nothing.
             let same_views =
-                before_mesh.configs().restricts_visibility() == after_mesh.configs().restricts_visibility();
+                before_mesh.model().restricts_visibility() == after_mesh.model().restricts_visibility();
             if let Some(touched) = &touched
                 && same_views
                 && own == own_before

@@ -1,0 +1,282 @@
+//! AuthorizationPolicies compiled ([`AuthorizationPolicies`]): each
+//! policy with the workloads it applies to, its action and its rules, the
+//! rules' fields in the form generation turns into RBAC filters (ports
+//! as numbers, `when` keys as the attribute they read, whether a rule
+//! needs an HTTP request).
+//!
+//! A policy applies to the workloads of its namespace (of the mesh, in
+//! the root namespace) its selector matches.
+
+use pilot_api::security::{self as api, AuthorizationPolicy};
+use pilot_model::{Config, Labels};
+
+use super::RoutingConfigs;
+
+/// The authorization policies of a model, with the root namespace whose
+/// policies apply to every namespace's workloads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AuthorizationPolicies {
+    root_namespace: String,
+    policies: Vec<Policy>,
+}
+
+/// One policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Policy {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// The labels a workload must carry for it to apply; none: every
+    /// workload of its namespace.
+    pub selector: Option<Labels>,
+    /// What a matching request gets.
+    pub action: Action,
+    /// Its rules, in order.
+    pub rules: Vec<Rule>,
+}
+
+/// What a policy does with what its rules match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Action {
+    /// Only what some ALLOW rule matches is allowed.
+    Allow,
+    /// What any DENY rule matches is denied.
+    Deny,
+    /// Audited (refused by validation: never generated).
+    Audit,
+    /// Decided by an extension (refused by validation: never generated).
+    Custom,
+}
+
+/// One rule: who calls (`from`), what is called (`to`), and conditions
+/// (`when`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Rule {
+    /// The callers' sources, any of which matches; `None`: no `from`.
+    pub from: Option<Vec<Source>>,
+    /// The operations called, any of which matches; `None`: no `to`.
+    pub to: Option<Vec<Operation>>,
+    /// Conditions, all of which must hold.
+    pub when: Vec<Condition>,
+    /// Whether it has a field only an HTTP request has (an operation's
+    /// hosts, methods or paths, a `when` on a request attribute).
+    pub http_only: bool,
+}
+
+/// Who calls: every non-empty list must match.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Source {
+    /// Peer identities (`td/ns/x/sa/y`).
+    pub principals: Vec<String>,
+    /// Peer identities that must not match.
+    pub not_principals: Vec<String>,
+    /// Peer namespaces.
+    pub namespaces: Vec<String>,
+    /// Peer namespaces that must not match.
+    pub not_namespaces: Vec<String>,
+    /// Peer addresses or CIDR blocks.
+    pub ip_blocks: Vec<String>,
+    /// Peer addresses that must not match.
+    pub not_ip_blocks: Vec<String>,
+    /// Original client addresses (X-Forwarded-For).
+    pub remote_ip_blocks: Vec<String>,
+    /// Original client addresses that must not match.
+    pub not_remote_ip_blocks: Vec<String>,
+}
+
+/// What is called: every non-empty list must match.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Operation {
+    /// Hosts (HTTP only).
+    pub hosts: Vec<String>,
+    /// Hosts that must not match.
+    pub not_hosts: Vec<String>,
+    /// Methods (HTTP only).
+    pub methods: Vec<String>,
+    /// Methods that must not match.
+    pub not_methods: Vec<String>,
+    /// Paths (HTTP only).
+    pub paths: Vec<String>,
+    /// Paths that must not match.
+    pub not_paths: Vec<String>,
+    /// Destination ports (a port that does not parse is 0).
+    pub ports: Vec<u32>,
+    /// Destination ports that must not match.
+    pub not_ports: Vec<u32>,
+}
+
+/// A `when` condition: the attribute has one of `values` and none of
+/// `not_values`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Condition {
+    /// What it reads.
+    pub attribute: Attribute,
+    /// Values any of which must match.
+    pub values: Vec<String>,
+    /// Values none of which may match.
+    pub not_values: Vec<String>,
+    /// Whether only an HTTP request has the attribute.
+    pub http_only: bool,
+}
+
+/// The attribute a condition reads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Attribute {
+    /// A request header (`request.headers[NAME]`), its name lowercased.
+    Header(String),
+    /// `source.ip`: the peer's address.
+    SourceIp,
+    /// `remote.ip`: the original client's address.
+    RemoteIp,
+    /// `source.namespace`: the peer's namespace.
+    SourceNamespace,
+    /// `source.principal`: the peer's identity.
+    SourcePrincipal,
+    /// `destination.ip`.
+    DestinationIp,
+    /// `destination.port`.
+    DestinationPort,
+    /// `connection.sni`: the server name the client asked for.
+    ConnectionSni,
+    /// A key validation refuses: matches nothing generated.
+    Other(String),
+}
+
+impl AuthorizationPolicies {
+    /// The authorization policies of `configs`, compiled.
+    pub(crate) fn compile(configs: &RoutingConfigs) -> Self {
+        AuthorizationPolicies {
+            root_namespace: configs.root_namespace.clone(),
+            policies: configs
+                .authorization_policies
+                .iter()
+                .map(|c| Policy::of(c))
+                .collect(),
+        }
+    }
+
+    /// Every policy, in the order the objects came.
+    pub fn policies(&self) -> &[Policy] {
+        &self.policies
+    }
+
+    /// True when there is no policy.
+    pub fn is_empty(&self) -> bool {
+        self.policies.is_empty()
+    }
+
+    /// The policies that apply to a workload of `namespace` carrying
+    /// `labels`: those of its namespace or of the root namespace whose
+    /// selector, if any, it matches.
+    pub fn applying<'a>(
+        &'a self,
+        namespace: &'a str,
+        labels: &'a Labels,
+    ) -> impl Iterator<Item = &'a Policy> {
+        self.policies.iter().filter(move |p| {
+            (p.namespace == self.root_namespace || p.namespace == namespace)
+                && p.selector.as_ref().is_none_or(|s| s.is_subset_of(labels))
+        })
+    }
+}
+
+impl Policy {
+    fn of(config: &Config<AuthorizationPolicy>) -> Self {
+        let spec = &config.spec;
+        Policy {
+            namespace: config.meta.namespace.clone(),
+            name: config.meta.name.clone(),
+            selector: spec.selector.as_ref().map(|s| Labels(s.match_labels.clone())),
+            action: match spec.action {
+                api::Action::Allow => Action::Allow,
+                api::Action::Deny => Action::Deny,
+                api::Action::Audit => Action::Audit,
+                api::Action::Custom => Action::Custom,
+            },
+            rules: spec.rules.iter().map(Rule::of).collect(),
+        }
+    }
+}
+
+impl Rule {
+    /// A rule of a policy, compiled.
+    pub fn of(rule: &api::Rule) -> Self {
+        Rule {
+            from: rule.from.as_ref().map(|from| {
+                from.iter()
+                    .filter_map(|f| f.source.as_ref())
+                    .map(Source::of)
+                    .collect()
+            }),
+            to: rule.to.as_ref().map(|to| {
+                to.iter()
+                    .filter_map(|t| t.operation.as_ref())
+                    .map(Operation::of)
+                    .collect()
+            }),
+            when: rule.when.iter().map(Condition::of).collect(),
+            http_only: !rule.http_only_fields("").is_empty(),
+        }
+    }
+}
+
+impl Source {
+    fn of(source: &api::Source) -> Self {
+        Source {
+            principals: source.principals.clone(),
+            not_principals: source.not_principals.clone(),
+            namespaces: source.namespaces.clone(),
+            not_namespaces: source.not_namespaces.clone(),
+            ip_blocks: source.ip_blocks.clone(),
+            not_ip_blocks: source.not_ip_blocks.clone(),
+            remote_ip_blocks: source.remote_ip_blocks.clone(),
+            not_remote_ip_blocks: source.not_remote_ip_blocks.clone(),
+        }
+    }
+}
+
+impl Operation {
+    fn of(operation: &api::Operation) -> Self {
+        let ports = |ports: &[String]| ports.iter().map(|p| p.parse().unwrap_or(0)).collect();
+        Operation {
+            hosts: operation.hosts.clone(),
+            not_hosts: operation.not_hosts.clone(),
+            methods: operation.methods.clone(),
+            not_methods: operation.not_methods.clone(),
+            paths: operation.paths.clone(),
+            not_paths: operation.not_paths.clone(),
+            ports: ports(&operation.ports),
+            not_ports: ports(&operation.not_ports),
+        }
+    }
+}
+
+impl Condition {
+    fn of(condition: &api::Condition) -> Self {
+        let attribute = match (condition.header(), condition.key.as_str()) {
+            (Some(name), _) => Attribute::Header(name.to_ascii_lowercase()),
+            (None, "source.ip") => Attribute::SourceIp,
+            (None, "remote.ip") => Attribute::RemoteIp,
+            (None, "source.namespace") => Attribute::SourceNamespace,
+            (None, "source.principal") => Attribute::SourcePrincipal,
+            (None, "destination.ip") => Attribute::DestinationIp,
+            (None, "destination.port") => Attribute::DestinationPort,
+            (None, "connection.sni") => Attribute::ConnectionSni,
+            (None, other) => Attribute::Other(other.to_string()),
+        };
+        Condition {
+            attribute,
+            values: condition.values.clone(),
+            not_values: condition.not_values.clone(),
+            http_only: condition.is_http_only(),
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! PeerAuthentications compiled ([`PeerAuthentications`]): the mutual
+//! TLS mode of each namespace (its selector-less policy's), of the mesh
+//! (the root namespace's), and of the workloads policies select, with
+//! their per-port modes; and the mode a workload's port accepts, with
+//! Istio's precedence.
+//!
+//! ```
+//! use pilot_model::Labels;
+//! use pilot_routing::{MtlsMode, RoutingConfigs};
+//! let model = RoutingConfigs::default().compile();
+//! // No PeerAuthentication: PERMISSIVE, as in Istio.
+//! assert_eq!(model.peer_authentication().mtls_mode("default", &Labels::new(), 9080), MtlsMode::Permissive);
+//! ```
+
+use std::collections::BTreeMap;
+
+use pilot_api::security::{MtlsMode, MutualTls, PeerAuthentication};
+use pilot_model::{Config, Labels};
+
+use super::RoutingConfigs;
+
+/// The PeerAuthentication modes of a model, by namespace and workload.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PeerAuthentications {
+    /// The namespace of mesh-wide policy.
+    root_namespace: String,
+    /// By namespace, the mode of its oldest selector-less policy (`None`:
+    /// that policy leaves it unset).
+    namespaces: BTreeMap<String, Option<MtlsMode>>,
+    /// By namespace, its policies with a selector, oldest first.
+    workloads: BTreeMap<String, Vec<WorkloadMtls>>,
+}
+
+/// A policy selecting workloads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct WorkloadMtls {
+    selector: Labels,
+    /// Its mode (`None`: unset).
+    mode: Option<MtlsMode>,
+    /// Its modes of single ports (set ones only).
+    ports: BTreeMap<u32, MtlsMode>,
+}
+
+impl PeerAuthentications {
+    /// The PeerAuthentications of `configs`, compiled.
+    pub(crate) fn compile(configs: &RoutingConfigs) -> Self {
+        let mut policies: Vec<&Config<PeerAuthentication>> =
+            configs.peer_authentications.iter().map(|c| &**c).collect();
+        // Oldest first (then by name), as Istio picks among conflicting
+        // ones; a stable sort keeps the objects' order among equals.
+        policies.sort_by(|a, b| {
+            (a.meta.creation_timestamp, &a.meta.name).cmp(&(b.meta.creation_timestamp, &b.meta.name))
+        });
+        let mut out = PeerAuthentications {
+            root_namespace: configs.root_namespace.clone(),
+            ..Default::default()
+        };
+        for policy in policies {
+            let namespace = &policy.meta.namespace;
+            let mode = set(policy.spec.mtls.as_ref());
+            match &policy.spec.selector {
+                None => {
+                    out.namespaces.entry(namespace.clone()).or_insert(mode);
+                }
+                Some(selector) => out
+                    .workloads
+                    .entry(namespace.clone())
+                    .or_default()
+                    .push(WorkloadMtls {
+                        selector: Labels(selector.match_labels.clone()),
+                        mode,
+                        ports: policy
+                            .spec
+                            .port_level_mtls
+                            .iter()
+                            .filter_map(|(port, mtls)| Some((*port, set(Some(mtls))?)))
+                            .collect(),
+                    }),
+            }
+        }
+        out
+    }
+
+    /// The mode a workload of `namespace` with `labels` accepts on its
+    /// port `port` (the instance's own port, as `portLevelMtls` names it):
+    /// the oldest PeerAuthentication selecting the workload (its port-level
+    /// mode first), then its namespace's, then the mesh's (the root
+    /// namespace's, no selector); a level whose mode is unset inherits.
+    /// PERMISSIVE when none says: never [`MtlsMode::Unset`].
+    pub fn mtls_mode(&self, namespace: &str, labels: &Labels, port: u16) -> MtlsMode {
+        let workload = self
+            .workloads
+            .get(namespace)
+            .and_then(|policies| policies.iter().find(|p| p.selector.is_subset_of(labels)));
+        let from_workload = workload.and_then(|p| p.ports.get(&u32::from(port)).copied().or(p.mode));
+        let level = |ns: &str| self.namespaces.get(ns).copied().flatten();
+        from_workload
+            .or_else(|| level(namespace))
+            .or_else(|| level(&self.root_namespace))
+            .unwrap_or(MtlsMode::Permissive)
+    }
+}
+
+/// A setting's mode, if set.
+fn set(mtls: Option<&MutualTls>) -> Option<MtlsMode> {
+    mtls.map(|m| m.mode).filter(|mode| *mode != MtlsMode::Unset)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Mode resolution: precedence, inheritance of unset modes, the oldest
+    //! of conflicting policies.
+
+    use std::sync::Arc;
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+
+    fn peer(
+        namespace: &str,
+        name: &str,
+        age: u64,
+        spec: serde_json::Value,
+    ) -> Arc<Config<PeerAuthentication>> {
+        let mut config = Config::new(namespace, name, serde_json::from_value(spec).unwrap());
+        config.meta.creation_timestamp = Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000 - age));
+        Arc::new(config)
+    }
+
+    fn reviews() -> Labels {
+        Labels([("app".to_string(), "reviews".to_string())].into())
+    }
+
+    fn compiled(configs: &RoutingConfigs) -> PeerAuthentications {
+        PeerAuthentications::compile(configs)
+    }
+
+    #[test]
+    fn levels_inherit_and_the_oldest_wins() {
+        let mut configs = RoutingConfigs {
+            peer_authentications: vec![
+                peer(
+                    "istio-system",
+                    "mesh",
+                    1,
+                    serde_json::json!({"mtls": {"mode": "STRICT"}}),
+                ),
+                // Unset at the namespace level: the mesh's STRICT.
+                peer("default", "ns", 1, serde_json::json!({"mtls": {}})),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            compiled(&configs).mtls_mode("default", &reviews(), 9080),
+            MtlsMode::Strict
+        );
+        // Two workload policies: the older decides.
+        configs.peer_authentications.extend([
+            peer(
+                "default",
+                "newer",
+                1,
+                serde_json::json!({"selector": {"matchLabels": {"app": "reviews"}}, "mtls": {"mode": "PERMISSIVE"}}),
+            ),
+            peer(
+                "default",
+                "older",
+                5,
+                serde_json::json!({"selector": {"matchLabels": {"app": "reviews"}}, "mtls": {"mode": "DISABLE"}}),
+            ),
+        ]);
+        assert_eq!(
+            compiled(&configs).mtls_mode("default", &reviews(), 9080),
+            MtlsMode::Disable
+        );
+        // Another namespace only has the mesh's.
+        assert_eq!(
+            compiled(&configs).mtls_mode("other", &reviews(), 9080),
+            MtlsMode::Strict
+        );
+        // Another root namespace: no mesh policy.
+        configs.root_namespace = "mesh-root".into();
+        assert_eq!(
+            compiled(&configs).mtls_mode("other", &reviews(), 9080),
+            MtlsMode::Permissive
+        );
+    }
+
+    #[test]
+    fn a_port_level_mode_comes_first_and_an_unset_one_inherits() {
+        let configs = RoutingConfigs {
+            peer_authentications: vec![
+                peer(
+                    "default",
+                    "ns",
+                    1,
+                    serde_json::json!({"mtls": {"mode": "STRICT"}}),
+                ),
+                peer(
+                    "default",
+                    "reviews",
+                    1,
+                    serde_json::json!({"selector": {"matchLabels": {"app": "reviews"}},
+                    "portLevelMtls": {"9080": {"mode": "DISABLE"}, "9090": {}}}),
+                ),
+            ],
+            ..Default::default()
+        };
+        let modes = compiled(&configs);
+        assert_eq!(modes.mtls_mode("default", &reviews(), 9080), MtlsMode::Disable);
+        assert_eq!(modes.mtls_mode("default", &reviews(), 9090), MtlsMode::Strict);
+        assert_eq!(modes.mtls_mode("default", &Labels::new(), 9080), MtlsMode::Strict);
+    }
+}

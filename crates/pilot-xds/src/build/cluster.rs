@@ -1,0 +1,185 @@
+//! One cluster's shape: the base every cluster starts from, EDS, static,
+//! DNS and original-destination clusters, the upstream protocol, and a
+//! traffic policy's load balancing, circuit breakers and outlier detection
+//! applied to it.
+
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::cluster::v3::{
+    CircuitBreakers, Cluster, OutlierDetection, circuit_breakers::Thresholds, cluster,
+};
+use envoy_types::pb::envoy::config::core::v3::{
+    Http2ProtocolOptions, HttpProtocolOptions as CoreHttpOptions,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+};
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::{HttpProtocolOptions, http_protocol_options};
+use envoy_types::pb::google::protobuf::UInt32Value;
+use pilot_model::Protocol;
+use pilot_routing::{LoadBalancer, SimpleLb, TrafficPolicy};
+
+use super::util::{ads, any, duration, socket};
+
+/// How long a new upstream connection may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The cluster that forwards to a connection's original destination.
+pub const PASSTHROUGH: &str = "PassthroughCluster";
+
+const HTTP_OPTIONS_KEY: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+
+pub(crate) fn base(name: &str, kind: cluster::DiscoveryType) -> Cluster {
+    Cluster {
+        name: name.to_string(),
+        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(kind as i32)),
+        ..Default::default()
+    }
+}
+
+pub(crate) fn eds_cluster(name: &str, protocol: Protocol) -> Cluster {
+    let mut cluster = base(name, cluster::DiscoveryType::Eds);
+    cluster.eds_cluster_config = Some(cluster::EdsClusterConfig {
+        eds_config: Some(ads()),
+        service_name: name.to_string(),
+    });
+    set_protocol(&mut cluster, protocol);
+    cluster
+}
+
+pub(crate) fn static_cluster(name: &str, address: &str, port: u16) -> Cluster {
+    let mut cluster = base(name, cluster::DiscoveryType::Static);
+    cluster.load_assignment = Some(ClusterLoadAssignment {
+        cluster_name: name.to_string(),
+        endpoints: vec![LocalityLbEndpoints {
+            lb_endpoints: vec![lb_endpoint_at(address, port)],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    cluster
+}
+
+pub(crate) fn dns_cluster(name: &str, host: &str, port: u16, protocol: Protocol) -> Cluster {
+    let mut cluster = static_cluster(name, host, port);
+    cluster.cluster_discovery_type = Some(cluster::ClusterDiscoveryType::Type(
+        cluster::DiscoveryType::StrictDns as i32,
+    ));
+    set_protocol(&mut cluster, protocol);
+    cluster
+}
+
+pub(crate) fn original_destination(name: &str) -> Cluster {
+    let mut cluster = base(name, cluster::DiscoveryType::OriginalDst);
+    cluster.lb_policy = cluster::LbPolicy::ClusterProvided as i32;
+    cluster
+}
+
+/// HTTP/2 upstreams for HTTP/2 and gRPC ports.
+pub(crate) fn set_protocol(cluster: &mut Cluster, protocol: Protocol) {
+    if matches!(protocol, Protocol::Http2 | Protocol::Grpc) {
+        use_http2(cluster);
+    }
+}
+
+/// Makes a cluster speak HTTP/2 to its upstreams (gRPC, xDS).
+pub(crate) fn use_http2(cluster: &mut Cluster) {
+    let options = HttpProtocolOptions {
+        upstream_protocol_options: Some(
+            http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                http_protocol_options::ExplicitHttpConfig {
+                    protocol_config: Some(
+                        http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+                            Http2ProtocolOptions::default(),
+                        ),
+                    ),
+                },
+            ),
+        ),
+        ..Default::default()
+    };
+    cluster
+        .typed_extension_protocol_options
+        .insert(HTTP_OPTIONS_KEY.into(), any(&options));
+}
+
+/// Load balancing, circuit breaking and outlier detection from a traffic
+/// policy.
+pub(crate) fn apply_policy(cluster: &mut Cluster, policy: &TrafficPolicy) {
+    if let Some(balancer) = &policy.load_balancer {
+        let lb = match balancer {
+            LoadBalancer::Simple(SimpleLb::RoundRobin) => Some(cluster::LbPolicy::RoundRobin),
+            LoadBalancer::Simple(SimpleLb::LeastRequest) => Some(cluster::LbPolicy::LeastRequest),
+            LoadBalancer::Simple(SimpleLb::Random) => Some(cluster::LbPolicy::Random),
+            LoadBalancer::ConsistentHash(_) => Some(cluster::LbPolicy::RingHash),
+            _ => None,
+        };
+        if let Some(lb) = lb {
+            cluster.lb_policy = lb as i32;
+        }
+        if let LoadBalancer::ConsistentHash(hash) = balancer {
+            super::hash_policy::apply(cluster, hash);
+        }
+    }
+    let count = |n: u32| UInt32Value { value: n };
+    if let Some(pool) = &policy.connection_pool {
+        cluster.circuit_breakers = Some(CircuitBreakers {
+            thresholds: vec![Thresholds {
+                max_connections: pool.max_connections.map(count),
+                max_pending_requests: pool.max_pending_requests.map(count),
+                max_requests: pool.max_requests.map(count),
+                max_retries: pool.max_retries.map(count),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        if let Some(timeout) = pool.connect_timeout {
+            cluster.connect_timeout = Some(duration(timeout));
+        }
+    }
+    if let Some(outlier) = &policy.outlier_detection {
+        cluster.outlier_detection = Some(OutlierDetection {
+            consecutive_5xx: outlier.consecutive_5xx_errors.map(count),
+            interval: outlier.interval.map(duration),
+            base_ejection_time: outlier.base_ejection_time.map(duration),
+            max_ejection_percent: outlier.max_ejection_percent.map(count),
+            ..Default::default()
+        });
+    }
+    if let Some(per_connection) = policy
+        .connection_pool
+        .as_ref()
+        .and_then(|p| p.max_requests_per_connection)
+    {
+        let key = HTTP_OPTIONS_KEY.to_string();
+        let mut options = cluster
+            .typed_extension_protocol_options
+            .get(&key)
+            .and_then(|a| <HttpProtocolOptions as prost::Message>::decode(a.value.as_slice()).ok())
+            .unwrap_or_else(|| HttpProtocolOptions {
+                upstream_protocol_options: Some(
+                    http_protocol_options::UpstreamProtocolOptions::UseDownstreamProtocolConfig(
+                        http_protocol_options::UseDownstreamHttpConfig::default(),
+                    ),
+                ),
+                ..Default::default()
+            });
+        options.common_http_protocol_options = Some(CoreHttpOptions {
+            max_requests_per_connection: Some(count(per_connection)),
+            ..Default::default()
+        });
+        cluster
+            .typed_extension_protocol_options
+            .insert(key, any(&options));
+    }
+}
+
+pub(crate) fn lb_endpoint_at(address: &str, port: u16) -> LbEndpoint {
+    LbEndpoint {
+        host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+            address: Some(socket(address, port)),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}

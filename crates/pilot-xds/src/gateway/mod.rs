@@ -1,0 +1,335 @@
+//! LDS and RDS of edge proxies: the listeners of an ingress (the routing
+//! model's ingress-rule servers) and of a router serving `Gateway`s (the
+//! gateways' servers whose selector its labels match), with their route
+//! configurations. One path for both, as Istio's gateway generation does:
+//!
+//! - The servers a proxy serves are grouped by port; the first server on a
+//!   port decides whether it is plain HTTP (the port's TLS and TCP servers
+//!   are left out, as Istio leaves them) or not: then its TLS and TCP
+//!   servers share one listener, each with its own filter chains told
+//!   apart by SNI (an HTTPS server for `*.example.com` terminated beside
+//!   a `TLS` server passing `passthrough.example.com` through).
+//! - Plain HTTP servers on one port share one listener and one route
+//!   configuration, `http.<port>` (`ingress_<port>` for ingress rules
+//!   alone), with a virtual host per host of the servers (a host several
+//!   servers name has the routes of each in turn); a server with
+//!   `httpsRedirect` makes its hosts require TLS (a redirect to HTTPS).
+//! - A server host's namespace part (`ns1/*`) decides which
+//!   VirtualServices bind through it (the routing model's business);
+//!   SNI matches its name alone.
+//! - Each TLS-terminating server gets its own filter chain, matched by SNI
+//!   on its hosts (none for `*`), with its certificate (a secret over SDS,
+//!   or files) and its own route configuration,
+//!   `https.<port>.<port name>.<gateway name>.<namespace>`.
+//! - A virtual host's routes are the bound VirtualServices' routes in
+//!   order; a request for a host no server names gets Envoy's 404.
+//!
+//! - TLS passthrough (and `AUTO_PASSTHROUGH`), TCP and TLS servers route
+//!   connections, not requests: `l4.rs` (and `sni_dnat.rs`).
+//! - A MUTUAL server requires a client certificate its CA signed and, when
+//!   it lists `subjectAltNames`, carrying one of them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch};
+use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, virtual_host};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    Rds, http_connection_manager,
+};
+use envoy_types::pb::google::protobuf::BoolValue;
+use pilot_model::{Labels, Protocol, ServiceDiscovery, ServiceInstance};
+use pilot_routing::{GatewayHost, HttpAction, HttpRoute, IngressServer, PortSelector, RoutingModel};
+
+mod l4;
+pub(crate) mod sni_dnat;
+
+use crate::build::downstream_tls::server_socket;
+use crate::build::listeners::{ListenerPlan, http_filter_chain, listener, route_to};
+use crate::build::util::ads;
+use crate::{ClusterName, Proxy, ProxyType};
+
+/// The listeners and route configurations of an edge proxy (ingress or
+/// router): the servers of the model it serves, by port.
+pub(crate) fn listeners(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    model: &RoutingModel,
+    plan: &mut ListenerPlan,
+) {
+    let mut by_port: BTreeMap<u16, Vec<&IngressServer>> = BTreeMap::new();
+    for server in model.ingress_servers().iter().filter(|s| serves(proxy, s)) {
+        by_port.entry(server.port).or_default().push(server);
+    }
+    let edge = Edge {
+        proxy,
+        registry,
+        own: &[],
+    };
+    for (port, servers) in by_port {
+        let first = servers[0];
+        if first.tls.is_none() && first.protocol.is_http() {
+            edge.plain(port, &servers, plan);
+            continue;
+        }
+        // TLS and TCP servers share one listener, their chains told apart
+        // by SNI: those terminating TLS for HTTP first, then those routing
+        // connections.
+        let mut chains = edge.terminating(port, &servers, plan);
+        l4::add_chains(port, &servers, registry, model, &mut chains);
+        let Some(chain) = chains.first().cloned() else {
+            continue;
+        };
+        let sni = chains.iter().any(|c| {
+            c.filter_chain_match
+                .as_ref()
+                .is_some_and(|m| !m.server_names.is_empty())
+        });
+        let mut out = listener(&format!("0.0.0.0_{port}"), "0.0.0.0", port, true, chain);
+        out.filter_chains = chains;
+        if sni {
+            out.listener_filters.push(crate::build::l4::tls_inspector());
+        }
+        plan.listeners.push(out);
+    }
+}
+
+/// Whether `server`'s connections end in an HTTP connection manager after
+/// TLS ends here: an HTTPS server (or an ingress rule's) terminating TLS.
+/// A `TLS` server terminating TLS routes connections (`l4.rs`).
+pub(crate) fn serves_http(server: &IngressServer) -> bool {
+    server.terminates_tls() && (server.gateway.is_empty() || server.protocol == Protocol::Https)
+}
+
+/// The SNI names a TLS server matches: its hosts' names without their
+/// namespace part, sorted, each once; `None` when one is `*` (every
+/// name).
+pub(crate) fn server_names(server: &IngressServer) -> Option<Vec<String>> {
+    let mut names = Vec::new();
+    for host in &server.hosts {
+        if host.host == "*" {
+            return None;
+        }
+        names.push(host.host.clone());
+    }
+    names.sort();
+    names.dedup();
+    Some(names)
+}
+
+/// Whether `proxy` serves `server`: an ingress-rule server every ingress;
+/// a gateway's server every ingress or router carrying its selector's
+/// labels.
+pub(crate) fn serves(proxy: &Proxy, server: &IngressServer) -> bool {
+    match &server.selector {
+        None => proxy.proxy_type == ProxyType::Ingress,
+        Some(selector) => proxy.proxy_type != ProxyType::Sidecar && selector.is_subset_of(&proxy.labels),
+    }
+}
+
+struct Edge<'a> {
+    proxy: &'a Proxy,
+    registry: &'a dyn ServiceDiscovery,
+    /// The proxy's own instances, for source matches (an edge proxy runs
+    /// none: its labels decide).
+    own: &'a [ServiceInstance],
+}
+
+impl Edge<'_> {
+    /// One listener for the plain HTTP servers on `port`, sharing one route
+    /// configuration.
+    fn plain(&self, port: u16, servers: &[&IngressServer], plan: &mut ListenerPlan) {
+        let servers: Vec<&IngressServer> = servers
+            .iter()
+            .copied()
+            .filter(|s| s.tls.is_none() && s.protocol.is_http())
+            .collect();
+        let name = if servers.iter().all(|s| s.gateway.is_empty()) {
+            format!("ingress_{port}")
+        } else {
+            format!("http.{port}")
+        };
+        plan.ingress_routes
+            .push(self.route_configuration(&name, port, &servers));
+        let chain = rds_chain(&name);
+        plan.listeners
+            .push(listener(&format!("0.0.0.0_{port}"), "0.0.0.0", port, true, chain));
+    }
+
+    /// The filter chains of the servers on `port` terminating TLS for
+    /// HTTP: one per server, matched by SNI, each with its own routes
+    /// (added to `plan`).
+    fn terminating(
+        &self,
+        port: u16,
+        servers: &[&IngressServer],
+        plan: &mut ListenerPlan,
+    ) -> Vec<FilterChain> {
+        let mut chains = Vec::new();
+        let mut taken = BTreeSet::new();
+        for server in servers.iter().copied().filter(|s| serves_http(s)) {
+            let Some(tls) = &server.tls else { continue };
+            let names = server_names(server).unwrap_or_default();
+            if !taken.insert(names.clone()) {
+                continue;
+            }
+            let name = if server.gateway.is_empty() {
+                format!("ingress_{port}")
+            } else {
+                let (namespace, gateway) = server.gateway.split_once('/').unwrap_or(("", &server.gateway));
+                format!("https.{port}.{}.{gateway}.{namespace}", server.port_name)
+            };
+            plan.ingress_routes
+                .push(self.route_configuration(&name, port, &[server]));
+            let mut chain = rds_chain(&name);
+            chain.transport_socket = Some(server_socket(tls, Protocol::Http));
+            if !names.is_empty() {
+                chain.filter_chain_match = Some(FilterChainMatch {
+                    server_names: names,
+                    ..Default::default()
+                });
+            }
+            chains.push(chain);
+        }
+        chains
+    }
+
+    /// The route configuration `name` of `servers` on `port`: an ingress
+    /// rule server's routes under `*`, a gateway server's virtual hosts
+    /// (when several servers name a host, its routes are the first's,
+    /// then the next's, as Istio merges them).
+    fn route_configuration(&self, name: &str, port: u16, servers: &[&IngressServer]) -> RouteConfiguration {
+        let mut domains = BTreeSet::new();
+        let mut virtual_hosts = Vec::new();
+        let gateway = servers.iter().any(|s| !s.gateway.is_empty());
+        for server in servers {
+            if server.gateway.is_empty() {
+                if domains.insert("*".to_string()) {
+                    virtual_hosts.push(VirtualHost {
+                        name: name.to_string(),
+                        domains: vec!["*".into()],
+                        routes: self.ingress_rule_routes(server),
+                        ..Default::default()
+                    });
+                }
+                continue;
+            }
+            for host in &server.virtual_hosts {
+                let built = self.virtual_host(host, port, server.https_redirect);
+                if domains.insert(host.host.clone()) {
+                    virtual_hosts.push(built);
+                } else if let Some(existing) = virtual_hosts.iter_mut().find(|v| v.domains == built.domains) {
+                    // Another server (another gateway's, or another
+                    // namespace's) names the host too: its routes follow.
+                    existing.routes.extend(built.routes);
+                    existing.require_tls = existing.require_tls.max(built.require_tls);
+                }
+            }
+        }
+        RouteConfiguration {
+            name: name.to_string(),
+            virtual_hosts,
+            validate_clusters: Some(BoolValue { value: false }),
+            ignore_port_in_host_matching: gateway,
+            ..Default::default()
+        }
+    }
+
+    /// An ingress rule server's routes, first match wins.
+    fn ingress_rule_routes(
+        &self,
+        server: &IngressServer,
+    ) -> Vec<envoy_types::pb::envoy::config::route::v3::Route> {
+        let mut routes = Vec::new();
+        for ingress_route in &server.routes {
+            let target_port = match &ingress_route.port {
+                PortSelector::Number(number) => Some(*number),
+                PortSelector::Name(name) => self
+                    .registry
+                    .get_service(&ingress_route.host)
+                    .and_then(|s| s.port(name).map(|p| p.port)),
+                _ => None,
+            };
+            let Some(target_port) = target_port else { continue };
+            let cluster = ClusterName::outbound(&ingress_route.host, target_port, Labels::new()).to_string();
+            let mut route = route_to(&cluster, "/");
+            route.name = ingress_route.name.clone();
+            route.r#match = Some(crate::build::routes::request_match(&ingress_route.request));
+            routes.push(route);
+        }
+        routes
+    }
+
+    /// A gateway's virtual host: its routes, each destination without a
+    /// port sent to its service's port (the first, when it has several).
+    fn virtual_host(&self, host: &GatewayHost, port: u16, https_redirect: bool) -> VirtualHost {
+        let routes: Vec<HttpRoute> = host.routes.iter().map(|r| self.with_ports(r)).collect();
+        let admitted = crate::build::routes::admitted(&routes, self.own, self.proxy);
+        let mut flags = admitted.into_iter();
+        let mut out = Vec::new();
+        for route in &routes {
+            if route.matches.is_empty() {
+                out.push(crate::build::routes::envoy_route(route, None, &host.host, port));
+                continue;
+            }
+            for request in &route.matches {
+                // A match on another port is not this server's.
+                if flags.next().unwrap_or(true) && request.port.is_none_or(|p| p == port) {
+                    out.push(crate::build::routes::envoy_route(
+                        route,
+                        Some(request),
+                        &host.host,
+                        port,
+                    ));
+                }
+            }
+        }
+        VirtualHost {
+            name: format!("{}:{port}", host.host),
+            domains: vec![host.host.clone()],
+            routes: out,
+            require_tls: if https_redirect {
+                virtual_host::TlsRequirementType::All as i32
+            } else {
+                0
+            },
+            ..Default::default()
+        }
+    }
+
+    /// `route` with a port on every destination: the service's own when
+    /// the route names none (a gateway's port is not the service's).
+    fn with_ports(&self, route: &HttpRoute) -> HttpRoute {
+        let mut route = route.clone();
+        let port_of = |host: &str| {
+            let service = self.registry.get_service(host)?;
+            service
+                .ports
+                .iter()
+                .find(|p| p.protocol.is_http())
+                .or(service.ports.first())
+                .map(|p| p.port)
+        };
+        if let HttpAction::Route(targets) = &mut route.action {
+            for target in targets {
+                if target.destination.port.is_none() {
+                    target.destination.port = port_of(&target.destination.host);
+                }
+            }
+        }
+        for mirror in route.mirrors.iter_mut().filter(|m| m.destination.port.is_none()) {
+            mirror.destination.port = port_of(&mirror.destination.host);
+        }
+        route
+    }
+}
+
+/// The HTTP connection manager taking its routes from RDS `name`.
+fn rds_chain(name: &str) -> FilterChain {
+    http_filter_chain(
+        name,
+        http_connection_manager::RouteSpecifier::Rds(Rds {
+            config_source: Some(ads()),
+            route_config_name: name.to_string(),
+        }),
+    )
+}
