@@ -9,7 +9,10 @@
 //! cache update and the fan-out. Percentiles are printed as a table after
 //! criterion's groups.
 // criterion_group! defines an undocumented `pub fn`.
-#![allow(missing_docs)]
+#![allow(
+    missing_docs,
+    reason = "criterion's macros generate undocumented public items"
+)]
 
 use std::future::Future;
 use std::hint::black_box;

@@ -5,7 +5,10 @@
 //!
 //!     cargo bench --bench documents
 // criterion_group! defines an undocumented `pub fn`.
-#![allow(missing_docs)]
+#![allow(
+    missing_docs,
+    reason = "criterion's macros generate undocumented public items"
+)]
 
 use std::hint::black_box;
 use std::path::Path;

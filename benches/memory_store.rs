@@ -3,7 +3,10 @@
 //!
 //!     cargo bench --bench memory_store
 // criterion_group! defines an undocumented `pub fn`.
-#![allow(missing_docs)]
+#![allow(
+    missing_docs,
+    reason = "criterion's macros generate undocumented public items"
+)]
 
 use std::hint::black_box;
 use std::sync::Arc;

@@ -8,7 +8,10 @@
 //!     cargo bench --bench registry_snapshot
 
 // criterion_group! defines an undocumented `pub fn benches`.
-#![allow(missing_docs)]
+#![allow(
+    missing_docs,
+    reason = "criterion's macros generate undocumented public items"
+)]
 
 use std::hint::black_box;
 use std::net::IpAddr;

@@ -93,7 +93,7 @@ mod serving;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 // The one unsafe of the workspace outside its libraries (see Cargo.toml).
-#[allow(unsafe_code)]
+#[allow(unsafe_code, reason = "glibc's malloc_trim has no safe binding")]
 unsafe extern "C" {
     /// glibc: returns free heap memory to the system.
     fn malloc_trim(pad: usize) -> i32;
@@ -102,7 +102,7 @@ unsafe extern "C" {
 }
 
 #[cfg(feature = "bench-jemalloc")]
-#[allow(unsafe_code)]
+#[allow(unsafe_code, reason = "a call with no safe binding (see the SAFETY comment)")]
 unsafe extern "C" {
     /// jemalloc's control interface (tikv-jemalloc-sys prefixes its
     /// symbols with `_rjem_`).
@@ -123,7 +123,7 @@ unsafe extern "C" {
 fn heap_stats() -> Option<[usize; 3]> {
     #[cfg(feature = "bench-jemalloc")]
     {
-        #[allow(unsafe_code)]
+        #[allow(unsafe_code, reason = "a call with no safe binding (see the SAFETY comment)")]
         let read = |name: &std::ffi::CStr| -> Option<usize> {
             let mut value = 0usize;
             let mut len = std::mem::size_of::<usize>();
@@ -143,7 +143,7 @@ fn heap_stats() -> Option<[usize; 3]> {
         let mut epoch = 1u64;
         let mut len = std::mem::size_of::<u64>();
         // SAFETY: writes and reads one uint64_t through valid pointers.
-        #[allow(unsafe_code)]
+        #[allow(unsafe_code, reason = "a call with no safe binding (see the SAFETY comment)")]
         let status = unsafe {
             _rjem_mallctl(
                 c"epoch".as_ptr(),
@@ -183,7 +183,10 @@ fn cpu_time() -> Duration {
         nanoseconds: 0,
     };
     // SAFETY: clock_gettime writes one timespec to a valid pointer.
-    #[allow(unsafe_code)]
+    #[allow(
+        unsafe_code,
+        reason = "clock_gettime has no safe binding in the standard library"
+    )]
     let status = unsafe { clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &mut time) };
     assert_eq!(status, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID)");
     Duration::new(time.seconds as u64, time.nanoseconds as u32)
@@ -400,7 +403,7 @@ async fn converge(clients: usize, setup: Setup) {
     // What glibc kept of what was freed, handed back: the rest is live.
     // SAFETY: malloc_trim only releases free memory; glibc is this
     // process's allocator.
-    #[allow(unsafe_code)]
+    #[allow(unsafe_code, reason = "glibc's malloc_trim has no safe binding")]
     unsafe {
         malloc_trim(0)
     };

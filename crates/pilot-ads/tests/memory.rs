@@ -128,7 +128,10 @@ fn counted(size: isize, sign: isize) {
 }
 
 // A counting allocator around the system's.
-#[allow(unsafe_code)]
+#[allow(
+    unsafe_code,
+    reason = "a counting global allocator: GlobalAlloc is an unsafe trait"
+)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         counted(layout.size() as isize, 1);

@@ -19,7 +19,10 @@ struct Cli {
 }
 
 // Parsed once at start: the size of a variant does not matter.
-#[allow(clippy::large_enum_variant)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once at start: the size of a variant does not matter"
+)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run Envoy as a sidecar, router or ingress proxy.

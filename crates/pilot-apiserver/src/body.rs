@@ -146,7 +146,10 @@ pub(crate) fn decode(
 
 /// [`decode`] of a value already read (a patched object); `text` is the
 /// body as sent, for line and column in errors, when the value is it.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one decoding entry point for every write path; each argument is a fact of the request"
+)]
 pub(crate) fn decode_value(
     state: &ApiState,
     schema: &KindSchema,

@@ -26,7 +26,10 @@ use crate::frame::Reason;
 
 /// gRPC status codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs)]
+#[allow(
+    missing_docs,
+    reason = "the variants are gRPC's status codes, named as its specification names them"
+)]
 pub enum Code {
     Ok = 0,
     Cancelled = 1,

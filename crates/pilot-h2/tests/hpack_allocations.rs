@@ -2,7 +2,10 @@
 //! that wraps the system's (the one `unsafe` block: `GlobalAlloc` is an
 //! unsafe trait). Counts are per thread, so tests running side by side do not
 //! see each other's.
-#![allow(unsafe_code)]
+#![allow(
+    unsafe_code,
+    reason = "a counting global allocator: GlobalAlloc is an unsafe trait"
+)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -23,7 +23,10 @@ struct Counting;
 static HELD: AtomicIsize = AtomicIsize::new(0);
 
 // The one unsafe of this crate: a counting allocator around the system's.
-#[allow(unsafe_code)]
+#[allow(
+    unsafe_code,
+    reason = "a counting global allocator: GlobalAlloc is an unsafe trait"
+)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         HELD.fetch_add(layout.size() as isize, Ordering::Relaxed);

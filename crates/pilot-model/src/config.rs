@@ -518,7 +518,7 @@ mod tests {
     fn unknown_fields_are_named_in_the_path_with_a_suggestion() {
         #[derive(Debug, serde::Deserialize)]
         #[serde(rename_all = "camelCase", deny_unknown_fields)]
-        #[allow(dead_code)]
+        #[allow(dead_code, reason = "the fields are read by deserialization only")]
         struct Route {
             weight: u32,
             #[serde(default)]
@@ -526,7 +526,7 @@ mod tests {
         }
         #[derive(Debug, serde::Deserialize)]
         #[serde(deny_unknown_fields)]
-        #[allow(dead_code)]
+        #[allow(dead_code, reason = "the fields are read by deserialization only")]
         struct Spec {
             route: Vec<Route>,
         }

@@ -13,7 +13,10 @@
 //! p50, p99 and maximum of every write it timed are printed, as criterion
 //! reports means only.
 // criterion_group! generates an undocumented public function.
-#![allow(missing_docs)]
+#![allow(
+    missing_docs,
+    reason = "criterion's macros generate undocumented public items"
+)]
 
 use std::io::Write;
 use std::path::Path;

@@ -10,7 +10,10 @@
 //! (the one `unsafe` block: `GlobalAlloc` is an unsafe trait); they are
 //! exact and do not depend on when the allocator returns pages to the
 //! system, as RSS would.
-#![allow(unsafe_code)]
+#![allow(
+    unsafe_code,
+    reason = "a counting global allocator: GlobalAlloc is an unsafe trait"
+)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;

@@ -8,7 +8,10 @@
 //! In the same group: the same mesh without route rules (no subsets), and
 //! protobuf-encoding the generated set (the floor any server pays to send it).
 // criterion_group! defines an undocumented `pub fn`.
-#![allow(missing_docs)]
+#![allow(
+    missing_docs,
+    reason = "criterion's macros generate undocumented public items"
+)]
 
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};

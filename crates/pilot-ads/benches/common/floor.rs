@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// What the floor took: wall time from starting the clients to the last
 /// one having all its bytes, this process's CPU, the clients' CPU.
-pub struct Floor {
+pub(crate) struct Floor {
     pub wall: Duration,
     pub server_cpu: Duration,
     pub clients_cpu: Duration,
@@ -25,7 +25,7 @@ const WRITE: usize = 400 * 1024;
 
 /// Sends `bytes` to each of `clients` connections of a child process;
 /// `cpu_time` is this process's CPU clock.
-pub async fn run(clients: usize, bytes: usize, cpu_time: fn() -> Duration) -> Floor {
+pub(crate) async fn run(clients: usize, bytes: usize, cpu_time: fn() -> Duration) -> Floor {
     let listener = pilot_ads::listen(([127, 0, 0, 1], 0).into()).expect("listen");
     let port = listener.local_addr().unwrap().port();
     let cpu = cpu_time();
@@ -80,7 +80,7 @@ pub async fn run(clients: usize, bytes: usize, cpu_time: fn() -> Duration) -> Fl
 }
 
 /// The child process's arguments, if this process is one of the floor's.
-pub fn child_args(args: &[String]) -> Option<(usize, u16, usize)> {
+pub(crate) fn child_args(args: &[String]) -> Option<(usize, u16, usize)> {
     let value = |flag: &str| {
         let at = args.iter().position(|a| a == flag)?;
         args.get(at + 1)?.parse().ok()
@@ -94,7 +94,7 @@ pub fn child_args(args: &[String]) -> Option<(usize, u16, usize)> {
 
 /// The child: `clients` connections each read `bytes` and close; prints
 /// the process's CPU time (ms) at the end.
-pub fn clients_main(clients: usize, port: u16, bytes: usize) {
+pub(crate) fn clients_main(clients: usize, port: u16, bytes: usize) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

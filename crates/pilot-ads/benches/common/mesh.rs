@@ -10,7 +10,7 @@ use pilot_store_memory::MemoryServiceRegistry;
 
 /// The split RouteRule of service `svc-{service}` sending `v1` percent
 /// to v1, untyped as the stores take it.
-pub fn service_split(service: usize, v1: i32) -> DynConfig {
+pub(crate) fn service_split(service: usize, v1: i32) -> DynConfig {
     let name = format!("svc-{service}");
     crate::common::split_rule(&name, &format!("{name}-split"), v1)
         .to_dyn()
@@ -19,7 +19,7 @@ pub fn service_split(service: usize, v1: i32) -> DynConfig {
 
 /// Adds `services` services with their instances to `registry` and
 /// creates their split rules (50/50) in `store`.
-pub async fn populate(services: usize, registry: &MemoryServiceRegistry, store: &dyn ConfigStore) {
+pub(crate) async fn populate(services: usize, registry: &MemoryServiceRegistry, store: &dyn ConfigStore) {
     for s in 0..services {
         let host = format!("svc-{s}.default.svc.cluster.local");
         registry.add_service(Service::new(&host, vec![Port::new("http", 9080, Protocol::Http)]));

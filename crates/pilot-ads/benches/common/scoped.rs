@@ -54,7 +54,7 @@ const SHARED: usize = 1;
 const TYPICAL: usize = 2;
 
 /// The scoped mesh's shape.
-pub struct Layout {
+pub(crate) struct Layout {
     pub services: usize,
     pub namespaces: usize,
     /// Services of other namespaces each namespace's Sidecar imports.
@@ -64,7 +64,7 @@ pub struct Layout {
 }
 
 impl Layout {
-    pub fn new(services: usize, namespaces: usize, imports: usize) -> Self {
+    pub(crate) fn new(services: usize, namespaces: usize, imports: usize) -> Self {
         assert!(namespaces >= 2, "--scoped needs --namespaces 2 or more");
         let mut layout = Layout {
             services,
@@ -332,7 +332,7 @@ fn percentiles(times: &[Duration]) -> String {
 
 /// The bench's run on the scoped mesh with `clients` clients (see the
 /// module's doc); prints its table.
-pub async fn run(clients: usize, layout: Layout, baseline_clients: usize, storm_only: bool) {
+pub(crate) async fn run(clients: usize, layout: Layout, baseline_clients: usize, storm_only: bool) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let kb = |b: f64| b / 1024.0;
     // 1. The same mesh unscoped: bytes per client at connect.

@@ -9,7 +9,7 @@ use pilot_model::ServiceDiscovery;
 use pilot_store::Controller;
 
 /// A server serving in a task of the bench's runtime.
-pub struct Serving {
+pub(crate) struct Serving {
     /// The server, for its status and versions.
     pub server: XdsServer,
     /// Its loopback port, for the clients.
@@ -21,7 +21,7 @@ pub struct Serving {
 impl Serving {
     /// Serves `controller` and `registry` with `options` on a free
     /// loopback port; returns once the first push (version 1) is built.
-    pub async fn start(
+    pub(crate) async fn start(
         controller: Arc<Controller>,
         registry: Arc<dyn ServiceDiscovery>,
         options: XdsOptions,
@@ -47,7 +47,7 @@ impl Serving {
     }
 
     /// Stops serving and waits for the task to end.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         let _ = self.stop.send(());
         let _ = self.task.await;
     }

@@ -172,7 +172,10 @@ impl EncodedNames {
         if std::str::from_utf8(name).is_err() {
             // prost's own words for a string field that is not UTF-8
             // (its error kinds are private).
-            #[allow(deprecated)]
+            #[allow(
+                deprecated,
+                reason = "prost's DecodeError::new is deprecated but its error kinds are private: its own words for the error"
+            )]
             return Err(DecodeError::new(
                 "invalid string value: data is not UTF-8 encoded",
             ));
@@ -234,7 +237,10 @@ impl Message for SotwRequest {
                 encoding::check_wire_type(WireType::LengthDelimited, wire_type)?;
                 let len = encoding::decode_varint(buf)?;
                 let Some(len) = usize::try_from(len).ok().filter(|&len| len <= buf.remaining()) else {
-                    #[allow(deprecated)]
+                    #[allow(
+                        deprecated,
+                        reason = "prost's DecodeError::new is deprecated but its error kinds are private: its own words for the error"
+                    )]
                     return Err(DecodeError::new("buffer underflow"));
                 };
                 if buf.chunk().len() >= len {

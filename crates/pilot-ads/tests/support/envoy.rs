@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 use pilot_api::istio;
 use pilot_model::{Labels, NetworkEndpoint, Service, ServiceInstance, document};
 use pilot_test_support::Envoy;
-pub use pilot_test_support::free_port;
+pub(crate) use pilot_test_support::free_port;
 
-pub const HOST: &str = "reviews.default.svc.cluster.local";
+pub(crate) const HOST: &str = "reviews.default.svc.cluster.local";
 
 /// A tiny HTTP/1.1 server that answers every request with its version,
 /// after an optional delay.
-pub fn upstream(version: &'static str, delay_ms: Arc<AtomicU64>) -> u16 {
+pub(crate) fn upstream(version: &'static str, delay_ms: Arc<AtomicU64>) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -29,7 +29,7 @@ pub fn upstream(version: &'static str, delay_ms: Arc<AtomicU64>) -> u16 {
     port
 }
 
-pub fn serve(mut stream: TcpStream, version: &str, delay: Arc<AtomicU64>) {
+pub(crate) fn serve(mut stream: TcpStream, version: &str, delay: Arc<AtomicU64>) {
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -53,12 +53,12 @@ pub fn serve(mut stream: TcpStream, version: &str, delay: Arc<AtomicU64>) {
 }
 
 /// One request for `reviews` through Envoy's listener; (status, body).
-pub fn request(port: u16, headers: &[(&str, &str)]) -> (u16, String) {
+pub(crate) fn request(port: u16, headers: &[(&str, &str)]) -> (u16, String) {
     request_to(port, "reviews", headers)
 }
 
 /// One request for `host` through Envoy's listener; (status, body).
-pub fn request_to(port: u16, host: &str, headers: &[(&str, &str)]) -> (u16, String) {
+pub(crate) fn request_to(port: u16, host: &str, headers: &[(&str, &str)]) -> (u16, String) {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return (0, String::new());
     };
@@ -86,7 +86,7 @@ pub fn request_to(port: u16, host: &str, headers: &[(&str, &str)]) -> (u16, Stri
 }
 
 /// A GET on Envoy's admin endpoint at `port`, the whole response.
-pub fn admin(port: u16, path: &str) -> String {
+pub(crate) fn admin(port: u16, path: &str) -> String {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return String::new();
     };
@@ -100,7 +100,7 @@ pub fn admin(port: u16, path: &str) -> String {
 }
 
 /// Retries `check` until it passes or 30 s have gone by.
-pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+pub(crate) fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !check() {
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
@@ -109,12 +109,17 @@ pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 }
 
 /// Counts of bodies over `n` requests for `reviews`.
-pub fn spread(port: u16, n: usize, headers: &[(&str, &str)]) -> BTreeMap<String, usize> {
+pub(crate) fn spread(port: u16, n: usize, headers: &[(&str, &str)]) -> BTreeMap<String, usize> {
     spread_to(port, "reviews", n, headers)
 }
 
 /// Counts of bodies (or `status N`) over `n` requests for `host`.
-pub fn spread_to(port: u16, host: &str, n: usize, headers: &[(&str, &str)]) -> BTreeMap<String, usize> {
+pub(crate) fn spread_to(
+    port: u16,
+    host: &str,
+    n: usize,
+    headers: &[(&str, &str)],
+) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for _ in 0..n {
         let (status, body) = request_to(port, host, headers);
@@ -131,7 +136,7 @@ pub fn spread_to(port: u16, host: &str, n: usize, headers: &[(&str, &str)]) -> B
 
 /// A real Envoy, with no traffic capture, fed by the ADS server on
 /// `xds_port`.
-pub fn start_envoy(xds_port: u16, delta: bool) -> Envoy {
+pub(crate) fn start_envoy(xds_port: u16, delta: bool) -> Envoy {
     start_envoy_as(
         "sidecar~10.99.0.1~client.default~default.svc.cluster.local",
         xds_port,
@@ -141,12 +146,12 @@ pub fn start_envoy(xds_port: u16, delta: bool) -> Envoy {
 
 /// A real Envoy with node id `node`, with no traffic capture, fed by the
 /// ADS server on `xds_port`.
-pub fn start_envoy_as(node: &str, xds_port: u16, delta: bool) -> Envoy {
+pub(crate) fn start_envoy_as(node: &str, xds_port: u16, delta: bool) -> Envoy {
     Envoy::ads(node, &[("INTERCEPTION_MODE", "NONE")], xds_port, delta)
         .expect("envoy starts (scripts/install-deps installs it)")
 }
 
-pub fn instance(service: &Arc<Service>, port: u16, version: &str) -> ServiceInstance {
+pub(crate) fn instance(service: &Arc<Service>, port: u16, version: &str) -> ServiceInstance {
     ServiceInstance::new(
         Arc::clone(service),
         NetworkEndpoint::new(
@@ -158,7 +163,7 @@ pub fn instance(service: &Arc<Service>, port: u16, version: &str) -> ServiceInst
     )
 }
 
-pub fn rule(text: &str) -> pilot_model::DynConfig {
+pub(crate) fn rule(text: &str) -> pilot_model::DynConfig {
     let header = "apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\n";
     document::parse("rule.yaml", &format!("{header}{text}"), &istio::registry())
         .unwrap()
@@ -168,7 +173,7 @@ pub fn rule(text: &str) -> pilot_model::DynConfig {
 /// Routes all of `reviews` to `version` (updating the `reviews-default`
 /// rule at its current version) and waits until Envoy's listener on
 /// `service_port` serves only that version.
-pub async fn route_reviews_to(
+pub(crate) async fn route_reviews_to(
     store: &dyn pilot_model::ConfigStore,
     version: &'static str,
     service_port: u16,
@@ -199,7 +204,7 @@ pub async fn route_reviews_to(
 /// The ADS server over `controller` and `registry` on a free loopback
 /// port, and a real Envoy (no traffic capture) fed by it, incremental
 /// when `delta`.
-pub fn serve_envoy(
+pub(crate) fn serve_envoy(
     controller: Arc<pilot_store::Controller>,
     registry: Arc<dyn pilot_model::ServiceDiscovery>,
     delta: bool,

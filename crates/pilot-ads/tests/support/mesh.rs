@@ -16,7 +16,7 @@ use super::envoy::serve_envoy;
 
 /// The store, the server and the Envoy of one test; all stop when it is
 /// dropped.
-pub struct Mesh {
+pub(crate) struct Mesh {
     /// The store the test writes to.
     pub store: MemoryConfigStore,
     /// The ADS server over it.
@@ -27,13 +27,13 @@ pub struct Mesh {
 
 impl Mesh {
     /// A mesh over an empty store.
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         Self::with("").await
     }
 
     /// A mesh whose store holds the objects of `text` before the server
     /// starts, so that Envoy's first configuration has them.
-    pub async fn with(text: &str) -> Self {
+    pub(crate) async fn with(text: &str) -> Self {
         let store = MemoryConfigStore::new(default_registry());
         apply(&store, text).await;
         let controller = Arc::new(Controller::new(Arc::new(store.clone())));
@@ -47,13 +47,13 @@ impl Mesh {
     }
 
     /// Creates the objects of `text`.
-    pub async fn apply(&self, text: &str) {
+    pub(crate) async fn apply(&self, text: &str) {
         apply(&self.store, text).await;
     }
 
     /// Creates the objects of `text`, or replaces the spec of those that
     /// exist.
-    pub async fn put(&self, text: &str) {
+    pub(crate) async fn put(&self, text: &str) {
         for object in document::parse("objects.yaml", text, &default_registry()).unwrap() {
             let key = ConfigKey::new(&object.meta.kind, &object.meta.namespace, &object.meta.name);
             match self.store.get(&key).await.unwrap() {
@@ -72,7 +72,7 @@ impl Mesh {
 
 /// Creates the objects of `text` (any kind of the default registry) in
 /// `store`.
-pub async fn apply(store: &MemoryConfigStore, text: &str) {
+pub(crate) async fn apply(store: &MemoryConfigStore, text: &str) {
     for object in document::parse("objects.yaml", text, &default_registry()).unwrap() {
         store.create(object).await.unwrap();
     }

@@ -2,11 +2,15 @@
 //! node ids and feedback, real Envoy. The ADS client itself is
 //! `pilot_test_support::ads`.
 
-#![allow(dead_code, unused_imports)]
+#![allow(
+    dead_code,
+    unused_imports,
+    reason = "each test binary uses its own part of the shared support module"
+)]
 
-pub mod bookinfo;
-pub mod envoy;
-pub mod mesh;
-pub mod proxies;
-pub mod scoped;
-pub mod server;
+pub(crate) mod bookinfo;
+pub(crate) mod envoy;
+pub(crate) mod mesh;
+pub(crate) mod proxies;
+pub(crate) mod scoped;
+pub(crate) mod server;

@@ -8,13 +8,13 @@ use pilot_test_support::PATIENCE;
 use pilot_test_support::ads::sidecar_id;
 
 /// The node id of a sidecar `client` at `ip` in `namespace`.
-pub fn node_id(namespace: &str, ip: &str) -> String {
+pub(crate) fn node_id(namespace: &str, ip: &str) -> String {
     sidecar_id("client", namespace, ip)
 }
 
 /// Waits until the feedback of the proxy `node_id` satisfies `check`;
 /// returns it.
-pub async fn wait_proxy(
+pub(crate) async fn wait_proxy(
     server: &XdsServer,
     node_id: &str,
     check: impl Fn(&ProxyStatus) -> bool,

@@ -11,19 +11,19 @@ use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 
 /// The mesh's services: `a1.a`, `a2.a`, `b1.b`.
-pub const HOSTS: [&str; 3] = [
+pub(crate) const HOSTS: [&str; 3] = [
     "a1.a.svc.cluster.local",
     "a2.a.svc.cluster.local",
     "b1.b.svc.cluster.local",
 ];
 
 /// An IP address from its text.
-pub fn ip(text: &str) -> IpAddr {
+pub(crate) fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
 }
 
 /// Creates the objects of the YAML `yaml` through `controller`.
-pub async fn apply(controller: &Controller, yaml: &str) {
+pub(crate) async fn apply(controller: &Controller, yaml: &str) {
     for object in document::parse("t.yaml", yaml, &pilot_api::default_registry()).unwrap() {
         controller.create(object).await.unwrap();
     }
@@ -31,7 +31,7 @@ pub async fn apply(controller: &Controller, yaml: &str) {
 
 /// A registry of [`HOSTS`], the n-th with an endpoint at `10.0.n.1`
 /// carrying `labels`.
-pub fn registry(labels: &Labels) -> Arc<MemoryServiceRegistry> {
+pub(crate) fn registry(labels: &Labels) -> Arc<MemoryServiceRegistry> {
     let registry = Arc::new(MemoryServiceRegistry::new());
     for (i, host) in HOSTS.iter().enumerate() {
         registry.add_service(Service::new(*host, vec![Port::new("http", 80, Protocol::Http)]));
@@ -44,7 +44,10 @@ pub fn registry(labels: &Labels) -> Arc<MemoryServiceRegistry> {
 
 /// A server over `registry` and a store holding the objects of `yaml`
 /// (created before it serves), on a free loopback port.
-pub async fn serve(registry: &Arc<MemoryServiceRegistry>, yaml: &str) -> (XdsServer, u16, Arc<Controller>) {
+pub(crate) async fn serve(
+    registry: &Arc<MemoryServiceRegistry>,
+    yaml: &str,
+) -> (XdsServer, u16, Arc<Controller>) {
     let store = MemoryConfigStore::new(pilot_api::default_registry());
     let controller = Arc::new(Controller::new(Arc::new(store)));
     controller.run();
@@ -54,6 +57,6 @@ pub async fn serve(registry: &Arc<MemoryServiceRegistry>, yaml: &str) -> (XdsSer
 }
 
 /// The version last sent of each type, by type.
-pub fn sent(status: &ProxyStatus) -> Vec<(&'static str, Option<String>)> {
+pub(crate) fn sent(status: &ProxyStatus) -> Vec<(&'static str, Option<String>)> {
     status.types.iter().map(|(t, s)| (*t, s.sent.clone())).collect()
 }

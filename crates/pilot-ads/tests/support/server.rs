@@ -10,12 +10,12 @@ use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 
 /// A server with default options over `controller` and `registry`,
 /// serving on a free loopback port (returned) until the test ends.
-pub fn serve(controller: Arc<Controller>, registry: Arc<dyn ServiceDiscovery>) -> (XdsServer, u16) {
+pub(crate) fn serve(controller: Arc<Controller>, registry: Arc<dyn ServiceDiscovery>) -> (XdsServer, u16) {
     serve_with(controller, registry, XdsOptions::default())
 }
 
 /// [`serve`] with `options`.
-pub fn serve_with(
+pub(crate) fn serve_with(
     controller: Arc<Controller>,
     registry: Arc<dyn ServiceDiscovery>,
     options: XdsOptions,
@@ -36,7 +36,7 @@ pub fn serve_with(
 
 /// A server with default options over an empty store and an empty
 /// registry (not yet serving); call within a Tokio runtime.
-pub fn empty() -> XdsServer {
+pub(crate) fn empty() -> XdsServer {
     let store = MemoryConfigStore::new(default_registry());
     let controller = Arc::new(Controller::new(Arc::new(store)));
     controller.run();

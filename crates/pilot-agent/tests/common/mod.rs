@@ -3,7 +3,11 @@
 //! `.tools/envoy`, the agent binary, a backend HTTP server, and HTTP
 //! clients over plain TCP.
 
-#![allow(dead_code, unused_imports)]
+#![allow(
+    dead_code,
+    unused_imports,
+    reason = "each test binary uses its own part of the shared support module"
+)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -3,7 +3,11 @@
 //! (found, or built, by pilot-test-support) on free loopback ports. Tests
 //! of several binaries together are in pilot-system-tests.
 
-#![allow(dead_code, unused_imports)]
+#![allow(
+    dead_code,
+    unused_imports,
+    reason = "each test binary uses its own part of the shared support module"
+)]
 
 use std::path::Path;
 

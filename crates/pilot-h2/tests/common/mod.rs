@@ -2,7 +2,10 @@
 //! each method path picks, and the Python clients (grpcio, `h2`) from the
 //! workspace's `.tools/grpc` virtual environment.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary uses its own part of the shared support module"
+)]
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

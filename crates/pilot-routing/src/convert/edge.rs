@@ -16,7 +16,7 @@ use super::{Out, object_name};
 
 /// The name of the Gateway (and of its VirtualService) the ingress rules
 /// become.
-pub const INGRESS_GATEWAY: &str = "istio-ingress";
+pub(super) const INGRESS_GATEWAY: &str = "istio-ingress";
 
 /// Each egress rule becomes a `MESH_EXTERNAL` ServiceEntry of the same
 /// name: DNS resolution for a host, `NONE` for a wildcard, an address or a

@@ -1,7 +1,10 @@
 //! An in-process pilot-discovery on free loopback ports, and a tiny HTTP
 //! client for the tests.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary uses its own part of the shared support module"
+)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -10,7 +13,7 @@ use pilot_server::{Args, Bound};
 use serde_json::Value;
 
 /// A running server, stopped when dropped.
-pub struct TestServer {
+pub(crate) struct TestServer {
     pub rest: SocketAddr,
     pub xds: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -19,7 +22,7 @@ pub struct TestServer {
 
 impl TestServer {
     /// Starts a server with these extra flags (memory store by default).
-    pub async fn start(extra: &[&str]) -> Self {
+    pub(crate) async fn start(extra: &[&str]) -> Self {
         let mut argv: Vec<String> = [
             "pilot-discovery",
             "--listen",
@@ -69,7 +72,7 @@ impl TestServer {
     }
 
     /// Stops the server and waits until it has.
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -79,7 +82,7 @@ impl TestServer {
     }
 
     /// One request; the status code and the body.
-    pub fn request(
+    pub(crate) fn request(
         &self,
         method: &str,
         path: &str,
@@ -90,7 +93,7 @@ impl TestServer {
     }
 
     /// A JSON request; the status code and the body as JSON (Null if none).
-    pub fn json(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    pub(crate) fn json(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
         let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
         let (code, answer) = self.request(
             method,
@@ -102,7 +105,7 @@ impl TestServer {
     }
 
     /// Opens a watch; lines come from the returned reader.
-    pub fn watch(&self, path: &str) -> BufReader<TcpStream> {
+    pub(crate) fn watch(&self, path: &str) -> BufReader<TcpStream> {
         let mut stream = TcpStream::connect(self.rest).unwrap();
         write!(stream, "GET {path} HTTP/1.1\r\nhost: test\r\n\r\n").unwrap();
         BufReader::new(stream)
@@ -119,7 +122,7 @@ impl Drop for TestServer {
 
 /// The next watch event (skipping HTTP headers and chunk sizes); `None` at
 /// the end of the stream.
-pub fn next_event(reader: &mut BufReader<TcpStream>) -> Option<Value> {
+pub(crate) fn next_event(reader: &mut BufReader<TcpStream>) -> Option<Value> {
     let mut line = String::new();
     loop {
         line.clear();
@@ -134,7 +137,7 @@ pub fn next_event(reader: &mut BufReader<TcpStream>) -> Option<Value> {
 
 /// A blocking HTTP/1.1 request with `connection: close`; panics if
 /// nothing answers.
-pub fn http(
+pub(crate) fn http(
     address: SocketAddr,
     method: &str,
     path: &str,
@@ -147,7 +150,7 @@ pub fn http(
 }
 
 /// A valid route rule document.
-pub fn rule(name: &str, version: &str) -> Value {
+pub(crate) fn rule(name: &str, version: &str) -> Value {
     serde_json::json!({
         "apiVersion": "config.istio.io/v1alpha2",
         "kind": "RouteRule",
@@ -157,13 +160,13 @@ pub fn rule(name: &str, version: &str) -> Value {
 }
 
 /// The route rules path in `namespace`.
-pub fn rules(namespace: &str) -> String {
+pub(crate) fn rules(namespace: &str) -> String {
     format!("/apis/config.istio.io/v1alpha2/namespaces/{namespace}/routerules")
 }
 
 /// A `pilot-discovery` process on a Kubernetes fake (`--store kubernetes
 /// --install-crds`, through a kubeconfig), killed when dropped.
-pub struct OnFake {
+pub(crate) struct OnFake {
     /// The server.
     pub server: pilot_test_support::Discovery,
     /// Its REST address.
@@ -172,7 +175,7 @@ pub struct OnFake {
 }
 
 /// Starts [`OnFake`] on `fake` and waits until it is ready.
-pub async fn discovery_on_fake(fake: &pilot_kube_fake::FakeApiServer) -> OnFake {
+pub(crate) async fn discovery_on_fake(fake: &pilot_kube_fake::FakeApiServer) -> OnFake {
     let cluster = pilot_test_support::FakeCluster::serve(fake).await;
     let kubeconfig = cluster.kubeconfig().to_path_buf();
     let server = tokio::task::spawn_blocking(move || {

@@ -1,7 +1,10 @@
 //! Test helpers: a TCP proxy whose connections can be cut, writes that
 //! retry through outages, and waiting for a Controller to match etcd.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary uses its own part of the shared support module"
+)]
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

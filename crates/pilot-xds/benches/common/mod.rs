@@ -6,7 +6,7 @@ use pilot_model::Config;
 
 /// A RouteRule named `name` sending `v1` percent of `service`'s traffic to
 /// version v1 and the rest to v2.
-pub fn split_rule(service: &str, name: &str, v1: i32) -> Config<RouteRule> {
+pub(crate) fn split_rule(service: &str, name: &str, v1: i32) -> Config<RouteRule> {
     Config::new(
         "default",
         name,

@@ -22,7 +22,7 @@ use pilot_routing::{LoadBalancer, SimpleLb, TrafficPolicy};
 use super::util::{ads, any, duration, socket};
 
 /// How long a new upstream connection may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// The cluster that forwards to a connection's original destination.
 pub const PASSTHROUGH: &str = "PassthroughCluster";
 

@@ -16,7 +16,7 @@ pub fn any<M: prost::Message + Name>(message: &M) -> Any {
 }
 
 /// A TCP socket address.
-pub fn socket(address: &str, port: u16) -> Address {
+pub(crate) fn socket(address: &str, port: u16) -> Address {
     Address {
         address: Some(address::Address::SocketAddress(SocketAddress {
             address: address.to_string(),
@@ -27,7 +27,7 @@ pub fn socket(address: &str, port: u16) -> Address {
 }
 
 /// Configuration delivered over the ADS stream.
-pub fn ads() -> ConfigSource {
+pub(crate) fn ads() -> ConfigSource {
     ConfigSource {
         config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(
             AggregatedConfigSource {},
@@ -38,7 +38,7 @@ pub fn ads() -> ConfigSource {
 }
 
 /// A protobuf duration.
-pub fn duration(d: std::time::Duration) -> PbDuration {
+pub(crate) fn duration(d: std::time::Duration) -> PbDuration {
     PbDuration {
         seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
@@ -46,7 +46,7 @@ pub fn duration(d: std::time::Duration) -> PbDuration {
 }
 
 /// A protobuf `UInt32Value` from a non-negative count.
-pub fn u32_value(n: i32) -> UInt32Value {
+pub(crate) fn u32_value(n: i32) -> UInt32Value {
     UInt32Value {
         value: u32::try_from(n).unwrap_or(0),
     }

@@ -22,7 +22,7 @@ use crate::build::listeners::{ListenerPlan, http_filter_chain, listener, tcp_fil
 use crate::build::util::{ads, socket};
 
 /// The port of the virtual listener that captured traffic arrives on.
-pub const VIRTUAL_PORT: u16 = 15001;
+pub(crate) const VIRTUAL_PORT: u16 = 15001;
 
 /// The outbound listeners of the sidecar `proxy`, with the HTTP ports
 /// whose route configurations they refer to: the external services'

@@ -11,13 +11,13 @@ use pilot_xds::envoy_types::pb::envoy::config::listener::v3::Listener;
 use pilot_xds::{MeshConfig, Proxy, Resources};
 
 /// The mesh configuration of the objects in the YAML `text`.
-pub fn mesh_of(text: &str) -> MeshConfig {
+pub(crate) fn mesh_of(text: &str) -> MeshConfig {
     let objects = document::parse("gateway.yaml", text, &default_registry()).unwrap();
     MeshConfig::from_configs(&objects).unwrap()
 }
 
 /// A router proxy (`gateway-1.default`) carrying `labels` (a JSON object).
-pub fn router(labels: &str) -> Proxy {
+pub(crate) fn router(labels: &str) -> Proxy {
     let metadata: BTreeMap<String, String> = [("LABELS".to_string(), labels.to_string())].into();
     Proxy::from_node_id("router~10.9.0.1~gateway-1.default~default.svc.cluster.local")
         .unwrap()
@@ -26,7 +26,7 @@ pub fn router(labels: &str) -> Proxy {
 }
 
 /// The gateway listener on `port` (`0.0.0.0_<port>`).
-pub fn listener(resources: &Resources, port: u16) -> Option<&Listener> {
+pub(crate) fn listener(resources: &Resources, port: u16) -> Option<&Listener> {
     resources
         .listeners
         .iter()
@@ -37,7 +37,7 @@ pub fn listener(resources: &Resources, port: u16) -> Option<&Listener> {
 /// whose first server is HTTPS on `port` for `hosts` (a YAML list),
 /// terminated with `certs`' server certificate, then `more_servers` (YAML
 /// list items, indented by two).
-pub fn edge_gateway(port: u16, hosts: &str, certs: &TestCerts, more_servers: &str) -> String {
+pub(crate) fn edge_gateway(port: u16, hosts: &str, certs: &TestCerts, more_servers: &str) -> String {
     format!(
         r#"
 apiVersion: networking.istio.io/v1

@@ -1,7 +1,11 @@
 //! A bookinfo-sized mesh: services, versioned instances, the bookinfo
 //! example rules plus rules using every other routing feature.
 
-#![allow(dead_code, unused_imports)]
+#![allow(
+    dead_code,
+    unused_imports,
+    reason = "each test binary uses its own part of the shared support module"
+)]
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -15,16 +19,16 @@ use pilot_routing::RoutingConfigs;
 use pilot_store_memory::MemoryServiceRegistry;
 use pilot_xds::{MeshConfig, Proxy};
 
-pub mod gateway;
-pub mod sidecar;
+pub(crate) mod gateway;
+pub(crate) mod sidecar;
 
-pub const REVIEWS: &str = "reviews.default.svc.cluster.local";
-pub const RATINGS: &str = "ratings.default.svc.cluster.local";
+pub(crate) const REVIEWS: &str = "reviews.default.svc.cluster.local";
+pub(crate) const RATINGS: &str = "ratings.default.svc.cluster.local";
 
 /// More rules: redirect, rewrite, mirror, CORS, appended headers,
 /// websocket, retries, regex and prefix header matches, method match, and
 /// an ingress with TLS by port name.
-pub const EXTRA_RULES: &str = r#"
+pub(crate) const EXTRA_RULES: &str = r#"
 apiVersion: config.istio.io/v1alpha2
 kind: RouteRule
 metadata: {name: details-redirect, namespace: default}
@@ -81,7 +85,7 @@ fn ip(s: &str) -> IpAddr {
 }
 
 /// The registry of the mesh.
-pub fn registry() -> MemoryServiceRegistry {
+pub(crate) fn registry() -> MemoryServiceRegistry {
     let registry = MemoryServiceRegistry::new();
     let http = |name: &str| {
         Service::new(
@@ -141,13 +145,13 @@ pub fn registry() -> MemoryServiceRegistry {
 }
 
 /// The bookinfo example rules and [`EXTRA_RULES`], compiled.
-pub fn mesh() -> MeshConfig {
+pub(crate) fn mesh() -> MeshConfig {
     MeshConfig::new(configs().compile())
 }
 
 /// The bookinfo example rules and [`EXTRA_RULES`]; where two files define
 /// the same object, the later one wins (as `pilotctl apply` would leave it).
-pub fn configs() -> RoutingConfigs {
+pub(crate) fn configs() -> RoutingConfigs {
     let registry = istio::registry();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/bookinfo");
     let mut objects = BTreeMap::new();
@@ -162,7 +166,7 @@ pub fn configs() -> RoutingConfigs {
 
 /// The sidecar of reviews v2 (capture on), the sidecar of productpage v1
 /// without capture, an ingress and a router.
-pub fn proxies() -> Vec<(&'static str, Proxy)> {
+pub(crate) fn proxies() -> Vec<(&'static str, Proxy)> {
     let no_capture: BTreeMap<String, String> = [("INTERCEPTION_MODE".to_string(), "NONE".to_string())].into();
     vec![
         (

@@ -8,13 +8,13 @@ use pilot_model::{Labels, Port, Protocol, RegistrySnapshot, Service, document};
 use pilot_routing::RoutingConfigs;
 use pilot_store_memory::MemoryServiceRegistry;
 
-pub const A1: &str = "a1.a.svc.cluster.local";
-pub const A2: &str = "a2.a.svc.cluster.local";
-pub const B1: &str = "b1.b.svc.cluster.local";
+pub(crate) const A1: &str = "a1.a.svc.cluster.local";
+pub(crate) const A2: &str = "a2.a.svc.cluster.local";
+pub(crate) const B1: &str = "b1.b.svc.cluster.local";
 
 /// A registry of `hosts` (of [`A1`], [`A2`], [`B1`]), the n-th with its
 /// endpoint at `10.0.n.1`, and its snapshot.
-pub fn registry(hosts: &[&str]) -> (RegistrySnapshot, MemoryServiceRegistry) {
+pub(crate) fn registry(hosts: &[&str]) -> (RegistrySnapshot, MemoryServiceRegistry) {
     let registry = MemoryServiceRegistry::new();
     for (i, host) in hosts.iter().enumerate() {
         let ports = match *host {
@@ -39,7 +39,7 @@ pub fn registry(hosts: &[&str]) -> (RegistrySnapshot, MemoryServiceRegistry) {
 }
 
 /// The routing configuration of the objects in the YAML `yaml`.
-pub fn configs(yaml: &str) -> RoutingConfigs {
+pub(crate) fn configs(yaml: &str) -> RoutingConfigs {
     let objects = document::parse("t.yaml", yaml, &pilot_api::default_registry()).unwrap();
     RoutingConfigs::from_configs(&objects).unwrap()
 }

@@ -11,7 +11,7 @@ use serde_json::json;
 use pilot_embedder_example::JsonFileRegistry;
 
 /// A temporary file and the registry following it.
-pub struct JsonFileSource {
+pub(crate) struct JsonFileSource {
     dir: tempfile::TempDir,
     registry: Option<JsonFileRegistry>,
 }
@@ -24,7 +24,7 @@ impl Default for JsonFileSource {
 
 impl JsonFileSource {
     /// An empty directory; the registry starts on the first `registry()`.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         JsonFileSource {
             dir: tempfile::tempdir().expect("a temporary directory"),
             registry: None,

@@ -1,3 +1,3 @@
 //! What the tests share: the registry suite's source for the JSON registry.
 
-pub mod json_source;
+pub(crate) mod json_source;
