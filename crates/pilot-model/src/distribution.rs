@@ -7,6 +7,10 @@
 //! (each numbering its own pushes) can be put side by side: the status of
 //! an object is [`distribution_status`] over the records of every live
 //! replica's proxies.
+//!
+//! Replicas of two releases read each other's records and statuses during
+//! a rolling upgrade: unknown fields are ignored, and fields added after a
+//! record's first release are optional (`tests/records_across_versions.rs` checks both).
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -40,7 +44,7 @@ pub const MAX_NACK_MESSAGE_LEN: usize = 512;
 /// assert_eq!(status.summary(), "1/2");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ConfigStatus {
     /// The object's `resourceVersion` the counts refer to.
     pub observed_version: String,
@@ -73,7 +77,7 @@ pub struct ConfigStatus {
 
 /// One distinct NACK message and how many proxies sent it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct NackSummary {
     /// The xDS type rejected (`CDS`, `EDS`, `LDS`, `RDS`).
     #[serde(rename = "type")]
@@ -116,7 +120,7 @@ impl ConfigStatus {
 /// What one connected proxy has of the store's configuration, in store
 /// revisions (comparable across replicas).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ProxyDistribution {
     /// The proxy's node id.
     pub node_id: String,
@@ -138,7 +142,7 @@ pub struct ProxyDistribution {
 /// push that brought it, so it is served the configuration without it
 /// until the object changes (a new version is tried again) or goes.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WithheldObject {
     /// The object's kind.
     pub kind: String,
@@ -157,7 +161,7 @@ pub struct WithheldObject {
 
 /// A rejected push.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ProxyNack {
     /// Per kind, the revisions the rejected push was built from.
     pub revisions: KindRevisions,

@@ -22,6 +22,11 @@
 //! Backends: the in-memory store has one replica ([`LocalMembership`]); etcd
 //! keeps records under the replica's etcd lease; Kubernetes keeps them with a
 //! `coordination.k8s.io/v1` Lease per replica.
+//!
+//! During a rolling upgrade, replicas of two releases read each other's
+//! records: a reader ignores fields it does not know, and a field added
+//! after a record's first release is optional (`tests/records_across_versions.rs`
+//! lists each record's first-release fields and checks both).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -34,7 +39,7 @@ use crate::{ProxyDistribution, StoreError};
 
 /// What one replica publishes about itself and its connected proxies.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ReplicaRecord {
     /// The replica's name (`--replica-name`, by default the host name and
     /// the REST port), unique among the replicas of one store.
@@ -62,7 +67,7 @@ pub struct ReplicaRecord {
 
 /// One connected proxy as its replica reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ConnectedProxy {
     /// The proxy's node id.
     pub node_id: String,
@@ -85,7 +90,7 @@ pub struct ConnectedProxy {
 /// What a pilot-agent reported of its Envoy's process life
 /// (`POST /v1/proxy-events`), as a replica keeps it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ProcessReport {
     /// Restarts after failures (the agent's count).
     pub restarts: u64,
@@ -105,7 +110,7 @@ pub struct ProcessReport {
 
 /// One xDS type of one proxy.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TypeRecord {
     /// The version last sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,7 +125,7 @@ pub struct TypeRecord {
 
 /// A rejected version of one xDS type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct TypeNack {
     /// The version rejected.
     pub version: String,
