@@ -141,6 +141,8 @@ pub struct CertificateAuthority {
     chain: Vec<String>,
     root_pem: String,
     bundle_pem: String,
+    /// When the signing certificate expires: no leaf outlives it.
+    signer_expiry: SystemTime,
     options: CaOptions,
 }
 
@@ -177,6 +179,7 @@ impl CertificateAuthority {
             chain,
             root_pem: material.root_pem.clone(),
             bundle_pem: material.trust_bundle_pem(),
+            signer_expiry: crate::material::validity(&material.cert_pem, "the CA certificate")?.1,
             options,
         };
         authority.check_leads_to_root()?;
@@ -250,6 +253,13 @@ impl CertificateAuthority {
             }
             Some(ttl) => ttl,
         };
+        // A certificate never outlives the one that signs it (so a root
+        // renewed and then dropped leaves no certificate behind).
+        let left = self
+            .signer_expiry
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
+        let ttl = ttl.min(left);
         let leaf = self.leaf(&csr.public_key, identity, ttl)?;
         let mut cert_chain = vec![leaf];
         cert_chain.extend(self.chain.iter().cloned());

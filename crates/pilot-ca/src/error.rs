@@ -26,7 +26,7 @@ pub enum CaError {
     },
     /// An identity breaks the SPIFFE ID rules (charset, `.`/`..` or empty
     /// segments, length).
-    #[error("{id:?} is not a valid SPIFFE ID: the {part} {reason}")]
+    #[error("{id:?} breaks the SPIFFE ID rules: the {part} {reason}")]
     InvalidIdentity {
         /// The identity (its start, when it is long).
         id: String,

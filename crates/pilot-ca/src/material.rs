@@ -146,8 +146,9 @@ impl CaMaterial {
 }
 
 /// A new self-signed root for `trust_domain` (its organization, as
-/// Istio's `O=cluster.local`), valid for `validity` from an hour ago (so a
-/// clock slightly behind still accepts it), with a new ECDSA P-256 key.
+/// Istio's `O=cluster.local`), valid for `validity` from an hour ago (a
+/// quarter of `validity` ago when that is shorter; so a clock slightly
+/// behind still accepts it), with a new ECDSA P-256 key.
 /// Each root's common name carries a random suffix, so a renewed root's
 /// subject differs from its predecessor's.
 pub fn generate_root(trust_domain: &str, validity: Duration) -> Result<CaMaterial, CaError> {
@@ -226,7 +227,9 @@ fn root_params(trust_domain: &str, validity: Duration) -> Result<(KeyPair, Certi
     ];
     params.serial_number = Some(serial);
     let now = time::OffsetDateTime::now_utc();
-    params.not_before = now - time::Duration::hours(1);
+    // Back an hour (a quarter of the validity when that is shorter), so a
+    // clock slightly behind still accepts it.
+    params.not_before = now - duration(validity / 4).min(time::Duration::hours(1));
     params.not_after = now + duration(validity);
     Ok((key, params))
 }
