@@ -70,7 +70,10 @@ impl Csr {
         };
         let parsed = pem::parse(pem).map_err(|e| bad(e.to_string()))?;
         if parsed.tag() != "CERTIFICATE REQUEST" && parsed.tag() != "NEW CERTIFICATE REQUEST" {
-            return Err(bad(format!("a {} PEM block, expected CERTIFICATE REQUEST", parsed.tag())));
+            return Err(bad(format!(
+                "a {} PEM block, expected CERTIFICATE REQUEST",
+                parsed.tag()
+            )));
         }
         let der = parsed.contents();
         let params =
@@ -275,7 +278,12 @@ impl CertificateAuthority {
 impl CertificateAuthority {
     /// A workload certificate for `public_key` and `identity`, valid for
     /// `ttl`, PEM.
-    fn leaf(&self, public_key: &SubjectPublicKeyInfo, identity: &SpiffeId, ttl: Duration) -> Result<String, CaError> {
+    fn leaf(
+        &self,
+        public_key: &SubjectPublicKeyInfo,
+        identity: &SpiffeId,
+        ttl: Duration,
+    ) -> Result<String, CaError> {
         let wanted = identity.uri();
         let mut params = CertificateParams::default();
         // Istio's workload certificates have an empty subject.

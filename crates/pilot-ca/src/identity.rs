@@ -48,7 +48,11 @@ impl SpiffeId {
     pub fn parse(uri: &str) -> Result<Self, CaError> {
         let not = || CaError::NotSpiffe { uri: shown(uri) };
         if uri.len() > MAX_SPIFFE_ID_BYTES {
-            return Err(invalid(uri, "URI", format!("is {} bytes, over {MAX_SPIFFE_ID_BYTES}", uri.len())));
+            return Err(invalid(
+                uri,
+                "URI",
+                format!("is {} bytes, over {MAX_SPIFFE_ID_BYTES}", uri.len()),
+            ));
         }
         let rest = uri.strip_prefix(SCHEME).ok_or_else(not)?;
         let (domain, path) = rest.split_once('/').ok_or_else(not)?;
@@ -119,7 +123,11 @@ impl SpiffeId {
         check_segment(&uri, "namespace", &self.namespace)?;
         check_segment(&uri, "service account", &self.service_account)?;
         if uri.len() > MAX_SPIFFE_ID_BYTES {
-            return Err(invalid(&uri, "URI", format!("is {} bytes, over {MAX_SPIFFE_ID_BYTES}", uri.len())));
+            return Err(invalid(
+                &uri,
+                "URI",
+                format!("is {} bytes, over {MAX_SPIFFE_ID_BYTES}", uri.len()),
+            ));
         }
         Ok(())
     }
@@ -146,7 +154,10 @@ fn check_trust_domain(id: &str, domain: &str) -> Result<(), CaError> {
         return Err(invalid(
             id,
             "trust domain",
-            format!("{} has {bad:?}; a trust domain is made of a-z, 0-9, '.', '_' and '-'", shown(domain)),
+            format!(
+                "{} has {bad:?}; a trust domain is made of a-z, 0-9, '.', '_' and '-'",
+                shown(domain)
+            ),
         ));
     }
     Ok(())
@@ -221,13 +232,43 @@ mod tests {
     fn identities_that_break_the_spiffe_rules_are_refused_naming_the_part() {
         let long = "a".repeat(3000);
         for (domain, namespace, account, expected) in [
-            ("cluster.local", "default", "..", "the service account is \"..\", a relative path segment"),
-            ("cluster.local", ".", "reviews", "the namespace is \".\", a relative path segment"),
-            ("cluster.local", "default", "a;b,c=d\"e", "the service account a;b,c=d\"e has ';'"),
-            ("Cluster.Local", "default", "reviews", "the trust domain Cluster.Local has 'C'"),
+            (
+                "cluster.local",
+                "default",
+                "..",
+                "the service account is \"..\", a relative path segment",
+            ),
+            (
+                "cluster.local",
+                ".",
+                "reviews",
+                "the namespace is \".\", a relative path segment",
+            ),
+            (
+                "cluster.local",
+                "default",
+                "a;b,c=d\"e",
+                "the service account a;b,c=d\"e has ';'",
+            ),
+            (
+                "Cluster.Local",
+                "default",
+                "reviews",
+                "the trust domain Cluster.Local has 'C'",
+            ),
             ("cluster.local", "default", "", "the service account is empty"),
-            ("cluster.local", "def ault", "reviews", "the namespace def ault has ' '"),
-            ("cluster.local", "default", long.as_str(), "the service account is 3000 bytes, over 2048"),
+            (
+                "cluster.local",
+                "def ault",
+                "reviews",
+                "the namespace def ault has ' '",
+            ),
+            (
+                "cluster.local",
+                "default",
+                long.as_str(),
+                "the service account is 3000 bytes, over 2048",
+            ),
         ] {
             let error = SpiffeId::new(domain, namespace, account).unwrap_err();
             assert!(matches!(error, CaError::InvalidIdentity { .. }), "{error}");
@@ -243,7 +284,10 @@ mod tests {
         let prefix = "spiffe://cluster.local/ns/default/sa/".len();
         let account = "a".repeat(MAX_SPIFFE_ID_BYTES - prefix);
         assert_eq!(
-            SpiffeId::new("cluster.local", "default", account.as_str()).unwrap().uri().len(),
+            SpiffeId::new("cluster.local", "default", account.as_str())
+                .unwrap()
+                .uri()
+                .len(),
             MAX_SPIFFE_ID_BYTES
         );
         assert!(SpiffeId::new("cluster.local", "default", format!("{account}a")).is_err());

@@ -5,7 +5,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
@@ -170,7 +172,11 @@ pub fn generate_root(trust_domain: &str, validity: Duration) -> Result<CaMateria
 /// (with its still valid other roots) kept in the trust bundle after the
 /// new one. A peer trusting only the current root verifies what the new
 /// root signs through the cross-certificate.
-pub fn renew_root(current: &CaMaterial, trust_domain: &str, validity: Duration) -> Result<CaMaterial, CaError> {
+pub fn renew_root(
+    current: &CaMaterial,
+    trust_domain: &str,
+    validity: Duration,
+) -> Result<CaMaterial, CaError> {
     if !current.is_self_signed() {
         return Err(CaError::Material(
             "only a self-signed root is renewed here; an operator's intermediate is renewed by the operator"
@@ -216,7 +222,13 @@ fn root_params(trust_domain: &str, validity: Duration) -> Result<(KeyPair, Certi
     let serial = crate::authority::random_serial()?;
     let mut name = DistinguishedName::new();
     name.push(DnType::OrganizationName, trust_domain);
-    let suffix: String = serial.as_ref().iter().skip(1).take(4).map(|b| format!("{b:02x}")).collect();
+    let suffix: String = serial
+        .as_ref()
+        .iter()
+        .skip(1)
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect();
     name.push(DnType::CommonName, format!("pilot root CA {suffix}"));
     params.distinguished_name = name;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -238,10 +250,11 @@ fn root_params(trust_domain: &str, validity: Duration) -> Result<(KeyPair, Certi
 pub(crate) fn validity(pem: &str, what: &str) -> Result<(SystemTime, SystemTime), CaError> {
     use x509_parser::prelude::FromDer;
     let der = single_cert(pem, what)?;
-    let (_, cert) = x509_parser::certificate::X509Certificate::from_der(der.as_ref()).map_err(|e| CaError::Pem {
-        what: what.into(),
-        reason: e.to_string(),
-    })?;
+    let (_, cert) =
+        x509_parser::certificate::X509Certificate::from_der(der.as_ref()).map_err(|e| CaError::Pem {
+            what: what.into(),
+            reason: e.to_string(),
+        })?;
     let at = |t: x509_parser::time::ASN1Time| SystemTime::from(t.to_datetime());
     Ok((at(cert.validity().not_before), at(cert.validity().not_after)))
 }

@@ -196,8 +196,16 @@ fn the_certificate_names_the_requests_key_algorithm_whatever_its_signature() {
         std::fs::read_to_string(format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
     };
     for (what, request, curve) in [
-        ("P-256 with SHA-256", request_with(&rcgen::PKCS_ECDSA_P256_SHA256), P256),
-        ("P-384 with SHA-384", request_with(&rcgen::PKCS_ECDSA_P384_SHA384), P384),
+        (
+            "P-256 with SHA-256",
+            request_with(&rcgen::PKCS_ECDSA_P256_SHA256),
+            P256,
+        ),
+        (
+            "P-384 with SHA-384",
+            request_with(&rcgen::PKCS_ECDSA_P384_SHA384),
+            P384,
+        ),
         ("P-384 with SHA-256", fixture("p384-signed-sha256.csr.pem"), P384),
         ("P-256 with SHA-384", fixture("p256-signed-sha384.csr.pem"), P256),
     ] {
@@ -206,8 +214,14 @@ fn the_certificate_names_the_requests_key_algorithm_whatever_its_signature() {
         let csr = Csr::from_pem(&request).unwrap_or_else(|e| panic!("{what}: {e}"));
         let issued = ca.sign(&csr, &reviews, None).unwrap();
         let (certified, certified_curve) = public_key_of(&issued.cert_chain[0]);
-        assert_eq!(certified_curve, curve, "{what}: the certificate names the key's curve");
-        assert_eq!(certified, requested, "{what}: the certificate carries the request's key");
+        assert_eq!(
+            certified_curve, curve,
+            "{what}: the certificate names the key's curve"
+        );
+        assert_eq!(
+            certified, requested,
+            "{what}: the certificate carries the request's key"
+        );
         assert_eq!(
             verify_chain(&issued.cert_chain, ca.root_pem(), SystemTime::now()).unwrap(),
             reviews,
@@ -262,7 +276,9 @@ fn a_root_bundle_of_several_roots_is_served_the_signing_root_first() {
     let material = CaMaterial::from_pem(&new.cert_pem, &new.key_pem, None, Some(&reversed)).unwrap();
     let error = CertificateAuthority::new(&material, CaOptions::new("cluster.local")).unwrap_err();
     assert!(
-        error.to_string().contains("the root the signing certificate leads to must come first"),
+        error
+            .to_string()
+            .contains("the root the signing certificate leads to must come first"),
         "{error}"
     );
 }
@@ -284,7 +300,11 @@ fn a_renewed_root_is_trusted_through_the_old_one_until_the_old_one_expires() {
     let reviews = SpiffeId::new("cluster.local", "default", "reviews").unwrap();
     let issued_before = before.sign(&csr_for(&reviews), &reviews, None).unwrap();
     let issued_after = after.sign(&csr_for(&reviews), &reviews, None).unwrap();
-    assert_eq!(issued_after.cert_chain.len(), 3, "leaf, cross-certificate, bundle");
+    assert_eq!(
+        issued_after.cert_chain.len(),
+        3,
+        "leaf, cross-certificate, bundle"
+    );
     assert_eq!(issued_after.cert_chain[1], renewed.chain_pem[0]);
     assert_eq!(
         issued_after.cert_chain[2],
@@ -292,7 +312,10 @@ fn a_renewed_root_is_trusted_through_the_old_one_until_the_old_one_expires() {
         "the bundle: the new root, then the old"
     );
     let now = SystemTime::now();
-    for (what, chain) in [("before", &issued_before.cert_chain), ("after", &issued_after.cert_chain)] {
+    for (what, chain) in [
+        ("before", &issued_before.cert_chain),
+        ("after", &issued_after.cert_chain),
+    ] {
         let intermediates = &chain[..chain.len() - 1];
         assert_eq!(
             verify_chain(intermediates, &old.root_pem, now).unwrap(),
@@ -318,10 +341,17 @@ fn a_renewed_root_is_trusted_through_the_old_one_until_the_old_one_expires() {
     // left, and it still signs.
     let later = now + 25 * HOUR;
     let pruned = renewed.without_expired(later).unwrap();
-    assert!(pruned.other_roots.is_empty() && pruned.chain_pem.is_empty(), "{pruned:?}");
+    assert!(
+        pruned.other_roots.is_empty() && pruned.chain_pem.is_empty(),
+        "{pruned:?}"
+    );
     let pruned_ca = CertificateAuthority::new(&pruned, CaOptions::new("cluster.local")).unwrap();
     assert_eq!(pruned_ca.trust_bundle_pem(), renewed.root_pem);
-    assert_eq!(renewed.without_expired(now).unwrap(), renewed, "nothing expired yet");
+    assert_eq!(
+        renewed.without_expired(now).unwrap(),
+        renewed,
+        "nothing expired yet"
+    );
     // The renewed material loads back from its files.
     let loaded = CaMaterial::from_pem(
         &renewed.cert_pem,

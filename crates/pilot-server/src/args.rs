@@ -52,7 +52,9 @@ impl RenewBefore {
         match text.trim().strip_suffix('%') {
             Some(percent) => match percent.trim().parse::<f64>() {
                 Ok(value) if value > 0.0 && value < 100.0 => Ok(RenewBefore::Share(value / 100.0)),
-                _ => Err(format!("{text:?}: a share of the root's lifetime is over 0% and under 100%")),
+                _ => Err(format!(
+                    "{text:?}: a share of the root's lifetime is over 0% and under 100%"
+                )),
             },
             None => humantime::parse_duration(text)
                 .map(RenewBefore::Remaining)

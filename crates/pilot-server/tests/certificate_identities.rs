@@ -41,7 +41,10 @@ fn client_certificate(ca: &CaMaterial, uris: &[&str]) -> (String, String) {
         rcgen::ExtendedKeyUsagePurpose::ClientAuth,
         rcgen::ExtendedKeyUsagePurpose::ServerAuth,
     ];
-    (params.signed_by(&key, &issuer).unwrap().pem(), key.serialize_pem())
+    (
+        params.signed_by(&key, &issuer).unwrap().pem(),
+        key.serialize_pem(),
+    )
 }
 
 /// The ADS port trusts the mesh CA's own root for client certificates,
@@ -120,7 +123,11 @@ async fn a_client_certificate_must_carry_one_identity_of_this_mesh_or_an_alias()
     ] {
         let channel = with_certificate(client_certificate(&root, &uris)).await;
         let refused = renew(channel).await.unwrap_err();
-        assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{uris:?}: {refused:?}");
+        assert_eq!(
+            refused.code(),
+            tonic::Code::Unauthenticated,
+            "{uris:?}: {refused:?}"
+        );
         assert!(refused.message().contains(expected), "{uris:?}: {refused:?}");
     }
 
@@ -135,7 +142,10 @@ async fn a_client_certificate_must_carry_one_identity_of_this_mesh_or_an_alias()
     // And this mesh's own certificates still renew.
     let own = client_certificate(&root, &["spiffe://cluster.local/ns/default/sa/reviews"]);
     let chain = renew(with_certificate(own).await).await.unwrap();
-    assert_eq!(verify_chain(&chain, &root.cert_pem, SystemTime::now()).unwrap(), reviews);
+    assert_eq!(
+        verify_chain(&chain, &root.cert_pem, SystemTime::now()).unwrap(),
+        reviews
+    );
     server.stop().await;
 }
 
@@ -206,7 +216,13 @@ async fn the_issued_certificates_record_is_bounded() {
     assert!(body.len() < 40 * 2_500, "{} bytes", body.len());
     // The newest are kept: the last identity issued is there, the first is not.
     let identities: Vec<&str> = shown.iter().map(|c| c["identity"].as_str().unwrap()).collect();
-    assert!(identities.iter().any(|id| id.contains("/sa/0119")), "the newest is kept");
-    assert!(!identities.iter().any(|id| id.contains("/sa/0000")), "the oldest went first");
+    assert!(
+        identities.iter().any(|id| id.contains("/sa/0119")),
+        "the newest is kept"
+    );
+    assert!(
+        !identities.iter().any(|id| id.contains("/sa/0000")),
+        "the oldest went first"
+    );
     server.stop().await;
 }

@@ -20,7 +20,12 @@ const REVIEWS: &str = "reviews-token-0123456789abcdef";
 const PATIENCE: Duration = Duration::from_secs(120);
 
 fn tokens(dir: &Path) -> String {
-    write_token_file(dir, &[&format!("{REVIEWS} xds reviews namespace=default serviceAccount=reviews")])
+    write_token_file(
+        dir,
+        &[&format!(
+            "{REVIEWS} xds reviews namespace=default serviceAccount=reviews"
+        )],
+    )
 }
 
 fn reviews() -> SpiffeId {
@@ -40,7 +45,12 @@ fn certificates(text: &str) -> Vec<String> {
     pem::parse_many(text)
         .unwrap()
         .iter()
-        .map(|block| pem::encode_config(block, pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF)))
+        .map(|block| {
+            pem::encode_config(
+                block,
+                pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF),
+            )
+        })
         .collect()
 }
 
@@ -77,11 +87,15 @@ async fn a_root_bundle_of_the_new_and_the_old_root_is_served_whole() {
     let bundle_file = format!("{}{}", new.cert_pem, old.cert_pem);
     std::fs::write(ca_dir.join("root-cert.pem"), &bundle_file).unwrap();
     let tokens = tokens(dir.path());
-    let server = TestServer::start(&["--token-file", &tokens, "--ca-dir", &ca_dir.display().to_string()]).await;
+    let server =
+        TestServer::start(&["--token-file", &tokens, "--ca-dir", &ca_dir.display().to_string()]).await;
     let chain = issue(server.xds).await;
     assert_eq!(chain.len(), 2, "the leaf and the bundle: {chain:#?}");
     assert_eq!(chain[1], bundle_file, "both roots, the signing one first");
-    assert_eq!(verify_chain(&chain[..1], &new.cert_pem, SystemTime::now()).unwrap(), reviews());
+    assert_eq!(
+        verify_chain(&chain[..1], &new.cert_pem, SystemTime::now()).unwrap(),
+        reviews()
+    );
     assert!(
         verify_chain(&chain[..1], &old.cert_pem, SystemTime::now()).is_err(),
         "the old root did not sign it"
@@ -182,7 +196,11 @@ async fn replicas_sharing_the_root_in_etcd_agree_on_its_renewal() {
     ];
     let (first, second) = tokio::join!(TestServer::start(&flags), TestServer::start(&flags));
     let old_root = bundle(&issue(first.xds).await)[0].clone();
-    assert_eq!(bundle(&issue(second.xds).await), vec![old_root.clone()], "one root to begin with");
+    assert_eq!(
+        bundle(&issue(second.xds).await),
+        vec![old_root.clone()],
+        "one root to begin with"
+    );
     let renewed = |chain: &[String]| bundle(chain).len() == 2;
     let on_first = issue_until(first.xds, "renewed on the first replica", renewed).await;
     let on_second = issue_until(second.xds, "renewed on the second replica", renewed).await;
@@ -197,8 +215,15 @@ async fn replicas_sharing_the_root_in_etcd_agree_on_its_renewal() {
     let kept = client.get("/pilot/config/_ca/root", None).await.unwrap();
     let files: std::collections::BTreeMap<String, String> =
         serde_json::from_slice(kept.kvs()[0].value()).unwrap();
-    assert_eq!(&files["root-cert.pem"], on_first.last().unwrap(), "the bundle kept in etcd");
-    assert_eq!(files["cert-chain.pem"], on_first[1], "the cross-certificate kept in etcd");
+    assert_eq!(
+        &files["root-cert.pem"],
+        on_first.last().unwrap(),
+        "the bundle kept in etcd"
+    );
+    assert_eq!(
+        files["cert-chain.pem"], on_first[1],
+        "the cross-certificate kept in etcd"
+    );
     first.stop().await;
     second.stop().await;
 }

@@ -242,7 +242,8 @@ mod tests {
                 "t:1: `namespace=`: \"a;b,c=d\\\"e\" breaks the SPIFFE ID rules: the namespace a;b,c=d\"e has ';'",
             ),
         ] {
-            assert_eq!(Tokens::parse("t", line).unwrap_err(), expected);
+            let error = Tokens::parse("t", line).unwrap_err();
+            assert!(error.starts_with(expected), "{error}");
         }
         assert_eq!(bearer("bearer abc"), Some("abc"));
         assert_eq!(bearer("BEARER  abc "), Some("abc"));

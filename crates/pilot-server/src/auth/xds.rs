@@ -63,7 +63,10 @@ impl XdsAuth {
             pilot_ca::SpiffeId::check_trust_domain(domain)
                 .map_err(|e| format!("--trust-domain/--trust-domain-alias {domain:?}: {e}"))?;
         }
-        Ok(Some(XdsAuth { tokens, trust_domains }))
+        Ok(Some(XdsAuth {
+            tokens,
+            trust_domains,
+        }))
     }
 }
 
@@ -150,7 +153,8 @@ impl Authenticate for XdsAuth {
         let certs = extensions.get::<Peer>().and_then(Peer::certificates);
         if let Some(leaf) = certs.and_then(|certs| certs.first()) {
             // rustls verified the chain against --xds-client-ca already.
-            let identity = spiffe_identity(leaf, &self.trust_domains).map_err(tonic::Status::unauthenticated)?;
+            let identity =
+                spiffe_identity(leaf, &self.trust_domains).map_err(tonic::Status::unauthenticated)?;
             return Ok(Caller {
                 name: identity.uri(),
                 scope: NodeScope::ServiceAccount {
@@ -190,7 +194,10 @@ fn spiffe_identity(
     };
     let identity =
         pilot_ca::SpiffeId::parse(uri).map_err(|e| format!("the client certificate's URI: {e}"))?;
-    if !trust_domains.iter().any(|domain| domain == identity.trust_domain()) {
+    if !trust_domains
+        .iter()
+        .any(|domain| domain == identity.trust_domain())
+    {
         return Err(format!(
             "the client certificate's identity {identity} is of trust domain {:?}, not this mesh's \
              ({}; aliases come from --trust-domain-alias)",

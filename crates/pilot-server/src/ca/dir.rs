@@ -97,7 +97,11 @@ pub(super) fn replace(
 ) -> Result<bool, String> {
     let failed = |what: &str, e: std::io::Error| format!("{what} in {}: {e}", dir.display());
     let lock = dir.join(LOCK);
-    match std::fs::OpenOptions::new().write(true).create_new(true).open(&lock) {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&lock)
+    {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             let stale = std::fs::metadata(&lock)
@@ -231,6 +235,41 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(path.join(KEY)).unwrap().permissions().mode();
         assert_eq!(mode & 0o077, 0, "the key is private: {mode:o}");
+    }
+
+    #[test]
+    fn a_renewal_replaces_the_files_only_if_they_are_unchanged_and_unlocked() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = load_or_create(dir.path(), "cluster.local", YEAR).unwrap();
+        let renewed = pilot_ca::renew_root(&first, "cluster.local", YEAR).unwrap();
+        let files: std::collections::BTreeMap<String, String> = [
+            (CERT, renewed.cert_pem.clone()),
+            (KEY, renewed.key_pem.clone()),
+            (CHAIN, renewed.chain_pem.concat()),
+            (ROOT, renewed.trust_bundle_pem()),
+        ]
+        .into_iter()
+        .map(|(name, text)| (name.to_string(), text))
+        .collect();
+        // Another renewal holds the lock: nothing is written.
+        std::fs::write(dir.path().join(LOCK), "").unwrap();
+        assert!(!replace(dir.path(), &first.cert_pem, &files).unwrap());
+        std::fs::remove_file(dir.path().join(LOCK)).unwrap();
+        // The files changed since they were read: nothing is written.
+        assert!(!replace(dir.path(), &renewed.cert_pem, &files).unwrap());
+        assert_eq!(load_versioned(dir.path()).unwrap().0, first);
+        // Unchanged and unlocked: replaced, and read back whole.
+        assert!(replace(dir.path(), &first.cert_pem, &files).unwrap());
+        let (loaded, version) = load_versioned(dir.path()).unwrap();
+        assert_eq!(loaded, renewed);
+        assert_eq!(version, renewed.cert_pem);
+        assert!(!dir.path().join(LOCK).exists(), "the lock is released");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join(KEY))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "the new key is private: {mode:o}");
     }
 
     #[test]

@@ -69,7 +69,10 @@ impl IssuedCertificates {
     /// expired records, then the oldest while over the cap.
     pub(crate) fn record(&self, issued: &Issued, caller: &str, peer: Option<SocketAddr>) {
         let now = SystemTime::now();
-        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let number = inner.next;
         inner.next += 1;
         let record = Record {
@@ -102,14 +105,21 @@ impl IssuedCertificates {
     /// How many records are kept.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).latest.len()
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .latest
+            .len()
     }
 
     /// The certificates requested from `ip` (every one when `None`) for
     /// identities of `namespace` (any when `None`), as JSON, newest first.
     pub(crate) fn to_json(&self, ip: Option<IpAddr>, namespace: Option<&str>) -> Vec<Value> {
         let now = SystemTime::now();
-        let inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut found: Vec<(&String, &Record)> = inner
             .latest
             .iter()
@@ -177,7 +187,15 @@ mod tests {
             let mut ids: Vec<String> = record
                 .to_json(None, None)
                 .iter()
-                .map(|v| v["identity"].as_str().unwrap().rsplit('/').next().unwrap().to_string())
+                .map(|v| {
+                    v["identity"]
+                        .as_str()
+                        .unwrap()
+                        .rsplit('/')
+                        .next()
+                        .unwrap()
+                        .to_string()
+                })
                 .collect();
             ids.sort();
             ids

@@ -163,9 +163,10 @@ impl RootStore {
                     .map(|(material, cert)| Some((material, Version::Dir(cert))))
             }
             RootStore::Etcd { client, key } => match etcd_get(client, key).await? {
-                Some((files, revision)) => {
-                    Ok(Some((material(&files, &format!("etcd key {key}"))?, Version::Etcd(revision))))
-                }
+                Some((files, revision)) => Ok(Some((
+                    material(&files, &format!("etcd key {key}"))?,
+                    Version::Etcd(revision),
+                ))),
                 None => Ok(None),
             },
             RootStore::Kubernetes { client, namespace } => {
@@ -179,7 +180,10 @@ impl RootStore {
                     return Ok(None);
                 };
                 let version = secret.metadata.resource_version.clone().unwrap_or_default();
-                Ok(Some((material(&secret_files(secret), &place)?, Version::Kubernetes(version))))
+                Ok(Some((
+                    material(&secret_files(secret), &place)?,
+                    Version::Kubernetes(version),
+                )))
             }
         }
     }
@@ -226,7 +230,11 @@ impl RootStore {
 }
 
 /// The Secret keeping `files`.
-fn root_secret(namespace: &str, files: &BTreeMap<String, String>, resource_version: Option<String>) -> Secret {
+fn root_secret(
+    namespace: &str,
+    files: &BTreeMap<String, String>,
+    resource_version: Option<String>,
+) -> Secret {
     Secret {
         metadata: ObjectMeta {
             name: Some(SECRET_NAME.into()),

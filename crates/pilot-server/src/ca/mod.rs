@@ -116,7 +116,10 @@ pub(crate) async fn open(args: &Args, store: &RootStore) -> Result<(SharedCa, Op
                 .map_err(|e| format!("reading --ca-dir: {e}"))??;
             (material, false)
         }
-        None => (store.load_or_create(&args.trust_domain, args.ca_root_ttl).await?, true),
+        None => (
+            store.load_or_create(&args.trust_domain, args.ca_root_ttl).await?,
+            true,
+        ),
     };
     let serving = material
         .without_expired(SystemTime::now())
@@ -135,4 +138,31 @@ pub(crate) async fn open(args: &Args, store: &RootStore) -> Result<(SharedCa, Op
         interval: args.ca_root_check_interval,
     });
     Ok((shared, renewal))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn renew_before_is_a_share_of_the_lifetime_or_a_duration() {
+        let start = SystemTime::UNIX_EPOCH;
+        let end = start + Duration::from_secs(100);
+        let share = RenewBefore::parse("20%").unwrap();
+        assert_eq!(share, RenewBefore::Share(0.2));
+        assert!(!share.due(start, end, start + Duration::from_secs(79)));
+        assert!(share.due(start, end, start + Duration::from_secs(81)));
+        assert!(
+            share.due(start, end, end + Duration::from_secs(1)),
+            "expired is due"
+        );
+        let remaining = RenewBefore::parse("30s").unwrap();
+        assert!(!remaining.due(start, end, start + Duration::from_secs(69)));
+        assert!(remaining.due(start, end, start + Duration::from_secs(71)));
+        for bad in ["0%", "100%", "soon"] {
+            assert!(RenewBefore::parse(bad).is_err(), "{bad}");
+        }
+    }
 }
