@@ -1,10 +1,12 @@
 //! `istio.v1.auth.IstioCertificateService/CreateCertificate` on the ADS
-//! port: a CSR in, a signed chain (leaf first, root last) out.
+//! port: a CSR in, a signed chain out (the leaf, the intermediates, and
+//! last the trust bundle, the signing root first).
 //!
 //! Calls are authenticated by the credentials ADS accepts (the same
 //! [`Authenticate`]), and the credential decides the identity:
 //!
-//! - a client certificate `spiffe://…/ns/NS/sa/SA`, or an `xds` token with
+//! - a client certificate `spiffe://…/ns/NS/sa/SA` (of this mesh's trust
+//!   domain or an alias; see `auth/xds.rs`), or an `xds` token with
 //!   `namespace=NS serviceAccount=SA`: only `spiffe://<trust-domain>/ns/NS/sa/SA`
 //!   (the CSR may name it or nothing);
 //! - an `xds` token with `namespace=NS` only: the identity the CSR names,
@@ -17,7 +19,8 @@
 //! A call without a valid credential is `UNAUTHENTICATED` (so is every
 //! call when ADS accepts anyone: certificates are never given to anyone);
 //! an identity the credential does not allow is `PERMISSION_DENIED` with
-//! the reason; a bad CSR or lifetime is `INVALID_ARGUMENT`. Each outcome
+//! the reason; a bad CSR or lifetime, or an identity against the SPIFFE
+//! rules, is `INVALID_ARGUMENT`. Each outcome
 //! is counted ([`CaCounts`], in `/metrics`), and each certificate issued
 //! recorded with its requester ([`IssuedCertificates`], in
 //! `/debug/certificates`).
