@@ -358,3 +358,42 @@ fn decode(key: &str, value: &[u8]) -> Result<BTreeMap<String, String>, String> {
     serde_json::from_slice(value)
         .map_err(|e| format!("the CA root in etcd key {key} is not its JSON files: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    /// The Secret's `resourceVersion` decides which of two renewals of
+    /// one root is kept: the first to replace it, never the second.
+    #[tokio::test]
+    async fn a_renewal_replaces_the_secret_only_at_the_version_read() {
+        let fake = pilot_kube_fake::FakeApiServer::new();
+        let store = RootStore::Kubernetes {
+            client: fake.client(),
+            namespace: "default".into(),
+        };
+        let first = store.load_or_create("cluster.local", DAY).await.unwrap();
+        let (read, version) = store.load().await.unwrap().unwrap();
+        assert_eq!(read, first);
+        let ours = pilot_ca::renew_root(&read, "cluster.local", DAY).unwrap();
+        let theirs = pilot_ca::renew_root(&read, "cluster.local", DAY).unwrap();
+        assert!(
+            store.replace(&version, &ours).await.unwrap(),
+            "the first renewal is kept"
+        );
+        assert!(
+            !store.replace(&version, &theirs).await.unwrap(),
+            "the second, from the same version, is refused"
+        );
+        let (kept, _) = store.load().await.unwrap().unwrap();
+        assert_eq!(
+            kept, ours,
+            "the kept root is the first renewal, with its cross-certificate and bundle"
+        );
+        assert_eq!(kept.other_roots, vec![first.root_pem]);
+    }
+}
