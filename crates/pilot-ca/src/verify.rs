@@ -8,8 +8,8 @@ use rustls_pki_types::{CertificateDer, UnixTime};
 use crate::material::certs;
 use crate::{CaError, SpiffeId};
 
-/// Verifies `chain` (PEM certificates, leaf first; a trailing root is
-/// allowed) against `root_pem` at `now`, for client and server use, and
+/// Verifies `chain` (PEM certificates, leaf first; a trailing root or
+/// trust bundle is allowed) against `root_pem` at `now`, for client and server use, and
 /// returns the leaf's SPIFFE identity.
 pub fn verify_chain(chain: &[String], root_pem: &str, now: SystemTime) -> Result<SpiffeId, CaError> {
     let mut ders: Vec<CertificateDer<'static>> = Vec::new();

@@ -15,7 +15,9 @@ pub(crate) struct IstioCertificateRequest {
 /// `IstioCertificateResponse`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct IstioCertificateResponse {
-    /// PEM certificates: the leaf first, the root last.
+    /// PEM texts: the leaf, the intermediates one each (the
+    /// cross-certificate during a root rotation), and last the trust
+    /// bundle (one or more roots, the signing root first).
     #[prost(string, repeated, tag = "1")]
     pub(crate) cert_chain: Vec<String>,
 }

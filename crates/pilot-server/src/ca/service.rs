@@ -1,10 +1,12 @@
 //! `istio.v1.auth.IstioCertificateService/CreateCertificate` on the ADS
-//! port: a CSR in, a signed chain (leaf first, root last) out.
+//! port: a CSR in, a signed chain out (the leaf, the intermediates, and
+//! last the trust bundle, the signing root first).
 //!
 //! Calls are authenticated by the credentials ADS accepts (the same
 //! [`Authenticate`]), and the credential decides the identity:
 //!
-//! - a client certificate `spiffe://…/ns/NS/sa/SA`, or an `xds` token with
+//! - a client certificate `spiffe://…/ns/NS/sa/SA` (of this mesh's trust
+//!   domain or an alias; see `auth/xds.rs`), or an `xds` token with
 //!   `namespace=NS serviceAccount=SA`: only `spiffe://<trust-domain>/ns/NS/sa/SA`
 //!   (the CSR may name it or nothing);
 //! - an `xds` token with `namespace=NS` only: the identity the CSR names,
@@ -17,7 +19,8 @@
 //! A call without a valid credential is `UNAUTHENTICATED` (so is every
 //! call when ADS accepts anyone: certificates are never given to anyone);
 //! an identity the credential does not allow is `PERMISSION_DENIED` with
-//! the reason; a bad CSR or lifetime is `INVALID_ARGUMENT`. Each outcome
+//! the reason; a bad CSR or lifetime, or an identity against the SPIFFE
+//! rules, is `INVALID_ARGUMENT`. Each outcome
 //! is counted ([`CaCounts`], in `/metrics`), and each certificate issued
 //! recorded with its requester ([`IssuedCertificates`], in
 //! `/debug/certificates`).
@@ -30,10 +33,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use pilot_ads::{Authenticate, Caller, NodeScope};
-use pilot_ca::{CaError, CertificateAuthority, Csr, SpiffeId};
+use pilot_ca::{CaError, Csr, SpiffeId};
 use tonic::body::Body;
 use tonic::server::NamedService;
 
+use super::SharedCa;
 use super::issued::IssuedCertificates;
 use super::proto::{IstioCertificateRequest, IstioCertificateResponse};
 
@@ -78,7 +82,7 @@ pub(crate) struct CertificateService {
 }
 
 struct Inner {
-    ca: Arc<CertificateAuthority>,
+    ca: SharedCa,
     auth: Option<Arc<dyn Authenticate>>,
     counts: Arc<CaCounts>,
     issued: Arc<IssuedCertificates>,
@@ -89,7 +93,7 @@ impl CertificateService {
     /// call is refused), counting into `counts` and recording into
     /// `issued`.
     pub(crate) fn new(
-        ca: Arc<CertificateAuthority>,
+        ca: SharedCa,
         auth: Option<Arc<dyn Authenticate>>,
         counts: Arc<CaCounts>,
         issued: Arc<IssuedCertificates>,
@@ -189,12 +193,15 @@ impl Inner {
                 )));
             }
         };
-        let identity = self.identity(caller, &csr)?;
-        let issued = self.ca.sign(&csr, &identity, ttl).map_err(|e| match e {
+        // The authority of the moment: a root renewal swaps it.
+        let ca = self.ca.current();
+        let identity = self.identity(&ca, caller, &csr)?;
+        let issued = ca.sign(&csr, &identity, ttl).map_err(|e| match e {
             CaError::Refused(_) => tonic::Status::permission_denied(format!("{}: {e}", caller.name)),
-            CaError::TtlOverMax { .. } | CaError::Pem { .. } | CaError::NotSpiffe { .. } => {
-                tonic::Status::invalid_argument(e.to_string())
-            }
+            CaError::TtlOverMax { .. }
+            | CaError::Pem { .. }
+            | CaError::NotSpiffe { .. }
+            | CaError::InvalidIdentity { .. } => tonic::Status::invalid_argument(e.to_string()),
             other => tonic::Status::internal(other.to_string()),
         })?;
         tracing::info!(caller = %caller.name, %identity, "certificate issued");
@@ -205,8 +212,13 @@ impl Inner {
     }
 
     /// The identity `caller` gets for `csr`.
-    fn identity(&self, caller: &Caller, csr: &Csr) -> Result<SpiffeId, tonic::Status> {
-        let domain = &self.ca.options().trust_domain;
+    fn identity(
+        &self,
+        ca: &pilot_ca::CertificateAuthority,
+        caller: &Caller,
+        csr: &Csr,
+    ) -> Result<SpiffeId, tonic::Status> {
+        let domain = &ca.options().trust_domain;
         let requested = csr
             .requested_identity()
             .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
@@ -214,10 +226,11 @@ impl Inner {
         match &caller.scope {
             NodeScope::ServiceAccount { namespace, account } => {
                 // The CA refuses a CSR naming anything else.
-                Ok(SpiffeId::new(domain.clone(), namespace.clone(), account.clone()))
+                SpiffeId::new(domain.clone(), namespace.clone(), account.clone())
+                    .map_err(|e| denied(format!("the credential's identity: {e}")))
             }
             NodeScope::Namespace(namespace) => match requested {
-                Some(id) if id.namespace == *namespace => Ok(id),
+                Some(id) if id.namespace() == namespace => Ok(id),
                 Some(id) => Err(denied(format!(
                     "the credential allows identities of namespace {namespace:?} only, not {id}"
                 ))),
