@@ -2,8 +2,9 @@
 //! namespaces this test creates on one bridge (10.78.0.0/24):
 //!
 //! - `cp`, the control plane's pod: pilot-discovery, ADS and its CA on
-//!   10.78.0.10:15010 (tokens), REST on its loopback, signing with a root
-//!   the test made and gave in `--ca-dir`;
+//!   10.78.0.10:15010 over TLS (tokens), REST on its loopback, signing
+//!   with a root the test made and gave in `--ca-dir`, which each agent
+//!   pins (`--mesh-root-file`);
 //! - `pp`, productpage's pod (10.78.0.1): the capture rules of `pilot-agent
 //!   iptables`, Envoy under `pilot-agent proxy sidecar` as uid 1337 with
 //!   its certificates over SDS, the application as uid 1000 (curl);
@@ -292,6 +293,13 @@ impl Mesh {
         .unwrap();
         let services = dir.path().join("services.yaml");
         std::fs::write(&services, SERVICES).unwrap();
+        // ADS and the CA over TLS (server.pem names localhost), and the
+        // mesh root pinned by each agent.
+        common::certificates(dir.path());
+        std::fs::write(dir.path().join("mesh-root.pem"), &ca.cert_pem).unwrap();
+        for file in ["ca.pem", "mesh-root.pem"] {
+            set_mode(&dir.path().join(file), 0o644);
+        }
         lab.spawn(
             "pilot-discovery",
             lab.exec(&cp)
@@ -304,6 +312,10 @@ impl Mesh {
                 .arg(&services)
                 .arg("--ca-dir")
                 .arg(&ca_dir)
+                .arg("--xds-tls-cert")
+                .arg(dir.path().join("server.pem"))
+                .arg("--xds-tls-key")
+                .arg(dir.path().join("server-key.pem"))
                 .args(["--log-level", "warn"]),
         );
         lab.spawn_python(&rv, SERVER, &["9080", "reviews-app"]);
@@ -411,6 +423,11 @@ impl Mesh {
             .args(["--discovery-address", &format!("{PILOT_IP}:15010")])
             .arg("--discovery-token-file")
             .arg(&token_file)
+            .arg("--discovery-ca-file")
+            .arg(self.dir.path().join("ca.pem"))
+            .args(["--discovery-server-name", "localhost"])
+            .arg("--mesh-root-file")
+            .arg(self.dir.path().join("mesh-root.pem"))
             .arg("--sds-socket")
             .arg(home.join("sds.sock"))
             .args(["--admin-port", "15000", "--status-addr", "127.0.0.1:15020"])
