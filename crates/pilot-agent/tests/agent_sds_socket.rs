@@ -67,7 +67,7 @@ fn under_umask_000_another_uid_cannot_open_the_sds_socket_and_a_group_member_can
             // certificate is asked for.
             "127.0.0.1:9".into(),
             DiscoveryAuth::default(),
-            SpiffeId::new("cluster.local", "default", "reviews"),
+            SpiffeId::parse("spiffe://cluster.local/ns/default/sa/reviews").unwrap(),
             dir.path().join("mesh-roots.pem"),
         )
     };

@@ -94,7 +94,7 @@ impl FakeCa {
     }
 
     fn answer(&self, csr_pem: &str) -> Vec<String> {
-        let reviews = SpiffeId::new("cluster.local", "default", "reviews");
+        let reviews = SpiffeId::parse("spiffe://cluster.local/ns/default/sa/reviews").unwrap();
         let sign = |ca: &CaMaterial, csr: &str| {
             let csr = Csr::from_pem(csr).unwrap();
             CertificateAuthority::new(ca, CaOptions::new("cluster.local"))
@@ -222,7 +222,7 @@ fn options(dir: &std::path::Path, address: &str, pinning: RootPinning) -> SdsOpt
                 token: Some(TOKEN.into()),
                 tls: None,
             },
-            SpiffeId::new("cluster.local", "default", "reviews"),
+            SpiffeId::parse("spiffe://cluster.local/ns/default/sa/reviews").unwrap(),
             dir.join("mesh-roots.pem"),
         )
     }

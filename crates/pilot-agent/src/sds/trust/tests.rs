@@ -13,7 +13,7 @@ use super::*;
 const HOUR: Duration = Duration::from_secs(3600);
 
 fn reviews() -> SpiffeId {
-    SpiffeId::new("cluster.local", "default", "reviews")
+    SpiffeId::parse("spiffe://cluster.local/ns/default/sa/reviews").unwrap()
 }
 
 fn root() -> CaMaterial {
@@ -80,7 +80,7 @@ fn an_attacker_root_and_a_kube_system_admin_leaf_are_refused() {
     let attacker = root();
     let (key, own) = agent_key();
     let pins = pinned(&[&mesh]);
-    let admin = SpiffeId::new("cluster.local", "kube-system", "admin");
+    let admin = SpiffeId::parse("spiffe://cluster.local/ns/kube-system/sa/admin").unwrap();
 
     // The attacker's CA answers with its own root as the bundle.
     let forged = issue(&attacker, &key, &admin);
