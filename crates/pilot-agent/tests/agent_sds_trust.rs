@@ -35,8 +35,8 @@ enum Answer {
     AttackerAdmin,
     /// A leaf of the mesh for another key (the attacker's CSR relayed).
     OtherKey,
-    /// The new root signs; the mesh root cross-signed it; both in the
-    /// bundle, the new first.
+    /// The renewed root signs; the mesh root cross-signed it; both in
+    /// the bundle, the new first.
     Rotation,
 }
 
@@ -122,6 +122,8 @@ impl FakeCa {
                 let other = pilot_ca::WorkloadKey::generate().unwrap();
                 sign(&roots.mesh, &other.csr_pem(&reviews).unwrap())
             }
+            // As the CA renews its root: leaf, cross-certificate, the new
+            // root then the old.
             Answer::Rotation => {
                 let mut chain = sign(&roots.new, csr_pem);
                 chain.pop();
@@ -139,10 +141,16 @@ fn issuer(ca: &CaMaterial) -> Issuer<'static, KeyPair> {
 
 /// `new`'s subject and public key, issued and signed by `old`.
 fn cross_certificate(new: &CaMaterial, old: &CaMaterial) -> String {
-    let mut params = CertificateParams::default();
+    let (_, cert) = x509_parser::pem::parse_x509_pem(new.cert_pem.as_bytes()).unwrap();
+    let cert = cert.parse_x509().unwrap();
     let mut name = DistinguishedName::new();
-    name.push(DnType::OrganizationName, "cluster.local");
-    name.push(DnType::CommonName, "pilot root CA");
+    for o in cert.subject().iter_organization() {
+        name.push(DnType::OrganizationName, o.as_str().unwrap());
+    }
+    for cn in cert.subject().iter_common_name() {
+        name.push(DnType::CommonName, cn.as_str().unwrap());
+    }
+    let mut params = CertificateParams::default();
     params.distinguished_name = name;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
@@ -203,10 +211,11 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn roots() -> Roots {
     let hour = Duration::from_secs(3600);
+    let mesh = generate_root("cluster.local", hour).unwrap();
     Roots {
-        mesh: generate_root("cluster.local", hour).unwrap(),
         attacker: generate_root("cluster.local", hour).unwrap(),
         new: generate_root("cluster.local", hour).unwrap(),
+        mesh,
     }
 }
 

@@ -1,7 +1,8 @@
 //! The pinning rules on certificates made by pilot-ca: the mesh root, an
-//! attacker's root (which, made by the same code, carries the very same
-//! subject), a `kube-system/admin` leaf, a rotation cross-signed by the
-//! pinned root, and cross-certificates that must not pass.
+//! attacker's root, a `kube-system/admin` leaf, a rotation cross-signed
+//! by the pinned root, and cross-certificates
+//! that must not pass (another key; signed by a root that is not pinned,
+//! even under the pinned root's name).
 
 use std::time::{Duration, SystemTime};
 
@@ -34,24 +35,46 @@ fn issue(ca: &CaMaterial, key: &WorkloadKey, identity: &SpiffeId) -> Vec<String>
     authority.sign(&csr, identity, None).unwrap().cert_chain
 }
 
-/// A CA certificate with `subject_root`'s subject and `subject_key`'s
-/// public key, issued and signed by `issuer` (a cross-certificate when
-/// the key is the subject root's own).
-fn cross(subject_key_pem: &str, issuer: &CaMaterial) -> String {
-    let mut params = CertificateParams::default();
+/// The subject of `root`'s certificate, as rcgen writes it (pilot-ca's
+/// roots name an organization and a common name).
+fn subject_of(root: &CaMaterial) -> DistinguishedName {
+    let der = single(&root.cert_pem, "CERTIFICATE", "root").unwrap();
+    let cert = parse(&der, "root").unwrap();
     let mut name = DistinguishedName::new();
-    // generate_root's subject.
-    name.push(DnType::OrganizationName, "cluster.local");
-    name.push(DnType::CommonName, "pilot root CA");
-    params.distinguished_name = name;
+    for o in cert.subject().iter_organization() {
+        name.push(DnType::OrganizationName, o.as_str().unwrap());
+    }
+    for cn in cert.subject().iter_common_name() {
+        name.push(DnType::CommonName, cn.as_str().unwrap());
+    }
+    name
+}
+
+/// A CA certificate naming `subject_root`'s subject with the public key
+/// of `key_pem`, issued and signed by `issuer`: a cross-certificate when
+/// the key is the subject root's own.
+fn cross(subject_root: &CaMaterial, key_pem: &str, issuer: &CaMaterial) -> String {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = subject_of(subject_root);
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     let now = time::OffsetDateTime::now_utc();
     params.not_before = now - time::Duration::hours(1);
     params.not_after = now + time::Duration::hours(1);
-    let subject_key = KeyPair::from_pem(subject_key_pem).unwrap();
+    let subject_key = KeyPair::from_pem(key_pem).unwrap();
     let signer = Issuer::from_ca_cert_pem(&issuer.cert_pem, KeyPair::from_pem(&issuer.key_pem).unwrap()).unwrap();
     params.signed_by(&subject_key, &signer).unwrap().pem()
+}
+
+/// A rotation's answer, as the contract says the CA renews its root: the
+/// leaf signed by `new`, the cross-certificate of `new` by `old`, and the
+/// bundle `new` then `old`.
+fn rotation(old: &CaMaterial, new: &CaMaterial, key: &WorkloadKey) -> Vec<String> {
+    let mut answer = issue(new, key, &reviews());
+    answer.pop();
+    answer.push(cross(new, &new.key_pem, old));
+    answer.push(format!("{}{}", new.cert_pem, old.cert_pem));
+    answer
 }
 
 fn pinned(roots: &[&CaMaterial]) -> Pinned {
@@ -129,11 +152,7 @@ fn a_rotation_cross_signed_by_the_pinned_root_is_pinned_and_then_stands_alone() 
     let new = root();
     let (key, own) = agent_key();
     let pins = pinned(&[&old]);
-    // The new root signs; the old one cross-signs it; the bundle holds both.
-    let mut answer = issue(&new, &key, &reviews());
-    let new_root = answer.pop().unwrap();
-    answer.push(cross(&new.key_pem, &old));
-    answer.push(format!("{new_root}{}", old.cert_pem));
+    let answer = rotation(&old, &new, &key);
     let accepted = check(&answer, &own, &pins).unwrap();
     assert_eq!(accepted.added.len(), 1, "{:?}", accepted.added);
     assert_eq!(accepted.pinned, pinned(&[&old, &new]));
@@ -156,18 +175,23 @@ fn cross_certificates_that_do_not_certify_the_new_root_are_refused() {
     let (key, own) = agent_key();
     let pins = pinned(&[&old]);
     let answer_with = |cross_pem: String| {
-        let mut answer = issue(&new, &key, &reviews());
-        let new_root = answer.pop().unwrap();
-        answer.push(cross_pem);
-        answer.push(format!("{new_root}{}", old.cert_pem));
+        let mut answer = rotation(&old, &new, &key);
+        answer[1] = cross_pem;
         answer
     };
-    // Signed by the pinned root, but for another key than the new root's.
-    let error = check(&answer_with(cross(&attacker.key_pem, &old)), &own, &pins).unwrap_err();
+    // Signed by the pinned root, naming the new root, but with another key.
+    let error = check(&answer_with(cross(&new, &attacker.key_pem, &old)), &own, &pins).unwrap_err();
     assert!(error.contains("carries another public key"), "{error}");
-    // The new root's key, but signed by a root that is not pinned (with
-    // the same subject as the pinned one).
-    let error = check(&answer_with(cross(&new.key_pem, &attacker)), &own, &pins).unwrap_err();
+    // The new root's subject and key, but signed by a root that is not
+    // pinned.
+    let error = check(&answer_with(cross(&new, &new.key_pem, &attacker)), &own, &pins).unwrap_err();
+    assert!(error.contains("not signed by a pinned root"), "{error}");
+    // The same, the attacker claiming the pinned root's name as issuer.
+    let impostor = CaMaterial {
+        cert_pem: cross(&old, &attacker.key_pem, &attacker),
+        ..attacker.clone()
+    };
+    let error = check(&answer_with(cross(&new, &new.key_pem, &impostor)), &own, &pins).unwrap_err();
     assert!(error.contains("not signed by a pinned root"), "{error}");
     // Nothing was pinned by the refused answers.
     assert_eq!(pins, pinned(&[&old]));
