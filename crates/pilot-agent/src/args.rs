@@ -102,12 +102,22 @@ pub struct ProxyArgs {
     /// pinned root. The agent never writes this file. Without it the agent
     /// trusts the first bundle it is answered and keeps it in
     /// `--mesh-root-store`.
-    #[arg(long, env = "PILOT_MESH_ROOT_FILE", value_name = "FILE", requires = "sds_socket")]
+    #[arg(
+        long,
+        env = "PILOT_MESH_ROOT_FILE",
+        value_name = "FILE",
+        requires = "sds_socket"
+    )]
     pub mesh_root_file: Option<PathBuf>,
     /// Trust on first use (no `--mesh-root-file`): the file where the agent
     /// keeps the mesh roots it pinned, read at start (default:
     /// `<config-dir>/mesh-roots.pem`).
-    #[arg(long, value_name = "FILE", conflicts_with = "mesh_root_file", requires = "sds_socket")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "mesh_root_file",
+        requires = "sds_socket"
+    )]
     pub mesh_root_store: Option<PathBuf>,
     /// Send the bearer token, and take workload certificates, over
     /// plaintext to a discovery address (or report URL) that is not

@@ -125,7 +125,13 @@ mod tests {
         for host in ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LOCALHOST"] {
             assert!(is_loopback_host(host), "{host}");
         }
-        for host in ["10.0.0.1", "0.0.0.0", "pilot-discovery.pilot-system", "localhost.evil.example", "::"] {
+        for host in [
+            "10.0.0.1",
+            "0.0.0.0",
+            "pilot-discovery.pilot-system",
+            "localhost.evil.example",
+            "::",
+        ] {
             assert!(!is_loopback_host(host), "{host}");
         }
         assert_eq!(host_of("10.0.0.1:15010"), "10.0.0.1");
@@ -142,7 +148,9 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(
-                error.contains("10.78.0.10:15010") && error.contains(INSECURE_FLAG) && error.contains("--discovery-ca-file"),
+                error.contains("10.78.0.10:15010")
+                    && error.contains(INSECURE_FLAG)
+                    && error.contains("--discovery-ca-file"),
                 "{error}"
             );
         }
@@ -158,7 +166,10 @@ mod tests {
         let error = check_report_url("http://10.0.0.5:8080", true, false)
             .unwrap_err()
             .to_string();
-        assert!(error.contains("http://10.0.0.5:8080") && error.contains(INSECURE_FLAG), "{error}");
+        assert!(
+            error.contains("http://10.0.0.5:8080") && error.contains(INSECURE_FLAG),
+            "{error}"
+        );
         check_report_url("http://127.0.0.1:8080/", true, false).unwrap();
         check_report_url("http://[::1]:8080", true, false).unwrap();
         check_report_url("http://10.0.0.5:8080", false, false).unwrap();

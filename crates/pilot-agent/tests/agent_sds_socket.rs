@@ -33,7 +33,10 @@ fn can_connect(socket: &Path, gid: &str) -> bool {
     match out.status.code() {
         // Could not connect: only a permission refusal is an answer.
         Some(7) => {
-            assert!(stderr.contains("Permission denied"), "the probe failed otherwise: {stderr}");
+            assert!(
+                stderr.contains("Permission denied"),
+                "the probe failed otherwise: {stderr}"
+            );
             false
         }
         _ => true,
@@ -76,7 +79,10 @@ fn under_umask_000_another_uid_cannot_open_the_sds_socket_and_a_group_member_can
     let sds = runtime.block_on(Sds::start(options("private/socket"))).unwrap();
     assert_eq!(mode(private.parent().unwrap()), 0o700);
     assert_eq!(mode(&private), 0o600);
-    assert!(!can_connect(&private, NOBODY), "another uid opened the SDS socket");
+    assert!(
+        !can_connect(&private, NOBODY),
+        "another uid opened the SDS socket"
+    );
 
     let shared = dir.path().join("shared/socket");
     let grouped = runtime
@@ -88,7 +94,13 @@ fn under_umask_000_another_uid_cannot_open_the_sds_socket_and_a_group_member_can
     assert_eq!(mode(shared.parent().unwrap()), 0o770);
     assert_eq!(mode(&shared), 0o660);
     assert_eq!(std::fs::metadata(&shared).unwrap().gid(), 65534);
-    assert!(can_connect(&shared, NOBODY), "a member of --sds-socket-group could not connect");
-    assert!(!can_connect(&shared, "65533"), "a uid outside the group opened the SDS socket");
+    assert!(
+        can_connect(&shared, NOBODY),
+        "a member of --sds-socket-group could not connect"
+    );
+    assert!(
+        !can_connect(&shared, "65533"),
+        "a uid outside the group opened the SDS socket"
+    );
     drop((sds, grouped));
 }

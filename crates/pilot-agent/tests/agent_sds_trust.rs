@@ -19,8 +19,8 @@ use pilot_agent::{DiscoveryAuth, plaintext::INSECURE_FLAG};
 use pilot_ca::{CaMaterial, CaOptions, CertificateAuthority, Csr, SpiffeId, generate_root};
 use pilot_test_support::eventually;
 use rcgen::{
-    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName, DnType, IsCa, Issuer,
-    KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName, DnType, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 
 const TOKEN: &str = "reviews-token-0123456789abcdef";
@@ -108,11 +108,15 @@ impl FakeCa {
         match answer {
             Answer::Mesh => sign(&roots.mesh, csr_pem),
             Answer::AttackerAdmin => {
-                let public_key = CertificateSigningRequestParams::from_pem(csr_pem).unwrap().public_key;
+                let public_key = CertificateSigningRequestParams::from_pem(csr_pem)
+                    .unwrap()
+                    .public_key;
                 let mut params = CertificateParams::default();
                 params.distinguished_name = DistinguishedName::new();
                 params.subject_alt_names = vec![SanType::URI(
-                    "spiffe://cluster.local/ns/kube-system/sa/admin".try_into().unwrap(),
+                    "spiffe://cluster.local/ns/kube-system/sa/admin"
+                        .try_into()
+                        .unwrap(),
                 )];
                 let issuer = issuer(&roots.attacker);
                 let leaf = params.signed_by(&public_key, &issuer).unwrap().pem();
@@ -252,7 +256,11 @@ fn a_pinned_agent_serves_the_mesh_refuses_an_attacker_and_follows_a_cross_signed
     std::fs::write(&root_file, &mesh_root).unwrap();
     let (ca, address) = FakeCa::start(&runtime, roots);
     let sds = runtime
-        .block_on(Sds::start(options(dir.path(), &address, RootPinning::File(root_file.clone()))))
+        .block_on(Sds::start(options(
+            dir.path(),
+            &address,
+            RootPinning::File(root_file.clone()),
+        )))
         .unwrap();
     let first = runtime.block_on(sds.wait_version(1));
     assert_eq!(first.root_pem, mesh_root);
@@ -324,7 +332,11 @@ fn no_token_or_certificate_crosses_plaintext_beyond_loopback_without_the_flag() 
     // TEST-NET-1: nothing answers there, and nothing is sent.
     let remote = "192.0.2.1:15010";
     let error = runtime
-        .block_on(Sds::start(options(dir.path(), remote, RootPinning::FirstUse(dir.path().join("r.pem")))))
+        .block_on(Sds::start(options(
+            dir.path(),
+            remote,
+            RootPinning::FirstUse(dir.path().join("r.pem")),
+        )))
         .unwrap_err()
         .to_string();
     assert!(error.contains(remote) && error.contains(INSECURE_FLAG), "{error}");

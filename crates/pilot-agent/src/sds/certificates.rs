@@ -55,7 +55,10 @@ pub(super) async fn renew(
     };
     loop {
         let asked = SystemTime::now();
-        match fetch(&options, &pinned).await.and_then(|answer| pin(&options, &pinned, answer)) {
+        match fetch(&options, &pinned)
+            .await
+            .and_then(|answer| pin(&options, &pinned, answer))
+        {
             Ok((accepted, key_pem)) => {
                 version += 1;
                 backoff = FIRST_BACKOFF;
@@ -142,7 +145,14 @@ async fn fetch(options: &SdsOptions, pinned: &Pinned) -> Result<(Accepted, Strin
     let response: tonic::Response<IstioCertificateResponse> = grpc
         .unary(request, path, tonic_prost::ProstCodec::default())
         .await
-        .map_err(|status| format!("{}: {:?}: {}", options.ca_address, status.code(), status.message()))?;
+        .map_err(|status| {
+            format!(
+                "{}: {:?}: {}",
+                options.ca_address,
+                status.code(),
+                status.message()
+            )
+        })?;
     let chain = response.into_inner().cert_chain;
     let accepted = trust::check_answer(
         &chain,

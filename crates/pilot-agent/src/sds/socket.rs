@@ -57,7 +57,11 @@ pub(super) fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, Age
             ),
         ));
     }
-    let (dir_mode, socket_mode) = if gid.is_some() { (0o770, 0o660) } else { (0o700, 0o600) };
+    let (dir_mode, socket_mode) = if gid.is_some() {
+        (0o770, 0o660)
+    } else {
+        (0o700, 0o600)
+    };
     if let Some(gid) = gid {
         std::os::unix::fs::chown(dir, None, Some(gid))
             .map_err(|e| fail(dir, format!("giving the directory to gid {gid}: {e}")))?;
@@ -114,7 +118,10 @@ mod tests {
         assert_eq!(parse_group(text, "missing"), None);
         assert_eq!(group_id("4242").unwrap(), 4242);
         let error = group_id("no-such-group-here").unwrap_err().to_string();
-        assert!(error.contains("--sds-socket-group") && error.contains("no-such-group-here"), "{error}");
+        assert!(
+            error.contains("--sds-socket-group") && error.contains("no-such-group-here"),
+            "{error}"
+        );
     }
 
     #[tokio::test]

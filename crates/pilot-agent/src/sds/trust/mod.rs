@@ -70,7 +70,10 @@ impl Pinned {
         let path = pinning.path();
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && matches!(pinning, RootPinning::FirstUse(_)) => {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && matches!(pinning, RootPinning::FirstUse(_)) =>
+            {
                 return Ok(Pinned::default());
             }
             Err(e) => return Err(AgentError::file(path, e)),
@@ -78,7 +81,9 @@ impl Pinned {
         let pinned = Pinned::from_pem(&text).map_err(|message| {
             let hint = match pinning {
                 RootPinning::File(_) => "",
-                RootPinning::FirstUse(_) => " (the agent's pinned roots; delete the file to trust on first use again)",
+                RootPinning::FirstUse(_) => {
+                    " (the agent's pinned roots; delete the file to trust on first use again)"
+                }
             };
             AgentError::file(path, format!("{message}{hint}"))
         })?;
@@ -192,7 +197,13 @@ pub(crate) fn check_answer(
     let intermediate_ders = intermediate_pems
         .iter()
         .enumerate()
-        .map(|(index, pem)| single(pem, "CERTIFICATE", &format!("cert_chain[{}] (an intermediate)", index + 1)))
+        .map(|(index, pem)| {
+            single(
+                pem,
+                "CERTIFICATE",
+                &format!("cert_chain[{}] (an intermediate)", index + 1),
+            )
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let intermediates = intermediate_ders
         .iter()
@@ -277,7 +288,8 @@ fn cross_certified(
             continue;
         }
         let signer = pinned.iter().find(|p| {
-            p.subject().as_raw() == cross.issuer().as_raw() && cross.verify_signature(Some(p.public_key())).is_ok()
+            p.subject().as_raw() == cross.issuer().as_raw()
+                && cross.verify_signature(Some(p.public_key())).is_ok()
         });
         let Some(signer) = signer else {
             reasons.push(format!(
@@ -333,7 +345,11 @@ fn uri_names<'a>(cert: &'a X509Certificate<'_>) -> Result<Vec<&'a str>, String> 
 
 /// A certificate named for a log or an error: subject and serial.
 fn describe(cert: &X509Certificate<'_>) -> String {
-    format!("{:?} (serial {})", cert.subject().to_string(), cert.raw_serial_as_string())
+    format!(
+        "{:?} (serial {})",
+        cert.subject().to_string(),
+        cert.raw_serial_as_string()
+    )
 }
 
 fn expected_shape(count: usize) -> String {
@@ -349,7 +365,10 @@ fn certificates(text: &str, what: &str) -> Result<Vec<Vec<u8>>, String> {
     for block in Pem::iter_from_buffer(text.as_bytes()) {
         let block = block.map_err(|e| format!("{what}: not PEM: {e}"))?;
         if block.label != "CERTIFICATE" {
-            return Err(format!("{what}: a {} block, expected CERTIFICATE blocks only", block.label));
+            return Err(format!(
+                "{what}: a {} block, expected CERTIFICATE blocks only",
+                block.label
+            ));
         }
         out.push(block.contents);
     }
@@ -377,7 +396,7 @@ fn single(text: &str, label: &str, what: &str) -> Result<Vec<u8>, String> {
 
 fn parse<'a>(der: &'a [u8], what: &str) -> Result<X509Certificate<'a>, String> {
     match X509Certificate::from_der(der) {
-        Ok((rest, cert)) if rest.is_empty() => Ok(cert),
+        Ok(([], cert)) => Ok(cert),
         Ok(_) => Err(format!("{what}: trailing bytes after the certificate")),
         Err(e) => Err(format!("{what}: not a certificate: {e}")),
     }

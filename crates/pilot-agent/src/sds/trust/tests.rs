@@ -7,7 +7,9 @@
 use std::time::{Duration, SystemTime};
 
 use pilot_ca::{CaMaterial, CaOptions, CertificateAuthority, Csr, SpiffeId, WorkloadKey, generate_root};
-use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+};
 
 use super::*;
 
@@ -62,7 +64,8 @@ fn cross(subject_root: &CaMaterial, key_pem: &str, issuer: &CaMaterial) -> Strin
     params.not_before = now - time::Duration::hours(1);
     params.not_after = now + time::Duration::hours(1);
     let subject_key = KeyPair::from_pem(key_pem).unwrap();
-    let signer = Issuer::from_ca_cert_pem(&issuer.cert_pem, KeyPair::from_pem(&issuer.key_pem).unwrap()).unwrap();
+    let signer =
+        Issuer::from_ca_cert_pem(&issuer.cert_pem, KeyPair::from_pem(&issuer.key_pem).unwrap()).unwrap();
     params.signed_by(&subject_key, &signer).unwrap().pem()
 }
 
@@ -116,13 +119,17 @@ fn an_attacker_root_and_a_kube_system_admin_leaf_are_refused() {
     let mut beside = forged.clone();
     *beside.last_mut().unwrap() = format!("{}{}", mesh.cert_pem, attacker.cert_pem);
     let error = check(&beside, &own, &pins).unwrap_err();
-    assert!(error.contains("certificate 2") && error.contains("neither pinned"), "{error}");
+    assert!(
+        error.contains("certificate 2") && error.contains("neither pinned"),
+        "{error}"
+    );
     // ... or keeps the mesh's bundle and hopes the leaf is not checked.
     let mut leaf_only = forged.clone();
     *leaf_only.last_mut().unwrap() = mesh.cert_pem.clone();
     let error = check(&leaf_only, &own, &pins).unwrap_err();
     assert!(
-        error.contains("spiffe://cluster.local/ns/kube-system/sa/admin") && error.contains("expected exactly"),
+        error.contains("spiffe://cluster.local/ns/kube-system/sa/admin")
+            && error.contains("expected exactly"),
         "{error}"
     );
     // Even with the identity asked for, its leaf chains to no pinned root.
@@ -157,7 +164,10 @@ fn a_rotation_cross_signed_by_the_pinned_root_is_pinned_and_then_stands_alone() 
     assert_eq!(accepted.added.len(), 1, "{:?}", accepted.added);
     assert_eq!(accepted.pinned, pinned(&[&old, &new]));
     assert_eq!(accepted.bundle_pem, format!("{}{}", new.cert_pem, old.cert_pem));
-    assert!(accepted.chain_pem.ends_with(&answer[1]), "the cross-certificate is served in the chain");
+    assert!(
+        accepted.chain_pem.ends_with(&answer[1]),
+        "the cross-certificate is served in the chain"
+    );
     // Once pinned, the new root needs no cross-certificate any more.
     let later = issue(&new, &key, &reviews());
     let accepted = check(&later, &own, &accepted.pinned).unwrap();
@@ -218,10 +228,16 @@ fn trust_on_first_use_pins_the_first_bundle() {
     accepted.pinned.store(&store).unwrap();
     assert_eq!(Pinned::load(&first_use).unwrap(), accepted.pinned);
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&store).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&store).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     std::fs::write(&store, "not a certificate").unwrap();
     let error = Pinned::load(&first_use).unwrap_err().to_string();
-    assert!(error.contains("mesh-roots.pem") && error.contains("no CERTIFICATE"), "{error}");
+    assert!(
+        error.contains("mesh-roots.pem") && error.contains("no CERTIFICATE"),
+        "{error}"
+    );
     // A configured file must exist.
     let error = Pinned::load(&RootPinning::File(dir.path().join("absent.pem")))
         .unwrap_err()
@@ -239,7 +255,10 @@ fn malformed_answers_name_the_element() {
     assert!(error.contains("1 cert_chain elements"), "{error}");
     let two_leaves = vec![format!("{}{}", answer[0], answer[0]), answer[1].clone()];
     let error = check(&two_leaves, &own, &pins).unwrap_err();
-    assert!(error.contains("cert_chain[0]") && error.contains("2 CERTIFICATE blocks"), "{error}");
+    assert!(
+        error.contains("cert_chain[0]") && error.contains("2 CERTIFICATE blocks"),
+        "{error}"
+    );
     let empty_bundle = vec![answer[0].clone(), String::new()];
     let error = check(&empty_bundle, &own, &pins).unwrap_err();
     assert!(error.contains("cert_chain[1] (the trust bundle)"), "{error}");
