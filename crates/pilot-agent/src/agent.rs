@@ -155,11 +155,17 @@ async fn start_sds(
         })?;
     let namespace = identity.domain.split('.').next().unwrap_or_default().to_string();
     let ca_address = config.discovery.first().cloned().unwrap_or_default();
+    let identity = pilot_ca::SpiffeId::new(args.trust_domain.clone(), namespace, account).map_err(|e| {
+        AgentError::Identity {
+            field: "--service-account",
+            message: e.to_string(),
+        }
+    })?;
     crate::sds::Sds::start(crate::sds::SdsOptions {
         socket: socket.to_path_buf(),
         ca_address,
         auth: config.auth.clone(),
-        identity: pilot_ca::SpiffeId::new(args.trust_domain.clone(), namespace, account),
+        identity,
         ttl: args.secret_ttl,
         pinning: args.root_pinning(),
         socket_group: args.sds_socket_group.clone(),

@@ -70,7 +70,7 @@ fn envoy_gets_the_spiffe_certificate_over_sds_and_it_rotates_without_a_restart()
         token: Some(TOKEN.into()),
         tls: None,
     };
-    let identity = SpiffeId::new("cluster.local", "default", "reviews");
+    let identity = SpiffeId::new("cluster.local", "default", "reviews").unwrap();
     let sds = runtime
         .block_on(Sds::start(SdsOptions {
             socket: socket.clone(),

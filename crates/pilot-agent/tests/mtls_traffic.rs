@@ -150,7 +150,7 @@ fn workloads_talk_mutual_tls_and_strict_refuses_plaintext() {
     //    valid certificate of the mesh's root is served (so the refusals
     //    are the certificates', not the client's).
     let https = format!("https://{REVIEWS_IP}:9080/");
-    let tester = SpiffeId::new("cluster.local", "default", "tester");
+    let tester = SpiffeId::new("cluster.local", "default", "tester").unwrap();
     let client = |name: &str, (cert, key): (String, String)| {
         let (cert_path, key_path) = (
             mesh.dir.path().join(format!("{name}.pem")),

@@ -1,5 +1,10 @@
 //! Signing workload certificates: a [`Csr`] and the caller's
-//! [`SpiffeId`] in, a chain (leaf, intermediates, root) out.
+//! [`SpiffeId`] in, a chain (leaf, intermediates, trust bundle) out.
+//!
+//! The issued certificate carries the request's public key with the
+//! algorithm its SubjectPublicKeyInfo names (ECDSA P-256 or P-384,
+//! Ed25519, RSA), never the one its signature names: a P-384 key in a
+//! request signed with SHA-256 gets a P-384 certificate.
 //!
 //! As Istio's CA: the certificate carries only the identity as a URI SAN
 //! (whatever else the request asked for), is valid for client and server
@@ -13,7 +18,7 @@ use std::time::{Duration, SystemTime};
 
 use rcgen::{
     CertificateParams, CertificateSigningRequestParams, DistinguishedName, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
+    Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber, SubjectPublicKeyInfo,
 };
 
 use crate::material::duration;
@@ -45,20 +50,45 @@ impl CaOptions {
 }
 
 /// A parsed certificate signing request whose signature verified (the
-/// requester holds the key).
+/// requester holds the key), with its public key as its
+/// SubjectPublicKeyInfo names it.
 #[derive(Debug, Clone)]
 pub struct Csr {
     params: CertificateSigningRequestParams,
+    public_key: SubjectPublicKeyInfo,
 }
 
 impl Csr {
-    /// Parses and verifies a PEM `CERTIFICATE REQUEST`.
+    /// Parses and verifies a PEM `CERTIFICATE REQUEST`; refused when its
+    /// public key is of an algorithm this CA does not sign.
     pub fn from_pem(pem: &str) -> Result<Self, CaError> {
-        let params = CertificateSigningRequestParams::from_pem(pem).map_err(|e| CaError::Pem {
-            what: "the certificate signing request".into(),
-            reason: e.to_string(),
+        use x509_parser::prelude::FromDer;
+        let what = "the certificate signing request";
+        let bad = |reason: String| CaError::Pem {
+            what: what.into(),
+            reason,
+        };
+        let parsed = pem::parse(pem).map_err(|e| bad(e.to_string()))?;
+        if parsed.tag() != "CERTIFICATE REQUEST" && parsed.tag() != "NEW CERTIFICATE REQUEST" {
+            return Err(bad(format!("a {} PEM block, expected CERTIFICATE REQUEST", parsed.tag())));
+        }
+        let der = parsed.contents();
+        let params =
+            CertificateSigningRequestParams::from_der(&der.into()).map_err(|e| bad(e.to_string()))?;
+        let (_, request) = x509_parser::certification_request::X509CertificationRequest::from_der(der)
+            .map_err(|e| bad(e.to_string()))?;
+        let spki = &request.certification_request_info.subject_pki;
+        let public_key = SubjectPublicKeyInfo::from_der(spki.raw).map_err(|_| {
+            let mut algorithm = spki.algorithm.algorithm.to_id_string();
+            if let Some(parameters) = spki.algorithm.parameters.as_ref().and_then(|p| p.as_oid().ok()) {
+                algorithm = format!("{algorithm} ({})", parameters.to_id_string());
+            }
+            bad(format!(
+                "its public key's algorithm {algorithm} is not one this CA signs \
+                 (ECDSA P-256 or P-384, Ed25519, RSA)"
+            ))
         })?;
-        Ok(Csr { params })
+        Ok(Csr { params, public_key })
     }
 
     /// The URIs the request asks for as subject alternative names.
@@ -91,8 +121,10 @@ impl Csr {
 /// A signed workload certificate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Issued {
-    /// PEM certificates, leaf first, then the intermediates, the root
-    /// last (the order of Istio's `IstioCertificateResponse.cert_chain`).
+    /// PEM texts, as Istio's `IstioCertificateResponse.cert_chain`: the
+    /// leaf first, then the intermediates one each (during a root
+    /// rotation, the cross-certificate), and last the trust bundle: one or
+    /// more roots in one text, the signing root first.
     pub cert_chain: Vec<String>,
     /// When the leaf expires.
     pub not_after: SystemTime,
@@ -104,9 +136,13 @@ pub struct Issued {
 pub struct CertificateAuthority {
     issuer: Issuer<'static, KeyPair>,
     /// The signing certificate unless it is the root, then the
-    /// intermediates above it: what goes between a leaf and the root.
+    /// intermediates above it (or the cross-certificate): what goes
+    /// between a leaf and the roots.
     chain: Vec<String>,
     root_pem: String,
+    bundle_pem: String,
+    /// When the signing certificate expires: no leaf outlives it.
+    signer_expiry: SystemTime,
     options: CaOptions,
 }
 
@@ -120,8 +156,11 @@ impl std::fmt::Debug for CertificateAuthority {
 }
 
 impl CertificateAuthority {
-    /// An authority signing with `material` as `options` say.
+    /// An authority signing with `material` as `options` say. Refused
+    /// when the trust domain breaks the SPIFFE rules, or when what the
+    /// material signs does not verify against its first root.
     pub fn new(material: &CaMaterial, options: CaOptions) -> Result<Self, CaError> {
+        SpiffeId::check_trust_domain(&options.trust_domain)?;
         let key = KeyPair::from_pem(&material.key_pem).map_err(|e| CaError::Pem {
             what: "the CA private key".into(),
             reason: e.to_string(),
@@ -133,19 +172,50 @@ impl CertificateAuthority {
         let mut chain = Vec::new();
         if !material.is_self_signed() {
             chain.push(material.cert_pem.clone());
-            chain.extend(material.chain_pem.iter().cloned());
         }
-        Ok(CertificateAuthority {
+        chain.extend(material.chain_pem.iter().cloned());
+        let authority = CertificateAuthority {
             issuer,
             chain,
             root_pem: material.root_pem.clone(),
+            bundle_pem: material.trust_bundle_pem(),
+            signer_expiry: crate::material::validity(&material.cert_pem, "the CA certificate")?.1,
             options,
-        })
+        };
+        authority.check_leads_to_root()?;
+        Ok(authority)
     }
 
-    /// The root certificate (PEM) every workload trusts.
+    /// The root (PEM) the signing certificate leads to, the first of the
+    /// trust bundle.
     pub fn root_pem(&self) -> &str {
         &self.root_pem
+    }
+
+    /// The trust bundle every workload trusts: the signing root first,
+    /// then the other roots (the previous root during a rotation), one
+    /// PEM text.
+    pub fn trust_bundle_pem(&self) -> &str {
+        &self.bundle_pem
+    }
+
+    /// Signs a throwaway certificate and verifies it against the first
+    /// root, so material whose chain or bundle is out of order is refused
+    /// when loaded, not by every peer later.
+    fn check_leads_to_root(&self) -> Result<(), CaError> {
+        let key = KeyPair::generate()?;
+        let public = SubjectPublicKeyInfo::from_der(&rcgen::PublicKeyData::subject_public_key_info(&key))?;
+        let probe = SpiffeId::new(self.options.trust_domain.clone(), "pilot-ca", "probe")?;
+        let leaf = self.leaf(&public, &probe, std::time::Duration::from_secs(60))?;
+        let mut chain = vec![leaf];
+        chain.extend(self.chain.iter().cloned());
+        crate::verify_chain(&chain, &self.root_pem, SystemTime::now()).map_err(|e| {
+            CaError::Material(format!(
+                "a certificate it signs does not verify against the first root of the bundle \
+                 (the root the signing certificate leads to must come first): {e}"
+            ))
+        })?;
+        Ok(())
     }
 
     /// How this authority signs.
@@ -158,7 +228,7 @@ impl CertificateAuthority {
     /// the request names another identity, or when `ttl` is over the
     /// maximum.
     pub fn sign(&self, csr: &Csr, identity: &SpiffeId, ttl: Option<Duration>) -> Result<Issued, CaError> {
-        if identity.trust_domain != self.options.trust_domain {
+        if identity.trust_domain() != self.options.trust_domain {
             return Err(CaError::Refused(format!(
                 "{identity} is not of this CA's trust domain {:?}",
                 self.options.trust_domain
@@ -183,6 +253,30 @@ impl CertificateAuthority {
             }
             Some(ttl) => ttl,
         };
+        // A certificate never outlives the one that signs it (so a root
+        // renewed and then dropped leaves no certificate behind).
+        let left = self
+            .signer_expiry
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
+        let ttl = ttl.min(left);
+        let leaf = self.leaf(&csr.public_key, identity, ttl)?;
+        let mut cert_chain = vec![leaf];
+        cert_chain.extend(self.chain.iter().cloned());
+        cert_chain.push(self.bundle_pem.clone());
+        Ok(Issued {
+            cert_chain,
+            not_after: SystemTime::now() + ttl,
+            identity: identity.clone(),
+        })
+    }
+}
+
+impl CertificateAuthority {
+    /// A workload certificate for `public_key` and `identity`, valid for
+    /// `ttl`, PEM.
+    fn leaf(&self, public_key: &SubjectPublicKeyInfo, identity: &SpiffeId, ttl: Duration) -> Result<String, CaError> {
+        let wanted = identity.uri();
         let mut params = CertificateParams::default();
         // Istio's workload certificates have an empty subject.
         params.distinguished_name = DistinguishedName::new();
@@ -205,19 +299,7 @@ impl CertificateAuthority {
         // A minute back, for peers whose clock is a little behind.
         params.not_before = now - time::Duration::minutes(1);
         params.not_after = now + duration(ttl);
-        let signed = CertificateSigningRequestParams {
-            params,
-            public_key: csr.params.public_key.clone(),
-        }
-        .signed_by(&self.issuer)?;
-        let mut cert_chain = vec![signed.pem()];
-        cert_chain.extend(self.chain.iter().cloned());
-        cert_chain.push(self.root_pem.clone());
-        Ok(Issued {
-            cert_chain,
-            not_after: SystemTime::now() + ttl,
-            identity: identity.clone(),
-        })
+        Ok(params.signed_by(public_key, &self.issuer)?.pem())
     }
 }
 

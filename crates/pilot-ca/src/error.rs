@@ -24,6 +24,18 @@ pub enum CaError {
         /// The URI given.
         uri: String,
     },
+    /// An identity breaks the SPIFFE ID rules (charset, `.`/`..` or empty
+    /// segments, length).
+    #[error("{id:?} breaks the SPIFFE ID rules: the {part} {reason}")]
+    InvalidIdentity {
+        /// The identity (its start, when it is long).
+        id: String,
+        /// The offending part: `trust domain`, `namespace`,
+        /// `service account`, `path segment` or `URI`.
+        part: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A certificate signing request asks for something this CA does not
     /// grant to the caller.
     #[error("the certificate request is refused: {0}")]

@@ -37,6 +37,30 @@ pub enum RegistryKind {
     Kubernetes,
 }
 
+/// `--ca-root-renew-before`: when the root is due for renewal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RenewBefore {
+    /// When less than this share of its lifetime (0 to 1) is left.
+    Share(f64),
+    /// When less than this is left.
+    Remaining(std::time::Duration),
+}
+
+impl RenewBefore {
+    /// `20%` or a duration (`90days`).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text.trim().strip_suffix('%') {
+            Some(percent) => match percent.trim().parse::<f64>() {
+                Ok(value) if value > 0.0 && value < 100.0 => Ok(RenewBefore::Share(value / 100.0)),
+                _ => Err(format!("{text:?}: a share of the root's lifetime is over 0% and under 100%")),
+            },
+            None => humantime::parse_duration(text)
+                .map(RenewBefore::Remaining)
+                .map_err(|e| format!("{text:?} is neither a percentage (20%) nor a duration (90days): {e}")),
+        }
+    }
+}
+
 /// pilot-discovery: the REST configuration API and the ADS server.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "pilot-discovery", version, about, long_about = None, args_override_self = true)]
@@ -226,6 +250,13 @@ pub struct Args {
     /// `spiffe://<trust-domain>/ns/<namespace>/sa/<service-account>`.
     #[arg(long, default_value = "cluster.local", value_name = "DOMAIN")]
     pub trust_domain: String,
+    /// Another trust domain whose client certificates are accepted as
+    /// this mesh's (Istio's trust domain aliases): a workload of
+    /// `spiffe://ALIAS/ns/NS/sa/SA` is `NS/SA` here, and renews into
+    /// this mesh's trust domain. Repeatable. A client certificate of any
+    /// other trust domain is refused.
+    #[arg(long = "trust-domain-alias", value_name = "DOMAIN")]
+    pub trust_domain_aliases: Vec<String>,
     /// A workload certificate's lifetime when its request asks none
     /// (Istio's `DEFAULT_WORKLOAD_CERT_TTL`).
     #[arg(long, default_value = "24h", value_name = "DURATION", value_parser = humantime::parse_duration)]
@@ -238,6 +269,24 @@ pub struct Args {
     /// `CITADEL_SELF_SIGNED_CA_CERT_TTL`).
     #[arg(long, default_value = "10years", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub ca_root_ttl: std::time::Duration,
+    /// Renew the self-signed root (kept in the store, not `--ca-dir`)
+    /// when its remaining lifetime falls below this: a share of its
+    /// lifetime (`20%`, Istio's default grace period) or a duration
+    /// (`90days`). The new root signs from then on; the old one stays in
+    /// the trust bundle, with a cross-certificate to the new one, until it
+    /// expires.
+    #[arg(long, default_value = "20%", value_name = "PERCENT|DURATION", value_parser = RenewBefore::parse)]
+    pub ca_root_renew_before: RenewBefore,
+    /// How often the CA checks whether the root is due for renewal, and
+    /// reads the root another replica may have renewed in the store
+    /// (Istio's `CITADEL_SELF_SIGNED_ROOT_CERT_CHECK_INTERVAL`).
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub ca_root_check_interval: std::time::Duration,
+    /// The most issued-certificate records kept for
+    /// `/debug/certificates` (one per identity and requesting address);
+    /// expired ones are dropped first, then the oldest.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub ca_issued_records_max: usize,
 
     // REST connection limits (see `serve::Limits`).
     /// Close a REST connection that has not sent a complete request head

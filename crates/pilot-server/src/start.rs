@@ -87,7 +87,10 @@ pub async fn run(
     let xds = build_ads(&args, &controller, &opened.discovery);
     let (closing, shutdown_rx) = watch::channel(false);
     let shared = assemble(&checked, opened, controller, xds, bound, shutdown_rx);
-    let tasks = spawn_background(&args, &shared, config_events, services_file);
+    let mut tasks = spawn_background(&args, &shared, config_events, services_file);
+    if let Some(renewal) = checked.ca_renewal.take() {
+        tasks.push(tokio::spawn(renewal.run(shared.shutdown.clone())));
+    }
     let serving = serve(
         &args,
         listeners,
@@ -119,6 +122,9 @@ struct Checked {
     ca_counts: Arc<ca::CaCounts>,
     /// What it issued, shown in `/debug/certificates`.
     ca_issued: Arc<ca::IssuedCertificates>,
+    /// The renewal of the self-signed root kept in the store (added by
+    /// [`open_ca`]; none for `--ca-dir`).
+    ca_renewal: Option<ca::Renewal>,
     /// The REST listeners' connection cap (`--max-connections`, or derived
     /// from the open-files limit).
     max_connections: usize,
@@ -158,7 +164,7 @@ fn check(args: &Args) -> Result<Checked, StartError> {
     let xds_auth = xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_ads::Authenticate>);
     ca::options(args).map_err(StartError::Failed)?;
     let ca_counts = Arc::new(ca::CaCounts::default());
-    let ca_issued = Arc::new(ca::IssuedCertificates::default());
+    let ca_issued = Arc::new(ca::IssuedCertificates::new(args.ca_issued_records_max));
     let xds_options = {
         let mut value = ServeOptions::default();
         value.tls = xds_tls;
@@ -195,6 +201,7 @@ fn check(args: &Args) -> Result<Checked, StartError> {
         xds_options,
         ca_counts,
         ca_issued,
+        ca_renewal: None,
         max_connections: caps.rest,
     })
 }
@@ -282,9 +289,10 @@ type ConfigEvents = BoxStream<'static, Notification<Arc<DynConfig>>>;
 /// `--ca-dir`, or the root the store from [`open`] keeps, made if it has
 /// none) and its service beside ADS.
 async fn open_ca(args: &Args, checked: &mut Checked, opened: &Opened) -> Result<(), StartError> {
-    let ca = ca::open(args, &opened.ca_root)
+    let (ca, renewal) = ca::open(args, &opened.ca_root)
         .await
         .map_err(StartError::Failed)?;
+    checked.ca_renewal = renewal;
     let certificates = ca::CertificateService::new(
         ca,
         checked.xds_options.auth.clone(),

@@ -10,28 +10,13 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use common::TestServer;
+use common::ca::{IstioCertificateRequest, IstioCertificateResponse, channel};
 use pilot_ca::{SpiffeId, WorkloadKey, verify_chain};
 use tonic::transport::{Channel, Endpoint};
 
 const REVIEWS: &str = "reviews-token-0123456789abcdef";
 const NAMESPACE: &str = "namespace-token-0123456789abcdef";
 const ADMIN: &str = "admin-token-0123456789abcdef";
-
-/// Istio's `IstioCertificateRequest`, as a client declares it.
-#[derive(Clone, PartialEq, prost::Message)]
-struct IstioCertificateRequest {
-    #[prost(string, tag = "1")]
-    csr: String,
-    #[prost(int64, tag = "3")]
-    validity_duration: i64,
-}
-
-/// Istio's `IstioCertificateResponse`.
-#[derive(Clone, PartialEq, prost::Message)]
-struct IstioCertificateResponse {
-    #[prost(string, repeated, tag = "1")]
-    cert_chain: Vec<String>,
-}
 
 fn token_file(dir: &Path) -> String {
     let path = dir.join("tokens");
@@ -44,14 +29,6 @@ fn token_file(dir: &Path) -> String {
     )
     .unwrap();
     path.display().to_string()
-}
-
-async fn channel(address: std::net::SocketAddr) -> Channel {
-    Endpoint::from_shared(format!("http://{address}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap()
 }
 
 /// `CreateCertificate` with a CSR for `identity` made with a new key.
@@ -81,7 +58,7 @@ async fn create(
 }
 
 fn id(namespace: &str, account: &str) -> SpiffeId {
-    SpiffeId::new("cluster.local", namespace, account)
+    SpiffeId::new("cluster.local", namespace, account).unwrap()
 }
 
 fn metric(server: &TestServer, line_start: &str) -> u64 {

@@ -470,7 +470,7 @@ impl Pki {
     /// `SA.pem` and `SA-key.pem`.
     fn identity(&self, service_account: &str) -> (String, String) {
         let key = pilot_ca::WorkloadKey::generate().unwrap();
-        let id = pilot_ca::SpiffeId::new("cluster.local", "default", service_account);
+        let id = pilot_ca::SpiffeId::new("cluster.local", "default", service_account).unwrap();
         let csr = pilot_ca::Csr::from_pem(&key.csr_pem(&id).unwrap()).unwrap();
         let issued = self.authority.sign(&csr, &id, None).unwrap();
         let chain = issued.cert_chain.concat();

@@ -117,6 +117,14 @@ impl Tokens {
                     }
                 }
             }
+            // They become the identity of the certificates the token's
+            // holder gets: the SPIFFE path rules apply.
+            for (field, value) in [("namespace", &namespace), ("serviceAccount", &service_account)] {
+                if let Some(value) = value {
+                    pilot_ca::SpiffeId::check_path_segment(field, value)
+                        .map_err(|e| format!("{source}:{}: `{field}=`: {e}", number + 1))?;
+                }
+            }
             if service_account.is_some() && namespace.is_none() {
                 return Err(format!(
                     "{source}:{}: `serviceAccount=SA` needs `namespace=NS` too",
@@ -224,6 +232,18 @@ mod tests {
                 .unwrap_err()
                 .contains("only xds tokens")
         );
+        for (line, expected) in [
+            (
+                "0123456789abcdef-sa xds r namespace=default serviceAccount=..",
+                "t:1: `serviceAccount=`: \"..\" breaks the SPIFFE ID rules: the serviceAccount is \"..\", a relative path segment",
+            ),
+            (
+                "0123456789abcdef-sa xds r namespace=a;b,c=d\"e",
+                "t:1: `namespace=`: \"a;b,c=d\\\"e\" breaks the SPIFFE ID rules: the namespace a;b,c=d\"e has ';'",
+            ),
+        ] {
+            assert_eq!(Tokens::parse("t", line).unwrap_err(), expected);
+        }
         assert_eq!(bearer("bearer abc"), Some("abc"));
         assert_eq!(bearer("BEARER  abc "), Some("abc"));
         assert_eq!(bearer("Basic abc"), None);

@@ -17,7 +17,11 @@
 //! - an `xds` token without a namespace, or an `ro`/`rw` (operator) token:
 //!   any node id.
 //!
-//! A client certificate without a SPIFFE identity is refused.
+//! A client certificate is refused unless it carries exactly one URI,
+//! a SPIFFE workload identity that follows the SPIFFE ID rules, of this
+//! mesh's trust domain (`--trust-domain`) or one of its aliases
+//! (`--trust-domain-alias`): the client CA may sign for other meshes, and
+//! their workloads are not this mesh's.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -32,6 +36,9 @@ use crate::args::Args;
 /// The ADS authenticator of `pilot-discovery`.
 pub(crate) struct XdsAuth {
     tokens: Option<Arc<Tokens>>,
+    /// The trust domains whose client certificates are accepted: this
+    /// mesh's, then its aliases.
+    trust_domains: Vec<String>,
 }
 
 impl XdsAuth {
@@ -50,7 +57,13 @@ impl XdsAuth {
             }
             return Ok(None);
         }
-        Ok(Some(XdsAuth { tokens }))
+        let mut trust_domains = vec![args.trust_domain.clone()];
+        trust_domains.extend(args.trust_domain_aliases.iter().cloned());
+        for domain in &trust_domains {
+            pilot_ca::SpiffeId::check_trust_domain(domain)
+                .map_err(|e| format!("--trust-domain/--trust-domain-alias {domain:?}: {e}"))?;
+        }
+        Ok(Some(XdsAuth { tokens, trust_domains }))
     }
 }
 
@@ -137,15 +150,13 @@ impl Authenticate for XdsAuth {
         let certs = extensions.get::<Peer>().and_then(Peer::certificates);
         if let Some(leaf) = certs.and_then(|certs| certs.first()) {
             // rustls verified the chain against --xds-client-ca already.
-            let identity = spiffe_identity(leaf).ok_or_else(|| {
-                tonic::Status::unauthenticated(
-                    "the client certificate carries no spiffe://DOMAIN/ns/NAMESPACE/sa/ACCOUNT URI",
-                )
-            })?;
-            let (name, namespace, account) = identity;
+            let identity = spiffe_identity(leaf, &self.trust_domains).map_err(tonic::Status::unauthenticated)?;
             return Ok(Caller {
-                name,
-                scope: NodeScope::ServiceAccount { namespace, account },
+                name: identity.uri(),
+                scope: NodeScope::ServiceAccount {
+                    namespace: identity.namespace().to_string(),
+                    account: identity.service_account().to_string(),
+                },
             });
         }
         Err(tonic::Status::unauthenticated(
@@ -154,24 +165,38 @@ impl Authenticate for XdsAuth {
     }
 }
 
-/// A certificate's SPIFFE URI and the namespace and service account it
-/// names.
-fn spiffe_identity(cert: &rustls_pki_types::CertificateDer<'_>) -> Option<(String, String, String)> {
-    let cert = webpki::EndEntityCert::try_from(cert).ok()?;
-    cert.valid_uri_names().find_map(|uri| {
-        let path = uri.strip_prefix("spiffe://")?.split_once('/')?.1;
-        let mut parts = path.split('/');
-        match (
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-        ) {
-            (Some("ns"), Some(ns), Some("sa"), Some(sa), None) if !ns.is_empty() && !sa.is_empty() => {
-                Some((uri.to_string(), ns.to_string(), sa.to_string()))
-            }
-            _ => None,
+/// The SPIFFE identity of a client certificate: its one URI, a workload
+/// identity of one of `trust_domains`; otherwise why it is refused.
+fn spiffe_identity(
+    cert: &rustls_pki_types::CertificateDer<'_>,
+    trust_domains: &[String],
+) -> Result<pilot_ca::SpiffeId, String> {
+    let cert = webpki::EndEntityCert::try_from(cert)
+        .map_err(|e| format!("the client certificate cannot be read: {e:?}"))?;
+    let uris: Vec<&str> = cert.valid_uri_names().collect();
+    let uri = match uris.as_slice() {
+        [uri] => *uri,
+        [] => {
+            return Err(
+                "the client certificate carries no spiffe://DOMAIN/ns/NAMESPACE/sa/ACCOUNT URI".into(),
+            );
         }
-    })
+        many => {
+            return Err(format!(
+                "the client certificate carries {} URIs; exactly one SPIFFE identity is accepted",
+                many.len()
+            ));
+        }
+    };
+    let identity =
+        pilot_ca::SpiffeId::parse(uri).map_err(|e| format!("the client certificate's URI: {e}"))?;
+    if !trust_domains.iter().any(|domain| domain == identity.trust_domain()) {
+        return Err(format!(
+            "the client certificate's identity {identity} is of trust domain {:?}, not this mesh's \
+             ({}; aliases come from --trust-domain-alias)",
+            identity.trust_domain(),
+            trust_domains.join(", ")
+        ));
+    }
+    Ok(identity)
 }

@@ -7,6 +7,12 @@
 //! another replica (or an earlier start), which then reads the winner's
 //! files; a reader that finds the key without the certificate waits for
 //! the winner to link it.
+//!
+//! A renewed root (only for the store's directory, `--data-dir`; pilot
+//! never rewrites an operator's `--ca-dir`) replaces the files under the
+//! lock file `.renew.lock`, made with `O_EXCL`, and only if `ca-cert.pem`
+//! is still the one the renewal started from; each file is renamed into
+//! place, and a reader that catches the files half replaced reads again.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -52,8 +58,95 @@ pub(super) fn load_or_create(
     load(dir)
 }
 
-/// Reads the files of `dir`.
+/// The lock file of a renewal.
+const LOCK: &str = ".renew.lock";
+/// A lock file older than this was left by a renewal that died.
+const STALE_LOCK: Duration = Duration::from_secs(60);
+
+/// Reads the files of `dir`, again (a few times) while they do not fit
+/// together, as while a renewal renames them into place.
 fn load(dir: &Path) -> Result<CaMaterial, String> {
+    let mut attempt = 0;
+    loop {
+        match load_once(dir) {
+            Ok(material) => return Ok(material),
+            Err(e) if attempt >= 3 => return Err(e),
+            Err(_) => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// The files of `dir`, and its signing certificate (the version a
+/// renewal compares).
+pub(super) fn load_versioned(dir: &Path) -> Result<(CaMaterial, String), String> {
+    let material = load(dir)?;
+    let cert = material.cert_pem.clone();
+    Ok((material, cert))
+}
+
+/// Replaces the files of `dir` with `files` if its signing certificate is
+/// still `expected`; `false` when it changed or another renewal holds the
+/// lock.
+pub(super) fn replace(
+    dir: &Path,
+    expected: &str,
+    files: &std::collections::BTreeMap<String, String>,
+) -> Result<bool, String> {
+    let failed = |what: &str, e: std::io::Error| format!("{what} in {}: {e}", dir.display());
+    let lock = dir.join(LOCK);
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&lock) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let stale = std::fs::metadata(&lock)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|at| at.elapsed().ok())
+                .is_some_and(|age| age > STALE_LOCK);
+            if stale {
+                tracing::warn!(lock = %lock.display(), "removing a CA renewal lock left by a renewal that died");
+                let _ = std::fs::remove_file(&lock);
+            }
+            return Ok(false);
+        }
+        Err(e) => return Err(failed(&format!("cannot make {LOCK}"), e)),
+    }
+    let result = (|| {
+        if load_once(dir)?.cert_pem != expected {
+            return Ok(false);
+        }
+        let staging = tempfile::Builder::new()
+            .prefix(".ca-renew-")
+            .tempdir_in(dir)
+            .map_err(|e| failed("cannot make a temporary directory", e))?;
+        for (name, text) in files {
+            write_private(&staging.path().join(name), text)
+                .map_err(|e| failed(&format!("cannot write {name}"), e))?;
+        }
+        if !files.contains_key(CHAIN) {
+            match std::fs::remove_file(dir.join(CHAIN)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(failed(&format!("cannot remove {CHAIN}"), e)),
+            }
+        }
+        // The certificate last: a reader that sees it sees the rest.
+        let mut names: Vec<&String> = files.keys().filter(|name| name.as_str() != CERT).collect();
+        names.extend(files.keys().filter(|name| name.as_str() == CERT));
+        for name in names {
+            std::fs::rename(staging.path().join(name), dir.join(name))
+                .map_err(|e| failed(&format!("cannot replace {name}"), e))?;
+        }
+        Ok(true)
+    })();
+    let _ = std::fs::remove_file(&lock);
+    result
+}
+
+/// Reads the files of `dir` once.
+fn load_once(dir: &Path) -> Result<CaMaterial, String> {
     let read = |name: &str| {
         let path = dir.join(name);
         std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))

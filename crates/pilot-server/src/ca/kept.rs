@@ -4,7 +4,11 @@
 //!
 //! The root is created only if absent, with the store's own
 //! compare-and-set: of two replicas starting at once, one keeps its root
-//! and the other reads the winner's.
+//! and the other reads the winner's. A renewed root (`renew.rs`) replaces
+//! it the same way: compared against the version read (etcd's
+//! `mod_revision`, the Secret's `resourceVersion`, the directory's
+//! certificate under a lock file), so of two replicas renewing at once
+//! one writes and the other reads what it wrote.
 //!
 //! | store | where the root and its key live | who can read them |
 //! |-------|---------------------------------|-------------------|
@@ -34,9 +38,24 @@ const SECRET_TYPE: &str = "istio.io/ca-root";
 /// The files a kept root is made of (Istio's `cacerts` names).
 const CERT: &str = "ca-cert.pem";
 const KEY: &str = "ca-key.pem";
+const CHAIN: &str = "cert-chain.pem";
 const ROOT: &str = "root-cert.pem";
 
+/// What a stored root was read at, to replace it only if it is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Version {
+    /// Kept nowhere but in this process.
+    Process,
+    /// The etcd key's `mod_revision`.
+    Etcd(i64),
+    /// The Secret's `resourceVersion`.
+    Kubernetes(String),
+    /// The directory's `ca-cert.pem`.
+    Dir(String),
+}
+
 /// Where the configured store keeps a self-signed root.
+#[derive(Clone)]
 pub(crate) enum RootStore {
     /// Nowhere: the root lives as long as the process.
     Memory,
@@ -93,7 +112,7 @@ impl RootStore {
                     .map_err(|e| format!("keeping the CA root: {e}"))?
             }
             RootStore::Etcd { client, key } => {
-                if let Some(files) = etcd_get(client, key).await? {
+                if let Some((files, _)) = etcd_get(client, key).await? {
                     return material(&files, &format!("etcd key {key}"));
                 }
                 let ours = generate()?;
@@ -107,35 +126,13 @@ impl RootStore {
             RootStore::Kubernetes { client, namespace } => {
                 let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
                 let place = format!("Secret {namespace}/{SECRET_NAME}");
-                let read = |secret: Secret| -> Result<CaMaterial, String> {
-                    let files = secret
-                        .data
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(name, bytes)| (name, String::from_utf8_lossy(&bytes.0).into_owned()))
-                        .collect();
-                    material(&files, &place)
-                };
+                let read = |secret: Secret| material(&secret_files(secret), &place);
                 let unavailable = |e: kube::Error| format!("reading the CA root from {place}: {e}");
                 if let Some(secret) = api.get_opt(SECRET_NAME).await.map_err(unavailable)? {
                     return read(secret);
                 }
                 let ours = generate()?;
-                let secret = Secret {
-                    metadata: ObjectMeta {
-                        name: Some(SECRET_NAME.into()),
-                        namespace: Some(namespace.clone()),
-                        ..Default::default()
-                    },
-                    type_: Some(SECRET_TYPE.into()),
-                    data: Some(
-                        files_of(&ours)
-                            .into_iter()
-                            .map(|(name, text)| (name, ByteString(text.into_bytes())))
-                            .collect(),
-                    ),
-                    ..Default::default()
-                };
+                let secret = root_secret(namespace, &files_of(&ours), None);
                 match api.create(&PostParams::default(), &secret).await {
                     Ok(_) => {
                         announce(true, &place);
@@ -152,16 +149,128 @@ impl RootStore {
     }
 }
 
-/// The files of a self-signed root.
+impl RootStore {
+    /// The root kept here and the version it was read at; `None` for a
+    /// root kept in this process only (or none kept yet).
+    pub(crate) async fn load(&self) -> Result<Option<(CaMaterial, Version)>, String> {
+        match self {
+            RootStore::Memory => Ok(None),
+            RootStore::Dir(dir) => {
+                let dir = dir.clone();
+                tokio::task::spawn_blocking(move || super::dir::load_versioned(&dir))
+                    .await
+                    .map_err(|e| format!("reading the CA root: {e}"))?
+                    .map(|(material, cert)| Some((material, Version::Dir(cert))))
+            }
+            RootStore::Etcd { client, key } => match etcd_get(client, key).await? {
+                Some((files, revision)) => {
+                    Ok(Some((material(&files, &format!("etcd key {key}"))?, Version::Etcd(revision))))
+                }
+                None => Ok(None),
+            },
+            RootStore::Kubernetes { client, namespace } => {
+                let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
+                let place = format!("Secret {namespace}/{SECRET_NAME}");
+                let Some(secret) = api
+                    .get_opt(SECRET_NAME)
+                    .await
+                    .map_err(|e| format!("reading the CA root from {place}: {e}"))?
+                else {
+                    return Ok(None);
+                };
+                let version = secret.metadata.resource_version.clone().unwrap_or_default();
+                Ok(Some((material(&secret_files(secret), &place)?, Version::Kubernetes(version))))
+            }
+        }
+    }
+
+    /// Replaces the root read at `version` with `renewed`: `false` when it
+    /// changed since (another replica renewed it first).
+    pub(crate) async fn replace(&self, version: &Version, renewed: &CaMaterial) -> Result<bool, String> {
+        let files = files_of(renewed);
+        match (self, version) {
+            (RootStore::Memory, _) | (_, Version::Process) => Ok(true),
+            (RootStore::Dir(dir), Version::Dir(cert)) => {
+                let (dir, cert) = (dir.clone(), cert.clone());
+                tokio::task::spawn_blocking(move || super::dir::replace(&dir, &cert, &files))
+                    .await
+                    .map_err(|e| format!("keeping the renewed CA root: {e}"))?
+            }
+            (RootStore::Etcd { client, key }, Version::Etcd(revision)) => {
+                let value = serde_json::to_vec(&files).map_err(|e| format!("encoding the CA root: {e}"))?;
+                let txn = Txn::new()
+                    .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, *revision)])
+                    .and_then([TxnOp::put(key.as_str(), value, None)]);
+                let response = client
+                    .as_ref()
+                    .clone()
+                    .txn(txn)
+                    .await
+                    .map_err(|e| format!("keeping the renewed CA root in etcd key {key}: {e}"))?;
+                Ok(response.succeeded())
+            }
+            (RootStore::Kubernetes { client, namespace }, Version::Kubernetes(resource_version)) => {
+                let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
+                let secret = root_secret(namespace, &files, Some(resource_version.clone()));
+                match api.replace(SECRET_NAME, &PostParams::default(), &secret).await {
+                    Ok(_) => Ok(true),
+                    Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+                    Err(e) => Err(format!(
+                        "keeping the renewed CA root in Secret {namespace}/{SECRET_NAME}: {e}"
+                    )),
+                }
+            }
+            (_, version) => Err(format!("the CA root was read at {version:?}, from another store")),
+        }
+    }
+}
+
+/// The Secret keeping `files`.
+fn root_secret(namespace: &str, files: &BTreeMap<String, String>, resource_version: Option<String>) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(SECRET_NAME.into()),
+            namespace: Some(namespace.to_string()),
+            resource_version,
+            ..Default::default()
+        },
+        type_: Some(SECRET_TYPE.into()),
+        data: Some(
+            files
+                .iter()
+                .map(|(name, text)| (name.clone(), ByteString(text.clone().into_bytes())))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// The files a Secret holds.
+fn secret_files(secret: Secret) -> BTreeMap<String, String> {
+    secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, bytes)| (name, String::from_utf8_lossy(&bytes.0).into_owned()))
+        .collect()
+}
+
+/// The files of a self-signed root (Istio's `cacerts` names): during a
+/// rotation the cross-certificate is `cert-chain.pem` and `root-cert.pem`
+/// the bundle of the new root and the previous one.
 fn files_of(material: &CaMaterial) -> BTreeMap<String, String> {
-    [
-        (CERT, &material.cert_pem),
-        (KEY, &material.key_pem),
-        (ROOT, &material.root_pem),
+    let mut files: BTreeMap<String, String> = [
+        (CERT, material.cert_pem.clone()),
+        (KEY, material.key_pem.clone()),
+        (ROOT, material.trust_bundle_pem()),
     ]
     .into_iter()
-    .map(|(name, text)| (name.to_string(), text.clone()))
-    .collect()
+    .map(|(name, text)| (name.to_string(), text))
+    .collect();
+    if !material.chain_pem.is_empty() {
+        files.insert(CHAIN.to_string(), material.chain_pem.concat());
+    }
+    files
 }
 
 /// The material in `files`, read from `place`.
@@ -171,8 +280,13 @@ fn material(files: &BTreeMap<String, String>, place: &str) -> Result<CaMaterial,
             .get(name)
             .ok_or_else(|| format!("the CA root in {place} has no {name}"))
     };
-    CaMaterial::from_pem(file(CERT)?, file(KEY)?, None, files.get(ROOT).map(String::as_str))
-        .map_err(|e| format!("the CA root in {place}: {e}"))
+    CaMaterial::from_pem(
+        file(CERT)?,
+        file(KEY)?,
+        files.get(CHAIN).map(String::as_str),
+        files.get(ROOT).map(String::as_str),
+    )
+    .map_err(|e| format!("the CA root in {place}: {e}"))
 }
 
 fn announce(made: bool, place: &str) {
@@ -183,11 +297,11 @@ fn announce(made: bool, place: &str) {
     }
 }
 
-/// The files under `key`, if any.
+/// The files under `key` and their `mod_revision`, if any.
 async fn etcd_get(
     client: &etcd_client::Client,
     key: &str,
-) -> Result<Option<BTreeMap<String, String>>, String> {
+) -> Result<Option<(BTreeMap<String, String>, i64)>, String> {
     let response = client
         .clone()
         .get(key, None)
@@ -196,7 +310,7 @@ async fn etcd_get(
     response
         .kvs()
         .first()
-        .map(|kv| decode(key, kv.value()))
+        .map(|kv| decode(key, kv.value()).map(|files| (files, kv.mod_revision())))
         .transpose()
 }
 

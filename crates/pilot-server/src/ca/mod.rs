@@ -15,20 +15,71 @@
 //! can read it); only the memory store without `--data-dir` keeps it in
 //! memory, and a restart then changes the root every workload trusts
 //! (logged as a warning).
+//!
+//! A chain served ends with the trust bundle: the signing root first,
+//! then the other roots (an operator's `root-cert.pem` may hold several;
+//! the first is the one `ca-cert.pem` leads to). The self-signed root kept
+//! in the store is renewed before it expires (`renew.rs`): when its
+//! remaining lifetime falls below `--ca-root-renew-before`, a new root
+//! signs, the cross-certificate (signed by the old root) is served as an
+//! intermediate, and both roots are in the bundle until the old one
+//! expires. The files of `--ca-dir` are the operator's and are never
+//! rewritten.
 
 mod dir;
 mod issued;
 mod kept;
 mod proto;
+mod renew;
 mod service;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
 
 use pilot_ca::{CaOptions, CertificateAuthority};
 
 pub(crate) use issued::IssuedCertificates;
 pub(crate) use kept::RootStore;
+pub(crate) use renew::Renewal;
 pub(crate) use service::{CaCounts, CertificateService};
+
+pub(crate) use crate::args::RenewBefore;
+
+/// The authority that signs now, swapped when the root is renewed.
+#[derive(Clone)]
+pub(crate) struct SharedCa(Arc<RwLock<Arc<CertificateAuthority>>>);
+
+impl SharedCa {
+    fn new(ca: CertificateAuthority) -> Self {
+        SharedCa(Arc::new(RwLock::new(Arc::new(ca))))
+    }
+
+    /// The authority that signs now.
+    pub(crate) fn current(&self) -> Arc<CertificateAuthority> {
+        Arc::clone(&self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Signs with `ca` from now on.
+    fn replace(&self, ca: CertificateAuthority) {
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(ca);
+    }
+}
+
+impl RenewBefore {
+    /// Whether a root valid from `not_before` to `not_after` is due at
+    /// `now`.
+    pub(crate) fn due(self, not_before: SystemTime, not_after: SystemTime, now: SystemTime) -> bool {
+        let left = not_after.duration_since(now).unwrap_or_default();
+        let threshold = match self {
+            RenewBefore::Share(share) => not_after
+                .duration_since(not_before)
+                .unwrap_or_default()
+                .mul_f64(share),
+            RenewBefore::Remaining(duration) => duration,
+        };
+        left < threshold
+    }
+}
 
 use crate::args::Args;
 
@@ -37,6 +88,11 @@ pub(crate) fn options(args: &Args) -> Result<CaOptions, String> {
     let mut options = CaOptions::new(args.trust_domain.clone());
     options.default_ttl = args.workload_cert_ttl;
     options.max_ttl = args.max_workload_cert_ttl;
+    pilot_ca::SpiffeId::check_trust_domain(&options.trust_domain)
+        .map_err(|e| format!("--trust-domain: {e}"))?;
+    for alias in &args.trust_domain_aliases {
+        pilot_ca::SpiffeId::check_trust_domain(alias).map_err(|e| format!("--trust-domain-alias: {e}"))?;
+    }
     if options.default_ttl > options.max_ttl {
         return Err(format!(
             "--workload-cert-ttl {} is over --max-workload-cert-ttl {}",
@@ -48,18 +104,35 @@ pub(crate) fn options(args: &Args) -> Result<CaOptions, String> {
 }
 
 /// The authority `args` configure: the files of `--ca-dir`, else the root
-/// kept in `store`.
-pub(crate) async fn open(args: &Args, store: &RootStore) -> Result<Arc<CertificateAuthority>, String> {
-    let material = match &args.ca_dir {
+/// kept in `store`, and for the latter the renewal to run beside the
+/// server.
+pub(crate) async fn open(args: &Args, store: &RootStore) -> Result<(SharedCa, Option<Renewal>), String> {
+    let options = options(args)?;
+    let (material, renew) = match &args.ca_dir {
         Some(dir) => {
             let (dir, domain, ttl) = (dir.clone(), args.trust_domain.clone(), args.ca_root_ttl);
-            tokio::task::spawn_blocking(move || dir::load_or_create(&dir, &domain, ttl))
+            let material = tokio::task::spawn_blocking(move || dir::load_or_create(&dir, &domain, ttl))
                 .await
-                .map_err(|e| format!("reading --ca-dir: {e}"))??
+                .map_err(|e| format!("reading --ca-dir: {e}"))??;
+            (material, false)
         }
-        None => store.load_or_create(&args.trust_domain, args.ca_root_ttl).await?,
+        None => (store.load_or_create(&args.trust_domain, args.ca_root_ttl).await?, true),
     };
-    CertificateAuthority::new(&material, options(args)?)
-        .map(Arc::new)
-        .map_err(|e| format!("the certificate authority: {e}"))
+    let serving = material
+        .without_expired(SystemTime::now())
+        .map_err(|e| format!("the certificate authority: {e}"))?;
+    let ca = CertificateAuthority::new(&serving, options.clone())
+        .map_err(|e| format!("the certificate authority: {e}"))?;
+    let shared = SharedCa::new(ca);
+    let renewal = renew.then(|| Renewal {
+        store: store.clone(),
+        shared: shared.clone(),
+        options,
+        material,
+        serving,
+        root_ttl: args.ca_root_ttl,
+        renew_before: args.ca_root_renew_before,
+        interval: args.ca_root_check_interval,
+    });
+    Ok((shared, renewal))
 }

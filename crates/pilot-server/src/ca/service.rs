@@ -30,10 +30,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use pilot_ads::{Authenticate, Caller, NodeScope};
-use pilot_ca::{CaError, CertificateAuthority, Csr, SpiffeId};
+use pilot_ca::{CaError, Csr, SpiffeId};
 use tonic::body::Body;
 use tonic::server::NamedService;
 
+use super::SharedCa;
 use super::issued::IssuedCertificates;
 use super::proto::{IstioCertificateRequest, IstioCertificateResponse};
 
@@ -78,7 +79,7 @@ pub(crate) struct CertificateService {
 }
 
 struct Inner {
-    ca: Arc<CertificateAuthority>,
+    ca: SharedCa,
     auth: Option<Arc<dyn Authenticate>>,
     counts: Arc<CaCounts>,
     issued: Arc<IssuedCertificates>,
@@ -89,7 +90,7 @@ impl CertificateService {
     /// call is refused), counting into `counts` and recording into
     /// `issued`.
     pub(crate) fn new(
-        ca: Arc<CertificateAuthority>,
+        ca: SharedCa,
         auth: Option<Arc<dyn Authenticate>>,
         counts: Arc<CaCounts>,
         issued: Arc<IssuedCertificates>,
@@ -189,12 +190,15 @@ impl Inner {
                 )));
             }
         };
-        let identity = self.identity(caller, &csr)?;
-        let issued = self.ca.sign(&csr, &identity, ttl).map_err(|e| match e {
+        // The authority of the moment: a root renewal swaps it.
+        let ca = self.ca.current();
+        let identity = self.identity(&ca, caller, &csr)?;
+        let issued = ca.sign(&csr, &identity, ttl).map_err(|e| match e {
             CaError::Refused(_) => tonic::Status::permission_denied(format!("{}: {e}", caller.name)),
-            CaError::TtlOverMax { .. } | CaError::Pem { .. } | CaError::NotSpiffe { .. } => {
-                tonic::Status::invalid_argument(e.to_string())
-            }
+            CaError::TtlOverMax { .. }
+            | CaError::Pem { .. }
+            | CaError::NotSpiffe { .. }
+            | CaError::InvalidIdentity { .. } => tonic::Status::invalid_argument(e.to_string()),
             other => tonic::Status::internal(other.to_string()),
         })?;
         tracing::info!(caller = %caller.name, %identity, "certificate issued");
@@ -205,8 +209,13 @@ impl Inner {
     }
 
     /// The identity `caller` gets for `csr`.
-    fn identity(&self, caller: &Caller, csr: &Csr) -> Result<SpiffeId, tonic::Status> {
-        let domain = &self.ca.options().trust_domain;
+    fn identity(
+        &self,
+        ca: &pilot_ca::CertificateAuthority,
+        caller: &Caller,
+        csr: &Csr,
+    ) -> Result<SpiffeId, tonic::Status> {
+        let domain = &ca.options().trust_domain;
         let requested = csr
             .requested_identity()
             .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
@@ -214,10 +223,11 @@ impl Inner {
         match &caller.scope {
             NodeScope::ServiceAccount { namespace, account } => {
                 // The CA refuses a CSR naming anything else.
-                Ok(SpiffeId::new(domain.clone(), namespace.clone(), account.clone()))
+                SpiffeId::new(domain.clone(), namespace.clone(), account.clone())
+                    .map_err(|e| denied(format!("the credential's identity: {e}")))
             }
             NodeScope::Namespace(namespace) => match requested {
-                Some(id) if id.namespace == *namespace => Ok(id),
+                Some(id) if id.namespace() == namespace => Ok(id),
                 Some(id) => Err(denied(format!(
                     "the credential allows identities of namespace {namespace:?} only, not {id}"
                 ))),
