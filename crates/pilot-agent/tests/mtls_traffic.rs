@@ -259,7 +259,10 @@ fn the_mesh_root_renews_under_load_without_failed_requests() {
         },
     );
     let first = (mesh.envoy_roots(&mesh.pp), mesh.envoy_roots(&mesh.rv));
-    assert!(!first.0.is_empty() && !first.1.is_empty(), "no root served: {first:?}");
+    assert!(
+        !first.0.is_empty() && !first.1.is_empty(),
+        "no root served: {first:?}"
+    );
 
     // Continuous load from productpage's application until both Envoys
     // hold a root neither held at first, and for a while after.
@@ -303,7 +306,10 @@ fn the_mesh_root_renews_under_load_without_failed_requests() {
         first.1,
         last.1
     );
-    assert!(failed.is_empty(), "failed requests during the root rotation: {failed:?}");
+    assert!(
+        failed.is_empty(),
+        "failed requests during the root rotation: {failed:?}"
+    );
     assert!(sent > 0);
     // The agents pinned the new root (trust on first use, then the
     // cross-certificate): their stores hold more than the first root.
@@ -534,7 +540,10 @@ impl Mesh {
             .arg(self.dir.path().join("ca.pem"))
             .args(["--discovery-server-name", "localhost"])
             .args(if self.pin_root {
-                vec!["--mesh-root-file".to_string(), self.dir.path().join("mesh-root.pem").display().to_string()]
+                vec![
+                    "--mesh-root-file".to_string(),
+                    self.dir.path().join("mesh-root.pem").display().to_string(),
+                ]
             } else {
                 Vec::new()
             })
