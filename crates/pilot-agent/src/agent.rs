@@ -29,6 +29,16 @@ pub async fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> Result<(), Age
         })
     };
     let first = config(&args)?;
+    crate::plaintext::check_discovery(
+        &first.discovery,
+        &first.auth,
+        args.sds_socket.is_some(),
+        args.insecure_plaintext_discovery,
+    )?;
+    if let Some(url) = &args.discovery_url {
+        let token = args.token_file.is_some() || args.discovery_token_file.is_some();
+        crate::plaintext::check_report_url(url, token, args.insecure_plaintext_discovery)?;
+    }
     let _sds = match &args.sds_socket {
         Some(socket) => Some(start_sds(&args, &first, socket).await?),
         None => None,
@@ -45,6 +55,7 @@ pub async fn run_proxy(proxy_type: ProxyType, args: ProxyArgs) -> Result<(), Age
     if let Some(path) = &token_file {
         crate::args::read_token(path)?;
     }
+
     let admin = Admin {
         port: args.admin_port,
     };
@@ -156,6 +167,9 @@ async fn start_sds(
         auth: config.auth.clone(),
         identity,
         ttl: args.secret_ttl,
+        pinning: args.root_pinning(),
+        socket_group: args.sds_socket_group.clone(),
+        insecure_plaintext: args.insecure_plaintext_discovery,
     })
     .await
 }

@@ -90,6 +90,41 @@ pub struct ProxyArgs {
     /// account. Istio's is `./var/run/secrets/workload-spiffe-uds/socket`.
     #[arg(long, value_name = "PATH")]
     pub sds_socket: Option<PathBuf>,
+    /// Who besides the agent's uid may open the SDS socket (a group name
+    /// or gid, for an Envoy running as another uid of it): the socket's
+    /// directory is then 0770 and the socket 0660, owned by the group;
+    /// without it 0700 and 0600, whatever the umask.
+    #[arg(long, value_name = "GROUP", requires = "sds_socket")]
+    pub sds_socket_group: Option<String>,
+    /// The mesh's roots (PEM, one or more CERTIFICATE blocks), pinned: an
+    /// answer of the CA whose trust bundle holds another root is refused
+    /// unless a pinned root cross-signed it; the leaf must chain to a
+    /// pinned root. The agent never writes this file. Without it the agent
+    /// trusts the first bundle it is answered and keeps it in
+    /// `--mesh-root-store`.
+    #[arg(
+        long,
+        env = "PILOT_MESH_ROOT_FILE",
+        value_name = "FILE",
+        requires = "sds_socket"
+    )]
+    pub mesh_root_file: Option<PathBuf>,
+    /// Trust on first use (no `--mesh-root-file`): the file where the agent
+    /// keeps the mesh roots it pinned, read at start (default:
+    /// `<config-dir>/mesh-roots.pem`).
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "mesh_root_file",
+        requires = "sds_socket"
+    )]
+    pub mesh_root_store: Option<PathBuf>,
+    /// Send the bearer token, and take workload certificates, over
+    /// plaintext to a discovery address (or report URL) that is not
+    /// loopback. Anyone on the path then reads the token and can swap the
+    /// certificates: for a lab only; logged as a warning.
+    #[arg(long)]
+    pub insecure_plaintext_discovery: bool,
     /// The workload certificate's lifetime to ask for (Istio's
     /// `SECRET_TTL`).
     #[arg(long, default_value = "24h", value_name = "DURATION", value_parser = humantime::parse_duration)]
@@ -166,6 +201,17 @@ impl ProxyArgs {
             server_name: self.discovery_server_name.clone(),
         });
         Ok(crate::DiscoveryAuth { token, tls })
+    }
+
+    /// Where the mesh roots are pinned: `--mesh-root-file`, else trust on
+    /// first use in `--mesh-root-store` (default
+    /// `<config-dir>/mesh-roots.pem`).
+    pub fn root_pinning(&self) -> crate::sds::RootPinning {
+        match (&self.mesh_root_file, &self.mesh_root_store) {
+            (Some(file), _) => crate::sds::RootPinning::File(file.clone()),
+            (None, Some(store)) => crate::sds::RootPinning::FirstUse(store.clone()),
+            (None, None) => crate::sds::RootPinning::FirstUse(self.config_dir.join("mesh-roots.pem")),
+        }
     }
 
     /// The files whose change hot-restarts Envoy: `--watch-file`s and the

@@ -56,6 +56,24 @@ pub enum AgentError {
         /// The error or the unexpected status.
         message: String,
     },
+    /// A secret (the bearer token, the workload certificates) would cross
+    /// plaintext to an address that is not loopback: the message names the
+    /// flag that allows it.
+    #[error("{address}: {message}")]
+    Plaintext {
+        /// The discovery address or report URL.
+        address: String,
+        /// What it would carry, and the flags that fix it.
+        message: String,
+    },
+    /// The SDS socket or its directory cannot be made private.
+    #[error("SDS socket {}: {message}", path.display())]
+    SdsSocket {
+        /// The socket or its directory.
+        path: PathBuf,
+        /// What is wrong, and what to do.
+        message: String,
+    },
     /// Binding the status port failed.
     #[error("status port {addr}: {source}")]
     Bind {

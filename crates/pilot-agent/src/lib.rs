@@ -4,7 +4,11 @@
 //! backoff on a crash), drains it on SIGTERM, serves readiness and stats,
 //! and reports Envoy's process life to pilot-discovery. With
 //! `--sds-socket` it is Envoy's SDS server too ([`sds`]): the workload's
-//! key and certificate from pilot-discovery's CA, renewed before expiry.
+//! key and certificate from pilot-discovery's CA, checked against the
+//! pinned mesh roots and renewed before expiry, on a socket only the
+//! agent's uid (or `--sds-socket-group`) can open. The token and the
+//! certificates never cross plaintext to another host unless
+//! `--insecure-plaintext-discovery` says so ([`plaintext`]).
 //!
 //! Light on purpose: no etcd or Kubernetes client, only `pilot-model` and
 //! `pilot-ca` among pilot's crates.
@@ -17,6 +21,7 @@ mod error;
 mod http;
 pub mod identity;
 pub mod iptables;
+pub mod plaintext;
 pub mod report;
 pub mod sds;
 pub mod status_port;

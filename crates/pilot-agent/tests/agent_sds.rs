@@ -6,7 +6,7 @@
 
 use std::time::SystemTime;
 
-use pilot_agent::sds::{Sds, SdsOptions};
+use pilot_agent::sds::{RootPinning, Sds, SdsOptions};
 use pilot_agent::{BootstrapConfig, DiscoveryAuth, IdentityInput, ProxyType};
 use pilot_ca::SpiffeId;
 use pilot_test_support::{Discovery, Envoy, eventually, free_port};
@@ -79,6 +79,9 @@ fn envoy_gets_the_spiffe_certificate_over_sds_and_it_rotates_without_a_restart()
             identity: identity.clone(),
             // Renewed every two seconds.
             ttl: std::time::Duration::from_secs(4),
+            pinning: RootPinning::FirstUse(dir.path().join("mesh-roots.pem")),
+            socket_group: None,
+            insecure_plaintext: false,
         }))
         .unwrap();
     let first = runtime.block_on(sds.wait_version(1));

@@ -2,8 +2,9 @@
 //! namespaces this test creates on one bridge (10.78.0.0/24):
 //!
 //! - `cp`, the control plane's pod: pilot-discovery, ADS and its CA on
-//!   10.78.0.10:15010 (tokens), REST on its loopback, signing with a root
-//!   the test made and gave in `--ca-dir`;
+//!   10.78.0.10:15010 over TLS (tokens), REST on its loopback, signing
+//!   with a root the test made and gave in `--ca-dir`, which each agent
+//!   pins (`--mesh-root-file`);
 //! - `pp`, productpage's pod (10.78.0.1): the capture rules of `pilot-agent
 //!   iptables`, Envoy under `pilot-agent proxy sidecar` as uid 1337 with
 //!   its certificates over SDS, the application as uid 1000 (curl);
@@ -242,20 +243,121 @@ fn certificates_rotate_under_load_without_failed_requests() {
     );
 }
 
+#[test]
+fn the_mesh_root_renews_under_load_without_failed_requests() {
+    require_root(NEEDS_ROOT);
+    // A root of three minutes renewed when 135 s are left: a new root
+    // about every 45 s, served with the old one and the cross-certificate
+    // until the old one expires. Workload certificates of 20 s, renewed
+    // every 10 s; the agents trust the first root on first use and pin
+    // each new one through its cross-certificate.
+    let mesh = Mesh::start_with(
+        &["--secret-ttl", "20s"],
+        Root::Renewed {
+            ttl: "3m",
+            renew_before: "135s",
+        },
+    );
+    let first = (mesh.envoy_roots(&mesh.pp), mesh.envoy_roots(&mesh.rv));
+    assert!(
+        !first.0.is_empty() && !first.1.is_empty(),
+        "no root served: {first:?}"
+    );
+
+    // Continuous load from productpage's application until both Envoys
+    // hold a root neither held at first, and for a while after.
+    let stop = AtomicBool::new(false);
+    let (sent, failed) = std::thread::scope(|scope| {
+        let load = scope.spawn(|| {
+            let (mut sent, mut failed) = (0usize, Vec::new());
+            while !stop.load(Ordering::SeqCst) {
+                for (status, body) in mesh.mesh_batch(20) {
+                    sent += 1;
+                    if status != 200 || !xfcc(&body).contains(&format!("URI={PRODUCTPAGE_ID}")) {
+                        failed.push(format!("{status} {body}"));
+                    }
+                }
+            }
+            (sent, failed)
+        });
+        let renewed = |ns: &str, first: &BTreeSet<String>| mesh.envoy_roots(ns).difference(first).count() > 0;
+        let started = Instant::now();
+        let deadline = PATIENCE * 4;
+        while !(renewed(&mesh.pp, &first.0) && renewed(&mesh.rv, &first.1)) {
+            assert!(
+                started.elapsed() < deadline && !load.is_finished(),
+                "no new root served within {deadline:?}: roots {first:?} -> {:?}",
+                (mesh.envoy_roots(&mesh.pp), mesh.envoy_roots(&mesh.rv))
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        // Traffic goes on while the certificates of the new root spread
+        // (two renewals of each workload certificate).
+        std::thread::sleep(Duration::from_secs(20));
+        stop.store(true, Ordering::SeqCst);
+        load.join().unwrap()
+    });
+    let last = (mesh.envoy_roots(&mesh.pp), mesh.envoy_roots(&mesh.rv));
+    eprintln!(
+        "root rotation: {sent} requests sent, {} failed; roots held by productpage {:?} -> {:?}, reviews {:?} -> {:?}",
+        failed.len(),
+        first.0,
+        last.0,
+        first.1,
+        last.1
+    );
+    assert!(
+        failed.is_empty(),
+        "failed requests during the root rotation: {failed:?}"
+    );
+    assert!(sent > 0);
+    // The agents pinned the new root (trust on first use, then the
+    // cross-certificate): their stores hold more than the first root.
+    for name in ["productpage", "reviews"] {
+        let store = std::fs::read_to_string(mesh.dir.path().join(name).join("mesh-roots.pem")).unwrap();
+        assert!(
+            store.matches("BEGIN CERTIFICATE").count() >= 2,
+            "{name}'s pinned roots: {store}"
+        );
+    }
+}
+
 /// The four pods and what runs in them, every sidecar ready and the
 /// DestinationRule pushed.
 struct Mesh {
     lab: Lab,
     dir: tempfile::TempDir,
     ca: CaMaterial,
+    /// Whether the agents pin the test's root (`Root::Dir`).
+    pin_root: bool,
     cp: String,
     pp: String,
     rv: String,
     out: String,
 }
 
+/// How pilot-discovery keeps its root.
+#[derive(Clone, Copy)]
+enum Root {
+    /// The test's root in `--ca-dir`, pinned by each agent
+    /// (`--mesh-root-file`).
+    Dir,
+    /// A self-signed root kept in memory, of this lifetime, renewed when
+    /// less than `renew_before` is left (checked every second); the
+    /// agents trust on first use and follow the rotations through the
+    /// cross-certificates.
+    Renewed {
+        ttl: &'static str,
+        renew_before: &'static str,
+    },
+}
+
 impl Mesh {
     fn start(agent_args: &[&str]) -> Mesh {
+        Mesh::start_with(agent_args, Root::Dir)
+    }
+
+    fn start_with(agent_args: &[&str], root: Root) -> Mesh {
         let dir = tempfile::tempdir().unwrap();
         set_mode(dir.path(), 0o755);
         let mut lab = Lab::new("mtls", &["hub", "cp", "pp", "rv", "out"]);
@@ -292,6 +394,13 @@ impl Mesh {
         .unwrap();
         let services = dir.path().join("services.yaml");
         std::fs::write(&services, SERVICES).unwrap();
+        // ADS and the CA over TLS (server.pem names localhost), and the
+        // mesh root pinned by each agent.
+        common::certificates(dir.path());
+        std::fs::write(dir.path().join("mesh-root.pem"), &ca.cert_pem).unwrap();
+        for file in ["ca.pem", "mesh-root.pem"] {
+            set_mode(&dir.path().join(file), 0o644);
+        }
         lab.spawn(
             "pilot-discovery",
             lab.exec(&cp)
@@ -302,8 +411,23 @@ impl Mesh {
                 .arg(&tokens)
                 .arg("--services")
                 .arg(&services)
-                .arg("--ca-dir")
-                .arg(&ca_dir)
+                .args(match root {
+                    Root::Dir => vec!["--ca-dir".to_string(), ca_dir.display().to_string()],
+                    Root::Renewed { ttl, renew_before } => [
+                        "--ca-root-ttl",
+                        ttl,
+                        "--ca-root-renew-before",
+                        renew_before,
+                        "--ca-root-check-interval",
+                        "1s",
+                    ]
+                    .map(String::from)
+                    .to_vec(),
+                })
+                .arg("--xds-tls-cert")
+                .arg(dir.path().join("server.pem"))
+                .arg("--xds-tls-key")
+                .arg(dir.path().join("server-key.pem"))
                 .args(["--log-level", "warn"]),
         );
         lab.spawn_python(&rv, SERVER, &["9080", "reviews-app"]);
@@ -314,6 +438,7 @@ impl Mesh {
             lab,
             dir,
             ca,
+            pin_root: matches!(root, Root::Dir),
             cp,
             pp,
             rv,
@@ -411,6 +536,17 @@ impl Mesh {
             .args(["--discovery-address", &format!("{PILOT_IP}:15010")])
             .arg("--discovery-token-file")
             .arg(&token_file)
+            .arg("--discovery-ca-file")
+            .arg(self.dir.path().join("ca.pem"))
+            .args(["--discovery-server-name", "localhost"])
+            .args(if self.pin_root {
+                vec![
+                    "--mesh-root-file".to_string(),
+                    self.dir.path().join("mesh-root.pem").display().to_string(),
+                ]
+            } else {
+                Vec::new()
+            })
             .arg("--sds-socket")
             .arg(home.join("sds.sock"))
             .args(["--admin-port", "15000", "--status-addr", "127.0.0.1:15020"])
@@ -499,6 +635,21 @@ impl Mesh {
     }
 
     /// TLS handshakes completed at reviews' inbound listener.
+    /// The serial numbers of the CA certificates (the trust bundle)
+    /// `ns`'s Envoy holds (`/certs`).
+    fn envoy_roots(&self, ns: &str) -> BTreeSet<String> {
+        let (status, body) = self.lab.curl(ns, None, &["http://127.0.0.1:15000/certs"]);
+        assert_eq!(status, 200, "{body}");
+        let value: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        value["certificates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|entry| entry["ca_cert"].as_array().cloned().unwrap_or_default())
+            .filter_map(|cert| cert["serial_number"].as_str().map(String::from))
+            .collect()
+    }
+
     fn handshakes(&self) -> u64 {
         self.reviews_stat(&format!("listener.{REVIEWS_IP}_9080.ssl.handshake"))
     }

@@ -4,7 +4,6 @@
 //! change, and again after every renewal. ACKs need no answer; a NACK is
 //! logged.
 
-use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -25,7 +24,6 @@ use tokio::net::UnixListener;
 use tokio::sync::{mpsc, watch};
 
 use super::{DEFAULT_SECRET, ROOT_SECRET, Secrets};
-use crate::AgentError;
 
 /// The bootstrap's cluster for the SDS socket.
 pub const SDS_CLUSTER: &str = "sds-grpc";
@@ -34,19 +32,6 @@ pub const SECRET_TYPE: &str = "type.googleapis.com/envoy.extensions.transport_so
 
 type Responses = Pin<Box<dyn Stream<Item = Result<DiscoveryResponse, tonic::Status>> + Send>>;
 type DeltaResponses = Pin<Box<dyn Stream<Item = Result<DeltaDiscoveryResponse, tonic::Status>> + Send>>;
-
-/// Binds `path`, removing a stale socket left by an earlier agent.
-pub(super) fn bind(path: &Path) -> Result<UnixListener, AgentError> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| AgentError::file(dir, e))?;
-    }
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(AgentError::file(path, e)),
-    }
-    UnixListener::bind(path).map_err(|e| AgentError::file(path, e))
-}
 
 /// Serves SDS on `listener` until the task is aborted.
 pub(super) async fn serve(listener: UnixListener, secrets: watch::Receiver<Option<Arc<Secrets>>>) {
