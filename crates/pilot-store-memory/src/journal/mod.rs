@@ -58,6 +58,9 @@
 
 mod error;
 mod files;
+#[cfg(feature = "fuzzing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fuzzing")))]
+pub mod fuzzing;
 mod load;
 mod record;
 mod store;
