@@ -26,7 +26,10 @@ pub(crate) fn inject_admission_review(data: &[u8]) {
         let Some(patch) = response.get("patch") else {
             continue;
         };
-        assert!(response["patchType"] == "JSONPatch", "a patch without its type: {answer}");
+        assert!(
+            response["patchType"] == "JSONPatch",
+            "a patch without its type: {answer}"
+        );
         let Some(request) = &request else {
             panic!("a patch answers a body that is not JSON: {answer}")
         };
@@ -51,8 +54,14 @@ fn well_formed<'a>(answer: &'a Value, uid: &str) -> &'a Value {
         "not an AdmissionReview: {answer}"
     );
     let response = &answer["response"];
-    assert!(response["uid"] == json!(uid), "the answer's uid is not {uid:?}: {answer}");
-    assert!(response["allowed"].is_boolean(), "the answer does not say allowed: {answer}");
+    assert!(
+        response["uid"] == json!(uid),
+        "the answer's uid is not {uid:?}: {answer}"
+    );
+    assert!(
+        response["allowed"].is_boolean(),
+        "the answer does not say allowed: {answer}"
+    );
     response
 }
 
@@ -67,11 +76,17 @@ fn apply(request: &Value, patch: &Value) -> Value {
     };
     let operations: json_patch::Patch = match serde_json::from_slice(&decoded) {
         Ok(operations) => operations,
-        Err(e) => panic!("the patch is not a JSON patch: {e}: {}", String::from_utf8_lossy(&decoded)),
+        Err(e) => panic!(
+            "the patch is not a JSON patch: {e}: {}",
+            String::from_utf8_lossy(&decoded)
+        ),
     };
     let mut pod = request["request"]["object"].clone();
     if let Err(e) = json_patch::patch(&mut pod, &operations) {
-        panic!("the patch does not apply to the pod: {e}: {}", String::from_utf8_lossy(&decoded));
+        panic!(
+            "the patch does not apply to the pod: {e}: {}",
+            String::from_utf8_lossy(&decoded)
+        );
     }
     pod
 }
@@ -90,7 +105,7 @@ fn base64_decode(text: &str) -> Option<Vec<u8>> {
         } as u32)
     }
     let bytes = text.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(bytes.len() / 4 * 3);

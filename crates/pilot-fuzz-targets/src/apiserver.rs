@@ -67,7 +67,10 @@ fn patched(data: &[u8], content_type: &str, query: &str) -> Option<StatusCode> {
         let store = Arc::new(MemoryConfigStore::new(pilot_api::default_registry()));
         let api = ApiServer::new(store).into_router();
         let (status, _) = send(&api, Method::POST, COLLECTION, "application/json", SEED.into()).await;
-        assert!(status == StatusCode::CREATED, "the seed object is refused: {status}");
+        assert!(
+            status == StatusCode::CREATED,
+            "the seed object is refused: {status}"
+        );
 
         let url = format!("{OBJECT}{query}");
         let (status, answered) = send(&api, Method::PATCH, &url, content_type, data.to_vec()).await;
@@ -79,7 +82,10 @@ fn patched(data: &[u8], content_type: &str, query: &str) -> Option<StatusCode> {
             return Some(status);
         }
         let (read_status, read) = send(&api, Method::GET, OBJECT, "application/json", Vec::new()).await;
-        assert!(read_status == StatusCode::OK, "the patched object cannot be read: {read_status}");
+        assert!(
+            read_status == StatusCode::OK,
+            "the patched object cannot be read: {read_status}"
+        );
         assert!(
             read == answered,
             "the patch answered {answered}, a read returns {read}"
@@ -100,7 +106,13 @@ fn patched(data: &[u8], content_type: &str, query: &str) -> Option<StatusCode> {
 
 /// One request through the router: its status and its body as JSON
 /// (`Null` when the body is not JSON).
-async fn send(api: &Router, method: Method, url: &str, content_type: &str, body: Vec<u8>) -> (StatusCode, Value) {
+async fn send(
+    api: &Router,
+    method: Method,
+    url: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (StatusCode, Value) {
     let request = match Request::builder()
         .method(method)
         .uri(url)
@@ -120,4 +132,57 @@ async fn send(api: &Router, method: Method, url: &str, content_type: &str, body:
         Err(e) => panic!("the answer to {url}: {e}"),
     };
     (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corpus(name: &str) -> Vec<u8> {
+        let path = format!("{}/../../fuzz/corpus/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn the_corpus_reaches_accepted_and_refused_patches() {
+        let merge = "application/merge-patch+json";
+        let json = "application/json-patch+json";
+        let apply = "application/apply-patch+yaml";
+        for (input, content_type, query, expected) in [
+            (
+                "apiserver_merge_patch/labels-and-weights.json",
+                merge,
+                "",
+                StatusCode::OK,
+            ),
+            (
+                "apiserver_merge_patch/not-an-object.json",
+                merge,
+                "",
+                StatusCode::BAD_REQUEST,
+            ),
+            ("apiserver_json_patch/ops.json", json, "", StatusCode::OK),
+            (
+                "apiserver_json_patch/missing-path.json",
+                json,
+                "",
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (
+                "apiserver_apply/second-manager.yaml",
+                apply,
+                "?fieldManager=fuzz",
+                StatusCode::CONFLICT,
+            ),
+            (
+                "apiserver_apply/second-manager.yaml",
+                apply,
+                "?fieldManager=fuzz&force=true",
+                StatusCode::OK,
+            ),
+        ] {
+            let status = patched(&corpus(input), content_type, query);
+            assert_eq!(status, Some(expected), "{input} {query}");
+        }
+    }
 }

@@ -58,7 +58,10 @@ pub(crate) fn ca_csr(data: &[u8]) {
         issued.identity
     );
     match pilot_ca::verify_chain(&issued.cert_chain, ca.root_pem(), SystemTime::now()) {
-        Ok(proved) => assert!(proved == identity, "issued for {identity}, the chain proves {proved}"),
+        Ok(proved) => assert!(
+            proved == identity,
+            "issued for {identity}, the chain proves {proved}"
+        ),
         Err(e) => panic!("the chain issued for {identity} does not verify: {e}"),
     }
     assert!(
@@ -80,7 +83,8 @@ fn same_key(request_pem: &str, leaf_pem: &str) -> bool {
         return false;
     };
     use x509_parser::prelude::FromDer;
-    let Ok((_, request)) = x509_parser::certification_request::X509CertificationRequest::from_der(request.contents())
+    let Ok((_, request)) =
+        x509_parser::certification_request::X509CertificationRequest::from_der(request.contents())
     else {
         return false;
     };

@@ -35,7 +35,10 @@ pub fn segment(bytes: &[u8]) -> Result<usize, String> {
                 number + 1,
                 (revision, change)
             ),
-            Err(reason) => panic!("line {}: the record written back does not read: {reason}", number + 1),
+            Err(reason) => panic!(
+                "line {}: the record written back does not read: {reason}",
+                number + 1
+            ),
         }
         let twice = encode(revision, &change).map_err(|e| e.to_string());
         assert!(

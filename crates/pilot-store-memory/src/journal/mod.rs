@@ -55,6 +55,9 @@
 //! - a stored object that no longer validates is quarantined: logged with
 //!   every error, left out of the store, appended to `quarantine.jsonl`,
 //!   and listed by [`JournaledStore::quarantined`].
+//!
+//! Records are fuzzed: feature `fuzzing` exposes the record reader as
+//! `journal::fuzzing::segment` for the fuzz target `journal_records`.
 
 mod error;
 mod files;
