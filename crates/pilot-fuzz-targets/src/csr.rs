@@ -5,6 +5,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use pilot_ca::{CaOptions, CertificateAuthority, Csr, SpiffeId, generate_root};
+use x509_parser::certificate::X509Certificate;
+use x509_parser::certification_request::X509CertificationRequest;
+use x509_parser::prelude::FromDer;
 
 /// The trust domain of the authority the requests are sent to.
 const TRUST_DOMAIN: &str = "cluster.local";
@@ -82,13 +85,10 @@ fn same_key(request_pem: &str, leaf_pem: &str) -> bool {
     let (Ok(request), Ok(leaf)) = (pem::parse(request_pem), pem::parse(leaf_pem)) else {
         return false;
     };
-    use x509_parser::prelude::FromDer;
-    let Ok((_, request)) =
-        x509_parser::certification_request::X509CertificationRequest::from_der(request.contents())
-    else {
+    let Ok((_, request)) = X509CertificationRequest::from_der(request.contents()) else {
         return false;
     };
-    let Ok((_, leaf)) = x509_parser::certificate::X509Certificate::from_der(leaf.contents()) else {
+    let Ok((_, leaf)) = X509Certificate::from_der(leaf.contents()) else {
         return false;
     };
     request.certification_request_info.subject_pki.raw == leaf.tbs_certificate.subject_pki.raw
