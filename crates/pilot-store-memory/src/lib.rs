@@ -2,7 +2,9 @@
 //! [`ConfigStore`](pilot_model::ConfigStore) with resumable watches, and
 //! [`MemoryServiceRegistry`], a [`ServiceDiscovery`](pilot_model::ServiceDiscovery)
 //! fed by the embedding program. With feature `journal`, [`journal::open`]
-//! makes the store durable in a data directory.
+//! makes the store durable in a data directory. Feature `fuzzing` adds
+//! `journal::fuzzing`, the journal's record reader for the fuzz targets
+//! (not an API for anything else).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 

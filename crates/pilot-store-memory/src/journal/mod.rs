@@ -55,9 +55,15 @@
 //! - a stored object that no longer validates is quarantined: logged with
 //!   every error, left out of the store, appended to `quarantine.jsonl`,
 //!   and listed by [`JournaledStore::quarantined`].
+//!
+//! Records are fuzzed: feature `fuzzing` exposes the record reader as
+//! `journal::fuzzing::segment` for the fuzz target `journal_records`.
 
 mod error;
 mod files;
+#[cfg(feature = "fuzzing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fuzzing")))]
+pub mod fuzzing;
 mod load;
 mod record;
 mod store;
