@@ -43,7 +43,7 @@ pub(crate) fn ca_csr(data: &[u8]) {
     let Ok(csr) = Csr::from_pem(&text) else {
         return;
     };
-    let caller = SpiffeId::new(TRUST_DOMAIN, "default", "fuzz");
+    let caller = SpiffeId::new(TRUST_DOMAIN, "default", "fuzz").expect("the caller is a valid SPIFFE ID");
     let identity = match csr.requested_identity() {
         Ok(Some(identity)) => identity,
         Ok(None) => caller.clone(),
