@@ -42,6 +42,8 @@
 #![forbid(unsafe_code)]
 
 mod feedback;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod options;
 mod push;
 mod server;
@@ -58,7 +60,7 @@ pub use xds_type::{TYPES, XdsType};
 
 /// The tonic this crate is built with: the serving methods return its
 /// `transport::Error` and [`ServeOptions::routes`] are its routes (served
-/// on pilot-h2's streams beside ADS). Use it instead of a tonic of
+/// on the same HTTP/2 connections beside ADS). Use it instead of a tonic of
 /// your own so the versions always match.
 pub use tonic;
 

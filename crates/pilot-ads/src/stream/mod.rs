@@ -43,3 +43,12 @@ pub use auth::{Authenticate, Caller, NodeScope};
 pub use peer::Peer;
 pub use serve::{ServeOptions, listen};
 pub(crate) use serve::{serve_address, serve_listener};
+#[cfg(feature = "fuzzing")]
+pub(crate) use {
+    budget::RequestBudget,
+    sotw_request::SotwRequest,
+    transport::{Deframer, Request},
+};
+/// A delta request, as the port decodes it.
+#[cfg(feature = "fuzzing")]
+pub(crate) type DeltaRequest = envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
