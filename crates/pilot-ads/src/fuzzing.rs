@@ -31,7 +31,9 @@ pub fn requests(data: &[u8]) {
     let mut at = 0;
     let mut turn = 0;
     while at < body.len() {
-        let length = lengths.get(turn % lengths.len().max(1)).map_or(body.len(), |&l| usize::from(l).max(1));
+        let length = lengths
+            .get(turn % lengths.len().max(1))
+            .map_or(body.len(), |&l| usize::from(l).max(1));
         turn += 1;
         let end = (at + length).min(body.len());
         if deframer.push(body.slice(at..end)).is_err() {

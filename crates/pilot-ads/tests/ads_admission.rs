@@ -185,7 +185,10 @@ async fn a_connection_that_does_not_read_is_dropped_at_the_write_timeout() {
     })
     .await
     .unwrap();
-    assert!(finished, "the server closed the connection whose writes made no progress");
+    assert!(
+        finished,
+        "the server closed the connection whose writes made no progress"
+    );
     drop(client);
 }
 
@@ -201,7 +204,10 @@ async fn with_every_slot_taken_the_oldest_unauthenticated_connection_makes_room(
         .collect();
     // A socket without a credential is refused too, once it asks.
     let refused = open_stream(address, "stolen", request(9)).await;
-    assert_eq!(refused.err().map(|s| s.code()), Some(tonic::Code::Unauthenticated));
+    assert_eq!(
+        refused.err().map(|s| s.code()),
+        Some(tonic::Code::Unauthenticated)
+    );
     // Four proxies with the token: each gets in, each closing the oldest
     // connection without one.
     let mut proxies = Vec::new();
@@ -209,7 +215,11 @@ async fn with_every_slot_taken_the_oldest_unauthenticated_connection_makes_room(
         let opened = open_stream(address, "proxy", request(n)).await;
         proxies.push(opened.unwrap_or_else(|status| panic!("proxy {n} is refused: {status:?}")));
     }
-    assert!(server.connections_evicted() >= 4, "{}", server.connections_evicted());
+    assert!(
+        server.connections_evicted() >= 4,
+        "{}",
+        server.connections_evicted()
+    );
     let closed = tokio::task::spawn_blocking(move || silent.into_iter().all(closed_by_server))
         .await
         .unwrap();
@@ -217,7 +227,10 @@ async fn with_every_slot_taken_the_oldest_unauthenticated_connection_makes_room(
     // Every slot now holds a proxy: one more is refused.
     let refused_before = server.connections_refused();
     let fifth = open_stream(address, "proxy", request(5)).await;
-    assert!(fifth.is_err(), "a fifth connection is refused when every slot has a proxy");
+    assert!(
+        fifth.is_err(),
+        "a fifth connection is refused when every slot has a proxy"
+    );
     assert!(server.connections_refused() > refused_before);
     assert_eq!(proxies.len(), 4);
 }
@@ -228,8 +241,12 @@ async fn a_request_over_the_connection_budget_ends_its_stream_naming_the_sizes()
     options.request_buffer_per_connection = 64 << 10;
     let (_server, address, _stop) = serve(options).await;
     let mut large = request(1);
-    large.resource_names = (0..2000).map(|i| format!("outbound|80||service-{i}.default.svc.cluster.local")).collect();
-    let (_requests, mut responses) = open_stream(address, "proxy", large).await.expect("the stream opens");
+    large.resource_names = (0..2000)
+        .map(|i| format!("outbound|80||service-{i}.default.svc.cluster.local"))
+        .collect();
+    let (_requests, mut responses) = open_stream(address, "proxy", large)
+        .await
+        .expect("the stream opens");
     let status = tokio::time::timeout(PATIENCE, responses.message())
         .await
         .expect("the stream ends in time")
@@ -237,5 +254,7 @@ async fn a_request_over_the_connection_budget_ends_its_stream_naming_the_sizes()
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
     assert!(status.message().contains("65536 bytes"), "{status:?}");
     // A request within the budget, on a new stream, is served.
-    let (_requests, _responses) = open_stream(address, "proxy", request(2)).await.expect("the stream opens");
+    let (_requests, _responses) = open_stream(address, "proxy", request(2))
+        .await
+        .expect("the stream opens");
 }

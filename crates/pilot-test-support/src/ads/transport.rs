@@ -28,9 +28,9 @@
 use std::collections::VecDeque;
 use std::io::IoSlice;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
 use super::h2::frame::{self, Frame, HEAD_LEN, Head};
 use super::h2::hpack::{Decoder, Encoder};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::net::TcpStream;
 use tonic::Code;
 
