@@ -66,9 +66,17 @@ impl XdsServer {
     }
 
     /// Connections closed at once since the server started because
-    /// [`ServeOptions::max_connections`] were open.
+    /// [`ServeOptions::max_connections`] were open, every one of them
+    /// admitted (or over [`ServeOptions::max_pending_per_address`]).
     pub fn connections_refused(&self) -> u64 {
         self.inner.connections_refused.load(Ordering::Relaxed)
+    }
+
+    /// Connections closed since the server started to make room for a new
+    /// one, every one of [`ServeOptions::max_connections`] being taken:
+    /// each the oldest connection then open without an admitted stream.
+    pub fn connections_evicted(&self) -> u64 {
+        self.inner.connections_evicted.load(Ordering::Relaxed)
     }
 
     /// The streams refused since the server started, by reason.
