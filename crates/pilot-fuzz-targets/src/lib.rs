@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 mod admission;
+mod ads;
 mod apiserver;
 mod csr;
 mod documents;
@@ -93,4 +94,9 @@ targets! {
     /// or is refused as corrupt, and a record that reads is written back as
     /// the same record.
     journal_records => journal::journal_records;
+    /// Request bodies on the ADS port, cut into chunks where the input
+    /// says: the gRPC deframer under a request budget, then the
+    /// state-of-the-world and delta request decoders; decoded or refused,
+    /// never a panic.
+    ads_requests => ads::ads_requests;
 }
