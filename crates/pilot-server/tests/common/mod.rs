@@ -6,6 +6,8 @@
     reason = "each test binary uses its own part of the shared support module"
 )]
 
+pub(crate) mod attack;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 

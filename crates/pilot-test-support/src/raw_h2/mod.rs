@@ -1,0 +1,305 @@
+//! A raw HTTP/2 client for attacking a server (feature `raw-h2`): it sends
+//! the connection preface and then whatever frames the test builds, valid
+//! or not (RFC 9113 framing in [`frame`], RFC 7541 header blocks without
+//! Huffman coding in [`HeaderBlock`]), and reports what the server did:
+//! its GOAWAY with the error code, how many streams it reset, whether it
+//! closed the connection, and whether its process still holds the socket.
+//!
+//! Nothing here checks the protocol: that is the server's job. A
+//! [`Connection`] may read in a thread of its own ([`Connection::open`],
+//! answering the server's SETTINGS as a client must) or never read at all
+//! ([`Connection::silent`]), for attacks by clients that let the server's
+//! replies pile up.
+//!
+//! ```no_run
+//! use pilot_test_support::raw_h2::{Connection, frame, hpack};
+//! # fn example(server: std::net::SocketAddr) -> std::io::Result<()> {
+//! let mut attacker = Connection::open(server, &[])?;
+//! let block = hpack::ads_request(&server.to_string(), None);
+//! for stream in (1..2000).step_by(2) {
+//!     attacker.send(&frame::headers(stream, &block, false, true))?;
+//!     attacker.send(&frame::rst_stream(stream, frame::CANCEL))?;
+//! }
+//! let report = attacker.wait_closed(std::time::Duration::from_secs(60));
+//! assert!(report.closed || report.goaway.is_some());
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod frame;
+pub mod hpack;
+mod proc_net;
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use hpack::HeaderBlock;
+
+/// How long one write may wait for the server to take bytes before
+/// [`Connection::send`] reports `TimedOut`: a server that stops reading
+/// shows as a write that does not progress, not as a hung test.
+pub const WRITE_PATIENCE: Duration = Duration::from_secs(5);
+
+/// What the server sent on a connection, so far.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Frames read.
+    pub frames: u64,
+    /// Bytes read (frame headers included).
+    pub bytes: u64,
+    /// `SETTINGS` frames that were not acknowledgements.
+    pub settings: u64,
+    /// `PING` acknowledgements.
+    pub ping_acks: u64,
+    /// `HEADERS` frames (responses and trailers).
+    pub headers: u64,
+    /// `DATA` frames.
+    pub data: u64,
+    /// `RST_STREAM` frames.
+    pub resets: u64,
+    /// The code of the last `RST_STREAM`.
+    pub last_reset_code: Option<u32>,
+    /// The server's first `GOAWAY`.
+    pub goaway: Option<GoAway>,
+    /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS`, if it sent one.
+    pub max_concurrent_streams: Option<u32>,
+    /// The connection ended: end of file, or an error such as a reset.
+    pub closed: bool,
+    /// Why reading stopped, when it did with an error.
+    pub error: Option<String>,
+}
+
+impl Report {
+    /// The server ended the connection, or said it would (GOAWAY).
+    pub fn ended(&self) -> bool {
+        self.closed || self.goaway.is_some()
+    }
+}
+
+/// A `GOAWAY` frame's contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoAway {
+    /// The last stream the server says it processed.
+    pub last_stream_id: u32,
+    /// The error code ([`frame::ENHANCE_YOUR_CALM`], ...).
+    pub code: u32,
+    /// The debug data, as text.
+    pub debug: String,
+}
+
+/// One attacking connection.
+#[derive(Debug)]
+pub struct Connection {
+    writer: Arc<Mutex<TcpStream>>,
+    reader_socket: TcpStream,
+    local: SocketAddr,
+    server: SocketAddr,
+    report: Arc<Mutex<Report>>,
+    pending_acks: Arc<AtomicU32>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Connection {
+    /// Connects to `server`, sends the preface and a SETTINGS frame with
+    /// `settings`, and reads in a thread of its own from then on
+    /// (acknowledging the server's SETTINGS; never answering its PINGs).
+    pub fn open(server: SocketAddr, settings: &[(u16, u32)]) -> io::Result<Self> {
+        let mut connection = Self::silent(server, settings)?;
+        connection.start_reading()?;
+        Ok(connection)
+    }
+
+    /// [`open`](Self::open) without the reading thread: the server's
+    /// frames stay in the socket until [`drain`](Self::drain).
+    pub fn silent(server: SocketAddr, settings: &[(u16, u32)]) -> io::Result<Self> {
+        let mut socket = TcpStream::connect(server)?;
+        socket.set_nodelay(true)?;
+        socket.set_write_timeout(Some(WRITE_PATIENCE))?;
+        let mut hello = frame::PREFACE.to_vec();
+        hello.extend_from_slice(&frame::settings(settings));
+        socket.write_all(&hello)?;
+        Ok(Connection {
+            reader_socket: socket.try_clone()?,
+            local: socket.local_addr()?,
+            writer: Arc::new(Mutex::new(socket)),
+            server,
+            report: Arc::default(),
+            pending_acks: Arc::default(),
+            reader: None,
+        })
+    }
+
+    /// The client's address of the connection.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Sends `bytes` (one frame or many, as built by [`frame`]) after any
+    /// SETTINGS acknowledgement the reader could not send; `TimedOut` or
+    /// `WouldBlock` when the server took nothing for [`WRITE_PATIENCE`],
+    /// another error when the connection is gone.
+    pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let mut writer = lock(&self.writer);
+        while self.pending_acks.load(Ordering::Relaxed) > 0 {
+            writer.write_all(&frame::settings_ack())?;
+            self.pending_acks.fetch_sub(1, Ordering::Relaxed);
+        }
+        writer.write_all(bytes)
+    }
+
+    /// What the reader saw so far.
+    pub fn report(&self) -> Report {
+        lock(&self.report).clone()
+    }
+
+    /// Waits until the server closed the connection or sent GOAWAY, or
+    /// `patience` passed; what the reader saw. On a silent connection,
+    /// reads from now on.
+    pub fn wait_closed(&mut self, patience: Duration) -> Report {
+        if self.reader.is_none() {
+            // The error (if any) shows as a report that never ends.
+            let _ = self.start_reading();
+        }
+        let started = Instant::now();
+        loop {
+            let report = self.report();
+            if report.ended() || started.elapsed() > patience {
+                return report;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Reads everything the server sends until it closes the connection
+    /// or `patience` passes; what it sent.
+    pub fn drain(&mut self, patience: Duration) -> Report {
+        if self.reader.is_none() {
+            let _ = self.start_reading();
+        }
+        let started = Instant::now();
+        while !self.report().closed && started.elapsed() < patience {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.report()
+    }
+
+    /// Whether the server process still holds its end of the connection
+    /// (an open socket in `/proc/net/tcp`, not an orphan the kernel is
+    /// finishing), seen without reading from it.
+    pub fn held_by_server(&self) -> bool {
+        proc_net::held(self.server, self.local)
+    }
+
+    /// Waits until the server no longer holds the connection or
+    /// `patience` passed; whether it let go.
+    pub fn wait_released(&self, patience: Duration) -> bool {
+        let started = Instant::now();
+        while self.held_by_server() {
+            if started.elapsed() > patience {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        true
+    }
+
+    fn start_reading(&mut self) -> io::Result<()> {
+        let socket = self.reader_socket.try_clone()?;
+        let writer = self.writer.clone();
+        let report = self.report.clone();
+        let pending = self.pending_acks.clone();
+        self.reader = Some(
+            std::thread::Builder::new()
+                .name("raw-h2-reader".into())
+                .spawn(move || read_frames(socket, &writer, &report, &pending))?,
+        );
+        Ok(())
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let _ = self.reader_socket.shutdown(std::net::Shutdown::Both);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+/// Reads frames until the connection ends, recording them in `report`.
+fn read_frames(
+    mut socket: TcpStream,
+    writer: &Mutex<TcpStream>,
+    report: &Mutex<Report>,
+    pending_acks: &AtomicU32,
+) {
+    let mut header = [0u8; 9];
+    let mut payload = Vec::new();
+    let error = loop {
+        if let Err(error) = socket.read_exact(&mut header) {
+            break error;
+        }
+        let length = usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+        let (kind, flags) = (header[3], header[4]);
+        payload.resize(length, 0);
+        if let Err(error) = socket.read_exact(&mut payload) {
+            break error;
+        }
+        let mut seen = lock(report);
+        seen.frames += 1;
+        seen.bytes += 9 + length as u64;
+        match kind {
+            frame::SETTINGS if flags & frame::ACK == 0 => {
+                seen.settings += 1;
+                for setting in payload.chunks_exact(6) {
+                    if setting[..2] == frame::SETTINGS_MAX_CONCURRENT_STREAMS.to_be_bytes() {
+                        seen.max_concurrent_streams = Some(be32(&setting[2..]));
+                    }
+                }
+                drop(seen);
+                // Never wait for the writer: a sender blocked on a server
+                // that does not read would stop this reader too.
+                match writer.try_lock() {
+                    Ok(mut writer) => {
+                        let _ = writer.write_all(&frame::settings_ack());
+                    }
+                    Err(_) => {
+                        pending_acks.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            frame::PING if flags & frame::ACK != 0 => seen.ping_acks += 1,
+            frame::HEADERS => seen.headers += 1,
+            frame::DATA => seen.data += 1,
+            frame::RST_STREAM if payload.len() >= 4 => {
+                seen.resets += 1;
+                seen.last_reset_code = Some(be32(&payload));
+            }
+            frame::GOAWAY if payload.len() >= 8 && seen.goaway.is_none() => {
+                seen.goaway = Some(GoAway {
+                    last_stream_id: be32(&payload) & 0x7fff_ffff,
+                    code: be32(&payload[4..]),
+                    debug: String::from_utf8_lossy(&payload[8..]).into_owned(),
+                });
+            }
+            _ => {}
+        }
+    };
+    let mut seen = lock(report);
+    seen.closed = true;
+    if error.kind() != io::ErrorKind::UnexpectedEof {
+        seen.error = Some(error.to_string());
+    }
+}
+
+fn be32(bytes: &[u8]) -> u32 {
+    u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
