@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::attack::{PROXY, Target, assert_held, authenticate, hammer, under_attack};
+use common::attack::{Ended, PROXY, Target, assert_held, authenticate, hammer, under_attack};
 use pilot_test_support::raw_h2::{Connection, frame, hpack};
 
 /// Cycles an attacker may try on one connection; a server that is not
@@ -22,6 +22,27 @@ const CYCLES: u64 = 50_000;
 /// stream would pass it after 50,000 cycles, one keeping a stream task
 /// and its buffers would not).
 const RESET_BOUND_MIB: u64 = 64;
+
+/// Streams the server may reset because of the attacker's errors before
+/// it ends the connection (MadeYouReset): ten times the h2 crate's default
+/// cap of local error resets (1,024); unbounded, each one is a session the
+/// server started for nothing.
+const SERVER_RESETS_BOUND: u64 = 10_240;
+
+/// The header blocks of these attacks are valid: a server that ends the
+/// connection with COMPRESSION_ERROR misread them (and ended the attack by
+/// accident, not by design).
+fn assert_read_right(attack: &str, ended: &Ended) {
+    let misread = ended
+        .report
+        .goaway
+        .as_ref()
+        .is_some_and(|goaway| goaway.code == frame::COMPRESSION_ERROR);
+    assert!(
+        !misread,
+        "{attack}: the server answered valid header blocks with COMPRESSION_ERROR: {ended:?}"
+    );
+}
 
 fn ads_block(xds: std::net::SocketAddr) -> Vec<u8> {
     hpack::ads_request(&xds.to_string(), Some(PROXY))
@@ -42,6 +63,7 @@ async fn rapid_reset_on_one_connection_is_cut_off() {
     })
     .await;
     assert_held("rapid reset", &outcome, RESET_BOUND_MIB);
+    assert_read_right("rapid reset", &outcome.attack);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,6 +92,9 @@ async fn rapid_reset_on_reconnecting_connections_is_cut_off_each_time() {
     })
     .await;
     let last = outcome.attack.last().expect("one connection at least");
+    for ended in &outcome.attack {
+        assert_read_right("rapid reset on reconnecting connections", ended);
+    }
     assert!(
         outcome.attack.iter().all(|ended| ended.by_server()),
         "connection {} of the reconnecting attacker was never ended ({} cycles sent): {last:?}",
@@ -106,6 +131,7 @@ async fn rapid_reset_with_one_completed_stream_per_reset_is_cut_off() {
     })
     .await;
     assert_held("rapid reset with completed streams", &outcome, RESET_BOUND_MIB);
+    assert_read_right("rapid reset with completed streams", &outcome.attack);
 }
 
 /// MadeYouReset: each cycle opens a stream and sends a frame the server
@@ -124,6 +150,12 @@ async fn made_you_reset(attack: &'static str, provoke: fn(u32) -> Vec<u8>, end_s
     })
     .await;
     assert_held(attack, &outcome, RESET_BOUND_MIB);
+    assert_read_right(attack, &outcome.attack);
+    assert!(
+        outcome.attack.report.resets <= SERVER_RESETS_BOUND,
+        "{attack}: the server reset {} streams before ending the connection (bound {SERVER_RESETS_BOUND})",
+        outcome.attack.report.resets
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -136,12 +136,15 @@ pub(crate) fn supported(flag: &str) -> bool {
 
 /// A process's resident memory (VmRSS of `/proc/PID/status`), in KiB.
 pub(crate) fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    try_rss_kib(pid).unwrap_or_else(|| panic!("no VmRSS for process {pid} (has it died?)"))
+}
+
+fn try_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmRSS for process {pid} (has it died?)"))
 }
 
 /// A proxy with the token: it keeps an ADS stream of clusters open (and
@@ -275,7 +278,9 @@ pub(crate) async fn under_attack<R: Send + 'static>(
         let (peak, done) = (peak.clone(), done.clone());
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
-                peak.fetch_max(rss_kib(pid), Ordering::Relaxed);
+                // A server that died shows as a change the proxy never sees.
+                let Some(rss) = try_rss_kib(pid) else { break };
+                peak.fetch_max(rss, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(50));
             }
         })
@@ -414,6 +419,8 @@ pub(crate) fn finish(connection: Connection, sent: u64) -> Ended {
 /// at most `bound_mib` (the proxy saw every change: [`under_attack`]
 /// checked it).
 pub(crate) fn assert_held(attack: &str, outcome: &Outcome<Ended>, bound_mib: u64) {
+    // Shown with the test's output (`--no-capture`, or on failure).
+    println!("{attack}: {outcome:?}");
     assert!(
         outcome.attack.by_server(),
         "{attack}: the server never ended the attacking connection ({} units sent): {outcome:?}",

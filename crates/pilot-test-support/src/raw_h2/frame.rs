@@ -52,8 +52,12 @@ pub const PROTOCOL_ERROR: u32 = 0x1;
 pub const FLOW_CONTROL_ERROR: u32 = 0x3;
 /// Error code `STREAM_CLOSED`.
 pub const STREAM_CLOSED: u32 = 0x5;
+/// Error code `REFUSED_STREAM`.
+pub const REFUSED_STREAM: u32 = 0x7;
 /// Error code `CANCEL`.
 pub const CANCEL: u32 = 0x8;
+/// Error code `COMPRESSION_ERROR`.
+pub const COMPRESSION_ERROR: u32 = 0x9;
 /// Error code `ENHANCE_YOUR_CALM`.
 pub const ENHANCE_YOUR_CALM: u32 = 0xb;
 

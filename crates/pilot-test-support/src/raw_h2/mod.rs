@@ -44,6 +44,10 @@ pub use hpack::HeaderBlock;
 /// shows as a write that does not progress, not as a hung test.
 pub const WRITE_PATIENCE: Duration = Duration::from_secs(5);
 
+/// The initial flow-control window of a connection and of its streams
+/// (RFC 9113 section 6.9.2).
+pub const DEFAULT_WINDOW: u64 = 65_535;
+
 /// What the server sent on a connection, so far.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
@@ -67,6 +71,13 @@ pub struct Report {
     pub goaway: Option<GoAway>,
     /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS`, if it sent one.
     pub max_concurrent_streams: Option<u32>,
+    /// The server's `SETTINGS_INITIAL_WINDOW_SIZE`, if it sent one (the
+    /// initial send window of each stream; 65,535 otherwise).
+    pub initial_window: Option<u32>,
+    /// The sum of the server's `WINDOW_UPDATE` increments by stream (0:
+    /// the connection): with the initial windows, how much the client may
+    /// send.
+    pub window_updates: std::collections::BTreeMap<u32, u64>,
     /// The connection ended: end of file, or an error such as a reset.
     pub closed: bool,
     /// Why reading stopped, when it did with an error.
@@ -74,6 +85,16 @@ pub struct Report {
 }
 
 impl Report {
+    /// How many bytes of DATA the server allowed on `stream_id` so far (0:
+    /// the connection): the initial window plus its updates.
+    pub fn allowed(&self, stream_id: u32) -> u64 {
+        let initial = match stream_id {
+            0 => DEFAULT_WINDOW,
+            _ => self.initial_window.unwrap_or(DEFAULT_WINDOW as u32).into(),
+        };
+        initial + self.window_updates.get(&stream_id).copied().unwrap_or(0)
+    }
+
     /// The server ended the connection, or said it would (GOAWAY).
     pub fn ended(&self) -> bool {
         self.closed || self.goaway.is_some()
@@ -207,8 +228,19 @@ impl Connection {
         true
     }
 
+    /// Reads and discards up to `limit` bytes the server sent (a slow
+    /// reader on a silent connection), waiting at most a second: how many
+    /// (0 at the end of the connection); `WouldBlock` or `TimedOut` when
+    /// nothing came.
+    pub fn read_some(&mut self, limit: usize) -> io::Result<usize> {
+        let mut buffer = vec![0u8; limit];
+        self.reader_socket.set_read_timeout(Some(Duration::from_secs(1)))?;
+        self.reader_socket.read(&mut buffer)
+    }
+
     fn start_reading(&mut self) -> io::Result<()> {
         let socket = self.reader_socket.try_clone()?;
+        socket.set_read_timeout(None)?;
         let writer = self.writer.clone();
         let report = self.report.clone();
         let pending = self.pending_acks.clone();
@@ -259,6 +291,9 @@ fn read_frames(
                     if setting[..2] == frame::SETTINGS_MAX_CONCURRENT_STREAMS.to_be_bytes() {
                         seen.max_concurrent_streams = Some(be32(&setting[2..]));
                     }
+                    if setting[..2] == frame::SETTINGS_INITIAL_WINDOW_SIZE.to_be_bytes() {
+                        seen.initial_window = Some(be32(&setting[2..]));
+                    }
                 }
                 drop(seen);
                 // Never wait for the writer: a sender blocked on a server
@@ -274,6 +309,10 @@ fn read_frames(
             }
             frame::PING if flags & frame::ACK != 0 => seen.ping_acks += 1,
             frame::HEADERS => seen.headers += 1,
+            frame::WINDOW_UPDATE if payload.len() >= 4 => {
+                let stream_id = be32(&header[5..]) & 0x7fff_ffff;
+                *seen.window_updates.entry(stream_id).or_default() += u64::from(be32(&payload) & 0x7fff_ffff);
+            }
             frame::DATA => seen.data += 1,
             frame::RST_STREAM if payload.len() >= 4 => {
                 seen.resets += 1;
