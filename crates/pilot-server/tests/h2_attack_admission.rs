@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::attack::{
-    CLOSE_PATIENCE, PROXY, Proxy, Target, assert_held, authenticate, hammer, rss_kib, under_attack,
+    CLOSE_PATIENCE, PROXY, Proxy, Target, assert_held, assert_read_right, authenticate, hammer, under_attack,
     wait_for,
 };
 use pilot_test_support::raw_h2::{Connection, frame, hpack};
@@ -157,5 +157,5 @@ async fn streams_beyond_the_limit_are_refused_and_the_abuser_cut_off() {
     })
     .await;
     assert_held("streams beyond the limit", &outcome, ADMISSION_BOUND_MIB);
-    let _ = rss_kib;
+    assert_read_right("streams beyond the limit", &outcome.attack);
 }

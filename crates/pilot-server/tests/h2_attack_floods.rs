@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::attack::{PROXY, Target, assert_held, authenticate, hammer, under_attack};
+use common::attack::{PROXY, Target, assert_held, assert_read_right, authenticate, hammer, under_attack};
 use pilot_test_support::raw_h2::{Connection, HeaderBlock, frame, hpack};
 
 /// The bound on memory growth under a flood. A server that bounds a
@@ -93,6 +93,7 @@ async fn an_hpack_bomb_is_cut_off() {
     })
     .await;
     assert_held("an HPACK bomb", &outcome, FLOOD_BOUND_MIB);
+    assert_read_right("an HPACK bomb", &outcome.attack);
 }
 
 /// A connection that never reads floods `unit` frames; `authenticated`:

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::attack::{Ended, PROXY, Target, assert_held, authenticate, hammer, under_attack};
+use common::attack::{PROXY, Target, assert_held, assert_read_right, authenticate, hammer, under_attack};
 use pilot_test_support::raw_h2::{Connection, frame, hpack};
 
 /// Cycles an attacker may try on one connection; a server that is not
@@ -28,21 +28,6 @@ const RESET_BOUND_MIB: u64 = 64;
 /// cap of local error resets (1,024); unbounded, each one is a session the
 /// server started for nothing.
 const SERVER_RESETS_BOUND: u64 = 10_240;
-
-/// The header blocks of these attacks are valid: a server that ends the
-/// connection with COMPRESSION_ERROR misread them (and ended the attack by
-/// accident, not by design).
-fn assert_read_right(attack: &str, ended: &Ended) {
-    let misread = ended
-        .report
-        .goaway
-        .as_ref()
-        .is_some_and(|goaway| goaway.code == frame::COMPRESSION_ERROR);
-    assert!(
-        !misread,
-        "{attack}: the server answered valid header blocks with COMPRESSION_ERROR: {ended:?}"
-    );
-}
 
 fn ads_block(xds: std::net::SocketAddr) -> Vec<u8> {
     hpack::ads_request(&xds.to_string(), Some(PROXY))

@@ -432,3 +432,18 @@ pub(crate) fn assert_held(attack: &str, outcome: &Outcome<Ended>, bound_mib: u64
         outcome.growth_mib()
     );
 }
+
+/// The header blocks of these attacks are valid: a server that ends the
+/// connection with COMPRESSION_ERROR misread them (and ended the attack by
+/// accident, not by design).
+pub(crate) fn assert_read_right(attack: &str, ended: &Ended) {
+    let misread = ended
+        .report
+        .goaway
+        .as_ref()
+        .is_some_and(|goaway| goaway.code == frame::COMPRESSION_ERROR);
+    assert!(
+        !misread,
+        "{attack}: the server answered valid header blocks with COMPRESSION_ERROR: {ended:?}"
+    );
+}

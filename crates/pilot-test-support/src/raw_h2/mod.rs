@@ -342,3 +342,81 @@ fn be32(bytes: &[u8]) -> u32 {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An h2 server on a loopback port that answers every request 200,
+    /// counting those whose path is the ADS method's and that carry
+    /// `authorization: Bearer t` and, after the first, `x-bomb` as the
+    /// dynamic table holds it.
+    fn h2_server() -> (SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let good = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = good.clone();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                let (socket, _) = listener.accept().await.unwrap();
+                let mut connection = h2::server::handshake(socket).await.unwrap();
+                while let Some(Ok((request, mut respond))) = connection.accept().await {
+                    let headers = request.headers();
+                    let right = request.uri().path() == hpack::ADS_PATH
+                        && headers.get("authorization").is_some_and(|v| v == "Bearer t")
+                        && headers.get("x-bomb").is_none_or(|v| v == "boom");
+                    if right {
+                        counted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let _ = respond.send_response(http::Response::new(()), true);
+                }
+            });
+        });
+        (address, good)
+    }
+
+    #[test]
+    fn what_it_sends_is_read_by_the_h2_crate() {
+        let (server, good) = h2_server();
+        let mut client = Connection::open(server, &[]).unwrap();
+        let request = hpack::ads_request(&server.to_string(), Some("t"));
+        let first = [
+            request.clone(),
+            HeaderBlock::new().literal_indexed("x-bomb", b"boom").build(),
+        ]
+        .concat();
+        client.send(&frame::headers(1, &first, true, true)).unwrap();
+        let again = [request, HeaderBlock::new().indexed(hpack::FIRST_DYNAMIC_INDEX).build()].concat();
+        // Half the blocks split over a HEADERS and a CONTINUATION frame.
+        for i in 1..200u32 {
+            let id = 1 + 2 * i;
+            let bytes = if i % 2 == 0 {
+                frame::headers(id, &again, true, true)
+            } else {
+                let (head, tail) = again.split_at(10);
+                [frame::headers(id, head, true, false), frame::continuation(id, tail, true)].concat()
+            };
+            client.send(&bytes).unwrap();
+        }
+        client.send(&frame::ping(*b"12345678")).unwrap();
+        let started = Instant::now();
+        while client.report().headers < 200 {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "responses: {:?}",
+                client.report()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(good.load(Ordering::Relaxed), 200, "requests read as sent");
+        let report = client.report();
+        assert!(report.goaway.is_none(), "{report:?}");
+        assert_eq!(report.settings, 1, "{report:?}");
+    }
+}
