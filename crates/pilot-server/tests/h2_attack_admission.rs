@@ -44,9 +44,10 @@ async fn non_reading_clients_without_a_credential_cannot_lock_out_a_proxy() {
     // A proxy with the token, arriving after them, gets its configuration
     // (retrying as Envoy does).
     let proxy = Proxy::start(xds);
-    wait_for("the proxy's configuration while ten sockets hold the slots", || {
-        proxy.configured()
-    })
+    wait_for(
+        "the proxy's configuration while ten sockets hold the slots",
+        || proxy.configured(),
+    )
     .await;
     // And every attacking socket is let go.
     let held = tokio::task::spawn_blocking(move || {
@@ -90,7 +91,11 @@ async fn partial_grpc_messages_on_many_streams_do_not_grow_the_server() {
         connection_sent += common::attack::first_request().len() as u64;
         for (i, &id) in streams.iter().enumerate() {
             let prefix = frame::grpc_message(announced, &[]);
-            let opened = [frame::headers(id, &block, false, true), frame::data(id, &prefix, false)].concat();
+            let opened = [
+                frame::headers(id, &block, false, true),
+                frame::data(id, &prefix, false),
+            ]
+            .concat();
             if attacker.send(&opened).is_err() {
                 return (attacker.report(), sent.iter().sum::<u64>());
             }
@@ -152,7 +157,11 @@ async fn streams_beyond_the_limit_are_refused_and_the_abuser_cut_off() {
         // first request: 4 are allowed.
         hammer(attacker, 50_000, 100, |i| {
             let id = 3 + 2 * i as u32;
-            [frame::headers(id, &block, false, true), frame::data(id, &request, false)].concat()
+            [
+                frame::headers(id, &block, false, true),
+                frame::data(id, &request, false),
+            ]
+            .concat()
         })
     })
     .await;

@@ -32,7 +32,9 @@ async fn a_flood_of_empty_continuation_frames_is_cut_off() {
         let block = hpack::ads_request(&xds.to_string(), Some(PROXY));
         // A header block that never ends: 3,000,000 empty fragments.
         attacker.send(&frame::headers(3, &block, false, false)).unwrap();
-        hammer(attacker, 3_000_000, 10_000, |_| frame::continuation(3, &[], false))
+        hammer(attacker, 3_000_000, 10_000, |_| {
+            frame::continuation(3, &[], false)
+        })
     })
     .await;
     assert_held("empty CONTINUATION frames", &outcome, FLOOD_BOUND_MIB);
@@ -76,7 +78,9 @@ async fn an_hpack_bomb_is_cut_off() {
         let big = "a".repeat(4_000);
         let insert = [
             request.clone(),
-            HeaderBlock::new().literal_indexed("x-bomb", big.as_bytes()).build(),
+            HeaderBlock::new()
+                .literal_indexed("x-bomb", big.as_bytes())
+                .build(),
         ]
         .concat();
         attacker.send(&frame::headers(3, &insert, false, true)).unwrap();
@@ -114,7 +118,12 @@ async fn flood_without_reading(attack: &'static str, authenticated: bool, unit: 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ping_flood_without_a_credential_from_a_client_that_never_reads_is_cut_off() {
-    flood_without_reading("a PING flood without a credential", false, frame::ping(*b"flooding")).await;
+    flood_without_reading(
+        "a PING flood without a credential",
+        false,
+        frame::ping(*b"flooding"),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -43,7 +43,11 @@ async fn rapid_reset_on_one_connection_is_cut_off() {
         let block = ads_block(xds);
         hammer(attacker, CYCLES, 100, |i| {
             let id = 3 + 2 * i as u32;
-            [frame::headers(id, &block, false, true), frame::rst_stream(id, frame::CANCEL)].concat()
+            [
+                frame::headers(id, &block, false, true),
+                frame::rst_stream(id, frame::CANCEL),
+            ]
+            .concat()
         })
     })
     .await;
@@ -65,7 +69,11 @@ async fn rapid_reset_on_reconnecting_connections_is_cut_off_each_time() {
             authenticate(&mut attacker, xds, 1);
             let this = hammer(attacker, CYCLES, 100, |i| {
                 let id = 3 + 2 * i as u32;
-                [frame::headers(id, &block, false, true), frame::rst_stream(id, frame::CANCEL)].concat()
+                [
+                    frame::headers(id, &block, false, true),
+                    frame::rst_stream(id, frame::CANCEL),
+                ]
+                .concat()
             });
             let stop = !this.by_server();
             ended.push(this);

@@ -123,12 +123,11 @@ pub(crate) fn probe_host(n: u64) -> String {
 pub(crate) fn supported(flag: &str) -> bool {
     static HELP: OnceLock<String> = OnceLock::new();
     HELP.get_or_init(|| {
-        let output = std::process::Command::new(pilot_test_support::binary(
-            pilot_test_support::PILOT_DISCOVERY,
-        ))
-        .arg("--help")
-        .output()
-        .expect("pilot-discovery --help");
+        let output =
+            std::process::Command::new(pilot_test_support::binary(pilot_test_support::PILOT_DISCOVERY))
+                .arg("--help")
+                .output()
+                .expect("pilot-discovery --help");
         String::from_utf8_lossy(&output.stdout).into_owned()
     })
     .contains(flag)
@@ -292,9 +291,10 @@ pub(crate) async fn under_attack<R: Send + 'static>(
         let finished = attack.is_finished();
         n += 1;
         tokio::task::block_in_place(|| target.create_probe(n));
-        wait_for(&format!("the proxy to see ServiceEntry probe-{n} under attack"), || {
-            proxy.has(n)
-        })
+        wait_for(
+            &format!("the proxy to see ServiceEntry probe-{n} under attack"),
+            || proxy.has(n),
+        )
         .await;
         pushes_seen += 1;
         if finished {

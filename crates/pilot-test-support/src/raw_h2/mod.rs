@@ -234,7 +234,8 @@ impl Connection {
     /// nothing came.
     pub fn read_some(&mut self, limit: usize) -> io::Result<usize> {
         let mut buffer = vec![0u8; limit];
-        self.reader_socket.set_read_timeout(Some(Duration::from_secs(1)))?;
+        self.reader_socket
+            .set_read_timeout(Some(Duration::from_secs(1)))?;
         self.reader_socket.read(&mut buffer)
     }
 
@@ -392,7 +393,11 @@ mod tests {
         ]
         .concat();
         client.send(&frame::headers(1, &first, true, true)).unwrap();
-        let again = [request, HeaderBlock::new().indexed(hpack::FIRST_DYNAMIC_INDEX).build()].concat();
+        let again = [
+            request,
+            HeaderBlock::new().indexed(hpack::FIRST_DYNAMIC_INDEX).build(),
+        ]
+        .concat();
         // Half the blocks split over a HEADERS and a CONTINUATION frame.
         for i in 1..200u32 {
             let id = 1 + 2 * i;
@@ -400,7 +405,11 @@ mod tests {
                 frame::headers(id, &again, true, true)
             } else {
                 let (head, tail) = again.split_at(10);
-                [frame::headers(id, head, true, false), frame::continuation(id, tail, true)].concat()
+                [
+                    frame::headers(id, head, true, false),
+                    frame::continuation(id, tail, true),
+                ]
+                .concat()
             };
             client.send(&bytes).unwrap();
         }
