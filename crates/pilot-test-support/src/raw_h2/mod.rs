@@ -115,7 +115,7 @@ pub struct GoAway {
 /// One attacking connection.
 #[derive(Debug)]
 pub struct Connection {
-    writer: Arc<Mutex<TcpStream>>,
+    writer: TcpStream,
     reader_socket: TcpStream,
     local: SocketAddr,
     server: SocketAddr,
@@ -126,10 +126,23 @@ pub struct Connection {
 
 impl Connection {
     /// Connects to `server`, sends the preface and a SETTINGS frame with
-    /// `settings`, and reads in a thread of its own from then on
-    /// (acknowledging the server's SETTINGS; never answering its PINGs).
+    /// `settings`, waits for the server's SETTINGS (at most a minute) and
+    /// acknowledges them, and reads in a thread of its own from then on
+    /// (acknowledging later SETTINGS at the next [`send`](Self::send);
+    /// never answering PINGs).
     pub fn open(server: SocketAddr, settings: &[(u16, u32)]) -> io::Result<Self> {
         let mut connection = Self::silent(server, settings)?;
+        connection
+            .reader_socket
+            .set_read_timeout(Some(Duration::from_secs(60)))?;
+        let (mut header, mut payload) = ([0u8; 9], Vec::new());
+        loop {
+            read_frame(&mut connection.reader_socket, &mut header, &mut payload)?;
+            if record(&mut lock(&connection.report), &header, &payload) {
+                connection.writer.write_all(&frame::settings_ack())?;
+                break;
+            }
+        }
         connection.start_reading()?;
         Ok(connection)
     }
@@ -146,7 +159,7 @@ impl Connection {
         Ok(Connection {
             reader_socket: socket.try_clone()?,
             local: socket.local_addr()?,
-            writer: Arc::new(Mutex::new(socket)),
+            writer: socket,
             server,
             report: Arc::default(),
             pending_acks: Arc::default(),
@@ -159,12 +172,15 @@ impl Connection {
         self.local
     }
 
-    /// Sends `bytes` (one frame or many, as built by [`frame`]) after any
-    /// SETTINGS acknowledgement the reader could not send; `TimedOut` or
+    /// Sends `bytes` (one frame or many, as built by [`frame`]) after the
+    /// acknowledgements of SETTINGS the reader received since the last
+    /// send (between two sends: a server that sends SETTINGS again while
+    /// the test is inside a header block would see the acknowledgement
+    /// there); `TimedOut` or
     /// `WouldBlock` when the server took nothing for [`WRITE_PATIENCE`],
     /// another error when the connection is gone.
     pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let mut writer = lock(&self.writer);
+        let writer = &mut self.writer;
         while self.pending_acks.load(Ordering::Relaxed) > 0 {
             writer.write_all(&frame::settings_ack())?;
             self.pending_acks.fetch_sub(1, Ordering::Relaxed);
@@ -242,13 +258,12 @@ impl Connection {
     fn start_reading(&mut self) -> io::Result<()> {
         let socket = self.reader_socket.try_clone()?;
         socket.set_read_timeout(None)?;
-        let writer = self.writer.clone();
         let report = self.report.clone();
         let pending = self.pending_acks.clone();
         self.reader = Some(
             std::thread::Builder::new()
                 .name("raw-h2-reader".into())
-                .spawn(move || read_frames(socket, &writer, &report, &pending))?,
+                .spawn(move || read_frames(socket, &report, &pending))?,
         );
         Ok(())
     }
@@ -264,69 +279,18 @@ impl Drop for Connection {
 }
 
 /// Reads frames until the connection ends, recording them in `report`.
-fn read_frames(
-    mut socket: TcpStream,
-    writer: &Mutex<TcpStream>,
-    report: &Mutex<Report>,
-    pending_acks: &AtomicU32,
-) {
+/// The acknowledgement of a SETTINGS frame is left to the next
+/// [`Connection::send`], between two of the test's writes: written from
+/// here it could fall between a HEADERS frame and its CONTINUATION.
+fn read_frames(mut socket: TcpStream, report: &Mutex<Report>, pending_acks: &AtomicU32) {
     let mut header = [0u8; 9];
     let mut payload = Vec::new();
     let error = loop {
-        if let Err(error) = socket.read_exact(&mut header) {
+        if let Err(error) = read_frame(&mut socket, &mut header, &mut payload) {
             break error;
         }
-        let length = usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
-        let (kind, flags) = (header[3], header[4]);
-        payload.resize(length, 0);
-        if let Err(error) = socket.read_exact(&mut payload) {
-            break error;
-        }
-        let mut seen = lock(report);
-        seen.frames += 1;
-        seen.bytes += 9 + length as u64;
-        match kind {
-            frame::SETTINGS if flags & frame::ACK == 0 => {
-                seen.settings += 1;
-                for setting in payload.chunks_exact(6) {
-                    if setting[..2] == frame::SETTINGS_MAX_CONCURRENT_STREAMS.to_be_bytes() {
-                        seen.max_concurrent_streams = Some(be32(&setting[2..]));
-                    }
-                    if setting[..2] == frame::SETTINGS_INITIAL_WINDOW_SIZE.to_be_bytes() {
-                        seen.initial_window = Some(be32(&setting[2..]));
-                    }
-                }
-                drop(seen);
-                // Never wait for the writer: a sender blocked on a server
-                // that does not read would stop this reader too.
-                match writer.try_lock() {
-                    Ok(mut writer) => {
-                        let _ = writer.write_all(&frame::settings_ack());
-                    }
-                    Err(_) => {
-                        pending_acks.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-            frame::PING if flags & frame::ACK != 0 => seen.ping_acks += 1,
-            frame::HEADERS => seen.headers += 1,
-            frame::WINDOW_UPDATE if payload.len() >= 4 => {
-                let stream_id = be32(&header[5..]) & 0x7fff_ffff;
-                *seen.window_updates.entry(stream_id).or_default() += u64::from(be32(&payload) & 0x7fff_ffff);
-            }
-            frame::DATA => seen.data += 1,
-            frame::RST_STREAM if payload.len() >= 4 => {
-                seen.resets += 1;
-                seen.last_reset_code = Some(be32(&payload));
-            }
-            frame::GOAWAY if payload.len() >= 8 && seen.goaway.is_none() => {
-                seen.goaway = Some(GoAway {
-                    last_stream_id: be32(&payload) & 0x7fff_ffff,
-                    code: be32(&payload[4..]),
-                    debug: String::from_utf8_lossy(&payload[8..]).into_owned(),
-                });
-            }
-            _ => {}
+        if record(&mut lock(report), &header, &payload) {
+            pending_acks.fetch_add(1, Ordering::Relaxed);
         }
     };
     let mut seen = lock(report);
@@ -334,6 +298,56 @@ fn read_frames(
     if error.kind() != io::ErrorKind::UnexpectedEof {
         seen.error = Some(error.to_string());
     }
+}
+
+/// Reads one frame: its header and its payload.
+fn read_frame(socket: &mut TcpStream, header: &mut [u8; 9], payload: &mut Vec<u8>) -> io::Result<()> {
+    socket.read_exact(header)?;
+    let length = usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+    payload.resize(length, 0);
+    socket.read_exact(payload)
+}
+
+/// Records a frame in `seen`; whether it is a SETTINGS frame to
+/// acknowledge.
+fn record(seen: &mut Report, header: &[u8; 9], payload: &[u8]) -> bool {
+    let (kind, flags) = (header[3], header[4]);
+    seen.frames += 1;
+    seen.bytes += 9 + payload.len() as u64;
+    match kind {
+        frame::SETTINGS if flags & frame::ACK == 0 => {
+            seen.settings += 1;
+            for setting in payload.chunks_exact(6) {
+                if setting[..2] == frame::SETTINGS_MAX_CONCURRENT_STREAMS.to_be_bytes() {
+                    seen.max_concurrent_streams = Some(be32(&setting[2..]));
+                }
+                if setting[..2] == frame::SETTINGS_INITIAL_WINDOW_SIZE.to_be_bytes() {
+                    seen.initial_window = Some(be32(&setting[2..]));
+                }
+            }
+            return true;
+        }
+        frame::PING if flags & frame::ACK != 0 => seen.ping_acks += 1,
+        frame::HEADERS => seen.headers += 1,
+        frame::WINDOW_UPDATE if payload.len() >= 4 => {
+            let stream_id = be32(&header[5..]) & 0x7fff_ffff;
+            *seen.window_updates.entry(stream_id).or_default() += u64::from(be32(payload) & 0x7fff_ffff);
+        }
+        frame::DATA => seen.data += 1,
+        frame::RST_STREAM if payload.len() >= 4 => {
+            seen.resets += 1;
+            seen.last_reset_code = Some(be32(payload));
+        }
+        frame::GOAWAY if payload.len() >= 8 && seen.goaway.is_none() => {
+            seen.goaway = Some(GoAway {
+                last_stream_id: be32(payload) & 0x7fff_ffff,
+                code: be32(&payload[4..]),
+                debug: String::from_utf8_lossy(&payload[8..]).into_owned(),
+            });
+        }
+        _ => {}
+    }
+    false
 }
 
 fn be32(bytes: &[u8]) -> u32 {
