@@ -69,17 +69,23 @@ async fn a_header_block_of_256_mib_in_continuation_frames_is_cut_off() {
 async fn an_hpack_bomb_is_cut_off() {
     let target = Target::start(&[], &[]);
     let xds = target.xds;
+    // The largest header the server's dynamic table holds (an entry costs
+    // its name, its value and 32 bytes), at most 4,000 bytes.
+    let table = Connection::open(xds, &[]).unwrap().header_table_size() as usize;
+    let value = table.saturating_sub(32 + "x-bomb".len()).min(4_000);
+    if value < 100 {
+        println!("the server keeps a dynamic table of {table} bytes: nothing to amplify");
+        return;
+    }
     let outcome = under_attack(&target, move || {
         let mut attacker = Connection::open(xds, &[]).unwrap();
         authenticate(&mut attacker, xds, 1);
         let request = hpack::ads_request(&xds.to_string(), Some(PROXY));
-        // A 4,000-byte header enters the decoder's dynamic table (its
-        // default size is 4,096)...
-        let big = "a".repeat(4_000);
+        // A large header enters the decoder's dynamic table...
         let insert = [
             request.clone(),
             HeaderBlock::new()
-                .literal_indexed("x-bomb", big.as_bytes())
+                .literal_indexed("x-bomb", "a".repeat(value).as_bytes())
                 .build(),
         ]
         .concat();

@@ -5,6 +5,9 @@
 /// The ADS method's path (`:path` of a `StreamAggregatedResources` call).
 pub const ADS_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
 
+/// The dynamic table size of a decoder until its SETTINGS say otherwise.
+pub const DEFAULT_TABLE_SIZE: u32 = 4_096;
+
 /// The index of the newest entry of the dynamic table (the static table
 /// has 61 entries).
 pub const FIRST_DYNAMIC_INDEX: u64 = 62;

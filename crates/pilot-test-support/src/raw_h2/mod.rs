@@ -5,7 +5,10 @@
 //! its GOAWAY with the error code, how many streams it reset, whether it
 //! closed the connection, and whether its process still holds the socket.
 //!
-//! Nothing here checks the protocol: that is the server's job. A
+//! Nothing here checks the protocol (that is the server's job) but one
+//! duty of the encoder: when the server's SETTINGS shrink the HPACK
+//! dynamic table, the next header block sent starts with the table size
+//! update RFC 7541 requires, added by [`Connection::send`]. A
 //! [`Connection`] may read in a thread of its own ([`Connection::open`],
 //! answering the server's SETTINGS as a client must) or never read at all
 //! ([`Connection::silent`]), for attacks by clients that let the server's
@@ -71,6 +74,9 @@ pub struct Report {
     pub goaway: Option<GoAway>,
     /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS`, if it sent one.
     pub max_concurrent_streams: Option<u32>,
+    /// The server's `SETTINGS_HEADER_TABLE_SIZE`, if it sent one (the
+    /// dynamic table its HPACK decoder keeps; 4,096 otherwise).
+    pub header_table_size: Option<u32>,
     /// The server's `SETTINGS_INITIAL_WINDOW_SIZE`, if it sent one (the
     /// initial send window of each stream; 65,535 otherwise).
     pub initial_window: Option<u32>,
@@ -121,6 +127,11 @@ pub struct Connection {
     server: SocketAddr,
     report: Arc<Mutex<Report>>,
     pending_acks: Arc<AtomicU32>,
+    /// The HPACK table size our next header block must announce (after
+    /// acknowledging a smaller `SETTINGS_HEADER_TABLE_SIZE`).
+    table_update: Option<u32>,
+    /// The table size the server's decoder uses for our blocks.
+    table_size: u32,
     reader: Option<JoinHandle<()>>,
 }
 
@@ -140,6 +151,7 @@ impl Connection {
             read_frame(&mut connection.reader_socket, &mut header, &mut payload)?;
             if record(&mut lock(&connection.report), &header, &payload) {
                 connection.writer.write_all(&frame::settings_ack())?;
+                connection.acknowledged();
                 break;
             }
         }
@@ -163,6 +175,8 @@ impl Connection {
             server,
             report: Arc::default(),
             pending_acks: Arc::default(),
+            table_update: None,
+            table_size: hpack::DEFAULT_TABLE_SIZE,
             reader: None,
         })
     }
@@ -180,12 +194,42 @@ impl Connection {
     /// `WouldBlock` when the server took nothing for [`WRITE_PATIENCE`],
     /// another error when the connection is gone.
     pub fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let writer = &mut self.writer;
         while self.pending_acks.load(Ordering::Relaxed) > 0 {
-            writer.write_all(&frame::settings_ack())?;
+            self.writer.write_all(&frame::settings_ack())?;
             self.pending_acks.fetch_sub(1, Ordering::Relaxed);
+            self.acknowledged();
         }
-        writer.write_all(bytes)
+        match self.table_update {
+            Some(size) => {
+                let (bytes, updated) = announce_table_size(bytes, size);
+                if updated {
+                    self.table_update = None;
+                }
+                self.writer.write_all(&bytes)
+            }
+            None => self.writer.write_all(bytes),
+        }
+    }
+
+    /// The size of the dynamic table the server's HPACK decoder keeps for
+    /// this client's header blocks (after acknowledged SETTINGS).
+    pub fn header_table_size(&self) -> u32 {
+        self.table_size
+    }
+
+    /// The server's SETTINGS were just acknowledged: a smaller header
+    /// table must be announced at the start of the next header block
+    /// (RFC 7541 section 4.2).
+    fn acknowledged(&mut self) {
+        let announced = lock(&self.report).header_table_size;
+        if let Some(size) = announced
+            && size != self.table_size
+        {
+            if size < self.table_size {
+                self.table_update = Some(size);
+            }
+            self.table_size = size;
+        }
     }
 
     /// What the reader saw so far.
@@ -278,6 +322,31 @@ impl Drop for Connection {
     }
 }
 
+/// `bytes` with a dynamic table size update to `size` at the start of the
+/// block of its first HEADERS frame (whose length grows to match); whether
+/// there was one.
+fn announce_table_size(bytes: &[u8], size: u32) -> (Vec<u8>, bool) {
+    let update = HeaderBlock::new().table_size(size.into()).build();
+    let mut at = 0;
+    while at + 9 <= bytes.len() {
+        let length =
+            usize::from(bytes[at]) << 16 | usize::from(bytes[at + 1]) << 8 | usize::from(bytes[at + 2]);
+        // Without padding or priority fields, the block starts the payload.
+        if bytes[at + 3] == frame::HEADERS && bytes[at + 4] & 0x28 == 0 {
+            let grown = ((length + update.len()) as u32).to_be_bytes();
+            let mut out = Vec::with_capacity(bytes.len() + update.len());
+            out.extend_from_slice(&bytes[..at]);
+            out.extend_from_slice(&grown[1..]);
+            out.extend_from_slice(&bytes[at + 3..at + 9]);
+            out.extend_from_slice(&update);
+            out.extend_from_slice(&bytes[at + 9..]);
+            return (out, true);
+        }
+        at += 9 + length;
+    }
+    (bytes.to_vec(), false)
+}
+
 /// Reads frames until the connection ends, recording them in `report`.
 /// The acknowledgement of a SETTINGS frame is left to the next
 /// [`Connection::send`], between two of the test's writes: written from
@@ -320,6 +389,9 @@ fn record(seen: &mut Report, header: &[u8; 9], payload: &[u8]) -> bool {
             for setting in payload.chunks_exact(6) {
                 if setting[..2] == frame::SETTINGS_MAX_CONCURRENT_STREAMS.to_be_bytes() {
                     seen.max_concurrent_streams = Some(be32(&setting[2..]));
+                }
+                if setting[..2] == frame::SETTINGS_HEADER_TABLE_SIZE.to_be_bytes() {
+                    seen.header_table_size = Some(be32(&setting[2..]));
                 }
                 if setting[..2] == frame::SETTINGS_INITIAL_WINDOW_SIZE.to_be_bytes() {
                     seen.initial_window = Some(be32(&setting[2..]));
@@ -394,6 +466,19 @@ mod tests {
             });
         });
         (address, good)
+    }
+
+    #[test]
+    fn a_smaller_table_is_announced_in_the_first_headers_block() {
+        let bytes = [frame::ping(*b"12345678"), frame::headers(1, &[0x82], true, true)].concat();
+        let (sent, updated) = announce_table_size(&bytes, 0);
+        assert!(updated);
+        assert_eq!(sent[..17], bytes[..17], "the PING is untouched");
+        // The HEADERS frame grew by one byte: 0x20 (size 0), then 0x82.
+        assert_eq!(sent[17..], [0, 0, 2, 1, 5, 0, 0, 0, 1, 0x20, 0x82]);
+        let (same, updated) = announce_table_size(&frame::ping([0; 8]), 0);
+        assert!(!updated);
+        assert_eq!(same, frame::ping([0; 8]));
     }
 
     #[test]
