@@ -71,6 +71,13 @@ impl XdsServer {
         self.inner.connections_refused.load(Ordering::Relaxed)
     }
 
+    /// Connections closed since the server started to make room for a new
+    /// one, every one of [`ServeOptions::max_connections`] being taken:
+    /// each the oldest connection then open without an admitted stream.
+    pub fn connections_evicted(&self) -> u64 {
+        self.inner.connections_evicted.load(Ordering::Relaxed)
+    }
+
     /// The streams refused since the server started, by reason.
     pub fn refused_streams(&self) -> RefusedStreams {
         self.inner.refused.snapshot()

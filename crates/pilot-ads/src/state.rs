@@ -35,6 +35,9 @@ pub(crate) struct ServerState {
     pub(crate) diffs: Diffs,
     /// Connections closed at once, over the cap.
     pub(crate) connections_refused: AtomicU64,
+    /// Connections without an admitted stream closed to make room for a
+    /// new one, every slot being taken.
+    pub(crate) connections_evicted: AtomicU64,
     /// Streams refused (credentials, node ids, malformed requests).
     pub(crate) refused: RefusalCounters,
     /// The objects each proxy rejected, left out of its configuration
@@ -61,6 +64,7 @@ impl ServerState {
             diffs: Default::default(),
             pushes: tokio::sync::broadcast::channel(64).0,
             connections_refused: AtomicU64::new(0),
+            connections_evicted: AtomicU64::new(0),
             refused: Default::default(),
             rejections: Default::default(),
             parking: Default::default(),

@@ -61,9 +61,13 @@ const IMPORTS: usize = 5;
 const WAVE: usize = 200;
 
 /// The bound a proxy's cost (the second wave's connection and stream)
-/// must stay under, well above today's 7.9 KB (19.1 KB before the stream
-/// and connection tasks held their state once).
-const BOUND: isize = 12 << 10;
+/// must stay under, above today's 43 KB: h2's connection keeps its
+/// buffers (16 KiB to write, 8 KiB to read, 4 KiB more) for as long as
+/// it is open, about 33 KB before the stream; the stream (its task, its
+/// session, hyper's stream task and its response queue) about 10 KB. The
+/// `ads` bench sets the connection beside the same connection held by a
+/// bare hyper server, h2's own floor.
+const BOUND: isize = 48 << 10;
 
 /// Allocation sizes are counted in 16-byte steps up to this, then by
 /// powers of two.

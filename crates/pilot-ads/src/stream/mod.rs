@@ -27,6 +27,7 @@
 
 mod admission;
 mod auth;
+mod budget;
 mod delta;
 mod peer;
 mod routes;

@@ -15,7 +15,7 @@ use futures::Stream;
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::admission::Limited;
+use super::admission::{Limited, Watch};
 
 /// The connection a request came on, in the request's
 /// [`http::Extensions`] (as [`Authenticate`](crate::Authenticate) and the
@@ -53,6 +53,7 @@ impl Peer {
 /// An admitted connection, plain or TLS, with its [`Peer`].
 pub(crate) struct Io {
     peer: Peer,
+    watch: Watch,
     stream: IoStream,
 }
 
@@ -81,6 +82,7 @@ pub(crate) fn connections(
     Box::pin(futures::StreamExt::map(admitted, |accepted| {
         accepted.map(|limited| Io {
             peer: Peer::plain(limited.peer_addr()),
+            watch: limited.watch(),
             stream: IoStream::Plain(limited),
         })
     }))
@@ -140,15 +142,27 @@ impl Stream for Handshakes {
 #[cfg(feature = "tls")]
 fn handshake(acceptor: &tokio_rustls::TlsAcceptor, limited: Limited) -> Handshake {
     let address = limited.peer_addr();
+    let watch = limited.watch();
     let accept = acceptor.accept(limited);
     Box::pin(async move {
-        let stream = accept.await?;
+        // The handshake deadline and eviction hold during the TLS
+        // handshake too: dropping it drops the connection.
+        let stream = tokio::select! {
+            stream = accept => stream?,
+            closed = watch.closed() => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("ADS connection closed in its TLS handshake: {closed:?}"),
+                ));
+            }
+        };
         let certificates = stream.get_ref().1.peer_certificates().map(Arc::from);
         Ok(Io {
             peer: Peer {
                 address,
                 certificates,
             },
+            watch,
             stream: IoStream::Tls(Box::new(stream)),
         })
     })
@@ -158,6 +172,11 @@ impl Io {
     /// The connection's peer.
     pub(crate) fn peer(&self) -> &Peer {
         &self.peer
+    }
+
+    /// What its task watches to drop it (`admission.rs`).
+    pub(crate) fn watch(&self) -> &Watch {
+        &self.watch
     }
 }
 

@@ -1,18 +1,24 @@
-//! Serving ADS on a listener with pilot-h2 (one task per connection): TLS
-//! (and client certificates), an authenticator, HTTP/2 and TCP keepalives, limits on connections and
-//! streams (`admission.rs`: slots, a handshake deadline, pending
-//! connections per address, streams per connection and per credential),
-//! and an optional maximum connection age.
+//! Serving ADS on a listener with hyper's HTTP/2 server (the h2 crate; one
+//! task per connection): TLS (and client certificates), an authenticator,
+//! HTTP/2 and TCP keepalives, limits on connections and streams
+//! (`admission.rs`: slots with eviction of the oldest unadmitted
+//! connection, a handshake deadline, write progress, pending connections
+//! per address, streams per connection and per credential), a request
+//! budget per connection (`budget.rs`), every h2 limit set explicitly
+//! ([`http2`]), and an optional maximum connection age.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
-use super::admission::{Admission, Refusal};
+use super::admission::{Accepted, Admission, Limits, Refusal};
 use super::auth::Authenticate;
-use super::service::AdsService;
+use super::budget::RequestBudget;
+use super::peer::{Io, Peer};
+use super::service::{AdsService, Call};
 use crate::state::ServerState;
 
 /// How [`XdsServer::serve_with`](crate::XdsServer::serve_with) serves.
@@ -45,6 +51,21 @@ pub struct ServeOptions {
     /// falls behind in a connect storm does not close the connections it
     /// has not read yet. `None`: no deadline.
     pub handshake_timeout: Option<Duration>,
+    /// A connection whose writes have made no progress for this long (the
+    /// client does not read what it is sent) is closed, whatever it is
+    /// doing: admitted or not, mid-response or draining. `None`: no
+    /// deadline.
+    pub write_timeout: Option<Duration>,
+    /// Bytes of requests received but not yet whole (partial gRPC
+    /// messages) that the streams of one connection may hold together; a
+    /// stream that would take its connection over it, or whose single
+    /// request is larger, ends with `RESOURCE_EXHAUSTED` naming the
+    /// sizes. The default, 4 MiB, holds the largest request a proxy sends
+    /// (a sidecar's EDS subscription names every cluster: 160 KB at 1,000
+    /// services, growing with the mesh) 25 times over, while a thousand
+    /// connections filled with partial messages hold 4 GiB at most, not
+    /// the 16 MiB per stream a message may otherwise reach.
+    pub request_buffer_per_connection: usize,
     /// Connections from one IP address accepted but not yet admitted (see
     /// [`handshake_timeout`](Self::handshake_timeout)), at once; one more
     /// is closed as soon as it is accepted (and counted as refused), so
@@ -89,6 +110,8 @@ impl Default for ServeOptions {
             auth: None,
             max_connections: None,
             handshake_timeout: Some(Duration::from_secs(10)),
+            write_timeout: Some(Duration::from_secs(30)),
+            request_buffer_per_connection: 4 << 20,
             max_pending_per_address: None,
             max_streams_per_connection: Some(100),
             max_streams_per_caller: None,
@@ -118,6 +141,8 @@ impl std::fmt::Debug for ServeOptions {
             .field("auth", &self.auth.is_some())
             .field("max_connections", &self.max_connections)
             .field("handshake_timeout", &self.handshake_timeout)
+            .field("write_timeout", &self.write_timeout)
+            .field("request_buffer_per_connection", &self.request_buffer_per_connection)
             .field("max_pending_per_address", &self.max_pending_per_address)
             .field("max_streams_per_connection", &self.max_streams_per_connection)
             .field("max_streams_per_caller", &self.max_streams_per_caller)
@@ -155,9 +180,9 @@ pub(crate) async fn serve_address(
 /// Serves `state`'s streams on `listener` as `options` say until
 /// `shutdown` completes
 /// ([`XdsServer::serve_with`](crate::XdsServer::serve_with)): each admitted
-/// connection (after its TLS handshake) is served by a pilot-h2 connection
-/// task; on shutdown every stream is ended, every connection is sent
-/// GOAWAY, and the call returns once they have closed.
+/// connection (after its TLS handshake) is served by a hyper HTTP/2
+/// connection task; on shutdown every stream is ended, every connection is
+/// sent GOAWAY, and the call returns once they have closed.
 pub(crate) async fn serve_listener(
     state: &Arc<ServerState>,
     listener: tokio::net::TcpListener,
@@ -173,41 +198,39 @@ pub(crate) async fn serve_listener(
     };
     let incoming =
         futures::stream::poll_fn(move |cx| accepting.poll_next(cx)).map(tokio::net::TcpStream::from_std);
-    let config = pilot_h2::Config {
-        max_concurrent_streams: options.max_streams_per_connection.unwrap_or(u32::MAX),
-        max_message_size: super::transport::MAX_REQUEST,
-        keepalive_interval: Some(options.http2_keepalive_interval),
-        keepalive_timeout: options.http2_keepalive_timeout,
-        // The connection is told to go away before any of its streams
-        // is ended (at 90% to 110% of the age), so the proxy's next
-        // stream opens a new connection.
-        max_connection_age: options.max_connection_age.map(|age| age.mul_f64(0.9)),
-        send_buffer: state.options.send_buffer,
-        ..pilot_h2::Config::default()
-    };
-    let admission = Arc::new(Admission::new(
-        options.max_connections,
-        options.handshake_timeout,
-        options.max_pending_per_address,
-        options.max_streams_per_caller,
-    ));
+    let h2 = Arc::new(http2(&options, state.options.send_buffer));
+    let admission = Arc::new(Admission::new(Limits {
+        max_connections: options.max_connections,
+        handshake_timeout: options.handshake_timeout,
+        write_timeout: options.write_timeout,
+        max_pending_per_address: options.max_pending_per_address,
+        max_streams_per_caller: options.max_streams_per_caller,
+    }));
     let service = AdsService::new(Arc::clone(state), options.auth)
         .with_max_connection_age(options.max_connection_age)
         .with_admission(Arc::clone(&admission))
         .with_routes(options.routes);
-    let h2 = pilot_h2::Server::new(config, service);
     let server = Arc::clone(state);
     let admitted = incoming.filter_map(move |accepted| {
         let admitted = match accepted {
             Err(error) => Some(Err(error)),
             Ok(stream) => match admission.accept(stream) {
-                Ok(limited) => Some(Ok(limited)),
+                Ok(Accepted { connection, evicted }) => {
+                    if let Some(evicted) = evicted {
+                        server.connections_evicted.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(
+                            %evicted,
+                            "every ADS connection slot taken; closed the oldest connection without an admitted stream"
+                        );
+                    }
+                    Some(Ok(connection))
+                }
                 Err((stream, refusal)) => {
                     server.connections_refused.fetch_add(1, Ordering::Relaxed);
                     let peer = stream.peer_addr().ok();
                     match refusal {
                         Refusal::Full => {
-                            tracing::warn!(?peer, "over the ADS connection cap; closed");
+                            tracing::warn!(?peer, "over the ADS connection cap, every connection admitted; closed");
                         }
                         Refusal::AddressPending => tracing::debug!(
                             ?peer,
@@ -227,6 +250,11 @@ pub(crate) async fn serve_listener(
     );
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
+    // The connection is told to go away before any of its streams is
+    // ended (at 90% to 110% of the age), so the proxy's next stream
+    // opens a new connection.
+    let max_age = options.max_connection_age.map(|age| age.mul_f64(0.9));
+    let budget = options.request_buffer_per_connection;
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -242,24 +270,12 @@ pub(crate) async fn serve_listener(
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 Some(Ok(io)) => {
-                    let peer = io.peer().clone();
-                    let mut info = pilot_h2::ConnectionInfo {
-                        peer: peer.address(),
-                        ..pilot_h2::ConnectionInfo::default()
+                    let connection = Connection {
+                        service: service.clone(),
+                        peer: io.peer().clone(),
+                        budget: RequestBudget::new(budget),
                     };
-                    info.extensions.insert(peer);
-                    let mut stopped = stopped.clone();
-                    let stop = async move {
-                        let _ = stopped.wait_for(|stop| *stop).await;
-                    };
-                    // The connection's future itself, not one awaiting
-                    // it (which would hold the connection twice).
-                    let serving = h2.serve_connection(io, info, stop);
-                    tasks.spawn(futures::FutureExt::map(serving, |served| {
-                        if let Err(error) = served {
-                            tracing::debug!(%error, "ADS connection ended");
-                        }
-                    }));
+                    tasks.spawn(serve_connection(Arc::clone(&h2), io, connection, max_age, stopped.clone()));
                 }
             },
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
@@ -274,6 +290,132 @@ pub(crate) async fn serve_listener(
     let _ = stop.send(true);
     while tasks.join_next().await.is_some() {}
     Ok(())
+}
+
+/// hyper's HTTP/2 server as the ADS port runs it: every limit h2 has is
+/// set here, none left to a default that may change under us.
+fn http2(options: &ServeOptions, send_buffer: usize) -> hyper::server::conn::http2::Builder<TokioExecutor> {
+    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        // SETTINGS_MAX_CONCURRENT_STREAMS: an Envoy opens one ADS stream
+        // per connection and a certificate call or two beside it; the cap
+        // bounds the streams (and their tasks) one connection can hold.
+        .max_concurrent_streams(options.max_streams_per_connection)
+        // Streams the client opened and reset before the server took
+        // them (rapid reset, CVE-2023-44487): past 20 queued at once, h2
+        // ends the connection with GOAWAY ENHANCE_YOUR_CALM. h2's own
+        // default, set here so it cannot silently change.
+        .max_pending_accept_reset_streams(Some(20))
+        // Streams the server reset because of the client's errors
+        // (MadeYouReset, CVE-2025-8671): past this many on one
+        // connection, h2 ends it with GOAWAY. tonic leaves it unset,
+        // which turns the cap off; a conforming gRPC client causes none.
+        .max_local_error_reset_streams(Some(256))
+        // A request's headers, decoded: a gRPC call's are a path, a
+        // content type and a credential (a service-account token is
+        // 1-2 KB). It also bounds a header block's CONTINUATION frames
+        // (h2 counts their bytes against it), and an HPACK bomb.
+        .max_header_list_size(16 * 1024)
+        // The HPACK dynamic table the client may make us keep (the
+        // RFC's default size).
+        .header_table_size(Some(4096))
+        // SETTINGS_MAX_FRAME_SIZE: the RFC's minimum, so a connection's
+        // read buffer stays one 16 KiB frame.
+        .max_frame_size(Some(16 * 1024))
+        // Response bytes h2 holds per stream while the proxy's window
+        // is closed (XdsOptions::send_buffer): with the stream's
+        // one-message queue (transport.rs), all a proxy that does not
+        // read makes the server keep, beside the shared configuration.
+        .max_send_buf_size(send_buffer)
+        // What a client may send on a stream before the server reads it;
+        // a request arrives in a round trip or two (ADS requests are
+        // 160 KB at most in a 1,000-service mesh), and the server reads
+        // as it comes: partial messages are bounded by the request
+        // budget, not by this window.
+        .initial_stream_window_size(Some(256 * 1024))
+        // All the connection's streams together: the bytes h2 itself may
+        // hold for a connection before its streams read them.
+        .initial_connection_window_size(Some(1024 * 1024))
+        // Fixed windows: an adaptive one grows with the bandwidth-delay
+        // product, and so would what a client may make the server hold.
+        .adaptive_window(false)
+        // PINGs find a dead proxy (its stream's task then ends); an
+        // unanswered PING closes the connection.
+        .keep_alive_interval(Some(options.http2_keepalive_interval))
+        .keep_alive_timeout(options.http2_keepalive_timeout);
+    builder
+}
+
+/// What one connection's requests are served with.
+struct Connection {
+    service: AdsService,
+    peer: Peer,
+    budget: Arc<RequestBudget>,
+}
+
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Connection {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = Call;
+
+    fn call(&self, mut request: http::Request<hyper::body::Incoming>) -> Call {
+        request.extensions_mut().insert(self.peer.clone());
+        request.extensions_mut().insert(Arc::clone(&self.budget));
+        self.service.call(request)
+    }
+}
+
+/// Serves one connection until it closes: drops it at once when its
+/// handshake deadline passes unadmitted or it is evicted (nothing is
+/// flushed), sends it GOAWAY at its maximum age or when the server stops
+/// (its streams finish, then it closes).
+async fn serve_connection(
+    h2: Arc<hyper::server::conn::http2::Builder<TokioExecutor>>,
+    io: Io,
+    connection: Connection,
+    max_age: Option<Duration>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let watch = io.watch().clone();
+    let serving = h2.serve_connection(TokioIo::new(io), connection);
+    drop(h2);
+    tokio::pin!(serving);
+    let closed = watch.closed();
+    tokio::pin!(closed);
+    let aged = async {
+        match max_age {
+            Some(age) => tokio::time::sleep(age).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(aged);
+    let mut draining = false;
+    loop {
+        tokio::select! {
+            // The connection first: what a late server finds waiting is
+            // read (and may admit it) before its deadline is looked at.
+            biased;
+            served = serving.as_mut() => {
+                if let Err(error) = served {
+                    tracing::debug!(%error, "ADS connection ended");
+                }
+                return;
+            }
+            reason = &mut closed => {
+                tracing::debug!(?reason, "ADS connection dropped");
+                return;
+            }
+            () = &mut aged, if !draining => {
+                draining = true;
+                serving.as_mut().graceful_shutdown();
+            }
+            _ = stopped.wait_for(|stop| *stop), if !draining => {
+                draining = true;
+                serving.as_mut().graceful_shutdown();
+            }
+        }
+    }
 }
 
 /// The accept queue a listener asks for: the kernel caps it at

@@ -1,24 +1,30 @@
-//! The ADS gRPC service on pilot-h2: authenticates a new stream, picks its
-//! protocol by method, and starts its session task (`session.rs`) over the
-//! stream's plumbing (`transport.rs`); calls to other methods go to the
-//! port's other services (`routes.rs`) when it has them.
+//! The ADS gRPC service on hyper's HTTP/2 requests: authenticates a new
+//! stream, picks its protocol by method, and starts its session task
+//! (`session.rs`) over the stream's plumbing (`transport.rs`); calls to
+//! other methods go to the port's other services (`routes.rs`) when it
+//! has them.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::future::{BoxFuture, Either, Ready};
+use hyper::body::Incoming;
+
 use super::admission::{Admission, StreamGuard};
 use super::auth::{Authenticate, Caller};
+use super::budget::RequestBudget;
 use super::routes::Routes;
 use super::session::{self, Protocol};
-use super::transport::{self, Requests, Responses};
+use super::transport;
 use super::{delta, sotw};
 use crate::state::ServerState;
 
 const STREAM_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
 const DELTA_PATH: &str = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
 
-/// The ADS service a pilot-h2 server calls per new stream.
+/// The ADS service each connection calls per new stream.
 #[derive(Clone)]
 pub(crate) struct AdsService {
     server: Arc<ServerState>,
@@ -64,17 +70,16 @@ impl AdsService {
         self
     }
 
-    /// Starts the task of a new stream of protocol `P`.
+    /// Starts the task of a new stream of protocol `P`; its response is
+    /// sent (its HEADERS go out) at once, before the first push.
     fn open<P: Protocol + 'static>(
         &self,
-        messages: pilot_h2::Messages,
-        mut sender: pilot_h2::Sender,
+        body: Incoming,
+        budget: Option<Arc<RequestBudget>>,
         caller: Option<Caller>,
         guard: StreamGuard,
-    ) {
-        // The stream is open: its clients see so before the first
-        // response (which waits for the first push).
-        sender.send_headers();
+    ) -> Response {
+        let (requests, responses, response) = transport::open::<P::Request>(body, budget);
         let inner = &self.server;
         let id = inner.next_connection.fetch_add(1, Ordering::Relaxed);
         let limits = session::StreamLimits {
@@ -83,23 +88,86 @@ impl AdsService {
                 .max_age
                 .map(|age| tokio::time::Instant::now() + jitter(age, id)),
         };
-        let session = session::drive::<P>(
-            Arc::clone(inner),
-            id,
-            limits,
-            Requests::new(messages),
-            Responses::new(sender),
-        );
+        let session = session::drive::<P>(Arc::clone(inner), id, limits, requests, responses);
         // Counted against its credential until the session ends. (A
         // future that awaits the session would hold it twice: as what it
         // captured and as what it awaits.)
         tokio::spawn(futures::FutureExt::map(session, move |()| drop(guard)));
+        response
     }
 
-    /// Ends a stream at once with `status`.
-    fn refuse(sender: pilot_h2::Sender, status: &tonic::Status) {
-        sender.finish(transport::code(status.code()), status.message());
+    /// Serves one request of the connection: an ADS stream, or a call to
+    /// another of the port's services.
+    pub(crate) fn call(&self, request: http::Request<Incoming>) -> Call {
+        let path = request.uri().path();
+        if path != STREAM_PATH && path != DELTA_PATH {
+            return match &self.routes {
+                Some(routes) => Either::Right(routes.call(request)),
+                None => refuse(&tonic::Status::unimplemented(format!("no method {path}"))),
+            };
+        }
+        let delta = path == DELTA_PATH;
+        let (parts, body) = request.into_parts();
+        let caller = match &self.auth {
+            None => None,
+            Some(auth) => match auth.authenticate(&parts.headers, &parts.extensions) {
+                Ok(caller) => Some(caller),
+                Err(status) => {
+                    tracing::warn!(code = ?status.code(), reason = status.message(), "ADS stream refused");
+                    self.server.refused.count(&status);
+                    return refuse(&status);
+                }
+            },
+        };
+        let compressed = parts
+            .headers
+            .get("grpc-encoding")
+            .is_some_and(|e| e.as_bytes() != b"identity");
+        if compressed {
+            return refuse(&tonic::Status::unimplemented(
+                "this server accepts uncompressed requests only",
+            ));
+        }
+        let guard = match (&self.admission, &caller) {
+            (Some(admission), Some(caller)) => match admission.open_stream(&caller.name) {
+                Ok(guard) => guard,
+                Err(status) => {
+                    tracing::warn!(caller = %caller.name, reason = status.message(), "ADS stream refused");
+                    self.server.refused.count(&status);
+                    return refuse(&status);
+                }
+            },
+            _ => StreamGuard::none(),
+        };
+        if let Some(admission) = &self.admission {
+            admission.admit(&parts.extensions);
+        }
+        let budget = parts.extensions.get::<Arc<RequestBudget>>().cloned();
+        let response = if delta {
+            self.open::<delta::Delta>(body, budget, caller, guard)
+        } else {
+            self.open::<sotw::Sotw>(body, budget, caller, guard)
+        };
+        Either::Left(futures::future::ready(Ok(response)))
     }
+}
+
+/// A response of the port.
+type Response = http::Response<tonic::body::Body>;
+
+/// What serving one request of the connection returns: an ADS stream's
+/// response at once, or another service's call.
+pub(crate) type Call =
+    Either<Ready<Result<Response, Infallible>>, BoxFuture<'static, Result<Response, Infallible>>>;
+
+/// A stream ended at once with `status` (a trailers-only response).
+fn refuse(status: &tonic::Status) -> Call {
+    let mut response = http::Response::new(tonic::body::Body::default());
+    *response.headers_mut() = transport::trailers(status);
+    response
+        .headers_mut()
+        .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
+    Either::Left(futures::future::ready(Ok(response)))
 }
 
 /// `age` moved by up to 10% either way, differently for each stream.
@@ -110,59 +178,6 @@ fn jitter(age: Duration, id: u64) -> Duration {
     // A fraction in [-0.1, 0.1].
     let fraction = (hasher.finish() % 2001) as f64 / 10_000.0 - 0.1;
     age.mul_f64(1.0 + fraction)
-}
-
-impl pilot_h2::Service for AdsService {
-    fn call(&self, request: pilot_h2::Request, sender: pilot_h2::Sender) {
-        let pilot_h2::Request { head, messages } = request;
-        let path = head.path.as_str();
-        if path != STREAM_PATH && path != DELTA_PATH {
-            match &self.routes {
-                Some(routes) => routes.call(head, messages, sender),
-                None => Self::refuse(sender, &tonic::Status::unimplemented(format!("no method {path}"))),
-            }
-            return;
-        }
-        let extensions = &head.connection.extensions;
-        let caller = match &self.auth {
-            None => None,
-            Some(auth) => match auth.authenticate(&head.headers, extensions) {
-                Ok(caller) => Some(caller),
-                Err(status) => {
-                    tracing::warn!(code = ?status.code(), reason = status.message(), "ADS stream refused");
-                    self.server.refused.count(&status);
-                    return Self::refuse(sender, &status);
-                }
-            },
-        };
-        let compressed = head
-            .headers
-            .get("grpc-encoding")
-            .is_some_and(|e| e.as_bytes() != b"identity");
-        if compressed {
-            let status = tonic::Status::unimplemented("this server accepts uncompressed requests only");
-            return Self::refuse(sender, &status);
-        }
-        let guard = match (&self.admission, &caller) {
-            (Some(admission), Some(caller)) => match admission.open_stream(&caller.name) {
-                Ok(guard) => guard,
-                Err(status) => {
-                    tracing::warn!(caller = %caller.name, reason = status.message(), "ADS stream refused");
-                    self.server.refused.count(&status);
-                    return Self::refuse(sender, &status);
-                }
-            },
-            _ => StreamGuard::none(),
-        };
-        if let Some(admission) = &self.admission {
-            admission.admit(extensions);
-        }
-        if head.path == STREAM_PATH {
-            self.open::<sotw::Sotw>(messages, sender, caller, guard);
-        } else {
-            self.open::<delta::Delta>(messages, sender, caller, guard);
-        }
-    }
 }
 
 #[cfg(test)]

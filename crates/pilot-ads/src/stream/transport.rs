@@ -1,41 +1,61 @@
 //! The ADS transport: the request/response plumbing of one stream on
-//! pilot-h2's gRPC stream, with no knowledge of the xDS protocols. A
-//! response goes out as a small header plus slices of the configuration
-//! buffers every connection shares (see `generated.rs`): a push to 2,000
-//! proxies copies nothing per proxy (pilot-h2 writes the parts behind its
-//! frame heads), and what waits in a slow proxy's queue costs only
+//! hyper's HTTP/2 request and response, with no knowledge of the xDS
+//! protocols. A response goes out as a small header plus slices of the
+//! configuration buffers every connection shares (see `generated.rs`),
+//! one HTTP/2 DATA frame per shared part: a push to 2,000 proxies copies
+//! nothing per proxy, and what waits in a slow proxy's queue costs only
 //! reference counts.
 //!
-//! Requests are decoded from the received chunks as they came
-//! ([`Frames`]), without copying them into one buffer: a sidecar's EDS ACK
-//! names every cluster, 160 KB in a 1,000-service mesh, and 2,000 of them
-//! copied into fresh buffers made page faults a tenth of the server's CPU
-//! in an endpoint push. Nothing is kept between messages (a buffer kept at
-//! its high-water mark would cost that per connection).
+//! Requests are gRPC length-prefixed messages decoded from the request
+//! body's data frames as they came ([`Deframer`] over [`Frames`]),
+//! without copying them into one buffer: a sidecar's EDS ACK names every
+//! cluster, 160 KB in a 1,000-service mesh, and 2,000 of them copied into
+//! fresh buffers made page faults a tenth of the server's CPU in an
+//! endpoint push. Nothing is kept between messages (a buffer kept at its
+//! high-water mark would cost that per connection), and what a partial
+//! message holds is charged to its connection's [`RequestBudget`].
+//!
+//! Backpressure: a stream's task hands messages to its response body
+//! through a channel of [`QUEUE`] messages; hyper asks the body for the
+//! next frame only while h2's send buffer for the stream has room
+//! (`max_send_buf_size`, [`XdsOptions::send_buffer`](crate::XdsOptions::send_buffer)),
+//! so a proxy that does not read holds up only its own task, which waits.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http_body::{Body as _, Frame};
+use tokio::sync::mpsc;
 
-/// The largest request accepted (an EDS subscription to 10,000 clusters is
-/// well under 1 MiB).
-pub(super) const MAX_REQUEST: usize = 16 * 1024 * 1024;
+use super::budget::{OverBudget, RequestBudget};
 
-/// What a stream's task sends.
+/// Messages a stream's task may have queued for its response body beyond
+/// the one being written: one, so a new push waits for the previous one
+/// to be taken (h2's send buffer bounds the bytes behind it).
+pub(super) const QUEUE: usize = 1;
+
+/// What a stream's task hands to its response body.
 pub(super) enum Outgoing {
-    /// One gRPC message (without its prefix), as buffers to write in order.
+    /// One gRPC message, framed, as buffers to write in order.
     Message(Vec<Bytes>),
-    /// End the stream with this status (boxed: it is seven times a
-    /// message's size).
+    /// End the stream with this status (boxed: a queue's slots are the
+    /// size of its largest item, and a status is seven times a message's).
     End(Box<tonic::Status>),
 }
 
-/// One response message: `head` (the message's own fields), then
-/// `resources` (already-encoded repeated fields of the same message,
-/// shared with other connections). pilot-h2 adds the gRPC prefix.
+/// Frames one response message: the gRPC prefix and `head` (the message's
+/// own fields), then `resources` (already-encoded repeated fields of the
+/// same message, shared with other connections).
 pub(super) fn frame(head: &impl prost::Message, resources: Vec<Bytes>) -> Outgoing {
     let head_len = head.encoded_len();
-    let mut buffer = BytesMut::with_capacity(head_len);
+    let len = head_len + resources.iter().map(Bytes::len).sum::<usize>();
+    let mut buffer = BytesMut::with_capacity(5 + head_len);
+    buffer.put_u8(0);
+    buffer.put_u32(u32::try_from(len).unwrap_or(u32::MAX));
     head.encode_raw(&mut buffer);
     let mut parts = Vec::with_capacity(1 + resources.len());
     parts.push(buffer.freeze());
@@ -43,21 +63,39 @@ pub(super) fn frame(head: &impl prost::Message, resources: Vec<Bytes>) -> Outgoi
     Outgoing::Message(parts)
 }
 
-/// A stream's response side: messages go to its pilot-h2 sender (which
-/// waits while the stream has its send buffer queued: the bounded queue
-/// between the task and its connection), and its end is the gRPC status.
-/// Dropped without an end, the stream ends with `OK` (the task is done:
-/// the proxy left or the server closes).
+/// A new stream's plumbing: its decoded requests (their partial messages
+/// charged to `budget`), the sending side its task answers with, and the
+/// HTTP response whose body drains what it sends.
+pub(super) fn open<T: Request>(
+    body: hyper::body::Incoming,
+    budget: Option<Arc<RequestBudget>>,
+) -> (Requests<T>, Responses, http::Response<tonic::body::Body>) {
+    let (sender, receiver) = mpsc::channel(QUEUE);
+    let mut response = http::Response::new(tonic::body::Body::new(ResponseBody {
+        queue: receiver,
+        pending: Vec::new().into_iter(),
+        ended: false,
+    }));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    let requests = Requests {
+        body: Some(body),
+        deframer: Deframer::new(budget),
+        _message: std::marker::PhantomData,
+    };
+    (requests, Responses { sender: Some(sender) }, response)
+}
+
+/// A stream's response side: messages go to its response body (waiting
+/// while the queue is full), and its end is the gRPC status. Dropped
+/// without an end, the stream ends with `OK` (the task is done: the proxy
+/// left or the server closes).
 pub(super) struct Responses {
-    sender: Option<pilot_h2::Sender>,
+    sender: Option<mpsc::Sender<Outgoing>>,
 }
 
 impl Responses {
-    /// The responses of the stream `sender` answers.
-    pub(super) fn new(sender: pilot_h2::Sender) -> Self {
-        Responses { sender: Some(sender) }
-    }
-
     /// Responses going nowhere (a task's size, in tests).
     #[cfg(test)]
     pub(super) fn detached() -> Self {
@@ -68,23 +106,14 @@ impl Responses {
     /// gone (reset, connection closed) or already ended.
     pub(super) async fn send(&mut self, outgoing: Outgoing) -> Result<(), Gone> {
         match outgoing {
-            Outgoing::Message(parts) => match &mut self.sender {
-                Some(sender) => sender.send(parts).await.map_err(|_| Gone),
+            Outgoing::Message(_) => match &self.sender {
+                Some(sender) => sender.send(outgoing).await.map_err(|_| Gone),
                 None => Err(Gone),
             },
-            Outgoing::End(status) => {
+            Outgoing::End(_) => {
                 let sender = self.sender.take().ok_or(Gone)?;
-                sender.finish(code(status.code()), status.message());
-                Ok(())
+                sender.send(outgoing).await.map_err(|_| Gone)
             }
-        }
-    }
-}
-
-impl Drop for Responses {
-    fn drop(&mut self) {
-        if let Some(sender) = self.sender.take() {
-            sender.finish(pilot_h2::Code::Ok, "");
         }
     }
 }
@@ -93,33 +122,61 @@ impl Drop for Responses {
 #[derive(Debug)]
 pub(super) struct Gone;
 
-/// tonic's code as pilot-h2's (the same gRPC numbering).
-pub(crate) fn code(code: tonic::Code) -> pilot_h2::Code {
-    use pilot_h2::Code as H;
-    match code {
-        tonic::Code::Ok => H::Ok,
-        tonic::Code::Cancelled => H::Cancelled,
-        tonic::Code::Unknown => H::Unknown,
-        tonic::Code::InvalidArgument => H::InvalidArgument,
-        tonic::Code::DeadlineExceeded => H::DeadlineExceeded,
-        tonic::Code::NotFound => H::NotFound,
-        tonic::Code::AlreadyExists => H::AlreadyExists,
-        tonic::Code::PermissionDenied => H::PermissionDenied,
-        tonic::Code::ResourceExhausted => H::ResourceExhausted,
-        tonic::Code::FailedPrecondition => H::FailedPrecondition,
-        tonic::Code::Aborted => H::Aborted,
-        tonic::Code::OutOfRange => H::OutOfRange,
-        tonic::Code::Unimplemented => H::Unimplemented,
-        tonic::Code::Internal => H::Internal,
-        tonic::Code::Unavailable => H::Unavailable,
-        tonic::Code::DataLoss => H::DataLoss,
-        tonic::Code::Unauthenticated => H::Unauthenticated,
+/// A stream's response body: the messages its task queues, one DATA
+/// frame per part, then the status as trailers.
+struct ResponseBody {
+    queue: mpsc::Receiver<Outgoing>,
+    /// The parts of the message being written (its allocation is given
+    /// back once they are all out, not kept at the largest message's).
+    pending: std::vec::IntoIter<Bytes>,
+    ended: bool,
+}
+
+impl http_body::Body for ResponseBody {
+    type Data = Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
+        loop {
+            if let Some(data) = self.pending.next() {
+                return Poll::Ready(Some(Ok(Frame::data(data))));
+            }
+            // Out of parts: their allocation goes now, not when the next
+            // message comes.
+            self.pending = Vec::new().into_iter();
+            if self.ended {
+                return Poll::Ready(None);
+            }
+            let status = match std::task::ready!(self.queue.poll_recv(cx)) {
+                Some(Outgoing::Message(parts)) => {
+                    self.pending = parts.into_iter();
+                    continue;
+                }
+                Some(Outgoing::End(status)) => *status,
+                // The task is done (the proxy left or the server closes).
+                None => tonic::Status::ok(""),
+            };
+            self.ended = true;
+            self.queue.close();
+            return Poll::Ready(Some(Ok(Frame::trailers(trailers(&status)))));
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended && self.pending.as_slice().is_empty()
     }
 }
 
-/// pilot-h2's code as tonic's.
-fn tonic_code(code: pilot_h2::Code) -> tonic::Code {
-    tonic::Code::from_i32(code as i32)
+/// `status` as gRPC trailers (`INTERNAL` if its message cannot be one).
+pub(super) fn trailers(status: &tonic::Status) -> http::HeaderMap {
+    let mut trailers = http::HeaderMap::new();
+    if status.add_header(&mut trailers).is_err() {
+        trailers.insert("grpc-status", HeaderValue::from_static("13"));
+    }
+    trailers
 }
 
 /// Why a stream's requests ended in error.
@@ -134,7 +191,7 @@ pub(super) enum RequestError {
 }
 
 /// A request message type, decoded from its frames.
-pub(super) trait Request: Sized + Send + 'static {
+pub(crate) trait Request: Sized + Send + 'static {
     /// Decodes one message (its bytes, without the gRPC prefix).
     fn decode(message: Frames) -> Result<Self, prost::DecodeError>;
 }
@@ -144,6 +201,96 @@ impl Request for envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryR
         <Self as prost::Message>::decode(message)
     }
 }
+
+/// The gRPC deframer of one stream: takes the body's data chunks as they
+/// come and gives back whole messages (their bytes, not copied), holding
+/// what a partial message has received against the connection's budget.
+pub(crate) struct Deframer {
+    /// Chunks received and not yet given back as a message.
+    pending: Frames,
+    budget: Option<Arc<RequestBudget>>,
+}
+
+impl Deframer {
+    /// A deframer charging `budget` (`None`: bounded by
+    /// [`MAX_REQUEST`] alone).
+    pub(crate) fn new(budget: Option<Arc<RequestBudget>>) -> Self {
+        Deframer {
+            pending: Frames::default(),
+            budget,
+        }
+    }
+
+    /// The largest request this stream may receive.
+    fn limit(&self) -> usize {
+        self.budget.as_ref().map_or(MAX_REQUEST, |b| b.limit().min(MAX_REQUEST))
+    }
+
+    /// Adds a chunk of the body; fails when its partial message would
+    /// take the connection over its budget.
+    pub(crate) fn push(&mut self, chunk: Bytes) -> Result<(), tonic::Status> {
+        if let Some(budget) = &self.budget
+            && let Err(OverBudget { limit, used }) = budget.charge(chunk.len())
+        {
+            let held = self.pending.remaining();
+            return Err(tonic::Status::resource_exhausted(format!(
+                "a request of more than {} bytes received so far does not fit: this connection's streams                  hold {used} bytes of partial requests, of a request buffer of {limit} bytes",
+                held + chunk.len()
+            )));
+        }
+        self.pending.push(chunk);
+        Ok(())
+    }
+
+    /// The next whole message, if one has come; fails on a compressed or
+    /// too large one.
+    pub(crate) fn next(&mut self) -> Result<Option<Frames>, tonic::Status> {
+        if self.pending.remaining() < 5 {
+            return Ok(None);
+        }
+        let [compressed, l0, l1, l2, l3] = self.pending.peek::<5>();
+        if compressed != 0 {
+            return Err(tonic::Status::unimplemented(
+                "this server accepts uncompressed requests only",
+            ));
+        }
+        let len = u32::from_be_bytes([l0, l1, l2, l3]) as usize;
+        let limit = self.limit();
+        if len.saturating_add(5) > limit {
+            return Err(tonic::Status::resource_exhausted(format!(
+                "a request of {len} bytes (and its 5-byte prefix) is over this connection's request buffer of                  {limit} bytes"
+            )));
+        }
+        if self.pending.remaining() < 5 + len {
+            return Ok(None);
+        }
+        self.pending.advance(5);
+        let message = self.pending.take_front(len);
+        self.release(5 + len);
+        Ok(Some(message))
+    }
+
+    /// Whether a partial message is held.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pending.remaining() == 0
+    }
+
+    fn release(&self, bytes: usize) {
+        if let Some(budget) = &self.budget {
+            budget.release(bytes);
+        }
+    }
+}
+
+impl Drop for Deframer {
+    fn drop(&mut self) {
+        self.release(self.pending.remaining());
+    }
+}
+
+/// The largest request accepted whatever the budget (an EDS subscription
+/// to 10,000 clusters is well under 1 MiB).
+pub(super) const MAX_REQUEST: usize = 16 * 1024 * 1024;
 
 /// Bytes as a request body's data frames brought them: a [`Buf`] over
 /// shared chunks, whose `copy_to_bytes` slices a chunk instead of copying
@@ -184,7 +331,6 @@ impl Frames {
     }
 
     /// The first `N` bytes, left in place (`N` at most `remaining()`).
-    #[cfg(test)]
     fn peek<const N: usize>(&self) -> [u8; N] {
         let mut out = [0; N];
         let mut at = 0;
@@ -269,57 +415,52 @@ impl Buf for Frames {
 /// A stream's requests, decoded one message at a time.
 pub(super) struct Requests<T> {
     /// `None`: a stream with no requests (a task's size, in tests).
-    messages: Option<pilot_h2::Messages>,
+    body: Option<hyper::body::Incoming>,
+    deframer: Deframer,
     _message: std::marker::PhantomData<fn() -> T>,
 }
 
 impl<T: Request> Requests<T> {
-    /// The requests of a stream's `messages`.
-    pub(super) fn new(messages: pilot_h2::Messages) -> Self {
-        Requests {
-            messages: Some(messages),
-            _message: std::marker::PhantomData,
-        }
-    }
-
     /// No requests (a task's size, in tests).
     #[cfg(test)]
     pub(super) fn detached() -> Self {
         Requests {
-            messages: None,
+            body: None,
+            deframer: Deframer::new(None),
             _message: std::marker::PhantomData,
         }
     }
 
     /// The next request; `None` when the proxy ended the stream.
     pub(super) async fn message(&mut self) -> Result<Option<T>, RequestError> {
-        let Some(messages) = &mut self.messages else {
-            return Ok(None);
-        };
-        match messages.next().await {
-            None => Ok(None),
-            Some(Ok(mut message)) => {
-                // The received chunks, sliced, not copied.
-                let mut frames = Frames::default();
-                while message.has_remaining() {
-                    let n = message.chunk().len();
-                    frames.push(message.copy_to_bytes(n));
-                }
-                T::decode(frames).map(Some).map_err(|e| {
+        loop {
+            if let Some(message) = self.deframer.next().map_err(RequestError::Malformed)? {
+                return T::decode(message).map(Some).map_err(|e| {
                     RequestError::Malformed(tonic::Status::invalid_argument(format!(
                         "undecodable request: {e}"
                     )))
-                })
+                });
             }
-            Some(Err(status)) => {
-                let code = tonic_code(status.code);
-                let status = tonic::Status::new(code, status.message);
-                match code {
-                    // The stream or its connection is gone.
-                    tonic::Code::Cancelled | tonic::Code::Unavailable => Err(RequestError::Transport(status)),
-                    // A message refused (compressed, too large, cut):
-                    // pilot-h2 is ending the stream with its status.
-                    _ => Err(RequestError::Malformed(status)),
+            let Some(body) = &mut self.body else {
+                return Ok(None);
+            };
+            let frame = std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await;
+            match frame {
+                None if self.deframer.is_empty() => return Ok(None),
+                None => {
+                    return Err(RequestError::Malformed(tonic::Status::invalid_argument(
+                        "the stream ended inside a message",
+                    )));
+                }
+                Some(Err(error)) => {
+                    return Err(RequestError::Transport(tonic::Status::unavailable(format!(
+                        "the request stream failed: {error}"
+                    ))));
+                }
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.deframer.push(data).map_err(RequestError::Malformed)?;
+                    }
                 }
             }
         }
@@ -329,6 +470,44 @@ impl<T: Request> Requests<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn framed(message: &[u8]) -> Bytes {
+        let mut framed = BytesMut::new();
+        framed.put_u8(0);
+        framed.put_u32(u32::try_from(message.len()).unwrap());
+        framed.put_slice(message);
+        framed.freeze()
+    }
+
+    /// Partial messages are charged to the connection's budget and given
+    /// back whole; a message larger than the budget ends its stream with
+    /// the sizes named, and so does one that finds the budget taken.
+    #[test]
+    fn partial_messages_are_held_against_the_connection_budget() {
+        let budget = RequestBudget::new(64);
+        let mut one = Deframer::new(Some(Arc::clone(&budget)));
+        let mut two = Deframer::new(Some(Arc::clone(&budget)));
+        let message = framed(&[7; 30]);
+        one.push(message.slice(..20)).unwrap();
+        assert!(one.next().unwrap().is_none());
+        assert_eq!(budget.used(), 20);
+        two.push(message.slice(..20)).unwrap();
+        // 40 of 64 held: 30 more do not fit.
+        let refused = two.push(Bytes::from(vec![0; 30])).unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+        assert!(refused.message().contains("40 bytes") && refused.message().contains("64 bytes"), "{refused:?}");
+        one.push(message.slice(20..)).unwrap();
+        assert_eq!(one.next().unwrap().unwrap().contiguous(), &[7; 30][..]);
+        assert_eq!(budget.used(), 20);
+        drop(two);
+        assert_eq!(budget.used(), 0);
+        // Larger than the whole budget: refused from its prefix.
+        let mut three = Deframer::new(Some(Arc::clone(&budget)));
+        three.push(framed(&[1; 100]).slice(..5)).unwrap();
+        let refused = three.next().unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+        assert!(refused.message().contains("100 bytes") && refused.message().contains("64 bytes"), "{refused:?}");
+    }
 
     /// A message split across frames at every point reads the same.
     #[test]
