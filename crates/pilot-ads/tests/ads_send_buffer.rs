@@ -101,7 +101,9 @@ async fn a_proxy_that_does_not_read_holds_no_more_than_the_send_buffer() {
     let other_id = node_id("default", "10.9.0.2");
     wait_proxy(&server, &other_id, sent_listeners).await;
     apply(&store, &hosts("second", 1)).await;
-    let second = wait_proxy(&server, &other_id, |p| p.push > Some(taken)).await.push;
+    let second = wait_proxy(&server, &other_id, |p| p.push > Some(taken))
+        .await
+        .push;
     // ...and the next: the stalled one, whose task may have queued the
     // first message of the second push (its queue of one) and waits,
     // takes neither.

@@ -463,7 +463,12 @@ impl Limited {
     /// Records a write's outcome: progress clears the stall, a pending
     /// write starts (or keeps) its timer, which fails the write once it
     /// fires.
-    fn written<T>(&mut self, cx: &mut Context<'_>, poll: Poll<std::io::Result<T>>, progress: bool) -> Poll<std::io::Result<T>> {
+    fn written<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<std::io::Result<T>>,
+        progress: bool,
+    ) -> Poll<std::io::Result<T>> {
         match &poll {
             Poll::Ready(Ok(_)) if progress => self.write_stalled = None,
             Poll::Pending => {

@@ -142,7 +142,10 @@ impl std::fmt::Debug for ServeOptions {
             .field("max_connections", &self.max_connections)
             .field("handshake_timeout", &self.handshake_timeout)
             .field("write_timeout", &self.write_timeout)
-            .field("request_buffer_per_connection", &self.request_buffer_per_connection)
+            .field(
+                "request_buffer_per_connection",
+                &self.request_buffer_per_connection,
+            )
             .field("max_pending_per_address", &self.max_pending_per_address)
             .field("max_streams_per_connection", &self.max_streams_per_connection)
             .field("max_streams_per_caller", &self.max_streams_per_caller)

@@ -164,9 +164,10 @@ pub(crate) type Call =
 fn refuse(status: &tonic::Status) -> Call {
     let mut response = http::Response::new(tonic::body::Body::default());
     *response.headers_mut() = transport::trailers(status);
-    response
-        .headers_mut()
-        .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/grpc"));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/grpc"),
+    );
     Either::Left(futures::future::ready(Ok(response)))
 }
 

@@ -223,7 +223,9 @@ impl Deframer {
 
     /// The largest request this stream may receive.
     fn limit(&self) -> usize {
-        self.budget.as_ref().map_or(MAX_REQUEST, |b| b.limit().min(MAX_REQUEST))
+        self.budget
+            .as_ref()
+            .map_or(MAX_REQUEST, |b| b.limit().min(MAX_REQUEST))
     }
 
     /// Adds a chunk of the body; fails when its partial message would
@@ -495,7 +497,10 @@ mod tests {
         // 40 of 64 held: 30 more do not fit.
         let refused = two.push(Bytes::from(vec![0; 30])).unwrap_err();
         assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
-        assert!(refused.message().contains("40 bytes") && refused.message().contains("64 bytes"), "{refused:?}");
+        assert!(
+            refused.message().contains("40 bytes") && refused.message().contains("64 bytes"),
+            "{refused:?}"
+        );
         one.push(message.slice(20..)).unwrap();
         assert_eq!(one.next().unwrap().unwrap().contiguous(), &[7; 30][..]);
         assert_eq!(budget.used(), 20);
@@ -506,7 +511,10 @@ mod tests {
         three.push(framed(&[1; 100]).slice(..5)).unwrap();
         let refused = three.next().unwrap_err();
         assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
-        assert!(refused.message().contains("100 bytes") && refused.message().contains("64 bytes"), "{refused:?}");
+        assert!(
+            refused.message().contains("100 bytes") && refused.message().contains("64 bytes"),
+            "{refused:?}"
+        );
     }
 
     /// A message split across frames at every point reads the same.

@@ -291,11 +291,20 @@ pub(crate) async fn under_attack<R: Send + 'static>(
         let finished = attack.is_finished();
         n += 1;
         tokio::task::block_in_place(|| target.create_probe(n));
-        wait_for(
-            &format!("the proxy to see ServiceEntry probe-{n} under attack"),
-            || proxy.has(n),
-        )
-        .await;
+        let asked = Instant::now();
+        while !proxy.has(n) {
+            if asked.elapsed() > PATIENCE {
+                let log = target.server.log();
+                let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                panic!(
+                    "timed out waiting for the proxy to see ServiceEntry probe-{n} under attack \
+                     (it opened {} streams; the server's last log lines, newest first:\n{})",
+                    proxy.streams.load(Ordering::Relaxed),
+                    tail.join("\n")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         pushes_seen += 1;
         if finished {
             break;
