@@ -81,6 +81,8 @@ use serving::Serving;
 mod common;
 #[path = "common/floor.rs"]
 mod floor;
+#[path = "common/h2_floor.rs"]
+mod h2_floor;
 #[path = "common/mesh.rs"]
 mod mesh;
 #[path = "common/scoped.rs"]
@@ -462,6 +464,10 @@ fn main() {
     }
     if let Some((clients, port, bytes)) = floor::child_args(&args) {
         floor::clients_main(clients, port, bytes);
+        return;
+    }
+    if let Some((clients, port)) = h2_floor::child_args(&args) {
+        h2_floor::clients_main(clients, port);
         return;
     }
     if args.iter().any(|a| a == "--test") {

@@ -8,8 +8,11 @@
 //!   Controller and the registry have synced; each class of proxy is
 //!   generated once per push and encoded once for every stream.
 //! - `stream/`: one task per ADS stream, state of the world or
-//!   incremental, over pilot-h2's HTTP/2 connections ([`ServeOptions`]:
-//!   TLS by tokio-rustls, keepalives, connection cap, maximum age;
+//!   incremental, over hyper's HTTP/2 connections (the h2 crate) with
+//!   pilot's admission on top ([`ServeOptions`]: TLS by tokio-rustls,
+//!   keepalives, every h2 limit, connection cap with eviction of
+//!   unauthenticated connections, handshake and write deadlines, a
+//!   request budget per connection, maximum age;
 //!   [`Authenticate`]: who may claim which node ids, from the request's
 //!   headers and its connection's [`Peer`]).
 //! - `feedback/`: each connected proxy's ACKs and NACKs ([`ProxyStatus`]),
@@ -42,6 +45,8 @@
 #![forbid(unsafe_code)]
 
 mod feedback;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod options;
 mod push;
 mod server;
@@ -58,7 +63,7 @@ pub use xds_type::{TYPES, XdsType};
 
 /// The tonic this crate is built with: the serving methods return its
 /// `transport::Error` and [`ServeOptions::routes`] are its routes (served
-/// on pilot-h2's streams beside ADS). Use it instead of a tonic of
+/// on the same HTTP/2 connections beside ADS). Use it instead of a tonic of
 /// your own so the versions always match.
 pub use tonic;
 

@@ -10,12 +10,15 @@ pub struct XdsOptions {
     pub debounce_quiet: Duration,
     /// ...but no longer than this after the first change.
     pub debounce_max: Duration,
-    /// Response bytes one stream may have queued for its connection (the
-    /// proxy's flow-control window closed, or its socket slow) before the
-    /// stream's task waits (1 MiB). A proxy that does not read holds at
-    /// most this much of the server's memory, plus the one response that
-    /// went over it; a push meanwhile reaches it as the configuration of
-    /// its time once it reads again, not as every response in between.
+    /// Response bytes h2 may hold for one stream (the proxy's
+    /// flow-control window closed, or its socket slow) before the stream's
+    /// task waits (1 MiB; h2's `max_send_buf_size`, and never more than
+    /// the proxy's window lets out). A proxy that does not read holds at
+    /// most this much of the server's memory, plus the part that went
+    /// over it, the message being written and the one queued behind it
+    /// (mostly slices of configuration every proxy shares); a push
+    /// meanwhile reaches it as the configuration of its time once it reads
+    /// again, not as every response in between.
     pub send_buffer: usize,
     /// Share Envoy clusters, load assignments, listeners and encoded
     /// virtual hosts between proxy classes, keep virtual hosts whose rules

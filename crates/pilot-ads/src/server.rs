@@ -66,7 +66,8 @@ impl XdsServer {
     }
 
     /// Connections closed at once since the server started because
-    /// [`ServeOptions::max_connections`] were open.
+    /// [`ServeOptions::max_connections`] were open, every one of them
+    /// admitted (or over [`ServeOptions::max_pending_per_address`]).
     pub fn connections_refused(&self) -> u64 {
         self.inner.connections_refused.load(Ordering::Relaxed)
     }

@@ -169,6 +169,18 @@ pub struct Args {
     /// connection slots. Examples: `10s`, `500ms`.
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub xds_handshake_timeout: std::time::Duration,
+    /// An ADS connection whose writes have made no progress for this long
+    /// (the client does not read what it is sent) is closed, whatever it
+    /// is doing. Examples: `30s`, `2m`.
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub xds_write_timeout: std::time::Duration,
+    /// Bytes of requests received but not yet whole (partial gRPC
+    /// messages) that the streams of one ADS connection may hold together;
+    /// a stream going over it, or whose one request is larger, ends with
+    /// RESOURCE_EXHAUSTED. The default holds a sidecar's largest request
+    /// (its EDS subscription, 160 KB at 1,000 services) 25 times over.
+    #[arg(long, default_value_t = 4 << 20, value_name = "BYTES")]
+    pub xds_request_buffer: usize,
     /// ADS connections from one IP address that have not opened an
     /// admitted stream yet, at once; more are closed as soon as they are
     /// accepted, so one address cannot take every slot.

@@ -15,7 +15,8 @@
 //! | `pilot_config_rejected` | counter | `kind` | objects the store delivered that failed validation (each key at each version once) |
 //! | `pilot_xds_refused_streams` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`, `resource_exhausted`) | ADS streams refused |
 //! | `pilot_xds_stream_ends` | counter | `reason` (`proxy_closed`, `transport_error`, `bad_request`, `response_dropped`, `server_closed`, `max_age`) | ADS streams ended after they started |
-//! | `pilot_xds_connections_refused` | counter | | ADS connections closed at accept, over `--xds-max-connections` or `--xds-max-pending-per-address` |
+//! | `pilot_xds_connections_refused` | counter | | ADS connections closed at accept, over `--xds-max-connections` (every connection admitted) or `--xds-max-pending-per-address` |
+//! | `pilot_xds_connections_evicted` | counter | | ADS connections without an admitted stream closed to make room for a new one, every `--xds-max-connections` slot being taken |
 //! | `pilot_status_writes` | counter | `result` (`written`, `dropped`, `failed`) | objects' distribution status writes ([`pilot_distribution::StatusWriter`]): accepted, dropped (the object had moved on), failed (tried again) |
 //! | `pilot_rest_requests` | counter | `method`, `code` | REST requests answered |
 //! | `pilot_rest_request_duration_seconds` | histogram | `method`, `route` | REST latency by route template |
@@ -306,9 +307,16 @@ impl Collector for ScrapeTime {
         let refused = ConstCounter::new(self.xds.connections_refused());
         refused.encode(encoder.encode_descriptor(
             "pilot_xds_connections_refused",
-            "ADS connections closed at accept because --xds-max-connections were open, or --xds-max-pending-per-address from the same address",
+            "ADS connections closed at accept because --xds-max-connections were open and admitted, or --xds-max-pending-per-address from the same address",
             None,
             refused.metric_type(),
+        )?)?;
+        let evicted = ConstCounter::new(self.xds.connections_evicted());
+        evicted.encode(encoder.encode_descriptor(
+            "pilot_xds_connections_evicted",
+            "ADS connections without an admitted stream closed to make room for a new one, every --xds-max-connections slot being taken",
+            None,
+            evicted.metric_type(),
         )?)?;
 
         let mut objects = encoder.encode_descriptor(

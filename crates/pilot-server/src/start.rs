@@ -165,6 +165,8 @@ fn check(args: &Args) -> Result<Checked, StartError> {
         value.auth = xds_auth;
         value.max_connections = Some(caps.xds);
         value.handshake_timeout = Some(args.xds_handshake_timeout);
+        value.write_timeout = Some(args.xds_write_timeout);
+        value.request_buffer_per_connection = args.xds_request_buffer;
         value.max_pending_per_address = Some(args.xds_max_pending_per_address);
         value.max_streams_per_connection = Some(args.xds_max_streams_per_connection);
         value.max_streams_per_caller = args.xds_max_streams_per_credential;

@@ -39,7 +39,6 @@ pub const PILOT_DISCOVERY: Binary = Binary {
         "pilot-store-etcd",
         "pilot-store-k8s",
         "pilot-xds",
-        "pilot-h2",
         "pilot-ads",
         "pilot-ca",
         "pilot-inject",

@@ -466,6 +466,8 @@ pub(crate) async fn run(clients: usize, layout: Layout, baseline_clients: usize,
     let floor = crate::floor::run(clients, scoped_bytes as usize, crate::cpu_time).await;
     let floor_wait = cpu_wait().saturating_sub(waited);
     let floor_load = load();
+    // 8. h2's floor for the memory per proxy.
+    let h2_floor = crate::h2_floor::run(clients).await;
 
     let share = |set: &[usize]| 100.0 * set.len() as f64 / clients as f64;
     let p = percentiles;
@@ -505,13 +507,24 @@ pub(crate) async fn run(clients: usize, layout: Layout, baseline_clients: usize,
         (rss_connected - rss_before) * 1024.0 / clients as f64,
         (rss_synced - rss_before) * 1024.0 / clients as f64,
     );
+    println!(
+        "| pilot's overhead per connected client above h2's floor (RSS) | {:.1} KB | h2's floor: the same {clients} idle connections, one open stream each, on a bare hyper server: {:.1} KB | {:.2}x | ≤ 10 KB | {} |",
+        (rss_connected - rss_before) * 1024.0 / clients as f64 - h2_floor.rss_kb,
+        h2_floor.rss_kb,
+        ((rss_connected - rss_before) * 1024.0 / clients as f64) / h2_floor.rss_kb,
+        load(),
+    );
     if let (Some(before), Some(connected)) = (heap_before, heap_connected) {
         let per_client = |i: usize| (connected[i] as f64 - before[i] as f64) / 1024.0 / clients as f64;
         println!(
-            "| the same, jemalloc: allocated / active / resident per connected client | {:.1} / {:.1} / {:.1} KB | — | — | — | {rss_load} |",
+            "| the same, jemalloc: allocated / active / resident per connected client | {:.1} / {:.1} / {:.1} KB | {} | — | — | {rss_load} |",
             per_client(0),
             per_client(1),
             per_client(2),
+            h2_floor.heap_kb.map_or_else(
+                || "—".to_string(),
+                |[a, b, c]| format!("h2's floor: {a:.1} / {b:.1} / {c:.1} KB")
+            ),
         );
     }
     println!(

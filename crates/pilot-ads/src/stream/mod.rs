@@ -1,10 +1,12 @@
 //! One ADS stream, from connection to end. Layers, each importing only
 //! those below it:
 //!
-//! - `transport.rs`: a stream's request/response plumbing on pilot-h2's
-//!   gRPC stream, no protocol knowledge; `sotw_request.rs` decodes a
+//! - `transport.rs`: a stream's request/response plumbing on hyper's
+//!   HTTP/2 request and response, no protocol knowledge: the gRPC
+//!   deframer (partial messages charged to the connection's budget,
+//!   `budget.rs`) and the response body; `sotw_request.rs` decodes a
 //!   state-of-the-world request without copying its names.
-//! - `session.rs`: one task per stream, either protocol: identity,
+//! - `session/`: one task per stream, either protocol: identity,
 //!   snapshot, nonces, ACK/NACK, push order CDS, EDS, LDS, RDS with EDS
 //!   and RDS re-sent after CDS and LDS changes, maximum age, why the
 //!   stream ended; `withheld.rs`: removals held back until the proxy
@@ -13,17 +15,20 @@
 //!   response carries.
 //! - `auth.rs`: who a caller is and which node ids it may claim;
 //!   `service.rs`: the gRPC service (authentication, protocol by method);
-//!   `routes.rs`: the port's other gRPC services (tonic's) on pilot-h2
-//!   streams; `serve.rs`: [`ServeOptions`] (TLS, keepalives, limits,
-//!   maximum age), the listening socket and pilot-h2's connections; `admission.rs`: which connections and
-//!   streams are kept (slots, handshake deadline, per address, per
-//!   credential); `peer.rs`: the admitted connections, plain or TLS,
-//!   and the [`Peer`] their requests carry.
+//!   `routes.rs`: the port's other gRPC services (tonic's) on the same
+//!   connections; `serve.rs`: [`ServeOptions`] (TLS, keepalives, every h2
+//!   limit, maximum age), the listening socket and one hyper HTTP/2
+//!   connection task per connection; `admission.rs`: which connections
+//!   and streams are kept (slots and eviction, handshake deadline, write
+//!   progress, per address, per credential); `peer.rs`: the admitted
+//!   connections, plain or TLS, and the [`Peer`] their requests carry.
 //!
-//! Responses go through a bounded queue (pilot-h2's send buffer per
-//! stream, [`XdsOptions::send_buffer`](crate::XdsOptions::send_buffer)
-//! bytes): a slow proxy holds up only its own task, which waits. When the stream ends, the task, its queue and its
-//! status go away, and the reason is counted.
+//! Responses go through a bounded queue: a one-message channel to the
+//! stream's response body, then h2's send buffer for the stream
+//! ([`XdsOptions::send_buffer`](crate::XdsOptions::send_buffer) bytes, and
+//! no more than the proxy's flow-control window): a slow proxy holds up
+//! only its own task, which waits. When the stream ends, the task, its
+//! queue and its status go away, and the reason is counted.
 
 mod admission;
 mod auth;
@@ -43,3 +48,12 @@ pub use auth::{Authenticate, Caller, NodeScope};
 pub use peer::Peer;
 pub use serve::{ServeOptions, listen};
 pub(crate) use serve::{serve_address, serve_listener};
+#[cfg(feature = "fuzzing")]
+pub(crate) use {
+    budget::RequestBudget,
+    sotw_request::SotwRequest,
+    transport::{Deframer, Request},
+};
+/// A delta request, as the port decodes it.
+#[cfg(feature = "fuzzing")]
+pub(crate) type DeltaRequest = envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;

@@ -37,19 +37,24 @@ pub struct ServeOptions {
     /// [`Caller::scope`](crate::Caller::scope) allows (`PERMISSION_DENIED`
     /// otherwise); `None`: any client.
     pub auth: Option<Arc<dyn Authenticate>>,
-    /// Connections open at once; one more is closed as soon as it is
-    /// accepted (and counted,
+    /// Connections open at once. When every slot is taken, the oldest
+    /// connection without an admitted stream (see
+    /// [`handshake_timeout`](Self::handshake_timeout)) is closed to make
+    /// room for the new one (counted,
+    /// [`XdsServer::connections_evicted`](crate::XdsServer::connections_evicted));
+    /// only when every open connection is admitted is the new one closed
+    /// as soon as it is accepted (counted,
     /// [`XdsServer::connections_refused`](crate::XdsServer::connections_refused)).
     /// `None`: no cap.
     pub max_connections: Option<usize>,
     /// A connection must open an admitted stream (one its credential
     /// authenticates, when [`auth`](Self::auth) is set) within this long of
-    /// being accepted, or it is closed: the TLS handshake, the HTTP/2
-    /// preface and the stream's headers all fall within it, so a silent
-    /// socket cannot hold a slot. What the client sent is read even after
-    /// the deadline (only a read that finds nothing fails): a server that
-    /// falls behind in a connect storm does not close the connections it
-    /// has not read yet. `None`: no deadline.
+    /// being accepted, or it is dropped by a timer (nothing flushed): the
+    /// TLS handshake, the HTTP/2 preface and the stream's headers all fall
+    /// within it, so a silent socket, or one that does not read, cannot
+    /// hold a slot. What the client sent is read before the deadline is
+    /// looked at: a server that falls behind in a connect storm does not
+    /// close the connections it has not read yet. `None`: no deadline.
     pub handshake_timeout: Option<Duration>,
     /// A connection whose writes have made no progress for this long (the
     /// client does not read what it is sent) is closed, whatever it is

@@ -170,13 +170,32 @@ impl http_body::Body for ResponseBody {
     }
 }
 
-/// `status` as gRPC trailers (`INTERNAL` if its message cannot be one).
+/// `status` as gRPC trailers: `grpc-status`, and `grpc-message`
+/// percent-encoded as the gRPC spec says (bytes outside printable ASCII,
+/// and `%`), so a proxy's log shows the reason as it was written.
 pub(super) fn trailers(status: &tonic::Status) -> http::HeaderMap {
-    let mut trailers = http::HeaderMap::new();
-    if status.add_header(&mut trailers).is_err() {
-        trailers.insert("grpc-status", HeaderValue::from_static("13"));
+    let mut trailers = http::HeaderMap::with_capacity(2);
+    trailers.insert("grpc-status", HeaderValue::from(status.code() as i32));
+    if !status.message().is_empty()
+        && let Ok(message) = HeaderValue::from_str(&grpc_message(status.message()))
+    {
+        trailers.insert("grpc-message", message);
     }
     trailers
+}
+
+/// A status message percent-encoded for `grpc-message`.
+fn grpc_message(message: &str) -> String {
+    use std::fmt::Write;
+    let mut encoded = String::with_capacity(message.len());
+    for byte in message.bytes() {
+        if (0x20..=0x7e).contains(&byte) && byte != b'%' {
+            encoded.push(char::from(byte));
+        } else {
+            let _ = write!(encoded, "%{byte:02X}");
+        }
+    }
+    encoded
 }
 
 /// Why a stream's requests ended in error.
@@ -515,6 +534,16 @@ mod tests {
             refused.message().contains("100 bytes") && refused.message().contains("64 bytes"),
             "{refused:?}"
         );
+    }
+
+    #[test]
+    fn status_messages_are_percent_encoded_as_the_grpc_spec_says() {
+        let status = tonic::Status::permission_denied("\"a\" may only claim 100% of é");
+        let trailers = trailers(&status);
+        assert_eq!(trailers["grpc-status"], "7");
+        assert_eq!(trailers["grpc-message"], "\"a\" may only claim 100%25 of %C3%A9");
+        let decoded = tonic::Status::from_header_map(&trailers).unwrap();
+        assert_eq!(decoded.message(), status.message());
     }
 
     /// A message split across frames at every point reads the same.

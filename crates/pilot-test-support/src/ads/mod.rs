@@ -2,7 +2,8 @@
 //! layers over one transport:
 //!
 //! - [`GrpcStream`]: one gRPC stream on its own HTTP/2 connection, on
-//!   pilot-h2's frames and HPACK, lean enough for 10,000 in one process;
+//!   [`h2`]'s frames and HPACK (a client of its own, not the h2 crate's:
+//!   see [`h2`]), lean enough for 10,000 in one process;
 //!   messages go out and come in as encoded bytes;
 //! - [`AdsStream`] ([`SotwStream`], [`DeltaStream`]): the same, typed: the
 //!   test writes every request and reads every response whole;
@@ -31,6 +32,7 @@
 
 mod client;
 mod error;
+pub mod h2;
 pub mod proxies;
 mod stream;
 mod transport;

@@ -15,7 +15,7 @@
 //! process and reused ([`request_headers`]); a request's shared encoded
 //! parts go to the socket as they are (a vectored write, small parts
 //! copied behind the frame heads); frames are parsed in place from the read
-//! buffer (pilot-h2's [`Frame`]) and a message within one DATA frame is
+//! buffer ([`Frame`]) and a message within one DATA frame is
 //! handed on as a slice of it; everything queued is written at once before
 //! the next read, so the ACKs of responses that arrived together share one
 //! write.
@@ -28,9 +28,9 @@
 use std::collections::VecDeque;
 use std::io::IoSlice;
 
+use super::h2::frame::{self, Frame, HEAD_LEN, Head};
+use super::h2::hpack::{Decoder, Encoder};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use pilot_h2::frame::{self, Frame, HEAD_LEN, Head};
-use pilot_h2::hpack::{Decoder, Encoder};
 use tokio::net::TcpStream;
 use tonic::Code;
 

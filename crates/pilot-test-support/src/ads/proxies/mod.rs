@@ -13,7 +13,7 @@
 //! `names.rs`).
 //!
 //! They speak HTTP/2 through the lean transport
-//! ([`GrpcStream`](super::GrpcStream), on pilot-h2's frames and HPACK):
+//! ([`GrpcStream`](super::GrpcStream), on the [`h2`](super::h2) module's frames and HPACK):
 //! the same frames Envoy sends, at a fraction of a general-purpose
 //! client's cost, so that the proxies' process keeps up with 10,000
 //! streams on the server's machine.

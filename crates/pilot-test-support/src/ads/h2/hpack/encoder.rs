@@ -71,7 +71,7 @@ pub const fn block_len(fields: &[(&[u8], &[u8])]) -> usize {
 /// [`block_len`]`(fields)`; anything else fails to compile.
 ///
 /// ```
-/// use pilot_h2::hpack::{block, block_len};
+/// use pilot_test_support::ads::h2::hpack::{block, block_len};
 ///
 /// const FIELDS: &[(&[u8], &[u8])] = &[(b":status", b"200"), (b"content-type", b"application/grpc")];
 /// static HEADERS: [u8; block_len(FIELDS)] = block(FIELDS);

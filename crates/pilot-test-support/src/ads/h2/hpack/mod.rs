@@ -13,7 +13,7 @@
 //!   sends unchanged on every stream.
 //!
 //! ```
-//! use pilot_h2::hpack::{Decoder, Encoder};
+//! use pilot_test_support::ads::h2::hpack::{Decoder, Encoder};
 //!
 //! let mut block = bytes::BytesMut::new();
 //! Encoder::encode([(&b":status"[..], &b"200"[..]), (b"grpc-status", b"0")], &mut block);
@@ -111,8 +111,6 @@ impl HpackError {
     }
 }
 
-#[cfg(test)]
-mod tests_prop;
 #[cfg(test)]
 mod tests_reject;
 #[cfg(test)]

@@ -7,7 +7,6 @@
 
 use bytes::Bytes;
 
-#[path = "frame_write.rs"]
 mod write;
 pub use write::{
     data_head, write_goaway, write_headers, write_ping, write_reset, write_settings, write_settings_ack,
@@ -528,5 +527,4 @@ fn unpad(head: &Head, mut payload: Bytes) -> Result<Bytes, FrameError> {
 }
 
 #[cfg(test)]
-#[path = "frame_tests.rs"]
 mod tests;
