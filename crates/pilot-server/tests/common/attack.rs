@@ -309,7 +309,9 @@ pub(crate) async fn under_attack<R: Send + 'static>(
         if finished {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // One change a second: configuration grows with the attack's
+        // length, and the server must keep up with it on a loaded machine.
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     done.store(true, Ordering::Relaxed);
     sampler.join().unwrap();

@@ -35,7 +35,7 @@ mod proc_net;
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -127,6 +127,7 @@ pub struct Connection {
     server: SocketAddr,
     report: Arc<Mutex<Report>>,
     pending_acks: Arc<AtomicU32>,
+    answer_pings: Arc<AtomicBool>,
     /// The HPACK table size our next header block must announce (after
     /// acknowledging a smaller `SETTINGS_HEADER_TABLE_SIZE`).
     table_update: Option<u32>,
@@ -175,6 +176,7 @@ impl Connection {
             server,
             report: Arc::default(),
             pending_acks: Arc::default(),
+            answer_pings: Arc::default(),
             table_update: None,
             table_size: hpack::DEFAULT_TABLE_SIZE,
             reader: None,
@@ -209,6 +211,14 @@ impl Connection {
             }
             None => self.writer.write_all(bytes),
         }
+    }
+
+    /// Whether the reading thread answers the server's PINGs (off by
+    /// default), as a live client does, so that a keepalive timeout is not
+    /// what ends the connection. The answer is written from that thread:
+    /// turn it on only while the test is not inside a header block.
+    pub fn answer_pings(&self, on: bool) {
+        self.answer_pings.store(on, Ordering::Relaxed);
     }
 
     /// The size of the dynamic table the server's HPACK decoder keeps for
@@ -302,12 +312,14 @@ impl Connection {
     fn start_reading(&mut self) -> io::Result<()> {
         let socket = self.reader_socket.try_clone()?;
         socket.set_read_timeout(None)?;
+        let pong = self.writer.try_clone()?;
         let report = self.report.clone();
         let pending = self.pending_acks.clone();
+        let answer_pings = self.answer_pings.clone();
         self.reader = Some(
             std::thread::Builder::new()
                 .name("raw-h2-reader".into())
-                .spawn(move || read_frames(socket, &report, &pending))?,
+                .spawn(move || read_frames(socket, pong, &report, &pending, &answer_pings))?,
         );
         Ok(())
     }
@@ -351,7 +363,13 @@ fn announce_table_size(bytes: &[u8], size: u32) -> (Vec<u8>, bool) {
 /// The acknowledgement of a SETTINGS frame is left to the next
 /// [`Connection::send`], between two of the test's writes: written from
 /// here it could fall between a HEADERS frame and its CONTINUATION.
-fn read_frames(mut socket: TcpStream, report: &Mutex<Report>, pending_acks: &AtomicU32) {
+fn read_frames(
+    mut socket: TcpStream,
+    mut pong: TcpStream,
+    report: &Mutex<Report>,
+    pending_acks: &AtomicU32,
+    answer_pings: &AtomicBool,
+) {
     let mut header = [0u8; 9];
     let mut payload = Vec::new();
     let error = loop {
@@ -360,6 +378,13 @@ fn read_frames(mut socket: TcpStream, report: &Mutex<Report>, pending_acks: &Ato
         }
         if record(&mut lock(report), &header, &payload) {
             pending_acks.fetch_add(1, Ordering::Relaxed);
+        }
+        if header[3] == frame::PING
+            && header[4] & frame::ACK == 0
+            && payload.len() == 8
+            && answer_pings.load(Ordering::Relaxed)
+        {
+            let _ = pong.write_all(&frame::frame(frame::PING, frame::ACK, 0, &payload));
         }
     };
     let mut seen = lock(report);
