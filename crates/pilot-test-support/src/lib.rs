@@ -20,6 +20,9 @@
 //! - `ads` (feature `ads`): the ADS client of the tests and the benches,
 //!   on a lean HTTP/2 transport: typed streams, a scripted proxy, and
 //!   emulated Envoys by the thousand in a child process;
+//! - `raw_h2` (feature `raw-h2`): a raw HTTP/2 client that sends any
+//!   frame, valid or not, and reports what the server did (GOAWAY, stream
+//!   resets, close), for tests that attack a server's HTTP/2 port;
 //! - [`measure`]: what the benches measure of a process (CPU time, waits
 //!   for a CPU, resident memory, percentiles).
 //!
@@ -45,6 +48,8 @@ mod openssl;
 mod pilotctl;
 mod ports;
 mod process;
+#[cfg(feature = "raw-h2")]
+pub mod raw_h2;
 mod registries;
 mod stores;
 

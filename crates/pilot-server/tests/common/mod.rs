@@ -6,6 +6,7 @@
     reason = "each test binary uses its own part of the shared support module"
 )]
 
+pub(crate) mod attack;
 pub(crate) mod ca;
 
 use std::io::{BufRead, BufReader, Write};
