@@ -14,7 +14,7 @@
 //! | `pilot_config_quarantined` | gauge | `kind` | objects in the store that fail validation, held out of the cache ([`crate::debug::quarantine`]) |
 //! | `pilot_config_rejected` | counter | `kind` | objects the store delivered that failed validation (each key at each version once) |
 //! | `pilot_xds_refused_streams` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`, `resource_exhausted`) | ADS streams refused |
-//! | `pilot_xds_stream_ends` | counter | `reason` (`proxy_closed`, `transport_error`, `bad_request`, `response_dropped`, `server_closed`, `max_age`) | ADS streams ended after they started |
+//! | `pilot_xds_stream_ends` | counter | `reason` (`proxy_closed`, `transport_error`, `bad_request`, `response_dropped`, `server_closed`, `max_age`, `write_timeout`) | ADS streams ended after they started |
 //! | `pilot_xds_connections_refused` | counter | | ADS connections closed at accept, over `--xds-max-connections` (every connection admitted) or `--xds-max-pending-per-address` |
 //! | `pilot_xds_connections_evicted` | counter | | ADS connections without an admitted stream closed to make room for a new one, every `--xds-max-connections` slot being taken |
 //! | `pilot_status_writes` | counter | `result` (`written`, `dropped`, `failed`) | objects' distribution status writes ([`pilot_distribution::StatusWriter`]): accepted, dropped (the object had moved on), failed (tried again) |
@@ -301,6 +301,7 @@ impl Collector for ScrapeTime {
             ("response_dropped", ends.response_dropped),
             ("server_closed", ends.server_closed),
             ("max_age", ends.max_age),
+            ("write_timeout", ends.write_timeout),
         ] {
             ConstCounter::new(count).encode(family.encode_family(&[("reason", reason)])?)?;
         }

@@ -110,7 +110,7 @@ pub(crate) struct Feedback {
     rejects: TypeCounters,
     /// Responses handed to streams, by type.
     sent: TypeCounters,
-    ends: [AtomicU64; 6],
+    ends: [AtomicU64; 7],
 }
 
 impl Feedback {
@@ -246,6 +246,7 @@ impl Feedback {
             response_dropped: get(EndReason::ResponseDropped),
             server_closed: get(EndReason::ServerClosed),
             max_age: get(EndReason::MaxAge),
+            write_timeout: get(EndReason::WriteTimeout),
         }
     }
 }

@@ -21,6 +21,10 @@ pub struct StreamEnds {
     /// The stream reached the maximum connection age and was told to
     /// reconnect.
     pub max_age: u64,
+    /// A response waited for the write timeout with nothing taken (the
+    /// proxy kept its flow-control window shut): the connection was
+    /// dropped.
+    pub write_timeout: u64,
 }
 
 /// Why one stream ended.
@@ -32,4 +36,5 @@ pub(crate) enum EndReason {
     ResponseDropped,
     ServerClosed,
     MaxAge,
+    WriteTimeout,
 }

@@ -24,6 +24,9 @@
 //! - **Write progress** (`write_timeout`): a connection whose writes have
 //!   been pending (the socket full: the client does not read) for this
 //!   long fails its next write, whatever it is doing, and is dropped.
+//!   A stream whose response waits that long with nothing taken (the
+//!   proxy's flow-control window kept shut) drops its connection too
+//!   (`stall.rs`).
 //! - **Pending connections per source address**
 //!   (`max_pending_per_address`): connections accepted but not yet
 //!   admitted, from one IP address, at once; more are closed as soon as

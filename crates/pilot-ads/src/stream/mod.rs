@@ -41,6 +41,7 @@ mod service;
 mod session;
 mod sotw;
 mod sotw_request;
+mod stall;
 mod transport;
 mod withheld;
 

@@ -19,6 +19,7 @@ use super::auth::Authenticate;
 use super::budget::RequestBudget;
 use super::peer::{Io, Peer};
 use super::service::{AdsService, Call};
+use super::stall::WriteStall;
 use crate::state::ServerState;
 
 /// How [`XdsServer::serve_with`](crate::XdsServer::serve_with) serves.
@@ -58,8 +59,11 @@ pub struct ServeOptions {
     pub handshake_timeout: Option<Duration>,
     /// A connection whose writes have made no progress for this long (the
     /// client does not read what it is sent) is closed, whatever it is
-    /// doing: admitted or not, mid-response or draining. `None`: no
-    /// deadline.
+    /// doing: admitted or not, mid-response or draining. Progress is
+    /// counted at the socket and per stream: a response that waits this
+    /// long with nothing taken, because the proxy keeps its HTTP/2
+    /// flow-control window shut while it answers PINGs, also closes the
+    /// connection. `None`: no deadline.
     pub write_timeout: Option<Duration>,
     /// Bytes of requests received but not yet whole (partial gRPC
     /// messages) that the streams of one connection may hold together; a
@@ -282,6 +286,7 @@ pub(crate) async fn serve_listener(
                         service: service.clone(),
                         peer: io.peer().clone(),
                         budget: RequestBudget::new(budget),
+                        stall: WriteStall::new(options.write_timeout),
                     };
                     tasks.spawn(serve_connection(Arc::clone(&h2), io, connection, max_age, stopped.clone()));
                 }
@@ -360,6 +365,9 @@ struct Connection {
     service: AdsService,
     peer: Peer,
     budget: Arc<RequestBudget>,
+    /// Fired by a stream whose response stalls (`stall.rs`): the
+    /// connection is dropped.
+    stall: Arc<WriteStall>,
 }
 
 impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Connection {
@@ -370,6 +378,7 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Connectio
     fn call(&self, mut request: http::Request<hyper::body::Incoming>) -> Call {
         request.extensions_mut().insert(self.peer.clone());
         request.extensions_mut().insert(Arc::clone(&self.budget));
+        request.extensions_mut().insert(Arc::clone(&self.stall));
         self.service.call(request)
     }
 }
@@ -386,6 +395,7 @@ async fn serve_connection(
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     let watch = io.watch().clone();
+    let stall = Arc::clone(&connection.stall);
     let serving = h2.serve_connection(TokioIo::new(io), connection);
     drop(h2);
     tokio::pin!(serving);
@@ -412,6 +422,10 @@ async fn serve_connection(
             }
             reason = &mut closed => {
                 tracing::debug!(?reason, "ADS connection dropped");
+                return;
+            }
+            () = stall.fired() => {
+                tracing::info!("ADS connection dropped: a response waited for the write timeout with nothing taken (the proxy's flow-control window stayed shut)");
                 return;
             }
             () = &mut aged, if !draining => {

@@ -17,6 +17,7 @@ use super::auth::{Authenticate, Caller};
 use super::budget::RequestBudget;
 use super::routes::Routes;
 use super::session::{self, Protocol};
+use super::stall::WriteStall;
 use super::transport;
 use super::{delta, sotw};
 use crate::state::ServerState;
@@ -76,10 +77,11 @@ impl AdsService {
         &self,
         body: Incoming,
         budget: Option<Arc<RequestBudget>>,
+        stall: Option<Arc<WriteStall>>,
         caller: Option<Caller>,
         guard: StreamGuard,
     ) -> Response {
-        let (requests, responses, response) = transport::open::<P::Request>(body, budget);
+        let (requests, responses, response) = transport::open::<P::Request>(body, budget, stall);
         let inner = &self.server;
         let id = inner.next_connection.fetch_add(1, Ordering::Relaxed);
         let limits = session::StreamLimits {
@@ -143,10 +145,11 @@ impl AdsService {
             admission.admit(&parts.extensions);
         }
         let budget = parts.extensions.get::<Arc<RequestBudget>>().cloned();
+        let stall = parts.extensions.get::<Arc<WriteStall>>().cloned();
         let response = if delta {
-            self.open::<delta::Delta>(body, budget, caller, guard)
+            self.open::<delta::Delta>(body, budget, stall, caller, guard)
         } else {
-            self.open::<sotw::Sotw>(body, budget, caller, guard)
+            self.open::<sotw::Sotw>(body, budget, stall, caller, guard)
         };
         Either::Left(futures::future::ready(Ok(response)))
     }

@@ -32,6 +32,7 @@ use http_body::{Body as _, Frame};
 use tokio::sync::mpsc;
 
 use super::budget::{OverBudget, RequestBudget};
+use super::stall::{self, Progress, Stalled, WriteStall};
 
 /// Messages a stream's task may have queued for its response body beyond
 /// the one being written: one, so a new push waits for the previous one
@@ -64,17 +65,21 @@ pub(super) fn frame(head: &impl prost::Message, resources: Vec<Bytes>) -> Outgoi
 }
 
 /// A new stream's plumbing: its decoded requests (their partial messages
-/// charged to `budget`), the sending side its task answers with, and the
-/// HTTP response whose body drains what it sends.
+/// charged to `budget`), the sending side its task answers with (a
+/// response that stalls fires `stall`), and the HTTP response whose body
+/// drains what it sends.
 pub(super) fn open<T: Request>(
     body: hyper::body::Incoming,
     budget: Option<Arc<RequestBudget>>,
+    stall: Option<Arc<WriteStall>>,
 ) -> (Requests<T>, Responses, http::Response<tonic::body::Body>) {
     let (sender, receiver) = mpsc::channel(QUEUE);
+    let progress = Arc::new(Progress::default());
     let mut response = http::Response::new(tonic::body::Body::new(ResponseBody {
         queue: receiver,
         pending: Vec::new().into_iter(),
         ended: false,
+        progress: Arc::clone(&progress),
     }));
     response
         .headers_mut()
@@ -84,7 +89,12 @@ pub(super) fn open<T: Request>(
         deframer: Deframer::new(budget),
         _message: std::marker::PhantomData,
     };
-    (requests, Responses { sender: Some(sender) }, response)
+    let responses = Responses {
+        sender: Some(sender),
+        progress,
+        stall,
+    };
+    (requests, responses, response)
 }
 
 /// A stream's response side: messages go to its response body (waiting
@@ -93,27 +103,54 @@ pub(super) fn open<T: Request>(
 /// left or the server closes).
 pub(super) struct Responses {
     sender: Option<mpsc::Sender<Outgoing>>,
+    /// What the body has handed to h2 (`stall.rs`).
+    progress: Arc<Progress>,
+    /// The connection's signal, fired when a response stalls.
+    stall: Option<Arc<WriteStall>>,
 }
 
 impl Responses {
     /// Responses going nowhere (a task's size, in tests).
     #[cfg(test)]
     pub(super) fn detached() -> Self {
-        Responses { sender: None }
+        Responses {
+            sender: None,
+            progress: Arc::default(),
+            stall: None,
+        }
     }
 
     /// Sends one message, or ends the stream; fails when the stream is
-    /// gone (reset, connection closed) or already ended.
+    /// gone (reset, connection closed) or already ended, or when the
+    /// response before it has handed nothing to h2 for the write timeout
+    /// (then the connection is dropped, `stall.rs`).
     pub(super) async fn send(&mut self, outgoing: Outgoing) -> Result<(), Gone> {
-        match outgoing {
-            Outgoing::Message(_) => match &self.sender {
-                Some(sender) => sender.send(outgoing).await.map_err(|_| Gone),
-                None => Err(Gone),
-            },
+        let sender = match outgoing {
+            Outgoing::Message(_) => self.sender.as_ref().ok_or(Gone)?,
             Outgoing::End(_) => {
                 let sender = self.sender.take().ok_or(Gone)?;
-                sender.send(outgoing).await.map_err(|_| Gone)
+                let permit = stall::reserve(&sender, &self.progress, self.stall.as_deref()).await;
+                permit.map_err(|_| Gone)?.send(outgoing);
+                return Ok(());
             }
+        };
+        match stall::reserve(sender, &self.progress, self.stall.as_deref()).await {
+            Ok(permit) => {
+                permit.send(outgoing);
+                Ok(())
+            }
+            Err(Stalled::Gone | Stalled::Stalled) => Err(Gone),
+        }
+    }
+
+    /// Completes once a response has waited for the write timeout with
+    /// nothing handed to h2 (the connection's stall fired); never while
+    /// nothing waits. Looked at while the stream's task waits for its next
+    /// event.
+    pub(super) async fn stalled(&self) {
+        match (&self.sender, &self.stall) {
+            (Some(sender), Some(stall)) => stall::stalled(sender, &self.progress, stall).await,
+            _ => std::future::pending().await,
         }
     }
 }
@@ -130,6 +167,8 @@ struct ResponseBody {
     /// back once they are all out, not kept at the largest message's).
     pending: std::vec::IntoIter<Bytes>,
     ended: bool,
+    /// Frames handed over, for the stream's task (`stall.rs`).
+    progress: Arc<Progress>,
 }
 
 impl http_body::Body for ResponseBody {
@@ -142,17 +181,20 @@ impl http_body::Body for ResponseBody {
     ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
         loop {
             if let Some(data) = self.pending.next() {
+                self.progress.handed(!self.pending.as_slice().is_empty());
                 return Poll::Ready(Some(Ok(Frame::data(data))));
             }
             // Out of parts: their allocation goes now, not when the next
             // message comes.
             self.pending = Vec::new().into_iter();
+            self.progress.writing(false);
             if self.ended {
                 return Poll::Ready(None);
             }
             let status = match std::task::ready!(self.queue.poll_recv(cx)) {
                 Some(Outgoing::Message(parts)) => {
                     self.pending = parts.into_iter();
+                    self.progress.writing(true);
                     continue;
                 }
                 Some(Outgoing::End(status)) => *status,

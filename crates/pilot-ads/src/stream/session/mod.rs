@@ -593,6 +593,12 @@ impl<P: Protocol> Running<P> {
             tokio::select! {
                 _ = self.closing.changed() => return EndReason::ServerClosed,
                 () = woken => session.unpark(),
+                // A response waited for the write timeout with nothing
+                // taken: the connection is being dropped (`stall.rs`).
+                () = session.responses.stalled() => {
+                    tracing::info!(node = %session.proxy.node_id(), "ADS stream stalled: the proxy took nothing for the write timeout");
+                    return EndReason::WriteTimeout;
+                }
                 () = expired => {
                     // Whatever was queued goes first; then the proxy is
                     // told to come back (to this server or another).
