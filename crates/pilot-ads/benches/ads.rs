@@ -466,8 +466,8 @@ fn main() {
         floor::clients_main(clients, port, bytes);
         return;
     }
-    if let Some((clients, port)) = h2_floor::child_args(&args) {
-        h2_floor::clients_main(clients, port);
+    if let Some((clients, port, read)) = h2_floor::child_args(&args) {
+        h2_floor::clients_main(clients, port, read);
         return;
     }
     if args.iter().any(|a| a == "--test") {

@@ -32,12 +32,15 @@ pub(crate) struct H2Floor {
 }
 
 /// Holds `clients` idle streams of a child process on a bare hyper server
-/// in this process; measures this process's memory per connection.
-pub(crate) async fn run(clients: usize) -> H2Floor {
+/// in this process; measures this process's memory per connection. With
+/// `sent` bytes, each stream is first sent one gRPC message of that size
+/// (in four DATA frames, as a push's four responses), which its client
+/// reads: the floor of connections that carried what the proxies were
+/// sent, h2's write and read buffers used as pilot's are.
+pub(crate) async fn run(clients: usize, sent: usize) -> H2Floor {
     let listener = pilot_ads::listen(([127, 0, 0, 1], 0).into()).expect("listen");
     let port = listener.local_addr().unwrap().port();
     let opened = Arc::new(AtomicUsize::new(0));
-    let mut connections = tokio::task::JoinSet::new();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rss_before = rss_mb();
     let heap_before = crate::heap_stats();
@@ -47,41 +50,48 @@ pub(crate) async fn run(clients: usize) -> H2Floor {
             &clients.to_string(),
             "--port",
             &port.to_string(),
+            "--h2-floor-read",
+            &usize::from(sent > 0).to_string(),
         ])
         .env("_RJEM_MALLOC_CONF", pilot_test_support::ads::proxies::MALLOC_CONF)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start h2's floor's clients");
-    let stdout = child.stdout.take().expect("piped");
-    let mut ready = tokio::io::BufReader::new(stdout).lines();
-    let mut waiting = std::pin::pin!(ready.next_line());
-    loop {
-        tokio::select! {
-            line = &mut waiting => {
-                assert_eq!(line.expect("the clients' output").as_deref(), Some("ready"));
-                break;
-            }
-            accepted = listener.accept() => {
-                let (socket, _) = accepted.expect("accept");
+    // Accepting goes on until every stream has reached the service: the
+    // clients are ready once their requests are written, which may be
+    // before the last connections are accepted.
+    let accepting = {
+        let opened = Arc::clone(&opened);
+        tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                let (socket, _) = listener.accept().await.expect("accept");
                 let opened = Arc::clone(&opened);
                 connections.spawn(async move {
-                    let service = hyper::service::service_fn(move |_: http::Request<hyper::body::Incoming>| {
-                        opened.fetch_add(1, Ordering::Relaxed);
-                        let mut response = http::Response::new(Idle);
-                        response
-                            .headers_mut()
-                            .insert("content-type", http::HeaderValue::from_static("application/grpc"));
-                        std::future::ready(Ok::<_, Infallible>(response))
-                    });
+                    let service =
+                        hyper::service::service_fn(move |_: http::Request<hyper::body::Incoming>| {
+                            opened.fetch_add(1, Ordering::Relaxed);
+                            let mut response = http::Response::new(Idle::sending(sent));
+                            response
+                                .headers_mut()
+                                .insert("content-type", http::HeaderValue::from_static("application/grpc"));
+                            std::future::ready(Ok::<_, Infallible>(response))
+                        });
                     let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                         .timer(TokioTimer::new())
                         .serve_connection(TokioIo::new(socket), service)
                         .await;
                 });
             }
-        }
-    }
+        })
+    };
+    let stdout = child.stdout.take().expect("piped");
+    let mut ready = tokio::io::BufReader::new(stdout).lines();
+    assert_eq!(
+        ready.next_line().await.expect("the clients' output").as_deref(),
+        Some("ready")
+    );
     // Every stream reached the service (a guard against a hang, not a
     // figure).
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -103,27 +113,55 @@ pub(crate) async fn run(clients: usize) -> H2Floor {
     };
     drop(child.stdin.take());
     let _ = child.wait().await;
-    connections.shutdown().await;
+    // Its connections go with it.
+    accepting.abort();
+    let _ = accepting.await;
     floor
 }
 
-/// A response body that never ends and sends nothing: an idle stream.
-struct Idle;
+/// A response body that sends its parts (if any), then never ends: an
+/// idle stream.
+struct Idle {
+    parts: Vec<Bytes>,
+}
+
+impl Idle {
+    /// One gRPC message of `bytes` bytes (none: nothing), in four parts.
+    fn sending(bytes: usize) -> Self {
+        if bytes == 0 {
+            return Idle { parts: Vec::new() };
+        }
+        let mut message = vec![0u8; 5 + bytes];
+        message[1..5].copy_from_slice(&u32::try_from(bytes).unwrap_or(u32::MAX).to_be_bytes());
+        let message = Bytes::from(message);
+        let quarter = message.len().div_ceil(4);
+        let mut parts: Vec<Bytes> = (0..message.len())
+            .step_by(quarter)
+            .map(|at| message.slice(at..(at + quarter).min(message.len())))
+            .collect();
+        parts.reverse();
+        Idle { parts }
+    }
+}
 
 impl http_body::Body for Idle {
     type Data = Bytes;
     type Error = Infallible;
 
     fn poll_frame(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         _: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
-        Poll::Pending
+        match self.parts.pop() {
+            Some(part) => Poll::Ready(Some(Ok(http_body::Frame::data(part)))),
+            None => Poll::Pending,
+        }
     }
 }
 
-/// The child process's arguments, if this process is h2's floor's clients.
-pub(crate) fn child_args(args: &[String]) -> Option<(usize, u16)> {
+/// The child process's arguments, if this process is h2's floor's
+/// clients: how many, the port, whether each reads one message.
+pub(crate) fn child_args(args: &[String]) -> Option<(usize, u16, bool)> {
     let value = |flag: &str| {
         let at = args.iter().position(|a| a == flag)?;
         args.get(at + 1)?.parse::<usize>().ok()
@@ -131,12 +169,14 @@ pub(crate) fn child_args(args: &[String]) -> Option<(usize, u16)> {
     Some((
         value("--h2-floor-clients")?,
         u16::try_from(value("--port")?).ok()?,
+        value("--h2-floor-read").unwrap_or(0) == 1,
     ))
 }
 
 /// The child: opens `clients` streams, one connection each, sends each
-/// one request, prints `ready`, and holds them until stdin closes.
-pub(crate) fn clients_main(clients: usize, port: u16) {
+/// one request (and, with `read`, reads one message back), prints
+/// `ready`, and holds them until stdin closes.
+pub(crate) fn clients_main(clients: usize, port: u16, read: bool) {
     use futures::StreamExt;
     use prost::Message;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -158,6 +198,13 @@ pub(crate) fn clients_main(clients: usize, port: u16) {
                         pilot_test_support::ads::request(Some(&node), pilot_test_support::ads::CDS, "", "");
                     stream.send(&[Bytes::from(request.encode_to_vec())]);
                     stream.flush().await.expect("send the request");
+                    if read {
+                        stream
+                            .message()
+                            .await
+                            .expect("read the message")
+                            .expect("a message");
+                    }
                     stream
                 }
             })

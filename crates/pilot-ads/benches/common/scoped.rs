@@ -467,7 +467,9 @@ pub(crate) async fn run(clients: usize, layout: Layout, baseline_clients: usize,
     let floor_wait = cpu_wait().saturating_sub(waited);
     let floor_load = load();
     // 8. h2's floor for the memory per proxy.
-    let h2_floor = crate::h2_floor::run(clients).await;
+    let h2_floor = crate::h2_floor::run(clients, 0).await;
+    // ... and of connections that carried what the proxies were sent.
+    let h2_floor_sent = crate::h2_floor::run(clients, scoped_bytes as usize).await;
 
     let share = |set: &[usize]| 100.0 * set.len() as f64 / clients as f64;
     let p = percentiles;
@@ -512,6 +514,14 @@ pub(crate) async fn run(clients: usize, layout: Layout, baseline_clients: usize,
         (rss_connected - rss_before) * 1024.0 / clients as f64 - h2_floor.rss_kb,
         h2_floor.rss_kb,
         ((rss_connected - rss_before) * 1024.0 / clients as f64) / h2_floor.rss_kb,
+        load(),
+    );
+    println!(
+        "| the same, above h2's floor for connections that carried the proxies' bytes (RSS) | {:.1} KB | h2's floor, each stream first sent one {:.1} KB message its client reads: {:.1} KB | {:.2}x | — | {} |",
+        (rss_connected - rss_before) * 1024.0 / clients as f64 - h2_floor_sent.rss_kb,
+        kb(scoped_bytes as f64),
+        h2_floor_sent.rss_kb,
+        ((rss_connected - rss_before) * 1024.0 / clients as f64) / h2_floor_sent.rss_kb,
         load(),
     );
     if let (Some(before), Some(connected)) = (heap_before, heap_connected) {
