@@ -4,7 +4,9 @@
 //! - `transport.rs`: a stream's request/response plumbing on hyper's
 //!   HTTP/2 request and response, no protocol knowledge: the gRPC
 //!   deframer (partial messages charged to the connection's budget,
-//!   `budget.rs`) and the response body; `sotw_request.rs` decodes a
+//!   `budget.rs`) and the response body, whose progress `stall.rs`
+//!   watches (a response nobody takes drops its connection at the write
+//!   timeout); `sotw_request.rs` decodes a
 //!   state-of-the-world request without copying its names.
 //! - `session/`: one task per stream, either protocol: identity,
 //!   snapshot, nonces, ACK/NACK, push order CDS, EDS, LDS, RDS with EDS
