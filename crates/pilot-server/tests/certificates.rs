@@ -39,22 +39,7 @@ async fn create(
     ttl_seconds: i64,
 ) -> Result<Vec<String>, tonic::Status> {
     let key = WorkloadKey::generate().unwrap();
-    let mut request = tonic::Request::new(IstioCertificateRequest {
-        csr: key.csr_pem(identity).unwrap(),
-        validity_duration: ttl_seconds,
-    });
-    if let Some(token) = token {
-        request
-            .metadata_mut()
-            .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    }
-    let mut grpc = tonic::client::Grpc::new(channel.clone());
-    grpc.ready().await.unwrap();
-    let path =
-        http::uri::PathAndQuery::from_static("/istio.v1.auth.IstioCertificateService/CreateCertificate");
-    grpc.unary(request, path, tonic_prost::ProstCodec::default())
-        .await
-        .map(|response: tonic::Response<IstioCertificateResponse>| response.into_inner().cert_chain)
+    common::ca::create_with_csr(channel, token, key.csr_pem(identity).unwrap(), ttl_seconds).await
 }
 
 fn id(namespace: &str, account: &str) -> SpiffeId {
