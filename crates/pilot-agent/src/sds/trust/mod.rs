@@ -6,7 +6,7 @@
 //! kept in a file of the agent's. An answer of the CA
 //! (`IstioCertificateResponse.cert_chain`: the leaf, the intermediates one
 //! PEM each, and last the trust bundle, signing root first) is served only
-//! when [`check_answer`] accepts it:
+//! when `check_answer` accepts it:
 //!
 //! - every root of the bundle is pinned already (the same subject and
 //!   public key), or is certified by a pinned root through a
@@ -149,7 +149,7 @@ impl Pinned {
     }
 }
 
-/// An answer [`check_answer`] accepted: what to serve, and the roots
+/// An answer `check_answer` accepted: what to serve, and the roots
 /// pinned from now on.
 #[derive(Debug, Clone)]
 pub(crate) struct Accepted {
