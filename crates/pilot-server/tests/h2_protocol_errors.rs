@@ -22,7 +22,10 @@ const PATIENCE: Duration = Duration::from_secs(30);
 /// Sends `violation` after an authenticated stream 1, then waits until the
 /// server has answered it (`answered`) or [`PATIENCE`] passed; what the
 /// server sent.
-async fn violate(violation: fn(SocketAddr) -> Vec<u8>, answered: fn(&Report) -> bool) -> Report {
+async fn violate(
+    violation: impl FnOnce(SocketAddr) -> Vec<u8> + Send + 'static,
+    answered: fn(&Report) -> bool,
+) -> Report {
     let target = Target::start(&[], &[]);
     let xds = target.xds;
     let outcome = under_attack(&target, move || {
@@ -142,48 +145,32 @@ async fn trailers_that_do_not_end_the_stream_are_an_error() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_body_longer_than_its_content_length_is_an_error() {
-    // `content-length: 5` and a body of more: a malformed request
-    // (section 8.1.1), a stream error of type PROTOCOL_ERROR.
-    let report = violate(
-        |xds| {
-            let block = request_block(xds, &[("content-length", "5")]);
-            [
-                frame::headers(3, &block, false, true),
-                frame::data(3, &first_request(), true),
-            ]
-            .concat()
-        },
-        |report| report.goaway.is_some() || report.resets > 0,
-    )
-    .await;
+/// A request announcing `content-length: LENGTH` whose body is one ADS
+/// request that ends the stream: a malformed request (section 8.1.1) when
+/// they disagree, answered with PROTOCOL_ERROR.
+async fn content_length_disagreeing_with_the_body(length: &'static str, which: &str) {
+    let violation = move |xds: SocketAddr| {
+        let block = request_block(xds, &[("content-length", length)]);
+        [
+            frame::headers(3, &block, false, true),
+            frame::data(3, &first_request(), true),
+        ]
+        .concat()
+    };
+    let report = violate(violation, |report| report.goaway.is_some() || report.resets > 0).await;
     let codes = [frame::PROTOCOL_ERROR];
     assert!(
         goaway_with(&report, &codes) || reset_with(&report, &codes),
-        "a body longer than its content-length was not answered with PROTOCOL_ERROR: {report:?}"
+        "a body {which} than its content-length ({length}) was not answered with PROTOCOL_ERROR: {report:?}"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_longer_than_its_content_length_is_an_error() {
+    content_length_disagreeing_with_the_body("5", "longer").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_shorter_than_its_content_length_is_an_error() {
-    // `content-length: 100000` and a body of a few hundred bytes that ends
-    // the stream: malformed, PROTOCOL_ERROR.
-    let report = violate(
-        |xds| {
-            let block = request_block(xds, &[("content-length", "100000")]);
-            [
-                frame::headers(3, &block, false, true),
-                frame::data(3, &first_request(), true),
-            ]
-            .concat()
-        },
-        |report| report.goaway.is_some() || report.resets > 0,
-    )
-    .await;
-    let codes = [frame::PROTOCOL_ERROR];
-    assert!(
-        goaway_with(&report, &codes) || reset_with(&report, &codes),
-        "a body shorter than its content-length was not answered with PROTOCOL_ERROR: {report:?}"
-    );
+    content_length_disagreeing_with_the_body("100000", "shorter").await;
 }
