@@ -1,5 +1,6 @@
-//! The Kubernetes manifests under deploy/ (a kustomize base and the `ha`
-//! overlay), checked as a user of them would find them:
+//! The Kubernetes manifests under deploy/ (a kustomize base, the `ha`
+//! overlay and the example `revision` overlay), checked as a user of them
+//! would find them:
 //!
 //! - deploy/base/crds.yaml is exactly the CRDs pilot generates for the kinds
 //!   pilot-discovery serves (`PILOT_WRITE_DEPLOY=1` rewrites it);
@@ -12,7 +13,8 @@
 //! - what an operator notices: the overlay's 3 replicas, anti-affinity, HPA
 //!   and `Fail` webhooks, the names of the contract (ports, webhooks,
 //!   Service), the Deployment's hardening, the webhooks covering every
-//!   served resource, and every argument of the Deployment being a flag
+//!   served resource, a revision's objects and pods apart from the default
+//!   revision's, and every argument of the Deployment being a flag
 //!   pilot-discovery accepts.
 
 use std::path::{Path, PathBuf};
@@ -24,15 +26,19 @@ use serde_json::{Value, json};
 /// The variable that makes the CRD test rewrite deploy/base/crds.yaml.
 const WRITE_VAR: &str = "PILOT_WRITE_DEPLOY";
 
+/// What a user renders: the base (the default revision), the HA overlay,
+/// and the example revision `canary` for a canary upgrade.
+const OVERLAYS: [&str; 3] = ["deploy/base", "deploy/overlays/ha", "deploy/overlays/revision"];
+
 /// The Kubernetes versions the rendered manifests are validated against.
 const KUBERNETES_VERSIONS: [&str; 2] = ["1.37.0", "1.33.0"];
 
 /// Flags the Deployment passes that other parts of the system add to
 /// pilot-discovery (they are not in its `--help` yet): the validating
-/// webhook's configuration to patch, and accepting service-account tokens
-/// through a TokenReview. Once pilot-discovery accepts one, the test says
+/// webhook's configuration to patch, accepting service-account tokens
+/// through a TokenReview, and the control plane's revision. Once pilot-discovery accepts one, the test says
 /// to remove it from here.
-const EXPECTED_LATER: [&str; 2] = ["--validation-webhook-config", "--kube-token-review"];
+const EXPECTED_LATER: [&str; 3] = ["--validation-webhook-config", "--kube-token-review", "--revision"];
 
 #[test]
 fn the_crds_in_deploy_are_the_ones_pilot_generates() {
@@ -53,7 +59,7 @@ fn the_crds_in_deploy_are_the_ones_pilot_generates() {
 
 #[test]
 fn base_and_overlay_render_and_validate_strictly() {
-    for overlay in ["deploy/base", "deploy/overlays/ha"] {
+    for overlay in OVERLAYS {
         let rendered = render(overlay);
         let file = tempfile::NamedTempFile::new().expect("a temporary file");
         std::fs::write(file.path(), &rendered.yaml).expect("writing the rendered manifests");
@@ -279,9 +285,11 @@ fn every_deployment_argument_is_a_flag_pilot_discovery_accepts() {
             file!()
         );
     }
-    for overlay in ["deploy/base", "deploy/overlays/ha"] {
+    for overlay in OVERLAYS {
         let rendered = render(overlay);
-        let args = container(rendered.one("Deployment", "pilot-discovery"))["args"].clone();
+        let deployment = rendered.all("Deployment");
+        assert_eq!(deployment.len(), 1, "{overlay}: one Deployment");
+        let args = container(deployment[0])["args"].clone();
         let args: Vec<String> = serde_json::from_value(args).expect("the container's args");
         assert!(!args.is_empty(), "{overlay}: the Deployment passes arguments");
         for arg in args.iter().filter(|a| a.starts_with("--")) {
@@ -365,6 +373,114 @@ fn the_ha_overlay_runs_three_spread_replicas_and_fails_closed() {
     // The PDB keeps two of the three serving through a drain.
     let pdb = ha.one("PodDisruptionBudget", "pilot-discovery");
     assert_eq!(pdb["spec"]["minAvailable"], 2, "{pdb}");
+}
+
+#[test]
+fn a_revision_runs_beside_the_default_one_with_its_own_names_and_pods() {
+    let base = render("deploy/base");
+    let canary = render("deploy/overlays/revision");
+    // Only the revision's own objects: the cluster's (namespace, CRDs,
+    // service account, RBAC) are the base's.
+    let mut kinds: Vec<(String, String)> = canary
+        .documents
+        .iter()
+        .map(|d| {
+            (
+                d["kind"].as_str().unwrap_or_default().to_string(),
+                d["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    kinds.sort();
+    let expected: Vec<(String, String)> = [
+        ("ConfigMap", "pilot-mesh-canary"),
+        ("Deployment", "pilot-discovery-canary"),
+        ("MutatingWebhookConfiguration", "pilot-sidecar-injector-canary"),
+        ("PodDisruptionBudget", "pilot-discovery-canary"),
+        ("Service", "pilot-discovery-canary"),
+        ("ValidatingWebhookConfiguration", "pilot-validator-canary"),
+    ]
+    .iter()
+    .map(|(k, n)| (k.to_string(), n.to_string()))
+    .collect();
+    assert_eq!(kinds, expected);
+
+    // Each revision's Service and PDB select its own pods only.
+    let pods = |rendered: &Rendered, name: &str| {
+        rendered.one("Deployment", name)["spec"]["template"]["metadata"]["labels"].clone()
+    };
+    let selects = |selector: &Value, labels: &Value| {
+        selector
+            .as_object()
+            .is_some_and(|s| s.iter().all(|(k, v)| &labels[k] == v))
+    };
+    let (default_pods, canary_pods) = (
+        pods(&base, "pilot-discovery"),
+        pods(&canary, "pilot-discovery-canary"),
+    );
+    assert_eq!(canary_pods["istio.io/rev"], "canary");
+    assert_eq!(default_pods["istio.io/rev"], "default");
+    for (rendered, name, own, other) in [
+        (&base, "pilot-discovery", &default_pods, &canary_pods),
+        (&canary, "pilot-discovery-canary", &canary_pods, &default_pods),
+    ] {
+        for selector in [
+            &rendered.one("Service", name)["spec"]["selector"],
+            &rendered.one("PodDisruptionBudget", name)["spec"]["selector"]["matchLabels"],
+            &rendered.one("Deployment", name)["spec"]["selector"]["matchLabels"],
+        ] {
+            assert!(selects(selector, own), "{name}: {selector} selects its own pods");
+            assert!(
+                !selects(selector, other),
+                "{name}: {selector} selects the other revision's pods"
+            );
+        }
+    }
+
+    // The canary runs as revision canary, patches its own validator,
+    // serves with its own certificate, and injects the namespaces
+    // labelled for it, whose proxies connect to its Service.
+    let deployment = canary.one("Deployment", "pilot-discovery-canary");
+    let args: Vec<String> = serde_json::from_value(container(deployment)["args"].clone()).expect("args");
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    assert_eq!(value("--revision").as_deref(), Some("canary"), "{args:?}");
+    assert_eq!(
+        value("--validation-webhook-config").as_deref(),
+        Some("pilot-validator-canary"),
+        "{args:?}"
+    );
+    let secrets: Vec<&str> = deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["secret"]["secretName"].as_str())
+        .collect();
+    assert!(secrets.contains(&"pilot-discovery-canary-tls"), "{secrets:?}");
+    let injector = canary.one("MutatingWebhookConfiguration", "pilot-sidecar-injector-canary");
+    assert_eq!(
+        injector["webhooks"][0]["namespaceSelector"],
+        json!({"matchLabels": {"istio.io/rev": "canary"}})
+    );
+    for (kind, name) in [
+        ("MutatingWebhookConfiguration", "pilot-sidecar-injector-canary"),
+        ("ValidatingWebhookConfiguration", "pilot-validator-canary"),
+    ] {
+        let service = &canary.one(kind, name)["webhooks"][0]["clientConfig"]["service"];
+        assert_eq!(service["name"], "pilot-discovery-canary", "{kind}");
+    }
+    let mesh = canary.one("ConfigMap", "pilot-mesh-canary")["data"]["mesh.yaml"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        mesh.contains("discoveryAddress: pilot-discovery-canary.pilot-system.svc:15010"),
+        "{mesh}"
+    );
 }
 
 /// Rendered manifests: the YAML kubectl printed and its documents as JSON.
