@@ -16,6 +16,10 @@ use pilot_test_support::{
     workspace,
 };
 
+/// The builds' time (the default, the last commit's time, would change
+/// between two builds that straddle a commit): 2023-11-14T22:13:20Z.
+const SOURCE_DATE_EPOCH: &str = "1700000000";
+
 #[test]
 fn two_builds_of_the_same_binaries_give_the_same_image() {
     let storage = Storage::new();
@@ -34,6 +38,13 @@ fn two_builds_of_the_same_binaries_give_the_same_image() {
         .collect();
     assert!(digests[0].starts_with("sha256:"), "{digests:?}");
     assert_eq!(digests[0], digests[1], "the manifest digests of two builds");
+    // The image's time is SOURCE_DATE_EPOCH, not the time of the build.
+    let image = storage.image("localhost/pilot:first");
+    assert_eq!(
+        image["OCIv1"]["created"], "2023-11-14T22:13:20Z",
+        "{}",
+        image["OCIv1"]
+    );
 }
 
 #[test]
@@ -170,6 +181,7 @@ impl Storage {
             .arg(self.root())
             .arg("--runroot")
             .arg(self.runroot())
+            .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
             .output()
             .expect("scripts/build-image runs");
         assert!(
