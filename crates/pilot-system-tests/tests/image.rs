@@ -143,6 +143,37 @@ fn the_image_runs_pilot_discovery_as_a_non_root_user_without_a_shell() {
     storage.ok(&["rm", &container]);
 }
 
+#[test]
+fn build_image_names_what_is_missing() {
+    let empty = tempfile::tempdir().expect("a temporary directory");
+    let output = Command::new(workspace().join("scripts/build-image"))
+        .arg("--binaries")
+        .arg(empty.path())
+        .output()
+        .expect("scripts/build-image runs");
+    assert!(
+        !output.status.success(),
+        "built from an empty directory: {}",
+        text(&output)
+    );
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains(&format!("{}/pilot-agent is missing", empty.path().display())),
+        "{said}"
+    );
+
+    let unknown = Command::new(workspace().join("scripts/build-image"))
+        .arg("--binary")
+        .output()
+        .expect("scripts/build-image runs");
+    assert_eq!(unknown.status.code(), Some(2), "{}", text(&unknown));
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("unknown argument --binary"),
+        "{}",
+        text(&unknown)
+    );
+}
+
 /// A buildah storage root (and run root) in a temporary directory; its
 /// containers and images are removed when dropped.
 struct Storage {
