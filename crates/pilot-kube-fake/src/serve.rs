@@ -12,6 +12,7 @@ use http_body_util::{BodyExt, Either, Full};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::record::ApiRequest;
 use super::state::{Failure, Resource, State, WATCH_BUFFER, Watcher, event_line, id};
 
 /// What the fake answers with: a whole JSON body, or a watch stream.
@@ -61,6 +62,12 @@ where
         .unwrap_or_default()
         .to_string();
     let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+    state.requests.insert(ApiRequest::new(
+        bearer(&parts.headers),
+        &parts.method,
+        parts.uri.path(),
+        matches!(query.get("watch"), Some("true" | "1")),
+    ));
     match route(
         &mut state,
         &parts.method,
@@ -80,6 +87,15 @@ where
         }
         Err(failure) => self::failure(&failure),
     }
+}
+
+/// The bearer token of a request's `Authorization` header.
+fn bearer(headers: &http::HeaderMap) -> Option<String> {
+    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_string())
 }
 
 enum Answer {
