@@ -157,7 +157,13 @@ mod tests {
         );
         let (verb, _) = resource("/api/v1/namespaces/default/configmaps", Method::DELETE, false);
         assert_eq!(verb, "deletecollection");
-        for path in ["/api", "/apis", "/apis/networking.istio.io/v1", "/version", "/openapi/v2"] {
+        for path in [
+            "/api",
+            "/apis",
+            "/apis/networking.istio.io/v1",
+            "/version",
+            "/openapi/v2",
+        ] {
             let (verb, target) = resource(path, Method::GET, false);
             assert_eq!(verb, "get");
             assert_eq!(target, Target::NonResource(path.into()));
