@@ -9,7 +9,9 @@
 //! `namespaces/NS/` scopes it; the verb comes from the method (`GET` is
 //! `get` with a name, `list` without, `watch` with `watch=true`; `POST`
 //! `create`, `PUT` `update`, `PATCH` `patch`, `DELETE` `delete` with a name
-//! and `deletecollection` without). Any other path (`/api`, `/apis`,
+//! and `deletecollection` without); a server-side apply that creates the
+//! object is recorded as a `create` as well, the permission the API server
+//! checks before an apply makes a new object. Any other path (`/api`, `/apis`,
 //! `/version`, `/openapi/...`) is a non-resource request, which RBAC grants
 //! through `nonResourceURLs` (every authenticated user may read discovery).
 
