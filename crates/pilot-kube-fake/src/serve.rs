@@ -12,6 +12,7 @@ use http_body_util::{BodyExt, Either, Full};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::record::ApiRequest;
 use super::state::{Failure, Resource, State, WATCH_BUFFER, Watcher, event_line, id};
 
 /// What the fake answers with: a whole JSON body, or a watch stream.
@@ -61,14 +62,30 @@ where
         .unwrap_or_default()
         .to_string();
     let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
-    match route(
+    let request = ApiRequest::new(
+        bearer(&parts.headers),
+        &parts.method,
+        parts.uri.path(),
+        matches!(query.get("watch"), Some("true" | "1")),
+    );
+    state.requests.insert(request.clone());
+    let answer = route(
         &mut state,
         &parts.method,
         parts.uri.path(),
         &query,
         &content_type,
         &body,
-    ) {
+    );
+    // A patch that creates the object is authorized as a create too (the
+    // API server checks `create` before an apply makes a new object).
+    if parts.method == Method::PATCH && matches!(answer, Ok(Answer::Object(201, _))) {
+        state.requests.insert(ApiRequest {
+            verb: "create".into(),
+            ..request
+        });
+    }
+    match answer {
         Ok(Answer::Object(code, object)) => json_response(code, &object),
         Ok(Answer::Watch(events)) => {
             let mut response = Response::new(Either::Right(WatchBody { events }));
@@ -80,6 +97,15 @@ where
         }
         Err(failure) => self::failure(&failure),
     }
+}
+
+/// The bearer token of a request's `Authorization` header.
+fn bearer(headers: &http::HeaderMap) -> Option<String> {
+    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_string())
 }
 
 enum Answer {
@@ -191,7 +217,11 @@ fn route(
             }
             let object = object_in(body, &target)?;
             same_name(&object, name)?;
-            Ok(Answer::Object(200, state.apply(resource, namespace, object)?))
+            // An apply that creates is answered 201 Created, as the API
+            // server answers it.
+            let created = state.get(resource, namespace, name).is_err();
+            let applied = state.apply(resource, namespace, object)?;
+            Ok(Answer::Object(if created { 201 } else { 200 }, applied))
         }
         (&Method::DELETE, Some(name)) => {
             let options: Value = if body.is_empty() {
