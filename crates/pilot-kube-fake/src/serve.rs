@@ -61,6 +61,11 @@ where
         .unwrap_or_default()
         .to_string();
     let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+    match super::tokens::intercept(&mut state.tokens, &parts, &body) {
+        Some(Ok((code, object))) => return json_response(code, &object),
+        Some(Err(refused)) => return failure(&refused),
+        None => {}
+    }
     match route(
         &mut state,
         &parts.method,

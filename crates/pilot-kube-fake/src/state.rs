@@ -131,6 +131,8 @@ pub(crate) struct State {
     pub writes_refused: bool,
     pub expired_answers: u64,
     next_uid: u64,
+    /// Service-account tokens and TokenReview (`tokens.rs`).
+    pub tokens: super::tokens::Tokens,
 }
 
 /// How many changes the fake keeps for resuming watches, by default.
@@ -154,6 +156,7 @@ impl State {
             writes_refused: false,
             expired_answers: 0,
             next_uid: 0,
+            tokens: super::tokens::Tokens::default(),
         };
         for resource in [
             Resource::new("", "v1", "namespaces", "Namespace", false),
