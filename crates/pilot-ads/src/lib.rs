@@ -58,7 +58,7 @@ pub use feedback::{Audience, Nack, ProxyStatus, PushRevisions, RefusedStreams, S
 pub use options::XdsOptions;
 pub use push::{PUSHED_KINDS, PushInfo, PushSubscription};
 pub use server::XdsServer;
-pub use stream::{Authenticate, Caller, NodeScope, Peer, ServeOptions, listen};
+pub use stream::{Authenticate, Authenticating, Caller, NodeScope, Peer, ServeOptions, listen};
 pub use xds_type::{TYPES, XdsType};
 
 /// The tonic this crate is built with: the serving methods return its

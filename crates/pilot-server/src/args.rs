@@ -271,6 +271,27 @@ pub struct Args {
     /// other trust domain is refused.
     #[arg(long = "trust-domain-alias", value_name = "DOMAIN")]
     pub trust_domain_aliases: Vec<String>,
+    /// Accept Kubernetes service-account tokens (a pod's projected token)
+    /// on ADS and the certificate service, each checked with a TokenReview
+    /// by the Kubernetes API (needs a Kubernetes client: KUBECONFIG, or
+    /// in-cluster); the caller is `spiffe://<trust-domain>/ns/NS/sa/SA`.
+    /// An unreachable API fails the call UNAVAILABLE, never trusts.
+    #[arg(long)]
+    pub kube_token_review: bool,
+    /// With `--kube-token-review`: an audience a token must be for
+    /// (repeatable; Istio's `istio-ca` by default).
+    #[arg(long = "token-audience", default_value = "istio-ca", value_name = "AUDIENCE")]
+    pub token_audiences: Vec<String>,
+    /// In a pod (`KUBERNETES_SERVICE_HOST`/`PORT` set, no KUBECONFIG): the
+    /// service-account directory the Kubernetes client is built from
+    /// (`token`, reread when rotated; `ca.crt`; `namespace`, the default
+    /// of every namespace flag).
+    #[arg(
+        long,
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount",
+        value_name = "DIR"
+    )]
+    pub kube_service_account_dir: PathBuf,
     /// A workload certificate's lifetime when its request asks none
     /// (Istio's `DEFAULT_WORKLOAD_CERT_TTL`).
     #[arg(long, default_value = "24h", value_name = "DURATION", value_parser = humantime::parse_duration)]

@@ -30,7 +30,7 @@
 //! | `pilot_replica_failures` | counter | `operation` (`publish`, `read`, `campaign`) | failures to publish this replica's record, read the others', campaign |
 //! | `citadel_server_csr_count` | counter | | certificate signing requests received ([`crate::ca`]) |
 //! | `citadel_server_success_cert_issuance_count` | counter | | workload certificates issued |
-//! | `pilot_ca_refused` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`, `internal`) | certificate requests refused |
+//! | `pilot_ca_refused` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`, `unavailable`, `internal`) | certificate requests refused |
 //!
 //! OpenMetrics names a counter's sample `NAME_total`: `pilot_xds_pushes` is
 //! scraped as `pilot_xds_pushes_total`.
@@ -363,7 +363,7 @@ impl Collector for CaMetrics {
         }
         let mut family = encoder.encode_descriptor(
             "pilot_ca_refused",
-            "Certificate requests refused, by reason: unauthenticated (no valid credential), permission_denied (an identity the credential does not allow), invalid_argument (a bad CSR or lifetime), internal",
+            "Certificate requests refused, by reason: unauthenticated (no valid credential), permission_denied (an identity the credential does not allow), invalid_argument (a bad CSR or lifetime), unavailable (the credential could not be checked: a TokenReview unreachable), internal",
             None,
             ConstCounter::new(0u64).metric_type(),
         )?;
@@ -371,6 +371,7 @@ impl Collector for CaMetrics {
             ("unauthenticated", counts.unauthenticated.load(Relaxed)),
             ("permission_denied", counts.permission_denied.load(Relaxed)),
             ("invalid_argument", counts.invalid_argument.load(Relaxed)),
+            ("unavailable", counts.unavailable.load(Relaxed)),
             ("internal", counts.internal.load(Relaxed)),
         ] {
             ConstCounter::new(count).encode(family.encode_family(&[("reason", reason)])?)?;
