@@ -147,9 +147,27 @@ impl FakeApiServer {
     /// A [`kube::Client`] whose requests this server answers (default
     /// namespace `default`). Must be called inside a Tokio runtime.
     pub fn client(&self) -> kube::Client {
+        self.client_with(None)
+    }
+
+    /// [`client`](Self::client) sending `Authorization: Bearer TOKEN`,
+    /// for when [`require_authentication`](Self::require_authentication)
+    /// is on.
+    pub fn client_as(&self, token: &str) -> kube::Client {
+        let header =
+            ::http::HeaderValue::from_str(&format!("Bearer {token}")).expect("a token a header can carry");
+        self.client_with(Some(header))
+    }
+
+    fn client_with(&self, authorization: Option<::http::HeaderValue>) -> kube::Client {
         let state = Arc::clone(&self.state);
-        let service = tower::service_fn(move |request: ::http::Request<kube::client::Body>| {
+        let service = tower::service_fn(move |mut request: ::http::Request<kube::client::Body>| {
             let state = Arc::clone(&state);
+            if let Some(header) = &authorization {
+                request
+                    .headers_mut()
+                    .insert(::http::header::AUTHORIZATION, header.clone());
+            }
             async move { Ok::<_, Infallible>(serve::handle(state, request).await) }
         });
         kube::Client::new(service, "default")
@@ -263,7 +281,7 @@ impl FakeApiServer {
     /// with a token from [`issue_token`](Self::issue_token) for
     /// [`API_AUDIENCE`], unexpired and not revoked; any other request is
     /// answered 401 Unauthorized. (The in-process [`client`](Self::client)
-    /// sends no token.)
+    /// sends no token; [`client_as`](Self::client_as) does.)
     pub fn require_authentication(&self, required: bool) {
         self.lock().tokens.authentication_required = required;
     }
