@@ -14,7 +14,8 @@
 //!   unauthenticated connections, handshake and write deadlines, a
 //!   request budget per connection, maximum age;
 //!   [`Authenticate`]: who may claim which node ids, from the request's
-//!   headers and its connection's [`Peer`]).
+//!   headers and its connection's [`Peer`], asynchronously and within the
+//!   handshake deadline).
 //! - `feedback/`: each connected proxy's ACKs and NACKs ([`ProxyStatus`]),
 //!   the store revisions each push carried ([`PushRevisions`]), why streams
 //!   ended ([`StreamEnds`]) or were refused ([`RefusedStreams`]).
