@@ -437,6 +437,7 @@ fn assemble(
         metrics: Arc::clone(&metrics),
         proxy_events,
         tokens: checked.tokens.clone(),
+        token_review: checked.token_review.clone(),
         readiness: health::Readiness {
             backend_health: Arc::clone(&backend_health),
             synced,

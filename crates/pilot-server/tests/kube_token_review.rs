@@ -3,7 +3,8 @@
 //! fake API server (a real process reaching it through KUBECONFIG). A
 //! token the fake issued for `bookinfo/reviews` with audience `istio-ca`
 //! gets a certificate of `spiffe://cluster.local/ns/bookinfo/sa/reviews`
-//! and an ADS stream for that service account's proxies; a token for
+//! and an ADS stream for that service account's proxies, and may post
+//! pilot-agent's reports of its namespace's proxies; a token for
 //! another audience, an expired or an unknown one is `UNAUTHENTICATED`
 //! naming why; with the TokenReview API down the call is `UNAVAILABLE`
 //! (never trusted); the static token file keeps working beside it.
@@ -232,4 +233,54 @@ async fn ads_takes_a_service_account_token_as_that_service_accounts_proxies() {
         .unwrap_err();
     assert_eq!(down.code(), tonic::Code::Unavailable, "{down:?}");
     assert!(down.message().contains("TokenReview"), "{down:?}");
+}
+
+/// Posts a report of `node` (pilot-agent's `exited` event) with `token`:
+/// the status code and the body.
+fn report(discovery: &Discovery, token: &str, node: &str) -> (u16, String) {
+    let event = serde_json::json!({
+        "node": node, "kind": "exited", "epoch": 0, "signal": 9, "restarts": 1,
+        "time_ms": 1_700_000_000_000u64,
+    });
+    let answer = pilot_test_support::http::request(
+        ([127, 0, 0, 1], discovery.port).into(),
+        "POST",
+        "/v1/proxy-events",
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &format!("Bearer {token}")),
+        ],
+        &serde_json::to_vec(&event).unwrap(),
+    )
+    .unwrap();
+    (answer.code, String::from_utf8_lossy(&answer.body).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_reports_with_a_service_account_token_are_taken_for_its_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeApiServer::new();
+    let (_cluster, discovery) = start(&fake, dir.path()).await;
+    let token = fake.issue_token("bookinfo", "reviews", &["istio-ca"], HOUR);
+    let (code, body) = report(&discovery, &token, NODE);
+    assert_eq!(code, 204, "{body}");
+    let (code, body) = report(
+        &discovery,
+        &token,
+        "sidecar~10.0.0.2~ratings-v1.prod~prod.svc.cluster.local",
+    );
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("namespace \\\"bookinfo\\\""), "{body}");
+    // The REST API is no wider: the token reads nothing.
+    assert_eq!(discovery.get_as("/debug/proxy-status", &token).0, 401);
+
+    let other = fake.issue_token("bookinfo", "reviews", &["other"], HOUR);
+    let (code, body) = report(&discovery, &other, NODE);
+    assert_eq!(code, 401, "{body}");
+    assert!(body.contains("token audiences"), "{body}");
+    fake.refuse_token_reviews(true);
+    let fresh = fake.issue_token("bookinfo", "ratings", &["istio-ca"], HOUR);
+    let (code, body) = report(&discovery, &fresh, NODE);
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("TokenReview"), "{body}");
 }
