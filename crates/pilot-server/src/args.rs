@@ -280,12 +280,18 @@ pub struct Args {
     pub kube_token_review: bool,
     /// With `--kube-token-review`: an audience a token must be for
     /// (repeatable; Istio's `istio-ca` by default).
-    #[arg(long = "token-audience", default_value = "istio-ca", value_name = "AUDIENCE")]
+    #[arg(
+        long = "token-audience",
+        default_value = "istio-ca",
+        value_name = "AUDIENCE",
+        requires = "kube_token_review"
+    )]
     pub token_audiences: Vec<String>,
     /// In a pod (`KUBERNETES_SERVICE_HOST`/`PORT` set, no KUBECONFIG): the
     /// service-account directory the Kubernetes client is built from
-    /// (`token`, reread when rotated; `ca.crt`; `namespace`, the default
-    /// of every namespace flag).
+    /// (`token`, reread when it changes; `ca.crt`; `namespace`, where the
+    /// replicas' Leases and the CA's root Secret go unless
+    /// `--kube-namespace` names another).
     #[arg(
         long,
         default_value = "/var/run/secrets/kubernetes.io/serviceaccount",
@@ -450,6 +456,35 @@ pub(crate) fn default_replica_name(rest_port: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_audiences_default_to_istio_ca_and_need_token_review() {
+        let parse = |extra: &[&str]| {
+            let argv = ["pilot-discovery"]
+                .iter()
+                .chain(extra)
+                .map(|s| s.to_string())
+                .collect();
+            Args::parse_with_config(argv)
+        };
+        let args = parse(&["--kube-token-review"]).unwrap();
+        assert_eq!(args.token_audiences, ["istio-ca"]);
+        let args = parse(&[
+            "--kube-token-review",
+            "--token-audience",
+            "a",
+            "--token-audience",
+            "b",
+        ])
+        .unwrap();
+        assert_eq!(args.token_audiences, ["a", "b"]);
+        let error = parse(&["--token-audience", "a"]).unwrap_err().to_string();
+        assert!(error.contains("--kube-token-review"), "{error}");
+        assert_eq!(
+            parse(&[]).unwrap().kube_service_account_dir,
+            PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount")
+        );
+    }
 
     #[test]
     fn the_default_name_is_the_host_and_the_port() {
