@@ -233,6 +233,14 @@ async fn ads_takes_a_service_account_token_as_that_service_accounts_proxies() {
         .unwrap_err();
     assert_eq!(down.code(), tonic::Code::Unavailable, "{down:?}");
     assert!(down.message().contains("TokenReview"), "{down:?}");
+    let metrics = discovery.get_as("/metrics", ADMIN).1;
+    for line in [
+        "pilot_xds_refused_streams_total{reason=\"unavailable\"} 1",
+        "pilot_xds_refused_streams_total{reason=\"unauthenticated\"} 1",
+        "pilot_xds_refused_streams_total{reason=\"permission_denied\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
 }
 
 /// Posts a report of `node` (pilot-agent's `exited` event) with `token`:
