@@ -19,7 +19,10 @@
 //! API server's own token cache does: until the token's expiry when its
 //! claims say it, and at most [`CACHE_TTL`], so a proxy's reconnections
 //! and CSRs cost one review a minute. A revoked token is therefore still
-//! accepted for up to that long. Refusals are not remembered.
+//! accepted for up to that long. Refusals are not remembered; at most
+//! [`MAX_IN_FLIGHT`] reviews are asked at once, so a flood of made-up
+//! tokens does not become a flood of requests to the API server (the
+//! others wait, within [`REVIEW_TIMEOUT`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -40,6 +43,9 @@ pub(crate) const CACHE_MAX: usize = 10_000;
 /// before its connection is closed; the client does not retry.)
 pub(crate) const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How many reviews are asked of the API server at once at most.
+pub(crate) const MAX_IN_FLIGHT: usize = 32;
+
 /// Reviews bearer tokens with the Kubernetes API.
 pub(crate) struct TokenReviewer {
     /// The client, made on first use (and at start, to fail early).
@@ -49,6 +55,7 @@ pub(crate) struct TokenReviewer {
     audiences: Vec<String>,
     trust_domain: String,
     reviewed: Mutex<Reviewed>,
+    in_flight: tokio::sync::Semaphore,
 }
 
 impl TokenReviewer {
@@ -75,6 +82,7 @@ impl TokenReviewer {
             audiences,
             trust_domain,
             reviewed: Mutex::new(Reviewed::default()),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         })
     }
 
@@ -116,6 +124,12 @@ impl TokenReviewer {
     /// Asks the API server about `token`.
     async fn review(&self, token: &str) -> Result<TokenReviewStatus, tonic::Status> {
         let client = self.client().await.map_err(tonic::Status::unavailable)?;
+        // Never closed: the permit comes, or the caller's timeout does.
+        let _permit = self
+            .in_flight
+            .acquire()
+            .await
+            .map_err(|_| tonic::Status::unavailable("the TokenReview queue is closed"))?;
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: Some(token.to_string()),
@@ -273,6 +287,9 @@ fn describe(error: &kube::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
 
     fn reviewer() -> TokenReviewer {
@@ -323,6 +340,45 @@ mod tests {
             "user": {"username": "system:serviceaccount:a/b:c"},
         }));
         assert_eq!(odd.code(), tonic::Code::Unauthenticated, "{odd:?}");
+    }
+
+    /// A reviewer whose API server takes every request and never answers,
+    /// and how many requests it took.
+    fn hanging() -> (Arc<TokenReviewer>, Arc<AtomicUsize>) {
+        let taken = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&taken);
+        let service = tower::service_fn(move |_: http::Request<kube::client::Body>| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<Result<http::Response<kube::client::Body>, std::convert::Infallible>>()
+        });
+        let reviewer = reviewer();
+        assert!(reviewer.client.set(kube::Client::new(service, "default")).is_ok());
+        (Arc::new(reviewer), taken)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_review_without_an_answer_fails_unavailable_and_few_are_asked_at_once() {
+        let (reviewer, taken) = hanging();
+        let calls: Vec<_> = (0..MAX_IN_FLIGHT + 8)
+            .map(|i| {
+                let reviewer = Arc::clone(&reviewer);
+                tokio::spawn(async move { reviewer.authenticate(&format!("token-{i}")).await })
+            })
+            .collect();
+        // Every call has started and waits: on the API server, or for a
+        // place among the reviews in flight.
+        while taken.load(Ordering::SeqCst) < MAX_IN_FLIGHT {
+            tokio::task::yield_now().await;
+        }
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(taken.load(Ordering::SeqCst), MAX_IN_FLIGHT);
+        for call in calls {
+            let refused = call.await.unwrap().unwrap_err();
+            assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+            assert!(refused.message().contains("did not answer within"), "{refused:?}");
+        }
     }
 
     #[test]
