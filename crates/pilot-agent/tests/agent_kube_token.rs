@@ -5,16 +5,22 @@
 //! of `spiffe://cluster.local/ns/default/sa/reviews`; when the kubelet
 //! rotates the file, the renewals carry the new token and go on after the
 //! old one expired; a token for another audience is refused with the
-//! reason.
+//! reason. And the agent binary with the real Envoy: Envoy's ADS stream
+//! carries the token and syncs, the agent's report of a killed Envoy is
+//! taken with it, and a rotated token hot-restarts Envoy, which syncs
+//! again.
+
+mod common;
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use common::Agent;
 use pilot_agent::DiscoveryAuth;
 use pilot_agent::sds::{Sds, SdsOptions};
 use pilot_ca::SpiffeId;
 use pilot_kube_fake::FakeApiServer;
-use pilot_test_support::{Discovery, FakeCluster, PATIENCE, eventually};
+use pilot_test_support::{Discovery, FakeCluster, PATIENCE, eventually, free_port};
 
 /// Sds requesting `identity` from `xds_port` with the token in
 /// `token_file`, renewing every couple of seconds.
@@ -131,4 +137,97 @@ fn the_pods_token_gets_its_identity_and_renewals_follow_its_rotation() {
     });
     drop(refused);
     drop(agent);
+}
+
+const ADMIN: &str = "admin-token-0123456789";
+const NODE: &str = "sidecar~10.0.0.8~app-2.default~default.svc.cluster.local";
+
+#[test]
+fn envoy_under_the_agent_syncs_and_reports_with_the_pods_token_and_follows_its_rotation() {
+    let cluster = FakeCluster::start();
+    let fake = &cluster.fake;
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("{ADMIN} rw admin\n")).unwrap();
+    let services = common::services_file(dir.path(), free_port(), free_port());
+    let discovery = common::Discovery::start_with_env(
+        &[
+            "--kube-token-review",
+            "--token-file",
+            tokens.to_str().unwrap(),
+            "--services",
+            services.to_str().unwrap(),
+        ],
+        &cluster.env(),
+    );
+    let row = || {
+        let (code, out) = discovery.pilotctl(ADMIN, &["proxy-status"]);
+        assert_eq!(code, 0, "{out}");
+        out.lines().find(|l| l.starts_with(NODE)).map(str::to_string)
+    };
+    let synced = |row: &str| row.split_whitespace().filter(|w| *w == "SYNCED").count() >= 2;
+
+    let token_file = dir.path().join("istio-token");
+    std::fs::write(
+        &token_file,
+        fake.issue_token("default", "app", &["istio-ca"], Duration::from_secs(3600)),
+    )
+    .unwrap();
+    let xds = format!("127.0.0.1:{}", discovery.xds_port);
+    let agent = Agent::start(
+        "sidecar",
+        &[
+            "--ip",
+            "10.0.0.8",
+            "--id",
+            "app-2.default",
+            "--service-account",
+            "app",
+            "--interception-mode",
+            "NONE",
+            "--label",
+            "app=app",
+            "--discovery-address",
+            &xds,
+            "--discovery-url",
+            &discovery.url,
+            "--discovery-token-file",
+            token_file.to_str().unwrap(),
+            "--max-retries",
+            "2",
+        ],
+    );
+    eventually("proxy-status SYNCED with the service-account token", || {
+        row().is_some_and(|row| synced(&row))
+    });
+
+    // A killed Envoy is restarted and reported with the token.
+    let first = agent.envoy_pids();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &first[0].to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    eventually("proxy-status to show the reported restart", || {
+        row().is_some_and(|row| row.contains("signal 9 (SIGKILL)"))
+    });
+
+    // The kubelet rotates the token: Envoy is hot-restarted with it.
+    assert_eq!(agent.metric("pilot_agent_envoy_hot_restarts_total"), Some(0));
+    rotate(
+        &token_file,
+        &fake.issue_token("default", "app", &["istio-ca"], Duration::from_secs(3600)),
+    );
+    eventually("a hot restart for the rotated token", || {
+        agent.metric("pilot_agent_envoy_hot_restarts_total") == Some(1)
+    });
+    eventually("SYNCED with the rotated token", || {
+        agent.ready() && row().is_some_and(|row| synced(&row))
+    });
+    let log = agent.log();
+    assert!(
+        !log.contains("report refused") && !log.contains("report not sent"),
+        "{log}"
+    );
 }
