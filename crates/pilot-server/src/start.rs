@@ -298,7 +298,8 @@ type ConfigEvents = BoxStream<'static, Notification<Arc<DynConfig>>>;
 
 /// Step 3, continued: the certificate authority (the files of
 /// `--ca-dir`, or the root the store from [`open`] keeps, made if it has
-/// none) and its service beside ADS.
+/// none) and its service beside ADS; with `--kube-token-review`, the
+/// TokenReview client first, so a server without one does not start.
 async fn open_ca(args: &Args, checked: &mut Checked, opened: &Opened) -> Result<(), StartError> {
     if let Some(reviewer) = &checked.token_review {
         reviewer.client().await.map_err(StartError::Failed)?;

@@ -292,3 +292,28 @@ async fn an_agents_reports_with_a_service_account_token_are_taken_for_its_namesp
     assert_eq!(code, 503, "{body}");
     assert!(body.contains("TokenReview"), "{body}");
 }
+
+#[test]
+fn without_a_kubernetes_client_the_server_does_not_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(pilot_test_support::binary(pilot_test_support::PILOT_DISCOVERY))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--xds-listen",
+            "127.0.0.1:0",
+            "--kube-token-review",
+        ])
+        .env("KUBECONFIG", dir.path().join("missing-kubeconfig"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--kube-token-review: cannot reach Kubernetes"),
+        "{stderr}"
+    );
+}
