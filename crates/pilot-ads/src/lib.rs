@@ -14,7 +14,8 @@
 //!   unauthenticated connections, handshake and write deadlines, a
 //!   request budget per connection, maximum age;
 //!   [`Authenticate`]: who may claim which node ids, from the request's
-//!   headers and its connection's [`Peer`]).
+//!   headers and its connection's [`Peer`], asynchronously and within the
+//!   handshake deadline).
 //! - `feedback/`: each connected proxy's ACKs and NACKs ([`ProxyStatus`]),
 //!   the store revisions each push carried ([`PushRevisions`]), why streams
 //!   ended ([`StreamEnds`]) or were refused ([`RefusedStreams`]).
@@ -58,7 +59,7 @@ pub use feedback::{Audience, Nack, ProxyStatus, PushRevisions, RefusedStreams, S
 pub use options::XdsOptions;
 pub use push::{PUSHED_KINDS, PushInfo, PushSubscription};
 pub use server::XdsServer;
-pub use stream::{Authenticate, Caller, NodeScope, Peer, ServeOptions, listen};
+pub use stream::{Authenticate, Authenticating, Caller, NodeScope, Peer, ServeOptions, listen};
 pub use xds_type::{TYPES, XdsType};
 
 /// The tonic this crate is built with: the serving methods return its

@@ -19,7 +19,7 @@ use std::time::Duration;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
-use pilot_ads::{Authenticate, Caller, NodeScope, ServeOptions, XdsServer};
+use pilot_ads::{Authenticate, Authenticating, Caller, NodeScope, ServeOptions, XdsServer};
 use pilot_test_support::ads::CDS;
 
 /// A guard against a hang, not a figure under test.
@@ -35,14 +35,21 @@ const PING: &[u8] = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00pingping";
 struct Token;
 
 impl Authenticate for Token {
-    fn authenticate(&self, headers: &http::HeaderMap, _: &http::Extensions) -> Result<Caller, tonic::Status> {
-        match headers.get("authorization").map(http::HeaderValue::as_bytes) {
+    fn authenticate<'a>(
+        &'a self,
+        headers: &'a http::HeaderMap,
+        _: &'a http::Extensions,
+    ) -> Authenticating<'a> {
+        let answer = match headers.get("authorization").map(http::HeaderValue::as_bytes) {
             Some(b"Bearer proxy") => Ok(Caller {
                 name: "proxy".into(),
                 scope: NodeScope::Any,
             }),
+            // Never decides: a credential whose check hangs.
+            Some(b"Bearer hanging") => return Box::pin(std::future::pending()),
             _ => Err(tonic::Status::unauthenticated("no valid token")),
-        }
+        };
+        Box::pin(std::future::ready(answer))
     }
 }
 
@@ -156,6 +163,29 @@ async fn silent_and_non_reading_sockets_are_dropped_at_the_handshake_deadline() 
         .unwrap();
     assert!(closed, "both sockets are closed by the server");
     writer.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_credential_check_hangs_loses_its_connection_at_the_handshake_deadline() {
+    let mut options = options();
+    options.handshake_timeout = Some(Duration::from_millis(300));
+    let (_server, address, _stop) = serve(options).await;
+    // The check never ends: the connection is closed at the deadline, and
+    // the client's call fails instead of waiting forever.
+    let hanging = open_stream(address, "hanging", request(1)).await.unwrap_err();
+    assert_ne!(hanging.code(), tonic::Code::Ok, "{hanging:?}");
+    assert!(
+        !hanging.message().contains("no valid token"),
+        "closed, not refused: {hanging:?}"
+    );
+    // A proxy whose check ends is admitted, and its stream outlives the
+    // deadline.
+    let (_requests, mut responses) = open_stream(address, "proxy", request(2)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let first = tokio::time::timeout(PATIENCE, responses.message())
+        .await
+        .expect("a response in time");
+    assert!(first.unwrap().is_some(), "the admitted stream is served");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

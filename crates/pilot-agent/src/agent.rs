@@ -165,6 +165,7 @@ async fn start_sds(
         socket: socket.to_path_buf(),
         ca_address,
         auth: config.auth.clone(),
+        token_file: args.discovery_token_file.clone(),
         identity,
         ttl: args.secret_ttl,
         pinning: args.root_pinning(),

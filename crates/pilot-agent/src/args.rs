@@ -62,9 +62,13 @@ pub struct ProxyArgs {
     #[arg(long, env = "PILOT_TOKEN_FILE", value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// A file holding the bearer token (an `xds` token of pilot-discovery's
-    /// `--token-file`) that Envoy sends on its ADS stream as
-    /// `authorization: Bearer TOKEN` metadata, and the agent on its reports.
-    /// A change hot-restarts Envoy with the new token.
+    /// `--token-file`, or with its `--kube-token-review` the pod's
+    /// projected service-account token, e.g.
+    /// `/var/run/secrets/tokens/istio-token` with audience `istio-ca`) that
+    /// Envoy sends on its ADS stream as `authorization: Bearer TOKEN`
+    /// metadata, and the agent on its reports and certificate requests.
+    /// It is read again for each report and certificate request; a change
+    /// hot-restarts Envoy with the new token.
     #[arg(long, env = "PILOT_DISCOVERY_TOKEN_FILE", value_name = "FILE")]
     pub discovery_token_file: Option<PathBuf>,
     /// ADS over TLS: the CA (PEM) pilot-discovery's certificate must chain

@@ -76,6 +76,7 @@ fn envoy_gets_the_spiffe_certificate_over_sds_and_it_rotates_without_a_restart()
             socket: socket.clone(),
             ca_address: format!("127.0.0.1:{}", discovery.xds_port),
             auth: auth.clone(),
+            token_file: None,
             identity: identity.clone(),
             // Renewed every two seconds.
             ttl: std::time::Duration::from_secs(4),

@@ -55,12 +55,21 @@
 //!   with the bearer token it carried, as an RBAC authorizer sees them
 //!   ([`FakeApiServer::requests`]), so a test can prove a Role grants what
 //!   a program asks and nothing more. Nothing is denied by them.
+//! - **Service-account tokens** (`tokens.rs`): [`FakeApiServer::issue_token`]
+//!   issues one as the TokenRequest API does, `POST
+//!   /apis/authentication.k8s.io/v1/tokenreviews` reviews it as the API
+//!   server does (valid, expired, wrong audience, unknown), and with
+//!   [`FakeApiServer::require_authentication`] every request needs one
+//!   (401 otherwise), as an API server reached over TLS
+//!   ([`FakeApiServer::listen_tls`]) from a pod.
 //!
 //! Test hooks force what a real cluster does only sometimes:
 //! [`FakeApiServer::expire_history`] (etcd compaction, so resuming watches
 //! get 410), [`FakeApiServer::close_watches`] (a dropped connection),
 //! [`FakeApiServer::refuse_watches`] (an API server that is unavailable)
-//! and [`FakeApiServer::refuse_writes`] (403 Forbidden to every write).
+//! [`FakeApiServer::refuse_writes`] (403 Forbidden to every write),
+//! [`FakeApiServer::refuse_token_reviews`] (503 to TokenReviews) and
+//! [`FakeApiServer::revoke_token`].
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -79,12 +88,15 @@
 mod record;
 mod serve;
 mod state;
+mod tokens;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 pub use record::{ApiRequest, Target};
 pub use state::{DEFAULT_HISTORY, WATCH_BUFFER};
+pub use tokens::API_AUDIENCE;
 
 /// The fake API server: shared state behind a tower service. Clones, and
 /// the clients made from any of them, share one server; its open watches
@@ -98,13 +110,20 @@ pub struct FakeApiServer {
 /// server and closes its connections.
 pub struct Listening {
     address: std::net::SocketAddr,
+    tls: bool,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Listening {
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` from [`FakeApiServer::listen_tls`]).
     pub fn url(&self) -> String {
-        format!("http://{}", self.address)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.address)
+    }
+
+    /// The address it listens on.
+    pub fn address(&self) -> std::net::SocketAddr {
+        self.address
     }
 
     /// A kubeconfig document whose current context is this server.
@@ -134,9 +153,27 @@ impl FakeApiServer {
     /// A [`kube::Client`] whose requests this server answers (default
     /// namespace `default`). Must be called inside a Tokio runtime.
     pub fn client(&self) -> kube::Client {
+        self.client_with(None)
+    }
+
+    /// [`client`](Self::client) sending `Authorization: Bearer TOKEN`,
+    /// for when [`require_authentication`](Self::require_authentication)
+    /// is on.
+    pub fn client_as(&self, token: &str) -> kube::Client {
+        let header =
+            ::http::HeaderValue::from_str(&format!("Bearer {token}")).expect("a token a header can carry");
+        self.client_with(Some(header))
+    }
+
+    fn client_with(&self, authorization: Option<::http::HeaderValue>) -> kube::Client {
         let state = Arc::clone(&self.state);
-        let service = tower::service_fn(move |request: ::http::Request<kube::client::Body>| {
+        let service = tower::service_fn(move |mut request: ::http::Request<kube::client::Body>| {
             let state = Arc::clone(&state);
+            if let Some(header) = &authorization {
+                request
+                    .headers_mut()
+                    .insert(::http::header::AUTHORIZATION, header.clone());
+            }
             async move { Ok::<_, Infallible>(serve::handle(state, request).await) }
         });
         kube::Client::new(service, "default")
@@ -147,27 +184,118 @@ impl FakeApiServer {
     /// whose server is [`Listening::url`]). Stops when the returned guard
     /// is dropped.
     pub async fn listen(&self) -> std::io::Result<Listening> {
+        self.serve_on(None).await
+    }
+
+    /// Serves this fake over HTTPS on a free 127.0.0.1 port, with the
+    /// certificate chain and key of `cert_pem` and `key_pem` (PEM; the
+    /// certificate must name IP 127.0.0.1), as an in-cluster client
+    /// reaches the API server. Stops when the returned guard is dropped.
+    pub async fn listen_tls(&self, cert_pem: &[u8], key_pem: &[u8]) -> std::io::Result<Listening> {
+        use rustls_pki_types::pem::PemObject;
+        let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+        let certs = rustls_pki_types::CertificateDer::pem_slice_iter(cert_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| invalid(format!("the certificate: {e}")))?;
+        let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key_pem)
+            .map_err(|e| invalid(format!("the key: {e}")))?;
+        let config =
+            rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .map_err(|e| invalid(e.to_string()))?
+                .with_no_client_auth()
+                .with_single_cert(certs, key)
+                .map_err(|e| invalid(e.to_string()))?;
+        self.serve_on(Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))))
+            .await
+    }
+
+    /// Serves HTTP/1.1 on a free loopback port, over TLS with `tls`.
+    async fn serve_on(&self, tls: Option<tokio_rustls::TlsAcceptor>) -> std::io::Result<Listening> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?;
         let state = Arc::clone(&self.state);
+        let secure = tls.is_some();
         let task = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
             while let Ok((stream, _)) = listener.accept().await {
                 let state = Arc::clone(&state);
+                let tls = tls.clone();
                 connections.spawn(async move {
                     let service = hyper::service::service_fn(move |request| {
                         let state = Arc::clone(&state);
                         async move { Ok::<_, Infallible>(serve::handle(state, request).await) }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
+                    let http = hyper::server::conn::http1::Builder::new();
+                    match tls {
+                        None => {
+                            let _ = http
+                                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                                .await;
+                        }
+                        Some(tls) => {
+                            // A client that fails the handshake is dropped.
+                            if let Ok(stream) = tls.accept(stream).await {
+                                let _ = http
+                                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                                    .await;
+                            }
+                        }
+                    }
                 });
                 // Forget the connections that ended.
                 while connections.try_join_next().is_some() {}
             }
         });
-        Ok(Listening { address, task })
+        Ok(Listening {
+            address,
+            tls: secure,
+            task,
+        })
+    }
+
+    /// Issues a token for service account `service_account` of
+    /// `namespace`, as the TokenRequest API does (a projected
+    /// service-account token): valid for `audiences` (the API server's,
+    /// [`API_AUDIENCE`], when empty) for `lifetime` from now. A zero
+    /// `lifetime` makes a token that is already expired.
+    pub fn issue_token(
+        &self,
+        namespace: &str,
+        service_account: &str,
+        audiences: &[&str],
+        lifetime: Duration,
+    ) -> String {
+        self.lock()
+            .tokens
+            .issue(namespace, service_account, audiences, lifetime)
+    }
+
+    /// Revokes `token` (as deleting the pod it is bound to does): from now
+    /// on it is reviewed, and refused as a caller's credential, as a token
+    /// the server never issued. Whether it was an issued token.
+    pub fn revoke_token(&self, token: &str) -> bool {
+        self.lock().tokens.revoke(token)
+    }
+
+    /// While `refused`, TokenReviews are answered 503 ServiceUnavailable.
+    pub fn refuse_token_reviews(&self, refused: bool) {
+        self.lock().tokens.reviews_refused = refused;
+    }
+
+    /// While `required`, every request needs `Authorization: Bearer T`
+    /// with a token from [`issue_token`](Self::issue_token) for
+    /// [`API_AUDIENCE`], unexpired and not revoked; any other request is
+    /// answered 401 Unauthorized. (The in-process [`client`](Self::client)
+    /// sends no token; [`client_as`](Self::client_as) does.)
+    pub fn require_authentication(&self, required: bool) {
+        self.lock().tokens.authentication_required = required;
+    }
+
+    /// How many TokenReviews were answered (any outcome but a refusal by
+    /// [`refuse_token_reviews`](Self::refuse_token_reviews)).
+    pub fn token_reviews(&self) -> u64 {
+        self.lock().tokens.reviews
     }
 
     /// The server's current resourceVersion.

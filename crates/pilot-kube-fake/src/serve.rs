@@ -69,6 +69,11 @@ where
         matches!(query.get("watch"), Some("true" | "1")),
     );
     state.requests.insert(request.clone());
+    match super::tokens::intercept(&mut state.tokens, &parts, &body) {
+        Some(Ok((code, object))) => return json_response(code, &object),
+        Some(Err(refused)) => return failure(&refused),
+        None => {}
+    }
     let answer = route(
         &mut state,
         &parts.method,

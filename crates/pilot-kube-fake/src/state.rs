@@ -134,6 +134,8 @@ pub(crate) struct State {
     /// bounded by the distinct attributes its programs use).
     pub requests: std::collections::BTreeSet<crate::record::ApiRequest>,
     next_uid: u64,
+    /// Service-account tokens and TokenReview (`tokens.rs`).
+    pub tokens: super::tokens::Tokens,
 }
 
 /// How many changes the fake keeps for resuming watches, by default.
@@ -158,6 +160,7 @@ impl State {
             expired_answers: 0,
             requests: std::collections::BTreeSet::new(),
             next_uid: 0,
+            tokens: super::tokens::Tokens::default(),
         };
         for resource in [
             Resource::new("", "v1", "namespaces", "Namespace", false),

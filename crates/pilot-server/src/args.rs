@@ -282,6 +282,33 @@ pub struct Args {
     /// other trust domain is refused.
     #[arg(long = "trust-domain-alias", value_name = "DOMAIN")]
     pub trust_domain_aliases: Vec<String>,
+    /// Accept Kubernetes service-account tokens (a pod's projected token)
+    /// on ADS and the certificate service, each checked with a TokenReview
+    /// by the Kubernetes API (needs a Kubernetes client: KUBECONFIG, or
+    /// in-cluster); the caller is `spiffe://<trust-domain>/ns/NS/sa/SA`.
+    /// An unreachable API fails the call UNAVAILABLE, never trusts.
+    #[arg(long)]
+    pub kube_token_review: bool,
+    /// With `--kube-token-review`: an audience a token must be for
+    /// (repeatable; Istio's `istio-ca` by default).
+    #[arg(
+        long = "token-audience",
+        default_value = "istio-ca",
+        value_name = "AUDIENCE",
+        requires = "kube_token_review"
+    )]
+    pub token_audiences: Vec<String>,
+    /// In a pod (`KUBERNETES_SERVICE_HOST`/`PORT` set, no KUBECONFIG): the
+    /// service-account directory the Kubernetes client is built from
+    /// (`token`, reread when it changes; `ca.crt`; `namespace`, where the
+    /// replicas' Leases and the CA's root Secret go unless
+    /// `--kube-namespace` names another).
+    #[arg(
+        long,
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount",
+        value_name = "DIR"
+    )]
+    pub kube_service_account_dir: PathBuf,
     /// A workload certificate's lifetime when its request asks none
     /// (Istio's `DEFAULT_WORKLOAD_CERT_TTL`).
     #[arg(long, default_value = "24h", value_name = "DURATION", value_parser = humantime::parse_duration)]
@@ -475,6 +502,35 @@ mod tests {
             parse_revision("default")
                 .unwrap_err()
                 .contains("leave --revision out")
+        );
+    }
+
+    #[test]
+    fn token_audiences_default_to_istio_ca_and_need_token_review() {
+        let parse = |extra: &[&str]| {
+            let argv = ["pilot-discovery"]
+                .iter()
+                .chain(extra)
+                .map(|s| s.to_string())
+                .collect();
+            Args::parse_with_config(argv)
+        };
+        let args = parse(&["--kube-token-review"]).unwrap();
+        assert_eq!(args.token_audiences, ["istio-ca"]);
+        let args = parse(&[
+            "--kube-token-review",
+            "--token-audience",
+            "a",
+            "--token-audience",
+            "b",
+        ])
+        .unwrap();
+        assert_eq!(args.token_audiences, ["a", "b"]);
+        let error = parse(&["--token-audience", "a"]).unwrap_err().to_string();
+        assert!(error.contains("--kube-token-review"), "{error}");
+        assert_eq!(
+            parse(&[]).unwrap().kube_service_account_dir,
+            PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount")
         );
     }
 

@@ -13,7 +13,7 @@
 //! | `pilot_config_objects` | gauge | `kind` | objects in the cache |
 //! | `pilot_config_quarantined` | gauge | `kind` | objects in the store that fail validation, held out of the cache ([`crate::debug::quarantine`]) |
 //! | `pilot_config_rejected` | counter | `kind` | objects the store delivered that failed validation (each key at each version once) |
-//! | `pilot_xds_refused_streams` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`, `resource_exhausted`) | ADS streams refused |
+//! | `pilot_xds_refused_streams` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`, `resource_exhausted`, `unavailable`) | ADS streams refused |
 //! | `pilot_xds_stream_ends` | counter | `reason` (`proxy_closed`, `transport_error`, `bad_request`, `response_dropped`, `server_closed`, `max_age`, `write_timeout`) | ADS streams ended after they started |
 //! | `pilot_xds_connections_refused` | counter | | ADS connections closed at accept, over `--xds-max-connections` (every connection admitted) or `--xds-max-pending-per-address` |
 //! | `pilot_xds_connections_evicted` | counter | | ADS connections without an admitted stream closed to make room for a new one, every `--xds-max-connections` slot being taken |
@@ -30,7 +30,7 @@
 //! | `pilot_replica_failures` | counter | `operation` (`publish`, `read`, `campaign`) | failures to publish this replica's record, read the others', campaign |
 //! | `citadel_server_csr_count` | counter | | certificate signing requests received ([`crate::ca`]) |
 //! | `citadel_server_success_cert_issuance_count` | counter | | workload certificates issued |
-//! | `pilot_ca_refused` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`, `internal`) | certificate requests refused |
+//! | `pilot_ca_refused` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`, `unavailable`, `internal`) | certificate requests refused |
 //!
 //! OpenMetrics names a counter's sample `NAME_total`: `pilot_xds_pushes` is
 //! scraped as `pilot_xds_pushes_total`.
@@ -273,7 +273,7 @@ impl Collector for ScrapeTime {
         let refused = self.xds.refused_streams();
         let mut family = encoder.encode_descriptor(
             "pilot_xds_refused_streams",
-            "ADS streams refused: no or bad credential (unauthenticated), a node id outside the credential's namespace (permission_denied), a malformed request (invalid_argument), a credential at --xds-max-streams-per-credential or a request over the size limit (resource_exhausted)",
+            "ADS streams refused: no or bad credential (unauthenticated), a node id outside the credential's namespace (permission_denied), a malformed request (invalid_argument), a credential at --xds-max-streams-per-credential or a request over the size limit (resource_exhausted), a credential that could not be checked (unavailable: a TokenReview unreachable)",
             None,
             ConstCounter::new(0u64).metric_type(),
         )?;
@@ -282,6 +282,7 @@ impl Collector for ScrapeTime {
             ("permission_denied", refused.permission_denied),
             ("invalid_argument", refused.invalid_argument),
             ("resource_exhausted", refused.resource_exhausted),
+            ("unavailable", refused.unavailable),
         ] {
             ConstCounter::new(count).encode(family.encode_family(&[("reason", reason)])?)?;
         }
@@ -363,7 +364,7 @@ impl Collector for CaMetrics {
         }
         let mut family = encoder.encode_descriptor(
             "pilot_ca_refused",
-            "Certificate requests refused, by reason: unauthenticated (no valid credential), permission_denied (an identity the credential does not allow), invalid_argument (a bad CSR or lifetime), internal",
+            "Certificate requests refused, by reason: unauthenticated (no valid credential), permission_denied (an identity the credential does not allow), invalid_argument (a bad CSR or lifetime), unavailable (the credential could not be checked: a TokenReview unreachable), internal",
             None,
             ConstCounter::new(0u64).metric_type(),
         )?;
@@ -371,6 +372,7 @@ impl Collector for CaMetrics {
             ("unauthenticated", counts.unauthenticated.load(Relaxed)),
             ("permission_denied", counts.permission_denied.load(Relaxed)),
             ("invalid_argument", counts.invalid_argument.load(Relaxed)),
+            ("unavailable", counts.unavailable.load(Relaxed)),
             ("internal", counts.internal.load(Relaxed)),
         ] {
             ConstCounter::new(count).encode(family.encode_family(&[("reason", reason)])?)?;

@@ -113,6 +113,9 @@ pub async fn run(
 struct Checked {
     /// The REST and ADS bearer tokens (`--token-file`).
     tokens: Option<Arc<Tokens>>,
+    /// Kubernetes service-account tokens on ADS and the CA
+    /// (`--kube-token-review`).
+    token_review: Option<Arc<auth::token_review::TokenReviewer>>,
     /// HTTPS for the REST listener and the webhook (`--tls-cert`, `--tls-key`).
     tls: Option<TlsAcceptor>,
     /// How ADS is served: TLS, caller authentication, connection limits,
@@ -159,8 +162,13 @@ fn check(args: &Args) -> Result<Checked, StartError> {
         (Some(cert), Some(key)) => Some(serve::tls_acceptor(cert, key).map_err(StartError::Failed)?),
         _ => None,
     };
-    let xds_auth = auth::xds::XdsAuth::from_args(args, tokens.clone()).map_err(StartError::Failed)?;
-    let xds_tls = auth::xds::tls_config(args, tokens.is_some()).map_err(StartError::Failed)?;
+    let token_review = auth::token_review::TokenReviewer::from_args(args)
+        .map_err(StartError::Usage)?
+        .map(Arc::new);
+    let xds_auth = auth::xds::XdsAuth::from_args(args, tokens.clone(), token_review.clone())
+        .map_err(StartError::Failed)?;
+    let xds_tls = auth::xds::tls_config(args, tokens.is_some() || token_review.is_some())
+        .map_err(StartError::Failed)?;
     let xds_auth = xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_ads::Authenticate>);
     ca::options(args).map_err(StartError::Failed)?;
     let ca_counts = Arc::new(ca::CaCounts::default());
@@ -199,6 +207,7 @@ fn check(args: &Args) -> Result<Checked, StartError> {
     }
     Ok(Checked {
         tokens,
+        token_review,
         tls,
         xds_options,
         ca_counts,
@@ -289,8 +298,12 @@ type ConfigEvents = BoxStream<'static, Notification<Arc<DynConfig>>>;
 
 /// Step 3, continued: the certificate authority (the files of
 /// `--ca-dir`, or the root the store from [`open`] keeps, made if it has
-/// none) and its service beside ADS.
+/// none) and its service beside ADS; with `--kube-token-review`, the
+/// TokenReview client first, so a server without one does not start.
 async fn open_ca(args: &Args, checked: &mut Checked, opened: &Opened) -> Result<(), StartError> {
+    if let Some(reviewer) = &checked.token_review {
+        reviewer.client().await.map_err(StartError::Failed)?;
+    }
     let (ca, renewal) = ca::open(args, &opened.ca_root)
         .await
         .map_err(StartError::Failed)?;
@@ -426,6 +439,7 @@ fn assemble(
         metrics: Arc::clone(&metrics),
         proxy_events,
         tokens: checked.tokens.clone(),
+        token_review: checked.token_review.clone(),
         readiness: health::Readiness {
             backend_health: Arc::clone(&backend_health),
             synced,

@@ -36,6 +36,9 @@ pub(crate) struct AppState {
     pub(crate) proxy_events: Arc<ProxyEvents>,
     /// Accepted tokens; `None` when authentication is off.
     pub(crate) tokens: Option<Arc<Tokens>>,
+    /// Kubernetes service-account tokens (`--kube-token-review`), for
+    /// the agents' reports.
+    pub(crate) token_review: Option<Arc<crate::auth::token_review::TokenReviewer>>,
     /// Whether the store answers and the caches have synced, for `/readyz`.
     pub(crate) readiness: Readiness,
     /// What `--data-dir`'s journal held back at start.
@@ -66,6 +69,7 @@ sub_states! {
     metrics: Arc<Metrics>,
     proxy_events: Arc<ProxyEvents>,
     tokens: Option<Arc<Tokens>>,
+    token_review: Option<Arc<crate::auth::token_review::TokenReviewer>>,
     readiness: Readiness,
     journal_quarantine: JournalQuarantine,
     replicas: Arc<Replicas>,

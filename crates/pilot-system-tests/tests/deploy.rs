@@ -38,7 +38,7 @@ const KUBERNETES_VERSIONS: [&str; 2] = ["1.37.0", "1.33.0"];
 /// webhook's configuration to patch, accepting service-account tokens
 /// through a TokenReview, and the control plane's revision. Once pilot-discovery accepts one, the test says
 /// to remove it from here.
-const EXPECTED_LATER: [&str; 2] = ["--validation-webhook-config", "--kube-token-review"];
+const EXPECTED_LATER: [&str; 1] = ["--validation-webhook-config"];
 
 #[test]
 fn the_crds_in_deploy_are_the_ones_pilot_generates() {

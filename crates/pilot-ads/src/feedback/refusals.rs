@@ -17,6 +17,9 @@ pub struct RefusedStreams {
     pub invalid_argument: u64,
     /// A credential with as many streams open as it may have.
     pub resource_exhausted: u64,
+    /// A credential that could not be checked now (what
+    /// [`Authenticate`](crate::Authenticate) asks was unreachable).
+    pub unavailable: u64,
 }
 
 /// The refusals counted so far, by reason, shared by every stream.
@@ -26,6 +29,7 @@ pub(crate) struct RefusalCounters {
     permission_denied: AtomicU64,
     invalid_argument: AtomicU64,
     resource_exhausted: AtomicU64,
+    unavailable: AtomicU64,
 }
 
 impl RefusalCounters {
@@ -36,6 +40,7 @@ impl RefusalCounters {
             tonic::Code::PermissionDenied => &self.permission_denied,
             tonic::Code::InvalidArgument => &self.invalid_argument,
             tonic::Code::ResourceExhausted => &self.resource_exhausted,
+            tonic::Code::Unavailable => &self.unavailable,
             _ => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -48,6 +53,7 @@ impl RefusalCounters {
             permission_denied: self.permission_denied.load(Ordering::Relaxed),
             invalid_argument: self.invalid_argument.load(Ordering::Relaxed),
             resource_exhausted: self.resource_exhausted.load(Ordering::Relaxed),
+            unavailable: self.unavailable.load(Ordering::Relaxed),
         }
     }
 }

@@ -1,12 +1,19 @@
 //! Who may open an ADS stream, and which proxies it may claim to be.
 //!
 //! An [`Authenticate`] implementation (the embedding server's: tokens,
-//! client certificates) turns a stream's request headers and connection
-//! information into a [`Caller`], or refuses it with `UNAUTHENTICATED`.
+//! client certificates, a review by an identity provider) turns a
+//! stream's request headers and connection information into a [`Caller`],
+//! or refuses it with `UNAUTHENTICATED` (`UNAVAILABLE` when what it asks is
+//! unreachable). It is asynchronous, and runs within the connection's
+//! handshake deadline: a connection whose authentication has not
+//! finished by then is closed like any connection not yet admitted.
 //! The stream's first request then names the proxy; a caller bound to a
 //! namespace may only claim node ids in that namespace (`PERMISSION_DENIED`
 //! otherwise). Every refusal is counted
 //! ([`RefusedStreams`](crate::RefusedStreams)).
+
+use std::future::Future;
+use std::pin::Pin;
 
 use pilot_xds::Proxy;
 
@@ -70,17 +77,40 @@ impl Caller {
     }
 }
 
+/// What [`Authenticate::authenticate`] returns: the caller, or the status
+/// to refuse the stream with, when it is known.
+pub type Authenticating<'a> = Pin<Box<dyn Future<Output = Result<Caller, tonic::Status>> + Send + 'a>>;
+
 /// Decides who opened a stream, from its request headers (gRPC metadata
 /// such as `authorization`) and the connection's extensions (the transport
 /// puts the peer's verified certificates there).
+///
+/// An implementation that decides at once returns a ready future:
+///
+/// ```
+/// use pilot_ads::{Authenticate, Authenticating, Caller, NodeScope};
+///
+/// struct OneToken;
+///
+/// impl Authenticate for OneToken {
+///     fn authenticate<'a>(&'a self, headers: &'a http::HeaderMap, _: &'a http::Extensions) -> Authenticating<'a> {
+///         let answer = match headers.get("authorization").map(|v| v.as_bytes()) {
+///             Some(b"Bearer s3cr3t") => Ok(Caller { name: "proxy".into(), scope: NodeScope::Any }),
+///             _ => Err(tonic::Status::unauthenticated("no valid token")),
+///         };
+///         Box::pin(std::future::ready(answer))
+///     }
+/// }
+/// ```
 pub trait Authenticate: Send + Sync + 'static {
-    /// The caller, or the status to refuse the stream with (normally
-    /// `UNAUTHENTICATED` with the reason).
-    fn authenticate(
-        &self,
-        headers: &http::HeaderMap,
-        extensions: &http::Extensions,
-    ) -> Result<Caller, tonic::Status>;
+    /// The caller, or the status to refuse the stream with
+    /// (`UNAUTHENTICATED` with the reason for a bad credential,
+    /// `UNAVAILABLE` when it cannot be checked now).
+    fn authenticate<'a>(
+        &'a self,
+        headers: &'a http::HeaderMap,
+        extensions: &'a http::Extensions,
+    ) -> Authenticating<'a>;
 }
 
 #[cfg(test)]

@@ -47,7 +47,7 @@ mod stall;
 mod transport;
 mod withheld;
 
-pub use auth::{Authenticate, Caller, NodeScope};
+pub use auth::{Authenticate, Authenticating, Caller, NodeScope};
 pub use peer::Peer;
 pub use serve::{ServeOptions, listen};
 pub(crate) use serve::{serve_address, serve_listener};

@@ -110,23 +110,41 @@ impl AdsService {
         }
         let delta = path == DELTA_PATH;
         let (parts, body) = request.into_parts();
-        let caller = match &self.auth {
-            None => None,
-            Some(auth) => match auth.authenticate(&parts.headers, &parts.extensions) {
-                Ok(caller) => Some(caller),
+        let Some(auth) = self.auth.clone() else {
+            return Either::Left(futures::future::ready(Ok(self.stream(delta, parts, body, None))));
+        };
+        // The connection is admitted only once authentication ends, so its
+        // handshake deadline covers it: a connection whose credential takes
+        // too long to check is closed with the request in flight.
+        let service = self.clone();
+        Either::Right(Box::pin(async move {
+            let response = match auth.authenticate(&parts.headers, &parts.extensions).await {
+                Ok(caller) => service.stream(delta, parts, body, Some(caller)),
                 Err(status) => {
                     tracing::warn!(code = ?status.code(), reason = status.message(), "ADS stream refused");
-                    self.server.refused.count(&status);
-                    return refuse(&status);
+                    service.server.refused.count(&status);
+                    refused(&status)
                 }
-            },
-        };
+            };
+            Ok(response)
+        }))
+    }
+
+    /// Opens the stream of an authenticated `caller` (`None`: the server
+    /// does not authenticate), or refuses it.
+    fn stream(
+        &self,
+        delta: bool,
+        parts: http::request::Parts,
+        body: Incoming,
+        caller: Option<Caller>,
+    ) -> Response {
         let compressed = parts
             .headers
             .get("grpc-encoding")
             .is_some_and(|e| e.as_bytes() != b"identity");
         if compressed {
-            return refuse(&tonic::Status::unimplemented(
+            return refused(&tonic::Status::unimplemented(
                 "this server accepts uncompressed requests only",
             ));
         }
@@ -136,7 +154,7 @@ impl AdsService {
                 Err(status) => {
                     tracing::warn!(caller = %caller.name, reason = status.message(), "ADS stream refused");
                     self.server.refused.count(&status);
-                    return refuse(&status);
+                    return refused(&status);
                 }
             },
             _ => StreamGuard::none(),
@@ -146,12 +164,11 @@ impl AdsService {
         }
         let budget = parts.extensions.get::<Arc<RequestBudget>>().cloned();
         let stall = parts.extensions.get::<Arc<WriteStall>>().cloned();
-        let response = if delta {
+        if delta {
             self.open::<delta::Delta>(body, budget, stall, caller, guard)
         } else {
             self.open::<sotw::Sotw>(body, budget, stall, caller, guard)
-        };
-        Either::Left(futures::future::ready(Ok(response)))
+        }
     }
 }
 
@@ -165,13 +182,18 @@ pub(crate) type Call =
 
 /// A stream ended at once with `status` (a trailers-only response).
 fn refuse(status: &tonic::Status) -> Call {
+    Either::Left(futures::future::ready(Ok(refused(status))))
+}
+
+/// The trailers-only response that ends a stream with `status`.
+fn refused(status: &tonic::Status) -> Response {
     let mut response = http::Response::new(tonic::body::Body::default());
     *response.headers_mut() = transport::trailers(status);
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/grpc"),
     );
-    Either::Left(futures::future::ready(Ok(response)))
+    response
 }
 
 /// `age` moved by up to 10% either way, differently for each stream.

@@ -119,6 +119,20 @@ fn pin(
     Ok((accepted, key_pem))
 }
 
+/// The token to send now: the token file's content (rotated tokens are
+/// picked up), else the one read at start.
+fn current_token(options: &SdsOptions) -> Option<String> {
+    let reread = options.token_file.as_deref().map(crate::args::read_token);
+    match reread {
+        Some(Ok(token)) => Some(token),
+        Some(Err(error)) => {
+            tracing::warn!(%error, "sending the token read earlier");
+            options.auth.token.clone()
+        }
+        None => options.auth.token.clone(),
+    }
+}
+
 /// One request, its answer checked: what to serve, and the key.
 async fn fetch(options: &SdsOptions, pinned: &Pinned) -> Result<(Accepted, String), String> {
     let key = WorkloadKey::generate().map_err(|e| e.to_string())?;
@@ -129,7 +143,7 @@ async fn fetch(options: &SdsOptions, pinned: &Pinned) -> Result<(Accepted, Strin
         validity_duration: i64::try_from(options.ttl.as_secs()).unwrap_or(i64::MAX),
     });
     request.set_timeout(REQUEST_TIMEOUT);
-    if let Some(token) = &options.auth.token {
+    if let Some(token) = &current_token(options) {
         let value = format!("Bearer {token}")
             .parse()
             .map_err(|_| "the token is not a valid header value".to_string())?;

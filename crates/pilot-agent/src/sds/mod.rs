@@ -56,6 +56,11 @@ pub struct SdsOptions {
     pub ca_address: String,
     /// The ADS credentials (token, TLS), which the CA accepts too.
     pub auth: DiscoveryAuth,
+    /// The file the bearer token is read from again for each request
+    /// (`--discovery-token-file`): a rotated token, such as a Kubernetes
+    /// projected service-account token, is sent from the next request on.
+    /// When it cannot be read, `auth.token` (read at start) is sent.
+    pub token_file: Option<PathBuf>,
     /// The identity to ask for.
     pub identity: pilot_ca::SpiffeId,
     /// The lifetime to ask for (`--secret-ttl`).
@@ -85,6 +90,7 @@ impl SdsOptions {
             socket,
             ca_address,
             auth,
+            token_file: None,
             identity,
             ttl: Duration::from_secs(24 * 3600),
             pinning: RootPinning::FirstUse(pinning_store),

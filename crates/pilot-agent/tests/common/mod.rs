@@ -149,6 +149,11 @@ impl Discovery {
         Discovery(pilot_test_support::Discovery::start(args))
     }
 
+    /// [`start`](Self::start) with more environment variables.
+    pub(crate) fn start_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Self {
+        Discovery(pilot_test_support::Discovery::start_with_env(args, env))
+    }
+
     /// GET with a bearer token.
     pub(crate) fn get(&self, path: &str, token: &str) -> (u16, String) {
         self.0.get_as(path, token)

@@ -1,9 +1,11 @@
 //! Who may call the server: bearer tokens from `--token-file`
 //! ([`tokens`]), checked on every REST request but the probes ([`rest`]),
 //! and ADS callers' tokens, client certificates and the ADS port's TLS
-//! ([`xds`]).
+//! ([`xds`]), which with `--kube-token-review` accepts Kubernetes
+//! service-account tokens too ([`token_review`]).
 
 pub(crate) mod rest;
+pub(crate) mod token_review;
 pub(crate) mod tokens;
 pub(crate) mod xds;
 

@@ -5,7 +5,10 @@
 //! need a read-write one, and an xDS token is refused by the REST API (it
 //! may only open ADS streams, see [`super::xds`]) but for
 //! `POST /v1/proxy-events`, the reports of the proxies it may claim
-//! (pilot-agent sends its ADS token).
+//! (pilot-agent sends its ADS token). With `--kube-token-review` a
+//! Kubernetes service-account token may post reports too
+//! ([`super::token_review`]), of its namespace's proxies: a report names a
+//! node id only, which shows the namespace and not the service account.
 
 use std::sync::Arc;
 
@@ -14,6 +17,7 @@ use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::token_review::TokenReviewer;
 use super::tokens::{Access, Tokens, bearer};
 use pilot_apiserver::ApiError;
 
@@ -37,6 +41,7 @@ const PROXY_EVENTS: &str = "/v1/proxy-events";
 /// with a read-only one (403).
 pub(crate) async fn require(
     State(tokens): State<Option<Arc<Tokens>>>,
+    State(reviewer): State<Option<Arc<TokenReviewer>>>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -62,6 +67,34 @@ pub(crate) async fn require(
         );
     };
     let found = tokens.find(token);
+    if found.is_none()
+        && let Some(reviewer) = &reviewer
+        && request.method() == Method::POST
+        && request.uri().path() == PROXY_EVENTS
+    {
+        return match reviewer.authenticate(token).await {
+            Ok(caller) => {
+                let scope = match caller.scope {
+                    pilot_ads::NodeScope::ServiceAccount { namespace, .. } => {
+                        pilot_ads::NodeScope::Namespace(namespace)
+                    }
+                    other => other,
+                };
+                request.extensions_mut().insert(pilot_ads::Caller {
+                    name: caller.name,
+                    scope,
+                });
+                next.run(request).await
+            }
+            Err(status) if status.code() == tonic::Code::Unavailable => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                status.message(),
+            )
+            .into_response(),
+            Err(status) => unauthorized(status.message()),
+        };
+    }
     if let Some(found) = found.filter(|t| t.access == Access::Xds)
         && request.method() == Method::POST
         && request.uri().path() == PROXY_EVENTS

@@ -15,7 +15,11 @@
 //!   node ids of namespace `NS` whose node metadata `SERVICE_ACCOUNT` is
 //!   `SA` (a node without it is refused);
 //! - an `xds` token without a namespace, or an `ro`/`rw` (operator) token:
-//!   any node id.
+//!   any node id;
+//! - with `--kube-token-review`, a bearer token not in the token file is
+//!   a Kubernetes service-account token, reviewed by the API server
+//!   ([`super::token_review`]): as a client certificate of
+//!   `spiffe://<trust-domain>/ns/NS/sa/SA`.
 //!
 //! A client certificate is refused unless it carries exactly one URI,
 //! a SPIFFE workload identity that follows the SPIFFE ID rules, of this
@@ -30,12 +34,15 @@ use pilot_ads::{Authenticate, Caller, NodeScope, Peer};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use super::token_review::TokenReviewer;
 use super::tokens::Tokens;
 use crate::args::Args;
 
 /// The ADS authenticator of `pilot-discovery`.
 pub(crate) struct XdsAuth {
     tokens: Option<Arc<Tokens>>,
+    /// Kubernetes service-account tokens, with `--kube-token-review`.
+    reviewer: Option<Arc<TokenReviewer>>,
     /// The trust domains whose client certificates are accepted: this
     /// mesh's, then its aliases.
     trust_domains: Vec<String>,
@@ -44,13 +51,17 @@ pub(crate) struct XdsAuth {
 impl XdsAuth {
     /// Authentication for the options given; `None` when ADS is open (no
     /// token file and no client CA).
-    pub(crate) fn from_args(args: &Args, tokens: Option<Arc<Tokens>>) -> Result<Option<Self>, String> {
-        if tokens.is_none() && args.xds_client_ca.is_none() {
+    pub(crate) fn from_args(
+        args: &Args,
+        tokens: Option<Arc<Tokens>>,
+        reviewer: Option<Arc<TokenReviewer>>,
+    ) -> Result<Option<Self>, String> {
+        if tokens.is_none() && reviewer.is_none() && args.xds_client_ca.is_none() {
             let loopback = args.xds_listen.ip().is_loopback();
             if !loopback && !args.xds_allow_unauthenticated {
                 return Err(format!(
-                    "ADS would listen on {} without authentication: give --token-file and/or \
-                     --xds-client-ca (with --xds-tls-cert/--xds-tls-key), or \
+                    "ADS would listen on {} without authentication: give --token-file, \
+                     --kube-token-review and/or --xds-client-ca (with --xds-tls-cert/--xds-tls-key), or \
                      --xds-allow-unauthenticated to accept any client",
                     args.xds_listen
                 ));
@@ -65,6 +76,7 @@ impl XdsAuth {
         }
         Ok(Some(XdsAuth {
             tokens,
+            reviewer,
             trust_domains,
         }))
     }
@@ -129,27 +141,42 @@ fn read_certificates(path: &Path, what: &str) -> Result<Vec<CertificateDer<'stat
 }
 
 impl Authenticate for XdsAuth {
-    fn authenticate(
-        &self,
-        headers: &http::HeaderMap,
-        extensions: &http::Extensions,
-    ) -> Result<Caller, tonic::Status> {
+    fn authenticate<'a>(
+        &'a self,
+        headers: &'a http::HeaderMap,
+        extensions: &'a http::Extensions,
+    ) -> pilot_ads::Authenticating<'a> {
         if let Some(value) = headers.get(http::header::AUTHORIZATION) {
-            let token = value
-                .to_str()
-                .ok()
-                .and_then(super::tokens::bearer)
-                .ok_or_else(|| tonic::Status::unauthenticated("authorization is not `Bearer TOKEN`"))?;
-            let found = self
-                .tokens
-                .as_ref()
-                .and_then(|tokens| tokens.find(token))
-                .ok_or_else(|| tonic::Status::unauthenticated("the bearer token is not valid"))?;
-            return Ok(Caller {
-                name: format!("token {}", found.name),
-                scope: found.scope(),
-            });
+            let Some(token) = value.to_str().ok().and_then(super::tokens::bearer) else {
+                return ready(Err(tonic::Status::unauthenticated(
+                    "authorization is not `Bearer TOKEN`",
+                )));
+            };
+            if let Some(found) = self.tokens.as_ref().and_then(|tokens| tokens.find(token)) {
+                return ready(Ok(Caller {
+                    name: format!("token {}", found.name),
+                    scope: found.scope(),
+                }));
+            }
+            return match &self.reviewer {
+                Some(reviewer) => Box::pin(reviewer.authenticate(token)),
+                None => ready(Err(tonic::Status::unauthenticated(
+                    "the bearer token is not valid",
+                ))),
+            };
         }
+        ready(self.certificate(extensions))
+    }
+}
+
+/// An answer known at once.
+fn ready<'a>(answer: Result<Caller, tonic::Status>) -> pilot_ads::Authenticating<'a> {
+    Box::pin(std::future::ready(answer))
+}
+
+impl XdsAuth {
+    /// The caller of the connection's client certificate, if it has one.
+    fn certificate(&self, extensions: &http::Extensions) -> Result<Caller, tonic::Status> {
         let certs = extensions.get::<Peer>().and_then(Peer::certificates);
         if let Some(leaf) = certs.and_then(|certs| certs.first()) {
             // rustls verified the chain against --xds-client-ca already.

@@ -18,13 +18,11 @@ use crate::ca::RootStore;
 use crate::error::StartError;
 
 /// A client for the cluster of `KUBECONFIG` (or `~/.kube/config`), or the
-/// one the server runs in.
-async fn kube_client() -> Result<kube::Client, StartError> {
-    kube::Client::try_default().await.map_err(|e| {
-        StartError::Failed(format!(
-            "cannot reach Kubernetes (KUBECONFIG, ~/.kube/config or in-cluster): {e}"
-        ))
-    })
+/// one the server runs in (`in_cluster.rs`).
+async fn kube_client(args: &Args) -> Result<kube::Client, StartError> {
+    super::kube_client(&args.kube_service_account_dir)
+        .await
+        .map_err(StartError::Failed)
 }
 
 /// The configuration store the flags name and what comes with it.
@@ -104,7 +102,7 @@ async fn open_backend(
             Ok((Arc::new(store), membership, ca_root))
         }
         StoreKind::Kubernetes => {
-            let client = kube_client().await?;
+            let client = kube_client(args).await?;
             if args.install_crds {
                 pilot_store_k8s::install_crds(client.clone(), &registry)
                     .await
@@ -170,7 +168,7 @@ pub(crate) async fn open_registries(args: &Args) -> Result<Registries, StartErro
             }
             RegistryKind::Kubernetes => {
                 let registry = KubeServiceDiscovery::start(
-                    kube_client().await?,
+                    kube_client(args).await?,
                     DiscoveryOptions {
                         domain: args.kube_domain.clone(),
                         namespace: args.kube_namespace.clone(),

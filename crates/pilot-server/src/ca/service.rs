@@ -16,6 +16,11 @@
 //!   any proxy's configuration, but a certificate is a workload's own
 //!   identity, and only a workload credential names one.
 //!
+//! With `--kube-token-review`, a Kubernetes service-account token is such
+//! a credential: the TokenReview's `system:serviceaccount:NS:SA` makes it
+//! `spiffe://<trust-domain>/ns/NS/sa/SA`, as a client certificate; a
+//! review that cannot be made fails the call `UNAVAILABLE` with the reason.
+//!
 //! A call without a valid credential is `UNAUTHENTICATED` (so is every
 //! call when ADS accepts anyone: certificates are never given to anyone);
 //! an identity the credential does not allow is `PERMISSION_DENIED` with
@@ -59,6 +64,9 @@ pub(crate) struct CaCounts {
     pub(crate) permission_denied: AtomicU64,
     /// Refused: a bad CSR or lifetime.
     pub(crate) invalid_argument: AtomicU64,
+    /// Failed: the credential could not be checked (a TokenReview
+    /// unreachable).
+    pub(crate) unavailable: AtomicU64,
     /// Failed: signing itself failed.
     pub(crate) internal: AtomicU64,
 }
@@ -69,6 +77,7 @@ impl CaCounts {
             tonic::Code::Unauthenticated => &self.unauthenticated,
             tonic::Code::PermissionDenied => &self.permission_denied,
             tonic::Code::InvalidArgument => &self.invalid_argument,
+            tonic::Code::Unavailable => &self.unavailable,
             _ => &self.internal,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -127,16 +136,16 @@ impl tower_service::Service<http::Request<Body>> for CertificateService {
             let status = tonic::Status::unimplemented(format!("no method {}", request.uri().path()));
             return Box::pin(std::future::ready(Ok(status.into_http())));
         }
-        let caller = match &self.inner.auth {
-            Some(auth) => auth.authenticate(request.headers(), request.extensions()),
-            None => Err(tonic::Status::unauthenticated(
-                "this server gives certificates only to authenticated callers, and its ADS port accepts anyone \
-                 (no --token-file or --xds-client-ca)",
-            )),
-        };
         let inner = Arc::clone(&self.inner);
         let peer = peer(request.extensions());
         Box::pin(async move {
+            let caller = match &inner.auth {
+                Some(auth) => auth.authenticate(request.headers(), request.extensions()).await,
+                None => Err(tonic::Status::unauthenticated(
+                    "this server gives certificates only to authenticated callers, and its ADS port accepts anyone \
+                     (no --token-file, --kube-token-review or --xds-client-ca)",
+                )),
+            };
             let mut grpc = tonic::server::Grpc::new(tonic_prost::ProstCodec::default());
             Ok(grpc.unary(Create { inner, caller, peer }, request).await)
         })
