@@ -226,6 +226,22 @@ impl CertificateAuthority {
         &self.options
     }
 
+    /// The signing certificate's issuer, for the other kinds of
+    /// certificate this authority signs.
+    pub(crate) fn issuer(&self) -> &Issuer<'static, KeyPair> {
+        &self.issuer
+    }
+
+    /// What goes between a leaf and the roots.
+    pub(crate) fn intermediates(&self) -> &[String] {
+        &self.chain
+    }
+
+    /// When the signing certificate expires.
+    pub(crate) fn signer_expiry(&self) -> SystemTime {
+        self.signer_expiry
+    }
+
     /// Signs `csr` for `identity`, valid for `ttl` (`None` or zero: the
     /// default). Refused when `identity` is of another trust domain, when
     /// the request names another identity, or when `ttl` is over the

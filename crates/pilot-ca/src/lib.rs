@@ -47,6 +47,7 @@ mod authority;
 mod error;
 mod identity;
 mod material;
+mod serving;
 mod verify;
 mod workload;
 
@@ -54,5 +55,6 @@ pub use authority::{CaOptions, CertificateAuthority, Csr, Issued};
 pub use error::CaError;
 pub use identity::{MAX_SPIFFE_ID_BYTES, SpiffeId};
 pub use material::{CaMaterial, generate_root, renew_root};
+pub use serving::ServingCertificate;
 pub use verify::verify_chain;
 pub use workload::WorkloadKey;
