@@ -7,7 +7,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use rcgen::{CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType};
+use rcgen::{
+    CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+    SanType,
+};
 
 use crate::material::duration;
 use crate::{CaError, CertificateAuthority};
@@ -40,7 +43,9 @@ impl CertificateAuthority {
     /// DNS name.
     pub fn issue_serving(&self, dns_names: &[String], ttl: Duration) -> Result<ServingCertificate, CaError> {
         let Some(first) = dns_names.first() else {
-            return Err(CaError::Refused("a serving certificate needs at least one DNS name".into()));
+            return Err(CaError::Refused(
+                "a serving certificate needs at least one DNS name".into(),
+            ));
         };
         let mut params = CertificateParams::default();
         let mut subject = DistinguishedName::new();
@@ -54,17 +59,23 @@ impl CertificateAuthority {
                         "{name:?} is not a DNS name (labels of letters, digits and '-', dot separated)"
                     )));
                 }
-                Ok(SanType::DnsName(name.as_str().try_into().map_err(|e: rcgen::Error| {
-                    CaError::Refused(format!("{name:?} is not a DNS name: {e}"))
-                })?))
+                Ok(SanType::DnsName(name.as_str().try_into().map_err(
+                    |e: rcgen::Error| CaError::Refused(format!("{name:?} is not a DNS name: {e}")),
+                )?))
             })
             .collect::<Result<_, _>>()?;
         params.is_ca = IsCa::ExplicitNoCa;
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.use_authority_key_identifier_extension = true;
         params.serial_number = Some(crate::authority::random_serial()?);
-        let left = self.signer_expiry().duration_since(SystemTime::now()).unwrap_or_default();
+        let left = self
+            .signer_expiry()
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
         let ttl = ttl.min(left);
         let now = time::OffsetDateTime::now_utc();
         params.not_before = now - time::Duration::minutes(1);
@@ -86,7 +97,9 @@ impl CertificateAuthority {
 /// most 253 characters, and not all digits (an address is not a name).
 fn is_dns_name(name: &str) -> bool {
     name.len() <= 253
-        && !name.split('.').all(|label| label.bytes().all(|b| b.is_ascii_digit()))
+        && !name
+            .split('.')
+            .all(|label| label.bytes().all(|b| b.is_ascii_digit()))
         && name.split('.').all(|label| {
             (1..=63).contains(&label.len())
                 && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
@@ -104,9 +117,8 @@ mod tests {
     /// Verifies `chain` as a TLS client verifies a server: for `name`,
     /// against the roots of `bundle_pem`.
     fn verify_server(chain: &[String], bundle_pem: &str, name: &str) -> Result<(), String> {
-        let der = |pem: &str| -> Vec<CertificateDer<'static>> {
-            crate::material::certs(pem, "test").unwrap()
-        };
+        let der =
+            |pem: &str| -> Vec<CertificateDer<'static>> { crate::material::certs(pem, "test").unwrap() };
         let roots = der(bundle_pem);
         let anchors: Vec<_> = roots
             .iter()
@@ -125,14 +137,18 @@ mod tests {
         )
         .map_err(|e| format!("{e:?}"))?;
         let name = ServerName::try_from(name.to_string()).unwrap();
-        leaf.verify_is_valid_for_subject_name(&name).map_err(|e| format!("{e:?}"))
+        leaf.verify_is_valid_for_subject_name(&name)
+            .map_err(|e| format!("{e:?}"))
     }
 
     #[test]
     fn a_serving_certificate_verifies_for_its_names_against_the_mesh_roots() {
         let root = generate_root("cluster.local", Duration::from_secs(3600)).unwrap();
         let ca = CertificateAuthority::new(&root, CaOptions::new("cluster.local")).unwrap();
-        let names = ["pilot-discovery.pilot-system".to_string(), "pilot-discovery.pilot-system.svc".to_string()];
+        let names = [
+            "pilot-discovery.pilot-system".to_string(),
+            "pilot-discovery.pilot-system.svc".to_string(),
+        ];
         let serving = ca.issue_serving(&names, Duration::from_secs(600)).unwrap();
         for name in &names {
             verify_server(&serving.chain_pem, ca.trust_bundle_pem(), name).unwrap();
@@ -151,7 +167,12 @@ mod tests {
         let root = generate_root("cluster.local", Duration::from_secs(3600)).unwrap();
         let ca = CertificateAuthority::new(&root, CaOptions::new("cluster.local")).unwrap();
         let ttl = Duration::from_secs(60);
-        assert!(ca.issue_serving(&[], ttl).unwrap_err().to_string().contains("at least one DNS name"));
+        assert!(
+            ca.issue_serving(&[], ttl)
+                .unwrap_err()
+                .to_string()
+                .contains("at least one DNS name")
+        );
         for bad in ["", "10.0.0.1", "bad name", "a..b", "-a.b"] {
             let error = ca.issue_serving(&[bad.to_string()], ttl).unwrap_err().to_string();
             assert!(error.contains("is not a DNS name"), "{bad}: {error}");

@@ -15,10 +15,17 @@ pub const INIT_CONTAINER: &str = "pilot-init";
 /// The injected sidecar.
 pub const PROXY_CONTAINER: &str = "pilot-proxy";
 /// The injected volumes: Envoy's bootstraps, the pod's labels, the
-/// projected service-account token the sidecar presents to pilot.
+/// projected service-account token the sidecar presents to pilot (and,
+/// unless the template's `rootCertConfigMap` is empty,
+/// [`ROOT_CERT_VOLUME`]).
 pub const VOLUMES: [&str; 3] = ["pilot-envoy", "pilot-podinfo", "istio-token"];
 /// Where the sidecar reads its projected service-account token.
 pub const TOKEN_PATH: &str = "/var/run/secrets/tokens/istio-token";
+/// The volume of the mesh's trust bundle (the template's
+/// `rootCertConfigMap`).
+pub const ROOT_CERT_VOLUME: &str = "pilot-ca-root-cert";
+/// Where the sidecar reads the mesh's trust bundle.
+pub const ROOT_CERT_PATH: &str = "/var/run/secrets/pilot/root-cert.pem";
 
 const TRAFFIC: &str = "traffic.sidecar.istio.io/";
 
@@ -184,7 +191,22 @@ pub fn inject_pod(pod: &mut Value, template: &InjectTemplate) -> Result<Decision
             {"name": VOLUMES[2], "mountPath": "/var/run/secrets/tokens", "readOnly": true},
         ],
     });
-    let volumes = [
+    let tls = !template.root_cert_config_map.is_empty();
+    let mut proxy = proxy;
+    if tls {
+        // ADS over TLS, pilot-discovery verified with the mesh's roots.
+        for arg in ["--discovery-ca-file", ROOT_CERT_PATH] {
+            proxy["args"]
+                .as_array_mut()
+                .expect("built above")
+                .push(json!(arg));
+        }
+        proxy["volumeMounts"]
+            .as_array_mut()
+            .expect("built above")
+            .push(json!({"name": ROOT_CERT_VOLUME, "mountPath": "/var/run/secrets/pilot", "readOnly": true}));
+    }
+    let mut volumes = vec![
         json!({"name": VOLUMES[0], "emptyDir": {"medium": "Memory"}}),
         json!({"name": VOLUMES[1], "downwardAPI": {"items": [
             {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
@@ -199,11 +221,14 @@ pub fn inject_pod(pod: &mut Value, template: &InjectTemplate) -> Result<Decision
             "expirationSeconds": 43200,
         }}]}}),
     ];
+    if tls {
+        volumes.push(json!({"name": ROOT_CERT_VOLUME, "configMap": {"name": template.root_cert_config_map}}));
+    }
     let status = json!({
         "version": concat!("pilot-inject/", env!("CARGO_PKG_VERSION")),
         "initContainers": [INIT_CONTAINER],
         "containers": [PROXY_CONTAINER],
-        "volumes": VOLUMES,
+        "volumes": volumes.iter().map(|v| v["name"].clone()).collect::<Vec<_>>(),
         "revision": pilot_model::revision_name(&template.revision),
     });
 
@@ -227,7 +252,7 @@ pub fn inject_pod(pod: &mut Value, template: &InjectTemplate) -> Result<Decision
     Ok(Decision::Injected)
 }
 
-fn push<const N: usize>(spec: &mut Map<String, Value>, field: &str, items: [Value; N]) {
+fn push(spec: &mut Map<String, Value>, field: &str, items: impl IntoIterator<Item = Value>) {
     let list = spec.entry(field).or_insert_with(|| json!([]));
     if list.is_null() {
         *list = json!([]);
@@ -448,6 +473,33 @@ mod tests {
         let args: Vec<String> = serde_json::from_value(sidecar["args"].clone()).unwrap();
         let at = args.iter().position(|a| a == "--discovery-token-file").unwrap();
         assert_eq!(args[at + 1], TOKEN_PATH);
+        // ...only over TLS, verifying pilot-discovery with the mesh's roots
+        // from the ConfigMap pilot-discovery writes into the namespace.
+        let at = args.iter().position(|a| a == "--discovery-ca-file").unwrap();
+        assert_eq!(args[at + 1], ROOT_CERT_PATH);
+        let roots = volumes.iter().find(|v| v["name"] == ROOT_CERT_VOLUME).unwrap();
+        assert_eq!(roots["configMap"]["name"], "pilot-ca-root-cert");
+        assert!(
+            sidecar["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["name"] == ROOT_CERT_VOLUME
+                    && ROOT_CERT_PATH.starts_with(m["mountPath"].as_str().unwrap()))
+        );
+        // Without a ConfigMap, plaintext: no CA file, no volume.
+        let plaintext = InjectTemplate {
+            root_cert_config_map: String::new(),
+            ..InjectTemplate::default()
+        };
+        let mut p = pod(json!({}));
+        assert_eq!(inject_pod(&mut p, &plaintext), Ok(Decision::Injected));
+        assert!(
+            !p["spec"]["containers"][1]["args"]
+                .to_string()
+                .contains("--discovery-ca-file")
+        );
+        assert!(!p["spec"]["volumes"].to_string().contains(ROOT_CERT_VOLUME));
         assert!(
             sidecar["volumeMounts"]
                 .as_array()

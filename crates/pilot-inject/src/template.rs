@@ -7,6 +7,7 @@
 //!   discoveryAddress: pilot-discovery.pilot-system:15010
 //!   resources: {requests: {cpu: 100m, memory: 128Mi}}
 //!   tokenAudience: istio-ca
+//!   rootCertConfigMap: pilot-ca-root-cert
 //! ```
 
 use std::path::Path;
@@ -44,6 +45,12 @@ pub struct InjectTemplate {
     /// it. Set by [`InjectTemplate::with_revision`] (pilot-discovery's
     /// `--revision`).
     pub revision: String,
+    /// The ConfigMap holding the mesh's trust bundle (`root-cert.pem`),
+    /// which pilot-discovery writes into every namespace
+    /// (`--root-cert-configmap`): the sidecar verifies pilot-discovery's ADS
+    /// certificate with it. Empty: ADS in plaintext (the agent then sends
+    /// its token only to a loopback address).
+    pub root_cert_config_map: String,
     /// The audience of the service-account token projected into the
     /// sidecar, which it presents to pilot-discovery's ADS and CA
     /// (Istio's `istio-ca`).
@@ -63,6 +70,7 @@ impl Default for InjectTemplate {
             resources: json!({"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}),
             init_resources: json!({"requests": {"cpu": "10m", "memory": "10Mi"}, "limits": {"cpu": "100m", "memory": "50Mi"}}),
             revision: String::new(),
+            root_cert_config_map: "pilot-ca-root-cert".into(),
             token_audience: "istio-ca".into(),
         }
     }

@@ -172,6 +172,26 @@ pub struct Args {
     /// The private key (PEM) for `--xds-tls-cert`.
     #[arg(long, value_name = "FILE", requires = "xds_tls_cert")]
     pub xds_tls_key: Option<PathBuf>,
+    /// Serve ADS over TLS with a certificate pilot's own CA issues for
+    /// these DNS names (comma separated; the Service's, e.g.
+    /// `pilot-discovery.pilot-system,pilot-discovery.pilot-system.svc`),
+    /// as istiod serves its secure port: proxies verify it with the mesh's
+    /// trust bundle (`--root-cert-configmap`). Reissued at half its life
+    /// (`--workload-cert-ttl`) and when the root changes.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "NAMES",
+        conflicts_with = "xds_tls_cert"
+    )]
+    pub xds_tls_dns_names: Vec<String>,
+    /// Write the mesh's trust bundle into a ConfigMap of this name (key
+    /// `root-cert.pem`) in every namespace, kept current as namespaces
+    /// come and the root is renewed (Istio's `istio-ca-root-cert`):
+    /// injected sidecars read it to verify pilot-discovery and their
+    /// peers. Needs a Kubernetes client.
+    #[arg(long, value_name = "NAME")]
+    pub root_cert_configmap: Option<String>,
     /// mTLS: accept ADS clients with a certificate from this CA (PEM),
     /// whose SPIFFE identity (`spiffe://DOMAIN/ns/NS/sa/SA`) bounds the node
     /// ids they may claim. Without `--token-file`, a certificate is required.

@@ -91,6 +91,31 @@ pub async fn run(
     if let Some(renewal) = checked.ca_renewal.take() {
         tasks.push(tokio::spawn(renewal.run(shared.shutdown.clone())));
     }
+    // The root is looked at this often by what follows it.
+    let root_check = args.ca_root_check_interval.min(Duration::from_secs(30));
+    if let (Some(serving), Some(ca)) = (checked.serving_cert.take(), checked.ca.clone()) {
+        tasks.push(tokio::spawn(serving.run(
+            ca,
+            args.xds_tls_dns_names.clone(),
+            args.workload_cert_ttl,
+            root_check,
+            shared.shutdown.clone(),
+        )));
+    }
+    if let (Some(name), Some(ca)) = (&args.root_cert_configmap, checked.ca.clone()) {
+        let client = backend::kube_client(&args.kube_service_account_dir)
+            .await
+            .map_err(|e| {
+                StartError::Failed(format!("--root-cert-configmap needs a Kubernetes client: {e}"))
+            })?;
+        tasks.push(tokio::spawn(ca::publish::run(
+            client,
+            name.clone(),
+            ca,
+            root_check,
+            shared.shutdown.clone(),
+        )));
+    }
     let serving = serve(
         &args,
         listeners,
@@ -128,6 +153,11 @@ struct Checked {
     /// The renewal of the self-signed root kept in the store (added by
     /// [`open_ca`]; none for `--ca-dir`).
     ca_renewal: Option<ca::Renewal>,
+    /// The authority that signs now (set by [`open_ca`]).
+    ca: Option<ca::SharedCa>,
+    /// The ADS port's own certificate (`--xds-tls-dns-names`), issued by
+    /// [`open_ca`].
+    serving_cert: Option<Arc<ca::ServingCert>>,
     /// The REST listeners' connection cap (`--max-connections`, or derived
     /// from the open-files limit).
     max_connections: usize,
@@ -167,8 +197,13 @@ fn check(args: &Args) -> Result<Checked, StartError> {
         .map(Arc::new);
     let xds_auth = auth::xds::XdsAuth::from_args(args, tokens.clone(), token_review.clone())
         .map_err(StartError::Failed)?;
-    let xds_tls = auth::xds::tls_config(args, tokens.is_some() || token_review.is_some())
-        .map_err(StartError::Failed)?;
+    let serving_cert = (!args.xds_tls_dns_names.is_empty()).then(|| Arc::new(ca::ServingCert::default()));
+    let xds_tls = auth::xds::tls_config(
+        args,
+        tokens.is_some() || token_review.is_some(),
+        serving_cert.as_ref(),
+    )
+    .map_err(StartError::Failed)?;
     let xds_auth = xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_ads::Authenticate>);
     ca::options(args).map_err(StartError::Failed)?;
     let ca_counts = Arc::new(ca::CaCounts::default());
@@ -213,6 +248,8 @@ fn check(args: &Args) -> Result<Checked, StartError> {
         ca_counts,
         ca_issued,
         ca_renewal: None,
+        ca: None,
+        serving_cert,
         max_connections: caps.rest,
     })
 }
@@ -308,6 +345,13 @@ async fn open_ca(args: &Args, checked: &mut Checked, opened: &Opened) -> Result<
         .await
         .map_err(StartError::Failed)?;
     checked.ca_renewal = renewal;
+    if let Some(serving) = &checked.serving_cert {
+        // Before the port serves: a handshake never finds no certificate.
+        serving
+            .issue(&ca, &args.xds_tls_dns_names, args.workload_cert_ttl)
+            .map_err(StartError::Failed)?;
+    }
+    checked.ca = Some(ca.clone());
     let certificates = ca::CertificateService::new(
         ca,
         checked.xds_options.auth.clone(),

@@ -1,5 +1,6 @@
 //! Who may open an ADS stream: TLS for the ADS port (`--xds-tls-cert`,
-//! `--xds-tls-key`), client certificates from a CA (`--xds-client-ca`,
+//! `--xds-tls-key`, or a certificate the mesh CA issues for
+//! `--xds-tls-dns-names`, `ca/serving.rs`), client certificates from a CA (`--xds-client-ca`,
 //! mTLS), and bearer tokens in gRPC metadata (`authorization: Bearer T`,
 //! from the same `--token-file` as the REST API).
 //!
@@ -85,7 +86,23 @@ impl XdsAuth {
 /// The TLS configuration of the ADS port, when `--xds-tls-cert` is given:
 /// its identity, and with `--xds-client-ca` client certificates verified
 /// against that CA (optional when tokens are accepted too).
-pub(crate) fn tls_config(args: &Args, tokens_too: bool) -> Result<Option<Arc<rustls::ServerConfig>>, String> {
+pub(crate) fn tls_config(
+    args: &Args,
+    tokens_too: bool,
+    serving: Option<&Arc<crate::ca::ServingCert>>,
+) -> Result<Option<Arc<rustls::ServerConfig>>, String> {
+    if let Some(serving) = serving {
+        // The mesh CA's own certificate (`--xds-tls-dns-names`), current
+        // at every handshake.
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("ADS TLS: {e}"))?
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::clone(serving) as Arc<dyn rustls::server::ResolvesServerCert>);
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        return Ok(Some(Arc::new(config)));
+    }
     let (Some(cert), Some(key)) = (&args.xds_tls_cert, &args.xds_tls_key) else {
         if args.xds_client_ca.is_some() {
             return Err("--xds-client-ca needs --xds-tls-cert and --xds-tls-key".into());

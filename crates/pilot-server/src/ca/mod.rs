@@ -25,13 +25,20 @@
 //! intermediate, and both roots are in the bundle until the old one
 //! expires. The files of `--ca-dir` are the operator's and are never
 //! rewritten.
+//!
+//! The same authority issues pilot-discovery's own ADS serving
+//! certificate (`--xds-tls-dns-names`, `serving.rs`), and its trust bundle
+//! is written into every namespace (`--root-cert-configmap`,
+//! `publish.rs`), so injected proxies verify both with the mesh's roots.
 
 mod dir;
 mod issued;
 mod kept;
 mod proto;
+pub(crate) mod publish;
 mod renew;
 mod service;
+mod serving;
 
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
@@ -42,6 +49,7 @@ pub(crate) use issued::IssuedCertificates;
 pub(crate) use kept::RootStore;
 pub(crate) use renew::Renewal;
 pub(crate) use service::{CaCounts, CertificateService};
+pub(crate) use serving::ServingCert;
 
 pub(crate) use crate::args::RenewBefore;
 

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
 use super::SharedCa;
@@ -40,7 +40,9 @@ pub(crate) async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let mut events = watcher(namespaces, watcher::Config::default()).default_backoff().boxed();
+    let mut events = watcher::watcher(namespaces, watcher::Config::default())
+        .default_backoff()
+        .boxed();
     // Each namespace known, with the bundle last written there (None:
     // not yet, or the write failed) and when.
     let mut written: BTreeMap<String, Option<(String, Instant)>> = BTreeMap::new();
@@ -100,7 +102,11 @@ async fn write(client: &kube::Client, namespace: &str, name: &str, bundle: &str)
         },
         "data": {KEY: bundle},
     });
-    api.patch(name, &PatchParams::apply("pilot-discovery").force(), &Patch::Apply(&object))
-        .await
-        .map(drop)
+    api.patch(
+        name,
+        &PatchParams::apply("pilot-discovery").force(),
+        &Patch::Apply(&object),
+    )
+    .await
+    .map(drop)
 }

@@ -48,7 +48,9 @@ impl ResolvesServerCert for ServingCert {
 
 impl ServingCert {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Option<Current>> {
-        self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Issues a certificate for `names` with the authority that signs
@@ -67,10 +69,14 @@ impl ServingCert {
         let key = PrivateKeyDer::from_pem_slice(issued.key_pem.as_bytes())
             .map_err(|e| format!("the ADS serving key: {e}"))?;
         let provider = rustls::crypto::ring::default_provider();
-        let key = CertifiedKey::from_der(chain, key, &provider).map_err(|e| format!("the ADS serving certificate: {e}"))?;
+        let key = CertifiedKey::from_der(chain, key, &provider)
+            .map_err(|e| format!("the ADS serving certificate: {e}"))?;
         let now = SystemTime::now();
         let life = issued.not_after.duration_since(now).unwrap_or_default();
-        *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Current {
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Current {
             key: Arc::new(key),
             root_pem: authority.root_pem().to_string(),
             renew_at: now + life / 2,
@@ -88,7 +94,9 @@ impl ServingCert {
     fn due(&self, ca: &SharedCa) -> bool {
         match &*self.read() {
             None => true,
-            Some(current) => SystemTime::now() >= current.renew_at || current.root_pem != ca.current().root_pem(),
+            Some(current) => {
+                SystemTime::now() >= current.renew_at || current.root_pem != ca.current().root_pem()
+            }
         }
     }
 
