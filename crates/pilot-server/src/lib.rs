@@ -47,6 +47,7 @@ mod serve;
 mod shutdown;
 mod start;
 mod state;
+mod validate_webhook;
 
 pub use args::{Args, InjectFailurePolicy, RegistryKind, StoreKind};
 pub use backend::services_file;
