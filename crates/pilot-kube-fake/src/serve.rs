@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::state::{Failure, Resource, State, WATCH_BUFFER, Watcher, event_line, id};
+use super::{admission, discovery};
 
 /// What the fake answers with: a whole JSON body, or a watch stream.
 pub(crate) type FakeBody = Either<Full<Bytes>, WatchBody>;
@@ -60,9 +61,47 @@ where
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
+    // A delete may say it in its DeleteOptions instead.
+    let in_options = (parts.method == Method::DELETE)
+        .then(|| serde_json::from_slice::<Value>(&body).ok())
+        .flatten()
+        .and_then(|options| {
+            options["dryRun"]
+                .as_array()?
+                .first()?
+                .as_str()
+                .map(str::to_string)
+        });
+    let dry_run = match query.get("dryRun").or(in_options.as_deref()) {
+        None => false,
+        Some("All") => true,
+        Some(other) => {
+            return failure(&Failure::new(
+                400,
+                "BadRequest",
+                format!("Invalid value: {other:?}: supported values: \"All\" (dryRun)"),
+            ));
+        }
+    };
+    // Admission webhooks are called before the lock is taken.
+    let body = match admission::admit(
+        &state,
+        &parts.method,
+        parts.uri.path(),
+        &content_type,
+        dry_run,
+        body,
+    )
+    .await
+    {
+        Ok(body) => body,
+        Err(failure) => return self::failure(&failure),
+    };
     let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+    // A dry run is made on a copy: checked, answered, forgotten.
+    let mut scratch = dry_run.then(|| state.scratch());
     match route(
-        &mut state,
+        scratch.as_mut().unwrap_or(&mut state),
         &parts.method,
         parts.uri.path(),
         &query,
@@ -89,12 +128,12 @@ enum Answer {
 
 /// `/api/v1/...` or `/apis/<group>/<version>/...`, then
 /// `[namespaces/<ns>/]<plural>[/<name>]`.
-struct Target {
-    resource: Resource,
-    namespace: Option<String>,
-    name: Option<String>,
+pub(crate) struct Target {
+    pub(crate) resource: Resource,
+    pub(crate) namespace: Option<String>,
+    pub(crate) name: Option<String>,
     /// `/status` after the name.
-    status: bool,
+    pub(crate) status: bool,
 }
 
 fn route(
@@ -105,6 +144,11 @@ fn route(
     content_type: &str,
     body: &[u8],
 ) -> Result<Answer, Failure> {
+    if *method == Method::GET
+        && let Some(answer) = discovery::answer(state, path)
+    {
+        return Ok(Answer::Object(200, answer));
+    }
     let target = target(state, path)?;
     let resource = &target.resource;
     let namespace = target.namespace.as_deref().unwrap_or_default();
@@ -123,13 +167,6 @@ fn route(
             400,
             "BadRequest",
             "the fake API server does not implement selectors",
-        ));
-    }
-    if query.get("dryRun").is_some() {
-        return Err(Failure::new(
-            400,
-            "BadRequest",
-            "the fake API server does not implement dryRun",
         ));
     }
     if target.status {
@@ -214,7 +251,7 @@ fn route(
     }
 }
 
-fn target(state: &State, path: &str) -> Result<Target, Failure> {
+pub(crate) fn target(state: &State, path: &str) -> Result<Target, Failure> {
     let not_found = || {
         Failure::new(
             404,
@@ -316,7 +353,7 @@ fn watch(state: &mut State, target: &Target, query: &Query) -> Result<Answer, Fa
 }
 
 /// The request body as an object in the request's namespace.
-fn object_in(body: &[u8], target: &Target) -> Result<Value, Failure> {
+pub(crate) fn object_in(body: &[u8], target: &Target) -> Result<Value, Failure> {
     let mut object: Value = serde_json::from_slice(body)
         .map_err(|e| Failure::new(400, "BadRequest", format!("the body is not a JSON object: {e}")))?;
     if !object.is_object() || !object["metadata"].is_object() {
