@@ -48,6 +48,7 @@ mod shutdown;
 mod start;
 mod state;
 mod validate_webhook;
+mod validation_config;
 
 pub use args::{Args, InjectFailurePolicy, RegistryKind, StoreKind};
 pub use backend::services_file;

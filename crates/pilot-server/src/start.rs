@@ -538,6 +538,9 @@ fn serve(
     if let Some(webhook) = listeners.inject {
         tasks.push(tokio::spawn(webhook.serve(limits, shutdown.clone(), registry)));
     }
+    if let Some(controller) = crate::validation_config::ValidationConfig::from_args(args) {
+        tasks.push(tokio::spawn(controller.run(shutdown.clone())));
+    }
     let rest = tokio::spawn(serve::serve(
         listeners.rest,
         router::router(shared.state, api),

@@ -5,4 +5,4 @@
 mod open;
 pub mod services_file;
 
-pub(crate) use open::{open_registries, open_store};
+pub(crate) use open::{kube_client, open_registries, open_store};

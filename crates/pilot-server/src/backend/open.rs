@@ -19,7 +19,7 @@ use crate::error::StartError;
 
 /// A client for the cluster of `KUBECONFIG` (or `~/.kube/config`), or the
 /// one the server runs in.
-async fn kube_client() -> Result<kube::Client, StartError> {
+pub(crate) async fn kube_client() -> Result<kube::Client, StartError> {
     kube::Client::try_default().await.map_err(|e| {
         StartError::Failed(format!(
             "cannot reach Kubernetes (KUBECONFIG, ~/.kube/config or in-cluster): {e}"
