@@ -39,6 +39,9 @@ use crate::args::Args;
 /// webhook is set to `Fail`.
 pub(crate) const RECHECK: Duration = Duration::from_secs(30);
 
+/// The name of the self-test's VirtualService (a dry run: never stored).
+const SELF_TEST_NAME: &str = "pilot-webhook-self-test";
+
 /// The longest wait between two attempts while the self-test fails.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -195,7 +198,7 @@ impl ValidationConfig {
         let invalid: DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "networking.istio.io/v1",
             "kind": "VirtualService",
-            "metadata": {"name": "pilot-webhook-self-test", "namespace": self.namespace,
+            "metadata": {"name": SELF_TEST_NAME, "namespace": self.namespace,
                 "labels": {"app.kubernetes.io/component": "webhook-self-test"}},
             "spec": {"hosts": ["invalid host: pilot's validating webhook self-test"],
                 "http": [{"route": [{"destination": {"host": "self-test"}}]}]},
