@@ -37,7 +37,7 @@ use crate::args::Args;
 
 /// How often the CA file and the configuration are checked once the
 /// webhook is set to `Fail`.
-pub(crate) const RECHECK: Duration = Duration::from_secs(30);
+pub(crate) const RECHECK: Duration = Duration::from_secs(10);
 
 /// The name of the self-test's VirtualService (a dry run: never stored).
 const SELF_TEST_NAME: &str = "pilot-webhook-self-test";

@@ -6,7 +6,8 @@
 //! denied by its webhook through the API server, and it sets `failurePolicy:
 //! Fail`. Then real kubectl's `apply` of an invalid VirtualService is
 //! refused naming the field, a valid one is accepted, and a dry run
-//! (`--dry-run=server`) is judged alike and stores nothing.
+//! (`--dry-run=server`) is judged alike and stores nothing. A configuration
+//! re-applied as shipped is armed again.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -220,6 +221,25 @@ fn pilot_arms_its_webhook_and_the_api_server_refuses_invalid_objects() {
             .unwrap()
             .is_some()
     );
+    // A deploy tool re-applies the configuration as shipped: pilot writes
+    // its CA again and, after a new self-test, fails closed again.
+    let mut shipped = shipped_configuration(port);
+    shipped.metadata.resource_version = cluster
+        .block_on(configurations.get(CONFIGURATION))
+        .unwrap()
+        .metadata
+        .resource_version;
+    cluster
+        .block_on(configurations.replace(CONFIGURATION, &PostParams::default(), &shipped))
+        .unwrap();
+    eventually("pilot to arm the re-applied configuration again", || {
+        let current = cluster.block_on(configurations.get(CONFIGURATION)).unwrap();
+        current.webhooks.unwrap_or_default().iter().all(|w| {
+            w.client_config.ca_bundle.as_ref().map(|b| &b.0) == Some(&ca_pem)
+                && w.failure_policy.as_deref() == Some("Fail")
+        })
+    });
+
     // The self-test's object was never stored.
     assert!(
         cluster
