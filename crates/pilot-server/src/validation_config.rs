@@ -259,3 +259,39 @@ fn pem_of(der: &CertificateDer<'_>) -> Vec<u8> {
     pem.push_str("-----END CERTIFICATE-----\n");
     pem.into_bytes()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(ca: CaSource) -> ValidationConfig {
+        ValidationConfig {
+            name: "pilot-validator".into(),
+            ca,
+            namespace: "default".into(),
+        }
+    }
+
+    #[test]
+    fn the_default_ca_bundle_is_the_last_certificate_of_the_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let leaf = rcgen::generate_simple_self_signed(vec!["leaf".to_string()]).unwrap();
+        let issuer = rcgen::generate_simple_self_signed(vec!["issuer".to_string()]).unwrap();
+        let chain = dir.path().join("chain.pem");
+        std::fs::write(&chain, format!("{}{}", leaf.cert.pem(), issuer.cert.pem())).unwrap();
+        let bundle = config(CaSource::ChainIssuer(chain)).ca_bundle().unwrap();
+        let certificates: Vec<CertificateDer<'_>> = CertificateDer::pem_slice_iter(&bundle)
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(certificates, [issuer.cert.der().clone()]);
+
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate").unwrap();
+        let error = config(CaSource::Bundle(empty)).ca_bundle().unwrap_err();
+        assert!(error.contains("no PEM certificate"), "{error}");
+        let error = config(CaSource::Bundle(dir.path().join("missing.pem")))
+            .ca_bundle()
+            .unwrap_err();
+        assert!(error.contains("--webhook-ca-bundle"), "{error}");
+    }
+}
