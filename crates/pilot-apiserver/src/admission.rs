@@ -33,6 +33,7 @@ use crate::options::FieldValidation;
 /// The answer to one review request: the HTTP status (200, or 400 when the
 /// request's `uid` cannot be read) and an `AdmissionReview` body.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReviewAnswer {
     /// The HTTP status of the answer.
     pub code: StatusCode,

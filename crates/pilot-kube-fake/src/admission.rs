@@ -162,6 +162,30 @@ pub(crate) async fn admit(
     }
 }
 
+/// Whether the request is a dry run: `dryRun=All` in the query, or in a
+/// delete's `DeleteOptions`; 400 for another value.
+pub(crate) fn dry_run(method: &Method, query: Option<&str>, body: &[u8]) -> Result<bool, Failure> {
+    let in_options = (method == Method::DELETE)
+        .then(|| serde_json::from_slice::<Value>(body).ok())
+        .flatten()
+        .and_then(|options| {
+            options["dryRun"]
+                .as_array()?
+                .first()?
+                .as_str()
+                .map(str::to_string)
+        });
+    match query.or(in_options.as_deref()) {
+        None => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(Failure::new(
+            400,
+            "BadRequest",
+            format!("Invalid value: {other:?}: supported values: \"All\" (dryRun)"),
+        )),
+    }
+}
+
 /// Under the lock: the request's attributes, the webhooks configured
 /// (mutating first) and the labels of the object's namespace; `None`
 /// when admission does not concern the request.
@@ -174,6 +198,10 @@ fn gather(
     body: &[u8],
 ) -> Option<(Attributes, Vec<Hook>, Value)> {
     let state = state.lock().unwrap_or_else(|p| p.into_inner());
+    // Authorization comes before admission: a refused write calls nothing.
+    if state.writes_refused {
+        return None;
+    }
     let target = target(&state, path).ok()?;
     if target.resource.group == GROUP {
         return None;

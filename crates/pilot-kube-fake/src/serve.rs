@@ -61,27 +61,9 @@ where
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
-    // A delete may say it in its DeleteOptions instead.
-    let in_options = (parts.method == Method::DELETE)
-        .then(|| serde_json::from_slice::<Value>(&body).ok())
-        .flatten()
-        .and_then(|options| {
-            options["dryRun"]
-                .as_array()?
-                .first()?
-                .as_str()
-                .map(str::to_string)
-        });
-    let dry_run = match query.get("dryRun").or(in_options.as_deref()) {
-        None => false,
-        Some("All") => true,
-        Some(other) => {
-            return failure(&Failure::new(
-                400,
-                "BadRequest",
-                format!("Invalid value: {other:?}: supported values: \"All\" (dryRun)"),
-            ));
-        }
+    let dry_run = match admission::dry_run(&parts.method, query.get("dryRun"), &body) {
+        Ok(dry_run) => dry_run,
+        Err(failure) => return self::failure(&failure),
     };
     // Admission webhooks are called before the lock is taken.
     let body = match admission::admit(
