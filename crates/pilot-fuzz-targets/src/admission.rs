@@ -163,7 +163,10 @@ pub(crate) fn validate_admission_review(data: &[u8]) {
     let Some(mut request) = request.filter(|_| uid.is_some()) else {
         return;
     };
-    if request["request"]["operation"] == "DELETE" && request["apiVersion"] == "admission.k8s.io/v1" {
+    if request["request"]["operation"] == "DELETE"
+        && request["apiVersion"] == "admission.k8s.io/v1"
+        && request["kind"] == "AdmissionReview"
+    {
         assert!(answer.allowed(), "a DELETE was denied: {}", answer.review);
     }
     if request["request"].is_object() {
