@@ -5,7 +5,9 @@
 //! judged as the REST API judges it (the invalid ones denied naming the
 //! object and the field, the valid ones allowed), other kinds and deletes
 //! are allowed, and bodies that cannot be decoded get a denial with the
-//! reason, never a 500.
+//! reason, never a 500. (The Gateway API's corpus is not read: pilot
+//! serves none of its kinds, which the webhook allows as any other kind it
+//! does not serve.)
 
 use std::path::Path;
 use std::process::Command;
