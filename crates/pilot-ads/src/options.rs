@@ -43,6 +43,10 @@ pub struct XdsOptions {
     /// The trust domain of workload identities (`cluster.local`), which
     /// outbound clusters expect in their servers' certificates.
     pub trust_domain: String,
+    /// The control-plane revision this server is (`--revision`; `""` the
+    /// default): configuration labelled `istio.io/rev` for another revision
+    /// is not served ([`pilot_model::in_revision`]).
+    pub revision: String,
 }
 
 impl Default for XdsOptions {
@@ -56,6 +60,7 @@ impl Default for XdsOptions {
             root_namespace: pilot_routing::DEFAULT_ROOT_NAMESPACE.to_string(),
             default_export_to: Vec::new(),
             trust_domain: pilot_xds::security::DEFAULT_TRUST_DOMAIN.into(),
+            revision: String::new(),
         }
     }
 }

@@ -21,8 +21,13 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
         namespace,
         command,
     } = cli;
-    if let Command::KubeInject { files, mesh_config } = &command {
-        return crate::inject::kube_inject(&files.files, mesh_config.as_deref());
+    if let Command::KubeInject {
+        files,
+        mesh_config,
+        revision,
+    } = &command
+    {
+        return crate::inject::kube_inject(&files.files, mesh_config.as_deref(), revision.as_deref());
     }
     if let Command::Validate(args) = &command {
         let (objects, located) = analyze_cmd::read_located(

@@ -11,11 +11,16 @@ use crate::Failure;
 /// Injects every input and prints the result on stdout, what was done on
 /// stderr. Any error in any input: every error on stderr (file:line:col),
 /// nothing on stdout, exit code 1.
-pub(crate) fn kube_inject(paths: &[String], mesh_config: Option<&Path>) -> Result<(), Failure> {
+pub(crate) fn kube_inject(
+    paths: &[String],
+    mesh_config: Option<&Path>,
+    revision: Option<&str>,
+) -> Result<(), Failure> {
     let template = match mesh_config {
         Some(path) => InjectTemplate::load(path).map_err(|e| Failure::failed(e.to_string()))?,
         None => InjectTemplate::default(),
-    };
+    }
+    .with_revision(revision.unwrap_or_default());
     let sources = crate::files::sources(paths).map_err(Failure::failed)?;
     let mut outputs = Vec::new();
     let mut notes = Vec::new();

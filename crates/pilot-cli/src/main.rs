@@ -160,6 +160,12 @@ pub enum Command {
         /// the discovery address and resources (default: built-in values).
         #[arg(long, value_name = "FILE")]
         mesh_config: Option<std::path::PathBuf>,
+        /// Inject as this control-plane revision (`istio.io/rev`): pods
+        /// labelled for another revision are left alone, and sidecars connect
+        /// to `pilot-discovery-REVISION` unless the mesh config names an
+        /// address.
+        #[arg(long, value_name = "REVISION")]
+        revision: Option<String>,
     },
 }
 

@@ -14,8 +14,11 @@ pub const STATUS_ANNOTATION: &str = "sidecar.istio.io/status";
 pub const INIT_CONTAINER: &str = "pilot-init";
 /// The injected sidecar.
 pub const PROXY_CONTAINER: &str = "pilot-proxy";
-/// The injected volumes: Envoy's bootstraps, the pod's labels.
-pub const VOLUMES: [&str; 2] = ["pilot-envoy", "pilot-podinfo"];
+/// The injected volumes: Envoy's bootstraps, the pod's labels, the
+/// projected service-account token the sidecar presents to pilot.
+pub const VOLUMES: [&str; 3] = ["pilot-envoy", "pilot-podinfo", "istio-token"];
+/// Where the sidecar reads its projected service-account token.
+pub const TOKEN_PATH: &str = "/var/run/secrets/tokens/istio-token";
 
 const TRAFFIC: &str = "traffic.sidecar.istio.io/";
 
@@ -61,6 +64,22 @@ pub fn inject_pod(pod: &mut Value, template: &InjectTemplate) -> Result<Decision
                     format!("{value:?} is not \"true\" or \"false\""),
                 ));
             }
+        }
+    }
+    if let Some(labelled) = pod
+        .pointer("/metadata/labels")
+        .and_then(|labels| labels.get(pilot_model::REVISION_LABEL))
+    {
+        let Some(labelled) = labelled.as_str() else {
+            return Err((
+                format!(".metadata.labels[{}]", pilot_model::REVISION_LABEL),
+                "must be a string".into(),
+            ));
+        };
+        if labelled != pilot_model::revision_name(&template.revision) {
+            return Ok(Decision::Skipped(
+                "the pod's istio.io/rev label names another control-plane revision",
+            ));
         }
     }
     if annotation(STATUS_ANNOTATION)?.is_some() {
@@ -136,6 +155,7 @@ pub fn inject_pod(pod: &mut Value, template: &InjectTemplate) -> Result<Decision
             "--labels-file", "/etc/pilot/podinfo/labels",
             "--config-dir", "/etc/pilot/proxy",
             "--status-addr", format!("0.0.0.0:{}", template.status_port),
+            "--discovery-token-file", TOKEN_PATH,
         ],
         "env": [
             env("POD_NAME", "metadata.name"),
@@ -161,6 +181,7 @@ pub fn inject_pod(pod: &mut Value, template: &InjectTemplate) -> Result<Decision
         "volumeMounts": [
             {"name": VOLUMES[0], "mountPath": "/etc/pilot/proxy"},
             {"name": VOLUMES[1], "mountPath": "/etc/pilot/podinfo", "readOnly": true},
+            {"name": VOLUMES[2], "mountPath": "/var/run/secrets/tokens", "readOnly": true},
         ],
     });
     let volumes = [
@@ -169,12 +190,21 @@ pub fn inject_pod(pod: &mut Value, template: &InjectTemplate) -> Result<Decision
             {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
             {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}},
         ]}}),
+        // The pod's own service-account token for pilot's audience, rotated
+        // by the kubelet (pilot-agent rereads it): the credential
+        // pilot-discovery checks with a TokenReview.
+        json!({"name": VOLUMES[2], "projected": {"sources": [{"serviceAccountToken": {
+            "path": "istio-token",
+            "audience": template.token_audience,
+            "expirationSeconds": 43200,
+        }}]}}),
     ];
     let status = json!({
         "version": concat!("pilot-inject/", env!("CARGO_PKG_VERSION")),
         "initContainers": [INIT_CONTAINER],
         "containers": [PROXY_CONTAINER],
         "volumes": VOLUMES,
+        "revision": pilot_model::revision_name(&template.revision),
     });
 
     // Everything checked: change the pod.
@@ -344,6 +374,88 @@ mod tests {
         json!({"metadata": {"annotations": annotations}, "spec": {"containers": [
             {"name": "app", "image": "app", "ports": [{"containerPort": 9080}, {"containerPort": 53, "protocol": "UDP"}]}
         ]}})
+    }
+
+    #[test]
+    fn each_revision_injects_only_its_own_pods_and_points_them_at_itself() {
+        let labelled = |rev: &str| {
+            let mut p = pod(json!({}));
+            p["metadata"]["labels"] = json!({"app": "reviews", "istio.io/rev": rev});
+            p
+        };
+        let stable = InjectTemplate::default();
+        let canary = InjectTemplate::default().with_revision("canary");
+        assert_eq!(
+            canary.discovery_address,
+            "pilot-discovery-canary.pilot-system:15010"
+        );
+
+        // A pod of the canary revision: the default injector leaves it.
+        let mut p = labelled("canary");
+        assert!(matches!(inject_pod(&mut p, &stable), Ok(Decision::Skipped(_))));
+        assert_eq!(p, labelled("canary"), "a skipped pod is unchanged");
+        // The canary injector injects it, pointing it at the canary.
+        assert_eq!(inject_pod(&mut p, &canary), Ok(Decision::Injected));
+        let args = p["spec"]["containers"][1]["args"].to_string();
+        assert!(
+            args.contains("pilot-discovery-canary.pilot-system:15010"),
+            "{args}"
+        );
+        let status: Value =
+            serde_json::from_str(p["metadata"]["annotations"][STATUS_ANNOTATION].as_str().unwrap()).unwrap();
+        assert_eq!(status["revision"], "canary");
+
+        // `default` names the default revision; the canary leaves it.
+        let mut p = labelled("default");
+        assert!(matches!(inject_pod(&mut p, &canary), Ok(Decision::Skipped(_))));
+        assert_eq!(inject_pod(&mut p, &stable), Ok(Decision::Injected));
+        // An unlabelled pod is whoever's webhook its namespace selects.
+        let mut p = pod(json!({}));
+        assert_eq!(inject_pod(&mut p, &canary), Ok(Decision::Injected));
+
+        // A discovery address of the mesh config is kept.
+        let own = InjectTemplate {
+            discovery_address: "pilot.example:15010".into(),
+            ..InjectTemplate::default()
+        };
+        assert_eq!(
+            own.with_revision("canary").discovery_address,
+            "pilot.example:15010"
+        );
+        // A label that is not a string is the pod's error, named.
+        let mut p = pod(json!({}));
+        p["metadata"]["labels"] = json!({"istio.io/rev": 3});
+        assert_eq!(
+            inject_pod(&mut p, &canary).unwrap_err().0,
+            ".metadata.labels[istio.io/rev]"
+        );
+    }
+
+    #[test]
+    fn the_sidecar_presents_its_projected_token_for_pilots_audience() {
+        let mut p = pod(json!({}));
+        assert_eq!(
+            inject_pod(&mut p, &InjectTemplate::default()),
+            Ok(Decision::Injected)
+        );
+        let volumes = p["spec"]["volumes"].as_array().unwrap();
+        let token = volumes.iter().find(|v| v["name"] == "istio-token").unwrap();
+        assert_eq!(
+            token["projected"]["sources"][0]["serviceAccountToken"]["audience"],
+            "istio-ca"
+        );
+        let sidecar = &p["spec"]["containers"][1];
+        let args: Vec<String> = serde_json::from_value(sidecar["args"].clone()).unwrap();
+        let at = args.iter().position(|a| a == "--discovery-token-file").unwrap();
+        assert_eq!(args[at + 1], TOKEN_PATH);
+        assert!(
+            sidecar["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["name"] == "istio-token"
+                    && TOKEN_PATH.starts_with(m["mountPath"].as_str().unwrap()))
+        );
     }
 
     fn init_args(pod: &Value) -> Vec<String> {

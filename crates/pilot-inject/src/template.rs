@@ -6,6 +6,7 @@
 //!   proxyImage: registry.example/pilot/proxy:0.1.0
 //!   discoveryAddress: pilot-discovery.pilot-system:15010
 //!   resources: {requests: {cpu: 100m, memory: 128Mi}}
+//!   tokenAudience: istio-ca
 //! ```
 
 use std::path::Path;
@@ -38,6 +39,15 @@ pub struct InjectTemplate {
     pub resources: Value,
     /// The init container's `resources`.
     pub init_resources: Value,
+    /// The control-plane revision that injects (`istio.io/rev`; `""` the
+    /// default revision): pods labelled for another revision are left to
+    /// it. Set by [`InjectTemplate::with_revision`] (pilot-discovery's
+    /// `--revision`).
+    pub revision: String,
+    /// The audience of the service-account token projected into the
+    /// sidecar, which it presents to pilot-discovery's ADS and CA
+    /// (Istio's `istio-ca`).
+    pub token_audience: String,
 }
 
 impl Default for InjectTemplate {
@@ -52,11 +62,28 @@ impl Default for InjectTemplate {
             status_port: 15020,
             resources: json!({"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "2", "memory": "1Gi"}}),
             init_resources: json!({"requests": {"cpu": "10m", "memory": "10Mi"}, "limits": {"cpu": "100m", "memory": "50Mi"}}),
+            revision: String::new(),
+            token_audience: "istio-ca".into(),
         }
     }
 }
 
 impl InjectTemplate {
+    /// The template of control-plane revision `revision` (`""`: the
+    /// default): it injects only pods of that revision, and when the
+    /// template keeps the built-in discovery address, its sidecars connect
+    /// to that revision's Service, `pilot-discovery-REVISION`, as Istio's
+    /// `istiod-REVISION` (a `discoveryAddress` of the mesh config is kept).
+    pub fn with_revision(mut self, revision: &str) -> InjectTemplate {
+        // `default` is the default revision's label value.
+        let revision = if revision == "default" { "" } else { revision };
+        if !revision.is_empty() && self.discovery_address == InjectTemplate::default().discovery_address {
+            self.discovery_address = format!("pilot-discovery-{revision}.pilot-system:15010");
+        }
+        self.revision = revision.to_string();
+        self
+    }
+
     /// Reads the `sidecarInjector` section of a mesh config file (YAML or
     /// JSON); other sections are left to their readers. Errors name the
     /// file, line and column of the offending field.

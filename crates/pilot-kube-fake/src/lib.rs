@@ -68,6 +68,11 @@
 //!   built-in admission plugins, schema validation, finalizers or garbage
 //!   collection.
 //!
+//! - **Requests recorded**: every request's verb and resource attributes,
+//!   with the bearer token it carried, as an RBAC authorizer sees them
+//!   ([`FakeApiServer::requests`]), so a test can prove a Role grants what
+//!   a program asks and nothing more. Nothing is denied by them.
+//!
 //! Test hooks force what a real cluster does only sometimes:
 //! [`FakeApiServer::expire_history`] (etcd compaction, so resuming watches
 //! get 410), [`FakeApiServer::close_watches`] (a dropped connection),
@@ -90,6 +95,7 @@
 
 mod admission;
 mod discovery;
+mod record;
 mod serve;
 mod state;
 mod webhook_call;
@@ -97,6 +103,7 @@ mod webhook_call;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+pub use record::{ApiRequest, Target};
 pub use state::{DEFAULT_HISTORY, WATCH_BUFFER};
 
 /// The fake API server: shared state behind a tower service. Clones, and
@@ -221,6 +228,12 @@ impl FakeApiServer {
         let mut state = self.lock();
         state.watchers.retain(|w| !w.sender.is_closed());
         state.watchers.len()
+    }
+
+    /// Every distinct request asked of this server so far, with the
+    /// attributes RBAC authorizes (see [`ApiRequest`]), sorted.
+    pub fn requests(&self) -> Vec<ApiRequest> {
+        self.lock().requests.iter().cloned().collect()
     }
 
     /// How many watches were answered 410 Gone so far.

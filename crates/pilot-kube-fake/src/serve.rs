@@ -12,6 +12,7 @@ use http_body_util::{BodyExt, Either, Full};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::record::ApiRequest;
 use super::state::{Failure, Resource, State, WATCH_BUFFER, Watcher, event_line, id};
 use super::{admission, discovery};
 
@@ -61,6 +62,15 @@ where
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
+    let request = ApiRequest::new(
+        bearer(&parts.headers),
+        &parts.method,
+        parts.uri.path(),
+        matches!(query.get("watch"), Some("true" | "1")),
+    );
+    // Recorded before admission, as authorization comes first: a write a
+    // webhook refuses was still authorized.
+    lock(&state).requests.insert(request.clone());
     let dry_run = match admission::dry_run(&parts.method, query.get("dryRun"), &body) {
         Ok(dry_run) => dry_run,
         Err(failure) => return self::failure(&failure),
@@ -79,17 +89,26 @@ where
         Ok(body) => body,
         Err(failure) => return self::failure(&failure),
     };
-    let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+    let mut state = lock(&state);
     // A dry run is made on a copy: checked, answered, forgotten.
     let mut scratch = dry_run.then(|| state.scratch());
-    match route(
+    let answer = route(
         scratch.as_mut().unwrap_or(&mut state),
         &parts.method,
         parts.uri.path(),
         &query,
         &content_type,
         &body,
-    ) {
+    );
+    // A patch that creates the object is authorized as a create too (the
+    // API server checks `create` before an apply makes a new object).
+    if parts.method == Method::PATCH && matches!(answer, Ok(Answer::Object(201, _))) {
+        state.requests.insert(ApiRequest {
+            verb: "create".into(),
+            ..request
+        });
+    }
+    match answer {
         Ok(Answer::Object(code, object)) => json_response(code, &object),
         Ok(Answer::Watch(events)) => {
             let mut response = Response::new(Either::Right(WatchBody { events }));
@@ -101,6 +120,19 @@ where
         }
         Err(failure) => self::failure(&failure),
     }
+}
+
+fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The bearer token of a request's `Authorization` header.
+fn bearer(headers: &http::HeaderMap) -> Option<String> {
+    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_string())
 }
 
 enum Answer {
@@ -210,7 +242,11 @@ fn route(
             }
             let object = object_in(body, &target)?;
             same_name(&object, name)?;
-            Ok(Answer::Object(200, state.apply(resource, namespace, object)?))
+            // An apply that creates is answered 201 Created, as the API
+            // server answers it.
+            let created = state.get(resource, namespace, name).is_err();
+            let applied = state.apply(resource, namespace, object)?;
+            Ok(Answer::Object(if created { 201 } else { 200 }, applied))
         }
         (&Method::DELETE, Some(name)) => {
             let options: Value = if body.is_empty() {

@@ -130,6 +130,9 @@ pub(crate) struct State {
     pub watches_refused: bool,
     pub writes_refused: bool,
     pub expired_answers: u64,
+    /// Every distinct request asked so far (a set: a test's life long,
+    /// bounded by the distinct attributes its programs use).
+    pub requests: std::collections::BTreeSet<crate::record::ApiRequest>,
     next_uid: u64,
 }
 
@@ -153,6 +156,7 @@ impl State {
             watches_refused: false,
             writes_refused: false,
             expired_answers: 0,
+            requests: std::collections::BTreeSet::new(),
             next_uid: 0,
         };
         for resource in [
@@ -200,6 +204,7 @@ impl State {
             writes_refused: self.writes_refused,
             expired_answers: 0,
             next_uid: self.next_uid,
+            requests: std::collections::BTreeSet::new(),
         }
     }
 

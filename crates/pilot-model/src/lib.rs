@@ -63,7 +63,7 @@ pub use kind::{ConfigKind, KindRegistry, KindSchema, SpecNormalizer, SpecValidat
 pub use membership::{
     ConnectedProxy, LocalMembership, Membership, ProcessReport, ReplicaRecord, TypeNack, TypeRecord,
 };
-pub use meta::{ConfigMeta, ManagedFieldsEntry};
+pub use meta::{ConfigMeta, ManagedFieldsEntry, REVISION_LABEL, in_revision, revision_name};
 pub use registry_snapshot::RegistrySnapshot;
 pub use service::{
     DnsEndpoint, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, ServiceResolution,

@@ -7,6 +7,39 @@ use serde::{Deserialize, Serialize};
 
 use crate::{ConfigKey, ConfigStatus};
 
+/// The label that ties an object to one control-plane revision (Istio's
+/// `istio.io/rev`): a namespace or pod to the revision that injects it, a
+/// configuration object to the revision that serves it.
+pub const REVISION_LABEL: &str = "istio.io/rev";
+
+/// Whether an object with `labels` belongs to the control-plane
+/// `revision` (`""` is the default revision), as Istio decides it: an object
+/// without the [`REVISION_LABEL`] belongs to every revision; one with it, to
+/// that revision only (`default` naming the default revision).
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use pilot_model::in_revision;
+///
+/// let labelled = |rev: &str| BTreeMap::from([("istio.io/rev".to_string(), rev.to_string())]);
+/// assert!(in_revision(&BTreeMap::new(), "canary"));
+/// assert!(in_revision(&labelled("canary"), "canary"));
+/// assert!(!in_revision(&labelled("canary"), ""));
+/// assert!(in_revision(&labelled("default"), ""));
+/// ```
+pub fn in_revision(labels: &BTreeMap<String, String>, revision: &str) -> bool {
+    match labels.get(REVISION_LABEL) {
+        None => true,
+        Some(label) => label == revision_name(revision),
+    }
+}
+
+/// The name a revision is labelled with: `default` for the default
+/// revision (`""`).
+pub fn revision_name(revision: &str) -> &str {
+    if revision.is_empty() { "default" } else { revision }
+}
+
 /// One entry of `metadata.managedFields`, as Kubernetes writes it: the
 /// fields one manager set with one kind of operation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

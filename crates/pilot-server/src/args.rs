@@ -247,6 +247,17 @@ pub struct Args {
     #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub status_interval: std::time::Duration,
 
+    /// This control plane's revision (Istio's `istio.io/rev`), for canary
+    /// upgrades: two revisions run side by side on one store. The injection
+    /// webhook injects only pods labelled `istio.io/rev: REVISION` (or of
+    /// namespaces its webhook configuration selects) and points their
+    /// sidecars at `pilot-discovery-REVISION.pilot-system:15010` unless the
+    /// mesh config names an address; configuration labelled `istio.io/rev`
+    /// for another revision is not served. Default: the default revision
+    /// (objects labelled `istio.io/rev: default` or not labelled).
+    #[arg(long, value_name = "REVISION", value_parser = parse_revision)]
+    pub revision: Option<String>,
+
     // Several replicas on one store.
     /// This replica's name among the replicas sharing the store (etcd):
     /// unique per replica. Default: the host name and the REST port,
@@ -438,9 +449,46 @@ pub(crate) fn default_replica_name(rest_port: u16) -> String {
     format!("{host}-{rest_port}")
 }
 
+/// A revision name: a DNS-1123 label, as it names Services and webhook
+/// configurations (`pilot-discovery-REVISION`); `default` is the default
+/// revision's label value, not a revision of its own.
+fn parse_revision(value: &str) -> Result<String, String> {
+    if value == "default" {
+        return Err("`default` is the default revision's label value: leave --revision out".into());
+    }
+    if value.is_empty()
+        || value.len() > 40
+        || !value
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        || value.starts_with('-')
+        || value.ends_with('-')
+    {
+        return Err(format!(
+            "{value:?} is not a revision name: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 40 characters (it names the Service pilot-discovery-REVISION)"
+        ));
+    }
+    Ok(value.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_revision_is_a_label_that_can_name_a_service() {
+        assert_eq!(parse_revision("canary").as_deref(), Ok("canary"));
+        assert_eq!(parse_revision("1-30-0").as_deref(), Ok("1-30-0"));
+        for bad in ["", "Canary", "1.30", "-a", "a-", &"a".repeat(41)] {
+            let error = parse_revision(bad).unwrap_err();
+            assert!(error.contains("not a revision name"), "{bad}: {error}");
+        }
+        assert!(
+            parse_revision("default")
+                .unwrap_err()
+                .contains("leave --revision out")
+        );
+    }
 
     #[test]
     fn the_default_name_is_the_host_and_the_port() {

@@ -54,7 +54,8 @@ pub(crate) fn start(
     let template = match &args.mesh_config {
         Some(path) => InjectTemplate::load(path).map_err(|e| StartError::Failed(e.to_string()))?,
         None => InjectTemplate::default(),
-    };
+    }
+    .with_revision(args.revision.as_deref().unwrap_or_default());
     let policy = match args.inject_failure_policy {
         InjectFailurePolicy::Ignore => FailurePolicy::Ignore,
         InjectFailurePolicy::Fail => FailurePolicy::Fail,

@@ -345,6 +345,7 @@ fn build_ads(args: &Args, controller: &Arc<Controller>, discovery: &Arc<dyn Serv
     options.root_namespace = args.root_namespace.clone();
     options.trust_domain = args.trust_domain.clone();
     options.default_export_to = args.default_export_to.clone();
+    options.revision = args.revision.clone().unwrap_or_default();
     XdsServer::new(Arc::clone(controller), Arc::clone(discovery), options)
 }
 

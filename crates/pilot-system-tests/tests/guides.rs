@@ -35,6 +35,10 @@ const RUN: &[&str] = &[
 const NOT_RUN: &[(&str, &str)] = &[
     ("README.md", "the index of the guides: no commands"),
     (
+        "deploy-kubernetes.md",
+        "needs a release build and a real Kubernetes cluster; what CI can check of it runs as tests/image.rs (the image) and tests/deploy.rs (the manifests)",
+    ),
+    (
         "embedding.md",
         "its commands are the embedder crate's tests (pilot-embedder-example, run by CI) and the examples backend-and-registry.md runs",
     ),

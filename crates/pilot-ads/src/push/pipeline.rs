@@ -183,7 +183,15 @@ fn publish(
             for kind in kinds {
                 // A Controller that does not watch a kind has none of it to
                 // push (an embedder's Controller over fewer kinds).
-                configs.extend(controller.list_cached(kind, None).unwrap_or_default());
+                // Objects labelled for another control-plane revision are
+                // that revision's to serve.
+                configs.extend(
+                    controller
+                        .list_cached(kind, None)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|c| pilot_model::in_revision(&c.meta.labels, &server.options.revision)),
+                );
             }
             // Compiled once here, for every proxy of the push, from the
             // last push's rules.
