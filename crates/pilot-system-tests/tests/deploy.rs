@@ -34,11 +34,10 @@ const OVERLAYS: [&str; 3] = ["deploy/base", "deploy/overlays/ha", "deploy/overla
 const KUBERNETES_VERSIONS: [&str; 2] = ["1.37.0", "1.33.0"];
 
 /// Flags the Deployment passes that other parts of the system add to
-/// pilot-discovery (they are not in its `--help` yet): the validating
-/// webhook's configuration to patch, accepting service-account tokens
-/// through a TokenReview, and the control plane's revision. Once pilot-discovery accepts one, the test says
-/// to remove it from here.
-const EXPECTED_LATER: [&str; 2] = ["--validation-webhook-config", "--kube-token-review"];
+/// pilot-discovery (they are not in its `--help` yet): accepting
+/// service-account tokens through a TokenReview. Once pilot-discovery
+/// accepts one, the test says to remove it from here.
+const EXPECTED_LATER: [&str; 1] = ["--kube-token-review"];
 
 #[test]
 fn the_crds_in_deploy_are_the_ones_pilot_generates() {
