@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use pilot_model::document::{self, ParseOptions};
-use pilot_model::{ConfigKey, DynConfig, KindSchema};
+use pilot_model::{ConfigKey, DynConfig, KindRegistry, KindSchema};
 use serde_json::{Value, json};
 
 use crate::ApiError;
@@ -155,6 +155,35 @@ pub(crate) fn decode_value(
     schema: &KindSchema,
     namespace: &str,
     name: Option<&str>,
+    value: Value,
+    text: Option<&[u8]>,
+    validation: FieldValidation,
+    warnings: &mut Vec<String>,
+) -> Result<DynConfig, ApiError> {
+    decode_in(
+        &state.registry,
+        schema,
+        namespace,
+        name,
+        value,
+        text,
+        validation,
+        warnings,
+    )
+}
+
+/// [`decode_value`] against the kinds of `registry`: what the validating
+/// admission webhook runs (`admission.rs`), so that it refuses what the
+/// REST API refuses, with the same messages.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one decoding entry point for every write path; each argument is a fact of the request"
+)]
+pub(crate) fn decode_in(
+    registry: &KindRegistry,
+    schema: &KindSchema,
+    namespace: &str,
+    name: Option<&str>,
     mut value: Value,
     text: Option<&[u8]>,
     validation: FieldValidation,
@@ -248,7 +277,7 @@ pub(crate) fn decode_value(
     let mut dropped = Vec::new();
     let mut duplicates = Vec::new();
     let errors = loop {
-        match document::parse_with("body", &text, &state.registry, &options) {
+        match document::parse_with("body", &text, registry, &options) {
             Ok(mut configs) if configs.len() == 1 => {
                 if validation == FieldValidation::Warn {
                     warnings.extend(duplicates.iter().map(|path| format!("duplicate field {path:?}")));

@@ -27,6 +27,12 @@
 //!   `kube_openapi.rs`);
 //! - every refusal as a Kubernetes `Status` body ([`ApiError`]).
 //!
+//! [`admission::validate_review`] is the validating admission webhook's
+//! logic (an `AdmissionReview` in and out) by the same decoding and
+//! validation as the create and replace routes; serve it where the API
+//! server can call it (pilot-discovery serves it as `POST /validate` on its
+//! webhook listener).
+//!
 //! Writes go to the store, or through a cache in front of it
 //! ([`ApiServer::cache`]: pilot-discovery writes through its Controller,
 //! so a write answers once the cache that feeds xDS has it); lists and
@@ -70,6 +76,7 @@
 // A `pub` item is part of this face; everything else says `pub(crate)`.
 #![warn(unreachable_pub)]
 
+pub mod admission;
 mod apply;
 mod body;
 mod delete_options;

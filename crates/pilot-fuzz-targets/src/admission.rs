@@ -1,5 +1,7 @@
-//! The injection webhook: `pilot_inject::admission::review`, as
-//! pilot-discovery answers `POST /inject`.
+//! The admission webhooks: `pilot_inject::admission::review`, as
+//! pilot-discovery answers `POST /inject`, and
+//! `pilot_apiserver::admission::validate_review`, as it answers
+//! `POST /validate`.
 
 use pilot_inject::InjectTemplate;
 use pilot_inject::admission::{FailurePolicy, review};
@@ -123,4 +125,59 @@ fn base64_decode(text: &str) -> Option<Vec<u8>> {
         out.extend_from_slice(&group[..3 - padding]);
     }
     Some(out)
+}
+
+/// Answers `data` as pilot-discovery's `POST /validate` does
+/// (`pilot_apiserver::admission::validate_review`, over pilot's kinds).
+/// Always a v1 `AdmissionReview` that says whether it admits: with the
+/// request's uid and HTTP 200 when the uid can be read, HTTP 400 and a
+/// denial otherwise; a denial always says why; a dry run is judged as the
+/// same request without it, and a DELETE is always admitted.
+pub(crate) fn validate_admission_review(data: &[u8]) {
+    use pilot_apiserver::admission::validate_review;
+    let registry = pilot_api::default_registry();
+    let answer = validate_review(&registry, data);
+    let request: Option<Value> = serde_json::from_slice(data).ok();
+    let uid = request
+        .as_ref()
+        .and_then(|r| r.pointer("/request/uid"))
+        .and_then(Value::as_str)
+        .filter(|uid| !uid.is_empty())
+        .map(str::to_string);
+    let response = well_formed(&answer.review, uid.as_deref().unwrap_or(""));
+    assert!(
+        (answer.code == 200) == uid.is_some(),
+        "HTTP {} for a request whose uid is {uid:?}: {}",
+        answer.code,
+        answer.review
+    );
+    if response["allowed"] == false {
+        assert!(
+            response["status"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "a denial without a reason: {}",
+            answer.review
+        );
+    }
+    let Some(mut request) = request.filter(|_| uid.is_some()) else {
+        return;
+    };
+    if request["request"]["operation"] == "DELETE"
+        && request["apiVersion"] == "admission.k8s.io/v1"
+        && request["kind"] == "AdmissionReview"
+    {
+        assert!(answer.allowed(), "a DELETE was denied: {}", answer.review);
+    }
+    if request["request"].is_object() {
+        let dry_run = request["request"]["dryRun"] == true;
+        request["request"]["dryRun"] = json!(!dry_run);
+        let flipped = validate_review(&registry, request.to_string().as_bytes());
+        assert!(
+            flipped.review["response"] == answer.review["response"],
+            "dryRun changed the answer: {} then {}",
+            answer.review,
+            flipped.review
+        );
+    }
 }

@@ -20,6 +20,7 @@
 //! // Any bytes: an answer or a refusal, never a panic.
 //! pilot_fuzz_targets::re2_parse(b"(a|b)*c{2,3}");
 //! pilot_fuzz_targets::inject_admission_review(b"not json");
+//! pilot_fuzz_targets::validate_admission_review(b"not json");
 //! pilot_fuzz_targets::journal_records(b"0badf00d {\"revision\":1}\n");
 //! ```
 
@@ -90,6 +91,11 @@ targets! {
     /// back with the request's uid; a JSON patch it answers applies to the
     /// pod, and the patched pod is not injected twice.
     inject_admission_review => admission::inject_admission_review;
+    /// An `AdmissionReview` sent to the validating webhook: always a review
+    /// back (with the request's uid when it has one, HTTP 400 otherwise),
+    /// a denial says why, a dry run is judged as the same request without
+    /// it, and a DELETE is admitted.
+    validate_admission_review => admission::validate_admission_review;
     /// A segment of the file store's journal: every complete record reads
     /// or is refused as corrupt, and a record that reads is written back as
     /// the same record.

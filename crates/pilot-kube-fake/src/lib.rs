@@ -8,18 +8,34 @@
 //! watch streaming) into a tower service that answers them from memory, or
 //! over HTTP on a loopback port ([`FakeApiServer::listen`]) for another
 //! process. It is faithful to the list/watch/write semantics pilot relies
-//! on, as the Kubernetes API documents them, and to nothing else (no
-//! admission, schemas, field ownership or garbage collection; see "Not
-//! implemented" below). Tests that need a real cluster stay
+//! on, as the Kubernetes API documents them, and to the admission webhooks
+//! pilot serves, and to nothing else (no schemas, field ownership or
+//! garbage collection; see "Not implemented" below). Tests that need a real cluster stay
 //! `#[ignore = "needs a cluster"]`, runnable with `KUBECONFIG` set.
 //!
 //! What it implements:
 //!
 //! - **Resources**: `Namespace`, `Node` (cluster-scoped), `Pod`, `Service`,
 //!   `EndpointSlice`, `ConfigMap`, `Secret`, `Lease` (`coordination.k8s.io/v1`; all
-//!   namespaced), `CustomResourceDefinition`; a CRD, once
+//!   namespaced), `CustomResourceDefinition`,
+//!   `MutatingWebhookConfiguration` and `ValidatingWebhookConfiguration`
+//!   (`admissionregistration.k8s.io/v1`, cluster-scoped); a CRD, once
 //!   created or applied, makes its served versions available. Any other path
 //!   is 404 with "the server could not find the requested resource".
+//! - **Discovery** for kubectl: `/version`, `/api`, `/apis`, `/api/v1` and
+//!   `/apis/<group>/<version>` in the legacy (unaggregated) form; no
+//!   OpenAPI documents (`kubectl apply --validate=false`).
+//! - **Admission webhooks**: creates, updates (and deletes, when a rule
+//!   names them) matched by a webhook configuration's rules and selectors
+//!   are sent to its webhooks over HTTPS (`clientConfig.url`, verified with
+//!   `caBundle`; `service` references cannot be resolved by the fake and
+//!   count as failed calls), mutating ones first with their JSONPatch
+//!   applied; a denial answers with the webhook's status and `admission
+//!   webhook "NAME" denied the request: MSG`; `failurePolicy` and
+//!   `timeoutSeconds` decide about failed calls (`admission.rs`).
+//! - **Dry runs** (`dryRun=All`, in the query or a delete's options):
+//!   admission runs and the write is checked as a real one, answered, and
+//!   not stored (no version moves, no watch sees it).
 //! - **resourceVersion**: one counter for the whole server (as etcd's
 //!   revision), set on every object written; lists carry it in
 //!   `metadata.resourceVersion`. An update that changes nothing keeps the
@@ -47,9 +63,10 @@
 //!   A watch that falls [`WATCH_BUFFER`] events behind is closed, as the API
 //!   server closes watchers that cannot keep up.
 //! - **Not implemented** (answered 400 rather than ignored): label and
-//!   field selectors, `dryRun`. Lists are never paginated (`limit` is
-//!   ignored, which the API allows), `timeoutSeconds` is ignored, and there
-//!   is no admission, schema validation, finalizers or garbage collection.
+//!   field selectors. Lists are never paginated (`limit` is ignored, which
+//!   the API allows), `timeoutSeconds` is ignored, and there are no
+//!   built-in admission plugins, schema validation, finalizers or garbage
+//!   collection.
 //!
 //! - **Requests recorded**: every request's verb and resource attributes,
 //!   with the bearer token it carried, as an RBAC authorizer sees them
@@ -85,10 +102,13 @@
 //! # });
 //! ```
 
+mod admission;
+mod discovery;
 mod record;
 mod serve;
 mod state;
 mod tokens;
+mod webhook_call;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use super::record::ApiRequest;
 use super::state::{Failure, Resource, State, WATCH_BUFFER, Watcher, event_line, id};
+use super::{admission, discovery};
 
 /// What the fake answers with: a whole JSON body, or a watch stream.
 pub(crate) type FakeBody = Either<Full<Bytes>, WatchBody>;
@@ -61,21 +62,46 @@ where
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
-    let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
     let request = ApiRequest::new(
         bearer(&parts.headers),
         &parts.method,
         parts.uri.path(),
         matches!(query.get("watch"), Some("true" | "1")),
     );
-    state.requests.insert(request.clone());
-    match super::tokens::intercept(&mut state.tokens, &parts, &body) {
-        Some(Ok((code, object))) => return json_response(code, &object),
-        Some(Err(refused)) => return failure(&refused),
-        None => {}
+    // Recorded before authentication and admission, as the API server's
+    // audit sees it: a write a webhook refuses was still authorized.
+    lock(&state).requests.insert(request.clone());
+    {
+        let mut tokens = lock(&state);
+        match super::tokens::intercept(&mut tokens.tokens, &parts, &body) {
+            Some(Ok((code, object))) => return json_response(code, &object),
+            Some(Err(refused)) => return failure(&refused),
+            None => {}
+        }
     }
+    let dry_run = match admission::dry_run(&parts.method, query.get("dryRun"), &body) {
+        Ok(dry_run) => dry_run,
+        Err(failure) => return self::failure(&failure),
+    };
+    // Admission webhooks are called before the lock is taken.
+    let body = match admission::admit(
+        &state,
+        &parts.method,
+        parts.uri.path(),
+        &content_type,
+        dry_run,
+        body,
+    )
+    .await
+    {
+        Ok(body) => body,
+        Err(failure) => return self::failure(&failure),
+    };
+    let mut state = lock(&state);
+    // A dry run is made on a copy: checked, answered, forgotten.
+    let mut scratch = dry_run.then(|| state.scratch());
     let answer = route(
-        &mut state,
+        scratch.as_mut().unwrap_or(&mut state),
         &parts.method,
         parts.uri.path(),
         &query,
@@ -104,6 +130,10 @@ where
     }
 }
 
+fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The bearer token of a request's `Authorization` header.
 fn bearer(headers: &http::HeaderMap) -> Option<String> {
     let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
@@ -120,12 +150,12 @@ enum Answer {
 
 /// `/api/v1/...` or `/apis/<group>/<version>/...`, then
 /// `[namespaces/<ns>/]<plural>[/<name>]`.
-struct Target {
-    resource: Resource,
-    namespace: Option<String>,
-    name: Option<String>,
+pub(crate) struct Target {
+    pub(crate) resource: Resource,
+    pub(crate) namespace: Option<String>,
+    pub(crate) name: Option<String>,
     /// `/status` after the name.
-    status: bool,
+    pub(crate) status: bool,
 }
 
 fn route(
@@ -136,6 +166,11 @@ fn route(
     content_type: &str,
     body: &[u8],
 ) -> Result<Answer, Failure> {
+    if *method == Method::GET
+        && let Some(answer) = discovery::answer(state, path)
+    {
+        return Ok(Answer::Object(200, answer));
+    }
     let target = target(state, path)?;
     let resource = &target.resource;
     let namespace = target.namespace.as_deref().unwrap_or_default();
@@ -154,13 +189,6 @@ fn route(
             400,
             "BadRequest",
             "the fake API server does not implement selectors",
-        ));
-    }
-    if query.get("dryRun").is_some() {
-        return Err(Failure::new(
-            400,
-            "BadRequest",
-            "the fake API server does not implement dryRun",
         ));
     }
     if target.status {
@@ -249,7 +277,7 @@ fn route(
     }
 }
 
-fn target(state: &State, path: &str) -> Result<Target, Failure> {
+pub(crate) fn target(state: &State, path: &str) -> Result<Target, Failure> {
     let not_found = || {
         Failure::new(
             404,
@@ -351,7 +379,7 @@ fn watch(state: &mut State, target: &Target, query: &Query) -> Result<Answer, Fa
 }
 
 /// The request body as an object in the request's namespace.
-fn object_in(body: &[u8], target: &Target) -> Result<Value, Failure> {
+pub(crate) fn object_in(body: &[u8], target: &Target) -> Result<Value, Failure> {
     let mut object: Value = serde_json::from_slice(body)
         .map_err(|e| Failure::new(400, "BadRequest", format!("the body is not a JSON object: {e}")))?;
     if !object.is_object() || !object["metadata"].is_object() {

@@ -21,7 +21,7 @@ pub(crate) struct Resource {
 }
 
 impl Resource {
-    fn new(group: &str, version: &str, plural: &str, kind: &str, namespaced: bool) -> Self {
+    pub(crate) fn new(group: &str, version: &str, plural: &str, kind: &str, namespaced: bool) -> Self {
         Resource {
             group: group.into(),
             version: version.into(),
@@ -178,7 +178,10 @@ impl State {
                 "CustomResourceDefinition",
                 false,
             ),
-        ] {
+        ]
+        .into_iter()
+        .chain(super::admission::resources())
+        {
             state.add_resource(resource);
         }
         let namespaces = state.resource(&id("", "v1", "namespaces")).expect("built in");
@@ -187,6 +190,26 @@ impl State {
             state.create(&namespaces, "", object).expect("fresh namespace");
         }
         state
+    }
+
+    /// A copy of the objects and resources for a dry run: writes to it
+    /// are checked as real ones and then dropped; no watch sees them.
+    pub(crate) fn scratch(&self) -> State {
+        State {
+            revision: self.revision,
+            oldest: self.oldest,
+            history_limit: self.history_limit,
+            resources: self.resources.clone(),
+            objects: self.objects.clone(),
+            history: VecDeque::new(),
+            watchers: Vec::new(),
+            watches_refused: self.watches_refused,
+            writes_refused: self.writes_refused,
+            expired_answers: 0,
+            next_uid: self.next_uid,
+            requests: std::collections::BTreeSet::new(),
+            tokens: super::tokens::Tokens::default(),
+        }
     }
 
     fn add_resource(&mut self, resource: Resource) {
@@ -635,7 +658,7 @@ fn keep_server_fields(current: &Value, object: &mut Value, spec_changed: bool) {
     meta["generation"] = json!(if spec_changed { generation + 1 } else { generation });
 }
 
-fn merge(target: &mut Value, patch: Value) {
+pub(crate) fn merge(target: &mut Value, patch: Value) {
     match (target, patch) {
         (Value::Object(target), Value::Object(patch)) => {
             for (key, value) in patch {

@@ -160,6 +160,18 @@ pub struct Args {
     /// warning), `fail` refuses it with the reason.
     #[arg(long, value_enum, default_value = "ignore")]
     pub inject_failure_policy: InjectFailurePolicy,
+    /// Keep this ValidatingWebhookConfiguration pointing at the webhook
+    /// listener's certificate: write the CA (`--webhook-ca-bundle`) into
+    /// every webhook's `clientConfig.caBundle`, and once a dry-run create of
+    /// an invalid object is denied by the webhook, set `failurePolicy: Fail`.
+    /// Needs `--inject-webhook` and a Kubernetes client (KUBECONFIG or
+    /// in-cluster).
+    #[arg(long, value_name = "NAME", requires = "inject_webhook")]
+    pub validation_webhook_config: Option<String>,
+    /// The CA (PEM) written into the webhook configuration's caBundle
+    /// (default: the last certificate of the `--tls-cert` chain).
+    #[arg(long, value_name = "FILE", requires = "validation_webhook_config")]
+    pub webhook_ca_bundle: Option<PathBuf>,
     /// The mesh config file whose `sidecarInjector` section is the
     /// webhook's template (default: built-in values, as `pilotctl kube-inject`).
     #[arg(long, value_name = "FILE")]

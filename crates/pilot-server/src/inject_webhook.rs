@@ -5,6 +5,9 @@
 //! `MutatingWebhookConfiguration`'s `namespaceSelector`
 //! (`examples/inject/mutating-webhook.yaml`); pods opt out with
 //! `sidecar.istio.io/inject: "false"`.
+//!
+//! The same listener serves `POST /validate`, the validating webhook
+//! (`validate_webhook.rs`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,6 +18,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::{get, post};
 use pilot_inject::InjectTemplate;
 use pilot_inject::admission::{FailurePolicy, review};
+use pilot_model::KindRegistry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -27,6 +31,7 @@ pub(crate) struct Webhook {
     listener: TcpListener,
     tls: TlsAcceptor,
     router: Router,
+    max_body_bytes: usize,
 }
 
 struct Injector {
@@ -70,15 +75,24 @@ pub(crate) fn start(
             listener,
             tls,
             router,
+            max_body_bytes: args.max_body_bytes,
         },
     ))
 }
 
 impl Webhook {
     /// Serves until `shutdown` turns true, with the REST listener's
-    /// connection limits.
-    pub(crate) async fn serve(self, limits: crate::serve::Limits, shutdown: watch::Receiver<bool>) {
-        crate::serve::serve(self.listener, self.router, Some(self.tls), limits, shutdown).await;
+    /// connection limits; `/validate` validates the kinds of `registry`.
+    pub(crate) async fn serve(
+        self,
+        limits: crate::serve::Limits,
+        shutdown: watch::Receiver<bool>,
+        registry: KindRegistry,
+    ) {
+        let router = self.router.merge(
+            crate::validate_webhook::routes(registry).layer(DefaultBodyLimit::max(self.max_body_bytes)),
+        );
+        crate::serve::serve(self.listener, router, Some(self.tls), limits, shutdown).await;
     }
 }
 

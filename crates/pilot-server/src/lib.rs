@@ -47,6 +47,8 @@ mod serve;
 mod shutdown;
 mod start;
 mod state;
+mod validate_webhook;
+mod validation_config;
 
 pub use args::{Args, InjectFailurePolicy, RegistryKind, StoreKind};
 pub use backend::services_file;

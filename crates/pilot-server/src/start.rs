@@ -237,7 +237,7 @@ fn check(args: &Args) -> Result<Checked, StartError> {
     if let Some(webhook) = args.inject_webhook {
         tracing::warn!(
             inject_webhook = %webhook,
-            "the injection webhook answers AdmissionReviews from any client (TLS, no client credential): it reads nothing from the store and writes nothing"
+            "the admission webhooks (/inject, /validate) answer AdmissionReviews from any client (TLS, no client credential): they read nothing from the store and write nothing"
         );
     }
     Ok(Checked {
@@ -585,6 +585,8 @@ fn serve(
 ) -> Serving {
     let shutdown = shared.shutdown.clone();
     let xds = shared.xds.clone();
+    // The kinds `/validate` checks: the ones the REST API serves.
+    let registry = shared.backend.registry().clone();
     let api = router::api(args, &shared.state, shared.backend, shutdown.clone());
     let scheme = if tls.is_some() { "https" } else { "http" };
     let limits = serve::Limits {
@@ -593,7 +595,10 @@ fn serve(
         max_connections,
     };
     if let Some(webhook) = listeners.inject {
-        tasks.push(tokio::spawn(webhook.serve(limits, shutdown.clone())));
+        tasks.push(tokio::spawn(webhook.serve(limits, shutdown.clone(), registry)));
+    }
+    if let Some(controller) = crate::validation_config::ValidationConfig::from_args(args) {
+        tasks.push(tokio::spawn(controller.run(shutdown.clone())));
     }
     let rest = tokio::spawn(serve::serve(
         listeners.rest,

@@ -33,13 +33,6 @@ const OVERLAYS: [&str; 3] = ["deploy/base", "deploy/overlays/ha", "deploy/overla
 /// The Kubernetes versions the rendered manifests are validated against.
 const KUBERNETES_VERSIONS: [&str; 2] = ["1.37.0", "1.33.0"];
 
-/// Flags the Deployment passes that other parts of the system add to
-/// pilot-discovery (they are not in its `--help` yet): the validating
-/// webhook's configuration to patch, accepting service-account tokens
-/// through a TokenReview, and the control plane's revision. Once pilot-discovery accepts one, the test says
-/// to remove it from here.
-const EXPECTED_LATER: [&str; 1] = ["--validation-webhook-config"];
-
 #[test]
 fn the_crds_in_deploy_are_the_ones_pilot_generates() {
     let path = workspace().join("deploy/base/crds.yaml");
@@ -278,13 +271,6 @@ fn every_deployment_argument_is_a_flag_pilot_discovery_accepts() {
         help.lines()
             .any(|l| l.trim_start().split([' ', ',']).any(|w| w == flag))
     };
-    for flag in EXPECTED_LATER {
-        assert!(
-            !known(flag),
-            "pilot-discovery accepts {flag} now: remove it from EXPECTED_LATER in {}",
-            file!()
-        );
-    }
     for overlay in OVERLAYS {
         let rendered = render(overlay);
         let deployment = rendered.all("Deployment");
@@ -295,7 +281,7 @@ fn every_deployment_argument_is_a_flag_pilot_discovery_accepts() {
         for arg in args.iter().filter(|a| a.starts_with("--")) {
             let flag = arg.split('=').next().unwrap_or_default();
             assert!(
-                known(flag) || EXPECTED_LATER.contains(&flag),
+                known(flag),
                 "{overlay}: the Deployment passes {flag}, which pilot-discovery does not accept"
             );
         }
