@@ -379,6 +379,8 @@ fn a_revision_runs_beside_the_default_one_with_its_own_names_and_pods() {
         .collect();
     kinds.sort();
     let expected: Vec<(String, String)> = [
+        ("ClusterRole", "pilot-discovery-validator-canary"),
+        ("ClusterRoleBinding", "pilot-discovery-validator-canary"),
         ("ConfigMap", "pilot-mesh-canary"),
         ("Deployment", "pilot-discovery-canary"),
         ("MutatingWebhookConfiguration", "pilot-sidecar-injector-canary"),
@@ -435,6 +437,15 @@ fn a_revision_runs_beside_the_default_one_with_its_own_names_and_pods() {
             .cloned()
     };
     assert_eq!(value("--revision").as_deref(), Some("canary"), "{args:?}");
+    // Its ADS certificate names its own Service, and it may write its own
+    // validator.
+    let names = value("--xds-tls-dns-names").unwrap_or_default();
+    assert!(
+        names.split(',').all(|n| n.starts_with("pilot-discovery-canary.")),
+        "{names}"
+    );
+    let grant = canary.one("ClusterRole", "pilot-discovery-validator-canary");
+    assert_eq!(grant["rules"][0]["resourceNames"], json!(["pilot-validator-canary"]));
     assert_eq!(
         value("--validation-webhook-config").as_deref(),
         Some("pilot-validator-canary"),
