@@ -5,11 +5,16 @@
 //! pods of its own revision (`istio.io/rev`) and points their sidecars at
 //! its own Service; each ADS port serves the configuration of its own
 //! revision (an object labelled `istio.io/rev: canary` is the canary's,
-//! one without the label everyone's).
+//! one without the label everyone's). Through the (fake) API server too:
+//! with both revisions' MutatingWebhookConfigurations as `deploy/` renders
+//! them, a pod created in a namespace labelled `pilot-injection: enabled`
+//! is injected by the default revision, one in a namespace labelled
+//! `istio.io/rev: canary` by the canary, one in neither is left alone.
 
 use std::process::Command;
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use pilot_test_support::ads::{self, CDS, SotwStream};
 use pilot_test_support::{Discovery, FakeCluster, TestCerts, free_port};
@@ -190,6 +195,56 @@ fn two_revisions_inject_and_serve_only_their_own() {
         Some("pilot-discovery-canary.pilot-system:15010")
     );
 
+    // Through the API server: the two injectors' MutatingWebhookConfigurations
+    // as deploy/ renders them (the fake cannot reach a Service: each points
+    // at its pilot-discovery's address instead), namespaces labelled for
+    // each revision, pods created in them.
+    for (dir, url) in [
+        ("deploy/base", &stable.inject),
+        ("deploy/overlays/revision", &canary.inject),
+    ] {
+        create_injector(&cluster, dir, url, &certs.ca);
+    }
+    let namespaces: Api<Namespace> = Api::all(cluster.client());
+    for (name, labels) in [
+        ("reviews-stable", json!({"pilot-injection": "enabled"})),
+        ("reviews-canary", json!({"istio.io/rev": "canary"})),
+        ("reviews-none", json!({})),
+    ] {
+        let namespace =
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
+        cluster
+            .block_on(namespaces.create(&PostParams::default(), &namespace))
+            .unwrap();
+    }
+    for (namespace, address) in [
+        ("reviews-stable", Some("pilot-discovery.pilot-system:15010")),
+        (
+            "reviews-canary",
+            Some("pilot-discovery-canary.pilot-system:15010"),
+        ),
+        ("reviews-none", None),
+    ] {
+        let pods: Api<Pod> = Api::namespaced(cluster.client(), namespace);
+        let mut object = pod(None);
+        object["metadata"]["namespace"] = json!(namespace);
+        let created = cluster
+            .block_on(pods.create(&PostParams::default(), &serde_json::from_value(object).unwrap()))
+            .unwrap_or_else(|e| panic!("a pod in {namespace}: {e}"));
+        let sidecar = created
+            .spec
+            .unwrap()
+            .containers
+            .into_iter()
+            .find(|c| c.name == "pilot-proxy");
+        let dialled = sidecar.map(|c| {
+            let args = c.args.unwrap_or_default();
+            let at = args.iter().position(|a| a == "--discovery-address").unwrap();
+            args[at + 1].clone()
+        });
+        assert_eq!(dialled.as_deref(), address, "the pod created in {namespace}");
+    }
+
     // Serving: a DestinationRule labelled for the canary, then one for
     // everyone, written in the cluster as kubectl would.
     let rules: Api<DynamicObject> = Api::namespaced_with(
@@ -232,6 +287,43 @@ fn two_revisions_inject_and_serve_only_their_own() {
     );
     canary.server.terminate();
     stable.server.terminate();
+}
+
+/// Creates the MutatingWebhookConfiguration that `kubectl kustomize DIR`
+/// renders, calling `url` (verified with `ca`) instead of the Service.
+fn create_injector(cluster: &FakeCluster, dir: &str, url: &str, ca: &std::path::Path) {
+    let kubectl = pilot_test_support::workspace().join(".tools/kubectl/bin/kubectl");
+    let out = Command::new(&kubectl)
+        .arg("kustomize")
+        .arg(pilot_test_support::workspace().join(dir))
+        .output()
+        .expect("kubectl kustomize runs (scripts/install-deps installs kubectl)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let docs = pilot_model::document::parse_values(dir, &String::from_utf8(out.stdout).unwrap()).unwrap();
+    let mut injector = docs
+        .into_iter()
+        .find(|d| d["kind"] == "MutatingWebhookConfiguration")
+        .expect("a MutatingWebhookConfiguration");
+    let bundle = std::fs::read(ca).unwrap();
+    for webhook in injector["webhooks"].as_array_mut().unwrap() {
+        webhook["clientConfig"] = json!({"url": url, "caBundle": base64(&bundle)});
+    }
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
+        ),
+        "mutatingwebhookconfigurations",
+    );
+    let api: Api<DynamicObject> = Api::all_with(cluster.client(), &resource);
+    cluster
+        .block_on(api.create(&PostParams::default(), &serde_json::from_value(injector).unwrap()))
+        .expect("the fake stores the webhook configuration");
+}
+
+fn base64(bytes: &[u8]) -> String {
+    pilot_inject::admission::base64(bytes)
 }
 
 /// The clusters of `port` once they include `name`.
