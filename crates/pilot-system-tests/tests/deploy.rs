@@ -445,7 +445,10 @@ fn a_revision_runs_beside_the_default_one_with_its_own_names_and_pods() {
         "{names}"
     );
     let grant = canary.one("ClusterRole", "pilot-discovery-validator-canary");
-    assert_eq!(grant["rules"][0]["resourceNames"], json!(["pilot-validator-canary"]));
+    assert_eq!(
+        grant["rules"][0]["resourceNames"],
+        json!(["pilot-validator-canary"])
+    );
     assert_eq!(
         value("--validation-webhook-config").as_deref(),
         Some("pilot-validator-canary"),
