@@ -375,7 +375,34 @@ fn run_scenario(docs: &[Value]) -> Vec<ApiRequest> {
         );
         assert_eq!(run.code, 0, "pilotctl {verb}: {run:?}");
     };
+    // Each routing kind's status is written (the status loop's pace)
+    // before the objects change and go.
+    let status_written = |kinds: &[&str]| {
+        kinds.iter().all(|plural| {
+            cluster.fake.requests().iter().any(|r| {
+                r.token.as_deref() == Some(SA_TOKEN)
+                    && r.verb == "update"
+                    && matches!(&r.target, Target::Resource { resource, subresource: Some(s), .. }
+                        if resource == plural && s == "status")
+            })
+        })
+    };
+    let routing = [
+        "routerules",
+        "destinationpolicies",
+        "egressrules",
+        "ingressrules",
+        "virtualservices",
+        "destinationrules",
+        "gateways",
+        "sidecars",
+        "peerauthentications",
+        "authorizationpolicies",
+    ];
     write("create", OBJECTS);
+    eventually("every routing kind's status to be written", || {
+        status_written(&routing)
+    });
     write("replace", CHANGED);
     write("delete", CHANGED);
 

@@ -128,9 +128,11 @@ fn pilot_arms_its_webhook_and_the_api_server_refuses_invalid_objects() {
             })
         },
     );
-    let log = server.log();
-    assert!(log.contains("caBundle written"), "{log}");
-    assert!(log.contains("failurePolicy set to Fail"), "{log}");
+    // The log line follows the write the test has just seen.
+    eventually("the server to log what it did", || {
+        let log = server.log();
+        log.contains("caBundle written") && log.contains("failurePolicy set to Fail")
+    });
 
     // kubectl's apply of an invalid VirtualService is refused naming the
     // field; nothing is stored.
