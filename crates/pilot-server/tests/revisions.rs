@@ -306,7 +306,7 @@ fn create_injector(cluster: &FakeCluster, dir: &str, url: &str, ca: &std::path::
         .expect("a MutatingWebhookConfiguration");
     let bundle = std::fs::read(ca).unwrap();
     for webhook in injector["webhooks"].as_array_mut().unwrap() {
-        webhook["clientConfig"] = json!({"url": url, "caBundle": base64(&bundle)});
+        webhook["clientConfig"] = json!({"url": url, "caBundle": pilot_inject::admission::base64(&bundle)});
     }
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk(
@@ -320,10 +320,6 @@ fn create_injector(cluster: &FakeCluster, dir: &str, url: &str, ca: &std::path::
     cluster
         .block_on(api.create(&PostParams::default(), &serde_json::from_value(injector).unwrap()))
         .expect("the fake stores the webhook configuration");
-}
-
-fn base64(bytes: &[u8]) -> String {
-    pilot_inject::admission::base64(bytes)
 }
 
 /// The clusters of `port` once they include `name`.
