@@ -155,7 +155,8 @@ fn captured_traffic_is_routed_by_the_mesh_rules() {
     std::os::unix::fs::chown(&config_dir, Some(1337), Some(1337)).unwrap();
     lab.spawn(
         "pilot-agent proxy sidecar",
-        lab.exec(&lab.pod)
+        lab.lab
+            .exec_pod(&lab.pod)
             .args(["setpriv", "--reuid", "1337", "--regid", "1337", "--clear-groups"])
             .args([agent, "proxy", "sidecar", "--envoy-binary"])
             .arg(&envoy)
@@ -179,7 +180,6 @@ fn captured_traffic_is_routed_by_the_mesh_rules() {
                 "--concurrency",
                 "1",
             ])
-            .args(["--base-id", &(std::process::id() % 60_000).to_string()])
             .env_remove("INSTANCE_IP")
             .env_remove("POD_NAME")
             .env_remove("POD_NAMESPACE")

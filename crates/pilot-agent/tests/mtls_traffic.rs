@@ -515,8 +515,7 @@ impl Mesh {
         for path in [&home, &token_file] {
             std::os::unix::fs::chown(path, Some(1337), Some(1337)).unwrap();
         }
-        let base_id = std::process::id() % 30_000 + if name == "reviews" { 30_000 } else { 0 };
-        let mut command = self.lab.exec(ns);
+        let mut command = self.lab.exec_pod(ns);
         command
             .args(["setpriv", "--reuid", "1337", "--regid", "1337", "--clear-groups"])
             .arg(&agent)
@@ -550,7 +549,7 @@ impl Mesh {
             .arg("--sds-socket")
             .arg(home.join("sds.sock"))
             .args(["--admin-port", "15000", "--status-addr", "127.0.0.1:15020"])
-            .args(["--concurrency", "1", "--base-id", &base_id.to_string()])
+            .args(["--concurrency", "1"])
             .args(agent_args)
             .env_remove("INSTANCE_IP")
             .env_remove("POD_NAME")

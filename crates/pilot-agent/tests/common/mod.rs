@@ -187,7 +187,14 @@ impl Agent {
         let log = dir.path().join("agent.log");
         let admin_port = free_port();
         let status_port = free_port();
-        let child = Command::new(agent_binary())
+        // In an IPC namespace of its own, as in a pod: Envoy's hot-restart
+        // shared memory is named by the base id and lives there. The base
+        // id is still the admin port, which this Envoy holds: the
+        // hot-restart sockets are abstract, so per network namespace, and
+        // every such agent shares the host's.
+        let child = Command::new("unshare")
+            .args(["--ipc", "--"])
+            .arg(agent_binary())
             .args(["proxy", role, "--envoy-binary"])
             .arg(envoy_binary())
             .arg("--config-dir")

@@ -109,6 +109,18 @@ impl Lab {
         command
     }
 
+    /// A command that runs as in a pod of namespace `ns`: its network
+    /// namespace and an IPC namespace of its own, as Kubernetes gives
+    /// every pod. Envoy's hot-restart shared memory
+    /// (`/dev/shm/envoy_shared_memory_<base id>`) lives in the IPC
+    /// namespace, so sidecars started this way never meet another test's
+    /// Envoy with the same `--base-id`, and keep the default as a pod does.
+    pub(crate) fn exec_pod(&self, ns: &str) -> Command {
+        let mut command = self.exec(ns);
+        command.args(["unshare", "--ipc", "--"]);
+        command
+    }
+
     /// Starts `command` (stdout discarded, stderr inherited), stopped when
     /// the lab drops.
     pub(crate) fn spawn(&mut self, name: &str, command: &mut Command) {
