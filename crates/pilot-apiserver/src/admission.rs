@@ -110,12 +110,12 @@ pub fn validate_review(registry: &KindRegistry, body: &[u8]) -> ReviewAnswer {
             .unwrap_or_default()
     };
     if matches!(text("/operation"), "DELETE" | "CONNECT") {
-        return allowed(uid);
+        return allowed(uid, &[]);
     }
     let (group, kind) = (text("/kind/group"), text("/kind/kind"));
     let Some(schema) = registry.get(kind).filter(|schema| schema.group == group) else {
         // Not a kind pilot serves: not pilot's to judge.
-        return allowed(uid);
+        return allowed(uid, &[]);
     };
     let Some(object) = request.get("object").filter(|o| o.is_object()) else {
         return denied(
@@ -146,7 +146,7 @@ pub fn validate_review(registry: &KindRegistry, body: &[u8]) -> ReviewAnswer {
         FieldValidation::Strict,
         &mut warnings,
     ) {
-        Ok(_) => allowed(uid),
+        Ok(_) => allowed(uid, &warnings),
         Err(mut error) => {
             // A refusal before validation (an unknown field, another kind)
             // does not name the object in the REST API, whose URL does: the
@@ -165,12 +165,18 @@ pub fn validate_review(registry: &KindRegistry, body: &[u8]) -> ReviewAnswer {
     }
 }
 
-fn allowed(uid: &str) -> ReviewAnswer {
+/// An allowing answer; `warnings` (what the object asks for that will not
+/// happen) go in the response's `warnings`, which kubectl prints.
+fn allowed(uid: &str, warnings: &[String]) -> ReviewAnswer {
+    let mut response = json!({"uid": uid, "allowed": true});
+    if !warnings.is_empty() {
+        response["warnings"] = json!(warnings);
+    }
     ReviewAnswer {
         code: StatusCode::OK,
         review: json!({
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "response": {"uid": uid, "allowed": true},
+            "response": response,
         }),
     }
 }

@@ -194,7 +194,7 @@ impl Policy {
         Policy {
             namespace: config.meta.namespace.clone(),
             name: config.meta.name.clone(),
-            selector: spec.selector.as_ref().map(|s| Labels(s.match_labels.clone())),
+            selector: api::WorkloadSelector::labels(spec.selector.as_ref()).map(|s| Labels(s.clone())),
             action: match spec.action {
                 api::Action::Allow => Action::Allow,
                 api::Action::Deny => Action::Deny,

@@ -68,6 +68,46 @@ pub struct TrafficPolicy {
     pub port_level: Vec<PortTrafficPolicy>,
     /// TLS towards the destination.
     pub tls: Option<ClientTls>,
+    /// Slow start of new instances.
+    pub warmup: Option<Warmup>,
+    /// Retries in flight as a share of requests in flight.
+    pub retry_budget: Option<RetryBudget>,
+    /// The PROXY protocol header sent first on each connection: 1 or 2.
+    pub proxy_protocol: Option<u8>,
+}
+
+/// Slow start: a new instance's share of traffic grows over `window`.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct Warmup {
+    /// How long an instance stays in slow start.
+    pub window: Duration,
+    /// The share of its weight it starts with, in percent.
+    pub minimum_percent: Option<f64>,
+    /// How fast the share grows (1: linearly).
+    pub aggression: Option<f64>,
+}
+
+/// A retry budget.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct RetryBudget {
+    /// Retries in flight as a percentage of requests in flight.
+    pub percent: Option<f64>,
+    /// Retries always allowed.
+    pub min_retry_concurrency: Option<u32>,
+    /// Over how long requests count.
+    pub interval: Option<Duration>,
+}
+
+/// HTTP/2 keepalive pings on upstream connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Http2Keepalive {
+    /// Time between pings.
+    pub interval: Option<Duration>,
+    /// How long an unanswered ping waits.
+    pub timeout: Option<Duration>,
 }
 
 impl TrafficPolicy {
@@ -164,6 +204,8 @@ pub struct ConnectionPool {
     pub max_retries: Option<u32>,
     /// Requests per connection.
     pub max_requests_per_connection: Option<u32>,
+    /// HTTP/2 keepalive pings.
+    pub http2_keepalive: Option<Http2Keepalive>,
 }
 
 /// Ejection of instances that keep failing.

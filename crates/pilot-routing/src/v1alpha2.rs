@@ -271,6 +271,7 @@ fn traffic_policy(policy: &DestinationPolicy) -> TrafficPolicy {
         max_retries: cb.http_max_retries.map(count),
         max_requests_per_connection: cb.http_max_requests_per_connection.map(count),
         connect_timeout: None,
+        http2_keepalive: None,
     });
     if cb.http_consecutive_errors.is_some()
         || cb.http_detection_interval.is_some()

@@ -24,8 +24,8 @@ pub struct AuthorizationPolicy {
     #[serde(default)]
     pub action: Action,
     /// A request matches the policy when it matches any rule. An ALLOW
-    /// policy without rules allows nothing; a DENY policy without rules
-    /// denies nothing.
+    /// policy without rules allows nothing; a DENY policy must have rules
+    /// (Istio refuses one without: it would never deny).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<Rule>,
     /// An external authorizer (CUSTOM action; not supported).
@@ -281,6 +281,12 @@ impl ConfigKind for AuthorizationPolicy {
     fn validate(&self, errors: &mut FieldErrors) {
         if let Some(selector) = &self.selector {
             selector.validate(errors, "spec.selector");
+        }
+        if self.action == Action::Deny && self.rules.is_empty() {
+            errors.push(
+                "spec.rules",
+                "a DENY policy without rules is meaningless: it would never deny; add the rules it denies",
+            );
         }
         match self.action {
             Action::Allow | Action::Deny => {}
