@@ -230,6 +230,33 @@ mod tests {
     }
 
     #[test]
+    fn what_will_not_happen_is_allowed_with_warnings_kubectl_prints() {
+        let registry = pilot_api::default_registry();
+        let dr = json!({"group": "networking.istio.io", "version": "v1", "kind": "DestinationRule"});
+        let object = json!({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+            "metadata": {"name": "reviews", "namespace": "default"},
+            "spec": {"host": "reviews", "trafficPolicy": {"loadBalancer": {
+                "localityLbSetting": {"failover": [{"from": "us-east", "to": "us-west"}]}}}}});
+        let answer = validate_review(&registry, &review("CREATE", dr.clone(), object));
+        assert!(answer.allowed());
+        let warnings = answer.review["response"]["warnings"].as_array().unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0]
+                .as_str()
+                .unwrap()
+                .starts_with("spec.trafficPolicy.loadBalancer.localityLbSetting: not applied"),
+            "{warnings:?}"
+        );
+        // Nothing to say: no warnings at all.
+        let plain = json!({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+            "metadata": {"name": "reviews", "namespace": "default"}, "spec": {"host": "reviews"}});
+        let answer = validate_review(&registry, &review("CREATE", dr, plain));
+        assert!(answer.allowed());
+        assert!(answer.review["response"].get("warnings").is_none());
+    }
+
+    #[test]
     fn unreadable_reviews_are_denied_with_the_reason() {
         let registry = pilot_api::default_registry();
         let answer = validate_review(&registry, b"{not json");

@@ -100,7 +100,8 @@ pub use l4::{L4Match, TcpRoute, TlsRoute};
 pub use peer_authentication::PeerAuthentications;
 pub use policy::{
     ClientTls, ConnectionPool, ConsistentHash, Destination, HashKey, Http2Keepalive, LoadBalancer,
-    OutlierDetection, PortTrafficPolicy, RetryBudget, SimpleLb, Subset, TlsMode, TrafficPolicy, Warmup,
+    OutlierDetection, PortTrafficPolicy, RetryBudget, SimpleLb, Subset, TcpKeepalive, TlsMode, TrafficPolicy,
+    Warmup,
 };
 pub use sidecar::{EgressImport, EgressKind, EgressListener, ScopeOrigin, SidecarScope};
 pub use sidecar_ingress::{DefaultEndpoint, InboundLimits, IngressPort, IngressTls, IngressTlsMode};

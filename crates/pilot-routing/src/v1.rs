@@ -26,8 +26,8 @@ use super::{
     ClientTls, ConnectionPool, ConsistentHash, Cors, DirectResponse, Fault, FaultAbort, FaultDelay, HashKey,
     HeaderOperations, Headers, Http2Keepalive, HttpAction, HttpMatch, HttpRoute, L4Match, LoadBalancer,
     MESH_GATEWAY, Mirror, OutlierDetection, PortTrafficPolicy, Redirect, Retries, RetryBudget, Rewrite,
-    RouteDestination, RoutingConfigs, RoutingModel, SimpleLb, StringMatch, TcpRoute, TlsMode, TlsRoute,
-    TrafficPolicy, Warmup, WeightedDestination,
+    RouteDestination, RoutingConfigs, RoutingModel, SimpleLb, StringMatch, TcpKeepalive, TcpRoute, TlsMode,
+    TlsRoute, TrafficPolicy, Warmup, WeightedDestination,
 };
 
 /// Adds what the v1 objects of `configs` say to `model`.
@@ -413,6 +413,17 @@ fn port_policy(
                     interval: k.interval.map(|d| d.as_std()),
                     timeout: k.timeout.map(|d| d.as_std()),
                 }),
+                idle_timeout: http.and_then(|h| h.idle_timeout).map(|d| d.as_std()),
+                max_connection_duration: tcp.and_then(|t| t.max_connection_duration).map(|d| d.as_std()),
+                tcp_keepalive: tcp.and_then(|t| t.tcp_keepalive.as_ref()).map(|k| TcpKeepalive {
+                    probes: k.probes,
+                    time: k.time.map(|d| d.as_std()),
+                    interval: k.interval.map(|d| d.as_std()),
+                }),
+                max_concurrent_streams: http.and_then(|h| h.max_concurrent_streams).map(count),
+                upgrade_to_http2: http.and_then(|h| h.h2_upgrade_policy)
+                    == Some(networking::H2UpgradePolicy::Upgrade),
+                use_client_protocol: http.is_some_and(|h| h.use_client_protocol),
             }
         }),
         outlier_detection: outlier.map(|o| OutlierDetection {
@@ -420,6 +431,10 @@ fn port_policy(
             interval: o.interval.map(|d| d.as_std()),
             base_ejection_time: o.base_ejection_time.map(|d| d.as_std()),
             max_ejection_percent: o.max_ejection_percent.map(count),
+            consecutive_gateway_errors: o.consecutive_gateway_errors,
+            consecutive_local_origin_failures: o.consecutive_local_origin_failures,
+            split_external_local_origin_errors: o.split_external_local_origin_errors,
+            min_health_percent: o.min_health_percent.map(count),
         }),
         port_level: Vec::new(),
         tls: tls.map(|tls| ClientTls {

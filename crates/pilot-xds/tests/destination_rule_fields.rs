@@ -3,8 +3,11 @@
 //! `warmupDurationSecs`) as the balancer's slow start, `retryBudget` as the
 //! circuit breakers' retry budget, `http2KeepAlive` as HTTP/2 keepalive
 //! pings of an HTTP/2 cluster, `proxyProtocol` as the upstream PROXY
-//! protocol transport socket around the cluster's own (TLS included). `localityLbSetting` is accepted with a warning that says
-//! it will not be applied.
+//! protocol transport socket around the cluster's own (TLS included),
+//! outlier detection's gateway and local-origin counts and
+//! `minHealthPercent` (the panic threshold), TCP keepalive, idle timeout,
+//! connection lifetime and HTTP/2 concurrent streams. `localityLbSetting`
+//! is accepted with a warning that says it will not be applied.
 
 mod support;
 
@@ -28,6 +31,14 @@ spec:
       simple: LEAST_REQUEST
       warmup: {duration: 30s, minimumPercent: 5.0, aggression: 2.0}
     retryBudget: {percent: 25.0, minRetryConcurrency: 5}
+    outlierDetection:
+      consecutiveGatewayErrors: 3
+      consecutiveLocalOriginFailures: 2
+      splitExternalLocalOriginErrors: true
+      minHealthPercent: 40
+    connectionPool:
+      tcp: {maxConnectionDuration: 600s, tcpKeepalive: {probes: 4, time: 60s, interval: 15s}}
+      http: {idleTimeout: 30s}
 ---
 apiVersion: networking.istio.io/v1
 kind: DestinationRule
@@ -45,7 +56,7 @@ spec:
   host: greeter
   trafficPolicy:
     connectionPool:
-      http: {http2KeepAlive: {interval: 10s, timeout: 3s}}
+      http: {http2KeepAlive: {interval: 10s, timeout: 3s}, maxConcurrentStreams: 50}
     tls: {mode: SIMPLE, sni: greeter.example.com}
     proxyProtocol: {version: V1}
 ---
@@ -85,7 +96,7 @@ fn destination_rule_fields_reach_envoy_and_envoy_loads_them() {
     let warnings: Vec<String> = parsed.warnings.iter().map(ToString::to_string).collect();
     assert_eq!(warnings.len(), 2, "{warnings:#?}");
     assert!(
-        warnings[0].starts_with("fields.yaml:41:7 spec.trafficPolicy.loadBalancer.warmup: not applied: slow start is for the ROUND_ROBIN and LEAST_REQUEST balancers only"),
+        warnings[0].starts_with("fields.yaml:49:7 spec.trafficPolicy.loadBalancer.warmup: not applied: slow start is for the ROUND_ROBIN and LEAST_REQUEST balancers only"),
         "{warnings:#?}"
     );
     assert!(
@@ -111,6 +122,44 @@ fn destination_rule_fields_reach_envoy_and_envoy_loads_them() {
     assert_eq!(slow.slow_start_window.unwrap().seconds, 30);
     assert_eq!(slow.min_weight_percent.unwrap().value, 5.0);
     assert_eq!(slow.aggression.as_ref().unwrap().default_value, 2.0);
+    // Outlier detection's gateway and local-origin counts, enforced; the
+    // healthy share below which Envoy balances over every instance.
+    let outlier = reviews.outlier_detection.clone().unwrap();
+    assert_eq!(outlier.consecutive_gateway_failure.unwrap().value, 3);
+    assert_eq!(outlier.enforcing_consecutive_gateway_failure.unwrap().value, 100);
+    assert_eq!(outlier.consecutive_local_origin_failure.unwrap().value, 2);
+    assert!(outlier.split_external_local_origin_errors);
+    let panic = reviews
+        .common_lb_config
+        .as_ref()
+        .unwrap()
+        .healthy_panic_threshold
+        .unwrap();
+    assert_eq!(panic.value, 40.0);
+    // TCP keepalive; idle timeout and connection lifetime.
+    let tcp = reviews
+        .upstream_connection_options
+        .as_ref()
+        .unwrap()
+        .tcp_keepalive
+        .unwrap();
+    assert_eq!(
+        (
+            tcp.keepalive_probes.unwrap().value,
+            tcp.keepalive_time.unwrap().value,
+            tcp.keepalive_interval.unwrap().value
+        ),
+        (4, 60, 15)
+    );
+    let options = HttpProtocolOptions::decode(
+        reviews.typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
+            .value
+            .as_slice(),
+    )
+    .unwrap();
+    let common = options.common_http_protocol_options.unwrap();
+    assert_eq!(common.idle_timeout.unwrap().seconds, 30);
+    assert_eq!(common.max_connection_duration.unwrap().seconds, 600);
     let thresholds = &reviews.circuit_breakers.as_ref().unwrap().thresholds[0];
     let budget = thresholds.retry_budget.unwrap();
     assert_eq!(budget.budget_percent.unwrap().value, 25.0);
@@ -155,6 +204,7 @@ fn destination_rule_fields_reach_envoy_and_envoy_loads_them() {
     else {
         panic!("not HTTP/2");
     };
+    assert_eq!(h2.max_concurrent_streams.unwrap().value, 50);
     let keepalive = h2.connection_keepalive.unwrap();
     assert_eq!(keepalive.interval.unwrap().seconds, 10);
     assert_eq!(keepalive.timeout.unwrap().seconds, 3);

@@ -7,13 +7,14 @@
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::cluster::v3::{
-    CircuitBreakers, Cluster, OutlierDetection,
+    CircuitBreakers, Cluster, OutlierDetection, UpstreamConnectionOptions,
     circuit_breakers::{Thresholds, thresholds::RetryBudget},
     cluster,
 };
 use envoy_types::pb::envoy::config::core::v3::{
     Http2ProtocolOptions, HttpProtocolOptions as CoreHttpOptions, KeepaliveSettings, ProxyProtocolConfig,
-    RuntimeDouble, TransportSocket, proxy_protocol_config, transport_socket,
+    RuntimeDouble, TcpKeepalive as CoreTcpKeepalive, TransportSocket, proxy_protocol_config,
+    transport_socket,
 };
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
@@ -145,19 +146,72 @@ pub(crate) fn apply_policy(cluster: &mut Cluster, policy: &TrafficPolicy) {
         }
     }
     if let Some(outlier) = &policy.outlier_detection {
+        // As Istio: a count given is enforced at 100%; gateway errors and
+        // local failures only when asked for.
+        let enforced = |given: Option<u32>| given.map(|_| count(100));
         cluster.outlier_detection = Some(OutlierDetection {
             consecutive_5xx: outlier.consecutive_5xx_errors.map(count),
             interval: outlier.interval.map(duration),
             base_ejection_time: outlier.base_ejection_time.map(duration),
             max_ejection_percent: outlier.max_ejection_percent.map(count),
+            consecutive_gateway_failure: outlier.consecutive_gateway_errors.map(count),
+            enforcing_consecutive_gateway_failure: enforced(outlier.consecutive_gateway_errors),
+            split_external_local_origin_errors: outlier.split_external_local_origin_errors,
+            consecutive_local_origin_failure: outlier.consecutive_local_origin_failures.map(count),
+            enforcing_consecutive_local_origin_failure: enforced(outlier.consecutive_local_origin_failures),
+            ..Default::default()
+        });
+        if let Some(percent) = outlier.min_health_percent {
+            cluster
+                .common_lb_config
+                .get_or_insert_default()
+                .healthy_panic_threshold = Some(Percent {
+                value: f64::from(percent),
+            });
+        }
+    }
+    if let Some(keepalive) = policy.connection_pool.as_ref().and_then(|p| p.tcp_keepalive) {
+        let seconds = |d: Duration| count(u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
+        cluster.upstream_connection_options = Some(UpstreamConnectionOptions {
+            tcp_keepalive: Some(CoreTcpKeepalive {
+                keepalive_probes: keepalive.probes.map(count),
+                keepalive_time: keepalive.time.map(seconds),
+                keepalive_interval: keepalive.interval.map(seconds),
+            }),
             ..Default::default()
         });
     }
-    if let Some(per_connection) = policy
-        .connection_pool
-        .as_ref()
-        .and_then(|p| p.max_requests_per_connection)
-    {
+    if let Some(pool) = &policy.connection_pool {
+        if pool.use_client_protocol {
+            cluster.typed_extension_protocol_options.insert(
+                HTTP_OPTIONS_KEY.into(),
+                any(&HttpProtocolOptions {
+                    upstream_protocol_options: Some(
+                        http_protocol_options::UpstreamProtocolOptions::UseDownstreamProtocolConfig(
+                            http_protocol_options::UseDownstreamHttpConfig {
+                                http2_protocol_options: Some(Http2ProtocolOptions::default()),
+                                ..Default::default()
+                            },
+                        ),
+                    ),
+                    ..Default::default()
+                }),
+            );
+        } else if pool.upgrade_to_http2
+            && !cluster
+                .typed_extension_protocol_options
+                .contains_key(HTTP_OPTIONS_KEY)
+        {
+            use_http2(cluster);
+        }
+    }
+    let common = policy.connection_pool.as_ref().map(|pool| CoreHttpOptions {
+        max_requests_per_connection: pool.max_requests_per_connection.map(count),
+        idle_timeout: pool.idle_timeout.map(duration),
+        max_connection_duration: pool.max_connection_duration.map(duration),
+        ..Default::default()
+    });
+    if let Some(common) = common.filter(|c| *c != CoreHttpOptions::default()) {
         let key = HTTP_OPTIONS_KEY.to_string();
         let mut options = cluster
             .typed_extension_protocol_options
@@ -171,16 +225,20 @@ pub(crate) fn apply_policy(cluster: &mut Cluster, policy: &TrafficPolicy) {
                 ),
                 ..Default::default()
             });
-        options.common_http_protocol_options = Some(CoreHttpOptions {
-            max_requests_per_connection: Some(count(per_connection)),
-            ..Default::default()
-        });
+        options.common_http_protocol_options = Some(common);
         cluster
             .typed_extension_protocol_options
             .insert(key, any(&options));
     }
     if let Some(keepalive) = policy.connection_pool.as_ref().and_then(|p| p.http2_keepalive) {
         http2_keepalive(cluster, keepalive);
+    }
+    if let Some(streams) = policy
+        .connection_pool
+        .as_ref()
+        .and_then(|p| p.max_concurrent_streams)
+    {
+        max_concurrent_streams(cluster, streams);
     }
     if let Some(warmup) = &policy.warmup {
         slow_start(cluster, warmup);
@@ -256,6 +314,24 @@ fn http2_keepalive(cluster: &mut Cluster, keepalive: Http2Keepalive) {
     };
     http2.connection_keepalive = Some(settings);
     *options = any(&decoded);
+}
+
+/// Concurrent streams per connection, on a cluster that speaks HTTP/2.
+fn max_concurrent_streams(cluster: &mut Cluster, streams: u32) {
+    let Some(options) = cluster.typed_extension_protocol_options.get_mut(HTTP_OPTIONS_KEY) else {
+        return;
+    };
+    let Ok(mut decoded) = <HttpProtocolOptions as prost::Message>::decode(options.value.as_slice()) else {
+        return;
+    };
+    if let Some(http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(explicit)) =
+        &mut decoded.upstream_protocol_options
+        && let Some(http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(h2)) =
+            &mut explicit.protocol_config
+    {
+        h2.max_concurrent_streams = Some(UInt32Value { value: streams });
+        *options = any(&decoded);
+    }
 }
 
 /// Sends the PROXY protocol header (`version` 1 or 2) first on every
