@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use authorization_policy::{
-    Action, AuthorizationPolicy, Condition, From, Operation, Rule, Source, To, WHEN_KEYS, from_entry,
-    to_entry,
+    Action, AuthorizationPolicy, Condition, FILTER_METADATA_KEY, From, Operation, Rule, Source, To,
+    WHEN_KEYS, filter_metadata_key, from_entry, to_entry,
 };
 pub use peer_authentication::{MtlsMode, MutualTls, PeerAuthentication};
 
