@@ -12,14 +12,24 @@ use pilot_test_support::{corpus, corpus_files};
 
 /// Documents Istio accepts that pilot refuses: (file, document from 1, a
 /// fragment of the error, why).
-const ACCEPTED_BY_ISTIO_REFUSED_HERE: &[(&str, usize, &str, &str)] = &[(
-    "istio_tests.testdata.networking.ingress-gateway.configs.yaml",
-    1,
-    "metadata.name: \"BACKEND\" is not a DNS-1123 subdomain",
-    "an object name in upper case: pilot serves its objects through a Kubernetes-style API \
+const ACCEPTED_BY_ISTIO_REFUSED_HERE: &[(&str, usize, &str, &str)] = &[
+    (
+        "istio_pkg.config.validation.testdata.crds.authz-valid.yaml",
+        1,
+        "spec.rules[0].to[0].operation.notPaths[4]: the path template \"/not-path/template/{*}\"",
+        "path templates ({*}, {**}) need Envoy's uri_template matcher in RBAC, which the Envoy \
+         pilot is tested with (1.40) aborts on, even in --mode validate; matched literally they \
+         would allow or deny other requests than meant",
+    ),
+    (
+        "istio_tests.testdata.networking.ingress-gateway.configs.yaml",
+        1,
+        "metadata.name: \"BACKEND\" is not a DNS-1123 subdomain",
+        "an object name in upper case: pilot serves its objects through a Kubernetes-style API \
      (kubectl, CRDs), whose names are lower case; Kubernetes refuses this name too (Istio's \
      test reads it from a file)",
-)];
+    ),
+];
 
 /// The upstream rule each refused document breaks (Istio's
 /// `pkg/config/validation`), checked against the error pilot gives: (file

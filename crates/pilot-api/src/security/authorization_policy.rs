@@ -493,6 +493,16 @@ fn validate_operation(errors: &mut FieldErrors, path: &str, operation: &Operatio
                     format!("{path}.{field}[{i}]"),
                     format!("path {value:?} must start with `/` (or be `*`, `*suffix`)"),
                 );
+            } else if value.contains(['{', '}']) {
+                // Istio's path templates need Envoy's uri_template matcher
+                // in RBAC, which the Envoy pilot is tested with aborts on
+                // (even in --mode validate): matching one literally would
+                // allow or deny other requests than meant.
+                crate::primitives::not_supported(
+                    errors,
+                    &format!("{path}.{field}[{i}]"),
+                    &format!("the path template {value:?} ({{*}}, {{**}})"),
+                );
             }
         }
     }
