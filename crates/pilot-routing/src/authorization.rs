@@ -7,6 +7,8 @@
 //! A policy applies to the workloads of its namespace (of the mesh, in
 //! the root namespace) its selector matches.
 
+/// A JWT attribute a condition reads (`request.auth.*`).
+pub use pilot_api::security::AuthAttribute;
 use pilot_api::security::{self as api, AuthorizationPolicy};
 use pilot_model::{Config, Labels};
 
@@ -87,6 +89,10 @@ pub struct Source {
     pub remote_ip_blocks: Vec<String>,
     /// Original client addresses that must not match.
     pub not_remote_ip_blocks: Vec<String>,
+    /// JWT principals, `iss/sub` (HTTP only).
+    pub request_principals: Vec<String>,
+    /// JWT principals that must not match.
+    pub not_request_principals: Vec<String>,
 }
 
 /// What is called: every non-empty list must match.
@@ -146,6 +152,8 @@ pub enum Attribute {
     DestinationPort,
     /// `connection.sni`: the server name the client asked for.
     ConnectionSni,
+    /// `request.auth.*`: what the request's JWT says (HTTP only).
+    Auth(AuthAttribute),
     /// A key validation refuses: matches nothing generated.
     Other(String),
 }
@@ -239,6 +247,8 @@ impl Source {
             not_ip_blocks: source.not_ip_blocks.clone(),
             remote_ip_blocks: source.remote_ip_blocks.clone(),
             not_remote_ip_blocks: source.not_remote_ip_blocks.clone(),
+            request_principals: source.request_principals.clone(),
+            not_request_principals: source.not_request_principals.clone(),
         }
     }
 }
@@ -270,7 +280,10 @@ impl Condition {
             (None, "destination.ip") => Attribute::DestinationIp,
             (None, "destination.port") => Attribute::DestinationPort,
             (None, "connection.sni") => Attribute::ConnectionSni,
-            (None, other) => Attribute::Other(other.to_string()),
+            (None, other) => match AuthAttribute::parse(other) {
+                Ok(auth) => Attribute::Auth(auth),
+                Err(_) => Attribute::Other(other.to_string()),
+            },
         };
         Condition {
             attribute,
