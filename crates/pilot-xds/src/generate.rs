@@ -145,5 +145,8 @@ fn clusters(
         .collect();
     let mut clusters = outbound(captured, &services, model, security);
     clusters.extend(gateway::sni_dnat::clusters(proxy, &services, model));
+    clusters.extend(build::jwt_authn::clusters(build::jwt_authn::edge_policies(
+        proxy, model,
+    )));
     (clusters, assignments)
 }

@@ -22,6 +22,11 @@
 //! `outputClaimToHeaders` claims in headers; the claims Istio treats as
 //! space-delimited (`scope`, `permission`) are lists in the metadata.
 //!
+//! Edge proxies (ingress and router gateways) get the filter on every
+//! HTTP connection manager of their listeners, for the policies that
+//! apply to their namespace and labels; authentication only, since
+//! AuthorizationPolicy is not generated for gateways.
+//!
 //! Keys: an inline `jwks` is the provider's `local_jwks`; a `jwksUri` is
 //! fetched by Envoy (`remote_jwks`, timeout the rule's or 5s) through the
 //! cluster `jwks|PORT||HOST` pilot generates for the URI's host and port:
@@ -36,7 +41,7 @@ use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::{
     DataSource, HttpUri, TransportSocket, data_source, http_uri, transport_socket,
 };
-use envoy_types::pb::envoy::config::listener::v3::{FilterChain, filter};
+use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::{RouteMatch, route_match};
 use envoy_types::pb::envoy::extensions::filters::http::jwt_authn::v3::{
     JwtAuthentication, JwtClaimToHeader, JwtHeader, JwtProvider, JwtRequirement, JwtRequirementOrList,
@@ -52,12 +57,14 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
 use envoy_types::pb::google::protobuf::{Any, Empty};
 use pilot_model::Protocol;
+use pilot_routing::RoutingModel;
 use pilot_routing::request_authentication::{JwksUri, JwtPolicy, JwtRule};
 use prost::{Message, Name};
 
 use super::cluster::{dns_cluster, static_cluster};
 use super::upstream_tls::SYSTEM_CA_BUNDLE;
 use super::util::{any, duration};
+use crate::{Proxy, ProxyType};
 
 /// The JWT authentication filter's name.
 pub const JWT_AUTHN_FILTER: &str = "envoy.filters.http.jwt_authn";
@@ -107,6 +114,36 @@ pub(crate) fn authenticate(chain: &mut FilterChain, policies: &[&JwtPolicy]) {
         },
     );
     config.value = manager.encode_to_vec();
+}
+
+/// The RequestAuthentications that apply to an edge proxy (an ingress or
+/// router): by its namespace (its domain's first label) and labels, as a
+/// `targetRef` to a Kubernetes Gateway selects its pods. None for a
+/// sidecar (its inbound listeners get theirs, `rbac::Authorization`).
+pub(crate) fn edge_policies<'a>(proxy: &Proxy, model: &'a RoutingModel) -> Vec<&'a JwtPolicy> {
+    if proxy.proxy_type == ProxyType::Sidecar {
+        return Vec::new();
+    }
+    let namespace = proxy.domain.split('.').next().unwrap_or_default();
+    model.request_authentication().applying(namespace, &proxy.labels)
+}
+
+/// Puts the JWT filter of the RequestAuthentications applying to the edge
+/// `proxy` into every HTTP connection manager of `listeners`.
+pub(crate) fn authenticate_edge(proxy: &Proxy, model: &RoutingModel, listeners: &mut [Listener]) {
+    let policies = edge_policies(proxy, model);
+    if policies.is_empty() {
+        return;
+    }
+    for listener in listeners {
+        for chain in listener
+            .filter_chains
+            .iter_mut()
+            .chain(listener.default_filter_chain.as_mut())
+        {
+            authenticate(chain, &policies);
+        }
+    }
 }
 
 /// The clusters the remote JWKS of `policies` are fetched through, one
