@@ -314,8 +314,10 @@ fn tokens_are_verified_and_authorized_through_a_real_envoy() {
     let (jwks_port, fetches) = jwks_server(remote_key.jwks());
     // Ports: `open` has no AuthorizationPolicy; `any-token` requires a
     // token; `admins` a `groups` claim holding `admin`; `alice` one
-    // principal.
+    // principal; `patterns` an issuer prefix but a subject suffix;
+    // `nested` a nested claim and an audience.
     let (open, any_token, admins, alice) = (echo_backend(), echo_backend(), echo_backend(), echo_backend());
+    let (patterns, nested) = (echo_backend(), echo_backend());
     let inline_jwks = serde_json::to_string(&inline_key.jwks()).unwrap();
     let mesh = mesh(&format!(
         r#"apiVersion: security.istio.io/v1
@@ -358,6 +360,23 @@ metadata: {{name: alice, namespace: default}}
 spec:
   selector: {{matchLabels: {{port: alice}}}}
   rules: [{{from: [{{source: {{requestPrincipals: ["{REMOTE_ISSUER}/alice"]}}}}]}}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {{name: patterns, namespace: default}}
+spec:
+  selector: {{matchLabels: {{port: patterns}}}}
+  rules: [{{from: [{{source: {{requestPrincipals: ["https://remote.*"], notRequestPrincipals: ["*/bob"]}}}}]}}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {{name: nested, namespace: default}}
+spec:
+  selector: {{matchLabels: {{port: nested}}}}
+  rules:
+  - when:
+    - {{key: "request.auth.claims[realm][roles]", values: [editor]}}
+    - {{key: request.auth.audiences, values: [bookstore]}}
 "#
     ));
     let resources = inbound(
@@ -367,6 +386,8 @@ spec:
             (any_token, &[("app", "reviews"), ("port", "any-token")]),
             (admins, &[("app", "reviews"), ("port", "admins")]),
             (alice, &[("app", "reviews"), ("port", "alice")]),
+            (patterns, &[("app", "reviews"), ("port", "patterns")]),
+            (nested, &[("app", "reviews"), ("port", "nested")]),
         ]),
     );
     let jwks_cluster = format!("jwks|{jwks_port}||127.0.0.1");
@@ -377,8 +398,12 @@ spec:
     );
     let envoy = Envoy::start(&resources);
 
-    let alice_token = remote_key.sign(&claims(REMOTE_ISSUER, "alice", "bookstore", &["admin"]));
-    let bob_token = remote_key.sign(&claims(REMOTE_ISSUER, "bob", "bookstore", &["dev", "ops"]));
+    let mut alice_claims = claims(REMOTE_ISSUER, "alice", "bookstore", &["admin"]);
+    alice_claims["realm"] = serde_json::json!({"roles": ["viewer", "editor"]});
+    let alice_token = remote_key.sign(&alice_claims);
+    let mut bob_claims = claims(REMOTE_ISSUER, "bob", "bookstore", &["dev", "ops"]);
+    bob_claims["realm"] = serde_json::json!({"roles": "viewer"});
+    let bob_token = remote_key.sign(&bob_claims);
     let inline_token = inline_key.sign(&claims(INLINE_ISSUER, "carol", "anyone", &[]));
     let mut expired = claims(REMOTE_ISSUER, "alice", "bookstore", &[]);
     expired["exp"] = serde_json::json!(now() - 600);
@@ -444,6 +469,18 @@ spec:
     // One principal, `iss/sub`.
     envoy.expect(alice, Some(&alice_token), 200, "the principal");
     envoy.expect(alice, Some(&bob_token), 403, "another principal");
+
+    // A principal prefix on the issuer, a suffix on the subject.
+    envoy.expect(patterns, Some(&alice_token), 200, "issuer prefix, not */bob");
+    envoy.expect(patterns, Some(&bob_token), 403, "*/bob");
+    envoy.expect(patterns, Some(&inline_token), 403, "another issuer");
+    envoy.expect(patterns, None, 403, "no token, a principal prefix");
+
+    // A nested claim (a list holding `editor`, or the string itself) and
+    // the audience.
+    envoy.expect(nested, Some(&alice_token), 200, "realm.roles [viewer, editor]");
+    envoy.expect(nested, Some(&bob_token), 403, "realm.roles viewer");
+    envoy.expect(nested, None, 403, "no token, a nested claim");
 }
 
 #[test]
