@@ -3,6 +3,7 @@
 //! | code | severity | needs services | finding |
 //! |---|---|---|---|
 //! | `PLT0310` | warning | no (labels) / yes | a RequestAuthentication's tokens are accepted but never required: no AuthorizationPolicy applying to its workloads requires a request principal, so a request without a token passes |
+//! | `PLT0311` | warning | no | a `targetRef` to a Service, ServiceEntry or GatewayClass: Istio binds those to waypoint proxies, which pilot has none of, so the policy applies to no workload through it |
 //!
 //! A RequestAuthentication only refuses invalid tokens; a request without
 //! one passes unless an AuthorizationPolicy requires it, as Istio's
@@ -34,6 +35,28 @@ pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &
     let all: Option<Vec<Workload>> = services.map(workloads);
     for authentication in typed::<RequestAuthentication>(objects) {
         let spec = &authentication.spec;
+        let targets = spec
+            .target_ref
+            .iter()
+            .map(|t| ("spec.targetRef".to_string(), t))
+            .chain(
+                spec.target_refs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (format!("spec.targetRefs[{i}]"), t)),
+            );
+        for (path, target) in targets.filter(|(_, t)| !t.is_gateway()) {
+            out.push(finding(
+                &authentication,
+                "PLT0311",
+                Severity::Warning,
+                path,
+                format!(
+                    "applies to no workload: a targetRef to {} {:?} binds the policy to waypoint proxies in Istio, and pilot has none; select the workloads with `selector` instead",
+                    target.kind, target.name
+                ),
+            ));
+        }
         if spec.jwt_rules.is_empty() {
             continue;
         }
@@ -224,6 +247,28 @@ spec:
             );
             assert_eq!(found(&text, None), [], "{text}");
         }
+    }
+
+    #[test]
+    fn a_target_ref_to_a_service_applies_to_no_workload() {
+        let text = r#"
+apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {name: waypoint, namespace: default}
+spec:
+  targetRefs:
+  - {group: gateway.networking.k8s.io, kind: Gateway, name: edge}
+  - {kind: Service, name: reviews}
+"#;
+        let mut out = Vec::new();
+        analyze(&objects(text), None, &mut out);
+        let found: Vec<(&str, &str)> = out.iter().map(|f| (f.code, f.path.as_str())).collect();
+        assert_eq!(found, [("PLT0311", "spec.targetRefs[1]")]);
+        assert!(
+            out[0].message.contains("Service \"reviews\""),
+            "{}",
+            out[0].message
+        );
     }
 
     #[test]
