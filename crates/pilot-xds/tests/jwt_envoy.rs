@@ -377,6 +377,7 @@ spec:
   - when:
     - {{key: "request.auth.claims[realm][roles]", values: [editor]}}
     - {{key: request.auth.audiences, values: [bookstore]}}
+    - {{key: "request.auth.claims[scope]", values: [write]}}
 "#
     ));
     let resources = inbound(
@@ -400,9 +401,11 @@ spec:
 
     let mut alice_claims = claims(REMOTE_ISSUER, "alice", "bookstore", &["admin"]);
     alice_claims["realm"] = serde_json::json!({"roles": ["viewer", "editor"]});
+    alice_claims["scope"] = serde_json::json!("read write");
     let alice_token = remote_key.sign(&alice_claims);
     let mut bob_claims = claims(REMOTE_ISSUER, "bob", "bookstore", &["dev", "ops"]);
-    bob_claims["realm"] = serde_json::json!({"roles": "viewer"});
+    bob_claims["realm"] = serde_json::json!({"roles": "editor"});
+    bob_claims["scope"] = serde_json::json!("read rewrite");
     let bob_token = remote_key.sign(&bob_claims);
     let inline_token = inline_key.sign(&claims(INLINE_ISSUER, "carol", "anyone", &[]));
     let mut expired = claims(REMOTE_ISSUER, "alice", "bookstore", &[]);
@@ -476,10 +479,20 @@ spec:
     envoy.expect(patterns, Some(&inline_token), 403, "another issuer");
     envoy.expect(patterns, None, 403, "no token, a principal prefix");
 
-    // A nested claim (a list holding `editor`, or the string itself) and
-    // the audience.
-    envoy.expect(nested, Some(&alice_token), 200, "realm.roles [viewer, editor]");
-    envoy.expect(nested, Some(&bob_token), 403, "realm.roles viewer");
+    // A nested claim (a list holding `editor`, or the string itself), the
+    // audience, and `scope`, space-delimited: a word of it.
+    envoy.expect(
+        nested,
+        Some(&alice_token),
+        200,
+        "realm.roles [viewer, editor], scope \"read write\"",
+    );
+    envoy.expect(
+        nested,
+        Some(&bob_token),
+        403,
+        "realm.roles editor, scope \"read rewrite\"",
+    );
     envoy.expect(nested, None, 403, "no token, a nested claim");
 }
 
