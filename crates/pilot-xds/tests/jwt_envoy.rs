@@ -632,3 +632,47 @@ spec:
         "the Gateway selects ingressgateway only"
     );
 }
+
+#[test]
+fn on_a_tcp_port_jwt_rules_are_http_only() {
+    use pilot_xds::envoy_types::pb::envoy::config::listener::v3::filter::ConfigType;
+    use pilot_xds::envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac;
+    let port = free_port();
+    let mesh = mesh(
+        r#"apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: token-only, namespace: default}
+spec:
+  rules:
+  - from: [{source: {requestPrincipals: ["*"]}}]
+  - when: [{key: "request.auth.claims[groups]", values: [admin]}]
+"#,
+    );
+    let service = Arc::new(Service::new(
+        "reviews.default.svc.cluster.local",
+        vec![Port::new("tcp", port, Protocol::Tcp)],
+    ));
+    let own = vec![ServiceInstance::new(
+        Arc::clone(&service),
+        NetworkEndpoint::new(
+            WORKLOAD.parse::<IpAddr>().unwrap(),
+            port,
+            service.ports[0].clone(),
+        ),
+        Labels::from_pairs([("app", "reviews")]),
+    )];
+    let resources = inbound(&mesh, &own);
+    let filters = &resources.listeners[0].filter_chains[0].filters;
+    assert_eq!(filters[0].name, pilot_xds::NETWORK_RBAC_FILTER);
+    let Some(ConfigType::TypedConfig(any)) = &filters[0].config_type else {
+        panic!("no RBAC configuration")
+    };
+    // Both ALLOW rules need an HTTP request's token: skipped, so the ALLOW
+    // filter allows no connection, as Istio does.
+    let rules = Rbac::decode(any.value.as_slice()).unwrap().rules.unwrap();
+    assert!(rules.policies.is_empty(), "{:?}", rules.policies.keys());
+    assert!(
+        !filters.iter().any(|f| f.name == pilot_xds::JWT_AUTHN_FILTER),
+        "no JWT filter on TCP"
+    );
+}
