@@ -1,7 +1,7 @@
 //! pilot's API kinds and their validation: Istio's networking kinds of
 //! today ([`networking`]: VirtualService, DestinationRule, ServiceEntry,
 //! Gateway, Sidecar, WorkloadEntry), its security kinds ([`security`]:
-//! PeerAuthentication, AuthorizationPolicy) and the v1alpha2 routing kinds
+//! PeerAuthentication, RequestAuthentication, AuthorizationPolicy) and the v1alpha2 routing kinds
 //! of 2017 ([`istio`]: RouteRule, DestinationPolicy, EgressRule,
 //! IngressRule). Each kind is a typed spec implementing
 //! [`pilot_model::ConfigKind`]: a store validates every write with it.

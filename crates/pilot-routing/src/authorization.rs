@@ -7,6 +7,8 @@
 //! A policy applies to the workloads of its namespace (of the mesh, in
 //! the root namespace) its selector matches.
 
+/// A JWT attribute a condition reads (`request.auth.*`).
+pub use pilot_api::security::AuthAttribute;
 use pilot_api::security::{self as api, AuthorizationPolicy};
 use pilot_model::{Config, Labels};
 
@@ -96,6 +98,10 @@ pub struct Source {
     pub trust_domains: Vec<String>,
     /// Trust domains that must not match.
     pub not_trust_domains: Vec<String>,
+    /// JWT principals, `iss/sub` (HTTP only).
+    pub request_principals: Vec<String>,
+    /// JWT principals that must not match.
+    pub not_request_principals: Vec<String>,
 }
 
 /// What is called: every non-empty list must match.
@@ -165,6 +171,8 @@ pub enum Attribute {
         /// The path to the value in its metadata.
         path: Vec<String>,
     },
+    /// `request.auth.*`: what the request's JWT says (HTTP only).
+    Auth(AuthAttribute),
     /// A key validation refuses: matches nothing generated.
     Other(String),
 }
@@ -274,6 +282,8 @@ impl Source {
             not_service_accounts: source.not_service_accounts.clone(),
             trust_domains: source.trust_domains.clone(),
             not_trust_domains: source.not_trust_domains.clone(),
+            request_principals: source.request_principals.clone(),
+            not_request_principals: source.not_request_principals.clone(),
         }
     }
 
@@ -318,9 +328,10 @@ impl Condition {
             (None, "destination.port") => Attribute::DestinationPort,
             (None, "connection.sni") => Attribute::ConnectionSni,
             (None, "source.trustDomain") => Attribute::SourceTrustDomain,
-            (None, other) => match api::filter_metadata_key(other) {
-                Some((filter, path)) => Attribute::FilterMetadata { filter, path },
-                None => Attribute::Other(other.to_string()),
+            (None, other) => match (AuthAttribute::parse(other), api::filter_metadata_key(other)) {
+                (Ok(auth), _) => Attribute::Auth(auth),
+                (_, Some((filter, path))) => Attribute::FilterMetadata { filter, path },
+                _ => Attribute::Other(other.to_string()),
             },
         };
         Condition {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
 use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
-use pilot_api::security::{AuthorizationPolicy, PeerAuthentication};
+use pilot_api::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthentication};
 use pilot_model::{Config, ConfigKind, DynConfig, StoreError};
 
 use super::RoutingConfigs;
@@ -39,6 +39,7 @@ impl RoutingConfigs {
         let sidecars = Held::of(&previous.sidecars);
         let authorization_policies = Held::of(&previous.authorization_policies);
         let peer_authentications = Held::of(&previous.peer_authentications);
+        let request_authentications = Held::of(&previous.request_authentications);
         for config in configs {
             match config.meta.kind.as_str() {
                 RouteRule::KIND => out.route_rules.push(route_rules.typed(config)?),
@@ -55,6 +56,9 @@ impl RoutingConfigs {
                 PeerAuthentication::KIND => {
                     out.peer_authentications.push(peer_authentications.typed(config)?)
                 }
+                RequestAuthentication::KIND => out
+                    .request_authentications
+                    .push(request_authentications.typed(config)?),
                 _ => {}
             }
         }

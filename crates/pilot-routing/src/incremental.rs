@@ -20,7 +20,8 @@
 //! host whose entry may change (the servers of edge proxies are compiled
 //! as a whole).
 //!
-//! The Sidecars, authorization policies and PeerAuthentications are each
+//! The Sidecars, authorization policies, PeerAuthentications and
+//! RequestAuthentications are each
 //! compiled as a whole, again only when one of their objects changed;
 //! otherwise the previous model's are kept.
 
@@ -33,8 +34,8 @@ use pilot_model::{Config, ConfigKind};
 
 use super::v1::resolve;
 use super::{
-    AuthorizationPolicies, MESH_GATEWAY, PeerAuthentications, RoutingConfigs, RoutingModel, Settings,
-    Sidecars,
+    AuthorizationPolicies, MESH_GATEWAY, PeerAuthentications, RequestAuthentications, RoutingConfigs,
+    RoutingModel, Settings, Sidecars,
 };
 
 /// A model compiled from the previous one
@@ -178,6 +179,9 @@ impl RoutingConfigs {
         if !same_objects(&self.peer_authentications, &previous.peer_authentications) {
             model.peer_authentication = Arc::new(PeerAuthentications::compile(self));
         }
+        if !same_objects(&self.request_authentications, &previous.request_authentications) {
+            model.request_authentication = Arc::new(RequestAuthentications::compile(self));
+        }
     }
 
     /// The objects that name a host of `hosts` (with the same settings),
@@ -210,6 +214,7 @@ impl RoutingConfigs {
             sidecars: Vec::new(),
             authorization_policies: Vec::new(),
             peer_authentications: Vec::new(),
+            request_authentications: Vec::new(),
             domain_suffix: self.domain_suffix.clone(),
             root_namespace: self.root_namespace.clone(),
             default_export_to: self.default_export_to.clone(),

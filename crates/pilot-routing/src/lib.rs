@@ -65,7 +65,7 @@ use std::sync::Arc;
 
 use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
 use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
-use pilot_api::security::{AuthorizationPolicy, PeerAuthentication};
+use pilot_api::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthentication};
 use pilot_model::{Config, ConfigKind, DynConfig, Labels, StoreError};
 
 pub mod authorization;
@@ -78,6 +78,7 @@ mod incremental;
 mod l4;
 mod peer_authentication;
 mod policy;
+pub mod request_authentication;
 mod scope;
 mod sidecar;
 mod sidecar_ingress;
@@ -103,6 +104,7 @@ pub use policy::{
     OutlierDetection, PortTrafficPolicy, RetryBudget, SimpleLb, Subset, TcpKeepalive, TlsMode, TrafficPolicy,
     Warmup,
 };
+pub use request_authentication::RequestAuthentications;
 pub use sidecar::{EgressImport, EgressKind, EgressListener, ScopeOrigin, SidecarScope};
 pub use sidecar_ingress::{DefaultEndpoint, InboundLimits, IngressPort, IngressTls, IngressTlsMode};
 
@@ -147,6 +149,9 @@ pub struct RoutingConfigs {
     /// Peer authentications (`security.istio.io`), compiled into
     /// [`PeerAuthentications`].
     pub peer_authentications: Vec<Arc<Config<PeerAuthentication>>>,
+    /// Request authentications (`security.istio.io`), compiled into
+    /// [`RequestAuthentications`].
+    pub request_authentications: Vec<Arc<Config<RequestAuthentication>>>,
     /// The DNS suffix of service hostnames (`svc.cluster.local`).
     pub domain_suffix: String,
     /// The namespace whose selector-less Sidecar is the mesh's default
@@ -177,6 +182,7 @@ impl Default for RoutingConfigs {
             sidecars: Vec::new(),
             authorization_policies: Vec::new(),
             peer_authentications: Vec::new(),
+            request_authentications: Vec::new(),
             domain_suffix: DEFAULT_DOMAIN_SUFFIX.into(),
             root_namespace: DEFAULT_ROOT_NAMESPACE.into(),
             default_export_to: Vec::new(),
@@ -205,6 +211,9 @@ impl RoutingConfigs {
                 PeerAuthentication::KIND => {
                     out.peer_authentications.push(Arc::new(Config::from_dyn(config)?))
                 }
+                RequestAuthentication::KIND => out
+                    .request_authentications
+                    .push(Arc::new(Config::from_dyn(config)?)),
                 _ => {}
             }
         }
@@ -227,6 +236,7 @@ impl RoutingConfigs {
         model.sidecars = Arc::new(Sidecars::compile(self));
         model.authorization = Arc::new(AuthorizationPolicies::compile(self));
         model.peer_authentication = Arc::new(PeerAuthentications::compile(self));
+        model.request_authentication = Arc::new(RequestAuthentications::compile(self));
         model
     }
 }
@@ -265,6 +275,7 @@ pub struct RoutingModel {
     sidecars: Arc<Sidecars>,
     authorization: Arc<AuthorizationPolicies>,
     peer_authentication: Arc<PeerAuthentications>,
+    request_authentication: Arc<RequestAuthentications>,
 }
 
 /// The mesh-wide settings a model was compiled with.
@@ -425,6 +436,11 @@ impl RoutingModel {
     /// The mutual TLS modes of the PeerAuthentications, compiled.
     pub fn peer_authentication(&self) -> &PeerAuthentications {
         &self.peer_authentication
+    }
+
+    /// The RequestAuthentications (JWT rules), compiled.
+    pub fn request_authentication(&self) -> &RequestAuthentications {
+        &self.request_authentication
     }
 
     fn host_mut(&mut self, host: &str) -> &mut HostRoutes {

@@ -109,6 +109,7 @@ impl RoutingModel {
             sidecars: Arc::clone(&self.sidecars),
             authorization: Arc::clone(&self.authorization),
             peer_authentication: Arc::clone(&self.peer_authentication),
+            request_authentication: Arc::clone(&self.request_authentication),
         };
         out.finish();
         out

@@ -398,6 +398,7 @@ fn run_scenario(docs: &[Value]) -> Vec<ApiRequest> {
         "sidecars",
         "peerauthentications",
         "authorizationpolicies",
+        "requestauthentications",
     ];
     write("create", OBJECTS);
     eventually("every routing kind's status to be written", || {

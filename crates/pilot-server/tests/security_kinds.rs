@@ -1,5 +1,6 @@
-//! The security.istio.io kinds over REST: PeerAuthentication and
-//! AuthorizationPolicy are served at v1 and v1beta1, listed by discovery
+//! The security.istio.io kinds over REST: PeerAuthentication,
+//! RequestAuthentication and AuthorizationPolicy are served at v1 and
+//! v1beta1, listed by discovery
 //! with their short names, described by OpenAPI, and a spec that is not an
 //! object is refused with its field path.
 
@@ -57,6 +58,35 @@ async fn security_kinds_are_served() {
     );
     assert_eq!(code, 201, "{created}");
 
+    let request_authentication = json!({
+        "apiVersion": "security.istio.io/v1beta1",
+        "kind": "RequestAuthentication",
+        "metadata": {"name": "jwt"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "reviews"}},
+            "jwtRules": [{"issuer": "https://issuer.test", "jwksUri": "https://issuer.test/jwks.json"}],
+        },
+    });
+    let (code, created) = server.json(
+        "POST",
+        "/apis/security.istio.io/v1beta1/namespaces/default/requestauthentications",
+        Some(&request_authentication),
+    );
+    assert_eq!(code, 201, "{created}");
+    let mut bad = request_authentication.clone();
+    bad["metadata"]["name"] = json!("bad");
+    bad["spec"]["jwtRules"][0]["jwksUri"] = json!("ftp://issuer.test/jwks.json");
+    let (code, status) = server.json(
+        "POST",
+        "/apis/security.istio.io/v1/namespaces/default/requestauthentications",
+        Some(&bad),
+    );
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["details"]["causes"][0]["field"], "spec.jwtRules[0].jwksUri",
+        "{status}"
+    );
+
     let (code, resources) = server.json("GET", "/apis/security.istio.io/v1", None);
     assert_eq!(code, 200, "{resources}");
     let mut short: Vec<(String, String)> = resources["resources"]
@@ -73,8 +103,12 @@ async fn security_kinds_are_served() {
     short.sort();
     assert_eq!(
         short,
-        [("authorizationpolicies", "ap"), ("peerauthentications", "pa")]
-            .map(|(a, b)| (a.to_string(), b.to_string()))
+        [
+            ("authorizationpolicies", "ap"),
+            ("peerauthentications", "pa"),
+            ("requestauthentications", "ra")
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
     );
     let (code, document) = server.json("GET", "/openapi/v3/apis/security.istio.io/v1", None);
     assert_eq!(code, 200, "{document}");

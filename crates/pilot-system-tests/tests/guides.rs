@@ -16,6 +16,7 @@ const RUN: &[&str] = &[
     "agent.md",
     "backend-and-registry.md",
     "capture.md",
+    "end-user-auth.md",
     "gateways.md",
     "grpc.md",
     "injection.md",
@@ -203,6 +204,11 @@ fn guide_mesh_example() {
 #[test]
 fn guide_mtls() {
     run("mtls.md");
+}
+
+#[test]
+fn guide_end_user_auth() {
+    run("end-user-auth.md");
 }
 
 #[test]

@@ -87,8 +87,12 @@ pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfi
     if proxy.proxy_type != ProxyType::Sidecar || !proxy.capture.captures() {
         return Resources::default();
     }
+    let authorization = build::rbac::Authorization::new(mesh.model().authorization(), proxy)
+        .with_authentication(mesh.model().request_authentication());
+    let mut clusters = build::clusters::inbound(own);
+    clusters.extend(authorization.jwks_clusters(own));
     Resources {
-        clusters: build::clusters::inbound(own),
+        clusters,
         listeners: sidecar::inbound::listeners(
             own,
             |instance| {
@@ -100,7 +104,7 @@ pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfi
                     None => pilot_routing::MtlsMode::Disable,
                 }
             },
-            &build::rbac::Authorization::new(mesh.model().authorization(), proxy),
+            &authorization,
         ),
         ..Default::default()
     }
@@ -141,5 +145,8 @@ fn clusters(
         .collect();
     let mut clusters = outbound(captured, &services, model, security);
     clusters.extend(gateway::sni_dnat::clusters(proxy, &services, model));
+    clusters.extend(build::jwt_authn::clusters(build::jwt_authn::edge_policies(
+        proxy, model,
+    )));
     (clusters, assignments)
 }

@@ -18,9 +18,10 @@ use super::recompile::PushRules;
 
 /// The kinds a push is generated from (the routing configuration, compiled
 /// into the routing model, the PeerAuthentications that decide mutual
-/// TLS and the authorization policies of inbound listeners): the kinds
+/// TLS, the authorization policies and the RequestAuthentications of
+/// inbound listeners): the kinds
 /// whose objects get a distribution status.
-pub const PUSHED_KINDS: [&str; 10] = [
+pub const PUSHED_KINDS: [&str; 11] = [
     "RouteRule",
     "DestinationPolicy",
     "EgressRule",
@@ -31,6 +32,7 @@ pub const PUSHED_KINDS: [&str; 10] = [
     "Sidecar",
     "PeerAuthentication",
     "AuthorizationPolicy",
+    "RequestAuthentication",
 ];
 
 /// One push: the routing configuration and the registry's state, both
@@ -152,7 +154,7 @@ mod tests {
     fn pushed_kinds_are_the_istio_routing_and_security_kinds() {
         use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
         use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
-        use pilot_api::security::{AuthorizationPolicy, PeerAuthentication};
+        use pilot_api::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthentication};
         use pilot_model::ConfigKind;
         assert_eq!(
             super::PUSHED_KINDS,
@@ -167,6 +169,7 @@ mod tests {
                 Sidecar::KIND,
                 PeerAuthentication::KIND,
                 AuthorizationPolicy::KIND,
+                RequestAuthentication::KIND,
             ]
         );
     }

@@ -99,10 +99,12 @@ pub struct Source {
     /// Identities that must not match.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_principals: Vec<String>,
-    /// JWT principals (not supported: needs RequestAuthentication).
+    /// JWT principals, `<iss>/<sub>` of a token a RequestAuthentication
+    /// accepted; `*` and prefix or suffix `*` allowed (`*`: any token).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub request_principals: Vec<String>,
-    /// Not supported, as `requestPrincipals`.
+    /// JWT principals that must not match (a request without a token
+    /// has none, and matches).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_request_principals: Vec<String>,
     /// The peer's namespaces (mutual TLS).
@@ -177,7 +179,9 @@ pub struct Operation {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Condition {
-    /// The attribute: one of [`WHEN_KEYS`], or `request.headers[NAME]`.
+    /// The attribute: one of [`WHEN_KEYS`], `request.headers[NAME]`, or
+    /// a JWT attribute (`request.auth.principal`, `.audiences`,
+    /// `.presenter`, `.claims[NAME]`, nested `.claims[A][B]`).
     pub key: String,
     /// Values any of which must match.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -245,14 +249,25 @@ impl AuthorizationPolicy {
 }
 
 impl Rule {
-    /// The fields of this rule only an HTTP request has (`to.operation`
-    /// hosts, methods, paths and their `not` lists; `when` on
-    /// `request.headers[...]`), as field paths under `at`
+    /// The fields of this rule only an HTTP request has (`from.source`
+    /// request principals, `to.operation` hosts, methods, paths and their
+    /// `not` lists; `when` on `request.*`), as field paths under `at`
     /// (`spec.rules[i]`). A TCP connection never matches them: on a TCP
     /// port an ALLOW rule using them is skipped, and a DENY rule is kept
     /// without them (so it denies more, never less), as Istio does.
     pub fn http_only_fields(&self, at: &str) -> Vec<String> {
         let mut found = Vec::new();
+        for (entry, from) in self.from.iter().flatten().enumerate() {
+            let Some(source) = &from.source else { continue };
+            for (field, values) in [
+                ("requestPrincipals", &source.request_principals),
+                ("notRequestPrincipals", &source.not_request_principals),
+            ] {
+                if !values.is_empty() {
+                    found.push(format!("{at}.from[{entry}].source.{field}"));
+                }
+            }
+        }
         for (entry, to) in self.to.iter().flatten().enumerate() {
             let Some(operation) = &to.operation else { continue };
             for (field, values) in operation.http_only() {
@@ -442,13 +457,6 @@ fn validate_source(errors: &mut FieldErrors, path: &str, source: &Source) {
     }
     for (field, values) in lists {
         check_values(errors, &format!("{path}.{field}"), values);
-        if field.contains("equestPrincipals") && !values.is_empty() {
-            crate::primitives::not_supported(
-                errors,
-                &format!("{path}.{field}"),
-                "a request principal (JWT, needs RequestAuthentication)",
-            );
-        }
         if field.contains("pBlocks") || field.contains("IpBlocks") {
             for (i, value) in values.iter().enumerate() {
                 if let Err(message) = cidr(value) {
@@ -520,11 +528,9 @@ fn validate_condition(errors: &mut FieldErrors, path: &str, condition: &Conditio
             errors.push(format!("{path}.key"), "request.headers[] needs a header name");
         }
     } else if key.starts_with("request.auth.") {
-        crate::primitives::not_supported(
-            errors,
-            &format!("{path}.key"),
-            &format!("{key} (JWT, needs RequestAuthentication)"),
-        );
+        if let Err(message) = super::jwt_keys::check_key(key) {
+            errors.push(format!("{path}.key"), message);
+        }
     } else if key.starts_with(FILTER_METADATA_KEY) {
         if filter_metadata_key(key).is_none() {
             errors.push(

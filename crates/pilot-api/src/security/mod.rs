@@ -1,22 +1,27 @@
 //! Istio's security kinds (group `security.istio.io`, version `v1`):
 //! [`PeerAuthentication`] (which mutual TLS a workload's inbound traffic
-//! needs) and [`AuthorizationPolicy`] (who may call it), with Istio's
+//! needs), [`RequestAuthentication`] (which JSON Web Tokens its requests
+//! may carry) and [`AuthorizationPolicy`] (who may call it), with Istio's
 //! validation (`pkg/config/validation`).
 //!
-//! Fields the data plane cannot honour here (AUDIT and CUSTOM actions,
-//! request-authentication attributes, which need a RequestAuthentication
-//! kind) are rejected as "not supported", never silently ignored.
+//! Fields the data plane cannot honour here are rejected as "not
+//! supported", never silently ignored.
 //!
 //! ```
 //! use pilot_model::KindRegistry;
 //! use pilot_api::security;
 //! let registry = KindRegistry::new();
 //! security::register(&registry).unwrap();
-//! assert_eq!(registry.kinds(), ["AuthorizationPolicy", "PeerAuthentication"]);
+//! assert_eq!(
+//!     registry.kinds(),
+//!     ["AuthorizationPolicy", "PeerAuthentication", "RequestAuthentication"]
+//! );
 //! ```
 
 mod authorization_policy;
+mod jwt_keys;
 mod peer_authentication;
+mod request_authentication;
 
 use std::collections::BTreeMap;
 
@@ -26,7 +31,12 @@ pub use authorization_policy::{
     Action, AuthorizationPolicy, Condition, FILTER_METADATA_KEY, From, Operation, Rule, Source, To,
     WHEN_KEYS, filter_metadata_key, from_entry, to_entry,
 };
+pub use jwt_keys::AuthAttribute;
 pub use peer_authentication::{MtlsMode, MutualTls, PeerAuthentication};
+pub use request_authentication::{
+    ClaimToHeader, GATEWAY_API_GROUP, GATEWAY_NAME_LABEL, JwksUri, JwtHeader, JwtRule, PolicyTargetReference,
+    RequestAuthentication, check_jwks,
+};
 
 use pilot_model::{FieldErrors, KindRegistry, StoreError};
 
@@ -35,9 +45,11 @@ pub const GROUP: &str = "security.istio.io";
 /// The API version served for them.
 pub const VERSION: &str = "v1";
 
-/// Registers [`PeerAuthentication`] and [`AuthorizationPolicy`].
+/// Registers [`PeerAuthentication`], [`RequestAuthentication`] and
+/// [`AuthorizationPolicy`].
 pub fn register(registry: &KindRegistry) -> Result<(), StoreError> {
     registry.register::<PeerAuthentication>()?;
+    registry.register::<RequestAuthentication>()?;
     registry.register::<AuthorizationPolicy>()
 }
 
@@ -88,5 +100,7 @@ impl WorkloadSelector {
     }
 }
 
+#[cfg(test)]
+mod jwt_tests;
 #[cfg(test)]
 mod tests;

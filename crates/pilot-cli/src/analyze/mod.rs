@@ -14,14 +14,16 @@
 //!
 //! The networking.istio.io kinds have their own checks (`PLT02xx`,
 //! [`networking`], [`service_entries`]), Sidecars theirs ([`sidecar`]),
-//! AuthorizationPolicy and PeerAuthentication too (`PLT03xx`, [`security`],
-//! [`peer_authentication`]).
+//! AuthorizationPolicy, PeerAuthentication and RequestAuthentication too
+//! (`PLT03xx`, [`security`], [`peer_authentication`],
+//! [`request_authentication`]).
 //!
 //! Rules for a service are tried highest precedence first, ties by
 //! namespace then name, as pilot-xds orders them.
 
 mod networking;
 mod peer_authentication;
+mod request_authentication;
 mod security;
 mod service_entries;
 mod sidecar;
@@ -107,6 +109,7 @@ pub(crate) fn analyze(objects: &[DynConfig], services: Option<&Services>, domain
     service_entries::analyze(objects, &mut out);
     security::analyze(objects, services, &mut out);
     peer_authentication::analyze(objects, services, domain, &mut out);
+    request_authentication::analyze(objects, services, &mut out);
     out.sort_by(|a, b| {
         (&a.kind, &a.namespace, &a.name, a.code, &a.path).cmp(&(
             &b.kind,

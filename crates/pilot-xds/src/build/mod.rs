@@ -23,6 +23,7 @@ pub(crate) mod clusters;
 pub(crate) mod downstream_tls;
 pub(crate) mod egress;
 pub(crate) mod hash_policy;
+pub(crate) mod jwt_authn;
 pub(crate) mod l4;
 pub(crate) mod listeners;
 pub(crate) mod rbac;

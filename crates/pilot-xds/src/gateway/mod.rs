@@ -91,6 +91,7 @@ pub(crate) fn listeners(
         }
         plan.listeners.push(out);
     }
+    crate::build::jwt_authn::authenticate_edge(proxy, model, &mut plan.listeners);
 }
 
 /// Whether `server`'s connections end in an HTTP connection manager after

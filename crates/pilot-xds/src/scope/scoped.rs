@@ -86,7 +86,9 @@ pub fn generate_scoped_inbound(
         generate_inbound(proxy, own, mesh)
     } else {
         let namespace = proxy.domain.split('.').next().unwrap_or_default();
-        let (clusters, listeners) = crate::sidecar::ingress::ingress_listeners(
+        let authorization = crate::build::rbac::Authorization::new(mesh.model().authorization(), proxy)
+            .with_authentication(mesh.model().request_authentication());
+        let (mut clusters, listeners) = crate::sidecar::ingress::ingress_listeners(
             proxy,
             own,
             &listeners.ingress,
@@ -94,8 +96,9 @@ pub fn generate_scoped_inbound(
                 Some(security) => security.mtls_mode(namespace, labels, port),
                 None => pilot_routing::MtlsMode::Disable,
             },
-            &crate::build::rbac::Authorization::new(mesh.model().authorization(), proxy),
+            &authorization,
         );
+        clusters.extend(authorization.jwks_clusters(own));
         Resources {
             clusters,
             listeners,

@@ -272,6 +272,7 @@ pub(crate) fn proxy_namespace(proxy: &Proxy) -> String {
 fn same_security(before: &RoutingModel, after: &RoutingModel) -> bool {
     before.peer_authentication() == after.peer_authentication()
         && before.authorization() == after.authorization()
+        && before.request_authentication() == after.request_authentication()
 }
 
 /// The hosts a batch touched between two pushes' models and registry

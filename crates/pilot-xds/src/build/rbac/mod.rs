@@ -42,10 +42,11 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 };
 use envoy_types::pb::google::protobuf::{Any, UInt32Value};
 use pilot_model::Labels;
-use pilot_routing::AuthorizationPolicies;
 use pilot_routing::authorization::{
     Action, Attribute, Condition, Operation, Policy as AuthzPolicy, Rule, Source,
 };
+use pilot_routing::request_authentication::JwtPolicy;
+use pilot_routing::{AuthorizationPolicies, RequestAuthentications};
 use prost::{Message, Name};
 
 use crate::Proxy;
@@ -62,6 +63,9 @@ const SPIFFE: &str = "spiffe://";
 /// one workload namespace.
 pub(crate) struct Authorization<'a> {
     policies: &'a AuthorizationPolicies,
+    /// The RequestAuthentications, whose `jwt_authn` filter goes before
+    /// the RBAC filters (`build/jwt_authn.rs`).
+    authentication: Option<&'a RequestAuthentications>,
     namespace: &'a str,
     labels: &'a Labels,
 }
@@ -74,15 +78,56 @@ impl<'a> Authorization<'a> {
         let namespace = proxy.domain.split('.').next().unwrap_or_default();
         Authorization {
             policies,
+            authentication: None,
             namespace,
             labels: &proxy.labels,
         }
     }
 
+    /// With the JWT filter of `authentication` on HTTP listeners.
+    pub(crate) fn with_authentication(mut self, authentication: &'a RequestAuthentications) -> Self {
+        self.authentication = Some(authentication);
+        self
+    }
+
+    /// The RequestAuthentications that apply to a workload carrying
+    /// `labels` (and the proxy's).
+    pub(crate) fn authentication_for(&self, labels: &Labels) -> Vec<&'a JwtPolicy> {
+        let mut labels_of_workload = self.labels.clone();
+        labels_of_workload.0.extend(labels.0.clone());
+        match self.authentication {
+            Some(authentication) => authentication.applying(self.namespace, &labels_of_workload),
+            None => Vec::new(),
+        }
+    }
+
+    /// The clusters of the remote JWKS of the RequestAuthentications that
+    /// apply to the workloads of `own` (of the proxy, without instances).
+    pub(crate) fn jwks_clusters(
+        &self,
+        own: &[pilot_model::ServiceInstance],
+    ) -> Vec<envoy_types::pb::envoy::config::cluster::v3::Cluster> {
+        let mut policies: Vec<&JwtPolicy> = own
+            .iter()
+            .flat_map(|instance| self.authentication_for(&instance.labels))
+            .collect();
+        if own.is_empty() {
+            policies = self.authentication_for(&Labels::default());
+        }
+        crate::build::jwt_authn::clusters(policies)
+    }
+
     /// Puts the RBAC filters of the policies that apply to a workload
     /// carrying `labels` into its inbound filter `chain` (an HTTP
-    /// connection manager's, or a TCP proxy's); nothing when none applies.
+    /// connection manager's, or a TCP proxy's), then, on HTTP, the JWT
+    /// filter of the RequestAuthentications before them; nothing when
+    /// none applies.
     pub(crate) fn secure(&self, chain: &mut FilterChain, labels: &Labels) {
+        self.authorize(chain, labels);
+        crate::build::jwt_authn::authenticate(chain, &self.authentication_for(labels));
+    }
+
+    fn authorize(&self, chain: &mut FilterChain, labels: &Labels) {
         let mut labels_of_workload = self.labels.clone();
         labels_of_workload.0.extend(labels.0.clone());
         let applying: Vec<&AuthzPolicy> = self
@@ -169,7 +214,10 @@ pub(crate) fn policy(rule: &Rule, tcp: bool) -> Policy {
         permissions.push(any_rule(entries));
     }
     if let Some(from) = &rule.from {
-        let entries: Vec<Principal> = from.iter().map(|source| all_ids(source_ids(source))).collect();
+        let entries: Vec<Principal> = from
+            .iter()
+            .map(|source| all_ids(source_ids(source, tcp)))
+            .collect();
         principals.push(any_id(entries));
     }
     for condition in &rule.when {
@@ -219,8 +267,9 @@ fn operation_rules(operation: &Operation, tcp: bool) -> Vec<Permission> {
     rules
 }
 
-/// The fields of a source, each an identifier.
-fn source_ids(source: &Source) -> Vec<Principal> {
+/// The fields of a source, each an identifier (the JWT principals, HTTP
+/// only, left out on `tcp`).
+fn source_ids(source: &Source, tcp: bool) -> Vec<Principal> {
     let mut ids = Vec::new();
     let mut field = |values: &[String], negate: bool, make: &dyn Fn(&str) -> Principal| {
         if values.is_empty() {
@@ -241,6 +290,10 @@ fn source_ids(source: &Source) -> Vec<Principal> {
     field(&source.not_service_accounts, true, &peer_service_account);
     field(&source.trust_domains, false, &peer_trust_domain);
     field(&source.not_trust_domains, true, &peer_trust_domain);
+    if !tcp {
+        field(&source.request_principals, false, &jwt::request_principal);
+        field(&source.not_request_principals, true, &jwt::request_principal);
+    }
     ids
 }
 
@@ -298,6 +351,7 @@ fn condition_match(condition: &Condition) -> Option<Match> {
             rule: Some(permission::Rule::DestinationIp(cidr(value))),
         }),
         Attribute::DestinationPort => rules(&port),
+        Attribute::Auth(attribute) => ids(&|value| jwt::condition(attribute, value)),
         Attribute::ConnectionSni => rules(&|value| Permission {
             rule: Some(permission::Rule::RequestedServerName(string_match(
                 value, "", false,
@@ -606,5 +660,6 @@ fn length_delimited(tag: u32, bytes: &[u8]) -> Vec<u8> {
     out
 }
 
+mod jwt;
 #[cfg(test)]
 mod tests;
