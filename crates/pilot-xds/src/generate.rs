@@ -100,7 +100,7 @@ pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfi
                     None => pilot_routing::MtlsMode::Disable,
                 }
             },
-            &build::rbac::Authorization::new(mesh.model().authorization(), proxy),
+            &build::rbac::Authorization::new(mesh, proxy),
         ),
         ..Default::default()
     }

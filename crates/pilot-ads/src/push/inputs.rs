@@ -101,7 +101,9 @@ impl PushObjects {
         .map_err(bad)?;
         configs.root_namespace = like.configs.root_namespace.clone();
         configs.default_export_to = like.configs.default_export_to.clone();
-        Ok(PushRules::compile(configs, like.mesh.trust_domain()))
+        let mut rules = PushRules::compile(configs, like.mesh.trust_domain());
+        rules.mesh = rules.mesh.with_settings_of(&like.mesh);
+        Ok(rules)
     }
 }
 

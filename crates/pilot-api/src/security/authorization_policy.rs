@@ -28,9 +28,21 @@ pub struct AuthorizationPolicy {
     /// denies nothing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<Rule>,
-    /// An external authorizer (CUSTOM action; not supported).
+    /// The external authorizer of a CUSTOM policy: an extension provider
+    /// of the mesh config (`extensionProviders`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<serde_json::Value>,
+    pub provider: Option<Provider>,
+}
+
+/// The external authorizer a CUSTOM policy delegates to (Istio's
+/// `AuthorizationPolicy.ExtensionProvider`).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Provider {
+    /// The name of an extension provider of the mesh config.
+    #[serde(default)]
+    pub name: String,
 }
 
 /// What a matching request gets.
@@ -43,9 +55,12 @@ pub enum Action {
     Allow,
     /// Denied (403, `RBAC: access denied`).
     Deny,
-    /// Logged (not supported).
+    /// Logged: Envoy's RBAC filter with action LOG marks the matching
+    /// requests for audit (`access_log_hint` in its dynamic metadata and
+    /// its `logged` statistic); it never decides.
     Audit,
-    /// Decided by an external authorizer (not supported).
+    /// Decided by the external authorizer `provider` names, consulted for
+    /// the matching requests only, before DENY and ALLOW policies.
     Custom,
 }
 
@@ -282,17 +297,7 @@ impl ConfigKind for AuthorizationPolicy {
         if let Some(selector) = &self.selector {
             selector.validate(errors, "spec.selector");
         }
-        match self.action {
-            Action::Allow | Action::Deny => {}
-            Action::Audit | Action::Custom => crate::primitives::not_supported(
-                errors,
-                "spec.action",
-                &format!("action {}", format!("{:?}", self.action).to_uppercase()),
-            ),
-        }
-        if self.provider.is_some() && self.action != Action::Custom {
-            errors.push("spec.provider", "a provider is only for the CUSTOM action");
-        }
+        crate::security::custom::validate(self, errors);
         for (index, rule) in self.rules.iter().enumerate() {
             validate_rule(errors, index, rule);
         }

@@ -94,7 +94,7 @@ pub fn generate_scoped_inbound(
                 Some(security) => security.mtls_mode(namespace, labels, port),
                 None => pilot_routing::MtlsMode::Disable,
             },
-            &crate::build::rbac::Authorization::new(mesh.model().authorization(), proxy),
+            &crate::build::rbac::Authorization::new(mesh, proxy),
         );
         Resources {
             clusters,

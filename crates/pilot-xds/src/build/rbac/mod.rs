@@ -41,13 +41,15 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 };
 use envoy_types::pb::google::protobuf::{Any, UInt32Value};
 use pilot_model::Labels;
-use pilot_routing::AuthorizationPolicies;
 use pilot_routing::authorization::{
     Action, Attribute, Condition, Operation, Policy as AuthzPolicy, Rule, Source,
 };
+use pilot_routing::{AuthorizationPolicies, ExtensionProviders};
 use prost::{Message, Name};
 
-use crate::Proxy;
+use crate::{MeshConfig, Proxy};
+
+mod custom;
 
 /// The HTTP RBAC filter's name.
 pub const HTTP_RBAC_FILTER: &str = "envoy.filters.http.rbac";
@@ -61,18 +63,21 @@ const SPIFFE: &str = "spiffe://";
 /// one workload namespace.
 pub(crate) struct Authorization<'a> {
     policies: &'a AuthorizationPolicies,
+    providers: &'a ExtensionProviders,
     namespace: &'a str,
     labels: &'a Labels,
 }
 
 impl<'a> Authorization<'a> {
-    /// The `policies` as they apply to the workloads of `proxy`: in its
-    /// namespace (the first label of its domain), with its labels and its
-    /// instances' own (mesh-wide ones included).
-    pub(crate) fn new(policies: &'a AuthorizationPolicies, proxy: &'a Proxy) -> Self {
+    /// The policies of `mesh` as they apply to the workloads of `proxy`:
+    /// in its namespace (the first label of its domain), with its labels
+    /// and its instances' own (mesh-wide ones included); CUSTOM ones with
+    /// the mesh's extension providers.
+    pub(crate) fn new(mesh: &'a MeshConfig, proxy: &'a Proxy) -> Self {
         let namespace = proxy.domain.split('.').next().unwrap_or_default();
         Authorization {
-            policies,
+            policies: mesh.model().authorization(),
+            providers: mesh.extension_providers(),
             namespace,
             labels: &proxy.labels,
         }
@@ -101,22 +106,29 @@ impl<'a> Authorization<'a> {
             let Ok(mut manager) = HttpConnectionManager::decode(config.value.as_slice()) else {
                 return;
             };
-            let filters = rules(&applying, false)
-                .into_iter()
-                .map(|(action, policies)| HttpFilter {
-                    name: HTTP_RBAC_FILTER.into(),
-                    config_type: Some(http_filter::ConfigType::TypedConfig(http_rbac(action, &policies))),
-                    ..Default::default()
-                });
-            manager.http_filters.splice(0..0, filters);
+            let mut filters = custom::http_filters(&applying, self.providers);
+            filters.extend(
+                rules(&applying, false)
+                    .into_iter()
+                    .map(|(action, policies)| HttpFilter {
+                        name: HTTP_RBAC_FILTER.into(),
+                        config_type: Some(http_filter::ConfigType::TypedConfig(http_rbac(action, &policies))),
+                        ..Default::default()
+                    }),
+            );
+            let at = custom::http_insertion_point(&manager.http_filters);
+            manager.http_filters.splice(at..at, filters);
             config.value = manager.encode_to_vec();
         } else {
-            let filters = rules(&applying, true)
-                .into_iter()
-                .map(|(action, policies)| Filter {
-                    name: NETWORK_RBAC_FILTER.into(),
-                    config_type: Some(filter::ConfigType::TypedConfig(network_rbac(action, &policies))),
-                });
+            let mut filters = custom::network_filters(&applying, self.providers);
+            filters.extend(
+                rules(&applying, true)
+                    .into_iter()
+                    .map(|(action, policies)| Filter {
+                        name: NETWORK_RBAC_FILTER.into(),
+                        config_type: Some(filter::ConfigType::TypedConfig(network_rbac(action, &policies))),
+                    }),
+            );
             chain.filters.splice(0..0, filters);
         }
     }
@@ -133,7 +145,7 @@ pub(crate) fn rules(applying: &[&AuthzPolicy], tcp: bool) -> Vec<(rbac::Action, 
         let target = match config.action {
             Action::Deny => &mut deny,
             Action::Allow => allow.get_or_insert_default(),
-            // Refused by validation; never allowed through a filter.
+            // Their own filters, before these (`custom.rs`).
             _ => continue,
         };
         for (index, rule) in config.rules.iter().enumerate() {
