@@ -15,11 +15,13 @@
 //! The networking.istio.io kinds have their own checks (`PLT02xx`,
 //! [`networking`], [`service_entries`]), Sidecars theirs ([`sidecar`]),
 //! AuthorizationPolicy and PeerAuthentication too (`PLT03xx`, [`security`],
-//! [`peer_authentication`]).
+//! [`peer_authentication`]; CUSTOM providers against `--mesh-config`,
+//! [`custom`]).
 //!
 //! Rules for a service are tried highest precedence first, ties by
 //! namespace then name, as pilot-xds orders them.
 
+pub(crate) mod custom;
 mod networking;
 mod peer_authentication;
 mod security;
