@@ -77,6 +77,7 @@ pub async fn run(
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), StartError> {
     let mut checked = check(&args)?;
+    let providers = crate::mesh_config::extension_providers(&args)?;
     let listeners = bind(&args, checked.tls.clone())?;
     let bound = listeners.bound;
     let mut opened = open(&args, bound).await?;
@@ -84,7 +85,6 @@ pub async fn run(
     let services_file = opened.services_file.take();
     let (controller, config_events) = start_controller(Arc::clone(&opened.backend), args.max_body_bytes);
     opened.discovery = with_service_entries(opened.discovery, &controller);
-    let providers = crate::mesh_config::extension_providers(&args)?;
     let xds = build_ads(&args, &controller, &opened.discovery, providers);
     let (closing, shutdown_rx) = watch::channel(false);
     let shared = assemble(&checked, opened, controller, xds, bound, shutdown_rx);

@@ -16,6 +16,7 @@ const RUN: &[&str] = &[
     "agent.md",
     "backend-and-registry.md",
     "capture.md",
+    "external-authorization.md",
     "gateways.md",
     "grpc.md",
     "injection.md",
@@ -178,6 +179,11 @@ fn guide_backend_and_registry() {
 #[test]
 fn guide_capture() {
     run("capture.md");
+}
+
+#[test]
+fn guide_external_authorization() {
+    run("external-authorization.md");
 }
 
 #[test]
