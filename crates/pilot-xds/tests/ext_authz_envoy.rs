@@ -622,3 +622,149 @@ spec:
     }
     assert!(log.lines().any(|l| l == "/custom/1 audit=false"), "{log}");
 }
+
+/// Each listener's filters (the HTTP connection manager's HTTP filters),
+/// by name.
+fn filter_names(resources: &Resources) -> Vec<(String, Vec<String>)> {
+    resources
+        .listeners
+        .iter()
+        .map(|listener| {
+            let filters = &listener.filter_chains[0].filters;
+            let names = match &filters[0].config_type {
+                Some(filter::ConfigType::TypedConfig(any))
+                    if any.type_url == HttpConnectionManager::type_url() =>
+                {
+                    HttpConnectionManager::decode(any.value.as_slice())
+                        .unwrap()
+                        .http_filters
+                        .iter()
+                        .map(|f| f.name.clone())
+                        .collect()
+                }
+                _ => filters.iter().map(|f| f.name.clone()).collect(),
+            };
+            (listener.name.clone(), names)
+        })
+        .collect()
+}
+
+#[test]
+fn envoy_loads_every_provider_field_in_istios_filter_order() {
+    let (http_port, tcp_port) = (free_port(), free_port());
+    let registry = registry(&[
+        (HTTP_AUTHZ, 8000, Protocol::Http),
+        (GRPC_AUTHZ, 9000, Protocol::Grpc),
+    ]);
+    let mesh = mesh(
+        r#"metadata: {name: audit, namespace: default}
+spec:
+  action: AUDIT
+  rules: [{to: [{operation: {methods: [GET]}}]}]
+---
+metadata: {name: by-http, namespace: default}
+spec:
+  action: CUSTOM
+  provider: {name: http}
+  rules: [{to: [{operation: {paths: ["/admin/*"]}}], when: [{key: "request.headers[x-a]", values: ["b"]}]}]
+---
+metadata: {name: by-grpc, namespace: default}
+spec:
+  action: CUSTOM
+  provider: {name: grpc}
+  rules: [{from: [{source: {ipBlocks: ["10.0.0.0/8"]}}]}]
+---
+metadata: {name: by-nobody, namespace: default}
+spec:
+  action: CUSTOM
+  provider: {name: missing}
+  rules: [{to: [{operation: {ports: ["1"]}}]}]
+---
+metadata: {name: deny, namespace: default}
+spec:
+  action: DENY
+  rules: [{to: [{operation: {methods: [DELETE]}}]}]
+---
+metadata: {name: allow, namespace: default}
+spec:
+  rules: [{}]"#,
+        &format!(
+            r#"extensionProviders:
+- name: http
+  envoyExtAuthzHttp:
+    service: foo/{HTTP_AUTHZ}
+    port: 8000
+    timeout: 1.5s
+    pathPrefix: /check
+    failOpen: true
+    clearRouteCache: true
+    statusOnError: "503"
+    includeRequestHeadersInCheck: [x-ext-authz, "x-prefix-*", "*-suffix"]
+    includeAdditionalHeadersInCheck: {{x-added: value, x-request: "%REQ(:path)%"}}
+    includeRequestBodyInCheck: {{maxRequestBytes: 2048, allowPartialMessage: true, packAsBytes: true}}
+    headersToUpstreamOnAllow: [authorization, "x-user-*"]
+    headersToDownstreamOnDeny: [set-cookie]
+    headersToDownstreamOnAllow: [x-seen]
+- name: grpc
+  envoyExtAuthzGrpc:
+    service: {GRPC_AUTHZ}
+    port: 9000
+    timeout: 200ms
+    failOpen: true
+    clearRouteCache: true
+    statusOnError: "500"
+    includeRequestBodyInCheck: {{maxRequestBytes: 100}}
+"#
+        ),
+    );
+    let resources = resources(
+        &mesh,
+        &own(&[
+            ("http", http_port, Protocol::Http),
+            ("tcp", tcp_port, Protocol::Tcp),
+        ]),
+        &registry,
+    );
+    let rbac = pilot_xds::HTTP_RBAC_FILTER;
+    let ext_authz = pilot_xds::HTTP_EXT_AUTHZ_FILTER;
+    let network_rbac = pilot_xds::NETWORK_RBAC_FILTER;
+    assert_eq!(
+        filter_names(&resources),
+        [
+            (
+                format!("{WORKLOAD}_{http_port}"),
+                [
+                    rbac,      // AUDIT (LOG)
+                    rbac,      // grpc's CUSTOM rules (shadow)
+                    ext_authz, // grpc
+                    rbac,      // http's CUSTOM rules (shadow)
+                    ext_authz, // http
+                    rbac,      // the missing provider's rules, denied
+                    rbac,      // DENY
+                    rbac,      // ALLOW
+                    "envoy.filters.http.fault",
+                    "envoy.filters.http.cors",
+                    "envoy.filters.http.router",
+                ]
+                .map(String::from)
+                .to_vec()
+            ),
+            (
+                format!("{WORKLOAD}_{tcp_port}"),
+                [
+                    network_rbac, // AUDIT (LOG)
+                    network_rbac, // grpc's CUSTOM rules (shadow)
+                    pilot_xds::NETWORK_EXT_AUTHZ_FILTER,
+                    // no network filter for the HTTP provider
+                    network_rbac, // the missing provider's rules, denied
+                    network_rbac, // DENY
+                    network_rbac, // ALLOW
+                    "envoy.filters.network.tcp_proxy",
+                ]
+                .map(String::from)
+                .to_vec()
+            ),
+        ]
+    );
+    testing::validate(&envoy_binary(), NODE, &resources).unwrap();
+}

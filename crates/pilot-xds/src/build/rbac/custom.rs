@@ -195,3 +195,30 @@ pub(super) fn network_filters(applying: &[&AuthzPolicy], providers: &ExtensionPr
     }
     filters
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authorization_filters_go_after_the_jwt_filter_when_there_is_one() {
+        let named = |names: &[&str]| -> Vec<HttpFilter> {
+            names
+                .iter()
+                .map(|name| HttpFilter {
+                    name: name.to_string(),
+                    ..Default::default()
+                })
+                .collect()
+        };
+        let router = "envoy.filters.http.router";
+        assert_eq!(
+            http_insertion_point(&named(&["envoy.filters.http.fault", router])),
+            0
+        );
+        assert_eq!(
+            http_insertion_point(&named(&[JWT_AUTHN_FILTER, "envoy.filters.http.fault", router])),
+            1
+        );
+    }
+}
