@@ -1,7 +1,10 @@
 //! `AuthorizationPolicy`: who may call the selected workloads. Envoy's
-//! RBAC filter evaluates them: DENY policies first (any match denies),
-//! then ALLOW policies (when any selects the workload, a request must
-//! match one of their rules; when none does, everything is allowed).
+//! RBAC filter evaluates them: AUDIT policies mark what they match for
+//! the access log, CUSTOM policies hand what they match to their extension
+//! provider (the mesh config's `extensionProviders`, Envoy's ext_authz
+//! filter), then DENY policies (any match denies), then ALLOW policies
+//! (when any selects the workload, a request must match one of their
+//! rules; when none does, everything is allowed).
 
 use std::collections::BTreeMap;
 

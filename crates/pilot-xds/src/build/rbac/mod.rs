@@ -14,6 +14,10 @@
 //! filter, so everything is allowed; an ALLOW policy without rules denies
 //! everything it does not otherwise allow, and `rules: [{}]` allows all.
 //!
+//! AUDIT and CUSTOM policies have filters of their own before these
+//! (`custom.rs`), and all of them go after the JWT filter when the
+//! connection manager has one.
+//!
 //! Each rule is one Envoy policy named `ns[NS]-policy[NAME]-rule[I]`: its
 //! permission is what is called (`to`, and the `when` conditions on the
 //! call), its principal who calls (`from`, and the `when` conditions on
