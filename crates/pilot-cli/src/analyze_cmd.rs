@@ -148,7 +148,7 @@ pub(crate) fn report(
     let mut findings = analyze::analyze(objects, services, domain);
     if let Some(path) = mesh_config {
         let providers = pilot_api::mesh::ExtensionProviders::load(path).map_err(Failure::failed)?;
-        analyze::custom::analyze(objects, &providers, &mut findings);
+        analyze::custom::analyze(objects, &providers, services, &mut findings);
     }
     for finding in &findings {
         println!("{}", line(finding, located));

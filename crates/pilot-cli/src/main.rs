@@ -130,7 +130,8 @@ pub enum Command {
         #[arg(long, default_value = "svc.cluster.local")]
         domain: String,
         /// pilot-discovery's mesh config file: CUSTOM AuthorizationPolicies
-        /// are checked against its extensionProviders (PLT0310).
+        /// are checked against its extensionProviders (PLT0310) and, with
+        /// a registry, their services against it (PLT0311).
         #[arg(long, value_name = "FILE")]
         mesh_config: Option<std::path::PathBuf>,
     },

@@ -4,6 +4,7 @@
 //! | code | severity | needs services | finding |
 //! |---|---|---|---|
 //! | `PLT0310` | error | no | a CUSTOM policy names a provider the mesh config's `extensionProviders` does not have: pilot-discovery denies every request its rules match, as Istio does |
+//! | `PLT0311` | error | yes | a CUSTOM policy's provider's service is not in the service registry: the sidecar has no cluster to reach it, so the requests its rules match get the provider's `statusOnError` (or pass, with `failOpen`) |
 //!
 //! Without `--mesh-config` the check is not made: the server's mesh config
 //! is not known here.
@@ -13,17 +14,37 @@ use pilot_api::security::{Action, AuthorizationPolicy};
 use pilot_model::DynConfig;
 
 use super::networking::typed;
-use super::{Finding, Severity, finding};
+use super::{Finding, Services, Severity, finding};
 
-/// The findings of `objects` against `providers`, merged into `findings`
-/// in their order (by object, then code).
-pub(crate) fn analyze(objects: &[DynConfig], providers: &ExtensionProviders, findings: &mut Vec<Finding>) {
+/// The findings of `objects` against `providers` (and `services`, when
+/// known), merged into `findings` in their order (by object, then code).
+pub(crate) fn analyze(
+    objects: &[DynConfig],
+    providers: &ExtensionProviders,
+    services: Option<&Services>,
+    findings: &mut Vec<Finding>,
+) {
     for policy in typed::<AuthorizationPolicy>(objects) {
         let spec = &policy.spec;
         let Some(provider) = spec.provider.as_ref().filter(|_| spec.action == Action::Custom) else {
             continue;
         };
-        if providers.get(&provider.name).is_some() {
+        if let Some(known) = providers.get(&provider.name) {
+            if let Some(services) = services
+                && !services.exists(known.hostname())
+            {
+                findings.push(finding(
+                    &policy,
+                    "PLT0311",
+                    Severity::Error,
+                    "spec.provider.name",
+                    format!(
+                        "the service of extension provider {:?}, {}, is not in the service registry: the requests this policy's rules match get its statusOnError (or pass, with failOpen)",
+                        provider.name,
+                        known.hostname()
+                    ),
+                ));
+            }
             continue;
         }
         let known = match providers.names().as_slice() {
@@ -85,7 +106,7 @@ spec:
         )
         .unwrap();
         let mut findings = Vec::new();
-        analyze(&objects, &providers, &mut findings);
+        analyze(&objects, &providers, None, &mut findings);
         assert_eq!(findings.len(), 1, "{findings:?}");
         let found = &findings[0];
         assert_eq!(
@@ -103,8 +124,27 @@ spec:
             found.message
         );
         let mut none = Vec::new();
-        analyze(&objects, &ExtensionProviders::default(), &mut none);
+        analyze(&objects, &ExtensionProviders::default(), None, &mut none);
         assert_eq!(none.len(), 2);
         assert!(none[0].message.contains("it has none"), "{}", none[0].message);
+        // With the registry: the present provider's service must be in it.
+        let mut services = Services::default();
+        let mut with_registry = Vec::new();
+        analyze(&objects, &providers, Some(&services), &mut with_registry);
+        let codes: Vec<_> = with_registry.iter().map(|f| (f.code, f.name.as_str())).collect();
+        assert_eq!(codes, [("PLT0310", "absent"), ("PLT0311", "present")]);
+        assert!(
+            with_registry[1]
+                .message
+                .contains("authz.foo.svc.cluster.local, is not in the service registry"),
+            "{}",
+            with_registry[1].message
+        );
+        services
+            .hosts
+            .insert("authz.foo.svc.cluster.local".into(), Vec::new());
+        let mut registered = Vec::new();
+        analyze(&objects, &providers, Some(&services), &mut registered);
+        assert_eq!(registered.len(), 1, "{registered:?}");
     }
 }
