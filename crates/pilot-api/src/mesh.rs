@@ -7,6 +7,8 @@
 //! gRPC service). Validated as Istio validates them
 //! (`pkg/config/validation`, `validateExtensionProvider`), each error
 //! naming its field (`extensionProviders[1].envoyExtAuthzHttp.port`).
+//! Istio's other provider kinds (tracing, access logging) are accepted
+//! and not used ([`ExtensionProviders::warnings`]).
 //!
 //! ```
 //! use pilot_api::mesh::ExtensionProviders;
@@ -37,7 +39,7 @@ pub struct ExtensionProviders {
 
 /// One provider: a name and exactly one kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ExtensionProvider {
     /// The name policies use (`provider.name`); unique in the mesh.
     #[serde(default)]
@@ -48,7 +50,32 @@ pub struct ExtensionProvider {
     /// A gRPC `envoy.service.auth.v3.Authorization` service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub envoy_ext_authz_grpc: Option<EnvoyExtAuthzGrpc>,
+    /// Its other fields: one of Istio's other provider kinds
+    /// ([`OTHER_ISTIO_KINDS`]: tracing, access logging), which pilot
+    /// accepts with a warning and does not use, or a mistake (refused).
+    #[serde(flatten, skip_serializing)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
+
+/// Istio's provider kinds other than external authorization (tracing,
+/// metrics, access logging, SDS): valid in Istio's mesh config, accepted
+/// and not used here (a CUSTOM policy naming such a provider denies what
+/// its rules match, as Istio does for a provider that is no authorizer).
+pub const OTHER_ISTIO_KINDS: &[&str] = &[
+    "zipkin",
+    "lightstep",
+    "datadog",
+    "stackdriver",
+    "opencensus",
+    "skywalking",
+    "opentelemetry",
+    "prometheus",
+    "envoyFileAccessLog",
+    "envoyHttpAls",
+    "envoyTcpAls",
+    "envoyOtelAls",
+    "sds",
+];
 
 /// Istio's `EnvoyExternalAuthorizationHttpProvider`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -207,6 +234,23 @@ impl ExtensionProviders {
         self.extension_providers.iter().map(|p| p.name.as_str()).collect()
     }
 
+    /// What is accepted but not used: each provider of one of Istio's
+    /// other kinds ([`OTHER_ISTIO_KINDS`]), as a sentence.
+    pub fn warnings(&self) -> Vec<String> {
+        self.extension_providers
+            .iter()
+            .enumerate()
+            .flat_map(|(index, provider)| {
+                provider.other.keys().map(move |kind| {
+                    format!(
+                        "extensionProviders[{index}].{kind}: provider {:?} is of a kind pilot does not use ({kind}; only envoyExtAuthzHttp and envoyExtAuthzGrpc are): ignored, and a CUSTOM policy naming it denies what its rules match",
+                        provider.name
+                    )
+                })
+            })
+            .collect()
+    }
+
     /// True when there is none.
     pub fn is_empty(&self) -> bool {
         self.extension_providers.is_empty()
@@ -297,16 +341,27 @@ impl ExtensionProviders {
                     format!("duplicate extension provider name {:?}", provider.name),
                 );
             }
-            match (&provider.envoy_ext_authz_http, &provider.envoy_ext_authz_grpc) {
-                (Some(_), Some(_)) => errors.push(
+            for key in provider.other.keys() {
+                if !OTHER_ISTIO_KINDS.contains(&key.as_str()) {
+                    errors.push(
+                        format!("{at}.{key}"),
+                        format!(
+                            "unknown field `{key}`: a provider is `name` and one kind (envoyExtAuthzHttp, envoyExtAuthzGrpc, or one of Istio's others: {})",
+                            OTHER_ISTIO_KINDS.join(", ")
+                        ),
+                    );
+                }
+            }
+            let kinds = usize::from(provider.envoy_ext_authz_http.is_some())
+                + usize::from(provider.envoy_ext_authz_grpc.is_some())
+                + provider.other.len();
+            match kinds {
+                0 => errors.push(
                     at.clone(),
-                    "a provider has one kind: envoyExtAuthzHttp or envoyExtAuthzGrpc, not both",
+                    "a provider needs its kind: envoyExtAuthzHttp or envoyExtAuthzGrpc (or one of Istio's others)",
                 ),
-                (None, None) => errors.push(
-                    at.clone(),
-                    "a provider needs its kind: envoyExtAuthzHttp or envoyExtAuthzGrpc (the only kinds supported)",
-                ),
-                _ => {}
+                1 => {}
+                _ => errors.push(at.clone(), "a provider has exactly one kind"),
             }
             if let Some(http) = &provider.envoy_ext_authz_http {
                 let at = format!("{at}.envoyExtAuthzHttp");
@@ -487,6 +542,20 @@ extensionProviders:
     }
 
     #[test]
+    fn istios_other_kinds_are_accepted_with_a_warning() {
+        let text = "extensionProviders:\n- name: tracing\n  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\n- name: authz\n  envoyExtAuthzGrpc: {service: a.b, port: 9000}\n";
+        let providers = ExtensionProviders::parse("mesh.yaml", text).unwrap();
+        assert_eq!(providers.names(), ["tracing", "authz"]);
+        assert_eq!(providers.get("tracing").unwrap().kind(), None);
+        let warnings = providers.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("extensionProviders[0].zipkin: provider \"tracing\""),
+            "{warnings:?}"
+        );
+    }
+
+    #[test]
     fn no_section_is_no_provider() {
         assert!(
             ExtensionProviders::parse("mesh.yaml", "sidecarInjector: {}\n")
@@ -562,9 +631,14 @@ extensionProviders:
             ),
             ("- {name: a}", "extensionProviders[0]", "needs its kind"),
             (
-                "- {name: a, zipkin: {service: z, port: 9411}}",
-                "extensionProviders[0].zipkin",
-                "unknown field",
+                "- {name: a, zipkn: {service: z, port: 9411}}",
+                "extensionProviders[0].zipkn",
+                "unknown field `zipkn`",
+            ),
+            (
+                "- {name: a, zipkin: {service: z, port: 9411}, envoyExtAuthzGrpc: {service: a.b, port: 1}}",
+                "extensionProviders[0]",
+                "exactly one kind",
             ),
             (
                 "- {name: a, envoyExtAuthzHttp: {service: a.b, port: 80, includeHeaders: [x]}}",

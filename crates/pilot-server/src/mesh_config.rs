@@ -2,7 +2,8 @@
 //! `extensionProviders`, the external authorizers CUSTOM
 //! AuthorizationPolicies name. Read at start, as its `sidecarInjector`
 //! section is (`inject_webhook.rs`); a bad provider stops the start with
-//! the file, line and field.
+//! the file, line and field; one of Istio's other kinds (tracing, access
+//! logging) is logged as not used.
 
 use std::sync::Arc;
 
@@ -17,6 +18,9 @@ pub(crate) fn extension_providers(args: &Args) -> Result<Arc<ExtensionProviders>
         return Ok(Arc::default());
     };
     let providers = ExtensionProviders::load(path).map_err(StartError::Failed)?;
+    for warning in providers.warnings() {
+        tracing::warn!("{}: {warning}", path.display());
+    }
     if !providers.is_empty() {
         tracing::info!(providers = ?providers.names(), "mesh config extension providers");
     }
