@@ -3,7 +3,7 @@
 //!
 //! | code | severity | needs services | finding |
 //! |---|---|---|---|
-//! | `PLT0310` | error | no | a CUSTOM policy names a provider the mesh config's `extensionProviders` does not have: pilot-discovery denies every request its rules match, as Istio does |
+//! | `PLT0310` | error | no | a CUSTOM policy names a provider the mesh config's `extensionProviders` does not have, or one that is no authorizer (a tracing provider): pilot-discovery denies every request its rules match, as Istio does |
 //! | `PLT0311` | error | yes | a CUSTOM policy's provider's service is not in the service registry: the sidecar has no cluster to reach it, so the requests its rules match get the provider's `statusOnError` (or pass, with `failOpen`) |
 //!
 //! Without `--mesh-config` the check is not made: the server's mesh config
@@ -30,7 +30,18 @@ pub(crate) fn analyze(
             continue;
         };
         if let Some(known) = providers.get(&provider.name) {
-            if let Some(services) = services
+            if known.kind().is_none() {
+                findings.push(finding(
+                    &policy,
+                    "PLT0310",
+                    Severity::Error,
+                    "spec.provider.name",
+                    format!(
+                        "extension provider {:?} of the mesh config is not an authorizer (only envoyExtAuthzHttp and envoyExtAuthzGrpc are): every request this policy's rules match is denied",
+                        provider.name
+                    ),
+                ));
+            } else if let Some(services) = services
                 && !services.exists(known.hostname())
             {
                 findings.push(finding(
@@ -100,6 +111,20 @@ spec:
             &pilot_api::default_registry(),
         )
         .unwrap();
+        let providers = ExtensionProviders::parse(
+            "mesh.yaml",
+            "extensionProviders:\n- name: authz\n  envoyExtAuthzHttp: {service: authz.foo.svc.cluster.local, port: 8000}\n\
+             - name: opa\n  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\n",
+        )
+        .unwrap();
+        let mut tracing = Vec::new();
+        analyze(&objects, &providers, None, &mut tracing);
+        assert_eq!(tracing.len(), 1, "{tracing:?}");
+        assert!(
+            tracing[0].message.contains("is not an authorizer"),
+            "{}",
+            tracing[0].message
+        );
         let providers = ExtensionProviders::parse(
             "mesh.yaml",
             "extensionProviders:\n- name: authz\n  envoyExtAuthzHttp: {service: authz.foo.svc.cluster.local, port: 8000}\n",
