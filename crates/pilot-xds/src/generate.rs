@@ -23,7 +23,7 @@ use crate::{build, gateway, grpcgen, sidecar};
 pub fn generate(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> Resources {
     let own = registry.host_instances(&[proxy.ip]);
     let mut resources = generate_outbound(proxy, registry, mesh, &own);
-    resources.extend(generate_inbound(proxy, &own, mesh));
+    resources.extend(generate_inbound(proxy, &own, &mesh.resolving_providers(registry)));
     resources
 }
 

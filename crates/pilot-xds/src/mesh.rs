@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use pilot_model::{DynConfig, Labels};
+use pilot_model::{DynConfig, Labels, ServiceDiscovery};
 use pilot_routing::ExtensionProviders;
 use pilot_routing::{MtlsMode, PeerAuthentications, RoutingConfigs, RoutingModel};
 
@@ -97,6 +97,30 @@ impl MeshConfig {
     /// The mesh config's extension providers (none by default).
     pub fn extension_providers(&self) -> &ExtensionProviders {
         &self.extension_providers
+    }
+
+    /// This configuration without the extension providers whose service
+    /// (hostname and port) `registry` does not have, as Istio resolves a
+    /// provider's service among the proxy's services: a CUSTOM policy
+    /// naming such a provider then denies what its rules match, rather
+    /// than leave the decision to an ext_authz filter with no cluster
+    /// (which `failOpen` would let through). Borrowed when every provider
+    /// resolves.
+    pub fn resolving_providers(&self, registry: &dyn ServiceDiscovery) -> std::borrow::Cow<'_, MeshConfig> {
+        let resolves = |provider: &pilot_routing::ExtensionProvider| {
+            registry.get_service(provider.hostname()).is_some_and(|service| {
+                service
+                    .ports
+                    .iter()
+                    .any(|port| u32::from(port.port) == provider.port())
+            })
+        };
+        if self.extension_providers.extension_providers.iter().all(resolves) {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut providers = (*self.extension_providers).clone();
+        providers.extension_providers.retain(resolves);
+        std::borrow::Cow::Owned(self.clone().with_extension_providers(Arc::new(providers)))
     }
 
     /// The trust domain of workload identities (`cluster.local`).

@@ -8,8 +8,8 @@
 //! whatever the test sets); each counts its checks, so a request outside
 //! a CUSTOM policy's rules is seen never to reach it. A provider whose
 //! service is down is allowed through with `failOpen` and answered with
-//! `statusOnError` without; one the mesh config does not have denies what
-//! its policies match. AUDIT lets everything through and marks what its
+//! `statusOnError` without; one the mesh config does not have, or whose
+//! service the registry does not have, denies what its policies match. AUDIT lets everything through and marks what its
 //! rules match for the access log.
 
 use std::io::{Read, Write};
@@ -266,7 +266,9 @@ fn mesh(yaml: &str, mesh: &str) -> MeshConfig {
 /// clusters (and endpoints) of the authorization services.
 fn resources(mesh: &MeshConfig, own: &[ServiceInstance], registry: &MemoryServiceRegistry) -> Resources {
     let proxy = Proxy::from_node_id(NODE).unwrap();
-    let mut resources = generate_inbound(&proxy, own, mesh);
+    // As the ADS server generates them: with the providers whose service
+    // the registry has.
+    let mut resources = generate_inbound(&proxy, own, &mesh.resolving_providers(registry));
     let outbound = generate_outbound(&proxy, registry, mesh, &[]);
     resources.clusters.extend(outbound.clusters);
     resources.endpoints.extend(outbound.endpoints);
@@ -479,6 +481,13 @@ spec:
   rules:
   - to: [{{operation: {{ports: ["{others}"], paths: ["/missing/*"]}}}}]
 ---
+metadata: {{name: unregistered, namespace: default}}
+spec:
+  action: CUSTOM
+  provider: {{name: unregistered}}
+  rules:
+  - to: [{{operation: {{ports: ["{others}"], paths: ["/unregistered/*"]}}}}]
+---
 metadata: {{name: audit, namespace: default}}
 spec:
   action: AUDIT
@@ -510,6 +519,8 @@ spec:
   envoyExtAuthzGrpc: {{service: {DOWN_GRPC}, port: {down_grpc}, failOpen: true}}
 - name: down-closed
   envoyExtAuthzHttp: {{service: {DOWN_HTTP}, port: {down_http}, statusOnError: "503"}}
+- name: unregistered
+  envoyExtAuthzGrpc: {{service: not-in-the-registry.foo.svc.cluster.local, port: 9000, failOpen: true}}
 "#,
             http_authz.port
         ),
@@ -575,6 +586,12 @@ spec:
         (403, "RBAC: access denied".to_string())
     );
     assert_eq!(status(others, "/other", &[], &envoy), ok);
+    // A provider whose service is not in the registry, even with
+    // failOpen: denied as a missing one, as Istio does.
+    assert_eq!(
+        status(others, "/unregistered/1", ALLOW, &envoy),
+        (403, "RBAC: access denied".to_string())
+    );
     assert_eq!(http_authz.checks().len(), 3);
     assert_eq!(grpc_authz.checks.load(Ordering::SeqCst), 2);
 

@@ -4,7 +4,7 @@
 //! | code | severity | needs services | finding |
 //! |---|---|---|---|
 //! | `PLT0310` | error | no | a CUSTOM policy names a provider the mesh config's `extensionProviders` does not have, or one that is no authorizer (a tracing provider): pilot-discovery denies every request its rules match, as Istio does |
-//! | `PLT0311` | error | yes | a CUSTOM policy's provider's service is not in the service registry: the sidecar has no cluster to reach it, so the requests its rules match get the provider's `statusOnError` (or pass, with `failOpen`) |
+//! | `PLT0311` | error | yes | a CUSTOM policy's provider's service is not in the service registry: pilot-discovery treats the provider as missing and denies every request the policy's rules match, as Istio does |
 //!
 //! Without `--mesh-config` the check is not made: the server's mesh config
 //! is not known here.
@@ -50,7 +50,7 @@ pub(crate) fn analyze(
                     Severity::Error,
                     "spec.provider.name",
                     format!(
-                        "the service of extension provider {:?}, {}, is not in the service registry: the requests this policy's rules match get its statusOnError (or pass, with failOpen)",
+                        "the service of extension provider {:?}, {}, is not in the service registry: every request this policy's rules match is denied",
                         provider.name,
                         known.hostname()
                     ),
