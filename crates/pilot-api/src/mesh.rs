@@ -268,7 +268,11 @@ impl ExtensionProviders {
     /// [`ExtensionProviders::load`] on `text`, read from `file`.
     pub fn parse(file: &str, text: &str) -> Result<Self, String> {
         let values = pilot_model::document::parse_values(file, text).map_err(|e| e.to_string())?;
-        let Some(section) = values.first().and_then(|v| v.get("extensionProviders")) else {
+        let Some(section) = values
+            .first()
+            .and_then(|v| v.get("extensionProviders"))
+            .filter(|s| !s.is_null())
+        else {
             return Ok(Self::default());
         };
         let locate = |path: &str| {
@@ -562,6 +566,13 @@ extensionProviders:
                 .unwrap()
                 .is_empty()
         );
+        assert!(
+            ExtensionProviders::parse("mesh.yaml", "extensionProviders:\n")
+                .unwrap()
+                .is_empty()
+        );
+        let error = ExtensionProviders::parse("mesh.yaml", "extensionProviders: {a: 1}\n").unwrap_err();
+        assert!(error.contains("extensionProviders: must be a list"), "{error}");
     }
 
     /// Istio's invalid cases (`validation_test.go`, TestValidateMeshConfig
