@@ -163,7 +163,7 @@ async fn an_endpoint_at_a_parked_proxys_own_address_wakes_it_into_its_new_class(
     let sidecars = format!(
         "{}---\n{}",
         sidecar("a", "default", "\"./*\""),
-        "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: x, namespace: a}\nspec:\n  workloadSelector: {matchLabels: {app: x}}\n  egress: [{hosts: [\"./*\", \"b/*\"]}]\n"
+        "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: x, namespace: a}\nspec:\n  workloadSelector: {labels: {app: x}}\n  egress: [{hosts: [\"./*\", \"b/*\"]}]\n"
     );
     let (server, port, _controller) = serve(&registry, &sidecars).await;
 

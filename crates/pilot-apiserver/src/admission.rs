@@ -110,12 +110,12 @@ pub fn validate_review(registry: &KindRegistry, body: &[u8]) -> ReviewAnswer {
             .unwrap_or_default()
     };
     if matches!(text("/operation"), "DELETE" | "CONNECT") {
-        return allowed(uid);
+        return allowed(uid, &[]);
     }
     let (group, kind) = (text("/kind/group"), text("/kind/kind"));
     let Some(schema) = registry.get(kind).filter(|schema| schema.group == group) else {
         // Not a kind pilot serves: not pilot's to judge.
-        return allowed(uid);
+        return allowed(uid, &[]);
     };
     let Some(object) = request.get("object").filter(|o| o.is_object()) else {
         return denied(
@@ -146,7 +146,7 @@ pub fn validate_review(registry: &KindRegistry, body: &[u8]) -> ReviewAnswer {
         FieldValidation::Strict,
         &mut warnings,
     ) {
-        Ok(_) => allowed(uid),
+        Ok(_) => allowed(uid, &warnings),
         Err(mut error) => {
             // A refusal before validation (an unknown field, another kind)
             // does not name the object in the REST API, whose URL does: the
@@ -165,12 +165,18 @@ pub fn validate_review(registry: &KindRegistry, body: &[u8]) -> ReviewAnswer {
     }
 }
 
-fn allowed(uid: &str) -> ReviewAnswer {
+/// An allowing answer; `warnings` (what the object asks for that will not
+/// happen) go in the response's `warnings`, which kubectl prints.
+fn allowed(uid: &str, warnings: &[String]) -> ReviewAnswer {
+    let mut response = json!({"uid": uid, "allowed": true});
+    if !warnings.is_empty() {
+        response["warnings"] = json!(warnings);
+    }
     ReviewAnswer {
         code: StatusCode::OK,
         review: json!({
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "response": {"uid": uid, "allowed": true},
+            "response": response,
         }),
     }
 }
@@ -221,6 +227,33 @@ mod tests {
         let answer = validate_review(&registry, &review("CREATE", pod, json!({"spec": 1})));
         assert!(answer.allowed());
         assert_eq!(answer.review["response"]["uid"], "u-1");
+    }
+
+    #[test]
+    fn what_will_not_happen_is_allowed_with_warnings_kubectl_prints() {
+        let registry = pilot_api::default_registry();
+        let dr = json!({"group": "networking.istio.io", "version": "v1", "kind": "DestinationRule"});
+        let object = json!({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+            "metadata": {"name": "reviews", "namespace": "default"},
+            "spec": {"host": "reviews", "trafficPolicy": {"loadBalancer": {
+                "localityLbSetting": {"failover": [{"from": "us-east", "to": "us-west"}]}}}}});
+        let answer = validate_review(&registry, &review("CREATE", dr.clone(), object));
+        assert!(answer.allowed());
+        let warnings = answer.review["response"]["warnings"].as_array().unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0]
+                .as_str()
+                .unwrap()
+                .starts_with("spec.trafficPolicy.loadBalancer.localityLbSetting: not applied"),
+            "{warnings:?}"
+        );
+        // Nothing to say: no warnings at all.
+        let plain = json!({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+            "metadata": {"name": "reviews", "namespace": "default"}, "spec": {"host": "reviews"}});
+        let answer = validate_review(&registry, &review("CREATE", dr, plain));
+        assert!(answer.allowed());
+        assert!(answer.review["response"].get("warnings").is_none());
     }
 
     #[test]

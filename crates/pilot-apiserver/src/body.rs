@@ -277,13 +277,20 @@ pub(crate) fn decode_in(
     let mut dropped = Vec::new();
     let mut duplicates = Vec::new();
     let errors = loop {
-        match document::parse_with("body", &text, registry, &options) {
-            Ok(mut configs) if configs.len() == 1 => {
+        match document::parse_reporting("body", &text, registry, &options) {
+            Ok(mut parsed) if parsed.configs.len() == 1 => {
                 if validation == FieldValidation::Warn {
                     warnings.extend(duplicates.iter().map(|path| format!("duplicate field {path:?}")));
                     warnings.extend(dropped.iter().map(|path| format!("unknown field {path:?}")));
                 }
-                return Ok(configs.remove(0));
+                // What the kind accepts but will not do: in every mode.
+                warnings.extend(
+                    parsed
+                        .warnings
+                        .iter()
+                        .map(|w| format!("{}: {}", w.path, w.message)),
+                );
+                return Ok(parsed.configs.remove(0));
             }
             Ok(_) => return Err(ApiError::bad_request("the body must hold exactly one object")),
             Err(errors) if validation == FieldValidation::Strict => {

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 
 use crate::config::{decode_all, lists_for_objects};
 use crate::proto_names::{path_as_written, use_json_names};
-use crate::{DynConfig, FieldErrors, StoreError};
+use crate::{DynConfig, FieldError, FieldErrors, StoreError};
 
 /// Ties a Rust type to a kind: its names and its validation.
 ///
@@ -100,11 +100,16 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
                     // have written some with their proto names.
                     let mut rules = FieldErrors::new();
                     typed.validate(&mut rules);
-                    for mut error in rules.into_vec() {
+                    let as_written = |mut error: FieldError| {
                         if let Some(below) = error.path.strip_prefix("spec") {
                             error.path = format!("spec{}", path_as_written(below, spec));
                         }
-                        errors.extend([error]);
+                        error
+                    };
+                    let (found, warnings) = rules.into_parts();
+                    errors.extend(found.into_iter().map(as_written));
+                    for warning in warnings.into_iter().map(as_written) {
+                        errors.warn(warning.path, warning.message);
                     }
                 }
             },
@@ -254,6 +259,18 @@ impl KindSchema {
     /// The OpenAPI v3 schema of the spec, if the kind has one.
     pub fn openapi_schema(&self) -> Option<&serde_json::Value> {
         self.openapi.as_deref()
+    }
+
+    /// The warnings of a valid `config`'s spec ([`FieldErrors::warn`]):
+    /// what is accepted but will not happen. Empty for an invalid one
+    /// (its errors say more).
+    pub fn warnings(&self, config: &DynConfig) -> Vec<FieldError> {
+        let mut errors = FieldErrors::new();
+        (self.validator)(&config.spec, &mut errors);
+        if !errors.is_empty() {
+            return Vec::new();
+        }
+        errors.into_parts().1
     }
 
     /// Checks a whole object against this kind: metadata (DNS-1123 name and
@@ -445,6 +462,14 @@ impl KindRegistry {
             normalize(&mut config.spec);
         }
         Ok(config)
+    }
+
+    /// The warnings of `config` against its kind ([`KindSchema::warnings`]);
+    /// none for a kind not registered.
+    pub fn warnings(&self, config: &DynConfig) -> Vec<FieldError> {
+        self.get(&config.meta.kind)
+            .map(|schema| schema.warnings(config))
+            .unwrap_or_default()
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<KindSchema>>> {

@@ -50,6 +50,7 @@ impl fmt::Display for FieldError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FieldErrors {
     errors: Vec<FieldError>,
+    warnings: Vec<FieldError>,
 }
 
 impl FieldErrors {
@@ -63,7 +64,33 @@ impl FieldErrors {
         self.errors.push(FieldError::new(path, message));
     }
 
-    /// True when nothing was recorded.
+    /// Records a warning at `path`: the object is valid, but something
+    /// written in it will not happen (a field the data plane ignores);
+    /// clients show it (the REST API's `Warning` headers, the admission
+    /// webhook's `warnings`, pilotctl) and the write goes through.
+    ///
+    /// ```
+    /// use pilot_model::FieldErrors;
+    /// let mut errors = FieldErrors::new();
+    /// errors.warn("spec.http[0].websocketUpgrade", "ignored");
+    /// assert!(errors.is_empty());
+    /// assert_eq!(errors.warnings()[0].to_string(), "spec.http[0].websocketUpgrade: ignored");
+    /// ```
+    pub fn warn(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.warnings.push(FieldError::new(path, message));
+    }
+
+    /// The warnings recorded, in order.
+    pub fn warnings(&self) -> &[FieldError] {
+        &self.warnings
+    }
+
+    /// Gives up the errors and the warnings.
+    pub fn into_parts(self) -> (Vec<FieldError>, Vec<FieldError>) {
+        (self.errors, self.warnings)
+    }
+
+    /// True when no error was recorded (warnings do not count).
     pub fn is_empty(&self) -> bool {
         self.errors.is_empty()
     }

@@ -92,6 +92,15 @@ pub struct Source {
     pub remote_ip_blocks: Vec<String>,
     /// Original client addresses that must not match.
     pub not_remote_ip_blocks: Vec<String>,
+    /// Peer service accounts, `namespace/name` (a bare name is read in
+    /// the policy's namespace).
+    pub service_accounts: Vec<String>,
+    /// Peer service accounts that must not match.
+    pub not_service_accounts: Vec<String>,
+    /// Trust domains of the peer's identity.
+    pub trust_domains: Vec<String>,
+    /// Trust domains that must not match.
+    pub not_trust_domains: Vec<String>,
 }
 
 /// What is called: every non-empty list must match.
@@ -151,6 +160,16 @@ pub enum Attribute {
     DestinationPort,
     /// `connection.sni`: the server name the client asked for.
     ConnectionSni,
+    /// `source.trustDomain`: the trust domain of the peer's identity.
+    SourceTrustDomain,
+    /// `experimental.envoy.filters.FILTER[KEY]`: a value another filter
+    /// wrote in the request's dynamic metadata.
+    FilterMetadata {
+        /// The filter's name (`envoy.filters.FILTER`).
+        filter: String,
+        /// The path to the value in its metadata.
+        path: Vec<String>,
+    },
     /// A key validation refuses: matches nothing generated.
     Other(String),
 }
@@ -199,14 +218,26 @@ impl Policy {
         Policy {
             namespace: config.meta.namespace.clone(),
             name: config.meta.name.clone(),
-            selector: spec.selector.as_ref().map(|s| Labels(s.match_labels.clone())),
+            selector: api::WorkloadSelector::labels(spec.selector.as_ref()).map(|s| Labels(s.clone())),
             action: match spec.action {
                 api::Action::Allow => Action::Allow,
                 api::Action::Deny => Action::Deny,
                 api::Action::Audit => Action::Audit,
                 api::Action::Custom => Action::Custom,
             },
-            rules: spec.rules.iter().map(Rule::of).collect(),
+            rules: spec
+                .rules
+                .iter()
+                .map(|rule| {
+                    let mut rule = Rule::of(rule);
+                    for sources in rule.from.iter_mut() {
+                        for source in sources.iter_mut() {
+                            *source = std::mem::take(source).in_namespace(&config.meta.namespace);
+                        }
+                    }
+                    rule
+                })
+                .collect(),
             provider: (spec.action == api::Action::Custom)
                 .then(|| spec.provider.as_ref().map(|p| p.name.clone()).unwrap_or_default()),
         }
@@ -246,7 +277,23 @@ impl Source {
             not_ip_blocks: source.not_ip_blocks.clone(),
             remote_ip_blocks: source.remote_ip_blocks.clone(),
             not_remote_ip_blocks: source.not_remote_ip_blocks.clone(),
+            service_accounts: source.service_accounts.clone(),
+            not_service_accounts: source.not_service_accounts.clone(),
+            trust_domains: source.trust_domains.clone(),
+            not_trust_domains: source.not_trust_domains.clone(),
         }
+    }
+
+    /// Bare service account names read in `namespace` (the policy's).
+    fn in_namespace(mut self, namespace: &str) -> Self {
+        for list in [&mut self.service_accounts, &mut self.not_service_accounts] {
+            for account in list.iter_mut() {
+                if !account.contains('/') {
+                    *account = format!("{namespace}/{account}");
+                }
+            }
+        }
+        self
     }
 }
 
@@ -277,7 +324,11 @@ impl Condition {
             (None, "destination.ip") => Attribute::DestinationIp,
             (None, "destination.port") => Attribute::DestinationPort,
             (None, "connection.sni") => Attribute::ConnectionSni,
-            (None, other) => Attribute::Other(other.to_string()),
+            (None, "source.trustDomain") => Attribute::SourceTrustDomain,
+            (None, other) => match api::filter_metadata_key(other) {
+                Some((filter, path)) => Attribute::FilterMetadata { filter, path },
+                None => Attribute::Other(other.to_string()),
+            },
         };
         Condition {
             attribute,

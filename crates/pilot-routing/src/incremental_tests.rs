@@ -156,7 +156,7 @@ impl Object {
                 registry_only,
             } => {
                 let selector = if *selector {
-                    "  workloadSelector: {matchLabels: {app: a}}\n"
+                    "  workloadSelector: {labels: {app: a}}\n"
                 } else {
                     ""
                 };

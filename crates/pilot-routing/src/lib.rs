@@ -99,8 +99,9 @@ pub use incremental::Recompiled;
 pub use l4::{L4Match, TcpRoute, TlsRoute};
 pub use peer_authentication::PeerAuthentications;
 pub use policy::{
-    ClientTls, ConnectionPool, ConsistentHash, Destination, HashKey, LoadBalancer, OutlierDetection,
-    PortTrafficPolicy, SimpleLb, Subset, TlsMode, TrafficPolicy,
+    ClientTls, ConnectionPool, ConsistentHash, Destination, HashKey, Http2Keepalive, LoadBalancer,
+    OutlierDetection, PortTrafficPolicy, RetryBudget, SimpleLb, Subset, TcpKeepalive, TlsMode, TrafficPolicy,
+    Warmup,
 };
 pub use sidecar::{EgressImport, EgressKind, EgressListener, ScopeOrigin, SidecarScope};
 pub use sidecar_ingress::{DefaultEndpoint, InboundLimits, IngressPort, IngressTls, IngressTlsMode};
@@ -114,7 +115,7 @@ pub use pilot_api::mesh::{
 /// modes), not objects. Re-exported so that a reader of the model needs
 /// no API crate of its own.
 pub use pilot_api::networking::{
-    EgressHost, NamespaceSelector, OutboundMode, exported_to, host_matches, is_public,
+    EgressHost, NamespaceSelector, OutboundMode, exported_to, host_matches, in_scope, is_public,
 };
 /// A mutual TLS mode (the model's are never [`MtlsMode::Unset`]).
 pub use pilot_api::security::MtlsMode;

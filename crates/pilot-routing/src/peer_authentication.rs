@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use pilot_api::security::{MtlsMode, MutualTls, PeerAuthentication};
+use pilot_api::security::{MtlsMode, MutualTls, PeerAuthentication, WorkloadSelector};
 use pilot_model::{Config, Labels};
 
 use super::RoutingConfigs;
@@ -58,7 +58,7 @@ impl PeerAuthentications {
         for policy in policies {
             let namespace = &policy.meta.namespace;
             let mode = set(policy.spec.mtls.as_ref());
-            match &policy.spec.selector {
+            match WorkloadSelector::labels(policy.spec.selector.as_ref()) {
                 None => {
                     out.namespaces.entry(namespace.clone()).or_insert(mode);
                 }
@@ -67,7 +67,7 @@ impl PeerAuthentications {
                     .entry(namespace.clone())
                     .or_default()
                     .push(WorkloadMtls {
-                        selector: Labels(selector.match_labels.clone()),
+                        selector: Labels(selector.clone()),
                         mode,
                         ports: policy
                             .spec

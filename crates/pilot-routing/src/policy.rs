@@ -68,6 +68,46 @@ pub struct TrafficPolicy {
     pub port_level: Vec<PortTrafficPolicy>,
     /// TLS towards the destination.
     pub tls: Option<ClientTls>,
+    /// Slow start of new instances.
+    pub warmup: Option<Warmup>,
+    /// Retries in flight as a share of requests in flight.
+    pub retry_budget: Option<RetryBudget>,
+    /// The PROXY protocol header sent first on each connection: 1 or 2.
+    pub proxy_protocol: Option<u8>,
+}
+
+/// Slow start: a new instance's share of traffic grows over `window`.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct Warmup {
+    /// How long an instance stays in slow start.
+    pub window: Duration,
+    /// The share of its weight it starts with, in percent.
+    pub minimum_percent: Option<f64>,
+    /// How fast the share grows (1: linearly).
+    pub aggression: Option<f64>,
+}
+
+/// A retry budget.
+#[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
+pub struct RetryBudget {
+    /// Retries in flight as a percentage of requests in flight.
+    pub percent: Option<f64>,
+    /// Retries always allowed.
+    pub min_retry_concurrency: Option<u32>,
+    /// Over how long requests count.
+    pub interval: Option<Duration>,
+}
+
+/// HTTP/2 keepalive pings on upstream connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Http2Keepalive {
+    /// Time between pings.
+    pub interval: Option<Duration>,
+    /// How long an unanswered ping waits.
+    pub timeout: Option<Duration>,
 }
 
 impl TrafficPolicy {
@@ -164,6 +204,32 @@ pub struct ConnectionPool {
     pub max_retries: Option<u32>,
     /// Requests per connection.
     pub max_requests_per_connection: Option<u32>,
+    /// HTTP/2 keepalive pings.
+    pub http2_keepalive: Option<Http2Keepalive>,
+    /// How long an upstream connection may stay idle.
+    pub idle_timeout: Option<Duration>,
+    /// How long an upstream connection may live.
+    pub max_connection_duration: Option<Duration>,
+    /// TCP keepalive on upstream connections.
+    pub tcp_keepalive: Option<TcpKeepalive>,
+    /// Concurrent streams per HTTP/2 connection.
+    pub max_concurrent_streams: Option<u32>,
+    /// Speak HTTP/2 to an HTTP/1.1 destination (h2UpgradePolicy UPGRADE).
+    pub upgrade_to_http2: bool,
+    /// Speak to the destination the protocol the client spoke.
+    pub use_client_protocol: bool,
+}
+
+/// TCP keepalive probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct TcpKeepalive {
+    /// Unanswered probes before the connection is dead.
+    pub probes: Option<u32>,
+    /// Idle time before the first probe.
+    pub time: Option<Duration>,
+    /// Time between probes.
+    pub interval: Option<Duration>,
 }
 
 /// Ejection of instances that keep failing.
@@ -178,6 +244,17 @@ pub struct OutlierDetection {
     pub base_ejection_time: Option<Duration>,
     /// The largest share of instances ejected at once, in percent.
     pub max_ejection_percent: Option<u32>,
+    /// Consecutive gateway errors (502, 503, 504, connection failures)
+    /// before an instance is ejected.
+    pub consecutive_gateway_errors: Option<u32>,
+    /// Consecutive locally originated failures (connect, reset) before an
+    /// instance is ejected; counted apart when split.
+    pub consecutive_local_origin_failures: Option<u32>,
+    /// Whether local failures are counted apart from the answers.
+    pub split_external_local_origin_errors: bool,
+    /// Below this share of healthy instances, in percent, ejection stops
+    /// and every instance gets traffic (Envoy's panic threshold).
+    pub min_health_percent: Option<u32>,
 }
 
 /// TLS towards a destination.

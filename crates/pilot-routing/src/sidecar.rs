@@ -63,6 +63,9 @@ pub struct EgressImport {
     pub text: String,
     /// Parsed.
     pub host: EgressHost,
+    /// The index of its egress listener: an exclusion (`~ns/host`) takes
+    /// away only from what the entries of its own listener import.
+    pub listener: usize,
 }
 
 /// An egress listener.
@@ -164,11 +167,13 @@ impl SidecarScope {
         let imports = spec
             .egress
             .iter()
-            .flat_map(|l| &l.hosts)
-            .filter_map(|text| {
+            .enumerate()
+            .flat_map(|(listener, l)| l.hosts.iter().map(move |text| (listener, text)))
+            .filter_map(|(listener, text)| {
                 Some(EgressImport {
                     text: text.clone(),
                     host: EgressHost::parse(text).ok()?,
+                    listener,
                 })
             })
             .collect();
@@ -229,10 +234,7 @@ impl SidecarScope {
         SidecarScope {
             namespace: config.meta.namespace.clone(),
             name: config.meta.name.clone(),
-            selector: spec
-                .workload_selector
-                .as_ref()
-                .map(|s| Labels(s.match_labels.clone())),
+            selector: spec.workload_selector.as_ref().map(|s| Labels(s.labels.clone())),
             imports,
             egress,
             outbound: spec.outbound_mode(),

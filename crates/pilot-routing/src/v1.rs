@@ -24,9 +24,10 @@ use pilot_model::{Config, Labels};
 use super::gateway;
 use super::{
     ClientTls, ConnectionPool, ConsistentHash, Cors, DirectResponse, Fault, FaultAbort, FaultDelay, HashKey,
-    HeaderOperations, Headers, HttpAction, HttpMatch, HttpRoute, L4Match, LoadBalancer, MESH_GATEWAY, Mirror,
-    OutlierDetection, PortTrafficPolicy, Redirect, Retries, Rewrite, RouteDestination, RoutingConfigs,
-    RoutingModel, SimpleLb, StringMatch, TcpRoute, TlsMode, TlsRoute, TrafficPolicy, WeightedDestination,
+    HeaderOperations, Headers, Http2Keepalive, HttpAction, HttpMatch, HttpRoute, L4Match, LoadBalancer,
+    MESH_GATEWAY, Mirror, OutlierDetection, PortTrafficPolicy, Redirect, Retries, RetryBudget, Rewrite,
+    RouteDestination, RoutingConfigs, RoutingModel, SimpleLb, StringMatch, TcpKeepalive, TcpRoute, TlsMode,
+    TlsRoute, TrafficPolicy, Warmup, WeightedDestination,
 };
 
 /// Adds what the v1 objects of `configs` say to `model`.
@@ -356,6 +357,15 @@ fn traffic_policy(policy: &networking::TrafficPolicy) -> TrafficPolicy {
         policy.outlier_detection.as_ref(),
         policy.tls.as_ref(),
     );
+    out.retry_budget = policy.retry_budget.as_ref().map(|b| RetryBudget {
+        percent: b.percent,
+        min_retry_concurrency: b.min_retry_concurrency,
+        interval: b.budget_interval.map(|d| d.as_std()),
+    });
+    out.proxy_protocol = policy.proxy_protocol.as_ref().map(|p| match p.version {
+        networking::ProxyProtocolVersion::V1 => 1,
+        networking::ProxyProtocolVersion::V2 => 2,
+    });
     out.port_level = policy
         .port_level_settings
         .iter()
@@ -371,6 +381,12 @@ fn traffic_policy(policy: &networking::TrafficPolicy) -> TrafficPolicy {
             })
         })
         .collect();
+    // A port's settings have no retry budget or PROXY protocol of their
+    // own: the destination's apply on every port.
+    for port in &mut out.port_level {
+        port.policy.retry_budget.clone_from(&out.retry_budget);
+        port.policy.proxy_protocol = out.proxy_protocol;
+    }
     out
 }
 
@@ -393,6 +409,21 @@ fn port_policy(
                 max_requests: http.and_then(|h| h.http2_max_requests).map(count),
                 max_retries: http.and_then(|h| h.max_retries).map(count),
                 max_requests_per_connection: http.and_then(|h| h.max_requests_per_connection).map(count),
+                http2_keepalive: http.and_then(|h| h.http2_keep_alive).map(|k| Http2Keepalive {
+                    interval: k.interval.map(|d| d.as_std()),
+                    timeout: k.timeout.map(|d| d.as_std()),
+                }),
+                idle_timeout: http.and_then(|h| h.idle_timeout).map(|d| d.as_std()),
+                max_connection_duration: tcp.and_then(|t| t.max_connection_duration).map(|d| d.as_std()),
+                tcp_keepalive: tcp.and_then(|t| t.tcp_keepalive.as_ref()).map(|k| TcpKeepalive {
+                    probes: k.probes,
+                    time: k.time.map(|d| d.as_std()),
+                    interval: k.interval.map(|d| d.as_std()),
+                }),
+                max_concurrent_streams: http.and_then(|h| h.max_concurrent_streams).map(count),
+                upgrade_to_http2: http.and_then(|h| h.h2_upgrade_policy)
+                    == Some(networking::H2UpgradePolicy::Upgrade),
+                use_client_protocol: http.is_some_and(|h| h.use_client_protocol),
             }
         }),
         outlier_detection: outlier.map(|o| OutlierDetection {
@@ -400,6 +431,10 @@ fn port_policy(
             interval: o.interval.map(|d| d.as_std()),
             base_ejection_time: o.base_ejection_time.map(|d| d.as_std()),
             max_ejection_percent: o.max_ejection_percent.map(count),
+            consecutive_gateway_errors: o.consecutive_gateway_errors,
+            consecutive_local_origin_failures: o.consecutive_local_origin_failures,
+            split_external_local_origin_errors: o.split_external_local_origin_errors,
+            min_health_percent: o.min_health_percent.map(count),
         }),
         port_level: Vec::new(),
         tls: tls.map(|tls| ClientTls {
@@ -418,6 +453,34 @@ fn port_policy(
             insecure_skip_verify: tls.insecure_skip_verify == Some(true),
             ca_crl: non_empty(&tls.ca_crl),
         }),
+        warmup: lb.and_then(warmup),
+        retry_budget: None,
+        proxy_protocol: None,
+    }
+}
+
+/// Slow start from `warmup` (or the deprecated `warmupDurationSecs`), for
+/// the balancers that have it.
+fn warmup(lb: &networking::LoadBalancerSettings) -> Option<Warmup> {
+    if lb.consistent_hash.is_some()
+        || matches!(
+            lb.simple,
+            Some(networking::SimpleLb::Random | networking::SimpleLb::Passthrough)
+        )
+    {
+        return None;
+    }
+    match (&lb.warmup, lb.warmup_duration_secs) {
+        (Some(w), _) => Some(Warmup {
+            window: w.duration?.as_std(),
+            minimum_percent: w.minimum_percent,
+            aggression: w.aggression,
+        }),
+        (None, Some(d)) => Some(Warmup {
+            window: d.as_std(),
+            ..Default::default()
+        }),
+        (None, None) => None,
     }
 }
 
@@ -468,6 +531,9 @@ fn merge(top: &TrafficPolicy, own: TrafficPolicy) -> TrafficPolicy {
             own.port_level
         },
         tls: own.tls.or_else(|| top.tls.clone()),
+        warmup: own.warmup.or_else(|| top.warmup.clone()),
+        retry_budget: own.retry_budget.or_else(|| top.retry_budget.clone()),
+        proxy_protocol: own.proxy_protocol.or(top.proxy_protocol),
     }
 }
 

@@ -271,6 +271,7 @@ fn traffic_policy(policy: &DestinationPolicy) -> TrafficPolicy {
         max_retries: cb.http_max_retries.map(count),
         max_requests_per_connection: cb.http_max_requests_per_connection.map(count),
         connect_timeout: None,
+        ..Default::default()
     });
     if cb.http_consecutive_errors.is_some()
         || cb.http_detection_interval.is_some()
@@ -282,6 +283,7 @@ fn traffic_policy(policy: &DestinationPolicy) -> TrafficPolicy {
             interval: cb.http_detection_interval.map(|d| d.as_std()),
             base_ejection_time: cb.sleep_window.map(|d| d.as_std()),
             max_ejection_percent: cb.http_max_ejection_percent.map(count),
+            ..Default::default()
         });
     }
     out

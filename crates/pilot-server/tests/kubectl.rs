@@ -520,6 +520,20 @@ fn kubectl_server_side_apply(kubectl: &Kubectl) {
         stderr.contains(r#"Warning: unknown field "spec.precedance""#),
         "{stderr}"
     );
+    // What a valid object asks that pilot will not do: stored, and kubectl
+    // prints why it will not happen.
+    let locality = kubectl.file(
+        "locality.yaml",
+        "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: locality}\nspec:\n  host: reviews\n  trafficPolicy: {loadBalancer: {localityLbSetting: {failover: [{from: us-east, to: us-west}]}}}\n",
+    );
+    let output = kubectl.output(&["apply", "-f", &locality], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Warning: spec.trafficPolicy.loadBalancer.localityLbSetting: not applied"),
+        "{stderr}"
+    );
+    kubectl.ok(&["delete", "dr", "locality"]);
     kubectl.ok(&["delete", "rr", "ssa-rule", "unknown-rule", "twice-rule"]);
 }
 

@@ -664,3 +664,68 @@ fn static_secrets(resources: &mut Resources) -> usize {
     }
     requiring
 }
+
+#[test]
+fn service_accounts_and_trust_domains_decide_over_mutual_tls() {
+    let port = backend();
+    let mut configs = policy_configs(
+        r#"metadata: {name: reviews-from-productpage-sa, namespace: default}
+spec:
+  selector: {matchLabels: {app: reviews}}
+  action: ALLOW
+  rules:
+  - from: [{source: {serviceAccounts: [productpage]}}]
+  - from: [{source: {serviceAccounts: ["default/other"]}}]
+    to: [{operation: {paths: ["/public"]}}]
+---
+metadata: {name: no-admin-from-the-mesh, namespace: default}
+spec:
+  action: DENY
+  rules:
+  - from: [{source: {trustDomains: ["cluster.*"]}}]
+    to: [{operation: {paths: ["/admin"]}}]
+  - when: [{key: source.trustDomain, notValues: ["cluster.local"]}]
+  - when: [{key: "experimental.envoy.filters.http.example[app][tier]", values: [never-written]}]"#,
+    );
+    configs.peer_authentications = vec![std::sync::Arc::new(pilot_model::Config::new(
+        "default",
+        "strict",
+        serde_json::from_value(serde_json::json!({"mtls": {"mode": "STRICT"}})).unwrap(),
+    ))];
+    let mesh = MeshConfig::new(configs.compile());
+    let pki = Pki::new();
+    pki.identity("productpage");
+    pki.identity("other");
+    let metadata = [("SDS".to_string(), "true".to_string())].into();
+    let proxy = Proxy::from_node_id(NODE)
+        .unwrap()
+        .with_metadata(&metadata)
+        .unwrap();
+    let mut resources = inbound_of(&proxy, &mesh, &own(&[("http", port, Protocol::Http)]));
+    static_secrets(&mut resources);
+    let envoy = Envoy::start_with_secrets(&resources, pki.sds_secrets("reviews"));
+    let log = || envoy.log();
+    // The bare service account is the policy's namespace's.
+    assert_eq!(
+        pki.curl(Some("productpage"), "GET", port, "/reviews/1"),
+        200,
+        "{}",
+        log()
+    );
+    assert_eq!(
+        pki.curl(Some("other"), "GET", port, "/reviews/1"),
+        403,
+        "{}",
+        log()
+    );
+    assert_eq!(pki.curl(Some("other"), "GET", port, "/public"), 200, "{}", log());
+    // No filter wrote the metadata the last DENY rule reads: it denies
+    // nothing. The trust domain cluster.local matches `cluster.*`: DENY
+    // wins.
+    assert_eq!(
+        pki.curl(Some("productpage"), "GET", port, "/admin"),
+        403,
+        "{}",
+        log()
+    );
+}

@@ -62,7 +62,7 @@ apiVersion: networking.istio.io/v1
 kind: Sidecar
 metadata: {name: reviews, namespace: a}
 spec:
-  workloadSelector: {matchLabels: {app: reviews}}
+  workloadSelector: {labels: {app: reviews}}
   egress: [{hosts: ["b/*"]}]
 ---
 apiVersion: networking.istio.io/v1
@@ -275,4 +275,88 @@ fn a_hosts_namespace_is_its_second_label() {
         Some("bookinfo")
     );
     assert_eq!(pilot_xds::host_namespace("httpbin"), None);
+}
+
+/// Istio's exclusion entries: `~ns/*` takes a namespace away from what the
+/// listener's other entries import, `~/host` a host from every namespace,
+/// and `~/*` everything.
+const EXCLUDING: &str = r#"
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: a}
+spec:
+  egress:
+  - hosts: ["*/*", "~b/*", "~/a2.a.svc.cluster.local"]
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: selected, namespace: a}
+spec:
+  workloadSelector: {labels: {app: reviews}}
+  egress:
+  - hosts: ["b/*", "~b/b2.b.svc.cluster.local"]
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: b}
+spec:
+  egress:
+  - hosts: ["./*", "~/*"]
+"#;
+
+#[test]
+fn exclusions_take_away_and_a_label_selected_sidecar_scopes_only_its_workloads_envoy() {
+    let configs = configs(EXCLUDING);
+    let registry = registry(&[]);
+    let mesh = MeshConfig::new(configs.compile());
+    let scope = |namespace: &str, labels: Labels| {
+        let sidecar = mesh.model().sidecar_for(namespace, &labels);
+        scope_of(namespace, sidecar, &registry, &mesh, mesh.model())
+    };
+    let other = scope("a", Labels::new());
+    assert!(matches!(other.origin, ScopeOrigin::NamespaceDefault { .. }));
+    assert_eq!(hosts(&other), [A1, ROOT]);
+    let reviews_labels = Labels::from_pairs([("app", "reviews")]);
+    let reviews = scope("a", reviews_labels.clone());
+    assert!(matches!(reviews.origin, ScopeOrigin::Workload { .. }));
+    assert_eq!(hosts(&reviews), [B1]);
+    assert!(hosts(&scope("b", Labels::new())).is_empty(), "~/* leaves nothing");
+
+    // What each Envoy loads: the selected workload's has b1's cluster and
+    // none of namespace a's; the other's the reverse.
+    let envoy = pilot_test_support::envoy_binary();
+    let clusters_of = |node: &str, labels: &Labels, scope: &pilot_xds::ProxyScope| -> BTreeSet<String> {
+        let mut proxy = Proxy::from_node_id(node).unwrap();
+        proxy.labels = labels.clone();
+        let resources = generate_scoped_outbound(&proxy, &registry, &mesh, mesh.model(), scope, &[]);
+        let dump = pilot_xds::testing::config_dump(&envoy, &proxy.node_id(), &resources).unwrap();
+        dump["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c["static_clusters"].as_array().cloned().unwrap_or_default())
+            .filter_map(|c| c["cluster"]["name"].as_str().map(str::to_string))
+            .filter(|name| name.starts_with("outbound|"))
+            .collect()
+    };
+    let reviews_clusters = clusters_of(
+        "sidecar~10.9.0.2~reviews-1.a~a.svc.cluster.local",
+        &reviews_labels,
+        &reviews,
+    );
+    assert_eq!(
+        reviews_clusters,
+        BTreeSet::from([format!("outbound|80||{B1}")]),
+        "the selected workload's Envoy"
+    );
+    let other_clusters = clusters_of(
+        "sidecar~10.9.0.3~x-1.a~a.svc.cluster.local",
+        &Labels::new(),
+        &other,
+    );
+    assert_eq!(
+        other_clusters,
+        BTreeSet::from([format!("outbound|80||{A1}"), format!("outbound|80||{ROOT}")]),
+        "the namespace default's Envoy"
+    );
 }

@@ -154,9 +154,9 @@ impl ConfigKind for DestinationPolicy {
                 not_supported(errors, "spec.loadBalancing.custom", "custom load balancers");
             }
             if self.destination.as_ref().is_some_and(IstioService::is_wildcard) {
-                errors.push(
+                errors.warn(
                     "spec.loadBalancing",
-                    "a wildcard host is reached at the connection's original destination (Envoy's ORIGINAL_DST cluster), whose load balancing cannot be chosen",
+                    "ignored, as Istio 0.3 ignored it: a wildcard host is reached at the connection's original destination (Envoy's ORIGINAL_DST cluster), whose load balancing cannot be chosen",
                 );
             }
             if lb.name.is_none() && lb.custom.is_none() {

@@ -890,7 +890,7 @@ fn wildcard_hosts_as_istio_accepted_them() {
             "a wildcard host's balancing is the original destination",
             "DestinationPolicy",
             json!({"destination": {"service": "*.google.com"}, "loadBalancing": {"name": "RANDOM"}}),
-            Some(("spec.loadBalancing", "ORIGINAL_DST")),
+            None,
         ),
         (
             "a route cannot send to a wildcard",
@@ -905,4 +905,14 @@ fn wildcard_hosts_as_istio_accepted_them() {
             Some(("spec.destination.service", "names no single destination")),
         ),
     ]);
+    // A wildcard host's balancing is accepted, with a warning that says
+    // it is not applied.
+    let policy = DynConfig {
+        meta: ConfigMeta::new("DestinationPolicy", "default", "rule"),
+        spec: json!({"destination": {"service": "*.google.com"}, "loadBalancing": {"name": "RANDOM"}}),
+    };
+    let warnings = registry().warnings(&policy);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].path, "spec.loadBalancing");
+    assert!(warnings[0].message.contains("ORIGINAL_DST"), "{warnings:?}");
 }

@@ -28,6 +28,24 @@ pub(crate) fn key(path: &str, key: &str) -> String {
     at
 }
 
+/// A label of a hostname or a port name as Istio's `IsDNS1123Label` reads
+/// it: at most 63 letters, digits and `-`, starting and ending with a
+/// letter or digit, upper case allowed (DNS names are case-insensitive;
+/// Kubernetes' stricter rule is for object names, checked elsewhere).
+fn istio_label(label: &str) -> Result<(), String> {
+    let bytes = label.as_bytes();
+    let edges_ok = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
+    if label.len() <= 63
+        && edges_ok(bytes.first())
+        && edges_ok(bytes.last())
+        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+    {
+        Ok(())
+    } else {
+        Err(format!("{label:?} is not a DNS-1123 label"))
+    }
+}
+
 /// A DNS-1123 label with an optional wildcard prefix (`*`, `*foo`,
 /// `*-foo`), as Istio's `IsWildcardDNS1123Label`.
 fn wildcard_label(label: &str) -> bool {
@@ -38,7 +56,7 @@ fn wildcard_label(label: &str) -> bool {
         .strip_prefix("*-")
         .or_else(|| label.strip_prefix('*'))
         .unwrap_or(label);
-    label.len() <= 63 && dns1123_label(rest).is_ok()
+    label.len() <= 63 && istio_label(rest).is_ok()
 }
 
 /// Istio's `ValidateDNS1123Labels`: every label a DNS-1123 label (a final
@@ -55,7 +73,7 @@ fn dns1123_labels(domain: &str) -> Result<(), String> {
         if i == parts.len() - 1 && label.is_empty() {
             return Ok(());
         }
-        if dns1123_label(label).is_err() {
+        if istio_label(label).is_err() {
             return Err(format!(
                 "domain name {domain:?} invalid (label {label:?} invalid)"
             ));
@@ -388,9 +406,9 @@ pub(crate) fn is_tls(protocol: &str) -> bool {
     matches!(protocol, "HTTPS" | "TLS")
 }
 
-/// Istio's `ValidatePortName`: a DNS-1123 label.
+/// Istio's `ValidatePortName`: a DNS-1123 label (upper case allowed).
 pub(crate) fn check_port_name(path: &str, name: &str, errors: &mut FieldErrors) {
-    if dns1123_label(name).is_err() {
+    if istio_label(name).is_err() {
         errors.push(path, format!("invalid port name: {name:?}"));
     }
 }

@@ -92,7 +92,9 @@ pub struct HeaderOperations {
     pub remove: Vec<String>,
 }
 
-/// Selects workloads by their labels.
+/// Selects workloads by their labels: Istio's `type.v1beta1.WorkloadSelector`
+/// (`matchLabels`), the selector of DestinationRule and of the security
+/// kinds. Sidecar and ServiceEntry use [`LabelSelector`] (`labels`).
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -100,4 +102,17 @@ pub struct WorkloadSelector {
     /// Labels a workload must carry, all of them.
     #[serde(default, alias = "match_labels", skip_serializing_if = "BTreeMap::is_empty")]
     pub match_labels: BTreeMap<String, String>,
+}
+
+/// Selects workloads by their labels: Istio's
+/// `networking.v1alpha3.WorkloadSelector` (`labels`), the selector of
+/// Sidecar, ServiceEntry and EnvoyFilter, where DestinationRule and the
+/// security kinds say `matchLabels` ([`WorkloadSelector`]).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabelSelector {
+    /// Labels a workload must carry, all of them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }

@@ -34,22 +34,25 @@ mod virtual_service;
 mod workload_entry;
 
 pub use common::{
-    Destination, HeaderOperations, Headers, Percent, PortSelector, StringMatch, WorkloadSelector,
+    Destination, HeaderOperations, Headers, LabelSelector, Percent, PortSelector, StringMatch,
+    WorkloadSelector,
 };
 pub use destination_rule::{DestinationRule, Subset};
 pub use export::{check_export_to_list, exported_to, is_public};
 pub use gateway::{
     Gateway, GatewayPort, Server, ServerTlsMode, ServerTlsSettings, TlsCertificate, TlsProtocol,
 };
-pub use service_entry::{EntrySelector, Location, Resolution, ServiceEntry, ServicePort};
+pub use service_entry::{Location, Resolution, ServiceEntry, ServicePort};
 pub use sidecar::{
     CaptureMode, EgressHost, EgressListener, IngressListener, NamespaceSelector, OutboundMode,
-    OutboundTrafficPolicy, Sidecar, SidecarPort, host_matches,
+    OutboundTrafficPolicy, Sidecar, SidecarPort, host_matches, in_scope,
 };
 pub use traffic_policy::{
-    ClientTlsMode, ClientTlsSettings, ConnectionPoolSettings, ConsistentHashLb, CookieAttribute,
-    H2UpgradePolicy, HttpCookie, HttpSettings, LoadBalancerSettings, MagLev, OutlierDetection,
-    PortTrafficPolicy, RingHash, SimpleLb, TcpKeepalive, TcpSettings, TrafficPolicy,
+    ClientTlsMode, ClientTlsSettings, ConnectionKeepalive, ConnectionPoolSettings, ConsistentHashLb,
+    CookieAttribute, H2UpgradePolicy, HttpCookie, HttpSettings, LoadBalancerSettings, LocalityDistribute,
+    LocalityFailover, LocalityLbSetting, MagLev, OutlierDetection, PortTrafficPolicy, ProxyProtocol,
+    ProxyProtocolVersion, RetryBudget, RingHash, SimpleLb, TcpKeepalive, TcpSettings, TrafficPolicy,
+    TunnelSettings, Warmup, ZoneAwareLbSetting,
 };
 pub use validate_virtual_service::{RETRY_ON, hosts_overlap};
 pub use virtual_service::{

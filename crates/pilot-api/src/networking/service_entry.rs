@@ -3,8 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use std::collections::BTreeMap;
-
+use super::common::LabelSelector;
 use super::workload_entry::WorkloadEntry;
 
 /// A service added to the registry.
@@ -33,25 +32,13 @@ pub struct ServiceEntry {
     /// Selects WorkloadEntries (and pods) as instances instead of
     /// `endpoints`.
     #[serde(default, alias = "workload_selector", skip_serializing_if = "Option::is_none")]
-    pub workload_selector: Option<EntrySelector>,
+    pub workload_selector: Option<LabelSelector>,
     /// The namespaces this entry is visible to (`.` its own, `*` all).
     #[serde(default, alias = "export_to", skip_serializing_if = "Vec::is_empty")]
     pub export_to: Vec<String>,
     /// Identities the service's instances may present.
     #[serde(default, alias = "subject_alt_names", skip_serializing_if = "Vec::is_empty")]
     pub subject_alt_names: Vec<String>,
-}
-
-/// The workloads a service entry selects as its instances (Istio's
-/// `networking.v1alpha3.WorkloadSelector`: `labels`, where the policy
-/// kinds' selector says `matchLabels`).
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct EntrySelector {
-    /// Labels a workload must carry, all of them.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
 }
 
 /// A port of a service entry.

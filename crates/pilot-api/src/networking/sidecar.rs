@@ -1,7 +1,8 @@
 //! `Sidecar`: what a sidecar proxy sees of the mesh. Its egress listeners
 //! import hosts as `namespace/host` (`./*` its own namespace, `*/host` a
-//! host in any namespace, `ns/*` every host of a namespace, `~/*`
-//! nothing), its outbound traffic policy says what becomes of traffic to
+//! host in any namespace, `ns/*` every host of a namespace; `~ns/host`
+//! excludes what it names from what the listener's other entries import,
+//! and a bare `~` is any namespace, so `~/*` leaves nothing), its outbound traffic policy says what becomes of traffic to
 //! a host it does not import (`REGISTRY_ONLY`: refused; `ALLOW_ANY`:
 //! passed through), its ingress listeners describe the ports it accepts.
 //!
@@ -24,7 +25,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{Destination, WorkloadSelector};
+use super::common::{Destination, LabelSelector};
 use super::gateway::ServerTlsSettings;
 use super::traffic_policy::ConnectionPoolSettings;
 
@@ -36,7 +37,7 @@ pub struct Sidecar {
     /// The workloads it applies to; none: every workload of its namespace
     /// without a Sidecar of its own.
     #[serde(default, alias = "workload_selector", skip_serializing_if = "Option::is_none")]
-    pub workload_selector: Option<WorkloadSelector>,
+    pub workload_selector: Option<LabelSelector>,
     /// The ports inbound traffic is accepted on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ingress: Vec<IngressListener>,
@@ -186,13 +187,18 @@ impl Sidecar {
     }
 }
 
-/// One imported host: `namespace/dnsName`.
+/// One entry of an egress listener's hosts: `namespace/dnsName` imports,
+/// `~namespace/dnsName` excludes (Istio's exclusion entries: a host is in
+/// a listener's scope when one of its entries imports it and none
+/// excludes it; a bare `~` is any namespace, so `~/*` excludes all).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EgressHost {
     /// Which namespaces' hosts.
     pub namespace: NamespaceSelector,
     /// The DNS name: `*`, `*.suffix` or a name.
     pub host: String,
+    /// An exclusion (`~` before the namespace).
+    pub exclude: bool,
 }
 
 /// The namespace part of an imported host.
@@ -202,8 +208,6 @@ pub enum NamespaceSelector {
     Any,
     /// `.`: the Sidecar's own namespace.
     Own,
-    /// `~`: no namespace (imports nothing).
-    Nothing,
     /// A namespace by name.
     Named(String),
 }
@@ -219,29 +223,57 @@ impl EgressHost {
                 "config namespace and dnsName in host entry {text:?} cannot be empty"
             ));
         }
+        let (exclude, namespace) = match namespace.strip_prefix('~') {
+            Some("") => (true, "*"),
+            Some(rest) => (true, rest),
+            None => (false, namespace),
+        };
         let namespace = match namespace {
             "*" => NamespaceSelector::Any,
             "." => NamespaceSelector::Own,
-            "~" => NamespaceSelector::Nothing,
             other => NamespaceSelector::Named(other.to_string()),
         };
         Ok(EgressHost {
             namespace,
             host: host.to_string(),
+            exclude,
         })
     }
 
-    /// True when it imports `host`, published by `host_namespace`, into a
-    /// Sidecar of `sidecar_namespace`.
-    pub fn imports(&self, sidecar_namespace: &str, host_namespace: &str, host: &str) -> bool {
+    /// True when it names `host`, published by `host_namespace`, for a
+    /// Sidecar of `sidecar_namespace`, whether it imports or excludes it.
+    pub fn names(&self, sidecar_namespace: &str, host_namespace: &str, host: &str) -> bool {
         let namespace_ok = match &self.namespace {
             NamespaceSelector::Any => true,
             NamespaceSelector::Own => host_namespace == sidecar_namespace,
-            NamespaceSelector::Nothing => false,
             NamespaceSelector::Named(ns) => ns == host_namespace,
         };
         namespace_ok && host_matches(&self.host, host)
     }
+
+    /// True when this entry imports `host` (an exclusion never does).
+    pub fn imports(&self, sidecar_namespace: &str, host_namespace: &str, host: &str) -> bool {
+        !self.exclude && self.names(sidecar_namespace, host_namespace, host)
+    }
+}
+
+/// True when a listener with these `entries` has a host in scope: one
+/// entry imports it and none excludes it; `names(entry)` says whether an
+/// entry names the host.
+///
+/// ```
+/// use pilot_api::networking::{EgressHost, in_scope};
+/// let entries: Vec<EgressHost> = ["*/*", "~prod-us2/*", "~/bar.example.com"]
+///     .iter()
+///     .map(|h| EgressHost::parse(h).unwrap())
+///     .collect();
+/// let scoped = |ns: &str, host: &str| in_scope(&entries, |e| e.names("prod-us1", ns, host));
+/// assert!(scoped("prod-us1", "reviews.prod-us1.svc.cluster.local"));
+/// assert!(!scoped("prod-us2", "reviews.prod-us2.svc.cluster.local"));
+/// assert!(!scoped("web", "bar.example.com"));
+/// ```
+pub fn in_scope(entries: &[EgressHost], names: impl Fn(&EgressHost) -> bool) -> bool {
+    entries.iter().any(|e| !e.exclude && names(e)) && !entries.iter().any(|e| e.exclude && names(e))
 }
 
 /// True when the pattern (`*`, `*.suffix`, `*suffix` or a name) matches

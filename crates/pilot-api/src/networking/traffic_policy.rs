@@ -26,15 +26,19 @@ pub struct TrafficPolicy {
     /// Overrides for single ports.
     #[serde(default, alias = "port_level_settings", skip_serializing_if = "Vec::is_empty")]
     pub port_level_settings: Vec<PortTrafficPolicy>,
-    /// Tunnelling of TCP over HTTP CONNECT (not supported).
+    /// Tunnelling of TCP over HTTP CONNECT or POST (not supported:
+    /// refused, since ignoring it would send the traffic around the
+    /// tunnel).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tunnel: Option<serde_json::Value>,
-    /// PROXY protocol towards the destination (not supported).
+    pub tunnel: Option<TunnelSettings>,
+    /// PROXY protocol towards the destination: Envoy's upstream PROXY
+    /// protocol transport socket around the connection (and its TLS).
     #[serde(default, alias = "proxy_protocol", skip_serializing_if = "Option::is_none")]
-    pub proxy_protocol: Option<serde_json::Value>,
-    /// A retry budget (not supported).
+    pub proxy_protocol: Option<ProxyProtocol>,
+    /// A retry budget: Envoy's circuit breaker `retry_budget`, in place of
+    /// the fixed `maxRetries`.
     #[serde(default, alias = "retry_budget", skip_serializing_if = "Option::is_none")]
-    pub retry_budget: Option<serde_json::Value>,
+    pub retry_budget: Option<RetryBudget>,
 }
 
 /// Policies for one port of a destination.
@@ -70,30 +74,185 @@ pub struct LoadBalancerSettings {
     /// Session affinity by a hash of the request.
     #[serde(default, alias = "consistent_hash", skip_serializing_if = "Option::is_none")]
     pub consistent_hash: Option<ConsistentHashLb>,
-    /// Locality-weighted load balancing (not supported).
+    /// Locality-weighted load balancing and failover: accepted with a
+    /// warning (pilot does not weigh or fail over endpoints by locality).
     #[serde(
         default,
         alias = "locality_lb_setting",
         skip_serializing_if = "Option::is_none"
     )]
-    pub locality_lb_setting: Option<serde_json::Value>,
-    /// Zone-aware load balancing (not supported).
+    pub locality_lb_setting: Option<LocalityLbSetting>,
+    /// Zone-aware load balancing: accepted with a warning, as
+    /// `localityLbSetting`.
     #[serde(
         default,
         alias = "zone_aware_lb_setting",
         skip_serializing_if = "Option::is_none"
     )]
-    pub zone_aware_lb_setting: Option<serde_json::Value>,
-    /// Slow start for new instances.
+    pub zone_aware_lb_setting: Option<ZoneAwareLbSetting>,
+    /// Slow start for new instances (deprecated for `warmup`).
     #[serde(
         default,
         alias = "warmup_duration_secs",
         skip_serializing_if = "Option::is_none"
     )]
     pub warmup_duration_secs: Option<Duration>,
-    /// Slow start settings (not supported).
+    /// Slow start for new instances: Envoy's `slow_start_config` of the
+    /// round-robin and least-request balancers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warmup: Option<serde_json::Value>,
+    pub warmup: Option<Warmup>,
+}
+
+/// Slow start: a new instance's share of traffic grows over `duration`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Warmup {
+    /// How long an instance stays in slow start (required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Duration>,
+    /// The share of its weight a new instance starts with, in percent
+    /// (Envoy's default: 10).
+    #[serde(default, alias = "minimum_percent", skip_serializing_if = "Option::is_none")]
+    pub minimum_percent: Option<f64>,
+    /// How fast the share grows: 1 linearly, more faster at first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggression: Option<f64>,
+}
+
+/// Locality-weighted load balancing (Istio's `LocalityLoadBalancerSetting`).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LocalityLbSetting {
+    /// Shares of traffic from a locality to others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub distribute: Vec<LocalityDistribute>,
+    /// Where traffic goes when a region's instances are unhealthy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failover: Vec<LocalityFailover>,
+    /// Labels that order failover priorities.
+    #[serde(default, alias = "failover_priority", skip_serializing_if = "Vec::is_empty")]
+    pub failover_priority: Vec<String>,
+    /// Whether locality load balancing is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// Zone-aware load balancing (Istio's `ZoneAwareLoadBalancerSetting`).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ZoneAwareLbSetting {
+    /// Whether zone-aware load balancing is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Where traffic goes when a region's instances are unhealthy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failover: Vec<LocalityFailover>,
+    /// Labels that order failover priorities.
+    #[serde(default, alias = "failover_priority", skip_serializing_if = "Vec::is_empty")]
+    pub failover_priority: Vec<String>,
+    /// The fewest instances a zone must have to be preferred.
+    #[serde(default, alias = "min_cluster_size", skip_serializing_if = "Option::is_none")]
+    pub min_cluster_size: Option<u64>,
+}
+
+/// Shares of traffic from one locality.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LocalityDistribute {
+    /// The origin locality (`region/zone/subzone`, `*` allowed).
+    #[serde(default)]
+    pub from: String,
+    /// Destination localities and their shares (summing to 100).
+    #[serde(default)]
+    pub to: std::collections::BTreeMap<String, u32>,
+}
+
+/// A region's failover.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LocalityFailover {
+    /// The region whose instances failed.
+    #[serde(default)]
+    pub from: String,
+    /// The region traffic goes to instead.
+    #[serde(default)]
+    pub to: String,
+}
+
+/// Tunnelling of TCP traffic over HTTP (Istio's `TunnelSettings`).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TunnelSettings {
+    /// `CONNECT` (default) or `POST`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub protocol: String,
+    /// The host the tunnel reaches.
+    #[serde(default, alias = "target_host")]
+    pub target_host: String,
+    /// The port the tunnel reaches.
+    #[serde(default, alias = "target_port")]
+    pub target_port: u32,
+}
+
+/// The PROXY protocol header sent before a connection's bytes.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxyProtocol {
+    /// `V1` (text, the default) or `V2` (binary).
+    #[serde(default)]
+    pub version: ProxyProtocolVersion,
+}
+
+/// A PROXY protocol version.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProxyProtocolVersion {
+    /// Human-readable text.
+    #[default]
+    V1,
+    /// Binary.
+    V2,
+}
+
+/// A retry budget: retries in flight as a share of the requests in flight.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RetryBudget {
+    /// The share, in percent (Envoy's default: 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent: Option<f64>,
+    /// Retries always allowed, whatever the share says (Envoy's default: 3).
+    #[serde(
+        default,
+        alias = "min_retry_concurrency",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub min_retry_concurrency: Option<u32>,
+    /// Over how long requests count towards the budget (default: only
+    /// those in flight).
+    #[serde(default, alias = "budget_interval", skip_serializing_if = "Option::is_none")]
+    pub budget_interval: Option<Duration>,
+}
+
+/// HTTP/2 keepalive pings on upstream connections.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConnectionKeepalive {
+    /// Time between pings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Duration>,
+    /// How long an unanswered ping waits before the connection is closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
 }
 
 /// The built-in load-balancing algorithms.
@@ -303,9 +462,9 @@ pub struct HttpSettings {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_concurrent_streams: Option<i32>,
-    /// HTTP/2 keepalive pings (not supported).
+    /// HTTP/2 keepalive pings on HTTP/2 upstream connections.
     #[serde(default, alias = "http2_keep_alive", skip_serializing_if = "Option::is_none")]
-    pub http2_keep_alive: Option<serde_json::Value>,
+    pub http2_keep_alive: Option<ConnectionKeepalive>,
 }
 
 /// HTTP/2 upgrade policy.

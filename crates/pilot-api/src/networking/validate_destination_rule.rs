@@ -8,7 +8,7 @@ use super::checks::{at, check_duration, check_export_to, check_labels, check_por
 use super::destination_rule::DestinationRule;
 use super::traffic_policy::{
     ClientTlsMode, ClientTlsSettings, ConnectionPoolSettings, H2UpgradePolicy, LoadBalancerSettings,
-    OutlierDetection, TrafficPolicy,
+    LocalityLbSetting, OutlierDetection, SimpleLb, TrafficPolicy,
 };
 use pilot_model::{FieldErrors, dns1123_label};
 
@@ -71,14 +71,15 @@ pub(crate) fn traffic_policy(path: &str, policy: &TrafficPolicy, errors: &mut Fi
         errors.push(path, "traffic policy must have at least one field");
         return;
     }
-    for (field, given) in [
-        ("tunnel", policy.tunnel.is_some()),
-        ("proxyProtocol", policy.proxy_protocol.is_some()),
-        ("retryBudget", policy.retry_budget.is_some()),
-    ] {
-        if given {
-            crate::primitives::not_supported(errors, &at(path, field), field);
+    if policy.tunnel.is_some() {
+        crate::primitives::not_supported(errors, &at(path, "tunnel"), "tunnel");
+    }
+    if let Some(budget) = &policy.retry_budget {
+        let bp = at(path, "retryBudget");
+        if budget.percent.is_some_and(|p| !(0.0..=100.0).contains(&p)) {
+            errors.push(at(&bp, "percent"), "percent must be between 0 and 100");
         }
+        check_duration(&at(&bp, "budgetInterval"), budget.budget_interval, errors);
     }
     parts(
         path,
@@ -233,16 +234,99 @@ fn load_balancer_settings(path: &str, lb: &LoadBalancerSettings, errors: &mut Fi
             }
         }
     }
+    if let Some(locality) = &lb.locality_lb_setting {
+        locality_lb(&at(path, "localityLbSetting"), locality, errors);
+    }
     for (field, given) in [
-        ("localityLbSetting", lb.locality_lb_setting.is_some()),
-        ("zoneAwareLbSetting", lb.zone_aware_lb_setting.is_some()),
-        ("warmup", lb.warmup.is_some()),
+        (
+            "localityLbSetting",
+            lb.locality_lb_setting
+                .as_ref()
+                .is_some_and(|l| l.enabled != Some(false)),
+        ),
+        (
+            "zoneAwareLbSetting",
+            lb.zone_aware_lb_setting
+                .as_ref()
+                .is_some_and(|z| z.enabled != Some(false)),
+        ),
     ] {
         if given {
-            crate::primitives::not_supported(errors, &at(path, field), field);
+            errors.warn(
+                at(path, field),
+                "not applied: pilot does not weigh or fail over endpoints by locality; traffic is balanced over all of them alike",
+            );
         }
     }
     check_duration(&at(path, "warmupDurationSecs"), lb.warmup_duration_secs, errors);
+    if let Some(warmup) = &lb.warmup {
+        let wp = at(path, "warmup");
+        match warmup.duration {
+            None => errors.push(at(&wp, "duration"), "duration is required"),
+            Some(d) if d.as_std().is_zero() => {
+                errors.push(at(&wp, "duration"), "duration must be greater than 0")
+            }
+            Some(d) => check_duration(&at(&wp, "duration"), Some(d), errors),
+        }
+        if let Some(p) = warmup.minimum_percent
+            && !(0.0..=100.0).contains(&p)
+        {
+            errors.push(
+                at(&wp, "minimumPercent"),
+                format!("minimumPercent value should be between 0 and 100, got {p}"),
+            );
+        }
+        if warmup.aggression.is_some_and(|a| a < 1.0) {
+            errors.push(
+                at(&wp, "aggression"),
+                "aggression should be greater than or equal to 1",
+            );
+        }
+    }
+    if lb.warmup.is_some() || lb.warmup_duration_secs.is_some() {
+        let field = if lb.warmup.is_some() {
+            "warmup"
+        } else {
+            "warmupDurationSecs"
+        };
+        let slow_start_balancer = lb.consistent_hash.is_none()
+            && !matches!(lb.simple, Some(SimpleLb::Random | SimpleLb::Passthrough));
+        if !slow_start_balancer {
+            errors.warn(
+                at(path, field),
+                "not applied: slow start is for the ROUND_ROBIN and LEAST_REQUEST balancers only",
+            );
+        }
+    }
+}
+
+/// Istio's `validateLocalityLbSetting`: `distribute` and `failover` not
+/// both, shares summing to 100, a failover to another region.
+fn locality_lb(path: &str, locality: &LocalityLbSetting, errors: &mut FieldErrors) {
+    if !locality.distribute.is_empty() && !locality.failover.is_empty() {
+        errors.push(path, "can not simultaneously set 'distribute' and 'failover'");
+    }
+    for (i, distribute) in locality.distribute.iter().enumerate() {
+        let dp = format!("{path}.distribute[{i}]");
+        let sum: u64 = distribute.to.values().map(|w| u64::from(*w)).sum();
+        if sum != 100 {
+            errors.push(
+                at(&dp, "to"),
+                format!("the weights of a locality must sum to 100, got {sum}"),
+            );
+        }
+        if distribute.from.is_empty() {
+            errors.push(at(&dp, "from"), "from must be set");
+        }
+    }
+    for (i, failover) in locality.failover.iter().enumerate() {
+        let fp = format!("{path}.failover[{i}]");
+        if failover.from == failover.to {
+            errors.push(fp, "locality lb failover settings must specify different regions");
+        } else if failover.from.contains('/') || failover.to.contains('/') {
+            errors.push(fp, "locality lb failover only supports region-level failover");
+        }
+    }
 }
 
 fn is_prime(x: u64) -> bool {
@@ -285,8 +369,10 @@ pub(super) fn connection_pool(path: &str, pool: &ConnectionPoolSettings, errors:
                 "use client protocol must not be true when H2UpgradePolicy is UPGRADE",
             );
         }
-        if http.http2_keep_alive.is_some() {
-            crate::primitives::not_supported(errors, &at(&hp, "http2KeepAlive"), "http2KeepAlive");
+        if let Some(keepalive) = &http.http2_keep_alive {
+            let kp = at(&hp, "http2KeepAlive");
+            check_duration(&at(&kp, "interval"), keepalive.interval, errors);
+            check_duration(&at(&kp, "timeout"), keepalive.timeout, errors);
         }
     }
     if let Some(tcp) = &pool.tcp {

@@ -20,11 +20,11 @@ const UNIX_PREFIX: &str = "unix://";
 
 pub(crate) fn sidecar(sidecar: &Sidecar, errors: &mut FieldErrors) {
     if let Some(selector) = &sidecar.workload_selector {
-        let path = "spec.workloadSelector.matchLabels";
-        if selector.match_labels.is_empty() {
+        let path = "spec.workloadSelector.labels";
+        if selector.labels.is_empty() {
             errors.push(path, "sidecar: workloadSelector cannot have empty labels");
         }
-        check_labels(path, &selector.match_labels, errors);
+        check_labels(path, &selector.labels, errors);
     }
     if sidecar.egress.is_empty()
         && sidecar.ingress.is_empty()
@@ -336,12 +336,6 @@ mod tests {
             ],
             "outboundTrafficPolicy": {"mode": "REGISTRY_ONLY"}
         });
-        let spec = serde_json::json!({
-            "workloadSelector": {"matchLabels": spec["workloadSelector"]["labels"]},
-            "ingress": spec["ingress"],
-            "egress": spec["egress"],
-            "outboundTrafficPolicy": spec["outboundTrafficPolicy"],
-        });
         assert_eq!(errors_of(spec), []);
     }
 
@@ -549,7 +543,7 @@ mod tests {
         }));
         let paths: Vec<&str> = errors.iter().map(|(p, _)| p.as_str()).collect();
         for expected in [
-            "spec.workloadSelector.matchLabels",
+            "spec.workloadSelector.labels",
             "spec.ingress[0].port.number",
             "spec.ingress[0].port.protocol",
             "spec.ingress[1].port",

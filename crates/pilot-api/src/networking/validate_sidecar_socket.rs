@@ -8,7 +8,7 @@
 //! several still gets no listener.
 
 use super::checks::{at, index};
-use super::sidecar::{EgressHost, EgressListener, NamespaceSelector};
+use super::sidecar::{EgressHost, EgressListener};
 use pilot_model::{FieldErrors, Protocol};
 
 /// Checks the hosts of `listener`, at `path` (`spec.egress[i]`), when it
@@ -41,7 +41,7 @@ pub(super) fn socket_hosts(path: &str, listener: &EgressListener, errors: &mut F
             // Its own error is reported with the other hosts'.
             continue;
         };
-        if parsed.host.contains('*') || parsed.namespace == NamespaceSelector::Nothing {
+        if parsed.host.contains('*') || parsed.exclude {
             errors.push(
                 index(&at(path, "hosts"), j),
                 format!(

@@ -251,6 +251,12 @@ fn weight(path: &str, weight: Option<i32>, total: &mut i64, errors: &mut FieldEr
 
 fn http_route(path: &str, route: &HttpRoute, delegate: bool, errors: &mut FieldErrors) {
     conflicts(path, route, delegate, errors);
+    if route.websocket_upgrade.is_some() {
+        errors.warn(
+            at(path, "websocketUpgrade"),
+            "ignored, as Istio ignores it: every HTTP route upgrades to WebSocket when the client asks",
+        );
+    }
     for (i, m) in route.matches.iter().enumerate() {
         http_match(&index(&at(path, "match"), i), m, errors);
     }

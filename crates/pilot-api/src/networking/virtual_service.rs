@@ -88,6 +88,11 @@ pub struct HttpRoute {
     /// Header manipulation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<Headers>,
+    /// Istio's deprecated `websocketUpgrade` of older configurations:
+    /// accepted and ignored, as Istio does (every HTTP route upgrades to
+    /// WebSocket when asked); validation warns.
+    #[serde(default, alias = "websocket_upgrade", skip_serializing_if = "Option::is_none")]
+    pub websocket_upgrade: Option<bool>,
 }
 
 /// Conditions on a request, all of which must hold.

@@ -27,8 +27,8 @@ pub struct AuthorizationPolicy {
     #[serde(default)]
     pub action: Action,
     /// A request matches the policy when it matches any rule. An ALLOW
-    /// policy without rules allows nothing; a DENY policy without rules
-    /// denies nothing.
+    /// policy without rules allows nothing; a DENY policy must have rules
+    /// (Istio refuses one without: it would never deny).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<Rule>,
     /// The external authorizer of a CUSTOM policy: an extension provider
@@ -141,6 +141,21 @@ pub struct Source {
     /// Original addresses that must not match.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_remote_ip_blocks: Vec<String>,
+    /// The peer's service accounts, `namespace/name` or `name` (in the
+    /// policy's namespace), any trust domain (mutual TLS); not with
+    /// `namespaces` or `principals`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_accounts: Vec<String>,
+    /// Service accounts that must not match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_service_accounts: Vec<String>,
+    /// The trust domains of the peer's identity (mutual TLS); `*` and
+    /// prefix or suffix `*` allowed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trust_domains: Vec<String>,
+    /// Trust domains that must not match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_trust_domains: Vec<String>,
 }
 
 /// The call: every field given must match.
@@ -191,15 +206,43 @@ pub struct Condition {
 }
 
 /// The `when` keys supported beside `request.headers[NAME]`.
-pub const WHEN_KEYS: [&str; 7] = [
+pub const WHEN_KEYS: [&str; 8] = [
     "source.ip",
     "remote.ip",
     "source.namespace",
     "source.principal",
+    "source.trustDomain",
     "destination.ip",
     "destination.port",
     "connection.sni",
 ];
+
+/// The prefix of Istio's `experimental.envoy.filters.FILTER[KEY]` keys: a
+/// value of the dynamic metadata another filter of the same request wrote.
+pub const FILTER_METADATA_KEY: &str = "experimental.envoy.filters.";
+
+/// A `when` key `experimental.envoy.filters.FILTER[KEY]` read: the filter
+/// (`envoy.filters.FILTER`) and the metadata path (`KEY`, further `[..]`
+/// nesting).
+///
+/// ```
+/// use pilot_api::security::filter_metadata_key;
+/// assert_eq!(
+///     filter_metadata_key("experimental.envoy.filters.network.mysql_proxy[db.table][op]"),
+///     Some(("envoy.filters.network.mysql_proxy".to_string(), vec!["db.table".to_string(), "op".to_string()]))
+/// );
+/// assert_eq!(filter_metadata_key("experimental.envoy.filters.a.b"), None);
+/// ```
+pub fn filter_metadata_key(key: &str) -> Option<(String, Vec<String>)> {
+    let rest = key.strip_prefix(FILTER_METADATA_KEY)?;
+    let (filter, path) = rest.split_once('[')?;
+    let path = path.strip_suffix(']')?;
+    let segments: Vec<String> = path.split("][").map(str::to_string).collect();
+    if filter.is_empty() || segments.iter().any(|s| s.is_empty() || s.contains(['[', ']'])) {
+        return None;
+    }
+    Some((format!("envoy.filters.{filter}"), segments))
+}
 
 impl AuthorizationPolicy {
     /// Whether this policy, kept in `namespace`, applies to a workload of
@@ -300,6 +343,12 @@ impl ConfigKind for AuthorizationPolicy {
         if let Some(selector) = &self.selector {
             selector.validate(errors, "spec.selector");
         }
+        if self.action == Action::Deny && self.rules.is_empty() {
+            errors.push(
+                "spec.rules",
+                "a DENY policy without rules is meaningless: it would never deny; add the rules it denies",
+            );
+        }
         crate::security::custom::validate(self, errors);
         for (index, rule) in self.rules.iter().enumerate() {
             validate_rule(errors, index, rule);
@@ -357,8 +406,47 @@ fn validate_source(errors: &mut FieldErrors, path: &str, source: &Source) {
         ("remoteIpBlocks", &source.remote_ip_blocks),
         ("notRemoteIpBlocks", &source.not_remote_ip_blocks),
     ];
-    if lists.iter().all(|(_, values)| values.is_empty()) {
+    let identities: [(&str, &Vec<String>); 4] = [
+        ("serviceAccounts", &source.service_accounts),
+        ("notServiceAccounts", &source.not_service_accounts),
+        ("trustDomains", &source.trust_domains),
+        ("notTrustDomains", &source.not_trust_domains),
+    ];
+    if lists
+        .iter()
+        .chain(&identities)
+        .all(|(_, values)| values.is_empty())
+    {
         errors.push(path, "`from.source` must not be empty");
+    }
+    // Istio's rule: service accounts name identities whole.
+    let accounts = !source.service_accounts.is_empty() || !source.not_service_accounts.is_empty();
+    let others = !source.principals.is_empty()
+        || !source.not_principals.is_empty()
+        || !source.namespaces.is_empty()
+        || !source.not_namespaces.is_empty();
+    if accounts && others {
+        errors.push(path, "cannot set serviceAccounts with namespaces or principals");
+    }
+    for (field, values) in identities {
+        check_values(errors, &format!("{path}.{field}"), values);
+        if field.ends_with("erviceAccounts") {
+            for (i, value) in values.iter().enumerate() {
+                let parts: Vec<&str> = value.split('/').collect();
+                let valid = parts.len() <= 2
+                    && parts
+                        .iter()
+                        .all(|p| !p.is_empty() && pilot_model::dns1123_subdomain(p).is_ok());
+                if !valid {
+                    errors.push(
+                        format!("{path}.{field}[{i}]"),
+                        format!(
+                            "service account {value:?} must be NAME or NAMESPACE/NAME, without wildcards"
+                        ),
+                    );
+                }
+            }
+        }
     }
     for (field, values) in lists {
         check_values(errors, &format!("{path}.{field}"), values);
@@ -413,6 +501,16 @@ fn validate_operation(errors: &mut FieldErrors, path: &str, operation: &Operatio
                     format!("{path}.{field}[{i}]"),
                     format!("path {value:?} must start with `/` (or be `*`, `*suffix`)"),
                 );
+            } else if value.contains(['{', '}']) {
+                // Istio's path templates need Envoy's uri_template matcher
+                // in RBAC, which the Envoy pilot is tested with aborts on
+                // (even in --mode validate): matching one literally would
+                // allow or deny other requests than meant.
+                crate::primitives::not_supported(
+                    errors,
+                    &format!("{path}.{field}[{i}]"),
+                    &format!("the path template {value:?} ({{*}}, {{**}})"),
+                );
             }
         }
     }
@@ -435,6 +533,13 @@ fn validate_condition(errors: &mut FieldErrors, path: &str, condition: &Conditio
             &format!("{path}.key"),
             &format!("{key} (JWT, needs RequestAuthentication)"),
         );
+    } else if key.starts_with(FILTER_METADATA_KEY) {
+        if filter_metadata_key(key).is_none() {
+            errors.push(
+                format!("{path}.key"),
+                format!("{key:?} must be experimental.envoy.filters.FILTER[KEY]"),
+            );
+        }
     } else if !WHEN_KEYS.contains(&key) {
         errors.push(
             format!("{path}.key"),

@@ -2,8 +2,8 @@
 //! the CUSTOM and AUDIT actions: a CUSTOM policy needs rules (`rules: [{}]`
 //! matches every request) and `provider.name`, and its rules may not use
 //! what the external authorizer is consulted before (peer identities,
-//! namespaces, JWT principals and `request.auth.*`); a `provider` is only
-//! for CUSTOM. AUDIT policies take the same rules as ALLOW and DENY ones.
+//! namespaces, service accounts, JWT principals and `request.auth.*`); a
+//! `provider` is only for CUSTOM. AUDIT policies take the same rules as ALLOW and DENY ones.
 
 use pilot_model::FieldErrors;
 
@@ -42,6 +42,8 @@ pub(super) fn validate(policy: &AuthorizationPolicy, errors: &mut FieldErrors) {
             for (field, values) in [
                 ("namespaces", &source.namespaces),
                 ("notNamespaces", &source.not_namespaces),
+                ("serviceAccounts", &source.service_accounts),
+                ("notServiceAccounts", &source.not_service_accounts),
                 ("principals", &source.principals),
                 ("notPrincipals", &source.not_principals),
                 ("requestPrincipals", &source.request_principals),

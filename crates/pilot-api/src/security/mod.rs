@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use authorization_policy::{
-    Action, AuthorizationPolicy, Condition, From, Operation, Provider, Rule, Source, To, WHEN_KEYS,
-    from_entry, to_entry,
+    Action, AuthorizationPolicy, Condition, FILTER_METADATA_KEY, From, Operation, Provider, Rule, Source, To,
+    WHEN_KEYS, filter_metadata_key, from_entry, to_entry,
 };
 pub use peer_authentication::{MtlsMode, MutualTls, PeerAuthentication};
 
@@ -62,15 +62,31 @@ impl WorkloadSelector {
             .all(|(key, value)| labels.get(key) == Some(value))
     }
 
-    /// Records what is wrong with the selector at `path`.
+    /// The selector's labels, or `None` for a selector without any: Istio
+    /// reads `selector: {}` as no selector (the policy applies to its
+    /// namespace, or the mesh from the root namespace).
+    pub fn labels(selector: Option<&Self>) -> Option<&BTreeMap<String, String>> {
+        selector
+            .map(|s| &s.match_labels)
+            .filter(|labels| !labels.is_empty())
+    }
+
+    /// Records what is wrong with the selector at `path`, as Istio's
+    /// `validateWorkloadSelector`: label syntax, no empty key, no
+    /// wildcard. An empty selector is valid (it selects the namespace).
     pub(crate) fn validate(&self, errors: &mut FieldErrors, path: &str) {
-        if self.match_labels.is_empty() {
-            errors.push(
-                format!("{path}.matchLabels"),
-                "a selector needs at least one label; omit the selector to apply to every workload of the namespace",
-            );
+        let path = format!("{path}.matchLabels");
+        for (key, value) in &self.match_labels {
+            if key.contains('*') || value.contains('*') {
+                let mut at = path.clone();
+                pilot_model::push_key(&mut at, key);
+                errors.push(
+                    at,
+                    format!("wildcard is not supported in selector: \"{key}={value}\""),
+                );
+            }
         }
-        errors.check_labels(&format!("{path}.matchLabels"), &self.match_labels);
+        errors.check_labels(&path, &self.match_labels);
     }
 }
 

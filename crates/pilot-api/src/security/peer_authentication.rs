@@ -71,7 +71,7 @@ impl ConfigKind for PeerAuthentication {
         if let Some(selector) = &self.selector {
             selector.validate(errors, "spec.selector");
         }
-        if !self.port_level_mtls.is_empty() && self.selector.is_none() {
+        if !self.port_level_mtls.is_empty() && WorkloadSelector::labels(self.selector.as_ref()).is_none() {
             errors.push(
                 "spec.portLevelMtls",
                 "port-level mTLS needs a selector: a namespace- or mesh-wide policy cannot name workload ports",

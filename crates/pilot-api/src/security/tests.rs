@@ -33,9 +33,26 @@ fn peer_authentication_modes_selectors_and_ports() {
         found.iter().any(|e| e.contains("port 0 is not in 1..65535")),
         "{found:?}"
     );
-    let found = errors::<PeerAuthentication>(serde_json::json!({"selector": {"matchLabels": {}}}));
+    // An empty selector is no selector (Istio: valid, the namespace's
+    // policy), so it cannot carry port-level settings.
     assert!(
-        found.iter().any(|e| e.contains("at least one label")),
+        errors::<PeerAuthentication>(serde_json::json!({"selector": {}, "mtls": {"mode": "STRICT"}}))
+            .is_empty()
+    );
+    let found = errors::<PeerAuthentication>(
+        serde_json::json!({"selector": {"matchLabels": {}}, "portLevelMtls": {"80": {"mode": "STRICT"}}}),
+    );
+    assert!(
+        found
+            .iter()
+            .any(|e| e.contains("spec.portLevelMtls") && e.contains("needs a selector")),
+        "{found:?}"
+    );
+    let found = errors::<PeerAuthentication>(serde_json::json!({"selector": {"matchLabels": {"app": "*"}}}));
+    assert!(
+        found
+            .iter()
+            .any(|e| e.contains("spec.selector.matchLabels.app") && e.contains("wildcard is not supported")),
         "{found:?}"
     );
     assert!(
@@ -217,6 +234,11 @@ fn custom_and_audit_as_istio_validates_them() {
             serde_json::json!({"action": "CUSTOM", "provider": {"name": "ext"}, "rules": [{
                 "from": [{"source": {"notNamespaces": ["a"]}}]}]}),
             "spec.rules[0].from[0].source.notNamespaces: `notNamespaces` is currently not supported",
+        ),
+        (
+            serde_json::json!({"action": "CUSTOM", "provider": {"name": "ext"}, "rules": [{
+                "from": [{"source": {"serviceAccounts": ["a"]}}]}]}),
+            "spec.rules[0].from[0].source.serviceAccounts: `serviceAccounts` is currently not supported",
         ),
         (
             serde_json::json!({"action": "CUSTOM", "provider": {"name": "ext"}, "rules": [{

@@ -40,13 +40,13 @@ pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &
             continue;
         };
         let Some(services) = services else { continue };
-        let mine = selected(services, namespace, &selector.match_labels);
+        let mine = selected(services, namespace, &selector.labels);
         if mine.is_empty() {
             out.push(finding(
                 sidecar,
                 "PLT0205",
                 Severity::Warning,
-                "spec.workloadSelector.matchLabels",
+                "spec.workloadSelector.labels",
                 format!("the workload selector selects no instance in namespace {namespace}"),
             ));
             continue;
@@ -58,7 +58,7 @@ pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &
             let Some(other_selector) = &other.spec.workload_selector else {
                 continue;
             };
-            let overlap = selected(services, namespace, &other_selector.match_labels)
+            let overlap = selected(services, namespace, &other_selector.labels)
                 .into_iter()
                 .find(|instance| mine.contains(instance));
             if let Some((host, _)) = overlap {
@@ -66,7 +66,7 @@ pub(super) fn analyze(objects: &[DynConfig], services: Option<&Services>, out: &
                     sidecar,
                     "PLT0206",
                     Severity::Error,
-                    "spec.workloadSelector.matchLabels",
+                    "spec.workloadSelector.labels",
                     format!(
                         "the Sidecar {}/{} also selects an instance of {host}; Istio uses only one of them",
                         other.meta.namespace, other.meta.name
@@ -118,21 +118,21 @@ apiVersion: networking.istio.io/v1
 kind: Sidecar
 metadata: {name: a-reviews, namespace: prod}
 spec:
-  workloadSelector: {matchLabels: {app: reviews}}
+  workloadSelector: {labels: {app: reviews}}
   egress: [{hosts: ["./*"]}]
 ---
 apiVersion: networking.istio.io/v1
 kind: Sidecar
 metadata: {name: b-reviews-v1, namespace: prod}
 spec:
-  workloadSelector: {matchLabels: {app: reviews, version: v1}}
+  workloadSelector: {labels: {app: reviews, version: v1}}
   egress: [{hosts: ["./*"]}]
 ---
 apiVersion: networking.istio.io/v1
 kind: Sidecar
 metadata: {name: c-nobody, namespace: prod}
 spec:
-  workloadSelector: {matchLabels: {app: nobody}}
+  workloadSelector: {labels: {app: nobody}}
   egress: [{hosts: ["./*"]}]
 "#;
 

@@ -140,8 +140,10 @@ pub fn parse_with(
     parse_reporting(source, text, registry, options).map(|parsed| parsed.configs)
 }
 
-/// [`parse_with`], with the warnings about what was read otherwise than
-/// written (see [`ParseOptions::earlier_versions`]).
+/// [`parse_with`], with the warnings: what was read otherwise than
+/// written (see [`ParseOptions::earlier_versions`]) and what a kind
+/// accepts but will not do ([`crate::FieldErrors::warn`]), each at its
+/// line and column.
 ///
 /// ```
 /// use pilot_model::{KindRegistry, KindSchema, document};
@@ -181,7 +183,23 @@ pub fn parse_reporting(
         };
         let mut read_as = None;
         match read_document(document, registry, options, &mut read_as) {
-            Ok(Some(config)) if document.problems.is_empty() => configs.push(config),
+            Ok(Some(config)) if document.problems.is_empty() => {
+                // What the kind accepts but will not do, at its place.
+                for warning in registry.warnings(&config) {
+                    let with_positions =
+                        located.get_or_insert_with(|| tree::parse(text, &options.limits, true).0);
+                    let position = locate(with_positions.get(index).unwrap_or(document), &warning.path);
+                    warnings.push(DocumentError {
+                        source: source.to_string(),
+                        document: index + 1,
+                        line: position.line,
+                        column: position.column,
+                        path: warning.path,
+                        message: warning.message,
+                    });
+                }
+                configs.push(config);
+            }
             Ok(_) => {}
             Err(problems) => {
                 let with_positions =
@@ -219,6 +237,7 @@ pub fn parse_reporting(
         });
     }
     errors.sort_by_key(|e| (e.document, e.line, e.column));
+    warnings.sort_by_key(|w| (w.document, w.line, w.column));
     if errors.is_empty() {
         Ok(Parsed { configs, warnings })
     } else {

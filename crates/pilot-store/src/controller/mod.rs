@@ -70,6 +70,11 @@ struct Caught {
     /// this reaches the write's own revision, whatever the notifications
     /// said.
     delivered: Revision,
+    /// The newest revision a create or update through this Controller
+    /// stored. While `delivered` is behind it (the cache did not show the
+    /// write within [`ControllerOptions::write_sync_timeout`]), reads of
+    /// one object go to the backend, so a client always reads its writes.
+    written: Revision,
 }
 
 /// A cache of a [`ConfigWatch`] backend that streams typed events.
@@ -224,6 +229,16 @@ impl Controller {
         let mut synced = self.shared.synced.subscribe();
         // The sender lives in `shared`, which outlives this borrow.
         let _ = synced.wait_for(|count| *count == total).await;
+    }
+
+    /// Whether the cache of `kind` may lack a write made through this
+    /// Controller (it did not show it in time): reads of one object then
+    /// go to the backend.
+    pub(crate) fn behind_own_writes(&self, kind: &str) -> bool {
+        self.shared.applied.get(kind).is_some_and(|applied| {
+            let caught = applied.borrow();
+            caught.delivered < caught.written
+        })
     }
 
     /// The cached object with `key`; [`StoreError::NotWatched`] for a kind
@@ -412,6 +427,13 @@ impl Controller {
             .and_then(|v| v.parse::<Revision>().ok())
         {
             Some(revision) => {
+                if let Some(applied) = self.shared.applied.get(kind) {
+                    applied.send_if_modified(|c| {
+                        let newer = revision > c.written;
+                        c.written = c.written.max(revision);
+                        newer
+                    });
+                }
                 self.await_cache(kind, "a create or update", |c| c.delivered >= revision)
                     .await
             }

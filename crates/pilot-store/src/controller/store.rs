@@ -16,7 +16,7 @@ impl ConfigStore for Controller {
     }
 
     async fn get(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
-        if !self.watches(&key.kind) {
+        if !self.watches(&key.kind) || self.behind_own_writes(&key.kind) {
             return self.shared.backend.get(key).await;
         }
         Ok(self.shared.cache.get(key))

@@ -121,6 +121,9 @@ pub fn outbound(
                         security,
                     );
                 }
+                if let Some(version) = policy.and_then(|p| p.proxy_protocol) {
+                    super::cluster::proxy_protocol(&mut cluster, version);
+                }
                 clusters.push(cluster);
             }
         }
@@ -179,6 +182,9 @@ fn external_clusters(model: &RoutingModel) -> Vec<Cluster> {
                     policy.for_port(port.number).tls.as_ref(),
                     &service.host,
                 );
+                if let Some(version) = policy.for_port(port.number).proxy_protocol {
+                    super::cluster::proxy_protocol(&mut cluster, version);
+                }
             }
             clusters.push(cluster);
         }

@@ -72,8 +72,11 @@ impl ServiceIndex {
         sidecar_namespace: &str,
         out: &mut Vec<usize>,
     ) -> bool {
+        if entry.exclude {
+            // Takes away; never adds a candidate.
+            return true;
+        }
         let namespace = match &entry.namespace {
-            NamespaceSelector::Nothing => return true,
             NamespaceSelector::Own => Some(sidecar_namespace),
             NamespaceSelector::Named(ns) => Some(ns.as_str()),
             NamespaceSelector::Any => None,

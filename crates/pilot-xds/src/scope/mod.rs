@@ -40,7 +40,7 @@ use std::sync::Arc;
 use pilot_model::ServiceDiscovery;
 use pilot_routing::{
     EgressHost, NamespaceSelector, OutboundMode, RoutingModel, ScopeOrigin, SidecarScope, exported_to,
-    host_matches, is_public,
+    host_matches, in_scope, is_public,
 };
 
 mod index;
@@ -236,9 +236,20 @@ pub fn scope_in(
     // A Sidecar's `.` is its own namespace (the root namespace's, for the
     // mesh default, as Istio reads it).
     let sidecar_namespace = sidecar.namespace.as_str();
-    let imports = |entry: &EgressHost, host: &str, host_ns: Option<&str>| match host_ns {
-        Some(ns) => entry.imports(sidecar_namespace, ns, host),
+    // Whether an entry names a host (imports or excludes it).
+    let names = |entry: &EgressHost, host: &str, host_ns: Option<&str>| match host_ns {
+        Some(ns) => entry.names(sidecar_namespace, ns, host),
         None => entry.namespace == NamespaceSelector::Any && host_matches(&entry.host, host),
+    };
+    // Whether an entry imports a host that no exclusion of its listener
+    // takes away.
+    let imports = |index: usize, host: &str, host_ns: Option<&str>| {
+        let import = &sidecar.imports[index];
+        !import.host.exclude
+            && names(&import.host, host, host_ns)
+            && !sidecar.imports.iter().any(|other| {
+                other.listener == import.listener && other.host.exclude && names(&other.host, host, host_ns)
+            })
     };
     // The services some entry may import, looked up, in the registry's
     // order; then the external hosts. A host listed twice (a service and
@@ -255,8 +266,8 @@ pub fn scope_in(
     }
     let mut hosts = BTreeMap::new();
     let mut import = |host: &str, host_ns: Option<&str>| {
-        if let Some((text, _)) = entries.iter().find(|(_, entry)| imports(entry, host, host_ns)) {
-            hosts.insert(host.to_string(), HostReason::Imported((*text).clone()));
+        if let Some(index) = (0..entries.len()).find(|&index| imports(index, host, host_ns)) {
+            hosts.insert(host.to_string(), HostReason::Imported(entries[index].0.clone()));
         }
     };
     for i in candidates.into_iter().filter(|&i| visible(i)) {
@@ -304,7 +315,7 @@ pub fn scope_in(
         hosts.keys(),
         |entries, host| {
             let host_ns = namespaces.get(host).copied().flatten();
-            entries.iter().any(|entry| imports(entry, host, host_ns))
+            in_scope(entries, |entry| names(entry, host, host_ns))
         },
         &route_targets,
     )

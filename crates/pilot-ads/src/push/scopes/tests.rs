@@ -176,7 +176,7 @@ fn yaml(mesh: &Mesh, rules: &[Rule], routes: &[Rule]) -> String {
             continue;
         };
         text.push_str(&format!(
-            "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: x, namespace: {ns}}}\nspec:\n  workloadSelector: {{matchLabels: {{app: x}}}}\n  egress: [{{hosts: [{:?}]}}]\n",
+            "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {{name: x, namespace: {ns}}}\nspec:\n  workloadSelector: {{labels: {{app: x}}}}\n  egress: [{{hosts: [{:?}]}}]\n",
             ENTRIES[*entry]
         ));
     }

@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, HashMap};
 use envoy_types::pb::envoy::config::core::v3::CidrRange;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, filter};
 use envoy_types::pb::envoy::config::rbac::v3::{
-    Permission, Policy, Principal, Rbac, permission, principal, rbac,
+    MetadataSource, Permission, Policy, Principal, Rbac, SourcedMetadata, permission, principal, rbac,
 };
 use envoy_types::pb::envoy::config::route::v3::{HeaderMatcher, header_matcher};
 use envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac as HttpRbac;
@@ -41,7 +41,8 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 use envoy_types::pb::envoy::extensions::filters::network::rbac::v3::Rbac as NetworkRbac;
 use envoy_types::pb::envoy::r#type::matcher::v3::{
-    PathMatcher, RegexMatcher, StringMatcher, path_matcher, string_matcher,
+    MetadataMatcher, PathMatcher, RegexMatcher, StringMatcher, ValueMatcher, metadata_matcher, path_matcher,
+    string_matcher, value_matcher,
 };
 use envoy_types::pb::google::protobuf::{Any, UInt32Value};
 use pilot_model::Labels;
@@ -252,6 +253,10 @@ fn source_ids(source: &Source) -> Vec<Principal> {
     field(&source.not_ip_blocks, true, &direct_ip);
     field(&source.remote_ip_blocks, false, &remote_ip);
     field(&source.not_remote_ip_blocks, true, &remote_ip);
+    field(&source.service_accounts, false, &peer_service_account);
+    field(&source.not_service_accounts, true, &peer_service_account);
+    field(&source.trust_domains, false, &peer_trust_domain);
+    field(&source.not_trust_domains, true, &peer_trust_domain);
     ids
 }
 
@@ -314,6 +319,27 @@ fn condition_match(condition: &Condition) -> Option<Match> {
                 value, "", false,
             ))),
         }),
+        Attribute::SourceTrustDomain => ids(&peer_trust_domain),
+        Attribute::FilterMetadata { filter, path } => rules(&|value| Permission {
+            rule: Some(permission::Rule::SourcedMetadata(SourcedMetadata {
+                metadata_source: MetadataSource::Dynamic as i32,
+                metadata_matcher: Some(MetadataMatcher {
+                    filter: filter.clone(),
+                    path: path
+                        .iter()
+                        .map(|key| metadata_matcher::PathSegment {
+                            segment: Some(metadata_matcher::path_segment::Segment::Key(key.clone())),
+                        })
+                        .collect(),
+                    value: Some(ValueMatcher {
+                        match_pattern: Some(value_matcher::MatchPattern::StringMatch(string_match(
+                            value, "", false,
+                        ))),
+                    }),
+                    invert: false,
+                }),
+            })),
+        }),
         _ => return None,
     })
 }
@@ -352,6 +378,24 @@ fn port_number(port: u32) -> Permission {
 /// A peer identity: the URI SAN `spiffe://` + `value`.
 fn peer_principal(value: &str) -> Principal {
     authenticated(string_match(value, SPIFFE, false))
+}
+
+/// A peer service account `namespace/name`: the URI SAN
+/// `spiffe://TRUST_DOMAIN/ns/NAMESPACE/sa/NAME`, any trust domain.
+fn peer_service_account(value: &str) -> Principal {
+    let (namespace, name) = value.split_once('/').unwrap_or(("", value));
+    authenticated(regex(&format!(
+        "spiffe://[^/]+/ns/{}/sa/{}",
+        wildcard_regex(namespace),
+        wildcard_regex(name)
+    )))
+}
+
+/// A trust domain of the peer's identity: the URI SAN's authority, with a
+/// leading or trailing `*` within it.
+fn peer_trust_domain(value: &str) -> Principal {
+    let domain = wildcard_regex(value).replace(".*", "[^/]*");
+    authenticated(regex(&format!("spiffe://{domain}/.*")))
 }
 
 /// A peer namespace: `/ns/NAMESPACE/` in its URI SAN.
