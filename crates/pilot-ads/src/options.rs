@@ -47,6 +47,10 @@ pub struct XdsOptions {
     /// default): configuration labelled `istio.io/rev` for another revision
     /// is not served ([`pilot_model::in_revision`]).
     pub revision: String,
+    /// The mesh config's extension providers (`--mesh-config`'s
+    /// `extensionProviders`): the external authorizers CUSTOM
+    /// AuthorizationPolicies name.
+    pub extension_providers: std::sync::Arc<pilot_routing::ExtensionProviders>,
 }
 
 impl Default for XdsOptions {
@@ -61,6 +65,7 @@ impl Default for XdsOptions {
             default_export_to: Vec::new(),
             trust_domain: pilot_xds::security::DEFAULT_TRUST_DOMAIN.into(),
             revision: String::new(),
+            extension_providers: Default::default(),
         }
     }
 }

@@ -25,6 +25,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod istio;
+pub mod mesh;
 pub mod networking;
 pub mod primitives;
 pub mod security;

@@ -143,8 +143,13 @@ pub(crate) fn report(
     domain: &str,
     located: &[(String, Locator)],
     fail_on: FailOn,
+    mesh_config: Option<&Path>,
 ) -> Result<(), Failure> {
-    let findings = analyze::analyze(objects, services, domain);
+    let mut findings = analyze::analyze(objects, services, domain);
+    if let Some(path) = mesh_config {
+        let providers = pilot_api::mesh::ExtensionProviders::load(path).map_err(Failure::failed)?;
+        analyze::custom::analyze(objects, &providers, services, &mut findings);
+    }
     for finding in &findings {
         println!("{}", line(finding, located));
     }

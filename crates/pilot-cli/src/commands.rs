@@ -64,6 +64,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
         services,
         fail_on,
         domain,
+        mesh_config,
     } = &command
         && !file_args.files.is_empty()
         && server.is_none()
@@ -75,7 +76,14 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             "fix them before analyzing",
         )?;
         let services = services.as_deref().map(analyze_cmd::read_services).transpose()?;
-        return analyze_cmd::report(&objects, services.as_ref(), domain, &located, *fail_on);
+        return analyze_cmd::report(
+            &objects,
+            services.as_ref(),
+            domain,
+            &located,
+            *fail_on,
+            mesh_config.as_deref(),
+        );
     }
     let client = connect(server, token, ca_file)?;
     match command {
@@ -89,6 +97,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             services: _,
             fail_on,
             domain,
+            mesh_config,
         } => {
             let (mut objects, services) = analyze_cmd::from_server(&client, &registry).await?;
             let mut located = Vec::new();
@@ -103,7 +112,14 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
                 objects.extend(files);
                 located = sources;
             }
-            analyze_cmd::report(&objects, Some(&services), &domain, &located, fail_on)
+            analyze_cmd::report(
+                &objects,
+                Some(&services),
+                &domain,
+                &located,
+                fail_on,
+                mesh_config.as_deref(),
+            )
         }
         Command::Create(args) => {
             let objects = read_files(&args.files, &registry, &namespace)?;

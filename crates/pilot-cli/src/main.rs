@@ -129,6 +129,11 @@ pub enum Command {
         /// The domain suffix that completes short service names.
         #[arg(long, default_value = "svc.cluster.local")]
         domain: String,
+        /// pilot-discovery's mesh config file: CUSTOM AuthorizationPolicies
+        /// are checked against its extensionProviders (PLT0312) and, with
+        /// a registry, their services against it (PLT0313).
+        #[arg(long, value_name = "FILE")]
+        mesh_config: Option<std::path::PathBuf>,
     },
     /// For each connected proxy (of every replica sharing the store), per
     /// xDS type: SYNCED, STALE or NACKED, and the REPLICA serving it.

@@ -121,3 +121,61 @@ fn offline_peer_authentication_findings_name_the_line_and_the_conflict() {
         );
     }
 }
+
+#[test]
+fn offline_a_custom_provider_absent_from_the_mesh_config_is_an_error_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("custom.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: ext, namespace: default}\n\
+         spec:\n  action: CUSTOM\n  provider:\n    name: opa\n  rules: [{}]\n---\n\
+         apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: known, namespace: default}\n\
+         spec:\n  action: CUSTOM\n  provider:\n    name: authz\n  rules: [{}]\n",
+    )
+    .unwrap();
+    let mesh = dir.path().join("mesh.yaml");
+    std::fs::write(
+        &mesh,
+        "extensionProviders:\n- name: authz\n  envoyExtAuthzGrpc: {service: authz.foo.svc.cluster.local, port: 9000}\n",
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let run = pilotctl(
+        None,
+        &["analyze", "-f", path, "--mesh-config", mesh.to_str().unwrap()],
+        &[],
+        None,
+    );
+    assert_eq!(run.code, 1, "an error fails: {run:?}");
+    let expected = format!(
+        "{path}:7:5: error PLT0312 AuthorizationPolicy default/ext spec.provider.name: extension provider \"opa\" is not in the mesh config's extensionProviders (it has authz): every request this policy's rules match is denied"
+    );
+    assert!(
+        run.stdout.lines().any(|l| l == expected),
+        "no line {expected:?} in {run:?}"
+    );
+    assert!(!run.stdout.contains("default/known"), "{run:?}");
+    // Without the mesh config the check is not made.
+    let run = pilotctl(None, &["analyze", "-f", path], &[], None);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stdout.contains("PLT0312"), "{run:?}");
+    // A bad mesh config is refused naming its field.
+    std::fs::write(
+        &mesh,
+        "extensionProviders:\n- name: authz\n  envoyExtAuthzGrpc: {service: authz, port: 0}\n",
+    )
+    .unwrap();
+    let run = pilotctl(
+        None,
+        &["analyze", "-f", path, "--mesh-config", mesh.to_str().unwrap()],
+        &[],
+        None,
+    );
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("extensionProviders[0].envoyExtAuthzGrpc.port"),
+        "{run:?}"
+    );
+}

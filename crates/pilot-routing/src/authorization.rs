@@ -37,6 +37,9 @@ pub struct Policy {
     pub action: Action,
     /// Its rules, in order.
     pub rules: Vec<Rule>,
+    /// The extension provider a CUSTOM policy delegates to
+    /// (`provider.name`); `None` for the other actions.
+    pub provider: Option<String>,
 }
 
 /// What a policy does with what its rules match.
@@ -47,9 +50,11 @@ pub enum Action {
     Allow,
     /// What any DENY rule matches is denied.
     Deny,
-    /// Audited (refused by validation: never generated).
+    /// What any AUDIT rule matches is marked for audit (Envoy's RBAC
+    /// action LOG); never decides.
     Audit,
-    /// Decided by an extension (refused by validation: never generated).
+    /// What any CUSTOM rule matches is decided by the policy's extension
+    /// provider (`Policy::provider`).
     Custom,
 }
 
@@ -241,6 +246,8 @@ impl Policy {
                     rule
                 })
                 .collect(),
+            provider: (spec.action == api::Action::Custom)
+                .then(|| spec.provider.as_ref().map(|p| p.name.clone()).unwrap_or_default()),
         }
     }
 }

@@ -108,6 +108,11 @@ pub use request_authentication::RequestAuthentications;
 pub use sidecar::{EgressImport, EgressKind, EgressListener, ScopeOrigin, SidecarScope};
 pub use sidecar_ingress::{DefaultEndpoint, InboundLimits, IngressPort, IngressTls, IngressTlsMode};
 
+/// The mesh config's extension providers (the external authorizers CUSTOM
+/// AuthorizationPolicies name), as generation reads them.
+pub use pilot_api::mesh::{
+    EnvoyExtAuthzGrpc, EnvoyExtAuthzHttp, ExtensionProvider, ExtensionProviders, ProviderKind, RequestBody,
+};
 /// The API's vocabulary the model speaks in: values (host patterns,
 /// modes), not objects. Re-exported so that a reader of the model needs
 /// no API crate of its own.

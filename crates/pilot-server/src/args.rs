@@ -172,8 +172,10 @@ pub struct Args {
     /// (default: the last certificate of the `--tls-cert` chain).
     #[arg(long, value_name = "FILE", requires = "validation_webhook_config")]
     pub webhook_ca_bundle: Option<PathBuf>,
-    /// The mesh config file whose `sidecarInjector` section is the
-    /// webhook's template (default: built-in values, as `pilotctl kube-inject`).
+    /// The mesh config file: its `sidecarInjector` section is the
+    /// webhook's template (default: built-in values, as `pilotctl
+    /// kube-inject`), its `extensionProviders` the external authorizers of
+    /// CUSTOM AuthorizationPolicies. Read at start.
     #[arg(long, value_name = "FILE")]
     pub mesh_config: Option<PathBuf>,
 

@@ -39,6 +39,7 @@ mod debug;
 mod error;
 mod health;
 mod inject_webhook;
+mod mesh_config;
 mod metrics;
 mod openapi;
 mod proxy_events;

@@ -77,6 +77,7 @@ pub async fn run(
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), StartError> {
     let mut checked = check(&args)?;
+    let providers = crate::mesh_config::extension_providers(&args)?;
     let listeners = bind(&args, checked.tls.clone())?;
     let bound = listeners.bound;
     let mut opened = open(&args, bound).await?;
@@ -84,7 +85,7 @@ pub async fn run(
     let services_file = opened.services_file.take();
     let (controller, config_events) = start_controller(Arc::clone(&opened.backend), args.max_body_bytes);
     opened.discovery = with_service_entries(opened.discovery, &controller);
-    let xds = build_ads(&args, &controller, &opened.discovery);
+    let xds = build_ads(&args, &controller, &opened.discovery, providers);
     let (closing, shutdown_rx) = watch::channel(false);
     let shared = assemble(&checked, opened, controller, xds, bound, shutdown_rx);
     let mut tasks = spawn_background(&args, &shared, config_events, services_file);
@@ -397,8 +398,14 @@ fn with_service_entries(
 
 /// Step 5: the ADS server over the Controller from [`start_controller`]
 /// and the registries from [`open`] (not serving yet).
-fn build_ads(args: &Args, controller: &Arc<Controller>, discovery: &Arc<dyn ServiceDiscovery>) -> XdsServer {
+fn build_ads(
+    args: &Args,
+    controller: &Arc<Controller>,
+    discovery: &Arc<dyn ServiceDiscovery>,
+    extension_providers: Arc<pilot_api::mesh::ExtensionProviders>,
+) -> XdsServer {
     let mut options = XdsOptions::default();
+    options.extension_providers = extension_providers;
     options.root_namespace = args.root_namespace.clone();
     options.trust_domain = args.trust_domain.clone();
     options.default_export_to = args.default_export_to.clone();

@@ -17,6 +17,7 @@ const RUN: &[&str] = &[
     "backend-and-registry.md",
     "capture.md",
     "end-user-auth.md",
+    "external-authorization.md",
     "gateways.md",
     "grpc.md",
     "injection.md",
@@ -179,6 +180,11 @@ fn guide_backend_and_registry() {
 #[test]
 fn guide_capture() {
     run("capture.md");
+}
+
+#[test]
+fn guide_external_authorization() {
+    run("external-authorization.md");
 }
 
 #[test]

@@ -23,7 +23,7 @@ use crate::{build, gateway, grpcgen, sidecar};
 pub fn generate(proxy: &Proxy, registry: &dyn ServiceDiscovery, mesh: &MeshConfig) -> Resources {
     let own = registry.host_instances(&[proxy.ip]);
     let mut resources = generate_outbound(proxy, registry, mesh, &own);
-    resources.extend(generate_inbound(proxy, &own, mesh));
+    resources.extend(generate_inbound(proxy, &own, &mesh.resolving_providers(registry)));
     resources
 }
 
@@ -87,7 +87,7 @@ pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfi
     if proxy.proxy_type != ProxyType::Sidecar || !proxy.capture.captures() {
         return Resources::default();
     }
-    let authorization = build::rbac::Authorization::new(mesh.model().authorization(), proxy)
+    let authorization = build::rbac::Authorization::new(mesh, proxy)
         .with_authentication(mesh.model().request_authentication());
     let mut clusters = build::clusters::inbound(own);
     clusters.extend(authorization.jwks_clusters(own));

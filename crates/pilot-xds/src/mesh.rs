@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use pilot_model::{DynConfig, Labels};
+use pilot_model::{DynConfig, Labels, ServiceDiscovery};
+use pilot_routing::ExtensionProviders;
 use pilot_routing::{MtlsMode, PeerAuthentications, RoutingConfigs, RoutingModel};
 
 use crate::XdsError;
@@ -32,6 +33,7 @@ pub const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
 pub struct MeshConfig {
     model: Arc<RoutingModel>,
     trust_domain: String,
+    extension_providers: Arc<ExtensionProviders>,
 }
 
 impl Default for MeshConfig {
@@ -47,16 +49,18 @@ impl MeshConfig {
         MeshConfig {
             model: model.into(),
             trust_domain: DEFAULT_TRUST_DOMAIN.into(),
+            extension_providers: Arc::default(),
         }
     }
 
-    /// A configuration whose model is `model` with the trust domain of
-    /// `like`: for a model restricted to a proxy's scope
-    /// ([`RoutingModel::scoped`]).
+    /// A configuration whose model is `model` with the trust domain and
+    /// extension providers of `like`: for a model restricted to a proxy's
+    /// scope ([`RoutingModel::scoped`]).
     pub fn from_model(model: RoutingModel, like: &MeshConfig) -> Self {
         MeshConfig {
             model: Arc::new(model),
             trust_domain: like.trust_domain.clone(),
+            extension_providers: Arc::clone(&like.extension_providers),
         }
     }
 
@@ -73,6 +77,50 @@ impl MeshConfig {
     pub fn with_trust_domain(mut self, trust_domain: &str) -> Self {
         self.trust_domain = trust_domain.to_string();
         self
+    }
+
+    /// The same configuration with the settings (trust domain, extension
+    /// providers) of `like`.
+    pub fn with_settings_of(mut self, like: &MeshConfig) -> Self {
+        self.trust_domain = like.trust_domain.clone();
+        self.extension_providers = Arc::clone(&like.extension_providers);
+        self
+    }
+
+    /// The same configuration with the mesh config's extension providers
+    /// (the external authorizers CUSTOM AuthorizationPolicies name).
+    pub fn with_extension_providers(mut self, providers: Arc<ExtensionProviders>) -> Self {
+        self.extension_providers = providers;
+        self
+    }
+
+    /// The mesh config's extension providers (none by default).
+    pub fn extension_providers(&self) -> &ExtensionProviders {
+        &self.extension_providers
+    }
+
+    /// This configuration without the extension providers whose service
+    /// (hostname and port) `registry` does not have, as Istio resolves a
+    /// provider's service among the proxy's services: a CUSTOM policy
+    /// naming such a provider then denies what its rules match, rather
+    /// than leave the decision to an ext_authz filter with no cluster
+    /// (which `failOpen` would let through). Borrowed when every provider
+    /// resolves.
+    pub fn resolving_providers(&self, registry: &dyn ServiceDiscovery) -> std::borrow::Cow<'_, MeshConfig> {
+        let resolves = |provider: &pilot_routing::ExtensionProvider| {
+            registry.get_service(provider.hostname()).is_some_and(|service| {
+                service
+                    .ports
+                    .iter()
+                    .any(|port| u32::from(port.port) == provider.port())
+            })
+        };
+        if self.extension_providers.extension_providers.iter().all(resolves) {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut providers = (*self.extension_providers).clone();
+        providers.extension_providers.retain(resolves);
+        std::borrow::Cow::Owned(self.clone().with_extension_providers(Arc::new(providers)))
     }
 
     /// The trust domain of workload identities (`cluster.local`).

@@ -101,7 +101,9 @@ impl PushObjects {
         .map_err(bad)?;
         configs.root_namespace = like.configs.root_namespace.clone();
         configs.default_export_to = like.configs.default_export_to.clone();
-        Ok(PushRules::compile(configs, like.mesh.trust_domain()))
+        let mut rules = PushRules::compile(configs, like.mesh.trust_domain());
+        rules.mesh = rules.mesh.with_settings_of(&like.mesh);
+        Ok(rules)
     }
 }
 
@@ -190,5 +192,29 @@ mod tests {
             .compile_without(&without_c.left_out, &PushRules::from_configs([]).unwrap())
             .unwrap();
         assert_eq!(rules.configs.route_rules.len(), 2);
+    }
+
+    /// The mesh config's extension providers (CUSTOM policies' external
+    /// authorizers) are in a push's rules, and in the rules of a proxy
+    /// that left objects out.
+    #[test]
+    fn the_extension_providers_reach_every_push_and_every_left_out_compilation() {
+        let options = crate::options::XdsOptions {
+            extension_providers: Arc::new(
+                pilot_routing::ExtensionProviders::parse(
+                    "mesh.yaml",
+                    "extensionProviders:\n- name: authz\n  envoyExtAuthzGrpc: {service: authz.foo.svc.cluster.local, port: 9000}\n",
+                )
+                .unwrap(),
+            ),
+            ..Default::default()
+        };
+        let objects = PushObjects::new(vec![rule("a", "1")]);
+        let (rules, _) = crate::push::recompile::rules(objects.configs(), None, &options).unwrap();
+        assert_eq!(rules.mesh.extension_providers().names(), ["authz"]);
+        let left_out = [ObjectVersion::of(&rule("a", "1"))].into_iter().collect();
+        let without = objects.compile_without(&left_out, &rules).unwrap();
+        assert_eq!(without.mesh.extension_providers().names(), ["authz"]);
+        assert!(without.configs.route_rules.is_empty());
     }
 }

@@ -86,7 +86,9 @@ pub(crate) fn rules(
         }
         None => (typed.compile(), None),
     };
-    let mesh = MeshConfig::new(model).with_trust_domain(&options.trust_domain);
+    let mesh = MeshConfig::new(model)
+        .with_trust_domain(&options.trust_domain)
+        .with_extension_providers(Arc::clone(&options.extension_providers));
     Ok((PushRules { configs: typed, mesh }, changed))
 }
 

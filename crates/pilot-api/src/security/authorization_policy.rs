@@ -1,7 +1,10 @@
 //! `AuthorizationPolicy`: who may call the selected workloads. Envoy's
-//! RBAC filter evaluates them: DENY policies first (any match denies),
-//! then ALLOW policies (when any selects the workload, a request must
-//! match one of their rules; when none does, everything is allowed).
+//! RBAC filter evaluates them: AUDIT policies mark what they match for
+//! the access log, CUSTOM policies hand what they match to their extension
+//! provider (the mesh config's `extensionProviders`, Envoy's ext_authz
+//! filter), then DENY policies (any match denies), then ALLOW policies
+//! (when any selects the workload, a request must match one of their
+//! rules; when none does, everything is allowed).
 
 use std::collections::BTreeMap;
 
@@ -28,9 +31,21 @@ pub struct AuthorizationPolicy {
     /// (Istio refuses one without: it would never deny).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<Rule>,
-    /// An external authorizer (CUSTOM action; not supported).
+    /// The external authorizer of a CUSTOM policy: an extension provider
+    /// of the mesh config (`extensionProviders`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<serde_json::Value>,
+    pub provider: Option<Provider>,
+}
+
+/// The external authorizer a CUSTOM policy delegates to (Istio's
+/// `AuthorizationPolicy.ExtensionProvider`).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Provider {
+    /// The name of an extension provider of the mesh config.
+    #[serde(default)]
+    pub name: String,
 }
 
 /// What a matching request gets.
@@ -43,9 +58,12 @@ pub enum Action {
     Allow,
     /// Denied (403, `RBAC: access denied`).
     Deny,
-    /// Logged (not supported).
+    /// Logged: Envoy's RBAC filter with action LOG marks the matching
+    /// requests for audit (`access_log_hint` in its dynamic metadata and
+    /// its `logged` statistic); it never decides.
     Audit,
-    /// Decided by an external authorizer (not supported).
+    /// Decided by the external authorizer `provider` names, consulted for
+    /// the matching requests only, before DENY and ALLOW policies.
     Custom,
 }
 
@@ -346,17 +364,7 @@ impl ConfigKind for AuthorizationPolicy {
                 "a DENY policy without rules is meaningless: it would never deny; add the rules it denies",
             );
         }
-        match self.action {
-            Action::Allow | Action::Deny => {}
-            Action::Audit | Action::Custom => crate::primitives::not_supported(
-                errors,
-                "spec.action",
-                &format!("action {}", format!("{:?}", self.action).to_uppercase()),
-            ),
-        }
-        if self.provider.is_some() && self.action != Action::Custom {
-            errors.push("spec.provider", "a provider is only for the CUSTOM action");
-        }
+        crate::security::custom::validate(self, errors);
         for (index, rule) in self.rules.iter().enumerate() {
             validate_rule(errors, index, rule);
         }
@@ -427,12 +435,12 @@ fn validate_source(errors: &mut FieldErrors, path: &str, source: &Source) {
         errors.push(path, "`from.source` must not be empty");
     }
     // Istio's rule: service accounts name identities whole.
-    if !(source.service_accounts.is_empty() && source.not_service_accounts.is_empty())
-        && !(source.principals.is_empty()
-            && source.not_principals.is_empty()
-            && source.namespaces.is_empty()
-            && source.not_namespaces.is_empty())
-    {
+    let accounts = !source.service_accounts.is_empty() || !source.not_service_accounts.is_empty();
+    let others = !source.principals.is_empty()
+        || !source.not_principals.is_empty()
+        || !source.namespaces.is_empty()
+        || !source.not_namespaces.is_empty();
+    if accounts && others {
         errors.push(path, "cannot set serviceAccounts with namespaces or principals");
     }
     for (field, values) in identities {

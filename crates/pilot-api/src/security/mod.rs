@@ -5,7 +5,8 @@
 //! validation (`pkg/config/validation`).
 //!
 //! Fields the data plane cannot honour here are rejected as "not
-//! supported", never silently ignored.
+//! supported", never silently ignored. The AUDIT and CUSTOM actions are
+//! validated as Istio does (`custom.rs`).
 //!
 //! ```
 //! use pilot_model::KindRegistry;
@@ -19,6 +20,7 @@
 //! ```
 
 mod authorization_policy;
+mod custom;
 mod jwt_keys;
 mod peer_authentication;
 mod request_authentication;
@@ -28,7 +30,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use authorization_policy::{
-    Action, AuthorizationPolicy, Condition, FILTER_METADATA_KEY, From, Operation, Rule, Source, To,
+    Action, AuthorizationPolicy, Condition, FILTER_METADATA_KEY, From, Operation, Provider, Rule, Source, To,
     WHEN_KEYS, filter_metadata_key, from_entry, to_entry,
 };
 pub use jwt_keys::AuthAttribute;

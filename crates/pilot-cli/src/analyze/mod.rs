@@ -16,11 +16,13 @@
 //! [`networking`], [`service_entries`]), Sidecars theirs ([`sidecar`]),
 //! AuthorizationPolicy, PeerAuthentication and RequestAuthentication too
 //! (`PLT03xx`, [`security`], [`peer_authentication`],
-//! [`request_authentication`]).
+//! [`request_authentication`]; CUSTOM providers against `--mesh-config`,
+//! [`custom`]).
 //!
 //! Rules for a service are tried highest precedence first, ties by
 //! namespace then name, as pilot-xds orders them.
 
+pub(crate) mod custom;
 mod networking;
 mod peer_authentication;
 mod request_authentication;

@@ -272,7 +272,6 @@ fn slow_start(cluster: &mut Cluster, warmup: &Warmup) {
         Some(cluster::LbConfig::RoundRobinLbConfig(
             cluster::RoundRobinLbConfig {
                 slow_start_config: Some(config),
-                ..Default::default()
             },
         ))
     } else if lb == cluster::LbPolicy::LeastRequest as i32 {

@@ -22,6 +22,7 @@ pub(crate) mod cluster;
 pub(crate) mod clusters;
 pub(crate) mod downstream_tls;
 pub(crate) mod egress;
+pub(crate) mod ext_authz;
 pub(crate) mod hash_policy;
 pub(crate) mod jwt_authn;
 pub(crate) mod l4;

@@ -86,7 +86,7 @@ pub fn generate_scoped_inbound(
         generate_inbound(proxy, own, mesh)
     } else {
         let namespace = proxy.domain.split('.').next().unwrap_or_default();
-        let authorization = crate::build::rbac::Authorization::new(mesh.model().authorization(), proxy)
+        let authorization = crate::build::rbac::Authorization::new(mesh, proxy)
             .with_authentication(mesh.model().request_authentication());
         let (mut clusters, listeners) = crate::sidecar::ingress::ingress_listeners(
             proxy,

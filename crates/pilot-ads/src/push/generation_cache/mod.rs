@@ -307,7 +307,8 @@ impl GeneratedCache {
             })
             .await
             .clone();
-        let inbound = generate_scoped_inbound(proxy, &own, mesh, scope.as_deref());
+        let inbound =
+            generate_scoped_inbound(proxy, &own, &mesh.resolving_providers(registry), scope.as_deref());
         let own = (inbound != Resources::default()).then(|| Arc::new(Generated::encode(&inbound)));
         let held = class.scope.is_some().then(|| Held {
             class,

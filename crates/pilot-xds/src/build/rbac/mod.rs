@@ -14,6 +14,10 @@
 //! filter, so everything is allowed; an ALLOW policy without rules denies
 //! everything it does not otherwise allow, and `rules: [{}]` allows all.
 //!
+//! AUDIT and CUSTOM policies have filters of their own before these
+//! (`custom.rs`), and all of them go after the JWT filter when the
+//! connection manager has one.
+//!
 //! Each rule is one Envoy policy named `ns[NS]-policy[NAME]-rule[I]`: its
 //! permission is what is called (`to`, and the `when` conditions on the
 //! call), its principal who calls (`from`, and the `when` conditions on
@@ -46,10 +50,12 @@ use pilot_routing::authorization::{
     Action, Attribute, Condition, Operation, Policy as AuthzPolicy, Rule, Source,
 };
 use pilot_routing::request_authentication::JwtPolicy;
-use pilot_routing::{AuthorizationPolicies, RequestAuthentications};
+use pilot_routing::{AuthorizationPolicies, ExtensionProviders, RequestAuthentications};
 use prost::{Message, Name};
 
-use crate::Proxy;
+use crate::{MeshConfig, Proxy};
+
+mod custom;
 
 /// The HTTP RBAC filter's name.
 pub const HTTP_RBAC_FILTER: &str = "envoy.filters.http.rbac";
@@ -66,18 +72,21 @@ pub(crate) struct Authorization<'a> {
     /// The RequestAuthentications, whose `jwt_authn` filter goes before
     /// the RBAC filters (`build/jwt_authn.rs`).
     authentication: Option<&'a RequestAuthentications>,
+    providers: &'a ExtensionProviders,
     namespace: &'a str,
     labels: &'a Labels,
 }
 
 impl<'a> Authorization<'a> {
-    /// The `policies` as they apply to the workloads of `proxy`: in its
-    /// namespace (the first label of its domain), with its labels and its
-    /// instances' own (mesh-wide ones included).
-    pub(crate) fn new(policies: &'a AuthorizationPolicies, proxy: &'a Proxy) -> Self {
+    /// The policies of `mesh` as they apply to the workloads of `proxy`:
+    /// in its namespace (the first label of its domain), with its labels
+    /// and its instances' own (mesh-wide ones included); CUSTOM ones with
+    /// the mesh's extension providers.
+    pub(crate) fn new(mesh: &'a MeshConfig, proxy: &'a Proxy) -> Self {
         let namespace = proxy.domain.split('.').next().unwrap_or_default();
         Authorization {
-            policies,
+            policies: mesh.model().authorization(),
+            providers: mesh.extension_providers(),
             authentication: None,
             namespace,
             labels: &proxy.labels,
@@ -147,22 +156,29 @@ impl<'a> Authorization<'a> {
             let Ok(mut manager) = HttpConnectionManager::decode(config.value.as_slice()) else {
                 return;
             };
-            let filters = rules(&applying, false)
-                .into_iter()
-                .map(|(action, policies)| HttpFilter {
-                    name: HTTP_RBAC_FILTER.into(),
-                    config_type: Some(http_filter::ConfigType::TypedConfig(http_rbac(action, &policies))),
-                    ..Default::default()
-                });
-            manager.http_filters.splice(0..0, filters);
+            let mut filters = custom::http_filters(&applying, self.providers);
+            filters.extend(
+                rules(&applying, false)
+                    .into_iter()
+                    .map(|(action, policies)| HttpFilter {
+                        name: HTTP_RBAC_FILTER.into(),
+                        config_type: Some(http_filter::ConfigType::TypedConfig(http_rbac(action, &policies))),
+                        ..Default::default()
+                    }),
+            );
+            let at = custom::http_insertion_point(&manager.http_filters);
+            manager.http_filters.splice(at..at, filters);
             config.value = manager.encode_to_vec();
         } else {
-            let filters = rules(&applying, true)
-                .into_iter()
-                .map(|(action, policies)| Filter {
-                    name: NETWORK_RBAC_FILTER.into(),
-                    config_type: Some(filter::ConfigType::TypedConfig(network_rbac(action, &policies))),
-                });
+            let mut filters = custom::network_filters(&applying, self.providers);
+            filters.extend(
+                rules(&applying, true)
+                    .into_iter()
+                    .map(|(action, policies)| Filter {
+                        name: NETWORK_RBAC_FILTER.into(),
+                        config_type: Some(filter::ConfigType::TypedConfig(network_rbac(action, &policies))),
+                    }),
+            );
             chain.filters.splice(0..0, filters);
         }
     }
@@ -179,7 +195,7 @@ pub(crate) fn rules(applying: &[&AuthzPolicy], tcp: bool) -> Vec<(rbac::Action, 
         let target = match config.action {
             Action::Deny => &mut deny,
             Action::Allow => allow.get_or_insert_default(),
-            // Refused by validation; never allowed through a filter.
+            // Their own filters, before these (`custom.rs`).
             _ => continue,
         };
         for (index, rule) in config.rules.iter().enumerate() {

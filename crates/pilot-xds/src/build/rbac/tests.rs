@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pilot_api::security::{AuthorizationPolicy, Rule as ApiRule};
 use pilot_model::Config;
-use pilot_routing::RoutingConfigs;
+use pilot_routing::{ExtensionProviders, RoutingConfigs};
 
 use super::*;
 
@@ -307,4 +307,86 @@ fn the_encoding_decodes_to_the_policies_and_never_changes() {
     let rules = decoded.rules.expect("rules");
     assert_eq!(rules.action, rbac::Action::Deny as i32);
     assert_eq!(rules.policies.len(), 8);
+}
+
+/// CUSTOM rules as Istio names them: shadow policies
+/// `istio-ext-authz-PROVIDER-ns[..]-policy[..]-rule[I]` before the
+/// provider's ext_authz filter; a provider that is missing, or of a kind
+/// that is no authorizer (Istio's tracing kinds), makes them an enforced
+/// DENY named `...-deny-due-to-bad-CUSTOM-action`.
+#[test]
+fn custom_rules_are_shadow_rules_of_their_provider_or_denied() {
+    use serde_json::json;
+    let providers = ExtensionProviders::parse(
+        "mesh.yaml",
+        "extensionProviders:\n- name: authz\n  envoyExtAuthzGrpc: {service: authz.foo.svc.cluster.local, port: 9000}\n\
+         - name: tracing\n  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\n",
+    )
+    .unwrap();
+    let custom = |provider: &str| {
+        config(
+            "default",
+            &format!("by-{provider}"),
+            json!({"action": "CUSTOM", "provider": {"name": provider}, "rules": [{"to": [{"operation": {"paths": ["/a"]}}]}]}),
+        )
+    };
+    let decoded = |filter: &HttpFilter| {
+        let Some(http_filter::ConfigType::TypedConfig(any)) = &filter.config_type else {
+            panic!("{filter:?}")
+        };
+        let rbac = HttpRbac::decode(any.value.as_slice()).unwrap();
+        let names = |r: &Option<Rbac>| -> Option<(i32, Vec<String>)> {
+            r.as_ref().map(|r| {
+                let mut names: Vec<String> = r.policies.keys().cloned().collect();
+                names.sort();
+                (r.action, names)
+            })
+        };
+        (names(&rbac.rules), names(&rbac.shadow_rules))
+    };
+    let policies = [custom("authz"), custom("tracing"), custom("nowhere")];
+    let applying: Vec<&AuthzPolicy> = policies.iter().collect();
+    let filters = custom::http_filters(&applying, &providers);
+    let names: Vec<&str> = filters.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            HTTP_RBAC_FILTER,
+            crate::build::ext_authz::HTTP_EXT_AUTHZ_FILTER,
+            HTTP_RBAC_FILTER,
+            HTTP_RBAC_FILTER
+        ]
+    );
+    let deny = rbac::Action::Deny as i32;
+    assert_eq!(
+        decoded(&filters[0]),
+        (
+            None,
+            Some((
+                deny,
+                vec!["istio-ext-authz-authz-ns[default]-policy[by-authz]-rule[0]".to_string()]
+            ))
+        )
+    );
+    // BTreeMap order: nowhere, then tracing.
+    assert_eq!(
+        decoded(&filters[2]),
+        (
+            Some((
+                deny,
+                vec!["istio-ext-authz-nowhere-ns[default]-policy[by-nowhere]-rule[0]-deny-due-to-bad-CUSTOM-action".to_string()]
+            )),
+            None
+        )
+    );
+    assert_eq!(
+        decoded(&filters[3]),
+        (
+            Some((
+                deny,
+                vec!["istio-ext-authz-tracing-ns[default]-policy[by-tracing]-rule[0]-deny-due-to-bad-CUSTOM-action".to_string()]
+            )),
+            None
+        )
+    );
 }
