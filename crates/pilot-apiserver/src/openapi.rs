@@ -140,6 +140,19 @@ fn store_errors(responses: &mut Map<String, Value>) {
     responses.insert("503".into(), status_response("the backend is unavailable; retry"));
 }
 
+/// The query parameters of every write, as Kubernetes has them:
+/// `fieldValidation` (what becomes of an unknown or duplicate field) and
+/// `dryRun`.
+fn write_parameters() -> Vec<Value> {
+    vec![
+        json!({"name": "fieldValidation", "in": "query",
+               "schema": {"type": "string", "enum": ["Strict", "Warn", "Ignore"]},
+               "description": "an unknown or duplicate field: Strict refuses the write (400), Warn (the default) drops it with a Warning header, Ignore drops it"}),
+        json!({"name": "dryRun", "in": "query", "schema": {"type": "string", "enum": ["All"]},
+               "description": "validate and answer as the write would, storing nothing"}),
+    ]
+}
+
 /// The `{Kind}`, `{Kind}List` and `{Kind}WatchEvent` schemas.
 fn kind_schemas(schema: &KindSchema, schemas: &mut Map<String, Value>) {
     let kind = &schema.kind;
@@ -156,7 +169,15 @@ fn kind_schemas(schema: &KindSchema, schemas: &mut Map<String, Value>) {
             "kind": {"type": "string", "enum": [kind]},
             "metadata": {"$ref": "#/components/schemas/ObjectMeta"},
             "spec": spec,
-            "status": {"$ref": "#/components/schemas/DistributionStatus"},
+            // Written by pilot alone: whatever status a create or an
+            // update sends is ignored, as Kubernetes ignores it on a
+            // resource with a status subresource (which writes it); what
+            // pilot answers is a DistributionStatus.
+            "status": {
+                "description": "the distribution status pilot writes (DistributionStatus); ignored in a create or an update",
+                "nullable": true,
+                "anyOf": [{"$ref": "#/components/schemas/DistributionStatus"}, {}],
+            },
         },
     });
     let list = json!({
@@ -272,7 +293,7 @@ fn kind_paths(schema: &KindSchema, options: &ApiOptions, paths: &mut Map<String,
         }
         store_errors(&mut responses);
         responses.insert("504".into(), indeterminate());
-        json!({"summary": summary, "x-access": "write", "requestBody": body, "responses": responses})
+        json!({"summary": summary, "x-access": "write", "parameters": write_parameters(), "requestBody": body, "responses": responses})
     };
     let mut get_responses = Map::new();
     get_responses.insert("200".into(), json_response("the object", kind));
@@ -384,6 +405,8 @@ fn kind_paths(schema: &KindSchema, options: &ApiOptions, paths: &mut Map<String,
                          "description": "the manager the change is recorded under in metadata.managedFields (default: the User-Agent up to its first /)"},
                         {"name": "force", "in": "query", "schema": {"type": "boolean"},
                          "description": "server-side apply only: take the fields that conflict"},
+                        write_parameters()[0].clone(),
+                        write_parameters()[1].clone(),
                     ],
                     "requestBody": {"required": true, "content": {
                         "application/merge-patch+json": {"schema": {"type": "object"}},
