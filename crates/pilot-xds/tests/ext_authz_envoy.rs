@@ -12,9 +12,10 @@
 //! service the registry does not have, denies what its policies match. AUDIT lets everything through and marks what its
 //! rules match for the access log.
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,12 +27,10 @@ use pilot_model::{
 };
 use pilot_routing::RoutingConfigs;
 use pilot_store_memory::MemoryServiceRegistry;
-use pilot_test_support::{ProcessGuard, envoy_binary, free_port, http};
+use pilot_test_support::{envoy_binary, free_port, http};
 use pilot_xds::envoy_types::pb::envoy::config::accesslog::v3::{AccessLog, access_log};
-use pilot_xds::envoy_types::pb::envoy::config::bootstrap::v3::Admin;
 use pilot_xds::envoy_types::pb::envoy::config::core::v3::{
-    Address, DataSource, SocketAddress, SubstitutionFormatString, address, data_source, socket_address,
-    substitution_format_string,
+    DataSource, SubstitutionFormatString, address, data_source, socket_address, substitution_format_string,
 };
 use pilot_xds::envoy_types::pb::envoy::config::listener::v3::filter;
 use pilot_xds::envoy_types::pb::envoy::extensions::access_loggers::file::v3::{
@@ -49,6 +48,7 @@ use pilot_xds::envoy_types::pb::google::rpc;
 use pilot_xds::serving::{generate_inbound, generate_outbound};
 use pilot_xds::{MeshConfig, Proxy, Resources, testing};
 use prost::{Message, Name};
+use support::static_envoy::StaticEnvoy;
 
 const WORKLOAD: &str = "127.0.0.2";
 const NODE: &str = "sidecar~127.0.0.2~reviews-v1.default~default.svc.cluster.local";
@@ -277,68 +277,17 @@ fn resources(mesh: &MeshConfig, own: &[ServiceInstance], registry: &MemoryServic
 }
 
 /// A real Envoy serving `resources` statically, killed when dropped.
-struct Envoy {
-    _process: ProcessGuard,
-    dir: tempfile::TempDir,
-}
+struct Envoy(StaticEnvoy);
 
 impl Envoy {
-    /// Starts it and waits until every inbound listener accepts (they bind
-    /// here, and are reached directly).
+    /// Starts it and waits until every listener accepts (inbound listeners
+    /// bind here, to be reached directly).
     fn start(resources: &Resources) -> Self {
-        let mut resources = resources.clone();
-        for listener in &mut resources.listeners {
-            listener.bind_to_port = None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let admin_port = free_port();
-        let mut bootstrap = testing::static_bootstrap(NODE, &resources, free_port());
-        bootstrap.admin = Some(Admin {
-            address: Some(Address {
-                address: Some(address::Address::SocketAddress(SocketAddress {
-                    address: "127.0.0.1".into(),
-                    port_specifier: Some(socket_address::PortSpecifier::PortValue(u32::from(admin_port))),
-                    ..Default::default()
-                })),
-            }),
-            ..Default::default()
-        });
-        let path = dir.path().join("bootstrap.pb");
-        std::fs::write(&path, bootstrap.encode_to_vec()).unwrap();
-        let log = std::fs::File::create(dir.path().join("envoy.log")).unwrap();
-        let process = ProcessGuard::spawn(
-            Command::new(envoy_binary())
-                .arg("-c")
-                .arg(&path)
-                .args(["--disable-hot-restart", "--log-level", "warn"])
-                .args(["--base-id", &admin_port.to_string()])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log),
-        )
-        .unwrap();
-        let envoy = Envoy {
-            _process: process,
-            dir,
-        };
-        // Ready when every listener accepts (bounded, for a broken Envoy).
-        let deadline = Instant::now() + Duration::from_secs(120);
-        for listener in &resources.listeners {
-            let port: u16 = listener.name.rsplit('_').next().unwrap().parse().unwrap();
-            while TcpStream::connect((WORKLOAD, port)).is_err() {
-                assert!(
-                    Instant::now() < deadline,
-                    "Envoy never listened:\n{}",
-                    envoy.log()
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        envoy
+        Envoy(StaticEnvoy::start(NODE, WORKLOAD, resources, Vec::new()))
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("envoy.log")).unwrap_or_default()
+        self.0.log()
     }
 }
 

@@ -12,23 +12,22 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use pilot_api::security;
 use pilot_model::{
     KindRegistry, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, document,
 };
 use pilot_routing::RoutingConfigs;
-use pilot_test_support::{ProcessGuard, envoy_binary, free_port, http};
-use pilot_xds::envoy_types::pb::envoy::config::bootstrap::v3::Admin;
+use pilot_test_support::{envoy_binary, free_port, http};
 use pilot_xds::serving::generate_inbound;
 use pilot_xds::{MeshConfig, Proxy, Resources, testing};
 use prost::Message;
 use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+use support::static_envoy::StaticEnvoy;
 
 const WORKLOAD: &str = "127.0.0.2";
 const NODE: &str = "sidecar~127.0.0.2~reviews-v1.default~default.svc.cluster.local";
@@ -206,62 +205,17 @@ fn inbound(mesh: &MeshConfig, own: &[ServiceInstance]) -> Resources {
 }
 
 /// A real Envoy serving `resources` statically, killed when dropped.
-struct Envoy {
-    _process: ProcessGuard,
-    dir: tempfile::TempDir,
-}
+struct Envoy(StaticEnvoy);
 
 impl Envoy {
     /// Starts it and waits until every listener accepts (inbound listeners
     /// bind here, to be reached directly).
     fn start(resources: &Resources) -> Self {
-        let mut resources = resources.clone();
-        for listener in &mut resources.listeners {
-            listener.bind_to_port = None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let admin_port = free_port();
-        let mut bootstrap = testing::static_bootstrap(NODE, &resources, free_port());
-        bootstrap.admin = Some(Admin {
-            address: Some(testing_address(admin_port)),
-            ..Default::default()
-        });
-        let path = dir.path().join("bootstrap.pb");
-        std::fs::write(&path, bootstrap.encode_to_vec()).unwrap();
-        let log = std::fs::File::create(dir.path().join("envoy.log")).unwrap();
-        let process = ProcessGuard::spawn(
-            Command::new(envoy_binary())
-                .arg("-c")
-                .arg(&path)
-                .args(["--disable-hot-restart", "--log-level", "warn"])
-                .args(["--base-id", &admin_port.to_string()])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log),
-        )
-        .unwrap();
-        let envoy = Envoy {
-            _process: process,
-            dir,
-        };
-        // Ready when every listener accepts (bounded, for a broken Envoy).
-        let deadline = Instant::now() + Duration::from_secs(120);
-        for listener in &resources.listeners {
-            let port: u16 = listener.name.rsplit('_').next().unwrap().parse().unwrap();
-            while TcpStream::connect((WORKLOAD, port)).is_err() {
-                assert!(
-                    Instant::now() < deadline,
-                    "Envoy never listened:\n{}",
-                    envoy.log()
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        envoy
+        Envoy(StaticEnvoy::start(NODE, WORKLOAD, resources, Vec::new()))
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("envoy.log")).unwrap_or_default()
+        self.0.log()
     }
 
     /// A GET of `/` on the workload's `port`, with `token` as a bearer
@@ -290,19 +244,6 @@ impl Envoy {
             self.log()
         );
         body
-    }
-}
-
-fn testing_address(port: u16) -> pilot_xds::envoy_types::pb::envoy::config::core::v3::Address {
-    use pilot_xds::envoy_types::pb::envoy::config::core::v3::{
-        Address, SocketAddress, address, socket_address,
-    };
-    Address {
-        address: Some(address::Address::SocketAddress(SocketAddress {
-            address: "127.0.0.1".into(),
-            port_specifier: Some(socket_address::PortSpecifier::PortValue(u32::from(port))),
-            ..Default::default()
-        })),
     }
 }
 

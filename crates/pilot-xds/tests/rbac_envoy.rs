@@ -6,19 +6,20 @@
 //! PeerAuthentication STRICT generates for a proxy with SDS certificates
 //! (its `default` and `ROOTCA` served here as static secrets).
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pilot_api::security;
 use pilot_model::{
     KindRegistry, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, document,
 };
 use pilot_routing::RoutingConfigs;
-use pilot_test_support::{ProcessGuard, envoy_binary, free_port, http};
-use pilot_xds::envoy_types::pb::envoy::config::bootstrap::v3::Admin;
+use pilot_test_support::{envoy_binary, free_port, http};
 use pilot_xds::envoy_types::pb::envoy::config::core::v3::{DataSource, data_source, transport_socket};
 use pilot_xds::envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CertificateValidationContext, DownstreamTlsContext, Secret, TlsCertificate, common_tls_context, secret,
@@ -26,6 +27,7 @@ use pilot_xds::envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 use pilot_xds::serving::generate_inbound;
 use pilot_xds::{MeshConfig, Proxy, Resources, testing};
 use prost::Message;
+use support::static_envoy::StaticEnvoy;
 
 const WORKLOAD: &str = "127.0.0.2";
 const NODE: &str = "sidecar~127.0.0.2~reviews-v1.default~default.svc.cluster.local";
@@ -108,10 +110,7 @@ fn inbound_of(proxy: &Proxy, mesh: &MeshConfig, own: &[ServiceInstance]) -> Reso
 }
 
 /// A real Envoy serving `resources` statically, killed when dropped.
-struct Envoy {
-    _process: ProcessGuard,
-    dir: tempfile::TempDir,
-}
+struct Envoy(StaticEnvoy);
 
 impl Envoy {
     /// Starts it and waits until every listener of `resources` accepts.
@@ -124,68 +123,11 @@ impl Envoy {
 
     /// [`start`](Self::start) with static `secrets` in the bootstrap.
     fn start_with_secrets(resources: &Resources, secrets: Vec<Secret>) -> Self {
-        let mut resources = resources.clone();
-        for listener in &mut resources.listeners {
-            listener.bind_to_port = None;
-        }
-        let resources = &resources;
-        let dir = tempfile::tempdir().unwrap();
-        let admin_port = free_port();
-        let mut bootstrap = testing::static_bootstrap(NODE, resources, free_port());
-        if let Some(statics) = bootstrap.static_resources.as_mut() {
-            statics.secrets = secrets;
-        }
-        bootstrap.admin = Some(Admin {
-            address: Some(socket_address("127.0.0.1", admin_port)),
-            ..Default::default()
-        });
-        let path = dir.path().join("bootstrap.pb");
-        std::fs::write(&path, bootstrap.encode_to_vec()).unwrap();
-        let log = std::fs::File::create(dir.path().join("envoy.log")).unwrap();
-        let process = ProcessGuard::spawn(
-            Command::new(envoy_binary())
-                .arg("-c")
-                .arg(&path)
-                .args(["--disable-hot-restart", "--log-level", "warn"])
-                .args(["--base-id", &admin_port.to_string()])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log),
-        )
-        .unwrap();
-        let envoy = Envoy {
-            _process: process,
-            dir,
-        };
-        // Ready when every listener accepts (bounded, for a broken Envoy).
-        let deadline = Instant::now() + Duration::from_secs(120);
-        for listener in &resources.listeners {
-            let port: u16 = listener.name.rsplit('_').next().unwrap().parse().unwrap();
-            while TcpStream::connect((WORKLOAD, port)).is_err() {
-                assert!(
-                    Instant::now() < deadline,
-                    "Envoy never listened:\n{}",
-                    envoy.log()
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        envoy
+        Envoy(StaticEnvoy::start(NODE, WORKLOAD, resources, secrets))
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("envoy.log")).unwrap_or_default()
-    }
-}
-
-fn socket_address(address: &str, port: u16) -> pilot_xds::envoy_types::pb::envoy::config::core::v3::Address {
-    use pilot_xds::envoy_types::pb::envoy::config::core::v3::{SocketAddress, address, socket_address};
-    pilot_xds::envoy_types::pb::envoy::config::core::v3::Address {
-        address: Some(address::Address::SocketAddress(SocketAddress {
-            address: address.into(),
-            port_specifier: Some(socket_address::PortSpecifier::PortValue(u32::from(port))),
-            ..Default::default()
-        })),
+        self.0.log()
     }
 }
 

@@ -21,6 +21,7 @@ use pilot_xds::{MeshConfig, Proxy};
 
 pub(crate) mod gateway;
 pub(crate) mod sidecar;
+pub(crate) mod static_envoy;
 
 pub(crate) const REVIEWS: &str = "reviews.default.svc.cluster.local";
 pub(crate) const RATINGS: &str = "ratings.default.svc.cluster.local";
