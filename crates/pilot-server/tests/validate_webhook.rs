@@ -153,7 +153,7 @@ fn documents(file: &Path) -> Vec<Value> {
 /// Invalid documents of the corpus pilot's REST API admits, with why: the
 /// test checks that the REST API still admits each (so an entry goes when
 /// the validation learns the rule) and that the webhook agrees with it.
-/// None today: the last one (a DENY policy without rules) went with issue 50.
+/// None today: every invalid document of the corpus is refused.
 const ADMITTED_BY_THE_API: &[(&str, &str)] = &[];
 
 #[tokio::test(flavor = "multi_thread")]
