@@ -8,9 +8,9 @@ use pilot_model::document::Locator;
 use pilot_model::{DynConfig, KindRegistry, document};
 use serde_json::Value;
 
-use crate::analyze::{self, Finding, Services, Severity};
 use crate::client::Client;
 use crate::{FailOn, Failure, files};
+use pilot_analyze::{self as analyze, Finding, Services, Severity};
 
 /// Prints `finding`, placed at its file, line and column when it came from
 /// one of `located`.

@@ -9,7 +9,8 @@ use serde_json::Value;
 use crate::client::Client;
 use crate::refusal::{describe, refused};
 use crate::table::table;
-use crate::{Cli, Command, Failure, Output, analyze, analyze_cmd, files, kinds, settings};
+use crate::{Cli, Command, Failure, Output, analyze_cmd, files, kinds, settings};
+use pilot_analyze as analyze;
 
 /// Runs the command line.
 pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {

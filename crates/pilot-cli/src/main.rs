@@ -19,7 +19,6 @@
 //!
 //! Exit codes: 0 success, 1 an operation failed, 2 usage error.
 
-mod analyze;
 mod analyze_cmd;
 mod bootstrap;
 mod client;

@@ -1,5 +1,7 @@
-//! `pilotctl analyze`: checks of the configuration as a whole (what
-//! per-object validation cannot see), in the manner of `istioctl analyze`.
+//! Checks of pilot configuration as a whole (what per-object validation
+//! cannot see), in the manner of `istioctl analyze`: the engine behind
+//! `pilotctl analyze`, reusable by anything that holds the objects (a
+//! server's status loop, a console).
 //! Each finding has a stable code, a severity, the object and the field
 //! path:
 //!
@@ -22,13 +24,13 @@
 //! Rules for a service are tried highest precedence first, ties by
 //! namespace then name, as pilot-xds orders them.
 
-pub(crate) mod custom;
-mod networking;
-mod peer_authentication;
-mod request_authentication;
-mod security;
-mod service_entries;
-mod sidecar;
+pub mod custom;
+pub mod networking;
+pub mod peer_authentication;
+pub mod request_authentication;
+pub mod security;
+pub mod service_entries;
+pub mod sidecar;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,7 +39,7 @@ use pilot_model::{Config, ConfigKind, DynConfig};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Severity {
+pub enum Severity {
     /// Worth a look.
     Warning,
     /// Traffic fails or configuration is ignored.
@@ -55,7 +57,7 @@ impl std::fmt::Display for Severity {
 
 /// One problem found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Finding {
+pub struct Finding {
     /// Stable code, e.g. `PLT0104`.
     pub code: &'static str,
     /// How bad.
@@ -74,7 +76,7 @@ pub(crate) struct Finding {
 
 /// The services and the label sets of their instances.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Services {
+pub struct Services {
     /// Instances' labels by hostname.
     pub hosts: BTreeMap<String, Vec<BTreeMap<String, String>>>,
 }
@@ -97,7 +99,7 @@ impl Services {
 /// Every finding for `objects`; with `services`, also those that need the
 /// service registry. `domain` completes short service names
 /// (`svc.cluster.local`). Sorted by object, then code.
-pub(crate) fn analyze(objects: &[DynConfig], services: Option<&Services>, domain: &str) -> Vec<Finding> {
+pub fn analyze(objects: &[DynConfig], services: Option<&Services>, domain: &str) -> Vec<Finding> {
     let typed = Typed::of(objects);
     let mut out = Vec::new();
     shadowed_rules(&typed, domain, &mut out);

@@ -18,7 +18,7 @@ use super::{Finding, Services, Severity, finding};
 
 /// The findings of `objects` against `providers` (and `services`, when
 /// known), merged into `findings` in their order (by object, then code).
-pub(crate) fn analyze(
+pub fn analyze(
     objects: &[DynConfig],
     providers: &ExtensionProviders,
     services: Option<&Services>,
