@@ -57,7 +57,7 @@ mod xds_type;
 
 pub use feedback::{Audience, Nack, ProxyStatus, PushRevisions, RefusedStreams, StreamEnds, TypeStatus};
 pub use options::XdsOptions;
-pub use push::{PUSHED_KINDS, PushInfo, PushSubscription};
+pub use push::{DurationHistogram, PUSH_BUCKETS, PUSHED_KINDS, PushInfo, PushSubscription, PushTimings};
 pub use server::XdsServer;
 pub use stream::{Authenticate, Authenticating, Caller, NodeScope, Peer, ServeOptions, listen};
 pub use xds_type::{TYPES, XdsType};

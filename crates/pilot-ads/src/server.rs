@@ -10,7 +10,7 @@ use pilot_store::Controller;
 
 use crate::feedback::{ProxyStatus, RefusedStreams, StreamEnds};
 use crate::options::XdsOptions;
-use crate::push::{PushSubscription, pipeline};
+use crate::push::{PushSubscription, PushTimings, pipeline};
 use crate::state::ServerState;
 use crate::stream::{self, ServeOptions};
 use crate::xds_type::TYPES;
@@ -107,6 +107,13 @@ impl XdsServer {
     /// Every push from now on (for metrics): see [`PushSubscription`].
     pub fn subscribe_pushes(&self) -> PushSubscription {
         PushSubscription::new(self.inner.pushes.subscribe())
+    }
+
+    /// Where pushes' time went since the server started: debounce, build,
+    /// queue, per type and convergence histograms (what pilot-discovery
+    /// exports as Istio's push metrics).
+    pub fn push_timings(&self) -> PushTimings {
+        self.inner.timings.read()
     }
 
     /// The NACKs proxies have sent since the server started, over every

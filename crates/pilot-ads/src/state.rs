@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 
 use crate::feedback::{Feedback, PushRevisions, RefusalCounters, Rejections};
 use crate::options::XdsOptions;
-use crate::push::{Diffs, MeshSnapshot, NameSets, Parking, PushInfo};
+use crate::push::{Diffs, MeshSnapshot, NameSets, Parking, PushInfo, Timings};
 
 /// One server's shared state. Dropping the last reference (the last
 /// handle and stream gone) stops the push pipeline.
@@ -46,6 +46,8 @@ pub(crate) struct ServerState {
     /// The streams parked on their class: a push wakes only those whose
     /// class it does not keep.
     pub(crate) parking: Parking,
+    /// Where pushes' time went (`push/timings.rs`).
+    pub(crate) timings: Timings,
     /// The push pipeline's task, aborted when the state is dropped.
     pipeline: Mutex<Option<JoinHandle<()>>>,
 }
@@ -68,6 +70,7 @@ impl ServerState {
             refused: Default::default(),
             rejections: Default::default(),
             parking: Default::default(),
+            timings: Default::default(),
             pipeline: Mutex::new(None),
         }
     }

@@ -7,7 +7,11 @@
 //! | `pilot_xds` | gauge | | proxies with an open ADS stream |
 //! | `pilot_xds_pushes` | counter | `type` (`cds`, `eds`, `lds`, `rds`) | xDS responses sent |
 //! | `pilot_total_xds_rejects` | counter | `type` | NACKs received |
-//! | `pilot_proxy_convergence_time` | histogram | | first change to the push that carries it |
+//! | `pilot_proxy_convergence_time` | histogram | | per proxy: the first change a push carries to the proxy handed every response of it |
+//! | `pilot_debounce_time` | histogram | | per push: its first change to the end of its debounce |
+//! | `pilot_pushcontext_init_seconds` | histogram | | per push: building its snapshot (rules decoded and compiled, registry frozen) |
+//! | `pilot_proxy_queue_time` | histogram | | per proxy and push: the push's publication to the proxy's stream taking it |
+//! | `pilot_xds_push_time` | histogram | `type` | per proxy, push and type: making and handing over one response |
 //! | `pilot_k8s_cfg_events` | counter | `type` (kind), `event` (`add`, `update`, `delete`) | configuration events the cache applied, from any backend |
 //! | `pilot_xds_nacked_proxies` | gauge | `type` | proxies whose last response of a type was NACKed |
 //! | `pilot_config_objects` | gauge | `kind` | objects in the cache |
@@ -55,9 +59,6 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-/// Bounds of `pilot_proxy_convergence_time`, in seconds: Istio's (0.1 to
-/// 30) with finer ones below, where a debounced push lands.
-const CONVERGENCE_BUCKETS: [f64; 11] = [0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0];
 /// Bounds of `pilot_rest_request_duration_seconds`, in seconds.
 const REQUEST_BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
 
@@ -70,7 +71,6 @@ pub(crate) struct Metrics {
     request_duration: Family<Labels2, Histogram, fn() -> Histogram>,
     watches_open: Gauge,
     watches_opened: Counter,
-    convergence: Histogram,
     config_events: Family<Labels2, Counter>,
 }
 
@@ -96,7 +96,6 @@ impl Metrics {
             request_duration: Family::new_with_constructor(|| Histogram::new(REQUEST_BUCKETS)),
             watches_open: Gauge::default(),
             watches_opened: Counter::default(),
-            convergence: Histogram::new(CONVERGENCE_BUCKETS),
             config_events: Family::default(),
         };
         metrics.register_xds(xds, controller, journal_quarantine);
@@ -117,11 +116,7 @@ impl Metrics {
         journal_quarantine: crate::debug::quarantine::JournalQuarantine,
     ) {
         let registry = &mut self.registry;
-        registry.register(
-            "pilot_proxy_convergence_time",
-            "Delay in seconds from the first configuration or registry change to the published push that carries it",
-            self.convergence.clone(),
-        );
+        registry.register_collector(Box::new(PushTimes(xds.clone())));
         registry.register(
             "pilot_k8s_cfg_events",
             "Configuration events applied to the cache, by kind (type) and event (add, update, delete), from any backend",
@@ -166,11 +161,6 @@ impl Metrics {
         self.request_duration
             .get_or_create(&[("method", method.to_string()), ("route", route.to_string())])
             .observe(elapsed.as_secs_f64());
-    }
-
-    /// Records one push's latency.
-    pub(crate) fn push_latency(&self, latency: Duration) {
-        self.convergence.observe(latency.as_secs_f64());
     }
 
     /// Counts one configuration event.
@@ -381,6 +371,88 @@ impl Collector for CaMetrics {
     }
 }
 
+/// Istio's push histograms, read from the ADS server's
+/// [`pilot_ads::PushTimings`] at each scrape.
+struct PushTimes(XdsServer);
+
+impl std::fmt::Debug for PushTimes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushTimes").finish_non_exhaustive()
+    }
+}
+
+/// Encodes `histogram`: prometheus-client takes each bucket's own count
+/// and the `+Inf` bucket as `f64::MAX`.
+fn encode_histogram(
+    encoder: &mut prometheus_client::encoding::MetricEncoder<'_>,
+    histogram: &pilot_ads::DurationHistogram,
+) -> Result<(), std::fmt::Error> {
+    let mut below = 0;
+    let mut buckets: Vec<(f64, u64)> = histogram
+        .buckets
+        .iter()
+        .map(|(bound, cumulative)| {
+            let own = cumulative - below;
+            below = *cumulative;
+            (*bound, own)
+        })
+        .collect();
+    buckets.push((f64::MAX, histogram.count - below));
+    encoder.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+        histogram.sum.as_secs_f64(),
+        histogram.count,
+        &buckets,
+        None,
+    )
+}
+
+impl Collector for PushTimes {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let timings = self.0.push_timings();
+        for (name, help, histogram) in [
+            (
+                "pilot_proxy_convergence_time",
+                "Delay in seconds between a configuration or registry change and a proxy having been sent all the configuration of the push that carries it",
+                &timings.convergence,
+            ),
+            (
+                "pilot_debounce_time",
+                "Delay in seconds between the first change of a push entering the debounce and the push being built",
+                &timings.debounce,
+            ),
+            (
+                "pilot_pushcontext_init_seconds",
+                "Time in seconds to build a push's snapshot: the rules decoded and compiled, the registry frozen",
+                &timings.build,
+            ),
+            (
+                "pilot_proxy_queue_time",
+                "Time in seconds between a push's publication and a proxy's stream taking it",
+                &timings.queue,
+            ),
+        ] {
+            let mut metric = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Histogram,
+            )?;
+            encode_histogram(&mut metric, histogram)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "pilot_xds_push_time",
+            "Time in seconds to make and hand over one xDS response to a proxy, by type",
+            None,
+            prometheus_client::metrics::MetricType::Histogram,
+        )?;
+        for (short, histogram) in &timings.push {
+            let labels = [("type", short.to_ascii_lowercase())];
+            encode_histogram(&mut family.encode_family(&labels)?, histogram)?;
+        }
+        Ok(())
+    }
+}
+
 /// `pilot_status_writes{result}`, read from the status writer's counts.
 #[derive(Debug)]
 struct StatusWrites(Arc<WriterCounts>);
@@ -508,31 +580,6 @@ pub(crate) async fn handler(State(metrics): State<Arc<Metrics>>) -> Response {
         text,
     )
         .into_response()
-}
-
-/// Records every push's latency (from the first configuration or registry
-/// change it carries to its publication, as the ADS server reports it)
-/// until `shutdown`.
-pub(crate) async fn track_pushes(
-    metrics: Arc<Metrics>,
-    xds: XdsServer,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut pushes = xds.subscribe_pushes();
-    loop {
-        tokio::select! {
-            // A sample a slow subscriber missed is skipped; the counters stay right.
-            push = pushes.next() => match push {
-                Some(push) => {
-                    if let Some(latency) = push.latency {
-                        metrics.push_latency(latency);
-                    }
-                }
-                None => return,
-            },
-            () = crate::shutdown::closed(&mut shutdown) => return,
-        }
-    }
 }
 
 /// Counts every configuration event in `events` (the cache's,

@@ -545,11 +545,6 @@ fn spawn_background(
         .with_counts(Arc::clone(&shared.status_writes));
         tasks.push(tokio::spawn(writer.run(closed())));
     }
-    tasks.push(tokio::spawn(metrics::track_pushes(
-        Arc::clone(&shared.metrics),
-        shared.xds.clone(),
-        shutdown.clone(),
-    )));
     tasks.push(tokio::spawn(metrics::track_config_events(
         Arc::clone(&shared.metrics),
         config_events,

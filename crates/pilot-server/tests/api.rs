@@ -389,12 +389,19 @@ async fn metrics_count_requests_objects_and_pushes() {
         "pilot_xds_pushes_total{type=\"lds\"} 0",
         "pilot_rest_watches 0",
         "# TYPE pilot_proxy_convergence_time histogram",
+        "# TYPE pilot_debounce_time histogram",
+        "# TYPE pilot_pushcontext_init_seconds histogram",
+        "# TYPE pilot_proxy_queue_time histogram",
+        "# TYPE pilot_xds_push_time histogram",
+        "pilot_xds_push_time_count{type=\"rds\"} 0",
+        "pilot_xds_push_time_bucket{le=\"+Inf\",type=\"rds\"} 0",
         "# TYPE pilot_xds_pushes counter",
         "# EOF",
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
     }
-    // The write is pushed, and that push's latency recorded.
+    // The write is pushed: that push's debounce and build are timed (no
+    // proxy is connected: nothing is queued, sent or converged).
     let value = |text: &str, name: &str| -> f64 {
         text.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
@@ -404,8 +411,10 @@ async fn metrics_count_requests_objects_and_pushes() {
     loop {
         let (_, text) = server.request("GET", "/metrics", &[], None);
         let text = String::from_utf8(text).unwrap();
-        if value(&text, "pilot_proxy_convergence_time_count") >= 1.0 {
-            assert!(value(&text, "pilot_proxy_convergence_time_sum") > 0.0, "{text}");
+        if value(&text, "pilot_debounce_time_count") >= 1.0 {
+            assert!(value(&text, "pilot_debounce_time_sum") > 0.0, "{text}");
+            assert!(value(&text, "pilot_pushcontext_init_seconds_count") >= 2.0, "{text}");
+            assert_eq!(value(&text, "pilot_proxy_convergence_time_count"), 0.0, "{text}");
             break;
         }
         assert!(

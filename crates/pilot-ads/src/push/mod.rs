@@ -21,6 +21,8 @@
 //!   endpoint changes moved (the rest keep their class).
 //! - `parked.rs`: the streams holding a scoped class's configuration, by
 //!   class, so that a push wakes only those whose class it does not keep.
+//! - `timings.rs`: where pushes' time goes (debounce, build, queue, per
+//!   type, convergence), as Istio's push histograms.
 //! - `diffs.rs` and `name_sets.rs`: what changed between two pushes'
 //!   encodings, and subscriptions' name sets, each worked out once for
 //!   every stream.
@@ -39,6 +41,7 @@ mod recompile;
 mod scopes;
 mod snapshot;
 mod subscription;
+mod timings;
 mod virtual_hosts;
 
 pub(crate) use diffs::Diffs;
@@ -51,3 +54,5 @@ pub(crate) use scopes::{proxy_namespace, workload_labels};
 pub(crate) use snapshot::{MeshSnapshot, kept};
 pub use snapshot::{PUSHED_KINDS, PushInfo};
 pub use subscription::PushSubscription;
+pub(crate) use timings::Timings;
+pub use timings::{DurationHistogram, PUSH_BUCKETS, PushTimings};

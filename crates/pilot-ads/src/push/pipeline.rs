@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::generation_cache::{Changes, GeneratedCache};
 use super::inputs::PushObjects;
-use super::snapshot::{MeshSnapshot, PUSHED_KINDS, PushInfo};
+use super::snapshot::{MeshSnapshot, PUSHED_KINDS, PushClock, PushInfo};
 use crate::feedback::Rejections;
 use crate::options::XdsOptions;
 use crate::state::ServerState;
@@ -155,6 +155,10 @@ fn publish(
     let Some(server) = server.upgrade() else {
         return false;
     };
+    let building = Instant::now();
+    if let Some(changed) = changed {
+        server.timings.debounce.record(building - changed);
+    }
     let previous = server.snapshots.borrow().clone();
     // Endpoints moving leave the rules as they were: no list and decode of
     // every rule per push (a twentieth of an endpoint push's CPU at 5,000
@@ -262,7 +266,12 @@ fn publish(
         reduced: Default::default(),
         incremental: server.options.incremental,
         rejected,
+        published: PushClock {
+            published: Instant::now(),
+            changed,
+        },
     });
+    server.timings.build.record(building.elapsed());
     server.snapshots.send_replace(Some(Arc::clone(&snapshot)));
     // Published first: a stream parking from now on sees it (`parked.rs`).
     server.parking.published(&snapshot);

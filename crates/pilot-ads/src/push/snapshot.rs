@@ -62,6 +62,28 @@ pub(crate) struct MeshSnapshot {
     /// By node id, the objects this push leaves out for the node: it
     /// rejected them (`feedback/rejections.rs`).
     pub(crate) rejected: Arc<crate::feedback::LeftOutByNode>,
+    /// When the push was published, and when the first change it carries
+    /// arrived (none for the first push): its queue and convergence times
+    /// are measured from them (`timings.rs`).
+    pub(crate) published: PushClock,
+}
+
+/// When a push was published, and when the first change it carries arrived.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PushClock {
+    pub(crate) published: tokio::time::Instant,
+    pub(crate) changed: Option<tokio::time::Instant>,
+}
+
+impl PushClock {
+    /// Published now, carrying no change (tests, the first push).
+    #[cfg(test)]
+    pub(crate) fn now() -> Self {
+        PushClock {
+            published: tokio::time::Instant::now(),
+            changed: None,
+        }
+    }
 }
 
 /// A push's configuration without some objects.

@@ -515,6 +515,7 @@ fn a_proxy_that_rejected_an_object_is_generated_as_if_it_were_not_there() {
         reduced: Default::default(),
         incremental: true,
         rejected: Default::default(),
+        published: crate::push::snapshot::PushClock::now(),
     };
     for proxy in proxies() {
         let reduced = block_on(snapshot.config(&proxy, &left_out));

@@ -62,6 +62,7 @@ fn snapshot(
         reduced: Default::default(),
         incremental: true,
         rejected: Default::default(),
+        published: crate::push::snapshot::PushClock::now(),
     })
 }
 

@@ -345,9 +345,26 @@ impl Session {
         };
         let answer = self.answer(t, nonce, error);
         if let Some(resend) = layer.subscribe(self, t, answer, request) {
-            layer.respond(self, t, &resend).await?;
+            self.respond(layer, t, &resend).await?;
         }
         self.release(layer).await
+    }
+
+    /// The protocol's [`Protocol::respond`], timed when it sends
+    /// (`push/timings.rs`: making and handing over one type's response).
+    async fn respond<P: Protocol>(
+        &mut self,
+        layer: &mut P,
+        t: XdsType,
+        resend: &Resend,
+    ) -> Result<Resend, Gone> {
+        let sent = self.sent[t.index()].number();
+        let started = tokio::time::Instant::now();
+        let changed = layer.respond(self, t, resend).await?;
+        if self.sent[t.index()].number() != sent {
+            self.server.timings.push[t.index()].record(started.elapsed());
+        }
+        Ok(changed)
     }
 
     /// Sends the withheld removals the proxy's applied routes and
@@ -362,7 +379,7 @@ impl Session {
         let released = self.withheld.release(point(&|t| self.applied[t.index()]));
         for t in released {
             if layer.subscribed(t) {
-                layer.respond(self, t, &Resend::Nothing).await?;
+                self.respond(layer, t, &Resend::Nothing).await?;
             }
         }
         Ok(())
@@ -409,7 +426,7 @@ impl Session {
                 XdsType::Route => std::mem::take(&mut routes),
                 _ => Resend::Nothing,
             };
-            let changed = layer.respond(self, t, &resend).await?;
+            let changed = self.respond(layer, t, &resend).await?;
             match t {
                 XdsType::Cluster => assignments = changed,
                 XdsType::Listener if changed.any() => routes = Resend::All,
@@ -637,10 +654,16 @@ impl<P: Protocol> Running<P> {
                     let snapshot = self.snapshots.borrow_and_update().clone();
                     if let Some(snapshot) = snapshot {
                         let version = snapshot.version;
+                        let clock = snapshot.published;
+                        server.timings.queue.record(clock.published.elapsed());
                         // A stream whose configuration the push keeps
                         // has nothing to send.
                         let pushed = if boxed(|| session.refresh(snapshot)).await {
-                            boxed(|| session.push(&mut self.layer)).await
+                            let pushed = boxed(|| session.push(&mut self.layer)).await;
+                            if let (Ok(()), Some(changed)) = (&pushed, clock.changed) {
+                                server.timings.convergence.record(changed.elapsed());
+                            }
+                            pushed
                         } else {
                             session.settle(session.sent.each_ref().map(Sent::number));
                             Ok(())
