@@ -95,6 +95,7 @@ mod server;
 mod strict;
 mod table;
 mod unchanged;
+mod watch_cache;
 
 pub use error::ApiError;
 pub use server::{ApiOptions, ApiServer, WatchObserver};

@@ -25,6 +25,7 @@ use crate::WatchObserver;
 use crate::selector::{FieldSelector, Selector};
 use crate::server::ApiState;
 use crate::table::{self, TableRequest};
+use crate::watch_cache::{CachedEvent, Change, KindCache, Next, lines_for};
 
 /// Which objects a list, watch or delete-collection takes: the namespace
 /// of the URL and the label and field selectors.
@@ -132,6 +133,13 @@ pub(crate) async fn list_or_watch(
         },
     };
     let table = TableRequest::from_headers(headers);
+    // A watch's cache is started before the watch's own snapshot, so the
+    // cache's window holds every change after the snapshot.
+    let cache = if watch && state.options.watch_cache_events > 0 {
+        Some(state.watch_caches.of(&state, &schema.kind).await?)
+    } else {
+        None
+    };
     let snapshot = state
         .backend
         .snapshot(&schema.kind)
@@ -151,6 +159,15 @@ pub(crate) async fn list_or_watch(
             bookmarks,
             ndjson: wants_ndjson(headers),
         };
+        let start = after.unwrap_or(snapshot.revision);
+        if let Some((cache, position)) =
+            cache.and_then(|cache| cache.position_after(start).map(|position| (cache, position)))
+        {
+            return Ok(watch_cached(
+                state, stream, snapshot, after, timeout, cache, position,
+            ));
+        }
+        // Resuming from before the cache's window: the store's history.
         return watch_kind(state, stream, snapshot, after, timeout).await;
     }
     // Validation on read: what the cache would not hold is not listed.
@@ -265,6 +282,145 @@ impl Stream {
                 }),
             )
         })
+    }
+}
+
+/// A watch served from the kind's shared cache (`watch_cache.rs`): without
+/// `after`, every object of `snapshot` as `ADDED`, then the cache's events
+/// after the snapshot from `position`; with it, the events after `after`.
+/// Ends as [`watch_kind`] does, and with `410 Expired` when the watcher
+/// falls behind the cache's window.
+fn watch_cached(
+    state: ApiState,
+    stream: Stream,
+    snapshot: pilot_model::Snapshot,
+    after: Option<u64>,
+    timeout: Option<std::time::Duration>,
+    cache: Arc<KindCache>,
+    position: u64,
+) -> Response {
+    let mut initial = Vec::new();
+    let start = match after {
+        None => {
+            for object in snapshot.items.iter().filter(|c| (state.admits)(c)) {
+                if stream.filter.keep(object) {
+                    initial.push(stream.line("ADDED", object));
+                }
+            }
+            initial.extend(stream.bookmark(snapshot.revision));
+            snapshot.revision
+        }
+        Some(after) => after,
+    };
+    let content_type = if stream.ndjson {
+        "application/x-ndjson"
+    } else {
+        "application/json"
+    };
+    let appended = cache.subscribe();
+    let watcher = Watcher {
+        stream,
+        cache,
+        position,
+        start,
+    };
+    let live = futures::stream::unfold(
+        Some((watcher, appended, state.shutdown.clone())),
+        |state| async move {
+            let (mut watcher, mut appended, mut shutdown) = state?;
+            loop {
+                // Marked seen before looking, so an append after the look
+                // wakes the wait below.
+                appended.borrow_and_update();
+                match watcher.cache.next(watcher.position) {
+                    Next::Events(events) => {
+                        watcher.position += events.len() as u64;
+                        let chunk = lines_for(&events, |event| watcher.line(event));
+                        if !chunk.is_empty() {
+                            return Some((chunk, Some((watcher, appended, shutdown))));
+                        }
+                    }
+                    Next::Wait => {
+                        tokio::select! {
+                            changed = appended.changed() => if changed.is_err() { return None },
+                            () = &mut shutdown => return None,
+                        }
+                    }
+                    Next::Expired => {
+                        let status = ApiError::new(
+                            StatusCode::GONE,
+                            "Expired",
+                            "the watch fell behind the server's watch cache; list and watch again",
+                        )
+                        .body();
+                        return Some((event_line("ERROR", &status), None));
+                    }
+                    Next::Broken(line) => return Some((line, None)),
+                }
+            }
+        },
+    );
+    let deadline = async move {
+        match timeout {
+            Some(timeout) => tokio::time::sleep(timeout).await,
+            None => std::future::pending().await,
+        }
+    };
+    let open = Open::new(state.watches.clone());
+    let body = futures::stream::iter(initial)
+        .chain(live)
+        .take_until(deadline)
+        .map(move |line| {
+            // Counted as open until the stream is dropped.
+            let _ = &open;
+            Ok::<_, Infallible>(line)
+        });
+    ([(header::CONTENT_TYPE, content_type)], Body::from_stream(body)).into_response()
+}
+
+/// One watcher of a cache: its filter and form, and where it is.
+struct Watcher {
+    stream: Stream,
+    cache: Arc<KindCache>,
+    /// The next event's sequence number in the cache.
+    position: u64,
+    /// Events up to this revision are in what it was sent first.
+    start: u64,
+}
+
+impl Watcher {
+    /// The line this watcher sends for `event` (none: nothing it sees).
+    fn line(&self, event: &CachedEvent) -> Option<Bytes> {
+        if event.revision <= self.start {
+            return None;
+        }
+        let stream = &self.stream;
+        let keep = |config: &DynConfig| stream.filter.keep(config);
+        let key = |kind: &'static str| (kind, stream.schema.version.clone(), stream.table);
+        match &event.change {
+            Change::Progress => stream.bookmarks.then(|| {
+                event.line(key("BOOKMARK"), || {
+                    stream.bookmark(event.revision).unwrap_or_default()
+                })
+            }),
+            Change::Put { object, previous } => {
+                // As Kubernetes does with a selector: an object that stops
+                // matching is DELETED, one that starts is ADDED.
+                let kind = match (previous.as_deref().map(keep), keep(object)) {
+                    (Some(true), true) => "MODIFIED",
+                    (_, true) => "ADDED",
+                    (Some(true), false) => "DELETED",
+                    (_, false) => return None,
+                };
+                Some(event.line(key(kind), || stream.line(kind, object)))
+            }
+            Change::Gone { previous } if keep(previous) => Some(event.line(key("DELETED"), || {
+                let mut last = (**previous).clone();
+                last.meta.resource_version = Some(event.revision.to_string());
+                stream.line("DELETED", &last)
+            })),
+            Change::Gone { .. } => None,
+        }
     }
 }
 
@@ -435,7 +591,7 @@ impl Drop for Open {
     }
 }
 
-fn event_line(kind: &str, object: &Value) -> Bytes {
+pub(crate) fn event_line(kind: &str, object: &Value) -> Bytes {
     let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
     line.push(b'\n');
     Bytes::from(line)

@@ -29,7 +29,7 @@ pub struct ApiServer {
 }
 
 /// Whether a stored object may be shown (validation on read).
-type Admits = dyn Fn(&DynConfig) -> bool + Send + Sync;
+pub(crate) type Admits = dyn Fn(&DynConfig) -> bool + Send + Sync;
 
 /// The shutdown signal every watch waits on.
 pub(crate) type Shutdown = Shared<BoxFuture<'static, ()>>;
@@ -123,6 +123,7 @@ impl ApiServer {
                 .shutdown
                 .unwrap_or_else(|| futures::future::pending().boxed().shared()),
             watches: self.watches,
+            watch_caches: Default::default(),
             options: Arc::new(self.options),
         };
         crate::router::router(state)
@@ -185,6 +186,13 @@ pub struct ApiOptions {
     /// [`bearer_auth`](Self::bearer_auth)). A response may refer to
     /// `#/components/schemas/Status`, the `Status` body. Default none.
     pub documented_routes: Vec<(String, Value)>,
+    /// The most recent events of a kind its watch cache keeps for the
+    /// REST watchers (`watch_cache.rs`): one store watch per kind serves
+    /// every watcher, and a watcher that falls more than this many events
+    /// behind is ended with `410 Expired` (it lists and watches again).
+    /// 0 gives each watcher a store watch of its own, as before the cache.
+    /// Default 1,024.
+    pub watch_cache_events: usize,
 }
 
 impl Default for ApiOptions {
@@ -198,6 +206,7 @@ impl Default for ApiOptions {
             description: "Kubernetes-style REST API of pilot's configuration objects.".to_string(),
             bearer_auth: false,
             documented_routes: Vec::new(),
+            watch_cache_events: 1024,
         }
     }
 }
@@ -217,6 +226,9 @@ pub(crate) struct ApiState {
     pub(crate) shutdown: Shutdown,
     /// Told of watches opening and ending.
     pub(crate) watches: Option<Arc<dyn WatchObserver>>,
+    /// Every kind's shared store watch for the REST watchers
+    /// (`watch_cache.rs`).
+    pub(crate) watch_caches: Arc<crate::watch_cache::WatchCaches>,
     /// Limits and wording.
     pub(crate) options: Arc<ApiOptions>,
 }

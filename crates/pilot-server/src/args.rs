@@ -139,6 +139,13 @@ pub struct Args {
     /// Largest request body accepted, in bytes.
     #[arg(long, default_value_t = 1024 * 1024, value_name = "BYTES")]
     pub max_body_bytes: usize,
+    /// Events of a kind the REST API's watch cache keeps: one store watch
+    /// per kind serves every REST watcher, and a watcher more than this
+    /// many events behind is ended with `410 Expired` (it lists and
+    /// watches again, as from kube-apiserver). 0: a store watch per
+    /// watcher.
+    #[arg(long, default_value_t = 1024, value_name = "EVENTS")]
+    pub watch_cache_events: usize,
     /// How often the `--services` file is checked for changes, in
     /// milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "MS")]

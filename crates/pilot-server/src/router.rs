@@ -61,7 +61,11 @@ pub(crate) fn api(
         .admits(move |config| controller.admits(config).is_ok())
         .watch_observer(Arc::clone(&state.metrics) as Arc<dyn pilot_apiserver::WatchObserver>)
         .shutdown(async move { crate::shutdown::closed(&mut shutdown).await })
-        .options(api_options(args.max_body_bytes, state.tokens.is_some()))
+        .options({
+            let mut options = api_options(args.max_body_bytes, state.tokens.is_some());
+            options.watch_cache_events = args.watch_cache_events;
+            options
+        })
         .into_router()
 }
 

@@ -413,7 +413,10 @@ async fn metrics_count_requests_objects_and_pushes() {
         let text = String::from_utf8(text).unwrap();
         if value(&text, "pilot_debounce_time_count") >= 1.0 {
             assert!(value(&text, "pilot_debounce_time_sum") > 0.0, "{text}");
-            assert!(value(&text, "pilot_pushcontext_init_seconds_count") >= 2.0, "{text}");
+            assert!(
+                value(&text, "pilot_pushcontext_init_seconds_count") >= 2.0,
+                "{text}"
+            );
             assert_eq!(value(&text, "pilot_proxy_convergence_time_count"), 0.0, "{text}");
             break;
         }

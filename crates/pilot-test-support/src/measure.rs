@@ -21,7 +21,16 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// This process's CPU time so far (user + system, every thread), from
 /// `/proc/self/stat` (clock ticks of 10 ms).
 pub fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_time_at("/proc/self/stat")
+}
+
+/// Process `pid`'s CPU time so far, as [`cpu_time`] reads its own.
+pub fn cpu_time_of(pid: u32) -> Duration {
+    cpu_time_at(&format!("/proc/{pid}/stat"))
+}
+
+fn cpu_time_at(path: &str) -> Duration {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
     // Fields after the command (in parentheses, which may hold spaces):
     // utime and stime are the 14th and 15th fields overall.
     let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
@@ -51,7 +60,16 @@ pub fn cpu_wait() -> Duration {
 
 /// This process's resident memory (`VmRSS`), in MB.
 pub fn rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    rss_mb_at("/proc/self/status")
+}
+
+/// Process `pid`'s resident memory, in MB.
+pub fn rss_mb_of(pid: u32) -> f64 {
+    rss_mb_at(&format!("/proc/{pid}/status"))
+}
+
+fn rss_mb_at(path: &str) -> f64 {
+    let status = std::fs::read_to_string(path).unwrap_or_default();
     status
         .lines()
         .find(|l| l.starts_with("VmRSS:"))

@@ -1,0 +1,282 @@
+//! REST watchers against the write rate: creates per second through the
+//! REST API of one pilot-discovery while N clients watch the kind, beside
+//! the rate with no watcher, with the watch cache (one store watch per
+//! kind, each event checked and encoded once) and without it
+//! (`--watch-cache-events 0`: a store watch, a validation and an encoding
+//! per watcher), same run.
+//!
+//!     cargo bench -p pilot-server --bench watchers -- [--writes W] [N ...]
+//!
+//! (default: 2,000 creates, N = 100 and 500.) Each case is a fresh
+//! pilot-discovery process (the release binary, memory store, status
+//! writer off); its CPU and resident memory are read from /proc. The
+//! watchers are real HTTP/1.1 clients in a child process (this bench
+//! binary run again), each counting the events it receives; the creates
+//! are made one after another by one writer over fresh connections.
+//! Reported per case: creates/s and its ratio to the no-watcher rate,
+//! the server's CPU per create, its memory per watcher (idle, after the
+//! watches opened; and at the end of the writes), and whether every
+//! watcher saw every create (fewest seen, watches ended by `410 Expired`).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pilot_test_support::Discovery;
+use pilot_test_support::measure::{cpu_time_of, rss_mb_of};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const PATH: &str = "/apis/networking.istio.io/v1/namespaces/default/virtualservices";
+const CLIENT: &str = "PILOT_BENCH_WATCH_CLIENTS";
+
+fn main() {
+    if let Ok(spec) = std::env::var(CLIENT) {
+        return client(&spec);
+    }
+    let mut args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let mut writes = 2_000;
+    if let Some(at) = args.iter().position(|a| a == "--writes") {
+        writes = args[at + 1].parse().expect("--writes W");
+        args.drain(at..at + 2);
+    }
+    let counts: Vec<usize> = if args.is_empty() {
+        vec![100, 500]
+    } else {
+        args.iter()
+            .map(|a| a.parse().expect("a number of watchers"))
+            .collect()
+    };
+    println!("watchers bench: {writes} creates per case");
+    println!(
+        "{:>6} {:>8} {:>10} {:>7} {:>14} {:>14} {:>14} {:>12} {:>8}",
+        "cache",
+        "watchers",
+        "creates/s",
+        "ratio",
+        "CPU/create",
+        "idle/watcher",
+        "end/watcher",
+        "fewest seen",
+        "expired"
+    );
+    for cache in ["1024", "0"] {
+        let baseline = case(cache, 0, writes);
+        baseline.print(cache, None);
+        for &watchers in &counts {
+            case(cache, watchers, writes).print(cache, Some(baseline.rate));
+        }
+    }
+}
+
+struct Case {
+    watchers: usize,
+    rate: f64,
+    cpu_per_create: Duration,
+    idle_per_watcher_kb: f64,
+    end_per_watcher_kb: f64,
+    fewest: usize,
+    expired: usize,
+}
+
+impl Case {
+    fn print(&self, cache: &str, baseline: Option<f64>) {
+        let per = |kb: f64| {
+            if self.watchers == 0 {
+                "-".to_string()
+            } else {
+                format!("{kb:.1} KB")
+            }
+        };
+        println!(
+            "{:>6} {:>8} {:>10.0} {:>7} {:>12.0}µs {:>14} {:>14} {:>12} {:>8}",
+            if cache == "0" { "off" } else { "on" },
+            self.watchers,
+            self.rate,
+            baseline.map_or("1.00".to_string(), |b| format!("{:.2}", self.rate / b)),
+            self.cpu_per_create.as_secs_f64() * 1e6,
+            per(self.idle_per_watcher_kb),
+            per(self.end_per_watcher_kb),
+            if self.watchers == 0 {
+                "-".to_string()
+            } else {
+                self.fewest.to_string()
+            },
+            self.expired,
+        );
+    }
+}
+
+fn case(cache: &str, watchers: usize, writes: usize) -> Case {
+    let server = Discovery::start(&[
+        "--watch-cache-events",
+        cache,
+        "--status-interval",
+        "0s",
+        "--log-level",
+        "warn",
+    ]);
+    let pid = server.pid();
+    let before = rss_mb_of(pid);
+    let mut child = (watchers > 0).then(|| {
+        let mut child = Command::new(std::env::current_exe().expect("this bench's path"))
+            .env(CLIENT, format!("{} {watchers} {writes}", server.port))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the clients' process");
+        let mut ready = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut ready)
+            .expect("the clients report");
+        assert_eq!(ready.trim(), "ready", "the clients did not open their watches");
+        child
+    });
+    // The watches' own buffers settle.
+    std::thread::sleep(Duration::from_millis(500));
+    let idle = rss_mb_of(pid);
+    let cpu = cpu_time_of(pid);
+    let started = Instant::now();
+    for i in 0..writes {
+        let body = serde_json::json!({
+            "apiVersion": "networking.istio.io/v1",
+            "kind": "VirtualService",
+            "metadata": {"name": format!("vs-{i}"), "namespace": "default", "labels": {"app": "reviews"}},
+            "spec": {
+                "hosts": [format!("svc-{i}")],
+                "http": [{"route": [{"destination": {"host": format!("svc-{i}")}}]}],
+            },
+        });
+        let answer = pilot_test_support::http::request(
+            ([127, 0, 0, 1], server.port).into(),
+            "POST",
+            PATH,
+            &[("content-type", "application/json")],
+            &serde_json::to_vec(&body).unwrap(),
+        )
+        .expect("the create is answered");
+        assert_eq!(answer.code, 201, "{}", answer.text());
+    }
+    let elapsed = started.elapsed();
+    let cpu = cpu_time_of(pid) - cpu;
+    let end = rss_mb_of(pid);
+    let (fewest, expired) = match child.as_mut() {
+        Some(child) => {
+            let mut report = String::new();
+            BufReader::new(child.stdout.as_mut().unwrap())
+                .read_line(&mut report)
+                .expect("the clients report");
+            let _ = child.wait();
+            let mut fields = report.split_whitespace().map(|f| f.parse::<usize>().unwrap_or(0));
+            (fields.next().unwrap_or(0), fields.next().unwrap_or(0))
+        }
+        None => (0, 0),
+    };
+    let per_watcher = |mb: f64| {
+        if watchers == 0 {
+            0.0
+        } else {
+            (mb - before) * 1024.0 / watchers as f64
+        }
+    };
+    Case {
+        watchers,
+        rate: writes as f64 / elapsed.as_secs_f64(),
+        cpu_per_create: cpu / writes as u32,
+        idle_per_watcher_kb: per_watcher(idle),
+        end_per_watcher_kb: per_watcher(end),
+        fewest,
+        expired,
+    }
+}
+
+/// The watchers' process: `PORT N WRITES` opens N watches, says `ready`
+/// once every one has its response headers, counts each watch's events
+/// until each has seen WRITES (or ended, or 120 s passed), and says the
+/// fewest any saw and how many ended with `410 Expired`.
+fn client(spec: &str) {
+    let fields: Vec<usize> = spec
+        .split_whitespace()
+        .map(|f| f.parse().expect("PORT N WRITES"))
+        .collect();
+    let (port, watchers, writes) = (fields[0] as u16, fields[1], fields[2]);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async move {
+        let mut opened = Vec::new();
+        for _ in 0..watchers {
+            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect("connects");
+            let request =
+                format!("GET {PATH}?watch=true HTTP/1.1\r\nhost: bench\r\naccept: application/json\r\n\r\n");
+            stream.write_all(request.as_bytes()).await.expect("sends");
+            opened.push(stream);
+        }
+        let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(watchers);
+        let tasks: Vec<_> = opened
+            .into_iter()
+            .map(|stream| {
+                let ready = ready_tx.clone();
+                tokio::spawn(count_events(stream, writes, ready))
+            })
+            .collect();
+        drop(ready_tx);
+        for _ in 0..watchers {
+            ready_rx.recv().await.expect("every watch answers");
+        }
+        println!("ready");
+        let _ = std::io::stdout().flush();
+        let mut fewest = usize::MAX;
+        let mut expired = 0;
+        for task in tasks {
+            let (seen, gone) = task.await.expect("a watcher");
+            fewest = fewest.min(seen);
+            expired += usize::from(gone);
+        }
+        println!("{fewest} {expired}");
+    });
+}
+
+/// Events seen on `stream` until `writes` (or its end, or 120 s), and
+/// whether it ended with an `ERROR` event; `ready` once headers came.
+async fn count_events(
+    mut stream: tokio::net::TcpStream,
+    writes: usize,
+    ready: tokio::sync::mpsc::Sender<()>,
+) -> (usize, bool) {
+    const EVENT: &[u8] = b"{\"type\":\"";
+    const ERROR: &[u8] = b"{\"type\":\"ERROR\"";
+    let mut buffer = vec![0u8; 64 * 1024];
+    // The last bytes of the previous read: a marker may straddle reads.
+    let mut carry: Vec<u8> = Vec::new();
+    let mut headers = false;
+    let (mut seen, mut error) = (0, false);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while seen < writes && !error {
+        let read = match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(read)) => read,
+        };
+        let carried = carry.len();
+        let mut window = std::mem::take(&mut carry);
+        window.extend_from_slice(&buffer[..read]);
+        if !headers && window.windows(4).any(|w| w == b"\r\n\r\n") {
+            headers = true;
+            let _ = ready.send(()).await;
+        }
+        // Markers that end in the new bytes (one that ended in the carried
+        // ones was counted with them).
+        seen += window
+            .windows(EVENT.len())
+            .enumerate()
+            .filter(|(at, w)| at + EVENT.len() > carried && *w == EVENT)
+            .count();
+        error |= window.windows(ERROR.len()).any(|w| w == ERROR);
+        // A marker may straddle two reads.
+        carry = window[window.len().saturating_sub(ERROR.len() - 1)..].to_vec();
+    }
+    (seen, error)
+}
