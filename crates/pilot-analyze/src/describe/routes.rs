@@ -1,0 +1,762 @@
+//! The routes of one service host, in the order that decides: taken from
+//! pilot-routing's compiled model (what pilot-xds generates from), each
+//! traced back to the object and field it came from, with what it wins
+//! for or why it never wins, and its destinations' DestinationRules and
+//! subsets.
+
+use std::collections::BTreeMap;
+
+use pilot_api::istio::RouteRule;
+use pilot_api::networking::{self, DestinationRule, VirtualService};
+use pilot_model::{Config, ConfigKind, DynConfig};
+use pilot_routing::{HttpAction, HttpMatch, L4Match, MESH_GATEWAY, StringMatch, WeightedDestination};
+use serde::Serialize;
+
+use super::{Context, ObjectRef, labels_text, resolve};
+
+/// One service host and what routes its traffic.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceView {
+    /// Its hostname.
+    pub host: String,
+    /// Its ports in the registry (`9080/http HTTP`; empty offline
+    /// without `--services`).
+    pub ports: Vec<String>,
+    /// How many instances the registry has (none: unknown).
+    pub instances: Option<usize>,
+    /// The VirtualServices that name it, in the order pilot merges them
+    /// (namespace, then name).
+    pub virtual_services: Vec<VirtualServiceView>,
+    /// The DestinationRule of the host (the first by namespace and name).
+    pub destination_rule: Option<ObjectRef>,
+    /// HTTP routes, first match wins.
+    pub http: Vec<RouteView>,
+    /// TCP routes, first match wins.
+    pub tcp: Vec<RouteView>,
+    /// TLS routes, first match wins.
+    pub tls: Vec<RouteView>,
+}
+
+impl ServiceView {
+    /// The objects it shows.
+    pub(super) fn objects(&self) -> Vec<ObjectRef> {
+        let mut out: Vec<ObjectRef> = self.virtual_services.iter().map(|v| v.object.clone()).collect();
+        out.extend(self.destination_rule.clone());
+        for route in self.http.iter().chain(&self.tcp).chain(&self.tls) {
+            out.push(route.object.clone());
+            out.extend(
+                route
+                    .destinations
+                    .iter()
+                    .filter_map(|d| d.destination_rule.clone()),
+            );
+        }
+        out
+    }
+
+    /// Whether a destination is broken (a missing subset).
+    pub(super) fn has_problem(&self) -> bool {
+        self.http
+            .iter()
+            .chain(&self.tcp)
+            .chain(&self.tls)
+            .flat_map(|r| &r.destinations)
+            .any(|d| d.problem.is_some())
+    }
+}
+
+/// A VirtualService of the host.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualServiceView {
+    /// The object.
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    /// Its gateways as written (empty: the mesh).
+    pub gateways: Vec<String>,
+    /// Whether sidecars use it (no gateways, or `mesh` among them).
+    pub mesh: bool,
+}
+
+/// Whether a route is the one that decides for some requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RouteState {
+    /// It decides for the requests it matches that no earlier route took.
+    Wins,
+    /// An earlier route takes every request it matches.
+    Shadowed,
+    /// No request of a sidecar can match it.
+    MatchesNothing,
+}
+
+impl std::fmt::Display for RouteState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RouteState::Wins => "wins",
+            RouteState::Shadowed => "shadowed",
+            RouteState::MatchesNothing => "matches nothing",
+        })
+    }
+}
+
+/// One route.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteView {
+    /// Its place in the host's order, from 1.
+    pub order: usize,
+    /// The object it comes from.
+    pub object: ObjectRef,
+    /// The field (`spec.http[1]`; a RouteRule's is `spec`).
+    pub path: String,
+    /// Its `name`, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its matches, any of which admits a request (empty: every request).
+    pub matches: Vec<String>,
+    /// Whether it decides.
+    pub state: RouteState,
+    /// What it wins for, or why it does not (naming the route or finding
+    /// that says so).
+    pub reason: String,
+    /// The codes of the findings that say so.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub codes: Vec<String>,
+    /// Where it sends what it wins.
+    pub destinations: Vec<DestinationView>,
+}
+
+/// A destination of a route.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DestinationView {
+    /// The host.
+    pub host: String,
+    /// The subset, by name (VirtualServices) or labels (RouteRules).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subset: Option<String>,
+    /// The labels of the subset.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub subset_labels: BTreeMap<String, String>,
+    /// The port, when it names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// Its share of the route's traffic, in percent.
+    pub weight: u32,
+    /// The DestinationRule whose policy and subset it uses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destination_rule: Option<ObjectRef>,
+    /// What is wrong with it (a missing subset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// The host `host` and its routes.
+pub(super) fn service(context: &Context<'_>, host: &str) -> ServiceView {
+    let domain = context.input.domain;
+    let objects = context.input.objects;
+    let virtual_services = sorted::<VirtualService>(objects);
+    let rules = sorted::<DestinationRule>(objects);
+    let route_rules = sorted::<RouteRule>(objects);
+    let names_host = |vs: &Config<VirtualService>| {
+        vs.spec
+            .hosts
+            .iter()
+            .any(|h| resolve(h, &vs.meta.namespace, domain) == host)
+    };
+    let mine: Vec<&Config<VirtualService>> = virtual_services.iter().filter(|vs| names_host(vs)).collect();
+    let registered = context.input.registry.and_then(|r| r.services.get(host));
+    let mut view = ServiceView {
+        host: host.to_string(),
+        ports: registered
+            .map(|s| {
+                s.ports
+                    .iter()
+                    .map(|(n, name, p)| format!("{n}/{name} {p}"))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        instances: registered.map(|s| s.instances.len()),
+        virtual_services: mine
+            .iter()
+            .map(|vs| VirtualServiceView {
+                object: reference(*vs),
+                gateways: vs.spec.gateways.clone(),
+                mesh: applies_to_mesh(vs),
+            })
+            .collect(),
+        destination_rule: rules
+            .iter()
+            .find(|r| resolve(&r.spec.host, &r.meta.namespace, domain) == host)
+            .map(reference),
+        ..Default::default()
+    };
+    let ports: Option<Vec<u16>> = registered.map(|s| s.ports.iter().map(|p| p.0).collect());
+    let tracer = Tracer {
+        context,
+        host,
+        virtual_services: &mine,
+        route_rules: &route_rules,
+        rules: &rules,
+        ports: ports.as_deref(),
+    };
+
+    let Some(compiled) = context.model.routes(host) else {
+        view.http = tracer.gateway_only();
+        return view;
+    };
+    // HTTP: the compiled order, each route traced to its field.
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut catch_all: Option<(String, String)> = None;
+    for (i, route) in compiled.http.iter().enumerate() {
+        // A named route's compiled name is `namespace/name/route`.
+        let owner = tracer.owner(&route.name);
+        let index = seen.entry(owner.clone()).or_default();
+        let k = *index;
+        *index += 1;
+        let (object, path, name, destinations) = tracer.http_source(&owner, k, route);
+        let matches: Vec<String> = route.matches.iter().map(http_match_text).collect();
+        let (state, reason, codes) = tracer.verdict(
+            &object,
+            &path,
+            &matches,
+            catch_all.as_ref(),
+            route.matches.iter().map(|m| (&m.gateways, m.port)).collect(),
+        );
+        if route.matches.is_empty() && catch_all.is_none() {
+            catch_all = Some((format!("{object}"), path.clone()));
+        }
+        view.http.push(RouteView {
+            order: i + 1,
+            object,
+            path,
+            name,
+            matches,
+            state,
+            reason,
+            codes,
+            destinations,
+        });
+    }
+    let mut rest = tracer.gateway_only();
+    for (i, route) in rest.iter_mut().enumerate() {
+        route.order = view.http.len() + i + 1;
+    }
+    view.http.extend(rest);
+    // TCP and TLS.
+    for (field, routes, out) in [
+        (
+            "tcp",
+            compiled
+                .tcp
+                .iter()
+                .map(|r| (&r.name, &r.matches, &r.destinations))
+                .collect::<Vec<_>>(),
+            &mut view.tcp,
+        ),
+        (
+            "tls",
+            compiled
+                .tls
+                .iter()
+                .map(|r| (&r.name, &r.matches, &r.destinations))
+                .collect::<Vec<_>>(),
+            &mut view.tls,
+        ),
+    ] {
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        let mut catch_all: Option<(String, String)> = None;
+        for (i, (name, matches, targets)) in routes.into_iter().enumerate() {
+            let owner = tracer.owner(name);
+            let index = seen.entry(owner.clone()).or_default();
+            let k = *index;
+            *index += 1;
+            let (object, path, destinations) = tracer.l4_source(&owner, field, k, targets);
+            let texts: Vec<String> = matches.iter().map(l4_match_text).collect();
+            let (state, reason, codes) = tracer.verdict(
+                &object,
+                &path,
+                &texts,
+                catch_all.as_ref(),
+                matches.iter().map(|m| (&m.gateways, m.port)).collect(),
+            );
+            if matches.is_empty() && catch_all.is_none() {
+                catch_all = Some((format!("{object}"), path.clone()));
+            }
+            out.push(RouteView {
+                order: i + 1,
+                object,
+                path,
+                name: None,
+                matches: texts,
+                state,
+                reason,
+                codes,
+                destinations,
+            });
+        }
+    }
+    view
+}
+
+struct Tracer<'a> {
+    context: &'a Context<'a>,
+    host: &'a str,
+    virtual_services: &'a [&'a Config<VirtualService>],
+    route_rules: &'a [Config<RouteRule>],
+    rules: &'a [Config<DestinationRule>],
+    ports: Option<&'a [u16]>,
+}
+
+impl Tracer<'_> {
+    /// The `namespace/name` of the mesh VirtualService a compiled route
+    /// named `name` comes from (`namespace/name` or
+    /// `namespace/name/route`), else `name`.
+    fn owner(&self, name: &str) -> String {
+        self.virtual_services
+            .iter()
+            .filter(|vs| applies_to_mesh(vs))
+            .map(|vs| format!("{}/{}", vs.meta.namespace, vs.meta.name))
+            .find(|key| {
+                name == key
+                    || name
+                        .strip_prefix(key.as_str())
+                        .is_some_and(|rest| rest.starts_with('/'))
+            })
+            .unwrap_or_else(|| name.to_string())
+    }
+
+    /// The VirtualService (mesh-bound) named `namespace/name`.
+    fn virtual_service(&self, name: &str) -> Option<&Config<VirtualService>> {
+        self.virtual_services
+            .iter()
+            .find(|vs| format!("{}/{}", vs.meta.namespace, vs.meta.name) == name && applies_to_mesh(vs))
+            .copied()
+    }
+
+    /// The `k`th compiled HTTP route of `name`: its object, field, name
+    /// and destinations.
+    fn http_source(
+        &self,
+        name: &str,
+        k: usize,
+        route: &pilot_routing::HttpRoute,
+    ) -> (ObjectRef, String, Option<String>, Vec<DestinationView>) {
+        if let Some(vs) = self.virtual_service(name)
+            && let Some(http) = vs.spec.http.get(k)
+        {
+            let single = http.route.len() == 1;
+            let destinations = http
+                .route
+                .iter()
+                .map(|d| self.destination(vs, &d.destination, d.weight, single))
+                .collect();
+            let name = (!http.name.is_empty()).then(|| http.name.clone());
+            return (reference(vs), format!("spec.http[{k}]"), name, destinations);
+        }
+        let object = self
+            .route_rules
+            .iter()
+            .find(|r| format!("{}/{}", r.meta.namespace, r.meta.name) == name)
+            .map(reference)
+            .unwrap_or_else(|| unknown(name));
+        let destinations = match &route.action {
+            HttpAction::Route(targets) => targets.iter().map(|t| self.compiled_destination(t)).collect(),
+            _ => Vec::new(),
+        };
+        (object, "spec".to_string(), None, destinations)
+    }
+
+    /// The `k`th compiled TCP or TLS route of `name`.
+    fn l4_source(
+        &self,
+        name: &str,
+        field: &str,
+        k: usize,
+        targets: &[WeightedDestination],
+    ) -> (ObjectRef, String, Vec<DestinationView>) {
+        if let Some(vs) = self.virtual_service(name) {
+            let routes = if field == "tcp" {
+                vs.spec.tcp.get(k).map(|r| &r.route)
+            } else {
+                vs.spec.tls.get(k).map(|r| &r.route)
+            };
+            if let Some(routes) = routes {
+                let single = routes.len() == 1;
+                let destinations = routes
+                    .iter()
+                    .map(|d| self.destination(vs, &d.destination, d.weight, single))
+                    .collect();
+                return (reference(vs), format!("spec.{field}[{k}]"), destinations);
+            }
+        }
+        (
+            unknown(name),
+            "spec".to_string(),
+            targets.iter().map(|t| self.compiled_destination(t)).collect(),
+        )
+    }
+
+    /// A VirtualService destination, with its DestinationRule and subset.
+    fn destination(
+        &self,
+        vs: &Config<VirtualService>,
+        destination: &networking::Destination,
+        weight: Option<i32>,
+        single: bool,
+    ) -> DestinationView {
+        let domain = self.context.input.domain;
+        let host = resolve(&destination.host, &vs.meta.namespace, domain);
+        let rule = self
+            .rules
+            .iter()
+            .find(|r| resolve(&r.spec.host, &r.meta.namespace, domain) == host);
+        let mut view = DestinationView {
+            host: host.clone(),
+            subset: (!destination.subset.is_empty()).then(|| destination.subset.clone()),
+            port: destination
+                .port
+                .as_ref()
+                .and_then(|p| u16::try_from(p.number).ok()),
+            weight: weight
+                .and_then(|w| u32::try_from(w).ok())
+                .unwrap_or(if single { 100 } else { 0 }),
+            destination_rule: rule.map(reference),
+            ..Default::default()
+        };
+        if destination.subset.is_empty() {
+            return view;
+        }
+        match rule {
+            None => {
+                view.problem = Some(format!(
+                    "subset {} is missing: no DestinationRule for {host} defines subsets; pilot leaves this destination out",
+                    destination.subset
+                ));
+            }
+            Some(rule) => match rule.spec.subsets.iter().find(|s| s.name == destination.subset) {
+                Some(subset) => {
+                    view.subset_labels = subset.labels.clone();
+                    if let Some(registry) = self.context.input.registry
+                        && let Some(service) = registry.services.get(&host)
+                        && !service
+                            .instances
+                            .iter()
+                            .any(|i| subset.labels.iter().all(|(k, v)| i.labels.get(k) == Some(v)))
+                    {
+                        view.problem = Some(format!(
+                            "subset {} ({}) has no instance in the registry: its requests fail with 503",
+                            subset.name,
+                            labels_text(&subset.labels)
+                        ));
+                    }
+                }
+                None => {
+                    let names: Vec<&str> = rule.spec.subsets.iter().map(|s| s.name.as_str()).collect();
+                    view.problem = Some(format!(
+                        "subset {} is missing: DestinationRule {}/{} defines {}; pilot leaves this destination out",
+                        destination.subset,
+                        rule.meta.namespace,
+                        rule.meta.name,
+                        if names.is_empty() {
+                            "no subset".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    ));
+                }
+            },
+        }
+        view
+    }
+
+    /// A compiled destination (a RouteRule's): its subset by labels.
+    fn compiled_destination(&self, target: &WeightedDestination) -> DestinationView {
+        let labels = target.destination.subset.0.clone();
+        let subset = self
+            .context
+            .model
+            .destination(&target.destination.host)
+            .and_then(|d| d.subsets.iter().find(|s| s.labels.0 == labels))
+            .map(|s| s.name.clone());
+        let mut problem = None;
+        if !labels.is_empty()
+            && let Some(registry) = self.context.input.registry
+            && let Some(service) = registry.services.get(&target.destination.host)
+            && !service
+                .instances
+                .iter()
+                .any(|i| labels.iter().all(|(k, v)| i.labels.get(k) == Some(v)))
+            && target.weight > 0
+        {
+            problem = Some(format!(
+                "no instance has the labels {}: its requests fail with 503",
+                labels_text(&labels)
+            ));
+        }
+        DestinationView {
+            host: target.destination.host.clone(),
+            subset: subset.or_else(|| (!labels.is_empty()).then(|| labels_text(&labels))),
+            subset_labels: labels,
+            port: target.destination.port,
+            weight: target.weight,
+            destination_rule: None,
+            problem,
+        }
+    }
+
+    /// The routes of the host's VirtualServices bound only to gateways:
+    /// sidecars never use them.
+    fn gateway_only(&self) -> Vec<RouteView> {
+        let mut out = Vec::new();
+        for vs in self.virtual_services.iter().filter(|vs| !applies_to_mesh(vs)) {
+            for (k, http) in vs.spec.http.iter().enumerate() {
+                let single = http.route.len() == 1;
+                let path = format!("spec.http[{k}]");
+                let codes = self.codes(&reference(*vs), "spec.gateways");
+                out.push(RouteView {
+                    order: 0,
+                    object: reference(*vs),
+                    path,
+                    name: (!http.name.is_empty()).then(|| http.name.clone()),
+                    matches: Vec::new(),
+                    state: RouteState::MatchesNothing,
+                    reason: format!(
+                        "its VirtualService is bound only to gateways ({}): sidecars calling {} never use it",
+                        vs.spec.gateways.join(", "),
+                        self.host
+                    ),
+                    codes,
+                    destinations: http
+                        .route
+                        .iter()
+                        .map(|d| self.destination(vs, &d.destination, d.weight, single))
+                        .collect(),
+                });
+            }
+        }
+        out
+    }
+
+    /// The codes of the findings of `object` at or under `path`.
+    fn codes(&self, object: &ObjectRef, path: &str) -> Vec<String> {
+        self.findings_at(object, path)
+            .map(|f| f.code.to_string())
+            .collect()
+    }
+
+    fn findings_at<'b>(
+        &'b self,
+        object: &'b ObjectRef,
+        path: &'b str,
+    ) -> impl Iterator<Item = &'b crate::Finding> {
+        self.context.findings.iter().filter(move |f| {
+            f.kind == object.kind
+                && f.namespace == object.namespace
+                && f.name == object.name
+                && (f.path == path
+                    || f.path.starts_with(&format!("{path}."))
+                    || f.path.starts_with(&format!("{path}[")))
+        })
+    }
+
+    /// Whether the route decides, and why.
+    fn verdict(
+        &self,
+        object: &ObjectRef,
+        path: &str,
+        matches: &[String],
+        catch_all: Option<&(String, String)>,
+        conditions: Vec<(&Vec<String>, Option<u16>)>,
+    ) -> (RouteState, String, Vec<String>) {
+        // Shadowed, as analyze says (PLT0104 for RouteRules, PLT0211 for
+        // VirtualService routes).
+        let shadowing: Vec<&crate::Finding> = self
+            .findings_at(object, path)
+            .chain(self.context.findings.iter().filter(|f| {
+                object.kind == RouteRule::KIND
+                    && f.kind == object.kind
+                    && f.name == object.name
+                    && f.namespace == object.namespace
+            }))
+            .filter(|f| f.code == "PLT0104" || f.code == "PLT0211")
+            .collect();
+        if let Some(first) = shadowing.first() {
+            return (
+                RouteState::Shadowed,
+                format!("{} ({})", first.message, first.code),
+                vec![first.code.to_string()],
+            );
+        }
+        // A catch-all of another object earlier in the merged order (one
+        // object's own routes are analyze's to judge: PLT0211).
+        if let Some((earlier, earlier_path)) = catch_all
+            && *earlier != format!("{object}")
+        {
+            return (
+                RouteState::Shadowed,
+                format!(
+                    "{earlier_path} of {earlier} comes first for {} and matches every request",
+                    self.host
+                ),
+                Vec::new(),
+            );
+        }
+        if !conditions.is_empty()
+            && conditions
+                .iter()
+                .all(|(gateways, _)| !gateways.is_empty() && !gateways.iter().any(|g| g == MESH_GATEWAY))
+        {
+            return (
+                RouteState::MatchesNothing,
+                "every match names only gateways: sidecars never match it".to_string(),
+                Vec::new(),
+            );
+        }
+        if let Some(ports) = self.ports
+            && !ports.is_empty()
+            && !conditions.is_empty()
+            && conditions
+                .iter()
+                .all(|(_, port)| port.is_some_and(|p| !ports.contains(&p)))
+        {
+            return (
+                RouteState::MatchesNothing,
+                format!("every match names a port {} does not have", self.host),
+                Vec::new(),
+            );
+        }
+        let reason = if matches.is_empty() {
+            "every request no earlier route took".to_string()
+        } else {
+            format!(
+                "requests matching {} that no earlier route took",
+                matches.join(" or ")
+            )
+        };
+        (RouteState::Wins, reason, Vec::new())
+    }
+}
+
+/// Whether sidecars use a VirtualService.
+fn applies_to_mesh(vs: &Config<VirtualService>) -> bool {
+    vs.spec.gateways.is_empty() || vs.spec.gateways.iter().any(|g| g == MESH_GATEWAY)
+}
+
+/// The typed objects of kind `K`, by namespace and name (one per name,
+/// the last given).
+fn sorted<K: ConfigKind>(objects: &[DynConfig]) -> Vec<Config<K>> {
+    let mut typed: BTreeMap<(String, String), Config<K>> = BTreeMap::new();
+    for object in objects.iter().filter(|o| o.meta.kind == K::KIND) {
+        if let Ok(config) = Config::<K>::from_dyn(object) {
+            typed.insert((config.meta.namespace.clone(), config.meta.name.clone()), config);
+        }
+    }
+    typed.into_values().collect()
+}
+
+fn reference<K: ConfigKind>(config: &Config<K>) -> ObjectRef {
+    ObjectRef {
+        kind: K::KIND.to_string(),
+        namespace: config.meta.namespace.clone(),
+        name: config.meta.name.clone(),
+    }
+}
+
+/// An object known only by its compiled route's name (`namespace/name`).
+fn unknown(name: &str) -> ObjectRef {
+    let (namespace, name) = name.split_once('/').unwrap_or(("", name));
+    ObjectRef {
+        kind: String::new(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
+}
+
+fn string_match(field: &str, m: &StringMatch) -> String {
+    match m {
+        StringMatch::Exact(v) => format!("{field}={v}"),
+        StringMatch::Prefix(v) => format!("{field} prefix {v}"),
+        StringMatch::Regex(v) => format!("{field}~/{v}/"),
+        other => format!("{field} {other:?}"),
+    }
+}
+
+/// `uri prefix /api, end-user=jason` (every condition of one match).
+fn http_match_text(m: &HttpMatch) -> String {
+    let mut parts = Vec::new();
+    for (field, value) in [
+        ("uri", &m.uri),
+        ("scheme", &m.scheme),
+        ("method", &m.method),
+        ("authority", &m.authority),
+    ] {
+        if let Some(value) = value {
+            parts.push(string_match(field, value));
+        }
+    }
+    parts.extend(
+        m.headers
+            .iter()
+            .map(|(k, v)| string_match(&format!("header {k}"), v)),
+    );
+    parts.extend(
+        m.query_params
+            .iter()
+            .map(|(k, v)| string_match(&format!("query {k}"), v)),
+    );
+    parts.extend(
+        m.without_headers
+            .iter()
+            .map(|(k, v)| format!("not {}", string_match(&format!("header {k}"), v))),
+    );
+    if let Some(port) = m.port {
+        parts.push(format!("port {port}"));
+    }
+    if let Some(service) = &m.source_service {
+        parts.push(format!("from {service}"));
+    }
+    if !m.source_labels.is_empty() {
+        parts.push(format!("from labels {}", labels_text(&m.source_labels.0)));
+    }
+    if let Some(namespace) = &m.source_namespace {
+        parts.push(format!("from namespace {namespace}"));
+    }
+    if !m.gateways.is_empty() {
+        parts.push(format!("gateways {}", m.gateways.join(",")));
+    }
+    if parts.is_empty() {
+        "any request".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn l4_match_text(m: &L4Match) -> String {
+    let mut parts = Vec::new();
+    if !m.sni_hosts.is_empty() {
+        parts.push(format!("sni {}", m.sni_hosts.join(",")));
+    }
+    if !m.destination_subnets.is_empty() {
+        parts.push(format!("to {}", m.destination_subnets.join(",")));
+    }
+    if let Some(port) = m.port {
+        parts.push(format!("port {port}"));
+    }
+    if !m.source_labels.is_empty() {
+        parts.push(format!("from labels {}", labels_text(&m.source_labels.0)));
+    }
+    if let Some(namespace) = &m.source_namespace {
+        parts.push(format!("from namespace {namespace}"));
+    }
+    if !m.gateways.is_empty() {
+        parts.push(format!("gateways {}", m.gateways.join(",")));
+    }
+    if parts.is_empty() {
+        "any connection".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
