@@ -18,7 +18,8 @@
 //! pilotctl convert -f rules/ [-o out/]          # v1alpha2 routing kinds to networking.istio.io/v1
 //! ```
 //!
-//! Exit codes: 0 success, 1 an operation failed, 2 usage error.
+//! Exit codes: 0 success, 1 an operation failed, 2 usage error; `describe`
+//! also 3 (not found) and 4 (something does not work).
 
 mod analyze_cmd;
 mod bootstrap;

@@ -34,6 +34,8 @@
 //! ```
 
 mod routes;
+#[cfg(test)]
+mod tests;
 mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
