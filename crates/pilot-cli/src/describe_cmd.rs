@@ -130,6 +130,7 @@ pub(crate) async fn run(
         registry: services.as_ref(),
         proxies: proxies.as_deref(),
         domain: &args.domain,
+        extra_findings: &[],
     };
     let description = describe::describe(&input, &target).map_err(|error| match error {
         describe::DescribeError::NotFound { .. } => Failure {

@@ -26,7 +26,13 @@
 //!             metadata: {name: reviews, namespace: default}\n\
 //!             spec: {hosts: [reviews], http: [{route: [{destination: {host: reviews, subset: v9}}]}]}\n";
 //! let objects = document::parse("vs.yaml", text, &pilot_api::default_registry()).unwrap();
-//! let input = describe::Input { objects: &objects, registry: None, proxies: None, domain: "svc.cluster.local" };
+//! let input = describe::Input {
+//!     objects: &objects,
+//!     registry: None,
+//!     proxies: None,
+//!     domain: "svc.cluster.local",
+//!     extra_findings: &[],
+//! };
 //! let target = Target::Service { host: "reviews".into(), namespace: "default".into() };
 //! let description = describe::describe(&input, &target).unwrap();
 //! let route = &description.services[0].http[0];
@@ -81,6 +87,9 @@ pub struct Input<'a> {
     pub proxies: Option<&'a [Proxy]>,
     /// The domain suffix of short names (`svc.cluster.local`).
     pub domain: &'a str,
+    /// Findings computed elsewhere, shown beside analyze's (e.g.
+    /// [`custom::analyze`](crate::custom::analyze)'s with a mesh config).
+    pub extra_findings: &'a [Finding],
 }
 
 /// The services, their ports and their instances (pilot-discovery's
@@ -309,7 +318,8 @@ pub fn describe(input: &Input<'_>, target: &Target) -> Result<Description, Descr
     configs.domain_suffix = input.domain.to_string();
     let model = configs.compile();
     let services = input.registry.map(Registry::services);
-    let findings = crate::analyze(input.objects, services.as_ref(), input.domain);
+    let mut findings = crate::analyze(input.objects, services.as_ref(), input.domain);
+    findings.extend(input.extra_findings.iter().cloned());
     let context = Context {
         input,
         model: &model,

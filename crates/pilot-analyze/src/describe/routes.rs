@@ -571,25 +571,27 @@ impl Tracer<'_> {
         catch_all: Option<&(String, String)>,
         conditions: Vec<(&Vec<String>, Option<u16>)>,
     ) -> (RouteState, String, Vec<String>) {
-        // Shadowed, as analyze says (PLT0104 for RouteRules, PLT0211 for
-        // VirtualService routes).
-        let shadowing: Vec<&crate::Finding> = self
-            .findings_at(object, path)
-            .chain(self.context.findings.iter().filter(|f| {
-                object.kind == RouteRule::KIND
-                    && f.kind == object.kind
-                    && f.name == object.name
-                    && f.namespace == object.namespace
-            }))
-            .filter(|f| f.code == "PLT0104" || f.code == "PLT0211")
-            .collect();
-        if let Some(first) = shadowing.first() {
+        // Shadowed, as analyze says: PLT0104 for a RouteRule, PLT0211 at
+        // the route itself for a VirtualService route (PLT0211 at one of
+        // its matches, `spec.http[i].match[k]`, leaves it the others).
+        let shadowing = self.context.findings.iter().find(|f| {
+            f.kind == object.kind
+                && f.namespace == object.namespace
+                && f.name == object.name
+                && ((f.code == "PLT0104" && object.kind == RouteRule::KIND)
+                    || (f.code == "PLT0211" && f.path == path))
+        });
+        if let Some(finding) = shadowing {
             return (
                 RouteState::Shadowed,
-                format!("{} ({})", first.message, first.code),
-                vec![first.code.to_string()],
+                format!("{} ({})", finding.message, finding.code),
+                vec![finding.code.to_string()],
             );
         }
+        let dead_matches: Vec<&crate::Finding> = self
+            .findings_at(object, path)
+            .filter(|f| f.code == "PLT0211" && f.path.starts_with(&format!("{path}.match[")))
+            .collect();
         // A catch-all of another object earlier in the merged order (one
         // object's own routes are analyze's to judge: PLT0211).
         if let Some((earlier, earlier_path)) = catch_all
@@ -628,7 +630,7 @@ impl Tracer<'_> {
                 Vec::new(),
             );
         }
-        let reason = if matches.is_empty() {
+        let mut reason = if matches.is_empty() {
             "every request no earlier route took".to_string()
         } else {
             format!(
@@ -636,7 +638,14 @@ impl Tracer<'_> {
                 matches.join(" or ")
             )
         };
-        (RouteState::Wins, reason, Vec::new())
+        for finding in &dead_matches {
+            reason.push_str(&format!(
+                "; {}: {} ({})",
+                finding.path, finding.message, finding.code
+            ));
+        }
+        let codes = dead_matches.iter().map(|f| f.code.to_string()).collect();
+        (RouteState::Wins, reason, codes)
     }
 }
 

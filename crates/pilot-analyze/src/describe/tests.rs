@@ -36,6 +36,7 @@ fn service(objects: &[DynConfig], registry: Option<&Registry>) -> Description {
         registry,
         proxies: None,
         domain: "svc.cluster.local",
+        extra_findings: &[],
     };
     let target = Target::Service {
         host: "reviews".into(),
@@ -144,6 +145,7 @@ fn a_proxy_the_registry_does_not_list_is_described_from_its_node_id() {
         registry: Some(&registry()),
         proxies: Some(&proxies),
         domain: "svc.cluster.local",
+        extra_findings: &[],
     };
     let described = describe(
         &input,
@@ -180,4 +182,82 @@ fn a_proxy_the_registry_does_not_list_is_described_from_its_node_id() {
     )
     .unwrap();
     assert_eq!(by_address.workloads[0].name, "ratings-v1-abc");
+}
+
+#[test]
+fn analyzes_unreachable_route_findings_shadow_the_route_or_one_match() {
+    let objects = objects(
+        r#"
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews, namespace: default}
+spec:
+  hosts: [reviews]
+  http:
+  - match: [{headers: {end-user: {exact: jason}}}]
+    route: [{destination: {host: reviews}}]
+  - match: [{headers: {end-user: {exact: jason}}}, {uri: {prefix: /api}}]
+    route: [{destination: {host: reviews}}]
+  - route: [{destination: {host: reviews}}]
+  - match: [{uri: {prefix: /late}}]
+    route: [{destination: {host: reviews}}]
+"#,
+    );
+    // What the analysis reports for it (PLT0211, by code), given here.
+    let finding = |path: &str, message: &str| Finding {
+        code: "PLT0211",
+        severity: Severity::Warning,
+        kind: "VirtualService".into(),
+        namespace: "default".into(),
+        name: "reviews".into(),
+        path: path.into(),
+        message: message.into(),
+    };
+    let extra = [
+        finding("spec.http[1].match[0]", "this match never selects the route"),
+        finding(
+            "spec.http[3]",
+            "never matches: the earlier route spec.http[2] matches every request first",
+        ),
+    ];
+    let input = Input {
+        objects: &objects,
+        registry: None,
+        proxies: None,
+        domain: "svc.cluster.local",
+        extra_findings: &extra,
+    };
+    let target = Target::Service {
+        host: "reviews".into(),
+        namespace: "default".into(),
+    };
+    let description = describe(&input, &target).unwrap();
+    let http = &description.services[0].http;
+    let states: Vec<RouteState> = http.iter().map(|r| r.state).collect();
+    assert_eq!(
+        states,
+        [
+            RouteState::Wins,
+            RouteState::Wins,
+            RouteState::Wins,
+            RouteState::Shadowed
+        ],
+        "{http:#?}"
+    );
+    assert!(
+        http[1]
+            .reason
+            .contains("spec.http[1].match[0]: this match never selects"),
+        "{}",
+        http[1].reason
+    );
+    assert_eq!(http[1].codes, ["PLT0211"]);
+    assert!(
+        http[3]
+            .reason
+            .starts_with("never matches: the earlier route spec.http[2]"),
+        "{}",
+        http[3].reason
+    );
+    assert_eq!(description.findings.len(), 2, "{:#?}", description.findings);
 }
