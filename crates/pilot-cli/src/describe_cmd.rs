@@ -50,6 +50,10 @@ pub struct DescribeArgs {
     /// The domain suffix that completes short service names.
     #[arg(long, default_value = "svc.cluster.local")]
     pub domain: String,
+    /// pilot-discovery's mesh config file: CUSTOM AuthorizationPolicies
+    /// are checked against its extensionProviders, as `analyze` does.
+    #[arg(long, value_name = "FILE")]
+    pub mesh_config: Option<PathBuf>,
 }
 
 /// What `describe` describes.
@@ -125,12 +129,18 @@ pub(crate) async fn run(
         let proxies = proxies_of(&get_json(&client, "/debug/proxy-status").await?);
         (objects, Some(services), Some(proxies))
     };
+    let mut extra = Vec::new();
+    if let Some(path) = &args.mesh_config {
+        let providers = pilot_api::mesh::ExtensionProviders::load(path).map_err(Failure::failed)?;
+        let known = services.as_ref().map(Registry::services);
+        pilot_analyze::custom::analyze(&objects, &providers, known.as_ref(), &mut extra);
+    }
     let input = Input {
         objects: &objects,
         registry: services.as_ref(),
         proxies: proxies.as_deref(),
         domain: &args.domain,
-        extra_findings: &[],
+        extra_findings: &extra,
     };
     let description = describe::describe(&input, &target).map_err(|error| match error {
         describe::DescribeError::NotFound { .. } => Failure {

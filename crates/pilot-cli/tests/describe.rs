@@ -413,3 +413,55 @@ fn exit_codes_tell_not_found_and_usage_apart() {
         "{help:?}"
     );
 }
+
+#[test]
+fn a_custom_policy_with_a_provider_the_mesh_config_lacks_is_shown_with_its_finding() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("custom.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: ext, namespace: default}\n\
+         spec:\n  selector: {matchLabels: {app: ratings}}\n  action: CUSTOM\n  provider:\n    name: opa\n  rules: [{}]\n",
+    )
+    .unwrap();
+    let mesh = dir.path().join("mesh.yaml");
+    std::fs::write(
+        &mesh,
+        "extensionProviders:\n- name: authz\n  envoyExtAuthzGrpc: {service: authz.foo.svc.cluster.local, port: 9000}\n",
+    )
+    .unwrap();
+    let args = [
+        "describe",
+        "workload",
+        "ratings-v1",
+        "-f",
+        "examples/bookinfo/networking/",
+        "-f",
+        file.to_str().unwrap(),
+        "--services",
+        "examples/server/services.yaml",
+        "-o",
+        "json",
+    ];
+    let without = pilotctl(None, &args, &[], None);
+    assert_eq!(without.code, 0, "{without:?}");
+    let with = pilotctl(
+        None,
+        &[&args[..], &["--mesh-config", mesh.to_str().unwrap()]].concat(),
+        &[],
+        None,
+    );
+    assert_eq!(with.code, 4, "{with:?}");
+    let description: Value = serde_json::from_str(&with.stdout).unwrap();
+    let policy = &description["workloads"][0]["authorization"][0];
+    assert_eq!(policy["action"], "CUSTOM", "{description:#}");
+    assert_eq!(policy["provider"], "opa", "{description:#}");
+    assert!(
+        description["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["code"] == "PLT0312" && f["name"] == "ext" && f["severity"] == "error"),
+        "{description:#}"
+    );
+}
