@@ -11,13 +11,13 @@
 
 use std::path::PathBuf;
 
-use http::{Method, StatusCode};
 use pilot_analyze::describe::{
     self, Description, Input, Instance, Proxy, Registry, RouteView, Service, Target, Withheld,
 };
 use pilot_model::KindRegistry;
 use serde_json::Value;
 
+use crate::analyze_cmd::get_json;
 use crate::client::Client;
 use crate::{Failure, OptionalFiles, analyze_cmd};
 
@@ -289,17 +289,6 @@ fn proxies_of(value: &Value) -> Vec<Proxy> {
             }
         })
         .collect()
-}
-
-async fn get_json(client: &Client, path: &str) -> Result<Value, Failure> {
-    let (status, body) = client.send(Method::GET, path, None).await?;
-    if status != StatusCode::OK {
-        return Err(Failure::failed(format!(
-            "GET {path}: the server answered {status}: {}",
-            String::from_utf8_lossy(&body).trim()
-        )));
-    }
-    serde_json::from_slice(&body).map_err(|e| Failure::failed(format!("GET {path}: unreadable answer: {e}")))
 }
 
 /// The description as text.
