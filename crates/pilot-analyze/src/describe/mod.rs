@@ -123,18 +123,19 @@ pub struct Instance {
 impl Registry {
     /// The label sets of each service's instances, as analyze takes them.
     pub fn services(&self) -> Services {
-        Services {
-            hosts: self
-                .services
-                .iter()
-                .map(|(host, s)| {
-                    (
-                        host.clone(),
-                        s.instances.iter().map(|i| i.labels.clone()).collect(),
-                    )
-                })
-                .collect(),
-        }
+        // Field by field: the analysis may know more than the labels.
+        let mut services = Services::default();
+        services.hosts = self
+            .services
+            .iter()
+            .map(|(host, s)| {
+                (
+                    host.clone(),
+                    s.instances.iter().map(|i| i.labels.clone()).collect(),
+                )
+            })
+            .collect();
+        services
     }
 }
 
