@@ -205,6 +205,9 @@ pub(super) fn service(context: &Context<'_>, host: &str) -> ServiceView {
 
     let Some(compiled) = context.model.routes(host) else {
         view.http = tracer.gateway_only();
+        for (i, route) in view.http.iter_mut().enumerate() {
+            route.order = i + 1;
+        }
         return view;
     };
     // HTTP: the compiled order, each route traced to its field.
@@ -515,7 +518,22 @@ impl Tracer<'_> {
             for (k, http) in vs.spec.http.iter().enumerate() {
                 let single = http.route.len() == 1;
                 let path = format!("spec.http[{k}]");
-                let codes = self.codes(&reference(*vs), "spec.gateways");
+                // What analyze says of its gateways (PLT0210: one that
+                // does not exist).
+                let object = reference(*vs);
+                let said: Vec<&crate::Finding> = self.findings_at(&object, "spec.gateways").collect();
+                let codes = said.iter().map(|f| f.code.to_string()).collect();
+                let mut reason = format!(
+                    "its VirtualService is bound only to gateways ({}): sidecars calling {} never use it",
+                    vs.spec.gateways.join(", "),
+                    self.host
+                );
+                for finding in &said {
+                    reason.push_str(&format!(
+                        "; {}: {} ({})",
+                        finding.path, finding.message, finding.code
+                    ));
+                }
                 out.push(RouteView {
                     order: 0,
                     object: reference(*vs),
@@ -523,11 +541,7 @@ impl Tracer<'_> {
                     name: (!http.name.is_empty()).then(|| http.name.clone()),
                     matches: Vec::new(),
                     state: RouteState::MatchesNothing,
-                    reason: format!(
-                        "its VirtualService is bound only to gateways ({}): sidecars calling {} never use it",
-                        vs.spec.gateways.join(", "),
-                        self.host
-                    ),
+                    reason,
                     codes,
                     destinations: http
                         .route
@@ -540,13 +554,7 @@ impl Tracer<'_> {
         out
     }
 
-    /// The codes of the findings of `object` at or under `path`.
-    fn codes(&self, object: &ObjectRef, path: &str) -> Vec<String> {
-        self.findings_at(object, path)
-            .map(|f| f.code.to_string())
-            .collect()
-    }
-
+    /// The findings of `object` at or under `path`.
     fn findings_at<'b>(
         &'b self,
         object: &'b ObjectRef,

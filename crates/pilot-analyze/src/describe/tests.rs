@@ -89,6 +89,7 @@ spec:
         "{}",
         http[2].reason
     );
+    assert_eq!(http.iter().map(|r| r.order).collect::<Vec<_>>(), [1, 2, 3]);
     assert_eq!(description.services[0].virtual_services[0].object.name, "edge");
     assert!(!description.services[0].virtual_services[0].mesh);
 }
@@ -260,4 +261,50 @@ spec:
         http[3].reason
     );
     assert_eq!(description.findings.len(), 2, "{:#?}", description.findings);
+}
+
+#[test]
+fn a_host_routed_only_at_gateways_numbers_its_routes_and_says_what_analyze_says_of_the_gateway() {
+    let objects = objects(
+        r#"
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: edge, namespace: default}
+spec:
+  hosts: [bookinfo.example.com]
+  gateways: [missing]
+  http: [{route: [{destination: {host: reviews}}]}]
+"#,
+    );
+    // What the analysis reports for it (PLT0210, by code), given here.
+    let extra = [Finding {
+        code: "PLT0210",
+        severity: Severity::Error,
+        kind: "VirtualService".into(),
+        namespace: "default".into(),
+        name: "edge".into(),
+        path: "spec.gateways[0]".into(),
+        message: "bound to the gateway default/missing, which does not exist".into(),
+    }];
+    let input = Input {
+        objects: &objects,
+        registry: None,
+        proxies: None,
+        domain: "svc.cluster.local",
+        extra_findings: &extra,
+    };
+    let target = Target::Service {
+        host: "bookinfo.example.com".into(),
+        namespace: "default".into(),
+    };
+    let description = describe(&input, &target).unwrap();
+    let route = &description.services[0].http[0];
+    assert_eq!((route.order, route.state), (1, RouteState::MatchesNothing));
+    assert_eq!(route.codes, ["PLT0210"]);
+    assert!(
+        route.reason.ends_with("which does not exist (PLT0210)"),
+        "{}",
+        route.reason
+    );
+    assert!(description.problems, "an error-level finding");
 }
