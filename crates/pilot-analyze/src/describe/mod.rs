@@ -39,6 +39,8 @@
 //! assert!(route.destinations[0].problem.as_deref().unwrap().contains("no DestinationRule"));
 //! ```
 
+mod destinations;
+mod matches;
 mod routes;
 #[cfg(test)]
 mod tests;

@@ -7,12 +7,13 @@
 use std::collections::BTreeMap;
 
 use pilot_api::istio::RouteRule;
-use pilot_api::networking::{self, DestinationRule, VirtualService};
+use pilot_api::networking::{DestinationRule, VirtualService};
 use pilot_model::{Config, ConfigKind, DynConfig};
-use pilot_routing::{HttpAction, HttpMatch, L4Match, MESH_GATEWAY, StringMatch, WeightedDestination};
+use pilot_routing::{HttpAction, MESH_GATEWAY, WeightedDestination};
 use serde::Serialize;
 
-use super::{Context, ObjectRef, labels_text, resolve};
+use super::matches::{http_match_text, l4_match_text};
+use super::{Context, ObjectRef, resolve};
 
 /// One service host and what routes its traffic.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -304,12 +305,13 @@ pub(super) fn service(context: &Context<'_>, host: &str) -> ServiceView {
     view
 }
 
-struct Tracer<'a> {
-    context: &'a Context<'a>,
+/// Traces a host's compiled routes back to their objects and fields.
+pub(super) struct Tracer<'a> {
+    pub(super) context: &'a Context<'a>,
     host: &'a str,
     virtual_services: &'a [&'a Config<VirtualService>],
     route_rules: &'a [Config<RouteRule>],
-    rules: &'a [Config<DestinationRule>],
+    pub(super) rules: &'a [Config<DestinationRule>],
     ports: Option<&'a [u16]>,
 }
 
@@ -400,114 +402,6 @@ impl Tracer<'_> {
             "spec".to_string(),
             targets.iter().map(|t| self.compiled_destination(t)).collect(),
         )
-    }
-
-    /// A VirtualService destination, with its DestinationRule and subset.
-    fn destination(
-        &self,
-        vs: &Config<VirtualService>,
-        destination: &networking::Destination,
-        weight: Option<i32>,
-        single: bool,
-    ) -> DestinationView {
-        let domain = self.context.input.domain;
-        let host = resolve(&destination.host, &vs.meta.namespace, domain);
-        let rule = self
-            .rules
-            .iter()
-            .find(|r| resolve(&r.spec.host, &r.meta.namespace, domain) == host);
-        let mut view = DestinationView {
-            host: host.clone(),
-            subset: (!destination.subset.is_empty()).then(|| destination.subset.clone()),
-            port: destination
-                .port
-                .as_ref()
-                .and_then(|p| u16::try_from(p.number).ok()),
-            weight: weight
-                .and_then(|w| u32::try_from(w).ok())
-                .unwrap_or(if single { 100 } else { 0 }),
-            destination_rule: rule.map(reference),
-            ..Default::default()
-        };
-        if destination.subset.is_empty() {
-            return view;
-        }
-        match rule {
-            None => {
-                view.problem = Some(format!(
-                    "subset {} is missing: no DestinationRule for {host} defines subsets; pilot leaves this destination out",
-                    destination.subset
-                ));
-            }
-            Some(rule) => match rule.spec.subsets.iter().find(|s| s.name == destination.subset) {
-                Some(subset) => {
-                    view.subset_labels = subset.labels.clone();
-                    if let Some(registry) = self.context.input.registry
-                        && let Some(service) = registry.services.get(&host)
-                        && !service
-                            .instances
-                            .iter()
-                            .any(|i| subset.labels.iter().all(|(k, v)| i.labels.get(k) == Some(v)))
-                    {
-                        view.problem = Some(format!(
-                            "subset {} ({}) has no instance in the registry: its requests fail with 503",
-                            subset.name,
-                            labels_text(&subset.labels)
-                        ));
-                    }
-                }
-                None => {
-                    let names: Vec<&str> = rule.spec.subsets.iter().map(|s| s.name.as_str()).collect();
-                    view.problem = Some(format!(
-                        "subset {} is missing: DestinationRule {}/{} defines {}; pilot leaves this destination out",
-                        destination.subset,
-                        rule.meta.namespace,
-                        rule.meta.name,
-                        if names.is_empty() {
-                            "no subset".to_string()
-                        } else {
-                            names.join(", ")
-                        }
-                    ));
-                }
-            },
-        }
-        view
-    }
-
-    /// A compiled destination (a RouteRule's): its subset by labels.
-    fn compiled_destination(&self, target: &WeightedDestination) -> DestinationView {
-        let labels = target.destination.subset.0.clone();
-        let subset = self
-            .context
-            .model
-            .destination(&target.destination.host)
-            .and_then(|d| d.subsets.iter().find(|s| s.labels.0 == labels))
-            .map(|s| s.name.clone());
-        let mut problem = None;
-        if !labels.is_empty()
-            && let Some(registry) = self.context.input.registry
-            && let Some(service) = registry.services.get(&target.destination.host)
-            && !service
-                .instances
-                .iter()
-                .any(|i| labels.iter().all(|(k, v)| i.labels.get(k) == Some(v)))
-            && target.weight > 0
-        {
-            problem = Some(format!(
-                "no instance has the labels {}: its requests fail with 503",
-                labels_text(&labels)
-            ));
-        }
-        DestinationView {
-            host: target.destination.host.clone(),
-            subset: subset.or_else(|| (!labels.is_empty()).then(|| labels_text(&labels))),
-            subset_labels: labels,
-            port: target.destination.port,
-            weight: target.weight,
-            destination_rule: None,
-            problem,
-        }
     }
 
     /// The routes of the host's VirtualServices bound only to gateways:
@@ -674,7 +568,7 @@ fn sorted<K: ConfigKind>(objects: &[DynConfig]) -> Vec<Config<K>> {
     typed.into_values().collect()
 }
 
-fn reference<K: ConfigKind>(config: &Config<K>) -> ObjectRef {
+pub(super) fn reference<K: ConfigKind>(config: &Config<K>) -> ObjectRef {
     ObjectRef {
         kind: K::KIND.to_string(),
         namespace: config.meta.namespace.clone(),
@@ -689,91 +583,5 @@ fn unknown(name: &str) -> ObjectRef {
         kind: String::new(),
         namespace: namespace.to_string(),
         name: name.to_string(),
-    }
-}
-
-fn string_match(field: &str, m: &StringMatch) -> String {
-    match m {
-        StringMatch::Exact(v) => format!("{field}={v}"),
-        StringMatch::Prefix(v) => format!("{field} prefix {v}"),
-        StringMatch::Regex(v) => format!("{field}~/{v}/"),
-        other => format!("{field} {other:?}"),
-    }
-}
-
-/// `uri prefix /api, end-user=jason` (every condition of one match).
-fn http_match_text(m: &HttpMatch) -> String {
-    let mut parts = Vec::new();
-    for (field, value) in [
-        ("uri", &m.uri),
-        ("scheme", &m.scheme),
-        ("method", &m.method),
-        ("authority", &m.authority),
-    ] {
-        if let Some(value) = value {
-            parts.push(string_match(field, value));
-        }
-    }
-    parts.extend(
-        m.headers
-            .iter()
-            .map(|(k, v)| string_match(&format!("header {k}"), v)),
-    );
-    parts.extend(
-        m.query_params
-            .iter()
-            .map(|(k, v)| string_match(&format!("query {k}"), v)),
-    );
-    parts.extend(
-        m.without_headers
-            .iter()
-            .map(|(k, v)| format!("not {}", string_match(&format!("header {k}"), v))),
-    );
-    if let Some(port) = m.port {
-        parts.push(format!("port {port}"));
-    }
-    if let Some(service) = &m.source_service {
-        parts.push(format!("from {service}"));
-    }
-    if !m.source_labels.is_empty() {
-        parts.push(format!("from labels {}", labels_text(&m.source_labels.0)));
-    }
-    if let Some(namespace) = &m.source_namespace {
-        parts.push(format!("from namespace {namespace}"));
-    }
-    if !m.gateways.is_empty() {
-        parts.push(format!("gateways {}", m.gateways.join(",")));
-    }
-    if parts.is_empty() {
-        "any request".to_string()
-    } else {
-        parts.join(", ")
-    }
-}
-
-fn l4_match_text(m: &L4Match) -> String {
-    let mut parts = Vec::new();
-    if !m.sni_hosts.is_empty() {
-        parts.push(format!("sni {}", m.sni_hosts.join(",")));
-    }
-    if !m.destination_subnets.is_empty() {
-        parts.push(format!("to {}", m.destination_subnets.join(",")));
-    }
-    if let Some(port) = m.port {
-        parts.push(format!("port {port}"));
-    }
-    if !m.source_labels.is_empty() {
-        parts.push(format!("from labels {}", labels_text(&m.source_labels.0)));
-    }
-    if let Some(namespace) = &m.source_namespace {
-        parts.push(format!("from namespace {namespace}"));
-    }
-    if !m.gateways.is_empty() {
-        parts.push(format!("gateways {}", m.gateways.join(",")));
-    }
-    if parts.is_empty() {
-        "any connection".to_string()
-    } else {
-        parts.join(", ")
     }
 }
