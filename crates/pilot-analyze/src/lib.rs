@@ -25,6 +25,7 @@
 //! namespace then name, as pilot-xds orders them.
 
 pub mod custom;
+pub mod describe;
 pub mod networking;
 pub mod peer_authentication;
 pub mod request_authentication;

@@ -125,7 +125,8 @@ pub(crate) async fn server_objects(
     Ok(objects)
 }
 
-async fn get_json(client: &Client, path: &str) -> Result<Value, Failure> {
+/// GET `path` as JSON; a failure names the path and the answer.
+pub(crate) async fn get_json(client: &Client, path: &str) -> Result<Value, Failure> {
     let (status, body) = client.send(Method::GET, path, None).await?;
     if status != StatusCode::OK {
         return Err(Failure::failed(format!(

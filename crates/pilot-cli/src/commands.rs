@@ -86,9 +86,17 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             mesh_config.as_deref(),
         );
     }
+    if let Command::Describe(args) = &command {
+        let offline = !args.files.files.is_empty() && server.is_none();
+        let client = || connect(server, token, ca_file);
+        return crate::describe_cmd::run(args, client, offline, &registry, &namespace).await;
+    }
     let client = connect(server, token, ca_file)?;
     match command {
-        Command::Validate(_) | Command::GrpcBootstrap(_) | Command::KubeInject { .. } => Ok(()),
+        Command::Validate(_)
+        | Command::GrpcBootstrap(_)
+        | Command::KubeInject { .. }
+        | Command::Describe(_) => Ok(()),
         Command::Convert(args) => {
             let objects = analyze_cmd::server_objects(&client, &registry).await?;
             crate::convert::write(&objects, &args)

@@ -8,6 +8,7 @@
 //! pilotctl delete rr reviews-default            # or delete -f FILE
 //! pilotctl validate -f rules/                   # offline
 //! pilotctl analyze -f examples/bookinfo/        # shadowed rules, missing services, ...
+//! pilotctl describe service reviews -f examples/bookinfo/networking/ --services services.yaml  # what applies, what lost
 //! pilotctl proxy-status                         # SYNCED / STALE / NACKED per type
 //! pilotctl proxy-config scope productpage-v1.prod  # the hosts a proxy sees, and why
 //! pilotctl proxy-config secret reviews-v1.default  # its certificates: identity, expiry
@@ -17,13 +18,15 @@
 //! pilotctl convert -f rules/ [-o out/]          # v1alpha2 routing kinds to networking.istio.io/v1
 //! ```
 //!
-//! Exit codes: 0 success, 1 an operation failed, 2 usage error.
+//! Exit codes: 0 success, 1 an operation failed, 2 usage error; `describe`
+//! also 3 (not found) and 4 (something does not work).
 
 mod analyze_cmd;
 mod bootstrap;
 mod client;
 mod commands;
 mod convert;
+mod describe_cmd;
 mod files;
 mod inject;
 mod kinds;
@@ -134,6 +137,16 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         mesh_config: Option<std::path::PathBuf>,
     },
+    /// What applies to a service, a workload or a connected proxy and what
+    /// of it lost: routes in the order that decides (shadowed, matching
+    /// nothing), DestinationRules and subsets, the Sidecar's scope,
+    /// inbound mTLS and its PeerAuthentication, AuthorizationPolicies,
+    /// objects withheld after a NACK, analyze findings. Files (-f) offline
+    /// with --services; without -f, the server's. Exit codes: 0 nothing
+    /// wrong, 1 an operation failed, 2 usage, 3 not found, 4 something
+    /// does not work (an error finding, a missing subset, a withheld
+    /// object).
+    Describe(describe_cmd::DescribeArgs),
     /// For each connected proxy (of every replica sharing the store), per
     /// xDS type: SYNCED, STALE or NACKED, and the REPLICA serving it.
     ProxyStatus,
