@@ -63,7 +63,13 @@ pub(crate) fn api(
         .admits(move |config| controller.admits(config).is_ok())
         .watch_observer(Arc::clone(&state.metrics) as Arc<dyn pilot_apiserver::WatchObserver>)
         .shutdown(async move { crate::shutdown::closed(&mut shutdown).await })
-        .options(api_options(args.max_body_bytes, state.tokens.is_some()))
+        .options({
+            let mut options = api_options(args.max_body_bytes, state.tokens.is_some());
+            if !args.no_ui {
+                options.documented_routes.extend(crate::ui::documented_routes());
+            }
+            options
+        })
         .into_router()
 }
 

@@ -102,6 +102,50 @@ pub(crate) fn routes(state: &AppState, settings: Option<Settings>) -> Router {
         .with_state(state)
 }
 
+/// The console's routes in `/openapi.json` (beside the server's own,
+/// `crate::openapi`): HTML pages a read token may get.
+pub(crate) fn documented_routes() -> Vec<(String, serde_json::Value)> {
+    use serde_json::json;
+    let html = |description: &str| json!({"description": description, "content": {"text/html": {"schema": {"type": "string"}}}});
+    let param = |name: &str, description: &str| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}, "description": description});
+    let page = |summary: &str, params: Vec<serde_json::Value>| {
+        json!({"get": {"summary": summary, "x-access": "read", "parameters": params,
+            "responses": {"200": html("the page"), "404": html("no such thing (a page that says so)")}}})
+    };
+    vec![
+        (
+            "/ui".to_string(),
+            json!({"get": {"summary": "The console (off with --no-ui): services, proxies by state per replica, objects with problems first",
+                "x-access": "read", "responses": {"200": html("the overview")}}}),
+        ),
+        (
+            "/ui/objects/{kind}/{namespace}/{name}".to_string(),
+            page(
+                "One object: its conditions, which proxies ACKed or rejected its version, its analyze findings",
+                vec![
+                    param("kind", "the kind, e.g. VirtualService"),
+                    param("namespace", "its namespace"),
+                    param("name", "its name"),
+                ],
+            ),
+        ),
+        (
+            "/ui/services/{host}".to_string(),
+            page(
+                "One service: its routing drawn (routes, matches, destinations and subsets with weights, endpoints)",
+                vec![param("host", "the service's hostname")],
+            ),
+        ),
+        (
+            "/ui/proxies/{id}".to_string(),
+            page(
+                "One proxy: what it was sent, what it rejected, its scope",
+                vec![param("id", "a node id (type~ip~id~domain), or <pod>.<namespace>")],
+            ),
+        ),
+    ]
+}
+
 /// Nothing but this server's stylesheet and icon; no script at all.
 const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; \
                    form-action 'none'; frame-ancestors 'none'";

@@ -24,6 +24,15 @@ fn empty(text: &str) -> String {
     format!("<p class=\"empty\">{}</p>\n", esc(text))
 }
 
+/// Preformatted text (an Envoy message); nothing when empty.
+fn pre(text: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!("<pre>{}</pre>", esc(text))
+    }
+}
+
 fn code(text: &str) -> String {
     format!("<code>{}</code>", esc(text))
 }
@@ -300,7 +309,7 @@ pub(crate) fn object(view: &MeshView, kind: &str, namespace: &str, name: &str) -
                     badge(verdict.word()),
                     code(&version),
                     esc(&type_),
-                    format!("<pre>{}</pre>", esc(&message)),
+                    pre(&message),
                 ]
             })
             .collect();
@@ -317,13 +326,7 @@ pub(crate) fn object(view: &MeshView, kind: &str, namespace: &str, name: &str) -
         let rows: Vec<Vec<String>> = status
             .nacks
             .iter()
-            .map(|n| {
-                vec![
-                    esc(&n.type_),
-                    esc(&n.proxies.to_string()),
-                    format!("<pre>{}</pre>", esc(&n.message)),
-                ]
-            })
+            .map(|n| vec![esc(&n.type_), esc(&n.proxies.to_string()), pre(&n.message)])
             .collect();
         body.push_str(&table("nacks", &["type", "proxies", "message"], &rows));
     }
@@ -745,7 +748,7 @@ pub(crate) fn proxy(
                 badge(state),
                 code(&t.sent.unwrap_or_default()),
                 code(&t.acked.unwrap_or_default()),
-                format!("<pre>{}</pre>", esc(&nack)),
+                pre(&nack),
             ]
         })
         .collect();
@@ -769,7 +772,7 @@ pub(crate) fn proxy(
     if let Some(nack) = &record.distribution.nack {
         let _ = writeln!(
             body,
-            "<p>{} {}: <pre>{}</pre></p>",
+            "<div>{} {}: <pre>{}</pre></div>",
             badge("NACKED"),
             esc(&nack.type_),
             esc(&nack.message)
@@ -790,7 +793,7 @@ pub(crate) fn proxy(
                     ),
                     code(&w.resource_version),
                     esc(&w.type_),
-                    format!("<pre>{}</pre>", esc(&w.message)),
+                    pre(&w.message),
                 ]
             })
             .collect();
