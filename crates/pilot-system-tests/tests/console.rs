@@ -6,7 +6,9 @@
 //! regex is over their RE2 limit) and are served without it.
 //!
 //! Every page loads without a console message (the pages have no script:
-//! any message is a refused resource, a policy violation or an error);
+//! any message is a policy violation or an error) and every request it
+//! made to the server was answered with success (Chromium's own record of
+//! its requests, `--log-net-log`);
 //! the route picture of reviews shows both subsets with their weights (in
 //! the DOM of the SVG); the picture of ratings tells the winning route
 //! from the shadowed one; the rejected rule is the first object of the
@@ -64,11 +66,13 @@ struct Browser {
     profile: tempfile::TempDir,
 }
 
-/// What Chromium made of a page: its DOM after load, and the console
-/// messages it logged.
+/// What Chromium made of a page: its DOM after load, the console
+/// messages it logged, and each request it made with the status line of
+/// the answer (none when nothing answered).
 struct Loaded {
     dom: String,
     console: Vec<String>,
+    requests: Vec<(String, Option<String>)>,
 }
 
 impl Browser {
@@ -79,7 +83,7 @@ impl Browser {
         }
     }
 
-    fn run(&self, url: &str, action: &str) -> (String, String) {
+    fn run(&self, url: &str, action: &str, extra: &[String]) -> (String, String) {
         let output = Command::new(&self.binary)
             .args([
                 "--headless",
@@ -88,11 +92,13 @@ impl Browser {
                 "--disable-dev-shm-usage",
                 "--no-first-run",
                 "--hide-scrollbars",
+                "--disable-background-networking",
                 "--window-size=1400,1500",
                 "--enable-logging=stderr",
                 "--v=0",
             ])
             .arg(format!("--user-data-dir={}", self.profile.path().display()))
+            .args(extra)
             .arg(action)
             .arg(url)
             .stdin(Stdio::null())
@@ -104,27 +110,66 @@ impl Browser {
         (stdout, stderr)
     }
 
-    /// The page's DOM and its console messages.
+    /// The page's DOM, its console messages and its requests.
     fn load(&self, url: &str) -> Loaded {
-        let (dom, stderr) = self.run(url, "--dump-dom");
+        let netlog = self.profile.path().join("netlog.json");
+        let _ = std::fs::remove_file(&netlog);
+        let (dom, stderr) = self.run(
+            url,
+            "--dump-dom",
+            &[format!("--log-net-log={}", netlog.display())],
+        );
         let console = stderr
             .lines()
             .filter(|line| line.contains(":CONSOLE"))
             .map(str::to_string)
             .collect();
-        Loaded { dom, console }
+        let log: Value = serde_json::from_str(&std::fs::read_to_string(&netlog).expect("Chromium's net log"))
+            .expect("Chromium's net log is JSON");
+        Loaded {
+            dom,
+            console,
+            requests: requests(&log),
+        }
     }
 
     /// A screenshot of the page in `path`.
     fn screenshot(&self, url: &str, path: &Path) {
-        let (_, stderr) = self.run(url, &format!("--screenshot={}", path.display()));
+        let (_, stderr) = self.run(url, &format!("--screenshot={}", path.display()), &[]);
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         assert!(size > 0, "no screenshot of {url} in {}: {stderr}", path.display());
     }
 }
 
+/// Each URL requested in a Chromium net log, with the status line of its
+/// answer: `URL_REQUEST_START_JOB` events name the URL, and
+/// `HTTP_TRANSACTION_READ_RESPONSE_HEADERS` events of the same source the
+/// answer.
+fn requests(log: &Value) -> Vec<(String, Option<String>)> {
+    let types = &log["constants"]["logEventTypes"];
+    let start = types["URL_REQUEST_START_JOB"].as_u64();
+    let headers = types["HTTP_TRANSACTION_READ_RESPONSE_HEADERS"].as_u64();
+    let mut out: Vec<(u64, String, Option<String>)> = Vec::new();
+    for event in log["events"].as_array().into_iter().flatten() {
+        let source = event["source"]["id"].as_u64().unwrap_or_default();
+        let kind = event["type"].as_u64();
+        if kind == start
+            && let Some(url) = event["params"]["url"].as_str()
+        {
+            out.push((source, url.to_string(), None));
+        } else if kind == headers
+            && let Some(status) = event["params"]["headers"][0].as_str()
+            && let Some(request) = out.iter_mut().rev().find(|(s, _, _)| *s == source)
+        {
+            request.2 = Some(status.to_string());
+        }
+    }
+    out.into_iter().map(|(_, url, status)| (url, status)).collect()
+}
+
 /// Loads `path` of the server and checks that the page logged nothing to
-/// the console and is a console page.
+/// the console, that every request it made to the server succeeded (its
+/// stylesheet among them), and that it is a console page.
 fn page(browser: &Browser, server: &Discovery, path: &str) -> String {
     let url = format!("{}{path}", server.url);
     let loaded = browser.load(&url);
@@ -133,6 +178,27 @@ fn page(browser: &Browser, server: &Discovery, path: &str) -> String {
         "{url} logged to the console:\n{}",
         loaded.console.join("\n")
     );
+    let own: Vec<&(String, Option<String>)> = loaded
+        .requests
+        .iter()
+        .filter(|(requested, _)| requested.starts_with(&server.url))
+        .collect();
+    for (requested, status) in &own {
+        assert!(
+            status.as_deref().is_some_and(|s| s.contains(" 200 ")),
+            "{url}: the request for {requested} was answered {status:?}"
+        );
+    }
+    for needed in [url.clone(), format!("{}/ui/style.css", server.url)] {
+        assert!(
+            own.iter().any(|(requested, _)| *requested == needed),
+            "{url}: Chromium did not request {needed}: {:?}",
+            loaded.requests
+        );
+    }
+    // (A request elsewhere would be refused by the page's
+    // Content-Security-Policy, which Chromium reports on the console; the
+    // net log also holds Chromium's own background requests.)
     assert!(loaded.dom.contains("pilot console"), "{url}: {}", loaded.dom);
     loaded.dom
 }
