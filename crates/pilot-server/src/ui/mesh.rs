@@ -36,7 +36,8 @@ pub(crate) struct MeshView {
     pub(crate) proxies: Vec<(String, ConnectedProxy)>,
     /// `pilot_analyze::analyze` over the objects and services.
     pub(crate) findings: Vec<Finding>,
-    /// What pilot-routing compiles from the objects (or why it could not).
+    /// What pilot-routing compiles from the objects this server serves (or
+    /// why it could not).
     pub(crate) model: Result<RoutingModel, String>,
     /// Which proxies each object concerns, at the latest push.
     audience: Audience,
@@ -132,7 +133,12 @@ impl MeshView {
         let owned: Vec<DynConfig> = objects.iter().map(|o| (**o).clone()).collect();
         let domain = pilot_routing::DEFAULT_DOMAIN_SUFFIX;
         let findings = pilot_analyze::analyze(&owned, Some(&labels), domain);
-        let model = RoutingConfigs::from_configs(&owned)
+        // Compiled as the ADS server compiles it: the objects of its
+        // revision, its root namespace and default exportTo.
+        let served = owned
+            .iter()
+            .filter(|o| pilot_model::in_revision(&o.meta.labels, &state.settings.revision));
+        let model = RoutingConfigs::from_configs(served)
             .map(|mut configs| {
                 configs.root_namespace = state.settings.root_namespace.clone();
                 configs.default_export_to = state.settings.default_export_to.clone();

@@ -50,6 +50,9 @@ pub(crate) struct Settings {
     pub(crate) root_namespace: String,
     /// `--default-export-to`.
     pub(crate) default_export_to: Vec<String>,
+    /// `--revision`: the objects of another revision are not served, so
+    /// not drawn.
+    pub(crate) revision: String,
 }
 
 impl Settings {
@@ -57,12 +60,8 @@ impl Settings {
     pub(crate) fn from_args(args: &Args) -> Option<Settings> {
         (!args.no_ui).then(|| Settings {
             root_namespace: args.root_namespace.clone(),
-            default_export_to: args
-                .default_export_to
-                .iter()
-                .filter(|n| n.as_str() != "*")
-                .cloned()
-                .collect(),
+            default_export_to: args.default_export_to.clone(),
+            revision: args.revision.clone().unwrap_or_default(),
         })
     }
 }

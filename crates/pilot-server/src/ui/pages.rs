@@ -725,14 +725,15 @@ pub(crate) fn proxy(
     let (per_type, overall) = proxy_states(record);
     let _ = writeln!(
         body,
-        "<p>{} · replica {} · {} stream</p>",
+        "<p>{} · replica {} · {} stream · as of {}</p>",
         badge(overall),
         esc(replica),
         if record.incremental {
             "incremental"
         } else {
             "state-of-the-world"
-        }
+        },
+        esc(&humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string())
     );
     body.push_str("<h2>What it was sent</h2>\n");
     let rows: Vec<Vec<String>> = per_type
