@@ -409,25 +409,38 @@ fn route_source<'a>(
     let named = parts.next();
     if let Some(vs) = view.object("VirtualService", namespace, name) {
         let counter = seen.entry((namespace.into(), name.into())).or_default();
-        let mut index = *counter;
+        let index = http_index(&vs.spec, named, *counter);
         *counter += 1;
-        if let Some(route) = named
-            && let Some(Value::Array(http)) = vs.spec.get("http")
-            && let Some(at) = http
-                .iter()
-                .position(|h| h.get("name").and_then(Value::as_str) == Some(route))
-        {
-            index = at;
-        }
         return Some((vs, Some(index)));
     }
     view.object("RouteRule", namespace, name)
         .map(|rule| (&**rule, None))
 }
 
+/// The index in a VirtualService's `spec.http` of a route compiled from
+/// it: the entry named `named` when the route has a name, else the
+/// `seen`-th (routes are compiled in their order).
+fn http_index(spec: &Value, named: Option<&str>, seen: usize) -> usize {
+    named
+        .and_then(|route| {
+            spec.get("http")?
+                .as_array()?
+                .iter()
+                .position(|h| h.get("name").and_then(Value::as_str) == Some(route))
+        })
+        .unwrap_or(seen)
+}
+
 /// The finding that says this route never matches, if any.
 fn shadowing<'a>(view: &'a MeshView, object: &DynConfig, index: Option<usize>) -> Option<&'a Finding> {
-    view.findings_of(object).into_iter().find(|f| {
+    shadowed_by(view.findings_of(object), index)
+}
+
+/// Among one object's findings, the one (by code) that says its route
+/// `spec.http[index]` never matches; a v1alpha2 rule (`index` none) is
+/// one route.
+fn shadowed_by(findings: Vec<&Finding>, index: Option<usize>) -> Option<&Finding> {
+    findings.into_iter().find(|f| {
         SHADOWED_CODES.contains(&f.code)
             && match index {
                 None => true,
@@ -852,4 +865,49 @@ pub(crate) fn not_found(what: &str) -> String {
         "Not found",
         &format!("<p>{}</p><p>{}</p>", esc(what), link("/ui", "the overview")),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pilot_analyze::Severity;
+
+    fn finding(code: &'static str, path: &str) -> Finding {
+        Finding {
+            code,
+            severity: Severity::Warning,
+            kind: "VirtualService".into(),
+            namespace: "default".into(),
+            name: "reviews".into(),
+            path: path.into(),
+            message: "an earlier route matches every request it matches".into(),
+        }
+    }
+
+    #[test]
+    fn a_compiled_route_is_found_in_its_virtual_service_by_name_else_by_order() {
+        let spec = serde_json::json!({"http": [{"name": "jason"}, {}, {"name": "canary"}]});
+        assert_eq!(http_index(&spec, Some("canary"), 1), 2);
+        assert_eq!(http_index(&spec, Some("jason"), 0), 0);
+        assert_eq!(http_index(&spec, None, 1), 1);
+        // A name the spec does not have (it changed since): by order.
+        assert_eq!(http_index(&spec, Some("gone"), 2), 2);
+    }
+
+    #[test]
+    fn a_route_is_shadowed_by_the_finding_on_its_own_field_only() {
+        let on_second = finding("PLT0211", "spec.http[1]");
+        let on_tenth = finding("PLT0211", "spec.http[10].match[0]");
+        let other = finding("PLT0210", "spec.http[0].match[0].gateways[0]");
+        let findings = || vec![&on_second, &on_tenth, &other];
+        assert_eq!(shadowed_by(findings(), Some(1)), Some(&on_second));
+        assert_eq!(shadowed_by(findings(), Some(10)), Some(&on_tenth));
+        // spec.http[1] is not spec.http[10]'s prefix, and other codes do
+        // not shadow.
+        assert_eq!(shadowed_by(vec![&on_tenth], Some(1)), None);
+        assert_eq!(shadowed_by(findings(), Some(0)), None);
+        // A v1alpha2 rule is one route: PLT0104 on it shadows it.
+        let rule = finding("PLT0104", "spec.match");
+        assert_eq!(shadowed_by(vec![&rule], None), Some(&rule));
+    }
 }
