@@ -130,6 +130,10 @@ pub struct Args {
     /// may read and change the configuration pushed to every proxy.
     #[arg(long)]
     pub allow_unauthenticated: bool,
+    /// Do not serve the read-only console at `/ui` (served by default,
+    /// behind the same tokens and TLS as the REST API).
+    #[arg(long)]
+    pub no_ui: bool,
     /// Serve the REST API over TLS with this certificate chain (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,

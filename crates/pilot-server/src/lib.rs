@@ -15,7 +15,8 @@
 //!   is `openapi.rs`; `debug/`: `/debug/proxy-status`,
 //!   `/debug/registryz`, `/debug/quarantine`; `health.rs`: `/healthz` and
 //!   `/readyz`; `metrics.rs`: `/metrics`; `proxy_events.rs`: the agents'
-//!   reports (`POST /v1/proxy-events`).
+//!   reports (`POST /v1/proxy-events`); `ui/`: the read-only console at
+//!   `/ui` (off with `--no-ui`).
 //! - `auth/`: bearer tokens for REST and ADS, ADS TLS and client
 //!   certificates.
 //! - `ca/`: the certificate authority (`--ca-dir`) and Istio's
@@ -48,6 +49,7 @@ mod serve;
 mod shutdown;
 mod start;
 mod state;
+mod ui;
 mod validate_webhook;
 mod validation_config;
 

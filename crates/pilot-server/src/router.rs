@@ -19,7 +19,8 @@ use crate::state::AppState;
 use crate::{auth, health, metrics, openapi, proxy_events};
 
 /// Every route of the server: `api` beside this server's own.
-pub(crate) fn router(state: AppState, api: Router) -> Router {
+pub(crate) fn router(state: AppState, api: Router, ui: Option<crate::ui::Settings>) -> Router {
+    let console = crate::ui::routes(&state, ui);
     let own = Router::new()
         .route("/metrics", get(metrics::handler))
         .route("/debug/proxy-status", get(proxy_status::handler))
@@ -33,6 +34,7 @@ pub(crate) fn router(state: AppState, api: Router) -> Router {
     // The API's fallback (a NotFound Status) answers what neither serves.
     let protected = api
         .merge(own)
+        .merge(console)
         .layer(from_fn_with_state(state.clone(), auth::rest::require));
     Router::new()
         .route("/healthz", get(health::healthz))
@@ -64,6 +66,9 @@ pub(crate) fn api(
         .options({
             let mut options = api_options(args.max_body_bytes, state.tokens.is_some());
             options.watch_cache_events = args.watch_cache_events;
+            if !args.no_ui {
+                options.documented_routes.extend(crate::ui::documented_routes());
+            }
             options
         })
         .into_router()

@@ -604,7 +604,7 @@ fn serve(
     }
     let rest = tokio::spawn(serve::serve(
         listeners.rest,
-        router::router(shared.state, api),
+        router::router(shared.state, api, crate::ui::Settings::from_args(args)),
         tls,
         limits,
         shutdown.clone(),

@@ -16,6 +16,7 @@ const RUN: &[&str] = &[
     "agent.md",
     "backend-and-registry.md",
     "capture.md",
+    "console.md",
     "end-user-auth.md",
     "external-authorization.md",
     "gateways.md",
@@ -180,6 +181,11 @@ fn guide_backend_and_registry() {
 #[test]
 fn guide_capture() {
     run("capture.md");
+}
+
+#[test]
+fn guide_console() {
+    run("console.md");
 }
 
 #[test]
