@@ -15,7 +15,8 @@
 //! | `PLT0106` | warning | no (labels) / yes | a destination policy no rule or service uses |
 //!
 //! The networking.istio.io kinds have their own checks (`PLT02xx`,
-//! [`networking`], [`service_entries`]), Sidecars theirs ([`sidecar`]),
+//! [`networking`], [`service_entries`]; what is accepted and has no
+//! effect, `PLT0210` to `PLT0214`, [`no_effect`]), Sidecars theirs ([`sidecar`]),
 //! AuthorizationPolicy, PeerAuthentication and RequestAuthentication too
 //! (`PLT03xx`, [`security`], [`peer_authentication`],
 //! [`request_authentication`]; CUSTOM providers against `--mesh-config`,
@@ -26,6 +27,7 @@
 
 pub mod custom;
 pub mod networking;
+pub mod no_effect;
 pub mod peer_authentication;
 pub mod request_authentication;
 pub mod security;
@@ -79,6 +81,24 @@ pub struct Finding {
 pub struct Services {
     /// Instances' labels by hostname.
     pub hosts: BTreeMap<String, Vec<BTreeMap<String, String>>>,
+    /// The namespaces that have a connected proxy, when known (a server
+    /// knows them; files do not): what `PLT0214` needs.
+    pub proxy_namespaces: Option<BTreeSet<String>>,
+}
+
+/// The namespace of a proxy from its node id
+/// (`sidecar~10.0.0.1~reviews-1.default~default.svc.cluster.local`: the
+/// first label of its DNS domain), if it has one.
+///
+/// ```
+/// let node = "sidecar~10.0.0.1~reviews-1.default~default.svc.cluster.local";
+/// assert_eq!(pilot_analyze::node_namespace(node).as_deref(), Some("default"));
+/// assert_eq!(pilot_analyze::node_namespace("bare"), None);
+/// ```
+pub fn node_namespace(node_id: &str) -> Option<String> {
+    let domain = node_id.split('~').nth(3)?;
+    let namespace = domain.split('.').next()?;
+    (!namespace.is_empty()).then(|| namespace.to_string())
 }
 
 impl Services {
@@ -109,6 +129,7 @@ pub fn analyze(objects: &[DynConfig], services: Option<&Services>, domain: &str)
         references(&typed, services, domain, &mut out);
     }
     networking::analyze(objects, services, domain, &mut out);
+    no_effect::analyze(objects, services, domain, &mut out);
     sidecar::analyze(objects, services, &mut out);
     service_entries::analyze(objects, &mut out);
     security::analyze(objects, services, &mut out);

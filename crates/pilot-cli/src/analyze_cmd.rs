@@ -88,8 +88,9 @@ fn add_services(source: &str, value: &Value, services: &mut Services) -> Result<
     Ok(())
 }
 
-/// Every object of every kind on the server, and its service registry
-/// (`/debug/registryz`).
+/// Every object of every kind on the server, its service registry
+/// (`/debug/registryz`) and the namespaces of its connected proxies
+/// (`/debug/proxy-status`).
 pub(crate) async fn from_server(
     client: &Client,
     registry: &KindRegistry,
@@ -101,6 +102,17 @@ pub(crate) async fn from_server(
         &get_json(client, "/debug/registryz").await?,
         &mut services,
     )?;
+    let proxies = get_json(client, "/debug/proxy-status").await?;
+    services.proxy_namespaces = Some(
+        proxies
+            .get("proxies")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|p| p.get("connected").and_then(Value::as_bool).unwrap_or(true))
+            .filter_map(|p| analyze::node_namespace(p.get("node")?.as_str()?))
+            .collect(),
+    );
     Ok((objects, services))
 }
 
