@@ -76,6 +76,54 @@ pub struct Finding {
     pub message: String,
 }
 
+/// Every finding code with its name (as Istio names its analysis messages,
+/// e.g. `ReferencedResourceNotFound`): what a status's
+/// `validationMessages[].type` carries beside the code.
+pub const CODES: &[(&str, &str)] = &[
+    ("PLT0101", "ServiceNotFound"),
+    ("PLT0102", "SubsetWithoutInstances"),
+    ("PLT0103", "LabelsSelectNothing"),
+    ("PLT0104", "ShadowedRouteRule"),
+    ("PLT0105", "ConflictingEgressRules"),
+    ("PLT0106", "UnusedDestinationPolicy"),
+    ("PLT0201", "DestinationHostNotFound"),
+    ("PLT0202", "SubsetNotDefined"),
+    ("PLT0203", "SubsetSelectsNothing"),
+    ("PLT0204", "ConflictingVirtualServiceHost"),
+    ("PLT0205", "SidecarSelectsNothing"),
+    ("PLT0206", "ConflictingSidecars"),
+    ("PLT0207", "ConflictingServiceEntryHost"),
+    ("PLT0208", "ServiceEntrySelectsNothing"),
+    ("PLT0209", "ConflictingTcpPort"),
+    ("PLT0210", "GatewayNotFound"),
+    ("PLT0211", "UnreachableRoute"),
+    ("PLT0212", "HostNotFound"),
+    ("PLT0213", "DestinationRuleSelectsNothing"),
+    ("PLT0214", "ExportedToNoProxy"),
+    ("PLT0301", "AuthorizationPolicySelectsNothing"),
+    ("PLT0302", "IdentityRuleWithoutMutualTls"),
+    ("PLT0303", "PeerAuthenticationSelectsNothing"),
+    ("PLT0304", "ConflictingPeerAuthentications"),
+    ("PLT0305", "TlsModeConflict"),
+    ("PLT0310", "TokensNeverRequired"),
+    ("PLT0311", "TargetRefToWaypoint"),
+    ("PLT0312", "ExtensionProviderNotFound"),
+    ("PLT0313", "ExtensionProviderServiceNotFound"),
+];
+
+/// The name of finding code `code` ([`CODES`]), or `""` for a code it
+/// does not know.
+///
+/// ```
+/// assert_eq!(pilot_analyze::code_name("PLT0210"), "GatewayNotFound");
+/// ```
+pub fn code_name(code: &str) -> &'static str {
+    CODES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map_or("", |(_, name)| name)
+}
+
 /// The services and the label sets of their instances.
 #[derive(Debug, Clone, Default)]
 pub struct Services {
