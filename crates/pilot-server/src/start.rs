@@ -548,6 +548,7 @@ fn spawn_background(
             discovery: Arc::clone(&shared.state.discovery),
             proxies: Arc::clone(&shared.replicas) as Arc<dyn ProxyRecords>,
             domain: format!("svc.{}", args.kube_domain),
+            last: Default::default(),
         }));
         tasks.push(tokio::spawn(writer.run(closed())));
     }
