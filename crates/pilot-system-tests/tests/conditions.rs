@@ -8,13 +8,15 @@
 //! their messages. With two replicas on one API server, only the elected
 //! one writes, and each status once: the sum of both replicas' status
 //! writes is one per object, and the faulty object's `resourceVersion`
-//! does not move while later rounds run.
+//! does not move while later rounds run. An `exportTo` that leaves out
+//! every namespace with a proxy is reported once a real Envoy is
+//! connected.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use pilot_system_tests::{Mesh, Store};
-use pilot_test_support::{Discovery, FakeCluster, TestCerts, eventually, workspace};
+use pilot_test_support::{Discovery, Envoy, FakeCluster, TestCerts, eventually, pilotctl, workspace};
 use serde_json::Value;
 
 const TOKEN: &str = "conditions-test-token-0123456789";
@@ -346,4 +348,62 @@ fn two_replicas_on_kubernetes_write_each_condition_once() {
         );
         assert!(written(&a) == 0 || written(&b) == 0, "both replicas wrote status");
     });
+}
+
+/// A VirtualService exported only to a namespace without proxies: with a
+/// real Envoy connected in `default`, the server reports `PLT0214` in its
+/// status and to `pilotctl analyze`; exported to `default` too, the
+/// message goes.
+#[test]
+fn an_export_to_no_namespace_with_proxies_is_reported_once_a_proxy_is_known() {
+    let mesh = Mesh::bookinfo();
+    let server = mesh.discovery(&Store::Memory, &["--status-interval", "200ms"]);
+    let url = Some(server.url.as_str());
+    let exported = |to: &str| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: reviews, namespace: default}}\n\
+             spec:\n  hosts: [reviews]\n  exportTo: [{to}]\n  http:\n  - route: [{{destination: {{host: reviews}}}}]\n"
+        )
+    };
+    let applied = pilotctl(url, &["apply", "-f", "-"], &[], Some(&exported("prod")));
+    assert_eq!(applied.code, 0, "{applied:?}");
+    let messages = || codes(&pilot_system_tests::get(url, "virtualservices", "reviews"));
+    // No proxy yet: exportTo is not why nothing has it.
+    eventually("the status to be written", || {
+        reconciled(&pilot_system_tests::get(url, "virtualservices", "reviews")).is_some()
+    });
+    assert!(messages().is_empty(), "{:?}", messages());
+
+    let _envoy = Envoy::ads(
+        "sidecar~10.0.0.70~conditions.default~default.svc.cluster.local",
+        &[("INTERCEPTION_MODE", "NONE")],
+        server.xds_port,
+        false,
+    )
+    .unwrap();
+    eventually("PLT0214 once a proxy in default is connected", || {
+        messages() == ["PLT0214"]
+    });
+    let object = pilot_system_tests::get(url, "virtualservices", "reviews");
+    let description = object["status"]["validationMessages"][0]["description"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        description.starts_with("spec.exportTo: exported to prod and no connected proxy is in those namespaces (proxies are in default)"),
+        "{object}"
+    );
+    let run = pilotctl(url, &["analyze"], &[], None);
+    assert!(
+        run.stdout.lines().any(|l| l
+            .starts_with("warning PLT0214 VirtualService default/reviews spec.exportTo: exported to prod")),
+        "{run:?}"
+    );
+
+    let applied = pilotctl(url, &["apply", "-f", "-"], &[], Some(&exported("prod, default")));
+    assert_eq!(applied.code, 0, "{applied:?}");
+    eventually("the message to go once exported to default", || {
+        messages().is_empty()
+    });
+    server.terminate();
 }
