@@ -177,7 +177,7 @@ fn unreachable_routes(vs: &Config<VirtualService>, out: &mut Vec<Finding>) {
                 out.push(unreachable(
                     vs,
                     format!("spec.http[{i}]"),
-                    &describe(j),
+                    &[describe(j)],
                     "every request",
                 ));
             }
@@ -189,7 +189,7 @@ fn unreachable_routes(vs: &Config<VirtualService>, out: &mut Vec<Finding>) {
                 out.push(unreachable(
                     vs,
                     format!("spec.http[{i}]"),
-                    &by.join(", "),
+                    &by,
                     "every request this route matches",
                 ));
             } else {
@@ -217,16 +217,19 @@ fn unreachable_routes(vs: &Config<VirtualService>, out: &mut Vec<Finding>) {
     }
 }
 
-fn unreachable(vs: &Config<VirtualService>, path: String, by: &str, what: &str) -> Finding {
+/// A PLT0211 finding for the route at `path`, covered by the routes `by`.
+fn unreachable(vs: &Config<VirtualService>, path: String, by: &[String], what: &str) -> Finding {
+    let several = by.len() > 1;
     finding(
         vs,
         "PLT0211",
         Severity::Warning,
         path,
         format!(
-            "never matches: the earlier route{} {by} match{} {what} first; move the more specific route before it",
-            if by.contains(", ") { "s" } else { "" },
-            if by.contains(", ") { "" } else { "es" },
+            "never matches: the earlier route{} {} match{} {what} first; move the more specific route before it",
+            if several { "s" } else { "" },
+            by.join(", "),
+            if several { "" } else { "es" },
         ),
     )
 }
