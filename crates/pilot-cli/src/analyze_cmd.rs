@@ -34,6 +34,20 @@ pub(crate) fn line(finding: &Finding, located: &[(String, Locator)]) -> String {
     )
 }
 
+/// The findings a status carries (`validationMessages`), counted for
+/// `pilotctl get`: ` 1 ERROR`, ` 2 WARNINGS`, or nothing.
+pub(crate) fn findings_summary(status: &pilot_model::ConfigStatus) -> String {
+    let errors = status.validation_messages.iter().filter(|m| m.is_error()).count();
+    let warnings = status.validation_messages.len() - errors;
+    let mut out = String::new();
+    for (count, word) in [(errors, "ERROR"), (warnings, "WARNING")] {
+        if count > 0 {
+            out.push_str(&format!(" {count} {word}{}", if count == 1 { "" } else { "S" }));
+        }
+    }
+    out
+}
+
 /// Reads a services file (`services: [{hostname, instances: [{labels}]}]`,
 /// as pilot-discovery's --services).
 pub(crate) fn read_services(path: &Path) -> Result<Services, Failure> {

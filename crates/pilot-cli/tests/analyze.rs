@@ -247,13 +247,16 @@ fn a_missing_gateway_and_a_route_after_a_catch_all_are_reported() {
     }
     assert!(run.stdout.contains("1 error, 1 warning"), "{run:?}");
 
-    // With the registry: reviews is known, productpage's VirtualService is
-    // bound to a gateway (its host is the gateway's business).
+    // With the registry: reviews and productpage are known, and
+    // bookinfo's VirtualService is bound to a gateway (its host is the
+    // gateway's business).
     let services = dir.path().join("services.yaml");
     std::fs::write(
         &services,
         "services:\n- hostname: reviews.default.svc.cluster.local\n  ports: [{name: http, port: 9080, protocol: HTTP}]\n  instances:\n  \
-         - {address: 127.0.0.1, port: 20001, labels: {version: v1}}\n",
+         - {address: 127.0.0.1, port: 20001, labels: {version: v1}}\n\
+         - hostname: productpage.default.svc.cluster.local\n  ports: [{name: http, port: 9080, protocol: HTTP}]\n  instances:\n  \
+         - {address: 127.0.0.1, port: 20002, labels: {version: v1}}\n",
     )
     .unwrap();
     let run = pilotctl(
@@ -268,6 +271,7 @@ fn a_missing_gateway_and_a_route_after_a_catch_all_are_reported() {
         "{run:?}"
     );
     assert!(!run.stdout.contains("PLT0212"), "{run:?}");
+    assert!(run.stdout.contains("1 error, 1 warning"), "{run:?}");
 
     // The server accepts both, and analyze over its objects reports both.
     let server = Discovery::start(&["--services", services.to_str().unwrap()]);
@@ -285,6 +289,13 @@ fn a_missing_gateway_and_a_route_after_a_catch_all_are_reported() {
             "no line starting {expected:?} in {run:?}"
         );
     }
+    // The server writes the findings into the statuses: `pilotctl get`
+    // tells these objects from ones no proxy has connected for yet.
+    pilot_test_support::eventually("pilotctl get to count the findings", || {
+        let table = pilotctl(url, &["get", "virtualservices"], &[], None);
+        row(&table.stdout, "bookinfo").is_some_and(|r| r.contains(" 0/0 1 ERROR "))
+            && row(&table.stdout, "reviews").is_some_and(|r| r.contains(" 0/0 1 WARNING "))
+    });
     // Fixed: the gateway defined, the catch-all last.
     let fixed = dir.path().join("fixed.yaml");
     std::fs::write(&fixed, FIXED).unwrap();
@@ -295,5 +306,22 @@ fn a_missing_gateway_and_a_route_after_a_catch_all_are_reported() {
         !run.stdout.contains("PLT0210") && !run.stdout.contains("PLT0211"),
         "{run:?}"
     );
+    pilot_test_support::eventually("pilotctl get to show no findings once fixed", || {
+        let table = pilotctl(url, &["get", "virtualservices"], &[], None);
+        ["bookinfo", "reviews"].iter().all(|name| {
+            row(&table.stdout, name).is_some_and(|r| {
+                r.split_whitespace().nth(2) == Some("0/0") && !r.contains("ERROR") && !r.contains("WARNING")
+            })
+        })
+    });
     server.terminate();
+}
+
+/// The row of `table` whose first column is `name`, its columns joined
+/// by single spaces, with a space after the last.
+fn row(table: &str, name: &str) -> Option<String> {
+    table
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some(name))
+        .map(|line| format!("{} ", line.split_whitespace().collect::<Vec<_>>().join(" ")))
 }
