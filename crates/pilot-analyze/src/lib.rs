@@ -15,7 +15,8 @@
 //! | `PLT0106` | warning | no (labels) / yes | a destination policy no rule or service uses |
 //!
 //! The networking.istio.io kinds have their own checks (`PLT02xx`,
-//! [`networking`], [`service_entries`]), Sidecars theirs ([`sidecar`]),
+//! [`networking`], [`service_entries`]; what is accepted and has no
+//! effect, `PLT0210` to `PLT0214`, [`no_effect`]), Sidecars theirs ([`sidecar`]),
 //! AuthorizationPolicy, PeerAuthentication and RequestAuthentication too
 //! (`PLT03xx`, [`security`], [`peer_authentication`],
 //! [`request_authentication`]; CUSTOM providers against `--mesh-config`,
@@ -27,6 +28,7 @@
 pub mod custom;
 pub mod describe;
 pub mod networking;
+pub mod no_effect;
 pub mod peer_authentication;
 pub mod request_authentication;
 pub mod security;
@@ -75,11 +77,77 @@ pub struct Finding {
     pub message: String,
 }
 
+/// Every finding code with its name (as Istio names its analysis messages,
+/// e.g. `ReferencedResourceNotFound`): what a status's
+/// `validationMessages[].type` carries beside the code.
+pub const CODES: &[(&str, &str)] = &[
+    ("PLT0101", "ServiceNotFound"),
+    ("PLT0102", "SubsetWithoutInstances"),
+    ("PLT0103", "LabelsSelectNothing"),
+    ("PLT0104", "ShadowedRouteRule"),
+    ("PLT0105", "ConflictingEgressRules"),
+    ("PLT0106", "UnusedDestinationPolicy"),
+    ("PLT0201", "DestinationHostNotFound"),
+    ("PLT0202", "SubsetNotDefined"),
+    ("PLT0203", "SubsetSelectsNothing"),
+    ("PLT0204", "ConflictingVirtualServiceHost"),
+    ("PLT0205", "SidecarSelectsNothing"),
+    ("PLT0206", "ConflictingSidecars"),
+    ("PLT0207", "ConflictingServiceEntryHost"),
+    ("PLT0208", "ServiceEntrySelectsNothing"),
+    ("PLT0209", "ConflictingTcpPort"),
+    ("PLT0210", "GatewayNotFound"),
+    ("PLT0211", "UnreachableRoute"),
+    ("PLT0212", "HostNotFound"),
+    ("PLT0213", "DestinationRuleSelectsNothing"),
+    ("PLT0214", "ExportedToNoProxy"),
+    ("PLT0301", "AuthorizationPolicySelectsNothing"),
+    ("PLT0302", "IdentityRuleWithoutMutualTls"),
+    ("PLT0303", "PeerAuthenticationSelectsNothing"),
+    ("PLT0304", "ConflictingPeerAuthentications"),
+    ("PLT0305", "TlsModeConflict"),
+    ("PLT0310", "TokensNeverRequired"),
+    ("PLT0311", "TargetRefToWaypoint"),
+    ("PLT0312", "ExtensionProviderNotFound"),
+    ("PLT0313", "ExtensionProviderServiceNotFound"),
+];
+
+/// The name of finding code `code` ([`CODES`]), or `""` for a code it
+/// does not know.
+///
+/// ```
+/// assert_eq!(pilot_analyze::code_name("PLT0210"), "GatewayNotFound");
+/// ```
+pub fn code_name(code: &str) -> &'static str {
+    CODES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map_or("", |(_, name)| name)
+}
+
 /// The services and the label sets of their instances.
 #[derive(Debug, Clone, Default)]
 pub struct Services {
     /// Instances' labels by hostname.
     pub hosts: BTreeMap<String, Vec<BTreeMap<String, String>>>,
+    /// The namespaces that have a connected proxy, when known (a server
+    /// knows them; files do not): what `PLT0214` needs.
+    pub proxy_namespaces: Option<BTreeSet<String>>,
+}
+
+/// The namespace of a proxy from its node id
+/// (`sidecar~10.0.0.1~reviews-1.default~default.svc.cluster.local`: the
+/// first label of its DNS domain), if it has one.
+///
+/// ```
+/// let node = "sidecar~10.0.0.1~reviews-1.default~default.svc.cluster.local";
+/// assert_eq!(pilot_analyze::node_namespace(node).as_deref(), Some("default"));
+/// assert_eq!(pilot_analyze::node_namespace("bare"), None);
+/// ```
+pub fn node_namespace(node_id: &str) -> Option<String> {
+    let domain = node_id.split('~').nth(3)?;
+    let namespace = domain.split('.').next()?;
+    (!namespace.is_empty()).then(|| namespace.to_string())
 }
 
 impl Services {
@@ -110,6 +178,7 @@ pub fn analyze(objects: &[DynConfig], services: Option<&Services>, domain: &str)
         references(&typed, services, domain, &mut out);
     }
     networking::analyze(objects, services, domain, &mut out);
+    no_effect::analyze(objects, services, domain, &mut out);
     sidecar::analyze(objects, services, &mut out);
     service_entries::analyze(objects, &mut out);
     security::analyze(objects, services, &mut out);

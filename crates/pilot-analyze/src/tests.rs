@@ -290,3 +290,30 @@ spec:
         findings[1].message
     );
 }
+
+#[test]
+fn every_code_made_has_a_name() {
+    // Every code the sources name (CODES among them) is in CODES: a new
+    // code without a name fails.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut made = std::collections::BTreeSet::new();
+    let mut stack = vec![dir];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (i, _) in text.match_indices("\"PLT") {
+                    let code = &text[i + 1..(i + 8).min(text.len())];
+                    if code[3..].bytes().all(|b| b.is_ascii_digit()) {
+                        made.insert(code.to_string());
+                    }
+                }
+            }
+        }
+    }
+    let named: std::collections::BTreeSet<String> = CODES.iter().map(|(c, _)| c.to_string()).collect();
+    assert_eq!(made, named);
+}

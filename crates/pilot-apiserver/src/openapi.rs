@@ -462,6 +462,42 @@ fn common_schemas(options: &ApiOptions) -> Map<String, Value> {
                     },
                 },
                 "lastUpdate": {"type": "string", "format": "date-time"},
+                "conditions": {
+                    "type": "array",
+                    "description": "the object's conditions (type Reconciled: False while analysis finds an error in it)",
+                    "items": {
+                        "type": "object",
+                        "required": ["type", "status", "lastTransitionTime"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "type": {"type": "string"},
+                            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                            "reason": {"type": "string"},
+                            "message": {"type": "string"},
+                            "observedGeneration": {"type": "integer"},
+                            "lastTransitionTime": {"type": "string", "format": "date-time"},
+                        },
+                    },
+                },
+                "validationMessages": {
+                    "type": "array",
+                    "description": "analysis findings about the object (pilotctl analyze's codes)",
+                    "items": {
+                        "type": "object",
+                        "required": ["type", "level"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "type": {
+                                "type": "object",
+                                "required": ["code"],
+                                "additionalProperties": false,
+                                "properties": {"code": {"type": "string"}, "name": {"type": "string"}},
+                            },
+                            "level": {"type": "string", "enum": ["ERROR", "WARNING", "INFO"]},
+                            "description": {"type": "string"},
+                        },
+                    },
+                },
             },
         }),
     );

@@ -34,6 +34,20 @@ pub(crate) fn line(finding: &Finding, located: &[(String, Locator)]) -> String {
     )
 }
 
+/// The findings a status carries (`validationMessages`), counted for
+/// `pilotctl get`: ` 1 ERROR`, ` 2 WARNINGS`, or nothing.
+pub(crate) fn findings_summary(status: &pilot_model::ConfigStatus) -> String {
+    let errors = status.validation_messages.iter().filter(|m| m.is_error()).count();
+    let warnings = status.validation_messages.len() - errors;
+    let mut out = String::new();
+    for (count, word) in [(errors, "ERROR"), (warnings, "WARNING")] {
+        if count > 0 {
+            out.push_str(&format!(" {count} {word}{}", if count == 1 { "" } else { "S" }));
+        }
+    }
+    out
+}
+
 /// Reads a services file (`services: [{hostname, instances: [{labels}]}]`,
 /// as pilot-discovery's --services).
 pub(crate) fn read_services(path: &Path) -> Result<Services, Failure> {
@@ -88,8 +102,9 @@ fn add_services(source: &str, value: &Value, services: &mut Services) -> Result<
     Ok(())
 }
 
-/// Every object of every kind on the server, and its service registry
-/// (`/debug/registryz`).
+/// Every object of every kind on the server, its service registry
+/// (`/debug/registryz`) and the namespaces of its connected proxies
+/// (`/debug/proxy-status`).
 pub(crate) async fn from_server(
     client: &Client,
     registry: &KindRegistry,
@@ -101,6 +116,17 @@ pub(crate) async fn from_server(
         &get_json(client, "/debug/registryz").await?,
         &mut services,
     )?;
+    let proxies = get_json(client, "/debug/proxy-status").await?;
+    services.proxy_namespaces = Some(
+        proxies
+            .get("proxies")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|p| p.get("connected").and_then(Value::as_bool).unwrap_or(true))
+            .filter_map(|p| analyze::node_namespace(p.get("node")?.as_str()?))
+            .collect(),
+    );
     Ok((objects, services))
 }
 

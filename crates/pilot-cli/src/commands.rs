@@ -495,12 +495,13 @@ async fn get(
     Ok(())
 }
 
-/// `acked/proxies` (and `N NACKED`, `N WITHHELD`) for the object's current version;
+/// `acked/proxies` (and `N NACKED`, `N WITHHELD`, then the analysis
+/// findings: `N ERRORS`, `N WARNINGS`) for the object's current version;
 /// `-` before pilot-discovery has reported on that version.
 fn status_column(object: &DynConfig) -> String {
     match &object.meta.status {
         Some(status) if object.meta.resource_version.as_deref() == Some(status.observed_version.as_str()) => {
-            status.summary()
+            status.summary() + &analyze_cmd::findings_summary(status)
         }
         _ => "-".to_string(),
     }

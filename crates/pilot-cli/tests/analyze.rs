@@ -179,3 +179,149 @@ fn offline_a_custom_provider_absent_from_the_mesh_config_is_an_error_at_its_line
         "{run:?}"
     );
 }
+
+/// The issue's "tried as a new user" cases: a VirtualService bound only to
+/// a Gateway that does not exist, and one whose second HTTP route follows
+/// a catch-all. Both are accepted by the server; analyze reports both,
+/// offline, with a services file and against the server.
+const NO_EFFECT: &str = r#"apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: bookinfo, namespace: default}
+spec:
+  hosts: [bookinfo.example.com]
+  gateways: [bookinfo-gateway]
+  http:
+  - route: [{destination: {host: productpage}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews, namespace: default}
+spec:
+  hosts: [reviews]
+  http:
+  - route: [{destination: {host: reviews}}]
+  - name: jason
+    match: [{headers: {end-user: {exact: jason}}}]
+    route: [{destination: {host: reviews}}]
+"#;
+
+/// NO_EFFECT fixed: the gateway defined, the catch-all last.
+const FIXED: &str = r#"apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: bookinfo-gateway, namespace: default}
+spec:
+  selector: {istio: ingressgateway}
+  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [bookinfo.example.com]}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews, namespace: default}
+spec:
+  hosts: [reviews]
+  http:
+  - name: jason
+    match: [{headers: {end-user: {exact: jason}}}]
+    route: [{destination: {host: reviews}}]
+  - route: [{destination: {host: reviews}}]
+"#;
+
+#[test]
+fn a_missing_gateway_and_a_route_after_a_catch_all_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("no-effect.yaml");
+    std::fs::write(&file, NO_EFFECT).unwrap();
+    let path = file.to_str().unwrap();
+    let gateway = format!(
+        "{path}:6:14: error PLT0210 VirtualService default/bookinfo spec.gateways[0]: bound to the gateway default/bookinfo-gateway, which does not exist: this VirtualService applies nowhere"
+    );
+    let route = format!(
+        "{path}:17:5: warning PLT0211 VirtualService default/reviews spec.http[1]: never matches: the earlier route spec.http[0] matches every request this route matches first"
+    );
+    let run = pilotctl(None, &["analyze", "-f", path], &[], None);
+    assert_eq!(run.code, 1, "the missing gateway is an error: {run:?}");
+    for expected in [&gateway, &route] {
+        assert!(
+            run.stdout.lines().any(|l| l.starts_with(expected.as_str())),
+            "no line starting {expected:?} in {run:?}"
+        );
+    }
+    assert!(run.stdout.contains("1 error, 1 warning"), "{run:?}");
+
+    // With the registry: reviews and productpage are known, and
+    // bookinfo's VirtualService is bound to a gateway (its host is the
+    // gateway's business).
+    let services = dir.path().join("services.yaml");
+    std::fs::write(
+        &services,
+        "services:\n- hostname: reviews.default.svc.cluster.local\n  ports: [{name: http, port: 9080, protocol: HTTP}]\n  instances:\n  \
+         - {address: 127.0.0.1, port: 20001, labels: {version: v1}}\n\
+         - hostname: productpage.default.svc.cluster.local\n  ports: [{name: http, port: 9080, protocol: HTTP}]\n  instances:\n  \
+         - {address: 127.0.0.1, port: 20002, labels: {version: v1}}\n",
+    )
+    .unwrap();
+    let run = pilotctl(
+        None,
+        &["analyze", "-f", path, "--services", services.to_str().unwrap()],
+        &[],
+        None,
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout.contains(" PLT0210 ") && run.stdout.contains(" PLT0211 "),
+        "{run:?}"
+    );
+    assert!(!run.stdout.contains("PLT0212"), "{run:?}");
+    assert!(run.stdout.contains("1 error, 1 warning"), "{run:?}");
+
+    // The server accepts both, and analyze over its objects reports both.
+    let server = Discovery::start(&["--services", services.to_str().unwrap()]);
+    let url = Some(server.url.as_str());
+    let applied = pilotctl(url, &["apply", "-f", path], &[], None);
+    assert_eq!(applied.code, 0, "both are accepted: {applied:?}");
+    let run = pilotctl(url, &["analyze"], &[], None);
+    assert_eq!(run.code, 1, "{run:?}");
+    for expected in [
+        "error PLT0210 VirtualService default/bookinfo spec.gateways[0]: bound to the gateway default/bookinfo-gateway, which does not exist",
+        "warning PLT0211 VirtualService default/reviews spec.http[1]: never matches",
+    ] {
+        assert!(
+            run.stdout.lines().any(|l| l.starts_with(expected)),
+            "no line starting {expected:?} in {run:?}"
+        );
+    }
+    // The server writes the findings into the statuses: `pilotctl get`
+    // tells these objects from ones no proxy has connected for yet.
+    pilot_test_support::eventually("pilotctl get to count the findings", || {
+        let table = pilotctl(url, &["get", "virtualservices"], &[], None);
+        row(&table.stdout, "bookinfo").is_some_and(|r| r.contains(" 0/0 1 ERROR "))
+            && row(&table.stdout, "reviews").is_some_and(|r| r.contains(" 0/0 1 WARNING "))
+    });
+    // Fixed: the gateway defined, the catch-all last.
+    let fixed = dir.path().join("fixed.yaml");
+    std::fs::write(&fixed, FIXED).unwrap();
+    let applied = pilotctl(url, &["apply", "-f", fixed.to_str().unwrap()], &[], None);
+    assert_eq!(applied.code, 0, "{applied:?}");
+    let run = pilotctl(url, &["analyze"], &[], None);
+    assert!(
+        !run.stdout.contains("PLT0210") && !run.stdout.contains("PLT0211"),
+        "{run:?}"
+    );
+    pilot_test_support::eventually("pilotctl get to show no findings once fixed", || {
+        let table = pilotctl(url, &["get", "virtualservices"], &[], None);
+        ["bookinfo", "reviews"].iter().all(|name| {
+            row(&table.stdout, name).is_some_and(|r| {
+                r.split_whitespace().nth(2) == Some("0/0") && !r.contains("ERROR") && !r.contains("WARNING")
+            })
+        })
+    });
+    server.terminate();
+}
+
+/// The row of `table` whose first column is `name`, its columns joined
+/// by single spaces, with a space after the last.
+fn row(table: &str, name: &str) -> Option<String> {
+    table
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some(name))
+        .map(|line| format!("{} ", line.split_whitespace().collect::<Vec<_>>().join(" ")))
+}

@@ -8,6 +8,9 @@
 //!   proxies that should have it ACKed or NACKed its current version),
 //!   computed from the proxies' records ([`ProxyRecords`]) and written to
 //!   the store only when its counts changed (`status_writer.rs`).
+//! - [`Findings`]: what analysis says of each object, given by the
+//!   embedder; the writer adds it to each status as a `Reconciled`
+//!   condition and `validationMessages` (`findings.rs`).
 //! - [`Replicas`]: this replica among the replicas of its store, through
 //!   the store's `pilot_model::Membership`: its record published, the
 //!   others' read, the status-writer election campaigned for; as a
@@ -83,10 +86,12 @@
 // A `pub` item is part of this face; everything else says `pub(crate)`.
 #![warn(unreachable_pub)]
 
+mod findings;
 mod proxy_events;
 mod replicas;
 mod status_writer;
 
+pub use findings::Findings;
 pub use proxy_events::{ProxyEventCounts, ProxyEvents};
 pub use replicas::{CHANGE_POLL, REFRESH, ReplicaCounts, Replicas};
 pub use status_writer::{HOLD_ROUNDS, ProxyRecords, StatusWriter, WriterCounts};

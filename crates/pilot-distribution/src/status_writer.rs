@@ -21,6 +21,12 @@
 //! first) is refused by the store and dropped; the next round computes the
 //! status of the new version.
 //!
+//! Given [`Findings`] ([`StatusWriter::with_findings`]), each status also
+//! carries the object's `Reconciled` condition and its analysis findings
+//! as `validationMessages` (`findings.rs`), in the same write; only a
+//! status that changed is written, so the same findings round after round
+//! cost nothing, and a fix clears them at the next round.
+//!
 //! A status with proxies still pending (neither ACKed nor NACKed: a push
 //! in flight, proxies connecting) is held back for up to
 //! [`HOLD_ROUNDS`] rounds while it keeps changing, so a push that
@@ -40,6 +46,8 @@ use pilot_model::{
 };
 use pilot_store::Controller;
 
+use crate::Findings;
+
 /// Writes routing objects' distribution status to a store, every interval,
 /// from the records of the proxies that should have them (see the module
 /// and the crate documentation).
@@ -49,6 +57,7 @@ pub struct StatusWriter {
     source: Arc<dyn ProxyRecords>,
     interval: Duration,
     counts: Arc<WriterCounts>,
+    findings: Option<Arc<dyn Findings>>,
 }
 
 impl std::fmt::Debug for StatusWriter {
@@ -76,7 +85,15 @@ impl StatusWriter {
             source,
             interval: Duration::from_secs(1),
             counts: Arc::default(),
+            findings: None,
         }
+    }
+
+    /// Adds each object's `Reconciled` condition and its findings
+    /// (`validationMessages`) from `findings` to the status it writes.
+    pub fn with_findings(mut self, findings: Arc<dyn Findings>) -> Self {
+        self.findings = Some(findings);
+        self
     }
 
     /// Runs a round every `interval` instead.
@@ -107,6 +124,7 @@ impl StatusWriter {
             self.source,
             self.interval,
             self.counts,
+            self.findings,
             shutdown,
         )
         .await
@@ -165,6 +183,7 @@ async fn run(
     source: Arc<dyn ProxyRecords>,
     interval: Duration,
     counts: Arc<WriterCounts>,
+    findings: Option<Arc<dyn Findings>>,
     shutdown: impl Future<Output = ()>,
 ) {
     if !backend.keeps_status() {
@@ -186,7 +205,15 @@ async fn run(
             held = Held::default();
             continue;
         }
-        round(&controller, &*backend, &*source, &counts, &mut held).await;
+        round(
+            &controller,
+            &*backend,
+            &*source,
+            findings.as_deref(),
+            &counts,
+            &mut held,
+        )
+        .await;
         counts.rounds.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -199,10 +226,12 @@ async fn round(
     controller: &Controller,
     backend: &dyn ConfigStore,
     source: &dyn ProxyRecords,
+    findings: Option<&dyn Findings>,
     counts: &WriterCounts,
     held: &mut Held,
 ) {
     let proxies = source.records();
+    let found = findings.map(Findings::findings);
     let audience = source.audience();
     let now = now_seconds();
     held.round += 1;
@@ -217,12 +246,21 @@ async fn round(
                 continue;
             };
             let concerned = audience.as_ref().and_then(|a| a.of(&object, &proxies));
-            let status = distribution_status(kind, version, concerned.as_deref().unwrap_or(&proxies), now);
+            let mut status =
+                distribution_status(kind, version, concerned.as_deref().unwrap_or(&proxies), now);
+            if let Some(found) = &found {
+                crate::findings::apply(
+                    &object,
+                    found.get(&key).map_or(&[], Vec::as_slice),
+                    now,
+                    &mut status,
+                );
+            }
             if object
                 .meta
                 .status
                 .as_ref()
-                .is_some_and(|known| known.same_counts(&status))
+                .is_some_and(|known| known.same_as(&status))
             {
                 held.since.remove(&key);
                 continue;
@@ -300,6 +338,8 @@ mod tests {
             withheld: 0,
             nacks: Vec::new(),
             last_update: std::time::SystemTime::UNIX_EPOCH,
+            conditions: Vec::new(),
+            validation_messages: Vec::new(),
         }
     }
 

@@ -18,6 +18,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::Revision;
+use crate::conditions::{Condition, ValidationMessage};
 
 /// Per kind, the store revision a push holds every write of that kind up
 /// to (a Controller's cache catches up kind by kind).
@@ -73,6 +74,13 @@ pub struct ConfigStatus {
         deserialize_with = "crate::config::deserialize_time"
     )]
     pub last_update: SystemTime,
+    /// The object's conditions (`Reconciled`), set by the status writer
+    /// when it is given findings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Analysis findings about the object (`pilotctl analyze`'s codes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub validation_messages: Vec<ValidationMessage>,
 }
 
 /// One distinct NACK message and how many proxies sent it.
@@ -114,6 +122,20 @@ impl ConfigStatus {
             && self.nacked == other.nacked
             && self.withheld == other.withheld
             && self.nacks == other.nacks
+    }
+
+    /// True when both say the same thing, counts, conditions (their
+    /// transition times aside) and validation messages: a writer need not
+    /// write `other` over `self`.
+    pub fn same_as(&self, other: &ConfigStatus) -> bool {
+        self.same_counts(other)
+            && self.conditions.len() == other.conditions.len()
+            && self
+                .conditions
+                .iter()
+                .zip(&other.conditions)
+                .all(|(a, b)| a.same(b))
+            && self.validation_messages == other.validation_messages
     }
 }
 
@@ -249,6 +271,8 @@ pub fn distribution_status(
         withheld,
         nacks,
         last_update: now,
+        conditions: Vec::new(),
+        validation_messages: Vec::new(),
     }
 }
 

@@ -29,6 +29,7 @@
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod conditions;
 mod config;
 mod discovery;
 mod distribution;
@@ -50,6 +51,7 @@ pub mod document;
 /// are declared with: a store or registry of your own implements them under
 /// `#[pilot_model::async_trait]`, with no async-trait dependency of its own.
 pub use async_trait::async_trait;
+pub use conditions::{Condition, MessageType, RECONCILED, ValidationMessage};
 pub use config::{Config, DynConfig, now_seconds, push_key};
 pub use discovery::{AggregateDiscovery, RegistryAdapter, ServiceDiscovery, ServiceEvent};
 pub use distribution::{

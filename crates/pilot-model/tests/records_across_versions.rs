@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use pilot_model::{
-    ConfigStatus, ConnectedProxy, NackSummary, ProcessReport, ProxyDistribution, ProxyNack, ReplicaRecord,
-    TypeNack, TypeRecord, WithheldObject,
+    Condition, ConfigStatus, ConnectedProxy, MessageType, NackSummary, ProcessReport, ProxyDistribution,
+    ProxyNack, ReplicaRecord, TypeNack, TypeRecord, ValidationMessage, WithheldObject,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -32,6 +32,9 @@ const FIRST_RELEASE_FIELDS: &[(&str, &[&str])] = &[
         &["observedVersion", "proxies", "acked", "nacked", "lastUpdate"],
     ),
     ("NackSummary", &["type", "message", "proxies"]),
+    ("Condition", &["type", "status", "lastTransitionTime"]),
+    ("ValidationMessage", &["type", "level"]),
+    ("MessageType", &["code"]),
     ("ProxyDistribution", &["nodeId"]),
     (
         "WithheldObject",
@@ -112,6 +115,34 @@ fn config_status() -> ConfigStatus {
         withheld: 1,
         nacks: vec![nack_summary()],
         last_update: at(1_700_000_000),
+        conditions: vec![condition()],
+        validation_messages: vec![validation_message()],
+    }
+}
+
+fn condition() -> Condition {
+    Condition {
+        type_: "Reconciled".into(),
+        status: "False".into(),
+        reason: "GatewayNotFound".into(),
+        message: "bound to the gateway default/public, which does not exist".into(),
+        observed_generation: Some(3),
+        last_transition_time: at(1_700_000_000),
+    }
+}
+
+fn message_type() -> MessageType {
+    MessageType {
+        code: "PLT0210".into(),
+        name: "GatewayNotFound".into(),
+    }
+}
+
+fn validation_message() -> ValidationMessage {
+    ValidationMessage {
+        type_: message_type(),
+        level: "ERROR".into(),
+        description: "spec.gateways[0]: bound to the gateway default/public, which does not exist".into(),
     }
 }
 
@@ -241,6 +272,9 @@ fn check<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(
 fn distribution_status_is_read_across_releases() {
     check("ConfigStatus", config_status(), &[]);
     check("NackSummary", nack_summary(), &[]);
+    check("Condition", condition(), &[]);
+    check("ValidationMessage", validation_message(), &[]);
+    check("MessageType", message_type(), &[]);
 }
 
 #[test]
@@ -271,6 +305,9 @@ fn every_listed_record_is_checked() {
     let checked = [
         "ConfigStatus",
         "NackSummary",
+        "Condition",
+        "ValidationMessage",
+        "MessageType",
         "ProxyDistribution",
         "ProxyNack",
         "WithheldObject",

@@ -38,6 +38,7 @@ mod backend;
 mod ca;
 mod debug;
 mod error;
+mod findings;
 mod health;
 mod inject_webhook;
 mod mesh_config;

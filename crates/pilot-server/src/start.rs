@@ -542,7 +542,14 @@ fn spawn_background(
             Arc::clone(&shared.replicas) as Arc<dyn ProxyRecords>,
         )
         .interval(args.status_interval)
-        .with_counts(Arc::clone(&shared.status_writes));
+        .with_counts(Arc::clone(&shared.status_writes))
+        .with_findings(Arc::new(crate::findings::ServerFindings {
+            controller: Arc::clone(&shared.controller),
+            discovery: Arc::clone(&shared.state.discovery),
+            proxies: Arc::clone(&shared.replicas) as Arc<dyn ProxyRecords>,
+            domain: format!("svc.{}", args.kube_domain),
+            last: Default::default(),
+        }));
         tasks.push(tokio::spawn(writer.run(closed())));
     }
     tasks.push(tokio::spawn(metrics::track_config_events(

@@ -123,7 +123,7 @@ fn crd_with(schema: &KindSchema, short_names: Vec<String>) -> CustomResourceDefi
                         "spec": spec,
                         "status": {
                             "type": "object",
-                            "description": "Distribution status, written by pilot-discovery through the status subresource.",
+                            "description": "Distribution status, conditions (Reconciled) and analysis findings (validationMessages), written by pilot-discovery through the status subresource.",
                             "x-kubernetes-preserve-unknown-fields": true,
                         },
                     },

@@ -20,6 +20,8 @@ fn status(observed: &str) -> ConfigStatus {
         withheld: 0,
         nacks: Vec::new(),
         last_update: now_seconds(),
+        conditions: Vec::new(),
+        validation_messages: Vec::new(),
     }
 }
 

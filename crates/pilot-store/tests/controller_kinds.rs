@@ -83,6 +83,8 @@ async fn a_kind_registered_after_the_controller_is_refused_by_name() {
         withheld: 0,
         nacks: Vec::new(),
         last_update: now_seconds(),
+        conditions: Vec::new(),
+        validation_messages: Vec::new(),
     };
     assert_not_watched(
         controller.update_status(&key, &version, status).await,

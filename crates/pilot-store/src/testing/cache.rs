@@ -320,6 +320,8 @@ pub async fn cache_reads_its_own_writes(factory: &dyn StoreFactory) {
                 withheld: 0,
                 nacks: Vec::new(),
                 last_update: now_seconds(),
+                conditions: Vec::new(),
+                validation_messages: Vec::new(),
             };
             ok(
                 controller.update_status(&key, &observed, status.clone()).await,
@@ -402,6 +404,8 @@ async fn noise(
                 withheld: 0,
                 nacks: Vec::new(),
                 last_update: now_seconds(),
+                conditions: Vec::new(),
+                validation_messages: Vec::new(),
             };
             ok(
                 backend.update_status(&key, &version, status).await,

@@ -23,6 +23,8 @@ fn status(observed: &str, acked: u64) -> ConfigStatus {
         withheld: 0,
         nacks: Vec::new(),
         last_update: now_seconds(),
+        conditions: Vec::new(),
+        validation_messages: Vec::new(),
     }
 }
 

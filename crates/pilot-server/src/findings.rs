@@ -1,0 +1,94 @@
+//! pilot-analyze's findings for the status writer
+//! ([`pilot_distribution::Findings`]): every object of the Controller's
+//! cache analyzed against the service registry and the namespaces of the
+//! proxies of every live replica, so that each object's status carries its
+//! `Reconciled` condition and its `validationMessages` (what `pilotctl
+//! analyze` against this server prints for it).
+//!
+//! The analysis runs again only when its input changed: the objects'
+//! versions, the registry's hosts and instance labels, the proxies'
+//! namespaces are fingerprinted each round, and an unchanged fingerprint
+//! returns the previous findings.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use pilot_analyze::{Services, Severity};
+use pilot_distribution::{Findings, ProxyRecords};
+use pilot_model::{ConfigKey, ConfigStore, DynConfig, MessageType, ServiceDiscovery, ValidationMessage};
+use pilot_store::Controller;
+
+/// Validation messages by object.
+type ByObject = HashMap<ConfigKey, Vec<ValidationMessage>>;
+
+/// The server's findings: its objects, registry and proxies.
+pub(crate) struct ServerFindings {
+    pub(crate) controller: Arc<Controller>,
+    pub(crate) discovery: Arc<dyn ServiceDiscovery>,
+    pub(crate) proxies: Arc<dyn ProxyRecords>,
+    /// Completes short hostnames (`svc.cluster.local`).
+    pub(crate) domain: String,
+    /// The last input's fingerprint and its findings.
+    pub(crate) last: Mutex<Option<(u64, ByObject)>>,
+}
+
+impl Findings for ServerFindings {
+    fn findings(&self) -> ByObject {
+        let mut fingerprint = DefaultHasher::new();
+        let mut cached = Vec::new();
+        for kind in self.controller.registry().kinds() {
+            for object in self.controller.list_cached(&kind, None).unwrap_or_default() {
+                (&object.meta.kind, &object.meta.namespace, &object.meta.name).hash(&mut fingerprint);
+                object.meta.resource_version.hash(&mut fingerprint);
+                cached.push(object);
+            }
+        }
+        let mut services = Services::default();
+        for service in self.discovery.services() {
+            let instances: Vec<_> = self
+                .discovery
+                .instances(&service.hostname, &[], &[])
+                .into_iter()
+                .map(|instance| instance.labels.0.into_iter().collect())
+                .collect();
+            services.hosts.insert(service.hostname.clone(), instances);
+        }
+        services.hosts.hash(&mut fingerprint);
+        let namespaces: BTreeSet<String> = self
+            .proxies
+            .records()
+            .iter()
+            .filter_map(|p| pilot_analyze::node_namespace(&p.node_id))
+            .collect();
+        namespaces.hash(&mut fingerprint);
+        let fingerprint = fingerprint.finish();
+        if let Some((last, findings)) = &*self.last.lock().unwrap_or_else(|e| e.into_inner())
+            && *last == fingerprint
+        {
+            return findings.clone();
+        }
+        services.proxy_namespaces = Some(namespaces);
+        let objects: Vec<DynConfig> = cached.iter().map(|o| (**o).clone()).collect();
+        let mut out = ByObject::new();
+        for finding in pilot_analyze::analyze(&objects, Some(&services), &self.domain) {
+            out.entry(ConfigKey::new(&finding.kind, &finding.namespace, &finding.name))
+                .or_default()
+                .push(ValidationMessage {
+                    type_: MessageType {
+                        code: finding.code.to_string(),
+                        name: pilot_analyze::code_name(finding.code).to_string(),
+                    },
+                    level: match finding.severity {
+                        Severity::Error => "ERROR",
+                        Severity::Warning => "WARNING",
+                    }
+                    .to_string(),
+                    description: format!("{}: {}", finding.path, finding.message),
+                });
+        }
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((fingerprint, out.clone()));
+        out
+    }
+}
