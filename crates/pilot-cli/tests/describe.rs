@@ -465,3 +465,67 @@ fn a_custom_policy_with_a_provider_the_mesh_config_lacks_is_shown_with_its_findi
         "{description:#}"
     );
 }
+
+/// `pilotctl describe service HOST -f examples/no-effect/` (the two
+/// VirtualServices a server accepts that do nothing), `-o json` parsed;
+/// the exit code.
+fn describe_no_effect(host: &str) -> (i32, Value) {
+    let run = pilotctl(
+        None,
+        &[
+            "describe",
+            "service",
+            host,
+            "-f",
+            "examples/no-effect/",
+            "--services",
+            "examples/server/services.yaml",
+            "-o",
+            "json",
+        ],
+        &[],
+        None,
+    );
+    let value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {run:?}"));
+    (run.code, value)
+}
+
+#[test]
+fn a_route_after_a_catch_all_of_its_own_virtual_service_is_shadowed_as_analyze_says() {
+    let (code, description) = describe_no_effect("reviews");
+    let routes = routes(&description, "reviews.default.svc.cluster.local");
+    let states: Vec<(&str, &str)> = routes
+        .iter()
+        .map(|r| (r["path"].as_str().unwrap(), r["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [("spec.http[0]", "wins"), ("spec.http[1]", "shadowed")],
+        "{description:#}"
+    );
+    assert_eq!(routes[1]["codes"][0], "PLT0211", "{description:#}");
+    assert!(
+        routes[1]["reason"].as_str().unwrap().contains("spec.http[0]"),
+        "{description:#}"
+    );
+    // A warning: the service still works.
+    assert_eq!(code, 0, "{description:#}");
+}
+
+#[test]
+fn a_virtual_service_bound_only_to_a_missing_gateway_matches_nothing() {
+    let (code, description) = describe_no_effect("bookinfo.example.com");
+    let routes = routes(&description, "bookinfo.example.com");
+    assert_eq!(routes.len(), 1, "{description:#}");
+    assert_eq!(routes[0]["state"], "matches-nothing", "{description:#}");
+    assert_eq!(routes[0]["codes"][0], "PLT0210", "{description:#}");
+    assert!(
+        routes[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("default/bookinfo-gateway, which does not exist"),
+        "{description:#}"
+    );
+    // An error-level finding: exit 4.
+    assert_eq!(code, 4, "{description:#}");
+}

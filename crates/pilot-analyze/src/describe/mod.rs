@@ -320,7 +320,21 @@ pub fn describe(input: &Input<'_>, target: &Target) -> Result<Description, Descr
         .map_err(|e| DescribeError::BadObject(e.to_string()))?;
     configs.domain_suffix = input.domain.to_string();
     let model = configs.compile();
-    let services = input.registry.map(Registry::services);
+    // Against a server, the connected proxies' namespaces too (what an
+    // object exported nowhere a proxy is concerns: PLT0214).
+    let services = input.registry.map(|registry| {
+        let mut services = registry.services();
+        if let Some(proxies) = input.proxies {
+            services.proxy_namespaces = Some(
+                proxies
+                    .iter()
+                    .filter(|p| p.connected)
+                    .filter_map(|p| crate::node_namespace(&p.node))
+                    .collect(),
+            );
+        }
+        services
+    });
     let mut findings = crate::analyze(input.objects, services.as_ref(), input.domain);
     findings.extend(input.extra_findings.iter().cloned());
     let context = Context {
