@@ -181,3 +181,44 @@ pub(super) fn encode_names<'a>(tag: u32, names: impl Iterator<Item = &'a str>) -
     }
     encoded.freeze()
 }
+
+/// What a client decodes of a `ClusterLoadAssignment` when it watches a
+/// host: its cluster's name (1) and, of each `LocalityLbEndpoints` (2),
+/// each `LbEndpoint`'s (2) health status (2).
+#[derive(Clone, PartialEq, Message)]
+struct Assignment {
+    #[prost(string, tag = "1")]
+    cluster_name: String,
+    #[prost(message, repeated, tag = "2")]
+    endpoints: Vec<LocalityEndpoints>,
+}
+#[derive(Clone, PartialEq, Message)]
+struct LocalityEndpoints {
+    #[prost(message, repeated, tag = "2")]
+    lb_endpoints: Vec<EndpointHealth>,
+}
+#[derive(Clone, PartialEq, Message)]
+struct EndpointHealth {
+    #[prost(int32, tag = "2")]
+    health_status: i32,
+}
+
+/// When `assignment` (an encoded `ClusterLoadAssignment`) is one of
+/// `host`'s clusters (`outbound|PORT|SUBSET|HOST`): how many of its
+/// endpoints Envoy would send traffic to (health status UNKNOWN, HEALTHY
+/// or DEGRADED). Assignments of other hosts are not decoded.
+pub(super) fn ready_endpoints(assignment: &Bytes, host: &str) -> Option<usize> {
+    let bytes: &[u8] = assignment;
+    if !bytes.windows(host.len()).any(|w| w == host.as_bytes()) {
+        return None;
+    }
+    let decoded = Assignment::decode(assignment.clone()).ok()?;
+    (decoded.cluster_name.rsplit('|').next() == Some(host)).then(|| {
+        decoded
+            .endpoints
+            .iter()
+            .flat_map(|l| &l.lb_endpoints)
+            .filter(|e| matches!(e.health_status, 0 | 1 | 5))
+            .count()
+    })
+}
