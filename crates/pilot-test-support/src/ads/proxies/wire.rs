@@ -222,3 +222,56 @@ pub(super) fn ready_endpoints(assignment: &Bytes, host: &str) -> Option<usize> {
             .count()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::config::core::v3::HealthStatus;
+    use envoy_types::pb::envoy::config::endpoint::v3::{
+        ClusterLoadAssignment, LbEndpoint, LocalityLbEndpoints,
+    };
+
+    use super::*;
+
+    fn assignment(cluster: &str, health: &[HealthStatus]) -> Bytes {
+        ClusterLoadAssignment {
+            cluster_name: cluster.into(),
+            endpoints: vec![LocalityLbEndpoints {
+                lb_endpoints: health
+                    .iter()
+                    .map(|h| LbEndpoint {
+                        health_status: *h as i32,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+        .encode_to_vec()
+        .into()
+    }
+
+    #[test]
+    fn ready_endpoints_count_what_envoy_sends_traffic_to_of_the_watched_host_only() {
+        let host = "svc-1.ns1.svc.cluster.local";
+        let mixed = assignment(
+            &format!("outbound|9080|v1|{host}"),
+            &[
+                HealthStatus::Unknown,
+                HealthStatus::Healthy,
+                HealthStatus::Draining,
+                HealthStatus::Unhealthy,
+            ],
+        );
+        assert_eq!(ready_endpoints(&mixed, host), Some(2));
+        let empty = assignment(&format!("outbound|9080||{host}"), &[]);
+        assert_eq!(ready_endpoints(&empty, host), Some(0));
+        let draining = assignment(&format!("outbound|9080||{host}"), &[HealthStatus::Draining]);
+        assert_eq!(ready_endpoints(&draining, host), Some(0));
+        // Another host, even one whose name holds the watched one's.
+        let other = assignment("outbound|9080||svc-11.ns1.svc.cluster.local", &[]);
+        assert_eq!(ready_endpoints(&other, host), None);
+        let suffixed = assignment(&format!("outbound|9080||x{host}"), &[]);
+        assert_eq!(ready_endpoints(&suffixed, host), None);
+    }
+}
