@@ -36,7 +36,15 @@
 //!   the server's RSS per connected client. The figures in
 //!   docs/PERFORMANCE.md:
 //!   `--scoped 10 --services 5000 --namespaces 500 10000`. With
-//!   `--storm-only`, the connect storm and its floor alone.
+//!   `--storm-only`, the connect storm and its floor alone. With
+//!   `--churn`, then a rolling restart under churn (`common/churn.rs`):
+//!   `svc-1` (100 instances, every proxy imports it) has each instance
+//!   replaced at 25 per second while 1% of the other services replace one
+//!   instance per second each; the staleness of each registry event (to
+//!   the last concerned proxy's EDS ACK), the server's CPU, the queue and
+//!   RSS each second, responses and bytes per proxy, and every `svc-1`
+//!   assignment a client got with no ready endpoint:
+//!   `--scoped 10 --services 5000 --namespaces 500 --churn 10000`.
 //!
 //! Rows: the initial sync (the connect storm: every client from connect
 //! to fully synced), three rule writes, then one endpoint added to a
@@ -506,11 +514,12 @@ fn main() {
         .unwrap();
     if flag("--scoped") {
         for clients in counts {
-            let layout = scoped::Layout::new(
+            let mut layout = scoped::Layout::new(
                 value("--services", 1_000),
                 value("--namespaces", 1),
                 value("--scoped", 10),
             );
+            layout.churn = flag("--churn");
             runtime.block_on(scoped::run(
                 clients,
                 layout,

@@ -30,6 +30,9 @@
 //! with (the debounce, `XdsOptions::debounce_quiet` and `debounce_max`,
 //! and the rules' compilation included).
 //!
+//! With `--churn`, after step 6 the shared host (then given 100 instances)
+//! rolls under churn (`churn.rs`), with its own table.
+//!
 //! Each figure is printed with the load average when it was taken. With
 //! `--storm-only`, steps 3 to 6 are left out (to profile the storm).
 
@@ -37,6 +40,9 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+#[path = "churn.rs"]
+mod churn;
 
 use crate::serving::Serving;
 use pilot_ads::XdsOptions;
@@ -61,6 +67,9 @@ pub(crate) struct Layout {
     pub imports: usize,
     /// The namespaces that see the narrow host.
     narrow: BTreeSet<usize>,
+    /// The churn scenario (`--churn`, `churn.rs`) after the other steps;
+    /// the shared host then has `churn::SHARED_INSTANCES` instances.
+    pub churn: bool,
 }
 
 impl Layout {
@@ -71,6 +80,7 @@ impl Layout {
             namespaces,
             imports,
             narrow: BTreeSet::new(),
+            churn: false,
         };
         // Its own namespace, those importing it anyway, then more until
         // they are 1% of the namespaces.
@@ -154,6 +164,14 @@ impl Layout {
                 let ip = IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + (s as u32) * 4 + i));
                 let labels = Labels::from_pairs([("version", if i < 2 { "v1" } else { "v2" })]);
                 registry.add_endpoints(&host, ip, labels).expect("service exists");
+            }
+            if self.churn && s == SHARED {
+                for i in 4..churn::SHARED_INSTANCES {
+                    let labels = Labels::from_pairs([("version", if i % 2 == 0 { "v1" } else { "v2" })]);
+                    registry
+                        .add_endpoints(&host, churn::shared_ip(i), labels)
+                        .expect("service exists");
+                }
             }
             store.create(self.split(s, 50)).await.expect("create");
         }
@@ -356,7 +374,17 @@ pub(crate) async fn run(clients: usize, layout: Layout, baseline_clients: usize,
     let waited = cpu_wait();
     let started = Instant::now();
     let start_us = now_micros();
-    let mut child = Proxies::start(clients, running.serving.port, layout.namespaces, false);
+    let mut child = if layout.churn {
+        Proxies::start_watching(
+            clients,
+            running.serving.port,
+            layout.namespaces,
+            false,
+            &layout.host(SHARED),
+        )
+    } else {
+        Proxies::start(clients, running.serving.port, layout.namespaces, false)
+    };
     let watching = running.serving.server.clone();
     let progress = tokio::spawn(async move {
         let started = Instant::now();
@@ -456,6 +484,10 @@ pub(crate) async fn run(clients: usize, layout: Layout, baseline_clients: usize,
         &typical_expected,
     )
     .await;
+    // The rolling restart of the shared host, under churn elsewhere.
+    if layout.churn {
+        churn::run(&running, &mut child, &layout, clients).await;
+    }
     let reconnects = tokio::task::block_in_place(|| child.reconnects());
     let ends = running.serving.server.stream_ends();
     child.stop();

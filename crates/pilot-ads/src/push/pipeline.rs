@@ -256,6 +256,7 @@ fn publish(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .record(version, Arc::clone(&revisions));
+    let registry_version = frozen.version();
     let snapshot = Arc::new(MeshSnapshot {
         version,
         revisions,
@@ -279,6 +280,7 @@ fn publish(
     let _ = server.pushes.send(PushInfo {
         version,
         latency: changed.map(|c| c.elapsed()),
+        registry_version,
     });
     true
 }

@@ -168,6 +168,11 @@ pub struct PushInfo {
     /// From the first configuration or registry change it carries to its
     /// publication (debounce included); `None` for the first push.
     pub latency: Option<Duration>,
+    /// The version of the registry state it was built from
+    /// ([`RegistrySnapshot::version`](pilot_model::RegistrySnapshot::version)):
+    /// it holds every registry change up to that version (what a bench
+    /// needs to know which push first carried a change).
+    pub registry_version: u64,
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 With --xds the server is xDS-enabled (GRPC_XDS_BOOTSTRAP names pilot): it
 serves only once pilot has sent the listener for its address. Prints
 "started" once start() returned, then runs until stdin closes (the tests
-hold it), or with --until-killed until a signal ends it (a shell's
+hold it; then it stops gracefully: calls in flight finish, within
+GRACE seconds), or with --until-killed until a signal ends it (a shell's
 background job, docs/guide/grpc.md).
 """
 
@@ -15,6 +16,9 @@ from concurrent import futures
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+# How long calls in flight may take to finish once stdin closes.
+GRACE = 10
 
 
 def main():
@@ -41,7 +45,7 @@ def main():
         server.wait_for_termination()
     else:
         sys.stdin.read()
-    server.stop(None)
+        server.stop(GRACE).wait()
 
 
 if __name__ == "__main__":

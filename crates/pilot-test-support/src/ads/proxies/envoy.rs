@@ -20,7 +20,7 @@ use prost::Message;
 
 use super::names::{NameList, cluster_set, name_changes, name_list};
 use super::proxy_ip;
-use super::wire::{DeltaResponse, Encoded, Response, eds_name, encoded_node, route_names};
+use super::wire::{DeltaResponse, Encoded, Response, eds_name, encoded_node, ready_endpoints, route_names};
 use crate::ads::transport::GrpcStream;
 use crate::ads::{CDS, EDS, LDS, RDS, sidecar_id};
 use crate::measure::now_micros;
@@ -39,6 +39,14 @@ pub(super) struct Acked {
     pub(super) responses: AtomicU64,
     /// The EDS responses among them.
     pub(super) eds_responses: AtomicU64,
+    /// With a watched host (`--watch`): every EDS version ACKed and when
+    /// (wall-clock µs), in order, for the staleness of each change.
+    pub(super) eds_log: Option<std::sync::Mutex<Vec<(u64, u64)>>>,
+    /// The watched host's assignments received with no ready endpoint.
+    pub(super) watched_empty: AtomicU64,
+    /// The fewest ready endpoints a watched host's assignment had
+    /// (`u64::MAX` before the first).
+    pub(super) watched_min: AtomicU64,
 }
 
 impl Acked {
@@ -61,7 +69,11 @@ impl Acked {
                 bytes as u64
             };
             self.eds_bytes.store(total, Ordering::Relaxed);
-            self.eds_at.store(now_micros(), Ordering::Relaxed);
+            let at = now_micros();
+            if let Some(log) = &self.eds_log {
+                log.lock().unwrap().push((version, at));
+            }
+            self.eds_at.store(at, Ordering::Relaxed);
             self.eds_version.store(version, Ordering::Release);
         }
     }
@@ -70,6 +82,29 @@ impl Acked {
 /// The bytes of responses all clients received, by type (CDS, EDS, LDS,
 /// RDS; whole encoded messages).
 pub(super) static RECEIVED: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+impl Acked {
+    /// A client that logs its EDS ACKs and watches a host's assignments.
+    pub(super) fn watching() -> Self {
+        Acked {
+            eds_log: Some(Default::default()),
+            watched_min: AtomicU64::new(u64::MAX),
+            ..Default::default()
+        }
+    }
+
+    /// Counts the ready endpoints of `watch`'s assignments among
+    /// `assignments`.
+    fn watched<'a>(&self, watch: Option<&str>, assignments: impl Iterator<Item = &'a Bytes>) {
+        let Some(host) = watch else { return };
+        for ready in assignments.filter_map(|a| ready_endpoints(a, host)) {
+            if ready == 0 {
+                self.watched_empty.fetch_add(1, Ordering::Relaxed);
+            }
+            self.watched_min.fetch_min(ready as u64, Ordering::Relaxed);
+        }
+    }
+}
 
 fn received(type_url: &str, bytes: usize) {
     if let Some(at) = [CDS, EDS, LDS, RDS].iter().position(|t| *t == type_url) {
@@ -99,6 +134,9 @@ pub(super) struct ClientSetup {
     /// The request's field block, encoded once
     /// ([`request_headers`](crate::ads::transport::request_headers)).
     pub(super) headers: Bytes,
+    /// The host whose load assignments the clients check for ready
+    /// endpoints (`--watch HOST`).
+    pub(super) watch: Option<Arc<str>>,
 }
 
 /// One client, as Envoy behaves: runs a stream until it fails or ends,
@@ -203,6 +241,10 @@ async fn stream(setup: &ClientSetup, index: usize, acked: &Acked) -> String {
             acked.rds(&response.version_info);
         }
         if response.type_url == EDS {
+            acked.watched(
+                setup.watch.as_deref(),
+                response.resources.iter().map(|a| &a.value),
+            );
             acked.eds(&response.version_info, size);
         }
         if let Some(follow_up) = follow_up {
@@ -301,6 +343,13 @@ async fn delta_stream(setup: &ClientSetup, index: usize, acked: &Acked) -> Strin
             acked.rds(&response.system_version_info);
         }
         if response.type_url == EDS {
+            acked.watched(
+                setup.watch.as_deref(),
+                response
+                    .resources
+                    .iter()
+                    .filter_map(|r| Some(&r.resource.as_ref()?.value)),
+            );
             acked.eds(&response.system_version_info, size);
         }
         if let Some(follow_up) = follow_up {

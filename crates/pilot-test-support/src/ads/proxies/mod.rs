@@ -55,7 +55,12 @@ pub fn child_main(args: &[String]) -> bool {
     let Some((clients, port, namespaces, delta)) = child_args(args) else {
         return false;
     };
-    run_child(clients, port, namespaces, delta);
+    let watch = args
+        .iter()
+        .position(|a| a == "--watch")
+        .and_then(|at| args.get(at + 1))
+        .map(|host| Arc::from(host.as_str()));
+    run_child(clients, port, namespaces, delta, watch);
     true
 }
 
@@ -86,8 +91,14 @@ fn child_args(args: &[String]) -> Option<(usize, u16, usize, bool)> {
 /// `responses eds` of EDS responses; `cpu` with the process's
 /// CPU time (ms); `received` with the bytes of responses each client
 /// received so far (the mean); `reconnects` with the reconnections, their
-/// reasons and the bytes received by type.
-fn run_child(clients: usize, port: u16, namespaces: usize, delta: bool) {
+/// reasons and the bytes received by type. With a watched host
+/// (`--watch HOST`): `watched` with the watched host's assignments
+/// received with no ready endpoint, the clients that received one, and
+/// the fewest ready endpoints any had (`-` before the first); `stale
+/// VERSION START_US [CLIENTS]` with the latest of those clients' first
+/// EDS ACK at VERSION or later, less START (µs), once all have ACKed one
+/// (`-` when one has not within 60 s).
+fn run_child(clients: usize, port: u16, namespaces: usize, delta: bool, watch: Option<Arc<str>>) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -105,8 +116,17 @@ fn run_child(clients: usize, port: u16, namespaces: usize, delta: bool) {
                 DiscoveryRequest::PATH
             },
         ),
+        watch: watch.clone(),
     };
-    let acked: Vec<Arc<Acked>> = (0..clients).map(|_| Arc::default()).collect();
+    let acked: Vec<Arc<Acked>> = (0..clients)
+        .map(|_| {
+            Arc::new(if watch.is_some() {
+                Acked::watching()
+            } else {
+                Acked::default()
+            })
+        })
+        .collect();
     let reconnects = Arc::new(Reconnects::default());
     runtime.block_on(async {
         for (i, a) in acked.iter().enumerate() {
@@ -137,6 +157,27 @@ fn run_child(clients: usize, port: u16, namespaces: usize, delta: bool) {
                 };
                 let counts: Vec<String> = acked.iter().map(|a| counter(a).to_string()).collect();
                 println!("{}", counts.join(" "));
+                let _ = std::io::stdout().flush();
+                continue;
+            }
+            if line == "watched" {
+                let empty: u64 = acked.iter().map(|a| a.watched_empty.load(Ordering::Relaxed)).sum();
+                let clients_empty = acked
+                    .iter()
+                    .filter(|a| a.watched_empty.load(Ordering::Relaxed) > 0)
+                    .count();
+                let min = acked
+                    .iter()
+                    .map(|a| a.watched_min.load(Ordering::Relaxed))
+                    .min()
+                    .filter(|m| *m != u64::MAX)
+                    .map_or("-".to_string(), |m| m.to_string());
+                println!("{empty} {clients_empty} {min}");
+                let _ = std::io::stdout().flush();
+                continue;
+            }
+            if let Some(question) = line.strip_prefix("stale ") {
+                println!("{}", stale(&acked, question).await);
                 let _ = std::io::stdout().flush();
                 continue;
             }
@@ -213,6 +254,44 @@ fn run_child(clients: usize, port: u16, namespaces: usize, delta: bool) {
     });
 }
 
+/// The answer to `stale VERSION START_US [CLIENTS]` (see [`run_child`]).
+async fn stale(acked: &[Arc<Acked>], question: &str) -> String {
+    let mut words = question.split_whitespace();
+    let (Some(version), Some(start)) = (
+        words.next().and_then(|w| w.parse::<u64>().ok()),
+        words.next().and_then(|w| w.parse::<u64>().ok()),
+    ) else {
+        return "-".into();
+    };
+    let waited: Vec<&Arc<Acked>> = match words.next() {
+        Some(only) => only
+            .split(',')
+            .filter_map(|i| acked.get(i.parse::<usize>().ok()?))
+            .collect(),
+        None => acked.iter().collect(),
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while waited
+        .iter()
+        .any(|a| a.eds_version.load(Ordering::Acquire) < version)
+    {
+        if std::time::Instant::now() > deadline {
+            return "-".into();
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let first = |a: &Acked| -> Option<u64> {
+        let log = a.eds_log.as_ref()?.lock().unwrap();
+        let at = log.partition_point(|(v, _)| *v < version);
+        log.get(at).map(|(_, at)| *at)
+    };
+    waited
+        .iter()
+        .map(|a| first(a).map(|at| at.saturating_sub(start)))
+        .try_fold(0u64, |latest, at| Some(latest.max(at?)))
+        .map_or("-".to_string(), |latest| latest.to_string())
+}
+
 /// The proxies' process, seen from the parent.
 pub struct Proxies {
     child: std::process::Child,
@@ -226,6 +305,17 @@ impl Proxies {
     /// sidecar at [`proxy_ip`]`(i)` in namespace `ns{i % namespaces}`
     /// (`default` when `namespaces` is 1), speaking delta when `delta`.
     pub fn start(clients: usize, port: u16, namespaces: usize, delta: bool) -> Self {
+        Self::spawn(clients, port, namespaces, delta, None)
+    }
+
+    /// [`start`](Self::start), the clients also logging every EDS ACK
+    /// ([`staleness`](Self::staleness)) and checking `host`'s load
+    /// assignments for ready endpoints ([`watched`](Self::watched)).
+    pub fn start_watching(clients: usize, port: u16, namespaces: usize, delta: bool, host: &str) -> Self {
+        Self::spawn(clients, port, namespaces, delta, Some(host))
+    }
+
+    fn spawn(clients: usize, port: u16, namespaces: usize, delta: bool, watch: Option<&str>) -> Self {
         let mut command = std::process::Command::new(std::env::current_exe().expect("own path"));
         command.args([
             "--clients",
@@ -237,6 +327,9 @@ impl Proxies {
         ]);
         if delta {
             command.arg("--delta");
+        }
+        if let Some(host) = watch {
+            command.args(["--watch", host]);
         }
         // The clients keep jemalloc's default decay (on a jemalloc build)
         // whatever the server's is: the storm's figures depend on both.
@@ -311,6 +404,36 @@ impl Proxies {
         times.sort();
         let mean = bytes as f64 / times.len() as f64;
         (times, mean)
+    }
+
+    /// Of a watched host (`start_watching`): its assignments the clients
+    /// received with no ready endpoint, the clients that received one,
+    /// and the fewest ready endpoints any assignment had (`None` before
+    /// the first).
+    pub fn watched(&mut self) -> (u64, u64, Option<u64>) {
+        writeln!(self.stdin, "watched").expect("clients alive");
+        self.stdin.flush().expect("clients alive");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("clients answer");
+        let mut words = line.split_whitespace();
+        let mut number = || words.next().and_then(|w| w.parse().ok());
+        (number().expect("a count"), number().expect("a count"), number())
+    }
+
+    /// Of the clients `only` (every client when `None`; they must have
+    /// been started with `start_watching`): the time from `start` (µs
+    /// since the epoch) to the last of their first EDS ACKs at `version`
+    /// or later, once all have ACKed one; `None` when one has not within
+    /// 60 s.
+    pub fn staleness(&mut self, version: u64, start: u64, only: Option<&[usize]>) -> Option<Duration> {
+        let only = only.map_or(String::new(), |only| {
+            only.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+        });
+        writeln!(self.stdin, "stale {version} {start} {only}").expect("clients alive");
+        self.stdin.flush().expect("clients alive");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("clients answer");
+        line.trim().parse().ok().map(Duration::from_micros)
     }
 
     /// The proxies' process's CPU time so far (user + system).

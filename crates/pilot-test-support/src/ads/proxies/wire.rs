@@ -181,3 +181,97 @@ pub(super) fn encode_names<'a>(tag: u32, names: impl Iterator<Item = &'a str>) -
     }
     encoded.freeze()
 }
+
+/// What a client decodes of a `ClusterLoadAssignment` when it watches a
+/// host: its cluster's name (1) and, of each `LocalityLbEndpoints` (2),
+/// each `LbEndpoint`'s (2) health status (2).
+#[derive(Clone, PartialEq, Message)]
+struct Assignment {
+    #[prost(string, tag = "1")]
+    cluster_name: String,
+    #[prost(message, repeated, tag = "2")]
+    endpoints: Vec<LocalityEndpoints>,
+}
+#[derive(Clone, PartialEq, Message)]
+struct LocalityEndpoints {
+    #[prost(message, repeated, tag = "2")]
+    lb_endpoints: Vec<EndpointHealth>,
+}
+#[derive(Clone, PartialEq, Message)]
+struct EndpointHealth {
+    #[prost(int32, tag = "2")]
+    health_status: i32,
+}
+
+/// When `assignment` (an encoded `ClusterLoadAssignment`) is one of
+/// `host`'s clusters (`outbound|PORT|SUBSET|HOST`): how many of its
+/// endpoints Envoy would send traffic to (health status UNKNOWN, HEALTHY
+/// or DEGRADED). Assignments of other hosts are not decoded.
+pub(super) fn ready_endpoints(assignment: &Bytes, host: &str) -> Option<usize> {
+    let bytes: &[u8] = assignment;
+    if !bytes.windows(host.len()).any(|w| w == host.as_bytes()) {
+        return None;
+    }
+    let decoded = Assignment::decode(assignment.clone()).ok()?;
+    (decoded.cluster_name.rsplit('|').next() == Some(host)).then(|| {
+        decoded
+            .endpoints
+            .iter()
+            .flat_map(|l| &l.lb_endpoints)
+            .filter(|e| matches!(e.health_status, 0 | 1 | 5))
+            .count()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::config::core::v3::HealthStatus;
+    use envoy_types::pb::envoy::config::endpoint::v3::{
+        ClusterLoadAssignment, LbEndpoint, LocalityLbEndpoints,
+    };
+
+    use super::*;
+
+    fn assignment(cluster: &str, health: &[HealthStatus]) -> Bytes {
+        ClusterLoadAssignment {
+            cluster_name: cluster.into(),
+            endpoints: vec![LocalityLbEndpoints {
+                lb_endpoints: health
+                    .iter()
+                    .map(|h| LbEndpoint {
+                        health_status: *h as i32,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+        .encode_to_vec()
+        .into()
+    }
+
+    #[test]
+    fn ready_endpoints_count_what_envoy_sends_traffic_to_of_the_watched_host_only() {
+        let host = "svc-1.ns1.svc.cluster.local";
+        let mixed = assignment(
+            &format!("outbound|9080|v1|{host}"),
+            &[
+                HealthStatus::Unknown,
+                HealthStatus::Healthy,
+                HealthStatus::Draining,
+                HealthStatus::Unhealthy,
+            ],
+        );
+        assert_eq!(ready_endpoints(&mixed, host), Some(2));
+        let empty = assignment(&format!("outbound|9080||{host}"), &[]);
+        assert_eq!(ready_endpoints(&empty, host), Some(0));
+        let draining = assignment(&format!("outbound|9080||{host}"), &[HealthStatus::Draining]);
+        assert_eq!(ready_endpoints(&draining, host), Some(0));
+        // Another host, even one whose name holds the watched one's.
+        let other = assignment("outbound|9080||svc-11.ns1.svc.cluster.local", &[]);
+        assert_eq!(ready_endpoints(&other, host), None);
+        let suffixed = assignment(&format!("outbound|9080||x{host}"), &[]);
+        assert_eq!(ready_endpoints(&suffixed, host), None);
+    }
+}
