@@ -204,29 +204,12 @@ spec:
     route: [{destination: {host: reviews}}]
 "#,
     );
-    // What the analysis reports for it (PLT0211, by code), given here.
-    let finding = |path: &str, message: &str| Finding {
-        code: "PLT0211",
-        severity: Severity::Warning,
-        kind: "VirtualService".into(),
-        namespace: "default".into(),
-        name: "reviews".into(),
-        path: path.into(),
-        message: message.into(),
-    };
-    let extra = [
-        finding("spec.http[1].match[0]", "this match never selects the route"),
-        finding(
-            "spec.http[3]",
-            "never matches: the earlier route spec.http[2] matches every request first",
-        ),
-    ];
     let input = Input {
         objects: &objects,
         registry: None,
         proxies: None,
         domain: "svc.cluster.local",
-        extra_findings: &extra,
+        extra_findings: &[],
     };
     let target = Target::Service {
         host: "reviews".into(),
@@ -276,22 +259,12 @@ spec:
   http: [{route: [{destination: {host: reviews}}]}]
 "#,
     );
-    // What the analysis reports for it (PLT0210, by code), given here.
-    let extra = [Finding {
-        code: "PLT0210",
-        severity: Severity::Error,
-        kind: "VirtualService".into(),
-        namespace: "default".into(),
-        name: "edge".into(),
-        path: "spec.gateways[0]".into(),
-        message: "bound to the gateway default/missing, which does not exist".into(),
-    }];
     let input = Input {
         objects: &objects,
         registry: None,
         proxies: None,
         domain: "svc.cluster.local",
-        extra_findings: &extra,
+        extra_findings: &[],
     };
     let target = Target::Service {
         host: "bookinfo.example.com".into(),
@@ -302,7 +275,9 @@ spec:
     assert_eq!((route.order, route.state), (1, RouteState::MatchesNothing));
     assert_eq!(route.codes, ["PLT0210"]);
     assert!(
-        route.reason.ends_with("which does not exist (PLT0210)"),
+        route.reason.ends_with(
+            "default/missing, which does not exist: this VirtualService applies nowhere (PLT0210)"
+        ),
         "{}",
         route.reason
     );
