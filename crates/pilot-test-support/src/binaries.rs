@@ -42,6 +42,7 @@ pub const PILOT_DISCOVERY: Binary = Binary {
         "pilot-ads",
         "pilot-ca",
         "pilot-inject",
+        "pilot-analyze",
     ],
 };
 
@@ -49,7 +50,15 @@ pub const PILOT_DISCOVERY: Binary = Binary {
 pub const PILOTCTL: Binary = Binary {
     package: "pilot-cli",
     name: "pilotctl",
-    sources: &["pilot-cli", "pilot-model", "pilot-inject"],
+    sources: &[
+        "pilot-cli",
+        "pilot-model",
+        "pilot-inject",
+        "pilot-analyze",
+        "pilot-api",
+        "pilot-re2",
+        "pilot-routing",
+    ],
 };
 
 /// `pilot-agent`.
