@@ -67,9 +67,9 @@ async fn a_change_pushed_to_a_proxy_is_timed_at_every_stage() {
     assert_eq!(before.build.count, 1, "{before:#?}");
     assert_eq!(before.debounce.count, 0, "{before:#?}");
     assert_eq!(before.convergence.count, 0, "{before:#?}");
-    // The stream opened after that push: it took it at its first
-    // request, from no queue.
-    assert_eq!(before.queue.count, 0, "{before:#?}");
+    // The stream took the first push at its first request, or, opened
+    // before it was published, from the queue: at most one sample.
+    assert!(before.queue.count <= 1, "{before:#?}");
     let cds_before = push(&before, "CDS").count;
     assert!(cds_before >= 1, "the first clusters were sent: {before:#?}");
 
@@ -86,7 +86,7 @@ async fn a_change_pushed_to_a_proxy_is_timed_at_every_stage() {
     let after = timings_when(&server, |t| t.convergence.count >= 1).await;
     assert_eq!(after.debounce.count, 1, "{after:#?}");
     assert_eq!(after.build.count, 2, "{after:#?}");
-    assert_eq!(after.queue.count, 1, "{after:#?}");
+    assert_eq!(after.queue.count, before.queue.count + 1, "{after:#?}");
     assert_eq!(after.convergence.count, 1, "{after:#?}");
     assert!(push(&after, "CDS").count > cds_before, "{after:#?}");
     // The change waited at least the debounce's quiet period before the

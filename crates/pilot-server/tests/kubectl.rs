@@ -265,7 +265,11 @@ fn kubectl_manages_pilot(kubectl: &Kubectl) {
     kubectl.ok(&["annotate", "rr", "kubectl-rule", "owner=mesh-team"]);
     let edited = kubectl.ok_with(
         &["edit", "rr", "kubectl-rule"],
-        &[("KUBE_EDITOR", "sed -i -e s/precedence:.*/precedence:\\ 4/")],
+        // Only the spec's line: the status's messages may say "precedence:" too.
+        &[(
+            "KUBE_EDITOR",
+            "sed -i -e s/^\\ \\ precedence:.*/\\ \\ precedence:\\ 4/",
+        )],
     );
     assert!(edited.contains("edited"), "{edited}");
     let meta = kubectl.ok(&[
