@@ -247,8 +247,10 @@ async fn count_events(
     writes: usize,
     ready: tokio::sync::mpsc::Sender<()>,
 ) -> (usize, bool) {
-    const EVENT: &[u8] = b"{\"type\":\"";
-    const ERROR: &[u8] = b"{\"type\":\"ERROR\"";
+    // Each event is one line ending in its type (the object comes first:
+    // the event's keys are sorted); every event here is a create's ADDED.
+    const EVENT: &[u8] = b"\"type\":\"ADDED\"}";
+    const ERROR: &[u8] = b"\"type\":\"ERROR\"}";
     let mut buffer = vec![0u8; 64 * 1024];
     // The last bytes of the previous read: a marker may straddle reads.
     let mut carry: Vec<u8> = Vec::new();
