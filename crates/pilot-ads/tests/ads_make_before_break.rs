@@ -9,8 +9,6 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -20,6 +18,7 @@ use pilot_model::{ConfigKey, ConfigStore, DynConfig, Port, Protocol, Service, do
 use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use support::envoy::{HOST, admin, eventually, free_port, instance, serve_envoy, upstream};
+use support::traffic::{Tally, http_client};
 
 /// Keep-alive clients sending requests at the same time.
 const CLIENTS: usize = 4;
@@ -33,95 +32,6 @@ async fn state_of_the_world_churn_fails_no_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delta_churn_fails_no_request() {
     churn(true).await;
-}
-
-/// What the clients saw.
-#[derive(Default)]
-struct Tally {
-    ok: AtomicU64,
-    /// Answers other than 200, and requests that got no answer.
-    failed: AtomicU64,
-    /// The first few failures, for the report.
-    samples: std::sync::Mutex<Vec<String>>,
-}
-
-impl Tally {
-    fn fail(&self, what: String) {
-        self.failed.fetch_add(1, Ordering::Relaxed);
-        let mut samples = self.samples.lock().unwrap();
-        if samples.len() < 5 {
-            samples.push(what);
-        }
-    }
-}
-
-/// One keep-alive client: requests on one connection until Envoy closes
-/// it (then a new one), until `stop`.
-fn client(port: u16, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
-    let mut connection: Option<BufReader<TcpStream>> = None;
-    while !stop.load(Ordering::Relaxed) {
-        let reader = match &mut connection {
-            Some(reader) => reader,
-            None => match TcpStream::connect(("127.0.0.1", port)) {
-                Ok(stream) => {
-                    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-                    connection.insert(BufReader::new(stream))
-                }
-                Err(e) => {
-                    tally.fail(format!("connect: {e}"));
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
-            },
-        };
-        match exchange(reader) {
-            Ok((200, close)) => {
-                tally.ok.fetch_add(1, Ordering::Relaxed);
-                if close {
-                    connection = None;
-                }
-            }
-            Ok((status, _)) => {
-                tally.fail(format!("status {status}"));
-                connection = None;
-            }
-            Err(e) => {
-                tally.fail(format!("no answer: {e}"));
-                connection = None;
-            }
-        }
-    }
-}
-
-/// One request and its answer on a keep-alive connection: the status, and
-/// whether Envoy said it closes the connection.
-fn exchange(reader: &mut BufReader<TcpStream>) -> std::io::Result<(u16, bool)> {
-    reader
-        .get_mut()
-        .write_all(b"GET / HTTP/1.1\r\nhost: reviews\r\n\r\n")?;
-    let mut line = String::new();
-    if reader.read_line(&mut line)? == 0 {
-        return Err(std::io::Error::other("connection closed"));
-    }
-    let status = line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let (mut length, mut close) = (0usize, false);
-    loop {
-        line.clear();
-        reader.read_line(&mut line)?;
-        let header = line.trim_end().to_ascii_lowercase();
-        if header.is_empty() {
-            break;
-        }
-        if let Some(value) = header.strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap_or(0);
-        }
-        if header == "connection: close" {
-            close = true;
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body)?;
-    Ok((status, close))
 }
 
 fn parse(kind: &str, text: &str) -> DynConfig {
@@ -233,7 +143,7 @@ async fn churn(delta: bool) {
     let clients: Vec<_> = (0..CLIENTS)
         .map(|_| {
             let (stop, tally) = (Arc::clone(&stop), Arc::clone(&tally));
-            std::thread::spawn(move || client(service_port, stop, tally))
+            std::thread::spawn(move || http_client(service_port, stop, tally))
         })
         .collect();
     // Traffic flows before the churn starts.

@@ -18,8 +18,8 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{IpAddr, TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{IpAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
@@ -32,6 +32,7 @@ use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use serde_json::Value;
 use support::envoy::{admin, eventually, free_port, start_envoy};
+use support::traffic::{Tally, http_client};
 
 const REVIEWS: &str = "reviews.default.svc.cluster.local";
 const GREETER: &str = "greeter.default.svc.cluster.local";
@@ -92,92 +93,6 @@ impl HttpBackend {
 }
 
 /// What the HTTP clients saw.
-#[derive(Default)]
-struct Tally {
-    ok: AtomicU64,
-    failed: AtomicU64,
-    samples: std::sync::Mutex<Vec<String>>,
-}
-
-impl Tally {
-    fn fail(&self, what: String) {
-        self.failed.fetch_add(1, Ordering::Relaxed);
-        let mut samples = self.samples.lock().unwrap();
-        if samples.len() < 5 {
-            samples.push(what);
-        }
-    }
-}
-
-/// Requests for `reviews` through Envoy's listener on `port`, on one
-/// keep-alive connection at a time, until `stop`.
-fn http_client(port: u16, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
-    let mut connection: Option<BufReader<TcpStream>> = None;
-    while !stop.load(Ordering::Relaxed) {
-        let reader = match &mut connection {
-            Some(reader) => reader,
-            None => match TcpStream::connect(("127.0.0.1", port)) {
-                Ok(stream) => {
-                    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-                    connection.insert(BufReader::new(stream))
-                }
-                Err(e) => {
-                    tally.fail(format!("connect: {e}"));
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
-            },
-        };
-        match exchange(reader) {
-            Ok((200, close)) => {
-                tally.ok.fetch_add(1, Ordering::Relaxed);
-                if close {
-                    connection = None;
-                }
-            }
-            Ok((status, _)) => {
-                tally.fail(format!("status {status}"));
-                connection = None;
-            }
-            Err(e) => {
-                tally.fail(format!("no answer: {e}"));
-                connection = None;
-            }
-        }
-    }
-}
-
-/// One request and its answer: the status, and whether Envoy closes the
-/// connection.
-fn exchange(reader: &mut BufReader<TcpStream>) -> std::io::Result<(u16, bool)> {
-    reader
-        .get_mut()
-        .write_all(b"GET / HTTP/1.1\r\nhost: reviews\r\n\r\n")?;
-    let mut line = String::new();
-    if reader.read_line(&mut line)? == 0 {
-        return Err(std::io::Error::other("connection closed"));
-    }
-    let status = line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let (mut length, mut close) = (0usize, false);
-    loop {
-        line.clear();
-        reader.read_line(&mut line)?;
-        let header = line.trim_end().to_ascii_lowercase();
-        if header.is_empty() {
-            break;
-        }
-        if let Some(value) = header.strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap_or(0);
-        }
-        if header == "connection: close" {
-            close = true;
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body)?;
-    Ok((status, close))
-}
-
 /// The venv's Python (`scripts/install-deps` installs grpcio there).
 fn python() -> PathBuf {
     let path = pilot_test_support::workspace().join(".tools/grpc/bin/python");

@@ -14,3 +14,4 @@ pub(crate) mod mesh;
 pub(crate) mod proxies;
 pub(crate) mod scoped;
 pub(crate) mod server;
+pub(crate) mod traffic;
