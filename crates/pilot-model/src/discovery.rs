@@ -17,6 +17,9 @@ pub enum ServiceEvent {
     Service(Event<Arc<Service>>),
     /// An instance appeared, changed or went away.
     Instance(Event<Arc<ServiceInstance>>),
+    /// A workload the registry lists by itself
+    /// ([`ServiceDiscovery::workloads`]) appeared, changed or went away.
+    Workload(Event<Arc<crate::Workload>>),
     /// The subscriber fell behind and missed events: read the registry again.
     Resync,
 }
@@ -84,6 +87,17 @@ pub trait ServiceDiscovery: Send + Sync {
     /// Changes from now on. A subscriber that falls behind receives
     /// [`ServiceEvent::Resync`] instead of silently losing events.
     fn subscribe(&self) -> BoxStream<'static, ServiceEvent>;
+
+    /// The workloads the registry lists by themselves (`workload.rs`):
+    /// at least those that back no service (a Pod no Service selects);
+    /// those that do are also on their instances
+    /// ([`ServiceInstance::workload`](crate::ServiceInstance::workload)).
+    /// A change to them is announced as [`ServiceEvent::Resync`] or with an
+    /// instance's event. The default lists none: a registry of services
+    /// and instances only.
+    fn workloads(&self) -> Vec<Arc<crate::Workload>> {
+        Vec::new()
+    }
 
     /// True once the registry holds its platform's state as of some moment
     /// after it started; false while a remote registry is still loading.
@@ -181,6 +195,10 @@ impl<A: RegistryAdapter> ServiceDiscovery for A {
         self.registry().subscribe()
     }
 
+    fn workloads(&self) -> Vec<Arc<crate::Workload>> {
+        self.registry().workloads()
+    }
+
     fn has_synced(&self) -> bool {
         self.registry().has_synced()
     }
@@ -249,6 +267,16 @@ impl ServiceDiscovery for AggregateDiscovery {
         stream::select_all(self.registries.iter().map(|r| r.subscribe())).boxed()
     }
 
+    /// Every registry's, the first registry's winning a uid several list.
+    fn workloads(&self) -> Vec<Arc<crate::Workload>> {
+        let mut seen = std::collections::BTreeSet::new();
+        self.registries
+            .iter()
+            .flat_map(|r| r.workloads())
+            .filter(|w| seen.insert(w.uid.clone()))
+            .collect()
+    }
+
     fn has_synced(&self) -> bool {
         self.registries.iter().all(|r| r.has_synced())
     }
@@ -303,6 +331,13 @@ mod tests {
         fn snapshot(&self) -> Arc<RegistrySnapshot> {
             Arc::clone(&self.snapshot)
         }
+        fn workloads(&self) -> Vec<Arc<crate::Workload>> {
+            vec![Arc::new(crate::Workload::new(
+                crate::WorkloadKind::Pod,
+                "ns",
+                "marked",
+            ))]
+        }
     }
 
     struct Adapter(Marked);
@@ -354,6 +389,11 @@ mod tests {
         assert!(
             adapter.wait_synced().now_or_never().is_none(),
             "wait_synced is the registry's, not the default (ready at once)"
+        );
+        assert_eq!(
+            adapter.workloads(),
+            inner.workloads(),
+            "workloads are the registry's, not the default (none)"
         );
         assert!(
             Arc::ptr_eq(&adapter.snapshot(), &snapshot),

@@ -44,6 +44,7 @@ mod registry_snapshot;
 mod service;
 mod store;
 mod validation;
+mod workload;
 
 pub mod document;
 
@@ -72,3 +73,6 @@ pub use service::{
 };
 pub use store::{ConfigStore, ConfigWatch, Revision, Snapshot, Undecodable, WatchEvent, WatchStream};
 pub use validation::{FieldError, FieldErrors, dns1123_label, dns1123_subdomain, label_key, label_value};
+pub use workload::{
+    AMBIENT, DATAPLANE_MODE_LABEL, DEFAULT_CLUSTER_ID, Workload, WorkloadKind, uid as workload_uid,
+};

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use crate::{Labels, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
+use crate::{Labels, Service, ServiceDiscovery, ServiceEvent, ServiceInstance, Workload};
 
 /// A registry's services and instances as of one moment, with a version.
 /// Reading it takes no lock; it implements [`ServiceDiscovery`] (with no
@@ -36,6 +36,9 @@ pub struct RegistrySnapshot {
     /// Built on the first `host_instances`, or carried over from the
     /// snapshot before ([`RegistrySnapshot::from_parts_after`]).
     by_address: OnceLock<AddressIndex>,
+    /// The workloads the registry lists by themselves, by uid: those that
+    /// back no service, and any it lists besides ([`ServiceDiscovery::workloads`]).
+    workloads: Arc<BTreeMap<String, Arc<Workload>>>,
 }
 
 /// Instances by address: a full index built from some snapshot's
@@ -96,7 +99,31 @@ impl RegistrySnapshot {
             .keys()
             .map(|host| (host.clone(), Arc::new(registry.instances(host, &[], &[]))))
             .collect();
-        RegistrySnapshot::from_parts(version, services, instances)
+        let workloads = registry
+            .workloads()
+            .into_iter()
+            .map(|w| (w.uid.clone(), w))
+            .collect();
+        RegistrySnapshot::from_parts(version, services, instances).with_workloads(Arc::new(workloads))
+    }
+
+    /// The same state with `workloads` (by uid) as the workloads the
+    /// registry lists by themselves.
+    pub fn with_workloads(mut self, workloads: Arc<BTreeMap<String, Arc<Workload>>>) -> Self {
+        self.workloads = workloads;
+        self
+    }
+
+    /// The workloads the registry lists by themselves, by uid (those that
+    /// back a service are also on its instances,
+    /// [`ServiceInstance::workload`]).
+    pub fn listed_workloads(&self) -> &Arc<BTreeMap<String, Arc<Workload>>> {
+        &self.workloads
+    }
+
+    /// Every service's instances, by hostname.
+    pub fn all_instances(&self) -> &BTreeMap<String, Arc<Vec<ServiceInstance>>> {
+        &self.instances
     }
 
     /// A snapshot of these services (by hostname) and instances (by the
@@ -114,6 +141,7 @@ impl RegistrySnapshot {
             services,
             instances,
             by_address: OnceLock::new(),
+            workloads: Arc::default(),
         }
     }
 
@@ -165,7 +193,20 @@ impl RegistrySnapshot {
             }
         }
         let version = parts.iter().map(|p| p.version).fold(0u64, u64::wrapping_add);
+        let mut workloads: Option<Arc<BTreeMap<String, Arc<Workload>>>> = None;
+        for part in parts.iter().filter(|p| !p.workloads.is_empty()) {
+            match workloads.as_mut() {
+                None => workloads = Some(Arc::clone(&part.workloads)),
+                Some(all) => {
+                    let all = Arc::make_mut(all);
+                    for (uid, workload) in part.workloads.iter() {
+                        all.entry(uid.clone()).or_insert_with(|| Arc::clone(workload));
+                    }
+                }
+            }
+        }
         RegistrySnapshot::from_parts(version, services, instances)
+            .with_workloads(workloads.unwrap_or_default())
     }
 
     /// The version this state was taken at.
@@ -187,6 +228,7 @@ impl RegistrySnapshot {
             .filter_map(|h| Some((h.clone(), Arc::clone(self.instances.get(h)?))))
             .collect();
         RegistrySnapshot::from_parts(self.version, services, instances)
+            .with_workloads(Arc::clone(&self.workloads))
     }
 
     /// [`scoped`](Self::scoped) to the services named `hosts`: each is
@@ -205,6 +247,7 @@ impl RegistrySnapshot {
             .filter_map(|h| Some((h.clone(), Arc::clone(self.instances.get(h)?))))
             .collect();
         RegistrySnapshot::from_parts(self.version, services, instances)
+            .with_workloads(Arc::clone(&self.workloads))
     }
 
     /// The instance list of `host`, shared: two snapshots hold the same
@@ -215,6 +258,10 @@ impl RegistrySnapshot {
 }
 
 impl ServiceDiscovery for RegistrySnapshot {
+    fn workloads(&self) -> Vec<Arc<Workload>> {
+        self.workloads.values().cloned().collect()
+    }
+
     fn services(&self) -> Vec<Arc<Service>> {
         self.services.values().cloned().collect()
     }

@@ -270,6 +270,9 @@ pub struct ServiceInstance {
     /// Its load-balancing weight among the service's instances (1 when
     /// absent).
     pub weight: Option<u32>,
+    /// The workload it is, when its registry knows it (`workload.rs`):
+    /// shared by every instance of the workload.
+    pub workload: Option<Arc<crate::Workload>>,
 }
 
 impl ServiceInstance {
@@ -284,7 +287,18 @@ impl ServiceInstance {
             availability_zone: None,
             service_account: None,
             weight: None,
+            workload: None,
         }
+    }
+
+    /// The same instance of workload `workload` (its service account
+    /// becomes the workload's unless one is set).
+    pub fn with_workload(mut self, workload: Arc<crate::Workload>) -> Self {
+        if self.service_account.is_none() {
+            self.service_account = Some(workload.service_account.clone());
+        }
+        self.workload = Some(workload);
+        self
     }
 
     /// The same instance with load-balancing weight `weight`.

@@ -12,7 +12,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use pilot_model::{
     Event, Labels, NetworkEndpoint, RegistrySnapshot, Service, ServiceDiscovery, ServiceEvent,
-    ServiceInstance,
+    ServiceInstance, Workload,
 };
 use tokio::sync::broadcast;
 
@@ -81,6 +81,9 @@ pub(crate) struct State {
     /// Instances by hostname, each list ordered by [`endpoint_order`] and
     /// shared with the snapshots taken since it last changed.
     pub(crate) instances: BTreeMap<String, Arc<Vec<ServiceInstance>>>,
+    /// The workloads listed by themselves, by uid, shared with the
+    /// snapshots taken since it last changed.
+    pub(crate) workloads: Arc<BTreeMap<String, Arc<Workload>>>,
 }
 
 impl ServiceCache {
@@ -227,6 +230,36 @@ impl ServiceCache {
         removed
     }
 
+    /// Lists a workload by itself (one that may back no service), or
+    /// replaces the one with the same uid; nothing changes (no event, no
+    /// new version) when it is the same.
+    pub fn set_workload(&self, workload: Workload) -> Arc<Workload> {
+        let mut state = self.write();
+        if let Some(same) = state.workloads.get(&workload.uid).filter(|w| ***w == workload) {
+            return Arc::clone(same);
+        }
+        let workload = Arc::new(workload);
+        let old = Arc::make_mut(&mut state.workloads).insert(workload.uid.clone(), Arc::clone(&workload));
+        state.version += 1;
+        self.send(ServiceEvent::Workload(match old {
+            Some(old) => Event::Updated {
+                old,
+                new: Arc::clone(&workload),
+            },
+            None => Event::Added(Arc::clone(&workload)),
+        }));
+        workload
+    }
+
+    /// Removes the workload listed with `uid`; returns it.
+    pub fn remove_workload(&self, uid: &str) -> Option<Arc<Workload>> {
+        let mut state = self.write();
+        let removed = Arc::make_mut(&mut state.workloads).remove(uid)?;
+        state.version += 1;
+        self.send(ServiceEvent::Workload(Event::Deleted(Arc::clone(&removed))));
+        Some(removed)
+    }
+
     /// The version of the cache's state: it grows with every change.
     pub fn version(&self) -> u64 {
         self.read().version
@@ -285,6 +318,10 @@ impl ServiceDiscovery for ServiceCache {
             .collect()
     }
 
+    fn workloads(&self) -> Vec<Arc<Workload>> {
+        self.read().workloads.values().cloned().collect()
+    }
+
     fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
         let receiver = self.inner.events.subscribe();
         futures::stream::unfold(receiver, |mut receiver| async move {
@@ -307,12 +344,13 @@ impl ServiceDiscovery for ServiceCache {
             return Arc::clone(snapshot);
         }
         let (services, instances) = (state.services.clone(), state.instances.clone());
-        let snapshot = Arc::new(match slot.as_deref() {
+        let snapshot = match slot.as_deref() {
             Some(previous) => {
                 RegistrySnapshot::from_parts_after(previous, state.version, services, instances)
             }
             None => RegistrySnapshot::from_parts(state.version, services, instances),
-        });
+        };
+        let snapshot = Arc::new(snapshot.with_workloads(Arc::clone(&state.workloads)));
         *slot = Some(Arc::clone(&snapshot));
         snapshot
     }
