@@ -122,7 +122,7 @@ pub fn addresses(
         out.insert(
             uid,
             Address {
-                r#type: Some(pb::address::Type::Workload(message)),
+                r#type: Some(pb::address::Type::Workload(Box::new(message))),
             },
         );
     }
@@ -353,7 +353,7 @@ mod tests {
 
     fn workload(addresses: &BTreeMap<String, Address>, name: &str) -> pb::Workload {
         match addresses.get(name).and_then(|a| a.r#type.clone()) {
-            Some(pb::address::Type::Workload(w)) => w,
+            Some(pb::address::Type::Workload(w)) => *w,
             other => panic!("{name}: {other:?}"),
         }
     }

@@ -20,7 +20,7 @@ pub mod address {
     pub enum Type {
         /// A workload.
         #[prost(message, tag = "1")]
-        Workload(super::Workload),
+        Workload(Box<super::Workload>),
         /// A service.
         #[prost(message, tag = "2")]
         Service(super::Service),
