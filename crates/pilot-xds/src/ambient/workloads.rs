@@ -113,7 +113,7 @@ pub fn addresses(
         out.insert(
             service_name(&service),
             Address {
-                r#type: Some(pb::address::Type::Service(message)),
+                r#type: Some(pb::address::Type::Service(Box::new(message))),
             },
         );
     }

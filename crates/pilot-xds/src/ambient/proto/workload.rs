@@ -23,7 +23,7 @@ pub mod address {
         Workload(Box<super::Workload>),
         /// A service.
         #[prost(message, tag = "2")]
-        Service(super::Service),
+        Service(Box<super::Service>),
     }
 }
 
