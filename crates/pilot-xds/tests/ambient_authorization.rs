@@ -594,3 +594,113 @@ fn messages_round_trip_through_prost_with_upstream_field_numbers() {
         "type.googleapis.com/istio.security.Authorization"
     );
 }
+
+/// Whether ztunnel, evaluating `policy` as it does, matches a connection
+/// to `port` from a peer of identity `identity` (empty: plaintext): any
+/// rule whose every clause has a non-empty matching match (a clause
+/// without matches matches).
+fn ztunnel_matches(policy: &Authorization, identity: &str, port: u32) -> bool {
+    let string = |m: &StringMatch, value: &str| match &m.match_type {
+        Some(pilot_xds::ambient::proto::security::string_match::MatchType::Exact(e)) => e == value,
+        Some(pilot_xds::ambient::proto::security::string_match::MatchType::Prefix(p)) => {
+            value.starts_with(p.as_str())
+        }
+        Some(pilot_xds::ambient::proto::security::string_match::MatchType::Suffix(s)) => {
+            value.ends_with(s.as_str())
+        }
+        Some(pilot_xds::ambient::proto::security::string_match::MatchType::Presence(())) => !value.is_empty(),
+        None => false,
+    };
+    let one = |m: &Match| {
+        assert!(
+            m.namespaces.is_empty() && m.source_ips.is_empty() && m.destination_ips.is_empty(),
+            "this evaluator reads principals and ports only: {m:?}"
+        );
+        (m.principals.is_empty() || m.principals.iter().any(|p| string(p, identity)))
+            && !m.not_principals.iter().any(|p| string(p, identity))
+            && (m.destination_ports.is_empty() || m.destination_ports.contains(&port))
+            && !m.not_destination_ports.contains(&port)
+    };
+    policy.rules.iter().any(|rule| {
+        rule.clauses.iter().all(|clause| {
+            clause.matches.is_empty() || clause.matches.iter().any(|m| *m != Match::default() && one(m))
+        })
+    })
+}
+
+#[test]
+fn ztunnel_denies_plaintext_exactly_where_a_sidecar_requires_mutual_tls() {
+    // Every combination of a mesh, a namespace and a workload mode (absent
+    // or unset included) and a port-level mode on 8080: a workload's
+    // listed DENY policies match plaintext on a port exactly when the
+    // sidecar model's mode there is STRICT, and never match a peer with an
+    // identity.
+    let modes = [
+        None,
+        Some("{}"),
+        Some("{mode: STRICT}"),
+        Some("{mode: PERMISSIVE}"),
+        Some("{mode: DISABLE}"),
+    ];
+    let labels = Labels::from_pairs([("app", "reviews")]);
+    let mut checked = 0;
+    for mesh in modes {
+        for namespace in modes {
+            for workload in modes {
+                for port in modes {
+                    let mut docs = Vec::new();
+                    let mut policy = |ns: &str, name: &str, spec: String| {
+                        docs.push(format!(
+                            "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\n\
+                             metadata: {{name: {name}, namespace: {ns}}}\nspec: {spec}\n"
+                        ))
+                    };
+                    if let Some(mesh) = mesh {
+                        policy(ROOT, "mesh", format!("{{mtls: {mesh}}}"));
+                    }
+                    if let Some(namespace) = namespace {
+                        policy("default", "ns", format!("{{mtls: {namespace}}}"));
+                    }
+                    let ports = port
+                        .map(|p| format!(", portLevelMtls: {{\"8080\": {p}}}"))
+                        .unwrap_or_default();
+                    match (workload, port) {
+                        (None, Some(_)) => continue,
+                        (None, None) => {}
+                        (Some(w), _) => policy(
+                            "default",
+                            "reviews",
+                            format!("{{selector: {{matchLabels: {{app: reviews}}}}, mtls: {w}{ports}}}"),
+                        ),
+                    }
+                    let model = model(&docs.join("---\n"));
+                    let served = served(&model);
+                    let listed = listed(&model, "default", &[("app", "reviews")]);
+                    let policies: Vec<&Authorization> = listed
+                        .iter()
+                        .map(|name| &served.iter().find(|(n, _)| n == name).expect(name).1)
+                        .collect();
+                    for p in [8080u16, 9090] {
+                        let strict = model.peer_authentication().mtls_mode("default", &labels, p)
+                            == pilot_routing::MtlsMode::Strict;
+                        let denied = policies.iter().any(|a| ztunnel_matches(a, "", u32::from(p)));
+                        assert_eq!(
+                            denied,
+                            strict,
+                            "port {p}, {listed:?}, of:\n{}",
+                            docs.join("---\n")
+                        );
+                        let identity = "cluster.local/ns/default/sa/productpage";
+                        assert!(
+                            !policies
+                                .iter()
+                                .any(|a| ztunnel_matches(a, identity, u32::from(p)))
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 5 * 5 * (4 * 5 + 1));
+}
