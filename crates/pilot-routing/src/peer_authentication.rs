@@ -243,4 +243,41 @@ mod tests {
         assert_eq!(modes.mtls_mode("default", &reviews(), 9090), MtlsMode::Strict);
         assert_eq!(modes.mtls_mode("default", &Labels::new(), 9080), MtlsMode::Strict);
     }
+
+    #[test]
+    fn levels_tell_an_unset_mode_from_no_policy_and_the_oldest_selecting_policy_decides() {
+        let mut configs = RoutingConfigs {
+            peer_authentications: vec![peer("default", "ns", 1, serde_json::json!({"mtls": {}}))],
+            ..Default::default()
+        };
+        let modes = compiled(&configs);
+        assert!(!modes.is_empty());
+        assert_eq!(modes.namespace_level("default"), Some(None));
+        assert_eq!(modes.namespace_level("other"), None);
+        assert!(modes.selecting_workload("default", &reviews()).is_none());
+        configs.peer_authentications.extend([
+            peer(
+                "default",
+                "newer",
+                1,
+                serde_json::json!({"selector": {"matchLabels": {"app": "reviews"}}, "mtls": {"mode": "STRICT"}}),
+            ),
+            peer(
+                "default",
+                "older",
+                5,
+                serde_json::json!({"selector": {"matchLabels": {"app": "reviews"}}, "portLevelMtls": {"8080": {"mode": "DISABLE"}}}),
+            ),
+        ]);
+        let modes = compiled(&configs);
+        let older = modes.selecting_workload("default", &reviews()).unwrap();
+        assert_eq!(
+            (older.namespace.as_str(), older.name.as_str(), older.mode),
+            ("default", "older", None)
+        );
+        assert_eq!(older.ports, BTreeMap::from([(8080, MtlsMode::Disable)]));
+        let names: Vec<&str> = modes.selecting().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["older", "newer"]);
+        assert!(compiled(&RoutingConfigs::default()).is_empty());
+    }
 }
