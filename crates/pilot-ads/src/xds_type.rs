@@ -111,7 +111,11 @@ mod tests {
             assert_eq!(XdsType::ambient_from_url(t.url()), Some(t));
             assert_eq!(XdsType::from_url(t.url()), None, "not an Envoy type");
         }
-        let shorts: Vec<_> = XdsType::ALL.iter().chain(&XdsType::AMBIENT).map(|t| t.short()).collect();
+        let shorts: Vec<_> = XdsType::ALL
+            .iter()
+            .chain(&XdsType::AMBIENT)
+            .map(|t| t.short())
+            .collect();
         assert_eq!(shorts, TYPES);
     }
 }

@@ -111,7 +111,9 @@ impl Ztunnel {
         request
             .metadata_mut()
             .insert("authorization", format!("Bearer {token}").parse().unwrap());
-        request.metadata_mut().insert("clusterid", "Kubernetes".parse().unwrap());
+        request
+            .metadata_mut()
+            .insert("clusterid", "Kubernetes".parse().unwrap());
         let responses = AggregatedDiscoveryServiceClient::new(channel)
             .delta_aggregated_resources(request)
             .await?
@@ -218,7 +220,9 @@ async fn a_ztunnel_gets_workloads_services_and_policies_and_each_change_once() {
     };
     assert_eq!(refused.unwrap_err().code(), tonic::Code::Unauthenticated);
 
-    let mut ztunnel = Ztunnel::open(&server, ZTUNNEL_TOKEN, node(), HashMap::new()).await.unwrap();
+    let mut ztunnel = Ztunnel::open(&server, ZTUNNEL_TOKEN, node(), HashMap::new())
+        .await
+        .unwrap();
     // Addresses at once: every workload and service.
     let first = ztunnel.next().await.unwrap();
     let all = addresses(&first);
@@ -234,17 +238,27 @@ async fn a_ztunnel_gets_workloads_services_and_policies_and_each_change_once() {
     assert!(first.removed_resources.is_empty());
     let v1 = workload(&all, "Kubernetes/pilot.io/Registered/default/reviews-v1-1");
     assert_eq!(v1.addresses, [vec![10, 0, 0, 3]]);
-    assert_eq!((v1.namespace.as_str(), v1.name.as_str()), ("default", "reviews-v1-1"));
+    assert_eq!(
+        (v1.namespace.as_str(), v1.name.as_str()),
+        ("default", "reviews-v1-1")
+    );
     assert_eq!(v1.service_account, "reviews");
     assert_eq!(v1.trust_domain, "cluster.local");
     assert_eq!(v1.node, "node-1");
-    assert_eq!(v1.tunnel_protocol, TunnelProtocol::Hbone as i32, "enrolled in ambient");
+    assert_eq!(
+        v1.tunnel_protocol,
+        TunnelProtocol::Hbone as i32,
+        "enrolled in ambient"
+    );
     let ports = &v1.services["default/reviews.default.svc.cluster.local"].ports;
     assert_eq!((ports[0].service_port, ports[0].target_port), (9080, 8080));
     let v2 = workload(&all, "Kubernetes/pilot.io/Registered/default/reviews-v2-1");
     assert_eq!(v2.tunnel_protocol, TunnelProtocol::None as i32, "not enrolled");
     let curl = workload(&all, "Kubernetes/pilot.io/Registered/tools/curl-1");
-    assert!(curl.services.is_empty(), "a workload that backs no service is served too");
+    assert!(
+        curl.services.is_empty(),
+        "a workload that backs no service is served too"
+    );
     match all["default/reviews.default.svc.cluster.local"].r#type.clone() {
         Some(address::Type::Service(s)) => {
             assert_eq!((s.name.as_str(), s.namespace.as_str()), ("reviews", "default"));
@@ -283,7 +297,10 @@ async fn a_ztunnel_gets_workloads_services_and_policies_and_each_change_once() {
         let (code, answer) = server.request(
             "POST",
             &path,
-            &[("authorization", &format!("Bearer {ADMIN}")), ("content-type", "application/json")],
+            &[
+                ("authorization", &format!("Bearer {ADMIN}")),
+                ("content-type", "application/json"),
+            ],
             Some(&body),
         );
         assert_eq!(code, 201, "{}", String::from_utf8_lossy(&answer));
@@ -302,7 +319,10 @@ async fn a_ztunnel_gets_workloads_services_and_policies_and_each_change_once() {
         ["default/deny-curl"]
     );
     let deny = Authorization::decode(sent.resources[0].resource.as_ref().unwrap().value.as_slice()).unwrap();
-    assert_eq!((deny.name.as_str(), deny.namespace.as_str()), ("deny-curl", "default"));
+    assert_eq!(
+        (deny.name.as_str(), deny.namespace.as_str()),
+        ("deny-curl", "default")
+    );
 
     // A pod scheduled: exactly one Address, that pod.
     std::fs::write(dir.path().join("services.yaml"), services_with_pod()).unwrap();
@@ -314,7 +334,11 @@ async fn a_ztunnel_gets_workloads_services_and_policies_and_each_change_once() {
         ztunnel.answer(&response, None).await;
     };
     assert_eq!(
-        pushed.resources.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+        pushed
+            .resources
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>(),
         ["Kubernetes/pilot.io/Registered/jobs/batch-1"]
     );
     assert!(pushed.removed_resources.is_empty());
@@ -343,13 +367,20 @@ async fn a_ztunnel_gets_workloads_services_and_policies_and_each_change_once() {
     let mut again = Ztunnel::open(&server, ZTUNNEL_TOKEN, node(), held).await.unwrap();
     let resumed = again.next().await.unwrap();
     assert_eq!(
-        resumed.resources.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+        resumed
+            .resources
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>(),
         [
             "Kubernetes/pilot.io/Registered/default/reviews-v2-1",
             "Kubernetes/pilot.io/Registered/jobs/batch-1",
         ]
     );
-    assert_eq!(resumed.removed_resources, ["Kubernetes/pilot.io/Registered/default/gone-1"]);
+    assert_eq!(
+        resumed.removed_resources,
+        ["Kubernetes/pilot.io/Registered/default/gone-1"]
+    );
     again.answer(&resumed, None).await;
 
     // On demand, by address: the workload at it, the address as its alias.
@@ -362,9 +393,16 @@ async fn a_ztunnel_gets_workloads_services_and_policies_and_each_change_once() {
         .await;
     let demanded = again.next().await.unwrap();
     assert_eq!(demanded.resources.len(), 1, "{demanded:?}");
-    assert_eq!(demanded.resources[0].name, "Kubernetes/pilot.io/Registered/jobs/batch-1");
+    assert_eq!(
+        demanded.resources[0].name,
+        "Kubernetes/pilot.io/Registered/jobs/batch-1"
+    );
     assert_eq!(demanded.resources[0].aliases, ["/10.0.0.10"]);
-    assert_eq!(demanded.removed_resources, ["/10.9.9.9"], "an address nothing has");
+    assert_eq!(
+        demanded.removed_resources,
+        ["/10.9.9.9"],
+        "an address nothing has"
+    );
 
     server.stop().await;
 }
@@ -376,7 +414,9 @@ async fn a_ztunnel_without_its_node_or_over_state_of_the_world_is_refused() {
     let server = TestServer::start(&["--services-file", &services, "--token-file", &tokens]).await;
     let mut nameless = node();
     nameless.metadata.as_mut().unwrap().fields.remove("NODE_NAME");
-    let mut stream = Ztunnel::open(&server, ZTUNNEL_TOKEN, nameless, HashMap::new()).await.unwrap();
+    let mut stream = Ztunnel::open(&server, ZTUNNEL_TOKEN, nameless, HashMap::new())
+        .await
+        .unwrap();
     let status = stream.next().await.unwrap_err();
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert!(status.message().contains("NODE_NAME"), "{}", status.message());

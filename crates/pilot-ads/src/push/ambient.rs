@@ -115,7 +115,7 @@ fn generate(
     let mut addresses = TypeEntries::new();
     let mut by_address = HashMap::new();
     let mut node_namespaces: HashMap<String, BTreeSet<String>> = HashMap::new();
-    for (name, address) in ambient::addresses(&snapshot.registry, model.authorization(), options) {
+    for (name, address) in ambient::addresses(&snapshot.registry, model, options) {
         let name: Arc<str> = Arc::from(name);
         match &address.r#type {
             Some(ambient::proto::workload::address::Type::Workload(w)) => {
@@ -143,8 +143,15 @@ fn generate(
         let entry = entry(XdsType::Address, &name, address.encode_to_vec(), None);
         addresses.insert(name, reuse(previous, 0, entry));
     }
-    let authorizations = TypeEntries::new();
-    let _ = &root;
+    let mut authorizations = TypeEntries::new();
+    for (name, policy) in
+        ambient::authorization::authorizations(model.authorization(), model.peer_authentication(), &root)
+    {
+        let name: Arc<str> = Arc::from(name);
+        let namespace = (policy.namespace != root).then(|| Arc::from(policy.namespace.as_str()));
+        let entry = entry(XdsType::Authorization, &name, policy.encode_to_vec(), namespace);
+        authorizations.insert(name, reuse(previous, 1, entry));
+    }
     let types = [addresses, authorizations];
     let since = previous.map(|p| {
         let changed = [0, 1].map(|i| changed_names(&p.types[i], &types[i]));
@@ -212,7 +219,13 @@ fn entry(t: XdsType, name: &str, value: Vec<u8>, namespace: Option<Arc<str>>) ->
 
 /// A delta response's `resources` field (field 2) holding one `Resource`:
 /// its name, version, `aliases` and the message as an `Any`.
-pub(crate) fn framed_resource(t: XdsType, name: &str, version: &str, value: &[u8], aliases: &[String]) -> Bytes {
+pub(crate) fn framed_resource(
+    t: XdsType,
+    name: &str,
+    version: &str,
+    value: &[u8],
+    aliases: &[String],
+) -> Bytes {
     use envoy_types::pb::envoy::service::discovery::v3::Resource;
     use envoy_types::pb::google::protobuf::Any;
     let resource = Resource {

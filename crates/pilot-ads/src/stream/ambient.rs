@@ -175,7 +175,10 @@ impl Ztunnel {
     /// subscription changes and answers them.
     async fn request(&mut self, request: DeltaDiscoveryRequest) -> Result<(), Gone> {
         let Some(t) = XdsType::ambient_from_url(&request.type_url) else {
-            tracing::debug!(type_url = request.type_url, "ignoring a ztunnel's request for a type it is not served");
+            tracing::debug!(
+                type_url = request.type_url,
+                "ignoring a ztunnel's request for a type it is not served"
+            );
             return Ok(());
         };
         let slot = AmbientResources::slot(t);
@@ -271,8 +274,7 @@ impl Ztunnel {
         let mut candidates: BTreeSet<Arc<str>> = sub.over.keys().cloned().collect();
         let incremental = match (&sub.base, &current.since) {
             (Some(base), Some((since, changed)))
-                if base.generation == *since
-                    && base.namespaces_on(&node) == current.namespaces_on(&node) =>
+                if base.generation == *since && base.namespaces_on(&node) == current.namespaces_on(&node) =>
             {
                 candidates.extend(changed[slot].iter().cloned());
                 true
@@ -328,7 +330,10 @@ impl Ztunnel {
             ..Default::default()
         };
         self.server.feedback.sent(self.id, t, current.version);
-        self.responses.send(frame(&head, resources)).await.map_err(|_| Gone)
+        self.responses
+            .send(frame(&head, resources))
+            .await
+            .map_err(|_| Gone)
     }
 }
 

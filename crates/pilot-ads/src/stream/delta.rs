@@ -24,9 +24,9 @@ use pilot_xds::Proxy;
 
 use super::session::{Answer, Gone, Protocol, Resend, Session};
 use super::transport::{Requests, Responses};
-use crate::state::ServerState;
 use super::withheld::{Removal, Withheld};
 use crate::push::EncodedType;
+use crate::state::ServerState;
 use crate::xds_type::XdsType;
 
 /// What the proxy holds of one resource.

@@ -16,11 +16,11 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 
 use super::session::{Answer, Gone, Protocol, Resend, Session};
-use super::transport::{Outgoing, Requests, Responses};
-use crate::state::ServerState;
 use super::sotw_request::{EncodedNames, NamesKey, SotwRequest};
+use super::transport::{Outgoing, Requests, Responses};
 use super::withheld::{Removal, Withheld};
 use crate::push::{EncodedType, ProxyConfig};
+use crate::state::ServerState;
 use crate::xds_type::XdsType;
 
 /// A type's subscription and what was last sent for it.

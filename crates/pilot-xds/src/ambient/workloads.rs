@@ -23,7 +23,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use pilot_model::{Labels, RegistrySnapshot, Service, ServiceInstance, Workload, WorkloadKind};
-use pilot_routing::AuthorizationPolicies;
+use pilot_routing::RoutingModel;
 
 use super::proto::workload::{
     self as pb, Address, Locality, NetworkAddress, Port, PortList, TunnelProtocol, WorkloadStatus,
@@ -71,11 +71,12 @@ pub fn service_name(service: &Service) -> String {
 }
 
 /// Every Address of `registry`'s state, by resource name, with the
-/// workload-scoped policies of `policies` listed on the workloads they
-/// select.
+/// workload-scoped policies of `model` (authorization, and the STRICT
+/// mutual TLS of its PeerAuthentications) listed on the workloads they
+/// select ([`super::authorization::workload_policies`]).
 pub fn addresses(
     registry: &RegistrySnapshot,
-    policies: &AuthorizationPolicies,
+    model: &RoutingModel,
     options: &AmbientOptions,
 ) -> BTreeMap<String, Address> {
     let mut workloads: BTreeMap<String, Gathered> = registry
@@ -118,7 +119,7 @@ pub fn addresses(
         );
     }
     for (uid, gathered) in workloads {
-        let message = workload_message(&gathered, policies, options);
+        let message = workload_message(&gathered, model, options);
         out.insert(
             uid,
             Address {
@@ -213,11 +214,7 @@ fn identity_san(account: &str, service: &Service, options: &AmbientOptions) -> S
     }
 }
 
-fn workload_message(
-    gathered: &Gathered,
-    policies: &AuthorizationPolicies,
-    options: &AmbientOptions,
-) -> pb::Workload {
+fn workload_message(gathered: &Gathered, model: &RoutingModel, options: &AmbientOptions) -> pb::Workload {
     let w = &*gathered.workload;
     let label = |keys: &[&str]| keys.iter().find_map(|k| w.labels.get(k)).map(str::to_string);
     let canonical_name =
@@ -243,7 +240,13 @@ fn workload_message(
         canonical_revision,
         workload_type: workload_type as i32,
         workload_name,
-        authorization_policies: selecting(policies, w),
+        authorization_policies: super::authorization::workload_policies(
+            model.authorization(),
+            model.peer_authentication(),
+            model.root_namespace(),
+            &w.namespace,
+            &w.labels,
+        ),
         status: if w.healthy {
             WorkloadStatus::Healthy
         } else {
@@ -281,21 +284,6 @@ fn locality(text: &str) -> Locality {
         zone: next(),
         subzone: next(),
     }
-}
-
-/// The workload-scoped policies that select `w` (`<ns>/<name>`), in
-/// name order: those of its namespace whose selector its labels match.
-fn selecting(policies: &AuthorizationPolicies, w: &Workload) -> Vec<String> {
-    let mut names: Vec<String> = policies
-        .policies()
-        .iter()
-        .filter(|p| p.namespace == w.namespace)
-        .filter(|p| p.selector.as_ref().is_some_and(|s| s.is_subset_of(&w.labels)))
-        .map(|p| format!("{}/{}", p.namespace, p.name))
-        .collect();
-    names.sort();
-    names.dedup();
-    names
 }
 
 #[cfg(test)]

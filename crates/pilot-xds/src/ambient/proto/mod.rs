@@ -5,4 +5,5 @@
 //! left out: a decoder keeps unknown fields, and an encoder that omits
 //! them says "unset".
 
+pub mod security;
 pub mod workload;
