@@ -350,7 +350,7 @@ mod tests {
     fn pods_instances_and_services_become_addresses_named_as_istio_names_them() {
         let all = addresses(
             &snapshot(),
-            &AuthorizationPolicies::default(),
+            &RoutingModel::default(),
             &AmbientOptions::default(),
         );
         let names: Vec<&str> = all.keys().map(String::as_str).collect();
@@ -416,7 +416,7 @@ mod tests {
         use prost::Message;
         for (name, address) in addresses(
             &snapshot(),
-            &AuthorizationPolicies::default(),
+            &RoutingModel::default(),
             &AmbientOptions::default(),
         ) {
             let back = Address::decode(address.encode_to_vec().as_slice()).unwrap();
