@@ -6,6 +6,22 @@
 /// pushed, then ztunnel's (workload addresses, authorizations).
 pub const TYPES: [&str; 6] = ["CDS", "EDS", "LDS", "RDS", "WDS", "WADS"];
 
+/// The short names of the types a proxy with node id `node_id` is
+/// served: ztunnel's two (WDS, WADS) for a ztunnel, Envoy's four for any
+/// other proxy.
+///
+/// ```
+/// assert_eq!(pilot_ads::types_of("ztunnel~10.0.0.1~z.istio-system~istio-system.svc.cluster.local"), ["WDS", "WADS"]);
+/// assert_eq!(pilot_ads::types_of("sidecar~10.0.0.2~a.default~default.svc.cluster.local").len(), 4);
+/// ```
+pub fn types_of(node_id: &str) -> &'static [&'static str] {
+    if node_id.starts_with("ztunnel~") {
+        &TYPES[XdsType::ALL.len()..]
+    } else {
+        &TYPES[..XdsType::ALL.len()]
+    }
+}
+
 /// One xDS resource type. [`XdsType::ALL`] is the push order: clusters
 /// before their load assignments, listeners before their route
 /// configurations, so nothing Envoy warms waits on something not yet sent.

@@ -348,11 +348,7 @@ mod tests {
 
     #[test]
     fn pods_instances_and_services_become_addresses_named_as_istio_names_them() {
-        let all = addresses(
-            &snapshot(),
-            &RoutingModel::default(),
-            &AmbientOptions::default(),
-        );
+        let all = addresses(&snapshot(), &RoutingModel::default(), &AmbientOptions::default());
         let names: Vec<&str> = all.keys().map(String::as_str).collect();
         assert_eq!(
             names,
@@ -414,11 +410,7 @@ mod tests {
     #[test]
     fn an_address_survives_the_wire() {
         use prost::Message;
-        for (name, address) in addresses(
-            &snapshot(),
-            &RoutingModel::default(),
-            &AmbientOptions::default(),
-        ) {
+        for (name, address) in addresses(&snapshot(), &RoutingModel::default(), &AmbientOptions::default()) {
             let back = Address::decode(address.encode_to_vec().as_slice()).unwrap();
             assert_eq!(back, address, "{name}");
         }
