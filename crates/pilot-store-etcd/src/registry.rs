@@ -276,6 +276,7 @@ impl Desired {
                 .keys()
                 .filter_map(|host| Some((host.clone(), self.service(host)?)))
                 .collect(),
+            ..DesiredState::default()
         }
     }
 
