@@ -3,7 +3,7 @@
 //! diff, so subscribers see only the real adds, updates and deletes.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use pilot_model::{Event, NetworkEndpoint, Service, ServiceEvent, ServiceInstance, Workload};
@@ -128,10 +128,12 @@ impl ServiceCache {
     /// one that went away gets `Deleted` (a service's instances before the
     /// service). Readers see the old state or the new one per hostname.
     /// The listed workloads are reconciled the same way
-    /// ([`ServiceEvent::Workload`]); one equal to the one held keeps the
-    /// held `Arc`.
-    pub fn apply(&self, desired: DesiredState) -> Applied {
+    /// ([`ServiceEvent::Workload`]). A workload (listed or on instances)
+    /// equal to one the cache holds becomes the held `Arc`, so a
+    /// workload's instances share one `Arc` across services and applies.
+    pub fn apply(&self, mut desired: DesiredState) -> Applied {
         let mut state = self.write();
+        intern_workloads(&state, &mut desired);
         let DesiredState {
             services: mut desired,
             workloads,
@@ -326,6 +328,38 @@ impl ServiceCache {
             state.version += 1;
         }
     }
+}
+
+/// Replaces each workload of `desired` equal to one `state` holds (by
+/// uid) with the held `Arc`.
+fn intern_workloads(state: &State, desired: &mut DesiredState) {
+    let held: HashMap<&str, &Arc<Workload>> = state
+        .instances
+        .values()
+        .flat_map(|list| list.iter())
+        .filter_map(|i| i.workload.as_ref())
+        .chain(state.workloads.values())
+        .map(|w| (w.uid.as_str(), w))
+        .collect();
+    if held.is_empty() {
+        return;
+    }
+    let intern = |workload: &mut Arc<Workload>| {
+        if let Some(same) = held.get(workload.uid.as_str())
+            && !Arc::ptr_eq(same, workload)
+            && ***same == **workload
+        {
+            *workload = Arc::clone(same);
+        }
+    };
+    let on_instances = desired
+        .services
+        .values_mut()
+        .flat_map(|s| s.instances.iter_mut())
+        .filter_map(|i| i.workload.as_mut());
+    on_instances
+        .chain(desired.workloads.values_mut())
+        .for_each(intern);
 }
 
 #[cfg(test)]
@@ -551,5 +585,49 @@ mod tests {
             ]
         );
         assert_eq!(cache.snapshot().listed_workloads().len(), 1);
+    }
+
+    #[test]
+    fn a_workload_keeps_one_arc_across_services_and_applies() {
+        use pilot_model::{Workload, WorkloadKind};
+        let vm = |node: &str| Arc::new(Workload::new(WorkloadKind::Pod, "default", "vm").with_node(node));
+        let with = |workload: Arc<Workload>, ratings_ports: u16| {
+            let mut desired = state(&[("10.0.0.1", "v1")]);
+            let reviews = desired.services.get_mut(HOST).unwrap();
+            reviews.instances[0].workload = Some(Arc::clone(&workload));
+            let ratings = desired.insert(Service::new(
+                "ratings.default.svc.cluster.local",
+                (0..ratings_ports)
+                    .map(|i| Port::new(format!("http-{i}"), 9080 + i, Protocol::Http))
+                    .collect(),
+            ));
+            ratings
+                .add_instance(ip("10.0.0.1"), 9080, "http-0", Labels::new())
+                .unwrap()
+                .workload = Some(workload);
+            desired
+        };
+        let on_vm = |cache: &ServiceCache| -> Vec<Arc<Workload>> {
+            cache
+                .host_instances(&[ip("10.0.0.1")])
+                .into_iter()
+                .filter_map(|i| i.workload)
+                .collect()
+        };
+        let cache = ServiceCache::new();
+        cache.apply(with(vm("n1"), 1));
+        let first = on_vm(&cache);
+        assert_eq!(first.len(), 2);
+        // Only ratings changes (a port more), with an equal workload in a
+        // new Arc: both services' instances still share the held one.
+        cache.apply(with(vm("n1"), 2));
+        let second = on_vm(&cache);
+        assert_eq!(second.len(), 2);
+        assert!(second.iter().all(|w| Arc::ptr_eq(w, &first[0])), "one Arc");
+        // The workload changes: the new one, shared again.
+        cache.apply(with(vm("n2"), 2));
+        let third = on_vm(&cache);
+        assert_eq!(third[0].node.as_deref(), Some("n2"));
+        assert!(Arc::ptr_eq(&third[0], &third[1]));
     }
 }
