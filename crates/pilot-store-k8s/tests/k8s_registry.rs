@@ -486,9 +486,11 @@ async fn a_namespace_label_enrolls_its_pods_and_a_deleted_pod_is_gone() {
     let mut events = registry.subscribe();
     let none = Labels::new();
     let v1_in_ambient = |r: &KubeServiceDiscovery| {
-        r.host_instances(&[ip("10.1.0.1")])
-            .iter()
-            .all(|i| i.workload.as_ref().is_some_and(|w| w.in_ambient(&Labels::new())))
+        let on_v1 = r.host_instances(&[ip("10.1.0.1")]);
+        !on_v1.is_empty()
+            && on_v1
+                .iter()
+                .all(|i| i.workload.as_ref().is_some_and(|w| w.in_ambient(&Labels::new())))
     };
     let sleep_in_ambient = |r: &KubeServiceDiscovery| {
         listed(r, "Kubernetes//Pod/default/sleep").is_some_and(|w| w.in_ambient(&Labels::new()))
