@@ -11,9 +11,10 @@ use pilot_store::{Backoff, DesiredService, DesiredState, FollowedRegistry, Regis
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
-use crate::EtcdOptions;
 use crate::codec::prefix_end;
 use crate::error::unavailable_etcd;
+use crate::registered_workloads::Workloads;
+use crate::{EtcdOptions, WorkloadRegistration};
 
 /// What an instance registers: where it listens, for which service port,
 /// and its labels (`version`), zone and identity.
@@ -37,6 +38,11 @@ pub struct InstanceRegistration {
     /// Service account, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account: Option<String>,
+    /// The workload it is part of, if its registrar names one: its
+    /// instances then carry one shared [`Workload`](pilot_model::Workload)
+    /// (`registered_workloads.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadRegistration>,
 }
 
 /// A [`ServiceDiscovery`](pilot_model::ServiceDiscovery) kept in etcd, for platforms without Kubernetes.
@@ -229,6 +235,8 @@ struct Desired {
     services: BTreeMap<String, Service>,
     /// By etcd key.
     instances: BTreeMap<String, InstanceRegistration>,
+    /// The workloads the instances name.
+    workloads: Workloads,
 }
 
 impl Desired {
@@ -253,18 +261,31 @@ impl Desired {
             let hostname = match value.map(serde_json::from_slice::<InstanceRegistration>) {
                 Some(Ok(instance)) => {
                     let hostname = instance.hostname.clone();
-                    self.instances.insert(key.to_string(), instance);
+                    self.workloads.touch(&instance);
+                    if let Some(old) = self.instances.insert(key.to_string(), instance) {
+                        self.workloads.touch(&old);
+                    }
                     hostname
                 }
                 Some(Err(error)) => {
                     tracing::warn!(key, %error, "skipping a bad instance in etcd");
                     return None;
                 }
-                None => self.instances.remove(key)?.hostname,
+                None => {
+                    let old = self.instances.remove(key)?;
+                    self.workloads.touch(&old);
+                    old.hostname
+                }
             };
             return Some(hostname);
         }
         None
+    }
+
+    /// Rebuilds the workloads whose registrations changed; returns the
+    /// hostnames whose instances carry one of them.
+    fn refresh_workloads(&mut self) -> BTreeSet<String> {
+        self.workloads.refresh(&self.instances)
     }
 
     /// What the registry should hold: every service with the instances
@@ -276,6 +297,7 @@ impl Desired {
                 .keys()
                 .filter_map(|host| Some((host.clone(), self.service(host)?)))
                 .collect(),
+            ..DesiredState::default()
         }
     }
 
@@ -290,6 +312,7 @@ impl Desired {
             if let Ok(instance) = desired.add_instance(i.address, i.port, &i.port_name, i.labels.clone()) {
                 instance.availability_zone = i.availability_zone.clone();
                 instance.service_account = i.service_account.clone();
+                instance.workload = self.workloads.of(i);
             }
         }
         Some(desired)
@@ -322,6 +345,7 @@ async fn follow(mut client: Client, prefix: String, writer: RegistryWriter) {
         for kv in response.kvs() {
             desired.apply(&prefix, kv.key(), Some(kv.value()));
         }
+        desired.refresh_workloads();
         writer.apply(desired.state());
         let options = WatchOptions::new()
             .with_prefix()
@@ -345,6 +369,8 @@ async fn follow(mut client: Client, prefix: String, writer: RegistryWriter) {
                 let value = (event.event_type() == EventType::Put).then(|| kv.value());
                 touched.extend(desired.apply(&prefix, kv.key(), value));
             }
+            // A workload's change reaches every service it backs.
+            touched.extend(desired.refresh_workloads());
             for host in touched {
                 writer.apply_service(&host, desired.service(&host));
             }

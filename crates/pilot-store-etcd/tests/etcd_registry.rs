@@ -1,5 +1,6 @@
 //! The etcd service registry: two processes' views agree, versions are
-//! selectable, and a crashed instance disappears when its lease expires.
+//! selectable, a crashed instance disappears when its lease expires, and
+//! instances that name their workload share it.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -7,7 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use pilot_model::{Event, Labels, Port, Protocol, Service, ServiceDiscovery, ServiceEvent};
-use pilot_store_etcd::{EtcdOptions, EtcdServiceRegistry, InstanceRegistration};
+use pilot_store_etcd::{EtcdOptions, EtcdServiceRegistry, InstanceRegistration, WorkloadRegistration};
 use pilot_test_support::EtcdServer;
 
 const HOST: &str = "reviews.default.svc.cluster.local";
@@ -22,6 +23,7 @@ fn instance(ip: &str, version: &str) -> InstanceRegistration {
         labels: Labels::from_pairs([("app", "reviews"), ("version", version)]),
         availability_zone: Some("zone-a".into()),
         service_account: None,
+        workload: None,
     }
 }
 
@@ -140,4 +142,85 @@ async fn instances_registered_before_their_service_appear_with_it() {
             .len(),
         1
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_that_name_a_workload_share_it_across_services() {
+    let server = EtcdServer::start().unwrap();
+    let options = EtcdOptions::new([server.endpoint()]).with_prefix("/registry-workloads");
+    let registry = EtcdServiceRegistry::connect(&options).await.unwrap();
+    const RATINGS: &str = "ratings.default.svc.cluster.local";
+    for host in [HOST, RATINGS] {
+        registry
+            .register_service(&Service::new(host, vec![Port::new("http", 9080, Protocol::Http)]))
+            .await
+            .unwrap();
+    }
+    let named = |host: &str, node: &str| InstanceRegistration {
+        hostname: host.into(),
+        service_account: Some("vm-sa".into()),
+        workload: Some(WorkloadRegistration {
+            name: "vm-1".into(),
+            namespace: "vms".into(),
+            node: Some(node.into()),
+        }),
+        ..instance("10.0.0.7", "v1")
+    };
+    let ttl = Duration::from_secs(30);
+    let _reviews = registry
+        .register_instance(named(HOST, "node-a"), ttl)
+        .await
+        .unwrap();
+    let _ratings = registry
+        .register_instance(named(RATINGS, "node-a"), ttl)
+        .await
+        .unwrap();
+    let _anonymous = registry
+        .register_instance(instance("10.0.0.8", "v1"), ttl)
+        .await
+        .unwrap();
+    registry.wait_synced().await;
+    let mut events = registry.subscribe();
+    let on_vm = |registry: &EtcdServiceRegistry| registry.host_instances(&["10.0.0.7".parse().unwrap()]);
+    while on_vm(&registry).len() < 2 || registry.instances(HOST, &[], &[]).len() < 2 {
+        instance_event(&mut events, |_| true).await;
+    }
+    let instances = on_vm(&registry);
+    let workload = instances[0].workload.clone().expect("a named workload");
+    assert!(
+        instances.iter().all(|i| i
+            .workload
+            .as_ref()
+            .is_some_and(|w| std::sync::Arc::ptr_eq(w, &workload))),
+        "one workload shared by its instances of both services"
+    );
+    assert_eq!(workload.uid, "Kubernetes/pilot.io/Registered/vms/vm-1");
+    assert_eq!(workload.kind, pilot_model::WorkloadKind::Registered);
+    assert_eq!(workload.addresses, ["10.0.0.7".parse::<IpAddr>().unwrap()]);
+    assert_eq!(workload.service_account, "vm-sa");
+    assert_eq!(workload.node.as_deref(), Some("node-a"));
+    assert_eq!(workload.locality.as_deref(), Some("zone-a"));
+    assert_eq!(workload.labels.get("version"), Some("v1"));
+    let anonymous = registry.host_instances(&["10.0.0.8".parse().unwrap()]);
+    assert!(
+        anonymous[0].workload.is_none(),
+        "an instance naming no workload has none"
+    );
+
+    // The workload moves node through one service's registration (the
+    // first by key, which tells the node): the instances of the other
+    // service, whose registration did not change, carry the moved
+    // workload too.
+    let _moved = registry
+        .register_instance(named(RATINGS, "node-b"), ttl)
+        .await
+        .unwrap();
+    let moved = |registry: &EtcdServiceRegistry| {
+        on_vm(registry)
+            .iter()
+            .all(|i| i.workload.as_ref().and_then(|w| w.node.as_deref()) == Some("node-b"))
+    };
+    while !moved(&registry) {
+        instance_event(&mut events, |_| true).await;
+    }
 }

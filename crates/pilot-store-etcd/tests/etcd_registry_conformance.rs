@@ -57,6 +57,7 @@ fn keys(services: &[SourceService]) -> BTreeMap<String, Vec<u8>> {
                     labels: instance.labels.clone(),
                     availability_zone: None,
                     service_account: None,
+                    workload: None,
                 };
                 keys.insert(
                     format!(

@@ -1,16 +1,18 @@
 //! KubeServiceDiscovery against the fake API server: Services,
-//! EndpointSlices, Pods and Nodes in; services and instances with the right
-//! labels, ports, protocols, zones and accounts out; changes as events.
+//! EndpointSlices, Pods, Nodes and Namespaces in; services and instances
+//! with the right labels, ports, protocols, zones and accounts, and Pods
+//! as workloads, out; changes as events.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, PostParams};
 use pilot_kube_fake::FakeApiServer;
-use pilot_model::{Event, Labels, Protocol, ServiceDiscovery, ServiceEvent};
+use pilot_model::{Event, Labels, Protocol, ServiceDiscovery, ServiceEvent, Workload, WorkloadKind};
 use pilot_store::testing::EVENT_TIMEOUT;
 use pilot_store_k8s::{DiscoveryOptions, KubeServiceDiscovery};
 use serde_json::json;
@@ -61,10 +63,17 @@ async fn bookinfo(fake: &FakeApiServer) {
         if version != "v1" {
             spec["serviceAccountName"] = json!(format!("bookinfo-reviews-{version}"));
         }
+        // v3 is not ready (nor is its endpoint); v2 says its network.
+        let ready = if version == "v3" { "False" } else { "True" };
+        let mut labels = json!({"app": "reviews", "version": version});
+        if version == "v2" {
+            labels["topology.istio.io/network"] = json!("net-1");
+        }
         let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {"app": "reviews", "version": version}},
+            "metadata": {"name": name, "labels": labels},
             "spec": spec,
-            "status": {"podIP": address},
+            "status": {"phase": "Running", "podIP": address, "podIPs": [{"ip": address}],
+                "conditions": [{"type": "Ready", "status": ready}]},
         }))
         .unwrap();
         pods.create(&PostParams::default(), &pod).await.unwrap();
@@ -311,6 +320,8 @@ async fn the_domain_and_namespace_are_the_callers_choice() {
         domain: "corp.internal".into(),
         namespace: Some("kube-system".into()),
         nodes: false,
+        namespaces: false,
+        cluster_id: None,
     };
     let elsewhere = KubeServiceDiscovery::start(fake.client(), options.clone());
     elsewhere.wait_synced().await;
@@ -337,4 +348,213 @@ async fn the_domain_and_namespace_are_the_callers_choice() {
         Some("slice-zone"),
         "without Nodes, the endpoint's zone"
     );
+}
+
+/// The workload the registry lists (a Pod that backs no ready endpoint)
+/// with uid `uid`.
+fn listed(registry: &KubeServiceDiscovery, uid: &str) -> Option<Arc<Workload>> {
+    registry.workloads().into_iter().find(|w| w.uid == uid)
+}
+
+/// Reads events until `done` holds of the registry (each event in time).
+async fn until(
+    events: &mut BoxStream<'static, ServiceEvent>,
+    registry: &KubeServiceDiscovery,
+    what: &str,
+    done: impl Fn(&KubeServiceDiscovery) -> bool,
+) {
+    while !done(registry) {
+        tokio::time::timeout(EVENT_TIMEOUT, events.next())
+            .await
+            .unwrap_or_else(|_| panic!("no event in time while waiting until {what}"))
+            .expect("the event stream is open");
+    }
+}
+
+/// `sleep`: a Pod no Service selects; `pending`: one with no IP yet.
+async fn serviceless_pods(fake: &FakeApiServer) {
+    let pods: Api<Pod> = Api::namespaced(fake.client(), "default");
+    for pod in [
+        json!({"metadata": {"name": "sleep", "labels": {"app": "sleep"}},
+            "spec": {"containers": [], "nodeName": "node-a"},
+            "status": {"phase": "Running", "podIP": "10.1.0.9", "podIPs": [{"ip": "10.1.0.9"}, {"ip": "fd00::9"}],
+                "conditions": [{"type": "Ready", "status": "True"}]}}),
+        json!({"metadata": {"name": "pending"}, "spec": {"containers": []}, "status": {"phase": "Pending"}}),
+    ] {
+        let pod: Pod = serde_json::from_value(pod).unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_are_workloads_shared_by_their_instances_or_listed() {
+    let fake = FakeApiServer::new();
+    bookinfo(&fake).await;
+    serviceless_pods(&fake).await;
+    let registry = started(&fake).await;
+
+    // Every instance of reviews-v2 is the same workload, one Arc.
+    let on_v2 = registry.host_instances(&[ip("10.1.0.2")]);
+    assert_eq!(on_v2.len(), 3, "{on_v2:?}");
+    let v2 = on_v2[0]
+        .workload
+        .clone()
+        .expect("an instance of a Pod has its workload");
+    assert!(
+        on_v2
+            .iter()
+            .all(|i| i.workload.as_ref().is_some_and(|w| Arc::ptr_eq(w, &v2))),
+        "one Arc per Pod"
+    );
+    assert_eq!(v2.uid, "Kubernetes//Pod/default/reviews-v2");
+    assert_eq!(
+        (v2.name.as_str(), v2.namespace.as_str()),
+        ("reviews-v2", "default")
+    );
+    assert_eq!(v2.kind, WorkloadKind::Pod);
+    assert_eq!(v2.addresses, [ip("10.1.0.2")]);
+    assert_eq!(v2.service_account, "bookinfo-reviews-v2");
+    assert_eq!(v2.labels.get("version"), Some("v2"));
+    assert_eq!(v2.node.as_deref(), Some("node-b"));
+    assert_eq!(v2.network.as_deref(), Some("net-1"));
+    assert_eq!(v2.locality.as_deref(), Some("region-1/zone-b"));
+    assert_eq!(v2.cluster_id, "Kubernetes");
+    assert!(v2.healthy);
+    let v1 = registry.host_instances(&[ip("10.1.0.1")])[0]
+        .workload
+        .clone()
+        .unwrap();
+    assert_eq!(v1.service_account, "default");
+    assert_eq!(v1.network, None);
+
+    // The Pods that back no ready endpoint are listed: the service-less
+    // one, the one without an IP yet, and v3 (not ready).
+    let mut uids: Vec<String> = registry.workloads().iter().map(|w| w.uid.clone()).collect();
+    uids.sort();
+    assert_eq!(
+        uids,
+        [
+            "Kubernetes//Pod/default/pending",
+            "Kubernetes//Pod/default/reviews-v3",
+            "Kubernetes//Pod/default/sleep"
+        ]
+    );
+    let sleep = listed(&registry, "Kubernetes//Pod/default/sleep").unwrap();
+    assert_eq!(sleep.addresses, [ip("10.1.0.9"), ip("fd00::9")]);
+    assert_eq!(sleep.locality.as_deref(), Some("region-1/zone-a"));
+    assert!(sleep.healthy);
+    let pending = listed(&registry, "Kubernetes//Pod/default/pending").unwrap();
+    assert!(pending.addresses.is_empty() && pending.node.is_none() && !pending.healthy);
+    assert!(
+        !listed(&registry, "Kubernetes//Pod/default/reviews-v3")
+            .unwrap()
+            .healthy
+    );
+    assert_eq!(
+        registry.snapshot().listed_workloads().len(),
+        3,
+        "the snapshot lists them too"
+    );
+
+    // A registry with a cluster id names its Pods in it.
+    let east = KubeServiceDiscovery::start(
+        fake.client(),
+        DiscoveryOptions {
+            cluster_id: Some("east".into()),
+            ..DiscoveryOptions::default()
+        },
+    );
+    east.wait_synced().await;
+    assert!(
+        east.workloads()
+            .iter()
+            .any(|w| w.uid == "east//Pod/default/sleep")
+    );
+    let on_v2 = east.host_instances(&[ip("10.1.0.2")]);
+    assert_eq!(
+        on_v2[0].workload.as_ref().unwrap().uid,
+        "east//Pod/default/reviews-v2"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_label_enrolls_its_pods_and_a_deleted_pod_is_gone() {
+    let fake = FakeApiServer::new();
+    bookinfo(&fake).await;
+    serviceless_pods(&fake).await;
+    let registry = started(&fake).await;
+    let mut events = registry.subscribe();
+    let none = Labels::new();
+    let v1_in_ambient = |r: &KubeServiceDiscovery| {
+        let on_v1 = r.host_instances(&[ip("10.1.0.1")]);
+        !on_v1.is_empty()
+            && on_v1
+                .iter()
+                .all(|i| i.workload.as_ref().is_some_and(|w| w.in_ambient(&Labels::new())))
+    };
+    let sleep_in_ambient = |r: &KubeServiceDiscovery| {
+        listed(r, "Kubernetes//Pod/default/sleep").is_some_and(|w| w.in_ambient(&Labels::new()))
+    };
+    assert!(!v1_in_ambient(&registry) && !sleep_in_ambient(&registry));
+
+    // The namespace is labelled ambient: its Pods are enrolled, those that
+    // back a service (their instances change) and those that do not.
+    let namespaces: Api<Namespace> = Api::all(fake.client());
+    let label = |mode: &'static str| {
+        let namespaces = namespaces.clone();
+        async move {
+            let mut ns = namespaces.get("default").await.unwrap();
+            ns.metadata
+                .labels
+                .get_or_insert_default()
+                .insert("istio.io/dataplane-mode".into(), mode.into());
+            namespaces
+                .replace("default", &PostParams::default(), &ns)
+                .await
+                .unwrap();
+        }
+    };
+    let version = registry.snapshot().version();
+    label("ambient").await;
+    until(
+        &mut events,
+        &registry,
+        "the namespace's Pods are in ambient",
+        |r| v1_in_ambient(r) && sleep_in_ambient(r),
+    )
+    .await;
+    assert!(registry.snapshot().version() > version, "the snapshot moved");
+    let sleep = listed(&registry, "Kubernetes//Pod/default/sleep").unwrap();
+    assert_eq!(
+        sleep.namespace_labels.get("istio.io/dataplane-mode"),
+        Some("ambient")
+    );
+    assert!(!sleep.labels.0.contains_key("istio.io/dataplane-mode"));
+    assert!(sleep.in_ambient(&none));
+
+    // ... and out again.
+    label("none").await;
+    until(
+        &mut events,
+        &registry,
+        "the namespace's Pods are out of ambient",
+        |r| !v1_in_ambient(r) && !sleep_in_ambient(r),
+    )
+    .await;
+
+    // A Pod deleted: its workload goes, with an event.
+    let pods: Api<Pod> = Api::namespaced(fake.client(), "default");
+    pods.delete("sleep", &DeleteParams::default()).await.unwrap();
+    loop {
+        match next(&mut events).await {
+            ServiceEvent::Workload(Event::Deleted(gone)) => {
+                assert_eq!(gone.uid, "Kubernetes//Pod/default/sleep");
+                break;
+            }
+            ServiceEvent::Resync => break,
+            _ => {}
+        }
+    }
+    assert!(listed(&registry, "Kubernetes//Pod/default/sleep").is_none());
+    assert!(listed(&registry, "Kubernetes//Pod/default/pending").is_some());
 }

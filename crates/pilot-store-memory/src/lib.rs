@@ -15,6 +15,8 @@ pub mod journal;
 
 pub use config_store::{MemoryConfigStore, PendingWrite, WriteAhead};
 /// The in-memory service registry: pilot-store's [`ServiceCache`](pilot_store::ServiceCache), fed by
-/// the embedding program.
+/// the embedding program. Its instances carry the workloads the program
+/// gives them ([`ServiceInstance::with_workload`](pilot_model::ServiceInstance::with_workload)), and
+/// [`set_workload`](pilot_store::ServiceCache::set_workload) lists those that back no service.
 pub use pilot_store::ServiceCache as MemoryServiceRegistry;
 pub use pilot_store::{EVENT_BUFFER, RegistryError};

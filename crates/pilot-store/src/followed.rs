@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use pilot_model::{Labels, RegistrySnapshot, Service, ServiceDiscovery, ServiceEvent, ServiceInstance};
+use pilot_model::{
+    Labels, RegistrySnapshot, Service, ServiceDiscovery, ServiceEvent, ServiceInstance, Workload,
+};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
@@ -165,6 +167,10 @@ impl ServiceDiscovery for FollowedRegistry {
 
     fn subscribe(&self) -> BoxStream<'static, ServiceEvent> {
         self.inner.cache.subscribe()
+    }
+
+    fn workloads(&self) -> Vec<Arc<Workload>> {
+        self.inner.cache.workloads()
     }
 
     /// True once the writer has applied a complete state (or said it

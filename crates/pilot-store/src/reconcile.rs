@@ -3,21 +3,27 @@
 //! diff, so subscribers see only the real adds, updates and deletes.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use pilot_model::{Event, NetworkEndpoint, Service, ServiceEvent, ServiceInstance};
+use pilot_model::{Event, NetworkEndpoint, Service, ServiceEvent, ServiceInstance, Workload};
 
 use crate::service_cache::{State, endpoint_order};
 use crate::{RegistryError, ServiceCache};
 
 /// What a registry should hold: every service, by hostname, with its
-/// instances. A source turns what it read into one of these; the
-/// [`ServiceCache`] works out the difference.
+/// instances, and the workloads it lists by themselves. A source turns
+/// what it read into one of these; the [`ServiceCache`] works out the
+/// difference.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DesiredState {
     /// Services by hostname.
     pub services: BTreeMap<String, DesiredService>,
+    /// The workloads listed by themselves, by uid
+    /// ([`ServiceDiscovery::workloads`](pilot_model::ServiceDiscovery::workloads)):
+    /// at least those on no instance. A workload on instances is their
+    /// [`ServiceInstance::workload`].
+    pub workloads: BTreeMap<String, Arc<Workload>>,
 }
 
 /// One service and its instances, as a source describes them.
@@ -32,14 +38,15 @@ pub struct DesiredService {
     pub instances: Vec<ServiceInstance>,
 }
 
-/// How many changes an apply made (services and instances together).
+/// How many changes an apply made (services, instances and listed
+/// workloads together).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Applied {
-    /// Services and instances added.
+    /// Services, instances and workloads added.
     pub added: usize,
-    /// Services and instances changed.
+    /// Services, instances and workloads changed.
     pub updated: usize,
-    /// Services and instances removed.
+    /// Services, instances and workloads removed.
     pub deleted: usize,
 }
 
@@ -120,16 +127,68 @@ impl ServiceCache {
     /// event, one that changed gets `Updated` (never a delete and an add),
     /// one that went away gets `Deleted` (a service's instances before the
     /// service). Readers see the old state or the new one per hostname.
-    pub fn apply(&self, desired: DesiredState) -> Applied {
+    /// The listed workloads are reconciled the same way
+    /// ([`ServiceEvent::Workload`]). A workload (listed or on instances)
+    /// equal to one the cache holds becomes the held `Arc`, so a
+    /// workload's instances share one `Arc` across services and applies.
+    pub fn apply(&self, mut desired: DesiredState) -> Applied {
         let mut state = self.write();
-        let mut desired = desired.services;
+        intern_workloads(&state, &mut desired);
+        let DesiredState {
+            services: mut desired,
+            workloads,
+        } = desired;
         let hosts: BTreeSet<String> = state.services.keys().chain(desired.keys()).cloned().collect();
         let mut applied = Applied::default();
         for host in hosts {
             let wanted = desired.remove(&host);
             self.reconcile(&mut state, &host, wanted, &mut applied);
         }
+        self.reconcile_workloads(&mut state, workloads, &mut applied);
         applied
+    }
+
+    /// Makes the listed workloads equal `desired`, with an event for each
+    /// one added, changed or gone.
+    fn reconcile_workloads(
+        &self,
+        state: &mut State,
+        desired: BTreeMap<String, Arc<Workload>>,
+        applied: &mut Applied,
+    ) {
+        if *state.workloads == desired {
+            return;
+        }
+        let mut events = Vec::new();
+        let mut next = BTreeMap::new();
+        for (uid, workload) in desired {
+            match state.workloads.get(&uid) {
+                Some(held) if **held == *workload => {
+                    next.insert(uid, Arc::clone(held));
+                }
+                held => {
+                    events.push(match held {
+                        Some(old) => Event::Updated {
+                            old: Arc::clone(old),
+                            new: Arc::clone(&workload),
+                        },
+                        None => Event::Added(Arc::clone(&workload)),
+                    });
+                    next.insert(uid, workload);
+                }
+            }
+        }
+        for (uid, gone) in state.workloads.iter() {
+            if !next.contains_key(uid) {
+                events.push(Event::Deleted(Arc::clone(gone)));
+            }
+        }
+        state.workloads = Arc::new(next);
+        state.version += 1;
+        for event in events {
+            applied.count(&event);
+            self.send(ServiceEvent::Workload(event));
+        }
     }
 
     /// Makes the cache's view of `hostname` equal `desired` (`None`: no
@@ -271,6 +330,38 @@ impl ServiceCache {
     }
 }
 
+/// Replaces each workload of `desired` equal to one `state` holds (by
+/// uid) with the held `Arc`.
+fn intern_workloads(state: &State, desired: &mut DesiredState) {
+    let held: HashMap<&str, &Arc<Workload>> = state
+        .instances
+        .values()
+        .flat_map(|list| list.iter())
+        .filter_map(|i| i.workload.as_ref())
+        .chain(state.workloads.values())
+        .map(|w| (w.uid.as_str(), w))
+        .collect();
+    if held.is_empty() {
+        return;
+    }
+    let intern = |workload: &mut Arc<Workload>| {
+        if let Some(same) = held.get(workload.uid.as_str())
+            && !Arc::ptr_eq(same, workload)
+            && ***same == **workload
+        {
+            *workload = Arc::clone(same);
+        }
+    };
+    let on_instances = desired
+        .services
+        .values_mut()
+        .flat_map(|s| s.instances.iter_mut())
+        .filter_map(|i| i.workload.as_mut());
+    on_instances
+        .chain(desired.workloads.values_mut())
+        .for_each(intern);
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::IpAddr;
@@ -318,6 +409,7 @@ mod tests {
             seen.push(match &event {
                 ServiceEvent::Service(e) => format!("service{}{}", kind(e), e.object().hostname),
                 ServiceEvent::Instance(e) => format!("instance{}{}", kind(e), e.object().endpoint.address),
+                ServiceEvent::Workload(e) => format!("workload{}{}", kind(e), e.object().uid),
                 ServiceEvent::Resync => "resync".into(),
                 other => format!("{other:?}"),
             });
@@ -435,5 +527,107 @@ mod tests {
         reviews.instances.push(stray);
         cache.apply(desired);
         assert_eq!(cache.instances(HOST, &[], &[]).len(), 1);
+    }
+
+    #[test]
+    fn listed_workloads_are_reconciled_with_events_and_kept_arcs() {
+        use pilot_model::{Workload, WorkloadKind};
+        let pod = |name: &str, node: &str| Workload::new(WorkloadKind::Pod, "default", name).with_node(node);
+        let with = |workloads: &[Workload]| {
+            let mut desired = state(&[]);
+            desired.workloads = workloads
+                .iter()
+                .map(|w| (w.uid.clone(), Arc::new(w.clone())))
+                .collect();
+            desired
+        };
+        let cache = ServiceCache::new();
+        cache.apply(with(&[pod("a", "n1"), pod("b", "n1")]));
+        let mut events = cache.subscribe();
+        let held = cache.workloads();
+        assert_eq!(held.len(), 2);
+        let version = cache.version();
+
+        // The same workloads again: nothing, and the held Arcs stay.
+        assert!(cache.apply(with(&[pod("b", "n1"), pod("a", "n1")])).is_empty());
+        assert_eq!(cache.version(), version);
+        assert!(drain(&mut events).is_empty());
+        assert!(Arc::ptr_eq(&held[0], &cache.workloads()[0]));
+
+        // One moves, one goes, one comes: exactly that, in the snapshot too.
+        let applied = cache.apply(with(&[pod("a", "n1"), pod("b", "n2"), pod("c", "n1")]));
+        assert_eq!(
+            applied,
+            Applied {
+                added: 1,
+                updated: 1,
+                deleted: 0
+            }
+        );
+        assert_eq!(
+            drain(&mut events),
+            [
+                "workload~Kubernetes//Pod/default/b",
+                "workload+Kubernetes//Pod/default/c"
+            ]
+        );
+        assert!(Arc::ptr_eq(&held[0], &cache.workloads()[0]), "a did not change");
+        let snapshot = cache.snapshot();
+        assert!(snapshot.version() > version);
+        let listed = snapshot.listed_workloads();
+        assert_eq!(listed["Kubernetes//Pod/default/b"].node.as_deref(), Some("n2"));
+        cache.apply(with(&[pod("c", "n1")]));
+        assert_eq!(
+            drain(&mut events),
+            [
+                "workload-Kubernetes//Pod/default/a",
+                "workload-Kubernetes//Pod/default/b"
+            ]
+        );
+        assert_eq!(cache.snapshot().listed_workloads().len(), 1);
+    }
+
+    #[test]
+    fn a_workload_keeps_one_arc_across_services_and_applies() {
+        use pilot_model::{Workload, WorkloadKind};
+        let vm = |node: &str| Arc::new(Workload::new(WorkloadKind::Pod, "default", "vm").with_node(node));
+        let with = |workload: Arc<Workload>, ratings_ports: u16| {
+            let mut desired = state(&[("10.0.0.1", "v1")]);
+            let reviews = desired.services.get_mut(HOST).unwrap();
+            reviews.instances[0].workload = Some(Arc::clone(&workload));
+            let ratings = desired.insert(Service::new(
+                "ratings.default.svc.cluster.local",
+                (0..ratings_ports)
+                    .map(|i| Port::new(format!("http-{i}"), 9080 + i, Protocol::Http))
+                    .collect(),
+            ));
+            ratings
+                .add_instance(ip("10.0.0.1"), 9080, "http-0", Labels::new())
+                .unwrap()
+                .workload = Some(workload);
+            desired
+        };
+        let on_vm = |cache: &ServiceCache| -> Vec<Arc<Workload>> {
+            cache
+                .host_instances(&[ip("10.0.0.1")])
+                .into_iter()
+                .filter_map(|i| i.workload)
+                .collect()
+        };
+        let cache = ServiceCache::new();
+        cache.apply(with(vm("n1"), 1));
+        let first = on_vm(&cache);
+        assert_eq!(first.len(), 2);
+        // Only ratings changes (a port more), with an equal workload in a
+        // new Arc: both services' instances still share the held one.
+        cache.apply(with(vm("n1"), 2));
+        let second = on_vm(&cache);
+        assert_eq!(second.len(), 2);
+        assert!(second.iter().all(|w| Arc::ptr_eq(w, &first[0])), "one Arc");
+        // The workload changes: the new one, shared again.
+        cache.apply(with(vm("n2"), 2));
+        let third = on_vm(&cache);
+        assert_eq!(third[0].node.as_deref(), Some("n2"));
+        assert!(Arc::ptr_eq(&third[0], &third[1]));
     }
 }

@@ -1,12 +1,13 @@
 //! [`KubeServiceDiscovery`]: Kubernetes as a service registry.
 
 mod model;
+mod workloads;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 use futures::stream::{BoxStream, StreamExt};
-use k8s_openapi::api::core::v1::{Node, Pod, Service as KubeService};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service as KubeService};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -31,6 +32,14 @@ pub struct DiscoveryOptions {
     /// `topology.kubernetes.io` labels); needs RBAC to list and watch Nodes.
     /// Without it an instance's zone is its EndpointSlice endpoint's `zone`.
     pub nodes: bool,
+    /// Follow Namespaces for their labels (a namespace's
+    /// `istio.io/dataplane-mode` enrolls its Pods in ambient mode); needs
+    /// RBAC to list and watch Namespaces, cluster-wide even when
+    /// [`namespace`](Self::namespace) is set.
+    pub namespaces: bool,
+    /// The cluster's id in workloads' uids (`<cluster>//Pod/<ns>/<name>`);
+    /// `None`: `Kubernetes`, as istiod's default.
+    pub cluster_id: Option<String>,
 }
 
 impl Default for DiscoveryOptions {
@@ -39,6 +48,8 @@ impl Default for DiscoveryOptions {
             domain: "cluster.local".into(),
             namespace: None,
             nodes: true,
+            namespaces: true,
+            cluster_id: None,
         }
     }
 }
@@ -54,7 +65,15 @@ impl Default for DiscoveryOptions {
 ///   EndpointSlice's port of the same name: labels and service account from
 ///   the Pod the endpoint points to (so `version=v2` selects), zone from the
 ///   Node's topology labels (or the endpoint's `zone`).
-/// - Services, EndpointSlices, Pods (and Nodes) are followed with
+/// - Each Pod is a [`Workload`](pilot_model::Workload) (`workloads.rs`:
+///   uid `<cluster>//Pod/<ns>/<name>`, its IPs, service account, labels,
+///   node, network from `topology.istio.io/network`, locality, readiness
+///   and its Namespace's labels), shared by the instances of the endpoints
+///   that point to it; the Pods that back no ready endpoint are listed
+///   ([`ServiceDiscovery::workloads`](pilot_model::ServiceDiscovery::workloads)).
+///   A change to a Pod or to its Namespace's labels changes its workload:
+///   its instances are updated, or the listed workload is, with events.
+/// - Services, EndpointSlices, Pods (and Nodes and Namespaces) are followed with
 ///   kube-runtime's watcher with its default backoff: a 410 Gone or a broken
 ///   watch leads to a new list, and whatever the list no longer holds is
 ///   removed, with events, as any other delete.
@@ -100,6 +119,7 @@ enum Change {
     Slice(Box<watcher::Event<EndpointSlice>>),
     Pod(Box<watcher::Event<Pod>>),
     Node(Box<watcher::Event<Node>>),
+    Namespace(Box<watcher::Event<Namespace>>),
 }
 
 /// Follows the resources and keeps the registry equal to what they
@@ -114,6 +134,13 @@ async fn follow(client: Client, options: DiscoveryOptions, writer: RegistryWrite
     if options.nodes {
         streams.push(follow_resource(Api::all(client.clone()), Change::Node));
     }
+    if options.namespaces {
+        streams.push(follow_resource(Api::all(client.clone()), Change::Namespace));
+    }
+    let cluster_id = options
+        .cluster_id
+        .clone()
+        .unwrap_or_else(|| pilot_model::DEFAULT_CLUSTER_ID.to_string());
     let resources = streams.len();
     // Up to 256 ready changes are applied together, then the registry is
     // brought up to date once.
@@ -127,12 +154,13 @@ async fn follow(client: Client, options: DiscoveryOptions, writer: RegistryWrite
                 Change::Slice(event) => lists.slices.apply(&mut objects.slices, *event),
                 Change::Pod(event) => lists.pods.apply(&mut objects.pods, *event),
                 Change::Node(event) => lists.nodes.apply(&mut objects.nodes, *event),
+                Change::Namespace(event) => lists.namespaces.apply(&mut objects.namespaces, *event),
             }
         }
         if lists.listed() < resources {
             continue;
         }
-        writer.apply(objects.desired(&options.domain));
+        writer.apply(objects.desired(&options.domain, &cluster_id));
     }
 }
 
@@ -175,6 +203,7 @@ struct Lists {
     slices: Listing<EndpointSlice>,
     pods: Listing<Pod>,
     nodes: Listing<Node>,
+    namespaces: Listing<Namespace>,
 }
 
 impl Lists {
@@ -185,6 +214,7 @@ impl Lists {
             self.slices.done,
             self.pods.done,
             self.nodes.done,
+            self.namespaces.done,
         ]
         .iter()
         .filter(|d| **d)

@@ -1,13 +1,14 @@
 //! Services and instances from Kubernetes objects: a pure function of the
-//! Services, EndpointSlices, Pods and Nodes a registry has seen.
+//! Services, EndpointSlices, Pods, Nodes and Namespaces a registry has
+//! seen. Instances carry their Pod's workload (`workloads.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod, Service as KubeService, ServicePort};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service as KubeService, ServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use pilot_model::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance};
+use pilot_model::{Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance, Workload};
 use pilot_store::{DesiredService, DesiredState};
 
 use crate::convert::creation_time;
@@ -30,6 +31,9 @@ pub(crate) struct Objects {
     pub pods: BTreeMap<ObjectKey, Pod>,
     /// Nodes by name (cluster-scoped: empty namespace).
     pub nodes: BTreeMap<ObjectKey, Node>,
+    /// Namespaces by name (cluster-scoped: empty namespace), for their
+    /// labels.
+    pub namespaces: BTreeMap<ObjectKey, Namespace>,
 }
 
 /// The hostname of a Service: `<name>.<namespace>.svc.<domain>`.
@@ -71,9 +75,13 @@ pub fn port_protocol(protocol: Option<&str>, app_protocol: Option<&str>, name: &
 }
 
 impl Objects {
-    /// The services and instances these objects describe.
-    pub(crate) fn desired(&self, domain: &str) -> DesiredState {
+    /// The services and instances these objects describe, each instance
+    /// of a Pod with its workload (of cluster `cluster_id`), and the Pods
+    /// that back no instance as listed workloads.
+    pub(crate) fn desired(&self, domain: &str, cluster_id: &str) -> DesiredState {
         let mut desired = DesiredState::new();
+        let mut workloads = self.pod_workloads(cluster_id);
+        let mut attached = BTreeSet::new();
         // Each Service's EndpointSlices, found once for all Services.
         let mut slices: BTreeMap<(&str, &str), Vec<&EndpointSlice>> = BTreeMap::new();
         for ((namespace, _), slice) in &self.slices {
@@ -114,7 +122,7 @@ impl Objects {
                     .collect();
             }
             let own = slices.get(&(namespace.as_str(), name.as_str()));
-            let endpoints = self.endpoints(namespace, own.map(Vec::as_slice).unwrap_or_default());
+            let endpoints = self.endpoints(namespace, own.map(Vec::as_slice).unwrap_or_default(), &workloads);
             model.service_accounts = endpoints
                 .iter()
                 .filter_map(|e| e.service_account.clone())
@@ -129,15 +137,18 @@ impl Objects {
                         let Some(target) = endpoint.ports.get(&service_port.name) else {
                             continue;
                         };
-                        instances.push(
-                            ServiceInstance::new(
-                                Arc::clone(&model),
-                                NetworkEndpoint::new(endpoint.address, *target, service_port.clone()),
-                                endpoint.labels.clone(),
-                            )
-                            .with_availability_zone(endpoint.zone.clone())
-                            .with_service_account(endpoint.service_account.clone()),
-                        );
+                        let mut instance = ServiceInstance::new(
+                            Arc::clone(&model),
+                            NetworkEndpoint::new(endpoint.address, *target, service_port.clone()),
+                            endpoint.labels.clone(),
+                        )
+                        .with_availability_zone(endpoint.zone.clone())
+                        .with_service_account(endpoint.service_account.clone());
+                        if let Some((key, workload)) = &endpoint.workload {
+                            attached.insert(key.clone());
+                            instance = instance.with_workload(Arc::clone(workload));
+                        }
+                        instances.push(instance);
                     }
                 }
             }
@@ -150,12 +161,19 @@ impl Objects {
                 },
             );
         }
+        workloads.retain(|key, _| !attached.contains(key));
+        desired.workloads = workloads.into_values().map(|w| (w.uid.clone(), w)).collect();
         desired
     }
 
     /// The ready endpoints of a Service, from its EndpointSlices, with what
     /// their Pods and Nodes tell.
-    fn endpoints(&self, namespace: &str, slices: &[&EndpointSlice]) -> Vec<Endpoint> {
+    fn endpoints(
+        &self,
+        namespace: &str,
+        slices: &[&EndpointSlice],
+        workloads: &BTreeMap<ObjectKey, Arc<Workload>>,
+    ) -> Vec<Endpoint> {
         let mut endpoints = Vec::new();
         for slice in slices {
             if slice.address_type == "FQDN" {
@@ -171,14 +189,19 @@ impl Objects {
                 if endpoint.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
                     continue;
                 }
-                let pod = endpoint
+                let pod_key: Option<ObjectKey> = endpoint
                     .target_ref
                     .as_ref()
                     .filter(|r| r.kind.as_deref() == Some("Pod"))
                     .and_then(|r| {
                         let ns = r.namespace.clone().unwrap_or_else(|| namespace.to_string());
-                        self.pods.get(&(ns, r.name.clone()?))
+                        Some((ns, r.name.clone()?))
                     });
+                let pod = pod_key.as_ref().and_then(|key| self.pods.get(key));
+                let workload = pod_key.and_then(|key| {
+                    let workload = Arc::clone(workloads.get(&key)?);
+                    Some((key, workload))
+                });
                 let node_name = endpoint
                     .node_name
                     .clone()
@@ -202,6 +225,7 @@ impl Objects {
                         labels: labels.clone(),
                         zone: zone.clone(),
                         service_account: service_account.clone(),
+                        workload: workload.clone(),
                     });
                 }
             }
@@ -218,6 +242,8 @@ struct Endpoint {
     labels: Labels,
     zone: Option<String>,
     service_account: Option<String>,
+    /// Its Pod's workload (with the Pod's key), when the Pod is known.
+    workload: Option<(ObjectKey, Arc<Workload>)>,
 }
 
 fn port(port: &ServicePort) -> Port {
@@ -231,7 +257,7 @@ fn port(port: &ServicePort) -> Port {
 /// server's admission gives a Pod that names none. Auto mutual TLS checks
 /// the server's identity, `spiffe://<trust-domain>/ns/<ns>/sa/<account>`,
 /// against the accounts of a service's Pods.
-fn pod_service_account(pod: &Pod) -> String {
+pub(crate) fn pod_service_account(pod: &Pod) -> String {
     let spec = pod.spec.as_ref();
     spec.and_then(|s| s.service_account_name.clone())
         .or_else(|| spec.and_then(|s| s.service_account.clone()))
@@ -243,7 +269,7 @@ fn pod_service_account(pod: &Pod) -> String {
 const DEFAULT_SERVICE_ACCOUNT: &str = "default";
 
 /// `region/zone` from the node's topology labels (or just the zone).
-fn node_zone(node: &Node) -> Option<String> {
+pub(crate) fn node_zone(node: &Node) -> Option<String> {
     let labels = node.metadata.labels.as_ref()?;
     let zone = labels.get(ZONE_LABEL)?;
     Some(match labels.get(REGION_LABEL) {
@@ -282,7 +308,7 @@ mod tests {
             .collect(),
             ..Objects::default()
         };
-        let desired = objects.desired("cluster.local");
+        let desired = objects.desired("cluster.local", pilot_model::DEFAULT_CLUSTER_ID);
         let created = |name: &str| {
             desired.services[&hostname(name, "default", "cluster.local")]
                 .service

@@ -22,6 +22,12 @@
 //! with one host, the first by namespace and name has it (the aggregate
 //! already gives a platform registry's service precedence).
 //!
+//! Each WorkloadEntry, and each endpoint written inline in a ServiceEntry,
+//! is a [`Workload`] (`workloads.rs`), shared by the instances it backs;
+//! the ones that back no instance (a WorkloadEntry no `STATIC` entry
+//! selects, the endpoints of a `DNS` entry) are listed
+//! ([`ServiceDiscovery::workloads`](pilot_model::ServiceDiscovery::workloads)).
+//!
 //! The entries are configuration, but they reach proxies as registry
 //! changes: a write to either kind changes this registry, whose events
 //! start a push like any registry's.
@@ -50,6 +56,9 @@
 //! assert!(api.service.mesh_external);
 //! ```
 
+mod workloads;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::{Arc, Weak};
 
@@ -57,7 +66,7 @@ use futures::{FutureExt, StreamExt};
 use pilot_api::networking::{Location, Resolution, ServiceEntry, ServicePort, WorkloadEntry};
 use pilot_model::{
     Config, ConfigKind, DnsEndpoint, Labels, NetworkEndpoint, Port, Protocol, Service, ServiceInstance,
-    ServiceResolution,
+    ServiceResolution, Workload,
 };
 
 use crate::{Controller, DesiredService, DesiredState, FollowedRegistry, Notification, RegistryWriter};
@@ -74,27 +83,57 @@ pub fn service_entry_registry(controller: &Arc<Controller>) -> FollowedRegistry 
 }
 
 /// What the registry holds for `entries` and `workloads`: each entry's
-/// hosts as services, with their instances.
+/// hosts as services, with their instances, and the workloads that back
+/// none listed.
 pub fn desired_state(entries: &[Config<ServiceEntry>], workloads: &[Config<WorkloadEntry>]) -> DesiredState {
     let mut ordered: Vec<&Config<ServiceEntry>> = entries.iter().collect();
     ordered.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
     let mut desired = DesiredState::new();
+    // One Arc per WorkloadEntry, whichever entries select it.
+    let mut listed: BTreeMap<String, Arc<Workload>> = workloads
+        .iter()
+        .map(|w| {
+            let workload = workloads::workload_entry(w);
+            (workload.uid.clone(), workload)
+        })
+        .collect();
+    let mut attached = BTreeSet::new();
     for entry in ordered {
-        let endpoints = endpoints_of(entry, workloads);
+        let endpoints = endpoints_of(entry, workloads, &listed);
+        let mut has_a_host = false;
         for host in &entry.spec.hosts {
             if desired.services.contains_key(host) {
                 tracing::debug!(%host, entry = %entry.meta.name, "host already taken by an earlier service entry");
                 continue;
             }
-            let mut service = service_of(host, &entry.spec, &endpoints);
+            has_a_host = true;
+            let specs: Vec<WorkloadEntry> = endpoints.iter().map(|(e, _)| e.clone()).collect();
+            let mut service = service_of(host, &entry.spec, &specs);
             service.created = entry.meta.creation_timestamp;
             let mut wanted = DesiredService::new(service);
             if entry.spec.resolution == Some(Resolution::Static) {
                 wanted.instances = instances_of(&wanted.service, &entry.spec.ports, &endpoints);
+                attached.extend(
+                    wanted
+                        .instances
+                        .iter()
+                        .filter_map(|i| Some(i.workload.as_ref()?.uid.clone())),
+                );
             }
             desired.services.insert(host.clone(), wanted);
         }
+        // The endpoints of an entry whose hosts were all taken reach no
+        // proxy (as istiod drops them); its inline ones are no workloads.
+        if has_a_host && entry.spec.workload_selector.is_none() {
+            listed.extend(
+                endpoints
+                    .iter()
+                    .filter_map(|(_, w)| Some((w.as_ref()?.uid.clone(), Arc::clone(w.as_ref()?)))),
+            );
+        }
     }
+    listed.retain(|uid, _| !attached.contains(uid));
+    desired.workloads = listed;
     desired
 }
 
@@ -163,11 +202,24 @@ fn typed<K: ConfigKind>(controller: &Controller) -> Vec<Config<K>> {
         .collect()
 }
 
-/// The entry's endpoints: the selected WorkloadEntries of its namespace
-/// (by namespace and name), else its own.
-fn endpoints_of(entry: &Config<ServiceEntry>, workloads: &[Config<WorkloadEntry>]) -> Vec<WorkloadEntry> {
+/// An endpoint and the workload it is (none for a `unix://` one).
+type Endpoint = (WorkloadEntry, Option<Arc<Workload>>);
+
+/// The entry's endpoints with their workloads: the selected
+/// WorkloadEntries of its namespace (by namespace and name; their
+/// workloads from `by_uid`), else its own.
+fn endpoints_of(
+    entry: &Config<ServiceEntry>,
+    workloads: &[Config<WorkloadEntry>],
+    by_uid: &BTreeMap<String, Arc<Workload>>,
+) -> Vec<Endpoint> {
     let Some(selector) = &entry.spec.workload_selector else {
-        return entry.spec.endpoints.clone();
+        return entry
+            .spec
+            .endpoints
+            .iter()
+            .map(|e| (e.clone(), workloads::inline_endpoint(entry, e)))
+            .collect();
     };
     let selector = Labels(selector.labels.clone());
     let mut selected: Vec<&Config<WorkloadEntry>> = workloads
@@ -176,7 +228,18 @@ fn endpoints_of(entry: &Config<ServiceEntry>, workloads: &[Config<WorkloadEntry>
         .filter(|w| selector.is_subset_of(&Labels(w.spec.labels.clone())))
         .collect();
     selected.sort_by(|a, b| a.meta.name.cmp(&b.meta.name));
-    selected.into_iter().map(|w| w.spec.clone()).collect()
+    selected
+        .into_iter()
+        .map(|w| {
+            let uid = pilot_model::workload_uid(
+                pilot_model::DEFAULT_CLUSTER_ID,
+                pilot_model::WorkloadKind::WorkloadEntry,
+                &w.meta.namespace,
+                &w.meta.name,
+            );
+            (w.spec.clone(), by_uid.get(&uid).cloned())
+        })
+        .collect()
 }
 
 fn service_of(host: &str, entry: &ServiceEntry, endpoints: &[WorkloadEntry]) -> Service {
@@ -223,14 +286,14 @@ fn service_of(host: &str, entry: &ServiceEntry, endpoints: &[WorkloadEntry]) -> 
 }
 
 /// The instances of a `STATIC` entry: every endpoint with an IP address,
-/// on every service port.
+/// on every service port, each with the endpoint's workload.
 fn instances_of(
     service: &Arc<Service>,
     ports: &[ServicePort],
-    endpoints: &[WorkloadEntry],
+    endpoints: &[Endpoint],
 ) -> Vec<ServiceInstance> {
     let mut instances = Vec::new();
-    for endpoint in endpoints {
+    for (endpoint, workload) in endpoints {
         let Ok(address) = endpoint.address.parse::<IpAddr>() else {
             tracing::debug!(address = %endpoint.address, host = %service.hostname, "a STATIC endpoint needs an IP address");
             continue;
@@ -242,7 +305,7 @@ fn instances_of(
             ) else {
                 continue;
             };
-            let instance = ServiceInstance::new(
+            let mut instance = ServiceInstance::new(
                 Arc::clone(service),
                 NetworkEndpoint::new(address, number, service_port.clone()),
                 Labels(endpoint.labels.clone()),
@@ -252,6 +315,9 @@ fn instances_of(
                 (!endpoint.service_account.is_empty()).then(|| endpoint.service_account.clone()),
             )
             .with_availability_zone((!endpoint.locality.is_empty()).then(|| endpoint.locality.clone()));
+            // Not `with_workload`: an endpoint naming no account keeps
+            // none on its instances (the workload's is `default`).
+            instance.workload = workload.clone();
             instances.push(instance);
         }
     }

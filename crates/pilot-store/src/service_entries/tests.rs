@@ -180,6 +180,129 @@ fn a_workload_selector_takes_the_namespace_s_matching_workload_entries() {
 }
 
 #[test]
+fn workload_entries_are_workloads_on_their_instances_or_listed() {
+    let desired = state(&format!(
+        "{SELECTED}---\n{}",
+        r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: vms-by-dns, namespace: default}
+spec:
+  hosts: [dns.vm.default.example]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS
+  workloadSelector: {labels: {app: vm}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: vm-2, namespace: default, labels: {istio.io/dataplane-mode: ambient}}
+spec: {address: 10.1.0.4, labels: {app: vm}, network: vm-net, locality: us/west/a}
+"#
+    ));
+    let vm = &desired.services["vm.default.example"];
+    let one = vm.instances[0]
+        .workload
+        .clone()
+        .expect("an instance of a WorkloadEntry has its workload");
+    assert_eq!(
+        one.uid,
+        "Kubernetes/networking.istio.io/WorkloadEntry/default/vm-1"
+    );
+    assert_eq!((one.name.as_str(), one.namespace.as_str()), ("vm-1", "default"));
+    assert_eq!(one.kind, pilot_model::WorkloadKind::WorkloadEntry);
+    assert_eq!(one.addresses, ["10.1.0.1".parse::<std::net::IpAddr>().unwrap()]);
+    assert_eq!(one.service_account, "vm-sa");
+    assert_eq!(one.labels.get("version"), Some("v1"));
+    let two = vm.instances[1].workload.clone().unwrap();
+    assert_eq!(two.name, "vm-2");
+    assert_eq!(
+        two.service_account, "default",
+        "an entry naming no account runs as `default`"
+    );
+    assert_eq!(
+        vm.instances[1].service_account, None,
+        "... which its instances do not claim"
+    );
+    assert_eq!(two.network.as_deref(), Some("vm-net"));
+    assert_eq!(two.locality.as_deref(), Some("us/west/a"));
+    assert!(
+        two.in_ambient(&pilot_model::Labels::new()),
+        "the object's labels count with the spec's"
+    );
+    // Those no STATIC entry selects are listed: `other` (selected by
+    // none), `vm-elsewhere` (another namespace); not those on instances.
+    let listed: Vec<&str> = desired.workloads.keys().map(String::as_str).collect();
+    assert_eq!(
+        listed,
+        [
+            "Kubernetes/networking.istio.io/WorkloadEntry/default/other",
+            "Kubernetes/networking.istio.io/WorkloadEntry/prod/vm-elsewhere"
+        ]
+    );
+}
+
+#[test]
+fn inline_endpoints_are_workloads_named_by_entry_and_address() {
+    let desired = state(&format!(
+        "{STATIC}---\n{}",
+        r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api, namespace: edge, labels: {istio.io/dataplane-mode: ambient}}
+spec:
+  hosts: [api.example.org]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS
+  endpoints: [{address: a.example.org}, {address: 192.0.2.7, serviceAccount: api}]
+"#
+    ));
+    let db = &desired.services["db.internal.example"];
+    let on_first: Vec<_> = db
+        .instances
+        .iter()
+        .filter(|i| i.endpoint.address.to_string() == "10.0.0.1")
+        .map(|i| {
+            i.workload
+                .clone()
+                .expect("an inline endpoint's instance has its workload")
+        })
+        .collect();
+    assert_eq!(on_first.len(), 2, "one per port");
+    assert!(Arc::ptr_eq(&on_first[0], &on_first[1]), "one Arc per endpoint");
+    let first = &on_first[0];
+    assert_eq!(
+        first.uid,
+        "Kubernetes/networking.istio.io/ServiceEntry/default/db/10.0.0.1"
+    );
+    assert_eq!((first.name.as_str(), first.namespace.as_str()), ("db", "default"));
+    assert_eq!(first.kind, pilot_model::WorkloadKind::ServiceEntry);
+    assert_eq!(first.service_account, "db");
+    assert_eq!(first.locality.as_deref(), Some("us/east"));
+    // A DNS entry's endpoints back no instance: listed, a hostname one
+    // without an address.
+    let listed: Vec<&str> = desired.workloads.keys().map(String::as_str).collect();
+    assert_eq!(
+        listed,
+        [
+            "Kubernetes/networking.istio.io/ServiceEntry/edge/api/192.0.2.7",
+            "Kubernetes/networking.istio.io/ServiceEntry/edge/api/a.example.org"
+        ]
+    );
+    let by_name = &desired.workloads["Kubernetes/networking.istio.io/ServiceEntry/edge/api/a.example.org"];
+    assert!(by_name.addresses.is_empty());
+    assert!(
+        by_name.in_ambient(&pilot_model::Labels::new()),
+        "the entry's labels"
+    );
+    let by_ip = &desired.workloads["Kubernetes/networking.istio.io/ServiceEntry/edge/api/192.0.2.7"];
+    assert_eq!(
+        by_ip.addresses,
+        ["192.0.2.7".parse::<std::net::IpAddr>().unwrap()]
+    );
+    assert_eq!(by_ip.service_account, "api");
+}
+
+#[test]
 fn the_first_entry_by_namespace_and_name_has_a_shared_host() {
     let text = |name: &str, port: u16| {
         format!(
@@ -235,6 +358,29 @@ async fn the_registry_follows_writes_to_either_kind() {
         }
     };
     eventually(1).await;
+    let listed = |registry: &FollowedRegistry| -> Vec<String> {
+        registry.workloads().iter().map(|w| w.uid.clone()).collect()
+    };
+    // The WorkloadEntries no entry selects are listed (once the registry
+    // has seen every write).
+    let unselected = [
+        "Kubernetes/networking.istio.io/WorkloadEntry/default/other",
+        "Kubernetes/networking.istio.io/WorkloadEntry/prod/vm-elsewhere",
+    ];
+    for _ in 0..200 {
+        if listed(&registry) == unselected {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(listed(&registry), unselected);
+    assert_eq!(
+        registry.instances(host, &[], &[])[0]
+            .workload
+            .as_ref()
+            .map(|w| w.name.as_str()),
+        Some("vm-1")
+    );
     // The selected WorkloadEntry goes: its instance goes with it.
     store
         .delete(
@@ -244,6 +390,10 @@ async fn the_registry_follows_writes_to_either_kind() {
         .await
         .unwrap();
     eventually(0).await;
+    assert!(
+        !listed(&registry).iter().any(|uid| uid.ends_with("/vm-1")),
+        "a deleted WorkloadEntry is no workload"
+    );
     store
         .delete(
             &pilot_model::ConfigKey::new("ServiceEntry", "default", "vms"),
