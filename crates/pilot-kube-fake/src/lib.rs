@@ -291,6 +291,22 @@ impl FakeApiServer {
             .issue(namespace, service_account, audiences, lifetime)
     }
 
+    /// [`issue_token`](Self::issue_token) for a token bound to `pod` of
+    /// `namespace` running on `node`, as a pod's projected token is: its
+    /// TokenReview names the pod and the node in `user.extra`.
+    pub fn issue_pod_token(
+        &self,
+        namespace: &str,
+        service_account: &str,
+        (pod, node): (&str, &str),
+        audiences: &[&str],
+        lifetime: Duration,
+    ) -> String {
+        self.lock()
+            .tokens
+            .issue_for_pod(namespace, service_account, (pod, node), audiences, lifetime)
+    }
+
     /// Revokes `token` (as deleting the pod it is bound to does): from now
     /// on it is reviewed, and refused as a caller's credential, as a token
     /// the server never issued. Whether it was an issued token.

@@ -167,6 +167,10 @@ impl ServiceDiscovery for FollowedRegistry {
         self.inner.cache.subscribe()
     }
 
+    fn workloads(&self) -> Vec<Arc<pilot_model::Workload>> {
+        self.inner.cache.workloads()
+    }
+
     /// True once the writer has applied a complete state (or said it
     /// synced).
     fn has_synced(&self) -> bool {
