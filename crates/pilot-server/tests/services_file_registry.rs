@@ -273,3 +273,23 @@ async fn next_event(
         .expect("no event")
         .expect("open")
 }
+
+/// The example of docs/guide/server.md loads, and means what it says.
+#[test]
+fn the_guide_s_example_loads() {
+    let guide =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/guide/server.md")).unwrap();
+    let section = &guide[guide.find("## The services file").expect("the section")..];
+    let start = section.find("```yaml\n").expect("its example") + "```yaml\n".len();
+    let example = &section[start..start + section[start..].find("```").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let file = services_file::load(&write(dir.path(), example)).unwrap();
+    let workloads = &file.workloads;
+    assert_eq!(workloads.len(), 1);
+    assert_eq!(workloads[0].node.as_deref(), Some("node-2"));
+    let (registry, _writer) = services_file::registry(&file);
+    let instances = registry.instances("reviews.default.svc.cluster.local", &[], &[]);
+    let workload = instances[0].workload.as_ref().expect("the instance's workload");
+    assert_eq!(workload.node.as_deref(), Some("node-1"));
+    assert_eq!(workload.service_account, "reviews");
+}
