@@ -350,7 +350,8 @@ pub struct Args {
     #[arg(
         long = "ztunnel-service-account",
         default_value = "istio-system/ztunnel",
-        value_name = "NS/SA"
+        value_name = "NS/SA",
+        requires = "kube_token_review"
     )]
     pub ztunnel_service_accounts: Vec<String>,
     /// In a pod (`KUBERNETES_SERVICE_HOST`/`PORT` set, no KUBECONFIG): the
@@ -584,6 +585,17 @@ mod tests {
         assert_eq!(args.ztunnel_service_accounts, ["istio-system/ztunnel"]);
         let error = parse(&["--token-audience", "a"]).unwrap_err().to_string();
         assert!(error.contains("--kube-token-review"), "{error}");
+        let error = parse(&["--ztunnel-service-account", "kube-system/ztunnel"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("--kube-token-review"), "{error}");
+        let args = parse(&[
+            "--kube-token-review",
+            "--ztunnel-service-account",
+            "kube-system/zt",
+        ])
+        .unwrap();
+        assert_eq!(args.ztunnel_service_accounts, ["kube-system/zt"]);
         assert_eq!(
             parse(&[]).unwrap().kube_service_account_dir,
             PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount")
