@@ -73,7 +73,8 @@
 //!   ([`FakeApiServer::requests`]), so a test can prove a Role grants what
 //!   a program asks and nothing more. Nothing is denied by them.
 //! - **Service-account tokens** (`tokens.rs`): [`FakeApiServer::issue_token`]
-//!   issues one as the TokenRequest API does, `POST
+//!   issues one as the TokenRequest API does ([`FakeApiServer::issue_pod_token`]
+//!   one bound to a pod on a node, whose review names both), `POST
 //!   /apis/authentication.k8s.io/v1/tokenreviews` reviews it as the API
 //!   server does (valid, expired, wrong audience, unknown), and with
 //!   [`FakeApiServer::require_authentication`] every request needs one
