@@ -60,7 +60,7 @@ pub use options::XdsOptions;
 pub use push::{DurationHistogram, PUSH_BUCKETS, PUSHED_KINDS, PushInfo, PushSubscription, PushTimings};
 pub use server::XdsServer;
 pub use stream::{Authenticate, Authenticating, Caller, NodeScope, Peer, ServeOptions, listen};
-pub use xds_type::{TYPES, XdsType};
+pub use xds_type::{TYPES, XdsType, types_of};
 
 /// The tonic this crate is built with: the serving methods return its
 /// `transport::Error` and [`ServeOptions::routes`] are its routes (served

@@ -48,6 +48,9 @@ pub(crate) struct ServerState {
     pub(crate) parking: Parking,
     /// Where pushes' time went (`push/timings.rs`).
     pub(crate) timings: Timings,
+    /// What ztunnels are served, generated once per push for them all
+    /// (`push/ambient.rs`).
+    pub(crate) ambient: crate::push::ambient::AmbientCache,
     /// The push pipeline's task, aborted when the state is dropped.
     pipeline: Mutex<Option<JoinHandle<()>>>,
 }
@@ -71,6 +74,7 @@ impl ServerState {
             rejections: Default::default(),
             parking: Default::default(),
             timings: Default::default(),
+            ambient: Default::default(),
             pipeline: Mutex::new(None),
         }
     }

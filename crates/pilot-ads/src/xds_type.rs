@@ -1,8 +1,26 @@
 //! The xDS types this server serves, as an enum: push order, short names
-//! and type URLs in one place.
+//! and type URLs in one place. Envoy's four ([`XdsType::ALL`]) and
+//! ztunnel's two ([`XdsType::AMBIENT`]).
 
-/// The xDS types, in the order they are pushed.
-pub const TYPES: [&str; 4] = ["CDS", "EDS", "LDS", "RDS"];
+/// The short names of the xDS types: Envoy's, in the order they are
+/// pushed, then ztunnel's (workload addresses, authorizations).
+pub const TYPES: [&str; 6] = ["CDS", "EDS", "LDS", "RDS", "WDS", "WADS"];
+
+/// The short names of the types a proxy with node id `node_id` is
+/// served: ztunnel's two (WDS, WADS) for a ztunnel, Envoy's four for any
+/// other proxy.
+///
+/// ```
+/// assert_eq!(pilot_ads::types_of("ztunnel~10.0.0.1~z.istio-system~istio-system.svc.cluster.local"), ["WDS", "WADS"]);
+/// assert_eq!(pilot_ads::types_of("sidecar~10.0.0.2~a.default~default.svc.cluster.local").len(), 4);
+/// ```
+pub fn types_of(node_id: &str) -> &'static [&'static str] {
+    if node_id.starts_with("ztunnel~") {
+        &TYPES[XdsType::ALL.len()..]
+    } else {
+        &TYPES[..XdsType::ALL.len()]
+    }
+}
 
 /// One xDS resource type. [`XdsType::ALL`] is the push order: clusters
 /// before their load assignments, listeners before their route
@@ -17,10 +35,19 @@ pub enum XdsType {
     Listener,
     /// Route configurations (RDS).
     Route,
+    /// ztunnel's workloads and services, `istio.workload.Address` (WDS).
+    Address,
+    /// ztunnel's authorization policies, `istio.security.Authorization`
+    /// (WADS).
+    Authorization,
 }
 
 impl XdsType {
-    /// Every type, in push order.
+    /// ztunnel's types, in the order a push sends them.
+    pub const AMBIENT: [XdsType; 2] = [XdsType::Address, XdsType::Authorization];
+
+    /// Envoy's types (a sidecar's, a gateway's, a gRPC client's), in push
+    /// order.
     pub const ALL: [XdsType; 4] = [
         XdsType::Cluster,
         XdsType::Endpoint,
@@ -35,6 +62,8 @@ impl XdsType {
             XdsType::Endpoint => "EDS",
             XdsType::Listener => "LDS",
             XdsType::Route => "RDS",
+            XdsType::Address => "WDS",
+            XdsType::Authorization => "WADS",
         }
     }
 
@@ -45,13 +74,20 @@ impl XdsType {
             XdsType::Endpoint => "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
             XdsType::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
             XdsType::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
+            XdsType::Address => pilot_xds::ambient::proto::workload::ADDRESS_TYPE,
+            XdsType::Authorization => "type.googleapis.com/istio.security.Authorization",
         }
     }
 
-    /// The type of a type URL; `None` for a type this server does not
-    /// serve.
+    /// The Envoy type of a type URL; `None` for a type this server does
+    /// not serve Envoys (ztunnel's types included: [`XdsType::ambient_from_url`]).
     pub fn from_url(url: &str) -> Option<XdsType> {
         XdsType::ALL.into_iter().find(|t| t.url() == url)
+    }
+
+    /// ztunnel's type of a type URL; `None` for any other.
+    pub fn ambient_from_url(url: &str) -> Option<XdsType> {
+        XdsType::AMBIENT.into_iter().find(|t| t.url() == url)
     }
 
     /// Its place in [`XdsType::ALL`].
@@ -86,7 +122,16 @@ mod tests {
             XdsType::from_url("type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"),
             None
         );
-        let shorts: Vec<_> = XdsType::ALL.iter().map(|t| t.short()).collect();
+        for (i, t) in XdsType::AMBIENT.into_iter().enumerate() {
+            assert_eq!(t.index(), XdsType::ALL.len() + i);
+            assert_eq!(XdsType::ambient_from_url(t.url()), Some(t));
+            assert_eq!(XdsType::from_url(t.url()), None, "not an Envoy type");
+        }
+        let shorts: Vec<_> = XdsType::ALL
+            .iter()
+            .chain(&XdsType::AMBIENT)
+            .map(|t| t.short())
+            .collect();
         assert_eq!(shorts, TYPES);
     }
 }

@@ -186,7 +186,14 @@ async fn routing_scenarios(delta: bool) {
     // report them.
     assert_eq!(
         server.nacks_by_type(),
-        [("CDS", 0), ("EDS", 0), ("LDS", 0), ("RDS", 1)],
+        [
+            ("CDS", 0),
+            ("EDS", 0),
+            ("LDS", 0),
+            ("RDS", 1),
+            ("WDS", 0),
+            ("WADS", 0)
+        ],
         "{:?}",
         server.status()
     );

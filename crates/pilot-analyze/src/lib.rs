@@ -16,7 +16,7 @@
 //!
 //! The networking.istio.io kinds have their own checks (`PLT02xx`,
 //! [`networking`], [`service_entries`]; what is accepted and has no
-//! effect, `PLT0210` to `PLT0214`, [`no_effect`]), Sidecars theirs ([`sidecar`]),
+//! effect, `PLT0210` to `PLT0215`, [`no_effect`]), Sidecars theirs ([`sidecar`]),
 //! AuthorizationPolicy, PeerAuthentication and RequestAuthentication too
 //! (`PLT03xx`, [`security`], [`peer_authentication`],
 //! [`request_authentication`]; CUSTOM providers against `--mesh-config`,
@@ -101,6 +101,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("PLT0212", "HostNotFound"),
     ("PLT0213", "DestinationRuleSelectsNothing"),
     ("PLT0214", "ExportedToNoProxy"),
+    ("PLT0215", "RulesNeedWaypoint"),
     ("PLT0301", "AuthorizationPolicySelectsNothing"),
     ("PLT0302", "IdentityRuleWithoutMutualTls"),
     ("PLT0303", "PeerAuthenticationSelectsNothing"),

@@ -523,7 +523,9 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
         eprintln!("No proxies are connected to {}.", client.url);
         return Ok(());
     }
-    const TYPES: [&str; 4] = ["CDS", "EDS", "LDS", "RDS"];
+    // Envoy's types, then ztunnel's: a proxy is served one set or the
+    // other, and shows `-` under the other's.
+    const TYPES: [&str; 6] = ["CDS", "EDS", "LDS", "RDS", "WDS", "WADS"];
     let mut rows = vec![
         [
             "NAME",
@@ -531,6 +533,8 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
             "EDS",
             "LDS",
             "RDS",
+            "WDS",
+            "WADS",
             "REPLICA",
             "RESTARTS",
             "LAST EXIT",
@@ -548,7 +552,12 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
             .to_string();
         let mut row = vec![node.clone()];
         let connected = proxy.get("connected").and_then(Value::as_bool).unwrap_or(true);
+        let ztunnel = node.starts_with("ztunnel~");
         for name in TYPES {
+            if ztunnel != matches!(name, "WDS" | "WADS") {
+                row.push("-".to_string());
+                continue;
+            }
             let entry = proxy.pointer(&format!("/types/{name}"));
             let state = entry
                 .and_then(|e| e.get("state"))

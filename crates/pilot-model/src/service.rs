@@ -122,6 +122,11 @@ pub struct Service {
     /// there, the older has it, as Istio orders services by age.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<std::time::SystemTime>,
+    /// The namespace of the object that declares it (a ServiceEntry's),
+    /// when its hostname does not tell (`<name>.<namespace>.svc...` does):
+    /// see [`Service::namespace`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// How a proxy finds a service's endpoints.
@@ -209,7 +214,33 @@ impl Service {
             resolution: ServiceResolution::Instances,
             mesh_external: false,
             created: None,
+            namespace: None,
         }
+    }
+
+    /// Its namespace: the one set ([`Service::namespace`]'s field), else
+    /// the second label of a Kubernetes hostname
+    /// (`reviews.default.svc.cluster.local` is in `default`); `None` for a
+    /// hostname such as `api.example.com` with none set.
+    ///
+    /// ```
+    /// use pilot_model::Service;
+    /// assert_eq!(Service::new("reviews.default.svc.cluster.local", vec![]).namespace(), Some("default"));
+    /// assert_eq!(Service::new("api.example.com", vec![]).namespace(), None);
+    /// ```
+    pub fn namespace(&self) -> Option<&str> {
+        if let Some(namespace) = &self.namespace {
+            return Some(namespace);
+        }
+        let mut labels = self.hostname.split('.');
+        let namespace = labels.nth(1)?;
+        (labels.next() == Some("svc")).then_some(namespace)
+    }
+
+    /// The same service, declared in `namespace`.
+    pub fn with_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
     }
 
     /// The port named `name`.

@@ -39,6 +39,14 @@ pub mod metadata {
     /// `true` when the proxy's agent serves it workload certificates over
     /// SDS: only then is it configured for mutual TLS.
     pub const SDS: &str = "SDS";
+    /// The Kubernetes node a ztunnel runs on (and serves the workloads of).
+    pub const NODE_NAME: &str = "NODE_NAME";
+    /// The proxy's pod name (ztunnel sends it).
+    pub const NAME: &str = "NAME";
+    /// The proxy's namespace (ztunnel sends it).
+    pub const NAMESPACE: &str = "NAMESPACE";
+    /// The proxy's cluster id.
+    pub const CLUSTER_ID: &str = "CLUSTER_ID";
 }
 
 /// A proxy's node id, `type~ip~id~domain`: built by pilot-agent
@@ -196,6 +204,13 @@ pub enum ProxyType {
     Ingress,
     /// A router (egress or gateway) with no instances of its own.
     Router,
+    /// Istio's ambient node proxy: one per node, serving the node's
+    /// workloads; it subscribes to workloads and authorizations
+    /// (`istio.workload.Address`, `istio.security.Authorization`) over
+    /// delta xDS, never to Envoy's types. Its node id is
+    /// `ztunnel~<ip>~<pod>.<namespace>~<namespace>.svc.cluster.local`, its
+    /// node in the metadata [`metadata::NODE_NAME`].
+    Ztunnel,
 }
 
 /// A word that is not a proxy type or an interception mode; the message
@@ -211,6 +226,7 @@ impl ProxyType {
             ProxyType::Sidecar => "sidecar",
             ProxyType::Ingress => "ingress",
             ProxyType::Router => "router",
+            ProxyType::Ztunnel => "ztunnel",
         }
     }
 }
@@ -223,8 +239,9 @@ impl FromStr for ProxyType {
             "sidecar" => Ok(ProxyType::Sidecar),
             "ingress" => Ok(ProxyType::Ingress),
             "router" => Ok(ProxyType::Router),
+            "ztunnel" => Ok(ProxyType::Ztunnel),
             other => Err(UnknownValue(format!(
-                "proxy type {other:?} is not sidecar, ingress or router"
+                "proxy type {other:?} is not sidecar, ingress, router or ztunnel"
             ))),
         }
     }

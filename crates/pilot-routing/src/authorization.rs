@@ -221,6 +221,47 @@ impl AuthorizationPolicies {
 }
 
 impl Policy {
+    /// Why a proxy that sees connections and not requests (ztunnel, the
+    /// node proxy of ambient mode) cannot enforce this policy as written,
+    /// so that only a waypoint could: the fields of its rules it cannot
+    /// read ([`Rule::l4_unsupported`]) and what becomes of the rules
+    /// holding them, as istiod translates them for ztunnel. An ALLOW rule
+    /// holding one is left out (less is allowed than asked); a DENY rule
+    /// is kept without them (more is denied than asked), except that a
+    /// `from`, `to` or `when` left with nothing ztunnel reads matches
+    /// nothing there, and so does the rule (less is denied than asked).
+    /// `None` when every field is one it reads, and for AUDIT and CUSTOM
+    /// policies, which are not ztunnel's.
+    pub fn needs_waypoint(&self) -> Option<String> {
+        let mut fields = Vec::new();
+        let mut inert = Vec::new();
+        for (i, rule) in self.rules.iter().enumerate() {
+            let found = rule.l4_unsupported(&format!("spec.rules[{i}]"));
+            if !found.is_empty() && rule.matches_nothing_at_l4() {
+                inert.push(format!("spec.rules[{i}]"));
+            }
+            fields.extend(found);
+        }
+        if fields.is_empty() {
+            return None;
+        }
+        let effect = match self.action {
+            Action::Allow => {
+                "ztunnel leaves out the ALLOW rules holding them, so it allows less than asked".to_string()
+            }
+            Action::Deny if inert.is_empty() => {
+                "ztunnel enforces the DENY rules without them, so it denies more than asked".to_string()
+            }
+            Action::Deny => format!(
+                "ztunnel enforces the DENY rules without them, and {} match nothing there (every entry of a from, \
+                 to or when is such a field), so it denies less than asked",
+                inert.join(", ")
+            ),
+            Action::Audit | Action::Custom => return None,
+        };
+        Some(format!("{} ({effect})", fields.join(", ")))
+    }
+
     fn of(config: &Config<AuthorizationPolicy>) -> Self {
         let spec = &config.spec;
         Policy {
@@ -274,7 +315,80 @@ impl Rule {
     }
 }
 
+impl Rule {
+    /// The field paths (under `at`, e.g. `spec.rules[0]`) of what a proxy
+    /// that sees connections and not requests cannot match, as istiod
+    /// counts them for ztunnel: an operation's hosts, methods and paths; a
+    /// source's request principals and remote IP blocks (and, an
+    /// extension of pilot's, its trust domains); a `when` on any key but
+    /// `source.ip`, `source.namespace`, `source.principal`,
+    /// `destination.ip` and `destination.port`. Each with its `not` form.
+    pub fn l4_unsupported(&self, at: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        for (j, source) in self.from.iter().flatten().enumerate() {
+            for (field, values) in source.l4_unsupported() {
+                if !values.is_empty() {
+                    found.push(format!("{at}.from[{j}].source.{field}"));
+                }
+            }
+        }
+        for (j, operation) in self.to.iter().flatten().enumerate() {
+            for (field, values) in operation.l4_unsupported() {
+                if !values.is_empty() {
+                    found.push(format!("{at}.to[{j}].operation.{field}"));
+                }
+            }
+        }
+        for (j, condition) in self.when.iter().enumerate() {
+            if !condition.attribute.is_l4() {
+                found.push(format!("{at}.when[{j}]"));
+            }
+        }
+        found
+    }
+
+    /// Whether, once the fields [`l4_unsupported`](Self::l4_unsupported)
+    /// names are left out, some part of the rule is left with nothing to
+    /// match (a `from` whose every source, a `to` whose every operation,
+    /// has only such fields; a `when` on such a key), so the rule matches
+    /// nothing at a proxy that sees only connections.
+    pub fn matches_nothing_at_l4(&self) -> bool {
+        let from = self.from.as_deref().unwrap_or_default();
+        let to = self.to.as_deref().unwrap_or_default();
+        (!from.is_empty() && from.iter().all(|s| !s.has_l4()))
+            || (!to.is_empty() && to.iter().all(|o| !o.has_l4()))
+            || self.when.iter().any(|c| !c.attribute.is_l4())
+    }
+}
+
 impl Source {
+    /// Whether it has a field a proxy that sees only connections matches.
+    pub fn has_l4(&self) -> bool {
+        [
+            &self.principals,
+            &self.not_principals,
+            &self.namespaces,
+            &self.not_namespaces,
+            &self.ip_blocks,
+            &self.not_ip_blocks,
+            &self.service_accounts,
+            &self.not_service_accounts,
+        ]
+        .iter()
+        .any(|values| !values.is_empty())
+    }
+
+    fn l4_unsupported(&self) -> [(&'static str, &Vec<String>); 6] {
+        [
+            ("requestPrincipals", &self.request_principals),
+            ("notRequestPrincipals", &self.not_request_principals),
+            ("remoteIpBlocks", &self.remote_ip_blocks),
+            ("notRemoteIpBlocks", &self.not_remote_ip_blocks),
+            ("trustDomains", &self.trust_domains),
+            ("notTrustDomains", &self.not_trust_domains),
+        ]
+    }
+
     fn of(source: &api::Source) -> Self {
         Source {
             principals: source.principals.clone(),
@@ -308,6 +422,23 @@ impl Source {
 }
 
 impl Operation {
+    /// Whether it has a field a proxy that sees only connections matches
+    /// (its ports).
+    pub fn has_l4(&self) -> bool {
+        !self.ports.is_empty() || !self.not_ports.is_empty()
+    }
+
+    fn l4_unsupported(&self) -> [(&'static str, &Vec<String>); 6] {
+        [
+            ("hosts", &self.hosts),
+            ("notHosts", &self.not_hosts),
+            ("methods", &self.methods),
+            ("notMethods", &self.not_methods),
+            ("paths", &self.paths),
+            ("notPaths", &self.not_paths),
+        ]
+    }
+
     fn of(operation: &api::Operation) -> Self {
         let ports = |ports: &[String]| ports.iter().map(|p| p.parse().unwrap_or(0)).collect();
         Operation {
@@ -320,6 +451,22 @@ impl Operation {
             ports: ports(&operation.ports),
             not_ports: ports(&operation.not_ports),
         }
+    }
+}
+
+impl Attribute {
+    /// Whether a proxy that sees only connections (ztunnel) reads it:
+    /// `source.ip`, `source.namespace`, `source.principal`,
+    /// `destination.ip` and `destination.port`.
+    pub fn is_l4(&self) -> bool {
+        matches!(
+            self,
+            Attribute::SourceIp
+                | Attribute::SourceNamespace
+                | Attribute::SourcePrincipal
+                | Attribute::DestinationIp
+                | Attribute::DestinationPort
+        )
     }
 }
 

@@ -98,7 +98,7 @@ pub use http::{
 };
 pub use incremental::Recompiled;
 pub use l4::{L4Match, TcpRoute, TlsRoute};
-pub use peer_authentication::PeerAuthentications;
+pub use peer_authentication::{PeerAuthentications, WorkloadMtls};
 pub use policy::{
     ClientTls, ConnectionPool, ConsistentHash, Destination, HashKey, Http2Keepalive, LoadBalancer,
     OutlierDetection, PortTrafficPolicy, RetryBudget, SimpleLb, Subset, TcpKeepalive, TlsMode, TrafficPolicy,

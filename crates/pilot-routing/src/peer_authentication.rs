@@ -31,14 +31,20 @@ pub struct PeerAuthentications {
     workloads: BTreeMap<String, Vec<WorkloadMtls>>,
 }
 
-/// A policy selecting workloads.
+/// A PeerAuthentication selecting workloads, compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct WorkloadMtls {
-    selector: Labels,
-    /// Its mode (`None`: unset).
-    mode: Option<MtlsMode>,
+#[non_exhaustive]
+pub struct WorkloadMtls {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// The labels a workload must carry for it to apply.
+    pub selector: Labels,
+    /// Its mode (`None`: unset, the level above decides).
+    pub mode: Option<MtlsMode>,
     /// Its modes of single ports (set ones only).
-    ports: BTreeMap<u32, MtlsMode>,
+    pub ports: BTreeMap<u32, MtlsMode>,
 }
 
 impl PeerAuthentications {
@@ -67,6 +73,8 @@ impl PeerAuthentications {
                     .entry(namespace.clone())
                     .or_default()
                     .push(WorkloadMtls {
+                        namespace: namespace.clone(),
+                        name: policy.meta.name.clone(),
                         selector: Labels(selector.clone()),
                         mode,
                         ports: policy
@@ -81,6 +89,33 @@ impl PeerAuthentications {
         out
     }
 
+    /// True when there is no PeerAuthentication at all.
+    pub fn is_empty(&self) -> bool {
+        self.namespaces.is_empty() && self.workloads.is_empty()
+    }
+
+    /// The level of `namespace` (of the mesh, for the root namespace):
+    /// `None` when it has no selector-less PeerAuthentication, `Some(None)`
+    /// when its oldest one leaves the mode unset, else that mode.
+    pub fn namespace_level(&self, namespace: &str) -> Option<Option<MtlsMode>> {
+        self.namespaces.get(namespace).copied()
+    }
+
+    /// The PeerAuthentications with a selector, by namespace, oldest first
+    /// within a namespace.
+    pub fn selecting(&self) -> impl Iterator<Item = &WorkloadMtls> {
+        self.workloads.values().flatten()
+    }
+
+    /// The PeerAuthentication with a selector that decides for a workload
+    /// of `namespace` carrying `labels`: the oldest of its namespace whose
+    /// selector it matches.
+    pub fn selecting_workload(&self, namespace: &str, labels: &Labels) -> Option<&WorkloadMtls> {
+        self.workloads
+            .get(namespace)
+            .and_then(|policies| policies.iter().find(|p| p.selector.is_subset_of(labels)))
+    }
+
     /// The mode a workload of `namespace` with `labels` accepts on its
     /// port `port` (the instance's own port, as `portLevelMtls` names it):
     /// the oldest PeerAuthentication selecting the workload (its port-level
@@ -88,10 +123,7 @@ impl PeerAuthentications {
     /// namespace's, no selector); a level whose mode is unset inherits.
     /// PERMISSIVE when none says: never [`MtlsMode::Unset`].
     pub fn mtls_mode(&self, namespace: &str, labels: &Labels, port: u16) -> MtlsMode {
-        let workload = self
-            .workloads
-            .get(namespace)
-            .and_then(|policies| policies.iter().find(|p| p.selector.is_subset_of(labels)));
+        let workload = self.selecting_workload(namespace, labels);
         let from_workload = workload.and_then(|p| p.ports.get(&u32::from(port)).copied().or(p.mode));
         let level = |ns: &str| self.namespaces.get(ns).copied().flatten();
         from_workload
@@ -210,5 +242,42 @@ mod tests {
         assert_eq!(modes.mtls_mode("default", &reviews(), 9080), MtlsMode::Disable);
         assert_eq!(modes.mtls_mode("default", &reviews(), 9090), MtlsMode::Strict);
         assert_eq!(modes.mtls_mode("default", &Labels::new(), 9080), MtlsMode::Strict);
+    }
+
+    #[test]
+    fn levels_tell_an_unset_mode_from_no_policy_and_the_oldest_selecting_policy_decides() {
+        let mut configs = RoutingConfigs {
+            peer_authentications: vec![peer("default", "ns", 1, serde_json::json!({"mtls": {}}))],
+            ..Default::default()
+        };
+        let modes = compiled(&configs);
+        assert!(!modes.is_empty());
+        assert_eq!(modes.namespace_level("default"), Some(None));
+        assert_eq!(modes.namespace_level("other"), None);
+        assert!(modes.selecting_workload("default", &reviews()).is_none());
+        configs.peer_authentications.extend([
+            peer(
+                "default",
+                "newer",
+                1,
+                serde_json::json!({"selector": {"matchLabels": {"app": "reviews"}}, "mtls": {"mode": "STRICT"}}),
+            ),
+            peer(
+                "default",
+                "older",
+                5,
+                serde_json::json!({"selector": {"matchLabels": {"app": "reviews"}}, "portLevelMtls": {"8080": {"mode": "DISABLE"}}}),
+            ),
+        ]);
+        let modes = compiled(&configs);
+        let older = modes.selecting_workload("default", &reviews()).unwrap();
+        assert_eq!(
+            (older.namespace.as_str(), older.name.as_str(), older.mode),
+            ("default", "older", None)
+        );
+        assert_eq!(older.ports, BTreeMap::from([(8080, MtlsMode::Disable)]));
+        let names: Vec<&str> = modes.selecting().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["older", "newer"]);
+        assert!(compiled(&RoutingConfigs::default()).is_empty());
     }
 }

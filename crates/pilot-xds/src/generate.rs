@@ -126,6 +126,9 @@ pub fn listener_plan(
             gateway::listeners(proxy, registry, model, &mut plan);
             plan
         }
+        // A ztunnel is served workloads and authorizations
+        // (`ambient/`), never listeners.
+        ProxyType::Ztunnel => ListenerPlan::default(),
     }
 }
 

@@ -65,6 +65,7 @@ mod sidecar;
 
 mod gateway;
 
+pub mod ambient;
 mod generate;
 mod grpcgen;
 mod scope;

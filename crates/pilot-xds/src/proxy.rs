@@ -59,6 +59,9 @@ pub struct Proxy {
     /// Whether its agent serves it workload certificates over SDS (node
     /// metadata `SDS`): only then does it get mutual TLS.
     pub sds: bool,
+    /// The node it runs on (node metadata `NODE_NAME`): a ztunnel serves
+    /// that node's workloads, and must send it.
+    pub node_name: Option<String>,
 }
 
 impl Proxy {
@@ -83,12 +86,14 @@ impl Proxy {
             generator: Generator::default(),
             service_account: None,
             sds: false,
+            node_name: None,
         })
     }
 
     /// Applies node metadata: `LABELS` (a JSON object or `k=v,k=v`),
     /// `INTERCEPTION_MODE` (`NONE` turns capture off), `GENERATOR`
-    /// (`grpc` for proxyless gRPC, `envoy`), `SERVICE_ACCOUNT` and `SDS`.
+    /// (`grpc` for proxyless gRPC, `envoy`), `SERVICE_ACCOUNT`, `SDS` and
+    /// `NODE_NAME` (which a ztunnel must send).
     pub fn with_metadata(mut self, metadata: &BTreeMap<String, String>) -> Result<Self, XdsError> {
         if let Some(labels) = metadata.get(keys::LABELS) {
             self.labels = parse_labels(labels).map_err(|reason| XdsError::BadNodeId {
@@ -106,6 +111,18 @@ impl Proxy {
         }
         if let Some(account) = metadata.get(keys::SERVICE_ACCOUNT).filter(|a| !a.is_empty()) {
             self.service_account = Some(account.clone());
+        }
+        if let Some(node) = metadata.get(keys::NODE_NAME).filter(|n| !n.is_empty()) {
+            self.node_name = Some(node.clone());
+        }
+        if self.proxy_type == ProxyType::Ztunnel && self.node_name.is_none() {
+            return Err(XdsError::BadNodeId {
+                node_id: self.node_id(),
+                reason: format!(
+                    "a ztunnel's node metadata must name its node ({}): it serves that node's workloads",
+                    keys::NODE_NAME
+                ),
+            });
         }
         if let Some(sds) = metadata.get(keys::SDS) {
             self.sds = sds.eq_ignore_ascii_case("true");

@@ -13,7 +13,8 @@
 //!    SNI-DNAT clusters;
 //! 4. on top: scopes (`scope/`), proxyless gRPC (`grpcgen`), whole
 //!    generation (`generate`), what pilot-ads assembles from
-//!    (`serving`), and Envoy's own check (`testing`).
+//!    (`serving`), Envoy's own check (`testing`), and what ztunnel is
+//!    served (`ambient`).
 //!
 //! The check reads each file of `src/` (but `lib.rs`, the crate's face,
 //! and unit tests: `tests.rs` files and what follows `#[cfg(test)]`, which
@@ -33,7 +34,7 @@ const LAYERS: [&[&str]; 5] = [
     &["build"],
     &["sidecar"],
     &["gateway"],
-    &["scope", "grpcgen", "generate", "serving", "testing"],
+    &["scope", "grpcgen", "generate", "serving", "testing", "ambient"],
 ];
 
 #[test]

@@ -27,6 +27,7 @@
 //!   encodings, and subscriptions' name sets, each worked out once for
 //!   every stream.
 
+pub(crate) mod ambient;
 mod diffs;
 mod encoded_type;
 mod generation_cache;

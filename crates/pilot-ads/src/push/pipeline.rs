@@ -40,6 +40,10 @@ impl Changes {
                 }
                 self.endpoints.insert(event.object().service.hostname.clone());
             }
+            // A workload listed by itself backs no service: only
+            // ztunnels are served it (the push's new registry state),
+            // Envoys' configurations are kept.
+            Change::Registry(ServiceEvent::Workload(_)) => {}
             Change::Registry(_) => self.full = true,
             // The same rules and registry: everything generated is kept,
             // only the proxies that rejected something get a reduced

@@ -20,9 +20,13 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DeltaDiscoveryResponse};
 
+use pilot_xds::Proxy;
+
 use super::session::{Answer, Gone, Protocol, Resend, Session};
+use super::transport::{Requests, Responses};
 use super::withheld::{Removal, Withheld};
 use crate::push::EncodedType;
+use crate::state::ServerState;
 use crate::xds_type::XdsType;
 
 /// What the proxy holds of one resource.
@@ -194,6 +198,18 @@ impl Protocol for Delta {
 
     fn subscribed(&self, t: XdsType) -> bool {
         self.subscriptions[t.index()].is_some()
+    }
+
+    fn serve_ztunnel(
+        server: Arc<ServerState>,
+        id: u64,
+        deadline: Option<tokio::time::Instant>,
+        proxy: Proxy,
+        first: DeltaDiscoveryRequest,
+        requests: Requests<DeltaDiscoveryRequest>,
+        responses: Responses,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        super::ambient::serve(server, id, deadline, proxy, first, requests, responses)
     }
 
     async fn respond(&mut self, session: &mut Session, t: XdsType, resend: &Resend) -> Result<Resend, Gone> {

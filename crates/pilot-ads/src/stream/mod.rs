@@ -33,6 +33,7 @@
 //! queue and its status go away, and the reason is counted.
 
 mod admission;
+mod ambient;
 mod auth;
 mod budget;
 mod delta;

@@ -17,8 +17,10 @@ use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 
 use super::session::{Answer, Gone, Protocol, Resend, Session};
 use super::sotw_request::{EncodedNames, NamesKey, SotwRequest};
+use super::transport::{Outgoing, Requests, Responses};
 use super::withheld::{Removal, Withheld};
 use crate::push::{EncodedType, ProxyConfig};
+use crate::state::ServerState;
 use crate::xds_type::XdsType;
 
 /// A type's subscription and what was last sent for it.
@@ -116,6 +118,24 @@ impl Protocol for Sotw {
 
     fn subscribed(&self, t: XdsType) -> bool {
         self.subscriptions[t.index()].is_some()
+    }
+
+    async fn serve_ztunnel(
+        server: Arc<ServerState>,
+        _id: u64,
+        _deadline: Option<tokio::time::Instant>,
+        proxy: pilot_xds::Proxy,
+        _first: SotwRequest,
+        _requests: Requests<SotwRequest>,
+        mut responses: Responses,
+    ) {
+        let status = tonic::Status::invalid_argument(format!(
+            "{} is a ztunnel: ztunnels are served over delta xDS (DeltaAggregatedResources) only",
+            proxy.node_id()
+        ));
+        tracing::warn!(code = ?status.code(), reason = status.message(), "ADS stream refused");
+        server.refused.count(&status);
+        let _ = responses.send(Outgoing::End(Box::new(status))).await;
     }
 
     async fn respond(&mut self, session: &mut Session, t: XdsType, resend: &Resend) -> Result<Resend, Gone> {

@@ -100,6 +100,9 @@ impl Withheld {
             XdsType::Listener => false,
             XdsType::Cluster => true,
             XdsType::Endpoint | XdsType::Route => !omission_removes,
+            // ztunnel's types are not Envoy's: no Envoy resource refers
+            // to them (their streams are `ambient.rs`'s).
+            XdsType::Address | XdsType::Authorization => false,
         }
     }
 

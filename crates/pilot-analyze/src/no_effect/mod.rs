@@ -9,6 +9,7 @@
 //! | `PLT0212` | warning | yes | a VirtualService host or a DestinationRule host that no registry service and no ServiceEntry knows |
 //! | `PLT0213` | warning | yes | a DestinationRule's `workloadSelector` selects no workload of its namespace |
 //! | `PLT0214` | warning | proxies | an object's `exportTo` leaves it visible to no namespace that has a connected proxy |
+//! | `PLT0215` | warning | yes | an AuthorizationPolicy applying to a workload in ambient mode (its instance labelled `istio.io/dataplane-mode: ambient`) has rules ztunnel cannot enforce (HTTP attributes): only a waypoint could, and none is served |
 //!
 //! Gateway references are Istio's: `ns/name`, a bare `name` in the
 //! VirtualService's namespace (`name.ns...` names `ns/name`), `mesh` the
@@ -37,6 +38,8 @@ use pilot_model::{Config, ConfigKind, DynConfig};
 use super::networking::{resolve, typed};
 use super::{Finding, Services, Severity, finding};
 
+mod waypoint;
+
 /// Every "no effect" finding for `objects` into `out`.
 pub(super) fn analyze(
     objects: &[DynConfig],
@@ -55,6 +58,7 @@ pub(super) fn analyze(
         missing_gateways(vs, &gateways, out);
         unreachable_routes(vs, out);
     }
+    waypoint::needs_waypoint(objects, services, out);
     if let Some(services) = services {
         let known = Known::new(services, &entries);
         unknown_hosts(&virtual_services, &rules, &known, domain, out);

@@ -263,3 +263,81 @@ fn an_object_exported_only_where_no_proxy_is_has_no_effect() {
     services.proxy_namespaces = Some(BTreeSet::new());
     assert!(codes(&run(HOSTS, Some(&services)), "PLT0214").is_empty());
 }
+
+const WAYPOINT: &str = r#"
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: ns-get-only, namespace: default}
+spec:
+  rules: [{to: [{operation: {methods: [GET]}}]}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: mesh-l4, namespace: istio-system}
+spec:
+  action: DENY
+  rules: [{from: [{source: {namespaces: [sandbox]}}], to: [{operation: {ports: ["22"]}}]}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: reviews-post, namespace: default}
+spec:
+  selector: {matchLabels: {app: reviews}}
+  action: DENY
+  rules: [{to: [{operation: {methods: [POST], ports: ["9080"]}}]}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: reviews-audit, namespace: default}
+spec:
+  selector: {matchLabels: {app: reviews}}
+  action: AUDIT
+  rules: [{to: [{operation: {methods: [POST]}}]}]
+"#;
+
+/// A registry whose reviews instance is enrolled in ambient mode, or not.
+fn reviews(ambient: bool) -> Services {
+    let mut labels = BTreeMap::from([("app".to_string(), "reviews".to_string())]);
+    if ambient {
+        labels.insert("istio.io/dataplane-mode".into(), "ambient".into());
+    }
+    let mut services = Services::default();
+    services
+        .hosts
+        .insert("reviews.default.svc.cluster.local".into(), vec![labels]);
+    services
+}
+
+#[test]
+fn http_rules_for_ambient_workloads_need_a_waypoint() {
+    // The selected reviews instance in ambient mode: its policy, and the
+    // namespace-wide one applying to it; never an L4 policy, never AUDIT
+    // (not ztunnel's).
+    let findings = run(WAYPOINT, Some(&reviews(true)));
+    assert_eq!(
+        codes(&findings, "PLT0215"),
+        pairs(&[("ns-get-only", "spec.rules"), ("reviews-post", "spec.rules")]),
+        "{findings:#?}"
+    );
+    let get_only = findings.iter().find(|f| f.name == "ns-get-only").unwrap();
+    assert_eq!(get_only.severity, super::super::Severity::Warning);
+    assert_eq!(
+        get_only.message,
+        "AuthorizationPolicy default/ns-get-only has HTTP rules ztunnel cannot enforce: only a waypoint can \
+         (not served yet); for its namespace's workloads in ambient mode: spec.rules[0].to[0].operation.methods \
+         (ztunnel leaves out the ALLOW rules holding them, so it allows less than asked)"
+    );
+    let post = findings.iter().find(|f| f.name == "reviews-post").unwrap();
+    assert!(
+        post.message.ends_with(
+            "for the workloads it selects in ambient mode: spec.rules[0].to[0].operation.methods (ztunnel \
+             enforces the DENY rules without them, so it denies more than asked)"
+        ),
+        "{}",
+        post.message
+    );
+    // Sidecars enforce HTTP rules themselves; offline, which workloads are
+    // in ambient mode is not known.
+    assert!(codes(&run(WAYPOINT, Some(&reviews(false))), "PLT0215").is_empty());
+    assert!(codes(&run(WAYPOINT, None), "PLT0215").is_empty());
+}

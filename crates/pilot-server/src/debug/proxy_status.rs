@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use pilot_ads::{ProxyStatus, TYPES, TypeStatus};
+use pilot_ads::{ProxyStatus, TypeStatus, types_of};
 use pilot_distribution::{ProxyEvents, Replicas};
 use pilot_model::ProcessReport;
 use serde_json::{Value, json};
@@ -44,7 +44,8 @@ pub(crate) fn to_json(
     let mut list: Vec<Value> = proxies
         .iter()
         .map(|(replica, proxy)| {
-            let types: serde_json::Map<String, Value> = TYPES
+            // A ztunnel's types (WDS, WADS), an Envoy's (CDS, EDS, LDS, RDS).
+            let types: serde_json::Map<String, Value> = types_of(&proxy.node_id)
                 .iter()
                 .map(|name| {
                     let status = proxy.types.get(name).cloned().unwrap_or_default();

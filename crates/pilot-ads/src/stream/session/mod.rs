@@ -129,6 +129,18 @@ pub(super) trait Protocol: Sized + Send {
     /// True once the proxy has subscribed to `t`.
     fn subscribed(&self, t: XdsType) -> bool;
 
+    /// Serves a ztunnel's stream to its end (`ambient.rs`), or refuses it
+    /// (ztunnel is served over delta xDS only).
+    fn serve_ztunnel(
+        server: Arc<ServerState>,
+        id: u64,
+        deadline: Option<tokio::time::Instant>,
+        proxy: Proxy,
+        first: Self::Request,
+        requests: Requests<Self::Request>,
+        responses: Responses,
+    ) -> impl Future<Output = ()> + Send;
+
     /// Sends `t` if the proxy lacks something of the session's current
     /// configuration or `resend` names something; returns what changed
     /// for the proxy (the names, or `All` when the protocol does not
@@ -534,6 +546,10 @@ async fn open<P: Protocol>(
         && let Err(reason) = caller.permits(&proxy)
     {
         refuse(tonic::Status::permission_denied(reason), responses).await;
+        return None;
+    }
+    if proxy.proxy_type == pilot_xds::ProxyType::Ztunnel {
+        P::serve_ztunnel(server, id, limits.deadline, proxy, first, requests, responses).await;
         return None;
     }
     // Without a GENERATOR in its metadata, a node whose first request
