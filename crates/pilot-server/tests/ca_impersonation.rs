@@ -7,7 +7,8 @@
 //! credential that is not a node proxy's; a workload moved to another
 //! node is refused from then on. The same with Kubernetes tokens
 //! (`--kube-token-review` against the fake API server): a ztunnel pod's
-//! token is its node's proxy, another account's pod token is not.
+//! token is its node's proxy, another account's pod token is not. On
+//! ADS, the same credential opens a ztunnel stream of its node only.
 
 mod common;
 
@@ -17,6 +18,9 @@ use std::time::{Duration, SystemTime};
 
 use common::TestServer;
 use common::ca::{Struct, Value, channel, create_with_metadata, impersonating, write_token_file};
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use pilot_ca::{SpiffeId, WorkloadKey, verify_chain};
 use pilot_kube_fake::FakeApiServer;
 use pilot_test_support::{Discovery, FakeCluster};
@@ -326,4 +330,91 @@ async fn a_ztunnel_pod_token_is_its_node_s_proxy() {
         .await
         .unwrap();
     assert_eq!(identity_of(&chain), own);
+}
+
+/// The first answer of a delta stream opened with `token` as the node
+/// `node_id` of `node_name`, subscribing to addresses as ztunnel does.
+async fn first_delta_answer(
+    xds: std::net::SocketAddr,
+    token: &str,
+    node_id: &str,
+    node_name: &str,
+) -> Result<(), tonic::Status> {
+    use envoy_types::pb::google::protobuf::{Struct as PbStruct, Value as PbValue, value::Kind};
+    use futures::StreamExt as _;
+    let metadata = [
+        ("NAME", "ztunnel-x"),
+        ("NAMESPACE", "istio-system"),
+        ("NODE_NAME", node_name),
+    ]
+    .iter()
+    .map(|(k, v)| {
+        let value = PbValue {
+            kind: Some(Kind::StringValue(v.to_string())),
+        };
+        (k.to_string(), value)
+    })
+    .collect();
+    let first = DeltaDiscoveryRequest {
+        node: Some(Node {
+            id: node_id.into(),
+            metadata: Some(PbStruct { fields: metadata }),
+            ..Default::default()
+        }),
+        type_url: "type.googleapis.com/istio.workload.Address".into(),
+        ..Default::default()
+    };
+    // The stream stays open (pending) after the first request.
+    let requests = futures::stream::iter([first]).chain(futures::stream::pending());
+    let mut request = tonic::Request::new(requests);
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    let mut client = AggregatedDiscoveryServiceClient::new(channel(xds).await);
+    let mut responses = client.delta_aggregated_resources(request).await?.into_inner();
+    tokio::time::timeout(Duration::from_secs(60), responses.message())
+        .await
+        .expect("an answer within a minute")?
+        .map(|_| ())
+        .ok_or_else(|| tonic::Status::cancelled("the stream ended"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_proxy_credential_opens_ztunnel_streams_of_its_node_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = write_token_file(
+        dir.path(),
+        &[&format!(
+            "{ZTUNNEL_1} xds ztunnel-1 namespace=istio-system serviceAccount=ztunnel node=node-1"
+        )],
+    );
+    let services = services_file(dir.path());
+    let server = TestServer::start(&[
+        "--token-file",
+        &tokens,
+        "--services",
+        &services.display().to_string(),
+    ])
+    .await;
+    let ztunnel = "ztunnel~10.0.1.100~ztunnel-x.istio-system~istio-system.svc.cluster.local";
+    first_delta_answer(server.xds, ZTUNNEL_1, ztunnel, "node-1")
+        .await
+        .unwrap();
+    let status = first_delta_answer(server.xds, ZTUNNEL_1, ztunnel, "node-2")
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    assert!(
+        status
+            .message()
+            .contains("node proxy credential of node \"node-1\", not of node \"node-2\""),
+        "{status:?}"
+    );
+    let sidecar = "sidecar~10.0.1.1~reviews-v1-1.default~default.svc.cluster.local";
+    let status = first_delta_answer(server.xds, ZTUNNEL_1, sidecar, "node-1")
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    assert!(status.message().contains("not the sidecar node"), "{status:?}");
+    server.stop().await;
 }

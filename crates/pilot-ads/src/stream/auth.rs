@@ -10,7 +10,7 @@
 //! The stream's first request then names the proxy; a caller bound to a
 //! namespace may only claim node ids in that namespace (`PERMISSION_DENIED`
 //! otherwise); a node proxy's credential ([`NodeScope::Node`]) only
-//! ztunnel node ids of its node. Every refusal is counted
+//! ztunnel node ids whose `NODE_NAME` metadata names its node. Every refusal is counted
 //! ([`RefusedStreams`](crate::RefusedStreams)).
 
 use std::future::Future;
@@ -61,13 +61,27 @@ impl Caller {
             NodeScope::Node(node) => {
                 // Only ztunnel node ids, of this node; sidecars, ingresses
                 // and routers are not node proxies.
-                return Err(format!(
-                    "{:?} is the node proxy credential of node {node:?}: it may only claim ztunnel \
-                     node ids of that node, not the {} node {:?}",
-                    self.name,
-                    proxy.proxy_type.as_str(),
-                    proxy.node_id()
-                ));
+                if proxy.proxy_type != pilot_xds::ProxyType::Ztunnel {
+                    return Err(format!(
+                        "{:?} is the node proxy credential of node {node:?}: it may only claim ztunnel \
+                         node ids of that node, not the {} node {:?}",
+                        self.name,
+                        proxy.proxy_type.as_str(),
+                        proxy.node_id()
+                    ));
+                }
+                return match &proxy.node_name {
+                    Some(name) if name == node => Ok(()),
+                    other => Err(format!(
+                        "{:?} is the node proxy credential of node {node:?}, not of {} (ztunnel {:?})",
+                        self.name,
+                        other.as_ref().map_or_else(
+                            || "a node it does not name (no NODE_NAME metadata)".to_string(),
+                            |name| format!("node {name:?} (its NODE_NAME metadata)")
+                        ),
+                        proxy.node_id()
+                    )),
+                };
             }
         };
         let id_namespace = proxy.id.rsplit_once('.').map(|(_, ns)| ns);
@@ -225,6 +239,19 @@ mod tests {
             refused.contains("node proxy credential of node \"node-1\"")
                 && refused.contains("not the sidecar node"),
             "{refused}"
+        );
+        let on = |node: &str| {
+            let metadata = [("NODE_NAME".to_string(), node.to_string())].into();
+            Proxy::from_node_id("ztunnel~10.0.0.5~ztunnel-x.istio-system~istio-system.svc.cluster.local")
+                .unwrap()
+                .with_metadata(&metadata)
+                .unwrap()
+        };
+        assert!(ztunnel.permits(&on("node-1")).is_ok());
+        let elsewhere = ztunnel.permits(&on("node-2")).unwrap_err();
+        assert!(
+            elsewhere.contains("not of node \"node-2\" (its NODE_NAME metadata)"),
+            "{elsewhere}"
         );
     }
 }
