@@ -73,7 +73,8 @@
 //!   ([`FakeApiServer::requests`]), so a test can prove a Role grants what
 //!   a program asks and nothing more. Nothing is denied by them.
 //! - **Service-account tokens** (`tokens.rs`): [`FakeApiServer::issue_token`]
-//!   issues one as the TokenRequest API does, `POST
+//!   issues one as the TokenRequest API does ([`FakeApiServer::issue_pod_token`]
+//!   one bound to a pod on a node, whose review names both), `POST
 //!   /apis/authentication.k8s.io/v1/tokenreviews` reviews it as the API
 //!   server does (valid, expired, wrong audience, unknown), and with
 //!   [`FakeApiServer::require_authentication`] every request needs one
@@ -289,6 +290,22 @@ impl FakeApiServer {
         self.lock()
             .tokens
             .issue(namespace, service_account, audiences, lifetime)
+    }
+
+    /// [`issue_token`](Self::issue_token) for a token bound to `pod` of
+    /// `namespace` running on `node`, as a pod's projected token is: its
+    /// TokenReview names the pod and the node in `user.extra`.
+    pub fn issue_pod_token(
+        &self,
+        namespace: &str,
+        service_account: &str,
+        (pod, node): (&str, &str),
+        audiences: &[&str],
+        lifetime: Duration,
+    ) -> String {
+        self.lock()
+            .tokens
+            .issue_for_pod(namespace, service_account, (pod, node), audiences, lifetime)
     }
 
     /// Revokes `token` (as deleting the pod it is bound to does): from now

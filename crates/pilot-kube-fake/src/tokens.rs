@@ -11,9 +11,15 @@
 //! - a valid token: `authenticated: true`, `user.username`
 //!   `system:serviceaccount:NS:SA`, `user.uid` the service account's uid,
 //!   `user.groups` `system:serviceaccounts`, `system:serviceaccounts:NS`,
-//!   `system:authenticated`, and `audiences` the token's audiences that
-//!   the review asked for (the API server's own audience when it named
-//!   none);
+//!   `system:authenticated`, `user.extra`
+//!   `authentication.kubernetes.io/credential-id` `JTI=<the token's jti>`,
+//!   and `audiences` the token's audiences that the review asked for (the
+//!   API server's own audience when it named none); a token bound to a pod
+//!   ([`crate::FakeApiServer::issue_pod_token`], what a pod's projected
+//!   token is) also has the pod's and its node's names and uids in
+//!   `user.extra` (`authentication.kubernetes.io/pod-name`, `pod-uid`,
+//!   `node-name`, `node-uid`, as Kubernetes 1.30 and later write them) and
+//!   in its claims (`kubernetes.io.pod`, `kubernetes.io.node`);
 //! - otherwise `user: {}` and `error` in the API server's words (its
 //!   authenticators' errors joined in brackets): `[invalid bearer token,
 //!   service account token has expired]`, `[invalid bearer token, token
@@ -56,6 +62,10 @@ pub(crate) struct Tokens {
     /// The uid of each service account a token was issued for, by
     /// (namespace, name).
     accounts: HashMap<(String, String), String>,
+    /// The uid of each pod a token was bound to, by (namespace, name).
+    pods: HashMap<(String, String), String>,
+    /// The uid of each node a token's pod runs on, by name.
+    nodes: HashMap<String, String>,
     /// While true, TokenReviews are answered 503.
     pub(crate) reviews_refused: bool,
     /// While true, every request needs a valid bearer token for
@@ -71,6 +81,17 @@ struct Issued {
     account: String,
     audiences: Vec<String>,
     expires: SystemTime,
+    /// The claim `jti`.
+    jti: String,
+    /// The pod (name, uid) and node (name, uid) it is bound to.
+    bound: Option<Bound>,
+}
+
+/// What a pod's token is bound to.
+#[derive(Clone)]
+struct Bound {
+    pod: (String, String),
+    node: (String, String),
 }
 
 /// What a token is, or why it is refused (the API server's words).
@@ -92,6 +113,44 @@ impl Tokens {
         audiences: &[&str],
         lifetime: Duration,
     ) -> String {
+        self.issue_bound(namespace, account, None, audiences, lifetime)
+    }
+
+    /// [`Tokens::issue`] for a token bound to `pod` (of `namespace`) on
+    /// `node`: a pod's projected token.
+    pub(crate) fn issue_for_pod(
+        &mut self,
+        namespace: &str,
+        account: &str,
+        (pod, node): (&str, &str),
+        audiences: &[&str],
+        lifetime: Duration,
+    ) -> String {
+        let pod_uid = self
+            .pods
+            .entry((namespace.to_string(), pod.to_string()))
+            .or_insert_with(|| uuid(&random::<16>()))
+            .clone();
+        let node_uid = self
+            .nodes
+            .entry(node.to_string())
+            .or_insert_with(|| uuid(&random::<16>()))
+            .clone();
+        let bound = Bound {
+            pod: (pod.to_string(), pod_uid),
+            node: (node.to_string(), node_uid),
+        };
+        self.issue_bound(namespace, account, Some(bound), audiences, lifetime)
+    }
+
+    fn issue_bound(
+        &mut self,
+        namespace: &str,
+        account: &str,
+        bound: Option<Bound>,
+        audiences: &[&str],
+        lifetime: Duration,
+    ) -> String {
         let audiences: Vec<String> = if audiences.is_empty() {
             vec![API_AUDIENCE.to_string()]
         } else {
@@ -109,19 +168,24 @@ impl Tokens {
                 .map_or(0, |d| d.as_secs())
         };
         let header = json!({"alg": "RS256", "kid": "pilot-kube-fake"});
-        let claims = json!({
+        let jti = uuid(&random::<16>());
+        let mut claims = json!({
             "aud": audiences,
             "exp": seconds(expires),
             "iat": seconds(now),
             "nbf": seconds(now),
             "iss": API_AUDIENCE,
-            "jti": uuid(&random::<16>()),
+            "jti": jti,
             "kubernetes.io": {
                 "namespace": namespace,
                 "serviceaccount": {"name": account, "uid": uid},
             },
             "sub": format!("system:serviceaccount:{namespace}:{account}"),
         });
+        if let Some(bound) = &bound {
+            claims["kubernetes.io"]["pod"] = json!({"name": bound.pod.0, "uid": bound.pod.1});
+            claims["kubernetes.io"]["node"] = json!({"name": bound.node.0, "uid": bound.node.1});
+        }
         let token = format!(
             "{}.{}.{}",
             base64url(header.to_string().as_bytes()),
@@ -135,6 +199,8 @@ impl Tokens {
                 account: account.to_string(),
                 audiences,
                 expires,
+                jti,
+                bound,
             },
         );
         token
@@ -245,6 +311,15 @@ impl Tokens {
                     .get(&(issued.namespace.clone(), issued.account.clone()))
                     .cloned()
                     .unwrap_or_default();
+                let mut extra = json!({
+                    "authentication.kubernetes.io/credential-id": [format!("JTI={}", issued.jti)],
+                });
+                if let Some(bound) = &issued.bound {
+                    extra["authentication.kubernetes.io/node-name"] = json!([bound.node.0]);
+                    extra["authentication.kubernetes.io/node-uid"] = json!([bound.node.1]);
+                    extra["authentication.kubernetes.io/pod-name"] = json!([bound.pod.0]);
+                    extra["authentication.kubernetes.io/pod-uid"] = json!([bound.pod.1]);
+                }
                 json!({
                     "authenticated": true,
                     "user": {
@@ -255,6 +330,7 @@ impl Tokens {
                             format!("system:serviceaccounts:{}", issued.namespace),
                             "system:authenticated",
                         ],
+                        "extra": extra,
                     },
                     "audiences": audiences,
                 })

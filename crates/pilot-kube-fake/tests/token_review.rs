@@ -71,6 +71,52 @@ async fn a_valid_token_is_reviewed_as_its_service_account() {
 }
 
 #[tokio::test]
+async fn a_pod_s_token_names_its_pod_and_node_in_extra() {
+    let fake = FakeApiServer::new();
+    let token = fake.issue_pod_token(
+        "istio-system",
+        "ztunnel",
+        ("ztunnel-abcde", "node-1"),
+        &["istio-ca"],
+        HOUR,
+    );
+    let status = review(&fake, &token, &["istio-ca"]).await.unwrap();
+    assert_eq!(status.authenticated, Some(true), "{status:?}");
+    let extra = status.user.unwrap().extra.unwrap();
+    let one = |key: &str| match extra.get(key).map(Vec::as_slice) {
+        Some([value]) => value.clone(),
+        other => panic!("{key}: expected one value, got {other:?}"),
+    };
+    assert_eq!(one("authentication.kubernetes.io/node-name"), "node-1");
+    assert_eq!(one("authentication.kubernetes.io/pod-name"), "ztunnel-abcde");
+    assert_eq!(one("authentication.kubernetes.io/pod-uid").len(), 36);
+    assert_eq!(one("authentication.kubernetes.io/node-uid").len(), 36);
+    assert!(one("authentication.kubernetes.io/credential-id").starts_with("JTI="));
+    // The same pod's next token: the same pod uid.
+    let again = fake.issue_pod_token(
+        "istio-system",
+        "ztunnel",
+        ("ztunnel-abcde", "node-1"),
+        &["istio-ca"],
+        HOUR,
+    );
+    let status = review(&fake, &again, &["istio-ca"]).await.unwrap();
+    let extra_again = status.user.unwrap().extra.unwrap();
+    assert_eq!(
+        extra_again["authentication.kubernetes.io/pod-uid"],
+        extra["authentication.kubernetes.io/pod-uid"]
+    );
+    // A token bound to no pod names none.
+    let plain = fake.issue_token("bookinfo", "reviews", &["istio-ca"], HOUR);
+    let status = review(&fake, &plain, &["istio-ca"]).await.unwrap();
+    let extra = status.user.unwrap().extra.unwrap();
+    assert!(
+        !extra.contains_key("authentication.kubernetes.io/node-name"),
+        "{extra:?}"
+    );
+}
+
+#[tokio::test]
 async fn expired_unknown_revoked_and_other_audience_tokens_are_refused_with_the_reason() {
     let fake = FakeApiServer::new();
     let refused = |status: TokenReviewStatus| {

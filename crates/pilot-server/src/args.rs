@@ -343,6 +343,17 @@ pub struct Args {
         requires = "kube_token_review"
     )]
     pub token_audiences: Vec<String>,
+    /// With `--kube-token-review`: the service account (`NS/SA`) of the
+    /// node proxies (ztunnel); a token of it bound to a node is that
+    /// node's proxy, which may ask for the certificates of the workloads
+    /// on its node. Repeatable.
+    #[arg(
+        long = "ztunnel-service-account",
+        default_value = "istio-system/ztunnel",
+        value_name = "NS/SA",
+        requires = "kube_token_review"
+    )]
+    pub ztunnel_service_accounts: Vec<String>,
     /// In a pod (`KUBERNETES_SERVICE_HOST`/`PORT` set, no KUBECONFIG): the
     /// service-account directory the Kubernetes client is built from
     /// (`token`, reread when it changes; `ca.crt`; `namespace`, where the
@@ -571,8 +582,20 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(args.token_audiences, ["a", "b"]);
+        assert_eq!(args.ztunnel_service_accounts, ["istio-system/ztunnel"]);
         let error = parse(&["--token-audience", "a"]).unwrap_err().to_string();
         assert!(error.contains("--kube-token-review"), "{error}");
+        let error = parse(&["--ztunnel-service-account", "kube-system/ztunnel"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("--kube-token-review"), "{error}");
+        let args = parse(&[
+            "--kube-token-review",
+            "--ztunnel-service-account",
+            "kube-system/zt",
+        ])
+        .unwrap();
+        assert_eq!(args.ztunnel_service_accounts, ["kube-system/zt"]);
         assert_eq!(
             parse(&[]).unwrap().kube_service_account_dir,
             PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount")

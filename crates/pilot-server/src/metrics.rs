@@ -34,6 +34,7 @@
 //! | `pilot_replica_failures` | counter | `operation` (`publish`, `read`, `campaign`) | failures to publish this replica's record, read the others', campaign |
 //! | `citadel_server_csr_count` | counter | | certificate signing requests received ([`crate::ca`]) |
 //! | `citadel_server_success_cert_issuance_count` | counter | | workload certificates issued |
+//! | `pilot_ca_impersonated` | counter | | of those, certificates a node proxy (ztunnel) got for a workload of its node |
 //! | `pilot_ca_refused` | counter | `reason` (`unauthenticated`, `permission_denied`, `invalid_argument`, `unavailable`, `internal`) | certificate requests refused |
 //!
 //! OpenMetrics names a counter's sample `NAME_total`: `pilot_xds_pushes` is
@@ -347,6 +348,11 @@ impl Collector for CaMetrics {
                 "citadel_server_success_cert_issuance_count",
                 "Workload certificates issued",
                 counts.issued.load(Relaxed),
+            ),
+            (
+                "pilot_ca_impersonated",
+                "Workload certificates issued to a node proxy (ztunnel) for a workload of its node",
+                counts.impersonated.load(Relaxed),
             ),
         ] {
             let metric = ConstCounter::new(value);

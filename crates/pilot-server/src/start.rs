@@ -85,6 +85,9 @@ pub async fn run(
     let services_file = opened.services_file.take();
     let (controller, config_events) = start_controller(Arc::clone(&opened.backend), args.max_body_bytes);
     opened.discovery = with_service_entries(opened.discovery, &controller);
+    if let Some(certificates) = &checked.certificates {
+        certificates.set_registries(Arc::clone(&opened.discovery));
+    }
     let xds = build_ads(&args, &controller, &opened.discovery, providers);
     let (closing, shutdown_rx) = watch::channel(false);
     let shared = assemble(&checked, opened, controller, xds, bound, shutdown_rx);
@@ -159,6 +162,11 @@ struct Checked {
     /// The ADS port's own certificate (`--xds-tls-dns-names`), issued by
     /// [`open_ca`].
     serving_cert: Option<Arc<ca::ServingCert>>,
+    /// ADS's authentication, which the certificate service reads too.
+    xds_auth: Option<Arc<auth::xds::XdsAuth>>,
+    /// The certificate service (made by [`open_ca`]), told the registries
+    /// once they are assembled.
+    certificates: Option<ca::CertificateService>,
     /// The REST listeners' connection cap (`--max-connections`, or derived
     /// from the open-files limit).
     max_connections: usize,
@@ -205,14 +213,16 @@ fn check(args: &Args) -> Result<Checked, StartError> {
         serving_cert.as_ref(),
     )
     .map_err(StartError::Failed)?;
-    let xds_auth = xds_auth.map(|auth| Arc::new(auth) as Arc<dyn pilot_ads::Authenticate>);
+    let xds_auth = xds_auth.map(Arc::new);
     ca::options(args).map_err(StartError::Failed)?;
     let ca_counts = Arc::new(ca::CaCounts::default());
     let ca_issued = Arc::new(ca::IssuedCertificates::new(args.ca_issued_records_max));
     let xds_options = {
         let mut value = ServeOptions::default();
         value.tls = xds_tls;
-        value.auth = xds_auth;
+        value.auth = xds_auth
+            .clone()
+            .map(|auth| auth as Arc<dyn pilot_ads::Authenticate>);
         value.max_connections = Some(caps.xds);
         value.handshake_timeout = Some(args.xds_handshake_timeout);
         value.write_timeout = Some(args.xds_write_timeout);
@@ -251,6 +261,8 @@ fn check(args: &Args) -> Result<Checked, StartError> {
         ca_renewal: None,
         ca: None,
         serving_cert,
+        xds_auth,
+        certificates: None,
         max_connections: caps.rest,
     })
 }
@@ -355,10 +367,11 @@ async fn open_ca(args: &Args, checked: &mut Checked, opened: &Opened) -> Result<
     checked.ca = Some(ca.clone());
     let certificates = ca::CertificateService::new(
         ca,
-        checked.xds_options.auth.clone(),
+        checked.xds_auth.clone(),
         Arc::clone(&checked.ca_counts),
         Arc::clone(&checked.ca_issued),
     );
+    checked.certificates = Some(certificates.clone());
     checked.xds_options.routes = Some(tonic::service::Routes::new(certificates));
     Ok(())
 }

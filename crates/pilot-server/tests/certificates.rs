@@ -256,6 +256,7 @@ async fn a_workload_certificate_is_a_credential_for_its_own_identity_only() {
     let mut request = tonic::Request::new(IstioCertificateRequest {
         csr: key.csr_pem(&reviews).unwrap(),
         validity_duration: 0,
+        metadata: None,
     });
     request
         .metadata_mut()

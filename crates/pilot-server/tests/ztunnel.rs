@@ -210,7 +210,7 @@ fn status(server: &TestServer) -> serde_json::Value {
 async fn a_ztunnel_gets_workloads_services_and_policies_and_each_change_once() {
     let dir = tempfile::tempdir().unwrap();
     let (services, tokens) = files(dir.path());
-    let server = TestServer::start(&["--services-file", &services, "--token-file", &tokens]).await;
+    let server = TestServer::start(&["--services", &services, "--token-file", &tokens]).await;
 
     // Without the token: refused.
     let refused = Ztunnel::open(&server, "not-a-token", node(), HashMap::new()).await;
@@ -411,7 +411,7 @@ async fn a_ztunnel_gets_workloads_services_and_policies_and_each_change_once() {
 async fn a_ztunnel_without_its_node_or_over_state_of_the_world_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (services, tokens) = files(dir.path());
-    let server = TestServer::start(&["--services-file", &services, "--token-file", &tokens]).await;
+    let server = TestServer::start(&["--services", &services, "--token-file", &tokens]).await;
     let mut nameless = node();
     nameless.metadata.as_mut().unwrap().fields.remove("NODE_NAME");
     let mut stream = Ztunnel::open(&server, ZTUNNEL_TOKEN, nameless, HashMap::new())

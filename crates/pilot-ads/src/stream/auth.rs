@@ -9,7 +9,8 @@
 //! finished by then is closed like any connection not yet admitted.
 //! The stream's first request then names the proxy; a caller bound to a
 //! namespace may only claim node ids in that namespace (`PERMISSION_DENIED`
-//! otherwise). Every refusal is counted
+//! otherwise); a node proxy's credential ([`NodeScope::Node`]) only
+//! ztunnel node ids whose `NODE_NAME` metadata names its node. Every refusal is counted
 //! ([`RefusedStreams`](crate::RefusedStreams)).
 
 use std::future::Future;
@@ -33,6 +34,11 @@ pub enum NodeScope {
         /// The service account.
         account: String,
     },
+    /// A node proxy (ztunnel) of this Kubernetes node: it may claim
+    /// ztunnel node ids whose node metadata `NODE_NAME` names this node,
+    /// and the certificate service signs for the workloads of this node
+    /// on its behalf (Istio's impersonation).
+    Node(String),
 }
 
 /// An authenticated ADS client.
@@ -52,6 +58,31 @@ impl Caller {
             NodeScope::Any => return Ok(()),
             NodeScope::Namespace(namespace) => (namespace, None),
             NodeScope::ServiceAccount { namespace, account } => (namespace, Some(account)),
+            NodeScope::Node(node) => {
+                // Only ztunnel node ids, of this node; sidecars, ingresses
+                // and routers are not node proxies.
+                if proxy.proxy_type != pilot_xds::ProxyType::Ztunnel {
+                    return Err(format!(
+                        "{:?} is the node proxy credential of node {node:?}: it may only claim ztunnel \
+                         node ids of that node, not the {} node {:?}",
+                        self.name,
+                        proxy.proxy_type.as_str(),
+                        proxy.node_id()
+                    ));
+                }
+                return match &proxy.node_name {
+                    Some(name) if name == node => Ok(()),
+                    other => Err(format!(
+                        "{:?} is the node proxy credential of node {node:?}, not of {} (ztunnel {:?})",
+                        self.name,
+                        other.as_ref().map_or_else(
+                            || "a node it does not name (no NODE_NAME metadata)".to_string(),
+                            |name| format!("node {name:?} (its NODE_NAME metadata)")
+                        ),
+                        proxy.node_id()
+                    )),
+                };
+            }
         };
         let id_namespace = proxy.id.rsplit_once('.').map(|(_, ns)| ns);
         let domain_namespace = proxy.domain.split('.').next();
@@ -187,6 +218,40 @@ mod tests {
             operator
                 .permits(&proxy("sidecar~10.0.0.1~ratings.prod~prod.svc.cluster.local"))
                 .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_node_proxy_credential_claims_no_sidecar() {
+        let ztunnel = Caller {
+            name: "spiffe://cluster.local/ns/istio-system/sa/ztunnel".into(),
+            scope: NodeScope::Node("node-1".into()),
+        };
+        let refused = ztunnel
+            .permits(
+                &Proxy::from_node_id(
+                    "sidecar~10.0.0.1~ztunnel-x.istio-system~istio-system.svc.cluster.local",
+                )
+                .unwrap(),
+            )
+            .unwrap_err();
+        assert!(
+            refused.contains("node proxy credential of node \"node-1\"")
+                && refused.contains("not the sidecar node"),
+            "{refused}"
+        );
+        let on = |node: &str| {
+            let metadata = [("NODE_NAME".to_string(), node.to_string())].into();
+            Proxy::from_node_id("ztunnel~10.0.0.5~ztunnel-x.istio-system~istio-system.svc.cluster.local")
+                .unwrap()
+                .with_metadata(&metadata)
+                .unwrap()
+        };
+        assert!(ztunnel.permits(&on("node-1")).is_ok());
+        let elsewhere = ztunnel.permits(&on("node-2")).unwrap_err();
+        assert!(
+            elsewhere.contains("not of node \"node-2\" (its NODE_NAME metadata)"),
+            "{elsewhere}"
         );
     }
 }

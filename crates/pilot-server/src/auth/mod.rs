@@ -2,8 +2,10 @@
 //! ([`tokens`]), checked on every REST request but the probes ([`rest`]),
 //! and ADS callers' tokens, client certificates and the ADS port's TLS
 //! ([`xds`]), which with `--kube-token-review` accepts Kubernetes
-//! service-account tokens too ([`token_review`]).
+//! service-account tokens too ([`token_review`]); node proxies'
+//! (ztunnel's) credentials name their node ([`node_proxy`]).
 
+pub(crate) mod node_proxy;
 pub(crate) mod rest;
 pub(crate) mod token_review;
 pub(crate) mod tokens;

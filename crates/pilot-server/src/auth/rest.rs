@@ -73,7 +73,8 @@ pub(crate) async fn require(
         && request.uri().path() == PROXY_EVENTS
     {
         return match reviewer.authenticate(token).await {
-            Ok(caller) => {
+            Ok(credential) => {
+                let caller = credential.caller;
                 let scope = match caller.scope {
                     pilot_ads::NodeScope::ServiceAccount { namespace, .. } => {
                         pilot_ads::NodeScope::Namespace(namespace)

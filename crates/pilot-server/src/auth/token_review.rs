@@ -8,7 +8,9 @@
 //! service account (`system:serviceaccount:NS:SA`); the caller is then
 //! `spiffe://<trust-domain>/ns/NS/sa/SA`, bound as a client certificate of
 //! that identity is (node ids of namespace `NS` with `SERVICE_ACCOUNT`
-//! `SA`; certificates of that identity only). A token the review refuses
+//! `SA`; certificates of that identity only), unless the account is a
+//! node proxy's and the token is bound to a node (`node_proxy.rs`). A
+//! token the review refuses
 //! (expired, unknown, for another audience) is `UNAUTHENTICATED` with the
 //! API server's reason. A review that cannot be made (the API unreachable,
 //! an error status, no answer within [`REVIEW_TIMEOUT`]) is
@@ -32,6 +34,8 @@ use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, TokenRe
 use kube::api::{Api, PostParams};
 use pilot_ads::{Caller, NodeScope};
 
+use super::node_proxy::{self, Credential};
+
 /// How long an accepted token is remembered at most.
 pub(crate) const CACHE_TTL: Duration = Duration::from_secs(60);
 
@@ -54,6 +58,8 @@ pub(crate) struct TokenReviewer {
     service_account_dir: std::path::PathBuf,
     audiences: Vec<String>,
     trust_domain: String,
+    /// The node proxies' service accounts (`--ztunnel-service-account`).
+    ztunnel_accounts: Vec<(String, String)>,
     reviewed: Mutex<Reviewed>,
     in_flight: tokio::sync::Semaphore,
 }
@@ -67,6 +73,7 @@ impl TokenReviewer {
         }
         let mut reviewer = Self::new(args.token_audiences.clone(), args.trust_domain.clone())?;
         reviewer.service_account_dir = args.kube_service_account_dir.clone();
+        reviewer.ztunnel_accounts = node_proxy::ztunnel_accounts(&args.ztunnel_service_accounts)?;
         Ok(Some(reviewer))
     }
 
@@ -81,6 +88,7 @@ impl TokenReviewer {
             service_account_dir: std::path::PathBuf::new(),
             audiences,
             trust_domain,
+            ztunnel_accounts: vec![("istio-system".into(), "ztunnel".into())],
             reviewed: Mutex::new(Reviewed::default()),
             in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         })
@@ -99,7 +107,7 @@ impl TokenReviewer {
     }
 
     /// The caller `token` authenticates, or why not.
-    pub(crate) async fn authenticate(&self, token: &str) -> Result<Caller, tonic::Status> {
+    pub(crate) async fn authenticate(&self, token: &str) -> Result<Credential, tonic::Status> {
         let key = digest(token);
         if let Some(caller) = self.lock().get(&key, Instant::now()) {
             return Ok(caller);
@@ -154,7 +162,7 @@ impl TokenReviewer {
     }
 
     /// The caller a review's `status` names, or why it is refused.
-    fn caller(&self, status: &TokenReviewStatus) -> Result<Caller, tonic::Status> {
+    fn caller(&self, status: &TokenReviewStatus) -> Result<Credential, tonic::Status> {
         if status.authenticated != Some(true) {
             return Err(tonic::Status::unauthenticated(format!(
                 "the bearer token is not valid: Kubernetes says {}",
@@ -186,12 +194,25 @@ impl TokenReviewer {
             pilot_ca::SpiffeId::new(self.trust_domain.clone(), namespace, account).map_err(|e| {
                 tonic::Status::unauthenticated(format!("the service account of the Kubernetes token: {e}"))
             })?;
-        Ok(Caller {
-            name: identity.uri(),
-            scope: NodeScope::ServiceAccount {
-                namespace: namespace.to_string(),
-                account: account.to_string(),
+        let own = (namespace.to_string(), account.to_string());
+        let node = self
+            .ztunnel_accounts
+            .contains(&own)
+            .then(|| node_proxy::bound_node(status.user.as_ref().and_then(|u| u.extra.as_ref())))
+            .flatten();
+        let scope = match node {
+            Some(node) => NodeScope::Node(node.to_string()),
+            None => NodeScope::ServiceAccount {
+                namespace: own.0.clone(),
+                account: own.1.clone(),
             },
+        };
+        Ok(Credential {
+            caller: Caller {
+                name: identity.uri(),
+                scope,
+            },
+            identity: Some(own),
         })
     }
 
@@ -204,11 +225,11 @@ impl TokenReviewer {
 
 /// Accepted tokens (by digest) and until when, at most [`CACHE_MAX`].
 #[derive(Default)]
-pub(crate) struct Reviewed(HashMap<[u8; 32], (Caller, Instant)>);
+pub(crate) struct Reviewed(HashMap<[u8; 32], (Credential, Instant)>);
 
 impl Reviewed {
     /// The caller of a token accepted before and not yet due again.
-    fn get(&mut self, key: &[u8; 32], now: Instant) -> Option<Caller> {
+    fn get(&mut self, key: &[u8; 32], now: Instant) -> Option<Credential> {
         match self.0.get(key) {
             Some((caller, until)) if *until > now => Some(caller.clone()),
             Some(_) => {
@@ -221,7 +242,7 @@ impl Reviewed {
 
     /// Remembers an accepted token until `until`; when full, the entries
     /// past due go first, and if none is, nothing more is remembered.
-    fn insert(&mut self, key: [u8; 32], caller: Caller, until: Instant) {
+    fn insert(&mut self, key: [u8; 32], caller: Credential, until: Instant) {
         if self.0.len() >= CACHE_MAX {
             let now = Instant::now();
             self.0.retain(|_, (_, due)| *due > now);
@@ -309,6 +330,8 @@ mod tests {
                 "user": {"username": "system:serviceaccount:bookinfo:reviews"},
             })))
             .unwrap();
+        assert_eq!(caller.identity, Some(("bookinfo".into(), "reviews".into())));
+        let caller = caller.caller;
         assert_eq!(caller.name, "spiffe://cluster.local/ns/bookinfo/sa/reviews");
         assert_eq!(
             caller.scope,
@@ -340,6 +363,37 @@ mod tests {
             "user": {"username": "system:serviceaccount:a/b:c"},
         }));
         assert_eq!(odd.code(), tonic::Code::Unauthenticated, "{odd:?}");
+    }
+
+    #[test]
+    fn a_ztunnel_token_bound_to_a_node_is_that_node_s_proxy() {
+        let reviewer = reviewer();
+        let review = |account: &str, extra: serde_json::Value| {
+            reviewer
+                .caller(&status(serde_json::json!({
+                    "authenticated": true, "audiences": ["istio-ca"],
+                    "user": {"username": format!("system:serviceaccount:istio-system:{account}"), "extra": extra},
+                })))
+                .unwrap()
+        };
+        let bound = serde_json::json!({
+            "authentication.kubernetes.io/node-name": ["node-1"],
+            "authentication.kubernetes.io/pod-name": ["ztunnel-abcde"],
+        });
+        let ztunnel = review("ztunnel", bound.clone());
+        assert_eq!(ztunnel.caller.scope, NodeScope::Node("node-1".into()));
+        assert_eq!(ztunnel.identity, Some(("istio-system".into(), "ztunnel".into())));
+        // Any other account's pod token carries its node too: it stays
+        // that account's.
+        assert!(matches!(
+            review("istiod", bound).caller.scope,
+            NodeScope::ServiceAccount { .. }
+        ));
+        // A ztunnel token bound to no node is the account's only.
+        assert!(matches!(
+            review("ztunnel", serde_json::json!({})).caller.scope,
+            NodeScope::ServiceAccount { .. }
+        ));
     }
 
     /// A reviewer whose API server takes every request and never answers,
@@ -384,10 +438,10 @@ mod tests {
     #[test]
     fn the_cache_forgets_at_the_deadline_and_stays_bounded() {
         let mut reviewed = Reviewed::default();
-        let caller = Caller {
+        let caller = Credential::of(Caller {
             name: "x".into(),
             scope: NodeScope::Any,
-        };
+        });
         let now = Instant::now();
         reviewed.insert(digest("a"), caller.clone(), now + Duration::from_secs(5));
         assert_eq!(reviewed.get(&digest("a"), now), Some(caller.clone()));

@@ -30,11 +30,17 @@ pub(crate) struct Token {
     /// For [`Access::Xds`] tokens with a namespace: the service account
     /// (node metadata `SERVICE_ACCOUNT`) its proxies must have.
     pub service_account: Option<String>,
+    /// For [`Access::Xds`] tokens with `node=NODE`: its holder is the node
+    /// proxy (ztunnel) of that node.
+    pub node: Option<String>,
 }
 
 impl Token {
     /// The node ids this token's holder may claim.
     pub(crate) fn scope(&self) -> pilot_ads::NodeScope {
+        if let (Access::Xds, Some(node)) = (self.access, &self.node) {
+            return pilot_ads::NodeScope::Node(node.clone());
+        }
         match (self.access, &self.namespace, &self.service_account) {
             (Access::Xds, Some(namespace), Some(account)) => pilot_ads::NodeScope::ServiceAccount {
                 namespace: namespace.clone(),
@@ -42,6 +48,15 @@ impl Token {
             },
             (Access::Xds, Some(namespace), None) => pilot_ads::NodeScope::Namespace(namespace.clone()),
             _ => pilot_ads::NodeScope::Any,
+        }
+    }
+
+    /// The identity of the token's holder itself, `(namespace, service
+    /// account)`, when it names both.
+    pub(crate) fn identity(&self) -> Option<(String, String)> {
+        match (self.access, &self.namespace, &self.service_account) {
+            (Access::Xds, Some(namespace), Some(account)) => Some((namespace.clone(), account.clone())),
+            _ => None,
         }
     }
 }
@@ -52,8 +67,9 @@ pub(crate) struct Tokens(Vec<Token>);
 
 impl Tokens {
     /// Reads a token file: one token per line, `TOKEN ro|rw [NAME]` or
-    /// `TOKEN xds [NAME] [namespace=NS [serviceAccount=SA]]`; blank lines and lines starting
-    /// with `#` are skipped.
+    /// `TOKEN xds [NAME] [namespace=NS [serviceAccount=SA]] [node=NODE]`
+    /// (`node=`: the node proxy, ztunnel, of that Kubernetes node); blank
+    /// lines and lines starting with `#` are skipped.
     pub(crate) fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
@@ -91,7 +107,17 @@ impl Tokens {
             let name = fields.next().unwrap_or("unnamed").to_string();
             let mut namespace = None;
             let mut service_account = None;
+            let mut node = None;
             for field in fields {
+                if access == Access::Xds
+                    && let Some(value) = field.strip_prefix("node=")
+                {
+                    if value.is_empty() {
+                        return Err(format!("{source}:{}: `node=` needs a node name", number + 1));
+                    }
+                    node = Some(value.to_string());
+                    continue;
+                }
                 if access == Access::Xds
                     && let Some(account) = field.strip_prefix("serviceAccount=")
                 {
@@ -111,7 +137,8 @@ impl Tokens {
                     }
                     _ => {
                         return Err(format!(
-                            "{source}:{}: unexpected {field:?}; only xds tokens take `namespace=NS`",
+                            "{source}:{}: unexpected {field:?}; only xds tokens take `namespace=NS`, \
+                             `serviceAccount=SA` and `node=NODE`",
                             number + 1
                         ));
                     }
@@ -137,6 +164,7 @@ impl Tokens {
                 name,
                 namespace,
                 service_account,
+                node,
             });
         }
         if tokens.is_empty() {
@@ -245,6 +273,24 @@ mod tests {
             let error = Tokens::parse("t", line).unwrap_err();
             assert!(error.starts_with(expected), "{error}");
         }
+        let ztunnel = Tokens::parse(
+            "t",
+            "0123456789abcdef-zt xds ztunnel-1 namespace=istio-system serviceAccount=ztunnel node=node-1\n",
+        )
+        .unwrap();
+        let token = ztunnel.find("0123456789abcdef-zt").unwrap();
+        assert_eq!(token.scope(), pilot_ads::NodeScope::Node("node-1".into()));
+        assert_eq!(token.identity(), Some(("istio-system".into(), "ztunnel".into())));
+        assert!(
+            Tokens::parse("t", "0123456789abcdef-zt xds z node=\n")
+                .unwrap_err()
+                .contains("`node=` needs a node name")
+        );
+        assert!(
+            Tokens::parse("t", "0123456789abcdef-zt ro z node=n\n")
+                .unwrap_err()
+                .contains("only xds tokens")
+        );
         assert_eq!(bearer("bearer abc"), Some("abc"));
         assert_eq!(bearer("BEARER  abc "), Some("abc"));
         assert_eq!(bearer("Basic abc"), None);

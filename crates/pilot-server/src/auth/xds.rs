@@ -20,7 +20,10 @@
 //! - with `--kube-token-review`, a bearer token not in the token file is
 //!   a Kubernetes service-account token, reviewed by the API server
 //!   ([`super::token_review`]): as a client certificate of
-//!   `spiffe://<trust-domain>/ns/NS/sa/SA`.
+//!   `spiffe://<trust-domain>/ns/NS/sa/SA`;
+//! - an `xds` token with `node=NODE`, or a reviewed token of a node
+//!   proxy's service account bound to a node: ztunnel node ids of that
+//!   node ([`super::node_proxy`]).
 //!
 //! A client certificate is refused unless it carries exactly one URI,
 //! a SPIFFE workload identity that follows the SPIFFE ID rules, of this
@@ -35,6 +38,7 @@ use pilot_ads::{Authenticate, Caller, NodeScope, Peer};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use super::node_proxy::Credential;
 use super::token_review::TokenReviewer;
 use super::tokens::Tokens;
 use crate::args::Args;
@@ -163,6 +167,23 @@ impl Authenticate for XdsAuth {
         headers: &'a http::HeaderMap,
         extensions: &'a http::Extensions,
     ) -> pilot_ads::Authenticating<'a> {
+        let identifying = self.identify(headers, extensions);
+        Box::pin(async move { identifying.await.map(|credential| credential.caller) })
+    }
+}
+
+/// What [`XdsAuth::identify`] returns.
+pub(crate) type Identifying<'a> =
+    std::pin::Pin<Box<dyn Future<Output = Result<Credential, tonic::Status>> + Send + 'a>>;
+
+impl XdsAuth {
+    /// The caller of a request, with the identity its credential holds
+    /// (the certificate service's view; ADS needs the caller only).
+    pub(crate) fn identify<'a>(
+        &'a self,
+        headers: &'a http::HeaderMap,
+        extensions: &'a http::Extensions,
+    ) -> Identifying<'a> {
         if let Some(value) = headers.get(http::header::AUTHORIZATION) {
             let Some(token) = value.to_str().ok().and_then(super::tokens::bearer) else {
                 return ready(Err(tonic::Status::unauthenticated(
@@ -170,9 +191,12 @@ impl Authenticate for XdsAuth {
                 )));
             };
             if let Some(found) = self.tokens.as_ref().and_then(|tokens| tokens.find(token)) {
-                return ready(Ok(Caller {
-                    name: format!("token {}", found.name),
-                    scope: found.scope(),
+                return ready(Ok(Credential {
+                    caller: Caller {
+                        name: format!("token {}", found.name),
+                        scope: found.scope(),
+                    },
+                    identity: found.identity(),
                 }));
             }
             return match &self.reviewer {
@@ -182,12 +206,12 @@ impl Authenticate for XdsAuth {
                 ))),
             };
         }
-        ready(self.certificate(extensions))
+        ready(self.certificate(extensions).map(Credential::of))
     }
 }
 
 /// An answer known at once.
-fn ready<'a>(answer: Result<Caller, tonic::Status>) -> pilot_ads::Authenticating<'a> {
+fn ready<'a>(answer: Result<Credential, tonic::Status>) -> Identifying<'a> {
     Box::pin(std::future::ready(answer))
 }
 

@@ -16,13 +16,38 @@
 //! service's accounts are its instances'); the label
 //! `security.istio.io/tlsMode: istio` says it runs a sidecar that accepts
 //! mutual TLS.
+//!
+//! Workloads (`pilot_model::Workload`, what ztunnel is served and what a
+//! node proxy may get certificates for): an instance that gives `name`
+//! and `namespace` (and optionally `node`, `uid`, `serviceAccount`) makes
+//! the workload at its address, shared by every instance of that address
+//! (of any service; an address is one workload, so their workload fields
+//! must agree, and its labels are the union of theirs). A top-level
+//! `workloads:` list adds workloads that back no service (or that several
+//! addresses share), each with its `addresses`; instances at one of those
+//! addresses are that workload. Workloads are of kind `Registered`, with
+//! the uid `Kubernetes/pilot.io/Registered/<namespace>/<name>` unless
+//! `uid` names another.
+//!
+//! ```yaml
+//! services:
+//! - hostname: reviews.default.svc.cluster.local
+//!   ports: [{name: http, port: 9080, protocol: HTTP}]
+//!   instances:
+//!   - {address: 10.0.0.3, port: 9080, name: reviews-v1-1, namespace: default,
+//!      serviceAccount: reviews, node: node-1}
+//! workloads:
+//! - {name: batch-1, namespace: jobs, serviceAccount: batch, node: node-2,
+//!    addresses: [10.0.0.9], labels: {istio.io/dataplane-mode: ambient}}
+//! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use pilot_model::{Labels, Port, Service};
+use pilot_model::{Labels, Port, Service, ServiceDiscovery, Workload, WorkloadKind};
 use pilot_store::{DesiredState, FollowedRegistry, RegistryWriter};
 use serde::Deserialize;
 
@@ -33,6 +58,35 @@ pub struct ServicesFile {
     /// Every service with its instances.
     #[serde(default)]
     pub services: Vec<ServiceEntry>,
+    /// Workloads listed by themselves: those that back no service, or
+    /// that span several addresses.
+    #[serde(default)]
+    pub workloads: Vec<WorkloadEntry>,
+}
+
+/// A workload of the top-level `workloads:` list.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkloadEntry {
+    /// Its name.
+    pub name: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// The service account it runs as (`default` unless given).
+    #[serde(default)]
+    pub service_account: Option<String>,
+    /// The node it runs on: that node's ztunnel serves it.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// Its uid (default `Kubernetes/pilot.io/Registered/<namespace>/<name>`).
+    #[serde(default)]
+    pub uid: Option<String>,
+    /// Its addresses; instances at one of them are this workload.
+    #[serde(default)]
+    pub addresses: Vec<IpAddr>,
+    /// Its labels (`istio.io/dataplane-mode: ambient` enrolls it).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// One service and its instances.
@@ -74,6 +128,18 @@ pub struct InstanceEntry {
     /// The service account it runs as: its identity in mutual TLS.
     #[serde(default)]
     pub service_account: Option<String>,
+    /// The name of the workload at this address (with `namespace`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The namespace of the workload at this address (with `name`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The node the workload at this address runs on.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// The uid of the workload at this address.
+    #[serde(default)]
+    pub uid: Option<String>,
 }
 
 /// Reads and checks the file; errors name the file and, for YAML problems,
@@ -102,13 +168,221 @@ pub fn load(path: &Path) -> Result<ServicesFile, String> {
             }
         }
     }
+    resolve_workloads(&file).map_err(|e| format!("{source}: {e}"))?;
     Ok(file)
+}
+
+/// The workloads a file describes: by address (what its instances are),
+/// and the ones its `workloads:` list names.
+#[derive(Debug, Default)]
+pub(crate) struct Workloads {
+    /// The workload at each address.
+    pub(crate) by_address: HashMap<IpAddr, Arc<Workload>>,
+    /// The `workloads:` list's.
+    pub(crate) listed: Vec<Arc<Workload>>,
+}
+
+/// A workload being gathered from the file: where it was first named and
+/// the labels its instances give.
+struct Gathered {
+    place: String,
+    workload: Workload,
+    /// Each label's value and where it was given.
+    labels: BTreeMap<String, (String, String)>,
+}
+
+/// The workloads of `file`, or the first contradiction, naming its place
+/// (`services[i].instances[j]`, `workloads[k]`) and field.
+pub(crate) fn resolve_workloads(file: &ServicesFile) -> Result<Workloads, String> {
+    let mut gathered: Vec<Gathered> = Vec::new();
+    let mut at: HashMap<IpAddr, usize> = HashMap::new();
+    for (k, entry) in file.workloads.iter().enumerate() {
+        let place = format!("workloads[{k}]");
+        let workload = workload(
+            &place,
+            &entry.name,
+            &entry.namespace,
+            entry.service_account.as_deref(),
+            entry.node.as_deref(),
+            entry.uid.as_deref(),
+        )?
+        .with_addresses(entry.addresses.iter().copied());
+        for address in &entry.addresses {
+            if let Some(&other) = at.get(address) {
+                return Err(format!(
+                    "{place}.addresses: {address} is already {}'s ({}): an address is one workload",
+                    gathered[other].workload.name, gathered[other].place
+                ));
+            }
+            at.insert(*address, gathered.len());
+        }
+        let labels = entry
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), (v.clone(), place.clone())))
+            .collect();
+        gathered.push(Gathered {
+            place,
+            workload,
+            labels,
+        });
+    }
+    let listed = gathered.len();
+    // The workloads the instances name, first: an instance that names none
+    // is the workload of its address wherever that is named.
+    for (i, service) in file.services.iter().enumerate() {
+        for (j, instance) in service.instances.iter().enumerate() {
+            let place = format!("services[{i}].instances[{j}]");
+            let (name, namespace) = match (&instance.name, &instance.namespace) {
+                (Some(name), Some(namespace)) => (name, namespace),
+                (None, None) if instance.node.is_none() && instance.uid.is_none() => continue,
+                _ => {
+                    return Err(format!(
+                        "{place}: a workload needs both `name` and `namespace` (`node` and `uid` are the workload's)"
+                    ));
+                }
+            };
+            let Some(&index) = at.get(&instance.address) else {
+                let declared = workload(
+                    &place,
+                    name,
+                    namespace,
+                    instance.service_account.as_deref(),
+                    instance.node.as_deref(),
+                    instance.uid.as_deref(),
+                )?;
+                at.insert(instance.address, gathered.len());
+                gathered.push(Gathered {
+                    place,
+                    workload: declared.with_addresses([instance.address]),
+                    labels: BTreeMap::new(),
+                });
+                continue;
+            };
+            let known = &gathered[index].workload;
+            let account = instance
+                .service_account
+                .as_deref()
+                .unwrap_or(&known.service_account);
+            let same = index >= listed
+                && workload(
+                    &place,
+                    name,
+                    namespace,
+                    Some(account),
+                    instance.node.as_deref(),
+                    instance.uid.as_deref(),
+                )
+                .is_ok_and(|mine| mine.with_addresses(known.addresses.clone()) == *known);
+            if !same {
+                return Err(format!(
+                    "{place}: address {} is workload {}/{} already ({}); the instances of an address are \
+                     one workload: name it once, or the same way",
+                    instance.address, known.namespace, known.name, gathered[index].place
+                ));
+            }
+        }
+    }
+    // Every instance at a workload's address: its account agrees, and its
+    // labels are the workload's.
+    for (i, service) in file.services.iter().enumerate() {
+        for (j, instance) in service.instances.iter().enumerate() {
+            let Some(&index) = at.get(&instance.address) else {
+                continue;
+            };
+            let place = format!("services[{i}].instances[{j}]");
+            let target = &mut gathered[index];
+            if let Some(account) = &instance.service_account
+                && *account != target.workload.service_account
+            {
+                return Err(format!(
+                    "{place}.serviceAccount: {account:?}, but the workload at {} ({}/{}, {}) runs as {:?}",
+                    instance.address,
+                    target.workload.namespace,
+                    target.workload.name,
+                    target.place,
+                    target.workload.service_account
+                ));
+            }
+            for (key, value) in &instance.labels {
+                match target.labels.get(key) {
+                    Some((known, there)) if known != value => {
+                        return Err(format!(
+                            "{place}.labels.{key}: {value:?}, but {there} gives the workload at {} {known:?}",
+                            instance.address
+                        ));
+                    }
+                    Some(_) => {}
+                    None => {
+                        target.labels.insert(key.clone(), (value.clone(), place.clone()));
+                    }
+                }
+            }
+        }
+    }
+    let mut uids: HashMap<String, String> = HashMap::new();
+    for entry in &gathered {
+        if let Some(other) = uids.insert(entry.workload.uid.clone(), entry.place.clone()) {
+            return Err(format!(
+                "{}: uid {:?} is {other}'s workload already (another address); give one of them its own \
+                 `uid` or name, or list the workload once in `workloads:` with both addresses",
+                entry.place, entry.workload.uid
+            ));
+        }
+    }
+    let mut workloads = Workloads::default();
+    let finished: Vec<Arc<Workload>> = gathered
+        .into_iter()
+        .map(|entry| {
+            let labels = entry.labels.into_iter().map(|(k, (v, _))| (k, v)).collect();
+            Arc::new(entry.workload.with_labels(Labels(labels)))
+        })
+        .collect();
+    for (address, index) in at {
+        workloads.by_address.insert(address, Arc::clone(&finished[index]));
+    }
+    workloads.listed = finished.into_iter().take(listed).collect();
+    Ok(workloads)
+}
+
+/// A workload of the file, its fields checked.
+fn workload(
+    place: &str,
+    name: &str,
+    namespace: &str,
+    account: Option<&str>,
+    node: Option<&str>,
+    uid: Option<&str>,
+) -> Result<Workload, String> {
+    for (field, value) in [("name", Some(name)), ("node", node), ("uid", uid)] {
+        if value.is_some_and(str::is_empty) {
+            return Err(format!("{place}.{field}: empty"));
+        }
+    }
+    // The identity's segments: a node proxy gets certificates for it.
+    pilot_ca::SpiffeId::check_path_segment("namespace", namespace)
+        .map_err(|e| format!("{place}.namespace: {e}"))?;
+    if let Some(account) = account {
+        pilot_ca::SpiffeId::check_path_segment("serviceAccount", account)
+            .map_err(|e| format!("{place}.serviceAccount: {e}"))?;
+    }
+    let mut workload = Workload::new(WorkloadKind::Registered, namespace, name);
+    if let Some(account) = account {
+        workload = workload.with_service_account(account);
+    }
+    if let Some(node) = node {
+        workload = workload.with_node(node);
+    }
+    if let Some(uid) = uid {
+        workload = workload.with_uid(uid);
+    }
+    Ok(workload)
 }
 
 /// What `file` says the registry should hold: the registry's whole
 /// "source -> desired state" function ([`pilot_store::FollowedRegistry`]
 /// diffs it into the cache, so a changed entry is one update).
-pub(crate) fn desired(file: &ServicesFile) -> DesiredState {
+pub(crate) fn desired(file: &ServicesFile, workloads: &Workloads) -> DesiredState {
     let mut desired = DesiredState::new();
     for entry in &file.services {
         let service = desired.insert({
@@ -120,7 +394,14 @@ pub(crate) fn desired(file: &ServicesFile) -> DesiredState {
             let mut accounts: Vec<String> = entry
                 .instances
                 .iter()
-                .filter_map(|i| i.service_account.clone())
+                .filter_map(|i| {
+                    i.service_account.clone().or_else(|| {
+                        workloads
+                            .by_address
+                            .get(&i.address)
+                            .map(|w| w.service_account.clone())
+                    })
+                })
                 .collect();
             accounts.sort();
             accounts.dedup();
@@ -143,6 +424,13 @@ pub(crate) fn desired(file: &ServicesFile) -> DesiredState {
                 Ok(added) => {
                     added.availability_zone = instance.availability_zone.clone();
                     added.service_account = instance.service_account.clone();
+                    if let Some(workload) = workloads.by_address.get(&instance.address) {
+                        added.workload = Some(Arc::clone(workload));
+                        // The workload's account when the instance names none.
+                        added
+                            .service_account
+                            .get_or_insert_with(|| workload.service_account.clone());
+                    }
                 }
                 Err(error) => tracing::warn!(%error, hostname = %entry.hostname, "instance not added"),
             }
@@ -155,8 +443,36 @@ pub(crate) fn desired(file: &ServicesFile) -> DesiredState {
 /// writer [`follow`] keeps applying the file with.
 pub fn registry(file: &ServicesFile) -> (FollowedRegistry, RegistryWriter) {
     let (registry, writer) = FollowedRegistry::new();
-    writer.apply(desired(file));
+    apply(&writer, file);
     (registry, writer)
+}
+
+/// Makes the registry hold what `file` says: its listed workloads first,
+/// then its services and instances (which marks it synced). How many
+/// services and instances changed, and how many listed workloads.
+fn apply(writer: &RegistryWriter, file: &ServicesFile) -> (pilot_store::Applied, usize) {
+    let workloads = match resolve_workloads(file) {
+        Ok(workloads) => workloads,
+        Err(error) => {
+            // `load` checked it: not reached with a loaded file.
+            tracing::warn!(%error, "the services file's workloads are left out");
+            Workloads::default()
+        }
+    };
+    let cache = writer.cache();
+    let mut changed = 0;
+    let wanted: std::collections::BTreeSet<&str> = workloads.listed.iter().map(|w| w.uid.as_str()).collect();
+    for gone in cache.workloads() {
+        if !wanted.contains(gone.uid.as_str()) && cache.remove_workload(&gone.uid).is_some() {
+            changed += 1;
+        }
+    }
+    for workload in &workloads.listed {
+        let before = cache.version();
+        cache.set_workload(Workload::clone(workload));
+        changed += usize::from(cache.version() != before);
+    }
+    (writer.apply(desired(file, &workloads)), changed)
 }
 
 /// Follows `path`, applying it through `writer` whenever its content
@@ -178,9 +494,9 @@ pub async fn follow(
             last_text = text;
             match load(&path) {
                 Ok(file) => {
-                    let applied = writer.apply(desired(&file));
-                    if !applied.is_empty() {
-                        tracing::info!(path = %path.display(), ?applied, "services reloaded");
+                    let (applied, workloads) = apply(&writer, &file);
+                    if !applied.is_empty() || workloads > 0 {
+                        tracing::info!(path = %path.display(), ?applied, workloads, "services reloaded");
                     }
                 }
                 Err(error) => {

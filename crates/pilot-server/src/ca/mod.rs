@@ -1,6 +1,7 @@
 //! The certificate authority of `pilot-discovery`: which root signs
 //! (`--ca-dir`, or a self-signed root kept in the configured store), and
-//! Istio's certificate service on the ADS port (`service.rs`), with its
+//! Istio's certificate service on the ADS port (`service.rs`; a node
+//! proxy's requests for its node's workloads in `impersonation.rs`), with its
 //! counts in `/metrics` and what it issued in `/debug/certificates`
 //! (`issued.rs`).
 //!
@@ -32,6 +33,7 @@
 //! `publish.rs`), so injected proxies verify both with the mesh's roots.
 
 mod dir;
+mod impersonation;
 mod issued;
 mod kept;
 mod proto;

@@ -10,6 +10,27 @@ pub(crate) struct IstioCertificateRequest {
     /// Requested lifetime in seconds; 0 or absent: the CA's default.
     #[prost(int64, tag = "3")]
     pub(crate) validity_duration: i64,
+    /// Options; `ImpersonatedIdentity` (a string) asks for another
+    /// workload's certificate (a node proxy's shared mode).
+    #[prost(message, optional, tag = "4")]
+    pub(crate) metadata: Option<Struct>,
+}
+
+/// `google.protobuf.Struct`: named values.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Struct {
+    /// The values by name.
+    #[prost(btree_map = "string, message", tag = "1")]
+    pub(crate) fields: std::collections::BTreeMap<String, Value>,
+}
+
+/// `google.protobuf.Value`, the kind this server reads: a string (the
+/// other kinds decode as `None`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Value {
+    /// `string_value`.
+    #[prost(string, optional, tag = "3")]
+    pub(crate) string_value: Option<String>,
 }
 
 /// `IstioCertificateResponse`.

@@ -21,14 +21,22 @@
 //! `spiffe://<trust-domain>/ns/NS/sa/SA`, as a client certificate; a
 //! review that cannot be made fails the call `UNAVAILABLE` with the reason.
 //!
+//! A node proxy's credential (ztunnel's: an `xds` token with `node=NODE`,
+//! or a reviewed `--ztunnel-service-account` token bound to a node) gets
+//! its own identity when the token names one, and, when the request's
+//! metadata names `ImpersonatedIdentity`, that identity if a workload of
+//! it runs on the proxy's node (`impersonation.rs`); any other credential
+//! naming `ImpersonatedIdentity` is `PERMISSION_DENIED`.
+//!
 //! A call without a valid credential is `UNAUTHENTICATED` (so is every
 //! call when ADS accepts anyone: certificates are never given to anyone);
 //! an identity the credential does not allow is `PERMISSION_DENIED` with
 //! the reason; a bad CSR or lifetime, or an identity against the SPIFFE
 //! rules, is `INVALID_ARGUMENT`. Each outcome
-//! is counted ([`CaCounts`], in `/metrics`), and each certificate issued
+//! is counted ([`CaCounts`], in `/metrics`; certificates a node proxy got
+//! for its workloads also as `impersonated`), and each certificate issued
 //! recorded with its requester ([`IssuedCertificates`], in
-//! `/debug/certificates`).
+//! `/debug/certificates`; for an impersonation, the node proxy).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -37,14 +45,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use pilot_ads::{Authenticate, Caller, NodeScope};
+use pilot_ads::{Caller, NodeScope};
 use pilot_ca::{CaError, Csr, SpiffeId};
+use pilot_model::ServiceDiscovery;
 use tonic::body::Body;
 use tonic::server::NamedService;
 
 use super::SharedCa;
+use super::impersonation::{self, Registries};
 use super::issued::IssuedCertificates;
 use super::proto::{IstioCertificateRequest, IstioCertificateResponse};
+use crate::auth::node_proxy::Credential;
+use crate::auth::xds::XdsAuth;
 
 /// The service's gRPC name.
 const SERVICE: &str = "istio.v1.auth.IstioCertificateService";
@@ -58,6 +70,8 @@ pub(crate) struct CaCounts {
     pub(crate) requests: AtomicU64,
     /// Certificates issued.
     pub(crate) issued: AtomicU64,
+    /// Of those, issued to a node proxy for a workload of its node.
+    pub(crate) impersonated: AtomicU64,
     /// Refused: no valid credential.
     pub(crate) unauthenticated: AtomicU64,
     /// Refused: an identity the credential does not allow.
@@ -92,9 +106,11 @@ pub(crate) struct CertificateService {
 
 struct Inner {
     ca: SharedCa,
-    auth: Option<Arc<dyn Authenticate>>,
+    auth: Option<Arc<XdsAuth>>,
     counts: Arc<CaCounts>,
     issued: Arc<IssuedCertificates>,
+    /// Where the workloads of a node proxy's node are found.
+    registries: Registries,
 }
 
 impl CertificateService {
@@ -103,7 +119,7 @@ impl CertificateService {
     /// `issued`.
     pub(crate) fn new(
         ca: SharedCa,
-        auth: Option<Arc<dyn Authenticate>>,
+        auth: Option<Arc<XdsAuth>>,
         counts: Arc<CaCounts>,
         issued: Arc<IssuedCertificates>,
     ) -> Self {
@@ -113,7 +129,16 @@ impl CertificateService {
                 auth,
                 counts,
                 issued,
+                registries: Registries::default(),
             }),
+        }
+    }
+
+    /// The registries whose workloads node proxies may ask certificates
+    /// for (until set, such requests fail `UNAVAILABLE`); set once.
+    pub(crate) fn set_registries(&self, registries: Arc<dyn ServiceDiscovery>) {
+        if self.inner.registries.set(registries).is_err() {
+            tracing::warn!("the certificate service's registries were set twice; keeping the first");
         }
     }
 }
@@ -140,7 +165,7 @@ impl tower_service::Service<http::Request<Body>> for CertificateService {
         let peer = peer(request.extensions());
         Box::pin(async move {
             let caller = match &inner.auth {
-                Some(auth) => auth.authenticate(request.headers(), request.extensions()).await,
+                Some(auth) => auth.identify(request.headers(), request.extensions()).await,
                 None => Err(tonic::Status::unauthenticated(
                     "this server gives certificates only to authenticated callers, and its ADS port accepts anyone \
                      (no --token-file, --kube-token-review or --xds-client-ca)",
@@ -155,7 +180,7 @@ impl tower_service::Service<http::Request<Body>> for CertificateService {
 /// One call's handler.
 struct Create {
     inner: Arc<Inner>,
-    caller: Result<Caller, tonic::Status>,
+    caller: Result<Credential, tonic::Status>,
     /// The requester's address.
     peer: Option<std::net::SocketAddr>,
 }
@@ -169,28 +194,34 @@ impl tonic::server::UnaryService<IstioCertificateRequest> for Create {
         counts.requests.fetch_add(1, Ordering::Relaxed);
         let answer = match &self.caller {
             Err(status) => Err(status.clone()),
-            Ok(caller) => self.inner.create(caller, self.peer, &request.into_inner()),
+            Ok(credential) => self.inner.create(credential, self.peer, &request.into_inner()),
         };
         match &answer {
-            Ok(_) => {
+            Ok((_, impersonated)) => {
                 counts.issued.fetch_add(1, Ordering::Relaxed);
+                if *impersonated {
+                    counts.impersonated.fetch_add(1, Ordering::Relaxed);
+                }
             }
             Err(status) => {
                 tracing::warn!(code = ?status.code(), reason = status.message(), "certificate request refused");
                 counts.refused(status);
             }
         }
-        std::future::ready(answer.map(tonic::Response::new))
+        std::future::ready(answer.map(|(response, _)| tonic::Response::new(response)))
     }
 }
 
 impl Inner {
+    /// The response, and whether it was an impersonation.
     fn create(
         &self,
-        caller: &Caller,
+        credential: &Credential,
         peer: Option<std::net::SocketAddr>,
         request: &IstioCertificateRequest,
-    ) -> Result<IstioCertificateResponse, tonic::Status> {
+    ) -> Result<(IstioCertificateResponse, bool), tonic::Status> {
+        let caller = &credential.caller;
+        let impersonated = impersonation::requested(request.metadata.as_ref())?;
         let csr = Csr::from_pem(&request.csr).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
         let ttl = match u64::try_from(request.validity_duration) {
             Ok(0) => None,
@@ -204,7 +235,10 @@ impl Inner {
         };
         // The authority of the moment: a root renewal swaps it.
         let ca = self.ca.current();
-        let identity = self.identity(&ca, caller, &csr)?;
+        let identity = match impersonated {
+            Some(asked) => self.impersonate(&ca, caller, asked)?,
+            None => self.identity(&ca, credential, &csr)?,
+        };
         let issued = ca.sign(&csr, &identity, ttl).map_err(|e| match e {
             CaError::Refused(_) => tonic::Status::permission_denied(format!("{}: {e}", caller.name)),
             CaError::TtlOverMax { .. }
@@ -213,20 +247,46 @@ impl Inner {
             | CaError::InvalidIdentity { .. } => tonic::Status::invalid_argument(e.to_string()),
             other => tonic::Status::internal(other.to_string()),
         })?;
-        tracing::info!(caller = %caller.name, %identity, "certificate issued");
-        self.issued.record(&issued, &caller.name, peer);
-        Ok(IstioCertificateResponse {
+        tracing::info!(caller = %caller.name, %identity, impersonated = impersonated.is_some(), "certificate issued");
+        let requester = match (&caller.scope, impersonated) {
+            (NodeScope::Node(node), Some(_)) => format!("{} (node proxy of {node})", caller.name),
+            _ => caller.name.clone(),
+        };
+        self.issued.record(&issued, &requester, peer);
+        let response = IstioCertificateResponse {
             cert_chain: issued.cert_chain,
-        })
+        };
+        Ok((response, impersonated.is_some()))
     }
 
-    /// The identity `caller` gets for `csr`.
-    fn identity(
+    /// The identity `asked` (`ImpersonatedIdentity`) when `caller` is the
+    /// node proxy of a node one of its workloads runs on.
+    fn impersonate(
         &self,
         ca: &pilot_ca::CertificateAuthority,
         caller: &Caller,
+        asked: &str,
+    ) -> Result<SpiffeId, tonic::Status> {
+        let denied = |why: String| tonic::Status::permission_denied(format!("{}: {why}", caller.name));
+        let NodeScope::Node(node) = &caller.scope else {
+            return Err(denied(format!(
+                "{} {asked:?} refused: only a node proxy's credential may ask for another workload's \
+                 certificate (an xds token with node=NODE, or with --kube-token-review a token of a \
+                 --ztunnel-service-account bound to a node)",
+                impersonation::IMPERSONATED_IDENTITY
+            )));
+        };
+        impersonation::authorize(&self.registries, &ca.options().trust_domain, node, asked, denied)
+    }
+
+    /// The identity `credential` gets for `csr`.
+    fn identity(
+        &self,
+        ca: &pilot_ca::CertificateAuthority,
+        credential: &Credential,
         csr: &Csr,
     ) -> Result<SpiffeId, tonic::Status> {
+        let caller = &credential.caller;
         let domain = &ca.options().trust_domain;
         let requested = csr
             .requested_identity()
@@ -246,6 +306,19 @@ impl Inner {
                 None => Err(tonic::Status::invalid_argument(format!(
                     "the CSR names no identity; this credential (namespace {namespace:?}) needs one of \
                      spiffe://{domain}/ns/{namespace}/sa/<service-account>"
+                ))),
+            },
+            NodeScope::Node(node) => match &credential.identity {
+                // Its own certificate: the identity its token names.
+                Some((namespace, account)) => {
+                    SpiffeId::new(domain.clone(), namespace.clone(), account.clone())
+                        .map_err(|e| denied(format!("the credential's identity: {e}")))
+                }
+                None => Err(denied(format!(
+                    "the node proxy credential of node {node:?} names no identity of its own \
+                     (namespace=NS serviceAccount=SA); it may ask for its node's workloads' \
+                     certificates with {}",
+                    impersonation::IMPERSONATED_IDENTITY
                 ))),
             },
             NodeScope::Any => Err(denied(

@@ -12,6 +12,36 @@ pub(crate) struct IstioCertificateRequest {
     pub(crate) csr: String,
     #[prost(int64, tag = "3")]
     pub(crate) validity_duration: i64,
+    #[prost(message, optional, tag = "4")]
+    pub(crate) metadata: Option<Struct>,
+}
+
+/// `google.protobuf.Struct`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Struct {
+    #[prost(btree_map = "string, message", tag = "1")]
+    pub(crate) fields: std::collections::BTreeMap<String, Value>,
+}
+
+/// `google.protobuf.Value`: a number or a string.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Value {
+    #[prost(double, optional, tag = "2")]
+    pub(crate) number_value: Option<f64>,
+    #[prost(string, optional, tag = "3")]
+    pub(crate) string_value: Option<String>,
+}
+
+/// Metadata naming `ImpersonatedIdentity`, as ztunnel in shared mode
+/// sends it.
+pub(crate) fn impersonating(identity: &str) -> Struct {
+    let value = Value {
+        string_value: Some(identity.to_string()),
+        ..Default::default()
+    };
+    Struct {
+        fields: [("ImpersonatedIdentity".to_string(), value)].into(),
+    }
 }
 
 /// Istio's `IstioCertificateResponse`.
@@ -37,9 +67,22 @@ pub(crate) async fn create_with_csr(
     csr: String,
     ttl_seconds: i64,
 ) -> Result<Vec<String>, tonic::Status> {
+    create_with_metadata(channel, token, csr, ttl_seconds, None).await
+}
+
+/// `CreateCertificate` with `csr` and `metadata`, with a bearer `token`
+/// if any.
+pub(crate) async fn create_with_metadata(
+    channel: &Channel,
+    token: Option<&str>,
+    csr: String,
+    ttl_seconds: i64,
+    metadata: Option<Struct>,
+) -> Result<Vec<String>, tonic::Status> {
     let mut request = tonic::Request::new(IstioCertificateRequest {
         csr,
         validity_duration: ttl_seconds,
+        metadata,
     });
     if let Some(token) = token {
         request
