@@ -459,20 +459,31 @@ fn apply(writer: &RegistryWriter, file: &ServicesFile) -> (pilot_store::Applied,
             Workloads::default()
         }
     };
-    let cache = writer.cache();
-    let mut changed = 0;
-    let wanted: std::collections::BTreeSet<&str> = workloads.listed.iter().map(|w| w.uid.as_str()).collect();
-    for gone in cache.workloads() {
-        if !wanted.contains(gone.uid.as_str()) && cache.remove_workload(&gone.uid).is_some() {
-            changed += 1;
-        }
-    }
-    for workload in &workloads.listed {
-        let before = cache.version();
-        cache.set_workload(Workload::clone(workload));
-        changed += usize::from(cache.version() != before);
-    }
-    (writer.apply(desired(file, &workloads)), changed)
+    // The listed workloads are part of the desired state: the writer
+    // reconciles them with the services (what it held and the file no
+    // longer lists goes).
+    let held: std::collections::BTreeMap<String, Arc<Workload>> = writer
+        .cache()
+        .workloads()
+        .into_iter()
+        .map(|w| (w.uid.clone(), w))
+        .collect();
+    let mut state = desired(file, &workloads);
+    state.workloads = workloads
+        .listed
+        .iter()
+        .map(|w| (w.uid.clone(), Arc::clone(w)))
+        .collect();
+    let changed = state
+        .workloads
+        .iter()
+        .filter(|(uid, w)| held.get(*uid).is_none_or(|h| h != *w))
+        .count()
+        + held
+            .keys()
+            .filter(|uid| !state.workloads.contains_key(*uid))
+            .count();
+    (writer.apply(state), changed)
 }
 
 /// Follows `path`, applying it through `writer` whenever its content
