@@ -131,13 +131,21 @@ impl ProxyStatus {
 
     /// The last push the proxy has all of: the stream's push when every
     /// type it was sent is ACKed (and it has at least clusters and
-    /// listeners), else the push before the oldest one it has not ACKed.
+    /// listeners; a ztunnel, addresses and authorizations), else the push
+    /// before the oldest one it has not ACKed.
     pub fn acked_push(&self) -> Option<u64> {
         // An Envoy asks for clusters, then listeners (a gRPC client for
         // listeners first): until it has ACKed listeners (and clusters,
         // once asked for) it has not got its configuration.
         let acked = |t: &str| self.types.get(t).is_some_and(|s| s.acked.is_some());
-        if !acked("LDS") || (self.types.contains_key("CDS") && !acked("CDS")) {
+        // A ztunnel asks for addresses and authorizations: it has its
+        // configuration once it has ACKed both.
+        let ztunnel = self.node_id.starts_with("ztunnel~");
+        if ztunnel {
+            if !acked("WDS") || !acked("WADS") {
+                return None;
+            }
+        } else if !acked("LDS") || (self.types.contains_key("CDS") && !acked("CDS")) {
             return None;
         }
         let oldest_unacked = self
@@ -276,6 +284,29 @@ mod tests {
             3,
         );
         assert_eq!(starting.acked_push(), None);
+    }
+
+    #[test]
+    fn a_ztunnel_has_a_push_once_it_acked_addresses_and_authorizations() {
+        let ztunnel = |types: &[Row<'_>]| ProxyStatus {
+            node_id: "ztunnel~10.0.0.2~z.istio-system~istio-system.svc.cluster.local".into(),
+            ..proxy(types, 4)
+        };
+        assert_eq!(ztunnel(&[("WDS", Some("4"), Some("4"), None)]).acked_push(), None);
+        let synced = ztunnel(&[
+            ("WDS", Some("4"), Some("4"), None),
+            ("WADS", Some("2"), Some("2"), None),
+        ]);
+        assert_eq!(
+            synced.acked_push(),
+            Some(4),
+            "no listeners asked for, none needed"
+        );
+        let nacked = ztunnel(&[
+            ("WDS", Some("4"), Some("3"), Some("4")),
+            ("WADS", Some("2"), Some("2"), None),
+        ]);
+        assert_eq!(nacked.current_nack().map(|(t, p, _)| (t, p)), Some(("WDS", 4)));
     }
 
     #[test]

@@ -63,8 +63,37 @@ impl Audience {
     }
 
     /// The records of the proxies `object` concerns, out of `proxies`;
-    /// `None` when it concerns all of them.
+    /// `None` when it concerns all of them. A ztunnel is served
+    /// authorization only: the AuthorizationPolicies and
+    /// PeerAuthentications concern it, nothing else does.
     pub fn of(&self, object: &DynConfig, proxies: &[ProxyDistribution]) -> Option<Vec<ProxyDistribution>> {
+        let ztunnel = |p: &ProxyDistribution| p.node_id.starts_with("ztunnel~");
+        if !proxies.iter().any(ztunnel) {
+            return self.of_envoys(object, proxies);
+        }
+        let ambient = matches!(
+            object.meta.kind.as_str(),
+            "AuthorizationPolicy" | "PeerAuthentication"
+        );
+        let envoys: Vec<ProxyDistribution> = proxies.iter().filter(|p| !ztunnel(p)).cloned().collect();
+        let concerned = self.of_envoys(object, &envoys).unwrap_or(envoys);
+        let kept: std::collections::HashSet<&str> = concerned.iter().map(|p| p.node_id.as_str()).collect();
+        let all = proxies
+            .iter()
+            .filter(|p| {
+                if ztunnel(p) {
+                    ambient
+                } else {
+                    kept.contains(p.node_id.as_str())
+                }
+            })
+            .cloned()
+            .collect::<Vec<_>>();
+        Some(all)
+    }
+
+    /// [`Audience::of`] for proxies that are all Envoys (or gRPC clients).
+    fn of_envoys(&self, object: &DynConfig, proxies: &[ProxyDistribution]) -> Option<Vec<ProxyDistribution>> {
         let snapshot = self.snapshot.as_ref()?;
         if !pilot_xds::serving::scoping_applies(&*snapshot.registry, snapshot.rules.model()) {
             return None;
@@ -177,5 +206,61 @@ fn reach(object: &DynConfig, snapshot: &MeshSnapshot) -> Reach {
         },
         Sidecar::KIND => Reach::Sidecar(object.key()),
         _ => Reach::Everyone,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proxy(node_id: &str) -> ProxyDistribution {
+        ProxyDistribution {
+            node_id: node_id.into(),
+            acked: None,
+            nack: None,
+            withheld: Vec::new(),
+        }
+    }
+
+    fn object(kind: &str) -> DynConfig {
+        let mut meta = pilot_model::ConfigMeta::default();
+        meta.kind = kind.into();
+        meta.name = "x".into();
+        meta.namespace = "default".into();
+        DynConfig {
+            meta,
+            spec: serde_json::json!({}),
+        }
+    }
+
+    #[test]
+    fn a_ztunnel_is_concerned_by_authorization_only() {
+        let sidecar = proxy("sidecar~10.0.0.1~a.default~default.svc.cluster.local");
+        let ztunnel = proxy("ztunnel~10.0.0.2~z.istio-system~istio-system.svc.cluster.local");
+        let proxies = [sidecar.clone(), ztunnel.clone()];
+        let audience = Audience::new(None);
+        let names = |kind: &str| -> Vec<String> {
+            let concerned = audience
+                .of(&object(kind), &proxies)
+                .unwrap_or_else(|| proxies.to_vec());
+            concerned.into_iter().map(|p| p.node_id).collect()
+        };
+        for kind in ["AuthorizationPolicy", "PeerAuthentication"] {
+            assert_eq!(
+                names(kind),
+                [sidecar.node_id.clone(), ztunnel.node_id.clone()],
+                "{kind}"
+            );
+        }
+        for kind in [
+            "VirtualService",
+            "DestinationRule",
+            "Sidecar",
+            "RequestAuthentication",
+        ] {
+            assert_eq!(names(kind), [sidecar.node_id.clone()], "{kind}");
+        }
+        // Without a ztunnel, as before: every proxy (no push yet).
+        assert!(audience.of(&object("VirtualService"), &proxies[..1]).is_none());
     }
 }
