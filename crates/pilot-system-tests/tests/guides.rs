@@ -39,7 +39,7 @@ const NOT_RUN: &[(&str, &str)] = &[
     ("README.md", "the index of the guides: no commands"),
     (
         "ambient.md",
-        "needs a real ztunnel, which is not installed here; what it describes is driven by pilot-server's tests/ztunnel.rs (a delta client that speaks as ztunnel does) and tests/ca_impersonation.rs",
+        "needs a real ztunnel, which is not installed here; what it describes is driven by pilot-server's tests/ambient/ (ztunnel.rs: a delta client that speaks as ztunnel does; ca_impersonation.rs)",
     ),
     (
         "deploy-kubernetes.md",

@@ -6,7 +6,7 @@
 //! NACK, and a reconnect naming what it holds. The registry is the services
 //! file (its workloads), the policies are written through the REST API.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

@@ -10,7 +10,7 @@
 //! token is its node's proxy, another account's pod token is not. On
 //! ADS, the same credential opens a ztunnel stream of its node only.
 
-mod common;
+use crate::common;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
