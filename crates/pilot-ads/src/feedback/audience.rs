@@ -258,7 +258,7 @@ mod tests {
             "Sidecar",
             "RequestAuthentication",
         ] {
-            assert_eq!(names(kind), [sidecar.node_id.clone()], "{kind}");
+            assert_eq!(names(kind), std::slice::from_ref(&sidecar.node_id), "{kind}");
         }
         // Without a ztunnel, as before: every proxy (no push yet).
         assert!(audience.of(&object("VirtualService"), &proxies[..1]).is_none());
