@@ -222,6 +222,7 @@ fn registry_of(source: &str, value: &Value) -> Result<Registry, Failure> {
                     .iter()
                     .map(|instance| Instance {
                         address: text(instance, "address"),
+                        node: instance.get("node").and_then(Value::as_str).map(str::to_string),
                         port: number(instance, "port"),
                         labels: instance
                             .get("labels")
@@ -257,6 +258,7 @@ fn proxies_of(value: &Value) -> Vec<Proxy> {
                 .unwrap_or_default();
             Proxy {
                 node: text(proxy, "node"),
+                node_name: proxy.get("nodeName").and_then(Value::as_str).map(str::to_string),
                 replica: text(proxy, "replica"),
                 connected: proxy.get("connected").and_then(Value::as_bool).unwrap_or(true),
                 types: types

@@ -183,6 +183,7 @@ impl Replicas {
                         .collect(),
                     process: events.get(&proxy.node_id).cloned(),
                     node_id: proxy.node_id,
+                    node_name: proxy.node_name,
                     incremental: proxy.incremental,
                     distribution,
                 })
@@ -354,6 +355,7 @@ mod tests {
     fn proxy(node: &str, acked: u64) -> ConnectedProxy {
         ConnectedProxy {
             node_id: node.into(),
+            node_name: None,
             incremental: false,
             types: BTreeMap::new(),
             distribution: ProxyDistribution {

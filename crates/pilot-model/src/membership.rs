@@ -71,6 +71,10 @@ pub struct ReplicaRecord {
 pub struct ConnectedProxy {
     /// The proxy's node id.
     pub node_id: String,
+    /// The node it runs on, when it said (a ztunnel's `NODE_NAME`: the
+    /// node whose workloads it serves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
     /// True for an incremental (delta) stream.
     #[serde(default)]
     pub incremental: bool,
@@ -231,6 +235,7 @@ mod tests {
             xds_address: None,
             proxies: vec![ConnectedProxy {
                 node_id: "sidecar~10.0.0.1~a.default~default.svc.cluster.local".into(),
+                node_name: None,
                 incremental: false,
                 types: [(
                     "CDS".to_string(),

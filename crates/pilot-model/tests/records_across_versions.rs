@@ -175,6 +175,7 @@ fn process_report() -> ProcessReport {
 fn connected_proxy() -> ConnectedProxy {
     ConnectedProxy {
         node_id: "sidecar~10.0.0.1~reviews-1.default~default.svc.cluster.local".into(),
+        node_name: None,
         incremental: true,
         types: [("RDS".to_string(), type_record())].into_iter().collect(),
         distribution: distribution(),

@@ -214,6 +214,7 @@ mod tests {
             .collect();
         ConnectedProxy {
             node_id: node_id.clone(),
+            node_name: None,
             incremental: false,
             types,
             distribution: ProxyDistribution {

@@ -486,6 +486,7 @@ mod tests {
             );
             ConnectedProxy {
                 node_id: node_id.clone(),
+                node_name: None,
                 incremental: false,
                 types: ["CDS", "EDS", "LDS", "RDS"]
                     .into_iter()

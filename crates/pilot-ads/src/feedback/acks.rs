@@ -85,6 +85,8 @@ impl TypeStatus {
 pub struct ProxyStatus {
     /// The proxy's node id.
     pub node_id: String,
+    /// The node it runs on, when it said (a ztunnel's `NODE_NAME`).
+    pub node_name: Option<String>,
     /// True for an incremental (delta) stream, false for state of the world.
     pub incremental: bool,
     /// Per type.
@@ -123,6 +125,7 @@ impl ProxyStatus {
                 })
                 .collect(),
             withheld: record.distribution.withheld,
+            node_name: record.node_name,
             node_id: record.node_id,
             incremental: record.incremental,
             push: None,
@@ -214,6 +217,7 @@ mod tests {
     fn proxy(types: &[Row<'_>], push: u64) -> ProxyStatus {
         ProxyStatus {
             node_id: "n".into(),
+            node_name: None,
             incremental: false,
             push: Some(push),
             withheld: Vec::new(),

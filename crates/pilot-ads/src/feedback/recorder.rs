@@ -32,6 +32,8 @@ impl TypeCounters {
 /// [`ProxyStatus`] when read.
 struct Record {
     node_id: Box<str>,
+    /// The node it runs on, when it said (a ztunnel).
+    node_name: Option<Box<str>>,
     incremental: bool,
     /// By type ([`XdsType::index`]); `None` until something is recorded.
     types: [Option<TypeRecord>; TYPES.len()],
@@ -87,6 +89,7 @@ impl Record {
     fn status(&self) -> ProxyStatus {
         ProxyStatus {
             node_id: self.node_id.to_string(),
+            node_name: self.node_name.as_deref().map(str::to_string),
             incremental: self.incremental,
             types: self
                 .types
@@ -129,6 +132,7 @@ impl Feedback {
             id,
             Record {
                 node_id: node_id.into_boxed_str(),
+                node_name: None,
                 incremental,
                 types: Default::default(),
                 push: None,
@@ -184,6 +188,18 @@ impl Feedback {
             tracing::info!(node = %gone.node_id, ?reason, "proxy disconnected");
         }
         self.ends[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The proxy of stream `id` runs on node `node` (a ztunnel says so).
+    pub(crate) fn node(&self, id: u64, node: &str) {
+        if let Some(proxy) = self
+            .proxies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&id)
+        {
+            proxy.node_name = Some(node.into());
+        }
     }
 
     /// `version` (a push) of `t` was handed to the stream.

@@ -88,6 +88,9 @@ pub(super) async fn serve(
     let mut snapshots = server.snapshots.subscribe();
     let mut closing = server.closing.subscribe();
     server.feedback.register(id, proxy.node_id(), true);
+    if let Some(node) = &proxy.node_name {
+        server.feedback.node(id, node);
+    }
     let options = AmbientOptions::default().with_trust_domain(server.options.trust_domain.clone());
     let mut stream = Ztunnel {
         server: Arc::clone(&server),

@@ -116,6 +116,9 @@ pub struct Service {
 pub struct Instance {
     /// Its address.
     pub address: String,
+    /// The node it runs on, when the registry knows (the ztunnel of that
+    /// node serves it in ambient mode).
+    pub node: Option<String>,
     /// Its port.
     pub port: u16,
     /// Its labels.
@@ -146,6 +149,9 @@ impl Registry {
 pub struct Proxy {
     /// Its node id (`sidecar~10.0.0.5~reviews-v2-1.default~default.svc.cluster.local`).
     pub node: String,
+    /// The node it runs on, when it said (a ztunnel's `NODE_NAME`).
+    #[serde(rename = "nodeName", skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
     /// The pilot-discovery replica serving it.
     pub replica: String,
     /// Whether it is connected now.

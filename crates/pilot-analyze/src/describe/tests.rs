@@ -21,6 +21,7 @@ fn registry() -> Registry {
         Service {
             ports: vec![(9080, "http".into(), "HTTP".into())],
             instances: vec![Instance {
+                node: Some("node-1".into()),
                 address: "10.0.0.1".into(),
                 port: 9080,
                 labels: BTreeMap::from([("app".into(), "reviews".into()), ("version".into(), "v1".into())]),
@@ -183,6 +184,47 @@ fn a_proxy_the_registry_does_not_list_is_described_from_its_node_id() {
     )
     .unwrap();
     assert_eq!(by_address.workloads[0].name, "ratings-v1-abc");
+}
+
+#[test]
+fn a_workload_in_ambient_mode_shows_the_ztunnel_of_its_node() {
+    let ztunnel = |name: &str, node: &str| Proxy {
+        node: format!("ztunnel~10.0.9.1~{name}.istio-system~istio-system.svc.cluster.local"),
+        node_name: Some(node.into()),
+        replica: "r1".into(),
+        connected: true,
+        types: [("WDS", "SYNCED"), ("WADS", "SYNCED")]
+            .iter()
+            .map(|(t, s)| (t.to_string(), s.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    let proxies = [ztunnel("ztunnel-a", "node-1"), ztunnel("ztunnel-b", "node-2")];
+    let input = Input {
+        objects: &[],
+        registry: Some(&registry()),
+        proxies: Some(&proxies),
+        domain: "svc.cluster.local",
+        extra_findings: &[],
+    };
+    let described = describe(
+        &input,
+        &Target::Workload {
+            name: "10.0.0.1".into(),
+            namespace: "default".into(),
+        },
+    )
+    .unwrap();
+    let served: Vec<&str> = described.workloads[0]
+        .proxies
+        .iter()
+        .map(|p| p.node.as_str())
+        .collect();
+    assert_eq!(
+        served,
+        ["ztunnel~10.0.9.1~ztunnel-a.istio-system~istio-system.svc.cluster.local"],
+        "the ztunnel of node-1, where the workload runs, and not node-2's"
+    );
 }
 
 #[test]

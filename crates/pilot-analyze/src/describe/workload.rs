@@ -36,7 +36,8 @@ pub struct WorkloadView {
     pub mtls: MtlsView,
     /// The AuthorizationPolicies that apply to it.
     pub authorization: Vec<AuthorizationView>,
-    /// Its connected proxies (against a server).
+    /// Its connected proxies (against a server): its sidecar, or the
+    /// ztunnel of its node.
     pub proxies: Vec<Proxy>,
 }
 
@@ -138,6 +139,8 @@ pub(super) struct Workload {
     pub(super) ports: BTreeSet<u16>,
     pub(super) labels: BTreeMap<String, String>,
     pub(super) services: Vec<String>,
+    /// The nodes its instances run on, when the registry knows.
+    pub(super) nodes: BTreeSet<String>,
 }
 
 impl Workload {
@@ -180,6 +183,7 @@ pub(super) fn all(context: &Context<'_>) -> Vec<Workload> {
                     ..Default::default()
                 });
             workload.ports.insert(instance.port);
+            workload.nodes.extend(instance.node.clone());
             if !workload.services.contains(host) {
                 workload.services.push(host.clone());
             }
@@ -275,6 +279,9 @@ pub(super) fn view(context: &Context<'_>, workload: &Workload, services: &[Servi
             let (pod, namespace) = id.split_once('.').unwrap_or((id, ""));
             (namespace == workload.namespace && workload.has_pod(pod))
                 || (!workload.address.is_empty() && address == workload.address && workload.labels.is_empty())
+                // The ztunnel of a node the workload runs on serves it.
+                || (p.node.starts_with("ztunnel~")
+                    && p.node_name.as_ref().is_some_and(|n| workload.nodes.contains(n)))
         })
         .cloned()
         .collect();

@@ -60,6 +60,7 @@ pub(crate) fn to_json(
                 .collect();
             json!({
                 "node": proxy.node_id,
+                "nodeName": proxy.node_name,
                 "replica": replica,
                 "connected": true,
                 "incremental": proxy.incremental,

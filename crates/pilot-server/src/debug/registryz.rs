@@ -24,6 +24,7 @@ pub(crate) async fn handler(State(discovery): State<Arc<dyn ServiceDiscovery>>) 
                         "address": instance.endpoint.address.to_string(),
                         "port": instance.endpoint.port,
                         "labels": instance.labels.0,
+                        "node": instance.workload.as_ref().and_then(|w| w.node.clone()),
                     })
                 })
                 .collect();

@@ -702,6 +702,7 @@ pub(crate) fn service(view: &MeshView, host: &str) -> Option<String> {
             .collect();
         body.push_str(&table("subsets", &["subset", "labels", "instances"], &rows));
     }
+    body.push_str(&workloads_section(view, host));
     // The objects that name this host, with their findings.
     let short = host.split('.').next().unwrap_or(host);
     let related: Vec<&Finding> = view
@@ -715,6 +716,49 @@ pub(crate) fn service(view: &MeshView, host: &str) -> Option<String> {
     body.push_str("<h2>Findings about objects that name this host</h2>\n");
     body.push_str(&findings_table(&related, true));
     Some(page(&format!("Service {host}"), &body))
+}
+
+/// The service's workloads: each instance's address and port, the
+/// workload it is (when its registry knows), its node and, in ambient
+/// mode, the ztunnel of that node that serves it.
+fn workloads_section(view: &MeshView, host: &str) -> String {
+    let Some(instances) = view.instances.get(host).filter(|list| !list.is_empty()) else {
+        return String::new();
+    };
+    let ztunnel_of = |node: &str| -> String {
+        view.proxies
+            .iter()
+            .find(|(_, p)| p.node_id.starts_with("ztunnel~") && p.node_name.as_deref() == Some(node))
+            .map(|(_, p)| link(&proxy_href(&p.node_id), &p.node_id))
+            .unwrap_or_else(|| "none connected".into())
+    };
+    let rows: Vec<Vec<String>> = instances
+        .iter()
+        .map(|instance| {
+            let workload = instance.workload.as_deref();
+            let node = workload.and_then(|w| w.node.as_deref());
+            let ambient = workload.is_some_and(|w| w.in_ambient(&Labels::new()));
+            vec![
+                esc(&format!(
+                    "{}:{}",
+                    instance.endpoint.address, instance.endpoint.port
+                )),
+                esc(&workload
+                    .map(|w| format!("{}.{}", w.name, w.namespace))
+                    .unwrap_or_default()),
+                esc(node.unwrap_or("")),
+                match (ambient, node) {
+                    (true, Some(node)) => ztunnel_of(node),
+                    (true, None) => "ambient, node unknown".into(),
+                    (false, _) => "not in ambient mode".into(),
+                },
+            ]
+        })
+        .collect();
+    format!(
+        "<h2>Workloads</h2>\n{}",
+        table("workloads", &["endpoint", "workload", "node", "ztunnel"], &rows)
+    )
 }
 
 /// Whether some string in `spec` is the host or its short name.

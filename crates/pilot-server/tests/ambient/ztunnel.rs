@@ -281,6 +281,43 @@ async fn a_ztunnel_gets_workloads_services_and_policies_and_each_change_once() {
     assert!(policies.resources.is_empty(), "{policies:?}");
     ztunnel.answer(&policies, None).await;
 
+    // The console's service page says which ztunnel serves each workload,
+    // and the proxy status names the ztunnel's node.
+    let (code, page) = server.request(
+        "GET",
+        "/ui/services/reviews.default.svc.cluster.local",
+        &[("authorization", &format!("Bearer {ADMIN}"))],
+        None,
+    );
+    assert_eq!(code, 200);
+    let page = String::from_utf8_lossy(&page);
+    let table = page
+        .split("<table class=\"workloads\">")
+        .nth(1)
+        .unwrap_or_else(|| panic!("a workloads table in {page}"));
+    let row = |endpoint: &str| -> String {
+        let at = table
+            .find(endpoint)
+            .unwrap_or_else(|| panic!("{endpoint} in {table}"));
+        table[at..].split("</tr>").next().unwrap_or_default().to_string()
+    };
+    assert!(
+        row("10.0.0.3:8080").contains("node-1"),
+        "{}",
+        row("10.0.0.3:8080")
+    );
+    assert!(
+        row("10.0.0.3:8080").contains("ztunnel~10.0.0.100~ztunnel-x7k2p"),
+        "{}",
+        row("10.0.0.3:8080")
+    );
+    assert!(
+        row("10.0.0.4:8080").contains("not in ambient mode"),
+        "{}",
+        row("10.0.0.4:8080")
+    );
+    assert_eq!(status(&server)["nodeName"], "node-1");
+
     // A policy of a namespace with a workload on node-1 is sent; one of a
     // namespace with none there is not.
     let policy = |namespace: &str| {

@@ -102,6 +102,7 @@ pub fn replica_record(replica: &str, proxies: usize) -> ReplicaRecord {
                 let node_id = format!("sidecar~10.0.0.{i}~{replica}-{i}.default~default.svc.cluster.local");
                 ConnectedProxy {
                     node_id: node_id.clone(),
+                    node_name: None,
                     incremental: i % 2 == 1,
                     types: [(
                         "CDS".to_string(),
