@@ -245,6 +245,23 @@ async fn idle() -> Duration {
     }
 }
 
+/// When the push of `version` (or a later one) was published, from its
+/// first change (ms), or `—`.
+async fn published(pushes: &mut pilot_ads::PushSubscription, version: u64) -> String {
+    let wait = async {
+        while let Some(info) = pushes.next().await {
+            if info.version >= version {
+                return info.latency;
+            }
+        }
+        None
+    };
+    match tokio::time::timeout(Duration::from_secs(5), wait).await {
+        Ok(Some(latency)) => format!("{:.0}", latency.as_secs_f64() * 1e3),
+        _ => "—".into(),
+    }
+}
+
 /// How the distinct values of `values` are spread: `value` when all are
 /// equal, else `min–max (mean)`.
 fn spread(values: impl Iterator<Item = u64>) -> String {
@@ -302,6 +319,7 @@ pub(crate) async fn run(nodes: usize) {
 
     // 2. The pod change.
     let before = tokio::task::block_in_place(|| child.totals());
+    let mut pushes = running.serving.server.subscribe_pushes();
     let version = running.serving.server.version().unwrap() + 1;
     let cpu = crate::cpu_time();
     let start_us = now_micros();
@@ -309,6 +327,7 @@ pub(crate) async fn run(nodes: usize) {
     let change_times = tokio::task::block_in_place(|| child.wait("wds", version, start_us));
     let change_cpu = crate::cpu_time().saturating_sub(cpu);
     let change_load = load();
+    let change_published = published(&mut pushes, version).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let after = tokio::task::block_in_place(|| child.totals());
     let names = tokio::task::block_in_place(|| child.names());
@@ -328,6 +347,7 @@ pub(crate) async fn run(nodes: usize) {
     let sidecar_connect = tokio::task::block_in_place(|| sidecars.received());
     idle().await;
     let sidecar_before = tokio::task::block_in_place(|| sidecars.responses());
+    let mut pushes = running.serving.server.subscribe_pushes();
     let version = running.serving.server.version().unwrap() + 1;
     let cpu = crate::cpu_time();
     let start_us = now_micros();
@@ -335,6 +355,7 @@ pub(crate) async fn run(nodes: usize) {
     let (sidecar_times, eds_bytes) = tokio::task::block_in_place(|| sidecars.ask("eds", version, start_us));
     let sidecar_cpu = crate::cpu_time().saturating_sub(cpu);
     let sidecar_load = load();
+    let sidecar_published = published(&mut pushes, version).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let sidecar_after = tokio::task::block_in_place(|| sidecars.responses());
     let sidecar_reconnects = tokio::task::block_in_place(|| sidecars.reconnects());
@@ -379,6 +400,13 @@ pub(crate) async fn run(nodes: usize) {
         "| pod change (a workload added to `svc-2`): from the registry write to each client's ACK (WDS for a ztunnel, EDS for a sidecar), p50 / p99 / max | {} | {} | {change_load} / {sidecar_load} |",
         percentiles(&change_times),
         percentiles(&sidecar_times),
+    );
+    println!(
+        "| the same: the push published (debounce included), then the first client's ACK | {} ms, {:.0} ms | {} ms, {:.0} ms | |",
+        change_published,
+        ms(change_times[0]),
+        sidecar_published,
+        ms(sidecar_times[0]),
     );
     println!(
         "| the same: responses and bytes each client got for it | WDS responses {}, Addresses {}, WDS bytes {}; WADS responses {} | responses {}, EDS bytes {:.0} (mean) | |",

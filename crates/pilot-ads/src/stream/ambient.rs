@@ -301,6 +301,12 @@ impl Ztunnel {
                 _ => {}
             }
         }
+        // Every resource of the type, in name order (a ztunnel that holds
+        // nothing, at connect): the shared concatenation of them, not one
+        // part (so one DATA frame) per resource.
+        if resources.len() > 1 && resources.len() == entries.len() {
+            resources = vec![current.whole(slot)];
+        }
         // On-demand names: by address, the resource that has it (with the
         // address as its alias); names that exist nowhere, as removed.
         for name in std::mem::take(&mut sub.unanswered) {
