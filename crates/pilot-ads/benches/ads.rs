@@ -45,6 +45,13 @@
 //!   RSS each second, responses and bytes per proxy, and every `svc-1`
 //!   assignment a client got with no ready endpoint:
 //!   `--scoped 10 --services 5000 --namespaces 500 --churn 10000`.
+//! - `--ambient [NODES]`: the ambient scenario instead
+//!   (`common/ambient.rs`): NODES ztunnels (default 1,000), one per node,
+//!   on a mesh of 10 workloads per node; bytes per ztunnel at connect, the
+//!   connect storm, the server's RSS per ztunnel, and a pod change (one
+//!   workload added): each ztunnel's WDS ACK, what it got for it and the
+//!   server's CPU, beside the same change pushed to as many delta
+//!   sidecars. The figures in docs/PERFORMANCE.md: `--ambient`.
 //!
 //! Rows: the initial sync (the connect storm: every client from connect
 //! to fully synced), three rule writes, then one endpoint added to a
@@ -85,6 +92,8 @@ use pilot_test_support::measure::{now_micros, percentile, rss_mb};
 use serving::Serving;
 
 // The version-split rule, shared with pilot-xds's generation bench.
+#[path = "common/ambient.rs"]
+mod ambient;
 #[path = "../../pilot-xds/benches/common/mod.rs"]
 mod common;
 #[path = "common/floor.rs"]
@@ -478,6 +487,10 @@ fn main() {
         h2_floor::clients_main(clients, port, read);
         return;
     }
+    if let Some((ztunnels, port)) = ambient::child_args(&args) {
+        ambient::clients_main(ztunnels, port);
+        return;
+    }
     if args.iter().any(|a| a == "--test") {
         return;
     }
@@ -502,6 +515,7 @@ fn main() {
         .filter(|(i, _)| !VALUED.contains(&args[i - 1].as_str()))
         .filter_map(|(_, a)| a.parse().ok())
         .collect();
+    let ambient_nodes = counts.first().copied().unwrap_or(1_000);
     let counts = if counts.is_empty() {
         vec![100, 1000, 2000]
     } else {
@@ -512,6 +526,10 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if flag("--ambient") {
+        runtime.block_on(ambient::run(ambient_nodes));
+        return;
+    }
     if flag("--scoped") {
         for clients in counts {
             let mut layout = scoped::Layout::new(

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use pilot_xds::ambient::{self, AmbientOptions};
@@ -61,6 +61,11 @@ pub(crate) struct AmbientResources {
     /// The names changed, added or removed since generation `since.0`, by
     /// type.
     pub(crate) since: Option<(u64, [Vec<Arc<str>>; 2])>,
+    /// By type, every entry's `framed` concatenated in name order: what a
+    /// ztunnel that holds nothing is sent at connect, made once (by the
+    /// first stream that needs it) and shared, so that the response goes
+    /// out as a few large DATA frames rather than one per resource.
+    whole: [OnceLock<Bytes>; 2],
 }
 
 impl AmbientResources {
@@ -72,6 +77,21 @@ impl AmbientResources {
     /// The namespaces of the workloads on `node`.
     pub(crate) fn namespaces_on(&self, node: &str) -> Option<&BTreeSet<String>> {
         self.node_namespaces.get(node)
+    }
+
+    /// Every resource of type `slot`, framed, in name order (see
+    /// [`AmbientResources::whole`]).
+    pub(crate) fn whole(&self, slot: usize) -> Bytes {
+        self.whole[slot]
+            .get_or_init(|| {
+                let entries = &self.types[slot];
+                let mut all = BytesMut::with_capacity(entries.values().map(|e| e.framed.len()).sum());
+                for entry in entries.values() {
+                    all.put_slice(&entry.framed);
+                }
+                all.freeze()
+            })
+            .clone()
     }
 }
 
@@ -165,6 +185,7 @@ fn generate(
         by_address,
         node_namespaces,
         since,
+        whole: Default::default(),
     }
 }
 
@@ -244,4 +265,48 @@ pub(crate) fn framed_resource(
     prost::encoding::encode_varint(resource.encoded_len() as u64, &mut buffer);
     resource.encode_raw(&mut buffer);
     buffer.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryResponse;
+
+    use super::*;
+
+    fn resources(names: &[&str]) -> AmbientResources {
+        let addresses: TypeEntries = names
+            .iter()
+            .map(|name| {
+                let entry = entry(XdsType::Address, name, name.as_bytes().to_vec(), None);
+                (Arc::from(*name), Arc::new(entry))
+            })
+            .collect();
+        AmbientResources {
+            generation: 1,
+            version: 1,
+            inputs: (0, 0),
+            types: [addresses, TypeEntries::new()],
+            by_address: HashMap::new(),
+            node_namespaces: HashMap::new(),
+            since: None,
+            whole: Default::default(),
+        }
+    }
+
+    /// The shared concatenation is the resources field of a response
+    /// holding every resource, in name order, each as framed alone.
+    #[test]
+    fn the_whole_type_is_every_framed_resource_in_name_order() {
+        let all = resources(&["ns1/b", "ns0/a", "ns2/c"]);
+        let whole = all.whole(0);
+        let one_by_one: Vec<u8> = all.types[0].values().flat_map(|e| e.framed.to_vec()).collect();
+        assert_eq!(whole.to_vec(), one_by_one);
+        let response = DeltaDiscoveryResponse::decode(whole.clone()).unwrap();
+        let names: Vec<&str> = response.resources.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["ns0/a", "ns1/b", "ns2/c"]);
+        assert_eq!(response.resources[1].resource.as_ref().unwrap().value, b"ns1/b");
+        // Made once: the same buffer every time.
+        assert_eq!(all.whole(0).as_ptr(), whole.as_ptr());
+        assert!(all.whole(1).is_empty());
+    }
 }
