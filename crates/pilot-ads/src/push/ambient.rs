@@ -49,8 +49,6 @@ pub(crate) struct AmbientResources {
     pub(crate) generation: u64,
     /// The push's version (reported as the responses' version).
     pub(crate) version: u64,
-    /// What it was generated from: the registry's and the rules' pointers.
-    inputs: (usize, usize),
     /// By type: `[Address, Authorization]`.
     pub(crate) types: [TypeEntries; 2],
     /// By `<network>/<ip>`, the name of the workload or service at that
@@ -96,30 +94,74 @@ impl AmbientResources {
 }
 
 /// The latest resources generated, shared by the server's ztunnel streams.
+///
+/// Generation runs on the blocking pool, once per push that changed the
+/// registry or the rules: the streams that need it wait for it without
+/// holding a worker thread (a mesh of 10,000 workloads takes about a
+/// tenth of a second), and no lock is held meanwhile.
 #[derive(Default)]
 pub(crate) struct AmbientCache {
-    latest: Mutex<Option<Arc<AmbientResources>>>,
+    latest: Mutex<Option<Slot>>,
+    /// The last generation number given out.
+    generations: std::sync::atomic::AtomicU64,
+}
+
+/// The resources of one push, generated once by whichever stream asks
+/// first.
+struct Slot {
+    inputs: (usize, usize),
+    version: u64,
+    cell: Arc<tokio::sync::OnceCell<Arc<AmbientResources>>>,
 }
 
 impl AmbientCache {
     /// The resources of `snapshot` (or of a later push, when one came
     /// since), generated now if nobody has.
-    pub(crate) fn of(&self, snapshot: &MeshSnapshot, options: &AmbientOptions) -> Arc<AmbientResources> {
+    pub(crate) async fn of(
+        &self,
+        snapshot: &Arc<MeshSnapshot>,
+        options: &AmbientOptions,
+    ) -> Arc<AmbientResources> {
         let inputs = (
             Arc::as_ptr(&snapshot.registry) as usize,
             Arc::as_ptr(&snapshot.rules) as usize,
         );
-        // Held while generating: the other streams wait for the same
-        // result rather than make it too.
-        let mut latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(current) = latest.as_ref()
-            && (current.inputs == inputs || current.version >= snapshot.version)
-        {
-            return Arc::clone(current);
-        }
-        let resources = Arc::new(generate(snapshot, options, inputs, latest.as_deref()));
-        *latest = Some(Arc::clone(&resources));
-        resources
+        let (cell, previous) = {
+            let mut latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+            match latest.as_ref() {
+                Some(slot) if slot.inputs == inputs || slot.version >= snapshot.version => {
+                    (Arc::clone(&slot.cell), None)
+                }
+                _ => {
+                    // What changed is worked out against the generation
+                    // before, when it is done (else streams compare all).
+                    let previous = latest.as_ref().and_then(|slot| slot.cell.get().cloned());
+                    let cell = Arc::new(tokio::sync::OnceCell::new());
+                    *latest = Some(Slot {
+                        inputs,
+                        version: snapshot.version,
+                        cell: Arc::clone(&cell),
+                    });
+                    (cell, previous)
+                }
+            }
+        };
+        let generation = &self.generations;
+        let resources = cell
+            .get_or_init(|| {
+                let number = generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                let (snapshot, options) = (Arc::clone(snapshot), options.clone());
+                async move {
+                    let made = tokio::task::spawn_blocking(move || {
+                        generate(&snapshot, &options, number, previous.as_deref())
+                    })
+                    .await;
+                    // Generation is pure; a panic in it is a bug to surface.
+                    Arc::new(made.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())))
+                }
+            })
+            .await;
+        Arc::clone(resources)
     }
 }
 
@@ -127,7 +169,7 @@ impl AmbientCache {
 fn generate(
     snapshot: &MeshSnapshot,
     options: &AmbientOptions,
-    inputs: (usize, usize),
+    generation: u64,
     previous: Option<&AmbientResources>,
 ) -> AmbientResources {
     let model = snapshot.rules.model();
@@ -178,9 +220,8 @@ fn generate(
         (p.generation, changed)
     });
     AmbientResources {
-        generation: previous.map_or(1, |p| p.generation + 1),
+        generation,
         version: snapshot.version,
-        inputs,
         types,
         by_address,
         node_namespaces,
@@ -284,7 +325,6 @@ mod tests {
         AmbientResources {
             generation: 1,
             version: 1,
-            inputs: (0, 0),
             types: [addresses, TypeEntries::new()],
             by_address: HashMap::new(),
             node_namespaces: HashMap::new(),

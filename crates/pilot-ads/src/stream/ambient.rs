@@ -108,7 +108,7 @@ pub(super) async fn serve(
         }
         let current = snapshots.borrow_and_update().clone();
         if let Some(snapshot) = current {
-            stream.take(&snapshot);
+            stream.take(&snapshot).await;
         }
         if stream.request(first).await.is_err() {
             return EndReason::ResponseDropped;
@@ -153,7 +153,7 @@ pub(super) async fn serve(
                     }
                     let snapshot = snapshots.borrow_and_update().clone();
                     if let Some(snapshot) = snapshot {
-                        stream.take(&snapshot);
+                        stream.take(&snapshot).await;
                         if stream.push().await.is_err() {
                             return EndReason::ResponseDropped;
                         }
@@ -169,8 +169,8 @@ pub(super) async fn serve(
 impl Ztunnel {
     /// Takes the resources of `snapshot` (generated once for every
     /// ztunnel).
-    fn take(&mut self, snapshot: &MeshSnapshot) {
-        self.resources = Some(self.server.ambient.of(snapshot, &self.options));
+    async fn take(&mut self, snapshot: &Arc<MeshSnapshot>) {
+        self.resources = Some(self.server.ambient.of(snapshot, &self.options).await);
         self.server.feedback.taken(self.id, snapshot.version);
     }
 
