@@ -110,7 +110,7 @@ async fn endpoint_added(delta: bool) {
     // Synced on every type, so no response is still in flight.
     let deadline = Instant::now() + Duration::from_secs(30);
     while !server.status().iter().any(|p| {
-        pilot_ads::TYPES
+        pilot_ads::types_of(&p.node_id)
             .iter()
             .all(|t| p.types.get(t).is_some_and(|s| s.synced()))
     }) {

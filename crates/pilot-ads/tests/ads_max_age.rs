@@ -105,7 +105,7 @@ async fn reconnects_and_stays_synced(delta: bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while !server.status().iter().any(|p| {
         p.incremental == delta
-            && pilot_ads::TYPES
+            && pilot_ads::types_of(&p.node_id)
                 .iter()
                 .all(|t| p.types.get(t).is_some_and(|s| s.synced()))
     }) {

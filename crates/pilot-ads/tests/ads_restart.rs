@@ -106,7 +106,7 @@ async fn envoy_serves_through_a_restart_and_gets_nothing_before_sync() {
     // Envoy reconnects and ACKs the new server's configuration.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while !second.status().iter().any(|p| {
-        pilot_ads::TYPES
+        pilot_ads::types_of(&p.node_id)
             .iter()
             .all(|t| p.types.get(t).is_some_and(|s| s.synced()))
     }) {
