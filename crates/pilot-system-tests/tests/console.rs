@@ -184,6 +184,12 @@ fn page(browser: &Browser, server: &Discovery, path: &str) -> String {
         .filter(|(requested, _)| requested.starts_with(&server.url))
         .collect();
     for (requested, status) in &own {
+        // Chromium asks for the favicon by itself once the page has
+        // loaded, and the page may be dumped before that answer arrives:
+        // no answer yet is no failure there. An answer must be 200.
+        if status.is_none() && requested.ends_with("/ui/favicon.svg") {
+            continue;
+        }
         assert!(
             status.as_deref().is_some_and(|s| s.contains(" 200 ")),
             "{url}: the request for {requested} was answered {status:?}"
