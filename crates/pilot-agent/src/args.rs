@@ -152,8 +152,10 @@ pub struct ProxyArgs {
     /// Envoy on one host.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub base_id: u32,
-    /// How long the old epoch drains during a hot restart (Envoy's
-    /// `--drain-time-s`).
+    /// How long Envoy drains what a change left behind (Envoy's
+    /// `--drain-time-s`): the old epoch during a hot restart, and the
+    /// connections of a listener or filter chain an update replaced (a
+    /// pooled, idle one keeps the old configuration until then).
     #[arg(long, default_value = "45s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub drain_duration: Duration,
     /// When the old epoch is told to exit during a hot restart (Envoy's
