@@ -318,26 +318,47 @@ fn watch_cached(
         "application/json"
     };
     let appended = cache.subscribe();
+    let pressure = cache.subscribe_pressure();
     let watcher = Watcher {
         stream,
         cache,
         position,
         start,
+        written: None,
     };
+    let interval = state.options.watch_write_interval;
     let live = futures::stream::unfold(
-        Some((watcher, appended, state.shutdown.clone())),
-        |state| async move {
-            let (mut watcher, mut appended, mut shutdown) = state?;
+        Some((watcher, (appended, pressure), state.shutdown.clone())),
+        move |state| async move {
+            let (mut watcher, (mut appended, mut pressure), mut shutdown) = state?;
             loop {
+                // Caught up, it writes at most once per interval: what
+                // comes meanwhile goes out together (an event after a
+                // quiet interval goes at once). Half a window appended
+                // meanwhile ends the wait, so the window never passes it.
+                if let Some(written) = watcher.written.take() {
+                    let due = written + interval;
+                    if tokio::time::Instant::now() < due {
+                        pressure.borrow_and_update();
+                        tokio::select! {
+                            () = tokio::time::sleep_until(due) => {}
+                            _ = pressure.changed() => {}
+                            () = &mut shutdown => return None,
+                        }
+                    }
+                }
                 // Marked seen before looking, so an append after the look
                 // wakes the wait below.
                 appended.borrow_and_update();
                 match watcher.cache.next(watcher.position) {
-                    Next::Events(events) => {
-                        watcher.position += events.len() as u64;
-                        let chunk = lines_for(&events, |event| watcher.line(event));
+                    Next::Events { events, more } => {
+                        let (chunk, taken) = lines_for(&events, |event| watcher.line(event));
+                        watcher.position += taken as u64;
+                        let caught_up = !more && taken == events.len();
                         if !chunk.is_empty() {
-                            return Some((chunk, Some((watcher, appended, shutdown))));
+                            // Behind, it goes on as fast as its client reads.
+                            watcher.written = caught_up.then(tokio::time::Instant::now);
+                            return Some((chunk, Some((watcher, (appended, pressure), shutdown))));
                         }
                     }
                     Next::Wait => {
@@ -386,6 +407,8 @@ struct Watcher {
     position: u64,
     /// Events up to this revision are in what it was sent first.
     start: u64,
+    /// When it last took a chunk of events that left none after it.
+    written: Option<tokio::time::Instant>,
 }
 
 impl Watcher {

@@ -193,6 +193,13 @@ pub struct ApiOptions {
     /// 0 gives each watcher a store watch of its own, as before the cache.
     /// Default 1,024.
     pub watch_cache_events: usize,
+    /// The shortest time between two writes of one cached watcher: under
+    /// a burst of events (one writer creating objects one after another),
+    /// a watcher writes what came meanwhile as one chunk instead of a
+    /// wake-up and a socket write per event, which 500 watchers could not
+    /// afford. An event after a quiet interval is written at once. Zero
+    /// writes each event as soon as the watcher sees it. Default 10 ms.
+    pub watch_write_interval: std::time::Duration,
 }
 
 impl Default for ApiOptions {
@@ -207,6 +214,7 @@ impl Default for ApiOptions {
             bearer_auth: false,
             documented_routes: Vec::new(),
             watch_cache_events: 1024,
+            watch_write_interval: std::time::Duration::from_millis(10),
         }
     }
 }

@@ -18,6 +18,16 @@
 //! line it sends is encoded once per (event type, served version, table
 //! form) and shared by every watcher that sends the same.
 //!
+//! A watcher that has caught up writes at most once per
+//! `ApiOptions::watch_write_interval` (10 ms): with one writer creating
+//! objects one after another, each event would otherwise cost every
+//! watcher a wake-up and a socket write of its own; held back, it writes
+//! what came meanwhile as one chunk (at most [`CHUNK_BYTES`], so a watcher
+//! holds about one chunk while its client reads). An event after a quiet
+//! interval goes at once, a watcher behind goes on as fast as its client
+//! reads, and each half window appended ends a watcher's wait, so the
+//! window does not pass a watcher for waiting.
+//!
 //! A watcher too slow for the window (its next event was dropped from it)
 //! gets an `ERROR` event with `410 Expired` and its watch ends, as
 //! kube-apiserver ends a watcher that falls behind: the client lists and
@@ -120,6 +130,11 @@ pub(crate) struct KindCache {
     /// The sequence number after the window's last event: watchers wait
     /// on it.
     appended: watch::Sender<u64>,
+    /// The same, sent each time another half window of events has been
+    /// appended: a watcher holding back its writes
+    /// ([`ApiOptions::watch_write_interval`](crate::ApiOptions)) looks at
+    /// once then, so the window cannot pass it while it waits.
+    pressure: watch::Sender<u64>,
     /// The store watch's task, ended when the cache is dropped.
     task: Mutex<Option<tokio::task::AbortHandle>>,
 }
@@ -142,8 +157,12 @@ struct Window {
 
 /// What a watcher at a position gets next.
 pub(crate) enum Next {
-    /// These events, in order; the position moves past them.
-    Events(Vec<Arc<CachedEvent>>),
+    /// These events, in order; the position moves past them. `more`: the
+    /// window holds more after them.
+    Events {
+        events: Vec<Arc<CachedEvent>>,
+        more: bool,
+    },
     /// Nothing yet.
     Wait,
     /// The window dropped the watcher's next event: it is too slow.
@@ -184,6 +203,7 @@ impl KindCache {
                 broken: None,
             }),
             appended: watch::channel(0).0,
+            pressure: watch::channel(0).0,
             task: Mutex::new(None),
         });
         let task = tokio::spawn(follow(
@@ -227,7 +247,9 @@ impl KindCache {
         }
         let at = (position - window.first) as usize;
         if at < window.events.len() {
-            return Next::Events(window.events.iter().skip(at).take(BATCH).cloned().collect());
+            let events: Vec<_> = window.events.iter().skip(at).take(BATCH).cloned().collect();
+            let more = at + events.len() < window.events.len();
+            return Next::Events { events, more };
         }
         match &window.broken {
             Some(line) => Next::Broken(line.clone()),
@@ -239,6 +261,12 @@ impl KindCache {
     /// breaks, or is dropped).
     pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
         self.appended.subscribe()
+    }
+
+    /// Completes each time another half window of events is appended (or
+    /// the cache breaks, or is dropped).
+    pub(crate) fn subscribe_pressure(&self) -> watch::Receiver<u64> {
+        self.pressure.subscribe()
     }
 
     fn append(
@@ -262,8 +290,12 @@ impl KindCache {
             lines: Mutex::new(Vec::new()),
         }));
         let end = window.first + window.events.len() as u64;
+        let half = (window.capacity as u64 / 2).max(1);
         drop(window);
         self.appended.send_replace(end);
+        if end % half == 0 {
+            self.pressure.send_replace(end);
+        }
     }
 
     fn break_with(&self, line: Bytes) {
@@ -273,6 +305,7 @@ impl KindCache {
         drop(window);
         // Wakes every watcher, whose next look finds the error.
         self.appended.send_replace(end + 1);
+        self.pressure.send_replace(end + 1);
     }
 }
 
@@ -331,17 +364,52 @@ async fn follow(
     }
 }
 
+/// The most bytes of lines a watcher puts in one chunk (one more line may
+/// pass it): what a watcher holds in the server while its client reads
+/// slowly is about one chunk, whatever the burst.
+pub(crate) const CHUNK_BYTES: usize = 32 * 1024;
+
 /// A watcher's bytes for a batch of events: the lines it sends, in order,
-/// in one chunk (empty when none of them concerns it).
+/// in one chunk (empty when none of them concerns it), and how many of
+/// `events` they cover. The chunk stops after the line that reaches
+/// [`CHUNK_BYTES`]; the events after it are left for the next chunk.
 pub(crate) fn lines_for(
     events: &[Arc<CachedEvent>],
     mut line: impl FnMut(&CachedEvent) -> Option<Bytes>,
-) -> Bytes {
+) -> (Bytes, usize) {
     let mut chunk = BytesMut::new();
-    for event in events {
+    for (taken, event) in events.iter().enumerate() {
         if let Some(line) = line(event) {
             chunk.extend_from_slice(&line);
+            if chunk.len() >= CHUNK_BYTES {
+                return (chunk.freeze(), taken + 1);
+            }
         }
     }
-    chunk.freeze()
+    (chunk.freeze(), events.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(revision: Revision) -> Arc<CachedEvent> {
+        Arc::new(CachedEvent {
+            revision,
+            change: Change::Progress,
+            lines: Mutex::new(Vec::new()),
+        })
+    }
+
+    #[test]
+    fn a_chunk_stops_at_its_byte_budget_and_leaves_the_rest() {
+        let events: Vec<_> = (1..=10).map(progress).collect();
+        let line = Bytes::from(vec![b'x'; CHUNK_BYTES / 4]);
+        let (chunk, taken) = lines_for(&events, |_| Some(line.clone()));
+        assert_eq!(taken, 4);
+        assert_eq!(chunk.len(), CHUNK_BYTES);
+        // Events the watcher does not see are passed over without a limit.
+        let (chunk, taken) = lines_for(&events, |e| (e.revision == 10).then(|| line.clone()));
+        assert_eq!((chunk.len(), taken), (line.len(), 10));
+    }
 }

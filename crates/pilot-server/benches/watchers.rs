@@ -1,9 +1,12 @@
 //! REST watchers against the write rate: creates per second through the
 //! REST API of one pilot-discovery while N clients watch the kind, beside
-//! the rate with no watcher, with the watch cache (one store watch per
-//! kind, each event checked and encoded once) and without it
+//! the rate with no watcher, same run, three ways: the watch cache (one
+//! store watch per kind, each event checked and encoded once) as
+//! configured by default, whose watchers write at most once per 10 ms
+//! (`--watch-write-interval`); the cache writing each event as soon as a
+//! watcher sees it (`--watch-write-interval 0s`); and no cache
 //! (`--watch-cache-events 0`: a store watch, a validation and an encoding
-//! per watcher), same run.
+//! per watcher).
 //!
 //!     cargo bench -p pilot-server --bench watchers -- [--writes W] [N ...]
 //!
@@ -48,7 +51,7 @@ fn main() {
     };
     println!("watchers bench: {writes} creates per case");
     println!(
-        "{:>6} {:>8} {:>10} {:>7} {:>14} {:>14} {:>14} {:>12} {:>8}",
+        "{:>9} {:>8} {:>10} {:>7} {:>14} {:>14} {:>14} {:>12} {:>8}",
         "cache",
         "watchers",
         "creates/s",
@@ -59,11 +62,16 @@ fn main() {
         "fewest seen",
         "expired"
     );
-    for cache in ["1024", "0"] {
-        let baseline = case(cache, 0, writes);
-        baseline.print(cache, None);
+    let modes: [(&str, &[&str]); 3] = [
+        ("on", &[]),
+        ("on, 0s", &["--watch-write-interval", "0s"]),
+        ("off", &["--watch-cache-events", "0"]),
+    ];
+    for (mode, flags) in modes {
+        let baseline = case(flags, 0, writes);
+        baseline.print(mode, None);
         for &watchers in &counts {
-            case(cache, watchers, writes).print(cache, Some(baseline.rate));
+            case(flags, watchers, writes).print(mode, Some(baseline.rate));
         }
     }
 }
@@ -79,7 +87,7 @@ struct Case {
 }
 
 impl Case {
-    fn print(&self, cache: &str, baseline: Option<f64>) {
+    fn print(&self, mode: &str, baseline: Option<f64>) {
         let per = |kb: f64| {
             if self.watchers == 0 {
                 "-".to_string()
@@ -88,8 +96,8 @@ impl Case {
             }
         };
         println!(
-            "{:>6} {:>8} {:>10.0} {:>7} {:>12.0}µs {:>14} {:>14} {:>12} {:>8}",
-            if cache == "0" { "off" } else { "on" },
+            "{:>9} {:>8} {:>10.0} {:>7} {:>12.0}µs {:>14} {:>14} {:>12} {:>8}",
+            mode,
             self.watchers,
             self.rate,
             baseline.map_or("1.00".to_string(), |b| format!("{:.2}", self.rate / b)),
@@ -106,15 +114,10 @@ impl Case {
     }
 }
 
-fn case(cache: &str, watchers: usize, writes: usize) -> Case {
-    let server = Discovery::start(&[
-        "--watch-cache-events",
-        cache,
-        "--status-interval",
-        "0s",
-        "--log-level",
-        "warn",
-    ]);
+fn case(flags: &[&str], watchers: usize, writes: usize) -> Case {
+    let mut args = vec!["--status-interval", "0s", "--log-level", "warn"];
+    args.extend_from_slice(flags);
+    let server = Discovery::start(&args);
     let pid = server.pid();
     let before = rss_mb_of(pid);
     let mut child = (watchers > 0).then(|| {

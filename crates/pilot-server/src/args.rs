@@ -150,6 +150,11 @@ pub struct Args {
     /// watcher.
     #[arg(long, default_value_t = 1024, value_name = "EVENTS")]
     pub watch_cache_events: usize,
+    /// Shortest time between two writes to one REST watcher: under a
+    /// burst, what comes meanwhile is written together (an event after a
+    /// quiet interval goes at once). 0s: every event as soon as seen.
+    #[arg(long, default_value = "10ms", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub watch_write_interval: std::time::Duration,
     /// How often the `--services` file is checked for changes, in
     /// milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "MS")]

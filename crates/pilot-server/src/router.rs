@@ -66,6 +66,7 @@ pub(crate) fn api(
         .options({
             let mut options = api_options(args.max_body_bytes, state.tokens.is_some());
             options.watch_cache_events = args.watch_cache_events;
+            options.watch_write_interval = args.watch_write_interval;
             if !args.no_ui {
                 options.documented_routes.extend(crate::ui::documented_routes());
             }

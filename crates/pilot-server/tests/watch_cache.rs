@@ -225,6 +225,43 @@ async fn a_watcher_that_falls_behind_the_window_is_ended_with_410_and_the_others
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_holding_back_its_writes_is_not_passed_by_the_window() {
+    // A write interval far longer than the writes take: only each half
+    // window appended meanwhile gets the watcher to write again, before
+    // its next event would leave the window.
+    let server = TestServer::start(&["--watch-cache-events", "64", "--watch-write-interval", "60s"]).await;
+    let mut watch = server.watch(&format!(
+        "{VIRTUAL_SERVICES}?watch=true&labelSelector=app%3Dreviews"
+    ));
+    let writes = 300;
+    for i in 0..writes {
+        write(
+            &server,
+            "POST",
+            VIRTUAL_SERVICES,
+            Some(&virtual_service(&format!("vs-{i}"), "reviews", 0)),
+        );
+    }
+    // Objects it does not select move the window on: the last half
+    // window of its own events goes out with them.
+    for i in 0..64 {
+        write(
+            &server,
+            "POST",
+            VIRTUAL_SERVICES,
+            Some(&virtual_service(&format!("other-{i}"), "ratings", 0)),
+        );
+    }
+    let seen = events(&mut watch, writes);
+    assert!(seen.iter().all(|(kind, _, _)| kind == "ADDED"), "{seen:?}");
+    assert_eq!(
+        seen.into_iter().map(|(_, name, _)| name).collect::<Vec<_>>(),
+        (0..writes).map(|i| format!("vs-{i}")).collect::<Vec<_>>()
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_cache_each_watch_reads_the_store() {
     let server = TestServer::start(&["--watch-cache-events", "0"]).await;
     let mut watch = server.watch(&format!("{VIRTUAL_SERVICES}?watch=true"));
