@@ -293,7 +293,7 @@ impl KindCache {
         let half = (window.capacity as u64 / 2).max(1);
         drop(window);
         self.appended.send_replace(end);
-        if end % half == 0 {
+        if end.is_multiple_of(half) {
             self.pressure.send_replace(end);
         }
     }
