@@ -521,6 +521,13 @@ fn main() {
     } else {
         counts
     };
+    // The server's end of every connection, and the floors' servers'.
+    let most = counts.iter().copied().max().unwrap_or(0).max(ambient_nodes) as u64;
+    let needed = most + 4096;
+    let limit = pilot_test_support::measure::raise_open_files(needed);
+    if most > 10_000 {
+        println!("open-files limit: {limit} in this process and the clients' (each needs {needed})");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

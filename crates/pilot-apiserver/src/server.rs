@@ -198,7 +198,8 @@ pub struct ApiOptions {
     /// a watcher writes what came meanwhile as one chunk instead of a
     /// wake-up and a socket write per event, which 500 watchers could not
     /// afford. An event after a quiet interval is written at once. Zero
-    /// writes each event as soon as the watcher sees it. Default 10 ms.
+    /// writes each event as soon as the watcher sees it. Default 100 ms
+    /// (istiod's push debounce).
     pub watch_write_interval: std::time::Duration,
 }
 
@@ -214,7 +215,7 @@ impl Default for ApiOptions {
             bearer_auth: false,
             documented_routes: Vec::new(),
             watch_cache_events: 1024,
-            watch_write_interval: std::time::Duration::from_millis(10),
+            watch_write_interval: std::time::Duration::from_millis(100),
         }
     }
 }

@@ -19,7 +19,7 @@
 //! form) and shared by every watcher that sends the same.
 //!
 //! A watcher that has caught up writes at most once per
-//! `ApiOptions::watch_write_interval` (10 ms): with one writer creating
+//! `ApiOptions::watch_write_interval` (100 ms): with one writer creating
 //! objects one after another, each event would otherwise cost every
 //! watcher a wake-up and a socket write of its own; held back, it writes
 //! what came meanwhile as one chunk (at most [`CHUNK_BYTES`], so a watcher

@@ -153,7 +153,7 @@ pub struct Args {
     /// Shortest time between two writes to one REST watcher: under a
     /// burst, what comes meanwhile is written together (an event after a
     /// quiet interval goes at once). 0s: every event as soon as seen.
-    #[arg(long, default_value = "10ms", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "100ms", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub watch_write_interval: std::time::Duration,
     /// How often the `--services` file is checked for changes, in
     /// milliseconds.
@@ -236,7 +236,7 @@ pub struct Args {
     /// ADS connections open at once; one more is closed as soon as it is
     /// accepted (the proxy retries, here or at another replica). Default:
     /// what the open-files limit leaves after the REST connections, at
-    /// most 10,000; a cap the limit cannot hold is refused at start.
+    /// most 100,000; a cap the limit cannot hold is refused at start.
     #[arg(long, value_name = "N")]
     pub xds_max_connections: Option<usize>,
     /// An ADS connection must open a stream its credential admits within

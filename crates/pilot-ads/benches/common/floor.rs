@@ -95,6 +95,7 @@ pub(crate) fn child_args(args: &[String]) -> Option<(usize, u16, usize)> {
 /// The child: `clients` connections each read `bytes` and close; prints
 /// the process's CPU time (ms) at the end.
 pub(crate) fn clients_main(clients: usize, port: u16, bytes: usize) {
+    pilot_test_support::measure::raise_open_files(clients as u64 + 1024);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -102,9 +103,15 @@ pub(crate) fn clients_main(clients: usize, port: u16, bytes: usize) {
         .unwrap();
     runtime.block_on(async {
         let mut readers = tokio::task::JoinSet::new();
-        for _ in 0..clients {
+        for i in 0..clients {
             readers.spawn(async move {
-                let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                // From the address the same proxy would use.
+                let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+                socket
+                    .bind((pilot_test_support::ads::proxies::source_ip(i), 0).into())
+                    .expect("bind a loopback source");
+                let mut socket = socket
+                    .connect(([127, 0, 0, 1], port).into())
                     .await
                     .expect("connect");
                 let mut buffer = vec![0u8; 64 * 1024];

@@ -177,6 +177,7 @@ pub(crate) fn child_args(args: &[String]) -> Option<(usize, u16, bool)> {
 /// one request (and, with `read`, reads one message back), prints
 /// `ready`, and holds them until stdin closes.
 pub(crate) fn clients_main(clients: usize, port: u16, read: bool) {
+    pilot_test_support::measure::raise_open_files(clients as u64 + 1024);
     use futures::StreamExt;
     use prost::Message;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -190,9 +191,13 @@ pub(crate) fn clients_main(clients: usize, port: u16, read: bool) {
             .map(|i| {
                 let headers = headers.clone();
                 async move {
-                    let mut stream = pilot_test_support::ads::GrpcStream::open(port, &headers)
-                        .await
-                        .expect("open a stream");
+                    let mut stream = pilot_test_support::ads::GrpcStream::open_from(
+                        pilot_test_support::ads::proxies::source_ip(i),
+                        port,
+                        &headers,
+                    )
+                    .await
+                    .expect("open a stream");
                     let node = pilot_test_support::ads::sidecar_id("floor", "default", crate::proxy_ip(i));
                     let request =
                         pilot_test_support::ads::request(Some(&node), pilot_test_support::ads::CDS, "", "");

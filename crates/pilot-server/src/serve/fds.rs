@@ -4,15 +4,19 @@
 //! webhook's too), its probes' reserve and ADS (`--xds-max-connections`)
 //! must fit in the limit, beside [`KEPT`] descriptors for the store's
 //! clients, the journal, the services file, logs and the runtime. A cap not
-//! given is derived from what the limit leaves (REST a quarter, ADS the
-//! rest, each at most [`DEFAULT_CAP`]); caps given that the limit cannot
-//! hold stop the server at start.
+//! given is derived from what the limit leaves (REST a quarter, at most
+//! [`REST_CAP`]; ADS the rest, at most [`XDS_CAP`]); caps given that the
+//! limit cannot hold stop the server at start.
 
 /// Descriptors kept for everything but connections.
 pub(crate) const KEPT: u64 = 256;
 
-/// A cap's value when the limit leaves room for it.
-pub(crate) const DEFAULT_CAP: usize = 10_000;
+/// The REST cap's value when the limit leaves room for it.
+pub(crate) const REST_CAP: usize = 10_000;
+
+/// The ADS cap's value when the limit leaves room for it: one process
+/// serves tens of thousands of proxies (about 15 KB each).
+pub(crate) const XDS_CAP: usize = 100_000;
 
 /// The connection caps in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,26 +40,20 @@ pub(crate) fn caps(
     let listeners = rest_listeners.max(1) as u64;
     let Some(limit) = limit else {
         return Ok(Caps {
-            rest: rest.unwrap_or(DEFAULT_CAP),
-            xds: xds.unwrap_or(DEFAULT_CAP),
+            rest: rest.unwrap_or(REST_CAP),
+            xds: xds.unwrap_or(XDS_CAP),
         });
     };
     let room = limit.saturating_sub(KEPT + listeners * reserve as u64);
     let fits = |rest: u64, xds: u64| rest * listeners + xds <= room;
-    let derived_rest = |xds: u64| (room.saturating_sub(xds) / listeners).min(DEFAULT_CAP as u64);
+    let derived_rest = |xds: u64| (room.saturating_sub(xds) / listeners).min(REST_CAP as u64);
     let (chosen_rest, chosen_xds) = match (rest.map(|r| r as u64), xds.map(|x| x as u64)) {
         (Some(rest), Some(xds)) => (rest, xds),
-        (Some(rest), None) => (
-            rest,
-            room.saturating_sub(rest * listeners).min(DEFAULT_CAP as u64),
-        ),
+        (Some(rest), None) => (rest, room.saturating_sub(rest * listeners).min(XDS_CAP as u64)),
         (None, Some(xds)) => (derived_rest(xds), xds),
         (None, None) => {
-            let rest = (room / (4 * listeners)).min(DEFAULT_CAP as u64);
-            (
-                rest,
-                room.saturating_sub(rest * listeners).min(DEFAULT_CAP as u64),
-            )
+            let rest = (room / (4 * listeners)).min(REST_CAP as u64);
+            (rest, room.saturating_sub(rest * listeners).min(XDS_CAP as u64))
         }
     };
     if chosen_rest == 0 || chosen_xds == 0 || !fits(chosen_rest, chosen_xds) {
@@ -95,12 +93,15 @@ mod tests {
             caps(Some(1 << 20), None, None, 1, 16),
             Ok(Caps {
                 rest: 10_000,
-                xds: 10_000
+                xds: 100_000
             })
         );
         assert_eq!(
             caps(None, Some(5), None, 1, 16),
-            Ok(Caps { rest: 5, xds: 10_000 })
+            Ok(Caps {
+                rest: 5,
+                xds: 100_000
+            })
         );
         // 1,024: 752 for connections, a quarter for REST.
         assert_eq!(

@@ -119,6 +119,31 @@ impl GrpcStream {
         let socket = TcpStream::connect(("127.0.0.1", port))
             .await
             .map_err(|error| transport(format!("connect: {error}")))?;
+        Self::start(socket, headers, stream_window)
+    }
+
+    /// [`open`](Self::open) from the loopback address `source` (any of
+    /// 127.0.0.0/8): a process of tens of thousands of clients spreads them
+    /// over several, since one source address has only the ephemeral ports
+    /// (about 28,000) for connections to one server address.
+    pub async fn open_from(
+        source: std::net::Ipv4Addr,
+        port: u16,
+        headers: &Bytes,
+    ) -> Result<GrpcStream, Error> {
+        let connect = async {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind((source, 0).into())?;
+            socket.connect(([127, 0, 0, 1], port).into()).await
+        };
+        let socket = connect
+            .await
+            .map_err(|error| transport(format!("connect from {source}: {error}")))?;
+        Self::start(socket, headers, WINDOW)
+    }
+
+    /// The preface, settings and request stream on a connected socket.
+    fn start(socket: TcpStream, headers: &Bytes, stream_window: u32) -> Result<GrpcStream, Error> {
         socket
             .set_nodelay(true)
             .map_err(|error| transport(format!("connect: {error}")))?;

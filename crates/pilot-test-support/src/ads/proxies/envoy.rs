@@ -177,7 +177,7 @@ fn node(setup: &ClientSetup, index: usize) -> Node {
 /// One state-of-the-world stream: subscribes, follows EDS/RDS names, ACKs
 /// everything; returns why it ended.
 async fn stream(setup: &ClientSetup, index: usize, acked: &Acked) -> String {
-    let mut h2 = match GrpcStream::open(setup.port, &setup.headers).await {
+    let mut h2 = match GrpcStream::open_from(super::source_ip(index), setup.port, &setup.headers).await {
         Ok(h2) => h2,
         Err(reason) => return reason.to_string(),
     };
@@ -256,7 +256,7 @@ async fn stream(setup: &ClientSetup, index: usize, acked: &Acked) -> String {
 /// One delta stream: subscribes to CDS and LDS, then to the EDS and RDS
 /// names those carry as they come and go; ACKs everything.
 async fn delta_stream(setup: &ClientSetup, index: usize, acked: &Acked) -> String {
-    let mut h2 = match GrpcStream::open(setup.port, &setup.headers).await {
+    let mut h2 = match GrpcStream::open_from(super::source_ip(index), setup.port, &setup.headers).await {
         Ok(h2) => h2,
         Err(reason) => return reason.to_string(),
     };

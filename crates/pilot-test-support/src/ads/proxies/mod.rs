@@ -46,6 +46,18 @@ pub fn proxy_ip(index: usize) -> IpAddr {
     IpAddr::V4(Ipv4Addr::from(0x0b00_0000 + index as u32))
 }
 
+/// The loopback address client `index` connects from (127.1.0.0/16 and
+/// up, one per client, as each Envoy has its pod's): the ephemeral ports
+/// of one source address hold only about 28,000 connections to the server.
+pub fn source_ip(index: usize) -> Ipv4Addr {
+    Ipv4Addr::new(
+        127,
+        1 + (index / 50_000) as u8,
+        ((index / 200) % 250) as u8,
+        1 + (index % 200) as u8,
+    )
+}
+
 /// When `args` (this process's) are those [`Proxies::start`] gives its
 /// child (`--clients N --port P [--namespaces K] [--delta]`), runs the
 /// proxies until the parent closes the child's stdin and returns true;
@@ -60,6 +72,7 @@ pub fn child_main(args: &[String]) -> bool {
         .position(|a| a == "--watch")
         .and_then(|at| args.get(at + 1))
         .map(|host| Arc::from(host.as_str()));
+    crate::measure::raise_open_files(clients as u64 + 1024);
     run_child(clients, port, namespaces, delta, watch);
     true
 }
