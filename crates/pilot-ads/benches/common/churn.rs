@@ -177,6 +177,8 @@ pub(super) async fn run(running: &Running, child: &mut Proxies, layout: &Layout,
     let mut next_ip = 0;
     let mut events = Vec::new();
     let started = Instant::now();
+    // A mark in the progress (stderr): a profiler can start here.
+    eprintln!("churn: the roll starts");
     let mut ticks = tokio::time::interval(Duration::from_secs(1) / ROLL_RATE);
     for tick in 0..SHARED_INSTANCES {
         ticks.tick().await;

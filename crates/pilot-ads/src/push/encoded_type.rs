@@ -222,7 +222,7 @@ impl EncodedType {
     /// entries copied as encoded with their versions (no digest taken
     /// again), the name index and name set shared, and the delta form
     /// patched alike when this one has it.
-    pub(crate) fn patched(self: &Arc<Self>, changed: Vec<(usize, Vec<u8>)>) -> EncodedType {
+    pub(crate) fn patched(self: &Arc<Self>, changed: Vec<(usize, Bytes)>) -> EncodedType {
         let mut buffer = BytesMut::with_capacity(self.sotw.len());
         let mut entries = Vec::with_capacity(self.entries.len());
         let mut replaced = changed.iter().peekable();
@@ -230,7 +230,7 @@ impl EncodedType {
         let mut run = 0..0;
         let mut values: Vec<Option<&[u8]>> = Vec::with_capacity(self.entries.len());
         for (at, entry) in self.entries.iter().enumerate() {
-            let new_value = replaced.next_if(|(p, _)| *p == at).map(|(_, v)| v.as_slice());
+            let new_value = replaced.next_if(|(p, _)| *p == at).map(|(_, v)| v.as_ref());
             values.push(new_value);
             let Some(value) = new_value else {
                 // Entries lie back to back: a run is one slice.
@@ -394,7 +394,7 @@ mod tests {
             before.patched(
                 changes
                     .iter()
-                    .map(|(at, v)| (*at, v.as_bytes().to_vec()))
+                    .map(|(at, v)| (*at, Bytes::copy_from_slice(v.as_bytes())))
                     .collect(),
             ),
         );
@@ -433,7 +433,7 @@ mod tests {
         let values: Vec<String> = (0..20).map(|i| format!("value {i}")).collect();
         let values: Vec<&str> = values.iter().map(String::as_str).collect();
         let plain = Arc::new(encoded(&values));
-        let patched = plain.patched(vec![(1, b"xy".to_vec())]);
+        let patched = plain.patched(vec![(1, Bytes::from_static(b"xy"))]);
         assert!(patched.delta.get().is_none());
         let few = patched.delta_at(&mut vec![1]);
         assert!(

@@ -147,7 +147,7 @@ pub(crate) fn kept(
         && left_out.is_empty()
         && held
             .and_then(|config| config.held.as_ref())
-            .is_some_and(|held| snapshot.generated.holds(held))
+            .is_some_and(|held| snapshot.generated.holds(held, &snapshot.registry))
 }
 
 impl std::fmt::Debug for MeshSnapshot {

@@ -17,6 +17,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use bytes::Bytes;
 use envoy_types::pb::google::protobuf::Any;
 use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use pilot_xds::serving::{
@@ -71,6 +72,8 @@ pub(crate) struct GeneratedCache {
     incremental: bool,
     /// Load assignments generated (not taken from the previous push).
     pub(crate) assignments_built: AtomicUsize,
+    /// The load assignments the scoped classes patched in, by cluster.
+    assignments: Mutex<HashMap<Arc<str>, Arc<OnceLock<Option<Bytes>>>>>,
     /// Sets of route configurations assembled.
     pub(crate) routes_assembled: AtomicUsize,
     /// The proxies' scopes, and the scoped classes kept from the previous
@@ -92,15 +95,25 @@ pub(crate) struct Held {
     /// The proxy's address: a push that moved its own instances holds
     /// nothing for it ([`GeneratedCache::moved`]).
     pub(crate) address: IpAddr,
+    /// Its own instances when the configuration was generated: a push
+    /// moves only the addresses its own batch changed, and a stream may
+    /// have skipped the push that moved this one.
+    pub(crate) own: Vec<ServiceInstance>,
 }
 
 impl GeneratedCache {
     /// The cache of a push with `changes` since `before` (the previous
     /// push's cache, if any).
     pub(crate) fn new(before: Option<&GeneratedCache>, changes: &Changes, incremental: bool) -> Self {
-        let previous = before
-            .filter(|_| incremental && !changes.full)
-            .map(|before| Previous {
+        let previous = before.filter(|_| incremental && !changes.full).map(|before| {
+            let by_class = before.by_class.lock().unwrap_or_else(|p| p.into_inner());
+            let generated = || {
+                by_class
+                    .iter()
+                    .filter(|(class, _)| class.generator == Generator::Envoy)
+                    .filter_map(|(class, cell)| Some((class, cell.get()?)))
+            };
+            Previous {
                 endpoints: changes.endpoints.clone(),
                 cds: before
                     .cds
@@ -110,27 +123,25 @@ impl GeneratedCache {
                     .filter_map(|(k, cell)| Some((k.clone(), Arc::clone(cell.get()?))))
                     .collect(),
                 eds: Mutex::new(before.eds.get().cloned()),
-                classes: before
-                    .by_class
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .iter()
-                    // Only an unscoped class's listeners and routes are
-                    // reused this way (a scoped class is kept whole, or
-                    // generated again whole: `scopes.rs`).
-                    .filter(|(class, _)| class.generator == Generator::Envoy && class.scope.is_none())
-                    .filter_map(|(class, cell)| {
-                        let generated = cell.get()?;
-                        Some((
+                // Only an unscoped class's listeners and routes are
+                // reused this way; a scoped class is kept whole, has
+                // its load assignments patched, or is generated again
+                // whole (`scopes.rs`).
+                classes: generated()
+                    .filter(|(class, _)| class.scope.is_none())
+                    .map(|(class, generated)| {
+                        (
                             class.clone(),
                             (
                                 Arc::clone(&generated.types["LDS"]),
                                 Arc::clone(&generated.types["RDS"]),
                             ),
-                        ))
+                        )
                     })
                     .collect(),
-            });
+                scoped: scoped_since(before, &by_class, &changes.endpoints),
+            }
+        });
         let scopes = match before {
             Some(before) if incremental => {
                 let by_class = before.by_class.lock().unwrap_or_else(|p| p.into_inner());
@@ -170,6 +181,7 @@ impl GeneratedCache {
             previous,
             incremental,
             assignments_built: AtomicUsize::new(0),
+            assignments: Mutex::default(),
             routes_assembled: AtomicUsize::new(0),
         }
     }
@@ -177,10 +189,13 @@ impl GeneratedCache {
     /// Whether this push keeps the configuration `held` (of the previous
     /// push or one before it) for the proxies of its class: every class is
     /// the previous push's and this one is kept as it was (its scope holds
-    /// no touched host). Then a stream holding it has nothing to send and
-    /// need not work out its class again.
-    pub(crate) fn holds(&self, held: &Held) -> bool {
-        !self.moved(held.address) && self.keeps(&held.class, &held.shared)
+    /// no touched host), and the proxy's own instances in `registry` (the
+    /// push's) are those it was generated with. Then a stream holding it
+    /// has nothing to send and need not work out its class again.
+    pub(crate) fn holds(&self, held: &Held, registry: &RegistrySnapshot) -> bool {
+        !self.moved(held.address)
+            && self.keeps(&held.class, &held.shared)
+            && registry.host_instances(&[held.address]) == held.own
     }
 
     /// Whether the batch of this push moved the own instances of the
@@ -238,6 +253,9 @@ impl GeneratedCache {
                 if let Some(scope) = &scope {
                     if let Some(kept) = self.scopes.kept(&class) {
                         return kept;
+                    }
+                    if let Some(patched) = self.patch_endpoints(&class, registry) {
+                        return patched;
                     }
                     self.scopes.generated.fetch_add(1, Ordering::Relaxed);
                     let view = self.scopes.view(&scope.namespace, rules);
@@ -309,13 +327,61 @@ impl GeneratedCache {
             .clone();
         let inbound =
             generate_scoped_inbound(proxy, &own, &mesh.resolving_providers(registry), scope.as_deref());
-        let own = (inbound != Resources::default()).then(|| Arc::new(Generated::encode(&inbound)));
+        let inbound = (inbound != Resources::default()).then(|| Arc::new(Generated::encode(&inbound)));
         let held = class.scope.is_some().then(|| Held {
             class,
             shared: Arc::clone(&shared),
             address: proxy.ip,
+            own,
         });
-        ProxyConfig { shared, own, held }
+        ProxyConfig {
+            shared,
+            own: inbound,
+            held,
+        }
+    }
+
+    /// A scoped Envoy class's configuration after a push of endpoint
+    /// changes only: the previous push's, with the load assignments of the
+    /// hosts whose instances changed replaced. Its clusters, listeners and
+    /// routes depend on the rules and services, which such a push keeps
+    /// (as the unscoped classes' reuse assumes); each new load assignment
+    /// is built once for every class ([`GeneratedCache::assignment`]).
+    /// `None` when the class is new or a push of other changes.
+    fn patch_endpoints(&self, class: &ProxyClass, registry: &RegistrySnapshot) -> Option<Arc<Generated>> {
+        let (before, since) = self.previous.as_ref()?.scoped.get(class)?;
+        let eds = before.types.get("EDS")?;
+        let changed: Vec<(usize, Bytes)> = eds
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| since.contains(e.name.rsplit('|').next().unwrap_or_default()))
+            .map(|(at, e)| Some((at, self.assignment(&e.name, registry)?)))
+            .collect::<Option<_>>()?;
+        self.scopes.patched.fetch_add(1, Ordering::Relaxed);
+        if changed.is_empty() {
+            return Some(Arc::clone(before));
+        }
+        let mut types = before.types.clone();
+        types.insert("EDS", Arc::new(eds.patched(changed)));
+        Some(Arc::new(Generated { types }))
+    }
+
+    /// The encoded load assignment of the cluster `name` in this push's
+    /// registry, built once for every class that needs it.
+    fn assignment(&self, name: &Arc<str>, registry: &RegistrySnapshot) -> Option<Bytes> {
+        let cell = Arc::clone(
+            self.assignments
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(Arc::clone(name))
+                .or_default(),
+        );
+        cell.get_or_init(|| {
+            self.assignments_built.fetch_add(1, Ordering::Relaxed);
+            assignment_of(name, registry).map(Bytes::from)
+        })
+        .clone()
     }
 
     /// Envoy's outbound clusters, built once per push for each capture mode
@@ -481,6 +547,7 @@ impl GeneratedCache {
                         // afresh below if it ever does.
                         if let Some(changed) = changed {
                             self.assignments_built.fetch_add(changed.len(), Ordering::Relaxed);
+                            let changed = changed.into_iter().map(|(at, v)| (at, Bytes::from(v))).collect();
                             return Arc::new(before.patched(changed));
                         }
                     }
@@ -536,6 +603,44 @@ struct Previous {
     eds: Mutex<Option<Arc<EncodedType>>>,
     /// Envoy classes' listeners and route configurations.
     classes: HashMap<ProxyClass, (Arc<EncodedType>, Arc<EncodedType>)>,
+    /// Scoped Envoy classes' configurations, each with the hosts whose
+    /// instances changed since: one whose scope holds such a host gets it
+    /// again with those hosts' load assignments replaced
+    /// ([`GeneratedCache::patch_endpoints`]).
+    scoped: HashMap<ProxyClass, (Arc<Generated>, Arc<HashSet<String>>)>,
+}
+
+/// The scoped Envoy classes a push of endpoint changes (`endpoints`) after
+/// `before` may patch: those `before` generated, and those it did not
+/// generate (no stream of theirs took that push, busy with an older one)
+/// as the push before it held them, with `endpoints` added to what changed
+/// since. Classes with the same changes since share one set.
+fn scoped_since(
+    before: &GeneratedCache,
+    by_class: &HashMap<ProxyClass, Arc<OnceCell<Arc<Generated>>>>,
+    endpoints: &HashSet<String>,
+) -> HashMap<ProxyClass, (Arc<Generated>, Arc<HashSet<String>>)> {
+    let now = Arc::new(endpoints.clone());
+    let mut scoped: HashMap<ProxyClass, (Arc<Generated>, Arc<HashSet<String>>)> = by_class
+        .iter()
+        .filter(|(class, _)| class.generator == Generator::Envoy && class.scope.is_some())
+        .filter_map(|(class, cell)| Some((class.clone(), (Arc::clone(cell.get()?), Arc::clone(&now)))))
+        .collect();
+    if let Some(older) = &before.previous {
+        let mut widened: HashMap<*const HashSet<String>, Arc<HashSet<String>>> = HashMap::new();
+        for (class, (generated, since)) in &older.scoped {
+            if scoped.contains_key(class) {
+                continue;
+            }
+            let since = widened.entry(Arc::as_ptr(since)).or_insert_with(|| {
+                let mut wider = (**since).clone();
+                wider.extend(endpoints.iter().cloned());
+                Arc::new(wider)
+            });
+            scoped.insert(class.clone(), (Arc::clone(generated), Arc::clone(since)));
+        }
+    }
+    scoped
 }
 
 /// An Envoy's listeners for one push, shared by every class of the same

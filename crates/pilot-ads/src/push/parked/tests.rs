@@ -248,7 +248,7 @@ fn a_push_that_moved_a_proxys_own_instances_wakes_it_alone_in_a_kept_class() {
         ..Default::default()
     };
     let generated = GeneratedCache::new(Some(&first.snapshot.generated), &changes, true);
-    assert!(!generated.holds(&first.a) && generated.holds(&other));
+    assert!(!generated.holds(&first.a, &first.registry) && generated.holds(&other, &first.registry));
     parking.published(&snapshot(2, &first.mesh, &first.registry, generated));
     assert!(woken(&moved), "its own instances moved");
     assert!(!woken(&stays), "its class is kept");

@@ -9,6 +9,9 @@
 //! scratch gives it, so the proxies sent anything (their configuration's
 //! digests moved) are exactly those whose scoped configuration changed;
 //! and a class whose scope holds no touched host is not generated again.
+//! Endpoint changes alone come as two pushes when they are several, the
+//! first taken by every other proxy only: those that skipped it get the
+//! second's configuration from the one they hold.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -246,6 +249,73 @@ fn contents(config: &ProxyConfig) -> Vec<(&'static str, String, u64)> {
     all
 }
 
+/// Makes the endpoint changes `changes` in `registry`.
+fn apply(registry: &MemoryServiceRegistry, mesh: &Mesh, changes: &[(usize, Endpoint)]) {
+    for (n, (i, change)) in changes.iter().enumerate() {
+        let host = &hosts()[*i];
+        match change {
+            Endpoint::Add => {
+                let address = format!("10.1.{i}.{}", n + 1).parse::<IpAddr>().unwrap();
+                registry.add_endpoints(host, address, Labels::new()).unwrap();
+            }
+            Endpoint::Remove => {
+                let address = format!("10.0.{i}.1").parse::<IpAddr>().unwrap();
+                registry.remove_instances(host, address, None);
+            }
+            Endpoint::AtProxy(p, x) => {
+                registry.add_endpoints(host, proxy_address(*p), app(*x)).unwrap();
+            }
+            Endpoint::RemoveAtProxy(p) => {
+                registry.remove_instances(host, proxy_address(*p), None);
+            }
+            Endpoint::Relabel(p) => {
+                if let Some((own, x)) = mesh.own[*p] {
+                    registry
+                        .add_endpoints(&hosts()[own], proxy_address(*p), app(!x))
+                        .unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// The hosts whose instances `changes` change, as the pipeline records
+/// them.
+fn changed_hosts(mesh: &Mesh, changes: &[(usize, Endpoint)]) -> std::collections::HashSet<String> {
+    changes
+        .iter()
+        .filter_map(|(i, change)| match change {
+            Endpoint::Relabel(p) => mesh.own[*p].map(|(own, _)| hosts()[own].clone()),
+            _ => Some(hosts()[*i].clone()),
+        })
+        .collect()
+}
+
+/// A push of the endpoint changes `changes` (the rules unchanged), with
+/// what the pipeline works out for it.
+fn endpoint_changes(
+    mesh: &Mesh,
+    changes: &[(usize, Endpoint)],
+    (rules, before): (&PushRules, &pilot_model::RegistrySnapshot),
+    after: &pilot_model::RegistrySnapshot,
+) -> Changes {
+    let touched = touched_hosts((rules, before), (rules, after), None);
+    let same_services = same_services(before, after);
+    let steady = steady(rules, rules, touched.as_ref(), same_services);
+    let moved = match &touched {
+        Some(touched) if steady => moved_addresses(before, after, touched),
+        _ => Default::default(),
+    };
+    Changes {
+        endpoints: changed_hosts(mesh, changes),
+        steady,
+        moved,
+        touched,
+        same_services,
+        ..Default::default()
+    }
+}
+
 fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let registry = MemoryServiceRegistry::new();
@@ -286,32 +356,28 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
         held
     });
 
-    for (n, (i, change)) in batch.endpoints.iter().enumerate() {
-        let host = &hosts()[*i];
-        match change {
-            Endpoint::Add => {
-                let address = format!("10.1.{i}.{}", n + 1).parse::<IpAddr>().unwrap();
-                registry.add_endpoints(host, address, Labels::new()).unwrap();
+    // Endpoint changes only, with two or more of them: the first is a push
+    // of its own that only every other proxy takes (the others are busy
+    // with an older one), and the rest follow.
+    let rules_changed = !(batch.rules.is_empty() && batch.routes.is_empty());
+    let split = usize::from(!rules_changed && batch.endpoints.len() >= 2);
+    let (early, late) = batch.endpoints.split_at(split);
+    apply(&registry, &mesh, early);
+    let mut held = held;
+    let (prior, prior_registry) = if early.is_empty() {
+        (first, before_registry)
+    } else {
+        let mid_registry = registry.snapshot();
+        let changes = endpoint_changes(&mesh, early, (&before_mesh, &before_registry), &mid_registry);
+        let middle = GeneratedCache::new(Some(&first), &changes, true);
+        runtime.block_on(async {
+            for (p, proxy) in proxies.iter().enumerate().step_by(2) {
+                held[p] = middle.get(proxy, &mid_registry, &before_mesh).await;
             }
-            Endpoint::Remove => {
-                let address = format!("10.0.{i}.1").parse::<IpAddr>().unwrap();
-                registry.remove_instances(host, address, None);
-            }
-            Endpoint::AtProxy(p, x) => {
-                registry.add_endpoints(host, proxy_address(*p), app(*x)).unwrap();
-            }
-            Endpoint::RemoveAtProxy(p) => {
-                registry.remove_instances(host, proxy_address(*p), None);
-            }
-            Endpoint::Relabel(p) => {
-                if let Some((own, x)) = mesh.own[*p] {
-                    registry
-                        .add_endpoints(&hosts()[own], proxy_address(*p), app(!x))
-                        .unwrap();
-                }
-            }
-        }
-    }
+        });
+        (middle, mid_registry)
+    };
+    apply(&registry, &mesh, late);
     let after_registry = registry.snapshot();
     let after_mesh = if batch.rules.is_empty() && batch.routes.is_empty() {
         before_mesh.clone()
@@ -319,35 +385,45 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
         compile(&yaml(&mesh, &batch.rules, &batch.routes))
     };
     let touched = touched_hosts(
-        (&before_mesh, &before_registry),
+        (&before_mesh, &prior_registry),
         (&after_mesh, &after_registry),
         None,
     );
     // Rules exported to some namespaces only are said host by host too.
     prop_assert!(touched.is_some(), "{:?}", batch);
-    let same_services = same_services(&before_registry, &after_registry);
+    let same_services = same_services(&prior_registry, &after_registry);
     let steady = steady(&before_mesh, &after_mesh, touched.as_ref(), same_services);
     // As the pipeline does.
     let moved = match &touched {
-        Some(touched) if steady => moved_addresses(&before_registry, &after_registry, touched),
+        Some(touched) if steady => moved_addresses(&prior_registry, &after_registry, touched),
         _ => Default::default(),
     };
+    // As the pipeline records them: a rule change is a full push; a batch
+    // of instance changes only names the hosts whose instances changed
+    // (their load assignments are patched into the classes kept).
     let changes = Changes {
-        full: true,
-        rules: true,
+        full: rules_changed,
+        rules: rules_changed,
+        endpoints: changed_hosts(&mesh, late),
         steady,
         moved,
         touched: touched.clone(),
         same_services,
         ..Default::default()
     };
-    let incremental = GeneratedCache::new(Some(&first), &changes, true);
+    let incremental = GeneratedCache::new(Some(&prior), &changes, true);
     let fresh = GeneratedCache::new(None, &everything, true);
     runtime.block_on(async {
-        for (proxy, held) in proxies.iter().zip(&held) {
+        for (p, (proxy, held)) in proxies.iter().zip(&held).enumerate() {
+            // It took the push before this one (else it holds an older
+            // one, the incremental push's previous one's previous).
+            let took_prior = early.is_empty() || p % 2 == 0;
             // A stream holding what the push keeps does not even ask for
             // its configuration: it sends nothing.
-            let skipped = held.held.as_ref().is_some_and(|h| incremental.holds(h));
+            let skipped = held
+                .held
+                .as_ref()
+                .is_some_and(|h| incremental.holds(h, &after_registry));
             let kept = incremental.get(proxy, &after_registry, &after_mesh).await;
             let scratch = fresh.get(proxy, &after_registry, &after_mesh).await;
             prop_assert_eq!(
@@ -361,14 +437,14 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
             let changed = contents(held) != contents(&scratch);
             prop_assert_eq!(sent, changed);
             let own = after_registry.host_instances(&[proxy.ip]);
-            let own_before = before_registry.host_instances(&[proxy.ip]);
+            let own_before = prior_registry.host_instances(&[proxy.ip]);
             let scope = incremental
                 .scopes
                 .scope(proxy, &own, &after_registry, &after_mesh)
                 .expect("Sidecars or none, the mesh is scoped: some namespace has one or none do");
-            let scope_before = first
+            let scope_before = prior
                 .scopes
-                .scope(proxy, &own_before, &before_registry, &before_mesh)
+                .scope(proxy, &own_before, &prior_registry, &before_mesh)
                 .expect("the same Sidecars");
             // Both kept unless the first rule exported to some namespaces
             // only came or the last went, which gives every namespace its
@@ -378,6 +454,7 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
             let same_views =
                 before_mesh.model().restricts_visibility() == after_mesh.model().restricts_visibility();
             if let Some(touched) = &touched
+                && took_prior
                 && same_views
                 && own == own_before
                 && touched.iter().all(|h| !scope_before.contains(h))
@@ -392,6 +469,7 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
             // proxy's own instances the same: else its class may be
             // another).
             if let Some(touched) = &touched
+                && took_prior
                 && same_views
                 && own == own_before
                 && touched.iter().all(|h| !scope.contains(h))
