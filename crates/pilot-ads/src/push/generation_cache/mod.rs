@@ -73,7 +73,7 @@ pub(crate) struct GeneratedCache {
     /// Load assignments generated (not taken from the previous push).
     pub(crate) assignments_built: AtomicUsize,
     /// The load assignments the scoped classes patched in, by cluster.
-    assignments: Mutex<HashMap<Arc<str>, Arc<OnceLock<Option<Bytes>>>>>,
+    assignments: Mutex<HashMap<Arc<str>, AssignmentCell>>,
     /// Sets of route configurations assembled.
     pub(crate) routes_assembled: AtomicUsize,
     /// The proxies' scopes, and the scoped classes kept from the previous
@@ -566,6 +566,9 @@ impl GeneratedCache {
             .clone()
     }
 }
+
+/// A load assignment built once per push (`None`: no such cluster).
+type AssignmentCell = Arc<OnceLock<Option<Bytes>>>;
 
 /// What changed since the previous push, as far as generation cares.
 #[derive(Debug, Default, Clone)]

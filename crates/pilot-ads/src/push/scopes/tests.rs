@@ -409,7 +409,6 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
         moved,
         touched: touched.clone(),
         same_services,
-        ..Default::default()
     };
     let incremental = GeneratedCache::new(Some(&prior), &changes, true);
     let fresh = GeneratedCache::new(None, &everything, true);
