@@ -525,7 +525,12 @@ fn main() {
     let most = counts.iter().copied().max().unwrap_or(0).max(ambient_nodes) as u64;
     let needed = most + 4096;
     let limit = pilot_test_support::measure::raise_open_files(needed);
-    if most > 10_000 {
+    if limit < needed {
+        println!(
+            "open-files limit: {limit}, below the {needed} this process and the clients' each need: \
+             raising the hard limit takes root with CAP_SYS_RESOURCE (`ulimit -Hn`); connections past it fail"
+        );
+    } else if most > 10_000 {
         println!("open-files limit: {limit} in this process and the clients' (each needs {needed})");
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
