@@ -108,10 +108,22 @@ impl TestServer {
     }
 
     /// Opens a watch; lines come from the returned reader.
+    /// A watch (or any GET) whose response headers have come: a watch
+    /// answers them once it has taken its starting point, so every write
+    /// after this returns is one it sees.
     pub(crate) fn watch(&self, path: &str) -> BufReader<TcpStream> {
         let mut stream = TcpStream::connect(self.rest).unwrap();
         write!(stream, "GET {path} HTTP/1.1\r\nhost: test\r\n\r\n").unwrap();
-        BufReader::new(stream)
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let read = reader.read_line(&mut line).expect("the response head");
+            if read == 0 || line == "\r\n" {
+                break;
+            }
+        }
+        reader
     }
 }
 
