@@ -48,6 +48,17 @@ fn events(reader: &mut BufReader<TcpStream>, n: usize) -> Vec<(String, String, S
         .collect()
 }
 
+/// Creates VirtualService `name` labelled `app` (`padding` bytes of
+/// annotation making it larger).
+fn create(server: &TestServer, name: &str, app: &str, padding: usize) {
+    write(
+        server,
+        "POST",
+        VIRTUAL_SERVICES,
+        Some(&virtual_service(name, app, padding)),
+    );
+}
+
 fn write(server: &TestServer, method: &str, path: &str, body: Option<&Value>) {
     let (code, answer) = server.json(method, path, body);
     assert!((200..300).contains(&code), "{method} {path}: {code} {answer}");
@@ -56,12 +67,7 @@ fn write(server: &TestServer, method: &str, path: &str, body: Option<&Value>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_watchers_see_every_event_at_their_version_and_through_their_selector() {
     let server = TestServer::start(&[]).await;
-    write(
-        &server,
-        "POST",
-        VIRTUAL_SERVICES,
-        Some(&virtual_service("before", "reviews", 0)),
-    );
+    create(&server, "before", "reviews", 0);
 
     // Ten watchers of every object at v1, five at v1beta1, five through a
     // label selector; all on one kind, so on one store watch.
@@ -87,12 +93,7 @@ async fn many_watchers_see_every_event_at_their_version_and_through_their_select
 
     let writes = 40;
     for i in 0..writes {
-        write(
-            &server,
-            "POST",
-            VIRTUAL_SERVICES,
-            Some(&virtual_service(&format!("vs-{i}"), "reviews", 0)),
-        );
+        create(&server, &format!("vs-{i}"), "reviews", 0);
     }
     // Into the selector, changed inside it, out of it, and back in.
     let path = format!("{VIRTUAL_SERVICES}/vs-0");
@@ -143,24 +144,14 @@ async fn a_watcher_resuming_inside_the_window_sees_what_followed() {
     let server = TestServer::start(&[]).await;
     // A watcher keeps the kind's cache running.
     let mut keeper = server.watch(&format!("{VIRTUAL_SERVICES}?watch=true"));
-    write(
-        &server,
-        "POST",
-        VIRTUAL_SERVICES,
-        Some(&virtual_service("a", "reviews", 0)),
-    );
+    create(&server, "a", "reviews", 0);
     let (_, created) = server.json("GET", &format!("{VIRTUAL_SERVICES}/a"), None);
     let version = created["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .to_string();
     assert_eq!(events(&mut keeper, 1)[0].0, "ADDED");
-    write(
-        &server,
-        "POST",
-        VIRTUAL_SERVICES,
-        Some(&virtual_service("b", "reviews", 0)),
-    );
+    create(&server, "b", "reviews", 0);
     write(&server, "DELETE", &format!("{VIRTUAL_SERVICES}/a"), None);
 
     let mut resumed = server.watch(&format!(
@@ -188,24 +179,14 @@ async fn a_watcher_that_falls_behind_the_window_is_ended_with_410_and_the_others
     let mut slow = server.watch(&format!("{VIRTUAL_SERVICES}?watch=true"));
     let mut fast = server.watch(&format!("{VIRTUAL_SERVICES}?watch=true"));
     // Until both are served (a watch answers its headers first).
-    write(
-        &server,
-        "POST",
-        VIRTUAL_SERVICES,
-        Some(&virtual_service("first", "reviews", 0)),
-    );
+    create(&server, "first", "reviews", 0);
     assert_eq!(events(&mut fast, 1)[0].1, "first");
     let writes = 400;
     let reader = std::thread::spawn(move || events(&mut fast, writes));
     // Large objects: the sockets' buffers fill, so the slow watcher's
     // stream stops being taken and its position falls behind.
     for i in 0..writes {
-        write(
-            &server,
-            "POST",
-            VIRTUAL_SERVICES,
-            Some(&virtual_service(&format!("vs-{i}"), "reviews", 64 * 1024)),
-        );
+        create(&server, &format!("vs-{i}"), "reviews", 64 * 1024);
     }
     let fast_seen = reader.join().unwrap();
     assert_eq!(
@@ -235,22 +216,12 @@ async fn a_watcher_holding_back_its_writes_is_not_passed_by_the_window() {
     ));
     let writes = 300;
     for i in 0..writes {
-        write(
-            &server,
-            "POST",
-            VIRTUAL_SERVICES,
-            Some(&virtual_service(&format!("vs-{i}"), "reviews", 0)),
-        );
+        create(&server, &format!("vs-{i}"), "reviews", 0);
     }
     // Objects it does not select move the window on: the last half
     // window of its own events goes out with them.
     for i in 0..64 {
-        write(
-            &server,
-            "POST",
-            VIRTUAL_SERVICES,
-            Some(&virtual_service(&format!("other-{i}"), "ratings", 0)),
-        );
+        create(&server, &format!("other-{i}"), "ratings", 0);
     }
     let seen = events(&mut watch, writes);
     assert!(seen.iter().all(|(kind, _, _)| kind == "ADDED"), "{seen:?}");
@@ -265,12 +236,7 @@ async fn a_watcher_holding_back_its_writes_is_not_passed_by_the_window() {
 async fn without_the_cache_each_watch_reads_the_store() {
     let server = TestServer::start(&["--watch-cache-events", "0"]).await;
     let mut watch = server.watch(&format!("{VIRTUAL_SERVICES}?watch=true"));
-    write(
-        &server,
-        "POST",
-        VIRTUAL_SERVICES,
-        Some(&virtual_service("a", "reviews", 0)),
-    );
+    create(&server, "a", "reviews", 0);
     write(&server, "DELETE", &format!("{VIRTUAL_SERVICES}/a"), None);
     let seen: Vec<(String, String)> = events(&mut watch, 2)
         .into_iter()

@@ -72,7 +72,7 @@ pub(crate) struct GeneratedCache {
     incremental: bool,
     /// Load assignments generated (not taken from the previous push).
     pub(crate) assignments_built: AtomicUsize,
-    /// The load assignments the scoped classes patched in, by cluster.
+    /// The load assignments patched into this push's encodings, by cluster.
     assignments: Mutex<HashMap<Arc<str>, AssignmentCell>>,
     /// Sets of route configurations assembled.
     pub(crate) routes_assembled: AtomicUsize,
@@ -351,20 +351,30 @@ impl GeneratedCache {
     fn patch_endpoints(&self, class: &ProxyClass, registry: &RegistrySnapshot) -> Option<Arc<Generated>> {
         let (before, since) = self.previous.as_ref()?.scoped.get(class)?;
         let eds = before.types.get("EDS")?;
-        let changed: Vec<(usize, Bytes)> = eds
-            .entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| since.contains(e.name.rsplit('|').next().unwrap_or_default()))
-            .map(|(at, e)| Some((at, self.assignment(&e.name, registry)?)))
-            .collect::<Option<_>>()?;
-        self.scopes.patched.fetch_add(1, Ordering::Relaxed);
+        let changed = self.changed_assignments(eds, since, registry)?;
         if changed.is_empty() {
             return Some(Arc::clone(before));
         }
         let mut types = before.types.clone();
         types.insert("EDS", Arc::new(eds.patched(changed)));
         Some(Arc::new(Generated { types }))
+    }
+
+    /// The entries of `eds` (by position) whose host is one of `hosts`,
+    /// with their load assignments in this push's registry; `None` when
+    /// one names a cluster the registry lacks.
+    fn changed_assignments(
+        &self,
+        eds: &EncodedType,
+        hosts: &HashSet<String>,
+        registry: &RegistrySnapshot,
+    ) -> Option<Vec<(usize, Bytes)>> {
+        eds.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| hosts.contains(e.name.rsplit('|').next().unwrap_or_default()))
+            .map(|(at, e)| Some((at, self.assignment(&e.name, registry)?)))
+            .collect()
     }
 
     /// The encoded load assignment of the cluster `name` in this push's
@@ -379,7 +389,7 @@ impl GeneratedCache {
         );
         cell.get_or_init(|| {
             self.assignments_built.fetch_add(1, Ordering::Relaxed);
-            assignment_of(name, registry).map(Bytes::from)
+            assignment_of(name, registry)
         })
         .clone()
     }
@@ -531,23 +541,12 @@ impl GeneratedCache {
                         .as_ref()
                         .and_then(|p| Some((p.eds.lock().unwrap_or_else(|p| p.into_inner()).take()?, p)));
                     if let Some((before, previous)) = before {
-                        let changed: Option<Vec<(usize, Vec<u8>)>> = before
-                            .entries
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, e)| {
-                                previous
-                                    .endpoints
-                                    .contains(e.name.rsplit('|').next().unwrap_or_default())
-                            })
-                            .map(|(at, e)| Some((at, assignment_of(&e.name, registry)?)))
-                            .collect();
                         // None: a cluster of a service the registry lacks,
                         // which an endpoint-only push cannot have; built
                         // afresh below if it ever does.
-                        if let Some(changed) = changed {
-                            self.assignments_built.fetch_add(changed.len(), Ordering::Relaxed);
-                            let changed = changed.into_iter().map(|(at, v)| (at, Bytes::from(v))).collect();
+                        if let Some(changed) =
+                            self.changed_assignments(&before, &previous.endpoints, registry)
+                        {
                             return Arc::new(before.patched(changed));
                         }
                     }
@@ -661,11 +660,15 @@ type ListenerCell = Arc<OnceCell<Arc<ListenerPart>>>;
 
 /// The encoded load assignment of the EDS cluster `name`, if it names a
 /// port of a service `registry` has.
-fn assignment_of(name: &str, registry: &RegistrySnapshot) -> Option<Vec<u8>> {
+fn assignment_of(name: &str, registry: &RegistrySnapshot) -> Option<Bytes> {
     let cluster = name.parse::<ClusterName>().ok()?;
     let service = registry.get_service(&cluster.hostname)?;
     let port = service.port_by_number(cluster.port)?.name.clone();
-    Some(load_assignment(&cluster, &service, &port, registry).encode_to_vec())
+    Some(
+        load_assignment(&cluster, &service, &port, registry)
+            .encode_to_vec()
+            .into(),
+    )
 }
 
 /// The most hosts a scope may hold for its class to be generated on the

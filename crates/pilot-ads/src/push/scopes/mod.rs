@@ -75,9 +75,6 @@ pub(crate) struct Scopes {
     kept: HashMap<ProxyClass, Arc<Generated>>,
     /// How many scoped classes were generated (not kept).
     pub(crate) generated: std::sync::atomic::AtomicUsize,
-    /// How many scoped classes were the previous push's with new load
-    /// assignments patched in (an endpoint-only push).
-    pub(crate) patched: std::sync::atomic::AtomicUsize,
     /// The registry's services indexed for scoping: built by the first
     /// scope computed, or the previous push's when its services are the
     /// same.

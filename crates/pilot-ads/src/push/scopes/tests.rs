@@ -10,8 +10,9 @@
 //! digests moved) are exactly those whose scoped configuration changed;
 //! and a class whose scope holds no touched host is not generated again.
 //! Endpoint changes alone come as two pushes when they are several, the
-//! first taken by every other proxy only: those that skipped it get the
-//! second's configuration from the one they hold.
+//! first taken by the proxies of one namespace only: the others, whose
+//! classes that push never generated, get the second's configuration from
+//! the one they hold.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -249,9 +250,10 @@ fn contents(config: &ProxyConfig) -> Vec<(&'static str, String, u64)> {
     all
 }
 
-/// Makes the endpoint changes `changes` in `registry`.
-fn apply(registry: &MemoryServiceRegistry, mesh: &Mesh, changes: &[(usize, Endpoint)]) {
-    for (n, (i, change)) in changes.iter().enumerate() {
+/// Makes the endpoint changes `changes` in `registry`, the first being
+/// the batch's change number `first` (new addresses are numbered by it).
+fn apply(registry: &MemoryServiceRegistry, mesh: &Mesh, changes: &[(usize, Endpoint)], first: usize) {
+    for (n, (i, change)) in changes.iter().enumerate().map(|(n, c)| (n + first, c)) {
         let host = &hosts()[*i];
         match change {
             Endpoint::Add => {
@@ -289,6 +291,11 @@ fn changed_hosts(mesh: &Mesh, changes: &[(usize, Endpoint)]) -> std::collections
             _ => Some(hosts()[*i].clone()),
         })
         .collect()
+}
+
+/// Whether a push moved some proxy's own instances.
+fn moves_a_proxy(changes: &Changes) -> bool {
+    (0..PROXIES).any(|p| changes.moved.contains(&proxy_address(p)))
 }
 
 /// A push of the endpoint changes `changes` (the rules unchanged), with
@@ -357,27 +364,31 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
     });
 
     // Endpoint changes only, with two or more of them: the first is a push
-    // of its own that only every other proxy takes (the others are busy
-    // with an older one), and the rest follow.
+    // of its own that only the first namespace's proxies take (the others
+    // are busy with an older one), and the rest follow.
     let rules_changed = !(batch.rules.is_empty() && batch.routes.is_empty());
     let split = usize::from(!rules_changed && batch.endpoints.len() >= 2);
     let (early, late) = batch.endpoints.split_at(split);
-    apply(&registry, &mesh, early);
+    apply(&registry, &mesh, early, 0);
     let mut held = held;
+    // Whether a push of the batch moved some proxy's own instances (its
+    // class may then be a new one).
+    let mut moved_any = false;
     let (prior, prior_registry) = if early.is_empty() {
         (first, before_registry)
     } else {
         let mid_registry = registry.snapshot();
         let changes = endpoint_changes(&mesh, early, (&before_mesh, &before_registry), &mid_registry);
+        moved_any |= moves_a_proxy(&changes);
         let middle = GeneratedCache::new(Some(&first), &changes, true);
         runtime.block_on(async {
-            for (p, proxy) in proxies.iter().enumerate().step_by(2) {
+            for (p, proxy) in proxies.iter().enumerate().take(PROXIES_PER_NAMESPACE) {
                 held[p] = middle.get(proxy, &mid_registry, &before_mesh).await;
             }
         });
         (middle, mid_registry)
     };
-    apply(&registry, &mesh, late);
+    apply(&registry, &mesh, late, early.len());
     let after_registry = registry.snapshot();
     let after_mesh = if batch.rules.is_empty() && batch.routes.is_empty() {
         before_mesh.clone()
@@ -410,13 +421,14 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
         touched: touched.clone(),
         same_services,
     };
+    moved_any |= moves_a_proxy(&changes);
     let incremental = GeneratedCache::new(Some(&prior), &changes, true);
     let fresh = GeneratedCache::new(None, &everything, true);
     runtime.block_on(async {
         for (p, (proxy, held)) in proxies.iter().zip(&held).enumerate() {
             // It took the push before this one (else it holds an older
             // one, the incremental push's previous one's previous).
-            let took_prior = early.is_empty() || p % 2 == 0;
+            let took_prior = early.is_empty() || p < PROXIES_PER_NAMESPACE;
             // A stream holding what the push keeps does not even ask for
             // its configuration: it sends nothing.
             let skipped = held
@@ -480,6 +492,20 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
                 );
             }
         }
+        // Endpoint changes that moved no proxy: every class is kept or
+        // patched, none generated again (a class no proxy took in the
+        // middle push included).
+        if !rules_changed && !moved_any {
+            prop_assert_eq!(
+                incremental
+                    .scopes
+                    .generated
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                0,
+                "{:?}",
+                batch
+            );
+        }
         Ok(())
     })
 }
@@ -499,4 +525,27 @@ proptest! {
         }
         check(mesh, batch)?;
     }
+}
+
+#[test]
+fn classes_no_proxy_took_in_a_push_are_patched_in_the_next() {
+    // Every namespace's Sidecar imports `s0.a`, each with other hosts (a
+    // class each): both endpoint pushes touch every class, and only
+    // namespace `a`'s proxies take the first.
+    let mesh = Mesh {
+        sidecars: vec![
+            Some((vec![0], false)),
+            Some((vec![1, 2], false)),
+            Some((vec![1, 5], false)),
+        ],
+        selecting: vec![None; NAMESPACES.len()],
+        base: Vec::new(),
+        own: vec![None; PROXIES],
+    };
+    let batch = Batch {
+        endpoints: vec![(0, Endpoint::Add), (0, Endpoint::Add)],
+        rules: Vec::new(),
+        routes: Vec::new(),
+    };
+    check(mesh, batch).unwrap();
 }
