@@ -45,7 +45,7 @@ mod store;
 mod watch;
 
 pub use error::{Endpoints, EtcdError};
-pub use membership::{EtcdMembership, MAX_RECORD_BYTES};
+pub use membership::{EtcdMembership, INLINE_RECORD_BYTES, MAX_RECORD_BYTES, PAGE_BYTES};
 pub use options::EtcdOptions;
 pub use registered_workloads::WorkloadRegistration;
 pub use registry::{EtcdServiceRegistry, InstanceRegistration, Registration};

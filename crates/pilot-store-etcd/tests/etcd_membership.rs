@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use pilot_model::{Membership, ReplicaRecord};
+use pilot_model::{ConnectedProxy, Membership, ProxyDistribution, ReplicaRecord, TypeRecord};
 use pilot_store_etcd::{EtcdConfigStore, EtcdMembership, EtcdOptions};
 use pilot_test_support::{EtcdServer, PATIENCE};
 
@@ -87,6 +87,148 @@ async fn a_replica_that_stops_renewing_drops_out_within_its_ttl() {
     })
     .await;
     assert_eq!(b.members().await.unwrap()[0].replica, "b");
+}
+
+/// A proxy as a replica reports it after a few pushes (about 450 bytes of
+/// JSON): four types ACKed, revisions of the pushed kinds.
+fn typical_proxy(replica: &str, i: usize, version: u64) -> ConnectedProxy {
+    let node_id = format!(
+        "sidecar~10.{}.{}.{}~reviews-v1-7d4f9c-{i:05}.default~default.svc.cluster.local",
+        replica.len(),
+        i / 250,
+        i % 250
+    );
+    let types = ["CDS", "EDS", "LDS", "RDS"]
+        .into_iter()
+        .map(|t| {
+            let record = TypeRecord {
+                sent: Some(version.to_string()),
+                acked: Some(version.to_string()),
+                nack: None,
+            };
+            (t.to_string(), record)
+        })
+        .collect();
+    let acked = ["RouteRule", "DestinationPolicy", "EgressRule", "ServiceEntry"]
+        .into_iter()
+        .map(|k| (k.to_string(), 1_234_567 + version))
+        .collect();
+    ConnectedProxy {
+        node_id: node_id.clone(),
+        node_name: None,
+        incremental: false,
+        types,
+        distribution: ProxyDistribution {
+            node_id,
+            acked: Some(acked),
+            nack: None,
+            withheld: Vec::new(),
+        },
+        process: None,
+    }
+}
+
+fn big_record(replica: &str, proxies: usize) -> ReplicaRecord {
+    let mut record = record(replica);
+    record.published = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    record.proxies = (0..proxies).map(|i| typical_proxy(replica, i, 1)).collect();
+    record.proxies.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+    record
+}
+
+/// etcd's revision: one more per write request that changed something.
+async fn revision(client: &mut etcd_client::Client) -> i64 {
+    client.get("/", None).await.unwrap().header().unwrap().revision()
+}
+
+async fn page_keys(client: &mut etcd_client::Client, prefix: &str) -> Vec<String> {
+    let response = client
+        .get(
+            format!("{prefix}/_replica_pages/"),
+            Some(etcd_client::GetOptions::new().with_prefix().with_keys_only()),
+        )
+        .await
+        .unwrap();
+    response
+        .kvs()
+        .iter()
+        .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_replicas_of_ten_thousand_proxies_each_publish_and_read_back() {
+    // 10,000 proxies are about 4.5 MB of records per replica: three times
+    // etcd's request limit, and three such records more than its client
+    // takes in one response.
+    let server = EtcdServer::start().expect("etcd starts (is etcd-server installed?)");
+    let prefix = "/paged";
+    let store = store(&server, prefix).await;
+    let ttl = Duration::from_secs(3);
+    let names = ["a", "b", "c"];
+    let replicas: Vec<EtcdMembership> = names
+        .iter()
+        .map(|n| EtcdMembership::new(&store, *n, ttl))
+        .collect();
+    let mut records: Vec<ReplicaRecord> = names.iter().map(|n| big_record(n, 10_000)).collect();
+    for (replica, record) in replicas.iter().zip(&records) {
+        replica
+            .publish(record)
+            .await
+            .expect("a record of 10,000 proxies publishes");
+    }
+    for replica in &replicas {
+        assert!(
+            replica.members().await.expect("members reads every record") == records,
+            "every replica reads the three records back whole"
+        );
+    }
+
+    // One proxy's ACK changes: one request writes its page, one the
+    // record, and every reader sees the change.
+    let mut client = store.client();
+    let before = revision(&mut client).await;
+    records[1].proxies[4321] = typical_proxy("b", 4321, 2);
+    records[1].proxies.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+    replicas[1].publish(&records[1]).await.unwrap();
+    assert_eq!(
+        revision(&mut client).await - before,
+        2,
+        "a change to one proxy rewrites its page and the record, not every page"
+    );
+    assert!(replicas[0].members().await.unwrap() == records);
+
+    // Proxies leave and come: every one listed exactly once.
+    records[2].proxies.retain(|p| !p.node_id.contains("-0"));
+    records[2]
+        .proxies
+        .extend((20_000..20_100).map(|i| typical_proxy("c", i, 3)));
+    records[2].proxies.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+    replicas[2].publish(&records[2]).await.unwrap();
+    assert!(replicas[0].members().await.unwrap() == records);
+
+    // Shrunk to a few proxies, the record is one key again: the pages go.
+    let pages_before = page_keys(&mut client, prefix).await;
+    assert!(pages_before.iter().any(|k| k.contains("/_replica_pages/a/")));
+    records[0] = big_record("a", 10);
+    replicas[0].publish(&records[0]).await.unwrap();
+    let pages_after = page_keys(&mut client, prefix).await;
+    assert!(
+        !pages_after.iter().any(|k| k.contains("/_replica_pages/a/")),
+        "{pages_after:?}"
+    );
+    assert!(replicas[2].members().await.unwrap() == records);
+
+    // A replica that stops renewing takes its pages with it.
+    drop(replicas);
+    let reader = EtcdMembership::new(&store, "d", ttl);
+    let mut left = page_keys(&mut client, prefix).await;
+    let started = Instant::now();
+    while !left.is_empty() || !reader.members().await.unwrap().is_empty() {
+        assert!(started.elapsed() < PATIENCE + ttl, "pages left: {}", left.len());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        left = page_keys(&mut client, prefix).await;
+    }
 }
 
 /// The membership conformance suite on one real etcd, each run under a
