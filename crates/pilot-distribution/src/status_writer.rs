@@ -42,7 +42,8 @@ use std::time::Duration;
 
 use pilot_ads::{Audience, XdsServer};
 use pilot_model::{
-    ConfigKey, ConfigStatus, ConfigStore, ProxyDistribution, StoreError, distribution_status, now_seconds,
+    ConfigKey, ConfigStatus, ConfigStore, DistributionIndex, ProxyDistribution, StoreError,
+    distribution_status, now_seconds,
 };
 use pilot_store::Controller;
 
@@ -173,6 +174,10 @@ pub struct WriterCounts {
     pub failed: AtomicU64,
     /// Rounds run.
     pub rounds: AtomicU64,
+    /// Rounds skipped: nothing they read (the proxies' records, the
+    /// objects, the findings, the push placing the proxies) had changed
+    /// since the last round, and nothing was held back.
+    pub skipped: AtomicU64,
 }
 
 /// Writes routing objects' status to `backend` every `interval` until
@@ -205,7 +210,7 @@ async fn run(
             held = Held::default();
             continue;
         }
-        round(
+        let ran = round(
             &controller,
             &*backend,
             &*source,
@@ -214,14 +219,20 @@ async fn run(
             &mut held,
         )
         .await;
-        counts.rounds.fetch_add(1, Ordering::Relaxed);
+        if ran {
+            counts.rounds.fetch_add(1, Ordering::Relaxed);
+        } else {
+            counts.skipped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
 /// One round: computes every routing object's status and writes those that
 /// differ from the status the cache shows (the cache follows the store's
 /// watch, so a status that went away, e.g. with the lease of the replica
-/// that wrote it, is written again).
+/// that wrote it, is written again). Returns false, doing nothing, when
+/// nothing it reads changed since the last round (which wrote all it
+/// computed) and nothing is held back: the statuses would be the same.
 async fn round(
     controller: &Controller,
     backend: &dyn ConfigStore,
@@ -229,10 +240,33 @@ async fn round(
     findings: Option<&dyn Findings>,
     counts: &WriterCounts,
     held: &mut Held,
-) {
+) -> bool {
     let proxies = source.records();
     let found = findings.map(Findings::findings);
     let audience = source.audience();
+    // A round over the inputs of the last one, with nothing held back,
+    // would compute the statuses it wrote (or found written): skipped.
+    let inputs = Inputs {
+        proxies,
+        revisions: pilot_ads::PUSHED_KINDS
+            .iter()
+            .map(|kind| controller.applied_revision(kind))
+            .collect(),
+        found,
+        audience,
+    };
+    if held.since.is_empty() && held.last.as_ref().is_some_and(|last| last.same_as(&inputs)) {
+        return false;
+    }
+    let Inputs {
+        proxies,
+        found,
+        audience,
+        ..
+    } = &inputs;
+    let index = DistributionIndex::new(proxies);
+    // A write that failed is tried again next round, whatever the inputs.
+    let mut failed = false;
     let now = now_seconds();
     held.round += 1;
     let round = held.round;
@@ -245,10 +279,11 @@ async fn round(
             let Some(version) = object.meta.resource_version.as_deref() else {
                 continue;
             };
-            let concerned = audience.as_ref().and_then(|a| a.of(&object, &proxies));
-            let mut status =
-                distribution_status(kind, version, concerned.as_deref().unwrap_or(&proxies), now);
-            if let Some(found) = &found {
+            let mut status = match audience.as_ref().and_then(|a| a.of(&object, proxies)) {
+                Some(concerned) => distribution_status(kind, version, &concerned, now),
+                None => index.status(kind, version, now),
+            };
+            if let Some(found) = found {
                 crate::findings::apply(
                     &object,
                     found.get(&key).map_or(&[], Vec::as_slice),
@@ -278,11 +313,39 @@ async fn round(
                     tracing::debug!(%key, version, "status for an older version dropped");
                 }
                 Err(error) => {
+                    failed = true;
                     counts.failed.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(%key, %error, "could not write status; trying again next round");
                 }
             }
         }
+    }
+    held.last = (!failed).then_some(inputs);
+    true
+}
+
+/// What one round computed statuses from.
+struct Inputs {
+    /// The proxies' records.
+    proxies: Vec<ProxyDistribution>,
+    /// The revision the cache of each pushed kind had caught up with (a
+    /// status written, by this writer or anyone, moves it too).
+    revisions: Vec<Option<pilot_model::Revision>>,
+    found: Option<HashMap<ConfigKey, Vec<pilot_model::ValidationMessage>>>,
+    audience: Option<Audience>,
+}
+
+impl Inputs {
+    fn same_as(&self, other: &Inputs) -> bool {
+        let same_audience = match (&self.audience, &other.audience) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.same_push(b),
+            _ => false,
+        };
+        same_audience
+            && self.revisions == other.revisions
+            && self.found == other.found
+            && self.proxies == other.proxies
     }
 }
 
@@ -290,12 +353,14 @@ async fn round(
 pub const HOLD_ROUNDS: u64 = 5;
 
 /// The objects whose status is held back while proxies are pending.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Held {
     round: u64,
     /// By object: the version held, the round holding started (or the
     /// last held write) and the last round it was seen pending.
     since: HashMap<ConfigKey, (String, u64, u64)>,
+    /// What the last round computed from.
+    last: Option<Inputs>,
 }
 
 impl Held {
@@ -376,5 +441,112 @@ mod tests {
             }
         }
         assert_eq!(writes, 2);
+    }
+
+    /// Records a test changes between rounds.
+    struct Fixed(std::sync::Mutex<Vec<ProxyDistribution>>);
+
+    impl ProxyRecords for Fixed {
+        fn records(&self) -> Vec<ProxyDistribution> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    fn acked(id: &str, revision: u64) -> ProxyDistribution {
+        ProxyDistribution {
+            node_id: id.into(),
+            acked: Some(
+                pilot_ads::PUSHED_KINDS
+                    .iter()
+                    .map(|k| (k.to_string(), revision))
+                    .collect(),
+            ),
+            nack: None,
+            withheld: Vec::new(),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn rounds_over_unchanged_records_and_objects_are_skipped_and_a_change_is_written() {
+        use pilot_model::ConfigWatch;
+        let memory = Arc::new(pilot_store_memory::MemoryConfigStore::new(
+            pilot_api::default_registry(),
+        ));
+        let yaml = "apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\nmetadata: {name: r, namespace: default}\n\
+                    spec: {destination: {name: reviews}}\n";
+        let rule = pilot_model::document::parse("r.yaml", yaml, &pilot_api::default_registry())
+            .unwrap()
+            .remove(0);
+        memory.create(rule).await.unwrap();
+        let key = ConfigKey::new("RouteRule", "default", "r");
+        let store: Arc<dyn ConfigWatch> = memory.clone();
+        let controller = Arc::new(Controller::new(store));
+        controller.run();
+        controller.wait_synced().await;
+        let source = Arc::new(Fixed(std::sync::Mutex::new(vec![
+            acked("a", 100),
+            acked("b", 100),
+        ])));
+        let writer = StatusWriter::new(Arc::clone(&controller), memory.clone(), source.clone())
+            .interval(Duration::from_millis(10));
+        let counts = writer.counts();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(writer.run(async {
+            let _ = stopped.await;
+        }));
+        let summary = |memory: &pilot_store_memory::MemoryConfigStore| {
+            let object = memory.get_now(&key).unwrap().unwrap();
+            object.meta.status.as_ref().map(|s| s.summary())
+        };
+        let until = async |what: &str, check: &dyn Fn() -> bool| {
+            let started = std::time::Instant::now();
+            while !check() {
+                assert!(
+                    started.elapsed() < pilot_test_support::PATIENCE,
+                    "timed out waiting for {what}"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        until("2/2 written", &|| summary(&memory).as_deref() == Some("2/2")).await;
+        // The write's own echo is one more round; then nothing changes.
+        let skipped = counts.skipped.load(Ordering::Relaxed);
+        until("rounds to be skipped", &|| {
+            counts.skipped.load(Ordering::Relaxed) >= skipped + 20
+        })
+        .await;
+        let rounds = counts.rounds.load(Ordering::Relaxed);
+        until("more rounds to be skipped", &|| {
+            counts.skipped.load(Ordering::Relaxed) >= skipped + 40
+        })
+        .await;
+        assert_eq!(
+            counts.rounds.load(Ordering::Relaxed),
+            rounds,
+            "a round ran with nothing changed"
+        );
+        assert_eq!(counts.written.load(Ordering::Relaxed), 1);
+
+        // A third proxy connects: the next round counts it.
+        source.0.lock().unwrap().push(acked("c", 100));
+        until("3/3 written", &|| summary(&memory).as_deref() == Some("3/3")).await;
+        // The status goes away (as with the lease of a writer that died):
+        // the object's revision moves, and it is written again.
+        let object = memory.get_now(&key).unwrap().unwrap();
+        let version = object.meta.resource_version.clone().unwrap();
+        memory
+            .update_status(
+                &key,
+                &version,
+                distribution_status("RouteRule", &version, &[], now_seconds()),
+            )
+            .await
+            .unwrap();
+        until("3/3 written again", &|| {
+            summary(&memory).as_deref() == Some("3/3")
+        })
+        .await;
+        let _ = stop.send(());
+        task.await.unwrap();
     }
 }

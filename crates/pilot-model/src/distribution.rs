@@ -12,7 +12,7 @@
 //! a rolling upgrade: unknown fields are ignored, and fields added after a
 //! record's first release are optional (`tests/records_across_versions.rs` checks both).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -276,6 +276,83 @@ pub fn distribution_status(
     }
 }
 
+/// Many objects' [`distribution_status`] over one set of proxies: the
+/// proxies' ACKed revisions sorted once per kind, so an object's status
+/// costs a binary search (plus the few proxies with a rejection or a
+/// withheld object), not a pass over every proxy. The status writer counts
+/// every routing object over every proxy each round: at 10,000 proxies and
+/// 1,000 objects, 10 million record reads became 1,000 searches.
+///
+/// ```
+/// use std::time::SystemTime;
+/// use pilot_model::{DistributionIndex, ProxyDistribution, distribution_status};
+/// let proxy = |id: &str, revision: u64| ProxyDistribution {
+///     node_id: id.into(),
+///     acked: Some([("RouteRule".to_string(), revision)].into_iter().collect()),
+///     nack: None,
+///     withheld: Vec::new(),
+/// };
+/// let proxies = [proxy("a", 7), proxy("b", 9), proxy("c", 12)];
+/// let index = DistributionIndex::new(&proxies);
+/// let now = SystemTime::UNIX_EPOCH;
+/// assert_eq!(index.status("RouteRule", "9", now).summary(), "2/3");
+/// assert_eq!(index.status("RouteRule", "9", now), distribution_status("RouteRule", "9", &proxies, now));
+/// ```
+#[derive(Debug)]
+pub struct DistributionIndex {
+    /// Every proxy.
+    proxies: u64,
+    /// Per kind, the ACKed revisions of the proxies with neither a
+    /// rejection nor a withheld object, sorted.
+    acked: HashMap<String, Vec<Revision>>,
+    /// The proxies with a rejection or a withheld object.
+    others: Vec<ProxyDistribution>,
+}
+
+impl DistributionIndex {
+    /// The index of `proxies` (the proxies every object counted with it
+    /// concerns).
+    pub fn new(proxies: &[ProxyDistribution]) -> Self {
+        let mut acked: HashMap<String, Vec<Revision>> = HashMap::new();
+        let mut others = Vec::new();
+        for proxy in proxies {
+            if proxy.nack.is_some() || !proxy.withheld.is_empty() {
+                others.push(proxy.clone());
+                continue;
+            }
+            for (kind, revision) in proxy.acked.iter().flatten() {
+                match acked.get_mut(kind.as_str()) {
+                    Some(revisions) => revisions.push(*revision),
+                    None => {
+                        acked.insert(kind.clone(), vec![*revision]);
+                    }
+                }
+            }
+        }
+        for revisions in acked.values_mut() {
+            revisions.sort_unstable();
+        }
+        DistributionIndex {
+            proxies: proxies.len() as u64,
+            acked,
+            others,
+        }
+    }
+
+    /// What [`distribution_status`] says of an object of `kind` at
+    /// `observed_version` over the indexed proxies.
+    pub fn status(&self, kind: &str, observed_version: &str, now: SystemTime) -> ConfigStatus {
+        let mut status = distribution_status(kind, observed_version, &self.others, now);
+        if let (Ok(revision), Some(revisions)) = (observed_version.parse::<Revision>(), self.acked.get(kind))
+        {
+            let below = revisions.partition_point(|r| *r < revision);
+            status.acked += (revisions.len() - below) as u64;
+        }
+        status.proxies = self.proxies;
+        status
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -308,6 +385,63 @@ mod tests {
                 message: message.into(),
             }),
             withheld: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_index_counts_as_a_pass_over_every_proxy_does() {
+        // Proxies of every shape (nothing ACKed yet, ACKed at revisions
+        // around the objects', rejections blamed or not, withheld
+        // objects, kinds missing), a pseudo-random mix, against objects of
+        // two kinds at revisions around theirs and a version that is no
+        // revision.
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut proxies = Vec::new();
+        for i in 0..400 {
+            let mut p = proxy(&format!("p{i}"), None, None);
+            p.acked = match next(4) {
+                0 => None,
+                1 => Some([("Other".to_string(), 20)].into_iter().collect()),
+                _ => Some(at(5 + next(10))),
+            };
+            if next(5) == 0 {
+                p.nack = Some(ProxyNack {
+                    revisions: at(8 + next(6)),
+                    first_revisions: (next(2) == 0).then(|| at(7 + next(6))),
+                    type_: ["LDS", "RDS"][next(2) as usize].into(),
+                    message: format!("bad {}", next(3)),
+                });
+            }
+            if next(8) == 0 {
+                p.withheld.push(WithheldObject {
+                    kind: "K".into(),
+                    namespace: "default".into(),
+                    name: "x".into(),
+                    resource_version: (5 + next(10)).to_string(),
+                    type_: "RDS".into(),
+                    message: "rejected".into(),
+                });
+            }
+            proxies.push(p);
+        }
+        let now = SystemTime::UNIX_EPOCH;
+        for count in [0, 1, 7, 400] {
+            let index = DistributionIndex::new(&proxies[..count]);
+            for kind in ["K", "Other", "Missing"] {
+                for version in ["4", "5", "9", "12", "14", "15", "20", "21", "not-a-revision"] {
+                    assert_eq!(
+                        index.status(kind, version, now),
+                        distribution_status(kind, version, &proxies[..count], now),
+                        "{count} proxies, {kind} at {version}"
+                    );
+                }
+            }
         }
     }
 

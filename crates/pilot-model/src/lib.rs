@@ -56,8 +56,8 @@ pub use conditions::{Condition, MessageType, RECONCILED, ValidationMessage};
 pub use config::{Config, DynConfig, now_seconds, push_key};
 pub use discovery::{AggregateDiscovery, RegistryAdapter, ServiceDiscovery, ServiceEvent};
 pub use distribution::{
-    ConfigStatus, KindRevisions, MAX_NACK_MESSAGE_LEN, MAX_NACK_MESSAGES, NackSummary, ProxyDistribution,
-    ProxyNack, WithheldObject, distribution_status,
+    ConfigStatus, DistributionIndex, KindRevisions, MAX_NACK_MESSAGE_LEN, MAX_NACK_MESSAGES, NackSummary,
+    ProxyDistribution, ProxyNack, WithheldObject, distribution_status,
 };
 pub use error::{BackendError, StoreError, chain as error_chain};
 pub use event::Event;

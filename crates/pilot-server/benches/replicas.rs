@@ -5,7 +5,12 @@
 //!
 //!     cargo bench -p pilot-server --bench replicas -- [--writes W] [CLIENTS]
 //!
-//! (default: 500 clients, 5 rule writes per case.) A real etcd
+//! (default: 500 clients, 5 rule writes per case.) With `--spread N
+//! [--services S] [--namespaces K] [--writes W]`, the other scenario: N
+//! proxies spread over three real replicas, one killed under load
+//! (`replicas/spread.rs`).
+//!
+//! The default scenario: A real etcd
 //! (`pilot_test_support::EtcdServer`), two replicas in this process: each
 //! its own `EtcdConfigStore` (own client and watch), its own `Controller`
 //! and `XdsServer` on its own port; one memory service registry shared by
@@ -34,6 +39,8 @@ mod common;
 mod mesh;
 #[path = "../../pilot-ads/benches/common/serving.rs"]
 mod serving;
+#[path = "replicas/spread.rs"]
+mod spread;
 
 const SERVICES: usize = 1_000;
 
@@ -114,6 +121,25 @@ fn main() {
         return;
     }
     if args.iter().any(|a| a == "--test") {
+        return;
+    }
+    let flag = |name: &str| -> Option<usize> {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|at| args.get(at + 1)?.parse().ok())
+    };
+    if let Some(clients) = flag("--spread") {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(spread::run(spread::Spread {
+            clients,
+            services: flag("--services").unwrap_or(1_000),
+            namespaces: flag("--namespaces").unwrap_or(100),
+            writes: flag("--writes").unwrap_or(3),
+        }));
         return;
     }
     let writes = args

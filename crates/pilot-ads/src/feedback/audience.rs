@@ -33,8 +33,10 @@ pub struct Audience {
 /// What of a proxy decides which objects concern it.
 struct Viewer {
     namespace: String,
-    labels: pilot_model::Labels,
     scope: Option<Arc<ProxyScope>>,
+    /// The Sidecar that applies to it (namespace, name), if any: found once
+    /// per proxy, not once per Sidecar asked about.
+    sidecar: Option<(String, String)>,
 }
 
 /// What an object says about who it concerns.
@@ -59,6 +61,16 @@ impl Audience {
         Audience {
             snapshot,
             viewers: Mutex::default(),
+        }
+    }
+
+    /// True when both are of the same push (the same snapshot, or none):
+    /// they place every proxy alike.
+    pub fn same_push(&self, other: &Audience) -> bool {
+        match (&self.snapshot, &other.snapshot) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
         }
     }
 
@@ -134,9 +146,10 @@ impl Audience {
                         })
                     })
             }
-            Reach::Sidecar(key) => model
-                .sidecar_for(&viewer.namespace, &viewer.labels)
-                .is_some_and(|(sidecar, _)| sidecar.namespace == key.namespace && sidecar.name == key.name),
+            Reach::Sidecar(key) => viewer
+                .sidecar
+                .as_ref()
+                .is_some_and(|(namespace, name)| *namespace == key.namespace && *name == key.name),
         }
     }
 
@@ -155,10 +168,16 @@ impl Audience {
                         .generated
                         .scopes
                         .scope(&proxy, &own, &snapshot.registry, &snapshot.rules);
+                let namespace = proxy_namespace(&proxy);
+                let sidecar = snapshot
+                    .rules
+                    .model()
+                    .sidecar_for(&namespace, &workload_labels(&proxy, &own))
+                    .map(|(sidecar, _)| (sidecar.namespace.clone(), sidecar.name.clone()));
                 Some(Arc::new(Viewer {
-                    namespace: proxy_namespace(&proxy),
-                    labels: workload_labels(&proxy, &own),
+                    namespace,
                     scope,
+                    sidecar,
                 }))
             })
             .clone()

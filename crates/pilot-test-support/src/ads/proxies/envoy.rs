@@ -47,6 +47,35 @@ pub(super) struct Acked {
     /// The fewest ready endpoints a watched host's assignment had
     /// (`u64::MAX` before the first).
     pub(super) watched_min: AtomicU64,
+    /// When the current stream opened (wall-clock µs).
+    pub(super) stream_at: AtomicU64,
+    /// When the current stream had ACKed all four types (0 until then).
+    pub(super) synced_at: AtomicU64,
+}
+
+/// The four types' bits, for a stream's ACKs so far.
+fn type_bit(type_url: &str) -> u8 {
+    [CDS, EDS, LDS, RDS]
+        .iter()
+        .position(|t| *t == type_url)
+        .map_or(0, |at| 1 << at)
+}
+
+impl Acked {
+    /// A stream opened now.
+    fn opened(&self) {
+        self.synced_at.store(0, Ordering::Release);
+        self.stream_at.store(now_micros(), Ordering::Release);
+    }
+
+    /// The stream ACKed `type_url`; `acked` holds its types so far.
+    fn acked_type(&self, acked: &mut u8, type_url: &str) {
+        let before = *acked;
+        *acked |= type_bit(type_url);
+        if *acked == 0b1111 && before != 0b1111 {
+            self.synced_at.store(now_micros(), Ordering::Release);
+        }
+    }
 }
 
 impl Acked {
@@ -128,12 +157,12 @@ impl Reconnects {
 /// How the clients connect.
 #[derive(Clone)]
 pub(super) struct ClientSetup {
-    pub(super) port: u16,
+    /// The servers' ports, each with the request's field block encoded
+    /// once ([`request_headers`](crate::ads::transport::request_headers)):
+    /// a client connects to the first, and after a failure to another.
+    pub(super) ports: Vec<(u16, Bytes)>,
     pub(super) namespaces: usize,
     pub(super) delta: bool,
-    /// The request's field block, encoded once
-    /// ([`request_headers`](crate::ads::transport::request_headers)).
-    pub(super) headers: Bytes,
     /// The host whose load assignments the clients check for ready
     /// endpoints (`--watch HOST`).
     pub(super) watch: Option<Arc<str>>,
@@ -145,10 +174,17 @@ pub(super) async fn client(setup: ClientSetup, index: usize, acked: Arc<Acked>, 
     let mut backoff = Duration::from_millis(500);
     let mut attempt = 0u64;
     loop {
-        let reason = if setup.delta {
-            delta_stream(&setup, index, &acked).await
+        // The first host, then each in turn from one of the client's own.
+        let at = if attempt == 0 {
+            0
         } else {
-            stream(&setup, index, &acked).await
+            (index + attempt as usize) % setup.ports.len()
+        };
+        let (port, headers) = &setup.ports[at];
+        let reason = if setup.delta {
+            delta_stream(&setup, *port, headers, index, &acked).await
+        } else {
+            stream(&setup, *port, headers, index, &acked).await
         };
         reconnects.count(reason);
         reconnects.total.fetch_add(1, Ordering::Relaxed);
@@ -176,11 +212,13 @@ fn node(setup: &ClientSetup, index: usize) -> Node {
 
 /// One state-of-the-world stream: subscribes, follows EDS/RDS names, ACKs
 /// everything; returns why it ended.
-async fn stream(setup: &ClientSetup, index: usize, acked: &Acked) -> String {
-    let mut h2 = match GrpcStream::open_from(super::source_ip(index), setup.port, &setup.headers).await {
+async fn stream(setup: &ClientSetup, port: u16, headers: &Bytes, index: usize, acked: &Acked) -> String {
+    let mut h2 = match GrpcStream::open_from(super::source_ip(index), port, headers).await {
         Ok(h2) => h2,
         Err(reason) => return reason.to_string(),
     };
+    acked.opened();
+    let mut types = 0u8;
     let node = encoded_node(2, &node(setup, index));
     // DiscoveryRequest: version_info 1, node 2, resource_names 3,
     // type_url 4, response_nonce 5.
@@ -237,6 +275,7 @@ async fn stream(setup: &ClientSetup, index: usize, acked: &Acked) -> String {
             None
         };
         h2.send(&request(&response.type_url, names, &response.version_info, &response.nonce).0);
+        acked.acked_type(&mut types, &response.type_url);
         if response.type_url == RDS {
             acked.rds(&response.version_info);
         }
@@ -255,11 +294,19 @@ async fn stream(setup: &ClientSetup, index: usize, acked: &Acked) -> String {
 
 /// One delta stream: subscribes to CDS and LDS, then to the EDS and RDS
 /// names those carry as they come and go; ACKs everything.
-async fn delta_stream(setup: &ClientSetup, index: usize, acked: &Acked) -> String {
-    let mut h2 = match GrpcStream::open_from(super::source_ip(index), setup.port, &setup.headers).await {
+async fn delta_stream(
+    setup: &ClientSetup,
+    port: u16,
+    headers: &Bytes,
+    index: usize,
+    acked: &Acked,
+) -> String {
+    let mut h2 = match GrpcStream::open_from(super::source_ip(index), port, headers).await {
         Ok(h2) => h2,
         Err(reason) => return reason.to_string(),
     };
+    acked.opened();
+    let mut types = 0u8;
     let node = encoded_node(1, &node(setup, index));
     // DeltaDiscoveryRequest: node 1, type_url 2, resource_names_subscribe
     // 3, resource_names_unsubscribe 4, response_nonce 6.
@@ -339,6 +386,7 @@ async fn delta_stream(setup: &ClientSetup, index: usize, acked: &Acked) -> Strin
             }
         }
         h2.send(&request(&response.type_url, none(), &response.nonce).0);
+        acked.acked_type(&mut types, &response.type_url);
         if response.type_url == RDS {
             acked.rds(&response.system_version_info);
         }

@@ -1,6 +1,7 @@
 //! Emulated Envoys for the benches: thousands of ADS clients in a child
-//! process (this same binary, `--clients N --port P [--namespaces K]
-//! [--delta]`), so that the server's process measures the server alone;
+//! process (this same binary, `--clients N --port P[,P...] [--first F]
+//! [--namespaces K] [--delta]`), so that the server's process measures the
+//! server alone;
 //! the parent asks the child for its figures over stdin ([`Proxies`]).
 //! Shared by the `ads` bench of pilot-ads and the `status` and `replicas`
 //! benches of pilot-server.
@@ -64,27 +65,38 @@ pub fn source_ip(index: usize) -> Ipv4Addr {
 /// otherwise returns false at once. A bench that starts [`Proxies`] calls
 /// it first thing in `main`.
 pub fn child_main(args: &[String]) -> bool {
-    let Some((clients, port, namespaces, delta)) = child_args(args) else {
+    let Some((clients, ports, namespaces, delta)) = child_args(args) else {
         return false;
     };
+    let first = args
+        .iter()
+        .position(|a| a == "--first")
+        .and_then(|at| args.get(at + 1)?.parse().ok())
+        .unwrap_or(0);
     let watch = args
         .iter()
         .position(|a| a == "--watch")
         .and_then(|at| args.get(at + 1))
         .map(|host| Arc::from(host.as_str()));
     crate::measure::raise_open_files(clients as u64 + 1024);
-    run_child(clients, port, namespaces, delta, watch);
+    run_child(clients, first, &ports, namespaces, delta, watch);
     true
 }
 
 /// The child process's arguments, if this process is one.
-fn child_args(args: &[String]) -> Option<(usize, u16, usize, bool)> {
+fn child_args(args: &[String]) -> Option<(usize, Vec<u16>, usize, bool)> {
     let at = args.iter().position(|a| a == "--clients")?;
     let clients = args[at + 1].parse().expect("a client count");
     let port = args
         .iter()
         .position(|a| a == "--port")
-        .and_then(|at| args[at + 1].parse().ok())
+        .and_then(|at| {
+            args[at + 1]
+                .split(',')
+                .map(|p| p.parse().ok())
+                .collect::<Option<Vec<u16>>>()
+        })
+        .filter(|ports| !ports.is_empty())
         .expect("a port");
     let namespaces = args
         .iter()
@@ -94,7 +106,9 @@ fn child_args(args: &[String]) -> Option<(usize, u16, usize, bool)> {
     Some((clients, port, namespaces, args.iter().any(|a| a == "--delta")))
 }
 
-/// The child process: runs `clients` proxies against `port`, and answers
+/// The child process: runs `clients` proxies (numbered from `first`)
+/// against `ports` (each client connects to the first, and after a failure
+/// to another, as Envoy's ADS cluster of several hosts does), and answers
 /// `wait VERSION START_US` on stdin with every client's time from START to
 /// its ACK of RDS at VERSION or later (µs, one line), once all have;
 /// `eds VERSION START_US` likewise for EDS, each time followed by
@@ -110,25 +124,38 @@ fn child_args(args: &[String]) -> Option<(usize, u16, usize, bool)> {
 /// the fewest ready endpoints any had (`-` before the first); `stale
 /// VERSION START_US [CLIENTS]` with the latest of those clients' first
 /// EDS ACK at VERSION or later, less START (µs), once all have ACKed one
-/// (`-` when one has not within 60 s).
-fn run_child(clients: usize, port: u16, namespaces: usize, delta: bool, watch: Option<Arc<str>>) {
+/// (`-` when one has not within 60 s). `mark` (answered `ok`) notes every
+/// client's RDS version; `next START_US` then answers as `wait` does for
+/// each client's first RDS ACK of a version above its mark (whatever
+/// server numbered it). `synced START_US` answers, once every client has
+/// a stream opened at START or later on which it ACKed all four types,
+/// the latest of those moments less START (µs), and `-` when one has not
+/// within 60 s.
+fn run_child(
+    clients: usize,
+    first: usize,
+    ports: &[u16],
+    namespaces: usize,
+    delta: bool,
+    watch: Option<Arc<str>>,
+) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
+    let path = if delta {
+        DeltaDiscoveryRequest::PATH
+    } else {
+        DiscoveryRequest::PATH
+    };
     let setup = ClientSetup {
-        port,
+        ports: ports
+            .iter()
+            .map(|&port| (port, request_headers(port, path)))
+            .collect(),
         namespaces,
         delta,
-        headers: request_headers(
-            port,
-            if delta {
-                DeltaDiscoveryRequest::PATH
-            } else {
-                DiscoveryRequest::PATH
-            },
-        ),
         watch: watch.clone(),
     };
     let acked: Vec<Arc<Acked>> = (0..clients)
@@ -143,8 +170,14 @@ fn run_child(clients: usize, port: u16, namespaces: usize, delta: bool, watch: O
     let reconnects = Arc::new(Reconnects::default());
     runtime.block_on(async {
         for (i, a) in acked.iter().enumerate() {
-            tokio::spawn(envoy::client(setup.clone(), i, Arc::clone(a), Arc::clone(&reconnects)));
+            tokio::spawn(envoy::client(
+                setup.clone(),
+                first + i,
+                Arc::clone(a),
+                Arc::clone(&reconnects),
+            ));
         }
+        let mut marks: Vec<u64> = vec![0; clients];
         let (lines_tx, mut lines) = mpsc::channel::<String>(1);
         std::thread::spawn(move || {
             for line in BufReader::new(std::io::stdin()).lines() {
@@ -186,6 +219,34 @@ fn run_child(clients: usize, port: u16, namespaces: usize, delta: bool, watch: O
                     .filter(|m| *m != u64::MAX)
                     .map_or("-".to_string(), |m| m.to_string());
                 println!("{empty} {clients_empty} {min}");
+                let _ = std::io::stdout().flush();
+                continue;
+            }
+            if line == "mark" {
+                marks = acked.iter().map(|a| a.version.load(Ordering::Acquire)).collect();
+                println!("ok");
+                let _ = std::io::stdout().flush();
+                continue;
+            }
+            if let Some(start) = line.strip_prefix("next ") {
+                let start: u64 = start.trim().parse().unwrap_or(0);
+                while acked
+                    .iter()
+                    .zip(&marks)
+                    .any(|(a, mark)| a.version.load(Ordering::Acquire) <= *mark)
+                {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                let times: Vec<String> = acked
+                    .iter()
+                    .map(|a| a.at.load(Ordering::Relaxed).saturating_sub(start).to_string())
+                    .collect();
+                println!("{}", times.join(" "));
+                let _ = std::io::stdout().flush();
+                continue;
+            }
+            if let Some(start) = line.strip_prefix("synced ") {
+                println!("{}", synced(&acked, start.trim().parse().unwrap_or(0)).await);
                 let _ = std::io::stdout().flush();
                 continue;
             }
@@ -267,6 +328,29 @@ fn run_child(clients: usize, port: u16, namespaces: usize, delta: bool, watch: O
     });
 }
 
+/// The answer to `synced START_US` (see [`run_child`]).
+async fn synced(acked: &[Arc<Acked>], start: u64) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let synced_at = |a: &Acked| {
+        let opened = a.stream_at.load(Ordering::Acquire);
+        let synced = a.synced_at.load(Ordering::Acquire);
+        (opened >= start && synced >= opened).then_some(synced)
+    };
+    loop {
+        let latest = acked
+            .iter()
+            .map(|a| synced_at(a))
+            .try_fold(0u64, |latest, at| Some(latest.max(at?)));
+        if let Some(latest) = latest {
+            return latest.saturating_sub(start).to_string();
+        }
+        if std::time::Instant::now() > deadline {
+            return "-".into();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// The answer to `stale VERSION START_US [CLIENTS]` (see [`run_child`]).
 async fn stale(acked: &[Arc<Acked>], question: &str) -> String {
     let mut words = question.split_whitespace();
@@ -328,13 +412,35 @@ impl Proxies {
         Self::spawn(clients, port, namespaces, delta, Some(host))
     }
 
+    /// Starts `clients` state-of-the-world proxies numbered from `first`
+    /// (node ids, addresses) in a child process (see [`start`](Self::start)),
+    /// each connecting to the first of `ports` and, after a failure, to
+    /// another of them, as Envoy does with an ADS cluster of several hosts.
+    pub fn start_on(clients: usize, first: usize, ports: &[u16], namespaces: usize) -> Self {
+        Self::spawn_on(clients, first, ports, namespaces, false, None)
+    }
+
     fn spawn(clients: usize, port: u16, namespaces: usize, delta: bool, watch: Option<&str>) -> Self {
+        Self::spawn_on(clients, 0, &[port], namespaces, delta, watch)
+    }
+
+    fn spawn_on(
+        clients: usize,
+        first: usize,
+        ports: &[u16],
+        namespaces: usize,
+        delta: bool,
+        watch: Option<&str>,
+    ) -> Self {
+        let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
         let mut command = std::process::Command::new(std::env::current_exe().expect("own path"));
         command.args([
             "--clients",
             &clients.to_string(),
             "--port",
-            &port.to_string(),
+            &ports.join(","),
+            "--first",
+            &first.to_string(),
             "--namespaces",
             &namespaces.to_string(),
         ]);
@@ -361,6 +467,38 @@ impl Proxies {
     /// RDS at `version` or later, sorted.
     pub fn wait_acked(&mut self, version: u64, start: u64) -> Vec<Duration> {
         self.ask("wait", version, start).0
+    }
+
+    /// Notes every client's RDS version, for [`next`](Self::next).
+    pub fn mark(&mut self) {
+        writeln!(self.stdin, "mark").expect("clients alive");
+        self.stdin.flush().expect("clients alive");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("clients answer");
+        assert_eq!(line.trim(), "ok", "the clients process ended");
+    }
+
+    /// Every client's time from `start` (µs since the epoch) to its first
+    /// RDS ACK of a version above the one [`mark`](Self::mark) noted,
+    /// sorted: a push whatever server numbered it.
+    pub fn next(&mut self, start: u64) -> Vec<Duration> {
+        self.ask_line(&format!("next {start}")).0
+    }
+
+    /// Once every client has a stream opened at `start` (µs since the
+    /// epoch) or later on which it ACKed CDS, EDS, LDS and RDS: the latest
+    /// of those moments less `start`; `None` when one has not within 60 s.
+    pub fn synced(&mut self, start: u64) -> Option<Duration> {
+        writeln!(self.stdin, "synced {start}").expect("clients alive");
+        self.stdin.flush().expect("clients alive");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("clients answer");
+        line.trim().parse().ok().map(Duration::from_micros)
+    }
+
+    /// The process id of the clients' process.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// [`ask`](Self::ask) of the clients `only` (indices) alone.
