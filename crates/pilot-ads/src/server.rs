@@ -95,6 +95,14 @@ impl XdsServer {
         self.inner.feedback.proxies()
     }
 
+    /// A number that moves whenever [`status`](Self::status) or
+    /// [`distribution`](Self::distribution) may have changed (a proxy came,
+    /// went, was sent something or answered; a push was published): equal
+    /// numbers, equal records.
+    pub fn feedback_changes(&self) -> (u64, Option<u64>) {
+        (self.inner.feedback.changes(), self.version())
+    }
+
     /// What every connected proxy has, in store revisions: the records an
     /// object's distribution status is computed from
     /// ([`pilot_model::distribution_status`]).

@@ -313,19 +313,39 @@ async fn run(replicas: Arc<Replicas>, shutdown: impl Future<Output = ()>) {
     let renew = (ttl / 3).min(Duration::from_secs(3600));
     let refresh_every = REFRESH.min(renew);
     let mut published: Option<(Instant, Vec<ConnectedProxy>)> = None;
+    // The ADS server's feedback when `published` was taken: while it has
+    // not moved, the proxies are the same and are not rebuilt.
+    let mut seen: Option<(u64, Option<u64>)> = None;
     let mut refreshed: Option<Instant> = None;
     let mut retry_after: Option<Instant> = None;
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let now = Instant::now();
-        let proxies = replicas.own_proxies();
-        let due = match &published {
-            None => true,
-            Some((at, last)) => now.duration_since(*at) >= renew || *last != proxies,
+        let changes = replicas.xds.feedback_changes();
+        let renewal = published
+            .as_ref()
+            .is_none_or(|(at, _)| now.duration_since(*at) >= renew);
+        let proxies = if renewal || seen != Some(changes) {
+            Some(replicas.own_proxies())
+        } else {
+            None
         };
+        let due = match (&published, &proxies) {
+            (None, _) => true,
+            (Some(_), Some(proxies)) => {
+                renewal || published.as_ref().is_some_and(|(_, last)| last != proxies)
+            }
+            (Some(_), None) => false,
+        };
+        if !due && proxies.is_some() {
+            // Rebuilt, and the same as published.
+            seen = Some(changes);
+        }
         if due && retry_after.is_none_or(|after| now >= after) {
+            let proxies = proxies.unwrap_or_else(|| replicas.own_proxies());
             if replicas.publish(proxies.clone()).await {
                 published = Some((Instant::now(), proxies));
+                seen = Some(changes);
                 retry_after = None;
             } else {
                 retry_after = Some(Instant::now() + refresh_every);

@@ -248,9 +248,10 @@ async fn round(
     // would compute the statuses it wrote (or found written): skipped.
     let inputs = Inputs {
         proxies,
-        revisions: pilot_ads::PUSHED_KINDS
+        // A kind the Controller does not watch has no object to report on.
+        objects: pilot_ads::PUSHED_KINDS
             .iter()
-            .map(|kind| controller.applied_revision(kind))
+            .flat_map(|kind| controller.list_cached(kind, None).unwrap_or_default())
             .collect(),
         found,
         audience,
@@ -260,9 +261,9 @@ async fn round(
     }
     let Inputs {
         proxies,
+        objects,
         found,
         audience,
-        ..
     } = &inputs;
     let index = DistributionIndex::new(proxies);
     // A write that failed is tried again next round, whatever the inputs.
@@ -272,51 +273,49 @@ async fn round(
     let round = held.round;
     // Objects no longer pending (or gone) are forgotten.
     held.since.retain(|_, (_, _, seen)| *seen + 1 >= round);
-    for kind in pilot_ads::PUSHED_KINDS {
-        // A kind the Controller does not watch has no object to report on.
-        for object in controller.list_cached(kind, None).unwrap_or_default() {
-            let key = object.key();
-            let Some(version) = object.meta.resource_version.as_deref() else {
-                continue;
-            };
-            let mut status = match audience.as_ref().and_then(|a| a.of(&object, proxies)) {
-                Some(concerned) => distribution_status(kind, version, &concerned, now),
-                None => index.status(kind, version, now),
-            };
-            if let Some(found) = found {
-                crate::findings::apply(
-                    &object,
-                    found.get(&key).map_or(&[], Vec::as_slice),
-                    now,
-                    &mut status,
-                );
+    for object in objects {
+        let kind = object.meta.kind.as_str();
+        let key = object.key();
+        let Some(version) = object.meta.resource_version.as_deref() else {
+            continue;
+        };
+        let mut status = match audience.as_ref().and_then(|a| a.of(&object, proxies)) {
+            Some(concerned) => distribution_status(kind, version, &concerned, now),
+            None => index.status(kind, version, now),
+        };
+        if let Some(found) = found {
+            crate::findings::apply(
+                &object,
+                found.get(&key).map_or(&[], Vec::as_slice),
+                now,
+                &mut status,
+            );
+        }
+        if object
+            .meta
+            .status
+            .as_ref()
+            .is_some_and(|known| known.same_as(&status))
+        {
+            held.since.remove(&key);
+            continue;
+        }
+        if held.hold(&key, version, &status) {
+            continue;
+        }
+        match backend.update_status(&key, version, status).await {
+            Ok(()) => {
+                counts.written.fetch_add(1, Ordering::Relaxed);
             }
-            if object
-                .meta
-                .status
-                .as_ref()
-                .is_some_and(|known| known.same_as(&status))
-            {
-                held.since.remove(&key);
-                continue;
+            Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {
+                // A user's write won; the next round sees it.
+                counts.dropped.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%key, version, "status for an older version dropped");
             }
-            if held.hold(&key, version, &status) {
-                continue;
-            }
-            match backend.update_status(&key, version, status).await {
-                Ok(()) => {
-                    counts.written.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {
-                    // A user's write won; the next round sees it.
-                    counts.dropped.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(%key, version, "status for an older version dropped");
-                }
-                Err(error) => {
-                    failed = true;
-                    counts.failed.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(%key, %error, "could not write status; trying again next round");
-                }
+            Err(error) => {
+                failed = true;
+                counts.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%key, %error, "could not write status; trying again next round");
             }
         }
     }
@@ -328,9 +327,10 @@ async fn round(
 struct Inputs {
     /// The proxies' records.
     proxies: Vec<ProxyDistribution>,
-    /// The revision the cache of each pushed kind had caught up with (a
-    /// status written, by this writer or anyone, moves it too).
-    revisions: Vec<Option<pilot_model::Revision>>,
+    /// The routing objects, as the Controller's cache holds them: a change
+    /// (a status written, by this writer or anyone, included) replaces an
+    /// object's `Arc`. Held, so an address is never reused meanwhile.
+    objects: Vec<Arc<pilot_model::DynConfig>>,
     found: Option<HashMap<ConfigKey, Vec<pilot_model::ValidationMessage>>>,
     audience: Option<Audience>,
 }
@@ -343,7 +343,12 @@ impl Inputs {
             _ => false,
         };
         same_audience
-            && self.revisions == other.revisions
+            && self.objects.len() == other.objects.len()
+            && self
+                .objects
+                .iter()
+                .zip(&other.objects)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
             && self.found == other.found
             && self.proxies == other.proxies
     }

@@ -480,6 +480,19 @@ impl Collector for StatusWrites {
         ] {
             ConstCounter::new(count).encode(family.encode_family(&[("result", result)])?)?;
         }
+        drop(family);
+        let mut family = encoder.encode_descriptor(
+            "pilot_status_rounds",
+            "Status writer rounds: computed, or skipped because nothing they read had changed since the last",
+            None,
+            ConstCounter::new(0u64).metric_type(),
+        )?;
+        for (result, count) in [
+            ("computed", counts.rounds.load(Relaxed)),
+            ("skipped", counts.skipped.load(Relaxed)),
+        ] {
+            ConstCounter::new(count).encode(family.encode_family(&[("result", result)])?)?;
+        }
         Ok(())
     }
 }

@@ -114,10 +114,24 @@ pub(crate) struct Feedback {
     /// Responses handed to streams, by type.
     sent: TypeCounters,
     ends: [AtomicU64; 7],
+    /// Changes to the records so far: any of the methods below that
+    /// changes them counts one.
+    changes: AtomicU64,
 }
 
 impl Feedback {
+    /// Changes to the records so far (a parked stream's kept version moves
+    /// without one: that comes with a push).
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
+    fn changed(&self) {
+        self.changes.fetch_add(1, Ordering::Release);
+    }
+
     fn update(&self, id: u64, t: XdsType, f: impl FnOnce(&mut TypeRecord)) {
+        self.changed();
         let mut all = self.proxies.lock().unwrap_or_else(|p| p.into_inner());
         // A stream records only between its register and unregister.
         if let Some(proxy) = all.get_mut(&id) {
@@ -127,6 +141,7 @@ impl Feedback {
 
     /// A newly connected proxy, with no feedback yet.
     pub(crate) fn register(&self, id: u64, node_id: String, incremental: bool) {
+        self.changed();
         tracing::info!(node = %node_id, "proxy connected");
         self.proxies.lock().unwrap_or_else(|p| p.into_inner()).insert(
             id,
@@ -144,6 +159,7 @@ impl Feedback {
 
     /// The stream has taken push `version` (and sent whatever it changed).
     pub(crate) fn taken(&self, id: u64, version: u64) {
+        self.changed();
         if let Some(proxy) = self
             .proxies
             .lock()
@@ -158,6 +174,7 @@ impl Feedback {
     /// The stream parked on its class: until it takes a push again, it is
     /// at the latest push that kept the class (`kept`).
     pub(crate) fn parked(&self, id: u64, kept: Arc<KeptVersion>) {
+        self.changed();
         if let Some(proxy) = self
             .proxies
             .lock()
@@ -171,6 +188,7 @@ impl Feedback {
     /// The objects left out of the proxy's configuration (as of the push
     /// it takes next).
     pub(crate) fn withheld(&self, id: u64, withheld: Vec<pilot_model::WithheldObject>) {
+        self.changed();
         if let Some(proxy) = self
             .proxies
             .lock()
@@ -183,6 +201,7 @@ impl Feedback {
 
     /// Forgets a disconnected proxy, counting why its stream ended.
     pub(crate) fn unregister(&self, id: u64, reason: EndReason) {
+        self.changed();
         let gone = self.proxies.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
         if let Some(gone) = gone {
             tracing::info!(node = %gone.node_id, ?reason, "proxy disconnected");
@@ -192,6 +211,7 @@ impl Feedback {
 
     /// The proxy of stream `id` runs on node `node` (a ztunnel says so).
     pub(crate) fn node(&self, id: u64, node: &str) {
+        self.changed();
         if let Some(proxy) = self
             .proxies
             .lock()
