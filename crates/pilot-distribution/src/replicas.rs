@@ -54,6 +54,8 @@ pub struct Replicas {
     xds_address: Option<String>,
     /// The other live replicas' records, as last read.
     others: Mutex<Vec<ReplicaRecord>>,
+    /// How many reads found the others' records changed.
+    others_changed: AtomicU64,
     writer: AtomicBool,
     live: AtomicU64,
     publish_failures: AtomicU64,
@@ -97,6 +99,7 @@ impl Replicas {
             rest_address: None,
             xds_address: None,
             others: Mutex::new(Vec::new()),
+            others_changed: AtomicU64::new(0),
             writer: AtomicBool::new(false),
             live: AtomicU64::new(0),
             publish_failures: AtomicU64::new(0),
@@ -212,7 +215,11 @@ impl Replicas {
                 self.live.store(members.len() as u64, Ordering::Relaxed);
                 let others: Vec<ReplicaRecord> =
                     members.into_iter().filter(|r| r.replica != self.name()).collect();
-                *self.others.lock().unwrap_or_else(|p| p.into_inner()) = others;
+                let mut held = self.others.lock().unwrap_or_else(|p| p.into_inner());
+                if *held != others {
+                    *held = others;
+                    self.others_changed.fetch_add(1, Ordering::Release);
+                }
             }
             Err(error) => {
                 self.read_failures.fetch_add(1, Ordering::Relaxed);
@@ -304,6 +311,15 @@ impl ProxyRecords for Replicas {
 
     fn audience(&self) -> Option<pilot_ads::Audience> {
         Some(self.xds.audience())
+    }
+
+    fn changes(&self) -> Option<[u64; 3]> {
+        let (feedback, push) = self.xds.feedback_changes();
+        Some([
+            feedback,
+            push.unwrap_or(0),
+            self.others_changed.load(Ordering::Acquire),
+        ])
     }
 }
 

@@ -149,6 +149,13 @@ pub trait ProxyRecords: Send + Sync + 'static {
     fn audience(&self) -> Option<Audience> {
         None
     }
+
+    /// Numbers that move whenever [`records`](Self::records) may return
+    /// something else; `None` (the default) when the source cannot tell,
+    /// and each round reads the records to compare them.
+    fn changes(&self) -> Option<[u64; 3]> {
+        None
+    }
 }
 
 impl ProxyRecords for XdsServer {
@@ -158,6 +165,11 @@ impl ProxyRecords for XdsServer {
 
     fn audience(&self) -> Option<Audience> {
         Some(XdsServer::audience(self))
+    }
+
+    fn changes(&self) -> Option<[u64; 3]> {
+        let (feedback, push) = self.feedback_changes();
+        Some([feedback, push.unwrap_or(0), 0])
     }
 }
 
@@ -241,19 +253,32 @@ async fn round(
     counts: &WriterCounts,
     held: &mut Held,
 ) -> bool {
-    let proxies = source.records();
-    let found = findings.map(Findings::findings);
-    let audience = source.audience();
     // A round over the inputs of the last one, with nothing held back,
     // would compute the statuses it wrote (or found written): skipped.
+    // When the source numbers its changes, equal numbers, objects and push
+    // say so before the records are gathered (the findings follow from
+    // those three); otherwise the records and findings are compared.
+    let changes = source.changes();
+    let audience = source.audience();
+    // A kind the Controller does not watch has no object to report on.
+    let objects: Vec<Arc<pilot_model::DynConfig>> = pilot_ads::PUSHED_KINDS
+        .iter()
+        .flat_map(|kind| controller.list_cached(kind, None).unwrap_or_default())
+        .collect();
+    if held.since.is_empty()
+        && changes.is_some()
+        && held
+            .last
+            .as_ref()
+            .is_some_and(|last| last.changes == changes && last.same_objects(&objects, audience.as_ref()))
+    {
+        return false;
+    }
     let inputs = Inputs {
-        proxies,
-        // A kind the Controller does not watch has no object to report on.
-        objects: pilot_ads::PUSHED_KINDS
-            .iter()
-            .flat_map(|kind| controller.list_cached(kind, None).unwrap_or_default())
-            .collect(),
-        found,
+        changes,
+        proxies: source.records(),
+        objects,
+        found: findings.map(Findings::findings),
         audience,
     };
     if held.since.is_empty() && held.last.as_ref().is_some_and(|last| last.same_as(&inputs)) {
@@ -264,6 +289,7 @@ async fn round(
         objects,
         found,
         audience,
+        ..
     } = &inputs;
     let index = DistributionIndex::new(proxies);
     // A write that failed is tried again next round, whatever the inputs.
@@ -325,6 +351,8 @@ async fn round(
 
 /// What one round computed statuses from.
 struct Inputs {
+    /// The source's number for its records ([`ProxyRecords::changes`]).
+    changes: Option<[u64; 3]>,
     /// The proxies' records.
     proxies: Vec<ProxyDistribution>,
     /// The routing objects, as the Controller's cache holds them: a change
@@ -336,19 +364,20 @@ struct Inputs {
 }
 
 impl Inputs {
-    fn same_as(&self, other: &Inputs) -> bool {
-        let same_audience = match (&self.audience, &other.audience) {
+    /// The same objects (the same `Arc`s) and the same push.
+    fn same_objects(&self, objects: &[Arc<pilot_model::DynConfig>], audience: Option<&Audience>) -> bool {
+        let same_audience = match (&self.audience, audience) {
             (None, None) => true,
             (Some(a), Some(b)) => a.same_push(b),
             _ => false,
         };
         same_audience
-            && self.objects.len() == other.objects.len()
-            && self
-                .objects
-                .iter()
-                .zip(&other.objects)
-                .all(|(a, b)| Arc::ptr_eq(a, b))
+            && self.objects.len() == objects.len()
+            && self.objects.iter().zip(objects).all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+
+    fn same_as(&self, other: &Inputs) -> bool {
+        self.same_objects(&other.objects, other.audience.as_ref())
             && self.found == other.found
             && self.proxies == other.proxies
     }
