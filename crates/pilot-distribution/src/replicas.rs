@@ -216,8 +216,9 @@ impl Replicas {
                 let others: Vec<ReplicaRecord> =
                     members.into_iter().filter(|r| r.replica != self.name()).collect();
                 let mut held = self.others.lock().unwrap_or_else(|p| p.into_inner());
-                if *held != others {
-                    *held = others;
+                let changed = !same_proxies(&held, &others);
+                *held = others;
+                if changed {
                     self.others_changed.fetch_add(1, Ordering::Release);
                 }
             }
@@ -264,6 +265,24 @@ impl Replicas {
     pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()>) {
         run(self, shutdown).await
     }
+}
+
+/// Whether `a` and `b` give [`merge`] the same proxies: the same replicas
+/// with the same proxies, whenever each was published, unless a proxy is
+/// listed by two of them (the newest record wins it: a renewal can change
+/// which).
+fn same_proxies(a: &[ReplicaRecord], b: &[ReplicaRecord]) -> bool {
+    let same = a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(a, b)| a.replica == b.replica && a.proxies == b.proxies);
+    if !same || a.iter().zip(b).all(|(a, b)| a.published == b.published) {
+        return same;
+    }
+    let mut seen = std::collections::HashSet::new();
+    b.iter()
+        .flat_map(|record| &record.proxies)
+        .all(|proxy| seen.insert(proxy.node_id.as_str()))
 }
 
 /// Every proxy once, with its replica: `own` (live, this replica's) win
@@ -413,6 +432,29 @@ mod tests {
             writer: false,
             published: SystemTime::UNIX_EPOCH + Duration::from_secs(seconds),
         }
+    }
+
+    #[test]
+    fn a_renewal_alone_changes_no_proxy_unless_two_records_share_one() {
+        let before = vec![
+            record("b", 100, vec![proxy("p1", 1)]),
+            record("c", 100, vec![proxy("p2", 1)]),
+        ];
+        let mut renewed = before.clone();
+        renewed[0].published += Duration::from_secs(5);
+        assert!(same_proxies(&before, &renewed));
+        let mut acked = renewed.clone();
+        acked[1].proxies[0] = proxy("p2", 2);
+        assert!(!same_proxies(&renewed, &acked));
+        // p1 listed by both: which record is newer decides what counts.
+        let shared = vec![
+            record("b", 100, vec![proxy("p1", 1)]),
+            record("c", 200, vec![proxy("p1", 2)]),
+        ];
+        let mut flipped = shared.clone();
+        flipped[0].published += Duration::from_secs(300);
+        assert!(!same_proxies(&shared, &flipped));
+        assert!(same_proxies(&shared, &shared.clone()));
     }
 
     #[test]
