@@ -155,6 +155,10 @@ impl Audience {
 
     fn viewer(&self, node_id: &str, snapshot: &MeshSnapshot) -> Option<Arc<Viewer>> {
         let mut viewers = self.viewers.lock().unwrap_or_else(|p| p.into_inner());
+        // Found without making a key: this runs once per object and proxy.
+        if let Some(viewer) = viewers.get(node_id) {
+            return viewer.clone();
+        }
         viewers
             .entry(node_id.to_string())
             .or_insert_with(|| {
