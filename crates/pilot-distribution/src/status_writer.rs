@@ -305,13 +305,13 @@ async fn round(
         let Some(version) = object.meta.resource_version.as_deref() else {
             continue;
         };
-        let mut status = match audience.as_ref().and_then(|a| a.of(&object, proxies)) {
+        let mut status = match audience.as_ref().and_then(|a| a.of(object, proxies)) {
             Some(concerned) => distribution_status(kind, version, &concerned, now),
             None => index.status(kind, version, now),
         };
         if let Some(found) = found {
             crate::findings::apply(
-                &object,
+                object,
                 found.get(&key).map_or(&[], Vec::as_slice),
                 now,
                 &mut status,

@@ -480,7 +480,6 @@ impl Collector for StatusWrites {
         ] {
             ConstCounter::new(count).encode(family.encode_family(&[("result", result)])?)?;
         }
-        drop(family);
         let mut family = encoder.encode_descriptor(
             "pilot_status_rounds",
             "Status writer rounds: computed, or skipped because nothing they read had changed since the last",
