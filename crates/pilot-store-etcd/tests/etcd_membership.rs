@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use pilot_model::{ConnectedProxy, Membership, ProxyDistribution, ReplicaRecord, TypeRecord};
-use pilot_store_etcd::{EtcdConfigStore, EtcdMembership, EtcdOptions};
+use pilot_store_etcd::{EtcdConfigStore, EtcdMembership, EtcdOptions, MAX_RECORD_BYTES, PAGE_BYTES};
 use pilot_test_support::{EtcdServer, PATIENCE};
 
 fn record(replica: &str) -> ReplicaRecord {
@@ -126,6 +126,22 @@ fn typical_proxy(replica: &str, i: usize, version: u64) -> ConnectedProxy {
         },
         process: None,
     }
+}
+
+#[test]
+fn a_record_of_a_typical_proxy_is_small() {
+    let mut record = record("pilot-0-8080");
+    record.proxies = (0..1000).map(|i| typical_proxy("a", i, 1234)).collect();
+    let bytes = serde_json::to_vec(&record).unwrap().len();
+    let per_proxy = bytes / 1000;
+    // The module doc says about 450 bytes: about 3,000 proxies would fill
+    // one request, and a page of PAGE_BYTES holds about 550.
+    assert!((300..600).contains(&per_proxy), "{per_proxy} bytes per proxy");
+    assert!(
+        MAX_RECORD_BYTES / per_proxy >= 2_500,
+        "{per_proxy} bytes per proxy"
+    );
+    assert!(PAGE_BYTES / per_proxy >= 400, "{per_proxy} bytes per proxy");
 }
 
 fn big_record(replica: &str, proxies: usize) -> ReplicaRecord {

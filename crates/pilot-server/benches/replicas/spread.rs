@@ -156,6 +156,22 @@ fn rule_status(server: &Discovery, namespaces: usize) -> Option<(u64, u64, bool)
     ))
 }
 
+/// The shared rule's status through `server` once it counts every proxy
+/// as ACKed at the rule's current version, or as it stands after 30 s.
+async fn all_counted(server: &Discovery, spread: &Spread) -> Option<(u64, u64, bool)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = rule_status(server, spread.namespaces);
+        let all = |(proxies, acked, current): (u64, u64, bool)| {
+            proxies == spread.clients as u64 && acked == proxies && current
+        };
+        if status.is_some_and(all) || Instant::now() > deadline {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Whether `server` holds the status-writer election (its `/metrics`).
 fn writes_status(server: &Discovery) -> bool {
     let (_, body) = server.get("/metrics");
@@ -414,17 +430,7 @@ pub(crate) async fn run(spread: Spread) {
     let (mut children, storm) = run.clients(clients, |k| run.ports(k));
     let rss: Vec<f64> = run.replicas.iter().map(|r| rss_mb_of(r.pid())).collect();
     let (cpu, p99) = run.changes(&mut children, "spread").await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let counted = loop {
-        let status = rule_status(&run.replicas[1], spread.namespaces);
-        if status
-            .is_some_and(|(proxies, acked, current)| proxies == clients as u64 && acked == proxies && current)
-            || Instant::now() > deadline
-        {
-            break status;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let counted = all_counted(&run.replicas[1], &spread).await;
     println!();
     println!("| {clients} proxies over 3 replicas | replica-1 (writer) | replica-2 | replica-3 |");
     println!("| --- | --- | --- | --- |");
@@ -502,17 +508,7 @@ pub(crate) async fn run(spread: Spread) {
         split: run.split,
     };
     let after = run.change(&mut children).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let recounted = loop {
-        let status = rule_status(&run.replicas[0], spread.namespaces);
-        if status
-            .is_some_and(|(proxies, acked, current)| proxies == clients as u64 && acked == proxies && current)
-            || Instant::now() > deadline
-        {
-            break status;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let recounted = all_counted(&run.replicas[0], &spread).await;
     println!();
     println!(
         "| after kill -9 of the status writer ({} proxies on it; --replica-ttl {TTL}) | time from the kill |",
