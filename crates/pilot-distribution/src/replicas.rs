@@ -360,30 +360,19 @@ async fn run(replicas: Arc<Replicas>, shutdown: impl Future<Output = ()>) {
         let renewal = published
             .as_ref()
             .is_none_or(|(at, _)| now.duration_since(*at) >= renew);
-        let proxies = if renewal || seen != Some(changes) {
-            Some(replicas.own_proxies())
-        } else {
-            None
-        };
-        let due = match (&published, &proxies) {
-            (None, _) => true,
-            (Some(_), Some(proxies)) => {
-                renewal || published.as_ref().is_some_and(|(_, last)| last != proxies)
-            }
-            (Some(_), None) => false,
-        };
-        if !due && proxies.is_some() {
-            // Rebuilt, and the same as published.
-            seen = Some(changes);
-        }
-        if due && retry_after.is_none_or(|after| now >= after) {
-            let proxies = proxies.unwrap_or_else(|| replicas.own_proxies());
-            if replicas.publish(proxies.clone()).await {
-                published = Some((Instant::now(), proxies));
+        // Rebuilt only when the feedback moved since, or to renew.
+        if let Some(proxies) = (renewal || seen != Some(changes)).then(|| replicas.own_proxies()) {
+            let changed = published.as_ref().is_none_or(|(_, last)| *last != proxies);
+            if !renewal && !changed {
                 seen = Some(changes);
-                retry_after = None;
-            } else {
-                retry_after = Some(Instant::now() + refresh_every);
+            } else if retry_after.is_none_or(|after| now >= after) {
+                if replicas.publish(proxies.clone()).await {
+                    published = Some((Instant::now(), proxies));
+                    seen = Some(changes);
+                    retry_after = None;
+                } else {
+                    retry_after = Some(Instant::now() + refresh_every);
+                }
             }
         }
         if refreshed.is_none_or(|at| at.elapsed() >= refresh_every) {
