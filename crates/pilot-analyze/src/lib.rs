@@ -210,7 +210,7 @@ impl Typed {
         // leaves it), by namespace and name.
         fn all<K: ConfigKind>(objects: &[DynConfig]) -> Vec<Config<K>> {
             let mut typed: BTreeMap<(String, String), Config<K>> = BTreeMap::new();
-            for object in objects.iter().filter(|o| o.meta.kind == K::KIND) {
+            for object in objects.iter().filter(|o| o.meta.kind == K::id()) {
                 if let Ok(config) = Config::<K>::from_dyn(object) {
                     typed.insert((config.meta.namespace.clone(), config.meta.name.clone()), config);
                 }
@@ -236,7 +236,7 @@ pub(crate) fn finding<K: ConfigKind>(
     Finding {
         code,
         severity,
-        kind: K::KIND.to_string(),
+        kind: K::id().into_owned(),
         namespace: object.meta.namespace.clone(),
         name: object.meta.name.clone(),
         path: path.into(),

@@ -192,7 +192,7 @@ fn destinations(vs: &VirtualService) -> Vec<(String, &Destination)> {
 /// One object per name, the last given, by namespace and name.
 pub(super) fn typed<K: pilot_model::ConfigKind>(objects: &[DynConfig]) -> Vec<Config<K>> {
     let mut typed: BTreeMap<(String, String), Config<K>> = BTreeMap::new();
-    for object in objects.iter().filter(|o| o.meta.kind == K::KIND) {
+    for object in objects.iter().filter(|o| o.meta.kind == K::id()) {
         if let Ok(config) = Config::<K>::from_dyn(object) {
             typed.insert((config.meta.namespace.clone(), config.meta.name.clone()), config);
         }

@@ -113,7 +113,10 @@ pub fn validate_review(registry: &KindRegistry, body: &[u8]) -> ReviewAnswer {
         return allowed(uid, &[]);
     }
     let (group, kind) = (text("/kind/group"), text("/kind/kind"));
-    let Some(schema) = registry.get(kind).filter(|schema| schema.group == group) else {
+    let Some(schema) = registry
+        .resolve(kind, group)
+        .filter(|schema| schema.group == group)
+    else {
         // Not a kind pilot serves: not pilot's to judge.
         return allowed(uid, &[]);
     };

@@ -226,7 +226,7 @@ pub(crate) fn decode_in(
         .is_some_and(|f| f.as_array().is_none_or(|list| !list.is_empty()))
     {
         let key = ConfigKey::new(
-            &schema.kind,
+            &schema.id,
             namespace,
             body_name.as_deref().or(name).unwrap_or_default(),
         );
@@ -323,7 +323,7 @@ pub(crate) fn decode_in(
         }
     };
     let key = ConfigKey::new(
-        &schema.kind,
+        &schema.id,
         namespace,
         body_name.as_deref().or(name).unwrap_or_default(),
     );

@@ -122,7 +122,7 @@ pub(crate) async fn resources(
                 "kind": schema.kind,
                 "verbs": VERBS,
                 "shortNames": short_names(&state.registry, schema),
-                "categories": [CATEGORY],
+                "categories": categories(schema),
             })
         })
         .collect();
@@ -133,6 +133,15 @@ pub(crate) async fn resources(
         "resources": resources,
     }))
     .into_response())
+}
+
+/// A kind's categories: `pilot` (`kubectl get pilot` lists every kind
+/// pilot serves) and the kind's own ([`KindSchema::categories`], e.g.
+/// `gateway-api`).
+pub(crate) fn categories(schema: &KindSchema) -> Vec<&str> {
+    std::iter::once(CATEGORY)
+        .chain(schema.categories.iter().map(String::as_str))
+        .collect()
 }
 
 /// A kind's singular resource name: `routerule`.
@@ -215,7 +224,7 @@ fn aggregated_resource(registry: &KindRegistry, schema: &KindSchema, version: &s
         "singularResource": singular(schema),
         "verbs": VERBS,
         "shortNames": short_names(registry, schema),
-        "categories": [CATEGORY],
+        "categories": categories(schema),
     })
 }
 

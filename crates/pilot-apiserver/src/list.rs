@@ -136,13 +136,13 @@ pub(crate) async fn list_or_watch(
     // A watch's cache is started before the watch's own snapshot, so the
     // cache's window holds every change after the snapshot.
     let cache = if watch && state.options.watch_cache_events > 0 {
-        Some(state.watch_caches.of(&state, &schema.kind).await?)
+        Some(state.watch_caches.of(&state, &schema.id).await?)
     } else {
         None
     };
     let snapshot = state
         .backend
-        .snapshot(&schema.kind)
+        .snapshot(&schema.id)
         .await
         .map_err(|e| ApiError::from_store(e, None))?;
     if let Some(after) = after
@@ -495,7 +495,7 @@ async fn watch_kind(
     };
     let events = state
         .backend
-        .watch(&stream.schema.kind, start)
+        .watch(&stream.schema.id, start)
         .await
         .map_err(|e| ApiError::from_store(e, None))?;
     let content_type = if stream.ndjson {
@@ -561,7 +561,8 @@ async fn watch_kind(
                         None => event_line(
                             "DELETED",
                             &json!({
-                                "kind": key.kind,
+                                "apiVersion": format!("{}/{}", stream.schema.group, stream.schema.version),
+                                "kind": stream.schema.kind,
                                 "metadata": {
                                     "name": key.name,
                                     "namespace": key.namespace,

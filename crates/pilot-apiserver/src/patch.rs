@@ -42,7 +42,7 @@ pub(crate) async fn patch(
     let schema = resolve(&state, &group, &version, &plural)?;
     pilot_model::dns1123_label(&namespace)
         .map_err(|message| ApiError::bad_request(format!("namespace {namespace:?}: {message}")))?;
-    let key = ConfigKey::new(&schema.kind, &namespace, &name);
+    let key = ConfigKey::new(&schema.id, &namespace, &name);
     let mut warnings = Vec::new();
     let result = async {
         let options = WriteOptions::parse(&query, &headers)?;

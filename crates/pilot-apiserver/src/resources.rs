@@ -70,7 +70,7 @@ pub(crate) async fn get_object(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let schema = resolve(&state, &group, &version, &plural)?;
-    let key = ConfigKey::new(&schema.kind, namespace, name);
+    let key = ConfigKey::new(&schema.id, namespace, name);
     let object = current(&state, &key).await.map_err(|e| e.for_resource(&schema))?;
     Ok(list::one_object(&state, &schema, &headers, object))
 }
@@ -153,7 +153,7 @@ pub(crate) async fn delete(
     body: Body,
 ) -> Result<Response, ApiError> {
     let schema = resolve(&state, &group, &version, &plural)?;
-    let key = ConfigKey::new(&schema.kind, namespace, name);
+    let key = ConfigKey::new(&schema.id, namespace, name);
     let result = async {
         let (options, delete) = delete_options(&state, &headers, &query, body).await?;
         delete_one(&state, &key, &delete, &options).await
@@ -192,7 +192,7 @@ pub(crate) async fn delete_collection(
         let filter = Filter::parse(Some(namespace.clone()), &query)?;
         let objects = state
             .store
-            .list(&schema.kind, Some(&namespace))
+            .list(&schema.id, Some(&namespace))
             .await
             .map_err(|e| ApiError::from_store(e, None))?;
         let mut deleted = Vec::new();

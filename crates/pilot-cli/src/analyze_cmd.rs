@@ -146,6 +146,9 @@ pub(crate) async fn server_objects(
         let mut items: Vec<DynConfig> = serde_json::from_value(items).map_err(|e| {
             Failure::failed(format!("the server sent an unreadable {} list: {e}", schema.kind))
         })?;
+        for item in &mut items {
+            registry.identify(item);
+        }
         objects.append(&mut items);
     }
     Ok(objects)

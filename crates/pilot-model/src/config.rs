@@ -49,7 +49,7 @@ impl<S> Config<S> {
 impl<K: ConfigKind> Config<K> {
     /// A new typed object of kind `K`; group and version come from `K`.
     pub fn new(namespace: impl Into<String>, name: impl Into<String>, spec: K) -> Self {
-        let mut meta = ConfigMeta::new(K::KIND, namespace, name);
+        let mut meta = ConfigMeta::new(K::id(), namespace, name);
         meta.group = K::GROUP.to_string();
         meta.version = K::VERSION.to_string();
         Config { meta, spec }
@@ -70,7 +70,10 @@ impl<K: ConfigKind> Config<K> {
     /// The typed form of an untyped object of kind `K`. The error names the
     /// field that did not fit.
     pub fn from_dyn(config: &DynConfig) -> Result<Self, StoreError> {
-        if config.meta.kind != K::KIND {
+        let named = config.meta.kind == K::id()
+            || (config.meta.kind == K::KIND
+                && (config.meta.group.is_empty() || config.meta.group == K::GROUP));
+        if !named {
             return Err(StoreError::Invalid {
                 key: config.key(),
                 errors: vec![FieldError::new(
@@ -402,7 +405,7 @@ impl<S: Serialize> Serialize for Config<S> {
         let meta = &self.meta;
         DocumentRef {
             api_version: meta.api_version(),
-            kind: &meta.kind,
+            kind: crate::kind_name(&meta.kind),
             metadata: ObjectMetaRef {
                 name: &meta.name,
                 namespace: &meta.namespace,

@@ -57,6 +57,22 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
     /// only a subdomain: Istio's rule for kinds others name as
     /// `name.namespace` (Gateway).
     const NAME_IS_LABEL: bool = false;
+    /// Whether the kind is named by `Kind.group` ([`KindSchema::id`]) in
+    /// keys, in the registry and in stores, rather than by its bare name:
+    /// for kinds whose name a kind of another group also has, such as the
+    /// Gateway API's `Gateway` beside Istio's. Documents still write the
+    /// bare `kind` and the group in `apiVersion`.
+    const QUALIFIED: bool = false;
+
+    /// The kind's id: [`ConfigKind::KIND`], or `Kind.group` when
+    /// [`ConfigKind::QUALIFIED`].
+    fn id() -> std::borrow::Cow<'static, str> {
+        if Self::QUALIFIED {
+            std::borrow::Cow::Owned(format!("{}.{}", Self::KIND, Self::GROUP))
+        } else {
+            std::borrow::Cow::Borrowed(Self::KIND)
+        }
+    }
 
     /// Records every problem with this spec. Paths start at `spec`.
     fn validate(&self, errors: &mut FieldErrors) {
@@ -133,6 +149,11 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
         } else {
             schema
         };
+        let schema = if Self::QUALIFIED {
+            schema.with_qualified_id()
+        } else {
+            schema
+        };
         match Self::openapi_schema() {
             Some(openapi) => schema.with_openapi_schema(openapi),
             None => schema,
@@ -163,7 +184,14 @@ pub type SpecValidator = dyn Fn(&serde_json::Value, &mut FieldErrors) + Send + S
 /// ```
 #[derive(Clone)]
 pub struct KindSchema {
-    /// The kind's name, e.g. `RouteRule`.
+    /// The kind's id: what keys ([`ConfigKey::kind`](crate::ConfigKey)),
+    /// objects' [`ConfigMeta::kind`](crate::ConfigMeta) and the registry
+    /// name it by. The kind's name for most kinds; `Kind.group` for a kind
+    /// registered [qualified](KindSchema::with_qualified_id), so that two
+    /// groups' kinds of one name (Istio's `Gateway` and the Gateway API's)
+    /// live side by side.
+    pub id: String,
+    /// The kind's name as documents write it, e.g. `RouteRule`.
     pub kind: String,
     /// The plural resource name.
     pub plural: String,
@@ -179,6 +207,9 @@ pub struct KindSchema {
     pub short_names: Vec<String>,
     /// Whether names must be DNS-1123 labels (no dots).
     pub label_names: bool,
+    /// The categories the kind belongs to (Kubernetes' `categories`: what
+    /// `kubectl get <category>` lists), e.g. `gateway-api`.
+    pub categories: Vec<String>,
     validator: Arc<SpecValidator>,
     normalizer: Option<Arc<SpecNormalizer>>,
     openapi: Option<Arc<serde_json::Value>>,
@@ -198,18 +229,47 @@ impl KindSchema {
         validator: impl Fn(&serde_json::Value, &mut FieldErrors) + Send + Sync + 'static,
     ) -> Self {
         let version = version.into();
+        let kind = kind.into();
         KindSchema {
-            kind: kind.into(),
+            id: kind.clone(),
+            kind,
             plural: plural.into(),
             group: group.into(),
             versions: vec![version.clone()],
             version,
             short_names: Vec::new(),
             label_names: false,
+            categories: Vec::new(),
             validator: Arc::new(validator),
             normalizer: None,
             openapi: None,
         }
+    }
+
+    /// The same schema, its id `Kind.group` rather than its bare name
+    /// ([`KindSchema::id`]).
+    ///
+    /// ```
+    /// use pilot_model::KindSchema;
+    /// let schema = KindSchema::new("Gateway", "gateways", "gateway.networking.k8s.io", "v1", |_, _| {})
+    ///     .with_qualified_id();
+    /// assert_eq!(schema.id, "Gateway.gateway.networking.k8s.io");
+    /// assert_eq!(pilot_model::kind_name(&schema.id), "Gateway");
+    /// ```
+    pub fn with_qualified_id(mut self) -> Self {
+        self.id = format!("{}.{}", self.kind, self.group);
+        self
+    }
+
+    /// True when the schema's id is qualified by its group.
+    pub fn is_qualified(&self) -> bool {
+        self.id != self.kind
+    }
+
+    /// The same schema in these categories (Kubernetes' `categories`).
+    pub fn with_categories<C: Into<String>>(mut self, categories: impl IntoIterator<Item = C>) -> Self {
+        self.categories = categories.into_iter().map(Into::into).collect();
+        self
     }
 
     /// The same schema, its objects' names DNS-1123 labels (no dots).
@@ -279,8 +339,11 @@ impl KindSchema {
     pub fn validate(&self, config: &DynConfig) -> Result<(), StoreError> {
         let meta = &config.meta;
         let mut errors = FieldErrors::new();
-        if meta.kind != self.kind {
-            errors.push("kind", format!("expected {}, found {}", self.kind, meta.kind));
+        if meta.kind != self.id && meta.kind != self.kind {
+            errors.push(
+                "kind",
+                format!("expected {}, found {}", self.kind, kind_name(&meta.kind)),
+            );
         }
         if !meta.group.is_empty() && meta.group != self.group {
             errors.push(
@@ -324,11 +387,16 @@ impl KindSchema {
         }
     }
 
-    /// Fills an empty group or version in from the schema, and moves an
+    /// Names the object by the kind's [id](KindSchema::id), fills an empty
+    /// group or version in from the schema, and moves an
     /// object of another served version to the storage version (the
     /// schemas are the same: only the version changes). An unserved
     /// version is left for [`KindSchema::validate`] to refuse.
     pub fn fill_type(&self, config: &mut DynConfig) {
+        if config.meta.kind == self.kind && (config.meta.group.is_empty() || config.meta.group == self.group)
+        {
+            config.meta.kind = self.id.clone();
+        }
         if config.meta.group.is_empty() {
             config.meta.group = self.group.clone();
         }
@@ -343,17 +411,19 @@ impl KindSchema {
 impl fmt::Debug for KindSchema {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KindSchema")
+            .field("id", &self.id)
             .field("kind", &self.kind)
             .field("plural", &self.plural)
             .field("group", &self.group)
             .field("version", &self.version)
             .field("versions", &self.versions)
             .field("short_names", &self.short_names)
+            .field("categories", &self.categories)
             .finish_non_exhaustive()
     }
 }
 
-/// The kinds a process knows, by name. Cheap to clone; clones share the same
+/// The kinds a process knows, by [id](KindSchema::id). Cheap to clone; clones share the same
 /// kinds, so a kind registered later is seen by every store built on it.
 #[derive(Clone, Default, Debug)]
 pub struct KindRegistry {
@@ -371,23 +441,82 @@ impl KindRegistry {
         self.register_schema(K::schema())
     }
 
-    /// Registers a kind described at run time. Registering a name twice is an
-    /// error ([`StoreError::KindAlreadyRegistered`]).
+    /// Registers a kind described at run time. Registering an id twice, or
+    /// a kind of a group that already has a kind of that name, is an error
+    /// ([`StoreError::KindAlreadyRegistered`]).
     pub fn register_schema(&self, schema: KindSchema) -> Result<(), StoreError> {
         let mut kinds = self
             .kinds
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if kinds.contains_key(&schema.kind) {
-            return Err(StoreError::KindAlreadyRegistered { kind: schema.kind });
+        let taken = kinds.contains_key(&schema.id)
+            || kinds
+                .values()
+                .any(|other| other.kind == schema.kind && other.group == schema.group);
+        if taken {
+            return Err(StoreError::KindAlreadyRegistered { kind: schema.id });
         }
-        kinds.insert(schema.kind.clone(), Arc::new(schema));
+        kinds.insert(schema.id.clone(), Arc::new(schema));
         Ok(())
     }
 
-    /// The schema of `kind`, if registered.
+    /// The schema of `kind`: the kind of that [id](KindSchema::id), else
+    /// the one kind of that name (a qualified kind is found by its bare
+    /// name while no other kind has it: `HTTPRoute` finds
+    /// `HTTPRoute.gateway.networking.k8s.io`, `Gateway` finds Istio's).
+    ///
+    /// ```
+    /// use pilot_model::{KindRegistry, KindSchema};
+    /// let registry = KindRegistry::new();
+    /// registry.register_schema(KindSchema::new("Gateway", "gateways", "networking.istio.io", "v1", |_, _| {})).unwrap();
+    /// for kind in ["Gateway", "HTTPRoute"] {
+    ///     let schema = KindSchema::new(kind, "x", "gateway.networking.k8s.io", "v1", |_, _| {});
+    ///     registry.register_schema(schema.with_qualified_id()).unwrap();
+    /// }
+    /// assert_eq!(registry.get("Gateway").unwrap().group, "networking.istio.io");
+    /// assert_eq!(registry.get("HTTPRoute").unwrap().id, "HTTPRoute.gateway.networking.k8s.io");
+    /// assert_eq!(registry.resolve("Gateway", "gateway.networking.k8s.io").unwrap().id, "Gateway.gateway.networking.k8s.io");
+    /// ```
     pub fn get(&self, kind: &str) -> Option<Arc<KindSchema>> {
-        self.read().get(kind).cloned()
+        let kinds = self.read();
+        if let Some(schema) = kinds.get(kind) {
+            return Some(schema.clone());
+        }
+        let mut named = kinds.values().filter(|schema| schema.kind == kind);
+        match (named.next(), named.next()) {
+            (Some(only), None) => Some(only.clone()),
+            _ => None,
+        }
+    }
+
+    /// The schema of the kind a document names by `kind` (a name or an
+    /// id) and `group` (its `apiVersion`'s; empty when it has none): the
+    /// kind of that name in that group, else [`KindRegistry::get`] (whose
+    /// schema then refuses the group in [`KindSchema::validate`]).
+    pub fn resolve(&self, kind: &str, group: &str) -> Option<Arc<KindSchema>> {
+        if !group.is_empty() {
+            let kinds = self.read();
+            let in_group = kinds
+                .values()
+                .find(|schema| schema.group == group && (schema.kind == kind || schema.id == kind));
+            if let Some(schema) = in_group {
+                return Some(schema.clone());
+            }
+        }
+        self.get(kind)
+    }
+
+    /// Names `config` by its kind's [id](KindSchema::id) when its kind and
+    /// group resolve ([`KindRegistry::resolve`]); for objects read from a
+    /// document, which writes the bare kind. Returns the schema.
+    pub fn identify(&self, config: &mut DynConfig) -> Option<Arc<KindSchema>> {
+        let schema = self.resolve(&config.meta.kind, &config.meta.group)?;
+        if config.meta.kind == schema.kind
+            && (config.meta.group.is_empty() || config.meta.group == schema.group)
+        {
+            config.meta.kind = schema.id.clone();
+        }
+        Some(schema)
     }
 
     /// The schema of `kind`, or [`StoreError::UnknownKind`].
@@ -397,12 +526,19 @@ impl KindRegistry {
         })
     }
 
-    /// True when `kind` is registered.
+    /// True when `kind` names a registered kind ([`KindRegistry::get`]).
     pub fn contains(&self, kind: &str) -> bool {
-        self.read().contains_key(kind)
+        self.get(kind).is_some()
     }
 
-    /// The names of every registered kind, sorted.
+    /// True when `kind` is the name of some registered kind, in any group.
+    pub fn has_name(&self, kind: &str) -> bool {
+        self.read()
+            .values()
+            .any(|schema| schema.kind == kind || schema.id == kind)
+    }
+
+    /// The ids of every registered kind, sorted.
     pub fn kinds(&self) -> Vec<String> {
         let mut kinds: Vec<String> = self.read().keys().cloned().collect();
         kinds.sort();
@@ -410,14 +546,24 @@ impl KindRegistry {
     }
 
     /// The schema whose plural name (in `group`, when given) is `plural`.
+    /// Without a group, a plural two groups use (`gateways`) names the
+    /// kind whose id is unqualified, as the bare kind name does.
     pub fn by_plural(&self, group: Option<&str>, plural: &str) -> Option<Arc<KindSchema>> {
-        self.read()
+        let kinds = self.read();
+        let mut found = kinds
             .values()
-            .find(|s| s.plural == plural && group.is_none_or(|g| g == s.group))
-            .cloned()
+            .filter(|s| s.plural == plural && group.is_none_or(|g| g == s.group));
+        let first = found.next()?;
+        if first.is_qualified()
+            && let Some(plain) = found.find(|s| !s.is_qualified())
+        {
+            return Some(plain.clone());
+        }
+        Some(first.clone())
     }
 
-    /// The short names of `schema`: its own when it declares some, else the
+    /// The short names of `schema`: its own when it declares some or its id
+    /// is [qualified](KindSchema::with_qualified_id), else the
     /// initials of its words (`rr` for `RouteRule`) when at least two
     /// letters long and no other kind has the same initials or takes them
     /// as a name.
@@ -434,12 +580,14 @@ impl KindRegistry {
     /// assert!(short("RouteRule").is_empty() && short("RetryRule").is_empty());
     /// ```
     pub fn short_names(&self, schema: &KindSchema) -> Vec<String> {
-        if !schema.short_names.is_empty() {
+        // A qualified kind is another API's, whose definition says its
+        // short names exactly: none are derived for it.
+        if !schema.short_names.is_empty() || schema.is_qualified() {
             return schema.short_names.clone();
         }
         let short = initials(&schema.kind);
         let clash = self.read().values().any(|other| {
-            other.kind != schema.kind
+            other.id != schema.id
                 && (initials(&other.kind) == short
                     || other.plural == short
                     || other.kind.eq_ignore_ascii_case(&short)
@@ -455,7 +603,11 @@ impl KindRegistry {
     /// Validates `config` against its kind, fills in an empty group and
     /// version and writes every field with its JSON name, ready to be stored.
     pub fn prepare(&self, mut config: DynConfig) -> Result<DynConfig, StoreError> {
-        let schema = self.schema(&config.meta.kind)?;
+        let schema = self
+            .resolve(&config.meta.kind, &config.meta.group)
+            .ok_or_else(|| StoreError::UnknownKind {
+                kind: config.meta.kind.clone(),
+            })?;
         schema.fill_type(&mut config);
         schema.validate(&config)?;
         if let Some(normalize) = &schema.normalizer {
@@ -467,7 +619,7 @@ impl KindRegistry {
     /// The warnings of `config` against its kind ([`KindSchema::warnings`]);
     /// none for a kind not registered.
     pub fn warnings(&self, config: &DynConfig) -> Vec<FieldError> {
-        self.get(&config.meta.kind)
+        self.resolve(&config.meta.kind, &config.meta.group)
             .map(|schema| schema.warnings(config))
             .unwrap_or_default()
     }
@@ -475,6 +627,13 @@ impl KindRegistry {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<KindSchema>>> {
         self.kinds.read().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The kind's name in a kind id ([`KindSchema::id`]): `Gateway` for
+/// `Gateway.gateway.networking.k8s.io`, the id itself when unqualified
+/// (kind names have no dots).
+pub fn kind_name(id: &str) -> &str {
+    id.split_once('.').map_or(id, |(kind, _)| kind)
 }
 
 /// The initials of a kind's words, lower case: `rr` for `RouteRule`.
@@ -488,7 +647,7 @@ fn initials(kind: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Config, ConfigMeta};
+    use crate::{Config, ConfigKey, ConfigMeta};
     use serde::Deserialize;
 
     #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -584,6 +743,69 @@ mod tests {
             errors[0].message.contains(r#""v1" or "v1beta1" or "v1alpha3""#),
             "{}",
             errors[0].message
+        );
+    }
+
+    #[test]
+    fn two_groups_kinds_of_one_name_live_side_by_side() {
+        let registry = registry();
+        let other = KindSchema::new("Limit", "limits", "other.io", "v2", |spec, errors| {
+            if spec.get("cap").is_none() {
+                errors.push("spec.cap", "required");
+            }
+        })
+        .with_qualified_id();
+        registry.register_schema(other).unwrap();
+        assert_eq!(registry.kinds(), ["Limit", "Limit.other.io"]);
+        // A third kind of that name in either group is refused.
+        let again = KindSchema::new("Limit", "limits", "other.io", "v1", |_, _| {});
+        assert!(matches!(
+            registry.register_schema(again),
+            Err(StoreError::KindAlreadyRegistered { .. })
+        ));
+
+        // The bare name is the unqualified kind's; the group picks the other.
+        let mut config = DynConfig {
+            meta: ConfigMeta::new("Limit", "default", "l"),
+            spec: serde_json::json!({"cap": 1}),
+        };
+        config.meta.group = "other.io".into();
+        let stored = registry.prepare(config.clone()).unwrap();
+        assert_eq!(stored.meta.kind, "Limit.other.io");
+        assert_eq!(stored.meta.version, "v2");
+        assert_eq!(stored.key(), ConfigKey::new("Limit.other.io", "default", "l"));
+        // Its document writes the kind's name and the group.
+        let document = serde_json::to_value(&stored).unwrap();
+        assert_eq!(document["kind"], "Limit");
+        assert_eq!(document["apiVersion"], "other.io/v2");
+        // Read back, the document names the same object once identified.
+        let mut read: DynConfig = serde_json::from_value(document).unwrap();
+        assert_eq!(read.meta.kind, "Limit");
+        assert_eq!(registry.identify(&mut read).unwrap().group, "other.io");
+        assert_eq!(read.key(), stored.key());
+
+        // The same spec in the first group is the other kind's: refused
+        // by that kind's validation.
+        config.meta.group = "example.com".into();
+        let Err(StoreError::Invalid { key, errors }) = registry.prepare(config) else {
+            panic!("example.com's Limit needs maxRequests");
+        };
+        assert_eq!(key.kind, "Limit");
+        assert!(
+            errors.iter().any(|e| e.message.contains("maxRequests")),
+            "{errors:?}"
+        );
+        // No short name is derived for a qualified kind.
+        assert!(
+            registry
+                .short_names(&registry.get("Limit.other.io").unwrap())
+                .is_empty()
+        );
+        // A plural both groups use names the unqualified kind without a group.
+        assert_eq!(registry.by_plural(None, "limits").unwrap().group, "example.com");
+        assert_eq!(
+            registry.by_plural(Some("other.io"), "limits").unwrap().id,
+            "Limit.other.io"
         );
     }
 

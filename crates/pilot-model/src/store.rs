@@ -39,6 +39,13 @@ pub type Revision = u64;
 ///   with its path (`spec.key`, `spec.pairs[0].key`, `metadata.name`,
 ///   `metadata.namespace`), and nothing is stored. A stored object carries
 ///   its kind's group and version.
+/// - **Kind ids.** Keys, `list`, `snapshot` and `watch` name a kind by its
+///   id ([`KindSchema::id`](crate::KindSchema::id)), and every object
+///   handed out is named by it in [`ConfigMeta::kind`](crate::ConfigMeta):
+///   a store that keeps objects as documents (which write the kind's name,
+///   `Gateway`, and the group in `apiVersion`) names what it reads back by
+///   the id it was asked for ([`KindRegistry::identify`]), so two groups'
+///   kinds of one name live side by side.
 /// - **Resource versions.** Every write gives the object a resource version
 ///   no other write of the store gave, whatever the key.
 /// - **Create** returns the object as stored: the spec as given, a resource

@@ -2,7 +2,8 @@
 
 use pilot_model::{ConfigKey, ConfigStatus, DynConfig, KindRegistry, StoreError};
 
-/// Key layout: `<prefix>/<group>/<kind>/<namespace>/<name>`, and the
+/// Key layout: `<prefix>/<group>/<kind>/<namespace>/<name>` (the kind's
+/// name, not its id: the group is in the key already), and the
 /// object's distribution status beside it at `<that key>/status` (names
 /// and namespaces hold no `/`, so neither can be taken for the other).
 #[derive(Debug, Clone)]
@@ -40,7 +41,7 @@ impl Layout {
     /// The prefix of every object of a kind (ends with `/`).
     pub(crate) fn kind_prefix(&self, registry: &KindRegistry, kind: &str) -> Result<String, StoreError> {
         let schema = registry.schema(kind)?;
-        Ok(format!("{}/{}/{}/", self.prefix, schema.group, kind))
+        Ok(format!("{}/{}/{}/", self.prefix, schema.group, schema.kind))
     }
 
     /// The prefix of a kind's objects in one namespace, or in all.
@@ -100,6 +101,10 @@ pub(crate) fn encode(config: &DynConfig) -> Result<Vec<u8>, StoreError> {
 pub(crate) fn decode(expected: &ConfigKey, value: &[u8], mod_revision: i64) -> Result<DynConfig, String> {
     let mut config: DynConfig =
         serde_json::from_slice(value).map_err(|e| format!("not a pilot object: {e}"))?;
+    // The document writes the kind's name; the key names it by its id.
+    if pilot_model::kind_name(&expected.kind) == config.meta.kind {
+        config.meta.kind = expected.kind.clone();
+    }
     if !config.meta.is(expected) {
         return Err(format!(
             "the body is {}, not the object its key names",

@@ -29,7 +29,7 @@ pub(crate) fn to_object(config: &DynConfig) -> DynamicObject {
     DynamicObject {
         types: Some(TypeMeta {
             api_version: meta.api_version(),
-            kind: meta.kind.clone(),
+            kind: pilot_model::kind_name(&meta.kind).to_string(),
         }),
         metadata: ObjectMeta {
             name: Some(meta.name.clone()),
@@ -70,7 +70,7 @@ pub(crate) fn to_config(schema: &KindSchema, object: &DynamicObject) -> Result<D
     let Some(spec) = object.data.get("spec") else {
         return Err(format!("{what} has no spec"));
     };
-    let mut meta = ConfigMeta::new(&schema.kind, namespace, name);
+    let mut meta = ConfigMeta::new(&schema.id, namespace, name);
     meta.group = schema.group.clone();
     meta.version = schema.version.clone();
     meta.labels = metadata.labels.clone().unwrap_or_default();

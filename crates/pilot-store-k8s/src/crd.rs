@@ -39,7 +39,8 @@ pub fn crds(registry: &KindRegistry) -> Vec<CustomResourceDefinition> {
 /// unknown fields. Either way pilot validates every write itself. The
 /// `status` subresource holds pilot's distribution status.
 pub fn crd(schema: &KindSchema) -> CustomResourceDefinition {
-    let short = if schema.short_names.is_empty() {
+    // A qualified kind is another API's: its short names are its own.
+    let short = if schema.short_names.is_empty() && !schema.is_qualified() {
         vec![short_name(&schema.kind)]
     } else {
         schema.short_names.clone()
@@ -150,7 +151,7 @@ fn crd_with(schema: &KindSchema, short_names: Vec<String>) -> CustomResourceDefi
                 "plural": schema.plural,
                 "singular": schema.kind.to_lowercase(),
                 "shortNames": short_names,
-                "categories": [FIELD_MANAGER],
+                "categories": std::iter::once(FIELD_MANAGER).chain(schema.categories.iter().map(String::as_str)).collect::<Vec<_>>(),
             },
             "versions": versions,
         },

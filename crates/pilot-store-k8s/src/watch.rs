@@ -102,7 +102,7 @@ fn translate(
             };
             Ok(WatchEvent::Delete {
                 revision,
-                key: pilot_model::ConfigKey::new(&schema.kind, namespace, name),
+                key: pilot_model::ConfigKey::new(&schema.id, namespace, name),
             })
         }
     }

@@ -70,6 +70,7 @@ on_cluster!(
     map_delete,
     map_list,
     map_delete_all,
+    map_same_name_two_groups,
     watch_resumes_after_revision,
     cache_initial_list,
     cache_events_in_order,

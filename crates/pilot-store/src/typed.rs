@@ -58,7 +58,7 @@ impl<K: ConfigKind> TypedStore<K> {
 
     /// The object named `name` in `namespace`.
     pub async fn get(&self, namespace: &str, name: &str) -> Result<Option<Config<K>>, StoreError> {
-        let key = ConfigKey::new(K::KIND, namespace, name);
+        let key = ConfigKey::new(K::id(), namespace, name);
         match self.store.get(&key).await? {
             Some(config) => Config::from_dyn(&config).map(Some),
             None => Ok(None),
@@ -67,7 +67,7 @@ impl<K: ConfigKind> TypedStore<K> {
 
     /// The objects in `namespace`, or in all namespaces.
     pub async fn list(&self, namespace: Option<&str>) -> Result<Vec<Config<K>>, StoreError> {
-        let items = self.store.list(K::KIND, namespace).await?;
+        let items = self.store.list(&K::id(), namespace).await?;
         items.iter().map(|c| Config::from_dyn(c)).collect()
     }
 
@@ -91,7 +91,7 @@ impl<K: ConfigKind> TypedStore<K> {
         resource_version: Option<&str>,
     ) -> Result<(), StoreError> {
         self.store
-            .delete(&ConfigKey::new(K::KIND, namespace, name), resource_version)
+            .delete(&ConfigKey::new(K::id(), namespace, name), resource_version)
             .await
     }
 }

@@ -29,6 +29,7 @@ fn main() {
         map_delete,
         map_list,
         map_delete_all,
+        map_same_name_two_groups,
         watch_resumes_after_revision,
         cache_initial_list,
         cache_events_in_order,

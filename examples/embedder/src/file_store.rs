@@ -74,7 +74,7 @@ impl FileConfigStore {
     }
 
     fn read(&self, key: &ConfigKey) -> Result<Option<Arc<DynConfig>>, StoreError> {
-        read_file(&self.path(key))
+        read_file(&self.path(key), &key.kind)
     }
 
     fn known(&self, kind: &str) -> Result<(), StoreError> {
@@ -244,7 +244,7 @@ fn read_kind(root: &Path, kind: &str, namespace: Option<&str>) -> Result<Vec<Arc
     for dir in namespaces {
         for file in sorted_entries(&dir)? {
             if file.extension().is_some_and(|e| e == "json")
-                && let Some(config) = read_file(&file)?
+                && let Some(config) = read_file(&file, kind)?
             {
                 items.push(config);
             }
@@ -267,10 +267,19 @@ fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
     Ok(paths)
 }
 
-fn read_file(path: &Path) -> Result<Option<Arc<DynConfig>>, StoreError> {
+/// The object in `path`, a file of the kind whose id is `kind`. The file
+/// is a document, which writes the kind's name (`Gateway`); the object is
+/// named by the kind's id (`Gateway.gateway.networking.k8s.io` for a kind
+/// registered qualified), as every store names it.
+fn read_file(path: &Path, kind: &str) -> Result<Option<Arc<DynConfig>>, StoreError> {
     match fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(|c| Some(Arc::new(c)))
+        Ok(bytes) => serde_json::from_slice::<DynConfig>(&bytes)
+            .map(|mut config| {
+                if pilot_model::kind_name(kind) == config.meta.kind {
+                    config.meta.kind = kind.to_string();
+                }
+                Some(Arc::new(config))
+            })
             .map_err(|e| StoreError::unavailable(format!("{} holds a bad object: {e}", path.display()))),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_error(path, e)),

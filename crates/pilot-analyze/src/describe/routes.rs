@@ -560,7 +560,7 @@ fn applies_to_mesh(vs: &Config<VirtualService>) -> bool {
 /// the last given).
 fn sorted<K: ConfigKind>(objects: &[DynConfig]) -> Vec<Config<K>> {
     let mut typed: BTreeMap<(String, String), Config<K>> = BTreeMap::new();
-    for object in objects.iter().filter(|o| o.meta.kind == K::KIND) {
+    for object in objects.iter().filter(|o| o.meta.kind == K::id()) {
         if let Ok(config) = Config::<K>::from_dyn(object) {
             typed.insert((config.meta.namespace.clone(), config.meta.name.clone()), config);
         }
@@ -570,7 +570,7 @@ fn sorted<K: ConfigKind>(objects: &[DynConfig]) -> Vec<Config<K>> {
 
 pub(super) fn reference<K: ConfigKind>(config: &Config<K>) -> ObjectRef {
     ObjectRef {
-        kind: K::KIND.to_string(),
+        kind: K::id().into_owned(),
         namespace: config.meta.namespace.clone(),
         name: config.meta.name.clone(),
     }

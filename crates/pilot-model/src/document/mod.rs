@@ -357,7 +357,7 @@ fn read_document(
         )]);
     }
     if let Some(kind) = value.get("kind").and_then(|k| k.as_str())
-        && !registry.contains(kind)
+        && !registry.has_name(kind)
     {
         let known = registry.kinds();
         let hint = match crate::config::closest(kind, &known) {
@@ -384,7 +384,7 @@ fn read_document(
     }
     let written = format!("{}/{}", config.meta.group, config.meta.version);
     if options.earlier_versions.contains(&written)
-        && let Some(schema) = registry.get(&config.meta.kind)
+        && let Some(schema) = registry.resolve(&config.meta.kind, &config.meta.group)
         && schema.group == config.meta.group
     {
         config.meta.version = schema.version.clone();

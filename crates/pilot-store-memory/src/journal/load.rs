@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use pilot_model::{ConfigKey, DynConfig, Revision};
+use pilot_model::{ConfigKey, DynConfig, KindRegistry, Revision};
 use serde::Deserialize;
 
 use super::error::JournalError;
@@ -32,7 +32,9 @@ struct SnapshotIn {
 }
 
 /// The snapshot's objects with the journal replayed on top.
-pub(crate) fn load(dir: &Path) -> Result<Loaded, JournalError> {
+/// Objects are keyed by their kind's id in `registry` (documents write the
+/// kind's name: [`KindRegistry::identify`]).
+pub(crate) fn load(dir: &Path, registry: &KindRegistry) -> Result<Loaded, JournalError> {
     let mut revision = 0;
     let mut objects = BTreeMap::new();
     let snapshot_path = dir.join(SNAPSHOT);
@@ -45,7 +47,8 @@ pub(crate) fn load(dir: &Path) -> Result<Loaded, JournalError> {
                     reason: e.to_string(),
                 })?;
             revision = snapshot.revision;
-            for object in snapshot.objects {
+            for mut object in snapshot.objects {
+                registry.identify(&mut object);
                 objects.insert(object.key(), Arc::new(object));
             }
         }
@@ -91,7 +94,10 @@ pub(crate) fn load(dir: &Path) -> Result<Loaded, JournalError> {
             }
             revision = at_revision;
             match change {
-                Change::Put(object) => {
+                Change::Put(mut object) => {
+                    if let Some(config) = Arc::get_mut(&mut object) {
+                        registry.identify(config);
+                    }
                     objects.insert(object.key(), object);
                 }
                 Change::Delete(key) => {

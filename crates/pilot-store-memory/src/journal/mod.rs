@@ -142,7 +142,7 @@ fn open_inner(
         },
     })?;
     sync_dir(dir).map_err(JournalError::io(dir, "sync the directory"))?;
-    let loaded = load::load(dir)?;
+    let loaded = load::load(dir, &registry)?;
     if let Some((path, complete)) = &loaded.torn {
         keep_torn_aside(path, *complete)?;
     }

@@ -334,7 +334,7 @@ impl Controller {
         &self,
     ) -> Result<BoxStream<'static, Notification<Config<K>>>, StoreError> {
         Ok(self
-            .subscribe(K::KIND)?
+            .subscribe(&K::id())?
             .filter_map(|n| async move {
                 match n {
                     Notification::Lagged { missed } => Some(Notification::Lagged { missed }),

@@ -187,7 +187,7 @@ fn read(controller: &Controller) -> DesiredState {
 
 fn typed<K: ConfigKind>(controller: &Controller) -> Vec<Config<K>> {
     // A Controller that does not watch the kind holds none of it.
-    let Ok(objects) = controller.list_cached(K::KIND, None) else {
+    let Ok(objects) = controller.list_cached(&K::id(), None) else {
         return Vec::new();
     };
     objects

@@ -63,6 +63,39 @@ pub fn registry() -> KindRegistry {
     registry
 }
 
+/// A kind of [`MockConfig`]'s name in another group (`other.pilot.io`), its
+/// id qualified (`MockConfig.other.pilot.io`): two groups' kinds of one
+/// name, as Istio's `Gateway` and the Gateway API's, live side by side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtherMockConfig {
+    /// Must not be empty.
+    pub note: String,
+}
+
+impl ConfigKind for OtherMockConfig {
+    const KIND: &'static str = "MockConfig";
+    const PLURAL: &'static str = "mockconfigs";
+    const GROUP: &'static str = "other.pilot.io";
+    const VERSION: &'static str = "v2";
+    const QUALIFIED: bool = true;
+
+    fn validate(&self, errors: &mut FieldErrors) {
+        if self.note.is_empty() {
+            errors.push("spec.note", "must not be empty");
+        }
+    }
+}
+
+/// [`registry`] with [`OtherMockConfig`] too.
+pub fn registry_with_other_group() -> KindRegistry {
+    let registry = registry();
+    registry
+        .register::<OtherMockConfig>()
+        .expect("a kind of another group");
+    registry
+}
+
 /// A [`MockConfig`] object in untyped form.
 pub fn mock(namespace: &str, name: &str, key: &str) -> pilot_model::DynConfig {
     Config::new(

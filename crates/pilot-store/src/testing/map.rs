@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use pilot_model::{ConfigKey, ConfigMeta, ConfigWatch, DynConfig, StoreError};
+use pilot_model::{ConfigKey, ConfigMeta, ConfigWatch, DynConfig, StoreError, WatchEvent};
 
 use super::check::{equal, holds, must_match, ok, some};
-use super::{StoreFactory, mock, registry};
+use super::{StoreFactory, mock, registry, registry_with_other_group};
 
 const KIND: &str = "MockConfig";
 
@@ -499,4 +499,131 @@ pub async fn map_delete_all(factory: &dyn StoreFactory) {
             &left,
         );
     }
+}
+
+/// Two groups' kinds of one name (`MockConfig` of `test.pilot.io` and of
+/// `other.pilot.io`, whose id is `MockConfig.other.pilot.io`) live side by
+/// side: an object of each with the same namespace and name is stored,
+/// read back, listed, watched and deleted without touching the other, and
+/// each reads back with its own group and the kind's name.
+pub async fn map_same_name_two_groups(factory: &dyn StoreFactory) {
+    const OTHER: &str = "MockConfig.other.pilot.io";
+    let store = factory.make(registry_with_other_group()).await;
+    let snapshot = ok(
+        store.snapshot(OTHER).await,
+        "snapshot of a registered kind must succeed",
+    );
+    let mut events = ok(
+        store.watch(OTHER, snapshot.revision).await,
+        "watch after a snapshot's revision must succeed",
+    );
+    let created = "create of a new, valid object must succeed";
+    let ours = ok(store.create(mock("default", "same", "v")).await, created);
+    // Written as a document writes it: the kind's name and the group.
+    let mut meta = ConfigMeta::new("MockConfig", "default", "same");
+    meta.group = "other.pilot.io".into();
+    let theirs = ok(
+        store
+            .create(DynConfig {
+                meta,
+                spec: serde_json::json!({"note": "the other group's"}),
+            })
+            .await,
+        "create of an object of another group's kind of the same name must succeed",
+    );
+    equal(
+        theirs.key(),
+        ConfigKey::new(OTHER, "default", "same"),
+        "an object of a qualified kind must be keyed by the kind's id",
+    );
+    equal(
+        (theirs.meta.group.as_str(), theirs.meta.version.as_str()),
+        ("other.pilot.io", "v2"),
+        "create must keep the other group and fill its kind's version",
+    );
+    let got = present(store.get(&theirs.key()).await, &theirs.key());
+    equal(
+        &got.spec,
+        &theirs.spec,
+        "get by the qualified key must find the other group's object",
+    );
+    let document = serde_json::to_value(&*got).expect("an object serializes");
+    equal(
+        (&document["kind"], &document["apiVersion"]),
+        (
+            &serde_json::json!("MockConfig"),
+            &serde_json::json!("other.pilot.io/v2"),
+        ),
+        "an object of a qualified kind must read back as a document with the kind's name and its group",
+    );
+    let got = present(store.get(&ours.key()).await, &ours.key());
+    equal(
+        &got.spec,
+        &ours.spec,
+        "get by the bare key must still find the first group's object",
+    );
+    let listed = "list of a registered kind must succeed";
+    let ids =
+        |items: Vec<Arc<DynConfig>>| -> Vec<String> { items.iter().map(|c| c.key().to_string()).collect() };
+    equal(
+        ids(ok(store.list(OTHER, None).await, listed)),
+        vec![format!("{OTHER} default/same")],
+        "list of the qualified kind must hold its objects only",
+    );
+    equal(
+        ids(ok(store.list(KIND, None).await, listed)),
+        vec!["MockConfig default/same".to_string()],
+        "list of the first group's kind must hold its objects only",
+    );
+    ok(
+        store.delete(&theirs.key(), None).await,
+        "delete of an existing object must succeed",
+    );
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let item = tokio::time::timeout(super::EVENT_TIMEOUT, futures::StreamExt::next(&mut events))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "a watch must deliver every write of its kind: after {seen:?}, none came within {:?}",
+                    super::EVENT_TIMEOUT
+                )
+            })
+            .expect("a watch must stay open while the store runs");
+        match ok(
+            item,
+            "a watch whose history is kept must deliver events, not errors",
+        ) {
+            WatchEvent::Put { config, .. } => seen.push(('+', config.key())),
+            WatchEvent::Delete { key, .. } => seen.push(('-', key)),
+            WatchEvent::Progress { .. } => {}
+            WatchEvent::Undecodable(u) => {
+                panic!("a watch must decode every object the store itself wrote, got Undecodable({u:?})")
+            }
+        }
+    }
+    equal(
+        seen,
+        vec![('+', theirs.key()), ('-', theirs.key())],
+        "a watch of the qualified kind must see its object's writes only, keyed by the kind's id",
+    );
+    equal(
+        ids(ok(store.list(OTHER, None).await, listed)),
+        Vec::<String>::new(),
+        "after delete, the qualified kind must hold nothing",
+    );
+    present(store.get(&ours.key()).await, &ours.key());
+    // A spec of one group's kind is not the other's.
+    let mut meta = ConfigMeta::new("MockConfig", "default", "wrong");
+    meta.group = "other.pilot.io".into();
+    must_match!(
+        store
+            .create(DynConfig {
+                meta,
+                spec: serde_json::json!({"key": "the first group's field"}),
+            })
+            .await,
+        Err(StoreError::Invalid { .. }),
+        "create of a spec of the other group's kind must be validated by that kind"
+    );
 }

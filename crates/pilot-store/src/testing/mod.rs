@@ -41,7 +41,8 @@
 //! - the map invariants (`map_*`): create and get back, duplicate create,
 //!   invalid input stores nothing, optimistic concurrency on update and
 //!   delete, unknown kinds, names and namespaces, listing per namespace and
-//!   across all, delete everything;
+//!   across all, delete everything, two groups' kinds of one name side by
+//!   side;
 //! - the watch contract (`watch_*`): a snapshot's revision and a watch that
 //!   resumes strictly after it;
 //! - the Controller over the backend (`cache_*`): initial list and sync,
@@ -95,10 +96,12 @@ pub use cache::{
     cache_reads_its_own_writes, cache_sync_backend_writes,
 };
 pub use events::next_change;
-pub use kinds::{MockConfig, MockOther, MockPair, mock, registry};
+pub use kinds::{
+    MockConfig, MockOther, MockPair, OtherMockConfig, mock, registry, registry_with_other_group,
+};
 pub use map::{
     map_create_get, map_delete, map_delete_all, map_duplicate_create, map_invalid_not_stored, map_list,
-    map_update_versions,
+    map_same_name_two_groups, map_update_versions,
 };
 pub use membership::{
     EXPIRY_SLACK, MEMBERSHIP_TTL, MembershipFactory, membership_dead_replica_expires,
@@ -151,7 +154,7 @@ macro_rules! conformance_suite {
     ($factory:expr) => {
         $crate::conformance_suite!(@each $factory;
             map_create_get, map_duplicate_create, map_invalid_not_stored, map_update_versions,
-            map_delete, map_list, map_delete_all, watch_resumes_after_revision,
+            map_delete, map_list, map_delete_all, map_same_name_two_groups, watch_resumes_after_revision,
             cache_initial_list, cache_events_in_order, cache_freshness, cache_sync_backend_writes,
             cache_reads_its_own_writes);
 
