@@ -24,6 +24,7 @@
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod gateway_api;
 pub mod istio;
 pub mod mesh;
 pub mod networking;

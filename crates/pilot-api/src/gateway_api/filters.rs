@@ -1,0 +1,679 @@
+//! The filters of HTTPRoute rules and backends (header modifiers, mirror,
+//! redirect, rewrite, CORS, external authorization, extension), with the
+//! CRD's rules that a filter's `type` and fields agree and which filters
+//! a list may repeat. GRPCRoute's filters reuse the header modifier and
+//! mirror.
+
+use pilot_model::FieldErrors;
+use serde::{Deserialize, Serialize};
+
+use super::checks::{self, at, index};
+use super::common::{BackendObjectReference, LocalObjectReference};
+use super::patterns;
+
+/// One filter of an HTTPRoute rule or backend.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpRouteFilter {
+    /// Which filter this is (required); its field of the same name holds
+    /// its configuration.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<HttpRouteFilterType>,
+    /// Headers changed on the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_header_modifier: Option<HeaderModifier>,
+    /// Headers changed on the response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_header_modifier: Option<HeaderModifier>,
+    /// Requests copied to another backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_mirror: Option<RequestMirror>,
+    /// A redirect answered instead of forwarding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_redirect: Option<RequestRedirect>,
+    /// The request's host and path rewritten.
+    #[serde(default, rename = "urlRewrite", skip_serializing_if = "Option::is_none")]
+    pub url_rewrite: Option<UrlRewrite>,
+    /// Cross-origin resource sharing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
+    /// External authorization (experimental).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_auth: Option<ExternalAuth>,
+    /// An implementation-specific filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension_ref: Option<LocalObjectReference>,
+}
+
+/// The kinds of HTTPRoute filter.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum HttpRouteFilterType {
+    /// `requestHeaderModifier`.
+    RequestHeaderModifier,
+    /// `responseHeaderModifier`.
+    ResponseHeaderModifier,
+    /// `requestMirror`.
+    RequestMirror,
+    /// `requestRedirect`.
+    RequestRedirect,
+    /// `urlRewrite`.
+    #[serde(rename = "URLRewrite")]
+    UrlRewrite,
+    /// `extensionRef`.
+    ExtensionRef,
+    /// `cors`.
+    #[serde(rename = "CORS")]
+    Cors,
+    /// `externalAuth`.
+    ExternalAuth,
+}
+
+impl HttpRouteFilterType {
+    /// The type's name as written, and the field holding its
+    /// configuration.
+    pub fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Self::RequestHeaderModifier => ("RequestHeaderModifier", "requestHeaderModifier"),
+            Self::ResponseHeaderModifier => ("ResponseHeaderModifier", "responseHeaderModifier"),
+            Self::RequestMirror => ("RequestMirror", "requestMirror"),
+            Self::RequestRedirect => ("RequestRedirect", "requestRedirect"),
+            Self::UrlRewrite => ("URLRewrite", "urlRewrite"),
+            Self::ExtensionRef => ("ExtensionRef", "extensionRef"),
+            Self::Cors => ("CORS", "cors"),
+            Self::ExternalAuth => ("ExternalAuth", "externalAuth"),
+        }
+    }
+}
+
+/// Headers set, added and removed.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HeaderModifier {
+    /// Headers replaced (at most 16, unique by name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<HttpHeader>,
+    /// Headers appended to (at most 16, unique by name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<HttpHeader>,
+    /// Header names removed (at most 16, unique).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+}
+
+/// A header name and value.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpHeader {
+    /// The header's name (required).
+    #[serde(default)]
+    pub name: String,
+    /// The header's value (required).
+    #[serde(default)]
+    pub value: String,
+}
+
+/// Requests copied to another backend, all or a share of them.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RequestMirror {
+    /// The backend the copies go to (required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_ref: Option<BackendObjectReference>,
+    /// The share of requests copied, 0 to 100; one of this and `fraction`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent: Option<i32>,
+    /// The share of requests copied as a fraction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<Fraction>,
+}
+
+/// A fraction, `numerator` out of `denominator`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Fraction {
+    /// The numerator (required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numerator: Option<i32>,
+    /// The denominator ([`Fraction::denominator`] gives the default, 100).
+    #[serde(default, rename = "denominator", skip_serializing_if = "Option::is_none")]
+    pub denominator_written: Option<i32>,
+}
+
+impl Fraction {
+    /// The denominator, 100 when not written.
+    pub fn denominator(&self) -> i32 {
+        self.denominator_written.unwrap_or(100)
+    }
+}
+
+/// A redirect answered instead of forwarding the request.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RequestRedirect {
+    /// The scheme of the location; the request's when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<RedirectScheme>,
+    /// The hostname of the location; the request's when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// The path of the location.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<HttpPathModifier>,
+    /// The port of the location.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+    /// The status code ([`RequestRedirect::status_code`] gives the
+    /// default, 302).
+    #[serde(default, rename = "statusCode", skip_serializing_if = "Option::is_none")]
+    pub status_code_written: Option<i32>,
+}
+
+impl RequestRedirect {
+    /// The redirect's status code, 302 when not written.
+    pub fn status_code(&self) -> i32 {
+        self.status_code_written.unwrap_or(302)
+    }
+}
+
+/// The schemes of a redirect.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RedirectScheme {
+    /// `http`.
+    Http,
+    /// `https`.
+    Https,
+}
+
+/// The request's hostname and path rewritten before forwarding.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UrlRewrite {
+    /// The new hostname.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// The new path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<HttpPathModifier>,
+}
+
+/// A path replaced whole or by the prefix matched.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpPathModifier {
+    /// Which replacement (required).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<PathModifierType>,
+    /// The whole new path, for `ReplaceFullPath`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_full_path: Option<String>,
+    /// What replaces the matched prefix, for `ReplacePrefixMatch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_prefix_match: Option<String>,
+}
+
+/// The kinds of path replacement.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PathModifierType {
+    /// The whole path is replaced.
+    ReplaceFullPath,
+    /// The prefix matched is replaced.
+    ReplacePrefixMatch,
+}
+
+/// Cross-origin resource sharing.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Cors {
+    /// Origins allowed (`*`, or scheme, host and optional port; at most
+    /// 64).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_origins: Vec<String>,
+    /// Whether credentials are allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_credentials: Option<bool>,
+    /// Methods allowed (at most 9).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_methods: Vec<CorsMethod>,
+    /// Request headers allowed (at most 64).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_headers: Vec<String>,
+    /// Response headers exposed (at most 64).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expose_headers: Vec<String>,
+    /// Seconds a preflight may be cached ([`Cors::max_age`] gives the
+    /// default, 5).
+    #[serde(default, rename = "maxAge", skip_serializing_if = "Option::is_none")]
+    pub max_age_written: Option<i32>,
+}
+
+impl Cors {
+    /// The preflight cache time in seconds, 5 when not written.
+    pub fn max_age(&self) -> i32 {
+        self.max_age_written.unwrap_or(5)
+    }
+}
+
+/// An HTTP method as a match or CORS names one.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum HttpMethod {
+    /// GET.
+    Get,
+    /// HEAD.
+    Head,
+    /// POST.
+    Post,
+    /// PUT.
+    Put,
+    /// DELETE.
+    Delete,
+    /// CONNECT.
+    Connect,
+    /// OPTIONS.
+    Options,
+    /// TRACE.
+    Trace,
+    /// PATCH.
+    Patch,
+}
+
+/// A method CORS allows: one method or every one (`*`).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CorsMethod {
+    /// One method.
+    Method(HttpMethod),
+    /// Every method.
+    Any(AnyMethod),
+}
+
+/// `*`: every method.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AnyMethod {
+    /// `*`.
+    #[serde(rename = "*")]
+    Any,
+}
+
+/// External authorization of requests (experimental).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExternalAuth {
+    /// The protocol of the authorization service (required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<ExternalAuthProtocol>,
+    /// The authorization service (required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_ref: Option<BackendObjectReference>,
+    /// Settings for a gRPC service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<GrpcAuthConfig>,
+    /// Settings for an HTTP service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpAuthConfig>,
+    /// Whether and how much of the body is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_body: Option<ForwardBody>,
+}
+
+/// The protocols of an external authorization service.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ExternalAuthProtocol {
+    /// HTTP.
+    #[serde(rename = "HTTP")]
+    Http,
+    /// gRPC (Envoy's ext_authz protocol).
+    #[serde(rename = "GRPC")]
+    Grpc,
+}
+
+/// Settings for a gRPC authorization service.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GrpcAuthConfig {
+    /// Request headers sent to the service (at most 64, unique).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_headers: Vec<String>,
+}
+
+/// Settings for an HTTP authorization service.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpAuthConfig {
+    /// A path prefix for the authorization requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Request headers sent to the service (at most 64, unique).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_headers: Vec<String>,
+    /// Response headers of the service copied to the request (at most
+    /// 64, unique).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_response_headers: Vec<String>,
+}
+
+/// How much of the request body the authorization service sees.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForwardBody {
+    /// Bytes of body buffered and sent (0 or more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_size: Option<i32>,
+}
+
+/// Checks an HTTPRoute `filters` list (of a rule or a backend): at most 16,
+/// each filter, then the list's rules.
+pub(crate) fn check_http_filters(errors: &mut FieldErrors, path: &str, filters: &[HttpRouteFilter]) {
+    checks::items(errors, path, filters.len(), 0, 16);
+    for (i, filter) in filters.iter().enumerate() {
+        check_http_filter(errors, &index(path, i), filter);
+    }
+    let count = |kind: HttpRouteFilterType| filters.iter().filter(|f| f.kind == Some(kind)).count();
+    if count(HttpRouteFilterType::RequestRedirect) > 0 && count(HttpRouteFilterType::UrlRewrite) > 0 {
+        errors.push(
+            path,
+            "a RequestRedirect filter and a URLRewrite filter exclude each other: use one of them",
+        );
+    }
+    for kind in [
+        HttpRouteFilterType::Cors,
+        HttpRouteFilterType::RequestHeaderModifier,
+        HttpRouteFilterType::ResponseHeaderModifier,
+        HttpRouteFilterType::RequestRedirect,
+        HttpRouteFilterType::UrlRewrite,
+    ] {
+        if count(kind) > 1 {
+            errors.push(path, format!("the {} filter must not be repeated", kind.names().0));
+        }
+    }
+}
+
+fn check_http_filter(errors: &mut FieldErrors, path: &str, filter: &HttpRouteFilter) {
+    use HttpRouteFilterType as T;
+    checks::required(errors, &at(path, "type"), filter.kind.as_ref());
+    let present = [
+        (T::RequestHeaderModifier, filter.request_header_modifier.is_some()),
+        (T::ResponseHeaderModifier, filter.response_header_modifier.is_some()),
+        (T::RequestMirror, filter.request_mirror.is_some()),
+        (T::RequestRedirect, filter.request_redirect.is_some()),
+        (T::UrlRewrite, filter.url_rewrite.is_some()),
+        (T::ExtensionRef, filter.extension_ref.is_some()),
+        (T::Cors, filter.cors.is_some()),
+        (T::ExternalAuth, filter.external_auth.is_some()),
+    ];
+    if let Some(kind) = filter.kind {
+        type_and_fields(errors, path, kind, kind.names(), &present, |k| k.names());
+    }
+    if let Some(m) = &filter.request_header_modifier {
+        check_header_modifier(errors, &at(path, "requestHeaderModifier"), m, true);
+    }
+    if let Some(m) = &filter.response_header_modifier {
+        check_header_modifier(errors, &at(path, "responseHeaderModifier"), m, true);
+    }
+    if let Some(mirror) = &filter.request_mirror {
+        check_mirror(errors, &at(path, "requestMirror"), mirror);
+    }
+    if let Some(redirect) = &filter.request_redirect {
+        let path = at(path, "requestRedirect");
+        if let Some(host) = &redirect.hostname {
+            checks::precise_hostname(errors, &at(&path, "hostname"), host);
+        }
+        if let Some(modifier) = &redirect.path {
+            check_path_modifier(errors, &at(&path, "path"), modifier);
+        }
+        if let Some(port) = redirect.port {
+            checks::port(errors, &at(&path, "port"), port);
+        }
+        if let Some(code) = redirect.status_code_written
+            && ![301, 302, 303, 307, 308].contains(&code)
+        {
+            errors.push(at(&path, "statusCode"), format!("must be 301, 302, 303, 307 or 308, not {code}"));
+        }
+    }
+    if let Some(rewrite) = &filter.url_rewrite {
+        let path = at(path, "urlRewrite");
+        if let Some(host) = &rewrite.hostname {
+            checks::precise_hostname(errors, &at(&path, "hostname"), host);
+        }
+        if let Some(modifier) = &rewrite.path {
+            check_path_modifier(errors, &at(&path, "path"), modifier);
+        }
+    }
+    if let Some(reference) = &filter.extension_ref {
+        reference.check(errors, &at(path, "extensionRef"));
+    }
+    if let Some(cors) = &filter.cors {
+        check_cors(errors, &at(path, "cors"), cors);
+    }
+    if let Some(auth) = &filter.external_auth {
+        check_external_auth(errors, &at(path, "externalAuth"), auth);
+    }
+}
+
+/// A filter's `type` names the one field it configures: that field is
+/// present and no other filter's field is.
+pub(crate) fn type_and_fields<K: Copy + PartialEq>(
+    errors: &mut FieldErrors,
+    path: &str,
+    kind: K,
+    (type_name, field): (&str, &str),
+    present: &[(K, bool)],
+    names: impl Fn(K) -> (&'static str, &'static str),
+) {
+    for &(other, is_present) in present {
+        if other == kind && !is_present {
+            errors.push(path, format!("a filter of type {type_name} needs its {field} field"));
+        } else if other != kind && is_present {
+            let (other_type, other_field) = names(other);
+            errors.push(
+                path,
+                format!("a filter of type {type_name} must not have {other_field} (that field is for type {other_type})"),
+            );
+        }
+    }
+}
+
+/// Checks a header modifier: at most 16 of each, names unique within
+/// `set`, `add` and `remove`; values shaped as HTTPRoute's header values
+/// when `strict_values`.
+pub(crate) fn check_header_modifier(errors: &mut FieldErrors, path: &str, m: &HeaderModifier, strict_values: bool) {
+    for (field, headers) in [("set", &m.set), ("add", &m.add)] {
+        let path = at(path, field);
+        checks::items(errors, &path, headers.len(), 0, 16);
+        checks::unique_keys(errors, &path, headers, |h| h.name.as_str(), "header name");
+        for (i, header) in headers.iter().enumerate() {
+            let path = index(&path, i);
+            checks::header_name(errors, &at(&path, "name"), &header.name);
+            header_value(errors, &at(&path, "value"), &header.value, strict_values);
+        }
+    }
+    let remove = at(path, "remove");
+    checks::items(errors, &remove, m.remove.len(), 0, 16);
+    checks::unique_items(errors, &remove, &m.remove);
+}
+
+/// A header value: 1 to 4096 characters, and, where the CRD says so,
+/// visible characters with single spaces or tabs between words.
+pub(crate) fn header_value(errors: &mut FieldErrors, path: &str, value: &str, strict: bool) {
+    checks::length(errors, path, value, 1, 4096);
+    if strict && !value.is_empty() && !patterns::is_header_value(value) {
+        errors.push(
+            path,
+            format!("{value:?} is not a valid header value: visible ASCII characters, words separated by one space or tab, no line breaks and no whitespace at either end"),
+        );
+    }
+}
+
+/// Checks a mirror filter: its backend, and `percent` or `fraction` (not
+/// both) in range.
+pub(crate) fn check_mirror(errors: &mut FieldErrors, path: &str, mirror: &RequestMirror) {
+    match &mirror.backend_ref {
+        Some(backend) => backend.check(errors, &at(path, "backendRef")),
+        None => errors.push(at(path, "backendRef"), "is required"),
+    }
+    if let Some(percent) = mirror.percent {
+        checks::range(errors, &at(path, "percent"), percent.into(), 0, 100);
+    }
+    if let Some(fraction) = &mirror.fraction {
+        let at_fraction = at(path, "fraction");
+        match fraction.numerator {
+            Some(numerator) => {
+                checks::range(errors, &at(&at_fraction, "numerator"), numerator.into(), 0, i64::MAX);
+                if numerator > fraction.denominator() {
+                    errors.push(&at_fraction, "numerator must not be greater than denominator");
+                }
+            }
+            None => errors.push(at(&at_fraction, "numerator"), "is required"),
+        }
+        if let Some(denominator) = fraction.denominator_written {
+            checks::range(errors, &at(&at_fraction, "denominator"), denominator.into(), 1, i64::MAX);
+        }
+    }
+    if mirror.percent.is_some() && mirror.fraction.is_some() {
+        errors.push(path, "percent and fraction exclude each other: give only one");
+    }
+}
+
+fn check_path_modifier(errors: &mut FieldErrors, path: &str, modifier: &HttpPathModifier) {
+    checks::required(errors, &at(path, "type"), modifier.kind.as_ref());
+    if let Some(full) = &modifier.replace_full_path {
+        checks::length(errors, &at(path, "replaceFullPath"), full, 0, 1024);
+    }
+    if let Some(prefix) = &modifier.replace_prefix_match {
+        checks::length(errors, &at(path, "replacePrefixMatch"), prefix, 0, 1024);
+    }
+    let full = modifier.replace_full_path.is_some();
+    let prefix = modifier.replace_prefix_match.is_some();
+    match modifier.kind {
+        Some(PathModifierType::ReplaceFullPath) if !full => {
+            errors.push(path, "type ReplaceFullPath needs replaceFullPath")
+        }
+        Some(PathModifierType::ReplacePrefixMatch) if !prefix => {
+            errors.push(path, "type ReplacePrefixMatch needs replacePrefixMatch")
+        }
+        _ => {}
+    }
+    if full && modifier.kind != Some(PathModifierType::ReplaceFullPath) {
+        errors.push(path, "replaceFullPath is only for type ReplaceFullPath");
+    }
+    if prefix && modifier.kind != Some(PathModifierType::ReplacePrefixMatch) {
+        errors.push(path, "replacePrefixMatch is only for type ReplacePrefixMatch");
+    }
+}
+
+fn check_cors(errors: &mut FieldErrors, path: &str, cors: &Cors) {
+    let origins = at(path, "allowOrigins");
+    checks::items(errors, &origins, cors.allow_origins.len(), 0, 64);
+    checks::unique_items(errors, &origins, &cors.allow_origins);
+    for (i, origin) in cors.allow_origins.iter().enumerate() {
+        let path = index(&origins, i);
+        checks::length(errors, &path, origin, 1, 253);
+        if !origin.is_empty() && !patterns::is_cors_origin(origin) {
+            errors.push(
+                path,
+                format!("{origin:?} is not an origin: \"*\", or http:// or https:// and a host with an optional port, nothing after"),
+            );
+        }
+    }
+    star_alone(errors, &origins, cors.allow_origins.iter().any(|o| o == "*"), cors.allow_origins.len(), "origins");
+    let methods = at(path, "allowMethods");
+    checks::items(errors, &methods, cors.allow_methods.len(), 0, 9);
+    checks::unique_items(errors, &methods, &cors.allow_methods);
+    let any_method = cors.allow_methods.iter().any(|m| matches!(m, CorsMethod::Any(_)));
+    star_alone(errors, &methods, any_method, cors.allow_methods.len(), "methods");
+    for (field, headers) in [("allowHeaders", &cors.allow_headers), ("exposeHeaders", &cors.expose_headers)] {
+        let path = at(path, field);
+        checks::items(errors, &path, headers.len(), 0, 64);
+        checks::unique_items(errors, &path, headers);
+        for (i, header) in headers.iter().enumerate() {
+            checks::header_name(errors, &index(&path, i), header);
+        }
+    }
+    star_alone(
+        errors,
+        &at(path, "allowHeaders"),
+        cors.allow_headers.iter().any(|h| h == "*"),
+        cors.allow_headers.len(),
+        "headers",
+    );
+    if let Some(age) = cors.max_age_written {
+        checks::range(errors, &at(path, "maxAge"), age.into(), 1, i64::MAX);
+    }
+}
+
+fn star_alone(errors: &mut FieldErrors, path: &str, star: bool, len: usize, what: &str) {
+    if star && len > 1 {
+        errors.push(path, format!("\"*\" allows every one of the {what}: it must be the list's only entry"));
+    }
+}
+
+fn check_external_auth(errors: &mut FieldErrors, path: &str, auth: &ExternalAuth) {
+    checks::required(errors, &at(path, "protocol"), auth.protocol.as_ref());
+    match &auth.backend_ref {
+        Some(backend) => backend.check(errors, &at(path, "backendRef")),
+        None => errors.push(at(path, "backendRef"), "is required"),
+    }
+    if let Some(grpc) = &auth.grpc {
+        let path = at(path, "grpc.allowedHeaders");
+        checks::items(errors, &path, grpc.allowed_headers.len(), 0, 64);
+        checks::unique_items(errors, &path, &grpc.allowed_headers);
+    }
+    if let Some(http) = &auth.http {
+        let at_http = at(path, "http");
+        if let Some(prefix) = &http.path {
+            let path = at(&at_http, "path");
+            checks::length(errors, &path, prefix, 0, 1024);
+            if !patterns::is_path_chars(prefix) {
+                errors.push(
+                    path,
+                    format!("{prefix:?} is not a path: letters, digits, -/._~!$&'()*+,;=:@ and %-escapes only"),
+                );
+            }
+        }
+        for (field, headers) in [
+            ("allowedHeaders", &http.allowed_headers),
+            ("allowedResponseHeaders", &http.allowed_response_headers),
+        ] {
+            let path = at(&at_http, field);
+            checks::items(errors, &path, headers.len(), 0, 64);
+            checks::unique_items(errors, &path, headers);
+        }
+    }
+    if let Some(body) = &auth.forward_body
+        && let Some(size) = body.max_size
+    {
+        checks::range(errors, &at(path, "forwardBody.maxSize"), size.into(), 0, i64::MAX);
+    }
+    match auth.protocol {
+        Some(ExternalAuthProtocol::Grpc) if auth.grpc.is_none() => errors.push(path, "protocol GRPC needs grpc"),
+        Some(ExternalAuthProtocol::Http) if auth.http.is_none() => errors.push(path, "protocol HTTP needs http"),
+        _ => {}
+    }
+    if auth.grpc.is_some() && auth.protocol != Some(ExternalAuthProtocol::Grpc) {
+        errors.push(path, "grpc is only for protocol GRPC");
+    }
+    if auth.http.is_some() && auth.protocol != Some(ExternalAuthProtocol::Http) {
+        errors.push(path, "http is only for protocol HTTP");
+    }
+}

@@ -1,0 +1,540 @@
+//! `Gateway`: a load balancer's listeners (port, protocol, hostname, TLS,
+//! which routes may attach) and addresses, of one GatewayClass.
+
+use std::collections::BTreeMap;
+
+use pilot_model::FieldErrors;
+use serde::{Deserialize, Serialize};
+
+use super::checks::{self, at, index};
+use super::common::{LabelSelector, ObjectReference, SecretObjectReference};
+use super::patterns;
+
+/// A Gateway: listeners and addresses served by an implementation of its
+/// class.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Gateway {
+    /// The GatewayClass (required).
+    #[serde(default)]
+    pub gateway_class_name: String,
+    /// The listeners (1 to 64, unique by name; required).
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+    /// Addresses requested for the Gateway (at most 16).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<GatewayAddress>,
+    /// Labels, annotations and parameters for the resources the
+    /// implementation creates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure: Option<GatewayInfrastructure>,
+    /// Which ListenerSets may attach (experimental).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_listeners: Option<AllowedListeners>,
+    /// TLS for the Gateway as a whole: client certificates to backends,
+    /// validation of clients' certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<GatewayTlsConfig>,
+    /// Whether routes using default Gateways attach (experimental).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_scope: Option<GatewayDefaultScope>,
+}
+
+/// One listener: a port, a protocol, an optional hostname and TLS.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Listener {
+    /// The listener's name, unique in the Gateway (required).
+    #[serde(default)]
+    pub name: String,
+    /// The hostname matched (SNI or Host); every hostname when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// The port (required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+    /// `HTTP`, `HTTPS`, `TLS`, `TCP`, `UDP` or a domain-prefixed
+    /// implementation protocol (required).
+    #[serde(default)]
+    pub protocol: String,
+    /// TLS for `HTTPS` and `TLS` listeners.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ListenerTlsConfig>,
+    /// Which routes may attach ([`Listener::allowed_routes`] gives the
+    /// default: routes of the Gateway's namespace).
+    #[serde(default, rename = "allowedRoutes", skip_serializing_if = "Option::is_none")]
+    pub allowed_routes_written: Option<AllowedRoutes>,
+}
+
+impl Listener {
+    /// Which routes may attach: as written, or routes of the Gateway's own
+    /// namespace.
+    pub fn allowed_routes(&self) -> AllowedRoutes {
+        self.allowed_routes_written.clone().unwrap_or_default()
+    }
+}
+
+/// TLS of a listener.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListenerTlsConfig {
+    /// Terminate or pass through ([`ListenerTlsConfig::mode`] gives the
+    /// default, `Terminate`).
+    #[serde(default, rename = "mode", skip_serializing_if = "Option::is_none")]
+    pub mode_written: Option<TlsMode>,
+    /// The certificates served (at most 64).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub certificate_refs: Vec<SecretObjectReference>,
+    /// Implementation-specific options (at most 16).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
+}
+
+impl ListenerTlsConfig {
+    /// The TLS mode, `Terminate` when not written.
+    pub fn mode(&self) -> TlsMode {
+        self.mode_written.unwrap_or(TlsMode::Terminate)
+    }
+}
+
+/// What a listener does with TLS.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TlsMode {
+    /// The listener ends TLS with its certificates.
+    Terminate,
+    /// The stream goes on encrypted, routed by SNI.
+    Passthrough,
+}
+
+/// Which routes may attach to a listener.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AllowedRoutes {
+    /// From which namespaces ([`AllowedRoutes::namespaces`] gives the
+    /// default: `Same`).
+    #[serde(default, rename = "namespaces", skip_serializing_if = "Option::is_none")]
+    pub namespaces_written: Option<RouteNamespaces>,
+    /// Which kinds (at most 8); the protocol's kinds when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<RouteGroupKind>,
+}
+
+impl AllowedRoutes {
+    /// From which namespaces routes may attach: as written, or the
+    /// Gateway's own.
+    pub fn namespaces(&self) -> RouteNamespaces {
+        self.namespaces_written.clone().unwrap_or_default()
+    }
+}
+
+/// The namespaces routes may attach from.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouteNamespaces {
+    /// `All`, `Selector` or `Same` ([`RouteNamespaces::from`] gives the
+    /// default, `Same`).
+    #[serde(default, rename = "from", skip_serializing_if = "Option::is_none")]
+    pub from_written: Option<FromNamespaces>,
+    /// The namespaces' labels, for `Selector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+}
+
+impl RouteNamespaces {
+    /// Where routes may come from, `Same` when not written.
+    pub fn from(&self) -> FromNamespaces {
+        self.from_written.unwrap_or(FromNamespaces::Same)
+    }
+}
+
+/// Which namespaces.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FromNamespaces {
+    /// Every namespace.
+    All,
+    /// Namespaces matching the selector.
+    Selector,
+    /// The Gateway's namespace only.
+    Same,
+    /// None (only for ListenerSets).
+    None,
+}
+
+/// A kind of route, by group and kind.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouteGroupKind {
+    /// The route's group, `gateway.networking.k8s.io` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The route's kind (required).
+    #[serde(default)]
+    pub kind: String,
+}
+
+/// An address requested for the Gateway.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayAddress {
+    /// `IPAddress`, `Hostname`, `NamedAddress` or a domain-prefixed type
+    /// ([`GatewayAddress::address_type`] gives the default, `IPAddress`).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_written: Option<String>,
+    /// The address; the implementation chooses one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+impl GatewayAddress {
+    /// The address's type, `IPAddress` when not written.
+    pub fn address_type(&self) -> &str {
+        self.type_written.as_deref().unwrap_or("IPAddress")
+    }
+}
+
+/// Labels, annotations and parameters for the resources an implementation
+/// creates for the Gateway.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayInfrastructure {
+    /// Labels (at most 8).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations (at most 16).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Implementation-specific parameters in the Gateway's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters_ref: Option<super::common::LocalObjectReference>,
+}
+
+/// Which ListenerSets may attach to the Gateway.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AllowedListeners {
+    /// From which namespaces ([`AllowedListeners::namespaces`] gives the
+    /// default: `None`).
+    #[serde(default, rename = "namespaces", skip_serializing_if = "Option::is_none")]
+    pub namespaces_written: Option<RouteNamespaces>,
+}
+
+impl AllowedListeners {
+    /// From which namespaces ListenerSets may attach; none when not
+    /// written.
+    pub fn namespaces(&self) -> RouteNamespaces {
+        self.namespaces_written.clone().unwrap_or(RouteNamespaces {
+            from_written: Some(FromNamespaces::None),
+            selector: None,
+        })
+    }
+}
+
+/// Whether routes that use default Gateways attach.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum GatewayDefaultScope {
+    /// Every such route.
+    All,
+    /// None.
+    None,
+}
+
+/// TLS for the Gateway as a whole.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayTlsConfig {
+    /// The client certificate the Gateway presents to backends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<GatewayBackendTls>,
+    /// Validation of clients' certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend: Option<FrontendTlsConfig>,
+}
+
+/// The client certificate presented to backends.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GatewayBackendTls {
+    /// The certificate's Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_certificate_ref: Option<SecretObjectReference>,
+}
+
+/// Validation of clients' certificates, by default and per port.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FrontendTlsConfig {
+    /// For every port without its own (required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<TlsConfig>,
+    /// Per port (at most 64, unique by port).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_port: Vec<TlsPortConfig>,
+}
+
+/// Client certificate validation.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The CA certificates and mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<FrontendTlsValidation>,
+}
+
+/// The client certificate validation of one port.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsPortConfig {
+    /// The port (required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+    /// Its validation (required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsConfig>,
+}
+
+/// The CA certificates clients' certificates are verified against.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FrontendTlsValidation {
+    /// The CA certificates (1 to 16, required).
+    #[serde(default)]
+    pub ca_certificate_refs: Vec<ObjectReference>,
+    /// Whether clients without a valid certificate are let in
+    /// ([`FrontendTlsValidation::mode`] gives the default).
+    #[serde(default, rename = "mode", skip_serializing_if = "Option::is_none")]
+    pub mode_written: Option<FrontendValidationMode>,
+}
+
+impl FrontendTlsValidation {
+    /// The validation mode, `AllowValidOnly` when not written.
+    pub fn mode(&self) -> FrontendValidationMode {
+        self.mode_written.unwrap_or(FrontendValidationMode::AllowValidOnly)
+    }
+}
+
+/// Whether clients without a valid certificate are let in.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FrontendValidationMode {
+    /// Only clients with a valid certificate.
+    AllowValidOnly,
+    /// Every client; the certificate is checked when given.
+    AllowInsecureFallback,
+}
+
+pub(crate) fn validate(gw: &Gateway, errors: &mut FieldErrors) {
+    checks::length(errors, "spec.gatewayClassName", &gw.gateway_class_name, 1, 253);
+    check_listeners(errors, "spec.listeners", &gw.listeners);
+    check_addresses(errors, "spec.addresses", &gw.addresses);
+    if let Some(infra) = &gw.infrastructure {
+        let path = "spec.infrastructure";
+        super::common::check_labels(errors, &at(path, "labels"), &infra.labels, 8, true);
+        super::common::check_labels(errors, &at(path, "annotations"), &infra.annotations, 16, false);
+        if let Some(params) = &infra.parameters_ref {
+            params.check(errors, &at(path, "parametersRef"));
+        }
+    }
+    if let Some(namespaces) = gw.allowed_listeners.as_ref().and_then(|a| a.namespaces_written.as_ref())
+        && let Some(selector) = &namespaces.selector
+    {
+        selector.check(errors, "spec.allowedListeners.namespaces.selector");
+    }
+    if let Some(tls) = &gw.tls {
+        check_gateway_tls(errors, "spec.tls", tls);
+    }
+}
+
+fn check_listeners(errors: &mut FieldErrors, path: &str, listeners: &[Listener]) {
+    checks::items(errors, path, listeners.len(), 1, 64);
+    checks::unique_keys(errors, path, listeners, |l| l.name.as_str(), "listener name");
+    for (i, listener) in listeners.iter().enumerate() {
+        check_listener(errors, &index(path, i), listener);
+    }
+    let protocol_is = |l: &Listener, names: &[&str]| names.contains(&l.protocol.as_str());
+    let has_hostname = |l: &Listener| l.hostname.as_deref().is_some_and(|h| !h.is_empty());
+    let mut names = std::collections::HashSet::new();
+    if listeners.iter().any(|l| !names.insert(l.name.as_str())) {
+        errors.push(path, "two listeners have the same name: listener names must be unique within the Gateway");
+    }
+    let rules: [(&str, &dyn Fn(&Listener) -> bool); 4] = [
+        ("must not have tls: its protocol (HTTP, TCP or UDP) has no TLS", &|l| {
+            protocol_is(l, &["HTTP", "TCP", "UDP"]) && l.tls.is_some()
+        }),
+        ("is HTTPS: its tls mode must be Terminate", &|l| {
+            l.protocol == "HTTPS" && l.tls.as_ref().is_some_and(|t| t.mode() != TlsMode::Terminate)
+        }),
+        ("is TLS: it needs tls with a mode", &|l| l.protocol == "TLS" && l.tls.is_none()),
+        ("must not have a hostname: its protocol (TCP or UDP) carries none", &|l| {
+            protocol_is(l, &["TCP", "UDP"]) && has_hostname(l)
+        }),
+    ];
+    for (message, broken) in rules {
+        for (i, listener) in listeners.iter().enumerate().filter(|(_, l)| broken(l)) {
+            errors.push(path, format!("listener {i} ({:?}) {message}", listener.name));
+        }
+    }
+    let combination = |l: &Listener| (l.port, l.protocol.clone(), l.hostname.clone());
+    let mut seen = std::collections::HashMap::new();
+    for (i, listener) in listeners.iter().enumerate() {
+        if let Some(first) = seen.insert(combination(listener), i) {
+            errors.push(
+                path,
+                format!(
+                    "listeners {first} and {i} have the same port, protocol and hostname: each combination must be unique"
+                ),
+            );
+        }
+    }
+}
+
+fn check_listener(errors: &mut FieldErrors, path: &str, listener: &Listener) {
+    checks::section_name(errors, &at(path, "name"), &listener.name);
+    if let Some(host) = &listener.hostname {
+        checks::hostname(errors, &at(path, "hostname"), host);
+    }
+    match listener.port {
+        Some(port) => checks::port(errors, &at(path, "port"), port),
+        None => errors.push(at(path, "port"), "is required"),
+    }
+    let protocol = at(path, "protocol");
+    checks::length(errors, &protocol, &listener.protocol, 1, 255);
+    if !listener.protocol.is_empty() && !patterns::is_listener_protocol(&listener.protocol) {
+        errors.push(
+            protocol,
+            format!(
+                "{:?} is not a protocol: a name of letters, digits and inner dashes (HTTP, HTTPS, TLS, TCP, UDP) or a domain-prefixed one (example.com/proto)",
+                listener.protocol
+            ),
+        );
+    }
+    if let Some(tls) = &listener.tls {
+        let path = at(path, "tls");
+        let refs = at(&path, "certificateRefs");
+        checks::items(errors, &refs, tls.certificate_refs.len(), 0, 64);
+        for (i, reference) in tls.certificate_refs.iter().enumerate() {
+            reference.check(errors, &index(&refs, i));
+        }
+        checks::options(errors, &at(&path, "options"), &tls.options, 16);
+        if tls.mode() == TlsMode::Terminate && tls.certificate_refs.is_empty() && tls.options.is_empty() {
+            errors.push(path, "mode Terminate needs certificateRefs or options");
+        }
+    }
+    if let Some(allowed) = &listener.allowed_routes_written {
+        let path = at(path, "allowedRoutes");
+        if let Some(selector) = allowed.namespaces_written.as_ref().and_then(|n| n.selector.as_ref()) {
+            selector.check(errors, &at(&path, "namespaces.selector"));
+        }
+        if allowed.namespaces_written.as_ref().and_then(|n| n.from_written) == Some(FromNamespaces::None) {
+            errors.push(
+                at(&path, "namespaces.from"),
+                "must be All, Selector or Same (None is for ListenerSets)",
+            );
+        }
+        let kinds = at(&path, "kinds");
+        checks::items(errors, &kinds, allowed.kinds.len(), 0, 8);
+        for (i, kind) in allowed.kinds.iter().enumerate() {
+            let path = index(&kinds, i);
+            if let Some(group) = &kind.group {
+                checks::group(errors, &at(&path, "group"), group);
+            }
+            checks::kind(errors, &at(&path, "kind"), &kind.kind);
+        }
+    }
+}
+
+fn check_addresses(errors: &mut FieldErrors, path: &str, addresses: &[GatewayAddress]) {
+    checks::items(errors, path, addresses.len(), 0, 16);
+    for (i, address) in addresses.iter().enumerate() {
+        let path = index(path, i);
+        let kind = address.address_type();
+        if let Some(written) = &address.type_written {
+            let at_type = at(&path, "type");
+            checks::length(errors, &at_type, written, 1, 253);
+            if !written.is_empty() && !patterns::is_address_type(written) {
+                errors.push(
+                    at_type,
+                    format!("{written:?} is not an address type: IPAddress, Hostname, NamedAddress or a domain-prefixed type"),
+                );
+            }
+        }
+        let Some(value) = &address.value else { continue };
+        let at_value = at(&path, "value");
+        checks::length(errors, &at_value, value, 0, 253);
+        if kind == "IPAddress" && !patterns::is_ip(value) {
+            errors.push(at_value, format!("{value:?} is not an IP address (the address's type is IPAddress)"));
+        } else if kind == "Hostname" && !value.is_empty() && !patterns::is_hostname(value) {
+            errors.push(
+                &path,
+                format!("{value:?} is not a hostname (the address's type is Hostname): lower-case DNS labels joined by dots, optionally behind \"*.\""),
+            );
+        }
+    }
+    for kind in ["IPAddress", "Hostname"] {
+        let values: Vec<&str> = addresses
+            .iter()
+            .filter(|a| a.address_type() == kind)
+            .filter_map(|a| a.value.as_deref())
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        if let Some(value) = values.iter().find(|v| !seen.insert(**v)) {
+            errors.push(path, format!("{kind} {value:?} is listed twice: {kind} values must be unique"));
+        }
+    }
+}
+
+fn check_gateway_tls(errors: &mut FieldErrors, path: &str, tls: &GatewayTlsConfig) {
+    if let Some(reference) = tls.backend.as_ref().and_then(|b| b.client_certificate_ref.as_ref()) {
+        reference.check(errors, &at(path, "backend.clientCertificateRef"));
+    }
+    let Some(frontend) = &tls.frontend else { return };
+    let path = at(path, "frontend");
+    match &frontend.default {
+        Some(config) => check_tls_config(errors, &at(&path, "default"), config),
+        None => errors.push(at(&path, "default"), "is required"),
+    }
+    let ports = at(&path, "perPort");
+    checks::items(errors, &ports, frontend.per_port.len(), 0, 64);
+    checks::unique_keys(errors, &ports, &frontend.per_port, |p| p.port, "port");
+    for (i, per_port) in frontend.per_port.iter().enumerate() {
+        let path = index(&ports, i);
+        match per_port.port {
+            Some(port) => checks::port(errors, &at(&path, "port"), port),
+            None => errors.push(at(&path, "port"), "is required"),
+        }
+        match &per_port.tls {
+            Some(config) => check_tls_config(errors, &at(&path, "tls"), config),
+            None => errors.push(at(&path, "tls"), "is required"),
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    if frontend.per_port.iter().any(|p| !seen.insert(p.port)) {
+        errors.push(ports, "two entries configure the same port: ports must be unique within the Gateway");
+    }
+}
+
+fn check_tls_config(errors: &mut FieldErrors, path: &str, config: &TlsConfig) {
+    let Some(validation) = &config.validation else { return };
+    let refs = at(&at(path, "validation"), "caCertificateRefs");
+    checks::items(errors, &refs, validation.ca_certificate_refs.len(), 1, 16);
+    for (i, reference) in validation.ca_certificate_refs.iter().enumerate() {
+        reference.check(errors, &index(&refs, i));
+    }
+}
