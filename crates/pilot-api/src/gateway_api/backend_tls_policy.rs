@@ -104,7 +104,13 @@ pub(crate) fn validate(policy: &BackendTlsPolicy, errors: &mut FieldErrors) {
     checks::items(errors, path, policy.target_refs.len(), 1, 16);
     for (i, target) in policy.target_refs.iter().enumerate() {
         let path = index(path, i);
-        super::common::check_group_kind_name(errors, &path, target.group.as_deref(), &target.kind, &target.name);
+        super::common::check_group_kind_name(
+            errors,
+            &path,
+            target.group.as_deref(),
+            &target.kind,
+            &target.name,
+        );
         if let Some(section) = &target.section_name {
             checks::section_name(errors, &at(&path, "sectionName"), section);
         }
@@ -190,23 +196,32 @@ fn check_san(errors: &mut FieldErrors, path: &str, san: &SubjectAltName) {
         let at_uri = at(path, "uri");
         checks::length(errors, &at_uri, uri, 1, 253);
         if !uri.is_empty() && !patterns::is_san_uri(uri) {
-            errors.push(at_uri, format!("{uri:?} is not a URI: a scheme, \"://\", then the rest (spiffe://trust.domain/path)"));
+            errors.push(
+                at_uri,
+                format!(
+                    "{uri:?} is not a URI: a scheme, \"://\", then the rest (spiffe://trust.domain/path)"
+                ),
+            );
         }
     }
     let Some(kind) = san.kind else { return };
     let host = san.hostname.as_deref().unwrap_or("");
     let uri = san.uri.as_deref().unwrap_or("");
     match kind {
-        SubjectAltNameType::Hostname if host.is_empty() => {
-            errors.push(path, "a subject alternative name of type Hostname needs a hostname")
-        }
+        SubjectAltNameType::Hostname if host.is_empty() => errors.push(
+            path,
+            "a subject alternative name of type Hostname needs a hostname",
+        ),
         SubjectAltNameType::Uri if uri.is_empty() => {
             errors.push(path, "a subject alternative name of type URI needs a uri")
         }
         _ => {}
     }
     if kind != SubjectAltNameType::Hostname && !host.is_empty() {
-        errors.push(path, "only a subject alternative name of type Hostname may have a hostname");
+        errors.push(
+            path,
+            "only a subject alternative name of type Hostname may have a hostname",
+        );
     }
     if kind != SubjectAltNameType::Uri && !uri.is_empty() {
         errors.push(path, "only a subject alternative name of type URI may have a uri");

@@ -38,9 +38,15 @@ pub(crate) fn length(errors: &mut FieldErrors, path: &str, value: &str, min: usi
     if count == 0 && min > 0 {
         errors.push(path, "is required and must not be empty");
     } else if count < min {
-        errors.push(path, format!("must be at least {min} characters long, not {count}"));
+        errors.push(
+            path,
+            format!("must be at least {min} characters long, not {count}"),
+        );
     } else if count > max {
-        errors.push(path, format!("must be at most {max} characters long, not {count}"));
+        errors.push(
+            path,
+            format!("must be at most {max} characters long, not {count}"),
+        );
     }
 }
 
@@ -142,7 +148,9 @@ pub(crate) fn precise_hostname(errors: &mut FieldErrors, path: &str, host: &str)
     if !host.is_empty() && !patterns::is_dns_name(host) {
         errors.push(
             path,
-            format!("{host:?} is not a precise hostname: lower-case DNS labels joined by dots, without wildcard"),
+            format!(
+                "{host:?} is not a precise hostname: lower-case DNS labels joined by dots, without wildcard"
+            ),
         );
     }
 }
@@ -183,7 +191,10 @@ pub(crate) fn unique_keys<'a, T, K: Hash + Eq + std::fmt::Debug + 'a>(
     for (i, entry) in list.iter().enumerate() {
         let k = key(entry);
         if seen.contains(&k) {
-            errors.push(index(path, i), format!("duplicate {what} {k:?}: each entry of this list needs its own"));
+            errors.push(
+                index(path, i),
+                format!("duplicate {what} {k:?}: each entry of this list needs its own"),
+            );
         } else {
             seen.insert(k);
         }
@@ -199,7 +210,10 @@ pub(crate) fn unique_items<T: Hash + Eq + std::fmt::Debug>(errors: &mut FieldErr
 /// characters (a listener's or BackendTLSPolicy's TLS `options`).
 pub(crate) fn options(errors: &mut FieldErrors, path: &str, map: &BTreeMap<String, String>, max: usize) {
     if map.len() > max {
-        errors.push(path, format!("must have at most {max} entries, not {}", map.len()));
+        errors.push(
+            path,
+            format!("must have at most {max} entries, not {}", map.len()),
+        );
     }
     for (key, value) in map {
         length(errors, &key_path(path, key), value, 0, 4096);

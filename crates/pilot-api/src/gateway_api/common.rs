@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use pilot_model::FieldErrors;
 use serde::{Deserialize, Serialize};
 
+use super::GROUP;
 use super::checks::{self, at, index};
 use super::patterns;
-use super::GROUP;
 
 /// A route's reference to its parent (a Gateway, a listener of one, or
 /// another kind that accepts routes).
@@ -128,11 +128,18 @@ pub(crate) fn check_hostnames(errors: &mut FieldErrors, path: &str, hosts: &[Str
 }
 
 /// Rule names are unique within a route.
-pub(crate) fn check_rule_names<'a>(errors: &mut FieldErrors, path: &str, names: impl Iterator<Item = Option<&'a String>>) {
+pub(crate) fn check_rule_names<'a>(
+    errors: &mut FieldErrors,
+    path: &str,
+    names: impl Iterator<Item = Option<&'a String>>,
+) {
     let names: Vec<&String> = names.flatten().collect();
     let mut seen = std::collections::HashSet::new();
     if names.iter().any(|name| !seen.insert(*name)) {
-        errors.push(path, "two rules have the same name: rule names must be unique within the route");
+        errors.push(
+            path,
+            "two rules have the same name: rule names must be unique within the route",
+        );
     }
 }
 
@@ -434,7 +441,10 @@ pub(crate) fn check_labels(
 ) {
     let what = if labels { "label" } else { "annotation" };
     if map.len() > max {
-        errors.push(path, format!("must have at most {max} entries, not {}", map.len()));
+        errors.push(
+            path,
+            format!("must have at most {max} entries, not {}", map.len()),
+        );
     }
     if map.keys().any(|key| !patterns::is_qualified_key(key)) {
         errors.push(
@@ -442,8 +452,14 @@ pub(crate) fn check_labels(
             format!("every {what} key must be an optional DNS subdomain prefix and \"/\", then a name of up to 63 letters, digits, '-', '_' or '.' starting and ending with a letter or digit"),
         );
     }
-    if map.keys().any(|key| key.split('/').next().unwrap_or_default().len() >= 253) {
-        errors.push(path, format!("every {what} key's prefix must be shorter than 253 characters"));
+    if map
+        .keys()
+        .any(|key| key.split('/').next().unwrap_or_default().len() >= 253)
+    {
+        errors.push(
+            path,
+            format!("every {what} key's prefix must be shorter than 253 characters"),
+        );
     }
     for (key, value) in map {
         let at_key = checks::key_path(path, key);

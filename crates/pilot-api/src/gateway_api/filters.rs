@@ -404,7 +404,10 @@ pub(crate) fn check_http_filters(errors: &mut FieldErrors, path: &str, filters: 
         HttpRouteFilterType::UrlRewrite,
     ] {
         if count(kind) > 1 {
-            errors.push(path, format!("the {} filter must not be repeated", kind.names().0));
+            errors.push(
+                path,
+                format!("the {} filter must not be repeated", kind.names().0),
+            );
         }
     }
 }
@@ -414,7 +417,10 @@ fn check_http_filter(errors: &mut FieldErrors, path: &str, filter: &HttpRouteFil
     checks::required(errors, &at(path, "type"), filter.kind.as_ref());
     let present = [
         (T::RequestHeaderModifier, filter.request_header_modifier.is_some()),
-        (T::ResponseHeaderModifier, filter.response_header_modifier.is_some()),
+        (
+            T::ResponseHeaderModifier,
+            filter.response_header_modifier.is_some(),
+        ),
         (T::RequestMirror, filter.request_mirror.is_some()),
         (T::RequestRedirect, filter.request_redirect.is_some()),
         (T::UrlRewrite, filter.url_rewrite.is_some()),
@@ -448,7 +454,10 @@ fn check_http_filter(errors: &mut FieldErrors, path: &str, filter: &HttpRouteFil
         if let Some(code) = redirect.status_code_written
             && ![301, 302, 303, 307, 308].contains(&code)
         {
-            errors.push(at(&path, "statusCode"), format!("must be 301, 302, 303, 307 or 308, not {code}"));
+            errors.push(
+                at(&path, "statusCode"),
+                format!("must be 301, 302, 303, 307 or 308, not {code}"),
+            );
         }
     }
     if let Some(rewrite) = &filter.url_rewrite {
@@ -483,7 +492,10 @@ pub(crate) fn type_and_fields<K: Copy + PartialEq>(
 ) {
     for &(other, is_present) in present {
         if other == kind && !is_present {
-            errors.push(path, format!("a filter of type {type_name} needs its {field} field"));
+            errors.push(
+                path,
+                format!("a filter of type {type_name} needs its {field} field"),
+            );
         } else if other != kind && is_present {
             let (other_type, other_field) = names(other);
             errors.push(
@@ -497,7 +509,12 @@ pub(crate) fn type_and_fields<K: Copy + PartialEq>(
 /// Checks a header modifier: at most 16 of each, names unique within
 /// `set`, `add` and `remove`; values shaped as HTTPRoute's header values
 /// when `strict_values`.
-pub(crate) fn check_header_modifier(errors: &mut FieldErrors, path: &str, m: &HeaderModifier, strict_values: bool) {
+pub(crate) fn check_header_modifier(
+    errors: &mut FieldErrors,
+    path: &str,
+    m: &HeaderModifier,
+    strict_values: bool,
+) {
     for (field, headers) in [("set", &m.set), ("add", &m.add)] {
         let path = at(path, field);
         checks::items(errors, &path, headers.len(), 0, 16);
@@ -539,7 +556,13 @@ pub(crate) fn check_mirror(errors: &mut FieldErrors, path: &str, mirror: &Reques
         let at_fraction = at(path, "fraction");
         match fraction.numerator {
             Some(numerator) => {
-                checks::range(errors, &at(&at_fraction, "numerator"), numerator.into(), 0, i64::MAX);
+                checks::range(
+                    errors,
+                    &at(&at_fraction, "numerator"),
+                    numerator.into(),
+                    0,
+                    i64::MAX,
+                );
                 if numerator > fraction.denominator() {
                     errors.push(&at_fraction, "numerator must not be greater than denominator");
                 }
@@ -547,7 +570,13 @@ pub(crate) fn check_mirror(errors: &mut FieldErrors, path: &str, mirror: &Reques
             None => errors.push(at(&at_fraction, "numerator"), "is required"),
         }
         if let Some(denominator) = fraction.denominator_written {
-            checks::range(errors, &at(&at_fraction, "denominator"), denominator.into(), 1, i64::MAX);
+            checks::range(
+                errors,
+                &at(&at_fraction, "denominator"),
+                denominator.into(),
+                1,
+                i64::MAX,
+            );
         }
     }
     if mirror.percent.is_some() && mirror.fraction.is_some() {
@@ -596,13 +625,22 @@ fn check_cors(errors: &mut FieldErrors, path: &str, cors: &Cors) {
             );
         }
     }
-    star_alone(errors, &origins, cors.allow_origins.iter().any(|o| o == "*"), cors.allow_origins.len(), "origins");
+    star_alone(
+        errors,
+        &origins,
+        cors.allow_origins.iter().any(|o| o == "*"),
+        cors.allow_origins.len(),
+        "origins",
+    );
     let methods = at(path, "allowMethods");
     checks::items(errors, &methods, cors.allow_methods.len(), 0, 9);
     checks::unique_items(errors, &methods, &cors.allow_methods);
     let any_method = cors.allow_methods.iter().any(|m| matches!(m, CorsMethod::Any(_)));
     star_alone(errors, &methods, any_method, cors.allow_methods.len(), "methods");
-    for (field, headers) in [("allowHeaders", &cors.allow_headers), ("exposeHeaders", &cors.expose_headers)] {
+    for (field, headers) in [
+        ("allowHeaders", &cors.allow_headers),
+        ("exposeHeaders", &cors.expose_headers),
+    ] {
         let path = at(path, field);
         checks::items(errors, &path, headers.len(), 0, 64);
         checks::unique_items(errors, &path, headers);
@@ -624,7 +662,10 @@ fn check_cors(errors: &mut FieldErrors, path: &str, cors: &Cors) {
 
 fn star_alone(errors: &mut FieldErrors, path: &str, star: bool, len: usize, what: &str) {
     if star && len > 1 {
-        errors.push(path, format!("\"*\" allows every one of the {what}: it must be the list's only entry"));
+        errors.push(
+            path,
+            format!("\"*\" allows every one of the {what}: it must be the list's only entry"),
+        );
     }
 }
 
@@ -647,7 +688,9 @@ fn check_external_auth(errors: &mut FieldErrors, path: &str, auth: &ExternalAuth
             if !patterns::is_path_chars(prefix) {
                 errors.push(
                     path,
-                    format!("{prefix:?} is not a path: letters, digits, -/._~!$&'()*+,;=:@ and %-escapes only"),
+                    format!(
+                        "{prefix:?} is not a path: letters, digits, -/._~!$&'()*+,;=:@ and %-escapes only"
+                    ),
                 );
             }
         }
@@ -666,8 +709,12 @@ fn check_external_auth(errors: &mut FieldErrors, path: &str, auth: &ExternalAuth
         checks::range(errors, &at(path, "forwardBody.maxSize"), size.into(), 0, i64::MAX);
     }
     match auth.protocol {
-        Some(ExternalAuthProtocol::Grpc) if auth.grpc.is_none() => errors.push(path, "protocol GRPC needs grpc"),
-        Some(ExternalAuthProtocol::Http) if auth.http.is_none() => errors.push(path, "protocol HTTP needs http"),
+        Some(ExternalAuthProtocol::Grpc) if auth.grpc.is_none() => {
+            errors.push(path, "protocol GRPC needs grpc")
+        }
+        Some(ExternalAuthProtocol::Http) if auth.http.is_none() => {
+            errors.push(path, "protocol HTTP needs http")
+        }
         _ => {}
     }
     if auth.grpc.is_some() && auth.protocol != Some(ExternalAuthProtocol::Grpc) {

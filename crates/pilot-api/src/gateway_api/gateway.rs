@@ -326,7 +326,8 @@ pub struct FrontendTlsValidation {
 impl FrontendTlsValidation {
     /// The validation mode, `AllowValidOnly` when not written.
     pub fn mode(&self) -> FrontendValidationMode {
-        self.mode_written.unwrap_or(FrontendValidationMode::AllowValidOnly)
+        self.mode_written
+            .unwrap_or(FrontendValidationMode::AllowValidOnly)
     }
 }
 
@@ -352,7 +353,10 @@ pub(crate) fn validate(gw: &Gateway, errors: &mut FieldErrors) {
             params.check(errors, &at(path, "parametersRef"));
         }
     }
-    if let Some(namespaces) = gw.allowed_listeners.as_ref().and_then(|a| a.namespaces_written.as_ref())
+    if let Some(namespaces) = gw
+        .allowed_listeners
+        .as_ref()
+        .and_then(|a| a.namespaces_written.as_ref())
         && let Some(selector) = &namespaces.selector
     {
         selector.check(errors, "spec.allowedListeners.namespaces.selector");
@@ -372,19 +376,26 @@ fn check_listeners(errors: &mut FieldErrors, path: &str, listeners: &[Listener])
     let has_hostname = |l: &Listener| l.hostname.as_deref().is_some_and(|h| !h.is_empty());
     let mut names = std::collections::HashSet::new();
     if listeners.iter().any(|l| !names.insert(l.name.as_str())) {
-        errors.push(path, "two listeners have the same name: listener names must be unique within the Gateway");
+        errors.push(
+            path,
+            "two listeners have the same name: listener names must be unique within the Gateway",
+        );
     }
     let rules: [(&str, &dyn Fn(&Listener) -> bool); 4] = [
-        ("must not have tls: its protocol (HTTP, TCP or UDP) has no TLS", &|l| {
-            protocol_is(l, &["HTTP", "TCP", "UDP"]) && l.tls.is_some()
-        }),
+        (
+            "must not have tls: its protocol (HTTP, TCP or UDP) has no TLS",
+            &|l| protocol_is(l, &["HTTP", "TCP", "UDP"]) && l.tls.is_some(),
+        ),
         ("is HTTPS: its tls mode must be Terminate", &|l| {
             l.protocol == "HTTPS" && l.tls.as_ref().is_some_and(|t| t.mode() != TlsMode::Terminate)
         }),
-        ("is TLS: it needs tls with a mode", &|l| l.protocol == "TLS" && l.tls.is_none()),
-        ("must not have a hostname: its protocol (TCP or UDP) carries none", &|l| {
-            protocol_is(l, &["TCP", "UDP"]) && has_hostname(l)
+        ("is TLS: it needs tls with a mode", &|l| {
+            l.protocol == "TLS" && l.tls.is_none()
         }),
+        (
+            "must not have a hostname: its protocol (TCP or UDP) carries none",
+            &|l| protocol_is(l, &["TCP", "UDP"]) && has_hostname(l),
+        ),
     ];
     for (message, broken) in rules {
         for (i, listener) in listeners.iter().enumerate().filter(|(_, l)| broken(l)) {
@@ -439,7 +450,11 @@ fn check_listener(errors: &mut FieldErrors, path: &str, listener: &Listener) {
     }
     if let Some(allowed) = &listener.allowed_routes_written {
         let path = at(path, "allowedRoutes");
-        if let Some(selector) = allowed.namespaces_written.as_ref().and_then(|n| n.selector.as_ref()) {
+        if let Some(selector) = allowed
+            .namespaces_written
+            .as_ref()
+            .and_then(|n| n.selector.as_ref())
+        {
             selector.check(errors, &at(&path, "namespaces.selector"));
         }
         if allowed.namespaces_written.as_ref().and_then(|n| n.from_written) == Some(FromNamespaces::None) {
@@ -479,7 +494,10 @@ fn check_addresses(errors: &mut FieldErrors, path: &str, addresses: &[GatewayAdd
         let at_value = at(&path, "value");
         checks::length(errors, &at_value, value, 0, 253);
         if kind == "IPAddress" && !patterns::is_ip(value) {
-            errors.push(at_value, format!("{value:?} is not an IP address (the address's type is IPAddress)"));
+            errors.push(
+                at_value,
+                format!("{value:?} is not an IP address (the address's type is IPAddress)"),
+            );
         } else if kind == "Hostname" && !value.is_empty() && !patterns::is_hostname(value) {
             errors.push(
                 &path,
@@ -495,13 +513,20 @@ fn check_addresses(errors: &mut FieldErrors, path: &str, addresses: &[GatewayAdd
             .collect();
         let mut seen = std::collections::HashSet::new();
         if let Some(value) = values.iter().find(|v| !seen.insert(**v)) {
-            errors.push(path, format!("{kind} {value:?} is listed twice: {kind} values must be unique"));
+            errors.push(
+                path,
+                format!("{kind} {value:?} is listed twice: {kind} values must be unique"),
+            );
         }
     }
 }
 
 fn check_gateway_tls(errors: &mut FieldErrors, path: &str, tls: &GatewayTlsConfig) {
-    if let Some(reference) = tls.backend.as_ref().and_then(|b| b.client_certificate_ref.as_ref()) {
+    if let Some(reference) = tls
+        .backend
+        .as_ref()
+        .and_then(|b| b.client_certificate_ref.as_ref())
+    {
         reference.check(errors, &at(path, "backend.clientCertificateRef"));
     }
     let Some(frontend) = &tls.frontend else { return };
@@ -526,12 +551,17 @@ fn check_gateway_tls(errors: &mut FieldErrors, path: &str, tls: &GatewayTlsConfi
     }
     let mut seen = std::collections::HashSet::new();
     if frontend.per_port.iter().any(|p| !seen.insert(p.port)) {
-        errors.push(ports, "two entries configure the same port: ports must be unique within the Gateway");
+        errors.push(
+            ports,
+            "two entries configure the same port: ports must be unique within the Gateway",
+        );
     }
 }
 
 fn check_tls_config(errors: &mut FieldErrors, path: &str, config: &TlsConfig) {
-    let Some(validation) = &config.validation else { return };
+    let Some(validation) = &config.validation else {
+        return;
+    };
     let refs = at(&at(path, "validation"), "caCertificateRefs");
     checks::items(errors, &refs, validation.ca_certificate_refs.len(), 1, 16);
     for (i, reference) in validation.ca_certificate_refs.iter().enumerate() {

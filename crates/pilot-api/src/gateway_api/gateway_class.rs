@@ -57,7 +57,13 @@ pub(crate) fn validate(class: &GatewayClass, errors: &mut FieldErrors) {
     }
     if let Some(params) = &class.parameters_ref {
         let path = "spec.parametersRef";
-        super::common::check_group_kind_name(errors, path, params.group.as_deref(), &params.kind, &params.name);
+        super::common::check_group_kind_name(
+            errors,
+            path,
+            params.group.as_deref(),
+            &params.kind,
+            &params.name,
+        );
         if let Some(namespace) = &params.namespace {
             checks::namespace(errors, &at(path, "namespace"), namespace);
         }

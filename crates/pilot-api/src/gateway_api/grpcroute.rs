@@ -255,7 +255,11 @@ fn check_match(errors: &mut FieldErrors, path: &str, m: &GrpcRouteMatch) {
             errors.push(&path, "needs a service, a method or both");
         }
         if method.match_type() == StringMatchType::Exact {
-            if let Some(service) = method.service.as_deref().filter(|s| !patterns::is_grpc_service(s)) {
+            if let Some(service) = method
+                .service
+                .as_deref()
+                .filter(|s| !patterns::is_grpc_service(s))
+            {
                 errors.push(
                     &path,
                     format!("service {service:?} is not a gRPC service name (identifiers joined by dots) for an Exact match"),
@@ -287,7 +291,10 @@ fn check_filters(errors: &mut FieldErrors, path: &str, list: &[GrpcRouteFilter])
         checks::required(errors, &at(&path, "type"), filter.kind.as_ref());
         let present = [
             (T::RequestHeaderModifier, filter.request_header_modifier.is_some()),
-            (T::ResponseHeaderModifier, filter.response_header_modifier.is_some()),
+            (
+                T::ResponseHeaderModifier,
+                filter.response_header_modifier.is_some(),
+            ),
             (T::RequestMirror, filter.request_mirror.is_some()),
             (T::ExtensionRef, filter.extension_ref.is_some()),
         ];
@@ -309,7 +316,10 @@ fn check_filters(errors: &mut FieldErrors, path: &str, list: &[GrpcRouteFilter])
     }
     for kind in [T::RequestHeaderModifier, T::ResponseHeaderModifier] {
         if list.iter().filter(|f| f.kind == Some(kind)).count() > 1 {
-            errors.push(path, format!("the {} filter must not be repeated", kind.names().0));
+            errors.push(
+                path,
+                format!("the {} filter must not be repeated", kind.names().0),
+            );
         }
     }
 }

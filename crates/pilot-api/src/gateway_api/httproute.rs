@@ -36,7 +36,9 @@ impl HttpRoute {
     /// The rules: as written, or one rule matching every path (`PathPrefix
     /// /`) with no backend, as the CRD defaults them.
     pub fn rules(&self) -> Vec<HttpRouteRule> {
-        self.rules_written.clone().unwrap_or_else(|| vec![HttpRouteRule::default()])
+        self.rules_written
+            .clone()
+            .unwrap_or_else(|| vec![HttpRouteRule::default()])
     }
 }
 
@@ -73,7 +75,9 @@ impl HttpRouteRule {
     /// The matches: as written, or one matching every path (`PathPrefix
     /// /`) when none are written.
     pub fn matches(&self) -> Vec<HttpRouteMatch> {
-        self.matches_written.clone().unwrap_or_else(|| vec![HttpRouteMatch::default()])
+        self.matches_written
+            .clone()
+            .unwrap_or_else(|| vec![HttpRouteMatch::default()])
     }
 }
 
@@ -353,7 +357,9 @@ fn check_rule(errors: &mut FieldErrors, path: &str, rule: &HttpRouteRule) {
 fn check_prefix_rewrites(errors: &mut FieldErrors, path: &str, rule: &HttpRouteRule) {
     let replaces_prefix = |filter: &HttpRouteFilter, kind: HttpRouteFilterType| {
         let modifier = match kind {
-            HttpRouteFilterType::RequestRedirect => filter.request_redirect.as_ref().and_then(|r| r.path.as_ref()),
+            HttpRouteFilterType::RequestRedirect => {
+                filter.request_redirect.as_ref().and_then(|r| r.path.as_ref())
+            }
             _ => filter.url_rewrite.as_ref().and_then(|r| r.path.as_ref()),
         };
         modifier.is_some_and(|m| {
@@ -369,13 +375,18 @@ fn check_prefix_rewrites(errors: &mut FieldErrors, path: &str, rule: &HttpRouteR
     if one_prefix {
         return;
     }
-    for kind in [HttpRouteFilterType::RequestRedirect, HttpRouteFilterType::UrlRewrite] {
+    for kind in [
+        HttpRouteFilterType::RequestRedirect,
+        HttpRouteFilterType::UrlRewrite,
+    ] {
         let name = kind.names().0;
         let in_rule = rule.filters.iter().filter(|f| replaces_prefix(f, kind)).count() == 1;
         if in_rule {
             errors.push(
                 path,
-                format!("a {name} filter with path.replacePrefixMatch needs exactly one match, of type PathPrefix"),
+                format!(
+                    "a {name} filter with path.replacePrefixMatch needs exactly one match, of type PathPrefix"
+                ),
             );
         }
         let in_backends = rule
@@ -407,7 +418,13 @@ fn check_match(errors: &mut FieldErrors, path: &str, m: &HttpRouteMatch) {
     }
     let params = at(path, "queryParams");
     checks::items(errors, &params, m.query_params.len(), 0, 16);
-    checks::unique_keys(errors, &params, &m.query_params, |q| q.name.as_str(), "query parameter name");
+    checks::unique_keys(
+        errors,
+        &params,
+        &m.query_params,
+        |q| q.name.as_str(),
+        "query parameter name",
+    );
     for (i, param) in m.query_params.iter().enumerate() {
         let path = index(&params, i);
         checks::header_name(errors, &at(&path, "name"), &param.name);
@@ -439,7 +456,10 @@ fn check_path_match(errors: &mut FieldErrors, path: &str, m: &HttpPathMatch) {
         broken.push("must only contain letters, digits, -/._~!$&'()*+,;=:@ and %-escapes".to_string());
     }
     for message in broken {
-        errors.push(path, format!("{value:?} {message} (for types Exact and PathPrefix)"));
+        errors.push(
+            path,
+            format!("{value:?} {message} (for types Exact and PathPrefix)"),
+        );
     }
 }
 

@@ -77,7 +77,9 @@ pub use httproute::{
     HttpRouteRetry, HttpRouteRule, HttpRouteTimeouts, PathMatchType, StringMatchType,
 };
 pub use reference_grant::{ReferenceGrant, ReferenceGrantFrom, ReferenceGrantTo};
-pub use session::{CookieLifetimeType, SessionCookie, SessionHeader, SessionPersistence, SessionPersistenceType};
+pub use session::{
+    CookieLifetimeType, SessionCookie, SessionHeader, SessionPersistence, SessionPersistenceType,
+};
 pub use tls_tcp::{StreamRouteRule, TcpRoute, TlsRoute};
 
 use pilot_model::{ConfigKind, FieldErrors, KindRegistry, StoreError};
@@ -115,10 +117,42 @@ macro_rules! gateway_api_kind {
 // GRPCRoute, TLSRoute and TCPRoute declare no short name; an empty list
 // here lets the registry derive one from the kind's initials (see
 // `KindRegistry::short_names`).
-gateway_api_kind!(GatewayClass, "GatewayClass", "gatewayclasses", "v1", ["v1beta1"], ["gc"], gateway_class::validate);
-gateway_api_kind!(Gateway, "Gateway", "gateways", "v1", ["v1beta1"], ["gtw"], gateway::validate);
-gateway_api_kind!(HttpRoute, "HTTPRoute", "httproutes", "v1", ["v1beta1"], [], httproute::validate);
-gateway_api_kind!(GrpcRoute, "GRPCRoute", "grpcroutes", "v1", [], [], grpcroute::validate);
+gateway_api_kind!(
+    GatewayClass,
+    "GatewayClass",
+    "gatewayclasses",
+    "v1",
+    ["v1beta1"],
+    ["gc"],
+    gateway_class::validate
+);
+gateway_api_kind!(
+    Gateway,
+    "Gateway",
+    "gateways",
+    "v1",
+    ["v1beta1"],
+    ["gtw"],
+    gateway::validate
+);
+gateway_api_kind!(
+    HttpRoute,
+    "HTTPRoute",
+    "httproutes",
+    "v1",
+    ["v1beta1"],
+    [],
+    httproute::validate
+);
+gateway_api_kind!(
+    GrpcRoute,
+    "GRPCRoute",
+    "grpcroutes",
+    "v1",
+    [],
+    [],
+    grpcroute::validate
+);
 gateway_api_kind!(
     ReferenceGrant,
     "ReferenceGrant",
@@ -137,8 +171,24 @@ gateway_api_kind!(
     ["btlspolicy"],
     backend_tls_policy::validate
 );
-gateway_api_kind!(TlsRoute, "TLSRoute", "tlsroutes", "v1", ["v1alpha2", "v1alpha3"], [], tls_tcp::validate_tls);
-gateway_api_kind!(TcpRoute, "TCPRoute", "tcproutes", "v1", ["v1alpha2"], [], tls_tcp::validate_tcp);
+gateway_api_kind!(
+    TlsRoute,
+    "TLSRoute",
+    "tlsroutes",
+    "v1",
+    ["v1alpha2", "v1alpha3"],
+    [],
+    tls_tcp::validate_tls
+);
+gateway_api_kind!(
+    TcpRoute,
+    "TCPRoute",
+    "tcproutes",
+    "v1",
+    ["v1alpha2"],
+    [],
+    tls_tcp::validate_tcp
+);
 
 /// Registers the eight Gateway API kinds with `registry`.
 pub fn register(registry: &KindRegistry) -> Result<(), StoreError> {

@@ -63,10 +63,10 @@ pub(crate) fn is_header_value(value: &str) -> bool {
     let visible = |b: u8| (b'!'..=b'~').contains(&b);
     let bytes = value.as_bytes();
     match (bytes.first(), bytes.last()) {
-        (Some(&first), Some(&last)) if visible(first) && visible(last) => bytes
-            .windows(2)
-            .all(|w| visible(w[0]) || visible(w[1]))
-            && bytes.iter().all(|&b| visible(b) || b == b' ' || b == b'\t'),
+        (Some(&first), Some(&last)) if visible(first) && visible(last) => {
+            bytes.windows(2).all(|w| visible(w[0]) || visible(w[1]))
+                && bytes.iter().all(|&b| visible(b) || b == b' ' || b == b'\t')
+        }
         _ => false,
     }
 }
@@ -142,9 +142,9 @@ pub(crate) fn duration_millis(value: &str) -> Option<u64> {
 /// `controllerName`): a DNS name, `/`, then one or more of
 /// ``A-Za-z0-9/-._~%!$&'()*+,;=:``.
 pub(crate) fn is_domain_prefixed_path(value: &str) -> bool {
-    value.split_once('/').is_some_and(|(domain, path)| {
-        is_dns_name(domain) && !path.is_empty() && path.bytes().all(path_char)
-    })
+    value
+        .split_once('/')
+        .is_some_and(|(domain, path)| is_dns_name(domain) && !path.is_empty() && path.bytes().all(path_char))
 }
 
 fn path_char(b: u8) -> bool {
@@ -279,9 +279,9 @@ pub(crate) fn is_cors_origin(origin: &str) -> bool {
 /// domain-prefixed name (`example.com/name`, the name as a label key's).
 pub(crate) fn is_well_known_ca(value: &str) -> bool {
     value == "System"
-        || value
-            .split_once('/')
-            .is_some_and(|(domain, name)| is_dns_name(domain) && is_qualified_name_unbounded(name) && name.len() <= 63)
+        || value.split_once('/').is_some_and(|(domain, name)| {
+            is_dns_name(domain) && is_qualified_name_unbounded(name) && name.len() <= 63
+        })
 }
 
 /// A subject alternative name URI as the BackendTLSPolicy CRD's pattern

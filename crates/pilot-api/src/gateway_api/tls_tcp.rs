@@ -67,8 +67,15 @@ pub(crate) fn validate_tls(route: &TlsRoute, errors: &mut FieldErrors) {
         errors.push(path, "hostnames must not be IP addresses");
     }
     let label_shaped = |h: &str| patterns::is_dns_name(h);
-    if route.hostnames.iter().any(|h| !h.contains('*') && !label_shaped(h)) {
-        errors.push(path, "every hostname without wildcard must be RFC 1123 labels joined by dots");
+    if route
+        .hostnames
+        .iter()
+        .any(|h| !h.contains('*') && !label_shaped(h))
+    {
+        errors.push(
+            path,
+            "every hostname without wildcard must be RFC 1123 labels joined by dots",
+        );
     }
     if route
         .hostnames
