@@ -373,3 +373,26 @@ fn gateway_api_corpus_is_read_as_the_crds_read_it() {
         known.len()
     );
 }
+
+/// A refused document's error, as pilotctl prints it, says where in the
+/// file (`file:line:col`) and which field.
+#[test]
+fn a_refused_document_s_error_names_its_line_column_and_field() {
+    let Some(dir) = corpus("gateway-api") else {
+        return;
+    };
+    let name = "invalid_standard.httproute.invalid-backend-port.yaml";
+    let text = std::fs::read_to_string(dir.join(name)).unwrap();
+    let registry = pilot_api::gateway_api::registry();
+    let errors = document::parse_reporting(name, &text, &registry, &ParseOptions::default())
+        .unwrap_err()
+        .0;
+    let rendered: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    // `port: 800080` is on line 9, its key at column 7.
+    assert_eq!(
+        rendered,
+        [format!(
+            "{name}:9:7 spec.rules[0].backendRefs[0].port: must be between 1 and 65535, not 800080"
+        )]
+    );
+}

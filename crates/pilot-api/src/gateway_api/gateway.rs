@@ -366,14 +366,15 @@ pub(crate) fn validate(gw: &Gateway, errors: &mut FieldErrors) {
     }
 }
 
+/// A rule the CRD states of each listener, true when broken.
+type ListenerRule = fn(&Listener) -> bool;
+
 fn check_listeners(errors: &mut FieldErrors, path: &str, listeners: &[Listener]) {
     checks::items(errors, path, listeners.len(), 1, 64);
     checks::unique_keys(errors, path, listeners, |l| l.name.as_str(), "listener name");
     for (i, listener) in listeners.iter().enumerate() {
         check_listener(errors, &index(path, i), listener);
     }
-    let protocol_is = |l: &Listener, names: &[&str]| names.contains(&l.protocol.as_str());
-    let has_hostname = |l: &Listener| l.hostname.as_deref().is_some_and(|h| !h.is_empty());
     let mut names = std::collections::HashSet::new();
     if listeners.iter().any(|l| !names.insert(l.name.as_str())) {
         errors.push(
@@ -381,20 +382,20 @@ fn check_listeners(errors: &mut FieldErrors, path: &str, listeners: &[Listener])
             "two listeners have the same name: listener names must be unique within the Gateway",
         );
     }
-    let rules: [(&str, &dyn Fn(&Listener) -> bool); 4] = [
+    let rules: [(&str, ListenerRule); 4] = [
         (
             "must not have tls: its protocol (HTTP, TCP or UDP) has no TLS",
-            &|l| protocol_is(l, &["HTTP", "TCP", "UDP"]) && l.tls.is_some(),
+            |l| protocol_is(l, &["HTTP", "TCP", "UDP"]) && l.tls.is_some(),
         ),
-        ("is HTTPS: its tls mode must be Terminate", &|l| {
+        ("is HTTPS: its tls mode must be Terminate", |l| {
             l.protocol == "HTTPS" && l.tls.as_ref().is_some_and(|t| t.mode() != TlsMode::Terminate)
         }),
-        ("is TLS: it needs tls with a mode", &|l| {
+        ("is TLS: it needs tls with a mode", |l| {
             l.protocol == "TLS" && l.tls.is_none()
         }),
         (
             "must not have a hostname: its protocol (TCP or UDP) carries none",
-            &|l| protocol_is(l, &["TCP", "UDP"]) && has_hostname(l),
+            |l| protocol_is(l, &["TCP", "UDP"]) && has_hostname(l),
         ),
     ];
     for (message, broken) in rules {
@@ -414,6 +415,14 @@ fn check_listeners(errors: &mut FieldErrors, path: &str, listeners: &[Listener])
             );
         }
     }
+}
+
+fn protocol_is(listener: &Listener, names: &[&str]) -> bool {
+    names.contains(&listener.protocol.as_str())
+}
+
+fn has_hostname(listener: &Listener) -> bool {
+    listener.hostname.as_deref().is_some_and(|h| !h.is_empty())
 }
 
 fn check_listener(errors: &mut FieldErrors, path: &str, listener: &Listener) {

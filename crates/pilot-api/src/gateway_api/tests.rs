@@ -1,2 +1,469 @@
 //! Rules of the Gateway API kinds the corpus does not exercise, on small
-//! specs written here.
+//! specs written here, read through the registry as a store reads them.
+
+use super::*;
+use pilot_model::{ConfigMeta, DynConfig};
+use serde_json::json;
+
+/// The errors of `spec` as a `kind`, each `path: message`.
+fn errors(kind: &str, spec: serde_json::Value) -> Vec<String> {
+    let config = DynConfig {
+        meta: ConfigMeta::new(kind, "default", "example"),
+        spec,
+    };
+    match registry().prepare(config) {
+        Ok(_) => Vec::new(),
+        Err(StoreError::Invalid { errors, .. }) => errors.iter().map(ToString::to_string).collect(),
+        Err(other) => panic!("{other}"),
+    }
+}
+
+/// Asserts that one error is at `path` exactly and mentions `fragment`.
+#[track_caller]
+fn refused_at(found: &[String], path: &str, fragment: &str) {
+    assert!(
+        found.iter().any(|e| e
+            .strip_prefix(path)
+            .is_some_and(|rest| rest.starts_with(": ") && rest.contains(fragment))),
+        "no error at {path} mentioning {fragment:?}: {found:?}"
+    );
+}
+
+fn route_with_rules(rules: serde_json::Value) -> serde_json::Value {
+    json!({"parentRefs": [{"name": "edge"}], "rules": rules})
+}
+
+#[test]
+fn hostnames_take_one_leading_wildcard_label_and_lower_case_labels() {
+    for good in ["example.com", "*.example.com", "a", "a-1.b-2", "0.example"] {
+        assert!(
+            errors("HTTPRoute", json!({"hostnames": [good]})).is_empty(),
+            "{good}"
+        );
+    }
+    for bad in [
+        "*",
+        "Example.com",
+        "foo.*.com",
+        "-a.com",
+        "a-.com",
+        "a..b",
+        ".a",
+        "1.2.3.4:80",
+        "*.",
+        "a_b",
+    ] {
+        let found = errors("HTTPRoute", json!({"hostnames": ["ok.example", bad]}));
+        refused_at(&found, "spec.hostnames[1]", "is not a hostname");
+    }
+    // A redirect's hostname is precise: no wildcard.
+    let found = errors(
+        "HTTPRoute",
+        route_with_rules(
+            json!([{"filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "*.example.com"}}]}]),
+        ),
+    );
+    refused_at(
+        &found,
+        "spec.rules[0].filters[0].requestRedirect.hostname",
+        "precise hostname",
+    );
+    // An address of type IPAddress (the default) is an IP.
+    let gateway = |address: serde_json::Value| json!({"gatewayClassName": "c", "listeners": [{"name": "l", "port": 80, "protocol": "HTTP"}], "addresses": [address]});
+    assert!(errors("Gateway", gateway(json!({"value": "10.0.0.1"}))).is_empty());
+    assert!(errors("Gateway", gateway(json!({"value": "fd00::1"}))).is_empty());
+    assert!(
+        errors(
+            "Gateway",
+            gateway(json!({"type": "NamedAddress", "value": "anything at all"}))
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "Gateway",
+            gateway(json!({"type": "example.com/custom", "value": "x"}))
+        )
+        .is_empty()
+    );
+    refused_at(
+        &errors("Gateway", gateway(json!({"value": "gateway.example"}))),
+        "spec.addresses[0].value",
+        "not an IP",
+    );
+    refused_at(
+        &errors("Gateway", gateway(json!({"type": "custom"}))),
+        "spec.addresses[0].type",
+        "not an address type",
+    );
+}
+
+#[test]
+fn a_route_has_at_most_128_matches_across_its_rules() {
+    let rule = |n: usize| {
+        let matches: Vec<_> = (0..n)
+            .map(|i| json!({"path": {"value": format!("/m{i}")}}))
+            .collect();
+        json!({"matches": matches})
+    };
+    let ok = route_with_rules(json!([rule(64), rule(63), {}]));
+    assert!(errors("HTTPRoute", ok).is_empty());
+    // A rule without matches counts one (its default PathPrefix / match).
+    let found = errors("HTTPRoute", route_with_rules(json!([rule(64), rule(64), {}])));
+    refused_at(&found, "spec.rules", "129 matches");
+    // 65 in one rule breaks the rule's own limit.
+    refused_at(
+        &errors("HTTPRoute", route_with_rules(json!([rule(65)]))),
+        "spec.rules[0].matches",
+        "at most 64",
+    );
+    // GRPCRoute counts only written matches.
+    let grpc_rule = |n: usize| {
+        let matches: Vec<_> = (0..n)
+            .map(|i| json!({"method": {"service": format!("s{i}")}}))
+            .collect();
+        json!({"matches": matches})
+    };
+    assert!(errors("GRPCRoute", json!({"rules": [grpc_rule(64), grpc_rule(64), {}]})).is_empty());
+    let found = errors(
+        "GRPCRoute",
+        json!({"rules": [grpc_rule(64), grpc_rule(64), grpc_rule(1)]}),
+    );
+    refused_at(&found, "spec.rules", "129 matches");
+}
+
+#[test]
+fn a_backend_request_timeout_is_not_longer_than_the_request_timeout() {
+    let timeouts = |t: serde_json::Value| route_with_rules(json!([{"timeouts": t}]));
+    assert!(
+        errors(
+            "HTTPRoute",
+            timeouts(json!({"request": "1m", "backendRequest": "60s"}))
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "HTTPRoute",
+            timeouts(json!({"request": "1h1m1s1ms", "backendRequest": "61m1001ms"}))
+        )
+        .is_empty()
+    );
+    // A request timeout of zero is none: any backend timeout fits.
+    assert!(
+        errors(
+            "HTTPRoute",
+            timeouts(json!({"request": "0s", "backendRequest": "10h"}))
+        )
+        .is_empty()
+    );
+    let found = errors(
+        "HTTPRoute",
+        timeouts(json!({"request": "1m", "backendRequest": "1m1ms"})),
+    );
+    refused_at(&found, "spec.rules[0].timeouts", "longer than request");
+    for bad in ["1", "1d", "100000s", "1h1m1s1ms1h", "-1s", "1.5s", ""] {
+        let found = errors("HTTPRoute", timeouts(json!({"request": bad})));
+        refused_at(&found, "spec.rules[0].timeouts.request", "not a duration");
+    }
+}
+
+#[test]
+fn list_maps_and_sets_refuse_a_repeated_key_at_the_repeat() {
+    let modifier = json!({"type": "RequestHeaderModifier", "requestHeaderModifier": {
+        "set": [{"name": "a", "value": "1"}, {"name": "b", "value": "2"}, {"name": "a", "value": "3"}],
+        "add": [{"name": "a", "value": "1"}],
+    }});
+    let found = errors("HTTPRoute", route_with_rules(json!([{"filters": [modifier]}])));
+    refused_at(
+        &found,
+        "spec.rules[0].filters[0].requestHeaderModifier.set[2]",
+        "duplicate header name \"a\"",
+    );
+    assert_eq!(found.len(), 1, "set and add are separate lists: {found:?}");
+    // Names differing in case are different keys, as the API server
+    // compares them.
+    let headers =
+        json!([{"matches": [{"headers": [{"name": "X-A", "value": "1"}, {"name": "x-a", "value": "1"}]}]}]);
+    assert!(errors("HTTPRoute", route_with_rules(headers)).is_empty());
+    let listeners = json!({"gatewayClassName": "c", "listeners": [
+        {"name": "a", "port": 80, "protocol": "HTTP"},
+        {"name": "a", "port": 81, "protocol": "HTTP"},
+    ]});
+    refused_at(
+        &errors("Gateway", listeners),
+        "spec.listeners[1]",
+        "duplicate listener name",
+    );
+    let retry = json!([{"retry": {"codes": [500, 503, 500], "attempts": 2}}]);
+    refused_at(
+        &errors("HTTPRoute", route_with_rules(retry)),
+        "spec.rules[0].retry.codes[2]",
+        "duplicate value 500",
+    );
+    let per_port = json!({"gatewayClassName": "c", "listeners": [{"name": "a", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert"}]}}],
+    "tls": {"frontend": {"default": {}, "perPort": [
+        {"port": 443, "tls": {}}, {"port": 443, "tls": {}},
+    ]}}});
+    let found = errors("Gateway", per_port);
+    refused_at(&found, "spec.tls.frontend.perPort[1]", "duplicate port");
+    refused_at(&found, "spec.tls.frontend.perPort", "ports must be unique");
+}
+
+#[test]
+fn parent_refs_to_one_parent_each_name_a_distinct_section_or_port() {
+    let refs = |refs: serde_json::Value| json!({"parentRefs": refs});
+    assert!(
+        errors(
+            "HTTPRoute",
+            refs(json!([{"name": "gw", "sectionName": "a"}, {"name": "gw", "sectionName": "b"}]))
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "HTTPRoute",
+            refs(json!([{"name": "gw", "port": 80}, {"name": "gw", "port": 443}]))
+        )
+        .is_empty()
+    );
+    // Other namespaces, kinds or groups are other parents.
+    assert!(
+        errors(
+            "HTTPRoute",
+            refs(json!([{"name": "gw"}, {"name": "gw", "namespace": "other"}]))
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "HTTPRoute",
+            refs(json!([{"name": "gw"}, {"name": "gw", "kind": "ListenerSet"}]))
+        )
+        .is_empty()
+    );
+    // The written default group is the same parent as the default.
+    let same = refs(json!([{"name": "gw", "group": "gateway.networking.k8s.io"}, {"name": "gw"}]));
+    refused_at(
+        &errors("TCPRoute", same),
+        "spec.parentRefs",
+        "same sectionName and port",
+    );
+    let mixed = refs(json!([{"name": "gw"}, {"name": "gw", "sectionName": "a"}]));
+    refused_at(
+        &errors("GRPCRoute", mixed),
+        "spec.parentRefs",
+        "all name a sectionName or none",
+    );
+}
+
+#[test]
+fn listeners_agree_with_their_protocol() {
+    let gateway = |listener: serde_json::Value| json!({"gatewayClassName": "c", "listeners": [listener]});
+    let tls = json!({"certificateRefs": [{"name": "cert"}]});
+    assert!(
+        errors(
+            "Gateway",
+            gateway(json!({"name": "a", "port": 443, "protocol": "HTTPS", "tls": tls}))
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "Gateway",
+            gateway(json!({"name": "a", "port": 443, "protocol": "TLS", "tls": {"mode": "Passthrough"}}))
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "Gateway",
+            gateway(json!({"name": "a", "port": 9, "protocol": "example.com/Proto"}))
+        )
+        .is_empty()
+    );
+    // Terminate (the default mode) needs a certificate or options.
+    let found = errors(
+        "Gateway",
+        gateway(json!({"name": "a", "port": 443, "protocol": "HTTPS", "tls": {}})),
+    );
+    refused_at(
+        &found,
+        "spec.listeners[0].tls",
+        "needs certificateRefs or options",
+    );
+    for bad in ["HT TP", "-HTTP", "example.com/", "example.com/a-b", ""] {
+        let found = errors(
+            "Gateway",
+            gateway(json!({"name": "a", "port": 80, "protocol": bad})),
+        );
+        assert!(
+            found
+                .iter()
+                .any(|e| e.starts_with("spec.listeners[0].protocol: ")),
+            "{bad:?}: {found:?}"
+        );
+    }
+    // ListenerSets' `None` is not for a listener's routes.
+    let found = errors(
+        "Gateway",
+        gateway(
+            json!({"name": "a", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "None"}}}),
+        ),
+    );
+    refused_at(
+        &found,
+        "spec.listeners[0].allowedRoutes.namespaces.from",
+        "must be All, Selector or Same",
+    );
+}
+
+#[test]
+fn defaults_are_read_through_accessors_and_the_spec_stays_as_written() {
+    let written = json!({
+        "gatewayClassName": "c",
+        "listeners": [{"name": "a", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert"}]}}],
+    });
+    let gateway: Gateway = serde_json::from_value(written.clone()).unwrap();
+    let listener = &gateway.listeners[0];
+    assert_eq!(
+        listener.allowed_routes().namespaces().from(),
+        FromNamespaces::Same
+    );
+    assert_eq!(listener.tls.as_ref().unwrap().mode(), TlsMode::Terminate);
+    assert_eq!(
+        listener.tls.as_ref().unwrap().certificate_refs[0].kind(),
+        "Secret"
+    );
+    assert_eq!(serde_json::to_value(&gateway).unwrap(), written);
+
+    let written =
+        json!({"parentRefs": [{"name": "edge"}], "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}]});
+    let route: HttpRoute = serde_json::from_value(written.clone()).unwrap();
+    assert_eq!(route.parent_refs[0].group(), GROUP);
+    assert_eq!(route.parent_refs[0].kind(), "Gateway");
+    let rule = &route.rules()[0];
+    let path = rule.matches()[0].path();
+    assert_eq!(
+        (path.match_type(), path.value()),
+        (PathMatchType::PathPrefix, "/")
+    );
+    assert_eq!(rule.backend_refs[0].weight(), 1);
+    assert_eq!(serde_json::to_value(&route).unwrap(), written);
+    // A route without rules has one matching every path.
+    let bare: HttpRoute = serde_json::from_value(json!({})).unwrap();
+    assert_eq!(bare.rules()[0].matches()[0].path().value(), "/");
+    // Stored as written by the registry too.
+    let stored = registry()
+        .prepare(DynConfig {
+            meta: ConfigMeta::new("HTTPRoute", "default", "r"),
+            spec: written.clone(),
+        })
+        .unwrap();
+    assert_eq!(stored.spec, written);
+    assert_eq!(stored.meta.api_version(), "gateway.networking.k8s.io/v1");
+}
+
+#[test]
+fn every_version_the_crds_serve_is_served_and_short_names_are_upstream_s() {
+    let registry = registry();
+    let versions = |kind: &str| registry.get(kind).unwrap().versions.clone();
+    assert_eq!(versions("HTTPRoute"), ["v1", "v1beta1"]);
+    assert_eq!(versions("ReferenceGrant"), ["v1beta1", "v1"]);
+    assert_eq!(versions("TLSRoute"), ["v1", "v1alpha2", "v1alpha3"]);
+    assert_eq!(versions("BackendTLSPolicy"), ["v1", "v1alpha3"]);
+    let short = |kind: &str| registry.short_names(&registry.get(kind).unwrap());
+    assert_eq!(short("Gateway"), ["gtw"]);
+    assert_eq!(short("GatewayClass"), ["gc"]);
+    assert_eq!(short("ReferenceGrant"), ["refgrant"]);
+    assert_eq!(short("BackendTLSPolicy"), ["btlspolicy"]);
+    // The CRDs give HTTPRoute and the other routes no short name; the
+    // registry derives one from the capitals where no other kind claims
+    // it, which ConfigKind cannot turn off.
+    assert_eq!(short("HTTPRoute"), ["httpr"]);
+}
+
+#[test]
+fn filter_fields_follow_the_filter_type() {
+    let filter = |f: serde_json::Value| route_with_rules(json!([{"filters": [f]}]));
+    let mirror = json!({"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "m", "port": 80}, "fraction": {"numerator": 150}}});
+    refused_at(
+        &errors("HTTPRoute", filter(mirror)),
+        "spec.rules[0].filters[0].requestMirror.fraction",
+        "numerator must not be greater",
+    );
+    let cors = json!({"type": "CORS", "cors": {"allowOrigins": ["https://*.example.com:8443", "http://a"], "allowMethods": ["GET", "*"], "allowHeaders": ["x-a"]}});
+    let found = errors("HTTPRoute", filter(cors));
+    refused_at(&found, "spec.rules[0].filters[0].cors.allowMethods", "only entry");
+    assert_eq!(found.len(), 1, "{found:?}");
+    let auth = json!({"type": "ExternalAuth", "externalAuth": {"protocol": "GRPC", "backendRef": {"name": "authz", "port": 9000}, "http": {}}});
+    let found = errors("HTTPRoute", filter(auth));
+    refused_at(
+        &found,
+        "spec.rules[0].filters[0].externalAuth",
+        "protocol GRPC needs grpc",
+    );
+    refused_at(
+        &found,
+        "spec.rules[0].filters[0].externalAuth",
+        "http is only for protocol HTTP",
+    );
+    let unknown = json!({"type": "Teleport"});
+    refused_at(
+        &errors("HTTPRoute", filter(unknown)),
+        "spec.rules[0].filters[0].type",
+        "unknown variant",
+    );
+    let session = route_with_rules(
+        json!([{"sessionPersistence": {"type": "Header", "cookie": {"lifetimeType": "Permanent"}}}]),
+    );
+    let found = errors("HTTPRoute", session);
+    refused_at(
+        &found,
+        "spec.rules[0].sessionPersistence",
+        "type Header needs header",
+    );
+    refused_at(
+        &found,
+        "spec.rules[0].sessionPersistence",
+        "cookie is only for type Cookie",
+    );
+    refused_at(
+        &found,
+        "spec.rules[0].sessionPersistence",
+        "Permanent cookie needs an absoluteTimeout",
+    );
+}
+
+#[test]
+fn patterns_read_as_the_crds_regular_expressions() {
+    use super::patterns::*;
+    assert!(
+        is_header_value("a b\tc")
+            && !is_header_value("a  b")
+            && !is_header_value(" a")
+            && !is_header_value("a\u{e9}")
+    );
+    assert!(
+        is_path_chars("/a%2Fb") && !is_path_chars("/a%2") && !is_path_chars("/a b") && !is_path_chars("")
+    );
+    assert!(
+        is_domain_prefixed_path("example.net/gateway-controller")
+            && !is_domain_prefixed_path("Example.net/x")
+    );
+    assert!(is_grpc_service(".Foo.bar_1") && !is_grpc_service("foo..bar") && !is_grpc_service("1foo"));
+    assert!(
+        is_qualified_key("example.com/name")
+            && !is_qualified_key("example.com/")
+            && !is_qualified_key("a/b/c")
+    );
+    assert!(
+        is_well_known_ca("System") && is_well_known_ca("example.com/bundle") && !is_well_known_ca("system")
+    );
+    assert!(is_san_uri("spiffe://cluster.local/ns/a") && !is_san_uri("spiffe:/x") && !is_san_uri("://x"));
+    assert!(
+        is_cors_origin("https://*") && is_cors_origin("http://a-b.c:1") && !is_cors_origin("http://a:123456")
+    );
+    assert_eq!(duration_millis("1h2m3s4ms"), Some(3_723_004));
+    assert_eq!(duration_millis("99999ms"), Some(99_999));
+}
