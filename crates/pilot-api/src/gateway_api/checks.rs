@@ -54,7 +54,7 @@ pub(crate) fn length(errors: &mut FieldErrors, path: &str, value: &str, min: usi
 pub(crate) fn items(errors: &mut FieldErrors, path: &str, count: usize, min: usize, max: usize) {
     if count < min {
         if min == 1 {
-            errors.push(path, "must have at least one item");
+            errors.push(path, "is required and must have at least one item");
         } else {
             errors.push(path, format!("must have at least {min} items, not {count}"));
         }

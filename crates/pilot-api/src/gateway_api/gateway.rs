@@ -180,6 +180,13 @@ pub struct RouteGroupKind {
     pub kind: String,
 }
 
+impl RouteGroupKind {
+    /// The route's group, `gateway.networking.k8s.io` when not written.
+    pub fn group(&self) -> &str {
+        self.group.as_deref().unwrap_or(super::GROUP)
+    }
+}
+
 /// An address requested for the Gateway.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

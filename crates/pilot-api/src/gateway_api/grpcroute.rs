@@ -190,6 +190,16 @@ pub struct GrpcBackendRef {
 }
 
 impl GrpcBackendRef {
+    /// The backend's group, `""` (core) when not written.
+    pub fn group(&self) -> &str {
+        self.group.as_deref().unwrap_or("")
+    }
+
+    /// The backend's kind, `Service` when not written.
+    pub fn kind(&self) -> &str {
+        self.kind.as_deref().unwrap_or("Service")
+    }
+
     /// The weight, 1 when not written.
     pub fn weight(&self) -> i32 {
         self.weight.unwrap_or(1)
