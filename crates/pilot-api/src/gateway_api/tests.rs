@@ -467,3 +467,105 @@ fn patterns_read_as_the_crds_regular_expressions() {
     assert_eq!(duration_millis("1h2m3s4ms"), Some(3_723_004));
     assert_eq!(duration_millis("99999ms"), Some(99_999));
 }
+
+#[test]
+fn values_upstream_s_cel_tests_accept_and_refuse() {
+    let match_path =
+        |value: &str| route_with_rules(json!([{"matches": [{"path": {"type": "Exact", "value": value}}]}]));
+    assert!(errors("HTTPRoute", match_path("/abc/123'/a-b-c/d@gmail/%0A")).is_empty());
+    refused_at(
+        &errors("HTTPRoute", match_path("/^")),
+        "spec.rules[0].matches[0].path",
+        "must only contain",
+    );
+    let regex = route_with_rules(
+        json!([{"matches": [{"path": {"type": "RegularExpression", "value": "/foo/[a-z]+/.*"}}]}]),
+    );
+    assert!(errors("HTTPRoute", regex).is_empty());
+
+    let gateway = |labels: serde_json::Value| {
+        json!({"gatewayClassName": "c", "listeners": [{"name": "l", "port": 80, "protocol": "HTTP"}],
+               "infrastructure": {"labels": labels}})
+    };
+    let labels = json!({"app": "gateway", "example.com": "my.name", "example.com/path.html": "", "example": "MyValue"});
+    assert!(errors("Gateway", gateway(labels)).is_empty());
+    for bad_key in [
+        "Example.com/key".to_string(),
+        "key~@@@".to_string(),
+        "a".repeat(64),
+        format!("{}/key", "a".repeat(254)),
+    ] {
+        let found = errors("Gateway", gateway(json!({bad_key.clone(): "v"})));
+        refused_at(&found, "spec.infrastructure.labels", "label key");
+    }
+    for bad_value in ["a".repeat(64), "v a l u e".to_string()] {
+        let found = errors("Gateway", gateway(json!({"key": bad_value})));
+        assert!(
+            found
+                .iter()
+                .any(|e| e.starts_with("spec.infrastructure.labels.key: ")),
+            "{found:?}"
+        );
+    }
+
+    let policy = |validation: serde_json::Value| json!({"targetRefs": [{"group": "", "kind": "Service", "name": "svc"}], "validation": validation});
+    for ok in ["System", "example.com/my-custom-ca-certificates"] {
+        let spec = policy(json!({"hostname": "foo.example.com", "wellKnownCACertificates": ok}));
+        assert!(errors("BackendTLSPolicy", spec).is_empty(), "{ok}");
+    }
+    for bad in ["MySystem", "my-system", "in..va..lid./my-custom-ca-certificates"] {
+        let spec = policy(json!({"hostname": "foo.example.com", "wellKnownCACertificates": bad}));
+        refused_at(
+            &errors("BackendTLSPolicy", spec),
+            "spec.validation.wellKnownCACertificates",
+            "well-known",
+        );
+    }
+    let san = |san: serde_json::Value| {
+        policy(
+            json!({"hostname": "foo.example.com", "wellKnownCACertificates": "System", "subjectAltNames": [san]}),
+        )
+    };
+    assert!(
+        errors(
+            "BackendTLSPolicy",
+            san(json!({"type": "URI", "uri": "spiffe://example.com/ns/a"}))
+        )
+        .is_empty()
+    );
+    refused_at(
+        &errors(
+            "BackendTLSPolicy",
+            san(json!({"type": "URI", "uri": "foo.example.com"})),
+        ),
+        "spec.validation.subjectAltNames[0].uri",
+        "not a URI",
+    );
+    let found = errors(
+        "BackendTLSPolicy",
+        san(json!({"type": "Hostname", "hostname": "a.example", "uri": "spiffe://a/b"})),
+    );
+    refused_at(
+        &found,
+        "spec.validation.subjectAltNames[0]",
+        "only a subject alternative name of type URI may have a uri",
+    );
+
+    // Several listeners on one port and protocol differ by hostname, one
+    // of them may have none; HTTPS needs no tls block of its own.
+    let listeners = json!({"gatewayClassName": "c", "listeners": [
+        {"name": "a", "port": 443, "protocol": "HTTPS"},
+        {"name": "b", "port": 443, "protocol": "HTTPS", "hostname": "b.example"},
+        {"name": "c", "port": 443, "protocol": "TLS", "hostname": "b.example", "tls": {"mode": "Passthrough"}},
+    ]});
+    assert!(errors("Gateway", listeners).is_empty());
+    let unnamed_twice = json!({"gatewayClassName": "c", "listeners": [
+        {"name": "a", "port": 80, "protocol": "HTTP"},
+        {"name": "b", "port": 80, "protocol": "HTTP"},
+    ]});
+    refused_at(
+        &errors("Gateway", unnamed_twice),
+        "spec.listeners",
+        "same port, protocol and hostname",
+    );
+}
