@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::checks::{self, at, index};
 use super::common::{BackendObjectReference, LocalObjectReference};
+use super::cors::Cors;
+use super::external_auth::ExternalAuth;
 use super::patterns;
 
 /// One filter of an HTTPRoute rule or backend.
@@ -232,40 +234,6 @@ pub enum PathModifierType {
     ReplacePrefixMatch,
 }
 
-/// Cross-origin resource sharing.
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Cors {
-    /// Origins allowed (`*`, or scheme, host and optional port; at most
-    /// 64).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow_origins: Vec<String>,
-    /// Whether credentials are allowed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allow_credentials: Option<bool>,
-    /// Methods allowed (at most 9).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow_methods: Vec<CorsMethod>,
-    /// Request headers allowed (at most 64).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow_headers: Vec<String>,
-    /// Response headers exposed (at most 64).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub expose_headers: Vec<String>,
-    /// Seconds a preflight may be cached ([`Cors::max_age`] gives the
-    /// default, 5).
-    #[serde(default, rename = "maxAge", skip_serializing_if = "Option::is_none")]
-    pub max_age_written: Option<i32>,
-}
-
-impl Cors {
-    /// The preflight cache time in seconds, 5 when not written.
-    pub fn max_age(&self) -> i32 {
-        self.max_age_written.unwrap_or(5)
-    }
-}
-
 /// An HTTP method as a match or CORS names one.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -289,97 +257,6 @@ pub enum HttpMethod {
     Trace,
     /// PATCH.
     Patch,
-}
-
-/// A method CORS allows: one method or every one (`*`).
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum CorsMethod {
-    /// One method.
-    Method(HttpMethod),
-    /// Every method.
-    Any(AnyMethod),
-}
-
-/// `*`: every method.
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum AnyMethod {
-    /// `*`.
-    #[serde(rename = "*")]
-    Any,
-}
-
-/// External authorization of requests (experimental).
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ExternalAuth {
-    /// The protocol of the authorization service (required).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<ExternalAuthProtocol>,
-    /// The authorization service (required).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend_ref: Option<BackendObjectReference>,
-    /// Settings for a gRPC service.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grpc: Option<GrpcAuthConfig>,
-    /// Settings for an HTTP service.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http: Option<HttpAuthConfig>,
-    /// Whether and how much of the body is sent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub forward_body: Option<ForwardBody>,
-}
-
-/// The protocols of an external authorization service.
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum ExternalAuthProtocol {
-    /// HTTP.
-    #[serde(rename = "HTTP")]
-    Http,
-    /// gRPC (Envoy's ext_authz protocol).
-    #[serde(rename = "GRPC")]
-    Grpc,
-}
-
-/// Settings for a gRPC authorization service.
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct GrpcAuthConfig {
-    /// Request headers sent to the service (at most 64, unique).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allowed_headers: Vec<String>,
-}
-
-/// Settings for an HTTP authorization service.
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HttpAuthConfig {
-    /// A path prefix for the authorization requests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// Request headers sent to the service (at most 64, unique).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allowed_headers: Vec<String>,
-    /// Response headers of the service copied to the request (at most
-    /// 64, unique).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allowed_response_headers: Vec<String>,
-}
-
-/// How much of the request body the authorization service sees.
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ForwardBody {
-    /// Bytes of body buffered and sent (0 or more).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_size: Option<i32>,
 }
 
 /// Checks an HTTPRoute `filters` list (of a rule or a backend): at most 16,
@@ -473,10 +350,10 @@ fn check_http_filter(errors: &mut FieldErrors, path: &str, filter: &HttpRouteFil
         reference.check(errors, &at(path, "extensionRef"));
     }
     if let Some(cors) = &filter.cors {
-        check_cors(errors, &at(path, "cors"), cors);
+        super::cors::check(errors, &at(path, "cors"), cors);
     }
     if let Some(auth) = &filter.external_auth {
-        check_external_auth(errors, &at(path, "externalAuth"), auth);
+        super::external_auth::check(errors, &at(path, "externalAuth"), auth);
     }
 }
 
@@ -608,119 +485,5 @@ fn check_path_modifier(errors: &mut FieldErrors, path: &str, modifier: &HttpPath
     }
     if prefix && modifier.kind != Some(PathModifierType::ReplacePrefixMatch) {
         errors.push(path, "replacePrefixMatch is only for type ReplacePrefixMatch");
-    }
-}
-
-fn check_cors(errors: &mut FieldErrors, path: &str, cors: &Cors) {
-    let origins = at(path, "allowOrigins");
-    checks::items(errors, &origins, cors.allow_origins.len(), 0, 64);
-    checks::unique_items(errors, &origins, &cors.allow_origins);
-    for (i, origin) in cors.allow_origins.iter().enumerate() {
-        let path = index(&origins, i);
-        checks::length(errors, &path, origin, 1, 253);
-        if !origin.is_empty() && !patterns::is_cors_origin(origin) {
-            errors.push(
-                path,
-                format!("{origin:?} is not an origin: \"*\", or http:// or https:// and a host with an optional port, nothing after"),
-            );
-        }
-    }
-    star_alone(
-        errors,
-        &origins,
-        cors.allow_origins.iter().any(|o| o == "*"),
-        cors.allow_origins.len(),
-        "origins",
-    );
-    let methods = at(path, "allowMethods");
-    checks::items(errors, &methods, cors.allow_methods.len(), 0, 9);
-    checks::unique_items(errors, &methods, &cors.allow_methods);
-    let any_method = cors.allow_methods.iter().any(|m| matches!(m, CorsMethod::Any(_)));
-    star_alone(errors, &methods, any_method, cors.allow_methods.len(), "methods");
-    for (field, headers) in [
-        ("allowHeaders", &cors.allow_headers),
-        ("exposeHeaders", &cors.expose_headers),
-    ] {
-        let path = at(path, field);
-        checks::items(errors, &path, headers.len(), 0, 64);
-        checks::unique_items(errors, &path, headers);
-        for (i, header) in headers.iter().enumerate() {
-            checks::header_name(errors, &index(&path, i), header);
-        }
-    }
-    star_alone(
-        errors,
-        &at(path, "allowHeaders"),
-        cors.allow_headers.iter().any(|h| h == "*"),
-        cors.allow_headers.len(),
-        "headers",
-    );
-    if let Some(age) = cors.max_age_written {
-        checks::range(errors, &at(path, "maxAge"), age.into(), 1, i64::MAX);
-    }
-}
-
-fn star_alone(errors: &mut FieldErrors, path: &str, star: bool, len: usize, what: &str) {
-    if star && len > 1 {
-        errors.push(
-            path,
-            format!("\"*\" allows every one of the {what}: it must be the list's only entry"),
-        );
-    }
-}
-
-fn check_external_auth(errors: &mut FieldErrors, path: &str, auth: &ExternalAuth) {
-    checks::required(errors, &at(path, "protocol"), auth.protocol.as_ref());
-    match &auth.backend_ref {
-        Some(backend) => backend.check(errors, &at(path, "backendRef")),
-        None => errors.push(at(path, "backendRef"), "is required"),
-    }
-    if let Some(grpc) = &auth.grpc {
-        let path = at(path, "grpc.allowedHeaders");
-        checks::items(errors, &path, grpc.allowed_headers.len(), 0, 64);
-        checks::unique_items(errors, &path, &grpc.allowed_headers);
-    }
-    if let Some(http) = &auth.http {
-        let at_http = at(path, "http");
-        if let Some(prefix) = &http.path {
-            let path = at(&at_http, "path");
-            checks::length(errors, &path, prefix, 0, 1024);
-            if !patterns::is_path_chars(prefix) {
-                errors.push(
-                    path,
-                    format!(
-                        "{prefix:?} is not a path: letters, digits, -/._~!$&'()*+,;=:@ and %-escapes only"
-                    ),
-                );
-            }
-        }
-        for (field, headers) in [
-            ("allowedHeaders", &http.allowed_headers),
-            ("allowedResponseHeaders", &http.allowed_response_headers),
-        ] {
-            let path = at(&at_http, field);
-            checks::items(errors, &path, headers.len(), 0, 64);
-            checks::unique_items(errors, &path, headers);
-        }
-    }
-    if let Some(body) = &auth.forward_body
-        && let Some(size) = body.max_size
-    {
-        checks::range(errors, &at(path, "forwardBody.maxSize"), size.into(), 0, i64::MAX);
-    }
-    match auth.protocol {
-        Some(ExternalAuthProtocol::Grpc) if auth.grpc.is_none() => {
-            errors.push(path, "protocol GRPC needs grpc")
-        }
-        Some(ExternalAuthProtocol::Http) if auth.http.is_none() => {
-            errors.push(path, "protocol HTTP needs http")
-        }
-        _ => {}
-    }
-    if auth.grpc.is_some() && auth.protocol != Some(ExternalAuthProtocol::Grpc) {
-        errors.push(path, "grpc is only for protocol GRPC");
-    }
-    if auth.http.is_some() && auth.protocol != Some(ExternalAuthProtocol::Http) {
-        errors.push(path, "http is only for protocol HTTP");
     }
 }

@@ -36,6 +36,8 @@
 mod backend_tls_policy;
 mod checks;
 mod common;
+mod cors;
+mod external_auth;
 mod filters;
 mod gateway;
 mod gateway_class;
@@ -56,10 +58,11 @@ pub use common::{
     BackendObjectReference, BackendRef, LabelSelector, LabelSelectorRequirement, LocalObjectReference,
     ObjectReference, ParentReference, SecretObjectReference,
 };
+pub use cors::{AnyMethod, Cors, CorsMethod};
+pub use external_auth::{ExternalAuth, ExternalAuthProtocol, ForwardBody, GrpcAuthConfig, HttpAuthConfig};
 pub use filters::{
-    AnyMethod, Cors, CorsMethod, ExternalAuth, ExternalAuthProtocol, ForwardBody, Fraction, GrpcAuthConfig,
-    HeaderModifier, HttpAuthConfig, HttpHeader, HttpMethod, HttpPathModifier, HttpRouteFilter,
-    HttpRouteFilterType, PathModifierType, RedirectScheme, RequestMirror, RequestRedirect, UrlRewrite,
+    Fraction, HeaderModifier, HttpHeader, HttpMethod, HttpPathModifier, HttpRouteFilter, HttpRouteFilterType,
+    PathModifierType, RedirectScheme, RequestMirror, RequestRedirect, UrlRewrite,
 };
 pub use gateway::{
     AllowedListeners, AllowedRoutes, FromNamespaces, FrontendTlsConfig, FrontendTlsValidation,
