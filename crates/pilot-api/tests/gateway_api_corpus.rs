@@ -396,3 +396,49 @@ fn a_refused_document_s_error_names_its_line_column_and_field() {
         )]
     );
 }
+
+/// Every spec of the corpus the CRDs accept reads into its Rust type and
+/// writes back as it was written: no field lost, none added, defaults not
+/// filled in.
+#[test]
+fn accepted_specs_round_trip_through_their_types() {
+    use pilot_api::gateway_api::*;
+    fn again<T: serde::Serialize + serde::de::DeserializeOwned>(
+        spec: &serde_json::Value,
+    ) -> serde_json::Value {
+        let typed: T = serde_json::from_value(spec.clone()).unwrap();
+        serde_json::to_value(typed).unwrap()
+    }
+    let Some(dir) = corpus("gateway-api") else {
+        return;
+    };
+    let mut differences = Vec::new();
+    let mut checked = 0;
+    for file in corpus_files(&dir, &[".yaml", ".yml"]) {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("invalid") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (index, value) in document::parse_values(&name, &text).unwrap().iter().enumerate() {
+            let spec = &value["spec"];
+            let written = match value["kind"].as_str().unwrap_or_default() {
+                "GatewayClass" => again::<GatewayClass>(spec),
+                "Gateway" => again::<Gateway>(spec),
+                "HTTPRoute" => again::<HttpRoute>(spec),
+                "GRPCRoute" => again::<GrpcRoute>(spec),
+                "ReferenceGrant" => again::<ReferenceGrant>(spec),
+                "BackendTLSPolicy" => again::<BackendTlsPolicy>(spec),
+                "TLSRoute" => again::<TlsRoute>(spec),
+                "TCPRoute" => again::<TcpRoute>(spec),
+                _ => continue,
+            };
+            checked += 1;
+            if &written != spec {
+                differences.push(format!("{name} #{}: {spec}\n  became {written}", index + 1));
+            }
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    assert!(checked > 250, "{checked}");
+}

@@ -22,8 +22,8 @@ pub struct BackendTlsPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation: Option<BackendTlsValidation>,
     /// Implementation-specific TLS options (at most 16).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub options: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<BTreeMap<String, String>>,
 }
 
 /// A reference to a policy's target in the policy's namespace, optionally
@@ -53,8 +53,8 @@ pub struct PolicyTargetReference {
 pub struct BackendTlsValidation {
     /// Objects holding the CA certificates to trust (at most 8); exactly
     /// one of this and `wellKnownCACertificates`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ca_certificate_refs: Vec<LocalObjectReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_certificate_refs: Option<Vec<LocalObjectReference>>,
     /// A well-known set of CA certificates (`System`, or a
     /// domain-prefixed name).
     #[serde(
@@ -68,8 +68,8 @@ pub struct BackendTlsValidation {
     #[serde(default)]
     pub hostname: String,
     /// Names the certificate must carry instead of `hostname` (at most 5).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub subject_alt_names: Vec<SubjectAltName>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_alt_names: Option<Vec<SubjectAltName>>,
 }
 
 /// One subject alternative name.
@@ -120,7 +120,7 @@ pub(crate) fn validate(policy: &BackendTlsPolicy, errors: &mut FieldErrors) {
         Some(validation) => check_validation(errors, "spec.validation", validation),
         None => errors.push("spec.validation", "is required"),
     }
-    checks::options(errors, "spec.options", &policy.options, 16);
+    checks::options(errors, "spec.options", policy.options.as_ref(), 16);
 }
 
 /// Several references to one target each name a section, and no two the
@@ -153,8 +153,14 @@ fn check_targets(errors: &mut FieldErrors, path: &str, targets: &[PolicyTargetRe
 
 fn check_validation(errors: &mut FieldErrors, path: &str, validation: &BackendTlsValidation) {
     let refs = at(path, "caCertificateRefs");
-    checks::items(errors, &refs, validation.ca_certificate_refs.len(), 0, 8);
-    for (i, reference) in validation.ca_certificate_refs.iter().enumerate() {
+    checks::items(
+        errors,
+        &refs,
+        checks::list(&validation.ca_certificate_refs).len(),
+        0,
+        8,
+    );
+    for (i, reference) in checks::list(&validation.ca_certificate_refs).iter().enumerate() {
         reference.check(errors, &index(&refs, i));
     }
     let well_known = validation.well_known_ca_certificates.as_deref().unwrap_or("");
@@ -168,7 +174,10 @@ fn check_validation(errors: &mut FieldErrors, path: &str, validation: &BackendTl
             );
         }
     }
-    match (validation.ca_certificate_refs.is_empty(), well_known.is_empty()) {
+    match (
+        checks::list(&validation.ca_certificate_refs).is_empty(),
+        well_known.is_empty(),
+    ) {
         (false, false) => errors.push(
             path,
             "caCertificateRefs and wellKnownCACertificates exclude each other: give only one",
@@ -181,8 +190,14 @@ fn check_validation(errors: &mut FieldErrors, path: &str, validation: &BackendTl
     }
     checks::precise_hostname(errors, &at(path, "hostname"), &validation.hostname);
     let sans = at(path, "subjectAltNames");
-    checks::items(errors, &sans, validation.subject_alt_names.len(), 0, 5);
-    for (i, san) in validation.subject_alt_names.iter().enumerate() {
+    checks::items(
+        errors,
+        &sans,
+        checks::list(&validation.subject_alt_names).len(),
+        0,
+        5,
+    );
+    for (i, san) in checks::list(&validation.subject_alt_names).iter().enumerate() {
         check_san(errors, &index(&sans, i), san);
     }
 }

@@ -208,7 +208,13 @@ pub(crate) fn unique_items<T: Hash + Eq + std::fmt::Debug>(errors: &mut FieldErr
 
 /// A map of at most `max` entries whose values are at most 4096
 /// characters (a listener's or BackendTLSPolicy's TLS `options`).
-pub(crate) fn options(errors: &mut FieldErrors, path: &str, map: &BTreeMap<String, String>, max: usize) {
+pub(crate) fn options(
+    errors: &mut FieldErrors,
+    path: &str,
+    map: Option<&BTreeMap<String, String>>,
+    max: usize,
+) {
+    let Some(map) = map else { return };
     if map.len() > max {
         errors.push(
             path,
@@ -218,4 +224,9 @@ pub(crate) fn options(errors: &mut FieldErrors, path: &str, map: &BTreeMap<Strin
     for (key, value) in map {
         length(errors, &key_path(path, key), value, 0, 4096);
     }
+}
+
+/// The items of an optional list; none when absent.
+pub(crate) fn list<T>(list: &Option<Vec<T>>) -> &[T] {
+    list.as_deref().unwrap_or_default()
 }

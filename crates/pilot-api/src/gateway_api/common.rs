@@ -435,10 +435,11 @@ impl LabelSelector {
 pub(crate) fn check_labels(
     errors: &mut FieldErrors,
     path: &str,
-    map: &BTreeMap<String, String>,
+    map: Option<&BTreeMap<String, String>>,
     max: usize,
     labels: bool,
 ) {
+    let Some(map) = map else { return };
     let what = if labels { "label" } else { "annotation" };
     if map.len() > max {
         errors.push(

@@ -16,20 +16,20 @@ use super::patterns;
 pub struct Cors {
     /// Origins allowed (`*`, or scheme, host and optional port; at most
     /// 64).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow_origins: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_origins: Option<Vec<String>>,
     /// Whether credentials are allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_credentials: Option<bool>,
     /// Methods allowed (at most 9).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow_methods: Vec<CorsMethod>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_methods: Option<Vec<CorsMethod>>,
     /// Request headers allowed (at most 64).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_headers: Option<Vec<String>>,
     /// Response headers exposed (at most 64).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub expose_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expose_headers: Option<Vec<String>>,
     /// Seconds a preflight may be cached ([`Cors::max_age`] gives the
     /// default, 5).
     #[serde(default, rename = "maxAge", skip_serializing_if = "Option::is_none")]
@@ -65,9 +65,9 @@ pub enum AnyMethod {
 
 pub(crate) fn check(errors: &mut FieldErrors, path: &str, cors: &Cors) {
     let origins = at(path, "allowOrigins");
-    checks::items(errors, &origins, cors.allow_origins.len(), 0, 64);
-    checks::unique_items(errors, &origins, &cors.allow_origins);
-    for (i, origin) in cors.allow_origins.iter().enumerate() {
+    checks::items(errors, &origins, checks::list(&cors.allow_origins).len(), 0, 64);
+    checks::unique_items(errors, &origins, checks::list(&cors.allow_origins));
+    for (i, origin) in checks::list(&cors.allow_origins).iter().enumerate() {
         let path = index(&origins, i);
         checks::length(errors, &path, origin, 1, 253);
         if !origin.is_empty() && !patterns::is_cors_origin(origin) {
@@ -80,18 +80,26 @@ pub(crate) fn check(errors: &mut FieldErrors, path: &str, cors: &Cors) {
     star_alone(
         errors,
         &origins,
-        cors.allow_origins.iter().any(|o| o == "*"),
-        cors.allow_origins.len(),
+        checks::list(&cors.allow_origins).iter().any(|o| o == "*"),
+        checks::list(&cors.allow_origins).len(),
         "origins",
     );
     let methods = at(path, "allowMethods");
-    checks::items(errors, &methods, cors.allow_methods.len(), 0, 9);
-    checks::unique_items(errors, &methods, &cors.allow_methods);
-    let any_method = cors.allow_methods.iter().any(|m| matches!(m, CorsMethod::Any(_)));
-    star_alone(errors, &methods, any_method, cors.allow_methods.len(), "methods");
+    checks::items(errors, &methods, checks::list(&cors.allow_methods).len(), 0, 9);
+    checks::unique_items(errors, &methods, checks::list(&cors.allow_methods));
+    let any_method = checks::list(&cors.allow_methods)
+        .iter()
+        .any(|m| matches!(m, CorsMethod::Any(_)));
+    star_alone(
+        errors,
+        &methods,
+        any_method,
+        checks::list(&cors.allow_methods).len(),
+        "methods",
+    );
     for (field, headers) in [
-        ("allowHeaders", &cors.allow_headers),
-        ("exposeHeaders", &cors.expose_headers),
+        ("allowHeaders", checks::list(&cors.allow_headers)),
+        ("exposeHeaders", checks::list(&cors.expose_headers)),
     ] {
         let path = at(path, field);
         checks::items(errors, &path, headers.len(), 0, 64);
@@ -103,8 +111,8 @@ pub(crate) fn check(errors: &mut FieldErrors, path: &str, cors: &Cors) {
     star_alone(
         errors,
         &at(path, "allowHeaders"),
-        cors.allow_headers.iter().any(|h| h == "*"),
-        cors.allow_headers.len(),
+        checks::list(&cors.allow_headers).iter().any(|h| h == "*"),
+        checks::list(&cors.allow_headers).len(),
         "headers",
     );
     if let Some(age) = cors.max_age_written {

@@ -49,8 +49,8 @@ pub enum ExternalAuthProtocol {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GrpcAuthConfig {
     /// Request headers sent to the service (at most 64, unique).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allowed_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_headers: Option<Vec<String>>,
 }
 
 /// Settings for an HTTP authorization service.
@@ -62,12 +62,12 @@ pub struct HttpAuthConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// Request headers sent to the service (at most 64, unique).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allowed_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_headers: Option<Vec<String>>,
     /// Response headers of the service copied to the request (at most
     /// 64, unique).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allowed_response_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_response_headers: Option<Vec<String>>,
 }
 
 /// How much of the request body the authorization service sees.
@@ -88,8 +88,8 @@ pub(crate) fn check(errors: &mut FieldErrors, path: &str, auth: &ExternalAuth) {
     }
     if let Some(grpc) = &auth.grpc {
         let path = at(path, "grpc.allowedHeaders");
-        checks::items(errors, &path, grpc.allowed_headers.len(), 0, 64);
-        checks::unique_items(errors, &path, &grpc.allowed_headers);
+        checks::items(errors, &path, checks::list(&grpc.allowed_headers).len(), 0, 64);
+        checks::unique_items(errors, &path, checks::list(&grpc.allowed_headers));
     }
     if let Some(http) = &auth.http {
         let at_http = at(path, "http");
@@ -106,8 +106,11 @@ pub(crate) fn check(errors: &mut FieldErrors, path: &str, auth: &ExternalAuth) {
             }
         }
         for (field, headers) in [
-            ("allowedHeaders", &http.allowed_headers),
-            ("allowedResponseHeaders", &http.allowed_response_headers),
+            ("allowedHeaders", checks::list(&http.allowed_headers)),
+            (
+                "allowedResponseHeaders",
+                checks::list(&http.allowed_response_headers),
+            ),
         ] {
             let path = at(&at_http, field);
             checks::items(errors, &path, headers.len(), 0, 64);

@@ -95,14 +95,14 @@ impl HttpRouteFilterType {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HeaderModifier {
     /// Headers replaced (at most 16, unique by name).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub set: Vec<HttpHeader>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<Vec<HttpHeader>>,
     /// Headers appended to (at most 16, unique by name).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub add: Vec<HttpHeader>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add: Option<Vec<HttpHeader>>,
     /// Header names removed (at most 16, unique).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub remove: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remove: Option<Vec<String>>,
 }
 
 /// A header name and value.
@@ -392,7 +392,7 @@ pub(crate) fn check_header_modifier(
     m: &HeaderModifier,
     strict_values: bool,
 ) {
-    for (field, headers) in [("set", &m.set), ("add", &m.add)] {
+    for (field, headers) in [("set", checks::list(&m.set)), ("add", checks::list(&m.add))] {
         let path = at(path, field);
         checks::items(errors, &path, headers.len(), 0, 16);
         checks::unique_keys(errors, &path, headers, |h| h.name.as_str(), "header name");
@@ -403,8 +403,8 @@ pub(crate) fn check_header_modifier(
         }
     }
     let remove = at(path, "remove");
-    checks::items(errors, &remove, m.remove.len(), 0, 16);
-    checks::unique_items(errors, &remove, &m.remove);
+    checks::items(errors, &remove, checks::list(&m.remove).len(), 0, 16);
+    checks::unique_items(errors, &remove, checks::list(&m.remove));
 }
 
 /// A header value: 1 to 4096 characters, and, where the CRD says so,

@@ -23,8 +23,8 @@ pub struct Gateway {
     #[serde(default)]
     pub listeners: Vec<Listener>,
     /// Addresses requested for the Gateway (at most 16).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub addresses: Vec<GatewayAddress>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addresses: Option<Vec<GatewayAddress>>,
     /// Labels, annotations and parameters for the resources the
     /// implementation creates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,11 +86,11 @@ pub struct ListenerTlsConfig {
     #[serde(default, rename = "mode", skip_serializing_if = "Option::is_none")]
     pub mode_written: Option<TlsMode>,
     /// The certificates served (at most 64).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub certificate_refs: Vec<SecretObjectReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_refs: Option<Vec<SecretObjectReference>>,
     /// Implementation-specific options (at most 16).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub options: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<BTreeMap<String, String>>,
 }
 
 impl ListenerTlsConfig {
@@ -120,8 +120,8 @@ pub struct AllowedRoutes {
     #[serde(default, rename = "namespaces", skip_serializing_if = "Option::is_none")]
     pub namespaces_written: Option<RouteNamespaces>,
     /// Which kinds (at most 8); the protocol's kinds when empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kinds: Vec<RouteGroupKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<Vec<RouteGroupKind>>,
 }
 
 impl AllowedRoutes {
@@ -215,11 +215,11 @@ impl GatewayAddress {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GatewayInfrastructure {
     /// Labels (at most 8).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
     /// Annotations (at most 16).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
     /// Implementation-specific parameters in the Gateway's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters_ref: Option<super::common::LocalObjectReference>,
@@ -289,8 +289,8 @@ pub struct FrontendTlsConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<TlsConfig>,
     /// Per port (at most 64, unique by port).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub per_port: Vec<TlsPortConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_port: Option<Vec<TlsPortConfig>>,
 }
 
 /// Client certificate validation.
@@ -351,11 +351,17 @@ pub enum FrontendValidationMode {
 pub(crate) fn validate(gw: &Gateway, errors: &mut FieldErrors) {
     checks::length(errors, "spec.gatewayClassName", &gw.gateway_class_name, 1, 253);
     check_listeners(errors, "spec.listeners", &gw.listeners);
-    check_addresses(errors, "spec.addresses", &gw.addresses);
+    check_addresses(errors, "spec.addresses", checks::list(&gw.addresses));
     if let Some(infra) = &gw.infrastructure {
         let path = "spec.infrastructure";
-        super::common::check_labels(errors, &at(path, "labels"), &infra.labels, 8, true);
-        super::common::check_labels(errors, &at(path, "annotations"), &infra.annotations, 16, false);
+        super::common::check_labels(errors, &at(path, "labels"), infra.labels.as_ref(), 8, true);
+        super::common::check_labels(
+            errors,
+            &at(path, "annotations"),
+            infra.annotations.as_ref(),
+            16,
+            false,
+        );
         if let Some(params) = &infra.parameters_ref {
             params.check(errors, &at(path, "parametersRef"));
         }
@@ -455,12 +461,15 @@ fn check_listener(errors: &mut FieldErrors, path: &str, listener: &Listener) {
     if let Some(tls) = &listener.tls {
         let path = at(path, "tls");
         let refs = at(&path, "certificateRefs");
-        checks::items(errors, &refs, tls.certificate_refs.len(), 0, 64);
-        for (i, reference) in tls.certificate_refs.iter().enumerate() {
+        checks::items(errors, &refs, checks::list(&tls.certificate_refs).len(), 0, 64);
+        for (i, reference) in checks::list(&tls.certificate_refs).iter().enumerate() {
             reference.check(errors, &index(&refs, i));
         }
-        checks::options(errors, &at(&path, "options"), &tls.options, 16);
-        if tls.mode() == TlsMode::Terminate && tls.certificate_refs.is_empty() && tls.options.is_empty() {
+        checks::options(errors, &at(&path, "options"), tls.options.as_ref(), 16);
+        if tls.mode() == TlsMode::Terminate
+            && checks::list(&tls.certificate_refs).is_empty()
+            && tls.options.as_ref().is_none_or(BTreeMap::is_empty)
+        {
             errors.push(path, "mode Terminate needs certificateRefs or options");
         }
     }
@@ -480,8 +489,8 @@ fn check_listener(errors: &mut FieldErrors, path: &str, listener: &Listener) {
             );
         }
         let kinds = at(&path, "kinds");
-        checks::items(errors, &kinds, allowed.kinds.len(), 0, 8);
-        for (i, kind) in allowed.kinds.iter().enumerate() {
+        checks::items(errors, &kinds, checks::list(&allowed.kinds).len(), 0, 8);
+        for (i, kind) in checks::list(&allowed.kinds).iter().enumerate() {
             let path = index(&kinds, i);
             if let Some(group) = &kind.group {
                 checks::group(errors, &at(&path, "group"), group);
@@ -552,9 +561,15 @@ fn check_gateway_tls(errors: &mut FieldErrors, path: &str, tls: &GatewayTlsConfi
         None => errors.push(at(&path, "default"), "is required"),
     }
     let ports = at(&path, "perPort");
-    checks::items(errors, &ports, frontend.per_port.len(), 0, 64);
-    checks::unique_keys(errors, &ports, &frontend.per_port, |p| p.port, "port");
-    for (i, per_port) in frontend.per_port.iter().enumerate() {
+    checks::items(errors, &ports, checks::list(&frontend.per_port).len(), 0, 64);
+    checks::unique_keys(
+        errors,
+        &ports,
+        checks::list(&frontend.per_port),
+        |p| p.port,
+        "port",
+    );
+    for (i, per_port) in checks::list(&frontend.per_port).iter().enumerate() {
         let path = index(&ports, i);
         match per_port.port {
             Some(port) => checks::port(errors, &at(&path, "port"), port),
@@ -566,7 +581,10 @@ fn check_gateway_tls(errors: &mut FieldErrors, path: &str, tls: &GatewayTlsConfi
         }
     }
     let mut seen = std::collections::HashSet::new();
-    if frontend.per_port.iter().any(|p| !seen.insert(p.port)) {
+    if checks::list(&frontend.per_port)
+        .iter()
+        .any(|p| !seen.insert(p.port))
+    {
         errors.push(
             ports,
             "two entries configure the same port: ports must be unique within the Gateway",

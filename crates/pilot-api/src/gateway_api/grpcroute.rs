@@ -17,14 +17,14 @@ use super::session::{self, SessionPersistence};
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GrpcRoute {
     /// The parents the route attaches to (at most 32).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub parent_refs: Vec<ParentReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_refs: Option<Vec<ParentReference>>,
     /// The hostnames matched (at most 16); the listeners' when empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub hostnames: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostnames: Option<Vec<String>>,
     /// The rules (at most 16).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rules: Vec<GrpcRouteRule>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<Vec<GrpcRouteRule>>,
     /// Whether the route attaches to default Gateways (experimental).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub use_default_gateways: Option<super::gateway::GatewayDefaultScope>,
@@ -39,14 +39,14 @@ pub struct GrpcRouteRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// The requests matched (at most 64); every request when empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub matches: Vec<GrpcRouteMatch>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matches: Option<Vec<GrpcRouteMatch>>,
     /// Filters applied to every request matched (at most 16).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub filters: Vec<GrpcRouteFilter>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filters: Option<Vec<GrpcRouteFilter>>,
     /// The backends (at most 16).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub backend_refs: Vec<GrpcBackendRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_refs: Option<Vec<GrpcBackendRef>>,
     /// Session affinity (experimental).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_persistence: Option<SessionPersistence>,
@@ -61,8 +61,8 @@ pub struct GrpcRouteMatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<GrpcMethodMatch>,
     /// Headers (at most 16, unique by name).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub headers: Vec<GrpcHeaderMatch>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<Vec<GrpcHeaderMatch>>,
 }
 
 /// A match of the gRPC service and method.
@@ -185,8 +185,8 @@ pub struct GrpcBackendRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<i32>,
     /// Filters for requests sent to this backend (at most 16).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub filters: Vec<GrpcRouteFilter>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filters: Option<Vec<GrpcRouteFilter>>,
 }
 
 impl GrpcBackendRef {
@@ -207,21 +207,29 @@ impl GrpcBackendRef {
 }
 
 pub(crate) fn validate(route: &GrpcRoute, errors: &mut FieldErrors) {
-    common::check_parent_refs(errors, "spec.parentRefs", &route.parent_refs);
-    common::check_hostnames(errors, "spec.hostnames", &route.hostnames, 16);
+    common::check_parent_refs(errors, "spec.parentRefs", checks::list(&route.parent_refs));
+    common::check_hostnames(errors, "spec.hostnames", checks::list(&route.hostnames), 16);
     let path = "spec.rules";
-    checks::items(errors, path, route.rules.len(), 0, 16);
-    for (i, rule) in route.rules.iter().enumerate() {
+    checks::items(errors, path, checks::list(&route.rules).len(), 0, 16);
+    for (i, rule) in checks::list(&route.rules).iter().enumerate() {
         check_rule(errors, &index(path, i), rule);
     }
-    let matches: usize = route.rules.iter().take(16).map(|r| r.matches.len()).sum();
+    let matches: usize = checks::list(&route.rules)
+        .iter()
+        .take(16)
+        .map(|r| checks::list(&r.matches).len())
+        .sum();
     if matches > MAX_MATCHES {
         errors.push(
             path,
             format!("the rules have {matches} matches in all: a route may have at most {MAX_MATCHES}"),
         );
     }
-    common::check_rule_names(errors, path, route.rules.iter().map(|r| r.name.as_ref()));
+    common::check_rule_names(
+        errors,
+        path,
+        checks::list(&route.rules).iter().map(|r| r.name.as_ref()),
+    );
 }
 
 fn check_rule(errors: &mut FieldErrors, path: &str, rule: &GrpcRouteRule) {
@@ -229,14 +237,14 @@ fn check_rule(errors: &mut FieldErrors, path: &str, rule: &GrpcRouteRule) {
         checks::section_name(errors, &at(path, "name"), name);
     }
     let matches = at(path, "matches");
-    checks::items(errors, &matches, rule.matches.len(), 0, 64);
-    for (i, m) in rule.matches.iter().enumerate() {
+    checks::items(errors, &matches, checks::list(&rule.matches).len(), 0, 64);
+    for (i, m) in checks::list(&rule.matches).iter().enumerate() {
         check_match(errors, &index(&matches, i), m);
     }
-    check_filters(errors, &at(path, "filters"), &rule.filters);
+    check_filters(errors, &at(path, "filters"), checks::list(&rule.filters));
     let backends = at(path, "backendRefs");
-    checks::items(errors, &backends, rule.backend_refs.len(), 0, 16);
-    for (i, backend) in rule.backend_refs.iter().enumerate() {
+    checks::items(errors, &backends, checks::list(&rule.backend_refs).len(), 0, 16);
+    for (i, backend) in checks::list(&rule.backend_refs).iter().enumerate() {
         let path = index(&backends, i);
         common::check_backend(
             errors,
@@ -246,7 +254,7 @@ fn check_rule(errors: &mut FieldErrors, path: &str, rule: &GrpcRouteRule) {
             backend.port,
         );
         common::check_weight(errors, &path, backend.weight);
-        check_filters(errors, &at(&path, "filters"), &backend.filters);
+        check_filters(errors, &at(&path, "filters"), checks::list(&backend.filters));
     }
     if let Some(persistence) = &rule.session_persistence {
         session::check(errors, &at(path, "sessionPersistence"), persistence);
@@ -284,9 +292,15 @@ fn check_match(errors: &mut FieldErrors, path: &str, m: &GrpcRouteMatch) {
         }
     }
     let headers = at(path, "headers");
-    checks::items(errors, &headers, m.headers.len(), 0, 16);
-    checks::unique_keys(errors, &headers, &m.headers, |h| h.name.as_str(), "header name");
-    for (i, header) in m.headers.iter().enumerate() {
+    checks::items(errors, &headers, checks::list(&m.headers).len(), 0, 16);
+    checks::unique_keys(
+        errors,
+        &headers,
+        checks::list(&m.headers),
+        |h| h.name.as_str(),
+        "header name",
+    );
+    for (i, header) in checks::list(&m.headers).iter().enumerate() {
         let path = index(&headers, i);
         checks::header_name(errors, &at(&path, "name"), &header.name);
         filters::header_value(errors, &at(&path, "value"), &header.value, false);

@@ -18,11 +18,11 @@ use super::session::{self, SessionPersistence};
 pub struct HttpRoute {
     /// The parents (Gateways, listeners) the route attaches to (at most
     /// 32).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub parent_refs: Vec<ParentReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_refs: Option<Vec<ParentReference>>,
     /// The hostnames matched (at most 16); the listeners' when empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub hostnames: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostnames: Option<Vec<String>>,
     /// The rules (1 to 16; [`HttpRoute::rules`] gives the default, one
     /// rule matching every path).
     #[serde(default, rename = "rules", skip_serializing_if = "Option::is_none")]
@@ -55,11 +55,11 @@ pub struct HttpRouteRule {
     #[serde(default, rename = "matches", skip_serializing_if = "Option::is_none")]
     pub matches_written: Option<Vec<HttpRouteMatch>>,
     /// Filters applied to every request matched (at most 16).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub filters: Vec<HttpRouteFilter>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filters: Option<Vec<HttpRouteFilter>>,
     /// The backends (at most 16).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub backend_refs: Vec<HttpBackendRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_refs: Option<Vec<HttpBackendRef>>,
     /// Request timeouts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<HttpRouteTimeouts>,
@@ -91,11 +91,11 @@ pub struct HttpRouteMatch {
     #[serde(default, rename = "path", skip_serializing_if = "Option::is_none")]
     pub path_written: Option<HttpPathMatch>,
     /// Headers (at most 16, unique by name).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub headers: Vec<HttpHeaderMatch>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<Vec<HttpHeaderMatch>>,
     /// Query parameters (at most 16, unique by name).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub query_params: Vec<HttpQueryParamMatch>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_params: Option<Vec<HttpQueryParamMatch>>,
     /// The method.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<HttpMethod>,
@@ -231,8 +231,8 @@ pub struct HttpBackendRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<i32>,
     /// Filters for requests sent to this backend (at most 16).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub filters: Vec<HttpRouteFilter>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filters: Option<Vec<HttpRouteFilter>>,
 }
 
 impl HttpBackendRef {
@@ -271,8 +271,8 @@ pub struct HttpRouteTimeouts {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpRouteRetry {
     /// Status codes retried (400 to 599, unique).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub codes: Vec<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codes: Option<Vec<i32>>,
     /// Tries after the first (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<i64>,
@@ -285,8 +285,8 @@ pub struct HttpRouteRetry {
 pub(crate) const MAX_MATCHES: usize = 128;
 
 pub(crate) fn validate(route: &HttpRoute, errors: &mut FieldErrors) {
-    common::check_parent_refs(errors, "spec.parentRefs", &route.parent_refs);
-    common::check_hostnames(errors, "spec.hostnames", &route.hostnames, 16);
+    common::check_parent_refs(errors, "spec.parentRefs", checks::list(&route.parent_refs));
+    common::check_hostnames(errors, "spec.hostnames", checks::list(&route.hostnames), 16);
     let Some(rules) = &route.rules_written else { return };
     let path = "spec.rules";
     checks::items(errors, path, rules.len(), 1, 16);
@@ -318,10 +318,10 @@ fn check_rule(errors: &mut FieldErrors, path: &str, rule: &HttpRouteRule) {
             check_match(errors, &index(&at_matches, i), m);
         }
     }
-    filters::check_http_filters(errors, &at(path, "filters"), &rule.filters);
+    filters::check_http_filters(errors, &at(path, "filters"), checks::list(&rule.filters));
     let backends = at(path, "backendRefs");
-    checks::items(errors, &backends, rule.backend_refs.len(), 0, 16);
-    for (i, backend) in rule.backend_refs.iter().enumerate() {
+    checks::items(errors, &backends, checks::list(&rule.backend_refs).len(), 0, 16);
+    for (i, backend) in checks::list(&rule.backend_refs).iter().enumerate() {
         let path = index(&backends, i);
         common::check_backend(
             errors,
@@ -331,9 +331,13 @@ fn check_rule(errors: &mut FieldErrors, path: &str, rule: &HttpRouteRule) {
             backend.port,
         );
         common::check_weight(errors, &path, backend.weight);
-        filters::check_http_filters(errors, &at(&path, "filters"), &backend.filters);
+        filters::check_http_filters(errors, &at(&path, "filters"), checks::list(&backend.filters));
     }
-    if !rule.backend_refs.is_empty() && rule.filters.iter().any(|f| f.request_redirect.is_some()) {
+    if !checks::list(&rule.backend_refs).is_empty()
+        && checks::list(&rule.filters)
+            .iter()
+            .any(|f| f.request_redirect.is_some())
+    {
         errors.push(
             path,
             "a rule with a RequestRedirect filter answers the request itself: it must not have backendRefs",
@@ -345,10 +349,10 @@ fn check_rule(errors: &mut FieldErrors, path: &str, rule: &HttpRouteRule) {
     }
     if let Some(retry) = &rule.retry {
         let path = at(path, "retry");
-        for (i, code) in retry.codes.iter().enumerate() {
+        for (i, code) in checks::list(&retry.codes).iter().enumerate() {
             checks::range(errors, &index(&at(&path, "codes"), i), (*code).into(), 400, 599);
         }
-        checks::unique_items(errors, &at(&path, "codes"), &retry.codes);
+        checks::unique_items(errors, &at(&path, "codes"), checks::list(&retry.codes));
         if let Some(attempts) = retry.attempts {
             checks::range(errors, &at(&path, "attempts"), attempts, 1, i64::MAX);
         }
@@ -390,7 +394,11 @@ fn check_prefix_rewrites(errors: &mut FieldErrors, path: &str, rule: &HttpRouteR
         HttpRouteFilterType::UrlRewrite,
     ] {
         let name = kind.names().0;
-        let in_rule = rule.filters.iter().filter(|f| replaces_prefix(f, kind)).count() == 1;
+        let in_rule = checks::list(&rule.filters)
+            .iter()
+            .filter(|f| replaces_prefix(f, kind))
+            .count()
+            == 1;
         if in_rule {
             errors.push(
                 path,
@@ -399,10 +407,15 @@ fn check_prefix_rewrites(errors: &mut FieldErrors, path: &str, rule: &HttpRouteR
                 ),
             );
         }
-        let in_backends = rule
-            .backend_refs
+        let in_backends = checks::list(&rule.backend_refs)
             .iter()
-            .filter(|b| b.filters.iter().filter(|f| replaces_prefix(f, kind)).count() == 1)
+            .filter(|b| {
+                checks::list(&b.filters)
+                    .iter()
+                    .filter(|f| replaces_prefix(f, kind))
+                    .count()
+                    == 1
+            })
             .count()
             == 1;
         if in_backends {
@@ -419,23 +432,29 @@ fn check_match(errors: &mut FieldErrors, path: &str, m: &HttpRouteMatch) {
         check_path_match(errors, &at(path, "path"), path_match);
     }
     let headers = at(path, "headers");
-    checks::items(errors, &headers, m.headers.len(), 0, 16);
-    checks::unique_keys(errors, &headers, &m.headers, |h| h.name.as_str(), "header name");
-    for (i, header) in m.headers.iter().enumerate() {
+    checks::items(errors, &headers, checks::list(&m.headers).len(), 0, 16);
+    checks::unique_keys(
+        errors,
+        &headers,
+        checks::list(&m.headers),
+        |h| h.name.as_str(),
+        "header name",
+    );
+    for (i, header) in checks::list(&m.headers).iter().enumerate() {
         let path = index(&headers, i);
         checks::header_name(errors, &at(&path, "name"), &header.name);
         filters::header_value(errors, &at(&path, "value"), &header.value, true);
     }
     let params = at(path, "queryParams");
-    checks::items(errors, &params, m.query_params.len(), 0, 16);
+    checks::items(errors, &params, checks::list(&m.query_params).len(), 0, 16);
     checks::unique_keys(
         errors,
         &params,
-        &m.query_params,
+        checks::list(&m.query_params),
         |q| q.name.as_str(),
         "query parameter name",
     );
-    for (i, param) in m.query_params.iter().enumerate() {
+    for (i, param) in checks::list(&m.query_params).iter().enumerate() {
         let path = index(&params, i);
         checks::header_name(errors, &at(&path, "name"), &param.name);
         checks::length(errors, &at(&path, "value"), &param.value, 1, 1024);

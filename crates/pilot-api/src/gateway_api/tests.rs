@@ -332,7 +332,7 @@ fn defaults_are_read_through_accessors_and_the_spec_stays_as_written() {
     );
     assert_eq!(listener.tls.as_ref().unwrap().mode(), TlsMode::Terminate);
     assert_eq!(
-        listener.tls.as_ref().unwrap().certificate_refs[0].kind(),
+        listener.tls.as_ref().unwrap().certificate_refs.as_ref().unwrap()[0].kind(),
         "Secret"
     );
     assert_eq!(serde_json::to_value(&gateway).unwrap(), written);
@@ -340,15 +340,15 @@ fn defaults_are_read_through_accessors_and_the_spec_stays_as_written() {
     let written =
         json!({"parentRefs": [{"name": "edge"}], "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}]});
     let route: HttpRoute = serde_json::from_value(written.clone()).unwrap();
-    assert_eq!(route.parent_refs[0].group(), GROUP);
-    assert_eq!(route.parent_refs[0].kind(), "Gateway");
+    assert_eq!(route.parent_refs.as_ref().unwrap()[0].group(), GROUP);
+    assert_eq!(route.parent_refs.as_ref().unwrap()[0].kind(), "Gateway");
     let rule = &route.rules()[0];
     let path = rule.matches()[0].path();
     assert_eq!(
         (path.match_type(), path.value()),
         (PathMatchType::PathPrefix, "/")
     );
-    assert_eq!(rule.backend_refs[0].weight(), 1);
+    assert_eq!(rule.backend_refs.as_ref().unwrap()[0].weight(), 1);
     assert_eq!(serde_json::to_value(&route).unwrap(), written);
     // A route without rules has one matching every path.
     let bare: HttpRoute = serde_json::from_value(json!({})).unwrap();

@@ -14,11 +14,12 @@ use super::patterns;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TlsRoute {
     /// The parents the route attaches to (at most 32).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub parent_refs: Vec<ParentReference>,
-    /// The SNI hostnames matched (1 to 1024, required at `v1`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub hostnames: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_refs: Option<Vec<ParentReference>>,
+    /// The SNI hostnames matched (1 to 1024, required at `v1`; optional
+    /// at `v1alpha2`, whose objects keep their absence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostnames: Option<Vec<String>>,
     /// The rules (exactly one at `v1`).
     #[serde(default)]
     pub rules: Vec<StreamRouteRule>,
@@ -33,8 +34,8 @@ pub struct TlsRoute {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TcpRoute {
     /// The parents the route attaches to (at most 32).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub parent_refs: Vec<ParentReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_refs: Option<Vec<ParentReference>>,
     /// The rules (exactly one at `v1`).
     #[serde(default)]
     pub rules: Vec<StreamRouteRule>,
@@ -57,28 +58,24 @@ pub struct StreamRouteRule {
 }
 
 pub(crate) fn validate_tls(route: &TlsRoute, errors: &mut FieldErrors) {
-    common::check_parent_refs(errors, "spec.parentRefs", &route.parent_refs);
+    common::check_parent_refs(errors, "spec.parentRefs", checks::list(&route.parent_refs));
     let path = "spec.hostnames";
-    common::check_hostnames(errors, path, &route.hostnames, 1024);
-    if route.hostnames.is_empty() {
+    let hostnames = checks::list(&route.hostnames);
+    common::check_hostnames(errors, path, hostnames, 1024);
+    if hostnames.is_empty() {
         errors.push(path, "is required: a TLSRoute matches at least one SNI hostname");
     }
-    if route.hostnames.iter().any(|h| patterns::is_ip(h)) {
+    if hostnames.iter().any(|h| patterns::is_ip(h)) {
         errors.push(path, "hostnames must not be IP addresses");
     }
     let label_shaped = |h: &str| patterns::is_dns_name(h);
-    if route
-        .hostnames
-        .iter()
-        .any(|h| !h.contains('*') && !label_shaped(h))
-    {
+    if hostnames.iter().any(|h| !h.contains('*') && !label_shaped(h)) {
         errors.push(
             path,
             "every hostname without wildcard must be RFC 1123 labels joined by dots",
         );
     }
-    if route
-        .hostnames
+    if hostnames
         .iter()
         .any(|h| h.contains('*') && !h.strip_prefix("*.").is_some_and(label_shaped))
     {
@@ -91,7 +88,7 @@ pub(crate) fn validate_tls(route: &TlsRoute, errors: &mut FieldErrors) {
 }
 
 pub(crate) fn validate_tcp(route: &TcpRoute, errors: &mut FieldErrors) {
-    common::check_parent_refs(errors, "spec.parentRefs", &route.parent_refs);
+    common::check_parent_refs(errors, "spec.parentRefs", checks::list(&route.parent_refs));
     check_rules(errors, &route.rules);
 }
 
