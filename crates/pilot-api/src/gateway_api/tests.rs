@@ -569,3 +569,29 @@ fn values_upstream_s_cel_tests_accept_and_refuse() {
         "same port, protocol and hostname",
     );
 }
+
+#[cfg(feature = "schema")]
+#[test]
+fn each_kind_publishes_the_openapi_schema_of_its_spec() {
+    use pilot_model::ConfigKind;
+    let properties = |schema: Option<serde_json::Value>| {
+        let schema = schema.expect("a schema");
+        let mut names: Vec<String> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        properties(HttpRoute::openapi_schema()),
+        ["hostnames", "parentRefs", "rules", "useDefaultGateways"]
+    );
+    assert!(properties(Gateway::openapi_schema()).contains(&"gatewayClassName".to_string()));
+    assert!(properties(BackendTlsPolicy::openapi_schema()).contains(&"targetRefs".to_string()));
+    let schema = serde_json::to_string(&HttpRoute::openapi_schema()).unwrap();
+    assert!(!schema.contains("$ref"), "subschemas are inlined: {schema}");
+    assert!(schema.contains("URLRewrite") && schema.contains("replacePrefixMatch"));
+}
