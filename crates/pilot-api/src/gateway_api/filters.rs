@@ -1,8 +1,8 @@
 //! The filters of HTTPRoute rules and backends (header modifiers, mirror,
-//! redirect, rewrite, CORS, external authorization, extension), with the
-//! CRD's rules that a filter's `type` and fields agree and which filters
-//! a list may repeat. GRPCRoute's filters reuse the header modifier and
-//! mirror.
+//! redirect, rewrite and extension here; CORS and external authorization
+//! in their own files), with the CRD's rules that a filter's `type` and
+//! fields agree and which filters a list may repeat. GRPCRoute's filters
+//! reuse the header modifier and mirror.
 
 use pilot_model::FieldErrors;
 use serde::{Deserialize, Serialize};

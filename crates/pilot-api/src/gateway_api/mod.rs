@@ -14,8 +14,12 @@
 //! a stored spec stays as written.
 //!
 //! Kinds served at several versions share one schema here, the storage
-//! version's; TLSRoute and TCPRoute at `v1alpha2` allowed more than one
-//! rule and TLSRoute no hostname, which `v1` refuses.
+//! version's: a kind's validation sees its spec, not the `apiVersion` it
+//! was written at. TLSRoute and TCPRoute at `v1alpha2` allow up to 16
+//! rules and TLSRoute no hostname, which `v1` refuses, and so does pilot
+//! at every version. For the same reason the one rule that compares an
+//! object with its previous version (a GatewayClass's `controllerName`
+//! is immutable) is not checked here.
 //!
 //! ```
 //! use pilot_api::gateway_api;
