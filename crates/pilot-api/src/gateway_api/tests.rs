@@ -595,3 +595,111 @@ fn each_kind_publishes_the_openapi_schema_of_its_spec() {
     assert!(!schema.contains("$ref"), "subschemas are inlined: {schema}");
     assert!(schema.contains("URLRewrite") && schema.contains("replacePrefixMatch"));
 }
+
+#[test]
+fn tls_routes_name_sni_hostnames_not_addresses() {
+    let route = |hosts: serde_json::Value| json!({"hostnames": hosts, "rules": [{"backendRefs": [{"name": "svc", "port": 443}]}]});
+    assert!(errors("TLSRoute", route(json!(["*.example.com", "a.example.com"]))).is_empty());
+    refused_at(
+        &errors("TLSRoute", route(json!(["10.1.2.3"]))),
+        "spec.hostnames",
+        "must not be IP addresses",
+    );
+    refused_at(
+        &errors("TLSRoute", route(json!(["a.*.example.com"]))),
+        "spec.hostnames",
+        "wildcard",
+    );
+    refused_at(
+        &errors("TLSRoute", route(json!([]))),
+        "spec.hostnames",
+        "is required",
+    );
+    // One rule at v1, with at least one backend.
+    let two_rules = json!({"hostnames": ["a.example"], "rules": [
+        {"backendRefs": [{"name": "a", "port": 1}]}, {"backendRefs": [{"name": "b", "port": 1}]},
+    ]});
+    refused_at(&errors("TLSRoute", two_rules), "spec.rules", "at most 1 items");
+    refused_at(
+        &errors("TCPRoute", json!({"rules": [{}]})),
+        "spec.rules[0].backendRefs",
+        "at least one item",
+    );
+    // A backend of another kind needs no port.
+    let other_kind =
+        json!({"rules": [{"backendRefs": [{"group": "example.com", "kind": "Backend", "name": "b"}]}]});
+    assert!(errors("TCPRoute", other_kind).is_empty());
+}
+
+#[test]
+fn references_and_policies_name_their_group_kind_and_sections() {
+    let grant =
+        json!({"from": [{"kind": "HTTPRoute", "namespace": "a"}], "to": [{"group": "", "kind": "Service"}]});
+    refused_at(
+        &errors("ReferenceGrant", grant),
+        "spec.from[0].group",
+        "is required",
+    );
+    let policy = |targets: serde_json::Value| json!({"targetRefs": targets, "validation": {"hostname": "svc.example", "wellKnownCACertificates": "System"}});
+    let target = |section: Option<&str>| match section {
+        Some(section) => json!({"group": "", "kind": "Service", "name": "svc", "sectionName": section}),
+        None => json!({"group": "", "kind": "Service", "name": "svc"}),
+    };
+    assert!(
+        errors(
+            "BackendTLSPolicy",
+            policy(json!([target(Some("a")), target(Some("b"))]))
+        )
+        .is_empty()
+    );
+    let found = errors(
+        "BackendTLSPolicy",
+        policy(json!([target(None), target(Some("b"))])),
+    );
+    refused_at(&found, "spec.targetRefs", "all name a sectionName or none");
+    let found = errors(
+        "BackendTLSPolicy",
+        policy(json!([target(Some("a")), target(Some("a"))])),
+    );
+    refused_at(&found, "spec.targetRefs", "same sectionName");
+    // Unknown fields are refused where they are.
+    let found = errors(
+        "GatewayClass",
+        json!({"controllerName": "example.com/gc", "paramsRef": {}}),
+    );
+    refused_at(&found, "spec.paramsRef", "unknown field");
+}
+
+#[test]
+fn grpc_matches_and_filters_follow_their_type() {
+    let rule = |rule: serde_json::Value| json!({"rules": [rule]});
+    let regex = rule(
+        json!({"matches": [{"method": {"type": "RegularExpression", "service": "foo\\..*", "method": ".*"}}]}),
+    );
+    assert!(errors("GRPCRoute", regex).is_empty());
+    let exact =
+        rule(json!({"matches": [{"method": {"service": "helloworld.Greeter", "method": "SayHello"}}]}));
+    assert!(errors("GRPCRoute", exact).is_empty());
+    let mirror = rule(
+        json!({"filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "m", "port": 50051}, "percent": 101}}]}),
+    );
+    refused_at(
+        &errors("GRPCRoute", mirror),
+        "spec.rules[0].filters[0].requestMirror.percent",
+        "between 0 and 100",
+    );
+    // GRPCRoute has no URLRewrite filter.
+    let rewrite = rule(json!({"filters": [{"type": "URLRewrite"}]}));
+    refused_at(
+        &errors("GRPCRoute", rewrite),
+        "spec.rules[0].filters[0].type",
+        "unknown variant",
+    );
+    let backend_filter =
+        rule(json!({"backendRefs": [{"name": "svc", "port": 1, "filters": [{"type": "ExtensionRef"}]}]}));
+    refused_at(
+        &errors("GRPCRoute", backend_filter),
+        "spec.rules[0].backendRefs[0].filters[0]",
+        "needs its extensionRef field",
+    );
+}
