@@ -45,6 +45,7 @@ mod external_auth;
 mod filters;
 mod gateway;
 mod gateway_class;
+mod gateway_tls;
 mod grpcroute;
 mod httproute;
 mod patterns;
@@ -69,12 +70,14 @@ pub use filters::{
     PathModifierType, RedirectScheme, RequestMirror, RequestRedirect, UrlRewrite,
 };
 pub use gateway::{
-    AllowedListeners, AllowedRoutes, FromNamespaces, FrontendTlsConfig, FrontendTlsValidation,
-    FrontendValidationMode, Gateway, GatewayAddress, GatewayBackendTls, GatewayDefaultScope,
-    GatewayInfrastructure, GatewayTlsConfig, Listener, ListenerTlsConfig, RouteGroupKind, RouteNamespaces,
-    TlsConfig, TlsMode, TlsPortConfig,
+    AllowedListeners, AllowedRoutes, FromNamespaces, Gateway, GatewayAddress, GatewayDefaultScope,
+    GatewayInfrastructure, Listener, ListenerTlsConfig, RouteGroupKind, RouteNamespaces, TlsMode,
 };
 pub use gateway_class::{GatewayClass, ParametersReference};
+pub use gateway_tls::{
+    FrontendTlsConfig, FrontendTlsValidation, FrontendValidationMode, GatewayBackendTls, GatewayTlsConfig,
+    TlsConfig, TlsPortConfig,
+};
 pub use grpcroute::{
     GrpcBackendRef, GrpcHeaderMatch, GrpcMethodMatch, GrpcRoute, GrpcRouteFilter, GrpcRouteFilterType,
     GrpcRouteMatch, GrpcRouteRule,
