@@ -188,10 +188,9 @@ pub(crate) fn is_address_type(value: &str) -> bool {
     value.starts_with("Hostname")
         || value.contains("IPAddress")
         || value.contains("NamedAddress")
-        || value.char_indices().any(|(i, c)| {
+        || value.match_indices('/').any(|(i, _)| {
             let path = &value[i + 1..];
-            c == '/'
-                && !path.is_empty()
+            !path.is_empty()
                 && path.bytes().all(path_char)
                 && value[..i]
                     .bytes()
