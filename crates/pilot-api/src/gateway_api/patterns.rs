@@ -307,3 +307,116 @@ pub(crate) fn is_identifier(name: &str) -> bool {
         .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_')
         && bytes.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_read_as_the_crds_regular_expressions() {
+        assert!(
+            is_header_value("a b\tc")
+                && !is_header_value("a  b")
+                && !is_header_value(" a")
+                && !is_header_value("a\u{e9}")
+        );
+        assert!(
+            is_path_chars("/a%2Fb") && !is_path_chars("/a%2") && !is_path_chars("/a b") && !is_path_chars("")
+        );
+        assert!(
+            is_domain_prefixed_path("example.net/gateway-controller")
+                && !is_domain_prefixed_path("Example.net/x")
+        );
+        assert!(is_grpc_service(".Foo.bar_1") && !is_grpc_service("foo..bar") && !is_grpc_service("1foo"));
+        assert!(
+            is_qualified_key("example.com/name")
+                && !is_qualified_key("example.com/")
+                && !is_qualified_key("a/b/c")
+        );
+        assert!(
+            is_well_known_ca("System")
+                && is_well_known_ca("example.com/bundle")
+                && !is_well_known_ca("system")
+        );
+        assert!(is_san_uri("spiffe://cluster.local/ns/a") && !is_san_uri("spiffe:/x") && !is_san_uri("://x"));
+        assert!(
+            is_cors_origin("https://*")
+                && is_cors_origin("http://a-b.c:1")
+                && !is_cors_origin("http://a:123456")
+        );
+        assert_eq!(duration_millis("1h2m3s4ms"), Some(3_723_004));
+        assert_eq!(duration_millis("99999ms"), Some(99_999));
+        // Characters of several bytes are read, never split.
+        assert!(!is_address_type("é/x") && is_address_type("é.a/x") && !is_address_type("aé"));
+        assert!(!is_hostname("é.com") && !is_listener_protocol("é/P") && !is_cors_origin("http://é"));
+    }
+
+    /// Every string the CRDs' regular expressions describe is accepted by the
+    /// hand-written check of the same field (the expressions below are the
+    /// CRDs', anchors dropped: proptest generates from them).
+    #[test]
+    fn checks_accept_what_the_crds_patterns_generate() {
+        use proptest::strategy::{Strategy, ValueTree};
+        use proptest::test_runner::TestRunner;
+        const LABEL: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+        let dns = format!("{LABEL}(\\.{LABEL})*");
+        type Check = fn(&str) -> bool;
+        let cases: Vec<(String, Check)> = vec![
+            (format!("(\\*\\.)?{dns}"), is_hostname),
+            (dns.clone(), is_dns_name),
+            ("[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?".into(), is_kind),
+            ("[A-Za-z0-9!#$%&'*+\\-.^_`|~]+".into(), is_header_name),
+            ("[!-~]+([\\t ]?[!-~]+)*".into(), is_header_value),
+            (
+                "(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+".into(),
+                is_path_chars,
+            ),
+            ("([0-9]{1,5}(h|m|s|ms)){1,4}".into(), |s| {
+                duration_millis(s).is_some()
+            }),
+            (
+                format!("{dns}/[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+"),
+                is_domain_prefixed_path,
+            ),
+            (
+                "[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?".into(),
+                is_listener_protocol,
+            ),
+            (format!("{dns}/[A-Za-z0-9]+"), is_listener_protocol),
+            (format!("{dns}/[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+"), is_address_type),
+            (
+                "https?://((\\*\\.)?([a-zA-Z0-9\\-]+\\.)*[a-zA-Z0-9-]+|\\*)(:[0-9]{1,5})?".into(),
+                is_cors_origin,
+            ),
+            (
+                format!("({dns}/)?([A-Za-z0-9][-A-Za-z0-9_.]{{0,61}})?[A-Za-z0-9]"),
+                is_qualified_key,
+            ),
+            (
+                "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?".into(),
+                is_label_value,
+            ),
+            (
+                format!("{dns}/([A-Za-z0-9][-A-Za-z0-9_.]{{0,61}})?[A-Za-z0-9]"),
+                is_well_known_ca,
+            ),
+            (
+                "([^:/?#]+):(//([^/?#]*))([^?#]*)(\\?([^#]*))?(#(.*))?".into(),
+                is_san_uri,
+            ),
+            (
+                "\\.?[a-zA-Z_][a-zA-Z_0-9]*(\\.[a-zA-Z_][a-zA-Z_0-9]*)*".into(),
+                is_grpc_service,
+            ),
+            ("[A-Za-z_][A-Za-z_0-9]*".into(), is_identifier),
+        ];
+        let mut runner = TestRunner::deterministic();
+        for (pattern, check) in cases {
+            let strategy = proptest::string::string_regex(&pattern).unwrap();
+            for _ in 0..300 {
+                let value = strategy.new_tree(&mut runner).unwrap().current();
+                assert!(check(&value), "{value:?} matches {pattern} but is refused");
+            }
+        }
+    }
+}
