@@ -925,3 +925,116 @@ fn each_remaining_cel_rule_refuses_at_its_place() {
         );
     }
 }
+
+/// Specs with one value replaced by an arbitrary one (any string, number,
+/// list or null) are read without panicking, valid or not.
+mod arbitrary_values {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn templates() -> Vec<(&'static str, serde_json::Value)> {
+        let filters = json!([
+            {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "a", "value": "b"}], "remove": ["c"]}},
+            {"type": "URLRewrite", "urlRewrite": {"hostname": "a.example", "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/b"}}},
+            {"type": "CORS", "cors": {"allowOrigins": ["https://a.example"], "allowMethods": ["GET"], "maxAge": 10}},
+            {"type": "ExternalAuth", "externalAuth": {"protocol": "HTTP", "backendRef": {"name": "auth", "port": 80}, "http": {"path": "/auth"}}},
+        ]);
+        vec![
+            (
+                "HTTPRoute",
+                json!({
+                    "parentRefs": [{"name": "gw", "sectionName": "http", "port": 80}],
+                    "hostnames": ["*.example.com"],
+                    "rules": [{"name": "r", "matches": [{"path": {"type": "PathPrefix", "value": "/a"}, "headers": [{"name": "h", "value": "v"}], "method": "GET"}],
+                               "filters": filters, "backendRefs": [{"name": "svc", "port": 80, "weight": 3}],
+                               "timeouts": {"request": "10s", "backendRequest": "1s"}, "retry": {"codes": [503], "attempts": 2, "backoff": "100ms"},
+                               "sessionPersistence": {"type": "Cookie", "cookie": {"name": "s"}, "absoluteTimeout": "1h"}}],
+                }),
+            ),
+            (
+                "Gateway",
+                json!({
+                    "gatewayClassName": "c",
+                    "addresses": [{"type": "IPAddress", "value": "10.0.0.1"}, {"type": "Hostname", "value": "a.example"}],
+                    "listeners": [{"name": "https", "port": 443, "protocol": "HTTPS", "hostname": "a.example",
+                                   "tls": {"mode": "Terminate", "certificateRefs": [{"name": "cert"}], "options": {"k": "v"}},
+                                   "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchLabels": {"a": "b"}}}, "kinds": [{"kind": "HTTPRoute"}]}}],
+                    "infrastructure": {"labels": {"a": "b"}, "annotations": {"example.com/a": "b"}},
+                    "tls": {"frontend": {"default": {"validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "ca"}]}}, "perPort": [{"port": 443, "tls": {}}]}},
+                }),
+            ),
+            (
+                "GRPCRoute",
+                json!({"rules": [{"matches": [{"method": {"service": "a.B", "method": "C"}, "headers": [{"name": "h", "value": "v"}]}],
+                                            "filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "m", "port": 1}, "fraction": {"numerator": 1}}}],
+                                            "backendRefs": [{"name": "svc", "port": 50051}]}]}),
+            ),
+            (
+                "BackendTLSPolicy",
+                json!({"targetRefs": [{"group": "", "kind": "Service", "name": "svc", "sectionName": "https"}],
+                                        "validation": {"hostname": "svc.example", "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "ca"}],
+                                                       "subjectAltNames": [{"type": "URI", "uri": "spiffe://a/b"}]}}),
+            ),
+            (
+                "TLSRoute",
+                json!({"hostnames": ["a.example"], "rules": [{"backendRefs": [{"name": "svc", "port": 443}]}]}),
+            ),
+            (
+                "ReferenceGrant",
+                json!({"from": [{"group": "", "kind": "K", "namespace": "n"}], "to": [{"group": "", "kind": "Secret", "name": "s"}]}),
+            ),
+            (
+                "GatewayClass",
+                json!({"controllerName": "example.com/gc", "parametersRef": {"group": "", "kind": "ConfigMap", "name": "p", "namespace": "n"}}),
+            ),
+        ]
+    }
+
+    /// The JSON pointers of every value in `value` but objects.
+    fn leaves(value: &serde_json::Value, at: String, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    leaves(
+                        v,
+                        format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")),
+                        out,
+                    );
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    leaves(v, format!("{at}/{i}"), out);
+                }
+                out.push(at);
+            }
+            _ => out.push(at),
+        }
+    }
+
+    fn value() -> impl Strategy<Value = serde_json::Value> {
+        prop_oneof![
+            any::<String>().prop_map(serde_json::Value::from),
+            "[-a-zA-Z0-9./*:%é ]{0,12}".prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            Just(serde_json::Value::Null),
+            Just(json!([])),
+            Just(json!({})),
+            Just(json!(["", ""])),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+        #[test]
+        fn a_spec_with_any_value_anywhere_is_read_without_panic(which in 0usize..7, place in any::<prop::sample::Index>(), replacement in value()) {
+            let (kind, mut spec) = templates().swap_remove(which);
+            prop_assert!(errors(kind, spec.clone()).is_empty(), "the template of {} is valid", kind);
+            let mut places = Vec::new();
+            leaves(&spec, String::new(), &mut places);
+            let pointer = place.get(&places).clone();
+            *spec.pointer_mut(&pointer).unwrap() = replacement;
+            let _ = errors(kind, spec);
+        }
+    }
+}
