@@ -3,11 +3,16 @@
 //! Gateway, Sidecar, WorkloadEntry), its security kinds ([`security`]:
 //! PeerAuthentication, RequestAuthentication, AuthorizationPolicy) and the v1alpha2 routing kinds
 //! of 2017 ([`istio`]: RouteRule, DestinationPolicy, EgressRule,
-//! IngressRule). Each kind is a typed spec implementing
+//! IngressRule), and the Kubernetes Gateway API's kinds ([`gateway_api`]:
+//! GatewayClass, Gateway, HTTPRoute, GRPCRoute, ReferenceGrant,
+//! BackendTLSPolicy, TLSRoute, TCPRoute) validated as their CRDs validate
+//! them. Each kind is a typed spec implementing
 //! [`pilot_model::ConfigKind`]: a store validates every write with it.
 //!
-//! [`default_registry`] holds them all: pilot-discovery serves it and
-//! pilotctl reads files with it.
+//! [`default_registry`] holds the Istio kinds: pilot-discovery serves it
+//! and pilotctl reads files with it. The Gateway API's kinds have a
+//! registry of their own ([`gateway_api::registry`]): their `Gateway`
+//! shares its name with Istio's.
 //!
 //! ```
 //! use pilot_api::networking::VirtualService;
@@ -24,6 +29,7 @@
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod gateway_api;
 pub mod istio;
 pub mod mesh;
 pub mod networking;

@@ -1,0 +1,1040 @@
+//! Rules of the Gateway API kinds the corpus does not exercise, on small
+//! specs written here, read through the registry as a store reads them.
+
+use super::*;
+use pilot_model::{ConfigMeta, DynConfig};
+use serde_json::json;
+
+/// The errors of `spec` as a `kind`, each `path: message`.
+fn errors(kind: &str, spec: serde_json::Value) -> Vec<String> {
+    let config = DynConfig {
+        meta: ConfigMeta::new(kind, "default", "example"),
+        spec,
+    };
+    match registry().prepare(config) {
+        Ok(_) => Vec::new(),
+        Err(StoreError::Invalid { errors, .. }) => errors.iter().map(ToString::to_string).collect(),
+        Err(other) => panic!("{other}"),
+    }
+}
+
+/// Asserts that one error is at `path` exactly and mentions `fragment`.
+#[track_caller]
+fn refused_at(found: &[String], path: &str, fragment: &str) {
+    assert!(
+        found.iter().any(|e| e
+            .strip_prefix(path)
+            .is_some_and(|rest| rest.starts_with(": ") && rest.contains(fragment))),
+        "no error at {path} mentioning {fragment:?}: {found:?}"
+    );
+}
+
+fn route_with_rules(rules: serde_json::Value) -> serde_json::Value {
+    json!({"parentRefs": [{"name": "edge"}], "rules": rules})
+}
+
+#[test]
+fn hostnames_take_one_leading_wildcard_label_and_lower_case_labels() {
+    for good in ["example.com", "*.example.com", "a", "a-1.b-2", "0.example"] {
+        assert!(
+            errors("HTTPRoute", json!({"hostnames": [good]})).is_empty(),
+            "{good}"
+        );
+    }
+    for bad in [
+        "*",
+        "Example.com",
+        "foo.*.com",
+        "-a.com",
+        "a-.com",
+        "a..b",
+        ".a",
+        "1.2.3.4:80",
+        "*.",
+        "a_b",
+    ] {
+        let found = errors("HTTPRoute", json!({"hostnames": ["ok.example", bad]}));
+        refused_at(&found, "spec.hostnames[1]", "is not a hostname");
+    }
+    // A redirect's hostname is precise: no wildcard.
+    let found = errors(
+        "HTTPRoute",
+        route_with_rules(
+            json!([{"filters": [{"type": "RequestRedirect", "requestRedirect": {"hostname": "*.example.com"}}]}]),
+        ),
+    );
+    refused_at(
+        &found,
+        "spec.rules[0].filters[0].requestRedirect.hostname",
+        "precise hostname",
+    );
+    // An address of type IPAddress (the default) is an IP.
+    let gateway = |address: serde_json::Value| json!({"gatewayClassName": "c", "listeners": [{"name": "l", "port": 80, "protocol": "HTTP"}], "addresses": [address]});
+    assert!(errors("Gateway", gateway(json!({"value": "10.0.0.1"}))).is_empty());
+    assert!(errors("Gateway", gateway(json!({"value": "fd00::1"}))).is_empty());
+    assert!(
+        errors(
+            "Gateway",
+            gateway(json!({"type": "NamedAddress", "value": "anything at all"}))
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "Gateway",
+            gateway(json!({"type": "example.com/custom", "value": "x"}))
+        )
+        .is_empty()
+    );
+    refused_at(
+        &errors("Gateway", gateway(json!({"value": "gateway.example"}))),
+        "spec.addresses[0].value",
+        "not an IP",
+    );
+    refused_at(
+        &errors("Gateway", gateway(json!({"type": "custom"}))),
+        "spec.addresses[0].type",
+        "not an address type",
+    );
+}
+
+#[test]
+fn a_route_has_at_most_128_matches_across_its_rules() {
+    let rule = |n: usize| {
+        let matches: Vec<_> = (0..n)
+            .map(|i| json!({"path": {"value": format!("/m{i}")}}))
+            .collect();
+        json!({"matches": matches})
+    };
+    let ok = route_with_rules(json!([rule(64), rule(63), {}]));
+    assert!(errors("HTTPRoute", ok).is_empty());
+    // A rule without matches counts one (its default PathPrefix / match).
+    let found = errors("HTTPRoute", route_with_rules(json!([rule(64), rule(64), {}])));
+    refused_at(&found, "spec.rules", "129 matches");
+    // 65 in one rule breaks the rule's own limit.
+    refused_at(
+        &errors("HTTPRoute", route_with_rules(json!([rule(65)]))),
+        "spec.rules[0].matches",
+        "at most 64",
+    );
+    // GRPCRoute counts only written matches.
+    let grpc_rule = |n: usize| {
+        let matches: Vec<_> = (0..n)
+            .map(|i| json!({"method": {"service": format!("s{i}")}}))
+            .collect();
+        json!({"matches": matches})
+    };
+    assert!(errors("GRPCRoute", json!({"rules": [grpc_rule(64), grpc_rule(64), {}]})).is_empty());
+    let found = errors(
+        "GRPCRoute",
+        json!({"rules": [grpc_rule(64), grpc_rule(64), grpc_rule(1)]}),
+    );
+    refused_at(&found, "spec.rules", "129 matches");
+}
+
+#[test]
+fn a_backend_request_timeout_is_not_longer_than_the_request_timeout() {
+    let timeouts = |t: serde_json::Value| route_with_rules(json!([{"timeouts": t}]));
+    assert!(
+        errors(
+            "HTTPRoute",
+            timeouts(json!({"request": "1m", "backendRequest": "60s"}))
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "HTTPRoute",
+            timeouts(json!({"request": "1h1m1s1ms", "backendRequest": "61m1001ms"}))
+        )
+        .is_empty()
+    );
+    // A request timeout of zero is none: any backend timeout fits.
+    assert!(
+        errors(
+            "HTTPRoute",
+            timeouts(json!({"request": "0s", "backendRequest": "10h"}))
+        )
+        .is_empty()
+    );
+    let found = errors(
+        "HTTPRoute",
+        timeouts(json!({"request": "1m", "backendRequest": "1m1ms"})),
+    );
+    refused_at(&found, "spec.rules[0].timeouts", "longer than request");
+    for bad in ["1", "1d", "100000s", "1h1m1s1ms1h", "-1s", "1.5s", ""] {
+        let found = errors("HTTPRoute", timeouts(json!({"request": bad})));
+        refused_at(&found, "spec.rules[0].timeouts.request", "not a duration");
+    }
+}
+
+#[test]
+fn list_maps_and_sets_refuse_a_repeated_key_at_the_repeat() {
+    let modifier = json!({"type": "RequestHeaderModifier", "requestHeaderModifier": {
+        "set": [{"name": "a", "value": "1"}, {"name": "b", "value": "2"}, {"name": "a", "value": "3"}],
+        "add": [{"name": "a", "value": "1"}],
+    }});
+    let found = errors("HTTPRoute", route_with_rules(json!([{"filters": [modifier]}])));
+    refused_at(
+        &found,
+        "spec.rules[0].filters[0].requestHeaderModifier.set[2]",
+        "duplicate header name \"a\"",
+    );
+    assert_eq!(found.len(), 1, "set and add are separate lists: {found:?}");
+    // Names differing in case are different keys, as the API server
+    // compares them.
+    let headers =
+        json!([{"matches": [{"headers": [{"name": "X-A", "value": "1"}, {"name": "x-a", "value": "1"}]}]}]);
+    assert!(errors("HTTPRoute", route_with_rules(headers)).is_empty());
+    let listeners = json!({"gatewayClassName": "c", "listeners": [
+        {"name": "a", "port": 80, "protocol": "HTTP"},
+        {"name": "a", "port": 81, "protocol": "HTTP"},
+    ]});
+    refused_at(
+        &errors("Gateway", listeners),
+        "spec.listeners[1]",
+        "duplicate listener name",
+    );
+    let retry = json!([{"retry": {"codes": [500, 503, 500], "attempts": 2}}]);
+    refused_at(
+        &errors("HTTPRoute", route_with_rules(retry)),
+        "spec.rules[0].retry.codes[2]",
+        "duplicate value 500",
+    );
+    let per_port = json!({"gatewayClassName": "c", "listeners": [{"name": "a", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert"}]}}],
+    "tls": {"frontend": {"default": {}, "perPort": [
+        {"port": 443, "tls": {}}, {"port": 443, "tls": {}},
+    ]}}});
+    let found = errors("Gateway", per_port);
+    refused_at(&found, "spec.tls.frontend.perPort[1]", "duplicate port");
+    refused_at(&found, "spec.tls.frontend.perPort", "ports must be unique");
+}
+
+#[test]
+fn parent_refs_to_one_parent_each_name_a_distinct_section_or_port() {
+    let refs = |refs: serde_json::Value| json!({"parentRefs": refs});
+    assert!(
+        errors(
+            "HTTPRoute",
+            refs(json!([{"name": "gw", "sectionName": "a"}, {"name": "gw", "sectionName": "b"}]))
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "HTTPRoute",
+            refs(json!([{"name": "gw", "port": 80}, {"name": "gw", "port": 443}]))
+        )
+        .is_empty()
+    );
+    // Other namespaces, kinds or groups are other parents.
+    assert!(
+        errors(
+            "HTTPRoute",
+            refs(json!([{"name": "gw"}, {"name": "gw", "namespace": "other"}]))
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "HTTPRoute",
+            refs(json!([{"name": "gw"}, {"name": "gw", "kind": "ListenerSet"}]))
+        )
+        .is_empty()
+    );
+    // The written default group is the same parent as the default.
+    let same = refs(json!([{"name": "gw", "group": "gateway.networking.k8s.io"}, {"name": "gw"}]));
+    refused_at(
+        &errors("TCPRoute", same),
+        "spec.parentRefs",
+        "same sectionName and port",
+    );
+    let mixed = refs(json!([{"name": "gw"}, {"name": "gw", "sectionName": "a"}]));
+    refused_at(
+        &errors("GRPCRoute", mixed),
+        "spec.parentRefs",
+        "all name a sectionName or none",
+    );
+}
+
+#[test]
+fn listeners_agree_with_their_protocol() {
+    let gateway = |listener: serde_json::Value| json!({"gatewayClassName": "c", "listeners": [listener]});
+    let tls = json!({"certificateRefs": [{"name": "cert"}]});
+    assert!(
+        errors(
+            "Gateway",
+            gateway(json!({"name": "a", "port": 443, "protocol": "HTTPS", "tls": tls}))
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "Gateway",
+            gateway(json!({"name": "a", "port": 443, "protocol": "TLS", "tls": {"mode": "Passthrough"}}))
+        )
+        .is_empty()
+    );
+    assert!(
+        errors(
+            "Gateway",
+            gateway(json!({"name": "a", "port": 9, "protocol": "example.com/Proto"}))
+        )
+        .is_empty()
+    );
+    // Terminate (the default mode) needs a certificate or options.
+    let found = errors(
+        "Gateway",
+        gateway(json!({"name": "a", "port": 443, "protocol": "HTTPS", "tls": {}})),
+    );
+    refused_at(
+        &found,
+        "spec.listeners[0].tls",
+        "needs certificateRefs or options",
+    );
+    for bad in ["HT TP", "-HTTP", "example.com/", "example.com/a-b", ""] {
+        let found = errors(
+            "Gateway",
+            gateway(json!({"name": "a", "port": 80, "protocol": bad})),
+        );
+        assert!(
+            found
+                .iter()
+                .any(|e| e.starts_with("spec.listeners[0].protocol: ")),
+            "{bad:?}: {found:?}"
+        );
+    }
+    // ListenerSets' `None` is not for a listener's routes.
+    let found = errors(
+        "Gateway",
+        gateway(
+            json!({"name": "a", "port": 80, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "None"}}}),
+        ),
+    );
+    refused_at(
+        &found,
+        "spec.listeners[0].allowedRoutes.namespaces.from",
+        "must be All, Selector or Same",
+    );
+}
+
+#[test]
+fn defaults_are_read_through_accessors_and_the_spec_stays_as_written() {
+    let written = json!({
+        "gatewayClassName": "c",
+        "listeners": [{"name": "a", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert"}]}}],
+    });
+    let gateway: Gateway = serde_json::from_value(written.clone()).unwrap();
+    let listener = &gateway.listeners[0];
+    assert_eq!(
+        listener.allowed_routes().namespaces().from(),
+        FromNamespaces::Same
+    );
+    assert_eq!(listener.tls.as_ref().unwrap().mode(), TlsMode::Terminate);
+    assert_eq!(
+        listener.tls.as_ref().unwrap().certificate_refs.as_ref().unwrap()[0].kind(),
+        "Secret"
+    );
+    assert_eq!(serde_json::to_value(&gateway).unwrap(), written);
+
+    let written =
+        json!({"parentRefs": [{"name": "edge"}], "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}]});
+    let route: HttpRoute = serde_json::from_value(written.clone()).unwrap();
+    assert_eq!(route.parent_refs.as_ref().unwrap()[0].group(), GROUP);
+    assert_eq!(route.parent_refs.as_ref().unwrap()[0].kind(), "Gateway");
+    let rule = &route.rules()[0];
+    let path = rule.matches()[0].path();
+    assert_eq!(
+        (path.match_type(), path.value()),
+        (PathMatchType::PathPrefix, "/")
+    );
+    assert_eq!(rule.backend_refs.as_ref().unwrap()[0].weight(), 1);
+    assert_eq!(serde_json::to_value(&route).unwrap(), written);
+    // A route without rules has one matching every path.
+    let bare: HttpRoute = serde_json::from_value(json!({})).unwrap();
+    assert_eq!(bare.rules()[0].matches()[0].path().value(), "/");
+    // Stored as written by the registry too.
+    let stored = registry()
+        .prepare(DynConfig {
+            meta: ConfigMeta::new("HTTPRoute", "default", "r"),
+            spec: written.clone(),
+        })
+        .unwrap();
+    assert_eq!(stored.spec, written);
+    assert_eq!(stored.meta.api_version(), "gateway.networking.k8s.io/v1");
+}
+
+#[test]
+fn every_version_the_crds_serve_is_served_and_short_names_are_upstream_s() {
+    let registry = registry();
+    let versions = |kind: &str| registry.get(kind).unwrap().versions.clone();
+    assert_eq!(versions("HTTPRoute"), ["v1", "v1beta1"]);
+    assert_eq!(versions("ReferenceGrant"), ["v1beta1", "v1"]);
+    assert_eq!(versions("TLSRoute"), ["v1", "v1alpha2", "v1alpha3"]);
+    assert_eq!(versions("BackendTLSPolicy"), ["v1", "v1alpha3"]);
+    let short = |kind: &str| registry.short_names(&registry.get(kind).unwrap());
+    assert_eq!(short("Gateway"), ["gtw"]);
+    assert_eq!(short("GatewayClass"), ["gc"]);
+    assert_eq!(short("ReferenceGrant"), ["refgrant"]);
+    assert_eq!(short("BackendTLSPolicy"), ["btlspolicy"]);
+    // The CRDs give HTTPRoute and the other routes no short name; the
+    // registry derives one from the capitals where no other kind claims
+    // it, which ConfigKind cannot turn off.
+    assert_eq!(short("HTTPRoute"), ["httpr"]);
+}
+
+#[test]
+fn filter_fields_follow_the_filter_type() {
+    let filter = |f: serde_json::Value| route_with_rules(json!([{"filters": [f]}]));
+    let mirror = json!({"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "m", "port": 80}, "fraction": {"numerator": 150}}});
+    refused_at(
+        &errors("HTTPRoute", filter(mirror)),
+        "spec.rules[0].filters[0].requestMirror.fraction",
+        "numerator must not be greater",
+    );
+    let cors = json!({"type": "CORS", "cors": {"allowOrigins": ["https://*.example.com:8443", "http://a"], "allowMethods": ["GET", "*"], "allowHeaders": ["x-a"]}});
+    let found = errors("HTTPRoute", filter(cors));
+    refused_at(&found, "spec.rules[0].filters[0].cors.allowMethods", "only entry");
+    assert_eq!(found.len(), 1, "{found:?}");
+    let auth = json!({"type": "ExternalAuth", "externalAuth": {"protocol": "GRPC", "backendRef": {"name": "authz", "port": 9000}, "http": {}}});
+    let found = errors("HTTPRoute", filter(auth));
+    refused_at(
+        &found,
+        "spec.rules[0].filters[0].externalAuth",
+        "protocol GRPC needs grpc",
+    );
+    refused_at(
+        &found,
+        "spec.rules[0].filters[0].externalAuth",
+        "http is only for protocol HTTP",
+    );
+    let unknown = json!({"type": "Teleport"});
+    refused_at(
+        &errors("HTTPRoute", filter(unknown)),
+        "spec.rules[0].filters[0].type",
+        "unknown variant",
+    );
+    let session = route_with_rules(
+        json!([{"sessionPersistence": {"type": "Header", "cookie": {"lifetimeType": "Permanent"}}}]),
+    );
+    let found = errors("HTTPRoute", session);
+    refused_at(
+        &found,
+        "spec.rules[0].sessionPersistence",
+        "type Header needs header",
+    );
+    refused_at(
+        &found,
+        "spec.rules[0].sessionPersistence",
+        "cookie is only for type Cookie",
+    );
+    refused_at(
+        &found,
+        "spec.rules[0].sessionPersistence",
+        "Permanent cookie needs an absoluteTimeout",
+    );
+}
+
+#[test]
+fn values_upstream_s_cel_tests_accept_and_refuse() {
+    let match_path =
+        |value: &str| route_with_rules(json!([{"matches": [{"path": {"type": "Exact", "value": value}}]}]));
+    assert!(errors("HTTPRoute", match_path("/abc/123'/a-b-c/d@gmail/%0A")).is_empty());
+    refused_at(
+        &errors("HTTPRoute", match_path("/^")),
+        "spec.rules[0].matches[0].path",
+        "must only contain",
+    );
+    let regex = route_with_rules(
+        json!([{"matches": [{"path": {"type": "RegularExpression", "value": "/foo/[a-z]+/.*"}}]}]),
+    );
+    assert!(errors("HTTPRoute", regex).is_empty());
+
+    let gateway = |labels: serde_json::Value| {
+        json!({"gatewayClassName": "c", "listeners": [{"name": "l", "port": 80, "protocol": "HTTP"}],
+               "infrastructure": {"labels": labels}})
+    };
+    let labels = json!({"app": "gateway", "example.com": "my.name", "example.com/path.html": "", "example": "MyValue"});
+    assert!(errors("Gateway", gateway(labels)).is_empty());
+    for bad_key in [
+        "Example.com/key".to_string(),
+        "key~@@@".to_string(),
+        "a".repeat(64),
+        format!("{}/key", "a".repeat(254)),
+    ] {
+        let found = errors("Gateway", gateway(json!({bad_key.clone(): "v"})));
+        refused_at(&found, "spec.infrastructure.labels", "label key");
+    }
+    for bad_value in ["a".repeat(64), "v a l u e".to_string()] {
+        let found = errors("Gateway", gateway(json!({"key": bad_value})));
+        assert!(
+            found
+                .iter()
+                .any(|e| e.starts_with("spec.infrastructure.labels.key: ")),
+            "{found:?}"
+        );
+    }
+
+    let policy = |validation: serde_json::Value| json!({"targetRefs": [{"group": "", "kind": "Service", "name": "svc"}], "validation": validation});
+    for ok in ["System", "example.com/my-custom-ca-certificates"] {
+        let spec = policy(json!({"hostname": "foo.example.com", "wellKnownCACertificates": ok}));
+        assert!(errors("BackendTLSPolicy", spec).is_empty(), "{ok}");
+    }
+    for bad in ["MySystem", "my-system", "in..va..lid./my-custom-ca-certificates"] {
+        let spec = policy(json!({"hostname": "foo.example.com", "wellKnownCACertificates": bad}));
+        refused_at(
+            &errors("BackendTLSPolicy", spec),
+            "spec.validation.wellKnownCACertificates",
+            "well-known",
+        );
+    }
+    let san = |san: serde_json::Value| {
+        policy(
+            json!({"hostname": "foo.example.com", "wellKnownCACertificates": "System", "subjectAltNames": [san]}),
+        )
+    };
+    assert!(
+        errors(
+            "BackendTLSPolicy",
+            san(json!({"type": "URI", "uri": "spiffe://example.com/ns/a"}))
+        )
+        .is_empty()
+    );
+    refused_at(
+        &errors(
+            "BackendTLSPolicy",
+            san(json!({"type": "URI", "uri": "foo.example.com"})),
+        ),
+        "spec.validation.subjectAltNames[0].uri",
+        "not a URI",
+    );
+    let found = errors(
+        "BackendTLSPolicy",
+        san(json!({"type": "Hostname", "hostname": "a.example", "uri": "spiffe://a/b"})),
+    );
+    refused_at(
+        &found,
+        "spec.validation.subjectAltNames[0]",
+        "only a subject alternative name of type URI may have a uri",
+    );
+
+    // Several listeners on one port and protocol differ by hostname, one
+    // of them may have none; HTTPS needs no tls block of its own.
+    let listeners = json!({"gatewayClassName": "c", "listeners": [
+        {"name": "a", "port": 443, "protocol": "HTTPS"},
+        {"name": "b", "port": 443, "protocol": "HTTPS", "hostname": "b.example"},
+        {"name": "c", "port": 443, "protocol": "TLS", "hostname": "b.example", "tls": {"mode": "Passthrough"}},
+    ]});
+    assert!(errors("Gateway", listeners).is_empty());
+    let unnamed_twice = json!({"gatewayClassName": "c", "listeners": [
+        {"name": "a", "port": 80, "protocol": "HTTP"},
+        {"name": "b", "port": 80, "protocol": "HTTP"},
+    ]});
+    refused_at(
+        &errors("Gateway", unnamed_twice),
+        "spec.listeners",
+        "same port, protocol and hostname",
+    );
+}
+
+#[cfg(feature = "schema")]
+#[test]
+fn each_kind_publishes_the_openapi_schema_of_its_spec() {
+    use pilot_model::ConfigKind;
+    let properties = |schema: Option<serde_json::Value>| {
+        let schema = schema.expect("a schema");
+        let mut names: Vec<String> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        properties(HttpRoute::openapi_schema()),
+        ["hostnames", "parentRefs", "rules", "useDefaultGateways"]
+    );
+    assert!(properties(Gateway::openapi_schema()).contains(&"gatewayClassName".to_string()));
+    assert!(properties(BackendTlsPolicy::openapi_schema()).contains(&"targetRefs".to_string()));
+    let schema = serde_json::to_string(&HttpRoute::openapi_schema()).unwrap();
+    assert!(!schema.contains("$ref"), "subschemas are inlined: {schema}");
+    assert!(schema.contains("URLRewrite") && schema.contains("replacePrefixMatch"));
+}
+
+#[test]
+fn tls_routes_name_sni_hostnames_not_addresses() {
+    let route = |hosts: serde_json::Value| json!({"hostnames": hosts, "rules": [{"backendRefs": [{"name": "svc", "port": 443}]}]});
+    assert!(errors("TLSRoute", route(json!(["*.example.com", "a.example.com"]))).is_empty());
+    refused_at(
+        &errors("TLSRoute", route(json!(["10.1.2.3"]))),
+        "spec.hostnames",
+        "must not be IP addresses",
+    );
+    refused_at(
+        &errors("TLSRoute", route(json!(["a.*.example.com"]))),
+        "spec.hostnames",
+        "wildcard",
+    );
+    refused_at(
+        &errors("TLSRoute", route(json!([]))),
+        "spec.hostnames",
+        "is required",
+    );
+    // One rule at v1, with at least one backend.
+    let two_rules = json!({"hostnames": ["a.example"], "rules": [
+        {"backendRefs": [{"name": "a", "port": 1}]}, {"backendRefs": [{"name": "b", "port": 1}]},
+    ]});
+    refused_at(&errors("TLSRoute", two_rules), "spec.rules", "at most 1 items");
+    refused_at(
+        &errors("TCPRoute", json!({"rules": [{}]})),
+        "spec.rules[0].backendRefs",
+        "at least one item",
+    );
+    // A backend of another kind needs no port.
+    let other_kind =
+        json!({"rules": [{"backendRefs": [{"group": "example.com", "kind": "Backend", "name": "b"}]}]});
+    assert!(errors("TCPRoute", other_kind).is_empty());
+}
+
+#[test]
+fn references_and_policies_name_their_group_kind_and_sections() {
+    let grant =
+        json!({"from": [{"kind": "HTTPRoute", "namespace": "a"}], "to": [{"group": "", "kind": "Service"}]});
+    refused_at(
+        &errors("ReferenceGrant", grant),
+        "spec.from[0].group",
+        "is required",
+    );
+    let policy = |targets: serde_json::Value| json!({"targetRefs": targets, "validation": {"hostname": "svc.example", "wellKnownCACertificates": "System"}});
+    let target = |section: Option<&str>| match section {
+        Some(section) => json!({"group": "", "kind": "Service", "name": "svc", "sectionName": section}),
+        None => json!({"group": "", "kind": "Service", "name": "svc"}),
+    };
+    assert!(
+        errors(
+            "BackendTLSPolicy",
+            policy(json!([target(Some("a")), target(Some("b"))]))
+        )
+        .is_empty()
+    );
+    let found = errors(
+        "BackendTLSPolicy",
+        policy(json!([target(None), target(Some("b"))])),
+    );
+    refused_at(&found, "spec.targetRefs", "all name a sectionName or none");
+    let found = errors(
+        "BackendTLSPolicy",
+        policy(json!([target(Some("a")), target(Some("a"))])),
+    );
+    refused_at(&found, "spec.targetRefs", "same sectionName");
+    // Unknown fields are refused where they are.
+    let found = errors(
+        "GatewayClass",
+        json!({"controllerName": "example.com/gc", "paramsRef": {}}),
+    );
+    refused_at(&found, "spec.paramsRef", "unknown field");
+}
+
+#[test]
+fn grpc_matches_and_filters_follow_their_type() {
+    let rule = |rule: serde_json::Value| json!({"rules": [rule]});
+    let regex = rule(
+        json!({"matches": [{"method": {"type": "RegularExpression", "service": "foo\\..*", "method": ".*"}}]}),
+    );
+    assert!(errors("GRPCRoute", regex).is_empty());
+    let exact =
+        rule(json!({"matches": [{"method": {"service": "helloworld.Greeter", "method": "SayHello"}}]}));
+    assert!(errors("GRPCRoute", exact).is_empty());
+    let mirror = rule(
+        json!({"filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "m", "port": 50051}, "percent": 101}}]}),
+    );
+    refused_at(
+        &errors("GRPCRoute", mirror),
+        "spec.rules[0].filters[0].requestMirror.percent",
+        "between 0 and 100",
+    );
+    // GRPCRoute has no URLRewrite filter.
+    let rewrite = rule(json!({"filters": [{"type": "URLRewrite"}]}));
+    refused_at(
+        &errors("GRPCRoute", rewrite),
+        "spec.rules[0].filters[0].type",
+        "unknown variant",
+    );
+    let backend_filter =
+        rule(json!({"backendRefs": [{"name": "svc", "port": 1, "filters": [{"type": "ExtensionRef"}]}]}));
+    refused_at(
+        &errors("GRPCRoute", backend_filter),
+        "spec.rules[0].backendRefs[0].filters[0]",
+        "needs its extensionRef field",
+    );
+}
+
+/// One small spec per CEL rule of the CRDs that the corpus and the tests
+/// above leave out, refused at the rule's place.
+#[test]
+fn each_remaining_cel_rule_refuses_at_its_place() {
+    let path_match = |value: &str| {
+        route_with_rules(json!([{"matches": [{"path": {"type": "PathPrefix", "value": value}}]}]))
+    };
+    let filter = |f: serde_json::Value| route_with_rules(json!([{"filters": [f]}]));
+    let filters = |f: serde_json::Value| route_with_rules(json!([{"filters": f}]));
+    let modifier = json!({"set": [{"name": "a", "value": "b"}]});
+    let mirror = json!({"backendRef": {"name": "m", "port": 80}});
+    let auth = |a: serde_json::Value| filter(json!({"type": "ExternalAuth", "externalAuth": a}));
+    let session = |s: serde_json::Value| route_with_rules(json!([{"sessionPersistence": s}]));
+    let san = |s: serde_json::Value| {
+        json!({"targetRefs": [{"group": "", "kind": "Service", "name": "svc"}],
+               "validation": {"hostname": "svc.example", "wellKnownCACertificates": "System", "subjectAltNames": [s]}})
+    };
+    let on_path = "spec.rules[0].matches[0].path";
+    let at_filter = "spec.rules[0].filters[0]";
+    let at_filters = "spec.rules[0].filters";
+    let cases: Vec<(&str, serde_json::Value, &str, &str)> = vec![
+        ("HTTPRoute", path_match("/a//b"), on_path, "\"//\""),
+        ("HTTPRoute", path_match("/a/../b"), on_path, "\"/../\""),
+        ("HTTPRoute", path_match("/a%2fb"), on_path, "\"%2f\""),
+        ("HTTPRoute", path_match("/a%2Fb"), on_path, "\"%2F\""),
+        ("HTTPRoute", path_match("/a#b"), on_path, "\"#\""),
+        ("HTTPRoute", path_match("/a/.."), on_path, "\"/..\""),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "CORS"})),
+            at_filter,
+            "needs its cors field",
+        ),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "URLRewrite", "cors": {}})),
+            at_filter,
+            "must not have cors",
+        ),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "ResponseHeaderModifier"})),
+            at_filter,
+            "needs its responseHeaderModifier",
+        ),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "CORS", "cors": {}, "responseHeaderModifier": modifier})),
+            at_filter,
+            "must not have responseHeaderModifier",
+        ),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "RequestMirror"})),
+            at_filter,
+            "needs its requestMirror",
+        ),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "CORS", "cors": {}, "requestMirror": mirror})),
+            at_filter,
+            "must not have requestMirror",
+        ),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "RequestRedirect"})),
+            at_filter,
+            "needs its requestRedirect",
+        ),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "URLRewrite"})),
+            at_filter,
+            "needs its urlRewrite",
+        ),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "CORS", "cors": {}, "urlRewrite": {}})),
+            at_filter,
+            "must not have urlRewrite",
+        ),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "ExtensionRef"})),
+            at_filter,
+            "needs its extensionRef",
+        ),
+        (
+            "HTTPRoute",
+            filter(
+                json!({"type": "CORS", "cors": {}, "extensionRef": {"group": "", "kind": "K", "name": "n"}}),
+            ),
+            at_filter,
+            "must not have extensionRef",
+        ),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "CORS", "cors": {}, "externalAuth": {}})),
+            at_filter,
+            "must not have externalAuth",
+        ),
+        (
+            "HTTPRoute",
+            filters(json!([{"type": "CORS", "cors": {}}, {"type": "CORS", "cors": {}}])),
+            at_filters,
+            "CORS filter must not be repeated",
+        ),
+        (
+            "HTTPRoute",
+            filters(
+                json!([{"type": "ResponseHeaderModifier", "responseHeaderModifier": {}}, {"type": "ResponseHeaderModifier", "responseHeaderModifier": {}}]),
+            ),
+            at_filters,
+            "ResponseHeaderModifier filter must not be repeated",
+        ),
+        (
+            "HTTPRoute",
+            filters(
+                json!([{"type": "RequestRedirect", "requestRedirect": {}}, {"type": "RequestRedirect", "requestRedirect": {}}]),
+            ),
+            at_filters,
+            "RequestRedirect filter must not be repeated",
+        ),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "CORS", "cors": {"allowHeaders": ["*", "x-a"]}})),
+            "spec.rules[0].filters[0].cors.allowHeaders",
+            "only entry",
+        ),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch"}}})),
+            "spec.rules[0].filters[0].urlRewrite.path",
+            "needs replacePrefixMatch",
+        ),
+        (
+            "HTTPRoute",
+            filter(
+                json!({"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplaceFullPath", "replaceFullPath": "/a", "replacePrefixMatch": "/b"}}}),
+            ),
+            "spec.rules[0].filters[0].urlRewrite.path",
+            "replacePrefixMatch is only for type ReplacePrefixMatch",
+        ),
+        (
+            "HTTPRoute",
+            filter(
+                json!({"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplaceFullPath"}}}),
+            ),
+            "spec.rules[0].filters[0].requestRedirect.path",
+            "needs replaceFullPath",
+        ),
+        (
+            "HTTPRoute",
+            route_with_rules(
+                json!([{"matches": [{"path": {"type": "Exact", "value": "/a"}}], "backendRefs": [{"name": "s", "port": 1, "filters": [{"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/b"}}}]}]}]),
+            ),
+            "spec.rules[0]",
+            "a backend's RequestRedirect filter",
+        ),
+        (
+            "HTTPRoute",
+            filter(json!({"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "m"}}})),
+            "spec.rules[0].filters[0].requestMirror.backendRef",
+            "must have a port",
+        ),
+        (
+            "HTTPRoute",
+            auth(json!({"protocol": "HTTP", "backendRef": {"name": "a", "port": 1}})),
+            "spec.rules[0].filters[0].externalAuth",
+            "protocol HTTP needs http",
+        ),
+        (
+            "HTTPRoute",
+            auth(json!({"protocol": "HTTP", "backendRef": {"name": "a"}, "http": {}, "grpc": {}})),
+            "spec.rules[0].filters[0].externalAuth",
+            "grpc is only for protocol GRPC",
+        ),
+        (
+            "HTTPRoute",
+            auth(json!({"protocol": "GRPC", "backendRef": {"name": "a"}, "grpc": {}})),
+            "spec.rules[0].filters[0].externalAuth.backendRef",
+            "must have a port",
+        ),
+        (
+            "HTTPRoute",
+            session(json!({})),
+            "spec.rules[0].sessionPersistence",
+            "type Cookie needs cookie",
+        ),
+        (
+            "HTTPRoute",
+            session(json!({"type": "Cookie", "cookie": {}, "header": {"name": "h"}})),
+            "spec.rules[0].sessionPersistence",
+            "header is only for type Header",
+        ),
+        (
+            "GRPCRoute",
+            json!({"rules": [{"filters": [{"type": "ResponseHeaderModifier", "responseHeaderModifier": {}}, {"type": "ResponseHeaderModifier", "responseHeaderModifier": {}}]}]}),
+            at_filters,
+            "ResponseHeaderModifier filter must not be repeated",
+        ),
+        (
+            "GRPCRoute",
+            json!({"rules": [{"filters": [{"type": "RequestMirror", "responseHeaderModifier": {}}]}]}),
+            at_filter,
+            "must not have responseHeaderModifier",
+        ),
+        (
+            "GRPCRoute",
+            json!({"rules": [{"sessionPersistence": {"type": "Header"}}]}),
+            "spec.rules[0].sessionPersistence",
+            "type Header needs header",
+        ),
+        (
+            "GRPCRoute",
+            json!({"rules": [{"name": "a"}, {"name": "a"}]}),
+            "spec.rules",
+            "names must be unique",
+        ),
+        (
+            "BackendTLSPolicy",
+            san(json!({"type": "URI", "hostname": "a.example", "uri": "spiffe://a/b"})),
+            "spec.validation.subjectAltNames[0]",
+            "only a subject alternative name of type Hostname may have a hostname",
+        ),
+        (
+            "BackendTLSPolicy",
+            san(json!({"type": "URI"})),
+            "spec.validation.subjectAltNames[0]",
+            "of type URI needs a uri",
+        ),
+        (
+            "Gateway",
+            json!({"gatewayClassName": "c", "listeners": [{"name": "l", "port": 80, "protocol": "HTTP"}], "infrastructure": {"annotations": {"a/b/c": "x"}}}),
+            "spec.infrastructure.annotations",
+            "annotation key",
+        ),
+        (
+            "Gateway",
+            json!({"gatewayClassName": "c", "listeners": [{"name": "l", "port": 80, "protocol": "HTTP"}], "addresses": [{"type": "Hostname", "value": "a.example"}, {"type": "Hostname", "value": "a.example"}]}),
+            "spec.addresses",
+            "Hostname values must be unique",
+        ),
+    ];
+    for (kind, spec, path, fragment) in cases {
+        let found = errors(kind, spec.clone());
+        assert!(
+            found.iter().any(|e| e
+                .strip_prefix(path)
+                .is_some_and(|rest| rest.starts_with(": ") && rest.contains(fragment))),
+            "{kind} {spec}: no error at {path} mentioning {fragment:?}: {found:?}"
+        );
+    }
+}
+
+/// Specs with one value replaced by an arbitrary one (any string, number,
+/// list or null) are read without panicking, valid or not.
+mod arbitrary_values {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn templates() -> Vec<(&'static str, serde_json::Value)> {
+        let filters = json!([
+            {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "a", "value": "b"}], "remove": ["c"]}},
+            {"type": "URLRewrite", "urlRewrite": {"hostname": "a.example", "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/b"}}},
+            {"type": "CORS", "cors": {"allowOrigins": ["https://a.example"], "allowMethods": ["GET"], "maxAge": 10}},
+            {"type": "ExternalAuth", "externalAuth": {"protocol": "HTTP", "backendRef": {"name": "auth", "port": 80}, "http": {"path": "/auth"}}},
+        ]);
+        vec![
+            (
+                "HTTPRoute",
+                json!({
+                    "parentRefs": [{"name": "gw", "sectionName": "http", "port": 80}],
+                    "hostnames": ["*.example.com"],
+                    "rules": [{"name": "r", "matches": [{"path": {"type": "PathPrefix", "value": "/a"}, "headers": [{"name": "h", "value": "v"}], "method": "GET"}],
+                               "filters": filters, "backendRefs": [{"name": "svc", "port": 80, "weight": 3}],
+                               "timeouts": {"request": "10s", "backendRequest": "1s"}, "retry": {"codes": [503], "attempts": 2, "backoff": "100ms"},
+                               "sessionPersistence": {"type": "Cookie", "cookie": {"name": "s"}, "absoluteTimeout": "1h"}}],
+                }),
+            ),
+            (
+                "Gateway",
+                json!({
+                    "gatewayClassName": "c",
+                    "addresses": [{"type": "IPAddress", "value": "10.0.0.1"}, {"type": "Hostname", "value": "a.example"}],
+                    "listeners": [{"name": "https", "port": 443, "protocol": "HTTPS", "hostname": "a.example",
+                                   "tls": {"mode": "Terminate", "certificateRefs": [{"name": "cert"}], "options": {"k": "v"}},
+                                   "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchLabels": {"a": "b"}}}, "kinds": [{"kind": "HTTPRoute"}]}}],
+                    "infrastructure": {"labels": {"a": "b"}, "annotations": {"example.com/a": "b"}},
+                    "tls": {"frontend": {"default": {"validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "ca"}]}}, "perPort": [{"port": 443, "tls": {}}]}},
+                }),
+            ),
+            (
+                "GRPCRoute",
+                json!({"rules": [{"matches": [{"method": {"service": "a.B", "method": "C"}, "headers": [{"name": "h", "value": "v"}]}],
+                                            "filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "m", "port": 1}, "fraction": {"numerator": 1}}}],
+                                            "backendRefs": [{"name": "svc", "port": 50051}]}]}),
+            ),
+            (
+                "BackendTLSPolicy",
+                json!({"targetRefs": [{"group": "", "kind": "Service", "name": "svc", "sectionName": "https"}],
+                                        "validation": {"hostname": "svc.example", "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "ca"}],
+                                                       "subjectAltNames": [{"type": "URI", "uri": "spiffe://a/b"}]}}),
+            ),
+            (
+                "TLSRoute",
+                json!({"hostnames": ["a.example"], "rules": [{"backendRefs": [{"name": "svc", "port": 443}]}]}),
+            ),
+            (
+                "ReferenceGrant",
+                json!({"from": [{"group": "", "kind": "K", "namespace": "n"}], "to": [{"group": "", "kind": "Secret", "name": "s"}]}),
+            ),
+            (
+                "GatewayClass",
+                json!({"controllerName": "example.com/gc", "parametersRef": {"group": "", "kind": "ConfigMap", "name": "p", "namespace": "n"}}),
+            ),
+        ]
+    }
+
+    /// The JSON pointers of every value in `value` but objects.
+    fn leaves(value: &serde_json::Value, at: String, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    leaves(
+                        v,
+                        format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")),
+                        out,
+                    );
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    leaves(v, format!("{at}/{i}"), out);
+                }
+                out.push(at);
+            }
+            _ => out.push(at),
+        }
+    }
+
+    fn value() -> impl Strategy<Value = serde_json::Value> {
+        prop_oneof![
+            any::<String>().prop_map(serde_json::Value::from),
+            "[-a-zA-Z0-9./*:%é ]{0,12}".prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            Just(serde_json::Value::Null),
+            Just(json!([])),
+            Just(json!({})),
+            Just(json!(["", ""])),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+        #[test]
+        fn a_spec_with_any_value_anywhere_is_read_without_panic(which in 0usize..7, place in any::<prop::sample::Index>(), replacement in value()) {
+            let (kind, mut spec) = templates().swap_remove(which);
+            prop_assert!(errors(kind, spec.clone()).is_empty(), "the template of {} is valid", kind);
+            let mut places = Vec::new();
+            leaves(&spec, String::new(), &mut places);
+            let pointer = place.get(&places).clone();
+            *spec.pointer_mut(&pointer).unwrap() = replacement;
+            let _ = errors(kind, spec);
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! `TLSRoute` and `TCPRoute`: streams routed by SNI (TLS) or by the
+//! listener alone (TCP) to weighted backends.
+
+use pilot_model::FieldErrors;
+use serde::{Deserialize, Serialize};
+
+use super::checks::{self, at, index};
+use super::common::{self, BackendRef, ParentReference};
+use super::patterns;
+
+/// TLS streams routed by SNI, for the parents the route attaches to.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsRoute {
+    /// The parents the route attaches to (at most 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_refs: Option<Vec<ParentReference>>,
+    /// The SNI hostnames matched (1 to 1024, required at `v1`; optional
+    /// at `v1alpha2`, whose objects keep their absence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostnames: Option<Vec<String>>,
+    /// The rules (exactly one at `v1`).
+    #[serde(default)]
+    pub rules: Vec<StreamRouteRule>,
+    /// Whether the route attaches to default Gateways (experimental).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_default_gateways: Option<super::gateway::GatewayDefaultScope>,
+}
+
+/// TCP streams of a listener, for the parents the route attaches to.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TcpRoute {
+    /// The parents the route attaches to (at most 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_refs: Option<Vec<ParentReference>>,
+    /// The rules (exactly one at `v1`).
+    #[serde(default)]
+    pub rules: Vec<StreamRouteRule>,
+    /// Whether the route attaches to default Gateways (experimental).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_default_gateways: Option<super::gateway::GatewayDefaultScope>,
+}
+
+/// The rule of a TLSRoute or TCPRoute: the backends a stream goes to.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StreamRouteRule {
+    /// The rule's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The backends (1 to 16, required).
+    #[serde(default)]
+    pub backend_refs: Vec<BackendRef>,
+}
+
+pub(crate) fn validate_tls(route: &TlsRoute, errors: &mut FieldErrors) {
+    common::check_parent_refs(errors, "spec.parentRefs", checks::list(&route.parent_refs));
+    let path = "spec.hostnames";
+    let hostnames = checks::list(&route.hostnames);
+    common::check_hostnames(errors, path, hostnames, 1024);
+    if hostnames.is_empty() {
+        errors.push(path, "is required: a TLSRoute matches at least one SNI hostname");
+    }
+    if hostnames.iter().any(|h| patterns::is_ip(h)) {
+        errors.push(path, "hostnames must not be IP addresses");
+    }
+    let label_shaped = |h: &str| patterns::is_dns_name(h);
+    if hostnames.iter().any(|h| !h.contains('*') && !label_shaped(h)) {
+        errors.push(
+            path,
+            "every hostname without wildcard must be RFC 1123 labels joined by dots",
+        );
+    }
+    if hostnames
+        .iter()
+        .any(|h| h.contains('*') && !h.strip_prefix("*.").is_some_and(label_shaped))
+    {
+        errors.push(
+            path,
+            "a wildcard must be a hostname's whole first label (\"*.\"), the rest RFC 1123 labels joined by dots",
+        );
+    }
+    check_rules(errors, &route.rules);
+}
+
+pub(crate) fn validate_tcp(route: &TcpRoute, errors: &mut FieldErrors) {
+    common::check_parent_refs(errors, "spec.parentRefs", checks::list(&route.parent_refs));
+    check_rules(errors, &route.rules);
+}
+
+/// At `v1` a TLSRoute or TCPRoute has exactly one rule, with 1 to 16
+/// backends.
+fn check_rules(errors: &mut FieldErrors, rules: &[StreamRouteRule]) {
+    let path = "spec.rules";
+    checks::items(errors, path, rules.len(), 1, 1);
+    for (i, rule) in rules.iter().enumerate() {
+        let path = index(path, i);
+        if let Some(name) = &rule.name {
+            checks::section_name(errors, &at(&path, "name"), name);
+        }
+        let backends = at(&path, "backendRefs");
+        checks::items(errors, &backends, rule.backend_refs.len(), 1, 16);
+        for (j, backend) in rule.backend_refs.iter().enumerate() {
+            backend.check(errors, &index(&backends, j));
+        }
+    }
+    common::check_rule_names(errors, path, rules.iter().map(|r| r.name.as_ref()));
+}
