@@ -9,10 +9,10 @@
 //! them. Each kind is a typed spec implementing
 //! [`pilot_model::ConfigKind`]: a store validates every write with it.
 //!
-//! [`default_registry`] holds the Istio kinds: pilot-discovery serves it
-//! and pilotctl reads files with it. The Gateway API's kinds have a
-//! registry of their own ([`gateway_api::registry`]): their `Gateway`
-//! shares its name with Istio's.
+//! [`default_registry`] holds them all: pilot-discovery serves it and
+//! pilotctl reads files with it. The Gateway API's kinds are registered
+//! qualified (their ids are `Kind.gateway.networking.k8s.io`): their
+//! `Gateway` lives beside Istio's, told apart by the group.
 //!
 //! ```
 //! use pilot_api::networking::VirtualService;
@@ -40,18 +40,24 @@ use pilot_model::KindRegistry;
 
 /// pilot's default registry: Istio's v1alpha2 routing kinds
 /// ([`istio::register`]), the `networking.istio.io` kinds
-/// ([`networking::register`]) and the `security.istio.io` kinds
-/// ([`security::register`]). pilot-discovery serves it and pilotctl
+/// ([`networking::register`]), the `security.istio.io` kinds
+/// ([`security::register`]) and the Gateway API's
+/// ([`gateway_api::register`]). pilot-discovery serves it and pilotctl
 /// reads files with it.
 ///
 /// ```
 /// let registry = pilot_api::default_registry();
 /// assert!(registry.contains("RouteRule") && registry.contains("VirtualService"));
-/// assert!(registry.contains("PeerAuthentication"));
+/// assert!(registry.contains("PeerAuthentication") && registry.contains("HTTPRoute"));
+/// // Two Gateways: the bare name is Istio's, the group tells them apart.
+/// assert_eq!(registry.get("Gateway").unwrap().group, "networking.istio.io");
+/// let gateway_api = registry.resolve("Gateway", "gateway.networking.k8s.io").unwrap();
+/// assert_eq!(gateway_api.id, "Gateway.gateway.networking.k8s.io");
 /// ```
 pub fn default_registry() -> KindRegistry {
     let registry = istio::registry();
     networking::register(&registry).expect("the routing and networking kinds have distinct names");
     security::register(&registry).expect("the security kinds' names are distinct from the others'");
+    gateway_api::register(&registry).expect("the Gateway API's kinds are qualified by their group");
     registry
 }

@@ -273,7 +273,7 @@ fn gateway_api_corpus_is_read_as_the_crds_read_it() {
     let Some(dir) = corpus("gateway-api") else {
         return;
     };
-    let registry = pilot_api::gateway_api::registry();
+    let registry = pilot_api::default_registry();
     let options = ParseOptions::default();
     let mut surprises = Vec::new();
     let (mut accepted, mut refused, mut foreign) = (0, 0, 0);
@@ -296,7 +296,10 @@ fn gateway_api_corpus_is_read_as_the_crds_read_it() {
                 .and_then(|v| v.split_once('/'))
                 .map(|(g, _)| g)
                 .unwrap_or_default();
-            if registry.get(kind).is_none_or(|schema| schema.group != group) {
+            if registry
+                .resolve(kind, group)
+                .is_none_or(|schema| schema.group != group)
+            {
                 foreign += 1;
                 continue;
             }
@@ -383,7 +386,7 @@ fn a_refused_document_s_error_names_its_line_column_and_field() {
     };
     let name = "invalid_standard.httproute.invalid-backend-port.yaml";
     let text = std::fs::read_to_string(dir.join(name)).unwrap();
-    let registry = pilot_api::gateway_api::registry();
+    let registry = pilot_api::default_registry();
     let errors = document::parse_reporting(name, &text, &registry, &ParseOptions::default())
         .unwrap_err()
         .0;

@@ -63,6 +63,8 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
     /// Gateway API's `Gateway` beside Istio's. Documents still write the
     /// bare `kind` and the group in `apiVersion`.
     const QUALIFIED: bool = false;
+    /// The categories the kind belongs to ([`KindSchema::categories`]).
+    const CATEGORIES: &'static [&'static str] = &[];
 
     /// The kind's id: [`ConfigKind::KIND`], or `Kind.group` when
     /// [`ConfigKind::QUALIFIED`].
@@ -143,7 +145,8 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
             }
         })
         .with_served_versions(Self::SERVED_VERSIONS.iter().copied())
-        .with_short_names(Self::SHORT_NAMES.iter().copied());
+        .with_short_names(Self::SHORT_NAMES.iter().copied())
+        .with_categories(Self::CATEGORIES.iter().copied());
         let schema = if Self::NAME_IS_LABEL {
             schema.with_label_names()
         } else {

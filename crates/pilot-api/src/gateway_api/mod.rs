@@ -97,6 +97,10 @@ use pilot_model::{ConfigKind, FieldErrors, KindRegistry, StoreError};
 /// The API group of the Gateway API's kinds.
 pub const GROUP: &str = "gateway.networking.k8s.io";
 
+/// The category of the Gateway API's kinds, as their CRDs declare it:
+/// `kubectl get gateway-api` lists them all.
+pub const CATEGORY: &str = "gateway-api";
+
 macro_rules! gateway_api_kind {
     (
         $ty:ty, $kind:literal, $plural:literal, $version:literal, [$($served:literal),*],
@@ -109,6 +113,8 @@ macro_rules! gateway_api_kind {
             const VERSION: &'static str = $version;
             const SERVED_VERSIONS: &'static [&'static str] = &[$($served),*];
             const SHORT_NAMES: &'static [&'static str] = &[$($short),*];
+            const QUALIFIED: bool = true;
+            const CATEGORIES: &'static [&'static str] = &[CATEGORY];
 
             #[cfg(feature = "schema")]
             fn openapi_schema() -> Option<serde_json::Value> {
@@ -124,9 +130,9 @@ macro_rules! gateway_api_kind {
 
 // Versions and short names as the Gateway API's CRDs declare them (the
 // experimental channel serves the most versions). The CRDs of HTTPRoute,
-// GRPCRoute, TLSRoute and TCPRoute declare no short name; an empty list
-// here lets the registry derive one from the kind's initials (see
-// `KindRegistry::short_names`).
+// GRPCRoute, TLSRoute and TCPRoute declare no short name, and the registry
+// derives none for a qualified kind. Every kind is qualified: its id is
+// `Kind.gateway.networking.k8s.io` (`Gateway` is Istio's kind's too).
 gateway_api_kind!(
     GatewayClass,
     "GatewayClass",

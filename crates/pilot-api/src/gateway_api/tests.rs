@@ -377,10 +377,17 @@ fn every_version_the_crds_serve_is_served_and_short_names_are_upstream_s() {
     assert_eq!(short("GatewayClass"), ["gc"]);
     assert_eq!(short("ReferenceGrant"), ["refgrant"]);
     assert_eq!(short("BackendTLSPolicy"), ["btlspolicy"]);
-    // The CRDs give HTTPRoute and the other routes no short name; the
-    // registry derives one from the capitals where no other kind claims
-    // it, which ConfigKind cannot turn off.
-    assert_eq!(short("HTTPRoute"), ["httpr"]);
+    // The CRDs give HTTPRoute and the other routes no short name, and none
+    // is derived for a qualified kind.
+    for kind in ["HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute"] {
+        assert!(short(kind).is_empty(), "{kind}: {:?}", short(kind));
+    }
+    // Every kind is in the Gateway API's category, its id qualified.
+    for kind in registry.kinds() {
+        let schema = registry.get(&kind).unwrap();
+        assert_eq!(schema.categories, ["gateway-api"], "{kind}");
+        assert_eq!(kind, format!("{}.gateway.networking.k8s.io", schema.kind));
+    }
 }
 
 #[test]
