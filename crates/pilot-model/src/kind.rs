@@ -65,6 +65,10 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
     const QUALIFIED: bool = false;
     /// The categories the kind belongs to ([`KindSchema::categories`]).
     const CATEGORIES: &'static [&'static str] = &[];
+    /// Whether another project defines the kind and installs its
+    /// definition (its CRD on Kubernetes), as the Gateway API does for its
+    /// kinds ([`KindSchema::defined_elsewhere`]).
+    const DEFINED_ELSEWHERE: bool = false;
 
     /// The kind's id: [`ConfigKind::KIND`], or `Kind.group` when
     /// [`ConfigKind::QUALIFIED`].
@@ -157,6 +161,11 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
         } else {
             schema
         };
+        let schema = if Self::DEFINED_ELSEWHERE {
+            schema.with_definition_elsewhere()
+        } else {
+            schema
+        };
         match Self::openapi_schema() {
             Some(openapi) => schema.with_openapi_schema(openapi),
             None => schema,
@@ -213,6 +222,11 @@ pub struct KindSchema {
     /// The categories the kind belongs to (Kubernetes' `categories`: what
     /// `kubectl get <category>` lists), e.g. `gateway-api`.
     pub categories: Vec<String>,
+    /// Another project defines the kind and installs its definition (the
+    /// Gateway API's CRDs): pilot serves and validates it but does not own
+    /// its definition (pilot-store-k8s installs it only where it is
+    /// missing, and never changes one that is there).
+    pub defined_elsewhere: bool,
     validator: Arc<SpecValidator>,
     normalizer: Option<Arc<SpecNormalizer>>,
     openapi: Option<Arc<serde_json::Value>>,
@@ -243,6 +257,7 @@ impl KindSchema {
             short_names: Vec::new(),
             label_names: false,
             categories: Vec::new(),
+            defined_elsewhere: false,
             validator: Arc::new(validator),
             normalizer: None,
             openapi: None,
@@ -267,6 +282,13 @@ impl KindSchema {
     /// True when the schema's id is qualified by its group.
     pub fn is_qualified(&self) -> bool {
         self.id != self.kind
+    }
+
+    /// The same schema, its definition another project's
+    /// ([`KindSchema::defined_elsewhere`]).
+    pub fn with_definition_elsewhere(mut self) -> Self {
+        self.defined_elsewhere = true;
+        self
     }
 
     /// The same schema in these categories (Kubernetes' `categories`).
@@ -422,6 +444,7 @@ impl fmt::Debug for KindSchema {
             .field("versions", &self.versions)
             .field("short_names", &self.short_names)
             .field("categories", &self.categories)
+            .field("defined_elsewhere", &self.defined_elsewhere)
             .finish_non_exhaustive()
     }
 }

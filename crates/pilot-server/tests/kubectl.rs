@@ -591,12 +591,111 @@ fn python_script(kubectl: &Kubectl, name: &str, steps: &[&str]) {
     }
 }
 
+/// Istio's `Gateway` and the Gateway API's, both named `gateways`, side by
+/// side: discovery lists each with its group and short name, the Gateway
+/// API's in its category, and kubectl writes, reads and deletes each by
+/// its group without touching the other. The Gateway API's documents are
+/// its own examples (the corpus `gateway-api`).
+fn kubectl_serves_both_gateways(kubectl: &Kubectl) {
+    let Some(corpus) = pilot_test_support::corpus("gateway-api") else {
+        return;
+    };
+    let resources = kubectl.ok(&["api-resources"]);
+    let line = |group: &str, kind: &str| {
+        resources
+            .lines()
+            .find(|l| l.contains(&format!(" {group}/")) && l.trim_end().ends_with(&format!(" {kind}")))
+            .unwrap_or_else(|| panic!("no {kind} of {group}:\n{resources}"))
+            .to_string()
+    };
+    let istio = line("networking.istio.io", "Gateway");
+    assert!(
+        istio.starts_with("gateways ") && istio.contains(" gw "),
+        "{istio}"
+    );
+    let gateway_api = line("gateway.networking.k8s.io", "Gateway");
+    assert!(
+        gateway_api.starts_with("gateways ") && gateway_api.contains(" gtw "),
+        "{gateway_api}"
+    );
+    // No short name upstream's CRD does not declare.
+    let routes = line("gateway.networking.k8s.io", "HTTPRoute");
+    assert_eq!(routes.split_whitespace().count(), 4, "{routes}");
+
+    // One name, two kinds.
+    let example = corpus.join("gwapi_examples.standard.http-routing.gateway.yaml");
+    let applied = kubectl.ok(&["apply", "-f", example.to_str().unwrap()]);
+    assert!(
+        applied.contains("gateway.gateway.networking.k8s.io/example-gateway created")
+            && applied.contains("httproute.gateway.networking.k8s.io/example-route created"),
+        "{applied}"
+    );
+    let istio_gateway = kubectl.file(
+        "istio-gateway.yaml",
+        "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata:\n  name: example-gateway\n\
+         spec:\n  selector:\n    istio: ingressgateway\n  servers:\n  - port: {number: 80, name: http, protocol: HTTP}\n    hosts: [\"*\"]\n",
+    );
+    let applied = kubectl.ok(&["apply", "-f", &istio_gateway]);
+    assert!(
+        applied.contains("gateway.networking.istio.io/example-gateway created"),
+        "{applied}"
+    );
+    let version_of = |resource: &str| {
+        kubectl.ok(&[
+            "get",
+            resource,
+            "example-gateway",
+            "-o",
+            "jsonpath={.apiVersion} {.spec}",
+        ])
+    };
+    let got = version_of("gateways.networking.istio.io");
+    assert!(
+        got.starts_with("networking.istio.io/v1 ") && got.contains("ingressgateway"),
+        "{got}"
+    );
+    let got = version_of("gtw");
+    assert!(
+        got.starts_with("gateway.networking.k8s.io/v1 ") && got.contains("example-gateway-class"),
+        "{got}"
+    );
+    let got = version_of("gw");
+    assert!(got.starts_with("networking.istio.io/v1 "), "{got}");
+    // The category lists the Gateway API's objects, not Istio's Gateway.
+    let listed = kubectl.ok(&["get", "gateway-api", "-o", "name"]);
+    let mut names: Vec<&str> = listed.lines().collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "gateway.gateway.networking.k8s.io/example-gateway",
+            "httproute.gateway.networking.k8s.io/example-route"
+        ],
+        "{listed}"
+    );
+
+    // Refused as the CRD refuses it, naming the field.
+    let invalid = corpus.join("invalid_standard.gateway.invalid-listener-port.yaml");
+    let refused = kubectl.fails(&["apply", "-f", invalid.to_str().unwrap()]);
+    assert!(refused.contains("spec.listeners[0].port"), "{refused}");
+
+    // Deleting one leaves the other.
+    kubectl.ok(&["delete", "gtw", "example-gateway"]);
+    let got = version_of("gateways.networking.istio.io");
+    assert!(got.starts_with("networking.istio.io/v1 "), "{got}");
+    let missing = kubectl.fails(&["get", "gateways.gateway.networking.k8s.io", "example-gateway"]);
+    assert!(missing.contains("NotFound"), "{missing}");
+    kubectl.ok(&["delete", "gw", "example-gateway"]);
+    kubectl.ok(&["delete", "httproute", "example-route"]);
+}
+
 #[test]
 fn kubectl_and_the_python_client_on_the_memory_store() {
     let (server, certs, _dir) = start(&[]);
     let kubectl = Kubectl::new(&server.url, &certs.ca);
     kubectl_manages_pilot(&kubectl);
     kubectl_server_side_apply(&kubectl);
+    kubectl_serves_both_gateways(&kubectl);
     python_client(&kubectl);
 }
 
@@ -608,5 +707,6 @@ fn kubectl_and_the_python_client_on_etcd() {
     let kubectl = Kubectl::new(&server.url, &certs.ca);
     kubectl_manages_pilot(&kubectl);
     kubectl_server_side_apply(&kubectl);
+    kubectl_serves_both_gateways(&kubectl);
     python_client(&kubectl);
 }

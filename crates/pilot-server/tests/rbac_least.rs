@@ -479,8 +479,8 @@ fn wait_ready(server: &Discovery, ca: &Path) {
 }
 
 /// What the operator applies before pilot starts: the Namespace, the CRDs
-/// and the webhook configurations (written in process, without the
-/// service account's token).
+/// (pilot's and the Gateway API's) and the webhook configurations
+/// (written in process, without the service account's token).
 fn apply_as_operator(cluster: &FakeCluster, docs: &[Value], runtime: &tokio::runtime::Runtime) {
     use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
     let client = {
@@ -507,5 +507,15 @@ fn apply_as_operator(cluster: &FakeCluster, docs: &[Value], runtime: &tokio::run
                 .block_on(api.create(&PostParams::default(), &object))
                 .unwrap_or_else(|e| panic!("the operator's {kind} {}: {e}", doc["metadata"]["name"]));
         }
+    }
+    // The Gateway API's CRDs, which the operator installs from the Gateway
+    // API's release (not pilot's manifests); pilot's rendition stands in.
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(client);
+    for crd in pilot_store_k8s::crds_defined_elsewhere(&pilot_api::default_registry()) {
+        runtime
+            .block_on(crds.create(&PostParams::default(), &crd))
+            .unwrap_or_else(|e| panic!("the Gateway API's CRD {:?}: {e}", crd.metadata.name));
     }
 }

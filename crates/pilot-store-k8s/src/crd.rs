@@ -22,10 +22,24 @@ pub const FIELD_MANAGER: &str = "pilot";
 /// ]);
 /// ```
 pub fn crds(registry: &KindRegistry) -> Vec<CustomResourceDefinition> {
+    crds_where(registry, false)
+}
+
+/// The CRDs of the kinds of `registry` another project defines
+/// ([`KindSchema::defined_elsewhere`]: the Gateway API's), as pilot would
+/// write them: what [`install_crds`] creates where one is missing, and
+/// what stands in for the project's own in a test cluster. A cluster
+/// should have the project's (the Gateway API's release manifests).
+pub fn crds_defined_elsewhere(registry: &KindRegistry) -> Vec<CustomResourceDefinition> {
+    crds_where(registry, true)
+}
+
+fn crds_where(registry: &KindRegistry, defined_elsewhere: bool) -> Vec<CustomResourceDefinition> {
     registry
         .kinds()
         .iter()
         .filter_map(|k| registry.get(k))
+        .filter(|schema| schema.defined_elsewhere == defined_elsewhere)
         .map(|schema| crd_with(&schema, registry.short_names(&schema)))
         .collect()
 }
@@ -48,10 +62,13 @@ pub fn crd(schema: &KindSchema) -> CustomResourceDefinition {
     crd_with(schema, short)
 }
 
-/// Applies the CRD of every kind in `registry` (server-side apply, field
-/// manager [`FIELD_MANAGER`], forced), creating or updating them, then waits
-/// until the API server reports each one `Established` (serving its
-/// resource), for at most [`ESTABLISH_TIMEOUT`].
+/// Applies the CRD of every kind in `registry` pilot defines ([`crds`]:
+/// server-side apply, field manager [`FIELD_MANAGER`], forced), creating
+/// or updating them; creates the CRD of a kind another project defines
+/// ([`crds_defined_elsewhere`]) only where it is missing, never changing
+/// one that is there (the project's own); then waits until the API server
+/// reports each one `Established` (serving its resource), for at most
+/// [`ESTABLISH_TIMEOUT`].
 pub async fn install_crds(client: Client, registry: &KindRegistry) -> Result<(), StoreError> {
     let api: Api<CustomResourceDefinition> = Api::all(client);
     let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -61,6 +78,20 @@ pub async fn install_crds(client: Client, registry: &KindRegistry) -> Result<(),
         api.patch(&name, &params, &Patch::Apply(&crd))
             .await
             .map_err(|e| error::unavailable(format!("applying CustomResourceDefinition {name}"), e))?;
+        names.push(name);
+    }
+    for crd in crds_defined_elsewhere(registry) {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        match api.create(&kube::api::PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(response)) if response.code == 409 => {}
+            Err(e) => {
+                return Err(error::unavailable(
+                    format!("creating CustomResourceDefinition {name}"),
+                    e,
+                ));
+            }
+        }
         names.push(name);
     }
     let deadline = tokio::time::Instant::now() + ESTABLISH_TIMEOUT;

@@ -66,7 +66,7 @@ mod schema;
 mod store;
 mod watch;
 
-pub use crd::{ESTABLISH_TIMEOUT, FIELD_MANAGER, crd, crds, install_crds};
+pub use crd::{ESTABLISH_TIMEOUT, FIELD_MANAGER, crd, crds, crds_defined_elsewhere, install_crds};
 pub use error::KubeError;
 pub use membership::{
     KubeMembership, MAX_RECORD_BYTES, RECORD_BYTES_PER_PROXY, RECORD_KEY, ROLE_LABEL, ROLE_REPLICA,

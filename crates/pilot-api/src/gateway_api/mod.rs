@@ -114,6 +114,7 @@ macro_rules! gateway_api_kind {
             const SERVED_VERSIONS: &'static [&'static str] = &[$($served),*];
             const SHORT_NAMES: &'static [&'static str] = &[$($short),*];
             const QUALIFIED: bool = true;
+            const DEFINED_ELSEWHERE: bool = true;
             const CATEGORIES: &'static [&'static str] = &[CATEGORY];
 
             #[cfg(feature = "schema")]
