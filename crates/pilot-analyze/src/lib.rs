@@ -20,13 +20,15 @@
 //! AuthorizationPolicy, PeerAuthentication and RequestAuthentication too
 //! (`PLT03xx`, [`security`], [`peer_authentication`],
 //! [`request_authentication`]; CUSTOM providers against `--mesh-config`,
-//! [`custom`]).
+//! [`custom`]), and the Gateway API's routes and Gateways theirs
+//! (`PLT04xx`, [`gateway_api`]).
 //!
 //! Rules for a service are tried highest precedence first, ties by
 //! namespace then name, as pilot-xds orders them.
 
 pub mod custom;
 pub mod describe;
+pub mod gateway_api;
 pub mod networking;
 pub mod no_effect;
 pub mod peer_authentication;
@@ -111,6 +113,10 @@ pub const CODES: &[(&str, &str)] = &[
     ("PLT0311", "TargetRefToWaypoint"),
     ("PLT0312", "ExtensionProviderNotFound"),
     ("PLT0313", "ExtensionProviderServiceNotFound"),
+    ("PLT0401", "ParentNotFound"),
+    ("PLT0402", "BackendNotFound"),
+    ("PLT0403", "ListenerWithoutRoutes"),
+    ("PLT0404", "RouteBesideVirtualService"),
 ];
 
 /// The name of finding code `code` ([`CODES`]), or `""` for a code it
@@ -185,6 +191,7 @@ pub fn analyze(objects: &[DynConfig], services: Option<&Services>, domain: &str)
     security::analyze(objects, services, &mut out);
     peer_authentication::analyze(objects, services, domain, &mut out);
     request_authentication::analyze(objects, services, &mut out);
+    gateway_api::analyze(objects, services, domain, &mut out);
     out.sort_by(|a, b| {
         (&a.kind, &a.namespace, &a.name, a.code, &a.path).cmp(&(
             &b.kind,

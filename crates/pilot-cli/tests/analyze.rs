@@ -325,3 +325,28 @@ fn row(table: &str, name: &str) -> Option<String> {
         .find(|line| line.split_whitespace().next() == Some(name))
         .map(|line| format!("{} ", line.split_whitespace().collect::<Vec<_>>().join(" ")))
 }
+
+/// The Gateway API's own example, analyzed as a user would: the route
+/// alone names a Gateway the files do not hold (an error at its line), and
+/// with the Gateway's file beside it nothing is wrong.
+#[test]
+fn offline_a_gateway_api_route_without_its_gateway_is_an_error_at_its_line() {
+    let Some(corpus) = pilot_test_support::corpus("gateway-api") else {
+        return;
+    };
+    let route = corpus.join("gwapi_examples.standard.http-routing.foo-httproute.yaml");
+    let gateway = corpus.join("gwapi_examples.standard.http-routing.gateway.yaml");
+    let (route, gateway) = (route.to_str().unwrap(), gateway.to_str().unwrap());
+    let run = pilotctl(None, &["analyze", "-f", route], &[], None);
+    assert_eq!(run.code, 1, "the missing parent is an error: {run:?}");
+    let expected = format!(
+        "{route}:9:5: error PLT0401 HTTPRoute.gateway.networking.k8s.io default/foo-route spec.parentRefs[0]: no Gateway default/example-gateway exists"
+    );
+    assert!(
+        run.stdout.lines().any(|l| l.starts_with(&expected)),
+        "no line starting {expected:?} in {run:?}"
+    );
+    let run = pilotctl(None, &["analyze", "-f", route, "-f", gateway], &[], None);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("0 errors, 0 warnings"), "{run:?}");
+}

@@ -446,12 +446,24 @@ impl Locator {
 
     /// The line and column of `path` (as errors print it, e.g.
     /// `spec.route[0].labels`) in the document holding the `kind` named
-    /// `name`, or of its nearest parent that is there.
+    /// `name`, or of its nearest parent that is there. `kind` is a kind's
+    /// name or id ([`KindSchema::id`](crate::KindSchema::id)): a qualified
+    /// id (`Gateway.gateway.networking.k8s.io`) finds a document of that
+    /// name whose `apiVersion` is of that group.
     pub fn find(&self, kind: &str, name: &str, path: &str) -> Option<(usize, usize)> {
+        let (kind, group) = match kind.split_once('.') {
+            Some((kind, group)) => (kind, Some(group)),
+            None => (kind, None),
+        };
         let document = self.documents.iter().find(|d| {
             d.value.as_ref().is_some_and(|v| {
-                v.get("kind").and_then(serde_json::Value::as_str) == Some(kind)
-                    && v.pointer("/metadata/name").and_then(serde_json::Value::as_str) == Some(name)
+                let text = |pointer: &str| v.pointer(pointer).and_then(serde_json::Value::as_str);
+                text("/kind") == Some(kind)
+                    && text("/metadata/name") == Some(name)
+                    && group.is_none_or(|group| {
+                        text("/apiVersion")
+                            .is_some_and(|api| api.rsplit_once('/').is_some_and(|(g, _)| g == group))
+                    })
             })
         })?;
         let position = locate(document, path);
