@@ -122,21 +122,20 @@ pub(super) fn analyze(
             let namespace = parent.namespace.as_deref().unwrap_or(route.namespace);
             let path = format!("spec.parentRefs[{i}]");
             match (parent.group(), parent.kind()) {
-                (GROUP, "Gateway") => {
+                (GROUP, "Gateway")
                     if !gateways
                         .iter()
-                        .any(|g| g.meta.namespace == namespace && g.meta.name == parent.name)
-                    {
-                        out.push((route.finding)(
-                            "PLT0401",
-                            Severity::Error,
-                            path,
-                            format!(
-                                "no Gateway {namespace}/{} exists: the route attaches to nothing there",
-                                parent.name
-                            ),
-                        ));
-                    }
+                        .any(|g| g.meta.namespace == namespace && g.meta.name == parent.name) =>
+                {
+                    out.push((route.finding)(
+                        "PLT0401",
+                        Severity::Error,
+                        path,
+                        format!(
+                            "no Gateway {namespace}/{} exists: the route attaches to nothing there",
+                            parent.name
+                        ),
+                    ));
                 }
                 ("", "Service") => {
                     let host = resolve(&parent.name, namespace, domain);
@@ -297,7 +296,7 @@ fn routes_beside_virtual_services(
                  namespace: &str,
                  report: &mut dyn FnMut(String, String)| {
         for (i, parent) in parents.iter().flatten().enumerate() {
-            if parent.group() != "" || parent.kind() != "Service" {
+            if !parent.group().is_empty() || parent.kind() != "Service" {
                 continue;
             }
             let host = resolve(

@@ -14,14 +14,82 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use pilot_model::{Condition, ConfigKey, ConfigStatus, DynConfig, RECONCILED, ValidationMessage};
+use pilot_model::{
+    Condition, ConfigKey, ConfigStatus, DynConfig, GatewayApiStatus, RECONCILED, ValidationMessage,
+};
 
-/// Where findings come from: what analysis says of each object, computed
-/// once per round of the elected writer.
+/// Where findings come from: what analysis says of each object, and the
+/// Gateway API's status of the objects that have one, computed once per
+/// round of the elected writer.
 pub trait Findings: Send + Sync + 'static {
     /// The validation messages of every object that has some, by object.
     /// An object missing from the map has none.
     fn findings(&self) -> HashMap<ConfigKey, Vec<ValidationMessage>>;
+
+    /// The Gateway API's status of every object pilot answers for
+    /// (pilot-routing's `gateway_api_status::statuses`); none by default.
+    fn gateway_api(&self) -> HashMap<ConfigKey, GatewayApiStatus> {
+        HashMap::new()
+    }
+
+    /// The kinds (ids) [`Findings::gateway_api`] gives statuses to, whose
+    /// objects the writer reads beside the pushed kinds'; none by default.
+    fn status_kinds(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Adds the Gateway API's status `parts` to `status`: its conditions
+/// after the `Reconciled` one, its listeners and parents. A condition
+/// keeps the transition time the object's current status gives it (same
+/// place, same type) while its status holds.
+pub(crate) fn apply_gateway_api(
+    object: &DynConfig,
+    parts: &GatewayApiStatus,
+    now: SystemTime,
+    status: &mut ConfigStatus,
+) {
+    let previous = object.meta.status.as_ref();
+    let keep = |conditions: &[Condition], before: Option<&[Condition]>| -> Vec<Condition> {
+        conditions
+            .iter()
+            .map(|condition| {
+                let mut condition = condition.clone();
+                condition.last_transition_time = before
+                    .and_then(|b| b.iter().find(|c| c.type_ == condition.type_))
+                    .filter(|c| c.status == condition.status)
+                    .map_or(now, |c| c.last_transition_time);
+                condition
+            })
+            .collect()
+    };
+    status
+        .conditions
+        .extend(keep(&parts.conditions, previous.map(|s| s.conditions.as_slice())));
+    status.listeners = parts
+        .listeners
+        .iter()
+        .map(|listener| {
+            let before = previous
+                .and_then(|s| s.listeners.iter().find(|l| l.name == listener.name))
+                .map(|l| l.conditions.as_slice());
+            let mut listener = listener.clone();
+            listener.conditions = keep(&listener.conditions, before);
+            listener
+        })
+        .collect();
+    status.parents = parts
+        .parents
+        .iter()
+        .map(|parent| {
+            let before = previous
+                .and_then(|s| s.parents.iter().find(|p| p.parent_ref == parent.parent_ref))
+                .map(|p| p.conditions.as_slice());
+            let mut parent = parent.clone();
+            parent.conditions = keep(&parent.conditions, before);
+            parent
+        })
+        .collect();
 }
 
 /// Sets `status`'s conditions and validation messages for `object` from

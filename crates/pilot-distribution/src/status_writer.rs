@@ -261,7 +261,16 @@ async fn round(
     let changes = source.changes();
     let audience = source.audience();
     // A kind the Controller does not watch has no object to report on.
-    let objects: Vec<Arc<pilot_model::DynConfig>> = pilot_ads::PUSHED_KINDS
+    let mut kinds: Vec<String> = pilot_ads::PUSHED_KINDS
+        .iter()
+        .map(|kind| kind.to_string())
+        .collect();
+    for kind in findings.map(Findings::status_kinds).unwrap_or_default() {
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    let objects: Vec<Arc<pilot_model::DynConfig>> = kinds
         .iter()
         .flat_map(|kind| controller.list_cached(kind, None).unwrap_or_default())
         .collect();
@@ -279,6 +288,7 @@ async fn round(
         proxies: source.records(),
         objects,
         found: findings.map(Findings::findings),
+        gateway_api: findings.map(Findings::gateway_api),
         audience,
     };
     if held.since.is_empty() && held.last.as_ref().is_some_and(|last| last.same_as(&inputs)) {
@@ -288,6 +298,7 @@ async fn round(
         proxies,
         objects,
         found,
+        gateway_api,
         audience,
         ..
     } = &inputs;
@@ -316,6 +327,9 @@ async fn round(
                 now,
                 &mut status,
             );
+        }
+        if let Some(parts) = gateway_api.as_ref().and_then(|statuses| statuses.get(&key)) {
+            crate::findings::apply_gateway_api(object, parts, now, &mut status);
         }
         if object
             .meta
@@ -360,6 +374,8 @@ struct Inputs {
     /// object's `Arc`. Held, so an address is never reused meanwhile.
     objects: Vec<Arc<pilot_model::DynConfig>>,
     found: Option<HashMap<ConfigKey, Vec<pilot_model::ValidationMessage>>>,
+    /// The Gateway API's statuses ([`Findings::gateway_api`]).
+    gateway_api: Option<HashMap<ConfigKey, pilot_model::GatewayApiStatus>>,
     audience: Option<Audience>,
 }
 
@@ -379,7 +395,23 @@ impl Inputs {
     fn same_as(&self, other: &Inputs) -> bool {
         self.same_objects(&other.objects, other.audience.as_ref())
             && self.found == other.found
+            && same_gateway_api(self.gateway_api.as_ref(), other.gateway_api.as_ref())
             && self.proxies == other.proxies
+    }
+}
+
+/// The same Gateway API statuses, the times aside (each round computes its
+/// own).
+fn same_gateway_api(
+    a: Option<&HashMap<ConfigKey, pilot_model::GatewayApiStatus>>,
+    b: Option<&HashMap<ConfigKey, pilot_model::GatewayApiStatus>>,
+) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            a.len() == b.len() && a.iter().all(|(key, s)| b.get(key).is_some_and(|t| s.same(t)))
+        }
+        _ => false,
     }
 }
 
@@ -439,6 +471,8 @@ mod tests {
             last_update: std::time::SystemTime::UNIX_EPOCH,
             conditions: Vec::new(),
             validation_messages: Vec::new(),
+            parents: Vec::new(),
+            listeners: Vec::new(),
         }
     }
 

@@ -4,8 +4,14 @@
 //! and what analysis found wrong with it, so that `kubectl get -o yaml`
 //! answers "why isn't my configuration applied?" without a tool.
 //!
+//! The Gateway API's kinds carry their own status shape beside them: a
+//! route's `parents` ([`RouteParentStatus`]: `Accepted`, `ResolvedRefs`
+//! for each parent it names), a Gateway's `listeners` ([`ListenerStatus`])
+//! and the Gateway's and GatewayClass's own conditions (`Accepted`,
+//! `Programmed`) in the same `conditions` list.
+//!
 //! Written by the elected status writer only (pilot-distribution), through
-//! the status path; both lists are optional in the record (see
+//! the status path; every list is optional in the record (see
 //! `tests/records_across_versions.rs`).
 
 use std::time::SystemTime;
@@ -82,5 +88,101 @@ impl ValidationMessage {
     /// True for level `ERROR`.
     pub fn is_error(&self) -> bool {
         self.level == "ERROR"
+    }
+}
+
+/// The status of a route for one parent it names (the Gateway API's
+/// `RouteParentStatus`): whether the parent accepted it and whether its
+/// references resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteParentStatus {
+    /// The parent reference as the route wrote it.
+    pub parent_ref: serde_json::Value,
+    /// The controller that wrote this entry (`pilot.io/gateway-controller`).
+    pub controller_name: String,
+    /// `Accepted` and `ResolvedRefs`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// The status of one listener of a Gateway (the Gateway API's
+/// `ListenerStatus`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerStatus {
+    /// The listener's name.
+    pub name: String,
+    /// The route kinds the listener takes.
+    #[serde(default)]
+    pub supported_kinds: Vec<RouteGroupKind>,
+    /// How many routes it accepted.
+    pub attached_routes: i32,
+    /// `Accepted`, `Programmed`, `ResolvedRefs`, `Conflicted`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// A route kind by group and name (the Gateway API's `RouteGroupKind`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteGroupKind {
+    /// The kind's group.
+    pub group: String,
+    /// The kind's name (`HTTPRoute`).
+    pub kind: String,
+}
+
+/// True when both lists say the same (the times aside).
+pub fn same_conditions(a: &[Condition], b: &[Condition]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.same(b))
+}
+
+impl RouteParentStatus {
+    /// True when both say the same (the times aside).
+    pub fn same(&self, other: &RouteParentStatus) -> bool {
+        self.parent_ref == other.parent_ref
+            && self.controller_name == other.controller_name
+            && same_conditions(&self.conditions, &other.conditions)
+    }
+}
+
+impl ListenerStatus {
+    /// True when both say the same (the times aside).
+    pub fn same(&self, other: &ListenerStatus) -> bool {
+        self.name == other.name
+            && self.supported_kinds == other.supported_kinds
+            && self.attached_routes == other.attached_routes
+            && same_conditions(&self.conditions, &other.conditions)
+    }
+}
+
+/// What the Gateway API's status of one object holds beside pilot's own:
+/// its conditions (a GatewayClass's, a Gateway's `Accepted`,
+/// `Programmed`), its listeners' (a Gateway's), its parents' (a route's).
+/// Computed by pilot-routing's `gateway_api_status` and written by the
+/// status writer into [`ConfigStatus`](crate::ConfigStatus).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GatewayApiStatus {
+    /// `Accepted` (and a Gateway's `Programmed`).
+    pub conditions: Vec<Condition>,
+    /// A Gateway's listeners.
+    pub listeners: Vec<ListenerStatus>,
+    /// A route's parents.
+    pub parents: Vec<RouteParentStatus>,
+}
+
+impl GatewayApiStatus {
+    /// True when both say the same (the times aside).
+    pub fn same(&self, other: &GatewayApiStatus) -> bool {
+        same_conditions(&self.conditions, &other.conditions)
+            && self.listeners.len() == other.listeners.len()
+            && self
+                .listeners
+                .iter()
+                .zip(&other.listeners)
+                .all(|(a, b)| a.same(b))
+            && self.parents.len() == other.parents.len()
+            && self.parents.iter().zip(&other.parents).all(|(a, b)| a.same(b))
     }
 }

@@ -18,7 +18,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::Revision;
-use crate::conditions::{Condition, ValidationMessage};
+use crate::conditions::{Condition, ListenerStatus, RouteParentStatus, ValidationMessage};
 
 /// Per kind, the store revision a push holds every write of that kind up
 /// to (a Controller's cache catches up kind by kind).
@@ -81,6 +81,12 @@ pub struct ConfigStatus {
     /// Analysis findings about the object (`pilotctl analyze`'s codes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub validation_messages: Vec<ValidationMessage>,
+    /// A Gateway API route's status for each parent it names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parents: Vec<RouteParentStatus>,
+    /// A Gateway API Gateway's listeners' status.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<ListenerStatus>,
 }
 
 /// One distinct NACK message and how many proxies sent it.
@@ -129,13 +135,16 @@ impl ConfigStatus {
     /// write `other` over `self`.
     pub fn same_as(&self, other: &ConfigStatus) -> bool {
         self.same_counts(other)
-            && self.conditions.len() == other.conditions.len()
-            && self
-                .conditions
-                .iter()
-                .zip(&other.conditions)
-                .all(|(a, b)| a.same(b))
+            && crate::conditions::same_conditions(&self.conditions, &other.conditions)
             && self.validation_messages == other.validation_messages
+            && self.parents.len() == other.parents.len()
+            && self.parents.iter().zip(&other.parents).all(|(a, b)| a.same(b))
+            && self.listeners.len() == other.listeners.len()
+            && self
+                .listeners
+                .iter()
+                .zip(&other.listeners)
+                .all(|(a, b)| a.same(b))
     }
 }
 
@@ -273,6 +282,8 @@ pub fn distribution_status(
         last_update: now,
         conditions: Vec::new(),
         validation_messages: Vec::new(),
+        parents: Vec::new(),
+        listeners: Vec::new(),
     }
 }
 

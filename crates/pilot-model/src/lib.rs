@@ -52,7 +52,10 @@ pub mod document;
 /// are declared with: a store or registry of your own implements them under
 /// `#[pilot_model::async_trait]`, with no async-trait dependency of its own.
 pub use async_trait::async_trait;
-pub use conditions::{Condition, MessageType, RECONCILED, ValidationMessage};
+pub use conditions::{
+    Condition, GatewayApiStatus, ListenerStatus, MessageType, RECONCILED, RouteGroupKind, RouteParentStatus,
+    ValidationMessage, same_conditions,
+};
 pub use config::{Config, DynConfig, now_seconds, push_key};
 pub use discovery::{AggregateDiscovery, RegistryAdapter, ServiceDiscovery, ServiceEvent};
 pub use distribution::{

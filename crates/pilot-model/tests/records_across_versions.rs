@@ -117,6 +117,8 @@ fn config_status() -> ConfigStatus {
         last_update: at(1_700_000_000),
         conditions: vec![condition()],
         validation_messages: vec![validation_message()],
+        parents: Vec::new(),
+        listeners: Vec::new(),
     }
 }
 

@@ -73,6 +73,7 @@ pub mod convert;
 mod decode;
 mod edge;
 mod gateway;
+pub mod gateway_api_status;
 mod http;
 mod incremental;
 mod l4;

@@ -5,6 +5,11 @@
 //! `Reconciled` condition and its `validationMessages` (what `pilotctl
 //! analyze` against this server prints for it).
 //!
+//! The same inputs give the Gateway API's status of the objects pilot
+//! answers for (pilot-routing's `gateway_api_status`: GatewayClasses of
+//! pilot's controller, their Gateways, the routes attached to them or to
+//! Services).
+//!
 //! The analysis runs again only when its input changed: the objects'
 //! versions, the registry's hosts and instance labels, the proxies'
 //! namespaces are fingerprinted each round, and an unchanged fingerprint
@@ -17,11 +22,16 @@ use std::sync::{Arc, Mutex};
 
 use pilot_analyze::{Services, Severity};
 use pilot_distribution::{Findings, ProxyRecords};
-use pilot_model::{ConfigKey, ConfigStore, DynConfig, MessageType, ServiceDiscovery, ValidationMessage};
+use pilot_model::{
+    ConfigKey, ConfigStore, DynConfig, GatewayApiStatus, MessageType, ServiceDiscovery, ValidationMessage,
+};
 use pilot_store::Controller;
 
 /// Validation messages by object.
 type ByObject = HashMap<ConfigKey, Vec<ValidationMessage>>;
+
+/// The Gateway API's statuses by object.
+type GatewayByObject = HashMap<ConfigKey, GatewayApiStatus>;
 
 /// The server's findings: its objects, registry and proxies.
 pub(crate) struct ServerFindings {
@@ -30,12 +40,27 @@ pub(crate) struct ServerFindings {
     pub(crate) proxies: Arc<dyn ProxyRecords>,
     /// Completes short hostnames (`svc.cluster.local`).
     pub(crate) domain: String,
-    /// The last input's fingerprint and its findings.
-    pub(crate) last: Mutex<Option<(u64, ByObject)>>,
+    /// The last input's fingerprint, its findings and its Gateway API
+    /// statuses.
+    pub(crate) last: Mutex<Option<(u64, ByObject, GatewayByObject)>>,
 }
 
 impl Findings for ServerFindings {
     fn findings(&self) -> ByObject {
+        self.compute().0
+    }
+
+    fn gateway_api(&self) -> GatewayByObject {
+        self.compute().1
+    }
+
+    fn status_kinds(&self) -> Vec<String> {
+        pilot_routing::gateway_api_status::status_kinds()
+    }
+}
+
+impl ServerFindings {
+    fn compute(&self) -> (ByObject, GatewayByObject) {
         let mut fingerprint = DefaultHasher::new();
         let mut cached = Vec::new();
         for kind in self.controller.registry().kinds() {
@@ -64,11 +89,18 @@ impl Findings for ServerFindings {
             .collect();
         namespaces.hash(&mut fingerprint);
         let fingerprint = fingerprint.finish();
-        if let Some((last, findings)) = &*self.last.lock().unwrap_or_else(|e| e.into_inner())
+        if let Some((last, findings, gateway)) = &*self.last.lock().unwrap_or_else(|e| e.into_inner())
             && *last == fingerprint
         {
-            return findings.clone();
+            return (findings.clone(), gateway.clone());
         }
+        let exists = |host: &str| services.hosts.contains_key(host);
+        let gateway = pilot_routing::gateway_api_status::statuses(
+            &cached,
+            &exists,
+            &self.domain,
+            std::time::SystemTime::now(),
+        );
         services.proxy_namespaces = Some(namespaces);
         let objects: Vec<DynConfig> = cached.iter().map(|o| (**o).clone()).collect();
         let mut out = ByObject::new();
@@ -88,7 +120,8 @@ impl Findings for ServerFindings {
                     description: format!("{}: {}", finding.path, finding.message),
                 });
         }
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some((fingerprint, out.clone()));
-        out
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((fingerprint, out.clone(), gateway.clone()));
+        (out, gateway)
     }
 }

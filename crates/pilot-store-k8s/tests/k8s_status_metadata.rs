@@ -22,6 +22,8 @@ fn status(observed: &str) -> ConfigStatus {
         last_update: now_seconds(),
         conditions: Vec::new(),
         validation_messages: Vec::new(),
+        parents: Vec::new(),
+        listeners: Vec::new(),
     }
 }
 

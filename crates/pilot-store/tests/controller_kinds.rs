@@ -85,6 +85,8 @@ async fn a_kind_registered_after_the_controller_is_refused_by_name() {
         last_update: now_seconds(),
         conditions: Vec::new(),
         validation_messages: Vec::new(),
+        parents: Vec::new(),
+        listeners: Vec::new(),
     };
     assert_not_watched(
         controller.update_status(&key, &version, status).await,

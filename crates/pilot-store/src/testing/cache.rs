@@ -322,6 +322,8 @@ pub async fn cache_reads_its_own_writes(factory: &dyn StoreFactory) {
                 last_update: now_seconds(),
                 conditions: Vec::new(),
                 validation_messages: Vec::new(),
+                parents: Vec::new(),
+                listeners: Vec::new(),
             };
             ok(
                 controller.update_status(&key, &observed, status.clone()).await,
@@ -406,6 +408,8 @@ async fn noise(
                 last_update: now_seconds(),
                 conditions: Vec::new(),
                 validation_messages: Vec::new(),
+                parents: Vec::new(),
+                listeners: Vec::new(),
             };
             ok(
                 backend.update_status(&key, &version, status).await,

@@ -25,6 +25,8 @@ fn status(observed: &str, acked: u64) -> ConfigStatus {
         last_update: now_seconds(),
         conditions: Vec::new(),
         validation_messages: Vec::new(),
+        parents: Vec::new(),
+        listeners: Vec::new(),
     }
 }
 

@@ -1,0 +1,811 @@
+//! The status the Gateway API asks of an implementation, computed from the
+//! objects and the service registry: a GatewayClass whose `controllerName`
+//! is pilot's is `Accepted`; a Gateway of such a class is `Accepted`, with
+//! each listener's conditions and `attachedRoutes`; each route
+//! (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute) has, for every parent it
+//! names that pilot serves (a Service, for the mesh, or a Gateway of
+//! pilot's class), `Accepted` and `ResolvedRefs` with the reasons the
+//! specification names (`NoMatchingParent`, `NotAllowedByListeners`,
+//! `NoMatchingListenerHostname`, `BackendNotFound`, `RefNotPermitted`,
+//! `InvalidKind`). Every condition carries the object's generation as its
+//! `observedGeneration`.
+//!
+//! Pure: the status writer (pilot-distribution) calls it each round it
+//! writes and keeps a condition's transition time while its status holds.
+//! A Gateway's `Programmed` is `False` (`Pending`): pilot does not yet
+//! serve the Gateway API's Gateways to router proxies; mesh routes are
+//! served to sidecars.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use pilot_api::gateway_api::{
+    FromNamespaces, Gateway, GatewayClass, GrpcRoute, HttpRoute, Listener, ParentReference, ReferenceGrant,
+    TcpRoute, TlsRoute,
+};
+use pilot_model::{
+    Condition, Config, ConfigKey, ConfigKind, DynConfig, GatewayApiStatus, ListenerStatus, RouteGroupKind,
+    RouteParentStatus,
+};
+
+/// The `controllerName` of pilot's GatewayClasses: the Gateways of a class
+/// naming it, and the routes attached to them, are pilot's.
+pub const CONTROLLER_NAME: &str = "pilot.io/gateway-controller";
+
+const GROUP: &str = pilot_api::gateway_api::GROUP;
+
+/// The ids of the kinds [`statuses`] may give a status to.
+pub fn status_kinds() -> Vec<String> {
+    [
+        GatewayClass::id(),
+        Gateway::id(),
+        HttpRoute::id(),
+        GrpcRoute::id(),
+        TlsRoute::id(),
+        TcpRoute::id(),
+    ]
+    .into_iter()
+    .map(|id| id.into_owned())
+    .collect()
+}
+
+/// The Gateway API's status of every object among `objects` that pilot
+/// answers for. `service_exists` says whether a Service hostname
+/// (`name.namespace.<domain>`) is in the registry.
+pub fn statuses(
+    objects: &[Arc<DynConfig>],
+    service_exists: &dyn Fn(&str) -> bool,
+    domain: &str,
+    now: SystemTime,
+) -> HashMap<ConfigKey, GatewayApiStatus> {
+    let input = Input::of(objects);
+    let mut out = HashMap::new();
+    let ours: BTreeSet<&str> = input
+        .classes
+        .iter()
+        .filter(|class| class.spec.controller_name == CONTROLLER_NAME)
+        .map(|class| class.meta.name.as_str())
+        .collect();
+    for class in input
+        .classes
+        .iter()
+        .filter(|c| ours.contains(c.meta.name.as_str()))
+    {
+        let condition = condition(class.meta.generation, now);
+        out.insert(
+            class.key(),
+            GatewayApiStatus {
+                conditions: vec![condition(
+                    "Accepted",
+                    true,
+                    "Accepted",
+                    "pilot handles this class's Gateways",
+                )],
+                ..Default::default()
+            },
+        );
+    }
+    let gateways: Vec<&Config<Gateway>> = input
+        .gateways
+        .iter()
+        .filter(|g| ours.contains(g.spec.gateway_class_name.as_str()))
+        .collect();
+
+    let routes = input.routes();
+    // The routes each listener accepted, counted while the routes' status
+    // is made.
+    let mut attached: HashMap<(ConfigKey, usize), i32> = HashMap::new();
+    for route in &routes {
+        let mut parents = Vec::new();
+        let resolved = resolved_refs(route, &input.grants, service_exists, domain);
+        for parent in &route.parents {
+            let namespace = parent.namespace.as_deref().unwrap_or(route.namespace);
+            let accepted = match (parent.group(), parent.kind()) {
+                ("", "Service") => {
+                    let host = format!("{}.{namespace}.{domain}", parent.name);
+                    if service_exists(&host) {
+                        Ok(())
+                    } else {
+                        Err((
+                            "NoMatchingParent",
+                            format!("the Service {host} is not in the service registry"),
+                        ))
+                    }
+                }
+                (GROUP, "Gateway") => {
+                    let Some(gateway) = input
+                        .gateways
+                        .iter()
+                        .find(|g| g.meta.namespace == namespace && g.meta.name == parent.name)
+                    else {
+                        parents.push(parent_status(
+                            parent,
+                            route,
+                            now,
+                            Err((
+                                "NoMatchingParent",
+                                format!("no Gateway {namespace}/{} exists", parent.name),
+                            )),
+                            &resolved,
+                        ));
+                        continue;
+                    };
+                    if !ours.contains(gateway.spec.gateway_class_name.as_str()) {
+                        // Another controller's Gateway: its status is theirs.
+                        continue;
+                    }
+                    let taken = attach(gateway, route, parent);
+                    for index in taken.as_ref().map(Vec::as_slice).unwrap_or_default() {
+                        *attached.entry((gateway.key(), *index)).or_default() += 1;
+                    }
+                    taken.map(|_| ())
+                }
+                _ => continue,
+            };
+            parents.push(parent_status(parent, route, now, accepted, &resolved));
+        }
+        if !parents.is_empty() {
+            out.insert(
+                route.key.clone(),
+                GatewayApiStatus {
+                    parents,
+                    ..Default::default()
+                },
+            );
+        }
+    }
+
+    for gateway in gateways {
+        let condition = condition(gateway.meta.generation, now);
+        let listeners = gateway
+            .spec
+            .listeners
+            .iter()
+            .enumerate()
+            .map(|(i, listener)| {
+                let count = attached.get(&(gateway.key(), i)).copied().unwrap_or(0);
+                listener_status(listener, count, &condition)
+            })
+            .collect();
+        out.insert(
+            gateway.key(),
+            GatewayApiStatus {
+                conditions: vec![
+                    condition("Accepted", true, "Accepted", "pilot serves this Gateway's class"),
+                    condition(
+                        "Programmed",
+                        false,
+                        "Pending",
+                        "pilot does not serve the Gateway API's Gateways to router proxies yet",
+                    ),
+                ],
+                listeners,
+                ..Default::default()
+            },
+        );
+    }
+    out
+}
+
+/// A condition of an object at `generation`, set `now`.
+fn condition(generation: Option<i64>, now: SystemTime) -> impl Fn(&str, bool, &str, &str) -> Condition {
+    move |type_, status, reason, message| Condition {
+        type_: type_.to_string(),
+        status: if status { "True" } else { "False" }.to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+        observed_generation: generation,
+        last_transition_time: now,
+    }
+}
+
+/// The objects the status reads, typed.
+struct Input {
+    classes: Vec<Config<GatewayClass>>,
+    gateways: Vec<Config<Gateway>>,
+    grants: Vec<Config<ReferenceGrant>>,
+    http: Vec<Config<HttpRoute>>,
+    grpc: Vec<Config<GrpcRoute>>,
+    tls: Vec<Config<TlsRoute>>,
+    tcp: Vec<Config<TcpRoute>>,
+}
+
+fn typed<K: ConfigKind>(objects: &[Arc<DynConfig>]) -> Vec<Config<K>> {
+    let id = K::id();
+    objects
+        .iter()
+        .filter(|o| o.meta.kind == id)
+        .filter_map(|o| Config::from_dyn(o).ok())
+        .collect()
+}
+
+impl Input {
+    fn of(objects: &[Arc<DynConfig>]) -> Self {
+        Input {
+            classes: typed(objects),
+            gateways: typed(objects),
+            grants: typed(objects),
+            http: typed(objects),
+            grpc: typed(objects),
+            tls: typed(objects),
+            tcp: typed(objects),
+        }
+    }
+
+    fn routes(&self) -> Vec<Route<'_>> {
+        let mut routes = Vec::new();
+        for r in &self.http {
+            let backends = r
+                .spec
+                .rules_written
+                .iter()
+                .flatten()
+                .flat_map(|rule| rule.backend_refs.iter().flatten())
+                .map(|b| Backend {
+                    group: b.group.as_deref().unwrap_or(""),
+                    kind: b.kind.as_deref().unwrap_or("Service"),
+                    name: &b.name,
+                    namespace: b.namespace.as_deref(),
+                })
+                .collect();
+            routes.push(Route::new(
+                r,
+                "HTTPRoute",
+                &r.spec.parent_refs,
+                r.spec.hostnames.as_deref(),
+                backends,
+            ));
+        }
+        for r in &self.grpc {
+            let backends = r
+                .spec
+                .rules
+                .iter()
+                .flatten()
+                .flat_map(|rule| rule.backend_refs.iter().flatten())
+                .map(|b| Backend {
+                    group: b.group.as_deref().unwrap_or(""),
+                    kind: b.kind.as_deref().unwrap_or("Service"),
+                    name: &b.name,
+                    namespace: b.namespace.as_deref(),
+                })
+                .collect();
+            routes.push(Route::new(
+                r,
+                "GRPCRoute",
+                &r.spec.parent_refs,
+                r.spec.hostnames.as_deref(),
+                backends,
+            ));
+        }
+        for r in &self.tls {
+            let backends = stream_backends(&r.spec.rules);
+            routes.push(Route::new(
+                r,
+                "TLSRoute",
+                &r.spec.parent_refs,
+                r.spec.hostnames.as_deref(),
+                backends,
+            ));
+        }
+        for r in &self.tcp {
+            let backends = stream_backends(&r.spec.rules);
+            routes.push(Route::new(r, "TCPRoute", &r.spec.parent_refs, None, backends));
+        }
+        routes
+    }
+}
+
+fn stream_backends(rules: &[pilot_api::gateway_api::StreamRouteRule]) -> Vec<Backend<'_>> {
+    rules
+        .iter()
+        .flat_map(|rule| &rule.backend_refs)
+        .map(|b| Backend {
+            group: b.group(),
+            kind: b.kind(),
+            name: &b.name,
+            namespace: b.namespace.as_deref(),
+        })
+        .collect()
+}
+
+/// A route of any kind, as the status sees it.
+struct Route<'a> {
+    key: ConfigKey,
+    kind: &'static str,
+    namespace: &'a str,
+    generation: Option<i64>,
+    parents: Vec<&'a ParentReference>,
+    hostnames: &'a [String],
+    backends: Vec<Backend<'a>>,
+}
+
+impl<'a> Route<'a> {
+    fn new<K: ConfigKind>(
+        object: &'a Config<K>,
+        kind: &'static str,
+        parents: &'a Option<Vec<ParentReference>>,
+        hostnames: Option<&'a [String]>,
+        backends: Vec<Backend<'a>>,
+    ) -> Self {
+        Route {
+            key: object.key(),
+            kind,
+            namespace: &object.meta.namespace,
+            generation: object.meta.generation,
+            parents: parents.iter().flatten().collect(),
+            hostnames: hostnames.unwrap_or_default(),
+            backends,
+        }
+    }
+}
+
+/// One backend reference.
+struct Backend<'a> {
+    group: &'a str,
+    kind: &'a str,
+    name: &'a str,
+    namespace: Option<&'a str>,
+}
+
+/// A route's `ResolvedRefs`: every backend a Service that exists, in the
+/// route's namespace or one whose ReferenceGrant lets the route's kind
+/// and namespace refer to it.
+fn resolved_refs(
+    route: &Route<'_>,
+    grants: &[Config<ReferenceGrant>],
+    service_exists: &dyn Fn(&str) -> bool,
+    domain: &str,
+) -> Result<(), (&'static str, String)> {
+    for backend in &route.backends {
+        if !backend.group.is_empty() || backend.kind != "Service" {
+            return Err((
+                "InvalidKind",
+                format!(
+                    "a backend of kind {:?} (group {:?}) is not one pilot routes to",
+                    backend.kind, backend.group
+                ),
+            ));
+        }
+        let namespace = backend.namespace.unwrap_or(route.namespace);
+        if namespace != route.namespace && !granted(grants, route, namespace, backend.name) {
+            return Err((
+                "RefNotPermitted",
+                format!(
+                    "no ReferenceGrant in {namespace} lets {}s of {} refer to the Service {}",
+                    route.kind, route.namespace, backend.name
+                ),
+            ));
+        }
+        let host = format!("{}.{namespace}.{domain}", backend.name);
+        if !service_exists(&host) {
+            return Err((
+                "BackendNotFound",
+                format!("the Service {host} is not in the service registry"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a ReferenceGrant of `namespace` lets `route` refer to its
+/// Service `name`.
+fn granted(grants: &[Config<ReferenceGrant>], route: &Route<'_>, namespace: &str, name: &str) -> bool {
+    grants
+        .iter()
+        .filter(|g| g.meta.namespace == namespace)
+        .any(|grant| {
+            grant.spec.from.iter().any(|from| {
+                from.group.as_deref().unwrap_or("") == GROUP
+                    && from.kind == route.kind
+                    && from.namespace == route.namespace
+            }) && grant.spec.to.iter().any(|to| {
+                to.group.as_deref().unwrap_or("").is_empty()
+                    && to.kind == "Service"
+                    && to.name.as_deref().is_none_or(|n| n == name)
+            })
+        })
+}
+
+/// The listeners of `gateway` that take `route` through `parent` (their
+/// indices), or why none does.
+fn attach(
+    gateway: &Config<Gateway>,
+    route: &Route<'_>,
+    parent: &ParentReference,
+) -> Result<Vec<usize>, (&'static str, String)> {
+    let named: Vec<(usize, &Listener)> = gateway
+        .spec
+        .listeners
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| parent.section_name.as_ref().is_none_or(|s| *s == l.name))
+        .filter(|(_, l)| parent.port.is_none_or(|p| Some(p) == l.port))
+        .collect();
+    if named.is_empty() {
+        return Err((
+            "NoMatchingParent",
+            format!(
+                "the Gateway {}/{} has no listener{}{}",
+                gateway.meta.namespace,
+                gateway.meta.name,
+                parent
+                    .section_name
+                    .as_ref()
+                    .map(|s| format!(" named {s:?}"))
+                    .unwrap_or_default(),
+                parent.port.map(|p| format!(" on port {p}")).unwrap_or_default()
+            ),
+        ));
+    }
+    let allowed: Vec<(usize, &Listener)> = named
+        .into_iter()
+        .filter(|(_, l)| kinds(l).iter().any(|k| k.kind == route.kind))
+        .filter(|(_, l)| match l.allowed_routes().namespaces().from() {
+            FromNamespaces::All => true,
+            FromNamespaces::Same => route.namespace == gateway.meta.namespace,
+            FromNamespaces::Selector | FromNamespaces::None => false,
+        })
+        .collect();
+    if allowed.is_empty() {
+        return Err((
+            "NotAllowedByListeners",
+            format!(
+                "no listener of the Gateway {}/{} it names allows {}s from the namespace {}",
+                gateway.meta.namespace, gateway.meta.name, route.kind, route.namespace
+            ),
+        ));
+    }
+    let matching: Vec<usize> = allowed
+        .into_iter()
+        .filter(|(_, l)| hostnames_intersect(l.hostname.as_deref(), route.hostnames))
+        .map(|(i, _)| i)
+        .collect();
+    if matching.is_empty() {
+        return Err((
+            "NoMatchingListenerHostname",
+            "none of the route's hostnames is one a listener it names serves".to_string(),
+        ));
+    }
+    Ok(matching)
+}
+
+/// Whether a listener of `listener` hostname serves some of `route`'s
+/// (none on either side means any; `*.example.com` covers one or more
+/// labels before `example.com`).
+fn hostnames_intersect(listener: Option<&str>, route: &[String]) -> bool {
+    let Some(listener) = listener else {
+        return true;
+    };
+    if route.is_empty() {
+        return true;
+    }
+    route
+        .iter()
+        .any(|host| covers(listener, host) || covers(host, listener))
+}
+
+fn covers(pattern: &str, host: &str) -> bool {
+    match pattern.strip_prefix("*.") {
+        Some(suffix) => host.len() > suffix.len() + 1 && host.ends_with(&format!(".{suffix}")),
+        None => pattern == host,
+    }
+}
+
+/// The route kinds a listener takes: those it names that its protocol
+/// carries, or its protocol's.
+fn kinds(listener: &Listener) -> Vec<RouteGroupKind> {
+    let carried: &[&str] = match listener.protocol.as_str() {
+        "HTTP" | "HTTPS" => &["HTTPRoute", "GRPCRoute"],
+        "TLS" => &["TLSRoute"],
+        "TCP" => &["TCPRoute"],
+        _ => &[],
+    };
+    let kind = |k: &str| RouteGroupKind {
+        group: GROUP.to_string(),
+        kind: k.to_string(),
+    };
+    match &listener.allowed_routes().kinds {
+        Some(named) => named
+            .iter()
+            .filter(|k| k.group() == GROUP && carried.contains(&k.kind.as_str()))
+            .map(|k| kind(&k.kind))
+            .collect(),
+        None => carried.iter().map(|k| kind(k)).collect(),
+    }
+}
+
+fn listener_status(
+    listener: &Listener,
+    attached_routes: i32,
+    condition: &impl Fn(&str, bool, &str, &str) -> Condition,
+) -> ListenerStatus {
+    let supported_kinds = kinds(listener);
+    let protocol_known = matches!(listener.protocol.as_str(), "HTTP" | "HTTPS" | "TLS" | "TCP");
+    let named_unsupported = listener
+        .allowed_routes()
+        .kinds
+        .as_ref()
+        .is_some_and(|named| named.len() > supported_kinds.len());
+    let accepted = if protocol_known {
+        condition("Accepted", true, "Accepted", "pilot takes this listener")
+    } else {
+        condition(
+            "Accepted",
+            false,
+            "UnsupportedProtocol",
+            &format!("pilot does not serve the protocol {:?}", listener.protocol),
+        )
+    };
+    let resolved = if named_unsupported {
+        condition(
+            "ResolvedRefs",
+            false,
+            "InvalidRouteKinds",
+            "some route kinds in allowedRoutes.kinds are not ones this listener's protocol carries",
+        )
+    } else {
+        condition(
+            "ResolvedRefs",
+            true,
+            "ResolvedRefs",
+            "the listener's references resolved",
+        )
+    };
+    ListenerStatus {
+        name: listener.name.clone(),
+        supported_kinds,
+        attached_routes,
+        conditions: vec![
+            accepted,
+            condition(
+                "Conflicted",
+                false,
+                "NoConflicts",
+                "no other listener claims its port and hostname",
+            ),
+            condition(
+                "Programmed",
+                false,
+                "Pending",
+                "pilot does not serve the Gateway API's Gateways to router proxies yet",
+            ),
+            resolved,
+        ],
+    }
+}
+
+fn parent_status(
+    parent: &ParentReference,
+    route: &Route<'_>,
+    now: SystemTime,
+    accepted: Result<(), (&'static str, String)>,
+    resolved: &Result<(), (&'static str, String)>,
+) -> RouteParentStatus {
+    let condition = condition(route.generation, now);
+    let accepted = match accepted {
+        Ok(()) => condition("Accepted", true, "Accepted", "the parent accepted the route"),
+        Err((reason, message)) => condition("Accepted", false, reason, &message),
+    };
+    let resolved = match resolved {
+        Ok(()) => condition("ResolvedRefs", true, "ResolvedRefs", "every backend resolved"),
+        Err((reason, message)) => condition("ResolvedRefs", false, reason, message),
+    };
+    RouteParentStatus {
+        parent_ref: serde_json::to_value(parent).unwrap_or_default(),
+        controller_name: CONTROLLER_NAME.to_string(),
+        conditions: vec![accepted, resolved],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pilot_model::document;
+
+    const DOMAIN: &str = "cluster.local";
+
+    fn statuses_of(text: &str, services: &[&str]) -> HashMap<String, GatewayApiStatus> {
+        let objects: Vec<Arc<DynConfig>> = document::parse("t.yaml", text, &pilot_api::default_registry())
+            .unwrap()
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let exists = |host: &str| services.contains(&host);
+        statuses(&objects, &exists, DOMAIN, SystemTime::UNIX_EPOCH)
+            .into_iter()
+            .map(|(key, status)| {
+                (
+                    format!("{}/{}", pilot_model::kind_name(&key.kind), key.name),
+                    status,
+                )
+            })
+            .collect()
+    }
+
+    /// (type, status, reason) of each condition.
+    fn said(conditions: &[Condition]) -> Vec<(String, String, String)> {
+        conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+            .collect()
+    }
+
+    fn c(type_: &str, status: &str, reason: &str) -> (String, String, String) {
+        (type_.into(), status.into(), reason.into())
+    }
+
+    const EDGE: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: pilot}\n\
+        spec: {controllerName: pilot.io/gateway-controller}\n---\n\
+        apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: other}\n\
+        spec: {controllerName: example.com/other}\n---\n\
+        apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: edge, namespace: web, generation: 3}\n\
+        spec:\n  gatewayClassName: pilot\n  listeners:\n  - {name: http, protocol: HTTP, port: 80, hostname: \"*.example.com\"}\n  \
+        - {name: all, protocol: HTTP, port: 8080, allowedRoutes: {namespaces: {from: All}}}\n---\n\
+        apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: theirs, namespace: web}\n\
+        spec:\n  gatewayClassName: other\n  listeners:\n  - {name: http, protocol: HTTP, port: 80}\n";
+
+    fn route(name: &str, namespace: &str, parent: &str, hostnames: &str, backend: &str) -> String {
+        format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {namespace}, generation: 2}}\n\
+             spec:\n  parentRefs:\n  - {parent}\n  hostnames: {hostnames}\n  rules:\n  - backendRefs:\n    - {backend}\n"
+        )
+    }
+
+    #[test]
+    fn pilots_class_and_gateway_are_accepted_and_listeners_count_their_routes() {
+        let text = format!(
+            "{EDGE}{}{}",
+            route(
+                "shop",
+                "web",
+                "{name: edge}",
+                "[shop.example.com]",
+                "{name: shop, port: 80}"
+            ),
+            route(
+                "other-ns",
+                "store",
+                "{name: edge, namespace: web}",
+                "[]",
+                "{name: shop, port: 80}"
+            ),
+        );
+        let found = statuses_of(&text, &["shop.web.cluster.local", "shop.store.cluster.local"]);
+        assert_eq!(
+            said(&found["GatewayClass/pilot"].conditions),
+            [c("Accepted", "True", "Accepted")]
+        );
+        assert!(
+            !found.contains_key("GatewayClass/other"),
+            "another controller's class"
+        );
+        assert!(
+            !found.contains_key("Gateway/theirs"),
+            "another controller's Gateway"
+        );
+        let edge = &found["Gateway/edge"];
+        assert_eq!(
+            said(&edge.conditions),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("Programmed", "False", "Pending")
+            ]
+        );
+        assert_eq!(edge.conditions[0].observed_generation, Some(3));
+        let counts: Vec<(&str, i32)> = edge
+            .listeners
+            .iter()
+            .map(|l| (l.name.as_str(), l.attached_routes))
+            .collect();
+        // shop attaches to both (same namespace); other-ns only to `all`.
+        assert_eq!(counts, [("http", 1), ("all", 2)]);
+        let shop = &found["HTTPRoute/shop"].parents[0];
+        assert_eq!(shop.controller_name, CONTROLLER_NAME);
+        assert_eq!(shop.parent_ref, serde_json::json!({"name": "edge"}));
+        assert_eq!(
+            said(&shop.conditions),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("ResolvedRefs", "True", "ResolvedRefs")
+            ]
+        );
+        assert_eq!(shop.conditions[0].observed_generation, Some(2));
+    }
+
+    #[test]
+    fn a_route_refused_by_its_parent_says_why() {
+        let cases = [
+            ("{name: nowhere}", "[]", "NoMatchingParent"),
+            ("{name: edge, sectionName: missing}", "[]", "NoMatchingParent"),
+            ("{name: edge, port: 9999}", "[]", "NoMatchingParent"),
+            (
+                "{name: edge, sectionName: http, namespace: web}",
+                "[shop.example.org]",
+                "NoMatchingListenerHostname",
+            ),
+        ];
+        for (parent, hostnames, reason) in cases {
+            let text = format!(
+                "{EDGE}{}",
+                route("r", "web", parent, hostnames, "{name: shop, port: 80}")
+            );
+            let found = statuses_of(&text, &["shop.web.cluster.local"]);
+            let conditions = said(&found["HTTPRoute/r"].parents[0].conditions);
+            assert_eq!(conditions[0], c("Accepted", "False", reason), "{parent}");
+        }
+        // From another namespace, only the listener allowing All takes it.
+        let text = format!(
+            "{EDGE}{}",
+            route(
+                "r",
+                "store",
+                "{name: edge, namespace: web, sectionName: http}",
+                "[]",
+                "{name: s, port: 80}"
+            )
+        );
+        let found = statuses_of(&text, &["s.store.cluster.local"]);
+        assert_eq!(
+            said(&found["HTTPRoute/r"].parents[0].conditions)[0],
+            c("Accepted", "False", "NotAllowedByListeners")
+        );
+        // A route to another controller's Gateway gets no status from pilot.
+        let text = format!(
+            "{EDGE}{}",
+            route("r", "web", "{name: theirs}", "[]", "{name: s, port: 80}")
+        );
+        assert!(!statuses_of(&text, &[]).contains_key("HTTPRoute/r"));
+    }
+
+    #[test]
+    fn backends_resolve_in_the_registry_and_across_namespaces_only_under_a_reference_grant() {
+        let mesh = |backend: &str| {
+            route(
+                "r",
+                "shop",
+                "{group: \"\", kind: Service, name: cart}",
+                "[]",
+                backend,
+            )
+        };
+        let services = ["cart.shop.cluster.local", "db.data.cluster.local"];
+        let resolved = |text: &str| said(&statuses_of(text, &services)["HTTPRoute/r"].parents[0].conditions);
+        assert_eq!(
+            resolved(&mesh("{name: cart, port: 80}")),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("ResolvedRefs", "True", "ResolvedRefs")
+            ]
+        );
+        assert_eq!(
+            resolved(&mesh("{name: gone, port: 80}"))[1],
+            c("ResolvedRefs", "False", "BackendNotFound")
+        );
+        assert_eq!(
+            resolved(&mesh("{group: example.com, kind: Bucket, name: b}"))[1],
+            c("ResolvedRefs", "False", "InvalidKind")
+        );
+        let across = mesh("{name: db, namespace: data, port: 5432}");
+        assert_eq!(
+            resolved(&across)[1],
+            c("ResolvedRefs", "False", "RefNotPermitted")
+        );
+        let grant = "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: shop, namespace: data}\n\
+            spec:\n  from:\n  - {group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: shop}\n  to:\n  - {group: \"\", kind: Service}\n";
+        assert_eq!(
+            resolved(&format!("{across}{grant}"))[1],
+            c("ResolvedRefs", "True", "ResolvedRefs")
+        );
+        // A Service parent missing from the registry.
+        let text = route(
+            "r",
+            "shop",
+            "{group: \"\", kind: Service, name: gone}",
+            "[]",
+            "{name: cart, port: 80}",
+        );
+        assert_eq!(resolved(&text)[0], c("Accepted", "False", "NoMatchingParent"));
+    }
+}
