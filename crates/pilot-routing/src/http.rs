@@ -115,6 +115,10 @@ pub enum StringMatch {
     Prefix(String),
     /// Matching this RE2 regular expression in full.
     Regex(String),
+    /// A path equal to this or continuing it with `/` (the Gateway API's
+    /// `PathPrefix`: `/v2` takes `/v2` and `/v2/x`, not `/v2x`); never
+    /// ends with `/` unless it is `/`.
+    PathPrefix(String),
 }
 
 /// What an HTTP request must be like, all conditions at once.

@@ -390,6 +390,10 @@ fn path_specifier(matcher: &StringMatch) -> route_match::PathSpecifier {
         StringMatch::Exact(exact) => route_match::PathSpecifier::Path(exact.clone()),
         StringMatch::Regex(regex) => route_match::PathSpecifier::SafeRegex(regex_matcher(regex)),
         StringMatch::Prefix(prefix) => route_match::PathSpecifier::Prefix(prefix.clone()),
+        StringMatch::PathPrefix(prefix) if prefix == "/" => {
+            route_match::PathSpecifier::Prefix(prefix.clone())
+        }
+        StringMatch::PathPrefix(prefix) => route_match::PathSpecifier::PathSeparatedPrefix(prefix.clone()),
         _ => route_match::PathSpecifier::Prefix("/".into()),
     }
 }
@@ -408,7 +412,9 @@ fn string_matcher(matcher: &StringMatch) -> EnvoyStringMatcher {
     let pattern = match matcher {
         StringMatch::Exact(exact) => string_matcher::MatchPattern::Exact(exact.clone()),
         StringMatch::Regex(regex) => string_matcher::MatchPattern::SafeRegex(regex_matcher(regex)),
-        StringMatch::Prefix(prefix) => string_matcher::MatchPattern::Prefix(prefix.clone()),
+        StringMatch::Prefix(prefix) | StringMatch::PathPrefix(prefix) => {
+            string_matcher::MatchPattern::Prefix(prefix.clone())
+        }
         _ => string_matcher::MatchPattern::Prefix(String::new()),
     };
     EnvoyStringMatcher {

@@ -1,0 +1,764 @@
+//! Compilation of the Gateway API's HTTPRoutes and GRPCRoutes whose parent
+//! is a Service (GAMMA, the Gateway API for service mesh) into the routing
+//! model: the routes of the Service's host, for every sidecar and
+//! proxyless gRPC client that calls it.
+//!
+//! - A parentRef `{group: "", kind: Service, name, namespace?, port?}`
+//!   names the host `name.namespace.<domain suffix>` (the namespace is the
+//!   route's unless written); a `port` restricts the route to requests on
+//!   that Service port. Other parents (Gateways) are not compiled here.
+//! - A route in the Service's namespace is a producer route: it applies to
+//!   every client. A route in another namespace is a consumer route: it
+//!   applies only to clients in the route's namespace, and for them it
+//!   replaces the Service's producer routes. A namespace's view
+//!   ([`RoutingConfigs::visible_to`]) keeps what its clients see; the whole
+//!   mesh's model keeps every route, consumer routes first, each match
+//!   restricted to its route's namespace (`source_namespace`), and is not
+//!   the one sidecars are served when a consumer route exists
+//!   ([`RoutingConfigs::restricts_visibility`]).
+//! - Each match of each rule is one route of the model, ordered across all
+//!   rules of all routes of one host as the Gateway API orders them: an
+//!   exact path, then a regular expression, then the longest path prefix;
+//!   then a method match; then the most header matches; then the most
+//!   query parameter matches; then the oldest route (`creationTimestamp`);
+//!   then the route's namespace and name; then the rule's and the match's
+//!   order. GRPCRoutes follow the host's HTTPRoutes, ordered by the length
+//!   of the service matched, then of the method, then the most header
+//!   matches, then as HTTPRoutes are. A rule without matches matches every
+//!   request (`PathPrefix /`); a `PathPrefix` matches whole path segments.
+//! - A rule's backends are Services with a port; weight 0 sends nothing. A
+//!   rule with no backend that can take traffic (none, all invalid, or
+//!   weights summing to 0) and no redirect answers 500, and so does a rule
+//!   with an `ExtensionRef` or `ExternalAuth` filter, which pilot does not
+//!   implement.
+//! - Filters: request and response header modifiers, request redirect
+//!   (scheme, hostname, port, path, status code), URL rewrite (hostname,
+//!   path), request mirror (with its percent or fraction). Timeouts:
+//!   `request` is the route's timeout; `backendRequest` each try's (the
+//!   route's when `request` is not written).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
+
+use pilot_api::gateway_api::{
+    BackendObjectReference, GrpcHeaderMatch, GrpcMethodMatch, GrpcRoute, GrpcRouteFilter,
+    GrpcRouteFilterType, GrpcRouteMatch, GrpcRouteRule, HeaderModifier, HttpHeaderMatch, HttpPathModifier,
+    HttpQueryParamMatch, HttpRoute as GatewayHttpRoute, HttpRouteFilter, HttpRouteFilterType, HttpRouteMatch,
+    HttpRouteRule, ParentReference, PathMatchType, PathModifierType, RedirectScheme, RequestMirror,
+    StringMatchType,
+};
+use pilot_model::{Config, ConfigMeta};
+
+use super::{
+    DirectResponse, HeaderOperations, HttpAction, HttpMatch, HttpRoute, Mirror, Redirect, Retries, Rewrite,
+    RouteDestination, RoutingConfigs, RoutingModel, StringMatch, WeightedDestination,
+};
+
+/// Adds the routes of the HTTPRoutes and GRPCRoutes attached to Services
+/// to `model`, as `configs.viewer` (a namespace's view, or the whole mesh)
+/// sees them.
+pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
+    let suffix = &configs.domain_suffix;
+    let mut entries: Vec<Entry> = Vec::new();
+    for route in &configs.http_routes {
+        for parent in service_parents(&route.meta, route.spec.parent_refs.as_deref(), suffix) {
+            for (r, rule) in route.spec.rules().iter().enumerate() {
+                for (m, request) in rule.matches().iter().enumerate() {
+                    entries.push(Entry {
+                        key: Key::http(&route.meta, &parent, request, r, m),
+                        host: parent.host.clone(),
+                        route: http_route(&route.meta, &parent, rule, r, request, suffix),
+                        parent: parent.clone(),
+                    });
+                }
+            }
+        }
+    }
+    for route in &configs.grpc_routes {
+        for parent in service_parents(&route.meta, route.spec.parent_refs.as_deref(), suffix) {
+            for (r, rule) in route.spec.rules.iter().flatten().enumerate() {
+                let matches = rule
+                    .matches
+                    .clone()
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or_else(|| vec![GrpcRouteMatch::default()]);
+                for (m, request) in matches.iter().enumerate() {
+                    entries.push(Entry {
+                        key: Key::grpc(&route.meta, &parent, request, r, m),
+                        host: parent.host.clone(),
+                        route: grpc_route(&route.meta, &parent, rule, r, request, suffix),
+                        parent: parent.clone(),
+                    });
+                }
+            }
+        }
+    }
+    let entries = visible(entries, configs.viewer.as_deref());
+    let mut by_host: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
+    for entry in entries {
+        by_host.entry(entry.host.clone()).or_default().push(entry);
+    }
+    for (host, mut entries) in by_host {
+        entries.sort_by(|a, b| a.key.cmp(&b.key));
+        let routes = &mut model.host_mut(&host).http;
+        routes.extend(entries.into_iter().map(|e| e.route));
+    }
+}
+
+/// Whether some route attached to a Service is a consumer route (in
+/// another namespace than the Service's): then each namespace sees routes
+/// of its own.
+pub(super) fn has_consumer_routes(configs: &RoutingConfigs) -> bool {
+    let suffix = &configs.domain_suffix;
+    let http = configs
+        .http_routes
+        .iter()
+        .flat_map(|r| service_parents(&r.meta, r.spec.parent_refs.as_deref(), suffix));
+    let grpc = configs
+        .grpc_routes
+        .iter()
+        .flat_map(|r| service_parents(&r.meta, r.spec.parent_refs.as_deref(), suffix));
+    http.chain(grpc).any(|p| p.consumer)
+}
+
+/// The hosts an HTTPRoute names: its parent Services', its backends' and
+/// its mirrors' (for the incremental compilation).
+pub(super) fn http_route_hosts(route: &Config<GatewayHttpRoute>, suffix: &str) -> Vec<String> {
+    let namespace = &route.meta.namespace;
+    let mut hosts: Vec<String> = service_parents(&route.meta, route.spec.parent_refs.as_deref(), suffix)
+        .into_iter()
+        .map(|p| p.host)
+        .collect();
+    for rule in route.spec.rules_written.iter().flatten() {
+        for backend in rule.backend_refs.iter().flatten() {
+            hosts.push(service_host(
+                &backend.name,
+                backend.namespace.as_deref(),
+                namespace,
+                suffix,
+            ));
+            hosts.extend(http_mirror_hosts(backend.filters.as_deref(), namespace, suffix));
+        }
+        hosts.extend(http_mirror_hosts(rule.filters.as_deref(), namespace, suffix));
+    }
+    hosts
+}
+
+/// The hosts a GRPCRoute names, as [`http_route_hosts`].
+pub(super) fn grpc_route_hosts(route: &Config<GrpcRoute>, suffix: &str) -> Vec<String> {
+    let namespace = &route.meta.namespace;
+    let mut hosts: Vec<String> = service_parents(&route.meta, route.spec.parent_refs.as_deref(), suffix)
+        .into_iter()
+        .map(|p| p.host)
+        .collect();
+    for rule in route.spec.rules.iter().flatten() {
+        for backend in rule.backend_refs.iter().flatten() {
+            hosts.push(service_host(
+                &backend.name,
+                backend.namespace.as_deref(),
+                namespace,
+                suffix,
+            ));
+        }
+        let mirrors = rule
+            .filters
+            .iter()
+            .flatten()
+            .filter_map(|f| f.request_mirror.as_ref());
+        hosts.extend(mirrors.filter_map(|m| mirror_host(m, namespace, suffix)));
+    }
+    hosts
+}
+
+/// A Service a route attaches to.
+#[derive(Debug, Clone)]
+struct ServiceParent {
+    /// The Service's hostname.
+    host: String,
+    /// The Service port the route is restricted to.
+    port: Option<u16>,
+    /// The route is in another namespace than the Service's.
+    consumer: bool,
+    /// The route's namespace.
+    route_namespace: String,
+}
+
+/// The Services among a route's parents, each once.
+fn service_parents(
+    meta: &ConfigMeta,
+    parents: Option<&[ParentReference]>,
+    suffix: &str,
+) -> Vec<ServiceParent> {
+    let mut seen = BTreeSet::new();
+    parents
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| is_core(p.group()) && p.kind() == "Service")
+        .filter_map(|p| {
+            let namespace = p.namespace.clone().unwrap_or_else(|| meta.namespace.clone());
+            let port = match p.port {
+                Some(port) => Some(u16::try_from(port).ok()?),
+                None => None,
+            };
+            seen.insert((p.name.clone(), namespace.clone(), port))
+                .then(|| ServiceParent {
+                    host: format!("{}.{namespace}.{suffix}", p.name),
+                    consumer: namespace != meta.namespace,
+                    port,
+                    route_namespace: meta.namespace.clone(),
+                })
+        })
+        .collect()
+}
+
+/// The core API group, as a reference writes it.
+fn is_core(group: &str) -> bool {
+    group.is_empty() || group == "core"
+}
+
+fn service_host(name: &str, namespace: Option<&str>, route_namespace: &str, suffix: &str) -> String {
+    format!("{name}.{}.{suffix}", namespace.unwrap_or(route_namespace))
+}
+
+fn http_mirror_hosts<'a>(
+    filters: Option<&'a [HttpRouteFilter]>,
+    namespace: &'a str,
+    suffix: &'a str,
+) -> impl Iterator<Item = String> + 'a {
+    filters
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|f| f.request_mirror.as_ref())
+        .filter_map(move |m| mirror_host(m, namespace, suffix))
+}
+
+fn mirror_host(mirror: &RequestMirror, namespace: &str, suffix: &str) -> Option<String> {
+    let backend = mirror.backend_ref.as_ref()?;
+    Some(service_host(
+        &backend.name,
+        backend.namespace.as_deref(),
+        namespace,
+        suffix,
+    ))
+}
+
+/// One match of one rule, compiled, with where it goes in its host's
+/// order.
+struct Entry {
+    key: Key,
+    host: String,
+    route: HttpRoute,
+    parent: ServiceParent,
+}
+
+/// The entries `viewer`'s clients see (none: the whole mesh's model).
+fn visible(entries: Vec<Entry>, viewer: Option<&str>) -> Vec<Entry> {
+    let Some(viewer) = viewer else {
+        return entries;
+    };
+    // The hosts for which the viewer's namespace has consumer routes:
+    // those replace the Service's producer routes for its clients.
+    let overridden: BTreeSet<String> = entries
+        .iter()
+        .filter(|e| e.parent.consumer && e.parent.route_namespace == viewer)
+        .map(|e| e.host.clone())
+        .collect();
+    entries
+        .into_iter()
+        .filter(|e| {
+            if e.parent.consumer {
+                e.parent.route_namespace == viewer
+            } else {
+                !overridden.contains(&e.host)
+            }
+        })
+        .map(|mut e| {
+            // The view is the namespace's own: no match needs to name it.
+            for m in &mut e.route.matches {
+                m.source_namespace = None;
+            }
+            e
+        })
+        .collect()
+}
+
+/// Where a match goes among its host's, smallest first.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    /// Producer routes after consumer ones.
+    producer: bool,
+    /// GRPCRoutes after HTTPRoutes.
+    grpc: bool,
+    /// An exact path (0), a regular expression (1), a prefix (2).
+    path_kind: u8,
+    /// The longer path (or gRPC service) first.
+    path_len: Reverse<usize>,
+    /// The longer gRPC method first.
+    method_len: Reverse<usize>,
+    /// A method match first.
+    no_method: bool,
+    headers: Reverse<usize>,
+    query_params: Reverse<usize>,
+    /// The oldest route first; a route without a creation time last.
+    created: (bool, Option<SystemTime>),
+    namespace: String,
+    name: String,
+    rule: usize,
+    at: usize,
+}
+
+impl Key {
+    fn http(
+        meta: &ConfigMeta,
+        parent: &ServiceParent,
+        request: &HttpRouteMatch,
+        rule: usize,
+        at: usize,
+    ) -> Key {
+        let path = request.path();
+        Key {
+            producer: !parent.consumer,
+            grpc: false,
+            path_kind: match path.match_type() {
+                PathMatchType::Exact => 0,
+                PathMatchType::RegularExpression => 1,
+                _ => 2,
+            },
+            path_len: Reverse(path.value().len()),
+            method_len: Reverse(0),
+            no_method: request.method.is_none(),
+            headers: Reverse(request.headers.as_ref().map_or(0, Vec::len)),
+            query_params: Reverse(request.query_params.as_ref().map_or(0, Vec::len)),
+            created: created(meta),
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone(),
+            rule,
+            at,
+        }
+    }
+
+    fn grpc(
+        meta: &ConfigMeta,
+        parent: &ServiceParent,
+        request: &GrpcRouteMatch,
+        rule: usize,
+        at: usize,
+    ) -> Key {
+        let method = request.method.as_ref();
+        let len = |s: Option<&String>| s.map_or(0, String::len);
+        Key {
+            producer: !parent.consumer,
+            grpc: true,
+            path_kind: 0,
+            path_len: Reverse(len(method.and_then(|m| m.service.as_ref()))),
+            method_len: Reverse(len(method.and_then(|m| m.method.as_ref()))),
+            no_method: true,
+            headers: Reverse(request.headers.as_ref().map_or(0, Vec::len)),
+            query_params: Reverse(0),
+            created: created(meta),
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone(),
+            rule,
+            at,
+        }
+    }
+}
+
+fn created(meta: &ConfigMeta) -> (bool, Option<SystemTime>) {
+    (meta.creation_timestamp.is_none(), meta.creation_timestamp)
+}
+
+/// The model's name of a rule: its route's `namespace/name`, and the
+/// rule's name or index.
+fn rule_name(meta: &ConfigMeta, name: Option<&str>, index: usize) -> String {
+    match name {
+        Some(name) => format!("{}/{}/{name}", meta.namespace, meta.name),
+        None => format!("{}/{}/{index}", meta.namespace, meta.name),
+    }
+}
+
+/// The route of one match of an HTTPRoute's rule.
+fn http_route(
+    meta: &ConfigMeta,
+    parent: &ServiceParent,
+    rule: &HttpRouteRule,
+    index: usize,
+    request: &HttpRouteMatch,
+    suffix: &str,
+) -> HttpRoute {
+    let namespace = &meta.namespace;
+    let mut route = HttpRoute {
+        name: rule_name(meta, rule.name.as_deref(), index),
+        matches: vec![http_match(request, parent)],
+        websocket: true,
+        ..Default::default()
+    };
+    let mut redirect = None;
+    let mut unsupported = false;
+    for filter in rule.filters.iter().flatten() {
+        match filter.kind {
+            Some(HttpRouteFilterType::RequestHeaderModifier) => modify(
+                &mut route.headers.request,
+                filter.request_header_modifier.as_ref(),
+            ),
+            Some(HttpRouteFilterType::ResponseHeaderModifier) => modify(
+                &mut route.headers.response,
+                filter.response_header_modifier.as_ref(),
+            ),
+            Some(HttpRouteFilterType::RequestMirror) => {
+                route.mirrors.extend(
+                    filter
+                        .request_mirror
+                        .as_ref()
+                        .and_then(|m| mirror(m, namespace, suffix)),
+                );
+            }
+            Some(HttpRouteFilterType::RequestRedirect) => {
+                redirect = filter.request_redirect.as_ref().map(|r| Redirect {
+                    uri: r.path.as_ref().and_then(full_path),
+                    authority: r.hostname.clone(),
+                    code: u32::try_from(r.status_code()).ok(),
+                    scheme: r.scheme.map(|s| {
+                        match s {
+                            RedirectScheme::Http => "http",
+                            RedirectScheme::Https => "https",
+                        }
+                        .to_string()
+                    }),
+                    port: r.port.and_then(|p| u16::try_from(p).ok()),
+                    port_from_scheme: r.scheme.is_some() && r.port.is_none(),
+                    prefix: r.path.as_ref().and_then(prefix_replacement),
+                });
+            }
+            Some(HttpRouteFilterType::UrlRewrite) => {
+                if let Some(rewrite) = &filter.url_rewrite {
+                    route.rewrite = Some(url_rewrite(
+                        rewrite.hostname.clone(),
+                        rewrite.path.as_ref(),
+                        request,
+                    ));
+                }
+            }
+            // CORS is left to the backend; an extension or external
+            // authorization pilot cannot run must not let requests by.
+            Some(HttpRouteFilterType::Cors) | None => {}
+            Some(_) => unsupported = true,
+        }
+    }
+    route.action = if unsupported {
+        internal_error()
+    } else if let Some(redirect) = redirect {
+        HttpAction::Redirect(redirect)
+    } else {
+        let backends = rule.backend_refs.iter().flatten().map(|b| {
+            let valid = is_core(b.group()) && b.kind() == "Service";
+            (valid, b.name.as_str(), b.namespace.as_deref(), b.port, b.weight())
+        });
+        forward(backends, namespace, suffix)
+    };
+    if let Some(timeouts) = &rule.timeouts {
+        let request = timeouts.request_duration();
+        let backend = timeouts.backend_request_duration();
+        route.timeout = request.or(backend);
+        if request.is_some()
+            && let Some(per_try) = backend
+        {
+            route.retries = Some(Retries {
+                attempts: 0,
+                per_try_timeout: Some(per_try),
+                retry_on: None,
+            });
+        }
+    }
+    route
+}
+
+/// The route of one match of a GRPCRoute's rule.
+fn grpc_route(
+    meta: &ConfigMeta,
+    parent: &ServiceParent,
+    rule: &GrpcRouteRule,
+    index: usize,
+    request: &GrpcRouteMatch,
+    suffix: &str,
+) -> HttpRoute {
+    let namespace = &meta.namespace;
+    let mut route = HttpRoute {
+        name: rule_name(meta, rule.name.as_deref(), index),
+        matches: vec![grpc_match(request, parent)],
+        ..Default::default()
+    };
+    let mut unsupported = false;
+    let filters: &[GrpcRouteFilter] = rule.filters.as_deref().unwrap_or_default();
+    for filter in filters {
+        match filter.kind {
+            Some(GrpcRouteFilterType::RequestHeaderModifier) => modify(
+                &mut route.headers.request,
+                filter.request_header_modifier.as_ref(),
+            ),
+            Some(GrpcRouteFilterType::ResponseHeaderModifier) => modify(
+                &mut route.headers.response,
+                filter.response_header_modifier.as_ref(),
+            ),
+            Some(GrpcRouteFilterType::RequestMirror) => {
+                route.mirrors.extend(
+                    filter
+                        .request_mirror
+                        .as_ref()
+                        .and_then(|m| mirror(m, namespace, suffix)),
+                );
+            }
+            None => {}
+            Some(_) => unsupported = true,
+        }
+    }
+    route.action = if unsupported {
+        internal_error()
+    } else {
+        let backends = rule.backend_refs.iter().flatten().map(|b| {
+            let valid = is_core(b.group()) && b.kind() == "Service";
+            (valid, b.name.as_str(), b.namespace.as_deref(), b.port, b.weight())
+        });
+        forward(backends, namespace, suffix)
+    };
+    route
+}
+
+/// The answer of a rule that cannot forward: 500, as the Gateway API
+/// says.
+fn internal_error() -> HttpAction {
+    HttpAction::DirectResponse(DirectResponse {
+        status: 500,
+        body: None,
+    })
+}
+
+/// Forwarding to the valid backends with traffic (`(valid, name,
+/// namespace, port, weight)`), or 500 when there is none.
+fn forward<'a>(
+    backends: impl Iterator<Item = (bool, &'a str, Option<&'a str>, Option<i32>, i32)>,
+    namespace: &str,
+    suffix: &str,
+) -> HttpAction {
+    let targets: Vec<WeightedDestination> = backends
+        .filter_map(|(valid, name, backend_namespace, port, weight)| {
+            let port = u16::try_from(port?).ok()?;
+            let weight = u32::try_from(weight).ok().filter(|w| *w > 0)?;
+            valid.then(|| {
+                let mut destination = RouteDestination::new(
+                    service_host(name, backend_namespace, namespace, suffix),
+                    Default::default(),
+                );
+                destination.port = Some(port);
+                WeightedDestination::new(destination, weight)
+            })
+        })
+        .collect();
+    if targets.is_empty() {
+        internal_error()
+    } else {
+        HttpAction::Route(targets)
+    }
+}
+
+fn mirror(mirror: &RequestMirror, namespace: &str, suffix: &str) -> Option<Mirror> {
+    let backend: &BackendObjectReference = mirror.backend_ref.as_ref()?;
+    if !is_core(backend.group()) || backend.kind() != "Service" {
+        return None;
+    }
+    let mut destination = RouteDestination::new(
+        service_host(&backend.name, backend.namespace.as_deref(), namespace, suffix),
+        Default::default(),
+    );
+    destination.port = Some(u16::try_from(backend.port?).ok()?);
+    let percent = match (&mirror.percent, &mirror.fraction) {
+        (Some(percent), _) => Some(f64::from(*percent)),
+        (None, Some(fraction)) => {
+            let denominator = fraction.denominator();
+            (denominator > 0)
+                .then(|| f64::from(fraction.numerator.unwrap_or(0)) * 100.0 / f64::from(denominator))
+        }
+        (None, None) => None,
+    };
+    Some(Mirror { destination, percent })
+}
+
+fn modify(operations: &mut HeaderOperations, modifier: Option<&HeaderModifier>) {
+    let Some(modifier) = modifier else { return };
+    let pairs = |headers: &Option<Vec<pilot_api::gateway_api::HttpHeader>>| {
+        headers
+            .iter()
+            .flatten()
+            .map(|h| (h.name.to_ascii_lowercase(), h.value.clone()))
+            .collect::<Vec<_>>()
+    };
+    operations.set.extend(pairs(&modifier.set));
+    operations.add.extend(pairs(&modifier.add));
+    operations
+        .remove
+        .extend(modifier.remove.iter().flatten().map(|h| h.to_ascii_lowercase()));
+}
+
+fn full_path(modifier: &HttpPathModifier) -> Option<String> {
+    (modifier.kind == Some(PathModifierType::ReplaceFullPath))
+        .then(|| modifier.replace_full_path.clone())
+        .flatten()
+}
+
+fn prefix_replacement(modifier: &HttpPathModifier) -> Option<String> {
+    (modifier.kind == Some(PathModifierType::ReplacePrefixMatch))
+        .then(|| modifier.replace_prefix_match.clone())
+        .flatten()
+}
+
+/// A URL rewrite: the authority, and the path replaced in full (a regular
+/// expression taking the whole path) or its matched prefix (whole
+/// segments: `/prefix/one` with `/prefix` replaced by `/new/` is
+/// `/new/one`, by `/` it is `/one`).
+fn url_rewrite(
+    hostname: Option<String>,
+    path: Option<&HttpPathModifier>,
+    request: &HttpRouteMatch,
+) -> Rewrite {
+    let mut rewrite = Rewrite {
+        authority: hostname,
+        ..Default::default()
+    };
+    if let Some(path) = path {
+        if let Some(full) = full_path(path) {
+            rewrite.uri_regex = Some(("^/.*$".into(), full));
+        } else if let Some(replacement) = prefix_replacement(path) {
+            let matched = path_prefix(request.path().value());
+            let replacement = match replacement.trim_end_matches('/') {
+                "" => "/".to_string(),
+                trimmed => trimmed.to_string(),
+            };
+            let (pattern, substitution) = if matched == "/" {
+                let substitution = if replacement == "/" {
+                    "/".to_string()
+                } else {
+                    format!("{replacement}/")
+                };
+                ("^/".to_string(), substitution)
+            } else if replacement == "/" {
+                (format!("^{}/?", regex_escape(&matched)), "/".to_string())
+            } else {
+                (
+                    format!("^{}(/?)", regex_escape(&matched)),
+                    format!("{replacement}\\1"),
+                )
+            };
+            rewrite.uri_regex = Some((pattern, substitution));
+        }
+    }
+    rewrite
+}
+
+/// A `PathPrefix` value as matched: without a trailing `/` unless `/`.
+fn path_prefix(value: &str) -> String {
+    match value.trim_end_matches('/') {
+        "" => "/".to_string(),
+        trimmed => trimmed.to_string(),
+    }
+}
+
+fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn http_match(request: &HttpRouteMatch, parent: &ServiceParent) -> HttpMatch {
+    let path = request.path();
+    let uri = match path.match_type() {
+        PathMatchType::Exact => StringMatch::Exact(path.value().to_string()),
+        PathMatchType::RegularExpression => StringMatch::Regex(path.value().to_string()),
+        _ => StringMatch::PathPrefix(path_prefix(path.value())),
+    };
+    let mut out = parent_match(parent);
+    out.uri = Some(uri);
+    for header in request.headers.iter().flatten() {
+        out.headers
+            .entry(header.name.to_ascii_lowercase())
+            .or_insert_with(|| header_match(header));
+    }
+    for param in request.query_params.iter().flatten() {
+        out.query_params
+            .entry(param.name.clone())
+            .or_insert_with(|| query_match(param));
+    }
+    out.method = request.method.and_then(|m| match serde_json::to_value(m) {
+        Ok(serde_json::Value::String(method)) => Some(StringMatch::Exact(method)),
+        _ => None,
+    });
+    out
+}
+
+fn header_match(header: &HttpHeaderMatch) -> StringMatch {
+    string_match(header.match_type(), &header.value)
+}
+
+fn query_match(param: &HttpQueryParamMatch) -> StringMatch {
+    string_match(param.match_type(), &param.value)
+}
+
+fn string_match(kind: StringMatchType, value: &str) -> StringMatch {
+    match kind {
+        StringMatchType::RegularExpression => StringMatch::Regex(value.to_string()),
+        _ => StringMatch::Exact(value.to_string()),
+    }
+}
+
+/// What every match of a route attached to `parent` carries: the Service
+/// port, and for a consumer route its namespace.
+fn parent_match(parent: &ServiceParent) -> HttpMatch {
+    HttpMatch {
+        port: parent.port,
+        source_namespace: parent.consumer.then(|| parent.route_namespace.clone()),
+        ..Default::default()
+    }
+}
+
+fn grpc_match(request: &GrpcRouteMatch, parent: &ServiceParent) -> HttpMatch {
+    let mut out = parent_match(parent);
+    out.uri = request.method.as_ref().and_then(grpc_path);
+    for header in request.headers.iter().flatten() {
+        out.headers
+            .entry(header.name.to_ascii_lowercase())
+            .or_insert_with(|| grpc_header(header));
+    }
+    out
+}
+
+fn grpc_header(header: &GrpcHeaderMatch) -> StringMatch {
+    string_match(header.match_type(), &header.value)
+}
+
+/// A gRPC method match as a match of the path `/service/method`.
+fn grpc_path(method: &GrpcMethodMatch) -> Option<StringMatch> {
+    let service = method.service.as_deref().filter(|s| !s.is_empty());
+    let name = method.method.as_deref().filter(|s| !s.is_empty());
+    match method.match_type() {
+        StringMatchType::RegularExpression => Some(StringMatch::Regex(format!(
+            "/{}/{}",
+            service.unwrap_or("[^/]+"),
+            name.unwrap_or("[^/]+")
+        ))),
+        _ => match (service, name) {
+            (Some(service), Some(name)) => Some(StringMatch::Exact(format!("/{service}/{name}"))),
+            (Some(service), None) => Some(StringMatch::Prefix(format!("/{service}/"))),
+            (None, Some(name)) => Some(StringMatch::Regex(format!("/[^/]+/{}", regex_escape(name)))),
+            (None, None) => None,
+        },
+    }
+}
+
+#[cfg(test)]
+#[path = "gamma_tests.rs"]
+mod tests;
