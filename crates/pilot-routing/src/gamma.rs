@@ -26,6 +26,8 @@
 //!   of the service matched, then of the method, then the most header
 //!   matches, then as HTTPRoutes are. A rule without matches matches every
 //!   request (`PathPrefix /`); a `PathPrefix` matches whole path segments.
+//! - A request no rule matches is answered 404 (on the ports the routes
+//!   apply to).
 //! - A rule's backends are Services with a port; weight 0 sends nothing. A
 //!   rule with no backend that can take traffic (none, all invalid, or
 //!   weights summing to 0) and no redirect answers 500, and so does a rule
@@ -101,10 +103,37 @@ pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
     }
     for (host, mut entries) in by_host {
         entries.sort_by(|a, b| a.key.cmp(&b.key));
+        // What no rule matches is answered 404, on the ports (and for the
+        // namespaces) the routes apply to; other ports of the Service
+        // keep their default route.
+        let mut unmatched: Vec<(Option<u16>, Option<String>)> = entries
+            .iter()
+            .flat_map(|e| &e.route.matches)
+            .map(|m| (m.port, m.source_namespace.clone()))
+            .collect();
+        unmatched.sort();
+        unmatched.dedup();
         let routes = &mut model.host_mut(&host).http;
         routes.extend(entries.into_iter().map(|e| e.route));
+        routes.extend(unmatched.into_iter().map(|(port, source_namespace)| HttpRoute {
+            name: NO_MATCH.to_string(),
+            matches: vec![HttpMatch {
+                port,
+                source_namespace,
+                ..Default::default()
+            }],
+            action: HttpAction::DirectResponse(DirectResponse {
+                status: 404,
+                body: None,
+            }),
+            ..Default::default()
+        }));
     }
 }
+
+/// The name of the route answering 404 what no rule of a Service's
+/// routes matches.
+pub(super) const NO_MATCH: &str = "gateway-api/no-match";
 
 /// Whether some route attached to a Service is a consumer route (in
 /// another namespace than the Service's): then each namespace sees routes

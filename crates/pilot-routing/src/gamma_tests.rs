@@ -21,8 +21,14 @@ fn compile(text: &str) -> RoutingModel {
     configs(text).compile()
 }
 
+/// The names of the routes, without the trailing ones answering 404 what
+/// no rule matches.
 fn names(routes: &[HttpRoute]) -> Vec<&str> {
-    routes.iter().map(|r| r.name.as_str()).collect()
+    routes
+        .iter()
+        .map(|r| r.name.as_str())
+        .filter(|name| *name != super::NO_MATCH)
+        .collect()
 }
 
 fn to(host: &str, port: u16, weight: u32) -> WeightedDestination {
@@ -76,6 +82,36 @@ fn a_simple_route_forwards_every_request_of_the_service_to_its_backend() {
         HttpAction::Route(vec![to("v1.mesh.svc.cluster.local", 8080, 1)])
     );
     assert!(!model.restricts_visibility());
+}
+
+#[test]
+fn what_no_rule_matches_is_answered_404_on_the_ports_the_routes_apply_to() {
+    let text = [
+        route(
+            "ported",
+            "mesh",
+            "{group: \"\", kind: Service, name: echo, port: 80}",
+            "  - matches: [{path: {type: Exact, value: /a}}]\n    backendRefs: [{name: v1, port: 80}]\n",
+        ),
+        route(
+            "also",
+            "mesh",
+            "{group: \"\", kind: Service, name: echo, port: 80}",
+            "  - matches: [{path: {type: Exact, value: /b}}]\n    backendRefs: [{name: v1, port: 80}]\n",
+        ),
+    ]
+    .concat();
+    let model = compile(&text);
+    let routes = model.http_routes(ECHO);
+    let last = routes.last().unwrap();
+    assert_eq!(routes.len(), 3, "one 404 for the port: {routes:?}");
+    assert_eq!(last.name, super::NO_MATCH);
+    assert_eq!(last.matches[0].port, Some(80));
+    assert_eq!(last.matches[0].uri, None);
+    let HttpAction::DirectResponse(response) = &last.action else {
+        panic!("{last:?}")
+    };
+    assert_eq!(response.status, 404);
 }
 
 #[test]
