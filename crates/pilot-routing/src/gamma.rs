@@ -456,7 +456,9 @@ fn http_route(
                         .to_string()
                     }),
                     port: r.port.and_then(|p| u16::try_from(p).ok()),
-                    port_from_scheme: r.scheme.is_some() && r.port.is_none(),
+                    // A scheme's well-known port is left out of the
+                    // location (the Gateway API: no `:443` for https).
+                    port_from_scheme: false,
                     prefix: r.path.as_ref().and_then(prefix_replacement),
                 });
             }

@@ -420,7 +420,6 @@ fn redirects_carry_scheme_host_port_path_and_status() {
         redirect("scheme"),
         Redirect {
             scheme: Some("https".into()),
-            port_from_scheme: true,
             code: Some(302),
             ..Default::default()
         }
