@@ -55,10 +55,9 @@ impl Ports {
     }
 }
 
-/// The conformance mesh: the store, the ADS server, the registry of the
-/// echo Services, and the Envoy a test connects.
+/// The conformance mesh: the ADS server over a store of the manifests
+/// and a registry of the echo Services, for the sidecars a test connects.
 struct Gamma {
-    store: MemoryConfigStore,
     xds_port: u16,
     ports: Ports,
     _server: XdsServer,
@@ -85,7 +84,6 @@ impl Gamma {
         let registry = echo_services(ports);
         let (server, xds_port) = support::server::serve(controller, Arc::new(registry));
         Some(Gamma {
-            store,
             xds_port,
             ports,
             _server: server,
