@@ -60,7 +60,9 @@ impl Ports {
 struct Gamma {
     xds_port: u16,
     ports: Ports,
-    _server: XdsServer,
+    server: XdsServer,
+    /// The resource versions of the stored routes, in order.
+    versions: Vec<String>,
 }
 
 impl Gamma {
@@ -74,9 +76,11 @@ impl Gamma {
             alt: free_port(),
         };
         let store = MemoryConfigStore::new(default_registry());
+        let mut versions = Vec::new();
         for name in names {
             for object in manifest(&corpus, name, ports) {
-                store.create(object).await.unwrap();
+                let stored = store.create(object).await.unwrap();
+                versions.extend(stored.meta.resource_version.clone());
             }
         }
         let controller = Arc::new(Controller::new(Arc::new(store.clone())));
@@ -86,7 +90,8 @@ impl Gamma {
         Some(Gamma {
             xds_port,
             ports,
-            _server: server,
+            server,
+            versions,
         })
     }
 
