@@ -716,7 +716,18 @@ async fn redirects_replace_path_host_port_and_scheme() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_headers_are_set_added_and_removed() {
-    let Some(mesh) = Gamma::with(&["httproute-request-header-modifier"]).await else {
+    header_modifier("httproute-request-header-modifier").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backends_own_filters_set_add_and_remove_its_request_headers() {
+    header_modifier("httproute-request-header-modifier-backend").await;
+}
+
+/// The request header modifier's cases, for its filters on the rules or
+/// on their backends (the manifest `name`).
+async fn header_modifier(name: &str) {
+    let Some(mesh) = Gamma::with(&[name]).await else {
         return;
     };
     let _client = mesh.client(MESH).await;

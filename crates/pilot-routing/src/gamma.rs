@@ -35,7 +35,9 @@
 //!   implement.
 //! - Filters: request and response header modifiers, request redirect
 //!   (scheme, hostname, port, path, status code), URL rewrite (hostname,
-//!   path), request mirror (with its percent or fraction). Timeouts:
+//!   path), request mirror (with its percent or fraction); a backend's own
+//!   header modifiers apply to what is sent to it (a backend with another
+//!   filter of its own takes no traffic). Timeouts:
 //!   `request` is the route's timeout; `backendRequest` each try's (the
 //!   route's when `request` is not written).
 
@@ -53,8 +55,8 @@ use pilot_api::gateway_api::{
 use pilot_model::{Config, ConfigMeta};
 
 use super::{
-    DirectResponse, HeaderOperations, HttpAction, HttpMatch, HttpRoute, Mirror, Redirect, Retries, Rewrite,
-    RouteDestination, RoutingConfigs, RoutingModel, StringMatch, WeightedDestination,
+    DirectResponse, HeaderOperations, Headers, HttpAction, HttpMatch, HttpRoute, Mirror, Redirect, Retries,
+    Rewrite, RouteDestination, RoutingConfigs, RoutingModel, StringMatch, WeightedDestination,
 };
 
 /// Adds the routes of the HTTPRoutes and GRPCRoutes attached to Services
@@ -483,8 +485,29 @@ fn http_route(
         HttpAction::Redirect(redirect)
     } else {
         let backends = rule.backend_refs.iter().flatten().map(|b| {
-            let valid = is_core(b.group()) && b.kind() == "Service";
-            (valid, b.name.as_str(), b.namespace.as_deref(), b.port, b.weight())
+            let mut headers = Headers::default();
+            let mut valid = is_core(b.group()) && b.kind() == "Service";
+            for filter in b.filters.iter().flatten() {
+                match filter.kind {
+                    Some(HttpRouteFilterType::RequestHeaderModifier) => {
+                        modify(&mut headers.request, filter.request_header_modifier.as_ref())
+                    }
+                    Some(HttpRouteFilterType::ResponseHeaderModifier) => {
+                        modify(&mut headers.response, filter.response_header_modifier.as_ref())
+                    }
+                    // What else a backend's filters may do is not done
+                    // for it: the backend takes no traffic.
+                    _ => valid = false,
+                }
+            }
+            Backend {
+                valid,
+                name: &b.name,
+                namespace: b.namespace.as_deref(),
+                port: b.port,
+                weight: b.weight(),
+                headers,
+            }
         });
         forward(backends, namespace, suffix)
     };
@@ -548,12 +571,43 @@ fn grpc_route(
         internal_error()
     } else {
         let backends = rule.backend_refs.iter().flatten().map(|b| {
-            let valid = is_core(b.group()) && b.kind() == "Service";
-            (valid, b.name.as_str(), b.namespace.as_deref(), b.port, b.weight())
+            let mut headers = Headers::default();
+            let mut valid = is_core(b.group()) && b.kind() == "Service";
+            for filter in b.filters.iter().flatten() {
+                match filter.kind {
+                    Some(GrpcRouteFilterType::RequestHeaderModifier) => {
+                        modify(&mut headers.request, filter.request_header_modifier.as_ref())
+                    }
+                    Some(GrpcRouteFilterType::ResponseHeaderModifier) => {
+                        modify(&mut headers.response, filter.response_header_modifier.as_ref())
+                    }
+                    _ => valid = false,
+                }
+            }
+            Backend {
+                valid,
+                name: &b.name,
+                namespace: b.namespace.as_deref(),
+                port: b.port,
+                weight: b.weight(),
+                headers,
+            }
         });
         forward(backends, namespace, suffix)
     };
     route
+}
+
+/// A rule's backend reference, read.
+struct Backend<'a> {
+    /// A Service, with only filters pilot does.
+    valid: bool,
+    name: &'a str,
+    namespace: Option<&'a str>,
+    port: Option<i32>,
+    weight: i32,
+    /// Its own header modifiers.
+    headers: Headers,
 }
 
 /// The answer of a rule that cannot forward: 500, as the Gateway API
@@ -565,24 +619,22 @@ fn internal_error() -> HttpAction {
     })
 }
 
-/// Forwarding to the valid backends with traffic (`(valid, name,
-/// namespace, port, weight)`), or 500 when there is none.
-fn forward<'a>(
-    backends: impl Iterator<Item = (bool, &'a str, Option<&'a str>, Option<i32>, i32)>,
-    namespace: &str,
-    suffix: &str,
-) -> HttpAction {
+/// Forwarding to the valid backends with traffic, or 500 when there is
+/// none.
+fn forward<'a>(backends: impl Iterator<Item = Backend<'a>>, namespace: &str, suffix: &str) -> HttpAction {
     let targets: Vec<WeightedDestination> = backends
-        .filter_map(|(valid, name, backend_namespace, port, weight)| {
-            let port = u16::try_from(port?).ok()?;
-            let weight = u32::try_from(weight).ok().filter(|w| *w > 0)?;
-            valid.then(|| {
+        .filter_map(|backend| {
+            let port = u16::try_from(backend.port?).ok()?;
+            let weight = u32::try_from(backend.weight).ok().filter(|w| *w > 0)?;
+            backend.valid.then(|| {
                 let mut destination = RouteDestination::new(
-                    service_host(name, backend_namespace, namespace, suffix),
+                    service_host(backend.name, backend.namespace, namespace, suffix),
                     Default::default(),
                 );
                 destination.port = Some(port);
-                WeightedDestination::new(destination, weight)
+                let mut target = WeightedDestination::new(destination, weight);
+                target.headers = backend.headers;
+                target
             })
         })
         .collect();

@@ -376,6 +376,48 @@ fn header_modifiers_set_add_and_remove() {
 }
 
 #[test]
+fn a_backends_own_header_modifiers_apply_to_what_is_sent_to_it() {
+    let model = compile(&route(
+        "b",
+        "mesh",
+        TO_ECHO,
+        concat!(
+            "  - name: own\n    matches: [{path: {type: Exact, value: /own}}]\n    backendRefs:\n    - name: v1\n      port: 80\n      filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-To, value: v1}], remove: [X-Gone]}}, {type: ResponseHeaderModifier, responseHeaderModifier: {add: [{name: X-From, value: v1}]}}]\n    - {name: v2, port: 80}\n",
+            "  - name: mirrored\n    matches: [{path: {type: Exact, value: /mirrored}}]\n    backendRefs:\n    - name: v1\n      port: 80\n      filters: [{type: RequestMirror, requestMirror: {backendRef: {name: copy, port: 80}}}]\n",
+        ),
+    ));
+    let routes = model.http_routes(ECHO);
+    let route = |name: &str| {
+        routes
+            .iter()
+            .find(|r| r.name == format!("mesh/b/{name}"))
+            .unwrap()
+    };
+    let HttpAction::Route(targets) = &route("own").action else {
+        panic!("{:?}", route("own"))
+    };
+    assert_eq!(
+        targets[0].headers.request.set,
+        [("x-to".to_string(), "v1".to_string())]
+    );
+    assert_eq!(targets[0].headers.request.remove, ["x-gone"]);
+    assert_eq!(
+        targets[0].headers.response.add,
+        [("x-from".to_string(), "v1".to_string())]
+    );
+    assert!(targets[1].headers.is_empty());
+    assert!(
+        route("own").headers.is_empty(),
+        "the route's own headers are untouched"
+    );
+    // A filter a backend cannot have done for it: no traffic to it.
+    let HttpAction::DirectResponse(response) = &route("mirrored").action else {
+        panic!("{:?}", route("mirrored"))
+    };
+    assert_eq!(response.status, 500);
+}
+
+#[test]
 fn redirects_carry_scheme_host_port_path_and_status() {
     let model = compile(&route(
         "r",

@@ -96,12 +96,19 @@ pub struct WeightedDestination {
     /// Its weight relative to the route's other destinations (never 0:
     /// destinations without traffic are left out).
     pub weight: u32,
+    /// Headers added, set and removed on the requests sent to this
+    /// destination and on their responses (after the route's own).
+    pub headers: Headers,
 }
 
 impl WeightedDestination {
     /// `destination` with `weight`.
     pub fn new(destination: RouteDestination, weight: u32) -> Self {
-        WeightedDestination { destination, weight }
+        WeightedDestination {
+            destination,
+            weight,
+            headers: Headers::default(),
+        }
     }
 }
 

@@ -239,9 +239,11 @@ fn route_action(route: &HttpRoute, targets: &[WeightedDestination], host: &str, 
     let cluster_of = |d: &RouteDestination| {
         ClusterName::outbound(&d.host, d.port.unwrap_or(port), d.subset.clone()).to_string()
     };
+    // A destination's own headers need a weighted cluster, even alone.
+    let own_headers = targets.iter().any(|t| !t.headers.is_empty());
     let mut action = match targets {
         [] => to_cluster(ClusterName::outbound(host, port, Labels::new()).to_string()),
-        [one] => to_cluster(cluster_of(&one.destination)),
+        [one] if !own_headers => to_cluster(cluster_of(&one.destination)),
         many => RouteAction {
             cluster_specifier: Some(route_action::ClusterSpecifier::WeightedClusters(
                 WeightedCluster {
@@ -250,6 +252,10 @@ fn route_action(route: &HttpRoute, targets: &[WeightedDestination], host: &str, 
                         .map(|target| weighted_cluster::ClusterWeight {
                             name: cluster_of(&target.destination),
                             weight: Some(UInt32Value { value: target.weight }),
+                            request_headers_to_add: headers_to_add(&target.headers.request),
+                            request_headers_to_remove: target.headers.request.remove.clone(),
+                            response_headers_to_add: headers_to_add(&target.headers.response),
+                            response_headers_to_remove: target.headers.response.remove.clone(),
                             ..Default::default()
                         })
                         .collect(),
