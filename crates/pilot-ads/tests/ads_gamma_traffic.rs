@@ -8,9 +8,12 @@
 //! consumer route, one in `gateway-conformance-mesh-consumer`).
 //!
 //! The conformance Services are `echo` (both versions), `echo-v1` and
-//! `echo-v2`, each with ports 80 and 8080; the test creates them in the
-//! registry on two free ports and moves the manifests' ports 80 and 8080
-//! to those.
+//! `echo-v2`, each with ports 80 and 8080 (and 7070 for the GRPCRoutes);
+//! the test creates them in the registry on free ports and moves the
+//! manifests' ports to those. The GRPCRoutes' requests are gRPC's shape
+//! (`POST /package.Service/Method`, `content-type: application/grpc`)
+//! carried over HTTP/1.1 to the same echo upstreams: what is checked is
+//! how Envoy routes them, not gRPC's framing.
 
 mod support;
 
@@ -42,6 +45,7 @@ const CONSUMER: &str = "gateway-conformance-mesh-consumer";
 struct Ports {
     http: u16,
     alt: u16,
+    grpc: u16,
 }
 
 impl Ports {
@@ -50,6 +54,7 @@ impl Ports {
         match written {
             80 => self.http,
             8080 => self.alt,
+            7070 => self.grpc,
             other => other,
         }
     }
@@ -74,6 +79,7 @@ impl Gamma {
         let ports = Ports {
             http: free_port(),
             alt: free_port(),
+            grpc: free_port(),
         };
         let store = MemoryConfigStore::new(default_registry());
         let mut versions = Vec::new();
@@ -155,6 +161,7 @@ fn echo_services(ports: Ports) -> MemoryServiceRegistry {
         let service_ports = vec![
             Port::new("http", ports.http, Protocol::Http),
             Port::new("http-alt", ports.alt, Protocol::Http),
+            Port::new("http-grpc", ports.grpc, Protocol::Http),
         ];
         let service = registry.add_service(Service::new(
             format!("{name}.{MESH}.svc.cluster.local"),
@@ -226,6 +233,7 @@ fn echo_upstream(backend: &'static str) -> u16 {
 /// A request a client sends.
 #[derive(Debug, Clone)]
 struct Request {
+    method: &'static str,
     host: String,
     path: String,
     headers: Vec<(String, String)>,
@@ -234,9 +242,23 @@ struct Request {
 impl Request {
     fn get(host: &str, path: &str) -> Self {
         Request {
+            method: "GET",
             host: host.into(),
             path: path.into(),
             headers: Vec::new(),
+        }
+    }
+
+    /// A gRPC call's request head for `host`: `POST /service/method`.
+    fn grpc(host: &str, service: &str, method: &str) -> Self {
+        Request {
+            method: "POST",
+            host: host.into(),
+            path: format!("/{service}/{method}"),
+            headers: vec![
+                ("content-type".into(), "application/grpc".into()),
+                ("te".into(), "trailers".into()),
+            ],
         }
     }
 
@@ -268,8 +290,8 @@ fn send(port: u16, request: &Request) -> Answer {
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
     let mut text = format!(
-        "GET {} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
-        request.path, request.host
+        "{} {} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\ncontent-length: 0\r\n",
+        request.method, request.path, request.host
     );
     for (name, value) in &request.headers {
         text.push_str(&format!("{name}: {value}\r\n"));
@@ -862,7 +884,7 @@ async fn a_parent_port_restricts_the_route_to_that_port() {
         return;
     };
     let _client = mesh.client(MESH).await;
-    let Ports { http, alt } = mesh.ports;
+    let Ports { http, alt, .. } = mesh.ports;
     blocking(move || {
         // echo-v1's route names port 80: on 8080 it does not apply.
         expect(
@@ -920,6 +942,91 @@ async fn a_consumer_route_applies_only_to_clients_of_its_namespace() {
             send(port, &Request::get(&host, "/")).status == 200
         });
         expect(port, &[case])
+    })
+    .await;
+}
+
+/// The conformance's gRPC echo service.
+const GRPC_ECHO: &str = "gateway_api_conformance.echo_basic.grpcecho.GrpcEcho";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_calls_split_70_30_and_a_zero_weight_backend_gets_none() {
+    let Some(mesh) = Gamma::with(&["grpcroute-weight"]).await else {
+        return;
+    };
+    let _client = mesh.client(MESH).await;
+    let port = mesh.ports.grpc;
+    let host = format!("echo:{port}");
+    let counts = blocking(move || {
+        let call = Request::grpc(&host, GRPC_ECHO, "Echo");
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for _ in 0..2000 {
+            let answer = send(port, &call);
+            let key = answer
+                .backend
+                .unwrap_or_else(|| format!("status {}", answer.status));
+            *counts.entry(key).or_default() += 1;
+        }
+        counts
+    })
+    .await;
+    let v1 = counts.get("echo-v1").copied().unwrap_or(0);
+    let v2 = counts.get("echo-v2").copied().unwrap_or(0);
+    // echo-v3 (weight 0, and not in the registry) is sent nothing.
+    assert_eq!(v1 + v2, 2000, "every call answered by v1 or v2: {counts:?}");
+    assert!((1300..=1500).contains(&v1), "70/30 split: {counts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_calls_matched_by_header_have_their_headers_modified() {
+    let Some(mesh) = Gamma::with(&["grpcroute-request-header-modifier"]).await else {
+        return;
+    };
+    let _client = mesh.client(MESH).await;
+    let port = mesh.ports.grpc;
+    let host = format!("echo:{port}");
+    let call = move |case: &str| Request::grpc(&host, GRPC_ECHO, "Echo").header("x-test-case", case);
+    blocking(move || {
+        expect(
+            port,
+            &[
+                (
+                    call("set")
+                        .header("some-other-header", "this-header-should-be-set")
+                        .header("x-header-set", "this-value-should-be-overwritten"),
+                    Expect::backend("echo-v1")
+                        .got("x-test-case", "set")
+                        .got("some-other-header", "this-header-should-be-set")
+                        .got("x-header-set", "set-overwrites-values"),
+                ),
+                (
+                    call("add").header("x-header-add", "this-value-should-be-appended"),
+                    Expect::backend("echo-v1")
+                        .got("x-test-case", "add")
+                        .got("x-header-add", "this-value-should-be-appended,add-appends-values"),
+                ),
+                (
+                    call("remove").header("x-header-remove", "this-should-be-removed"),
+                    Expect::backend("echo-v1")
+                        .got("x-test-case", "remove")
+                        .not_got("x-header-remove"),
+                ),
+                (
+                    call("multi")
+                        .header("x-header-set-2", "set-header-2")
+                        .header("x-header-add-2", "add-header-2")
+                        .header("x-header-remove-2", "should-be-removed-2"),
+                    Expect::backend("echo-v2")
+                        .got("x-test-case", "multi")
+                        .got("x-header-set-1", "header-set-1")
+                        .got("x-header-set-2", "header-set-2")
+                        .got("x-header-add-1", "header-add-1")
+                        .got("x-header-add-2", "add-header-2,header-add-2")
+                        .not_got("x-header-remove-1")
+                        .not_got("x-header-remove-2"),
+                ),
+            ],
+        )
     })
     .await;
 }
