@@ -75,6 +75,12 @@ impl Gamma {
     /// server starts (so an Envoy's first configuration has them); `None`
     /// when the corpus is not there.
     async fn with(names: &[&str]) -> Option<Gamma> {
+        Gamma::with_also(names, "").await
+    }
+
+    /// [`Gamma::with`], and the objects of `text` (the services' ports
+    /// written as 80 and 8080, moved as the manifests' are).
+    async fn with_also(names: &[&str], text: &str) -> Option<Gamma> {
         let corpus = pilot_test_support::corpus("gateway-api")?;
         let ports = Ports {
             http: free_port(),
@@ -83,11 +89,17 @@ impl Gamma {
         };
         let store = MemoryConfigStore::new(default_registry());
         let mut versions = Vec::new();
-        for name in names {
-            for object in manifest(&corpus, name, ports) {
-                let stored = store.create(object).await.unwrap();
-                versions.extend(stored.meta.resource_version.clone());
-            }
+        let mut objects: Vec<DynConfig> = names
+            .iter()
+            .flat_map(|name| manifest(&corpus, name, ports))
+            .collect();
+        for mut object in document::parse("test.yaml", text, &default_registry()).unwrap() {
+            move_ports(&mut object.spec, ports);
+            objects.push(object);
+        }
+        for object in objects {
+            let stored = store.create(object).await.unwrap();
+            versions.extend(stored.meta.resource_version.clone());
         }
         let controller = Arc::new(Controller::new(Arc::new(store.clone())));
         controller.run();
@@ -1029,4 +1041,61 @@ async fn grpc_calls_matched_by_header_have_their_headers_modified() {
         )
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaces_consumer_routes_replace_the_producer_routes_for_its_clients() {
+    // The producer routes every path of echo-v1; the consumer's route
+    // only /only. A consumer client's other requests match no route of
+    // its namespace: 404, the producer's routes are not its.
+    let routes = format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: producer, namespace: {MESH}}}
+spec:
+  parentRefs: [{{group: "", kind: Service, name: echo-v1}}]
+  rules:
+  - filters: [{{type: ResponseHeaderModifier, responseHeaderModifier: {{set: [{{name: X-Route, value: producer}}]}}}}]
+    backendRefs: [{{name: echo-v1, port: 80}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: consumer, namespace: {CONSUMER}}}
+spec:
+  parentRefs: [{{group: "", kind: Service, name: echo-v1, namespace: {MESH}}}]
+  rules:
+  - matches: [{{path: {{type: Exact, value: /only}}}}]
+    filters: [{{type: ResponseHeaderModifier, responseHeaderModifier: {{set: [{{name: X-Route, value: consumer}}]}}}}]
+    backendRefs: [{{name: echo-v1, namespace: {MESH}, port: 80}}]
+"#
+    );
+    let Some(mesh) = Gamma::with_also(&[], &routes).await else {
+        return;
+    };
+    let port = mesh.ports.http;
+    let host = format!("echo-v1.{MESH}");
+    let consumer = mesh.client(CONSUMER).await;
+    let cases = vec![
+        (
+            Request::get(&host, "/only"),
+            Expect::backend("echo-v1").header("x-route", "consumer"),
+        ),
+        (Request::get(&host, "/"), Expect::status(404)),
+        (Request::get(&host, "/other"), Expect::status(404)),
+    ];
+    blocking(move || expect(port, &cases)).await;
+    drop(consumer);
+    let _producer = mesh.client(MESH).await;
+    let cases = vec![
+        (
+            Request::get(&host, "/only"),
+            Expect::backend("echo-v1").header("x-route", "producer"),
+        ),
+        (
+            Request::get(&host, "/"),
+            Expect::backend("echo-v1").header("x-route", "producer"),
+        ),
+    ];
+    blocking(move || expect(port, &cases)).await;
 }
