@@ -34,7 +34,7 @@
 //! precedence (higher first, ties broken by namespace and name), then the
 //! VirtualServices' routes (by namespace and name, each in its order),
 //! then the routes of the HTTPRoutes and GRPCRoutes attached to the
-//! host's Service, in the Gateway API's precedence (`gamma.rs`). The model is compiled once per push and
+//! host's Service, in the Gateway API's precedence (`gamma/`). The model is compiled once per push and
 //! shared by every proxy; what depends on the proxy asking (a source
 //! match) is kept in the routes and decided at generation.
 //!
