@@ -35,7 +35,7 @@
 //!   implement.
 //! - Filters: request and response header modifiers, request redirect
 //!   (scheme, hostname, port, path, status code), URL rewrite (hostname,
-//!   path), request mirror (with its percent or fraction); a backend's own
+//!   path), request mirror (with its percent or fraction), CORS; a backend's own
 //!   header modifiers apply to what is sent to it (a backend with another
 //!   filter of its own takes no traffic). Timeouts:
 //!   `request` is the route's timeout; `backendRequest` each try's (the

@@ -1,17 +1,19 @@
 //! One match of one rule of a Gateway API route as a route of the
 //! model: the match, the filters, the backends, the timeouts.
 
+use std::time::Duration;
+
 use pilot_api::gateway_api::{
-    BackendObjectReference, GrpcHeaderMatch, GrpcMethodMatch, GrpcRouteFilter, GrpcRouteFilterType,
-    GrpcRouteMatch, GrpcRouteRule, HeaderModifier, HttpHeaderMatch, HttpPathModifier, HttpQueryParamMatch,
-    HttpRouteFilterType, HttpRouteMatch, HttpRouteRule, PathMatchType, PathModifierType, RedirectScheme,
-    RequestMirror, StringMatchType,
+    BackendObjectReference, Cors as GatewayCors, GrpcHeaderMatch, GrpcMethodMatch, GrpcRouteFilter,
+    GrpcRouteFilterType, GrpcRouteMatch, GrpcRouteRule, HeaderModifier, HttpHeaderMatch, HttpPathModifier,
+    HttpQueryParamMatch, HttpRouteFilterType, HttpRouteMatch, HttpRouteRule, PathMatchType, PathModifierType,
+    RedirectScheme, RequestMirror, StringMatchType,
 };
 use pilot_model::ConfigMeta;
 
 use super::super::{
-    DirectResponse, HeaderOperations, Headers, HttpAction, HttpMatch, HttpRoute, Mirror, Redirect, Retries,
-    Rewrite, RouteDestination, StringMatch, WeightedDestination,
+    Cors, DirectResponse, HeaderOperations, Headers, HttpAction, HttpMatch, HttpRoute, Mirror, Redirect,
+    Retries, Rewrite, RouteDestination, StringMatch, WeightedDestination,
 };
 use super::{ServiceParent, is_core, service_host};
 
@@ -88,9 +90,10 @@ pub(super) fn http_route(
                     ));
                 }
             }
-            // CORS is left to the backend; an extension or external
-            // authorization pilot cannot run must not let requests by.
-            Some(HttpRouteFilterType::Cors) | None => {}
+            Some(HttpRouteFilterType::Cors) => route.cors = filter.cors.as_ref().map(cors),
+            None => {}
+            // An extension or external authorization pilot cannot run
+            // must not let requests by.
             Some(_) => unsupported = true,
         }
     }
@@ -223,6 +226,39 @@ struct Backend<'a> {
     weight: i32,
     /// Its own header modifiers.
     headers: Headers,
+}
+
+/// A CORS filter: an origin with `*` matches any characters there.
+fn cors(cors: &GatewayCors) -> Cors {
+    let words = |list: &Option<Vec<String>>| list.iter().flatten().cloned().collect::<Vec<_>>();
+    Cors {
+        allow_origins: cors
+            .allow_origins
+            .iter()
+            .flatten()
+            .map(|origin| {
+                if origin.contains('*') {
+                    let parts: Vec<String> = origin.split('*').map(regex_escape).collect();
+                    StringMatch::Regex(parts.join(".*"))
+                } else {
+                    StringMatch::Exact(origin.clone())
+                }
+            })
+            .collect(),
+        allow_methods: cors
+            .allow_methods
+            .iter()
+            .flatten()
+            .filter_map(|m| match serde_json::to_value(m) {
+                Ok(serde_json::Value::String(method)) => Some(method),
+                _ => None,
+            })
+            .collect(),
+        allow_headers: words(&cors.allow_headers),
+        expose_headers: words(&cors.expose_headers),
+        max_age: u64::try_from(cors.max_age()).ok().map(Duration::from_secs),
+        allow_credentials: cors.allow_credentials,
+    }
 }
 
 /// The answer of a rule that cannot forward: 500, as the Gateway API

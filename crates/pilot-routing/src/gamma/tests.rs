@@ -663,3 +663,26 @@ fn a_changed_route_recompiles_its_hosts_incrementally() {
     let changed = recompiled.changed.expect("known by host");
     assert!(changed.contains(ECHO), "{changed:?}");
 }
+
+#[test]
+fn a_cors_filter_is_the_routes_cors_policy() {
+    let model = compile(&route(
+        "c",
+        "mesh",
+        TO_ECHO,
+        "  - filters: [{type: CORS, cors: {allowOrigins: ['https://www.example.com', 'https://*.example.org'], allowMethods: [GET, POST], allowHeaders: [x-a], exposeHeaders: [x-b], maxAge: 60, allowCredentials: true}}]\n    backendRefs: [{name: v1, port: 80}]\n",
+    ));
+    let cors = model.http_routes(ECHO)[0].cors.clone().expect("a CORS policy");
+    assert_eq!(
+        cors.allow_origins,
+        [
+            StringMatch::Exact("https://www.example.com".into()),
+            StringMatch::Regex("https://.*\\.example\\.org".into()),
+        ]
+    );
+    assert_eq!(cors.allow_methods, ["GET", "POST"]);
+    assert_eq!(cors.allow_headers, ["x-a"]);
+    assert_eq!(cors.expose_headers, ["x-b"]);
+    assert_eq!(cors.max_age, Some(Duration::from_secs(60)));
+    assert_eq!(cors.allow_credentials, Some(true));
+}
