@@ -618,3 +618,57 @@ spec:
     ];
     blocking(move || expect(port, &cases)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_share_of_a_backend_that_cannot_take_traffic_is_answered_500() {
+    // echo-v1, a Service the registry does not hold, and a reference to
+    // no Service at all, a third each; and a rule with only the latter
+    // two.
+    let routes = format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: partly, namespace: {MESH}}}
+spec:
+  parentRefs: [{{group: "", kind: Service, name: echo}}]
+  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /partly}}}}]
+    backendRefs:
+    - {{name: echo-v1, port: 80}}
+    - {{name: nowhere, port: 80}}
+    - {{group: example.com, kind: Bucket, name: b}}
+  - matches: [{{path: {{type: PathPrefix, value: /none}}}}]
+    backendRefs:
+    - {{name: nowhere, port: 80}}
+    - {{group: example.com, kind: Bucket, name: b}}
+"#
+    );
+    let Some(mesh) = Gamma::with_also(&[], &routes).await else {
+        return;
+    };
+    let _client = mesh.client(MESH).await;
+    let port = mesh.ports.http;
+    let (partly, none) = blocking(move || {
+        let count = |path: &str| {
+            let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+            for _ in 0..60 {
+                let answer = send(port, &echo(path));
+                let key = answer
+                    .backend
+                    .unwrap_or_else(|| format!("status {}", answer.status));
+                *counts.entry(key).or_default() += 1;
+            }
+            counts
+        };
+        (count("/partly"), count("/none"))
+    })
+    .await;
+    // 60 requests a third each: either answer missing has odds of about
+    // 1e-10.
+    assert_eq!(
+        partly.keys().collect::<Vec<_>>(),
+        ["echo-v1", "status 500"],
+        "{partly:?}"
+    );
+    assert_eq!(none.keys().collect::<Vec<_>>(), ["status 500"], "{none:?}");
+}

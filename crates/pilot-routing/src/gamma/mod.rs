@@ -28,7 +28,9 @@
 //!   request (`PathPrefix /`); a `PathPrefix` matches whole path segments.
 //! - A request no rule matches is answered 404 (on the ports the routes
 //!   apply to).
-//! - A rule's backends are Services with a port; weight 0 sends nothing. A
+//! - A rule's backends are Services with a port; weight 0 sends nothing;
+//!   the share of an invalid backend, or of a Service the registry does
+//!   not hold, is answered 500. A
 //!   rule with no backend that can take traffic (none, all invalid, or
 //!   weights summing to 0) and no redirect answers 500, and so does a rule
 //!   with an `ExtensionRef` or `ExternalAuth` filter, which pilot does not

@@ -40,6 +40,7 @@ pub(super) fn http_route(
         name: rule_name(meta, rule.name.as_deref(), index),
         matches: vec![http_match(request, parent)],
         websocket: true,
+        no_cluster_status: Some(500),
         ..Default::default()
     };
     let mut redirect = None;
@@ -159,6 +160,7 @@ pub(super) fn grpc_route(
     let mut route = HttpRoute {
         name: rule_name(meta, rule.name.as_deref(), index),
         matches: vec![grpc_match(request, parent)],
+        no_cluster_status: Some(500),
         ..Default::default()
     };
     let mut unsupported = false;
@@ -270,26 +272,27 @@ fn internal_error() -> HttpAction {
     })
 }
 
-/// Forwarding to the valid backends with traffic, or 500 when there is
-/// none.
+/// Forwarding to the backends with traffic: an invalid one (not a
+/// Service, or no port) is a destination naming no service, whose share
+/// is answered 500; 500 for every request when no backend is valid or none
+/// has traffic.
 fn forward<'a>(backends: impl Iterator<Item = Backend<'a>>, namespace: &str, suffix: &str) -> HttpAction {
     let targets: Vec<WeightedDestination> = backends
         .filter_map(|backend| {
-            let port = u16::try_from(backend.port?).ok()?;
             let weight = u32::try_from(backend.weight).ok().filter(|w| *w > 0)?;
-            backend.valid.then(|| {
-                let mut destination = RouteDestination::new(
-                    service_host(backend.name, backend.namespace, namespace, suffix),
-                    Default::default(),
-                );
-                destination.port = Some(port);
-                let mut target = WeightedDestination::new(destination, weight);
-                target.headers = backend.headers;
-                target
-            })
+            let port = backend.port.and_then(|p| u16::try_from(p).ok());
+            let host = match port {
+                Some(_) if backend.valid => service_host(backend.name, backend.namespace, namespace, suffix),
+                _ => String::new(),
+            };
+            let mut destination = RouteDestination::new(host, Default::default());
+            destination.port = port;
+            let mut target = WeightedDestination::new(destination, weight);
+            target.headers = backend.headers;
+            Some(target)
         })
         .collect();
-    if targets.is_empty() {
+    if targets.iter().all(|t| t.destination.host.is_empty()) {
         internal_error()
     } else {
         HttpAction::Route(targets)

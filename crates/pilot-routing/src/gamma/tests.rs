@@ -332,6 +332,7 @@ fn weights_split_and_a_rule_without_a_backend_to_take_traffic_answers_500() {
             "  - name: zero\n    matches: [{path: {type: Exact, value: /zero}}]\n    backendRefs: [{name: v1, port: 8080, weight: 0}]\n",
             "  - name: none\n    matches: [{path: {type: Exact, value: /none}}]\n",
             "  - name: unknown-kind\n    matches: [{path: {type: Exact, value: /unknown}}]\n    backendRefs: [{group: example.com, kind: Bucket, name: b}]\n",
+            "  - name: partly\n    matches: [{path: {type: Exact, value: /partly}}]\n    backendRefs: [{name: v1, port: 8080, weight: 2}, {group: example.com, kind: Bucket, name: b, weight: 1}]\n",
         ),
     ));
     let routes = model.http_routes(ECHO);
@@ -349,6 +350,13 @@ fn weights_split_and_a_rule_without_a_backend_to_take_traffic_answers_500() {
             to("v2.mesh.svc.cluster.local", 8080, 30)
         ])
     );
+    // An invalid backend's share goes to no service: answered 500.
+    let nowhere = |weight| WeightedDestination::new(RouteDestination::new("", Default::default()), weight);
+    assert_eq!(
+        action("partly"),
+        &HttpAction::Route(vec![to("v1.mesh.svc.cluster.local", 8080, 2), nowhere(1)])
+    );
+    assert_eq!(routes[0].no_cluster_status, Some(500));
     for name in ["zero", "none", "unknown-kind"] {
         let HttpAction::DirectResponse(response) = action(name) else {
             panic!("{name}: {:?}", action(name))

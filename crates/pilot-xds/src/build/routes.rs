@@ -284,6 +284,11 @@ fn route_action(route: &HttpRoute, targets: &[WeightedDestination], host: &str, 
     if let Some(timeout) = route.timeout {
         action.timeout = Some(duration(timeout));
     }
+    action.cluster_not_found_response_code = match route.no_cluster_status {
+        Some(404) => route_action::ClusterNotFoundResponseCode::NotFound,
+        Some(500) => route_action::ClusterNotFoundResponseCode::InternalServerError,
+        _ => route_action::ClusterNotFoundResponseCode::ServiceUnavailable,
+    } as i32;
     if let Some(retry) = &route.retries {
         action.retry_policy = Some(RetryPolicy {
             retry_on: retry
