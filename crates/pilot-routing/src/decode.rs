@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use pilot_api::gateway_api::{GrpcRoute, HttpRoute};
 use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
 use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
 use pilot_api::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthentication};
@@ -40,6 +41,8 @@ impl RoutingConfigs {
         let authorization_policies = Held::of(&previous.authorization_policies);
         let peer_authentications = Held::of(&previous.peer_authentications);
         let request_authentications = Held::of(&previous.request_authentications);
+        let http_routes = Held::of(&previous.http_routes);
+        let grpc_routes = Held::of(&previous.grpc_routes);
         for config in configs {
             match config.meta.kind.as_str() {
                 RouteRule::KIND => out.route_rules.push(route_rules.typed(config)?),
@@ -59,6 +62,8 @@ impl RoutingConfigs {
                 RequestAuthentication::KIND => out
                     .request_authentications
                     .push(request_authentications.typed(config)?),
+                kind if kind == HttpRoute::id() => out.http_routes.push(http_routes.typed(config)?),
+                kind if kind == GrpcRoute::id() => out.grpc_routes.push(grpc_routes.typed(config)?),
                 _ => {}
             }
         }

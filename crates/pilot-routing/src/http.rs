@@ -39,6 +39,10 @@ pub struct HttpRoute {
     pub headers: Headers,
     /// Whether websocket upgrades are allowed.
     pub websocket: bool,
+    /// The status answered for what is sent to a destination with no
+    /// cluster (a service the registry does not hold): 404 or 500; none:
+    /// 503.
+    pub no_cluster_status: Option<u32>,
     /// What a consistent hash of its destinations hashes (their traffic
     /// policy's, when every destination has the same).
     pub hash: Option<HashKey>,
@@ -67,7 +71,9 @@ impl Default for HttpAction {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub struct RouteDestination {
-    /// The service's hostname.
+    /// The service's hostname; empty for a reference that names no service
+    /// (what is sent there is answered the route's
+    /// [`no_cluster_status`](HttpRoute::no_cluster_status)).
     pub host: String,
     /// The subset, by the labels its instances carry (empty: every
     /// instance). Its name is the [`Subset`](super::Subset)'s.
@@ -96,12 +102,19 @@ pub struct WeightedDestination {
     /// Its weight relative to the route's other destinations (never 0:
     /// destinations without traffic are left out).
     pub weight: u32,
+    /// Headers added, set and removed on the requests sent to this
+    /// destination and on their responses (after the route's own).
+    pub headers: Headers,
 }
 
 impl WeightedDestination {
     /// `destination` with `weight`.
     pub fn new(destination: RouteDestination, weight: u32) -> Self {
-        WeightedDestination { destination, weight }
+        WeightedDestination {
+            destination,
+            weight,
+            headers: Headers::default(),
+        }
     }
 }
 
@@ -115,6 +128,10 @@ pub enum StringMatch {
     Prefix(String),
     /// Matching this RE2 regular expression in full.
     Regex(String),
+    /// A path equal to this or continuing it with `/` (the Gateway API's
+    /// `PathPrefix`: `/v2` takes `/v2` and `/v2/x`, not `/v2x`); never
+    /// ends with `/` unless it is `/`.
+    PathPrefix(String),
 }
 
 /// What an HTTP request must be like, all conditions at once.

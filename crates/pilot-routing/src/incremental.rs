@@ -28,10 +28,12 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use pilot_api::gateway_api::{GrpcRoute, HttpRoute};
 use pilot_api::istio::{DestinationPolicy, IngressRule, IstioService, RouteRule};
 use pilot_api::networking::{self, DestinationRule, VirtualService};
 use pilot_model::{Config, ConfigKind};
 
+use super::gamma;
 use super::v1::resolve;
 use super::{
     AuthorizationPolicies, MESH_GATEWAY, PeerAuthentications, RequestAuthentications, RoutingConfigs,
@@ -208,6 +210,8 @@ impl RoutingConfigs {
             destination_policies: naming(&self.destination_policies, rest, hosts),
             virtual_services: naming(&self.virtual_services, rest, hosts),
             destination_rules: naming(&self.destination_rules, rest, hosts),
+            http_routes: naming(&self.http_routes, rest, hosts),
+            grpc_routes: naming(&self.grpc_routes, rest, hosts),
             egress_rules: Vec::new(),
             ingress_rules: Vec::new(),
             gateways: Vec::new(),
@@ -218,6 +222,7 @@ impl RoutingConfigs {
             domain_suffix: self.domain_suffix.clone(),
             root_namespace: self.root_namespace.clone(),
             default_export_to: self.default_export_to.clone(),
+            viewer: self.viewer.clone(),
         }
     }
 
@@ -230,7 +235,9 @@ impl RoutingConfigs {
         pick: impl Fn(&'static str, usize) -> bool + 'a,
     ) -> impl Iterator<Item = Named> + 'a {
         let pick = Arc::new(pick);
-        let (p1, p2, p3, p4, p5) = (
+        let (p1, p2, p3, p4, p5, p6, p7) = (
+            Arc::clone(&pick),
+            Arc::clone(&pick),
             Arc::clone(&pick),
             Arc::clone(&pick),
             Arc::clone(&pick),
@@ -264,6 +271,18 @@ impl RoutingConfigs {
             .enumerate()
             .filter(move |(i, _)| p4(DestinationRule::KIND, *i))
             .map(move |(_, c)| Named::mesh(destination_rule_hosts(c, suffix)));
+        let http_routes = self
+            .http_routes
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| p6(HTTP_ROUTE, *i))
+            .map(move |(_, c)| Named::mesh(gamma::http_route_hosts(c, suffix)));
+        let grpc_routes = self
+            .grpc_routes
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| p7(GRPC_ROUTE, *i))
+            .map(move |(_, c)| Named::mesh(gamma::grpc_route_hosts(c, suffix)));
         let ingress = self
             .ingress_rules
             .iter()
@@ -277,9 +296,15 @@ impl RoutingConfigs {
             .chain(policies)
             .chain(services)
             .chain(destination_rules)
+            .chain(http_routes)
+            .chain(grpc_routes)
             .chain(ingress)
     }
 }
+
+/// The kind ids of the Gateway API's routes (in [`Changed`]).
+const HTTP_ROUTE: &str = <HttpRoute as ConfigKind>::KIND;
+const GRPC_ROUTE: &str = <GrpcRoute as ConfigKind>::KIND;
 
 /// The hosts one object names.
 struct Named {
@@ -326,6 +351,8 @@ impl Changed {
             &now.destination_rules,
             &before.destination_rules,
         );
+        changed.kind(HTTP_ROUTE, &now.http_routes, &before.http_routes);
+        changed.kind(GRPC_ROUTE, &now.grpc_routes, &before.grpc_routes);
         changed
     }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::{RoutingConfigs, RoutingModel};
-use pilot_api::{istio, networking, security};
+use pilot_api::{gateway_api, istio, networking, security};
 use pilot_model::{DynConfig, KindRegistry, document};
 
 /// One object of a small mesh of four hosts (`h0`..`h3`), as YAML.
@@ -54,6 +54,15 @@ enum Object {
     PeerAuthentication {
         selector: bool,
         strict: bool,
+    },
+    /// A Gateway API HTTPRoute attached to the Service of `parent`, from
+    /// another namespace when `consumer`.
+    HttpRoute {
+        parent: u8,
+        consumer: bool,
+        port: Option<u16>,
+        backends: Vec<(u8, u8)>,
+        exact: bool,
     },
 }
 
@@ -189,6 +198,27 @@ impl Object {
                     "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {{name: {name}, namespace: default}}\nspec:\n{selector}  mtls: {{mode: {mode}}}\n"
                 )
             }
+            Object::HttpRoute {
+                parent,
+                consumer,
+                port,
+                backends,
+                exact,
+            } => {
+                let namespace = if *consumer { "other" } else { "default" };
+                let port = port.map(|p| format!(", port: {p}")).unwrap_or_default();
+                let path = if *exact { "Exact" } else { "PathPrefix" };
+                let backends: Vec<String> = backends
+                    .iter()
+                    .map(|(to, weight)| {
+                        format!("{{name: h{to}, namespace: default, port: 80, weight: {weight}}}")
+                    })
+                    .collect();
+                format!(
+                    "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {namespace}}}\nspec:\n  parentRefs: [{{group: \"\", kind: Service, name: h{parent}, namespace: default{port}}}]\n  rules: [{{matches: [{{path: {{type: {path}, value: /a}}}}], backendRefs: [{}]}}]\n",
+                    backends.join(", ")
+                )
+            }
         }
     }
 }
@@ -245,6 +275,20 @@ fn object() -> impl Strategy<Value = Object> {
         1 => (any::<bool>(), 80..82u16).prop_map(|(deny, port)| Object::AuthorizationPolicy { deny, port }),
         1 => (any::<bool>(), any::<bool>())
             .prop_map(|(selector, strict)| Object::PeerAuthentication { selector, strict }),
+        2 => (
+            host(),
+            prop::bool::weighted(0.3),
+            prop::option::of(80..82u16),
+            prop::collection::vec((host(), 0..3u8), 1..3),
+            any::<bool>(),
+        )
+            .prop_map(|(parent, consumer, port, backends, exact)| Object::HttpRoute {
+                parent,
+                consumer,
+                port,
+                backends,
+                exact,
+            }),
     ]
 }
 
@@ -257,6 +301,7 @@ fn registry() -> KindRegistry {
     let registry = istio::registry();
     networking::register(&registry).unwrap();
     security::register(&registry).unwrap();
+    gateway_api::register(&registry).unwrap();
     registry
 }
 

@@ -3,7 +3,8 @@
 //!
 //! The routing kinds (v1alpha2 `RouteRule`, `DestinationPolicy`,
 //! `EgressRule`, `IngressRule`; `networking.istio.io` `VirtualService` and
-//! `DestinationRule`, `Gateway`) are compiled by [`RoutingConfigs::compile`] into a
+//! `DestinationRule`, `Gateway`; the Gateway API's `HTTPRoute` and
+//! `GRPCRoute` attached to a Service, GAMMA) are compiled by [`RoutingConfigs::compile`] into a
 //! [`RoutingModel`]:
 //!
 //! - per service host, its ordered HTTP routes ([`HttpRoute`]: matches,
@@ -31,7 +32,9 @@
 //! Compilation is pure and deterministic: the same objects give the same
 //! model. A host's routes keep the kinds' precedence: v1alpha2 rules by
 //! precedence (higher first, ties broken by namespace and name), then the
-//! VirtualServices' routes (by namespace and name, each in its order). The model is compiled once per push and
+//! VirtualServices' routes (by namespace and name, each in its order),
+//! then the routes of the HTTPRoutes and GRPCRoutes attached to the
+//! host's Service, in the Gateway API's precedence (`gamma/`). The model is compiled once per push and
 //! shared by every proxy; what depends on the proxy asking (a source
 //! match) is kept in the routes and decided at generation.
 //!
@@ -63,6 +66,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use pilot_api::gateway_api::{GrpcRoute as GatewayGrpcRoute, HttpRoute as GatewayHttpRoute};
 use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
 use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
 use pilot_api::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthentication};
@@ -72,6 +76,7 @@ pub mod authorization;
 pub mod convert;
 mod decode;
 mod edge;
+mod gamma;
 mod gateway;
 pub mod gateway_api_status;
 mod http;
@@ -158,6 +163,11 @@ pub struct RoutingConfigs {
     /// Request authentications (`security.istio.io`), compiled into
     /// [`RequestAuthentications`].
     pub request_authentications: Vec<Arc<Config<RequestAuthentication>>>,
+    /// The Gateway API's HTTPRoutes: those attached to a Service (GAMMA)
+    /// are compiled into its host's routes.
+    pub http_routes: Vec<Arc<Config<GatewayHttpRoute>>>,
+    /// The Gateway API's GRPCRoutes, compiled as the HTTPRoutes are.
+    pub grpc_routes: Vec<Arc<Config<GatewayGrpcRoute>>>,
     /// The DNS suffix of service hostnames (`svc.cluster.local`).
     pub domain_suffix: String,
     /// The namespace whose selector-less Sidecar is the mesh's default
@@ -166,6 +176,9 @@ pub struct RoutingConfigs {
     /// The namespaces services, VirtualServices and DestinationRules
     /// without `exportTo` are visible to (empty: every namespace).
     pub default_export_to: Vec<String>,
+    /// The namespace whose view these objects are
+    /// ([`RoutingConfigs::visible_to`]); none: the whole mesh.
+    viewer: Option<String>,
 }
 
 /// The root namespace unless said otherwise (Istio's default
@@ -189,9 +202,12 @@ impl Default for RoutingConfigs {
             authorization_policies: Vec::new(),
             peer_authentications: Vec::new(),
             request_authentications: Vec::new(),
+            http_routes: Vec::new(),
+            grpc_routes: Vec::new(),
             domain_suffix: DEFAULT_DOMAIN_SUFFIX.into(),
             root_namespace: DEFAULT_ROOT_NAMESPACE.into(),
             default_export_to: Vec::new(),
+            viewer: None,
         }
     }
 }
@@ -220,6 +236,12 @@ impl RoutingConfigs {
                 RequestAuthentication::KIND => out
                     .request_authentications
                     .push(Arc::new(Config::from_dyn(config)?)),
+                kind if kind == GatewayHttpRoute::id() => {
+                    out.http_routes.push(Arc::new(Config::from_dyn(config)?))
+                }
+                kind if kind == GatewayGrpcRoute::id() => {
+                    out.grpc_routes.push(Arc::new(Config::from_dyn(config)?))
+                }
                 _ => {}
             }
         }
@@ -237,6 +259,7 @@ impl RoutingConfigs {
         let mut model = RoutingModel::default();
         v1alpha2::compile(self, &mut model);
         v1::compile(self, &mut model);
+        gamma::compile(self, &mut model);
         model.finish();
         model.settings = Arc::new(Settings::of(self));
         model.sidecars = Arc::new(Sidecars::compile(self));

@@ -12,10 +12,13 @@ impl RoutingConfigs {
     /// The objects visible in `namespace`: the VirtualServices and
     /// DestinationRules exported to it (their `exportTo`, else
     /// [`RoutingConfigs::default_export_to`]); the v1alpha2 kinds have no
-    /// `exportTo` and are visible everywhere.
+    /// `exportTo` and are visible everywhere. Of the routes attached to a
+    /// Service (GAMMA), the namespace sees its own consumer routes and,
+    /// for the Services it has none for, the producer routes.
     pub fn visible_to(&self, namespace: &str) -> RoutingConfigs {
         let default = &self.default_export_to;
         let mut out = self.clone();
+        out.viewer = Some(namespace.to_string());
         out.virtual_services
             .retain(|vs| exported_to(&vs.spec.export_to, &vs.meta.namespace, default, namespace));
         out.destination_rules
@@ -24,12 +27,15 @@ impl RoutingConfigs {
     }
 
     /// True when some VirtualService or DestinationRule is not visible in
-    /// every namespace: then each namespace compiles its own model.
+    /// every namespace, or some HTTPRoute or GRPCRoute is a consumer route
+    /// of a Service: then each namespace compiles its own model.
     pub fn restricts_visibility(&self) -> bool {
         let default = &self.default_export_to;
-        self.virtual_services
-            .iter()
-            .any(|vs| !is_public(&vs.spec.export_to, default))
+        super::gamma::has_consumer_routes(self)
+            || self
+                .virtual_services
+                .iter()
+                .any(|vs| !is_public(&vs.spec.export_to, default))
             || self
                 .destination_rules
                 .iter()

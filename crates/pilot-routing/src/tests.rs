@@ -201,3 +201,32 @@ spec: {destination: {service: httpbin.org}, ports: [{port: 80, protocol: http}]}
         "scoping keeps only the hosts asked for"
     );
 }
+
+#[test]
+fn a_virtual_service_destinations_headers_are_its_own() {
+    let text = r#"
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews, namespace: default}
+spec:
+  hosts: [reviews]
+  http:
+  - route:
+    - destination: {host: reviews}
+      weight: 90
+      headers: {request: {set: {x-to: all}}, response: {remove: [x-internal]}}
+    - destination: {host: ratings}
+      weight: 10
+"#;
+    let objects = document::parse("vs.yaml", text, &pilot_api::default_registry()).unwrap();
+    let model = RoutingConfigs::from_configs(&objects).unwrap().compile();
+    let HttpAction::Route(targets) = &model.http_routes(HOST)[0].action else {
+        panic!()
+    };
+    assert_eq!(
+        targets[0].headers.request.set,
+        [("x-to".to_string(), "all".to_string())]
+    );
+    assert_eq!(targets[0].headers.response.remove, ["x-internal"]);
+    assert!(targets[1].headers.is_empty());
+}

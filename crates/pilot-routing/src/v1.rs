@@ -191,7 +191,23 @@ impl Compiler<'_> {
                 prefix: non_empty(&redirect.prefix_rewrite),
             })
         } else {
-            HttpAction::Route(self.destinations(http.route.iter().map(|r| (&r.destination, r.weight))))
+            HttpAction::Route(
+                http.route
+                    .iter()
+                    .filter_map(|r| {
+                        let mut to = self
+                            .destinations(std::iter::once((&r.destination, r.weight)))
+                            .pop()?;
+                        if let Some(headers) = &r.headers {
+                            to.headers = Headers {
+                                request: headers.request.as_ref().map(operations).unwrap_or_default(),
+                                response: headers.response.as_ref().map(operations).unwrap_or_default(),
+                            };
+                        }
+                        Some(to)
+                    })
+                    .collect(),
+            )
         };
         route.rewrite = http.rewrite.as_ref().map(|rewrite| Rewrite {
             uri: non_empty(&rewrite.uri),

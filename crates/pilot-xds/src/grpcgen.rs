@@ -41,13 +41,14 @@ use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::listener::v3::{ApiListener, Filter, FilterChain, Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::{
     NonForwardingAction, RetryPolicy, Route, RouteAction, RouteConfiguration, VirtualHost, route,
-    route_action,
+    route_action, route_match,
 };
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
 };
+use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
 use envoy_types::pb::google::protobuf::UInt32Value;
 use pilot_model::{Labels, ServiceDiscovery, ServiceInstance};
 use pilot_routing::RoutingModel;
@@ -298,6 +299,16 @@ fn weighted(mut assignment: ClusterLoadAssignment) -> ClusterLoadAssignment {
 /// An Envoy route reduced to what gRPC reads (gRFC A28, A31, A33, A44).
 fn for_grpc(mut route: Route) -> Route {
     route.request_headers_to_add.clear();
+    // gRPC matches a path by prefix, whole path or regular expression
+    // only: a prefix of whole segments is the expression it stands for.
+    if let Some(matcher) = &mut route.r#match
+        && let Some(route_match::PathSpecifier::PathSeparatedPrefix(prefix)) = &matcher.path_specifier
+    {
+        matcher.path_specifier = Some(route_match::PathSpecifier::SafeRegex(RegexMatcher {
+            regex: format!("{}(/.*)?", regex_escape(prefix)),
+            ..Default::default()
+        }));
+    }
     route
         .typed_per_filter_config
         .retain(|name, _| name == FAULT_FILTER);
@@ -305,6 +316,18 @@ fn for_grpc(mut route: Route) -> Route {
         *action = action_for_grpc(std::mem::take(action));
     }
     route
+}
+
+/// `text` as an RE2 expression matching it literally.
+fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn action_for_grpc(action: RouteAction) -> RouteAction {
@@ -331,6 +354,22 @@ fn action_for_grpc(action: RouteAction) -> RouteAction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefix_of_whole_segments_is_a_regular_expression_for_grpc() {
+        let route = Route {
+            r#match: Some(envoy_types::pb::envoy::config::route::v3::RouteMatch {
+                path_specifier: Some(route_match::PathSpecifier::PathSeparatedPrefix("/pkg.Svc".into())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let specifier = for_grpc(route).r#match.unwrap().path_specifier.unwrap();
+        let route_match::PathSpecifier::SafeRegex(regex) = specifier else {
+            panic!("{specifier:?}")
+        };
+        assert_eq!(regex.regex, "/pkg\\.Svc(/.*)?");
+    }
 
     #[test]
     fn retries_keep_only_grpc_codes() {

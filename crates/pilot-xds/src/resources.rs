@@ -127,7 +127,10 @@ impl Resources {
             for host in &config.virtual_hosts {
                 for route in &host.routes {
                     for target in route_targets(route) {
-                        if !clusters.contains(&target) {
+                        // A destination naming no service (`outbound|port||`,
+                        // an invalid reference) has no cluster: its share is
+                        // answered the route's cluster-not-found status.
+                        if !clusters.contains(&target) && !target.ends_with("||") {
                             return Err(XdsError::Inconsistent(format!(
                                 "route {:?} in {:?} sends to missing cluster {target:?}",
                                 route.name, config.name

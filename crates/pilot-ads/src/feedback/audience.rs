@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use pilot_api::gateway_api::{GrpcRoute, HttpRoute, ParentReference};
 use pilot_api::networking::{DestinationRule, ServiceEntry, Sidecar, VirtualService};
 use pilot_model::{Config, ConfigKind, DynConfig, ProxyDistribution, ServiceDiscovery};
 use pilot_routing::{exported_to, host_matches};
@@ -228,7 +229,41 @@ fn reach(object: &DynConfig, snapshot: &MeshSnapshot) -> Reach {
             Err(_) => Reach::Everyone,
         },
         Sidecar::KIND => Reach::Sidecar(object.key()),
+        kind if kind == HttpRoute::id() => match Config::<HttpRoute>::from_dyn(object) {
+            Ok(route) => attached(route.spec.parent_refs.as_deref(), namespace, suffix),
+            Err(_) => Reach::Everyone,
+        },
+        kind if kind == GrpcRoute::id() => match Config::<GrpcRoute>::from_dyn(object) {
+            Ok(route) => attached(route.spec.parent_refs.as_deref(), namespace, suffix),
+            Err(_) => Reach::Everyone,
+        },
         _ => Reach::Everyone,
+    }
+}
+
+/// Who a Gateway API route of `namespace` with `parents` concerns: the
+/// sidecars that see a Service it is attached to.
+fn attached(parents: Option<&[ParentReference]>, namespace: String, suffix: &str) -> Reach {
+    let services: Vec<(String, bool)> = parents
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| matches!(p.group(), "" | "core") && p.kind() == "Service")
+        .map(|p| {
+            let service_namespace = p.namespace.as_deref().unwrap_or(&namespace);
+            (
+                format!("{}.{service_namespace}.{suffix}", p.name),
+                service_namespace != namespace,
+            )
+        })
+        .collect();
+    if services.is_empty() {
+        return Reach::NoSidecar;
+    }
+    let consumer_only = services.iter().all(|(_, consumer)| *consumer);
+    Reach::Hosts {
+        export_to: vec![if consumer_only { "." } else { "*" }.to_string()],
+        hosts: services.into_iter().map(|(host, _)| host).collect(),
+        namespace,
     }
 }
 

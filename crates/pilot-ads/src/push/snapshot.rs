@@ -19,9 +19,10 @@ use super::recompile::PushRules;
 /// The kinds a push is generated from (the routing configuration, compiled
 /// into the routing model, the PeerAuthentications that decide mutual
 /// TLS, the authorization policies and the RequestAuthentications of
-/// inbound listeners): the kinds
-/// whose objects get a distribution status.
-pub const PUSHED_KINDS: [&str; 11] = [
+/// inbound listeners; the Gateway API's HTTPRoutes and GRPCRoutes, by
+/// their qualified ids): the kinds whose objects get a distribution
+/// status.
+pub const PUSHED_KINDS: [&str; 13] = [
     "RouteRule",
     "DestinationPolicy",
     "EgressRule",
@@ -33,6 +34,8 @@ pub const PUSHED_KINDS: [&str; 11] = [
     "PeerAuthentication",
     "AuthorizationPolicy",
     "RequestAuthentication",
+    "HTTPRoute.gateway.networking.k8s.io",
+    "GRPCRoute.gateway.networking.k8s.io",
 ];
 
 /// One push: the routing configuration and the registry's state, both
@@ -178,7 +181,8 @@ pub struct PushInfo {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn pushed_kinds_are_the_istio_routing_and_security_kinds() {
+    fn pushed_kinds_are_the_istio_routing_and_security_kinds_and_the_gateway_api_routes() {
+        use pilot_api::gateway_api::{GrpcRoute, HttpRoute};
         use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
         use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
         use pilot_api::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthentication};
@@ -197,6 +201,8 @@ mod tests {
                 PeerAuthentication::KIND,
                 AuthorizationPolicy::KIND,
                 RequestAuthentication::KIND,
+                &HttpRoute::id(),
+                &GrpcRoute::id(),
             ]
         );
     }

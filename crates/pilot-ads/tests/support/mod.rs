@@ -10,6 +10,7 @@
 
 pub(crate) mod bookinfo;
 pub(crate) mod envoy;
+pub(crate) mod gamma;
 pub(crate) mod mesh;
 pub(crate) mod proxies;
 pub(crate) mod scoped;

@@ -265,6 +265,24 @@ pub struct HttpRouteTimeouts {
     pub backend_request: Option<String>,
 }
 
+impl HttpRouteTimeouts {
+    /// `request` as a duration (`0s`: no timeout); none when absent or
+    /// not a Gateway API duration.
+    pub fn request_duration(&self) -> Option<std::time::Duration> {
+        self.request.as_deref().and_then(duration)
+    }
+
+    /// `backendRequest` as a duration; none when absent or not a Gateway
+    /// API duration.
+    pub fn backend_request_duration(&self) -> Option<std::time::Duration> {
+        self.backend_request.as_deref().and_then(duration)
+    }
+}
+
+fn duration(value: &str) -> Option<std::time::Duration> {
+    patterns::duration_millis(value).map(std::time::Duration::from_millis)
+}
+
 /// Retries of a rule's requests (experimental).
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -239,9 +239,11 @@ fn route_action(route: &HttpRoute, targets: &[WeightedDestination], host: &str, 
     let cluster_of = |d: &RouteDestination| {
         ClusterName::outbound(&d.host, d.port.unwrap_or(port), d.subset.clone()).to_string()
     };
+    // A destination's own headers need a weighted cluster, even alone.
+    let own_headers = targets.iter().any(|t| !t.headers.is_empty());
     let mut action = match targets {
         [] => to_cluster(ClusterName::outbound(host, port, Labels::new()).to_string()),
-        [one] => to_cluster(cluster_of(&one.destination)),
+        [one] if !own_headers => to_cluster(cluster_of(&one.destination)),
         many => RouteAction {
             cluster_specifier: Some(route_action::ClusterSpecifier::WeightedClusters(
                 WeightedCluster {
@@ -250,6 +252,10 @@ fn route_action(route: &HttpRoute, targets: &[WeightedDestination], host: &str, 
                         .map(|target| weighted_cluster::ClusterWeight {
                             name: cluster_of(&target.destination),
                             weight: Some(UInt32Value { value: target.weight }),
+                            request_headers_to_add: headers_to_add(&target.headers.request),
+                            request_headers_to_remove: target.headers.request.remove.clone(),
+                            response_headers_to_add: headers_to_add(&target.headers.response),
+                            response_headers_to_remove: target.headers.response.remove.clone(),
                             ..Default::default()
                         })
                         .collect(),
@@ -278,6 +284,11 @@ fn route_action(route: &HttpRoute, targets: &[WeightedDestination], host: &str, 
     if let Some(timeout) = route.timeout {
         action.timeout = Some(duration(timeout));
     }
+    action.cluster_not_found_response_code = match route.no_cluster_status {
+        Some(404) => route_action::ClusterNotFoundResponseCode::NotFound,
+        Some(500) => route_action::ClusterNotFoundResponseCode::InternalServerError,
+        _ => route_action::ClusterNotFoundResponseCode::ServiceUnavailable,
+    } as i32;
     if let Some(retry) = &route.retries {
         action.retry_policy = Some(RetryPolicy {
             retry_on: retry
@@ -390,6 +401,10 @@ fn path_specifier(matcher: &StringMatch) -> route_match::PathSpecifier {
         StringMatch::Exact(exact) => route_match::PathSpecifier::Path(exact.clone()),
         StringMatch::Regex(regex) => route_match::PathSpecifier::SafeRegex(regex_matcher(regex)),
         StringMatch::Prefix(prefix) => route_match::PathSpecifier::Prefix(prefix.clone()),
+        StringMatch::PathPrefix(prefix) if prefix == "/" => {
+            route_match::PathSpecifier::Prefix(prefix.clone())
+        }
+        StringMatch::PathPrefix(prefix) => route_match::PathSpecifier::PathSeparatedPrefix(prefix.clone()),
         _ => route_match::PathSpecifier::Prefix("/".into()),
     }
 }
@@ -408,7 +423,9 @@ fn string_matcher(matcher: &StringMatch) -> EnvoyStringMatcher {
     let pattern = match matcher {
         StringMatch::Exact(exact) => string_matcher::MatchPattern::Exact(exact.clone()),
         StringMatch::Regex(regex) => string_matcher::MatchPattern::SafeRegex(regex_matcher(regex)),
-        StringMatch::Prefix(prefix) => string_matcher::MatchPattern::Prefix(prefix.clone()),
+        StringMatch::Prefix(prefix) | StringMatch::PathPrefix(prefix) => {
+            string_matcher::MatchPattern::Prefix(prefix.clone())
+        }
         _ => string_matcher::MatchPattern::Prefix(String::new()),
     };
     EnvoyStringMatcher {
