@@ -31,7 +31,9 @@
 //!   spread over the namespaces, each namespace's Sidecar importing its
 //!   own namespace and K other services; bytes at connect against the
 //!   same mesh unscoped (`--baseline-clients B` clients, default 20), a
-//!   rule change seen by 1% of the proxies against one seen by all, an
+//!   rule change seen by 1% of the proxies against one seen by all, the
+//!   same host's HTTPRoute (the Gateway API, its parent the Service)
+//!   changed against its rule's change, an
 //!   endpoint added to a host seen by all and to a typical service, and
 //!   the server's RSS per connected client. The figures in
 //!   docs/PERFORMANCE.md:

@@ -407,3 +407,158 @@ fn an_export_to_no_namespace_with_proxies_is_reported_once_a_proxy_is_known() {
     });
     server.terminate();
 }
+
+/// pilot's GatewayClass, a Gateway of it, and an HTTPRoute attached both
+/// to it and to the reviews Service (the mesh), one of whose backends
+/// does not exist.
+fn gateway_api_objects(backends: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: pilot, namespace: default}}\n\
+         spec: {{controllerName: pilot.io/gateway-controller}}\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: edge, namespace: default}}\n\
+         spec:\n  gatewayClassName: pilot\n  listeners:\n  - {{name: http, protocol: HTTP, port: 80}}\n  - {{name: mysql, protocol: TCP, port: 3306}}\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: reviews, namespace: default}}\n\
+         spec:\n  parentRefs:\n  - {{group: \"\", kind: Service, name: reviews}}\n  - {{name: edge, sectionName: http}}\n  \
+         rules:\n  - backendRefs: {backends}\n"
+    )
+}
+
+/// `kubectl get RESOURCE NAME -o json`.
+fn get(kubectl: &Kubectl, resource: &str, name: &str) -> Value {
+    serde_json::from_str(&kubectl.ok(&["get", resource, name, "-o", "json"])).expect("kubectl's JSON")
+}
+
+/// The (type, status, reason, observedGeneration) of each condition.
+fn conditions(list: &Value) -> Vec<(String, String, String, i64)> {
+    list.as_array()
+        .map(|list| {
+            list.iter()
+                .map(|c| {
+                    let text = |field: &str| c[field].as_str().unwrap_or_default().to_string();
+                    (
+                        text("type"),
+                        text("status"),
+                        text("reason"),
+                        c["observedGeneration"].as_i64().unwrap_or(-1),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn condition(type_: &str, status: &str, reason: &str, generation: i64) -> (String, String, String, i64) {
+    (type_.into(), status.into(), reason.into(), generation)
+}
+
+/// The Gateway API's status, as `kubectl get -o yaml` shows it: the class
+/// and Gateway accepted, the listener counting the route, the route's two
+/// parents accepted and its references not resolved (a missing backend);
+/// once the route is edited (generation 2) its references resolve and
+/// every condition follows the generation.
+fn gateway_api_status_follows_edits(kubectl: &Kubectl) {
+    kubectl.apply(&gateway_api_objects(
+        "[{name: reviews, port: 9080}, {name: gone, port: 9080}]",
+    ));
+    let mut route = Value::Null;
+    eventually("the HTTPRoute's status to name both parents", || {
+        route = get(kubectl, "httproute", "reviews");
+        route["status"]["parents"]
+            .as_array()
+            .is_some_and(|p| p.len() == 2)
+    });
+    let parents = &route["status"]["parents"];
+    for (i, parent) in [
+        serde_json::json!({"group": "", "kind": "Service", "name": "reviews"}),
+        serde_json::json!({"name": "edge", "sectionName": "http"}),
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert_eq!(&parents[i]["parentRef"], parent, "{route}");
+        assert_eq!(
+            parents[i]["controllerName"], "pilot.io/gateway-controller",
+            "{route}"
+        );
+        assert_eq!(
+            conditions(&parents[i]["conditions"]),
+            [
+                condition("Accepted", "True", "Accepted", 1),
+                condition("ResolvedRefs", "False", "BackendNotFound", 1)
+            ],
+            "{route}"
+        );
+    }
+    let yaml = kubectl.ok(&["get", "httproute", "reviews", "-o", "yaml"]);
+    for line in [
+        "controllerName: pilot.io/gateway-controller",
+        "reason: BackendNotFound",
+        "type: ResolvedRefs",
+    ] {
+        assert!(yaml.contains(line), "no {line:?} in:\n{yaml}");
+    }
+    let class = get(kubectl, "gatewayclass", "pilot");
+    assert_eq!(
+        conditions(&class["status"]["conditions"])
+            .into_iter()
+            .filter(|c| c.0 == "Accepted")
+            .collect::<Vec<_>>(),
+        [condition("Accepted", "True", "Accepted", 1)],
+        "{class}"
+    );
+    let gateway = get(kubectl, "gateways.gateway.networking.k8s.io", "edge");
+    let listeners = &gateway["status"]["listeners"];
+    assert_eq!(listeners[0]["name"], "http", "{gateway}");
+    assert_eq!(listeners[0]["attachedRoutes"], 1, "{gateway}");
+    assert_eq!(listeners[1]["attachedRoutes"], 0, "{gateway}");
+    assert_eq!(
+        listeners[1]["supportedKinds"],
+        serde_json::json!([{"group": "gateway.networking.k8s.io", "kind": "TCPRoute"}]),
+        "{gateway}"
+    );
+
+    kubectl.apply(&gateway_api_objects("[{name: reviews, port: 9080}]"));
+    eventually("the edited route's references to resolve at generation 2", || {
+        route = get(kubectl, "httproute", "reviews");
+        route["status"]["parents"].as_array().is_some_and(|parents| {
+            parents.len() == 2
+                && parents.iter().all(|p| {
+                    conditions(&p["conditions"])
+                        == [
+                            condition("Accepted", "True", "Accepted", 2),
+                            condition("ResolvedRefs", "True", "ResolvedRefs", 2),
+                        ]
+                })
+        })
+    });
+    assert_eq!(route["metadata"]["generation"], 2, "{route}");
+}
+
+#[test]
+fn kubectl_shows_the_gateway_api_status_on_the_memory_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let mesh = Mesh::bookinfo();
+    let (server, certs) = tls_server(&mesh, &Store::Memory, dir.path());
+    gateway_api_status_follows_edits(&Kubectl::pilot(&server.url, &certs.ca));
+    server.terminate();
+}
+
+#[test]
+fn kubectl_shows_the_gateway_api_status_on_etcd() {
+    let etcd = pilot_test_support::EtcdServer::start().expect("etcd (run scripts/install-deps)");
+    let endpoint = etcd.endpoint();
+    let dir = tempfile::tempdir().unwrap();
+    let mesh = Mesh::bookinfo();
+    let (server, certs) = tls_server(&mesh, &Store::Etcd(&endpoint), dir.path());
+    gateway_api_status_follows_edits(&Kubectl::pilot(&server.url, &certs.ca));
+    server.terminate();
+}
+
+#[test]
+fn kubectl_shows_the_gateway_api_status_on_kubernetes() {
+    let cluster = FakeCluster::start();
+    let mesh = Mesh::bookinfo();
+    let server = mesh.replica(&Store::Kubernetes(&cluster), "pilot-a");
+    eventually("the replica to be elected status writer", || is_writer(&server));
+    gateway_api_status_follows_edits(&Kubectl::at(cluster.kubeconfig()));
+}

@@ -19,6 +19,7 @@ const RUN: &[&str] = &[
     "console.md",
     "end-user-auth.md",
     "external-authorization.md",
+    "gateway-api.md",
     "gateways.md",
     "grpc.md",
     "injection.md",
@@ -195,6 +196,11 @@ fn guide_console() {
 #[test]
 fn guide_external_authorization() {
     run("external-authorization.md");
+}
+
+#[test]
+fn guide_gateway_api() {
+    run("gateway-api.md");
 }
 
 #[test]

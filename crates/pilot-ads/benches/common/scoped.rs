@@ -154,8 +154,24 @@ impl Layout {
         rule.to_dyn().expect("serializes")
     }
 
-    /// The services with their instances and rules, and the Sidecars when
-    /// `scoped`.
+    /// Service `service`'s HTTPRoute (the Gateway API in the mesh: its
+    /// parent is the Service), which sets the header `x-split` to
+    /// `value` on the requests it sends to the Service.
+    fn route(&self, service: usize, value: i32) -> DynConfig {
+        let yaml = format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: svc-{service}-route, namespace: ns{}}}\n\
+             spec:\n  parentRefs:\n  - {{group: \"\", kind: Service, name: svc-{service}, port: 9080}}\n  rules:\n  \
+             - filters:\n    - type: RequestHeaderModifier\n      requestHeaderModifier: {{set: [{{name: x-split, value: \"{value}\"}}]}}\n    \
+             backendRefs:\n    - {{name: svc-{service}, port: 9080}}\n",
+            self.namespace(service)
+        );
+        let mut objects = pilot_model::document::parse("route.yaml", &yaml, &pilot_api::default_registry())
+            .expect("a valid HTTPRoute");
+        objects.remove(0)
+    }
+
+    /// The services with their instances and rules (and the narrow host's
+    /// HTTPRoute), and the Sidecars when `scoped`.
     async fn populate(&self, registry: &MemoryServiceRegistry, store: &MemoryConfigStore, scoped: bool) {
         for s in 0..self.services {
             let host = self.host(s);
@@ -175,6 +191,7 @@ impl Layout {
             }
             store.create(self.split(s, 50)).await.expect("create");
         }
+        store.create(self.route(NARROW, 50)).await.expect("create");
         if scoped {
             for n in 0..self.namespaces {
                 store.create(self.sidecar(n)).await.expect("create");
@@ -240,6 +257,22 @@ impl Running {
         version
     }
 
+    /// Rewrites service `service`'s HTTPRoute to set `value`; returns the
+    /// version that push will carry.
+    async fn write_route(&self, layout: &Layout, service: usize, value: i32) -> u64 {
+        let key = ConfigKey::new(
+            "HTTPRoute.gateway.networking.k8s.io",
+            format!("ns{}", layout.namespace(service)),
+            format!("svc-{service}-route"),
+        );
+        let current = self.store.get(&key).await.unwrap().expect("the route exists");
+        let mut next = layout.route(service, value);
+        next.meta.resource_version = current.meta.resource_version.clone();
+        let version = self.serving.server.version().unwrap() + 1;
+        self.store.update(next).await.expect("update");
+        version
+    }
+
     /// The responses the server has sent, every type.
     fn sent(&self) -> u64 {
         self.serving.server.sent_by_type().iter().map(|(_, n)| n).sum()
@@ -251,6 +284,8 @@ impl Running {
 enum Change {
     /// The service's split rule rewritten to this percentage to v1.
     Rule(i32),
+    /// The service's HTTPRoute rewritten to set this header value.
+    Route(i32),
     /// A `version=v1` instance at this address added to the service.
     Endpoint(Ipv4Addr),
 }
@@ -300,6 +335,7 @@ async fn push(
     let start = now_micros();
     let (version, acked) = match change {
         Change::Rule(v1) => (running.write(layout, service, v1).await, "wait"),
+        Change::Route(value) => (running.write_route(layout, service, value).await, "wait"),
         Change::Endpoint(ip) => {
             let version = running.serving.server.version().unwrap() + 1;
             running
@@ -468,6 +504,17 @@ pub(crate) async fn run(clients: usize, layout: Layout, baseline_clients: usize,
     let shared_expected = layout.clients_seeing(clients, SHARED);
     assert_eq!(shared_expected, everyone, "every client sees the shared host");
     let shared = push(&running, &mut child, &layout, SHARED, Change::Rule(80), &everyone).await;
+    // 4b. The narrow host's HTTPRoute (GAMMA) changed: the same audience
+    // as its rule's change.
+    let gamma = push(
+        &running,
+        &mut child,
+        &layout,
+        NARROW,
+        Change::Route(80),
+        &narrow_expected,
+    )
+    .await;
 
     // 5. and 6. One endpoint added to the shared host, then to a typical
     // service.
@@ -600,6 +647,28 @@ pub(crate) async fn run(clients: usize, layout: Layout, baseline_clients: usize,
         shared.load,
         ms(narrow.cpu) / (ms(shared.cpu) * 0.01),
         narrow.load,
+    );
+    println!(
+        "| the same host's HTTPRoute (Gateway API, parent the Service) changed: clients sent anything | {} ({}); server sent {} responses | {} expected | — | exactly those | {} |",
+        gamma.reached.len(),
+        exact(&gamma.reached, &narrow_expected),
+        gamma.sent,
+        narrow_expected.len(),
+        gamma.load,
+    );
+    println!(
+        "| the same: those ACKed, p50 / p99 / max (push published after {}) | {} | the rule change of that host: {} | — | p99 < 100 ms | {} |",
+        published(&gamma),
+        p(&gamma.times),
+        p(&narrow.times),
+        gamma.load,
+    );
+    println!(
+        "| the same: server CPU | {:.1} ms | the rule change of that host: {:.1} ms | {:.2}x | ≤ 3x | {} |",
+        ms(gamma.cpu),
+        ms(narrow.cpu),
+        ms(gamma.cpu) / ms(narrow.cpu),
+        gamma.load,
     );
     for (what, push, expected) in [
         ("the shared host (every client)", &endpoint, &everyone),
