@@ -24,6 +24,8 @@ use pilot_api::gateway_api::{
 use pilot_api::networking::VirtualService;
 use pilot_model::{Config, ConfigKind, DynConfig};
 
+use pilot_routing::gateway_api_status::{listener_kinds, names_listener};
+
 use super::networking::{resolve, typed};
 use super::{Finding, Services, Severity, finding};
 
@@ -195,17 +197,6 @@ fn stream_backends(
     backends
 }
 
-/// The route kinds a listener of `protocol` takes when its
-/// `allowedRoutes.kinds` says nothing.
-fn default_kinds(protocol: &str) -> &'static [&'static str] {
-    match protocol {
-        "HTTP" | "HTTPS" => &["HTTPRoute", "GRPCRoute"],
-        "TLS" => &["TLSRoute"],
-        "TCP" => &["TCPRoute"],
-        _ => &[],
-    }
-}
-
 /// PLT0403: listeners no route attaches to.
 fn listeners_without_routes(gateways: &[Config<Gateway>], routes: &[Route<'_>], out: &mut Vec<Finding>) {
     for gateway in gateways {
@@ -215,14 +206,7 @@ fn listeners_without_routes(gateways: &[Config<Gateway>], routes: &[Route<'_>], 
             if from == FromNamespaces::Selector {
                 continue;
             }
-            let kinds: BTreeSet<&str> = match &allowed.kinds {
-                Some(kinds) => kinds
-                    .iter()
-                    .filter(|k| k.group() == GROUP)
-                    .map(|k| k.kind.as_str())
-                    .collect(),
-                None => default_kinds(&listener.protocol).iter().copied().collect(),
-            };
+            let kinds: BTreeSet<String> = listener_kinds(listener).into_iter().map(|k| k.kind).collect();
             let attached = routes.iter().any(|route| {
                 kinds.contains(route.kind)
                     && match from {
@@ -262,11 +246,7 @@ fn takes(
         && parent.kind() == "Gateway"
         && parent.name == gateway.meta.name
         && parent.namespace.as_deref().unwrap_or(route.namespace) == gateway.meta.namespace
-        && parent
-            .section_name
-            .as_ref()
-            .is_none_or(|section| *section == listener.name)
-        && parent.port.is_none_or(|port| Some(port) == listener.port)
+        && names_listener(parent, listener)
 }
 
 /// PLT0404: an HTTPRoute or GRPCRoute whose parent is a Service that a

@@ -420,8 +420,7 @@ fn attach(
         .listeners
         .iter()
         .enumerate()
-        .filter(|(_, l)| parent.section_name.as_ref().is_none_or(|s| *s == l.name))
-        .filter(|(_, l)| parent.port.is_none_or(|p| Some(p) == l.port))
+        .filter(|(_, l)| names_listener(parent, l))
         .collect();
     if named.is_empty() {
         return Err((
@@ -441,7 +440,7 @@ fn attach(
     }
     let allowed: Vec<(usize, &Listener)> = named
         .into_iter()
-        .filter(|(_, l)| kinds(l).iter().any(|k| k.kind == route.kind))
+        .filter(|(_, l)| listener_kinds(l).iter().any(|k| k.kind == route.kind))
         .filter(|(_, l)| match l.allowed_routes().namespaces().from() {
             FromNamespaces::All => true,
             FromNamespaces::Same => route.namespace == gateway.meta.namespace,
@@ -493,9 +492,17 @@ fn covers(pattern: &str, host: &str) -> bool {
     }
 }
 
-/// The route kinds a listener takes: those it names that its protocol
-/// carries, or its protocol's.
-fn kinds(listener: &Listener) -> Vec<RouteGroupKind> {
+/// Whether `parent`'s `sectionName` and `port` (when written) are
+/// `listener`'s: the parent names that listener of its Gateway.
+pub fn names_listener(parent: &ParentReference, listener: &Listener) -> bool {
+    parent.section_name.as_ref().is_none_or(|s| *s == listener.name)
+        && parent.port.is_none_or(|p| Some(p) == listener.port)
+}
+
+/// The route kinds a listener takes: those its `allowedRoutes.kinds`
+/// names that its protocol carries, or its protocol's (HTTP and HTTPS:
+/// HTTPRoute and GRPCRoute; TLS: TLSRoute; TCP: TCPRoute).
+pub fn listener_kinds(listener: &Listener) -> Vec<RouteGroupKind> {
     let carried: &[&str] = match listener.protocol.as_str() {
         "HTTP" | "HTTPS" => &["HTTPRoute", "GRPCRoute"],
         "TLS" => &["TLSRoute"],
@@ -521,7 +528,7 @@ fn listener_status(
     attached_routes: i32,
     condition: &impl Fn(&str, bool, &str, &str) -> Condition,
 ) -> ListenerStatus {
-    let supported_kinds = kinds(listener);
+    let supported_kinds = listener_kinds(listener);
     let protocol_known = matches!(listener.protocol.as_str(), "HTTP" | "HTTPS" | "TLS" | "TCP");
     let named_unsupported = listener
         .allowed_routes()
