@@ -142,6 +142,20 @@ fn start(extra: &[&str]) -> (Discovery, TestCerts, tempfile::TempDir) {
     (server, certs, dir)
 }
 
+/// Waits until the RouteRule's status speaks of its current generation.
+fn status_caught_up(kubectl: &Kubectl, name: &str) {
+    eventually("the status writer to reach the object's generation", || {
+        let object: serde_json::Value =
+            serde_json::from_str(&kubectl.ok(&["get", "rr", name, "-o", "json"])).unwrap();
+        let generation = &object["metadata"]["generation"];
+        object["status"]["conditions"]
+            .as_array()
+            .is_some_and(|conditions| {
+                !conditions.is_empty() && conditions.iter().all(|c| &c["observedGeneration"] == generation)
+            })
+    });
+}
+
 /// Every kubectl command a user tries, one after the other.
 fn kubectl_manages_pilot(kubectl: &Kubectl) {
     eventually("kubectl to reach pilot-discovery", || {
@@ -299,6 +313,11 @@ fn kubectl_manages_pilot(kubectl: &Kubectl) {
         explained.contains("KIND:       RouteRule") && explained.contains("weight"),
         "{explained}"
     );
+
+    // The status writer follows the edit on its own time: let it catch up
+    // (every condition at the object's generation), or its write would
+    // race the export's resourceVersion and the no-op patch below.
+    status_caught_up(kubectl, "kubectl-rule");
 
     // replace with an exported object.
     let exported = kubectl.ok(&["get", "rr", "kubectl-rule", "-o", "json"]);
