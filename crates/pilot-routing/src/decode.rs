@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use pilot_api::gateway_api::{GrpcRoute, HttpRoute};
+use pilot_api::gateway_api::{Gateway as ApiGateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
 use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
 use pilot_api::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthentication};
@@ -43,6 +43,9 @@ impl RoutingConfigs {
         let request_authentications = Held::of(&previous.request_authentications);
         let http_routes = Held::of(&previous.http_routes);
         let grpc_routes = Held::of(&previous.grpc_routes);
+        let gateway_classes = Held::of(&previous.gateway_classes);
+        let api_gateways = Held::of(&previous.api_gateways);
+        let reference_grants = Held::of(&previous.reference_grants);
         for config in configs {
             match config.meta.kind.as_str() {
                 RouteRule::KIND => out.route_rules.push(route_rules.typed(config)?),
@@ -64,6 +67,13 @@ impl RoutingConfigs {
                     .push(request_authentications.typed(config)?),
                 kind if kind == HttpRoute::id() => out.http_routes.push(http_routes.typed(config)?),
                 kind if kind == GrpcRoute::id() => out.grpc_routes.push(grpc_routes.typed(config)?),
+                kind if kind == GatewayClass::id() => {
+                    out.gateway_classes.push(gateway_classes.typed(config)?)
+                }
+                kind if kind == ApiGateway::id() => out.api_gateways.push(api_gateways.typed(config)?),
+                kind if kind == ReferenceGrant::id() => {
+                    out.reference_grants.push(reference_grants.typed(config)?)
+                }
                 _ => {}
             }
         }

@@ -75,6 +75,9 @@ pub struct IngressServer {
     /// The labels a proxy must carry to serve it; none: every proxy of
     /// type ingress (ingress rules).
     pub selector: Option<Labels>,
+    /// The namespace a proxy must run in to serve it (a Gateway API
+    /// Gateway's); none: any.
+    pub namespace: Option<String>,
     /// The hosts it serves, each with the namespace it is restricted to
     /// (`*`, any namespace, for ingress rules).
     pub hosts: Vec<ServerHost>,
@@ -105,6 +108,7 @@ impl IngressServer {
             port_name: String::new(),
             gateway: String::new(),
             selector: None,
+            namespace: None,
             hosts: vec![ServerHost::any("*")],
             tls: None,
             https_redirect: false,

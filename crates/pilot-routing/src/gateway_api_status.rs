@@ -12,14 +12,15 @@
 //!
 //! Pure: the status writer (pilot-distribution) calls it each round it
 //! writes and keeps a condition's transition time while its status holds.
-//! A Gateway's `Programmed` is `False` (`Pending`): pilot does not yet
-//! serve the Gateway API's Gateways to router proxies; mesh routes are
-//! served to sidecars.
+//! A listener is `Programmed` when pilot serves it to the Gateway's
+//! router proxies (HTTP listeners; HTTPS, TLS and TCP ones are `Pending`),
+//! and a Gateway when some listener is.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::gamma::edge::{GATEWAY_NAME_LABEL, served};
 use pilot_api::gateway_api::{
     FromNamespaces, Gateway, GatewayClass, GrpcRoute, HttpRoute, Listener, ParentReference, ReferenceGrant,
     TcpRoute, TlsRoute,
@@ -173,12 +174,7 @@ pub fn statuses(
             GatewayApiStatus {
                 conditions: vec![
                     condition("Accepted", true, "Accepted", "pilot serves this Gateway's class"),
-                    condition(
-                        "Programmed",
-                        false,
-                        "Pending",
-                        "pilot does not serve the Gateway API's Gateways to router proxies yet",
-                    ),
+                    gateway_programmed(gateway, &condition),
                 ],
                 listeners,
                 ..Default::default()
@@ -186,6 +182,47 @@ pub fn statuses(
         );
     }
     out
+}
+
+/// A Gateway's `Programmed`: true when some listener is served to its
+/// router proxies.
+fn gateway_programmed(
+    gateway: &Config<Gateway>,
+    condition: &impl Fn(&str, bool, &str, &str) -> Condition,
+) -> Condition {
+    let pending: Vec<&str> = gateway
+        .spec
+        .listeners
+        .iter()
+        .filter(|l| !served(l))
+        .map(|l| l.name.as_str())
+        .collect();
+    let proxies = format!(
+        "router proxies in {} labelled {GATEWAY_NAME_LABEL}={}",
+        gateway.meta.namespace, gateway.meta.name
+    );
+    if pending.len() == gateway.spec.listeners.len() {
+        condition(
+            "Programmed",
+            false,
+            "Pending",
+            &format!(
+                "none of its listeners is one pilot serves yet (HTTP listeners are); {proxies} get none"
+            ),
+        )
+    } else if pending.is_empty() {
+        condition("Programmed", true, "Programmed", &format!("served to {proxies}"))
+    } else {
+        condition(
+            "Programmed",
+            true,
+            "Programmed",
+            &format!(
+                "served to {proxies}, without the listeners pilot does not serve yet: {}",
+                pending.join(", ")
+            ),
+        )
+    }
 }
 
 /// A condition of an object at `generation`, set `now`.
@@ -369,7 +406,9 @@ fn resolved_refs(
             ));
         }
         let namespace = backend.namespace.unwrap_or(route.namespace);
-        if namespace != route.namespace && !granted(grants, route, namespace, backend.name) {
+        if namespace != route.namespace
+            && !granted(grants, route.kind, route.namespace, namespace, backend.name)
+        {
             return Err((
                 "RefNotPermitted",
                 format!(
@@ -389,22 +428,29 @@ fn resolved_refs(
     Ok(())
 }
 
-/// Whether a ReferenceGrant of `namespace` lets `route` refer to its
-/// Service `name`.
-fn granted(grants: &[Config<ReferenceGrant>], route: &Route<'_>, namespace: &str, name: &str) -> bool {
+/// Whether a ReferenceGrant of `namespace` lets routes of `kind`
+/// (`HTTPRoute`, …) in `from` refer to its Service `name`.
+pub(crate) fn granted<'a>(
+    grants: impl IntoIterator<Item = &'a Config<ReferenceGrant>>,
+    kind: &str,
+    from: &str,
+    namespace: &str,
+    name: &str,
+) -> bool {
     grants
-        .iter()
+        .into_iter()
         .filter(|g| g.meta.namespace == namespace)
         .any(|grant| {
-            grant.spec.from.iter().any(|from| {
-                from.group.as_deref().unwrap_or("") == GROUP
-                    && from.kind == route.kind
-                    && from.namespace == route.namespace
-            }) && grant.spec.to.iter().any(|to| {
-                to.group.as_deref().unwrap_or("").is_empty()
-                    && to.kind == "Service"
-                    && to.name.as_deref().is_none_or(|n| n == name)
-            })
+            grant
+                .spec
+                .from
+                .iter()
+                .any(|f| f.group.as_deref().unwrap_or("") == GROUP && f.kind == kind && f.namespace == from)
+                && grant.spec.to.iter().any(|to| {
+                    to.group.as_deref().unwrap_or("").is_empty()
+                        && to.kind == "Service"
+                        && to.name.as_deref().is_none_or(|n| n == name)
+                })
         })
 }
 
@@ -440,12 +486,7 @@ fn attach(
     }
     let allowed: Vec<(usize, &Listener)> = named
         .into_iter()
-        .filter(|(_, l)| listener_kinds(l).iter().any(|k| k.kind == route.kind))
-        .filter(|(_, l)| match l.allowed_routes().namespaces().from() {
-            FromNamespaces::All => true,
-            FromNamespaces::Same => route.namespace == gateway.meta.namespace,
-            FromNamespaces::Selector | FromNamespaces::None => false,
-        })
+        .filter(|(_, l)| admits(l, route.kind, route.namespace, &gateway.meta.namespace))
         .collect();
     if allowed.is_empty() {
         return Err((
@@ -468,6 +509,20 @@ fn attach(
         ));
     }
     Ok(matching)
+}
+
+/// Whether `listener` (of a Gateway in `gateway_namespace`) takes routes
+/// of `kind` from `namespace`: its protocol carries the kind, its
+/// `allowedRoutes.kinds` name it (when written), and its
+/// `allowedRoutes.namespaces` take the namespace (a `Selector` takes none:
+/// pilot reads no namespace labels).
+pub(crate) fn admits(listener: &Listener, kind: &str, namespace: &str, gateway_namespace: &str) -> bool {
+    listener_kinds(listener).iter().any(|k| k.kind == kind)
+        && match listener.allowed_routes().namespaces().from() {
+            FromNamespaces::All => true,
+            FromNamespaces::Same => namespace == gateway_namespace,
+            FromNamespaces::Selector | FromNamespaces::None => false,
+        }
 }
 
 /// Whether a listener of `listener` hostname serves some of `route`'s
@@ -572,12 +627,24 @@ fn listener_status(
                 "NoConflicts",
                 "no other listener claims its port and hostname",
             ),
-            condition(
-                "Programmed",
-                false,
-                "Pending",
-                "pilot does not serve the Gateway API's Gateways to router proxies yet",
-            ),
+            if served(listener) && protocol_known {
+                condition(
+                    "Programmed",
+                    true,
+                    "Programmed",
+                    "served to the Gateway's router proxies",
+                )
+            } else {
+                condition(
+                    "Programmed",
+                    false,
+                    "Pending",
+                    &format!(
+                        "pilot does not serve {} listeners of the Gateway API to router proxies yet",
+                        listener.protocol
+                    ),
+                )
+            },
             resolved,
         ],
     }
@@ -649,7 +716,8 @@ mod tests {
         spec: {controllerName: example.com/other}\n---\n\
         apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: edge, namespace: web, generation: 3}\n\
         spec:\n  gatewayClassName: pilot\n  listeners:\n  - {name: http, protocol: HTTP, port: 80, hostname: \"*.example.com\"}\n  \
-        - {name: all, protocol: HTTP, port: 8080, allowedRoutes: {namespaces: {from: All}}}\n---\n\
+        - {name: all, protocol: HTTP, port: 8080, allowedRoutes: {namespaces: {from: All}}}\n  \
+        - {name: secure, protocol: HTTPS, port: 443, hostname: secure.example.com, tls: {certificateRefs: [{name: cert}]}}\n---\n\
         apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: theirs, namespace: web}\n\
         spec:\n  gatewayClassName: other\n  listeners:\n  - {name: http, protocol: HTTP, port: 80}\n";
 
@@ -697,17 +765,31 @@ mod tests {
             said(&edge.conditions),
             [
                 c("Accepted", "True", "Accepted"),
-                c("Programmed", "False", "Pending")
+                c("Programmed", "True", "Programmed")
             ]
         );
+        assert!(
+            edge.conditions[1].message.ends_with("not serve yet: secure"),
+            "{}",
+            edge.conditions[1].message
+        );
         assert_eq!(edge.conditions[0].observed_generation, Some(3));
+        let programmed: Vec<(&str, &str)> = edge
+            .listeners
+            .iter()
+            .map(|l| (l.name.as_str(), l.conditions[2].status.as_str()))
+            .collect();
+        assert_eq!(
+            programmed,
+            [("http", "True"), ("all", "True"), ("secure", "False")]
+        );
         let counts: Vec<(&str, i32)> = edge
             .listeners
             .iter()
             .map(|l| (l.name.as_str(), l.attached_routes))
             .collect();
         // shop attaches to both (same namespace); other-ns only to `all`.
-        assert_eq!(counts, [("http", 1), ("all", 2)]);
+        assert_eq!(counts, [("http", 1), ("all", 2), ("secure", 0)]);
         let shop = &found["HTTPRoute/shop"].parents[0];
         assert_eq!(shop.controller_name, CONTROLLER_NAME);
         assert_eq!(shop.parent_ref, serde_json::json!({"name": "edge"}));

@@ -77,6 +77,9 @@ impl RoutingConfigs {
             || !same_objects(&self.egress_rules, &previous.egress_rules)
             || !same_objects(&self.ingress_rules, &previous.ingress_rules)
             || !same_objects(&self.gateways, &previous.gateways)
+            || !same_objects(&self.gateway_classes, &previous.gateway_classes)
+            || !same_objects(&self.api_gateways, &previous.api_gateways)
+            || !same_objects(&self.reference_grants, &previous.reference_grants)
         {
             return None;
         }
@@ -212,6 +215,9 @@ impl RoutingConfigs {
             destination_rules: naming(&self.destination_rules, rest, hosts),
             http_routes: naming(&self.http_routes, rest, hosts),
             grpc_routes: naming(&self.grpc_routes, rest, hosts),
+            gateway_classes: Vec::new(),
+            api_gateways: Vec::new(),
+            reference_grants: Vec::new(),
             egress_rules: Vec::new(),
             ingress_rules: Vec::new(),
             gateways: Vec::new(),
@@ -276,13 +282,19 @@ impl RoutingConfigs {
             .iter()
             .enumerate()
             .filter(move |(i, _)| p6(HTTP_ROUTE, *i))
-            .map(move |(_, c)| Named::mesh(gamma::http_route_hosts(c, suffix)));
+            .map(move |(_, c)| Named {
+                at_gateway: gamma::edge::at_gateway(c.spec.parent_refs.as_deref()),
+                hosts: gamma::http_route_hosts(c, suffix),
+            });
         let grpc_routes = self
             .grpc_routes
             .iter()
             .enumerate()
             .filter(move |(i, _)| p7(GRPC_ROUTE, *i))
-            .map(move |(_, c)| Named::mesh(gamma::grpc_route_hosts(c, suffix)));
+            .map(move |(_, c)| Named {
+                at_gateway: gamma::edge::at_gateway(c.spec.parent_refs.as_deref()),
+                hosts: gamma::grpc_route_hosts(c, suffix),
+            });
         let ingress = self
             .ingress_rules
             .iter()

@@ -66,7 +66,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use pilot_api::gateway_api::{GrpcRoute as GatewayGrpcRoute, HttpRoute as GatewayHttpRoute};
+use pilot_api::gateway_api::{
+    Gateway as ApiGateway, GatewayClass, GrpcRoute as GatewayGrpcRoute, HttpRoute as GatewayHttpRoute,
+    ReferenceGrant,
+};
 use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
 use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
 use pilot_api::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthentication};
@@ -97,6 +100,7 @@ pub use edge::{
     ExternalPort, ExternalService, GatewayHost, IngressRoute, IngressServer, PortSelector, Resolution,
     ServerHost, ServerTls, ServerTlsMode,
 };
+pub use gamma::edge::GATEWAY_NAME_LABEL;
 pub use http::{
     Cors, DirectResponse, Fault, FaultAbort, FaultDelay, HeaderOperations, Headers, HttpAction, HttpMatch,
     HttpRoute, MESH_GATEWAY, Mirror, Redirect, Retries, Rewrite, RouteDestination, StringMatch,
@@ -168,6 +172,16 @@ pub struct RoutingConfigs {
     pub http_routes: Vec<Arc<Config<GatewayHttpRoute>>>,
     /// The Gateway API's GRPCRoutes, compiled as the HTTPRoutes are.
     pub grpc_routes: Vec<Arc<Config<GatewayGrpcRoute>>>,
+    /// The Gateway API's GatewayClasses: those naming pilot's controller
+    /// make their Gateways pilot's.
+    pub gateway_classes: Vec<Arc<Config<GatewayClass>>>,
+    /// The Gateway API's Gateways (`gateway.networking.k8s.io`): those of
+    /// pilot's classes are served by router proxies, with the HTTPRoutes
+    /// and GRPCRoutes attached to them.
+    pub api_gateways: Vec<Arc<Config<ApiGateway>>>,
+    /// The Gateway API's ReferenceGrants: a route refers to a Service of
+    /// another namespace only under one.
+    pub reference_grants: Vec<Arc<Config<ReferenceGrant>>>,
     /// The DNS suffix of service hostnames (`svc.cluster.local`).
     pub domain_suffix: String,
     /// The namespace whose selector-less Sidecar is the mesh's default
@@ -204,6 +218,9 @@ impl Default for RoutingConfigs {
             request_authentications: Vec::new(),
             http_routes: Vec::new(),
             grpc_routes: Vec::new(),
+            gateway_classes: Vec::new(),
+            api_gateways: Vec::new(),
+            reference_grants: Vec::new(),
             domain_suffix: DEFAULT_DOMAIN_SUFFIX.into(),
             root_namespace: DEFAULT_ROOT_NAMESPACE.into(),
             default_export_to: Vec::new(),
@@ -242,6 +259,15 @@ impl RoutingConfigs {
                 kind if kind == GatewayGrpcRoute::id() => {
                     out.grpc_routes.push(Arc::new(Config::from_dyn(config)?))
                 }
+                kind if kind == GatewayClass::id() => {
+                    out.gateway_classes.push(Arc::new(Config::from_dyn(config)?))
+                }
+                kind if kind == ApiGateway::id() => {
+                    out.api_gateways.push(Arc::new(Config::from_dyn(config)?))
+                }
+                kind if kind == ReferenceGrant::id() => {
+                    out.reference_grants.push(Arc::new(Config::from_dyn(config)?))
+                }
                 _ => {}
             }
         }
@@ -260,6 +286,7 @@ impl RoutingConfigs {
         v1alpha2::compile(self, &mut model);
         v1::compile(self, &mut model);
         gamma::compile(self, &mut model);
+        gamma::edge::compile(self, &mut model);
         model.finish();
         model.settings = Arc::new(Settings::of(self));
         model.sidecars = Arc::new(Sidecars::compile(self));

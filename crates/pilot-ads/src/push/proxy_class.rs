@@ -79,7 +79,9 @@ impl ProxyClass {
     pub(crate) fn for_routes(&self, namespaces: &HashSet<String>) -> ProxyClass {
         let namespace = self.domain.split('.').next().unwrap_or_default();
         ProxyClass {
-            domain: if namespaces.contains(namespace) {
+            // An edge proxy's namespace may decide which Gateway API
+            // Gateways it serves.
+            domain: if namespaces.contains(namespace) || self.proxy_type != ProxyType::Sidecar {
                 namespace.to_string()
             } else {
                 String::new()

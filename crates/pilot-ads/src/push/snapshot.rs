@@ -19,10 +19,11 @@ use super::recompile::PushRules;
 /// The kinds a push is generated from (the routing configuration, compiled
 /// into the routing model, the PeerAuthentications that decide mutual
 /// TLS, the authorization policies and the RequestAuthentications of
-/// inbound listeners; the Gateway API's HTTPRoutes and GRPCRoutes, by
-/// their qualified ids): the kinds whose objects get a distribution
-/// status.
-pub const PUSHED_KINDS: [&str; 13] = [
+/// inbound listeners; the Gateway API's HTTPRoutes and GRPCRoutes, and
+/// the GatewayClasses, Gateways and ReferenceGrants that decide how router
+/// proxies serve them, by their qualified ids): the kinds whose objects
+/// get a distribution status.
+pub const PUSHED_KINDS: [&str; 16] = [
     "RouteRule",
     "DestinationPolicy",
     "EgressRule",
@@ -36,6 +37,9 @@ pub const PUSHED_KINDS: [&str; 13] = [
     "RequestAuthentication",
     "HTTPRoute.gateway.networking.k8s.io",
     "GRPCRoute.gateway.networking.k8s.io",
+    "GatewayClass.gateway.networking.k8s.io",
+    "Gateway.gateway.networking.k8s.io",
+    "ReferenceGrant.gateway.networking.k8s.io",
 ];
 
 /// One push: the routing configuration and the registry's state, both
@@ -182,7 +186,9 @@ pub struct PushInfo {
 mod tests {
     #[test]
     fn pushed_kinds_are_the_istio_routing_and_security_kinds_and_the_gateway_api_routes() {
-        use pilot_api::gateway_api::{GrpcRoute, HttpRoute};
+        use pilot_api::gateway_api::{
+            Gateway as ApiGateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant,
+        };
         use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
         use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
         use pilot_api::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthentication};
@@ -203,6 +209,9 @@ mod tests {
                 RequestAuthentication::KIND,
                 &HttpRoute::id(),
                 &GrpcRoute::id(),
+                &GatewayClass::id(),
+                &ApiGateway::id(),
+                &ReferenceGrant::id(),
             ]
         );
     }

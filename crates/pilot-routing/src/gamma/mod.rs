@@ -55,6 +55,7 @@ use pilot_model::{Config, ConfigMeta};
 
 use rules::{grpc_route, http_route};
 
+pub(super) mod edge;
 mod rules;
 
 use super::{DirectResponse, HttpAction, HttpMatch, HttpRoute, RoutingConfigs, RoutingModel};
@@ -72,7 +73,7 @@ pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
                     entries.push(Entry {
                         key: Key::http(&route.meta, &parent, request, r, m),
                         host: parent.host.clone(),
-                        route: http_route(&route.meta, &parent, rule, r, request, suffix),
+                        route: http_route(&route.meta, &parent, rule, r, request, suffix, &|_, _| true),
                         parent: parent.clone(),
                     });
                 }
@@ -91,7 +92,7 @@ pub(super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
                     entries.push(Entry {
                         key: Key::grpc(&route.meta, &parent, request, r, m),
                         host: parent.host.clone(),
-                        route: grpc_route(&route.meta, &parent, rule, r, request, suffix),
+                        route: grpc_route(&route.meta, &parent, rule, r, request, suffix, &|_, _| true),
                         parent: parent.clone(),
                     });
                 }
@@ -315,7 +316,7 @@ fn visible(entries: Vec<Entry>, viewer: Option<&str>) -> Vec<Entry> {
 }
 
 /// Where a match goes among its host's, smallest first.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
     /// Producer routes after consumer ones.
     producer: bool,

@@ -26,7 +26,12 @@ fn rule_name(meta: &ConfigMeta, name: Option<&str>, index: usize) -> String {
     }
 }
 
-/// The route of one match of an HTTPRoute's rule.
+/// Whether a route may send traffic to the Service `name` of
+/// `namespace` (a reference across namespaces needs a ReferenceGrant).
+pub(super) type Permitted<'a> = &'a dyn Fn(&str, &str) -> bool;
+
+/// The route of one match of an HTTPRoute's rule; a backend `permitted`
+/// refuses takes no traffic (its share is answered 500).
 pub(super) fn http_route(
     meta: &ConfigMeta,
     parent: &ServiceParent,
@@ -34,6 +39,7 @@ pub(super) fn http_route(
     index: usize,
     request: &HttpRouteMatch,
     suffix: &str,
+    permitted: Permitted<'_>,
 ) -> HttpRoute {
     let namespace = &meta.namespace;
     let mut route = HttpRoute {
@@ -105,7 +111,9 @@ pub(super) fn http_route(
     } else {
         let backends = rule.backend_refs.iter().flatten().map(|b| {
             let mut headers = Headers::default();
-            let mut valid = is_core(b.group()) && b.kind() == "Service";
+            let mut valid = is_core(b.group())
+                && b.kind() == "Service"
+                && permitted(b.namespace.as_deref().unwrap_or(namespace), &b.name);
             for filter in b.filters.iter().flatten() {
                 match filter.kind {
                     Some(HttpRouteFilterType::RequestHeaderModifier) => {
@@ -147,7 +155,7 @@ pub(super) fn http_route(
     route
 }
 
-/// The route of one match of a GRPCRoute's rule.
+/// The route of one match of a GRPCRoute's rule, as [`http_route`].
 pub(super) fn grpc_route(
     meta: &ConfigMeta,
     parent: &ServiceParent,
@@ -155,6 +163,7 @@ pub(super) fn grpc_route(
     index: usize,
     request: &GrpcRouteMatch,
     suffix: &str,
+    permitted: Permitted<'_>,
 ) -> HttpRoute {
     let namespace = &meta.namespace;
     let mut route = HttpRoute {
@@ -192,7 +201,9 @@ pub(super) fn grpc_route(
     } else {
         let backends = rule.backend_refs.iter().flatten().map(|b| {
             let mut headers = Headers::default();
-            let mut valid = is_core(b.group()) && b.kind() == "Service";
+            let mut valid = is_core(b.group())
+                && b.kind() == "Service"
+                && permitted(b.namespace.as_deref().unwrap_or(namespace), &b.name);
             for filter in b.filters.iter().flatten() {
                 match filter.kind {
                     Some(GrpcRouteFilterType::RequestHeaderModifier) => {

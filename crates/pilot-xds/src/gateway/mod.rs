@@ -119,11 +119,19 @@ pub(crate) fn server_names(server: &IngressServer) -> Option<Vec<String>> {
 
 /// Whether `proxy` serves `server`: an ingress-rule server every ingress;
 /// a gateway's server every ingress or router carrying its selector's
-/// labels.
+/// labels (and, for a Gateway API Gateway's, running in its namespace).
 pub(crate) fn serves(proxy: &Proxy, server: &IngressServer) -> bool {
+    let in_namespace = || {
+        server
+            .namespace
+            .as_deref()
+            .is_none_or(|namespace| proxy.domain.split('.').next() == Some(namespace))
+    };
     match &server.selector {
         None => proxy.proxy_type == ProxyType::Ingress,
-        Some(selector) => proxy.proxy_type != ProxyType::Sidecar && selector.is_subset_of(&proxy.labels),
+        Some(selector) => {
+            proxy.proxy_type != ProxyType::Sidecar && selector.is_subset_of(&proxy.labels) && in_namespace()
+        }
     }
 }
 

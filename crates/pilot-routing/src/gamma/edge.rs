@@ -1,0 +1,457 @@
+//! The Gateway API's Gateways at the edge: each listener of a Gateway
+//! whose GatewayClass names pilot's controller
+//! ([`CONTROLLER_NAME`](crate::gateway_api_status::CONTROLLER_NAME)) is a
+//! server of the router proxies that run in the Gateway's namespace with
+//! the label [`GATEWAY_NAME_LABEL`] naming it, with the HTTPRoutes and
+//! GRPCRoutes attached to it:
+//!
+//! - A route attaches to a listener its parentRef names (the Gateway, and
+//!   the listener's `sectionName` and `port` when written) that admits
+//!   the route's kind and namespace (`allowedRoutes`), when its
+//!   hostnames and the listener's meet
+//!   ([`gateway_api_status`](crate::gateway_api_status) says the same in
+//!   the route's status).
+//! - Each hostname the two share (the more specific of a pair, the
+//!   listener's when the route names none, the route's when the listener
+//!   names none, `*` when neither does) is a virtual host whose routes
+//!   are those of every route attached there, in the Gateway API's
+//!   precedence (as for routes attached to a Service, `mod.rs`).
+//! - Listeners on one port are isolated: a hostname belongs to the
+//!   listener whose hostname matches it most specifically (equal, then
+//!   the longest wildcard, then none), and only routes attached through
+//!   that listener serve it.
+//! - A backend in another namespace than its route's takes traffic only
+//!   under a ReferenceGrant of that namespace naming the route's kind and
+//!   namespace; without one, its share is answered 500.
+//! - Served: `HTTP` listeners. `HTTPS`, `TLS` and `TCP` listeners are
+//!   not served to router proxies yet (their status says so): pilot does
+//!   not serve `certificateRefs` Secrets over SDS, nor TLSRoutes and
+//!   TCPRoutes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use pilot_api::gateway_api::{Gateway, Listener, ParentReference};
+use pilot_model::{Config, ConfigMeta, Labels, Protocol};
+
+use super::super::gateway::intersect;
+use super::super::gateway_api_status::{CONTROLLER_NAME, admits, granted, names_listener};
+use super::super::{GatewayHost, HttpRoute, IngressServer, RoutingConfigs, RoutingModel, ServerHost};
+use super::rules::{Permitted, grpc_route, http_route};
+use super::{Key, ServiceParent};
+
+/// The label of the router proxies serving a Gateway: its value is the
+/// Gateway's name (the proxies run in the Gateway's namespace).
+pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
+
+const GROUP: &str = pilot_api::gateway_api::GROUP;
+
+/// Whether some of `parents` is a Gateway API Gateway: the route is
+/// compiled with the edge's servers.
+pub(crate) fn at_gateway(parents: Option<&[ParentReference]>) -> bool {
+    parents
+        .unwrap_or_default()
+        .iter()
+        .any(|p| p.group() == GROUP && p.kind() == "Gateway")
+}
+
+/// Whether `listener` is served to router proxies.
+pub(crate) fn served(listener: &Listener) -> bool {
+    listener.protocol == "HTTP"
+}
+
+/// Adds a server per served listener of pilot's Gateways to `model`.
+pub(in super::super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
+    let ours: BTreeSet<&str> = configs
+        .gateway_classes
+        .iter()
+        .filter(|c| c.spec.controller_name == CONTROLLER_NAME)
+        .map(|c| c.meta.name.as_str())
+        .collect();
+    let mut gateways: Vec<&Config<Gateway>> = configs
+        .api_gateways
+        .iter()
+        .map(|g| &**g)
+        .filter(|g| ours.contains(g.spec.gateway_class_name.as_str()))
+        .collect();
+    gateways.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
+    for gateway in gateways {
+        compile_gateway(configs, gateway, model);
+    }
+}
+
+/// The servers of one Gateway's served listeners.
+fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &mut RoutingModel) {
+    let suffix = &configs.domain_suffix;
+    let listeners = &gateway.spec.listeners;
+    // Per listener, per hostname, the matches attached there.
+    let mut attached: Vec<BTreeMap<String, Vec<(Key, HttpRoute)>>> = vec![BTreeMap::new(); listeners.len()];
+    let grants = || configs.reference_grants.iter().map(|g| &**g);
+    let mut attach =
+        |meta: &ConfigMeta,
+         kind: &str,
+         parents: Option<&[ParentReference]>,
+         hostnames: &[String],
+         compile: &dyn Fn(&ServiceParent, Permitted<'_>) -> Vec<(Key, HttpRoute)>| {
+            let permitted = |namespace: &str, name: &str| {
+                namespace == meta.namespace || granted(grants(), kind, &meta.namespace, namespace, name)
+            };
+            let parent = ServiceParent {
+                host: String::new(),
+                port: None,
+                consumer: false,
+                route_namespace: meta.namespace.clone(),
+            };
+            let mut compiled: Option<Vec<(Key, HttpRoute)>> = None;
+            for reference in names_gateway(parents, gateway, &meta.namespace) {
+                for (i, listener) in listeners.iter().enumerate() {
+                    if !served(listener)
+                        || !names_listener(reference, listener)
+                        || !admits(listener, kind, &meta.namespace, &gateway.meta.namespace)
+                    {
+                        continue;
+                    }
+                    for host in shared_hostnames(listener.hostname.as_deref(), hostnames) {
+                        if owner(listeners, listener.port, &host) != Some(i) {
+                            continue;
+                        }
+                        let routes = compiled.get_or_insert_with(|| compile(&parent, &permitted));
+                        let entries = attached[i].entry(host).or_default();
+                        for (key, route) in routes.iter() {
+                            // A route attached twice to one host (two
+                            // parentRefs to one listener) counts once.
+                            if !entries.iter().any(|(k, _)| k == key) {
+                                entries.push((key.clone(), route.clone()));
+                            }
+                        }
+                    }
+                }
+            }
+        };
+    for route in &configs.http_routes {
+        attach(
+            &route.meta,
+            "HTTPRoute",
+            route.spec.parent_refs.as_deref(),
+            route.spec.hostnames.as_deref().unwrap_or_default(),
+            &|parent, permitted| {
+                let mut out = Vec::new();
+                for (r, rule) in route.spec.rules().iter().enumerate() {
+                    for (m, request) in rule.matches().iter().enumerate() {
+                        out.push((
+                            Key::http(&route.meta, parent, request, r, m),
+                            http_route(&route.meta, parent, rule, r, request, suffix, permitted),
+                        ));
+                    }
+                }
+                out
+            },
+        );
+    }
+    for route in &configs.grpc_routes {
+        attach(
+            &route.meta,
+            "GRPCRoute",
+            route.spec.parent_refs.as_deref(),
+            route.spec.hostnames.as_deref().unwrap_or_default(),
+            &|parent, permitted| {
+                let mut out = Vec::new();
+                for (r, rule) in route.spec.rules.iter().flatten().enumerate() {
+                    let matches = rule
+                        .matches
+                        .clone()
+                        .filter(|m| !m.is_empty())
+                        .unwrap_or_else(|| vec![Default::default()]);
+                    for (m, request) in matches.iter().enumerate() {
+                        out.push((
+                            Key::grpc(&route.meta, parent, request, r, m),
+                            grpc_route(&route.meta, parent, rule, r, request, suffix, permitted),
+                        ));
+                    }
+                }
+                out
+            },
+        );
+    }
+
+    let name = format!("{}/{}", gateway.meta.namespace, gateway.meta.name);
+    let selector = Labels::from_pairs([(GATEWAY_NAME_LABEL, gateway.meta.name.as_str())]);
+    for (listener, hosts) in listeners.iter().zip(attached) {
+        let Some(port) = listener.port.and_then(|p| u16::try_from(p).ok()) else {
+            continue;
+        };
+        if !served(listener) {
+            continue;
+        }
+        let mut server = IngressServer::new(port);
+        server.protocol = Protocol::Http;
+        server.port_name = listener.name.clone();
+        server.gateway = name.clone();
+        server.selector = Some(selector.clone());
+        server.namespace = Some(gateway.meta.namespace.clone());
+        server.hosts = vec![ServerHost::any(listener.hostname.as_deref().unwrap_or("*"))];
+        server.virtual_hosts = hosts
+            .into_iter()
+            .map(|(host, mut entries)| {
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                GatewayHost {
+                    host,
+                    routes: entries.into_iter().map(|(_, route)| route).collect(),
+                }
+            })
+            .collect();
+        model.ingress.push(server);
+    }
+}
+
+/// The parentRefs among `parents` naming `gateway` (a route of
+/// `namespace` names a Gateway of its own namespace unless it says
+/// another).
+fn names_gateway<'a>(
+    parents: Option<&'a [ParentReference]>,
+    gateway: &'a Config<Gateway>,
+    namespace: &'a str,
+) -> impl Iterator<Item = &'a ParentReference> + 'a {
+    parents.unwrap_or_default().iter().filter(move |p| {
+        p.group() == GROUP
+            && p.kind() == "Gateway"
+            && p.name == gateway.meta.name
+            && p.namespace.as_deref().unwrap_or(namespace) == gateway.meta.namespace
+    })
+}
+
+/// The hostnames a listener of `listener` hostname and a route of
+/// `route` hostnames share: each pair that meets, the more specific of
+/// the two.
+fn shared_hostnames(listener: Option<&str>, route: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = match (listener, route.is_empty()) {
+        (None, true) => vec!["*".to_string()],
+        (Some(listener), true) => vec![listener.to_string()],
+        (None, false) => route.to_vec(),
+        (Some(listener), false) => route.iter().filter_map(|h| intersect(listener, h)).collect(),
+    };
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The listener on `port` whose hostname matches `host` most
+/// specifically: an equal hostname, then the longest wildcard covering
+/// it, then a listener without a hostname.
+fn owner(listeners: &[Listener], port: Option<i32>, host: &str) -> Option<usize> {
+    listeners
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.port == port && served(l))
+        .filter_map(|(i, l)| {
+            let rank = match l.hostname.as_deref() {
+                None => 0,
+                Some(own) if own == host => usize::MAX,
+                Some(own) => {
+                    let suffix = own.strip_prefix('*')?;
+                    if host.len() > suffix.len() && host.ends_with(suffix) {
+                        own.len()
+                    } else {
+                        return None;
+                    }
+                }
+            };
+            Some((rank, std::cmp::Reverse(i)))
+        })
+        .max()
+        .map(|(_, std::cmp::Reverse(i))| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{HttpAction, IngressServer};
+    use pilot_model::document;
+
+    fn servers(text: &str) -> Vec<IngressServer> {
+        let objects = document::parse("edge.yaml", text, &pilot_api::default_registry()).unwrap();
+        RoutingConfigs::from_configs(&objects)
+            .unwrap()
+            .compile()
+            .ingress_servers()
+            .to_vec()
+    }
+
+    /// Per server (listener), its virtual hosts with their routes' names
+    /// and the hosts they send to (none: answered without a backend).
+    fn routed(server: &IngressServer) -> Vec<(String, Vec<(String, Vec<String>)>)> {
+        server
+            .virtual_hosts
+            .iter()
+            .map(|h| {
+                let routes = h
+                    .routes
+                    .iter()
+                    .map(|r| {
+                        let hosts = match &r.action {
+                            HttpAction::Route(to) => to.iter().map(|t| t.destination.host.clone()).collect(),
+                            _ => Vec::new(),
+                        };
+                        (r.name.clone(), hosts)
+                    })
+                    .collect();
+                (h.host.clone(), routes)
+            })
+            .collect()
+    }
+
+    const GATEWAYS: &str = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: pilot}
+spec: {controllerName: pilot.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: other}
+spec: {controllerName: example.com/other}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: infra}
+spec:
+  gatewayClassName: pilot
+  listeners:
+  - {name: any, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}
+  - {name: shop, protocol: HTTP, port: 80, hostname: shop.example.com}
+  - {name: secure, protocol: HTTPS, port: 443, tls: {certificateRefs: [{name: cert}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: theirs, namespace: infra}
+spec:
+  gatewayClassName: other
+  listeners:
+  - {name: http, protocol: HTTP, port: 80}
+";
+
+    fn route(name: &str, namespace: &str, parent: &str, hostnames: &str, backend: &str) -> String {
+        format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {namespace}}}\n\
+             spec:\n  parentRefs: [{parent}]\n  hostnames: {hostnames}\n  rules:\n  - backendRefs: [{backend}]\n"
+        )
+    }
+
+    #[test]
+    fn pilots_gateways_listeners_serve_the_routes_attached_to_them() {
+        let text = format!(
+            "{GATEWAYS}{}{}{}{}",
+            // Through the catch-all listener, for any host but the one
+            // the `shop` listener owns.
+            route(
+                "site",
+                "infra",
+                "{name: edge, sectionName: any}",
+                "[site.example.com, shop.example.com]",
+                "{name: site, port: 8080}"
+            ),
+            // Through `shop` only (its hostname), from its own namespace.
+            route(
+                "shop",
+                "infra",
+                "{name: edge, sectionName: shop}",
+                "[]",
+                "{name: shop, port: 8080}"
+            ),
+            // Another namespace: only `any` admits it; its backend in
+            // infra is refused without a ReferenceGrant.
+            route(
+                "web",
+                "web",
+                "{name: edge, namespace: infra}",
+                "[web.example.com]",
+                "{name: site, namespace: infra, port: 8080}"
+            ),
+            // Another controller's Gateway: not pilot's to serve.
+            route(
+                "theirs",
+                "infra",
+                "{name: theirs}",
+                "[]",
+                "{name: site, port: 8080}"
+            ),
+        );
+        let servers = servers(&text);
+        let ports: Vec<(u16, &str)> = servers.iter().map(|s| (s.port, s.port_name.as_str())).collect();
+        assert_eq!(
+            ports,
+            [(80, "any"), (80, "shop")],
+            "HTTP listeners of pilot's Gateway only"
+        );
+        for server in &servers {
+            assert_eq!(server.gateway, "infra/edge");
+            assert_eq!(server.namespace.as_deref(), Some("infra"));
+            assert_eq!(
+                server.selector,
+                Some(Labels::from_pairs([(GATEWAY_NAME_LABEL, "edge")]))
+            );
+        }
+        let site = "site.infra.svc.cluster.local".to_string();
+        assert_eq!(
+            routed(&servers[0]),
+            [
+                (
+                    "site.example.com".to_string(),
+                    vec![("infra/site/0".to_string(), vec![site.clone()])]
+                ),
+                // Not permitted: the share has no host, answered 500.
+                (
+                    "web.example.com".to_string(),
+                    vec![("web/web/0".to_string(), vec![])]
+                ),
+            ]
+        );
+        assert_eq!(
+            routed(&servers[1]),
+            [(
+                "shop.example.com".to_string(),
+                vec![(
+                    "infra/shop/0".to_string(),
+                    vec!["shop.infra.svc.cluster.local".to_string()]
+                )]
+            )],
+            "shop.example.com is the shop listener's: site's route does not serve it"
+        );
+
+        // Under a ReferenceGrant, web's backend takes its traffic.
+        let grant = "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\n\
+            metadata: {name: web, namespace: infra}\nspec:\n  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: web}]\n  \
+            to: [{group: \"\", kind: Service}]\n";
+        let servers = self::servers(&format!("{text}{grant}"));
+        assert_eq!(
+            routed(&servers[0])[1],
+            (
+                "web.example.com".to_string(),
+                vec![("web/web/0".to_string(), vec![site])]
+            )
+        );
+    }
+
+    #[test]
+    fn hostnames_meet_at_the_more_specific() {
+        let route = |hosts: &[&str]| hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>();
+        assert_eq!(shared_hostnames(None, &[]), ["*"]);
+        assert_eq!(shared_hostnames(Some("a.example.com"), &[]), ["a.example.com"]);
+        assert_eq!(
+            shared_hostnames(
+                Some("*.wildcard.io"),
+                &route(&[
+                    "non.matching.com",
+                    "wildcard.io",
+                    "foo.wildcard.io",
+                    "foo.bar.wildcard.io"
+                ])
+            ),
+            ["foo.bar.wildcard.io", "foo.wildcard.io"]
+        );
+        assert_eq!(
+            shared_hostnames(Some("very.specific.com"), &route(&["*.specific.com"])),
+            ["very.specific.com"]
+        );
+        assert!(shared_hostnames(Some("very.specific.com"), &route(&["specific.but.wrong.com"])).is_empty());
+    }
+}
