@@ -1,0 +1,438 @@
+//! The Gateway API's Gateways served by `pilot-agent proxy router` (a
+//! real Envoy) with real traffic: the Gateway profile's HTTPRoute core
+//! conformance cases, their manifests read from the corpus `gateway-api`
+//! (`../shared/corpora/`), to upstreams that answer with their name. The
+//! expectation tables are those the upstream conformance tests state
+//! (written here from them: request host and path, the backend that
+//! answers or the status).
+//!
+//! The conformance's shared Gateways (its base manifests, not in the
+//! corpus) are written here as the base writes them, with one difference:
+//! `backend-namespaces` admits every namespace (`from: All`) where the
+//! base selects namespaces by label (pilot reads no namespace labels, and
+//! a `Selector` admits none). Each Gateway is served by a router of its
+//! own (labelled with the Gateway's name, in its namespace), its listener
+//! port 80 moved to a free one.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+
+use common::{Agent, Discovery, eventually, free_port};
+use serde_json::Value;
+
+const INFRA: &str = "gateway-conformance-infra";
+const WEB: &str = "gateway-conformance-web-backend";
+
+/// pilot's GatewayClass under the conformance's name, and the shared
+/// Gateways of the conformance's base.
+const BASE: &str = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: gateway-conformance}
+spec: {controllerName: pilot.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: same-namespace, namespace: gateway-conformance-infra}
+spec:
+  gatewayClassName: gateway-conformance
+  listeners:
+  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: Same}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: backend-namespaces, namespace: gateway-conformance-infra}
+spec:
+  gatewayClassName: gateway-conformance
+  listeners:
+  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}
+";
+
+/// The conformance's backends: (namespace, Service) answering with the
+/// Service's name.
+const BACKENDS: [(&str, &str); 4] = [
+    (INFRA, "infra-backend-v1"),
+    (INFRA, "infra-backend-v2"),
+    (INFRA, "infra-backend-v3"),
+    (WEB, "web-backend"),
+];
+
+/// pilot-discovery with the conformance's backends, the base Gateways
+/// and the corpus manifests `names`, and a router per Gateway.
+struct Conformance {
+    discovery: Discovery,
+    /// Per Gateway name, the port its listeners serve (80 in the
+    /// manifests) and its router.
+    routers: BTreeMap<String, (u16, Agent)>,
+    _dir: tempfile::TempDir,
+}
+
+impl Conformance {
+    /// `None` when the corpus is not there (a loud skip, a failure under
+    /// `CI=true`).
+    fn with(names: &[&str]) -> Option<Conformance> {
+        let corpus = pilot_test_support::corpus("gateway-api")?;
+        let dir = tempfile::tempdir().unwrap();
+        let mut services = String::from("services:\n");
+        for (namespace, name) in BACKENDS {
+            let port = upstream(name);
+            services.push_str(&format!(
+                "- hostname: {name}.{namespace}.svc.cluster.local\n  ports: [{{name: http, port: 8080, protocol: HTTP}}]\n  \
+                 instances:\n  - {{address: 127.0.0.1, port: {port}, labels: {{app: {name}}}}}\n"
+            ));
+        }
+        let services_file = dir.path().join("services.yaml");
+        std::fs::write(&services_file, services).unwrap();
+        let discovery = Discovery::start(&["--services", services_file.to_str().unwrap()]);
+
+        let mut documents: Vec<String> = split(BASE);
+        for name in names {
+            let file = corpus.join(format!("gwapi_conformance.tests.{name}.yaml"));
+            let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            documents.extend(split(&text));
+        }
+        // Each Gateway on a port of its own.
+        let mut ports: BTreeMap<String, u16> = BTreeMap::new();
+        for document in &mut documents {
+            if let Some(gateway) = gateway_name(document) {
+                let port = *ports.entry(gateway).or_insert_with(free_port);
+                *document = document
+                    .lines()
+                    .map(|line| match line.trim_start().strip_prefix("port: 80") {
+                        Some("") => line.replace("port: 80", &format!("port: {port}")),
+                        _ => line.replace("port: 80,", &format!("port: {port},")),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+            }
+        }
+        apply(&discovery, dir.path(), &documents.join("\n---\n"));
+        let routers = ports
+            .into_iter()
+            .enumerate()
+            .map(|(i, (gateway, port))| {
+                let agent = Agent::start(
+                    "router",
+                    &[
+                        "--ip",
+                        &format!("10.0.1.{}", i + 1),
+                        "--id",
+                        &format!("{gateway}-router.{INFRA}"),
+                        "--namespace",
+                        INFRA,
+                        "--label",
+                        &format!("gateway.networking.k8s.io/gateway-name={gateway}"),
+                        "--discovery-address",
+                        &format!("127.0.0.1:{}", discovery.xds_port),
+                    ],
+                );
+                (gateway, (port, agent))
+            })
+            .collect();
+        Some(Conformance {
+            discovery,
+            routers,
+            _dir: dir,
+        })
+    }
+
+    /// A GET of `path` with `host` through Gateway `gateway`'s router:
+    /// the status and the backend that answered (empty when none did).
+    fn get(&self, gateway: &str, host: &str, path: &str) -> (u16, String) {
+        let (port, _) = &self.routers[gateway];
+        let answer = pilot_test_support::http::request(
+            ([127, 0, 0, 1], *port).into(),
+            "GET",
+            path,
+            &[("host", host)],
+            b"",
+        );
+        match answer {
+            Ok(answer) if answer.code == 200 => (200, answer.text()),
+            Ok(answer) => (answer.code, String::new()),
+            Err(_) => (0, String::new()),
+        }
+    }
+
+    /// Waits until `gateway` answers every case as expected, then checks
+    /// each once more: `(host, path, backend or "", status)`.
+    fn expect(&self, gateway: &str, cases: &[(&str, &str, &str, u16)]) {
+        let answered = |case: &(&str, &str, &str, u16)| {
+            let (host, path, backend, status) = *case;
+            self.get(gateway, host, path) == (status, backend.to_string())
+        };
+        eventually(&format!("{gateway} to route as the conformance expects"), || {
+            cases.iter().all(answered)
+        });
+        for case in cases {
+            let (host, path, _, _) = case;
+            assert!(
+                answered(case),
+                "{host}{path}: {:?}, expected {case:?}\n{}",
+                self.get(gateway, host, path),
+                self.routers[gateway].1.log()
+            );
+        }
+    }
+
+    /// The object at REST `path` (`/apis/gateway.networking.k8s.io/...`).
+    fn object(&self, path: &str) -> Value {
+        let (code, body) = pilot_test_support::Discovery::get(&self.discovery, path);
+        assert_eq!(code, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// `(type, status, reason)` of a route's conditions for its first
+    /// parent, once written.
+    fn route_conditions(&self, namespace: &str, name: &str) -> Vec<(String, String, String)> {
+        let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{namespace}/httproutes/{name}");
+        let mut said = Vec::new();
+        eventually(&format!("the status of HTTPRoute {namespace}/{name}"), || {
+            let route = self.object(&path);
+            said = triples(&route["status"]["parents"][0]["conditions"]);
+            said.len() == 2
+        });
+        said
+    }
+}
+
+fn triples(conditions: &Value) -> Vec<(String, String, String)> {
+    conditions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["type"] != "Reconciled")
+        .map(|c| {
+            let text = |key: &str| c[key].as_str().unwrap_or_default().to_string();
+            (text("type"), text("status"), text("reason"))
+        })
+        .collect()
+}
+
+fn said(type_: &str, status: &str, reason: &str) -> (String, String, String) {
+    (type_.to_string(), status.to_string(), reason.to_string())
+}
+
+/// The documents of a YAML stream.
+fn split(text: &str) -> Vec<String> {
+    text.split("\n---")
+        .map(|d| d.trim_start_matches('-').trim().to_string())
+        .filter(|d| d.lines().any(|l| l.starts_with("kind:")))
+        .collect()
+}
+
+/// The name of a Gateway API Gateway document.
+fn gateway_name(document: &str) -> Option<String> {
+    if !document.lines().any(|l| l.trim() == "kind: Gateway") {
+        return None;
+    }
+    if let Some(flow) = document.lines().find_map(|l| l.strip_prefix("metadata: {name: ")) {
+        return flow.split([',', '}']).next().map(|n| n.trim().to_string());
+    }
+    let metadata = document.split("metadata:").nth(1)?;
+    metadata
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("name:"))
+        .map(|n| n.trim().to_string())
+}
+
+fn apply(discovery: &Discovery, dir: &Path, text: &str) {
+    let file = dir.join("conformance.yaml");
+    std::fs::write(&file, text).unwrap();
+    let applied = pilot_test_support::pilotctl(
+        Some(&discovery.url),
+        &["apply", "-f", file.to_str().unwrap()],
+        &[],
+        None,
+    );
+    assert_eq!(applied.code, 0, "{}{}", applied.stdout, applied.stderr);
+}
+
+/// An upstream answering every HTTP/1.1 request 200 with `name`.
+fn upstream(name: &'static str) -> u16 {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buffer = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while !buffer.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let end = buffer.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(0) + 4;
+                    buffer.drain(..end);
+                    let response = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{name}", name.len());
+                    if stream.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn same_and_cross_namespace_routes_and_reference_grants() {
+    let Some(conformance) =
+        Conformance::with(&["httproute-simple-same-namespace", "httproute-cross-namespace"])
+    else {
+        return;
+    };
+    // HTTPRouteSimpleSameNamespace, HTTPRouteCrossNamespace.
+    conformance.expect(
+        "same-namespace",
+        &[
+            ("example.com", "/", "infra-backend-v1", 200),
+            ("example.org", "/any/path", "infra-backend-v1", 200),
+        ],
+    );
+    conformance.expect("backend-namespaces", &[("example.com", "/", "web-backend", 200)]);
+    assert_eq!(
+        conformance.route_conditions(WEB, "cross-namespace"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+    assert_eq!(
+        conformance.route_conditions(INFRA, "gateway-conformance-infra-test"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+    let gateway = conformance.object(&format!(
+        "/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/same-namespace"
+    ));
+    let listener = &gateway["status"]["listeners"][0];
+    assert_eq!(listener["attachedRoutes"], 1, "{gateway}");
+    assert!(
+        triples(&gateway["status"]["conditions"]).contains(&said("Programmed", "True", "Programmed")),
+        "{gateway}"
+    );
+    assert!(
+        triples(&listener["conditions"]).contains(&said("Programmed", "True", "Programmed")),
+        "{gateway}"
+    );
+}
+
+#[test]
+fn a_backend_in_another_namespace_needs_a_reference_grant() {
+    // HTTPRouteReferenceGrant: with the grant, the route reaches
+    // web-backend; HTTPRouteInvalidCrossNamespaceBackendRef: without one,
+    // ResolvedRefs is False (RefNotPermitted) and requests get 500.
+    let Some(granted) = Conformance::with(&["httproute-reference-grant"]) else {
+        return;
+    };
+    granted.expect("same-namespace", &[("example.com", "/", "web-backend", 200)]);
+    assert_eq!(
+        granted.route_conditions(INFRA, "reference-grant"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+    drop(granted);
+
+    let Some(refused) = Conformance::with(&["httproute-invalid-cross-namespace-backend-ref"]) else {
+        return;
+    };
+    refused.expect(
+        "same-namespace",
+        &[("example.com", "/", "", 500), ("example.com", "/any", "", 500)],
+    );
+    assert_eq!(
+        refused.route_conditions(INFRA, "invalid-cross-namespace-backend-ref"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "False", "RefNotPermitted")
+        ]
+    );
+}
+
+#[test]
+fn route_and_listener_hostnames_intersect() {
+    let Some(conformance) = Conformance::with(&["httproute-hostname-intersection"]) else {
+        return;
+    };
+    // HTTPRouteHostnameIntersection.
+    conformance.expect(
+        "httproute-hostname-intersection",
+        &[
+            // A specific route hostname matching a listener's.
+            ("very.specific.com", "/s1", "infra-backend-v1", 200),
+            ("non.matching.com", "/s1", "", 404),
+            ("foo.nonmatchingwildcard.io", "/s1", "", 404),
+            ("foo.wildcard.io", "/s1", "", 404),
+            ("very.specific.com", "/non-matching-prefix", "", 404),
+            // Specific route hostnames under a listener's wildcard.
+            ("foo.wildcard.io", "/s2", "infra-backend-v2", 200),
+            ("bar.wildcard.io", "/s2", "infra-backend-v2", 200),
+            ("foo.bar.wildcard.io", "/s2", "infra-backend-v2", 200),
+            ("non.matching.com", "/s2", "", 404),
+            ("wildcard.io", "/s2", "", 404),
+            ("very.specific.com", "/s2", "", 404),
+            // A route wildcard covering a listener's specific hostname.
+            ("very.specific.com", "/s3", "infra-backend-v3", 200),
+            ("foo.specific.com", "/s3", "", 404),
+            ("foo.wildcard.io", "/s3", "", 404),
+            // Wildcards meeting.
+            ("foo.anotherwildcard.io", "/s4", "infra-backend-v1", 200),
+            ("bar.anotherwildcard.io", "/s4", "infra-backend-v1", 200),
+            ("foo.bar.anotherwildcard.io", "/s4", "infra-backend-v1", 200),
+            ("anotherwildcard.io", "/s4", "", 404),
+            ("foo.wildcard.io", "/s4", "", 404),
+            // No hostname in common: not attached.
+            ("specific.but.wrong.com", "/s5", "", 404),
+            ("wildcard.io", "/s5", "", 404),
+        ],
+    );
+    conformance.expect(
+        "httproute-hostname-intersection-all",
+        &[
+            ("first.com", "/", "infra-backend-v2", 200),
+            ("sub.first.com", "/", "infra-backend-v2", 200),
+            ("second.com", "/", "infra-backend-v2", 200),
+            ("sub.second.com", "/", "infra-backend-v2", 200),
+            ("third.com", "/", "", 404),
+        ],
+    );
+    assert_eq!(
+        conformance.route_conditions(INFRA, "no-intersecting-hosts"),
+        [
+            said("Accepted", "False", "NoMatchingListenerHostname"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+}
+
+#[test]
+fn a_hostname_belongs_to_its_most_specific_listener() {
+    let Some(conformance) = Conformance::with(&["httproute-listener-hostname-matching"]) else {
+        return;
+    };
+    // HTTPRouteListenerHostnameMatching.
+    conformance.expect(
+        "httproute-listener-hostname-matching",
+        &[
+            ("bar.com", "/", "infra-backend-v1", 200),
+            ("foo.bar.com", "/", "infra-backend-v2", 200),
+            ("baz.bar.com", "/", "infra-backend-v3", 200),
+            ("boo.bar.com", "/", "infra-backend-v3", 200),
+            ("multiple.prefixes.bar.com", "/", "infra-backend-v3", 200),
+            ("multiple.prefixes.foo.com", "/", "infra-backend-v3", 200),
+            ("foo.com", "/", "", 404),
+            ("no.matching.host", "/", "", 404),
+        ],
+    );
+}
