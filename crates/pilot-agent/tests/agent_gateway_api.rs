@@ -17,10 +17,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::time::Duration;
 
 use common::{Agent, Discovery, eventually, free_port};
 use serde_json::Value;
@@ -80,7 +77,7 @@ impl Conformance {
         let dir = tempfile::tempdir().unwrap();
         let mut services = String::from("services:\n");
         for (namespace, name) in BACKENDS {
-            let port = upstream(name);
+            let port = common::named_upstream(name);
             services.push_str(&format!(
                 "- hostname: {name}.{namespace}.svc.cluster.local\n  ports: [{{name: http, port: 8080, protocol: HTTP}}]\n  \
                  instances:\n  - {{address: 127.0.0.1, port: {port}, labels: {{app: {name}}}}}\n"
@@ -144,42 +141,11 @@ impl Conformance {
 
     /// A GET of `path` with `host` through Gateway `gateway`'s router:
     /// the status and the backend that answered (empty when none did).
-    /// The answer is read by its `content-length`: Envoy holds a
-    /// connection it answered itself (404) open a while after.
     fn get(&self, gateway: &str, host: &str, path: &str) -> (u16, String) {
         let (port, _) = &self.routers[gateway];
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", *port)) else {
-            return (0, String::new());
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-        let request = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
-        if stream.write_all(request.as_bytes()).is_err() {
-            return (0, String::new());
-        }
-        let mut raw = Vec::new();
-        let mut chunk = [0u8; 4096];
-        loop {
-            if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|n| n.trim().parse().ok())
-                    .unwrap_or(0);
-                if raw.len() >= end + 4 + length {
-                    let status = head
-                        .split_whitespace()
-                        .nth(1)
-                        .and_then(|s| s.parse().ok())
-                        .unwrap_or(0);
-                    let body = String::from_utf8_lossy(&raw[end + 4..end + 4 + length]).to_string();
-                    return (status, if status == 200 { body } else { String::new() });
-                }
-            }
-            match stream.read(&mut chunk) {
-                Ok(0) | Err(_) => return (0, String::new()),
-                Ok(n) => raw.extend_from_slice(&chunk[..n]),
-            }
+        match common::get_by_length(*port, host, path) {
+            (200, body) => (200, body),
+            (status, _) => (status, String::new()),
         }
     }
 
@@ -275,35 +241,6 @@ fn apply(discovery: &Discovery, dir: &Path, text: &str) {
         None,
     );
     assert_eq!(applied.code, 0, "{}{}", applied.stdout, applied.stderr);
-}
-
-/// An upstream answering every HTTP/1.1 request 200 with `name`.
-fn upstream(name: &'static str) -> u16 {
-    let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut buffer = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    while !buffer.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match stream.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    let end = buffer.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(0) + 4;
-                    buffer.drain(..end);
-                    let response = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{name}", name.len());
-                    if stream.write_all(response.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    port
 }
 
 #[test]

@@ -55,6 +55,79 @@ pub(crate) fn get(port: u16, path: &str) -> (u16, String) {
     http("GET", port, path, &[], "").unwrap_or((0, String::new()))
 }
 
+/// A GET of `path` with `host` on 127.0.0.1:`port`, its answer read by
+/// its `content-length` (Envoy holds a connection it answered itself, a
+/// 404, open a while after): the status and the body, `(0, "")` when
+/// nothing answered.
+pub(crate) fn get_by_length(port: u16, host: &str, path: &str) -> (u16, String) {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new());
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+    let request = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return (0, String::new());
+    }
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0);
+            if raw.len() >= end + 4 + length {
+                let status = head
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                return (
+                    status,
+                    String::from_utf8_lossy(&raw[end + 4..end + 4 + length]).to_string(),
+                );
+            }
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return (0, String::new()),
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// An upstream on loopback answering every HTTP/1.1 request 200 with
+/// `name` (keeping connections open); its port. Serves until the process
+/// ends.
+pub(crate) fn named_upstream(name: &'static str) -> u16 {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buffer = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while !buffer.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let end = buffer.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(0) + 4;
+                    buffer.drain(..end);
+                    let response = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{name}", name.len());
+                    if stream.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
 /// A backend: `/slow` answers after 3 s, anything else at once; each
 /// request counted. Serves until the test process ends.
 pub(crate) struct Backend {
