@@ -15,10 +15,11 @@
 //!
 //! What is not kept by host makes the whole model compile again: a change
 //! of the domain suffix, root namespace or default `exportTo`; a changed
-//! EgressRule, IngressRule or Gateway, or a changed VirtualService bound
-//! to a gateway; an IngressRule or gateway-bound VirtualService naming a
-//! host whose entry may change (the servers of edge proxies are compiled
-//! as a whole).
+//! EgressRule, IngressRule or Gateway (either API's), GatewayClass or
+//! ReferenceGrant, or a changed VirtualService bound to a gateway or route
+//! attached to a Gateway API Gateway; an IngressRule, gateway-bound
+//! VirtualService or Gateway-attached route naming a host whose entry may
+//! change (the servers of edge proxies are compiled as a whole).
 //!
 //! The Sidecars, authorization policies, PeerAuthentications and
 //! RequestAuthentications are each
