@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use pilot_api::gateway_api::{Gateway as ApiGateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
+use pilot_api::gateway_api::{
+    Gateway as ApiGateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute,
+};
 use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
 use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
 use pilot_api::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthentication};
@@ -46,6 +48,8 @@ impl RoutingConfigs {
         let gateway_classes = Held::of(&previous.gateway_classes);
         let api_gateways = Held::of(&previous.api_gateways);
         let reference_grants = Held::of(&previous.reference_grants);
+        let api_tls_routes = Held::of(&previous.api_tls_routes);
+        let api_tcp_routes = Held::of(&previous.api_tcp_routes);
         for config in configs {
             match config.meta.kind.as_str() {
                 RouteRule::KIND => out.route_rules.push(route_rules.typed(config)?),
@@ -74,6 +78,8 @@ impl RoutingConfigs {
                 kind if kind == ReferenceGrant::id() => {
                     out.reference_grants.push(reference_grants.typed(config)?)
                 }
+                kind if kind == TlsRoute::id() => out.api_tls_routes.push(api_tls_routes.typed(config)?),
+                kind if kind == TcpRoute::id() => out.api_tcp_routes.push(api_tcp_routes.typed(config)?),
                 _ => {}
             }
         }

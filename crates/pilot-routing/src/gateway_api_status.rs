@@ -13,8 +13,8 @@
 //! Pure: the status writer (pilot-distribution) calls it each round it
 //! writes and keeps a condition's transition time while its status holds.
 //! A listener is `Programmed` when pilot serves it to the Gateway's
-//! router proxies (HTTP listeners; HTTPS, TLS and TCP ones are `Pending`),
-//! and a Gateway when some listener is.
+//! router proxies (HTTP, TCP and TLS passthrough listeners; those
+//! terminating TLS are `Pending`), and a Gateway when some listener is.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -207,7 +207,8 @@ fn gateway_programmed(
             false,
             "Pending",
             &format!(
-                "none of its listeners is one pilot serves yet (HTTP listeners are); {proxies} get none"
+                "none of its listeners is one pilot serves yet (HTTP, TCP and TLS passthrough listeners \
+                 are); {proxies} get none"
             ),
         )
     } else if pending.is_empty() {
@@ -640,8 +641,13 @@ fn listener_status(
                     false,
                     "Pending",
                     &format!(
-                        "pilot does not serve {} listeners of the Gateway API to router proxies yet",
-                        listener.protocol
+                        "pilot does not serve {} listeners {}of the Gateway API to router proxies yet",
+                        listener.protocol,
+                        if listener.tls.is_some() {
+                            "terminating TLS "
+                        } else {
+                            ""
+                        }
                     ),
                 )
             },

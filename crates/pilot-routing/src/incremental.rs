@@ -15,8 +15,8 @@
 //!
 //! What is not kept by host makes the whole model compile again: a change
 //! of the domain suffix, root namespace or default `exportTo`; a changed
-//! EgressRule, IngressRule or Gateway (either API's), GatewayClass or
-//! ReferenceGrant, or a changed VirtualService bound to a gateway or route
+//! EgressRule, IngressRule or Gateway (either API's), GatewayClass,
+//! ReferenceGrant, TLSRoute or TCPRoute, or a changed VirtualService bound to a gateway or route
 //! attached to a Gateway API Gateway; an IngressRule, gateway-bound
 //! VirtualService or Gateway-attached route naming a host whose entry may
 //! change (the servers of edge proxies are compiled as a whole).
@@ -81,6 +81,8 @@ impl RoutingConfigs {
             || !same_objects(&self.gateway_classes, &previous.gateway_classes)
             || !same_objects(&self.api_gateways, &previous.api_gateways)
             || !same_objects(&self.reference_grants, &previous.reference_grants)
+            || !same_objects(&self.api_tls_routes, &previous.api_tls_routes)
+            || !same_objects(&self.api_tcp_routes, &previous.api_tcp_routes)
         {
             return None;
         }
@@ -219,6 +221,8 @@ impl RoutingConfigs {
             gateway_classes: Vec::new(),
             api_gateways: Vec::new(),
             reference_grants: Vec::new(),
+            api_tls_routes: Vec::new(),
+            api_tcp_routes: Vec::new(),
             egress_rules: Vec::new(),
             ingress_rules: Vec::new(),
             gateways: Vec::new(),

@@ -68,7 +68,7 @@ use std::sync::Arc;
 
 use pilot_api::gateway_api::{
     Gateway as ApiGateway, GatewayClass, GrpcRoute as GatewayGrpcRoute, HttpRoute as GatewayHttpRoute,
-    ReferenceGrant,
+    ReferenceGrant, TcpRoute as GatewayTcpRoute, TlsRoute as GatewayTlsRoute,
 };
 use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
 use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
@@ -182,6 +182,12 @@ pub struct RoutingConfigs {
     /// The Gateway API's ReferenceGrants: a route refers to a Service of
     /// another namespace only under one.
     pub reference_grants: Vec<Arc<Config<ReferenceGrant>>>,
+    /// The Gateway API's TLSRoutes: on a Gateway's TLS listener passing
+    /// TLS through, connections by their SNI.
+    pub api_tls_routes: Vec<Arc<Config<GatewayTlsRoute>>>,
+    /// The Gateway API's TCPRoutes: on a Gateway's TCP listener, every
+    /// connection.
+    pub api_tcp_routes: Vec<Arc<Config<GatewayTcpRoute>>>,
     /// The DNS suffix of service hostnames (`svc.cluster.local`).
     pub domain_suffix: String,
     /// The namespace whose selector-less Sidecar is the mesh's default
@@ -221,6 +227,8 @@ impl Default for RoutingConfigs {
             gateway_classes: Vec::new(),
             api_gateways: Vec::new(),
             reference_grants: Vec::new(),
+            api_tls_routes: Vec::new(),
+            api_tcp_routes: Vec::new(),
             domain_suffix: DEFAULT_DOMAIN_SUFFIX.into(),
             root_namespace: DEFAULT_ROOT_NAMESPACE.into(),
             default_export_to: Vec::new(),
@@ -267,6 +275,12 @@ impl RoutingConfigs {
                 }
                 kind if kind == ReferenceGrant::id() => {
                     out.reference_grants.push(Arc::new(Config::from_dyn(config)?))
+                }
+                kind if kind == GatewayTlsRoute::id() => {
+                    out.api_tls_routes.push(Arc::new(Config::from_dyn(config)?))
+                }
+                kind if kind == GatewayTcpRoute::id() => {
+                    out.api_tcp_routes.push(Arc::new(Config::from_dyn(config)?))
                 }
                 _ => {}
             }

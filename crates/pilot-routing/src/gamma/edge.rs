@@ -23,19 +23,28 @@
 //! - A backend in another namespace than its route's takes traffic only
 //!   under a ReferenceGrant of that namespace naming the route's kind and
 //!   namespace; without one, its share is answered 500.
-//! - Served: `HTTP` listeners. `HTTPS`, `TLS` and `TCP` listeners are
-//!   not served to router proxies yet (their status says so): pilot does
-//!   not serve `certificateRefs` Secrets over SDS, nor TLSRoutes and
-//!   TCPRoutes.
+//! - A `TCP` listener sends every connection to the first (oldest)
+//!   TCPRoute attached to it; a `TLS` listener passing TLS through
+//!   (`mode: Passthrough`) routes connections by their SNI to the
+//!   TLSRoutes attached, each for the hostnames it and the listener share.
+//!   A stream route's backends are those of its rule, by weight, the
+//!   Services it may refer to.
+//! - Served: `HTTP` and `TCP` listeners, and `TLS` listeners passing TLS
+//!   through. Listeners that terminate TLS (`HTTPS`, `TLS` with
+//!   `Terminate`) are not served to router proxies yet (their status
+//!   says so): pilot does not serve `certificateRefs` Secrets over SDS.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use pilot_api::gateway_api::{Gateway, Listener, ParentReference};
+use pilot_api::gateway_api::{BackendRef, Gateway, Listener, ParentReference, StreamRouteRule, TlsMode};
 use pilot_model::{Config, ConfigMeta, Labels, Protocol};
 
 use super::super::gateway::intersect;
 use super::super::gateway_api_status::{CONTROLLER_NAME, admits, granted, names_listener};
-use super::super::{GatewayHost, HttpRoute, IngressServer, RoutingConfigs, RoutingModel, ServerHost};
+use super::super::{
+    GatewayHost, HttpRoute, IngressServer, L4Match, RouteDestination, RoutingConfigs, RoutingModel,
+    ServerHost, ServerTls, ServerTlsMode, TcpRoute, TlsRoute, WeightedDestination,
+};
 use super::rules::{Permitted, grpc_route, http_route};
 use super::{Key, ServiceParent};
 
@@ -54,9 +63,17 @@ pub(crate) fn at_gateway(parents: Option<&[ParentReference]>) -> bool {
         .any(|p| p.group() == GROUP && p.kind() == "Gateway")
 }
 
-/// Whether `listener` is served to router proxies.
+/// Whether `listener` is served to router proxies: HTTP, TCP, and TLS
+/// passed through.
 pub(crate) fn served(listener: &Listener) -> bool {
-    listener.protocol == "HTTP"
+    match listener.protocol.as_str() {
+        "HTTP" | "TCP" => true,
+        "TLS" => listener
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.mode() == TlsMode::Passthrough),
+        _ => false,
+    }
 }
 
 /// Adds a server per served listener of pilot's Gateways to `model`.
@@ -175,7 +192,8 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
 
     let name = format!("{}/{}", gateway.meta.namespace, gateway.meta.name);
     let selector = Labels::from_pairs([(GATEWAY_NAME_LABEL, gateway.meta.name.as_str())]);
-    for (listener, hosts) in listeners.iter().zip(attached) {
+    let streams = Streams::attached(configs, gateway);
+    for (index, (listener, hosts)) in listeners.iter().zip(attached).enumerate() {
         let Some(port) = listener.port.and_then(|p| u16::try_from(p).ok()) else {
             continue;
         };
@@ -183,12 +201,24 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
             continue;
         }
         let mut server = IngressServer::new(port);
-        server.protocol = Protocol::Http;
+        // A TLS listener's streams are opaque TCP, routed by SNI.
+        server.protocol = match listener.protocol.as_str() {
+            "TCP" | "TLS" => Protocol::Tcp,
+            _ => Protocol::Http,
+        };
         server.port_name = listener.name.clone();
         server.gateway = name.clone();
         server.selector = Some(selector.clone());
         server.namespace = Some(gateway.meta.namespace.clone());
         server.hosts = vec![ServerHost::any(listener.hostname.as_deref().unwrap_or("*"))];
+        if listener.protocol == "TLS" {
+            server.tls = Some(ServerTls {
+                mode: ServerTlsMode::Passthrough,
+                ..Default::default()
+            });
+        }
+        server.tls_routes = streams.tls[index].clone();
+        server.tcp_routes = streams.tcp[index].clone();
         server.virtual_hosts = hosts
             .into_iter()
             .map(|(host, mut entries)| {
@@ -201,6 +231,139 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
             .collect();
         model.ingress.push(server);
     }
+}
+
+/// Per listener of a Gateway, the TLSRoutes and TCPRoutes attached to
+/// it, as routes of the model (oldest first, then by namespace and name).
+struct Streams {
+    tls: Vec<Vec<TlsRoute>>,
+    tcp: Vec<Vec<TcpRoute>>,
+}
+
+impl Streams {
+    fn attached(configs: &RoutingConfigs, gateway: &Config<Gateway>) -> Streams {
+        let listeners = &gateway.spec.listeners;
+        let mut out = Streams {
+            tls: vec![Vec::new(); listeners.len()],
+            tcp: vec![Vec::new(); listeners.len()],
+        };
+        let suffix = &configs.domain_suffix;
+        let mut tls: Vec<_> = configs.api_tls_routes.iter().collect();
+        tls.sort_by_key(|r| order(&r.meta));
+        for route in tls {
+            let meta = &route.meta;
+            for (i, listener) in listeners.iter().enumerate() {
+                if !attaches(
+                    route.spec.parent_refs.as_deref(),
+                    gateway,
+                    meta,
+                    listener,
+                    "TLSRoute",
+                ) {
+                    continue;
+                }
+                let hostnames = route.spec.hostnames.as_deref().unwrap_or_default();
+                let sni_hosts = shared_hostnames(listener.hostname.as_deref(), hostnames);
+                if sni_hosts.is_empty() {
+                    continue;
+                }
+                let sni_hosts = sni_hosts.into_iter().filter(|h| h != "*").collect();
+                out.tls[i].push(TlsRoute {
+                    name: format!("{}/{}", meta.namespace, meta.name),
+                    matches: vec![L4Match {
+                        sni_hosts,
+                        ..Default::default()
+                    }],
+                    destinations: stream_destinations(configs, meta, "TLSRoute", &route.spec.rules, suffix),
+                });
+            }
+        }
+        let mut tcp: Vec<_> = configs.api_tcp_routes.iter().collect();
+        tcp.sort_by_key(|r| order(&r.meta));
+        for route in tcp {
+            let meta = &route.meta;
+            for (i, listener) in listeners.iter().enumerate() {
+                if attaches(
+                    route.spec.parent_refs.as_deref(),
+                    gateway,
+                    meta,
+                    listener,
+                    "TCPRoute",
+                ) {
+                    out.tcp[i].push(TcpRoute {
+                        name: format!("{}/{}", meta.namespace, meta.name),
+                        matches: Vec::new(),
+                        destinations: stream_destinations(
+                            configs,
+                            meta,
+                            "TCPRoute",
+                            &route.spec.rules,
+                            suffix,
+                        ),
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A route's place among routes of its kind: the oldest first, then by
+/// namespace and name.
+fn order(meta: &ConfigMeta) -> (bool, Option<std::time::SystemTime>, String, String) {
+    (
+        meta.creation_timestamp.is_none(),
+        meta.creation_timestamp,
+        meta.namespace.clone(),
+        meta.name.clone(),
+    )
+}
+
+/// Whether a route of `kind` whose parents are `parents` attaches to
+/// `listener` of `gateway`.
+fn attaches(
+    parents: Option<&[ParentReference]>,
+    gateway: &Config<Gateway>,
+    meta: &ConfigMeta,
+    listener: &Listener,
+    kind: &str,
+) -> bool {
+    served(listener)
+        && admits(listener, kind, &meta.namespace, &gateway.meta.namespace)
+        && names_gateway(parents, gateway, &meta.namespace).any(|p| names_listener(p, listener))
+}
+
+/// The destinations of a TLSRoute's or TCPRoute's rule (the first: a
+/// stream has no request to tell rules apart) by weight: the Services it
+/// may refer to (its own namespace's, another's under a ReferenceGrant).
+fn stream_destinations(
+    configs: &RoutingConfigs,
+    meta: &ConfigMeta,
+    kind: &str,
+    rules: &[StreamRouteRule],
+    suffix: &str,
+) -> Vec<WeightedDestination> {
+    let grants = configs.reference_grants.iter().map(|g| &**g);
+    let permitted = |backend: &BackendRef| {
+        let namespace = backend.namespace.as_deref().unwrap_or(&meta.namespace);
+        namespace == meta.namespace
+            || granted(grants.clone(), kind, &meta.namespace, namespace, &backend.name)
+    };
+    rules
+        .first()
+        .map(|rule| rule.backend_refs.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|b| b.group().is_empty() && b.kind() == "Service" && permitted(b))
+        .filter_map(|b| {
+            let weight = u32::try_from(b.weight()).ok().filter(|w| *w > 0)?;
+            let namespace = b.namespace.as_deref().unwrap_or(&meta.namespace);
+            let mut destination =
+                RouteDestination::new(format!("{}.{namespace}.{suffix}", b.name), Default::default());
+            destination.port = Some(u16::try_from(b.port?).ok()?);
+            Some(WeightedDestination::new(destination, weight))
+        })
+        .collect()
 }
 
 /// The parentRefs among `parents` naming `gateway` (a route of
@@ -428,6 +591,68 @@ spec:
                 "web.example.com".to_string(),
                 vec![("web/web/0".to_string(), vec![site])]
             )
+        );
+    }
+
+    #[test]
+    fn tcp_and_tls_passthrough_listeners_route_connections() {
+        let text = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: pilot}
+spec: {controllerName: pilot.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: infra}
+spec:
+  gatewayClassName: pilot
+  listeners:
+  - {name: tcp, protocol: TCP, port: 9000}
+  - {name: tls, protocol: TLS, port: 8443, hostname: \"*.example.com\", tls: {mode: Passthrough}}
+  - {name: ended, protocol: TLS, port: 9443, tls: {mode: Terminate, certificateRefs: [{name: cert}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {name: db, namespace: infra}
+spec:
+  parentRefs: [{name: edge, sectionName: tcp}]
+  rules: [{backendRefs: [{name: db, port: 5432, weight: 3}, {name: db-next, port: 5432, weight: 1}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: shop, namespace: infra}
+spec:
+  parentRefs: [{name: edge}]
+  hostnames: [shop.example.com, shop.example.org]
+  rules: [{backendRefs: [{name: shop, port: 443}]}]
+";
+        let servers = servers(text);
+        let listeners: Vec<(&str, u16)> = servers.iter().map(|s| (s.port_name.as_str(), s.port)).collect();
+        assert_eq!(listeners, [("tcp", 9000), ("tls", 8443)], "TLS terminated is not served");
+        let tcp = &servers[0];
+        assert_eq!(tcp.protocol, Protocol::Tcp);
+        assert!(tcp.tls.is_none() && tcp.tls_routes.is_empty());
+        let to: Vec<(String, Option<u16>, u32)> = tcp.tcp_routes[0]
+            .destinations
+            .iter()
+            .map(|d| (d.destination.host.clone(), d.destination.port, d.weight))
+            .collect();
+        assert_eq!(
+            to,
+            [
+                ("db.infra.svc.cluster.local".to_string(), Some(5432), 3),
+                ("db-next.infra.svc.cluster.local".to_string(), Some(5432), 1)
+            ]
+        );
+        let tls = &servers[1];
+        assert_eq!(tls.tls.as_ref().map(|t| t.mode), Some(ServerTlsMode::Passthrough));
+        assert!(tls.tcp_routes.is_empty());
+        assert_eq!(tls.tls_routes.len(), 1);
+        assert_eq!(
+            tls.tls_routes[0].matches[0].sni_hosts,
+            ["shop.example.com"],
+            "the hostnames the route and the listener share"
         );
     }
 
