@@ -1,7 +1,11 @@
 //! The Gateway API's Gateways served by `pilot-agent proxy router` (a
-//! real Envoy) with real traffic: the Gateway profile's HTTPRoute core
-//! conformance cases, their manifests read from the corpus `gateway-api`
-//! (`../shared/corpora/`), to upstreams that answer with their name. The
+//! real Envoy) with real traffic: conformance cases of the Gateway
+//! profile (HTTPRoute: simple same-namespace, cross-namespace, reference
+//! grant, invalid cross-namespace backend, hostname intersection,
+//! listener hostname matching; TCPRoute: reference grant, attach to every
+//! listener; TLSRoute: passthrough by SNI), their manifests read from the
+//! corpus `gateway-api` (`../shared/corpora/`), to upstreams that answer
+//! with their name (the TLS one with its own certificate). The
 //! expectation tables are those the upstream conformance tests state
 //! (written here from them: request host and path, the backend that
 //! answers or the status).
@@ -12,14 +16,22 @@
 //! base selects namespaces by label (pilot reads no namespace labels, and
 //! a `Selector` admits none). Each Gateway is served by a router of its
 //! own (labelled with the Gateway's name, in its namespace), its listener
-//! port 80 moved to a free one.
+//! ports moved to free ones.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::tls::curl_https;
 use common::{Agent, Discovery, eventually, free_port};
+use pilot_test_support::certs::Pki;
+use pilot_test_support::{ProcessGuard, openssl_server};
 use serde_json::Value;
 
 const INFRA: &str = "gateway-conformance-infra";
@@ -59,13 +71,27 @@ const BACKENDS: [(&str, &str); 4] = [
     (WEB, "web-backend"),
 ];
 
+/// The conformance's stream backends: (namespace, Service, port). A
+/// `tcp-` Service answers each connection with its name and closes it;
+/// `tcp-backend` speaks TLS with a certificate for `abc.example.com`.
+const STREAM_BACKENDS: [(&str, &str, u16); 3] = [
+    (INFRA, "tcp-backend", 8443),
+    (INFRA, "tcp-echo-attach-all", 3000),
+    (WEB, "tcp-reference-grant-backend", 3000),
+];
+
 /// pilot-discovery with the conformance's backends, the base Gateways
 /// and the corpus manifests `names`, and a router per Gateway.
 struct Conformance {
     discovery: Discovery,
-    /// Per Gateway name, the port its listeners serve (80 in the
-    /// manifests) and its router.
-    routers: BTreeMap<String, (u16, Agent)>,
+    /// Per Gateway name and listener port as written, the port the
+    /// listener serves on.
+    ports: BTreeMap<(String, u16), u16>,
+    /// Per Gateway name, its router.
+    routers: BTreeMap<String, Agent>,
+    /// The CA that signed `tcp-backend`'s certificate.
+    ca: PathBuf,
+    _tls_backend: ProcessGuard,
     _dir: tempfile::TempDir,
 }
 
@@ -76,12 +102,33 @@ impl Conformance {
         let corpus = pilot_test_support::corpus("gateway-api")?;
         let dir = tempfile::tempdir().unwrap();
         let mut services = String::from("services:\n");
-        for (namespace, name) in BACKENDS {
-            let port = common::named_upstream(name);
+        let mut service = |namespace: &str, name: &str, port: u16, protocol: &str, upstream: u16| {
             services.push_str(&format!(
-                "- hostname: {name}.{namespace}.svc.cluster.local\n  ports: [{{name: http, port: 8080, protocol: HTTP}}]\n  \
-                 instances:\n  - {{address: 127.0.0.1, port: {port}, labels: {{app: {name}}}}}\n"
+                "- hostname: {name}.{namespace}.svc.cluster.local\n  ports: [{{name: {}, port: {port}, protocol: {protocol}}}]\n  \
+                 instances:\n  - {{address: 127.0.0.1, port: {upstream}, labels: {{app: {name}}}}}\n",
+                protocol.to_ascii_lowercase()
             ));
+        };
+        for (namespace, name) in BACKENDS {
+            service(namespace, name, 8080, "HTTP", common::named_upstream(name));
+        }
+        let pki = Pki::new(dir.path());
+        let ca = pki.ca("ca").unwrap();
+        let certificate = pki
+            .leaf(
+                "abc",
+                "ca",
+                "subjectAltName=DNS:abc.example.com\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+            )
+            .unwrap();
+        let (tls_port, tls_backend) = openssl_server(&certificate, None);
+        for (namespace, name, port) in STREAM_BACKENDS {
+            let upstream = if name == "tcp-backend" {
+                tls_port
+            } else {
+                stream_upstream(name)
+            };
+            service(namespace, name, port, "TCP", upstream);
         }
         let services_file = dir.path().join("services.yaml");
         std::fs::write(&services_file, services).unwrap();
@@ -93,27 +140,22 @@ impl Conformance {
             let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             documents.extend(split(&text));
         }
-        // Each Gateway on a port of its own.
-        let mut ports: BTreeMap<String, u16> = BTreeMap::new();
+        // Each Gateway's listener ports moved to free ones of its own.
+        let mut ports: BTreeMap<(String, u16), u16> = BTreeMap::new();
         for document in &mut documents {
             if let Some(gateway) = gateway_name(document) {
-                let port = *ports.entry(gateway).or_insert_with(free_port);
                 *document = document
                     .lines()
-                    .map(|line| match line.trim_start().strip_prefix("port: 80") {
-                        Some("") => line.replace("port: 80", &format!("port: {port}")),
-                        _ => line.replace("port: 80,", &format!("port: {port},")),
-                    })
+                    .map(|line| move_port(line, &gateway, &mut ports))
                     .collect::<Vec<_>>()
                     .join("\n");
             }
         }
         apply(&discovery, dir.path(), &documents.join("\n---\n"));
-        let routers = ports
-            .into_iter()
-            .filter(|(gateway, _)| served.contains(&gateway.as_str()))
+        let routers = served
+            .iter()
             .enumerate()
-            .map(|(i, (gateway, port))| {
+            .map(|(i, gateway)| {
                 let agent = Agent::start(
                     "router",
                     &[
@@ -129,12 +171,15 @@ impl Conformance {
                         &format!("127.0.0.1:{}", discovery.xds_port),
                     ],
                 );
-                (gateway, (port, agent))
+                (gateway.to_string(), agent)
             })
             .collect();
         Some(Conformance {
             discovery,
+            ports,
             routers,
+            ca: ca.cert,
+            _tls_backend: tls_backend,
             _dir: dir,
         })
     }
@@ -142,8 +187,7 @@ impl Conformance {
     /// A GET of `path` with `host` through Gateway `gateway`'s router:
     /// the status and the backend that answered (empty when none did).
     fn get(&self, gateway: &str, host: &str, path: &str) -> (u16, String) {
-        let (port, _) = &self.routers[gateway];
-        match common::get_by_length(*port, host, path) {
+        match common::get_by_length(self.port(gateway, 80), host, path) {
             (200, body) => (200, body),
             (status, _) => (status, String::new()),
         }
@@ -165,9 +209,34 @@ impl Conformance {
                 answered(case),
                 "{host}{path}: {:?}, expected {case:?}\n{}",
                 self.get(gateway, host, path),
-                self.routers[gateway].1.log()
+                self.routers[gateway].log()
             );
         }
+    }
+
+    /// Where Gateway `gateway`'s listener written on port `written`
+    /// serves.
+    fn port(&self, gateway: &str, written: u16) -> u16 {
+        self.ports[&(gateway.to_string(), written)]
+    }
+
+    /// What a connection to `gateway`'s listener written on `written`
+    /// reads before it closes.
+    fn stream(&self, gateway: &str, written: u16) -> String {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port(gateway, written))) else {
+            return String::new();
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut read = String::new();
+        let _ = stream.read_to_string(&mut read);
+        read
+    }
+
+    /// An HTTPS GET through `gateway`'s listener written on `written`
+    /// with SNI `host`, verifying the certificate against the test CA:
+    /// whether it succeeded.
+    fn https(&self, gateway: &str, written: u16, host: &str) -> bool {
+        curl_https(host, self.port(gateway, written), &self.ca, &[]).0
     }
 
     /// The object at REST `path` (`/apis/gateway.networking.k8s.io/...`).
@@ -180,7 +249,18 @@ impl Conformance {
     /// `(type, status, reason)` of a route's conditions for its first
     /// parent, once written.
     fn route_conditions(&self, namespace: &str, name: &str) -> Vec<(String, String, String)> {
-        let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{namespace}/httproutes/{name}");
+        self.route_conditions_of("httproutes", namespace, name)
+    }
+
+    /// [`route_conditions`](Self::route_conditions) of a route of
+    /// `plural`.
+    fn route_conditions_of(
+        &self,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Vec<(String, String, String)> {
+        let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{namespace}/{plural}/{name}");
         let mut said = Vec::new();
         eventually(&format!("the status of HTTPRoute {namespace}/{name}"), || {
             let route = self.object(&path);
@@ -214,6 +294,35 @@ fn split(text: &str) -> Vec<String> {
         .map(|d| d.trim_start_matches('-').trim().to_string())
         .filter(|d| d.lines().any(|l| l.starts_with("kind:")))
         .collect()
+}
+
+/// `line` of Gateway `gateway`'s document with a `port: N` moved to the
+/// gateway's free port for N.
+fn move_port(line: &str, gateway: &str, ports: &mut BTreeMap<(String, u16), u16>) -> String {
+    let Some(at) = line.find("port: ") else {
+        return line.to_string();
+    };
+    let digits: String = line[at + 6..].chars().take_while(char::is_ascii_digit).collect();
+    let Ok(written) = digits.parse::<u16>() else {
+        return line.to_string();
+    };
+    let port = *ports
+        .entry((gateway.to_string(), written))
+        .or_insert_with(free_port);
+    format!("{}port: {port}{}", &line[..at], &line[at + 6 + digits.len()..])
+}
+
+/// An upstream answering each TCP connection with `name`, then closing
+/// it; its port.
+fn stream_upstream(name: &'static str) -> u16 {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.write_all(name.as_bytes());
+        }
+    });
+    port
 }
 
 /// The name of a Gateway API Gateway document.
@@ -409,5 +518,81 @@ fn a_hostname_belongs_to_its_most_specific_listener() {
             ("foo.com", "/", "", 404),
             ("no.matching.host", "/", "", 404),
         ],
+    );
+}
+
+#[test]
+fn a_tcp_listener_routes_connections_to_its_tcp_route_under_a_reference_grant() {
+    // TCPRouteReferenceGrant: the route's backend is in another namespace,
+    // whose ReferenceGrant admits TCPRoutes of the route's.
+    let Some(conformance) =
+        Conformance::with(&["tcproute-reference-grant"], &["tcp-reference-grant-gateway"])
+    else {
+        return;
+    };
+    eventually("the TCP listener to reach tcp-reference-grant-backend", || {
+        conformance.stream("tcp-reference-grant-gateway", 9320) == "tcp-reference-grant-backend"
+    });
+    for _ in 0..10 {
+        assert_eq!(
+            conformance.stream("tcp-reference-grant-gateway", 9320),
+            "tcp-reference-grant-backend"
+        );
+    }
+}
+
+#[test]
+fn a_tcp_route_without_a_section_attaches_to_every_tcp_listener() {
+    // TCPRouteParentRefAttachAll: one route, four listeners.
+    let Some(conformance) =
+        Conformance::with(&["tcproute-parentref-attach-all"], &["tcp-attach-all-gateway"])
+    else {
+        return;
+    };
+    for port in [9310, 9311, 9312, 9313] {
+        eventually(&format!("listener {port} to reach tcp-echo-attach-all"), || {
+            conformance.stream("tcp-attach-all-gateway", port) == "tcp-echo-attach-all"
+        });
+    }
+    let path =
+        format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/tcp-attach-all-gateway");
+    let mut attached = Vec::new();
+    eventually(
+        "the Gateway's status to count the route on every listener",
+        || {
+            let gateway = conformance.object(&path);
+            attached = gateway["status"]["listeners"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|l| l["attachedRoutes"].clone())
+                .collect();
+            !attached.is_empty()
+        },
+    );
+    assert_eq!(attached, vec![Value::from(1); 4]);
+}
+
+#[test]
+fn a_tls_listener_passes_tls_through_by_sni() {
+    // TLSRouteSimpleSameNamespace: abc.example.com reaches tcp-backend,
+    // whose own certificate the client verifies (the router holds none).
+    let Some(conformance) = Conformance::with(&["tlsroute-simple-same-namespace"], &["gateway-tlsroute"])
+    else {
+        return;
+    };
+    eventually("abc.example.com passed through to tcp-backend", || {
+        conformance.https("gateway-tlsroute", 443, "abc.example.com")
+    });
+    assert!(
+        !conformance.https("gateway-tlsroute", 443, "def.example.com"),
+        "a name no TLSRoute holds is not passed through"
+    );
+    assert_eq!(
+        conformance.route_conditions_of("tlsroutes", INFRA, "gateway-conformance-infra-test"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
     );
 }

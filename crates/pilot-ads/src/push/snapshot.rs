@@ -19,11 +19,11 @@ use super::recompile::PushRules;
 /// The kinds a push is generated from (the routing configuration, compiled
 /// into the routing model, the PeerAuthentications that decide mutual
 /// TLS, the authorization policies and the RequestAuthentications of
-/// inbound listeners; the Gateway API's HTTPRoutes and GRPCRoutes, and
-/// the GatewayClasses, Gateways and ReferenceGrants that decide how router
-/// proxies serve them, by their qualified ids): the kinds whose objects
-/// get a distribution status.
-pub const PUSHED_KINDS: [&str; 16] = [
+/// inbound listeners; the Gateway API's routes, and the GatewayClasses,
+/// Gateways and ReferenceGrants that decide how router proxies serve
+/// them, by their qualified ids): the kinds whose objects get a
+/// distribution status.
+pub const PUSHED_KINDS: [&str; 18] = [
     "RouteRule",
     "DestinationPolicy",
     "EgressRule",
@@ -40,6 +40,8 @@ pub const PUSHED_KINDS: [&str; 16] = [
     "GatewayClass.gateway.networking.k8s.io",
     "Gateway.gateway.networking.k8s.io",
     "ReferenceGrant.gateway.networking.k8s.io",
+    "TLSRoute.gateway.networking.k8s.io",
+    "TCPRoute.gateway.networking.k8s.io",
 ];
 
 /// One push: the routing configuration and the registry's state, both
@@ -187,7 +189,7 @@ mod tests {
     #[test]
     fn pushed_kinds_are_the_istio_routing_and_security_kinds_and_the_gateway_api_routes() {
         use pilot_api::gateway_api::{
-            Gateway as ApiGateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant,
+            Gateway as ApiGateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute,
         };
         use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
         use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
@@ -212,6 +214,8 @@ mod tests {
                 &GatewayClass::id(),
                 &ApiGateway::id(),
                 &ReferenceGrant::id(),
+                &TlsRoute::id(),
+                &TcpRoute::id(),
             ]
         );
     }

@@ -629,7 +629,11 @@ spec:
 ";
         let servers = servers(text);
         let listeners: Vec<(&str, u16)> = servers.iter().map(|s| (s.port_name.as_str(), s.port)).collect();
-        assert_eq!(listeners, [("tcp", 9000), ("tls", 8443)], "TLS terminated is not served");
+        assert_eq!(
+            listeners,
+            [("tcp", 9000), ("tls", 8443)],
+            "TLS terminated is not served"
+        );
         let tcp = &servers[0];
         assert_eq!(tcp.protocol, Protocol::Tcp);
         assert!(tcp.tls.is_none() && tcp.tls_routes.is_empty());
