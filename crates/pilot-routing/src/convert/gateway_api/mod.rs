@@ -59,7 +59,7 @@
 
 use std::collections::BTreeMap;
 
-use pilot_api::gateway_api::GatewayClass;
+use pilot_api::gateway_api::{GatewayClass, HttpRoute};
 use pilot_api::networking::{Gateway as IstioGateway, VirtualService};
 use pilot_model::{Config, ConfigKind, DynConfig, StoreError};
 
@@ -117,6 +117,7 @@ pub fn to_gateway_api(objects: &[DynConfig], options: &GatewayApiOptions) -> Res
     let mut notes = v1.notes;
     let mut gateways = Vec::new();
     let mut routes = Vec::new();
+    let mut services: Vec<(Out, Vec<Config<HttpRoute>>)> = Vec::new();
     let mut others = Vec::new();
     for object in &v1.objects {
         match object.meta.kind.as_str() {
@@ -131,11 +132,15 @@ pub fn to_gateway_api(objects: &[DynConfig], options: &GatewayApiOptions) -> Res
                 let service: Config<VirtualService> = Config::from_dyn(object)?;
                 let mut out = Out::new(&service.meta.kind, &service.meta.namespace, &service.meta.name);
                 let converted = routes::virtual_service(&service, options, &mut out);
-                let converted = converted.iter().map(Config::to_dyn).collect::<Result<_, _>>()?;
-                routes.extend(out.finish(converted, &mut notes));
+                services.push((out, converted));
             }
             _ => others.push(object.clone()),
         }
+    }
+    shared_parents(&mut services);
+    for (out, converted) in services {
+        let converted = converted.iter().map(Config::to_dyn).collect::<Result<_, _>>()?;
+        routes.extend(out.finish(converted, &mut notes));
     }
     let mut objects = Vec::new();
     if !gateways.is_empty() {
@@ -226,6 +231,77 @@ impl Out {
         }
         notes.append(&mut self.notes);
         kept
+    }
+}
+
+/// Notes on each VirtualService whose HTTPRoutes share a parent and a
+/// hostname with an earlier one's (by namespace and name, as pilot orders
+/// them): Istio takes the routes of one VirtualService after the other's
+/// (or only one's), where the Gateway API orders the rules of every
+/// HTTPRoute of a parent together, by precedence.
+fn shared_parents(services: &mut [(Out, Vec<Config<HttpRoute>>)]) {
+    services.sort_by(|a, b| (&a.0.namespace, &a.0.name).cmp(&(&b.0.namespace, &b.0.name)));
+    // (group, kind, namespace, name, hostname) of each parent, by source.
+    let keys: Vec<Vec<(String, String, String, String, String)>> = services
+        .iter()
+        .map(|(_, routes)| {
+            let mut keys = Vec::new();
+            for route in routes {
+                let hostnames = route
+                    .spec
+                    .hostnames
+                    .clone()
+                    .unwrap_or_else(|| vec!["*".to_string()]);
+                for parent in route.spec.parent_refs.iter().flatten() {
+                    let namespace = parent
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| route.meta.namespace.clone());
+                    for host in &hostnames {
+                        keys.push((
+                            parent.group().to_string(),
+                            parent.kind().to_string(),
+                            namespace.clone(),
+                            parent.name.clone(),
+                            host.clone(),
+                        ));
+                    }
+                }
+            }
+            keys
+        })
+        .collect();
+    let overlap = |a: &str, b: &str| {
+        let covers = |wild: &str, host: &str| wild.strip_prefix('*').is_some_and(|rest| host.ends_with(rest));
+        a == b || covers(a, b) || covers(b, a)
+    };
+    for later in 1..services.len() {
+        let found = (0..later).find_map(|earlier| {
+            keys[later].iter().find_map(|k| {
+                keys[earlier]
+                    .iter()
+                    .find(|e| e.0 == k.0 && e.1 == k.1 && e.2 == k.2 && e.3 == k.3 && overlap(&e.4, &k.4))
+                    .map(|e| (earlier, e.clone()))
+            })
+        });
+        if let Some((earlier, (_, kind, namespace, name, host))) = found {
+            let (ns, other) = (
+                services[earlier].0.namespace.clone(),
+                services[earlier].0.name.clone(),
+            );
+            let what = if kind == "Service" {
+                format!("the Service {namespace}/{name}")
+            } else {
+                format!("{host} on the {kind} {namespace}/{name}")
+            };
+            services[later].0.note(
+                "spec.hosts",
+                format!(
+                    "the VirtualService {ns}/{other} routes {what} too: Istio takes one VirtualService's \
+                     routes before the other's, the Gateway API ranks the rules of both HTTPRoutes together"
+                ),
+            );
+        }
     }
 }
 

@@ -341,13 +341,17 @@ impl Converter<'_> {
                 headers.response.as_ref(),
             ));
         }
-        let mut mirrors: Vec<(String, HttpMirrorPolicy)> = Vec::new();
+        // (the destination's path, the percentage's path, the mirror).
+        let mut mirrors: Vec<(String, String, HttpMirrorPolicy)> = Vec::new();
         if let Some(mirror) = &http.mirror {
-            let percentage = http
-                .mirror_percentage
-                .or(http.mirror_percent.map(|p| Percent { value: f64::from(p) }));
+            let (percentage, field) = match (http.mirror_percentage, http.mirror_percent) {
+                (Some(p), _) => (Some(p), "mirrorPercentage"),
+                (None, Some(p)) => (Some(Percent { value: f64::from(p) }), "mirrorPercent"),
+                (None, None) => (None, "mirrorPercentage"),
+            };
             mirrors.push((
                 format!("{at}.mirror"),
+                format!("{at}.{field}"),
                 HttpMirrorPolicy {
                     destination: mirror.clone(),
                     percentage,
@@ -355,10 +359,14 @@ impl Converter<'_> {
             ));
         }
         for (m, mirror) in http.mirrors.iter().enumerate() {
-            mirrors.push((format!("{at}.mirrors[{m}]"), mirror.clone()));
+            mirrors.push((
+                format!("{at}.mirrors[{m}].destination"),
+                format!("{at}.mirrors[{m}].percentage"),
+                mirror.clone(),
+            ));
         }
-        for (path, mirror) in mirrors {
-            let Some(backend) = self.service(&mirror.destination, &format!("{path}.destination"), out) else {
+        for (path, percentage_path, mirror) in mirrors {
+            let Some(backend) = self.service(&mirror.destination, &path, out) else {
                 continue;
             };
             let mut filter = RequestMirror {
@@ -377,7 +385,7 @@ impl Converter<'_> {
                     let numerator = (percent * 10_000.0).round();
                     if (numerator / 10_000.0 - percent).abs() > f64::EPSILON {
                         out.note(
-                            format!("{path}.percentage"),
+                            percentage_path.clone(),
                             format!("{percent}% rounded to {}%", numerator / 10_000.0),
                         );
                     }
@@ -413,8 +421,17 @@ impl Converter<'_> {
                 }
             }
             if !redirect.authority.is_empty() {
-                if is_hostname(&redirect.authority) && !redirect.authority.starts_with('*') {
-                    converted.hostname = Some(redirect.authority.clone());
+                // `host:port` is a hostname and a port.
+                let (host, port) = match redirect.authority.rsplit_once(':') {
+                    Some((host, port)) if redirect.port.is_none() => match port.parse::<u16>() {
+                        Ok(port) => (host, Some(i32::from(port))),
+                        Err(_) => (redirect.authority.as_str(), None),
+                    },
+                    _ => (redirect.authority.as_str(), None),
+                };
+                if is_hostname(host) && !host.starts_with('*') {
+                    converted.hostname = Some(host.to_string());
+                    converted.port = port;
                 } else {
                     out.note(
                         format!("{at}.redirect.authority"),
@@ -427,7 +444,9 @@ impl Converter<'_> {
                     return None;
                 }
             }
-            converted.port = redirect.port.and_then(|p| i32::try_from(p).ok());
+            if let Some(port) = redirect.port {
+                converted.port = i32::try_from(port).ok();
+            }
             match redirect.scheme.as_str() {
                 "" => {}
                 "http" => converted.scheme = Some(RedirectScheme::Http),
@@ -466,7 +485,14 @@ impl Converter<'_> {
                 };
                 backend.weight = match destination.weight {
                     Some(weight) => Some(weight),
-                    None if total > 1 => Some(0),
+                    None if total > 1 => {
+                        out.note(
+                            format!("{path}.weight"),
+                            "not written beside other destinations: Istio reads it as 0 (no traffic), pilot \
+                             as 100; written as 0",
+                        );
+                        Some(0)
+                    }
                     None => None,
                 };
                 if let Some(headers) = &destination.headers {

@@ -114,3 +114,55 @@ spec:
         ]
     );
 }
+
+fn notes_of(text: &str) -> Vec<String> {
+    let objects = document::parse("vs.yaml", text, &pilot_api::default_registry()).unwrap();
+    let conversion = to_gateway_api(&objects, &GatewayApiOptions::default()).unwrap();
+    conversion
+        .notes
+        .iter()
+        .map(|n| format!("{}/{} {}", n.namespace, n.name, n.path))
+        .collect()
+}
+
+#[test]
+fn what_the_routes_leave_out_or_share_is_noted_at_its_field() {
+    let notes = notes_of(
+        r#"
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: a, namespace: default}
+spec:
+  hosts: [reviews]
+  http:
+  - mirror: {host: shadow, port: {number: 80}}
+    mirrorPercentage: {value: 0.00001}
+    route:
+    - {destination: {host: reviews-v1, port: {number: 9080}}, weight: 100}
+    - {destination: {host: reviews-v2, port: {number: 9080}}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: b, namespace: default}
+spec:
+  hosts: [reviews.default.svc.cluster.local, httpbin.org]
+  http:
+  - match: [{uri: {exact: /x}, sourceLabels: {app: web}}, {uri: {exact: /y}}]
+    retries: {attempts: 3}
+    route: [{destination: {host: httpbin.org}}, {destination: {host: reviews, subset: v2, port: {number: 9080}}, weight: 100}]
+"#,
+    );
+    assert_eq!(
+        notes,
+        [
+            "default/a spec.http[0].mirrorPercentage",
+            "default/a spec.http[0].route[1].weight",
+            "default/b spec.http[0].match[0].sourceLabels",
+            "default/b spec.http[0].retries",
+            "default/b spec.http[0].route[0].destination.host",
+            "default/b spec.http[0].route[1].destination.subset",
+            "default/b spec.hosts[1]",
+            "default/b spec.hosts",
+        ]
+    );
+}
