@@ -242,7 +242,8 @@ impl Out {
 fn shared_parents(services: &mut [(Out, Vec<Config<HttpRoute>>)]) {
     services.sort_by(|a, b| (&a.0.namespace, &a.0.name).cmp(&(&b.0.namespace, &b.0.name)));
     // (group, kind, namespace, name, hostname) of each parent, by source.
-    let keys: Vec<Vec<(String, String, String, String, String)>> = services
+    type Parent = (String, String, String, String, String);
+    let keys: Vec<Vec<Parent>> = services
         .iter()
         .map(|(_, routes)| {
             let mut keys = Vec::new();
