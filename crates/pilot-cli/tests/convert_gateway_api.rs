@@ -335,3 +335,51 @@ fn the_servers_objects_and_ports_convert_as_the_files_do() {
         "{unknown:?}"
     );
 }
+
+/// The command of docs/guide/gateway-api.md ("Coming from
+/// VirtualService"): its note and summary as the guide shows them, and an
+/// HTTPRoute that compiles to the routes of the guide's own HTTPRoute
+/// (the same rules, on every port of the Service instead of 9080).
+#[test]
+fn the_guides_virtual_service_converts_to_the_guides_route() {
+    let run = pilotctl(
+        None,
+        &[
+            "convert",
+            "--to",
+            "gateway-api",
+            "-f",
+            "examples/gateway-api/reviews-virtual-service.yaml",
+            "--services",
+            "examples/gateway-api/services.yaml",
+        ],
+        &[],
+        None,
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.stderr.lines().collect::<Vec<_>>(),
+        [
+            "note: VirtualService default/reviews: spec.http[1].retries: retries are not in the Gateway API's standard HTTPRoute: left out (no retries)",
+            "1 objects converted to 1 (0 exact, 1 with notes; 1 note)",
+        ],
+        "{run:?}"
+    );
+    let registry = pilot_api::default_registry();
+    let root = pilot_test_support::workspace();
+    let guide = std::fs::read_to_string(root.join("examples/gateway-api/reviews-route.yaml")).unwrap();
+    let routes = |text: &str| {
+        let objects = document::parse("route.yaml", text, &registry).unwrap();
+        let model = pilot_routing::RoutingConfigs::from_configs(&objects)
+            .unwrap()
+            .compile();
+        let mut routes = model.http_routes("reviews.default.svc.cluster.local").to_vec();
+        for m in routes.iter_mut().flat_map(|r| &mut r.matches) {
+            m.port = None;
+        }
+        routes
+    };
+    let converted = routes(&run.stdout);
+    assert_eq!(converted.len(), 3, "{converted:#?}");
+    assert_eq!(converted, routes(&guide));
+}
