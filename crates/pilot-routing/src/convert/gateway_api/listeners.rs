@@ -88,12 +88,28 @@ pub(super) fn gateway(
             &server.name
         })
         .unwrap_or_else(|| format!("{}-{port}", protocol.to_ascii_lowercase()));
-        for (h, host) in server.hosts.iter().enumerate() {
+        // A TCP listener has no hostname: one listener, whoever may attach
+        // to its first host.
+        let tcp = protocol == "TCP";
+        let hosts: &[String] = if tcp && server.hosts.len() > 1 {
+            &server.hosts[..1]
+        } else {
+            &server.hosts
+        };
+        for (h, host) in hosts.iter().enumerate() {
             let (from, hostname) = match host.split_once('/') {
                 Some((ns, hostname)) => (Some(ns), hostname),
                 None => (None, host.as_str()),
             };
+            if tcp && (hostname != "*" || server.hosts.len() > 1) {
+                out.note(
+                    format!("{at}.hosts"),
+                    "a TCP listener has no hostname: it takes the port's every connection, and routes may \
+                     attach from the first host's namespaces",
+                );
+            }
             let hostname = match hostname {
+                _ if tcp => None,
                 "*" => None,
                 other if is_hostname(other) => Some(other.to_string()),
                 other => {
@@ -139,7 +155,7 @@ pub(super) fn gateway(
                     }),
                 },
             };
-            let mut name = if server.hosts.len() > 1 {
+            let mut name = if hosts.len() > 1 {
                 format!("{base}-{}", h + 1)
             } else {
                 base.clone()

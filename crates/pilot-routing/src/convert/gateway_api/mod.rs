@@ -132,6 +132,12 @@ pub fn to_gateway_api(objects: &[DynConfig], options: &GatewayApiOptions) -> Res
                 let service: Config<VirtualService> = Config::from_dyn(object)?;
                 let mut out = Out::new(&service.meta.kind, &service.meta.namespace, &service.meta.name);
                 let converted = routes::virtual_service(&service, options, &mut out);
+                if converted.is_empty() {
+                    out.note(
+                        "spec",
+                        "nothing of it could be converted: no HTTPRoute is written",
+                    );
+                }
                 services.push((out, converted));
             }
             _ => others.push(object.clone()),

@@ -166,3 +166,24 @@ spec:
         ]
     );
 }
+
+#[test]
+fn a_tcp_server_is_one_listener_without_hostname() {
+    let text = r#"
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: db, namespace: data}
+spec:
+  servers:
+  - port: {number: 3306, name: mysql, protocol: TCP}
+    hosts: [db.example.com, other.example.com]
+"#;
+    let objects = document::parse("gw.yaml", text, &pilot_api::default_registry()).unwrap();
+    let conversion = to_gateway_api(&objects, &GatewayApiOptions::default()).unwrap();
+    let listeners = conversion.objects[1].spec["listeners"].as_array().unwrap();
+    assert_eq!(listeners.len(), 1);
+    assert_eq!(listeners[0]["protocol"], "TCP");
+    assert!(listeners[0].get("hostname").is_none(), "{listeners:?}");
+    let paths: Vec<&str> = conversion.notes.iter().map(|n| n.path.as_str()).collect();
+    assert_eq!(paths, ["spec.servers[0].hosts"]);
+}
