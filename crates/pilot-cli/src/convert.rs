@@ -12,7 +12,7 @@
 //! became, with a warning, and converted too. The conversions themselves
 //! are `pilot_routing::convert` and `pilot_routing::convert::gateway_api`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use pilot_model::document::{self, DocumentError, ParseOptions};
@@ -142,24 +142,49 @@ fn write_gateway_api(
         None => print!("{}", document::to_yaml(&conversion.objects)),
         Some(dir) => write_dir(dir, &conversion.objects)?,
     }
-    let sources = ["VirtualService", "Gateway", "RouteRule", "IngressRule"];
-    let converted = objects
+    // The objects converted, and which of them a note names; a note on an
+    // object that is not among them names the v1 form of a v1alpha2 rule,
+    // which leaves the rule's exactness unknown here.
+    let kinds = [
+        "VirtualService",
+        "Gateway",
+        "RouteRule",
+        "DestinationPolicy",
+        "EgressRule",
+        "IngressRule",
+    ];
+    let sources: BTreeSet<(&str, &str, &str)> = objects
         .iter()
-        .filter(|o| sources.contains(&o.meta.kind.as_str()))
-        .count();
-    let noted: std::collections::BTreeSet<(&str, &str, &str)> = conversion
+        .filter(|o| kinds.contains(&o.meta.kind.as_str()))
+        .map(|o| {
+            (
+                o.meta.kind.as_str(),
+                o.meta.namespace.as_str(),
+                o.meta.name.as_str(),
+            )
+        })
+        .collect();
+    let named: BTreeSet<(&str, &str, &str)> = conversion
         .notes
         .iter()
         .map(|n| (n.kind.as_str(), n.namespace.as_str(), n.name.as_str()))
         .collect();
-    eprintln!(
-        "{converted} objects converted to {} ({} exact, {} with notes; {} note{})",
-        conversion.objects.len(),
-        converted.saturating_sub(noted.len()),
-        noted.len(),
+    let notes = format!(
+        "{} note{}",
         conversion.notes.len(),
         if conversion.notes.len() == 1 { "" } else { "s" }
     );
+    let written = conversion.objects.len();
+    if named.is_subset(&sources) {
+        eprintln!(
+            "{} objects converted to {written} ({} exact, {} with notes; {notes})",
+            sources.len(),
+            sources.len() - named.len(),
+            named.len(),
+        );
+    } else {
+        eprintln!("{} objects converted to {written} ({notes})", sources.len());
+    }
     Ok(())
 }
 

@@ -451,3 +451,34 @@ fn the_guides_virtual_service_converts_to_the_guides_route() {
     assert_eq!(converted.len(), 3, "{converted:#?}");
     assert_eq!(converted, routes(&guide));
 }
+
+/// v1alpha2 rules go through their v1 conversion: the notes of both, and
+/// no claim of exactness for a rule whose v1 form has a note.
+#[test]
+fn v1alpha2_rules_convert_through_v1() {
+    let run = pilotctl(
+        None,
+        &["convert", "--to", "gateway-api", "-f", "examples/bookinfo/"],
+        &[],
+        None,
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let validate = pilotctl(None, &["validate", "-f", "-"], &[], Some(&run.stdout));
+    assert_eq!(validate.code, 0, "{validate:?}");
+    assert!(run.stdout.contains("kind: HTTPRoute"), "{run:?}");
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.starts_with("note: RouteRule default/ratings-test-abort: spec.match.source: ")),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr.lines().any(|l| l.starts_with(
+            "note: VirtualService default/ratings: spec.http[1].fault: fault injection is not expressible"
+        )),
+        "{run:?}"
+    );
+    let summary = run.stderr.lines().last().unwrap();
+    assert!(summary.starts_with("11 objects converted to 11 ("), "{run:?}");
+    assert!(!summary.contains("exact"), "{run:?}");
+}
