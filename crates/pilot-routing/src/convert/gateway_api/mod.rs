@@ -163,7 +163,10 @@ pub fn to_gateway_api(objects: &[DynConfig], options: &GatewayApiOptions) -> Res
             FROM_ANNOTATION.to_string(),
             "pilotctl convert --to gateway-api: the class of the converted Gateways".to_string(),
         );
-        objects.push(class.to_dyn()?);
+        let class = class.to_dyn()?;
+        // A class name that is no object name is the caller's mistake.
+        pilot_api::default_registry().prepare(class.clone())?;
+        objects.push(class);
     }
     objects.extend(gateways);
     objects.extend(routes);

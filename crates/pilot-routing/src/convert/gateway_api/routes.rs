@@ -71,12 +71,13 @@ pub(super) fn virtual_service(
         .map(|h| crate::v1::resolve(h, namespace, suffix))
         .collect();
     let mesh = spec.gateways.is_empty() || spec.gateways.iter().any(|g| g == MESH_GATEWAY);
-    let gateways: Vec<String> = spec
-        .gateways
-        .iter()
-        .filter(|g| *g != MESH_GATEWAY)
-        .map(|g| crate::gateway::qualify(g, namespace))
-        .collect();
+    let mut gateways: Vec<String> = Vec::new();
+    for gateway in spec.gateways.iter().filter(|g| *g != MESH_GATEWAY) {
+        let gateway = crate::gateway::qualify(gateway, namespace);
+        if !gateways.contains(&gateway) {
+            gateways.push(gateway);
+        }
+    }
     let mut routes = Vec::new();
     if !gateways.is_empty() {
         let parents: Vec<ParentReference> = gateways
@@ -96,7 +97,9 @@ pub(super) fn virtual_service(
             if host == "*" {
                 any = true;
             } else if is_hostname(host) {
-                hostnames.push(host.clone());
+                if !hostnames.contains(host) {
+                    hostnames.push(host.clone());
+                }
             } else {
                 out.note(
                     format!("spec.hosts[{i}]"),
@@ -131,13 +134,17 @@ pub(super) fn virtual_service(
                             ),
                         );
                     }
-                    parents.push(ParentReference {
+                    let parent = ParentReference {
                         group: Some(String::new()),
                         kind: Some("Service".to_string()),
                         namespace: (ns != *namespace).then_some(ns),
                         name,
                         ..Default::default()
-                    });
+                    };
+                    // `reviews` and `reviews.default.svc...` name one Service.
+                    if !parents.contains(&parent) {
+                        parents.push(parent);
+                    }
                 }
                 None => out.note(
                     format!("spec.hosts[{i}]"),
@@ -316,8 +323,7 @@ impl Converter<'_> {
     fn rule(&self, http: &networking::HttpRoute, at: &str, out: &mut Out) -> Option<HttpRouteRule> {
         let mut rule = HttpRouteRule::default();
         let mut filters = Vec::new();
-        if let Some(fault) = &http.fault {
-            let _ = fault;
+        if http.fault.is_some() {
             out.note(
                 format!("{at}.fault"),
                 "fault injection is not expressible in an HTTPRoute: left out",
