@@ -323,6 +323,15 @@ fn strict_writes_nothing_and_exits_3_when_anything_is_not_exact() {
             == "note: VirtualService default/reviews: spec.http[1].fault: fault injection is not expressible in an HTTPRoute: left out"),
         "{strict:?}"
     );
+    // --strict is the v1 conversion's too: bookinfo's v1alpha2 rules have notes.
+    let v1 = pilotctl(
+        None,
+        &["convert", "--strict", "-f", "examples/bookinfo/"],
+        &[],
+        None,
+    );
+    assert_eq!(v1.code, 3, "{v1:?}");
+    assert!(v1.stdout.is_empty(), "{v1:?}");
     let lenient = pilotctl(
         None,
         &["convert", "--to", "gateway-api", "-f", "-"],
