@@ -55,7 +55,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             return Err(Failure::usage("convert: give files with -f, or --from-server"));
         }
         let objects = crate::convert::read(&args.files.files, &registry, &namespace)?;
-        return crate::convert::write(&objects, args);
+        return crate::convert::write(&objects, args, crate::convert::file_ports(args)?);
     }
     if let Command::GrpcBootstrap(args) = &command {
         return crate::bootstrap::run(args, &namespace);
@@ -99,7 +99,16 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
         | Command::Describe(_) => Ok(()),
         Command::Convert(args) => {
             let objects = analyze_cmd::server_objects(&client, &registry).await?;
-            crate::convert::write(&objects, &args)
+            let ports = match args.services {
+                Some(_) => crate::convert::file_ports(&args)?,
+                None if args.to == crate::convert::Target::GatewayApi => {
+                    crate::convert::service_ports(
+                        &[analyze_cmd::get_json(&client, "/debug/registryz").await?],
+                    )
+                }
+                None => Default::default(),
+            };
+            crate::convert::write(&objects, &args, ports)
         }
         Command::Analyze {
             files: file_args,

@@ -1,18 +1,26 @@
 //! `pilotctl convert`: v1alpha2 RouteRules, DestinationPolicies,
 //! EgressRules and IngressRules (from files, directories, stdin or the
-//! server) to `networking.istio.io/v1` objects, as YAML on stdout or one
-//! file per object in a directory. Each construct with no exact v1
-//! equivalent is reported on stderr as `note: KIND NAMESPACE/NAME: PATH:
-//! what was done`. Documents of the first istioctl (`type: route-rule`)
-//! are read as the v1alpha2 objects they became, with a warning, and
-//! converted too. The conversion itself is `pilot_routing::convert`.
+//! server) to `networking.istio.io/v1` objects, or (`--to gateway-api`)
+//! VirtualServices and Gateways (and the v1alpha2 kinds, through v1) to
+//! the Kubernetes Gateway API's HTTPRoutes, Gateways and GatewayClass; as
+//! YAML on stdout or one file per object in a directory. Each construct
+//! with no exact equivalent is reported on stderr as `note: KIND
+//! NAMESPACE/NAME: PATH: what was done` (and, for the Gateway API, in the
+//! converted object's `convert.pilot.io/notes` annotation); `--strict`
+//! writes nothing and exits 3 when there is any. Documents of the first
+//! istioctl (`type: route-rule`) are read as the v1alpha2 objects they
+//! became, with a warning, and converted too. The conversions themselves
+//! are `pilot_routing::convert` and `pilot_routing::convert::gateway_api`.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use pilot_model::document::{self, DocumentError, ParseOptions};
 use pilot_model::{DynConfig, KindRegistry};
 use pilot_routing::RoutingConfigs;
 use pilot_routing::convert;
+use pilot_routing::convert::gateway_api::{self, GatewayApiOptions};
+use serde_json::Value;
 
 use crate::{Failure, OptionalFiles, files};
 
@@ -32,11 +40,47 @@ pub struct ConvertArgs {
     /// The domain suffix that completes short service names.
     #[arg(long, default_value = "svc.cluster.local")]
     pub domain: String,
+    /// What to convert to: `v1` (the v1alpha2 routing kinds to
+    /// networking.istio.io/v1) or `gateway-api` (VirtualServices and
+    /// Gateways to gateway.networking.k8s.io/v1).
+    #[arg(long, value_enum, default_value = "v1")]
+    pub to: Target,
+    /// With --to gateway-api: the GatewayClass of the converted Gateways
+    /// (written once, with pilot's controllerName).
+    #[arg(long, default_value = gateway_api::DEFAULT_GATEWAY_CLASS, value_name = "NAME")]
+    pub gateway_class: String,
+    /// With --to gateway-api: a services file (pilot-discovery's
+    /// --services format) giving the Services' ports, for destinations
+    /// that name none (with --from-server, the server's registry).
+    #[arg(long, value_name = "FILE")]
+    pub services: Option<PathBuf>,
+    /// Write nothing and exit 3 if anything would not be converted
+    /// exactly (any note).
+    #[arg(long)]
+    pub strict: bool,
 }
 
+/// `convert --to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Target {
+    /// networking.istio.io/v1, from the v1alpha2 routing kinds.
+    V1,
+    /// The Kubernetes Gateway API, from VirtualServices and Gateways.
+    GatewayApi,
+}
+
+/// The exit code of `convert --strict` when something would not be
+/// converted exactly.
+const NOT_EXACT: u8 = 3;
+
 /// Converts `objects` and writes the result as `args` asks; the notes go
-/// to stderr.
-pub(crate) fn write(objects: &[DynConfig], args: &ConvertArgs) -> Result<(), Failure> {
+/// to stderr. `ports` are the Services' ports by hostname (for
+/// `--to gateway-api`).
+pub(crate) fn write(
+    objects: &[DynConfig],
+    args: &ConvertArgs,
+    ports: BTreeMap<String, Vec<u16>>,
+) -> Result<(), Failure> {
     // An object named twice is the last one, as `apply` would leave it.
     let mut last: Vec<DynConfig> = Vec::new();
     for object in objects {
@@ -44,6 +88,9 @@ pub(crate) fn write(objects: &[DynConfig], args: &ConvertArgs) -> Result<(), Fai
         last.push(object.clone());
     }
     let objects = last.as_slice();
+    if args.to == Target::GatewayApi {
+        return write_gateway_api(objects, args, ports);
+    }
     let mut configs = RoutingConfigs::from_configs(objects).map_err(|e| Failure::failed(e.to_string()))?;
     configs.domain_suffix.clone_from(&args.domain);
     let mut conversion = convert::convert(&configs).map_err(|e| Failure::failed(e.to_string()))?;
@@ -57,6 +104,7 @@ pub(crate) fn write(objects: &[DynConfig], args: &ConvertArgs) -> Result<(), Fai
     for note in &conversion.notes {
         eprintln!("note: {note}");
     }
+    refuse_if_strict(args, conversion.notes.len())?;
     match &args.output_dir {
         None => print!("{}", document::to_yaml(&conversion.objects)),
         Some(dir) => write_dir(dir, &conversion.objects)?,
@@ -72,6 +120,126 @@ pub(crate) fn write(objects: &[DynConfig], args: &ConvertArgs) -> Result<(), Fai
         if conversion.notes.len() == 1 { "" } else { "s" }
     );
     Ok(())
+}
+
+/// `--to gateway-api`.
+fn write_gateway_api(
+    objects: &[DynConfig],
+    args: &ConvertArgs,
+    service_ports: BTreeMap<String, Vec<u16>>,
+) -> Result<(), Failure> {
+    let mut options = GatewayApiOptions::default();
+    options.domain_suffix.clone_from(&args.domain);
+    options.gateway_class.clone_from(&args.gateway_class);
+    options.service_ports = service_ports;
+    let conversion =
+        gateway_api::to_gateway_api(objects, &options).map_err(|e| Failure::failed(e.to_string()))?;
+    for note in &conversion.notes {
+        eprintln!("note: {note}");
+    }
+    refuse_if_strict(args, conversion.notes.len())?;
+    match &args.output_dir {
+        None => print!("{}", document::to_yaml(&conversion.objects)),
+        Some(dir) => write_dir(dir, &conversion.objects)?,
+    }
+    // The objects converted, and which of them a note names; a note on an
+    // object that is not among them names the v1 form of a v1alpha2 rule,
+    // which leaves the rule's exactness unknown here.
+    let kinds = [
+        "VirtualService",
+        "Gateway",
+        "RouteRule",
+        "DestinationPolicy",
+        "EgressRule",
+        "IngressRule",
+    ];
+    let sources: BTreeSet<(&str, &str, &str)> = objects
+        .iter()
+        .filter(|o| kinds.contains(&o.meta.kind.as_str()))
+        .map(|o| {
+            (
+                o.meta.kind.as_str(),
+                o.meta.namespace.as_str(),
+                o.meta.name.as_str(),
+            )
+        })
+        .collect();
+    let named: BTreeSet<(&str, &str, &str)> = conversion
+        .notes
+        .iter()
+        .map(|n| (n.kind.as_str(), n.namespace.as_str(), n.name.as_str()))
+        .collect();
+    let notes = format!(
+        "{} note{}",
+        conversion.notes.len(),
+        if conversion.notes.len() == 1 { "" } else { "s" }
+    );
+    let written = conversion.objects.len();
+    if named.is_subset(&sources) {
+        eprintln!(
+            "{} objects converted to {written} ({} exact, {} with notes; {notes})",
+            sources.len(),
+            sources.len() - named.len(),
+            named.len(),
+        );
+    } else {
+        eprintln!("{} objects converted to {written} ({notes})", sources.len());
+    }
+    Ok(())
+}
+
+/// With `--strict`, a failure (exit 3) when there are notes.
+fn refuse_if_strict(args: &ConvertArgs, notes: usize) -> Result<(), Failure> {
+    if args.strict && notes > 0 {
+        return Err(Failure {
+            code: NOT_EXACT,
+            messages: vec![format!(
+                "{notes} construct{} would not be converted exactly: nothing written (--strict)",
+                if notes == 1 { "" } else { "s" }
+            )],
+        });
+    }
+    Ok(())
+}
+
+/// The ports of the services of a services file or of the server's
+/// `/debug/registryz` (`{services: [{hostname, ports: [{port}]}]}`), by
+/// hostname.
+pub(crate) fn service_ports(values: &[Value]) -> BTreeMap<String, Vec<u16>> {
+    let mut ports = BTreeMap::new();
+    for service in values
+        .iter()
+        .filter_map(|v| v.get("services").and_then(Value::as_array))
+        .flatten()
+    {
+        let Some(hostname) = service.get("hostname").and_then(Value::as_str) else {
+            continue;
+        };
+        let numbers: Vec<u16> = service
+            .get("ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|p| u16::try_from(p.get("port")?.as_u64()?).ok())
+            .collect();
+        ports.insert(hostname.to_string(), numbers);
+    }
+    ports
+}
+
+/// The Services' ports of `--services FILE`, if given.
+pub(crate) fn file_ports(args: &ConvertArgs) -> Result<BTreeMap<String, Vec<u16>>, Failure> {
+    let Some(path) = &args.services else {
+        return Ok(BTreeMap::new());
+    };
+    let source = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Failure::failed(format!("cannot read {source}: {e}")))?;
+    let values = document::parse_values(&source, &text).map_err(|errors| Failure {
+        code: 1,
+        messages: errors.0.iter().map(|e| e.to_string()).collect(),
+    })?;
+    Ok(service_ports(&values))
 }
 
 /// The objects of `paths`, with documents of the first istioctl read as

@@ -16,10 +16,12 @@
 //! pilotctl grpc-bootstrap --xds-address 127.0.0.1:15010 -o bootstrap.json  # proxyless gRPC
 //! pilotctl kube-inject -f deployment.yaml       # add the sidecar (offline)
 //! pilotctl convert -f rules/ [-o out/]          # v1alpha2 routing kinds to networking.istio.io/v1
+//! pilotctl convert --to gateway-api -f vs/      # VirtualServices and Gateways to HTTPRoutes and Gateways
 //! ```
 //!
 //! Exit codes: 0 success, 1 an operation failed, 2 usage error; `describe`
-//! also 3 (not found) and 4 (something does not work).
+//! also 3 (not found) and 4 (something does not work); `convert --strict`
+//! 3 (something would not be converted exactly: nothing written).
 
 mod analyze_cmd;
 mod bootstrap;
@@ -163,8 +165,11 @@ pub enum Command {
     /// Convert v1alpha2 RouteRules, DestinationPolicies, EgressRules and
     /// IngressRules (files, or the server's objects with --from-server) to
     /// networking.istio.io/v1 VirtualServices, DestinationRules,
-    /// ServiceEntries and Gateways; other objects pass through. A note on
-    /// stderr for each construct with no exact equivalent.
+    /// ServiceEntries and Gateways; with --to gateway-api, VirtualServices
+    /// and Istio Gateways to the Gateway API's HTTPRoutes, Gateways and
+    /// GatewayClass. Other objects pass through. A note on stderr for each
+    /// construct with no exact equivalent; with --strict, any note writes
+    /// nothing and exits 3.
     Convert(convert::ConvertArgs),
     /// Add the sidecar (pilot-agent's init container and proxy) to the Pods,
     /// Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs

@@ -52,6 +52,7 @@ use pilot_model::{Config, ConfigKind, DynConfig, Labels, StoreError};
 
 mod edge;
 mod first_cli;
+pub mod gateway_api;
 mod policies;
 mod routes;
 
