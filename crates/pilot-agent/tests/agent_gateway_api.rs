@@ -13,8 +13,9 @@
 //! The conformance's shared Gateways (its base manifests, not in the
 //! corpus) are written here as the base writes them, with one difference:
 //! `backend-namespaces` admits every namespace (`from: All`) where the
-//! base selects namespaces by label (pilot reads no namespace labels, and
-//! a `Selector` admits none). Each Gateway is served by a router of its
+//! base selects namespaces by a label of the conformance's (pilot reads no
+//! Namespace objects: a `Selector` admits namespaces by
+//! `kubernetes.io/metadata.name` only). Each Gateway is served by a router of its
 //! own (labelled with the Gateway's name, in its namespace), its listener
 //! ports moved to free ones.
 

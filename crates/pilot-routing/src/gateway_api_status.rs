@@ -22,8 +22,8 @@ use std::time::SystemTime;
 
 use crate::gamma::edge::{GATEWAY_NAME_LABEL, served};
 use pilot_api::gateway_api::{
-    FromNamespaces, Gateway, GatewayClass, GrpcRoute, HttpRoute, Listener, ParentReference, ReferenceGrant,
-    TcpRoute, TlsRoute,
+    FromNamespaces, Gateway, GatewayClass, GrpcRoute, HttpRoute, LabelSelector, Listener, ParentReference,
+    ReferenceGrant, TcpRoute, TlsRoute,
 };
 use pilot_model::{
     Condition, Config, ConfigKey, ConfigKind, DynConfig, GatewayApiStatus, ListenerStatus, RouteGroupKind,
@@ -515,15 +515,48 @@ fn attach(
 /// Whether `listener` (of a Gateway in `gateway_namespace`) takes routes
 /// of `kind` from `namespace`: its protocol carries the kind, its
 /// `allowedRoutes.kinds` name it (when written), and its
-/// `allowedRoutes.namespaces` take the namespace (a `Selector` takes none:
-/// pilot reads no namespace labels).
+/// `allowedRoutes.namespaces` take the namespace.
 pub(crate) fn admits(listener: &Listener, kind: &str, namespace: &str, gateway_namespace: &str) -> bool {
+    let namespaces = listener.allowed_routes().namespaces();
     listener_kinds(listener).iter().any(|k| k.kind == kind)
-        && match listener.allowed_routes().namespaces().from() {
+        && match namespaces.from() {
             FromNamespaces::All => true,
             FromNamespaces::Same => namespace == gateway_namespace,
-            FromNamespaces::Selector | FromNamespaces::None => false,
+            FromNamespaces::Selector => namespaces
+                .selector
+                .as_ref()
+                .is_some_and(|s| selects_namespace(s, namespace)),
+            FromNamespaces::None => false,
         }
+}
+
+/// The label every namespace carries, its name (Kubernetes sets it).
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Whether `selector` selects the namespace `namespace`. pilot reads no
+/// Namespace objects: it knows of a namespace only the label its name
+/// gives it, `kubernetes.io/metadata.name`, so a selector naming another
+/// label selects no namespace (rather than guess its labels).
+fn selects_namespace(selector: &LabelSelector, namespace: &str) -> bool {
+    let labels = selector.match_labels.iter().flatten();
+    let expressions = selector.match_expressions.iter().flatten();
+    if labels.clone().any(|(key, _)| key != NAMESPACE_NAME_LABEL)
+        || expressions
+            .clone()
+            .any(|e| e.key.as_deref() != Some(NAMESPACE_NAME_LABEL))
+    {
+        return false;
+    }
+    labels.clone().all(|(_, value)| value == namespace)
+        && expressions.clone().all(|e| {
+            let listed = e.values.iter().flatten().any(|v| v == namespace);
+            match e.operator.as_deref() {
+                Some("In") => listed,
+                Some("NotIn") => !listed,
+                Some("Exists") => true,
+                _ => false,
+            }
+        })
 }
 
 /// Whether a listener of `listener` hostname serves some of `route`'s
@@ -902,5 +935,28 @@ mod tests {
             "{name: cart, port: 80}",
         );
         assert_eq!(resolved(&text)[0], c("Accepted", "False", "NoMatchingParent"));
+    }
+
+    #[test]
+    fn a_namespace_selector_is_read_by_the_namespace_name_label_only() {
+        let selector = |text: &str| -> LabelSelector { serde_json::from_str(text).unwrap() };
+        let by_name = selector(r#"{"matchLabels": {"kubernetes.io/metadata.name": "web"}}"#);
+        assert!(selects_namespace(&by_name, "web"));
+        assert!(!selects_namespace(&by_name, "store"));
+        let listed = selector(
+            r#"{"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["web", "store"]}]}"#,
+        );
+        assert!(selects_namespace(&listed, "store"));
+        assert!(!selects_namespace(&listed, "infra"));
+        let not_listed = selector(
+            r#"{"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["web"]}]}"#,
+        );
+        assert!(selects_namespace(&not_listed, "store"));
+        assert!(!selects_namespace(&not_listed, "web"));
+        // Another label: pilot does not know a namespace's other labels.
+        let other = selector(r#"{"matchLabels": {"gateway-conformance": "backend"}}"#);
+        assert!(!selects_namespace(&other, "web"));
+        let absent = selector(r#"{"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]}"#);
+        assert!(!selects_namespace(&absent, "web"));
     }
 }

@@ -7,7 +7,8 @@
 //!
 //! - A route attaches to a listener its parentRef names (the Gateway, and
 //!   the listener's `sectionName` and `port` when written) that admits
-//!   the route's kind and namespace (`allowedRoutes`), when its
+//!   the route's kind and namespace (`allowedRoutes`; a namespace
+//!   `Selector` by `kubernetes.io/metadata.name` only), when its
 //!   hostnames and the listener's meet
 //!   ([`gateway_api_status`](crate::gateway_api_status) says the same in
 //!   the route's status).
