@@ -65,6 +65,11 @@ fn envoy_listeners_routes(
         .iter()
         .map(|port| route_configuration(*port, &services, model, proxy, own))
         .collect();
+    for port in &plan.destination_ports {
+        routes.extend(build::destination::route_configurations(
+            *port, &services, model, proxy, own,
+        ));
+    }
     routes.extend(plan.ingress_routes);
     Resources {
         listeners: plan.listeners,

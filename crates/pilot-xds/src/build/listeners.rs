@@ -30,6 +30,10 @@ pub struct ListenerPlan {
     pub listeners: Vec<Listener>,
     /// The outbound HTTP ports: one route configuration each.
     pub http_ports: BTreeSet<u16>,
+    /// The outbound HTTP ports whose captured listener routes by the
+    /// Service address a connection was sent to: the route configurations
+    /// of `serving::destination_route_configurations` each.
+    pub destination_ports: BTreeSet<u16>,
     /// An edge proxy's route configurations (ingress rules', gateways').
     pub ingress_routes: Vec<RouteConfiguration>,
 }
