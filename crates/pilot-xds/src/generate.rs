@@ -63,6 +63,7 @@ fn envoy_listeners_routes(
     let mut routes: Vec<RouteConfiguration> = plan
         .http_ports
         .iter()
+        .filter(|port| !plan.destination_ports.contains(port))
         .map(|port| route_configuration(*port, &services, model, proxy, own))
         .collect();
     for port in &plan.destination_ports {

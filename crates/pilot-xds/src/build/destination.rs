@@ -12,18 +12,19 @@
 //! - to a Service with Gateway API routes on the port: the route
 //!   configuration `PORT/HOST`, one virtual host `*` with that Service's
 //!   routes;
-//! - to another Service: the route configuration `PORT/by-destination`
-//!   (the port's, routing by Host as before, but for the Hosts of the
-//!   Services with Gateway API routes, which go to the destination's own
-//!   cluster), the connection manager first setting [`DESTINATION_HEADER`]
-//!   to that cluster;
-//! - to any other address: `PORT/by-destination`, the header removed (a
+//! - to another Service: the port's route configuration (`PORT`, routing
+//!   by Host as before, but for the Hosts of the Services with Gateway API
+//!   routes, which go to the destination's own cluster), the connection
+//!   manager first setting [`DESTINATION_HEADER`] to that cluster;
+//! - to any other address: the port's route configuration, the header
+//!   removed (a
 //!   Host naming a Service with Gateway API routes finds no cluster:
 //!   Envoy answers 503).
 //!
 //! A Service without an address, a proxy without capture (its listeners
-//! bind 127.0.0.1: no Service address to match) and the route
-//! configuration of a port without such Services route by Host as before.
+//! bind 127.0.0.1: no Service address to match), a Sidecar resource's
+//! egress listeners with a port of their own and the ports without such
+//! Services route by Host as before.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -63,11 +64,12 @@ pub(crate) fn service_route_name(port: u16, host: &str) -> String {
     format!("{port}/{host}")
 }
 
-/// The route configuration of `port` for connections to addresses of
-/// Services without Gateway API routes on the port, and to other
-/// addresses.
-pub(crate) fn by_destination_route_name(port: u16) -> String {
-    format!("{port}/by-destination")
+/// The route configuration of a destination port `port` for connections
+/// to addresses of Services without Gateway API routes on it, and to
+/// other addresses: the port's own name, in place of its configuration
+/// by Host.
+fn by_destination_route_name(port: u16) -> String {
+    crate::names::route_config_name(port)
 }
 
 /// The Services with an address whose Gateway API routes apply on `port`.
@@ -125,8 +127,9 @@ pub(crate) fn filter_chains(
 }
 
 /// The route configurations the destination port `port`'s chains name:
-/// one per Service with Gateway API routes on it, and the port's by
-/// destination. Empty when `port` is not a destination port.
+/// one per Service with Gateway API routes on it, and the port's own (in
+/// place of [`route_configuration`]'s). Empty when `port` is not a
+/// destination port.
 pub fn route_configurations(
     port: u16,
     services: &[Arc<Service>],

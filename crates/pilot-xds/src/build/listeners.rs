@@ -31,8 +31,9 @@ pub struct ListenerPlan {
     /// The outbound HTTP ports: one route configuration each.
     pub http_ports: BTreeSet<u16>,
     /// The outbound HTTP ports whose captured listener routes by the
-    /// Service address a connection was sent to: the route configurations
-    /// of `serving::destination_route_configurations` each.
+    /// Service address a connection was sent to: their route
+    /// configurations are `serving::destination_route_configurations`'s
+    /// (the port's own among them), not `route_configuration`'s.
     pub destination_ports: BTreeSet<u16>,
     /// An edge proxy's route configurations (ingress rules', gateways').
     pub ingress_routes: Vec<RouteConfiguration>,

@@ -496,6 +496,7 @@ impl GeneratedCache {
         let mut resources: Vec<(String, Any)> = listeners
             .http_ports
             .iter()
+            .filter(|port| !listeners.destination_ports.contains(port))
             .map(|&port| {
                 let encoded = virtual_hosts::route_configuration(
                     port,
