@@ -8,7 +8,8 @@
 //! backend. The expectation table is written here from what the
 //! conformance's MeshFrontend and MeshFrontendHostname tests state, with
 //! cases of our own for a Service without Gateway API routes (routed by
-//! Host, as Istio routes) and an address no Service has.
+//! Host, as Istio routes) and an address no Service has; once the route
+//! is deleted, the port routes by Host again.
 //!
 //! Layout (nothing leaves the two namespaces this test creates):
 //! - `pod`: veth address 10.78.0.2, the application (curl as uid 1000),
@@ -307,6 +308,21 @@ fn a_services_routes_apply_by_its_address_not_the_host_header() {
         })
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // The route deleted, the port routes by Host again (the sidecar's
+    // listener loses its chains by address).
+    let url = format!(
+        "http://{PILOT}:8080/apis/gateway.networking.k8s.io/v1/namespaces/{MESH}/httproutes/mesh-split-v1"
+    );
+    let (status, body) = lab.curl(&pod, None, &["-X", "DELETE", &url]);
+    assert_eq!(status, 200, "{body}");
+    eventually("echo-v2's address routes by Host again", || {
+        get(&lab, &pod, ECHO_V2, "echo-v1") == (200, "echo-v1".into(), String::new())
+    });
+    assert_eq!(
+        get(&lab, &pod, ECHO_V2, "echo-v2"),
+        (200, "echo-v2".into(), String::new())
+    );
 }
 
 /// The application's (uid 1000) GET of `http://ADDRESS/` with `Host: host`:
