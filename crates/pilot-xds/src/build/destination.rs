@@ -64,14 +64,6 @@ pub(crate) fn service_route_name(port: u16, host: &str) -> String {
     format!("{port}/{host}")
 }
 
-/// The route configuration of a destination port `port` for connections
-/// to addresses of Services without Gateway API routes on it, and to
-/// other addresses: the port's own name, in place of its configuration
-/// by Host.
-fn by_destination_route_name(port: u16) -> String {
-    crate::names::route_config_name(port)
-}
-
 /// The Services with an address whose Gateway API routes apply on `port`.
 pub(crate) fn routed_by_address<'a>(
     port: u16,
@@ -179,6 +171,14 @@ pub fn route_configurations(
     }
     configs.push(by_destination);
     configs
+}
+
+/// The route configuration of a destination port `port` for connections
+/// to addresses of Services without Gateway API routes on it, and to
+/// other addresses: the port's own name, in place of its configuration
+/// by Host.
+fn by_destination_route_name(port: u16) -> String {
+    crate::names::route_config_name(port)
 }
 
 /// Whether `service` has `port` as an HTTP port.
