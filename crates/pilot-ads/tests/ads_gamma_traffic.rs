@@ -10,10 +10,9 @@
 //! The conformance Services are `echo` (both versions), `echo-v1` and
 //! `echo-v2`, each with ports 80 and 8080 (and 7070 for the GRPCRoutes);
 //! the test creates them in the registry on free ports and moves the
-//! manifests' ports to those. The GRPCRoutes' requests are gRPC's shape
-//! (`POST /package.Service/Method`, `content-type: application/grpc`)
-//! carried over HTTP/1.1 to the same echo upstreams: what is checked is
-//! how Envoy routes them, not gRPC's framing.
+//! manifests' ports to those. The GRPCRoutes are tested with a real gRPC
+//! client and servers, through a sidecar and proxyless, in
+//! `ads_gamma_grpc.rs`.
 
 mod support;
 
@@ -473,91 +472,6 @@ async fn a_consumer_route_applies_only_to_clients_of_its_namespace() {
             send(port, &Request::get(&host, "/")).status == 200
         });
         expect(port, &[case])
-    })
-    .await;
-}
-
-/// The conformance's gRPC echo service.
-const GRPC_ECHO: &str = "gateway_api_conformance.echo_basic.grpcecho.GrpcEcho";
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn grpc_calls_split_70_30_and_a_zero_weight_backend_gets_none() {
-    let Some(mesh) = Gamma::with(&["grpcroute-weight"]).await else {
-        return;
-    };
-    let _client = mesh.client(MESH).await;
-    let port = mesh.ports.grpc;
-    let host = format!("echo:{port}");
-    let counts = blocking(move || {
-        let call = Request::grpc(&host, GRPC_ECHO, "Echo");
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        for _ in 0..2000 {
-            let answer = send(port, &call);
-            let key = answer
-                .backend
-                .unwrap_or_else(|| format!("status {}", answer.status));
-            *counts.entry(key).or_default() += 1;
-        }
-        counts
-    })
-    .await;
-    let v1 = counts.get("echo-v1").copied().unwrap_or(0);
-    let v2 = counts.get("echo-v2").copied().unwrap_or(0);
-    // echo-v3 (weight 0, and not in the registry) is sent nothing.
-    assert_eq!(v1 + v2, 2000, "every call answered by v1 or v2: {counts:?}");
-    assert!((1300..=1500).contains(&v1), "70/30 split: {counts:?}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn grpc_calls_matched_by_header_have_their_headers_modified() {
-    let Some(mesh) = Gamma::with(&["grpcroute-request-header-modifier"]).await else {
-        return;
-    };
-    let _client = mesh.client(MESH).await;
-    let port = mesh.ports.grpc;
-    let host = format!("echo:{port}");
-    let call = move |case: &str| Request::grpc(&host, GRPC_ECHO, "Echo").header("x-test-case", case);
-    blocking(move || {
-        expect(
-            port,
-            &[
-                (
-                    call("set")
-                        .header("some-other-header", "this-header-should-be-set")
-                        .header("x-header-set", "this-value-should-be-overwritten"),
-                    Expect::backend("echo-v1")
-                        .got("x-test-case", "set")
-                        .got("some-other-header", "this-header-should-be-set")
-                        .got("x-header-set", "set-overwrites-values"),
-                ),
-                (
-                    call("add").header("x-header-add", "this-value-should-be-appended"),
-                    Expect::backend("echo-v1")
-                        .got("x-test-case", "add")
-                        .got("x-header-add", "this-value-should-be-appended,add-appends-values"),
-                ),
-                (
-                    call("remove").header("x-header-remove", "this-should-be-removed"),
-                    Expect::backend("echo-v1")
-                        .got("x-test-case", "remove")
-                        .not_got("x-header-remove"),
-                ),
-                (
-                    call("multi")
-                        .header("x-header-set-2", "set-header-2")
-                        .header("x-header-add-2", "add-header-2")
-                        .header("x-header-remove-2", "should-be-removed-2"),
-                    Expect::backend("echo-v2")
-                        .got("x-test-case", "multi")
-                        .got("x-header-set-1", "header-set-1")
-                        .got("x-header-set-2", "header-set-2")
-                        .got("x-header-add-1", "header-add-1")
-                        .got("x-header-add-2", "add-header-2,header-add-2")
-                        .not_got("x-header-remove-1")
-                        .not_got("x-header-remove-2"),
-                ),
-            ],
-        )
     })
     .await;
 }

@@ -18,10 +18,8 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -32,6 +30,7 @@ use pilot_store::Controller;
 use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use serde_json::Value;
 use support::envoy::{admin, eventually, free_port, start_envoy};
+use support::grpc::Python;
 use support::traffic::{Tally, http_client};
 
 const REVIEWS: &str = "reviews.default.svc.cluster.local";
@@ -89,88 +88,6 @@ impl HttpBackend {
 
     fn retire(&self) {
         self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-/// What the HTTP clients saw.
-/// The venv's Python (`scripts/install-deps` installs grpcio there).
-fn python() -> PathBuf {
-    let path = pilot_test_support::workspace().join(".tools/grpc/bin/python");
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/install-deps (PyPI grpcio, grpcio-health-checking)",
-        path.display()
-    );
-    path
-}
-
-/// A script of the system tests' `tests/grpc/`, fed commands on stdin,
-/// its stderr in a log file; killed when dropped.
-struct Python {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    log: PathBuf,
-}
-
-impl Python {
-    fn start(script: &str, args: &[&str], bootstrap: &Path, dir: &Path) -> Self {
-        let log = dir.join(format!("{script}-{}.log", args.first().unwrap_or(&"client")));
-        let mut child = Command::new(python())
-            .arg(
-                pilot_test_support::workspace()
-                    .join("crates/pilot-system-tests/tests/grpc")
-                    .join(script),
-            )
-            .args(args)
-            .env("GRPC_XDS_BOOTSTRAP", bootstrap)
-            .env("PYTHONUNBUFFERED", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("cannot run the grpc venv's python");
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        Python {
-            child,
-            stdin,
-            stdout,
-            log,
-        }
-    }
-
-    fn line(&mut self) -> String {
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        assert!(!line.is_empty(), "the script ended:\n{}", self.log());
-        line.trim().to_string()
-    }
-
-    /// One command, its JSON answer.
-    fn ask(&mut self, command: &str) -> Value {
-        let stdin = self.stdin.as_mut().expect("the script's stdin is open");
-        writeln!(stdin, "{command}").unwrap();
-        stdin.flush().unwrap();
-        let line = self.line();
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
-    }
-
-    /// Closes stdin: `server.py` then stops gracefully (its calls in
-    /// flight finish).
-    fn retire(&mut self) {
-        self.stdin = None;
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Python {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -377,6 +377,15 @@ impl Settings {
 }
 
 impl RoutingModel {
+    /// Whether Gateway API routes attached to the Service of `host`
+    /// (GAMMA) route its requests on `port`, for the clients of some
+    /// namespace.
+    pub fn has_service_routes(&self, host: &str, port: u16) -> bool {
+        self.http_routes(host).iter().any(|route| {
+            route.name == gamma::NO_MATCH && route.matches.iter().any(|m| m.port.is_none_or(|p| p == port))
+        })
+    }
+
     /// The HTTP routes of `host` in the order they apply.
     pub fn http_routes(&self, host: &str) -> &[HttpRoute] {
         self.hosts

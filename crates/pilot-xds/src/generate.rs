@@ -63,8 +63,14 @@ fn envoy_listeners_routes(
     let mut routes: Vec<RouteConfiguration> = plan
         .http_ports
         .iter()
+        .filter(|port| !plan.destination_ports.contains(port))
         .map(|port| route_configuration(*port, &services, model, proxy, own))
         .collect();
+    for port in &plan.destination_ports {
+        routes.extend(build::destination::route_configurations(
+            *port, &services, model, proxy, own,
+        ));
+    }
     routes.extend(plan.ingress_routes);
     Resources {
         listeners: plan.listeners,

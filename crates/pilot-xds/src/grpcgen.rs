@@ -15,8 +15,10 @@
 //!   from the routing model as for Envoy (header and path matches, weighted
 //!   subsets), then reduced to gRPC's subset (A28): timeouts become
 //!   `max_stream_duration` (A31), retries keep gRPC status codes (A44),
-//!   faults stay per route (A33); rewrites, mirrors, appended headers, CORS
-//!   and websocket settings are dropped (gRPC NACKs per-route
+//!   faults stay per route (A33); rewrites, mirrors, header mutations
+//!   (a VirtualService's `headers`, an HTTPRoute's or GRPCRoute's header
+//!   modifier filters: gRPC does not apply them), CORS and websocket
+//!   settings are dropped (gRPC NACKs per-route
 //!   configuration of filters it does not run, and ignores the rest).
 //! - CDS/EDS: an EDS cluster per service port and per subset a rule or
 //!   policy names (round robin; a policy's `httpMaxRequests` as the
@@ -297,8 +299,14 @@ fn weighted(mut assignment: ClusterLoadAssignment) -> ClusterLoadAssignment {
 }
 
 /// An Envoy route reduced to what gRPC reads (gRFC A28, A31, A33, A44).
+/// gRPC does not apply header mutations (a route's or a weighted
+/// cluster's, request or response): they are left out, so the
+/// configuration a proxyless client holds says what it does.
 fn for_grpc(mut route: Route) -> Route {
     route.request_headers_to_add.clear();
+    route.request_headers_to_remove.clear();
+    route.response_headers_to_add.clear();
+    route.response_headers_to_remove.clear();
     // gRPC matches a path by prefix, whole path or regular expression
     // only: a prefix of whole segments is the expression it stands for.
     if let Some(matcher) = &mut route.r#match
@@ -343,8 +351,17 @@ fn action_for_grpc(action: RouteAction) -> RouteAction {
             num_retries: retry.num_retries,
             ..Default::default()
         });
+    let mut cluster_specifier = action.cluster_specifier;
+    if let Some(route_action::ClusterSpecifier::WeightedClusters(weighted)) = &mut cluster_specifier {
+        for cluster in &mut weighted.clusters {
+            cluster.request_headers_to_add.clear();
+            cluster.request_headers_to_remove.clear();
+            cluster.response_headers_to_add.clear();
+            cluster.response_headers_to_remove.clear();
+        }
+    }
     RouteAction {
-        cluster_specifier: action.cluster_specifier,
+        cluster_specifier,
         max_stream_duration,
         retry_policy,
         ..Default::default()
@@ -369,6 +386,61 @@ mod tests {
             panic!("{specifier:?}")
         };
         assert_eq!(regex.regex, "/pkg\\.Svc(/.*)?");
+    }
+
+    #[test]
+    fn header_mutations_are_left_out_for_grpc() {
+        use envoy_types::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption};
+        use envoy_types::pb::envoy::config::route::v3::{WeightedCluster, weighted_cluster::ClusterWeight};
+        let add = || {
+            vec![HeaderValueOption {
+                header: Some(HeaderValue {
+                    key: "x-set".into(),
+                    value: "v".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]
+        };
+        let cluster = ClusterWeight {
+            name: "outbound|80||a".into(),
+            weight: Some(u32_value(1)),
+            request_headers_to_add: add(),
+            request_headers_to_remove: vec!["x-gone".into()],
+            response_headers_to_add: add(),
+            response_headers_to_remove: vec!["x-gone".into()],
+            ..Default::default()
+        };
+        let route = Route {
+            request_headers_to_add: add(),
+            request_headers_to_remove: vec!["x-gone".into()],
+            response_headers_to_add: add(),
+            response_headers_to_remove: vec!["x-gone".into()],
+            action: Some(route::Action::Route(RouteAction {
+                cluster_specifier: Some(route_action::ClusterSpecifier::WeightedClusters(
+                    WeightedCluster {
+                        clusters: vec![cluster],
+                        ..Default::default()
+                    },
+                )),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let grpc = for_grpc(route);
+        assert!(grpc.request_headers_to_add.is_empty() && grpc.request_headers_to_remove.is_empty());
+        assert!(grpc.response_headers_to_add.is_empty() && grpc.response_headers_to_remove.is_empty());
+        let Some(route::Action::Route(RouteAction {
+            cluster_specifier: Some(route_action::ClusterSpecifier::WeightedClusters(weighted)),
+            ..
+        })) = grpc.action
+        else {
+            panic!("the weighted clusters are kept")
+        };
+        let cluster = &weighted.clusters[0];
+        assert_eq!(cluster.name, "outbound|80||a");
+        assert!(cluster.request_headers_to_add.is_empty() && cluster.request_headers_to_remove.is_empty());
+        assert!(cluster.response_headers_to_add.is_empty() && cluster.response_headers_to_remove.is_empty());
     }
 
     #[test]

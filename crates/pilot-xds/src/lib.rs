@@ -80,6 +80,7 @@ pub mod testing;
 pub use envoy_types;
 
 pub use build::cluster::PASSTHROUGH;
+pub use build::destination::DESTINATION_HEADER;
 pub use build::ext_authz::{HTTP_EXT_AUTHZ_FILTER, NETWORK_EXT_AUTHZ_FILTER};
 pub use build::jwt_authn::{JWT_AUTHN_FILTER, JWT_PAYLOAD_KEY};
 pub use build::rbac::{HTTP_RBAC_FILTER, NETWORK_RBAC_FILTER};

@@ -20,7 +20,10 @@
 //!   ([`route_configuration`]) or their virtual hosts' routes one by one
 //!   ([`virtual_host_routes`], with the names a client may use for a
 //!   service, [`domains`], and which matches admit the proxy,
-//!   [`admitted`]), so that virtual hosts are encoded once and shared.
+//!   [`admitted`]), so that virtual hosts are encoded once and shared;
+//!   the route configurations of a captured port that routes by Service
+//!   address ([`destination_route_configurations`], for the plan's
+//!   `destination_ports`).
 //!
 //! Each part reads the routing model ([`MeshConfig::model`]), compiled
 //! once per push. Put together, the parts give what [`generate`] gives.
@@ -29,6 +32,7 @@
 //! [`MeshConfig::model`]: crate::MeshConfig::model
 
 pub use crate::build::clusters::{EdsCluster, eds_clusters, load_assignment, outbound as outbound_clusters};
+pub use crate::build::destination::route_configurations as destination_route_configurations;
 pub use crate::build::listeners::ListenerPlan;
 pub use crate::build::route_config::{domains, route_configuration};
 pub use crate::build::routes::{admits, admitted, virtual_host_routes};

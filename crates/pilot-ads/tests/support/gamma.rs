@@ -19,6 +19,7 @@ use pilot_store_memory::{MemoryConfigStore, MemoryServiceRegistry};
 use pilot_test_support::Envoy;
 
 use super::envoy::{eventually, free_port, start_envoy_as};
+use super::grpc::Python;
 use super::proxies::node_id;
 
 /// The conformance's mesh namespace, where the Services and the producer
@@ -55,6 +56,9 @@ pub(crate) struct Gamma {
     pub(crate) server: XdsServer,
     /// The resource versions of the stored routes, in order.
     pub(crate) versions: Vec<String>,
+    /// The gRPC upstreams of port 7070 ([`Gamma::grpc`]), and their logs'
+    /// directory.
+    grpc: Option<(Vec<Python>, tempfile::TempDir)>,
 }
 
 impl Gamma {
@@ -68,6 +72,17 @@ impl Gamma {
     /// [`Gamma::with`], and the objects of `text` (the services' ports
     /// written as 80 and 8080, moved as the manifests' are).
     pub(crate) async fn with_also(names: &[&str], text: &str) -> Option<Gamma> {
+        Gamma::build(names, text, false).await
+    }
+
+    /// [`Gamma::with_also`] with real gRPC upstreams on port 7070:
+    /// `server.py` processes answering as `echo-v1` and `echo-v2` with the
+    /// method called and the metadata they got.
+    pub(crate) async fn grpc(names: &[&str], text: &str) -> Option<Gamma> {
+        Gamma::build(names, text, true).await
+    }
+
+    async fn build(names: &[&str], text: &str, grpc: bool) -> Option<Gamma> {
         let corpus = pilot_test_support::corpus("gateway-api")?;
         let ports = Ports {
             http: free_port(),
@@ -90,13 +105,26 @@ impl Gamma {
         }
         let controller = Arc::new(Controller::new(Arc::new(store.clone())));
         controller.run();
-        let registry = echo_services(ports);
+        let grpc = grpc.then(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let ports = [free_port(), free_port()];
+            let servers: Vec<Python> = ["echo-v1", "echo-v2"]
+                .into_iter()
+                .zip(ports)
+                .map(|(name, port)| Python::server(name, port, dir.path()))
+                .collect();
+            (ports, servers, dir)
+        });
+        let grpc_ports = grpc.as_ref().map(|(ports, ..)| *ports);
+        let grpc = grpc.map(|(_, servers, dir)| (servers, dir));
+        let registry = echo_services(ports, grpc_ports);
         let (server, xds_port) = super::server::serve(controller, Arc::new(registry));
         Some(Gamma {
             xds_port,
             ports,
             server,
             versions,
+            grpc,
         })
     }
 
@@ -113,6 +141,34 @@ impl Gamma {
         })
         .await;
         envoy
+    }
+}
+
+impl Gamma {
+    /// A gRPC client (`client.py`) whose bootstrap makes it a proxyless
+    /// client in `namespace` of this server (used when it dials an
+    /// `xds:///` name); it dials other targets directly. Only for a mesh
+    /// made by [`Gamma::grpc`].
+    pub(crate) fn grpc_client(&self, namespace: &str) -> Python {
+        let (_, dir) = self
+            .grpc
+            .as_ref()
+            .expect("a mesh with gRPC upstreams (Gamma::grpc)");
+        let bootstrap = dir.path().join(format!("bootstrap-{namespace}.json"));
+        let node = serde_json::json!({
+            "xds_servers": [{
+                "server_uri": format!("127.0.0.1:{}", self.xds_port),
+                "channel_creds": [{"type": "insecure"}],
+                "server_features": ["xds_v3"],
+            }],
+            "node": {
+                "id": node_id(namespace, "10.99.0.2"),
+                "metadata": {"GENERATOR": "grpc", "NAMESPACE": namespace, "LABELS": {}},
+                "locality": {},
+            },
+        });
+        std::fs::write(&bootstrap, node.to_string()).unwrap();
+        Python::start("client.py", &[namespace], &bootstrap, dir.path())
     }
 }
 
@@ -147,28 +203,36 @@ fn move_ports(value: &mut serde_json::Value, ports: Ports) {
 
 /// The conformance's Services: `echo` (pods v1 and v2), `echo-v1`,
 /// `echo-v2`, each on ports 80 (`http`) and 8080 (`http-alt`), their pods
-/// real upstreams answering as `echo-v1` and `echo-v2`.
-fn echo_services(ports: Ports) -> MemoryServiceRegistry {
+/// real upstreams answering as `echo-v1` and `echo-v2`, and 7070 (`grpc`),
+/// served by the gRPC upstreams on `grpc` (v1's, v2's) when given (by
+/// nothing otherwise: the HTTP upstreams do not speak HTTP/2).
+fn echo_services(ports: Ports, grpc: Option<[u16; 2]>) -> MemoryServiceRegistry {
     let registry = MemoryServiceRegistry::new();
     let v1 = echo_upstream("echo-v1");
     let v2 = echo_upstream("echo-v2");
+    let [grpc_v1, grpc_v2] = grpc.unwrap_or([v1, v2]);
     for (name, pods) in [
-        ("echo", vec![("v1", v1), ("v2", v2)]),
-        ("echo-v1", vec![("v1", v1)]),
-        ("echo-v2", vec![("v2", v2)]),
+        ("echo", vec![("v1", v1, grpc_v1), ("v2", v2, grpc_v2)]),
+        ("echo-v1", vec![("v1", v1, grpc_v1)]),
+        ("echo-v2", vec![("v2", v2, grpc_v2)]),
     ] {
         let service_ports = vec![
             Port::new("http", ports.http, Protocol::Http),
             Port::new("http-alt", ports.alt, Protocol::Http),
-            Port::new("http-grpc", ports.grpc, Protocol::Http),
+            Port::new("grpc", ports.grpc, Protocol::Grpc),
         ];
         let service = registry.add_service(Service::new(
             format!("{name}.{MESH}.svc.cluster.local"),
             service_ports.clone(),
         ));
-        for (version, pod) in &pods {
+        for (version, pod, grpc_pod) in &pods {
             for port in &service_ports {
-                let endpoint = NetworkEndpoint::new(loopback(), *pod, port.clone());
+                let upstream = if port.protocol == Protocol::Grpc {
+                    *grpc_pod
+                } else {
+                    *pod
+                };
+                let endpoint = NetworkEndpoint::new(loopback(), upstream, port.clone());
                 let labels = Labels::from_pairs([("version", *version)]);
                 registry
                     .add_instance(ServiceInstance::new(Arc::clone(&service), endpoint, labels))
@@ -245,19 +309,6 @@ impl Request {
             host: host.into(),
             path: path.into(),
             headers: Vec::new(),
-        }
-    }
-
-    /// A gRPC call's request head for `host`: `POST /service/method`.
-    pub(crate) fn grpc(host: &str, service: &str, method: &str) -> Self {
-        Request {
-            method: "POST",
-            host: host.into(),
-            path: format!("/{service}/{method}"),
-            headers: vec![
-                ("content-type".into(), "application/grpc".into()),
-                ("te".into(), "trailers".into()),
-            ],
         }
     }
 

@@ -11,6 +11,7 @@
 pub(crate) mod bookinfo;
 pub(crate) mod envoy;
 pub(crate) mod gamma;
+pub(crate) mod grpc;
 pub(crate) mod mesh;
 pub(crate) mod proxies;
 pub(crate) mod scoped;

@@ -7,9 +7,17 @@ rule changes. Each command prints one JSON line:
                                      (N calls of /pilot.test.Who/Name, with the header if given)
     load TARGET                   -> {"loading": TARGET} (calls, one after another, in the background)
     stop                          -> what `count` answers, for every call since `load`
+    echo TARGET METHOD [KEY=VALUE ...]
+                                  -> what the server answered (server.py: {"backend", "method", "metadata"})
+                                     or {"error": CODE, "message": ...}
+    calls TARGET METHOD N [KEY=VALUE ...]
+                                  -> {"counts": {BACKEND: n}, "errors": {CODE: n}, "messages": [...]}
+                                     (N calls of METHOD, /package.Service/Method, counted by the
+                                     "backend" of server.py's answer)
 
 TARGET is e.g. xds:///greeter.default.svc.cluster.local:50551 (the
-bootstrap comes from GRPC_XDS_BOOTSTRAP) or 127.0.0.1:PORT.
+bootstrap comes from GRPC_XDS_BOOTSTRAP) or 127.0.0.1:PORT; ADDRESS@AUTHORITY
+dials ADDRESS with AUTHORITY as the calls' :authority (a sidecar routes by it).
 """
 
 import json
@@ -26,8 +34,35 @@ channels = {}
 
 def channel(target):
     if target not in channels:
-        channels[target] = grpc.insecure_channel(target)
+        address, _, authority = target.partition("@")
+        options = [("grpc.default_authority", authority)] if authority else []
+        channels[target] = grpc.insecure_channel(address, options=options)
     return channels[target]
+
+
+def pairs(words):
+    return [tuple(word.split("=", 1)) for word in words] or None
+
+
+def echo(target, method, metadata):
+    try:
+        return json.loads(channel(target).unary_unary(method)(b"", timeout=DEADLINE, metadata=metadata))
+    except grpc.RpcError as error:
+        return {"error": error.code().name, "message": error.details()}
+
+
+def calls(target, method, n, metadata):
+    call = channel(target).unary_unary(method)
+    counts, errors, messages = {}, {}, []
+    for _ in range(n):
+        try:
+            backend = json.loads(call(b"", timeout=DEADLINE, metadata=metadata))["backend"]
+            counts[backend] = counts.get(backend, 0) + 1
+        except grpc.RpcError as error:
+            errors[error.code().name] = errors.get(error.code().name, 0) + 1
+            if len(messages) < 3:
+                messages.append(error.details())
+    return {"counts": counts, "errors": errors, "messages": messages}
 
 
 def health_check(target):
@@ -90,6 +125,10 @@ def main():
             result = health_check(words[1])
         elif words[0] == "count":
             result = count(words[1], int(words[2]), words[3] if len(words) > 3 else None)
+        elif words[0] == "echo":
+            result = echo(words[1], words[2], pairs(words[3:]))
+        elif words[0] == "calls":
+            result = calls(words[1], words[2], int(words[3]), pairs(words[4:]))
         elif words[0] == "load" and load is None:
             load = Load(words[1])
             result = {"loading": words[1]}

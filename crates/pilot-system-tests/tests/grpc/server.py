@@ -1,5 +1,9 @@
-"""A gRPC server for pilot's proxyless tests: the standard health service
-(SERVING) and /pilot.test.Who/Name, which answers this server's name.
+"""A gRPC server for pilot's gRPC tests: the standard health service
+(SERVING), /pilot.test.Who/Name, which answers this server's name, and
+every other method, which answers a JSON object: this server's name
+("backend"), the method called ("method", `/package.Service/Method`) and
+the metadata the call arrived with ("metadata": each key, lower case, to
+the list of its values in order).
 
     server.py NAME PORT [--xds] [--until-killed]
 
@@ -11,6 +15,7 @@ GRACE seconds), or with --until-killed until a signal ends it (a shell's
 background job, docs/guide/grpc.md).
 """
 
+import json
 import sys
 from concurrent import futures
 
@@ -19,6 +24,28 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 # How long calls in flight may take to finish once stdin closes.
 GRACE = 10
+
+
+class Echo(grpc.GenericRpcHandler):
+    """Any method but the health service's: says who answered and what
+    it got."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def service(self, details):
+        if details.method.startswith("/grpc.health."):
+            return None
+        method = details.method
+
+        def echo(request, context):
+            metadata = {}
+            for key, value in context.invocation_metadata():
+                metadata.setdefault(key, []).append(value)
+            reply = {"backend": self.name, "method": method, "metadata": metadata}
+            return json.dumps(reply).encode()
+
+        return grpc.unary_unary_rpc_method_handler(echo)
 
 
 def main():
@@ -34,6 +61,7 @@ def main():
     checker = health.HealthServicer()
     checker.set("", health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)
+    server.add_generic_rpc_handlers((Echo(name),))
     address = f"127.0.0.1:{port}"
     if xds:
         server.add_secure_port(address, grpc.xds_server_credentials(grpc.insecure_server_credentials()))

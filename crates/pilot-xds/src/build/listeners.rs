@@ -30,6 +30,11 @@ pub struct ListenerPlan {
     pub listeners: Vec<Listener>,
     /// The outbound HTTP ports: one route configuration each.
     pub http_ports: BTreeSet<u16>,
+    /// The outbound HTTP ports whose captured listener routes by the
+    /// Service address a connection was sent to: their route
+    /// configurations are `serving::destination_route_configurations`'s
+    /// (the port's own among them), not `route_configuration`'s.
+    pub destination_ports: BTreeSet<u16>,
     /// An edge proxy's route configurations (ingress rules', gateways').
     pub ingress_routes: Vec<RouteConfiguration>,
 }

@@ -15,11 +15,14 @@
 //!   RBAC filters (`rbac.rs`); mutual TLS between workloads (`security/`).
 //! - Routes: the model's HTTP routes as Envoy routes (`routes.rs`), a
 //!   sidecar's route configuration of an outbound port (`route_config.rs`)
-//!   with the external services' virtual hosts (`egress.rs`).
+//!   with the external services' virtual hosts (`egress.rs`); routing by
+//!   a Service's address where the Gateway API's routes ask for it
+//!   (`destination.rs`).
 //! - `util.rs`: small conversions into Envoy's protobuf types.
 
 pub(crate) mod cluster;
 pub(crate) mod clusters;
+pub(crate) mod destination;
 pub(crate) mod downstream_tls;
 pub(crate) mod egress;
 pub(crate) mod ext_authz;

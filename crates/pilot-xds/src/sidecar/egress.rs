@@ -115,7 +115,14 @@ pub(crate) fn egress_listeners(
     };
     let services = registry.services();
     for port in &plan.http_ports {
-        if !taken.contains(&format!("{address}_{port}")) {
+        if taken.contains(&format!("{address}_{port}")) {
+            continue;
+        }
+        if plan.destination_ports.contains(port) {
+            routes.extend(crate::build::destination::route_configurations(
+                *port, &services, &model, proxy, own,
+            ));
+        } else {
             routes.push(route_configuration(*port, &services, &model, proxy, own));
         }
     }

@@ -3,8 +3,10 @@
 //! (the routing model's TCP and TLS routes, `build/l4.rs`), and, with
 //! capture, the virtual listener captured connections arrive on. With
 //! capture the outbound listeners do not bind (the virtual listener hands
-//! connections over by original destination); without, they bind
-//! 127.0.0.1 at the service port.
+//! connections over by original destination), and an HTTP port where the
+//! Gateway API's routes of a Service with an address apply routes by that
+//! address (`build/destination.rs`); without, they bind 127.0.0.1 at the
+//! service port.
 
 use std::collections::BTreeSet;
 
@@ -56,6 +58,7 @@ fn outbound(
 ) {
     let capture = proxy.capture.captures();
     let mut taken = BTreeSet::new();
+    let mut destination_ports = BTreeSet::new();
     let services = registry.services();
     for service in &services {
         for port in &service.ports {
@@ -67,7 +70,7 @@ fn outbound(
     for port in &plan.http_ports {
         let address = if capture { "0.0.0.0" } else { "127.0.0.1" };
         taken.insert((address.to_string(), *port));
-        plan.listeners.push(listener(
+        let mut http = listener(
             &format!("{address}_{port}"),
             address,
             *port,
@@ -79,8 +82,16 @@ fn outbound(
                     route_config_name: crate::names::route_config_name(*port),
                 }),
             ),
-        ));
+        );
+        // Captured, a port where the Gateway API's routes of a Service
+        // apply routes by the Service address a connection was sent to.
+        if capture && let Some(chains) = crate::build::destination::filter_chains(*port, &services, model) {
+            http.filter_chains = chains;
+            destination_ports.insert(*port);
+        }
+        plan.listeners.push(http);
     }
+    plan.destination_ports.extend(destination_ports);
     let address_of = |service: &pilot_model::Service| match (capture, service.address) {
         (true, Some(vip)) => vip.to_string(),
         (true, None) => "0.0.0.0".to_string(),

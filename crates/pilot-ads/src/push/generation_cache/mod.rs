@@ -21,8 +21,9 @@ use bytes::Bytes;
 use envoy_types::pb::google::protobuf::Any;
 use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use pilot_xds::serving::{
-    any, eds_clusters, generate_outbound, generate_scoped_inbound, generate_scoped_outbound, listener_plan,
-    load_assignment, outbound_clusters, serves_auto_passthrough, sni_dnat_clusters,
+    any, destination_route_configurations, eds_clusters, generate_outbound, generate_scoped_inbound,
+    generate_scoped_outbound, listener_plan, load_assignment, outbound_clusters, serves_auto_passthrough,
+    sni_dnat_clusters,
 };
 use pilot_xds::{ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, route_config_name};
 use prost::Message;
@@ -461,6 +462,7 @@ impl GeneratedCache {
             Arc::new(ListenerPart {
                 lds: Arc::new(EncodedType::new(ORDER[2].1, named(&resources, "LDS"))),
                 http_ports: plan.http_ports.into_iter().collect(),
+                destination_ports: plan.destination_ports.into_iter().collect(),
                 ingress_routes: named(&resources, "RDS"),
             })
         };
@@ -494,6 +496,7 @@ impl GeneratedCache {
         let mut resources: Vec<(String, Any)> = listeners
             .http_ports
             .iter()
+            .filter(|port| !listeners.destination_ports.contains(port))
             .map(|&port| {
                 let encoded = virtual_hosts::route_configuration(
                     port,
@@ -510,6 +513,16 @@ impl GeneratedCache {
                 (route_config_name(port), value)
             })
             .collect();
+        for &port in &listeners.destination_ports {
+            let configs = destination_route_configurations(port, &services, model, proxy, own);
+            resources.extend(configs.iter().map(|config| {
+                let value = Any {
+                    type_url: ORDER[3].1.to_string(),
+                    value: config.encode_to_vec(),
+                };
+                (config.name.clone(), value)
+            }));
+        }
         resources.extend(listeners.ingress_routes.iter().cloned());
         let encoded = EncodedType::new(ORDER[3].1, resources);
         // Classes whose route configurations came out the same (namespaces
@@ -651,6 +664,9 @@ struct ListenerPart {
     lds: Arc<EncodedType>,
     /// The outbound HTTP ports: one route configuration each.
     http_ports: Vec<u16>,
+    /// The outbound HTTP ports routed by Service address
+    /// (`ListenerPlan::destination_ports`).
+    destination_ports: Vec<u16>,
     /// An ingress's route configurations (from ingress rules), encoded.
     ingress_routes: Vec<(String, Any)>,
 }
