@@ -17,7 +17,9 @@
 //! serving of Istio's API).
 //!
 //! Prints, per case, p50 / p90 / p99 / max of propagation and of the write
-//! alone, and the failed requests of the load client.
+//! alone, the failed requests of the load client, and where the server's
+//! part went (its push metrics: debounce, build, the RDS response, the
+//! change to the last response handed over).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -54,6 +56,40 @@ struct Measured {
     writes: Vec<Duration>,
     requests: u64,
     failed: u64,
+    /// pilot-discovery's mean per push over the changes, by phase (its
+    /// metrics): debounce, build, RDS response, convergence.
+    phases: Vec<(&'static str, f64)>,
+}
+
+/// The phases of a push pilot-discovery's metrics time: (metric, label).
+const PHASES: [(&str, &str); 4] = [
+    ("pilot_debounce_time", "debounce"),
+    ("pilot_pushcontext_init_seconds", "build"),
+    ("pilot_xds_push_time{type=\"rds\"}", "rds"),
+    ("pilot_proxy_convergence_time", "converged"),
+];
+
+/// Each phase's (sum in seconds, count) from pilot-discovery's metrics.
+fn phase_totals(discovery: &Discovery) -> Vec<(f64, f64)> {
+    let (_, text) = pilot_test_support::Discovery::get(discovery, "/metrics");
+    PHASES
+        .iter()
+        .map(|(metric, _)| {
+            let (name, labels) = metric.split_once('{').map_or((*metric, ""), |(n, l)| (n, l));
+            let value = |suffix: &str| {
+                let key = if labels.is_empty() {
+                    format!("{name}_{suffix} ")
+                } else {
+                    format!("{name}_{suffix}{{{labels} ")
+                };
+                text.lines()
+                    .find_map(|l| l.strip_prefix(&key))
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            (value("sum"), value("count"))
+        })
+        .collect()
 }
 
 fn main() {
@@ -112,6 +148,12 @@ fn main() {
             measured.failed,
             measured.requests,
         );
+        let phases: Vec<String> = measured
+            .phases
+            .iter()
+            .map(|(label, ms)| format!("{label} {ms:.1}"))
+            .collect();
+        println!("    pilot-discovery's mean per push, ms: {}", phases.join(", "));
     }
 }
 
@@ -192,7 +234,9 @@ fn run(case: &Case, changes: usize) -> Measured {
         writes: Vec::new(),
         requests: 0,
         failed: 0,
+        phases: Vec::new(),
     };
+    let before = phase_totals(&discovery);
     // Each route changed once to v2 before any is changed back; spread
     // over the routes.
     let mut client = Client::new(port);
@@ -218,6 +262,22 @@ fn run(case: &Case, changes: usize) -> Measured {
     }
     stop.store(true, Ordering::Relaxed);
     load.join().unwrap();
+    let after = phase_totals(&discovery);
+    measured.phases = PHASES
+        .iter()
+        .zip(before.iter().zip(&after))
+        .map(|((_, label), ((sum0, count0), (sum1, count1)))| {
+            let count = count1 - count0;
+            (
+                *label,
+                if count > 0.0 {
+                    (sum1 - sum0) / count * 1e3
+                } else {
+                    0.0
+                },
+            )
+        })
+        .collect();
     measured.requests = requests.load(Ordering::Relaxed);
     measured.failed = failed.load(Ordering::Relaxed);
     drop(router);
