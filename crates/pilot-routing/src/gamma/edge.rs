@@ -97,54 +97,56 @@ pub(in super::super) fn compile(configs: &RoutingConfigs, model: &mut RoutingMod
     }
 }
 
+/// A route's matches compiled, each with its place in its host's order.
+type Compiled = Vec<(Key, HttpRoute)>;
+
 /// The servers of one Gateway's served listeners.
 fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &mut RoutingModel) {
     let suffix = &configs.domain_suffix;
     let listeners = &gateway.spec.listeners;
     // Per listener, per hostname, the matches attached there.
-    let mut attached: Vec<BTreeMap<String, Vec<(Key, HttpRoute)>>> = vec![BTreeMap::new(); listeners.len()];
+    let mut attached: Vec<BTreeMap<String, Compiled>> = vec![BTreeMap::new(); listeners.len()];
     let grants = || configs.reference_grants.iter().map(|g| &**g);
-    let mut attach =
-        |meta: &ConfigMeta,
-         kind: &str,
-         parents: Option<&[ParentReference]>,
-         hostnames: &[String],
-         compile: &dyn Fn(&ServiceParent, Permitted<'_>) -> Vec<(Key, HttpRoute)>| {
-            let permitted = |namespace: &str, name: &str| {
-                namespace == meta.namespace || granted(grants(), kind, &meta.namespace, namespace, name)
-            };
-            let parent = ServiceParent {
-                host: String::new(),
-                port: None,
-                consumer: false,
-                route_namespace: meta.namespace.clone(),
-            };
-            let mut compiled: Option<Vec<(Key, HttpRoute)>> = None;
-            for reference in names_gateway(parents, gateway, &meta.namespace) {
-                for (i, listener) in listeners.iter().enumerate() {
-                    if !served(listener)
-                        || !names_listener(reference, listener)
-                        || !admits(listener, kind, &meta.namespace, &gateway.meta.namespace)
-                    {
+    let mut attach = |meta: &ConfigMeta,
+                      kind: &str,
+                      parents: Option<&[ParentReference]>,
+                      hostnames: &[String],
+                      compile: &dyn Fn(&ServiceParent, Permitted<'_>) -> Compiled| {
+        let permitted = |namespace: &str, name: &str| {
+            namespace == meta.namespace || granted(grants(), kind, &meta.namespace, namespace, name)
+        };
+        let parent = ServiceParent {
+            host: String::new(),
+            port: None,
+            consumer: false,
+            route_namespace: meta.namespace.clone(),
+        };
+        let mut compiled: Option<Compiled> = None;
+        for reference in names_gateway(parents, gateway, &meta.namespace) {
+            for (i, listener) in listeners.iter().enumerate() {
+                if !served(listener)
+                    || !names_listener(reference, listener)
+                    || !admits(listener, kind, &meta.namespace, &gateway.meta.namespace)
+                {
+                    continue;
+                }
+                for host in shared_hostnames(listener.hostname.as_deref(), hostnames) {
+                    if owner(listeners, listener.port, &host) != Some(i) {
                         continue;
                     }
-                    for host in shared_hostnames(listener.hostname.as_deref(), hostnames) {
-                        if owner(listeners, listener.port, &host) != Some(i) {
-                            continue;
-                        }
-                        let routes = compiled.get_or_insert_with(|| compile(&parent, &permitted));
-                        let entries = attached[i].entry(host).or_default();
-                        for (key, route) in routes.iter() {
-                            // A route attached twice to one host (two
-                            // parentRefs to one listener) counts once.
-                            if !entries.iter().any(|(k, _)| k == key) {
-                                entries.push((key.clone(), route.clone()));
-                            }
+                    let routes = compiled.get_or_insert_with(|| compile(&parent, &permitted));
+                    let entries = attached[i].entry(host).or_default();
+                    for (key, route) in routes.iter() {
+                        // A route attached twice to one host (two
+                        // parentRefs to one listener) counts once.
+                        if !entries.iter().any(|(k, _)| k == key) {
+                            entries.push((key.clone(), route.clone()));
                         }
                     }
                 }
             }
-        };
+        }
+    };
     for route in &configs.http_routes {
         attach(
             &route.meta,
@@ -442,7 +444,11 @@ mod tests {
 
     /// Per server (listener), its virtual hosts with their routes' names
     /// and the hosts they send to (none: answered without a backend).
-    fn routed(server: &IngressServer) -> Vec<(String, Vec<(String, Vec<String>)>)> {
+    /// A virtual host: its host, and each route's name with the hosts it
+    /// sends to.
+    type Routed = (String, Vec<(String, Vec<String>)>);
+
+    fn routed(server: &IngressServer) -> Vec<Routed> {
         server
             .virtual_hosts
             .iter()
