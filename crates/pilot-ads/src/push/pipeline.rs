@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::generation_cache::{Changes, GeneratedCache};
 use super::inputs::PushObjects;
-use super::snapshot::{MeshSnapshot, PUSHED_KINDS, PushClock, PushInfo};
+use super::snapshot::{MeshSnapshot, PUSHED_KINDS, PushClock, PushInfo, READ_KINDS};
 use crate::feedback::Rejections;
 use crate::options::XdsOptions;
 use crate::state::ServerState;
@@ -178,7 +178,7 @@ fn publish(
     let (revisions, objects, rules, rules_changed) = match kept {
         Some((revisions, objects, rules)) => (revisions, objects, rules, Some(Default::default())),
         None => {
-            let kinds = PUSHED_KINDS;
+            let kinds: Vec<&str> = PUSHED_KINDS.iter().chain(&READ_KINDS).copied().collect();
             // Read before the cache is: the push holds at least every write
             // up to these (objects' status is counted against them).
             let revisions: Arc<pilot_model::KindRevisions> = Arc::new(

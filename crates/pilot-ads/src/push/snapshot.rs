@@ -19,11 +19,10 @@ use super::recompile::PushRules;
 /// The kinds a push is generated from (the routing configuration, compiled
 /// into the routing model, the PeerAuthentications that decide mutual
 /// TLS, the authorization policies and the RequestAuthentications of
-/// inbound listeners; the Gateway API's routes, and the GatewayClasses,
-/// Gateways and ReferenceGrants that decide how router proxies serve
-/// them, by their qualified ids): the kinds whose objects get a
-/// distribution status.
-pub const PUSHED_KINDS: [&str; 18] = [
+/// inbound listeners; the Gateway API's routes, and the GatewayClasses
+/// and Gateways that decide how router proxies serve them, by their
+/// qualified ids): the kinds whose objects get a distribution status.
+pub const PUSHED_KINDS: [&str; 17] = [
     "RouteRule",
     "DestinationPolicy",
     "EgressRule",
@@ -39,10 +38,14 @@ pub const PUSHED_KINDS: [&str; 18] = [
     "GRPCRoute.gateway.networking.k8s.io",
     "GatewayClass.gateway.networking.k8s.io",
     "Gateway.gateway.networking.k8s.io",
-    "ReferenceGrant.gateway.networking.k8s.io",
     "TLSRoute.gateway.networking.k8s.io",
     "TCPRoute.gateway.networking.k8s.io",
 ];
+
+/// The kinds a push reads beside [`PUSHED_KINDS`]: objects that decide how
+/// others are served and have no status of their own (the Gateway API's
+/// ReferenceGrants, whose definition has no status).
+pub(crate) const READ_KINDS: [&str; 1] = ["ReferenceGrant.gateway.networking.k8s.io"];
 
 /// One push: the routing configuration and the registry's state, both
 /// frozen, shared by every connection, with the configurations generated
@@ -189,7 +192,7 @@ mod tests {
     #[test]
     fn pushed_kinds_are_the_istio_routing_and_security_kinds_and_the_gateway_api_routes() {
         use pilot_api::gateway_api::{
-            Gateway as ApiGateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute,
+            Gateway as ApiGateway, GatewayClass, GrpcRoute, HttpRoute, TcpRoute, TlsRoute,
         };
         use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
         use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
@@ -213,7 +216,6 @@ mod tests {
                 &GrpcRoute::id(),
                 &GatewayClass::id(),
                 &ApiGateway::id(),
-                &ReferenceGrant::id(),
                 &TlsRoute::id(),
                 &TcpRoute::id(),
             ]
