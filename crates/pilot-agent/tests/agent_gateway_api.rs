@@ -2,8 +2,10 @@
 //! real Envoy) with real traffic: conformance cases of the Gateway
 //! profile (HTTPRoute: simple same-namespace, cross-namespace, reference
 //! grant, invalid cross-namespace backend, hostname intersection,
-//! listener hostname matching; TCPRoute: reference grant, attach to every
-//! listener; TLSRoute: passthrough by SNI), their manifests read from the
+//! listener hostname matching, matching, exact path, method and query
+//! parameter matching, matching across routes; TCPRoute: reference grant,
+//! attach to every listener; TLSRoute: passthrough by SNI), their
+//! manifests read from the
 //! corpus `gateway-api` (`../shared/corpora/`), to upstreams that answer
 //! with their name (the TLS one with its own certificate). The
 //! expectation tables are those the upstream conformance tests state
@@ -215,6 +217,28 @@ impl Conformance {
         }
     }
 
+    /// Waits until `gateway` answers every request as expected, then
+    /// checks each once more.
+    fn expect_requests(&self, gateway: &str, cases: &[Request]) {
+        let port = self.port(gateway, 80);
+        let answered = |case: &Request| {
+            let (status, body) = common::request_by_length(port, case.method, HOST, case.path, &case.headers);
+            let backend = if status == 200 { body } else { String::new() };
+            (status, backend) == (case.status, case.backend.to_string())
+        };
+        eventually(&format!("{gateway} to route as the conformance expects"), || {
+            cases.iter().all(answered)
+        });
+        for case in cases {
+            assert!(
+                answered(case),
+                "{case:?}: {:?}\n{}",
+                common::request_by_length(port, case.method, HOST, case.path, &case.headers),
+                self.routers[gateway].log()
+            );
+        }
+    }
+
     /// Where Gateway `gateway`'s listener written on port `written`
     /// serves.
     fn port(&self, gateway: &str, written: u16) -> u16 {
@@ -269,6 +293,52 @@ impl Conformance {
             said.len() == 2
         });
         said
+    }
+}
+
+/// The host the matching cases send (the routes name no hostname).
+const HOST: &str = "example.com";
+
+/// A request of a matching case and what answers it: the backend (200),
+/// or the status with no backend.
+#[derive(Debug)]
+struct Request {
+    method: &'static str,
+    path: &'static str,
+    headers: Vec<(&'static str, &'static str)>,
+    backend: &'static str,
+    status: u16,
+}
+
+/// `GET path`, expected to reach `backend`.
+fn to(path: &'static str, backend: &'static str) -> Request {
+    Request {
+        method: "GET",
+        path,
+        headers: Vec::new(),
+        backend,
+        status: 200,
+    }
+}
+
+/// `GET path`, expected to be answered `status` by the router.
+fn answered(path: &'static str, status: u16) -> Request {
+    Request {
+        status,
+        backend: "",
+        ..to(path, "")
+    }
+}
+
+impl Request {
+    fn method(mut self, method: &'static str) -> Self {
+        self.method = method;
+        self
+    }
+
+    fn header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.headers.push((name, value));
+        self
     }
 }
 
@@ -596,4 +666,120 @@ fn a_tls_listener_passes_tls_through_by_sni() {
             said("ResolvedRefs", "True", "ResolvedRefs")
         ]
     );
+}
+
+const V1: &str = "infra-backend-v1";
+const V2: &str = "infra-backend-v2";
+const V3: &str = "infra-backend-v3";
+
+#[test]
+fn requests_match_by_path_header_method_and_query_in_the_specifications_order() {
+    // One manifest at a time (HTTPRouteMethodMatching's `GET` rule would
+    // take the others' requests): HTTPRouteMatching,
+    // HTTPRouteExactPathMatching, HTTPRouteMethodMatching,
+    // HTTPRouteQueryParamMatching.
+    let cases: [(&str, Vec<Request>); 4] = [
+        (
+            "httproute-matching",
+            // A prefix matches whole segments; a header match beats a
+            // bare prefix of the same length.
+            vec![
+                to("/", V1),
+                to("/example", V1),
+                to("/", V1).header("version", "one"),
+                to("/v2", V2),
+                to("/v2/example", V2),
+                to("/", V2).header("version", "two"),
+                to("/v2example", V1),
+                to("/foo/v2/example", V1),
+            ],
+        ),
+        (
+            "httproute-exact-path-matching",
+            // The whole path, its case; nothing else matches.
+            vec![
+                to("/one", V1),
+                to("/two", V2),
+                answered("/", 404),
+                answered("/one/example", 404),
+                answered("/two/", 404),
+                answered("/Two", 404),
+                answered("/onetwo", 404),
+            ],
+        ),
+        (
+            "httproute-method-matching",
+            // A longer prefix beats a method match, which beats a header
+            // match.
+            vec![
+                to("/", V1).method("POST"),
+                to("/", V2),
+                to("/path1", V1),
+                to("/", V2).method("PUT").header("version", "one"),
+                to("/path2", V3).method("POST").header("version", "two"),
+                to("/path3", V1).method("PATCH"),
+                to("/path4", V1).method("DELETE").header("version", "three"),
+                to("/path5", V1).method("PATCH"),
+                to("/", V2).method("PATCH").header("version", "four"),
+                answered("/", 404).method("HEAD"),
+                answered("/", 404).method("PUT"),
+                answered("/path4", 404).method("DELETE"),
+            ],
+        ),
+        (
+            "httproute-query-param-matching",
+            // Names and values are case-sensitive; more parameters win;
+            // headers beat parameters; a longer prefix beats both.
+            vec![
+                to("/?animal=whale", V1),
+                to("/?animal=dolphin", V2),
+                to("/?animal=dolphin&color=blue", V3),
+                to("/?ANIMAL=Whale", V3),
+                to("/path1?animal=whale", V1),
+                to("/?animal=whale", V2).header("version", "one"),
+                to("/path2?animal=whale", V3).header("version", "two"),
+                to("/path3?animal=shark", V1),
+                to("/path4?animal=kraken", V1).header("version", "three"),
+                to("/path5?animal=hydra", V1).header("version", "four"),
+                to("/?animal=hydra", V3).header("version", "four"),
+                to("/?animal=hydra", V2),
+                answered("/?animal=whalesay", 404),
+                answered("/?Animal=whale", 404),
+                answered("/", 404),
+            ],
+        ),
+    ];
+    for (manifest, requests) in cases {
+        let Some(conformance) = Conformance::with(&[manifest], &["same-namespace"]) else {
+            return;
+        };
+        conformance.expect_requests("same-namespace", &requests);
+    }
+}
+
+#[test]
+fn matches_across_routes_of_one_hostname_are_ordered_together() {
+    // HTTPRouteMatchingAcrossRoutes.
+    let Some(conformance) = Conformance::with(&["httproute-matching-across-routes"], &["same-namespace"])
+    else {
+        return;
+    };
+    conformance.expect(
+        "same-namespace",
+        &[
+            ("example.com", "/", V1, 200),
+            ("example.com", "/example", V1, 200),
+            ("example.net", "/example", V1, 200),
+            ("example.com", "/v2", V2, 200),
+            ("example.com", "/v2/example", V2, 200),
+            ("example.com", "/v2example", V1, 200),
+            ("example.com", "/foo/v2/example", V1, 200),
+            ("example.net", "/v2", V1, 200),
+            ("example.org", "/", "", 404),
+        ],
+    );
+    let port = conformance.port("same-namespace", 80);
+    let header = |host: &str| common::request_by_length(port, "GET", host, "/", &[("version", "two")]);
+    assert_eq!(header("example.com"), (200, V2.to_string()));
+    assert_eq!(header("example.net"), (200, V1.to_string()));
 }

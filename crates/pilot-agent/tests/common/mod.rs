@@ -60,11 +60,26 @@ pub(crate) fn get(port: u16, path: &str) -> (u16, String) {
 /// 404, open a while after): the status and the body, `(0, "")` when
 /// nothing answered.
 pub(crate) fn get_by_length(port: u16, host: &str, path: &str) -> (u16, String) {
+    request_by_length(port, "GET", host, path, &[])
+}
+
+/// [`get_by_length`] with another method and more headers.
+pub(crate) fn request_by_length(
+    port: u16,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return (0, String::new());
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-    let request = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
+    let mut request = format!("{method} {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
     if stream.write_all(request.as_bytes()).is_err() {
         return (0, String::new());
     }
@@ -73,11 +88,15 @@ pub(crate) fn get_by_length(port: u16, host: &str, path: &str) -> (u16, String) 
     loop {
         if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-            let length: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|n| n.trim().parse().ok())
-                .unwrap_or(0);
+            // The answer to a HEAD has no body, whatever its length says.
+            let length: usize = match method {
+                "HEAD" => 0,
+                _ => head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|n| n.trim().parse().ok())
+                    .unwrap_or(0),
+            };
             if raw.len() >= end + 4 + length {
                 let status = head
                     .split_whitespace()
