@@ -3,7 +3,8 @@
 //! profile (HTTPRoute: simple same-namespace, cross-namespace, reference
 //! grant, invalid cross-namespace backend, hostname intersection,
 //! listener hostname matching, matching, exact path, method and query
-//! parameter matching, matching across routes; TCPRoute: reference grant,
+//! parameter matching, matching across routes, retry (experimental);
+//! TCPRoute: reference grant,
 //! attach to every listener; TLSRoute: passthrough by SNI), their
 //! manifests read from the
 //! corpus `gateway-api` (`../shared/corpora/`), to upstreams that answer
@@ -102,6 +103,16 @@ impl Conformance {
     /// Routers are started for the Gateways `served` only. `None` when
     /// the corpus is not there (a loud skip, a failure under `CI=true`).
     fn with(names: &[&str], served: &[&str]) -> Option<Conformance> {
+        Conformance::with_upstreams(names, served, &common::named_upstream)
+    }
+
+    /// [`Conformance::with`], the HTTP backends' upstreams started by
+    /// `upstream` (given the Service's name; its port).
+    fn with_upstreams(
+        names: &[&str],
+        served: &[&str],
+        upstream: &dyn Fn(&'static str) -> u16,
+    ) -> Option<Conformance> {
         let corpus = pilot_test_support::corpus("gateway-api")?;
         let dir = tempfile::tempdir().unwrap();
         let mut services = String::from("services:\n");
@@ -113,7 +124,7 @@ impl Conformance {
             ));
         };
         for (namespace, name) in BACKENDS {
-            service(namespace, name, 8080, "HTTP", common::named_upstream(name));
+            service(namespace, name, 8080, "HTTP", upstream(name));
         }
         let pki = Pki::new(dir.path());
         let ca = pki.ca("ca").unwrap();
@@ -782,4 +793,103 @@ fn matches_across_routes_of_one_hostname_are_ordered_together() {
     let header = |host: &str| common::request_by_length(port, "GET", host, "/", &[("version", "two")]);
     assert_eq!(header("example.com"), (200, V2.to_string()));
     assert_eq!(header("example.net"), (200, V1.to_string()));
+}
+
+/// An upstream that fails: a request for `...?fail=N&id=X[&status=S]`
+/// is answered `S` (500 unless written) for the first N requests of id
+/// X, then 200; each answer's body is `try K`, K the requests of X so
+/// far. Its port.
+fn failing_upstream(_name: &'static str) -> u16 {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let tries = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::<String, u32>::new()));
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let tries = std::sync::Arc::clone(&tries);
+            std::thread::spawn(move || {
+                let mut buffer = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while !buffer.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let end = buffer.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(0) + 4;
+                    let head = String::from_utf8_lossy(&buffer[..end]).to_string();
+                    buffer.drain(..end);
+                    let target = head.split(' ').nth(1).unwrap_or_default();
+                    let query: BTreeMap<&str, &str> = target
+                        .split_once('?')
+                        .map(|(_, q)| q.split('&').filter_map(|p| p.split_once('=')).collect())
+                        .unwrap_or_default();
+                    let fail: u32 = query.get("fail").and_then(|n| n.parse().ok()).unwrap_or(0);
+                    let status: u16 = query.get("status").and_then(|n| n.parse().ok()).unwrap_or(500);
+                    let id = query.get("id").copied().unwrap_or_default().to_string();
+                    let count = {
+                        let mut tries = tries.lock().unwrap();
+                        let count = tries.entry(id).or_default();
+                        *count += 1;
+                        *count
+                    };
+                    let status = if count <= fail { status } else { 200 };
+                    let body = format!("try {count}");
+                    let response = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if stream.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_rules_retry_tries_again_on_its_codes_as_many_times_as_it_says() {
+    // HTTPRouteRetry (experimental): infra-backend-v3 fails as each
+    // request asks; each request's id is used once.
+    let Some(conformance) = Conformance::with_upstreams(&["httproute-retry"], &["same-namespace"], &|name| {
+        if name == V3 {
+            failing_upstream(name)
+        } else {
+            common::named_upstream(name)
+        }
+    }) else {
+        return;
+    };
+    let port = conformance.port("same-namespace", 80);
+    let send = |path: &str| common::request_by_length(port, "GET", HOST, path, &[]);
+    let mut warm = 0;
+    eventually("the retry routes to be served", || {
+        warm += 1;
+        send(&format!("/retry/code-all-attempts-2?id=warm-{warm}")).0 == 200
+    });
+    let cases = [
+        // 500 is retried three times: the fourth try succeeds...
+        ("/retry/code-500-attempts-3?fail=3&id=a", (200, "try 4")),
+        // ...and a fifth is not made.
+        ("/retry/code-500-attempts-3?fail=4&id=b", (500, "try 4")),
+        // A code the rule does not name is not retried.
+        (
+            "/retry/code-500-attempts-3?fail=1&id=c&status=502",
+            (502, "try 1"),
+        ),
+        // 5xx named: two retries.
+        (
+            "/retry/code-all-attempts-2?fail=2&id=d&status=503",
+            (200, "try 3"),
+        ),
+        (
+            "/retry/code-all-attempts-2?fail=3&id=e&status=504",
+            (504, "try 3"),
+        ),
+    ];
+    for (path, (status, body)) in cases {
+        assert_eq!(send(path), (status, body.to_string()), "{path}");
+    }
 }

@@ -229,6 +229,12 @@ pub struct Retries {
     /// The conditions retried, Envoy's `retry_on` (none:
     /// [`Retries::DEFAULT_RETRY_ON`]).
     pub retry_on: Option<String>,
+    /// The response status codes retried (`retriable-status-codes` in
+    /// `retry_on`): the Gateway API's `retry.codes`.
+    pub status_codes: Vec<u32>,
+    /// The wait before a retry (Envoy's back-off base interval); none:
+    /// Envoy's (25 ms).
+    pub backoff: Option<Duration>,
 }
 
 impl Retries {

@@ -222,6 +222,7 @@ impl Compiler<'_> {
             attempts: u32::try_from(retry.attempts).unwrap_or(0),
             per_try_timeout: retry.per_try_timeout.map(|d| d.as_std()),
             retry_on: non_empty(&retry.retry_on),
+            ..Default::default()
         });
         route.fault = http.fault.as_ref().map(|fault| Fault {
             delay: fault.delay.as_ref().map(|delay| FaultDelay {

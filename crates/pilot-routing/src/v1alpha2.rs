@@ -173,7 +173,7 @@ fn http_route(configs: &RoutingConfigs, rule: &Config<RouteRule>, host: &str) ->
         .map(|retry| Retries {
             attempts: count(retry.attempts),
             per_try_timeout: retry.per_try_timeout.map(|d| d.as_std()),
-            retry_on: None,
+            ..Default::default()
         });
     route.fault = spec.http_fault.as_ref().map(|fault| Fault {
         delay: fault.delay.as_ref().map(|delay| FaultDelay {

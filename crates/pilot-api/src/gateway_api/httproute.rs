@@ -299,6 +299,14 @@ pub struct HttpRouteRetry {
     pub backoff: Option<String>,
 }
 
+impl HttpRouteRetry {
+    /// `backoff` as a duration; none when absent or not a Gateway API
+    /// duration.
+    pub fn backoff_duration(&self) -> Option<std::time::Duration> {
+        self.backoff.as_deref().and_then(duration)
+    }
+}
+
 /// At most 128 matches across a route's rules.
 pub(crate) const MAX_MATCHES: usize = 128;
 

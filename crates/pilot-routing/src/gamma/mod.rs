@@ -41,7 +41,10 @@
 //!   header modifiers apply to what is sent to it (a backend with another
 //!   filter of its own takes no traffic). Timeouts:
 //!   `request` is the route's timeout; `backendRequest` each try's (the
-//!   route's when `request` is not written).
+//!   route's when `request` is not written). A rule's `retry`
+//!   (experimental) retries its `codes` and connection errors (failures,
+//!   resets, refused streams), `attempts` times after the first try (1
+//!   unless written), `backoff` apart.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};

@@ -6,8 +6,8 @@ use std::time::Duration;
 use pilot_api::gateway_api::{
     BackendObjectReference, Cors as GatewayCors, GrpcHeaderMatch, GrpcMethodMatch, GrpcRouteFilter,
     GrpcRouteFilterType, GrpcRouteMatch, GrpcRouteRule, HeaderModifier, HttpHeaderMatch, HttpPathModifier,
-    HttpQueryParamMatch, HttpRouteFilterType, HttpRouteMatch, HttpRouteRule, PathMatchType, PathModifierType,
-    RedirectScheme, RequestMirror, StringMatchType,
+    HttpQueryParamMatch, HttpRouteFilterType, HttpRouteMatch, HttpRouteRetry, HttpRouteRule, PathMatchType,
+    PathModifierType, RedirectScheme, RequestMirror, StringMatchType,
 };
 use pilot_model::ConfigMeta;
 
@@ -148,11 +148,39 @@ pub(super) fn http_route(
             route.retries = Some(Retries {
                 attempts: 0,
                 per_try_timeout: Some(per_try),
-                retry_on: None,
+                ..Default::default()
             });
         }
     }
+    if let Some(retry) = &rule.retry {
+        let per_try_timeout = route.retries.as_ref().and_then(|r| r.per_try_timeout);
+        route.retries = Some(retries(retry, per_try_timeout));
+    }
     route
+}
+
+/// A rule's `retry` (the Gateway API's experimental channel): its codes
+/// retried (`retriable-status-codes`), and connection failures, resets
+/// and refused streams (the errors before any status); `attempts` retries
+/// after the first try (1 when not written), `backoff` between them.
+fn retries(retry: &HttpRouteRetry, per_try_timeout: Option<Duration>) -> Retries {
+    let status_codes: Vec<u32> = retry
+        .codes
+        .iter()
+        .flatten()
+        .filter_map(|c| u32::try_from(*c).ok())
+        .collect();
+    let mut retry_on = String::from("connect-failure,refused-stream,reset");
+    if !status_codes.is_empty() {
+        retry_on.push_str(",retriable-status-codes");
+    }
+    Retries {
+        attempts: retry.attempts.and_then(|a| u32::try_from(a).ok()).unwrap_or(1),
+        per_try_timeout,
+        retry_on: Some(retry_on),
+        status_codes,
+        backoff: retry.backoff_duration(),
+    }
 }
 
 /// The route of one match of a GRPCRoute's rule, as [`http_route`].

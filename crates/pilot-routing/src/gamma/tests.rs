@@ -563,7 +563,7 @@ fn mirrors_take_their_percent_or_fraction_and_timeouts_their_durations() {
         Some(Retries {
             attempts: 0,
             per_try_timeout: Some(Duration::from_millis(500)),
-            retry_on: None,
+            ..Default::default()
         })
     );
     let mut other = RouteDestination::new("copy.other.svc.cluster.local", Default::default());
@@ -577,6 +577,45 @@ fn mirrors_take_their_percent_or_fraction_and_timeouts_their_durations() {
     );
     assert_eq!(route("fraction").timeout, Some(Duration::from_secs(60)));
     assert_eq!(route("fraction").retries, None);
+}
+
+#[test]
+fn a_rules_retry_retries_its_codes_and_connection_errors() {
+    let model = compile(&route(
+        "r",
+        "mesh",
+        TO_ECHO,
+        concat!(
+            "  - name: codes\n    matches: [{path: {type: Exact, value: /c}}]\n    backendRefs: [{name: v1, port: 80}]\n    retry: {codes: [500, 503], attempts: 3, backoff: 100ms}\n",
+            "  - name: plain\n    matches: [{path: {type: Exact, value: /p}}]\n    backendRefs: [{name: v1, port: 80}]\n    retry: {}\n    timeouts: {request: 1s, backendRequest: 200ms}\n",
+        ),
+    ));
+    let routes = model.http_routes(ECHO);
+    let retries = |name: &str| {
+        routes
+            .iter()
+            .find(|r| r.name == format!("mesh/r/{name}"))
+            .and_then(|r| r.retries.clone())
+            .unwrap()
+    };
+    let codes = retries("codes");
+    assert_eq!(codes.attempts, 3);
+    assert_eq!(codes.status_codes, [500, 503]);
+    assert_eq!(codes.backoff, Some(Duration::from_millis(100)));
+    assert_eq!(
+        codes.retry_on.as_deref(),
+        Some("connect-failure,refused-stream,reset,retriable-status-codes")
+    );
+    // No codes: connection errors only, one retry, the backend request
+    // timeout each try's.
+    let plain = retries("plain");
+    assert_eq!(plain.attempts, 1);
+    assert!(plain.status_codes.is_empty());
+    assert_eq!(
+        plain.retry_on.as_deref(),
+        Some("connect-failure,refused-stream,reset")
+    );
+    assert_eq!(plain.per_try_timeout, Some(Duration::from_millis(200)));
 }
 
 #[test]

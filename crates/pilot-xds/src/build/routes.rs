@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::config::core::v3::{
 use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, RetryPolicy, Route,
     RouteAction, RouteMatch, WeightedCluster, header_matcher, query_parameter_matcher, redirect_action,
-    route, route_action, route_match, weighted_cluster,
+    retry_policy, route, route_action, route_match, weighted_cluster,
 };
 use envoy_types::pb::envoy::extensions::filters::common::fault::v3::{FaultDelay, fault_delay};
 use envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy;
@@ -299,6 +299,11 @@ fn route_action(route: &HttpRoute, targets: &[WeightedDestination], host: &str, 
                 value: retry.attempts,
             }),
             per_try_timeout: retry.per_try_timeout.map(duration),
+            retriable_status_codes: retry.status_codes.clone(),
+            retry_back_off: retry.backoff.map(|base| retry_policy::RetryBackOff {
+                base_interval: Some(duration(base)),
+                ..Default::default()
+            }),
             ..Default::default()
         });
     }
