@@ -12,7 +12,11 @@
 //!
 //! Pure: the status writer (pilot-distribution) calls it each round it
 //! writes and keeps a condition's transition time while its status holds.
-//! A listener is `Programmed` when pilot serves it to the Gateway's
+//! A listener's `ResolvedRefs` also says whether its `certificateRefs`
+//! may be followed (`InvalidCertificateRef` for what is not a Secret,
+//! `RefNotPermitted` for a Secret of another namespace without a
+//! ReferenceGrant); pilot reads no Secrets, so whether one exists is not
+//! said. A listener is `Programmed` when pilot serves it to the Gateway's
 //! router proxies (HTTP, TCP and TLS passthrough listeners; those
 //! terminating TLS are `Pending`), and a Gateway when some listener is.
 
@@ -166,7 +170,8 @@ pub fn statuses(
             .enumerate()
             .map(|(i, listener)| {
                 let count = attached.get(&(gateway.key(), i)).copied().unwrap_or(0);
-                listener_status(listener, count, &condition)
+                let certificates = certificate_refs(listener, gateway, &input.grants);
+                listener_status(listener, count, certificates, &condition)
             })
             .collect();
         out.insert(
@@ -438,6 +443,20 @@ pub(crate) fn granted<'a>(
     namespace: &str,
     name: &str,
 ) -> bool {
+    granted_to(grants, kind, from, namespace, "Service", name)
+}
+
+/// Whether a ReferenceGrant of `namespace` lets objects of `kind` (of the
+/// Gateway API's group) in `from` refer to its core object of kind
+/// `to_kind` named `name`.
+fn granted_to<'a>(
+    grants: impl IntoIterator<Item = &'a Config<ReferenceGrant>>,
+    kind: &str,
+    from: &str,
+    namespace: &str,
+    to_kind: &str,
+    name: &str,
+) -> bool {
     grants
         .into_iter()
         .filter(|g| g.meta.namespace == namespace)
@@ -449,7 +468,7 @@ pub(crate) fn granted<'a>(
                 .any(|f| f.group.as_deref().unwrap_or("") == GROUP && f.kind == kind && f.namespace == from)
                 && grant.spec.to.iter().any(|to| {
                     to.group.as_deref().unwrap_or("").is_empty()
-                        && to.kind == "Service"
+                        && to.kind == to_kind
                         && to.name.as_deref().is_none_or(|n| n == name)
                 })
         })
@@ -612,9 +631,59 @@ pub fn listener_kinds(listener: &Listener) -> Vec<RouteGroupKind> {
     }
 }
 
+/// Whether a listener's `certificateRefs` are ones pilot may follow: each a
+/// core `Secret`, in the Gateway's namespace or one whose ReferenceGrant
+/// lets the Gateway's namespace refer to it. (pilot reads no Secrets: that
+/// one exists and holds a certificate is not checked.)
+fn certificate_refs(
+    listener: &Listener,
+    gateway: &Config<Gateway>,
+    grants: &[Config<ReferenceGrant>],
+) -> Result<(), (&'static str, String)> {
+    let refs = listener
+        .tls
+        .as_ref()
+        .and_then(|tls| tls.certificate_refs.as_deref())
+        .unwrap_or_default();
+    for reference in refs {
+        if !reference.group().is_empty() || reference.kind() != "Secret" {
+            return Err((
+                "InvalidCertificateRef",
+                format!(
+                    "the certificate reference {:?} is a {:?} of group {:?}, not a Secret",
+                    reference.name,
+                    reference.kind(),
+                    reference.group()
+                ),
+            ));
+        }
+        let namespace = reference.namespace.as_deref().unwrap_or(&gateway.meta.namespace);
+        if namespace != gateway.meta.namespace
+            && !granted_to(
+                grants,
+                "Gateway",
+                &gateway.meta.namespace,
+                namespace,
+                "Secret",
+                &reference.name,
+            )
+        {
+            return Err((
+                "RefNotPermitted",
+                format!(
+                    "no ReferenceGrant in {namespace} lets Gateways of {} refer to the Secret {}",
+                    gateway.meta.namespace, reference.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn listener_status(
     listener: &Listener,
     attached_routes: i32,
+    certificates: Result<(), (&'static str, String)>,
     condition: &impl Fn(&str, bool, &str, &str) -> Condition,
 ) -> ListenerStatus {
     let supported_kinds = listener_kinds(listener);
@@ -641,6 +710,8 @@ fn listener_status(
             "InvalidRouteKinds",
             "some route kinds in allowedRoutes.kinds are not ones this listener's protocol carries",
         )
+    } else if let Err((reason, message)) = &certificates {
+        condition("ResolvedRefs", false, reason, message)
     } else {
         condition(
             "ResolvedRefs",
@@ -958,5 +1029,58 @@ mod tests {
         assert!(!selects_namespace(&other, "web"));
         let absent = selector(r#"{"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]}"#);
         assert!(!selects_namespace(&absent, "web"));
+    }
+
+    #[test]
+    fn a_certificate_in_another_namespace_needs_a_reference_grant() {
+        let gateway = |refs: &str| {
+            format!(
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: pilot}}\n\
+                 spec: {{controllerName: pilot.io/gateway-controller}}\n---\n\
+                 apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: edge, namespace: infra}}\n\
+                 spec:\n  gatewayClassName: pilot\n  listeners:\n  \
+                 - {{name: https, protocol: HTTPS, port: 443, tls: {{certificateRefs: [{refs}]}}}}\n"
+            )
+        };
+        let grant = |to: &str| {
+            format!(
+                "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\n\
+                 metadata: {{name: certs, namespace: web}}\nspec:\n  \
+                 from: [{{group: gateway.networking.k8s.io, kind: Gateway, namespace: infra}}]\n  to: [{to}]\n"
+            )
+        };
+        let resolved = |text: &str| {
+            let found = statuses_of(text, &[]);
+            let listener = &found["Gateway/edge"].listeners[0];
+            let condition = listener
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "ResolvedRefs")
+                .unwrap();
+            (condition.status.clone(), condition.reason.clone())
+        };
+        let t = |reason: &str| ("True".to_string(), reason.to_string());
+        let f = |reason: &str| ("False".to_string(), reason.to_string());
+        // The Gateway's own namespace: no grant needed.
+        assert_eq!(resolved(&gateway("{name: cert}")), t("ResolvedRefs"));
+        // Another namespace: refused without a grant (the conformance's
+        // GatewaySecretMissingReferenceGrant), taken with one naming the
+        // Secret or every Secret (…ReferenceGrantSpecific, …AllInNamespace).
+        let other = gateway("{group: \"\", kind: Secret, name: certificate, namespace: web}");
+        assert_eq!(resolved(&other), f("RefNotPermitted"));
+        let specific = grant("{group: \"\", kind: Secret, name: certificate}");
+        assert_eq!(resolved(&format!("{other}{specific}")), t("ResolvedRefs"));
+        let all = grant("{group: \"\", kind: Secret}");
+        assert_eq!(resolved(&format!("{other}{all}")), t("ResolvedRefs"));
+        // A grant for another Secret (…InvalidReferenceGrant) or kind.
+        let wrong = grant("{group: \"\", kind: Secret, name: not-the-certificate}");
+        assert_eq!(resolved(&format!("{other}{wrong}")), f("RefNotPermitted"));
+        let services = grant("{group: \"\", kind: Service}");
+        assert_eq!(resolved(&format!("{other}{services}")), f("RefNotPermitted"));
+        // Not a Secret.
+        assert_eq!(
+            resolved(&gateway("{group: example.com, kind: Vault, name: cert}")),
+            f("InvalidCertificateRef")
+        );
     }
 }
