@@ -24,7 +24,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::gamma::edge::{GATEWAY_NAME_LABEL, served};
+use crate::gamma::edge::{GATEWAY_NAME_LABEL, served, shared_hostnames};
 use pilot_api::gateway_api::{
     FromNamespaces, Gateway, GatewayClass, GrpcRoute, HttpRoute, LabelSelector, Listener, ParentReference,
     ReferenceGrant, TcpRoute, TlsRoute,
@@ -519,7 +519,8 @@ fn attach(
     }
     let matching: Vec<usize> = allowed
         .into_iter()
-        .filter(|(_, l)| hostnames_intersect(l.hostname.as_deref(), route.hostnames))
+        // The hostnames meet as the edge's serving reads them.
+        .filter(|(_, l)| !shared_hostnames(l.hostname.as_deref(), route.hostnames).is_empty())
         .map(|(i, _)| i)
         .collect();
     if matching.is_empty() {
@@ -576,28 +577,6 @@ fn selects_namespace(selector: &LabelSelector, namespace: &str) -> bool {
                 _ => false,
             }
         })
-}
-
-/// Whether a listener of `listener` hostname serves some of `route`'s
-/// (none on either side means any; `*.example.com` covers one or more
-/// labels before `example.com`).
-fn hostnames_intersect(listener: Option<&str>, route: &[String]) -> bool {
-    let Some(listener) = listener else {
-        return true;
-    };
-    if route.is_empty() {
-        return true;
-    }
-    route
-        .iter()
-        .any(|host| covers(listener, host) || covers(host, listener))
-}
-
-fn covers(pattern: &str, host: &str) -> bool {
-    match pattern.strip_prefix("*.") {
-        Some(suffix) => host.len() > suffix.len() + 1 && host.ends_with(&format!(".{suffix}")),
-        None => pattern == host,
-    }
 }
 
 /// Whether `parent`'s `sectionName` and `port` (when written) are

@@ -388,7 +388,7 @@ fn names_gateway<'a>(
 /// The hostnames a listener of `listener` hostname and a route of
 /// `route` hostnames share: each pair that meets, the more specific of
 /// the two.
-fn shared_hostnames(listener: Option<&str>, route: &[String]) -> Vec<String> {
+pub(crate) fn shared_hostnames(listener: Option<&str>, route: &[String]) -> Vec<String> {
     let mut out: Vec<String> = match (listener, route.is_empty()) {
         (None, true) => vec!["*".to_string()],
         (Some(listener), true) => vec![listener.to_string()],
@@ -412,14 +412,9 @@ fn owner(listeners: &[Listener], port: Option<i32>, host: &str) -> Option<usize>
             let rank = match l.hostname.as_deref() {
                 None => 0,
                 Some(own) if own == host => usize::MAX,
-                Some(own) => {
-                    let suffix = own.strip_prefix('*')?;
-                    if host.len() > suffix.len() && host.ends_with(suffix) {
-                        own.len()
-                    } else {
-                        return None;
-                    }
-                }
+                // A wildcard covering the host: they meet at the host.
+                Some(own) if intersect(own, host).as_deref() == Some(host) => own.len(),
+                Some(_) => return None,
             };
             Some((rank, std::cmp::Reverse(i)))
         })
