@@ -25,6 +25,9 @@ mod tests {
         assert_eq!(segment(&corpus("segment.jsonl")), Ok(3));
         assert_eq!(segment(&corpus("torn-tail.jsonl")), Ok(1));
         assert_eq!(segment(&corpus("before-checksums.jsonl")), Ok(1));
+        // An integer no integer type holds reads as the nearest f64, and
+        // is written back as a number that reads as that same f64.
+        assert_eq!(segment(&corpus("huge-integer.jsonl")), Ok(1));
         for corrupt in [
             "checksum-mismatch.jsonl",
             "unknown-type.jsonl",
