@@ -23,7 +23,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use pilot_model::KindRegistry;
+use pilot_model::{DynConfig, KindRegistry};
 use serde_json::{Value, json};
 
 use crate::ApiError;
@@ -149,7 +149,23 @@ pub fn validate_review(registry: &KindRegistry, body: &[u8]) -> ReviewAnswer {
         FieldValidation::Strict,
         &mut warnings,
     ) {
-        Ok(_) => allowed(uid, &warnings),
+        Ok(config) => {
+            // An update is also checked against the object it replaces:
+            // the kind's transition rules (an immutable field).
+            let old_spec = request
+                .pointer("/oldObject/spec")
+                .filter(|_| text("/operation") == "UPDATE" && schema.has_transition_rules());
+            if let Some(old_spec) = old_spec {
+                let old = DynConfig {
+                    meta: config.meta.clone(),
+                    spec: old_spec.clone(),
+                };
+                if let Err(error) = schema.validate_update(&old, &config) {
+                    return denied(uid, &ApiError::from_store(error, None).for_resource(&schema));
+                }
+            }
+            allowed(uid, &warnings)
+        }
         Err(mut error) => {
             // A refusal before validation (an unknown field, another kind)
             // does not name the object in the REST API, whose URL does: the
@@ -257,6 +273,39 @@ mod tests {
         let answer = validate_review(&registry, &review("CREATE", dr, plain));
         assert!(answer.allowed());
         assert!(answer.review["response"].get("warnings").is_none());
+    }
+
+    #[test]
+    fn an_update_is_checked_against_the_object_it_replaces() {
+        let registry = pilot_api::default_registry();
+        let class = |controller: &str| {
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+                "metadata": {"name": "edge", "namespace": "default"},
+                "spec": {"controllerName": controller}})
+        };
+        let kind = json!({"group": "gateway.networking.k8s.io", "version": "v1", "kind": "GatewayClass"});
+        let update = |old: &str, new: &str| {
+            let mut review: Value =
+                serde_json::from_slice(&review("UPDATE", kind.clone(), class(new))).unwrap();
+            review["request"]["oldObject"] = class(old);
+            validate_review(&registry, &serde_json::to_vec(&review).unwrap())
+        };
+        assert!(update("example.com/a", "example.com/a").allowed());
+        let answer = update("example.com/a", "example.com/b");
+        assert!(!answer.allowed());
+        let status = &answer.review["response"]["status"];
+        assert_eq!(status["code"], 422, "{status}");
+        assert_eq!(
+            status["details"]["causes"][0]["field"], "spec.controllerName",
+            "{status}"
+        );
+        assert!(
+            status["message"].as_str().unwrap().contains("Value is immutable"),
+            "{status}"
+        );
+        // A create has no object before it: any controller.
+        let answer = validate_review(&registry, &review("CREATE", kind.clone(), class("example.com/b")));
+        assert!(answer.allowed());
     }
 
     #[test]

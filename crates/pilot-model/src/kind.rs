@@ -69,6 +69,10 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
     /// definition (its CRD on Kubernetes), as the Gateway API does for its
     /// kinds ([`KindSchema::defined_elsewhere`]).
     const DEFINED_ELSEWHERE: bool = false;
+    /// Whether [`ConfigKind::validate_update`] has rules: stores then read
+    /// the object an update replaces to check them
+    /// ([`KindRegistry::check_update`]).
+    const TRANSITION_RULES: bool = false;
 
     /// The kind's id: [`ConfigKind::KIND`], or `Kind.group` when
     /// [`ConfigKind::QUALIFIED`].
@@ -83,6 +87,16 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
     /// Records every problem with this spec. Paths start at `spec`.
     fn validate(&self, errors: &mut FieldErrors) {
         let _ = errors;
+    }
+
+    /// Records every change from `old` (the stored spec) that this spec,
+    /// replacing it, may not make: Kubernetes' transition rules
+    /// (`self == oldSelf`), such as an immutable field. Checked on update
+    /// only, after [`ConfigKind::validate`] passed; set
+    /// [`ConfigKind::TRANSITION_RULES`] for it to be called. Paths start
+    /// at `spec`.
+    fn validate_update(&self, old: &Self, errors: &mut FieldErrors) {
+        let _ = (old, errors);
     }
 
     /// The OpenAPI v3 schema of the spec, when the kind has one (the Istio
@@ -166,6 +180,22 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
         } else {
             schema
         };
+        let schema = if Self::TRANSITION_RULES {
+            schema.with_transition_rules(|old, new, errors| {
+                // Both specs passed validation (the old one when it was
+                // stored): a spec that no longer decodes (a kind's schema
+                // changed since) has no rule to break.
+                let (Ok(old), Ok(new)) = (
+                    crate::config::decode_spec::<Self>(old),
+                    crate::config::decode_spec::<Self>(new),
+                ) else {
+                    return;
+                };
+                new.validate_update(&old, errors);
+            })
+        } else {
+            schema
+        };
         match Self::openapi_schema() {
             Some(openapi) => schema.with_openapi_schema(openapi),
             None => schema,
@@ -175,6 +205,10 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
 
 /// A function that records every problem with a kind's spec.
 pub type SpecValidator = dyn Fn(&serde_json::Value, &mut FieldErrors) + Send + Sync;
+
+/// A function that records every change from a stored spec (the first
+/// argument) that a spec replacing it (the second) may not make.
+pub type TransitionValidator = dyn Fn(&serde_json::Value, &serde_json::Value, &mut FieldErrors) + Send + Sync;
 
 /// What the store needs to know about a kind: its names and how to validate
 /// a spec given as JSON.
@@ -228,6 +262,7 @@ pub struct KindSchema {
     /// missing, and never changes one that is there).
     pub defined_elsewhere: bool,
     validator: Arc<SpecValidator>,
+    transition: Option<Arc<TransitionValidator>>,
     normalizer: Option<Arc<SpecNormalizer>>,
     openapi: Option<Arc<serde_json::Value>>,
 }
@@ -259,6 +294,7 @@ impl KindSchema {
             categories: Vec::new(),
             defined_elsewhere: false,
             validator: Arc::new(validator),
+            transition: None,
             normalizer: None,
             openapi: None,
         }
@@ -301,6 +337,61 @@ impl KindSchema {
     pub fn with_label_names(mut self) -> Self {
         self.label_names = true;
         self
+    }
+
+    /// The same schema with transition rules: what an update may not
+    /// change in the spec it replaces ([`KindSchema::validate_update`]).
+    pub fn with_transition_rules(
+        mut self,
+        rules: impl Fn(&serde_json::Value, &serde_json::Value, &mut FieldErrors) + Send + Sync + 'static,
+    ) -> Self {
+        self.transition = Some(Arc::new(rules));
+        self
+    }
+
+    /// True when the kind has transition rules: a store's update reads the
+    /// object it replaces to check them.
+    pub fn has_transition_rules(&self) -> bool {
+        self.transition.is_some()
+    }
+
+    /// Checks an update: `new` (already [validated](KindSchema::validate))
+    /// replacing `old`, the object stored. Every change a transition rule
+    /// forbids is reported with its field path. Always passes for a kind
+    /// without transition rules.
+    ///
+    /// ```
+    /// use pilot_model::{ConfigMeta, DynConfig, KindSchema, StoreError};
+    /// let schema = KindSchema::new("Class", "classes", "example.com", "v1", |_, _| {})
+    ///     .with_transition_rules(|old, new, errors| {
+    ///         if old["controller"] != new["controller"] {
+    ///             errors.push("spec.controller", "Value is immutable");
+    ///         }
+    ///     });
+    /// let object = |controller: &str| DynConfig {
+    ///     meta: ConfigMeta::new("Class", "default", "c"),
+    ///     spec: serde_json::json!({"controller": controller}),
+    /// };
+    /// assert!(schema.validate_update(&object("a"), &object("a")).is_ok());
+    /// let Err(StoreError::Invalid { errors, .. }) = schema.validate_update(&object("a"), &object("b")) else {
+    ///     panic!("a changed controller is refused")
+    /// };
+    /// assert_eq!(errors[0].path, "spec.controller");
+    /// ```
+    pub fn validate_update(&self, old: &DynConfig, new: &DynConfig) -> Result<(), StoreError> {
+        let Some(rules) = &self.transition else {
+            return Ok(());
+        };
+        let mut errors = FieldErrors::new();
+        rules(&old.spec, &new.spec, &mut errors);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::Invalid {
+                key: new.key(),
+                errors: errors.into_vec(),
+            })
+        }
     }
 
     /// The same schema, storing valid specs as `normalizer` rewrites them.
@@ -640,6 +731,24 @@ impl KindRegistry {
             normalize(&mut config.spec);
         }
         Ok(config)
+    }
+
+    /// Checks an update of `old`, the object stored, to `new` (already
+    /// [prepared](KindRegistry::prepare)) against its kind's transition
+    /// rules ([`KindSchema::validate_update`]). Every store calls it in
+    /// `update`, against the version the update replaces, before writing;
+    /// a kind without rules (or not registered) always passes.
+    pub fn check_update(&self, old: &DynConfig, new: &DynConfig) -> Result<(), StoreError> {
+        match self.resolve(&new.meta.kind, &new.meta.group) {
+            Some(schema) => schema.validate_update(old, new),
+            None => Ok(()),
+        }
+    }
+
+    /// True when `kind` (an id or a name) has transition rules: a store
+    /// reads the object an update replaces only for such kinds.
+    pub fn has_transition_rules(&self, kind: &str) -> bool {
+        self.get(kind).is_some_and(|schema| schema.has_transition_rules())
     }
 
     /// The warnings of `config` against its kind ([`KindSchema::warnings`]);

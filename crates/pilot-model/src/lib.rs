@@ -65,7 +65,9 @@ pub use distribution::{
 pub use error::{BackendError, StoreError, chain as error_chain};
 pub use event::Event;
 pub use key::ConfigKey;
-pub use kind::{ConfigKind, KindRegistry, KindSchema, SpecNormalizer, SpecValidator, kind_name};
+pub use kind::{
+    ConfigKind, KindRegistry, KindSchema, SpecNormalizer, SpecValidator, TransitionValidator, kind_name,
+};
 pub use membership::{
     ConnectedProxy, LocalMembership, Membership, ProcessReport, ReplicaRecord, TypeNack, TypeRecord,
 };

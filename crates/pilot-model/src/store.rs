@@ -106,7 +106,9 @@ pub trait ConfigStore: Send + Sync {
     /// `creation_timestamp` (and its status: a user's update does not write
     /// one). [`StoreError::NotFound`] if the key holds no object,
     /// [`StoreError::Invalid`] or [`StoreError::UnknownKind`] as for
-    /// [`create`](Self::create).
+    /// [`create`](Self::create), and [`StoreError::Invalid`] too for a
+    /// change its kind's transition rules forbid, checked against the
+    /// version replaced ([`KindRegistry::check_update`](crate::KindRegistry::check_update)).
     async fn update(&self, config: DynConfig) -> Result<Arc<DynConfig>, StoreError>;
 
     /// Deletes an object; with `resource_version`, only if it is still that

@@ -698,6 +698,35 @@ fn kubectl_serves_both_gateways(kubectl: &Kubectl) {
     let refused = kubectl.fails(&["apply", "-f", invalid.to_str().unwrap()]);
     assert!(refused.contains("spec.listeners[0].port"), "{refused}");
 
+    // A GatewayClass's controller is immutable (the CRD's transition
+    // rule): kubectl's change is refused naming the field, and the class
+    // keeps its controller; its description may change.
+    let class = |controller: &str, description: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata:\n  name: example-gateway-class\n\
+             spec:\n  controllerName: {controller}\n  description: {description}\n"
+        )
+    };
+    let file = kubectl.file("class.yaml", &class("example.com/gateway-controller", "first"));
+    kubectl.ok(&["apply", "-f", &file]);
+    let file = kubectl.file("class.yaml", &class("example.com/gateway-controller", "second"));
+    kubectl.ok(&["apply", "-f", &file]);
+    let file = kubectl.file("class.yaml", &class("example.net/another-controller", "third"));
+    let refused = kubectl.fails(&["apply", "-f", &file]);
+    assert!(
+        refused.contains("spec.controllerName") && refused.contains("Value is immutable"),
+        "{refused}"
+    );
+    let got = kubectl.ok(&[
+        "get",
+        "gc",
+        "example-gateway-class",
+        "-o",
+        "jsonpath={.spec.controllerName} {.spec.description}",
+    ]);
+    assert_eq!(got, "example.com/gateway-controller second");
+    kubectl.ok(&["delete", "gc", "example-gateway-class"]);
+
     // Deleting one leaves the other.
     kubectl.ok(&["delete", "gtw", "example-gateway"]);
     let got = version_of("gateways.networking.istio.io");

@@ -286,6 +286,35 @@ async fn deletes_updates_and_dry_runs_are_judged_as_istio_does() {
             "{message}"
         );
     }
+    // An update is also judged against the object it replaces: a
+    // GatewayClass's controllerName is immutable (the CRD's transition
+    // rule, which an API server without the Gateway API's CRDs would not
+    // check).
+    let class = |controller: &str| {
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": "edge", "namespace": "default"},
+            "spec": {"controllerName": controller}})
+    };
+    for (uid, old, new, allowed) in [
+        ("g1", "example.com/a", "example.com/a", true),
+        ("g2", "example.com/a", "example.net/b", false),
+    ] {
+        let mut body: Value = serde_json::from_slice(&review(uid, "UPDATE", &class(new), false)).unwrap();
+        body["request"]["oldObject"] = class(old);
+        let (code, answer) = webhook.post(&serde_json::to_vec(&body).unwrap()).await;
+        assert_eq!(
+            (code, &answer["response"]["allowed"]),
+            (200, &json!(allowed)),
+            "{answer}"
+        );
+        if !allowed {
+            let message = answer["response"]["status"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("spec.controllerName") && message.contains("Value is immutable"),
+                "{message}"
+            );
+        }
+    }
     webhook.stop().await;
 }
 

@@ -285,10 +285,19 @@ impl ConfigStore for EtcdConfigStore {
             .as_deref()
             .and_then(|v| v.parse::<i64>().ok())
             .unwrap_or(-1);
-        if config.meta.creation_timestamp.is_none() {
+        let rules = self.inner.keys.registry.has_transition_rules(&key.kind);
+        if (config.meta.creation_timestamp.is_none() || rules)
+            && let Some(current) = self.get(&key).await?
+        {
             // Keep the stored creation time; objects read from the store carry it.
-            if let Some(current) = self.get(&key).await? {
+            if config.meta.creation_timestamp.is_none() {
                 config.meta.creation_timestamp = current.meta.creation_timestamp;
+            }
+            // The version the update replaces (the transaction below
+            // writes only over it): what its kind's transition rules
+            // compare with. Another version fails the transaction.
+            if rules && current.meta.resource_version == expected {
+                self.inner.keys.registry.check_update(&current, &config)?;
             }
         }
         let txn = Txn::new()

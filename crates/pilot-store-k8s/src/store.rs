@@ -352,6 +352,15 @@ impl ConfigStore for KubeConfigStore {
             });
         };
         let (schema, resource, api) = self.api(&key.kind, Some(&key.namespace))?;
+        if schema.has_transition_rules() {
+            // The API server checks them too when the kind's CRD carries
+            // them (the Gateway API's do); the object stored now is the
+            // one the update replaces whenever the replace can succeed
+            // (a status write in between changes no spec).
+            if let Some(current) = self.get(&key).await? {
+                schema.validate_update(&current, &config)?;
+            }
+        }
         let mut object = to_object(&config);
         // A few rounds at most: each retry follows a status write.
         for _ in 0..4 {

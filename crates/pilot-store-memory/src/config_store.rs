@@ -218,6 +218,7 @@ impl ConfigStore for MemoryConfigStore {
             .get(&key)
             .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
         check_version(&key, config.meta.resource_version.as_deref(), &current, true)?;
+        self.inner.registry.check_update(&current, &config)?;
         config.meta.resource_version = Some(log.next_revision().to_string());
         config.meta.creation_timestamp = current.meta.creation_timestamp;
         // A user's write keeps the status (as Kubernetes does); its

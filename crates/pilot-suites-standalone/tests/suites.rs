@@ -115,6 +115,7 @@ impl ConfigStore for MapStore {
             .cloned()
             .ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
         check_version(&key, config.meta.resource_version.as_deref(), &current, true)?;
+        self.registry.check_update(&current, &config)?;
         config.meta.resource_version = Some(log.next_revision().to_string());
         config.meta.creation_timestamp = current.meta.creation_timestamp;
         config.meta.status = current.meta.status.clone();

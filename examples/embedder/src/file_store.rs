@@ -152,6 +152,9 @@ impl ConfigStore for FileConfigStore {
                 actual: current.meta.resource_version.clone().unwrap_or_default(),
             });
         }
+        // What the kind's transition rules forbid an update to change
+        // (a GatewayClass's controllerName).
+        self.registry.check_update(&current, &config)?;
         config.meta.creation_timestamp = current.meta.creation_timestamp;
         // A user's write keeps the status, whose observed version says it
         // is about the old spec.

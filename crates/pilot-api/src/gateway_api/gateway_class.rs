@@ -43,6 +43,20 @@ pub struct ParametersReference {
     pub namespace: Option<String>,
 }
 
+/// The CRD's transition rule: `controllerName` is immutable (its
+/// controller owns the class's Gateways; another cannot take them over).
+pub(crate) fn validate_update(class: &GatewayClass, old: &GatewayClass, errors: &mut FieldErrors) {
+    if class.controller_name != old.controller_name {
+        errors.push(
+            "spec.controllerName",
+            format!(
+                "Value is immutable: {:?} cannot become {:?}; delete the GatewayClass and create it again",
+                old.controller_name, class.controller_name
+            ),
+        );
+    }
+}
+
 pub(crate) fn validate(class: &GatewayClass, errors: &mut FieldErrors) {
     let path = "spec.controllerName";
     checks::length(errors, path, &class.controller_name, 1, 253);

@@ -17,9 +17,11 @@
 //! version's: a kind's validation sees its spec, not the `apiVersion` it
 //! was written at. TLSRoute and TCPRoute at `v1alpha2` allow up to 16
 //! rules and TLSRoute no hostname, which `v1` refuses, and so does pilot
-//! at every version. For the same reason the one rule that compares an
-//! object with its previous version (a GatewayClass's `controllerName`
-//! is immutable) is not checked here.
+//! at every version.
+//!
+//! The CRDs' one rule that compares an object with its previous version,
+//! a GatewayClass's immutable `controllerName`, is a transition rule
+//! ([`ConfigKind::validate_update`]): every store checks it on update.
 //!
 //! ```
 //! use pilot_api::gateway_api;
@@ -104,7 +106,7 @@ pub const CATEGORY: &str = "gateway-api";
 macro_rules! gateway_api_kind {
     (
         $ty:ty, $kind:literal, $plural:literal, $version:literal, [$($served:literal),*],
-        [$($short:literal),*], $validate:path
+        [$($short:literal),*], $validate:path $(, update: $update:path)?
     ) => {
         impl ConfigKind for $ty {
             const KIND: &'static str = $kind;
@@ -125,6 +127,14 @@ macro_rules! gateway_api_kind {
             fn validate(&self, errors: &mut FieldErrors) {
                 $validate(self, errors)
             }
+
+            $(
+                const TRANSITION_RULES: bool = true;
+
+                fn validate_update(&self, old: &Self, errors: &mut FieldErrors) {
+                    $update(self, old, errors)
+                }
+            )?
         }
     };
 }
@@ -141,7 +151,8 @@ gateway_api_kind!(
     "v1",
     ["v1beta1"],
     ["gc"],
-    gateway_class::validate
+    gateway_class::validate,
+    update: gateway_class::validate_update
 );
 gateway_api_kind!(
     Gateway,

@@ -96,6 +96,41 @@ pub fn registry_with_other_group() -> KindRegistry {
     registry
 }
 
+/// A kind with a transition rule: its `class` is immutable, as a Gateway
+/// API GatewayClass's `controllerName` is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MockSealed {
+    /// Set at creation; an update may not change it.
+    pub class: String,
+    /// Free text, any update may change it.
+    #[serde(default)]
+    pub note: String,
+}
+
+impl ConfigKind for MockSealed {
+    const KIND: &'static str = "MockSealed";
+    const PLURAL: &'static str = "mocksealeds";
+    const GROUP: &'static str = "test.pilot.io";
+    const VERSION: &'static str = "v1";
+    const TRANSITION_RULES: bool = true;
+
+    fn validate_update(&self, old: &Self, errors: &mut FieldErrors) {
+        if self.class != old.class {
+            errors.push("spec.class", "Value is immutable");
+        }
+    }
+}
+
+/// [`registry`] with [`MockSealed`] too.
+pub fn registry_with_sealed() -> KindRegistry {
+    let registry = registry();
+    registry
+        .register::<MockSealed>()
+        .expect("a kind with a transition rule");
+    registry
+}
+
 /// A [`MockConfig`] object in untyped form.
 pub fn mock(namespace: &str, name: &str, key: &str) -> pilot_model::DynConfig {
     Config::new(

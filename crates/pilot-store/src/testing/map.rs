@@ -6,7 +6,7 @@ use std::sync::Arc;
 use pilot_model::{ConfigKey, ConfigMeta, ConfigWatch, DynConfig, StoreError, WatchEvent};
 
 use super::check::{equal, holds, must_match, ok, some};
-use super::{StoreFactory, mock, registry, registry_with_other_group};
+use super::{MockSealed, StoreFactory, mock, registry, registry_with_other_group, registry_with_sealed};
 
 const KIND: &str = "MockConfig";
 
@@ -625,5 +625,72 @@ pub async fn map_same_name_two_groups(factory: &dyn StoreFactory) {
             .await,
         Err(StoreError::Invalid { .. }),
         "create of a spec of the other group's kind must be validated by that kind"
+    );
+}
+
+/// An update is checked against the object it replaces: a change its
+/// kind's transition rules forbid ([`KindRegistry::check_update`], a
+/// [`MockSealed`]'s `class`) fails with Invalid naming the field, and
+/// leaves the stored object as it was; other changes are written.
+///
+/// [`KindRegistry::check_update`]: pilot_model::KindRegistry::check_update
+pub async fn map_update_checks_transition_rules(factory: &dyn StoreFactory) {
+    let store = factory.make(registry_with_sealed()).await;
+    let sealed = |class: &str, note: &str, version: Option<String>| {
+        let mut config = pilot_model::Config::new(
+            "default",
+            "s",
+            MockSealed {
+                class: class.into(),
+                note: note.into(),
+            },
+        )
+        .to_dyn()
+        .expect("MockSealed serializes");
+        config.meta.resource_version = version;
+        config
+    };
+    let key = ConfigKey::new("MockSealed", "default", "s");
+    let v1 = ok(
+        store.create(sealed("gold", "first", None)).await,
+        "create of a new object of a kind with transition rules must succeed",
+    );
+    let v2 = ok(
+        store
+            .update(sealed("gold", "second", v1.meta.resource_version.clone()))
+            .await,
+        "an update that keeps what the transition rules seal must succeed",
+    );
+    let refused = store
+        .update(sealed("silver", "third", v2.meta.resource_version.clone()))
+        .await;
+    must_match!(
+        refused,
+        Err(StoreError::Invalid { .. }),
+        "an update that changes what a transition rule seals must fail with Invalid"
+    );
+    if let Err(StoreError::Invalid {
+        key: refused_key,
+        errors,
+    }) = refused
+    {
+        equal(&refused_key, &key, "Invalid must name the object's key");
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        equal(
+            paths,
+            vec!["spec.class"],
+            "Invalid must name the sealed field (KindRegistry::check_update)",
+        );
+    }
+    let got = present(store.get(&key).await, &key);
+    equal(
+        (&got.spec["class"], &got.spec["note"]),
+        (&serde_json::json!("gold"), &serde_json::json!("second")),
+        "a refused update must leave the stored spec",
+    );
+    equal(
+        got.meta.resource_version.clone(),
+        v2.meta.resource_version.clone(),
+        "a refused update must leave the stored resource version",
     );
 }

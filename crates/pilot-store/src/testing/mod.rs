@@ -97,11 +97,12 @@ pub use cache::{
 };
 pub use events::next_change;
 pub use kinds::{
-    MockConfig, MockOther, MockPair, OtherMockConfig, mock, registry, registry_with_other_group,
+    MockConfig, MockOther, MockPair, MockSealed, OtherMockConfig, mock, registry, registry_with_other_group,
+    registry_with_sealed,
 };
 pub use map::{
     map_create_get, map_delete, map_delete_all, map_duplicate_create, map_invalid_not_stored, map_list,
-    map_same_name_two_groups, map_update_versions,
+    map_same_name_two_groups, map_update_checks_transition_rules, map_update_versions,
 };
 pub use membership::{
     EXPIRY_SLACK, MEMBERSHIP_TTL, MembershipFactory, membership_dead_replica_expires,
@@ -154,6 +155,7 @@ macro_rules! conformance_suite {
     ($factory:expr) => {
         $crate::conformance_suite!(@each $factory;
             map_create_get, map_duplicate_create, map_invalid_not_stored, map_update_versions,
+            map_update_checks_transition_rules,
             map_delete, map_list, map_delete_all, map_same_name_two_groups, watch_resumes_after_revision,
             cache_initial_list, cache_events_in_order, cache_freshness, cache_sync_backend_writes,
             cache_reads_its_own_writes);
