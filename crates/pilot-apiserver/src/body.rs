@@ -203,8 +203,11 @@ pub(crate) fn decode_in(
             schema.kind
         )));
     }
+    // A cluster-scoped kind's object has none: one written is dropped, as
+    // kube-apiserver drops it.
     if let Some(body_namespace) = field("/metadata/namespace")
         && !body_namespace.is_empty()
+        && !schema.cluster_scoped
         && body_namespace != namespace
     {
         return Err(ApiError::bad_request(format!(

@@ -118,7 +118,7 @@ pub(crate) async fn resources(
             json!({
                 "name": schema.plural,
                 "singularName": singular(schema),
-                "namespaced": true,
+                "namespaced": !schema.cluster_scoped,
                 "kind": schema.kind,
                 "verbs": VERBS,
                 "shortNames": short_names(&state.registry, schema),
@@ -220,7 +220,7 @@ fn aggregated_resource(registry: &KindRegistry, schema: &KindSchema, version: &s
     json!({
         "resource": schema.plural,
         "responseKind": {"group": schema.group, "version": version, "kind": schema.kind},
-        "scope": "Namespaced",
+        "scope": if schema.cluster_scoped { "Cluster" } else { "Namespaced" },
         "singularResource": singular(schema),
         "verbs": VERBS,
         "shortNames": short_names(registry, schema),

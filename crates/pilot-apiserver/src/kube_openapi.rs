@@ -287,7 +287,7 @@ fn kind_paths(schema: &KindSchema, prefix: &str, v3: bool) -> Vec<(String, Value
     let ok = |schema: &Value| json!({"200": response(schema)});
     let patch_object = json!({"type": "object"});
     let base = format!("/apis/{}/{}", schema.group, schema.version);
-    let named = json!({
+    let mut named = json!({
         "get": operation("get", "read", ok(&object_ref), json!({}), vec![]),
         "put": operation("put", "replace", ok(&object_ref), body(&["application/json"], &object_ref),
             vec![dry_run.clone(), field_manager.clone(), field_validation.clone()]),
@@ -296,7 +296,7 @@ fn kind_paths(schema: &KindSchema, prefix: &str, v3: bool) -> Vec<(String, Value
         "delete": operation("delete", "delete", ok(&json!({"type": "object"})), json!({}), vec![dry_run.clone()]),
         "parameters": [in_path("name"), in_path("namespace")],
     });
-    let collection = json!({
+    let mut collection = json!({
         "get": operation("list", "list", ok(&list_ref), json!({}), selectors.to_vec()),
         "post": operation("post", "create", json!({"201": response(&object_ref), "200": response(&object_ref)}),
             body(&["application/json"], &object_ref),
@@ -305,6 +305,15 @@ fn kind_paths(schema: &KindSchema, prefix: &str, v3: bool) -> Vec<(String, Value
             vec![dry_run, selectors[0].clone(), selectors[1].clone()]),
         "parameters": [in_path("namespace")],
     });
+    if schema.cluster_scoped {
+        // No namespace: the object and the collection are under the kind.
+        named["parameters"] = json!([in_path("name")]);
+        collection["parameters"] = json!([]);
+        return vec![
+            (format!("{base}/{}/{{name}}", schema.plural), named),
+            (format!("{base}/{}", schema.plural), collection),
+        ];
+    }
     let all = json!({
         "get": operation("list", "listAllNamespaces", ok(&list_ref), json!({}), selectors.to_vec()),
     });

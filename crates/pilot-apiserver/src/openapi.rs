@@ -425,6 +425,20 @@ fn kind_paths(schema: &KindSchema, options: &ApiOptions, paths: &mut Map<String,
             }),
         ),
     ];
+    let items: Vec<(String, Value)> = if schema.cluster_scoped {
+        // No namespace: the object and the collection are under the kind.
+        let [_, (_, mut collection), (_, mut named)] = items;
+        collection["parameters"] = json!([]);
+        collection["get"]["summary"] = json!(format!("List or watch {plural}"));
+        collection["delete"]["summary"] = json!(format!("Delete every {kind} that the selectors select"));
+        named["parameters"] = json!([name]);
+        vec![
+            (format!("{base}/{plural}"), collection),
+            (format!("{base}/{plural}/{{name}}"), named),
+        ]
+    } else {
+        items.into()
+    };
     for (path, item) in items {
         paths.insert(path, secure_path_item(item, options));
     }

@@ -24,7 +24,7 @@ use crate::ApiError;
 use crate::apply;
 use crate::body;
 use crate::options::WriteOptions;
-use crate::resources::{Ownership, current, resolve, with_warnings, write_update};
+use crate::resources::{Ownership, current, with_warnings, write_update};
 use crate::server::ApiState;
 
 /// How many times a patch without a resourceVersion is applied again when
@@ -34,14 +34,13 @@ pub(crate) const ATTEMPTS: usize = 5;
 /// `PATCH /apis/{group}/{version}/namespaces/{ns}/{plural}/{name}`.
 pub(crate) async fn patch(
     State(state): State<ApiState>,
-    Path((group, version, namespace, plural, name)): Path<(String, String, String, String, String)>,
+    Path(params): crate::resources::Params,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let schema = resolve(&state, &group, &version, &plural)?;
-    pilot_model::dns1123_label(&namespace)
-        .map_err(|message| ApiError::bad_request(format!("namespace {namespace:?}: {message}")))?;
+    let (schema, namespace) = crate::resources::scoped(&state, &params)?;
+    let name = params.get("name").cloned().unwrap_or_default();
     let key = ConfigKey::new(&schema.id, &namespace, &name);
     let mut warnings = Vec::new();
     let result = async {

@@ -5,6 +5,11 @@
 //! - `GET/POST/DELETE /apis/{group}/{version}/namespaces/{ns}/{plural}`
 //!   (list or watch, create, delete a collection)
 //! - `GET /apis/{group}/{version}/{plural}` (list or watch in all namespaces)
+//! - a cluster-scoped kind's (a GatewayClass) without `namespaces/{ns}`:
+//!   `GET/PUT/PATCH/DELETE /apis/{group}/{version}/{plural}/{name}` and
+//!   `GET/POST/DELETE /apis/{group}/{version}/{plural}`; each kind is
+//!   served at its own scope's paths only (the other's are 404, as
+//!   kube-apiserver answers)
 //!
 //! Writes take `dryRun=All` (every check made, nothing stored, nothing
 //! pushed). Bodies are the document form (`apiVersion`, `kind`,
@@ -32,8 +37,55 @@ use crate::server::ApiState;
 use crate::unchanged;
 
 type Query_ = Query<HashMap<String, String>>;
-type ObjectPath = Path<(String, String, String, String, String)>;
-type CollectionPath = Path<(String, String, String, String)>;
+/// The path's parameters: `group`, `version`, `plural`, and `namespace`
+/// and `name` where the route has them.
+pub(crate) type Params = Path<HashMap<String, String>>;
+
+/// The kind a path names and the namespace of its objects there: empty
+/// for a cluster-scoped kind, whose paths have no `namespaces/{ns}`. A
+/// kind named at the other scope's path is 404, as kube-apiserver answers.
+pub(crate) fn scoped(
+    state: &ApiState,
+    params: &HashMap<String, String>,
+) -> Result<(Arc<KindSchema>, String), ApiError> {
+    let param = |name: &str| params.get(name).map(String::as_str).unwrap_or_default();
+    let schema = resolve(state, param("group"), param("version"), param("plural"))?;
+    match (params.get("namespace"), schema.cluster_scoped) {
+        (Some(namespace), false) => {
+            pilot_model::dns1123_label(namespace)
+                .map_err(|message| ApiError::bad_request(format!("namespace {namespace:?}: {message}")))?;
+            Ok((schema, namespace.clone()))
+        }
+        (None, true) => Ok((schema, String::new())),
+        (Some(_), true) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!(
+                "{} is cluster-scoped: it is served at /apis/{}/{}/{}, without a namespace",
+                schema.plural,
+                schema.group,
+                param("version"),
+                schema.plural
+            ),
+        )),
+        (None, false) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!(
+                "{} is namespaced: it is served at /apis/{}/{}/namespaces/{{namespace}}/{}",
+                schema.plural,
+                schema.group,
+                param("version"),
+                schema.plural
+            ),
+        )),
+    }
+}
+
+/// The path's `name`.
+fn name_of(params: &HashMap<String, String>) -> String {
+    params.get("name").cloned().unwrap_or_default()
+}
 
 /// `GET /apis/{group}/{version}/{plural}`: list or watch in every namespace.
 pub(crate) async fn list_all(
@@ -51,13 +103,11 @@ pub(crate) async fn list_all(
 /// `GET /apis/{group}/{version}/namespaces/{ns}/{plural}`: list or watch.
 pub(crate) async fn list_namespaced(
     State(state): State<ApiState>,
-    Path((group, version, namespace, plural)): CollectionPath,
+    Path(params): Params,
     headers: HeaderMap,
     Query(query): Query_,
 ) -> Result<Response, ApiError> {
-    let schema = resolve(&state, &group, &version, &plural)?;
-    pilot_model::dns1123_label(&namespace)
-        .map_err(|message| ApiError::bad_request(format!("namespace {namespace:?}: {message}")))?;
+    let (schema, namespace) = scoped(&state, &params)?;
     list::list_or_watch(state, Arc::clone(&schema), Some(namespace), &headers, query)
         .await
         .map_err(|e| e.for_resource(&schema))
@@ -66,11 +116,11 @@ pub(crate) async fn list_namespaced(
 /// `GET .../{name}`.
 pub(crate) async fn get_object(
     State(state): State<ApiState>,
-    Path((group, version, namespace, plural, name)): ObjectPath,
+    Path(params): Params,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let schema = resolve(&state, &group, &version, &plural)?;
-    let key = ConfigKey::new(&schema.id, namespace, name);
+    let (schema, namespace) = scoped(&state, &params)?;
+    let key = ConfigKey::new(&schema.id, namespace, name_of(&params));
     let object = current(&state, &key).await.map_err(|e| e.for_resource(&schema))?;
     Ok(list::one_object(&state, &schema, &headers, object))
 }
@@ -79,12 +129,12 @@ pub(crate) async fn get_object(
 /// stored object.
 pub(crate) async fn create(
     State(state): State<ApiState>,
-    Path((group, version, namespace, plural)): CollectionPath,
+    Path(params): Params,
     headers: HeaderMap,
     Query(query): Query_,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let schema = resolve(&state, &group, &version, &plural)?;
+    let (schema, namespace) = scoped(&state, &params)?;
     let mut warnings = Vec::new();
     let result = async {
         let options = WriteOptions::parse(&query, &headers)?;
@@ -113,12 +163,13 @@ pub(crate) async fn create(
 /// `metadata.resourceVersion` must be the current one.
 pub(crate) async fn replace(
     State(state): State<ApiState>,
-    Path((group, version, namespace, plural, name)): ObjectPath,
+    Path(params): Params,
     headers: HeaderMap,
     Query(query): Query_,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let schema = resolve(&state, &group, &version, &plural)?;
+    let (schema, namespace) = scoped(&state, &params)?;
+    let name = name_of(&params);
     let mut warnings = Vec::new();
     let result = async {
         let options = WriteOptions::parse(&query, &headers)?;
@@ -147,13 +198,13 @@ pub(crate) async fn replace(
 /// body's `preconditions.resourceVersion`) when given.
 pub(crate) async fn delete(
     State(state): State<ApiState>,
-    Path((group, version, namespace, plural, name)): ObjectPath,
+    Path(params): Params,
     headers: HeaderMap,
     Query(query): Query_,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let schema = resolve(&state, &group, &version, &plural)?;
-    let key = ConfigKey::new(&schema.id, namespace, name);
+    let (schema, namespace) = scoped(&state, &params)?;
+    let key = ConfigKey::new(&schema.id, namespace, name_of(&params));
     let result = async {
         let (options, delete) = delete_options(&state, &headers, &query, body).await?;
         delete_one(&state, &key, &delete, &options).await
@@ -181,12 +232,12 @@ pub(crate) async fn delete(
 /// before it deleted.
 pub(crate) async fn delete_collection(
     State(state): State<ApiState>,
-    Path((group, version, namespace, plural)): CollectionPath,
+    Path(params): Params,
     headers: HeaderMap,
     Query(query): Query_,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let schema = resolve(&state, &group, &version, &plural)?;
+    let (schema, namespace) = scoped(&state, &params)?;
     let result = async {
         let (options, delete) = delete_options(&state, &headers, &query, body).await?;
         let filter = Filter::parse(Some(namespace.clone()), &query)?;

@@ -17,7 +17,21 @@ pub(crate) fn router(state: ApiState) -> Router {
         .route("/apis", get(discovery::groups))
         .route("/apis/{group}", get(discovery::group))
         .route("/apis/{group}/{version}", get(discovery::resources))
-        .route("/apis/{group}/{version}/{plural}", get(resources::list_all))
+        // A cluster-scoped kind's collection (a namespaced kind's: only
+        // its list across namespaces, `resources::scoped` says 404 else).
+        .route(
+            "/apis/{group}/{version}/{plural}",
+            get(resources::list_all)
+                .post(resources::create)
+                .delete(resources::delete_collection),
+        )
+        .route(
+            "/apis/{group}/{version}/{plural}/{name}",
+            get(resources::get_object)
+                .put(resources::replace)
+                .patch(patch::patch)
+                .delete(resources::delete),
+        )
         .route(
             "/apis/{group}/{version}/namespaces/{namespace}/{plural}",
             get(resources::list_namespaced)

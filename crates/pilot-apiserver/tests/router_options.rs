@@ -228,3 +228,80 @@ async fn the_document_declares_bearer_auth_and_the_routes_served_beside_the_api(
     let create = &document["paths"][RULES.replace("default", "{namespace}")]["post"];
     assert_eq!(create["security"], json!([{"bearer": []}]));
 }
+
+#[tokio::test]
+async fn a_cluster_scoped_kind_is_served_at_its_own_paths_only() {
+    let store = Arc::new(MemoryConfigStore::new(pilot_api::default_registry()));
+    let router = ApiServer::new(store.clone()).into_router();
+    let base = "/apis/gateway.networking.k8s.io/v1";
+    let class = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+        "metadata": {"name": "edge", "namespace": "default"},
+        "spec": {"controllerName": "pilot.io/gateway-controller"},
+    });
+    // A GatewayClass's namespaced path does not exist; a Gateway's
+    // cluster path neither.
+    let (status, answer) = call(
+        &router,
+        "POST",
+        &format!("{base}/namespaces/default/gatewayclasses"),
+        json_body(&class),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
+    assert!(
+        answer["message"].as_str().unwrap().contains("cluster-scoped"),
+        "{answer}"
+    );
+    let (status, answer) = call(&router, "GET", &format!("{base}/gateways/edge"), Body::empty()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
+    assert!(
+        answer["message"].as_str().unwrap().contains("namespaced"),
+        "{answer}"
+    );
+
+    // Created at the kind's path, the namespace written dropped.
+    let (status, created) = call(
+        &router,
+        "POST",
+        &format!("{base}/gatewayclasses"),
+        json_body(&class),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert!(created["metadata"].get("namespace").is_none(), "{created}");
+    let key = ConfigKey::new("GatewayClass.gateway.networking.k8s.io", "", "edge");
+    assert!(store.get(&key).await.unwrap().is_some());
+    let (status, got) = call(
+        &router,
+        "GET",
+        &format!("{base}/gatewayclasses/edge"),
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(
+        (status, &got["spec"]["controllerName"]),
+        (StatusCode::OK, &json!("pilot.io/gateway-controller"))
+    );
+    let (status, list) = call(&router, "GET", &format!("{base}/gatewayclasses"), Body::empty()).await;
+    assert_eq!(
+        (status, list["items"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(1)),
+        "{list}"
+    );
+    let (status, answer) = call(
+        &router,
+        "DELETE",
+        &format!("{base}/gatewayclasses/edge"),
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert!(store.get(&key).await.unwrap().is_none());
+
+    // The document lists the kind's paths, without a namespace.
+    let (_, document) = call(&router, "GET", "/openapi.json", Body::empty()).await;
+    let paths = document["paths"].as_object().unwrap();
+    assert!(paths.contains_key(&format!("{base}/gatewayclasses/{{name}}")));
+    assert!(!paths.contains_key(&format!("{base}/namespaces/{{namespace}}/gatewayclasses")));
+}

@@ -287,8 +287,10 @@ fn schema(registry: &KindRegistry, kind: &str) -> Result<std::sync::Arc<KindSche
         .ok_or_else(|| Failure::usage(format!("unknown kind {kind}")))
 }
 
+/// A cluster-scoped kind's collection is under the kind whatever the
+/// namespace asked for (its objects have none).
 fn collection_path(schema: &KindSchema, namespace: Option<&str>) -> String {
-    match namespace {
+    match namespace.filter(|_| !schema.cluster_scoped) {
         Some(namespace) => format!(
             "/apis/{}/{}/namespaces/{namespace}/{}",
             schema.group, schema.version, schema.plural

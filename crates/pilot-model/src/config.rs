@@ -349,6 +349,8 @@ struct DocumentRef<'a, S> {
 #[serde(rename_all = "camelCase")]
 struct ObjectMetaRef<'a> {
     name: &'a str,
+    // A cluster-scoped object's is empty: written as none.
+    #[serde(skip_serializing_if = "str::is_empty")]
     namespace: &'a str,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     labels: &'a BTreeMap<String, String>,

@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 pub struct ConfigKey {
     /// The kind's name, e.g. `RouteRule`.
     pub kind: String,
-    /// The namespace, a DNS-1123 label.
+    /// The namespace, a DNS-1123 label; empty for a cluster-scoped kind's
+    /// object ([`KindSchema::cluster_scoped`](crate::KindSchema::cluster_scoped)),
+    /// whose key reads `Kind name`.
     pub namespace: String,
     /// The name, a DNS-1123 subdomain.
     pub name: String,
@@ -34,6 +36,11 @@ impl ConfigKey {
 
 impl fmt::Display for ConfigKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        if self.namespace.is_empty() {
+            // A cluster-scoped object's.
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
     }
 }

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 
 use crate::config::{decode_all, lists_for_objects};
 use crate::proto_names::{path_as_written, use_json_names};
-use crate::{DynConfig, FieldError, FieldErrors, StoreError};
+use crate::{ConfigKey, DynConfig, FieldError, FieldErrors, StoreError};
 
 /// Ties a Rust type to a kind: its names and its validation.
 ///
@@ -73,6 +73,10 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
     /// the object an update replaces to check them
     /// ([`KindRegistry::check_update`]).
     const TRANSITION_RULES: bool = false;
+    /// Whether the kind's objects belong to no namespace, as Kubernetes'
+    /// cluster-scoped resources (a Gateway API GatewayClass): their keys'
+    /// namespace is empty ([`KindSchema::cluster_scoped`]).
+    const CLUSTER_SCOPED: bool = false;
 
     /// The kind's id: [`ConfigKind::KIND`], or `Kind.group` when
     /// [`ConfigKind::QUALIFIED`].
@@ -180,6 +184,11 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
         } else {
             schema
         };
+        let schema = if Self::CLUSTER_SCOPED {
+            schema.with_cluster_scope()
+        } else {
+            schema
+        };
         let schema = if Self::TRANSITION_RULES {
             schema.with_transition_rules(|old, new, errors| {
                 // Both specs passed validation (the old one when it was
@@ -261,6 +270,11 @@ pub struct KindSchema {
     /// its definition (pilot-store-k8s installs it only where it is
     /// missing, and never changes one that is there).
     pub defined_elsewhere: bool,
+    /// The kind's objects belong to no namespace (Kubernetes' cluster
+    /// scope): their keys' namespace is empty, a namespace written on one
+    /// is dropped ([`KindSchema::fill_type`]), as kube-apiserver drops it,
+    /// and the REST API serves them at `/apis/{group}/{version}/{plural}`.
+    pub cluster_scoped: bool,
     validator: Arc<SpecValidator>,
     transition: Option<Arc<TransitionValidator>>,
     normalizer: Option<Arc<SpecNormalizer>>,
@@ -293,6 +307,7 @@ impl KindSchema {
             label_names: false,
             categories: Vec::new(),
             defined_elsewhere: false,
+            cluster_scoped: false,
             validator: Arc::new(validator),
             transition: None,
             normalizer: None,
@@ -325,6 +340,19 @@ impl KindSchema {
     pub fn with_definition_elsewhere(mut self) -> Self {
         self.defined_elsewhere = true;
         self
+    }
+
+    /// The same schema, its objects in no namespace
+    /// ([`KindSchema::cluster_scoped`]).
+    pub fn with_cluster_scope(mut self) -> Self {
+        self.cluster_scoped = true;
+        self
+    }
+
+    /// The namespace an object of this kind written in `namespace` is
+    /// stored in: none for a cluster-scoped kind, `namespace` otherwise.
+    pub fn scoped<'a>(&self, namespace: &'a str) -> &'a str {
+        if self.cluster_scoped { "" } else { namespace }
     }
 
     /// The same schema in these categories (Kubernetes' `categories`).
@@ -490,7 +518,16 @@ impl KindSchema {
         } else {
             errors.check_dns1123_subdomain("metadata.name", &meta.name);
         }
-        errors.check_dns1123_label("metadata.namespace", &meta.namespace);
+        if self.cluster_scoped {
+            if !meta.namespace.is_empty() {
+                errors.push(
+                    "metadata.namespace",
+                    format!("a {} is cluster-scoped: it has no namespace", self.kind),
+                );
+            }
+        } else {
+            errors.check_dns1123_label("metadata.namespace", &meta.namespace);
+        }
         errors.check_labels("metadata.labels", &meta.labels);
         (self.validator)(&config.spec, &mut errors);
         if errors.is_empty() {
@@ -503,12 +540,18 @@ impl KindSchema {
         }
     }
 
-    /// Names the object by the kind's [id](KindSchema::id), fills an empty
+    /// Names the object by the kind's [id](KindSchema::id), drops the
+    /// namespace of a cluster-scoped kind's object, fills an empty
     /// group or version in from the schema, and moves an
     /// object of another served version to the storage version (the
     /// schemas are the same: only the version changes). An unserved
     /// version is left for [`KindSchema::validate`] to refuse.
     pub fn fill_type(&self, config: &mut DynConfig) {
+        if self.cluster_scoped {
+            // As kube-apiserver does for a cluster-scoped resource: a
+            // namespace written (or defaulted by a client) is dropped.
+            config.meta.namespace.clear();
+        }
         if config.meta.kind == self.kind && (config.meta.group.is_empty() || config.meta.group == self.group)
         {
             config.meta.kind = self.id.clone();
@@ -536,6 +579,7 @@ impl fmt::Debug for KindSchema {
             .field("short_names", &self.short_names)
             .field("categories", &self.categories)
             .field("defined_elsewhere", &self.defined_elsewhere)
+            .field("cluster_scoped", &self.cluster_scoped)
             .finish_non_exhaustive()
     }
 }
@@ -625,7 +669,9 @@ impl KindRegistry {
 
     /// Names `config` by its kind's [id](KindSchema::id) when its kind and
     /// group resolve ([`KindRegistry::resolve`]); for objects read from a
-    /// document, which writes the bare kind. Returns the schema.
+    /// document, which writes the bare kind. A cluster-scoped kind's
+    /// object loses any namespace (one stored before its kind was, as
+    /// a GatewayClass once was namespaced). Returns the schema.
     pub fn identify(&self, config: &mut DynConfig) -> Option<Arc<KindSchema>> {
         let schema = self.resolve(&config.meta.kind, &config.meta.group)?;
         if config.meta.kind == schema.kind
@@ -633,7 +679,19 @@ impl KindRegistry {
         {
             config.meta.kind = schema.id.clone();
         }
+        if schema.cluster_scoped {
+            config.meta.namespace.clear();
+        }
         Some(schema)
+    }
+
+    /// `key` as its kind names it: without a namespace for a
+    /// cluster-scoped kind (a key stored before its kind was).
+    pub fn scoped_key(&self, mut key: ConfigKey) -> ConfigKey {
+        if self.get(&key.kind).is_some_and(|schema| schema.cluster_scoped) {
+            key.namespace.clear();
+        }
+        key
     }
 
     /// The schema of `kind`, or [`StoreError::UnknownKind`].

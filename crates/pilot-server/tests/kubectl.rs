@@ -637,6 +637,13 @@ fn kubectl_serves_both_gateways(kubectl: &Kubectl) {
         gateway_api.starts_with("gateways ") && gateway_api.contains(" gtw "),
         "{gateway_api}"
     );
+    // A GatewayClass is cluster-scoped, as upstream's CRD says.
+    let classes = line("gateway.networking.k8s.io", "GatewayClass");
+    assert!(
+        classes.starts_with("gatewayclasses ") && classes.contains(" gc ") && classes.contains(" false "),
+        "{classes}"
+    );
+    assert!(gateway_api.contains(" true "), "{gateway_api}");
     // No short name upstream's CRD does not declare.
     let routes = line("gateway.networking.k8s.io", "HTTPRoute");
     assert_eq!(routes.split_whitespace().count(), 4, "{routes}");
@@ -708,7 +715,33 @@ fn kubectl_serves_both_gateways(kubectl: &Kubectl) {
         )
     };
     let file = kubectl.file("class.yaml", &class("example.com/gateway-controller", "first"));
-    kubectl.ok(&["apply", "-f", &file]);
+    let applied = kubectl.ok(&["apply", "-f", &file]);
+    assert!(
+        applied.contains("gatewayclass.gateway.networking.k8s.io/example-gateway-class created"),
+        "{applied}"
+    );
+    // In no namespace: read from any, listed without a NAMESPACE column,
+    // at the kind's own path.
+    let got = kubectl.ok(&["get", "gc", "-n", "elsewhere", "-o", "name"]);
+    assert_eq!(
+        got.trim(),
+        "gatewayclass.gateway.networking.k8s.io/example-gateway-class"
+    );
+    let table = kubectl.ok(&["get", "gatewayclasses", "-A"]);
+    assert!(
+        table
+            .lines()
+            .next()
+            .is_some_and(|header| !header.contains("NAMESPACE")),
+        "{table}"
+    );
+    let raw = kubectl.ok(&[
+        "get",
+        "--raw",
+        "/apis/gateway.networking.k8s.io/v1/gatewayclasses/example-gateway-class",
+    ]);
+    let raw: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert!(raw["metadata"].get("namespace").is_none(), "{raw}");
     let file = kubectl.file("class.yaml", &class("example.com/gateway-controller", "second"));
     kubectl.ok(&["apply", "-f", &file]);
     let file = kubectl.file("class.yaml", &class("example.net/another-controller", "third"));

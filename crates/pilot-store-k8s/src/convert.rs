@@ -33,7 +33,8 @@ pub(crate) fn to_object(config: &DynConfig) -> DynamicObject {
         }),
         metadata: ObjectMeta {
             name: Some(meta.name.clone()),
-            namespace: Some(meta.namespace.clone()),
+            // A cluster-scoped object's is empty: it has none.
+            namespace: (!meta.namespace.is_empty()).then(|| meta.namespace.clone()),
             labels: map(&meta.labels),
             annotations: map(&meta.annotations),
             resource_version: meta.resource_version.clone(),
@@ -62,10 +63,17 @@ fn managed_fields_out(
 pub(crate) fn to_config(schema: &KindSchema, object: &DynamicObject) -> Result<DynConfig, String> {
     let metadata = &object.metadata;
     let name = metadata.name.clone().unwrap_or_default();
-    let namespace = metadata.namespace.clone().unwrap_or_default();
+    // A cluster-scoped kind's objects (a GatewayClass) have no namespace.
+    let namespace = match schema.cluster_scoped {
+        true => String::new(),
+        false => metadata.namespace.clone().unwrap_or_default(),
+    };
     let what = format!("{} {namespace}/{name}", schema.kind);
-    if name.is_empty() || namespace.is_empty() {
-        return Err(format!("{what}: a {} needs a name and a namespace", schema.kind));
+    if name.is_empty() {
+        return Err(format!("{what}: a {} needs a name", schema.kind));
+    }
+    if namespace.is_empty() && !schema.cluster_scoped {
+        return Err(format!("{what}: a {} needs a namespace", schema.kind));
     }
     let Some(spec) = object.data.get("spec") else {
         return Err(format!("{what} has no spec"));

@@ -175,7 +175,7 @@ fn crd_with(schema: &KindSchema, short_names: Vec<String>) -> CustomResourceDefi
         },
         "spec": {
             "group": schema.group,
-            "scope": "Namespaced",
+            "scope": if schema.cluster_scoped { "Cluster" } else { "Namespaced" },
             "names": {
                 "kind": schema.kind,
                 "listKind": format!("{}List", schema.kind),

@@ -121,16 +121,20 @@ impl KubeConfigStore {
         let schema = self.inner.registry.schema(kind)?;
         let resource = api_resource(&schema);
         let client = self.inner.client.clone();
+        // A cluster-scoped kind's objects are in no namespace: a store
+        // limited to one namespace reads them too (as it needs its
+        // GatewayClasses).
         let api = match namespace.or(self.namespace()) {
-            Some(ns) => Api::namespaced_with(client, ns, &resource),
-            None => Api::all_with(client, &resource),
+            Some(ns) if !schema.cluster_scoped => Api::namespaced_with(client, ns, &resource),
+            _ => Api::all_with(client, &resource),
         };
         Ok((schema, resource, api))
     }
 
-    /// True when this store serves `namespace`.
+    /// True when this store serves `namespace` (every store serves the
+    /// cluster-scoped objects, whose namespace is empty).
     fn serves(&self, namespace: &str) -> bool {
-        self.namespace().is_none_or(|ns| ns == namespace)
+        namespace.is_empty() || self.namespace().is_none_or(|ns| ns == namespace)
     }
 
     fn outside(&self, config: &DynConfig) -> StoreError {
@@ -268,6 +272,10 @@ impl KubeConfigStore {
                 Ok(config) => items.push(Arc::new(config)),
                 Err(reason) => tracing::warn!(%reason, "skipping a custom object that is not a pilot object"),
             }
+        }
+        // A namespace holds no cluster-scoped object.
+        if let Some(namespace) = namespace.filter(|ns| schema.cluster_scoped && !ns.is_empty()) {
+            items.retain(|c| c.meta.namespace == namespace);
         }
         items.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
         Ok((items, revision))

@@ -106,7 +106,7 @@ pub const CATEGORY: &str = "gateway-api";
 macro_rules! gateway_api_kind {
     (
         $ty:ty, $kind:literal, $plural:literal, $version:literal, [$($served:literal),*],
-        [$($short:literal),*], $validate:path $(, update: $update:path)?
+        [$($short:literal),*], $validate:path $(, update: $update:path)? $(, cluster_scoped: $cluster:literal)?
     ) => {
         impl ConfigKind for $ty {
             const KIND: &'static str = $kind;
@@ -127,6 +127,8 @@ macro_rules! gateway_api_kind {
             fn validate(&self, errors: &mut FieldErrors) {
                 $validate(self, errors)
             }
+
+            $(const CLUSTER_SCOPED: bool = $cluster;)?
 
             $(
                 const TRANSITION_RULES: bool = true;
@@ -152,7 +154,8 @@ gateway_api_kind!(
     ["v1beta1"],
     ["gc"],
     gateway_class::validate,
-    update: gateway_class::validate_update
+    update: gateway_class::validate_update,
+    cluster_scoped: true
 );
 gateway_api_kind!(
     Gateway,

@@ -101,7 +101,7 @@ pub(crate) fn load(dir: &Path, registry: &KindRegistry) -> Result<Loaded, Journa
                     objects.insert(object.key(), object);
                 }
                 Change::Delete(key) => {
-                    objects.remove(&key);
+                    objects.remove(&registry.scoped_key(key));
                 }
             }
         }
