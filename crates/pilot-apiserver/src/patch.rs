@@ -40,6 +40,7 @@ pub(crate) async fn patch(
     body: Body,
 ) -> Result<Response, ApiError> {
     let (schema, namespace) = crate::resources::scoped(&state, &params)?;
+    crate::resources::check_namespace(&namespace)?;
     let name = params.get("name").cloned().unwrap_or_default();
     let key = ConfigKey::new(&schema.id, &namespace, &name);
     let mut warnings = Vec::new();

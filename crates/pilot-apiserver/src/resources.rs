@@ -43,7 +43,9 @@ pub(crate) type Params = Path<HashMap<String, String>>;
 
 /// The kind a path names and the namespace of its objects there: empty
 /// for a cluster-scoped kind, whose paths have no `namespaces/{ns}`. A
-/// kind named at the other scope's path is 404, as kube-apiserver answers.
+/// kind named at the other scope's path is 404, as kube-apiserver answers
+/// (but a write to a namespaced kind's list across namespaces, a path
+/// that takes GET only, is 405).
 pub(crate) fn scoped(
     state: &ApiState,
     params: &HashMap<String, String>,
@@ -51,11 +53,7 @@ pub(crate) fn scoped(
     let param = |name: &str| params.get(name).map(String::as_str).unwrap_or_default();
     let schema = resolve(state, param("group"), param("version"), param("plural"))?;
     match (params.get("namespace"), schema.cluster_scoped) {
-        (Some(namespace), false) => {
-            pilot_model::dns1123_label(namespace)
-                .map_err(|message| ApiError::bad_request(format!("namespace {namespace:?}: {message}")))?;
-            Ok((schema, namespace.clone()))
-        }
+        (Some(namespace), false) => Ok((schema, namespace.clone())),
         (None, true) => Ok((schema, String::new())),
         (Some(_), true) => Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -68,6 +66,8 @@ pub(crate) fn scoped(
                 schema.plural
             ),
         )),
+        // A namespaced kind's list across namespaces takes GET only.
+        (None, false) if !params.contains_key("name") => Err(ApiError::method_not_allowed()),
         (None, false) => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "NotFound",
@@ -80,6 +80,16 @@ pub(crate) fn scoped(
             ),
         )),
     }
+}
+
+/// A namespace that is not a DNS-1123 label: 400 (where the API reads by
+/// it: lists, watches, patches; a get of one is 404).
+pub(crate) fn check_namespace(namespace: &str) -> Result<(), ApiError> {
+    if namespace.is_empty() {
+        return Ok(());
+    }
+    pilot_model::dns1123_label(namespace)
+        .map_err(|message| ApiError::bad_request(format!("namespace {namespace:?}: {message}")))
 }
 
 /// The path's `name`.
@@ -108,6 +118,7 @@ pub(crate) async fn list_namespaced(
     Query(query): Query_,
 ) -> Result<Response, ApiError> {
     let (schema, namespace) = scoped(&state, &params)?;
+    check_namespace(&namespace)?;
     list::list_or_watch(state, Arc::clone(&schema), Some(namespace), &headers, query)
         .await
         .map_err(|e| e.for_resource(&schema))
