@@ -893,3 +893,463 @@ fn a_rules_retry_tries_again_on_its_codes_as_many_times_as_it_says() {
         assert_eq!(send(path), (status, body.to_string()), "{path}");
     }
 }
+
+/// Every request an [`echo_upstream`] saw: its backend's name, path and
+/// `x-tag` header (empty when none).
+static SEEN: std::sync::Mutex<Vec<(String, String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// How many requests tagged `tag` backend `name` saw.
+fn seen(name: &str, tag: &str) -> usize {
+    SEEN.lock()
+        .unwrap()
+        .iter()
+        .filter(|(n, _, t)| n == name && t == tag)
+        .count()
+}
+
+/// An upstream answering every request 200 with what it saw, as JSON:
+/// `backend` (`name`), `method`, `path`, `host` and `headers` (each by
+/// its lowercased name, the values of a repeated header joined by `,`).
+/// A request's `x-echo-set-header: Name:Value,Name:Value` asks it to
+/// answer with those headers. Each request is noted in [`SEEN`]. Its
+/// port.
+fn echo_upstream(name: &'static str) -> u16 {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buffer = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while !buffer.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let end = buffer.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(0) + 4;
+                    let head = String::from_utf8_lossy(&buffer[..end]).to_string();
+                    buffer.drain(..end);
+                    let mut lines = head.lines();
+                    let mut start = lines.next().unwrap_or_default().split(' ');
+                    let method = start.next().unwrap_or_default().to_string();
+                    let path = start.next().unwrap_or_default().to_string();
+                    let mut headers = BTreeMap::<String, String>::new();
+                    for (field, value) in lines.filter_map(|l| l.split_once(':')) {
+                        headers
+                            .entry(field.trim().to_ascii_lowercase())
+                            .and_modify(|v| {
+                                v.push(',');
+                                v.push_str(value.trim());
+                            })
+                            .or_insert_with(|| value.trim().to_string());
+                    }
+                    SEEN.lock().unwrap().push((
+                        name.to_string(),
+                        path.clone(),
+                        headers.get("x-tag").cloned().unwrap_or_default(),
+                    ));
+                    let mut extra = String::new();
+                    for pair in headers.get("x-echo-set-header").into_iter().flat_map(|v| v.split(',')) {
+                        if let Some((field, value)) = pair.split_once(':') {
+                            extra.push_str(&format!("{field}: {value}\r\n"));
+                        }
+                    }
+                    let body = serde_json::json!({
+                        "backend": name,
+                        "method": method,
+                        "path": path,
+                        "host": headers.get("host"),
+                        "headers": headers,
+                    })
+                    .to_string();
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if stream.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A request of a filter's case and what the conformance expects of it:
+/// the status, the backend that answers, what it saw, the answer's
+/// headers and a redirect's location.
+#[derive(Debug, Clone)]
+struct Case {
+    method: &'static str,
+    host: &'static str,
+    path: &'static str,
+    headers: Vec<(&'static str, &'static str)>,
+    /// Headers the backend is asked to answer with.
+    backend_sends: Vec<(&'static str, &'static str)>,
+    status: u16,
+    /// The backend that answers ("" when none does).
+    backend: &'static str,
+    /// The path and host the backend saw.
+    seen_path: &'static str,
+    seen_host: &'static str,
+    /// Headers the backend saw, and headers it must not have seen.
+    seen: Vec<(&'static str, &'static str)>,
+    unseen: Vec<&'static str>,
+    /// Headers of the answer, and headers it must not have.
+    answer: Vec<(&'static str, &'static str)>,
+    unanswered: Vec<&'static str>,
+    /// A redirect's `Location`: scheme, host, port (`None`: the scheme's
+    /// own, written or not) and path.
+    location: Option<(&'static str, &'static str, Option<u16>, &'static str)>,
+}
+
+/// `GET path` with host `example.com`, expected to reach
+/// infra-backend-v1 as sent.
+fn case(path: &'static str) -> Case {
+    Case {
+        method: "GET",
+        host: HOST,
+        path,
+        headers: Vec::new(),
+        backend_sends: Vec::new(),
+        status: 200,
+        backend: V1,
+        seen_path: path,
+        seen_host: HOST,
+        seen: Vec::new(),
+        unseen: Vec::new(),
+        answer: Vec::new(),
+        unanswered: Vec::new(),
+        location: None,
+    }
+}
+
+impl Case {
+    fn method(mut self, method: &'static str) -> Self {
+        self.method = method;
+        self
+    }
+    fn host(mut self, host: &'static str) -> Self {
+        self.host = host;
+        self.seen_host = host;
+        self
+    }
+    fn header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+    fn backend_sends(mut self, name: &'static str, value: &'static str) -> Self {
+        self.backend_sends.push((name, value));
+        self
+    }
+    fn to(mut self, backend: &'static str) -> Self {
+        self.backend = backend;
+        self
+    }
+    fn seen_as(mut self, host: &'static str, path: &'static str) -> Self {
+        self.seen_host = host;
+        self.seen_path = path;
+        self
+    }
+    fn seen(mut self, name: &'static str, value: &'static str) -> Self {
+        self.seen.push((name, value));
+        self
+    }
+    fn unseen(mut self, name: &'static str) -> Self {
+        self.unseen.push(name);
+        self
+    }
+    fn answer(mut self, name: &'static str, value: &'static str) -> Self {
+        self.answer.push((name, value));
+        self
+    }
+    fn unanswered(mut self, name: &'static str) -> Self {
+        self.unanswered.push(name);
+        self
+    }
+    /// Answered `status` by the router with a `Location` of `scheme`,
+    /// `host`, `port` and `path`.
+    fn redirect(
+        mut self,
+        status: u16,
+        scheme: &'static str,
+        host: &'static str,
+        port: Option<u16>,
+        path: &'static str,
+    ) -> Self {
+        self.status = status;
+        self.backend = "";
+        self.location = Some((scheme, host, port, path));
+        self
+    }
+
+    /// Sends the request to 127.0.0.1:`port`: what differs from the
+    /// expectation, if anything.
+    fn check(&self, port: u16) -> Result<(), String> {
+        let mut headers = self.headers.clone();
+        let sends = self
+            .backend_sends
+            .iter()
+            .map(|(n, v)| format!("{n}:{v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        if !sends.is_empty() {
+            headers.push(("x-echo-set-header", &sends));
+        }
+        let answer = common::exchange(port, self.method, self.host, self.path, &headers);
+        let wrong = |what: String| Err(format!("{what}\nthe answer: {answer:?}"));
+        if answer.status != self.status {
+            return wrong(format!("status {}, expected {}", answer.status, self.status));
+        }
+        for (name, value) in &self.answer {
+            if answer.headers.get(&name.to_ascii_lowercase()).map(String::as_str) != Some(value) {
+                return wrong(format!("the answer's {name} is not {value}"));
+            }
+        }
+        for name in &self.unanswered {
+            if answer.headers.contains_key(&name.to_ascii_lowercase()) {
+                return wrong(format!("the answer has {name}"));
+            }
+        }
+        if let Some((scheme, host, port, path)) = self.location {
+            let Some(location) = answer.headers.get("location") else {
+                return wrong("no location".into());
+            };
+            let (got_scheme, rest) = location.split_once("://").unwrap_or_default();
+            let (authority, got_path) = rest.find('/').map_or((rest, "/"), |at| rest.split_at(at));
+            let (got_host, got_port) = match authority.rsplit_once(':') {
+                Some((h, p)) => (h, p.parse::<u16>().ok()),
+                None => (authority, None),
+            };
+            let default = match scheme {
+                "https" => 443,
+                _ => 80,
+            };
+            let port_ok = match port {
+                Some(port) => got_port == Some(port),
+                None => got_port.is_none() || got_port == Some(default),
+            };
+            if (got_scheme, got_host, got_path) != (scheme, host, path) || !port_ok {
+                return wrong(format!("location {location}, expected {:?}", self.location));
+            }
+        }
+        if self.backend.is_empty() {
+            return Ok(());
+        }
+        let Ok(echo) = serde_json::from_str::<Value>(&answer.body) else {
+            return wrong("no backend answered".into());
+        };
+        let saw = |name: &str| echo["headers"][name.to_ascii_lowercase()].as_str().map(str::to_string);
+        if echo["backend"] != self.backend {
+            return wrong(format!("expected {}", self.backend));
+        }
+        if echo["path"] != self.seen_path || echo["host"] != self.seen_host {
+            return wrong(format!("the backend did not see {}{}", self.seen_host, self.seen_path));
+        }
+        for (name, value) in self.headers.iter().chain(&self.seen) {
+            // A header sent is seen as sent unless the case says what
+            // becomes of it.
+            let expected = self
+                .seen
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map_or(*value, |(_, v)| *v);
+            if self.unseen.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                continue;
+            }
+            if saw(name).as_deref() != Some(expected) {
+                return wrong(format!("the backend did not see {name}: {expected}"));
+            }
+        }
+        for name in &self.unseen {
+            if saw(name).is_some() {
+                return wrong(format!("the backend saw {name}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Conformance {
+    /// Waits until `gateway`'s listener written on `written` answers
+    /// every case as expected, then checks each once more.
+    fn expect_cases(&self, gateway: &str, written: u16, cases: &[Case]) {
+        let port = self.port(gateway, written);
+        eventually(&format!("{gateway} to answer as the conformance expects"), || {
+            cases.iter().all(|case| case.check(port).is_ok())
+        });
+        for case in cases {
+            if let Err(wrong) = case.check(port) {
+                panic!("{case:?}: {wrong}\n{}", self.routers[gateway].log());
+            }
+        }
+    }
+
+    /// [`Conformance::with_upstreams`] with [`echo_upstream`]s.
+    fn echoing(names: &[&str], served: &[&str]) -> Option<Conformance> {
+        Conformance::with_upstreams(names, served, &echo_upstream)
+    }
+}
+
+/// The cases of HTTPRouteRequestHeaderModifier, which
+/// HTTPRouteBackendRequestHeaderModifier shares (its filters on the
+/// backendRef).
+fn request_header_cases() -> Vec<Case> {
+    vec![
+        case("/set")
+            .header("Some-Other-Header", "val")
+            .seen("X-Header-Set", "set-overwrites-values"),
+        case("/set")
+            .header("Some-Other-Header", "val")
+            .header("X-Header-Set", "some-other-value")
+            .seen("X-Header-Set", "set-overwrites-values"),
+        case("/add")
+            .header("Some-Other-Header", "val")
+            .seen("X-Header-Add", "add-appends-values"),
+        case("/add")
+            .header("Some-Other-Header", "val")
+            .header("X-Header-Add", "some-other-value")
+            .seen("X-Header-Add", "some-other-value,add-appends-values"),
+        case("/remove").header("X-Header-Remove", "val").unseen("X-Header-Remove"),
+        case("/multiple")
+            .header("X-Header-Set-2", "set-val-2")
+            .header("X-Header-Add-2", "add-val-2")
+            .header("X-Header-Remove-2", "remove-val-2")
+            .header("Another-Header", "another-header-val")
+            .seen("X-Header-Set-1", "header-set-1")
+            .seen("X-Header-Set-2", "header-set-2")
+            .seen("X-Header-Add-1", "header-add-1")
+            .seen("X-Header-Add-2", "add-val-2,header-add-2")
+            .seen("X-Header-Add-3", "header-add-3")
+            .unseen("X-Header-Remove-1")
+            .unseen("X-Header-Remove-2"),
+        // The filter's names are canonical, the request's lowercase.
+        case("/case-insensitivity")
+            .header("x-header-set", "original-val-set")
+            .header("x-header-add", "original-val-add")
+            .header("x-header-remove", "original-val-remove")
+            .header("Another-Header", "another-header-val")
+            .seen("X-Header-Set", "header-set")
+            .seen("X-Header-Add", "original-val-add,header-add")
+            .unseen("X-Header-Remove"),
+    ]
+}
+
+/// The request header changes of the cases that pair another filter
+/// with a RequestHeaderModifier.
+fn modified(case: Case) -> Case {
+    case.header("X-Header-Remove", "remove-val")
+        .header("X-Header-Add-Append", "append-val-1")
+        .seen("X-Header-Add", "header-val-1")
+        .seen("X-Header-Add-Append", "append-val-1,header-val-2")
+        .seen("X-Header-Set", "set-overwrites-values")
+        .unseen("X-Header-Remove")
+}
+
+#[test]
+fn request_and_response_header_modifiers_change_what_each_side_sees() {
+    // HTTPRouteRequestHeaderModifier, HTTPRouteBackendRequestHeaderModifier
+    // (the same route's name and cases: one after the other),
+    // HTTPRouteResponseHeaderModifier.
+    for manifest in [
+        "httproute-request-header-modifier",
+        "httproute-request-header-modifier-backend",
+    ] {
+        let Some(conformance) = Conformance::echoing(&[manifest], &["same-namespace"]) else {
+            return;
+        };
+        conformance.expect_cases("same-namespace", 80, &request_header_cases());
+        assert_eq!(
+            conformance.route_conditions(INFRA, "request-header-modifier"),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("ResolvedRefs", "True", "ResolvedRefs")
+            ],
+            "{manifest}"
+        );
+    }
+
+    let Some(conformance) = Conformance::echoing(&["httproute-response-header-modifier"], &["same-namespace"])
+    else {
+        return;
+    };
+    conformance.expect_cases(
+        "same-namespace",
+        80,
+        &[
+            case("/set")
+                .backend_sends("Some-Other-Header", "val")
+                .answer("Some-Other-Header", "val")
+                .answer("X-Header-Set", "set-overwrites-values"),
+            case("/set")
+                .backend_sends("Some-Other-Header", "val")
+                .backend_sends("X-Header-Set", "some-other-value")
+                .answer("Some-Other-Header", "val")
+                .answer("X-Header-Set", "set-overwrites-values"),
+            case("/add")
+                .backend_sends("Some-Other-Header", "val")
+                .answer("Some-Other-Header", "val")
+                .answer("X-Header-Add", "add-appends-values"),
+            case("/add")
+                .backend_sends("Some-Other-Header", "val")
+                .backend_sends("X-Header-Add", "some-other-value")
+                .answer("Some-Other-Header", "val")
+                .answer("X-Header-Add", "some-other-value,add-appends-values"),
+            case("/remove")
+                .backend_sends("X-Header-Remove", "val")
+                .unanswered("X-Header-Remove"),
+            case("/multiple")
+                .backend_sends("X-Header-Set-2", "set-val-2")
+                .backend_sends("X-Header-Add-2", "add-val-2")
+                .backend_sends("X-Header-Remove-2", "remove-val-2")
+                .backend_sends("Another-Header", "another-header-val")
+                .backend_sends("X-Header-Remove-1", "val")
+                .answer("X-Header-Set-1", "header-set-1")
+                .answer("X-Header-Set-2", "header-set-2")
+                .answer("X-Header-Add-1", "header-add-1")
+                .answer("X-Header-Add-2", "add-val-2,header-add-2")
+                .answer("X-Header-Add-3", "header-add-3")
+                .answer("Another-Header", "another-header-val")
+                .unanswered("X-Header-Remove-1")
+                .unanswered("X-Header-Remove-2"),
+            case("/case-insensitivity")
+                .backend_sends("x-header-set", "original-val-set")
+                .backend_sends("x-header-add", "original-val-add")
+                .backend_sends("x-header-remove", "original-val-remove")
+                .backend_sends("Another-Header", "another-header-val")
+                .answer("X-Header-Set", "header-set")
+                .answer("X-Header-Add", "original-val-add,header-add")
+                .answer("X-Lowercase-Add", "lowercase-add")
+                .answer("X-Mixedcase-Add-1", "mixedcase-add-1")
+                .answer("X-Mixedcase-Add-2", "mixedcase-add-2")
+                .answer("X-Uppercase-Add", "uppercase-add")
+                .answer("Another-Header", "another-header-val")
+                .unanswered("X-Header-Remove"),
+            case("/response-and-request-header-modifiers")
+                .header("X-Header-Remove", "remove-val")
+                .header("X-Header-Add-Append", "append-val-1")
+                .header("X-Header-Echo", "echo")
+                .backend_sends("X-Header-Set-2", "set-val-2")
+                .backend_sends("X-Header-Add-2", "add-val-2")
+                .backend_sends("X-Header-Remove-2", "remove-val-2")
+                .backend_sends("Another-Header", "another-header-val")
+                .backend_sends("X-Header-Remove-1", "remove-val-1")
+                .backend_sends("X-Header-Echo", "echo")
+                .seen("X-Header-Add", "header-val-1")
+                .seen("X-Header-Set", "set-overwrites-values")
+                .seen("X-Header-Add-Append", "append-val-1,header-val-2")
+                .unseen("X-Header-Remove")
+                .answer("X-Header-Set-1", "header-set-1")
+                .answer("X-Header-Set-2", "header-set-2")
+                .answer("X-Header-Add-1", "header-add-1")
+                .answer("X-Header-Add-2", "add-val-2,header-add-2")
+                .answer("Another-Header", "another-header-val")
+                .answer("X-Header-Echo", "echo")
+                .unanswered("X-Header-Remove-1")
+                .unanswered("X-Header-Remove-2"),
+        ],
+    );
+}
