@@ -898,12 +898,12 @@ fn a_rules_retry_tries_again_on_its_codes_as_many_times_as_it_says() {
 /// `x-tag` header (empty when none).
 static SEEN: std::sync::Mutex<Vec<(String, String, String)>> = std::sync::Mutex::new(Vec::new());
 
-/// How many requests tagged `tag` backend `name` saw.
-fn seen(name: &str, tag: &str) -> usize {
+/// How many requests for `path` tagged `tag` backend `name` saw.
+fn seen(name: &str, path: &str, tag: &str) -> usize {
     SEEN.lock()
         .unwrap()
         .iter()
-        .filter(|(n, _, t)| n == name && t == tag)
+        .filter(|(n, p, t)| n == name && p == path && t == tag)
         .count()
 }
 
@@ -1178,9 +1178,20 @@ impl Conformance {
     /// every case as expected, then checks each once more.
     fn expect_cases(&self, gateway: &str, written: u16, cases: &[Case]) {
         let port = self.port(gateway, written);
-        eventually(&format!("{gateway} to answer as the conformance expects"), || {
-            cases.iter().all(|case| case.check(port).is_ok())
-        });
+        let started = std::time::Instant::now();
+        // Until every case is answered as expected (the routes arrive
+        // when they arrive), or patience ends with the first that is not.
+        while let Some((case, wrong)) = cases
+            .iter()
+            .find_map(|case| case.check(port).err().map(|wrong| (case, wrong)))
+        {
+            assert!(
+                started.elapsed() < common::PATIENCE,
+                "{gateway}: {case:?}: {wrong}\n{}",
+                self.routers[gateway].log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
         for case in cases {
             if let Err(wrong) = case.check(port) {
                 panic!("{case:?}: {wrong}\n{}", self.routers[gateway].log());
@@ -1352,4 +1363,173 @@ fn request_and_response_header_modifiers_change_what_each_side_sees() {
                 .unanswered("X-Header-Remove-2"),
         ],
     );
+}
+
+#[test]
+fn redirects_answer_with_the_location_and_status_the_filter_says() {
+    // One manifest at a time (their paths overlap): HTTPRouteRedirectHostAndStatus,
+    // HTTPRouteRedirectPath, HTTPRouteRedirectPort, HTTPRouteRedirectScheme,
+    // HTTPRoute303Redirect, HTTPRoute307Redirect, HTTPRoute308Redirect.
+    // The location keeps what the filter does not change (the request's
+    // host, path and scheme); with no port, the scheme's own.
+    let cases: [(&str, Vec<Case>); 7] = [
+        (
+            "httproute-redirect-host-and-status",
+            vec![
+                case("/hostname-redirect").redirect(302, "http", "example.org", None, "/hostname-redirect"),
+                case("/host-and-status").redirect(301, "http", "example.org", None, "/host-and-status"),
+            ],
+        ),
+        (
+            "httproute-redirect-path",
+            vec![
+                case("/original-prefix/lemon").redirect(302, "http", HOST, None, "/replacement-prefix/lemon"),
+                case("/full/path/original").redirect(302, "http", HOST, None, "/full-path-replacement"),
+                case("/path-and-host").redirect(302, "http", "example.org", None, "/replacement-prefix"),
+                case("/path-and-status").redirect(301, "http", HOST, None, "/replacement-prefix"),
+                case("/full-path-and-host").redirect(302, "http", "example.org", None, "/replacement-full"),
+                case("/full-path-and-status").redirect(301, "http", HOST, None, "/replacement-full"),
+            ],
+        ),
+        (
+            "httproute-redirect-port",
+            vec![
+                case("/port").redirect(302, "http", HOST, Some(8083), "/port"),
+                case("/port-and-host").redirect(302, "http", "example.org", Some(8083), "/port-and-host"),
+                case("/port-and-status").redirect(301, "http", HOST, Some(8083), "/port-and-status"),
+                case("/port-and-host-and-status").redirect(
+                    302,
+                    "http",
+                    "example.org",
+                    Some(8083),
+                    "/port-and-host-and-status",
+                ),
+            ],
+        ),
+        (
+            "httproute-redirect-scheme",
+            vec![
+                case("/scheme").redirect(302, "https", HOST, None, "/scheme"),
+                case("/scheme-and-host").redirect(302, "https", "example.org", None, "/scheme-and-host"),
+                case("/scheme-and-status").redirect(301, "https", HOST, None, "/scheme-and-status"),
+                case("/scheme-and-host-and-status").redirect(
+                    302,
+                    "https",
+                    "example.org",
+                    None,
+                    "/scheme-and-host-and-status",
+                ),
+            ],
+        ),
+        (
+            "httproute-303-redirect",
+            vec![
+                case("/see-other")
+                    .method("POST")
+                    .redirect(303, "http", HOST, None, "/see-other"),
+            ],
+        ),
+        (
+            "httproute-307-redirect",
+            vec![case("/temporary").redirect(307, "http", HOST, None, "/temporary")],
+        ),
+        (
+            "httproute-308-redirect",
+            vec![case("/permanent").redirect(308, "http", HOST, None, "/permanent")],
+        ),
+    ];
+    for (manifest, cases) in cases {
+        let Some(conformance) = Conformance::echoing(&[manifest], &["same-namespace"]) else {
+            return;
+        };
+        conformance.expect_cases("same-namespace", 80, &cases);
+    }
+}
+
+#[test]
+fn rewrites_change_the_host_and_path_the_backend_sees() {
+    // HTTPRouteRewriteHost, HTTPRouteRewritePath.
+    let Some(conformance) = Conformance::echoing(&["httproute-rewrite-host"], &["same-namespace"]) else {
+        return;
+    };
+    conformance.expect_cases(
+        "same-namespace",
+        80,
+        &[
+            case("/one")
+                .host("rewrite.example")
+                .seen_as("one.example.org", "/one"),
+            case("/two")
+                .host("rewrite.example")
+                .to(V2)
+                .seen_as("example.org", "/two"),
+            modified(
+                case("/rewrite-host-and-modify-headers")
+                    .host("rewrite.example")
+                    .to(V2)
+                    .seen_as("test.example.org", "/rewrite-host-and-modify-headers"),
+            ),
+        ],
+    );
+    drop(conformance);
+
+    let Some(conformance) = Conformance::echoing(&["httproute-rewrite-path"], &["same-namespace"]) else {
+        return;
+    };
+    conformance.expect_cases(
+        "same-namespace",
+        80,
+        &[
+            case("/prefix/one/two").seen_as(HOST, "/one/two"),
+            case("/strip-prefix/three").seen_as(HOST, "/three"),
+            case("/strip-prefix").seen_as(HOST, "/"),
+            case("/full/one/two").seen_as(HOST, "/one"),
+            modified(
+                case("/full/rewrite-path-and-modify-headers/test")
+                    .header("X-Header-Set", "set-val")
+                    .seen_as(HOST, "/test"),
+            ),
+            modified(
+                case("/prefix/rewrite-path-and-modify-headers/one")
+                    .header("X-Header-Set", "set-val")
+                    .seen_as(HOST, "/prefix/one"),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn a_mirror_sends_each_request_to_its_backend_too() {
+    // HTTPRouteRequestMirror: infra-backend-v1 answers; infra-backend-v2
+    // must see each request (with the rule's header changes), once.
+    let Some(conformance) = Conformance::echoing(&["httproute-request-mirror"], &["same-namespace"]) else {
+        return;
+    };
+    conformance.expect_cases(
+        "same-namespace",
+        80,
+        &[
+            case("/mirror"),
+            modified(case("/mirror-and-modify-headers")),
+        ],
+    );
+    let port = conformance.port("same-namespace", 80);
+    const TAGS: [&str; 10] = [
+        "m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9",
+    ];
+    for path in ["/mirror", "/mirror-and-modify-headers"] {
+        for tag in TAGS {
+            let answer = common::exchange(port, "GET", HOST, path, &[("x-tag", tag)]);
+            assert_eq!(answer.status, 200, "{path} {tag}: {answer:?}");
+            assert_eq!(seen(V1, path, tag), 1, "{path} {tag}: infra-backend-v1 answered once");
+        }
+        // The mirror's copies are sent beside the answer: each arrives,
+        // once.
+        eventually(&format!("infra-backend-v2 to see every {path}"), || {
+            TAGS.iter().all(|tag| seen(V2, path, tag) >= 1)
+        });
+        for tag in TAGS {
+            assert_eq!(seen(V2, path, tag), 1, "{path} {tag}: mirrored once");
+        }
+    }
 }
