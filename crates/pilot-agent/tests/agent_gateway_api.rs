@@ -1533,3 +1533,80 @@ fn a_mirror_sends_each_request_to_its_backend_too() {
         }
     }
 }
+
+#[test]
+fn headers_and_path_kinds_choose_among_rules() {
+    // HTTPRouteHeaderMatching: every header of a match must hold; the rule
+    // with more header matches wins.
+    let Some(conformance) = Conformance::with(&["httproute-header-matching"], &["same-namespace"]) else {
+        return;
+    };
+    conformance.expect_requests(
+        "same-namespace",
+        &[
+            to("/", V1).header("Version", "one"),
+            to("/", V2).header("Version", "two"),
+            to("/", V1).header("Version", "two").header("Color", "orange"),
+            to("/", V2).header("Version", "two").header("Color", "blue"),
+            answered("/", 404).header("Color", "orange"),
+            answered("/", 404).header("Some-Other-Header", "one"),
+            to("/", V1).header("Color", "blue"),
+            to("/", V1).header("Color", "green"),
+            to("/", V2).header("Color", "red"),
+            to("/", V2).header("Color", "yellow"),
+            answered("/", 404).header("Color", "purple"),
+        ],
+    );
+    drop(conformance);
+
+    // HTTPRoutePathMatchOrder: exact before prefix, longer prefixes first.
+    let Some(conformance) = Conformance::with(&["httproute-path-match-order"], &["same-namespace"]) else {
+        return;
+    };
+    conformance.expect_requests(
+        "same-namespace",
+        &[
+            to("/match/exact/one", V3),
+            to("/match/exact", V2),
+            to("/match", V1),
+            to("/match/prefix/one/any", V2),
+            to("/match/prefix/any", V1),
+            to("/match/any", V3),
+        ],
+    );
+}
+
+#[test]
+fn backends_share_a_rules_requests_by_their_weights() {
+    // HTTPRouteWeight: 70, 30 and 0. Of 1,000 requests each backend's
+    // share is within 5 points of its weight, and a weight of 0 gets
+    // none. (5 points are 3.4 standard deviations of a 70/30 share of
+    // 1,000 requests: about one run in 1,500 fails by chance; of 500
+    // requests, one in 70 would.)
+    let Some(conformance) = Conformance::with(&["httproute-weight"], &["same-namespace"]) else {
+        return;
+    };
+    let port = conformance.port("same-namespace", 80);
+    eventually("the weighted route to be served", || {
+        common::get_by_length(port, HOST, "/").0 == 200
+    });
+    const REQUESTS: usize = 1000;
+    let mut answered = BTreeMap::<String, usize>::new();
+    for _ in 0..REQUESTS {
+        let (status, backend) = common::get_by_length(port, HOST, "/");
+        assert_eq!(status, 200, "{backend}");
+        *answered.entry(backend).or_default() += 1;
+    }
+    eprintln!("{REQUESTS} requests answered by {answered:?}");
+    // In thousandths.
+    let share = |backend: &str| answered.get(backend).copied().unwrap_or(0) * 1000 / REQUESTS;
+    for (backend, weight) in [(V1, 700), (V2, 300)] {
+        assert!(
+            share(backend).abs_diff(weight) <= 50,
+            "{backend}: {}/1000, its weight {weight}/1000: {answered:?}",
+            share(backend)
+        );
+    }
+    assert_eq!(answered.get(V3), None, "a weight of 0: {answered:?}");
+    assert_eq!(answered.values().sum::<usize>(), REQUESTS, "{answered:?}");
+}
