@@ -40,6 +40,7 @@ use serde_json::Value;
 
 const INFRA: &str = "gateway-conformance-infra";
 const WEB: &str = "gateway-conformance-web-backend";
+const APP: &str = "gateway-conformance-app-backend";
 
 /// pilot's GatewayClass under the conformance's name, and the shared
 /// Gateways of the conformance's base.
@@ -68,11 +69,13 @@ spec:
 
 /// The conformance's backends: (namespace, Service) answering with the
 /// Service's name.
-const BACKENDS: [(&str, &str); 4] = [
+const BACKENDS: [(&str, &str); 6] = [
     (INFRA, "infra-backend-v1"),
     (INFRA, "infra-backend-v2"),
     (INFRA, "infra-backend-v3"),
     (WEB, "web-backend"),
+    (APP, "app-backend-v1"),
+    (APP, "app-backend-v2"),
 ];
 
 /// The conformance's stream backends: (namespace, Service, port). A
@@ -96,7 +99,7 @@ struct Conformance {
     /// The CA that signed `tcp-backend`'s certificate.
     ca: PathBuf,
     _tls_backend: ProcessGuard,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Conformance {
@@ -165,6 +168,12 @@ impl Conformance {
                     .join("\n");
             }
         }
+        // A route's parentRef port names a listener's port as written.
+        for document in &mut documents {
+            if gateway_name(document).is_none() {
+                *document = move_parent_ports(document, &ports);
+            }
+        }
         apply(&discovery, dir.path(), &documents.join("\n---\n"));
         let routers = served
             .iter()
@@ -194,25 +203,50 @@ impl Conformance {
             routers,
             ca: ca.cert,
             _tls_backend: tls_backend,
-            _dir: dir,
+            dir,
         })
     }
 
-    /// A GET of `path` with `host` through Gateway `gateway`'s router:
-    /// the status and the backend that answered (empty when none did).
-    fn get(&self, gateway: &str, host: &str, path: &str) -> (u16, String) {
-        match common::get_by_length(self.port(gateway, 80), host, path) {
-            (200, body) => (200, body),
-            (status, _) => (status, String::new()),
-        }
+    /// Applies the manifest `text` (its ports as written).
+    fn apply(&self, text: &str) {
+        apply(&self.discovery, self.dir.path(), &move_parent_ports(text, &self.ports));
+    }
+
+    /// Each listener's `attachedRoutes` of Gateway `gateway`, once its
+    /// status says.
+    fn attached_routes(&self, gateway: &str) -> Vec<Value> {
+        let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{gateway}");
+        let mut attached = Vec::new();
+        eventually(&format!("the status of Gateway {gateway}'s listeners"), || {
+            let gateway = self.object(&path);
+            attached = gateway["status"]["listeners"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|l| l["attachedRoutes"].clone())
+                .collect();
+            !attached.is_empty()
+        });
+        attached
     }
 
     /// Waits until `gateway` answers every case as expected, then checks
     /// each once more: `(host, path, backend or "", status)`.
     fn expect(&self, gateway: &str, cases: &[(&str, &str, &str, u16)]) {
+        self.expect_on(gateway, 80, cases);
+    }
+
+    /// [`expect`](Self::expect) on `gateway`'s listener written on
+    /// `written`.
+    fn expect_on(&self, gateway: &str, written: u16, cases: &[(&str, &str, &str, u16)]) {
+        let port = self.port(gateway, written);
+        let get = |host: &str, path: &str| match common::get_by_length(port, host, path) {
+            (200, body) => (200, body),
+            (status, _) => (status, String::new()),
+        };
         let answered = |case: &(&str, &str, &str, u16)| {
             let (host, path, backend, status) = *case;
-            self.get(gateway, host, path) == (status, backend.to_string())
+            get(host, path) == (status, backend.to_string())
         };
         eventually(&format!("{gateway} to route as the conformance expects"), || {
             cases.iter().all(answered)
@@ -222,7 +256,7 @@ impl Conformance {
             assert!(
                 answered(case),
                 "{host}{path}: {:?}, expected {case:?}\n{}",
-                self.get(gateway, host, path),
+                get(host, path),
                 self.routers[gateway].log()
             );
         }
@@ -392,6 +426,38 @@ fn move_port(line: &str, gateway: &str, ports: &mut BTreeMap<(String, u16), u16>
         .entry((gateway.to_string(), written))
         .or_insert_with(free_port);
     format!("{}port: {port}{}", &line[..at], &line[at + 6 + digits.len()..])
+}
+
+/// `document` (a route's) with each `port: N` of its `parentRefs` moved
+/// where its Gateway's listener written on N was moved.
+fn move_parent_ports(document: &str, ports: &BTreeMap<(String, u16), u16>) -> String {
+    // The indentation of `parentRefs:` while in it, and the parent's name.
+    let mut parents: Option<usize> = None;
+    let mut parent = String::new();
+    let mut moved = Vec::new();
+    for line in document.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let text = line.trim_start();
+        if parents.is_some_and(|at| indent < at || (indent == at && !text.starts_with('-'))) {
+            parents = None;
+        }
+        if text == "parentRefs:" {
+            parents = Some(indent);
+        } else if parents.is_some() {
+            let field = text.trim_start_matches("- ");
+            if let Some(name) = field.strip_prefix("name:") {
+                parent = name.trim().to_string();
+            } else if let Some(port) = field.strip_prefix("port:")
+                && let Ok(written) = port.trim().parse::<u16>()
+                && let Some(served) = ports.get(&(parent.clone(), written))
+            {
+                moved.push(line.replace(&format!("port: {written}"), &format!("port: {served}")));
+                continue;
+            }
+        }
+        moved.push(line.to_string());
+    }
+    moved.join("\n")
 }
 
 /// An upstream answering each TCP connection with `name`, then closing
@@ -636,22 +702,7 @@ fn a_tcp_route_without_a_section_attaches_to_every_tcp_listener() {
             conformance.stream("tcp-attach-all-gateway", port) == "tcp-echo-attach-all"
         });
     }
-    let path =
-        format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/tcp-attach-all-gateway");
-    let mut attached = Vec::new();
-    eventually(
-        "the Gateway's status to count the route on every listener",
-        || {
-            let gateway = conformance.object(&path);
-            attached = gateway["status"]["listeners"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|l| l["attachedRoutes"].clone())
-                .collect();
-            !attached.is_empty()
-        },
-    );
+    let attached = conformance.attached_routes("tcp-attach-all-gateway");
     assert_eq!(attached, vec![Value::from(1); 4]);
 }
 
@@ -1609,4 +1660,216 @@ fn backends_share_a_rules_requests_by_their_weights() {
     }
     assert_eq!(answered.get(V3), None, "a weight of 0: {answered:?}");
     assert_eq!(answered.values().sum::<usize>(), REQUESTS, "{answered:?}");
+}
+
+#[test]
+fn a_backend_that_cannot_be_resolved_is_answered_500() {
+    // One manifest at a time (each route takes `/`):
+    // HTTPRouteInvalidNonExistentBackendRef, HTTPRouteInvalidBackendRefUnknownKind,
+    // HTTPRoutePartiallyInvalidViaInvalidReferenceGrant (its other rule's
+    // backend, granted, answers).
+    let cases: [(&str, &str, &str, Vec<(&str, &str, &str, u16)>); 3] = [
+        (
+            "httproute-invalid-nonexistent-backendref",
+            "invalid-nonexistent-backend-ref",
+            "BackendNotFound",
+            vec![(HOST, "/", "", 500)],
+        ),
+        (
+            "httproute-invalid-backendref-unknown-kind",
+            "invalid-backend-ref-unknown-kind",
+            "InvalidKind",
+            vec![(HOST, "/v2", "", 500)],
+        ),
+        (
+            "httproute-partially-invalid-via-invalid-reference-grant",
+            "invalid-reference-grant",
+            "RefNotPermitted",
+            vec![(HOST, "/v2", "", 500), (HOST, "/", "app-backend-v1", 200)],
+        ),
+    ];
+    for (manifest, route, reason, requests) in cases {
+        let Some(conformance) = Conformance::with(&[manifest], &["same-namespace"]) else {
+            return;
+        };
+        conformance.expect("same-namespace", &requests);
+        assert_eq!(
+            conformance.route_conditions(INFRA, route),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("ResolvedRefs", "False", reason)
+            ],
+            "{manifest}"
+        );
+    }
+}
+
+#[test]
+fn routes_that_no_listener_takes_are_not_attached() {
+    // HTTPRouteDisallowedKind (an HTTPRoute for a listener that takes
+    // TLSRoutes only), HTTPRouteInvalidParentRefNotMatchingListenerPort,
+    // HTTPRouteInvalidParentRefNotMatchingSectionName (their routes would
+    // take `/`), beside HTTPRoutePathMatchOrder's route, which is
+    // attached: its answers show the router has the Gateway's routes.
+    let Some(conformance) = Conformance::with(
+        &[
+            "httproute-disallowed-kind",
+            "httproute-invalid-parentref-not-matching-listener-port",
+            "httproute-invalid-parentref-not-matching-section-name",
+            "httproute-path-match-order",
+        ],
+        &["same-namespace"],
+    ) else {
+        return;
+    };
+    conformance.expect(
+        "same-namespace",
+        &[
+            (HOST, "/match", V1, 200),
+            (HOST, "/", "", 404),
+            (HOST, "/any", "", 404),
+        ],
+    );
+    assert_eq!(
+        conformance.route_conditions(INFRA, "disallowed-kind"),
+        [
+            said("Accepted", "False", "NotAllowedByListeners"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+    for route in [
+        "httproute-listener-not-matching-route-port",
+        "httproute-listener-not-matching-section-name",
+    ] {
+        assert_eq!(
+            conformance.route_conditions(INFRA, route),
+            [
+                said("Accepted", "False", "NoMatchingParent"),
+                said("ResolvedRefs", "True", "ResolvedRefs")
+            ],
+            "{route}"
+        );
+    }
+    assert_eq!(conformance.attached_routes("tlsroutes-only"), [Value::from(0)]);
+    assert_eq!(
+        conformance.attached_routes("same-namespace"),
+        [Value::from(1)],
+        "path-matching-order only"
+    );
+}
+
+#[test]
+fn a_route_for_a_port_is_served_by_that_ports_listeners_only() {
+    // HTTPRouteListenerPortMatching: routes for ports 80, 8080 and 8090
+    // (the last for one listener of two), each requested with the port in
+    // its host, as a client of that port writes it.
+    let gateway = "httproute-listener-port-matching";
+    let Some(conformance) = Conformance::with(&[gateway], &[gateway]) else {
+        return;
+    };
+    let port_8080 = conformance.port(gateway, 8080);
+    let port_8090 = conformance.port(gateway, 8090);
+    let foo_8080 = format!("foo.com:{port_8080}");
+    let bar_8080 = format!("bar.com:{port_8080}");
+    let foo_8090 = format!("foo.com:{port_8090}");
+    let bar_8090 = format!("bar.com:{port_8090}");
+    conformance.expect_on(gateway, 80, &[("foo.com", "/", V1, 200)]);
+    conformance.expect_on(
+        gateway,
+        8080,
+        &[(&foo_8080, "/", V2, 200), (&bar_8080, "/", V2, 200)],
+    );
+    conformance.expect_on(
+        gateway,
+        8090,
+        &[(&foo_8090, "/", V3, 200), (&bar_8090, "/", "", 404)],
+    );
+    for route in ["backend-v1", "backend-v2", "backend-v3"] {
+        assert_eq!(
+            conformance.route_conditions(INFRA, route),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("ResolvedRefs", "True", "ResolvedRefs")
+            ],
+            "{route}"
+        );
+    }
+}
+
+#[test]
+fn a_changed_route_is_served_and_its_status_is_of_its_new_generation() {
+    // HTTPRouteObservedGenerationBump: the route's backend changed from
+    // infra-backend-v1 to infra-backend-v2.
+    let manifest = "httproute-observed-generation-bump";
+    let Some(conformance) = Conformance::with(&[manifest], &["same-namespace"]) else {
+        return;
+    };
+    let path =
+        format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/httproutes/observed-generation-bump");
+    // The route's generation, once every condition is of it.
+    let current = |what: &str| {
+        let mut generation = Value::Null;
+        eventually(what, || {
+            let route = conformance.object(&path);
+            generation = route["metadata"]["generation"].clone();
+            let conditions = &route["status"]["parents"][0]["conditions"];
+            triples(conditions)
+                == [
+                    said("Accepted", "True", "Accepted"),
+                    said("ResolvedRefs", "True", "ResolvedRefs"),
+                ]
+                && conditions
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .all(|c| c["observedGeneration"] == generation)
+        });
+        generation.as_i64().unwrap_or_else(|| panic!("no generation: {generation}"))
+    };
+    conformance.expect("same-namespace", &[(HOST, "/", V1, 200)]);
+    let before = current("the route's conditions of its generation");
+
+    let corpus = pilot_test_support::corpus("gateway-api").expect("read above");
+    let text = std::fs::read_to_string(corpus.join(format!("gwapi_conformance.tests.{manifest}.yaml"))).unwrap();
+    assert!(text.contains("name: infra-backend-v1"), "{text}");
+    conformance.apply(&text.replace("name: infra-backend-v1", "name: infra-backend-v2"));
+    conformance.expect("same-namespace", &[(HOST, "/", V2, 200)]);
+    let after = current("the changed route's conditions of its new generation");
+    assert!(after > before, "generation {before}, then {after}");
+}
+
+#[test]
+fn a_parent_refs_port_moves_with_its_listener() {
+    let ports = BTreeMap::from([(("gw".to_string(), 80), 41000), (("other".to_string(), 80), 42000)]);
+    let route = "\
+spec:
+  parentRefs:
+  - name: gw
+    port: 80
+  - name: other
+    sectionName: http
+    port: 80
+  - name: gw
+    port: 81
+  rules:
+  - backendRefs:
+    - name: gw
+      port: 80";
+    assert_eq!(
+        move_parent_ports(route, &ports),
+        "\
+spec:
+  parentRefs:
+  - name: gw
+    port: 41000
+  - name: other
+    sectionName: http
+    port: 42000
+  - name: gw
+    port: 81
+  rules:
+  - backendRefs:
+    - name: gw
+      port: 80"
+    );
 }
