@@ -209,7 +209,11 @@ impl Conformance {
 
     /// Applies the manifest `text` (its ports as written).
     fn apply(&self, text: &str) {
-        apply(&self.discovery, self.dir.path(), &move_parent_ports(text, &self.ports));
+        apply(
+            &self.discovery,
+            self.dir.path(),
+            &move_parent_ports(text, &self.ports),
+        );
     }
 
     /// Each listener's `attachedRoutes` of Gateway `gateway`, once its
@@ -1002,7 +1006,11 @@ fn echo_upstream(name: &'static str) -> u16 {
                         headers.get("x-tag").cloned().unwrap_or_default(),
                     ));
                     let mut extra = String::new();
-                    for pair in headers.get("x-echo-set-header").into_iter().flat_map(|v| v.split(',')) {
+                    for pair in headers
+                        .get("x-echo-set-header")
+                        .into_iter()
+                        .flat_map(|v| v.split(','))
+                    {
                         if let Some((field, value)) = pair.split_once(':') {
                             extra.push_str(&format!("{field}: {value}\r\n"));
                         }
@@ -1036,6 +1044,9 @@ fn echo_upstream(name: &'static str) -> u16 {
 struct Case {
     method: &'static str,
     host: &'static str,
+    /// Whether the host is sent with the listener's port, as a client of
+    /// a port other than its scheme's writes it.
+    host_port: bool,
     path: &'static str,
     headers: Vec<(&'static str, &'static str)>,
     /// Headers the backend is asked to answer with.
@@ -1052,9 +1063,19 @@ struct Case {
     /// Headers of the answer, and headers it must not have.
     answer: Vec<(&'static str, &'static str)>,
     unanswered: Vec<&'static str>,
-    /// A redirect's `Location`: scheme, host, port (`None`: the scheme's
-    /// own, written or not) and path.
-    location: Option<(&'static str, &'static str, Option<u16>, &'static str)>,
+    /// A redirect's `Location`: scheme, host, port and path.
+    location: Option<(&'static str, &'static str, At, &'static str)>,
+}
+
+/// The port of a redirect's `Location`.
+#[derive(Debug, Clone, Copy)]
+enum At {
+    /// The scheme's own: written or not.
+    Scheme,
+    /// The port of the listener the request came to (the one it serves
+    /// on, where the test moved it; written unless the scheme's own).
+    Listener,
+    Port(u16),
 }
 
 /// `GET path` with host `example.com`, expected to reach
@@ -1063,6 +1084,7 @@ fn case(path: &'static str) -> Case {
     Case {
         method: "GET",
         host: HOST,
+        host_port: false,
         path,
         headers: Vec::new(),
         backend_sends: Vec::new(),
@@ -1090,6 +1112,10 @@ impl Case {
     }
     fn header(mut self, name: &'static str, value: &'static str) -> Self {
         self.headers.push((name, value));
+        self
+    }
+    fn host_port(mut self) -> Self {
+        self.host_port = true;
         self
     }
     fn backend_sends(mut self, name: &'static str, value: &'static str) -> Self {
@@ -1128,7 +1154,7 @@ impl Case {
         status: u16,
         scheme: &'static str,
         host: &'static str,
-        port: Option<u16>,
+        port: At,
         path: &'static str,
     ) -> Self {
         self.status = status;
@@ -1150,7 +1176,11 @@ impl Case {
         if !sends.is_empty() {
             headers.push(("x-echo-set-header", &sends));
         }
-        let answer = common::exchange(port, self.method, self.host, self.path, &headers);
+        let host = match self.host_port {
+            true => format!("{}:{port}", self.host),
+            false => self.host.to_string(),
+        };
+        let answer = common::exchange(port, self.method, &host, self.path, &headers);
         let wrong = |what: String| Err(format!("{what}\nthe answer: {answer:?}"));
         if answer.status != self.status {
             return wrong(format!("status {}, expected {}", answer.status, self.status));
@@ -1165,7 +1195,7 @@ impl Case {
                 return wrong(format!("the answer has {name}"));
             }
         }
-        if let Some((scheme, host, port, path)) = self.location {
+        if let Some((scheme, host, _, path)) = self.location {
             let Some(location) = answer.headers.get("location") else {
                 return wrong("no location".into());
             };
@@ -1179,9 +1209,11 @@ impl Case {
                 "https" => 443,
                 _ => 80,
             };
-            let port_ok = match port {
-                Some(port) => got_port == Some(port),
-                None => got_port.is_none() || got_port == Some(default),
+            let listener = port;
+            let port_ok = match self.location.map(|(_, _, at, _)| at) {
+                Some(At::Port(port)) => got_port == Some(port),
+                Some(At::Listener) if listener != default => got_port == Some(listener),
+                _ => got_port.is_none() || got_port == Some(default),
             };
             if (got_scheme, got_host, got_path) != (scheme, host, path) || !port_ok {
                 return wrong(format!("location {location}, expected {:?}", self.location));
@@ -1193,12 +1225,19 @@ impl Case {
         let Ok(echo) = serde_json::from_str::<Value>(&answer.body) else {
             return wrong("no backend answered".into());
         };
-        let saw = |name: &str| echo["headers"][name.to_ascii_lowercase()].as_str().map(str::to_string);
+        let saw = |name: &str| {
+            echo["headers"][name.to_ascii_lowercase()]
+                .as_str()
+                .map(str::to_string)
+        };
         if echo["backend"] != self.backend {
             return wrong(format!("expected {}", self.backend));
         }
         if echo["path"] != self.seen_path || echo["host"] != self.seen_host {
-            return wrong(format!("the backend did not see {}{}", self.seen_host, self.seen_path));
+            return wrong(format!(
+                "the backend did not see {}{}",
+                self.seen_host, self.seen_path
+            ));
         }
         for (name, value) in self.headers.iter().chain(&self.seen) {
             // A header sent is seen as sent unless the case says what
@@ -1231,14 +1270,21 @@ impl Conformance {
         let port = self.port(gateway, written);
         let started = std::time::Instant::now();
         // Until every case is answered as expected (the routes arrive
-        // when they arrive), or patience ends with the first that is not.
-        while let Some((case, wrong)) = cases
-            .iter()
-            .find_map(|case| case.check(port).err().map(|wrong| (case, wrong)))
-        {
+        // when they arrive), or patience ends with those that are not.
+        loop {
+            let wrong: Vec<String> = cases
+                .iter()
+                .filter_map(|case| case.check(port).err().map(|wrong| format!("{case:?}: {wrong}")))
+                .collect();
+            if wrong.is_empty() {
+                break;
+            }
             assert!(
                 started.elapsed() < common::PATIENCE,
-                "{gateway}: {case:?}: {wrong}\n{}",
+                "{gateway}: {} of {} cases not as expected:\n{}\n{}",
+                wrong.len(),
+                cases.len(),
+                wrong.join("\n"),
                 self.routers[gateway].log()
             );
             std::thread::sleep(Duration::from_millis(100));
@@ -1275,7 +1321,9 @@ fn request_header_cases() -> Vec<Case> {
             .header("Some-Other-Header", "val")
             .header("X-Header-Add", "some-other-value")
             .seen("X-Header-Add", "some-other-value,add-appends-values"),
-        case("/remove").header("X-Header-Remove", "val").unseen("X-Header-Remove"),
+        case("/remove")
+            .header("X-Header-Remove", "val")
+            .unseen("X-Header-Remove"),
         case("/multiple")
             .header("X-Header-Set-2", "set-val-2")
             .header("X-Header-Add-2", "add-val-2")
@@ -1334,7 +1382,8 @@ fn request_and_response_header_modifiers_change_what_each_side_sees() {
         );
     }
 
-    let Some(conformance) = Conformance::echoing(&["httproute-response-header-modifier"], &["same-namespace"])
+    let Some(conformance) =
+        Conformance::echoing(&["httproute-response-header-modifier"], &["same-namespace"])
     else {
         return;
     };
@@ -1422,37 +1471,74 @@ fn redirects_answer_with_the_location_and_status_the_filter_says() {
     // HTTPRouteRedirectPath, HTTPRouteRedirectPort, HTTPRouteRedirectScheme,
     // HTTPRoute303Redirect, HTTPRoute307Redirect, HTTPRoute308Redirect.
     // The location keeps what the filter does not change (the request's
-    // host, path and scheme); with no port, the scheme's own.
+    // host, path and scheme); with neither port nor scheme, the port is
+    // the listener's; with a scheme and no port, the scheme's own.
     let cases: [(&str, Vec<Case>); 7] = [
         (
             "httproute-redirect-host-and-status",
             vec![
-                case("/hostname-redirect").redirect(302, "http", "example.org", None, "/hostname-redirect"),
-                case("/host-and-status").redirect(301, "http", "example.org", None, "/host-and-status"),
+                case("/hostname-redirect").redirect(
+                    302,
+                    "http",
+                    "example.org",
+                    At::Listener,
+                    "/hostname-redirect",
+                ),
+                case("/host-and-status").redirect(
+                    301,
+                    "http",
+                    "example.org",
+                    At::Listener,
+                    "/host-and-status",
+                ),
             ],
         ),
         (
             "httproute-redirect-path",
             vec![
-                case("/original-prefix/lemon").redirect(302, "http", HOST, None, "/replacement-prefix/lemon"),
-                case("/full/path/original").redirect(302, "http", HOST, None, "/full-path-replacement"),
-                case("/path-and-host").redirect(302, "http", "example.org", None, "/replacement-prefix"),
-                case("/path-and-status").redirect(301, "http", HOST, None, "/replacement-prefix"),
-                case("/full-path-and-host").redirect(302, "http", "example.org", None, "/replacement-full"),
-                case("/full-path-and-status").redirect(301, "http", HOST, None, "/replacement-full"),
+                case("/original-prefix/lemon").redirect(
+                    302,
+                    "http",
+                    HOST,
+                    At::Listener,
+                    "/replacement-prefix/lemon",
+                ),
+                case("/full/path/original").redirect(
+                    302,
+                    "http",
+                    HOST,
+                    At::Listener,
+                    "/full-path-replacement",
+                ),
+                case("/path-and-host").redirect(
+                    302,
+                    "http",
+                    "example.org",
+                    At::Listener,
+                    "/replacement-prefix",
+                ),
+                case("/path-and-status").redirect(301, "http", HOST, At::Listener, "/replacement-prefix"),
+                case("/full-path-and-host").redirect(
+                    302,
+                    "http",
+                    "example.org",
+                    At::Listener,
+                    "/replacement-full",
+                ),
+                case("/full-path-and-status").redirect(301, "http", HOST, At::Listener, "/replacement-full"),
             ],
         ),
         (
             "httproute-redirect-port",
             vec![
-                case("/port").redirect(302, "http", HOST, Some(8083), "/port"),
-                case("/port-and-host").redirect(302, "http", "example.org", Some(8083), "/port-and-host"),
-                case("/port-and-status").redirect(301, "http", HOST, Some(8083), "/port-and-status"),
+                case("/port").redirect(302, "http", HOST, At::Port(8083), "/port"),
+                case("/port-and-host").redirect(302, "http", "example.org", At::Port(8083), "/port-and-host"),
+                case("/port-and-status").redirect(301, "http", HOST, At::Port(8083), "/port-and-status"),
                 case("/port-and-host-and-status").redirect(
                     302,
                     "http",
                     "example.org",
-                    Some(8083),
+                    At::Port(8083),
                     "/port-and-host-and-status",
                 ),
             ],
@@ -1460,14 +1546,20 @@ fn redirects_answer_with_the_location_and_status_the_filter_says() {
         (
             "httproute-redirect-scheme",
             vec![
-                case("/scheme").redirect(302, "https", HOST, None, "/scheme"),
-                case("/scheme-and-host").redirect(302, "https", "example.org", None, "/scheme-and-host"),
-                case("/scheme-and-status").redirect(301, "https", HOST, None, "/scheme-and-status"),
+                case("/scheme").redirect(302, "https", HOST, At::Scheme, "/scheme"),
+                case("/scheme-and-host").redirect(
+                    302,
+                    "https",
+                    "example.org",
+                    At::Scheme,
+                    "/scheme-and-host",
+                ),
+                case("/scheme-and-status").redirect(301, "https", HOST, At::Scheme, "/scheme-and-status"),
                 case("/scheme-and-host-and-status").redirect(
                     302,
                     "https",
                     "example.org",
-                    None,
+                    At::Scheme,
                     "/scheme-and-host-and-status",
                 ),
             ],
@@ -1477,24 +1569,31 @@ fn redirects_answer_with_the_location_and_status_the_filter_says() {
             vec![
                 case("/see-other")
                     .method("POST")
-                    .redirect(303, "http", HOST, None, "/see-other"),
+                    .redirect(303, "http", HOST, At::Listener, "/see-other"),
             ],
         ),
         (
             "httproute-307-redirect",
-            vec![case("/temporary").redirect(307, "http", HOST, None, "/temporary")],
+            vec![case("/temporary").redirect(307, "http", HOST, At::Listener, "/temporary")],
         ),
         (
             "httproute-308-redirect",
-            vec![case("/permanent").redirect(308, "http", HOST, None, "/permanent")],
+            vec![case("/permanent").redirect(308, "http", HOST, At::Listener, "/permanent")],
         ),
     ];
     for (manifest, cases) in cases {
         let Some(conformance) = Conformance::echoing(&[manifest], &["same-namespace"]) else {
             return;
         };
-        conformance.expect_cases("same-namespace", 80, &cases);
+        conformance.expect_cases("same-namespace", 80, &with_host_ports(cases));
     }
+}
+
+/// `cases`, and each again with the listener's port in its host (the
+/// test's listeners are not on their scheme's port: a client writes it).
+fn with_host_ports(cases: Vec<Case>) -> Vec<Case> {
+    let ported: Vec<Case> = cases.iter().cloned().map(Case::host_port).collect();
+    cases.into_iter().chain(ported).collect()
 }
 
 #[test]
@@ -1559,20 +1658,19 @@ fn a_mirror_sends_each_request_to_its_backend_too() {
     conformance.expect_cases(
         "same-namespace",
         80,
-        &[
-            case("/mirror"),
-            modified(case("/mirror-and-modify-headers")),
-        ],
+        &[case("/mirror"), modified(case("/mirror-and-modify-headers"))],
     );
     let port = conformance.port("same-namespace", 80);
-    const TAGS: [&str; 10] = [
-        "m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9",
-    ];
+    const TAGS: [&str; 10] = ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9"];
     for path in ["/mirror", "/mirror-and-modify-headers"] {
         for tag in TAGS {
             let answer = common::exchange(port, "GET", HOST, path, &[("x-tag", tag)]);
             assert_eq!(answer.status, 200, "{path} {tag}: {answer:?}");
-            assert_eq!(seen(V1, path, tag), 1, "{path} {tag}: infra-backend-v1 answered once");
+            assert_eq!(
+                seen(V1, path, tag),
+                1,
+                "{path} {tag}: infra-backend-v1 answered once"
+            );
         }
         // The mirror's copies are sent beside the answer: each arrives,
         // once.
@@ -1824,13 +1922,16 @@ fn a_changed_route_is_served_and_its_status_is_of_its_new_generation() {
                     .flatten()
                     .all(|c| c["observedGeneration"] == generation)
         });
-        generation.as_i64().unwrap_or_else(|| panic!("no generation: {generation}"))
+        generation
+            .as_i64()
+            .unwrap_or_else(|| panic!("no generation: {generation}"))
     };
     conformance.expect("same-namespace", &[(HOST, "/", V1, 200)]);
     let before = current("the route's conditions of its generation");
 
     let corpus = pilot_test_support::corpus("gateway-api").expect("read above");
-    let text = std::fs::read_to_string(corpus.join(format!("gwapi_conformance.tests.{manifest}.yaml"))).unwrap();
+    let text =
+        std::fs::read_to_string(corpus.join(format!("gwapi_conformance.tests.{manifest}.yaml"))).unwrap();
     assert!(text.contains("name: infra-backend-v1"), "{text}");
     conformance.apply(&text.replace("name: infra-backend-v1", "name: infra-backend-v2"));
     conformance.expect("same-namespace", &[(HOST, "/", V2, 200)]);
@@ -1840,7 +1941,10 @@ fn a_changed_route_is_served_and_its_status_is_of_its_new_generation() {
 
 #[test]
 fn a_parent_refs_port_moves_with_its_listener() {
-    let ports = BTreeMap::from([(("gw".to_string(), 80), 41000), (("other".to_string(), 80), 42000)]);
+    let ports = BTreeMap::from([
+        (("gw".to_string(), 80), 41000),
+        (("other".to_string(), 80), 42000),
+    ]);
     let route = "\
 spec:
   parentRefs:
@@ -1872,4 +1976,109 @@ spec:
     - name: gw
       port: 80"
     );
+}
+
+#[test]
+fn a_redirects_port_follows_its_scheme_or_its_listener() {
+    // HTTPRouteRedirectPortAndScheme, its listeners on 80 and 8080 (its
+    // third Gateway's listeners end TLS, which pilot does not serve). A
+    // port written is kept; none with a scheme is the scheme's own; none
+    // without one is the listener's.
+    let Some(conformance) = Conformance::echoing(
+        &["httproute-redirect-port-and-scheme"],
+        &["same-namespace", "same-namespace-with-http-listener-on-8080"],
+    ) else {
+        return;
+    };
+    conformance.expect_cases(
+        "same-namespace",
+        80,
+        &with_host_ports(vec![
+            case("/scheme-nil-and-port-nil").redirect(
+                302,
+                "http",
+                "example.org",
+                At::Listener,
+                "/scheme-nil-and-port-nil",
+            ),
+            case("/scheme-nil-and-port-80").redirect(
+                302,
+                "http",
+                "example.org",
+                At::Scheme,
+                "/scheme-nil-and-port-80",
+            ),
+            case("/scheme-nil-and-port-8080").redirect(
+                302,
+                "http",
+                "example.org",
+                At::Port(8080),
+                "/scheme-nil-and-port-8080",
+            ),
+            case("/scheme-https-and-port-nil").redirect(
+                302,
+                "https",
+                "example.org",
+                At::Scheme,
+                "/scheme-https-and-port-nil",
+            ),
+            case("/scheme-https-and-port-443").redirect(
+                302,
+                "https",
+                "example.org",
+                At::Scheme,
+                "/scheme-https-and-port-443",
+            ),
+            case("/scheme-https-and-port-8443").redirect(
+                302,
+                "https",
+                "example.org",
+                At::Port(8443),
+                "/scheme-https-and-port-8443",
+            ),
+        ]),
+    );
+    conformance.expect_cases(
+        "same-namespace-with-http-listener-on-8080",
+        8080,
+        &with_host_ports(vec![
+            case("/scheme-nil-and-port-nil").redirect(
+                302,
+                "http",
+                "example.org",
+                At::Listener,
+                "/scheme-nil-and-port-nil",
+            ),
+            case("/scheme-nil-and-port-80").redirect(
+                302,
+                "http",
+                "example.org",
+                At::Scheme,
+                "/scheme-nil-and-port-80",
+            ),
+            case("/scheme-https-and-port-nil").redirect(
+                302,
+                "https",
+                "example.org",
+                At::Scheme,
+                "/scheme-https-and-port-nil",
+            ),
+        ]),
+    );
+    for (gateway, route) in [
+        ("same-namespace", "http-route-for-listener-on-port-80"),
+        (
+            "same-namespace-with-http-listener-on-8080",
+            "http-route-for-listener-on-port-8080",
+        ),
+    ] {
+        assert_eq!(
+            conformance.route_conditions(INFRA, route),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("ResolvedRefs", "True", "ResolvedRefs")
+            ],
+            "{gateway}"
+        );
+    }
 }
