@@ -81,10 +81,13 @@ const BACKENDS: [(&str, &str); 6] = [
 /// The conformance's stream backends: (namespace, Service, port). A
 /// `tcp-` Service answers each connection with its name and closes it;
 /// `tcp-backend` speaks TLS with a certificate for `abc.example.com`.
-const STREAM_BACKENDS: [(&str, &str, u16); 3] = [
+const STREAM_BACKENDS: [(&str, &str, u16); 6] = [
     (INFRA, "tcp-backend", 8443),
     (INFRA, "tcp-echo-attach-all", 3000),
     (WEB, "tcp-reference-grant-backend", 3000),
+    (INFRA, "tcp-backend-v1", 3000),
+    (INFRA, "tcp-backend-v2", 3000),
+    (INFRA, "tcp-backend-v3", 3000),
 ];
 
 /// pilot-discovery with the conformance's backends, the base Gateways
@@ -708,6 +711,42 @@ fn a_tcp_route_without_a_section_attaches_to_every_tcp_listener() {
     }
     let attached = conformance.attached_routes("tcp-attach-all-gateway");
     assert_eq!(attached, vec![Value::from(1); 4]);
+}
+
+#[test]
+fn a_tcp_routes_backends_share_its_connections_by_their_weights() {
+    // TCPRouteWeightedRouting: 70, 30 and 0, over 1,000 connections (the
+    // margin as for HTTPRouteWeight's).
+    let gateway = "tcp-weighted-gateway";
+    let Some(conformance) = Conformance::with(&["tcproute-weighted-routing"], &[gateway]) else {
+        return;
+    };
+    eventually("the TCP listener to reach a backend", || {
+        conformance.stream(gateway, 9300).starts_with("tcp-backend-v")
+    });
+    const CONNECTIONS: usize = 1000;
+    let mut answered = BTreeMap::<String, usize>::new();
+    for _ in 0..CONNECTIONS {
+        *answered.entry(conformance.stream(gateway, 9300)).or_default() += 1;
+    }
+    eprintln!("{CONNECTIONS} connections answered by {answered:?}");
+    let share = |backend: &str| answered.get(backend).copied().unwrap_or(0) * 1000 / CONNECTIONS;
+    for (backend, weight) in [("tcp-backend-v1", 700), ("tcp-backend-v2", 300)] {
+        assert!(
+            share(backend).abs_diff(weight) <= 50,
+            "{backend}: {}/1000, its weight {weight}/1000: {answered:?}",
+            share(backend)
+        );
+    }
+    assert_eq!(answered.get("tcp-backend-v3"), None, "a weight of 0: {answered:?}");
+    assert_eq!(answered.values().sum::<usize>(), CONNECTIONS, "{answered:?}");
+    assert_eq!(
+        conformance.route_conditions_of("tcproutes", INFRA, "tcp-weighted-route"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
 }
 
 #[test]
