@@ -90,6 +90,10 @@ const STREAM_BACKENDS: [(&str, &str, u16); 6] = [
     (INFRA, "tcp-backend-v3", 3000),
 ];
 
+/// The conformance's TLS backends in its infra namespace (port 443),
+/// each with a certificate for `*.example.com` whose subject is its name.
+const TLS_BACKENDS: [&str; 2] = ["tls-backend", "tls-backend-2"];
+
 /// pilot-discovery with the conformance's backends, the base Gateways
 /// and the corpus manifests `names`, and a router per Gateway.
 struct Conformance {
@@ -101,7 +105,7 @@ struct Conformance {
     routers: BTreeMap<String, Agent>,
     /// The CA that signed `tcp-backend`'s certificate.
     ca: PathBuf,
-    _tls_backend: ProcessGuard,
+    _tls_backends: Vec<ProcessGuard>,
     dir: tempfile::TempDir,
 }
 
@@ -142,6 +146,7 @@ impl Conformance {
             )
             .unwrap();
         let (tls_port, tls_backend) = openssl_server(&certificate, None);
+        let mut tls_backends = vec![tls_backend];
         for (namespace, name, port) in STREAM_BACKENDS {
             let upstream = if name == "tcp-backend" {
                 tls_port
@@ -149,6 +154,19 @@ impl Conformance {
                 stream_upstream(name)
             };
             service(namespace, name, port, "TCP", upstream);
+        }
+        // TLS backends known by their certificate's subject.
+        for name in TLS_BACKENDS {
+            let certificate = pki
+                .leaf(
+                    name,
+                    "ca",
+                    "subjectAltName=DNS:*.example.com\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+                )
+                .unwrap();
+            let (port, backend) = openssl_server(&certificate, None);
+            tls_backends.push(backend);
+            service(INFRA, name, 443, "TCP", port);
         }
         let services_file = dir.path().join("services.yaml");
         std::fs::write(&services_file, services).unwrap();
@@ -205,7 +223,7 @@ impl Conformance {
             ports,
             routers,
             ca: ca.cert,
-            _tls_backend: tls_backend,
+            _tls_backends: tls_backends,
             dir,
         })
     }
@@ -314,6 +332,32 @@ impl Conformance {
     /// whether it succeeded.
     fn https(&self, gateway: &str, written: u16, host: &str) -> bool {
         curl_https(host, self.port(gateway, written), &self.ca, &[]).0
+    }
+
+    /// The TLS backend that answers a connection through `gateway`'s
+    /// listener written on `written` with SNI `host`, its certificate
+    /// verified against the test CA (`None` when none does).
+    fn tls_backend(&self, gateway: &str, written: u16, host: &str) -> Option<String> {
+        let port = self.port(gateway, written);
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "-v", "-o", "/dev/null", "--max-time", "10", "--resolve"])
+            .arg(format!("{host}:{port}:127.0.0.1"))
+            .arg("--cacert")
+            .arg(&self.ca)
+            .arg(format!("https://{host}:{port}/"))
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return None;
+        }
+        said.lines()
+            .find_map(|l| l.trim().strip_prefix("*  subject: CN="))
+            .or_else(|| {
+                said.lines()
+                    .find_map(|l| l.split_once("subject: CN=").map(|(_, n)| n))
+            })
+            .map(|n| n.trim().to_string())
     }
 
     /// The object at REST `path` (`/apis/gateway.networking.k8s.io/...`).
@@ -738,7 +782,11 @@ fn a_tcp_routes_backends_share_its_connections_by_their_weights() {
             share(backend)
         );
     }
-    assert_eq!(answered.get("tcp-backend-v3"), None, "a weight of 0: {answered:?}");
+    assert_eq!(
+        answered.get("tcp-backend-v3"),
+        None,
+        "a weight of 0: {answered:?}"
+    );
     assert_eq!(answered.values().sum::<usize>(), CONNECTIONS, "{answered:?}");
     assert_eq!(
         conformance.route_conditions_of("tcproutes", INFRA, "tcp-weighted-route"),
@@ -771,6 +819,83 @@ fn a_tls_listener_passes_tls_through_by_sni() {
             said("ResolvedRefs", "True", "ResolvedRefs")
         ]
     );
+}
+
+#[test]
+fn tls_routes_and_listeners_hostnames_intersect() {
+    // TLSRouteHostnameIntersection: four Gateways (a listener's hostname
+    // exact, a wildcard more and one less specific than the routes', and
+    // none), each with routes to tls-backend and tls-backend-2.
+    let gateways = [
+        "gw-tlsroute-exact-hostname-x-1",
+        "gw-tlsroute-more-specific-wc-hostname-x-2",
+        "gw-tlsroute-less-specific-wc-hostname-x-3",
+        "gw-tlsroute-empty-hostname-x-4",
+    ];
+    let Some(conformance) = Conformance::with(&["tlsroute-hostname-intersection"], &gateways) else {
+        return;
+    };
+    let (one, two) = (Some("tls-backend"), Some("tls-backend-2"));
+    let cases: [(&str, Vec<(&str, Option<&str>)>); 4] = [
+        (
+            gateways[0],
+            vec![("abc.example.com", one), ("non.matching.com", None)],
+        ),
+        (
+            gateways[1],
+            vec![
+                ("abc.example.com", one),
+                ("other.example.com", two),
+                ("non.matching.com", None),
+            ],
+        ),
+        (
+            gateways[2],
+            vec![
+                ("abc.example.com", one),
+                ("other.example.com", two),
+                ("non.matching.com", None),
+            ],
+        ),
+        (
+            gateways[3],
+            vec![
+                ("abc.example.com", one),
+                ("other.example.com", two),
+                ("non.matching.org", None),
+            ],
+        ),
+    ];
+    for (gateway, sni) in &cases {
+        let answers = || -> Vec<Option<String>> {
+            sni.iter()
+                .map(|(host, _)| conformance.tls_backend(gateway, 443, host))
+                .collect()
+        };
+        let expected: Vec<Option<String>> = sni.iter().map(|(_, b)| b.map(str::to_string)).collect();
+        eventually(&format!("{gateway} to pass TLS through by SNI"), || {
+            answers() == expected
+        });
+        assert_eq!(answers(), expected, "{gateway}: {sni:?}");
+    }
+    for route in [
+        "tlsroute-more-specific-wc-hostname-x-1",
+        "tlsroute-exact-hostname-x-2",
+        "tlsroute-less-specific-wc-hostname-x-2",
+        "tlsroute-exact-hostname-x-3",
+        "tlsroute-more-specific-wc-hostname-x-3",
+        "tlsroute-exact-hostname-x-4",
+        "tlsroute-less-specific-wc-hostname-x-4",
+    ] {
+        assert_eq!(
+            conformance.route_conditions_of("tlsroutes", INFRA, route),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("ResolvedRefs", "True", "ResolvedRefs")
+            ],
+            "{route}"
+        );
+    }
 }
 
 const V1: &str = "infra-backend-v1";
