@@ -836,7 +836,9 @@ fn tls_routes_and_listeners_hostnames_intersect() {
         return;
     };
     let (one, two) = (Some("tls-backend"), Some("tls-backend-2"));
-    let cases: [(&str, Vec<(&str, Option<&str>)>); 4] = [
+    // Per Gateway, each SNI and the backend it reaches.
+    type Passed<'a> = Vec<(&'a str, Option<&'a str>)>;
+    let cases: [(&str, Passed); 4] = [
         (
             gateways[0],
             vec![("abc.example.com", one), ("non.matching.com", None)],
@@ -1930,7 +1932,9 @@ fn a_backend_that_cannot_be_resolved_is_answered_500() {
     // HTTPRouteInvalidNonExistentBackendRef, HTTPRouteInvalidBackendRefUnknownKind,
     // HTTPRoutePartiallyInvalidViaInvalidReferenceGrant (its other rule's
     // backend, granted, answers).
-    let cases: [(&str, &str, &str, Vec<(&str, &str, &str, u16)>); 3] = [
+    // Per manifest: its route, ResolvedRefs's reason, and the requests.
+    type Requests<'a> = Vec<(&'a str, &'a str, &'a str, u16)>;
+    let cases: [(&str, &str, &str, Requests); 3] = [
         (
             "httproute-invalid-nonexistent-backendref",
             "invalid-nonexistent-backend-ref",

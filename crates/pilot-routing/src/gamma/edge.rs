@@ -555,7 +555,8 @@ spec:
     filters: [{type: RequestRedirect, requestRedirect: {port: 8443}}]
 ";
         // Per listener's port, each route's redirect port and scheme.
-        let redirects: BTreeMap<u16, Vec<(Option<u16>, Option<String>)>> = servers(text)
+        type Redirects = Vec<(Option<u16>, Option<String>)>;
+        let redirects: BTreeMap<u16, Redirects> = servers(text)
             .iter()
             .map(|server| {
                 let redirects = server.virtual_hosts[0]
