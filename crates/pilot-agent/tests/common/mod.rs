@@ -15,8 +15,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub(crate) mod conformance;
+pub(crate) mod http_case;
 pub(crate) mod netns;
 pub(crate) mod tls;
+pub(crate) mod upstreams;
 
 pub(crate) use pilot_test_support::{PATIENCE, envoy_binary, eventually, free_port, workspace};
 
