@@ -14,7 +14,8 @@
 //!   listener port matching, hostname intersection, listener hostname
 //!   matching, matching, exact path, method, query parameter and header
 //!   matching, path match order, matching across routes, weights, request
-//!   and response header modifiers (a route's and a backendRef's),
+//!   and response header modifiers (a route's, a backendRef's, and
+//!   weighted backendRefs' own),
 //!   redirects (host and status, path, port, scheme, port and scheme on
 //!   HTTP listeners, 303, 307, 308), host and path rewrites, a mirror,
 //!   retry (experimental), observed generation bump.
@@ -1256,4 +1257,39 @@ fn a_redirects_port_follows_its_scheme_or_its_listener() {
             "{gateway}"
         );
     }
+}
+
+#[test]
+fn each_weighted_backends_own_header_modifier_applies_to_what_it_is_sent() {
+    // HTTPRouteRequestHeaderModifierBackendWeights: two backends of equal
+    // weight, each setting `Backend` to its own name: of 100 requests,
+    // each backend sees its own name, once.
+    let Some(conformance) = Conformance::echoing(
+        &["httproute-request-header-modifier-backend-weights"],
+        &["same-namespace"],
+    ) else {
+        return;
+    };
+    let port = conformance.port("same-namespace", 80);
+    eventually("the weighted route to be served", || {
+        common::exchange(port, "GET", HOST, "/", &[]).status == 200
+    });
+    let mut answered = BTreeMap::<String, usize>::new();
+    for _ in 0..100 {
+        let answer = common::exchange(port, "GET", HOST, "/", &[]);
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let echo: Value = serde_json::from_str(&answer.body).unwrap();
+        let backend = echo["backend"].as_str().unwrap_or_default().to_string();
+        assert_eq!(echo["headers"]["backend"], backend.as_str(), "{echo}");
+        *answered.entry(backend).or_default() += 1;
+    }
+    // Both take requests (all 100 to one of two equal weights: 1 in 2^99).
+    assert_eq!(answered.keys().collect::<Vec<_>>(), [V1, V2], "{answered:?}");
+    assert_eq!(
+        conformance.route_conditions(INFRA, "request-header-modifier-backend-weights"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
 }
