@@ -15,8 +15,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub(crate) mod conformance;
+pub(crate) mod http_case;
 pub(crate) mod netns;
 pub(crate) mod tls;
+pub(crate) mod upstreams;
 
 pub(crate) use pilot_test_support::{PATIENCE, envoy_binary, eventually, free_port, workspace};
 
@@ -71,8 +74,27 @@ pub(crate) fn request_by_length(
     path: &str,
     headers: &[(&str, &str)],
 ) -> (u16, String) {
+    let answer = exchange(port, method, host, path, headers);
+    (answer.status, answer.body)
+}
+
+/// An answer read by [`exchange`].
+#[derive(Debug, Default)]
+pub(crate) struct Answer {
+    /// 0 when nothing answered.
+    pub status: u16,
+    /// Each header by its lowercased name; the values of a header sent
+    /// more than once joined by `,` in their order.
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub body: String,
+}
+
+/// One request on a new connection (`connection: close`) to
+/// 127.0.0.1:`port`, its answer read by its `content-length`: the
+/// status, the headers and the body.
+pub(crate) fn exchange(port: u16, method: &str, host: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new());
+        return Answer::default();
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
     let mut request = format!("{method} {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n");
@@ -81,20 +103,31 @@ pub(crate) fn request_by_length(
     }
     request.push_str("\r\n");
     if stream.write_all(request.as_bytes()).is_err() {
-        return (0, String::new());
+        return Answer::default();
     }
     let mut raw = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
         if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let head = String::from_utf8_lossy(&raw[..end]).to_string();
+            let mut fields = std::collections::BTreeMap::<String, String>::new();
+            for line in head.lines().skip(1) {
+                if let Some((name, value)) = line.split_once(':') {
+                    fields
+                        .entry(name.trim().to_ascii_lowercase())
+                        .and_modify(|v| {
+                            v.push(',');
+                            v.push_str(value.trim());
+                        })
+                        .or_insert_with(|| value.trim().to_string());
+                }
+            }
             // The answer to a HEAD has no body, whatever its length says.
             let length: usize = match method {
                 "HEAD" => 0,
-                _ => head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|n| n.trim().parse().ok())
+                _ => fields
+                    .get("content-length")
+                    .and_then(|n| n.parse().ok())
                     .unwrap_or(0),
             };
             if raw.len() >= end + 4 + length {
@@ -103,14 +136,15 @@ pub(crate) fn request_by_length(
                     .nth(1)
                     .and_then(|s| s.parse().ok())
                     .unwrap_or(0);
-                return (
+                return Answer {
                     status,
-                    String::from_utf8_lossy(&raw[end + 4..end + 4 + length]).to_string(),
-                );
+                    headers: fields,
+                    body: String::from_utf8_lossy(&raw[end + 4..end + 4 + length]).to_string(),
+                };
             }
         }
         match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return (0, String::new()),
+            Ok(0) | Err(_) => return Answer::default(),
             Ok(n) => raw.extend_from_slice(&chunk[..n]),
         }
     }

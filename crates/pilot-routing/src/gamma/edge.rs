@@ -24,6 +24,8 @@
 //! - A backend in another namespace than its route's takes traffic only
 //!   under a ReferenceGrant of that namespace naming the route's kind and
 //!   namespace; without one, its share is answered 500.
+//! - A redirect that names neither a port nor a scheme goes to its
+//!   listener's port (left out when 80).
 //! - A `TCP` listener sends every connection to the first (oldest)
 //!   TCPRoute attached to it; a `TLS` listener passing TLS through
 //!   (`mode: Passthrough`) routes connections by their SNI to the
@@ -43,8 +45,8 @@ use pilot_model::{Config, ConfigMeta, Labels, Protocol};
 use super::super::gateway::intersect;
 use super::super::gateway_api_status::{CONTROLLER_NAME, admits, granted, names_listener};
 use super::super::{
-    GatewayHost, HttpRoute, IngressServer, L4Match, RouteDestination, RoutingConfigs, RoutingModel,
-    ServerHost, ServerTls, ServerTlsMode, TcpRoute, TlsRoute, WeightedDestination,
+    GatewayHost, HttpAction, HttpRoute, IngressServer, L4Match, RouteDestination, RoutingConfigs,
+    RoutingModel, ServerHost, ServerTls, ServerTlsMode, TcpRoute, TlsRoute, WeightedDestination,
 };
 use super::rules::{Permitted, grpc_route, http_route};
 use super::{Key, ServiceParent};
@@ -228,11 +230,32 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
                 entries.sort_by(|a, b| a.0.cmp(&b.0));
                 GatewayHost {
                     host,
-                    routes: entries.into_iter().map(|(_, route)| route).collect(),
+                    routes: entries
+                        .into_iter()
+                        .map(|(_, mut route)| {
+                            redirect_to_listener(&mut route, port);
+                            route
+                        })
+                        .collect(),
                 }
             })
             .collect();
         model.ingress.push(server);
+    }
+}
+
+/// A redirect that names neither a port nor a scheme goes to the port of
+/// the listener it was asked on (the Gateway API's rule: without it the
+/// location would keep no port when it names another host), left out of
+/// the location when it is HTTP's own, 80.
+fn redirect_to_listener(route: &mut HttpRoute, port: u16) {
+    if let HttpAction::Redirect(redirect) = &mut route.action
+        && redirect.port.is_none()
+        && redirect.scheme.is_none()
+        && !redirect.port_from_scheme
+        && port != 80
+    {
+        redirect.port = Some(port);
     }
 }
 
@@ -425,7 +448,7 @@ fn owner(listeners: &[Listener], port: Option<i32>, host: &str) -> Option<usize>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{HttpAction, IngressServer};
+    use crate::IngressServer;
     use pilot_model::document;
 
     fn servers(text: &str) -> Vec<IngressServer> {
@@ -499,6 +522,67 @@ spec:
             "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {namespace}}}\n\
              spec:\n  parentRefs: [{parent}]\n  hostnames: {hostnames}\n  rules:\n  - backendRefs: [{backend}]\n"
         )
+    }
+
+    #[test]
+    fn a_redirect_without_port_or_scheme_goes_to_its_listeners_port() {
+        let text = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: pilot}
+spec: {controllerName: pilot.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: infra}
+spec:
+  gatewayClassName: pilot
+  listeners:
+  - {name: http, protocol: HTTP, port: 80}
+  - {name: alt, protocol: HTTP, port: 8080}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: moved, namespace: infra}
+spec:
+  parentRefs: [{name: edge}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /host}}]
+    filters: [{type: RequestRedirect, requestRedirect: {hostname: example.org}}]
+  - matches: [{path: {type: PathPrefix, value: /scheme}}]
+    filters: [{type: RequestRedirect, requestRedirect: {scheme: https}}]
+  - matches: [{path: {type: PathPrefix, value: /port}}]
+    filters: [{type: RequestRedirect, requestRedirect: {port: 8443}}]
+";
+        // Per listener's port, each route's redirect port and scheme.
+        type Redirects = Vec<(Option<u16>, Option<String>)>;
+        let redirects: BTreeMap<u16, Redirects> = servers(text)
+            .iter()
+            .map(|server| {
+                let redirects = server.virtual_hosts[0]
+                    .routes
+                    .iter()
+                    .map(|route| match &route.action {
+                        HttpAction::Redirect(r) => (r.port, r.scheme.clone()),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect();
+                (server.port, redirects)
+            })
+            .collect();
+        let https = || Some("https".to_string());
+        assert_eq!(
+            redirects,
+            BTreeMap::from([
+                // HTTP's own port is left out of the location.
+                (80, vec![(None, https()), (None, None), (Some(8443), None)]),
+                (
+                    8080,
+                    vec![(None, https()), (Some(8080), None), (Some(8443), None)]
+                ),
+            ]),
+            "routes by their prefixes' precedence: /scheme, /host, /port"
+        );
     }
 
     #[test]

@@ -82,9 +82,10 @@ pub(super) fn http_route(
                         .to_string()
                     }),
                     port: r.port.and_then(|p| u16::try_from(p).ok()),
-                    // A scheme's well-known port is left out of the
-                    // location (the Gateway API: no `:443` for https).
-                    port_from_scheme: false,
+                    // A scheme written without a port goes to the
+                    // scheme's well-known port (the request's is not
+                    // kept).
+                    port_from_scheme: r.scheme.is_some(),
                     prefix: r.path.as_ref().and_then(prefix_replacement),
                 });
             }

@@ -466,10 +466,13 @@ fn redirects_carry_scheme_host_port_path_and_status() {
             ..Default::default()
         }
     );
+    // A scheme without a port goes to the scheme's port, not the
+    // request's.
     assert_eq!(
         redirect("scheme"),
         Redirect {
             scheme: Some("https".into()),
+            port_from_scheme: true,
             code: Some(302),
             ..Default::default()
         }

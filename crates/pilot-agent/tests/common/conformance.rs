@@ -1,0 +1,577 @@
+//! The Gateway API's conformance through `pilot-agent proxy router`:
+//! pilot-discovery with the conformance's backends (upstreams on
+//! loopback), its shared Gateways and manifests of the corpus
+//! `gateway-api` (`../shared/corpora/`), a router per Gateway served,
+//! and the checks of what they answer and of the objects' status.
+//!
+//! The conformance's shared Gateways (its base manifests, not in the
+//! corpus) are written here as the base writes them, with one difference:
+//! `backend-namespaces` admits every namespace (`from: All`) where the
+//! base selects namespaces by a label of the conformance's (pilot reads no
+//! Namespace objects: a `Selector` admits namespaces by
+//! `kubernetes.io/metadata.name` only). Each Gateway is served by a router
+//! of its own (labelled with the Gateway's name, in its namespace), its
+//! listener ports moved to free ones, and the routes' parentRef ports with
+//! them.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pilot_test_support::certs::Pki;
+use pilot_test_support::{ProcessGuard, openssl_server};
+use serde_json::Value;
+
+use super::http_case::Case;
+use super::tls::curl_https;
+use super::upstreams::{echo_upstream, stream_upstream};
+use super::{Agent, Discovery, eventually, free_port};
+
+pub(crate) const INFRA: &str = "gateway-conformance-infra";
+
+pub(crate) const WEB: &str = "gateway-conformance-web-backend";
+
+pub(crate) const APP: &str = "gateway-conformance-app-backend";
+
+/// pilot's GatewayClass under the conformance's name, and the shared
+/// Gateways of the conformance's base.
+pub(crate) const BASE: &str = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: gateway-conformance}
+spec: {controllerName: pilot.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: same-namespace, namespace: gateway-conformance-infra}
+spec:
+  gatewayClassName: gateway-conformance
+  listeners:
+  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: Same}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: backend-namespaces, namespace: gateway-conformance-infra}
+spec:
+  gatewayClassName: gateway-conformance
+  listeners:
+  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}
+";
+
+/// The conformance's backends: (namespace, Service) answering with the
+/// Service's name.
+pub(crate) const BACKENDS: [(&str, &str); 6] = [
+    (INFRA, "infra-backend-v1"),
+    (INFRA, "infra-backend-v2"),
+    (INFRA, "infra-backend-v3"),
+    (WEB, "web-backend"),
+    (APP, "app-backend-v1"),
+    (APP, "app-backend-v2"),
+];
+
+/// The conformance's stream backends: (namespace, Service, port). A
+/// `tcp-` Service answers each connection with its name and closes it;
+/// `tcp-backend` speaks TLS with a certificate for `abc.example.com`.
+pub(crate) const STREAM_BACKENDS: [(&str, &str, u16); 6] = [
+    (INFRA, "tcp-backend", 8443),
+    (INFRA, "tcp-echo-attach-all", 3000),
+    (WEB, "tcp-reference-grant-backend", 3000),
+    (INFRA, "tcp-backend-v1", 3000),
+    (INFRA, "tcp-backend-v2", 3000),
+    (INFRA, "tcp-backend-v3", 3000),
+];
+
+/// The conformance's TLS backends in its infra namespace (port 443),
+/// each with a certificate for `*.example.com` whose subject is its name.
+pub(crate) const TLS_BACKENDS: [&str; 2] = ["tls-backend", "tls-backend-2"];
+
+/// pilot-discovery with the conformance's backends, the base Gateways
+/// and the corpus manifests `names`, and a router per Gateway.
+pub(crate) struct Conformance {
+    discovery: Discovery,
+    /// Per Gateway name and listener port as written, the port the
+    /// listener serves on.
+    ports: BTreeMap<(String, u16), u16>,
+    /// Per Gateway name, its router.
+    routers: BTreeMap<String, Agent>,
+    /// The CA that signed `tcp-backend`'s certificate.
+    ca: PathBuf,
+    _tls_backends: Vec<ProcessGuard>,
+    dir: tempfile::TempDir,
+}
+
+impl Conformance {
+    /// Routers are started for the Gateways `served` only. `None` when
+    /// the corpus is not there (a loud skip, a failure under `CI=true`).
+    pub(crate) fn with(names: &[&str], served: &[&str]) -> Option<Conformance> {
+        Conformance::with_upstreams(names, served, &super::named_upstream)
+    }
+
+    /// [`Conformance::with`], the HTTP backends' upstreams started by
+    /// `upstream` (given the Service's name; its port).
+    pub(crate) fn with_upstreams(
+        names: &[&str],
+        served: &[&str],
+        upstream: &dyn Fn(&'static str) -> u16,
+    ) -> Option<Conformance> {
+        let corpus = pilot_test_support::corpus("gateway-api")?;
+        let dir = tempfile::tempdir().unwrap();
+        let mut services = String::from("services:\n");
+        let mut service = |namespace: &str, name: &str, port: u16, protocol: &str, upstream: u16| {
+            services.push_str(&format!(
+                "- hostname: {name}.{namespace}.svc.cluster.local\n  ports: [{{name: {}, port: {port}, protocol: {protocol}}}]\n  \
+                 instances:\n  - {{address: 127.0.0.1, port: {upstream}, labels: {{app: {name}}}}}\n",
+                protocol.to_ascii_lowercase()
+            ));
+        };
+        for (namespace, name) in BACKENDS {
+            service(namespace, name, 8080, "HTTP", upstream(name));
+        }
+        let pki = Pki::new(dir.path());
+        let ca = pki.ca("ca").unwrap();
+        let certificate = pki
+            .leaf(
+                "abc",
+                "ca",
+                "subjectAltName=DNS:abc.example.com\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+            )
+            .unwrap();
+        let (tls_port, tls_backend) = openssl_server(&certificate, None);
+        let mut tls_backends = vec![tls_backend];
+        for (namespace, name, port) in STREAM_BACKENDS {
+            let upstream = if name == "tcp-backend" {
+                tls_port
+            } else {
+                stream_upstream(name)
+            };
+            service(namespace, name, port, "TCP", upstream);
+        }
+        // TLS backends known by their certificate's subject.
+        for name in TLS_BACKENDS {
+            let certificate = pki
+                .leaf(
+                    name,
+                    "ca",
+                    "subjectAltName=DNS:*.example.com\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+                )
+                .unwrap();
+            let (port, backend) = openssl_server(&certificate, None);
+            tls_backends.push(backend);
+            service(INFRA, name, 443, "TCP", port);
+        }
+        let services_file = dir.path().join("services.yaml");
+        std::fs::write(&services_file, services).unwrap();
+        let discovery = Discovery::start(&["--services", services_file.to_str().unwrap()]);
+
+        let mut documents: Vec<String> = split(BASE);
+        for name in names {
+            let file = corpus.join(format!("gwapi_conformance.tests.{name}.yaml"));
+            let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            documents.extend(split(&text));
+        }
+        // Each Gateway's listener ports moved to free ones of its own.
+        let mut ports: BTreeMap<(String, u16), u16> = BTreeMap::new();
+        for document in &mut documents {
+            if let Some(gateway) = gateway_name(document) {
+                *document = document
+                    .lines()
+                    .map(|line| move_port(line, &gateway, &mut ports))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+            }
+        }
+        // A route's parentRef port names a listener's port as written.
+        for document in &mut documents {
+            if gateway_name(document).is_none() {
+                *document = move_parent_ports(document, &ports);
+            }
+        }
+        apply(&discovery, dir.path(), &documents.join("\n---\n"));
+        let routers = served
+            .iter()
+            .enumerate()
+            .map(|(i, gateway)| {
+                let agent = Agent::start(
+                    "router",
+                    &[
+                        "--ip",
+                        &format!("10.0.1.{}", i + 1),
+                        "--id",
+                        &format!("{gateway}-router.{INFRA}"),
+                        "--namespace",
+                        INFRA,
+                        "--label",
+                        &format!("gateway.networking.k8s.io/gateway-name={gateway}"),
+                        "--discovery-address",
+                        &format!("127.0.0.1:{}", discovery.xds_port),
+                    ],
+                );
+                (gateway.to_string(), agent)
+            })
+            .collect();
+        Some(Conformance {
+            discovery,
+            ports,
+            routers,
+            ca: ca.cert,
+            _tls_backends: tls_backends,
+            dir,
+        })
+    }
+
+    /// Applies the manifest `text` (its ports as written).
+    pub(crate) fn apply(&self, text: &str) {
+        apply(
+            &self.discovery,
+            self.dir.path(),
+            &move_parent_ports(text, &self.ports),
+        );
+    }
+
+    /// Each listener's `attachedRoutes` of Gateway `gateway`, once its
+    /// status says.
+    pub(crate) fn attached_routes(&self, gateway: &str) -> Vec<Value> {
+        let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{gateway}");
+        let mut attached = Vec::new();
+        eventually(&format!("the status of Gateway {gateway}'s listeners"), || {
+            let gateway = self.object(&path);
+            attached = gateway["status"]["listeners"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|l| l["attachedRoutes"].clone())
+                .collect();
+            !attached.is_empty()
+        });
+        attached
+    }
+
+    /// Waits until `gateway` answers every case as expected, then checks
+    /// each once more: `(host, path, backend or "", status)`.
+    pub(crate) fn expect(&self, gateway: &str, cases: &[(&str, &str, &str, u16)]) {
+        self.expect_on(gateway, 80, cases);
+    }
+
+    /// [`expect`](Self::expect) on `gateway`'s listener written on
+    /// `written`.
+    pub(crate) fn expect_on(&self, gateway: &str, written: u16, cases: &[(&str, &str, &str, u16)]) {
+        let port = self.port(gateway, written);
+        let get = |host: &str, path: &str| match super::get_by_length(port, host, path) {
+            (200, body) => (200, body),
+            (status, _) => (status, String::new()),
+        };
+        let answered = |case: &(&str, &str, &str, u16)| {
+            let (host, path, backend, status) = *case;
+            get(host, path) == (status, backend.to_string())
+        };
+        eventually(&format!("{gateway} to route as the conformance expects"), || {
+            cases.iter().all(answered)
+        });
+        for case in cases {
+            let (host, path, _, _) = case;
+            assert!(
+                answered(case),
+                "{host}{path}: {:?}, expected {case:?}\n{}",
+                get(host, path),
+                self.routers[gateway].log()
+            );
+        }
+    }
+
+    /// Waits until `gateway` answers every request as expected, then
+    /// checks each once more.
+    pub(crate) fn expect_requests(&self, gateway: &str, cases: &[Request]) {
+        let port = self.port(gateway, 80);
+        let answered = |case: &Request| {
+            let (status, body) = super::request_by_length(port, case.method, HOST, case.path, &case.headers);
+            let backend = if status == 200 { body } else { String::new() };
+            (status, backend) == (case.status, case.backend.to_string())
+        };
+        eventually(&format!("{gateway} to route as the conformance expects"), || {
+            cases.iter().all(answered)
+        });
+        for case in cases {
+            assert!(
+                answered(case),
+                "{case:?}: {:?}\n{}",
+                super::request_by_length(port, case.method, HOST, case.path, &case.headers),
+                self.routers[gateway].log()
+            );
+        }
+    }
+
+    /// Where Gateway `gateway`'s listener written on port `written`
+    /// serves.
+    pub(crate) fn port(&self, gateway: &str, written: u16) -> u16 {
+        self.ports[&(gateway.to_string(), written)]
+    }
+
+    /// What a connection to `gateway`'s listener written on `written`
+    /// reads before it closes.
+    pub(crate) fn stream(&self, gateway: &str, written: u16) -> String {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port(gateway, written))) else {
+            return String::new();
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+        let mut read = String::new();
+        let _ = stream.read_to_string(&mut read);
+        read
+    }
+
+    /// An HTTPS GET through `gateway`'s listener written on `written`
+    /// with SNI `host`, verifying the certificate against the test CA:
+    /// whether it succeeded.
+    pub(crate) fn https(&self, gateway: &str, written: u16, host: &str) -> bool {
+        curl_https(host, self.port(gateway, written), &self.ca, &[]).0
+    }
+
+    /// The TLS backend that answers a connection through `gateway`'s
+    /// listener written on `written` with SNI `host`, its certificate
+    /// verified against the test CA (`None` when none does).
+    pub(crate) fn tls_backend(&self, gateway: &str, written: u16, host: &str) -> Option<String> {
+        let port = self.port(gateway, written);
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "-v", "-o", "/dev/null", "--max-time", "10", "--resolve"])
+            .arg(format!("{host}:{port}:127.0.0.1"))
+            .arg("--cacert")
+            .arg(&self.ca)
+            .arg(format!("https://{host}:{port}/"))
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return None;
+        }
+        said.lines()
+            .find_map(|l| l.trim().strip_prefix("*  subject: CN="))
+            .or_else(|| {
+                said.lines()
+                    .find_map(|l| l.split_once("subject: CN=").map(|(_, n)| n))
+            })
+            .map(|n| n.trim().to_string())
+    }
+
+    /// The object at REST `path` (`/apis/gateway.networking.k8s.io/...`).
+    pub(crate) fn object(&self, path: &str) -> Value {
+        let (code, body) = pilot_test_support::Discovery::get(&self.discovery, path);
+        assert_eq!(code, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// `(type, status, reason)` of a route's conditions for its first
+    /// parent, once written.
+    pub(crate) fn route_conditions(&self, namespace: &str, name: &str) -> Vec<(String, String, String)> {
+        self.route_conditions_of("httproutes", namespace, name)
+    }
+
+    /// [`route_conditions`](Self::route_conditions) of a route of
+    /// `plural`.
+    pub(crate) fn route_conditions_of(
+        &self,
+        plural: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Vec<(String, String, String)> {
+        let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{namespace}/{plural}/{name}");
+        let mut said = Vec::new();
+        eventually(&format!("the status of HTTPRoute {namespace}/{name}"), || {
+            let route = self.object(&path);
+            said = triples(&route["status"]["parents"][0]["conditions"]);
+            said.len() == 2
+        });
+        said
+    }
+}
+
+/// The host the matching cases send (the routes name no hostname).
+pub(crate) const HOST: &str = "example.com";
+
+/// A request of a matching case and what answers it: the backend (200),
+/// or the status with no backend.
+#[derive(Debug)]
+pub(crate) struct Request {
+    method: &'static str,
+    path: &'static str,
+    headers: Vec<(&'static str, &'static str)>,
+    backend: &'static str,
+    status: u16,
+}
+
+/// `GET path`, expected to reach `backend`.
+pub(crate) fn to(path: &'static str, backend: &'static str) -> Request {
+    Request {
+        method: "GET",
+        path,
+        headers: Vec::new(),
+        backend,
+        status: 200,
+    }
+}
+
+/// `GET path`, expected to be answered `status` by the router.
+pub(crate) fn answered(path: &'static str, status: u16) -> Request {
+    Request {
+        status,
+        backend: "",
+        ..to(path, "")
+    }
+}
+
+impl Request {
+    pub(crate) fn method(mut self, method: &'static str) -> Self {
+        self.method = method;
+        self
+    }
+
+    pub(crate) fn header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+}
+
+pub(crate) fn triples(conditions: &Value) -> Vec<(String, String, String)> {
+    conditions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["type"] != "Reconciled")
+        .map(|c| {
+            let text = |key: &str| c[key].as_str().unwrap_or_default().to_string();
+            (text("type"), text("status"), text("reason"))
+        })
+        .collect()
+}
+
+pub(crate) fn said(type_: &str, status: &str, reason: &str) -> (String, String, String) {
+    (type_.to_string(), status.to_string(), reason.to_string())
+}
+
+/// The documents of a YAML stream.
+fn split(text: &str) -> Vec<String> {
+    text.split("\n---")
+        .map(|d| d.trim_start_matches('-').trim().to_string())
+        .filter(|d| d.lines().any(|l| l.starts_with("kind:")))
+        .collect()
+}
+
+/// `line` of Gateway `gateway`'s document with a `port: N` moved to the
+/// gateway's free port for N.
+fn move_port(line: &str, gateway: &str, ports: &mut BTreeMap<(String, u16), u16>) -> String {
+    let Some(at) = line.find("port: ") else {
+        return line.to_string();
+    };
+    let digits: String = line[at + 6..].chars().take_while(char::is_ascii_digit).collect();
+    let Ok(written) = digits.parse::<u16>() else {
+        return line.to_string();
+    };
+    let port = *ports
+        .entry((gateway.to_string(), written))
+        .or_insert_with(free_port);
+    format!("{}port: {port}{}", &line[..at], &line[at + 6 + digits.len()..])
+}
+
+/// `document` (a route's) with each `port: N` of its `parentRefs` moved
+/// where its Gateway's listener written on N was moved.
+pub(crate) fn move_parent_ports(document: &str, ports: &BTreeMap<(String, u16), u16>) -> String {
+    // The indentation of `parentRefs:` while in it, and the parent's name.
+    let mut parents: Option<usize> = None;
+    let mut parent = String::new();
+    let mut moved = Vec::new();
+    for line in document.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let text = line.trim_start();
+        if parents.is_some_and(|at| indent < at || (indent == at && !text.starts_with('-'))) {
+            parents = None;
+        }
+        if text == "parentRefs:" {
+            parents = Some(indent);
+        } else if parents.is_some() {
+            let field = text.trim_start_matches("- ");
+            if let Some(name) = field.strip_prefix("name:") {
+                parent = name.trim().to_string();
+            } else if let Some(port) = field.strip_prefix("port:")
+                && let Ok(written) = port.trim().parse::<u16>()
+                && let Some(served) = ports.get(&(parent.clone(), written))
+            {
+                moved.push(line.replace(&format!("port: {written}"), &format!("port: {served}")));
+                continue;
+            }
+        }
+        moved.push(line.to_string());
+    }
+    moved.join("\n")
+}
+
+/// The name of a Gateway API Gateway document.
+fn gateway_name(document: &str) -> Option<String> {
+    if !document.lines().any(|l| l.trim() == "kind: Gateway") {
+        return None;
+    }
+    if let Some(flow) = document.lines().find_map(|l| l.strip_prefix("metadata: {name: ")) {
+        return flow.split([',', '}']).next().map(|n| n.trim().to_string());
+    }
+    let metadata = document.split("metadata:").nth(1)?;
+    metadata
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("name:"))
+        .map(|n| n.trim().to_string())
+}
+
+fn apply(discovery: &Discovery, dir: &Path, text: &str) {
+    let file = dir.join("conformance.yaml");
+    std::fs::write(&file, text).unwrap();
+    let applied = pilot_test_support::pilotctl(
+        Some(&discovery.url),
+        &["apply", "-f", file.to_str().unwrap()],
+        &[],
+        None,
+    );
+    assert_eq!(applied.code, 0, "{}{}", applied.stdout, applied.stderr);
+}
+
+pub(crate) const V1: &str = "infra-backend-v1";
+
+pub(crate) const V2: &str = "infra-backend-v2";
+
+pub(crate) const V3: &str = "infra-backend-v3";
+
+impl Conformance {
+    /// Waits until `gateway`'s listener written on `written` answers
+    /// every case as expected, then checks each once more.
+    pub(crate) fn expect_cases(&self, gateway: &str, written: u16, cases: &[Case]) {
+        let port = self.port(gateway, written);
+        let started = std::time::Instant::now();
+        // Until every case is answered as expected (the routes arrive
+        // when they arrive), or patience ends with those that are not.
+        loop {
+            let wrong: Vec<String> = cases
+                .iter()
+                .filter_map(|case| case.check(port).err().map(|wrong| format!("{case:?}: {wrong}")))
+                .collect();
+            if wrong.is_empty() {
+                break;
+            }
+            assert!(
+                started.elapsed() < super::PATIENCE,
+                "{gateway}: {} of {} cases not as expected:\n{}\n{}",
+                wrong.len(),
+                cases.len(),
+                wrong.join("\n"),
+                self.routers[gateway].log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for case in cases {
+            if let Err(wrong) = case.check(port) {
+                panic!("{case:?}: {wrong}\n{}", self.routers[gateway].log());
+            }
+        }
+    }
+
+    /// [`Conformance::with_upstreams`] with [`echo_upstream`]s.
+    pub(crate) fn echoing(names: &[&str], served: &[&str]) -> Option<Conformance> {
+        Conformance::with_upstreams(names, served, &echo_upstream)
+    }
+}
