@@ -22,7 +22,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use pilot_model::{ConfigKey, DynConfig, KindSchema, StoreError};
 use serde_json::{Value, json};
@@ -45,7 +45,7 @@ pub(crate) type Params = Path<HashMap<String, String>>;
 /// for a cluster-scoped kind, whose paths have no `namespaces/{ns}`. A
 /// kind named at the other scope's path is 404, as kube-apiserver answers
 /// (but a write to a namespaced kind's list across namespaces, a path
-/// that takes GET only, is 405).
+/// that takes GET only, is 405: [`at_kind`]).
 pub(crate) fn scoped(
     state: &ApiState,
     params: &HashMap<String, String>,
@@ -66,8 +66,6 @@ pub(crate) fn scoped(
                 schema.plural
             ),
         )),
-        // A namespaced kind's list across namespaces takes GET only.
-        (None, false) if !params.contains_key("name") => Err(ApiError::method_not_allowed()),
         (None, false) => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "NotFound",
@@ -90,6 +88,44 @@ pub(crate) fn check_namespace(namespace: &str) -> Result<(), ApiError> {
     }
     pilot_model::dns1123_label(namespace)
         .map_err(|message| ApiError::bad_request(format!("namespace {namespace:?}: {message}")))
+}
+
+/// `/apis/{group}/{version}/{plural}`: a namespaced kind's list across
+/// namespaces (GET only), or a cluster-scoped kind's collection (GET,
+/// POST, DELETE); another method is 405 with the kind's `Allow`.
+pub(crate) async fn at_kind(
+    method: Method,
+    state: State<ApiState>,
+    params: Params,
+    headers: HeaderMap,
+    query: Query_,
+    body: Body,
+) -> Response {
+    let param = |name: &str| params.get(name).cloned().unwrap_or_default();
+    let cluster_scoped = resolve(&state, &param("group"), &param("version"), &param("plural"))
+        .is_ok_and(|schema| schema.cluster_scoped);
+    match method {
+        Method::GET | Method::HEAD => {
+            let path = Path((param("group"), param("version"), param("plural")));
+            list_all(state, path, headers, query).await.into_response()
+        }
+        Method::POST if cluster_scoped => create(state, params, headers, query, body).await.into_response(),
+        Method::DELETE if cluster_scoped => delete_collection(state, params, headers, query, body)
+            .await
+            .into_response(),
+        _ => (
+            [(
+                axum::http::header::ALLOW,
+                if cluster_scoped {
+                    "GET,HEAD,POST,DELETE"
+                } else {
+                    "GET,HEAD"
+                },
+            )],
+            ApiError::method_not_allowed(),
+        )
+            .into_response(),
+    }
 }
 
 /// The path's `name`.

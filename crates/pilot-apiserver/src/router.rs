@@ -4,7 +4,7 @@
 
 use axum::Router;
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::{any, get};
 
 use crate::server::ApiState;
 use crate::{ApiError, discovery, kube_openapi, openapi, patch, resources};
@@ -19,12 +19,7 @@ pub(crate) fn router(state: ApiState) -> Router {
         .route("/apis/{group}/{version}", get(discovery::resources))
         // A cluster-scoped kind's collection (a namespaced kind's: only
         // its list across namespaces, `resources::scoped` says 404 else).
-        .route(
-            "/apis/{group}/{version}/{plural}",
-            get(resources::list_all)
-                .post(resources::create)
-                .delete(resources::delete_collection),
-        )
+        .route("/apis/{group}/{version}/{plural}", any(resources::at_kind))
         .route(
             "/apis/{group}/{version}/{plural}/{name}",
             get(resources::get_object)

@@ -24,8 +24,10 @@
 //! - A backend in another namespace than its route's takes traffic only
 //!   under a ReferenceGrant of that namespace naming the route's kind and
 //!   namespace; without one, its share is answered 500.
-//! - A redirect that names neither a port nor a scheme goes to its
-//!   listener's port (left out when 80).
+//! - A redirect without a port, on a listener of another port than 80 (to
+//!   which requests come with the port in their Host), goes to its
+//!   scheme's port when it names a scheme (written in the location:
+//!   `https://example.org:443/`), else to the listener's port.
 //! - A `TCP` listener sends every connection to the first (oldest)
 //!   TCPRoute attached to it; a `TLS` listener passing TLS through
 //!   (`mode: Passthrough`) routes connections by their SNI to the
@@ -244,18 +246,23 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
     }
 }
 
-/// A redirect that names neither a port nor a scheme goes to the port of
-/// the listener it was asked on (the Gateway API's rule: without it the
-/// location would keep no port when it names another host), left out of
-/// the location when it is HTTP's own, 80.
+/// The Gateway API's port of a redirect that names none: the port of its
+/// scheme when it names one, else the port of the listener it was asked
+/// on. On a listener of port 80 both are the request's (its Host names no
+/// port) and the location names none; on another, the request's Host
+/// names the listener's port, which a scheme replaces (Envoy writes the
+/// scheme's port, `:443`: it has no way to leave it out) and a new
+/// hostname would drop (Envoy keeps no port with another host).
 fn redirect_to_listener(route: &mut HttpRoute, port: u16) {
-    if let HttpAction::Redirect(redirect) = &mut route.action
-        && redirect.port.is_none()
-        && redirect.scheme.is_none()
-        && !redirect.port_from_scheme
-        && port != 80
-    {
-        redirect.port = Some(port);
+    let HttpAction::Redirect(redirect) = &mut route.action else {
+        return;
+    };
+    if redirect.port.is_some() || port == 80 {
+        return;
+    }
+    match redirect.scheme {
+        Some(_) => redirect.port_from_scheme = true,
+        None => redirect.port = Some(port),
     }
 }
 
@@ -554,8 +561,9 @@ spec:
   - matches: [{path: {type: PathPrefix, value: /port}}]
     filters: [{type: RequestRedirect, requestRedirect: {port: 8443}}]
 ";
-        // Per listener's port, each route's redirect port and scheme.
-        type Redirects = Vec<(Option<u16>, Option<String>)>;
+        // Per listener's port, each route's redirect port, scheme and
+        // whether the port is the scheme's.
+        type Redirects = Vec<(Option<u16>, Option<String>, bool)>;
         let redirects: BTreeMap<u16, Redirects> = servers(text)
             .iter()
             .map(|server| {
@@ -563,7 +571,7 @@ spec:
                     .routes
                     .iter()
                     .map(|route| match &route.action {
-                        HttpAction::Redirect(r) => (r.port, r.scheme.clone()),
+                        HttpAction::Redirect(r) => (r.port, r.scheme.clone(), r.port_from_scheme),
                         other => panic!("{other:?}"),
                     })
                     .collect();
@@ -575,10 +583,21 @@ spec:
             redirects,
             BTreeMap::from([
                 // HTTP's own port is left out of the location.
-                (80, vec![(None, https()), (None, None), (Some(8443), None)]),
+                (
+                    80,
+                    vec![
+                        (None, https(), false),
+                        (None, None, false),
+                        (Some(8443), None, false)
+                    ]
+                ),
                 (
                     8080,
-                    vec![(None, https()), (Some(8080), None), (Some(8443), None)]
+                    vec![
+                        (None, https(), true),
+                        (Some(8080), None, false),
+                        (Some(8443), None, false)
+                    ]
                 ),
             ]),
             "routes by their prefixes' precedence: /scheme, /host, /port"

@@ -82,10 +82,13 @@ pub(super) fn http_route(
                         .to_string()
                     }),
                     port: r.port.and_then(|p| u16::try_from(p).ok()),
-                    // A scheme written without a port goes to the
-                    // scheme's well-known port (the request's is not
-                    // kept).
-                    port_from_scheme: r.scheme.is_some(),
+                    // A scheme written without a port keeps the
+                    // request's port, none when it came to the scheme's
+                    // default (a mesh request's Host names none, so the
+                    // location has none, as the Gateway API prefers for
+                    // 80 and 443); at the edge, a listener's other port
+                    // is replaced by the scheme's (`edge.rs`).
+                    port_from_scheme: false,
                     prefix: r.path.as_ref().and_then(prefix_replacement),
                 });
             }

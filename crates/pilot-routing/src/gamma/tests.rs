@@ -466,13 +466,12 @@ fn redirects_carry_scheme_host_port_path_and_status() {
             ..Default::default()
         }
     );
-    // A scheme without a port goes to the scheme's port, not the
-    // request's.
+    // A scheme without a port keeps the request's (a mesh request names
+    // none): no `:443` in the location.
     assert_eq!(
         redirect("scheme"),
         Redirect {
             scheme: Some("https".into()),
-            port_from_scheme: true,
             code: Some(302),
             ..Default::default()
         }
