@@ -418,3 +418,44 @@ async fn a_failed_journal_write_leaves_store_and_files_unchanged() {
     let revision: Revision = store.revision();
     assert_eq!(revision, 1);
 }
+
+#[tokio::test]
+async fn objects_of_a_kind_now_cluster_scoped_are_read_without_their_namespace() {
+    // Records a pilot wrote while the kind was namespaced (GatewayClasses
+    // were): each object is restored without its namespace, and a delete
+    // recorded then deletes it.
+    let dir = tempfile::tempdir().unwrap();
+    let registry = KindRegistry::new();
+    registry
+        .register_schema(
+            KindSchema::new("Class", "classes", "example.com", "v1", |_, _| {}).with_cluster_scope(),
+        )
+        .unwrap();
+    let class = |namespace: &str, name: &str, revision: u64| {
+        serde_json::json!({
+            "apiVersion": "example.com/v1", "kind": "Class",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": revision.to_string()},
+            "spec": {"controller": "example.com/c"},
+        })
+    };
+    let mut lines = String::new();
+    for record in [
+        serde_json::json!({"revision": 1, "put": class("default", "gone", 1)}),
+        serde_json::json!({"revision": 2, "put": class("edge", "kept", 2)}),
+        serde_json::json!({"revision": 3, "delete": {"kind": "Class", "namespace": "default", "name": "gone"}}),
+    ] {
+        let json = record.to_string();
+        lines.push_str(&format!("{:08x} {json}\n", crc32(json.as_bytes())));
+    }
+    std::fs::write(dir.path().join(segment_name(1)), lines).unwrap();
+    let store = open(dir.path(), registry, options(COMPACT_AFTER)).unwrap();
+    let restored = store.list_now("Class", None).unwrap();
+    let keys: Vec<String> = restored.iter().map(|c| c.key().to_string()).collect();
+    assert_eq!(keys, ["Class kept"]);
+    let kept = store
+        .get(&pilot_model::ConfigKey::new("Class", "", "kept"))
+        .await
+        .unwrap()
+        .expect("read at its cluster-scoped key");
+    assert_eq!(kept.meta.resource_version.as_deref(), Some("2"));
+}
