@@ -41,7 +41,7 @@ pub(crate) async fn patch(
 ) -> Result<Response, ApiError> {
     let (schema, namespace) = crate::resources::scoped(&state, &params)?;
     crate::resources::check_namespace(&namespace)?;
-    let name = params.get("name").cloned().unwrap_or_default();
+    let name = crate::resources::name_of(&params);
     let key = ConfigKey::new(&schema.id, &namespace, &name);
     let mut warnings = Vec::new();
     let result = async {

@@ -52,32 +52,23 @@ pub(crate) fn scoped(
 ) -> Result<(Arc<KindSchema>, String), ApiError> {
     let param = |name: &str| params.get(name).map(String::as_str).unwrap_or_default();
     let schema = resolve(state, param("group"), param("version"), param("plural"))?;
-    match (params.get("namespace"), schema.cluster_scoped) {
-        (Some(namespace), false) => Ok((schema, namespace.clone())),
-        (None, true) => Ok((schema, String::new())),
-        (Some(_), true) => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            format!(
-                "{} is cluster-scoped: it is served at /apis/{}/{}/{}, without a namespace",
-                schema.plural,
-                schema.group,
-                param("version"),
-                schema.plural
-            ),
-        )),
-        (None, false) => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            format!(
-                "{} is namespaced: it is served at /apis/{}/{}/namespaces/{{namespace}}/{}",
-                schema.plural,
-                schema.group,
-                param("version"),
-                schema.plural
-            ),
-        )),
-    }
+    let (scope, at) = match (params.get("namespace"), schema.cluster_scoped) {
+        (Some(namespace), false) => return Ok((schema, namespace.clone())),
+        (None, true) => return Ok((schema, String::new())),
+        (Some(_), true) => ("cluster-scoped", ""),
+        (None, false) => ("namespaced", "namespaces/{namespace}/"),
+    };
+    Err(ApiError::new(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        format!(
+            "{} is {scope}: it is served at /apis/{}/{}/{at}{}",
+            schema.plural,
+            schema.group,
+            param("version"),
+            schema.plural
+        ),
+    ))
 }
 
 /// A namespace that is not a DNS-1123 label: 400 (where the API reads by
@@ -129,7 +120,7 @@ pub(crate) async fn at_kind(
 }
 
 /// The path's `name`.
-fn name_of(params: &HashMap<String, String>) -> String {
+pub(crate) fn name_of(params: &HashMap<String, String>) -> String {
     params.get("name").cloned().unwrap_or_default()
 }
 

@@ -349,12 +349,6 @@ impl KindSchema {
         self
     }
 
-    /// The namespace an object of this kind written in `namespace` is
-    /// stored in: none for a cluster-scoped kind, `namespace` otherwise.
-    pub fn scoped<'a>(&self, namespace: &'a str) -> &'a str {
-        if self.cluster_scoped { "" } else { namespace }
-    }
-
     /// The same schema in these categories (Kubernetes' `categories`).
     pub fn with_categories<C: Into<String>>(mut self, categories: impl IntoIterator<Item = C>) -> Self {
         self.categories = categories.into_iter().map(Into::into).collect();

@@ -524,6 +524,17 @@ spec:
   - {name: http, protocol: HTTP, port: 80}
 ";
 
+    /// pilot's GatewayClass and its Gateway `infra/edge` with `listeners`
+    /// (YAML list items), then a document separator.
+    fn edge_gateway(listeners: &str) -> String {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: pilot}}\n\
+             spec: {{controllerName: pilot.io/gateway-controller}}\n---\n\
+             apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: edge, namespace: infra}}\n\
+             spec:\n  gatewayClassName: pilot\n  listeners:\n{listeners}---\n"
+        )
+    }
+
     fn route(name: &str, namespace: &str, parent: &str, hostnames: &str, backend: &str) -> String {
         format!(
             "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {namespace}}}\n\
@@ -533,21 +544,11 @@ spec:
 
     #[test]
     fn a_redirect_without_port_or_scheme_goes_to_its_listeners_port() {
-        let text = "\
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: pilot}
-spec: {controllerName: pilot.io/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: edge, namespace: infra}
-spec:
-  gatewayClassName: pilot
-  listeners:
-  - {name: http, protocol: HTTP, port: 80}
+        let text = edge_gateway(
+            "  - {name: http, protocol: HTTP, port: 80}
   - {name: alt, protocol: HTTP, port: 8080}
----
+",
+        ) + "\
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: moved, namespace: infra}
@@ -564,7 +565,7 @@ spec:
         // Per listener's port, each route's redirect port, scheme and
         // whether the port is the scheme's.
         type Redirects = Vec<(Option<u16>, Option<String>, bool)>;
-        let redirects: BTreeMap<u16, Redirects> = servers(text)
+        let redirects: BTreeMap<u16, Redirects> = servers(&text)
             .iter()
             .map(|server| {
                 let redirects = server.virtual_hosts[0]
@@ -701,22 +702,12 @@ spec:
 
     #[test]
     fn tcp_and_tls_passthrough_listeners_route_connections() {
-        let text = "\
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: pilot}
-spec: {controllerName: pilot.io/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: edge, namespace: infra}
-spec:
-  gatewayClassName: pilot
-  listeners:
-  - {name: tcp, protocol: TCP, port: 9000}
+        let text = edge_gateway(
+            "  - {name: tcp, protocol: TCP, port: 9000}
   - {name: tls, protocol: TLS, port: 8443, hostname: \"*.example.com\", tls: {mode: Passthrough}}
   - {name: ended, protocol: TLS, port: 9443, tls: {mode: Terminate, certificateRefs: [{name: cert}]}}
----
+",
+        ) + "\
 apiVersion: gateway.networking.k8s.io/v1alpha2
 kind: TCPRoute
 metadata: {name: db, namespace: infra}
@@ -732,7 +723,7 @@ spec:
   hostnames: [shop.example.com, shop.example.org]
   rules: [{backendRefs: [{name: shop, port: 443}]}]
 ";
-        let servers = servers(text);
+        let servers = servers(&text);
         let listeners: Vec<(&str, u16)> = servers.iter().map(|s| (s.port_name.as_str(), s.port)).collect();
         assert_eq!(
             listeners,
