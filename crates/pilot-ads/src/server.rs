@@ -40,6 +40,35 @@ impl XdsServer {
         XdsServer { inner }
     }
 
+    /// Serves the TLS credentials of `source` as SDS `Secret`s over ADS:
+    /// the certificates a Gateway API listener's `certificateRefs`, an
+    /// Istio Gateway server's `credentialName` or a DestinationRule's
+    /// `credentialName` name (`kubernetes://[<namespace>/]<name>`, and
+    /// `<name>-cacert` for its `ca.crt`). A proxy reads its own
+    /// namespace's; a router proxy also another namespace's that a
+    /// ReferenceGrant there lets Gateways of its namespace refer to. A
+    /// change of a credential reaches the proxies holding it at once.
+    /// Without a source no Secret is served (Envoy's listeners wait for
+    /// theirs). Set once: a second source is ignored, with a warning.
+    #[must_use]
+    pub fn with_credentials(self, source: Arc<dyn pilot_model::CredentialSource>) -> Self {
+        let mut changes = source.changes();
+        if self.inner.credentials.set(source).is_err() {
+            tracing::warn!("the ADS server already serves credentials from a source: the new one is ignored");
+            return self;
+        }
+        let state = Arc::downgrade(&self.inner);
+        let task = tokio::spawn(async move {
+            use futures::StreamExt;
+            while changes.next().await.is_some() {
+                let Some(state) = state.upgrade() else { return };
+                state.credential_changes.send_modify(|tick| *tick += 1);
+            }
+        });
+        self.inner.hold_pipeline(task);
+        self
+    }
+
     /// Serves ADS on `address` with the default [`ServeOptions`] until
     /// `shutdown` completes: HTTP/2 keepalives (a dead proxy's stream is
     /// noticed and its task ended) and TCP keepalive. On shutdown every

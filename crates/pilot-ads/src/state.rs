@@ -5,7 +5,7 @@
 //! ([`XdsServer`](crate::XdsServer)) and the streams sit on top of it.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -51,8 +51,16 @@ pub(crate) struct ServerState {
     /// What ztunnels are served, generated once per push for them all
     /// (`push/ambient.rs`).
     pub(crate) ambient: crate::push::ambient::AmbientCache,
-    /// The push pipeline's task, aborted when the state is dropped.
-    pipeline: Mutex<Option<JoinHandle<()>>>,
+    /// Where the Secrets proxies ask for come from
+    /// ([`XdsServer::with_credentials`](crate::XdsServer::with_credentials));
+    /// unset, none is served.
+    pub(crate) credentials: OnceLock<Arc<dyn pilot_model::CredentialSource>>,
+    /// Ticks after each change of the credentials: the streams holding
+    /// Secrets look again (`stream/secrets.rs`).
+    pub(crate) credential_changes: watch::Sender<u64>,
+    /// The push pipeline's task, and the task following the credentials,
+    /// aborted when the state is dropped.
+    pipeline: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl ServerState {
@@ -75,14 +83,16 @@ impl ServerState {
             parking: Default::default(),
             timings: Default::default(),
             ambient: Default::default(),
-            pipeline: Mutex::new(None),
+            credentials: OnceLock::new(),
+            credential_changes: watch::channel(0).0,
+            pipeline: Mutex::new(Vec::new()),
         }
     }
 
-    /// Keeps the push pipeline's `task`, to abort it when the state is
-    /// dropped.
+    /// Keeps a task of the server's (the push pipeline, the credentials'
+    /// follower), to abort it when the state is dropped.
     pub(crate) fn hold_pipeline(&self, task: JoinHandle<()>) {
-        *self.pipeline.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+        self.pipeline.lock().unwrap_or_else(|p| p.into_inner()).push(task);
     }
 
     /// Ends every stream; streams opened afterwards end at once.
@@ -93,7 +103,7 @@ impl ServerState {
 
 impl Drop for ServerState {
     fn drop(&mut self) {
-        if let Some(task) = self.pipeline.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+        for task in self.pipeline.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
             task.abort();
         }
     }

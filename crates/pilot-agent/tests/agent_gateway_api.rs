@@ -1293,3 +1293,137 @@ fn each_weighted_backends_own_header_modifier_applies_to_what_it_is_sent() {
         ]
     );
 }
+
+/// `(type, status, reason)` of the conditions of listener `listener` of
+/// Gateway `gateway` (in the infra namespace), once its status lists
+/// them.
+fn listener_conditions(conformance: &Conformance, gateway: &str, listener: &str) -> Vec<(String, String, String)> {
+    let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{gateway}");
+    let mut said = Vec::new();
+    eventually(&format!("the status of listener {listener} of {gateway}"), || {
+        let object = conformance.object(&path);
+        said = object["status"]["listeners"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|l| l["name"] == listener)
+            .map(|l| triples(&l["conditions"]))
+            .unwrap_or_default();
+        !said.is_empty()
+    });
+    said.sort();
+    said
+}
+
+#[test]
+fn an_https_listener_terminates_tls_with_its_secret_and_follows_its_rotation() {
+    // HTTPRouteHTTPSListener: TLS terminated with the listener's Secret
+    // (from --credentials-dir, sent over SDS), each hostname routed by
+    // its own listener; a name no route holds is answered 404.
+    let gateway = "same-namespace-with-https-listener";
+    let Some(conformance) = Conformance::with(&["httproute-https-listener"], &[gateway]) else {
+        return;
+    };
+    let get = |sni: &str, host: &str| conformance.https_get(gateway, 443, sni, host, "/");
+    let certificate = "tls-checks-certificate";
+    let expected = |backend: &str| Some((200, backend.to_string(), certificate.to_string()));
+    eventually("example.org served over TLS", || get("example.org", "example.org") == expected(V1));
+    assert_eq!(get("example.org", "example.org"), expected(V1));
+    assert_eq!(get("second-example.org", "second-example.org"), expected(V2));
+    assert_eq!(
+        get("unknown-example.org", "unknown-example.org"),
+        Some((404, String::new(), certificate.to_string()))
+    );
+    for listener in ["https", "https-with-hostname"] {
+        assert_eq!(
+            listener_conditions(&conformance, gateway, listener),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("Conflicted", "False", "NoConflicts"),
+                said("Programmed", "True", "Programmed"),
+                said("ResolvedRefs", "True", "ResolvedRefs"),
+            ],
+            "{listener}"
+        );
+    }
+    for route in ["httproute-https-test", "httproute-https-test-no-hostname"] {
+        assert_eq!(
+            conformance.route_conditions(INFRA, route),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("ResolvedRefs", "True", "ResolvedRefs")
+            ],
+            "{route}"
+        );
+    }
+
+    // The Secret rotated: the router presents the new certificate without
+    // a restart, and no request fails meanwhile.
+    conformance.rotate(
+        INFRA,
+        certificate,
+        "rotated-certificate",
+        "DNS:example.org,DNS:second-example.org,DNS:unknown-example.org",
+    );
+    let mut failed = Vec::new();
+    eventually("the rotated certificate presented", || {
+        let answer = get("example.org", "example.org");
+        match &answer {
+            Some((200, backend, subject)) if backend == V1 => subject == "rotated-certificate",
+            _ => {
+                failed.push(answer);
+                false
+            }
+        }
+    });
+    assert!(failed.is_empty(), "requests failed during the rotation: {failed:?}");
+}
+
+#[test]
+fn a_certificate_of_another_namespace_is_used_under_a_reference_grant_only() {
+    // GatewaySecretReferenceGrantSpecific, then
+    // GatewaySecretMissingReferenceGrant: the listener's Secret is in the
+    // web namespace; the router (of the infra namespace) is sent it while
+    // the ReferenceGrant there lets infra's Gateways refer to it.
+    let gateway = "gateway-secret-reference-grant-specific";
+    let Some(conformance) = Conformance::with(&[gateway], &[gateway]) else {
+        return;
+    };
+    conformance.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+         metadata: {{name: to-v1, namespace: {INFRA}}}\n\
+         spec:\n  parentRefs: [{{name: {gateway}}}]\n  hostnames: [example.org]\n  \
+         rules: [{{backendRefs: [{{name: {V1}, port: 8080}}]}}]\n"
+    ));
+    let get = || conformance.https_get(gateway, 443, "example.org", "example.org", "/");
+    let served = Some((200, V1.to_string(), "certificate".to_string()));
+    eventually("example.org served with the web namespace's certificate", || get() == served);
+    assert_eq!(
+        listener_conditions(&conformance, gateway, "https"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("Conflicted", "False", "NoConflicts"),
+            said("Programmed", "True", "Programmed"),
+            said("ResolvedRefs", "True", "ResolvedRefs"),
+        ]
+    );
+
+    // The grant now names another Secret: the reference is not permitted,
+    // the listener is not served, and its status says why.
+    conformance.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\n\
+         metadata: {{name: reference-grant-specific, namespace: {WEB}}}\n\
+         spec:\n  from: [{{group: gateway.networking.k8s.io, kind: Gateway, namespace: {INFRA}}}]\n  \
+         to: [{{group: \"\", kind: Secret, name: not-the-certificate}}]\n"
+    ));
+    eventually("the listener no longer served", || get().is_none());
+    eventually("the listener's status to say the reference is not permitted", || {
+        listener_conditions(&conformance, gateway, "https")
+            == [
+                said("Accepted", "True", "Accepted"),
+                said("Conflicted", "False", "NoConflicts"),
+                said("Programmed", "False", "Invalid"),
+                said("ResolvedRefs", "False", "RefNotPermitted"),
+            ]
+    });
+}

@@ -31,6 +31,7 @@
 
 mod conditions;
 mod config;
+mod credentials;
 mod discovery;
 mod distribution;
 mod error;
@@ -56,6 +57,7 @@ pub use conditions::{
     Condition, GatewayApiStatus, ListenerStatus, MessageType, RECONCILED, RouteGroupKind, RouteParentStatus,
     ValidationMessage, same_conditions,
 };
+pub use credentials::{CA_SUFFIX, CREDENTIAL_PREFIX, CredentialName, CredentialSource, TlsCredential};
 pub use config::{Config, DynConfig, now_seconds, push_key};
 pub use discovery::{AggregateDiscovery, RegistryAdapter, ServiceDiscovery, ServiceEvent};
 pub use distribution::{

@@ -15,10 +15,12 @@
 //! A listener's `ResolvedRefs` also says whether its `certificateRefs`
 //! may be followed (`InvalidCertificateRef` for what is not a Secret,
 //! `RefNotPermitted` for a Secret of another namespace without a
-//! ReferenceGrant); pilot reads no Secrets, so whether one exists is not
-//! said. A listener is `Programmed` when pilot serves it to the Gateway's
-//! router proxies (HTTP, TCP and TLS passthrough listeners; those
-//! terminating TLS are `Pending`), and a Gateway when some listener is.
+//! ReferenceGrant); status is written from the configuration alone, so
+//! whether the Secret exists is not said. A listener is `Programmed` when
+//! pilot serves it to the Gateway's router proxies (HTTP, TCP, HTTPS
+//! terminating TLS, and TLS passthrough listeners, their references
+//! resolved; `TLS` listeners terminating TLS are `Pending`), and a
+//! Gateway when some listener is.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -170,7 +172,7 @@ pub fn statuses(
             .enumerate()
             .map(|(i, listener)| {
                 let count = attached.get(&(gateway.key(), i)).copied().unwrap_or(0);
-                let certificates = certificate_refs(listener, gateway, &input.grants);
+                let certificates = certificate_refs(listener, gateway, input.grants.iter());
                 listener_status(listener, count, certificates, &condition)
             })
             .collect();
@@ -179,7 +181,7 @@ pub fn statuses(
             GatewayApiStatus {
                 conditions: vec![
                     condition("Accepted", true, "Accepted", "pilot serves this Gateway's class"),
-                    gateway_programmed(gateway, &condition),
+                    gateway_programmed(gateway, &input.grants, &condition),
                 ],
                 listeners,
                 ..Default::default()
@@ -193,13 +195,14 @@ pub fn statuses(
 /// router proxies.
 fn gateway_programmed(
     gateway: &Config<Gateway>,
+    grants: &[Config<ReferenceGrant>],
     condition: &impl Fn(&str, bool, &str, &str) -> Condition,
 ) -> Condition {
     let pending: Vec<&str> = gateway
         .spec
         .listeners
         .iter()
-        .filter(|l| !served(l))
+        .filter(|l| !served(l) || certificate_refs(l, gateway, grants.iter()).is_err())
         .map(|l| l.name.as_str())
         .collect();
     let proxies = format!(
@@ -212,8 +215,8 @@ fn gateway_programmed(
             false,
             "Pending",
             &format!(
-                "none of its listeners is one pilot serves yet (HTTP, TCP and TLS passthrough listeners \
-                 are); {proxies} get none"
+                "none of its listeners is one pilot serves (HTTP, HTTPS, TCP and TLS passthrough listeners \
+                 are, when their references resolve); {proxies} get none"
             ),
         )
     } else if pending.is_empty() {
@@ -224,7 +227,8 @@ fn gateway_programmed(
             true,
             "Programmed",
             &format!(
-                "served to {proxies}, without the listeners pilot does not serve yet: {}",
+                "served to {proxies}, without the listeners pilot does not serve or whose references do not \
+                 resolve: {}",
                 pending.join(", ")
             ),
         )
@@ -446,6 +450,22 @@ pub(crate) fn granted<'a>(
     granted_to(grants, kind, from, namespace, "Service", name)
 }
 
+impl crate::RoutingConfigs {
+    /// Whether a ReferenceGrant of `namespace` lets Gateways of `from`
+    /// refer to its Secret `name` (a listener's `certificateRefs`): what a
+    /// router proxy of `from` may read of another namespace.
+    pub fn grants_secret(&self, from: &str, namespace: &str, name: &str) -> bool {
+        granted_to(
+            self.reference_grants.iter().map(|g| &**g),
+            "Gateway",
+            from,
+            namespace,
+            "Secret",
+            name,
+        )
+    }
+}
+
 /// Whether a ReferenceGrant of `namespace` lets objects of `kind` (of the
 /// Gateway API's group) in `from` refer to its core object of kind
 /// `to_kind` named `name`.
@@ -612,12 +632,14 @@ pub fn listener_kinds(listener: &Listener) -> Vec<RouteGroupKind> {
 
 /// Whether a listener's `certificateRefs` are ones pilot may follow: each a
 /// core `Secret`, in the Gateway's namespace or one whose ReferenceGrant
-/// lets the Gateway's namespace refer to it. (pilot reads no Secrets: that
-/// one exists and holds a certificate is not checked.)
-fn certificate_refs(
+/// lets the Gateway's namespace refer to it. (Whether the Secret exists
+/// and holds a certificate is the credential source's: status is written
+/// from the configuration alone. A router proxy is sent the certificate
+/// once it is there, and its listener waits for it meanwhile.)
+pub(crate) fn certificate_refs<'a>(
     listener: &Listener,
     gateway: &Config<Gateway>,
-    grants: &[Config<ReferenceGrant>],
+    grants: impl IntoIterator<Item = &'a Config<ReferenceGrant>> + Clone,
 ) -> Result<(), (&'static str, String)> {
     let refs = listener
         .tls
@@ -639,7 +661,7 @@ fn certificate_refs(
         let namespace = reference.namespace.as_deref().unwrap_or(&gateway.meta.namespace);
         if namespace != gateway.meta.namespace
             && !granted_to(
-                grants,
+                grants.clone(),
                 "Gateway",
                 &gateway.meta.namespace,
                 namespace,
@@ -711,14 +733,7 @@ fn listener_status(
                 "NoConflicts",
                 "no other listener claims its port and hostname",
             ),
-            if served(listener) && protocol_known {
-                condition(
-                    "Programmed",
-                    true,
-                    "Programmed",
-                    "served to the Gateway's router proxies",
-                )
-            } else {
+            if !(served(listener) && protocol_known) {
                 condition(
                     "Programmed",
                     false,
@@ -732,6 +747,20 @@ fn listener_status(
                             ""
                         }
                     ),
+                )
+            } else if certificates.is_err() {
+                condition(
+                    "Programmed",
+                    false,
+                    "Invalid",
+                    "not served: its certificate references do not resolve (see ResolvedRefs)",
+                )
+            } else {
+                condition(
+                    "Programmed",
+                    true,
+                    "Programmed",
+                    "served to the Gateway's router proxies",
                 )
             },
             resolved,
@@ -858,8 +887,9 @@ mod tests {
             ]
         );
         assert!(
-            edge.conditions[1].message.ends_with("not serve yet: secure"),
-            "{}",
+            edge.conditions[1].message.starts_with("served to router proxies in web")
+                && !edge.conditions[1].message.contains("without"),
+            "every listener is served, the HTTPS one with its certificate: {}",
             edge.conditions[1].message
         );
         assert_eq!(edge.conditions[0].observed_generation, Some(3));
@@ -870,7 +900,7 @@ mod tests {
             .collect();
         assert_eq!(
             programmed,
-            [("http", "True"), ("all", "True"), ("secure", "False")]
+            [("http", "True"), ("all", "True"), ("secure", "True")]
         );
         let counts: Vec<(&str, i32)> = edge
             .listeners
@@ -1031,11 +1061,18 @@ mod tests {
         let resolved = |text: &str| {
             let found = statuses_of(text, &[]);
             let listener = &found["Gateway/edge"].listeners[0];
-            let condition = listener
-                .conditions
-                .iter()
-                .find(|c| c.type_ == "ResolvedRefs")
-                .unwrap();
+            let of = |type_: &str| listener.conditions.iter().find(|c| c.type_ == type_).unwrap();
+            let (condition, programmed) = (of("ResolvedRefs"), of("Programmed"));
+            // Served exactly while its references resolve.
+            assert_eq!(
+                (programmed.status.as_str(), programmed.reason.as_str()),
+                if condition.status == "True" {
+                    ("True", "Programmed")
+                } else {
+                    ("False", "Invalid")
+                },
+                "{text}"
+            );
             (condition.status.clone(), condition.reason.clone())
         };
         let t = |reason: &str| ("True".to_string(), reason.to_string());

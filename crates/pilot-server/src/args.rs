@@ -155,6 +155,19 @@ pub struct Args {
     /// quiet interval goes at once). 0s: every event as soon as seen.
     #[arg(long, default_value = "100ms", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub watch_write_interval: std::time::Duration,
+    /// TLS credentials for the proxies, laid out as mounted
+    /// `kubernetes.io/tls` Secrets: `DIR/<namespace>/<name>/tls.crt`,
+    /// `tls.key` and optionally `ca.crt`. Sent over SDS to the proxies
+    /// whose listeners name them (a Gateway API listener's
+    /// `certificateRefs`, an Istio Gateway's or DestinationRule's
+    /// `credentialName`): a proxy reads its own namespace's, a router
+    /// another namespace's under a ReferenceGrant. Read again every
+    /// `--credentials-poll-ms`.
+    #[arg(long, value_name = "DIR")]
+    pub credentials_dir: Option<PathBuf>,
+    /// How often `--credentials-dir` is read again, in milliseconds.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub credentials_poll_ms: u64,
     /// How often the `--services` file is checked for changes, in
     /// milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "MS")]

@@ -88,10 +88,25 @@ pub async fn run(
     if let Some(certificates) = &checked.certificates {
         certificates.set_registries(Arc::clone(&opened.discovery));
     }
-    let xds = build_ads(&args, &controller, &opened.discovery, providers);
+    let mut xds = build_ads(&args, &controller, &opened.discovery, providers);
+    let credentials = match &args.credentials_dir {
+        Some(dir) => {
+            let source = backend::credentials_dir::CredentialsDir::open(dir).map_err(|e| StartError::Usage(e.to_string()))?;
+            xds = xds.with_credentials(Arc::clone(&source) as Arc<dyn pilot_model::CredentialSource>);
+            Some(source)
+        }
+        None => None,
+    };
     let (closing, shutdown_rx) = watch::channel(false);
     let shared = assemble(&checked, opened, controller, xds, bound, shutdown_rx);
     let mut tasks = spawn_background(&args, &shared, config_events, services_file);
+    if let Some(source) = credentials {
+        tasks.push(tokio::spawn(backend::credentials_dir::follow(
+            source,
+            Duration::from_millis(args.credentials_poll_ms.max(10)),
+            shared.shutdown.clone(),
+        )));
+    }
     if let Some(renewal) = checked.ca_renewal.take() {
         tasks.push(tokio::spawn(renewal.run(shared.shutdown.clone())));
     }

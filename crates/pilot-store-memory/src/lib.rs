@@ -9,11 +9,13 @@
 #![forbid(unsafe_code)]
 
 mod config_store;
+mod credentials;
 #[cfg(feature = "journal")]
 #[cfg_attr(docsrs, doc(cfg(feature = "journal")))]
 pub mod journal;
 
 pub use config_store::{MemoryConfigStore, PendingWrite, WriteAhead};
+pub use credentials::MemoryCredentials;
 /// The in-memory service registry: pilot-store's [`ServiceCache`](pilot_store::ServiceCache), fed by
 /// the embedding program. Its instances carry the workloads the program
 /// gives them ([`ServiceInstance::with_workload`](pilot_model::ServiceInstance::with_workload)), and

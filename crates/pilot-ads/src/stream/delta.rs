@@ -22,6 +22,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, Delt
 
 use pilot_xds::Proxy;
 
+use super::secrets::Asked;
 use super::session::{Answer, Gone, Protocol, Resend, Session};
 use super::transport::{Requests, Responses};
 use super::withheld::{Removal, Withheld};
@@ -198,6 +199,13 @@ impl Protocol for Delta {
 
     fn subscribed(&self, t: XdsType) -> bool {
         self.subscriptions[t.index()].is_some()
+    }
+
+    fn secret_names(request: &DeltaDiscoveryRequest) -> Asked {
+        Asked::Change {
+            subscribe: request.resource_names_subscribe.clone(),
+            unsubscribe: request.resource_names_unsubscribe.clone(),
+        }
     }
 
     fn serve_ztunnel(

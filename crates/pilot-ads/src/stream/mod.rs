@@ -39,6 +39,7 @@ mod budget;
 mod delta;
 mod peer;
 mod routes;
+mod secrets;
 mod serve;
 mod service;
 mod session;

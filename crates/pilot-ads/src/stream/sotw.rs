@@ -15,6 +15,7 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryResponse;
 
+use super::secrets::Asked;
 use super::session::{Answer, Gone, Protocol, Resend, Session};
 use super::sotw_request::{EncodedNames, NamesKey, SotwRequest};
 use super::transport::{Outgoing, Requests, Responses};
@@ -118,6 +119,10 @@ impl Protocol for Sotw {
 
     fn subscribed(&self, t: XdsType) -> bool {
         self.subscriptions[t.index()].is_some()
+    }
+
+    fn secret_names(request: &SotwRequest) -> Asked {
+        Asked::Names(request.resource_names.decode())
     }
 
     async fn serve_ztunnel(

@@ -154,7 +154,6 @@ impl EncodedNames {
     }
 
     /// The names, decoded.
-    #[cfg(test)]
     pub(crate) fn decode(&self) -> std::collections::BTreeSet<String> {
         self.iter().map(str::to_owned).collect()
     }

@@ -58,7 +58,33 @@ spec:
   gatewayClassName: gateway-conformance
   listeners:
   - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: same-namespace-with-https-listener, namespace: gateway-conformance-infra}
+spec:
+  gatewayClassName: gateway-conformance
+  listeners:
+  - name: https
+    port: 443
+    protocol: HTTPS
+    allowedRoutes: {namespaces: {from: Same}}
+    tls: {certificateRefs: [{name: tls-checks-certificate}]}
+  - name: https-with-hostname
+    hostname: second-example.org
+    port: 443
+    protocol: HTTPS
+    allowedRoutes: {namespaces: {from: Same}}
+    tls: {certificateRefs: [{name: tls-checks-certificate}]}
 ";
+
+/// The Secrets of the conformance's base, as `--credentials-dir` holds
+/// them: (namespace, name, the names its certificate is for), each signed
+/// by the test CA, its subject its name.
+pub(crate) const CERTIFICATES: [(&str, &str, &str); 2] = [
+    (INFRA, "tls-checks-certificate", "DNS:example.org,DNS:second-example.org,DNS:unknown-example.org"),
+    (WEB, "certificate", "DNS:*.example.com,DNS:example.org"),
+];
 
 /// The conformance's backends: (namespace, Service) answering with the
 /// Service's name.
@@ -163,7 +189,18 @@ impl Conformance {
         }
         let services_file = dir.path().join("services.yaml");
         std::fs::write(&services_file, services).unwrap();
-        let discovery = Discovery::start(&["--services", services_file.to_str().unwrap()]);
+        let credentials = dir.path().join("credentials");
+        for (namespace, name, hosts) in CERTIFICATES {
+            write_credential(&pki, &credentials, namespace, name, name, hosts);
+        }
+        let discovery = Discovery::start(&[
+            "--services",
+            services_file.to_str().unwrap(),
+            "--credentials-dir",
+            credentials.to_str().unwrap(),
+            "--credentials-poll-ms",
+            "100",
+        ]);
 
         let mut documents: Vec<String> = split(BASE);
         for name in names {
@@ -219,6 +256,50 @@ impl Conformance {
             _tls_backends: tls_backends,
             dir,
         })
+    }
+
+    /// Replaces the Secret `namespace/name` of `--credentials-dir` with a
+    /// new certificate for `hosts` whose subject is `subject`.
+    pub(crate) fn rotate(&self, namespace: &str, name: &str, subject: &str, hosts: &str) {
+        let pki = Pki::new(self.dir.path());
+        write_credential(&pki, &self.dir.path().join("credentials"), namespace, name, subject, hosts);
+    }
+
+    /// An HTTPS request through `gateway`'s listener written on `written`:
+    /// TLS with SNI `sni`, the certificate verified against the test CA,
+    /// then `GET path` with Host `host`: the status and body and the
+    /// subject (CN) of the certificate the router presented, or `None`
+    /// when the handshake or its verification failed.
+    pub(crate) fn https_get(
+        &self,
+        gateway: &str,
+        written: u16,
+        sni: &str,
+        host: &str,
+        path: &str,
+    ) -> Option<(u16, String, String)> {
+        let port = self.port(gateway, written);
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "-v", "--max-time", "10", "-w", "\n%{http_code}", "--resolve"])
+            .arg(format!("{sni}:{port}:127.0.0.1"))
+            .arg("--cacert")
+            .arg(&self.ca)
+            .arg("-H")
+            .arg(format!("host: {host}"))
+            .arg(format!("https://{sni}:{port}{path}"))
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            return None;
+        }
+        let said = String::from_utf8_lossy(&out.stderr);
+        let subject = said
+            .lines()
+            .find_map(|l| l.split_once("subject: CN=").map(|(_, n)| n.trim().to_string()))
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n')?;
+        Some((code.trim().parse().ok()?, body.to_string(), subject))
     }
 
     /// Applies the manifest `text` (its ports as written).
@@ -382,6 +463,28 @@ impl Conformance {
             said.len() == 2
         });
         said
+    }
+}
+
+/// Writes a certificate for `hosts` (subject `subject`, signed by the
+/// test CA `ca`) and its key as the Secret `namespace/name` of the
+/// credentials directory `root`, as a mounted Secret's files.
+fn write_credential(pki: &Pki, root: &Path, namespace: &str, name: &str, subject: &str, hosts: &str) {
+    let leaf = pki
+        .leaf(
+            subject,
+            "ca",
+            &format!("subjectAltName={hosts}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"),
+        )
+        .unwrap();
+    let secret = root.join(namespace).join(name);
+    std::fs::create_dir_all(&secret).unwrap();
+    // Each file replaced whole (renamed into place), as the kubelet swaps
+    // a mounted Secret's files: the reader never sees half of one.
+    for (from, to) in [(&leaf.key, "tls.key"), (&leaf.cert, "tls.crt")] {
+        let next = secret.join(format!(".{to}.next"));
+        std::fs::copy(from, &next).unwrap();
+        std::fs::rename(&next, secret.join(to)).unwrap();
     }
 }
 

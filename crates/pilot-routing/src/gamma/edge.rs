@@ -34,18 +34,22 @@
 //!   TLSRoutes attached, each for the hostnames it and the listener share.
 //!   A stream route's backends are those of its rule, by weight, the
 //!   Services it may refer to.
-//! - Served: `HTTP` and `TCP` listeners, and `TLS` listeners passing TLS
-//!   through. Listeners that terminate TLS (`HTTPS`, `TLS` with
-//!   `Terminate`) are not served to router proxies yet (their status
-//!   says so): pilot does not serve `certificateRefs` Secrets over SDS.
+//! - Served: `HTTP` and `TCP` listeners, `HTTPS` listeners terminating
+//!   TLS, and `TLS` listeners passing TLS through. An `HTTPS` listener
+//!   terminates with its first `certificateRefs` Secret (of the Gateway's
+//!   namespace, or another's under a ReferenceGrant; not served while a
+//!   reference does not resolve), which the ADS server sends the router
+//!   proxies over SDS as `kubernetes://<namespace>/<name>`; its own filter
+//!   chain matches the SNI of its hostname. `TLS` listeners terminating
+//!   TLS are not served yet (their status says so).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use pilot_api::gateway_api::{BackendRef, Gateway, Listener, ParentReference, StreamRouteRule, TlsMode};
-use pilot_model::{Config, ConfigMeta, Labels, Protocol};
+use pilot_model::{Config, ConfigMeta, CredentialName, Labels, Protocol};
 
 use super::super::gateway::intersect;
-use super::super::gateway_api_status::{CONTROLLER_NAME, admits, granted, names_listener};
+use super::super::gateway_api_status::{CONTROLLER_NAME, admits, certificate_refs, granted, names_listener};
 use super::super::{
     GatewayHost, HttpAction, HttpRoute, IngressServer, L4Match, RouteDestination, RoutingConfigs,
     RoutingModel, ServerHost, ServerTls, ServerTlsMode, TcpRoute, TlsRoute, WeightedDestination,
@@ -68,11 +72,15 @@ pub(crate) fn at_gateway(parents: Option<&[ParentReference]>) -> bool {
         .any(|p| p.group() == GROUP && p.kind() == "Gateway")
 }
 
-/// Whether `listener` is served to router proxies: HTTP, TCP, and TLS
-/// passed through.
+/// Whether `listener` is served to router proxies: HTTP, TCP, HTTPS
+/// terminating TLS with certificates (when they resolve:
+/// [`certificate_refs`]), and TLS passed through.
 pub(crate) fn served(listener: &Listener) -> bool {
     match listener.protocol.as_str() {
         "HTTP" | "TCP" => true,
+        "HTTPS" => listener.tls.as_ref().is_some_and(|t| {
+            t.mode() == TlsMode::Terminate && t.certificate_refs.as_deref().is_some_and(|refs| !refs.is_empty())
+        }),
         "TLS" => listener
             .tls
             .as_ref()
@@ -204,7 +212,7 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
         let Some(port) = listener.port.and_then(|p| u16::try_from(p).ok()) else {
             continue;
         };
-        if !served(listener) {
+        if !served(listener) || certificate_refs(listener, gateway, grants()).is_err() {
             continue;
         }
         let mut server = IngressServer::new(port);
@@ -223,6 +231,12 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
                 mode: ServerTlsMode::Passthrough,
                 ..Default::default()
             });
+        }
+        // Terminated with the first certificate, a Secret sent over SDS
+        // as `kubernetes://<namespace>/<name>`.
+        if let Some(reference) = terminated_with(listener) {
+            let namespace = reference.namespace.as_deref().unwrap_or(&gateway.meta.namespace);
+            server.tls = Some(ServerTls::credential(CredentialName::resource(namespace, &reference.name)));
         }
         server.tls_routes = streams.tls[index].clone();
         server.tcp_routes = streams.tcp[index].clone();
@@ -244,6 +258,16 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
             .collect();
         model.ingress.push(server);
     }
+}
+
+/// The certificate an HTTPS listener terminates TLS with: its first
+/// `certificateRefs` entry (the Gateway API lets an implementation use
+/// more, one per key type; pilot uses the first).
+fn terminated_with(listener: &Listener) -> Option<&pilot_api::gateway_api::SecretObjectReference> {
+    if listener.protocol != "HTTPS" {
+        return None;
+    }
+    listener.tls.as_ref()?.certificate_refs.as_deref()?.first()
 }
 
 /// The Gateway API's port of a redirect that names none: the port of its
@@ -648,8 +672,14 @@ spec:
         let ports: Vec<(u16, &str)> = servers.iter().map(|s| (s.port, s.port_name.as_str())).collect();
         assert_eq!(
             ports,
-            [(80, "any"), (80, "shop")],
-            "HTTP listeners of pilot's Gateway only"
+            [(80, "any"), (80, "shop"), (443, "secure")],
+            "HTTP and HTTPS listeners of pilot's Gateway only"
+        );
+        assert_eq!(servers[0].tls, None);
+        assert_eq!(
+            servers[2].tls,
+            Some(ServerTls::credential("kubernetes://infra/cert")),
+            "terminated with the listener's Secret of the Gateway's namespace"
         );
         for server in &servers {
             assert_eq!(server.gateway, "infra/edge");

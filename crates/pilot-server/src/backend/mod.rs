@@ -1,7 +1,9 @@
 //! The configuration store and the service registries the flags choose
 //! ([`open`]), and the one registry this crate implements: a file of
-//! services and instances, followed as it changes ([`services_file`]).
+//! services and instances, followed as it changes ([`services_file`]);
+//! and the credential source of `--credentials-dir` ([`credentials_dir`]).
 
+pub(crate) mod credentials_dir;
 mod in_cluster;
 mod open;
 pub mod services_file;

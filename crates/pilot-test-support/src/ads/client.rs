@@ -318,6 +318,11 @@ fn resource_name(type_url: &str, value: &[u8]) -> String {
                 .expect("a route configuration")
                 .name
         }
+        super::SDS => {
+            envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret::decode(value)
+                .expect("a secret")
+                .name
+        }
         other => panic!("a response of unknown type {other}"),
     }
 }

@@ -55,6 +55,8 @@ pub const EDS: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadA
 pub const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 /// The RDS type URL.
 pub const RDS: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+/// The SDS type URL.
+pub const SDS: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 
 /// The node id of a sidecar of `workload` in `namespace` at `ip`
 /// (`sidecar~IP~WORKLOAD.NAMESPACE~NAMESPACE.svc.cluster.local`).

@@ -46,6 +46,7 @@ use envoy_types::pb::google::protobuf::value;
 use pilot_xds::Proxy;
 
 use super::auth::Caller;
+use super::secrets::{Asked, SECRET_URL, Secrets};
 use super::transport::{Outgoing, RequestError, Requests, Responses, frame};
 use super::withheld::{Point, Withheld};
 use crate::feedback::EndReason;
@@ -128,6 +129,9 @@ pub(super) trait Protocol: Sized + Send {
 
     /// True once the proxy has subscribed to `t`.
     fn subscribed(&self, t: XdsType) -> bool;
+
+    /// The names a request for Secrets asks for (`secrets.rs`).
+    fn secret_names(request: &Self::Request) -> Asked;
 
     /// Serves a ztunnel's stream to its end (`ambient.rs`), or refuses it
     /// (ztunnel is served over delta xDS only).
@@ -214,6 +218,9 @@ pub(super) struct Session {
     /// Its place among the streams parked on their class
     /// (`parking.rs`), while parked.
     parked: Option<crate::push::Ticket>,
+    /// The Secrets it asked for and was sent (`secrets.rs`), once it asks
+    /// for one.
+    pub(super) secrets: Option<Box<Secrets>>,
 }
 
 impl Session {
@@ -231,6 +238,37 @@ impl Session {
     /// The server the stream belongs to, shared.
     pub(super) fn server_handle(&self) -> Arc<ServerState> {
         Arc::clone(&self.server)
+    }
+
+    /// The proxy the stream serves.
+    pub(super) fn proxy(&self) -> &Proxy {
+        &self.proxy
+    }
+
+    /// The proxy's node id.
+    pub(super) fn node_id(&self) -> &str {
+        &self.node
+    }
+
+    /// The snapshot the stream is served from (none before the first push).
+    pub(super) fn snapshot(&self) -> Option<&Arc<MeshSnapshot>> {
+        self.snapshot.as_ref()
+    }
+
+    /// True once the proxy asked for a Secret.
+    fn has_secrets(&self) -> bool {
+        self.secrets.is_some()
+    }
+
+    /// A new nonce for a response.
+    pub(super) fn next_nonce(&mut self) -> u64 {
+        self.nonce += 1;
+        self.nonce
+    }
+
+    /// Sends a framed response as it is (Secrets: `secrets.rs`).
+    pub(super) async fn send_raw(&mut self, message: Outgoing) -> Result<(), Gone> {
+        self.responses.send(message).await.map_err(|_| Gone)
     }
 
     /// True once a response of `t` went out on this stream.
@@ -348,6 +386,11 @@ impl Session {
     async fn request<P: Protocol>(&mut self, layer: &mut P, request: P::Request) -> Result<(), Gone> {
         self.catch_up();
         let (url, nonce, error) = P::header(&request);
+        if url == SECRET_URL {
+            return self
+                .secret_request(P::INCREMENTAL, nonce, error, P::secret_names(&request))
+                .await;
+        }
         let Some(t) = XdsType::from_url(url) else {
             tracing::debug!(
                 type_url = url,
@@ -403,7 +446,9 @@ impl Session {
         let before = self.sent.each_ref().map(Sent::number);
         self.push_types(layer).await?;
         self.settle(before);
-        self.release(layer).await
+        self.release(layer).await?;
+        // A ReferenceGrant may have come or gone.
+        self.send_secrets(P::INCREMENTAL, false).await
     }
 
     /// After a push: a type it changed nothing of (sent nothing since
@@ -498,6 +543,8 @@ struct Running<P: Protocol> {
     requests: Requests<P::Request>,
     snapshots: tokio::sync::watch::Receiver<Option<Arc<MeshSnapshot>>>,
     closing: tokio::sync::watch::Receiver<bool>,
+    /// Ticks after each change of the server's credentials.
+    credentials: tokio::sync::watch::Receiver<u64>,
     /// When it is told to reconnect (the maximum connection age).
     deadline: Option<tokio::time::Instant>,
 }
@@ -562,6 +609,7 @@ async fn open<P: Protocol>(
     }
     let mut snapshots = server.snapshots.subscribe();
     let mut closing = server.closing.subscribe();
+    let credentials = server.credential_changes.subscribe();
     server.feedback.register(id, proxy.node_id(), P::INCREMENTAL);
     let mut session = Session {
         server: Arc::clone(&server),
@@ -578,6 +626,7 @@ async fn open<P: Protocol>(
         withheld: Withheld::default(),
         nonce: 0,
         parked: None,
+        secrets: None,
     };
     let current = snapshots.borrow_and_update().clone();
     if let Some(snapshot) = current {
@@ -592,6 +641,7 @@ async fn open<P: Protocol>(
         requests,
         snapshots,
         closing,
+        credentials,
         deadline: limits.deadline,
     };
     if closed {
@@ -625,6 +675,11 @@ impl<P: Protocol> Running<P> {
             };
             tokio::select! {
                 _ = self.closing.changed() => return EndReason::ServerClosed,
+                changed = self.credentials.changed(), if session.has_secrets() => {
+                    if changed.is_err() || boxed(|| session.send_secrets(P::INCREMENTAL, false)).await.is_err() {
+                        return EndReason::ResponseDropped;
+                    }
+                }
                 () = woken => session.unpark(),
                 // A response waited for the write timeout with nothing
                 // taken: the connection is being dropped (`stall.rs`).

@@ -1,0 +1,274 @@
+//! SDS over ADS: the `Secret`s a proxy's listeners and clusters name
+//! (`kubernetes://[<namespace>/]<name>[-cacert]`, `pilot_model::CredentialName`),
+//! served from the server's [`CredentialSource`](pilot_model::CredentialSource).
+//!
+//! - Who may read what: a proxy reads the credentials of its own namespace
+//!   (its node id's, which an authenticated caller may only claim for its
+//!   own namespace); a router proxy also those of another namespace whose
+//!   ReferenceGrant lets Gateways of its namespace refer to that Secret,
+//!   as a Gateway's `certificateRefs` may. A name it may not read is
+//!   answered as one that does not exist: nothing is sent for it (and a
+//!   warning names the proxy and the Secret).
+//! - When: on the proxy's request (a name it newly asks for), after a
+//!   change of the credentials, and after a push (a ReferenceGrant may
+//!   have come or gone). Only what changed for the proxy is sent: a
+//!   state-of-the-world response carries every secret the proxy asks for
+//!   and may read (a secret left out is not a removal in state of the
+//!   world; a response is sent only when some secret is there, since
+//!   Envoy refuses one without the secret it waits for), a delta response
+//!   the changed ones and, in `removed_resources`, those deleted or no
+//!   longer readable.
+//! - ACKs and NACKs are logged; a NACKed secret is not sent again until
+//!   it changes. Secrets are not part of a proxy's distribution status:
+//!   their versions are not configuration versions.
+//! - What the stream keeps is boxed and made only when the proxy first
+//!   asks for a secret: a sidecar without any holds one pointer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    CertificateValidationContext, Secret, TlsCertificate, secret,
+};
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryResponse, DiscoveryResponse, Resource};
+use envoy_types::pb::google::protobuf::Any;
+use pilot_model::{CredentialName, TlsCredential};
+use prost::Message;
+
+use super::session::{Gone, Session};
+use super::transport::frame;
+
+/// The type URL of SDS resources.
+pub(crate) const SECRET_URL: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+
+/// What a Secret request asks for.
+pub(super) enum Asked {
+    /// Exactly these names (state of the world).
+    Names(BTreeSet<String>),
+    /// These more, these no longer (delta).
+    Change {
+        subscribe: Vec<String>,
+        unsubscribe: Vec<String>,
+    },
+}
+
+/// A stream's Secret subscription and what the proxy was sent.
+#[derive(Default)]
+pub(super) struct Secrets {
+    names: BTreeSet<String>,
+    /// Per name, the version of the secret the proxy holds (sent).
+    held: BTreeMap<String, u64>,
+    /// The nonce of the latest Secret response (0: none yet).
+    nonce: u64,
+}
+
+/// One secret as the proxy may have it now: its version and resource.
+struct Current {
+    version: u64,
+    secret: Secret,
+}
+
+impl Session {
+    /// Handles a request for Secrets: records its ACK or NACK, applies its
+    /// names, and sends what the proxy lacks.
+    pub(super) async fn secret_request(
+        &mut self,
+        incremental: bool,
+        nonce: &str,
+        error: Option<&str>,
+        asked: Asked,
+    ) -> Result<(), Gone> {
+        let node = self.node_id().to_string();
+        let secrets = self.secrets.get_or_insert_with(Default::default);
+        if !nonce.is_empty() {
+            if nonce.parse::<u64>().ok() != Some(secrets.nonce) || nonce.starts_with(['0', '+']) {
+                // A newer response is on its way; the answer to it carries
+                // the names.
+                return Ok(());
+            }
+            match error {
+                Some(message) => tracing::warn!(node, message, "Secret NACK"),
+                None => tracing::debug!(node, "Secret ACK"),
+            }
+        }
+        let before = secrets.names.clone();
+        match asked {
+            Asked::Names(names) => secrets.names = names,
+            Asked::Change { subscribe, unsubscribe } => {
+                for name in unsubscribe {
+                    secrets.names.remove(&name);
+                    secrets.held.remove(&name);
+                }
+                secrets.names.extend(subscribe.into_iter().filter(|n| n != "*"));
+            }
+        }
+        if !incremental {
+            // A state-of-the-world proxy that lets a name go forgets it.
+            let names = secrets.names.clone();
+            secrets.held.retain(|name, _| names.contains(name));
+        }
+        let added = secrets.names.difference(&before).count() > 0;
+        self.send_secrets(incremental, added && !incremental).await
+    }
+
+    /// Sends the secrets the proxy asks for whose version it lacks
+    /// (`whole`: every one it may read, for a state-of-the-world
+    /// subscription that named new ones).
+    pub(super) async fn send_secrets(&mut self, incremental: bool, whole: bool) -> Result<(), Gone> {
+        let Some(secrets) = self.secrets.as_ref() else {
+            return Ok(());
+        };
+        let current: BTreeMap<String, Current> = secrets
+            .names
+            .iter()
+            .filter_map(|name| Some((name.clone(), self.current_secret(name)?)))
+            .collect();
+        let changed = current
+            .iter()
+            .any(|(name, now)| secrets.held.get(name) != Some(&now.version));
+        let removed: Vec<String> = secrets
+            .held
+            .keys()
+            .filter(|name| !current.contains_key(*name))
+            .cloned()
+            .collect();
+        let message = if incremental {
+            if !changed && removed.is_empty() {
+                return Ok(());
+            }
+            let resources = current
+                .iter()
+                .filter(|(name, now)| secrets.held.get(*name) != Some(&now.version))
+                .map(|(name, now)| Resource {
+                    name: name.clone(),
+                    version: format!("{:016x}", now.version),
+                    resource: Some(any(&now.secret)),
+                    ..Default::default()
+                })
+                .collect();
+            SecretMessage::Delta(DeltaDiscoveryResponse {
+                system_version_info: version_of(&current),
+                resources,
+                type_url: SECRET_URL.to_string(),
+                removed_resources: removed,
+                ..Default::default()
+            })
+        } else {
+            // Envoy refuses a response without the secret it waits for:
+            // none is sent until one is there.
+            if current.is_empty() || !(changed || whole) {
+                return Ok(());
+            }
+            SecretMessage::Sotw(DiscoveryResponse {
+                version_info: version_of(&current),
+                resources: current.values().map(|now| any(&now.secret)).collect(),
+                type_url: SECRET_URL.to_string(),
+                ..Default::default()
+            })
+        };
+        let nonce = self.next_nonce();
+        let secrets = self.secrets.as_mut().expect("checked above");
+        secrets.nonce = nonce;
+        secrets.held = current.into_iter().map(|(name, now)| (name, now.version)).collect();
+        let message = match message {
+            SecretMessage::Sotw(mut response) => {
+                response.nonce = nonce.to_string();
+                frame(&response, Vec::new())
+            }
+            SecretMessage::Delta(mut response) => {
+                response.nonce = nonce.to_string();
+                frame(&response, Vec::new())
+            }
+        };
+        self.send_raw(message).await
+    }
+
+    /// The secret `resource` as this proxy may have it now: `None` when
+    /// there is no such credential or the proxy may not read it.
+    fn current_secret(&self, resource: &str) -> Option<Current> {
+        let source = self.server().credentials.get()?;
+        let proxy = self.proxy();
+        let own = crate::push::proxy_namespace(proxy);
+        let wanted = CredentialName::parse(resource, &own)?;
+        if !self.may_read(&own, &wanted) {
+            tracing::warn!(
+                node = self.node_id(),
+                secret = resource,
+                "the proxy may not read the Secret {}/{}: not its namespace, and no ReferenceGrant there lets \
+                 Gateways of {own} refer to it",
+                wanted.namespace,
+                wanted.name
+            );
+            return None;
+        }
+        let credential = source.get(&wanted.namespace, &wanted.name)?;
+        let secret = secret_of(resource, &credential, wanted.ca)?;
+        let mut hasher = DefaultHasher::new();
+        secret.encode_to_vec().hash(&mut hasher);
+        Some(Current {
+            version: hasher.finish(),
+            secret,
+        })
+    }
+
+    /// Whether a proxy of namespace `own` may read `wanted`: its own
+    /// namespace's, or (a router) one a ReferenceGrant lets its
+    /// namespace's Gateways refer to.
+    fn may_read(&self, own: &str, wanted: &CredentialName) -> bool {
+        if wanted.namespace == own {
+            return true;
+        }
+        if self.proxy().proxy_type != pilot_xds::ProxyType::Router {
+            return false;
+        }
+        self.snapshot()
+            .is_some_and(|snapshot| snapshot.rules.configs.grants_secret(own, &wanted.namespace, &wanted.name))
+    }
+}
+
+enum SecretMessage {
+    Sotw(DiscoveryResponse),
+    Delta(DeltaDiscoveryResponse),
+}
+
+/// The SDS resource `name` of `credential`: its certificate and key, or
+/// (`ca`) its certificate authority, `None` when it has none.
+fn secret_of(name: &str, credential: &TlsCredential, ca: bool) -> Option<Secret> {
+    let inline = |bytes: &[u8]| DataSource {
+        specifier: Some(data_source::Specifier::InlineBytes(bytes.to_vec())),
+        ..Default::default()
+    };
+    let kind = if ca {
+        secret::Type::ValidationContext(CertificateValidationContext {
+            trusted_ca: Some(inline(credential.ca_certificates.as_deref()?)),
+            ..Default::default()
+        })
+    } else {
+        secret::Type::TlsCertificate(TlsCertificate {
+            certificate_chain: Some(inline(&credential.certificate_chain)),
+            private_key: Some(inline(&credential.private_key)),
+            ..Default::default()
+        })
+    };
+    Some(Secret {
+        name: name.to_string(),
+        r#type: Some(kind),
+    })
+}
+
+fn any(secret: &Secret) -> Any {
+    Any {
+        type_url: SECRET_URL.to_string(),
+        value: secret.encode_to_vec(),
+    }
+}
+
+/// A response's version: a digest of the versions it says the proxy holds.
+fn version_of(current: &BTreeMap<String, Current>) -> String {
+    let mut hasher = DefaultHasher::new();
+    for (name, now) in current {
+        (name, now.version).hash(&mut hasher);
+    }
+    format!("{:016x}", hasher.finish())
+}

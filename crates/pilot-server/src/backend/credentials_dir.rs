@@ -1,0 +1,264 @@
+//! The `--credentials-dir` credential source: TLS credentials laid out as
+//! Kubernetes mounts `kubernetes.io/tls` Secrets, one directory per
+//! Secret under its namespace's:
+//!
+//! ```text
+//! DIR/<namespace>/<name>/tls.crt    the certificate, then its chain (PEM)
+//! DIR/<namespace>/<name>/tls.key    its private key (PEM: PKCS#8, PKCS#1 or SEC1)
+//! DIR/<namespace>/<name>/ca.crt     optional: CAs that verify peers (MUTUAL)
+//! ```
+//!
+//! The directory is read again every `--credentials-poll-ms`; a change
+//! (a file written, a mounted Secret's symlinks swapped, a directory added
+//! or removed) reaches the proxies holding the credential. A credential
+//! that does not load (a missing file, PEM that holds no certificate or
+//! key, a key that is not the certificate's) is logged with its path and
+//! why, and left out; one that loaded before keeps its last version (a
+//! rotation caught halfway, a new key beside the old certificate, changes
+//! nothing) until it loads again or its directory goes. Names that no
+//! Secret could have are skipped.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use pilot_model::{CredentialSource, TlsCredential};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// Credentials by namespace and name.
+type Credentials = BTreeMap<(String, String), Arc<TlsCredential>>;
+
+/// The credentials of a directory, as last read ([`follow`] keeps them
+/// current).
+pub(crate) struct CredentialsDir {
+    path: PathBuf,
+    held: RwLock<Credentials>,
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+impl CredentialsDir {
+    /// The credentials of `path` as they are now.
+    pub(crate) fn open(path: &Path) -> std::io::Result<Arc<Self>> {
+        if !path.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("--credentials-dir {}: not a directory", path.display()),
+            ));
+        }
+        let (held, _) = read(path);
+        tracing::info!(path = %path.display(), credentials = held.len(), "credentials loaded");
+        Ok(Arc::new(CredentialsDir {
+            path: path.to_path_buf(),
+            held: RwLock::new(held),
+            changes: tokio::sync::watch::channel(0).0,
+        }))
+    }
+
+    /// Reads the directory again; true when something changed. A
+    /// credential there that no longer loads (caught halfway through a
+    /// rotation, or broken) keeps its last version until it loads again
+    /// or its directory goes.
+    pub(crate) fn reload(&self) -> bool {
+        let (mut now, failed) = read(&self.path);
+        let mut held = self.held.write().unwrap_or_else(|p| p.into_inner());
+        for key in failed {
+            if let Some(kept) = held.get(&key) {
+                now.insert(key, Arc::clone(kept));
+            }
+        }
+        if *held == now {
+            return false;
+        }
+        let (before, after) = (held.len(), now.len());
+        *held = now;
+        drop(held);
+        tracing::info!(path = %self.path.display(), before, after, "credentials changed");
+        self.changes.send_modify(|tick| *tick += 1);
+        true
+    }
+}
+
+impl CredentialSource for CredentialsDir {
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<TlsCredential>> {
+        let held = self.held.read().unwrap_or_else(|p| p.into_inner());
+        held.get(&(namespace.to_string(), name.to_string())).cloned()
+    }
+
+    fn changes(&self) -> BoxStream<'static, ()> {
+        let mut changes = self.changes.subscribe();
+        changes.mark_unchanged();
+        Box::pin(futures::stream::unfold(changes, |mut changes| async move {
+            changes.changed().await.ok()?;
+            changes.mark_unchanged();
+            Some(((), changes))
+        }))
+    }
+}
+
+/// Reads `source` again every `every` until `shutdown`.
+pub(crate) async fn follow(
+    source: Arc<CredentialsDir>,
+    every: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = crate::shutdown::closed(&mut shutdown) => return,
+        }
+        let source = Arc::clone(&source);
+        // File reads off the runtime's workers.
+        if tokio::task::spawn_blocking(move || source.reload()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Every credential of `root` that loads, and the keys of those there
+/// that do not.
+fn read(root: &Path) -> (Credentials, Vec<(String, String)>) {
+    let mut out = Credentials::new();
+    let mut failed = Vec::new();
+    for (namespace, namespace_dir) in subdirectories(root) {
+        for (name, dir) in subdirectories(&namespace_dir) {
+            match load(&dir) {
+                Ok(credential) => {
+                    out.insert((namespace.clone(), name), Arc::new(credential));
+                }
+                Err(reason) => {
+                    tracing::warn!(path = %dir.display(), reason, "credential not loaded");
+                    failed.push((namespace.clone(), name));
+                }
+            }
+        }
+    }
+    (out, failed)
+}
+
+/// The directories in `dir` whose names a namespace or Secret could have
+/// (the `..data` and timestamped directories of a mounted Secret are not).
+fn subdirectories(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let path = entry.path();
+            (path.is_dir() && pilot_model::dns1123_subdomain(&name).is_ok()).then_some((name, path))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The credential of one Secret's directory, checked: a certificate chain,
+/// its private key (which must be the first certificate's), and the CA
+/// bundle when there is one.
+fn load(dir: &Path) -> Result<TlsCredential, String> {
+    let file = |name: &str| std::fs::read(dir.join(name)).map_err(|e| format!("{name}: {e}"));
+    let credential = TlsCredential {
+        certificate_chain: file("tls.crt")?,
+        private_key: file("tls.key")?,
+        ca_certificates: match std::fs::read(dir.join("ca.crt")) {
+            Ok(ca) => Some(ca),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("ca.crt: {e}")),
+        },
+    };
+    check(&credential)?;
+    Ok(credential)
+}
+
+/// Whether `credential` is one Envoy can terminate TLS with: `tls.crt`
+/// holds certificates, `tls.key` a private key of a type it signs with,
+/// matching the first certificate; `ca.crt`, when there, certificates.
+pub(crate) fn check(credential: &TlsCredential) -> Result<(), String> {
+    let certificates = |pem: &[u8], file: &str| {
+        let chain = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("{file}: {e}"))?;
+        if chain.is_empty() {
+            return Err(format!("{file}: no PEM certificate"));
+        }
+        Ok(chain)
+    };
+    let chain = certificates(&credential.certificate_chain, "tls.crt")?;
+    let key = PrivateKeyDer::from_pem_slice(&credential.private_key).map_err(|e| format!("tls.key: {e}"))?;
+    rustls::sign::CertifiedKey::from_der(chain, key, &rustls::crypto::ring::default_provider())
+        .map_err(|e| format!("tls.key and tls.crt: {e}"))?;
+    if let Some(ca) = &credential.ca_certificates {
+        certificates(ca, "ca.crt")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    /// A self-signed certificate for `host` and its key, PEM.
+    fn issued(host: &str) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let certificate = rcgen::CertificateParams::new(vec![host.to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        (certificate.pem(), key.serialize_pem())
+    }
+
+    fn write(root: &Path, namespace: &str, name: &str, files: &[(&str, &str)]) {
+        let dir = root.join(namespace).join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (file, text) in files {
+            std::fs::write(dir.join(file), text).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn credentials_load_change_and_what_does_not_load_is_left_out() {
+        let root = tempfile::tempdir().unwrap();
+        let (cert, key) = issued("shop.example.com");
+        let (other_cert, other_key) = issued("other.example.com");
+        write(root.path(), "web", "shop", &[("tls.crt", &cert), ("tls.key", &key), ("ca.crt", &cert)]);
+        // The key of another certificate.
+        write(root.path(), "web", "mismatched", &[("tls.crt", &cert), ("tls.key", &other_key)]);
+        write(root.path(), "web", "keyless", &[("tls.crt", &cert)]);
+        write(root.path(), "web", "garbage", &[("tls.crt", "not pem"), ("tls.key", &key)]);
+        write(root.path(), "web", "..data", &[("tls.crt", &cert), ("tls.key", &key)]);
+
+        let source = CredentialsDir::open(root.path()).unwrap();
+        let shop = source.get("web", "shop").expect("a whole credential loads");
+        assert_eq!(shop.certificate_chain, cert.as_bytes());
+        assert_eq!(shop.ca_certificates.as_deref(), Some(cert.as_bytes()));
+        for left_out in ["mismatched", "keyless", "garbage", "..data"] {
+            assert!(source.get("web", left_out).is_none(), "{left_out} loaded");
+        }
+        assert!(!source.reload(), "nothing changed");
+
+        let mut changes = source.changes();
+        write(root.path(), "web", "shop", &[("tls.crt", &other_cert), ("tls.key", &other_key)]);
+        assert!(source.reload());
+        tokio::time::timeout(Duration::from_secs(60), changes.next())
+            .await
+            .expect("no change announced")
+            .unwrap();
+        assert_eq!(source.get("web", "shop").unwrap().certificate_chain, other_cert.as_bytes());
+
+        // Halfway through a rotation (a new key, the old certificate):
+        // the last version is kept.
+        write(root.path(), "web", "shop", &[("tls.key", &key)]);
+        assert!(!source.reload());
+        assert_eq!(source.get("web", "shop").unwrap().certificate_chain, other_cert.as_bytes());
+
+        std::fs::remove_dir_all(root.path().join("web/shop")).unwrap();
+        assert!(source.reload());
+        assert!(source.get("web", "shop").is_none(), "a removed Secret is gone");
+        assert!(CredentialsDir::open(&root.path().join("missing")).is_err());
+    }
+}
