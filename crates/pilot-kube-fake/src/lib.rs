@@ -62,8 +62,12 @@
 //!   its discretion, about once a minute; the fake sends them promptly).
 //!   A watch that falls [`WATCH_BUFFER`] events behind is closed, as the API
 //!   server closes watchers that cannot keep up.
-//! - **Not implemented** (answered 400 rather than ignored): label and
-//!   field selectors. Lists are never paginated (`limit` is ignored, which
+//! - Field selectors on lists and watches: `metadata.name` and
+//!   `metadata.namespace` of any resource, `type` of Secrets, with `=`,
+//!   `==` and `!=` (another field is a 400, `field label not supported`,
+//!   as the API server answers).
+//! - **Not implemented** (answered 400 rather than ignored): label
+//!   selectors. Lists are never paginated (`limit` is ignored, which
 //!   the API allows), `timeoutSeconds` is ignored, and there are no
 //!   built-in admission plugins, schema validation, finalizers or garbage
 //!   collection.

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::record::ApiRequest;
-use super::state::{Failure, Resource, State, WATCH_BUFFER, Watcher, event_line, id};
+use super::state::{Failure, Fields, Resource, State, WATCH_BUFFER, Watcher, event_line, id};
 use super::{admission, discovery};
 
 /// What the fake answers with: a whole JSON body, or a watch stream.
@@ -184,13 +184,14 @@ fn route(
             ),
         ));
     }
-    if query.get("labelSelector").is_some() || query.get("fieldSelector").is_some() {
+    if query.get("labelSelector").is_some() {
         return Err(Failure::new(
             400,
             "BadRequest",
-            "the fake API server does not implement selectors",
+            "the fake API server does not implement label selectors",
         ));
     }
+    let fields = Fields::parse(query.get("fieldSelector").unwrap_or_default(), resource)?;
     if target.status {
         return match (method, target.name.as_deref()) {
             (&Method::GET, Some(name)) => Ok(Answer::Object(200, state.get(resource, namespace, name)?)),
@@ -211,10 +212,11 @@ fn route(
     }
     match (method, target.name.as_deref()) {
         (&Method::GET, None) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
-            watch(state, &target, query)
+            watch(state, &target, query, fields)
         }
         (&Method::GET, None) => {
-            let (items, revision) = state.list(resource, target.namespace.as_deref());
+            let (mut items, revision) = state.list(resource, target.namespace.as_deref());
+            items.retain(|object| fields.matches(object));
             Ok(Answer::Object(
                 200,
                 json!({
@@ -319,7 +321,7 @@ pub(crate) fn target(state: &State, path: &str) -> Result<Target, Failure> {
     })
 }
 
-fn watch(state: &mut State, target: &Target, query: &Query) -> Result<Answer, Failure> {
+fn watch(state: &mut State, target: &Target, query: &Query, fields: Fields) -> Result<Answer, Failure> {
     if state.watches_refused {
         return Err(Failure::new(
             503,
@@ -333,7 +335,11 @@ fn watch(state: &mut State, target: &Target, query: &Query) -> Result<Answer, Fa
     let replay = if from.is_empty() || from == "0" {
         // Start at the most recent state: every object as ADDED first.
         let (items, _) = state.list(resource, target.namespace.as_deref());
-        items.iter().map(|object| event_line("ADDED", object)).collect()
+        items
+            .iter()
+            .filter(|object| fields.matches(object))
+            .map(|object| event_line("ADDED", object))
+            .collect()
     } else {
         let after: u64 = from.parse().map_err(|_| {
             Failure::new(
@@ -349,7 +355,7 @@ fn watch(state: &mut State, target: &Target, query: &Query) -> Result<Answer, Fa
                 format!("Too large resource version: {after}, current: {}", state.revision),
             ));
         }
-        match state.replay(&key, target.namespace.as_deref(), after) {
+        match state.replay(&key, target.namespace.as_deref(), &fields, after) {
             Some(replay) => replay,
             None => {
                 // As the API server does: 200, then an ERROR event with 410.
@@ -372,6 +378,7 @@ fn watch(state: &mut State, target: &Target, query: &Query) -> Result<Answer, Fa
     state.watchers.push(Watcher {
         resource: key,
         namespace: target.namespace.clone(),
+        fields,
         bookmarks: query.get("allowWatchBookmarks").is_some_and(|b| b == "true"),
         sender,
     });

@@ -108,10 +108,66 @@ struct Change {
     object: Value,
 }
 
+/// A field selector (`fieldSelector`), as the API server takes one:
+/// comma-separated requirements `field=value` (or `==`) and
+/// `field!=value` on `metadata.name` and `metadata.namespace` of any
+/// resource, and `type` of Secrets. Every field it takes is immutable, so
+/// an object never moves in or out of a selection.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Fields(Vec<(String, bool, String)>);
+
+impl Fields {
+    /// `text` for `resource`; a field the API server does not index is a
+    /// 400, as it answers.
+    pub(crate) fn parse(text: &str, resource: &Resource) -> Result<Fields, Failure> {
+        let mut out = Vec::new();
+        for requirement in text.split(',').filter(|r| !r.is_empty()) {
+            let (field, equal, value) = if let Some((field, value)) = requirement.split_once("!=") {
+                (field, false, value)
+            } else if let Some((field, value)) = requirement.split_once("==") {
+                (field, true, value)
+            } else if let Some((field, value)) = requirement.split_once('=') {
+                (field, true, value)
+            } else {
+                return Err(Failure::new(
+                    400,
+                    "BadRequest",
+                    format!("invalid selector: '{text}'; can't understand '{requirement}'"),
+                ));
+            };
+            let known = matches!(field, "metadata.name" | "metadata.namespace")
+                || (field == "type" && resource.group.is_empty() && resource.plural == "secrets");
+            if !known {
+                return Err(Failure::new(
+                    400,
+                    "BadRequest",
+                    format!("field label not supported: {field}"),
+                ));
+            }
+            out.push((field.to_string(), equal, value.to_string()));
+        }
+        Ok(Fields(out))
+    }
+
+    /// Whether `object` meets every requirement.
+    pub(crate) fn matches(&self, object: &Value) -> bool {
+        self.0.iter().all(|(field, equal, value)| {
+            let found = match field.as_str() {
+                "metadata.name" => object["metadata"]["name"].as_str(),
+                "metadata.namespace" => object["metadata"]["namespace"].as_str(),
+                _ => object["type"].as_str(),
+            }
+            .unwrap_or_default();
+            (found == value) == *equal
+        })
+    }
+}
+
 /// An open watch: which objects it follows and where its events go.
 pub(crate) struct Watcher {
     pub resource: ResourceId,
     pub namespace: Option<String>,
+    pub fields: Fields,
     pub bookmarks: bool,
     pub sender: mpsc::Sender<Bytes>,
 }
@@ -425,6 +481,7 @@ impl State {
         &self,
         resource: &ResourceId,
         namespace: Option<&str>,
+        fields: &Fields,
         after: u64,
     ) -> Option<Vec<Bytes>> {
         if after < self.oldest {
@@ -434,7 +491,7 @@ impl State {
             self.history
                 .iter()
                 .filter(|c| c.revision > after && &c.resource == resource)
-                .filter(|c| namespace.is_none_or(|n| n == c.namespace))
+                .filter(|c| namespace.is_none_or(|n| n == c.namespace) && fields.matches(&c.object))
                 .map(|c| event_line(c.kind, &c.object))
                 .collect(),
         )
@@ -521,7 +578,8 @@ impl State {
         let resources = &self.resources;
         self.watchers.retain(|watcher| {
             let matches = watcher.resource == change.resource
-                && watcher.namespace.as_deref().is_none_or(|n| n == change.namespace);
+                && watcher.namespace.as_deref().is_none_or(|n| n == change.namespace)
+                && watcher.fields.matches(&change.object);
             let message = if matches {
                 line.clone()
             } else if watcher.bookmarks

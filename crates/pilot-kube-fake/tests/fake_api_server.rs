@@ -144,7 +144,75 @@ async fn failures_are_status_objects_with_the_documented_codes() {
             .await
             .unwrap_err(),
     );
-    assert_eq!(selector.code, 400, "selectors are refused, not ignored");
+    assert_eq!(selector.code, 400, "label selectors are refused, not ignored");
+}
+
+#[tokio::test]
+async fn field_selectors_choose_what_lists_and_watches_see() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::runtime::watcher;
+    let fake = FakeApiServer::new();
+    let secrets: Api<Secret> = Api::namespaced(fake.client(), "default");
+    let secret = |name: &str, type_: &str| {
+        serde_json::from_value::<Secret>(serde_json::json!({
+            "metadata": {"name": name}, "type": type_, "data": {"tls.crt": "Y2VydA==", "tls.key": "a2V5"}
+        }))
+        .unwrap()
+    };
+    secrets
+        .create(&PostParams::default(), &secret("shop", "kubernetes.io/tls"))
+        .await
+        .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret("token", "Opaque"))
+        .await
+        .unwrap();
+    let tls = ListParams::default().fields("type=kubernetes.io/tls");
+    let names = |list: kube::core::ObjectList<Secret>| -> Vec<String> {
+        list.items.into_iter().map(|s| s.metadata.name.unwrap()).collect()
+    };
+    assert_eq!(names(secrets.list(&tls).await.unwrap()), ["shop"]);
+    let not_tls = ListParams::default().fields("type!=kubernetes.io/tls,metadata.namespace=default");
+    assert_eq!(names(secrets.list(&not_tls).await.unwrap()), ["token"]);
+
+    // A watch sees the TLS Secrets only, those written before and after.
+    let config = watcher::Config::default().fields("type=kubernetes.io/tls");
+    let mut events = watcher(secrets.clone(), config).boxed();
+    let mut seen = Vec::new();
+    let mut written = false;
+    while !seen.contains(&"later".to_string()) {
+        if seen.len() == 1 && !written {
+            written = true;
+            secrets
+                .create(&PostParams::default(), &secret("other", "Opaque"))
+                .await
+                .unwrap();
+            secrets
+                .create(&PostParams::default(), &secret("later", "kubernetes.io/tls"))
+                .await
+                .unwrap();
+        }
+        match tokio::time::timeout(std::time::Duration::from_secs(60), events.next())
+            .await
+            .expect("the watch went quiet")
+            .unwrap()
+            .unwrap()
+        {
+            watcher::Event::InitApply(s) | watcher::Event::Apply(s) => seen.push(s.metadata.name.unwrap()),
+            _ => {}
+        }
+    }
+    assert_eq!(seen, ["shop", "later"], "the Opaque Secrets are not seen");
+
+    let services: Api<Service> = Api::namespaced(fake.client(), "default");
+    let unknown = api_error(
+        services
+            .list(&ListParams::default().fields("spec.clusterIP=None"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(unknown.code, 400, "{}", unknown.message);
+    assert!(unknown.message.contains("field label not supported: spec.clusterIP"));
 }
 
 #[tokio::test]

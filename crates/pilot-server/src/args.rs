@@ -165,6 +165,13 @@ pub struct Args {
     /// `--credentials-poll-ms`.
     #[arg(long, value_name = "DIR")]
     pub credentials_dir: Option<PathBuf>,
+    /// Serve the cluster's `kubernetes.io/tls` Secrets (of
+    /// `--kube-namespace` when set) as `--credentials-dir` serves a
+    /// directory's, followed with a watch (field selector
+    /// `type=kubernetes.io/tls`: no other Secret is read). Needs RBAC to
+    /// list and watch Secrets. Not with `--credentials-dir`.
+    #[arg(long, conflicts_with = "credentials_dir")]
+    pub kube_credentials: bool,
     /// How often `--credentials-dir` is read again, in milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     pub credentials_poll_ms: u64,

@@ -97,6 +97,13 @@ pub async fn run(
         }
         None => None,
     };
+    if args.kube_credentials {
+        let client = backend::kube_client(&args.kube_service_account_dir)
+            .await
+            .map_err(StartError::Failed)?;
+        let source = pilot_store_k8s::KubeCredentials::start(client, args.kube_namespace.as_deref());
+        xds = xds.with_credentials(Arc::new(source));
+    }
     let (closing, shutdown_rx) = watch::channel(false);
     let shared = assemble(&checked, opened, controller, xds, bound, shutdown_rx);
     let mut tasks = spawn_background(&args, &shared, config_events, services_file);

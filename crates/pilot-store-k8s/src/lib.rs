@@ -58,6 +58,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod convert;
+mod credentials;
 mod crd;
 mod error;
 mod membership;
@@ -66,6 +67,7 @@ mod schema;
 mod store;
 mod watch;
 
+pub use credentials::{KubeCredentials, TLS_SECRET_TYPE};
 pub use crd::{ESTABLISH_TIMEOUT, FIELD_MANAGER, crd, crds, crds_defined_elsewhere, install_crds};
 pub use error::KubeError;
 pub use membership::{

@@ -219,6 +219,7 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
         // A TLS listener's streams are opaque TCP, routed by SNI.
         server.protocol = match listener.protocol.as_str() {
             "TCP" | "TLS" => Protocol::Tcp,
+            "HTTPS" => Protocol::Https,
             _ => Protocol::Http,
         };
         server.port_name = listener.name.clone();
