@@ -19,6 +19,10 @@
 //!   redirects (host and status, path, port, scheme, port and scheme on
 //!   HTTP listeners, 303, 307, 308), host and path rewrites, a mirror,
 //!   retry (experimental), observed generation bump.
+//! - HTTPS listeners: HTTPRouteHTTPSListener (TLS ended with the
+//!   listener's Secret from `--credentials-dir`, over SDS, and its
+//!   rotation), GatewaySecretReferenceGrantSpecific and
+//!   GatewaySecretMissingReferenceGrant (a Secret of another namespace).
 //! - TCPRoute: reference grant, attach to every listener, weights.
 //! - TLSRoute: passthrough by SNI, hostname intersection.
 
