@@ -7,7 +7,10 @@
 //! ns1's VirtualService and answers 404 for ns2's; TCP, TLS (terminated)
 //! and PASSTHROUGH servers route
 //! connections to backends, and a MUTUAL server admits only the client
-//! identities it lists.
+//! identities it lists; servers naming a `credentialName` end TLS with
+//! that Secret of the router's namespace (from `--credentials-dir`, over
+//! SDS; MUTUAL verifies clients with its `ca.crt`), and another
+//! namespace's Secret is never sent to the router.
 
 mod common;
 
@@ -362,4 +365,136 @@ spec:
     );
     let anonymous = curl_https("mutual.example.com", mutual_port, &ca.cert, &[]);
     assert!(!anonymous.0, "no client certificate is refused: {anonymous:?}");
+}
+
+#[test]
+fn credential_names_are_secrets_of_the_routers_namespace_sent_over_sds() {
+    // An Istio Gateway's `credentialName`: the Secret of the gateway
+    // workload's namespace (`--credentials-dir DIR/default/<name>`), its
+    // `ca.crt` verifying clients for MUTUAL (`<name>-cacert`); a Secret of
+    // another namespace with the same name is not the router's.
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let ca = pki.ca("ca").unwrap();
+    let client_ca = pki.ca("client-ca").unwrap();
+    let server = pki
+        .leaf(
+            "secure",
+            "ca",
+            "subjectAltName=DNS:secure.example.com,DNS:mutual.example.com\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+    let client = pki
+        .leaf(
+            "client",
+            "client-ca",
+            "subjectAltName=URI:spiffe://example.org/client\nextendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+    let credentials = dir.path().join("credentials");
+    let write = |namespace: &str, name: &str, with_ca: bool| {
+        let secret = credentials.join(namespace).join(name);
+        std::fs::create_dir_all(&secret).unwrap();
+        std::fs::copy(&server.cert, secret.join("tls.crt")).unwrap();
+        std::fs::copy(&server.key, secret.join("tls.key")).unwrap();
+        if with_ca {
+            std::fs::copy(&client_ca.cert, secret.join("ca.crt")).unwrap();
+        }
+    };
+    write("default", "secure-certificate", true);
+    write("elsewhere", "elsewhere-only", false);
+
+    let backend = Backend::start();
+    let services = common::services_file(dir.path(), free_port(), backend.port);
+    let discovery = Discovery::start(&[
+        "--services",
+        services.to_str().unwrap(),
+        "--credentials-dir",
+        credentials.to_str().unwrap(),
+    ]);
+    let (simple, mutual, foreign, control) = (free_port(), free_port(), free_port(), free_port());
+    let agent = router(
+        dir.path(),
+        &discovery,
+        format!(
+            r#"apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: default}}
+spec:
+  selector: {{istio: ingressgateway}}
+  servers:
+  - port: {{number: {simple}, name: https, protocol: HTTPS}}
+    hosts: [secure.example.com]
+    tls: {{mode: SIMPLE, credentialName: secure-certificate}}
+  - port: {{number: {mutual}, name: https-mutual, protocol: HTTPS}}
+    hosts: [mutual.example.com]
+    tls: {{mode: MUTUAL, credentialName: secure-certificate}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: backend, namespace: default}}
+spec:
+  hosts: [secure.example.com, mutual.example.com]
+  gateways: [edge, foreign]
+  http:
+  - route: [{{destination: {{host: backend}}}}]
+"#
+        ),
+        "10.0.0.41",
+        "gateway-2.default",
+    );
+    eventually("TLS ended with the Secret for secure.example.com", || {
+        curl_https("secure.example.com", simple, &ca.cert, &[]) == (true, "ok".to_string())
+    });
+    let identity: Vec<&std::ffi::OsStr> = vec![
+        std::ffi::OsStr::new("--cert"),
+        client.cert.as_os_str(),
+        std::ffi::OsStr::new("--key"),
+        client.key.as_os_str(),
+    ];
+    eventually("MUTUAL served with the Secret's CA", || {
+        curl_https("mutual.example.com", mutual, &ca.cert, &identity) == (true, "ok".to_string())
+    });
+    assert!(
+        !curl_https("mutual.example.com", mutual, &ca.cert, &[]).0,
+        "a client without a certificate the Secret's ca.crt signed is refused"
+    );
+    // A server naming another namespace's Secret: it is never sent to the
+    // router, so that listener has no certificate to end TLS with (it
+    // waits for one), while the others keep serving.
+    let foreign_gateway = dir.path().join("foreign.yaml");
+    std::fs::write(
+        &foreign_gateway,
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {{name: foreign, namespace: default}}\n\
+             spec:\n  selector: {{istio: ingressgateway}}\n  servers:\n  \
+             - port: {{number: {foreign}, name: https-foreign, protocol: HTTPS}}\n    hosts: [secure.example.com]\n    \
+             tls: {{mode: SIMPLE, credentialName: elsewhere-only}}\n  \
+             - port: {{number: {control}, name: https-control, protocol: HTTPS}}\n    hosts: [secure.example.com]\n    \
+             tls: {{mode: SIMPLE, credentialName: secure-certificate}}\n"
+        ),
+    )
+    .unwrap();
+    let applied = pilot_test_support::pilotctl(
+        Some(&discovery.url),
+        &["apply", "-f", foreign_gateway.to_str().unwrap()],
+        &[],
+        None,
+    );
+    assert_eq!(applied.code, 0, "{}{}", applied.stdout, applied.stderr);
+    // The control server, added with it, names the router's own Secret:
+    // once it serves, the Secrets both listeners asked for were answered.
+    eventually("the control server added beside it to serve", || {
+        curl_https("secure.example.com", control, &ca.cert, &[]) == (true, "ok".to_string())
+    });
+    assert!(!curl_https("secure.example.com", foreign, &ca.cert, &[]).0, "{}", agent.log());
+    let (_, secrets) = common::get(agent.admin_port, "/config_dump?resource=dynamic_active_secrets");
+    assert!(
+        !secrets.contains("elsewhere-only"),
+        "another namespace's Secret was sent: {secrets}"
+    );
+    assert_eq!(
+        curl_https("secure.example.com", simple, &ca.cert, &[]),
+        (true, "ok".to_string())
+    );
 }
