@@ -22,7 +22,8 @@
 //! - HTTPS listeners: HTTPRouteHTTPSListener (TLS ended with the
 //!   listener's Secret from `--credentials-dir`, over SDS, and its
 //!   rotation), GatewaySecretReferenceGrantSpecific and
-//!   GatewaySecretMissingReferenceGrant (a Secret of another namespace).
+//!   GatewaySecretMissingReferenceGrant (a Secret of another namespace),
+//!   GatewayInvalidTLSConfiguration (the listeners' status).
 //! - TCPRoute: reference grant, attach to every listener, weights.
 //! - TLSRoute: passthrough by SNI, hostname intersection.
 
@@ -1431,3 +1432,49 @@ fn a_certificate_of_another_namespace_is_used_under_a_reference_grant_only() {
             ]
     });
 }
+
+#[test]
+fn listeners_whose_certificates_cannot_be_used_say_why() {
+    // GatewayInvalidTLSConfiguration: a Secret that does not exist, one
+    // whose files are not a certificate and key (written malformed to
+    // --credentials-dir: the corpus leaves Secrets out), a reference of
+    // another group and of another kind: each listener's ResolvedRefs is
+    // False with InvalidCertificateRef, and it is not Programmed.
+    let Some(conformance) = Conformance::with(&["gateway-invalid-tls-configuration"], &[]) else {
+        return;
+    };
+    conformance.write_secret(
+        INFRA,
+        "malformed-certificate",
+        &[("tls.crt", "not a certificate"), ("tls.key", "not a key")],
+    );
+    // A valid Secret written after it, and a listener naming it: once that
+    // listener's reference resolves, the directory was read with both.
+    conformance.rotate(INFRA, "probe-certificate", "probe-certificate", "DNS:probe.example.org");
+    conformance.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: probe, namespace: {INFRA}}}\n\
+         spec:\n  gatewayClassName: gateway-conformance\n  listeners:\n  \
+         - {{name: https, port: 443, protocol: HTTPS, tls: {{certificateRefs: [{{name: probe-certificate}}]}}}}\n"
+    ));
+    eventually("the probe's certificate to be read", || {
+        listener_conditions(&conformance, "probe", "https").contains(&said("ResolvedRefs", "True", "ResolvedRefs"))
+    });
+    for gateway in [
+        "gateway-certificate-nonexistent-secret",
+        "gateway-certificate-malformed-secret",
+        "gateway-certificate-unsupported-group",
+        "gateway-certificate-unsupported-kind",
+    ] {
+        assert_eq!(
+            listener_conditions(&conformance, gateway, "https"),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("Conflicted", "False", "NoConflicts"),
+                said("Programmed", "False", "Invalid"),
+                said("ResolvedRefs", "False", "InvalidCertificateRef"),
+            ],
+            "{gateway}"
+        );
+    }
+}
+

@@ -15,8 +15,9 @@
 //! A listener's `ResolvedRefs` also says whether its `certificateRefs`
 //! may be followed (`InvalidCertificateRef` for what is not a Secret,
 //! `RefNotPermitted` for a Secret of another namespace without a
-//! ReferenceGrant); status is written from the configuration alone, so
-//! whether the Secret exists is not said. A listener is `Programmed` when
+//! ReferenceGrant), and whether the credential source holds each
+//! (`InvalidCertificateRef` for one that does not exist or does not
+//! load). A listener is `Programmed` when
 //! pilot serves it to the Gateway's router proxies (HTTP, TCP, HTTPS
 //! terminating TLS, and TLS passthrough listeners, their references
 //! resolved; `TLS` listeners terminating TLS are `Pending`), and a
@@ -29,7 +30,7 @@ use std::time::SystemTime;
 use crate::gamma::edge::{GATEWAY_NAME_LABEL, served, shared_hostnames};
 use pilot_api::gateway_api::{
     FromNamespaces, Gateway, GatewayClass, GrpcRoute, HttpRoute, LabelSelector, Listener, ParentReference,
-    ReferenceGrant, TcpRoute, TlsRoute,
+    ReferenceGrant, TcpRoute, TlsMode, TlsRoute,
 };
 use pilot_model::{
     Condition, Config, ConfigKey, ConfigKind, DynConfig, GatewayApiStatus, ListenerStatus, RouteGroupKind,
@@ -63,6 +64,7 @@ pub fn status_kinds() -> Vec<String> {
 pub fn statuses(
     objects: &[Arc<DynConfig>],
     service_exists: &dyn Fn(&str) -> bool,
+    credentials: Credentials<'_>,
     domain: &str,
     now: SystemTime,
 ) -> HashMap<ConfigKey, GatewayApiStatus> {
@@ -172,7 +174,8 @@ pub fn statuses(
             .enumerate()
             .map(|(i, listener)| {
                 let count = attached.get(&(gateway.key(), i)).copied().unwrap_or(0);
-                let certificates = certificate_refs(listener, gateway, input.grants.iter());
+                let certificates = certificate_refs(listener, gateway, input.grants.iter())
+                    .and_then(|()| certificates_present(listener, gateway, credentials));
                 listener_status(listener, count, certificates, &condition)
             })
             .collect();
@@ -181,7 +184,7 @@ pub fn statuses(
             GatewayApiStatus {
                 conditions: vec![
                     condition("Accepted", true, "Accepted", "pilot serves this Gateway's class"),
-                    gateway_programmed(gateway, &input.grants, &condition),
+                    gateway_programmed(gateway, &input.grants, credentials, &condition),
                 ],
                 listeners,
                 ..Default::default()
@@ -196,13 +199,19 @@ pub fn statuses(
 fn gateway_programmed(
     gateway: &Config<Gateway>,
     grants: &[Config<ReferenceGrant>],
+    credentials: Credentials<'_>,
     condition: &impl Fn(&str, bool, &str, &str) -> Condition,
 ) -> Condition {
     let pending: Vec<&str> = gateway
         .spec
         .listeners
         .iter()
-        .filter(|l| !served(l) || certificate_refs(l, gateway, grants.iter()).is_err())
+        .filter(|l| {
+            !served(l)
+                || certificate_refs(l, gateway, grants.iter())
+                    .and_then(|()| certificates_present(l, gateway, credentials))
+                    .is_err()
+        })
         .map(|l| l.name.as_str())
         .collect();
     let proxies = format!(
@@ -630,12 +639,56 @@ pub fn listener_kinds(listener: &Listener) -> Vec<RouteGroupKind> {
     }
 }
 
+/// What status knows of the Secrets listeners name: `None` when the
+/// server has no credential source (none is served), else whether the
+/// Secret `namespace`, `name` is there and loads.
+pub type Credentials<'a> = Option<&'a dyn Fn(&str, &str) -> bool>;
+
+/// Whether each Secret a listener terminating TLS names is there
+/// (`InvalidCertificateRef` otherwise, as the conformance's
+/// GatewayInvalidTLSConfiguration expects of a Secret that does not exist
+/// or holds no certificate and key).
+fn certificates_present(
+    listener: &Listener,
+    gateway: &Config<Gateway>,
+    credentials: Credentials<'_>,
+) -> Result<(), (&'static str, String)> {
+    let refs = listener
+        .tls
+        .as_ref()
+        .filter(|tls| listener.protocol == "HTTPS" || tls.mode() == TlsMode::Terminate)
+        .and_then(|tls| tls.certificate_refs.as_deref())
+        .unwrap_or_default();
+    for reference in refs {
+        let namespace = reference.namespace.as_deref().unwrap_or(&gateway.meta.namespace);
+        let Some(exists) = credentials else {
+            return Err((
+                "InvalidCertificateRef",
+                format!(
+                    "the Secret {namespace}/{} cannot be read: pilot-discovery has no credential source \
+                     (--credentials-dir, --kube-credentials)",
+                    reference.name
+                ),
+            ));
+        };
+        if !exists(namespace, &reference.name) {
+            return Err((
+                "InvalidCertificateRef",
+                format!(
+                    "the Secret {namespace}/{} does not exist or holds no certificate and key that load",
+                    reference.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Whether a listener's `certificateRefs` are ones pilot may follow: each a
 /// core `Secret`, in the Gateway's namespace or one whose ReferenceGrant
 /// lets the Gateway's namespace refer to it. (Whether the Secret exists
-/// and holds a certificate is the credential source's: status is written
-/// from the configuration alone. A router proxy is sent the certificate
-/// once it is there, and its listener waits for it meanwhile.)
+/// is [`certificates_present`]'s: routing serves the listener whatever
+/// the credential source holds, and its router waits for the certificate.)
 pub(crate) fn certificate_refs<'a>(
     listener: &Listener,
     gateway: &Config<Gateway>,
@@ -753,7 +806,7 @@ fn listener_status(
                     "Programmed",
                     false,
                     "Invalid",
-                    "not served: its certificate references do not resolve (see ResolvedRefs)",
+                    "its certificate references do not resolve (see ResolvedRefs): the router proxies end no TLS on it",
                 )
             } else {
                 condition(
@@ -805,7 +858,8 @@ mod tests {
             .map(Arc::new)
             .collect();
         let exists = |host: &str| services.contains(&host);
-        statuses(&objects, &exists, DOMAIN, SystemTime::UNIX_EPOCH)
+        let every_secret = |_: &str, _: &str| true;
+        statuses(&objects, &exists, Some(&every_secret), DOMAIN, SystemTime::UNIX_EPOCH)
             .into_iter()
             .map(|(key, status)| {
                 (
@@ -1038,6 +1092,57 @@ mod tests {
         assert!(!selects_namespace(&other, "web"));
         let absent = selector(r#"{"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]}"#);
         assert!(!selects_namespace(&absent, "web"));
+    }
+
+    #[test]
+    fn a_secret_the_credential_source_lacks_is_an_invalid_certificate_ref() {
+        // GatewayInvalidTLSConfiguration's nonexistent and malformed
+        // Secrets: the source holds neither.
+        let text = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: pilot}\n\
+                    spec: {controllerName: pilot.io/gateway-controller}\n---\n\
+                    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: edge, namespace: infra}\n\
+                    spec:\n  gatewayClassName: pilot\n  listeners:\n  \
+                    - {name: held, protocol: HTTPS, port: 443, hostname: a.example.com, tls: {certificateRefs: [{name: cert}]}}\n  \
+                    - {name: missing, protocol: HTTPS, port: 443, hostname: b.example.com, tls: {certificateRefs: [{name: nonexistent}]}}\n";
+        let objects: Vec<Arc<DynConfig>> = document::parse("t.yaml", text, &pilot_api::default_registry())
+            .unwrap()
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let held = |namespace: &str, name: &str| (namespace, name) == ("infra", "cert");
+        let conditions = |credentials: Credentials<'_>| {
+            let found = statuses(&objects, &|_| true, credentials, DOMAIN, SystemTime::UNIX_EPOCH);
+            let edge = found
+                .iter()
+                .find(|(key, status)| key.name == "edge" && !status.listeners.is_empty())
+                .map(|(_, status)| status)
+                .unwrap();
+            let listeners: Vec<Vec<(String, String, String)>> = edge
+                .listeners
+                .iter()
+                .map(|l| {
+                    l.conditions
+                        .iter()
+                        .filter(|c| c.type_ == "ResolvedRefs" || c.type_ == "Programmed")
+                        .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+                        .collect()
+                })
+                .collect();
+            (listeners, edge.listeners[1].conditions[3].message.clone())
+        };
+        let s = |t: &str, st: &str, r: &str| (t.to_string(), st.to_string(), r.to_string());
+        let resolved = vec![s("Programmed", "True", "Programmed"), s("ResolvedRefs", "True", "ResolvedRefs")];
+        let invalid = vec![
+            s("Programmed", "False", "Invalid"),
+            s("ResolvedRefs", "False", "InvalidCertificateRef"),
+        ];
+        let (listeners, message) = conditions(Some(&held));
+        assert_eq!(listeners, [resolved, invalid.clone()]);
+        assert!(message.contains("infra/nonexistent does not exist"), "{message}");
+        // No credential source: no Secret can be read.
+        let (listeners, message) = conditions(None);
+        assert_eq!(listeners, [invalid.clone(), invalid]);
+        assert!(message.contains("no credential source"), "{message}");
     }
 
     #[test]

@@ -40,6 +40,9 @@ pub(crate) struct ServerFindings {
     pub(crate) proxies: Arc<dyn ProxyRecords>,
     /// Completes short hostnames (`svc.cluster.local`).
     pub(crate) domain: String,
+    /// The credential source, and how many changes it announced (bumped
+    /// by [`count_credential_changes`]).
+    pub(crate) credentials: Option<(Arc<dyn pilot_model::CredentialSource>, Arc<std::sync::atomic::AtomicU64>)>,
     /// The last input's fingerprint, its findings and its Gateway API
     /// statuses.
     pub(crate) last: Mutex<Option<(u64, ByObject, GatewayByObject)>>,
@@ -88,6 +91,10 @@ impl ServerFindings {
             .filter_map(|p| pilot_analyze::node_namespace(&p.node_id))
             .collect();
         namespaces.hash(&mut fingerprint);
+        // A credential come, gone or changed: the listeners' status again.
+        if let Some((_, changes)) = &self.credentials {
+            changes.load(std::sync::atomic::Ordering::Acquire).hash(&mut fingerprint);
+        }
         let fingerprint = fingerprint.finish();
         if let Some((last, findings, gateway)) = &*self.last.lock().unwrap_or_else(|e| e.into_inner())
             && *last == fingerprint
@@ -95,9 +102,12 @@ impl ServerFindings {
             return (findings.clone(), gateway.clone());
         }
         let exists = |host: &str| services.hosts.contains_key(host);
+        let source = self.credentials.as_ref().map(|(source, _)| source);
+        let secret_exists = |namespace: &str, name: &str| source.is_some_and(|s| s.get(namespace, name).is_some());
         let gateway = pilot_routing::gateway_api_status::statuses(
             &cached,
             &exists,
+            source.map(|_| &secret_exists as &dyn Fn(&str, &str) -> bool),
             &self.domain,
             std::time::SystemTime::now(),
         );
@@ -123,5 +133,26 @@ impl ServerFindings {
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((fingerprint, out.clone(), gateway.clone()));
         (out, gateway)
+    }
+}
+
+/// Counts the changes `source` announces into `changes` until `shutdown`.
+pub(crate) async fn count_credential_changes(
+    source: Arc<dyn pilot_model::CredentialSource>,
+    changes: Arc<std::sync::atomic::AtomicU64>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    use futures::StreamExt;
+    let mut announced = source.changes();
+    loop {
+        tokio::select! {
+            next = announced.next() => match next {
+                Some(()) => {
+                    changes.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                }
+                None => return,
+            },
+            () = crate::shutdown::closed(&mut shutdown) => return,
+        }
     }
 }

@@ -89,25 +89,14 @@ pub async fn run(
         certificates.set_registries(Arc::clone(&opened.discovery));
     }
     let mut xds = build_ads(&args, &controller, &opened.discovery, providers);
-    let credentials = match &args.credentials_dir {
-        Some(dir) => {
-            let source = backend::credentials_dir::CredentialsDir::open(dir).map_err(|e| StartError::Usage(e.to_string()))?;
-            xds = xds.with_credentials(Arc::clone(&source) as Arc<dyn pilot_model::CredentialSource>);
-            Some(source)
-        }
-        None => None,
-    };
-    if args.kube_credentials {
-        let client = backend::kube_client(&args.kube_service_account_dir)
-            .await
-            .map_err(StartError::Failed)?;
-        let source = pilot_store_k8s::KubeCredentials::start(client, args.kube_namespace.as_deref());
-        xds = xds.with_credentials(Arc::new(source));
+    let (credentials, credentials_dir) = open_credentials(&args).await?;
+    if let Some(source) = &credentials {
+        xds = xds.with_credentials(Arc::clone(source));
     }
     let (closing, shutdown_rx) = watch::channel(false);
     let shared = assemble(&checked, opened, controller, xds, bound, shutdown_rx);
-    let mut tasks = spawn_background(&args, &shared, config_events, services_file);
-    if let Some(source) = credentials {
+    let mut tasks = spawn_background(&args, &shared, config_events, services_file, credentials);
+    if let Some(source) = credentials_dir {
         tasks.push(tokio::spawn(backend::credentials_dir::follow(
             source,
             Duration::from_millis(args.credentials_poll_ms.max(10)),
@@ -431,6 +420,32 @@ fn with_service_entries(
     ]))
 }
 
+/// Step 5, continued: the credential source the flags name
+/// (`--credentials-dir`, `--kube-credentials`), and the directory's to
+/// follow.
+async fn open_credentials(
+    args: &Args,
+) -> Result<
+    (
+        Option<Arc<dyn pilot_model::CredentialSource>>,
+        Option<Arc<backend::credentials_dir::CredentialsDir>>,
+    ),
+    StartError,
+> {
+    if let Some(dir) = &args.credentials_dir {
+        let source = backend::credentials_dir::CredentialsDir::open(dir).map_err(|e| StartError::Usage(e.to_string()))?;
+        return Ok((Some(Arc::clone(&source) as _), Some(source)));
+    }
+    if args.kube_credentials {
+        let client = backend::kube_client(&args.kube_service_account_dir)
+            .await
+            .map_err(StartError::Failed)?;
+        let source = pilot_store_k8s::KubeCredentials::start(client, args.kube_namespace.as_deref());
+        return Ok((Some(Arc::new(source)), None));
+    }
+    Ok((None, None))
+}
+
 /// Step 5: the ADS server over the Controller from [`start_controller`]
 /// and the registries from [`open`] (not serving yet).
 fn build_ads(
@@ -550,13 +565,15 @@ fn assemble(
 /// Step 7: starts the tasks that run beside the listeners until shutdown:
 /// the store probe (`/readyz`), this replica's record, the status writer
 /// (unless `--status-interval 0`), the push and configuration-event
-/// metrics (on the events subscribed in [`start_controller`]), and the
-/// `--services` file's follower.
+/// metrics (on the events subscribed in [`start_controller`]), the
+/// `--services` file's follower, and the count of the credential
+/// source's changes the status writer's findings read.
 fn spawn_background(
     args: &Args,
     shared: &Shared,
     config_events: ConfigEvents,
     services_file: Option<(PathBuf, RegistryWriter)>,
+    credentials: Option<Arc<dyn pilot_model::CredentialSource>>,
 ) -> Vec<JoinHandle<()>> {
     let shutdown = &shared.shutdown;
     let mut tasks = Vec::new();
@@ -571,6 +588,15 @@ fn spawn_background(
     )));
     tasks.push(tokio::spawn(Arc::clone(&shared.replicas).run(closed())));
     if !args.status_interval.is_zero() {
+        let credentials = credentials.map(|source| {
+            let changes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            tasks.push(tokio::spawn(crate::findings::count_credential_changes(
+                Arc::clone(&source),
+                Arc::clone(&changes),
+                shutdown.clone(),
+            )));
+            (source, changes)
+        });
         let writer = StatusWriter::new(
             Arc::clone(&shared.controller),
             Arc::clone(&shared.backend) as Arc<dyn pilot_model::ConfigStore>,
@@ -583,6 +609,7 @@ fn spawn_background(
             discovery: Arc::clone(&shared.state.discovery),
             proxies: Arc::clone(&shared.replicas) as Arc<dyn ProxyRecords>,
             domain: format!("svc.{}", args.kube_domain),
+            credentials,
             last: Default::default(),
         }));
         tasks.push(tokio::spawn(writer.run(closed())));

@@ -265,6 +265,16 @@ impl Conformance {
         write_credential(&pki, &self.dir.path().join("credentials"), namespace, name, subject, hosts);
     }
 
+    /// Writes `files` (name, content) as the Secret `namespace/name` of
+    /// `--credentials-dir`, whatever they hold.
+    pub(crate) fn write_secret(&self, namespace: &str, name: &str, files: &[(&str, &str)]) {
+        let secret = self.dir.path().join("credentials").join(namespace).join(name);
+        std::fs::create_dir_all(&secret).unwrap();
+        for (file, text) in files {
+            std::fs::write(secret.join(file), text).unwrap();
+        }
+    }
+
     /// An HTTPS request through `gateway`'s listener written on `written`:
     /// TLS with SNI `sni`, the certificate verified against the test CA,
     /// then `GET path` with Host `host`: the status and body and the
