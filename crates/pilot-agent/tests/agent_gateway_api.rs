@@ -17,7 +17,7 @@
 //!   and response header modifiers (a route's, a backendRef's, and
 //!   weighted backendRefs' own),
 //!   redirects (host and status, path, port, scheme, port and scheme on
-//!   HTTP listeners, 303, 307, 308), host and path rewrites, a mirror,
+//!   HTTP and HTTPS listeners, 303, 307, 308), host and path rewrites, a mirror,
 //!   retry (experimental), observed generation bump.
 //! - HTTPS listeners: HTTPRouteHTTPSListener (TLS ended with the
 //!   listener's Secret from `--credentials-dir`, over SDS, and its
@@ -1161,16 +1161,69 @@ spec:
 
 #[test]
 fn a_redirects_port_follows_its_scheme_or_its_listener() {
-    // HTTPRouteRedirectPortAndScheme, its listeners on 80 and 8080 (its
-    // third Gateway's listeners end TLS, which pilot does not serve). A
-    // port written is kept; none with a scheme is the scheme's own; none
-    // without one is the listener's.
+    // HTTPRouteRedirectPortAndScheme, its listeners on 80, 8080 and 443
+    // (ending TLS). A port written is kept; none with a scheme is the
+    // scheme's own; none without one is the listener's, its scheme the
+    // request's (https on the TLS listener).
     let Some(conformance) = Conformance::echoing(
         &["httproute-redirect-port-and-scheme"],
-        &["same-namespace", "same-namespace-with-http-listener-on-8080"],
+        &[
+            "same-namespace",
+            "same-namespace-with-http-listener-on-8080",
+            "same-namespace-with-https-listener",
+        ],
     ) else {
         return;
     };
+    conformance.expect_cases_tls(
+        "same-namespace-with-https-listener",
+        443,
+        "example.org",
+        &with_host_ports(vec![
+            case("/scheme-nil-and-port-nil").redirect(
+                302,
+                "https",
+                "example.org",
+                At::Listener,
+                "/scheme-nil-and-port-nil",
+            ),
+            case("/scheme-nil-and-port-443").redirect(
+                302,
+                "https",
+                "example.org",
+                At::Scheme,
+                "/scheme-nil-and-port-443",
+            ),
+            case("/scheme-nil-and-port-8443").redirect(
+                302,
+                "https",
+                "example.org",
+                At::Port(8443),
+                "/scheme-nil-and-port-8443",
+            ),
+            case("/scheme-http-and-port-nil").redirect(
+                302,
+                "http",
+                "example.org",
+                At::Scheme,
+                "/scheme-http-and-port-nil",
+            ),
+            case("/scheme-http-and-port-80").redirect(
+                302,
+                "http",
+                "example.org",
+                At::Scheme,
+                "/scheme-http-and-port-80",
+            ),
+            case("/scheme-http-and-port-8080").redirect(
+                302,
+                "http",
+                "example.org",
+                At::Port(8080),
+                "/scheme-http-and-port-8080",
+            ),
+        ]),
+    );
     conformance.expect_cases(
         "same-namespace",
         80,
@@ -1252,6 +1305,7 @@ fn a_redirects_port_follows_its_scheme_or_its_listener() {
             "same-namespace-with-http-listener-on-8080",
             "http-route-for-listener-on-port-8080",
         ),
+        ("same-namespace-with-https-listener", "http-route-for-listener-on-port-443"),
     ] {
         assert_eq!(
             conformance.route_conditions(INFRA, route),

@@ -683,6 +683,27 @@ impl Conformance {
         }
     }
 
+    /// [`expect_cases`](Self::expect_cases) over TLS on `gateway`'s
+    /// listener written on `written`, with SNI `sni`.
+    pub(crate) fn expect_cases_tls(&self, gateway: &str, written: u16, sni: &str, cases: &[Case]) {
+        let port = self.port(gateway, written);
+        let wrong = || -> Vec<String> {
+            cases
+                .iter()
+                .filter_map(|case| {
+                    case.check_tls(port, sni, &self.ca)
+                        .err()
+                        .map(|wrong| format!("{case:?}: {wrong}"))
+                })
+                .collect()
+        };
+        eventually(&format!("{gateway} to answer over TLS as the conformance expects"), || {
+            wrong().is_empty()
+        });
+        let left = wrong();
+        assert!(left.is_empty(), "{}\n{}", left.join("\n"), self.routers[gateway].log());
+    }
+
     /// [`Conformance::with_upstreams`] with [`echo_upstream`]s.
     pub(crate) fn echoing(names: &[&str], served: &[&str]) -> Option<Conformance> {
         Conformance::with_upstreams(names, served, &echo_upstream)

@@ -135,6 +135,26 @@ impl Case {
     /// Sends the request to 127.0.0.1:`port`: what differs from the
     /// expectation, if anything.
     pub(crate) fn check(&self, port: u16) -> Result<(), String> {
+        self.check_by(port, &|method, host, path, headers| {
+            super::exchange(port, method, host, path, headers)
+        })
+    }
+
+    /// [`check`](Self::check) over TLS: SNI `sni`, the router's
+    /// certificate verified against `ca`.
+    pub(crate) fn check_tls(&self, port: u16, sni: &str, ca: &std::path::Path) -> Result<(), String> {
+        self.check_by(port, &|method, host, path, headers| {
+            super::exchange_tls(port, sni, ca, method, host, path, headers)
+        })
+    }
+
+    /// What the listener on `port` answers the case, through `exchange`
+    /// (method, Host, path, headers), checked.
+    fn check_by(
+        &self,
+        port: u16,
+        exchange: &dyn Fn(&str, &str, &str, &[(&str, &str)]) -> super::Answer,
+    ) -> Result<(), String> {
         let mut headers = self.headers.clone();
         let sends = self
             .backend_sends
@@ -149,7 +169,7 @@ impl Case {
             true => format!("{}:{port}", self.host),
             false => self.host.to_string(),
         };
-        let answer = super::exchange(port, self.method, &host, self.path, &headers);
+        let answer = exchange(self.method, &host, self.path, &headers);
         let wrong = |what: String| Err(format!("{what}\nthe answer: {answer:?}"));
         if answer.status != self.status {
             return wrong(format!("status {}, expected {}", answer.status, self.status));

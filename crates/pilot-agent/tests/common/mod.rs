@@ -89,6 +89,64 @@ pub(crate) struct Answer {
     pub body: String,
 }
 
+/// [`exchange`] over TLS with curl (HTTP/1.1): SNI `sni` resolved to
+/// 127.0.0.1:`port`, the server's certificate verified against `ca`.
+/// Nothing answered (status 0) when the handshake or its verification
+/// fails.
+pub(crate) fn exchange_tls(
+    port: u16,
+    sni: &str,
+    ca: &Path,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Answer {
+    let mut command = Command::new("curl");
+    command
+        .args(["-sS", "-i", "--http1.1", "--max-time", "10", "--resolve"])
+        .arg(format!("{sni}:{port}:127.0.0.1"))
+        .arg("--cacert")
+        .arg(ca)
+        .args(["-X", method, "-H"])
+        .arg(format!("host: {host}"));
+    for (name, value) in headers {
+        command.arg("-H").arg(format!("{name}: {value}"));
+    }
+    let Ok(out) = command.arg(format!("https://{sni}:{port}{path}")).output() else {
+        return Answer::default();
+    };
+    if !out.status.success() {
+        return Answer::default();
+    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return Answer::default();
+    };
+    let mut answer = Answer {
+        status: head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
+        body: body.to_string(),
+        ..Default::default()
+    };
+    for line in head.lines().skip(1) {
+        if let Some((name, value)) = line.split_once(':') {
+            answer
+                .headers
+                .entry(name.trim().to_ascii_lowercase())
+                .and_modify(|v| {
+                    v.push(',');
+                    v.push_str(value.trim());
+                })
+                .or_insert_with(|| value.trim().to_string());
+        }
+    }
+    answer
+}
+
 /// One request on a new connection (`connection: close`) to
 /// 127.0.0.1:`port`, its answer read by its `content-length`: the
 /// status, the headers and the body.
