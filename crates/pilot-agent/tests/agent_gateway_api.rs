@@ -23,7 +23,8 @@
 //!   listener's Secret from `--credentials-dir`, over SDS, and its
 //!   rotation), GatewaySecretReferenceGrantSpecific and
 //!   GatewaySecretMissingReferenceGrant (a Secret of another namespace),
-//!   GatewayInvalidTLSConfiguration (the listeners' status).
+//!   GatewayInvalidTLSConfiguration (the listeners' status),
+//!   HTTPRouteHTTPSListenerDetectMisdirectedRequests (421).
 //! - TCPRoute: reference grant, attach to every listener, weights.
 //! - TLSRoute: passthrough by SNI, hostname intersection.
 
@@ -1422,7 +1423,7 @@ fn an_https_listener_terminates_tls_with_its_secret_and_follows_its_rotation() {
         INFRA,
         certificate,
         "rotated-certificate",
-        "DNS:example.org,DNS:second-example.org,DNS:unknown-example.org",
+        "DNS:example.org,DNS:second-example.org,DNS:unknown-example.org,DNS:*.wildcard.org",
     );
     let mut failed = Vec::new();
     eventually("the rotated certificate presented", || {
@@ -1529,6 +1530,46 @@ fn listeners_whose_certificates_cannot_be_used_say_why() {
             ],
             "{gateway}"
         );
+    }
+}
+
+#[test]
+fn https_listeners_on_one_port_answer_421_for_each_others_hostnames() {
+    // HTTPRouteHTTPSListenerDetectMisdirectedRequests: the connection's
+    // SNI chooses a listener; a request on it for a hostname another
+    // HTTPS listener of the port owns is answered 421, one for a hostname
+    // it owns but no route serves 404. (SNI, Host, backend or status.)
+    let gateway = "same-namespace-with-https-listener";
+    let Some(conformance) = Conformance::with(&["httproute-https-listener-detect-misdirected-requests"], &[gateway])
+    else {
+        return;
+    };
+    let cases: [(&str, &str, &str, u16); 15] = [
+        ("example.org", "example.org", V1, 200),
+        ("example.org", "second-example.org", "", 421),
+        ("example.org", "unknown-example.org", "", 404),
+        ("second-example.org", "second-example.org", V2, 200),
+        ("second-example.org", "example.org", "", 421),
+        ("second-example.org", "unknown-example.org", "", 421),
+        ("third-example.wildcard.org", "third-example.wildcard.org", V3, 200),
+        ("third-example.wildcard.org", "fith-example.wildcard.org", V3, 200),
+        ("third-example.wildcard.org", "fourth-example.wildcard.org", "", 421),
+        ("third-example.wildcard.org", "second-example.org", "", 421),
+        ("third-example.wildcard.org", "unknown-example.org", "", 421),
+        ("fourth-example.wildcard.org", "fourth-example.wildcard.org", V1, 200),
+        ("fourth-example.wildcard.org", "fith-example.wildcard.org", "", 421),
+        ("unknown-example.org", "example.org", V1, 200),
+        ("unknown-example.org", "unknown-example.org", "", 404),
+    ];
+    let answered = |(sni, host, backend, status): &(&str, &str, &str, u16)| {
+        let got = conformance.https_get(gateway, 443, sni, host, "/detect-misdirected-requests");
+        let expected = (*status, if *status == 200 { backend.to_string() } else { String::new() });
+        (got.map(|(s, b, _)| (s, if s == 200 { b } else { String::new() })) == Some(expected.clone()), expected)
+    };
+    eventually("every misdirected request answered 421", || cases.iter().all(|c| answered(c).0));
+    for case in &cases {
+        let got = conformance.https_get(gateway, 443, case.0, case.1, "/detect-misdirected-requests");
+        assert!(answered(case).0, "{case:?}: {got:?}");
     }
 }
 

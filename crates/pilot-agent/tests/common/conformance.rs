@@ -76,13 +76,29 @@ spec:
     protocol: HTTPS
     allowedRoutes: {namespaces: {from: Same}}
     tls: {certificateRefs: [{name: tls-checks-certificate}]}
+  - name: https-with-wildcard-hostname
+    hostname: \"*.wildcard.org\"
+    port: 443
+    protocol: HTTPS
+    allowedRoutes: {namespaces: {from: Same}}
+    tls: {certificateRefs: [{name: tls-checks-certificate}]}
+  - name: https-with-hostname-matching-wildcard
+    hostname: fourth-example.wildcard.org
+    port: 443
+    protocol: HTTPS
+    allowedRoutes: {namespaces: {from: Same}}
+    tls: {certificateRefs: [{name: tls-checks-certificate}]}
 ";
 
 /// The Secrets of the conformance's base, as `--credentials-dir` holds
 /// them: (namespace, name, the names its certificate is for), each signed
 /// by the test CA, its subject its name.
 pub(crate) const CERTIFICATES: [(&str, &str, &str); 2] = [
-    (INFRA, "tls-checks-certificate", "DNS:example.org,DNS:second-example.org,DNS:unknown-example.org"),
+    (
+        INFRA,
+        "tls-checks-certificate",
+        "DNS:example.org,DNS:second-example.org,DNS:unknown-example.org,DNS:*.wildcard.org",
+    ),
     (WEB, "certificate", "DNS:*.example.com,DNS:example.org"),
 ];
 

@@ -51,7 +51,7 @@ use pilot_model::{Config, ConfigMeta, CredentialName, Labels, Protocol};
 use super::super::gateway::intersect;
 use super::super::gateway_api_status::{CONTROLLER_NAME, admits, certificate_refs, granted, names_listener};
 use super::super::{
-    GatewayHost, HttpAction, HttpRoute, IngressServer, L4Match, RouteDestination, RoutingConfigs,
+    DirectResponse, GatewayHost, HttpAction, HttpRoute, IngressServer, L4Match, RouteDestination, RoutingConfigs,
     RoutingModel, ServerHost, ServerTls, ServerTlsMode, TcpRoute, TlsRoute, WeightedDestination,
 };
 use super::rules::{Permitted, grpc_route, http_route};
@@ -257,7 +257,48 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
                 }
             })
             .collect();
+        if listener.protocol == "HTTPS" {
+            misdirected(listeners, index, &name, &mut server.virtual_hosts);
+        }
         model.ingress.push(server);
+    }
+}
+
+/// What an HTTPS listener answers a request whose Host another HTTPS
+/// listener on its port owns (the connection's SNI chose this one): 421
+/// Misdirected Request, so a client that reused a connection for another
+/// name (HTTP/2 coalescing) asks again on a new one. The hostnames this
+/// listener owns but no route serves are answered 404 as ever, even where
+/// another listener's hostname is more general.
+fn misdirected(listeners: &[Listener], index: usize, gateway: &str, hosts: &mut Vec<GatewayHost>) {
+    let listener = &listeners[index];
+    let others: Vec<&str> = listeners
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| *i != index && l.port == listener.port && l.protocol == "HTTPS" && served(l))
+        .map(|(_, l)| l.hostname.as_deref().unwrap_or("*"))
+        .collect();
+    if others.is_empty() {
+        return;
+    }
+    let answer = |status: u32, host: &str| GatewayHost {
+        host: host.to_string(),
+        routes: vec![HttpRoute {
+            name: format!("{gateway}/{}", if status == 421 { "misdirected" } else { "not-found" }),
+            action: HttpAction::DirectResponse(DirectResponse { status, body: None }),
+            ..Default::default()
+        }],
+    };
+    let mut add = |host: &str, status: u32| {
+        if !hosts.iter().any(|h| h.host == host) {
+            hosts.push(answer(status, host));
+        }
+    };
+    if let Some(own) = listener.hostname.as_deref() {
+        add(own, 404);
+    }
+    for other in others {
+        add(other, 421);
     }
 }
 
