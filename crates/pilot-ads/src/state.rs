@@ -103,7 +103,12 @@ impl ServerState {
 
 impl Drop for ServerState {
     fn drop(&mut self) {
-        for task in self.pipeline.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        for task in self
+            .pipeline
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
             task.abort();
         }
     }

@@ -42,11 +42,12 @@ fn credential(chain: &str, ca: Option<&str>) -> TlsCredential {
 /// What a response's Secrets say: (name, the certificate chain, or the
 /// CA for a validation context), sorted.
 fn said(response: &Response) -> Vec<(String, String)> {
-    let inline = |source: &Option<envoy_types::pb::envoy::config::core::v3::DataSource>| {
-        match source.as_ref().and_then(|s| s.specifier.as_ref()) {
-            Some(Specifier::InlineBytes(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
-            other => panic!("an inline secret, not {other:?}"),
-        }
+    let inline = |source: &Option<envoy_types::pb::envoy::config::core::v3::DataSource>| match source
+        .as_ref()
+        .and_then(|s| s.specifier.as_ref())
+    {
+        Some(Specifier::InlineBytes(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+        other => panic!("an inline secret, not {other:?}"),
     };
     let mut out: Vec<(String, String)> = response
         .resources
@@ -105,12 +106,19 @@ async fn served_by_namespace_and_grant(delta: bool) {
     let _server = server.with_credentials(Arc::new(credentials.clone()));
 
     let mut router = Client::open(port, ROUTER, delta).await;
-    let names = ["kubernetes://shop", "kubernetes://shop-cacert", "kubernetes://web/certificate"];
+    let names = [
+        "kubernetes://shop",
+        "kubernetes://shop-cacert",
+        "kubernetes://web/certificate",
+    ];
     router.subscribe(SDS, names.map(String::from).to_vec()).await;
     let first = next_secrets(&mut router).await;
     assert_eq!(
         said(&first),
-        pairs(&[("kubernetes://shop", "shop chain"), ("kubernetes://shop-cacert", "shop ca")]),
+        pairs(&[
+            ("kubernetes://shop", "shop chain"),
+            ("kubernetes://shop-cacert", "shop ca")
+        ]),
         "its own namespace's, not web's without a grant"
     );
     router.answer(&first, None).await;
@@ -129,7 +137,11 @@ async fn served_by_namespace_and_grant(delta: bool) {
     } else {
         assert_eq!(
             said(&granted),
-            pairs(&[("kubernetes://shop", "shop chain"), ("kubernetes://shop-cacert", "shop ca"), web])
+            pairs(&[
+                ("kubernetes://shop", "shop chain"),
+                ("kubernetes://shop-cacert", "shop ca"),
+                web
+            ])
         );
     }
     router.answer(&granted, None).await;
@@ -138,7 +150,13 @@ async fn served_by_namespace_and_grant(delta: bool) {
     // a grant to Gateways is none to it.
     let mut sidecar = Client::open(port, SIDECAR, delta).await;
     sidecar
-        .subscribe(SDS, vec!["kubernetes://certificate".into(), "kubernetes://gateways/shop".into()])
+        .subscribe(
+            SDS,
+            vec![
+                "kubernetes://certificate".into(),
+                "kubernetes://gateways/shop".into(),
+            ],
+        )
         .await;
     let own = next_secrets(&mut sidecar).await;
     assert_eq!(said(&own), pairs(&[("kubernetes://certificate", "web chain")]));
@@ -151,7 +169,11 @@ async fn served_by_namespace_and_grant(delta: bool) {
     } else {
         assert_eq!(
             said(&rotated),
-            pairs(&[("kubernetes://shop", "shop chain 2"), ("kubernetes://shop-cacert", "shop ca"), web])
+            pairs(&[
+                ("kubernetes://shop", "shop chain 2"),
+                ("kubernetes://shop-cacert", "shop ca"),
+                web
+            ])
         );
     }
     router.answer(&rotated, None).await;
@@ -175,12 +197,18 @@ async fn served_by_namespace_and_grant(delta: bool) {
     } else {
         assert_eq!(
             said(&after),
-            pairs(&[("kubernetes://shop", "shop chain 3"), ("kubernetes://shop-cacert", "shop ca")])
+            pairs(&[
+                ("kubernetes://shop", "shop chain 3"),
+                ("kubernetes://shop-cacert", "shop ca")
+            ])
         );
     }
     // The sidecar saw its own namespace's change, nothing of the router's.
     let sidecar_after = next_secrets(&mut sidecar).await;
-    assert_eq!(said(&sidecar_after), pairs(&[("kubernetes://certificate", "web chain 2")]));
+    assert_eq!(
+        said(&sidecar_after),
+        pairs(&[("kubernetes://certificate", "web chain 2")])
+    );
 }
 
 #[tokio::test]

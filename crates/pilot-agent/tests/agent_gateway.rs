@@ -487,7 +487,11 @@ spec:
     eventually("the control server added beside it to serve", || {
         curl_https("secure.example.com", control, &ca.cert, &[]) == (true, "ok".to_string())
     });
-    assert!(!curl_https("secure.example.com", foreign, &ca.cert, &[]).0, "{}", agent.log());
+    assert!(
+        !curl_https("secure.example.com", foreign, &ca.cert, &[]).0,
+        "{}",
+        agent.log()
+    );
     let (_, secrets) = common::get(agent.admin_port, "/config_dump?resource=dynamic_active_secrets");
     assert!(
         !secrets.contains("elsewhere-only"),

@@ -1306,7 +1306,10 @@ fn a_redirects_port_follows_its_scheme_or_its_listener() {
             "same-namespace-with-http-listener-on-8080",
             "http-route-for-listener-on-port-8080",
         ),
-        ("same-namespace-with-https-listener", "http-route-for-listener-on-port-443"),
+        (
+            "same-namespace-with-https-listener",
+            "http-route-for-listener-on-port-443",
+        ),
     ] {
         assert_eq!(
             conformance.route_conditions(INFRA, route),
@@ -1357,7 +1360,11 @@ fn each_weighted_backends_own_header_modifier_applies_to_what_it_is_sent() {
 /// `(type, status, reason)` of the conditions of listener `listener` of
 /// Gateway `gateway` (in the infra namespace), once its status lists
 /// them.
-fn listener_conditions(conformance: &Conformance, gateway: &str, listener: &str) -> Vec<(String, String, String)> {
+fn listener_conditions(
+    conformance: &Conformance,
+    gateway: &str,
+    listener: &str,
+) -> Vec<(String, String, String)> {
     let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{gateway}");
     let mut said = Vec::new();
     eventually(&format!("the status of listener {listener} of {gateway}"), || {
@@ -1387,7 +1394,9 @@ fn an_https_listener_terminates_tls_with_its_secret_and_follows_its_rotation() {
     let get = |sni: &str, host: &str| conformance.https_get(gateway, 443, sni, host, "/");
     let certificate = "tls-checks-certificate";
     let expected = |backend: &str| Some((200, backend.to_string(), certificate.to_string()));
-    eventually("example.org served over TLS", || get("example.org", "example.org") == expected(V1));
+    eventually("example.org served over TLS", || {
+        get("example.org", "example.org") == expected(V1)
+    });
     assert_eq!(get("example.org", "example.org"), expected(V1));
     assert_eq!(get("second-example.org", "second-example.org"), expected(V2));
     assert_eq!(
@@ -1436,7 +1445,10 @@ fn an_https_listener_terminates_tls_with_its_secret_and_follows_its_rotation() {
             }
         }
     });
-    assert!(failed.is_empty(), "requests failed during the rotation: {failed:?}");
+    assert!(
+        failed.is_empty(),
+        "requests failed during the rotation: {failed:?}"
+    );
 }
 
 #[test]
@@ -1457,7 +1469,9 @@ fn a_certificate_of_another_namespace_is_used_under_a_reference_grant_only() {
     ));
     let get = || conformance.https_get(gateway, 443, "example.org", "example.org", "/");
     let served = Some((200, V1.to_string(), "certificate".to_string()));
-    eventually("example.org served with the web namespace's certificate", || get() == served);
+    eventually("example.org served with the web namespace's certificate", || {
+        get() == served
+    });
     assert_eq!(
         listener_conditions(&conformance, gateway, "https"),
         [
@@ -1477,15 +1491,18 @@ fn a_certificate_of_another_namespace_is_used_under_a_reference_grant_only() {
          to: [{{group: \"\", kind: Secret, name: not-the-certificate}}]\n"
     ));
     eventually("the listener no longer served", || get().is_none());
-    eventually("the listener's status to say the reference is not permitted", || {
-        listener_conditions(&conformance, gateway, "https")
-            == [
-                said("Accepted", "True", "Accepted"),
-                said("Conflicted", "False", "NoConflicts"),
-                said("Programmed", "False", "Invalid"),
-                said("ResolvedRefs", "False", "RefNotPermitted"),
-            ]
-    });
+    eventually(
+        "the listener's status to say the reference is not permitted",
+        || {
+            listener_conditions(&conformance, gateway, "https")
+                == [
+                    said("Accepted", "True", "Accepted"),
+                    said("Conflicted", "False", "NoConflicts"),
+                    said("Programmed", "False", "Invalid"),
+                    said("ResolvedRefs", "False", "RefNotPermitted"),
+                ]
+        },
+    );
 }
 
 #[test]
@@ -1505,14 +1522,23 @@ fn listeners_whose_certificates_cannot_be_used_say_why() {
     );
     // A valid Secret written after it, and a listener naming it: once that
     // listener's reference resolves, the directory was read with both.
-    conformance.rotate(INFRA, "probe-certificate", "probe-certificate", "DNS:probe.example.org");
+    conformance.rotate(
+        INFRA,
+        "probe-certificate",
+        "probe-certificate",
+        "DNS:probe.example.org",
+    );
     conformance.apply(&format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: probe, namespace: {INFRA}}}\n\
          spec:\n  gatewayClassName: gateway-conformance\n  listeners:\n  \
          - {{name: https, port: 443, protocol: HTTPS, tls: {{certificateRefs: [{{name: probe-certificate}}]}}}}\n"
     ));
     eventually("the probe's certificate to be read", || {
-        listener_conditions(&conformance, "probe", "https").contains(&said("ResolvedRefs", "True", "ResolvedRefs"))
+        listener_conditions(&conformance, "probe", "https").contains(&said(
+            "ResolvedRefs",
+            "True",
+            "ResolvedRefs",
+        ))
     });
     for gateway in [
         "gateway-certificate-nonexistent-secret",
@@ -1540,8 +1566,10 @@ fn https_listeners_on_one_port_answer_421_for_each_others_hostnames() {
     // HTTPS listener of the port owns is answered 421, one for a hostname
     // it owns but no route serves 404. (SNI, Host, backend or status.)
     let gateway = "same-namespace-with-https-listener";
-    let Some(conformance) = Conformance::with(&["httproute-https-listener-detect-misdirected-requests"], &[gateway])
-    else {
+    let Some(conformance) = Conformance::with(
+        &["httproute-https-listener-detect-misdirected-requests"],
+        &[gateway],
+    ) else {
         return;
     };
     let cases: [(&str, &str, &str, u16); 15] = [
@@ -1551,25 +1579,56 @@ fn https_listeners_on_one_port_answer_421_for_each_others_hostnames() {
         ("second-example.org", "second-example.org", V2, 200),
         ("second-example.org", "example.org", "", 421),
         ("second-example.org", "unknown-example.org", "", 421),
-        ("third-example.wildcard.org", "third-example.wildcard.org", V3, 200),
+        (
+            "third-example.wildcard.org",
+            "third-example.wildcard.org",
+            V3,
+            200,
+        ),
         ("third-example.wildcard.org", "fith-example.wildcard.org", V3, 200),
-        ("third-example.wildcard.org", "fourth-example.wildcard.org", "", 421),
+        (
+            "third-example.wildcard.org",
+            "fourth-example.wildcard.org",
+            "",
+            421,
+        ),
         ("third-example.wildcard.org", "second-example.org", "", 421),
         ("third-example.wildcard.org", "unknown-example.org", "", 421),
-        ("fourth-example.wildcard.org", "fourth-example.wildcard.org", V1, 200),
-        ("fourth-example.wildcard.org", "fith-example.wildcard.org", "", 421),
+        (
+            "fourth-example.wildcard.org",
+            "fourth-example.wildcard.org",
+            V1,
+            200,
+        ),
+        (
+            "fourth-example.wildcard.org",
+            "fith-example.wildcard.org",
+            "",
+            421,
+        ),
         ("unknown-example.org", "example.org", V1, 200),
         ("unknown-example.org", "unknown-example.org", "", 404),
     ];
     let answered = |(sni, host, backend, status): &(&str, &str, &str, u16)| {
         let got = conformance.https_get(gateway, 443, sni, host, "/detect-misdirected-requests");
-        let expected = (*status, if *status == 200 { backend.to_string() } else { String::new() });
-        (got.map(|(s, b, _)| (s, if s == 200 { b } else { String::new() })) == Some(expected.clone()), expected)
+        let expected = (
+            *status,
+            if *status == 200 {
+                backend.to_string()
+            } else {
+                String::new()
+            },
+        );
+        (
+            got.map(|(s, b, _)| (s, if s == 200 { b } else { String::new() })) == Some(expected.clone()),
+            expected,
+        )
     };
-    eventually("every misdirected request answered 421", || cases.iter().all(|c| answered(c).0));
+    eventually("every misdirected request answered 421", || {
+        cases.iter().all(|c| answered(c).0)
+    });
     for case in &cases {
         let got = conformance.https_get(gateway, 443, case.0, case.1, "/detect-misdirected-requests");
         assert!(answered(case).0, "{case:?}: {got:?}");
     }
 }
-

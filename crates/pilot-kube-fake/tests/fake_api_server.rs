@@ -212,7 +212,11 @@ async fn field_selectors_choose_what_lists_and_watches_see() {
             .unwrap_err(),
     );
     assert_eq!(unknown.code, 400, "{}", unknown.message);
-    assert!(unknown.message.contains("field label not supported: spec.clusterIP"));
+    assert!(
+        unknown
+            .message
+            .contains("field label not supported: spec.clusterIP")
+    );
 }
 
 #[tokio::test]

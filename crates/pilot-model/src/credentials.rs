@@ -41,11 +41,17 @@ pub struct TlsCredential {
 impl std::fmt::Debug for TlsCredential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TlsCredential")
-            .field("certificate_chain", &format_args!("{} bytes", self.certificate_chain.len()))
+            .field(
+                "certificate_chain",
+                &format_args!("{} bytes", self.certificate_chain.len()),
+            )
             .field("private_key", &format_args!("<redacted>"))
             .field(
                 "ca_certificates",
-                &self.ca_certificates.as_ref().map(|ca| format!("{} bytes", ca.len())),
+                &self
+                    .ca_certificates
+                    .as_ref()
+                    .map(|ca| format!("{} bytes", ca.len())),
             )
             .finish()
     }
@@ -128,8 +134,19 @@ mod tests {
         assert_eq!(read("kubernetes://web/cert"), named("web", "cert", false));
         assert_eq!(read("kubernetes://web/cert-cacert"), named("web", "cert", true));
         assert_eq!(read("cert-cacert"), named("gateways", "cert", true));
-        assert_eq!(read(&CredentialName::resource("web", "cert")), named("web", "cert", false));
-        for bad in ["", "kubernetes://", "kubernetes://web/", "a/b/c", "kubernetes://Web/cert", "default", "ROOTCA"] {
+        assert_eq!(
+            read(&CredentialName::resource("web", "cert")),
+            named("web", "cert", false)
+        );
+        for bad in [
+            "",
+            "kubernetes://",
+            "kubernetes://web/",
+            "a/b/c",
+            "kubernetes://Web/cert",
+            "default",
+            "ROOTCA",
+        ] {
             let parsed = read(bad);
             // `default` and `ROOTCA` are names a Secret could have: read
             // as such (the agent serves its own under those names; ADS

@@ -57,8 +57,8 @@ pub use conditions::{
     Condition, GatewayApiStatus, ListenerStatus, MessageType, RECONCILED, RouteGroupKind, RouteParentStatus,
     ValidationMessage, same_conditions,
 };
-pub use credentials::{CA_SUFFIX, CREDENTIAL_PREFIX, CredentialName, CredentialSource, TlsCredential};
 pub use config::{Config, DynConfig, now_seconds, push_key};
+pub use credentials::{CA_SUFFIX, CREDENTIAL_PREFIX, CredentialName, CredentialSource, TlsCredential};
 pub use discovery::{AggregateDiscovery, RegistryAdapter, ServiceDiscovery, ServiceEvent};
 pub use distribution::{
     ConfigStatus, DistributionIndex, KindRevisions, MAX_NACK_MESSAGE_LEN, MAX_NACK_MESSAGES, NackSummary,

@@ -859,15 +859,21 @@ mod tests {
             .collect();
         let exists = |host: &str| services.contains(&host);
         let every_secret = |_: &str, _: &str| true;
-        statuses(&objects, &exists, Some(&every_secret), DOMAIN, SystemTime::UNIX_EPOCH)
-            .into_iter()
-            .map(|(key, status)| {
-                (
-                    format!("{}/{}", pilot_model::kind_name(&key.kind), key.name),
-                    status,
-                )
-            })
-            .collect()
+        statuses(
+            &objects,
+            &exists,
+            Some(&every_secret),
+            DOMAIN,
+            SystemTime::UNIX_EPOCH,
+        )
+        .into_iter()
+        .map(|(key, status)| {
+            (
+                format!("{}/{}", pilot_model::kind_name(&key.kind), key.name),
+                status,
+            )
+        })
+        .collect()
     }
 
     /// (type, status, reason) of each condition.
@@ -941,7 +947,9 @@ mod tests {
             ]
         );
         assert!(
-            edge.conditions[1].message.starts_with("served to router proxies in web")
+            edge.conditions[1]
+                .message
+                .starts_with("served to router proxies in web")
                 && !edge.conditions[1].message.contains("without"),
             "every listener is served, the HTTPS one with its certificate: {}",
             edge.conditions[1].message
@@ -1131,7 +1139,10 @@ mod tests {
             (listeners, edge.listeners[1].conditions[3].message.clone())
         };
         let s = |t: &str, st: &str, r: &str| (t.to_string(), st.to_string(), r.to_string());
-        let resolved = vec![s("Programmed", "True", "Programmed"), s("ResolvedRefs", "True", "ResolvedRefs")];
+        let resolved = vec![
+            s("Programmed", "True", "Programmed"),
+            s("ResolvedRefs", "True", "ResolvedRefs"),
+        ];
         let invalid = vec![
             s("Programmed", "False", "Invalid"),
             s("ResolvedRefs", "False", "InvalidCertificateRef"),

@@ -42,7 +42,10 @@ pub(crate) struct ServerFindings {
     pub(crate) domain: String,
     /// The credential source, and how many changes it announced (bumped
     /// by [`count_credential_changes`]).
-    pub(crate) credentials: Option<(Arc<dyn pilot_model::CredentialSource>, Arc<std::sync::atomic::AtomicU64>)>,
+    pub(crate) credentials: Option<(
+        Arc<dyn pilot_model::CredentialSource>,
+        Arc<std::sync::atomic::AtomicU64>,
+    )>,
     /// The last input's fingerprint, its findings and its Gateway API
     /// statuses.
     pub(crate) last: Mutex<Option<(u64, ByObject, GatewayByObject)>>,
@@ -93,7 +96,9 @@ impl ServerFindings {
         namespaces.hash(&mut fingerprint);
         // A credential come, gone or changed: the listeners' status again.
         if let Some((_, changes)) = &self.credentials {
-            changes.load(std::sync::atomic::Ordering::Acquire).hash(&mut fingerprint);
+            changes
+                .load(std::sync::atomic::Ordering::Acquire)
+                .hash(&mut fingerprint);
         }
         let fingerprint = fingerprint.finish();
         if let Some((last, findings, gateway)) = &*self.last.lock().unwrap_or_else(|e| e.into_inner())
@@ -103,7 +108,8 @@ impl ServerFindings {
         }
         let exists = |host: &str| services.hosts.contains_key(host);
         let source = self.credentials.as_ref().map(|(source, _)| source);
-        let secret_exists = |namespace: &str, name: &str| source.is_some_and(|s| s.get(namespace, name).is_some());
+        let secret_exists =
+            |namespace: &str, name: &str| source.is_some_and(|s| s.get(namespace, name).is_some());
         let gateway = pilot_routing::gateway_api_status::statuses(
             &cached,
             &exists,

@@ -433,7 +433,8 @@ async fn open_credentials(
     StartError,
 > {
     if let Some(dir) = &args.credentials_dir {
-        let source = backend::credentials_dir::CredentialsDir::open(dir).map_err(|e| StartError::Usage(e.to_string()))?;
+        let source = backend::credentials_dir::CredentialsDir::open(dir)
+            .map_err(|e| StartError::Usage(e.to_string()))?;
         return Ok((Some(Arc::clone(&source) as _), Some(source)));
     }
     if args.kube_credentials {

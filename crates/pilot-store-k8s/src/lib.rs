@@ -58,8 +58,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod convert;
-mod credentials;
 mod crd;
+mod credentials;
 mod error;
 mod membership;
 mod registry;
@@ -67,8 +67,8 @@ mod schema;
 mod store;
 mod watch;
 
-pub use credentials::{KubeCredentials, TLS_SECRET_TYPE};
 pub use crd::{ESTABLISH_TIMEOUT, FIELD_MANAGER, crd, crds, crds_defined_elsewhere, install_crds};
+pub use credentials::{KubeCredentials, TLS_SECRET_TYPE};
 pub use error::KubeError;
 pub use membership::{
     KubeMembership, MAX_RECORD_BYTES, RECORD_BYTES_PER_PROXY, RECORD_KEY, ROLE_LABEL, ROLE_REPLICA,

@@ -47,7 +47,12 @@ async fn tls_secrets_are_followed_and_others_never_read() {
         let secrets = secrets.clone();
         async move { secrets.create(&PostParams::default(), &s).await.unwrap() }
     };
-    create(secret("shop", "kubernetes.io/tls", &[("tls.crt", CERT), ("tls.key", KEY), ("ca.crt", CERT)])).await;
+    create(secret(
+        "shop",
+        "kubernetes.io/tls",
+        &[("tls.crt", CERT), ("tls.key", KEY), ("ca.crt", CERT)],
+    ))
+    .await;
     create(secret("token", "Opaque", &[("tls.crt", CERT), ("tls.key", KEY)])).await;
     create(secret("keyless", "kubernetes.io/tls", &[("tls.crt", CERT)])).await;
 
@@ -64,11 +69,18 @@ async fn tls_secrets_are_followed_and_others_never_read() {
     assert_eq!(shop.private_key, KEY.as_bytes());
     assert_eq!(shop.ca_certificates.as_deref(), Some(CERT.as_bytes()));
     assert!(credentials.get("default", "token").is_none(), "an Opaque Secret");
-    assert!(credentials.get("default", "keyless").is_none(), "a TLS Secret without its key");
+    assert!(
+        credentials.get("default", "keyless").is_none(),
+        "a TLS Secret without its key"
+    );
 
     // Rotated: the change is announced and the new content read.
     let rotated = CERT.replace("MIIB", "MIIC");
-    let mut replaced = secret("shop", "kubernetes.io/tls", &[("tls.crt", &rotated), ("tls.key", KEY)]);
+    let mut replaced = secret(
+        "shop",
+        "kubernetes.io/tls",
+        &[("tls.crt", &rotated), ("tls.key", KEY)],
+    );
     replaced.metadata.resource_version = secrets.get("shop").await.unwrap().metadata.resource_version;
     secrets
         .replace("shop", &PostParams::default(), &replaced)

@@ -95,7 +95,10 @@ impl Session {
         let before = secrets.names.clone();
         match asked {
             Asked::Names(names) => secrets.names = names,
-            Asked::Change { subscribe, unsubscribe } => {
+            Asked::Change {
+                subscribe,
+                unsubscribe,
+            } => {
                 for name in unsubscribe {
                     secrets.names.remove(&name);
                     secrets.held.remove(&name);
@@ -170,7 +173,10 @@ impl Session {
         let nonce = self.next_nonce();
         let secrets = self.secrets.as_mut().expect("checked above");
         secrets.nonce = nonce;
-        secrets.held = current.into_iter().map(|(name, now)| (name, now.version)).collect();
+        secrets.held = current
+            .into_iter()
+            .map(|(name, now)| (name, now.version))
+            .collect();
         let message = match message {
             SecretMessage::Sotw(mut response) => {
                 response.nonce = nonce.to_string();
@@ -222,8 +228,12 @@ impl Session {
         if self.proxy().proxy_type != pilot_xds::ProxyType::Router {
             return false;
         }
-        self.snapshot()
-            .is_some_and(|snapshot| snapshot.rules.configs.grants_secret(own, &wanted.namespace, &wanted.name))
+        self.snapshot().is_some_and(|snapshot| {
+            snapshot
+                .rules
+                .configs
+                .grants_secret(own, &wanted.namespace, &wanted.name)
+        })
     }
 }
 

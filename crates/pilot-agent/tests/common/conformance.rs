@@ -278,7 +278,14 @@ impl Conformance {
     /// new certificate for `hosts` whose subject is `subject`.
     pub(crate) fn rotate(&self, namespace: &str, name: &str, subject: &str, hosts: &str) {
         let pki = Pki::new(self.dir.path());
-        write_credential(&pki, &self.dir.path().join("credentials"), namespace, name, subject, hosts);
+        write_credential(
+            &pki,
+            &self.dir.path().join("credentials"),
+            namespace,
+            name,
+            subject,
+            hosts,
+        );
     }
 
     /// Writes `files` (name, content) as the Secret `namespace/name` of
@@ -306,7 +313,15 @@ impl Conformance {
     ) -> Option<(u16, String, String)> {
         let port = self.port(gateway, written);
         let out = std::process::Command::new("curl")
-            .args(["-sS", "-v", "--max-time", "10", "-w", "\n%{http_code}", "--resolve"])
+            .args([
+                "-sS",
+                "-v",
+                "--max-time",
+                "10",
+                "-w",
+                "\n%{http_code}",
+                "--resolve",
+            ])
             .arg(format!("{sni}:{port}:127.0.0.1"))
             .arg("--cacert")
             .arg(&self.ca)
@@ -713,11 +728,17 @@ impl Conformance {
                 })
                 .collect()
         };
-        eventually(&format!("{gateway} to answer over TLS as the conformance expects"), || {
-            wrong().is_empty()
-        });
+        eventually(
+            &format!("{gateway} to answer over TLS as the conformance expects"),
+            || wrong().is_empty(),
+        );
         let left = wrong();
-        assert!(left.is_empty(), "{}\n{}", left.join("\n"), self.routers[gateway].log());
+        assert!(
+            left.is_empty(),
+            "{}\n{}",
+            left.join("\n"),
+            self.routers[gateway].log()
+        );
     }
 
     /// [`Conformance::with_upstreams`] with [`echo_upstream`]s.

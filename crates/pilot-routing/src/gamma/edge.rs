@@ -51,8 +51,9 @@ use pilot_model::{Config, ConfigMeta, CredentialName, Labels, Protocol};
 use super::super::gateway::intersect;
 use super::super::gateway_api_status::{CONTROLLER_NAME, admits, certificate_refs, granted, names_listener};
 use super::super::{
-    DirectResponse, GatewayHost, HttpAction, HttpRoute, IngressServer, L4Match, RouteDestination, RoutingConfigs,
-    RoutingModel, ServerHost, ServerTls, ServerTlsMode, TcpRoute, TlsRoute, WeightedDestination,
+    DirectResponse, GatewayHost, HttpAction, HttpRoute, IngressServer, L4Match, RouteDestination,
+    RoutingConfigs, RoutingModel, ServerHost, ServerTls, ServerTlsMode, TcpRoute, TlsRoute,
+    WeightedDestination,
 };
 use super::rules::{Permitted, grpc_route, http_route};
 use super::{Key, ServiceParent};
@@ -79,7 +80,8 @@ pub(crate) fn served(listener: &Listener) -> bool {
     match listener.protocol.as_str() {
         "HTTP" | "TCP" => true,
         "HTTPS" => listener.tls.as_ref().is_some_and(|t| {
-            t.mode() == TlsMode::Terminate && t.certificate_refs.as_deref().is_some_and(|refs| !refs.is_empty())
+            t.mode() == TlsMode::Terminate
+                && t.certificate_refs.as_deref().is_some_and(|refs| !refs.is_empty())
         }),
         "TLS" => listener
             .tls
@@ -237,7 +239,10 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
         // as `kubernetes://<namespace>/<name>`.
         if let Some(reference) = terminated_with(listener) {
             let namespace = reference.namespace.as_deref().unwrap_or(&gateway.meta.namespace);
-            server.tls = Some(ServerTls::credential(CredentialName::resource(namespace, &reference.name)));
+            server.tls = Some(ServerTls::credential(CredentialName::resource(
+                namespace,
+                &reference.name,
+            )));
         }
         server.tls_routes = streams.tls[index].clone();
         server.tcp_routes = streams.tcp[index].clone();
@@ -284,7 +289,10 @@ fn misdirected(listeners: &[Listener], index: usize, gateway: &str, hosts: &mut 
     let answer = |status: u32, host: &str| GatewayHost {
         host: host.to_string(),
         routes: vec![HttpRoute {
-            name: format!("{gateway}/{}", if status == 421 { "misdirected" } else { "not-found" }),
+            name: format!(
+                "{gateway}/{}",
+                if status == 421 { "misdirected" } else { "not-found" }
+            ),
             action: HttpAction::DirectResponse(DirectResponse { status, body: None }),
             ..Default::default()
         }],
@@ -606,6 +614,63 @@ spec:
             "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {namespace}}}\n\
              spec:\n  parentRefs: [{parent}]\n  hostnames: {hostnames}\n  rules:\n  - backendRefs: [{backend}]\n"
         )
+    }
+
+    #[test]
+    fn https_listeners_of_a_port_answer_421_for_each_others_hostnames() {
+        let text = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: pilot}\n\
+                    spec: {controllerName: pilot.io/gateway-controller}\n---\n\
+                    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: edge, namespace: infra}\n\
+                    spec:\n  gatewayClassName: pilot\n  listeners:\n  \
+                    - {name: any, protocol: HTTPS, port: 443, tls: {certificateRefs: [{name: cert}]}}\n  \
+                    - {name: wild, protocol: HTTPS, port: 443, hostname: \"*.example.com\", tls: {certificateRefs: [{name: cert}]}}\n  \
+                    - {name: shop, protocol: HTTPS, port: 443, hostname: shop.example.com, tls: {certificateRefs: [{name: cert}]}}\n  \
+                    - {name: plain, protocol: HTTP, port: 443, hostname: plain.example.com}\n---\n\
+                    apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: site, namespace: infra}\n\
+                    spec:\n  parentRefs: [{name: edge, sectionName: wild}]\n  hostnames: [a.example.com]\n  \
+                    rules: [{backendRefs: [{name: site, port: 8080}]}]\n";
+        let servers = servers(text);
+        let answers = |name: &str| -> Vec<(String, String)> {
+            let server = servers.iter().find(|s| s.port_name == name).unwrap();
+            server
+                .virtual_hosts
+                .iter()
+                .map(|h| {
+                    let answer = match &h.routes[0].action {
+                        HttpAction::DirectResponse(direct) => direct.status.to_string(),
+                        _ => "routed".to_string(),
+                    };
+                    (h.host.clone(), answer)
+                })
+                .collect()
+        };
+        let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter().map(|(h, a)| (h.to_string(), a.to_string())).collect()
+        };
+        // The catch-all owns what the others do not: 421 for theirs.
+        assert_eq!(
+            answers("any"),
+            pairs(&[("*.example.com", "421"), ("shop.example.com", "421")])
+        );
+        // Its own wildcard: its route, 404 for the rest it owns (not the
+        // catch-all's 421), 421 for the exact listener's and everything else.
+        assert_eq!(
+            answers("wild"),
+            pairs(&[
+                ("a.example.com", "routed"),
+                ("*.example.com", "404"),
+                ("*", "421"),
+                ("shop.example.com", "421")
+            ])
+        );
+        assert_eq!(
+            answers("shop"),
+            pairs(&[
+                ("shop.example.com", "404"),
+                ("*", "421"),
+                ("*.example.com", "421")
+            ])
+        );
     }
 
     #[test]

@@ -111,7 +111,10 @@ pub(crate) async fn follow(
         }
         let source = Arc::clone(&source);
         // File reads off the runtime's workers.
-        if tokio::task::spawn_blocking(move || source.reload()).await.is_err() {
+        if tokio::task::spawn_blocking(move || source.reload())
+            .await
+            .is_err()
+        {
             return;
         }
     }
@@ -225,12 +228,32 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let (cert, key) = issued("shop.example.com");
         let (other_cert, other_key) = issued("other.example.com");
-        write(root.path(), "web", "shop", &[("tls.crt", &cert), ("tls.key", &key), ("ca.crt", &cert)]);
+        write(
+            root.path(),
+            "web",
+            "shop",
+            &[("tls.crt", &cert), ("tls.key", &key), ("ca.crt", &cert)],
+        );
         // The key of another certificate.
-        write(root.path(), "web", "mismatched", &[("tls.crt", &cert), ("tls.key", &other_key)]);
+        write(
+            root.path(),
+            "web",
+            "mismatched",
+            &[("tls.crt", &cert), ("tls.key", &other_key)],
+        );
         write(root.path(), "web", "keyless", &[("tls.crt", &cert)]);
-        write(root.path(), "web", "garbage", &[("tls.crt", "not pem"), ("tls.key", &key)]);
-        write(root.path(), "web", "..data", &[("tls.crt", &cert), ("tls.key", &key)]);
+        write(
+            root.path(),
+            "web",
+            "garbage",
+            &[("tls.crt", "not pem"), ("tls.key", &key)],
+        );
+        write(
+            root.path(),
+            "web",
+            "..data",
+            &[("tls.crt", &cert), ("tls.key", &key)],
+        );
 
         let source = CredentialsDir::open(root.path()).unwrap();
         let shop = source.get("web", "shop").expect("a whole credential loads");
@@ -242,19 +265,30 @@ mod tests {
         assert!(!source.reload(), "nothing changed");
 
         let mut changes = source.changes();
-        write(root.path(), "web", "shop", &[("tls.crt", &other_cert), ("tls.key", &other_key)]);
+        write(
+            root.path(),
+            "web",
+            "shop",
+            &[("tls.crt", &other_cert), ("tls.key", &other_key)],
+        );
         assert!(source.reload());
         tokio::time::timeout(Duration::from_secs(60), changes.next())
             .await
             .expect("no change announced")
             .unwrap();
-        assert_eq!(source.get("web", "shop").unwrap().certificate_chain, other_cert.as_bytes());
+        assert_eq!(
+            source.get("web", "shop").unwrap().certificate_chain,
+            other_cert.as_bytes()
+        );
 
         // Halfway through a rotation (a new key, the old certificate):
         // the last version is kept.
         write(root.path(), "web", "shop", &[("tls.key", &key)]);
         assert!(!source.reload());
-        assert_eq!(source.get("web", "shop").unwrap().certificate_chain, other_cert.as_bytes());
+        assert_eq!(
+            source.get("web", "shop").unwrap().certificate_chain,
+            other_cert.as_bytes()
+        );
 
         std::fs::remove_dir_all(root.path().join("web/shop")).unwrap();
         assert!(source.reload());
