@@ -15,7 +15,9 @@
 //!   request budget per connection, maximum age;
 //!   [`Authenticate`]: who may claim which node ids, from the request's
 //!   headers and its connection's [`Peer`], asynchronously and within the
-//!   handshake deadline).
+//!   handshake deadline). On the same streams, the TLS credentials of a
+//!   [`CredentialSource`](pilot_model::CredentialSource) as SDS `Secret`s
+//!   ([`XdsServer::with_credentials`]), to the proxies that may read them.
 //! - `feedback/`: each connected proxy's ACKs and NACKs ([`ProxyStatus`]),
 //!   the store revisions each push carried ([`PushRevisions`]), why streams
 //!   ended ([`StreamEnds`]) or were refused ([`RefusedStreams`]).

@@ -14,7 +14,9 @@
 //!   stream ended; `withheld.rs`: removals held back until the proxy
 //!   ACKed the routes and listeners without them (make before break).
 //! - `sotw.rs` and `delta.rs`: subscription bookkeeping only, what a
-//!   response carries.
+//!   response carries; `secrets.rs`: SDS `Secret`s on the same stream,
+//!   either protocol, from the server's credential source, to the proxies
+//!   that may read them.
 //! - `auth.rs`: who a caller is and which node ids it may claim;
 //!   `service.rs`: the gRPC service (authentication, protocol by method);
 //!   `routes.rs`: the port's other gRPC services (tonic's) on the same

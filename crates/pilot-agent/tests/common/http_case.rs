@@ -47,6 +47,9 @@ pub(crate) enum At {
     Port(u16),
 }
 
+/// One request sent and its answer: method, Host, path and headers.
+type Exchange<'a> = dyn Fn(&str, &str, &str, &[(&str, &str)]) -> super::Answer + 'a;
+
 /// `GET path` with host `example.com`, expected to reach
 /// infra-backend-v1 as sent.
 pub(crate) fn case(path: &'static str) -> Case {
@@ -153,7 +156,7 @@ impl Case {
     fn check_by(
         &self,
         port: u16,
-        exchange: &dyn Fn(&str, &str, &str, &[(&str, &str)]) -> super::Answer,
+        exchange: &Exchange<'_>,
     ) -> Result<(), String> {
         let mut headers = self.headers.clone();
         let sends = self
