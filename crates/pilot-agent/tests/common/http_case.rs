@@ -153,11 +153,7 @@ impl Case {
 
     /// What the listener on `port` answers the case, through `exchange`
     /// (method, Host, path, headers), checked.
-    fn check_by(
-        &self,
-        port: u16,
-        exchange: &Exchange<'_>,
-    ) -> Result<(), String> {
+    fn check_by(&self, port: u16, exchange: &Exchange<'_>) -> Result<(), String> {
         let mut headers = self.headers.clone();
         let sends = self
             .backend_sends
