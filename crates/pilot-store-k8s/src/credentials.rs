@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use pilot_model::{CredentialSource, TlsCredential};
-use tokio::sync::watch;
+use pilot_store::ChangeTicks;
 
 /// The type of the Secrets followed.
 pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
@@ -41,7 +41,7 @@ pub struct KubeCredentials {
 
 struct Inner {
     held: RwLock<Held>,
-    changes: watch::Sender<u64>,
+    changes: ChangeTicks,
     synced: AtomicBool,
     task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -64,7 +64,7 @@ impl KubeCredentials {
         };
         let inner = Arc::new(Inner {
             held: RwLock::new(Held::new()),
-            changes: watch::channel(0).0,
+            changes: ChangeTicks::default(),
             synced: AtomicBool::new(false),
             task: std::sync::Mutex::new(None),
         });
@@ -86,13 +86,7 @@ impl CredentialSource for KubeCredentials {
     }
 
     fn changes(&self) -> BoxStream<'static, ()> {
-        let mut changes = self.inner.changes.subscribe();
-        changes.mark_unchanged();
-        Box::pin(futures::stream::unfold(changes, |mut changes| async move {
-            changes.changed().await.ok()?;
-            changes.mark_unchanged();
-            Some(((), changes))
-        }))
+        self.inner.changes.stream()
     }
 }
 
@@ -144,7 +138,7 @@ async fn follow(api: Api<Secret>, inner: std::sync::Weak<Inner>) {
         };
         drop(held);
         if changed {
-            inner.changes.send_modify(|tick| *tick += 1);
+            inner.changes.announce();
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use futures::stream::BoxStream;
 use pilot_model::{CredentialSource, TlsCredential};
-use tokio::sync::watch;
+use pilot_store::ChangeTicks;
 
 /// TLS credentials by namespace and name, in memory. Cloning gives
 /// another handle on the same credentials.
@@ -18,7 +18,7 @@ pub struct MemoryCredentials {
 
 struct Inner {
     held: RwLock<BTreeMap<(String, String), Arc<TlsCredential>>>,
-    changes: watch::Sender<u64>,
+    changes: ChangeTicks,
 }
 
 impl Default for MemoryCredentials {
@@ -33,7 +33,7 @@ impl MemoryCredentials {
         MemoryCredentials {
             inner: Arc::new(Inner {
                 held: RwLock::new(BTreeMap::new()),
-                changes: watch::channel(0).0,
+                changes: ChangeTicks::default(),
             }),
         }
     }
@@ -44,7 +44,7 @@ impl MemoryCredentials {
         let mut held = self.inner.held.write().unwrap_or_else(|p| p.into_inner());
         held.insert((namespace.to_string(), name.to_string()), Arc::new(credential));
         drop(held);
-        self.inner.changes.send_modify(|tick| *tick += 1);
+        self.inner.changes.announce();
     }
 
     /// Removes the credential `name` of `namespace`; true when there was
@@ -54,7 +54,7 @@ impl MemoryCredentials {
         let removed = held.remove(&(namespace.to_string(), name.to_string())).is_some();
         drop(held);
         if removed {
-            self.inner.changes.send_modify(|tick| *tick += 1);
+            self.inner.changes.announce();
         }
         removed
     }
@@ -67,13 +67,7 @@ impl CredentialSource for MemoryCredentials {
     }
 
     fn changes(&self) -> BoxStream<'static, ()> {
-        let mut changes = self.inner.changes.subscribe();
-        changes.mark_unchanged();
-        Box::pin(futures::stream::unfold(changes, |mut changes| async move {
-            changes.changed().await.ok()?;
-            changes.mark_unchanged();
-            Some(((), changes))
-        }))
+        self.inner.changes.stream()
     }
 }
 

@@ -21,6 +21,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backoff;
+mod change_ticks;
 mod controller;
 mod followed;
 mod handlers;
@@ -38,6 +39,7 @@ mod typed;
 pub mod testing;
 
 pub use backoff::Backoff;
+pub use change_ticks::ChangeTicks;
 pub use controller::{Controller, ControllerOptions};
 pub use followed::{FollowedRegistry, RegistryWriter};
 pub use handlers::Handler;

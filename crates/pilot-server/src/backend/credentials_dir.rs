@@ -36,7 +36,7 @@ type Credentials = BTreeMap<(String, String), Arc<TlsCredential>>;
 pub(crate) struct CredentialsDir {
     path: PathBuf,
     held: RwLock<Credentials>,
-    changes: tokio::sync::watch::Sender<u64>,
+    changes: pilot_store::ChangeTicks,
 }
 
 impl CredentialsDir {
@@ -53,7 +53,7 @@ impl CredentialsDir {
         Ok(Arc::new(CredentialsDir {
             path: path.to_path_buf(),
             held: RwLock::new(held),
-            changes: tokio::sync::watch::channel(0).0,
+            changes: Default::default(),
         }))
     }
 
@@ -76,7 +76,7 @@ impl CredentialsDir {
         *held = now;
         drop(held);
         tracing::info!(path = %self.path.display(), before, after, "credentials changed");
-        self.changes.send_modify(|tick| *tick += 1);
+        self.changes.announce();
         true
     }
 }
@@ -88,13 +88,7 @@ impl CredentialSource for CredentialsDir {
     }
 
     fn changes(&self) -> BoxStream<'static, ()> {
-        let mut changes = self.changes.subscribe();
-        changes.mark_unchanged();
-        Box::pin(futures::stream::unfold(changes, |mut changes| async move {
-            changes.changed().await.ok()?;
-            changes.mark_unchanged();
-            Some(((), changes))
-        }))
+        self.changes.stream()
     }
 }
 
