@@ -8,7 +8,8 @@
 //!   ReferenceGrant lets Gateways of its namespace refer to that Secret,
 //!   as a Gateway's `certificateRefs` may. A name it may not read is
 //!   answered as one that does not exist: nothing is sent for it (and a
-//!   warning names the proxy and the Secret).
+//!   warning names the proxy and the Secret, once each time it becomes
+//!   unreadable, not at every push).
 //! - When: on the proxy's request (a name it newly asks for), after a
 //!   change of the credentials, and after a push (a ReferenceGrant may
 //!   have come or gone). Only what changed for the proxy is sent: a
@@ -61,6 +62,9 @@ pub(super) struct Secrets {
     held: BTreeMap<String, u64>,
     /// The nonce of the latest Secret response (0: none yet).
     nonce: u64,
+    /// The names asked for that the proxy may not read, as last looked
+    /// at: each is logged once when it becomes so, not at every push.
+    refused: BTreeSet<String>,
 }
 
 /// One secret as the proxy may have it now: its version and resource.
@@ -122,11 +126,27 @@ impl Session {
         let Some(secrets) = self.secrets.as_ref() else {
             return Ok(());
         };
-        let current: BTreeMap<String, Current> = secrets
-            .names
-            .iter()
-            .filter_map(|name| Some((name.clone(), self.current_secret(name)?)))
-            .collect();
+        let mut refused = BTreeMap::new();
+        let mut current = BTreeMap::new();
+        for name in &secrets.names {
+            match self.current_secret(name) {
+                Ok(Some(now)) => {
+                    current.insert(name.clone(), now);
+                }
+                Ok(None) => {}
+                Err(why) => {
+                    refused.insert(name.clone(), why);
+                }
+            }
+        }
+        for (name, why) in &refused {
+            if !secrets.refused.contains(name) {
+                tracing::warn!(node = self.node_id(), secret = name.as_str(), "{why}");
+            }
+        }
+        let secrets = self.secrets.as_mut().expect("checked above");
+        secrets.refused = refused.into_keys().collect();
+        let secrets = &**secrets;
         let changed = current
             .iter()
             .any(|(name, now)| secrets.held.get(name) != Some(&now.version));
@@ -191,31 +211,36 @@ impl Session {
     }
 
     /// The secret `resource` as this proxy may have it now: `None` when
-    /// there is no such credential or the proxy may not read it.
-    fn current_secret(&self, resource: &str) -> Option<Current> {
-        let source = self.server().credentials.get()?;
+    /// there is no such credential, why not when the proxy may not read
+    /// it.
+    fn current_secret(&self, resource: &str) -> Result<Option<Current>, String> {
+        let Some(source) = self.server().credentials.get() else {
+            return Ok(None);
+        };
         let proxy = self.proxy();
         let own = crate::push::proxy_namespace(proxy);
-        let wanted = CredentialName::parse(resource, &own)?;
+        let Some(wanted) = CredentialName::parse(resource, &own) else {
+            return Ok(None);
+        };
         if !self.may_read(&own, &wanted) {
-            tracing::warn!(
-                node = self.node_id(),
-                secret = resource,
+            return Err(format!(
                 "the proxy may not read the Secret {}/{}: not its namespace, and no ReferenceGrant there lets \
                  Gateways of {own} refer to it",
-                wanted.namespace,
-                wanted.name
-            );
-            return None;
+                wanted.namespace, wanted.name
+            ));
         }
-        let credential = source.get(&wanted.namespace, &wanted.name)?;
-        let secret = secret_of(resource, &credential, wanted.ca)?;
+        let Some(secret) = source
+            .get(&wanted.namespace, &wanted.name)
+            .and_then(|credential| secret_of(resource, &credential, wanted.ca))
+        else {
+            return Ok(None);
+        };
         let mut hasher = DefaultHasher::new();
         secret.encode_to_vec().hash(&mut hasher);
-        Some(Current {
+        Ok(Some(Current {
             version: hasher.finish(),
             secret,
-        })
+        }))
     }
 
     /// Whether a proxy of namespace `own` may read `wanted`: its own
