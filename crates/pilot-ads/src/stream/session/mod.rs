@@ -676,7 +676,10 @@ impl<P: Protocol> Running<P> {
             tokio::select! {
                 _ = self.closing.changed() => return EndReason::ServerClosed,
                 changed = self.credentials.changed(), if session.has_secrets() => {
-                    if changed.is_err() || boxed(|| session.send_secrets(P::INCREMENTAL, false)).await.is_err() {
+                    if changed.is_err() {
+                        return EndReason::ServerClosed;
+                    }
+                    if boxed(|| session.send_secrets(P::INCREMENTAL, false)).await.is_err() {
                         return EndReason::ResponseDropped;
                     }
                 }
