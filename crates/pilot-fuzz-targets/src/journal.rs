@@ -32,6 +32,7 @@ mod tests {
             "checksum-mismatch.jsonl",
             "unknown-type.jsonl",
             "both-put-and-delete.jsonl",
+            "dotted-kind.jsonl",
         ] {
             assert!(segment(&corpus(corrupt)).is_err(), "{corrupt} reads");
         }

@@ -84,6 +84,12 @@ pub(crate) fn decode(line: &[u8]) -> Result<(Revision, Change), String> {
     };
     let record: RecordIn = serde_json::from_slice(json).map_err(|e| e.to_string())?;
     let change = match (record.put, record.delete) {
+        // A put is written with the kind's name (its group is in
+        // `apiVersion`), which has no dots: one with a dot was not written
+        // by `encode`.
+        (Some(config), None) if config.meta.kind.contains('.') => {
+            return Err(format!("put: kind {:?} is not a kind name", config.meta.kind));
+        }
         (Some(config), None) => Change::Put(Arc::new(config)),
         (None, Some(key)) => Change::Delete(key),
         _ => return Err("neither or both of put and delete".into()),
