@@ -40,7 +40,7 @@ pub trait Findings: Send + Sync + 'static {
 }
 
 /// Adds the Gateway API's status `parts` to `status`: its conditions
-/// after the `Reconciled` one, its listeners and parents. A condition
+/// after the `Reconciled` one, its listeners, parents and ancestors. A condition
 /// keeps the transition time the object's current status gives it (same
 /// place, same type) while its status holds.
 pub(crate) fn apply_gateway_api(
@@ -88,6 +88,22 @@ pub(crate) fn apply_gateway_api(
             let mut parent = parent.clone();
             parent.conditions = keep(&parent.conditions, before);
             parent
+        })
+        .collect();
+    status.ancestors = parts
+        .ancestors
+        .iter()
+        .map(|ancestor| {
+            let before = previous
+                .and_then(|s| {
+                    s.ancestors
+                        .iter()
+                        .find(|a| a.ancestor_ref == ancestor.ancestor_ref)
+                })
+                .map(|a| a.conditions.as_slice());
+            let mut ancestor = ancestor.clone();
+            ancestor.conditions = keep(&ancestor.conditions, before);
+            ancestor
         })
         .collect();
 }

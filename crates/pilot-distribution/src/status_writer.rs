@@ -473,6 +473,7 @@ mod tests {
             validation_messages: Vec::new(),
             parents: Vec::new(),
             listeners: Vec::new(),
+            ancestors: Vec::new(),
         }
     }
 

@@ -138,6 +138,30 @@ pub fn same_conditions(a: &[Condition], b: &[Condition]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.same(b))
 }
 
+/// The status of a policy for one ancestor it applies under (the Gateway
+/// API's `PolicyAncestorStatus`): a BackendTLSPolicy's, for each Gateway
+/// whose routes send traffic to a Service it targets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyAncestorStatus {
+    /// The ancestor (`group`, `kind`, `namespace`, `name`).
+    pub ancestor_ref: serde_json::Value,
+    /// The controller that wrote this entry (`pilot.io/gateway-controller`).
+    pub controller_name: String,
+    /// `Accepted` and `ResolvedRefs`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+impl PolicyAncestorStatus {
+    /// True when both say the same (the times aside).
+    pub fn same(&self, other: &PolicyAncestorStatus) -> bool {
+        self.ancestor_ref == other.ancestor_ref
+            && self.controller_name == other.controller_name
+            && same_conditions(&self.conditions, &other.conditions)
+    }
+}
+
 impl RouteParentStatus {
     /// True when both say the same (the times aside).
     pub fn same(&self, other: &RouteParentStatus) -> bool {
@@ -170,6 +194,8 @@ pub struct GatewayApiStatus {
     pub listeners: Vec<ListenerStatus>,
     /// A route's parents.
     pub parents: Vec<RouteParentStatus>,
+    /// A policy's ancestors.
+    pub ancestors: Vec<PolicyAncestorStatus>,
 }
 
 impl GatewayApiStatus {
@@ -184,5 +210,11 @@ impl GatewayApiStatus {
                 .all(|(a, b)| a.same(b))
             && self.parents.len() == other.parents.len()
             && self.parents.iter().zip(&other.parents).all(|(a, b)| a.same(b))
+            && self.ancestors.len() == other.ancestors.len()
+            && self
+                .ancestors
+                .iter()
+                .zip(&other.ancestors)
+                .all(|(a, b)| a.same(b))
     }
 }

@@ -12,6 +12,13 @@
 //! namespace, `kubernetes://<namespace>/<name>` for one named with its
 //! namespace, and the same with `-cacert` appended for the certificate
 //! authority (`ca.crt`) that verifies clients or servers.
+//!
+//! A source may also hold certificate authority bundles as Kubernetes
+//! holds them in ConfigMaps (the `ca.crt` key), which a Gateway API
+//! BackendTLSPolicy names to verify its backends with
+//! ([`CredentialSource::ca_bundle`]). They are sent as SDS validation
+//! contexts named [`CaBundleName`]s: `configmap://<namespace>/<name>`, or
+//! several names joined by `,` for a policy naming several ConfigMaps.
 
 use std::sync::Arc;
 
@@ -23,6 +30,10 @@ pub const CREDENTIAL_PREFIX: &str = "kubernetes://";
 /// The suffix of an SDS resource name that asks for a credential's
 /// certificate authority (`ca.crt`) rather than its certificate and key.
 pub const CA_SUFFIX: &str = "-cacert";
+
+/// The prefix of an SDS resource name that names certificate authority
+/// bundles held as ConfigMaps.
+pub const CA_BUNDLE_PREFIX: &str = "configmap://";
 
 /// A certificate chain and its private key, with the certificate
 /// authority that verifies peers when there is one, each PEM as a
@@ -65,6 +76,14 @@ pub trait CredentialSource: Send + Sync {
     /// well formed (a source leaves out what would not load, and says why
     /// in its log).
     fn get(&self, namespace: &str, name: &str) -> Option<Arc<TlsCredential>>;
+
+    /// The certificate authority bundle (PEM, a ConfigMap's `ca.crt`) `name`
+    /// of `namespace`, when the source holds one that holds certificates.
+    /// None by default: a source of Secrets only.
+    fn ca_bundle(&self, namespace: &str, name: &str) -> Option<Arc<Vec<u8>>> {
+        let _ = (namespace, name);
+        None
+    }
 
     /// Yields once after each change (or several coalesced) from now on:
     /// after an item, [`get`](Self::get) returns what changed. Bounded
@@ -115,6 +134,37 @@ impl CredentialName {
     }
 }
 
+/// An SDS resource name that asks for certificate authority bundles:
+/// `configmap://<namespace>/<name>[,<name>...]`, the bundles of those
+/// ConfigMaps of one namespace, concatenated in the order written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaBundleName {
+    /// The ConfigMaps' namespace.
+    pub namespace: String,
+    /// The ConfigMaps' names (at least one).
+    pub names: Vec<String>,
+}
+
+impl CaBundleName {
+    /// Reads `resource`; `None` when it is not a `configmap://` name or
+    /// names something no ConfigMap could be.
+    pub fn parse(resource: &str) -> Option<Self> {
+        let (namespace, names) = resource.strip_prefix(CA_BUNDLE_PREFIX)?.split_once('/')?;
+        let valid = |part: &str| crate::dns1123_subdomain(part).is_ok();
+        let names: Vec<String> = names.split(',').map(str::to_string).collect();
+        (valid(namespace) && names.iter().all(|n| valid(n))).then(|| CaBundleName {
+            namespace: namespace.to_string(),
+            names,
+        })
+    }
+
+    /// The SDS resource name of the bundles `names` of `namespace`.
+    pub fn resource<S: AsRef<str>>(namespace: &str, names: &[S]) -> String {
+        let names: Vec<&str> = names.iter().map(AsRef::as_ref).collect();
+        format!("{CA_BUNDLE_PREFIX}{namespace}/{}", names.join(","))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +206,35 @@ mod tests {
             } else {
                 assert_eq!(parsed, None, "{bad}");
             }
+        }
+    }
+
+    #[test]
+    fn ca_bundle_names_name_configmaps_of_one_namespace() {
+        let named = |namespace: &str, names: &[&str]| {
+            Some(CaBundleName {
+                namespace: namespace.into(),
+                names: names.iter().map(|n| n.to_string()).collect(),
+            })
+        };
+        assert_eq!(CaBundleName::parse("configmap://web/ca"), named("web", &["ca"]));
+        assert_eq!(
+            CaBundleName::parse("configmap://web/ca,other.ca"),
+            named("web", &["ca", "other.ca"])
+        );
+        assert_eq!(
+            CaBundleName::parse(&CaBundleName::resource("web", &["a", "b"])),
+            named("web", &["a", "b"])
+        );
+        for bad in [
+            "kubernetes://web/ca",
+            "configmap://ca",
+            "configmap://web/",
+            "configmap://web/a,",
+            "configmap://web/a/b",
+            "configmap://Web/ca",
+        ] {
+            assert_eq!(CaBundleName::parse(bad), None, "{bad}");
         }
     }
 

@@ -18,7 +18,9 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::Revision;
-use crate::conditions::{Condition, ListenerStatus, RouteParentStatus, ValidationMessage};
+use crate::conditions::{
+    Condition, ListenerStatus, PolicyAncestorStatus, RouteParentStatus, ValidationMessage,
+};
 
 /// Per kind, the store revision a push holds every write of that kind up
 /// to (a Controller's cache catches up kind by kind).
@@ -87,6 +89,10 @@ pub struct ConfigStatus {
     /// A Gateway API Gateway's listeners' status.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub listeners: Vec<ListenerStatus>,
+    /// A Gateway API policy's status for each ancestor (a
+    /// BackendTLSPolicy's Gateways).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ancestors: Vec<PolicyAncestorStatus>,
 }
 
 /// One distinct NACK message and how many proxies sent it.
@@ -144,6 +150,12 @@ impl ConfigStatus {
                 .listeners
                 .iter()
                 .zip(&other.listeners)
+                .all(|(a, b)| a.same(b))
+            && self.ancestors.len() == other.ancestors.len()
+            && self
+                .ancestors
+                .iter()
+                .zip(&other.ancestors)
                 .all(|(a, b)| a.same(b))
     }
 }
@@ -284,6 +296,7 @@ pub fn distribution_status(
         validation_messages: Vec::new(),
         parents: Vec::new(),
         listeners: Vec::new(),
+        ancestors: Vec::new(),
     }
 }
 

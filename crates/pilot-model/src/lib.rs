@@ -54,11 +54,14 @@ pub mod document;
 /// `#[pilot_model::async_trait]`, with no async-trait dependency of its own.
 pub use async_trait::async_trait;
 pub use conditions::{
-    Condition, GatewayApiStatus, ListenerStatus, MessageType, RECONCILED, RouteGroupKind, RouteParentStatus,
-    ValidationMessage, same_conditions,
+    Condition, GatewayApiStatus, ListenerStatus, MessageType, PolicyAncestorStatus, RECONCILED,
+    RouteGroupKind, RouteParentStatus, ValidationMessage, same_conditions,
 };
 pub use config::{Config, DynConfig, now_seconds, push_key};
-pub use credentials::{CA_SUFFIX, CREDENTIAL_PREFIX, CredentialName, CredentialSource, TlsCredential};
+pub use credentials::{
+    CA_BUNDLE_PREFIX, CA_SUFFIX, CREDENTIAL_PREFIX, CaBundleName, CredentialName, CredentialSource,
+    TlsCredential,
+};
 pub use discovery::{AggregateDiscovery, RegistryAdapter, ServiceDiscovery, ServiceEvent};
 pub use distribution::{
     ConfigStatus, DistributionIndex, KindRevisions, MAX_NACK_MESSAGE_LEN, MAX_NACK_MESSAGES, NackSummary,

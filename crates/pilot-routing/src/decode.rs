@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use pilot_api::gateway_api::{
-    Gateway as ApiGateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute,
+    BackendTlsPolicy, Gateway as ApiGateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute,
+    TlsRoute,
 };
 use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
 use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
@@ -50,6 +51,7 @@ impl RoutingConfigs {
         let reference_grants = Held::of(&previous.reference_grants);
         let api_tls_routes = Held::of(&previous.api_tls_routes);
         let api_tcp_routes = Held::of(&previous.api_tcp_routes);
+        let backend_tls_policies = Held::of(&previous.backend_tls_policies);
         for config in configs {
             match config.meta.kind.as_str() {
                 RouteRule::KIND => out.route_rules.push(route_rules.typed(config)?),
@@ -80,6 +82,9 @@ impl RoutingConfigs {
                 }
                 kind if kind == TlsRoute::id() => out.api_tls_routes.push(api_tls_routes.typed(config)?),
                 kind if kind == TcpRoute::id() => out.api_tcp_routes.push(api_tcp_routes.typed(config)?),
+                kind if kind == BackendTlsPolicy::id() => {
+                    out.backend_tls_policies.push(backend_tls_policies.typed(config)?)
+                }
                 _ => {}
             }
         }

@@ -29,12 +29,12 @@ use std::time::SystemTime;
 
 use crate::gamma::edge::{GATEWAY_NAME_LABEL, served, shared_hostnames};
 use pilot_api::gateway_api::{
-    FromNamespaces, Gateway, GatewayClass, GrpcRoute, HttpRoute, LabelSelector, Listener, ParentReference,
-    ReferenceGrant, TcpRoute, TlsMode, TlsRoute,
+    BackendTlsPolicy, FromNamespaces, Gateway, GatewayClass, GrpcRoute, HttpRoute, LabelSelector, Listener,
+    ParentReference, ReferenceGrant, TcpRoute, TlsMode, TlsRoute,
 };
 use pilot_model::{
-    Condition, Config, ConfigKey, ConfigKind, DynConfig, GatewayApiStatus, ListenerStatus, RouteGroupKind,
-    RouteParentStatus,
+    Condition, Config, ConfigKey, ConfigKind, DynConfig, GatewayApiStatus, ListenerStatus,
+    PolicyAncestorStatus, RouteGroupKind, RouteParentStatus,
 };
 
 /// The `controllerName` of pilot's GatewayClasses: the Gateways of a class
@@ -52,6 +52,7 @@ pub fn status_kinds() -> Vec<String> {
         GrpcRoute::id(),
         TlsRoute::id(),
         TcpRoute::id(),
+        BackendTlsPolicy::id(),
     ]
     .into_iter()
     .map(|id| id.into_owned())
@@ -165,6 +166,8 @@ pub fn statuses(
         }
     }
 
+    policy_statuses(&input, &routes, &ours, credentials, now, &mut out);
+
     for gateway in gateways {
         let condition = condition(gateway.meta.generation, now);
         let listeners = gateway
@@ -265,6 +268,7 @@ struct Input {
     grpc: Vec<Config<GrpcRoute>>,
     tls: Vec<Config<TlsRoute>>,
     tcp: Vec<Config<TcpRoute>>,
+    policies: Vec<Arc<Config<BackendTlsPolicy>>>,
 }
 
 fn typed<K: ConfigKind>(objects: &[Arc<DynConfig>]) -> Vec<Config<K>> {
@@ -286,6 +290,7 @@ impl Input {
             grpc: typed(objects),
             tls: typed(objects),
             tcp: typed(objects),
+            policies: typed(objects).into_iter().map(Arc::new).collect(),
         }
     }
 
@@ -639,10 +644,28 @@ pub fn listener_kinds(listener: &Listener) -> Vec<RouteGroupKind> {
     }
 }
 
-/// What status knows of the Secrets listeners name: `None` when the
-/// server has no credential source (none is served), else whether the
-/// Secret `namespace`, `name` is there and loads.
-pub type Credentials<'a> = Option<&'a dyn Fn(&str, &str) -> bool>;
+/// What status knows of the credential source: `None` when the server has
+/// none (no Secret or bundle is served).
+pub type Credentials<'a> = Option<&'a dyn CredentialsHeld>;
+
+/// Whether a credential source holds a Secret or a certificate authority
+/// bundle (that loads).
+pub trait CredentialsHeld {
+    /// The Secret `name` of `namespace` is there.
+    fn holds_secret(&self, namespace: &str, name: &str) -> bool;
+    /// The ConfigMap `name` of `namespace` holds a bundle.
+    fn holds_ca_bundle(&self, namespace: &str, name: &str) -> bool;
+}
+
+impl<T: pilot_model::CredentialSource + ?Sized> CredentialsHeld for T {
+    fn holds_secret(&self, namespace: &str, name: &str) -> bool {
+        self.get(namespace, name).is_some()
+    }
+
+    fn holds_ca_bundle(&self, namespace: &str, name: &str) -> bool {
+        self.ca_bundle(namespace, name).is_some()
+    }
+}
 
 /// Whether each Secret a listener terminating TLS names is there
 /// (`InvalidCertificateRef` otherwise, as the conformance's
@@ -671,7 +694,7 @@ fn certificates_present(
                 ),
             ));
         };
-        if !exists(namespace, &reference.name) {
+        if !exists.holds_secret(namespace, &reference.name) {
             return Err((
                 "InvalidCertificateRef",
                 format!(
@@ -844,12 +867,202 @@ fn parent_status(
     }
 }
 
+/// Each BackendTLSPolicy's status, for each of pilot's Gateways with a
+/// route sending traffic to a Service it targets (its ancestors):
+/// `Accepted` (`Conflicted` when an older policy targets the same Service
+/// and section, `Invalid` for a well-known set of certificates other than
+/// `System`, `NoValidCACertificate` when no `caCertificateRefs` entry
+/// resolves) and `ResolvedRefs` (`InvalidKind` for an entry that is not a
+/// core ConfigMap, `InvalidCACertificateRef` for a ConfigMap the credential
+/// source lacks or whose `ca.crt` holds no certificate).
+fn policy_statuses(
+    input: &Input,
+    routes: &[Route<'_>],
+    ours: &BTreeSet<&str>,
+    credentials: Credentials<'_>,
+    now: SystemTime,
+    out: &mut HashMap<ConfigKey, GatewayApiStatus>,
+) {
+    let ordered = crate::backend_tls::in_precedence(&input.policies);
+    for (rank, policy) in ordered.iter().enumerate() {
+        let namespace = policy.meta.namespace.as_str();
+        let targets: Vec<_> = crate::backend_tls::services(&policy.spec.target_refs).collect();
+        // The Gateways of pilot's classes whose routes send to a target.
+        let mut ancestors: BTreeSet<(&str, &str)> = BTreeSet::new();
+        for route in routes {
+            let sends = route.backends.iter().any(|b| {
+                b.group.is_empty()
+                    && b.kind == "Service"
+                    && b.namespace.unwrap_or(route.namespace) == namespace
+                    && targets.iter().any(|t| t.name == b.name)
+            });
+            if !sends {
+                continue;
+            }
+            for parent in &route.parents {
+                if (parent.group(), parent.kind()) != (GROUP, "Gateway") {
+                    continue;
+                }
+                let parent_namespace = parent.namespace.as_deref().unwrap_or(route.namespace);
+                let ours = input.gateways.iter().any(|g| {
+                    g.meta.namespace == parent_namespace
+                        && g.meta.name == parent.name
+                        && ours.contains(g.spec.gateway_class_name.as_str())
+                });
+                if ours {
+                    ancestors.insert((parent_namespace, parent.name.as_str()));
+                }
+            }
+        }
+        if ancestors.is_empty() {
+            continue;
+        }
+        let condition = condition(policy.meta.generation, now);
+        let (resolved, valid) = ca_refs(policy, credentials);
+        let conflicted = ordered[..rank].iter().find(|earlier| {
+            earlier.meta.namespace == policy.meta.namespace
+                && crate::backend_tls::services(&earlier.spec.target_refs).any(|t| {
+                    targets
+                        .iter()
+                        .any(|mine| mine.name == t.name && mine.section_name == t.section_name)
+                })
+        });
+        let well_known = policy
+            .spec
+            .validation
+            .as_ref()
+            .and_then(|v| v.well_known_ca_certificates.as_deref());
+        let accepted = if let Some(earlier) = conflicted {
+            condition(
+                "Accepted",
+                false,
+                "Conflicted",
+                &format!(
+                    "the older BackendTLSPolicy {}/{} targets the same Service and section",
+                    earlier.meta.namespace, earlier.meta.name
+                ),
+            )
+        } else if let Some(set) = well_known.filter(|set| *set != "System") {
+            condition(
+                "Accepted",
+                false,
+                "Invalid",
+                &format!("wellKnownCACertificates {set:?} is not a set pilot knows (System is)"),
+            )
+        } else if !valid {
+            condition(
+                "Accepted",
+                false,
+                "NoValidCACertificate",
+                "no caCertificateRefs entry resolves: connections to the targets fail",
+            )
+        } else {
+            condition("Accepted", true, "Accepted", "pilot applies this policy")
+        };
+        let resolved = match &resolved {
+            Ok(()) => condition("ResolvedRefs", true, "ResolvedRefs", "every reference resolves"),
+            Err((reason, message)) => condition("ResolvedRefs", false, reason, message),
+        };
+        let ancestors = ancestors
+            .into_iter()
+            .map(|(namespace, name)| PolicyAncestorStatus {
+                ancestor_ref: serde_json::json!({
+                    "group": GROUP,
+                    "kind": "Gateway",
+                    "namespace": namespace,
+                    "name": name,
+                }),
+                controller_name: CONTROLLER_NAME.to_string(),
+                conditions: vec![accepted.clone(), resolved.clone()],
+            })
+            .collect();
+        out.insert(
+            policy.key(),
+            GatewayApiStatus {
+                ancestors,
+                ..Default::default()
+            },
+        );
+    }
+}
+
+/// A policy's `caCertificateRefs`: whether each resolves (the first that
+/// does not, with the reason), and whether at least one does (or the
+/// policy names a well-known set instead).
+fn ca_refs(
+    policy: &Config<BackendTlsPolicy>,
+    credentials: Credentials<'_>,
+) -> (Result<(), (&'static str, String)>, bool) {
+    let refs = policy
+        .spec
+        .validation
+        .as_ref()
+        .and_then(|v| v.ca_certificate_refs.as_deref())
+        .unwrap_or_default();
+    let namespace = &policy.meta.namespace;
+    let mut first_error = None;
+    let mut any_valid = refs.is_empty();
+    for reference in refs {
+        let error = if !crate::backend_tls::is_config_map(reference.group.as_deref(), &reference.kind) {
+            Some((
+                "InvalidKind",
+                format!(
+                    "caCertificateRefs names a {:?} (group {:?}): pilot reads certificate authorities from \
+                     ConfigMaps only",
+                    reference.kind,
+                    reference.group.as_deref().unwrap_or_default()
+                ),
+            ))
+        } else {
+            match credentials {
+                None => Some((
+                    "InvalidCACertificateRef",
+                    format!(
+                        "the ConfigMap {namespace}/{} cannot be read: pilot-discovery has no credential source \
+                         (--ca-bundles-dir, --kube-credentials)",
+                        reference.name
+                    ),
+                )),
+                Some(held) if !held.holds_ca_bundle(namespace, &reference.name) => Some((
+                    "InvalidCACertificateRef",
+                    format!(
+                        "the ConfigMap {namespace}/{} does not exist or its ca.crt holds no PEM certificate",
+                        reference.name
+                    ),
+                )),
+                Some(_) => None,
+            }
+        };
+        match error {
+            Some(error) => {
+                first_error.get_or_insert(error);
+            }
+            None => any_valid = true,
+        }
+    }
+    (first_error.map_or(Ok(()), Err), any_valid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use pilot_model::document;
 
     const DOMAIN: &str = "cluster.local";
+
+    /// A credential source holding the Secrets and bundles its function
+    /// says it holds.
+    struct Holding<F: Fn(&str, &str) -> bool>(F);
+
+    impl<F: Fn(&str, &str) -> bool> CredentialsHeld for Holding<F> {
+        fn holds_secret(&self, namespace: &str, name: &str) -> bool {
+            (self.0)(namespace, name)
+        }
+
+        fn holds_ca_bundle(&self, namespace: &str, name: &str) -> bool {
+            (self.0)(namespace, name)
+        }
+    }
 
     fn statuses_of(text: &str, services: &[&str]) -> HashMap<String, GatewayApiStatus> {
         let objects: Vec<Arc<DynConfig>> = document::parse("t.yaml", text, &pilot_api::default_registry())
@@ -858,7 +1071,7 @@ mod tests {
             .map(Arc::new)
             .collect();
         let exists = |host: &str| services.contains(&host);
-        let every_secret = |_: &str, _: &str| true;
+        let every_secret = Holding(|_, _| true);
         statuses(
             &objects,
             &exists,
@@ -1117,7 +1330,7 @@ mod tests {
             .into_iter()
             .map(Arc::new)
             .collect();
-        let held = |namespace: &str, name: &str| (namespace, name) == ("infra", "cert");
+        let held = Holding(|namespace, name| (namespace, name) == ("infra", "cert"));
         let conditions = |credentials: Credentials<'_>| {
             let found = statuses(&objects, &|_| true, credentials, DOMAIN, SystemTime::UNIX_EPOCH);
             let edge = found

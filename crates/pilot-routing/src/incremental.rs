@@ -37,8 +37,8 @@ use pilot_model::{Config, ConfigKind};
 use super::gamma;
 use super::v1::resolve;
 use super::{
-    AuthorizationPolicies, MESH_GATEWAY, PeerAuthentications, RequestAuthentications, RoutingConfigs,
-    RoutingModel, Settings, Sidecars,
+    AuthorizationPolicies, BackendTlsPolicies, MESH_GATEWAY, PeerAuthentications, RequestAuthentications,
+    RoutingConfigs, RoutingModel, Settings, Sidecars,
 };
 
 /// A model compiled from the previous one
@@ -190,6 +190,9 @@ impl RoutingConfigs {
         if !same_objects(&self.request_authentications, &previous.request_authentications) {
             model.request_authentication = Arc::new(RequestAuthentications::compile(self));
         }
+        if !same_objects(&self.backend_tls_policies, &previous.backend_tls_policies) {
+            model.backend_tls = Arc::new(BackendTlsPolicies::compile(self));
+        }
     }
 
     /// The objects that name a host of `hosts` (with the same settings),
@@ -223,6 +226,7 @@ impl RoutingConfigs {
             reference_grants: Vec::new(),
             api_tls_routes: Vec::new(),
             api_tcp_routes: Vec::new(),
+            backend_tls_policies: Vec::new(),
             egress_rules: Vec::new(),
             ingress_rules: Vec::new(),
             gateways: Vec::new(),

@@ -67,8 +67,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use pilot_api::gateway_api::{
-    Gateway as ApiGateway, GatewayClass, GrpcRoute as GatewayGrpcRoute, HttpRoute as GatewayHttpRoute,
-    ReferenceGrant, TcpRoute as GatewayTcpRoute, TlsRoute as GatewayTlsRoute,
+    BackendTlsPolicy, Gateway as ApiGateway, GatewayClass, GrpcRoute as GatewayGrpcRoute,
+    HttpRoute as GatewayHttpRoute, ReferenceGrant, TcpRoute as GatewayTcpRoute, TlsRoute as GatewayTlsRoute,
 };
 use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, IstioService, RouteRule};
 use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
@@ -76,6 +76,7 @@ use pilot_api::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthen
 use pilot_model::{Config, ConfigKind, DynConfig, Labels, StoreError};
 
 pub mod authorization;
+pub mod backend_tls;
 pub mod convert;
 mod decode;
 mod edge;
@@ -95,6 +96,7 @@ mod v1;
 mod v1alpha2;
 
 pub use authorization::AuthorizationPolicies;
+pub use backend_tls::{BackendTls, BackendTlsPolicies};
 
 pub use edge::{
     ExternalPort, ExternalService, GatewayHost, IngressRoute, IngressServer, PortSelector, Resolution,
@@ -188,6 +190,9 @@ pub struct RoutingConfigs {
     /// The Gateway API's TCPRoutes: on a Gateway's TCP listener, every
     /// connection.
     pub api_tcp_routes: Vec<Arc<Config<GatewayTcpRoute>>>,
+    /// The Gateway API's BackendTLSPolicies, compiled into
+    /// [`BackendTlsPolicies`]: the TLS towards the Services they target.
+    pub backend_tls_policies: Vec<Arc<Config<BackendTlsPolicy>>>,
     /// The DNS suffix of service hostnames (`svc.cluster.local`).
     pub domain_suffix: String,
     /// The namespace whose selector-less Sidecar is the mesh's default
@@ -229,6 +234,7 @@ impl Default for RoutingConfigs {
             reference_grants: Vec::new(),
             api_tls_routes: Vec::new(),
             api_tcp_routes: Vec::new(),
+            backend_tls_policies: Vec::new(),
             domain_suffix: DEFAULT_DOMAIN_SUFFIX.into(),
             root_namespace: DEFAULT_ROOT_NAMESPACE.into(),
             default_export_to: Vec::new(),
@@ -282,6 +288,9 @@ impl RoutingConfigs {
                 kind if kind == GatewayTcpRoute::id() => {
                     out.api_tcp_routes.push(Arc::new(Config::from_dyn(config)?))
                 }
+                kind if kind == BackendTlsPolicy::id() => {
+                    out.backend_tls_policies.push(Arc::new(Config::from_dyn(config)?))
+                }
                 _ => {}
             }
         }
@@ -307,6 +316,7 @@ impl RoutingConfigs {
         model.authorization = Arc::new(AuthorizationPolicies::compile(self));
         model.peer_authentication = Arc::new(PeerAuthentications::compile(self));
         model.request_authentication = Arc::new(RequestAuthentications::compile(self));
+        model.backend_tls = Arc::new(BackendTlsPolicies::compile(self));
         model
     }
 }
@@ -346,6 +356,7 @@ pub struct RoutingModel {
     authorization: Arc<AuthorizationPolicies>,
     peer_authentication: Arc<PeerAuthentications>,
     request_authentication: Arc<RequestAuthentications>,
+    backend_tls: Arc<BackendTlsPolicies>,
 }
 
 /// The mesh-wide settings a model was compiled with.
@@ -520,6 +531,11 @@ impl RoutingModel {
     /// The RequestAuthentications (JWT rules), compiled.
     pub fn request_authentication(&self) -> &RequestAuthentications {
         &self.request_authentication
+    }
+
+    /// The BackendTLSPolicies, compiled.
+    pub fn backend_tls(&self) -> &BackendTlsPolicies {
+        &self.backend_tls
     }
 
     fn host_mut(&mut self, host: &str) -> &mut HostRoutes {

@@ -277,6 +277,10 @@ pub struct ClientTls {
     /// and `NAME-cacert` the certificates that verify the server, instead
     /// of files.
     pub credential_name: Option<String>,
+    /// An SDS resource holding the certificates that verify the server
+    /// (a validation context), when neither a file nor `credential_name`
+    /// says (a BackendTLSPolicy's `configmap://` bundles).
+    pub ca_credential: Option<String>,
     /// Whether the server's certificate goes unverified.
     pub insecure_skip_verify: bool,
     /// A certificate revocation list checked with the CA certificates.

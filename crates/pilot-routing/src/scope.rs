@@ -116,6 +116,7 @@ impl RoutingModel {
             authorization: Arc::clone(&self.authorization),
             peer_authentication: Arc::clone(&self.peer_authentication),
             request_authentication: Arc::clone(&self.request_authentication),
+            backend_tls: Arc::clone(&self.backend_tls),
         };
         out.finish();
         out

@@ -467,6 +467,7 @@ fn port_policy(
             subject_alt_names: tls.subject_alt_names.clone(),
             sni: non_empty(&tls.sni),
             credential_name: non_empty(&tls.credential_name),
+            ca_credential: None,
             insecure_skip_verify: tls.insecure_skip_verify == Some(true),
             ca_crl: non_empty(&tls.ca_crl),
         }),

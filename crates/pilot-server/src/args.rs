@@ -165,14 +165,24 @@ pub struct Args {
     /// `--credentials-poll-ms`.
     #[arg(long, value_name = "DIR")]
     pub credentials_dir: Option<PathBuf>,
+    /// Certificate authority bundles, laid out as mounted ConfigMaps:
+    /// `DIR/<namespace>/<name>/ca.crt`. A Gateway API BackendTLSPolicy's
+    /// `caCertificateRefs` name them; they are sent over SDS to the
+    /// proxies that connect to its Services. Read again every
+    /// `--credentials-poll-ms`.
+    #[arg(long, value_name = "DIR")]
+    pub ca_bundles_dir: Option<PathBuf>,
     /// Serve the cluster's `kubernetes.io/tls` Secrets (of
     /// `--kube-namespace` when set) as `--credentials-dir` serves a
     /// directory's, followed with a watch (field selector
-    /// `type=kubernetes.io/tls`: no other Secret is read). Needs RBAC to
-    /// list and watch Secrets. Not with `--credentials-dir`.
-    #[arg(long, conflicts_with = "credentials_dir")]
+    /// `type=kubernetes.io/tls`: no other Secret is read), and the
+    /// `ca.crt` of its ConfigMaps as `--ca-bundles-dir` serves them. Needs
+    /// RBAC to list and watch Secrets and ConfigMaps. Not with
+    /// `--credentials-dir` or `--ca-bundles-dir`.
+    #[arg(long, conflicts_with_all = ["credentials_dir", "ca_bundles_dir"])]
     pub kube_credentials: bool,
-    /// How often `--credentials-dir` is read again, in milliseconds.
+    /// How often `--credentials-dir` and `--ca-bundles-dir` are read
+    /// again, in milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "MS")]
     pub credentials_poll_ms: u64,
     /// How often the `--services` file is checked for changes, in

@@ -15,6 +15,7 @@
 //! namespaces are fingerprinted each round, and an unchanged fingerprint
 //! returns the previous findings.
 
+use pilot_routing::gateway_api_status::CredentialsHeld;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
@@ -108,12 +109,11 @@ impl ServerFindings {
         }
         let exists = |host: &str| services.hosts.contains_key(host);
         let source = self.credentials.as_ref().map(|(source, _)| source);
-        let secret_exists =
-            |namespace: &str, name: &str| source.is_some_and(|s| s.get(namespace, name).is_some());
+        let held = source.map(|s| Held(&**s));
         let gateway = pilot_routing::gateway_api_status::statuses(
             &cached,
             &exists,
-            source.map(|_| &secret_exists as &dyn Fn(&str, &str) -> bool),
+            held.as_ref().map(|h| h as &dyn CredentialsHeld),
             &self.domain,
             std::time::SystemTime::now(),
         );
@@ -160,5 +160,18 @@ pub(crate) async fn count_credential_changes(
             },
             () = crate::shutdown::closed(&mut shutdown) => return,
         }
+    }
+}
+
+/// A credential source as the Gateway API's status asks of it.
+struct Held<'a>(&'a dyn pilot_model::CredentialSource);
+
+impl CredentialsHeld for Held<'_> {
+    fn holds_secret(&self, namespace: &str, name: &str) -> bool {
+        self.0.get(namespace, name).is_some()
+    }
+
+    fn holds_ca_bundle(&self, namespace: &str, name: &str) -> bool {
+        self.0.ca_bundle(namespace, name).is_some()
     }
 }

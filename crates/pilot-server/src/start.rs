@@ -421,7 +421,8 @@ fn with_service_entries(
 }
 
 /// Step 5, continued: the credential source the flags name
-/// (`--credentials-dir`, `--kube-credentials`), and the directory's to
+/// (`--credentials-dir` and `--ca-bundles-dir`, `--kube-credentials`),
+/// and the directories' to
 /// follow.
 async fn open_credentials(
     args: &Args,
@@ -432,9 +433,12 @@ async fn open_credentials(
     ),
     StartError,
 > {
-    if let Some(dir) = &args.credentials_dir {
-        let source = backend::credentials_dir::CredentialsDir::open(dir)
-            .map_err(|e| StartError::Usage(e.to_string()))?;
+    if args.credentials_dir.is_some() || args.ca_bundles_dir.is_some() {
+        let source = backend::credentials_dir::CredentialsDir::open(
+            args.credentials_dir.as_deref(),
+            args.ca_bundles_dir.as_deref(),
+        )
+        .map_err(|e| StartError::Usage(e.to_string()))?;
         return Ok((Some(Arc::clone(&source) as _), Some(source)));
     }
     if args.kube_credentials {

@@ -1,6 +1,6 @@
-//! [`MemoryCredentials`]: TLS credentials held in memory, set and removed
-//! by the embedder (its own vault, a test), served by the ADS server as
-//! any [`CredentialSource`].
+//! [`MemoryCredentials`]: TLS credentials and certificate authority
+//! bundles held in memory, set and removed by the embedder (its own vault,
+//! a test), served by the ADS server as any [`CredentialSource`].
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -18,6 +18,7 @@ pub struct MemoryCredentials {
 
 struct Inner {
     held: RwLock<BTreeMap<(String, String), Arc<TlsCredential>>>,
+    bundles: RwLock<BTreeMap<(String, String), Arc<Vec<u8>>>>,
     changes: ChangeTicks,
 }
 
@@ -33,6 +34,7 @@ impl MemoryCredentials {
         MemoryCredentials {
             inner: Arc::new(Inner {
                 held: RwLock::new(BTreeMap::new()),
+                bundles: RwLock::new(BTreeMap::new()),
                 changes: ChangeTicks::default(),
             }),
         }
@@ -58,12 +60,39 @@ impl MemoryCredentials {
         }
         removed
     }
+
+    /// Sets the certificate authority bundle (PEM) `name` of `namespace`,
+    /// as a ConfigMap's `ca.crt` holds it (replacing one there).
+    pub fn set_ca_bundle(&self, namespace: &str, name: &str, pem: Vec<u8>) {
+        let mut bundles = self.inner.bundles.write().unwrap_or_else(|p| p.into_inner());
+        bundles.insert((namespace.to_string(), name.to_string()), Arc::new(pem));
+        drop(bundles);
+        self.inner.changes.announce();
+    }
+
+    /// Removes the bundle `name` of `namespace`; true when there was one.
+    pub fn remove_ca_bundle(&self, namespace: &str, name: &str) -> bool {
+        let mut bundles = self.inner.bundles.write().unwrap_or_else(|p| p.into_inner());
+        let removed = bundles
+            .remove(&(namespace.to_string(), name.to_string()))
+            .is_some();
+        drop(bundles);
+        if removed {
+            self.inner.changes.announce();
+        }
+        removed
+    }
 }
 
 impl CredentialSource for MemoryCredentials {
     fn get(&self, namespace: &str, name: &str) -> Option<Arc<TlsCredential>> {
         let held = self.inner.held.read().unwrap_or_else(|p| p.into_inner());
         held.get(&(namespace.to_string(), name.to_string())).cloned()
+    }
+
+    fn ca_bundle(&self, namespace: &str, name: &str) -> Option<Arc<Vec<u8>>> {
+        let bundles = self.inner.bundles.read().unwrap_or_else(|p| p.into_inner());
+        bundles.get(&(namespace.to_string(), name.to_string())).cloned()
     }
 
     fn changes(&self) -> BoxStream<'static, ()> {
@@ -101,5 +130,16 @@ mod tests {
         assert!(!credentials.remove("web", "shop"));
         changes.next().await.unwrap();
         assert!(credentials.get("web", "shop").is_none());
+
+        credentials.set_ca_bundle("web", "ca", b"pem".to_vec());
+        changes.next().await.unwrap();
+        assert_eq!(
+            credentials.ca_bundle("web", "ca").as_deref(),
+            Some(&b"pem".to_vec())
+        );
+        assert!(credentials.get("web", "ca").is_none(), "a bundle is no Secret");
+        assert!(credentials.remove_ca_bundle("web", "ca"));
+        changes.next().await.unwrap();
+        assert!(credentials.ca_bundle("web", "ca").is_none());
     }
 }

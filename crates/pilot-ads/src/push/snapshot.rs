@@ -20,9 +20,11 @@ use super::recompile::PushRules;
 /// into the routing model, the PeerAuthentications that decide mutual
 /// TLS, the authorization policies and the RequestAuthentications of
 /// inbound listeners; the Gateway API's routes, and the GatewayClasses
-/// and Gateways that decide how router proxies serve them, by their
-/// qualified ids): the kinds whose objects get a distribution status.
-pub const PUSHED_KINDS: [&str; 17] = [
+/// and Gateways that decide how router proxies serve them, the
+/// BackendTLSPolicies that decide how proxies connect to Services, by
+/// their qualified ids): the kinds whose objects get a distribution
+/// status.
+pub const PUSHED_KINDS: [&str; 18] = [
     "RouteRule",
     "DestinationPolicy",
     "EgressRule",
@@ -40,6 +42,7 @@ pub const PUSHED_KINDS: [&str; 17] = [
     "Gateway.gateway.networking.k8s.io",
     "TLSRoute.gateway.networking.k8s.io",
     "TCPRoute.gateway.networking.k8s.io",
+    "BackendTLSPolicy.gateway.networking.k8s.io",
 ];
 
 /// The kinds a push reads beside [`PUSHED_KINDS`]: objects that decide how
@@ -192,7 +195,7 @@ mod tests {
     #[test]
     fn pushed_kinds_are_the_istio_routing_and_security_kinds_and_the_gateway_api_routes() {
         use pilot_api::gateway_api::{
-            Gateway as ApiGateway, GatewayClass, GrpcRoute, HttpRoute, TcpRoute, TlsRoute,
+            BackendTlsPolicy, Gateway as ApiGateway, GatewayClass, GrpcRoute, HttpRoute, TcpRoute, TlsRoute,
         };
         use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
         use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
@@ -218,6 +221,7 @@ mod tests {
                 &ApiGateway::id(),
                 &TlsRoute::id(),
                 &TcpRoute::id(),
+                &BackendTlsPolicy::id(),
             ]
         );
     }

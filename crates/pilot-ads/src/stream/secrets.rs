@@ -1,12 +1,19 @@
 //! SDS over ADS: the `Secret`s a proxy's listeners and clusters name
 //! (`kubernetes://[<namespace>/]<name>[-cacert]`, `pilot_model::CredentialName`),
-//! served from the server's [`CredentialSource`](pilot_model::CredentialSource).
+//! served from the server's [`CredentialSource`](pilot_model::CredentialSource);
+//! and the certificate authority bundles BackendTLSPolicies name
+//! (`configmap://<namespace>/<name>[,<name>...]`, `pilot_model::CaBundleName`),
+//! each a validation context holding the ConfigMaps' `ca.crt` one after
+//! the other (none while one of them is missing).
 //!
 //! - Who may read what: a proxy reads the credentials of its own namespace
 //!   (its node id's, which an authenticated caller may only claim for its
 //!   own namespace); a router proxy also those of another namespace whose
 //!   ReferenceGrant lets Gateways of its namespace refer to that Secret,
-//!   as a Gateway's `certificateRefs` may. A name it may not read is
+//!   as a Gateway's `certificateRefs` may. Any proxy reads a bundle whose
+//!   ConfigMaps BackendTLSPolicies of their namespace name (certificate
+//!   authorities, nothing secret; never another ConfigMap). A name it may
+//!   not read is
 //!   answered as one that does not exist: nothing is sent for it (and a
 //!   warning names the proxy and the Secret, once each time it becomes
 //!   unreadable, not at every push).
@@ -34,7 +41,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 };
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryResponse, DiscoveryResponse, Resource};
 use envoy_types::pb::google::protobuf::Any;
-use pilot_model::{CredentialName, TlsCredential};
+use pilot_model::{CaBundleName, CredentialName, TlsCredential};
 use prost::Message;
 
 use super::session::{Gone, Session};
@@ -217,6 +224,9 @@ impl Session {
         let Some(source) = self.server().credentials.get() else {
             return Ok(None);
         };
+        if let Some(bundle) = CaBundleName::parse(resource) {
+            return self.current_bundle(resource, source, &bundle);
+        }
         let proxy = self.proxy();
         let own = crate::push::proxy_namespace(proxy);
         let Some(wanted) = CredentialName::parse(resource, &own) else {
@@ -235,12 +245,47 @@ impl Session {
         else {
             return Ok(None);
         };
-        let mut hasher = DefaultHasher::new();
-        secret.encode_to_vec().hash(&mut hasher);
-        Ok(Some(Current {
-            version: hasher.finish(),
-            secret,
-        }))
+        Ok(Some(Current::of(secret)))
+    }
+
+    /// The bundle `resource` (`wanted`): the `ca.crt` of each ConfigMap it
+    /// names, when every one is there and named by a BackendTLSPolicy.
+    fn current_bundle(
+        &self,
+        resource: &str,
+        source: &std::sync::Arc<dyn pilot_model::CredentialSource>,
+        wanted: &CaBundleName,
+    ) -> Result<Option<Current>, String> {
+        let named = |name: &str| {
+            self.snapshot()
+                .is_some_and(|snapshot| snapshot.rules.configs.names_ca_bundle(&wanted.namespace, name))
+        };
+        if let Some(name) = wanted.names.iter().find(|name| !named(name)) {
+            return Err(format!(
+                "the proxy may not read the ConfigMap {}/{name}: no BackendTLSPolicy there names it",
+                wanted.namespace
+            ));
+        }
+        let mut pem = Vec::new();
+        for name in &wanted.names {
+            let Some(bundle) = source.ca_bundle(&wanted.namespace, name) else {
+                return Ok(None);
+            };
+            pem.extend_from_slice(&bundle);
+            if !pem.ends_with(b"\n") {
+                pem.push(b'\n');
+            }
+        }
+        Ok(Some(Current::of(Secret {
+            name: resource.to_string(),
+            r#type: Some(secret::Type::ValidationContext(CertificateValidationContext {
+                trusted_ca: Some(DataSource {
+                    specifier: Some(data_source::Specifier::InlineBytes(pem)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })),
+        })))
     }
 
     /// Whether a proxy of namespace `own` may read `wanted`: its own
@@ -259,6 +304,18 @@ impl Session {
                 .configs
                 .grants_secret(own, &wanted.namespace, &wanted.name)
         })
+    }
+}
+
+impl Current {
+    /// `secret`, versioned by a digest of its encoding.
+    fn of(secret: Secret) -> Self {
+        let mut hasher = DefaultHasher::new();
+        secret.encode_to_vec().hash(&mut hasher);
+        Current {
+            version: hasher.finish(),
+            secret,
+        }
     }
 }
 

@@ -17,6 +17,14 @@
 //! rotation caught halfway, a new key beside the old certificate, changes
 //! nothing) until it loads again or its directory goes. Names that no
 //! Secret could have are skipped.
+//!
+//! `--ca-bundles-dir` holds certificate authority bundles as Kubernetes
+//! mounts ConfigMaps (a BackendTLSPolicy's `caCertificateRefs`), read
+//! with the same rules:
+//!
+//! ```text
+//! DIR/<namespace>/<name>/ca.crt     PEM certificates (at least one)
+//! ```
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,41 +36,46 @@ use pilot_model::{CredentialSource, TlsCredential};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-/// Credentials by namespace and name.
-type Credentials = BTreeMap<(String, String), Arc<TlsCredential>>;
+/// What a tree holds by namespace and name.
+type Held<T> = BTreeMap<(String, String), Arc<T>>;
 
-/// The credentials of a directory, as last read ([`follow`] keeps them
-/// current).
-pub(crate) struct CredentialsDir {
+/// One tree (`DIR/<namespace>/<name>/`) of things of one kind, as last
+/// read.
+struct Tree<T> {
     path: PathBuf,
-    held: RwLock<Credentials>,
-    changes: pilot_store::ChangeTicks,
+    what: &'static str,
+    load: fn(&Path) -> Result<T, String>,
+    held: RwLock<Held<T>>,
 }
 
-impl CredentialsDir {
-    /// The credentials of `path` as they are now.
-    pub(crate) fn open(path: &Path) -> std::io::Result<Arc<Self>> {
+impl<T: PartialEq> Tree<T> {
+    fn open(
+        flag: &str,
+        path: &Path,
+        what: &'static str,
+        load: fn(&Path) -> Result<T, String>,
+    ) -> std::io::Result<Self> {
         if !path.is_dir() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
-                format!("--credentials-dir {}: not a directory", path.display()),
+                format!("{flag} {}: not a directory", path.display()),
             ));
         }
-        let (held, _) = read(path);
-        tracing::info!(path = %path.display(), credentials = held.len(), "credentials loaded");
-        Ok(Arc::new(CredentialsDir {
+        let (held, _) = read(path, what, load);
+        tracing::info!(path = %path.display(), loaded = held.len(), what, "loaded");
+        Ok(Tree {
             path: path.to_path_buf(),
+            what,
+            load,
             held: RwLock::new(held),
-            changes: Default::default(),
-        }))
+        })
     }
 
-    /// Reads the directory again; true when something changed. A
-    /// credential there that no longer loads (caught halfway through a
-    /// rotation, or broken) keeps its last version until it loads again
-    /// or its directory goes.
-    pub(crate) fn reload(&self) -> bool {
-        let (mut now, failed) = read(&self.path);
+    /// Reads the tree again; true when something changed. What no
+    /// longer loads keeps its last version until it loads again or its
+    /// directory goes.
+    fn reload(&self) -> bool {
+        let (mut now, failed) = read(&self.path, self.what, self.load);
         let mut held = self.held.write().unwrap_or_else(|p| p.into_inner());
         for key in failed {
             if let Some(kept) = held.get(&key) {
@@ -75,16 +88,61 @@ impl CredentialsDir {
         let (before, after) = (held.len(), now.len());
         *held = now;
         drop(held);
-        tracing::info!(path = %self.path.display(), before, after, "credentials changed");
-        self.changes.announce();
+        tracing::info!(path = %self.path.display(), before, after, what = self.what, "changed");
         true
+    }
+
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
+        let held = self.held.read().unwrap_or_else(|p| p.into_inner());
+        held.get(&(namespace.to_string(), name.to_string())).cloned()
+    }
+}
+
+/// The credentials of `--credentials-dir` and the bundles of
+/// `--ca-bundles-dir`, as last read ([`follow`] keeps them current).
+pub(crate) struct CredentialsDir {
+    credentials: Option<Tree<TlsCredential>>,
+    bundles: Option<Tree<Vec<u8>>>,
+    changes: pilot_store::ChangeTicks,
+}
+
+impl CredentialsDir {
+    /// The credentials of `credentials` and the bundles of `bundles` as
+    /// they are now.
+    pub(crate) fn open(credentials: Option<&Path>, bundles: Option<&Path>) -> std::io::Result<Arc<Self>> {
+        Ok(Arc::new(CredentialsDir {
+            credentials: credentials
+                .map(|path| Tree::open("--credentials-dir", path, "credentials", load))
+                .transpose()?,
+            bundles: bundles
+                .map(|path| Tree::open("--ca-bundles-dir", path, "CA bundles", load_bundle))
+                .transpose()?,
+            changes: Default::default(),
+        }))
+    }
+
+    /// Reads the directories again; true when something changed. A
+    /// credential there that no longer loads (caught halfway through a
+    /// rotation, or broken) keeps its last version until it loads again
+    /// or its directory goes.
+    pub(crate) fn reload(&self) -> bool {
+        let credentials = self.credentials.as_ref().is_some_and(Tree::reload);
+        let bundles = self.bundles.as_ref().is_some_and(Tree::reload);
+        let changed = credentials || bundles;
+        if changed {
+            self.changes.announce();
+        }
+        changed
     }
 }
 
 impl CredentialSource for CredentialsDir {
     fn get(&self, namespace: &str, name: &str) -> Option<Arc<TlsCredential>> {
-        let held = self.held.read().unwrap_or_else(|p| p.into_inner());
-        held.get(&(namespace.to_string(), name.to_string())).cloned()
+        self.credentials.as_ref()?.get(namespace, name)
+    }
+
+    fn ca_bundle(&self, namespace: &str, name: &str) -> Option<Arc<Vec<u8>>> {
+        self.bundles.as_ref()?.get(namespace, name)
     }
 
     fn changes(&self) -> BoxStream<'static, ()> {
@@ -114,19 +172,22 @@ pub(crate) async fn follow(
     }
 }
 
-/// Every credential of `root` that loads, and the keys of those there
-/// that do not.
-fn read(root: &Path) -> (Credentials, Vec<(String, String)>) {
-    let mut out = Credentials::new();
+/// Everything of `root` that loads, and the keys of what there does not.
+fn read<T>(
+    root: &Path,
+    what: &str,
+    load: fn(&Path) -> Result<T, String>,
+) -> (Held<T>, Vec<(String, String)>) {
+    let mut out = Held::new();
     let mut failed = Vec::new();
     for (namespace, namespace_dir) in subdirectories(root) {
         for (name, dir) in subdirectories(&namespace_dir) {
             match load(&dir) {
-                Ok(credential) => {
-                    out.insert((namespace.clone(), name), Arc::new(credential));
+                Ok(loaded) => {
+                    out.insert((namespace.clone(), name), Arc::new(loaded));
                 }
                 Err(reason) => {
-                    tracing::warn!(path = %dir.display(), reason, "credential not loaded");
+                    tracing::warn!(path = %dir.display(), reason, what, "not loaded");
                     failed.push((namespace.clone(), name));
                 }
             }
@@ -169,6 +230,26 @@ fn load(dir: &Path) -> Result<TlsCredential, String> {
     };
     check(&credential)?;
     Ok(credential)
+}
+
+/// The bundle of one ConfigMap's directory: `ca.crt`, holding at least
+/// one PEM certificate and nothing that fails to parse as one.
+fn load_bundle(dir: &Path) -> Result<Vec<u8>, String> {
+    let pem = std::fs::read(dir.join("ca.crt")).map_err(|e| format!("ca.crt: {e}"))?;
+    check_bundle(&pem)?;
+    Ok(pem)
+}
+
+/// Whether `pem` is a bundle Envoy can verify with: one or more PEM
+/// certificates.
+pub(crate) fn check_bundle(pem: &[u8]) -> Result<(), String> {
+    let certificates = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("ca.crt: {e}"))?;
+    if certificates.is_empty() {
+        return Err("ca.crt: no PEM certificate".into());
+    }
+    Ok(())
 }
 
 /// Whether `credential` is one Envoy can terminate TLS with: `tls.crt`
@@ -249,7 +330,7 @@ mod tests {
             &[("tls.crt", &cert), ("tls.key", &key)],
         );
 
-        let source = CredentialsDir::open(root.path()).unwrap();
+        let source = CredentialsDir::open(Some(root.path()), None).unwrap();
         let shop = source.get("web", "shop").expect("a whole credential loads");
         assert_eq!(shop.certificate_chain, cert.as_bytes());
         assert_eq!(shop.ca_certificates.as_deref(), Some(cert.as_bytes()));
@@ -287,6 +368,40 @@ mod tests {
         std::fs::remove_dir_all(root.path().join("web/shop")).unwrap();
         assert!(source.reload());
         assert!(source.get("web", "shop").is_none(), "a removed Secret is gone");
-        assert!(CredentialsDir::open(&root.path().join("missing")).is_err());
+        assert!(CredentialsDir::open(Some(&root.path().join("missing")), None).is_err());
+    }
+
+    #[tokio::test]
+    async fn ca_bundles_load_change_and_an_empty_one_is_left_out() {
+        let root = tempfile::tempdir().unwrap();
+        let (cert, _) = issued("ca.example.com");
+        let (other, _) = issued("other-ca.example.com");
+        write(root.path(), "web", "ca", &[("ca.crt", &cert)]);
+        write(root.path(), "web", "empty", &[("ca.crt", "")]);
+        write(root.path(), "web", "garbage", &[("ca.crt", "not pem")]);
+        let source = CredentialsDir::open(None, Some(root.path())).unwrap();
+        assert_eq!(source.ca_bundle("web", "ca").unwrap().as_slice(), cert.as_bytes());
+        assert!(source.get("web", "ca").is_none(), "a bundle is no Secret");
+        for left_out in ["empty", "garbage"] {
+            assert!(source.ca_bundle("web", left_out).is_none(), "{left_out} loaded");
+        }
+        let mut changes = source.changes();
+        write(root.path(), "web", "ca", &[("ca.crt", &format!("{cert}{other}"))]);
+        assert!(source.reload());
+        tokio::time::timeout(Duration::from_secs(60), changes.next())
+            .await
+            .expect("no change announced")
+            .unwrap();
+        assert_eq!(
+            source.ca_bundle("web", "ca").unwrap().as_slice(),
+            format!("{cert}{other}").as_bytes()
+        );
+        // Emptied: the last version is kept, as for a Secret caught
+        // halfway; removed: gone.
+        write(root.path(), "web", "ca", &[("ca.crt", "")]);
+        assert!(!source.reload());
+        std::fs::remove_dir_all(root.path().join("web/ca")).unwrap();
+        assert!(source.reload());
+        assert!(source.ca_bundle("web", "ca").is_none());
     }
 }

@@ -324,6 +324,7 @@ pub async fn cache_reads_its_own_writes(factory: &dyn StoreFactory) {
                 validation_messages: Vec::new(),
                 parents: Vec::new(),
                 listeners: Vec::new(),
+                ancestors: Vec::new(),
             };
             ok(
                 controller.update_status(&key, &observed, status.clone()).await,
@@ -410,6 +411,7 @@ async fn noise(
                 validation_messages: Vec::new(),
                 parents: Vec::new(),
                 listeners: Vec::new(),
+                ancestors: Vec::new(),
             };
             ok(
                 backend.update_status(&key, &version, status).await,

@@ -103,7 +103,13 @@ pub fn outbound(
                 if let Some(policy) = policy {
                     apply_policy(&mut cluster, policy);
                 }
-                let tls = policy.and_then(|p| p.tls.as_ref());
+                // A BackendTLSPolicy for the port replaces a
+                // DestinationRule's `tls`.
+                let tls = model
+                    .backend_tls()
+                    .for_port(&service.hostname, &port.name)
+                    .map(|b| &b.tls)
+                    .or_else(|| policy.and_then(|p| p.tls.as_ref()));
                 super::upstream_tls::apply(&mut cluster, tls, &service.hostname);
                 if let Some(security) = &security {
                     let sni = crate::names::sni(

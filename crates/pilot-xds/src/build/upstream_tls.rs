@@ -12,6 +12,10 @@
 //! - `sni` is sent as the server name; without it, the destination's host
 //!   (none for a wildcard host).
 //! - `DISABLE`: plaintext, and no automatic mutual TLS either.
+//!
+//! A BackendTLSPolicy's TLS (`pilot_routing::backend_tls`) is a `SIMPLE`
+//! setting whose certificate authorities come over SDS under their own
+//! name (`ca_credential`, `configmap://...`).
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::{DataSource, TransportSocket, data_source, transport_socket};
@@ -75,11 +79,16 @@ fn common_context(tls: &ClientTls) -> CommonTlsContext {
         crl: tls.ca_crl.as_deref().map(file),
         ..Default::default()
     };
-    common.validation_context_type = Some(match &tls.credential_name {
+    let ca_secret = match (&tls.credential_name, &tls.ca_credential) {
+        (Some(secret), _) => Some(format!("{secret}-cacert")),
+        (None, Some(bundle)) => Some(bundle.clone()),
+        (None, None) => None,
+    };
+    common.validation_context_type = Some(match ca_secret {
         Some(secret) => common_tls_context::ValidationContextType::CombinedValidationContext(
             common_tls_context::CombinedCertificateValidationContext {
                 default_validation_context: Some(validation),
-                validation_context_sds_secret_config: Some(secret_config(&format!("{secret}-cacert"))),
+                validation_context_sds_secret_config: Some(secret_config(&secret)),
                 ..Default::default()
             },
         ),

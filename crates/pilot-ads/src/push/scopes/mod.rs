@@ -268,11 +268,13 @@ pub(crate) fn proxy_namespace(proxy: &Proxy) -> String {
 
 /// Whether two models' security policies (compiled) are the same: a
 /// change to them changes what every workload accepts and sends (mutual
-/// TLS, authorization), so it is not said host by host.
+/// TLS, authorization, BackendTLSPolicies), so it is not said host by
+/// host.
 fn same_security(before: &RoutingModel, after: &RoutingModel) -> bool {
     before.peer_authentication() == after.peer_authentication()
         && before.authorization() == after.authorization()
         && before.request_authentication() == after.request_authentication()
+        && before.backend_tls() == after.backend_tls()
 }
 
 /// The hosts a batch touched between two pushes' models and registry
