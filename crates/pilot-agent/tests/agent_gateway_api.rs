@@ -25,6 +25,11 @@
 //!   GatewaySecretMissingReferenceGrant (a Secret of another namespace),
 //!   GatewayInvalidTLSConfiguration (the listeners' status),
 //!   HTTPRouteHTTPSListenerDetectMisdirectedRequests (421).
+//! - BackendTLSPolicy: BackendTLSPolicy (TLS to the backend with the
+//!   policy's SNI, verified with its ConfigMap's CA from
+//!   `--ca-bundles-dir`, over SDS; a mismatched hostname or CA fails; the
+//!   re-encrypt case through an HTTPS listener; the ConfigMap changed),
+//!   BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind.
 //! - TCPRoute: reference grant, attach to every listener, weights.
 //! - TLSRoute: passthrough by SNI, hostname intersection.
 
@@ -1631,4 +1636,152 @@ fn https_listeners_on_one_port_answer_421_for_each_others_hostnames() {
         let got = conformance.https_get(gateway, 443, case.0, case.1, "/detect-misdirected-requests");
         assert!(answered(case).0, "{case:?}: {got:?}");
     }
+}
+
+#[test]
+fn a_backend_tls_policy_connects_to_its_service_over_tls_as_it_says() {
+    // BackendTLSPolicy: the Services' backend completes a handshake only
+    // for the SNI abc.example.com, with a certificate the test CA signed
+    // (the ConfigMap tls-checks-ca-certificate). Its answer is
+    // openssl's session page.
+    let gateway = "same-namespace";
+    let https_gateway = "same-namespace-with-https-listener";
+    let Some(conformance) = Conformance::with(
+        &[
+            "backendtlspolicy",
+            "backendtlspolicy-invalid-ca-certificate-ref",
+            "backendtlspolicy-invalid-kind",
+        ],
+        &[gateway, https_gateway],
+    ) else {
+        return;
+    };
+    let port = conformance.port(gateway, 80);
+    // The backend's answer has no length (HTTP/1.0, ended by closing).
+    let get = |path: &str| {
+        pilot_test_support::http::request(
+            ([127, 0, 0, 1], port).into(),
+            "GET",
+            path,
+            &[("host", "abc.example.com")],
+            b"",
+        )
+        .map_or((0, String::new()), |answer| (answer.code, answer.text()))
+    };
+    let through_tls = |(status, body): &(u16, String)| *status == 200 && body.contains("s_server -www");
+    let failed = |(status, _): &(u16, String)| matches!(status, 500 | 502 | 503);
+    eventually("the backend reached over TLS", || {
+        through_tls(&get("/backendtlspolicy"))
+    });
+    let accepted = [
+        said("Accepted", "True", "Accepted"),
+        said("ResolvedRefs", "True", "ResolvedRefs"),
+    ];
+    for policy in [
+        "normative-test",
+        "host-mismatch",
+        "cert-mismatch",
+        "reconcile-test",
+    ] {
+        assert_eq!(
+            conformance.policy_conditions(policy, gateway, &accepted),
+            accepted,
+            "{policy}"
+        );
+    }
+    // The policy's other ancestor: the Gateway of the re-encrypt route.
+    assert_eq!(
+        conformance.policy_conditions("normative-test", https_gateway, &accepted),
+        accepted
+    );
+    // The wrong SNI (the backend refuses it) and the wrong CA: a 5xx.
+    for path in [
+        "/backendtlspolicy-host-mismatch",
+        "/backendtlspolicy-cert-mismatch",
+    ] {
+        let answer = get(path);
+        assert!(failed(&answer), "{path}: {answer:?}");
+    }
+    assert!(through_tls(&get("/backendtlspolicy-reconcile-test")));
+
+    // Re-encrypt: TLS ended at the HTTPS listener, begun again towards
+    // the backend.
+    let reencrypted = conformance.https_get(
+        https_gateway,
+        443,
+        "https-listener.org",
+        "https-listener.org",
+        "/backendtlspolicy",
+    );
+    assert!(
+        matches!(&reencrypted, Some((200, body, _)) if body.contains("s_server -www")),
+        "{reencrypted:?}"
+    );
+
+    // A ConfigMap that does not exist, one whose ca.crt holds no
+    // certificate, a reference of another kind: not accepted, and
+    // requests to their Services fail.
+    let invalid = |reason: &str| {
+        [
+            said("Accepted", "False", "NoValidCACertificate"),
+            said("ResolvedRefs", "False", reason),
+        ]
+    };
+    for (policy, reason, path) in [
+        (
+            "nonexistent-ca-certificate-ref",
+            "InvalidCACertificateRef",
+            "/backendtlspolicy-nonexistent-ca-certificate-ref",
+        ),
+        (
+            "malformed-ca-certificate-ref",
+            "InvalidCACertificateRef",
+            "/backendtlspolicy-malformed-ca-certificate-ref",
+        ),
+        ("invalid-kind", "InvalidKind", "/backendtlspolicy-invalid-kind"),
+    ] {
+        assert_eq!(
+            conformance.policy_conditions(policy, gateway, &invalid(reason)),
+            invalid(reason),
+            "{policy}"
+        );
+        eventually(&format!("{path} answered 5xx"), || failed(&get(path)));
+    }
+
+    // The reconcile case: the policy moved to a ConfigMap not there yet,
+    // then written, emptied, written again.
+    conformance.apply(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\n\
+         metadata: {name: reconcile-test, namespace: gateway-conformance-infra}\n\
+         spec:\n  targetRefs: [{group: '', kind: Service, name: backendtlspolicy-reconcile-test, sectionName: btls}]\n  \
+         validation:\n    caCertificateRefs: [{group: '', kind: ConfigMap, name: tls-checks-ca-certificate-reconcile-test}]\n    \
+         hostname: abc.example.com\n",
+    );
+    let missing = invalid("InvalidCACertificateRef");
+    assert_eq!(
+        conformance.policy_conditions("reconcile-test", gateway, &missing),
+        missing
+    );
+    eventually("the reconcile case answered 5xx", || {
+        failed(&get("/backendtlspolicy-reconcile-test"))
+    });
+    let configmap = "tls-checks-ca-certificate-reconcile-test";
+    conformance.write_ca_bundle(INFRA, configmap, &conformance.ca_pem());
+    assert_eq!(
+        conformance.policy_conditions("reconcile-test", gateway, &accepted),
+        accepted
+    );
+    eventually("the reconcile case reached over TLS", || {
+        through_tls(&get("/backendtlspolicy-reconcile-test"))
+    });
+    conformance.write_ca_bundle(INFRA, configmap, "");
+    assert_eq!(
+        conformance.policy_conditions("reconcile-test", gateway, &missing),
+        missing
+    );
+    conformance.write_ca_bundle(INFRA, configmap, &conformance.ca_pem());
+    assert_eq!(
+        conformance.policy_conditions("reconcile-test", gateway, &accepted),
+        accepted
+    );
 }

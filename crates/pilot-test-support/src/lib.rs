@@ -64,7 +64,7 @@ pub use envoy::{ENVOY_RE2_LIMIT, Envoy, NACKED_REGEX, XDS_CLUSTER, envoy_binary}
 pub use etcd::{EtcdCluster, EtcdServer};
 #[cfg(feature = "kube")]
 pub use fake_cluster::FakeCluster;
-pub use openssl::openssl_server;
+pub use openssl::{openssl_server, openssl_sni_server};
 pub use pilotctl::{Run, pilotctl, pilotctl_at};
 pub use ports::free_port;
 pub use process::{ProcessGuard, signal, watchdog};

@@ -12,6 +12,17 @@ use crate::{ProcessGuard, certs, eventually, free_port};
 /// session, naming the client's certificate if one was presented. The
 /// server stops when the guard drops.
 pub fn openssl_server(pair: &certs::Pair, client_ca: Option<&Path>) -> (u16, ProcessGuard) {
+    serve(pair, client_ca, None)
+}
+
+/// [`openssl_server`] that completes a handshake only when the client
+/// sends `server_name` as its SNI: another name is answered with a fatal
+/// alert (one sent without SNI is served).
+pub fn openssl_sni_server(pair: &certs::Pair, server_name: &str) -> (u16, ProcessGuard) {
+    serve(pair, None, Some(server_name))
+}
+
+fn serve(pair: &certs::Pair, client_ca: Option<&Path>, server_name: Option<&str>) -> (u16, ProcessGuard) {
     let port = free_port();
     let mut command = Command::new("openssl");
     command
@@ -25,6 +36,13 @@ pub fn openssl_server(pair: &certs::Pair, client_ca: Option<&Path>) -> (u16, Pro
         .stderr(Stdio::null());
     if let Some(ca) = client_ca {
         command.args(["-Verify", "1", "-CAfile"]).arg(ca);
+    }
+    if let Some(name) = server_name {
+        command
+            .args(["-servername", name, "-servername_fatal", "-cert2"])
+            .arg(&pair.cert)
+            .arg("-key2")
+            .arg(&pair.key);
     }
     let guard = ProcessGuard::spawn(&mut command).expect("openssl runs (scripts/install-deps installs it)");
     eventually("the openssl TLS server listening", || {

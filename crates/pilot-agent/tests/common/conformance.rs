@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pilot_test_support::certs::Pki;
-use pilot_test_support::{ProcessGuard, openssl_server};
+use pilot_test_support::{ProcessGuard, openssl_server, openssl_sni_server};
 use serde_json::Value;
 
 use super::http_case::Case;
@@ -97,9 +97,33 @@ pub(crate) const CERTIFICATES: [(&str, &str, &str); 2] = [
     (
         INFRA,
         "tls-checks-certificate",
-        "DNS:example.org,DNS:second-example.org,DNS:unknown-example.org,DNS:*.wildcard.org",
+        "DNS:example.org,DNS:second-example.org,DNS:unknown-example.org,DNS:*.wildcard.org,DNS:https-listener.org",
     ),
     (WEB, "certificate", "DNS:*.example.com,DNS:example.org"),
+];
+
+/// The Services of the conformance's BackendTLSPolicy cases (port 443
+/// named `btls`), all served by one TLS backend with a certificate for
+/// `abc.example.com` signed by the test CA, which completes a handshake
+/// only for that SNI.
+pub(crate) const BACKEND_TLS_SERVICES: [&str; 7] = [
+    "backendtlspolicy-test",
+    "backendtlspolicy-host-mismatch-test",
+    "backendtlspolicy-cert-mismatch-test",
+    "backendtlspolicy-reconcile-test",
+    "backendtlspolicy-nonexistent-ca-certificate-ref-test",
+    "backendtlspolicy-malformed-ca-certificate-ref-test",
+    "backendtlspolicy-invalid-kind-test",
+];
+
+/// The ConfigMaps (of the infra namespace) the BackendTLSPolicy cases
+/// name, as `--ca-bundles-dir` holds them: the test CA, another CA that
+/// signed nothing the backends present, and a `ca.crt` that holds no
+/// certificate.
+pub(crate) const CA_BUNDLES: [&str; 3] = [
+    "tls-checks-ca-certificate",
+    "mismatch-ca-certificate",
+    "malformed-ca-certificate",
 ];
 
 /// The conformance's backends: (namespace, Service) answering with the
@@ -161,12 +185,26 @@ impl Conformance {
         let corpus = pilot_test_support::corpus("gateway-api")?;
         let dir = tempfile::tempdir().unwrap();
         let mut services = String::from("services:\n");
-        let mut service = |namespace: &str, name: &str, port: u16, protocol: &str, upstream: u16| {
+        let mut named_service = |namespace: &str,
+                                 name: &str,
+                                 port_name: &str,
+                                 port: u16,
+                                 protocol: &str,
+                                 upstream: u16| {
             services.push_str(&format!(
-                "- hostname: {name}.{namespace}.svc.cluster.local\n  ports: [{{name: {}, port: {port}, protocol: {protocol}}}]\n  \
-                 instances:\n  - {{address: 127.0.0.1, port: {upstream}, labels: {{app: {name}}}}}\n",
-                protocol.to_ascii_lowercase()
-            ));
+                    "- hostname: {name}.{namespace}.svc.cluster.local\n  ports: [{{name: {port_name}, port: {port}, protocol: {protocol}}}]\n  \
+                     instances:\n  - {{address: 127.0.0.1, port: {upstream}, labels: {{app: {name}}}}}\n"
+                ));
+        };
+        let mut service = |namespace: &str, name: &str, port: u16, protocol: &str, upstream: u16| {
+            named_service(
+                namespace,
+                name,
+                &protocol.to_ascii_lowercase(),
+                port,
+                protocol,
+                upstream,
+            )
         };
         for (namespace, name) in BACKENDS {
             service(namespace, name, 8080, "HTTP", upstream(name));
@@ -203,6 +241,25 @@ impl Conformance {
             tls_backends.push(backend);
             service(INFRA, name, 443, "TCP", port);
         }
+        let (sni_port, sni_backend) = openssl_sni_server(&certificate, "abc.example.com");
+        tls_backends.push(sni_backend);
+        drop(service);
+        for name in BACKEND_TLS_SERVICES {
+            named_service(INFRA, name, "btls", 443, "TCP", sni_port);
+        }
+        let bundles = dir.path().join("ca-bundles");
+        let other_ca = pki.ca("other-ca").unwrap();
+        let pem = |path: &Path| std::fs::read_to_string(path).unwrap();
+        let contents = [
+            pem(&ca.cert),
+            pem(&other_ca.cert),
+            "not a certificate\n".to_string(),
+        ];
+        for (name, text) in CA_BUNDLES.into_iter().zip(contents) {
+            let bundle = bundles.join(INFRA).join(name);
+            std::fs::create_dir_all(&bundle).unwrap();
+            std::fs::write(bundle.join("ca.crt"), text).unwrap();
+        }
         let services_file = dir.path().join("services.yaml");
         std::fs::write(&services_file, services).unwrap();
         let credentials = dir.path().join("credentials");
@@ -214,6 +271,8 @@ impl Conformance {
             services_file.to_str().unwrap(),
             "--credentials-dir",
             credentials.to_str().unwrap(),
+            "--ca-bundles-dir",
+            bundles.to_str().unwrap(),
             "--credentials-poll-ms",
             "100",
         ]);
@@ -295,6 +354,54 @@ impl Conformance {
         std::fs::create_dir_all(&secret).unwrap();
         for (file, text) in files {
             std::fs::write(secret.join(file), text).unwrap();
+        }
+    }
+
+    /// Writes `text` as the `ca.crt` of the ConfigMap `namespace/name` of
+    /// `--ca-bundles-dir` (renamed into place, as the kubelet swaps a
+    /// mounted ConfigMap's files).
+    pub(crate) fn write_ca_bundle(&self, namespace: &str, name: &str, text: &str) {
+        let bundle = self.dir.path().join("ca-bundles").join(namespace).join(name);
+        std::fs::create_dir_all(&bundle).unwrap();
+        let next = bundle.join(".ca.crt.next");
+        std::fs::write(&next, text).unwrap();
+        std::fs::rename(&next, bundle.join("ca.crt")).unwrap();
+    }
+
+    /// The test CA's certificate (PEM).
+    pub(crate) fn ca_pem(&self) -> String {
+        std::fs::read_to_string(&self.ca).unwrap()
+    }
+
+    /// `(type, status, reason)` of a BackendTLSPolicy's conditions for its
+    /// ancestor Gateway `gateway`, once it says `expected` (or, after the
+    /// wait, whatever it says).
+    pub(crate) fn policy_conditions(
+        &self,
+        name: &str,
+        gateway: &str,
+        expected: &[(String, String, String)],
+    ) -> Vec<(String, String, String)> {
+        let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/backendtlspolicies/{name}");
+        let said = || {
+            let policy = self.object(&path);
+            let mut said = policy["status"]["ancestors"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|a| a["ancestorRef"]["name"] == gateway)
+                .map(|a| triples(&a["conditions"]))
+                .unwrap_or_default();
+            said.sort();
+            said
+        };
+        let started = std::time::Instant::now();
+        loop {
+            let now = said();
+            if now == expected || started.elapsed() > super::PATIENCE {
+                return now;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 

@@ -20,7 +20,9 @@
 //!
 //! `--ca-bundles-dir` holds certificate authority bundles as Kubernetes
 //! mounts ConfigMaps (a BackendTLSPolicy's `caCertificateRefs`), read
-//! with the same rules:
+//! with the same rules but one: a bundle that no longer loads is gone at
+//! once (one file: no rotation is caught halfway, and an emptied
+//! `ca.crt` must fail the connections that trust it):
 //!
 //! ```text
 //! DIR/<namespace>/<name>/ca.crt     PEM certificates (at least one)
@@ -45,6 +47,9 @@ struct Tree<T> {
     path: PathBuf,
     what: &'static str,
     load: fn(&Path) -> Result<T, String>,
+    /// Whether what no longer loads keeps its last version (a Secret's
+    /// two files caught halfway through a rotation) rather than going.
+    keep_last: bool,
     held: RwLock<Held<T>>,
 }
 
@@ -54,6 +59,7 @@ impl<T: PartialEq> Tree<T> {
         path: &Path,
         what: &'static str,
         load: fn(&Path) -> Result<T, String>,
+        keep_last: bool,
     ) -> std::io::Result<Self> {
         if !path.is_dir() {
             return Err(std::io::Error::new(
@@ -67,17 +73,18 @@ impl<T: PartialEq> Tree<T> {
             path: path.to_path_buf(),
             what,
             load,
+            keep_last,
             held: RwLock::new(held),
         })
     }
 
-    /// Reads the tree again; true when something changed. What no
-    /// longer loads keeps its last version until it loads again or its
-    /// directory goes.
+    /// Reads the tree again; true when something changed. With
+    /// `keep_last`, what no longer loads keeps its last version until it
+    /// loads again or its directory goes.
     fn reload(&self) -> bool {
         let (mut now, failed) = read(&self.path, self.what, self.load);
         let mut held = self.held.write().unwrap_or_else(|p| p.into_inner());
-        for key in failed {
+        for key in failed.into_iter().filter(|_| self.keep_last) {
             if let Some(kept) = held.get(&key) {
                 now.insert(key, Arc::clone(kept));
             }
@@ -112,10 +119,10 @@ impl CredentialsDir {
     pub(crate) fn open(credentials: Option<&Path>, bundles: Option<&Path>) -> std::io::Result<Arc<Self>> {
         Ok(Arc::new(CredentialsDir {
             credentials: credentials
-                .map(|path| Tree::open("--credentials-dir", path, "credentials", load))
+                .map(|path| Tree::open("--credentials-dir", path, "credentials", load, true))
                 .transpose()?,
             bundles: bundles
-                .map(|path| Tree::open("--ca-bundles-dir", path, "CA bundles", load_bundle))
+                .map(|path| Tree::open("--ca-bundles-dir", path, "CA bundles", load_bundle, false))
                 .transpose()?,
             changes: Default::default(),
         }))
@@ -396,12 +403,14 @@ mod tests {
             source.ca_bundle("web", "ca").unwrap().as_slice(),
             format!("{cert}{other}").as_bytes()
         );
-        // Emptied: the last version is kept, as for a Secret caught
-        // halfway; removed: gone.
+        // Emptied (one file, no rotation to be caught halfway): gone, as
+        // the Gateway API asks of a ConfigMap whose ca.crt is emptied;
+        // written again, back.
         write(root.path(), "web", "ca", &[("ca.crt", "")]);
-        assert!(!source.reload());
-        std::fs::remove_dir_all(root.path().join("web/ca")).unwrap();
         assert!(source.reload());
         assert!(source.ca_bundle("web", "ca").is_none());
+        write(root.path(), "web", "ca", &[("ca.crt", &cert)]);
+        assert!(source.reload());
+        assert!(source.ca_bundle("web", "ca").is_some());
     }
 }
