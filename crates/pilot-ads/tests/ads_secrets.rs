@@ -4,7 +4,9 @@
 //! only while a ReferenceGrant there lets its namespace's Gateways refer
 //! to it; a sidecar never another namespace's, grant or not. A rotated
 //! credential is sent again at once; a delta stream is told of a Secret
-//! it may no longer read.
+//! it may no longer read. Any proxy is sent the certificate authority
+//! bundles a BackendTLSPolicy names (`configmap://`), never another
+//! ConfigMap's.
 
 mod support;
 
@@ -219,4 +221,72 @@ async fn state_of_the_world_secrets_by_namespace_and_grant() {
 #[tokio::test]
 async fn delta_secrets_by_namespace_and_grant() {
     served_by_namespace_and_grant(true).await;
+}
+
+const POLICY: &str = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: api-tls, namespace: web}
+spec:
+  targetRefs: [{group: \"\", kind: Service, name: api}]
+  validation:
+    caCertificateRefs: [{group: \"\", kind: ConfigMap, name: ca}, {group: \"\", kind: ConfigMap, name: other}]
+    hostname: api.example.com
+";
+
+async fn bundles_named_by_a_policy(delta: bool) {
+    let credentials = MemoryCredentials::new();
+    credentials.set_ca_bundle("web", "ca", b"ca one\n".to_vec());
+    credentials.set_ca_bundle("web", "other", b"ca two".to_vec());
+    credentials.set_ca_bundle("web", "unnamed", b"no policy names it\n".to_vec());
+    let store = MemoryConfigStore::new(default_registry());
+    for object in document::parse("policy.yaml", POLICY, &default_registry()).unwrap() {
+        store.create(object).await.unwrap();
+    }
+    let controller = Arc::new(Controller::new(Arc::new(store.clone())));
+    controller.run();
+    let (server, port) = support::server::serve(controller, Arc::new(MemoryServiceRegistry::new()));
+    let _server = server.with_credentials(Arc::new(credentials.clone()));
+
+    // A router of another namespace asks for the policy's bundles and for
+    // a ConfigMap no policy names.
+    let mut router = Client::open(port, ROUTER, delta).await;
+    let both = "configmap://web/ca,other";
+    router
+        .subscribe(SDS, vec![both.into(), "configmap://web/unnamed".into()])
+        .await;
+    let first = next_secrets(&mut router).await;
+    assert_eq!(
+        said(&first),
+        pairs(&[(both, "ca one\nca two\n")]),
+        "the named bundles one after the other; never another ConfigMap"
+    );
+    router.answer(&first, None).await;
+
+    // One of them changed: sent again at once.
+    credentials.set_ca_bundle("web", "other", b"ca three\n".to_vec());
+    let changed = next_secrets(&mut router).await;
+    assert_eq!(said(&changed), pairs(&[(both, "ca one\nca three\n")]));
+    router.answer(&changed, None).await;
+
+    // One of them gone: the bundle is no longer whole, so none is sent
+    // (a delta stream is told it is removed).
+    credentials.remove_ca_bundle("web", "other");
+    if delta {
+        let removed = next_secrets(&mut router).await;
+        assert!(removed.resources.is_empty(), "{:?}", said(&removed));
+        assert_eq!(removed.removed, [both]);
+    } else {
+        no_secrets(&mut router).await;
+    }
+}
+
+#[tokio::test]
+async fn state_of_the_world_ca_bundles_named_by_a_policy() {
+    bundles_named_by_a_policy(false).await;
+}
+
+#[tokio::test]
+async fn delta_ca_bundles_named_by_a_policy() {
+    bundles_named_by_a_policy(true).await;
 }

@@ -1428,4 +1428,51 @@ mod tests {
             f("InvalidCertificateRef")
         );
     }
+
+    #[test]
+    fn a_backend_tls_policy_has_a_status_for_each_gateway_routing_to_its_services() {
+        let text = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: pilot}\n\
+                    spec: {controllerName: pilot.io/gateway-controller}\n---\n\
+                    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: edge, namespace: infra}\n\
+                    spec:\n  gatewayClassName: pilot\n  listeners: [{name: http, protocol: HTTP, port: 80}]\n---\n\
+                    apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: api, namespace: infra}\n\
+                    spec:\n  parentRefs: [{name: edge}]\n  rules: [{backendRefs: [{name: api, port: 443}]}]\n---\n\
+                    apiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\n\
+                    metadata: {name: first, namespace: infra, creationTimestamp: '2026-01-01T00:00:00Z'}\n\
+                    spec:\n  targetRefs: [{group: '', kind: Service, name: api}]\n  \
+                    validation: {caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}], hostname: api.example.com}\n---\n\
+                    apiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\n\
+                    metadata: {name: second, namespace: infra, creationTimestamp: '2026-01-02T00:00:00Z'}\n\
+                    spec:\n  targetRefs: [{group: '', kind: Service, name: api}]\n  \
+                    validation: {wellKnownCACertificates: System, hostname: api.example.com}\n---\n\
+                    apiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\n\
+                    metadata: {name: unrouted, namespace: infra}\n\
+                    spec:\n  targetRefs: [{group: '', kind: Service, name: idle}]\n  \
+                    validation: {wellKnownCACertificates: System, hostname: idle.example.com}\n";
+        let found = statuses_of(text, &[]);
+        let conditions = |name: &str| -> Vec<(String, String, String)> {
+            let status = &found[&format!("BackendTLSPolicy/{name}")];
+            assert_eq!(status.ancestors.len(), 1, "{name}");
+            assert_eq!(status.ancestors[0].ancestor_ref["name"], "edge");
+            assert_eq!(status.ancestors[0].ancestor_ref["kind"], "Gateway");
+            status.ancestors[0]
+                .conditions
+                .iter()
+                .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+                .collect()
+        };
+        let triple = |t: &str, s: &str, r: &str| (t.to_string(), s.to_string(), r.to_string());
+        assert_eq!(
+            conditions("first"),
+            [
+                triple("Accepted", "True", "Accepted"),
+                triple("ResolvedRefs", "True", "ResolvedRefs")
+            ]
+        );
+        // The younger policy for the same Service: conflicted.
+        assert_eq!(conditions("second")[0], triple("Accepted", "False", "Conflicted"));
+        // A policy no route of a Gateway sends traffic under has no
+        // ancestor to report for.
+        assert!(!found.contains_key("BackendTLSPolicy/unrouted"));
+    }
 }
