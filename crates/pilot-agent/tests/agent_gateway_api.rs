@@ -31,7 +31,8 @@
 //!   re-encrypt case through an HTTPS listener; the ConfigMap changed),
 //!   BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind.
 //! - TCPRoute: reference grant, attach to every listener, weights.
-//! - TLSRoute: passthrough by SNI, hostname intersection.
+//! - TLSRoute: passthrough by SNI, hostname intersection, terminated
+//!   (TLSRouteTerminateSimpleSameNamespace).
 
 mod common;
 
@@ -311,6 +312,45 @@ fn a_tls_listener_passes_tls_through_by_sni() {
         [
             said("Accepted", "True", "Accepted"),
             said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+}
+
+#[test]
+fn a_tls_listener_terminating_tls_sends_its_routes_backends_what_the_connection_carried() {
+    // TLSRouteTerminateSimpleSameNamespace: TLS with SNI tls.example.com
+    // ends at the router with the listener's Secret (verified against the
+    // test CA); tcp-backend's plain-text port answers with its name.
+    let gateway = "gateway-tlsroute-terminate";
+    let Some(conformance) = Conformance::with(&["tlsroute-terminate-simple-same-namespace"], &[gateway])
+    else {
+        return;
+    };
+    eventually("tls.example.com ended and sent to tcp-backend", || {
+        conformance
+            .tls_stream(gateway, 8443, "tls.example.com")
+            .as_deref()
+            == Some("tcp-backend")
+    });
+    assert_eq!(
+        conformance.tls_stream(gateway, 8443, "other.example.com"),
+        None,
+        "a name the listener does not hold is not served"
+    );
+    assert_eq!(
+        conformance.route_conditions_of("tlsroutes", INFRA, "tlsroute-terminated-test"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+    assert_eq!(
+        listener_conditions(&conformance, gateway, "tlsterminate"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("Conflicted", "False", "NoConflicts"),
+            said("Programmed", "True", "Programmed"),
+            said("ResolvedRefs", "True", "ResolvedRefs"),
         ]
     );
 }
@@ -1706,17 +1746,19 @@ fn a_backend_tls_policy_connects_to_its_service_over_tls_as_it_says() {
 
     // Re-encrypt: TLS ended at the HTTPS listener, begun again towards
     // the backend.
-    let reencrypted = conformance.https_get(
-        https_gateway,
-        443,
-        "https-listener.org",
-        "https-listener.org",
-        "/backendtlspolicy",
-    );
-    assert!(
-        matches!(&reencrypted, Some((200, body, _)) if body.contains("s_server -www")),
-        "{reencrypted:?}"
-    );
+    let reencrypted = || {
+        conformance.https_get(
+            https_gateway,
+            443,
+            "https-listener.org",
+            "https-listener.org",
+            "/backendtlspolicy",
+        )
+    };
+    let reached = |answer: &Option<(u16, String, String)>| matches!(answer, Some((200, body, _)) if body.contains("s_server -www"));
+    eventually("the re-encrypted request reached the backend", || {
+        reached(&reencrypted())
+    });
 
     // A ConfigMap that does not exist, one whose ca.crt holds no
     // certificate, a reference of another kind: not accepted, and

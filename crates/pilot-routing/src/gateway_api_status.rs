@@ -19,9 +19,8 @@
 //! (`InvalidCertificateRef` for one that does not exist or does not
 //! load). A listener is `Programmed` when
 //! pilot serves it to the Gateway's router proxies (HTTP, TCP, HTTPS
-//! terminating TLS, and TLS passthrough listeners, their references
-//! resolved; `TLS` listeners terminating TLS are `Pending`), and a
-//! Gateway when some listener is.
+//! terminating TLS, and TLS listeners passing TLS through or terminating
+//! it, their references resolved), and a Gateway when some listener is.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -227,8 +226,8 @@ fn gateway_programmed(
             false,
             "Pending",
             &format!(
-                "none of its listeners is one pilot serves (HTTP, HTTPS, TCP and TLS passthrough listeners \
-                 are, when their references resolve); {proxies} get none"
+                "none of its listeners is one pilot serves (HTTP, HTTPS, TCP and TLS listeners are, when \
+                 their references resolve); {proxies} get none"
             ),
         )
     } else if pending.is_empty() {

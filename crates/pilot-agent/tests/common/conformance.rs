@@ -93,13 +93,14 @@ spec:
 /// The Secrets of the conformance's base, as `--credentials-dir` holds
 /// them: (namespace, name, the names its certificate is for), each signed
 /// by the test CA, its subject its name.
-pub(crate) const CERTIFICATES: [(&str, &str, &str); 2] = [
+pub(crate) const CERTIFICATES: [(&str, &str, &str); 3] = [
     (
         INFRA,
         "tls-checks-certificate",
         "DNS:example.org,DNS:second-example.org,DNS:unknown-example.org,DNS:*.wildcard.org,DNS:https-listener.org",
     ),
     (WEB, "certificate", "DNS:*.example.com,DNS:example.org"),
+    (INFRA, "tls-terminate-checks-certificate", "DNS:tls.example.com"),
 ];
 
 /// The Services of the conformance's BackendTLSPolicy cases (port 443
@@ -137,11 +138,11 @@ pub(crate) const BACKENDS: [(&str, &str); 6] = [
     (APP, "app-backend-v2"),
 ];
 
-/// The conformance's stream backends: (namespace, Service, port). A
-/// `tcp-` Service answers each connection with its name and closes it;
-/// `tcp-backend` speaks TLS with a certificate for `abc.example.com`.
-pub(crate) const STREAM_BACKENDS: [(&str, &str, u16); 6] = [
-    (INFRA, "tcp-backend", 8443),
+/// The conformance's stream backends: (namespace, Service, port), each
+/// answering a connection with its name and closing it. (`tcp-backend`,
+/// beside them, speaks TLS with a certificate for `abc.example.com` on
+/// 8443 and answers as they do on 3000.)
+pub(crate) const STREAM_BACKENDS: [(&str, &str, u16); 5] = [
     (INFRA, "tcp-echo-attach-all", 3000),
     (WEB, "tcp-reference-grant-backend", 3000),
     (INFRA, "tcp-backend-v1", 3000),
@@ -185,26 +186,14 @@ impl Conformance {
         let corpus = pilot_test_support::corpus("gateway-api")?;
         let dir = tempfile::tempdir().unwrap();
         let mut services = String::from("services:\n");
-        let mut named_service = |namespace: &str,
-                                 name: &str,
-                                 port_name: &str,
-                                 port: u16,
-                                 protocol: &str,
-                                 upstream: u16| {
-            services.push_str(&format!(
-                    "- hostname: {name}.{namespace}.svc.cluster.local\n  ports: [{{name: {port_name}, port: {port}, protocol: {protocol}}}]\n  \
-                     instances:\n  - {{address: 127.0.0.1, port: {upstream}, labels: {{app: {name}}}}}\n"
-                ));
-        };
+        // One port (named after its protocol, lowercased) served by `upstream`.
         let mut service = |namespace: &str, name: &str, port: u16, protocol: &str, upstream: u16| {
-            named_service(
+            let port_name = protocol.to_ascii_lowercase();
+            services.push_str(&service_entry(
                 namespace,
                 name,
-                &protocol.to_ascii_lowercase(),
-                port,
-                protocol,
-                upstream,
-            )
+                &[(&port_name, port, protocol, upstream)],
+            ));
         };
         for (namespace, name) in BACKENDS {
             service(namespace, name, 8080, "HTTP", upstream(name));
@@ -221,12 +210,7 @@ impl Conformance {
         let (tls_port, tls_backend) = openssl_server(&certificate, None);
         let mut tls_backends = vec![tls_backend];
         for (namespace, name, port) in STREAM_BACKENDS {
-            let upstream = if name == "tcp-backend" {
-                tls_port
-            } else {
-                stream_upstream(name)
-            };
-            service(namespace, name, port, "TCP", upstream);
+            service(namespace, name, port, "TCP", stream_upstream(name));
         }
         // TLS backends known by their certificate's subject.
         for name in TLS_BACKENDS {
@@ -241,11 +225,20 @@ impl Conformance {
             tls_backends.push(backend);
             service(INFRA, name, 443, "TCP", port);
         }
+        // tcp-backend: TLS on 8443, plain text on 3000 (answering each
+        // connection with its name).
+        services.push_str(&service_entry(
+            INFRA,
+            "tcp-backend",
+            &[
+                ("tls", 8443, "TCP", tls_port),
+                ("plain", 3000, "TCP", stream_upstream("tcp-backend")),
+            ],
+        ));
         let (sni_port, sni_backend) = openssl_sni_server(&certificate, "abc.example.com");
         tls_backends.push(sni_backend);
-        drop(service);
         for name in BACKEND_TLS_SERVICES {
-            named_service(INFRA, name, "btls", 443, "TCP", sni_port);
+            services.push_str(&service_entry(INFRA, name, &[("btls", 443, "TCP", sni_port)]));
         }
         let bundles = dir.path().join("ca-bundles");
         let other_ca = pki.ca("other-ca").unwrap();
@@ -556,6 +549,30 @@ impl Conformance {
         curl_https(host, self.port(gateway, written), &self.ca, &[]).0
     }
 
+    /// What a TLS connection through `gateway`'s listener written on
+    /// `written` with SNI `sni` reads before it closes, the router's
+    /// certificate verified against the test CA; `None` when the
+    /// handshake or its verification fails.
+    pub(crate) fn tls_stream(&self, gateway: &str, written: u16, sni: &str) -> Option<String> {
+        let out = std::process::Command::new("openssl")
+            .args([
+                "s_client",
+                "-quiet",
+                "-ign_eof",
+                "-verify_return_error",
+                "-connect",
+            ])
+            .arg(format!("127.0.0.1:{}", self.port(gateway, written)))
+            .args(["-servername", sni, "-verify_hostname", sni, "-CAfile"])
+            .arg(&self.ca)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// The TLS backend that answers a connection through `gateway`'s
     /// listener written on `written` with SNI `host`, its certificate
     /// verified against the test CA (`None` when none does).
@@ -612,6 +629,24 @@ impl Conformance {
         });
         said
     }
+}
+
+/// The `--services` entry of the Service `namespace/name` with `ports`
+/// (name, port, protocol, the loopback port of the upstream serving it).
+fn service_entry(namespace: &str, name: &str, ports: &[(&str, u16, &str, u16)]) -> String {
+    let mut entry = format!("- hostname: {name}.{namespace}.svc.cluster.local\n  ports:\n");
+    for (port_name, port, protocol, _) in ports {
+        entry.push_str(&format!(
+            "  - {{name: {port_name}, port: {port}, protocol: {protocol}}}\n"
+        ));
+    }
+    entry.push_str("  instances:\n");
+    for (port_name, _, _, upstream) in ports {
+        entry.push_str(&format!(
+            "  - {{address: 127.0.0.1, port: {upstream}, portName: {port_name}, labels: {{app: {name}}}}}\n"
+        ));
+    }
+    entry
 }
 
 /// Writes a certificate for `hosts` (subject `subject`, signed by the

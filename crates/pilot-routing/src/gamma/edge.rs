@@ -29,19 +29,22 @@
 //!   scheme's port when it names a scheme (written in the location:
 //!   `https://example.org:443/`), else to the listener's port.
 //! - A `TCP` listener sends every connection to the first (oldest)
-//!   TCPRoute attached to it; a `TLS` listener passing TLS through
-//!   (`mode: Passthrough`) routes connections by their SNI to the
-//!   TLSRoutes attached, each for the hostnames it and the listener share.
+//!   TCPRoute attached to it; a `TLS` listener routes connections by their
+//!   SNI to the TLSRoutes attached, each for the hostnames it and the
+//!   listener share: passing TLS through (`mode: Passthrough`), or ending
+//!   it with the listener's certificate and sending the backends what it
+//!   carried (`mode: Terminate`).
 //!   A stream route's backends are those of its rule, by weight, the
 //!   Services it may refer to.
 //! - Served: `HTTP` and `TCP` listeners, `HTTPS` listeners terminating
-//!   TLS, and `TLS` listeners passing TLS through. An `HTTPS` listener
-//!   terminates with its first `certificateRefs` Secret (of the Gateway's
-//!   namespace, or another's under a ReferenceGrant; not served while a
-//!   reference does not resolve), which the ADS server sends the router
-//!   proxies over SDS as `kubernetes://<namespace>/<name>`; its own filter
-//!   chain matches the SNI of its hostname. `TLS` listeners terminating
-//!   TLS are not served yet (their status says so).
+//!   TLS, and `TLS` listeners passing TLS through or terminating it. A
+//!   listener terminating TLS does so with its first `certificateRefs`
+//!   Secret (of the Gateway's namespace, or another's under a
+//!   ReferenceGrant; not served while a reference does not resolve),
+//!   which the ADS server sends the router proxies over SDS as
+//!   `kubernetes://<namespace>/<name>`; an `HTTPS` listener's own filter
+//!   chain matches the SNI of its hostname, a `TLS` one's each route's
+//!   hostnames.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -73,22 +76,31 @@ pub(crate) fn at_gateway(parents: Option<&[ParentReference]>) -> bool {
         .any(|p| p.group() == GROUP && p.kind() == "Gateway")
 }
 
-/// Whether `listener` is served to router proxies: HTTP, TCP, HTTPS
-/// terminating TLS with certificates (when they resolve:
+/// Whether `listener` is served to router proxies: HTTP, TCP, HTTPS and
+/// TLS terminating TLS with certificates (when they resolve:
 /// [`certificate_refs`]), and TLS passed through.
 pub(crate) fn served(listener: &Listener) -> bool {
-    match listener.protocol.as_str() {
-        "HTTP" | "TCP" => true,
-        "HTTPS" => listener.tls.as_ref().is_some_and(|t| {
+    let terminates = || {
+        listener.tls.as_ref().is_some_and(|t| {
             t.mode() == TlsMode::Terminate
                 && t.certificate_refs.as_deref().is_some_and(|refs| !refs.is_empty())
-        }),
-        "TLS" => listener
-            .tls
-            .as_ref()
-            .is_some_and(|t| t.mode() == TlsMode::Passthrough),
+        })
+    };
+    match listener.protocol.as_str() {
+        "HTTP" | "TCP" => true,
+        "HTTPS" => terminates(),
+        "TLS" => passes_through(listener) || terminates(),
         _ => false,
     }
+}
+
+/// Whether `listener` is a TLS listener passing TLS through.
+fn passes_through(listener: &Listener) -> bool {
+    listener.protocol == "TLS"
+        && listener
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.mode() == TlsMode::Passthrough)
 }
 
 /// Adds a server per served listener of pilot's Gateways to `model`.
@@ -229,7 +241,7 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
         server.selector = Some(selector.clone());
         server.namespace = Some(gateway.meta.namespace.clone());
         server.hosts = vec![ServerHost::any(listener.hostname.as_deref().unwrap_or("*"))];
-        if listener.protocol == "TLS" {
+        if passes_through(listener) {
             server.tls = Some(ServerTls {
                 mode: ServerTlsMode::Passthrough,
                 ..Default::default()
@@ -310,14 +322,15 @@ fn misdirected(listeners: &[Listener], index: usize, gateway: &str, hosts: &mut 
     }
 }
 
-/// The certificate an HTTPS listener terminates TLS with: its first
-/// `certificateRefs` entry (the Gateway API lets an implementation use
-/// more, one per key type; pilot uses the first).
+/// The certificate an HTTPS or TLS listener terminates TLS with: its
+/// first `certificateRefs` entry (the Gateway API lets an implementation
+/// use more, one per key type; pilot uses the first).
 fn terminated_with(listener: &Listener) -> Option<&pilot_api::gateway_api::SecretObjectReference> {
-    if listener.protocol != "HTTPS" {
+    let tls = listener.tls.as_ref()?;
+    if !matches!(listener.protocol.as_str(), "HTTPS" | "TLS") || tls.mode() != TlsMode::Terminate {
         return None;
     }
-    listener.tls.as_ref()?.certificate_refs.as_deref()?.first()
+    tls.certificate_refs.as_deref()?.first()
 }
 
 /// The Gateway API's port of a redirect that names none: the port of its
@@ -838,7 +851,7 @@ spec:
     }
 
     #[test]
-    fn tcp_and_tls_passthrough_listeners_route_connections() {
+    fn tcp_and_tls_listeners_route_connections() {
         let text = edge_gateway(
             "  - {name: tcp, protocol: TCP, port: 9000}
   - {name: tls, protocol: TLS, port: 8443, hostname: \"*.example.com\", tls: {mode: Passthrough}}
@@ -862,11 +875,7 @@ spec:
 ";
         let servers = servers(&text);
         let listeners: Vec<(&str, u16)> = servers.iter().map(|s| (s.port_name.as_str(), s.port)).collect();
-        assert_eq!(
-            listeners,
-            [("tcp", 9000), ("tls", 8443)],
-            "TLS terminated is not served"
-        );
+        assert_eq!(listeners, [("tcp", 9000), ("tls", 8443), ("ended", 9443)]);
         let tcp = &servers[0];
         assert_eq!(tcp.protocol, Protocol::Tcp);
         assert!(tcp.tls.is_none() && tcp.tls_routes.is_empty());
@@ -890,6 +899,17 @@ spec:
             tls.tls_routes[0].matches[0].sni_hosts,
             ["shop.example.com"],
             "the hostnames the route and the listener share"
+        );
+        // Terminated with the listener's Secret, then the route's
+        // backends by the route's hostnames (the listener has none).
+        let ended = &servers[2];
+        assert_eq!(ended.protocol, Protocol::Tcp);
+        let tls = ended.tls.as_ref().unwrap();
+        assert_eq!(tls.mode, ServerTlsMode::Simple);
+        assert_eq!(tls.credential_name.as_deref(), Some("kubernetes://infra/cert"));
+        assert_eq!(
+            ended.tls_routes[0].matches[0].sni_hosts,
+            ["shop.example.com", "shop.example.org"]
         );
     }
 

@@ -10,6 +10,11 @@
 //!   reaches the client.
 //! - `tls.mode: AUTO_PASSTHROUGH`: a chain per service cluster the SNI
 //!   names, no VirtualService needed (`sni_dnat.rs`).
+//! - A `TLS` server with `SIMPLE` or `MUTUAL` and TLS routes (a Gateway
+//!   API `TLS` listener with `mode: Terminate` and its TLSRoutes): a chain
+//!   per route match, its SNI hosts as server names, TLS ended with the
+//!   server's certificate, then a `tcp_proxy` to the route's
+//!   destinations.
 //! - A `TLS` server with `SIMPLE` or `MUTUAL`: TLS ends here with the
 //!   server's certificate (a chain matched by SNI on its hosts, none for
 //!   `*`), then the first TCP route of the bound VirtualServices.
@@ -57,6 +62,25 @@ pub(crate) fn add_chains(
                             ..Default::default()
                         });
                         push(chains, chain_match, &destinations, port);
+                    }
+                }
+            }
+            Some(tls) if !server.tls_routes.is_empty() => {
+                for route in &server.tls_routes {
+                    let destinations = with_ports(&route.destinations, registry);
+                    for m in route.matches.iter().filter(|m| applies(m, port)) {
+                        let chain_match = Some(FilterChainMatch {
+                            server_names: m.sni_hosts.clone(),
+                            ..Default::default()
+                        });
+                        if push(chains, chain_match, &destinations, port)
+                            && let Some(chain) = chains.last_mut()
+                        {
+                            chain.transport_socket = Some(crate::build::downstream_tls::server_socket(
+                                tls,
+                                pilot_model::Protocol::Tcp,
+                            ));
+                        }
                     }
                 }
             }
