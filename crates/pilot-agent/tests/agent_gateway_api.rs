@@ -32,7 +32,9 @@
 //!   BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind.
 //! - TCPRoute: reference grant, attach to every listener, weights.
 //! - TLSRoute: passthrough by SNI, hostname intersection, terminated
-//!   (TLSRouteTerminateSimpleSameNamespace).
+//!   (TLSRouteTerminateSimpleSameNamespace, and
+//!   BackendTLSPolicyTLSRouteTerminate: terminated, then TLS again to the
+//!   backend).
 
 mod common;
 
@@ -322,8 +324,14 @@ fn a_tls_listener_terminating_tls_sends_its_routes_backends_what_the_connection_
     // ends at the router with the listener's Secret (verified against the
     // test CA); tcp-backend's plain-text port answers with its name.
     let gateway = "gateway-tlsroute-terminate";
-    let Some(conformance) = Conformance::with(&["tlsroute-terminate-simple-same-namespace"], &[gateway])
-    else {
+    let reencrypting = "gateway-btls-tlsroute-terminate";
+    let Some(conformance) = Conformance::with(
+        &[
+            "tlsroute-terminate-simple-same-namespace",
+            "backendtlspolicy-tlsroute-terminate",
+        ],
+        &[gateway, reencrypting],
+    ) else {
         return;
     };
     eventually("tls.example.com ended and sent to tcp-backend", || {
@@ -353,6 +361,25 @@ fn a_tls_listener_terminating_tls_sends_its_routes_backends_what_the_connection_
             said("ResolvedRefs", "True", "ResolvedRefs"),
         ]
     );
+
+    // BackendTLSPolicyTLSRouteTerminate: what the terminated connection
+    // carries goes to the backend over TLS again, as the Service's
+    // BackendTLSPolicy says (SNI abc.example.com, the only one the
+    // backend accepts; the test CA). The backend is openssl's HTTP page.
+    let accepted = [
+        said("Accepted", "True", "Accepted"),
+        said("ResolvedRefs", "True", "ResolvedRefs"),
+    ];
+    assert_eq!(
+        conformance.policy_conditions("btls-tlsroute-terminate-test", reencrypting, &accepted),
+        accepted
+    );
+    let request = b"GET / HTTP/1.0\r\n\r\n";
+    eventually("tls.example.com ended and sent on over TLS", || {
+        conformance
+            .tls_exchange(reencrypting, 8443, "tls.example.com", request)
+            .is_some_and(|answer| answer.contains("s_server -www"))
+    });
 }
 
 #[test]

@@ -13,10 +13,9 @@
 //!   as a Gateway's `certificateRefs` may. Any proxy reads a bundle whose
 //!   ConfigMaps BackendTLSPolicies of their namespace name (certificate
 //!   authorities, nothing secret; never another ConfigMap). A name it may
-//!   not read is
-//!   answered as one that does not exist: nothing is sent for it (and a
-//!   warning names the proxy and the Secret, once each time it becomes
-//!   unreadable, not at every push).
+//!   not read is answered as one that does not exist: nothing is sent for
+//!   it (and a warning names the proxy and the Secret, once each time it
+//!   becomes unreadable, not at every push).
 //! - When: on the proxy's request (a name it newly asks for), after a
 //!   change of the credentials, and after a push (a ReferenceGrant may
 //!   have come or gone). Only what changed for the proxy is sent: a
@@ -279,10 +278,7 @@ impl Session {
         Ok(Some(Current::of(Secret {
             name: resource.to_string(),
             r#type: Some(secret::Type::ValidationContext(CertificateValidationContext {
-                trusted_ca: Some(DataSource {
-                    specifier: Some(data_source::Specifier::InlineBytes(pem)),
-                    ..Default::default()
-                }),
+                trusted_ca: Some(inline(&pem)),
                 ..Default::default()
             })),
         })))
@@ -327,10 +323,6 @@ enum SecretMessage {
 /// The SDS resource `name` of `credential`: its certificate and key, or
 /// (`ca`) its certificate authority, `None` when it has none.
 fn secret_of(name: &str, credential: &TlsCredential, ca: bool) -> Option<Secret> {
-    let inline = |bytes: &[u8]| DataSource {
-        specifier: Some(data_source::Specifier::InlineBytes(bytes.to_vec())),
-        ..Default::default()
-    };
     let kind = if ca {
         secret::Type::ValidationContext(CertificateValidationContext {
             trusted_ca: Some(inline(credential.ca_certificates.as_deref()?)),
@@ -347,6 +339,14 @@ fn secret_of(name: &str, credential: &TlsCredential, ca: bool) -> Option<Secret>
         name: name.to_string(),
         r#type: Some(kind),
     })
+}
+
+/// `bytes` as an inline data source.
+fn inline(bytes: &[u8]) -> DataSource {
+    DataSource {
+        specifier: Some(data_source::Specifier::InlineBytes(bytes.to_vec())),
+        ..Default::default()
+    }
 }
 
 fn any(secret: &Secret) -> Any {

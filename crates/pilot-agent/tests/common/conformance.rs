@@ -103,18 +103,19 @@ pub(crate) const CERTIFICATES: [(&str, &str, &str); 3] = [
     (INFRA, "tls-terminate-checks-certificate", "DNS:tls.example.com"),
 ];
 
-/// The Services of the conformance's BackendTLSPolicy cases (port 443
+/// The Services of the conformance's BackendTLSPolicy cases (a port
 /// named `btls`), all served by one TLS backend with a certificate for
 /// `abc.example.com` signed by the test CA, which completes a handshake
 /// only for that SNI.
-pub(crate) const BACKEND_TLS_SERVICES: [&str; 7] = [
-    "backendtlspolicy-test",
-    "backendtlspolicy-host-mismatch-test",
-    "backendtlspolicy-cert-mismatch-test",
-    "backendtlspolicy-reconcile-test",
-    "backendtlspolicy-nonexistent-ca-certificate-ref-test",
-    "backendtlspolicy-malformed-ca-certificate-ref-test",
-    "backendtlspolicy-invalid-kind-test",
+pub(crate) const BACKEND_TLS_SERVICES: [(&str, u16); 8] = [
+    ("backendtlspolicy-test", 443),
+    ("backendtlspolicy-host-mismatch-test", 443),
+    ("backendtlspolicy-cert-mismatch-test", 443),
+    ("backendtlspolicy-reconcile-test", 443),
+    ("backendtlspolicy-nonexistent-ca-certificate-ref-test", 443),
+    ("backendtlspolicy-malformed-ca-certificate-ref-test", 443),
+    ("backendtlspolicy-invalid-kind-test", 443),
+    ("btls-terminate-tls-backend", 8443),
 ];
 
 /// The ConfigMaps (of the infra namespace) the BackendTLSPolicy cases
@@ -237,8 +238,8 @@ impl Conformance {
         ));
         let (sni_port, sni_backend) = openssl_sni_server(&certificate, "abc.example.com");
         tls_backends.push(sni_backend);
-        for name in BACKEND_TLS_SERVICES {
-            services.push_str(&service_entry(INFRA, name, &[("btls", 443, "TCP", sni_port)]));
+        for (name, port) in BACKEND_TLS_SERVICES {
+            services.push_str(&service_entry(INFRA, name, &[("btls", port, "TCP", sni_port)]));
         }
         let bundles = dir.path().join("ca-bundles");
         let other_ca = pki.ca("other-ca").unwrap();
@@ -554,7 +555,19 @@ impl Conformance {
     /// certificate verified against the test CA; `None` when the
     /// handshake or its verification fails.
     pub(crate) fn tls_stream(&self, gateway: &str, written: u16, sni: &str) -> Option<String> {
-        let out = std::process::Command::new("openssl")
+        self.tls_exchange(gateway, written, sni, b"")
+    }
+
+    /// [`tls_stream`](Self::tls_stream), sending `input` first.
+    pub(crate) fn tls_exchange(
+        &self,
+        gateway: &str,
+        written: u16,
+        sni: &str,
+        input: &[u8],
+    ) -> Option<String> {
+        use std::io::Write;
+        let mut child = std::process::Command::new("openssl")
             .args([
                 "s_client",
                 "-quiet",
@@ -565,9 +578,15 @@ impl Conformance {
             .arg(format!("127.0.0.1:{}", self.port(gateway, written)))
             .args(["-servername", sni, "-verify_hostname", sni, "-CAfile"])
             .arg(&self.ca)
-            .stdin(std::process::Stdio::null())
-            .output()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let _ = stdin.write_all(input);
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
