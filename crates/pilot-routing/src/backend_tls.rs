@@ -157,6 +157,21 @@ pub fn tls_of(policy: &Config<BackendTlsPolicy>) -> Option<ClientTls> {
     })
 }
 
+impl RoutingConfigs {
+    /// Whether a BackendTLSPolicy of `namespace` names its ConfigMap
+    /// `name` among its `caCertificateRefs`: a certificate authority
+    /// bundle any proxy may read (certificates, nothing secret, and only
+    /// those a policy sends proxies to verify with).
+    pub fn names_ca_bundle(&self, namespace: &str, name: &str) -> bool {
+        self.backend_tls_policies
+            .iter()
+            .filter(|p| p.meta.namespace == namespace)
+            .filter_map(|p| p.spec.validation.as_ref()?.ca_certificate_refs.as_ref())
+            .flatten()
+            .any(|r| is_config_map(r.group.as_deref(), &r.kind) && r.name == name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,20 +261,5 @@ validation: {wellKnownCACertificates: example.com/mine, hostname: api.example.co
 ",
         );
         assert_eq!(tls_of(&unknown), None);
-    }
-}
-
-impl RoutingConfigs {
-    /// Whether a BackendTLSPolicy of `namespace` names its ConfigMap
-    /// `name` among its `caCertificateRefs`: a certificate authority
-    /// bundle any proxy may read (certificates, nothing secret, and only
-    /// those a policy sends proxies to verify with).
-    pub fn names_ca_bundle(&self, namespace: &str, name: &str) -> bool {
-        self.backend_tls_policies
-            .iter()
-            .filter(|p| p.meta.namespace == namespace)
-            .filter_map(|p| p.spec.validation.as_ref()?.ca_certificate_refs.as_ref())
-            .flatten()
-            .any(|r| is_config_map(r.group.as_deref(), &r.kind) && r.name == name)
     }
 }

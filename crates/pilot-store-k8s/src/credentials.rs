@@ -19,7 +19,10 @@ use pilot_store::ChangeTicks;
 /// The type of the Secrets followed.
 pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
 
-type Held<T> = BTreeMap<(String, String), Arc<T>>;
+/// An object's namespace and name.
+type Key = (String, String);
+
+type Held<T> = BTreeMap<Key, Arc<T>>;
 
 /// The `kubernetes.io/tls` Secrets of a cluster (or of one namespace), as
 /// they are now: each Secret's `tls.crt`, `tls.key` and optional
@@ -139,7 +142,7 @@ struct Follow<K, T> {
     held: fn(&Inner) -> &RwLock<Held<T>>,
     synced: usize,
     /// The key and what is held of an object; `None` when nothing is.
-    of: fn(&K) -> Option<((String, String), T)>,
+    of: fn(&K) -> Option<(Key, T)>,
 }
 
 impl<K, T> Follow<K, T>
@@ -204,14 +207,14 @@ where
     }
 }
 
-fn key_of<K: kube::Resource>(object: &K) -> Option<(String, String)> {
+fn key_of<K: kube::Resource>(object: &K) -> Option<Key> {
     let meta = object.meta();
     Some((meta.namespace.clone()?, meta.name.clone()?))
 }
 
 /// The bundle of a ConfigMap: its `ca.crt` (in `data` or `binaryData`);
 /// `None` when it has none, or (logged) when it holds no PEM certificate.
-fn bundle_of(map: &ConfigMap) -> Option<((String, String), Vec<u8>)> {
+fn bundle_of(map: &ConfigMap) -> Option<(Key, Vec<u8>)> {
     let key = key_of(map)?;
     let pem = map
         .data
@@ -233,7 +236,7 @@ fn bundle_of(map: &ConfigMap) -> Option<((String, String), Vec<u8>)> {
 
 /// The credential of a TLS Secret; `None` (logged) when it lacks its
 /// certificate or key, or they are not PEM.
-fn credential_of(secret: &Secret) -> Option<((String, String), TlsCredential)> {
+fn credential_of(secret: &Secret) -> Option<(Key, TlsCredential)> {
     let key = key_of(secret)?;
     let data = secret.data.as_ref();
     let field = |name: &str| data.and_then(|d| d.get(name)).map(|bytes| bytes.0.clone());

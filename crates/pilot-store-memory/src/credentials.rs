@@ -16,9 +16,12 @@ pub struct MemoryCredentials {
     inner: Arc<Inner>,
 }
 
+/// What is held by namespace and name.
+type Held<T> = RwLock<BTreeMap<(String, String), Arc<T>>>;
+
 struct Inner {
-    held: RwLock<BTreeMap<(String, String), Arc<TlsCredential>>>,
-    bundles: RwLock<BTreeMap<(String, String), Arc<Vec<u8>>>>,
+    held: Held<TlsCredential>,
+    bundles: Held<Vec<u8>>,
     changes: ChangeTicks,
 }
 
