@@ -408,9 +408,10 @@ fn an_export_to_no_namespace_with_proxies_is_reported_once_a_proxy_is_known() {
     server.terminate();
 }
 
-/// pilot's GatewayClass, a Gateway of it, and an HTTPRoute attached both
-/// to it and to the reviews Service (the mesh), one of whose backends
-/// does not exist.
+/// pilot's GatewayClass, a Gateway of it, an HTTPRoute attached both to
+/// it and to the reviews Service (the mesh) with `backends`, and a
+/// BackendTLSPolicy for reviews (verified with the system's trust
+/// bundle: no ConfigMap to resolve).
 fn gateway_api_objects(backends: &str) -> String {
     format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: pilot, namespace: default}}\n\
@@ -419,7 +420,10 @@ fn gateway_api_objects(backends: &str) -> String {
          spec:\n  gatewayClassName: pilot\n  listeners:\n  - {{name: http, protocol: HTTP, port: 80}}\n  - {{name: mysql, protocol: TCP, port: 3306}}\n---\n\
          apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: reviews, namespace: default}}\n\
          spec:\n  parentRefs:\n  - {{group: \"\", kind: Service, name: reviews}}\n  - {{name: edge, sectionName: http}}\n  \
-         rules:\n  - backendRefs: {backends}\n"
+         rules:\n  - backendRefs: {backends}\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\nmetadata: {{name: reviews-tls, namespace: default}}\n\
+         spec:\n  targetRefs: [{{group: \"\", kind: Service, name: reviews}}]\n  \
+         validation: {{wellKnownCACertificates: System, hostname: reviews.example.com}}\n"
     )
 }
 
@@ -453,7 +457,8 @@ fn condition(type_: &str, status: &str, reason: &str, generation: i64) -> (Strin
 
 /// The Gateway API's status, as `kubectl get -o yaml` shows it: the class
 /// and Gateway accepted, the listener counting the route, the route's two
-/// parents accepted and its references not resolved (a missing backend);
+/// parents accepted and its references not resolved (a missing backend),
+/// the BackendTLSPolicy accepted for the Gateway;
 /// once the route is edited (generation 2) its references resolve and
 /// every condition follows the generation.
 fn gateway_api_status_follows_edits(kubectl: &Kubectl) {
@@ -497,6 +502,29 @@ fn gateway_api_status_follows_edits(kubectl: &Kubectl) {
     ] {
         assert!(yaml.contains(line), "no {line:?} in:\n{yaml}");
     }
+    // The BackendTLSPolicy: one ancestor, the Gateway whose route sends
+    // to reviews.
+    let mut policy = Value::Null;
+    eventually("the BackendTLSPolicy's status to name its Gateway", || {
+        policy = get(kubectl, "backendtlspolicy", "reviews-tls");
+        policy["status"]["ancestors"]
+            .as_array()
+            .is_some_and(|a| a.len() == 1)
+    });
+    let ancestor = &policy["status"]["ancestors"][0];
+    assert_eq!(
+        ancestor["ancestorRef"],
+        serde_json::json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "default", "name": "edge"}),
+        "{policy}"
+    );
+    assert_eq!(
+        conditions(&ancestor["conditions"]),
+        [
+            condition("Accepted", "True", "Accepted", 1),
+            condition("ResolvedRefs", "True", "ResolvedRefs", 1)
+        ],
+        "{policy}"
+    );
     let class = get(kubectl, "gatewayclass", "pilot");
     assert_eq!(
         conditions(&class["status"]["conditions"])
