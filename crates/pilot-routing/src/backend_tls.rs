@@ -20,9 +20,11 @@
 //!   (`creationTimestamp`) applies, then the first by namespace and name;
 //!   the others are `Conflicted` (`gateway_api_status`). A policy for a
 //!   port applies there before one for the whole Service.
-//! - Every Envoy proxy's clusters of the Service's ports follow it
-//!   (routers and sidecars alike), in place of a DestinationRule's `tls`;
-//!   proxyless gRPC clients do not.
+//! - The edge proxies' (routers' and ingress proxies') clusters of the
+//!   Service's ports follow it, in place of a DestinationRule's `tls`: the
+//!   Gateway API's support for it is a Gateway's connections to its
+//!   backends. Sidecars and proxyless gRPC clients do not (a sidecar keeps
+//!   the mesh's mutual TLS or its DestinationRule's `tls`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

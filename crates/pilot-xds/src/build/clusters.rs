@@ -68,12 +68,15 @@ pub fn eds_clusters(services: &[std::sync::Arc<Service>], model: &RoutingModel) 
 }
 
 /// The outbound clusters (CDS but the proxy's inbound ones): they depend
-/// on the proxy only through `captured` (the passthrough cluster). Mesh
+/// on the proxy only through `captured` (the passthrough cluster) and
+/// `edge` (a router or ingress proxy, whose clusters follow the
+/// BackendTLSPolicies of their Services; a sidecar's do not). Mesh
 /// services' clusters originate mutual TLS as `security` and their
 /// traffic policies say (`security/outbound.rs`); none: for a proxy
 /// without workload certificates, plaintext.
 pub fn outbound(
     captured: bool,
+    edge: bool,
     services: &[std::sync::Arc<Service>],
     model: &RoutingModel,
     security: Option<MeshTls<'_>>,
@@ -103,11 +106,11 @@ pub fn outbound(
                 if let Some(policy) = policy {
                     apply_policy(&mut cluster, policy);
                 }
-                // A BackendTLSPolicy for the port replaces a
+                // At the edge, a BackendTLSPolicy for the port replaces a
                 // DestinationRule's `tls`.
-                let tls = model
-                    .backend_tls()
-                    .for_port(&service.hostname, &port.name)
+                let tls = edge
+                    .then(|| model.backend_tls().for_port(&service.hostname, &port.name))
+                    .flatten()
                     .map(|b| &b.tls)
                     .or_else(|| policy.and_then(|p| p.tls.as_ref()));
                 super::upstream_tls::apply(&mut cluster, tls, &service.hostname);

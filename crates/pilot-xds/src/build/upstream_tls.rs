@@ -226,6 +226,60 @@ mod tests {
         assert!(cluster.transport_socket.is_none());
     }
 
+    #[test]
+    fn a_backend_tls_policy_secures_its_port_at_the_edge_only() {
+        let text = "apiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\n\
+                    metadata: {name: api-tls, namespace: shop}\n\
+                    spec:\n  targetRefs: [{group: '', kind: Service, name: api, sectionName: https}]\n  \
+                    validation: {caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}], hostname: api.example.com}\n";
+        let objects =
+            pilot_model::document::parse("policy.yaml", text, &pilot_api::default_registry()).unwrap();
+        let model = pilot_routing::RoutingConfigs::from_configs(&objects)
+            .unwrap()
+            .compile();
+        let service = std::sync::Arc::new(pilot_model::Service::new(
+            "api.shop.svc.cluster.local",
+            vec![
+                pilot_model::Port::new("http", 80, pilot_model::Protocol::Http),
+                pilot_model::Port::new("https", 443, pilot_model::Protocol::Tcp),
+            ],
+        ));
+        let clusters = |edge: bool| {
+            super::super::clusters::outbound(false, edge, &[std::sync::Arc::clone(&service)], &model, None)
+        };
+        let named = |clusters: &[Cluster], port: u16| {
+            clusters
+                .iter()
+                .find(|c| c.name == format!("outbound|{port}||api.shop.svc.cluster.local"))
+                .cloned()
+                .unwrap()
+        };
+        let router = clusters(true);
+        let secured = context(&named(&router, 443));
+        assert_eq!(secured.sni, "api.example.com");
+        let Some(common_tls_context::ValidationContextType::CombinedValidationContext(combined)) =
+            secured.common_tls_context.unwrap().validation_context_type
+        else {
+            panic!("a combined validation context")
+        };
+        assert_eq!(
+            combined.validation_context_sds_secret_config.unwrap().name,
+            "configmap://shop/ca"
+        );
+        assert_eq!(
+            combined
+                .default_validation_context
+                .unwrap()
+                .match_typed_subject_alt_names
+                .len(),
+            2,
+            "api.example.com, as a DNS or URI name"
+        );
+        assert!(named(&router, 80).transport_socket.is_none(), "another port");
+        let sidecar = clusters(false);
+        assert!(named(&sidecar, 443).transport_socket.is_none(), "a sidecar's");
+    }
+
     fn context_of(cluster: &Cluster) -> CommonTlsContext {
         context(cluster).common_tls_context.unwrap()
     }

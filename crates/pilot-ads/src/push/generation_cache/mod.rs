@@ -38,9 +38,9 @@ use super::virtual_hosts::{self, VirtualHosts};
 
 /// Which outbound clusters a proxy gets: whether it captures traffic (the
 /// passthrough cluster), whether it has workload certificates (mutual TLS),
-/// and the labels of an edge proxy serving `AUTO_PASSTHROUGH` servers
-/// (its SNI-DNAT clusters).
-type CdsKey = (bool, bool, Option<Labels>);
+/// whether it is an edge proxy (BackendTLSPolicies), and the labels of an
+/// edge proxy serving `AUTO_PASSTHROUGH` servers (its SNI-DNAT clusters).
+type CdsKey = (bool, bool, bool, Option<Labels>);
 
 /// The configurations generated for one push, by proxy class, all from
 /// one registry state and one set of rules.
@@ -284,9 +284,10 @@ impl GeneratedCache {
                 }
                 let captured = proxy.proxy_type == ProxyType::Sidecar && proxy.capture.captures();
                 let mutual_tls = mesh.security_for(proxy).is_some();
+                let edge = matches!(proxy.proxy_type, ProxyType::Router | ProxyType::Ingress);
                 let sni_dnat = serves_auto_passthrough(proxy, mesh.model()).then(|| proxy.labels.clone());
                 let cds = self
-                    .envoy_cds((captured, mutual_tls, sni_dnat), proxy, registry, mesh)
+                    .envoy_cds((captured, mutual_tls, edge, sni_dnat), proxy, registry, mesh)
                     .await;
                 let eds = self.envoy_eds(registry, mesh).await;
                 let reused = self.previous.as_ref().and_then(|p| p.classes.get(&class));
@@ -419,9 +420,10 @@ impl GeneratedCache {
             heavy(|| {
                 let services = registry.services();
                 let clusters = {
-                    let (captured, mutual_tls, ref sni_dnat) = key;
+                    let (captured, mutual_tls, edge, ref sni_dnat) = key;
                     let mut clusters = outbound_clusters(
                         captured,
+                        edge,
                         &services,
                         mesh.model(),
                         mutual_tls.then(|| mesh.mesh_tls()),
