@@ -202,19 +202,24 @@ impl GatewayApiStatus {
     /// True when both say the same (the times aside).
     pub fn same(&self, other: &GatewayApiStatus) -> bool {
         same_conditions(&self.conditions, &other.conditions)
-            && self.listeners.len() == other.listeners.len()
-            && self
-                .listeners
-                .iter()
-                .zip(&other.listeners)
-                .all(|(a, b)| a.same(b))
-            && self.parents.len() == other.parents.len()
-            && self.parents.iter().zip(&other.parents).all(|(a, b)| a.same(b))
-            && self.ancestors.len() == other.ancestors.len()
-            && self
-                .ancestors
-                .iter()
-                .zip(&other.ancestors)
-                .all(|(a, b)| a.same(b))
+            && same_parts(&self.listeners, &other.listeners, &self.parents, &other.parents)
+            && same_each(&self.ancestors, &other.ancestors, PolicyAncestorStatus::same)
     }
+}
+
+/// Whether two lists say the same, item by item, by `same`.
+pub(crate) fn same_each<T>(a: &[T], b: &[T], same: impl Fn(&T, &T) -> bool) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same(a, b))
+}
+
+/// Whether two statuses' listeners and parents say the same (the times
+/// aside).
+pub(crate) fn same_parts(
+    listeners: &[ListenerStatus],
+    other_listeners: &[ListenerStatus],
+    parents: &[RouteParentStatus],
+    other_parents: &[RouteParentStatus],
+) -> bool {
+    same_each(listeners, other_listeners, ListenerStatus::same)
+        && same_each(parents, other_parents, RouteParentStatus::same)
 }

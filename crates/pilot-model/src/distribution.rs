@@ -143,20 +143,8 @@ impl ConfigStatus {
         self.same_counts(other)
             && crate::conditions::same_conditions(&self.conditions, &other.conditions)
             && self.validation_messages == other.validation_messages
-            && self.parents.len() == other.parents.len()
-            && self.parents.iter().zip(&other.parents).all(|(a, b)| a.same(b))
-            && self.listeners.len() == other.listeners.len()
-            && self
-                .listeners
-                .iter()
-                .zip(&other.listeners)
-                .all(|(a, b)| a.same(b))
-            && self.ancestors.len() == other.ancestors.len()
-            && self
-                .ancestors
-                .iter()
-                .zip(&other.ancestors)
-                .all(|(a, b)| a.same(b))
+            && crate::conditions::same_parts(&self.listeners, &other.listeners, &self.parents, &other.parents)
+            && crate::conditions::same_each(&self.ancestors, &other.ancestors, PolicyAncestorStatus::same)
     }
 }
 

@@ -297,6 +297,14 @@ mod tests {
         (certificate.pem(), key.serialize_pem())
     }
 
+    /// Waits for the next change `changes` announces.
+    async fn announced(changes: &mut BoxStream<'static, ()>) {
+        tokio::time::timeout(Duration::from_secs(60), changes.next())
+            .await
+            .expect("no change announced")
+            .unwrap();
+    }
+
     fn write(root: &Path, namespace: &str, name: &str, files: &[(&str, &str)]) {
         let dir = root.join(namespace).join(name);
         std::fs::create_dir_all(&dir).unwrap();
@@ -354,10 +362,7 @@ mod tests {
             &[("tls.crt", &other_cert), ("tls.key", &other_key)],
         );
         assert!(source.reload());
-        tokio::time::timeout(Duration::from_secs(60), changes.next())
-            .await
-            .expect("no change announced")
-            .unwrap();
+        announced(&mut changes).await;
         assert_eq!(
             source.get("web", "shop").unwrap().certificate_chain,
             other_cert.as_bytes()
@@ -395,10 +400,7 @@ mod tests {
         let mut changes = source.changes();
         write(root.path(), "web", "ca", &[("ca.crt", &format!("{cert}{other}"))]);
         assert!(source.reload());
-        tokio::time::timeout(Duration::from_secs(60), changes.next())
-            .await
-            .expect("no change announced")
-            .unwrap();
+        announced(&mut changes).await;
         assert_eq!(
             source.ca_bundle("web", "ca").unwrap().as_slice(),
             format!("{cert}{other}").as_bytes()

@@ -53,19 +53,9 @@ pub(crate) fn add_chains(
                     }
                 }
             }
-            Some(tls) if tls.mode == ServerTlsMode::Passthrough => {
-                for route in &server.tls_routes {
-                    let destinations = with_ports(&route.destinations, registry);
-                    for m in route.matches.iter().filter(|m| applies(m, port)) {
-                        let chain_match = Some(FilterChainMatch {
-                            server_names: m.sni_hosts.clone(),
-                            ..Default::default()
-                        });
-                        push(chains, chain_match, &destinations, port);
-                    }
-                }
-            }
-            Some(tls) if !server.tls_routes.is_empty() => {
+            // TLS routes by SNI: passed through, or ended here first.
+            Some(tls) if tls.mode == ServerTlsMode::Passthrough || !server.tls_routes.is_empty() => {
+                let ends = tls.mode != ServerTlsMode::Passthrough;
                 for route in &server.tls_routes {
                     let destinations = with_ports(&route.destinations, registry);
                     for m in route.matches.iter().filter(|m| applies(m, port)) {
@@ -74,6 +64,7 @@ pub(crate) fn add_chains(
                             ..Default::default()
                         });
                         if push(chains, chain_match, &destinations, port)
+                            && ends
                             && let Some(chain) = chains.last_mut()
                         {
                             chain.transport_socket = Some(crate::build::downstream_tls::server_socket(
