@@ -7,8 +7,11 @@
 //! pilot's class), `Accepted` and `ResolvedRefs` with the reasons the
 //! specification names (`NoMatchingParent`, `NotAllowedByListeners`,
 //! `NoMatchingListenerHostname`, `BackendNotFound`, `RefNotPermitted`,
-//! `InvalidKind`). Every condition carries the object's generation as its
-//! `observedGeneration`.
+//! `InvalidKind`); each BackendTLSPolicy has, for every Gateway of pilot's
+//! whose routes send traffic to a Service it targets, `Accepted` and
+//! `ResolvedRefs` (`Conflicted`, `NoValidCACertificate`,
+//! `InvalidCACertificateRef`, `InvalidKind`). Every condition carries the
+//! object's generation as its `observedGeneration`.
 //!
 //! Pure: the status writer (pilot-distribution) calls it each round it
 //! writes and keeps a condition's transition time while its status holds.
