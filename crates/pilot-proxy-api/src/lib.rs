@@ -229,6 +229,12 @@ impl ProxyType {
             ProxyType::Ztunnel => "ztunnel",
         }
     }
+
+    /// Whether the proxy is at the edge (a router or an ingress proxy): it
+    /// serves gateways and connects to their backends.
+    pub fn is_edge(self) -> bool {
+        matches!(self, ProxyType::Router | ProxyType::Ingress)
+    }
 }
 
 impl FromStr for ProxyType {

@@ -152,7 +152,7 @@ fn clusters(
         .iter()
         .map(|c| load_assignment(&c.name, &c.service, &c.port_name, registry))
         .collect();
-    let edge = matches!(proxy.proxy_type, ProxyType::Router | ProxyType::Ingress);
+    let edge = proxy.proxy_type.is_edge();
     let mut clusters = outbound(captured, edge, &services, model, security);
     clusters.extend(gateway::sni_dnat::clusters(proxy, &services, model));
     clusters.extend(build::jwt_authn::clusters(build::jwt_authn::edge_policies(

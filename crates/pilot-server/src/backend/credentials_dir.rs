@@ -131,7 +131,7 @@ impl CredentialsDir {
     /// Reads the directories again; true when something changed. A
     /// credential there that no longer loads (caught halfway through a
     /// rotation, or broken) keeps its last version until it loads again
-    /// or its directory goes.
+    /// or its directory goes; a bundle that no longer loads is gone.
     pub(crate) fn reload(&self) -> bool {
         let credentials = self.credentials.as_ref().is_some_and(Tree::reload);
         let bundles = self.bundles.as_ref().is_some_and(Tree::reload);
@@ -243,35 +243,26 @@ fn load(dir: &Path) -> Result<TlsCredential, String> {
 /// one PEM certificate and nothing that fails to parse as one.
 fn load_bundle(dir: &Path) -> Result<Vec<u8>, String> {
     let pem = std::fs::read(dir.join("ca.crt")).map_err(|e| format!("ca.crt: {e}"))?;
-    check_bundle(&pem)?;
+    certificates(&pem, "ca.crt")?;
     Ok(pem)
 }
 
-/// Whether `pem` is a bundle Envoy can verify with: one or more PEM
-/// certificates.
-pub(crate) fn check_bundle(pem: &[u8]) -> Result<(), String> {
-    let certificates = CertificateDer::pem_slice_iter(pem)
+/// The PEM certificates of the file `file` (`pem`): at least one, and
+/// nothing that fails to parse as one.
+fn certificates(pem: &[u8], file: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let chain = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("ca.crt: {e}"))?;
-    if certificates.is_empty() {
-        return Err("ca.crt: no PEM certificate".into());
+        .map_err(|e| format!("{file}: {e}"))?;
+    if chain.is_empty() {
+        return Err(format!("{file}: no PEM certificate"));
     }
-    Ok(())
+    Ok(chain)
 }
 
 /// Whether `credential` is one Envoy can terminate TLS with: `tls.crt`
 /// holds certificates, `tls.key` a private key of a type it signs with,
 /// matching the first certificate; `ca.crt`, when there, certificates.
 pub(crate) fn check(credential: &TlsCredential) -> Result<(), String> {
-    let certificates = |pem: &[u8], file: &str| {
-        let chain = CertificateDer::pem_slice_iter(pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("{file}: {e}"))?;
-        if chain.is_empty() {
-            return Err(format!("{file}: no PEM certificate"));
-        }
-        Ok(chain)
-    };
     let chain = certificates(&credential.certificate_chain, "tls.crt")?;
     let key = PrivateKeyDer::from_pem_slice(&credential.private_key).map_err(|e| format!("tls.key: {e}"))?;
     rustls::sign::CertifiedKey::from_der(chain, key, &rustls::crypto::ring::default_provider())

@@ -284,7 +284,7 @@ impl GeneratedCache {
                 }
                 let captured = proxy.proxy_type == ProxyType::Sidecar && proxy.capture.captures();
                 let mutual_tls = mesh.security_for(proxy).is_some();
-                let edge = matches!(proxy.proxy_type, ProxyType::Router | ProxyType::Ingress);
+                let edge = proxy.proxy_type.is_edge();
                 let sni_dnat = serves_auto_passthrough(proxy, mesh.model()).then(|| proxy.labels.clone());
                 let cds = self
                     .envoy_cds((captured, mutual_tls, edge, sni_dnat), proxy, registry, mesh)
