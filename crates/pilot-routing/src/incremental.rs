@@ -16,10 +16,21 @@
 //! What is not kept by host makes the whole model compile again: a change
 //! of the domain suffix, root namespace or default `exportTo`; a changed
 //! EgressRule, IngressRule or Gateway (either API's), GatewayClass,
-//! ReferenceGrant, TLSRoute or TCPRoute, or a changed VirtualService bound to a gateway or route
-//! attached to a Gateway API Gateway; an IngressRule, gateway-bound
-//! VirtualService or Gateway-attached route naming a host whose entry may
-//! change (the servers of edge proxies are compiled as a whole).
+//! ReferenceGrant, TLSRoute or TCPRoute, or a changed VirtualService bound
+//! to an Istio gateway; an IngressRule or gateway-bound VirtualService
+//! naming a host whose entry may change (the servers of Istio's gateways
+//! are compiled as a whole); a changed destination of a host an HTTPRoute
+//! or GRPCRoute attached to a Gateway API Gateway names (its consistent
+//! hash key).
+//!
+//! A changed HTTPRoute or GRPCRoute attached to a Gateway API Gateway
+//! compiles again only the virtual hosts of pilot's Gateways it attaches
+//! to, as it is and as it was (each listener's hostname it serves): the
+//! other virtual hosts are kept. The servers then differ from the previous
+//! model's, so the changed hosts are not said
+//! ([`Recompiled::changed`] is `None`). An `HTTPS` listener sharing its
+//! port with another (they answer each other's hostnames) compiles the
+//! whole model again.
 //!
 //! The Sidecars, authorization policies, PeerAuthentications and
 //! RequestAuthentications are each
@@ -49,8 +60,9 @@ pub struct Recompiled {
     /// The model: equal to a compilation of the objects from scratch.
     pub model: RoutingModel,
     /// The hosts whose routes or destination differ from the previous
-    /// model's; `None` when the whole model was compiled again (then
-    /// compare the two models, [`RoutingModel::changed_hosts`]).
+    /// model's; `None` when the whole model was compiled again or the
+    /// servers of edge proxies changed (then compare the two models,
+    /// [`RoutingModel::changed_hosts`]).
     pub changed: Option<BTreeSet<String>>,
 }
 
@@ -92,20 +104,50 @@ impl RoutingConfigs {
         // The hosts the changed objects name, before and after.
         let mut named_by_changes = HashSet::new();
         let changes = Changed::between(self, previous);
+        let mut routes_at_gateways = false;
         for (configs, changed) in [(self, &changes.now), (previous, &changes.before)] {
             for named in configs.named(suffix, |kind, at| changed.contains(&(kind, at))) {
-                if named.at_gateway {
-                    return None;
+                match named.edge {
+                    Edge::Istio => return None,
+                    Edge::GatewayApi => routes_at_gateways = true,
+                    Edge::Mesh => {}
                 }
                 named_by_changes.extend(named.hosts);
             }
         }
-        if named_by_changes.is_empty() {
-            return Some(Recompiled {
-                model,
-                changed: Some(BTreeSet::new()),
-            });
+        let mut changed = BTreeSet::new();
+        if !named_by_changes.is_empty() {
+            changed = self.recompile_hosts(named_by_changes, &mut model)?;
         }
+        // A changed route attached to a Gateway API Gateway: its
+        // Gateways' virtual hosts it attaches to, now or before.
+        if routes_at_gateways {
+            let routes = changes.routes(self, previous);
+            if !gamma::edge::recompile_hosts(self, &routes, &mut model) {
+                return None;
+            }
+        }
+        model.aggregate();
+        let global_same = model.sources == before.sources
+            && model.sources_by_labels == before.sources_by_labels
+            && model.l4_by_source == before.l4_by_source;
+        Some(Recompiled {
+            model,
+            changed: (global_same && !routes_at_gateways).then_some(changed),
+        })
+    }
+
+    /// Compiles again into `model` the entries of the hosts that may
+    /// change with `named_by_changes` (the hosts the changed objects
+    /// name): the hosts whose entries changed; `None` when an edge
+    /// proxy's server depends on one of them (the model must be compiled
+    /// as a whole).
+    fn recompile_hosts(
+        &self,
+        named_by_changes: HashSet<String>,
+        model: &mut RoutingModel,
+    ) -> Option<BTreeSet<String>> {
+        let suffix = &self.domain_suffix;
         // The hosts whose entries may change: named with those, by any
         // object, old or new.
         // (The previous objects naming them are unchanged, so among the
@@ -116,7 +158,7 @@ impl RoutingConfigs {
         let mut again: HashSet<String> = named_by_changes.clone();
         for named in &all {
             if named.hosts.iter().any(|h| named_by_changes.contains(h)) {
-                if named.at_gateway {
+                if named.edge == Edge::Istio {
                     return None;
                 }
                 again.extend(named.hosts.iter().cloned());
@@ -132,6 +174,7 @@ impl RoutingConfigs {
         }
         let part = self.only_naming(&all, &reach).compile();
         let mut changed = BTreeSet::new();
+        let mut destinations_changed = HashSet::new();
         for host in again {
             let routes = part.hosts.get(&host);
             let same = match (routes, model.hosts.get(&host)) {
@@ -157,17 +200,20 @@ impl RoutingConfigs {
                     Some(destination) => model.destinations.insert(host.clone(), Arc::clone(destination)),
                     None => model.destinations.remove(&host),
                 };
+                destinations_changed.insert(host.clone());
                 changed.insert(host);
             }
         }
-        model.aggregate();
-        let global_same = model.sources == before.sources
-            && model.sources_by_labels == before.sources_by_labels
-            && model.l4_by_source == before.l4_by_source;
-        Some(Recompiled {
-            model,
-            changed: global_same.then_some(changed),
-        })
+        // The hash keys of the routes of a Gateway API Gateway come from
+        // their destinations' policies.
+        let hashed_at_gateways = all
+            .iter()
+            .filter(|n| n.edge == Edge::GatewayApi)
+            .any(|n| n.hosts.iter().any(|h| destinations_changed.contains(h)));
+        if hashed_at_gateways {
+            return None;
+        }
+        Some(changed)
     }
 
     /// Compiles into `model` (a copy of the model of `previous`) the parts
@@ -277,7 +323,11 @@ impl RoutingConfigs {
             .enumerate()
             .filter(move |(i, _)| p3(VirtualService::KIND, *i))
             .map(move |(_, c)| Named {
-                at_gateway: c.spec.gateways.iter().any(|g| g != MESH_GATEWAY),
+                edge: if c.spec.gateways.iter().any(|g| g != MESH_GATEWAY) {
+                    Edge::Istio
+                } else {
+                    Edge::Mesh
+                },
                 hosts: virtual_service_hosts(c, suffix),
             });
         let destination_rules = self
@@ -292,7 +342,7 @@ impl RoutingConfigs {
             .enumerate()
             .filter(move |(i, _)| p6(HTTP_ROUTE, *i))
             .map(move |(_, c)| Named {
-                at_gateway: gamma::edge::at_gateway(c.spec.parent_refs.as_deref()),
+                edge: Edge::of_route(c.spec.parent_refs.as_deref()),
                 hosts: gamma::http_route_hosts(c, suffix),
             });
         let grpc_routes = self
@@ -301,7 +351,7 @@ impl RoutingConfigs {
             .enumerate()
             .filter(move |(i, _)| p7(GRPC_ROUTE, *i))
             .map(move |(_, c)| Named {
-                at_gateway: gamma::edge::at_gateway(c.spec.parent_refs.as_deref()),
+                edge: Edge::of_route(c.spec.parent_refs.as_deref()),
                 hosts: gamma::grpc_route_hosts(c, suffix),
             });
         let ingress = self
@@ -310,7 +360,7 @@ impl RoutingConfigs {
             .enumerate()
             .filter(move |(i, _)| p5(IngressRule::KIND, *i))
             .map(move |(_, c)| Named {
-                at_gateway: true,
+                edge: Edge::Istio,
                 hosts: ingress_rule_hosts(c, suffix),
             });
         rules
@@ -331,14 +381,36 @@ const GRPC_ROUTE: &str = <GrpcRoute as ConfigKind>::KIND;
 struct Named {
     hosts: Vec<String>,
     /// Whether it is compiled into the servers of edge proxies.
-    at_gateway: bool,
+    edge: Edge,
 }
 
 impl Named {
     fn mesh(hosts: Vec<String>) -> Self {
-        Named {
-            hosts,
-            at_gateway: false,
+        Named { hosts, edge: Edge::Mesh }
+    }
+}
+
+/// Whether an object is compiled into the servers of edge proxies, and
+/// how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Edge {
+    /// Not at all: only into hosts' entries.
+    Mesh,
+    /// An IngressRule or a VirtualService bound to an Istio Gateway: a
+    /// change compiles the whole model again.
+    Istio,
+    /// An HTTPRoute or GRPCRoute attached to a Gateway API Gateway: a
+    /// change compiles again the virtual hosts it attaches to
+    /// ([`gamma::edge::recompile_hosts`]).
+    GatewayApi,
+}
+
+impl Edge {
+    fn of_route(parents: Option<&[pilot_api::gateway_api::ParentReference]>) -> Self {
+        if gamma::edge::at_gateway(parents) {
+            Edge::GatewayApi
+        } else {
+            Edge::Mesh
         }
     }
 }
@@ -375,6 +447,35 @@ impl Changed {
         changed.kind(HTTP_ROUTE, &now.http_routes, &before.http_routes);
         changed.kind(GRPC_ROUTE, &now.grpc_routes, &before.grpc_routes);
         changed
+    }
+
+    /// The changed HTTPRoutes and GRPCRoutes, as they are in `now` and
+    /// as they were in `before`.
+    fn routes<'a>(&self, now: &'a RoutingConfigs, before: &'a RoutingConfigs) -> Vec<gamma::edge::RouteRef<'a>> {
+        let mut out = Vec::new();
+        for (configs, changed) in [(now, &self.now), (before, &self.before)] {
+            for &(kind, i) in changed {
+                let route = match kind {
+                    HTTP_ROUTE => {
+                        let r = &configs.http_routes[i];
+                        (r.spec.parent_refs.as_deref(), r.spec.hostnames.as_deref(), &r.meta)
+                    }
+                    GRPC_ROUTE => {
+                        let r = &configs.grpc_routes[i];
+                        (r.spec.parent_refs.as_deref(), r.spec.hostnames.as_deref(), &r.meta)
+                    }
+                    _ => continue,
+                };
+                let (parents, hostnames, meta) = route;
+                out.push(gamma::edge::RouteRef {
+                    kind: if kind == HTTP_ROUTE { "HTTPRoute" } else { "GRPCRoute" },
+                    meta,
+                    parents,
+                    hostnames: hostnames.unwrap_or_default(),
+                });
+            }
+        }
+        out
     }
 
     fn kind<T>(&mut self, kind: &'static str, now: &[Arc<Config<T>>], before: &[Arc<Config<T>>]) {

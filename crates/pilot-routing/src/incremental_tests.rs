@@ -56,13 +56,16 @@ enum Object {
         strict: bool,
     },
     /// A Gateway API HTTPRoute attached to the Service of `parent`, from
-    /// another namespace when `consumer`.
+    /// another namespace when `consumer`; to the Gateway `edge`
+    /// ([`edge`]) instead, or as well, by `attach`, for `hostnames`.
     HttpRoute {
         parent: u8,
         consumer: bool,
         port: Option<u16>,
         backends: Vec<(u8, u8)>,
         exact: bool,
+        attach: Attach,
+        hostnames: Vec<u8>,
     },
 }
 
@@ -204,9 +207,24 @@ impl Object {
                 port,
                 backends,
                 exact,
+                attach,
+                hostnames,
             } => {
                 let namespace = if *consumer { "other" } else { "default" };
-                let port = port.map(|p| format!(", port: {p}")).unwrap_or_default();
+                let service_port = port.map(|p| format!(", port: {p}")).unwrap_or_default();
+                let service = format!("{{group: \"\", kind: Service, name: h{parent}, namespace: default{service_port}}}");
+                let section = match port {
+                    Some(80) => ", sectionName: http",
+                    Some(_) => ", port: 8080",
+                    None => "",
+                };
+                let gateway = format!("{{name: edge, namespace: default{section}}}");
+                let parents = match attach {
+                    Attach::Service => service,
+                    Attach::Gateway => gateway,
+                    Attach::Both => format!("{service}, {gateway}"),
+                };
+                let hostnames: Vec<&str> = hostnames.iter().map(|h| HOSTNAMES[usize::from(*h)]).collect();
                 let path = if *exact { "Exact" } else { "PathPrefix" };
                 let backends: Vec<String> = backends
                     .iter()
@@ -215,12 +233,48 @@ impl Object {
                     })
                     .collect();
                 format!(
-                    "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {namespace}}}\nspec:\n  parentRefs: [{{group: \"\", kind: Service, name: h{parent}, namespace: default{port}}}]\n  rules: [{{matches: [{{path: {{type: {path}, value: /a}}}}], backendRefs: [{}]}}]\n",
+                    "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {namespace}}}\nspec:\n  parentRefs: [{parents}]\n  hostnames: [{}]\n  rules: [{{matches: [{{path: {{type: {path}, value: /a}}}}], backendRefs: [{}]}}]\n",
+                    hostnames.join(", "),
                     backends.join(", ")
                 )
             }
         }
     }
+}
+
+/// How an HTTPRoute attaches.
+#[derive(Debug, Clone, Copy)]
+enum Attach {
+    Service,
+    Gateway,
+    Both,
+}
+
+/// The hostnames an HTTPRoute may name: one of the Gateway's listeners'
+/// exactly, one its wildcard covers, that wildcard, one of the `HTTPS`
+/// listeners', one no listener with a hostname serves.
+const HOSTNAMES: [&str; 5] = [
+    "a.example.com",
+    "b.example.com",
+    "\"*.example.com\"",
+    "a.example.org",
+    "c.example.net",
+];
+
+/// The GatewayClass of pilot's controller and its Gateway `edge`, present
+/// throughout: an HTTP listener for every hostname, two HTTP listeners
+/// sharing a port (a wildcard and an exact hostname), and two `HTTPS`
+/// listeners sharing a port.
+fn edge() -> [String; 2] {
+    let class = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: pilot}}\nspec: {{controllerName: {}}}\n",
+        crate::gateway_api_status::CONTROLLER_NAME
+    );
+    let tls = "tls: {mode: Terminate, certificateRefs: [{name: cert}]}";
+    let gateway = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: edge, namespace: default}}\nspec:\n  gatewayClassName: pilot\n  listeners:\n  - {{name: http, port: 80, protocol: HTTP}}\n  - {{name: wild, port: 8080, protocol: HTTP, hostname: \"*.example.com\"}}\n  - {{name: exact, port: 8080, protocol: HTTP, hostname: a.example.com}}\n  - {{name: https-org, port: 443, protocol: HTTPS, hostname: a.example.org, {tls}}}\n  - {{name: https-com, port: 443, protocol: HTTPS, hostname: \"*.example.com\", {tls}}}\n"
+    );
+    [class, gateway]
 }
 
 fn host() -> impl Strategy<Value = u8> {
@@ -275,19 +329,25 @@ fn object() -> impl Strategy<Value = Object> {
         1 => (any::<bool>(), 80..82u16).prop_map(|(deny, port)| Object::AuthorizationPolicy { deny, port }),
         1 => (any::<bool>(), any::<bool>())
             .prop_map(|(selector, strict)| Object::PeerAuthentication { selector, strict }),
-        2 => (
-            host(),
-            prop::bool::weighted(0.3),
-            prop::option::of(80..82u16),
-            prop::collection::vec((host(), 0..3u8), 1..3),
-            any::<bool>(),
+        3 => (
+            (
+                host(),
+                prop::bool::weighted(0.3),
+                prop::option::of(80..82u16),
+                prop::collection::vec((host(), 0..3u8), 1..3),
+                any::<bool>(),
+            ),
+            prop_oneof![Just(Attach::Service), Just(Attach::Gateway), Just(Attach::Both)],
+            prop::collection::btree_set(0..5u8, 0..3).prop_map(|h| h.into_iter().collect::<Vec<_>>()),
         )
-            .prop_map(|(parent, consumer, port, backends, exact)| Object::HttpRoute {
+            .prop_map(|((parent, consumer, port, backends, exact), attach, hostnames)| Object::HttpRoute {
                 parent,
                 consumer,
                 port,
                 backends,
                 exact,
+                attach,
+                hostnames,
             }),
     ]
 }
@@ -307,6 +367,11 @@ fn registry() -> KindRegistry {
 
 /// The objects of the slots, each at the version it was last written.
 fn objects(slots: &BTreeMap<u8, (Object, u64)>, registry: &KindRegistry) -> Vec<DynConfig> {
+    let edge = edge().map(|yaml| {
+        let mut config = document::parse("edge.yaml", &yaml, registry).unwrap().remove(0);
+        config.meta.resource_version = Some("0".to_string());
+        config
+    });
     slots
         .iter()
         .map(|(slot, (object, version))| {
@@ -316,6 +381,7 @@ fn objects(slots: &BTreeMap<u8, (Object, u64)>, registry: &KindRegistry) -> Vec<
             config.meta.resource_version = Some(version.to_string());
             config
         })
+        .chain(edge)
         .collect()
 }
 
@@ -423,6 +489,48 @@ fn a_stale_sidecar_reused_is_found() {
     check(&steps, |_| {}).unwrap();
     let spoil = |model: &mut RoutingModel| {
         model.sidecars = Default::default();
+    };
+    assert!(check(&steps, spoil).is_err());
+}
+
+/// A route attached to the Gateway that changed is compiled again by
+/// virtual host (the model is not compiled as a whole), and a model
+/// that kept a stale virtual host of the edge is found at the next
+/// change of another route there.
+#[test]
+fn an_edge_routes_change_compiles_its_virtual_hosts_alone() {
+    let route = |backend, hostnames: Vec<u8>| Object::HttpRoute {
+        parent: 0,
+        consumer: false,
+        // The HTTP listener alone: the HTTPS ones share a port.
+        port: Some(80),
+        backends: vec![(backend, 1)],
+        exact: true,
+        attach: Attach::Gateway,
+        hostnames,
+    };
+    let registry = registry();
+    let configs = |slots: &BTreeMap<u8, (Object, u64)>, previous: &RoutingConfigs| {
+        RoutingConfigs::from_configs_reusing(&objects(slots, &registry), previous).unwrap()
+    };
+    let mut slots = BTreeMap::from([(0, (route(0, vec![0]), 1)), (1, (route(1, vec![1]), 2))]);
+    let previous = configs(&slots, &RoutingConfigs::default());
+    let before = previous.compile();
+    slots.insert(0, (route(2, vec![0, 2]), 3));
+    let now = configs(&slots, &previous);
+    let recompiled = now.recompile(&previous, &before).expect("compiled by virtual host");
+    assert_eq!(recompiled.model, now.compile());
+    assert_eq!(recompiled.changed, None, "the edge's servers changed");
+
+    let steps = vec![
+        vec![(0, Some(route(0, vec![0])))],
+        vec![(1, Some(route(1, vec![1])))],
+    ];
+    check(&steps, |_| {}).unwrap();
+    let spoil = |model: &mut RoutingModel| {
+        for server in &mut model.ingress {
+            server.virtual_hosts.retain(|h| h.host != "a.example.com");
+        }
     };
     assert!(check(&steps, spoil).is_err());
 }

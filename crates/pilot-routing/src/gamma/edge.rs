@@ -56,7 +56,7 @@ use super::super::gateway_api_status::{CONTROLLER_NAME, admits, certificate_refs
 use super::super::{
     DirectResponse, GatewayHost, HttpAction, HttpRoute, IngressServer, L4Match, RouteDestination,
     RoutingConfigs, RoutingModel, ServerHost, ServerTls, ServerTlsMode, TcpRoute, TlsRoute,
-    WeightedDestination,
+    WeightedDestination, hash_key,
 };
 use super::rules::{Permitted, grpc_route, http_route};
 use super::{Key, ServiceParent};
@@ -103,9 +103,10 @@ fn passes_through(listener: &Listener) -> bool {
             .is_some_and(|t| t.mode() == TlsMode::Passthrough)
 }
 
-/// Adds a server per served listener of pilot's Gateways to `model`.
-pub(in super::super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
-    let ours: BTreeSet<&str> = configs
+/// Pilot's Gateways (of a GatewayClass naming pilot's controller), by
+/// namespace and name.
+fn ours(configs: &RoutingConfigs) -> Vec<&Config<Gateway>> {
+    let classes: BTreeSet<&str> = configs
         .gateway_classes
         .iter()
         .filter(|c| c.spec.controller_name == CONTROLLER_NAME)
@@ -115,31 +116,135 @@ pub(in super::super) fn compile(configs: &RoutingConfigs, model: &mut RoutingMod
         .api_gateways
         .iter()
         .map(|g| &**g)
-        .filter(|g| ours.contains(g.spec.gateway_class_name.as_str()))
+        .filter(|g| classes.contains(g.spec.gateway_class_name.as_str()))
         .collect();
     gateways.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
-    for gateway in gateways {
+    gateways
+}
+
+/// Adds a server per served listener of pilot's Gateways to `model`.
+pub(in super::super) fn compile(configs: &RoutingConfigs, model: &mut RoutingModel) {
+    for gateway in ours(configs) {
         compile_gateway(configs, gateway, model);
     }
+}
+
+/// An HTTPRoute or GRPCRoute as far as its attachment goes.
+pub(in super::super) struct RouteRef<'a> {
+    pub(in super::super) kind: &'static str,
+    pub(in super::super) meta: &'a ConfigMeta,
+    pub(in super::super) parents: Option<&'a [ParentReference]>,
+    pub(in super::super) hostnames: &'a [String],
+}
+
+/// Compiles again into `model`, a model of the same Gateways,
+/// GatewayClasses and ReferenceGrants compiled before `changed` changed,
+/// the virtual hosts of pilot's Gateways that those HTTPRoutes and
+/// GRPCRoutes (each as it is now and as it was) attach to; every other
+/// virtual host is kept. `false` (and `model` partly changed) when that
+/// cannot be done host by host: a host of an `HTTPS` listener sharing its
+/// port with another (which answers the other's hostnames, [`misdirected`]).
+pub(in super::super) fn recompile_hosts(
+    configs: &RoutingConfigs,
+    changed: &[RouteRef<'_>],
+    model: &mut RoutingModel,
+) -> bool {
+    for gateway in ours(configs) {
+        let listeners = &gateway.spec.listeners;
+        let mut only: Vec<BTreeSet<String>> = vec![BTreeSet::new(); listeners.len()];
+        for route in changed {
+            for (i, host) in attachments(gateway, route) {
+                only[i].insert(host);
+            }
+        }
+        if only.iter().all(BTreeSet::is_empty) {
+            continue;
+        }
+        for (i, listener) in listeners.iter().enumerate() {
+            if !only[i].is_empty() && listener.protocol == "HTTPS" && shares_https_port(listeners, i) {
+                return false;
+            }
+        }
+        let name = format!("{}/{}", gateway.meta.namespace, gateway.meta.name);
+        let attached = attached_routes(configs, gateway, Some(&only));
+        for ((listener, hosts), only) in listeners.iter().zip(attached).zip(&only) {
+            if only.is_empty() {
+                continue;
+            }
+            let Some(server) = model
+                .ingress
+                .iter_mut()
+                .find(|s| s.gateway == name && s.port_name == listener.name)
+            else {
+                // Not served (a certificate that does not resolve).
+                continue;
+            };
+            let port = server.port;
+            let mut fresh = virtual_hosts(hosts, port);
+            for route in fresh.iter_mut().flat_map(|h| &mut h.routes) {
+                route.hash = hash_key(&model.destinations, route);
+            }
+            server.virtual_hosts.retain(|h| !only.contains(&h.host));
+            server.virtual_hosts.extend(fresh);
+            server.virtual_hosts.sort_by(|a, b| a.host.cmp(&b.host));
+        }
+    }
+    true
+}
+
+/// Whether another served `HTTPS` listener shares listener `index`'s port.
+fn shares_https_port(listeners: &[Listener], index: usize) -> bool {
+    let listener = &listeners[index];
+    listeners
+        .iter()
+        .enumerate()
+        .any(|(i, l)| i != index && l.port == listener.port && l.protocol == "HTTPS" && served(l))
 }
 
 /// A route's matches compiled, each with its place in its host's order.
 type Compiled = Vec<(Key, HttpRoute)>;
 
-/// The servers of one Gateway's served listeners.
-fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &mut RoutingModel) {
-    let suffix = &configs.domain_suffix;
+/// Where `route` attaches to `gateway`: (listener index, hostname), once
+/// each.
+fn attachments(gateway: &Config<Gateway>, route: &RouteRef<'_>) -> Vec<(usize, String)> {
     let listeners = &gateway.spec.listeners;
-    // Per listener, per hostname, the matches attached there.
-    let mut attached: Vec<BTreeMap<String, Compiled>> = vec![BTreeMap::new(); listeners.len()];
+    let namespace = &route.meta.namespace;
+    let mut out = Vec::new();
+    for reference in names_gateway(route.parents, gateway, namespace) {
+        for (i, listener) in listeners.iter().enumerate() {
+            if !served(listener)
+                || !names_listener(reference, listener)
+                || !admits(listener, route.kind, namespace, &gateway.meta.namespace)
+            {
+                continue;
+            }
+            for host in shared_hostnames(listener.hostname.as_deref(), route.hostnames) {
+                if owner(listeners, listener.port, &host) == Some(i) {
+                    out.push((i, host));
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Per listener of `gateway`, per hostname, the matches of the HTTPRoutes
+/// and GRPCRoutes attached there; of the hostnames of `only` (per
+/// listener) when given.
+fn attached_routes(
+    configs: &RoutingConfigs,
+    gateway: &Config<Gateway>,
+    only: Option<&[BTreeSet<String>]>,
+) -> Vec<BTreeMap<String, Compiled>> {
+    let suffix = &configs.domain_suffix;
+    let mut attached: Vec<BTreeMap<String, Compiled>> = vec![BTreeMap::new(); gateway.spec.listeners.len()];
     let grants = || configs.reference_grants.iter().map(|g| &**g);
-    let mut attach = |meta: &ConfigMeta,
-                      kind: &str,
-                      parents: Option<&[ParentReference]>,
-                      hostnames: &[String],
-                      compile: &dyn Fn(&ServiceParent, Permitted<'_>) -> Compiled| {
+    let mut attach = |route: RouteRef<'_>, compile: &dyn Fn(&ServiceParent, Permitted<'_>) -> Compiled| {
+        let meta = route.meta;
         let permitted = |namespace: &str, name: &str| {
-            namespace == meta.namespace || granted(grants(), kind, &meta.namespace, namespace, name)
+            namespace == meta.namespace || granted(grants(), route.kind, &meta.namespace, namespace, name)
         };
         let parent = ServiceParent {
             host: String::new(),
@@ -148,77 +253,91 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
             route_namespace: meta.namespace.clone(),
         };
         let mut compiled: Option<Compiled> = None;
-        for reference in names_gateway(parents, gateway, &meta.namespace) {
-            for (i, listener) in listeners.iter().enumerate() {
-                if !served(listener)
-                    || !names_listener(reference, listener)
-                    || !admits(listener, kind, &meta.namespace, &gateway.meta.namespace)
-                {
-                    continue;
-                }
-                for host in shared_hostnames(listener.hostname.as_deref(), hostnames) {
-                    if owner(listeners, listener.port, &host) != Some(i) {
-                        continue;
-                    }
-                    let routes = compiled.get_or_insert_with(|| compile(&parent, &permitted));
-                    let entries = attached[i].entry(host).or_default();
-                    for (key, route) in routes.iter() {
-                        // A route attached twice to one host (two
-                        // parentRefs to one listener) counts once.
-                        if !entries.iter().any(|(k, _)| k == key) {
-                            entries.push((key.clone(), route.clone()));
-                        }
-                    }
-                }
+        for (i, host) in attachments(gateway, &route) {
+            if only.is_some_and(|only| !only[i].contains(&host)) {
+                continue;
             }
+            let routes = compiled.get_or_insert_with(|| compile(&parent, &permitted));
+            attached[i]
+                .entry(host)
+                .or_default()
+                .extend(routes.iter().cloned());
         }
     };
     for route in &configs.http_routes {
-        attach(
-            &route.meta,
-            "HTTPRoute",
-            route.spec.parent_refs.as_deref(),
-            route.spec.hostnames.as_deref().unwrap_or_default(),
-            &|parent, permitted| {
-                let mut out = Vec::new();
-                for (r, rule) in route.spec.rules().iter().enumerate() {
-                    for (m, request) in rule.matches().iter().enumerate() {
-                        out.push((
-                            Key::http(&route.meta, parent, request, r, m),
-                            http_route(&route.meta, parent, rule, r, request, suffix, permitted),
-                        ));
-                    }
+        let reference = RouteRef {
+            kind: "HTTPRoute",
+            meta: &route.meta,
+            parents: route.spec.parent_refs.as_deref(),
+            hostnames: route.spec.hostnames.as_deref().unwrap_or_default(),
+        };
+        attach(reference, &|parent, permitted| {
+            let mut out = Vec::new();
+            for (r, rule) in route.spec.rules().iter().enumerate() {
+                for (m, request) in rule.matches().iter().enumerate() {
+                    out.push((
+                        Key::http(&route.meta, parent, request, r, m),
+                        http_route(&route.meta, parent, rule, r, request, suffix, permitted),
+                    ));
                 }
-                out
-            },
-        );
+            }
+            out
+        });
     }
     for route in &configs.grpc_routes {
-        attach(
-            &route.meta,
-            "GRPCRoute",
-            route.spec.parent_refs.as_deref(),
-            route.spec.hostnames.as_deref().unwrap_or_default(),
-            &|parent, permitted| {
-                let mut out = Vec::new();
-                for (r, rule) in route.spec.rules.iter().flatten().enumerate() {
-                    let matches = rule
-                        .matches
-                        .clone()
-                        .filter(|m| !m.is_empty())
-                        .unwrap_or_else(|| vec![Default::default()]);
-                    for (m, request) in matches.iter().enumerate() {
-                        out.push((
-                            Key::grpc(&route.meta, parent, request, r, m),
-                            grpc_route(&route.meta, parent, rule, r, request, suffix, permitted),
-                        ));
-                    }
+        let reference = RouteRef {
+            kind: "GRPCRoute",
+            meta: &route.meta,
+            parents: route.spec.parent_refs.as_deref(),
+            hostnames: route.spec.hostnames.as_deref().unwrap_or_default(),
+        };
+        attach(reference, &|parent, permitted| {
+            let mut out = Vec::new();
+            for (r, rule) in route.spec.rules.iter().flatten().enumerate() {
+                let matches = rule
+                    .matches
+                    .clone()
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or_else(|| vec![Default::default()]);
+                for (m, request) in matches.iter().enumerate() {
+                    out.push((
+                        Key::grpc(&route.meta, parent, request, r, m),
+                        grpc_route(&route.meta, parent, rule, r, request, suffix, permitted),
+                    ));
                 }
-                out
-            },
-        );
+            }
+            out
+        });
     }
+    attached
+}
 
+/// A listener's virtual hosts from the matches attached per hostname, in
+/// the Gateway API's precedence.
+fn virtual_hosts(hosts: BTreeMap<String, Compiled>, port: u16) -> Vec<GatewayHost> {
+    hosts
+        .into_iter()
+        .map(|(host, mut entries)| {
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            GatewayHost {
+                host,
+                routes: entries
+                    .into_iter()
+                    .map(|(_, mut route)| {
+                        redirect_to_listener(&mut route, port);
+                        route
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// The servers of one Gateway's served listeners.
+fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &mut RoutingModel) {
+    let listeners = &gateway.spec.listeners;
+    let grants = || configs.reference_grants.iter().map(|g| &**g);
+    let attached = attached_routes(configs, gateway, None);
     let name = format!("{}/{}", gateway.meta.namespace, gateway.meta.name);
     let selector = Labels::from_pairs([(GATEWAY_NAME_LABEL, gateway.meta.name.as_str())]);
     let streams = Streams::attached(configs, gateway);
@@ -258,22 +377,7 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
         }
         server.tls_routes = streams.tls[index].clone();
         server.tcp_routes = streams.tcp[index].clone();
-        server.virtual_hosts = hosts
-            .into_iter()
-            .map(|(host, mut entries)| {
-                entries.sort_by(|a, b| a.0.cmp(&b.0));
-                GatewayHost {
-                    host,
-                    routes: entries
-                        .into_iter()
-                        .map(|(_, mut route)| {
-                            redirect_to_listener(&mut route, port);
-                            route
-                        })
-                        .collect(),
-                }
-            })
-            .collect();
+        server.virtual_hosts = virtual_hosts(hosts, port);
         if listener.protocol == "HTTPS" {
             misdirected(listeners, index, &name, &mut server.virtual_hosts);
         }
