@@ -64,6 +64,20 @@ pub use server::XdsServer;
 pub use stream::{Authenticate, Authenticating, Caller, NodeScope, Peer, ServeOptions, listen};
 pub use xds_type::{TYPES, XdsType, types_of};
 
+/// Runs CPU-bound work (a compilation, a generation, an analysis) without
+/// stalling the runtime's other tasks: on a multi-threaded runtime the
+/// worker hands its queued tasks (the API's requests, the HTTP/2
+/// connections whose keepalive PINGs must be answered within seconds) to
+/// another thread first (tokio's `block_in_place`); elsewhere it runs
+/// inline. Generating one class of a 1,000-service mesh takes tens to
+/// hundreds of milliseconds, compiling 3,000 routes about twenty.
+pub fn cpu_bound<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}
+
 /// The tonic this crate is built with: the serving methods return its
 /// `transport::Error` and [`ServeOptions::routes`] are its routes (served
 /// on the same HTTP/2 connections beside ADS). Use it instead of a tonic of

@@ -287,8 +287,10 @@ async fn round(
         changes,
         proxies: source.records(),
         objects,
-        found: findings.map(Findings::findings),
-        gateway_api: findings.map(Findings::gateway_api),
+        // Analysis and the Gateway API's statuses of every object: off the
+        // runtime's queue (the API's writes go on meanwhile).
+        found: findings.map(|f| pilot_ads::cpu_bound(|| f.findings())),
+        gateway_api: findings.map(|f| pilot_ads::cpu_bound(|| f.gateway_api())),
         audience,
     };
     if held.since.is_empty() && held.last.as_ref().is_some_and(|last| last.same_as(&inputs)) {

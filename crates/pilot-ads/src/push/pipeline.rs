@@ -203,7 +203,8 @@ fn publish(
             }
             // Compiled once here, for every proxy of the push, from the
             // last push's rules.
-            match super::recompile::rules(&configs, previous.as_ref().map(|p| &*p.rules), &server.options) {
+            let previous_rules = previous.as_ref().map(|p| &*p.rules);
+            match crate::cpu_bound(|| super::recompile::rules(&configs, previous_rules, &server.options)) {
                 Ok((rules, changed)) => (
                     revisions,
                     Arc::new(PushObjects::new(configs)),

@@ -35,6 +35,7 @@ use super::proxy_config::{Generated, ORDER, ProxyConfig, named};
 use super::recompile::PushRules;
 use super::scopes::Scopes;
 use super::virtual_hosts::{self, VirtualHosts};
+use crate::cpu_bound as heavy;
 
 /// Which outbound clusters a proxy gets: whether it captures traffic (the
 /// passthrough cluster), whether it has workload certificates (mutual TLS),
@@ -690,22 +691,9 @@ fn assignment_of(name: &str, registry: &RegistrySnapshot) -> Option<Bytes> {
 }
 
 /// The most hosts a scope may hold for its class to be generated on the
-/// worker itself rather than through [`heavy`]: 64 hosts take about a
+/// worker itself rather than through [`heavy`](crate::cpu_bound): 64 hosts take about a
 /// millisecond (a Sidecar's scope in the `ads` bench holds 21).
 const INLINE_SCOPE_HOSTS: usize = 64;
-
-/// Runs CPU-heavy generation without stalling the runtime's other tasks:
-/// on a multi-threaded runtime the worker hands its queued tasks (the
-/// HTTP/2 connections among them, whose keepalive PINGs must be answered
-/// within seconds) to another thread first. Generating one class of a
-/// 1,000-service mesh takes tens to hundreds of milliseconds, and a push
-/// to many classes runs many of them back to back.
-fn heavy<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
-        _ => f(),
-    }
-}
 
 #[cfg(test)]
 mod tests;
