@@ -386,7 +386,10 @@ struct Named {
 
 impl Named {
     fn mesh(hosts: Vec<String>) -> Self {
-        Named { hosts, edge: Edge::Mesh }
+        Named {
+            hosts,
+            edge: Edge::Mesh,
+        }
     }
 }
 
@@ -451,24 +454,40 @@ impl Changed {
 
     /// The changed HTTPRoutes and GRPCRoutes, as they are in `now` and
     /// as they were in `before`.
-    fn routes<'a>(&self, now: &'a RoutingConfigs, before: &'a RoutingConfigs) -> Vec<gamma::edge::RouteRef<'a>> {
+    fn routes<'a>(
+        &self,
+        now: &'a RoutingConfigs,
+        before: &'a RoutingConfigs,
+    ) -> Vec<gamma::edge::RouteRef<'a>> {
         let mut out = Vec::new();
         for (configs, changed) in [(now, &self.now), (before, &self.before)] {
             for &(kind, i) in changed {
                 let route = match kind {
                     HTTP_ROUTE => {
                         let r = &configs.http_routes[i];
-                        (r.spec.parent_refs.as_deref(), r.spec.hostnames.as_deref(), &r.meta)
+                        (
+                            r.spec.parent_refs.as_deref(),
+                            r.spec.hostnames.as_deref(),
+                            &r.meta,
+                        )
                     }
                     GRPC_ROUTE => {
                         let r = &configs.grpc_routes[i];
-                        (r.spec.parent_refs.as_deref(), r.spec.hostnames.as_deref(), &r.meta)
+                        (
+                            r.spec.parent_refs.as_deref(),
+                            r.spec.hostnames.as_deref(),
+                            &r.meta,
+                        )
                     }
                     _ => continue,
                 };
                 let (parents, hostnames, meta) = route;
                 out.push(gamma::edge::RouteRef {
-                    kind: if kind == HTTP_ROUTE { "HTTPRoute" } else { "GRPCRoute" },
+                    kind: if kind == HTTP_ROUTE {
+                        "HTTPRoute"
+                    } else {
+                        "GRPCRoute"
+                    },
                     meta,
                     parents,
                     hostnames: hostnames.unwrap_or_default(),

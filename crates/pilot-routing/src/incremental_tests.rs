@@ -212,7 +212,9 @@ impl Object {
             } => {
                 let namespace = if *consumer { "other" } else { "default" };
                 let service_port = port.map(|p| format!(", port: {p}")).unwrap_or_default();
-                let service = format!("{{group: \"\", kind: Service, name: h{parent}, namespace: default{service_port}}}");
+                let service = format!(
+                    "{{group: \"\", kind: Service, name: h{parent}, namespace: default{service_port}}}"
+                );
                 let section = match port {
                     Some(80) => ", sectionName: http",
                     Some(_) => ", port: 8080",
@@ -518,7 +520,9 @@ fn an_edge_routes_change_compiles_its_virtual_hosts_alone() {
     let before = previous.compile();
     slots.insert(0, (route(2, vec![0, 2]), 3));
     let now = configs(&slots, &previous);
-    let recompiled = now.recompile(&previous, &before).expect("compiled by virtual host");
+    let recompiled = now
+        .recompile(&previous, &before)
+        .expect("compiled by virtual host");
     assert_eq!(recompiled.model, now.compile());
     assert_eq!(recompiled.changed, None, "the edge's servers changed");
 
