@@ -1,6 +1,8 @@
 //! The edges of the routing model: external services the mesh may call,
 //! and the servers of edge proxies (ingress rules' and gateways').
 
+use std::sync::Arc;
+
 use pilot_model::{Labels, Protocol};
 
 use super::{HttpMatch, HttpRoute, TcpRoute, TlsRoute};
@@ -88,8 +90,10 @@ pub struct IngressServer {
     /// An ingress rule's routes, first match wins, for any host.
     pub routes: Vec<IngressRoute>,
     /// A gateway's virtual hosts: the HTTP routes of the VirtualServices
-    /// bound to it, per host its hosts and theirs share.
-    pub virtual_hosts: Vec<GatewayHost>,
+    /// bound to it, per host its hosts and theirs share. Shared with the
+    /// models compiled from this one where the routes attached there did
+    /// not change (`incremental.rs`).
+    pub virtual_hosts: Vec<Arc<GatewayHost>>,
     /// A TCP or TLS-terminating gateway server's TCP routes: those of the
     /// VirtualServices bound to it whose hosts meet its hosts, in order.
     pub tcp_routes: Vec<TcpRoute>,

@@ -23,6 +23,8 @@
 //!   gateways on one port are merged at generation, for the proxies that
 //!   serve them all.
 
+use std::sync::Arc;
+
 use pilot_api::networking::{self, Gateway, ServerTlsMode as SpecTlsMode};
 use pilot_model::{Config, Labels, Protocol};
 
@@ -93,7 +95,10 @@ pub(super) fn compile(configs: &RoutingConfigs, bound: &[Bound], model: &mut Rou
             out.https_redirect = server.tls.as_ref().is_some_and(|t| t.https_redirect);
             out.tls = tls;
             if protocol.is_http() || out.terminates_tls() {
-                out.virtual_hosts = virtual_hosts(&name, &hosts, bound);
+                out.virtual_hosts = virtual_hosts(&name, &hosts, bound)
+                    .into_iter()
+                    .map(Arc::new)
+                    .collect();
             }
             if !protocol.is_http() {
                 match out.tls.as_ref().map(|t| t.mode) {

@@ -208,8 +208,7 @@ impl RoutingConfigs {
         // their destinations' policies.
         let hashed_at_gateways = all
             .iter()
-            .filter(|n| n.edge == Edge::GatewayApi)
-            .any(|n| n.hosts.iter().any(|h| destinations_changed.contains(h)));
+            .any(|n| n.at_edge.iter().any(|h| destinations_changed.contains(h)));
         if hashed_at_gateways {
             return None;
         }
@@ -329,6 +328,7 @@ impl RoutingConfigs {
                     Edge::Mesh
                 },
                 hosts: virtual_service_hosts(c, suffix),
+                at_edge: Vec::new(),
             });
         let destination_rules = self
             .destination_rules
@@ -341,18 +341,16 @@ impl RoutingConfigs {
             .iter()
             .enumerate()
             .filter(move |(i, _)| p6(HTTP_ROUTE, *i))
-            .map(move |(_, c)| Named {
-                edge: Edge::of_route(c.spec.parent_refs.as_deref()),
-                hosts: gamma::http_route_hosts(c, suffix),
+            .map(move |(_, c)| {
+                Named::route(c.spec.parent_refs.as_deref(), gamma::http_route_hosts(c, suffix))
             });
         let grpc_routes = self
             .grpc_routes
             .iter()
             .enumerate()
             .filter(move |(i, _)| p7(GRPC_ROUTE, *i))
-            .map(move |(_, c)| Named {
-                edge: Edge::of_route(c.spec.parent_refs.as_deref()),
-                hosts: gamma::grpc_route_hosts(c, suffix),
+            .map(move |(_, c)| {
+                Named::route(c.spec.parent_refs.as_deref(), gamma::grpc_route_hosts(c, suffix))
             });
         let ingress = self
             .ingress_rules
@@ -362,6 +360,7 @@ impl RoutingConfigs {
             .map(move |(_, c)| Named {
                 edge: Edge::Istio,
                 hosts: ingress_rule_hosts(c, suffix),
+                at_edge: Vec::new(),
             });
         rules
             .chain(policies)
@@ -379,9 +378,13 @@ const GRPC_ROUTE: &str = <GrpcRoute as ConfigKind>::KIND;
 
 /// The hosts one object names.
 struct Named {
+    /// The hosts whose entries depend on it.
     hosts: Vec<String>,
     /// Whether it is compiled into the servers of edge proxies.
     edge: Edge,
+    /// Of a route attached to a Gateway API Gateway, the hosts its virtual
+    /// hosts there depend on (their destinations' hash keys).
+    at_edge: Vec<String>,
 }
 
 impl Named {
@@ -389,6 +392,27 @@ impl Named {
         Named {
             hosts,
             edge: Edge::Mesh,
+            at_edge: Vec::new(),
+        }
+    }
+
+    /// An HTTPRoute or GRPCRoute of `parents` naming `hosts`: hosts'
+    /// entries depend on it only when it is attached to a Service.
+    fn route(parents: Option<&[pilot_api::gateway_api::ParentReference]>, hosts: Vec<String>) -> Self {
+        let edge = Edge::of_route(parents);
+        let at_edge = if edge == Edge::GatewayApi {
+            hosts.clone()
+        } else {
+            Vec::new()
+        };
+        Named {
+            hosts: if gamma::names_service(parents) {
+                hosts
+            } else {
+                Vec::new()
+            },
+            edge,
+            at_edge,
         }
     }
 }

@@ -572,7 +572,7 @@ impl RoutingModel {
             .ingress
             .iter_mut()
             .flat_map(|s| &mut s.virtual_hosts)
-            .flat_map(|h| &mut h.routes)
+            .flat_map(|h| &mut Arc::make_mut(h).routes)
         {
             route.hash = hash_key(destinations, route);
         }

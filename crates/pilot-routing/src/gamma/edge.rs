@@ -47,6 +47,7 @@
 //!   hostnames.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use pilot_api::gateway_api::{BackendRef, Gateway, Listener, ParentReference, StreamRouteRule, TlsMode};
 use pilot_model::{Config, ConfigMeta, CredentialName, Labels, Protocol};
@@ -185,7 +186,7 @@ pub(in super::super) fn recompile_hosts(
                 route.hash = hash_key(&model.destinations, route);
             }
             server.virtual_hosts.retain(|h| !only.contains(&h.host));
-            server.virtual_hosts.extend(fresh);
+            server.virtual_hosts.extend(fresh.into_iter().map(Arc::new));
             server.virtual_hosts.sort_by(|a, b| a.host.cmp(&b.host));
         }
     }
@@ -377,10 +378,11 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
         }
         server.tls_routes = streams.tls[index].clone();
         server.tcp_routes = streams.tcp[index].clone();
-        server.virtual_hosts = virtual_hosts(hosts, port);
+        let mut hosts = virtual_hosts(hosts, port);
         if listener.protocol == "HTTPS" {
-            misdirected(listeners, index, &name, &mut server.virtual_hosts);
+            misdirected(listeners, index, &name, &mut hosts);
         }
+        server.virtual_hosts = hosts.into_iter().map(Arc::new).collect();
         model.ingress.push(server);
     }
 }

@@ -220,6 +220,15 @@ struct ServiceParent {
 }
 
 /// The Services among a route's parents, each once.
+/// Whether some of `parents` is a Service: the route is compiled into
+/// hosts' entries.
+pub(super) fn names_service(parents: Option<&[ParentReference]>) -> bool {
+    parents
+        .unwrap_or_default()
+        .iter()
+        .any(|p| is_core(p.group()) && p.kind() == "Service")
+}
+
 fn service_parents(
     meta: &ConfigMeta,
     parents: Option<&[ParentReference]>,
