@@ -486,36 +486,11 @@ impl Changed {
         let mut out = Vec::new();
         for (configs, changed) in [(now, &self.now), (before, &self.before)] {
             for &(kind, i) in changed {
-                let route = match kind {
-                    HTTP_ROUTE => {
-                        let r = &configs.http_routes[i];
-                        (
-                            r.spec.parent_refs.as_deref(),
-                            r.spec.hostnames.as_deref(),
-                            &r.meta,
-                        )
-                    }
-                    GRPC_ROUTE => {
-                        let r = &configs.grpc_routes[i];
-                        (
-                            r.spec.parent_refs.as_deref(),
-                            r.spec.hostnames.as_deref(),
-                            &r.meta,
-                        )
-                    }
-                    _ => continue,
-                };
-                let (parents, hostnames, meta) = route;
-                out.push(gamma::edge::RouteRef {
-                    kind: if kind == HTTP_ROUTE {
-                        "HTTPRoute"
-                    } else {
-                        "GRPCRoute"
-                    },
-                    meta,
-                    parents,
-                    hostnames: hostnames.unwrap_or_default(),
-                });
+                match kind {
+                    HTTP_ROUTE => out.push(gamma::edge::RouteRef::http(&configs.http_routes[i])),
+                    GRPC_ROUTE => out.push(gamma::edge::RouteRef::grpc(&configs.grpc_routes[i])),
+                    _ => {}
+                }
             }
         }
         out

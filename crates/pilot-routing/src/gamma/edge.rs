@@ -132,10 +132,30 @@ pub(in super::super) fn compile(configs: &RoutingConfigs, model: &mut RoutingMod
 
 /// An HTTPRoute or GRPCRoute as far as its attachment goes.
 pub(in super::super) struct RouteRef<'a> {
-    pub(in super::super) kind: &'static str,
-    pub(in super::super) meta: &'a ConfigMeta,
-    pub(in super::super) parents: Option<&'a [ParentReference]>,
-    pub(in super::super) hostnames: &'a [String],
+    kind: &'static str,
+    meta: &'a ConfigMeta,
+    parents: Option<&'a [ParentReference]>,
+    hostnames: &'a [String],
+}
+
+impl<'a> RouteRef<'a> {
+    pub(in super::super) fn http(route: &'a Config<pilot_api::gateway_api::HttpRoute>) -> Self {
+        RouteRef {
+            kind: "HTTPRoute",
+            meta: &route.meta,
+            parents: route.spec.parent_refs.as_deref(),
+            hostnames: route.spec.hostnames.as_deref().unwrap_or_default(),
+        }
+    }
+
+    pub(in super::super) fn grpc(route: &'a Config<pilot_api::gateway_api::GrpcRoute>) -> Self {
+        RouteRef {
+            kind: "GRPCRoute",
+            meta: &route.meta,
+            parents: route.spec.parent_refs.as_deref(),
+            hostnames: route.spec.hostnames.as_deref().unwrap_or_default(),
+        }
+    }
 }
 
 /// Compiles again into `model`, a model of the same Gateways,
@@ -266,13 +286,7 @@ fn attached_routes(
         }
     };
     for route in &configs.http_routes {
-        let reference = RouteRef {
-            kind: "HTTPRoute",
-            meta: &route.meta,
-            parents: route.spec.parent_refs.as_deref(),
-            hostnames: route.spec.hostnames.as_deref().unwrap_or_default(),
-        };
-        attach(reference, &|parent, permitted| {
+        attach(RouteRef::http(route), &|parent, permitted| {
             let mut out = Vec::new();
             for (r, rule) in route.spec.rules().iter().enumerate() {
                 for (m, request) in rule.matches().iter().enumerate() {
@@ -286,13 +300,7 @@ fn attached_routes(
         });
     }
     for route in &configs.grpc_routes {
-        let reference = RouteRef {
-            kind: "GRPCRoute",
-            meta: &route.meta,
-            parents: route.spec.parent_refs.as_deref(),
-            hostnames: route.spec.hostnames.as_deref().unwrap_or_default(),
-        };
-        attach(reference, &|parent, permitted| {
+        attach(RouteRef::grpc(route), &|parent, permitted| {
             let mut out = Vec::new();
             for (r, rule) in route.spec.rules.iter().flatten().enumerate() {
                 let matches = rule
