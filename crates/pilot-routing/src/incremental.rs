@@ -112,7 +112,7 @@ impl RoutingConfigs {
                     Edge::GatewayApi => routes_at_gateways = true,
                     Edge::Mesh => {}
                 }
-                named_by_changes.extend(named.hosts);
+                named_by_changes.extend(named.mesh_hosts().iter().cloned());
             }
         }
         let mut changed = BTreeSet::new();
@@ -157,19 +157,19 @@ impl RoutingConfigs {
         let all: Vec<Named> = self.named(suffix, |_, _| true).collect();
         let mut again: HashSet<String> = named_by_changes.clone();
         for named in &all {
-            if named.hosts.iter().any(|h| named_by_changes.contains(h)) {
+            if named.mesh_hosts().iter().any(|h| named_by_changes.contains(h)) {
                 if named.edge == Edge::Istio {
                     return None;
                 }
-                again.extend(named.hosts.iter().cloned());
+                again.extend(named.mesh_hosts().iter().cloned());
             }
         }
         // What their entries depend on: the objects naming a host named
         // with them.
         let mut reach = again.clone();
         for named in &all {
-            if named.hosts.iter().any(|h| again.contains(h)) {
-                reach.extend(named.hosts.iter().cloned());
+            if named.mesh_hosts().iter().any(|h| again.contains(h)) {
+                reach.extend(named.mesh_hosts().iter().cloned());
             }
         }
         let part = self.only_naming(&all, &reach).compile();
@@ -208,7 +208,7 @@ impl RoutingConfigs {
         // their destinations' policies.
         let hashed_at_gateways = all
             .iter()
-            .any(|n| n.at_edge.iter().any(|h| destinations_changed.contains(h)));
+            .any(|n| n.edge_hosts().iter().any(|h| destinations_changed.contains(h)));
         if hashed_at_gateways {
             return None;
         }
@@ -254,7 +254,7 @@ impl RoutingConfigs {
             configs
                 .iter()
                 .zip(these)
-                .filter(|(_, named)| named.hosts.iter().any(|h| hosts.contains(h)))
+                .filter(|(_, named)| named.mesh_hosts().iter().any(|h| hosts.contains(h)))
                 .map(|(c, _)| Arc::clone(c))
                 .collect()
         }
@@ -328,7 +328,7 @@ impl RoutingConfigs {
                     Edge::Mesh
                 },
                 hosts: virtual_service_hosts(c, suffix),
-                at_edge: Vec::new(),
+                in_mesh: true,
             });
         let destination_rules = self
             .destination_rules
@@ -360,7 +360,7 @@ impl RoutingConfigs {
             .map(move |(_, c)| Named {
                 edge: Edge::Istio,
                 hosts: ingress_rule_hosts(c, suffix),
-                at_edge: Vec::new(),
+                in_mesh: true,
             });
         rules
             .chain(policies)
@@ -378,13 +378,12 @@ const GRPC_ROUTE: &str = <GrpcRoute as ConfigKind>::KIND;
 
 /// The hosts one object names.
 struct Named {
-    /// The hosts whose entries depend on it.
     hosts: Vec<String>,
     /// Whether it is compiled into the servers of edge proxies.
     edge: Edge,
-    /// Of a route attached to a Gateway API Gateway, the hosts its virtual
-    /// hosts there depend on (their destinations' hash keys).
-    at_edge: Vec<String>,
+    /// Whether it is compiled into hosts' entries (a route attached to a
+    /// Gateway alone is not).
+    in_mesh: bool,
 }
 
 impl Named {
@@ -392,27 +391,31 @@ impl Named {
         Named {
             hosts,
             edge: Edge::Mesh,
-            at_edge: Vec::new(),
+            in_mesh: true,
         }
     }
 
-    /// An HTTPRoute or GRPCRoute of `parents` naming `hosts`: hosts'
-    /// entries depend on it only when it is attached to a Service.
+    /// An HTTPRoute or GRPCRoute of `parents` naming `hosts`.
     fn route(parents: Option<&[pilot_api::gateway_api::ParentReference]>, hosts: Vec<String>) -> Self {
-        let edge = Edge::of_route(parents);
-        let at_edge = if edge == Edge::GatewayApi {
-            hosts.clone()
-        } else {
-            Vec::new()
-        };
         Named {
-            hosts: if gamma::names_service(parents) {
-                hosts
-            } else {
-                Vec::new()
-            },
-            edge,
-            at_edge,
+            hosts,
+            edge: Edge::of_route(parents),
+            in_mesh: gamma::names_service(parents),
+        }
+    }
+
+    /// The hosts whose entries depend on it.
+    fn mesh_hosts(&self) -> &[String] {
+        if self.in_mesh { &self.hosts } else { &[] }
+    }
+
+    /// Of a route attached to a Gateway API Gateway, the hosts its virtual
+    /// hosts there depend on (their destinations' hash keys).
+    fn edge_hosts(&self) -> &[String] {
+        if self.edge == Edge::GatewayApi {
+            &self.hosts
+        } else {
+            &[]
         }
     }
 }
