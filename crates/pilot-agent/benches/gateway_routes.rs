@@ -59,6 +59,8 @@ struct Measured {
     /// pilot-discovery's mean per push over the changes, by phase (its
     /// metrics): debounce, build, RDS response, convergence.
     phases: Vec<(&'static str, f64)>,
+    /// Envoy's RDS `update_duration` histograms.
+    envoy: Vec<String>,
 }
 
 /// The phases of a push pilot-discovery's metrics time: (metric, label).
@@ -106,6 +108,9 @@ fn main() {
     };
     let routes = flag("--routes", 3000);
     let changes = flag("--changes", 100);
+    // `--pace-us N`: the load client waits N µs after each answer (0: it
+    // sends without pause, taking a core of its own and one of Envoy's).
+    let pace = Duration::from_micros(flag("--pace-us", 0) as u64);
     let cases = [
         Case {
             name: format!("{routes} HTTPRoutes on a Gateway API Gateway"),
@@ -128,8 +133,18 @@ fn main() {
         "{:<48} {:>8} {:>8} {:>8} {:>8}   {:>8} {:>8}   {:>9}",
         "case", "p50 ms", "p90 ms", "p99 ms", "max ms", "write50", "write99", "failed"
     );
-    for case in cases {
-        let measured = run(&case, changes);
+    // `--case N`: only the Nth case (0: the routes, 1: the floor, 2: the
+    // VirtualServices), to compare one change's effect quickly.
+    let only = args
+        .iter()
+        .position(|a| a == "--case")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse::<usize>().ok());
+    for (index, case) in cases.into_iter().enumerate() {
+        if only.is_some_and(|only| only != index) {
+            continue;
+        }
+        let measured = run(&case, changes, pace);
         let p = |samples: &[Duration], q: f64| {
             let mut sorted = samples.to_vec();
             sorted.sort();
@@ -154,11 +169,14 @@ fn main() {
             .map(|(label, ms)| format!("{label} {ms:.1}"))
             .collect();
         println!("    pilot-discovery's mean per push, ms: {}", phases.join(", "));
+        for line in &measured.envoy {
+            println!("    Envoy's RDS update_duration: {line}");
+        }
     }
 }
 
 /// One case: a fresh pilot-discovery and router, the routes, the changes.
-fn run(case: &Case, changes: usize) -> Measured {
+fn run(case: &Case, changes: usize, pace: Duration) -> Measured {
     let dir = tempfile::tempdir().unwrap();
     let v1 = named_upstream("v1");
     let v2 = named_upstream("v2");
@@ -225,6 +243,9 @@ fn run(case: &Case, changes: usize) -> Measured {
                     failed.fetch_add(1, Ordering::Relaxed);
                 }
                 i += 7;
+                if !pace.is_zero() {
+                    std::thread::sleep(pace);
+                }
             }
         })
     };
@@ -235,6 +256,7 @@ fn run(case: &Case, changes: usize) -> Measured {
         requests: 0,
         failed: 0,
         phases: Vec::new(),
+        envoy: Vec::new(),
     };
     let before = phase_totals(&discovery);
     // Each route changed once to v2 before any is changed back; spread
@@ -277,6 +299,15 @@ fn run(case: &Case, changes: usize) -> Measured {
                 },
             )
         })
+        .collect();
+    // Envoy's own time applying each route configuration update (its
+    // RDS subscription's `update_duration` histogram, percentiles over the
+    // whole run in ms).
+    let (_, stats) = common::get(router.admin_port, "/stats?filter=update_duration");
+    measured.envoy = stats
+        .lines()
+        .filter(|l| l.contains(".rds.") && l.contains("P50"))
+        .map(|l| l.trim().to_string())
         .collect();
     measured.requests = requests.load(Ordering::Relaxed);
     measured.failed = failed.load(Ordering::Relaxed);

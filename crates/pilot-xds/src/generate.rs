@@ -71,7 +71,7 @@ fn envoy_listeners_routes(
             *port, &services, model, proxy, own,
         ));
     }
-    routes.extend(plan.ingress_routes);
+    routes.extend(plan.ingress_routes.iter().map(|r| r.build()));
     Resources {
         listeners: plan.listeners,
         routes,

@@ -23,7 +23,10 @@
 //!   [`admitted`]), so that virtual hosts are encoded once and shared;
 //!   the route configurations of a captured port that routes by Service
 //!   address ([`destination_route_configurations`], for the plan's
-//!   `destination_ports`).
+//!   `destination_ports`); an edge proxy's route configurations come
+//!   unbuilt ([`EdgeRouteConfiguration`]), so that its gateways' virtual
+//!   hosts can be encoded once and kept while they do not change
+//!   ([`GatewayVirtualHost`]).
 //!
 //! Each part reads the routing model ([`MeshConfig::model`]), compiled
 //! once per push. Put together, the parts give what [`generate`] gives.
@@ -33,6 +36,7 @@
 
 pub use crate::build::clusters::{EdsCluster, eds_clusters, load_assignment, outbound as outbound_clusters};
 pub use crate::build::destination::route_configurations as destination_route_configurations;
+pub use crate::build::edge_routes::{EdgeRouteConfiguration, EdgeVirtualHost, GatewayVirtualHost};
 pub use crate::build::listeners::ListenerPlan;
 pub use crate::build::route_config::{domains, route_configuration};
 pub use crate::build::routes::{admits, admitted, virtual_host_routes};

@@ -29,6 +29,7 @@
 
 pub(crate) mod ambient;
 mod diffs;
+mod edge_hosts;
 mod encoded_type;
 mod generation_cache;
 mod inputs;

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::{
-    Route, RouteAction, RouteConfiguration, RouteMatch, route, route_action, route_match,
+    Route, RouteAction, RouteMatch, route, route_action, route_match,
 };
 use envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors;
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault;
@@ -35,8 +35,11 @@ pub struct ListenerPlan {
     /// configurations are `serving::destination_route_configurations`'s
     /// (the port's own among them), not `route_configuration`'s.
     pub destination_ports: BTreeSet<u16>,
-    /// An edge proxy's route configurations (ingress rules', gateways').
-    pub ingress_routes: Vec<RouteConfiguration>,
+    /// An edge proxy's route configurations (ingress rules', gateways'),
+    /// to be built ([`EdgeRouteConfiguration::build`]).
+    ///
+    /// [`EdgeRouteConfiguration::build`]: crate::serving::EdgeRouteConfiguration::build
+    pub ingress_routes: Vec<super::edge_routes::EdgeRouteConfiguration>,
 }
 
 /// A listener on `address:port` with one filter chain; `bind`: whether it

@@ -24,6 +24,7 @@ pub(crate) mod cluster;
 pub(crate) mod clusters;
 pub(crate) mod destination;
 pub(crate) mod downstream_tls;
+pub(crate) mod edge_routes;
 pub(crate) mod egress;
 pub(crate) mod ext_authz;
 pub(crate) mod hash_policy;

@@ -32,18 +32,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch};
-use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost, virtual_host};
+use envoy_types::pb::envoy::config::route::v3::VirtualHost;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     Rds, http_connection_manager,
 };
-use envoy_types::pb::google::protobuf::BoolValue;
 use pilot_model::{Labels, Protocol, ServiceDiscovery, ServiceInstance};
-use pilot_routing::{GatewayHost, HttpAction, HttpRoute, IngressServer, PortSelector, RoutingModel};
+use pilot_routing::{IngressServer, PortSelector, RoutingModel};
 
 mod l4;
 pub(crate) mod sni_dnat;
 
 use crate::build::downstream_tls::server_socket;
+use crate::build::edge_routes::{EdgeRouteConfiguration, EdgeVirtualHost, GatewayVirtualHost};
 use crate::build::listeners::{ListenerPlan, http_filter_chain, listener, route_to};
 use crate::build::util::ads;
 use crate::{ClusterName, Proxy, ProxyType};
@@ -206,40 +206,52 @@ impl Edge<'_> {
     /// rule server's routes under `*`, a gateway server's virtual hosts
     /// (when several servers name a host, its routes are the first's,
     /// then the next's, as Istio merges them).
-    fn route_configuration(&self, name: &str, port: u16, servers: &[&IngressServer]) -> RouteConfiguration {
+    fn route_configuration(
+        &self,
+        name: &str,
+        port: u16,
+        servers: &[&IngressServer],
+    ) -> EdgeRouteConfiguration {
         let mut domains = BTreeSet::new();
         let mut virtual_hosts = Vec::new();
         let gateway = servers.iter().any(|s| !s.gateway.is_empty());
         for server in servers {
             if server.gateway.is_empty() {
                 if domains.insert("*".to_string()) {
-                    virtual_hosts.push(VirtualHost {
+                    virtual_hosts.push(EdgeVirtualHost::Built(VirtualHost {
                         name: name.to_string(),
                         domains: vec!["*".into()],
                         routes: self.ingress_rule_routes(server),
                         ..Default::default()
-                    });
+                    }));
                 }
                 continue;
             }
             for host in &server.virtual_hosts {
-                let built = self.virtual_host(host, port, server.https_redirect);
+                let part = GatewayVirtualHost::new(
+                    self.proxy,
+                    self.registry,
+                    self.own,
+                    host,
+                    port,
+                    server.https_redirect,
+                );
                 if domains.insert(host.host.clone()) {
-                    virtual_hosts.push(built);
-                } else if let Some(existing) = virtual_hosts.iter_mut().find(|v| v.domains == built.domains) {
+                    virtual_hosts.push(EdgeVirtualHost::Gateway(part));
+                } else if let Some(existing) = virtual_hosts.iter_mut().find(|v| v.names_only(&host.host)) {
                     // Another server (another gateway's, or another
                     // namespace's) names the host too: its routes follow.
+                    let built = part.build();
+                    let existing = existing.built_mut();
                     existing.routes.extend(built.routes);
                     existing.require_tls = existing.require_tls.max(built.require_tls);
                 }
             }
         }
-        RouteConfiguration {
+        EdgeRouteConfiguration {
             name: name.to_string(),
             virtual_hosts,
-            validate_clusters: Some(BoolValue { value: false }),
             ignore_port_in_host_matching: gateway,
-            ..Default::default()
         }
     }
 
@@ -266,69 +278,6 @@ impl Edge<'_> {
             routes.push(route);
         }
         routes
-    }
-
-    /// A gateway's virtual host: its routes, each destination without a
-    /// port sent to its service's port (the first, when it has several).
-    fn virtual_host(&self, host: &GatewayHost, port: u16, https_redirect: bool) -> VirtualHost {
-        let routes: Vec<HttpRoute> = host.routes.iter().map(|r| self.with_ports(r)).collect();
-        let admitted = crate::build::routes::admitted(&routes, self.own, self.proxy);
-        let mut flags = admitted.into_iter();
-        let mut out = Vec::new();
-        for route in &routes {
-            if route.matches.is_empty() {
-                out.push(crate::build::routes::envoy_route(route, None, &host.host, port));
-                continue;
-            }
-            for request in &route.matches {
-                // A match on another port is not this server's.
-                if flags.next().unwrap_or(true) && request.port.is_none_or(|p| p == port) {
-                    out.push(crate::build::routes::envoy_route(
-                        route,
-                        Some(request),
-                        &host.host,
-                        port,
-                    ));
-                }
-            }
-        }
-        VirtualHost {
-            name: format!("{}:{port}", host.host),
-            domains: vec![host.host.clone()],
-            routes: out,
-            require_tls: if https_redirect {
-                virtual_host::TlsRequirementType::All as i32
-            } else {
-                0
-            },
-            ..Default::default()
-        }
-    }
-
-    /// `route` with a port on every destination: the service's own when
-    /// the route names none (a gateway's port is not the service's).
-    fn with_ports(&self, route: &HttpRoute) -> HttpRoute {
-        let mut route = route.clone();
-        let port_of = |host: &str| {
-            let service = self.registry.get_service(host)?;
-            service
-                .ports
-                .iter()
-                .find(|p| p.protocol.is_http())
-                .or(service.ports.first())
-                .map(|p| p.port)
-        };
-        if let HttpAction::Route(targets) = &mut route.action {
-            for target in targets {
-                if target.destination.port.is_none() {
-                    target.destination.port = port_of(&target.destination.host);
-                }
-            }
-        }
-        for mirror in route.mirrors.iter_mut().filter(|m| m.destination.port.is_none()) {
-            mirror.destination.port = port_of(&mirror.destination.host);
-        }
-        route
     }
 }
 

@@ -29,6 +29,7 @@ use pilot_xds::{ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources,
 use prost::Message;
 use tokio::sync::OnceCell;
 
+use super::edge_hosts::EdgeHosts;
 use super::encoded_type::{EncodedType, digest_of};
 use super::proxy_class::ProxyClass;
 use super::proxy_config::{Generated, ORDER, ProxyConfig, named};
@@ -65,6 +66,9 @@ pub(crate) struct GeneratedCache {
     /// kept from the previous push when their host's rules and service did
     /// not change.
     pub(crate) virtual_hosts: VirtualHosts,
+    /// Edge proxies' gateway virtual hosts, encoded once, or kept from the
+    /// previous push when the model kept their host.
+    pub(crate) edge_hosts: EdgeHosts,
     /// Envoy classes' route configurations by a digest of their encoding:
     /// equal ones are kept once.
     routes: Mutex<HashMap<u64, Vec<Arc<EncodedType>>>>,
@@ -178,6 +182,10 @@ impl GeneratedCache {
             virtual_hosts: match before {
                 Some(before) if incremental => VirtualHosts::after(&before.virtual_hosts),
                 _ => VirtualHosts::default(),
+            },
+            edge_hosts: match before {
+                Some(before) if incremental => EdgeHosts::after(&before.edge_hosts),
+                _ => EdgeHosts::default(),
             },
             routes: Default::default(),
             previous,
@@ -457,16 +465,26 @@ impl GeneratedCache {
     ) -> Arc<ListenerPart> {
         let build = || {
             let plan = listener_plan(proxy, registry, mesh.model(), own);
+            let ingress_routes = plan
+                .ingress_routes
+                .iter()
+                .map(|config| {
+                    let value = Any {
+                        type_url: ORDER[3].1.to_string(),
+                        value: self.edge_hosts.route_configuration(config),
+                    };
+                    (config.name.clone(), value)
+                })
+                .collect();
             let resources = Resources {
                 listeners: plan.listeners,
-                routes: plan.ingress_routes,
                 ..Default::default()
             };
             Arc::new(ListenerPart {
                 lds: Arc::new(EncodedType::new(ORDER[2].1, named(&resources, "LDS"))),
                 http_ports: plan.http_ports.into_iter().collect(),
                 destination_ports: plan.destination_ports.into_iter().collect(),
-                ingress_routes: named(&resources, "RDS"),
+                ingress_routes,
             })
         };
         if mesh.model().l4_by_source() {
