@@ -85,25 +85,36 @@ impl EdgeHosts {
     /// The encoding of `config.build()`, its gateway virtual hosts taken
     /// from this cache.
     pub(crate) fn route_configuration(&self, config: &EdgeRouteConfiguration) -> Vec<u8> {
-        let mut out = BytesMut::new();
-        prost::encoding::string::encode(CONFIG_NAME, &config.name, &mut out);
-        for host in &config.virtual_hosts {
-            match host {
-                EdgeVirtualHost::Gateway(host) => out.extend_from_slice(&self.entry(host)),
+        let entries: Vec<Bytes> = config
+            .virtual_hosts
+            .iter()
+            .map(|host| match host {
+                EdgeVirtualHost::Gateway(host) => self.entry(host),
                 EdgeVirtualHost::Built(host) => {
-                    prost::encoding::message::encode(CONFIG_VIRTUAL_HOSTS, host, &mut out)
+                    let mut out = BytesMut::new();
+                    prost::encoding::message::encode(CONFIG_VIRTUAL_HOSTS, host, &mut out);
+                    out.freeze()
                 }
-            }
-        }
+            })
+            .collect();
         let validate = BoolValue { value: false };
-        encode_key(CONFIG_VALIDATE_CLUSTERS, WireType::LengthDelimited, &mut out);
-        encode_varint(validate.encoded_len() as u64, &mut out);
-        validate.encode_raw(&mut out);
+        // Written once into a buffer of the right size: a router's route
+        // configuration runs to hundreds of kilobytes.
+        let size = prost::encoding::string::encoded_len(CONFIG_NAME, &config.name)
+            + entries.iter().map(Bytes::len).sum::<usize>()
+            + prost::encoding::message::encoded_len(CONFIG_VALIDATE_CLUSTERS, &validate)
+            + 2;
+        let mut out = Vec::with_capacity(size);
+        prost::encoding::string::encode(CONFIG_NAME, &config.name, &mut out);
+        for entry in &entries {
+            out.extend_from_slice(entry);
+        }
+        prost::encoding::message::encode(CONFIG_VALIDATE_CLUSTERS, &validate, &mut out);
         if config.ignore_port_in_host_matching {
             encode_key(CONFIG_IGNORE_PORT_IN_HOST_MATCHING, WireType::Varint, &mut out);
             encode_varint(1, &mut out);
         }
-        out.to_vec()
+        out
     }
 }
 

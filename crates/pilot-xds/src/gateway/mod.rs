@@ -29,7 +29,7 @@
 //! - A MUTUAL server requires a client certificate its CA signed and, when
 //!   it lists `subjectAltNames`, carrying one of them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch};
 use envoy_types::pb::envoy::config::route::v3::VirtualHost;
@@ -212,12 +212,12 @@ impl Edge<'_> {
         port: u16,
         servers: &[&IngressServer],
     ) -> EdgeRouteConfiguration {
-        let mut domains = BTreeSet::new();
+        let mut domains: HashSet<&str> = HashSet::new();
         let mut virtual_hosts = Vec::new();
         let gateway = servers.iter().any(|s| !s.gateway.is_empty());
         for server in servers {
             if server.gateway.is_empty() {
-                if domains.insert("*".to_string()) {
+                if domains.insert("*") {
                     virtual_hosts.push(EdgeVirtualHost::Built(VirtualHost {
                         name: name.to_string(),
                         domains: vec!["*".into()],
@@ -236,7 +236,7 @@ impl Edge<'_> {
                     port,
                     server.https_redirect,
                 );
-                if domains.insert(host.host.clone()) {
+                if domains.insert(&host.host) {
                     virtual_hosts.push(EdgeVirtualHost::Gateway(part));
                 } else if let Some(existing) = virtual_hosts.iter_mut().find(|v| v.names_only(&host.host)) {
                     // Another server (another gateway's, or another
