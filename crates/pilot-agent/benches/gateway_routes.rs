@@ -107,7 +107,7 @@ fn main() {
             .unwrap_or(default)
     };
     let routes = flag("--routes", 3000);
-    let changes = flag("--changes", 100);
+    let changes = flag("--changes", 300);
     // `--pace-us N`: the load client waits N µs after each answer (0: it
     // sends without pause, taking a core of its own and one of Envoy's).
     let pace = Duration::from_micros(flag("--pace-us", 0) as u64);

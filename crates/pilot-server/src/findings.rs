@@ -13,7 +13,8 @@
 //! The analysis runs again only when its input changed: the objects'
 //! versions, the registry's hosts and instance labels, the proxies'
 //! namespaces are fingerprinted each round, and an unchanged fingerprint
-//! returns the previous findings.
+//! returns the previous findings. It runs on a thread of the lowest
+//! scheduling priority (`low_priority.rs`).
 
 use pilot_routing::gateway_api_status::CredentialsHeld;
 use std::collections::hash_map::DefaultHasher;
@@ -67,7 +68,14 @@ impl Findings for ServerFindings {
 }
 
 impl ServerFindings {
+    /// The findings and statuses of the current input, computed on a
+    /// thread of the lowest priority (`low_priority.rs`): the push a
+    /// change starts and the proxies applying it go first.
     fn compute(&self) -> (ByObject, GatewayByObject) {
+        crate::low_priority::run(|| self.compute_here())
+    }
+
+    fn compute_here(&self) -> (ByObject, GatewayByObject) {
         let mut fingerprint = DefaultHasher::new();
         let mut cached = Vec::new();
         for kind in self.controller.registry().kinds() {

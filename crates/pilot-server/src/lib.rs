@@ -41,6 +41,7 @@ mod error;
 mod findings;
 mod health;
 mod inject_webhook;
+mod low_priority;
 mod mesh_config;
 mod metrics;
 mod openapi;

@@ -19,7 +19,6 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use envoy_types::pb::google::protobuf::BoolValue;
 use pilot_xds::serving::{EdgeRouteConfiguration, EdgeVirtualHost, GatewayVirtualHost};
-use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint};
 
 /// `RouteConfiguration.name`, `.virtual_hosts`, `.validate_clusters`,
@@ -127,6 +126,7 @@ mod tests {
     use pilot_store_memory::MemoryServiceRegistry;
     use pilot_xds::Proxy;
     use pilot_xds::serving::listener_plan;
+    use prost::Message;
 
     use super::*;
 
