@@ -1,15 +1,17 @@
-//! `cargo bench -p pilot-agent --bench gateway_routes [-- --routes N --changes N]`:
+//! `cargo bench -p pilot-agent --bench gateway_routes [-- --routes N --changes N --case N --pace-us N]`:
 //! route propagation at the edge, as the Gateway API's route-propagation
 //! benchmarks measure it. pilot-discovery (memory store) serves a
 //! Gateway API Gateway with `--routes` HTTPRoutes attached (default
 //! 3,000; each its own hostname, `route-<i>.example.com`, to the Service
 //! `v1`) to a real Envoy under `pilot-agent proxy router`. Each change
-//! (default 100) patches one route's backend to the other Service (`v1`
+//! (default 300) patches one route's backend to the other Service (`v1`
 //! to `v2` and back) over the REST API, and a client polls that route's
 //! hostname through the router until the new backend answers: the time
 //! from sending the write to that first answer is the change's
 //! propagation. Meanwhile another client sends requests to every route in
-//! turn and counts those that fail (anything but 200 from `v1` or `v2`).
+//! turn and counts those that fail (anything but 200 from `v1` or `v2`),
+//! without pause (it and the Envoy worker answering it take a core each
+//! on a small host) unless `--pace-us` has it wait after each answer.
 //!
 //! Baselines in the same run: the same changes with one HTTPRoute (the
 //! floor: what propagation costs without the other routes), and with the
@@ -19,7 +21,10 @@
 //! Prints, per case, p50 / p90 / p99 / max of propagation and of the write
 //! alone, the failed requests of the load client, and where the server's
 //! part went (its push metrics: debounce, build, the RDS response, the
-//! change to the last response handed over).
+//! change to the last response handed over), and Envoy's own time
+//! applying the route configuration updates (its RDS subscription's
+//! `update_duration`). `--case N` runs only case N (0: the routes, 1: the
+//! floor, 2: the VirtualServices).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
