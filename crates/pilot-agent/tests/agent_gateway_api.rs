@@ -34,7 +34,7 @@
 //! - TLSRoute: passthrough by SNI, hostname intersection, terminated
 //!   (TLSRouteTerminateSimpleSameNamespace, and
 //!   BackendTLSPolicyTLSRouteTerminate: terminated, then TLS again to the
-//!   backend).
+//!   backend), both on one port (TLSRouteMixedTermination).
 
 mod common;
 
@@ -380,6 +380,60 @@ fn a_tls_listener_terminating_tls_sends_its_routes_backends_what_the_connection_
             .tls_exchange(reencrypting, 8443, "tls.example.com", request)
             .is_some_and(|answer| answer.contains("s_server -www"))
     });
+}
+
+#[test]
+fn one_port_ends_tls_for_one_listener_and_passes_it_through_for_another() {
+    // TLSRouteMixedTermination: port 8883 has a listener ending TLS for
+    // tls.example.com (with its Secret; the connection's bytes go to
+    // tcp-backend's plain-text port, which answers with its name) and one
+    // passing abc.example.com through to tcp-backend's TLS port (the
+    // client verifies the backend's own certificate for that name: the
+    // router holds none).
+    let gateway = "gateway-tlsroute-mixed-termination";
+    let Some(conformance) = Conformance::with(&["tlsroute-mixed-termination-same-namespace"], &[gateway])
+    else {
+        return;
+    };
+    eventually("tls.example.com ended and sent to tcp-backend", || {
+        conformance
+            .tls_stream(gateway, 8883, "tls.example.com")
+            .as_deref()
+            == Some("tcp-backend")
+    });
+    eventually("abc.example.com passed through to tcp-backend", || {
+        conformance.https(gateway, 8883, "abc.example.com")
+    });
+    assert_eq!(
+        conformance.tls_stream(gateway, 8883, "other.example.com"),
+        None,
+        "a name neither listener holds is not served"
+    );
+    for route in [
+        "gateway-conformance-mixed-passthroughroute",
+        "gateway-conformance-mixed-terminateroute",
+    ] {
+        assert_eq!(
+            conformance.route_conditions_of("tlsroutes", INFRA, route),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("ResolvedRefs", "True", "ResolvedRefs")
+            ],
+            "{route}"
+        );
+    }
+    for listener in ["tls-terminate", "tls-passthrough"] {
+        assert_eq!(
+            listener_conditions(&conformance, gateway, listener),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("Conflicted", "False", "NoConflicts"),
+                said("Programmed", "True", "Programmed"),
+                said("ResolvedRefs", "True", "ResolvedRefs"),
+            ],
+            "{listener}"
+        );
+    }
 }
 
 #[test]
