@@ -18,7 +18,8 @@
 //!   weighted backendRefs' own),
 //!   redirects (host and status, path, port, scheme, port and scheme on
 //!   HTTP and HTTPS listeners, 303, 307, 308), host and path rewrites, a mirror,
-//!   retry (experimental), observed generation bump.
+//!   retry (experimental), observed generation bump (of an HTTPRoute, a
+//!   Gateway and a GatewayClass).
 //! - HTTPS listeners: HTTPRouteHTTPSListener (TLS ended with the
 //!   listener's Secret from `--credentials-dir`, over SDS, and its
 //!   rotation), GatewaySecretReferenceGrantSpecific and
@@ -1244,6 +1245,95 @@ fn a_changed_route_is_served_and_its_status_is_of_its_new_generation() {
     conformance.apply(&text.replace("name: infra-backend-v1", "name: infra-backend-v2"));
     conformance.expect("same-namespace", &[(HOST, "/", V2, 200)]);
     let after = current("the changed route's conditions of its new generation");
+    assert!(after > before, "generation {before}, then {after}");
+}
+
+#[test]
+fn a_changed_gateway_and_gateway_class_say_their_new_generation() {
+    // GatewayObservedGenerationBump and GatewayClassObservedGenerationBump:
+    // each condition (and each listener's) carries the generation it was
+    // written for; a changed spec bumps the generation, and the status
+    // follows it (a listener added gets its own status).
+    let gateway = "gateway-observed-generation-bump";
+    let class = "gatewayclass-observed-generation-bump";
+    let Some(conformance) = Conformance::with(&[gateway], &[]) else {
+        return;
+    };
+    let corpus = pilot_test_support::corpus("gateway-api").expect("read above");
+    let manifest = |name: &str| {
+        std::fs::read_to_string(corpus.join(format!("gwapi_conformance.tests.{name}.yaml"))).unwrap()
+    };
+    // The class as written names another controller; pilot answers for
+    // its own only.
+    let class_text = manifest(class);
+    assert!(
+        class_text.contains("controllerName: \"example.com/gateway-controller\""),
+        "{class_text}"
+    );
+    let class_text = class_text.replace("example.com/gateway-controller", "pilot.io/gateway-controller");
+    conformance.apply(&class_text);
+
+    let gateway_path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{gateway}");
+    let class_path = format!("/apis/gateway.networking.k8s.io/v1/gatewayclasses/{class}");
+    // The object's generation once every condition is of it and its
+    // listeners are `listeners` (in order).
+    let current = |path: &str, listeners: &[&str], what: &str| {
+        let mut generation = Value::Null;
+        eventually(what, || {
+            let object = conformance.object(path);
+            generation = object["metadata"]["generation"].clone();
+            let status = &object["status"];
+            let of_generation = |conditions: &Value| {
+                conditions
+                    .as_array()
+                    .is_some_and(|c| !c.is_empty() && c.iter().all(|c| c["observedGeneration"] == generation))
+            };
+            let named: Vec<&str> = status["listeners"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|l| l["name"].as_str())
+                .collect();
+            of_generation(&status["conditions"])
+                && named == listeners
+                && status["listeners"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .all(|l| of_generation(&l["conditions"]))
+        });
+        generation
+            .as_i64()
+            .unwrap_or_else(|| panic!("{path}: no generation: {generation}"))
+    };
+
+    let before = current(&gateway_path, &["http"], "the Gateway's status of its generation");
+    let gateway_text = manifest(gateway);
+    assert!(gateway_text.contains("      protocol: HTTP\n"), "{gateway_text}");
+    // A listener more, after the last.
+    conformance.apply(&format!(
+        "{}\n    - name: alternate\n      port: 8080\n      protocol: HTTP\n",
+        gateway_text.trim_end()
+    ));
+    let after = current(
+        &gateway_path,
+        &["http", "alternate"],
+        "the changed Gateway's status of its new generation",
+    );
+    assert!(after > before, "generation {before}, then {after}");
+
+    let before = current(&class_path, &[], "the GatewayClass's status of its generation");
+    assert_eq!(
+        triples(&conformance.object(&class_path)["status"]["conditions"]),
+        [said("Accepted", "True", "Accepted")]
+    );
+    assert!(class_text.contains("description: \"old\""), "{class_text}");
+    conformance.apply(&class_text.replace("description: \"old\"", "description: \"new\""));
+    let after = current(
+        &class_path,
+        &[],
+        "the changed GatewayClass's status of its new generation",
+    );
     assert!(after > before, "generation {before}, then {after}");
 }
 
