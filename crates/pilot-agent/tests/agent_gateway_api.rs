@@ -31,6 +31,10 @@
 //!   `--ca-bundles-dir`, over SDS; a mismatched hostname or CA fails; the
 //!   re-encrypt case through an HTTPS listener; the ConfigMap changed),
 //!   BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind.
+//! - GRPCRoute, with a real gRPC client and servers (gRPC for Python,
+//!   the scripts of `crates/pilot-system-tests/tests/grpc/`): exact
+//!   method matching, header matching, request header modifier, weights,
+//!   listener hostname matching.
 //! - TCPRoute: reference grant, attach to every listener, weights.
 //! - TLSRoute: passthrough by SNI, hostname intersection, terminated
 //!   (TLSRouteTerminateSimpleSameNamespace, and
@@ -1997,4 +2001,233 @@ fn a_backend_tls_policy_connects_to_its_service_over_tls_as_it_says() {
         conformance.policy_conditions("reconcile-test", gateway, &accepted),
         accepted
     );
+}
+
+/// The conformance's gRPC echo service.
+const GRPC_ECHO: &str = "/gateway_api_conformance.echo_basic.grpcecho.GrpcEcho";
+
+/// A gRPC client (gRPC for Python) of a Gateway of `conformance`'s,
+/// its calls' `:authority` `grpc.example.com` unless one is given.
+struct GrpcClient {
+    python: common::grpc::Python,
+    /// The router's address.
+    address: String,
+    _dir: tempfile::TempDir,
+}
+
+impl GrpcClient {
+    fn of(conformance: &Conformance, gateway: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let python =
+            common::grpc::Python::start("client.py", &[], std::path::Path::new("/nonexistent"), dir.path());
+        GrpcClient {
+            python,
+            address: format!("127.0.0.1:{}", conformance.port(gateway, 80)),
+            _dir: dir,
+        }
+    }
+
+    /// The client's target for calls with `authority`.
+    fn target(&self, authority: &str) -> String {
+        format!("{}@{authority}", self.address)
+    }
+
+    /// A call of `method` of the echo service with `metadata`
+    /// (`key=value` words): the server's answer, or the error.
+    fn echo(&mut self, method: &str, metadata: &[&str]) -> Value {
+        self.echo_at("grpc.example.com", method, metadata)
+    }
+
+    /// [`echo`](Self::echo) with `authority`.
+    fn echo_at(&mut self, authority: &str, method: &str, metadata: &[&str]) -> Value {
+        let command = format!(
+            "echo {} {GRPC_ECHO}/{method} {}",
+            self.target(authority),
+            metadata.join(" ")
+        );
+        self.python.ask(command.trim_end())
+    }
+
+    /// Which backend answered a call of `method` with `metadata`, or the
+    /// call's error code.
+    fn answered(&mut self, method: &str, metadata: &[&str]) -> String {
+        self.answered_at("grpc.example.com", method, metadata)
+    }
+
+    /// [`answered`](Self::answered) with `authority`.
+    fn answered_at(&mut self, authority: &str, method: &str, metadata: &[&str]) -> String {
+        let answer = self.echo_at(authority, method, metadata);
+        match answer["backend"].as_str() {
+            Some(backend) => backend.to_string(),
+            None => answer["error"].as_str().unwrap_or("no answer").to_string(),
+        }
+    }
+}
+
+#[test]
+fn grpc_calls_are_routed_by_their_method() {
+    // GRPCRouteExactMethodMatching: Echo to v1, EchoTwo to v2, any other
+    // method of the service has no route (UNIMPLEMENTED, Envoy's 404).
+    let Some(conformance) = Conformance::with_grpc(&["grpcroute-exact-method-matching"], &["same-namespace"])
+    else {
+        return;
+    };
+    let mut client = GrpcClient::of(&conformance, "same-namespace");
+    eventually("Echo routed to grpc-infra-backend-v1", || {
+        client.answered("Echo", &[]) == "grpc-infra-backend-v1"
+    });
+    assert_eq!(client.answered("EchoTwo", &[]), "grpc-infra-backend-v2");
+    assert_eq!(client.answered("EchoThree", &[]), "UNIMPLEMENTED");
+    assert_eq!(
+        conformance.route_conditions_of("grpcroutes", INFRA, "exact-matching"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+}
+
+#[test]
+fn grpc_calls_are_routed_by_their_metadata() {
+    // GRPCRouteHeaderMatching: a match's headers all match, a rule's
+    // matches any; of two matching, the one with more header matches wins
+    // (the spec's precedence), so version=two with color=orange goes to
+    // v1, not to the earlier rule's v2.
+    let Some(conformance) = Conformance::with_grpc(&["grpcroute-header-matching"], &["same-namespace"])
+    else {
+        return;
+    };
+    let mut client = GrpcClient::of(&conformance, "same-namespace");
+    let v1 = "grpc-infra-backend-v1";
+    let v2 = "grpc-infra-backend-v2";
+    eventually("version=one routed to grpc-infra-backend-v1", || {
+        client.answered("Echo", &["version=one"]) == v1
+    });
+    for (metadata, expected) in [
+        (&["version=two"][..], v2),
+        (&["version=two", "color=orange"][..], v1),
+        (&["color=blue"][..], v1),
+        (&["color=green"][..], v1),
+        (&["color=red"][..], v2),
+        (&["color=yellow"][..], v2),
+        (&["color=purple"][..], "UNIMPLEMENTED"),
+        (&[][..], "UNIMPLEMENTED"),
+    ] {
+        assert_eq!(client.answered("Echo", metadata), expected, "{metadata:?}");
+    }
+}
+
+#[test]
+fn a_grpc_routes_header_modifier_changes_the_metadata_its_backend_gets() {
+    // GRPCRouteRequestHeaderModifier: Echo's first rule (of three with
+    // the same match) sets X-Header-Set; EchoTwo's sets, adds and removes
+    // several.
+    let Some(conformance) =
+        Conformance::with_grpc(&["grpcroute-request-header-modifier"], &["same-namespace"])
+    else {
+        return;
+    };
+    let mut client = GrpcClient::of(&conformance, "same-namespace");
+    eventually("Echo routed to grpc-infra-backend-v1", || {
+        client.echo("Echo", &[])["backend"] == "grpc-infra-backend-v1"
+    });
+    let seen = |answer: &Value, key: &str| answer["metadata"][key].clone();
+    let answer = client.echo("Echo", &["x-header-set=some-other-value"]);
+    assert_eq!(
+        seen(&answer, "x-header-set"),
+        serde_json::json!(["set-overwrites-values"]),
+        "{answer}"
+    );
+    let answer = client.echo(
+        "EchoTwo",
+        &[
+            "x-header-set-1=other",
+            "x-header-add-1=kept",
+            "x-header-remove-1=gone",
+            "x-header-remove-2=gone",
+            "x-header-kept=kept",
+        ],
+    );
+    assert_eq!(answer["backend"], "grpc-infra-backend-v2", "{answer}");
+    assert_eq!(
+        seen(&answer, "x-header-set-1"),
+        serde_json::json!(["header-set-1"]),
+        "{answer}"
+    );
+    assert_eq!(
+        seen(&answer, "x-header-set-2"),
+        serde_json::json!(["header-set-2"]),
+        "{answer}"
+    );
+    assert_eq!(
+        seen(&answer, "x-header-add-1"),
+        serde_json::json!(["kept", "header-add-1"]),
+        "{answer}"
+    );
+    assert_eq!(
+        seen(&answer, "x-header-add-2"),
+        serde_json::json!(["header-add-2"]),
+        "{answer}"
+    );
+    assert_eq!(seen(&answer, "x-header-remove-1"), Value::Null, "{answer}");
+    assert_eq!(seen(&answer, "x-header-remove-2"), Value::Null, "{answer}");
+    assert_eq!(
+        seen(&answer, "x-header-kept"),
+        serde_json::json!(["kept"]),
+        "{answer}"
+    );
+}
+
+#[test]
+fn grpc_calls_are_shared_by_backend_weights() {
+    // GRPCRouteWeight: 70 / 30 / 0 over 500 calls, each share within five
+    // points; the backend of weight 0 gets none.
+    let Some(conformance) = Conformance::with_grpc(&["grpcroute-weight"], &["same-namespace"]) else {
+        return;
+    };
+    let mut client = GrpcClient::of(&conformance, "same-namespace");
+    eventually("calls routed to the weighted backends", || {
+        client.answered("Echo", &[]).starts_with("grpc-infra-backend-v")
+    });
+    let calls = 500;
+    let answer = client.python.ask(&format!(
+        "calls {} {GRPC_ECHO}/Echo {calls}",
+        client.target("grpc.example.com")
+    ));
+    assert_eq!(answer["errors"], serde_json::json!({}), "{answer}");
+    let share = |backend: &str| answer["counts"][backend].as_u64().unwrap_or(0) as f64 / calls as f64;
+    assert!((share("grpc-infra-backend-v1") - 0.7).abs() <= 0.05, "{answer}");
+    assert!((share("grpc-infra-backend-v2") - 0.3).abs() <= 0.05, "{answer}");
+    assert_eq!(share("grpc-infra-backend-v3"), 0.0, "{answer}");
+}
+
+#[test]
+fn grpc_routes_attach_to_the_listeners_their_hostnames_name() {
+    // GRPCRouteListenerHostnameMatching: four listeners on one port, by
+    // hostname (bar.com, foo.bar.com, *.bar.com, *.foo.com), a route on
+    // each of the first two and one on the wildcards; a call goes by its
+    // :authority to the most specific listener's route.
+    let gateway = "grpcroute-listener-hostname-matching";
+    let Some(conformance) = Conformance::with_grpc(&[gateway], &[gateway]) else {
+        return;
+    };
+    let mut client = GrpcClient::of(&conformance, gateway);
+    eventually("bar.com routed to grpc-infra-backend-v1", || {
+        client.answered_at("bar.com", "Echo", &[]) == "grpc-infra-backend-v1"
+    });
+    for (authority, expected) in [
+        ("foo.bar.com", "grpc-infra-backend-v2"),
+        ("baz.bar.com", "grpc-infra-backend-v3"),
+        ("boo.bar.com", "grpc-infra-backend-v3"),
+        ("multiple.prefixes.bar.com", "grpc-infra-backend-v3"),
+        ("multiple.prefixes.foo.com", "grpc-infra-backend-v3"),
+        ("foo.com", "UNIMPLEMENTED"),
+        ("no.matching.host", "UNIMPLEMENTED"),
+    ] {
+        assert_eq!(
+            client.answered_at(authority, "Echo", &[]),
+            expected,
+            "{authority}"
+        );
+    }
 }

@@ -24,6 +24,7 @@ use pilot_test_support::certs::Pki;
 use pilot_test_support::{ProcessGuard, openssl_server, openssl_sni_server};
 use serde_json::Value;
 
+use super::grpc::Python;
 use super::http_case::Case;
 use super::tls::curl_https;
 use super::upstreams::{echo_upstream, stream_upstream};
@@ -151,6 +152,14 @@ pub(crate) const STREAM_BACKENDS: [(&str, &str, u16); 5] = [
     (INFRA, "tcp-backend-v3", 3000),
 ];
 
+/// The conformance's gRPC backends in its infra namespace (port 8080,
+/// protocol `GRPC`), started by [`Conformance::with_grpc`] only.
+pub(crate) const GRPC_BACKENDS: [&str; 3] = [
+    "grpc-infra-backend-v1",
+    "grpc-infra-backend-v2",
+    "grpc-infra-backend-v3",
+];
+
 /// The conformance's TLS backends in its infra namespace (port 443),
 /// each with a certificate for `*.example.com` whose subject is its name.
 pub(crate) const TLS_BACKENDS: [&str; 2] = ["tls-backend", "tls-backend-2"];
@@ -167,6 +176,7 @@ pub(crate) struct Conformance {
     /// The CA that signed `tcp-backend`'s certificate.
     ca: PathBuf,
     _tls_backends: Vec<ProcessGuard>,
+    _grpc_backends: Vec<Python>,
     dir: tempfile::TempDir,
 }
 
@@ -184,6 +194,22 @@ impl Conformance {
         served: &[&str],
         upstream: &dyn Fn(&'static str) -> u16,
     ) -> Option<Conformance> {
+        Conformance::build(names, served, upstream, false)
+    }
+
+    /// [`Conformance::with`] and the gRPC backends ([`GRPC_BACKENDS`],
+    /// `server.py` answering each call with its name, the method and the
+    /// metadata it got).
+    pub(crate) fn with_grpc(names: &[&str], served: &[&str]) -> Option<Conformance> {
+        Conformance::build(names, served, &super::named_upstream, true)
+    }
+
+    fn build(
+        names: &[&str],
+        served: &[&str],
+        upstream: &dyn Fn(&'static str) -> u16,
+        grpc: bool,
+    ) -> Option<Conformance> {
         let corpus = pilot_test_support::corpus("gateway-api")?;
         let dir = tempfile::tempdir().unwrap();
         let mut services = String::from("services:\n");
@@ -198,6 +224,14 @@ impl Conformance {
         };
         for (namespace, name) in BACKENDS {
             service(namespace, name, 8080, "HTTP", upstream(name));
+        }
+        let mut grpc_backends = Vec::new();
+        if grpc {
+            for name in GRPC_BACKENDS {
+                let port = super::free_port();
+                grpc_backends.push(Python::server(name, port, dir.path()));
+                service(INFRA, name, 8080, "GRPC", port);
+            }
         }
         let pki = Pki::new(dir.path());
         let ca = pki.ca("ca").unwrap();
@@ -323,6 +357,7 @@ impl Conformance {
             routers,
             ca: ca.cert,
             _tls_backends: tls_backends,
+            _grpc_backends: grpc_backends,
             dir,
         })
     }

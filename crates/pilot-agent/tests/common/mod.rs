@@ -16,6 +16,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub(crate) mod conformance;
+// gRPC for Python's client and server, as pilot-ads's tests drive them.
+#[path = "../../../pilot-ads/tests/support/grpc.rs"]
+pub(crate) mod grpc;
 pub(crate) mod http_case;
 pub(crate) mod netns;
 pub(crate) mod tls;
