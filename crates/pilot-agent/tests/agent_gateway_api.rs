@@ -30,7 +30,8 @@
 //!   policy's SNI, verified with its ConfigMap's CA from
 //!   `--ca-bundles-dir`, over SDS; a mismatched hostname or CA fails; the
 //!   re-encrypt case through an HTTPS listener; the ConfigMap changed),
-//!   BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind.
+//!   BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind,
+//!   BackendTLSPolicySANValidation (DNS and URI names).
 //! - GRPCRoute, with a real gRPC client and servers (gRPC for Python,
 //!   the scripts of `crates/pilot-system-tests/tests/grpc/`): exact
 //!   method matching, header matching, request header modifier, weights,
@@ -2228,6 +2229,65 @@ fn grpc_routes_attach_to_the_listeners_their_hostnames_name() {
             client.answered_at(authority, "Echo", &[]),
             expected,
             "{authority}"
+        );
+    }
+}
+
+#[test]
+fn a_backend_tls_policys_subject_alt_names_decide_which_certificates_it_accepts() {
+    // BackendTLSPolicySANValidation: the backend's certificate (for SNI
+    // abc.example.com) names DNS abc.example.com and URI
+    // spiffe://abc.example.com/test-identity. A policy listing
+    // subjectAltNames accepts a certificate carrying one of them (instead
+    // of the hostname), whether a DNS name or a URI; none of them, a 5xx.
+    let gateway = "same-namespace";
+    let Some(conformance) = Conformance::with(&["backendtlspolicy-san"], &[gateway]) else {
+        return;
+    };
+    let port = conformance.port(gateway, 80);
+    // The backend's answer has no length (HTTP/1.0, ended by closing).
+    let get = |path: &str| {
+        pilot_test_support::http::request(
+            ([127, 0, 0, 1], port).into(),
+            "GET",
+            path,
+            &[("host", "abc.example.com")],
+            b"",
+        )
+        .map_or((0, String::new()), |answer| (answer.code, answer.text()))
+    };
+    let through_tls = |(status, body): &(u16, String)| *status == 200 && body.contains("s_server -www");
+    let failed = |(status, _): &(u16, String)| matches!(status, 500 | 502 | 503);
+    eventually("the backend reached over TLS by its DNS name", || {
+        through_tls(&get("/backendtlspolicy-san-dns"))
+    });
+    for path in ["/backendtlspolicy-san-uri", "/backendtlspolicy-multiple-sans"] {
+        eventually(&format!("{path} reached over TLS"), || through_tls(&get(path)));
+    }
+    for path in [
+        "/backendtlspolicy-san-dns-mismatch",
+        "/backendtlspolicy-san-uri-mismatch",
+        "/backendtlspolicy-multiple-mismatch-sans",
+    ] {
+        let answer = get(path);
+        assert!(failed(&answer), "{path}: {answer:?}");
+    }
+    let accepted = [
+        said("Accepted", "True", "Accepted"),
+        said("ResolvedRefs", "True", "ResolvedRefs"),
+    ];
+    for policy in [
+        "san-dns",
+        "san-dns-mismatch",
+        "san-uri",
+        "san-uri-mismatch",
+        "multiple-sans",
+        "multiple-mismatch-sans",
+    ] {
+        assert_eq!(
+            conformance.policy_conditions(policy, gateway, &accepted),
+            accepted,
+            "{policy}"
         );
     }
 }

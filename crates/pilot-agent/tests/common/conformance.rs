@@ -108,7 +108,7 @@ pub(crate) const CERTIFICATES: [(&str, &str, &str); 3] = [
 /// named `btls`), all served by one TLS backend with a certificate for
 /// `abc.example.com` signed by the test CA, which completes a handshake
 /// only for that SNI.
-pub(crate) const BACKEND_TLS_SERVICES: [(&str, u16); 8] = [
+pub(crate) const BACKEND_TLS_SERVICES: [(&str, u16); 14] = [
     ("backendtlspolicy-test", 443),
     ("backendtlspolicy-host-mismatch-test", 443),
     ("backendtlspolicy-cert-mismatch-test", 443),
@@ -117,6 +117,12 @@ pub(crate) const BACKEND_TLS_SERVICES: [(&str, u16); 8] = [
     ("backendtlspolicy-malformed-ca-certificate-ref-test", 443),
     ("backendtlspolicy-invalid-kind-test", 443),
     ("btls-terminate-tls-backend", 8443),
+    ("backendtlspolicy-san-dns-test", 443),
+    ("backendtlspolicy-san-dns-mismatch-test", 443),
+    ("backendtlspolicy-san-uri-test", 443),
+    ("backendtlspolicy-san-uri-mismatch-test", 443),
+    ("backendtlspolicy-multiple-sans-test", 443),
+    ("backendtlspolicy-multiple-mismatch-sans-test", 443),
 ];
 
 /// The ConfigMaps (of the infra namespace) the BackendTLSPolicy cases
@@ -239,7 +245,9 @@ impl Conformance {
             .leaf(
                 "abc",
                 "ca",
-                "subjectAltName=DNS:abc.example.com\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+                // The URI name for BackendTLSPolicySANValidation.
+                "subjectAltName=DNS:abc.example.com,URI:spiffe://abc.example.com/test-identity\n\
+                 extendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
             )
             .unwrap();
         let (tls_port, tls_backend) = openssl_server(&certificate, None);
