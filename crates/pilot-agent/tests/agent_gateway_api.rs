@@ -31,7 +31,8 @@
 //!   `--ca-bundles-dir`, over SDS; a mismatched hostname or CA fails; the
 //!   re-encrypt case through an HTTPS listener; the ConfigMap changed),
 //!   BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind,
-//!   BackendTLSPolicySANValidation (DNS and URI names).
+//!   BackendTLSPolicySANValidation (DNS and URI names),
+//!   BackendTLSPolicyConflictResolution.
 //! - GRPCRoute, with a real gRPC client and servers (gRPC for Python,
 //!   the scripts of `crates/pilot-system-tests/tests/grpc/`): exact
 //!   method matching, header matching, request header modifier, weights,
@@ -2287,6 +2288,76 @@ fn a_backend_tls_policys_subject_alt_names_decide_which_certificates_it_accepts(
         assert_eq!(
             conformance.policy_conditions(policy, gateway, &accepted),
             accepted,
+            "{policy}"
+        );
+    }
+}
+
+#[test]
+fn of_backend_tls_policies_for_one_port_the_first_applies_and_the_others_say_conflicted() {
+    // BackendTLSPolicyConflictResolution: the backend completes a
+    // handshake for the SNI abc.example.com only. Of two policies for one
+    // Service (or one port of it) created together, the first by name
+    // applies (its SNI other.example.com: the handshake fails, a 5xx) and
+    // the other is not accepted; a policy for a port applies there before
+    // one for the whole Service, which applies on the other port (SNI
+    // abc.example.com: through TLS).
+    let gateway = "same-namespace";
+    let Some(conformance) = Conformance::with(&["backendtlspolicy-conflict-resolution"], &[gateway]) else {
+        return;
+    };
+    let port = conformance.port(gateway, 80);
+    // The backend's answer has no length (HTTP/1.0, ended by closing).
+    let get = |path: &str| {
+        pilot_test_support::http::request(
+            ([127, 0, 0, 1], port).into(),
+            "GET",
+            path,
+            &[("host", "abc.example.com")],
+            b"",
+        )
+        .map_or((0, String::new()), |answer| (answer.code, answer.text()))
+    };
+    let through_tls = |(status, body): &(u16, String)| *status == 200 && body.contains("s_server -www");
+    let failed = |(status, _): &(u16, String)| matches!(status, 500 | 502 | 503);
+    eventually("port 8443 reached over TLS by the whole Service's policy", || {
+        through_tls(&get("/backendtlspolicy-not-conflicted-without-section-name"))
+    });
+    for path in [
+        "/backendtlspolicy-not-conflicted-with-section-name",
+        "/backendtlspolicy-conflicted-without-section-name",
+        "/backendtlspolicy-conflicted-with-section-name",
+    ] {
+        let answer = get(path);
+        assert!(failed(&answer), "{path}: {answer:?}");
+    }
+    let accepted = [
+        said("Accepted", "True", "Accepted"),
+        said("ResolvedRefs", "True", "ResolvedRefs"),
+    ];
+    for policy in [
+        "conflicted-without-section-name-1",
+        "conflicted-with-section-name-1",
+        "not-conflicted-with-section-name",
+        "not-conflicted-without-section-name",
+    ] {
+        assert_eq!(
+            conformance.policy_conditions(policy, gateway, &accepted),
+            accepted,
+            "{policy}"
+        );
+    }
+    let conflicted = [
+        said("Accepted", "False", "Conflicted"),
+        said("ResolvedRefs", "True", "ResolvedRefs"),
+    ];
+    for policy in [
+        "conflicted-without-section-name-2",
+        "conflicted-with-section-name-2",
+    ] {
+        assert_eq!(
+            conformance.policy_conditions(policy, gateway, &conflicted),
+            conflicted,
             "{policy}"
         );
     }

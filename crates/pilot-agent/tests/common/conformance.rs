@@ -125,6 +125,23 @@ pub(crate) const BACKEND_TLS_SERVICES: [(&str, u16); 14] = [
     ("backendtlspolicy-multiple-mismatch-sans-test", 443),
 ];
 
+/// More Services of that backend, whose ports' names BackendTLSPolicies'
+/// `sectionName`s name (BackendTLSPolicyConflictResolution).
+pub(crate) const BACKEND_TLS_NAMED_PORTS: [(&str, &[(&str, u16)]); 3] = [
+    (
+        "backendtlspolicy-conflicted-without-section-name-test",
+        &[("https", 443)],
+    ),
+    (
+        "backendtlspolicy-conflicted-with-section-name-test",
+        &[("https-1", 443)],
+    ),
+    (
+        "backendtlspolicy-not-conflicted-test",
+        &[("https-1", 443), ("https-2", 8443)],
+    ),
+];
+
 /// The ConfigMaps (of the infra namespace) the BackendTLSPolicy cases
 /// name, as `--ca-bundles-dir` holds them: the test CA, another CA that
 /// signed nothing the backends present, and a `ca.crt` that holds no
@@ -282,6 +299,13 @@ impl Conformance {
         tls_backends.push(sni_backend);
         for (name, port) in BACKEND_TLS_SERVICES {
             services.push_str(&service_entry(INFRA, name, &[("btls", port, "TCP", sni_port)]));
+        }
+        for (name, ports) in BACKEND_TLS_NAMED_PORTS {
+            let ports: Vec<(&str, u16, &str, u16)> = ports
+                .iter()
+                .map(|(port_name, port)| (*port_name, *port, "TCP", sni_port))
+                .collect();
+            services.push_str(&service_entry(INFRA, name, &ports));
         }
         let bundles = dir.path().join("ca-bundles");
         let other_ca = pki.ca("other-ca").unwrap();
