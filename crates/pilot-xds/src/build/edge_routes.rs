@@ -47,8 +47,9 @@ impl EdgeRouteConfiguration {
 /// One virtual host of an [`EdgeRouteConfiguration`].
 #[derive(Debug, Clone)]
 pub enum EdgeVirtualHost {
-    /// Built already.
-    Built(VirtualHost),
+    /// Built already (boxed: a virtual host is large, and most are
+    /// gateway hosts).
+    Built(Box<VirtualHost>),
     /// One gateway host of one server, built on demand.
     Gateway(GatewayVirtualHost),
 }
@@ -57,7 +58,7 @@ impl EdgeVirtualHost {
     /// The virtual host.
     pub fn build(&self) -> VirtualHost {
         match self {
-            EdgeVirtualHost::Built(host) => host.clone(),
+            EdgeVirtualHost::Built(host) => (**host).clone(),
             EdgeVirtualHost::Gateway(host) => host.build(),
         }
     }
@@ -73,7 +74,7 @@ impl EdgeVirtualHost {
     /// The virtual host, built (in place) if it was not.
     pub(crate) fn built_mut(&mut self) -> &mut VirtualHost {
         if let EdgeVirtualHost::Gateway(host) = self {
-            *self = EdgeVirtualHost::Built(host.build());
+            *self = EdgeVirtualHost::Built(Box::new(host.build()));
         }
         match self {
             EdgeVirtualHost::Built(host) => host,

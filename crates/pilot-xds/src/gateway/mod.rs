@@ -218,12 +218,12 @@ impl Edge<'_> {
         for server in servers {
             if server.gateway.is_empty() {
                 if domains.insert("*") {
-                    virtual_hosts.push(EdgeVirtualHost::Built(VirtualHost {
+                    virtual_hosts.push(EdgeVirtualHost::Built(Box::new(VirtualHost {
                         name: name.to_string(),
                         domains: vec!["*".into()],
                         routes: self.ingress_rule_routes(server),
                         ..Default::default()
-                    }));
+                    })));
                 }
                 continue;
             }
