@@ -1873,20 +1873,7 @@ fn a_backend_tls_policy_connects_to_its_service_over_tls_as_it_says() {
     ) else {
         return;
     };
-    let port = conformance.port(gateway, 80);
-    // The backend's answer has no length (HTTP/1.0, ended by closing).
-    let get = |path: &str| {
-        pilot_test_support::http::request(
-            ([127, 0, 0, 1], port).into(),
-            "GET",
-            path,
-            &[("host", "abc.example.com")],
-            b"",
-        )
-        .map_or((0, String::new()), |answer| (answer.code, answer.text()))
-    };
-    let through_tls = |(status, body): &(u16, String)| *status == 200 && body.contains("s_server -www");
-    let failed = |(status, _): &(u16, String)| matches!(status, 500 | 502 | 503);
+    let get = |path: &str| get_abc(&conformance, gateway, path);
     eventually("the backend reached over TLS", || {
         through_tls(&get("/backendtlspolicy"))
     });
@@ -2245,52 +2232,38 @@ fn a_backend_tls_policys_subject_alt_names_decide_which_certificates_it_accepts(
     let Some(conformance) = Conformance::with(&["backendtlspolicy-san"], &[gateway]) else {
         return;
     };
-    let port = conformance.port(gateway, 80);
-    // The backend's answer has no length (HTTP/1.0, ended by closing).
-    let get = |path: &str| {
-        pilot_test_support::http::request(
-            ([127, 0, 0, 1], port).into(),
-            "GET",
-            path,
-            &[("host", "abc.example.com")],
-            b"",
-        )
-        .map_or((0, String::new()), |answer| (answer.code, answer.text()))
-    };
-    let through_tls = |(status, body): &(u16, String)| *status == 200 && body.contains("s_server -www");
-    let failed = |(status, _): &(u16, String)| matches!(status, 500 | 502 | 503);
+    let get = |path: &str| get_abc(&conformance, gateway, path);
     eventually("the backend reached over TLS by its DNS name", || {
         through_tls(&get("/backendtlspolicy-san-dns"))
     });
     for path in ["/backendtlspolicy-san-uri", "/backendtlspolicy-multiple-sans"] {
         eventually(&format!("{path} reached over TLS"), || through_tls(&get(path)));
     }
-    for path in [
-        "/backendtlspolicy-san-dns-mismatch",
-        "/backendtlspolicy-san-uri-mismatch",
-        "/backendtlspolicy-multiple-mismatch-sans",
-    ] {
-        let answer = get(path);
-        assert!(failed(&answer), "{path}: {answer:?}");
-    }
-    let accepted = [
-        said("Accepted", "True", "Accepted"),
-        said("ResolvedRefs", "True", "ResolvedRefs"),
-    ];
-    for policy in [
-        "san-dns",
-        "san-dns-mismatch",
-        "san-uri",
-        "san-uri-mismatch",
-        "multiple-sans",
-        "multiple-mismatch-sans",
-    ] {
-        assert_eq!(
-            conformance.policy_conditions(policy, gateway, &accepted),
-            accepted,
-            "{policy}"
-        );
-    }
+    refused(
+        &conformance,
+        gateway,
+        &[
+            "/backendtlspolicy-san-dns-mismatch",
+            "/backendtlspolicy-san-uri-mismatch",
+            "/backendtlspolicy-multiple-mismatch-sans",
+        ],
+    );
+    policies_say(
+        &conformance,
+        gateway,
+        &[
+            "san-dns",
+            "san-dns-mismatch",
+            "san-uri",
+            "san-uri-mismatch",
+            "multiple-sans",
+            "multiple-mismatch-sans",
+        ],
+        &[
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs"),
+        ],
+    );
 }
 
 #[test]
@@ -2306,20 +2279,7 @@ fn of_backend_tls_policies_for_one_port_the_first_applies_and_the_others_say_con
     let Some(conformance) = Conformance::with(&["backendtlspolicy-conflict-resolution"], &[gateway]) else {
         return;
     };
-    let port = conformance.port(gateway, 80);
-    // The backend's answer has no length (HTTP/1.0, ended by closing).
-    let get = |path: &str| {
-        pilot_test_support::http::request(
-            ([127, 0, 0, 1], port).into(),
-            "GET",
-            path,
-            &[("host", "abc.example.com")],
-            b"",
-        )
-        .map_or((0, String::new()), |answer| (answer.code, answer.text()))
-    };
-    let through_tls = |(status, body): &(u16, String)| *status == 200 && body.contains("s_server -www");
-    let failed = |(status, _): &(u16, String)| matches!(status, 500 | 502 | 503);
+    let get = |path: &str| get_abc(&conformance, gateway, path);
     eventually("port 8443 reached over TLS by the whole Service's policy", || {
         through_tls(&get("/backendtlspolicy-not-conflicted-without-section-name"))
     });
@@ -2358,6 +2318,57 @@ fn of_backend_tls_policies_for_one_port_the_first_applies_and_the_others_say_con
         assert_eq!(
             conformance.policy_conditions(policy, gateway, &conflicted),
             conflicted,
+            "{policy}"
+        );
+    }
+}
+
+/// A GET of `path` for `abc.example.com` through `gateway`'s listener on
+/// port 80: the status and the body, `(0, "")` when nothing answered. (A
+/// BackendTLSPolicy case's backend answers HTTP/1.0 with no length, ended
+/// by closing.)
+fn get_abc(conformance: &Conformance, gateway: &str, path: &str) -> (u16, String) {
+    pilot_test_support::http::request(
+        ([127, 0, 0, 1], conformance.port(gateway, 80)).into(),
+        "GET",
+        path,
+        &[("host", "abc.example.com")],
+        b"",
+    )
+    .map_or((0, String::new()), |answer| (answer.code, answer.text()))
+}
+
+/// Whether an answer is the BackendTLSPolicy backend's (openssl's
+/// session page), so reached over TLS.
+fn through_tls((status, body): &(u16, String)) -> bool {
+    *status == 200 && body.contains("s_server -www")
+}
+
+/// Whether the router answered a 5xx (the backend not reached).
+fn failed((status, _): &(u16, String)) -> bool {
+    matches!(status, 500 | 502 | 503)
+}
+
+/// Each of `paths` answered a 5xx (the backend not reached), now.
+fn refused(conformance: &Conformance, gateway: &str, paths: &[&str]) {
+    for path in paths {
+        let answer = get_abc(conformance, gateway, path);
+        assert!(failed(&answer), "{path}: {answer:?}");
+    }
+}
+
+/// Each of the BackendTLSPolicies `policies` says `expected` for its
+/// ancestor `gateway`.
+fn policies_say(
+    conformance: &Conformance,
+    gateway: &str,
+    policies: &[&str],
+    expected: &[(String, String, String)],
+) {
+    for policy in policies {
+        assert_eq!(
+            conformance.policy_conditions(policy, gateway, expected),
+            expected,
             "{policy}"
         );
     }
