@@ -190,6 +190,7 @@ async fn routing_scenarios(delta: bool) {
             ("CDS", 0),
             ("EDS", 0),
             ("LDS", 0),
+            ("SRDS", 0),
             ("RDS", 1),
             ("WDS", 0),
             ("WADS", 0)
@@ -198,7 +199,8 @@ async fn routing_scenarios(delta: bool) {
         server.status()
     );
     for (short, sent) in server.sent_by_type() {
-        // An Envoy is sent Envoy's types; ztunnel's (WDS, WADS) none.
+        // A sidecar is sent the Envoy types it asks for (scopes are an
+        // edge proxy's); ztunnel's (WDS, WADS) none.
         let envoys = ["CDS", "EDS", "LDS", "RDS"].contains(&short);
         assert_eq!(sent > 0, envoys, "{short}: {sent} responses counted as sent");
     }

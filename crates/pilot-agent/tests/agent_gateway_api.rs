@@ -1254,6 +1254,100 @@ fn a_changed_route_is_served_and_its_status_is_of_its_new_generation() {
     assert!(after > before, "generation {before}, then {after}");
 }
 
+/// The hostnames past which a listener's routes are one route
+/// configuration per host (pilot-xds's `SCOPED_MIN_HOSTS`; the test checks
+/// that Envoy holds them so).
+const SCOPED_HOSTS: usize = 100;
+
+#[test]
+fn a_listener_with_many_hostnames_routes_each_host_by_its_own_scope() {
+    let Some(conformance) = Conformance::with(&[], &["same-namespace"]) else {
+        return;
+    };
+    let route = |i: usize, backend: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+             metadata: {{name: scoped-{i}, namespace: {INFRA}}}\n\
+             spec:\n  parentRefs: [{{name: same-namespace}}]\n  hostnames: [scoped-{i}.example.com]\n  \
+             rules:\n  - backendRefs: [{{name: {backend}, port: 8080}}]\n"
+        )
+    };
+    let backend = |i: usize| if i % 2 == 0 { V1 } else { V2 };
+    let routes: Vec<String> = (0..SCOPED_HOSTS).map(|i| route(i, backend(i))).collect();
+    conformance.apply(&routes.join("---\n"));
+    let hosts: Vec<String> = (0..SCOPED_HOSTS)
+        .map(|i| format!("scoped-{i}.example.com"))
+        .collect();
+    let mut cases: Vec<(&str, &str, &str, u16)> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, host)| (host.as_str(), "/", backend(i), 200))
+        .collect();
+    // Domains match whatever their case and with any port; a host no
+    // route names has no route.
+    cases.extend([
+        ("SCOPED-3.Example.COM", "/", V2, 200),
+        ("scoped-4.example.com:8080", "/", V1, 200),
+        ("Scoped-5.example.com:80", "/", V2, 200),
+        ("scoped.example.com", "/", "", 404),
+        ("scoped-4.example.com.", "/", "", 404),
+    ]);
+    conformance.expect("same-namespace", &cases);
+    let router = conformance.router("same-namespace");
+    let (_, dump) = common::get(router.admin_port, "/config_dump");
+    assert!(
+        dump.contains("ScopedRoutesConfigDump") && dump.contains("\"scoped-42.example.com\""),
+        "Envoy holds no scope per host:\n{dump}"
+    );
+
+    // Requests to two hosts no change touches, meanwhile.
+    let port = conformance.port("same-namespace", 80);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let (mut sent, mut failed) = (0u32, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for (host, backend) in [("scoped-0.example.com", V1), ("scoped-1.example.com", V2)] {
+                    sent += 1;
+                    let answer = common::get_by_length(port, host, "/");
+                    if answer != (200, backend.to_string()) {
+                        failed.push((host, answer));
+                    }
+                }
+            }
+            (sent, failed)
+        })
+    };
+    // A route changed, one added (a new host: a new scope), one deleted.
+    conformance.apply(&route(7, V3));
+    conformance.expect("same-namespace", &[("scoped-7.example.com", "/", V3, 200)]);
+    conformance.apply(&route(SCOPED_HOSTS, V3));
+    let added = format!("scoped-{SCOPED_HOSTS}.example.com");
+    conformance.expect(
+        "same-namespace",
+        &[
+            (added.as_str(), "/", V3, 200),
+            ("scoped-7.example.com", "/", V3, 200),
+        ],
+    );
+    conformance.delete(&route(3, V2));
+    conformance.expect(
+        "same-namespace",
+        &[
+            ("scoped-3.example.com", "/", "", 404),
+            (added.as_str(), "/", V3, 200),
+        ],
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (sent, failed) = load.join().unwrap();
+    assert!(
+        sent > 0 && failed.is_empty(),
+        "{} of {sent} requests failed: {failed:?}",
+        failed.len()
+    );
+}
+
 #[test]
 fn a_changed_gateway_and_gateway_class_say_their_new_generation() {
     // GatewayObservedGenerationBump and GatewayClassObservedGenerationBump:

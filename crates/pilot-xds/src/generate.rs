@@ -74,6 +74,7 @@ fn envoy_listeners_routes(
     routes.extend(plan.ingress_routes.iter().map(|r| r.build()));
     Resources {
         listeners: plan.listeners,
+        scoped_routes: plan.scoped_routes,
         routes,
         ..Default::default()
     }

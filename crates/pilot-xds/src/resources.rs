@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
-use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, ScopedRouteConfiguration};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, http_connection_manager,
 };
@@ -22,6 +22,8 @@ pub struct Resources {
     pub endpoints: Vec<ClusterLoadAssignment>,
     /// LDS.
     pub listeners: Vec<Listener>,
+    /// SRDS: an edge proxy's scopes, each naming its route configuration.
+    pub scoped_routes: Vec<ScopedRouteConfiguration>,
     /// RDS.
     pub routes: Vec<RouteConfiguration>,
 }
@@ -32,13 +34,15 @@ impl Resources {
         self.clusters.extend(other.clusters);
         self.endpoints.extend(other.endpoints);
         self.listeners.extend(other.listeners);
+        self.scoped_routes.extend(other.scoped_routes);
         self.routes.extend(other.routes);
     }
 
     /// Checks that the resources refer to each other consistently: unique
     /// names, a load assignment for every EDS cluster and no other, a route
-    /// configuration for every RDS name a listener uses and no other, and a
-    /// cluster for every cluster a route or TCP proxy sends to.
+    /// configuration for every RDS name a listener or a scope uses and no
+    /// other, scopes only when a listener takes its routes from them, and
+    /// a cluster for every cluster a route or TCP proxy sends to.
     pub fn check(&self) -> Result<(), XdsError> {
         let unique = |what: &str, names: Vec<&str>| -> Result<BTreeSet<String>, XdsError> {
             let mut set = BTreeSet::new();
@@ -88,13 +92,23 @@ impl Resources {
             )));
         }
         let mut rds = BTreeSet::new();
-        let rds_of = |any: &envoy_types::pb::google::protobuf::Any| {
-            <HttpConnectionManager as prost::Message>::decode(any.value.as_slice())
-                .ok()
-                .and_then(|manager| match manager.route_specifier {
-                    Some(http_connection_manager::RouteSpecifier::Rds(rds)) => Some(rds.route_config_name),
-                    _ => None,
-                })
+        unique(
+            "scoped route configurations",
+            self.scoped_routes.iter().map(|s| s.name.as_str()).collect(),
+        )?;
+        // The scopes' route configurations, once some connection manager
+        // takes its routes from scopes.
+        let mut scoped = false;
+        let mut rds_of = |any: &envoy_types::pb::google::protobuf::Any| -> Option<String> {
+            let manager = <HttpConnectionManager as prost::Message>::decode(any.value.as_slice()).ok()?;
+            match manager.route_specifier {
+                Some(http_connection_manager::RouteSpecifier::Rds(rds)) => Some(rds.route_config_name),
+                Some(http_connection_manager::RouteSpecifier::ScopedRoutes(_)) => {
+                    scoped = true;
+                    None
+                }
+                _ => None,
+            }
         };
         for listener in &self.listeners {
             // A gRPC client's API listener.
@@ -115,6 +129,17 @@ impl Resources {
                     }
                 }
             }
+        }
+        if scoped {
+            rds.extend(
+                self.scoped_routes
+                    .iter()
+                    .map(|s| s.route_configuration_name.clone()),
+            );
+        } else if !self.scoped_routes.is_empty() {
+            return Err(XdsError::Inconsistent(
+                "scoped route configurations, and no listener takes its routes from scopes".into(),
+            ));
         }
         if rds != routes {
             return Err(XdsError::Inconsistent(format!(

@@ -36,11 +36,14 @@
 
 pub use crate::build::clusters::{EdsCluster, eds_clusters, load_assignment, outbound as outbound_clusters};
 pub use crate::build::destination::route_configurations as destination_route_configurations;
-pub use crate::build::edge_routes::{EdgeRouteConfiguration, EdgeVirtualHost, GatewayVirtualHost};
+pub use crate::build::edge_routes::{
+    EdgeRouteConfiguration, EdgeVirtualHost, GatewayVirtualHost, SCOPED_MIN_HOSTS,
+};
 pub use crate::build::listeners::ListenerPlan;
 pub use crate::build::route_config::{domains, route_configuration};
 pub use crate::build::routes::{admits, admitted, virtual_host_routes};
 pub use crate::build::util::any;
+pub use crate::gateway::SCOPE_HEADER;
 pub use crate::gateway::sni_dnat::{clusters as sni_dnat_clusters, serves_auto_passthrough};
 pub use crate::generate::{generate_inbound, generate_outbound, listener_plan};
 pub use crate::scope::{

@@ -1,7 +1,8 @@
 //! Having the real Envoy check generated configuration (feature
 //! `testing`): the resources become the static resources of a bootstrap
 //! (EDS clusters with their load assignments inlined, RDS listeners with
-//! their route configurations inlined), which `envoy --mode validate`
+//! their route configurations inlined, scoped ones with their scopes and
+//! their route configurations), which `envoy --mode validate`
 //! loads exactly as it would serve them.
 //!
 //! Needs only an Envoy binary, whose path the caller gives (an embedder's
@@ -22,7 +23,7 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
 };
 use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpConnectionManager, http_connection_manager,
+    HttpConnectionManager, ScopedRouteConfigurationsList, http_connection_manager, scoped_routes,
 };
 use prost::Message;
 
@@ -290,14 +291,46 @@ fn inline_routes(listener: &Listener, resources: &Resources) -> Listener {
             if filter.name != "envoy.filters.network.http_connection_manager" {
                 continue;
             }
-            if let Some(http_connection_manager::RouteSpecifier::Rds(rds)) = &manager.route_specifier
-                && let Some(routes) = resources.routes.iter().find(|r| r.name == rds.route_config_name)
-            {
-                manager.route_specifier = Some(http_connection_manager::RouteSpecifier::RouteConfig(
-                    routes.clone(),
-                ));
-                *config = any(&manager);
+            let named = |name: &str| resources.routes.iter().find(|r| r.name == name).cloned();
+            match &mut manager.route_specifier {
+                Some(http_connection_manager::RouteSpecifier::Rds(rds)) => {
+                    if let Some(routes) = named(&rds.route_config_name) {
+                        manager.route_specifier =
+                            Some(http_connection_manager::RouteSpecifier::RouteConfig(routes));
+                    }
+                }
+                // The manager's scopes (those whose key starts with its
+                // name) listed in it, each with its routes inline.
+                Some(http_connection_manager::RouteSpecifier::ScopedRoutes(scoped)) => {
+                    use envoy_types::pb::envoy::config::route::v3::scoped_route_configuration::key::fragment;
+                    let manager_name = Some(fragment::Type::StringKey(scoped.name.clone()));
+                    let scopes = resources
+                        .scoped_routes
+                        .iter()
+                        .filter(|scope| {
+                            scope
+                                .key
+                                .as_ref()
+                                .and_then(|key| key.fragments.first())
+                                .is_some_and(|first| first.r#type == manager_name)
+                        })
+                        .map(|scope| {
+                            let mut scope = scope.clone();
+                            scope.route_configuration = named(&scope.route_configuration_name);
+                            scope.route_configuration_name.clear();
+                            scope
+                        })
+                        .collect();
+                    scoped.config_specifier =
+                        Some(scoped_routes::ConfigSpecifier::ScopedRouteConfigurationsList(
+                            ScopedRouteConfigurationsList {
+                                scoped_route_configurations: scopes,
+                            },
+                        ));
+                }
+                _ => continue,
             }
+            *config = any(&manager);
         }
     }
     listener

@@ -190,3 +190,133 @@ fn proxies_the_selector_does_not_pick_and_sidecars_get_no_gateway() {
     );
     assert!(mesh.model().http_routes("bookinfo.example.com").is_empty());
 }
+
+/// The HTTP connection manager of the listener on `port`'s first chain.
+fn manager_of(
+    resources: &Resources,
+    port: u16,
+) -> envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager
+{
+    use envoy_types::pb::envoy::config::listener::v3::filter;
+    use prost::Message;
+    let chain = &listener(resources, port).unwrap().filter_chains[0];
+    let Some(filter::ConfigType::TypedConfig(config)) = &chain.filters[0].config_type else {
+        panic!("{chain:?}")
+    };
+    Message::decode(config.value.as_slice()).unwrap()
+}
+
+/// A Gateway's server for every host on 8080 and a VirtualService per
+/// host of `hosts`, routed to reviews.
+fn many_hosts(hosts: &[String]) -> MeshConfig {
+    let mut text = String::from(
+        "apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: default}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 8080, name: http, protocol: HTTP}
+    hosts: [\"*\"]
+",
+    );
+    for (i, host) in hosts.iter().enumerate() {
+        text.push_str(&format!(
+            "---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: vs-{i}, namespace: default}}
+spec:
+  hosts: [\"{host}\"]
+  gateways: [edge]
+  http:
+  - route: [{{destination: {{host: reviews}}}}]
+"
+        ));
+    }
+    mesh_of(&text)
+}
+
+#[test]
+fn past_enough_exact_hosts_each_host_gets_its_own_scope_and_route_configuration() {
+    use envoy_types::pb::envoy::config::route::v3::scoped_route_configuration::key::fragment;
+    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+        http_connection_manager::RouteSpecifier, scoped_routes,
+    };
+    let registry = support::registry();
+    let proxy = router(r#"{"istio":"ingressgateway"}"#);
+    let count = pilot_xds::serving::SCOPED_MIN_HOSTS;
+    let mut hosts: Vec<String> = (0..count).map(|i| format!("h{i}.example.com")).collect();
+    hosts[1] = "Upper.Example.com".into();
+    let resources = generate(&proxy, &registry, &many_hosts(&hosts));
+    resources.check().unwrap();
+    let manager = manager_of(&resources, 8080);
+    let Some(RouteSpecifier::ScopedRoutes(scoped)) = &manager.route_specifier else {
+        panic!("not scoped: {:?}", manager.route_specifier)
+    };
+    assert!(
+        matches!(
+            scoped.config_specifier,
+            Some(scoped_routes::ConfigSpecifier::ScopedRds(_))
+        ),
+        "{scoped:?}"
+    );
+    // One scope per host, its key the connection manager's name and the
+    // host in lower case, its routes `http.8080/<host>` holding that host
+    // alone.
+    assert_eq!(resources.scoped_routes.len(), count);
+    for host in &hosts {
+        let name = format!("http.8080/{host}");
+        let scope = resources
+            .scoped_routes
+            .iter()
+            .find(|s| s.route_configuration_name == name)
+            .unwrap_or_else(|| panic!("no scope for {host}"));
+        let key: Vec<_> = scope
+            .key
+            .as_ref()
+            .unwrap()
+            .fragments
+            .iter()
+            .map(|f| f.r#type.clone())
+            .collect();
+        assert_eq!(
+            key,
+            [
+                Some(fragment::Type::StringKey("http.8080".into())),
+                Some(fragment::Type::StringKey(host.to_ascii_lowercase()))
+            ]
+        );
+        let config = routes(&resources, &name);
+        assert_eq!(config.virtual_hosts.len(), 1);
+        assert_eq!(config.virtual_hosts[0].domains, [host.clone()]);
+        assert!(config.ignore_port_in_host_matching);
+        assert_eq!(
+            config.request_headers_to_remove,
+            [pilot_xds::serving::SCOPE_HEADER]
+        );
+    }
+    assert_eq!(resources.routes.len(), count);
+    // The host is made lower case before anything else.
+    assert_eq!(manager.http_filters[0].name, "envoy.filters.http.lua");
+    testing::validate(&pilot_test_support::envoy_binary(), &proxy.node_id(), &resources).unwrap();
+
+    // One host fewer, or one wildcard host among them: one route
+    // configuration, over RDS.
+    for hosts in [
+        hosts[1..].to_vec(),
+        [hosts.clone(), vec!["*.wild.example.com".to_string()]].concat(),
+    ] {
+        let resources = generate(&proxy, &registry, &many_hosts(&hosts));
+        resources.check().unwrap();
+        let manager = manager_of(&resources, 8080);
+        assert!(
+            matches!(&manager.route_specifier, Some(RouteSpecifier::Rds(rds)) if rds.route_config_name == "http.8080"),
+            "{:?}",
+            manager.route_specifier
+        );
+        assert_eq!(routes(&resources, "http.8080").virtual_hosts.len(), hosts.len());
+        assert!(resources.scoped_routes.is_empty());
+        assert_ne!(manager.http_filters[0].name, "envoy.filters.http.lua");
+    }
+}

@@ -25,6 +25,7 @@ use prost::encoding::{WireType, encode_key, encode_varint};
 /// `.ignore_port_in_host_matching`.
 const CONFIG_NAME: u32 = 1;
 const CONFIG_VIRTUAL_HOSTS: u32 = 2;
+const CONFIG_REQUEST_HEADERS_TO_REMOVE: u32 = 8;
 const CONFIG_VALIDATE_CLUSTERS: u32 = 7;
 const CONFIG_IGNORE_PORT_IN_HOST_MATCHING: u32 = 14;
 
@@ -101,6 +102,10 @@ impl EdgeHosts {
         // configuration runs to hundreds of kilobytes.
         let size = prost::encoding::string::encoded_len(CONFIG_NAME, &config.name)
             + entries.iter().map(Bytes::len).sum::<usize>()
+            + prost::encoding::string::encoded_len_repeated(
+                CONFIG_REQUEST_HEADERS_TO_REMOVE,
+                &config.request_headers_to_remove,
+            )
             + prost::encoding::message::encoded_len(CONFIG_VALIDATE_CLUSTERS, &validate)
             + 2;
         let mut out = Vec::with_capacity(size);
@@ -108,6 +113,13 @@ impl EdgeHosts {
         for entry in &entries {
             out.extend_from_slice(entry);
         }
+        // In the order prost writes the fields: the removed headers (8)
+        // before `validate_clusters` (7).
+        prost::encoding::string::encode_repeated(
+            CONFIG_REQUEST_HEADERS_TO_REMOVE,
+            &config.request_headers_to_remove,
+            &mut out,
+        );
         prost::encoding::message::encode(CONFIG_VALIDATE_CLUSTERS, &validate, &mut out);
         if config.ignore_port_in_host_matching {
             encode_key(CONFIG_IGNORE_PORT_IN_HOST_MATCHING, WireType::Varint, &mut out);

@@ -75,7 +75,7 @@ impl Generated {
         Generated { types }
     }
 
-    pub(crate) fn from_types(types: [(&'static str, Arc<EncodedType>); 4]) -> Self {
+    pub(crate) fn from_types(types: [(&'static str, Arc<EncodedType>); ORDER.len()]) -> Self {
         Generated {
             types: types.into_iter().collect(),
         }
@@ -92,13 +92,17 @@ impl Generated {
 }
 
 /// The xDS types this server serves, in push order.
-pub(crate) const ORDER: [(&str, &str); 4] = [
+pub(crate) const ORDER: [(&str, &str); 5] = [
     ("CDS", "type.googleapis.com/envoy.config.cluster.v3.Cluster"),
     (
         "EDS",
         "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
     ),
     ("LDS", "type.googleapis.com/envoy.config.listener.v3.Listener"),
+    (
+        "SRDS",
+        "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration",
+    ),
     (
         "RDS",
         "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
@@ -122,6 +126,11 @@ pub(crate) fn named(resources: &Resources, short: &str) -> Vec<(String, Any)> {
             .listeners
             .iter()
             .map(|l| (l.name.clone(), any(l)))
+            .collect(),
+        "SRDS" => resources
+            .scoped_routes
+            .iter()
+            .map(|s| (s.name.clone(), any(s)))
             .collect(),
         _ => resources
             .routes

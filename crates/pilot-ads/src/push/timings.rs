@@ -95,7 +95,7 @@ pub(crate) struct Timings {
     pub(crate) debounce: AtomicHistogram,
     pub(crate) build: AtomicHistogram,
     pub(crate) queue: AtomicHistogram,
-    pub(crate) push: [AtomicHistogram; 4],
+    pub(crate) push: [AtomicHistogram; XdsType::ALL.len()],
     pub(crate) convergence: AtomicHistogram,
 }
 
@@ -122,8 +122,8 @@ pub struct PushTimings {
     /// Publication → a stream taking it, per proxy and push.
     pub queue: DurationHistogram,
     /// Making and handing over one type's response, per proxy, push and
-    /// type, by type (`cds`, `eds`, `lds`, `rds`).
-    pub push: [(&'static str, DurationHistogram); 4],
+    /// type, by type (`cds`, `eds`, `lds`, `srds`, `rds`).
+    pub push: [(&'static str, DurationHistogram); XdsType::ALL.len()],
     /// First change → the proxy handed every response of the push, per
     /// proxy and push.
     pub convergence: DurationHistogram,

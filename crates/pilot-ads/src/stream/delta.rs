@@ -89,7 +89,7 @@ impl Subscription {
 
 /// An incremental stream's subscriptions, by type.
 pub(super) struct Delta {
-    subscriptions: [Option<Subscription>; 4],
+    subscriptions: [Option<Subscription>; XdsType::ALL.len()],
 }
 
 impl Protocol for Delta {

@@ -47,7 +47,7 @@ struct Subscription {
 
 /// A state-of-the-world stream's subscriptions, by type.
 pub(super) struct Sotw {
-    subscriptions: [Option<Subscription>; 4],
+    subscriptions: [Option<Subscription>; XdsType::ALL.len()],
 }
 
 impl Protocol for Sotw {

@@ -3,8 +3,8 @@
 //! considerations").
 //!
 //! Clusters are named by route configurations and listeners, load
-//! assignments by clusters, route configurations by listeners. A push
-//! sends additions first (CDS, EDS, LDS, RDS), so nothing refers to what
+//! assignments by clusters, route configurations by listeners and scopes.
+//! A push sends additions first (CDS, EDS, LDS, SRDS, RDS), so nothing refers to what
 //! the proxy lacks; but a removal sent in that order would reach the proxy
 //! while the routes it holds still name what was removed (a request routed
 //! there fails: Envoy's `no_cluster`, gRPC's "Cluster resource ... does
@@ -15,7 +15,7 @@
 //! stream does not name it in `removed_resources` yet.
 //!
 //! A removal is released once the proxy has applied (ACKed, or ACKed a
-//! later response of) the listener and route configuration responses sent
+//! later response of) the listener, scope and route configuration responses sent
 //! up to the end of the push that removed it: from then on, every listener
 //! and route it holds comes from a configuration without the resource.
 //! Then the session sends clusters, load assignments and route
@@ -46,7 +46,7 @@ pub(super) const MAX_WITHHELD: usize = 16_384;
 /// A stream's withheld removals, by type.
 #[derive(Default)]
 pub(super) struct Withheld {
-    types: [HashMap<Arc<str>, Removal>; 4],
+    types: [HashMap<Arc<str>, Removal>; XdsType::ALL.len()],
 }
 
 /// One withheld removal: what the proxy still holds of the resource.
@@ -81,11 +81,12 @@ enum State {
     Released,
 }
 
-/// The nonces (as numbers; 0 for none) of the latest listener and route
-/// configuration responses sent when a removal was decided.
+/// The nonces (as numbers; 0 for none) of the latest listener, scope and
+/// route configuration responses sent when a removal was decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Point {
     pub(super) listeners: u64,
+    pub(super) scopes: u64,
     pub(super) routes: u64,
 }
 
@@ -97,7 +98,9 @@ impl Withheld {
     /// names every removal).
     pub(super) fn applies(t: XdsType, omission_removes: bool) -> bool {
         match t {
-            XdsType::Listener => false,
+            // Nothing names a scope: an HTTP connection manager takes
+            // every scope its key builder finds.
+            XdsType::Listener | XdsType::ScopedRoute => false,
             XdsType::Cluster => true,
             XdsType::Endpoint | XdsType::Route => !omission_removes,
             // ztunnel's types are not Envoy's: no Envoy resource refers
@@ -186,6 +189,7 @@ impl Withheld {
             for removal in map.values_mut() {
                 if let State::Waiting(point) = removal.state
                     && point.listeners <= applied.listeners
+                    && point.scopes <= applied.scopes
                     && point.routes <= applied.routes
                 {
                     removal.state = State::Released;
@@ -222,7 +226,11 @@ mod tests {
     use super::*;
 
     fn point(listeners: u64, routes: u64) -> Point {
-        Point { listeners, routes }
+        Point {
+            listeners,
+            scopes: 0,
+            routes,
+        }
     }
 
     #[test]

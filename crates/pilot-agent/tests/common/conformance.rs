@@ -520,6 +520,16 @@ impl Conformance {
         );
     }
 
+    /// Deletes the objects of the manifest `text`.
+    pub(crate) fn delete(&self, text: &str) {
+        pilotctl_file(&self.discovery, self.dir.path(), "delete", text);
+    }
+
+    /// The router serving Gateway `gateway`.
+    pub(crate) fn router(&self, gateway: &str) -> &Agent {
+        &self.routers[gateway]
+    }
+
     /// Each listener's `attachedRoutes` of Gateway `gateway`, once its
     /// status says.
     pub(crate) fn attached_routes(&self, gateway: &str) -> Vec<Value> {
@@ -892,15 +902,20 @@ fn gateway_name(document: &str) -> Option<String> {
 }
 
 fn apply(discovery: &Discovery, dir: &Path, text: &str) {
+    pilotctl_file(discovery, dir, "apply", text);
+}
+
+/// `pilotctl VERB -f` a file holding `text`, which must succeed.
+fn pilotctl_file(discovery: &Discovery, dir: &Path, verb: &str, text: &str) {
     let file = dir.join("conformance.yaml");
     std::fs::write(&file, text).unwrap();
-    let applied = pilot_test_support::pilotctl(
+    let done = pilot_test_support::pilotctl(
         Some(&discovery.url),
-        &["apply", "-f", file.to_str().unwrap()],
+        &[verb, "-f", file.to_str().unwrap()],
         &[],
         None,
     );
-    assert_eq!(applied.code, 0, "{}{}", applied.stdout, applied.stderr);
+    assert_eq!(done.code, 0, "{verb}: {}{}", done.stdout, done.stderr);
 }
 
 pub(crate) const V1: &str = "infra-backend-v1";

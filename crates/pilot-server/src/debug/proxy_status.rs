@@ -44,7 +44,8 @@ pub(crate) fn to_json(
     let mut list: Vec<Value> = proxies
         .iter()
         .map(|(replica, proxy)| {
-            // A ztunnel's types (WDS, WADS), an Envoy's (CDS, EDS, LDS, RDS).
+            // A ztunnel's types (WDS, WADS), an Envoy's (CDS, EDS, LDS, RDS,
+            // and SRDS for an edge proxy).
             let types: serde_json::Map<String, Value> = types_of(&proxy.node_id)
                 .iter()
                 .map(|name| {

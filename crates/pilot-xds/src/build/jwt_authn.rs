@@ -104,7 +104,15 @@ pub(crate) fn authenticate(chain: &mut FilterChain, policies: &[&JwtPolicy]) {
         .http_filters
         .iter()
         .position(|f| AUTHORIZATION_FILTERS.contains(&f.name.as_str()))
-        .unwrap_or(0);
+        // After the filter making the host lower case, which goes first.
+        .unwrap_or_else(|| {
+            usize::from(
+                manager
+                    .http_filters
+                    .first()
+                    .is_some_and(|f| f.name == super::listeners::LUA_FILTER),
+            )
+        });
     manager.http_filters.insert(
         at,
         HttpFilter {

@@ -40,6 +40,10 @@ pub struct ListenerPlan {
     ///
     /// [`EdgeRouteConfiguration::build`]: crate::serving::EdgeRouteConfiguration::build
     pub ingress_routes: Vec<super::edge_routes::EdgeRouteConfiguration>,
+    /// An edge proxy's scopes (SRDS): for a connection manager with many
+    /// hosts, one per host, each naming its route configuration among
+    /// `ingress_routes`.
+    pub scoped_routes: Vec<envoy_types::pb::envoy::config::route::v3::ScopedRouteConfiguration>,
 }
 
 /// A listener on `address:port` with one filter chain; `bind`: whether it
@@ -69,17 +73,30 @@ pub(crate) fn route_to(cluster: &str, prefix: &str) -> Route {
     }
 }
 
+/// The Lua filter's name (an edge proxy's scoped routes make the host
+/// lower case with it, before any other filter).
+pub(crate) const LUA_FILTER: &str = "envoy.filters.http.lua";
+
 /// The HTTP connection manager with the fault, CORS and router filters.
 pub(crate) fn http_filter_chain(
     stat_prefix: &str,
     routes: http_connection_manager::RouteSpecifier,
+) -> FilterChain {
+    http_filter_chain_with(stat_prefix, routes, |_| {})
+}
+
+/// [`http_filter_chain`] with the connection manager changed by `edit`.
+pub(crate) fn http_filter_chain_with(
+    stat_prefix: &str,
+    routes: http_connection_manager::RouteSpecifier,
+    edit: impl FnOnce(&mut HttpConnectionManager),
 ) -> FilterChain {
     let filter = |name: &str, config| HttpFilter {
         name: name.to_string(),
         config_type: Some(http_filter::ConfigType::TypedConfig(config)),
         ..Default::default()
     };
-    let manager = HttpConnectionManager {
+    let mut manager = HttpConnectionManager {
         stat_prefix: stat_prefix.to_string(),
         route_specifier: Some(routes),
         http_filters: vec![
@@ -94,6 +111,7 @@ pub(crate) fn http_filter_chain(
         }],
         ..Default::default()
     };
+    edit(&mut manager);
     FilterChain {
         filters: vec![Filter {
             name: "envoy.filters.network.http_connection_manager".into(),

@@ -31,11 +31,18 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
+use envoy_types::pb::envoy::config::common::mutation_rules::v3 as mutation_rules;
+use envoy_types::pb::envoy::config::core::v3::{
+    DataSource, HeaderValue, HeaderValueOption, TypedExtensionConfig, data_source, header_value_option,
+};
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch};
 use envoy_types::pb::envoy::config::route::v3::VirtualHost;
+use envoy_types::pb::envoy::config::route::v3::{ScopedRouteConfiguration, scoped_route_configuration};
+use envoy_types::pb::envoy::extensions::filters::http::lua::v3::Lua;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    Rds, http_connection_manager,
+    HttpFilter, Rds, ScopedRds, ScopedRoutes, http_connection_manager, http_filter, scoped_routes,
 };
+use envoy_types::pb::envoy::extensions::http::early_header_mutation::header_mutation::v3::HeaderMutation as EarlyHeaderMutation;
 use pilot_model::{Labels, Protocol, ServiceDiscovery, ServiceInstance};
 use pilot_routing::{IngressServer, PortSelector, RoutingModel};
 
@@ -43,9 +50,13 @@ mod l4;
 pub(crate) mod sni_dnat;
 
 use crate::build::downstream_tls::server_socket;
-use crate::build::edge_routes::{EdgeRouteConfiguration, EdgeVirtualHost, GatewayVirtualHost};
-use crate::build::listeners::{ListenerPlan, http_filter_chain, listener, route_to};
-use crate::build::util::ads;
+use crate::build::edge_routes::{
+    EdgeRouteConfiguration, EdgeVirtualHost, GatewayVirtualHost, SCOPED_MIN_HOSTS,
+};
+use crate::build::listeners::{
+    LUA_FILTER, ListenerPlan, http_filter_chain, http_filter_chain_with, listener, route_to,
+};
+use crate::build::util::{ads, any};
 use crate::{ClusterName, Proxy, ProxyType};
 
 /// The listeners and route configurations of an edge proxy (ingress or
@@ -157,9 +168,7 @@ impl Edge<'_> {
         } else {
             format!("http.{port}")
         };
-        plan.ingress_routes
-            .push(self.route_configuration(&name, port, &servers));
-        let chain = rds_chain(&name);
+        let chain = routes_chain(self.route_configuration(&name, port, &servers), plan);
         plan.listeners
             .push(listener(&format!("0.0.0.0_{port}"), "0.0.0.0", port, true, chain));
     }
@@ -187,9 +196,7 @@ impl Edge<'_> {
                 let (namespace, gateway) = server.gateway.split_once('/').unwrap_or(("", &server.gateway));
                 format!("https.{port}.{}.{gateway}.{namespace}", server.port_name)
             };
-            plan.ingress_routes
-                .push(self.route_configuration(&name, port, &[server]));
-            let mut chain = rds_chain(&name);
+            let mut chain = routes_chain(self.route_configuration(&name, port, &[server]), plan);
             chain.transport_socket = Some(server_socket(tls, Protocol::Http));
             if !names.is_empty() {
                 chain.filter_chain_match = Some(FilterChainMatch {
@@ -252,6 +259,7 @@ impl Edge<'_> {
             name: name.to_string(),
             virtual_hosts,
             ignore_port_in_host_matching: gateway,
+            request_headers_to_remove: Vec::new(),
         }
     }
 
@@ -281,13 +289,136 @@ impl Edge<'_> {
     }
 }
 
-/// The HTTP connection manager taking its routes from RDS `name`.
-fn rds_chain(name: &str) -> FilterChain {
-    http_filter_chain(
-        name,
-        http_connection_manager::RouteSpecifier::Rds(Rds {
-            config_source: Some(ads()),
-            route_config_name: name.to_string(),
+/// The HTTP connection manager taking its routes from `config` (added to
+/// `plan`): over RDS as one route configuration, or, with
+/// [`SCOPED_MIN_HOSTS`] exact hosts or more, as one per host, each with
+/// its scope (SRDS), the request's host picking the scope
+/// ([`EdgeRouteConfiguration::by_host`]): a change to one host then sends
+/// Envoy that host's routes alone.
+fn routes_chain(config: EdgeRouteConfiguration, plan: &mut ListenerPlan) -> FilterChain {
+    let Some(by_host) = config.by_host(SCOPED_MIN_HOSTS) else {
+        let chain = http_filter_chain(
+            &config.name,
+            http_connection_manager::RouteSpecifier::Rds(Rds {
+                config_source: Some(ads()),
+                route_config_name: config.name.clone(),
+            }),
+        );
+        plan.ingress_routes.push(config);
+        return chain;
+    };
+    let string_key = |key: &str| scoped_route_configuration::key::Fragment {
+        r#type: Some(scoped_route_configuration::key::fragment::Type::StringKey(
+            key.to_string(),
+        )),
+    };
+    for (key, mut host) in by_host {
+        plan.scoped_routes.push(ScopedRouteConfiguration {
+            name: host.name.clone(),
+            route_configuration_name: host.name.clone(),
+            key: Some(scoped_route_configuration::Key {
+                fragments: vec![string_key(&config.name), string_key(&key)],
+            }),
+            ..Default::default()
+        });
+        host.request_headers_to_remove = vec![SCOPE_HEADER.to_string()];
+        plan.ingress_routes.push(host);
+    }
+    http_filter_chain_with(
+        &config.name,
+        http_connection_manager::RouteSpecifier::ScopedRoutes(ScopedRoutes {
+            name: config.name.clone(),
+            scope_key_builder: Some(scope_key()),
+            rds_config_source: Some(ads()),
+            config_specifier: Some(scoped_routes::ConfigSpecifier::ScopedRds(ScopedRds {
+                scoped_rds_config_source: Some(ads()),
+                ..Default::default()
+            })),
         }),
+        |manager| {
+            manager.early_header_mutation_extensions = vec![name_the_manager(&config.name)];
+            manager.http_filters.insert(0, lower_case_host());
+        },
     )
+}
+
+/// The header a connection manager with scoped routes sets to its own
+/// name on every request before its scope is chosen (whatever the client
+/// sent in it): the scopes Envoy is sent are the proxy's, every such
+/// connection manager's, so a scope's key starts with the name of the
+/// manager it belongs to. The route configurations remove it before a
+/// request goes on.
+pub const SCOPE_HEADER: &str = "x-pilot-scope";
+
+/// The early header mutation setting [`SCOPE_HEADER`] to `name`.
+fn name_the_manager(name: &str) -> TypedExtensionConfig {
+    let mutation = EarlyHeaderMutation {
+        mutations: vec![mutation_rules::HeaderMutation {
+            action: Some(mutation_rules::header_mutation::Action::Append(
+                HeaderValueOption {
+                    header: Some(HeaderValue {
+                        key: SCOPE_HEADER.into(),
+                        value: name.into(),
+                        ..Default::default()
+                    }),
+                    append_action: header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd as i32,
+                    ..Default::default()
+                },
+            )),
+        }],
+    };
+    TypedExtensionConfig {
+        name: "envoy.http.early_header_mutation.header_mutation".into(),
+        typed_config: Some(any(&mutation)),
+    }
+}
+
+/// A scope's key: the connection manager's name ([`SCOPE_HEADER`]), then
+/// the request's host (`:authority`) up to any `:port`.
+fn scope_key() -> scoped_routes::ScopeKeyBuilder {
+    use scoped_routes::scope_key_builder::{FragmentBuilder, fragment_builder};
+    let header = |name: &str, element_separator: &str| FragmentBuilder {
+        r#type: Some(fragment_builder::Type::HeaderValueExtractor(
+            fragment_builder::HeaderValueExtractor {
+                name: name.into(),
+                element_separator: element_separator.into(),
+                extract_type: Some(fragment_builder::header_value_extractor::ExtractType::Index(0)),
+            },
+        )),
+    };
+    scoped_routes::ScopeKeyBuilder {
+        fragments: vec![header(SCOPE_HEADER, ""), header(":authority", ":")],
+    }
+}
+
+/// The source of [`lower_case_host`]'s Lua filter.
+const LOWER_CASE_HOST: &str = "function envoy_on_request(handle)
+  local headers = handle:headers()
+  local host = headers:get(\":authority\")
+  if host ~= nil then
+    local lower = string.lower(host)
+    if lower ~= host then
+      headers:replace(\":authority\", lower)
+    end
+  end
+end
+";
+
+/// The filter making a request's host lower case before its route is
+/// chosen: Envoy matches a virtual host's domains case-insensitively but
+/// a scope's key exactly, so `Example.COM` would find no scope. Changing
+/// the header makes Envoy pick the scope and the route again; a host in
+/// lower case already (what clients send) is left as it is.
+fn lower_case_host() -> HttpFilter {
+    HttpFilter {
+        name: LUA_FILTER.into(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(any(&Lua {
+            default_source_code: Some(DataSource {
+                specifier: Some(data_source::Specifier::InlineString(LOWER_CASE_HOST.into())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))),
+        ..Default::default()
+    }
 }

@@ -140,6 +140,7 @@ impl GeneratedCache {
                             class.clone(),
                             (
                                 Arc::clone(&generated.types["LDS"]),
+                                Arc::clone(&generated.types["SRDS"]),
                                 Arc::clone(&generated.types["RDS"]),
                             ),
                         )
@@ -300,8 +301,8 @@ impl GeneratedCache {
                     .await;
                 let eds = self.envoy_eds(registry, mesh).await;
                 let reused = self.previous.as_ref().and_then(|p| p.classes.get(&class));
-                let (lds, rds) = match reused {
-                    Some((lds, rds)) => (Arc::clone(lds), Arc::clone(rds)),
+                let (lds, srds, rds) = match reused {
+                    Some((lds, srds, rds)) => (Arc::clone(lds), Arc::clone(srds), Arc::clone(rds)),
                     None => {
                         let listeners = self.envoy_listeners(proxy, registry, mesh, &own).await;
                         let namespaces = self.namespaces.get_or_init(|| {
@@ -324,13 +325,14 @@ impl GeneratedCache {
                             })
                             .await
                             .clone();
-                        (Arc::clone(&listeners.lds), rds)
+                        (Arc::clone(&listeners.lds), Arc::clone(&listeners.srds), rds)
                     }
                 };
                 Arc::new(Generated::from_types([
                     ("CDS", cds),
                     ("EDS", eds),
                     ("LDS", lds),
+                    ("SRDS", srds),
                     ("RDS", rds),
                 ]))
             })
@@ -470,7 +472,7 @@ impl GeneratedCache {
                 .iter()
                 .map(|config| {
                     let value = Any {
-                        type_url: ORDER[3].1.to_string(),
+                        type_url: ORDER[4].1.to_string(),
                         value: self.edge_hosts.route_configuration(config),
                     };
                     (config.name.clone(), value)
@@ -478,10 +480,12 @@ impl GeneratedCache {
                 .collect();
             let resources = Resources {
                 listeners: plan.listeners,
+                scoped_routes: plan.scoped_routes,
                 ..Default::default()
             };
             Arc::new(ListenerPart {
                 lds: Arc::new(EncodedType::new(ORDER[2].1, named(&resources, "LDS"))),
+                srds: Arc::new(EncodedType::new(ORDER[3].1, named(&resources, "SRDS"))),
                 http_ports: plan.http_ports.into_iter().collect(),
                 destination_ports: plan.destination_ports.into_iter().collect(),
                 ingress_routes,
@@ -528,7 +532,7 @@ impl GeneratedCache {
                     &self.virtual_hosts,
                 );
                 let value = Any {
-                    type_url: ORDER[3].1.to_string(),
+                    type_url: ORDER[4].1.to_string(),
                     value: encoded.to_vec(),
                 };
                 (route_config_name(port), value)
@@ -538,14 +542,14 @@ impl GeneratedCache {
             let configs = destination_route_configurations(port, &services, model, proxy, own);
             resources.extend(configs.iter().map(|config| {
                 let value = Any {
-                    type_url: ORDER[3].1.to_string(),
+                    type_url: ORDER[4].1.to_string(),
                     value: config.encode_to_vec(),
                 };
                 (config.name.clone(), value)
             }));
         }
         resources.extend(listeners.ingress_routes.iter().cloned());
-        let encoded = EncodedType::new(ORDER[3].1, resources);
+        let encoded = EncodedType::new(ORDER[4].1, resources);
         // Classes whose route configurations came out the same (namespaces
         // without services of their own, say) share one copy.
         let mut interned = self.routes.lock().unwrap_or_else(|p| p.into_inner());
@@ -637,8 +641,8 @@ struct Previous {
     cds: HashMap<CdsKey, Arc<EncodedType>>,
     /// Taken (and so freed) once this push's are built.
     eds: Mutex<Option<Arc<EncodedType>>>,
-    /// Envoy classes' listeners and route configurations.
-    classes: HashMap<ProxyClass, (Arc<EncodedType>, Arc<EncodedType>)>,
+    /// Envoy classes' listeners, scopes and route configurations.
+    classes: HashMap<ProxyClass, (Arc<EncodedType>, Arc<EncodedType>, Arc<EncodedType>)>,
     /// Scoped Envoy classes' configurations, each with the hosts whose
     /// instances changed since: one whose scope holds such a host gets it
     /// again with those hosts' load assignments replaced
@@ -683,6 +687,8 @@ fn scoped_since(
 /// proxy type and capture mode, with what its route configurations need.
 struct ListenerPart {
     lds: Arc<EncodedType>,
+    /// An edge proxy's scopes (SRDS), none for others.
+    srds: Arc<EncodedType>,
     /// The outbound HTTP ports: one route configuration each.
     http_ports: Vec<u16>,
     /// The outbound HTTP ports routed by Service address

@@ -12,15 +12,15 @@
 //!   thing again (only a later change, or a new subscription, answers).
 //!   A request with an older nonce records nothing (a newer response is on
 //!   its way).
-//! - Make before break. A push sends, in the order CDS, EDS, LDS, RDS,
-//!   what changed; after CDS changed, the load assignments of the changed
-//!   clusters are sent again, new ones before the proxy subscribes to them
-//!   (a new or changed cluster warms, waiting for its assignment, before
-//!   any route names it); after LDS changed, the route configurations are
-//!   sent again (a changed listener's connection manager subscribes
-//!   afresh). Removals go the other way: a removed cluster (for delta,
+//! - Make before break. A push sends, in the order CDS, EDS, LDS, SRDS,
+//!   RDS, what changed; after CDS changed, the load assignments of the
+//!   changed clusters are sent again, new ones before the proxy subscribes
+//!   to them (a new or changed cluster warms, waiting for its assignment,
+//!   before any route names it); after LDS changed, the scopes and route
+//!   configurations are sent again (a changed listener's connection
+//!   manager subscribes afresh). Removals go the other way: a removed cluster (for delta,
 //!   also a load assignment or route configuration) is withheld until the
-//!   proxy has ACKed the listeners and routes of the push that removed it,
+//!   proxy has ACKed the listeners, scopes and routes of the push that removed it,
 //!   then sent (`withheld.rs`).
 //! - Blast radius. A NACK is blamed on the objects the refused content
 //!   brought: those the first response of the type refused since the
@@ -203,14 +203,14 @@ pub(super) struct Session {
     /// rejected them.
     left_out: LeftOut,
     /// Per type, what its responses were generated from.
-    inputs: [TypeInputs; 4],
+    inputs: [TypeInputs; XdsType::ALL.len()],
     responses: Responses,
     snapshot: Option<Arc<MeshSnapshot>>,
     generated: Option<ProxyConfig>,
-    sent: [Sent; 4],
+    sent: [Sent; XdsType::ALL.len()],
     /// Per type, the nonce (as a number) of the latest response the proxy
     /// ACKed: it has applied that response and every one before it.
-    applied: [u64; 4],
+    applied: [u64; XdsType::ALL.len()],
     /// Removals not sent yet: the routes and listeners the proxy applied
     /// may still name them (`withheld.rs`).
     pub(super) withheld: Withheld,
@@ -428,6 +428,7 @@ impl Session {
     async fn release<P: Protocol>(&mut self, layer: &mut P) -> Result<(), Gone> {
         let point = |of: &dyn Fn(XdsType) -> u64| Point {
             listeners: of(XdsType::Listener),
+            scopes: of(XdsType::ScopedRoute),
             routes: of(XdsType::Route),
         };
         self.withheld.seal(point(&|t| self.sent[t.index()].number()));
@@ -454,7 +455,7 @@ impl Session {
     /// After a push: a type it changed nothing of (sent nothing since
     /// `before`), on a proxy that ACKed all of it, holds what this push's
     /// inputs give.
-    fn settle(&mut self, before: [u64; 4]) {
+    fn settle(&mut self, before: [u64; XdsType::ALL.len()]) {
         for t in XdsType::ALL {
             let of_type = &mut self.inputs[t.index()];
             if self.sent[t.index()].number() == before[t.index()]
@@ -473,6 +474,7 @@ impl Session {
     /// [`Session::push`]'s responses, in push order.
     async fn push_types<P: Protocol>(&mut self, layer: &mut P) -> Result<(), Gone> {
         let mut assignments = Resend::Nothing;
+        let mut scopes = Resend::Nothing;
         let mut routes = Resend::Nothing;
         for t in XdsType::ALL {
             if !layer.subscribed(t) {
@@ -480,13 +482,17 @@ impl Session {
             }
             let resend = match t {
                 XdsType::Endpoint => std::mem::take(&mut assignments),
+                XdsType::ScopedRoute => std::mem::take(&mut scopes),
                 XdsType::Route => std::mem::take(&mut routes),
                 _ => Resend::Nothing,
             };
             let changed = self.respond(layer, t, &resend).await?;
             match t {
                 XdsType::Cluster => assignments = changed,
-                XdsType::Listener if changed.any() => routes = Resend::All,
+                XdsType::Listener if changed.any() => {
+                    scopes = Resend::All;
+                    routes = Resend::All;
+                }
                 _ => {}
             }
         }
@@ -622,7 +628,7 @@ async fn open<P: Protocol>(
         snapshot: None,
         generated: None,
         sent: Default::default(),
-        applied: [0; 4],
+        applied: [0; XdsType::ALL.len()],
         withheld: Withheld::default(),
         nonce: 0,
         parked: None,
