@@ -22,8 +22,8 @@ use crate::ApiOptions;
 use crate::server::ApiState;
 
 /// The xDS types a NACK may name (`DistributionStatus.nacks[].type`):
-/// pilot-ads's `TYPES` (Envoy's four, then ztunnel's WDS and WADS).
-const NACK_TYPES: [&str; 6] = ["CDS", "EDS", "LDS", "RDS", "WDS", "WADS"];
+/// pilot-ads's `TYPES` (Envoy's five, then ztunnel's WDS and WADS).
+const NACK_TYPES: [&str; 7] = ["CDS", "EDS", "LDS", "SRDS", "RDS", "WDS", "WADS"];
 
 /// A DNS-1123 subdomain (object names).
 const DNS1123_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";

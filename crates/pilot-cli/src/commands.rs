@@ -535,8 +535,9 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
         return Ok(());
     }
     // Envoy's types, then ztunnel's: a proxy is served one set or the
-    // other, and shows `-` under the other's.
-    const TYPES: [&str; 6] = ["CDS", "EDS", "LDS", "RDS", "WDS", "WADS"];
+    // other, and shows `-` under the other's (and a sidecar under SRDS,
+    // scopes being an edge proxy's).
+    const TYPES: [&str; 7] = ["CDS", "EDS", "LDS", "RDS", "SRDS", "WDS", "WADS"];
     let mut rows = vec![
         [
             "NAME",
@@ -544,6 +545,7 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
             "EDS",
             "LDS",
             "RDS",
+            "SRDS",
             "WDS",
             "WADS",
             "REPLICA",
@@ -564,8 +566,11 @@ async fn proxy_status(client: &Client) -> Result<(), Failure> {
         let mut row = vec![node.clone()];
         let connected = proxy.get("connected").and_then(Value::as_bool).unwrap_or(true);
         let ztunnel = node.starts_with("ztunnel~");
+        let served = proxy.get("types").and_then(Value::as_object);
         for name in TYPES {
-            if ztunnel != matches!(name, "WDS" | "WADS") {
+            // The server lists every type it serves a connected proxy.
+            let unserved = connected && served.is_some_and(|types| !types.contains_key(name));
+            if ztunnel != matches!(name, "WDS" | "WADS") || unserved {
                 row.push("-".to_string());
                 continue;
             }

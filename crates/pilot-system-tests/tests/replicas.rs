@@ -63,14 +63,17 @@ fn pilotctl_synced(server: &Discovery) -> BTreeMap<String, String> {
     let mut lines = run.stdout.lines();
     let header: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
     assert_eq!(
-        header[..8],
-        ["NAME", "CDS", "EDS", "LDS", "RDS", "WDS", "WADS", "REPLICA"],
+        header[..9],
+        [
+            "NAME", "CDS", "EDS", "LDS", "RDS", "SRDS", "WDS", "WADS", "REPLICA"
+        ],
         "{run:?}"
     );
+    // A sidecar's CDS, EDS, LDS and RDS (it is served no scopes: `-`).
     lines
         .map(|line| line.split_whitespace().collect::<Vec<_>>())
-        .filter(|words| words.len() >= 8 && words[1..5].iter().all(|w| *w == "SYNCED"))
-        .map(|words| (words[0].to_string(), words[7].to_string()))
+        .filter(|words| words.len() >= 9 && words[1..5].iter().all(|w| *w == "SYNCED") && words[5] == "-")
+        .map(|words| (words[0].to_string(), words[8].to_string()))
         .collect()
 }
 

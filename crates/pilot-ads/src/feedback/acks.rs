@@ -100,6 +100,18 @@ pub struct ProxyStatus {
 }
 
 impl ProxyStatus {
+    /// The types to show for it: those [`types_of`](crate::types_of) its
+    /// node id, less scopes (SRDS) when none are on record (an edge proxy
+    /// none of whose listeners takes its routes from scopes never asks
+    /// for them).
+    pub fn types_shown(&self) -> Vec<&'static str> {
+        crate::types_of(&self.node_id)
+            .iter()
+            .copied()
+            .filter(|t| *t != "SRDS" || self.types.contains_key(t))
+            .collect()
+    }
+
     /// A proxy connected to another replica, as that replica published it
     /// (its [`ConnectedProxy`] record), in the shape of this replica's own.
     /// Types this server does not know are left out; the push is unknown.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use pilot_ads::{ProxyStatus, TypeStatus, types_of};
+use pilot_ads::{ProxyStatus, TypeStatus};
 use pilot_distribution::{ProxyEvents, Replicas};
 use pilot_model::ProcessReport;
 use serde_json::{Value, json};
@@ -45,8 +45,9 @@ pub(crate) fn to_json(
         .iter()
         .map(|(replica, proxy)| {
             // A ztunnel's types (WDS, WADS), an Envoy's (CDS, EDS, LDS, RDS,
-            // and SRDS for an edge proxy).
-            let types: serde_json::Map<String, Value> = types_of(&proxy.node_id)
+            // and SRDS for an edge proxy taking routes from scopes).
+            let types: serde_json::Map<String, Value> = proxy
+                .types_shown()
                 .iter()
                 .map(|name| {
                     let status = proxy.types.get(name).cloned().unwrap_or_default();

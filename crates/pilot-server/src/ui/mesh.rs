@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use pilot_ads::{Audience, ProxyStatus, types_of};
+use pilot_ads::{Audience, ProxyStatus};
 use pilot_analyze::{Finding, Services, Severity};
 use pilot_model::{
     ConfigStore, ConnectedProxy, DynConfig, ProxyDistribution, Service, ServiceInstance, distribution_status,
@@ -252,7 +252,8 @@ impl MeshView {
 /// as `/debug/proxy-status` says it, and its overall state (the worst).
 pub(crate) fn proxy_states(record: &ConnectedProxy) -> (Vec<(&'static str, &'static str)>, &'static str) {
     let status = ProxyStatus::from_record(record.clone());
-    let per_type: Vec<(&'static str, &'static str)> = types_of(&record.node_id)
+    let per_type: Vec<(&'static str, &'static str)> = status
+        .types_shown()
         .iter()
         .map(|name| (*name, state(&status.types.get(name).cloned().unwrap_or_default())))
         .collect();
