@@ -7,7 +7,8 @@
 //! ns1's VirtualService and answers 404 for ns2's; TCP, TLS (terminated)
 //! and PASSTHROUGH servers route
 //! connections to backends, and a MUTUAL server admits only the client
-//! identities it lists; servers naming a `credentialName` end TLS with
+//! identities it lists; two ports serving the same hundred hostnames each
+//! route by their own scoped route configurations; servers naming a `credentialName` end TLS with
 //! that Secret of the router's namespace (from `--credentials-dir`, over
 //! SDS; MUTUAL verifies clients with its `ca.crt`), and another
 //! namespace's Secret is never sent to the router.
@@ -178,6 +179,74 @@ spec:
 /// Applies `objects` (YAML) to `discovery` with pilotctl, then starts
 /// `pilot-agent proxy router` at `ip` with id `id`, labelled
 /// `istio=ingressgateway` (what the Gateways select), fed by `discovery`.
+/// Two ports of one router, each with enough hostnames for its routes to
+/// be one route configuration per hostname (pilot-xds's
+/// `SCOPED_MIN_HOSTS`), the same hostnames on both: the scopes Envoy is
+/// sent are the router's, and each port's requests find that port's.
+#[test]
+fn two_ports_with_the_same_many_hostnames_each_route_by_their_own_scopes() {
+    const HOSTS: usize = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Backend::start();
+    let services = common::services_file(dir.path(), free_port(), backend.port);
+    let discovery = Discovery::start(&["--services", services.to_str().unwrap()]);
+    let (one, two) = (free_port(), free_port());
+    let mut objects = format!(
+        "apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: default}}
+spec:
+  selector: {{istio: ingressgateway}}
+  servers:
+  - port: {{number: {one}, name: http-one, protocol: HTTP}}
+    hosts: [\"*\"]
+  - port: {{number: {two}, name: http-two, protocol: HTTP}}
+    hosts: [\"*\"]
+"
+    );
+    for i in 0..HOSTS {
+        objects.push_str(&format!(
+            "---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: host-{i}, namespace: default}}
+spec:
+  hosts: [host-{i}.example.com]
+  gateways: [edge]
+  http:
+  - match: [{{port: {one}}}]
+    directResponse: {{status: 200, body: {{string: \"{i} on one\"}}}}
+  - match: [{{port: {two}}}]
+    directResponse: {{status: 200, body: {{string: \"{i} on two\"}}}}
+"
+        ));
+    }
+    let agent = router(dir.path(), &discovery, objects, "10.0.0.41", "gateway-2.default");
+    // Read by length: Envoy keeps a connection open after an answer of
+    // its own.
+    let get = |port: u16, host: &str| common::get_by_length(port, host, "/");
+    let expected = |i: usize, port: u16| (200, format!("{i} on {}", if port == one { "one" } else { "two" }));
+    eventually("both ports to answer for every host", || {
+        (0..HOSTS).all(|i| {
+            [one, two]
+                .iter()
+                .all(|&port| get(port, &format!("host-{i}.example.com")) == expected(i, port))
+        })
+    });
+    // Whatever the case of the host, and a host no one serves has no route.
+    assert_eq!(get(two, "HOST-7.Example.Com"), expected(7, two));
+    assert_eq!(get(one, "host-7.example.com:80"), expected(7, one));
+    assert_eq!(get(one, "host-100.example.com").0, 404);
+    let (_, dump) = common::get(agent.admin_port, "/config_dump");
+    for port in [one, two] {
+        assert!(
+            dump.contains(&format!("\"http.{port}/host-42.example.com\"")),
+            "no scope for port {port}:\n{}",
+            agent.log()
+        );
+    }
+}
+
 fn router(dir: &Path, discovery: &Discovery, objects: String, ip: &str, id: &str) -> Agent {
     let config = dir.join("gateway.yaml");
     std::fs::write(&config, objects).unwrap();
