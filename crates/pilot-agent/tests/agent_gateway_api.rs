@@ -1272,7 +1272,7 @@ fn a_listener_with_many_hostnames_routes_each_host_by_its_own_scope() {
              rules:\n  - backendRefs: [{{name: {backend}, port: 8080}}]\n"
         )
     };
-    let backend = |i: usize| if i % 2 == 0 { V1 } else { V2 };
+    let backend = |i: usize| if i.is_multiple_of(2) { V1 } else { V2 };
     let routes: Vec<String> = (0..SCOPED_HOSTS).map(|i| route(i, backend(i))).collect();
     conformance.apply(&routes.join("---\n"));
     let hosts: Vec<String> = (0..SCOPED_HOSTS)

@@ -289,7 +289,7 @@ fn past_enough_exact_hosts_each_host_gets_its_own_scope_and_route_configuration(
         );
         let config = routes(&resources, &name);
         assert_eq!(config.virtual_hosts.len(), 1);
-        assert_eq!(config.virtual_hosts[0].domains, [host.clone()]);
+        assert_eq!(config.virtual_hosts[0].domains, std::slice::from_ref(host));
         assert!(config.ignore_port_in_host_matching);
         assert_eq!(
             config.request_headers_to_remove,

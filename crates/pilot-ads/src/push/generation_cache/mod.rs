@@ -642,13 +642,17 @@ struct Previous {
     /// Taken (and so freed) once this push's are built.
     eds: Mutex<Option<Arc<EncodedType>>>,
     /// Envoy classes' listeners, scopes and route configurations.
-    classes: HashMap<ProxyClass, (Arc<EncodedType>, Arc<EncodedType>, Arc<EncodedType>)>,
+    classes: HashMap<ProxyClass, ListenersAndRoutes>,
     /// Scoped Envoy classes' configurations, each with the hosts whose
     /// instances changed since: one whose scope holds such a host gets it
     /// again with those hosts' load assignments replaced
     /// ([`GeneratedCache::patch_endpoints`]).
     scoped: HashMap<ProxyClass, (Arc<Generated>, Arc<HashSet<String>>)>,
 }
+
+/// A class's encoded listeners, scopes and route configurations (LDS,
+/// SRDS, RDS).
+type ListenersAndRoutes = (Arc<EncodedType>, Arc<EncodedType>, Arc<EncodedType>);
 
 /// The scoped Envoy classes a push of endpoint changes (`endpoints`) after
 /// `before` may patch: those `before` generated, and those it did not
