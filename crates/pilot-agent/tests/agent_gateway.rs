@@ -245,6 +245,19 @@ spec:
             agent.log()
         );
     }
+    // pilotctl proxy-status shows the router's scopes ACKed with the rest:
+    // NAME CDS EDS LDS RDS SRDS, then ztunnel's types (`-`).
+    eventually("proxy-status: the router synced on all five types", || {
+        let run = pilot_test_support::pilotctl(Some(&discovery.url), &["proxy-status"], &[], None);
+        assert_eq!(run.code, 0, "{run:?}");
+        run.stdout.lines().any(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            words.len() > 7
+                && words[0].starts_with("router~10.0.0.41~")
+                && words[1..6].iter().all(|w| *w == "SYNCED")
+                && words[6..8] == ["-", "-"]
+        })
+    });
 }
 
 fn router(dir: &Path, discovery: &Discovery, objects: String, ip: &str, id: &str) -> Agent {
