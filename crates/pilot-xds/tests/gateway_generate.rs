@@ -3,7 +3,9 @@
 //! plain HTTP servers on one port share `http.<port>` with a virtual host
 //! per host, a SIMPLE TLS server terminates with its files by SNI, a VS
 //! bound only to a gateway gives sidecars nothing, and a real Envoy loads
-//! what a router gets.
+//! what a router gets; past `SCOPED_MIN_HOSTS` exact hosts a connection
+//! manager (plain or behind TLS) takes one route configuration per host
+//! from scopes keyed by its name and the host.
 
 mod support;
 
@@ -209,7 +211,7 @@ fn manager_of(
 /// A Gateway's server for every host on 8080 and a VirtualService per
 /// host of `hosts`, routed to reviews.
 fn many_hosts(hosts: &[String]) -> MeshConfig {
-    let mut text = String::from(
+    many_hosts_on(
         "apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: edge, namespace: default}
@@ -219,7 +221,14 @@ spec:
   - port: {number: 8080, name: http, protocol: HTTP}
     hosts: [\"*\"]
 ",
-    );
+        hosts,
+    )
+}
+
+/// The Gateway `gateway` (YAML) and a VirtualService bound to it per host
+/// of `hosts`, routed to reviews.
+fn many_hosts_on(gateway: &str, hosts: &[String]) -> MeshConfig {
+    let mut text = gateway.to_string();
     for (i, host) in hosts.iter().enumerate() {
         text.push_str(&format!(
             "---
@@ -319,4 +328,56 @@ fn past_enough_exact_hosts_each_host_gets_its_own_scope_and_route_configuration(
         assert!(resources.scoped_routes.is_empty());
         assert_ne!(manager.http_filters[0].name, "envoy.filters.http.lua");
     }
+}
+
+#[test]
+fn an_https_server_with_enough_hosts_takes_its_routes_from_its_own_scopes() {
+    use envoy_types::pb::envoy::config::route::v3::scoped_route_configuration::key::fragment;
+    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::RouteSpecifier;
+    let dir = tempfile::tempdir().unwrap();
+    let certs = TestCerts::generate(dir.path()).unwrap();
+    let gateway = edge_gateway(
+        8443,
+        r#"["*.example.com"]"#,
+        &certs,
+        "  - port: {number: 8080, name: http, protocol: HTTP}\n    hosts: [\"*\"]\n",
+    );
+    let hosts: Vec<String> = (0..pilot_xds::serving::SCOPED_MIN_HOSTS)
+        .map(|i| format!("h{i}.example.com"))
+        .collect();
+    let registry = support::registry();
+    let proxy = router(r#"{"istio":"ingressgateway"}"#);
+    let resources = generate(&proxy, &registry, &many_hosts_on(&gateway, &hosts));
+    resources.check().unwrap();
+    // Both ports' connection managers take scopes, each keyed by its own
+    // name: the HTTPS server's chain and the plain listener's.
+    for (port, name) in [(8443, "https.8443.https.edge.default"), (8080, "http.8080")] {
+        let manager = manager_of(&resources, port);
+        assert!(
+            matches!(&manager.route_specifier, Some(RouteSpecifier::ScopedRoutes(s)) if s.name == name),
+            "{port}: {:?}",
+            manager.route_specifier
+        );
+        let scopes = resources
+            .scoped_routes
+            .iter()
+            .filter(|s| {
+                s.key.as_ref().unwrap().fragments[0].r#type == Some(fragment::Type::StringKey(name.into()))
+            })
+            .count();
+        assert_eq!(scopes, hosts.len(), "{name}");
+        assert_eq!(
+            routes(&resources, &format!("{name}/h7.example.com"))
+                .virtual_hosts
+                .len(),
+            1
+        );
+    }
+    assert!(
+        listener(&resources, 8443).unwrap().filter_chains[0]
+            .transport_socket
+            .is_some(),
+        "TLS ends before the scoped routes"
+    );
+    testing::validate(&pilot_test_support::envoy_binary(), &proxy.node_id(), &resources).unwrap();
 }
