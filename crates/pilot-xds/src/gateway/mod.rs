@@ -14,6 +14,11 @@
 //!   alone), with a virtual host per host of the servers (a host several
 //!   servers name has the routes of each in turn); a server with
 //!   `httpsRedirect` makes its hosts require TLS (a redirect to HTTPS).
+//! - A route configuration of [`SCOPED_MIN_HOSTS`] exact hosts or more
+//!   (none a wildcard) is one per host instead, `<name>/<host>`, each with
+//!   its scope (SRDS); the connection manager finds a request's scope by
+//!   its own name ([`SCOPE_HEADER`], set by an early header mutation) and
+//!   the request's host, made lower case first (a Lua filter).
 //! - A server host's namespace part (`ns1/*`) decides which
 //!   VirtualServices bind through it (the routing model's business);
 //!   SNI matches its name alone.
