@@ -104,15 +104,7 @@ pub(crate) fn authenticate(chain: &mut FilterChain, policies: &[&JwtPolicy]) {
         .http_filters
         .iter()
         .position(|f| AUTHORIZATION_FILTERS.contains(&f.name.as_str()))
-        // After the filter making the host lower case, which goes first.
-        .unwrap_or_else(|| {
-            usize::from(
-                manager
-                    .http_filters
-                    .first()
-                    .is_some_and(|f| f.name == super::listeners::LUA_FILTER),
-            )
-        });
+        .unwrap_or_else(|| super::listeners::front(&manager.http_filters));
     manager.http_filters.insert(
         at,
         HttpFilter {

@@ -77,6 +77,12 @@ pub(crate) fn route_to(cluster: &str, prefix: &str) -> Route {
 /// lower case with it, before any other filter).
 pub(crate) const LUA_FILTER: &str = "envoy.filters.http.lua";
 
+/// Where a filter added ahead of the others goes in `filters`: first, or
+/// after the Lua filter making the host lower case, which stays first.
+pub(crate) fn front(filters: &[HttpFilter]) -> usize {
+    usize::from(filters.first().is_some_and(|f| f.name == LUA_FILTER))
+}
+
 /// The HTTP connection manager with the fault, CORS and router filters.
 pub(crate) fn http_filter_chain(
     stat_prefix: &str,

@@ -49,15 +49,7 @@ pub(super) fn http_insertion_point(filters: &[HttpFilter]) -> usize {
     filters
         .iter()
         .rposition(|f| f.name == JWT_AUTHN_FILTER)
-        // Else after the filter making the host lower case, which goes first.
-        .map_or(
-            usize::from(
-                filters
-                    .first()
-                    .is_some_and(|f| f.name == crate::build::listeners::LUA_FILTER),
-            ),
-            |i| i + 1,
-        )
+        .map_or(crate::build::listeners::front(filters), |i| i + 1)
 }
 
 /// The AUDIT rules of `applying` as Envoy policies; `None` when no AUDIT
