@@ -16,7 +16,8 @@
 //! Baselines in the same run: the same changes with one HTTPRoute (the
 //! floor: what propagation costs without the other routes), and with the
 //! same number of VirtualServices bound to an Istio `Gateway` (pilot's
-//! serving of Istio's API).
+//! serving of Istio's API), and the routes again with every push waiting
+//! out the debounce's quiet period.
 //!
 //! Prints, per case, p50 / p90 / p99 / max of propagation and of the write
 //! alone, the failed requests of the load client, and where the server's
@@ -24,7 +25,9 @@
 //! change to the last response handed over), and Envoy's own time
 //! applying the route configuration updates (its RDS subscription's
 //! `update_duration`). `--case N` runs only case N (0: the routes, 1: the
-//! floor, 2: the VirtualServices).
+//! floor, 2: the VirtualServices, 3: the routes again with every push
+//! debounced, as pilot-discovery's `--no-debounce-leading` does: the
+//! baseline of pushing a change after a quiet period at once).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -54,6 +57,9 @@ struct Case {
     name: String,
     api: Api,
     routes: usize,
+    /// pilot-discovery pushes a change after a quiet period at once (its
+    /// default); false debounces every push (`--no-debounce-leading`).
+    leading: bool,
 }
 
 struct Measured {
@@ -64,6 +70,8 @@ struct Measured {
     /// pilot-discovery's mean per push over the changes, by phase (its
     /// metrics): debounce, build, RDS response, convergence.
     phases: Vec<(&'static str, f64)>,
+    /// Pushes pilot-discovery published during the changes.
+    pushes: f64,
     /// Envoy's RDS `update_duration` histograms.
     envoy: Vec<String>,
 }
@@ -123,16 +131,25 @@ fn main() {
             name: format!("{routes} HTTPRoutes on a Gateway API Gateway"),
             api: Api::GatewayApi,
             routes,
+            leading: true,
         },
         Case {
             name: "1 HTTPRoute (floor)".to_string(),
             api: Api::GatewayApi,
             routes: 1,
+            leading: true,
         },
         Case {
             name: format!("{routes} VirtualServices on an Istio Gateway"),
             api: Api::Istio,
             routes,
+            leading: true,
+        },
+        Case {
+            name: format!("{routes} HTTPRoutes, every push debounced"),
+            api: Api::GatewayApi,
+            routes,
+            leading: false,
         },
     ];
     println!("route propagation through pilot-agent proxy router, {changes} changes per case");
@@ -141,7 +158,8 @@ fn main() {
         "case", "p50 ms", "p90 ms", "p99 ms", "max ms", "write50", "write99", "failed"
     );
     // `--case N`: only the Nth case (0: the routes, 1: the floor, 2: the
-    // VirtualServices), to compare one change's effect quickly.
+    // VirtualServices, 3: the routes with every push debounced), to
+    // compare one change's effect quickly.
     let only = args
         .iter()
         .position(|a| a == "--case")
@@ -175,7 +193,11 @@ fn main() {
             .iter()
             .map(|(label, ms)| format!("{label} {ms:.1}"))
             .collect();
-        println!("    pilot-discovery's mean per push, ms: {}", phases.join(", "));
+        println!(
+            "    pilot-discovery's mean per push, ms: {} ({:.0} pushes for {changes} changes)",
+            phases.join(", "),
+            measured.pushes
+        );
         for line in &measured.envoy {
             println!("    Envoy's RDS update_duration: {line}");
         }
@@ -196,7 +218,11 @@ fn run(case: &Case, changes: usize, pace: Duration) -> Measured {
     }
     let services_file = dir.path().join("services.yaml");
     std::fs::write(&services_file, services).unwrap();
-    let discovery = Discovery::start(&["--services", services_file.to_str().unwrap()]);
+    let mut flags = vec!["--services", services_file.to_str().unwrap()];
+    if !case.leading {
+        flags.push("--no-debounce-leading");
+    }
+    let discovery = Discovery::start(&flags);
     let port = free_port();
     apply(&discovery, dir.path(), &objects(case, port));
     let router = Agent::start(
@@ -263,6 +289,7 @@ fn run(case: &Case, changes: usize, pace: Duration) -> Measured {
         requests: 0,
         failed: 0,
         phases: Vec::new(),
+        pushes: 0.0,
         envoy: Vec::new(),
     };
     let before = phase_totals(&discovery);
@@ -292,6 +319,8 @@ fn run(case: &Case, changes: usize, pace: Duration) -> Measured {
     stop.store(true, Ordering::Relaxed);
     load.join().unwrap();
     let after = phase_totals(&discovery);
+    // The build is timed once per push.
+    measured.pushes = after[1].1 - before[1].1;
     measured.phases = PHASES
         .iter()
         .zip(before.iter().zip(&after))

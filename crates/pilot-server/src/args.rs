@@ -308,6 +308,22 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub xds_max_connection_age: Option<std::time::Duration>,
 
+    // Pushes: see `pilot_ads::XdsOptions`.
+    /// A push waits until no change has arrived for this long (Istio's
+    /// `PILOT_DEBOUNCE_AFTER`), so that changes made together go out
+    /// together. Examples: `10ms`, `100ms`.
+    #[arg(long, default_value = "10ms", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub debounce_after: std::time::Duration,
+    /// ...but no longer than this after its first change (Istio's
+    /// `PILOT_DEBOUNCE_MAX`), however steadily changes keep coming.
+    #[arg(long, default_value = "50ms", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub debounce_max: std::time::Duration,
+    /// Debounce every push. By default a change that comes after
+    /// `--debounce-after` with nothing changed or pushed is pushed at
+    /// once, and only the changes after it wait.
+    #[arg(long)]
+    pub no_debounce_leading: bool,
+
     /// How often routing objects' distribution status is computed and
     /// written back to the store (only objects whose status changed are
     /// written: at most one write per object per interval). `0s` turns

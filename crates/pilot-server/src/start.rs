@@ -465,6 +465,9 @@ fn build_ads(
     options.trust_domain = args.trust_domain.clone();
     options.default_export_to = args.default_export_to.clone();
     options.revision = args.revision.clone().unwrap_or_default();
+    options.debounce_quiet = args.debounce_after;
+    options.debounce_max = args.debounce_max.max(args.debounce_after);
+    options.debounce_leading = !args.no_debounce_leading;
     XdsServer::new(Arc::clone(controller), Arc::clone(discovery), options)
 }
 

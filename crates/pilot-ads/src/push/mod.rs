@@ -1,7 +1,8 @@
 //! The push pipeline and what it publishes.
 //!
 //! - `pipeline.rs`: Controller and registry events are debounced (a quiet
-//!   period and a maximum delay), then one shared snapshot
+//!   period and a maximum delay; a change after a quiet period is pushed
+//!   at once, those after it are debounced), then one shared snapshot
 //!   (`snapshot.rs`) is published. Nothing is published before the
 //!   Controller and the registry have synced, so a restarted server never
 //!   pushes empty configuration or endpoints.

@@ -105,6 +105,10 @@ pub(crate) async fn run(
     ) {
         return;
     }
+    // When the last push was published: a change arriving at least
+    // `debounce_quiet` after it came after a quiet period (the changes
+    // made during a build are queued, and arrive right after it).
+    let mut published = Instant::now();
     loop {
         let first = next_change(&mut config_events, &mut registry_events, &rejections).await;
         if matches!(first, Change::Closed) {
@@ -112,21 +116,27 @@ pub(crate) async fn run(
         }
         changes.record(&first);
         let started = Instant::now();
-        loop {
-            let left = options.debounce_max.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                break;
+        if options.debounce_leading && started.duration_since(published) >= options.debounce_quiet {
+            // Nothing to wait for: what is queued goes with it, what comes
+            // next waits for the push after.
+            while let Some(change) =
+                next_change(&mut config_events, &mut registry_events, &rejections).now_or_never()
+            {
+                if matches!(change, Change::Closed) {
+                    break;
+                }
+                changes.record(&change);
             }
-            let quiet = options.debounce_quiet.min(left);
-            let more = tokio::time::timeout(
-                quiet,
-                next_change(&mut config_events, &mut registry_events, &rejections),
+        } else {
+            debounce(
+                &options,
+                started,
+                &mut changes,
+                &mut config_events,
+                &mut registry_events,
+                &rejections,
             )
             .await;
-            match more {
-                Ok(Change::Closed) | Err(_) => break,
-                Ok(change) => changes.record(&change),
-            }
         }
         version += 1;
         if !publish(
@@ -139,6 +149,34 @@ pub(crate) async fn run(
             &mut changes,
         ) {
             return;
+        }
+        published = Instant::now();
+    }
+}
+
+/// Waits until no change has arrived for `debounce_quiet`, or
+/// `debounce_max` after `started`, recording the changes meanwhile.
+async fn debounce<C, R>(
+    options: &XdsOptions,
+    started: Instant,
+    changes: &mut Changes,
+    config_events: &mut C,
+    registry_events: &mut R,
+    rejections: &Rejections,
+) where
+    C: futures::Stream + Unpin,
+    R: futures::Stream<Item = ServiceEvent> + Unpin,
+{
+    loop {
+        let left = options.debounce_max.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        let quiet = options.debounce_quiet.min(left);
+        let more = tokio::time::timeout(quiet, next_change(config_events, registry_events, rejections)).await;
+        match more {
+            Ok(Change::Closed) | Err(_) => break,
+            Ok(change) => changes.record(&change),
         }
     }
 }
