@@ -10,13 +10,14 @@ pub struct XdsOptions {
     pub debounce_quiet: Duration,
     /// ...but no longer than this after the first change.
     pub debounce_max: Duration,
-    /// A change that arrives when nothing has been pushed or changed for
-    /// `debounce_quiet` is pushed at once, with what is already queued
-    /// behind it; the changes after it are debounced (the default). A
-    /// lone change (one route edited) then costs no quiet period, and a
-    /// burst (a directory applied) at most one push more than a
-    /// debounce alone. False waits out the quiet period for every push,
-    /// as before; kept so benchmarks can measure both in one run.
+    /// A change that comes alone, `debounce_quiet` or more after the last
+    /// change and not while a push was being built, is pushed at once,
+    /// with whatever is queued behind it; the changes after it are
+    /// debounced (the default). A lone change (one route edited) then
+    /// costs no quiet period, and a burst (a directory applied) at most
+    /// one push more than a debounce alone. False waits out the quiet
+    /// period for every push, as before; kept so benchmarks can measure
+    /// both in one run.
     pub debounce_leading: bool,
     /// Response bytes h2 may hold for one stream (the proxy's
     /// flow-control window closed, or its socket slow) before the stream's

@@ -30,13 +30,19 @@ fn service(name: &str) -> Service {
 /// A server over an empty store and `registry`, debouncing `QUIET`
 /// (at most twice that), and its pushes after the first.
 async fn server(registry: &Arc<MemoryServiceRegistry>, leading: bool) -> (XdsServer, PushSubscription) {
-    let controller = Arc::new(Controller::new(Arc::new(MemoryConfigStore::new(istio::registry()))));
+    let controller = Arc::new(Controller::new(Arc::new(MemoryConfigStore::new(
+        istio::registry(),
+    ))));
     controller.run();
     let mut options = XdsOptions::default();
     options.debounce_quiet = QUIET;
     options.debounce_max = 2 * QUIET;
     options.debounce_leading = leading;
-    let server = XdsServer::new(controller, Arc::clone(registry) as Arc<dyn ServiceDiscovery>, options);
+    let server = XdsServer::new(
+        controller,
+        Arc::clone(registry) as Arc<dyn ServiceDiscovery>,
+        options,
+    );
     let mut pushes = server.subscribe_pushes();
     let first = next(&mut pushes).await;
     assert_eq!(first.latency, None, "the first push carries no change: {first:?}");
@@ -69,8 +75,15 @@ async fn a_change_after_a_quiet_period_goes_at_once_and_the_changes_right_behind
     let latency = together.latency.expect("a change's push");
     assert!(latency >= QUIET, "{together:?}");
     assert_eq!(together.version, alone.version + 1, "{together:?}");
-    assert_eq!(together.registry_version, registry.snapshot().version(), "{together:?}");
-    assert!(together.registry_version > alone.registry_version + 1, "{together:?}");
+    assert_eq!(
+        together.registry_version,
+        registry.snapshot().version(),
+        "{together:?}"
+    );
+    assert!(
+        together.registry_version > alone.registry_version + 1,
+        "{together:?}"
+    );
 
     // Quiet again: at once again.
     tokio::time::sleep(QUIET).await;
@@ -91,5 +104,9 @@ async fn without_the_leading_push_a_lone_change_waits_out_the_quiet_period() {
     let debounced = next(&mut pushes).await;
     let latency = debounced.latency.expect("a change's push");
     assert!(latency >= QUIET, "{debounced:?}");
-    assert_eq!(debounced.registry_version, registry.snapshot().version(), "{debounced:?}");
+    assert_eq!(
+        debounced.registry_version,
+        registry.snapshot().version(),
+        "{debounced:?}"
+    );
 }

@@ -318,9 +318,10 @@ pub struct Args {
     /// `PILOT_DEBOUNCE_MAX`), however steadily changes keep coming.
     #[arg(long, default_value = "50ms", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub debounce_max: std::time::Duration,
-    /// Debounce every push. By default a change that comes after
-    /// `--debounce-after` with nothing changed or pushed is pushed at
-    /// once, and only the changes after it wait.
+    /// Debounce every push. By default a change that comes alone
+    /// (`--debounce-after` or more after the last change, and not while a
+    /// push was being built) is pushed at once, and only the changes
+    /// right behind it wait.
     #[arg(long)]
     pub no_debounce_leading: bool,
 

@@ -105,18 +105,27 @@ pub(crate) async fn run(
     ) {
         return;
     }
-    // When the last push was published: a change arriving at least
-    // `debounce_quiet` after it came after a quiet period (the changes
-    // made during a build are queued, and arrive right after it).
-    let mut published = Instant::now();
+    // When the last change was seen: a change seen `debounce_quiet` or
+    // more after it, and not queued while a push was built, came alone.
+    let mut last_change: Option<Instant> = None;
     loop {
-        let first = next_change(&mut config_events, &mut registry_events, &rejections).await;
+        // A change made while the last push was built is waiting already:
+        // it belongs to the changes that push carried (a burst).
+        let (first, queued) =
+            match next_change(&mut config_events, &mut registry_events, &rejections).now_or_never() {
+                Some(change) => (change, true),
+                None => (
+                    next_change(&mut config_events, &mut registry_events, &rejections).await,
+                    false,
+                ),
+            };
         if matches!(first, Change::Closed) {
             return;
         }
         changes.record(&first);
         let started = Instant::now();
-        if options.debounce_leading && started.duration_since(published) >= options.debounce_quiet {
+        let alone = !queued && last_change.is_none_or(|last| started - last >= options.debounce_quiet);
+        last_change = Some(if options.debounce_leading && alone {
             // Nothing to wait for: what is queued goes with it, what comes
             // next waits for the push after.
             while let Some(change) =
@@ -127,6 +136,7 @@ pub(crate) async fn run(
                 }
                 changes.record(&change);
             }
+            started
         } else {
             debounce(
                 &options,
@@ -136,8 +146,8 @@ pub(crate) async fn run(
                 &mut registry_events,
                 &rejections,
             )
-            .await;
-        }
+            .await
+        });
         version += 1;
         if !publish(
             &server,
@@ -150,12 +160,12 @@ pub(crate) async fn run(
         ) {
             return;
         }
-        published = Instant::now();
     }
 }
 
 /// Waits until no change has arrived for `debounce_quiet`, or
-/// `debounce_max` after `started`, recording the changes meanwhile.
+/// `debounce_max` after `started`, recording the changes meanwhile; when
+/// the last of them was seen.
 async fn debounce<C, R>(
     options: &XdsOptions,
     started: Instant,
@@ -163,20 +173,25 @@ async fn debounce<C, R>(
     config_events: &mut C,
     registry_events: &mut R,
     rejections: &Rejections,
-) where
+) -> Instant
+where
     C: futures::Stream + Unpin,
     R: futures::Stream<Item = ServiceEvent> + Unpin,
 {
+    let mut last = started;
     loop {
         let left = options.debounce_max.saturating_sub(started.elapsed());
         if left.is_zero() {
-            break;
+            return last;
         }
         let quiet = options.debounce_quiet.min(left);
         let more = tokio::time::timeout(quiet, next_change(config_events, registry_events, rejections)).await;
         match more {
-            Ok(Change::Closed) | Err(_) => break,
-            Ok(change) => changes.record(&change),
+            Ok(Change::Closed) | Err(_) => return last,
+            Ok(change) => {
+                changes.record(&change);
+                last = Instant::now();
+            }
         }
     }
 }
