@@ -2,6 +2,7 @@
 //! an object at the resource version the previous push held is taken as
 //! it was typed then, only new versions are decoded.
 
+use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -92,30 +93,55 @@ impl RoutingConfigs {
     }
 }
 
-/// The typed objects of one kind a previous push held, by namespace and
-/// name, with their resource version.
-struct Held<'a, K>(HashMap<(&'a str, &'a str), &'a Arc<Config<K>>>);
+/// The typed objects of one kind a previous push held, with their
+/// resource version. Two pushes list a kind's objects in the same order
+/// (the store's), so each object is looked for where the last one found
+/// left off; only one out of place (an object added, removed or renamed)
+/// has them indexed by namespace and name.
+struct Held<'a, K> {
+    list: &'a [Arc<Config<K>>],
+    /// Where the next object is expected in `list`.
+    next: Cell<usize>,
+    /// `list`'s positions by namespace and name, made at the first object
+    /// not where expected.
+    by_name: OnceCell<HashMap<(&'a str, &'a str), usize>>,
+}
 
 impl<'a, K: ConfigKind + Clone> Held<'a, K> {
-    fn of(configs: &'a [Arc<Config<K>>]) -> Self {
-        Held(
-            configs
-                .iter()
-                .filter(|c| c.meta.resource_version.is_some())
-                .map(|c| ((c.meta.namespace.as_str(), c.meta.name.as_str()), c))
-                .collect(),
-        )
+    fn of(list: &'a [Arc<Config<K>>]) -> Self {
+        Held {
+            list,
+            next: Cell::new(0),
+            by_name: OnceCell::new(),
+        }
+    }
+
+    /// The held object named as `config` is, if any.
+    fn find(&self, config: &DynConfig) -> Option<&'a Arc<Config<K>>> {
+        let (namespace, name) = (config.meta.namespace.as_str(), config.meta.name.as_str());
+        let at = match self.list.get(self.next.get()) {
+            Some(held) if held.meta.namespace == namespace && held.meta.name == name => self.next.get(),
+            _ => *self
+                .by_name
+                .get_or_init(|| {
+                    self.list
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| ((c.meta.namespace.as_str(), c.meta.name.as_str()), i))
+                        .collect()
+                })
+                .get(&(namespace, name))?,
+        };
+        self.next.set(at + 1);
+        self.list.get(at)
     }
 
     /// `config` typed: as held (shared), if held at its version.
     fn typed(&self, config: &DynConfig) -> Result<Arc<Config<K>>, StoreError> {
-        let held = self
-            .0
-            .get(&(config.meta.namespace.as_str(), config.meta.name.as_str()))
-            .filter(|held| {
-                config.meta.resource_version.is_some()
-                    && held.meta.resource_version == config.meta.resource_version
-            });
+        let held = self.find(config).filter(|held| {
+            config.meta.resource_version.is_some()
+                && held.meta.resource_version == config.meta.resource_version
+        });
         match held {
             Some(held) => Ok(Arc::clone(held)),
             None => Config::from_dyn(config).map(Arc::new),

@@ -500,8 +500,10 @@ impl Changed {
     }
 
     fn kind<T>(&mut self, kind: &'static str, now: &[Arc<Config<T>>], before: &[Arc<Config<T>>]) {
-        self.now.extend(changed(now, before).map(|i| (kind, i)));
-        self.before.extend(changed(before, now).map(|i| (kind, i)));
+        self.now
+            .extend(changed(now, before).into_iter().map(|i| (kind, i)));
+        self.before
+            .extend(changed(before, now).into_iter().map(|i| (kind, i)));
     }
 }
 
@@ -519,10 +521,29 @@ fn same_objects<T>(now: &[Arc<Config<T>>], before: &[Arc<Config<T>>]) -> bool {
 
 /// The indexes of the objects of `now` that `before` does not hold at the
 /// same resource version.
-fn changed<'a, T>(
-    now: &'a [Arc<Config<T>>],
-    before: &'a [Arc<Config<T>>],
-) -> impl Iterator<Item = usize> + 'a {
+fn changed<T>(now: &[Arc<Config<T>>], before: &[Arc<Config<T>>]) -> Vec<usize> {
+    let moved = |config: &Config<T>, version: Option<Option<&str>>| {
+        let now = config.meta.resource_version.as_deref();
+        now.is_none() || version != Some(now)
+    };
+    // Two pushes list a kind's objects in the same order (the store's):
+    // when the lists pair up by name, each object is compared with its
+    // pair's version, without an index.
+    if now.len() == before.len() {
+        let mut out = Vec::new();
+        let paired = now.iter().zip(before).enumerate().all(|(i, (a, b))| {
+            if a.meta.namespace != b.meta.namespace || a.meta.name != b.meta.name {
+                return false;
+            }
+            if moved(a, Some(b.meta.resource_version.as_deref())) {
+                out.push(i);
+            }
+            true
+        });
+        if paired {
+            return out;
+        }
+    }
     let versions: HashMap<(&str, &str), Option<&str>> = before
         .iter()
         .map(|c| {
@@ -532,11 +553,14 @@ fn changed<'a, T>(
             )
         })
         .collect();
-    now.iter().enumerate().filter_map(move |(i, c)| {
-        let version = c.meta.resource_version.as_deref();
-        let held = versions.get(&(c.meta.namespace.as_str(), c.meta.name.as_str()));
-        (version.is_none() || held != Some(&version)).then_some(i)
-    })
+    now.iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            let held = versions.get(&(c.meta.namespace.as_str(), c.meta.name.as_str()));
+            moved(c, held.copied())
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 fn hostname(service: &IstioService, namespace: &str, suffix: &str) -> String {

@@ -251,6 +251,18 @@ fn attachments(gateway: &Config<Gateway>, route: &RouteRef<'_>) -> Vec<(usize, S
     out
 }
 
+/// Whether `route` may attach on one of the hostnames `wanted`: where a
+/// route attaches is one of its own hostnames, or, when it has none or a
+/// wildcard among them, a listener's (the intersection of two hostnames
+/// is one of the two).
+fn may_attach(route: &RouteRef<'_>, wanted: &BTreeSet<&str>) -> bool {
+    route.hostnames.is_empty()
+        || route
+            .hostnames
+            .iter()
+            .any(|h| h.starts_with('*') || wanted.contains(h.as_str()))
+}
+
 /// Per listener of `gateway`, per hostname, the matches of the HTTPRoutes
 /// and GRPCRoutes attached there; of the hostnames of `only` (per
 /// listener) when given.
@@ -262,6 +274,10 @@ fn attached_routes(
     let suffix = &configs.domain_suffix;
     let mut attached: Vec<BTreeMap<String, Compiled>> = vec![BTreeMap::new(); gateway.spec.listeners.len()];
     let grants = || configs.reference_grants.iter().map(|g| &**g);
+    // Every hostname of `only`: a route is looked at only if it may attach
+    // on one of them (of thousands of routes, those naming a changed
+    // hostname).
+    let wanted: BTreeSet<&str> = only.into_iter().flatten().flatten().map(String::as_str).collect();
     let mut attach = |route: RouteRef<'_>, compile: &dyn Fn(&ServiceParent, Permitted<'_>) -> Compiled| {
         let meta = route.meta;
         let permitted = |namespace: &str, name: &str| {
@@ -273,6 +289,9 @@ fn attached_routes(
             consumer: false,
             route_namespace: meta.namespace.clone(),
         };
+        if only.is_some_and(|_| !may_attach(&route, &wanted)) {
+            return;
+        }
         let mut compiled: Option<Compiled> = None;
         for (i, host) in attachments(gateway, &route) {
             if only.is_some_and(|only| !only[i].contains(&host)) {
