@@ -53,6 +53,16 @@ impl RoutingConfigs {
         let api_tls_routes = Held::of(&previous.api_tls_routes);
         let api_tcp_routes = Held::of(&previous.api_tcp_routes);
         let backend_tls_policies = Held::of(&previous.backend_tls_policies);
+        // The Gateway API's kinds are named with their group: worked out
+        // once, not per object.
+        let http_route_id = HttpRoute::id();
+        let grpc_route_id = GrpcRoute::id();
+        let gateway_class_id = GatewayClass::id();
+        let api_gateway_id = ApiGateway::id();
+        let reference_grant_id = ReferenceGrant::id();
+        let tls_route_id = TlsRoute::id();
+        let tcp_route_id = TcpRoute::id();
+        let backend_tls_policy_id = BackendTlsPolicy::id();
         for config in configs {
             match config.meta.kind.as_str() {
                 RouteRule::KIND => out.route_rules.push(route_rules.typed(config)?),
@@ -72,18 +82,16 @@ impl RoutingConfigs {
                 RequestAuthentication::KIND => out
                     .request_authentications
                     .push(request_authentications.typed(config)?),
-                kind if kind == HttpRoute::id() => out.http_routes.push(http_routes.typed(config)?),
-                kind if kind == GrpcRoute::id() => out.grpc_routes.push(grpc_routes.typed(config)?),
-                kind if kind == GatewayClass::id() => {
-                    out.gateway_classes.push(gateway_classes.typed(config)?)
-                }
-                kind if kind == ApiGateway::id() => out.api_gateways.push(api_gateways.typed(config)?),
-                kind if kind == ReferenceGrant::id() => {
+                kind if kind == http_route_id => out.http_routes.push(http_routes.typed(config)?),
+                kind if kind == grpc_route_id => out.grpc_routes.push(grpc_routes.typed(config)?),
+                kind if kind == gateway_class_id => out.gateway_classes.push(gateway_classes.typed(config)?),
+                kind if kind == api_gateway_id => out.api_gateways.push(api_gateways.typed(config)?),
+                kind if kind == reference_grant_id => {
                     out.reference_grants.push(reference_grants.typed(config)?)
                 }
-                kind if kind == TlsRoute::id() => out.api_tls_routes.push(api_tls_routes.typed(config)?),
-                kind if kind == TcpRoute::id() => out.api_tcp_routes.push(api_tcp_routes.typed(config)?),
-                kind if kind == BackendTlsPolicy::id() => {
+                kind if kind == tls_route_id => out.api_tls_routes.push(api_tls_routes.typed(config)?),
+                kind if kind == tcp_route_id => out.api_tcp_routes.push(api_tcp_routes.typed(config)?),
+                kind if kind == backend_tls_policy_id => {
                     out.backend_tls_policies.push(backend_tls_policies.typed(config)?)
                 }
                 _ => {}

@@ -248,6 +248,16 @@ impl RoutingConfigs {
     /// Fails on an object that does not decode as its kind.
     pub fn from_configs<'a>(configs: impl IntoIterator<Item = &'a DynConfig>) -> Result<Self, StoreError> {
         let mut out = RoutingConfigs::default();
+        // The Gateway API's kinds are named with their group: worked out
+        // once, not per object.
+        let gateway_http_route_id = GatewayHttpRoute::id();
+        let gateway_grpc_route_id = GatewayGrpcRoute::id();
+        let gateway_class_id = GatewayClass::id();
+        let api_gateway_id = ApiGateway::id();
+        let reference_grant_id = ReferenceGrant::id();
+        let gateway_tls_route_id = GatewayTlsRoute::id();
+        let gateway_tcp_route_id = GatewayTcpRoute::id();
+        let backend_tls_policy_id = BackendTlsPolicy::id();
         for config in configs {
             match config.meta.kind.as_str() {
                 RouteRule::KIND => out.route_rules.push(Arc::new(Config::from_dyn(config)?)),
@@ -267,28 +277,26 @@ impl RoutingConfigs {
                 RequestAuthentication::KIND => out
                     .request_authentications
                     .push(Arc::new(Config::from_dyn(config)?)),
-                kind if kind == GatewayHttpRoute::id() => {
+                kind if kind == gateway_http_route_id => {
                     out.http_routes.push(Arc::new(Config::from_dyn(config)?))
                 }
-                kind if kind == GatewayGrpcRoute::id() => {
+                kind if kind == gateway_grpc_route_id => {
                     out.grpc_routes.push(Arc::new(Config::from_dyn(config)?))
                 }
-                kind if kind == GatewayClass::id() => {
+                kind if kind == gateway_class_id => {
                     out.gateway_classes.push(Arc::new(Config::from_dyn(config)?))
                 }
-                kind if kind == ApiGateway::id() => {
-                    out.api_gateways.push(Arc::new(Config::from_dyn(config)?))
-                }
-                kind if kind == ReferenceGrant::id() => {
+                kind if kind == api_gateway_id => out.api_gateways.push(Arc::new(Config::from_dyn(config)?)),
+                kind if kind == reference_grant_id => {
                     out.reference_grants.push(Arc::new(Config::from_dyn(config)?))
                 }
-                kind if kind == GatewayTlsRoute::id() => {
+                kind if kind == gateway_tls_route_id => {
                     out.api_tls_routes.push(Arc::new(Config::from_dyn(config)?))
                 }
-                kind if kind == GatewayTcpRoute::id() => {
+                kind if kind == gateway_tcp_route_id => {
                     out.api_tcp_routes.push(Arc::new(Config::from_dyn(config)?))
                 }
-                kind if kind == BackendTlsPolicy::id() => {
+                kind if kind == backend_tls_policy_id => {
                     out.backend_tls_policies.push(Arc::new(Config::from_dyn(config)?))
                 }
                 _ => {}

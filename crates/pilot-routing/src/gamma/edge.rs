@@ -279,6 +279,9 @@ fn attached_routes(
     // hostname).
     let wanted: BTreeSet<&str> = only.into_iter().flatten().flatten().map(String::as_str).collect();
     let mut attach = |route: RouteRef<'_>, compile: &dyn Fn(&ServiceParent, Permitted<'_>) -> Compiled| {
+        if only.is_some() && !may_attach(&route, &wanted) {
+            return;
+        }
         let meta = route.meta;
         let permitted = |namespace: &str, name: &str| {
             namespace == meta.namespace || granted(grants(), route.kind, &meta.namespace, namespace, name)
@@ -289,9 +292,6 @@ fn attached_routes(
             consumer: false,
             route_namespace: meta.namespace.clone(),
         };
-        if only.is_some_and(|_| !may_attach(&route, &wanted)) {
-            return;
-        }
         let mut compiled: Option<Compiled> = None;
         for (i, host) in attachments(gateway, &route) {
             if only.is_some_and(|only| !only[i].contains(&host)) {
