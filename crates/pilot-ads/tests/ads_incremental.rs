@@ -310,6 +310,20 @@ async fn delta_streams_are_sent_what_the_proxy_lacks_and_told_what_went_away() {
         })
         .await
         .unwrap();
+    // The server reads a stream's requests in order: once it answers the
+    // listeners asked for next, it has taken the unsubscription (which it
+    // does not answer), and the changes below come after it (a change
+    // that comes alone is pushed at once).
+    delta
+        .stream
+        .send(&DeltaDiscoveryRequest {
+            type_url: LDS.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let lds = next_of(&mut delta, LDS).await;
+    delta.ack(&lds).await;
     registry
         .add_endpoints(&host(2), ip("10.0.2.9"), Labels::new())
         .unwrap();

@@ -104,13 +104,15 @@ async fn a_proxy_that_does_not_read_holds_no_more_than_the_send_buffer() {
     let second = wait_proxy(&server, &other_id, |p| p.push > Some(taken))
         .await
         .push;
-    // ...and the next: the stalled one, whose task may have queued the
-    // first message of the second push (its queue of one) and waits,
-    // takes neither.
+    // ...and the next: the stalled one does not. Its task may have taken
+    // the second push before it began to wait (a change that comes alone
+    // is pushed at once, maybe while the task still writes the first
+    // push), queueing its first message (its queue of one); then it waits,
+    // and takes no later push.
     apply(&store, &hosts("third", 1)).await;
     wait_proxy(&server, &other_id, |p| p.push > second).await;
     let after = wait_proxy(&server, &stalled_id, |_| true).await;
-    assert_eq!(after.push, Some(taken), "{after:?}");
+    assert!(after.push >= Some(taken) && after.push <= second, "{after:?}");
     // Reading again, it is sent the configuration of its time.
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {

@@ -107,7 +107,10 @@ pub(crate) async fn run(
     }
     // When the last change was seen: a change seen `debounce_quiet` or
     // more after it, and not queued while a push was built, came alone.
-    let mut last_change: Option<Instant> = None;
+    // The first push is the burst of everything there was at start: what
+    // trails it (a registry deriving its services from the objects, say)
+    // is debounced with it.
+    let mut last_change = Instant::now();
     loop {
         // A change made while the last push was built is waiting already:
         // it belongs to the changes that push carried (a burst).
@@ -124,8 +127,8 @@ pub(crate) async fn run(
         }
         changes.record(&first);
         let started = Instant::now();
-        let alone = !queued && last_change.is_none_or(|last| started - last >= options.debounce_quiet);
-        last_change = Some(if options.debounce_leading && alone {
+        let alone = !queued && started - last_change >= options.debounce_quiet;
+        last_change = if options.debounce_leading && alone {
             // Nothing to wait for: what is queued goes with it, what comes
             // next waits for the push after.
             while let Some(change) =
@@ -147,7 +150,7 @@ pub(crate) async fn run(
                 &rejections,
             )
             .await
-        });
+        };
         version += 1;
         if !publish(
             &server,
