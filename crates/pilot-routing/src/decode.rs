@@ -6,10 +6,6 @@ use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use pilot_api::gateway_api::{
-    BackendTlsPolicy, Gateway as ApiGateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute,
-    TlsRoute,
-};
 use pilot_api::istio::{DestinationPolicy, EgressRule, IngressRule, RouteRule};
 use pilot_api::networking::{DestinationRule, Gateway, Sidecar, VirtualService};
 use pilot_api::security::{AuthorizationPolicy, PeerAuthentication, RequestAuthentication};
@@ -53,16 +49,7 @@ impl RoutingConfigs {
         let api_tls_routes = Held::of(&previous.api_tls_routes);
         let api_tcp_routes = Held::of(&previous.api_tcp_routes);
         let backend_tls_policies = Held::of(&previous.backend_tls_policies);
-        // The Gateway API's kinds are named with their group: worked out
-        // once, not per object.
-        let http_route_id = HttpRoute::id();
-        let grpc_route_id = GrpcRoute::id();
-        let gateway_class_id = GatewayClass::id();
-        let api_gateway_id = ApiGateway::id();
-        let reference_grant_id = ReferenceGrant::id();
-        let tls_route_id = TlsRoute::id();
-        let tcp_route_id = TcpRoute::id();
-        let backend_tls_policy_id = BackendTlsPolicy::id();
+        let ids = super::GatewayApiKindIds::new();
         for config in configs {
             match config.meta.kind.as_str() {
                 RouteRule::KIND => out.route_rules.push(route_rules.typed(config)?),
@@ -82,16 +69,16 @@ impl RoutingConfigs {
                 RequestAuthentication::KIND => out
                     .request_authentications
                     .push(request_authentications.typed(config)?),
-                kind if kind == http_route_id => out.http_routes.push(http_routes.typed(config)?),
-                kind if kind == grpc_route_id => out.grpc_routes.push(grpc_routes.typed(config)?),
-                kind if kind == gateway_class_id => out.gateway_classes.push(gateway_classes.typed(config)?),
-                kind if kind == api_gateway_id => out.api_gateways.push(api_gateways.typed(config)?),
-                kind if kind == reference_grant_id => {
+                kind if kind == ids.http_route => out.http_routes.push(http_routes.typed(config)?),
+                kind if kind == ids.grpc_route => out.grpc_routes.push(grpc_routes.typed(config)?),
+                kind if kind == ids.gateway_class => out.gateway_classes.push(gateway_classes.typed(config)?),
+                kind if kind == ids.gateway => out.api_gateways.push(api_gateways.typed(config)?),
+                kind if kind == ids.reference_grant => {
                     out.reference_grants.push(reference_grants.typed(config)?)
                 }
-                kind if kind == tls_route_id => out.api_tls_routes.push(api_tls_routes.typed(config)?),
-                kind if kind == tcp_route_id => out.api_tcp_routes.push(api_tcp_routes.typed(config)?),
-                kind if kind == backend_tls_policy_id => {
+                kind if kind == ids.tls_route => out.api_tls_routes.push(api_tls_routes.typed(config)?),
+                kind if kind == ids.tcp_route => out.api_tcp_routes.push(api_tcp_routes.typed(config)?),
+                kind if kind == ids.backend_tls_policy => {
                     out.backend_tls_policies.push(backend_tls_policies.typed(config)?)
                 }
                 _ => {}

@@ -243,21 +243,41 @@ impl Default for RoutingConfigs {
     }
 }
 
+/// The Gateway API's kinds are named with their group
+/// (`HTTPRoute.gateway.networking.k8s.io`, made by [`ConfigKind::id`]):
+/// worked out once per decode of a push's objects, not once per object.
+pub(crate) struct GatewayApiKindIds {
+    pub(crate) http_route: std::borrow::Cow<'static, str>,
+    pub(crate) grpc_route: std::borrow::Cow<'static, str>,
+    pub(crate) gateway_class: std::borrow::Cow<'static, str>,
+    pub(crate) gateway: std::borrow::Cow<'static, str>,
+    pub(crate) reference_grant: std::borrow::Cow<'static, str>,
+    pub(crate) tls_route: std::borrow::Cow<'static, str>,
+    pub(crate) tcp_route: std::borrow::Cow<'static, str>,
+    pub(crate) backend_tls_policy: std::borrow::Cow<'static, str>,
+}
+
+impl GatewayApiKindIds {
+    pub(crate) fn new() -> Self {
+        GatewayApiKindIds {
+            http_route: GatewayHttpRoute::id(),
+            grpc_route: GatewayGrpcRoute::id(),
+            gateway_class: GatewayClass::id(),
+            gateway: ApiGateway::id(),
+            reference_grant: ReferenceGrant::id(),
+            tls_route: GatewayTlsRoute::id(),
+            tcp_route: GatewayTcpRoute::id(),
+            backend_tls_policy: BackendTlsPolicy::id(),
+        }
+    }
+}
+
 impl RoutingConfigs {
     /// The routing kinds among `configs`, typed; other kinds are ignored.
     /// Fails on an object that does not decode as its kind.
     pub fn from_configs<'a>(configs: impl IntoIterator<Item = &'a DynConfig>) -> Result<Self, StoreError> {
         let mut out = RoutingConfigs::default();
-        // The Gateway API's kinds are named with their group: worked out
-        // once, not per object.
-        let gateway_http_route_id = GatewayHttpRoute::id();
-        let gateway_grpc_route_id = GatewayGrpcRoute::id();
-        let gateway_class_id = GatewayClass::id();
-        let api_gateway_id = ApiGateway::id();
-        let reference_grant_id = ReferenceGrant::id();
-        let gateway_tls_route_id = GatewayTlsRoute::id();
-        let gateway_tcp_route_id = GatewayTcpRoute::id();
-        let backend_tls_policy_id = BackendTlsPolicy::id();
+        let ids = GatewayApiKindIds::new();
         for config in configs {
             match config.meta.kind.as_str() {
                 RouteRule::KIND => out.route_rules.push(Arc::new(Config::from_dyn(config)?)),
@@ -277,26 +297,18 @@ impl RoutingConfigs {
                 RequestAuthentication::KIND => out
                     .request_authentications
                     .push(Arc::new(Config::from_dyn(config)?)),
-                kind if kind == gateway_http_route_id => {
-                    out.http_routes.push(Arc::new(Config::from_dyn(config)?))
-                }
-                kind if kind == gateway_grpc_route_id => {
-                    out.grpc_routes.push(Arc::new(Config::from_dyn(config)?))
-                }
-                kind if kind == gateway_class_id => {
+                kind if kind == ids.http_route => out.http_routes.push(Arc::new(Config::from_dyn(config)?)),
+                kind if kind == ids.grpc_route => out.grpc_routes.push(Arc::new(Config::from_dyn(config)?)),
+                kind if kind == ids.gateway_class => {
                     out.gateway_classes.push(Arc::new(Config::from_dyn(config)?))
                 }
-                kind if kind == api_gateway_id => out.api_gateways.push(Arc::new(Config::from_dyn(config)?)),
-                kind if kind == reference_grant_id => {
+                kind if kind == ids.gateway => out.api_gateways.push(Arc::new(Config::from_dyn(config)?)),
+                kind if kind == ids.reference_grant => {
                     out.reference_grants.push(Arc::new(Config::from_dyn(config)?))
                 }
-                kind if kind == gateway_tls_route_id => {
-                    out.api_tls_routes.push(Arc::new(Config::from_dyn(config)?))
-                }
-                kind if kind == gateway_tcp_route_id => {
-                    out.api_tcp_routes.push(Arc::new(Config::from_dyn(config)?))
-                }
-                kind if kind == backend_tls_policy_id => {
+                kind if kind == ids.tls_route => out.api_tls_routes.push(Arc::new(Config::from_dyn(config)?)),
+                kind if kind == ids.tcp_route => out.api_tcp_routes.push(Arc::new(Config::from_dyn(config)?)),
+                kind if kind == ids.backend_tls_policy => {
                     out.backend_tls_policies.push(Arc::new(Config::from_dyn(config)?))
                 }
                 _ => {}
