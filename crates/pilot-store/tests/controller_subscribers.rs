@@ -1,5 +1,7 @@
 //! Controller subscribers: lag is signalled, never silent; handlers run in
-//! registration order; dropping the Controller stops its tasks.
+//! registration order; dropping the Controller stops its tasks; a
+//! subscriber woken by an event finds the cache and its applied revision
+//! already counting it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -70,6 +72,56 @@ async fn a_slow_subscriber_is_told_it_lagged_and_blocks_nobody() {
     assert_eq!(config.meta.name, "o32");
     assert_eq!(controller.list_cached(KIND, None).unwrap().len(), 40);
     reader.abort();
+}
+
+/// The push reads the cache and the applied revision the moment an event
+/// wakes it, on another thread, and records the push as built from that
+/// revision: an event sent before the revision moved would make a push
+/// holding an object say it was built from the revision before it (its
+/// status then never counts the proxies that have it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_woken_by_an_event_finds_it_in_the_cache_and_the_applied_revision() {
+    let backend = Arc::new(MemoryConfigStore::new(registry()));
+    let controller = Arc::new(Controller::new(Arc::clone(&backend) as _));
+    let mut events = controller.subscribe(KIND).unwrap();
+    controller.run();
+    controller.wait_synced().await;
+
+    const WRITES: usize = 500;
+    let reader = {
+        let controller = Arc::clone(&controller);
+        tokio::spawn(async move {
+            let mut behind = Vec::new();
+            for _ in 0..WRITES {
+                let Some(Notification::Event(event)) = events.next().await else {
+                    panic!("the subscription ended or lagged")
+                };
+                let object = event.object();
+                let revision: u64 = object.meta.resource_version.as_deref().unwrap().parse().unwrap();
+                let applied = controller.applied_revision(KIND).unwrap();
+                let cached = controller.get_cached(&object.key()).unwrap();
+                if applied < revision
+                    || cached.map(|c| c.meta.resource_version.clone())
+                        != Some(object.meta.resource_version.clone())
+                {
+                    behind.push((object.meta.name.clone(), revision, applied));
+                }
+            }
+            behind
+        })
+    };
+    // Written around the Controller, so that no write waits for the cache.
+    for i in 0..WRITES {
+        backend
+            .create(mock("default", &format!("o{i}"), "v"))
+            .await
+            .unwrap();
+    }
+    let behind = tokio::time::timeout(WAIT, reader).await.unwrap().unwrap();
+    assert!(
+        behind.is_empty(),
+        "events seen before the cache counted them: {behind:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

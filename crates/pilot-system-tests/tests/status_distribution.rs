@@ -178,8 +178,13 @@ fn distribution(store: &Store, restart: bool) {
     // configuration once (the bad rule's) and not again.
     let created = pilotctl(url, &["create", "-f", "-"], &[], Some(INNOCENT_RULE));
     assert_eq!(created.code, 0, "{created:?}");
-    eventually("the innocent rule to show 3/3", || {
-        reports(&get(url, "routerules", "reviews-innocent"), ENVOYS as u64, 0)
+    let mut shown = Value::Null;
+    eventually_showing("the innocent rule to show 3/3", &server, &mut shown, || {
+        let innocent = get(url, "routerules", "reviews-innocent");
+        (
+            reports(&innocent, ENVOYS as u64, 0),
+            serde_json::json!({"innocent": innocent, "bad": get(url, "routerules", "reviews-cookie")}),
+        )
     });
     for envoy in &envoys {
         assert_eq!(rds_rejections(envoy), 1, "{}", envoy.admin("/stats?filter=rds"));
@@ -198,12 +203,21 @@ fn distribution(store: &Store, restart: bool) {
     assert_ne!(fixed, yaml.stdout, "{yaml:?}");
     let replaced = pilotctl(url, &["replace", "-f", "-"], &[], Some(&fixed));
     assert_eq!(replaced.code, 0, "{replaced:?}");
-    eventually("the fixed rule to show 3/3, withheld from none", || {
-        let fixed = get(url, "routerules", "reviews-cookie");
-        reports(&fixed, ENVOYS as u64, 0)
-            && fixed["status"].get("withheld").is_none()
-            && reports(&get(url, "routerules", "reviews-innocent"), ENVOYS as u64, 0)
-    });
+    eventually_showing(
+        "the fixed rule to show 3/3, withheld from none",
+        &server,
+        &mut shown,
+        || {
+            let fixed = get(url, "routerules", "reviews-cookie");
+            let innocent = get(url, "routerules", "reviews-innocent");
+            (
+                reports(&fixed, ENVOYS as u64, 0)
+                    && fixed["status"].get("withheld").is_none()
+                    && reports(&innocent, ENVOYS as u64, 0),
+                serde_json::json!({"fixed": fixed, "innocent": innocent}),
+            )
+        },
+    );
 
     if !restart {
         drop(envoys);
@@ -257,6 +271,30 @@ fn rds_rejections(envoy: &Envoy) -> u64 {
         .filter_map(|line| line.rsplit_once(": ")?.1.trim().parse::<u64>().ok())
         .max()
         .unwrap_or(0)
+}
+
+/// [`eventually`], naming what `check` last saw when it gives up.
+fn eventually_showing(
+    what: &str,
+    server: &Discovery,
+    shown: &mut Value,
+    mut check: impl FnMut() -> (bool, Value),
+) {
+    let started = std::time::Instant::now();
+    loop {
+        let (done, seen) = check();
+        *shown = seen;
+        if done {
+            return;
+        }
+        assert!(
+            started.elapsed() < pilot_test_support::PATIENCE,
+            "timed out waiting for {what}; last seen: {shown:#}\nthe server's log:\n{}\nproxy-status:\n{}",
+            server.log(),
+            pilotctl(Some(&server.url), &["proxy-status"], &[], None).stdout
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 fn reports(object: &Value, acked: u64, nacked: u64) -> bool {

@@ -67,14 +67,17 @@ impl Shared {
     }
 
     /// Makes the cache equal `items` and emits the differences: deletes of
-    /// what is gone, then adds and updates.
+    /// what is gone, then adds and updates. The events go out once the
+    /// kind's applied revision says the cache holds them (see
+    /// [`Shared::publish`]).
     fn apply_snapshot(&self, kind: &str, snapshot: Snapshot, revision: Revision) {
         let items = self.admit_listed(kind, snapshot);
         let listed: HashSet<ConfigKey> = items.iter().map(|c| c.key()).collect();
+        let mut events = Vec::new();
         for old in self.cache.list(kind, None) {
             if !listed.contains(&old.key()) {
                 self.cache.remove(&old.key());
-                self.publish(Event::Deleted(old));
+                events.push(Event::Deleted(old));
             }
         }
         for config in items {
@@ -82,50 +85,48 @@ impl Shared {
                 Some(old) if old.meta.resource_version == config.meta.resource_version => {}
                 Some(old) => {
                     self.cache.insert(Arc::clone(&config));
-                    self.publish(Event::Updated { old, new: config });
+                    events.push(Event::Updated { old, new: config });
                 }
                 None => {
                     self.cache.insert(Arc::clone(&config));
-                    self.publish(Event::Added(config));
+                    events.push(Event::Added(config));
                 }
             }
         }
         self.mark_applied(kind, revision, true);
+        events.into_iter().for_each(|event| self.publish(event));
     }
 
     fn apply(&self, kind: &str, event: WatchEvent) {
         let revision = event.revision();
         let delivered = !matches!(event, WatchEvent::Progress { .. });
-        match event {
+        let event = match event {
             WatchEvent::Put { config, .. } if !self.quarantine.admit(&config) => {
                 // The key's stored object is now one that may not be
                 // served: what the cache had of it goes.
-                if let Some(old) = self.cache.remove(&config.key()) {
-                    self.publish(Event::Deleted(old));
-                }
+                self.cache.remove(&config.key()).map(Event::Deleted)
             }
             WatchEvent::Put { config, .. } => match self.cache.insert(Arc::clone(&config)) {
                 // A status write is not a change of configuration: the
                 // cache shows it, subscribers (the push) do not see it.
-                Some(old) if status_only(&old, &config) => {}
-                Some(old) => self.publish(Event::Updated { old, new: config }),
-                None => self.publish(Event::Added(config)),
+                Some(old) if status_only(&old, &config) => None,
+                Some(old) => Some(Event::Updated { old, new: config }),
+                None => Some(Event::Added(config)),
             },
             WatchEvent::Undecodable(undecodable) => {
                 self.quarantine.hold_undecodable(&undecodable);
-                if let Some(old) = self.cache.remove(&undecodable.key) {
-                    self.publish(Event::Deleted(old));
-                }
+                self.cache.remove(&undecodable.key).map(Event::Deleted)
             }
             WatchEvent::Delete { key, .. } => {
                 self.quarantine.release(&key);
-                if let Some(old) = self.cache.remove(&key) {
-                    self.publish(Event::Deleted(old));
-                }
+                self.cache.remove(&key).map(Event::Deleted)
             }
-            WatchEvent::Progress { .. } => {}
-        }
+            WatchEvent::Progress { .. } => None,
+        };
         self.mark_applied(kind, revision, delivered);
+        if let Some(event) = event {
+            self.publish(event);
+        }
     }
 
     /// Validation on read for a list: the items that may enter the cache;
@@ -149,6 +150,13 @@ impl Shared {
             .collect()
     }
 
+    /// Sends `event` to the subscribers. Only after the cache holds it and
+    /// the kind's applied revision counts it: a subscriber woken by it
+    /// (the push, on another thread) reads the cache and
+    /// [`Controller::applied_revision`](super::Controller::applied_revision)
+    /// at once, and must find both at least as new as the event, or a push
+    /// built from the new object would be recorded as built from the
+    /// revision before it.
     fn publish(&self, event: ConfigEvent) {
         // With no subscriber the event is not needed; the cache has it.
         let _ = self.events.send(event);

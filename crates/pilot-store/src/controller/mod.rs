@@ -87,7 +87,7 @@ struct Caught {
 ///   ([`Controller::subscribe`], [`Controller::subscribe_typed`]) or as
 ///   handlers ([`Controller::add_handler`]) that run one event at a time, in
 ///   registration order. A subscriber sees an event only after the cache
-///   reflects it.
+///   reflects it and [`Controller::applied_revision`] counts it.
 /// - When a watch cannot resume (history compacted), the Controller lists
 ///   again and emits the adds, updates and deletes the gap hid.
 /// - A slow subscriber never blocks the cache or other subscribers: past
