@@ -199,4 +199,85 @@ impl RoutingModel {
         );
         Some(changed)
     }
+
+    /// The domains of the gateway servers' virtual hosts whose routes
+    /// differ between `self` and `before`, when nothing else an edge
+    /// proxy's listeners and routes are generated from differs: every
+    /// other part of the model (but the services' own routes, which edge
+    /// proxies are not served) is the same, and every ingress server is
+    /// the same but for the routes of its virtual hosts, which name the
+    /// same domains in the same order. `None` otherwise. An edge proxy's
+    /// listeners and scopes are then the same, and of its route
+    /// configurations only those holding one of the domains differ.
+    pub fn changed_edge_hosts(&self, before: &RoutingModel) -> Option<BTreeSet<String>> {
+        fn same<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
+            Arc::ptr_eq(a, b) || a == b
+        }
+        let rest_same = self.external == before.external
+            && self.sources == before.sources
+            && self.sources_by_labels == before.sources_by_labels
+            && self.l4_by_source == before.l4_by_source
+            && same(&self.settings, &before.settings)
+            && same(&self.sidecars, &before.sidecars)
+            && same(&self.authorization, &before.authorization)
+            && same(&self.peer_authentication, &before.peer_authentication)
+            && same(&self.request_authentication, &before.request_authentication)
+            && same(&self.backend_tls, &before.backend_tls)
+            && self.destinations.len() == before.destinations.len()
+            && self
+                .destinations
+                .iter()
+                .zip(&before.destinations)
+                .all(|((h, d), (hb, db))| h == hb && same(d, db));
+        if !rest_same || self.ingress.len() != before.ingress.len() {
+            return None;
+        }
+        let mut changed = BTreeSet::new();
+        for (server, old) in self.ingress.iter().zip(&before.ingress) {
+            if server.virtual_hosts.len() != old.virtual_hosts.len() {
+                return None;
+            }
+            for (host, old) in server.virtual_hosts.iter().zip(&old.virtual_hosts) {
+                if host.host != old.host {
+                    return None;
+                }
+                if !same(host, old) {
+                    changed.insert(host.host.clone());
+                }
+            }
+            // The rest of the server (every field named: a new one is
+            // compared or left out here on purpose).
+            let crate::IngressServer {
+                port,
+                protocol,
+                port_name,
+                gateway,
+                selector,
+                namespace,
+                hosts,
+                tls,
+                https_redirect,
+                routes,
+                virtual_hosts: _,
+                tcp_routes,
+                tls_routes,
+            } = server;
+            let rest_same = *port == old.port
+                && *protocol == old.protocol
+                && *port_name == old.port_name
+                && *gateway == old.gateway
+                && *selector == old.selector
+                && *namespace == old.namespace
+                && *hosts == old.hosts
+                && *tls == old.tls
+                && *https_redirect == old.https_redirect
+                && *routes == old.routes
+                && *tcp_routes == old.tcp_routes
+                && *tls_routes == old.tls_routes;
+            if !rest_same {
+                return None;
+            }
+        }
+        Some(changed)
+    }
 }

@@ -12,6 +12,7 @@ use pilot_model::{ServiceDiscovery, ServiceInstance};
 use pilot_routing::RoutingModel;
 
 use crate::build::clusters::{eds_clusters, load_assignment, outbound};
+use crate::build::edge_routes::EdgeRouteConfiguration;
 use crate::build::listeners::ListenerPlan;
 use crate::build::route_config::route_configuration;
 use crate::mesh::MeshTls;
@@ -136,6 +137,28 @@ pub fn listener_plan(
         // A ztunnel is served workloads and authorizations
         // (`ambient/`), never listeners.
         ProxyType::Ztunnel => ListenerPlan::default(),
+    }
+}
+
+/// Of an edge proxy's [`listener_plan`], the route configurations
+/// holding one of `domains` (a gateway server's virtual host for it),
+/// built as the plan builds them, and those alone; none for a sidecar or
+/// a ztunnel. When the model differs from the one a proxy's last plan
+/// came from in those hosts' routes alone
+/// ([`RoutingModel::changed_edge_hosts`]), the new plan is the old one
+/// with these configurations in place of theirs: its listeners and scopes
+/// are the same.
+pub fn edge_route_configurations_holding(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    model: &RoutingModel,
+    domains: &std::collections::BTreeSet<String>,
+) -> Vec<EdgeRouteConfiguration> {
+    match proxy.proxy_type {
+        ProxyType::Ingress | ProxyType::Router => {
+            gateway::route_configurations_holding(proxy, registry, model, domains)
+        }
+        ProxyType::Sidecar | ProxyType::Ztunnel => Vec::new(),
     }
 }
 

@@ -45,7 +45,9 @@ pub use crate::build::routes::{admits, admitted, virtual_host_routes};
 pub use crate::build::util::any;
 pub use crate::gateway::SCOPE_HEADER;
 pub use crate::gateway::sni_dnat::{clusters as sni_dnat_clusters, serves_auto_passthrough};
-pub use crate::generate::{generate_inbound, generate_outbound, listener_plan};
+pub use crate::generate::{
+    edge_route_configurations_holding, generate_inbound, generate_outbound, listener_plan,
+};
 pub use crate::scope::{
     Applying, ScopeKey, ServiceIndex, generate_scoped_inbound, generate_scoped_outbound, scope_in, scope_of,
     scoping_applies,

@@ -113,14 +113,14 @@ impl EdgeHosts {
         for entry in &entries {
             out.extend_from_slice(entry);
         }
-        // In the order prost writes the fields: the removed headers (8)
-        // before `validate_clusters` (7).
+        // In the order prost writes the fields, by tag: `validate_clusters`
+        // (7) before the removed headers (8).
+        prost::encoding::message::encode(CONFIG_VALIDATE_CLUSTERS, &validate, &mut out);
         prost::encoding::string::encode_repeated(
             CONFIG_REQUEST_HEADERS_TO_REMOVE,
             &config.request_headers_to_remove,
             &mut out,
         );
-        prost::encoding::message::encode(CONFIG_VALIDATE_CLUSTERS, &validate, &mut out);
         if config.ignore_port_in_host_matching {
             encode_key(CONFIG_IGNORE_PORT_IN_HOST_MATCHING, WireType::Varint, &mut out);
             encode_varint(1, &mut out);
@@ -256,6 +256,16 @@ spec:
                     encoded,
                     expected.encode_to_vec(),
                     "{}: the same bytes",
+                    config.name
+                );
+                // As a scoped host's (headers removed, written after
+                // `validate_clusters` as prost writes them, by tag).
+                let mut scoped = config.clone();
+                scoped.request_headers_to_remove = vec!["x-pilot-scope".into()];
+                assert_eq!(
+                    cache.route_configuration(&scoped),
+                    scoped.build().encode_to_vec(),
+                    "{}, scoped: the same bytes",
                     config.name
                 );
                 expected

@@ -294,6 +294,13 @@ fn publish(
     changes.steady = previous.as_ref().is_some_and(|p| {
         super::scopes::steady(&p.rules, &rules, changes.touched.as_ref(), changes.same_services)
     });
+    // Rules changed in some gateway hosts' routes alone: edge classes are
+    // patched.
+    changes.edge_hosts = previous
+        .as_ref()
+        .filter(|p| changes.same_services && !Arc::ptr_eq(&p.rules, &rules))
+        .and_then(|p| rules.model().changed_edge_hosts(p.rules.model()))
+        .map(Arc::new);
     if let (Some(p), Some(touched)) = (previous.as_ref().filter(|_| changes.steady), &changes.touched) {
         changes.moved = super::own_instances::moved_addresses(&p.registry, &frozen, touched);
     }

@@ -67,6 +67,11 @@ impl ProxyClass {
     }
 
     /// The class with `scope` (`None`: the whole mesh).
+    /// Whether it is a class of edge proxies (ingress, router).
+    pub(crate) fn is_edge(&self) -> bool {
+        self.proxy_type.is_edge()
+    }
+
     pub(crate) fn with_scope(self, scope: Option<ScopeKey>) -> ProxyClass {
         ProxyClass { scope, ..self }
     }

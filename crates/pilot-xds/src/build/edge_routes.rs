@@ -70,32 +70,49 @@ impl EdgeRouteConfiguration {
     /// matched. Two hosts whose domains differ in case alone also keep it
     /// whole (Envoy matches domains case-insensitively).
     pub fn by_host(&self, min_hosts: usize) -> Option<Vec<(String, EdgeRouteConfiguration)>> {
-        if self.virtual_hosts.len() < min_hosts.max(1) {
-            return None;
-        }
-        let mut keys = std::collections::HashSet::new();
-        let mut out = Vec::with_capacity(self.virtual_hosts.len());
-        for host in &self.virtual_hosts {
-            let domain = host.only_domain()?;
-            if domain.is_empty() || domain.contains('*') {
-                return None;
-            }
-            let key = domain.to_ascii_lowercase();
-            if !keys.insert(key.clone()) {
-                return None;
-            }
-            out.push((
-                key,
-                EdgeRouteConfiguration {
-                    name: format!("{}/{domain}", self.name),
-                    virtual_hosts: vec![host.clone()],
-                    ignore_port_in_host_matching: self.ignore_port_in_host_matching,
-                    request_headers_to_remove: self.request_headers_to_remove.clone(),
-                },
-            ));
-        }
-        Some(out)
+        let domains: Option<Vec<&str>> = self
+            .virtual_hosts
+            .iter()
+            .map(EdgeVirtualHost::only_domain)
+            .collect();
+        scoped_by_host(&domains?, min_hosts).then(|| self.split_by_host())
     }
+
+    /// This configuration as one per virtual host (see
+    /// [`by_host`](Self::by_host)), each with its scope key, whether or
+    /// not it is [`scoped_by_host`]: a configuration holding some of a
+    /// scoped one's hosts splits into the same configurations as it does.
+    pub(crate) fn split_by_host(&self) -> Vec<(String, EdgeRouteConfiguration)> {
+        self.virtual_hosts
+            .iter()
+            .map(|host| {
+                let domain = host.only_domain().unwrap_or_default();
+                (
+                    domain.to_ascii_lowercase(),
+                    EdgeRouteConfiguration {
+                        name: format!("{}/{domain}", self.name),
+                        virtual_hosts: vec![host.clone()],
+                        ignore_port_in_host_matching: self.ignore_port_in_host_matching,
+                        request_headers_to_remove: self.request_headers_to_remove.clone(),
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+/// Whether a route configuration whose virtual hosts serve `domains` (one
+/// each, in order) is split into one per host
+/// ([`EdgeRouteConfiguration::by_host`]): `min_hosts` or more, none empty
+/// or a wildcard, no two the same in lower case.
+pub(crate) fn scoped_by_host(domains: &[&str], min_hosts: usize) -> bool {
+    if domains.len() < min_hosts.max(1) {
+        return false;
+    }
+    let mut keys = std::collections::HashSet::with_capacity(domains.len());
+    domains
+        .iter()
+        .all(|domain| !domain.is_empty() && !domain.contains('*') && keys.insert(domain.to_ascii_lowercase()))
 }
 
 /// One virtual host of an [`EdgeRouteConfiguration`].

@@ -56,7 +56,7 @@ pub(crate) mod sni_dnat;
 
 use crate::build::downstream_tls::server_socket;
 use crate::build::edge_routes::{
-    EdgeRouteConfiguration, EdgeVirtualHost, GatewayVirtualHost, SCOPED_MIN_HOSTS,
+    EdgeRouteConfiguration, EdgeVirtualHost, GatewayVirtualHost, SCOPED_MIN_HOSTS, scoped_by_host,
 };
 use crate::build::listeners::{
     LUA_FILTER, ListenerPlan, http_filter_chain, http_filter_chain_with, listener, route_to,
@@ -72,6 +72,37 @@ pub(crate) fn listeners(
     model: &RoutingModel,
     plan: &mut ListenerPlan,
 ) {
+    plan_edge(proxy, registry, model, None, plan);
+}
+
+/// The route configurations of `proxy`'s [`listeners`] that hold one of
+/// `domains` (a gateway server's virtual host for it), built as
+/// [`listeners`] builds them, and those alone: with scoped routes, the
+/// configurations of those hosts; else each whole configuration naming
+/// one. What a server holding the proxy's last configuration sends again
+/// when only the routes of these hosts changed
+/// ([`RoutingModel::changed_edge_hosts`]).
+pub(crate) fn route_configurations_holding(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    model: &RoutingModel,
+    domains: &BTreeSet<String>,
+) -> Vec<EdgeRouteConfiguration> {
+    let mut plan = ListenerPlan::default();
+    plan_edge(proxy, registry, model, Some(domains), &mut plan);
+    plan.ingress_routes
+}
+
+/// [`listeners`] into `plan`; with `only`, the route configurations
+/// holding those domains alone (`plan`'s listeners and scopes are then
+/// not the proxy's).
+fn plan_edge(
+    proxy: &Proxy,
+    registry: &dyn ServiceDiscovery,
+    model: &RoutingModel,
+    only: Option<&BTreeSet<String>>,
+    plan: &mut ListenerPlan,
+) {
     let mut by_port: BTreeMap<u16, Vec<&IngressServer>> = BTreeMap::new();
     for server in model.ingress_servers().iter().filter(|s| serves(proxy, s)) {
         by_port.entry(server.port).or_default().push(server);
@@ -80,6 +111,7 @@ pub(crate) fn listeners(
         proxy,
         registry,
         own: &[],
+        only,
     };
     for (port, servers) in by_port {
         let first = servers[0];
@@ -91,6 +123,9 @@ pub(crate) fn listeners(
         // by SNI: those terminating TLS for HTTP first, then those routing
         // connections.
         let mut chains = edge.terminating(port, &servers, plan);
+        if only.is_some() {
+            continue;
+        }
         l4::add_chains(port, &servers, registry, model, &mut chains);
         let Some(chain) = chains.first().cloned() else {
             continue;
@@ -107,7 +142,9 @@ pub(crate) fn listeners(
         }
         plan.listeners.push(out);
     }
-    crate::build::jwt_authn::authenticate_edge(proxy, model, &mut plan.listeners);
+    if only.is_none() {
+        crate::build::jwt_authn::authenticate_edge(proxy, model, &mut plan.listeners);
+    }
 }
 
 /// Whether `server`'s connections end in an HTTP connection manager after
@@ -157,6 +194,9 @@ struct Edge<'a> {
     /// The proxy's own instances, for source matches (an edge proxy runs
     /// none: its labels decide).
     own: &'a [ServiceInstance],
+    /// Route configurations holding these domains alone, when set
+    /// ([`route_configurations_holding`]).
+    only: Option<&'a BTreeSet<String>>,
 }
 
 impl Edge<'_> {
@@ -173,7 +213,7 @@ impl Edge<'_> {
         } else {
             format!("http.{port}")
         };
-        let chain = routes_chain(self.route_configuration(&name, port, &servers), plan);
+        let chain = self.routes_chain(&name, port, &servers, plan);
         plan.listeners
             .push(listener(&format!("0.0.0.0_{port}"), "0.0.0.0", port, true, chain));
     }
@@ -201,7 +241,7 @@ impl Edge<'_> {
                 let (namespace, gateway) = server.gateway.split_once('/').unwrap_or(("", &server.gateway));
                 format!("https.{port}.{}.{gateway}.{namespace}", server.port_name)
             };
-            let mut chain = routes_chain(self.route_configuration(&name, port, &[server]), plan);
+            let mut chain = self.routes_chain(&name, port, &[server], plan);
             chain.transport_socket = Some(server_socket(tls, Protocol::Http));
             if !names.is_empty() {
                 chain.filter_chain_match = Some(FilterChainMatch {
@@ -214,22 +254,63 @@ impl Edge<'_> {
         chains
     }
 
+    /// The HTTP connection manager taking its routes from the route
+    /// configuration `name` of `servers` on `port` (added to `plan`, see
+    /// [`routes_chain`]). With [`Edge::only`], the configurations holding
+    /// those domains alone go to `plan`: with scoped routes, those hosts';
+    /// else the whole configuration if it holds one.
+    fn routes_chain(
+        &self,
+        name: &str,
+        port: u16,
+        servers: &[&IngressServer],
+        plan: &mut ListenerPlan,
+    ) -> FilterChain {
+        // The domains of the configuration's virtual hosts, in order, as
+        // `route_configuration` makes them: whether it is scoped.
+        let mut domains: Vec<&str> = Vec::new();
+        let mut seen: HashSet<&str> = HashSet::new();
+        for server in servers {
+            if server.gateway.is_empty() {
+                if seen.insert("*") {
+                    domains.push("*");
+                }
+                continue;
+            }
+            for host in &server.virtual_hosts {
+                if seen.insert(&host.host) {
+                    domains.push(&host.host);
+                }
+            }
+        }
+        let scoped = scoped_by_host(&domains, SCOPED_MIN_HOSTS);
+        let only = match self.only {
+            Some(only) if !domains.iter().any(|d| only.contains(*d)) => return FilterChain::default(),
+            // A whole configuration holding one: built whole.
+            Some(_) if !scoped => None,
+            only => only,
+        };
+        routes_chain(self.route_configuration(name, port, servers, only), scoped, plan)
+    }
+
     /// The route configuration `name` of `servers` on `port`: an ingress
     /// rule server's routes under `*`, a gateway server's virtual hosts
     /// (when several servers name a host, its routes are the first's,
-    /// then the next's, as Istio merges them).
+    /// then the next's, as Istio merges them); with `only`, those of
+    /// these domains alone.
     fn route_configuration(
         &self,
         name: &str,
         port: u16,
         servers: &[&IngressServer],
+        only: Option<&BTreeSet<String>>,
     ) -> EdgeRouteConfiguration {
         let mut domains: HashSet<&str> = HashSet::new();
         let mut virtual_hosts = Vec::new();
         let gateway = servers.iter().any(|s| !s.gateway.is_empty());
         for server in servers {
             if server.gateway.is_empty() {
-                if domains.insert("*") {
+                if only.is_none() && domains.insert("*") {
                     virtual_hosts.push(EdgeVirtualHost::Built(Box::new(VirtualHost {
                         name: name.to_string(),
                         domains: vec!["*".into()],
@@ -240,6 +321,9 @@ impl Edge<'_> {
                 continue;
             }
             for host in &server.virtual_hosts {
+                if only.is_some_and(|only| !only.contains(&host.host)) {
+                    continue;
+                }
                 let part = GatewayVirtualHost::new(
                     self.proxy,
                     self.registry,
@@ -295,13 +379,13 @@ impl Edge<'_> {
 }
 
 /// The HTTP connection manager taking its routes from `config` (added to
-/// `plan`): over RDS as one route configuration, or, with
-/// [`SCOPED_MIN_HOSTS`] exact hosts or more, as one per host, each with
-/// its scope (SRDS), the request's host picking the scope
-/// ([`EdgeRouteConfiguration::by_host`]): a change to one host then sends
-/// Envoy that host's routes alone.
-fn routes_chain(config: EdgeRouteConfiguration, plan: &mut ListenerPlan) -> FilterChain {
-    let Some(by_host) = config.by_host(SCOPED_MIN_HOSTS) else {
+/// `plan`): over RDS as one route configuration, or, `scoped` (with
+/// [`SCOPED_MIN_HOSTS`] exact hosts or more, [`scoped_by_host`]), as one
+/// per host, each with its scope (SRDS), the request's host picking the
+/// scope ([`EdgeRouteConfiguration::by_host`]): a change to one host then
+/// sends Envoy that host's routes alone.
+fn routes_chain(config: EdgeRouteConfiguration, scoped: bool, plan: &mut ListenerPlan) -> FilterChain {
+    if !scoped {
         let chain = http_filter_chain(
             &config.name,
             http_connection_manager::RouteSpecifier::Rds(Rds {
@@ -311,7 +395,8 @@ fn routes_chain(config: EdgeRouteConfiguration, plan: &mut ListenerPlan) -> Filt
         );
         plan.ingress_routes.push(config);
         return chain;
-    };
+    }
+    let by_host = config.split_by_host();
     let string_key = |key: &str| scoped_route_configuration::key::Fragment {
         r#type: Some(scoped_route_configuration::key::fragment::Type::StringKey(
             key.to_string(),

@@ -21,9 +21,9 @@ use bytes::Bytes;
 use envoy_types::pb::google::protobuf::Any;
 use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use pilot_xds::serving::{
-    any, destination_route_configurations, eds_clusters, generate_outbound, generate_scoped_inbound,
-    generate_scoped_outbound, listener_plan, load_assignment, outbound_clusters, serves_auto_passthrough,
-    sni_dnat_clusters,
+    any, destination_route_configurations, edge_route_configurations_holding, eds_clusters,
+    generate_outbound, generate_scoped_inbound, generate_scoped_outbound, listener_plan, load_assignment,
+    outbound_clusters, serves_auto_passthrough, sni_dnat_clusters,
 };
 use pilot_xds::{ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, route_config_name};
 use prost::Message;
@@ -82,9 +82,16 @@ pub(crate) struct GeneratedCache {
     assignments: Mutex<HashMap<Arc<str>, AssignmentCell>>,
     /// Sets of route configurations assembled.
     pub(crate) routes_assembled: AtomicUsize,
+    /// Edge classes patched from the previous push's
+    /// ([`GeneratedCache::patch_edge`]).
+    pub(crate) edge_patched: AtomicUsize,
     /// The proxies' scopes, and the scoped classes kept from the previous
     /// push.
     pub(crate) scopes: Scopes,
+    /// Edge classes the previous push generated, with the gateway hosts
+    /// whose routes alone changed since ([`Changes::edge_hosts`]): their
+    /// configurations are patched ([`GeneratedCache::patch_edge`]).
+    edge: Option<EdgePrevious>,
     /// Every proxy's class is the previous push's ([`Changes::steady`])...
     steady: bool,
     /// ...but for the proxies at these addresses ([`Changes::moved`]).
@@ -164,6 +171,22 @@ impl GeneratedCache {
             }
             _ => Scopes::default(),
         };
+        let edge = before
+            .filter(|_| incremental)
+            .zip(changes.edge_hosts.as_ref())
+            .map(|(before, hosts)| EdgePrevious {
+                hosts: Arc::clone(hosts),
+                classes: before
+                    .by_class
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .filter(|(class, _)| {
+                        class.is_edge() && class.generator == Generator::Envoy && class.scope.is_none()
+                    })
+                    .filter_map(|(class, cell)| Some((class.clone(), Arc::clone(cell.get()?))))
+                    .collect(),
+            });
         // The kept classes are this push's at once: a stream holding one
         // finds it without working out its class (`GeneratedCache::holds`).
         let by_class = scopes
@@ -172,6 +195,7 @@ impl GeneratedCache {
             .collect();
         GeneratedCache {
             scopes,
+            edge,
             by_class: Mutex::new(by_class),
             steady: incremental && changes.steady,
             moved: changes.moved.clone(),
@@ -194,6 +218,7 @@ impl GeneratedCache {
             assignments_built: AtomicUsize::new(0),
             assignments: Mutex::default(),
             routes_assembled: AtomicUsize::new(0),
+            edge_patched: AtomicUsize::new(0),
         }
     }
 
@@ -300,9 +325,14 @@ impl GeneratedCache {
                     .envoy_cds((captured, mutual_tls, edge, sni_dnat), proxy, registry, mesh)
                     .await;
                 let eds = self.envoy_eds(registry, mesh).await;
-                let reused = self.previous.as_ref().and_then(|p| p.classes.get(&class));
+                let reused = self
+                    .previous
+                    .as_ref()
+                    .and_then(|p| p.classes.get(&class))
+                    .map(|(lds, srds, rds)| (Arc::clone(lds), Arc::clone(srds), Arc::clone(rds)));
+                let reused = reused.or_else(|| self.patch_edge(&class, proxy, registry, mesh));
                 let (lds, srds, rds) = match reused {
-                    Some((lds, srds, rds)) => (Arc::clone(lds), Arc::clone(srds), Arc::clone(rds)),
+                    Some(reused) => reused,
                     None => {
                         let listeners = self.envoy_listeners(proxy, registry, mesh, &own).await;
                         let namespaces = self.namespaces.get_or_init(|| {
@@ -352,6 +382,49 @@ impl GeneratedCache {
             own: inbound,
             held,
         }
+    }
+
+    /// An edge class's listeners, scopes and route configurations after
+    /// a push that changed the routes of some gateway hosts alone
+    /// ([`Changes::edge_hosts`]): the previous push's, the route
+    /// configurations holding those hosts built again and patched in
+    /// (the others copied as encoded, with their versions). A router
+    /// serving thousands of routes is then generated in the time of the
+    /// routes that changed, not of every host's scope and route
+    /// configuration. `None` when the previous push did not generate the
+    /// class, or a configuration built is not one it had (then the whole
+    /// class is generated).
+    fn patch_edge(
+        &self,
+        class: &ProxyClass,
+        proxy: &Proxy,
+        registry: &RegistrySnapshot,
+        mesh: &MeshConfig,
+    ) -> Option<(Arc<EncodedType>, Arc<EncodedType>, Arc<EncodedType>)> {
+        let edge = self.edge.as_ref()?;
+        let before = edge.classes.get(class)?;
+        let (lds, srds, rds) = (
+            before.types.get("LDS")?,
+            before.types.get("SRDS")?,
+            before.types.get("RDS")?,
+        );
+        let mut replaced = Vec::new();
+        for config in edge_route_configurations_holding(proxy, registry, mesh.model(), &edge.hosts) {
+            let at = rds.position(&config.name)?;
+            // The same bytes as `EdgeHosts::route_configuration`'s, without
+            // putting the few hosts encoded here in the place of the
+            // whole push's in that cache.
+            replaced.push((at, Bytes::from(config.build().encode_to_vec())));
+        }
+        replaced.sort_by_key(|(at, _)| *at);
+        replaced.dedup_by_key(|(at, _)| *at);
+        self.edge_patched.fetch_add(1, Ordering::Relaxed);
+        let rds = if replaced.is_empty() {
+            Arc::clone(rds)
+        } else {
+            Arc::new(rds.patched(replaced))
+        };
+        Some((Arc::clone(lds), Arc::clone(srds), rds))
     }
 
     /// A scoped Envoy class's configuration after a push of endpoint
@@ -628,9 +701,23 @@ pub(crate) struct Changes {
     /// With `steady`: the addresses whose own instances the batch moved
     /// (`own_instances.rs`); the proxies at them may have another class.
     pub(crate) moved: BTreeSet<IpAddr>,
+    /// The rules changed in the routes of these gateway hosts alone
+    /// (`RoutingModel::changed_edge_hosts`), the services did not: an
+    /// edge class generated by the previous push keeps its listeners and
+    /// scopes, and its route configurations holding none of these.
+    pub(crate) edge_hosts: Option<Arc<BTreeSet<String>>>,
     /// The registry's services are the previous push's: with `touched`,
     /// the scopes holding no touched host are kept (`scopes.rs`).
     pub(crate) same_services: bool,
+}
+
+/// The edge classes a push changing some gateway hosts' routes alone
+/// patches ([`GeneratedCache::patch_edge`]).
+struct EdgePrevious {
+    /// The domains whose routes changed.
+    hosts: Arc<BTreeSet<String>>,
+    /// The unscoped Envoy edge classes the previous push generated.
+    classes: HashMap<ProxyClass, Arc<Generated>>,
 }
 
 /// What a push carrying endpoint changes only takes from the push before.

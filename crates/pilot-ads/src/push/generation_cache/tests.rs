@@ -536,3 +536,99 @@ fn a_proxy_that_rejected_an_object_is_generated_as_if_it_were_not_there() {
     }
     assert_eq!(snapshot.reduced.lock().unwrap().len(), 1);
 }
+
+/// A Gateway with `routes` HTTPRoutes, one host each, all to `v1` but
+/// route `to_v2`'s.
+fn edge_rules(routes: usize, to_v2: usize) -> PushRules {
+    let mut text = String::from(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: pilot}\n\
+         spec: {controllerName: pilot.io/gateway-controller}\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: edge, namespace: web}\n\
+         spec:\n  gatewayClassName: pilot\n  listeners: [{name: http, protocol: HTTP, port: 80}]\n",
+    );
+    for i in 0..routes {
+        let backend = if i == to_v2 { "v2" } else { "v1" };
+        text.push_str(&format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+             metadata: {{name: route-{i}, namespace: web}}\n\
+             spec:\n  parentRefs: [{{name: edge}}]\n  hostnames: [route-{i}.example.com]\n  \
+             rules: [{{backendRefs: [{{name: {backend}, port: 8080}}]}}]\n"
+        ));
+    }
+    let objects = document::parse("edge.yaml", &text, &pilot_api::default_registry()).unwrap();
+    PushRules::from_configs(&objects).unwrap()
+}
+
+#[test]
+fn a_change_to_one_gateway_route_patches_the_routers_route_configurations() {
+    let live = MemoryServiceRegistry::new();
+    for name in ["v1", "v2"] {
+        live.add_service(Service::new(
+            format!("{name}.web.svc.cluster.local"),
+            vec![Port::new("http", 8080, Protocol::Http)],
+        ));
+    }
+    let frozen = RegistrySnapshot::capture(&live, 1);
+    let mut router = Proxy::from_node_id("router~10.9.0.2~edge-7d9f.web~web.svc.cluster.local").unwrap();
+    router.labels = Labels::from_pairs([("gateway.networking.k8s.io/gateway-name", "edge")]);
+    let sidecar = Proxy::from_node_id("sidecar~10.9.0.1~client.web~web.svc.cluster.local").unwrap();
+    let routes = pilot_xds::serving::SCOPED_MIN_HOSTS + 5;
+    let first = edge_rules(routes, usize::MAX);
+    let before = GeneratedCache::new(None, &Changes::default(), true);
+    let old = block_on(before.get(&router, &frozen, &first));
+    assert_eq!(
+        contents(&old),
+        full(&router, &frozen, &first),
+        "the first push: a full generation"
+    );
+    block_on(before.get(&sidecar, &frozen, &first));
+
+    let second = edge_rules(routes, 3);
+    let hosts = second.model().changed_edge_hosts(first.model());
+    assert_eq!(
+        hosts.as_ref().map(|h| h.iter().cloned().collect::<Vec<_>>()),
+        Some(vec!["route-3.example.com".to_string()])
+    );
+    let changes = Changes {
+        full: true,
+        rules: true,
+        same_services: true,
+        edge_hosts: hosts.map(Arc::new),
+        ..Default::default()
+    };
+    let after = GeneratedCache::new(Some(&before), &changes, true);
+    let new = block_on(after.get(&router, &frozen, &second));
+    assert_eq!(
+        contents(&new),
+        full(&router, &frozen, &second),
+        "what a full generation gives"
+    );
+    assert_eq!(after.edge_patched.load(Ordering::Relaxed), 1);
+    for short in ["LDS", "SRDS"] {
+        assert!(
+            Arc::ptr_eq(&new.shared.types[short], &old.shared.types[short]),
+            "{short} kept"
+        );
+    }
+    let (rds, old_rds) = (&new.shared.types["RDS"], &old.shared.types["RDS"]);
+    assert_eq!(rds.entries.len(), routes);
+    let patched = rds
+        .patched_from(old_rds)
+        .expect("the old route configurations patched");
+    assert_eq!(
+        patched,
+        [old_rds.position("http.80/route-3.example.com").unwrap()]
+    );
+    let differing: Vec<&str> = rds
+        .entries
+        .iter()
+        .zip(&old_rds.entries)
+        .filter(|(n, o)| n.version != o.version)
+        .map(|(n, _)| &*n.name)
+        .collect();
+    assert_eq!(differing, ["http.80/route-3.example.com"]);
+    // A sidecar is generated as before, whole.
+    let config = block_on(after.get(&sidecar, &frozen, &second));
+    assert_eq!(contents(&config), full(&sidecar, &frozen, &second));
+    assert_eq!(after.edge_patched.load(Ordering::Relaxed), 1);
+}

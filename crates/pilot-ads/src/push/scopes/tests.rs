@@ -420,6 +420,10 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
         moved,
         touched: touched.clone(),
         same_services,
+        edge_hosts: (rules_changed && same_services)
+            .then(|| after_mesh.model().changed_edge_hosts(before_mesh.model()))
+            .flatten()
+            .map(Arc::new),
     };
     moved_any |= moves_a_proxy(&changes);
     let incremental = GeneratedCache::new(Some(&prior), &changes, true);
