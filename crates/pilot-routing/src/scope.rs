@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::{Destination, HostRoutes, HttpAction, RoutingConfigs, RoutingModel};
+use super::{Destination, HostRoutes, HttpAction, IngressServer, RoutingConfigs, RoutingModel};
 use pilot_api::networking::{exported_to, is_public};
 
 impl RoutingConfigs {
@@ -155,8 +155,34 @@ impl RoutingModel {
     /// [`RoutingModel::authorization`],
     /// [`RoutingModel::peer_authentication`]).
     pub fn changed_hosts(&self, before: &RoutingModel) -> Option<BTreeSet<String>> {
+        if !self.same_ingress(before) {
+            return None;
+        }
+        self.changed_mesh_hosts(before)
+    }
+
+    /// Whether the edge servers ([`RoutingModel::ingress_servers`]) are
+    /// the same as `before`'s: a virtual host the models share is the same
+    /// without looking into it.
+    pub fn same_ingress(&self, before: &RoutingModel) -> bool {
+        self.ingress.len() == before.ingress.len()
+            && self.ingress.iter().zip(&before.ingress).all(|(server, old)| {
+                server.virtual_hosts.len() == old.virtual_hosts.len()
+                    && server
+                        .virtual_hosts
+                        .iter()
+                        .zip(&old.virtual_hosts)
+                        .all(|(h, o)| Arc::ptr_eq(h, o) || h == o)
+                    && same_but_virtual_hosts(server, old)
+            })
+    }
+
+    /// [`RoutingModel::changed_hosts`] for the proxies that are not served
+    /// the edge servers (sidecars, proxyless clients, ztunnels): the
+    /// servers are not compared. An edge proxy's configuration may differ
+    /// though no host is named.
+    pub fn changed_mesh_hosts(&self, before: &RoutingModel) -> Option<BTreeSet<String>> {
         if self.external != before.external
-            || self.ingress != before.ingress
             || self.sources != before.sources
             || self.sources_by_labels != before.sources_by_labels
         {
@@ -245,39 +271,43 @@ impl RoutingModel {
                     changed.insert(host.host.clone());
                 }
             }
-            // The rest of the server (every field named: a new one is
-            // compared or left out here on purpose).
-            let crate::IngressServer {
-                port,
-                protocol,
-                port_name,
-                gateway,
-                selector,
-                namespace,
-                hosts,
-                tls,
-                https_redirect,
-                routes,
-                virtual_hosts: _,
-                tcp_routes,
-                tls_routes,
-            } = server;
-            let rest_same = *port == old.port
-                && *protocol == old.protocol
-                && *port_name == old.port_name
-                && *gateway == old.gateway
-                && *selector == old.selector
-                && *namespace == old.namespace
-                && *hosts == old.hosts
-                && *tls == old.tls
-                && *https_redirect == old.https_redirect
-                && *routes == old.routes
-                && *tcp_routes == old.tcp_routes
-                && *tls_routes == old.tls_routes;
-            if !rest_same {
+            if !same_but_virtual_hosts(server, old) {
                 return None;
             }
         }
         Some(changed)
     }
+}
+
+/// Whether two edge servers are the same but for their virtual hosts
+/// (every field named: a new one is compared or left out here on
+/// purpose).
+fn same_but_virtual_hosts(server: &IngressServer, old: &IngressServer) -> bool {
+    let IngressServer {
+        port,
+        protocol,
+        port_name,
+        gateway,
+        selector,
+        namespace,
+        hosts,
+        tls,
+        https_redirect,
+        routes,
+        virtual_hosts: _,
+        tcp_routes,
+        tls_routes,
+    } = server;
+    *port == old.port
+        && *protocol == old.protocol
+        && *port_name == old.port_name
+        && *gateway == old.gateway
+        && *selector == old.selector
+        && *namespace == old.namespace
+        && *hosts == old.hosts
+        && *tls == old.tls
+        && *https_redirect == old.https_redirect
+        && *routes == old.routes
+        && *tcp_routes == old.tcp_routes
+        && *tls_routes == old.tls_routes
 }

@@ -285,9 +285,16 @@ fn publish(
         changes.record(&Change::Registry(event));
     }
     let mut changes = std::mem::take(changes);
+    let mut same_ingress = false;
     changes.touched = previous.as_ref().and_then(|p| {
-        super::scopes::touched_hosts((&p.rules, &p.registry), (&rules, &frozen), rules_changed.as_ref())
+        super::scopes::touched_hosts(
+            (&p.rules, &p.registry),
+            (&rules, &frozen),
+            rules_changed.as_ref(),
+            &mut same_ingress,
+        )
     });
+    changes.same_ingress = same_ingress;
     changes.same_services = previous
         .as_ref()
         .is_some_and(|p| super::scopes::same_services(&p.registry, &frozen));

@@ -84,7 +84,8 @@ pub(crate) struct Scopes {
 impl Scopes {
     /// The scopes of a push whose batch touched `touched` (`None`:
     /// everything), keeping from `before` (the previous push's scoped
-    /// classes, with their configurations) those untouched, and from
+    /// classes, with their configurations) those untouched (an edge
+    /// proxy's only with `same_ingress`, the same edge servers), and from
     /// `scopes_before` (the previous push's scopes) those untouched when
     /// `same_services` (the registry's services are the previous push's).
     pub(crate) fn new<'a>(
@@ -92,6 +93,7 @@ impl Scopes {
         touched: Option<&BTreeSet<String>>,
         scopes_before: Option<&Scopes>,
         same_services: bool,
+        same_ingress: bool,
     ) -> Self {
         let reusable = match (touched, scopes_before) {
             (Some(touched), Some(scopes_before)) if same_services => scopes_before
@@ -112,6 +114,7 @@ impl Scopes {
                         .scope
                         .as_ref()
                         .is_some_and(|scope| touched.iter().all(|h| !scope.hosts().contains(h)))
+                        && (same_ingress || !class.is_edge())
                 })
                 .map(|(class, generated)| (class.clone(), generated))
                 .collect(),
@@ -283,16 +286,24 @@ fn same_security(before: &RoutingModel, after: &RoutingModel) -> bool {
 /// `after`'s model from `before`'s knew them (`recompile.rs`); otherwise,
 /// and when some rule is not visible everywhere (each view is compared),
 /// the models are compared host by host.
+///
+/// The edge servers are left out (no sidecar is served them):
+/// `same_ingress` is set to whether they (and every view's) are the same
+/// too. When they are not, an edge proxy's scoped class is not kept
+/// though its scope holds no touched host.
 pub(crate) fn touched_hosts(
     before: (&PushRules, &RegistrySnapshot),
     after: (&PushRules, &RegistrySnapshot),
     rules: Option<&BTreeSet<String>>,
+    same_ingress: &mut bool,
 ) -> Option<BTreeSet<String>> {
     let (rules_before, registry_before) = before;
     let (rules_after, registry_after) = after;
     let mut touched = BTreeSet::new();
+    *same_ingress = true;
     if !std::ptr::eq(rules_before, rules_after) {
         let (model_before, model_after) = (rules_before.model(), rules_after.model());
+        *same_ingress = model_after.same_ingress(model_before);
         if !same_security(model_before, model_after) {
             return None;
         }
@@ -300,12 +311,13 @@ pub(crate) fn touched_hosts(
             for namespace in distinct_views(&rules_before.configs, &rules_after.configs) {
                 let after = rules_after.view_of(&namespace);
                 let before = rules_before.view_of(&namespace);
-                touched.extend(after.changed_hosts(&before)?);
+                *same_ingress &= after.same_ingress(&before);
+                touched.extend(after.changed_mesh_hosts(&before)?);
             }
         } else if let Some(rules) = rules {
             touched = rules.clone();
         } else {
-            touched = model_after.changed_hosts(model_before)?;
+            touched = model_after.changed_mesh_hosts(model_before)?;
         }
     }
     // One registry state (nothing changed in any registry): no service

@@ -12,7 +12,9 @@
 //! Endpoint changes alone come as two pushes when they are several, the
 //! first taken by the proxies of one namespace only: the others, whose
 //! classes that push never generated, get the second's configuration from
-//! the one they hold.
+//! the one they hold. A router serving a Gateway is among the proxies,
+//! and batches write VirtualServices bound to it: the sidecars' classes
+//! are kept through them, the router's is not.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -94,6 +96,8 @@ struct Batch {
     endpoints: Vec<(usize, Endpoint)>,
     rules: Vec<Rule>,
     routes: Vec<Rule>,
+    /// VirtualServices bound to the Gateway (`edge<host>.example.com`).
+    gateway: Vec<Rule>,
 }
 
 /// Proxies per namespace.
@@ -141,11 +145,13 @@ fn batch_strategy() -> impl Strategy<Value = Batch> {
         prop::collection::vec(endpoint_strategy(), 0..3),
         prop::collection::vec(rule_strategy(), 0..2),
         prop::collection::vec(rule_strategy(), 0..2),
+        prop::collection::vec(rule_strategy(), 0..2),
     )
-        .prop_map(|(endpoints, rules, routes)| Batch {
+        .prop_map(|(endpoints, rules, routes, gateway)| Batch {
             endpoints,
             rules,
             routes,
+            gateway,
         })
 }
 
@@ -157,9 +163,19 @@ fn export_line(export: usize) -> String {
     }
 }
 
-fn yaml(mesh: &Mesh, rules: &[Rule], routes: &[Rule]) -> String {
+fn yaml(mesh: &Mesh, rules: &[Rule], routes: &[Rule], gateway: &[Rule]) -> String {
     let hosts = hosts();
-    let mut text = String::new();
+    // The Gateway the router serves, with a route of its own always.
+    let mut text = String::from(
+        "---\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: edge, namespace: a}\n\
+         spec:\n  selector: {istio: ingressgateway}\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"]}]\n",
+    );
+    for (i, n, _) in [(0, 1, 0)].iter().chain(gateway) {
+        text.push_str(&format!(
+            "---\napiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: edge{i}, namespace: a}}\nspec:\n  hosts: [edge{i}.example.com]\n  gateways: [edge]\n  http: [{{route: [{{destination: {{host: {}}}}}], timeout: {n}s}}]\n",
+            hosts[(*i + *n as usize - 1) % hosts.len()],
+        ));
+    }
     for (ns, sidecar) in NAMESPACES.iter().zip(&mesh.sidecars) {
         let Some((entries, registry_only)) = sidecar else {
             continue;
@@ -213,9 +229,10 @@ fn proxy_address(p: usize) -> IpAddr {
     format!("10.9.0.{p}").parse().unwrap()
 }
 
-/// Proxy `p` is in namespace `p / PROXIES_PER_NAMESPACE`.
+/// Proxy `p` is in namespace `p / PROXIES_PER_NAMESPACE`; then the
+/// router serving the Gateway, in `a`.
 fn proxies() -> Vec<Proxy> {
-    (0..PROXIES)
+    let mut proxies: Vec<Proxy> = (0..PROXIES)
         .map(|p| {
             let ns = NAMESPACES[p / PROXIES_PER_NAMESPACE];
             Proxy::from_node_id(&format!(
@@ -224,7 +241,15 @@ fn proxies() -> Vec<Proxy> {
             ))
             .unwrap()
         })
-        .collect()
+        .collect();
+    let mut router = Proxy::from_node_id(&format!(
+        "router~{}~edge.a~a.svc.cluster.local",
+        proxy_address(PROXIES)
+    ))
+    .unwrap();
+    router.labels = Labels::from_pairs([("istio", "ingressgateway")]);
+    proxies.push(router);
+    proxies
 }
 
 /// `app: x`, or no label.
@@ -306,7 +331,7 @@ fn endpoint_changes(
     (rules, before): (&PushRules, &pilot_model::RegistrySnapshot),
     after: &pilot_model::RegistrySnapshot,
 ) -> Changes {
-    let touched = touched_hosts((rules, before), (rules, after), None);
+    let touched = touched_hosts((rules, before), (rules, after), None, &mut true);
     let same_services = same_services(before, after);
     let steady = steady(rules, rules, touched.as_ref(), same_services);
     let moved = match &touched {
@@ -347,7 +372,7 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
         }
     }
     let before_registry = registry.snapshot();
-    let before_mesh = compile(&yaml(&mesh, &[], &[]));
+    let before_mesh = compile(&yaml(&mesh, &[], &[], &[]));
     let everything = Changes {
         full: true,
         rules: true,
@@ -366,7 +391,7 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
     // Endpoint changes only, with two or more of them: the first is a push
     // of its own that only the first namespace's proxies take (the others
     // are busy with an older one), and the rest follow.
-    let rules_changed = !(batch.rules.is_empty() && batch.routes.is_empty());
+    let rules_changed = !(batch.rules.is_empty() && batch.routes.is_empty() && batch.gateway.is_empty());
     let split = usize::from(!rules_changed && batch.endpoints.len() >= 2);
     let (early, late) = batch.endpoints.split_at(split);
     apply(&registry, &mesh, early, 0);
@@ -390,15 +415,17 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
     };
     apply(&registry, &mesh, late, early.len());
     let after_registry = registry.snapshot();
-    let after_mesh = if batch.rules.is_empty() && batch.routes.is_empty() {
-        before_mesh.clone()
+    let after_mesh = if rules_changed {
+        compile(&yaml(&mesh, &batch.rules, &batch.routes, &batch.gateway))
     } else {
-        compile(&yaml(&mesh, &batch.rules, &batch.routes))
+        before_mesh.clone()
     };
+    let mut same_ingress = false;
     let touched = touched_hosts(
         (&before_mesh, &prior_registry),
         (&after_mesh, &after_registry),
         None,
+        &mut same_ingress,
     );
     // Rules exported to some namespaces only are said host by host too.
     prop_assert!(touched.is_some(), "{:?}", batch);
@@ -420,6 +447,7 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
         moved,
         touched: touched.clone(),
         same_services,
+        same_ingress,
         edge_hosts: (rules_changed && same_services)
             .then(|| after_mesh.model().changed_edge_hosts(before_mesh.model()))
             .flatten()
@@ -482,9 +510,11 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
             }
             // A class whose scope holds no touched host is kept (the
             // proxy's own instances the same: else its class may be
-            // another).
+            // another), a router's only if the Gateway's routes are the
+            // same.
             if let Some(touched) = &touched
                 && took_prior
+                && (same_ingress || proxy.proxy_type == pilot_xds::ProxyType::Sidecar)
                 && same_views
                 && own == own_before
                 && touched.iter().all(|h| !scope.contains(h))
@@ -495,6 +525,19 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
                     proxy.id
                 );
             }
+        }
+        // The Gateway's routes alone: the router's class is generated
+        // again, every sidecar's kept.
+        if batch.endpoints.is_empty() && batch.rules.is_empty() && batch.routes.is_empty() {
+            prop_assert_eq!(
+                incremental
+                    .scopes
+                    .generated
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                usize::from(!same_ingress),
+                "{:?}",
+                batch
+            );
         }
         // Endpoint changes that moved no proxy: every class is kept or
         // patched, none generated again (a class no proxy took in the
@@ -550,6 +593,25 @@ fn classes_no_proxy_took_in_a_push_are_patched_in_the_next() {
         endpoints: vec![(0, Endpoint::Add), (0, Endpoint::Add)],
         rules: Vec::new(),
         routes: Vec::new(),
+        gateway: Vec::new(),
+    };
+    check(mesh, batch).unwrap();
+}
+
+#[test]
+fn a_change_to_the_gateways_routes_alone_generates_the_routers_class_alone() {
+    let mesh = Mesh {
+        sidecars: vec![Some((vec![0], false)), Some((vec![1, 2], false)), None],
+        selecting: vec![None; NAMESPACES.len()],
+        base: Vec::new(),
+        own: vec![None; PROXIES],
+    };
+    // The Gateway's own route sent elsewhere, and a new one.
+    let batch = Batch {
+        endpoints: Vec::new(),
+        rules: Vec::new(),
+        routes: Vec::new(),
+        gateway: vec![(0, 2, 0), (3, 1, 0)],
     };
     check(mesh, batch).unwrap();
 }
