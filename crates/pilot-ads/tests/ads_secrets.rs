@@ -232,6 +232,15 @@ spec:
   validation:
     caCertificateRefs: [{group: \"\", kind: ConfigMap, name: ca}, {group: \"\", kind: ConfigMap, name: other}]
     hostname: api.example.com
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: billing-tls, namespace: web}
+spec:
+  targetRefs: [{group: \"\", kind: Service, name: billing}]
+  validation:
+    caCertificateRefs: [{group: \"\", kind: ConfigMap, name: ca}, {group: \"\", kind: ConfigMap, name: absent}]
+    hostname: billing.example.com
 ";
 
 async fn bundles_named_by_a_policy(delta: bool) {
@@ -269,16 +278,41 @@ async fn bundles_named_by_a_policy(delta: bool) {
     assert_eq!(said(&changed), pairs(&[(both, "ca one\nca three\n")]));
     router.answer(&changed, None).await;
 
-    // One of them gone: the bundle is no longer whole, so none is sent
-    // (a delta stream is told it is removed).
+    // One of them gone: the bundle is no longer whole, so it trusts a
+    // certificate authority nothing chains to (connections that would
+    // trust it fail; verification is never skipped).
     credentials.remove_ca_bundle("web", "other");
-    if delta {
-        let removed = next_secrets(&mut router).await;
-        assert!(removed.resources.is_empty(), "{:?}", said(&removed));
-        assert_eq!(removed.removed, [both]);
-    } else {
-        no_secrets(&mut router).await;
-    }
+    let gone = next_secrets(&mut router).await;
+    let nothing = said(&gone);
+    assert_eq!(nothing.len(), 1, "{nothing:?}");
+    assert_eq!(nothing[0].0, both);
+    assert_trusts_nothing(&nothing[0].1);
+    router.answer(&gone, None).await;
+    // Back: the bundle again.
+    credentials.set_ca_bundle("web", "other", b"ca two\n".to_vec());
+    let back = next_secrets(&mut router).await;
+    assert_eq!(said(&back), pairs(&[(both, "ca one\nca two\n")]));
+    router.answer(&back, None).await;
+
+    // A bundle of a ConfigMap that never was is answered at once too: a
+    // proxy starting does not wait for it.
+    let missing = "configmap://web/ca,absent";
+    router.subscribe(SDS, vec![both.into(), missing.into()]).await;
+    let answered = next_secrets(&mut router).await;
+    let named = said(&answered);
+    let stand_in = named.iter().find(|(name, _)| name == missing);
+    let Some((_, pem)) = stand_in else {
+        panic!("{missing} answered: {named:?}")
+    };
+    assert_trusts_nothing(pem);
+    assert_eq!(pem, &nothing[0].1, "one stand-in for every missing bundle");
+}
+
+/// `pem` is the one certificate of the stand-in for a bundle that cannot
+/// be read: a self-signed certificate authority, not one of the bundles.
+fn assert_trusts_nothing(pem: &str) {
+    assert_eq!(pem.matches("-----BEGIN CERTIFICATE-----").count(), 1, "{pem}");
+    assert!(!pem.contains("ca one") && !pem.contains("ca two"), "{pem}");
 }
 
 #[tokio::test]

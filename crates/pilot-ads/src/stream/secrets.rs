@@ -4,7 +4,8 @@
 //! and the certificate authority bundles BackendTLSPolicies name
 //! (`configmap://<namespace>/<name>[,<name>...]`, `pilot_model::CaBundleName`),
 //! each a validation context holding the ConfigMaps' `ca.crt` one after
-//! the other (none while one of them is missing).
+//! the other (while one of them is missing, a certificate authority
+//! nothing chains to: `trusts_nothing`).
 //!
 //! - Who may read what: a proxy reads the credentials of its own namespace
 //!   (its node id's, which an authenticated caller may only claim for its
@@ -220,12 +221,12 @@ impl Session {
     /// there is no such credential, why not when the proxy may not read
     /// it.
     fn current_secret(&self, resource: &str) -> Result<Option<Current>, String> {
+        if let Some(bundle) = CaBundleName::parse(resource) {
+            return self.current_bundle(resource, &bundle);
+        }
         let Some(source) = self.server().credentials.get() else {
             return Ok(None);
         };
-        if let Some(bundle) = CaBundleName::parse(resource) {
-            return self.current_bundle(resource, source, &bundle);
-        }
         let proxy = self.proxy();
         let own = crate::push::proxy_namespace(proxy);
         let Some(wanted) = CredentialName::parse(resource, &own) else {
@@ -248,13 +249,9 @@ impl Session {
     }
 
     /// The bundle `resource` (`wanted`): the `ca.crt` of each ConfigMap it
-    /// names, when every one is there and named by a BackendTLSPolicy.
-    fn current_bundle(
-        &self,
-        resource: &str,
-        source: &std::sync::Arc<dyn pilot_model::CredentialSource>,
-        wanted: &CaBundleName,
-    ) -> Result<Option<Current>, String> {
+    /// names, when every one is there (else [`trusts_nothing`]), each
+    /// named by a BackendTLSPolicy.
+    fn current_bundle(&self, resource: &str, wanted: &CaBundleName) -> Result<Option<Current>, String> {
         let named = |name: &str| {
             self.snapshot()
                 .is_some_and(|snapshot| snapshot.rules.configs.names_ca_bundle(&wanted.namespace, name))
@@ -265,10 +262,15 @@ impl Session {
                 wanted.namespace
             ));
         }
+        let source = self.server().credentials.get();
         let mut pem = Vec::new();
         for name in &wanted.names {
-            let Some(bundle) = source.ca_bundle(&wanted.namespace, name) else {
-                return Ok(None);
+            let Some(bundle) = source.and_then(|source| source.ca_bundle(&wanted.namespace, name)) else {
+                let Some(nothing) = trusts_nothing() else {
+                    return Ok(None);
+                };
+                pem = nothing.to_vec();
+                break;
             };
             pem.extend_from_slice(&bundle);
             if !pem.ends_with(b"\n") {
@@ -342,6 +344,37 @@ fn secret_of(name: &str, credential: &TlsCredential, ca: bool) -> Option<Secret>
 }
 
 /// `bytes` as an inline data source.
+/// A certificate authority no certificate chains to (its key was dropped
+/// once it had signed itself, at the first use in this process), PEM. A
+/// bundle that cannot be served (a ConfigMap missing, or holding no
+/// certificate; no credential source) is served as trusting it alone: the
+/// proxy fails every handshake that would have trusted the bundle (a 5xx),
+/// never skips verification, and does not wait for the bundle before it
+/// uses the cluster (Envoy's SDS `initial_fetch_timeout`, 15 s, which held
+/// a router's start). When the ConfigMaps come, the bundle is sent in its
+/// place. (`None` if it could not be made, which the server's random
+/// source failing alone would do: then nothing is sent for the bundle,
+/// and the proxy waits for it.)
+fn trusts_nothing() -> Option<&'static [u8]> {
+    static PEM: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
+    PEM.get_or_init(|| {
+        let made = (|| {
+            let key = rcgen::KeyPair::generate()?;
+            let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            params.distinguished_name.push(
+                rcgen::DnType::CommonName,
+                "pilot: no certificate authority (the bundle cannot be read)",
+            );
+            Ok::<_, rcgen::Error>(params.self_signed(&key)?.pem())
+        })();
+        made.map(String::into_bytes)
+            .inspect_err(|error| tracing::error!(%error, "cannot make a certificate authority to stand in for missing CA bundles"))
+            .ok()
+    })
+    .as_deref()
+}
+
 fn inline(bytes: &[u8]) -> DataSource {
     DataSource {
         specifier: Some(data_source::Specifier::InlineBytes(bytes.to_vec())),
