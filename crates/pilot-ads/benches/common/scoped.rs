@@ -186,8 +186,33 @@ impl Layout {
         objects.remove(0)
     }
 
+    /// A VirtualService bound to the Gateway `edge` (no client is a router
+    /// it selects), routing `edge.example.com` to service `service` with
+    /// the header `x-edge` set to `value`.
+    fn edge_route(&self, service: usize, value: i32) -> DynConfig {
+        let yaml = format!(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: edge-route, namespace: ns0}}\n\
+             spec:\n  hosts: [edge.example.com]\n  gateways: [edge]\n  http:\n  - headers: {{request: {{set: {{x-edge: \"{value}\"}}}}}}\n    \
+             route: [{{destination: {{host: {}}}}}]\n",
+            self.host(service)
+        );
+        let mut objects = pilot_model::document::parse("edge.yaml", &yaml, &pilot_api::default_registry())
+            .expect("a valid VirtualService");
+        objects.remove(0)
+    }
+
+    /// The Gateway `edge` (ns0) the edge route is bound to.
+    fn edge_gateway(&self) -> DynConfig {
+        let yaml = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: edge, namespace: ns0}\n\
+                    spec:\n  selector: {istio: ingressgateway}\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: [\"*\"]}]\n";
+        let mut objects = pilot_model::document::parse("gateway.yaml", yaml, &pilot_api::default_registry())
+            .expect("a valid Gateway");
+        objects.remove(0)
+    }
+
     /// The services with their instances and rules (and the narrow host's
-    /// HTTPRoute and VirtualService), and the Sidecars when `scoped`.
+    /// HTTPRoute and VirtualService, a Gateway and a route bound to it),
+    /// and the Sidecars when `scoped`.
     async fn populate(&self, registry: &MemoryServiceRegistry, store: &MemoryConfigStore, scoped: bool) {
         for s in 0..self.services {
             let host = self.host(s);
@@ -212,6 +237,8 @@ impl Layout {
             .create(self.virtual_service(NARROW, 50))
             .await
             .expect("create");
+        store.create(self.edge_gateway()).await.expect("create");
+        store.create(self.edge_route(NARROW, 50)).await.expect("create");
         if scoped {
             for n in 0..self.namespaces {
                 store.create(self.sidecar(n)).await.expect("create");
@@ -280,6 +307,16 @@ impl Running {
     /// Rewrites service `service`'s HTTPRoute (or, with `istio`, its
     /// VirtualService) to set `value`; returns the version that push will
     /// carry.
+    async fn write_edge_route(&self, layout: &Layout, service: usize, value: i32) -> u64 {
+        let key = ConfigKey::new("VirtualService", "ns0", "edge-route");
+        let current = self.store.get(&key).await.unwrap().expect("the edge route exists");
+        let mut next = layout.edge_route(service, value);
+        next.meta.resource_version = current.meta.resource_version.clone();
+        let version = self.serving.server.version().unwrap() + 1;
+        self.store.update(next).await.expect("update");
+        version
+    }
+
     async fn write_route(&self, layout: &Layout, service: usize, value: i32, istio: bool) -> u64 {
         let (kind, name) = if istio {
             ("VirtualService", format!("svc-{service}-vs"))
@@ -317,6 +354,9 @@ enum Change {
     Route(i32),
     /// The service's VirtualService rewritten to set this header value.
     VirtualService(i32),
+    /// The route bound to the Gateway rewritten to send to the service
+    /// with this header value (no client is served the Gateway).
+    Edge(i32),
     /// A `version=v1` instance at this address added to the service.
     Endpoint(Ipv4Addr),
 }
@@ -333,6 +373,9 @@ struct Push {
     times: Vec<Duration>,
     eds_bytes: f64,
     cpu: Duration,
+    /// The server's CPU to the end of the second after (the push's whole
+    /// work, when no client waits for it).
+    cpu_settled: Duration,
     published: Option<Duration>,
     load: String,
 }
@@ -362,12 +405,14 @@ async fn push(
     let before = tokio::task::block_in_place(|| (child.responses(), child.eds_responses()));
     let sent = running.sent();
     let mut pushes = running.serving.server.subscribe_pushes();
-    let cpu = crate::cpu_time();
+    let cpu_start = crate::cpu_time();
+    let cpu = cpu_start;
     let start = now_micros();
     let (version, acked) = match change {
         Change::Rule(v1) => (running.write(layout, service, v1).await, "wait"),
         Change::Route(value) => (running.write_route(layout, service, value, false).await, "wait"),
         Change::VirtualService(value) => (running.write_route(layout, service, value, true).await, "wait"),
+        Change::Edge(value) => (running.write_edge_route(layout, service, value).await, "wait"),
         Change::Endpoint(ip) => {
             let version = running.serving.server.version().unwrap() + 1;
             running
@@ -392,6 +437,7 @@ async fn push(
         }
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let cpu_settled = crate::cpu_time().saturating_sub(cpu_start);
     let after = tokio::task::block_in_place(|| (child.responses(), child.eds_responses()));
     Push {
         reached: grown(&before.0, &after.0),
@@ -400,6 +446,7 @@ async fn push(
         times,
         eds_bytes,
         cpu,
+        cpu_settled,
         published,
         load,
     }
@@ -556,6 +603,10 @@ pub(crate) async fn run(clients: usize, layout: Layout, baseline_clients: usize,
         &narrow_expected,
     )
     .await;
+    // 4c. The route bound to the Gateway changed: no client is a router
+    // it selects, so none is sent anything, and no sidecar's class is
+    // generated again.
+    let edge = push(&running, &mut child, &layout, NARROW, Change::Edge(80), &[]).await;
 
     // 5. and 6. One endpoint added to the shared host, then to a typical
     // service.
@@ -712,6 +763,17 @@ pub(crate) async fn run(clients: usize, layout: Layout, baseline_clients: usize,
         ms(istio.cpu),
         ms(gamma.cpu) / ms(istio.cpu),
         gamma.load,
+    );
+    println!(
+        "| a route bound to a Gateway (no client serves it) changed: clients sent anything | {} ({}); server sent {} responses; server CPU to a second after {:.1} ms (push published after {}) | none expected; the narrow rule's change, CPU to a second after: {:.1} ms | {:.2}x | none | {} |",
+        edge.reached.len(),
+        exact(&edge.reached, &[]),
+        edge.sent,
+        ms(edge.cpu_settled),
+        published(&edge),
+        ms(narrow.cpu_settled),
+        ms(edge.cpu_settled) / ms(narrow.cpu_settled),
+        edge.load,
     );
     for (what, push, expected) in [
         ("the shared host (every client)", &endpoint, &everyone),
