@@ -33,8 +33,8 @@
 //!   same mesh unscoped (`--baseline-clients B` clients, default 20), a
 //!   rule change seen by 1% of the proxies against one seen by all, the
 //!   same host's HTTPRoute (the Gateway API, its parent the Service)
-//!   changed against the same change written as a VirtualService, a
-//!   route bound to a Gateway no client serves changed (nobody is sent
+//!   changed against the same change written as a VirtualService, an
+//!   HTTPRoute attached to a Gateway no client serves changed (nobody is sent
 //!   anything; the server's CPU against the 1% rule change's), an
 //!   endpoint added to a host seen by all and to a typical service, and
 //!   the server's RSS per connected client. The figures in
