@@ -306,6 +306,19 @@ async fn bundles_named_by_a_policy(delta: bool) {
     };
     assert_trusts_nothing(pem);
     assert_eq!(pem, &nothing[0].1, "one stand-in for every missing bundle");
+    router.answer(&answered, None).await;
+
+    // A policy's reference to another kind than a ConfigMap: the same.
+    let unresolved = "unresolved-ca://web/billing-tls";
+    router
+        .subscribe(SDS, vec![both.into(), missing.into(), unresolved.into()])
+        .await;
+    let answered = next_secrets(&mut router).await;
+    let named = said(&answered);
+    let Some((_, pem)) = named.iter().find(|(name, _)| name == unresolved) else {
+        panic!("{unresolved} answered: {named:?}")
+    };
+    assert_eq!(pem, &nothing[0].1);
 }
 
 /// `pem` is the one certificate of the stand-in for a bundle that cannot

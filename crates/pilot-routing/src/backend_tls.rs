@@ -12,9 +12,11 @@
 //!   context named `configmap://<namespace>/<name>[,<name>...]`), or with
 //!   the system's trust bundle for `wellKnownCACertificates: System`.
 //! - A reference to anything but a core ConfigMap cannot be resolved: the
-//!   policy still applies, with a certificate authority no source serves,
-//!   so connections to its backends fail (the Gateway API's rule: a 5xx,
-//!   never a connection that skips verification). Another
+//!   policy still applies, with a validation context named
+//!   `unresolved-ca://<namespace>/<policy>` that the ADS server serves as
+//!   a certificate authority nothing chains to, so connections to its
+//!   backends fail (the Gateway API's rule: a 5xx, never a connection
+//!   that skips verification). Another
 //!   `wellKnownCACertificates` than `System` makes the policy not apply.
 //! - Several policies for one Service and section: the oldest
 //!   (`creationTimestamp`) applies, then the first by namespace and name;

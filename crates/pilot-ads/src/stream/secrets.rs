@@ -5,7 +5,8 @@
 //! (`configmap://<namespace>/<name>[,<name>...]`, `pilot_model::CaBundleName`),
 //! each a validation context holding the ConfigMaps' `ca.crt` one after
 //! the other (while one of them is missing, a certificate authority
-//! nothing chains to: `trusts_nothing`).
+//! nothing chains to: `trusts_nothing`, as for a policy's reference to
+//! another kind, `unresolved-ca://<namespace>/<policy>`).
 //!
 //! - Who may read what: a proxy reads the credentials of its own namespace
 //!   (its node id's, which an authenticated caller may only claim for its
@@ -224,6 +225,11 @@ impl Session {
         if let Some(bundle) = CaBundleName::parse(resource) {
             return self.current_bundle(resource, &bundle);
         }
+        // A BackendTLSPolicy's reference to something else than a
+        // ConfigMap: nothing can be trusted through it.
+        if resource.starts_with(pilot_routing::backend_tls::UNRESOLVED_CA_PREFIX) {
+            return Ok(trusts_nothing().map(|pem| validation_context(resource, pem)));
+        }
         let Some(source) = self.server().credentials.get() else {
             return Ok(None);
         };
@@ -277,13 +283,7 @@ impl Session {
                 pem.push(b'\n');
             }
         }
-        Ok(Some(Current::of(Secret {
-            name: resource.to_string(),
-            r#type: Some(secret::Type::ValidationContext(CertificateValidationContext {
-                trusted_ca: Some(inline(&pem)),
-                ..Default::default()
-            })),
-        })))
+        Ok(Some(validation_context(resource, &pem)))
     }
 
     /// Whether a proxy of namespace `own` may read `wanted`: its own
@@ -344,10 +344,22 @@ fn secret_of(name: &str, credential: &TlsCredential, ca: bool) -> Option<Secret>
 }
 
 /// `bytes` as an inline data source.
+/// The secret `resource`: a validation context trusting `pem`.
+fn validation_context(resource: &str, pem: &[u8]) -> Current {
+    Current::of(Secret {
+        name: resource.to_string(),
+        r#type: Some(secret::Type::ValidationContext(CertificateValidationContext {
+            trusted_ca: Some(inline(pem)),
+            ..Default::default()
+        })),
+    })
+}
+
 /// A certificate authority no certificate chains to (its key was dropped
 /// once it had signed itself, at the first use in this process), PEM. A
 /// bundle that cannot be served (a ConfigMap missing, or holding no
-/// certificate; no credential source) is served as trusting it alone: the
+/// certificate; no credential source; a policy's reference to another
+/// kind, `unresolved-ca://`) is served as trusting it alone: the
 /// proxy fails every handshake that would have trusted the bundle (a 5xx),
 /// never skips verification, and does not wait for the bundle before it
 /// uses the cluster (Envoy's SDS `initial_fetch_timeout`, 15 s, which held
