@@ -11,7 +11,8 @@
 //! route by their own scoped route configurations; servers naming a `credentialName` end TLS with
 //! that Secret of the router's namespace (from `--credentials-dir`, over
 //! SDS; MUTUAL verifies clients with its `ca.crt`), and another
-//! namespace's Secret is never sent to the router.
+//! namespace's Secret is never sent to the router (such a server is left
+//! out of its listeners).
 
 mod common;
 
@@ -542,8 +543,9 @@ spec:
         "a client without a certificate the Secret's ca.crt signed is refused"
     );
     // A server naming another namespace's Secret: it is never sent to the
-    // router, so that listener has no certificate to end TLS with (it
-    // waits for one), while the others keep serving.
+    // router, so that server is left out of the router's listeners (its
+    // port refuses connections rather than wait for a certificate), while
+    // the others keep serving.
     let foreign_gateway = dir.path().join("foreign.yaml");
     std::fs::write(
         &foreign_gateway,
@@ -570,9 +572,14 @@ spec:
         curl_https("secure.example.com", control, &ca.cert, &[]) == (true, "ok".to_string())
     });
     assert!(
-        !curl_https("secure.example.com", foreign, &ca.cert, &[]).0,
-        "{}",
+        std::net::TcpStream::connect(("127.0.0.1", foreign)).is_err(),
+        "the server without a Secret the router can be sent accepted a connection\n{}",
         agent.log()
+    );
+    let (_, listeners) = common::get(agent.admin_port, "/config_dump?resource=dynamic_listeners");
+    assert!(
+        listeners.contains(&format!("0.0.0.0_{control}")) && !listeners.contains(&format!("0.0.0.0_{foreign}")),
+        "the server without a Secret the router can be sent has a listener: {listeners}"
     );
     let (_, secrets) = common::get(agent.admin_port, "/config_dump?resource=dynamic_active_secrets");
     assert!(

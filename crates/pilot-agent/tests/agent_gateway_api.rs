@@ -24,7 +24,8 @@
 //!   listener's Secret from `--credentials-dir`, over SDS, and its
 //!   rotation), GatewaySecretReferenceGrantSpecific and
 //!   GatewaySecretMissingReferenceGrant (a Secret of another namespace),
-//!   GatewayInvalidTLSConfiguration (the listeners' status),
+//!   GatewayInvalidTLSConfiguration (the listeners' status; a listener
+//!   whose Secret is missing is left out until the Secret is written),
 //!   HTTPRouteHTTPSListenerDetectMisdirectedRequests (421).
 //! - BackendTLSPolicy: BackendTLSPolicy (TLS to the backend with the
 //!   policy's SNI, verified with its ConfigMap's CA from
@@ -1873,6 +1874,76 @@ fn listeners_whose_certificates_cannot_be_used_say_why() {
             "{gateway}"
         );
     }
+}
+
+#[test]
+fn a_listener_whose_secret_is_missing_is_left_out_until_the_secret_comes() {
+    // GatewayInvalidTLSConfiguration's listener naming a Secret that does
+    // not exist, its Gateway given an HTTP listener beside it. The router
+    // is not held waiting for the Secret: the HTTP listener serves, and
+    // the HTTPS listener's port refuses connections (no listener, not
+    // one Envoy holds until its initial fetch of the secret times out,
+    // then serves without a certificate). Once the Secret is written,
+    // the listener serves with it, and its status says so.
+    let gateway = "gateway-certificate-nonexistent-secret";
+    let Some(conformance) = Conformance::with(&["gateway-invalid-tls-configuration"], &[gateway]) else {
+        return;
+    };
+    let https = conformance.port(gateway, 443);
+    let http = common::free_port();
+    conformance.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {gateway}, namespace: {INFRA}}}\n\
+         spec:\n  gatewayClassName: gateway-conformance\n  listeners:\n  \
+         - {{name: https, port: {https}, protocol: HTTPS, allowedRoutes: {{namespaces: {{from: All}}}}, \
+         tls: {{certificateRefs: [{{group: \"\", kind: Secret, name: nonexistent-certificate}}]}}}}\n  \
+         - {{name: http, port: {http}, protocol: HTTP}}\n\
+         ---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: to-v1, namespace: {INFRA}}}\n\
+         spec:\n  parentRefs: [{{name: {gateway}}}]\n  hostnames: [example.org]\n  \
+         rules: [{{backendRefs: [{{name: {V1}, port: 8080}}]}}]\n"
+    ));
+    eventually("the HTTP listener beside it to serve", || {
+        common::get_by_length(http, "example.org", "/") == (200, V1.to_string())
+    });
+    let router = conformance.router(gateway);
+    let (_, listeners) = common::get(router.admin_port, "/config_dump?resource=dynamic_listeners");
+    assert!(
+        listeners.contains(&format!("0.0.0.0_{http}")) && !listeners.contains(&format!("0.0.0.0_{https}")),
+        "the HTTPS listener without its Secret was sent: {listeners}"
+    );
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", https)).is_err(),
+        "the HTTPS listener's port accepted a connection without a certificate to serve"
+    );
+    assert_eq!(
+        listener_conditions(&conformance, gateway, "https"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("Conflicted", "False", "NoConflicts"),
+            said("Programmed", "False", "Invalid"),
+            said("ResolvedRefs", "False", "InvalidCertificateRef"),
+        ]
+    );
+
+    conformance.rotate(INFRA, "nonexistent-certificate", "written-later", "DNS:example.org");
+    eventually("the HTTPS listener served with the Secret written", || {
+        conformance.https_get(gateway, 443, "example.org", "example.org", "/")
+            == Some((200, V1.to_string(), "written-later".to_string()))
+    });
+    eventually("the HTTPS listener's status to say it is programmed", || {
+        listener_conditions(&conformance, gateway, "https")
+            == [
+                said("Accepted", "True", "Accepted"),
+                said("Conflicted", "False", "NoConflicts"),
+                said("Programmed", "True", "Programmed"),
+                said("ResolvedRefs", "True", "ResolvedRefs"),
+            ]
+    });
+    // The HTTP listener kept serving.
+    assert_eq!(
+        common::get_by_length(http, "example.org", "/"),
+        (200, V1.to_string())
+    );
 }
 
 #[test]

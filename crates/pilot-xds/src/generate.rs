@@ -16,7 +16,7 @@ use crate::build::edge_routes::EdgeRouteConfiguration;
 use crate::build::listeners::ListenerPlan;
 use crate::build::route_config::route_configuration;
 use crate::mesh::MeshTls;
-use crate::{Generator, MeshConfig, Proxy, ProxyType, Resources};
+use crate::{Generator, MeshConfig, Proxy, ProxyType, Resources, ServerCertificates};
 use crate::{build, gateway, grpcgen, sidecar};
 
 /// Generates every resource for `proxy` from the registry and the routing
@@ -43,7 +43,7 @@ pub fn generate_outbound(
         return grpcgen::outbound(proxy, registry, model, own);
     }
     let (clusters, endpoints) = clusters(proxy, registry, model, mesh.security_for(proxy));
-    let mut resources = envoy_listeners_routes(proxy, registry, model, own);
+    let mut resources = envoy_listeners_routes(proxy, registry, model, mesh.server_certificates(), own);
     resources.clusters = clusters;
     resources.endpoints = endpoints;
     resources
@@ -57,9 +57,10 @@ fn envoy_listeners_routes(
     proxy: &Proxy,
     registry: &dyn ServiceDiscovery,
     model: &RoutingModel,
+    certificates: Option<&dyn ServerCertificates>,
     own: &[ServiceInstance],
 ) -> Resources {
-    let plan = listener_plan(proxy, registry, model, own);
+    let plan = listener_plan(proxy, registry, model, certificates, own);
     let services = registry.services();
     let mut routes: Vec<RouteConfiguration> = plan
         .http_ports
@@ -120,18 +121,20 @@ pub fn generate_inbound(proxy: &Proxy, own: &[ServiceInstance], mesh: &MeshConfi
 
 /// The listeners of `proxy` (but its inbound ones), with the route
 /// configurations they refer to: a sidecar's outbound listeners, or an
-/// edge proxy's (the servers it serves).
+/// edge proxy's (the servers it serves, but those terminating TLS with a
+/// certificate `certificates` says it cannot be sent).
 pub fn listener_plan(
     proxy: &Proxy,
     registry: &dyn ServiceDiscovery,
     model: &RoutingModel,
+    certificates: Option<&dyn ServerCertificates>,
     own: &[ServiceInstance],
 ) -> ListenerPlan {
     match proxy.proxy_type {
         ProxyType::Sidecar => sidecar::outbound::plan(proxy, registry, model, own),
         ProxyType::Ingress | ProxyType::Router => {
             let mut plan = ListenerPlan::default();
-            gateway::listeners(proxy, registry, model, &mut plan);
+            gateway::listeners(proxy, registry, model, certificates, &mut plan);
             plan
         }
         // A ztunnel is served workloads and authorizations
@@ -152,11 +155,12 @@ pub fn edge_route_configurations_holding(
     proxy: &Proxy,
     registry: &dyn ServiceDiscovery,
     model: &RoutingModel,
+    certificates: Option<&dyn ServerCertificates>,
     domains: &std::collections::BTreeSet<String>,
 ) -> Vec<EdgeRouteConfiguration> {
     match proxy.proxy_type {
         ProxyType::Ingress | ProxyType::Router => {
-            gateway::route_configurations_holding(proxy, registry, model, domains)
+            gateway::route_configurations_holding(proxy, registry, model, certificates, domains)
         }
         ProxyType::Sidecar | ProxyType::Ztunnel => Vec::new(),
     }

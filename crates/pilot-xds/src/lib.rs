@@ -89,7 +89,7 @@ pub use build::security;
 pub use error::XdsError;
 pub use generate::generate;
 pub use grpcgen::GRPC_SERVER_LISTENER_PREFIX;
-pub use mesh::MeshConfig;
+pub use mesh::{MeshConfig, ServerCertificates};
 pub use names::{ClusterName, Direction, host_namespace, route_config_name};
 pub use pilot_proxy_api::{InterceptionMode, ProxyType};
 pub use proxy::{Generator, Proxy};

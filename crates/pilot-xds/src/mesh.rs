@@ -34,6 +34,21 @@ pub struct MeshConfig {
     model: Arc<RoutingModel>,
     trust_domain: String,
     extension_providers: Arc<ExtensionProviders>,
+    server_certificates: Option<Arc<dyn ServerCertificates>>,
+}
+
+/// Which server certificates a proxy can be sent over SDS, as the server
+/// serving its secrets knows. An edge server terminating TLS with a
+/// certificate its proxy cannot be sent is left out of the proxy's
+/// listeners: Envoy would hold the listener until the secret came or its
+/// initial fetch timed out (15 s), and on its first configuration every
+/// other listener with it. Without one ([`MeshConfig::new`]) every
+/// certificate is taken to come, and such a listener waits for it.
+pub trait ServerCertificates: Send + Sync + std::fmt::Debug {
+    /// Whether `proxy` is sent the SDS secret `name`, as a server
+    /// certificate and key names it (or, ending in `-cacert`, as a
+    /// server's certificate authority for client certificates does).
+    fn available(&self, proxy: &crate::Proxy, name: &str) -> bool;
 }
 
 impl Default for MeshConfig {
@@ -50,6 +65,7 @@ impl MeshConfig {
             model: model.into(),
             trust_domain: DEFAULT_TRUST_DOMAIN.into(),
             extension_providers: Arc::default(),
+            server_certificates: None,
         }
     }
 
@@ -61,6 +77,7 @@ impl MeshConfig {
             model: Arc::new(model),
             trust_domain: like.trust_domain.clone(),
             extension_providers: Arc::clone(&like.extension_providers),
+            server_certificates: like.server_certificates.clone(),
         }
     }
 
@@ -80,10 +97,11 @@ impl MeshConfig {
     }
 
     /// The same configuration with the settings (trust domain, extension
-    /// providers) of `like`.
+    /// providers, server certificates) of `like`.
     pub fn with_settings_of(mut self, like: &MeshConfig) -> Self {
         self.trust_domain = like.trust_domain.clone();
         self.extension_providers = Arc::clone(&like.extension_providers);
+        self.server_certificates = like.server_certificates.clone();
         self
     }
 
@@ -121,6 +139,18 @@ impl MeshConfig {
         let mut providers = (*self.extension_providers).clone();
         providers.extension_providers.retain(resolves);
         std::borrow::Cow::Owned(self.clone().with_extension_providers(Arc::new(providers)))
+    }
+
+    /// The same configuration, with edge servers whose certificate a proxy
+    /// cannot be sent left out of its listeners ([`ServerCertificates`]).
+    pub fn with_server_certificates(mut self, certificates: Arc<dyn ServerCertificates>) -> Self {
+        self.server_certificates = Some(certificates);
+        self
+    }
+
+    /// Which server certificates proxies can be sent, when known.
+    pub fn server_certificates(&self) -> Option<&dyn ServerCertificates> {
+        self.server_certificates.as_deref()
     }
 
     /// The trust domain of workload identities (`cluster.local`).

@@ -136,7 +136,7 @@ struct Plan {
 }
 
 fn plan(model: &RoutingModel) -> Plan {
-    let plan = listener_plan(&router(), &registry(), model, &[]);
+    let plan = listener_plan(&router(), &registry(), model, None, &[]);
     Plan {
         listeners: plan.listeners.iter().map(Message::encode_to_vec).collect(),
         scopes: plan.scoped_routes.iter().map(Message::encode_to_vec).collect(),
@@ -176,7 +176,7 @@ fn patch_is_what_differs(routes: usize, edit: Edit, expected: &[&str]) {
             "the same route configurations"
         );
         let patch: BTreeMap<String, RouteConfiguration> =
-            edge_route_configurations_holding(&router(), &registry(), &after, &changed)
+            edge_route_configurations_holding(&router(), &registry(), &after, None, &changed)
                 .iter()
                 .map(|config| (config.name.clone(), config.build()))
                 .collect();

@@ -245,7 +245,7 @@ spec:
         model: &RoutingModel,
         registry: &dyn ServiceDiscovery,
     ) -> Vec<RouteConfiguration> {
-        let plan = listener_plan(&router(), registry, model, &[]);
+        let plan = listener_plan(&router(), registry, model, None, &[]);
         assert!(!plan.ingress_routes.is_empty(), "the router serves the gateways");
         plan.ingress_routes
             .iter()

@@ -16,6 +16,9 @@
 //!   proxy's scope (Sidecar, `exportTo`), part of its class, and the
 //!   scoped classes a push keeps because its changes touched none of
 //!   their hosts.
+//! - `certificates.rs`: which server certificates a push's proxies can
+//!   be sent over SDS; an edge server whose certificate does not come is
+//!   left out of its proxies' listeners until it does.
 //! - `proxy_config.rs` and `encoded_type.rs`: a proxy's configuration,
 //!   encoded once per type for every stream that is sent it.
 //! - `own_instances.rs`: the proxies whose own instances a batch of
@@ -29,6 +32,7 @@
 //!   every stream.
 
 pub(crate) mod ambient;
+mod certificates;
 mod diffs;
 mod edge_hosts;
 mod encoded_type;

@@ -10,6 +10,7 @@ use pilot_model::{ServiceDiscovery, ServiceEvent};
 use pilot_store::Controller;
 use tokio::time::Instant;
 
+use super::certificates::SdsCertificates;
 use super::generation_cache::{Changes, GeneratedCache};
 use super::inputs::PushObjects;
 use super::snapshot::{MeshSnapshot, PUSHED_KINDS, PushClock, PushInfo, READ_KINDS};
@@ -23,6 +24,9 @@ enum Change {
     Registry(ServiceEvent),
     /// A proxy rejected objects: they are to be left out for it.
     Rejected,
+    /// The credentials (Secrets) changed: which edge servers' certificates
+    /// come may have.
+    Credentials,
     /// A stream ended: the server is going away.
     Closed,
 }
@@ -48,13 +52,25 @@ impl Changes {
             // The same rules and registry: everything generated is kept,
             // only the proxies that rejected something get a reduced
             // configuration.
-            Change::Rejected => {}
+            Change::Rejected => self.rejected = true,
+            // Everything generated is kept but the edge classes: which
+            // servers terminating TLS they are served depends on whether
+            // their certificates come.
+            Change::Credentials => self.credentials = true,
         }
     }
 }
 
-/// The next configuration or registry change, whichever comes first.
-async fn next_change<C, R>(config_events: &mut C, registry_events: &mut R, rejections: &Rejections) -> Change
+/// What the pipeline waits on besides the Controller and the registry.
+struct Others {
+    rejections: Arc<Rejections>,
+    /// Ticks once per change of the server's credentials.
+    credentials: tokio::sync::watch::Receiver<u64>,
+}
+
+/// The next configuration, registry, rejection or credential change,
+/// whichever comes first.
+async fn next_change<C, R>(config_events: &mut C, registry_events: &mut R, others: &mut Others) -> Change
 where
     C: futures::Stream + Unpin,
     R: futures::Stream<Item = ServiceEvent> + Unpin,
@@ -62,8 +78,36 @@ where
     tokio::select! {
         event = config_events.next() => event.map_or(Change::Closed, |_| Change::Config),
         event = registry_events.next() => event.map_or(Change::Closed, Change::Registry),
-        () = rejections.recorded() => Change::Rejected,
+        () = others.rejections.recorded() => Change::Rejected,
+        changed = others.credentials.changed() => match changed {
+            Ok(()) => Change::Credentials,
+            Err(_) => Change::Closed,
+        },
     }
+}
+
+/// Whether a batch that changed the credentials alone is to be pushed:
+/// when some edge server of the last push terminates TLS with a secret
+/// (else nothing generated depends on the credentials; their own stream
+/// sends the changed secrets).
+fn pushes(changes: &Changes, server: &Weak<ServerState>) -> bool {
+    let credentials_alone = changes.credentials
+        && !changes.full
+        && !changes.rules
+        && !changes.rejected
+        && changes.endpoints.is_empty();
+    if !credentials_alone {
+        return true;
+    }
+    let Some(server) = server.upgrade() else {
+        return true;
+    };
+    let snapshot = server.snapshots.borrow();
+    snapshot.as_ref().is_none_or(|snapshot| {
+        snapshot.rules.model().ingress_servers().iter().any(|s| {
+            s.terminates_tls() && s.tls.as_ref().is_some_and(|tls| tls.credential_name.is_some())
+        })
+    })
 }
 
 pub(crate) async fn run(
@@ -72,7 +116,10 @@ pub(crate) async fn run(
     registry: Arc<dyn ServiceDiscovery>,
     options: XdsOptions,
 ) {
-    let Some(rejections) = server.upgrade().map(|s| Arc::clone(&s.rejections)) else {
+    let Some(mut others) = server.upgrade().map(|s| Others {
+        rejections: Arc::clone(&s.rejections),
+        credentials: s.credential_changes.subscribe(),
+    }) else {
         return;
     };
     let mut config_events = controller.subscribe_all();
@@ -115,10 +162,10 @@ pub(crate) async fn run(
         // A change made while the last push was built is waiting already:
         // it belongs to the changes that push carried (a burst).
         let (first, queued) =
-            match next_change(&mut config_events, &mut registry_events, &rejections).now_or_never() {
+            match next_change(&mut config_events, &mut registry_events, &mut others).now_or_never() {
                 Some(change) => (change, true),
                 None => (
-                    next_change(&mut config_events, &mut registry_events, &rejections).await,
+                    next_change(&mut config_events, &mut registry_events, &mut others).await,
                     false,
                 ),
             };
@@ -132,7 +179,7 @@ pub(crate) async fn run(
             // Nothing to wait for: what is queued goes with it, what comes
             // next waits for the push after.
             while let Some(change) =
-                next_change(&mut config_events, &mut registry_events, &rejections).now_or_never()
+                next_change(&mut config_events, &mut registry_events, &mut others).now_or_never()
             {
                 if matches!(change, Change::Closed) {
                     break;
@@ -147,10 +194,14 @@ pub(crate) async fn run(
                 &mut changes,
                 &mut config_events,
                 &mut registry_events,
-                &rejections,
+                &mut others,
             )
             .await
         };
+        if !pushes(&changes, &server) {
+            changes.credentials = false;
+            continue;
+        }
         version += 1;
         if !publish(
             &server,
@@ -175,7 +226,7 @@ async fn debounce<C, R>(
     changes: &mut Changes,
     config_events: &mut C,
     registry_events: &mut R,
-    rejections: &Rejections,
+    others: &mut Others,
 ) -> Instant
 where
     C: futures::Stream + Unpin,
@@ -188,7 +239,7 @@ where
             return last;
         }
         let quiet = options.debounce_quiet.min(left);
-        let more = tokio::time::timeout(quiet, next_change(config_events, registry_events, rejections)).await;
+        let more = tokio::time::timeout(quiet, next_change(config_events, registry_events, others)).await;
         match more {
             Ok(Change::Closed) | Err(_) => return last,
             Ok(change) => {
@@ -311,11 +362,16 @@ fn publish(
     if let (Some(p), Some(touched)) = (previous.as_ref().filter(|_| changes.steady), &changes.touched) {
         changes.moved = super::own_instances::moved_addresses(&p.registry, &frozen, touched);
     }
+    let certificates = SdsCertificates {
+        source: server.credentials.get().cloned(),
+        rules: Arc::clone(&rules),
+    };
     let generated = GeneratedCache::new(
         previous.as_deref().map(|p| &p.generated),
         &changes,
         server.options.incremental,
-    );
+    )
+    .with_certificates(Some(Arc::new(certificates)));
     tracing::debug!(
         version,
         full = changes.full,

@@ -128,7 +128,8 @@ impl MeshSnapshot {
                     };
                     Arc::new(Reduced {
                         rules: OnceLock::new(),
-                        generated: GeneratedCache::new(None, &everything, self.incremental),
+                        generated: GeneratedCache::new(None, &everything, self.incremental)
+                            .with_certificates(self.generated.certificates()),
                     })
                 }),
         );

@@ -233,25 +233,8 @@ impl Session {
         let Some(source) = self.server().credentials.get() else {
             return Ok(None);
         };
-        let proxy = self.proxy();
-        let own = crate::push::proxy_namespace(proxy);
-        let Some(wanted) = CredentialName::parse(resource, &own) else {
-            return Ok(None);
-        };
-        if !self.may_read(&own, &wanted) {
-            return Err(format!(
-                "the proxy may not read the Secret {}/{}: not its namespace, and no ReferenceGrant there lets \
-                 Gateways of {own} refer to it",
-                wanted.namespace, wanted.name
-            ));
-        }
-        let Some(secret) = source
-            .get(&wanted.namespace, &wanted.name)
-            .and_then(|credential| secret_of(resource, &credential, wanted.ca))
-        else {
-            return Ok(None);
-        };
-        Ok(Some(Current::of(secret)))
+        let configs = self.snapshot().map(|snapshot| &snapshot.rules.configs);
+        Ok(credential_secret(&**source, self.proxy(), resource, configs)?.map(Current::of))
     }
 
     /// The bundle `resource` (`wanted`): the `ca.crt` of each ConfigMap it
@@ -285,24 +268,52 @@ impl Session {
         }
         Ok(Some(validation_context(resource, &pem)))
     }
+}
 
-    /// Whether a proxy of namespace `own` may read `wanted`: its own
-    /// namespace's, or (a router) one a ReferenceGrant lets its
-    /// namespace's Gateways refer to.
-    fn may_read(&self, own: &str, wanted: &CredentialName) -> bool {
-        if wanted.namespace == own {
-            return true;
-        }
-        if self.proxy().proxy_type != pilot_xds::ProxyType::Router {
-            return false;
-        }
-        self.snapshot().is_some_and(|snapshot| {
-            snapshot
-                .rules
-                .configs
-                .grants_secret(own, &wanted.namespace, &wanted.name)
-        })
+/// The secret `resource` (a certificate and key, or with `-cacert` a
+/// certificate authority) as `proxy` may have it from `source`, under the
+/// ReferenceGrants of `configs` (the push's): `None` when there is no such
+/// credential, why not when the proxy may not read it. What a stream
+/// sends, and what generation asks before it serves an edge server
+/// terminating TLS with it (`push/certificates.rs`).
+pub(crate) fn credential_secret(
+    source: &dyn pilot_model::CredentialSource,
+    proxy: &pilot_xds::Proxy,
+    resource: &str,
+    configs: Option<&pilot_routing::RoutingConfigs>,
+) -> Result<Option<Secret>, String> {
+    let own = crate::push::proxy_namespace(proxy);
+    let Some(wanted) = CredentialName::parse(resource, &own) else {
+        return Ok(None);
+    };
+    if !may_read(proxy, &own, &wanted, configs) {
+        return Err(format!(
+            "the proxy may not read the Secret {}/{}: not its namespace, and no ReferenceGrant there lets \
+             Gateways of {own} refer to it",
+            wanted.namespace, wanted.name
+        ));
     }
+    Ok(source
+        .get(&wanted.namespace, &wanted.name)
+        .and_then(|credential| secret_of(resource, &credential, wanted.ca)))
+}
+
+/// Whether `proxy`, of namespace `own`, may read `wanted`: its own
+/// namespace's, or (a router) one a ReferenceGrant of `configs` lets its
+/// namespace's Gateways refer to.
+fn may_read(
+    proxy: &pilot_xds::Proxy,
+    own: &str,
+    wanted: &CredentialName,
+    configs: Option<&pilot_routing::RoutingConfigs>,
+) -> bool {
+    if wanted.namespace == own {
+        return true;
+    }
+    if proxy.proxy_type != pilot_xds::ProxyType::Router {
+        return false;
+    }
+    configs.is_some_and(|configs| configs.grants_secret(own, &wanted.namespace, &wanted.name))
 }
 
 impl Current {

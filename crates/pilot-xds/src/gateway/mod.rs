@@ -49,7 +49,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 use envoy_types::pb::envoy::extensions::http::early_header_mutation::header_mutation::v3::HeaderMutation as EarlyHeaderMutation;
 use pilot_model::{Labels, Protocol, ServiceDiscovery, ServiceInstance};
-use pilot_routing::{IngressServer, PortSelector, RoutingModel};
+use pilot_routing::{IngressServer, PortSelector, RoutingModel, ServerTlsMode};
 
 mod l4;
 pub(crate) mod sni_dnat;
@@ -62,7 +62,7 @@ use crate::build::listeners::{
     LUA_FILTER, ListenerPlan, http_filter_chain, http_filter_chain_with, listener, route_to,
 };
 use crate::build::util::{ads, any};
-use crate::{ClusterName, Proxy, ProxyType};
+use crate::{ClusterName, Proxy, ProxyType, ServerCertificates};
 
 /// The listeners and route configurations of an edge proxy (ingress or
 /// router): the servers of the model it serves, by port.
@@ -70,9 +70,10 @@ pub(crate) fn listeners(
     proxy: &Proxy,
     registry: &dyn ServiceDiscovery,
     model: &RoutingModel,
+    certificates: Option<&dyn ServerCertificates>,
     plan: &mut ListenerPlan,
 ) {
-    plan_edge(proxy, registry, model, None, plan);
+    plan_edge(proxy, registry, model, certificates, None, plan);
 }
 
 /// The route configurations of `proxy`'s [`listeners`] that hold one of
@@ -86,10 +87,11 @@ pub(crate) fn route_configurations_holding(
     proxy: &Proxy,
     registry: &dyn ServiceDiscovery,
     model: &RoutingModel,
+    certificates: Option<&dyn ServerCertificates>,
     domains: &BTreeSet<String>,
 ) -> Vec<EdgeRouteConfiguration> {
     let mut plan = ListenerPlan::default();
-    plan_edge(proxy, registry, model, Some(domains), &mut plan);
+    plan_edge(proxy, registry, model, certificates, Some(domains), &mut plan);
     plan.ingress_routes
 }
 
@@ -100,11 +102,16 @@ fn plan_edge(
     proxy: &Proxy,
     registry: &dyn ServiceDiscovery,
     model: &RoutingModel,
+    certificates: Option<&dyn ServerCertificates>,
     only: Option<&BTreeSet<String>>,
     plan: &mut ListenerPlan,
 ) {
     let mut by_port: BTreeMap<u16, Vec<&IngressServer>> = BTreeMap::new();
-    for server in model.ingress_servers().iter().filter(|s| serves(proxy, s)) {
+    for server in model
+        .ingress_servers()
+        .iter()
+        .filter(|s| serves(proxy, s) && certified(proxy, s, certificates))
+    {
         by_port.entry(server.port).or_default().push(server);
     }
     let edge = Edge {
@@ -145,6 +152,26 @@ fn plan_edge(
     if only.is_none() {
         crate::build::jwt_authn::authenticate_edge(proxy, model, &mut plan.listeners);
     }
+}
+
+/// Whether `proxy` can be sent what `server` terminates TLS with: the
+/// secret of its certificate and key and, for a MUTUAL server verifying
+/// clients without a file, of its certificate authority. A server that
+/// cannot be served so is left out, as if it were not there: its port's
+/// other servers are served at once, and a port it was alone on gets no
+/// listener (connections are refused) rather than one Envoy holds until
+/// the secret comes. True for a server not terminating TLS over SDS, and
+/// without `certificates` (then the proxy waits for the secret).
+fn certified(proxy: &Proxy, server: &IngressServer, certificates: Option<&dyn ServerCertificates>) -> bool {
+    let (Some(certificates), Some(tls)) = (certificates, &server.tls) else {
+        return true;
+    };
+    let Some(secret) = tls.credential_name.as_deref().filter(|_| server.terminates_tls()) else {
+        return true;
+    };
+    let verifies_clients_by_secret = tls.mode == ServerTlsMode::Mutual && tls.ca_certificates.is_none();
+    certificates.available(proxy, secret)
+        && (!verifies_clients_by_secret || certificates.available(proxy, &format!("{secret}-cacert")))
 }
 
 /// Whether `server`'s connections end in an HTTP connection manager after

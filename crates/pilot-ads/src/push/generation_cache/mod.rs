@@ -25,7 +25,9 @@ use pilot_xds::serving::{
     generate_outbound, generate_scoped_inbound, generate_scoped_outbound, listener_plan, load_assignment,
     outbound_clusters, serves_auto_passthrough, sni_dnat_clusters,
 };
-use pilot_xds::{ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, route_config_name};
+use pilot_xds::{
+    ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, ServerCertificates, route_config_name,
+};
 use prost::Message;
 use tokio::sync::OnceCell;
 
@@ -59,9 +61,11 @@ pub(crate) struct GeneratedCache {
     /// Envoy load assignments: the same for every Envoy.
     eds: OnceCell<Arc<EncodedType>>,
     /// Envoy listeners, by proxy type and capture mode, and an edge proxy's
-    /// labels (gateways select it by them): they do not depend on the
-    /// namespace or on source-matched rules.
-    listeners: Mutex<HashMap<(ProxyType, bool, Labels), ListenerCell>>,
+    /// labels and namespace (gateways select it by them, and its namespace
+    /// decides which Gateway API Gateways it serves and which secrets it
+    /// reads): a sidecar's do not depend on its namespace or on
+    /// source-matched rules.
+    listeners: Mutex<HashMap<(ProxyType, bool, Labels, String), ListenerCell>>,
     /// The virtual hosts, encoded once for every class they apply to, or
     /// kept from the previous push when their host's rules and service did
     /// not change.
@@ -92,6 +96,9 @@ pub(crate) struct GeneratedCache {
     /// whose routes alone changed since ([`Changes::edge_hosts`]): their
     /// configurations are patched ([`GeneratedCache::patch_edge`]).
     edge: Option<EdgePrevious>,
+    /// Which server certificates the proxies can be sent: generation
+    /// leaves out the edge servers whose certificate does not come.
+    certificates: Option<Arc<dyn ServerCertificates>>,
     /// Every proxy's class is the previous push's ([`Changes::steady`])...
     steady: bool,
     /// ...but for the proxies at these addresses ([`Changes::moved`]).
@@ -142,6 +149,9 @@ impl GeneratedCache {
                 // whole (`scopes.rs`).
                 classes: generated()
                     .filter(|(class, _)| class.scope.is_none())
+                    // Which servers an edge proxy is served depends on the
+                    // credentials.
+                    .filter(|(class, _)| !(changes.credentials && class.is_edge()))
                     .map(|(class, generated)| {
                         (
                             class.clone(),
@@ -153,7 +163,7 @@ impl GeneratedCache {
                         )
                     })
                     .collect(),
-                scoped: scoped_since(before, &by_class, &changes.endpoints),
+                scoped: scoped_since(before, &by_class, &changes.endpoints, changes.credentials),
             }
         });
         let scopes = match before {
@@ -167,13 +177,13 @@ impl GeneratedCache {
                     changes.touched.as_ref(),
                     Some(&before.scopes),
                     changes.same_services,
-                    changes.same_ingress,
+                    changes.same_ingress && !changes.credentials,
                 )
             }
             _ => Scopes::default(),
         };
         let edge = before
-            .filter(|_| incremental)
+            .filter(|_| incremental && !changes.credentials)
             .zip(changes.edge_hosts.as_ref())
             .map(|(before, hosts)| EdgePrevious {
                 hosts: Arc::clone(hosts),
@@ -220,7 +230,21 @@ impl GeneratedCache {
             assignments: Mutex::default(),
             routes_assembled: AtomicUsize::new(0),
             edge_patched: AtomicUsize::new(0),
+            certificates: None,
         }
+    }
+
+    /// The cache, its proxies sent the server certificates `certificates`
+    /// says they can be: an edge server terminating TLS with another is
+    /// left out of their listeners ([`ServerCertificates`]).
+    pub(crate) fn with_certificates(mut self, certificates: Option<Arc<dyn ServerCertificates>>) -> Self {
+        self.certificates = certificates;
+        self
+    }
+
+    /// What [`GeneratedCache::with_certificates`] gave.
+    pub(crate) fn certificates(&self) -> Option<Arc<dyn ServerCertificates>> {
+        self.certificates.clone()
     }
 
     /// Whether this push keeps the configuration `held` (of the previous
@@ -269,7 +293,14 @@ impl GeneratedCache {
         rules: &PushRules,
     ) -> ProxyConfig {
         let own = registry.host_instances(&[proxy.ip]);
-        let mesh = &rules.mesh;
+        let with_certificates;
+        let mesh = match &self.certificates {
+            Some(certificates) => {
+                with_certificates = rules.mesh.clone().with_server_certificates(Arc::clone(certificates));
+                &with_certificates
+            }
+            None => &rules.mesh,
+        };
         let model = mesh.model();
         let keyed = self.scopes.scope_keyed(proxy, &own, registry, rules);
         let (scope, key) = match keyed {
@@ -410,7 +441,7 @@ impl GeneratedCache {
             before.types.get("RDS")?,
         );
         let mut replaced = Vec::new();
-        for config in edge_route_configurations_holding(proxy, registry, mesh.model(), &edge.hosts) {
+        for config in edge_route_configurations_holding(proxy, registry, mesh.model(), mesh.server_certificates(), &edge.hosts) {
             let at = rds.position(&config.name)?;
             // The same bytes as `EdgeHosts::route_configuration`'s, without
             // putting the few hosts encoded here in the place of the
@@ -540,7 +571,7 @@ impl GeneratedCache {
         own: &[ServiceInstance],
     ) -> Arc<ListenerPart> {
         let build = || {
-            let plan = listener_plan(proxy, registry, mesh.model(), own);
+            let plan = listener_plan(proxy, registry, mesh.model(), mesh.server_certificates(), own);
             let ingress_routes = plan
                 .ingress_routes
                 .iter()
@@ -572,7 +603,12 @@ impl GeneratedCache {
             self.listeners
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .entry((proxy.proxy_type, proxy.capture.captures(), edge_labels(proxy)))
+                .entry((
+                    proxy.proxy_type,
+                    proxy.capture.captures(),
+                    edge_labels(proxy),
+                    edge_namespace(proxy),
+                ))
                 .or_default(),
         );
         cell.get_or_init(|| async { heavy(build) }).await.clone()
@@ -702,6 +738,11 @@ pub(crate) struct Changes {
     /// With `steady`: the addresses whose own instances the batch moved
     /// (`own_instances.rs`); the proxies at them may have another class.
     pub(crate) moved: BTreeSet<IpAddr>,
+    /// The credential source changed: which edge servers' certificates
+    /// their proxies can be sent may have, so no edge class is kept.
+    pub(crate) credentials: bool,
+    /// A proxy rejected objects (they are left out for it).
+    pub(crate) rejected: bool,
     /// The edge servers are the previous push's (`scopes::same_ingress`):
     /// `touched` leaves them out, so without this no edge proxy's scoped
     /// class is kept.
@@ -755,17 +796,19 @@ fn scoped_since(
     before: &GeneratedCache,
     by_class: &HashMap<ProxyClass, Arc<OnceCell<Arc<Generated>>>>,
     endpoints: &HashSet<String>,
+    credentials: bool,
 ) -> HashMap<ProxyClass, (Arc<Generated>, Arc<HashSet<String>>)> {
     let now = Arc::new(endpoints.clone());
     let mut scoped: HashMap<ProxyClass, (Arc<Generated>, Arc<HashSet<String>>)> = by_class
         .iter()
         .filter(|(class, _)| class.generator == Generator::Envoy && class.scope.is_some())
+        .filter(|(class, _)| !(credentials && class.is_edge()))
         .filter_map(|(class, cell)| Some((class.clone(), (Arc::clone(cell.get()?), Arc::clone(&now)))))
         .collect();
     if let Some(older) = &before.previous {
         let mut widened: HashMap<*const HashSet<String>, Arc<HashSet<String>>> = HashMap::new();
         for (class, (generated, since)) in &older.scoped {
-            if scoped.contains_key(class) {
+            if scoped.contains_key(class) || (credentials && class.is_edge()) {
                 continue;
             }
             let since = widened.entry(Arc::as_ptr(since)).or_insert_with(|| {
@@ -820,6 +863,15 @@ mod tests;
 
 /// The labels an edge proxy's listeners depend on (the gateways selecting
 /// it); none for a sidecar.
+/// An edge proxy's namespace (none for a sidecar).
+fn edge_namespace(proxy: &Proxy) -> String {
+    if proxy.proxy_type == ProxyType::Sidecar {
+        String::new()
+    } else {
+        crate::push::proxy_namespace(proxy)
+    }
+}
+
 fn edge_labels(proxy: &Proxy) -> Labels {
     if proxy.proxy_type == ProxyType::Sidecar {
         Labels::new()

@@ -632,3 +632,130 @@ fn a_change_to_one_gateway_route_patches_the_routers_route_configurations() {
     assert_eq!(contents(&config), full(&sidecar, &frozen, &second));
     assert_eq!(after.edge_patched.load(Ordering::Relaxed), 1);
 }
+
+/// Gateway API Gateways named `edge` in namespaces `a` (an HTTP listener
+/// on 80, an HTTPS one on 443 ending TLS with the Secret `a/cert`) and
+/// `b` (an HTTP listener on 8080), each with a route to `v1`.
+fn two_namespaces_gateways() -> PushRules {
+    let mut text = String::from(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: pilot}\n\
+         spec: {controllerName: pilot.io/gateway-controller}\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: edge, namespace: a}\n\
+         spec:\n  gatewayClassName: pilot\n  listeners:\n  - {name: http, protocol: HTTP, port: 80}\n  \
+         - {name: https, protocol: HTTPS, port: 443, hostname: secure.example.com, tls: {certificateRefs: [{name: cert}]}}\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: edge, namespace: b}\n\
+         spec:\n  gatewayClassName: pilot\n  listeners: [{name: http, protocol: HTTP, port: 8080}]\n",
+    );
+    for namespace in ["a", "b"] {
+        text.push_str(&format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+             metadata: {{name: route, namespace: {namespace}}}\n\
+             spec:\n  parentRefs: [{{name: edge}}]\n  \
+             rules: [{{backendRefs: [{{name: v1, namespace: web, port: 8080}}]}}]\n---\n\
+             apiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\n\
+             metadata: {{name: from-{namespace}, namespace: web}}\n\
+             spec:\n  from: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: {namespace}}}]\n  \
+             to: [{{group: \"\", kind: Service}}]\n"
+        ));
+    }
+    let objects = document::parse("edge.yaml", &text, &pilot_api::default_registry()).unwrap();
+    PushRules::from_configs(&objects).unwrap()
+}
+
+/// The listeners' names of a configuration.
+fn listener_names(config: &ProxyConfig) -> Vec<String> {
+    config.entries("LDS").map(|e| e.name.to_string()).collect()
+}
+
+#[test]
+fn a_credential_change_generates_the_edge_classes_again_and_keeps_the_sidecars() {
+    use pilot_store_memory::MemoryCredentials;
+
+    let live = MemoryServiceRegistry::new();
+    live.add_service(Service::new(
+        "v1.web.svc.cluster.local",
+        vec![Port::new("http", 8080, Protocol::Http)],
+    ));
+    let frozen = RegistrySnapshot::capture(&live, 1);
+    // Two routers with the same labels in two namespaces: each serves its
+    // own namespace's Gateway `edge`.
+    let router = |namespace: &str, ip: &str| {
+        let mut proxy = Proxy::from_node_id(&format!(
+            "router~{ip}~edge-7d9f.{namespace}~{namespace}.svc.cluster.local"
+        ))
+        .unwrap();
+        proxy.labels = Labels::from_pairs([("gateway.networking.k8s.io/gateway-name", "edge")]);
+        proxy
+    };
+    let (router_a, router_b) = (router("a", "10.9.0.2"), router("b", "10.9.0.3"));
+    let sidecar = Proxy::from_node_id("sidecar~10.9.0.1~client.web~web.svc.cluster.local").unwrap();
+    let rules = Arc::new(two_namespaces_gateways());
+    let source = Arc::new(MemoryCredentials::new());
+    let certificates = || -> Arc<dyn pilot_xds::ServerCertificates> {
+        Arc::new(super::super::certificates::SdsCertificates {
+            source: Some(Arc::clone(&source) as Arc<dyn pilot_model::CredentialSource>),
+            rules: Arc::clone(&rules),
+        })
+    };
+    let full_with_certificates = |proxy: &Proxy| {
+        let mut with = (*rules).clone();
+        with.mesh = with.mesh.with_server_certificates(certificates());
+        full(proxy, &frozen, &with)
+    };
+
+    // The Secret `a/cert` is missing: router a is served its HTTP listener
+    // alone, router b its own Gateway's listener.
+    let before = GeneratedCache::new(None, &Changes::default(), true).with_certificates(Some(certificates()));
+    let old_a = block_on(before.get(&router_a, &frozen, &rules));
+    let old_b = block_on(before.get(&router_b, &frozen, &rules));
+    let old_sidecar = block_on(before.get(&sidecar, &frozen, &rules));
+    assert_eq!(listener_names(&old_a), ["0.0.0.0_80"]);
+    assert_eq!(listener_names(&old_b), ["0.0.0.0_8080"]);
+    assert_eq!(contents(&old_a), full_with_certificates(&router_a));
+    assert_eq!(contents(&old_b), full_with_certificates(&router_b));
+
+    // The Secret written: a push carrying the credential change alone
+    // generates the routers' classes again, router a now with its HTTPS
+    // listener, and keeps the sidecar's.
+    source.set(
+        "a",
+        "cert",
+        pilot_model::TlsCredential {
+            certificate_chain: b"certificate".to_vec(),
+            private_key: b"key".to_vec(),
+            ca_certificates: None,
+        },
+    );
+    let changes = Changes {
+        credentials: true,
+        ..Default::default()
+    };
+    let after = GeneratedCache::new(Some(&before), &changes, true).with_certificates(Some(certificates()));
+    let new_a = block_on(after.get(&router_a, &frozen, &rules));
+    assert_eq!(listener_names(&new_a), ["0.0.0.0_80", "0.0.0.0_443"]);
+    assert_eq!(contents(&new_a), full_with_certificates(&router_a));
+    let new_b = block_on(after.get(&router_b, &frozen, &rules));
+    assert_eq!(listener_names(&new_b), ["0.0.0.0_8080"]);
+    let new_sidecar = block_on(after.get(&sidecar, &frozen, &rules));
+    for short in ["CDS", "LDS", "RDS"] {
+        assert!(
+            Arc::ptr_eq(&new_sidecar.shared.types[short], &old_sidecar.shared.types[short]),
+            "the sidecar's {short} kept"
+        );
+    }
+
+    // A push without a credential change keeps the routers' listeners as
+    // they were generated, whatever the source says meanwhile.
+    assert!(source.remove("a", "cert"));
+    let kept = GeneratedCache::new(
+        Some(&after),
+        &Changes {
+            endpoints: ["v1.web.svc.cluster.local".to_string()].into(),
+            ..Default::default()
+        },
+        true,
+    )
+    .with_certificates(Some(certificates()));
+    let kept_a = block_on(kept.get(&router_a, &frozen, &rules));
+    assert!(Arc::ptr_eq(&kept_a.shared.types["LDS"], &new_a.shared.types["LDS"]));
+}

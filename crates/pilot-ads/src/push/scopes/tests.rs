@@ -452,6 +452,8 @@ fn check(mesh: Mesh, batch: Batch) -> Result<(), TestCaseError> {
             .then(|| after_mesh.model().changed_edge_hosts(before_mesh.model()))
             .flatten()
             .map(Arc::new),
+        credentials: false,
+        rejected: false,
     };
     moved_any |= moves_a_proxy(&changes);
     let incremental = GeneratedCache::new(Some(&prior), &changes, true);
