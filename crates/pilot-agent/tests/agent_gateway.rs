@@ -578,7 +578,8 @@ spec:
     );
     let (_, listeners) = common::get(agent.admin_port, "/config_dump?resource=dynamic_listeners");
     assert!(
-        listeners.contains(&format!("0.0.0.0_{control}")) && !listeners.contains(&format!("0.0.0.0_{foreign}")),
+        listeners.contains(&format!("0.0.0.0_{control}"))
+            && !listeners.contains(&format!("0.0.0.0_{foreign}")),
         "the server without a Secret the router can be sent has a listener: {listeners}"
     );
     let (_, secrets) = common::get(agent.admin_port, "/config_dump?resource=dynamic_active_secrets");

@@ -1925,7 +1925,12 @@ fn a_listener_whose_secret_is_missing_is_left_out_until_the_secret_comes() {
         ]
     );
 
-    conformance.rotate(INFRA, "nonexistent-certificate", "written-later", "DNS:example.org");
+    conformance.rotate(
+        INFRA,
+        "nonexistent-certificate",
+        "written-later",
+        "DNS:example.org",
+    );
     eventually("the HTTPS listener served with the Secret written", || {
         conformance.https_get(gateway, 443, "example.org", "example.org", "/")
             == Some((200, V1.to_string(), "written-later".to_string()))

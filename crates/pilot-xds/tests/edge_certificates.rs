@@ -85,14 +85,21 @@ impl ServerCertificates for Held {
 }
 
 /// Each listener's name, with the SNI names of its filter chains.
-fn listeners(listeners: &[pilot_xds::envoy_types::pb::envoy::config::listener::v3::Listener]) -> BTreeMap<String, Vec<Vec<String>>> {
+fn listeners(
+    listeners: &[pilot_xds::envoy_types::pb::envoy::config::listener::v3::Listener],
+) -> BTreeMap<String, Vec<Vec<String>>> {
     listeners
         .iter()
         .map(|l| {
             let chains = l
                 .filter_chains
                 .iter()
-                .map(|c| c.filter_chain_match.as_ref().map(|m| m.server_names.clone()).unwrap_or_default())
+                .map(|c| {
+                    c.filter_chain_match
+                        .as_ref()
+                        .map(|m| m.server_names.clone())
+                        .unwrap_or_default()
+                })
                 .collect();
             (l.name.clone(), chains)
         })

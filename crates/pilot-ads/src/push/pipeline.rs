@@ -104,9 +104,12 @@ fn pushes(changes: &Changes, server: &Weak<ServerState>) -> bool {
     };
     let snapshot = server.snapshots.borrow();
     snapshot.as_ref().is_none_or(|snapshot| {
-        snapshot.rules.model().ingress_servers().iter().any(|s| {
-            s.terminates_tls() && s.tls.as_ref().is_some_and(|tls| tls.credential_name.is_some())
-        })
+        snapshot
+            .rules
+            .model()
+            .ingress_servers()
+            .iter()
+            .any(|s| s.terminates_tls() && s.tls.as_ref().is_some_and(|tls| tls.credential_name.is_some()))
     })
 }
 

@@ -53,8 +53,8 @@ mod withheld;
 
 pub use auth::{Authenticate, Authenticating, Caller, NodeScope};
 pub use peer::Peer;
-pub use serve::{ServeOptions, listen};
 pub(crate) use secrets::credential_secret;
+pub use serve::{ServeOptions, listen};
 pub(crate) use serve::{serve_address, serve_listener};
 #[cfg(feature = "fuzzing")]
 pub(crate) use {

@@ -89,9 +89,7 @@ pub use httproute::{
     HttpRouteRetry, HttpRouteRule, HttpRouteTimeouts, PathMatchType, StringMatchType,
 };
 pub use reference_grant::{ReferenceGrant, ReferenceGrantFrom, ReferenceGrantTo};
-pub use session::{
-    CookieLifetimeType, SessionCookie, SessionHeader, SessionPersistence, SessionPersistenceType,
-};
+pub use session::{CookieConfig, CookieLifetimeType, SessionPersistence, SessionPersistenceType};
 pub use tls_tcp::{StreamRouteRule, TcpRoute, TlsRoute};
 
 use pilot_model::{ConfigKind, FieldErrors, KindRegistry, StoreError};

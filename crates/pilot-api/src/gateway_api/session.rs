@@ -1,35 +1,50 @@
 //! Session persistence of HTTPRoute and GRPCRoute rules (experimental):
-//! requests of one session go to one backend, by cookie or header.
+//! requests of one session go to one backend, by cookie or header, as
+//! the Gateway API's `SessionPersistence` says it.
 
 use pilot_model::FieldErrors;
 use serde::{Deserialize, Serialize};
 
 use super::checks::{self, at};
 
-/// How a rule keeps a session on one backend.
+/// How a rule keeps a session on one backend. Every field is optional:
+/// `{}` is a cookie-based session with the implementation's name.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionPersistence {
+    /// The name of the session's token: the cookie's name, or the
+    /// header's (at most 128 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_name: Option<String>,
+    /// How long a session lasts at most (a Gateway API duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub absolute_timeout: Option<String>,
+    /// How long a session may go without a request (a Gateway API
+    /// duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<String>,
     /// Cookie or header ([`SessionPersistence::persistence_type`] gives
     /// the default, `Cookie`).
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub type_written: Option<SessionPersistenceType>,
-    /// How long a session lasts at most.
+    /// Settings of a cookie-based session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub absolute_timeout: Option<String>,
-    /// The session cookie, for type `Cookie`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cookie: Option<SessionCookie>,
-    /// The session header, for type `Header`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub header: Option<SessionHeader>,
+    pub cookie_config: Option<CookieConfig>,
 }
 
 impl SessionPersistence {
     /// How the session is kept, `Cookie` when not written.
     pub fn persistence_type(&self) -> SessionPersistenceType {
         self.type_written.unwrap_or(SessionPersistenceType::Cookie)
+    }
+
+    /// The cookie's lifetime, `Session` when not written.
+    pub fn lifetime_type(&self) -> CookieLifetimeType {
+        self.cookie_config
+            .as_ref()
+            .and_then(|c| c.lifetime_type_written)
+            .unwrap_or(CookieLifetimeType::Session)
     }
 }
 
@@ -43,43 +58,16 @@ pub enum SessionPersistenceType {
     Header,
 }
 
-/// A session cookie.
+/// Settings of a cookie-based session.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SessionCookie {
-    /// The cookie's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// The cookie's path ([`SessionCookie::path`] gives the default, `/`).
-    #[serde(default, rename = "path", skip_serializing_if = "Option::is_none")]
-    pub path_written: Option<String>,
+pub struct CookieConfig {
     /// Whether the cookie outlives the browser session
-    /// ([`SessionCookie::lifetime_type`] gives the default, `Session`).
+    /// ([`SessionPersistence::lifetime_type`] gives the default,
+    /// `Session`).
     #[serde(default, rename = "lifetimeType", skip_serializing_if = "Option::is_none")]
     pub lifetime_type_written: Option<CookieLifetimeType>,
-}
-
-impl SessionCookie {
-    /// The cookie's path, `/` when not written.
-    pub fn path(&self) -> &str {
-        self.path_written.as_deref().unwrap_or("/")
-    }
-
-    /// The cookie's lifetime, `Session` when not written.
-    pub fn lifetime_type(&self) -> CookieLifetimeType {
-        self.lifetime_type_written.unwrap_or(CookieLifetimeType::Session)
-    }
-}
-
-/// A session header.
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SessionHeader {
-    /// The header's name (required).
-    #[serde(default)]
-    pub name: String,
 }
 
 /// A cookie's lifetime.
@@ -88,41 +76,30 @@ pub struct SessionHeader {
 pub enum CookieLifetimeType {
     /// Ends with the browser session.
     Session,
-    /// Lasts until the session's absolute timeout.
+    /// Lasts until the session's absolute timeout (`Expires`, `Max-Age`).
     Permanent,
 }
 
 pub(crate) fn check(errors: &mut FieldErrors, path: &str, persistence: &SessionPersistence) {
+    if let Some(name) = &persistence.session_name {
+        checks::length(errors, &at(path, "sessionName"), name, 0, 128);
+    }
     if let Some(value) = &persistence.absolute_timeout {
         checks::duration(errors, &at(path, "absoluteTimeout"), value);
     }
-    if let Some(cookie) = &persistence.cookie {
-        let path = at(path, "cookie");
-        if let Some(name) = &cookie.name {
-            checks::header_name(errors, &at(&path, "name"), name);
-        }
-        if let Some(cookie_path) = &cookie.path_written {
-            checks::length(errors, &at(&path, "path"), cookie_path, 0, 1024);
-        }
+    if let Some(value) = &persistence.idle_timeout {
+        checks::duration(errors, &at(path, "idleTimeout"), value);
     }
-    if let Some(header) = &persistence.header {
-        checks::header_name(errors, &at(&at(path, "header"), "name"), &header.name);
+    // The CRD's two rules, on the defaulted object.
+    if persistence.lifetime_type() == CookieLifetimeType::Permanent && persistence.absolute_timeout.is_none()
+    {
+        errors.push(
+            path,
+            "AbsoluteTimeout must be specified when cookie lifetimeType is Permanent",
+        );
     }
-    let permanent = persistence.cookie.as_ref().and_then(|c| c.lifetime_type_written)
-        == Some(CookieLifetimeType::Permanent);
-    if permanent && persistence.absolute_timeout.is_none() {
-        errors.push(path, "a Permanent cookie needs an absoluteTimeout");
-    }
-    let kind = persistence.persistence_type();
-    match (kind, persistence.cookie.is_some(), persistence.header.is_some()) {
-        (SessionPersistenceType::Cookie, false, _) => errors.push(path, "type Cookie needs cookie"),
-        (SessionPersistenceType::Header, _, false) => errors.push(path, "type Header needs header"),
-        _ => {}
-    }
-    if kind != SessionPersistenceType::Cookie && persistence.cookie.is_some() {
-        errors.push(path, "cookie is only for type Cookie");
-    }
-    if kind != SessionPersistenceType::Header && persistence.header.is_some() {
-        errors.push(path, "header is only for type Header");
+    if persistence.cookie_config.is_some() && persistence.persistence_type() != SessionPersistenceType::Cookie
+    {
+        errors.push(path, "cookieConfig can only be set with type Cookie");
     }
 }

@@ -422,23 +422,50 @@ fn filter_fields_follow_the_filter_type() {
         "unknown variant",
     );
     let session = route_with_rules(
-        json!([{"sessionPersistence": {"type": "Header", "cookie": {"lifetimeType": "Permanent"}}}]),
+        json!([{"sessionPersistence": {"type": "Header", "cookieConfig": {"lifetimeType": "Permanent"}}}]),
     );
     let found = errors("HTTPRoute", session);
     refused_at(
         &found,
         "spec.rules[0].sessionPersistence",
-        "type Header needs header",
+        "cookieConfig can only be set with type Cookie",
     );
     refused_at(
         &found,
         "spec.rules[0].sessionPersistence",
-        "cookie is only for type Cookie",
+        "AbsoluteTimeout must be specified when cookie lifetimeType is Permanent",
     );
+    // Every field is optional, as the CRD's schema says; the fields of
+    // the experimental channel's schema are all read.
+    for accepted in [
+        json!({}),
+        json!({"sessionName": "shop", "type": "Cookie", "absoluteTimeout": "1h", "idleTimeout": "10m",
+               "cookieConfig": {"lifetimeType": "Permanent"}}),
+        json!({"type": "Header", "sessionName": "x-session"}),
+        json!({"cookieConfig": {"lifetimeType": "Session"}}),
+    ] {
+        let route = route_with_rules(json!([{"sessionPersistence": accepted.clone()}]));
+        let found = errors("HTTPRoute", route);
+        assert!(found.is_empty(), "{accepted}: {found:?}");
+    }
+    let long_name = route_with_rules(json!([{"sessionPersistence": {"sessionName": "s".repeat(129)}}]));
     refused_at(
-        &found,
-        "spec.rules[0].sessionPersistence",
-        "Permanent cookie needs an absoluteTimeout",
+        &errors("HTTPRoute", long_name),
+        "spec.rules[0].sessionPersistence.sessionName",
+        "",
+    );
+    let bad_idle = route_with_rules(json!([{"sessionPersistence": {"idleTimeout": "10d"}}]));
+    refused_at(
+        &errors("HTTPRoute", bad_idle),
+        "spec.rules[0].sessionPersistence.idleTimeout",
+        "",
+    );
+    // Not fields of the CRD.
+    let invented = route_with_rules(json!([{"sessionPersistence": {"cookie": {"name": "a"}}}]));
+    refused_at(
+        &errors("HTTPRoute", invented),
+        "spec.rules[0].sessionPersistence.cookie",
+        "unknown field",
     );
 }
 
@@ -863,15 +890,15 @@ fn each_remaining_cel_rule_refuses_at_its_place() {
         ),
         (
             "HTTPRoute",
-            session(json!({})),
+            session(json!({"cookieConfig": {"lifetimeType": "Permanent"}})),
             "spec.rules[0].sessionPersistence",
-            "type Cookie needs cookie",
+            "AbsoluteTimeout must be specified when cookie lifetimeType is Permanent",
         ),
         (
-            "HTTPRoute",
-            session(json!({"type": "Cookie", "cookie": {}, "header": {"name": "h"}})),
+            "GRPCRoute",
+            json!({"rules": [{"sessionPersistence": {"type": "Header", "cookieConfig": {}}}]}),
             "spec.rules[0].sessionPersistence",
-            "header is only for type Header",
+            "cookieConfig can only be set with type Cookie",
         ),
         (
             "GRPCRoute",
@@ -884,12 +911,6 @@ fn each_remaining_cel_rule_refuses_at_its_place() {
             json!({"rules": [{"filters": [{"type": "RequestMirror", "responseHeaderModifier": {}}]}]}),
             at_filter,
             "must not have responseHeaderModifier",
-        ),
-        (
-            "GRPCRoute",
-            json!({"rules": [{"sessionPersistence": {"type": "Header"}}]}),
-            "spec.rules[0].sessionPersistence",
-            "type Header needs header",
         ),
         (
             "GRPCRoute",
@@ -955,7 +976,7 @@ mod arbitrary_values {
                     "rules": [{"name": "r", "matches": [{"path": {"type": "PathPrefix", "value": "/a"}, "headers": [{"name": "h", "value": "v"}], "method": "GET"}],
                                "filters": filters, "backendRefs": [{"name": "svc", "port": 80, "weight": 3}],
                                "timeouts": {"request": "10s", "backendRequest": "1s"}, "retry": {"codes": [503], "attempts": 2, "backoff": "100ms"},
-                               "sessionPersistence": {"type": "Cookie", "cookie": {"name": "s"}, "absoluteTimeout": "1h"}}],
+                               "sessionPersistence": {"type": "Cookie", "sessionName": "s", "absoluteTimeout": "1h", "cookieConfig": {"lifetimeType": "Permanent"}}}],
                 }),
             ),
             (

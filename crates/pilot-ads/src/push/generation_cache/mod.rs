@@ -296,7 +296,10 @@ impl GeneratedCache {
         let with_certificates;
         let mesh = match &self.certificates {
             Some(certificates) => {
-                with_certificates = rules.mesh.clone().with_server_certificates(Arc::clone(certificates));
+                with_certificates = rules
+                    .mesh
+                    .clone()
+                    .with_server_certificates(Arc::clone(certificates));
                 &with_certificates
             }
             None => &rules.mesh,
@@ -441,7 +444,13 @@ impl GeneratedCache {
             before.types.get("RDS")?,
         );
         let mut replaced = Vec::new();
-        for config in edge_route_configurations_holding(proxy, registry, mesh.model(), mesh.server_certificates(), &edge.hosts) {
+        for config in edge_route_configurations_holding(
+            proxy,
+            registry,
+            mesh.model(),
+            mesh.server_certificates(),
+            &edge.hosts,
+        ) {
             let at = rds.position(&config.name)?;
             // The same bytes as `EdgeHosts::route_configuration`'s, without
             // putting the few hosts encoded here in the place of the

@@ -757,5 +757,8 @@ fn a_credential_change_generates_the_edge_classes_again_and_keeps_the_sidecars()
     )
     .with_certificates(Some(certificates()));
     let kept_a = block_on(kept.get(&router_a, &frozen, &rules));
-    assert!(Arc::ptr_eq(&kept_a.shared.types["LDS"], &new_a.shared.types["LDS"]));
+    assert!(Arc::ptr_eq(
+        &kept_a.shared.types["LDS"],
+        &new_a.shared.types["LDS"]
+    ));
 }
