@@ -19,7 +19,7 @@ mod support;
 use std::collections::BTreeMap;
 
 use support::envoy::eventually;
-use support::gamma::{CONSUMER, Expect, Gamma, MESH, Ports, Request, blocking, echo, expect, send};
+use support::gamma::{Answer, CONSUMER, Expect, Gamma, MESH, Ports, Request, blocking, echo, expect, send};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_simple_route_sends_the_services_requests_to_its_backend() {
@@ -585,4 +585,75 @@ spec:
         "{partly:?}"
     );
     assert_eq!(none.keys().collect::<Vec<_>>(), ["status 500"], "{none:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rules_session_persistence_keeps_each_session_on_one_endpoint() {
+    // Session persistence (the experimental channel's): the Service echo
+    // has two endpoints (v1 and v2). Requests without a session go to
+    // either, and each answer names its endpoint, in the cookie `shop` on
+    // port 80 and in the header `x-session` on port 8080; the requests
+    // carrying it go to that endpoint alone.
+    let text = format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: by-cookie, namespace: {MESH}}}\n\
+         spec:\n  parentRefs: [{{group: \"\", kind: Service, name: echo, port: 80}}]\n  \
+         rules:\n  - sessionPersistence: {{sessionName: shop}}\n    backendRefs: [{{name: echo, port: 80}}]\n\
+         ---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: by-header, namespace: {MESH}}}\n\
+         spec:\n  parentRefs: [{{group: \"\", kind: Service, name: echo, port: 8080}}]\n  \
+         rules:\n  - sessionPersistence: {{type: Header, sessionName: x-session}}\n    backendRefs: [{{name: echo, port: 8080}}]\n"
+    );
+    let Some(mesh) = Gamma::with_also(&[], &text).await else {
+        return;
+    };
+    let _client = mesh.client(MESH).await;
+    let (http, alt) = (mesh.ports.http, mesh.ports.alt);
+    blocking(move || {
+        // The session's token as the answer gives it: the cookie's
+        // `name=value`, or the header's value.
+        let cookie = |answer: &Answer| {
+            answer
+                .headers
+                .get("set-cookie")
+                .and_then(|c| c.split(';').next())
+                .filter(|c| c.starts_with("shop="))
+                .map(str::to_string)
+        };
+        let header = |answer: &Answer| answer.headers.get("x-session").cloned();
+        for (port, token, name) in [
+            (http, &cookie as &dyn Fn(&Answer) -> Option<String>, "cookie"),
+            (alt, &header, "x-session"),
+        ] {
+            eventually(&format!("a session by {name} to be given"), || {
+                token(&send(port, &echo("/"))).is_some()
+            });
+            // Without a session, both endpoints take requests; each answer
+            // names its own.
+            let mut by_backend: BTreeMap<String, String> = BTreeMap::new();
+            for _ in 0..40 {
+                let answer = send(port, &echo("/"));
+                let backend = answer.backend.clone().expect("an endpoint answered");
+                by_backend.insert(backend, token(&answer).expect("the answer names its endpoint"));
+            }
+            assert_eq!(
+                by_backend.keys().collect::<Vec<_>>(),
+                ["echo-v1", "echo-v2"],
+                "{name}: both endpoints take requests without a session"
+            );
+            // With a session, its endpoint alone.
+            for (backend, session) in &by_backend {
+                let request = if name == "cookie" {
+                    echo("/").header("cookie", session)
+                } else {
+                    echo("/").header("x-session", session)
+                };
+                let answered: Vec<Option<String>> = (0..20).map(|_| send(port, &request).backend).collect();
+                assert!(
+                    answered.iter().all(|b| b.as_deref() == Some(backend.as_str())),
+                    "{name} {session}: {answered:?}"
+                );
+            }
+        }
+    })
+    .await;
 }

@@ -7,6 +7,7 @@
 //! | `PLT0402` | error | yes | a route's `backendRefs` entry names a Service that is not in the registry: requests for it fail (500) |
 //! | `PLT0403` | warning | no | a Gateway listener that no route attaches to: it serves nothing |
 //! | `PLT0404` | warning | no | an HTTPRoute or GRPCRoute routes a Service that a VirtualService for sidecars also routes: two objects decide one host's routes |
+//! | `PLT0405` | warning | no | a rule's `sessionPersistence` asks for what the proxies do not do: an `idleTimeout`, an `absoluteTimeout` of a header-based session, or one session across several backends (each backend keeps its own sessions; the backend is chosen by weight first) |
 //!
 //! A reference's namespace is the route's unless it names one; a Service
 //! is `name.namespace.<domain>`. A listener takes a route when the route
@@ -19,7 +20,8 @@
 use std::collections::BTreeSet;
 
 use pilot_api::gateway_api::{
-    FromNamespaces, Gateway, GrpcRoute, HttpRoute, Listener, ParentReference, TcpRoute, TlsRoute,
+    FromNamespaces, Gateway, GrpcRoute, HttpRoute, Listener, ParentReference, SessionPersistence,
+    SessionPersistenceType, TcpRoute, TlsRoute,
 };
 use pilot_api::networking::VirtualService;
 use pilot_model::{Config, ConfigKind, DynConfig};
@@ -177,6 +179,65 @@ pub(super) fn analyze(
 
     listeners_without_routes(&gateways, &routes, out);
     routes_beside_virtual_services(&http, &grpc, &typed::<VirtualService>(objects), domain, out);
+    for object in &http {
+        for (i, rule) in object.spec.rules_written.iter().flatten().enumerate() {
+            let backends = rule.backend_refs.as_ref().map_or(0, Vec::len);
+            sessions_not_kept(object, i, rule.session_persistence.as_ref(), backends, out);
+        }
+    }
+    for object in &grpc {
+        for (i, rule) in object.spec.rules.iter().flatten().enumerate() {
+            let backends = rule.backend_refs.as_ref().map_or(0, Vec::len);
+            sessions_not_kept(object, i, rule.session_persistence.as_ref(), backends, out);
+        }
+    }
+}
+
+/// PLT0405: what rule `index`'s `persistence` asks that the proxies do
+/// not do (Envoy's stateful sessions have no idle timeout, and no lifetime
+/// for a header; they keep a session on one endpoint of the backend the
+/// weights chose).
+fn sessions_not_kept<K: ConfigKind>(
+    object: &Config<K>,
+    index: usize,
+    persistence: Option<&SessionPersistence>,
+    backends: usize,
+    out: &mut Vec<Finding>,
+) {
+    let Some(persistence) = persistence else {
+        return;
+    };
+    let path = format!("spec.rules[{index}].sessionPersistence");
+    let mut warn = |at: String, message: &str| {
+        out.push(finding(
+            object,
+            "PLT0405",
+            Severity::Warning,
+            at,
+            message.to_string(),
+        ));
+    };
+    if persistence.idle_timeout.is_some() {
+        warn(
+            format!("{path}.idleTimeout"),
+            "sessions do not end when idle: the proxies keep a session until its absoluteTimeout or its end",
+        );
+    }
+    if persistence.absolute_timeout.is_some()
+        && persistence.persistence_type() == SessionPersistenceType::Header
+    {
+        warn(
+            format!("{path}.absoluteTimeout"),
+            "a header-based session does not expire: the header names its endpoint as long as the client sends it",
+        );
+    }
+    if backends > 1 {
+        warn(
+            path,
+            "the rule has several backends: a session stays on one endpoint of the backend its request was sent to, \
+             and each request's backend is chosen by weight first",
+        );
+    }
 }
 
 fn stream_backends(
@@ -348,6 +409,45 @@ mod tests {
 
     const GATEWAY: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: edge, namespace: web}\n\
         spec:\n  gatewayClassName: pilot\n  listeners:\n  - {name: http, protocol: HTTP, port: 80}\n  - {name: tcp, protocol: TCP, port: 9000}\n";
+
+    #[test]
+    fn session_persistence_the_proxies_do_not_keep_is_a_warning() {
+        let text = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: shop, namespace: web}\n\
+             spec:\n  parentRefs: [{group: \"\", kind: Service, name: shop}]\n  rules:\n  \
+             - sessionPersistence: {sessionName: kept, absoluteTimeout: 1h}\n    backendRefs: [{name: shop, port: 80}]\n  \
+             - sessionPersistence: {idleTimeout: 10m}\n    backendRefs: [{name: shop, port: 80}]\n  \
+             - sessionPersistence: {type: Header, absoluteTimeout: 1h}\n    backendRefs: [{name: shop, port: 80}]\n  \
+             - sessionPersistence: {}\n    backendRefs: [{name: shop, port: 80}, {name: shop-v2, port: 80}]\n\
+             ---\napiVersion: gateway.networking.k8s.io/v1\nkind: GRPCRoute\nmetadata: {name: calls, namespace: web}\n\
+             spec:\n  parentRefs: [{group: \"\", kind: Service, name: shop}]\n  rules:\n  \
+             - sessionPersistence: {idleTimeout: 1m}\n    backendRefs: [{name: shop, port: 80}]\n";
+        let found: Vec<(String, String, String)> = findings(text, None)
+            .into_iter()
+            .filter(|f| f.0 == "PLT0405")
+            .collect();
+        let route = "HTTPRoute.gateway.networking.k8s.io/shop".to_string();
+        assert_eq!(
+            found,
+            [
+                (
+                    "PLT0405".into(),
+                    "GRPCRoute.gateway.networking.k8s.io/calls".into(),
+                    "spec.rules[0].sessionPersistence.idleTimeout".into()
+                ),
+                (
+                    "PLT0405".into(),
+                    route.clone(),
+                    "spec.rules[1].sessionPersistence.idleTimeout".into()
+                ),
+                (
+                    "PLT0405".into(),
+                    route.clone(),
+                    "spec.rules[2].sessionPersistence.absoluteTimeout".into()
+                ),
+                ("PLT0405".into(), route, "spec.rules[3].sessionPersistence".into()),
+            ]
+        );
+    }
 
     #[test]
     fn a_missing_parent_and_backend_are_errors_and_an_unused_listener_a_warning() {

@@ -117,6 +117,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("PLT0402", "BackendNotFound"),
     ("PLT0403", "ListenerWithoutRoutes"),
     ("PLT0404", "RouteBesideVirtualService"),
+    ("PLT0405", "SessionNotKept"),
 ];
 
 /// The name of finding code `code` ([`CODES`]), or `""` for a code it

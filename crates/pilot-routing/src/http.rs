@@ -46,6 +46,34 @@ pub struct HttpRoute {
     /// What a consistent hash of its destinations hashes (their traffic
     /// policy's, when every destination has the same).
     pub hash: Option<HashKey>,
+    /// Requests of one session go to the endpoint the session's first was
+    /// sent to (a Gateway API rule's `sessionPersistence`).
+    pub session: Option<StickySession>,
+}
+
+/// How a route keeps a session on one endpoint: the proxy names the
+/// endpoint it chose in a cookie or a header of its answer, and sends a
+/// request carrying it to that endpoint while it is there (else it
+/// chooses again, and names the new one).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StickySession {
+    /// A cookie the proxy sets.
+    Cookie {
+        /// The cookie's name.
+        name: String,
+        /// The cookie's `Path`.
+        path: String,
+        /// How long the session lasts (the cookie's `Max-Age`, and its
+        /// value's expiry, which the proxy checks); none: until the
+        /// browser session ends.
+        ttl: Option<Duration>,
+    },
+    /// A header the proxy sets on answers and reads on requests.
+    Header {
+        /// The header's name.
+        name: String,
+    },
 }
 
 /// What a route does with a request.

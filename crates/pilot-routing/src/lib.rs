@@ -105,8 +105,8 @@ pub use edge::{
 pub use gamma::edge::GATEWAY_NAME_LABEL;
 pub use http::{
     Cors, DirectResponse, Fault, FaultAbort, FaultDelay, HeaderOperations, Headers, HttpAction, HttpMatch,
-    HttpRoute, MESH_GATEWAY, Mirror, Redirect, Retries, Rewrite, RouteDestination, StringMatch,
-    WeightedDestination,
+    HttpRoute, MESH_GATEWAY, Mirror, Redirect, Retries, Rewrite, RouteDestination, StickySession,
+    StringMatch, WeightedDestination,
 };
 pub use incremental::Recompiled;
 pub use l4::{L4Match, TcpRoute, TlsRoute};

@@ -84,7 +84,7 @@ pub use build::destination::DESTINATION_HEADER;
 pub use build::ext_authz::{HTTP_EXT_AUTHZ_FILTER, NETWORK_EXT_AUTHZ_FILTER};
 pub use build::jwt_authn::{JWT_AUTHN_FILTER, JWT_PAYLOAD_KEY};
 pub use build::rbac::{HTTP_RBAC_FILTER, NETWORK_RBAC_FILTER};
-pub use build::routes::{CORS_FILTER, FAULT_FILTER};
+pub use build::routes::{CORS_FILTER, FAULT_FILTER, STATEFUL_SESSION_FILTER};
 pub use build::security;
 pub use error::XdsError;
 pub use generate::generate;

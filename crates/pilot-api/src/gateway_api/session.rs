@@ -39,6 +39,15 @@ impl SessionPersistence {
         self.type_written.unwrap_or(SessionPersistenceType::Cookie)
     }
 
+    /// `absoluteTimeout` as a duration; none when absent or not a Gateway
+    /// API duration.
+    pub fn absolute_timeout_duration(&self) -> Option<std::time::Duration> {
+        self.absolute_timeout
+            .as_deref()
+            .and_then(super::patterns::duration_millis)
+            .map(std::time::Duration::from_millis)
+    }
+
     /// The cookie's lifetime, `Session` when not written.
     pub fn lifetime_type(&self) -> CookieLifetimeType {
         self.cookie_config

@@ -7,13 +7,14 @@ use pilot_api::gateway_api::{
     BackendObjectReference, Cors as GatewayCors, GrpcHeaderMatch, GrpcMethodMatch, GrpcRouteFilter,
     GrpcRouteFilterType, GrpcRouteMatch, GrpcRouteRule, HeaderModifier, HttpHeaderMatch, HttpPathModifier,
     HttpQueryParamMatch, HttpRouteFilterType, HttpRouteMatch, HttpRouteRetry, HttpRouteRule, PathMatchType,
-    PathModifierType, RedirectScheme, RequestMirror, StringMatchType,
+    PathModifierType, RedirectScheme, RequestMirror, SessionPersistence, SessionPersistenceType,
+    StringMatchType,
 };
 use pilot_model::ConfigMeta;
 
 use super::super::{
     Cors, DirectResponse, HeaderOperations, Headers, HttpAction, HttpMatch, HttpRoute, Mirror, Redirect,
-    Retries, Rewrite, RouteDestination, StringMatch, WeightedDestination,
+    Retries, Rewrite, RouteDestination, StickySession, StringMatch, WeightedDestination,
 };
 use super::{ServiceParent, is_core, service_host};
 
@@ -160,7 +161,42 @@ pub(super) fn http_route(
         let per_try_timeout = route.retries.as_ref().and_then(|r| r.per_try_timeout);
         route.retries = Some(retries(retry, per_try_timeout));
     }
+    let path = request.path();
+    let path = match path.match_type() {
+        PathMatchType::PathPrefix | PathMatchType::Exact => path.value(),
+        PathMatchType::RegularExpression => "/",
+    };
+    route.session = rule
+        .session_persistence
+        .as_ref()
+        .map(|persistence| sticky(persistence, &route.name, path));
     route
+}
+
+/// A rule's `sessionPersistence`: a cookie (by default) or a header named
+/// `sessionName`, else `session-` and a digest of the rule's name (so
+/// rules do not share one by default); a cookie's `Path` is the match's
+/// path (a prefix or an exact one; else `/`), and it lasts
+/// `absoluteTimeout` (its `Max-Age`, and the expiry its value carries,
+/// which the proxy checks), else the browser session. `idleTimeout`, and
+/// `absoluteTimeout` of a header, have no equivalent in Envoy's session
+/// state: they are not applied.
+fn sticky(persistence: &SessionPersistence, rule: &str, path: &str) -> StickySession {
+    let name = persistence.session_name.clone().unwrap_or_else(|| {
+        // FNV-1a: stable across releases, unlike the standard hasher.
+        let digest = rule.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+        format!("session-{:08x}", digest as u32)
+    });
+    match persistence.persistence_type() {
+        SessionPersistenceType::Header => StickySession::Header { name },
+        SessionPersistenceType::Cookie => StickySession::Cookie {
+            name,
+            path: path.to_string(),
+            ttl: persistence.absolute_timeout_duration(),
+        },
+    }
 }
 
 /// A rule's `retry` (the Gateway API's experimental channel): its codes
@@ -258,6 +294,11 @@ pub(super) fn grpc_route(
         });
         forward(backends, namespace, suffix)
     };
+    // A gRPC call's path is its method: the cookie is for every path.
+    route.session = rule
+        .session_persistence
+        .as_ref()
+        .map(|persistence| sticky(persistence, &route.name, "/"));
     route
 }
 

@@ -4,7 +4,7 @@ use pilot_model::{DynConfig, document};
 
 use super::super::{
     HttpAction, HttpRoute, Mirror, Redirect, Retries, Rewrite, RouteDestination, RoutingConfigs,
-    RoutingModel, StringMatch, WeightedDestination,
+    RoutingModel, StickySession, StringMatch, WeightedDestination,
 };
 
 const ECHO: &str = "echo.mesh.svc.cluster.local";
@@ -734,4 +734,89 @@ fn a_cors_filter_is_the_routes_cors_policy() {
     assert_eq!(cors.expose_headers, ["x-b"]);
     assert_eq!(cors.max_age, Some(Duration::from_secs(60)));
     assert_eq!(cors.allow_credentials, Some(true));
+}
+
+#[test]
+fn a_rules_session_persistence_keeps_its_sessions_by_cookie_or_header() {
+    let model = compile(&route(
+        "sticky",
+        "mesh",
+        TO_ECHO,
+        "  - matches: [{path: {type: PathPrefix, value: /cart}}, {path: {type: RegularExpression, value: /c.*}}]\n    \
+         sessionPersistence: {sessionName: shop, absoluteTimeout: 1h30m, cookieConfig: {lifetimeType: Permanent}}\n    \
+         backendRefs: [{name: v1, port: 8080}]\n  \
+         - matches: [{path: {type: PathPrefix, value: /api}}]\n    \
+         sessionPersistence: {type: Header, sessionName: x-session, absoluteTimeout: 1h}\n    \
+         backendRefs: [{name: v1, port: 8080}]\n  \
+         - matches: [{path: {type: Exact, value: /login}}]\n    \
+         sessionPersistence: {}\n    \
+         backendRefs: [{name: v1, port: 8080}]\n  \
+         - backendRefs: [{name: v1, port: 8080}]\n",
+    ));
+    let routes = model.http_routes(ECHO);
+    let session = |name: &str, path: &str| {
+        routes
+            .iter()
+            .find(|r| r.name == name && r.matches[0].uri == Some(StringMatch::PathPrefix(path.into())))
+            .or_else(|| {
+                routes
+                    .iter()
+                    .find(|r| r.name == name && r.matches[0].uri == Some(StringMatch::Exact(path.into())))
+            })
+            .unwrap_or_else(|| panic!("no route {name} for {path}"))
+            .session
+            .clone()
+    };
+    // A cookie named by sessionName, its Path the match's prefix, lasting
+    // the absolute timeout.
+    assert_eq!(
+        session("mesh/sticky/0", "/cart"),
+        Some(StickySession::Cookie {
+            name: "shop".into(),
+            path: "/cart".into(),
+            ttl: Some(Duration::from_secs(5400)),
+        })
+    );
+    // The same rule's regular expression match: a cookie for every path.
+    let regex = routes
+        .iter()
+        .find(|r| r.name == "mesh/sticky/0" && matches!(r.matches[0].uri, Some(StringMatch::Regex(_))))
+        .unwrap();
+    assert!(
+        matches!(&regex.session, Some(StickySession::Cookie { name, path, .. }) if name == "shop" && path == "/")
+    );
+    // A header (no lifetime: Envoy's header sessions have none).
+    assert_eq!(
+        session("mesh/sticky/1", "/api"),
+        Some(StickySession::Header {
+            name: "x-session".into()
+        })
+    );
+    // Nothing written: a browser-session cookie named after the rule.
+    let Some(StickySession::Cookie { name, path, ttl }) = session("mesh/sticky/2", "/login") else {
+        panic!("a cookie session");
+    };
+    assert!(
+        name.starts_with("session-") && name.len() == "session-".len() + 8,
+        "{name}"
+    );
+    assert_eq!((path.as_str(), ttl), ("/login", None));
+    // Another rule's default name is another.
+    let other = compile(&route(
+        "other",
+        "mesh",
+        TO_ECHO,
+        "  - sessionPersistence: {}\n    backendRefs: [{name: v1, port: 8080}]\n",
+    ));
+    let Some(StickySession::Cookie { name: other, .. }) = &other.http_routes(ECHO)[0].session else {
+        panic!("a cookie session");
+    };
+    assert_ne!(other, &name);
+    // A rule without it keeps no session.
+    assert!(
+        routes
+            .iter()
+            .filter(|r| r.name == "mesh/sticky/3")
+            .all(|r| r.session.is_none())
+    );
 }

@@ -13,13 +13,14 @@ use envoy_types::pb::envoy::config::route::v3::{
 use envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors;
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::http::stateful_session::v3::StatefulSession;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, http_connection_manager, http_filter,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use envoy_types::pb::google::protobuf::BoolValue;
 
-use super::routes::{CORS_FILTER, FAULT_FILTER};
+use super::routes::{CORS_FILTER, FAULT_FILTER, STATEFUL_SESSION_FILTER};
 use super::util::{any, socket};
 
 /// What listeners a proxy gets, and the outbound HTTP ports (each with a
@@ -83,7 +84,8 @@ pub(crate) fn front(filters: &[HttpFilter]) -> usize {
     usize::from(filters.first().is_some_and(|f| f.name == LUA_FILTER))
 }
 
-/// The HTTP connection manager with the fault, CORS and router filters.
+/// The HTTP connection manager with the fault, CORS, stateful session
+/// (for the routes keeping sessions) and router filters.
 pub(crate) fn http_filter_chain(
     stat_prefix: &str,
     routes: http_connection_manager::RouteSpecifier,
@@ -108,6 +110,7 @@ pub(crate) fn http_filter_chain_with(
         http_filters: vec![
             filter(FAULT_FILTER, any(&HttpFault::default())),
             filter(CORS_FILTER, any(&Cors::default())),
+            filter(STATEFUL_SESSION_FILTER, any(&StatefulSession::default())),
             filter("envoy.filters.http.router", any(&Router::default())),
         ],
         upgrade_configs: vec![http_connection_manager::UpgradeConfig {

@@ -7,7 +7,8 @@
 use std::collections::HashMap;
 
 use envoy_types::pb::envoy::config::core::v3::{
-    DataSource, HeaderValue, HeaderValueOption, RuntimeFractionalPercent, data_source, header_value_option,
+    DataSource, HeaderValue, HeaderValueOption, RuntimeFractionalPercent, TypedExtensionConfig, data_source,
+    header_value_option,
 };
 use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, RetryPolicy, Route,
@@ -17,6 +18,12 @@ use envoy_types::pb::envoy::config::route::v3::{
 use envoy_types::pb::envoy::extensions::filters::common::fault::v3::{FaultDelay, fault_delay};
 use envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy;
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::{FaultAbort, HttpFault, fault_abort};
+use envoy_types::pb::envoy::extensions::filters::http::stateful_session::v3::{
+    StatefulSession, StatefulSessionPerRoute, stateful_session_per_route,
+};
+use envoy_types::pb::envoy::extensions::http::stateful_session::cookie::v3::CookieBasedSessionState;
+use envoy_types::pb::envoy::extensions::http::stateful_session::header::v3::HeaderBasedSessionState;
+use envoy_types::pb::envoy::r#type::http::v3::Cookie;
 use envoy_types::pb::envoy::r#type::matcher::v3::{
     RegexMatchAndSubstitute, RegexMatcher, StringMatcher as EnvoyStringMatcher, string_matcher,
 };
@@ -25,7 +32,7 @@ use envoy_types::pb::google::protobuf::{Any, BoolValue, UInt32Value};
 use pilot_model::{Labels, Service, ServiceInstance};
 use pilot_routing::{
     Cors, Fault, HashKey, HeaderOperations, HttpAction, HttpMatch, HttpRoute, MESH_GATEWAY, Redirect,
-    Retries, RouteDestination, StringMatch, WeightedDestination,
+    Retries, RouteDestination, StickySession, StringMatch, WeightedDestination,
 };
 
 use super::util::{any, duration};
@@ -35,6 +42,9 @@ use crate::{ClusterName, Proxy};
 pub const FAULT_FILTER: &str = "envoy.filters.http.fault";
 /// The CORS filter's name.
 pub const CORS_FILTER: &str = "envoy.filters.http.cors";
+/// The stateful session filter: in every HTTP connection manager with no
+/// session of its own, given one by the routes that keep sessions.
+pub const STATEFUL_SESSION_FILTER: &str = "envoy.filters.http.stateful_session";
 
 /// The routes of `service`'s virtual host on `port` (`service_port`: the
 /// service port's own number): an Envoy route for each match of the host's
@@ -149,6 +159,9 @@ pub(crate) fn envoy_route(route: &HttpRoute, request: Option<&HttpMatch>, host: 
     }
     if let Some(cors) = &route.cors {
         typed_per_filter_config.insert(CORS_FILTER.into(), any(&cors_policy(cors)));
+    }
+    if let Some(session) = &route.session {
+        typed_per_filter_config.insert(STATEFUL_SESSION_FILTER.into(), any(&stateful_session(session)));
     }
     let headers = &route.headers;
     Route {
@@ -480,5 +493,39 @@ fn cors_policy(cors: &Cors) -> CorsPolicy {
         max_age: cors.max_age.map(|d| d.as_secs().to_string()).unwrap_or_default(),
         allow_credentials: cors.allow_credentials.map(|value| BoolValue { value }),
         ..Default::default()
+    }
+}
+
+/// The stateful session filter's configuration for a route keeping
+/// sessions: Envoy names the endpoint it chose in the cookie (its value
+/// the address and, with a TTL, the expiry Envoy checks) or the header of
+/// its answer, and sends a request carrying it there while that endpoint
+/// is one of the cluster's healthy ones (else chooses again).
+fn stateful_session(session: &StickySession) -> StatefulSessionPerRoute {
+    let state = match session {
+        StickySession::Cookie { name, path, ttl } => TypedExtensionConfig {
+            name: "envoy.http.stateful_session.cookie".into(),
+            typed_config: Some(any(&CookieBasedSessionState {
+                cookie: Some(Cookie {
+                    name: name.clone(),
+                    path: path.clone(),
+                    ttl: ttl.map(duration),
+                    ..Default::default()
+                }),
+            })),
+        },
+        StickySession::Header { name } => TypedExtensionConfig {
+            name: "envoy.http.stateful_session.header".into(),
+            typed_config: Some(any(&HeaderBasedSessionState { name: name.clone() })),
+        },
+        _ => TypedExtensionConfig::default(),
+    };
+    StatefulSessionPerRoute {
+        r#override: Some(stateful_session_per_route::Override::StatefulSession(
+            StatefulSession {
+                session_state: Some(state),
+                ..Default::default()
+            },
+        )),
     }
 }
