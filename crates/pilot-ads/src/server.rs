@@ -47,9 +47,12 @@ impl XdsServer {
     /// `<name>-cacert` for its `ca.crt`). A proxy reads its own
     /// namespace's; a router proxy also another namespace's that a
     /// ReferenceGrant there lets Gateways of its namespace refer to. A
-    /// change of a credential reaches the proxies holding it at once.
-    /// Without a source no Secret is served (Envoy's listeners wait for
-    /// theirs). Set once: a second source is ignored, with a warning.
+    /// change of a credential reaches the proxies holding it at once. An
+    /// edge server terminating TLS with a certificate its proxy cannot be
+    /// sent (the source does not hold it, the proxy may not read it, or
+    /// there is no source) is left out of the proxy's listeners until it
+    /// can be, so that Envoy does not hold them waiting for it. Set once:
+    /// a second source is ignored, with a warning.
     #[must_use]
     pub fn with_credentials(self, source: Arc<dyn pilot_model::CredentialSource>) -> Self {
         let mut changes = source.changes();
