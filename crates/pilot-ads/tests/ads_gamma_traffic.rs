@@ -627,6 +627,20 @@ async fn a_rules_session_persistence_keeps_each_session_on_one_endpoint() {
             eventually(&format!("a session by {name} to be given"), || {
                 token(&send(port, &echo("/"))).is_some()
             });
+            if name == "cookie" {
+                // A Session cookie (the default): it ends with the
+                // browser session, so it has no Max-Age or Expires.
+                let set = send(port, &echo("/"))
+                    .headers
+                    .get("set-cookie")
+                    .cloned()
+                    .unwrap_or_default();
+                let lower = set.to_ascii_lowercase();
+                assert!(
+                    set.starts_with("shop=") && !lower.contains("max-age") && !lower.contains("expires"),
+                    "{set}"
+                );
+            }
             // Without a session, both endpoints take requests; each answer
             // names its own.
             let mut by_backend: BTreeMap<String, String> = BTreeMap::new();

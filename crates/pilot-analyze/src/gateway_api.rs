@@ -7,7 +7,7 @@
 //! | `PLT0402` | error | yes | a route's `backendRefs` entry names a Service that is not in the registry: requests for it fail (500) |
 //! | `PLT0403` | warning | no | a Gateway listener that no route attaches to: it serves nothing |
 //! | `PLT0404` | warning | no | an HTTPRoute or GRPCRoute routes a Service that a VirtualService for sidecars also routes: two objects decide one host's routes |
-//! | `PLT0405` | warning | no | a rule's `sessionPersistence` asks for what the proxies do not do: an `idleTimeout`, an `absoluteTimeout` of a header-based session, or one session across several backends (each backend keeps its own sessions; the backend is chosen by weight first) |
+//! | `PLT0405` | warning | no | a rule's `sessionPersistence` asks for what the proxies do not do: an `idleTimeout`, an `absoluteTimeout` but for a `Permanent` cookie, or one session across several backends (each backend keeps its own sessions; the backend is chosen by weight first) |
 //!
 //! A reference's namespace is the route's unless it names one; a Service
 //! is `name.namespace.<domain>`. A listener takes a route when the route
@@ -20,8 +20,8 @@
 use std::collections::BTreeSet;
 
 use pilot_api::gateway_api::{
-    FromNamespaces, Gateway, GrpcRoute, HttpRoute, Listener, ParentReference, SessionPersistence,
-    SessionPersistenceType, TcpRoute, TlsRoute,
+    CookieLifetimeType, FromNamespaces, Gateway, GrpcRoute, HttpRoute, Listener, ParentReference,
+    SessionPersistence, SessionPersistenceType, TcpRoute, TlsRoute,
 };
 use pilot_api::networking::VirtualService;
 use pilot_model::{Config, ConfigKind, DynConfig};
@@ -223,13 +223,19 @@ fn sessions_not_kept<K: ConfigKind>(
             "sessions do not end when idle: the proxies keep a session until its absoluteTimeout or its end",
         );
     }
-    if persistence.absolute_timeout.is_some()
-        && persistence.persistence_type() == SessionPersistenceType::Header
-    {
-        warn(
-            format!("{path}.absoluteTimeout"),
-            "a header-based session does not expire: the header names its endpoint as long as the client sends it",
-        );
+    if persistence.absolute_timeout.is_some() {
+        if persistence.persistence_type() == SessionPersistenceType::Header {
+            warn(
+                format!("{path}.absoluteTimeout"),
+                "a header-based session does not expire: the header names its endpoint as long as the client sends it",
+            );
+        } else if persistence.lifetime_type() == CookieLifetimeType::Session {
+            warn(
+                format!("{path}.absoluteTimeout"),
+                "a Session cookie does not expire before the browser session ends: only a Permanent cookie \
+                 lasts absoluteTimeout (its Max-Age)",
+            );
+        }
     }
     if backends > 1 {
         warn(
@@ -414,10 +420,12 @@ mod tests {
     fn session_persistence_the_proxies_do_not_keep_is_a_warning() {
         let text = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: shop, namespace: web}\n\
              spec:\n  parentRefs: [{group: \"\", kind: Service, name: shop}]\n  rules:\n  \
-             - sessionPersistence: {sessionName: kept, absoluteTimeout: 1h}\n    backendRefs: [{name: shop, port: 80}]\n  \
+             - sessionPersistence: {sessionName: kept, absoluteTimeout: 1h, cookieConfig: {lifetimeType: Permanent}}\n    \
+             backendRefs: [{name: shop, port: 80}]\n  \
              - sessionPersistence: {idleTimeout: 10m}\n    backendRefs: [{name: shop, port: 80}]\n  \
              - sessionPersistence: {type: Header, absoluteTimeout: 1h}\n    backendRefs: [{name: shop, port: 80}]\n  \
-             - sessionPersistence: {}\n    backendRefs: [{name: shop, port: 80}, {name: shop-v2, port: 80}]\n\
+             - sessionPersistence: {}\n    backendRefs: [{name: shop, port: 80}, {name: shop-v2, port: 80}]\n  \
+             - sessionPersistence: {absoluteTimeout: 1h}\n    backendRefs: [{name: shop, port: 80}]\n\
              ---\napiVersion: gateway.networking.k8s.io/v1\nkind: GRPCRoute\nmetadata: {name: calls, namespace: web}\n\
              spec:\n  parentRefs: [{group: \"\", kind: Service, name: shop}]\n  rules:\n  \
              - sessionPersistence: {idleTimeout: 1m}\n    backendRefs: [{name: shop, port: 80}]\n";
@@ -444,7 +452,16 @@ mod tests {
                     route.clone(),
                     "spec.rules[2].sessionPersistence.absoluteTimeout".into()
                 ),
-                ("PLT0405".into(), route, "spec.rules[3].sessionPersistence".into()),
+                (
+                    "PLT0405".into(),
+                    route.clone(),
+                    "spec.rules[3].sessionPersistence".into()
+                ),
+                (
+                    "PLT0405".into(),
+                    route,
+                    "spec.rules[4].sessionPersistence.absoluteTimeout".into()
+                ),
             ]
         );
     }

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use pilot_api::gateway_api::{
-    BackendObjectReference, Cors as GatewayCors, GrpcHeaderMatch, GrpcMethodMatch, GrpcRouteFilter,
-    GrpcRouteFilterType, GrpcRouteMatch, GrpcRouteRule, HeaderModifier, HttpHeaderMatch, HttpPathModifier,
-    HttpQueryParamMatch, HttpRouteFilterType, HttpRouteMatch, HttpRouteRetry, HttpRouteRule, PathMatchType,
-    PathModifierType, RedirectScheme, RequestMirror, SessionPersistence, SessionPersistenceType,
-    StringMatchType,
+    BackendObjectReference, CookieLifetimeType, Cors as GatewayCors, GrpcHeaderMatch, GrpcMethodMatch,
+    GrpcRouteFilter, GrpcRouteFilterType, GrpcRouteMatch, GrpcRouteRule, HeaderModifier, HttpHeaderMatch,
+    HttpPathModifier, HttpQueryParamMatch, HttpRouteFilterType, HttpRouteMatch, HttpRouteRetry,
+    HttpRouteRule, PathMatchType, PathModifierType, RedirectScheme, RequestMirror, SessionPersistence,
+    SessionPersistenceType, StringMatchType,
 };
 use pilot_model::ConfigMeta;
 
@@ -176,11 +176,13 @@ pub(super) fn http_route(
 /// A rule's `sessionPersistence`: a cookie (by default) or a header named
 /// `sessionName`, else `session-` and a digest of the rule's name (so
 /// rules do not share one by default); a cookie's `Path` is the match's
-/// path (a prefix or an exact one; else `/`), and it lasts
+/// path (a prefix or an exact one; else `/`). A `Permanent` cookie lasts
 /// `absoluteTimeout` (its `Max-Age`, and the expiry its value carries,
-/// which the proxy checks), else the browser session. `idleTimeout`, and
-/// `absoluteTimeout` of a header, have no equivalent in Envoy's session
-/// state: they are not applied.
+/// which the proxy checks); a `Session` one (the default) the browser
+/// session. What Envoy's session state has no equivalent for is not
+/// applied: `idleTimeout`, and `absoluteTimeout` but for a `Permanent`
+/// cookie (Envoy expires a cookie only through its `Max-Age`, which would
+/// make a session cookie permanent).
 fn sticky(persistence: &SessionPersistence, rule: &str, path: &str) -> StickySession {
     let name = persistence.session_name.clone().unwrap_or_else(|| {
         // FNV-1a: stable across releases, unlike the standard hasher.
@@ -194,7 +196,9 @@ fn sticky(persistence: &SessionPersistence, rule: &str, path: &str) -> StickySes
         SessionPersistenceType::Cookie => StickySession::Cookie {
             name,
             path: path.to_string(),
-            ttl: persistence.absolute_timeout_duration(),
+            ttl: persistence
+                .absolute_timeout_duration()
+                .filter(|_| persistence.lifetime_type() == CookieLifetimeType::Permanent),
         },
     }
 }

@@ -749,7 +749,7 @@ fn a_rules_session_persistence_keeps_its_sessions_by_cookie_or_header() {
          sessionPersistence: {type: Header, sessionName: x-session, absoluteTimeout: 1h}\n    \
          backendRefs: [{name: v1, port: 8080}]\n  \
          - matches: [{path: {type: Exact, value: /login}}]\n    \
-         sessionPersistence: {}\n    \
+         sessionPersistence: {absoluteTimeout: 1h}\n    \
          backendRefs: [{name: v1, port: 8080}]\n  \
          - backendRefs: [{name: v1, port: 8080}]\n",
     ));
@@ -792,7 +792,9 @@ fn a_rules_session_persistence_keeps_its_sessions_by_cookie_or_header() {
             name: "x-session".into()
         })
     );
-    // Nothing written: a browser-session cookie named after the rule.
+    // A Session cookie (the default) named after the rule: it ends with
+    // the browser session, its absoluteTimeout not applied (Envoy would
+    // write it as Max-Age).
     let Some(StickySession::Cookie { name, path, ttl }) = session("mesh/sticky/2", "/login") else {
         panic!("a cookie session");
     };
