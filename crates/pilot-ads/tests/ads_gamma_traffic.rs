@@ -671,3 +671,24 @@ async fn a_rules_session_persistence_keeps_each_session_on_one_endpoint() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rules_name_changes_nothing_of_how_it_routes() {
+    // MeshHTTPRouteNamedRule: the named rule and the unnamed one each send
+    // their prefix to their backend.
+    let Some(mesh) = Gamma::with(&["httproute-named-rule"]).await else {
+        return;
+    };
+    let _client = mesh.client(MESH).await;
+    let port = mesh.ports.http;
+    blocking(move || {
+        expect(
+            port,
+            &[
+                (echo("/named"), Expect::backend("echo-v1")),
+                (echo("/unnamed"), Expect::backend("echo-v2")),
+            ],
+        );
+    })
+    .await;
+}

@@ -19,7 +19,9 @@
 //!   redirects (host and status, path, port, scheme, port and scheme on
 //!   HTTP and HTTPS listeners, 303, 307, 308), host and path rewrites, a mirror,
 //!   retry (experimental), observed generation bump (of an HTTPRoute, a
-//!   Gateway and a GatewayClass).
+//!   Gateway and a GatewayClass), named rules, an invalid reference
+//!   grant, a parent of another namespace not admitting the route, a
+//!   parent's sectionName and port naming no one listener.
 //! - HTTPS listeners: HTTPRouteHTTPSListener (TLS ended with the
 //!   listener's Secret from `--credentials-dir`, over SDS, and its
 //!   rotation), GatewaySecretReferenceGrantSpecific and
@@ -38,11 +40,15 @@
 //!   the scripts of `crates/pilot-system-tests/tests/grpc/`): exact
 //!   method matching, header matching, request header modifier, weights,
 //!   listener hostname matching.
-//! - TCPRoute: reference grant, attach to every listener, weights.
+//! - TCPRoute: reference grant, attach to every listener, weights; a
+//!   backend that does not exist or is of another namespace without a
+//!   grant, a listener of another protocol (status).
 //! - TLSRoute: passthrough by SNI, hostname intersection, terminated
 //!   (TLSRouteTerminateSimpleSameNamespace, and
 //!   BackendTLSPolicyTLSRouteTerminate: terminated, then TLS again to the
-//!   backend), both on one port (TLSRouteMixedTermination).
+//!   backend), both on one port (TLSRouteMixedTermination); a backend
+//!   that does not exist, listeners of other protocols and a sectionName
+//!   naming none (status).
 
 mod common;
 
@@ -2542,4 +2548,151 @@ fn policies_say(
             "{policy}"
         );
     }
+}
+
+/// The condition of `kind` among `conditions`.
+fn condition(conditions: &[(String, String, String)], kind: &str) -> (String, String, String) {
+    conditions
+        .iter()
+        .find(|(t, _, _)| t == kind)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {kind} condition in {conditions:?}"))
+}
+
+#[test]
+fn parents_routes_cannot_attach_to_and_backends_they_cannot_reach_are_in_their_status() {
+    // Status alone, as the upstream tests check it (no router needed):
+    // - HTTPRouteInvalidCrossNamespaceParentRef: a route of another
+    //   namespace on a listener admitting its own: Accepted False
+    //   (NotAllowedByListeners), its references resolved, nothing attached;
+    // - HTTPRouteInvalidParentRefSectionNameNotMatchingPort: a parent's
+    //   sectionName and port naming no one listener: NoMatchingParent;
+    // - TCPRouteInvalidBackendRefNonexistent, TCPRouteInvalidCrossNamespaceBackendRef,
+    //   TLSRouteInvalidBackendRefNonexistent: ResolvedRefs False
+    //   (BackendNotFound, RefNotPermitted), the route accepted;
+    // - TCPRouteInvalidNonTCPListener: a TCPRoute on an HTTP listener:
+    //   NotAllowedByListeners, nothing attached;
+    // - TLSRouteInvalidNoMatchingListener: a TLSRoute on an HTTP or an
+    //   HTTPS listener (NotAllowedByListeners), or naming no listener
+    //   (NoMatchingParent), nothing attached.
+    let Some(conformance) = Conformance::with(
+        &[
+            "httproute-invalid-cross-namespace-parent-ref",
+            "httproute-invalid-parentref-section-name-not-matching-port",
+            "tcproute-invalid-backendref-nonexistent",
+            "tcproute-invalid-cross-namespace-backend-ref",
+            "tcproute-invalid-non-tcp-listener",
+            "tlsroute-invalid-backendref-nonexistent",
+            "tlsroute-invalid-no-matching-listener",
+        ],
+        &[],
+    ) else {
+        return;
+    };
+    let http = |namespace: &str, name: &str| conformance.route_conditions(namespace, name);
+    let tcp = |name: &str| conformance.route_conditions_of("tcproutes", INFRA, name);
+    let tls = |name: &str| conformance.route_conditions_of("tlsroutes", INFRA, name);
+    assert_eq!(
+        http(WEB, "invalid-cross-namespace-parent-ref"),
+        [
+            said("Accepted", "False", "NotAllowedByListeners"),
+            said("ResolvedRefs", "True", "ResolvedRefs"),
+        ]
+    );
+    assert_eq!(
+        condition(
+            &http(INFRA, "httproute-listener-section-name-not-matching-port"),
+            "Accepted"
+        ),
+        said("Accepted", "False", "NoMatchingParent")
+    );
+    for (name, reason) in [
+        ("tcp-route-invalid-backend-ref-nonexistent", "BackendNotFound"),
+        ("tcp-invalid-cross-namespace-backend-ref", "RefNotPermitted"),
+    ] {
+        assert_eq!(
+            tcp(name),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("ResolvedRefs", "False", reason)
+            ],
+            "{name}"
+        );
+    }
+    assert_eq!(
+        condition(&tcp("tcp-route"), "Accepted"),
+        said("Accepted", "False", "NotAllowedByListeners")
+    );
+    assert_eq!(
+        tls("invalid-backend-ref-nonexistent"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "False", "BackendNotFound")
+        ]
+    );
+    for (name, reason) in [
+        ("tlsroute-not-allowed-protocol-http", "NotAllowedByListeners"),
+        ("tlsroute-not-allowed-protocol-https", "NotAllowedByListeners"),
+        ("tlsroute-no-matching-section-name", "NoMatchingParent"),
+    ] {
+        assert_eq!(
+            condition(&tls(name), "Accepted"),
+            said("Accepted", "False", reason),
+            "{name}"
+        );
+    }
+    for gateway in [
+        "same-namespace",
+        "gateway-with-one-not-matching-port-and-section-name-route",
+        "tcp-mixed-protocol-gateway",
+        "gateway-tlsroute-http-only",
+        "gateway-tlsroute-https-only",
+        "gateway-tlsroute-tls-passthrough-only",
+    ] {
+        let attached = conformance.attached_routes(gateway);
+        assert!(
+            attached.iter().all(|n| n == 0),
+            "{gateway}: {attached:?} routes attached"
+        );
+    }
+}
+
+#[test]
+fn a_reference_no_grant_permits_is_answered_500_beside_named_rules() {
+    // HTTPRouteInvalidReferenceGrant: ReferenceGrants that each miss one
+    // part (the namespace they are in, the group, kind or namespace of
+    // the route, the group, kind or name of the Service) permit nothing:
+    // the route is accepted, its ResolvedRefs is False
+    // (RefNotPermitted), and its requests are answered 500. Beside it on
+    // the same listener, HTTPRouteNamedRule: a rule's name changes
+    // nothing of how it routes.
+    let gateway = "same-namespace";
+    let Some(conformance) = Conformance::with(
+        &["httproute-invalid-reference-grant", "httproute-named-rule"],
+        &[gateway],
+    ) else {
+        return;
+    };
+    conformance.expect(
+        gateway,
+        &[
+            (HOST, "/", "", 500),
+            (HOST, "/named", V1, 200),
+            (HOST, "/unnamed", V2, 200),
+        ],
+    );
+    assert_eq!(
+        conformance.route_conditions(INFRA, "reference-grant"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "False", "RefNotPermitted")
+        ]
+    );
+    assert_eq!(
+        conformance.route_conditions(INFRA, "http-named-rules"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
 }

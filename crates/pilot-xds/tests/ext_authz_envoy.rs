@@ -710,7 +710,6 @@ spec:
                     rbac,      // ALLOW
                     "envoy.filters.http.fault",
                     "envoy.filters.http.cors",
-                    "envoy.filters.http.stateful_session",
                     "envoy.filters.http.router",
                 ]
                 .map(String::from)

@@ -93,6 +93,18 @@ pub(crate) fn http_filter_chain(
     http_filter_chain_with(stat_prefix, routes, |_| {})
 }
 
+/// An inbound listener's HTTP connection manager: [`http_filter_chain`]
+/// without the stateful session filter (its routes go to the workload's
+/// own port; no route of it keeps sessions).
+pub(crate) fn inbound_http_filter_chain(
+    stat_prefix: &str,
+    routes: http_connection_manager::RouteSpecifier,
+) -> FilterChain {
+    http_filter_chain_with(stat_prefix, routes, |manager| {
+        manager.http_filters.retain(|f| f.name != STATEFUL_SESSION_FILTER);
+    })
+}
+
 /// [`http_filter_chain`] with the connection manager changed by `edit`.
 pub(crate) fn http_filter_chain_with(
     stat_prefix: &str,

@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use pilot_model::ServiceInstance;
 
 use crate::ClusterName;
-use crate::build::listeners::{http_filter_chain, listener, route_to, tcp_filter_chain};
+use crate::build::listeners::{inbound_http_filter_chain, listener, route_to, tcp_filter_chain};
 use crate::build::rbac::Authorization;
 
 /// Inbound listeners for a captured sidecar's own instances, to 127.0.0.1,
@@ -32,7 +32,7 @@ pub(crate) fn listeners(
         let cluster =
             ClusterName::inbound(&instance.service.hostname, instance.endpoint.service_port.port).to_string();
         let mut chain = if instance.endpoint.service_port.protocol.is_http() {
-            http_filter_chain(
+            inbound_http_filter_chain(
                 &format!("inbound_{port}"),
                 http_connection_manager::RouteSpecifier::RouteConfig(RouteConfiguration {
                     name: format!("inbound|{port}"),

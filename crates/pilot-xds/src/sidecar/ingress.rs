@@ -26,7 +26,7 @@ use pilot_model::{Labels, Protocol, ServiceInstance};
 use pilot_routing::{DefaultEndpoint, InboundLimits, IngressPort, MtlsMode};
 
 use crate::build::cluster::{base, set_protocol};
-use crate::build::listeners::{http_filter_chain, listener, route_to, tcp_filter_chain};
+use crate::build::listeners::{inbound_http_filter_chain, listener, route_to, tcp_filter_chain};
 use crate::build::rbac::Authorization;
 use crate::build::util::socket;
 use crate::{ClusterName, Proxy};
@@ -77,7 +77,7 @@ pub(crate) fn ingress_listeners(
             labels.0.extend(i.labels.0.clone());
         }
         let mut chain = if protocol.is_http() {
-            http_filter_chain(
+            inbound_http_filter_chain(
                 &format!("inbound_{}", port.port),
                 http_connection_manager::RouteSpecifier::RouteConfig(RouteConfiguration {
                     name: format!("inbound|{}", port.port),
