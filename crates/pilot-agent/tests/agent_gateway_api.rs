@@ -26,6 +26,8 @@
 //!   listener's Secret from `--credentials-dir`, over SDS, and its
 //!   rotation), GatewaySecretReferenceGrantSpecific and
 //!   GatewaySecretMissingReferenceGrant (a Secret of another namespace),
+//!   GatewaySecretInvalidReferenceGrant and
+//!   GatewaySecretReferenceGrantAllInNamespace (status),
 //!   GatewayInvalidTLSConfiguration (the listeners' status; a listener
 //!   whose Secret is missing is left out until the Secret is written),
 //!   HTTPRouteHTTPSListenerDetectMisdirectedRequests (421).
@@ -47,8 +49,12 @@
 //!   (TLSRouteTerminateSimpleSameNamespace, and
 //!   BackendTLSPolicyTLSRouteTerminate: terminated, then TLS again to the
 //!   backend), both on one port (TLSRouteMixedTermination); a backend
-//!   that does not exist, listeners of other protocols and a sectionName
-//!   naming none (status).
+//!   that does not exist or of an unknown kind, grants that permit
+//!   nothing, hostnames no listener takes, listeners of other protocols
+//!   and a sectionName naming none (status).
+//! - Gateways' listeners: supported kinds and an invalid route kind
+//!   (GatewayInvalidRouteKind), attached routes counted
+//!   (GatewayWithAttachedRoutes).
 
 mod common;
 
@@ -2695,4 +2701,181 @@ fn a_reference_no_grant_permits_is_answered_500_beside_named_rules() {
             said("ResolvedRefs", "True", "ResolvedRefs")
         ]
     );
+}
+
+/// Each listener of `gateway` as its status gives it: its name, the
+/// kinds it supports, its conditions (sorted) and `attachedRoutes`.
+fn listener_statuses(
+    conformance: &Conformance,
+    gateway: &str,
+) -> Vec<(String, Vec<String>, Vec<(String, String, String)>, i64)> {
+    let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{gateway}");
+    let mut listeners = Vec::new();
+    eventually(&format!("the status of {gateway}'s listeners"), || {
+        let object = conformance.object(&path);
+        listeners = object["status"]["listeners"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| {
+                let kinds = l["supportedKinds"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|k| {
+                        format!(
+                            "{}/{}",
+                            k["group"].as_str().unwrap_or_default(),
+                            k["kind"].as_str().unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                let mut conditions = triples(&l["conditions"]);
+                conditions.sort();
+                (
+                    l["name"].as_str().unwrap_or_default().to_string(),
+                    kinds,
+                    conditions,
+                    l["attachedRoutes"].as_i64().unwrap_or(-1),
+                )
+            })
+            .collect();
+        !listeners.is_empty()
+    });
+    listeners
+}
+
+#[test]
+fn listeners_say_which_route_kinds_they_support_and_how_many_routes_attach() {
+    // GatewayInvalidRouteKind: a listener allowing only a kind that is not
+    // a route supports none (ResolvedRefs False, InvalidRouteKinds); one
+    // allowing it and HTTPRoute supports HTTPRoute, still InvalidRouteKinds.
+    // GatewayWithAttachedRoutes: listeners admitting routes of their own
+    // namespace by a selector on its name count the routes attached: one,
+    // then two (a third route, whose hostname the listener's does not
+    // take, is not attached).
+    let Some(conformance) = Conformance::with(
+        &["gateway-invalid-route-kind", "gateway-with-attached-routes"],
+        &[],
+    ) else {
+        return;
+    };
+    let http_route = "gateway.networking.k8s.io/HTTPRoute".to_string();
+    let [(name, kinds, conditions, attached)] =
+        <[_; 1]>::try_from(listener_statuses(&conformance, "gateway-only-invalid-route-kind")).unwrap();
+    assert_eq!((name.as_str(), kinds.len(), attached), ("http", 0, 0));
+    assert!(
+        conditions.contains(&said("ResolvedRefs", "False", "InvalidRouteKinds")),
+        "{conditions:?}"
+    );
+    let [(_, kinds, conditions, attached)] = <[_; 1]>::try_from(listener_statuses(
+        &conformance,
+        "gateway-supported-and-invalid-route-kind",
+    ))
+    .unwrap();
+    assert_eq!((kinds, attached), (vec![http_route.clone()], 0));
+    assert!(
+        conditions.contains(&said("ResolvedRefs", "False", "InvalidRouteKinds")),
+        "{conditions:?}"
+    );
+    for (gateway, expected) in [
+        ("gateway-with-one-attached-route", 1),
+        ("gateway-with-two-attached-routes", 2),
+    ] {
+        let mut seen = Vec::new();
+        eventually(&format!("{gateway} to count {expected} routes"), || {
+            seen = listener_statuses(&conformance, gateway);
+            seen.len() == 1 && seen[0].3 == expected
+        });
+        let (_, kinds, conditions, _) = &seen[0];
+        assert_eq!(kinds, &[http_route.clone()], "{gateway}");
+        assert!(
+            conditions.iter().any(|c| c.0 == "Accepted" && c.1 == "True")
+                && conditions.iter().any(|c| c.0 == "ResolvedRefs" && c.1 == "True"),
+            "{gateway}: {conditions:?}"
+        );
+    }
+    assert_eq!(
+        condition(
+            &conformance.route_conditions(INFRA, "http-route-not-accepted"),
+            "Accepted"
+        ),
+        said("Accepted", "False", "NoMatchingListenerHostname")
+    );
+}
+
+#[test]
+fn tls_routes_and_certificates_other_namespaces_do_not_grant_say_why() {
+    // TLSRouteInvalidBackendRefUnknownKind (InvalidKind),
+    // TLSRouteInvalidReferenceGrant (grants that each miss one part:
+    // RefNotPermitted), TLSRouteInvalidNoMatchingListenerHostname
+    // (hostnames no listener's takes, exact or wildcard:
+    // NoMatchingListenerHostname); GatewaySecretInvalidReferenceGrant
+    // (the listener's Secret of another namespace, no grant permitting it:
+    // RefNotPermitted, not programmed), then
+    // GatewaySecretReferenceGrantAllInNamespace applied (a grant of every
+    // Secret there to the Gateways of the listener's namespace: its
+    // listener and the first one resolved and programmed).
+    let Some(conformance) = Conformance::with(
+        &[
+            "tlsroute-invalid-backendref-unknown-kind",
+            "tlsroute-invalid-reference-grant",
+            "tlsroute-invalid-no-matching-listener-hostname",
+            "gateway-secret-invalid-reference-grant",
+        ],
+        &[],
+    ) else {
+        return;
+    };
+    let tls = |name: &str| conformance.route_conditions_of("tlsroutes", INFRA, name);
+    for (name, reason) in [
+        ("invalid-backend-ref-unknown-kind", "InvalidKind"),
+        ("gateway-conformance-infra-test", "RefNotPermitted"),
+    ] {
+        assert_eq!(
+            tls(name),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("ResolvedRefs", "False", reason)
+            ],
+            "{name}"
+        );
+    }
+    for name in ["tlsroute-hostname-mismatch-1", "tlsroute-hostname-mismatch-2"] {
+        assert_eq!(
+            condition(&tls(name), "Accepted"),
+            said("Accepted", "False", "NoMatchingListenerHostname"),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        listener_conditions(&conformance, "gateway-secret-invalid-reference-grant", "https"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("Conflicted", "False", "NoConflicts"),
+            said("Programmed", "False", "Invalid"),
+            said("ResolvedRefs", "False", "RefNotPermitted"),
+        ]
+    );
+    let corpus = pilot_test_support::corpus("gateway-api").expect("read above");
+    conformance.apply(
+        &std::fs::read_to_string(
+            corpus.join("gwapi_conformance.tests.gateway-secret-reference-grant-all-in-namespace.yaml"),
+        )
+        .unwrap(),
+    );
+    for gateway in [
+        "gateway-secret-reference-grant-all-in-namespace",
+        "gateway-secret-invalid-reference-grant",
+    ] {
+        eventually(&format!("{gateway}'s listener to be resolved"), || {
+            listener_conditions(&conformance, gateway, "https")
+                == [
+                    said("Accepted", "True", "Accepted"),
+                    said("Conflicted", "False", "NoConflicts"),
+                    said("Programmed", "True", "Programmed"),
+                    said("ResolvedRefs", "True", "ResolvedRefs"),
+                ]
+        });
+    }
 }
