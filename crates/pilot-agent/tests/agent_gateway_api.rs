@@ -2703,12 +2703,12 @@ fn a_reference_no_grant_permits_is_answered_500_beside_named_rules() {
     );
 }
 
-/// Each listener of `gateway` as its status gives it: its name, the
-/// kinds it supports, its conditions (sorted) and `attachedRoutes`.
-fn listener_statuses(
-    conformance: &Conformance,
-    gateway: &str,
-) -> Vec<(String, Vec<String>, Vec<(String, String, String)>, i64)> {
+/// A listener as its Gateway's status gives it: its name, the kinds it
+/// supports (`group/kind`), its conditions (sorted) and `attachedRoutes`.
+type ListenerStatus = (String, Vec<String>, Vec<(String, String, String)>, i64);
+
+/// Each listener of `gateway` as its status gives it.
+fn listener_statuses(conformance: &Conformance, gateway: &str) -> Vec<ListenerStatus> {
     let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{gateway}");
     let mut listeners = Vec::new();
     eventually(&format!("the status of {gateway}'s listeners"), || {
@@ -2788,7 +2788,7 @@ fn listeners_say_which_route_kinds_they_support_and_how_many_routes_attach() {
             seen.len() == 1 && seen[0].3 == expected
         });
         let (_, kinds, conditions, _) = &seen[0];
-        assert_eq!(kinds, &[http_route.clone()], "{gateway}");
+        assert_eq!(kinds, std::slice::from_ref(&http_route), "{gateway}");
         assert!(
             conditions.iter().any(|c| c.0 == "Accepted" && c.1 == "True")
                 && conditions.iter().any(|c| c.0 == "ResolvedRefs" && c.1 == "True"),
