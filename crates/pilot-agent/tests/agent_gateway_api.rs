@@ -339,6 +339,53 @@ fn a_tls_listener_passes_tls_through_by_sni() {
 }
 
 #[test]
+fn a_v1alpha2_tls_route_without_hostnames_takes_every_name_of_its_listener_by_its_first_rule() {
+    // The experimental channel's v1alpha2 TLSRoute: no hostnames (every
+    // SNI name the listener takes, here *.example.com) and two rules, of
+    // which a stream takes the first.
+    let gateway = "gateway-tlsroute";
+    let Some(conformance) = Conformance::with(&["tlsroute-simple-same-namespace"], &[gateway]) else {
+        return;
+    };
+    eventually("abc.example.com passed through to tcp-backend", || {
+        conformance.https(gateway, 443, "abc.example.com")
+    });
+    conformance.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1alpha2\nkind: TLSRoute\n\
+         metadata: {{name: gateway-conformance-infra-test, namespace: {INFRA}}}\n\
+         spec:\n  parentRefs: [{{name: {gateway}}}]\n  rules:\n  \
+         - backendRefs: [{{name: tls-backend, port: 443}}]\n  \
+         - backendRefs: [{{name: tls-backend-2, port: 443}}]\n"
+    ));
+    eventually("any name of the listener passed through to tls-backend", || {
+        conformance
+            .tls_backend(gateway, 443, "def.example.com")
+            .as_deref()
+            == Some("tls-backend")
+    });
+    for name in ["abc.example.com", "xyz.example.com", "def.example.com"] {
+        assert_eq!(
+            conformance.tls_backend(gateway, 443, name).as_deref(),
+            Some("tls-backend"),
+            "{name}"
+        );
+    }
+    // Stored at v1, as the CRDs store it; its status as any TLSRoute's.
+    let stored = conformance.object(&format!(
+        "/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/tlsroutes/gateway-conformance-infra-test"
+    ));
+    assert_eq!(stored["spec"]["rules"].as_array().map(Vec::len), Some(2));
+    assert!(stored["spec"].get("hostnames").is_none(), "{stored}");
+    eventually("the route's status", || {
+        conformance.route_conditions_of("tlsroutes", INFRA, "gateway-conformance-infra-test")
+            == [
+                said("Accepted", "True", "Accepted"),
+                said("ResolvedRefs", "True", "ResolvedRefs"),
+            ]
+    });
+}
+
+#[test]
 fn a_tls_listener_terminating_tls_sends_its_routes_backends_what_the_connection_carried() {
     // TLSRouteTerminateSimpleSameNamespace: TLS with SNI tls.example.com
     // ends at the router with the listener's Secret (verified against the
@@ -1005,6 +1052,124 @@ fn a_mirror_sends_each_request_to_its_backend_too() {
         });
         for tag in TAGS {
             assert_eq!(seen(V2, path, tag), 1, "{path} {tag}: mirrored once");
+        }
+    }
+}
+
+#[test]
+fn several_mirrors_each_get_every_request_and_a_percentage_mirror_its_share() {
+    // HTTPRouteRequestMultipleMirrors: infra-backend-v1 answers; v2 and v3
+    // each see every request once. HTTPRouteRequestPercentageMirror: v2
+    // sees about the share written (20%, 25/50, 35%) of 200 requests.
+    let Some(conformance) = Conformance::echoing(
+        &[
+            "httproute-request-multiple-mirrors",
+            "httproute-request-percentage-mirror",
+        ],
+        &["same-namespace"],
+    ) else {
+        return;
+    };
+    conformance.expect_cases(
+        "same-namespace",
+        80,
+        &[
+            case("/multi-mirror"),
+            modified(case("/multi-mirror-and-modify-request-headers")),
+            case("/percent-mirror"),
+            case("/percent-mirror-fraction"),
+            modified(case("/percent-mirror-and-modify-headers")),
+        ],
+    );
+    let port = conformance.port("same-namespace", 80);
+    const TAGS: [&str; 10] = ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9"];
+    for path in ["/multi-mirror", "/multi-mirror-and-modify-request-headers"] {
+        for tag in TAGS {
+            let answer = common::exchange(port, "GET", HOST, path, &[("x-tag", tag)]);
+            assert_eq!(answer.status, 200, "{path} {tag}: {answer:?}");
+            assert_eq!(
+                seen(V1, path, tag),
+                1,
+                "{path} {tag}: infra-backend-v1 answered once"
+            );
+        }
+        for mirror in [V2, V3] {
+            eventually(&format!("{mirror} to see every {path}"), || {
+                TAGS.iter().all(|tag| seen(mirror, path, tag) >= 1)
+            });
+            for tag in TAGS {
+                assert_eq!(
+                    seen(mirror, path, tag),
+                    1,
+                    "{path} {tag}: mirrored to {mirror} once"
+                );
+            }
+        }
+    }
+    // Each request's copy is sent or not at random: 200 requests at p
+    // mirror a count of mean 200p, standard deviation at most 7.1 (at
+    // p = 0.5); the bounds are 36 away, over 5 deviations.
+    const REQUESTS: usize = 200;
+    for (path, percent) in [
+        ("/percent-mirror", 20),
+        ("/percent-mirror-fraction", 50),
+        ("/percent-mirror-and-modify-headers", 35),
+    ] {
+        let tag = "share";
+        for _ in 0..REQUESTS {
+            let answer = common::exchange(port, "GET", HOST, path, &[("x-tag", tag)]);
+            assert_eq!(answer.status, 200, "{path}: {answer:?}");
+        }
+        assert_eq!(
+            seen(V1, path, tag),
+            REQUESTS,
+            "{path}: infra-backend-v1 answered each"
+        );
+        // The copies are sent beside the answers: wait for the last to
+        // arrive (the count stops moving), then compare.
+        let mut last = usize::MAX;
+        eventually(&format!("the copies of {path} to arrive"), || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let now = seen(V2, path, tag);
+            std::mem::replace(&mut last, now) == now
+        });
+        let expected = REQUESTS * percent / 100;
+        let slack = 36;
+        assert!(
+            (expected.saturating_sub(slack)..=expected + slack).contains(&last),
+            "{path}: {last} of {REQUESTS} mirrored, expected about {expected} ({percent}%)"
+        );
+    }
+}
+
+#[test]
+fn a_rule_s_request_and_backend_request_timeouts_answer_504_and_0s_disables_them() {
+    // HTTPRouteTimeoutRequest, HTTPRouteTimeoutBackendRequest: 500ms
+    // timeouts; the backend answers `?delay=` late (3s here, the
+    // conformance's 1s with more room under load): 504; with "0s" no
+    // timeout, the late answer arrives (200).
+    let Some(conformance) = Conformance::echoing(
+        &["httproute-timeout-request", "httproute-timeout-backend-request"],
+        &["same-namespace"],
+    ) else {
+        return;
+    };
+    conformance.expect_cases(
+        "same-namespace",
+        80,
+        &[case("/request-timeout"), case("/backend-timeout")],
+    );
+    let port = conformance.port("same-namespace", 80);
+    for (path, status) in [
+        ("/request-timeout?delay=3s", 504),
+        ("/backend-timeout?delay=3s", 504),
+        ("/disable-request-timeout?delay=1s", 200),
+        ("/disable-backend-timeout?delay=1s", 200),
+    ] {
+        let answer = common::exchange(port, "GET", HOST, path, &[]);
+        assert_eq!(answer.status, status, "{path}: {answer:?}");
+        if status == 200 {
+            assert!(answer.body.contains(V1), "{path}: {answer:?}");
         }
     }
 }

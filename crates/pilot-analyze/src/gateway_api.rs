@@ -8,6 +8,7 @@
 //! | `PLT0403` | warning | no | a Gateway listener that no route attaches to: it serves nothing |
 //! | `PLT0404` | warning | no | an HTTPRoute or GRPCRoute routes a Service that a VirtualService for sidecars also routes: two objects decide one host's routes |
 //! | `PLT0405` | warning | no | a rule's `sessionPersistence` asks for what the proxies do not do: an `idleTimeout`, an `absoluteTimeout` but for a `Permanent` cookie, or one session across several backends (each backend keeps its own sessions; the backend is chosen by weight first) |
+//! | `PLT0406` | warning | no | a TLSRoute or TCPRoute (written at `v1alpha2`, which allows up to 16) has rules after its first: a stream has no request to choose a rule by, so only the first rule's backends take traffic |
 //!
 //! A reference's namespace is the route's unless it names one; a Service
 //! is `name.namespace.<domain>`. A listener takes a route when the route
@@ -107,6 +108,7 @@ pub(super) fn analyze(
         routes.push(route(object, &object.spec.parent_refs, backends));
     }
     for object in &tls {
+        later_stream_rules(object, object.spec.rules.len(), out);
         routes.push(route(
             object,
             &object.spec.parent_refs,
@@ -114,6 +116,7 @@ pub(super) fn analyze(
         ));
     }
     for object in &tcp {
+        later_stream_rules(object, object.spec.rules.len(), out);
         routes.push(route(
             object,
             &object.spec.parent_refs,
@@ -243,6 +246,24 @@ fn sessions_not_kept<K: ConfigKind>(
             "the rule has several backends: a session stays on one endpoint of the backend its request was sent to, \
              and each request's backend is chosen by weight first",
         );
+    }
+}
+
+/// PLT0406: the rules of a TLSRoute or TCPRoute after its first, which
+/// take no traffic.
+fn later_stream_rules<K: ConfigKind>(object: &Config<K>, rules: usize, out: &mut Vec<Finding>) {
+    for index in 1..rules {
+        out.push(finding(
+            object,
+            "PLT0406",
+            Severity::Warning,
+            format!("spec.rules[{index}]"),
+            format!(
+                "a {} stream takes its route's first rule: a stream has no request to choose a rule by, \
+                 so this rule's backends take no traffic",
+                K::KIND
+            ),
+        ));
     }
 }
 
@@ -462,6 +483,32 @@ mod tests {
                     route,
                     "spec.rules[4].sessionPersistence.absoluteTimeout".into()
                 ),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_rules_after_a_stream_route_s_first_are_a_warning() {
+        let rules = "  rules:\n  - backendRefs: [{name: a, port: 9000}]\n  - backendRefs: [{name: b, port: 9000}]\n  \
+             - backendRefs: [{name: c, port: 9000}]\n";
+        let text = format!(
+            "{GATEWAY}---\napiVersion: gateway.networking.k8s.io/v1alpha2\nkind: TCPRoute\nmetadata: {{name: db, namespace: web}}\n\
+             spec:\n  parentRefs: [{{name: edge, sectionName: tcp}}]\n{rules}\
+             ---\napiVersion: gateway.networking.k8s.io/v1alpha2\nkind: TLSRoute\nmetadata: {{name: sni, namespace: web}}\n\
+             spec:\n  parentRefs: [{{name: edge}}]\n  rules:\n  - backendRefs: [{{name: a, port: 443}}]\n\
+             ---\napiVersion: gateway.networking.k8s.io/v1\nkind: TCPRoute\nmetadata: {{name: one, namespace: web}}\n\
+             spec:\n  parentRefs: [{{name: edge, sectionName: tcp}}]\n  rules:\n  - backendRefs: [{{name: a, port: 9000}}]\n"
+        );
+        let found: Vec<(String, String, String)> = findings(&text, None)
+            .into_iter()
+            .filter(|f| f.0 == "PLT0406")
+            .collect();
+        let route = "TCPRoute.gateway.networking.k8s.io/db".to_string();
+        assert_eq!(
+            found,
+            [
+                ("PLT0406".into(), route.clone(), "spec.rules[1]".into()),
+                ("PLT0406".into(), route, "spec.rules[2]".into()),
             ]
         );
     }

@@ -118,6 +118,7 @@ pub const CODES: &[(&str, &str)] = &[
     ("PLT0403", "ListenerWithoutRoutes"),
     ("PLT0404", "RouteBesideVirtualService"),
     ("PLT0405", "SessionNotKept"),
+    ("PLT0406", "StreamRuleUnused"),
 ];
 
 /// The name of finding code `code` ([`CODES`]), or `""` for a code it

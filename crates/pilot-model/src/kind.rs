@@ -93,6 +93,20 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
         let _ = errors;
     }
 
+    /// Served versions whose rules differ from the storage version's, as a
+    /// CRD's versions may each have their own schema (the Gateway API's
+    /// TLSRoute at `v1alpha2` allows what `v1` refuses): an object written
+    /// at one is validated by [`ConfigKind::validate_at`] with it.
+    const VERSIONED_RULES: &'static [&'static str] = &[];
+
+    /// Records every problem with this spec written at `version`, one of
+    /// [`ConfigKind::VERSIONED_RULES`]. Paths start at `spec`. Without an
+    /// override, [`ConfigKind::validate`].
+    fn validate_at(&self, version: &str, errors: &mut FieldErrors) {
+        let _ = version;
+        self.validate(errors)
+    }
+
     /// Records every change from `old` (the stored spec) that this spec,
     /// replacing it, may not make: Kubernetes' transition rules
     /// (`self == oldSelf`), such as an immutable field. Checked on update
@@ -117,42 +131,7 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
             Self::PLURAL,
             Self::GROUP,
             Self::VERSION,
-            |spec, errors| {
-                let (typed, found) = decode_all::<Self>("spec", spec);
-                // Unknown fields are reported beside the rule errors of the
-                // rest of the spec. A spec that lost a mistyped value in
-                // repair would give misleading rule errors: only its decode
-                // errors are reported.
-                let rules_apply = found.iter().all(|e| e.message.starts_with("unknown field"));
-                errors.extend(found);
-                let typed = match typed {
-                    Some(typed) if rules_apply => {
-                        let canonical = serde_json::to_value(&typed).unwrap_or_default();
-                        let lists = lists_for_objects("spec", spec, &canonical);
-                        let clean = lists.is_empty();
-                        errors.extend(lists);
-                        clean.then_some(typed)
-                    }
-                    _ => None,
-                };
-                if let Some(typed) = typed {
-                    // Rules name fields by their JSON names; the input may
-                    // have written some with their proto names.
-                    let mut rules = FieldErrors::new();
-                    typed.validate(&mut rules);
-                    let as_written = |mut error: FieldError| {
-                        if let Some(below) = error.path.strip_prefix("spec") {
-                            error.path = format!("spec{}", path_as_written(below, spec));
-                        }
-                        error
-                    };
-                    let (found, warnings) = rules.into_parts();
-                    errors.extend(found.into_iter().map(as_written));
-                    for warning in warnings.into_iter().map(as_written) {
-                        errors.warn(warning.path, warning.message);
-                    }
-                }
-            },
+            |spec, errors| check_spec::<Self>(spec, errors, None),
         )
         .with_normalizer(|spec| {
             // Only a key with an underscore can be a proto name.
@@ -169,6 +148,11 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
         .with_served_versions(Self::SERVED_VERSIONS.iter().copied())
         .with_short_names(Self::SHORT_NAMES.iter().copied())
         .with_categories(Self::CATEGORIES.iter().copied());
+        let schema = Self::VERSIONED_RULES.iter().fold(schema, |schema, version| {
+            schema.with_version_rules(*version, move |spec, errors| {
+                check_spec::<Self>(spec, errors, Some(version))
+            })
+        });
         let schema = if Self::NAME_IS_LABEL {
             schema.with_label_names()
         } else {
@@ -209,6 +193,49 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
             Some(openapi) => schema.with_openapi_schema(openapi),
             None => schema,
         }
+    }
+}
+
+/// Decodes `spec` as `K` and records its problems: unknown or mistyped
+/// fields, duplicate keys of list maps, and `K`'s rules (at `version`
+/// when given, [`ConfigKind::validate_at`]), each at its path as written.
+fn check_spec<K: ConfigKind>(spec: &serde_json::Value, errors: &mut FieldErrors, version: Option<&str>) {
+    let (typed, found) = decode_all::<K>("spec", spec);
+    // Unknown fields are reported beside the rule errors of the rest of
+    // the spec. A spec that lost a mistyped value in repair would give
+    // misleading rule errors: only its decode errors are reported.
+    let rules_apply = found.iter().all(|e| e.message.starts_with("unknown field"));
+    errors.extend(found);
+    let typed = match typed {
+        Some(typed) if rules_apply => {
+            let canonical = serde_json::to_value(&typed).unwrap_or_default();
+            let lists = lists_for_objects("spec", spec, &canonical);
+            let clean = lists.is_empty();
+            errors.extend(lists);
+            clean.then_some(typed)
+        }
+        _ => None,
+    };
+    let Some(typed) = typed else {
+        return;
+    };
+    // Rules name fields by their JSON names; the input may have written
+    // some with their proto names.
+    let mut rules = FieldErrors::new();
+    match version {
+        Some(version) => typed.validate_at(version, &mut rules),
+        None => typed.validate(&mut rules),
+    }
+    let as_written = |mut error: FieldError| {
+        if let Some(below) = error.path.strip_prefix("spec") {
+            error.path = format!("spec{}", path_as_written(below, spec));
+        }
+        error
+    };
+    let (found, warnings) = rules.into_parts();
+    errors.extend(found.into_iter().map(as_written));
+    for warning in warnings.into_iter().map(as_written) {
+        errors.warn(warning.path, warning.message);
     }
 }
 
@@ -276,6 +303,8 @@ pub struct KindSchema {
     /// and the REST API serves them at `/apis/{group}/{version}/{plural}`.
     pub cluster_scoped: bool,
     validator: Arc<SpecValidator>,
+    /// The validators of served versions with rules of their own.
+    versioned: Vec<(String, Arc<SpecValidator>)>,
     transition: Option<Arc<TransitionValidator>>,
     normalizer: Option<Arc<SpecNormalizer>>,
     openapi: Option<Arc<serde_json::Value>>,
@@ -309,6 +338,7 @@ impl KindSchema {
             defined_elsewhere: false,
             cluster_scoped: false,
             validator: Arc::new(validator),
+            versioned: Vec::new(),
             transition: None,
             normalizer: None,
             openapi: None,
@@ -437,6 +467,62 @@ impl KindSchema {
         self
     }
 
+    /// The same schema, objects written at `version` (a served version)
+    /// validated by `validator` rather than the storage version's, as a
+    /// CRD whose versions each have a schema of their own. They are stored
+    /// at the storage version all the same, as Kubernetes stores them
+    /// (`conversion: None`): a stored object is valid when one served
+    /// version accepts it ([`KindSchema::validate_stored`]).
+    ///
+    /// ```
+    /// use pilot_model::{ConfigMeta, DynConfig, KindSchema};
+    /// let at_most = |n: usize| {
+    ///     move |spec: &serde_json::Value, errors: &mut pilot_model::FieldErrors| {
+    ///         if spec["rules"].as_array().is_some_and(|r| r.len() > n) {
+    ///             errors.push("spec.rules", format!("at most {n}"));
+    ///         }
+    ///     }
+    /// };
+    /// let schema = KindSchema::new("Route", "routes", "example.com", "v1", at_most(1))
+    ///     .with_served_versions(["v1alpha2"])
+    ///     .with_version_rules("v1alpha2", at_most(16));
+    /// let mut route = DynConfig {
+    ///     meta: ConfigMeta::new("Route", "default", "r"),
+    ///     spec: serde_json::json!({"rules": [{}, {}]}),
+    /// };
+    /// route.meta.version = "v1".into();
+    /// assert!(schema.validate(&route).is_err());
+    /// route.meta.version = "v1alpha2".into();
+    /// assert!(schema.validate(&route).is_ok());
+    /// // Stored at v1, it stays valid: v1alpha2 accepts it.
+    /// route.meta.version = "v1".into();
+    /// assert!(schema.validate_stored(&route).is_ok());
+    /// ```
+    pub fn with_version_rules(
+        mut self,
+        version: impl Into<String>,
+        validator: impl Fn(&serde_json::Value, &mut FieldErrors) + Send + Sync + 'static,
+    ) -> Self {
+        let version = version.into();
+        self.versioned.retain(|(v, _)| *v != version);
+        self.versioned.push((version, Arc::new(validator)));
+        self
+    }
+
+    /// Whether objects written at `version` have rules of their own
+    /// ([`KindSchema::with_version_rules`]).
+    pub fn has_version_rules(&self, version: &str) -> bool {
+        self.versioned.iter().any(|(v, _)| v == version)
+    }
+
+    /// The validator of objects written at `version`.
+    fn validator_at(&self, version: &str) -> &SpecValidator {
+        self.versioned
+            .iter()
+            .find(|(v, _)| v == version)
+            .map_or(&*self.validator, |(_, validator)| &**validator)
+    }
+
     /// The same schema with these short names.
     pub fn with_short_names<N: Into<String>>(mut self, names: impl IntoIterator<Item = N>) -> Self {
         self.short_names = names.into_iter().map(Into::into).collect();
@@ -464,7 +550,7 @@ impl KindSchema {
     /// (its errors say more).
     pub fn warnings(&self, config: &DynConfig) -> Vec<FieldError> {
         let mut errors = FieldErrors::new();
-        (self.validator)(&config.spec, &mut errors);
+        self.validator_at(&config.meta.version)(&config.spec, &mut errors);
         if !errors.is_empty() {
             return Vec::new();
         }
@@ -472,9 +558,32 @@ impl KindSchema {
     }
 
     /// Checks a whole object against this kind: metadata (DNS-1123 name and
-    /// namespace, label syntax, group and version) and the spec. Every
-    /// problem is reported with its field path.
+    /// namespace, label syntax, group and version) and the spec, by the
+    /// rules of the version it is written at (its `apiVersion`,
+    /// [`KindSchema::with_version_rules`]). Every problem is reported with
+    /// its field path.
     pub fn validate(&self, config: &DynConfig) -> Result<(), StoreError> {
+        self.validate_spec_with(config, self.validator_at(&config.meta.version))
+    }
+
+    /// Checks an object read from a store: valid when [`KindSchema::validate`]
+    /// passes at one of the versions served. An object written at a
+    /// version with rules of its own is stored at the storage version,
+    /// whose rules may refuse it (a TLSRoute of several rules written at
+    /// `v1alpha2`); the errors reported are the storage version's.
+    pub fn validate_stored(&self, config: &DynConfig) -> Result<(), StoreError> {
+        let first = self.validate_spec_with(config, &*self.validator);
+        if first.is_err() {
+            for (_, validator) in &self.versioned {
+                if self.validate_spec_with(config, &**validator).is_ok() {
+                    return Ok(());
+                }
+            }
+        }
+        first
+    }
+
+    fn validate_spec_with(&self, config: &DynConfig, validator: &SpecValidator) -> Result<(), StoreError> {
         let meta = &config.meta;
         let mut errors = FieldErrors::new();
         if meta.kind != self.id && meta.kind != self.kind {
@@ -523,7 +632,7 @@ impl KindSchema {
             errors.check_dns1123_label("metadata.namespace", &meta.namespace);
         }
         errors.check_labels("metadata.labels", &meta.labels);
-        (self.validator)(&config.spec, &mut errors);
+        validator(&config.spec, &mut errors);
         if errors.is_empty() {
             Ok(())
         } else {
@@ -769,16 +878,21 @@ impl KindRegistry {
         }
     }
 
-    /// Validates `config` against its kind, fills in an empty group and
-    /// version and writes every field with its JSON name, ready to be stored.
+    /// Validates `config` against its kind (by the rules of the version it
+    /// is written at), fills in an empty group and version, moves it to the
+    /// storage version and writes every field with its JSON name, ready to
+    /// be stored.
     pub fn prepare(&self, mut config: DynConfig) -> Result<DynConfig, StoreError> {
         let schema = self
             .resolve(&config.meta.kind, &config.meta.group)
             .ok_or_else(|| StoreError::UnknownKind {
                 kind: config.meta.kind.clone(),
             })?;
+        // The spec is validated by the rules of the version it was
+        // written at; it is stored at the storage version.
+        let written = config.meta.version.clone();
         schema.fill_type(&mut config);
-        schema.validate(&config)?;
+        schema.validate_spec_with(&config, schema.validator_at(&written))?;
         if let Some(normalize) = &schema.normalizer {
             normalize(&mut config.spec);
         }

@@ -110,7 +110,13 @@ pub fn statuses(
     let mut attached: HashMap<(ConfigKey, usize), i32> = HashMap::new();
     for route in &routes {
         let mut parents = Vec::new();
-        let resolved = resolved_refs(route, &input.grants, service_exists, domain);
+        // Mesh routes may send traffic to a Service of any namespace: a
+        // sidecar reaches it without the route, so the route widens
+        // nothing (the GAMMA specification asks no ReferenceGrant of
+        // them). A Gateway's routes expose what they name, so a Service
+        // of another namespace needs its namespace's grant.
+        let resolved = resolved_refs(route, Some(&input.grants), service_exists, domain);
+        let resolved_mesh = resolved_refs(route, None, service_exists, domain);
         for parent in &route.parents {
             let namespace = parent.namespace.as_deref().unwrap_or(route.namespace);
             let accepted = match (parent.group(), parent.kind()) {
@@ -155,7 +161,11 @@ pub fn statuses(
                 }
                 _ => continue,
             };
-            parents.push(parent_status(parent, route, now, accepted, &resolved));
+            let resolved = match (parent.group(), parent.kind()) {
+                ("", "Service") => &resolved_mesh,
+                _ => &resolved,
+            };
+            parents.push(parent_status(parent, route, now, accepted, resolved));
         }
         if !parents.is_empty() {
             out.insert(
@@ -412,12 +422,13 @@ struct Backend<'a> {
     namespace: Option<&'a str>,
 }
 
-/// A route's `ResolvedRefs`: every backend a Service that exists, in the
-/// route's namespace or one whose ReferenceGrant lets the route's kind
-/// and namespace refer to it.
+/// A route's `ResolvedRefs`: every backend a Service that exists and,
+/// when `grants` are asked (a Gateway's routes), in the route's namespace
+/// or one whose ReferenceGrant lets the route's kind and namespace refer
+/// to it.
 fn resolved_refs(
     route: &Route<'_>,
-    grants: &[Config<ReferenceGrant>],
+    grants: Option<&[Config<ReferenceGrant>]>,
     service_exists: &dyn Fn(&str) -> bool,
     domain: &str,
 ) -> Result<(), (&'static str, String)> {
@@ -432,7 +443,8 @@ fn resolved_refs(
             ));
         }
         let namespace = backend.namespace.unwrap_or(route.namespace);
-        if namespace != route.namespace
+        if let Some(grants) = grants
+            && namespace != route.namespace
             && !granted(grants, route.kind, route.namespace, namespace, backend.name)
         {
             return Err((
@@ -1245,7 +1257,8 @@ mod tests {
     }
 
     #[test]
-    fn backends_resolve_in_the_registry_and_across_namespaces_only_under_a_reference_grant() {
+    fn backends_resolve_in_the_registry_and_a_gateways_routes_cross_namespaces_only_under_a_reference_grant()
+    {
         let mesh = |backend: &str| {
             route(
                 "r",
@@ -1256,7 +1269,14 @@ mod tests {
             )
         };
         let services = ["cart.shop.cluster.local", "db.data.cluster.local"];
-        let resolved = |text: &str| said(&statuses_of(text, &services)["HTTPRoute/r"].parents[0].conditions);
+        let statuses = |text: &str| -> Vec<Vec<(String, String, String)>> {
+            statuses_of(text, &services)["HTTPRoute/r"]
+                .parents
+                .iter()
+                .map(|p| said(&p.conditions))
+                .collect()
+        };
+        let resolved = |text: &str| statuses(text).swap_remove(0);
         assert_eq!(
             resolved(&mesh("{name: cart, port: 80}")),
             [
@@ -1272,17 +1292,27 @@ mod tests {
             resolved(&mesh("{group: example.com, kind: Bucket, name: b}"))[1],
             c("ResolvedRefs", "False", "InvalidKind")
         );
-        let across = mesh("{name: db, namespace: data, port: 5432}");
-        assert_eq!(
-            resolved(&across)[1],
-            c("ResolvedRefs", "False", "RefNotPermitted")
+        // One route, a Service parent and a Gateway parent, a backend of
+        // another namespace: the mesh needs no grant, the Gateway does.
+        let both = format!(
+            "{EDGE}{}",
+            route(
+                "r",
+                "shop",
+                "{group: \"\", kind: Service, name: cart}\n  - {name: edge, namespace: web, sectionName: all}",
+                "[]",
+                "{name: db, namespace: data, port: 5432}",
+            )
         );
+        let [mesh_parent, edge_parent] = <[_; 2]>::try_from(statuses(&both)).unwrap();
+        assert_eq!(mesh_parent[1], c("ResolvedRefs", "True", "ResolvedRefs"));
+        assert_eq!(edge_parent[0], c("Accepted", "True", "Accepted"));
+        assert_eq!(edge_parent[1], c("ResolvedRefs", "False", "RefNotPermitted"));
         let grant = "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\nmetadata: {name: shop, namespace: data}\n\
             spec:\n  from:\n  - {group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: shop}\n  to:\n  - {group: \"\", kind: Service}\n";
-        assert_eq!(
-            resolved(&format!("{across}{grant}"))[1],
-            c("ResolvedRefs", "True", "ResolvedRefs")
-        );
+        let granted = statuses(&format!("{both}{grant}"));
+        assert_eq!(granted[0][1], c("ResolvedRefs", "True", "ResolvedRefs"));
+        assert_eq!(granted[1][1], c("ResolvedRefs", "True", "ResolvedRefs"));
         // A Service parent missing from the registry.
         let text = route(
             "r",

@@ -84,9 +84,11 @@ impl Quarantine {
         self
     }
 
-    /// Validates `config` as a write would be: every field error, or an
-    /// error for a kind the registry does not have, or for an object
-    /// larger than the limit.
+    /// Validates `config` as a write would be (at one of the versions
+    /// served: a store holds objects at the storage version, whatever the
+    /// version they were written at, [`pilot_model::KindSchema::validate_stored`]):
+    /// every field error, or an error for a kind the registry does not
+    /// have, or for an object larger than the limit.
     pub fn check(&self, config: &DynConfig) -> Result<(), Vec<FieldError>> {
         if let Some(max) = self.max_object_bytes {
             let size = json_size(config);
@@ -101,7 +103,7 @@ impl Quarantine {
             Ok(schema) => schema,
             Err(error) => return Err(vec![FieldError::new("kind", error.to_string())]),
         };
-        match schema.validate(config) {
+        match schema.validate_stored(config) {
             Ok(()) => Ok(()),
             Err(StoreError::Invalid { errors, .. }) => Err(errors),
             Err(other) => Err(vec![FieldError::new("", other.to_string())]),

@@ -88,7 +88,8 @@ pub(crate) fn seen(name: &str, path: &str, tag: &str) -> usize {
 /// `backend` (`name`), `method`, `path`, `host` and `headers` (each by
 /// its lowercased name, the values of a repeated header joined by `,`).
 /// A request's `x-echo-set-header: Name:Value,Name:Value` asks it to
-/// answer with those headers. Each request is noted in [`SEEN`]. Its
+/// answer with those headers, its query's `delay=1s` (or `500ms`) to answer
+/// that late. Each request is noted in [`SEEN`]. Its
 /// port.
 pub(crate) fn echo_upstream(name: &'static str) -> u16 {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
@@ -137,6 +138,15 @@ pub(crate) fn echo_upstream(name: &'static str) -> u16 {
                             extra.push_str(&format!("{field}: {value}\r\n"));
                         }
                     }
+                    // `?delay=<n>s` (or `ms`): answer that late, as the
+                    // conformance's echo server does.
+                    if let Some(delay) = path
+                        .split_once('?')
+                        .and_then(|(_, query)| query.split('&').find_map(|p| p.strip_prefix("delay=")))
+                        .and_then(parse_delay)
+                    {
+                        std::thread::sleep(delay);
+                    }
                     let body = serde_json::json!({
                         "backend": name,
                         "method": method,
@@ -157,4 +167,15 @@ pub(crate) fn echo_upstream(name: &'static str) -> u16 {
         }
     });
     port
+}
+
+/// A delay written `1s` or `500ms`.
+fn parse_delay(text: &str) -> Option<std::time::Duration> {
+    if let Some(ms) = text.strip_suffix("ms") {
+        return ms.parse().ok().map(std::time::Duration::from_millis);
+    }
+    text.strip_suffix('s')?
+        .parse()
+        .ok()
+        .map(std::time::Duration::from_secs)
 }

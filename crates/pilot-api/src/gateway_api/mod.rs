@@ -13,11 +13,14 @@
 //! (`HttpRouteMatch::path`, `BackendRef::weight`, `Listener::allowed_routes`):
 //! a stored spec stays as written.
 //!
-//! Kinds served at several versions share one schema here, the storage
-//! version's: a kind's validation sees its spec, not the `apiVersion` it
-//! was written at. TLSRoute and TCPRoute at `v1alpha2` allow up to 16
-//! rules and TLSRoute no hostname, which `v1` refuses, and so does pilot
-//! at every version.
+//! Kinds served at several versions share one type here, and one set of
+//! rules but where the CRDs' versions differ: TLSRoute and TCPRoute written
+//! at `v1alpha2` may have up to 16 rules (a stream takes the first: it has
+//! no request to tell them apart), and a TLSRoute there no hostname (it
+//! takes every SNI name of its listeners) and hostnames checked by their
+//! pattern only, where `v1` and `v1alpha3` ask for exactly one rule and a
+//! hostname ([`ConfigKind::validate_at`]). Objects are stored at the
+//! storage version, as Kubernetes stores them.
 //!
 //! The CRDs' one rule that compares an object with its previous version,
 //! a GatewayClass's immutable `controllerName`, is a transition rule
@@ -105,6 +108,7 @@ macro_rules! gateway_api_kind {
     (
         $ty:ty, $kind:literal, $plural:literal, $version:literal, [$($served:literal),*],
         [$($short:literal),*], $validate:path $(, update: $update:path)? $(, cluster_scoped: $cluster:literal)?
+        $(, versioned: [$($versioned:expr),*] => $validate_at:path)?
     ) => {
         impl ConfigKind for $ty {
             const KIND: &'static str = $kind;
@@ -127,6 +131,14 @@ macro_rules! gateway_api_kind {
             }
 
             $(const CLUSTER_SCOPED: bool = $cluster;)?
+
+            $(
+                const VERSIONED_RULES: &'static [&'static str] = &[$($versioned),*];
+
+                fn validate_at(&self, version: &str, errors: &mut FieldErrors) {
+                    $validate_at(self, version, errors)
+                }
+            )?
 
             $(
                 const TRANSITION_RULES: bool = true;
@@ -207,7 +219,8 @@ gateway_api_kind!(
     "v1",
     ["v1alpha2", "v1alpha3"],
     [],
-    tls_tcp::validate_tls
+    tls_tcp::validate_tls,
+    versioned: [tls_tcp::V1ALPHA2] => tls_tcp::validate_tls_at
 );
 gateway_api_kind!(
     TcpRoute,
@@ -216,7 +229,8 @@ gateway_api_kind!(
     "v1",
     ["v1alpha2"],
     [],
-    tls_tcp::validate_tcp
+    tls_tcp::validate_tcp,
+    versioned: [tls_tcp::V1ALPHA2] => tls_tcp::validate_tcp_at
 );
 
 /// Registers the eight Gateway API kinds with `registry`.

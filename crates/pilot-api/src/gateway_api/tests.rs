@@ -633,6 +633,72 @@ fn tls_routes_name_sni_hostnames_not_addresses() {
 }
 
 #[test]
+fn tls_and_tcp_routes_written_at_v1alpha2_keep_that_version_s_rules_and_are_stored_at_v1() {
+    let at = |kind: &str, version: &str, spec: serde_json::Value| {
+        let mut meta = ConfigMeta::new(kind, "default", "example");
+        meta.version = version.to_string();
+        registry().prepare(DynConfig { meta, spec })
+    };
+    let refused = |result: Result<DynConfig, StoreError>| -> Vec<String> {
+        match result {
+            Err(StoreError::Invalid { errors, .. }) => errors.iter().map(ToString::to_string).collect(),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    };
+    let rule = |name: &str| json!({"name": name, "backendRefs": [{"name": name, "port": 443}]});
+    let rules = |n: usize| json!((0..n).map(|i| rule(&format!("r{i}"))).collect::<Vec<_>>());
+    // v1alpha2: no hostname, an address, up to 16 rules.
+    let open = json!({"hostnames": ["10.1.2.3"], "rules": rules(16)});
+    let stored = at("TLSRoute", "v1alpha2", open.clone()).unwrap();
+    assert_eq!(stored.meta.api_version(), "gateway.networking.k8s.io/v1");
+    // Stored at v1, the store's check on reading it back accepts it.
+    let schema = registry().get("TLSRoute").unwrap();
+    assert!(schema.validate_stored(&stored).is_ok());
+    assert!(schema.validate(&stored).is_err(), "v1 itself refuses it");
+    assert!(at("TLSRoute", "v1alpha2", json!({"rules": rules(1)})).is_ok());
+    assert!(at("TCPRoute", "v1alpha2", json!({"rules": rules(16)})).is_ok());
+    // v1 and v1alpha3 refuse them.
+    for version in ["v1", "v1alpha3"] {
+        let found = refused(at("TLSRoute", version, open.clone()));
+        refused_at(&found, "spec.hostnames", "must not be IP addresses");
+        refused_at(&found, "spec.rules", "at most 1 items");
+        refused_at(
+            &refused(at("TLSRoute", version, json!({"rules": rules(1)}))),
+            "spec.hostnames",
+            "is required",
+        );
+    }
+    refused_at(
+        &refused(at("TCPRoute", "v1", json!({"rules": rules(2)}))),
+        "spec.rules",
+        "at most 1 items",
+    );
+    // What v1alpha2 refuses too: a 17th rule, two rules of one name, a
+    // hostname off the pattern.
+    for kind in ["TLSRoute", "TCPRoute"] {
+        refused_at(
+            &refused(at(kind, "v1alpha2", json!({"rules": rules(17)}))),
+            "spec.rules",
+            "at most 16 items",
+        );
+        refused_at(
+            &refused(at(kind, "v1alpha2", json!({"rules": [rule("a"), rule("a")]}))),
+            "spec.rules",
+            "same name",
+        );
+    }
+    refused_at(
+        &refused(at(
+            "TLSRoute",
+            "v1alpha2",
+            json!({"hostnames": ["a.*.example.com"], "rules": rules(1)}),
+        )),
+        "spec.hostnames[0]",
+        "",
+    );
+}
+
+#[test]
 fn references_and_policies_name_their_group_kind_and_sections() {
     let grant =
         json!({"from": [{"kind": "HTTPRoute", "namespace": "a"}], "to": [{"group": "", "kind": "Service"}]});

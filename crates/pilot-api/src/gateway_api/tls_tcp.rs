@@ -20,7 +20,8 @@ pub struct TlsRoute {
     /// at `v1alpha2`, whose objects keep their absence).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostnames: Option<Vec<String>>,
-    /// The rules (exactly one at `v1`).
+    /// The rules (exactly one at `v1`; up to 16 at `v1alpha2`, of which a
+    /// stream, having no request to match, takes the first).
     #[serde(default)]
     pub rules: Vec<StreamRouteRule>,
     /// Whether the route attaches to default Gateways (experimental).
@@ -57,11 +58,24 @@ pub struct StreamRouteRule {
     pub backend_refs: Vec<BackendRef>,
 }
 
+/// The version whose rules are the experimental channel's first: up to 16
+/// rules, and a TLSRoute's hostnames optional (none matches every SNI
+/// name of the listener) and checked by their pattern only.
+pub(crate) const V1ALPHA2: &str = "v1alpha2";
+
 pub(crate) fn validate_tls(route: &TlsRoute, errors: &mut FieldErrors) {
+    validate_tls_at(route, "v1", errors)
+}
+
+pub(crate) fn validate_tls_at(route: &TlsRoute, version: &str, errors: &mut FieldErrors) {
     common::check_parent_refs(errors, "spec.parentRefs", checks::list(&route.parent_refs));
     let path = "spec.hostnames";
     let hostnames = checks::list(&route.hostnames);
     common::check_hostnames(errors, path, hostnames, 1024);
+    if version == V1ALPHA2 {
+        check_rules(errors, &route.rules, 16);
+        return;
+    }
     if hostnames.is_empty() {
         errors.push(path, "is required: a TLSRoute matches at least one SNI hostname");
     }
@@ -84,19 +98,23 @@ pub(crate) fn validate_tls(route: &TlsRoute, errors: &mut FieldErrors) {
             "a wildcard must be a hostname's whole first label (\"*.\"), the rest RFC 1123 labels joined by dots",
         );
     }
-    check_rules(errors, &route.rules);
+    check_rules(errors, &route.rules, 1);
 }
 
 pub(crate) fn validate_tcp(route: &TcpRoute, errors: &mut FieldErrors) {
-    common::check_parent_refs(errors, "spec.parentRefs", checks::list(&route.parent_refs));
-    check_rules(errors, &route.rules);
+    validate_tcp_at(route, "v1", errors)
 }
 
-/// At `v1` a TLSRoute or TCPRoute has exactly one rule, with 1 to 16
-/// backends.
-fn check_rules(errors: &mut FieldErrors, rules: &[StreamRouteRule]) {
+pub(crate) fn validate_tcp_at(route: &TcpRoute, version: &str, errors: &mut FieldErrors) {
+    common::check_parent_refs(errors, "spec.parentRefs", checks::list(&route.parent_refs));
+    check_rules(errors, &route.rules, if version == V1ALPHA2 { 16 } else { 1 });
+}
+
+/// A TLSRoute or TCPRoute has 1 to `max` rules (exactly one at `v1` and
+/// `v1alpha3`, up to 16 at `v1alpha2`), each with 1 to 16 backends.
+fn check_rules(errors: &mut FieldErrors, rules: &[StreamRouteRule], max: usize) {
     let path = "spec.rules";
-    checks::items(errors, path, rules.len(), 1, 1);
+    checks::items(errors, path, rules.len(), 1, max);
     for (i, rule) in rules.iter().enumerate() {
         let path = index(path, i);
         if let Some(name) = &rule.name {

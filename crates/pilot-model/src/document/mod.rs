@@ -126,6 +126,9 @@ pub struct Parsed {
 
 /// Parses and validates every document in `text` against `registry`. Either
 /// every object is good, or every problem of every document is returned.
+/// Objects are at their kind's storage version, but those written at a
+/// version with rules of its own ([`KindSchema::has_version_rules`](crate::KindSchema::has_version_rules)),
+/// which keep it: a store given one checks it by those rules.
 pub fn parse(source: &str, text: &str, registry: &KindRegistry) -> Result<Vec<DynConfig>, DocumentErrors> {
     parse_with(source, text, registry, &ParseOptions::default())
 }
@@ -393,8 +396,21 @@ fn read_document(
             schema.group, schema.version, schema.kind
         ));
     }
+    let written = config.meta.version.clone();
     match registry.prepare(config) {
-        Ok(config) if problems.is_empty() => return Ok(Some(config)),
+        Ok(mut config) if problems.is_empty() => {
+            // A version with rules of its own stays written: whoever
+            // writes the object on (pilotctl to the API, a store) checks
+            // it by that version's rules, and stores it at the storage
+            // version.
+            if registry
+                .resolve(&config.meta.kind, &config.meta.group)
+                .is_some_and(|schema| schema.has_version_rules(&written))
+            {
+                config.meta.version = written;
+            }
+            return Ok(Some(config));
+        }
         Ok(_) => {}
         Err(StoreError::Invalid { errors, .. }) => {
             problems.extend(errors.into_iter().map(|e| (e.path, e.message)))
