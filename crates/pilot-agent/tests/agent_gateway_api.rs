@@ -1174,6 +1174,214 @@ fn a_rule_s_request_and_backend_request_timeouts_answer_504_and_0s_disables_them
     }
 }
 
+/// One CORS case of HTTPRouteCORS: the request (path, method, Origin, the
+/// preflight's requested method and headers), the statuses allowed, each
+/// answer header's allowed values (whitespace ignored) and the headers
+/// that must be absent.
+struct CorsCase {
+    path: &'static str,
+    method: &'static str,
+    origin: &'static str,
+    request_method: Option<&'static str>,
+    request_headers: Option<&'static str>,
+    statuses: &'static [u16],
+    values: Vec<(&'static str, &'static [&'static str])>,
+    absent: &'static [&'static str],
+}
+
+#[test]
+fn cors_filters_answer_preflights_and_mark_answers_as_the_conformance_expects() {
+    // HTTPRouteCORS: the expectation table written from the upstream
+    // test's cases.
+    let Some(conformance) = Conformance::echoing(&["httproute-cors"], &["same-namespace"]) else {
+        return;
+    };
+    conformance.expect_cases("same-namespace", 80, &[case("/cors-1"), case("/cors-2")]);
+    let port = conformance.port("same-namespace", 80);
+    const PREFLIGHT: &[u16] = &[200, 204];
+    const SIMPLE: &[u16] = &[200];
+    const CORS_1: &[(&str, &[&str])] = &[
+        ("access-control-allow-methods", &["GET,OPTIONS", "OPTIONS,GET"]),
+        (
+            "access-control-allow-headers",
+            &["x-header-1,x-header-2", "x-header-2,x-header-1"],
+        ),
+        (
+            "access-control-expose-headers",
+            &["x-header-3,x-header-4", "x-header-4,x-header-3"],
+        ),
+        ("access-control-max-age", &["3600"]),
+        ("access-control-allow-credentials", &["true"]),
+    ];
+    let preflight = |path, origin, method, headers| CorsCase {
+        path,
+        method: "OPTIONS",
+        origin,
+        request_method: Some(method),
+        request_headers: headers,
+        statuses: PREFLIGHT,
+        values: Vec::new(),
+        absent: &[],
+    };
+    let simple = |path, method, origin| CorsCase {
+        path,
+        method,
+        origin,
+        request_method: None,
+        request_headers: None,
+        statuses: SIMPLE,
+        values: Vec::new(),
+        absent: &[],
+    };
+    let cors_1 = |origin: &'static [&'static str]| {
+        let mut values = vec![("access-control-allow-origin", origin)];
+        values.extend_from_slice(CORS_1);
+        values
+    };
+    let headers_1_2 = Some("x-header-1, x-header-2");
+    let cases = [
+        // Exact and wildcard origins (the wildcard takes any number of
+        // labels), and one no pattern matches.
+        CorsCase {
+            values: cors_1(&["https://www.foo.com"]),
+            ..preflight("/cors-1", "https://www.foo.com", "GET", headers_1_2)
+        },
+        CorsCase {
+            values: cors_1(&["https://www.bar.com"]),
+            ..preflight("/cors-1", "https://www.bar.com", "GET", headers_1_2)
+        },
+        CorsCase {
+            values: cors_1(&["https://xpto.www.bar.com"]),
+            ..preflight("/cors-1", "https://xpto.www.bar.com", "GET", headers_1_2)
+        },
+        CorsCase {
+            statuses: &[200, 204, 403],
+            absent: &["access-control-allow-origin"],
+            ..preflight("/cors-1", "https://foobar.com", "GET", None)
+        },
+        CorsCase {
+            values: vec![("access-control-allow-origin", &["https://www.foo.com"])],
+            ..simple("/cors-1", "GET", "https://www.foo.com")
+        },
+        CorsCase {
+            values: vec![("access-control-allow-origin", &["https://www.bar.com"])],
+            ..simple("/cors-1", "GET", "https://www.bar.com")
+        },
+        CorsCase {
+            statuses: &[200, 204, 403],
+            absent: &["access-control-allow-origin"],
+            ..simple("/cors-1", "GET", "https://foobar.com")
+        },
+        // Any method; no credentials header where allowCredentials is not true.
+        CorsCase {
+            values: vec![
+                ("access-control-allow-methods", &["POST", "*"]),
+                ("access-control-allow-origin", &["https://www.foo.com"]),
+            ],
+            absent: &["access-control-allow-credentials"],
+            ..preflight("/cors-2", "https://www.foo.com", "POST", None)
+        },
+        // Any origin (with or without a port): the origin or "*".
+        CorsCase {
+            values: vec![
+                ("access-control-allow-origin", &["https://foobar.com", "*"]),
+                ("access-control-allow-methods", &["PUT"]),
+            ],
+            absent: &["access-control-allow-credentials"],
+            ..preflight("/cors-wildcard-origin", "https://foobar.com", "PUT", None)
+        },
+        CorsCase {
+            values: vec![
+                ("access-control-allow-origin", &["https://foobar.com:12345", "*"]),
+                ("access-control-allow-methods", &["PUT"]),
+            ],
+            absent: &["access-control-allow-credentials"],
+            ..preflight("/cors-wildcard-origin", "https://foobar.com:12345", "PUT", None)
+        },
+        CorsCase {
+            values: vec![("access-control-allow-origin", &["https://foobar.com:12345", "*"])],
+            ..simple("/cors-wildcard-origin", "PUT", "https://foobar.com:12345")
+        },
+        CorsCase {
+            values: vec![("access-control-allow-origin", &["https://foobar.com", "*"])],
+            absent: &["access-control-allow-credentials"],
+            ..simple("/cors-wildcard-origin", "PUT", "https://foobar.com")
+        },
+        // Wildcards with credentials answer what was asked, never "*".
+        CorsCase {
+            values: vec![
+                ("access-control-allow-origin", &["https://other.foo.com"]),
+                ("access-control-allow-methods", &["PUT"]),
+                (
+                    "access-control-allow-headers",
+                    &["x-header-1,x-header-2", "x-header-2,x-header-1"],
+                ),
+                ("access-control-allow-credentials", &["true"]),
+            ],
+            ..preflight(
+                "/cors-wildcard-methods-headers",
+                "https://other.foo.com",
+                "PUT",
+                headers_1_2,
+            )
+        },
+        CorsCase {
+            values: vec![
+                ("access-control-allow-methods", &["PUT", "*"]),
+                (
+                    "access-control-allow-headers",
+                    &["x-header-1,x-header-2", "x-header-2,x-header-1", "*"],
+                ),
+            ],
+            absent: &["access-control-allow-credentials"],
+            ..preflight(
+                "/cors-wildcard-methods-headers-unauth",
+                "https://other.foo.com",
+                "PUT",
+                headers_1_2,
+            )
+        },
+        CorsCase {
+            values: vec![("access-control-allow-credentials", &["true"])],
+            ..simple("/cors-wildcard-methods-headers", "GET", "https://other.foo.com")
+        },
+        CorsCase {
+            absent: &["access-control-allow-credentials"],
+            ..simple(
+                "/cors-wildcard-methods-headers-unauth",
+                "GET",
+                "https://other.foo.com",
+            )
+        },
+    ];
+    let mut failures = Vec::new();
+    for case in &cases {
+        let mut headers = vec![("origin", case.origin)];
+        headers.extend(case.request_method.map(|m| ("access-control-request-method", m)));
+        headers.extend(
+            case.request_headers
+                .map(|h| ("access-control-request-headers", h)),
+        );
+        let answer = common::exchange(port, case.method, HOST, case.path, &headers);
+        let said = format!("{} {} from {}: {answer:?}", case.method, case.path, case.origin);
+        if !case.statuses.contains(&answer.status) {
+            failures.push(format!("status {}: {said}", answer.status));
+        }
+        for (name, allowed) in &case.values {
+            let value: Option<String> = answer.headers.get(*name).map(|v| v.split_whitespace().collect());
+            if !value.as_deref().is_some_and(|v| allowed.contains(&v)) {
+                failures.push(format!("{name} {value:?}, expected one of {allowed:?}: {said}"));
+            }
+        }
+        for name in case.absent {
+            if answer.headers.contains_key(*name) {
+                failures.push(format!("{name} present: {said}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn headers_and_path_kinds_choose_among_rules() {
     // HTTPRouteHeaderMatching: every header of a match must hold; the rule
