@@ -1383,6 +1383,54 @@ fn cors_filters_answer_preflights_and_mark_answers_as_the_conformance_expects() 
 }
 
 #[test]
+fn listeners_of_one_port_are_isolated_with_and_without_route_hostnames() {
+    // GatewayHTTPListenerIsolation: four HTTP listeners on port 80 (no
+    // hostname, *.example.com, *.foo.example.com, abc.foo.example.com),
+    // a route on each; a request is served only by the routes of the
+    // listener that matches its host most specifically. The same table
+    // holds when every route names all four hostnames (the listeners'
+    // hostnames narrow them).
+    let gateways = [
+        "http-listener-isolation",
+        "http-listener-isolation-with-hostname-intersection",
+    ];
+    let Some(conformance) = Conformance::with(
+        &[
+            "gateway-http-listener-isolation",
+            "gateway-http-listener-isolation-with-hostname-intersection",
+        ],
+        &gateways,
+    ) else {
+        return;
+    };
+    let paths = [
+        "/empty-hostname",
+        "/wildcard-example-com",
+        "/wildcard-foo-example-com",
+        "/abc-foo-example-com",
+    ];
+    let hosts = [
+        "bar.com",
+        "bar.example.com",
+        "bar.foo.example.com",
+        "abc.foo.example.com",
+    ];
+    // Host i is served by the route at path i only.
+    let mut cases = Vec::new();
+    for (i, host) in hosts.iter().enumerate() {
+        for (j, path) in paths.iter().enumerate() {
+            cases.push(match i == j {
+                true => (*host, *path, V1, 200),
+                false => (*host, *path, "", 404),
+            });
+        }
+    }
+    for gateway in gateways {
+        conformance.expect(gateway, &cases);
+    }
+}
+
+#[test]
 fn headers_and_path_kinds_choose_among_rules() {
     // HTTPRouteHeaderMatching: every header of a match must hold; the rule
     // with more header matches wins.
