@@ -3167,6 +3167,68 @@ fn listener_statuses(conformance: &Conformance, gateway: &str) -> Vec<ListenerSt
 }
 
 #[test]
+fn a_listener_of_an_unsupported_protocol_is_not_accepted_nor_its_gateway_if_it_has_no_other() {
+    // GatewayListenerUnsupportedProtocol: a listener of protocol INVALID
+    // is not accepted (UnsupportedProtocol, no kinds); its Gateway is
+    // accepted for its other listeners (True, ListenersNotValid), or not
+    // at all when it has none (False, ListenersNotValid).
+    let Some(conformance) = Conformance::with(&["gateway-invalid-listeners-unsupported-protocol"], &[])
+    else {
+        return;
+    };
+    let gateway_conditions = |name: &str| {
+        let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{name}");
+        let mut said = Vec::new();
+        eventually(&format!("the status of {name}"), || {
+            said = triples(&conformance.object(&path)["status"]["conditions"]);
+            !said.is_empty()
+        });
+        said
+    };
+    let invalid = (
+        "invalid".to_string(),
+        Vec::<String>::new(),
+        vec![
+            said("Accepted", "False", "UnsupportedProtocol"),
+            said("Conflicted", "False", "NoConflicts"),
+            said("Programmed", "False", "Invalid"),
+            said("ResolvedRefs", "True", "ResolvedRefs"),
+        ],
+        0,
+    );
+    let only = "gateway-only-unsupported-protocols";
+    assert!(
+        gateway_conditions(only).contains(&said("Accepted", "False", "ListenersNotValid")),
+        "{:?}",
+        gateway_conditions(only)
+    );
+    assert_eq!(listener_statuses(&conformance, only), [invalid.clone()]);
+    let mixed = "gateway-supported-and-unsupported-protocols";
+    assert!(
+        gateway_conditions(mixed).contains(&said("Accepted", "True", "ListenersNotValid")),
+        "{:?}",
+        gateway_conditions(mixed)
+    );
+    let listeners = listener_statuses(&conformance, mixed);
+    assert_eq!(listeners.len(), 2, "{listeners:?}");
+    assert_eq!(listeners[0].0, "http");
+    // The conformance asks for HTTPRoute among the kinds (an
+    // implementation may support more: pilot's HTTP listeners take
+    // GRPCRoutes too).
+    assert!(
+        listeners[0]
+            .1
+            .contains(&"gateway.networking.k8s.io/HTTPRoute".to_string()),
+        "{listeners:?}"
+    );
+    assert!(
+        listeners[0].2.contains(&said("Accepted", "True", "Accepted")),
+        "{listeners:?}"
+    );
+    assert_eq!(listeners[1], invalid);
+}
+
+#[test]
 fn listeners_say_which_route_kinds_they_support_and_how_many_routes_attach() {
     // GatewayInvalidRouteKind: a listener allowing only a kind that is not
     // a route supports none (ResolvedRefs False, InvalidRouteKinds); one

@@ -1,6 +1,7 @@
 //! The status the Gateway API asks of an implementation, computed from the
 //! objects and the service registry: a GatewayClass whose `controllerName`
-//! is pilot's is `Accepted`; a Gateway of such a class is `Accepted`, with
+//! is pilot's is `Accepted`; a Gateway of such a class is `Accepted`
+//! (`ListenersNotValid` when a listener is not, `False` when none is), with
 //! each listener's conditions and `attachedRoutes`; each route
 //! (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute) has, for every parent it
 //! names that pilot serves (a Service, for the mesh, or a Gateway of
@@ -193,12 +194,41 @@ pub fn statuses(
                     .and_then(|()| certificates_present(listener, gateway, credentials));
                 listener_status(listener, count, certificates, &condition)
             })
-            .collect();
+            .collect::<Vec<ListenerStatus>>();
+        // As the specification has it: a Gateway with a listener pilot
+        // does not take (an unsupported protocol) is accepted for the
+        // others, `ListenersNotValid`; one with none it takes is not.
+        let listener_accepted = |l: &ListenerStatus| {
+            l.conditions
+                .iter()
+                .any(|c| c.type_ == "Accepted" && c.status == "True")
+        };
+        let refused = listeners.iter().filter(|l| !listener_accepted(l)).count();
+        let accepted = if refused == 0 {
+            condition("Accepted", true, "Accepted", "pilot serves this Gateway's class")
+        } else if refused < listeners.len() {
+            condition(
+                "Accepted",
+                true,
+                "ListenersNotValid",
+                &format!(
+                    "{refused} of its {} listeners are not accepted (see their status)",
+                    listeners.len()
+                ),
+            )
+        } else {
+            condition(
+                "Accepted",
+                false,
+                "ListenersNotValid",
+                "none of its listeners is accepted (see their status)",
+            )
+        };
         out.insert(
             gateway.key(),
             GatewayApiStatus {
                 conditions: vec![
-                    condition("Accepted", true, "Accepted", "pilot serves this Gateway's class"),
+                    accepted,
                     gateway_programmed(gateway, &input.grants, credentials, &condition),
                 ],
                 listeners,
@@ -823,7 +853,14 @@ fn listener_status(
                 "NoConflicts",
                 "no other listener claims its port and hostname",
             ),
-            if !(served(listener) && protocol_known) {
+            if !protocol_known {
+                condition(
+                    "Programmed",
+                    false,
+                    "Invalid",
+                    "the listener is not accepted: pilot serves it to no proxy",
+                )
+            } else if !served(listener) {
                 condition(
                     "Programmed",
                     false,
