@@ -3229,6 +3229,102 @@ fn a_listener_of_an_unsupported_protocol_is_not_accepted_nor_its_gateway_if_it_h
 }
 
 #[test]
+fn a_listener_added_serves_its_routes_and_one_removed_stops() {
+    // GatewayModifyListeners: an HTTP listener (data.test.com) added to a
+    // Gateway beside its HTTPS one: both accepted, resolved, one route
+    // attached each, and the new one routes; of a Gateway with an HTTPS
+    // and an HTTP listener, the HTTPS one removed: the HTTP listener alone
+    // in the status, still routing, and the HTTPS port refuses
+    // connections. Each edit moves the Gateway's generation.
+    let (add, remove) = ("gateway-add-listener", "gateway-remove-listener");
+    let Some(conformance) = Conformance::with(&["gateway-modify-listeners"], &[add, remove]) else {
+        return;
+    };
+    let served = |port: u16, host: &str| common::get_by_length(port, host, "/") == (200, V1.to_string());
+    let https = |gateway: &str| {
+        conformance
+            .https_get(gateway, 443, "secure.test.com", "secure.test.com", "/")
+            .is_some_and(|(status, body, _)| status == 200 && body == V1)
+    };
+    eventually("the HTTPS listeners to route", || https(add) && https(remove));
+    let remove_http = conformance.port(remove, 80);
+    eventually("gateway-remove-listener's HTTP listener to route", || {
+        served(remove_http, "any.test.com")
+    });
+    let generation = |gateway: &str| {
+        conformance.object(&format!(
+            "/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{gateway}"
+        ))["metadata"]["generation"]
+            .as_i64()
+            .unwrap_or_default()
+    };
+    let before = (generation(add), generation(remove));
+    let (add_https, remove_https) = (conformance.port(add, 443), conformance.port(remove, 443));
+    let added_http = common::free_port();
+    let https_listener = |port: u16| {
+        format!(
+            "  - name: https\n    port: {port}\n    protocol: HTTPS\n    hostname: secure.test.com\n    \
+             allowedRoutes: {{namespaces: {{from: All}}}}\n    \
+             tls: {{certificateRefs: [{{group: \"\", kind: Secret, name: tls-validity-checks-certificate, namespace: {INFRA}}}]}}\n"
+        )
+    };
+    let gateway = |name: &str, listeners: String| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: {INFRA}}}\n\
+             spec:\n  gatewayClassName: gateway-conformance\n  listeners:\n{listeners}"
+        )
+    };
+    conformance.apply(&gateway(
+        add,
+        format!(
+            "{}  - {{name: http, port: {added_http}, protocol: HTTP, hostname: data.test.com, \
+             allowedRoutes: {{namespaces: {{from: All}}}}}}\n",
+            https_listener(add_https)
+        ),
+    ));
+    conformance.apply(&gateway(
+        remove,
+        format!("  - {{name: http, port: {remove_http}, protocol: HTTP, allowedRoutes: {{namespaces: {{from: All}}}}}}\n"),
+    ));
+    let accepted_and_resolved = |listener: &ListenerStatus| {
+        listener.2.contains(&said("Accepted", "True", "Accepted"))
+            && listener.2.contains(&said("ResolvedRefs", "True", "ResolvedRefs"))
+            && listener
+                .1
+                .contains(&"gateway.networking.k8s.io/HTTPRoute".to_string())
+            && listener.3 == 1
+    };
+    eventually("both listeners of gateway-add-listener in its status", || {
+        let listeners = listener_statuses(&conformance, add);
+        listeners.iter().map(|l| l.0.as_str()).collect::<Vec<_>>() == ["https", "http"]
+            && listeners.iter().all(accepted_and_resolved)
+    });
+    eventually("the added listener to route", || {
+        served(added_http, "data.test.com")
+    });
+    assert!(https(add), "the HTTPS listener still serves");
+    eventually(
+        "gateway-remove-listener's status to hold its HTTP listener only",
+        || {
+            let listeners = listener_statuses(&conformance, remove);
+            listeners.len() == 1 && listeners[0].0 == "http" && accepted_and_resolved(&listeners[0])
+        },
+    );
+    eventually("the removed listener's port to refuse connections", || {
+        std::net::TcpStream::connect(("127.0.0.1", remove_https)).is_err()
+    });
+    assert!(
+        served(remove_http, "any.test.com"),
+        "the HTTP listener still serves"
+    );
+    let after = (generation(add), generation(remove));
+    assert!(
+        after.0 > before.0 && after.1 > before.1,
+        "{before:?} -> {after:?}"
+    );
+}
+
+#[test]
 fn listeners_say_which_route_kinds_they_support_and_how_many_routes_attach() {
     // GatewayInvalidRouteKind: a listener allowing only a kind that is not
     // a route supports none (ResolvedRefs False, InvalidRouteKinds); one

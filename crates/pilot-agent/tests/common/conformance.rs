@@ -94,7 +94,7 @@ spec:
 /// The Secrets of the conformance's base, as `--credentials-dir` holds
 /// them: (namespace, name, the names its certificate is for), each signed
 /// by the test CA, its subject its name.
-pub(crate) const CERTIFICATES: [(&str, &str, &str); 3] = [
+pub(crate) const CERTIFICATES: [(&str, &str, &str); 4] = [
     (
         INFRA,
         "tls-checks-certificate",
@@ -102,6 +102,7 @@ pub(crate) const CERTIFICATES: [(&str, &str, &str); 3] = [
     ),
     (WEB, "certificate", "DNS:*.example.com,DNS:example.org"),
     (INFRA, "tls-terminate-checks-certificate", "DNS:tls.example.com"),
+    (INFRA, "tls-validity-checks-certificate", "DNS:secure.test.com"),
 ];
 
 /// The Services of the conformance's BackendTLSPolicy cases (a port
