@@ -846,6 +846,38 @@ fn request_and_response_header_modifiers_change_what_each_side_sees() {
 }
 
 #[test]
+fn a_redirect_or_rewrite_of_a_rule_s_only_backend_is_done_for_its_requests() {
+    // HTTPRouteBackendRequestRedirect, HTTPRouteBackendURLRewrite (one
+    // manifest at a time: their paths are the same): the filter written
+    // on the backend is done for every request the rule sends it.
+    let redirects = Conformance::echoing(&["httproute-backend-request-redirect"], &["same-namespace"]);
+    let Some(conformance) = redirects else {
+        return;
+    };
+    conformance.expect_cases(
+        "same-namespace",
+        80,
+        &[
+            case("/full/original").redirect(302, "http", HOST, At::Listener, "/redirected-full"),
+            case("/prefix/original").redirect(302, "http", HOST, At::Listener, "/redirected-prefix/original"),
+        ],
+    );
+    drop(conformance);
+    let Some(conformance) = Conformance::echoing(&["httproute-backend-url-rewrite"], &["same-namespace"])
+    else {
+        return;
+    };
+    conformance.expect_cases(
+        "same-namespace",
+        80,
+        &[
+            case("/full/original").seen_as(HOST, "/rewritten-full"),
+            case("/prefix/original").seen_as(HOST, "/rewritten-prefix/original"),
+        ],
+    );
+}
+
+#[test]
 fn redirects_answer_with_the_location_and_status_the_filter_says() {
     // One manifest at a time (their paths overlap): HTTPRouteRedirectHostAndStatus,
     // HTTPRouteRedirectPath, HTTPRouteRedirectPort, HTTPRouteRedirectScheme,

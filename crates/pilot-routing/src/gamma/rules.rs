@@ -52,7 +52,24 @@ pub(super) fn http_route(
     };
     let mut redirect = None;
     let mut unsupported = false;
-    for filter in rule.filters.iter().flatten() {
+    // A redirect or URL rewrite of a backend is done for the requests
+    // sent to it; of a rule's only backend, that is every request: the
+    // rule's own. Of one among several, the proxies cannot (a weighted
+    // backend of Envoy's redirects and rewrites no path): that backend
+    // takes no traffic (below).
+    let backends = rule.backend_refs.as_deref().unwrap_or_default();
+    let lifted = |kind: Option<HttpRouteFilterType>| {
+        backends.len() == 1
+            && matches!(
+                kind,
+                Some(HttpRouteFilterType::RequestRedirect | HttpRouteFilterType::UrlRewrite)
+            )
+    };
+    let of_the_backend = backends
+        .iter()
+        .flat_map(|b| b.filters.iter().flatten())
+        .filter(|f| lifted(f.kind));
+    for filter in rule.filters.iter().flatten().chain(of_the_backend) {
         match filter.kind {
             Some(HttpRouteFilterType::RequestHeaderModifier) => modify(
                 &mut route.headers.request,
@@ -127,6 +144,8 @@ pub(super) fn http_route(
                     Some(HttpRouteFilterType::ResponseHeaderModifier) => {
                         modify(&mut headers.response, filter.response_header_modifier.as_ref())
                     }
+                    // Done as the rule's (above).
+                    kind if lifted(kind) => {}
                     // What else a backend's filters may do is not done
                     // for it: the backend takes no traffic.
                     _ => valid = false,

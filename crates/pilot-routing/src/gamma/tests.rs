@@ -392,6 +392,9 @@ fn a_backends_own_header_modifiers_apply_to_what_is_sent_to_it() {
         concat!(
             "  - name: own\n    matches: [{path: {type: Exact, value: /own}}]\n    backendRefs:\n    - name: v1\n      port: 80\n      filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-To, value: v1}], remove: [X-Gone]}}, {type: ResponseHeaderModifier, responseHeaderModifier: {add: [{name: X-From, value: v1}]}}]\n    - {name: v2, port: 80}\n",
             "  - name: mirrored\n    matches: [{path: {type: Exact, value: /mirrored}}]\n    backendRefs:\n    - name: v1\n      port: 80\n      filters: [{type: RequestMirror, requestMirror: {backendRef: {name: copy, port: 80}}}]\n",
+            "  - name: redirected\n    matches: [{path: {type: Exact, value: /redirected}}]\n    backendRefs:\n    - name: v1\n      port: 80\n      filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplaceFullPath, replaceFullPath: /elsewhere}}}]\n",
+            "  - name: rewritten\n    matches: [{path: {type: PathPrefix, value: /rewritten}}]\n    backendRefs:\n    - name: v1\n      port: 80\n      filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /new}}}]\n",
+            "  - name: redirected-among-two\n    matches: [{path: {type: Exact, value: /two}}]\n    backendRefs:\n    - name: v1\n      port: 80\n      filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplaceFullPath, replaceFullPath: /elsewhere}}}]\n    - {name: v2, port: 80}\n",
         ),
     ));
     let routes = model.http_routes(ECHO);
@@ -423,6 +426,22 @@ fn a_backends_own_header_modifiers_apply_to_what_is_sent_to_it() {
         panic!("{:?}", route("mirrored"))
     };
     assert_eq!(response.status, 500);
+    // A redirect or rewrite of a rule's only backend is the rule's.
+    let HttpAction::Redirect(redirect) = &route("redirected").action else {
+        panic!("{:?}", route("redirected"))
+    };
+    assert_eq!(redirect.uri.as_deref(), Some("/elsewhere"));
+    assert!(route("rewritten").rewrite.is_some(), "{:?}", route("rewritten"));
+    assert!(matches!(route("rewritten").action, HttpAction::Route(_)));
+    // Of one backend among two, it cannot be done: that backend takes no
+    // traffic, the other its share.
+    let HttpAction::Route(targets) = &route("redirected-among-two").action else {
+        panic!("{:?}", route("redirected-among-two"))
+    };
+    let hosts: Vec<&str> = targets.iter().map(|t| t.destination.host.as_str()).collect();
+    assert_eq!(hosts.len(), 2, "{targets:?}");
+    assert!(hosts[0].is_empty(), "v1 takes no traffic: {hosts:?}");
+    assert!(hosts[1].starts_with("v2."), "{hosts:?}");
 }
 
 #[test]
