@@ -3199,7 +3199,7 @@ fn listener_statuses(conformance: &Conformance, gateway: &str) -> Vec<ListenerSt
 }
 
 #[test]
-fn a_listener_of_an_unsupported_protocol_is_not_accepted_nor_its_gateway_if_it_has_no_other() {
+fn gateways_with_listeners_or_parameters_pilot_does_not_take_say_so() {
     // GatewayListenerUnsupportedProtocol: a listener of protocol INVALID
     // is not accepted (UnsupportedProtocol, no kinds); its Gateway is
     // accepted for its other listeners (True, ListenersNotValid), or not
@@ -3229,6 +3229,23 @@ fn a_listener_of_an_unsupported_protocol_is_not_accepted_nor_its_gateway_if_it_h
         0,
     );
     let only = "gateway-only-unsupported-protocols";
+    // GatewayInvalidParametersRef: pilot reads no parameters; a Gateway
+    // asking for some is not accepted, nor served.
+    let parameters = "gateway-invalid-parameters-ref";
+    conformance.apply(
+        &std::fs::read_to_string(
+            pilot_test_support::corpus("gateway-api")
+                .unwrap()
+                .join(format!("gwapi_conformance.tests.{parameters}.yaml")),
+        )
+        .unwrap(),
+    );
+    let said_of_parameters = gateway_conditions(parameters);
+    assert!(
+        said_of_parameters.contains(&said("Accepted", "False", "InvalidParameters"))
+            && said_of_parameters.contains(&said("Programmed", "False", "Invalid")),
+        "{said_of_parameters:?}"
+    );
     assert!(
         gateway_conditions(only).contains(&said("Accepted", "False", "ListenersNotValid")),
         "{:?}",

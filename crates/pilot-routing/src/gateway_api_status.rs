@@ -1,7 +1,9 @@
 //! The status the Gateway API asks of an implementation, computed from the
 //! objects and the service registry: a GatewayClass whose `controllerName`
 //! is pilot's is `Accepted`; a Gateway of such a class is `Accepted`
-//! (`ListenersNotValid` when a listener is not, `False` when none is), with
+//! (`ListenersNotValid` when a listener is not, `False` when none is;
+//! `False`, `InvalidParameters`, and not served, when it names
+//! `infrastructure.parametersRef`: pilot reads no parameters), with
 //! each listener's conditions and `attachedRoutes`; each route
 //! (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute) has, for every parent it
 //! names that pilot serves (a Service, for the mesh, or a Gateway of
@@ -195,6 +197,7 @@ pub fn statuses(
                 listener_status(listener, count, certificates, &condition)
             })
             .collect::<Vec<ListenerStatus>>();
+        let mut listeners = listeners;
         // As the specification has it: a Gateway with a listener pilot
         // does not take (an unsupported protocol) is accepted for the
         // others, `ListenersNotValid`; one with none it takes is not.
@@ -204,7 +207,18 @@ pub fn statuses(
                 .any(|c| c.type_ == "Accepted" && c.status == "True")
         };
         let refused = listeners.iter().filter(|l| !listener_accepted(l)).count();
-        let accepted = if refused == 0 {
+        let parameters = invalid_parameters(gateway);
+        if let Some(message) = &parameters {
+            // Not served at all: none of its listeners is programmed.
+            for listener in &mut listeners {
+                for c in listener.conditions.iter_mut().filter(|c| c.type_ == "Programmed") {
+                    *c = condition("Programmed", false, "Invalid", message);
+                }
+            }
+        }
+        let accepted = if let Some(message) = &parameters {
+            condition("Accepted", false, "InvalidParameters", message)
+        } else if refused == 0 {
             condition("Accepted", true, "Accepted", "pilot serves this Gateway's class")
         } else if refused < listeners.len() {
             condition(
@@ -229,7 +243,10 @@ pub fn statuses(
             GatewayApiStatus {
                 conditions: vec![
                     accepted,
-                    gateway_programmed(gateway, &input.grants, credentials, &condition),
+                    match &parameters {
+                        Some(message) => condition("Programmed", false, "Invalid", message),
+                        None => gateway_programmed(gateway, &input.grants, credentials, &condition),
+                    },
                 ],
                 listeners,
                 ..Default::default()
@@ -241,6 +258,21 @@ pub fn statuses(
 
 /// A Gateway's `Programmed`: true when some listener is served to its
 /// router proxies.
+/// Why pilot does not take `gateway` at all, if it does not: its
+/// `infrastructure.parametersRef` names parameters, and pilot reads none
+/// (the specification asks that such a Gateway not be accepted, with
+/// reason `InvalidParameters`, rather than served without them).
+pub(crate) fn invalid_parameters(gateway: &Config<Gateway>) -> Option<String> {
+    let parameters = gateway.spec.infrastructure.as_ref()?.parameters_ref.as_ref()?;
+    Some(format!(
+        "infrastructure.parametersRef names {}/{} {:?}: pilot reads no parameters of a Gateway, \
+         and serves none that asks for them",
+        parameters.group.as_deref().unwrap_or_default(),
+        parameters.kind,
+        parameters.name
+    ))
+}
+
 fn gateway_programmed(
     gateway: &Config<Gateway>,
     grants: &[Config<ReferenceGrant>],

@@ -53,7 +53,9 @@ use pilot_api::gateway_api::{BackendRef, Gateway, Listener, ParentReference, Str
 use pilot_model::{Config, ConfigMeta, CredentialName, Labels, Protocol};
 
 use super::super::gateway::intersect;
-use super::super::gateway_api_status::{CONTROLLER_NAME, admits, certificate_refs, granted, names_listener};
+use super::super::gateway_api_status::{
+    CONTROLLER_NAME, admits, certificate_refs, granted, invalid_parameters, names_listener,
+};
 use super::super::{
     DirectResponse, GatewayHost, HttpAction, HttpRoute, IngressServer, L4Match, RouteDestination,
     RoutingConfigs, RoutingModel, ServerHost, ServerTls, ServerTlsMode, TcpRoute, TlsRoute,
@@ -118,6 +120,9 @@ fn ours(configs: &RoutingConfigs) -> Vec<&Config<Gateway>> {
         .iter()
         .map(|g| &**g)
         .filter(|g| classes.contains(g.spec.gateway_class_name.as_str()))
+        // One whose parameters pilot cannot read is not taken (its status
+        // says InvalidParameters).
+        .filter(|g| invalid_parameters(g).is_none())
         .collect();
     gateways.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
     gateways
@@ -817,6 +822,18 @@ spec:
                 ("*.example.com", "421")
             ])
         );
+    }
+
+    #[test]
+    fn a_gateway_naming_parameters_is_not_served() {
+        let listeners = "  - {name: http, protocol: HTTP, port: 80}\n";
+        assert_eq!(servers(&edge_gateway(listeners)).len(), 1);
+        let with_parameters = edge_gateway(listeners).replace(
+            "  gatewayClassName: pilot\n",
+            "  gatewayClassName: pilot\n  infrastructure: {parametersRef: {group: example.com, kind: Params, name: p}}\n",
+        );
+        assert!(with_parameters.contains("parametersRef"));
+        assert!(servers(&with_parameters).is_empty());
     }
 
     #[test]
