@@ -3374,6 +3374,122 @@ fn a_listener_added_serves_its_routes_and_one_removed_stops() {
 }
 
 #[test]
+fn tls_listeners_support_tls_routes_whether_they_pass_tls_through_or_end_it() {
+    // TLSRouteListenerPassthroughSupportedKinds: a passthrough listener
+    // allowing TCPRoute and TLSRoute supports TLSRoute only
+    // (ResolvedRefs False, InvalidRouteKinds).
+    // TLSRouteListenerTerminateSupportedKinds: a terminating one supports
+    // TLSRoute and is accepted. (pilot ends TLS on TLS listeners and mixes
+    // both modes on one port: the "not supported" cases do not apply.)
+    let Some(conformance) = Conformance::with(
+        &[
+            "tlsroute-listener-passthrough-supported-kinds",
+            "tlsroute-listener-terminate-supported-kinds",
+        ],
+        &[],
+    ) else {
+        return;
+    };
+    let tls_route = "gateway.networking.k8s.io/TLSRoute".to_string();
+    let passthrough = listener_statuses(&conformance, "gateway-tlsroute-passthrough-supported-kind");
+    assert_eq!(passthrough.len(), 1, "{passthrough:?}");
+    assert_eq!(passthrough[0].0, "tls-passthrough");
+    assert_eq!(passthrough[0].1, [tls_route.clone()]);
+    assert!(
+        passthrough[0]
+            .2
+            .contains(&said("ResolvedRefs", "False", "InvalidRouteKinds")),
+        "{passthrough:?}"
+    );
+    assert_eq!(passthrough[0].3, 0);
+    let terminate = listener_statuses(&conformance, "gateway-tlsroute-terminate-supported");
+    assert_eq!(terminate.len(), 1, "{terminate:?}");
+    assert_eq!(terminate[0].0, "tls-terminate");
+    assert_eq!(terminate[0].1, [tls_route]);
+    assert!(
+        terminate[0].2.contains(&said("Accepted", "True", "Accepted")),
+        "{terminate:?}"
+    );
+    assert_eq!(terminate[0].3, 0);
+}
+
+#[test]
+fn tcp_routes_attach_by_port_or_section_and_a_listener_s_oldest_route_takes_its_connections() {
+    // TCPRouteParentRefPortAndSectionName: three TCP listeners, a route on
+    // each by port, by sectionName, by both: each listener's connections
+    // reach its route's backend.
+    let by_ref = "tcp-multi-listener-gateway";
+    let attach = "tcp-multi-route-attach-gateway";
+    let Some(conformance) = Conformance::with(
+        &[
+            "tcproute-parentref-port-and-section-name",
+            "tcproute-multiple-routes-attachment",
+        ],
+        &[by_ref, attach],
+    ) else {
+        return;
+    };
+    for (port, backend) in [
+        (9300, "tcp-echo-one"),
+        (9301, "tcp-echo-two"),
+        (9302, "tcp-echo-three"),
+    ] {
+        eventually(&format!("listener {port} to reach {backend}"), || {
+            conformance.stream(by_ref, port) == backend
+        });
+    }
+    for route in [
+        "tcp-route-by-port",
+        "tcp-route-by-section",
+        "tcp-route-by-section-and-port",
+    ] {
+        assert_eq!(
+            conformance.route_conditions_of("tcproutes", INFRA, route),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("ResolvedRefs", "True", "ResolvedRefs")
+            ],
+            "{route}"
+        );
+    }
+    // TCPRouteMultipleRoutesAttachment: a newer route on the same
+    // listener is accepted and counted, but the older takes every
+    // connection.
+    eventually("the older route to take connections", || {
+        conformance.stream(attach, 9310) == "tcp-attach-backend-1"
+    });
+    // Creation times are in seconds, and of two routes created in one
+    // second the first by name ("newer") is the older: the newer one is
+    // created in a later second.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    conformance.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: TCPRoute\n\
+         metadata: {{name: tcproute-attach-newer, namespace: {INFRA}}}\n\
+         spec:\n  parentRefs: [{{name: {attach}, sectionName: tcp}}]\n  \
+         rules: [{{backendRefs: [{{name: tcp-attach-backend-2, port: 3000}}]}}]\n"
+    ));
+    for route in ["tcproute-attach-older", "tcproute-attach-newer"] {
+        assert_eq!(
+            conformance.route_conditions_of("tcproutes", INFRA, route)[0],
+            said("Accepted", "True", "Accepted"),
+            "{route}"
+        );
+    }
+    eventually("the listener to count both routes", || {
+        listener_statuses(&conformance, attach)
+            .first()
+            .is_some_and(|l| l.3 == 2)
+    });
+    for i in 0..20 {
+        assert_eq!(
+            conformance.stream(attach, 9310),
+            "tcp-attach-backend-1",
+            "connection {i}"
+        );
+    }
+}
+
+#[test]
 fn listeners_say_which_route_kinds_they_support_and_how_many_routes_attach() {
     // GatewayInvalidRouteKind: a listener allowing only a kind that is not
     // a route supports none (ResolvedRefs False, InvalidRouteKinds); one

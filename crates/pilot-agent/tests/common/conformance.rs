@@ -168,12 +168,17 @@ pub(crate) const BACKENDS: [(&str, &str); 6] = [
 /// answering a connection with its name and closing it. (`tcp-backend`,
 /// beside them, speaks TLS with a certificate for `abc.example.com` on
 /// 8443 and answers as they do on 3000.)
-pub(crate) const STREAM_BACKENDS: [(&str, &str, u16); 5] = [
+pub(crate) const STREAM_BACKENDS: [(&str, &str, u16); 10] = [
     (INFRA, "tcp-echo-attach-all", 3000),
     (WEB, "tcp-reference-grant-backend", 3000),
     (INFRA, "tcp-backend-v1", 3000),
     (INFRA, "tcp-backend-v2", 3000),
     (INFRA, "tcp-backend-v3", 3000),
+    (INFRA, "tcp-attach-backend-1", 3000),
+    (INFRA, "tcp-attach-backend-2", 3000),
+    (INFRA, "tcp-echo-one", 3000),
+    (INFRA, "tcp-echo-two", 3000),
+    (INFRA, "tcp-echo-three", 3000),
 ];
 
 /// The conformance's gRPC backends in its infra namespace (port 8080,
