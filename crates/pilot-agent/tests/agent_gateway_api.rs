@@ -3490,6 +3490,68 @@ fn tcp_routes_attach_by_port_or_section_and_a_listener_s_oldest_route_takes_its_
 }
 
 #[test]
+fn a_route_on_two_gateways_serves_on_both_beside_each_one_s_own() {
+    // HTTPRouteMultipleGateways: /shared reaches infra-backend-v1 through
+    // either Gateway; the rest each Gateway's own route's backend.
+    // HTTPRouteNoBackendRefs: a rule without backends (omitted or empty)
+    // is answered 500.
+    // (One manifest at a time: both route / on same-namespace.)
+    let Some(conformance) = Conformance::with(
+        &["httproute-multiple-gateways"],
+        &["same-namespace", "all-namespaces"],
+    ) else {
+        return;
+    };
+    conformance.expect(
+        "same-namespace",
+        &[(HOST, "/shared", V1, 200), (HOST, "/", V2, 200)],
+    );
+    conformance.expect(
+        "all-namespaces",
+        &[(HOST, "/shared", V1, 200), (HOST, "/", V3, 200)],
+    );
+    drop(conformance);
+    let Some(conformance) = Conformance::with(&["httproute-omitted-backendrefs"], &["same-namespace"]) else {
+        return;
+    };
+    conformance.expect(
+        "same-namespace",
+        &[
+            (HOST, "/forward", V1, 200),
+            (HOST, "/omitted-no-forward", "", 500),
+            (HOST, "/empty-no-forward", "", 500),
+        ],
+    );
+    assert_eq!(
+        conformance.route_conditions(INFRA, "omitted-backendrefs"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+}
+
+#[test]
+fn a_certificate_of_another_namespace_without_a_grant_is_not_permitted() {
+    // GatewaySecretMissingReferenceGrant: the listener's ResolvedRefs is
+    // False (RefNotPermitted), and it is not programmed.
+    let Some(conformance) = Conformance::with(&["gateway-secret-missing-reference-grant"], &[]) else {
+        return;
+    };
+    let listeners = listener_statuses(&conformance, "gateway-secret-missing-reference-grant");
+    assert_eq!(listeners.len(), 1, "{listeners:?}");
+    assert_eq!(listeners[0].0, "https");
+    assert!(
+        listeners[0]
+            .2
+            .contains(&said("ResolvedRefs", "False", "RefNotPermitted"))
+            && listeners[0].2.contains(&said("Programmed", "False", "Invalid")),
+        "{listeners:?}"
+    );
+    assert_eq!(listeners[0].3, 0);
+}
+
+#[test]
 fn listeners_say_which_route_kinds_they_support_and_how_many_routes_attach() {
     // GatewayInvalidRouteKind: a listener allowing only a kind that is not
     // a route supports none (ResolvedRefs False, InvalidRouteKinds); one

@@ -62,6 +62,14 @@ spec:
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
+metadata: {name: all-namespaces, namespace: gateway-conformance-infra}
+spec:
+  gatewayClassName: gateway-conformance
+  listeners:
+  - {name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
 metadata: {name: same-namespace-with-https-listener, namespace: gateway-conformance-infra}
 spec:
   gatewayClassName: gateway-conformance
