@@ -3552,6 +3552,150 @@ fn a_certificate_of_another_namespace_without_a_grant_is_not_permitted() {
 }
 
 #[test]
+fn a_gateway_s_frontend_validation_verifies_client_certificates_by_port() {
+    // GatewayFrontendClientCertificateValidation: port 443 takes clients
+    // signed by the default CA (tls-validity-checks-ca-certificate), 8443
+    // those of its own (the per-port one); each refuses the other's and
+    // none. GatewayFrontendClientCertificateValidationInsecureFallback:
+    // with AllowInsecureFallback each port takes either and none too, and
+    // the Gateway says InsecureFrontendValidationMode.
+    let (strict, fallback) = ("client-validation-default", "client-validation-insecure-fallback");
+    let Some(conformance) = Conformance::with(
+        &[
+            "gateway-with-clientcertificate-validation",
+            "gateway-with-clientcertificate-validation-insecure-fallback",
+        ],
+        &[strict, fallback],
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pilot_test_support::certs::Pki::new(dir.path());
+    let client = "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n";
+    let mut clients = Vec::new();
+    for (ca, bundle) in [
+        ("default-ca", "tls-validity-checks-ca-certificate"),
+        ("port-ca", "tls-validity-checks-per-port-ca-certificate"),
+    ] {
+        let authority = pki.ca(ca).unwrap();
+        conformance.write_ca_bundle(INFRA, bundle, &std::fs::read_to_string(&authority.cert).unwrap());
+        clients.push(pki.leaf(&format!("client-of-{ca}"), ca, client).unwrap());
+    }
+    let (default_client, port_client) = (&clients[0], &clients[1]);
+    let answered = |gateway: &str, port: u16, host: &str, client, backend: &str| {
+        conformance.https_get_as(gateway, port, host, client) == Some((200, backend.to_string()))
+    };
+    eventually("both Gateways to verify their clients", || {
+        answered(strict, 443, "example.org", Some(default_client), V1)
+            && answered(strict, 8443, "second-example.org", Some(port_client), V2)
+            && answered(fallback, 443, "example.org", Some(default_client), V1)
+    });
+    let cases: [(&str, u16, &str, Option<&pilot_test_support::certs::Pair>, bool); 12] = [
+        (strict, 443, "example.org", Some(default_client), true),
+        (strict, 443, "example.org", Some(port_client), false),
+        (strict, 443, "example.org", None, false),
+        (strict, 8443, "second-example.org", Some(port_client), true),
+        (strict, 8443, "second-example.org", Some(default_client), false),
+        (strict, 8443, "second-example.org", None, false),
+        (fallback, 443, "example.org", Some(default_client), true),
+        (fallback, 443, "example.org", Some(port_client), true),
+        (fallback, 443, "example.org", None, true),
+        (fallback, 8443, "second-example.org", Some(port_client), true),
+        (fallback, 8443, "second-example.org", Some(default_client), true),
+        (fallback, 8443, "second-example.org", None, true),
+    ];
+    for (gateway, port, host, client, taken) in cases {
+        let backend = if port == 443 { V1 } else { V2 };
+        let answer = conformance.https_get_as(gateway, port, host, client);
+        let name = client
+            .map(|c| c.cert.display().to_string())
+            .unwrap_or("no certificate".into());
+        match taken {
+            true => assert_eq!(
+                answer,
+                Some((200, backend.to_string())),
+                "{gateway}:{port} with {name}"
+            ),
+            // Refused in the handshake (or, by TLS 1.3, right after it).
+            false => assert!(
+                answer.as_ref().is_none_or(|(status, _)| *status == 0),
+                "{gateway}:{port} with {name}: {answer:?}"
+            ),
+        }
+    }
+    let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{fallback}");
+    eventually("the fallback Gateway to say its mode is insecure", || {
+        triples(&conformance.object(&path)["status"]["conditions"]).contains(&said(
+            "InsecureFrontendValidationMode",
+            "True",
+            "ConfigurationChanged",
+        ))
+    });
+}
+
+#[test]
+fn frontend_validation_that_cannot_be_followed_is_not_accepted_and_not_served() {
+    // GatewayInvalidFrontendClientCertificateValidation and
+    // GatewayFrontendInvalidDefaultClientCertificateValidation: a listener
+    // whose CA reference is missing, of another kind, or of another
+    // namespace without a grant is not accepted (NoValidCACertificate),
+    // its ResolvedRefs says which, it is not programmed and not served;
+    // an HTTP listener of the same Gateway is untouched.
+    let Some(conformance) = Conformance::with(
+        &[
+            "gateway-with-invalid-clientcertificate-validation",
+            "gateway-invalid-default-frontend-client-certificate-validation",
+        ],
+        &[],
+    ) else {
+        return;
+    };
+    // The default's ConfigMap is there: the listener using it is served.
+    conformance.write_ca_bundle(INFRA, "tls-validity-checks-ca-certificate", &conformance.ca_pem());
+    let invalid = "gateway-with-invalid-client-cert-validation";
+    let default = "invalid-default-client-validation-config";
+    let cases = [
+        (invalid, "https", None),
+        (invalid, "https-unresolved", Some("InvalidCACertificateRef")),
+        (invalid, "https-invalid-kind", Some("InvalidCACertificateKind")),
+        (invalid, "https-grant-missing", Some("RefNotPermitted")),
+        (default, "http", None),
+        (default, "https", Some("InvalidCACertificateRef")),
+    ];
+    let condition = |listener: &ListenerStatus, type_: &str| {
+        listener
+            .2
+            .iter()
+            .find(|c| c.0 == type_)
+            .cloned()
+            .unwrap_or_default()
+    };
+    for (gateway, name, refused) in cases {
+        let mut last = None;
+        eventually(&format!("{gateway}/{name} to say {refused:?}"), || {
+            let listeners = listener_statuses(&conformance, gateway);
+            let Some(listener) = listeners.into_iter().find(|l| l.0 == name) else {
+                return false;
+            };
+            let fine = match refused {
+                None => ["Accepted", "ResolvedRefs", "Programmed"]
+                    .iter()
+                    .all(|t| condition(&listener, t).1 == "True"),
+                Some(reason) => {
+                    condition(&listener, "ResolvedRefs") == said("ResolvedRefs", "False", reason)
+                        && condition(&listener, "Accepted")
+                            == said("Accepted", "False", "NoValidCACertificate")
+                        && condition(&listener, "Programmed").1 == "False"
+                }
+            };
+            last = Some(listener);
+            fine
+        });
+        assert!(last.is_some());
+    }
+}
+
+#[test]
 fn listeners_say_which_route_kinds_they_support_and_how_many_routes_attach() {
     // GatewayInvalidRouteKind: a listener allowing only a kind that is not
     // a route supports none (ResolvedRefs False, InvalidRouteKinds); one

@@ -163,16 +163,29 @@ pub fn tls_of(policy: &Config<BackendTlsPolicy>) -> Option<ClientTls> {
 
 impl RoutingConfigs {
     /// Whether a BackendTLSPolicy of `namespace` names its ConfigMap
-    /// `name` among its `caCertificateRefs`: a certificate authority
-    /// bundle any proxy may read (certificates, nothing secret, and only
-    /// those a policy sends proxies to verify with).
+    /// `name` among its `caCertificateRefs`, or a Gateway's `tls.frontend`
+    /// verifies clients with it: a certificate authority bundle any proxy
+    /// may read (certificates, nothing secret, and only those a policy or
+    /// a Gateway sends proxies to verify with).
     pub fn names_ca_bundle(&self, namespace: &str, name: &str) -> bool {
-        self.backend_tls_policies
+        let by_policy = self
+            .backend_tls_policies
             .iter()
             .filter(|p| p.meta.namespace == namespace)
             .filter_map(|p| p.spec.validation.as_ref()?.ca_certificate_refs.as_ref())
             .flatten()
-            .any(|r| is_config_map(r.group.as_deref(), &r.kind) && r.name == name)
+            .any(|r| is_config_map(r.group.as_deref(), &r.kind) && r.name == name);
+        // A Gateway's listeners verify clients with it (`tls.frontend`).
+        let by_gateway = || {
+            let grants = self.reference_grants.iter().map(|g| &**g);
+            self.api_gateways.iter().any(|gateway| {
+                gateway.spec.listeners.iter().any(|listener| {
+                    crate::gateway_api_status::client_validation(gateway, listener, grants.clone())
+                        .is_some_and(|v| v.namespace == namespace && v.config_maps.iter().any(|n| n == name))
+                })
+            })
+        };
+        by_policy || by_gateway()
     }
 }
 

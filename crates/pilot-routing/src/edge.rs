@@ -234,6 +234,14 @@ pub struct ServerTls {
     pub ca_certificates: Option<String>,
     /// Names a client certificate must carry (MUTUAL).
     pub subject_alt_names: Vec<String>,
+    /// The SDS secret (a validation context) of the certificate
+    /// authorities that verify clients (MUTUAL), when neither a file nor
+    /// the credential's `-cacert` secret holds them: a Gateway API
+    /// Gateway's `tls.frontend` ConfigMaps (`configmap://ns/names`).
+    pub client_ca_secret: Option<String>,
+    /// Clients without a valid certificate are let in (MUTUAL): the
+    /// Gateway API's `AllowInsecureFallback`.
+    pub client_certificate_optional: bool,
 }
 
 impl ServerTls {

@@ -141,6 +141,7 @@ fn server_tls(server: &networking::Server, protocol: Protocol) -> Result<Option<
             .or_else(|| tls.tls_certificates.first().map(|c| c.private_key.clone())),
         ca_certificates: non_empty(&tls.ca_certificates),
         subject_alt_names: tls.subject_alt_names.clone(),
+        ..Default::default()
     }))
 }
 

@@ -194,7 +194,9 @@ pub fn statuses(
                 let count = attached.get(&(gateway.key(), i)).copied().unwrap_or(0);
                 let certificates = certificate_refs(listener, gateway, input.grants.iter())
                     .and_then(|()| certificates_present(listener, gateway, credentials));
-                listener_status(listener, count, certificates, &condition)
+                let clients = client_validation(gateway, listener, input.grants.iter())
+                    .map(|validation| clients_verified(&validation, credentials));
+                listener_status(listener, count, certificates, clients, &condition)
             })
             .collect::<Vec<ListenerStatus>>();
         let mut listeners = listeners;
@@ -208,6 +210,9 @@ pub fn statuses(
         };
         let refused = listeners.iter().filter(|l| !listener_accepted(l)).count();
         let parameters = invalid_parameters(gateway);
+        let insecure_fallback = gateway.spec.listeners.iter().any(|listener| {
+            client_validation(gateway, listener, input.grants.iter()).is_some_and(|v| v.insecure_fallback)
+        });
         if let Some(message) = &parameters {
             // Not served at all: none of its listeners is programmed.
             for listener in &mut listeners {
@@ -241,13 +246,24 @@ pub fn statuses(
         out.insert(
             gateway.key(),
             GatewayApiStatus {
-                conditions: vec![
+                conditions: [
                     accepted,
                     match &parameters {
                         Some(message) => condition("Programmed", false, "Invalid", message),
                         None => gateway_programmed(gateway, &input.grants, credentials, &condition),
                     },
-                ],
+                ]
+                .into_iter()
+                .chain(insecure_fallback.then(|| {
+                    condition(
+                        "InsecureFrontendValidationMode",
+                        true,
+                        "ConfigurationChanged",
+                        "a listener lets in clients without a valid certificate (tls.frontend mode \
+                         AllowInsecureFallback)",
+                    )
+                }))
+                .collect(),
                 listeners,
                 ..Default::default()
             },
@@ -288,6 +304,8 @@ fn gateway_programmed(
                 || certificate_refs(l, gateway, grants.iter())
                     .and_then(|()| certificates_present(l, gateway, credentials))
                     .is_err()
+                || client_validation(gateway, l, grants.iter())
+                    .is_some_and(|v| !clients_verified(&v, credentials).valid)
         })
         .map(|l| l.name.as_str())
         .collect();
@@ -584,6 +602,115 @@ fn granted_to<'a>(
         })
 }
 
+/// How a listener terminating TLS verifies its clients' certificates: the
+/// Gateway's `tls.frontend` (the entry of the listener's port, else the
+/// default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClientValidation {
+    /// The namespace of the ConfigMaps whose `ca.crt` verify clients.
+    pub(crate) namespace: String,
+    /// Their names (none when no reference may be followed).
+    pub(crate) config_maps: Vec<String>,
+    /// The first reference that may not be followed, and why
+    /// (`InvalidCACertificateKind` for another kind than a core ConfigMap,
+    /// `RefNotPermitted` for another namespace's without a ReferenceGrant).
+    pub(crate) problem: Option<(&'static str, String)>,
+    /// `AllowInsecureFallback`: clients without a valid certificate are
+    /// let in.
+    pub(crate) insecure_fallback: bool,
+}
+
+/// The client validation of `listener` of `gateway` (`None` when it
+/// terminates no TLS, or its Gateway asks none for its port). References
+/// of one namespace are followed: the first followable one's (the
+/// Gateway's own, or another under a ReferenceGrant letting Gateways of
+/// its namespace refer to ConfigMaps there).
+pub(crate) fn client_validation<'a>(
+    gateway: &Config<Gateway>,
+    listener: &Listener,
+    grants: impl IntoIterator<Item = &'a Config<ReferenceGrant>> + Clone,
+) -> Option<ClientValidation> {
+    let terminates = match listener.protocol.as_str() {
+        "HTTPS" => true,
+        "TLS" => listener
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.mode() == TlsMode::Terminate),
+        _ => false,
+    };
+    if !terminates {
+        return None;
+    }
+    let frontend = gateway.spec.tls.as_ref()?.frontend.as_ref()?;
+    let for_port = frontend
+        .per_port
+        .iter()
+        .flatten()
+        .find(|p| p.port.is_some() && p.port == listener.port)
+        .and_then(|p| p.tls.as_ref());
+    let validation = for_port.or(frontend.default.as_ref())?.validation.as_ref()?;
+    let own = &gateway.meta.namespace;
+    let mut out = ClientValidation {
+        namespace: String::new(),
+        config_maps: Vec::new(),
+        problem: None,
+        insecure_fallback: validation.mode()
+            == pilot_api::gateway_api::FrontendValidationMode::AllowInsecureFallback,
+    };
+    for reference in &validation.ca_certificate_refs {
+        let namespace = reference.namespace.as_deref().unwrap_or(own);
+        let problem = if !crate::backend_tls::is_config_map(reference.group.as_deref(), &reference.kind) {
+            Some((
+                "InvalidCACertificateKind",
+                format!(
+                    "caCertificateRefs names a {:?} (group {:?}): pilot reads certificate authorities from \
+                     ConfigMaps only",
+                    reference.kind,
+                    reference.group.as_deref().unwrap_or_default()
+                ),
+            ))
+        } else if namespace != own
+            && !granted_to(
+                grants.clone(),
+                "Gateway",
+                own,
+                namespace,
+                "ConfigMap",
+                &reference.name,
+            )
+        {
+            Some((
+                "RefNotPermitted",
+                format!(
+                    "no ReferenceGrant in {namespace} lets Gateways of {own} refer to the ConfigMap {}",
+                    reference.name
+                ),
+            ))
+        } else if !out.namespace.is_empty() && out.namespace != namespace {
+            Some((
+                "InvalidCACertificateRef",
+                format!(
+                    "the ConfigMap {namespace}/{} is of another namespace than {}: pilot verifies clients with \
+                     the ConfigMaps of one namespace",
+                    reference.name, out.namespace
+                ),
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => {
+                out.problem.get_or_insert(problem);
+            }
+            None => {
+                out.namespace = namespace.to_string();
+                out.config_maps.push(reference.name.clone());
+            }
+        }
+    }
+    Some(out)
+}
+
 /// The listeners of `gateway` that take `route` through `parent` (their
 /// indices), or why none does.
 fn attach(
@@ -833,12 +960,41 @@ pub(crate) fn certificate_refs<'a>(
     Ok(())
 }
 
+/// What status says of a listener's client validation: the first
+/// reference that does not resolve (why), and whether its clients can be
+/// verified (every ConfigMap followed holds a bundle: the proxies trust
+/// nothing of a partial one).
+struct ClientsVerified {
+    problem: Option<(&'static str, String)>,
+    valid: bool,
+}
+
+fn clients_verified(validation: &ClientValidation, credentials: Credentials<'_>) -> ClientsVerified {
+    let mut problem = validation.problem.clone();
+    let mut valid = !validation.config_maps.is_empty();
+    for name in &validation.config_maps {
+        if !credentials.is_some_and(|held| held.holds_ca_bundle(&validation.namespace, name)) {
+            valid = false;
+            problem.get_or_insert((
+                "InvalidCACertificateRef",
+                format!(
+                    "the ConfigMap {}/{name} does not exist or its ca.crt holds no PEM certificate",
+                    validation.namespace
+                ),
+            ));
+        }
+    }
+    ClientsVerified { problem, valid }
+}
+
 fn listener_status(
     listener: &Listener,
     attached_routes: i32,
     certificates: Result<(), (&'static str, String)>,
+    clients: Option<ClientsVerified>,
     condition: &impl Fn(&str, bool, &str, &str) -> Condition,
 ) -> ListenerStatus {
+    let clients_unverified = clients.as_ref().is_some_and(|c| !c.valid);
     let supported_kinds = listener_kinds(listener);
     let protocol_known = matches!(listener.protocol.as_str(), "HTTP" | "HTTPS" | "TLS" | "TCP");
     let named_unsupported = listener
@@ -846,15 +1002,23 @@ fn listener_status(
         .kinds
         .as_ref()
         .is_some_and(|named| named.len() > supported_kinds.len());
-    let accepted = if protocol_known {
-        condition("Accepted", true, "Accepted", "pilot takes this listener")
-    } else {
+    let accepted = if !protocol_known {
         condition(
             "Accepted",
             false,
             "UnsupportedProtocol",
             &format!("pilot does not serve the protocol {:?}", listener.protocol),
         )
+    } else if clients_unverified {
+        condition(
+            "Accepted",
+            false,
+            "NoValidCACertificate",
+            "the Gateway's tls.frontend names no certificate authority that verifies this listener's clients \
+             (see ResolvedRefs)",
+        )
+    } else {
+        condition("Accepted", true, "Accepted", "pilot takes this listener")
     };
     let resolved = if named_unsupported {
         condition(
@@ -864,6 +1028,8 @@ fn listener_status(
             "some route kinds in allowedRoutes.kinds are not ones this listener's protocol carries",
         )
     } else if let Err((reason, message)) = &certificates {
+        condition("ResolvedRefs", false, reason, message)
+    } else if let Some((reason, message)) = clients.as_ref().and_then(|c| c.problem.as_ref()) {
         condition("ResolvedRefs", false, reason, message)
     } else {
         condition(
@@ -913,6 +1079,13 @@ fn listener_status(
                     false,
                     "Invalid",
                     "its certificate references do not resolve (see ResolvedRefs): the router proxies end no TLS on it",
+                )
+            } else if clients_unverified {
+                condition(
+                    "Programmed",
+                    false,
+                    "Invalid",
+                    "no certificate authority verifies its clients (see Accepted): the router proxies do not serve it",
                 )
             } else {
                 condition(

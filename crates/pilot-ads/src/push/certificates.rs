@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use pilot_model::CredentialSource;
+use pilot_model::{CaBundleName, CredentialSource};
 use pilot_xds::{Proxy, ServerCertificates};
 
 use super::recompile::PushRules;
@@ -33,6 +33,15 @@ impl ServerCertificates for SdsCertificates {
         let Some(source) = &self.source else {
             return false;
         };
+        // A bundle of certificate authorities (a Gateway's frontend
+        // ConfigMaps): every one there, else the stream would send one
+        // that trusts nothing.
+        if let Some(bundle) = CaBundleName::parse(name) {
+            return bundle.names.iter().all(|config_map| {
+                self.rules.configs.names_ca_bundle(&bundle.namespace, config_map)
+                    && source.ca_bundle(&bundle.namespace, config_map).is_some()
+            });
+        }
         matches!(
             crate::stream::credential_secret(&**source, proxy, name, Some(&self.rules.configs)),
             Ok(Some(_))

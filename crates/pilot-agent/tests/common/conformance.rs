@@ -110,7 +110,11 @@ pub(crate) const CERTIFICATES: [(&str, &str, &str); 4] = [
     ),
     (WEB, "certificate", "DNS:*.example.com,DNS:example.org"),
     (INFRA, "tls-terminate-checks-certificate", "DNS:tls.example.com"),
-    (INFRA, "tls-validity-checks-certificate", "DNS:secure.test.com"),
+    (
+        INFRA,
+        "tls-validity-checks-certificate",
+        "DNS:secure.test.com,DNS:example.org,DNS:second-example.org",
+    ),
 ];
 
 /// The Services of the conformance's BackendTLSPolicy cases (a port
@@ -430,6 +434,41 @@ impl Conformance {
         for (file, text) in files {
             std::fs::write(secret.join(file), text).unwrap();
         }
+    }
+
+    /// An HTTPS GET of `/` through `gateway`'s listener written on
+    /// `written` with SNI and Host `host`, the router's certificate
+    /// verified against the test CA, presenting `client` (certificate and
+    /// key files) if given: the status and the body, or `None` when the
+    /// handshake failed.
+    pub(crate) fn https_get_as(
+        &self,
+        gateway: &str,
+        written: u16,
+        host: &str,
+        client: Option<&pilot_test_support::certs::Pair>,
+    ) -> Option<(u16, String)> {
+        let port = self.port(gateway, written);
+        let mut command = std::process::Command::new("curl");
+        command
+            .args(["-sS", "--max-time", "10", "-w", "\n%{http_code}", "--resolve"])
+            .arg(format!("{host}:{port}:127.0.0.1"))
+            .arg("--cacert")
+            .arg(&self.ca);
+        if let Some(client) = client {
+            command
+                .arg("--cert")
+                .arg(&client.cert)
+                .arg("--key")
+                .arg(&client.key);
+        }
+        let out = command.arg(format!("https://{host}:{port}/")).output().unwrap();
+        if !out.status.success() {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n')?;
+        Some((code.trim().parse().ok()?, body.to_string()))
     }
 
     /// Writes `text` as the `ca.crt` of the ConfigMap `namespace/name` of

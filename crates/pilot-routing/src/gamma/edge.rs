@@ -50,11 +50,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use pilot_api::gateway_api::{BackendRef, Gateway, Listener, ParentReference, StreamRouteRule, TlsMode};
-use pilot_model::{Config, ConfigMeta, CredentialName, Labels, Protocol};
+use pilot_model::{CaBundleName, Config, ConfigMeta, CredentialName, Labels, Protocol};
 
 use super::super::gateway::intersect;
 use super::super::gateway_api_status::{
-    CONTROLLER_NAME, admits, certificate_refs, granted, invalid_parameters, names_listener,
+    CONTROLLER_NAME, admits, certificate_refs, client_validation, granted, invalid_parameters, names_listener,
 };
 use super::super::{
     DirectResponse, GatewayHost, HttpAction, HttpRoute, IngressServer, L4Match, RouteDestination,
@@ -403,10 +403,22 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
         // as `kubernetes://<namespace>/<name>`.
         if let Some(reference) = terminated_with(listener) {
             let namespace = reference.namespace.as_deref().unwrap_or(&gateway.meta.namespace);
-            server.tls = Some(ServerTls::credential(CredentialName::resource(
-                namespace,
-                &reference.name,
-            )));
+            let mut tls = ServerTls::credential(CredentialName::resource(namespace, &reference.name));
+            // Clients verified by the Gateway's frontend ConfigMaps; a
+            // listener none of whose references may be followed is not
+            // served (its status says NoValidCACertificate).
+            if let Some(validation) = client_validation(gateway, listener, grants()) {
+                if validation.config_maps.is_empty() {
+                    continue;
+                }
+                tls.mode = ServerTlsMode::Mutual;
+                tls.client_ca_secret = Some(CaBundleName::resource(
+                    &validation.namespace,
+                    &validation.config_maps,
+                ));
+                tls.client_certificate_optional = validation.insecure_fallback;
+            }
+            server.tls = Some(tls);
         }
         server.tls_routes = streams.tls[index].clone();
         server.tcp_routes = streams.tcp[index].clone();

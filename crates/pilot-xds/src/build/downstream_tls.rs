@@ -22,7 +22,7 @@
 use envoy_types::pb::envoy::config::core::v3::{DataSource, TransportSocket, data_source, transport_socket};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, TlsCertificate,
-    TlsParameters, common_tls_context,
+    TlsParameters, certificate_validation_context, common_tls_context,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
 use pilot_model::Protocol;
@@ -119,30 +119,51 @@ pub(crate) fn server_socket(tls: &ServerTls, protocol: Protocol) -> TransportSoc
         let validation = CertificateValidationContext {
             trusted_ca: tls.ca_certificates.as_deref().map(file),
             match_typed_subject_alt_names: super::upstream_tls::san_matchers(&tls.subject_alt_names),
+            // Insecure fallback: a certificate that does not verify is let
+            // in as one not sent would be.
+            trust_chain_verification: if tls.client_certificate_optional {
+                certificate_validation_context::TrustChainVerification::AcceptUntrusted as i32
+            } else {
+                0
+            },
             ..Default::default()
         };
-        common.validation_context_type = match (&tls.ca_certificates, &tls.credential_name) {
-            (Some(_), _) => Some(common_tls_context::ValidationContextType::ValidationContext(
-                validation,
-            )),
-            (None, Some(secret)) => Some(
-                common_tls_context::ValidationContextType::CombinedValidationContext(
-                    common_tls_context::CombinedCertificateValidationContext {
-                        default_validation_context: Some(validation),
-                        validation_context_sds_secret_config: Some(SdsSecretConfig {
-                            name: format!("{secret}-cacert"),
-                            sds_config: Some(ads()),
-                        }),
-                        ..Default::default()
-                    },
+        common.validation_context_type =
+            match (&tls.ca_certificates, &tls.client_ca_secret, &tls.credential_name) {
+                (Some(_), _, _) => Some(common_tls_context::ValidationContextType::ValidationContext(
+                    validation,
+                )),
+                (None, Some(bundle), _) => Some(
+                    common_tls_context::ValidationContextType::CombinedValidationContext(
+                        common_tls_context::CombinedCertificateValidationContext {
+                            default_validation_context: Some(validation),
+                            validation_context_sds_secret_config: Some(SdsSecretConfig {
+                                name: bundle.clone(),
+                                sds_config: Some(ads()),
+                            }),
+                            ..Default::default()
+                        },
+                    ),
                 ),
-            ),
-            (None, None) => None,
-        };
+                (None, None, Some(secret)) => Some(
+                    common_tls_context::ValidationContextType::CombinedValidationContext(
+                        common_tls_context::CombinedCertificateValidationContext {
+                            default_validation_context: Some(validation),
+                            validation_context_sds_secret_config: Some(SdsSecretConfig {
+                                name: format!("{secret}-cacert"),
+                                sds_config: Some(ads()),
+                            }),
+                            ..Default::default()
+                        },
+                    ),
+                ),
+                (None, None, None) => None,
+            };
     }
     let context = DownstreamTlsContext {
         common_tls_context: Some(common),
-        require_client_certificate: mutual.then_some(BoolValue { value: true }),
+        require_client_certificate: (mutual && !tls.client_certificate_optional)
+            .then_some(BoolValue { value: true }),
         ..Default::default()
     };
     TransportSocket {

@@ -156,7 +156,8 @@ fn plan_edge(
 
 /// Whether `proxy` can be sent what `server` terminates TLS with: the
 /// secret of its certificate and key and, for a MUTUAL server verifying
-/// clients without a file, of its certificate authority. A server that
+/// clients without a file, of its certificate authority (the credential's
+/// `-cacert`, or the server's own bundle). A server that
 /// cannot be served so is left out, as if it were not there: its port's
 /// other servers are served at once, and a port it was alone on gets no
 /// listener (connections are refused) rather than one Envoy holds until
@@ -169,9 +170,13 @@ fn certified(proxy: &Proxy, server: &IngressServer, certificates: Option<&dyn Se
     let Some(secret) = tls.credential_name.as_deref().filter(|_| server.terminates_tls()) else {
         return true;
     };
-    let verifies_clients_by_secret = tls.mode == ServerTlsMode::Mutual && tls.ca_certificates.is_none();
-    certificates.available(proxy, secret)
-        && (!verifies_clients_by_secret || certificates.available(proxy, &format!("{secret}-cacert")))
+    let client_ca = match (&tls.ca_certificates, &tls.client_ca_secret) {
+        _ if tls.mode != ServerTlsMode::Mutual => None,
+        (Some(_), _) => None,
+        (None, Some(bundle)) => Some(bundle.clone()),
+        (None, None) => Some(format!("{secret}-cacert")),
+    };
+    certificates.available(proxy, secret) && client_ca.is_none_or(|ca| certificates.available(proxy, &ca))
 }
 
 /// Whether `server`'s connections end in an HTTP connection manager after
