@@ -3251,7 +3251,10 @@ fn gateways_with_listeners_or_parameters_pilot_does_not_take_say_so() {
         "{:?}",
         gateway_conditions(only)
     );
-    assert_eq!(listener_statuses(&conformance, only), std::slice::from_ref(&invalid));
+    assert_eq!(
+        listener_statuses(&conformance, only),
+        std::slice::from_ref(&invalid)
+    );
     let mixed = "gateway-supported-and-unsupported-protocols";
     assert!(
         gateway_conditions(mixed).contains(&said("Accepted", "True", "ListenersNotValid")),
