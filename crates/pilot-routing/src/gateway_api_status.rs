@@ -602,6 +602,14 @@ fn granted_to<'a>(
         })
 }
 
+/// Why a `caCertificateRefs` entry of `kind` (of `group`) is not followed.
+fn not_a_config_map(kind: &str, group: Option<&str>) -> String {
+    format!(
+        "caCertificateRefs names a {kind:?} (group {:?}): pilot reads certificate authorities from ConfigMaps only",
+        group.unwrap_or_default()
+    )
+}
+
 /// How a listener terminating TLS verifies its clients' certificates: the
 /// Gateway's `tls.frontend` (the entry of the listener's port, else the
 /// default).
@@ -662,12 +670,7 @@ pub(crate) fn client_validation<'a>(
         let problem = if !crate::backend_tls::is_config_map(reference.group.as_deref(), &reference.kind) {
             Some((
                 "InvalidCACertificateKind",
-                format!(
-                    "caCertificateRefs names a {:?} (group {:?}): pilot reads certificate authorities from \
-                     ConfigMaps only",
-                    reference.kind,
-                    reference.group.as_deref().unwrap_or_default()
-                ),
+                not_a_config_map(&reference.kind, reference.group.as_deref()),
             ))
         } else if namespace != own
             && !granted_to(
@@ -1262,12 +1265,7 @@ fn ca_refs(
         let error = if !crate::backend_tls::is_config_map(reference.group.as_deref(), &reference.kind) {
             Some((
                 "InvalidKind",
-                format!(
-                    "caCertificateRefs names a {:?} (group {:?}): pilot reads certificate authorities from \
-                     ConfigMaps only",
-                    reference.kind,
-                    reference.group.as_deref().unwrap_or_default()
-                ),
+                not_a_config_map(&reference.kind, reference.group.as_deref()),
             ))
         } else {
             match credentials {
