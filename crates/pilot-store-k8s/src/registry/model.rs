@@ -48,12 +48,16 @@ pub fn hostname(name: &str, namespace: &str, domain: &str) -> String {
 /// The protocol of a Service port: UDP if the port is UDP; else its
 /// `appProtocol` when pilot knows it; else its name's prefix (`http-`,
 /// `http2-`, `grpc-`, `https-`, `tcp-`, `mongo-`, `redis-`, as Istio reads
-/// it); TCP otherwise.
+/// it); TCP otherwise. Of Kubernetes' standard application protocols,
+/// `kubernetes.io/h2c` is HTTP/2 without TLS, `kubernetes.io/ws` HTTP (a
+/// websocket starts as an HTTP/1.1 upgrade, which pilot's HTTP routes
+/// allow) and `kubernetes.io/wss` HTTPS.
 ///
 /// ```
 /// use pilot_model::Protocol;
 /// use pilot_store_k8s::port_protocol;
 /// assert_eq!(port_protocol(Some("TCP"), Some("kubernetes.io/h2c"), "web"), Protocol::Http2);
+/// assert_eq!(port_protocol(Some("TCP"), Some("kubernetes.io/ws"), "web"), Protocol::Http);
 /// assert_eq!(port_protocol(None, None, "grpc-api"), Protocol::Grpc);
 /// assert_eq!(port_protocol(None, None, "metrics"), Protocol::Tcp);
 /// ```
@@ -62,10 +66,10 @@ pub fn port_protocol(protocol: Option<&str>, app_protocol: Option<&str>, name: &
         return Protocol::Udp;
     }
     let from_app = app_protocol.and_then(|app| match app.to_ascii_lowercase().as_str() {
-        "http" => Some(Protocol::Http),
+        "http" | "kubernetes.io/ws" => Some(Protocol::Http),
         "http2" | "kubernetes.io/h2c" => Some(Protocol::Http2),
         "grpc" => Some(Protocol::Grpc),
-        "https" => Some(Protocol::Https),
+        "https" | "kubernetes.io/wss" => Some(Protocol::Https),
         "tcp" => Some(Protocol::Tcp),
         "mongo" => Some(Protocol::Mongo),
         "redis" => Some(Protocol::Redis),
