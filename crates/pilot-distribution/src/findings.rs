@@ -40,7 +40,8 @@ pub trait Findings: Send + Sync + 'static {
 }
 
 /// Adds the Gateway API's status `parts` to `status`: its conditions
-/// after the `Reconciled` one, its listeners, parents and ancestors. A condition
+/// after the `Reconciled` one, its listeners, addresses, parents and
+/// ancestors. A condition
 /// keeps the transition time the object's current status gives it (same
 /// place, same type) while its status holds.
 pub(crate) fn apply_gateway_api(
@@ -78,6 +79,7 @@ pub(crate) fn apply_gateway_api(
             listener
         })
         .collect();
+    status.addresses = parts.addresses.clone();
     status.parents = parts
         .parents
         .iter()

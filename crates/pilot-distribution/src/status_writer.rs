@@ -475,6 +475,7 @@ mod tests {
             validation_messages: Vec::new(),
             parents: Vec::new(),
             listeners: Vec::new(),
+            addresses: Vec::new(),
             ancestors: Vec::new(),
         }
     }

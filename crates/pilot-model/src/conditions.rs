@@ -123,6 +123,19 @@ pub struct ListenerStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// An address bound to a Gateway (the Gateway API's
+/// `GatewayStatusAddress`): an IP address or a hostname at which its
+/// proxies are reached.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayStatusAddress {
+    /// `IPAddress` or `Hostname`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The address.
+    pub value: String,
+}
+
 /// A route kind by group and name (the Gateway API's `RouteGroupKind`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -183,7 +196,8 @@ impl ListenerStatus {
 
 /// What the Gateway API's status of one object holds beside pilot's own:
 /// its conditions (a GatewayClass's, a Gateway's `Accepted`,
-/// `Programmed`), its listeners' (a Gateway's), its parents' (a route's).
+/// `Programmed`), its listeners' and addresses (a Gateway's), its parents'
+/// (a route's), its ancestors' (a policy's).
 /// Computed by pilot-routing's `gateway_api_status` and written by the
 /// status writer into [`ConfigStatus`](crate::ConfigStatus).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -196,12 +210,15 @@ pub struct GatewayApiStatus {
     pub parents: Vec<RouteParentStatus>,
     /// A policy's ancestors.
     pub ancestors: Vec<PolicyAncestorStatus>,
+    /// A Gateway's addresses.
+    pub addresses: Vec<GatewayStatusAddress>,
 }
 
 impl GatewayApiStatus {
     /// True when both say the same (the times aside).
     pub fn same(&self, other: &GatewayApiStatus) -> bool {
-        same_conditions(&self.conditions, &other.conditions)
+        self.addresses == other.addresses
+            && same_conditions(&self.conditions, &other.conditions)
             && same_parts(&self.listeners, &other.listeners, &self.parents, &other.parents)
             && same_each(&self.ancestors, &other.ancestors, PolicyAncestorStatus::same)
     }

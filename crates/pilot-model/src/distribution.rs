@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::Revision;
 use crate::conditions::{
-    Condition, ListenerStatus, PolicyAncestorStatus, RouteParentStatus, ValidationMessage,
+    Condition, GatewayStatusAddress, ListenerStatus, PolicyAncestorStatus, RouteParentStatus,
+    ValidationMessage,
 };
 
 /// Per kind, the store revision a push holds every write of that kind up
@@ -89,6 +90,9 @@ pub struct ConfigStatus {
     /// A Gateway API Gateway's listeners' status.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub listeners: Vec<ListenerStatus>,
+    /// A Gateway API Gateway's addresses (where its proxies are reached).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<GatewayStatusAddress>,
     /// A Gateway API policy's status for each ancestor (a
     /// BackendTLSPolicy's Gateways).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -145,6 +149,7 @@ impl ConfigStatus {
             && self.validation_messages == other.validation_messages
             && crate::conditions::same_parts(&self.listeners, &other.listeners, &self.parents, &other.parents)
             && crate::conditions::same_each(&self.ancestors, &other.ancestors, PolicyAncestorStatus::same)
+            && self.addresses == other.addresses
     }
 }
 
@@ -284,6 +289,7 @@ pub fn distribution_status(
         validation_messages: Vec::new(),
         parents: Vec::new(),
         listeners: Vec::new(),
+        addresses: Vec::new(),
         ancestors: Vec::new(),
     }
 }

@@ -54,8 +54,8 @@ pub mod document;
 /// `#[pilot_model::async_trait]`, with no async-trait dependency of its own.
 pub use async_trait::async_trait;
 pub use conditions::{
-    Condition, GatewayApiStatus, ListenerStatus, MessageType, PolicyAncestorStatus, RECONCILED,
-    RouteGroupKind, RouteParentStatus, ValidationMessage, same_conditions,
+    Condition, GatewayApiStatus, GatewayStatusAddress, ListenerStatus, MessageType, PolicyAncestorStatus,
+    RECONCILED, RouteGroupKind, RouteParentStatus, ValidationMessage, same_conditions,
 };
 pub use config::{Config, DynConfig, now_seconds, push_key};
 pub use credentials::{

@@ -119,6 +119,7 @@ fn config_status() -> ConfigStatus {
         validation_messages: vec![validation_message()],
         parents: Vec::new(),
         listeners: Vec::new(),
+        addresses: Vec::new(),
         ancestors: Vec::new(),
     }
 }

@@ -1,10 +1,16 @@
 //! The status the Gateway API asks of an implementation, computed from the
 //! objects and the service registry: a GatewayClass whose `controllerName`
-//! is pilot's is `Accepted`; a Gateway of such a class is `Accepted`
+//! is pilot's is `Accepted` (`False`, `InvalidParameters`, when it names a
+//! `parametersRef`: pilot reads no parameters, and takes none of its
+//! Gateways); a Gateway of an accepted class is `Accepted`
 //! (`ListenersNotValid` when a listener is not, `False` when none is;
 //! `False`, `InvalidParameters`, and not served, when it names
 //! `infrastructure.parametersRef`: pilot reads no parameters), with
-//! each listener's conditions and `attachedRoutes`; each route
+//! each listener's conditions and `attachedRoutes`, and its addresses
+//! (the Services' in front of its router proxies: `Programmed` `False`,
+//! `AddressNotAssigned`, when one it asks for is not among them;
+//! `Accepted` `False`, `UnsupportedAddress`, for a type other than
+//! `IPAddress` and `Hostname`); each route
 //! (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute) has, for every parent it
 //! names that pilot serves (a Service, for the mesh, or a Gateway of
 //! pilot's class), `Accepted` and `ResolvedRefs` with the reasons the
@@ -29,6 +35,7 @@
 //! it, their references resolved), and a Gateway when some listener is.
 
 use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -38,8 +45,8 @@ use pilot_api::gateway_api::{
     ParentReference, ReferenceGrant, TcpRoute, TlsMode, TlsRoute,
 };
 use pilot_model::{
-    Condition, Config, ConfigKey, ConfigKind, DynConfig, GatewayApiStatus, ListenerStatus,
-    PolicyAncestorStatus, RouteGroupKind, RouteParentStatus,
+    Condition, Config, ConfigKey, ConfigKind, DynConfig, GatewayApiStatus, GatewayStatusAddress,
+    ListenerStatus, PolicyAncestorStatus, RouteGroupKind, RouteParentStatus,
 };
 
 /// The `controllerName` of pilot's GatewayClasses: the Gateways of a class
@@ -64,39 +71,57 @@ pub fn status_kinds() -> Vec<String> {
     .collect()
 }
 
+/// What the status reads of the service registry.
+pub trait RegistryView {
+    /// Whether a Service hostname (`name.namespace.<domain>`) is in the
+    /// registry.
+    fn exists(&self, host: &str) -> bool;
+
+    /// The Services with an instance labelled `key: value`: each one's
+    /// hostname and address (`None` when it has none).
+    fn labelled(&self, key: &str, value: &str) -> Vec<(String, Option<IpAddr>)>;
+}
+
 /// The Gateway API's status of every object among `objects` that pilot
-/// answers for. `service_exists` says whether a Service hostname
-/// (`name.namespace.<domain>`) is in the registry.
+/// answers for, `registry` telling which Services exist and which are in
+/// front of a Gateway's router proxies.
 pub fn statuses(
     objects: &[Arc<DynConfig>],
-    service_exists: &dyn Fn(&str) -> bool,
+    registry: &dyn RegistryView,
     credentials: Credentials<'_>,
     domain: &str,
     now: SystemTime,
 ) -> HashMap<ConfigKey, GatewayApiStatus> {
+    let service_exists = &|host: &str| registry.exists(host);
     let input = Input::of(objects);
     let mut out = HashMap::new();
+    // Pilot's classes: accepted, unless they name parameters (pilot reads
+    // none); the Gateways of an accepted one are pilot's.
     let ours: BTreeSet<&str> = input
         .classes
         .iter()
-        .filter(|class| class.spec.controller_name == CONTROLLER_NAME)
+        .filter(|class| accepted_class(class))
         .map(|class| class.meta.name.as_str())
         .collect();
     for class in input
         .classes
         .iter()
-        .filter(|c| ours.contains(c.meta.name.as_str()))
+        .filter(|c| c.spec.controller_name == CONTROLLER_NAME)
     {
         let condition = condition(class.meta.generation, now);
+        let accepted = match class_invalid_parameters(class) {
+            Some(message) => condition("Accepted", false, "InvalidParameters", &message),
+            None => condition(
+                "Accepted",
+                true,
+                "Accepted",
+                "pilot handles this class's Gateways",
+            ),
+        };
         out.insert(
             class.key(),
             GatewayApiStatus {
-                conditions: vec![condition(
-                    "Accepted",
-                    true,
-                    "Accepted",
-                    "pilot handles this class's Gateways",
-                )],
+                conditions: vec![accepted],
                 ..Default::default()
             },
         );
@@ -209,11 +234,16 @@ pub fn statuses(
                 .any(|c| c.type_ == "Accepted" && c.status == "True")
         };
         let refused = listeners.iter().filter(|l| !listener_accepted(l)).count();
-        let parameters = invalid_parameters(gateway);
+        let refused_whole = not_taken(gateway);
         let insecure_fallback = gateway.spec.listeners.iter().any(|listener| {
             client_validation(gateway, listener, input.grants.iter()).is_some_and(|v| v.insecure_fallback)
         });
-        if let Some(message) = &parameters {
+        // Where its routers are reached (none when it is not served).
+        let bound = match &refused_whole {
+            Some(_) => Vec::new(),
+            None => bound_addresses(gateway, registry, domain),
+        };
+        if let Some((_, message)) = &refused_whole {
             // Not served at all: none of its listeners is programmed.
             for listener in &mut listeners {
                 for c in listener.conditions.iter_mut().filter(|c| c.type_ == "Programmed") {
@@ -221,8 +251,8 @@ pub fn statuses(
                 }
             }
         }
-        let accepted = if let Some(message) = &parameters {
-            condition("Accepted", false, "InvalidParameters", message)
+        let accepted = if let Some((reason, message)) = &refused_whole {
+            condition("Accepted", false, reason, message)
         } else if refused == 0 {
             condition("Accepted", true, "Accepted", "pilot serves this Gateway's class")
         } else if refused < listeners.len() {
@@ -248,9 +278,14 @@ pub fn statuses(
             GatewayApiStatus {
                 conditions: [
                     accepted,
-                    match &parameters {
-                        Some(message) => condition("Programmed", false, "Invalid", message),
-                        None => gateway_programmed(gateway, &input.grants, credentials, &condition),
+                    match &refused_whole {
+                        Some((_, message)) => condition("Programmed", false, "Invalid", message),
+                        None => with_requested_addresses(
+                            gateway_programmed(gateway, &input.grants, credentials, &condition),
+                            gateway,
+                            &bound,
+                            &condition,
+                        ),
                     },
                 ]
                 .into_iter()
@@ -265,6 +300,7 @@ pub fn statuses(
                 }))
                 .collect(),
                 listeners,
+                addresses: bound,
                 ..Default::default()
             },
         );
@@ -272,13 +308,151 @@ pub fn statuses(
     out
 }
 
-/// A Gateway's `Programmed`: true when some listener is served to its
-/// router proxies.
-/// Why pilot does not take `gateway` at all, if it does not: its
+/// Why pilot does not take `gateway` at all, if it does not: the reason
+/// its `Accepted` condition gives (`InvalidParameters`,
+/// `UnsupportedAddress`) and the message. Such a Gateway is not served.
+pub(crate) fn not_taken(gateway: &Config<Gateway>) -> Option<(&'static str, String)> {
+    invalid_parameters(gateway)
+        .map(|message| ("InvalidParameters", message))
+        .or_else(|| unsupported_address(gateway).map(|message| ("UnsupportedAddress", message)))
+}
+
+/// Why pilot cannot give `gateway` the addresses it asks for, if it
+/// cannot: an address of a type other than `IPAddress` and `Hostname`
+/// (`NamedAddress`, or an implementation's own type). pilot binds the
+/// addresses of the Services in front of the Gateway's routers (see
+/// [`bound_addresses`]), which are IP addresses and hostnames.
+fn unsupported_address(gateway: &Config<Gateway>) -> Option<String> {
+    let address = gateway
+        .spec
+        .addresses
+        .iter()
+        .flatten()
+        .find(|a| !matches!(a.address_type(), "IPAddress" | "Hostname"))?;
+    Some(format!(
+        "spec.addresses: type {:?} is not one pilot gives (IPAddress and Hostname: the addresses of the \
+         Services in front of the Gateway's router proxies)",
+        address.address_type()
+    ))
+}
+
+/// The addresses bound to `gateway`: those of the Services of its
+/// namespace in front of its router proxies (a Service with an instance
+/// labelled `gateway.networking.k8s.io/gateway-name` with the Gateway's
+/// name), each one's IP address (`IPAddress`) first, then each one's
+/// hostname (`Hostname`), in hostname order. None when no Service fronts
+/// them.
+fn bound_addresses(
+    gateway: &Config<Gateway>,
+    registry: &dyn RegistryView,
+    domain: &str,
+) -> Vec<GatewayStatusAddress> {
+    let suffix = format!(".{}.{domain}", gateway.meta.namespace);
+    let mut fronting: Vec<(String, Option<IpAddr>)> = registry
+        .labelled(GATEWAY_NAME_LABEL, &gateway.meta.name)
+        .into_iter()
+        .filter(|(host, _)| {
+            host.strip_suffix(&suffix)
+                .is_some_and(|name| !name.is_empty() && !name.contains('.'))
+        })
+        .collect();
+    fronting.sort();
+    fronting.dedup();
+    let mut ips: Vec<IpAddr> = fronting.iter().filter_map(|(_, ip)| *ip).collect();
+    ips.dedup();
+    let address = |type_: &str, value: String| GatewayStatusAddress {
+        type_: type_.to_string(),
+        value,
+    };
+    ips.into_iter()
+        .map(|ip| address("IPAddress", ip.to_string()))
+        .chain(fronting.into_iter().map(|(host, _)| address("Hostname", host)))
+        .collect()
+}
+
+/// `programmed`, or `Programmed` `False` (`AddressNotAssigned`) when some
+/// address `gateway` asks for (`spec.addresses`) is not among those
+/// `bound` to it: one with a value, by that value; one without (the
+/// implementation chooses), by its type. The routers still serve it: the
+/// condition tells where they cannot be reached.
+fn with_requested_addresses(
+    programmed: Condition,
+    gateway: &Config<Gateway>,
+    bound: &[GatewayStatusAddress],
+    condition: &impl Fn(&str, bool, &str, &str) -> Condition,
+) -> Condition {
+    if programmed.status != "True" {
+        return programmed;
+    }
+    let same = |requested: &str, bound: &str, type_: &str| match type_ {
+        "IPAddress" => requested.parse::<IpAddr>().ok() == bound.parse::<IpAddr>().ok(),
+        _ => requested.eq_ignore_ascii_case(bound),
+    };
+    let missing: Vec<String> = gateway
+        .spec
+        .addresses
+        .iter()
+        .flatten()
+        .filter(|requested| {
+            let type_ = requested.address_type();
+            let value = requested.value.as_deref().filter(|v| !v.is_empty());
+            !bound
+                .iter()
+                .filter(|b| b.type_ == type_)
+                .any(|b| value.is_none_or(|v| same(v, &b.value, type_)))
+        })
+        .map(
+            |requested| match requested.value.as_deref().filter(|v| !v.is_empty()) {
+                Some(value) => format!("{} {value}", requested.address_type()),
+                None => format!("an {} of pilot's choosing", requested.address_type()),
+            },
+        )
+        .collect();
+    if missing.is_empty() {
+        return programmed;
+    }
+    condition(
+        "Programmed",
+        false,
+        "AddressNotAssigned",
+        &format!(
+            "{}; but no Service of {} in front of them (with an instance labelled {GATEWAY_NAME_LABEL}={}) \
+             has the address it asks for: {}",
+            programmed.message,
+            gateway.meta.namespace,
+            gateway.meta.name,
+            missing.join(", ")
+        ),
+    )
+}
+
+/// Whether `class` is pilot's and pilot accepts it: its Gateways are
+/// pilot's.
+pub(crate) fn accepted_class(class: &Config<GatewayClass>) -> bool {
+    class.spec.controller_name == CONTROLLER_NAME && class_invalid_parameters(class).is_none()
+}
+
+/// Why pilot does not accept `class`, if it does not: its `parametersRef`
+/// names parameters, and pilot reads none (the specification asks for
+/// `Accepted` `False`, `InvalidParameters`, for a reference to a kind the
+/// implementation does not support). Its Gateways are then not pilot's:
+/// they are not served and get no status.
+pub(crate) fn class_invalid_parameters(class: &Config<GatewayClass>) -> Option<String> {
+    let parameters = class.spec.parameters_ref.as_ref()?;
+    Some(format!(
+        "parametersRef names {}/{} {:?}: pilot reads no parameters of a GatewayClass, \
+         and takes no Gateway of a class that asks for them",
+        parameters.group.as_deref().unwrap_or_default(),
+        parameters.kind,
+        parameters.name
+    ))
+}
+
+/// Whether pilot refuses `gateway` for its parameters: its
 /// `infrastructure.parametersRef` names parameters, and pilot reads none
 /// (the specification asks that such a Gateway not be accepted, with
 /// reason `InvalidParameters`, rather than served without them).
-pub(crate) fn invalid_parameters(gateway: &Config<Gateway>) -> Option<String> {
+fn invalid_parameters(gateway: &Config<Gateway>) -> Option<String> {
     let parameters = gateway.spec.infrastructure.as_ref()?.parameters_ref.as_ref()?;
     Some(format!(
         "infrastructure.parametersRef names {}/{} {:?}: pilot reads no parameters of a Gateway, \
@@ -289,6 +463,8 @@ pub(crate) fn invalid_parameters(gateway: &Config<Gateway>) -> Option<String> {
     ))
 }
 
+/// A Gateway's `Programmed`: true when some listener is served to its
+/// router proxies.
 fn gateway_programmed(
     gateway: &Config<Gateway>,
     grants: &[Config<ReferenceGrant>],
@@ -1318,17 +1494,61 @@ mod tests {
         }
     }
 
+    /// A registry of `hosts` (no address, no instance) and of `fronting`
+    /// Services (hostname, address, the Gateway whose router is their
+    /// instance).
+    struct TestRegistry<'a> {
+        hosts: &'a [&'a str],
+        fronting: &'a [(&'a str, Option<IpAddr>, &'a str)],
+    }
+
+    impl RegistryView for TestRegistry<'_> {
+        fn exists(&self, host: &str) -> bool {
+            self.hosts.contains(&host) || self.fronting.iter().any(|(h, _, _)| *h == host)
+        }
+
+        fn labelled(&self, key: &str, value: &str) -> Vec<(String, Option<IpAddr>)> {
+            self.fronting
+                .iter()
+                .filter(|(_, _, gateway)| key == GATEWAY_NAME_LABEL && *gateway == value)
+                .map(|(host, ip, _)| (host.to_string(), *ip))
+                .collect()
+        }
+    }
+
+    /// Every registry Service exists.
+    struct Everything;
+
+    impl RegistryView for Everything {
+        fn exists(&self, _: &str) -> bool {
+            true
+        }
+
+        fn labelled(&self, _: &str, _: &str) -> Vec<(String, Option<IpAddr>)> {
+            Vec::new()
+        }
+    }
+
     fn statuses_of(text: &str, services: &[&str]) -> HashMap<String, GatewayApiStatus> {
+        statuses_in(
+            text,
+            &TestRegistry {
+                hosts: services,
+                fronting: &[],
+            },
+        )
+    }
+
+    fn statuses_in(text: &str, registry: &dyn RegistryView) -> HashMap<String, GatewayApiStatus> {
         let objects: Vec<Arc<DynConfig>> = document::parse("t.yaml", text, &pilot_api::default_registry())
             .unwrap()
             .into_iter()
             .map(Arc::new)
             .collect();
-        let exists = |host: &str| services.contains(&host);
         let every_secret = Holding(|_, _| true);
         statuses(
             &objects,
-            &exists,
+            registry,
             Some(&every_secret),
             DOMAIN,
             SystemTime::UNIX_EPOCH,
@@ -1371,6 +1591,143 @@ mod tests {
             "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: {namespace}, generation: 2}}\n\
              spec:\n  parentRefs:\n  - {parent}\n  hostnames: {hostnames}\n  rules:\n  - backendRefs:\n    - {backend}\n"
         )
+    }
+
+    #[test]
+    fn a_gateways_addresses_are_its_fronting_services_and_those_it_asks_for_are_checked() {
+        // The Services of the Gateway's namespace with a router of its as
+        // instance: each one's IP, then each one's hostname. A Service of
+        // another namespace, or fronting another Gateway, is not.
+        let ip = |text: &str| Some(text.parse::<IpAddr>().unwrap());
+        let fronting = [
+            ("edge.web.cluster.local", ip("10.96.0.80"), "edge"),
+            ("edge-headless.web.cluster.local", None, "edge"),
+            ("edge.store.cluster.local", ip("10.96.1.80"), "edge"),
+            ("other.web.cluster.local", ip("10.96.0.81"), "other"),
+        ];
+        let registry = TestRegistry {
+            hosts: &[],
+            fronting: &fronting,
+        };
+        let gateway = |addresses: &str| {
+            EDGE.replace(
+                "spec:\n  gatewayClassName: pilot\n",
+                &format!("spec:\n  gatewayClassName: pilot\n  addresses: {addresses}\n"),
+            )
+        };
+        let found = statuses_in(&gateway("[]"), &registry);
+        let edge = &found["Gateway/edge"];
+        let addresses: Vec<(&str, &str)> = edge
+            .addresses
+            .iter()
+            .map(|a| (a.type_.as_str(), a.value.as_str()))
+            .collect();
+        assert_eq!(
+            addresses,
+            [
+                ("IPAddress", "10.96.0.80"),
+                ("Hostname", "edge-headless.web.cluster.local"),
+                ("Hostname", "edge.web.cluster.local"),
+            ]
+        );
+        assert_eq!(
+            said(&edge.conditions),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("Programmed", "True", "Programmed")
+            ]
+        );
+        // Asked for: an IP (with or without a value) or a hostname that is
+        // bound is programmed; one that is not says AddressNotAssigned
+        // (and names it), still served.
+        for (asked, programmed) in [
+            ("[{type: IPAddress}]", c("Programmed", "True", "Programmed")),
+            ("[{value: 10.96.0.80}]", c("Programmed", "True", "Programmed")),
+            (
+                "[{type: Hostname, value: edge.web.cluster.local}]",
+                c("Programmed", "True", "Programmed"),
+            ),
+            (
+                "[{type: IPAddress, value: 10.96.0.99}]",
+                c("Programmed", "False", "AddressNotAssigned"),
+            ),
+            (
+                "[{type: Hostname, value: elsewhere.example.com}]",
+                c("Programmed", "False", "AddressNotAssigned"),
+            ),
+        ] {
+            let found = statuses_in(&gateway(asked), &registry);
+            let edge = &found["Gateway/edge"];
+            assert_eq!(said(&edge.conditions)[1], programmed, "{asked}");
+            if programmed.1 == "False" {
+                let message = &edge.conditions[1].message;
+                assert!(
+                    message.contains("10.96.0.99") || message.contains("elsewhere.example.com"),
+                    "{message}"
+                );
+            }
+        }
+        // No Service in front of the routers: no address; one asked for
+        // without a value cannot be given.
+        let alone = TestRegistry {
+            hosts: &[],
+            fronting: &[],
+        };
+        let found = statuses_in(&gateway("[{type: IPAddress}]"), &alone);
+        let edge = &found["Gateway/edge"];
+        assert!(edge.addresses.is_empty());
+        assert_eq!(
+            said(&edge.conditions)[1],
+            c("Programmed", "False", "AddressNotAssigned")
+        );
+        // A type pilot does not give: not accepted, not served.
+        let text = gateway("[{type: NamedAddress, value: public}]");
+        let found = statuses_in(&text, &registry);
+        let edge = &found["Gateway/edge"];
+        assert_eq!(
+            said(&edge.conditions),
+            [
+                c("Accepted", "False", "UnsupportedAddress"),
+                c("Programmed", "False", "Invalid")
+            ]
+        );
+        assert!(edge.addresses.is_empty());
+        let objects = document::parse("t.yaml", &text, &pilot_api::default_registry()).unwrap();
+        let model = crate::RoutingConfigs::from_configs(&objects).unwrap().compile();
+        assert!(
+            model.ingress_servers().is_empty(),
+            "{:?}",
+            model.ingress_servers()
+        );
+    }
+
+    #[test]
+    fn a_class_naming_parameters_is_not_accepted_and_its_gateways_are_not_pilots() {
+        // GatewayClass parametersRef: pilot reads no parameters, so the
+        // class is refused (InvalidParameters) rather than its Gateways
+        // served without them; those Gateways and their routes get no
+        // status from pilot, and the edge serves none of them.
+        let text = EDGE.replace(
+            "spec: {controllerName: pilot.io/gateway-controller}",
+            "spec: {controllerName: pilot.io/gateway-controller, parametersRef: {group: \"\", kind: ConfigMap, name: tuning, namespace: web}}",
+        ) + &route("shop", "web", "{name: edge}", "[shop.example.com]", "{name: shop, port: 80}");
+        let found = statuses_of(&text, &["shop.web.cluster.local"]);
+        let class = &found["GatewayClass/pilot"].conditions;
+        assert_eq!(said(class), [c("Accepted", "False", "InvalidParameters")]);
+        assert!(
+            class[0].message.contains("ConfigMap \"tuning\""),
+            "{}",
+            class[0].message
+        );
+        assert!(!found.contains_key("Gateway/edge"), "{found:?}");
+        assert!(!found.contains_key("HTTPRoute/shop"), "{found:?}");
+        let objects = document::parse("t.yaml", &text, &pilot_api::default_registry()).unwrap();
+        let model = crate::RoutingConfigs::from_configs(&objects).unwrap().compile();
+        assert!(
+            model.ingress_servers().is_empty(),
+            "nothing served: {:?}",
+            model.ingress_servers()
+        );
     }
 
     #[test]
@@ -1604,7 +1961,7 @@ mod tests {
             .collect();
         let held = Holding(|namespace, name| (namespace, name) == ("infra", "cert"));
         let conditions = |credentials: Credentials<'_>| {
-            let found = statuses(&objects, &|_| true, credentials, DOMAIN, SystemTime::UNIX_EPOCH);
+            let found = statuses(&objects, &Everything, credentials, DOMAIN, SystemTime::UNIX_EPOCH);
             let edge = found
                 .iter()
                 .find(|(key, status)| key.name == "edge" && !status.listeners.is_empty())

@@ -18,7 +18,7 @@
 
 use pilot_routing::gateway_api_status::CredentialsHeld;
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
@@ -86,7 +86,9 @@ impl ServerFindings {
             }
         }
         let mut services = Services::default();
+        let mut addresses = BTreeMap::new();
         for service in self.discovery.services() {
+            addresses.insert(service.hostname.clone(), service.address);
             let instances: Vec<_> = self
                 .discovery
                 .instances(&service.hostname, &[], &[])
@@ -96,6 +98,7 @@ impl ServerFindings {
             services.hosts.insert(service.hostname.clone(), instances);
         }
         services.hosts.hash(&mut fingerprint);
+        addresses.hash(&mut fingerprint);
         let namespaces: BTreeSet<String> = self
             .proxies
             .records()
@@ -115,12 +118,15 @@ impl ServerFindings {
         {
             return (findings.clone(), gateway.clone());
         }
-        let exists = |host: &str| services.hosts.contains_key(host);
+        let registry = Registry {
+            hosts: &services.hosts,
+            addresses: &addresses,
+        };
         let source = self.credentials.as_ref().map(|(source, _)| source);
         let held = source.map(|s| Held(&**s));
         let gateway = pilot_routing::gateway_api_status::statuses(
             &cached,
-            &exists,
+            &registry,
             held.as_ref().map(|h| h as &dyn CredentialsHeld),
             &self.domain,
             std::time::SystemTime::now(),
@@ -168,6 +174,31 @@ pub(crate) async fn count_credential_changes(
             },
             () = crate::shutdown::closed(&mut shutdown) => return,
         }
+    }
+}
+
+/// The registry as the Gateway API's status reads it: the Services'
+/// instances' labels and the Services' addresses, by hostname.
+struct Registry<'a> {
+    hosts: &'a BTreeMap<String, Vec<BTreeMap<String, String>>>,
+    addresses: &'a BTreeMap<String, Option<std::net::IpAddr>>,
+}
+
+impl pilot_routing::gateway_api_status::RegistryView for Registry<'_> {
+    fn exists(&self, host: &str) -> bool {
+        self.hosts.contains_key(host)
+    }
+
+    fn labelled(&self, key: &str, value: &str) -> Vec<(String, Option<std::net::IpAddr>)> {
+        self.hosts
+            .iter()
+            .filter(|(_, instances)| {
+                instances
+                    .iter()
+                    .any(|labels| labels.get(key).is_some_and(|v| v == value))
+            })
+            .map(|(host, _)| (host.clone(), self.addresses.get(host).copied().flatten()))
+            .collect()
     }
 }
 

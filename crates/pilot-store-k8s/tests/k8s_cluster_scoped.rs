@@ -103,6 +103,7 @@ async fn gateway_classes_live_in_no_namespace() {
         validation_messages: Vec::new(),
         parents: Vec::new(),
         listeners: Vec::new(),
+        addresses: Vec::new(),
         ancestors: Vec::new(),
     };
     limited.update_status(&key, &version, status).await.unwrap();

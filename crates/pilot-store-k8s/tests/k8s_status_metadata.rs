@@ -24,6 +24,7 @@ fn status(observed: &str) -> ConfigStatus {
         validation_messages: Vec::new(),
         parents: Vec::new(),
         listeners: Vec::new(),
+        addresses: Vec::new(),
         ancestors: Vec::new(),
     }
 }

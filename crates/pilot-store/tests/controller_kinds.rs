@@ -87,6 +87,7 @@ async fn a_kind_registered_after_the_controller_is_refused_by_name() {
         validation_messages: Vec::new(),
         parents: Vec::new(),
         listeners: Vec::new(),
+        addresses: Vec::new(),
         ancestors: Vec::new(),
     };
     assert_not_watched(

@@ -54,7 +54,7 @@ use pilot_model::{CaBundleName, Config, ConfigMeta, CredentialName, Labels, Prot
 
 use super::super::gateway::intersect;
 use super::super::gateway_api_status::{
-    CONTROLLER_NAME, admits, certificate_refs, client_validation, granted, invalid_parameters, names_listener,
+    accepted_class, admits, certificate_refs, client_validation, granted, names_listener, not_taken,
 };
 use super::super::{
     DirectResponse, GatewayHost, HttpAction, HttpRoute, IngressServer, L4Match, RouteDestination,
@@ -106,13 +106,13 @@ fn passes_through(listener: &Listener) -> bool {
             .is_some_and(|t| t.mode() == TlsMode::Passthrough)
 }
 
-/// Pilot's Gateways (of a GatewayClass naming pilot's controller), by
-/// namespace and name.
+/// Pilot's Gateways (of a GatewayClass naming pilot's controller that
+/// pilot accepts), by namespace and name.
 fn ours(configs: &RoutingConfigs) -> Vec<&Config<Gateway>> {
     let classes: BTreeSet<&str> = configs
         .gateway_classes
         .iter()
-        .filter(|c| c.spec.controller_name == CONTROLLER_NAME)
+        .filter(|c| accepted_class(c))
         .map(|c| c.meta.name.as_str())
         .collect();
     let mut gateways: Vec<&Config<Gateway>> = configs
@@ -120,9 +120,10 @@ fn ours(configs: &RoutingConfigs) -> Vec<&Config<Gateway>> {
         .iter()
         .map(|g| &**g)
         .filter(|g| classes.contains(g.spec.gateway_class_name.as_str()))
-        // One whose parameters pilot cannot read is not taken (its status
-        // says InvalidParameters).
-        .filter(|g| invalid_parameters(g).is_none())
+        // One whose parameters pilot cannot read, or asking for an address
+        // of a type pilot does not give, is not taken (its status says
+        // InvalidParameters, UnsupportedAddress).
+        .filter(|g| not_taken(g).is_none())
         .collect();
     gateways.sort_by(|a, b| (&a.meta.namespace, &a.meta.name).cmp(&(&b.meta.namespace, &b.meta.name)));
     gateways

@@ -324,6 +324,7 @@ pub async fn cache_reads_its_own_writes(factory: &dyn StoreFactory) {
                 validation_messages: Vec::new(),
                 parents: Vec::new(),
                 listeners: Vec::new(),
+                addresses: Vec::new(),
                 ancestors: Vec::new(),
             };
             ok(
@@ -411,6 +412,7 @@ async fn noise(
                 validation_messages: Vec::new(),
                 parents: Vec::new(),
                 listeners: Vec::new(),
+                addresses: Vec::new(),
                 ancestors: Vec::new(),
             };
             ok(

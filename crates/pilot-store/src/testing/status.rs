@@ -27,6 +27,7 @@ fn status(observed: &str, acked: u64) -> ConfigStatus {
         validation_messages: Vec::new(),
         parents: Vec::new(),
         listeners: Vec::new(),
+        addresses: Vec::new(),
         ancestors: Vec::new(),
     }
 }
