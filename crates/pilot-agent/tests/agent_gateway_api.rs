@@ -21,7 +21,9 @@
 //!   retry (experimental), observed generation bump (of an HTTPRoute, a
 //!   Gateway and a GatewayClass), named rules, an invalid reference
 //!   grant, a parent of another namespace not admitting the route, a
-//!   parent's sectionName and port naming no one listener.
+//!   parent's sectionName and port naming no one listener; backend
+//!   protocols (an h2c backend reached over HTTP/2 by prior knowledge, a
+//!   websocket through to its backend with a real client and server).
 //! - HTTPS listeners: HTTPRouteHTTPSListener (TLS ended with the
 //!   listener's Secret from `--credentials-dir`, over SDS, and its
 //!   rotation), GatewaySecretReferenceGrantSpecific and
@@ -37,11 +39,12 @@
 //!   re-encrypt case through an HTTPS listener; the ConfigMap changed),
 //!   BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind,
 //!   BackendTLSPolicySANValidation (DNS and URI names),
-//!   BackendTLSPolicyConflictResolution.
+//!   BackendTLSPolicyConflictResolution,
+//!   BackendTLSPolicyObservedGenerationBump.
 //! - GRPCRoute, with a real gRPC client and servers (gRPC for Python,
 //!   the scripts of `crates/pilot-system-tests/tests/grpc/`): exact
 //!   method matching, header matching, request header modifier, weights,
-//!   listener hostname matching.
+//!   listener hostname matching, a named rule.
 //! - TCPRoute: reference grant, attach to every listener, weights; a
 //!   backend that does not exist or is of another namespace without a
 //!   grant, a listener of another protocol (status).
@@ -61,7 +64,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::conformance::{
-    Conformance, HOST, INFRA, Request, V1, V2, V3, WEB, answered, move_parent_ports, said, to, triples,
+    Conformance, HOST, INFRA, Request, V1, V2, V3, WEB, answered, move_parent_ports, router_service, said,
+    to, triples,
 };
 use common::eventually;
 use common::http_case::{At, Case, case, modified, request_header_cases, with_host_ports};
@@ -2712,6 +2716,27 @@ fn grpc_calls_are_routed_by_their_method() {
 }
 
 #[test]
+fn a_grpc_routes_named_rule_routes_as_its_other_rules_do() {
+    // GRPCRouteNamedRule: the rule named `named-rule` sends Echo to v1,
+    // the unnamed one EchoTwo to v2.
+    let Some(conformance) = Conformance::with_grpc(&["grpcroute-named-rule"], &["same-namespace"]) else {
+        return;
+    };
+    let mut client = GrpcClient::of(&conformance, "same-namespace");
+    eventually("Echo routed to grpc-infra-backend-v1", || {
+        client.answered("Echo", &[]) == "grpc-infra-backend-v1"
+    });
+    assert_eq!(client.answered("EchoTwo", &[]), "grpc-infra-backend-v2");
+    assert_eq!(
+        conformance.route_conditions_of("grpcroutes", INFRA, "grpc-named-rules"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+}
+
+#[test]
 fn grpc_calls_are_routed_by_their_metadata() {
     // GRPCRouteHeaderMatching: a match's headers all match, a rule's
     // matches any; of two matching, the one with more header matches wins
@@ -2958,6 +2983,67 @@ fn of_backend_tls_policies_for_one_port_the_first_applies_and_the_others_say_con
     }
 }
 
+#[test]
+fn a_changed_backend_tls_policy_applies_and_its_status_is_of_its_new_generation() {
+    // BackendTLSPolicyObservedGenerationBump: the policy's hostname
+    // changed from abc.example.com to foo.example.com. It stays accepted,
+    // every condition of its new generation, and the change applies: the
+    // backend completes a handshake for abc.example.com only, so the
+    // route's requests now fail.
+    let gateway = "same-namespace";
+    let manifest = "backendtlspolicy-observed-generation-bump";
+    let Some(conformance) = Conformance::with(&[manifest], &[gateway]) else {
+        return;
+    };
+    let path = format!(
+        "/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/backendtlspolicies/observed-generation-bump"
+    );
+    // The policy's generation, once its conditions for the Gateway are
+    // all of it.
+    let current = |what: &str| {
+        let mut generation = Value::Null;
+        eventually(what, || {
+            let policy = conformance.object(&path);
+            generation = policy["metadata"]["generation"].clone();
+            let conditions = policy["status"]["ancestors"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|a| a["ancestorRef"]["name"] == gateway)
+                .map(|a| a["conditions"].clone())
+                .unwrap_or_default();
+            triples(&conditions)
+                == [
+                    said("Accepted", "True", "Accepted"),
+                    said("ResolvedRefs", "True", "ResolvedRefs"),
+                ]
+                && conditions
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .all(|c| c["observedGeneration"] == generation)
+        });
+        generation
+            .as_i64()
+            .unwrap_or_else(|| panic!("no generation: {generation}"))
+    };
+    eventually("the backend reached over TLS", || {
+        through_tls(&get_abc(&conformance, gateway, "/"))
+    });
+    let before = current("the policy's conditions of its generation");
+
+    let corpus = pilot_test_support::corpus("gateway-api").expect("read above");
+    let text =
+        std::fs::read_to_string(corpus.join(format!("gwapi_conformance.tests.{manifest}.yaml"))).unwrap();
+    assert!(text.contains("hostname: \"abc.example.com\""), "{text}");
+    conformance.apply(&text.replace("hostname: \"abc.example.com\"", "hostname: \"foo.example.com\""));
+    eventually("the backend refusing the policy's new name", || {
+        failed(&get_abc(&conformance, gateway, "/"))
+    });
+    let after = current("the changed policy's conditions of its new generation");
+    assert!(after > before, "generation {before}, then {after}");
+}
+
 /// A GET of `path` for `abc.example.com` through `gateway`'s listener on
 /// port 80: the status and the body, `(0, "")` when nothing answered. (A
 /// BackendTLSPolicy case's backend answers HTTP/1.0 with no length, ended
@@ -3196,6 +3282,80 @@ fn listener_statuses(conformance: &Conformance, gateway: &str) -> Vec<ListenerSt
         !listeners.is_empty()
     });
     listeners
+}
+
+#[test]
+fn a_gateways_addresses_are_those_of_the_service_in_front_of_its_router() {
+    // GatewayOptionalAddressValue: a Gateway asking for an IPAddress of
+    // pilot's choosing gets one. Its status lists the cluster IP of the
+    // Service in front of its router, then that Service's hostname, and it
+    // is programmed. Asked for an IP that Service does not have, it says
+    // AddressNotAssigned, naming it, while its router still serves it.
+    let gateway = "gateway-without-address-value";
+    let manifest = "gateway-optional-address-value";
+    let Some(conformance) = Conformance::with(&[manifest], &[gateway]) else {
+        return;
+    };
+    let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{gateway}");
+    let (hostname, address) = router_service(gateway, 0);
+    let expected = serde_json::json!([
+        {"type": "IPAddress", "value": address},
+        {"type": "Hostname", "value": hostname},
+    ]);
+    eventually("the Gateway's addresses", || {
+        conformance.object(&path)["status"]["addresses"] == expected
+    });
+    let programmed = |reason: &str| {
+        let mut conditions = Vec::new();
+        eventually(&format!("the Gateway's Programmed to say {reason}"), || {
+            conditions = triples(&conformance.object(&path)["status"]["conditions"]);
+            conditions
+                .iter()
+                .any(|(t, _, r)| t == "Programmed" && r == reason)
+        });
+        conditions
+    };
+    assert_eq!(
+        programmed("Programmed"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("Programmed", "True", "Programmed")
+        ]
+    );
+    // Served: its listener (no route attached) answers 404.
+    conformance.expect_on(gateway, 8080, &[(HOST, "/", "", 404)]);
+
+    let corpus = pilot_test_support::corpus("gateway-api").expect("read above");
+    let text =
+        std::fs::read_to_string(corpus.join(format!("gwapi_conformance.tests.{manifest}.yaml"))).unwrap();
+    let asked = "  - type: \"IPAddress\"\n";
+    assert!(text.contains(asked), "{text}");
+    // The listener's port where the harness moved it.
+    let changed = text
+        .replace(asked, &format!("{asked}    value: \"10.96.9.9\"\n"))
+        .replace(
+            "port: 8080",
+            &format!("port: {}", conformance.port(gateway, 8080)),
+        );
+    conformance.apply(&changed);
+    assert_eq!(
+        programmed("AddressNotAssigned"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("Programmed", "False", "AddressNotAssigned")
+        ]
+    );
+    let status = conformance.object(&path)["status"].clone();
+    let message = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Programmed")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default();
+    assert!(message.contains("IPAddress 10.96.9.9"), "{status}");
+    assert_eq!(status["addresses"], expected);
+    conformance.expect_on(gateway, 8080, &[(HOST, "/", "", 404)]);
 }
 
 #[test]
@@ -3527,6 +3687,69 @@ fn a_route_on_two_gateways_serves_on_both_beside_each_one_s_own() {
     );
     assert_eq!(
         conformance.route_conditions(INFRA, "omitted-backendrefs"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+}
+
+#[test]
+fn backends_that_speak_h2c_or_websockets_are_reached_in_their_protocol() {
+    // HTTPRouteBackendProtocolH2C: infra-backend-v1's port 8081 speaks
+    // HTTP/2 by prior knowledge only (an HTTP/1.1 request fails its
+    // handshake): a client's HTTP/1.1 request reaches it as HTTP/2.
+    let Some(conformance) =
+        Conformance::with_backend_protocols(&["httproute-backend-protocol-h2c"], &["same-namespace"])
+    else {
+        return;
+    };
+    let port = conformance.port("same-namespace", 80);
+    let answer = || {
+        let (status, body) = common::get_by_length(port, HOST, "/h2c");
+        (
+            status,
+            serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
+        )
+    };
+    eventually("the h2c backend to answer", || answer().0 == 200);
+    let (status, body) = answer();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["backend"], "infra-backend-v1", "{body}");
+    assert_eq!(body["version"], "HTTP/2.0", "{body}");
+    assert_eq!(body["path"], "/h2c", "{body}");
+    assert_eq!(
+        conformance.route_conditions(INFRA, "backend-protocol-h2c"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+    drop(conformance);
+    // HTTPRouteBackendProtocolWebSocket: a websocket (a real client's
+    // handshake and frames) through the router to port 8082's echo
+    // server: a text and a binary message come back as sent.
+    let Some(conformance) =
+        Conformance::with_backend_protocols(&["httproute-backend-protocol-websocket"], &["same-namespace"])
+    else {
+        return;
+    };
+    eventually("a websocket through the router", || {
+        conformance
+            .websocket("same-namespace", "/ws")
+            .get("error")
+            .is_none()
+    });
+    assert_eq!(
+        conformance.websocket("same-namespace", "/ws"),
+        serde_json::json!({
+            "text": "Websocket Support!",
+            "binary": [1, 2, 3, 4, 5, 6, 7],
+            "backend": "infra-backend-v1",
+        })
+    );
+    assert_eq!(
+        conformance.route_conditions(INFRA, "backend-protocol-ws"),
         [
             said("Accepted", "True", "Accepted"),
             said("ResolvedRefs", "True", "ResolvedRefs")

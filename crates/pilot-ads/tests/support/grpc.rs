@@ -1,6 +1,7 @@
 //! gRPC for Python (PyPI's `grpcio`, in `.tools/grpc`, installed by
 //! `scripts/install-deps`): the client and server scripts of
-//! `crates/pilot-system-tests/tests/grpc/`, driven over stdin and stdout.
+//! `crates/pilot-system-tests/tests/grpc/`, driven over stdin and stdout
+//! (and `websocket.py`, PyPI's websockets in the same venv).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -68,6 +69,24 @@ impl Python {
         );
         assert_eq!(server.line(), "started", "{}", server.log());
         server
+    }
+
+    /// `websocket.py`'s echo server answering as `name` on
+    /// `127.0.0.1:port`, once it listens.
+    pub(crate) fn websocket_server(name: &str, port: u16, dir: &Path) -> Self {
+        let mut server = Python::start(
+            "websocket.py",
+            &["server", name, &port.to_string()],
+            Path::new("/nonexistent"),
+            dir,
+        );
+        assert_eq!(server.line(), "started", "{}", server.log());
+        server
+    }
+
+    /// `websocket.py`'s client: [`ask`](Self::ask) it a `ws://` URL.
+    pub(crate) fn websocket_client(dir: &Path) -> Self {
+        Python::start("websocket.py", &["client"], Path::new("/nonexistent"), dir)
     }
 
     /// The next line the script printed.

@@ -27,7 +27,7 @@ use serde_json::Value;
 use super::grpc::Python;
 use super::http_case::Case;
 use super::tls::curl_https;
-use super::upstreams::{echo_upstream, stream_upstream};
+use super::upstreams::{echo_upstream, h2c_upstream, stream_upstream};
 use super::{Agent, Discovery, eventually, free_port};
 
 pub(crate) const INFRA: &str = "gateway-conformance-infra";
@@ -139,8 +139,9 @@ pub(crate) const BACKEND_TLS_SERVICES: [(&str, u16); 14] = [
 ];
 
 /// More Services of that backend, whose ports' names BackendTLSPolicies'
-/// `sectionName`s name (BackendTLSPolicyConflictResolution).
-pub(crate) const BACKEND_TLS_NAMED_PORTS: [(&str, &[(&str, u16)]); 3] = [
+/// `sectionName`s name (BackendTLSPolicyConflictResolution,
+/// BackendTLSPolicyObservedGenerationBump).
+pub(crate) const BACKEND_TLS_NAMED_PORTS: [(&str, &[(&str, u16)]); 4] = [
     (
         "backendtlspolicy-conflicted-without-section-name-test",
         &[("https", 443)],
@@ -153,6 +154,8 @@ pub(crate) const BACKEND_TLS_NAMED_PORTS: [(&str, &[(&str, u16)]); 3] = [
         "backendtlspolicy-not-conflicted-test",
         &[("https-1", 443), ("https-2", 8443)],
     ),
+    // BackendTLSPolicyObservedGenerationBump's.
+    ("observed-generation-bump-test", &[("https", 443)]),
 ];
 
 /// The ConfigMaps (of the infra namespace) the BackendTLSPolicy cases
@@ -205,6 +208,24 @@ pub(crate) const GRPC_BACKENDS: [&str; 3] = [
 /// each with a certificate for `*.example.com` whose subject is its name.
 pub(crate) const TLS_BACKENDS: [&str; 2] = ["tls-backend", "tls-backend-2"];
 
+/// The Service in front of the router of the `index`th Gateway served
+/// (from 0): its hostname and cluster IP, the Gateway's addresses.
+pub(crate) fn router_service(gateway: &str, index: usize) -> (String, String) {
+    (
+        format!("{gateway}-router.{INFRA}.svc.cluster.local"),
+        format!("10.96.1.{}", index + 1),
+    )
+}
+
+/// Backends beyond the HTTP and stream ones every case has.
+#[derive(Default)]
+struct Extras {
+    /// The gRPC backends ([`GRPC_BACKENDS`]).
+    grpc: bool,
+    /// `infra-backend-v1`'s h2c and websocket ports.
+    backend_protocols: bool,
+}
+
 /// pilot-discovery with the conformance's backends, the base Gateways
 /// and the corpus manifests `names`, and a router per Gateway.
 pub(crate) struct Conformance {
@@ -217,7 +238,7 @@ pub(crate) struct Conformance {
     /// The CA that signed `tcp-backend`'s certificate.
     ca: PathBuf,
     _tls_backends: Vec<ProcessGuard>,
-    _grpc_backends: Vec<Python>,
+    _python_backends: Vec<Python>,
     dir: tempfile::TempDir,
 }
 
@@ -235,21 +256,37 @@ impl Conformance {
         served: &[&str],
         upstream: &dyn Fn(&'static str) -> u16,
     ) -> Option<Conformance> {
-        Conformance::build(names, served, upstream, false)
+        Conformance::build(names, served, upstream, Extras::default())
+    }
+
+    /// [`Conformance::with`], `infra-backend-v1` with the base's two
+    /// other ports: `8081` (`kubernetes.io/h2c` in the base, HTTP2 here)
+    /// served by an [`h2c_upstream`], and `8082` (`kubernetes.io/ws`, HTTP
+    /// here) by `websocket.py`'s echo server.
+    pub(crate) fn with_backend_protocols(names: &[&str], served: &[&str]) -> Option<Conformance> {
+        let extras = Extras {
+            backend_protocols: true,
+            ..Extras::default()
+        };
+        Conformance::build(names, served, &super::named_upstream, extras)
     }
 
     /// [`Conformance::with`] and the gRPC backends ([`GRPC_BACKENDS`],
     /// `server.py` answering each call with its name, the method and the
     /// metadata it got).
     pub(crate) fn with_grpc(names: &[&str], served: &[&str]) -> Option<Conformance> {
-        Conformance::build(names, served, &super::named_upstream, true)
+        let extras = Extras {
+            grpc: true,
+            ..Extras::default()
+        };
+        Conformance::build(names, served, &super::named_upstream, extras)
     }
 
     fn build(
         names: &[&str],
         served: &[&str],
         upstream: &dyn Fn(&'static str) -> u16,
-        grpc: bool,
+        extras: Extras,
     ) -> Option<Conformance> {
         let corpus = pilot_test_support::corpus("gateway-api")?;
         let dir = tempfile::tempdir().unwrap();
@@ -263,11 +300,26 @@ impl Conformance {
                 &[(&port_name, port, protocol, upstream)],
             ));
         };
+        let mut grpc_backends = Vec::new();
+        let mut with_protocols = String::new();
         for (namespace, name) in BACKENDS {
+            if extras.backend_protocols && name == "infra-backend-v1" {
+                let websocket_port = super::free_port();
+                grpc_backends.push(Python::websocket_server(name, websocket_port, dir.path()));
+                with_protocols.push_str(&service_entry(
+                    namespace,
+                    name,
+                    &[
+                        ("http", 8080, "HTTP", upstream(name)),
+                        ("second-port", 8081, "HTTP2", h2c_upstream(name)),
+                        ("third-port", 8082, "HTTP", websocket_port),
+                    ],
+                ));
+                continue;
+            }
             service(namespace, name, 8080, "HTTP", upstream(name));
         }
-        let mut grpc_backends = Vec::new();
-        if grpc {
+        if extras.grpc {
             for name in GRPC_BACKENDS {
                 let port = super::free_port();
                 grpc_backends.push(Python::server(name, port, dir.path()));
@@ -302,6 +354,20 @@ impl Conformance {
             let (port, backend) = openssl_server(&certificate, None);
             tls_backends.push(backend);
             service(INFRA, name, 443, "TCP", port);
+        }
+        services.push_str(&with_protocols);
+        // A Service in front of each served Gateway's router (its
+        // instance, at the router's address, labelled as the router is),
+        // as a Kubernetes Service selecting a Gateway's pods: the
+        // Gateway's addresses ([`router_service`]).
+        for (i, gateway) in served.iter().enumerate() {
+            let (hostname, address) = router_service(gateway, i);
+            services.push_str(&format!(
+                "- hostname: {hostname}\n  address: {address}\n  \
+                 ports: [{{name: http, port: 80, protocol: HTTP}}]\n  instances:\n  \
+                 - {{address: 10.0.1.{n}, port: 80, labels: {{gateway.networking.k8s.io/gateway-name: {gateway}}}}}\n",
+                n = i + 1
+            ));
         }
         // tcp-backend: TLS on 8443, plain text on 3000 (answering each
         // connection with its name).
@@ -407,7 +473,7 @@ impl Conformance {
             routers,
             ca: ca.cert,
             _tls_backends: tls_backends,
-            _grpc_backends: grpc_backends,
+            _python_backends: grpc_backends,
             dir,
         })
     }
@@ -653,6 +719,14 @@ impl Conformance {
                 self.routers[gateway].log()
             );
         }
+    }
+
+    /// A websocket opened by `websocket.py`'s client through `gateway`'s
+    /// listener written on port 80, to `path`: what the client answered
+    /// (the echoes and the backend, or the error).
+    pub(crate) fn websocket(&self, gateway: &str, path: &str) -> Value {
+        let mut client = Python::websocket_client(self.dir.path());
+        client.ask(&format!("ws://127.0.0.1:{}{path}", self.port(gateway, 80)))
     }
 
     /// Where Gateway `gateway`'s listener written on port `written`

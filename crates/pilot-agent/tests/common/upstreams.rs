@@ -179,3 +179,47 @@ fn parse_delay(text: &str) -> Option<std::time::Duration> {
         .ok()
         .map(std::time::Duration::from_secs)
 }
+
+/// An upstream speaking HTTP/2 without TLS by prior knowledge only (h2c:
+/// an HTTP/1.1 request fails its handshake), answering every request 200
+/// with JSON: `backend` (`name`), `version` (the request's HTTP version
+/// as the h2 crate decoded it) and `path`. Its port.
+pub(crate) fn h2c_upstream(name: &'static str) -> u16 {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let Ok(mut connection) = h2::server::handshake(socket).await else {
+                        return;
+                    };
+                    while let Some(Ok((request, mut respond))) = connection.accept().await {
+                        let body = serde_json::json!({
+                            "backend": name,
+                            "version": format!("{:?}", request.version()),
+                            "path": request.uri().path(),
+                        })
+                        .to_string();
+                        let response = http::Response::builder()
+                            .status(200)
+                            .header("content-type", "application/json")
+                            .header("content-length", body.len())
+                            .body(())
+                            .unwrap();
+                        if let Ok(mut stream) = respond.send_response(response, false) {
+                            let _ = stream.send_data(bytes::Bytes::from(body), true);
+                        }
+                    }
+                });
+            }
+        });
+    });
+    port
+}
