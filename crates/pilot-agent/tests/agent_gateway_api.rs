@@ -18,7 +18,8 @@
 //!   weighted backendRefs' own),
 //!   redirects (host and status, path, port, scheme, port and scheme on
 //!   HTTP and HTTPS listeners, 303, 307, 308), host and path rewrites, a mirror,
-//!   retry (experimental), observed generation bump (of an HTTPRoute, a
+//!   retry (experimental: on codes, on connection errors, bounded by
+//!   timeouts), observed generation bump (of an HTTPRoute, a
 //!   Gateway and a GatewayClass), named rules, an invalid reference
 //!   grant, a parent of another namespace not admitting the route, a
 //!   parent's sectionName and port naming no one listener; backend
@@ -702,13 +703,9 @@ fn matches_across_routes_of_one_hostname_are_ordered_together() {
 fn a_rules_retry_tries_again_on_its_codes_as_many_times_as_it_says() {
     // HTTPRouteRetry (experimental): infra-backend-v3 fails as each
     // request asks; each request's id is used once.
-    let Some(conformance) = Conformance::with_upstreams(&["httproute-retry"], &["same-namespace"], &|name| {
-        if name == V3 {
-            failing_upstream(name)
-        } else {
-            common::named_upstream(name)
-        }
-    }) else {
+    let Some(conformance) =
+        Conformance::with_upstreams(&["httproute-retry"], &["same-namespace"], &v3_failing)
+    else {
         return;
     };
     let port = conformance.port("same-namespace", 80);
@@ -741,6 +738,125 @@ fn a_rules_retry_tries_again_on_its_codes_as_many_times_as_it_says() {
     for (path, (status, body)) in cases {
         assert_eq!(send(path), (status, body.to_string()), "{path}");
     }
+}
+
+/// `upstream` for every HTTP backend but infra-backend-v3, which is a
+/// [`failing_upstream`].
+fn v3_failing(name: &'static str) -> u16 {
+    if name == V3 {
+        failing_upstream(name)
+    } else {
+        common::named_upstream(name)
+    }
+}
+
+#[test]
+fn a_rules_retry_tries_again_when_the_connection_fails() {
+    // HTTPRouteRetryConnectionError (experimental): a rule with 3
+    // attempts and no codes retries a request whose connection
+    // infra-backend-v3 closes before answering, three times at most.
+    let Some(conformance) = Conformance::with_upstreams(
+        &["httproute-retry-connection-error"],
+        &["same-namespace"],
+        &v3_failing,
+    ) else {
+        return;
+    };
+    let port = conformance.port("same-namespace", 80);
+    let send = |query: &str| {
+        common::request_by_length(
+            port,
+            "GET",
+            HOST,
+            &format!("/retry/no-status-code-attempts-3?{query}"),
+            &[],
+        )
+    };
+    let mut warm = 0;
+    eventually("the retry route to be served", || {
+        warm += 1;
+        send(&format!("id=warm-{warm}")).0 == 200
+    });
+    // Two closed connections, then the third try answers.
+    assert_eq!(send("fail=2&reset=1&id=a"), (200, "try 3".to_string()));
+    // Four closed: the first try and three retries all fail...
+    let (status, body) = send("fail=4&reset=1&id=b");
+    assert_eq!(status, 503, "{body}");
+    // ...and no fifth try was made: the next request of that id is it.
+    assert_eq!(send("fail=4&reset=1&id=b"), (200, "try 5".to_string()));
+    assert_eq!(
+        conformance.route_conditions(INFRA, "retries-connection-error"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+}
+
+#[test]
+fn a_rules_retries_are_bounded_by_its_timeouts() {
+    // HTTPRouteRetryWithTimeouts (experimental), its timeouts ten times
+    // longer (backendRequest 2s, request 4s) so that a loaded machine's
+    // latency decides no case. infra-backend-v3 fails as each request
+    // asks; each request's id is used once.
+    let manifest = "httproute-retry-with-timeouts";
+    let Some(conformance) = Conformance::with_upstreams(&[], &["same-namespace"], &v3_failing) else {
+        return;
+    };
+    let corpus = pilot_test_support::corpus("gateway-api").expect("read above");
+    let text =
+        std::fs::read_to_string(corpus.join(format!("gwapi_conformance.tests.{manifest}.yaml"))).unwrap();
+    for written in ["backendRequest: 200ms", "request: 400ms"] {
+        assert!(text.contains(written), "{written}: {text}");
+    }
+    conformance.apply(
+        &text
+            .replace("backendRequest: 200ms", "backendRequest: 2s")
+            .replace("request: 400ms", "request: 4s"),
+    );
+    let port = conformance.port("same-namespace", 80);
+    let send = |path: &str| common::request_by_length(port, "GET", HOST, path, &[]);
+    let backend = "/retry/backend-request-timeout-200ms";
+    let request = "/retry/request-timeout-200ms";
+    let mut warm = 0;
+    eventually("the retry routes to be served", || {
+        warm += 1;
+        send(&format!("{backend}?id=warm-{warm}")).0 == 200
+            && send(&format!("{request}?id=warm-{warm}")).0 == 200
+    });
+    // The backend request timeout bounds each try, and a try that times
+    // out is retried (2 attempts, no request timeout): two tries of 3 s
+    // time out, the third answers...
+    assert_eq!(
+        send(&format!("{backend}?fail=2&delay=3000&id=a")),
+        (200, "try 3".to_string())
+    );
+    // ...and when the third times out too, the answer is 504, and no
+    // fourth try was made.
+    let (status, body) = send(&format!("{backend}?fail=3&delay=3000&id=b"));
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(
+        send(&format!("{backend}?fail=3&id=b")),
+        (200, "try 4".to_string())
+    );
+    // The request timeout bounds the tries together: a 500 retried within
+    // it succeeds...
+    assert_eq!(
+        send(&format!("{request}?fail=1&id=c")),
+        (200, "try 2".to_string())
+    );
+    // ...but four failing tries of 1.5 s each (within the backend request
+    // timeout, retried for their 500) outlast it: 504, not the fifth
+    // try's 200.
+    let (status, body) = send(&format!("{request}?fail=4&delay=1500&id=d"));
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(
+        conformance.route_conditions(INFRA, "retries-with-timeouts"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
 }
 
 #[test]

@@ -17,10 +17,12 @@ pub(crate) fn stream_upstream(name: &'static str) -> u16 {
     port
 }
 
-/// An upstream that fails: a request for `...?fail=N&id=X[&status=S]`
-/// is answered `S` (500 unless written) for the first N requests of id
-/// X, then 200; each answer's body is `try K`, K the requests of X so
-/// far. Its port.
+/// An upstream that fails: a request for
+/// `...?fail=N&id=X[&status=S][&delay=MS][&reset=1]` is answered `S`
+/// (500 unless written) for the first N requests of id X, then 200; each
+/// answer's body is `try K`, K the requests of X so far. A failing
+/// request's answer waits `MS` milliseconds when `delay` is written; with
+/// `reset=1` it is no answer: the connection is closed. Its port.
 pub(crate) fn failing_upstream(_name: &'static str) -> u16 {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -55,7 +57,14 @@ pub(crate) fn failing_upstream(_name: &'static str) -> u16 {
                         *count += 1;
                         *count
                     };
-                    let status = if count <= fail { status } else { 200 };
+                    let failing = count <= fail;
+                    if failing && let Some(delay) = query.get("delay").and_then(|ms| ms.parse().ok()) {
+                        std::thread::sleep(std::time::Duration::from_millis(delay));
+                    }
+                    if failing && query.get("reset") == Some(&"1") {
+                        return;
+                    }
+                    let status = if failing { status } else { 200 };
                     let body = format!("try {count}");
                     let response = format!(
                         "HTTP/1.1 {status} X\r\ncontent-length: {}\r\n\r\n{body}",

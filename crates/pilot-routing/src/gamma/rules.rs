@@ -163,10 +163,16 @@ pub(super) fn http_route(
         forward(backends, namespace, suffix)
     };
     if let Some(timeouts) = &rule.timeouts {
+        // `request` bounds the whole request, retries included;
+        // `backendRequest` each try. A rule that is not retried makes one
+        // try, which `backendRequest` bounds when `request` is not written;
+        // one that is retried is bounded by `request` only (each try by
+        // `backendRequest`, and a try that times out is retried).
         let request = timeouts.request_duration();
         let backend = timeouts.backend_request_duration();
-        route.timeout = request.or(backend);
-        if request.is_some()
+        let retried = rule.retry.is_some();
+        route.timeout = if retried { request } else { request.or(backend) };
+        if (request.is_some() || retried)
             && let Some(per_try) = backend
         {
             route.retries = Some(Retries {

@@ -609,6 +609,7 @@ fn a_rules_retry_retries_its_codes_and_connection_errors() {
         concat!(
             "  - name: codes\n    matches: [{path: {type: Exact, value: /c}}]\n    backendRefs: [{name: v1, port: 80}]\n    retry: {codes: [500, 503], attempts: 3, backoff: 100ms}\n",
             "  - name: plain\n    matches: [{path: {type: Exact, value: /p}}]\n    backendRefs: [{name: v1, port: 80}]\n    retry: {}\n    timeouts: {request: 1s, backendRequest: 200ms}\n",
+            "  - name: per-try\n    matches: [{path: {type: Exact, value: /t}}]\n    backendRefs: [{name: v1, port: 80}]\n    retry: {attempts: 2}\n    timeouts: {backendRequest: 200ms}\n",
         ),
     ));
     let routes = model.http_routes(ECHO);
@@ -637,6 +638,19 @@ fn a_rules_retry_retries_its_codes_and_connection_errors() {
         Some("connect-failure,refused-stream,reset")
     );
     assert_eq!(plain.per_try_timeout, Some(Duration::from_millis(200)));
+    let timeout = |name: &str| {
+        routes
+            .iter()
+            .find(|r| r.name == format!("mesh/r/{name}"))
+            .and_then(|r| r.timeout)
+    };
+    assert_eq!(timeout("plain"), Some(Duration::from_secs(1)));
+    // Retried with no request timeout: the backend request timeout bounds
+    // each try, not the request (its tries are retried).
+    let per_try = retries("per-try");
+    assert_eq!(per_try.attempts, 2);
+    assert_eq!(per_try.per_try_timeout, Some(Duration::from_millis(200)));
+    assert_eq!(timeout("per-try"), None);
 }
 
 #[test]
