@@ -20,7 +20,7 @@
 //!   HTTP and HTTPS listeners, 303, 307, 308), host and path rewrites, a mirror,
 //!   retry (experimental: on codes, on connection errors, bounded by
 //!   timeouts), observed generation bump (of an HTTPRoute, a
-//!   Gateway and a GatewayClass), named rules, an invalid reference
+//!   Gateway and a GatewayClass), a Gateway's name of 253 characters, named rules, an invalid reference
 //!   grant, a parent of another namespace not admitting the route, a
 //!   parent's sectionName and port naming no one listener; backend
 //!   protocols (an h2c backend reached over HTTP/2 by prior knowledge, a
@@ -2021,6 +2021,35 @@ fn a_changed_gateway_and_gateway_class_say_their_new_generation() {
         "the changed GatewayClass's status of its new generation",
     );
     assert!(after > before, "generation {before}, then {after}");
+}
+
+#[test]
+fn a_gateway_with_the_longest_name_kubernetes_allows_is_reconciled() {
+    // GatewayNameMaximumLength: a Gateway named with 253 characters (the
+    // most a DNS subdomain name has) is taken as any other: its status is
+    // written, accepted, every condition of its generation.
+    let manifest = "gateway-name-maximum-length";
+    let Some(conformance) = Conformance::with(&[manifest], &[]) else {
+        return;
+    };
+    let corpus = pilot_test_support::corpus("gateway-api").expect("read above");
+    let text =
+        std::fs::read_to_string(corpus.join(format!("gwapi_conformance.tests.{manifest}.yaml"))).unwrap();
+    let name = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("name: "))
+        .unwrap_or_else(|| panic!("no name: {text}"));
+    assert_eq!(name.len(), 253, "{name}");
+    let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{name}");
+    eventually("the Gateway's status, of its generation", || {
+        let object = conformance.object(&path);
+        let generation = &object["metadata"]["generation"];
+        let conditions = &object["status"]["conditions"];
+        let of_generation = conditions
+            .as_array()
+            .is_some_and(|c| !c.is_empty() && c.iter().all(|c| c["observedGeneration"] == *generation));
+        of_generation && triples(conditions).contains(&said("Accepted", "True", "Accepted"))
+    });
 }
 
 #[test]
