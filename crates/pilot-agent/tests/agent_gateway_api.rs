@@ -45,7 +45,9 @@
 //! - GRPCRoute, with a real gRPC client and servers (gRPC for Python,
 //!   the scripts of `crates/pilot-system-tests/tests/grpc/`): exact
 //!   method matching, header matching, request header modifier, weights,
-//!   listener hostname matching, a named rule.
+//!   listener hostname matching, a named rule; a BackendTLSPolicy on a
+//!   GRPCRoute's backends (BackendTLSPolicyGRPCRoute, TLS to a gRPC
+//!   server).
 //! - TCPRoute: reference grant, attach to every listener, weights; a
 //!   backend that does not exist or is of another namespace without a
 //!   grant, a listener of another protocol (status).
@@ -65,8 +67,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::conformance::{
-    Conformance, HOST, INFRA, Request, V1, V2, V3, WEB, answered, move_parent_ports, router_service, said,
-    to, triples,
+    Conformance, GRPC_TLS_BACKEND, HOST, INFRA, Request, V1, V2, V3, WEB, answered, move_parent_ports,
+    router_service, said, to, triples,
 };
 use common::eventually;
 use common::http_case::{At, Case, case, modified, request_header_cases, with_host_ports};
@@ -2879,6 +2881,56 @@ fn a_grpc_routes_named_rule_routes_as_its_other_rules_do() {
             said("ResolvedRefs", "True", "ResolvedRefs")
         ]
     );
+}
+
+#[test]
+fn a_backend_tls_policy_secures_a_grpc_routes_backend() {
+    // BackendTLSPolicyGRPCRoute: gRPC calls through the router to a
+    // backend that serves TLS only, its certificate abc.example.com's,
+    // signed by the CA of tls-checks-ca-certificate. A policy validating
+    // that name with that CA reaches it; one validating another name, or
+    // with another CA, does not (the call fails, UNAVAILABLE). All three
+    // policies are accepted and their references resolved.
+    let Some(conformance) = Conformance::with_grpc(&["backendtlspolicy-grpcroute"], &["same-namespace"])
+    else {
+        return;
+    };
+    let mut client = GrpcClient::of(&conformance, "same-namespace");
+    eventually("Echo answered by the TLS backend", || {
+        client.answered_at("abc.example.com", "Echo", &[]) == GRPC_TLS_BACKEND
+    });
+    assert_eq!(
+        client.answered_at("abc.example.com", "EchoTwo", &[]),
+        "UNAVAILABLE"
+    );
+    assert_eq!(
+        client.answered_at("cert-mismatch.example.com", "Echo", &[]),
+        "UNAVAILABLE"
+    );
+    let resolved = [
+        said("Accepted", "True", "Accepted"),
+        said("ResolvedRefs", "True", "ResolvedRefs"),
+    ];
+    for policy in ["grpc-normative-test", "grpc-host-mismatch", "grpc-cert-mismatch"] {
+        assert_eq!(
+            conformance.policy_conditions(policy, "same-namespace", &resolved),
+            resolved,
+            "{policy}"
+        );
+    }
+    for route in [
+        "backendtlspolicy-grpcroute",
+        "backendtlspolicy-grpcroute-cert-mismatch",
+    ] {
+        assert_eq!(
+            conformance.route_conditions_of("grpcroutes", INFRA, route),
+            [
+                said("Accepted", "True", "Accepted"),
+                said("ResolvedRefs", "True", "ResolvedRefs")
+            ],
+            "{route}"
+        );
+    }
 }
 
 #[test]

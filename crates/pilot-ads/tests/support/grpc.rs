@@ -71,6 +71,25 @@ impl Python {
         server
     }
 
+    /// [`server`](Self::server), serving TLS with the PEM certificate
+    /// chain `cert` and its key `key`.
+    pub(crate) fn tls_server(name: &str, port: u16, cert: &Path, key: &Path, dir: &Path) -> Self {
+        let mut server = Python::start(
+            "server.py",
+            &[
+                name,
+                &port.to_string(),
+                "--tls",
+                cert.to_str().unwrap(),
+                key.to_str().unwrap(),
+            ],
+            Path::new("/nonexistent"),
+            dir,
+        );
+        assert_eq!(server.line(), "started", "{}", server.log());
+        server
+    }
+
     /// `websocket.py`'s echo server answering as `name` on
     /// `127.0.0.1:port`, once it listens.
     pub(crate) fn websocket_server(name: &str, port: u16, dir: &Path) -> Self {

@@ -168,6 +168,19 @@ pub(crate) const CA_BUNDLES: [&str; 3] = [
     "malformed-ca-certificate",
 ];
 
+/// The Services of BackendTLSPolicyGRPCRoute (port 443, named `btls`):
+/// [`GRPC_TLS_BACKEND`] behind each.
+pub(crate) const GRPC_BACKEND_TLS_SERVICES: [&str; 3] = [
+    "backendtlspolicy-grpc-test",
+    "backendtlspolicy-grpc-host-mismatch-test",
+    "backendtlspolicy-grpc-cert-mismatch-test",
+];
+
+/// The gRPC server over TLS (a certificate for `abc.example.com`, signed
+/// by the CA of `tls-checks-ca-certificate`) behind
+/// [`GRPC_BACKEND_TLS_SERVICES`]: it answers with this name.
+pub(crate) const GRPC_TLS_BACKEND: &str = "grpc-tls-backend";
+
 /// The conformance's backends: (namespace, Service) answering with the
 /// Service's name.
 pub(crate) const BACKENDS: [(&str, &str); 6] = [
@@ -273,7 +286,7 @@ impl Conformance {
 
     /// [`Conformance::with`] and the gRPC backends ([`GRPC_BACKENDS`],
     /// `server.py` answering each call with its name, the method and the
-    /// metadata it got).
+    /// metadata it got; and over TLS, [`GRPC_TLS_BACKEND`]).
     pub(crate) fn with_grpc(names: &[&str], served: &[&str]) -> Option<Conformance> {
         let extras = Extras {
             grpc: true,
@@ -356,6 +369,21 @@ impl Conformance {
             service(INFRA, name, 443, "TCP", port);
         }
         services.push_str(&with_protocols);
+        if extras.grpc {
+            // BackendTLSPolicyGRPCRoute's backends: one gRPC server over
+            // TLS, with `abc.example.com`'s certificate.
+            let port = super::free_port();
+            grpc_backends.push(Python::tls_server(
+                GRPC_TLS_BACKEND,
+                port,
+                &certificate.cert,
+                &certificate.key,
+                dir.path(),
+            ));
+            for name in GRPC_BACKEND_TLS_SERVICES {
+                services.push_str(&service_entry(INFRA, name, &[("btls", 443, "GRPC", port)]));
+            }
+        }
         // A Service in front of each served Gateway's router (its
         // instance, at the router's address, labelled as the router is),
         // as a Kubernetes Service selecting a Gateway's pods: the

@@ -5,10 +5,11 @@ every other method, which answers a JSON object: this server's name
 the metadata the call arrived with ("metadata": each key, lower case, to
 the list of its values in order).
 
-    server.py NAME PORT [--xds] [--until-killed]
+    server.py NAME PORT [--xds] [--tls CERT KEY] [--until-killed]
 
 With --xds the server is xDS-enabled (GRPC_XDS_BOOTSTRAP names pilot): it
-serves only once pilot has sent the listener for its address. Prints
+serves only once pilot has sent the listener for its address. With --tls
+it serves TLS with the certificate chain and key of those PEM files. Prints
 "started" once start() returned, then runs until stdin closes (the tests
 hold it; then it stops gracefully: calls in flight finish, within
 GRACE seconds), or with --until-killed until a signal ends it (a shell's
@@ -51,6 +52,11 @@ class Echo(grpc.GenericRpcHandler):
 def main():
     name, port = sys.argv[1], int(sys.argv[2])
     xds = "--xds" in sys.argv[3:]
+    tls = None
+    if "--tls" in sys.argv[3:]:
+        at = sys.argv.index("--tls")
+        with open(sys.argv[at + 1], "rb") as chain, open(sys.argv[at + 2], "rb") as key:
+            tls = grpc.ssl_server_credentials([(key.read(), chain.read())])
     until_killed = "--until-killed" in sys.argv[3:]
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), xds=xds)
     who = grpc.method_handlers_generic_handler(
@@ -64,7 +70,9 @@ def main():
     server.add_generic_rpc_handlers((Echo(name),))
     address = f"127.0.0.1:{port}"
     if xds:
-        server.add_secure_port(address, grpc.xds_server_credentials(grpc.insecure_server_credentials()))
+        server.add_secure_port(address, grpc.xds_server_credentials(tls or grpc.insecure_server_credentials()))
+    elif tls:
+        server.add_secure_port(address, tls)
     else:
         server.add_insecure_port(address)
     server.start()
