@@ -41,7 +41,9 @@
 //!   BackendTLSPolicyInvalidCACertificateRef, BackendTLSPolicyInvalidKind,
 //!   BackendTLSPolicySANValidation (DNS and URI names),
 //!   BackendTLSPolicyConflictResolution,
-//!   BackendTLSPolicyObservedGenerationBump.
+//!   BackendTLSPolicyObservedGenerationBump; a Gateway's client
+//!   certificate for its TLS backends (GatewayTLSBackendClientCertificate,
+//!   GatewayInvalidTLSBackendConfiguration).
 //! - GRPCRoute, with a real gRPC client and servers (gRPC for Python,
 //!   the scripts of `crates/pilot-system-tests/tests/grpc/`): exact
 //!   method matching, header matching, request header modifier, weights,
@@ -3239,6 +3241,114 @@ fn a_changed_backend_tls_policy_applies_and_its_status_is_of_its_new_generation(
     });
     let after = current("the changed policy's conditions of its new generation");
     assert!(after > before, "generation {before}, then {after}");
+}
+
+#[test]
+fn a_gateways_routers_present_its_client_certificate_to_tls_backends() {
+    // GatewayTLSBackendClientCertificate: the backend (TLS under a
+    // BackendTLSPolicy) completes a handshake only with a client
+    // certificate the conformance's CA signed; the router presents the
+    // Secret the Gateway's tls.backend.clientCertificateRef names, and the
+    // backend's page names it. The Gateway says ResolvedRefs.
+    let gateway = "gateway-tls-backend-client-certificate";
+    let manifest = "gateway-tls-backend-client-certificate";
+    let Some(conformance) = Conformance::with(&[manifest], &[gateway]) else {
+        return;
+    };
+    let presented =
+        |answer: &(u16, String)| through_tls(answer) && answer.1.contains("tls-checks-client-certificate");
+    eventually(
+        "the backend reached with the Gateway's client certificate",
+        || presented(&get_abc(&conformance, gateway, "/")),
+    );
+    let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{gateway}");
+    eventually("the Gateway's ResolvedRefs", || {
+        triples(&conformance.object(&path)["status"]["conditions"]).contains(&said(
+            "ResolvedRefs",
+            "True",
+            "ResolvedRefs",
+        ))
+    });
+    let resolved = [
+        said("Accepted", "True", "Accepted"),
+        said("ResolvedRefs", "True", "ResolvedRefs"),
+    ];
+    assert_eq!(
+        conformance.policy_conditions("gateway-tls-backend-client-certificate-test", gateway, &resolved),
+        resolved
+    );
+    assert_eq!(conformance.route_conditions(INFRA, gateway), resolved);
+
+    // Without the client certificate, the backend refuses the router's
+    // handshake.
+    let corpus = pilot_test_support::corpus("gateway-api").expect("read above");
+    let text =
+        std::fs::read_to_string(corpus.join(format!("gwapi_conformance.tests.{manifest}.yaml"))).unwrap();
+    let start = text
+        .find("  tls:\n    backend:\n")
+        .unwrap_or_else(|| panic!("{text}"));
+    let end = start + text[start..].find("---").unwrap_or_else(|| panic!("{text}"));
+    // (The listener's port where the harness moved it.)
+    let listener = "      port: 80\n";
+    assert!(text[..start].contains(listener), "{text}");
+    let without = text[..start].replace(
+        listener,
+        &format!("      port: {}\n", conformance.port(gateway, 80)),
+    );
+    conformance.apply(&format!("{without}{}", &text[end..]));
+    eventually(
+        "the backend refusing a router without a client certificate",
+        || failed(&get_abc(&conformance, gateway, "/")),
+    );
+}
+
+#[test]
+fn a_gateways_client_certificate_that_does_not_resolve_says_why() {
+    // GatewayInvalidTLSBackendConfiguration: a Gateway whose
+    // tls.backend.clientCertificateRef names a Secret that is not there,
+    // one that holds no certificate, another group or kind, or a Secret of
+    // another namespace without a grant, is accepted, and says
+    // ResolvedRefs False with the reason.
+    let Some(conformance) = Conformance::with(&["gateway-invalid-tls-backend-configuration"], &[]) else {
+        return;
+    };
+    for (gateway, reason) in [
+        (
+            "gateway-client-certificate-nonexistent-secret",
+            "InvalidClientCertificateRef",
+        ),
+        (
+            "gateway-client-certificate-unsupported-group",
+            "InvalidClientCertificateRef",
+        ),
+        (
+            "gateway-client-certificate-unsupported-kind",
+            "InvalidClientCertificateRef",
+        ),
+        (
+            "gateway-client-certificate-malformed-secret",
+            "InvalidClientCertificateRef",
+        ),
+        (
+            "gateway-client-certificate-missing-reference-grant",
+            "RefNotPermitted",
+        ),
+    ] {
+        let path = format!("/apis/gateway.networking.k8s.io/v1/namespaces/{INFRA}/gateways/{gateway}");
+        let mut conditions = Vec::new();
+        eventually(&format!("{gateway}'s ResolvedRefs"), || {
+            conditions = triples(&conformance.object(&path)["status"]["conditions"]);
+            conditions.iter().any(|(t, _, _)| t == "ResolvedRefs")
+        });
+        assert!(
+            conditions.contains(&said("Accepted", "True", "Accepted")),
+            "{gateway}: {conditions:?}"
+        );
+        assert!(
+            conditions.contains(&said("ResolvedRefs", "False", reason)),
+            "{gateway}: {conditions:?}"
+        );
+    }
 }
 
 /// A GET of `path` for `abc.example.com` through `gateway`'s listener on

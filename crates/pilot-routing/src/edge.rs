@@ -101,6 +101,12 @@ pub struct IngressServer {
     /// match's `sniHosts` (the hosts both name when it has none) choosing
     /// connections by their SNI.
     pub tls_routes: Vec<TlsRoute>,
+    /// The client certificate the proxies serving it present to backends
+    /// they reach over TLS under a BackendTLSPolicy: a Gateway API
+    /// Gateway's `tls.backend.clientCertificateRef`, as the credential
+    /// name its Secret is sent under over SDS
+    /// (`kubernetes://<namespace>/<name>`).
+    pub backend_client_credential: Option<String>,
 }
 
 impl IngressServer {
@@ -120,6 +126,7 @@ impl IngressServer {
             virtual_hosts: Vec::new(),
             tcp_routes: Vec::new(),
             tls_routes: Vec::new(),
+            backend_client_credential: None,
         }
     }
 

@@ -10,7 +10,9 @@
 //! (the Services' in front of its router proxies: `Programmed` `False`,
 //! `AddressNotAssigned`, when one it asks for is not among them;
 //! `Accepted` `False`, `UnsupportedAddress`, for a type other than
-//! `IPAddress` and `Hostname`); each route
+//! `IPAddress` and `Hostname`), and, when it names a client certificate
+//! for its backends (`tls.backend.clientCertificateRef`), `ResolvedRefs`
+//! (`InvalidClientCertificateRef`, `RefNotPermitted`); each route
 //! (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute) has, for every parent it
 //! names that pilot serves (a Service, for the mesh, or a Gateway of
 //! pilot's class), `Accepted` and `ResolvedRefs` with the reasons the
@@ -289,6 +291,12 @@ pub fn statuses(
                     },
                 ]
                 .into_iter()
+                .chain(match &refused_whole {
+                    Some(_) => None,
+                    None => {
+                        backend_client_certificate_resolved(gateway, &input.grants, credentials, &condition)
+                    }
+                })
                 .chain(insecure_fallback.then(|| {
                     condition(
                         "InsecureFrontendValidationMode",
@@ -1089,6 +1097,96 @@ fn certificates_present(
     Ok(())
 }
 
+/// The Secret a Gateway's routers present to backends as their client
+/// certificate (`tls.backend.clientCertificateRef`), `(namespace, name)`,
+/// when the reference may be followed: a core `Secret`
+/// (`InvalidClientCertificateRef` otherwise), of the Gateway's namespace
+/// or of one whose ReferenceGrant lets Gateways of its namespace refer to
+/// it (`RefNotPermitted` otherwise). `None` when the Gateway names none.
+pub(crate) fn backend_client_certificate_ref<'a, 'g>(
+    gateway: &'g Config<Gateway>,
+    grants: impl IntoIterator<Item = &'a Config<ReferenceGrant>>,
+) -> Result<Option<(&'g str, &'g str)>, (&'static str, String)> {
+    let Some(reference) = gateway
+        .spec
+        .tls
+        .as_ref()
+        .and_then(|tls| tls.backend.as_ref())
+        .and_then(|backend| backend.client_certificate_ref.as_ref())
+    else {
+        return Ok(None);
+    };
+    if !reference.group().is_empty() || reference.kind() != "Secret" {
+        return Err((
+            "InvalidClientCertificateRef",
+            format!(
+                "tls.backend.clientCertificateRef: {:?} is a {:?} of group {:?}, not a Secret",
+                reference.name,
+                reference.kind(),
+                reference.group()
+            ),
+        ));
+    }
+    let namespace = reference.namespace.as_deref().unwrap_or(&gateway.meta.namespace);
+    if namespace != gateway.meta.namespace
+        && !granted_to(
+            grants,
+            "Gateway",
+            &gateway.meta.namespace,
+            namespace,
+            "Secret",
+            &reference.name,
+        )
+    {
+        return Err((
+            "RefNotPermitted",
+            format!(
+                "tls.backend.clientCertificateRef: no ReferenceGrant in {namespace} lets Gateways of {} \
+                 refer to the Secret {}",
+                gateway.meta.namespace, reference.name
+            ),
+        ));
+    }
+    Ok(Some((namespace, reference.name.as_str())))
+}
+
+/// A Gateway's `ResolvedRefs`, when it names a client certificate for its
+/// backends: `True` when the Secret may be followed and holds a
+/// certificate and key that load; `False` with
+/// [`backend_client_certificate_ref`]'s reason, or
+/// `InvalidClientCertificateRef` for a Secret that is not there.
+fn backend_client_certificate_resolved(
+    gateway: &Config<Gateway>,
+    grants: &[Config<ReferenceGrant>],
+    credentials: Credentials<'_>,
+    condition: &impl Fn(&str, bool, &str, &str) -> Condition,
+) -> Option<Condition> {
+    let (namespace, name) = match backend_client_certificate_ref(gateway, grants.iter()) {
+        Ok(None) => return None,
+        Ok(Some(secret)) => secret,
+        Err((reason, message)) => return Some(condition("ResolvedRefs", false, reason, &message)),
+    };
+    let held = credentials.is_some_and(|held| held.holds_secret(namespace, name));
+    Some(if held {
+        condition(
+            "ResolvedRefs",
+            true,
+            "ResolvedRefs",
+            "its routers present the Secret of tls.backend.clientCertificateRef to TLS backends",
+        )
+    } else {
+        condition(
+            "ResolvedRefs",
+            false,
+            "InvalidClientCertificateRef",
+            &format!(
+                "tls.backend.clientCertificateRef: the Secret {namespace}/{name} does not exist or holds no \
+                 certificate and key that load"
+            ),
+        )
+    })
+}
+
 /// Whether a listener's `certificateRefs` are ones pilot may follow: each a
 /// core `Secret`, in the Gateway's namespace or one whose ReferenceGrant
 /// lets the Gateway's namespace refer to it. (Whether the Secret exists
@@ -1699,6 +1797,74 @@ mod tests {
             "{:?}",
             model.ingress_servers()
         );
+    }
+
+    #[test]
+    fn a_gateways_backend_client_certificate_is_a_secret_it_may_refer_to() {
+        // tls.backend.clientCertificateRef: ResolvedRefs says whether it
+        // resolves, and the edge's servers of the Gateway carry it as the
+        // credential their routers present (none when it does not).
+        let with = |reference: &str| {
+            EDGE.replacen(
+                "  listeners:\n  - {name: http,",
+                &format!("  tls: {{backend: {{clientCertificateRef: {reference}}}}}\n  listeners:\n  - {{name: http,"),
+                1,
+            )
+        };
+        let grant = "---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\n\
+                     metadata: {name: g, namespace: certs}\nspec:\n  from: [{group: gateway.networking.k8s.io, \
+                     kind: Gateway, namespace: web}]\n  to: [{group: \"\", kind: Secret}]\n";
+        let cases = [
+            (
+                with("{name: client}"),
+                Some("True/ResolvedRefs"),
+                Some("kubernetes://web/client"),
+            ),
+            (
+                with("{group: example.com, kind: Secret, name: client}"),
+                Some("False/InvalidClientCertificateRef"),
+                None,
+            ),
+            (
+                with("{kind: ConfigMap, name: client}"),
+                Some("False/InvalidClientCertificateRef"),
+                None,
+            ),
+            (
+                with("{name: client, namespace: certs}"),
+                Some("False/RefNotPermitted"),
+                None,
+            ),
+            (
+                with("{name: client, namespace: certs}") + grant,
+                Some("True/ResolvedRefs"),
+                Some("kubernetes://certs/client"),
+            ),
+            (EDGE.to_string(), None, None),
+        ];
+        for (text, resolved, credential) in cases {
+            let found = statuses_of(&text, &[]);
+            let said_resolved = found["Gateway/edge"]
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "ResolvedRefs")
+                .map(|c| format!("{}/{}", c.status, c.reason));
+            assert_eq!(said_resolved.as_deref(), resolved, "{text}");
+            assert!(
+                found["Gateway/edge"]
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Accepted" && c.status == "True"),
+                "{text}"
+            );
+            let objects = document::parse("t.yaml", &text, &pilot_api::default_registry()).unwrap();
+            let model = crate::RoutingConfigs::from_configs(&objects).unwrap().compile();
+            let servers = model.ingress_servers();
+            assert!(!servers.is_empty(), "{text}");
+            for server in servers {
+                assert_eq!(server.backend_client_credential.as_deref(), credential, "{text}");
+            }
+        }
     }
 
     #[test]

@@ -297,6 +297,7 @@ fn same_but_virtual_hosts(server: &IngressServer, old: &IngressServer) -> bool {
         virtual_hosts: _,
         tcp_routes,
         tls_routes,
+        backend_client_credential,
     } = server;
     *port == old.port
         && *protocol == old.protocol
@@ -310,4 +311,5 @@ fn same_but_virtual_hosts(server: &IngressServer, old: &IngressServer) -> bool {
         && *routes == old.routes
         && *tcp_routes == old.tcp_routes
         && *tls_routes == old.tls_routes
+        && *backend_client_credential == old.backend_client_credential
 }

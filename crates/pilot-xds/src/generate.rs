@@ -181,7 +181,10 @@ fn clusters(
         .map(|c| load_assignment(&c.name, &c.service, &c.port_name, registry))
         .collect();
     let edge = proxy.proxy_type.is_edge();
-    let mut clusters = outbound(captured, edge, &services, model, security);
+    let client = edge
+        .then(|| gateway::backend_client_credential(proxy, model))
+        .flatten();
+    let mut clusters = outbound(captured, edge, client, &services, model, security);
     clusters.extend(gateway::sni_dnat::clusters(proxy, &services, model));
     clusters.extend(build::jwt_authn::clusters(build::jwt_authn::edge_policies(
         proxy, model,

@@ -13,7 +13,9 @@
 //!   generation must agree on ([`ScopeKey`]).
 //! - Clusters and load assignments, the same for every Envoy of a push
 //!   but for capture and mutual TLS ([`outbound_clusters`],
-//!   [`eds_clusters`], [`load_assignment`]), and an edge proxy's SNI-DNAT
+//!   [`eds_clusters`], [`load_assignment`]), the client certificate an
+//!   edge proxy presents to TLS backends
+//!   ([`backend_client_credential`]), and an edge proxy's SNI-DNAT
 //!   clusters ([`sni_dnat_clusters`], when
 //!   [`serves_auto_passthrough`]).
 //! - Listeners ([`listener_plan`]), and route configurations
@@ -44,6 +46,7 @@ pub use crate::build::route_config::{domains, route_configuration};
 pub use crate::build::routes::{admits, admitted, virtual_host_routes};
 pub use crate::build::util::any;
 pub use crate::gateway::SCOPE_HEADER;
+pub use crate::gateway::backend_client_credential;
 pub use crate::gateway::sni_dnat::{clusters as sni_dnat_clusters, serves_auto_passthrough};
 pub use crate::generate::{
     edge_route_configurations_holding, generate_inbound, generate_outbound, listener_plan,

@@ -102,7 +102,7 @@ spec:
 /// The Secrets of the conformance's base, as `--credentials-dir` holds
 /// them: (namespace, name, the names its certificate is for), each signed
 /// by the test CA, its subject its name.
-pub(crate) const CERTIFICATES: [(&str, &str, &str); 4] = [
+pub(crate) const CERTIFICATES: [(&str, &str, &str); 5] = [
     (
         INFRA,
         "tls-checks-certificate",
@@ -115,7 +115,20 @@ pub(crate) const CERTIFICATES: [(&str, &str, &str); 4] = [
         "tls-validity-checks-certificate",
         "DNS:secure.test.com,DNS:example.org,DNS:second-example.org",
     ),
+    // GatewayTLSBackendClientCertificate's: the routers' client
+    // certificate towards CLIENT_CERT_BACKEND.
+    (INFRA, "tls-checks-client-certificate", "DNS:client.example.com"),
 ];
+
+/// The Service of GatewayTLSBackendClientCertificate (port 443): a TLS
+/// server with `abc.example.com`'s certificate that completes a handshake
+/// only with a client certificate signed by the conformance's CA, and
+/// answers with a page naming it.
+pub(crate) const CLIENT_CERT_BACKEND: &str = "tls-backend-with-client-cert-validation";
+
+/// The Secret of GatewayInvalidTLSBackendConfiguration that holds no
+/// certificate and key that load.
+pub(crate) const MALFORMED_CERTIFICATE: &str = "malformed-client-certificate";
 
 /// The Services of the conformance's BackendTLSPolicy cases (a port
 /// named `btls`), all served by one TLS backend with a certificate for
@@ -351,7 +364,8 @@ impl Conformance {
             )
             .unwrap();
         let (tls_port, tls_backend) = openssl_server(&certificate, None);
-        let mut tls_backends = vec![tls_backend];
+        let (client_cert_port, client_cert_backend) = openssl_server(&certificate, Some(&ca.cert));
+        let mut tls_backends = vec![tls_backend, client_cert_backend];
         for (namespace, name, port) in STREAM_BACKENDS {
             service(namespace, name, port, "TCP", stream_upstream(name));
         }
@@ -419,6 +433,11 @@ impl Conformance {
                 .collect();
             services.push_str(&service_entry(INFRA, name, &ports));
         }
+        services.push_str(&service_entry(
+            INFRA,
+            CLIENT_CERT_BACKEND,
+            &[("https", 443, "TCP", client_cert_port)],
+        ));
         let bundles = dir.path().join("ca-bundles");
         let other_ca = pki.ca("other-ca").unwrap();
         let pem = |path: &Path| std::fs::read_to_string(path).unwrap();
@@ -437,6 +456,11 @@ impl Conformance {
         let credentials = dir.path().join("credentials");
         for (namespace, name, hosts) in CERTIFICATES {
             write_credential(&pki, &credentials, namespace, name, name, hosts);
+        }
+        let malformed = credentials.join(INFRA).join(MALFORMED_CERTIFICATE);
+        std::fs::create_dir_all(&malformed).unwrap();
+        for file in ["tls.crt", "tls.key"] {
+            std::fs::write(malformed.join(file), "not PEM\n").unwrap();
         }
         let discovery = Discovery::start(&[
             "--services",
@@ -908,7 +932,10 @@ fn write_credential(pki: &Pki, root: &Path, namespace: &str, name: &str, subject
         .leaf(
             subject,
             "ca",
-            &format!("subjectAltName={hosts}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"),
+            // A server's certificate, or a Gateway's client certificate.
+            &format!(
+                "subjectAltName={hosts}\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=CA:FALSE\n"
+            ),
         )
         .unwrap();
     let secret = root.join(namespace).join(name);

@@ -54,7 +54,8 @@ use pilot_model::{CaBundleName, Config, ConfigMeta, CredentialName, Labels, Prot
 
 use super::super::gateway::intersect;
 use super::super::gateway_api_status::{
-    accepted_class, admits, certificate_refs, client_validation, granted, names_listener, not_taken,
+    accepted_class, admits, backend_client_certificate_ref, certificate_refs, client_validation, granted,
+    names_listener, not_taken,
 };
 use super::super::{
     DirectResponse, GatewayHost, HttpAction, HttpRoute, IngressServer, L4Match, RouteDestination,
@@ -375,6 +376,12 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
     let name = format!("{}/{}", gateway.meta.namespace, gateway.meta.name);
     let selector = Labels::from_pairs([(GATEWAY_NAME_LABEL, gateway.meta.name.as_str())]);
     let streams = Streams::attached(configs, gateway);
+    // The client certificate its routers present to TLS backends, when
+    // its reference may be followed (else they present none).
+    let backend_client_credential = backend_client_certificate_ref(gateway, grants())
+        .ok()
+        .flatten()
+        .map(|(namespace, name)| CredentialName::resource(namespace, name));
     for (index, (listener, hosts)) in listeners.iter().zip(attached).enumerate() {
         let Some(port) = listener.port.and_then(|p| u16::try_from(p).ok()) else {
             continue;
@@ -393,6 +400,7 @@ fn compile_gateway(configs: &RoutingConfigs, gateway: &Config<Gateway>, model: &
         server.gateway = name.clone();
         server.selector = Some(selector.clone());
         server.namespace = Some(gateway.meta.namespace.clone());
+        server.backend_client_credential = backend_client_credential.clone();
         server.hosts = vec![ServerHost::any(listener.hostname.as_deref().unwrap_or("*"))];
         if passes_through(listener) {
             server.tls = Some(ServerTls {

@@ -68,15 +68,20 @@ pub fn eds_clusters(services: &[std::sync::Arc<Service>], model: &RoutingModel) 
 }
 
 /// The outbound clusters (CDS but the proxy's inbound ones): they depend
-/// on the proxy only through `captured` (the passthrough cluster) and
+/// on the proxy only through `captured` (the passthrough cluster),
 /// `edge` (a router or ingress proxy, whose clusters follow the
-/// BackendTLSPolicies of their Services; a sidecar's do not). Mesh
+/// BackendTLSPolicies of their Services; a sidecar's do not) and
+/// `backend_client_credential` (the client certificate an edge proxy
+/// presents where a BackendTLSPolicy has it originate TLS: its Gateway's
+/// `tls.backend.clientCertificateRef`, a credential name sent over SDS).
+/// Mesh
 /// services' clusters originate mutual TLS as `security` and their
 /// traffic policies say (`security/outbound.rs`); none: for a proxy
 /// without workload certificates, plaintext.
 pub fn outbound(
     captured: bool,
     edge: bool,
+    backend_client_credential: Option<&str>,
     services: &[std::sync::Arc<Service>],
     model: &RoutingModel,
     security: Option<MeshTls<'_>>,
@@ -108,10 +113,19 @@ pub fn outbound(
                 }
                 // At the edge, a BackendTLSPolicy for the port replaces a
                 // DestinationRule's `tls`.
-                let tls = edge
+                let backend_tls = edge
                     .then(|| model.backend_tls().for_port(&service.hostname, &port.name))
-                    .flatten()
-                    .map(|b| &b.tls)
+                    .flatten();
+                // Presenting the Gateway's client certificate, if it has one.
+                let mutual = backend_tls.zip(backend_client_credential).map(|(b, credential)| {
+                    let mut tls = b.tls.clone();
+                    tls.mode = pilot_routing::TlsMode::Mutual;
+                    tls.credential_name = Some(credential.to_string());
+                    tls
+                });
+                let tls = mutual
+                    .as_ref()
+                    .or(backend_tls.map(|b| &b.tls))
                     .or_else(|| policy.and_then(|p| p.tls.as_ref()));
                 super::upstream_tls::apply(&mut cluster, tls, &service.hostname);
                 if let Some(security) = &security {

@@ -15,7 +15,9 @@
 //!
 //! A BackendTLSPolicy's TLS (`pilot_routing::backend_tls`) is a `SIMPLE`
 //! setting whose certificate authorities come over SDS under their own
-//! name (`ca_credential`, `configmap://...`).
+//! name (`ca_credential`, `configmap://...`); `MUTUAL`, presenting the
+//! secret `credentialName`, at a router whose Gateway names a client
+//! certificate for its backends.
 
 use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::core::v3::{DataSource, TransportSocket, data_source, transport_socket};
@@ -79,9 +81,10 @@ fn common_context(tls: &ClientTls) -> CommonTlsContext {
         crl: tls.ca_crl.as_deref().map(file),
         ..Default::default()
     };
-    let ca_secret = match (&tls.credential_name, &tls.ca_credential) {
-        (Some(secret), _) => Some(format!("{secret}-cacert")),
-        (None, Some(bundle)) => Some(bundle.clone()),
+    // A BackendTLSPolicy's bundles; else the credential's own CA.
+    let ca_secret = match (&tls.ca_credential, &tls.credential_name) {
+        (Some(bundle), _) => Some(bundle.clone()),
+        (None, Some(secret)) => Some(format!("{secret}-cacert")),
         (None, None) => None,
     };
     common.validation_context_type = Some(match ca_secret {
@@ -244,8 +247,15 @@ mod tests {
                 pilot_model::Port::new("https", 443, pilot_model::Protocol::Tcp),
             ],
         ));
-        let clusters = |edge: bool| {
-            super::super::clusters::outbound(false, edge, &[std::sync::Arc::clone(&service)], &model, None)
+        let clusters = |edge: bool, client: Option<&str>| {
+            super::super::clusters::outbound(
+                false,
+                edge,
+                client,
+                &[std::sync::Arc::clone(&service)],
+                &model,
+                None,
+            )
         };
         let named = |clusters: &[Cluster], port: u16| {
             clusters
@@ -254,7 +264,7 @@ mod tests {
                 .cloned()
                 .unwrap()
         };
-        let router = clusters(true);
+        let router = clusters(true, None);
         let secured = context(&named(&router, 443));
         assert_eq!(secured.sni, "api.example.com");
         let Some(common_tls_context::ValidationContextType::CombinedValidationContext(combined)) =
@@ -276,8 +286,35 @@ mod tests {
             "api.example.com, as a DNS or URI name"
         );
         assert!(named(&router, 80).transport_socket.is_none(), "another port");
-        let sidecar = clusters(false);
+        assert!(
+            context_of(&named(&router, 443))
+                .tls_certificate_sds_secret_configs
+                .is_empty(),
+            "no client certificate"
+        );
+        let sidecar = clusters(false, None);
         assert!(named(&sidecar, 443).transport_socket.is_none(), "a sidecar's");
+
+        // A router whose Gateway names a client certificate presents it,
+        // and still verifies the backend with the policy's bundle.
+        let router = clusters(true, Some("kubernetes://shop/client"));
+        let common = context_of(&named(&router, 443));
+        let presented: Vec<&str> = common
+            .tls_certificate_sds_secret_configs
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(presented, ["kubernetes://shop/client"]);
+        let Some(common_tls_context::ValidationContextType::CombinedValidationContext(combined)) =
+            common.validation_context_type
+        else {
+            panic!("a combined validation context")
+        };
+        assert_eq!(
+            combined.validation_context_sds_secret_config.unwrap().name,
+            "configmap://shop/ca"
+        );
+        assert!(named(&router, 80).transport_socket.is_none(), "another port");
     }
 
     fn context_of(cluster: &Cluster) -> CommonTlsContext {

@@ -205,6 +205,18 @@ pub(crate) fn server_names(server: &IngressServer) -> Option<Vec<String>> {
 /// Whether `proxy` serves `server`: an ingress-rule server every ingress;
 /// a gateway's server every ingress or router carrying its selector's
 /// labels (and, for a Gateway API Gateway's, running in its namespace).
+/// The client certificate `proxy` presents to the backends a
+/// BackendTLSPolicy has it reach over TLS: that of the first Gateway API
+/// Gateway it serves that names one (a router serves one Gateway, the
+/// one its `gateway.networking.k8s.io/gateway-name` label names).
+pub fn backend_client_credential<'m>(proxy: &Proxy, model: &'m RoutingModel) -> Option<&'m str> {
+    model
+        .ingress_servers()
+        .iter()
+        .filter(|server| serves(proxy, server))
+        .find_map(|server| server.backend_client_credential.as_deref())
+}
+
 pub(crate) fn serves(proxy: &Proxy, server: &IngressServer) -> bool {
     let in_namespace = || {
         server

@@ -21,9 +21,9 @@ use bytes::Bytes;
 use envoy_types::pb::google::protobuf::Any;
 use pilot_model::{Labels, RegistrySnapshot, ServiceDiscovery, ServiceInstance};
 use pilot_xds::serving::{
-    any, destination_route_configurations, edge_route_configurations_holding, eds_clusters,
-    generate_outbound, generate_scoped_inbound, generate_scoped_outbound, listener_plan, load_assignment,
-    outbound_clusters, serves_auto_passthrough, sni_dnat_clusters,
+    any, backend_client_credential, destination_route_configurations, edge_route_configurations_holding,
+    eds_clusters, generate_outbound, generate_scoped_inbound, generate_scoped_outbound, listener_plan,
+    load_assignment, outbound_clusters, serves_auto_passthrough, sni_dnat_clusters,
 };
 use pilot_xds::{
     ClusterName, Generator, MeshConfig, Proxy, ProxyType, Resources, ServerCertificates, route_config_name,
@@ -42,9 +42,10 @@ use crate::cpu_bound as heavy;
 
 /// Which outbound clusters a proxy gets: whether it captures traffic (the
 /// passthrough cluster), whether it has workload certificates (mutual TLS),
-/// whether it is an edge proxy (BackendTLSPolicies), and the labels of an
-/// edge proxy serving `AUTO_PASSTHROUGH` servers (its SNI-DNAT clusters).
-type CdsKey = (bool, bool, bool, Option<Labels>);
+/// whether it is an edge proxy (BackendTLSPolicies), the labels of an
+/// edge proxy serving `AUTO_PASSTHROUGH` servers (its SNI-DNAT clusters),
+/// and the client certificate an edge proxy presents to TLS backends.
+type CdsKey = (bool, bool, bool, Option<Labels>, Option<String>);
 
 /// The configurations generated for one push, by proxy class, all from
 /// one registry state and one set of rules.
@@ -356,8 +357,16 @@ impl GeneratedCache {
                 let mutual_tls = mesh.security_for(proxy).is_some();
                 let edge = proxy.proxy_type.is_edge();
                 let sni_dnat = serves_auto_passthrough(proxy, mesh.model()).then(|| proxy.labels.clone());
+                let client = edge
+                    .then(|| backend_client_credential(proxy, mesh.model()).map(str::to_string))
+                    .flatten();
                 let cds = self
-                    .envoy_cds((captured, mutual_tls, edge, sni_dnat), proxy, registry, mesh)
+                    .envoy_cds(
+                        (captured, mutual_tls, edge, sni_dnat, client),
+                        proxy,
+                        registry,
+                        mesh,
+                    )
                     .await;
                 let eds = self.envoy_eds(registry, mesh).await;
                 let reused = self
@@ -545,10 +554,11 @@ impl GeneratedCache {
             heavy(|| {
                 let services = registry.services();
                 let clusters = {
-                    let (captured, mutual_tls, edge, ref sni_dnat) = key;
+                    let (captured, mutual_tls, edge, ref sni_dnat, ref client) = key;
                     let mut clusters = outbound_clusters(
                         captured,
                         edge,
+                        client.as_deref(),
                         &services,
                         mesh.model(),
                         mutual_tls.then(|| mesh.mesh_tls()),
