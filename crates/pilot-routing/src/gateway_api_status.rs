@@ -44,7 +44,7 @@ use std::time::SystemTime;
 use crate::gamma::edge::{GATEWAY_NAME_LABEL, served, shared_hostnames};
 use pilot_api::gateway_api::{
     BackendTlsPolicy, FromNamespaces, Gateway, GatewayClass, GrpcRoute, HttpRoute, LabelSelector, Listener,
-    ParentReference, ReferenceGrant, TcpRoute, TlsMode, TlsRoute,
+    ParentReference, ReferenceGrant, SecretObjectReference, TcpRoute, TlsMode, TlsRoute,
 };
 use pilot_model::{
     Condition, Config, ConfigKey, ConfigKind, DynConfig, GatewayApiStatus, GatewayStatusAddress,
@@ -1116,38 +1116,14 @@ pub(crate) fn backend_client_certificate_ref<'a, 'g>(
     else {
         return Ok(None);
     };
-    if !reference.group().is_empty() || reference.kind() != "Secret" {
-        return Err((
-            "InvalidClientCertificateRef",
-            format!(
-                "tls.backend.clientCertificateRef: {:?} is a {:?} of group {:?}, not a Secret",
-                reference.name,
-                reference.kind(),
-                reference.group()
-            ),
-        ));
-    }
-    let namespace = reference.namespace.as_deref().unwrap_or(&gateway.meta.namespace);
-    if namespace != gateway.meta.namespace
-        && !granted_to(
-            grants,
-            "Gateway",
-            &gateway.meta.namespace,
-            namespace,
-            "Secret",
-            &reference.name,
-        )
-    {
-        return Err((
-            "RefNotPermitted",
-            format!(
-                "tls.backend.clientCertificateRef: no ReferenceGrant in {namespace} lets Gateways of {} \
-                 refer to the Secret {}",
-                gateway.meta.namespace, reference.name
-            ),
-        ));
-    }
-    Ok(Some((namespace, reference.name.as_str())))
+    followed_secret(
+        reference,
+        gateway,
+        grants,
+        "InvalidClientCertificateRef",
+        "tls.backend.clientCertificateRef",
+    )
+    .map(Some)
 }
 
 /// A Gateway's `ResolvedRefs`, when it names a client certificate for its
@@ -1203,38 +1179,60 @@ pub(crate) fn certificate_refs<'a>(
         .and_then(|tls| tls.certificate_refs.as_deref())
         .unwrap_or_default();
     for reference in refs {
-        if !reference.group().is_empty() || reference.kind() != "Secret" {
-            return Err((
-                "InvalidCertificateRef",
-                format!(
-                    "the certificate reference {:?} is a {:?} of group {:?}, not a Secret",
-                    reference.name,
-                    reference.kind(),
-                    reference.group()
-                ),
-            ));
-        }
-        let namespace = reference.namespace.as_deref().unwrap_or(&gateway.meta.namespace);
-        if namespace != gateway.meta.namespace
-            && !granted_to(
-                grants.clone(),
-                "Gateway",
-                &gateway.meta.namespace,
-                namespace,
-                "Secret",
-                &reference.name,
-            )
-        {
-            return Err((
-                "RefNotPermitted",
-                format!(
-                    "no ReferenceGrant in {namespace} lets Gateways of {} refer to the Secret {}",
-                    gateway.meta.namespace, reference.name
-                ),
-            ));
-        }
+        followed_secret(
+            reference,
+            gateway,
+            grants.clone(),
+            "InvalidCertificateRef",
+            "the certificate reference",
+        )?;
     }
     Ok(())
+}
+
+/// A Gateway's reference to a Secret, `(namespace, name)`, when pilot
+/// may follow it: a core `Secret` (`invalid` otherwise; `what` names the
+/// reference in the message), of the Gateway's namespace or of one whose
+/// ReferenceGrant lets Gateways of its namespace refer to it
+/// (`RefNotPermitted` otherwise).
+fn followed_secret<'g, 'a>(
+    reference: &'g SecretObjectReference,
+    gateway: &'g Config<Gateway>,
+    grants: impl IntoIterator<Item = &'a Config<ReferenceGrant>>,
+    invalid: &'static str,
+    what: &str,
+) -> Result<(&'g str, &'g str), (&'static str, String)> {
+    if !reference.group().is_empty() || reference.kind() != "Secret" {
+        return Err((
+            invalid,
+            format!(
+                "{what} {:?} is a {:?} of group {:?}, not a Secret",
+                reference.name,
+                reference.kind(),
+                reference.group()
+            ),
+        ));
+    }
+    let namespace = reference.namespace.as_deref().unwrap_or(&gateway.meta.namespace);
+    if namespace != gateway.meta.namespace
+        && !granted_to(
+            grants,
+            "Gateway",
+            &gateway.meta.namespace,
+            namespace,
+            "Secret",
+            &reference.name,
+        )
+    {
+        return Err((
+            "RefNotPermitted",
+            format!(
+                "{what} {:?}: no ReferenceGrant in {namespace} lets Gateways of {} refer to the Secret {}",
+                reference.name, gateway.meta.namespace, reference.name
+            ),
+        ));
+    }
+    Ok((namespace, reference.name.as_str()))
 }
 
 /// What status says of a listener's client validation: the first

@@ -210,15 +210,7 @@ mod tests {
         assert_eq!(context.sni, "");
         let common = context.common_tls_context.unwrap();
         assert_eq!(common.tls_certificate_sds_secret_configs[0].name, "client");
-        let Some(common_tls_context::ValidationContextType::CombinedValidationContext(combined)) =
-            common.validation_context_type
-        else {
-            panic!("a combined validation context")
-        };
-        assert_eq!(
-            combined.validation_context_sds_secret_config.unwrap().name,
-            "client-cacert"
-        );
+        assert_eq!(validation_secret(common), "client-cacert");
         let mut tls = setting(TlsMode::Simple);
         tls.insecure_skip_verify = true;
         let mut cluster = Cluster::default();
@@ -305,16 +297,19 @@ mod tests {
             .map(|c| c.name.as_str())
             .collect();
         assert_eq!(presented, ["kubernetes://shop/client"]);
+        assert_eq!(validation_secret(common), "configmap://shop/ca");
+        assert!(named(&router, 80).transport_socket.is_none(), "another port");
+    }
+
+    /// The SDS secret a combined validation context verifies the server
+    /// with.
+    fn validation_secret(common: CommonTlsContext) -> String {
         let Some(common_tls_context::ValidationContextType::CombinedValidationContext(combined)) =
             common.validation_context_type
         else {
             panic!("a combined validation context")
         };
-        assert_eq!(
-            combined.validation_context_sds_secret_config.unwrap().name,
-            "configmap://shop/ca"
-        );
-        assert!(named(&router, 80).transport_socket.is_none(), "another port");
+        combined.validation_context_sds_secret_config.unwrap().name
     }
 
     fn context_of(cluster: &Cluster) -> CommonTlsContext {
