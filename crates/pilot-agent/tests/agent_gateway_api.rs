@@ -24,7 +24,9 @@
 //!   grant, a parent of another namespace not admitting the route, a
 //!   parent's sectionName and port naming no one listener; backend
 //!   protocols (an h2c backend reached over HTTP/2 by prior knowledge, a
-//!   websocket through to its backend with a real client and server).
+//!   websocket through to its backend with a real client and server);
+//!   service types (headless, hand-written EndpointSlices) through the
+//!   Kubernetes registry on the fake API server.
 //! - HTTPS listeners: HTTPRouteHTTPSListener (TLS ended with the
 //!   listener's Secret from `--credentials-dir`, over SDS, and its
 //!   rotation), GatewaySecretReferenceGrantSpecific and
@@ -4057,6 +4059,94 @@ fn backends_that_speak_h2c_or_websockets_are_reached_in_their_protocol() {
     );
     assert_eq!(
         conformance.route_conditions(INFRA, "backend-protocol-ws"),
+        [
+            said("Accepted", "True", "Accepted"),
+            said("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+}
+
+#[test]
+fn routes_reach_headless_services_and_services_with_endpoint_slices_of_their_own() {
+    // HTTPRouteServiceTypes, through the Kubernetes registry (the fake API
+    // server, its objects as the manifest writes them): a Service whose
+    // EndpointSlices are written by hand, a headless Service (its slices
+    // as the EndpointSlice controller writes them for its selector) and a
+    // headless Service with hand-written slices each take the route's
+    // requests to infra-backend-v1. Each has an IPv4 slice with that
+    // backend's address and an empty IPv6 one.
+    use k8s_openapi::api::core::v1::{Namespace, Service};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use kube::api::{Api, PostParams};
+    let Some(conformance) = Conformance::with_kubernetes(&["httproute-service-types"], &["same-namespace"])
+    else {
+        return;
+    };
+    let upstream = common::named_upstream(V1);
+    let cluster = conformance.cluster();
+    let namespaces: Api<Namespace> = Api::all(cluster.client());
+    let namespace = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": INFRA, "labels": {"kubernetes.io/metadata.name": INFRA}},
+    });
+    cluster
+        .block_on(namespaces.create(
+            &PostParams::default(),
+            &serde_json::from_value(namespace).unwrap(),
+        ))
+        .unwrap();
+    let services: Api<Service> = Api::namespaced(cluster.client(), INFRA);
+    let slices: Api<EndpointSlice> = Api::namespaced(cluster.client(), INFRA);
+    let created = PostParams::default();
+    let kinds = [
+        ("manual-endpointslices", "10.96.3.1", None),
+        ("headless", "None", Some(V1)),
+        ("headless-manual-endpointslices", "None", None),
+    ];
+    for (name, cluster_ip, app) in kinds {
+        let service = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": INFRA},
+            "spec": {
+                "clusterIP": cluster_ip,
+                "selector": app.map(|app| serde_json::json!({"app": app})),
+                "ports": [{"name": "first-port", "protocol": "TCP", "port": 8080, "targetPort": 3000}],
+            },
+        });
+        cluster
+            .block_on(services.create(&created, &serde_json::from_value(service).unwrap()))
+            .unwrap();
+        let ready = serde_json::json!([{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}]);
+        for (family, endpoints) in [("IPv4", ready), ("IPv6", serde_json::json!([]))] {
+            let slice = serde_json::json!({
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": format!("{name}-{}", family.to_ascii_lowercase()),
+                    "namespace": INFRA,
+                    "labels": {"kubernetes.io/service-name": name},
+                },
+                "addressType": family,
+                "ports": [{"name": "first-port", "port": upstream, "protocol": "TCP"}],
+                "endpoints": endpoints,
+            });
+            cluster
+                .block_on(slices.create(&created, &serde_json::from_value(slice).unwrap()))
+                .unwrap();
+        }
+    }
+    conformance.expect(
+        "same-namespace",
+        &[
+            (HOST, "/manual-endpointslices", V1, 200),
+            (HOST, "/headless", V1, 200),
+            (HOST, "/headless-manual-endpointslices", V1, 200),
+        ],
+    );
+    assert_eq!(
+        conformance.route_conditions(INFRA, "service-types"),
         [
             said("Accepted", "True", "Accepted"),
             said("ResolvedRefs", "True", "ResolvedRefs")

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pilot_test_support::certs::Pki;
-use pilot_test_support::{ProcessGuard, openssl_server, openssl_sni_server};
+use pilot_test_support::{FakeCluster, ProcessGuard, openssl_server, openssl_sni_server};
 use serde_json::Value;
 
 use super::grpc::Python;
@@ -250,6 +250,9 @@ struct Extras {
     grpc: bool,
     /// `infra-backend-v1`'s h2c and websocket ports.
     backend_protocols: bool,
+    /// A (fake) Kubernetes cluster as a registry besides the services
+    /// file (`--registry kubernetes`).
+    kubernetes: bool,
 }
 
 /// pilot-discovery with the conformance's backends, the base Gateways
@@ -266,6 +269,9 @@ pub(crate) struct Conformance {
     _tls_backends: Vec<ProcessGuard>,
     _python_backends: Vec<Python>,
     dir: tempfile::TempDir,
+    /// The Kubernetes registry's cluster, when there is one (dropped after
+    /// pilot-discovery).
+    cluster: Option<FakeCluster>,
 }
 
 impl Conformance {
@@ -292,6 +298,17 @@ impl Conformance {
     pub(crate) fn with_backend_protocols(names: &[&str], served: &[&str]) -> Option<Conformance> {
         let extras = Extras {
             backend_protocols: true,
+            ..Extras::default()
+        };
+        Conformance::build(names, served, &super::named_upstream, extras)
+    }
+
+    /// [`Conformance::with`], with a fake Kubernetes cluster as a
+    /// registry besides the services file ([`cluster`](Self::cluster)):
+    /// its Services and EndpointSlices are the test's to write.
+    pub(crate) fn with_kubernetes(names: &[&str], served: &[&str]) -> Option<Conformance> {
+        let extras = Extras {
+            kubernetes: true,
             ..Extras::default()
         };
         Conformance::build(names, served, &super::named_upstream, extras)
@@ -462,7 +479,8 @@ impl Conformance {
         for file in ["tls.crt", "tls.key"] {
             std::fs::write(malformed.join(file), "not PEM\n").unwrap();
         }
-        let discovery = Discovery::start(&[
+        let cluster = extras.kubernetes.then(FakeCluster::start);
+        let mut args = vec![
             "--services",
             services_file.to_str().unwrap(),
             "--credentials-dir",
@@ -471,7 +489,12 @@ impl Conformance {
             bundles.to_str().unwrap(),
             "--credentials-poll-ms",
             "100",
-        ]);
+        ];
+        if cluster.is_some() {
+            args.extend(["--registry", "kubernetes"]);
+        }
+        let env = cluster.as_ref().map(FakeCluster::env);
+        let discovery = Discovery::start_with_env(&args, env.as_ref().map_or(&[], |env| &env[..]));
 
         let mut documents: Vec<String> = split(BASE);
         for name in names {
@@ -527,7 +550,14 @@ impl Conformance {
             _tls_backends: tls_backends,
             _python_backends: grpc_backends,
             dir,
+            cluster,
         })
+    }
+
+    /// The Kubernetes registry's cluster of a
+    /// [`with_kubernetes`](Self::with_kubernetes) case.
+    pub(crate) fn cluster(&self) -> &FakeCluster {
+        self.cluster.as_ref().expect("a case with_kubernetes")
     }
 
     /// Replaces the Secret `namespace/name` of `--credentials-dir` with a
