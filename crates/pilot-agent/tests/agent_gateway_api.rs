@@ -64,7 +64,7 @@
 //!   and a sectionName naming none (status).
 //! - Gateways' listeners: supported kinds and an invalid route kind
 //!   (GatewayInvalidRouteKind), attached routes counted
-//!   (GatewayWithAttachedRoutes).
+//!   (GatewayWithAttachedRoutes, and ...WithPort8080: by sectionName).
 
 mod common;
 
@@ -4375,6 +4375,35 @@ fn listeners_say_which_route_kinds_they_support_and_how_many_routes_attach() {
         ),
         said("Accepted", "False", "NoMatchingListenerHostname")
     );
+}
+
+#[test]
+fn a_route_naming_a_listener_by_section_attaches_to_it_alone() {
+    // GatewayWithAttachedRoutesWithPort8080: of a Gateway's two HTTP
+    // listeners (8080 and 80), the route's sectionName names the one on
+    // 80: it counts the route, the other none, both accepted with their
+    // references resolved; the route's requests are served on 80 only.
+    let gateway = "gateway-with-two-listeners-and-one-attached-route";
+    let Some(conformance) = Conformance::with(&["gateway-with-attached-routes-with-port-8080"], &[gateway])
+    else {
+        return;
+    };
+    let http_route = "gateway.networking.k8s.io/HTTPRoute".to_string();
+    let mut seen = Vec::new();
+    eventually("the listeners to count their routes", || {
+        seen = listener_statuses(&conformance, gateway);
+        seen.iter().map(|l| (l.0.as_str(), l.3)).collect::<Vec<_>>() == [("http-unattached", 0), ("http", 1)]
+    });
+    for (name, kinds, conditions, _) in &seen {
+        assert_eq!(kinds, std::slice::from_ref(&http_route), "{name}");
+        assert!(
+            conditions.contains(&said("Accepted", "True", "Accepted"))
+                && conditions.iter().any(|c| c.0 == "ResolvedRefs" && c.1 == "True"),
+            "{name}: {conditions:?}"
+        );
+    }
+    conformance.expect_on(gateway, 80, &[(HOST, "/", V1, 200)]);
+    conformance.expect_on(gateway, 8080, &[(HOST, "/", "", 404)]);
 }
 
 #[test]
