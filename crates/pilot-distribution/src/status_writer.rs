@@ -17,6 +17,11 @@
 //! among the proxies, not as ACKing nor as pending); with no scoping,
 //! every connected proxy.
 //!
+//! The cache follows the store's watch, so a status just written shows
+//! there only when its echo arrives; until then (an object the cache
+//! still holds as it was) a round started by another change does not write
+//! the same status again.
+//!
 //! A write for a version the object no longer has (a user's write came
 //! first) is refused by the store and dropped; the next round computes the
 //! status of the new version.
@@ -310,8 +315,10 @@ async fn round(
     let now = now_seconds();
     held.round += 1;
     let round = held.round;
-    // Objects no longer pending (or gone) are forgotten.
+    // Objects no longer pending (or gone) are forgotten, and writes whose
+    // object is gone.
     held.since.retain(|_, (_, _, seen)| *seen + 1 >= round);
+    held.written.retain(|_, (_, _, seen)| *seen + 1 >= round);
     for object in objects {
         let kind = object.meta.kind.as_str();
         let key = object.key();
@@ -333,6 +340,21 @@ async fn round(
         if let Some(parts) = gateway_api.as_ref().and_then(|statuses| statuses.get(&key)) {
             crate::findings::apply_gateway_api(object, parts, now, &mut status);
         }
+        // This writer's last write to the object, its echo not yet in the
+        // cache (the cached object is the one it was computed over): the
+        // cache's status is not the store's, and the same status is not
+        // written twice.
+        if let Some((over, wrote, seen)) = held.written.get_mut(&key) {
+            if Arc::ptr_eq(over, object) {
+                *seen = round;
+                if wrote.same_as(&status) {
+                    held.since.remove(&key);
+                    continue;
+                }
+            } else {
+                held.written.remove(&key);
+            }
+        }
         if object
             .meta
             .status
@@ -345,9 +367,10 @@ async fn round(
         if held.hold(&key, version, &status) {
             continue;
         }
-        match backend.update_status(&key, version, status).await {
+        match backend.update_status(&key, version, status.clone()).await {
             Ok(()) => {
                 counts.written.fetch_add(1, Ordering::Relaxed);
+                held.written.insert(key, (Arc::clone(object), status, round));
             }
             Err(StoreError::Conflict { .. } | StoreError::NotFound { .. }) => {
                 // A user's write won; the next round sees it.
@@ -429,6 +452,10 @@ struct Held {
     since: HashMap<ConfigKey, (String, u64, u64)>,
     /// What the last round computed from.
     last: Option<Inputs>,
+    /// By object: the cached object a status was computed over and
+    /// written for, that status, and the last round that saw that object
+    /// still cached unchanged (its write's echo not yet arrived).
+    written: HashMap<ConfigKey, (Arc<pilot_model::DynConfig>, ConfigStatus, u64)>,
 }
 
 impl Held {
@@ -536,6 +563,87 @@ mod tests {
             nack: None,
             withheld: Vec::new(),
         }
+    }
+
+    /// The cache lags the store: a status written whose echo has not come
+    /// back is not written again by a round that another object's change
+    /// started; a status that changed meanwhile is.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_status_written_is_not_written_again_before_its_echo() {
+        use pilot_model::ConfigWatch;
+        let registry = pilot_api::default_registry();
+        let rule = |name: &str| {
+            let yaml = format!(
+                "apiVersion: config.istio.io/v1alpha2\nkind: RouteRule\nmetadata: {{name: {name}, namespace: default}}\n\
+                 spec: {{destination: {{name: reviews}}}}\n"
+            );
+            pilot_model::document::parse("r.yaml", &yaml, &registry)
+                .unwrap()
+                .remove(0)
+        };
+        // The Controller watches `watched`; statuses go to `backend`, whose
+        // writes the Controller never sees (an echo that never arrives).
+        let watched = Arc::new(pilot_store_memory::MemoryConfigStore::new(registry.clone()));
+        let backend = Arc::new(pilot_store_memory::MemoryConfigStore::new(registry.clone()));
+        watched.create(rule("r")).await.unwrap();
+        backend.create(rule("r")).await.unwrap();
+        let key = ConfigKey::new("RouteRule", "default", "r");
+        assert_eq!(
+            watched.get_now(&key).unwrap().unwrap().meta.resource_version,
+            backend.get_now(&key).unwrap().unwrap().meta.resource_version,
+        );
+        let store: Arc<dyn ConfigWatch> = watched.clone();
+        let controller = Arc::new(Controller::new(store));
+        controller.run();
+        controller.wait_synced().await;
+        let source = Arc::new(Fixed(std::sync::Mutex::new(vec![acked("a", 100)])));
+        let writer = StatusWriter::new(Arc::clone(&controller), backend.clone(), source.clone())
+            .interval(Duration::from_millis(10));
+        let counts = writer.counts();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(writer.run(async {
+            let _ = stopped.await;
+        }));
+        let until = async |what: &str, check: &dyn Fn() -> bool| {
+            let started = std::time::Instant::now();
+            while !check() {
+                assert!(
+                    started.elapsed() < pilot_test_support::PATIENCE,
+                    "timed out waiting for {what}"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        let summary = || {
+            let object = backend.get_now(&key).unwrap().unwrap();
+            object.meta.status.as_ref().map(|s| s.summary())
+        };
+        until("1/1 written", &|| summary().as_deref() == Some("1/1")).await;
+        assert_eq!(counts.written.load(Ordering::Relaxed), 1);
+        // Another object: a round runs over `r` as cached, without status.
+        // (`s` is not in `backend`: its write is dropped.)
+        watched.create(rule("s")).await.unwrap();
+        until("a round over the new object", &|| {
+            counts.dropped.load(Ordering::Relaxed) >= 1
+        })
+        .await;
+        // That round over: the next ones are skipped (nothing changed).
+        let skipped = counts.skipped.load(Ordering::Relaxed);
+        until("the round to end", &|| {
+            counts.skipped.load(Ordering::Relaxed) > skipped
+        })
+        .await;
+        assert_eq!(
+            counts.written.load(Ordering::Relaxed),
+            1,
+            "the status was written again before its echo"
+        );
+        // A second proxy: the status differs from the one written, and is.
+        source.0.lock().unwrap().push(acked("b", 100));
+        until("2/2 written", &|| summary().as_deref() == Some("2/2")).await;
+        assert_eq!(counts.written.load(Ordering::Relaxed), 2);
+        let _ = stop.send(());
+        task.await.unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread")]
