@@ -124,6 +124,15 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
         None
     }
 
+    /// The OpenAPI v3 schema of the spec written at `version`, one of the
+    /// versions served, where the versions' schemas differ (a CRD whose
+    /// versions bound a list differently). Without an override,
+    /// [`ConfigKind::openapi_schema`].
+    fn openapi_schema_at(version: &str) -> Option<serde_json::Value> {
+        let _ = version;
+        Self::openapi_schema()
+    }
+
     /// The schema of this kind, for a [`KindRegistry`].
     fn schema() -> KindSchema {
         let schema = KindSchema::new(
@@ -189,10 +198,17 @@ pub trait ConfigKind: Serialize + DeserializeOwned + Clone + Send + Sync + 'stat
         } else {
             schema
         };
-        match Self::openapi_schema() {
-            Some(openapi) => schema.with_openapi_schema(openapi),
-            None => schema,
+        let Some(openapi) = Self::openapi_schema_at(Self::VERSION) else {
+            return schema;
+        };
+        let mut schema = schema;
+        for version in Self::SERVED_VERSIONS {
+            match Self::openapi_schema_at(version) {
+                Some(at) if at != openapi => schema = schema.with_openapi_schema_at(version, at),
+                _ => {}
+            }
         }
+        schema.with_openapi_schema(openapi)
     }
 }
 
@@ -308,6 +324,8 @@ pub struct KindSchema {
     transition: Option<Arc<TransitionValidator>>,
     normalizer: Option<Arc<SpecNormalizer>>,
     openapi: Option<Arc<serde_json::Value>>,
+    /// The schemas of served versions whose schema is not `openapi`'s.
+    openapi_versions: Vec<(String, Arc<serde_json::Value>)>,
 }
 
 /// A function that rewrites a valid spec into the form it is stored in
@@ -342,6 +360,7 @@ impl KindSchema {
             transition: None,
             normalizer: None,
             openapi: None,
+            openapi_versions: Vec::new(),
         }
     }
 
@@ -540,9 +559,30 @@ impl KindSchema {
         self
     }
 
-    /// The OpenAPI v3 schema of the spec, if the kind has one.
+    /// The same schema with `schema` as the OpenAPI v3 schema of the spec
+    /// written at `version` (a served version whose schema is not the
+    /// others').
+    pub fn with_openapi_schema_at(mut self, version: &str, schema: serde_json::Value) -> Self {
+        self.openapi_versions.retain(|(v, _)| v != version);
+        self.openapi_versions
+            .push((version.to_string(), Arc::new(schema)));
+        self
+    }
+
+    /// The OpenAPI v3 schema of the spec at [`KindSchema::version`], if
+    /// the kind has one.
     pub fn openapi_schema(&self) -> Option<&serde_json::Value> {
-        self.openapi.as_deref()
+        self.openapi_schema_at(&self.version)
+    }
+
+    /// The OpenAPI v3 schema of the spec written at `version`, if the
+    /// kind has one.
+    pub fn openapi_schema_at(&self, version: &str) -> Option<&serde_json::Value> {
+        self.openapi_versions
+            .iter()
+            .find(|(v, _)| v == version)
+            .map(|(_, schema)| &**schema)
+            .or(self.openapi.as_deref())
     }
 
     /// The warnings of a valid `config`'s spec ([`FieldErrors::warn`]):

@@ -760,6 +760,31 @@ fn kubectl_serves_both_gateways(kubectl: &Kubectl) {
     assert_eq!(got, "example.com/gateway-controller second");
     kubectl.ok(&["delete", "gc", "example-gateway-class"]);
 
+    // Each version is explained with its own schema: a TLSRoute's
+    // hostnames are required at v1, optional at v1alpha2.
+    let hostnames = |version: &str| {
+        let explained = kubectl.ok(&[
+            "explain",
+            "tlsroutes.spec",
+            &format!("--api-version=gateway.networking.k8s.io/{version}"),
+        ]);
+        assert!(
+            explained.contains(&format!("VERSION:    {version}")),
+            "{explained}"
+        );
+        explained
+            .lines()
+            .find(|l| l.trim_start().starts_with("hostnames"))
+            .unwrap_or_else(|| panic!("no hostnames in {explained}"))
+            .to_string()
+    };
+    assert!(hostnames("v1").contains("-required-"), "{}", hostnames("v1"));
+    assert!(
+        !hostnames("v1alpha2").contains("-required-"),
+        "{}",
+        hostnames("v1alpha2")
+    );
+
     // Deleting one leaves the other.
     kubectl.ok(&["delete", "gtw", "example-gateway"]);
     let got = version_of("gateways.networking.istio.io");

@@ -132,18 +132,23 @@ fn established(crd: &CustomResourceDefinition) -> bool {
 }
 
 fn crd_with(schema: &KindSchema, short_names: Vec<String>) -> CustomResourceDefinition {
-    let mut spec = match schema.openapi_schema() {
-        Some(openapi) => crate::schema::structural(openapi),
-        None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    // Each version's spec schema (versions may bound lists differently).
+    let spec_at = |version: &str| {
+        let mut spec = match schema.openapi_schema_at(version) {
+            Some(openapi) => crate::schema::structural(openapi),
+            None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        };
+        spec["description"] = json!(format!(
+            "The {} spec; pilot validates it on every write.",
+            schema.kind
+        ));
+        spec
     };
-    spec["description"] = json!(format!(
-        "The {} spec; pilot validates it on every write.",
-        schema.kind
-    ));
     let versions: Vec<serde_json::Value> = schema
         .versions
         .iter()
         .map(|version| {
+            let spec = spec_at(version);
             json!({
                 "name": version,
                 "served": true,
@@ -283,5 +288,29 @@ mod tests {
             .find(|c| c.metadata.name.as_deref() == Some("gateways.networking.istio.io"))
             .unwrap();
         assert_eq!(gateway.spec.names.short_names, Some(vec!["gw".to_string()]));
+    }
+
+    /// Each version carries its own spec schema: a TLSRoute's rules are
+    /// bounded to one at v1 and sixteen at v1alpha2, its hostnames
+    /// required at v1 only.
+    #[test]
+    fn versions_whose_schemas_differ_each_carry_their_own() {
+        let registry = pilot_api::gateway_api::registry();
+        let crd = crd(&registry.schema("TLSRoute.gateway.networking.k8s.io").unwrap());
+        let json = serde_json::to_value(&crd).unwrap();
+        let spec = |name: &str| {
+            json["spec"]["versions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == name)
+                .map(|v| v["schema"]["openAPIV3Schema"]["properties"]["spec"].clone())
+                .unwrap_or_else(|| panic!("no version {name} in {json}"))
+        };
+        let (v1, v1alpha2) = (spec("v1"), spec("v1alpha2"));
+        assert_eq!(v1["properties"]["rules"]["maxItems"], 1, "{v1}");
+        assert_eq!(v1["required"], json!(["hostnames", "rules"]), "{v1}");
+        assert_eq!(v1alpha2["properties"]["rules"]["maxItems"], 16, "{v1alpha2}");
+        assert_eq!(v1alpha2["required"], json!(["rules"]), "{v1alpha2}");
     }
 }

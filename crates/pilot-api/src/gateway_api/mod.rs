@@ -19,8 +19,10 @@
 //! no request to tell them apart), and a TLSRoute there no hostname (it
 //! takes every SNI name of its listeners) and hostnames checked by their
 //! pattern only, where `v1` and `v1alpha3` ask for exactly one rule and a
-//! hostname ([`ConfigKind::validate_at`]). Objects are stored at the
-//! storage version, as Kubernetes stores them.
+//! hostname ([`ConfigKind::validate_at`]). Their OpenAPI schemas differ
+//! by version as the CRDs' do ([`ConfigKind::openapi_schema_at`]): the
+//! required fields and the bounds of their lists. Objects are stored at
+//! the storage version, as Kubernetes stores them.
 //!
 //! The CRDs' one rule that compares an object with its previous version,
 //! a GatewayClass's immutable `controllerName`, is a transition rule
@@ -105,10 +107,17 @@ pub const GROUP: &str = "gateway.networking.k8s.io";
 pub const CATEGORY: &str = "gateway-api";
 
 macro_rules! gateway_api_kind {
+    (@schema $ty:ty, $version:expr) => {
+        Some(crate::primitives::openapi_schema::<$ty>())
+    };
+    (@schema $ty:ty, $version:expr, $schema_at:path) => {
+        Some($schema_at($version))
+    };
     (
         $ty:ty, $kind:literal, $plural:literal, $version:literal, [$($served:literal),*],
         [$($short:literal),*], $validate:path $(, update: $update:path)? $(, cluster_scoped: $cluster:literal)?
         $(, versioned: [$($versioned:expr),*] => $validate_at:path)?
+        $(, schema_at: $schema_at:path)?
     ) => {
         impl ConfigKind for $ty {
             const KIND: &'static str = $kind;
@@ -123,8 +132,15 @@ macro_rules! gateway_api_kind {
 
             #[cfg(feature = "schema")]
             fn openapi_schema() -> Option<serde_json::Value> {
-                Some(crate::primitives::openapi_schema::<Self>())
+                gateway_api_kind!(@schema $ty, Self::VERSION $(, $schema_at)?)
             }
+
+            $(
+                #[cfg(feature = "schema")]
+                fn openapi_schema_at(version: &str) -> Option<serde_json::Value> {
+                    Some($schema_at(version))
+                }
+            )?
 
             fn validate(&self, errors: &mut FieldErrors) {
                 $validate(self, errors)
@@ -220,7 +236,8 @@ gateway_api_kind!(
     ["v1alpha2", "v1alpha3"],
     [],
     tls_tcp::validate_tls,
-    versioned: [tls_tcp::V1ALPHA2] => tls_tcp::validate_tls_at
+    versioned: [tls_tcp::V1ALPHA2] => tls_tcp::validate_tls_at,
+    schema_at: tls_tcp::tls_schema_at
 );
 gateway_api_kind!(
     TcpRoute,
@@ -230,7 +247,8 @@ gateway_api_kind!(
     ["v1alpha2"],
     [],
     tls_tcp::validate_tcp,
-    versioned: [tls_tcp::V1ALPHA2] => tls_tcp::validate_tcp_at
+    versioned: [tls_tcp::V1ALPHA2] => tls_tcp::validate_tcp_at,
+    schema_at: tls_tcp::tcp_schema_at
 );
 
 /// Registers the eight Gateway API kinds with `registry`.

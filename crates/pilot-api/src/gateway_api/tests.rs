@@ -1132,3 +1132,71 @@ mod arbitrary_values {
         }
     }
 }
+
+/// The schema each version of TLSRoute and TCPRoute publishes bounds its
+/// lists and requires its fields as that version of the CRD does (the
+/// upstream CRDs' values, written here), and validation at that version
+/// agrees with it: the most rules the schema allows are accepted, one more
+/// is refused, and an absent hostname is accepted where it is optional.
+#[cfg(feature = "schema")]
+#[test]
+fn tls_and_tcp_routes_publish_each_version_s_bounds_and_validate_by_them() {
+    // (kind, version, required, rules' maxItems, hostnames' minItems)
+    let expected = [
+        ("TLSRoute", "v1", &["hostnames", "rules"][..], 1, Some(1)),
+        ("TLSRoute", "v1alpha3", &["hostnames", "rules"], 1, Some(1)),
+        ("TLSRoute", "v1alpha2", &["rules"], 16, None),
+        ("TCPRoute", "v1", &["rules"], 1, None),
+        ("TCPRoute", "v1alpha2", &["rules"], 16, None),
+    ];
+    let registry = registry();
+    for (kind, version, required, max_rules, min_hostnames) in expected {
+        let schema = registry.get(kind).unwrap();
+        let at = |spec: serde_json::Value| {
+            let mut meta = ConfigMeta::new(kind, "default", "example");
+            meta.version = version.to_string();
+            registry.prepare(DynConfig { meta, spec })
+        };
+        let openapi = schema.openapi_schema_at(version).expect("a schema");
+        let context = format!("{kind} {version}: {openapi}");
+        assert_eq!(openapi["required"], json!(required), "{context}");
+        let properties = &openapi["properties"];
+        assert_eq!(properties["parentRefs"]["maxItems"], 32, "{context}");
+        assert_eq!(properties["rules"]["minItems"], 1, "{context}");
+        assert_eq!(properties["rules"]["maxItems"], max_rules, "{context}");
+        let rule = &properties["rules"]["items"];
+        assert_eq!(rule["required"], json!(["backendRefs"]), "{context}");
+        assert_eq!(rule["properties"]["backendRefs"]["minItems"], 1, "{context}");
+        assert_eq!(rule["properties"]["backendRefs"]["maxItems"], 16, "{context}");
+        if kind == "TLSRoute" {
+            assert_eq!(properties["hostnames"]["maxItems"], 1024, "{context}");
+            assert_eq!(
+                properties["hostnames"].get("minItems").and_then(|v| v.as_u64()),
+                min_hostnames,
+                "{context}"
+            );
+        } else {
+            assert!(properties.get("hostnames").is_none(), "{context}");
+        }
+        // Validation at the version agrees with its schema.
+        let rule = |i: u64| json!({"name": format!("r{i}"), "backendRefs": [{"name": "svc", "port": 443}]});
+        let spec = |rules: u64, hostnames: bool| {
+            let mut spec = json!({"rules": (0..rules).map(rule).collect::<Vec<_>>()});
+            if hostnames {
+                spec["hostnames"] = json!(["a.example.com"]);
+            }
+            spec
+        };
+        let with_hostnames = kind == "TLSRoute";
+        assert!(at(spec(max_rules, with_hostnames)).is_ok(), "{context}");
+        assert!(at(spec(max_rules + 1, with_hostnames)).is_err(), "{context}");
+        assert!(at(json!({"rules": [{"backendRefs": []}]})).is_err(), "{context}");
+        if kind == "TLSRoute" {
+            assert_eq!(at(spec(1, false)).is_ok(), min_hostnames.is_none(), "{context}");
+        }
+    }
+    // The storage version's schema is the kind's own.
+    let tls = registry.get("TLSRoute").unwrap();
+    assert_eq!(tls.openapi_schema(), tls.openapi_schema_at("v1"));
+    assert_eq!(TlsRoute::openapi_schema().as_ref(), tls.openapi_schema());
+}

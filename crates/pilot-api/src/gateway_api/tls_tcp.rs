@@ -63,6 +63,50 @@ pub struct StreamRouteRule {
 /// name of the listener) and checked by their pattern only.
 pub(crate) const V1ALPHA2: &str = "v1alpha2";
 
+/// The OpenAPI schema of a TLSRoute written at `version`: the CRD's
+/// required fields and list bounds at that version (one rule and a
+/// hostname required at `v1` and `v1alpha3`; up to 16 rules and optional
+/// hostnames at `v1alpha2`).
+#[cfg(feature = "schema")]
+pub(crate) fn tls_schema_at(version: &str) -> serde_json::Value {
+    let mut schema = crate::primitives::openapi_schema::<TlsRoute>();
+    stream_bounds(&mut schema, version);
+    let hostnames = &mut schema["properties"]["hostnames"];
+    hostnames["maxItems"] = 1024.into();
+    if version != V1ALPHA2 {
+        hostnames["minItems"] = 1.into();
+        schema["required"] = serde_json::json!(["hostnames", "rules"]);
+    }
+    schema
+}
+
+/// The OpenAPI schema of a TCPRoute written at `version`: the CRD's
+/// required fields and list bounds at that version (one rule at `v1`, up
+/// to 16 at `v1alpha2`).
+#[cfg(feature = "schema")]
+pub(crate) fn tcp_schema_at(version: &str) -> serde_json::Value {
+    let mut schema = crate::primitives::openapi_schema::<TcpRoute>();
+    stream_bounds(&mut schema, version);
+    schema
+}
+
+/// The bounds both kinds' CRDs give their lists, and their required
+/// `rules`.
+#[cfg(feature = "schema")]
+fn stream_bounds(schema: &mut serde_json::Value, version: &str) {
+    schema["required"] = serde_json::json!(["rules"]);
+    let properties = &mut schema["properties"];
+    properties["parentRefs"]["maxItems"] = 32.into();
+    let rules = &mut properties["rules"];
+    rules["minItems"] = 1.into();
+    rules["maxItems"] = if version == V1ALPHA2 { 16 } else { 1 }.into();
+    let rule = &mut rules["items"];
+    rule["required"] = serde_json::json!(["backendRefs"]);
+    let backends = &mut rule["properties"]["backendRefs"];
+    backends["minItems"] = 1.into();
+    backends["maxItems"] = 16.into();
+}
+
 pub(crate) fn validate_tls(route: &TlsRoute, errors: &mut FieldErrors) {
     validate_tls_at(route, "v1", errors)
 }
