@@ -7,7 +7,7 @@
 //! | `PLT0402` | error | yes | a route's `backendRefs` entry names a Service that is not in the registry: requests for it fail (500) |
 //! | `PLT0403` | warning | no | a Gateway listener that no route attaches to: it serves nothing |
 //! | `PLT0404` | warning | no | an HTTPRoute or GRPCRoute routes a Service that a VirtualService for sidecars also routes: two objects decide one host's routes |
-//! | `PLT0405` | warning | no | a rule's `sessionPersistence` asks for what the proxies do not do: an `idleTimeout`, an `absoluteTimeout` but for a `Permanent` cookie, or one session across several backends (each backend keeps its own sessions; the backend is chosen by weight first) |
+//! | `PLT0405` | warning | no | a rule's `sessionPersistence` asks for what the proxies do not do: an `absoluteTimeout` but for a `Permanent` cookie, or one session across several backends (each backend keeps its own sessions; the backend is chosen by weight first) |
 //! | `PLT0406` | warning | no | a TLSRoute or TCPRoute (written at `v1alpha2`, which allows up to 16) has rules after its first: a stream has no request to choose a rule by, so only the first rule's backends take traffic |
 //!
 //! A reference's namespace is the route's unless it names one; a Service
@@ -197,9 +197,8 @@ pub(super) fn analyze(
 }
 
 /// PLT0405: what rule `index`'s `persistence` asks that the proxies do
-/// not do (Envoy's stateful sessions have no idle timeout, and no lifetime
-/// for a header; they keep a session on one endpoint of the backend the
-/// weights chose).
+/// not do (Envoy's stateful sessions have no lifetime for a header; they
+/// keep a session on one endpoint of the backend the weights chose).
 fn sessions_not_kept<K: ConfigKind>(
     object: &Config<K>,
     index: usize,
@@ -220,12 +219,6 @@ fn sessions_not_kept<K: ConfigKind>(
             message.to_string(),
         ));
     };
-    if persistence.idle_timeout.is_some() {
-        warn(
-            format!("{path}.idleTimeout"),
-            "sessions do not end when idle: the proxies keep a session until its absoluteTimeout or its end",
-        );
-    }
     if persistence.absolute_timeout.is_some() {
         if persistence.persistence_type() == SessionPersistenceType::Header {
             warn(
@@ -443,13 +436,13 @@ mod tests {
              spec:\n  parentRefs: [{group: \"\", kind: Service, name: shop}]\n  rules:\n  \
              - sessionPersistence: {sessionName: kept, absoluteTimeout: 1h, cookieConfig: {lifetimeType: Permanent}}\n    \
              backendRefs: [{name: shop, port: 80}]\n  \
-             - sessionPersistence: {idleTimeout: 10m}\n    backendRefs: [{name: shop, port: 80}]\n  \
+             - sessionPersistence: {sessionName: idle}\n    backendRefs: [{name: shop, port: 80}]\n  \
              - sessionPersistence: {type: Header, absoluteTimeout: 1h}\n    backendRefs: [{name: shop, port: 80}]\n  \
              - sessionPersistence: {}\n    backendRefs: [{name: shop, port: 80}, {name: shop-v2, port: 80}]\n  \
              - sessionPersistence: {absoluteTimeout: 1h}\n    backendRefs: [{name: shop, port: 80}]\n\
              ---\napiVersion: gateway.networking.k8s.io/v1\nkind: GRPCRoute\nmetadata: {name: calls, namespace: web}\n\
              spec:\n  parentRefs: [{group: \"\", kind: Service, name: shop}]\n  rules:\n  \
-             - sessionPersistence: {idleTimeout: 1m}\n    backendRefs: [{name: shop, port: 80}]\n";
+             - sessionPersistence: {type: Header, absoluteTimeout: 1m}\n    backendRefs: [{name: shop, port: 80}]\n";
         let found: Vec<(String, String, String)> = findings(text, None)
             .into_iter()
             .filter(|f| f.0 == "PLT0405")
@@ -461,12 +454,7 @@ mod tests {
                 (
                     "PLT0405".into(),
                     "GRPCRoute.gateway.networking.k8s.io/calls".into(),
-                    "spec.rules[0].sessionPersistence.idleTimeout".into()
-                ),
-                (
-                    "PLT0405".into(),
-                    route.clone(),
-                    "spec.rules[1].sessionPersistence.idleTimeout".into()
+                    "spec.rules[0].sessionPersistence.absoluteTimeout".into()
                 ),
                 (
                     "PLT0405".into(),

@@ -20,10 +20,6 @@ pub struct SessionPersistence {
     /// How long a session lasts at most (a Gateway API duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub absolute_timeout: Option<String>,
-    /// How long a session may go without a request (a Gateway API
-    /// duration).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idle_timeout: Option<String>,
     /// Cookie or header ([`SessionPersistence::persistence_type`] gives
     /// the default, `Cookie`).
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
@@ -95,9 +91,6 @@ pub(crate) fn check(errors: &mut FieldErrors, path: &str, persistence: &SessionP
     }
     if let Some(value) = &persistence.absolute_timeout {
         checks::duration(errors, &at(path, "absoluteTimeout"), value);
-    }
-    if let Some(value) = &persistence.idle_timeout {
-        checks::duration(errors, &at(path, "idleTimeout"), value);
     }
     // The CRD's two rules, on the defaulted object.
     if persistence.lifetime_type() == CookieLifetimeType::Permanent && persistence.absolute_timeout.is_none()

@@ -205,8 +205,7 @@ pub(super) fn http_route(
 /// `absoluteTimeout` (its `Max-Age`, and the expiry its value carries,
 /// which the proxy checks); a `Session` one (the default) the browser
 /// session. What Envoy's session state has no equivalent for is not
-/// applied: `idleTimeout`, and `absoluteTimeout` but for a `Permanent`
-/// cookie (Envoy expires a cookie only through its `Max-Age`, which would
+/// applied: `absoluteTimeout` but for a `Permanent` cookie (Envoy expires a cookie only through its `Max-Age`, which would
 /// make a session cookie permanent).
 fn sticky(persistence: &SessionPersistence, rule: &str, path: &str) -> StickySession {
     let name = persistence.session_name.clone().unwrap_or_else(|| {
