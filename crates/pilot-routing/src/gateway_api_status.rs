@@ -1178,6 +1178,18 @@ pub(crate) fn certificate_refs<'a>(
         .as_ref()
         .and_then(|tls| tls.certificate_refs.as_deref())
         .unwrap_or_default();
+    let terminates = listener
+        .tls
+        .as_ref()
+        .is_some_and(|tls| listener.protocol == "HTTPS" || tls.mode() == TlsMode::Terminate);
+    if terminates && refs.is_empty() {
+        // The CRDs let `options` stand in for them; pilot reads no option.
+        return Err((
+            "InvalidCertificateRef",
+            "the listener ends TLS but names no certificateRefs: pilot takes a listener's certificate from              certificateRefs only (it applies no tls.options)"
+                .to_string(),
+        ));
+    }
     for reference in refs {
         followed_secret(
             reference,
@@ -1333,6 +1345,13 @@ fn listener_status(
                     "Invalid",
                     "the listener is not accepted: pilot serves it to no proxy",
                 )
+            } else if certificates.is_err() {
+                condition(
+                    "Programmed",
+                    false,
+                    "Invalid",
+                    "its certificate references do not resolve (see ResolvedRefs): the router proxies end no TLS on it",
+                )
             } else if !served(listener) {
                 condition(
                     "Programmed",
@@ -1347,13 +1366,6 @@ fn listener_status(
                             ""
                         }
                     ),
-                )
-            } else if certificates.is_err() {
-                condition(
-                    "Programmed",
-                    false,
-                    "Invalid",
-                    "its certificate references do not resolve (see ResolvedRefs): the router proxies end no TLS on it",
                 )
             } else if clients_unverified {
                 condition(
@@ -2220,6 +2232,14 @@ mod tests {
             resolved(&gateway("{group: example.com, kind: Vault, name: cert}")),
             f("InvalidCertificateRef")
         );
+        // Options in their stead (the CRDs allow it): pilot reads none, so
+        // the listener has no certificate and is not served.
+        let options_only = gateway("").replace(
+            "tls: {certificateRefs: []}",
+            "tls: {options: {example.com/certificate-from: vault}}",
+        );
+        assert!(options_only.contains("options"), "{options_only}");
+        assert_eq!(resolved(&options_only), f("InvalidCertificateRef"));
     }
 
     #[test]

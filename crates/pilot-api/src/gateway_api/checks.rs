@@ -207,7 +207,9 @@ pub(crate) fn unique_items<T: Hash + Eq + std::fmt::Debug>(errors: &mut FieldErr
 }
 
 /// A map of at most `max` entries whose values are at most 4096
-/// characters (a listener's or BackendTLSPolicy's TLS `options`).
+/// characters (a listener's or BackendTLSPolicy's TLS `options`). pilot
+/// defines no option: each is accepted, as the CRDs accept it, with a
+/// warning that it is not applied.
 pub(crate) fn options(
     errors: &mut FieldErrors,
     path: &str,
@@ -222,7 +224,9 @@ pub(crate) fn options(
         );
     }
     for (key, value) in map {
-        length(errors, &key_path(path, key), value, 0, 4096);
+        let at = key_path(path, key);
+        length(errors, &at, value, 0, 4096);
+        errors.warn(at, "pilot defines no TLS option: this one is not applied");
     }
 }
 

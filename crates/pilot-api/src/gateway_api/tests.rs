@@ -1202,3 +1202,41 @@ fn tls_and_tcp_routes_publish_each_version_s_bounds_and_validate_by_them() {
     assert_eq!(tls.openapi_schema(), tls.openapi_schema_at("v1"));
     assert_eq!(TlsRoute::openapi_schema().as_ref(), tls.openapi_schema());
 }
+
+/// TLS `options` are accepted as the CRDs accept them, each with a
+/// warning that pilot does not apply it (it defines none).
+#[test]
+fn tls_options_are_accepted_with_a_warning_that_they_are_not_applied() {
+    let warnings = |kind: &str, spec: serde_json::Value| -> Vec<String> {
+        let config = DynConfig {
+            meta: ConfigMeta::new(kind, "default", "example"),
+            spec,
+        };
+        let registry = registry();
+        let schema = registry.get(kind).unwrap();
+        let config = registry.prepare(config).expect("accepted");
+        schema.warnings(&config).iter().map(ToString::to_string).collect()
+    };
+    let gateway = json!({"gatewayClassName": "pilot", "listeners": [{
+        "name": "https", "protocol": "HTTPS", "port": 443,
+        "tls": {"certificateRefs": [{"name": "cert"}], "options": {"example.com/min-version": "1.3"}}}]});
+    assert_eq!(
+        warnings("Gateway.gateway.networking.k8s.io", gateway),
+        [
+            "spec.listeners[0].tls.options[example.com/min-version]: pilot defines no TLS option: this one is not applied"
+        ]
+    );
+    let policy = json!({"targetRefs": [{"group": "", "kind": "Service", "name": "svc"}],
+        "validation": {"wellKnownCACertificates": "System", "hostname": "svc.example.com"},
+        "options": {"example.com/ciphers": "x"}});
+    let found = warnings("BackendTLSPolicy", policy);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with("spec.options[example.com/ciphers]: "),
+        "{found:?}"
+    );
+    // Without options, no warning.
+    let plain =
+        json!({"gatewayClassName": "pilot", "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}]});
+    assert!(warnings("Gateway.gateway.networking.k8s.io", plain).is_empty());
+}
