@@ -27,6 +27,17 @@ const SERVER_SET_METADATA: &[&str] = &[
     "deletionGracePeriodSeconds",
 ];
 
+/// The JSON type ObjectMeta gives `field` of [`SERVER_SET_METADATA`]: a
+/// value of another type is refused, as kube-apiserver fails to decode it,
+/// though the value itself is ignored.
+fn server_set_type_ok(field: &str, value: &Value) -> bool {
+    match field {
+        "generation" | "deletionGracePeriodSeconds" => value.is_null() || value.is_i64(),
+        "managedFields" => value.is_null() || value.is_array(),
+        _ => value.is_null() || value.is_string(),
+    }
+}
+
 /// The media type of the request body (`application/json` when none is
 /// sent), lower case and without parameters.
 pub(crate) fn media_type(headers: &HeaderMap) -> String {
@@ -202,6 +213,28 @@ pub(crate) fn decode_in(
             "the body is a {kind} but the URL is for {}",
             schema.kind
         )));
+    }
+    // Two groups may have kinds of one name (Istio's Gateway and the
+    // Gateway API's): the body's group is the URL's.
+    if let Some(api_version) = field("/apiVersion") {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
+        if group != schema.group || !schema.serves(version) {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({api_version}) does not match the URL's ({}/{})",
+                schema.group, schema.version
+            )));
+        }
+    }
+    if let Some(metadata) = value.get("metadata").and_then(Value::as_object) {
+        for field in SERVER_SET_METADATA {
+            if let Some(sent) = metadata.get(*field)
+                && !server_set_type_ok(field, sent)
+            {
+                return Err(ApiError::bad_request(format!(
+                    "metadata.{field}: {sent} is not of the type ObjectMeta gives it"
+                )));
+            }
+        }
     }
     // A cluster-scoped kind's object has none: one written is dropped, as
     // kube-apiserver drops it.

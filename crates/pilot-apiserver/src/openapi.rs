@@ -156,6 +156,9 @@ fn write_parameters() -> Vec<Value> {
 /// The `{Kind}`, `{Kind}List` and `{Kind}WatchEvent` schemas.
 fn kind_schemas(schema: &KindSchema, schemas: &mut Map<String, Value>) {
     let kind = &schema.kind;
+    // By id: two groups' kinds of one name (Istio's Gateway and the
+    // Gateway API's) each have their own.
+    let component = &schema.id;
     let spec = schema
         .openapi_schema()
         .cloned()
@@ -187,7 +190,7 @@ fn kind_schemas(schema: &KindSchema, schemas: &mut Map<String, Value>) {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string", "enum": [format!("{kind}List")]},
             "metadata": {"type": "object", "properties": {"resourceVersion": {"type": "string"}}},
-            "items": {"type": "array", "items": {"$ref": format!("#/components/schemas/{kind}")}},
+            "items": {"type": "array", "items": {"$ref": format!("#/components/schemas/{component}")}},
         },
     });
     // An ERROR event carries a Status, the others the object (a DELETED
@@ -198,13 +201,13 @@ fn kind_schemas(schema: &KindSchema, schemas: &mut Map<String, Value>) {
         "properties": {
             "type": {"type": "string", "enum": ["ADDED", "MODIFIED", "DELETED", "ERROR"]},
             "object": {"type": "object", "description": format!(
-                "ADDED, MODIFIED, DELETED: the {kind} (see #/components/schemas/{kind}); ERROR: a Status"
+                "ADDED, MODIFIED, DELETED: the {kind} (see #/components/schemas/{component}); ERROR: a Status"
             )},
         },
     });
-    schemas.insert(kind.clone(), object);
-    schemas.insert(format!("{kind}List"), list);
-    schemas.insert(format!("{kind}WatchEvent"), event);
+    schemas.insert(component.clone(), object);
+    schemas.insert(format!("{component}List"), list);
+    schemas.insert(format!("{component}WatchEvent"), event);
 }
 
 /// The three paths of a kind.
@@ -218,9 +221,10 @@ fn kind_paths(schema: &KindSchema, options: &ApiOptions, paths: &mut Map<String,
         None => "the body did not arrive within the server's deadline".to_string(),
     };
     let kind = &schema.kind;
+    let component = &schema.id;
     let plural = &schema.plural;
     let base = format!("/apis/{}/{}", schema.group, schema.version);
-    let body = json!({"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{kind}")}}}});
+    let body = json!({"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{component}")}}}});
     let namespace =
         json!({"name": "namespace", "in": "path", "required": true, "schema": {"type": "string"}});
     let name = json!({"name": "name", "in": "path", "required": true, "schema": {"type": "string"}});
@@ -232,8 +236,8 @@ fn kind_paths(schema: &KindSchema, options: &ApiOptions, paths: &mut Map<String,
                 "description": "without watch: the list; with watch=true: a stream of watch events, one JSON object a line, \
                                 every current object as ADDED first unless resourceVersion is given, then the changes",
                 "content": {
-                    "application/json": {"schema": {"$ref": format!("#/components/schemas/{kind}List")}},
-                    "application/x-ndjson": {"schema": {"$ref": format!("#/components/schemas/{kind}WatchEvent")}},
+                    "application/json": {"schema": {"$ref": format!("#/components/schemas/{component}List")}},
+                    "application/x-ndjson": {"schema": {"$ref": format!("#/components/schemas/{component}WatchEvent")}},
                 },
             }),
         );
@@ -268,7 +272,7 @@ fn kind_paths(schema: &KindSchema, options: &ApiOptions, paths: &mut Map<String,
     };
     let write_op = |summary: String, ok_code: &str, ok: &str, not_found: bool| {
         let mut responses = Map::new();
-        responses.insert(ok_code.into(), json_response(ok, kind));
+        responses.insert(ok_code.into(), json_response(ok, component));
         for (code, description) in [
             (
                 "400",
@@ -296,7 +300,7 @@ fn kind_paths(schema: &KindSchema, options: &ApiOptions, paths: &mut Map<String,
         json!({"summary": summary, "x-access": "write", "parameters": write_parameters(), "requestBody": body, "responses": responses})
     };
     let mut get_responses = Map::new();
-    get_responses.insert("200".into(), json_response("the object", kind));
+    get_responses.insert("200".into(), json_response("the object", component));
     get_responses.insert("404".into(), status_response("no such object"));
     store_errors(&mut get_responses);
     let mut delete_responses = Map::new();
@@ -319,7 +323,7 @@ fn kind_paths(schema: &KindSchema, options: &ApiOptions, paths: &mut Map<String,
     let mut collection_delete_responses = Map::new();
     collection_delete_responses.insert(
         "200".into(),
-        json!({"description": "the objects deleted", "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{kind}List")}}}}),
+        json!({"description": "the objects deleted", "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{component}List")}}}}),
     );
     collection_delete_responses.insert(
         "400".into(),
@@ -336,10 +340,13 @@ fn kind_paths(schema: &KindSchema, options: &ApiOptions, paths: &mut Map<String,
     store_errors(&mut collection_delete_responses);
     collection_delete_responses.insert("504".into(), indeterminate());
     let mut patch_responses = Map::new();
-    patch_responses.insert("200".into(), json_response("patched: the stored object", kind));
+    patch_responses.insert(
+        "200".into(),
+        json_response("patched: the stored object", component),
+    );
     patch_responses.insert(
         "201".into(),
-        json_response("created by a server-side apply: the stored object", kind),
+        json_response("created by a server-side apply: the stored object", component),
     );
     for (code, description) in [
         (
@@ -671,6 +678,45 @@ mod tests {
         assert!(spec["properties"]["destination"].is_object(), "{spec}");
         let policy = &document["components"]["schemas"]["DestinationPolicy"]["properties"]["spec"];
         assert!(policy["properties"]["loadBalancing"].is_object(), "{policy}");
+    }
+
+    /// Istio's Gateway and the Gateway API's have one name: each body is
+    /// its own kind's schema.
+    #[test]
+    fn two_kinds_of_one_name_each_have_their_schema() {
+        let registry = pilot_api::default_registry();
+        let document = document(&registry, &ApiOptions::default());
+        let body = |path: &str| {
+            let reference = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+                ["$ref"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no body for {path}"))
+                .to_string();
+            // What a create answers is the same kind.
+            let created = &document["paths"][path]["post"]["responses"]["201"]["content"]["application/json"]
+                ["schema"]["$ref"];
+            assert_eq!(created, &json!(reference), "{path}");
+            let name = reference.trim_start_matches("#/components/schemas/").to_string();
+            document["components"]["schemas"][&name].clone()
+        };
+        let istio = body("/apis/networking.istio.io/v1/namespaces/{namespace}/gateways");
+        let gateway_api = body("/apis/gateway.networking.k8s.io/v1/namespaces/{namespace}/gateways");
+        assert_eq!(
+            istio["properties"]["apiVersion"]["enum"][0], "networking.istio.io/v1",
+            "{istio}"
+        );
+        assert!(
+            istio["properties"]["spec"]["properties"]["servers"].is_object(),
+            "{istio}"
+        );
+        assert_eq!(
+            gateway_api["properties"]["apiVersion"]["enum"][0], "gateway.networking.k8s.io/v1",
+            "{gateway_api}"
+        );
+        assert!(
+            gateway_api["properties"]["spec"]["properties"]["listeners"].is_object(),
+            "{gateway_api}"
+        );
     }
 
     #[test]

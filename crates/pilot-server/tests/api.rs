@@ -113,6 +113,28 @@ async fn every_status_code_with_a_status_body() {
             .contains("does not match the URL's name"),
         "{status}"
     );
+    // Another group's kind of the same name (as the Gateway API's Gateway
+    // is to Istio's), and a server-set field of the wrong type, as
+    // kube-apiserver refuses them.
+    let mut other_group = changed.clone();
+    other_group["apiVersion"] = json!("networking.istio.io/v1");
+    let (code, status) = server.json("PUT", &format!("{path}/reviews-default"), Some(&other_group));
+    assert_eq!(code, 400, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("the API version in the data (networking.istio.io/v1) does not match"),
+        "{status}"
+    );
+    let mut uid = changed.clone();
+    uid["metadata"]["uid"] = json!({});
+    let (code, status) = server.json("PUT", &format!("{path}/reviews-default"), Some(&uid));
+    assert_eq!(code, 400, "{status}");
+    assert!(
+        status["message"].as_str().unwrap().contains("metadata.uid"),
+        "{status}"
+    );
 
     // 415: YAML is for pilotctl; the API takes JSON.
     let (code, answer) = server.request(
