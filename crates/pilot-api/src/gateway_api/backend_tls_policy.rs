@@ -9,20 +9,25 @@ use serde::{Deserialize, Serialize};
 use super::checks::{self, at, index};
 use super::common::LocalObjectReference;
 use super::patterns;
+#[cfg(feature = "schema")]
+use super::shapes;
 
 /// TLS to the targeted backends.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["targetRefs", "validation"])))]
 pub struct BackendTlsPolicy {
     /// The backends (1 to 16 references, required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub target_refs: Vec<PolicyTargetReference>,
     /// How the backend's certificate is verified (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation: Option<BackendTlsValidation>,
     /// Implementation-specific TLS options (at most 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = 16), extend("additionalProperties" = {"type": "string", "maxLength": 4096})))]
     pub options: Option<BTreeMap<String, String>>,
 }
 
@@ -31,18 +36,29 @@ pub struct BackendTlsPolicy {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["group", "kind", "name"])))]
 pub struct PolicyTargetReference {
     /// The target's group (required; `""` is the core group).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(shapes::GROUP)))]
     pub group: Option<String>,
     /// The target's kind (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::KIND))
+    )]
     pub kind: String,
     /// The target's name (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub name: String,
     /// A section of the target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 253), pattern(shapes::SUBDOMAIN))
+    )]
     pub section_name: Option<String>,
 }
 
@@ -50,10 +66,12 @@ pub struct PolicyTargetReference {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["hostname"])))]
 pub struct BackendTlsValidation {
     /// Objects holding the CA certificates to trust (at most 8); exactly
     /// one of this and `wellKnownCACertificates`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 8), extend("x-kubernetes-list-type" = "atomic")))]
     pub ca_certificate_refs: Option<Vec<LocalObjectReference>>,
     /// A well-known set of CA certificates (`System`, or a
     /// domain-prefixed name).
@@ -62,13 +80,19 @@ pub struct BackendTlsValidation {
         rename = "wellKnownCACertificates",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253), pattern(r"^(System|([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]))$")))]
     pub well_known_ca_certificates: Option<String>,
     /// The hostname to send as SNI and, without subject alternative
     /// names, to verify (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 253), pattern(shapes::SUBDOMAIN))
+    )]
     pub hostname: String,
     /// Names the certificate must carry instead of `hostname` (at most 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 5), extend("x-kubernetes-list-type" = "atomic")))]
     pub subject_alt_names: Option<Vec<SubjectAltName>>,
 }
 
@@ -76,15 +100,27 @@ pub struct BackendTlsValidation {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["type"])))]
 pub struct SubjectAltName {
     /// Which of `hostname` and `uri` this name is (required).
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<SubjectAltNameType>,
     /// A DNS name, with an optional leading wildcard label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 253), pattern(shapes::HOSTNAME))
+    )]
     pub hostname: Option<String>,
     /// A URI (such as a SPIFFE ID).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            length(min = 1, max = 253),
+            pattern(r#"^(([^:/?#]+):)(//([^/?#]*))([^?#]*)(\?([^#]*))?(#(.*))?"#)
+        )
+    )]
     pub uri: Option<String>,
 }
 

@@ -11,32 +11,50 @@ use serde::{Deserialize, Serialize};
 use super::GROUP;
 use super::checks::{self, at, index};
 use super::patterns;
+#[cfg(feature = "schema")]
+use super::shapes;
 
 /// A route's reference to its parent (a Gateway, a listener of one, or
 /// another kind that accepts routes).
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["name"])))]
 pub struct ParentReference {
     /// The parent's API group ([`ParentReference::group`] gives the
     /// default, `gateway.networking.k8s.io`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(shapes::GROUP)))]
     pub group: Option<String>,
     /// The parent's kind ([`ParentReference::kind`] gives the default,
     /// `Gateway`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::KIND))
+    )]
     pub kind: Option<String>,
     /// The parent's namespace; the route's own when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::NAMESPACE))
+    )]
     pub namespace: Option<String>,
     /// The parent's name (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub name: String,
     /// A section of the parent (a Gateway's listener name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 253), pattern(shapes::SUBDOMAIN))
+    )]
     pub section_name: Option<String>,
     /// A port of the parent (a Gateway's listeners on that port).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65535)))]
     pub port: Option<i32>,
 }
 
@@ -148,21 +166,33 @@ pub(crate) fn check_rule_names<'a>(
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["name"])))]
 pub struct BackendObjectReference {
     /// The backend's group, the core group (`""`) when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(shapes::GROUP)))]
     pub group: Option<String>,
     /// The backend's kind, `Service` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::KIND))
+    )]
     pub kind: Option<String>,
     /// The backend's name (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub name: String,
     /// The backend's namespace; the route's own when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::NAMESPACE))
+    )]
     pub namespace: Option<String>,
     /// The port (required for a Service).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65535)))]
     pub port: Option<i32>,
 }
 
@@ -193,25 +223,38 @@ impl BackendObjectReference {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["name"])))]
 pub struct BackendRef {
     /// The backend's group, the core group (`""`) when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(shapes::GROUP)))]
     pub group: Option<String>,
     /// The backend's kind, `Service` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::KIND))
+    )]
     pub kind: Option<String>,
     /// The backend's name (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub name: String,
     /// The backend's namespace; the route's own when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::NAMESPACE))
+    )]
     pub namespace: Option<String>,
     /// The port (required for a Service).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65535)))]
     pub port: Option<i32>,
     /// The share of requests, relative to the other backends'
     /// ([`BackendRef::weight`] gives the default, 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 1000000)))]
     pub weight: Option<i32>,
 }
 
@@ -281,18 +324,29 @@ pub(crate) fn check_backend(
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["name"])))]
 pub struct SecretObjectReference {
     /// The referent's group, the core group (`""`) when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(shapes::GROUP)))]
     pub group: Option<String>,
     /// The referent's kind, `Secret` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::KIND))
+    )]
     pub kind: Option<String>,
     /// The referent's name (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub name: String,
     /// The referent's namespace; the referrer's own when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::NAMESPACE))
+    )]
     pub namespace: Option<String>,
 }
 
@@ -326,18 +380,29 @@ impl SecretObjectReference {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["group", "kind", "name"])))]
 pub struct ObjectReference {
     /// The referent's group (required; `""` is the core group).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(shapes::GROUP)))]
     pub group: Option<String>,
     /// The referent's kind (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::KIND))
+    )]
     pub kind: String,
     /// The referent's name (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub name: String,
     /// The referent's namespace; the referrer's own when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::NAMESPACE))
+    )]
     pub namespace: Option<String>,
 }
 
@@ -354,15 +419,22 @@ impl ObjectReference {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["group", "kind", "name"])))]
 pub struct LocalObjectReference {
     /// The referent's group (required; `""` is the core group).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(shapes::GROUP)))]
     pub group: Option<String>,
     /// The referent's kind (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::KIND))
+    )]
     pub kind: String,
     /// The referent's name (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub name: String,
 }
 
@@ -398,6 +470,7 @@ pub struct LabelSelector {
     pub match_labels: Option<BTreeMap<String, String>>,
     /// Requirements on an object's labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "atomic")))]
     pub match_expressions: Option<Vec<LabelSelectorRequirement>>,
 }
 
@@ -405,6 +478,7 @@ pub struct LabelSelector {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["key", "operator"])))]
 pub struct LabelSelectorRequirement {
     /// The label's key (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -414,6 +488,7 @@ pub struct LabelSelectorRequirement {
     pub operator: Option<String>,
     /// The values for `In` and `NotIn`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "atomic")))]
     pub values: Option<Vec<String>>,
 }
 

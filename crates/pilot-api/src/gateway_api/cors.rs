@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use super::checks::{self, at, index};
 use super::filters::HttpMethod;
 use super::patterns;
+#[cfg(feature = "schema")]
+use super::shapes;
 
 /// Cross-origin resource sharing.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -17,22 +19,27 @@ pub struct Cors {
     /// Origins allowed (`*`, or scheme, host and optional port; at most
     /// 64).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 64), extend("x-kubernetes-list-type" = "set"), inner(length(min = 1, max = 253), pattern(r#"(^\*$)|(^(http(s)?):\/\/(((\*\.)?([a-zA-Z0-9\-]+\.)*[a-zA-Z0-9-]+|\*)(:([0-9]{1,5}))?)$)"#))))]
     pub allow_origins: Option<Vec<String>>,
     /// Whether credentials are allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_credentials: Option<bool>,
     /// Methods allowed (at most 9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 9), extend("x-kubernetes-list-type" = "set")))]
     pub allow_methods: Option<Vec<CorsMethod>>,
     /// Request headers allowed (at most 64).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 64), extend("x-kubernetes-list-type" = "set"), inner(length(min = 1, max = 256), pattern(shapes::HEADER_NAME))))]
     pub allow_headers: Option<Vec<String>>,
     /// Response headers exposed (at most 64).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 64), extend("x-kubernetes-list-type" = "set"), inner(length(min = 1, max = 256), pattern(shapes::HEADER_NAME))))]
     pub expose_headers: Option<Vec<String>>,
     /// Seconds a preflight may be cached ([`Cors::max_age`] gives the
     /// default, 5).
     #[serde(default, rename = "maxAge", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_age_written: Option<i32>,
 }
 

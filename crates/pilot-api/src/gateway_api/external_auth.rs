@@ -13,6 +13,7 @@ use super::patterns;
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["backendRef", "protocol"])))]
 pub struct ExternalAuth {
     /// The protocol of the authorization service (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,6 +51,7 @@ pub enum ExternalAuthProtocol {
 pub struct GrpcAuthConfig {
     /// Request headers sent to the service (at most 64, unique).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 64), extend("x-kubernetes-list-type" = "set")))]
     pub allowed_headers: Option<Vec<String>>,
 }
 
@@ -60,13 +62,22 @@ pub struct GrpcAuthConfig {
 pub struct HttpAuthConfig {
     /// A path prefix for the authorization requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            length(max = 1024),
+            pattern(r#"^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$"#)
+        )
+    )]
     pub path: Option<String>,
     /// Request headers sent to the service (at most 64, unique).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 64), extend("x-kubernetes-list-type" = "set")))]
     pub allowed_headers: Option<Vec<String>>,
     /// Response headers of the service copied to the request (at most
     /// 64, unique).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 64), extend("x-kubernetes-list-type" = "set")))]
     pub allowed_response_headers: Option<Vec<String>>,
 }
 

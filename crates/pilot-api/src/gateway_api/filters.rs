@@ -12,11 +12,14 @@ use super::common::{BackendObjectReference, LocalObjectReference};
 use super::cors::Cors;
 use super::external_auth::ExternalAuth;
 use super::patterns;
+#[cfg(feature = "schema")]
+use super::shapes;
 
 /// One filter of an HTTPRoute rule or backend.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["type"])))]
 pub struct HttpRouteFilter {
     /// Which filter this is (required); its field of the same name holds
     /// its configuration.
@@ -96,12 +99,15 @@ impl HttpRouteFilterType {
 pub struct HeaderModifier {
     /// Headers replaced (at most 16, unique by name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "map"), extend("x-kubernetes-list-map-keys" = ["name"])))]
     pub set: Option<Vec<HttpHeader>>,
     /// Headers appended to (at most 16, unique by name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "map"), extend("x-kubernetes-list-map-keys" = ["name"])))]
     pub add: Option<Vec<HttpHeader>>,
     /// Header names removed (at most 16, unique).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "set")))]
     pub remove: Option<Vec<String>>,
 }
 
@@ -109,12 +115,21 @@ pub struct HeaderModifier {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["name", "value"])))]
 pub struct HttpHeader {
     /// The header's name (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 256), pattern(shapes::HEADER_NAME))
+    )]
     pub name: String,
     /// The header's value (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 4096), pattern(shapes::HEADER_VALUE))
+    )]
     pub value: String,
 }
 
@@ -122,12 +137,14 @@ pub struct HttpHeader {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["backendRef"])))]
 pub struct RequestMirror {
     /// The backend the copies go to (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend_ref: Option<BackendObjectReference>,
     /// The share of requests copied, 0 to 100; one of this and `fraction`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 100)))]
     pub percent: Option<i32>,
     /// The share of requests copied as a fraction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -138,12 +155,15 @@ pub struct RequestMirror {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["numerator"])))]
 pub struct Fraction {
     /// The numerator (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0)))]
     pub numerator: Option<i32>,
     /// The denominator ([`Fraction::denominator`] gives the default, 100).
     #[serde(default, rename = "denominator", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub denominator_written: Option<i32>,
 }
 
@@ -164,16 +184,22 @@ pub struct RequestRedirect {
     pub scheme: Option<RedirectScheme>,
     /// The hostname of the location; the request's when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 253), pattern(shapes::SUBDOMAIN))
+    )]
     pub hostname: Option<String>,
     /// The path of the location.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<HttpPathModifier>,
     /// The port of the location.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65535)))]
     pub port: Option<i32>,
     /// The status code ([`RequestRedirect::status_code`] gives the
     /// default, 302).
     #[serde(default, rename = "statusCode", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("enum" = [301, 302, 303, 307, 308])))]
     pub status_code_written: Option<i32>,
 }
 
@@ -202,6 +228,10 @@ pub enum RedirectScheme {
 pub struct UrlRewrite {
     /// The new hostname.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 253), pattern(shapes::SUBDOMAIN))
+    )]
     pub hostname: Option<String>,
     /// The new path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -212,15 +242,18 @@ pub struct UrlRewrite {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["type"])))]
 pub struct HttpPathModifier {
     /// Which replacement (required).
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<PathModifierType>,
     /// The whole new path, for `ReplaceFullPath`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 1024)))]
     pub replace_full_path: Option<String>,
     /// What replaces the matched prefix, for `ReplacePrefixMatch`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 1024)))]
     pub replace_prefix_match: Option<String>,
 }
 

@@ -10,21 +10,27 @@ use super::checks::{self, at, index};
 use super::common::{LabelSelector, SecretObjectReference};
 use super::gateway_tls::GatewayTlsConfig;
 use super::patterns;
+#[cfg(feature = "schema")]
+use super::shapes;
 
 /// A Gateway: listeners and addresses served by an implementation of its
 /// class.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["gatewayClassName", "listeners"])))]
 pub struct Gateway {
     /// The GatewayClass (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub gateway_class_name: String,
     /// The listeners (1 to 64, unique by name; required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 64), extend("x-kubernetes-list-type" = "map"), extend("x-kubernetes-list-map-keys" = ["name"])))]
     pub listeners: Vec<Listener>,
     /// Addresses requested for the Gateway (at most 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub addresses: Option<Vec<GatewayAddress>>,
     /// Labels, annotations and parameters for the resources the
     /// implementation creates.
@@ -46,19 +52,30 @@ pub struct Gateway {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["name", "port", "protocol"])))]
 pub struct Listener {
     /// The listener's name, unique in the Gateway (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 253), pattern(shapes::SUBDOMAIN))
+    )]
     pub name: String,
     /// The hostname matched (SNI or Host); every hostname when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 253), pattern(shapes::HOSTNAME))
+    )]
     pub hostname: Option<String>,
     /// The port (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65535)))]
     pub port: Option<i32>,
     /// `HTTP`, `HTTPS`, `TLS`, `TCP`, `UDP` or a domain-prefixed
     /// implementation protocol (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 255), pattern(r#"^[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?$|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[A-Za-z0-9]+$"#)))]
     pub protocol: String,
     /// TLS for `HTTPS` and `TLS` listeners.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,9 +105,11 @@ pub struct ListenerTlsConfig {
     pub mode_written: Option<TlsMode>,
     /// The certificates served (at most 64).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 64), extend("x-kubernetes-list-type" = "atomic")))]
     pub certificate_refs: Option<Vec<SecretObjectReference>>,
     /// Implementation-specific options (at most 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = 16), extend("additionalProperties" = {"type": "string", "maxLength": 4096})))]
     pub options: Option<BTreeMap<String, String>>,
 }
 
@@ -122,6 +141,7 @@ pub struct AllowedRoutes {
     pub namespaces_written: Option<RouteNamespaces>,
     /// Which kinds (at most 8); the protocol's kinds when empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 8), extend("x-kubernetes-list-type" = "atomic")))]
     pub kinds: Option<Vec<RouteGroupKind>>,
 }
 
@@ -172,12 +192,18 @@ pub enum FromNamespaces {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["kind"])))]
 pub struct RouteGroupKind {
     /// The route's group, `gateway.networking.k8s.io` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(shapes::GROUP)))]
     pub group: Option<String>,
     /// The route's kind (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::KIND))
+    )]
     pub kind: String,
 }
 
@@ -196,9 +222,11 @@ pub struct GatewayAddress {
     /// `IPAddress`, `Hostname`, `NamedAddress` or a domain-prefixed type
     /// ([`GatewayAddress::address_type`] gives the default, `IPAddress`).
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253), pattern(r#"^Hostname|IPAddress|NamedAddress|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[A-Za-z0-9\/\-._~%!$&'()*+,;=:]+$"#)))]
     pub type_written: Option<String>,
     /// The address; the implementation chooses one when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253)))]
     pub value: Option<String>,
 }
 
@@ -217,9 +245,11 @@ impl GatewayAddress {
 pub struct GatewayInfrastructure {
     /// Labels (at most 8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = 8), extend("additionalProperties" = {"type": "string", "maxLength": 63, "pattern": "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"})))]
     pub labels: Option<BTreeMap<String, String>>,
     /// Annotations (at most 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("maxProperties" = 16), extend("additionalProperties" = {"type": "string", "maxLength": 4096})))]
     pub annotations: Option<BTreeMap<String, String>>,
     /// Implementation-specific parameters in the Gateway's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]

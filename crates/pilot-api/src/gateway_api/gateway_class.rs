@@ -6,21 +6,26 @@ use serde::{Deserialize, Serialize};
 
 use super::checks::{self, at};
 use super::patterns;
+#[cfg(feature = "schema")]
+use super::shapes;
 
 /// A class of Gateways, implemented by one controller.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["controllerName"])))]
 pub struct GatewayClass {
     /// The controller, as a domain-prefixed path such as
     /// `example.net/gateway-controller` (required; immutable).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253), pattern(r#"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[A-Za-z0-9\/\-._~%!$&'()*+,;=:]+$"#)))]
     pub controller_name: String,
     /// Implementation-specific parameters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters_ref: Option<ParametersReference>,
     /// A description for people (at most 64 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 64)))]
     pub description: Option<String>,
 }
 
@@ -28,18 +33,29 @@ pub struct GatewayClass {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["group", "kind", "name"])))]
 pub struct ParametersReference {
     /// The referent's group (required; `""` is the core group).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(shapes::GROUP)))]
     pub group: Option<String>,
     /// The referent's kind (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::KIND))
+    )]
     pub kind: String,
     /// The referent's name (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub name: String,
     /// The referent's namespace, for a namespaced kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::NAMESPACE))
+    )]
     pub namespace: Option<String>,
 }
 

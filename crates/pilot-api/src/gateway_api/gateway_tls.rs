@@ -35,12 +35,14 @@ pub struct GatewayBackendTls {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["default"])))]
 pub struct FrontendTlsConfig {
     /// For every port without its own (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<TlsConfig>,
     /// Per port (at most 64, unique by port).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 64), extend("x-kubernetes-list-type" = "map"), extend("x-kubernetes-list-map-keys" = ["port"])))]
     pub per_port: Option<Vec<TlsPortConfig>>,
 }
 
@@ -58,9 +60,11 @@ pub struct TlsConfig {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["port", "tls"])))]
 pub struct TlsPortConfig {
     /// The port (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65535)))]
     pub port: Option<i32>,
     /// Its validation (required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,9 +75,11 @@ pub struct TlsPortConfig {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["caCertificateRefs"])))]
 pub struct FrontendTlsValidation {
     /// The CA certificates (1 to 16, required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub ca_certificate_refs: Vec<ObjectReference>,
     /// Whether clients without a valid certificate are let in
     /// ([`FrontendTlsValidation::mode`] gives the default).

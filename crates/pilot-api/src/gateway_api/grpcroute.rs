@@ -10,6 +10,8 @@ use super::filters::{self, HeaderModifier, RequestMirror};
 use super::httproute::{MAX_MATCHES, StringMatchType};
 use super::patterns;
 use super::session::{self, SessionPersistence};
+#[cfg(feature = "schema")]
+use super::shapes;
 
 /// gRPC routing for the parents the route attaches to.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -18,12 +20,15 @@ use super::session::{self, SessionPersistence};
 pub struct GrpcRoute {
     /// The parents the route attaches to (at most 32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 32), extend("x-kubernetes-list-type" = "atomic")))]
     pub parent_refs: Option<Vec<ParentReference>>,
     /// The hostnames matched (at most 16); the listeners' when empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "atomic"), inner(length(min = 1, max = 253), pattern(shapes::HOSTNAME))))]
     pub hostnames: Option<Vec<String>>,
     /// The rules (at most 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub rules: Option<Vec<GrpcRouteRule>>,
     /// Whether the route attaches to default Gateways (experimental).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -37,15 +42,22 @@ pub struct GrpcRoute {
 pub struct GrpcRouteRule {
     /// The rule's name, unique in the route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 253), pattern(shapes::SUBDOMAIN))
+    )]
     pub name: Option<String>,
     /// The requests matched (at most 64); every request when empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 64), extend("x-kubernetes-list-type" = "atomic")))]
     pub matches: Option<Vec<GrpcRouteMatch>>,
     /// Filters applied to every request matched (at most 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub filters: Option<Vec<GrpcRouteFilter>>,
     /// The backends (at most 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub backend_refs: Option<Vec<GrpcBackendRef>>,
     /// Session affinity (experimental).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,6 +74,7 @@ pub struct GrpcRouteMatch {
     pub method: Option<GrpcMethodMatch>,
     /// Headers (at most 16, unique by name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "map"), extend("x-kubernetes-list-map-keys" = ["name"])))]
     pub headers: Option<Vec<GrpcHeaderMatch>>,
 }
 
@@ -76,9 +89,11 @@ pub struct GrpcMethodMatch {
     pub type_written: Option<StringMatchType>,
     /// The service (`package.Service`); every one when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 1024)))]
     pub service: Option<String>,
     /// The method; every one when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 1024)))]
     pub method: Option<String>,
 }
 
@@ -93,6 +108,7 @@ impl GrpcMethodMatch {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["name", "value"])))]
 pub struct GrpcHeaderMatch {
     /// How the value matches ([`GrpcHeaderMatch::match_type`] gives the
     /// default, `Exact`).
@@ -100,9 +116,14 @@ pub struct GrpcHeaderMatch {
     pub type_written: Option<StringMatchType>,
     /// The header's name (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 256), pattern(shapes::HEADER_NAME))
+    )]
     pub name: String,
     /// The value matched (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 4096)))]
     pub value: String,
 }
 
@@ -117,6 +138,7 @@ impl GrpcHeaderMatch {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["type"])))]
 pub struct GrpcRouteFilter {
     /// Which filter this is (required).
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
@@ -164,28 +186,42 @@ impl GrpcRouteFilterType {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["name"])))]
 pub struct GrpcBackendRef {
     /// The backend's group, the core group (`""`) when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(shapes::GROUP)))]
     pub group: Option<String>,
     /// The backend's kind, `Service` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::KIND))
+    )]
     pub kind: Option<String>,
     /// The backend's name (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub name: String,
     /// The backend's namespace; the route's own when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::NAMESPACE))
+    )]
     pub namespace: Option<String>,
     /// The port (required for a Service).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65535)))]
     pub port: Option<i32>,
     /// The share of requests ([`GrpcBackendRef::weight`] gives the
     /// default, 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 1000000)))]
     pub weight: Option<i32>,
     /// Filters for requests sent to this backend (at most 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub filters: Option<Vec<GrpcRouteFilter>>,
 }
 

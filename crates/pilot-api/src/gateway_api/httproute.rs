@@ -10,6 +10,8 @@ use super::common::{self, ParentReference};
 use super::filters::{self, HttpMethod, HttpRouteFilter, HttpRouteFilterType, PathModifierType};
 use super::patterns;
 use super::session::{self, SessionPersistence};
+#[cfg(feature = "schema")]
+use super::shapes;
 
 /// HTTP routing for the parents the route attaches to.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -19,13 +21,16 @@ pub struct HttpRoute {
     /// The parents (Gateways, listeners) the route attaches to (at most
     /// 32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 32), extend("x-kubernetes-list-type" = "atomic")))]
     pub parent_refs: Option<Vec<ParentReference>>,
     /// The hostnames matched (at most 16); the listeners' when empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "atomic"), inner(length(min = 1, max = 253), pattern(shapes::HOSTNAME))))]
     pub hostnames: Option<Vec<String>>,
     /// The rules (1 to 16; [`HttpRoute::rules`] gives the default, one
     /// rule matching every path).
     #[serde(default, rename = "rules", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub rules_written: Option<Vec<HttpRouteRule>>,
     /// Whether the route attaches to default Gateways (experimental).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,16 +54,23 @@ impl HttpRoute {
 pub struct HttpRouteRule {
     /// The rule's name, unique in the route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 253), pattern(shapes::SUBDOMAIN))
+    )]
     pub name: Option<String>,
     /// The requests matched (at most 64; [`HttpRouteRule::matches`] gives
     /// the default, `PathPrefix /`).
     #[serde(default, rename = "matches", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 64), extend("x-kubernetes-list-type" = "atomic")))]
     pub matches_written: Option<Vec<HttpRouteMatch>>,
     /// Filters applied to every request matched (at most 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub filters: Option<Vec<HttpRouteFilter>>,
     /// The backends (at most 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub backend_refs: Option<Vec<HttpBackendRef>>,
     /// Request timeouts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -92,9 +104,11 @@ pub struct HttpRouteMatch {
     pub path_written: Option<HttpPathMatch>,
     /// Headers (at most 16, unique by name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "map"), extend("x-kubernetes-list-map-keys" = ["name"])))]
     pub headers: Option<Vec<HttpHeaderMatch>>,
     /// Query parameters (at most 16, unique by name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "map"), extend("x-kubernetes-list-map-keys" = ["name"])))]
     pub query_params: Option<Vec<HttpQueryParamMatch>>,
     /// The method.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -121,6 +135,7 @@ pub struct HttpPathMatch {
     /// The path, prefix or expression ([`HttpPathMatch::value`] gives the
     /// default, `/`).
     #[serde(default, rename = "value", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 1024)))]
     pub value_written: Option<String>,
 }
 
@@ -162,6 +177,7 @@ pub enum StringMatchType {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["name", "value"])))]
 pub struct HttpHeaderMatch {
     /// How the value matches ([`HttpHeaderMatch::match_type`] gives the
     /// default, `Exact`).
@@ -169,9 +185,17 @@ pub struct HttpHeaderMatch {
     pub type_written: Option<StringMatchType>,
     /// The header's name (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 256), pattern(shapes::HEADER_NAME))
+    )]
     pub name: String,
     /// The value matched (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 4096), pattern(shapes::HEADER_VALUE))
+    )]
     pub value: String,
 }
 
@@ -186,6 +210,7 @@ impl HttpHeaderMatch {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["name", "value"])))]
 pub struct HttpQueryParamMatch {
     /// How the value matches ([`HttpQueryParamMatch::match_type`] gives
     /// the default, `Exact`).
@@ -193,9 +218,14 @@ pub struct HttpQueryParamMatch {
     pub type_written: Option<StringMatchType>,
     /// The parameter's name (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 256), pattern(shapes::HEADER_NAME))
+    )]
     pub name: String,
     /// The value matched (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 1024)))]
     pub value: String,
 }
 
@@ -210,28 +240,42 @@ impl HttpQueryParamMatch {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["name"])))]
 pub struct HttpBackendRef {
     /// The backend's group, the core group (`""`) when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(shapes::GROUP)))]
     pub group: Option<String>,
     /// The backend's kind, `Service` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::KIND))
+    )]
     pub kind: Option<String>,
     /// The backend's name (required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub name: String,
     /// The backend's namespace; the route's own when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::NAMESPACE))
+    )]
     pub namespace: Option<String>,
     /// The port (required for a Service).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 65535)))]
     pub port: Option<i32>,
     /// The share of requests ([`HttpBackendRef::weight`] gives the
     /// default, 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 1000000)))]
     pub weight: Option<i32>,
     /// Filters for requests sent to this backend (at most 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub filters: Option<Vec<HttpRouteFilter>>,
 }
 
@@ -259,9 +303,11 @@ impl HttpBackendRef {
 pub struct HttpRouteTimeouts {
     /// From the request's start to the response's end (`0s`: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(pattern(shapes::DURATION)))]
     pub request: Option<String>,
     /// One try at a backend; not longer than `request`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(pattern(shapes::DURATION)))]
     pub backend_request: Option<String>,
 }
 
@@ -290,12 +336,15 @@ fn duration(value: &str) -> Option<std::time::Duration> {
 pub struct HttpRouteRetry {
     /// Status codes retried (400 to 599, unique).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("x-kubernetes-list-type" = "set"), inner(range(min = 400, max = 599))))]
     pub codes: Option<Vec<i32>>,
     /// Tries after the first (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub attempts: Option<i64>,
     /// The wait between tries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(pattern(shapes::DURATION)))]
     pub backoff: Option<String>,
 }
 

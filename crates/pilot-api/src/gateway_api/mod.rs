@@ -58,6 +58,8 @@ mod httproute;
 mod patterns;
 mod reference_grant;
 mod session;
+#[cfg(feature = "schema")]
+mod shapes;
 mod tls_tcp;
 
 #[cfg(test)]

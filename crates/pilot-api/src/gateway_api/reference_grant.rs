@@ -5,18 +5,23 @@ use pilot_model::FieldErrors;
 use serde::{Deserialize, Serialize};
 
 use super::checks::{self, at, index};
+#[cfg(feature = "schema")]
+use super::shapes;
 
 /// The kinds and namespaces allowed to reference the kinds listed in
 /// `to`, in the grant's namespace.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["from", "to"])))]
 pub struct ReferenceGrant {
     /// Who may reference (1 to 16 entries, required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub from: Vec<ReferenceGrantFrom>,
     /// What may be referenced (1 to 16 entries, required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub to: Vec<ReferenceGrantTo>,
 }
 
@@ -24,15 +29,25 @@ pub struct ReferenceGrant {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["group", "kind", "namespace"])))]
 pub struct ReferenceGrantFrom {
     /// The referrers' group (required; `""` is the core group).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(shapes::GROUP)))]
     pub group: Option<String>,
     /// The referrers' kind (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::KIND))
+    )]
     pub kind: String,
     /// The referrers' namespace (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::NAMESPACE))
+    )]
     pub namespace: String,
 }
 
@@ -40,15 +55,22 @@ pub struct ReferenceGrantFrom {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["group", "kind"])))]
 pub struct ReferenceGrantTo {
     /// The referents' group (required; `""` is the core group).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 253), pattern(shapes::GROUP)))]
     pub group: Option<String>,
     /// The referents' kind (required).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 63), pattern(shapes::KIND))
+    )]
     pub kind: String,
     /// One referent's name; every object of the kind when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 253)))]
     pub name: Option<String>,
 }
 

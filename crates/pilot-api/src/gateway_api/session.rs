@@ -6,6 +6,8 @@ use pilot_model::FieldErrors;
 use serde::{Deserialize, Serialize};
 
 use super::checks::{self, at};
+#[cfg(feature = "schema")]
+use super::shapes;
 
 /// How a rule keeps a session on one backend. Every field is optional:
 /// `{}` is a cookie-based session with the implementation's name.
@@ -16,9 +18,11 @@ pub struct SessionPersistence {
     /// The name of the session's token: the cookie's name, or the
     /// header's (at most 128 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 128)))]
     pub session_name: Option<String>,
     /// How long a session lasts at most (a Gateway API duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(pattern(shapes::DURATION)))]
     pub absolute_timeout: Option<String>,
     /// Cookie or header ([`SessionPersistence::persistence_type`] gives
     /// the default, `Cookie`).

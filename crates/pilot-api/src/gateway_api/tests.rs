@@ -1240,3 +1240,155 @@ fn tls_options_are_accepted_with_a_warning_that_they_are_not_applied() {
         json!({"gatewayClassName": "pilot", "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}]});
     assert!(warnings("Gateway.gateway.networking.k8s.io", plain).is_empty());
 }
+
+/// The schemas pilot publishes carry the CRDs' constraints (values of the
+/// upstream CRDs, written here), and validation refuses what each one
+/// refuses, at the path the schema names.
+#[cfg(feature = "schema")]
+#[test]
+fn published_schemas_carry_the_crds_constraints_and_validation_agrees() {
+    let registry = registry();
+    // The subschema at `path` (`a.b[].c`) of `kind`'s published schema.
+    let at = |kind: &str, path: &str| -> serde_json::Value {
+        let schema = registry.get(kind).unwrap();
+        let mut node = schema.openapi_schema().unwrap().clone();
+        for part in path.split('.') {
+            let (name, items) = match part.strip_suffix("[]") {
+                Some(name) => (name, true),
+                None => (part, false),
+            };
+            node = node["properties"][name].clone();
+            if items {
+                node = node["items"].clone();
+            }
+            // An optional object is `anyOf` it and null.
+            if let Some(inner) = node["anyOf"]
+                .as_array()
+                .and_then(|a| a.iter().find(|b| b["type"] != "null"))
+            {
+                node = inner.clone();
+            }
+            assert!(!node.is_null(), "no {path} in {kind}'s schema");
+        }
+        node
+    };
+    let route = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut spec = json!({"parentRefs": [{"name": "edge"}],
+            "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}]});
+        edit(&mut spec);
+        spec
+    };
+    // (kind, schema path, constraint, value, a spec breaking it, the
+    // error's path)
+    let cases: Vec<(&str, &str, &str, serde_json::Value, serde_json::Value, &str)> = vec![
+        (
+            "HTTPRoute",
+            "parentRefs[].name",
+            "maxLength",
+            json!(253),
+            route(&|s| s["parentRefs"][0]["name"] = json!("a".repeat(254))),
+            "spec.parentRefs[0].name",
+        ),
+        (
+            "HTTPRoute",
+            "parentRefs[].namespace",
+            "pattern",
+            json!(shapes::NAMESPACE),
+            route(&|s| s["parentRefs"][0]["namespace"] = json!("Web")),
+            "spec.parentRefs[0].namespace",
+        ),
+        (
+            "HTTPRoute",
+            "parentRefs",
+            "maxItems",
+            json!(32),
+            route(&|s| {
+                s["parentRefs"] = json!(
+                    (0..33)
+                        .map(|i| json!({"name": format!("g{i}")}))
+                        .collect::<Vec<_>>()
+                )
+            }),
+            "spec.parentRefs",
+        ),
+        (
+            "HTTPRoute",
+            "hostnames[]",
+            "pattern",
+            json!(shapes::HOSTNAME),
+            route(&|s| s["hostnames"] = json!(["a.*.example.com"])),
+            "spec.hostnames[0]",
+        ),
+        (
+            "HTTPRoute",
+            "rules[].backendRefs[].port",
+            "maximum",
+            json!(65535),
+            route(&|s| s["rules"][0]["backendRefs"][0]["port"] = json!(65536)),
+            "spec.rules[0].backendRefs[0].port",
+        ),
+        (
+            "HTTPRoute",
+            "rules[].backendRefs[].weight",
+            "maximum",
+            json!(1_000_000),
+            route(&|s| s["rules"][0]["backendRefs"][0]["weight"] = json!(1_000_001)),
+            "spec.rules[0].backendRefs[0].weight",
+        ),
+        (
+            "HTTPRoute",
+            "rules[].matches[].headers[].name",
+            "pattern",
+            json!(shapes::HEADER_NAME),
+            route(&|s| s["rules"][0]["matches"] = json!([{"headers": [{"name": "a b", "value": "x"}]}])),
+            "spec.rules[0].matches[0].headers[0].name",
+        ),
+        (
+            "HTTPRoute",
+            "rules[].timeouts.request",
+            "pattern",
+            json!(shapes::DURATION),
+            route(&|s| s["rules"][0]["timeouts"] = json!({"request": "1d"})),
+            "spec.rules[0].timeouts.request",
+        ),
+        (
+            "HTTPRoute",
+            "rules",
+            "maxItems",
+            json!(16),
+            route(&|s| s["rules"] = json!(vec![json!({}); 17])),
+            "spec.rules",
+        ),
+        (
+            "GRPCRoute",
+            "rules[].matches[].method.service",
+            "maxLength",
+            json!(1024),
+            route(&|s| s["rules"][0]["matches"] = json!([{"method": {"service": "s".repeat(1025)}}])),
+            "spec.rules[0].matches[0].method.service",
+        ),
+    ];
+    for (kind, path, constraint, value, spec, error_path) in cases {
+        let node = at(kind, path);
+        assert_eq!(node[constraint], value, "{kind} {path}: {node}");
+        refused_at(&errors(kind, spec), error_path, "");
+    }
+    // Lists of maps name their keys; required fields are listed.
+    let listeners = at("Gateway.gateway.networking.k8s.io", "listeners");
+    assert_eq!(listeners["x-kubernetes-list-type"], "map");
+    assert_eq!(listeners["x-kubernetes-list-map-keys"], json!(["name"]));
+    assert_eq!(listeners["maxItems"], 64);
+    let gateway = registry.get("Gateway.gateway.networking.k8s.io").unwrap();
+    assert_eq!(
+        gateway.openapi_schema().unwrap()["required"],
+        json!(["gatewayClassName", "listeners"])
+    );
+    let grant = registry.get("ReferenceGrant").unwrap();
+    assert_eq!(grant.openapi_schema().unwrap()["required"], json!(["from", "to"]));
+    assert_eq!(at("HTTPRoute", "parentRefs[]")["required"], json!(["name"]));
+    let class = at("GatewayClass", "controllerName");
+    assert_eq!(
+        (class["minLength"].clone(), class["maxLength"].clone()),
+        (json!(1), json!(253))
+    );
+}

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::checks::{self, at, index};
 use super::common::{self, BackendRef, ParentReference};
 use super::patterns;
+#[cfg(feature = "schema")]
+use super::shapes;
 
 /// TLS streams routed by SNI, for the parents the route attaches to.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -15,10 +17,12 @@ use super::patterns;
 pub struct TlsRoute {
     /// The parents the route attaches to (at most 32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 32), extend("x-kubernetes-list-type" = "atomic")))]
     pub parent_refs: Option<Vec<ParentReference>>,
     /// The SNI hostnames matched (1 to 1024, required at `v1`; optional
     /// at `v1alpha2`, whose objects keep their absence).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 1024), extend("x-kubernetes-list-type" = "atomic"), inner(length(min = 1, max = 253), pattern(shapes::HOSTNAME))))]
     pub hostnames: Option<Vec<String>>,
     /// The rules (exactly one at `v1`; up to 16 at `v1alpha2`, of which a
     /// stream, having no request to match, takes the first).
@@ -36,6 +40,7 @@ pub struct TlsRoute {
 pub struct TcpRoute {
     /// The parents the route attaches to (at most 32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 32), extend("x-kubernetes-list-type" = "atomic")))]
     pub parent_refs: Option<Vec<ParentReference>>,
     /// The rules (exactly one at `v1`).
     #[serde(default)]
@@ -49,12 +54,18 @@ pub struct TcpRoute {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(extend("required" = ["backendRefs"])))]
 pub struct StreamRouteRule {
     /// The rule's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(length(min = 1, max = 253), pattern(shapes::SUBDOMAIN))
+    )]
     pub name: Option<String>,
     /// The backends (1 to 16, required).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = 16), extend("x-kubernetes-list-type" = "atomic")))]
     pub backend_refs: Vec<BackendRef>,
 }
 
@@ -71,10 +82,8 @@ pub(crate) const V1ALPHA2: &str = "v1alpha2";
 pub(crate) fn tls_schema_at(version: &str) -> serde_json::Value {
     let mut schema = crate::primitives::openapi_schema::<TlsRoute>();
     stream_bounds(&mut schema, version);
-    let hostnames = &mut schema["properties"]["hostnames"];
-    hostnames["maxItems"] = 1024.into();
     if version != V1ALPHA2 {
-        hostnames["minItems"] = 1.into();
+        schema["properties"]["hostnames"]["minItems"] = 1.into();
         schema["required"] = serde_json::json!(["hostnames", "rules"]);
     }
     schema
@@ -90,21 +99,15 @@ pub(crate) fn tcp_schema_at(version: &str) -> serde_json::Value {
     schema
 }
 
-/// The bounds both kinds' CRDs give their lists, and their required
-/// `rules`.
+/// What both kinds' CRDs say differently by version: the number of rules
+/// (the rest is on the types).
 #[cfg(feature = "schema")]
 fn stream_bounds(schema: &mut serde_json::Value, version: &str) {
     schema["required"] = serde_json::json!(["rules"]);
-    let properties = &mut schema["properties"];
-    properties["parentRefs"]["maxItems"] = 32.into();
-    let rules = &mut properties["rules"];
+    let rules = &mut schema["properties"]["rules"];
     rules["minItems"] = 1.into();
     rules["maxItems"] = if version == V1ALPHA2 { 16 } else { 1 }.into();
-    let rule = &mut rules["items"];
-    rule["required"] = serde_json::json!(["backendRefs"]);
-    let backends = &mut rule["properties"]["backendRefs"];
-    backends["minItems"] = 1.into();
-    backends["maxItems"] = 16.into();
+    rules["x-kubernetes-list-type"] = "atomic".into();
 }
 
 pub(crate) fn validate_tls(route: &TlsRoute, errors: &mut FieldErrors) {
