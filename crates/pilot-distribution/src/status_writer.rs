@@ -551,6 +551,18 @@ mod tests {
         }
     }
 
+    /// Waits until `check` holds, at most [`pilot_test_support::PATIENCE`].
+    async fn until(what: &str, check: &dyn Fn() -> bool) {
+        let started = std::time::Instant::now();
+        while !check() {
+            assert!(
+                started.elapsed() < pilot_test_support::PATIENCE,
+                "timed out waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     fn acked(id: &str, revision: u64) -> ProxyDistribution {
         ProxyDistribution {
             node_id: id.into(),
@@ -604,16 +616,6 @@ mod tests {
         let task = tokio::spawn(writer.run(async {
             let _ = stopped.await;
         }));
-        let until = async |what: &str, check: &dyn Fn() -> bool| {
-            let started = std::time::Instant::now();
-            while !check() {
-                assert!(
-                    started.elapsed() < pilot_test_support::PATIENCE,
-                    "timed out waiting for {what}"
-                );
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        };
         let summary = || {
             let object = backend.get_now(&key).unwrap().unwrap();
             object.meta.status.as_ref().map(|s| s.summary())
@@ -677,16 +679,6 @@ mod tests {
         let summary = |memory: &pilot_store_memory::MemoryConfigStore| {
             let object = memory.get_now(&key).unwrap().unwrap();
             object.meta.status.as_ref().map(|s| s.summary())
-        };
-        let until = async |what: &str, check: &dyn Fn() -> bool| {
-            let started = std::time::Instant::now();
-            while !check() {
-                assert!(
-                    started.elapsed() < pilot_test_support::PATIENCE,
-                    "timed out waiting for {what}"
-                );
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
         };
         until("2/2 written", &|| summary(&memory).as_deref() == Some("2/2")).await;
         // The write's own echo is one more round; then nothing changes.
